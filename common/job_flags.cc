@@ -1,0 +1,165 @@
+#include "common/job_flags.h"
+
+#include <gflags/gflags.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/job_spec.h"
+#include "common/status_macros.h"
+
+DEFINE_string(config, "", "JobSpec textproto file; flags given on the command line override it");
+DEFINE_string(model, "mlp", "Model: mlp");
+DEFINE_string(hidden, "256,128", "Hidden layer widths of the MLP, comma-separated");
+DEFINE_string(data_dir, pstrain::kDefaultDataDir, "Folder with the Fashion-MNIST (or MNIST) IDX files");
+DEFINE_int64(train_limit, 0, "Use only the first N training samples (0: all)");
+DEFINE_int64(test_limit, 0, "Use only the first N test samples (0: all)");
+DEFINE_string(mode, "sync", "Training mode: sync, async or ssp");
+DEFINE_int32(staleness, 2, "SSP: how many steps a worker may run ahead of the slowest");
+DEFINE_int32(batch_size, 64, "Samples per worker per step");
+DEFINE_int32(epochs, 10, "Passes over the training set");
+DEFINE_uint64(seed, 1, "Seed for initial weights and epoch permutations");
+DEFINE_int64(max_steps, 0, "Stop after this many steps (0: no limit)");
+DEFINE_int32(servers, 2, "Number of parameter servers");
+DEFINE_int32(workers, 2, "Number of workers");
+DEFINE_string(optimizer, "adam", "Optimizer: sgd, momentum, nesterov, adam or adagrad");
+DEFINE_double(lr, 0.001, "Learning rate (default depends on the optimizer: adam 0.001, adagrad 0.01, else 0.05)");
+DEFINE_double(momentum, 0.9, "Momentum coefficient (momentum, nesterov)");
+DEFINE_double(beta1, 0.9, "Adam beta1");
+DEFINE_double(beta2, 0.999, "Adam beta2");
+DEFINE_double(epsilon, 1e-8, "Adam/Adagrad epsilon");
+DEFINE_double(weight_decay, 0.0, "L2 weight decay");
+DEFINE_string(lr_schedule, "constant", "Learning-rate schedule: constant, step or cosine");
+DEFINE_int64(warmup_steps, 0, "Linear warm-up steps");
+DEFINE_int64(lr_step_size, 0, "Step schedule: steps between decays");
+DEFINE_double(lr_gamma, 0.1, "Step schedule: decay factor");
+DEFINE_double(lr_min_factor, 0.0, "Cosine schedule: final lr as a fraction of lr");
+DEFINE_bool(allow_nonfinite_gradients, false, "Accept NaN/Inf gradients instead of refusing them");
+DEFINE_int32(lease_batches, 4, "async/ssp: batches per work lease");
+DEFINE_int64(max_chunk_bytes, 4 << 20, "Largest tensor chunk in the shard map, bytes");
+DEFINE_string(final_model, "", "Where worker 0 writes the trained model (empty: not written)");
+DEFINE_bool(eval_last_epoch_only, false, "Evaluate only after the last epoch");
+
+namespace pstrain {
+namespace {
+
+// The job flags, by name, in the order they are documented.
+const char* const kJobFlags[] = {
+    "model",        "hidden",         "data_dir",      "train_limit",  "test_limit",
+    "mode",         "staleness",      "batch_size",    "epochs",       "seed",
+    "max_steps",    "servers",        "workers",       "optimizer",    "lr",
+    "momentum",     "beta1",          "beta2",         "epsilon",      "weight_decay",
+    "lr_schedule",  "warmup_steps",   "lr_step_size",  "lr_gamma",     "lr_min_factor",
+    "allow_nonfinite_gradients", "lease_batches", "max_chunk_bytes", "final_model",
+    "eval_last_epoch_only"};
+
+bool Given(const char* name) {
+  gflags::CommandLineFlagInfo info;
+  return gflags::GetCommandLineFlagInfo(name, &info) && !info.is_default;
+}
+
+absl::Status ApplyFlags(JobSpec* job) {
+  if (Given("model")) job->set_model(FLAGS_model);
+  if (Given("hidden")) {
+    job->clear_hidden_sizes();
+    for (absl::string_view part : absl::StrSplit(FLAGS_hidden, ',', absl::SkipWhitespace())) {
+      int width = 0;
+      if (!absl::SimpleAtoi(part, &width) || width <= 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--hidden: got '", FLAGS_hidden, "', expected positive integers separated by commas"));
+      }
+      job->add_hidden_sizes(width);
+    }
+  }
+  DataSpec* data = job->mutable_data();
+  if (Given("data_dir")) data->set_data_dir(FLAGS_data_dir);
+  if (Given("train_limit")) data->set_train_limit(FLAGS_train_limit);
+  if (Given("test_limit")) data->set_test_limit(FLAGS_test_limit);
+  if (Given("mode")) {
+    ASSIGN_OR_RETURN(Mode mode, ParseMode(FLAGS_mode));
+    job->set_mode(mode);
+  }
+  if (Given("staleness")) job->set_staleness(FLAGS_staleness);
+  if (Given("batch_size")) job->set_batch_size(FLAGS_batch_size);
+  if (Given("epochs")) job->set_epochs(FLAGS_epochs);
+  if (Given("seed")) job->set_seed(FLAGS_seed);
+  if (Given("max_steps")) job->set_max_steps(FLAGS_max_steps);
+  if (Given("servers")) job->set_num_servers(FLAGS_servers);
+  if (Given("workers")) job->set_num_workers(FLAGS_workers);
+  OptimizerSpec* opt = job->mutable_optimizer();
+  if (Given("optimizer")) {
+    ASSIGN_OR_RETURN(OptimizerSpec::Type type, ParseOptimizer(FLAGS_optimizer));
+    opt->set_type(type);
+  }
+  if (Given("lr")) opt->set_lr(static_cast<float>(FLAGS_lr));
+  if (Given("momentum")) opt->set_momentum(static_cast<float>(FLAGS_momentum));
+  if (Given("beta1")) opt->set_beta1(static_cast<float>(FLAGS_beta1));
+  if (Given("beta2")) opt->set_beta2(static_cast<float>(FLAGS_beta2));
+  if (Given("epsilon")) opt->set_epsilon(static_cast<float>(FLAGS_epsilon));
+  if (Given("weight_decay")) opt->set_weight_decay(static_cast<float>(FLAGS_weight_decay));
+  LrSchedule* schedule = opt->mutable_schedule();
+  if (Given("lr_schedule")) {
+    ASSIGN_OR_RETURN(LrSchedule::Type type, ParseLrSchedule(FLAGS_lr_schedule));
+    schedule->set_type(type);
+  }
+  if (Given("warmup_steps")) schedule->set_warmup_steps(FLAGS_warmup_steps);
+  if (Given("lr_step_size")) schedule->set_step_size(FLAGS_lr_step_size);
+  if (Given("lr_gamma")) schedule->set_gamma(static_cast<float>(FLAGS_lr_gamma));
+  if (Given("lr_min_factor")) schedule->set_min_factor(static_cast<float>(FLAGS_lr_min_factor));
+  if (Given("allow_nonfinite_gradients")) job->set_allow_nonfinite_gradients(FLAGS_allow_nonfinite_gradients);
+  if (Given("lease_batches")) job->set_lease_batches(FLAGS_lease_batches);
+  if (Given("max_chunk_bytes")) job->set_max_chunk_bytes(FLAGS_max_chunk_bytes);
+  if (Given("final_model")) job->set_final_model_path(FLAGS_final_model);
+  if (Given("eval_last_epoch_only")) job->set_eval_last_epoch_only(FLAGS_eval_last_epoch_only);
+  return absl::OkStatus();
+}
+
+// Values a user gives explicitly that proto3 would read as "unset": refuse them rather than let
+// the default silently replace them.
+absl::Status RejectExplicitZeros() {
+  struct IntFlag { const char* name; int64_t value; };
+  const IntFlag must_be_positive[] = {
+      {"servers", FLAGS_servers},       {"workers", FLAGS_workers},
+      {"batch_size", FLAGS_batch_size}, {"epochs", FLAGS_epochs},
+      {"lease_batches", FLAGS_lease_batches}, {"max_chunk_bytes", FLAGS_max_chunk_bytes}};
+  for (const IntFlag& f : must_be_positive) {
+    if (Given(f.name) && f.value <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--", f.name, ": got ", f.value, ", expected >= 1"));
+    }
+  }
+  if (Given("lr") && !(FLAGS_lr > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("--lr: got ", FLAGS_lr, ", expected > 0"));
+  }
+  if (Given("seed") && FLAGS_seed == 0) {
+    return absl::InvalidArgumentError("--seed: got 0, expected a non-zero seed");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<JobSpec> JobSpecFromFlags() {
+  JobSpec job;
+  if (!FLAGS_config.empty()) {
+    ASSIGN_OR_RETURN(job, ReadJobSpecFile(FLAGS_config));
+  }
+  RETURN_IF_ERROR(RejectExplicitZeros());
+  RETURN_IF_ERROR(ApplyFlags(&job));
+  ApplyJobDefaults(&job);
+  RETURN_IF_ERROR(ValidateJobSpec(job));
+  return job;
+}
+
+std::vector<std::string> ExplicitJobFlags() {
+  std::vector<std::string> out;
+  if (!FLAGS_config.empty()) out.push_back(absl::StrCat("--config=", FLAGS_config));
+  for (const char* name : kJobFlags) {
+    gflags::CommandLineFlagInfo info;
+    if (gflags::GetCommandLineFlagInfo(name, &info) && !info.is_default) {
+      out.push_back(absl::StrCat("--", name, "=", info.current_value));
+    }
+  }
+  return out;
+}
+
+}  // namespace pstrain

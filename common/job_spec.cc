@@ -1,0 +1,184 @@
+#include "common/job_spec.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+
+namespace pstrain {
+namespace {
+
+// Collects the first parse error with its position, for a message that names file, line, column.
+class ErrorCollector : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, int column, const std::string& message) override {
+    if (first_.empty()) first_ = absl::StrCat("line ", line + 1, ", column ", column + 1, ": ", message);
+  }
+  const std::string& first() const { return first_; }
+
+ private:
+  std::string first_;
+};
+
+absl::Status Invalid(absl::string_view field, absl::string_view got, absl::string_view expected) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": got ", got, ", expected ", expected));
+}
+
+bool InUnitInterval(float v) { return v >= 0.0f && v < 1.0f; }
+
+}  // namespace
+
+absl::StatusOr<JobSpec> ReadJobSpecFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("job config ", path, ": cannot open file"));
+  std::stringstream text;
+  text << in.rdbuf();
+  JobSpec job;
+  google::protobuf::TextFormat::Parser parser;
+  ErrorCollector errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text.str(), &job)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job config ", path, ": not a valid JobSpec textproto: ", errors.first()));
+  }
+  return job;
+}
+
+void ApplyJobDefaults(JobSpec* job) {
+  if (job->model().empty()) job->set_model("mlp");
+  if (job->hidden_sizes().empty()) {
+    job->add_hidden_sizes(256);
+    job->add_hidden_sizes(128);
+  }
+  if (job->data().data_dir().empty()) job->mutable_data()->set_data_dir(kDefaultDataDir);
+  if (job->mode() == MODE_UNSPECIFIED) job->set_mode(SYNC);
+  if (job->batch_size() == 0) job->set_batch_size(64);
+  if (job->epochs() == 0) job->set_epochs(10);
+  if (job->seed() == 0) job->set_seed(1);
+  if (job->num_servers() == 0) job->set_num_servers(2);
+  if (job->num_workers() == 0) job->set_num_workers(2);
+  if (job->lease_batches() == 0) job->set_lease_batches(4);
+  if (job->max_chunk_bytes() == 0) job->set_max_chunk_bytes(4 << 20);
+  if (job->mode() == SSP && job->staleness() == 0) job->set_staleness(2);
+
+  OptimizerSpec* opt = job->mutable_optimizer();
+  if (opt->type() == OptimizerSpec::TYPE_UNSPECIFIED) opt->set_type(OptimizerSpec::ADAM);
+  if (!opt->has_lr()) {
+    switch (opt->type()) {
+      case OptimizerSpec::ADAM: opt->set_lr(0.001f); break;
+      case OptimizerSpec::ADAGRAD: opt->set_lr(0.01f); break;
+      default: opt->set_lr(0.05f); break;
+    }
+  }
+  if (!opt->has_momentum()) opt->set_momentum(0.9f);
+  if (!opt->has_beta1()) opt->set_beta1(0.9f);
+  if (!opt->has_beta2()) opt->set_beta2(0.999f);
+  if (!opt->has_epsilon()) opt->set_epsilon(opt->type() == OptimizerSpec::ADAGRAD ? 1e-10f : 1e-8f);
+  LrSchedule* schedule = opt->mutable_schedule();
+  if (schedule->type() == LrSchedule::TYPE_UNSPECIFIED) schedule->set_type(LrSchedule::CONSTANT);
+  if (!schedule->has_gamma()) schedule->set_gamma(0.1f);
+}
+
+absl::Status ValidateJobSpec(const JobSpec& job) {
+  if (job.model() != "mlp") return Invalid("model", absl::StrCat("'", job.model(), "'"), "'mlp'");
+  for (int i = 0; i < job.hidden_sizes_size(); ++i) {
+    if (job.hidden_sizes(i) <= 0) {
+      return Invalid(absl::StrCat("hidden_sizes[", i, "]"), absl::StrCat(job.hidden_sizes(i)), "> 0");
+    }
+  }
+  if (job.num_servers() < 1) return Invalid("num_servers", absl::StrCat(job.num_servers()), ">= 1");
+  if (job.num_workers() < 1) return Invalid("num_workers", absl::StrCat(job.num_workers()), ">= 1");
+  if (job.batch_size() < 1) return Invalid("batch_size", absl::StrCat(job.batch_size()), ">= 1");
+  if (job.epochs() < 1) return Invalid("epochs", absl::StrCat(job.epochs()), ">= 1");
+  if (job.max_steps() < 0) return Invalid("max_steps", absl::StrCat(job.max_steps()), ">= 0");
+  if (job.staleness() < 0) return Invalid("staleness", absl::StrCat(job.staleness()), ">= 0");
+  if (job.lease_batches() < 1) return Invalid("lease_batches", absl::StrCat(job.lease_batches()), ">= 1");
+  if (job.max_chunk_bytes() < 4 || job.max_chunk_bytes() % 4 != 0) {
+    return Invalid("max_chunk_bytes", absl::StrCat(job.max_chunk_bytes()), "a positive multiple of 4");
+  }
+  if (job.data().train_limit() < 0) return Invalid("data.train_limit", absl::StrCat(job.data().train_limit()), ">= 0");
+  if (job.data().test_limit() < 0) return Invalid("data.test_limit", absl::StrCat(job.data().test_limit()), ">= 0");
+  if (job.mode() == MODE_UNSPECIFIED || !Mode_IsValid(job.mode())) {
+    return Invalid("mode", absl::StrCat(static_cast<int>(job.mode())), "sync, async or ssp");
+  }
+
+  const OptimizerSpec& opt = job.optimizer();
+  if (opt.type() == OptimizerSpec::TYPE_UNSPECIFIED || !OptimizerSpec::Type_IsValid(opt.type())) {
+    return Invalid("optimizer.type", absl::StrCat(static_cast<int>(opt.type())),
+                   "sgd, momentum, nesterov, adam or adagrad");
+  }
+  if (!(opt.lr() > 0) || !std::isfinite(opt.lr())) return Invalid("optimizer.lr", absl::StrCat(opt.lr()), "> 0");
+  if (!InUnitInterval(opt.momentum())) return Invalid("optimizer.momentum", absl::StrCat(opt.momentum()), "in [0, 1)");
+  if (!InUnitInterval(opt.beta1())) return Invalid("optimizer.beta1", absl::StrCat(opt.beta1()), "in [0, 1)");
+  if (!InUnitInterval(opt.beta2())) return Invalid("optimizer.beta2", absl::StrCat(opt.beta2()), "in [0, 1)");
+  if (!(opt.epsilon() > 0)) return Invalid("optimizer.epsilon", absl::StrCat(opt.epsilon()), "> 0");
+  if (!(opt.weight_decay() >= 0) || !std::isfinite(opt.weight_decay())) {
+    return Invalid("optimizer.weight_decay", absl::StrCat(opt.weight_decay()), ">= 0");
+  }
+  const LrSchedule& s = opt.schedule();
+  if (s.warmup_steps() < 0) return Invalid("optimizer.schedule.warmup_steps", absl::StrCat(s.warmup_steps()), ">= 0");
+  if (s.type() == LrSchedule::STEP && s.step_size() < 1) {
+    return Invalid("optimizer.schedule.step_size", absl::StrCat(s.step_size()), ">= 1 for the step schedule");
+  }
+  if (!(s.gamma() > 0 && s.gamma() <= 1)) return Invalid("optimizer.schedule.gamma", absl::StrCat(s.gamma()), "in (0, 1]");
+  if (!(s.min_factor() >= 0 && s.min_factor() <= 1)) {
+    return Invalid("optimizer.schedule.min_factor", absl::StrCat(s.min_factor()), "in [0, 1]");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Mode> ParseMode(absl::string_view name) {
+  std::string n = absl::AsciiStrToLower(name);
+  if (n == "sync") return SYNC;
+  if (n == "async") return ASYNC;
+  if (n == "ssp") return SSP;
+  return absl::InvalidArgumentError(absl::StrCat("mode: got '", name, "', expected sync, async or ssp"));
+}
+
+absl::StatusOr<OptimizerSpec::Type> ParseOptimizer(absl::string_view name) {
+  std::string n = absl::AsciiStrToLower(name);
+  if (n == "sgd") return OptimizerSpec::SGD;
+  if (n == "momentum") return OptimizerSpec::MOMENTUM;
+  if (n == "nesterov") return OptimizerSpec::NESTEROV;
+  if (n == "adam") return OptimizerSpec::ADAM;
+  if (n == "adagrad") return OptimizerSpec::ADAGRAD;
+  return absl::InvalidArgumentError(
+      absl::StrCat("optimizer: got '", name, "', expected sgd, momentum, nesterov, adam or adagrad"));
+}
+
+absl::StatusOr<LrSchedule::Type> ParseLrSchedule(absl::string_view name) {
+  std::string n = absl::AsciiStrToLower(name);
+  if (n == "constant") return LrSchedule::CONSTANT;
+  if (n == "step") return LrSchedule::STEP;
+  if (n == "cosine") return LrSchedule::COSINE;
+  return absl::InvalidArgumentError(
+      absl::StrCat("lr_schedule: got '", name, "', expected constant, step or cosine"));
+}
+
+std::string ModeName(Mode mode) {
+  switch (mode) {
+    case SYNC: return "sync";
+    case ASYNC: return "async";
+    case SSP: return "ssp";
+    default: return "unspecified";
+  }
+}
+
+std::string OptimizerName(OptimizerSpec::Type type) {
+  return absl::AsciiStrToLower(OptimizerSpec::Type_Name(type));
+}
+
+std::string JobSpecToText(const JobSpec& job) {
+  google::protobuf::TextFormat::Printer printer;
+  printer.SetSingleLineMode(true);
+  std::string out;
+  printer.PrintToString(job, &out);
+  return out;
+}
+
+}  // namespace pstrain

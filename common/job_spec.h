@@ -1,0 +1,42 @@
+// Reading, completing and checking a JobSpec (proto/job.proto).
+//
+// The scheduler and the launcher both call these, so a bad job fails before any process starts.
+#ifndef PSTRAIN_COMMON_JOB_SPEC_H_
+#define PSTRAIN_COMMON_JOB_SPEC_H_
+
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/job.pb.h"
+
+namespace pstrain {
+
+// The folder Debian's dataset-fashion-mnist package installs.
+inline constexpr char kDefaultDataDir[] = "/usr/share/datasets/fashion-mnist";
+
+// Parses a JobSpec textproto file. Errors name the file and, for syntax errors, line and column.
+absl::StatusOr<JobSpec> ReadJobSpecFile(const std::string& path);
+
+// Fills every unset field with its documented default (proto/job.proto). Idempotent.
+void ApplyJobDefaults(JobSpec* job);
+
+// Checks a job after ApplyJobDefaults. INVALID_ARGUMENT names the field, the value and what was
+// expected, e.g. "optimizer.lr: got -0.1, expected > 0".
+absl::Status ValidateJobSpec(const JobSpec& job);
+
+// Flag spellings of the enums: "sync"/"async"/"ssp", "sgd"/"momentum"/"nesterov"/"adam"/"adagrad",
+// "constant"/"step"/"cosine". Unknown names give INVALID_ARGUMENT listing the accepted ones.
+absl::StatusOr<Mode> ParseMode(absl::string_view name);
+absl::StatusOr<OptimizerSpec::Type> ParseOptimizer(absl::string_view name);
+absl::StatusOr<LrSchedule::Type> ParseLrSchedule(absl::string_view name);
+std::string ModeName(Mode mode);
+std::string OptimizerName(OptimizerSpec::Type type);
+
+// The job as one line of text, for logs.
+std::string JobSpecToText(const JobSpec& job);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_COMMON_JOB_SPEC_H_

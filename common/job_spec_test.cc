@@ -1,0 +1,102 @@
+#include "common/job_spec.h"
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::HasSubstr;
+
+JobSpec Defaults() {
+  JobSpec job;
+  ApplyJobDefaults(&job);
+  return job;
+}
+
+std::string WriteTemp(const std::string& text) {
+  std::string path = testing::TempDir() + "/job_spec_test.textproto";
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(JobSpecTest, DefaultsDescribeTheDemoJob) {
+  JobSpec job = Defaults();
+  EXPECT_TRUE(ValidateJobSpec(job).ok());
+  EXPECT_EQ(job.model(), "mlp");
+  EXPECT_THAT(job.hidden_sizes(), testing::ElementsAre(256, 128));
+  EXPECT_EQ(job.mode(), SYNC);
+  EXPECT_EQ(job.num_servers(), 2);
+  EXPECT_EQ(job.num_workers(), 2);
+  EXPECT_EQ(job.optimizer().type(), OptimizerSpec::ADAM);
+  EXPECT_FLOAT_EQ(job.optimizer().lr(), 0.001f);
+  EXPECT_EQ(job.data().data_dir(), kDefaultDataDir);
+}
+
+TEST(JobSpecTest, DefaultsKeepExplicitValues) {
+  JobSpec job;
+  job.mutable_optimizer()->set_type(OptimizerSpec::MOMENTUM);
+  job.mutable_optimizer()->set_momentum(0.0f);  // Explicit zero must survive.
+  job.set_batch_size(16);
+  ApplyJobDefaults(&job);
+  EXPECT_FLOAT_EQ(job.optimizer().momentum(), 0.0f);
+  EXPECT_FLOAT_EQ(job.optimizer().lr(), 0.05f);
+  EXPECT_EQ(job.batch_size(), 16);
+}
+
+TEST(JobSpecTest, NegativeLearningRateIsRefusedWithFieldAndValue) {
+  JobSpec job = Defaults();
+  job.mutable_optimizer()->set_lr(-0.1f);
+  absl::Status s = ValidateJobSpec(job);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("optimizer.lr: got -0.1, expected > 0"));
+}
+
+TEST(JobSpecTest, ZeroWorkersIsRefused) {
+  JobSpec job = Defaults();
+  job.set_num_workers(-1);
+  EXPECT_THAT(ValidateJobSpec(job).message(), HasSubstr("num_workers: got -1"));
+}
+
+TEST(JobSpecTest, StepScheduleNeedsAStepSize) {
+  JobSpec job = Defaults();
+  job.mutable_optimizer()->mutable_schedule()->set_type(LrSchedule::STEP);
+  EXPECT_THAT(ValidateJobSpec(job).message(), HasSubstr("step_size"));
+}
+
+TEST(JobSpecTest, UnknownNamesListTheAcceptedOnes) {
+  EXPECT_EQ(*ParseMode("SSP"), SSP);
+  EXPECT_THAT(ParseMode("fast").status().message(), HasSubstr("expected sync, async or ssp"));
+  EXPECT_EQ(*ParseOptimizer("nesterov"), OptimizerSpec::NESTEROV);
+  EXPECT_THAT(ParseOptimizer("lion").status().message(), HasSubstr("got 'lion'"));
+  EXPECT_EQ(*ParseLrSchedule("cosine"), LrSchedule::COSINE);
+}
+
+TEST(JobSpecTest, ReadsTextprotoFile) {
+  std::string path = WriteTemp("mode: SSP\nstaleness: 3\nbatch_size: 32\noptimizer { type: SGD lr: 0.1 }\n");
+  absl::StatusOr<JobSpec> job = ReadJobSpecFile(path);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->mode(), SSP);
+  EXPECT_EQ(job->staleness(), 3);
+  EXPECT_EQ(job->optimizer().type(), OptimizerSpec::SGD);
+}
+
+TEST(JobSpecTest, SyntaxErrorNamesFileAndLine) {
+  std::string path = WriteTemp("mode: SYNC\nbatch_sise: 3\n");
+  absl::Status s = ReadJobSpecFile(path).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr(path));
+  EXPECT_THAT(s.message(), HasSubstr("line 2"));
+  EXPECT_THAT(s.message(), HasSubstr("batch_sise"));
+}
+
+TEST(JobSpecTest, MissingFileIsNotFound) {
+  EXPECT_EQ(ReadJobSpecFile("/nonexistent/job.textproto").status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace pstrain
