@@ -1,0 +1,63 @@
+#include "bench/bench_store.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace pstrain::bench {
+
+ShardMap OneTensorShardMap(int64_t num_floats, int64_t max_chunk_bytes) {
+  ShardMap map;
+  map.set_version(1);
+  TensorSpec* tensor = map.add_tensors();
+  tensor->set_id(0);
+  tensor->set_name("bench.weight");
+  tensor->add_shape(num_floats);
+  tensor->set_num_elements(num_floats);
+  tensor->set_init(ZEROS);
+  tensor->set_fan_in(num_floats);
+  tensor->set_fan_out(1);
+  tensor->set_flat_offset(0);
+  const int64_t max_floats = std::max<int64_t>(1, max_chunk_bytes / 4);
+  for (int64_t offset = 0; offset < num_floats; offset += max_floats) {
+    ChunkSpec* chunk = map.add_chunks();
+    chunk->set_tensor_id(0);
+    chunk->set_offset(offset);
+    chunk->set_length(std::min(max_floats, num_floats - offset));
+    chunk->set_server_rank(0);
+  }
+  return map;
+}
+
+absl::StatusOr<std::unique_ptr<server::ParameterStore>> NewBenchStore(
+    const ShardMap& map, Mode mode, OptimizerSpec::Type optimizer, int num_workers) {
+  server::ParameterStore::Options options;
+  options.rank = 0;
+  options.job.set_mode(mode);
+  options.job.set_num_servers(1);
+  options.job.set_num_workers(num_workers);
+  options.job.mutable_optimizer()->set_type(optimizer);
+  options.shard_map = map;
+  options.num_workers = num_workers;
+  options.membership_epoch = 1;
+  options.total_steps = 1'000'000;
+  return server::ParameterStore::Create(options);
+}
+
+PushRequest GradientPush(const ShardMap& map, int worker_rank, float value) {
+  PushRequest push;
+  push.set_worker_rank(worker_rank);
+  push.set_membership_epoch(1);
+  push.set_step(0);
+  push.set_num_samples(1);
+  for (const ChunkSpec& c : map.chunks()) {
+    TensorChunk* chunk = push.add_chunks();
+    chunk->set_tensor_id(c.tensor_id());
+    chunk->set_offset(c.offset());
+    chunk->set_length(c.length());
+    const std::vector<float> values(static_cast<size_t>(c.length()), value);
+    chunk->set_data(values.data(), values.size() * sizeof(float));
+  }
+  return push;
+}
+
+}  // namespace pstrain::bench

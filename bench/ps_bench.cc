@@ -1,0 +1,252 @@
+// gRPC throughput of the parameter server against a bare echo service in the same process, for
+// payloads from 4 KiB to 64 MiB. Every benchmark starts its own server on 127.0.0.1:0 hosting the
+// echo service (bench/echo_service.h) and a ParameterServerService over a one-tensor store, and
+// calls it through blocking stubs on a channel without message size limits.
+//
+//   Echo      N bytes each way                    baseline for PushPull
+//   PushPull  SYNC, 1 worker: one SGD step + the weights back, N bytes each way
+//   Send      N bytes up, a count back            baseline for Push
+//   Push      ASYNC: N bytes of gradient applied with SGD
+//   Fetch     a size up, N bytes back             baseline for Pull
+//   Pull      ASYNC: N bytes of weights back
+//
+// Counters: bytes_per_second counts payload bytes in both directions (2N per round trip for Echo
+// and PushPull, N otherwise); `payload_bytes` = N. Time is wall-clock per call (latency). Each
+// benchmark runs three times and reports mean, median and stddev; bench/run.sh makes the ratios
+// from the medians.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <benchmark/benchmark.h>
+#include <glog/logging.h>
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "bench/bench_store.h"
+#include "bench/echo.grpc.pb.h"
+#include "bench/echo_service.h"
+#include "proto/ps.grpc.pb.h"
+#include "server/parameter_store.h"
+#include "server/ps_service.h"
+
+namespace pstrain::bench {
+namespace {
+
+constexpr int64_t kKiB = 1024;
+constexpr int64_t kMiB = 1024 * kKiB;
+constexpr int64_t kSizes[] = {4 * kKiB, 64 * kKiB, kMiB, 4 * kMiB, 16 * kMiB, 64 * kMiB};
+// Small enough that thousands of SGD steps keep the weights finite.
+constexpr float kGradient = 1e-6f;
+
+// One in-process server: echo + parameter server over a store of `bytes / 4` floats.
+class BenchServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<BenchServer>> Start(Mode mode, int64_t bytes) {
+    auto server = std::unique_ptr<BenchServer>(new BenchServer(bytes));
+    absl::StatusOr<std::unique_ptr<server::ParameterStore>> store =
+        NewBenchStore(server->map_, mode, OptimizerSpec::SGD, /*num_workers=*/1);
+    if (!store.ok()) return store.status();
+    server->store_ = *std::move(store);
+    server->ps_service_.SetStore(server->store_.get());
+
+    int port = 0;
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.SetMaxReceiveMessageSize(-1);
+    builder.SetMaxSendMessageSize(-1);
+    builder.RegisterService(&server->echo_service_);
+    builder.RegisterService(&server->ps_service_);
+    server->server_ = builder.BuildAndStart();
+    if (server->server_ == nullptr || port == 0) {
+      return absl::UnavailableError("bench server: cannot listen on 127.0.0.1:0");
+    }
+
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(-1);
+    args.SetMaxSendMessageSize(-1);
+    server->channel_ = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port),
+                                                 grpc::InsecureChannelCredentials(), args);
+    server->echo_ = Echo::NewStub(server->channel_);
+    server->ps_ = ParameterServer::NewStub(server->channel_);
+    return server;
+  }
+
+  ~BenchServer() {
+    // The store finishes parked rpcs first, then the server drains; the store outlives both.
+    store_->Shutdown();
+    server_->Shutdown();
+  }
+
+  const ShardMap& map() const { return map_; }
+  Echo::Stub* echo() { return echo_.get(); }
+  ParameterServer::Stub* ps() { return ps_.get(); }
+
+ private:
+  explicit BenchServer(int64_t bytes) : map_(OneTensorShardMap(bytes / 4)), echo_service_(bytes) {}
+
+  const ShardMap map_;
+  std::unique_ptr<server::ParameterStore> store_;
+  EchoService echo_service_;
+  server::ParameterServerService ps_service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<Echo::Stub> echo_;
+  std::unique_ptr<ParameterServer::Stub> ps_;
+};
+
+// One blocking call with a generous deadline (a 64 MiB call takes well under a second).
+template <typename Call>
+grpc::Status CallWithDeadline(Call call) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  return call(&context);
+}
+
+// Runs `call` once to warm up (connection, buffers), then once per iteration, and sets the
+// counters. `call` returns a grpc::Status; a failure stops the benchmark with its message.
+template <typename Call>
+void Measure(benchmark::State& state, int64_t payload_bytes, int64_t bytes_per_call, Call call) {
+  grpc::Status status = call();
+  for (auto _ : state) {
+    if (!status.ok()) break;
+    status = call();
+  }
+  if (!status.ok()) {
+    state.SkipWithError(absl::StrCat("rpc failed: ", status.error_message()).c_str());
+    return;
+  }
+  state.SetBytesProcessed(state.iterations() * bytes_per_call);
+  state.counters["payload_bytes"] = static_cast<double>(payload_bytes);
+}
+
+std::unique_ptr<BenchServer> StartOrSkip(benchmark::State& state, Mode mode, int64_t bytes) {
+  absl::StatusOr<std::unique_ptr<BenchServer>> server = BenchServer::Start(mode, bytes);
+  if (!server.ok()) {
+    state.SkipWithError(server.status().ToString().c_str());
+    return nullptr;
+  }
+  return *std::move(server);
+}
+
+void BM_Echo(benchmark::State& state, int64_t bytes) {
+  std::unique_ptr<BenchServer> server = StartOrSkip(state, SYNC, bytes);
+  if (server == nullptr) return;
+  EchoMessage request;
+  request.set_data(std::string(static_cast<size_t>(bytes), '\x02'));
+  EchoMessage response;
+  Measure(state, bytes, 2 * bytes, [&] {
+    return CallWithDeadline([&](grpc::ClientContext* c) { return server->echo()->Echo(c, request, &response); });
+  });
+}
+
+void BM_PushPull(benchmark::State& state, int64_t bytes) {
+  std::unique_ptr<BenchServer> server = StartOrSkip(state, SYNC, bytes);
+  if (server == nullptr) return;
+  PushRequest request = GradientPush(server->map(), /*worker_rank=*/0, kGradient);
+  PullResponse response;
+  int64_t step = 0;
+  uint64_t request_id = 0;
+  Measure(state, bytes, 2 * bytes, [&] {
+    request.set_step(step);
+    request.set_request_id(++request_id);
+    grpc::Status status = CallWithDeadline(
+        [&](grpc::ClientContext* c) { return server->ps()->PushPull(c, request, &response); });
+    step = response.step();  // one worker: every push completes a step
+    return status;
+  });
+}
+
+void BM_Send(benchmark::State& state, int64_t bytes) {
+  std::unique_ptr<BenchServer> server = StartOrSkip(state, ASYNC, bytes);
+  if (server == nullptr) return;
+  EchoMessage request;
+  request.set_data(std::string(static_cast<size_t>(bytes), '\x02'));
+  SendReply response;
+  Measure(state, bytes, bytes, [&] {
+    return CallWithDeadline([&](grpc::ClientContext* c) { return server->echo()->Send(c, request, &response); });
+  });
+}
+
+void BM_Push(benchmark::State& state, int64_t bytes) {
+  std::unique_ptr<BenchServer> server = StartOrSkip(state, ASYNC, bytes);
+  if (server == nullptr) return;
+  PushRequest request = GradientPush(server->map(), /*worker_rank=*/0, kGradient);
+  PushResponse response;
+  uint64_t request_id = 0;
+  Measure(state, bytes, bytes, [&] {
+    request.set_step(static_cast<int64_t>(request_id));
+    request.set_request_id(++request_id);
+    return CallWithDeadline([&](grpc::ClientContext* c) { return server->ps()->Push(c, request, &response); });
+  });
+}
+
+void BM_Fetch(benchmark::State& state, int64_t bytes) {
+  std::unique_ptr<BenchServer> server = StartOrSkip(state, ASYNC, bytes);
+  if (server == nullptr) return;
+  FetchRequest request;
+  request.set_size(bytes);
+  EchoMessage response;
+  Measure(state, bytes, bytes, [&] {
+    return CallWithDeadline([&](grpc::ClientContext* c) { return server->echo()->Fetch(c, request, &response); });
+  });
+}
+
+void BM_Pull(benchmark::State& state, int64_t bytes) {
+  std::unique_ptr<BenchServer> server = StartOrSkip(state, ASYNC, bytes);
+  if (server == nullptr) return;
+  PullRequest request;
+  request.set_worker_rank(0);
+  request.set_membership_epoch(1);
+  PullResponse response;
+  Measure(state, bytes, bytes, [&] {
+    return CallWithDeadline([&](grpc::ClientContext* c) { return server->ps()->Pull(c, request, &response); });
+  });
+}
+
+std::string SizeName(int64_t bytes) {
+  return bytes >= kMiB ? absl::StrCat(bytes / kMiB, "MiB") : absl::StrCat(bytes / kKiB, "KiB");
+}
+
+void RegisterAll() {
+  using Fn = void (*)(benchmark::State&, int64_t);
+  const std::pair<const char*, Fn> kinds[] = {
+      {"Echo", BM_Echo}, {"PushPull", BM_PushPull}, {"Send", BM_Send},
+      {"Push", BM_Push}, {"Fetch", BM_Fetch},       {"Pull", BM_Pull},
+  };
+  for (int64_t bytes : kSizes) {
+    for (const auto& [name, fn] : kinds) {
+      benchmark::internal::Benchmark* b =
+          benchmark::RegisterBenchmark(absl::StrCat(name, "/", SizeName(bytes)).c_str(), fn, bytes);
+      // Three repetitions; run.sh takes the medians, which shrugs off a burst of noise from
+      // other processes. Big payloads take 10-500 ms a call: a fixed count keeps the whole run
+      // near a minute.
+      b->UseRealTime()->Unit(benchmark::kMicrosecond)->Repetitions(3)->ReportAggregatesOnly(true);
+      if (bytes >= 64 * kMiB) {
+        b->Iterations(4);
+      } else if (bytes >= 16 * kMiB) {
+        b->Iterations(12);
+      } else {
+        b->MinTime(0.1);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pstrain::bench
+
+int main(int argc, char** argv) {
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+  // Every benchmark creates a store, which logs at INFO; keep the report readable.
+  FLAGS_minloglevel = google::GLOG_WARNING;
+  pstrain::bench::RegisterAll();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Runs pstrain's benchmarks and prints Markdown tables of ratios against baselines measured in the
+# same invocation (absolute figures on a shared 2-core machine are noise; ratios much less so).
+#
+#   bench/run.sh BUILD_DIR            e.g. bench/run.sh build   (or: make bench)
+#
+# Needs BUILD_DIR/bin/{ps_bench,aggregation_bench,local_train}, and for the end-to-end table
+# pstrain-launch with the role binaries it starts. Environment knobs:
+#   E2E_BATCHES      per-worker batch sizes end to end (default: the demo's default batch, 64 and
+#                    256, duplicates dropped)
+#   E2E_TRAIN_LIMIT  use only the first N training samples end to end (default 0: all 60000)
+#   SKIP_E2E=1       skip the end-to-end runs
+#   SKIP_TUNED_MALLOC=1  skip the second ps_bench pass with glibc's mmap threshold raised
+# Raw outputs are kept in a temporary folder whose name is printed at the end.
+set -euo pipefail
+
+if [[ $# -ne 1 ]]; then
+  echo "usage: $0 BUILD_DIR" >&2
+  exit 2
+fi
+HERE="$(cd "$(dirname "$0")" && pwd)"
+BIN="$(cd "$1" && pwd)/bin"
+REPORT="python3 $HERE/report.py"
+for b in ps_bench aggregation_bench local_train; do
+  [[ -x "$BIN/$b" ]] || { echo "$0: $BIN/$b not found; build it first (cmake --build $1)" >&2; exit 1; }
+done
+OUT="$(mktemp -d -t pstrain-bench.XXXXXX)"
+NPROC="$(nproc)"
+# glibc serves blocks >= 128 KiB with fresh mmaps (page faults on every touch, munmap on free);
+# these settings keep them in the heap instead. Used only for the second ps_bench pass.
+TUNED_MALLOC=(MALLOC_MMAP_THRESHOLD_=268435456 MALLOC_TRIM_THRESHOLD_=1073741824)
+
+# Runs benchmark binary $1 writing JSON to $2; extra environment in the remaining arguments.
+run_bench() {
+  local bin="$1" json="$2"
+  shift 2
+  if ! env "$@" "$BIN/$bin" --benchmark_out="$json" --benchmark_out_format=json > "${json%.json}.txt" 2>&1; then
+    echo "**$bin failed:**"; echo '```'; tail -20 "${json%.json}.txt"; echo '```'
+    return 1
+  fi
+}
+
+echo "## pstrain benchmarks"
+echo
+echo "- Machine: $NPROC cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'),"\
+     "$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo) memory"
+echo "- Load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo
+
+# (a) gRPC: parameter server vs echo, as the binaries run today, then with the allocator tuned.
+run_bench ps_bench "$OUT/ps_bench.json" && $REPORT ps "$OUT/ps_bench.json" --title "default glibc malloc"
+if [[ "${SKIP_TUNED_MALLOC:-0}" != 1 ]]; then
+  run_bench ps_bench "$OUT/ps_bench_tuned.json" "${TUNED_MALLOC[@]}" &&
+    $REPORT ps "$OUT/ps_bench_tuned.json" --title "${TUNED_MALLOC[*]}"
+fi
+
+# (b) aggregation vs memcpy.
+run_bench aggregation_bench "$OUT/aggregation_bench.json" && $REPORT agg "$OUT/aggregation_bench.json"
+
+# (c) end to end: cluster vs one process.
+if [[ "${SKIP_E2E:-0}" == 1 ]]; then
+  echo "(end-to-end runs skipped: SKIP_E2E=1)"
+  echo; echo "Raw outputs: $OUT"
+  exit 0
+fi
+LAUNCH="$BIN/pstrain-launch"
+[[ -x "$LAUNCH" ]] || { echo "$0: $LAUNCH not found; build it first" >&2; exit 1; }
+
+# The demo runs pstrain-launch with its defaults; read its default per-worker batch from its help.
+DEMO_BATCH="$("$LAUNCH" --helpfull 2>&1 | grep -A1 -- '-batch_size ' | grep -o 'default: [0-9]*' |
+              grep -o '[0-9]*' | head -1 || true)"
+DEMO_BATCH="${DEMO_BATCH:-64}"
+BATCHES="${E2E_BATCHES:-$(printf '%s\n' "$DEMO_BATCH" 64 256 | awk '!seen[$0]++' | tr '\n' ' ')}"
+TRAIN_LIMIT="${E2E_TRAIN_LIMIT:-0}"
+
+echo "### (c) End to end: 2 servers x 2 workers (SYNC) vs one process"
+echo
+echo "1 epoch of Fashion-MNIST (train_limit=$TRAIN_LIMIT, 0 = all), MLP 784-256-128-10, Adam lr 1e-3."
+echo "Cluster: \`pstrain-launch --servers=2 --workers=2 --mode=sync --epochs=1 --eval_last_epoch_only\`,"
+echo "samples/s from its summary JSON. Single process: \`local_train\` at the same global batch"
+echo "(2 x per-worker batch), training time only. Ratio = cluster / single process."
+echo "The demo's default per-worker batch is $DEMO_BATCH."
+echo
+$REPORT e2e-header "$NPROC"
+for B in $BATCHES; do
+  G=$((2 * B))
+  SUMMARY="$OUT/e2e-b$B.json"
+  if ! "$LAUNCH" --servers=2 --workers=2 --mode=sync --batch_size="$B" --epochs=1 \
+        --eval_last_epoch_only --train_limit="$TRAIN_LIMIT" --summary_json="$SUMMARY" \
+        > "$OUT/e2e-b$B.log" 2>&1; then
+    echo "| $B | $G | **pstrain-launch failed (exit $?), see e2e-b$B.log** | | | | | | |"
+    continue
+  fi
+  LOCAL1="$("$BIN/local_train" --batch_size="$G" --epochs=1 --train_limit="$TRAIN_LIMIT" \
+             --blas_threads=1 2> "$OUT/local-g$G-t1.log" | tail -1)"
+  LOCALN="$("$BIN/local_train" --batch_size="$G" --epochs=1 --train_limit="$TRAIN_LIMIT" \
+             --blas_threads="$NPROC" 2> "$OUT/local-g$G-t$NPROC.log" | tail -1)"
+  $REPORT e2e-row "$SUMMARY" "$B" "$LOCAL1" "$LOCALN"
+done
+echo
+echo "Raw outputs: $OUT"

@@ -1,0 +1,200 @@
+#include "common/scheduler_client.h"
+
+#include <utility>
+
+#include <glog/logging.h>
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+
+namespace pstrain {
+namespace {
+
+absl::string_view RoleName(Role role) {
+  switch (role) {
+    case SERVER: return "server";
+    case WORKER: return "worker";
+    default: return "role";
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SchedulerClient>> SchedulerClient::Create(const std::string& address,
+                                                                        absl::Duration rpc_timeout) {
+  if (address.empty() || address.find(':') == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scheduler address: got '", address, "', expected host:port"));
+  }
+  return std::unique_ptr<SchedulerClient>(new SchedulerClient(address, rpc_timeout));
+}
+
+SchedulerClient::SchedulerClient(std::string address, absl::Duration rpc_timeout)
+    : address_(std::move(address)),
+      rpc_timeout_(rpc_timeout),
+      stub_(Scheduler::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()))) {}
+
+std::string SchedulerClient::Prepare(grpc::ClientContext* context, absl::string_view what,
+                                     absl::Duration timeout) const {
+  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  return absl::StrCat(what, " to scheduler at ", address_);
+}
+
+absl::StatusOr<RegisterResponse> SchedulerClient::Register(Role role, const std::string& address,
+                                                           absl::Duration timeout) {
+  RegisterRequest request;
+  request.set_role(role);
+  request.set_address(address);
+  const absl::Time give_up = absl::Now() + timeout;
+  absl::Duration backoff = absl::Milliseconds(50);
+  while (true) {
+    grpc::ClientContext context;
+    std::string what = Prepare(&context, absl::StrCat("register ", RoleName(role)),
+                               std::min(rpc_timeout_, std::max(give_up - absl::Now(), absl::Milliseconds(1))));
+    RegisterResponse response;
+    absl::Status status = FromGrpcStatus(stub_->Register(&context, request, &response), what);
+    if (status.ok()) return response;
+    bool retryable = absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
+    if (!retryable || absl::Now() + backoff >= give_up) return status;
+    VLOG(1) << status << "; retrying";
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(1));
+  }
+}
+
+absl::StatusOr<ClusterView> SchedulerClient::WaitUntilRunning(absl::Duration timeout) {
+  grpc::ClientContext context;
+  std::string what = Prepare(&context, "wait for cluster view", timeout);
+  GetClusterViewRequest request;
+  request.set_wait_until_running(true);
+  ClusterView view;
+  absl::Status status = FromGrpcStatus(stub_->GetClusterView(&context, request, &view), what);
+  if (!status.ok()) return status;
+  if (view.state() == FAILED) return absl::AbortedError(absl::StrCat("job failed: ", view.failure()));
+  return view;
+}
+
+absl::StatusOr<ClusterView> SchedulerClient::GetClusterView() {
+  grpc::ClientContext context;
+  std::string what = Prepare(&context, "get cluster view", rpc_timeout_);
+  ClusterView view;
+  absl::Status status =
+      FromGrpcStatus(stub_->GetClusterView(&context, GetClusterViewRequest(), &view), what);
+  if (!status.ok()) return status;
+  return view;
+}
+
+absl::Status SchedulerClient::Barrier(const std::string& name, BarrierRequest::Participants who,
+                                      Role role, int rank, absl::Duration timeout) {
+  grpc::ClientContext context;
+  std::string what = Prepare(&context, absl::StrCat("barrier '", name, "'"), timeout);
+  BarrierRequest request;
+  request.set_name(name);
+  request.set_participants(who);
+  request.set_role(role);
+  request.set_rank(rank);
+  BarrierResponse response;
+  return FromGrpcStatus(stub_->Barrier(&context, request, &response), what);
+}
+
+absl::StatusOr<HeartbeatResponse> SchedulerClient::Heartbeat(Role role, int rank) {
+  grpc::ClientContext context;
+  std::string what = Prepare(&context, "heartbeat", rpc_timeout_);
+  HeartbeatRequest request;
+  request.set_role(role);
+  request.set_rank(rank);
+  HeartbeatResponse response;
+  absl::Status status = FromGrpcStatus(stub_->Heartbeat(&context, request, &response), what);
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<LeaseResponse> SchedulerClient::LeaseWork(int worker_rank, int epoch) {
+  grpc::ClientContext context;
+  std::string what = Prepare(&context, "lease work", rpc_timeout_);
+  LeaseRequest request;
+  request.set_worker_rank(worker_rank);
+  request.set_epoch(epoch);
+  LeaseResponse response;
+  absl::Status status = FromGrpcStatus(stub_->LeaseWork(&context, request, &response), what);
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::Status SchedulerClient::ReportProgress(const ProgressReport& report) {
+  grpc::ClientContext context;
+  std::string what = Prepare(&context, "report progress", rpc_timeout_);
+  ProgressResponse response;
+  return FromGrpcStatus(stub_->ReportProgress(&context, report, &response), what);
+}
+
+absl::Status SchedulerClient::ReportFailure(Role role, int rank, const std::string& message) {
+  grpc::ClientContext context;
+  std::string what = Prepare(&context, "report failure", rpc_timeout_);
+  FailureReport request;
+  request.set_role(role);
+  request.set_rank(rank);
+  request.set_message(message);
+  FailureResponse response;
+  return FromGrpcStatus(stub_->ReportFailure(&context, request, &response), what);
+}
+
+absl::StatusOr<JobStatus> SchedulerClient::GetJobStatus() {
+  grpc::ClientContext context;
+  std::string what = Prepare(&context, "get job status", rpc_timeout_);
+  JobStatus status_proto;
+  absl::Status status =
+      FromGrpcStatus(stub_->GetJobStatus(&context, JobStatusRequest(), &status_proto), what);
+  if (!status.ok()) return status;
+  return status_proto;
+}
+
+Heartbeater::Heartbeater(SchedulerClient* client, Role role, int rank, absl::Duration interval,
+                         absl::Duration give_up_after, std::function<void(absl::Status)> on_end)
+    : client_(client),
+      role_(role),
+      rank_(rank),
+      interval_(interval),
+      give_up_after_(give_up_after),
+      on_end_(std::move(on_end)),
+      thread_([this] { Loop(); }) {}
+
+Heartbeater::~Heartbeater() {
+  stop_.Notify();
+  thread_.join();
+}
+
+int64_t Heartbeater::membership_epoch() const {
+  absl::MutexLock lock(&mu_);
+  return membership_epoch_;
+}
+
+void Heartbeater::Loop() {
+  absl::Time last_ok = absl::Now();
+  do {
+    absl::StatusOr<HeartbeatResponse> response = client_->Heartbeat(role_, rank_);
+    if (response.ok()) {
+      last_ok = absl::Now();
+      {
+        absl::MutexLock lock(&mu_);
+        membership_epoch_ = response->membership_epoch();
+      }
+      if (response->state() == FINISHED) {
+        on_end_(absl::OkStatus());
+        return;
+      }
+      if (response->state() == FAILED) {
+        on_end_(absl::AbortedError(absl::StrCat("job failed: ", response->failure())));
+        return;
+      }
+    } else if (absl::Now() - last_ok > give_up_after_) {
+      on_end_(absl::UnavailableError(absl::StrCat(
+          "lost the scheduler at ", client_->address(), ": no heartbeat answered for ",
+          absl::FormatDuration(absl::Now() - last_ok), " (last error: ", response.status().message(), ")")));
+      return;
+    }
+  } while (!stop_.WaitForNotificationWithTimeout(interval_));
+}
+
+}  // namespace pstrain

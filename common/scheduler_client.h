@@ -1,0 +1,103 @@
+// A client of the scheduler's service (proto/scheduler.proto), shared by servers, workers and the
+// launcher, plus a heartbeat thread.
+//
+// Every call carries a deadline. Calls that the scheduler parks (WaitUntilRunning, Barrier) take
+// their own timeout; the rest use the rpc timeout given at creation.
+#ifndef PSTRAIN_COMMON_SCHEDULER_CLIENT_H_
+#define PSTRAIN_COMMON_SCHEDULER_CLIENT_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "proto/scheduler.grpc.pb.h"
+
+namespace pstrain {
+
+// Thread-safe: any method may be called from any thread at the same time.
+class SchedulerClient {
+ public:
+  // Does not connect yet; the first call does. `address` is host:port.
+  static absl::StatusOr<std::unique_ptr<SchedulerClient>> Create(const std::string& address,
+                                                                absl::Duration rpc_timeout);
+
+  const std::string& address() const { return address_; }
+
+  // Registers this role. Retries UNAVAILABLE (the scheduler may start after us) until `timeout`;
+  // other errors (e.g. FAILED_PRECONDITION: the job is full) are returned at once.
+  absl::StatusOr<RegisterResponse> Register(Role role, const std::string& address,
+                                            absl::Duration timeout);
+
+  // Waits until every role has registered and returns the complete view. A job that failed while
+  // waiting gives ABORTED; no answer within `timeout` gives DEADLINE_EXCEEDED.
+  absl::StatusOr<ClusterView> WaitUntilRunning(absl::Duration timeout);
+
+  // The current view, without waiting.
+  absl::StatusOr<ClusterView> GetClusterView();
+
+  // Blocks until every participant has entered barrier `name`, the job fails (ABORTED) or
+  // `timeout` passes (DEADLINE_EXCEEDED).
+  absl::Status Barrier(const std::string& name, BarrierRequest::Participants who, Role role,
+                       int rank, absl::Duration timeout);
+
+  absl::StatusOr<HeartbeatResponse> Heartbeat(Role role, int rank);
+  absl::StatusOr<LeaseResponse> LeaseWork(int worker_rank, int epoch);
+  absl::Status ReportProgress(const ProgressReport& report);
+  absl::Status ReportFailure(Role role, int rank, const std::string& message);
+  absl::StatusOr<JobStatus> GetJobStatus();
+
+ private:
+  SchedulerClient(std::string address, absl::Duration rpc_timeout);
+
+  // Sets the deadline and returns a "what" prefix for errors, e.g. "heartbeat to scheduler at X".
+  std::string Prepare(grpc::ClientContext* context, absl::string_view what,
+                      absl::Duration timeout) const;
+
+  const std::string address_;
+  const absl::Duration rpc_timeout_;
+  const std::unique_ptr<Scheduler::Stub> stub_;
+};
+
+// Sends a heartbeat every `interval` on its own thread until the job ends, and reports the end once.
+//
+// `on_end` is called exactly once, from the heartbeat thread: OK when the job state becomes FINISHED,
+// ABORTED("job failed: <reason>") when it becomes FAILED, UNAVAILABLE when no heartbeat got through
+// for longer than `give_up_after`. The destructor stops the thread (and does not call on_end if it
+// has not been called yet). `client` is borrowed and must outlive this object.
+class Heartbeater {
+ public:
+  Heartbeater(SchedulerClient* client, Role role, int rank, absl::Duration interval,
+              absl::Duration give_up_after, std::function<void(absl::Status)> on_end);
+  ~Heartbeater();
+
+  Heartbeater(const Heartbeater&) = delete;
+  Heartbeater& operator=(const Heartbeater&) = delete;
+
+  // The membership epoch of the latest answer (0 before the first).
+  int64_t membership_epoch() const;
+
+ private:
+  void Loop();
+
+  SchedulerClient* const client_;
+  const Role role_;
+  const int rank_;
+  const absl::Duration interval_;
+  const absl::Duration give_up_after_;
+  const std::function<void(absl::Status)> on_end_;
+
+  absl::Notification stop_;
+  mutable absl::Mutex mu_;
+  int64_t membership_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread thread_;
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_COMMON_SCHEDULER_CLIENT_H_

@@ -1,0 +1,395 @@
+#include "launch/launcher.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <utility>
+
+#include <glog/logging.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "common/status_macros.h"
+#include "launch/child_process.h"
+#include "launch/console.h"
+#include "launch/line_prefixer.h"
+#include "launch/progress.h"
+
+namespace pstrain {
+namespace launch {
+namespace {
+
+constexpr absl::Duration kTick = absl::Milliseconds(100);  // Longest sleep between waitpid checks.
+constexpr absl::string_view kSelf = "[launch] ";
+
+// Blocks SIGINT, SIGTERM and SIGHUP for the process and reads them from a signalfd; restores the mask.
+class SignalFd {
+ public:
+  SignalFd() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);  // The terminal went away.
+    pthread_sigmask(SIG_BLOCK, &set, &old_mask_);
+    fd_ = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  }
+  ~SignalFd() {
+    if (fd_ >= 0) close(fd_);
+    pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+  }
+  int fd() const { return fd_; }
+  // The next pending signal, or 0.
+  int Take() {
+    signalfd_siginfo info;
+    if (fd_ < 0 || read(fd_, &info, sizeof(info)) != sizeof(info)) return 0;
+    return static_cast<int>(info.ssi_signo);
+  }
+
+ private:
+  sigset_t old_mask_;
+  int fd_ = -1;
+};
+
+struct Child {
+  Child(std::string name, std::unique_ptr<ChildProcess> process)
+      : name(name),
+        process(std::move(process)),
+        out(absl::StrCat("[", name, "] ")),
+        err(absl::StrCat("[", name, "] ")) {}
+  std::string name;  // "scheduler", "server 0", "worker 1".
+  std::unique_ptr<ChildProcess> process;
+  LinePrefixer out, err;
+  bool ended = false;
+};
+
+// One run of RunLocalCluster: the children, the event loop and the stop logic. Single-threaded:
+// everything happens in Step(), called in a loop from Run().
+class Cluster {
+ public:
+  explicit Cluster(const LaunchOptions& options)
+      : options_(options), console_(options.out_fd, options.err_fd, options.live_progress) {}
+
+  absl::StatusOr<int> Run() {
+    start_ = absl::Now();
+    RETURN_IF_ERROR(CheckBinaries());
+    RETURN_IF_ERROR(MakeTempDir());
+    absl::Status started = Start();
+    if (!started.ok()) BeginStop(1);
+    while (!AllEnded()) Step();
+    DrainAll();
+    console_.ClearProgress();
+    std::error_code ec;
+    const bool have_summary = std::filesystem::exists(summary_path_, ec);
+    if (started.ok() && exit_code_ == 0) {
+      console_.Print(Stream::kStdout,
+                     FormatFinalResult(last_status_, absl::ToDoubleSeconds(absl::Now() - start_),
+                                       have_summary ? summary_path_ : ""));
+    } else if (have_summary) {
+      // A failed job's summary says how far it got.
+      console_.Print(Stream::kStderr, absl::StrCat(kSelf, "summary ", summary_path_));
+    }
+    RemoveTempDir();
+    if (!started.ok()) return started;
+    return exit_code_;
+  }
+
+ private:
+  std::string Binary(absl::string_view name) const {
+    return (std::filesystem::path(options_.bin_dir) / std::string(name)).string();
+  }
+
+  absl::Status CheckBinaries() const {
+    for (const char* name : {"pstrain-scheduler", "pstrain-server", "pstrain-worker"}) {
+      if (access(Binary(name).c_str(), X_OK) != 0) {
+        return absl::NotFoundError(absl::StrCat("no executable ", name, " in '", options_.bin_dir,
+                                                "' (", strerror(errno), "); set --bin_dir"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status MakeTempDir() {
+    std::error_code ec;
+    std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
+    if (ec) tmp = "/tmp";
+    std::string pattern = (tmp / "pstrain-launch-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) {
+      return absl::InternalError(absl::StrCat("mkdtemp('", pattern, "'): ", strerror(errno)));
+    }
+    temp_dir_ = pattern;
+    summary_path_ = options_.summary_json.empty() ? temp_dir_ + "/summary.json" : options_.summary_json;
+    return absl::OkStatus();
+  }
+
+  // Keeps the default summary (and so its folder); removes everything else the run left there.
+  void RemoveTempDir() {
+    if (temp_dir_.empty()) return;
+    std::error_code ec;
+    const bool keep_summary = options_.summary_json.empty() && std::filesystem::exists(summary_path_, ec);
+    for (const auto& entry : std::filesystem::directory_iterator(temp_dir_, ec)) {
+      if (keep_summary && entry.path() == summary_path_) continue;
+      std::filesystem::remove_all(entry.path(), ec);
+    }
+    if (!keep_summary) std::filesystem::remove(temp_dir_, ec);
+  }
+
+  absl::Status Spawn(std::string name, std::vector<std::string> argv) {
+    VLOG(1) << "starting " << name << ": " << absl::StrJoin(argv, " ");
+    ASSIGN_OR_RETURN(std::unique_ptr<ChildProcess> process, ChildProcess::Spawn({std::move(argv)}));
+    children_.push_back(std::make_unique<Child>(std::move(name), std::move(process)));
+    return absl::OkStatus();
+  }
+
+  absl::Status Start() {
+    const std::string port_file = temp_dir_ + "/scheduler.port";
+    std::vector<std::string> argv = {
+        Binary("pstrain-scheduler"), absl::StrCat("--host=", options_.host), "--port=0",
+        absl::StrCat("--port_file=", port_file), absl::StrCat("--summary_json=", summary_path_),
+        absl::StrCat("--heartbeat_ms=", options_.heartbeat_ms),
+        absl::StrCat("--dead_after_ms=", options_.dead_after_ms)};
+    argv.insert(argv.end(), options_.job_flags.begin(), options_.job_flags.end());
+    RETURN_IF_ERROR(Spawn("scheduler", std::move(argv)));
+
+    // Until the port file appears the scheduler's own output and exit are handled as usual.
+    const absl::Time deadline = absl::Now() + options_.port_timeout;
+    int port = 0;
+    while (!stopping_ && !(port = ReadPort(port_file))) {
+      if (children_.front()->ended) {  // Exited 0 (a failure would have set stopping_).
+        return absl::FailedPreconditionError(
+            absl::StrCat("the scheduler exited without writing its port to ", port_file));
+      }
+      if (absl::Now() > deadline) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("the scheduler wrote no port to ", port_file, " within ",
+                         absl::FormatDuration(options_.port_timeout)));
+      }
+      Step();
+    }
+    if (stopping_) return absl::OkStatus();
+    scheduler_address_ = absl::StrCat(options_.host, ":", port);
+    console_.Print(Stream::kStdout, absl::StrCat(kSelf, "scheduler listening on ", scheduler_address_,
+                                                 "; starting ", options_.num_servers, " servers and ",
+                                                 options_.num_workers, " workers"));
+    status_source_ = options_.status_source
+                         ? options_.status_source(scheduler_address_)
+                         : NewSchedulerStatusSource(scheduler_address_, options_.status_deadline);
+    const std::string scheduler_flag = absl::StrCat("--scheduler=", scheduler_address_);
+    for (int i = 0; i < options_.num_servers; ++i) {
+      RETURN_IF_ERROR(Spawn(absl::StrCat("server ", i), {Binary("pstrain-server"), scheduler_flag,
+                                                         absl::StrCat("--host=", options_.host), "--port=0"}));
+    }
+    for (int i = 0; i < options_.num_workers; ++i) {
+      RETURN_IF_ERROR(Spawn(absl::StrCat("worker ", i), {Binary("pstrain-worker"), scheduler_flag,
+                                                         absl::StrCat("--device=", options_.device)}));
+    }
+    return absl::OkStatus();
+  }
+
+  // The port in `path`, or 0 while the file is missing or incomplete.
+  static int ReadPort(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) return 0;
+    std::stringstream text;
+    text << in.rdbuf();
+    int port = 0;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text.str()), &port) || port <= 0 || port > 65535) return 0;
+    return port;
+  }
+
+  bool AllEnded() const {
+    for (const auto& child : children_) {
+      if (!child->ended) return false;
+    }
+    return true;
+  }
+
+  // One round of the event loop: waits up to kTick for output or a signal, then handles
+  // signals, output, ended children, progress and stop deadlines.
+  void Step() {
+    std::vector<pollfd> fds;
+    fds.push_back({signals_.fd(), POLLIN, 0});
+    for (const auto& child : children_) {
+      for (Stream s : {Stream::kStdout, Stream::kStderr}) {
+        if (child->process->fd(s) >= 0) fds.push_back({child->process->fd(s), POLLIN, 0});
+      }
+    }
+    poll(fds.data(), fds.size(), static_cast<int>(absl::ToInt64Milliseconds(kTick)));
+
+    while (int signal = signals_.Take()) OnSignal(signal);
+    for (const auto& child : children_) Drain(*child);
+    bool someone_ended = false;
+    for (const auto& child : children_) {
+      if (child->ended) continue;
+      std::optional<ExitStatus> exit = child->process->Poll();
+      if (!exit.has_value()) continue;
+      child->ended = true;
+      someone_ended = true;
+      Drain(*child);
+      OnExit(*child, *exit);
+    }
+    PollStatus(/*force=*/someone_ended);
+    CheckDeadlines();
+  }
+
+  void OnSignal(int signal) {
+    if (signal_ != 0) {
+      console_.Print(Stream::kStderr, absl::StrCat(kSelf, "second SIG", sigabbrev_np(signal), ": killing every child now"));
+      KillAll(SIGKILL);
+      return;
+    }
+    signal_ = signal;
+    console_.Print(Stream::kStderr, absl::StrCat(kSelf, "got SIG", sigabbrev_np(signal), ": stopping the cluster"));
+    BeginStop(128 + signal);
+  }
+
+  void OnExit(const Child& child, const ExitStatus& exit) {
+    VLOG(1) << child.name << " " << exit.ToString();
+    if (stopping_) return;  // Expected: we asked it to stop.
+    if (!exit.ok()) {
+      console_.Print(Stream::kStderr, absl::StrCat(kSelf, child.name, " ", exit.ToString()));
+      BeginStop(1);
+      return;
+    }
+    if (&child == children_.front().get() && !AllEnded()) {
+      // The scheduler is done; the others should follow within a heartbeat or two.
+      finish_deadline_ = absl::Now() + options_.finish_timeout;
+    }
+  }
+
+  void CheckDeadlines() {
+    const absl::Time now = absl::Now();
+    if (stopping_ && !killed_ && now > kill_deadline_) {
+      console_.Print(Stream::kStderr, absl::StrCat(kSelf, "children still running ",
+                                                   absl::FormatDuration(options_.stop_grace),
+                                                   " after SIGTERM: sending SIGKILL"));
+      KillAll(SIGKILL);
+    }
+    if (!stopping_ && finish_deadline_.has_value() && now > *finish_deadline_) {
+      for (const auto& child : children_) {
+        if (child->ended) continue;
+        console_.Print(Stream::kStderr, absl::StrCat(kSelf, child->name, " still running ",
+                                                     absl::FormatDuration(options_.finish_timeout),
+                                                     " after the scheduler finished"));
+      }
+      BeginStop(1);
+    }
+  }
+
+  // Stops every running child (SIGTERM now, SIGKILL at kill_deadline_). The first cause wins
+  // the exit code.
+  void BeginStop(int exit_code) {
+    if (stopping_) return;
+    stopping_ = true;
+    exit_code_ = exit_code;
+    kill_deadline_ = absl::Now() + options_.stop_grace;
+    KillAll(SIGTERM);
+  }
+
+  void KillAll(int signal) {
+    if (signal == SIGKILL) killed_ = true;
+    for (const auto& child : children_) {
+      if (!child->ended) (void)child->process->Signal(signal);
+    }
+  }
+
+  void Drain(Child& child) {
+    for (Stream s : {Stream::kStdout, Stream::kStderr}) {
+      std::string bytes;
+      absl::StatusOr<bool> open = child.process->Read(s, &bytes);
+      LinePrefixer& prefixer = s == Stream::kStdout ? child.out : child.err;
+      for (const std::string& line : prefixer.Add(bytes)) console_.Print(s, line);
+      if (!open.ok()) VLOG(1) << open.status();
+      if (!open.ok() || !*open) {
+        if (std::optional<std::string> last = prefixer.Flush()) console_.Print(s, *last);
+      }
+    }
+  }
+
+  // After every child ended: what is left in the pipes, and partial last lines. A grandchild
+  // holding a pipe open is not waited for.
+  void DrainAll() {
+    for (const auto& child : children_) {
+      Drain(*child);
+      for (Stream s : {Stream::kStdout, Stream::kStderr}) {
+        LinePrefixer& prefixer = s == Stream::kStdout ? child->out : child->err;
+        if (std::optional<std::string> last = prefixer.Flush()) console_.Print(s, *last);
+      }
+    }
+  }
+
+  // Asks the scheduler for progress every status_interval (or now, with `force`) while it runs.
+  void PollStatus(bool force) {
+    if (status_source_ == nullptr || children_.front()->ended) return;
+    const absl::Time now = absl::Now();
+    if (!force && now < next_status_) return;
+    next_status_ = now + options_.status_interval;
+    absl::StatusOr<JobStatus> status = status_source_->Get();
+    if (!status.ok()) {
+      VLOG(2) << status.status();
+      return;
+    }
+    last_status_ = *std::move(status);
+    const int epochs = last_status_.epochs();
+    for (; epochs_printed_ < last_status_.epochs_done_size(); ++epochs_printed_) {
+      console_.Print(Stream::kStdout, FormatEpochLine(last_status_.epochs_done(epochs_printed_), epochs));
+    }
+    if (last_status_.state() == FAILED && !failure_printed_) {
+      failure_printed_ = true;
+      console_.Print(Stream::kStderr, absl::StrCat(kSelf, "job failed: ", last_status_.failure()));
+    }
+    if (stopping_) return;
+    const std::string line = FormatProgressLine(last_status_, options_.num_servers, options_.num_workers);
+    if (console_.live_progress()) {
+      console_.SetProgress(line);
+    } else if (now >= next_progress_line_) {
+      next_progress_line_ = now + options_.progress_interval;
+      console_.Print(Stream::kStdout, line);
+    }
+  }
+
+  const LaunchOptions& options_;
+  Console console_;
+  SignalFd signals_;
+  absl::Time start_;
+  std::string temp_dir_;
+  std::string summary_path_;
+  std::string scheduler_address_;
+  std::unique_ptr<JobStatusSource> status_source_;
+  // children_[0] is the scheduler, then servers, then workers.
+  std::vector<std::unique_ptr<Child>> children_;
+
+  bool stopping_ = false;
+  bool killed_ = false;
+  int exit_code_ = 0;
+  int signal_ = 0;
+  absl::Time kill_deadline_;
+  std::optional<absl::Time> finish_deadline_;
+
+  JobStatus last_status_;
+  int epochs_printed_ = 0;
+  bool failure_printed_ = false;
+  absl::Time next_status_ = absl::InfinitePast();
+  absl::Time next_progress_line_ = absl::InfinitePast();
+};
+
+}  // namespace
+
+absl::StatusOr<int> RunLocalCluster(const LaunchOptions& options) {
+  Cluster cluster(options);
+  return cluster.Run();
+}
+
+}  // namespace launch
+}  // namespace pstrain

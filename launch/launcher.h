@@ -1,0 +1,87 @@
+// Runs a whole job as a local cluster of child processes: 1 scheduler, S servers, W workers on
+// loopback, with prefixed child output, a progress display and a clean stop.
+//
+//   mkdtemp -> scheduler --port=0 --port_file=F ... -> wait for F (<= port_timeout)
+//           -> S x server, W x worker --scheduler=HOST:PORT
+//           -> loop: child output, GetJobStatus every status_interval, signals
+//           -> every child ended -> final result -> remove the temp dir
+//
+// Any child that exits non-zero or dies by a signal stops the rest: SIGTERM, then SIGKILL after
+// stop_grace. So does SIGINT, SIGTERM or SIGHUP to the launcher (a second one kills at once).
+#ifndef PSTRAIN_LAUNCH_LAUNCHER_H_
+#define PSTRAIN_LAUNCH_LAUNCHER_H_
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "launch/status_source.h"
+
+namespace pstrain {
+namespace launch {
+
+struct LaunchOptions {
+  // Folder holding pstrain-scheduler, pstrain-server and pstrain-worker.
+  std::string bin_dir;
+  int num_servers = 2;
+  int num_workers = 2;
+  // Job flags ("--name=value") handed to the scheduler unchanged.
+  std::vector<std::string> job_flags;
+  // Where the scheduler writes its summary. Empty: <temp dir>/summary.json, which is then kept
+  // (with its folder) after the run and its path printed.
+  std::string summary_json;
+  int64_t heartbeat_ms = 500;
+  int64_t dead_after_ms = 3000;
+  std::string host = "127.0.0.1";
+  // Worker device, passed as --device.
+  std::string device = "cpu";
+
+  absl::Duration status_interval = absl::Milliseconds(500);
+  absl::Duration status_deadline = absl::Milliseconds(300);
+  // Without live progress, a plain progress line this often.
+  absl::Duration progress_interval = absl::Seconds(5);
+  // How long the scheduler may take to write its port file.
+  absl::Duration port_timeout = absl::Seconds(30);
+  // Between SIGTERM and SIGKILL when stopping children.
+  absl::Duration stop_grace = absl::Seconds(5);
+  // How long servers and workers may keep running after the scheduler exited 0.
+  absl::Duration finish_timeout = absl::Seconds(30);
+
+  // Borrowed output fds; live_progress draws an updating line on out_fd (set it when out_fd is
+  // a terminal).
+  int out_fd = STDOUT_FILENO;
+  int err_fd = STDERR_FILENO;
+  bool live_progress = false;
+
+  // Makes the progress source for the scheduler at "host:port"; empty: its GetJobStatus rpc.
+  std::function<std::unique_ptr<JobStatusSource>(const std::string& address)> status_source;
+};
+
+// Runs the cluster until every child has ended; blocks. Returns the launcher's exit code:
+//   0        every child exited 0 (the final result was printed);
+//   1        a child exited non-zero or was killed, or outlived the scheduler by finish_timeout
+//            (which one and how was printed);
+//   128 + N  the launcher got signal N (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP).
+// A non-OK status means the cluster could not be brought up by the launcher's own fault or the
+// scheduler's silence; any children started were stopped first:
+//   NOT_FOUND            a binary is missing from bin_dir (nothing was started);
+//   INTERNAL             no temp dir, or a child could not be spawned;
+//   DEADLINE_EXCEEDED    the scheduler wrote no port file within port_timeout;
+//   FAILED_PRECONDITION  the scheduler exited 0 without writing its port file.
+//
+// REQUIRES: called from the main thread before any other thread is started: SIGINT, SIGTERM and
+// SIGHUP are blocked for the process while it runs and read through a signalfd, which works only if
+// no thread has them unblocked. The previous signal mask is restored on return. Children are
+// reaped by pid, so SIGCHLD must not be ignored.
+absl::StatusOr<int> RunLocalCluster(const LaunchOptions& options);
+
+}  // namespace launch
+}  // namespace pstrain
+
+#endif  // PSTRAIN_LAUNCH_LAUNCHER_H_

@@ -1,0 +1,252 @@
+// RunLocalCluster against fake role binaries (shell scripts) and a fake progress source.
+#include "launch/launcher.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace pstrain {
+namespace launch {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Writes the scheduler's port (4321, where nothing listens) into its --port_file, and prints
+// the path on stdout.
+constexpr char kWritePort[] = R"(
+for a in "$@"; do case "$a" in --port_file=*) pf="${a#--port_file=}";; esac; done
+echo "port_file=$pf"
+echo 4321 > "$pf.tmp" && mv "$pf.tmp" "$pf"
+)";
+
+class FakeStatus : public JobStatusSource {
+ public:
+  FakeStatus(JobStatus status, bool raise_sigterm) : status_(std::move(status)), raise_sigterm_(raise_sigterm) {}
+  absl::StatusOr<JobStatus> Get() override {
+    // The launcher blocks SIGTERM while it runs, so this lands in its signalfd.
+    if (raise_sigterm_) kill(getpid(), SIGTERM);
+    return status_;
+  }
+
+ private:
+  JobStatus status_;
+  bool raise_sigterm_;
+};
+
+class LauncherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/pstrain-launcher-test-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    options_.bin_dir = dir_;
+    options_.num_servers = 2;
+    options_.num_workers = 2;
+    options_.summary_json = dir_ + "/summary.json";
+    options_.job_flags = {"--epochs=2"};
+    options_.stop_grace = absl::Seconds(2);
+    options_.status_interval = absl::Milliseconds(50);
+    out_ = tmpfile();
+    err_ = tmpfile();
+    options_.out_fd = fileno(out_);
+    options_.err_fd = fileno(err_);
+    options_.status_source = [this](const std::string& address) {
+      address_ = address;
+      return std::make_unique<FakeStatus>(status_, raise_sigterm_);
+    };
+  }
+  void TearDown() override {
+    fclose(out_);
+    fclose(err_);
+    std::filesystem::remove_all(dir_);
+  }
+
+  void WriteScript(const std::string& name, const std::string& body) {
+    std::string path = dir_ + "/" + name;
+    std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
+    chmod(path.c_str(), 0755);
+  }
+
+  static std::string Contents(FILE* f) {
+    fflush(f);
+    std::string text;
+    rewind(f);
+    char buffer[4096];
+    size_t n;
+    while ((n = fread(buffer, 1, sizeof(buffer), f)) > 0) text.append(buffer, n);
+    return text;
+  }
+  std::string Out() { return Contents(out_); }
+  std::string Err() { return Contents(err_); }
+
+  std::string dir_;
+  LaunchOptions options_;
+  FILE* out_ = nullptr;
+  FILE* err_ = nullptr;
+  JobStatus status_;
+  bool raise_sigterm_ = false;
+  std::string address_;
+};
+
+TEST_F(LauncherTest, SuccessfulJobPrintsPrefixedOutputEpochsAndResult) {
+  WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, R"(echo "args $*"; echo "to stderr" >&2; sleep 1)"));
+  WriteScript("pstrain-server", R"(echo "server $*")");
+  WriteScript("pstrain-worker", R"(printf "worker $*")");  // No newline at the end.
+  status_.set_state(FINISHED);
+  status_.set_epochs(2);
+  for (int e = 0; e < 2; ++e) {
+    EpochSummary* s = status_.add_epochs_done();
+    s->set_epoch(e);
+    s->set_test_accuracy(e == 0 ? 0.8 : 0.9);
+    s->set_samples(1000);
+    s->set_seconds(0.5);
+  }
+
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << Out() << Err();
+  const std::string out = Out();
+  EXPECT_EQ(address_, "127.0.0.1:4321");
+  EXPECT_THAT(out, HasSubstr("[scheduler] args --host=127.0.0.1 --port=0 --port_file="));
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("--summary_json=", dir_, "/summary.json --heartbeat_ms=500 "
+                                          "--dead_after_ms=3000 --epochs=2\n")));
+  EXPECT_THAT(Err(), HasSubstr("[scheduler] to stderr\n"));
+  EXPECT_THAT(out, HasSubstr("[server 0] server --scheduler=127.0.0.1:4321 --host=127.0.0.1 --port=0\n"));
+  EXPECT_THAT(out, HasSubstr("[server 1] server --scheduler=127.0.0.1:4321"));
+  EXPECT_THAT(out, HasSubstr("[worker 0] worker --scheduler=127.0.0.1:4321 --device=cpu\n"));
+  EXPECT_THAT(out, HasSubstr("[worker 1] worker --scheduler=127.0.0.1:4321 --device=cpu\n"));
+  EXPECT_THAT(out, HasSubstr("epoch 1/2 done: train_loss 0.0000  test_loss 0.0000  test_acc 0.8000  0.5 s\n"));
+  EXPECT_THAT(out, HasSubstr("epoch 2/2 done: "));
+  EXPECT_THAT(out, HasSubstr("final test_acc 0.9000  2.0k samples/s  wall "));
+  // Each epoch line once, however often it was polled.
+  EXPECT_EQ(out.find("epoch 1/2 done"), out.rfind("epoch 1/2 done"));
+
+  // The temp dir (holding the port file) is gone.
+  size_t at = out.find("port_file=");
+  ASSERT_NE(at, std::string::npos);
+  std::string port_file = out.substr(at + 10, out.find('\n', at) - at - 10);
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(port_file).parent_path())) << port_file;
+}
+
+TEST_F(LauncherTest, FailingWorkerStopsEveryoneAndExitsOne) {
+  WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, "exec sleep 100"));
+  WriteScript("pstrain-server", "exec sleep 100");
+  WriteScript("pstrain-worker", "echo 'worker broke' >&2; exit 1");
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 1);
+  const std::string err = Err();
+  EXPECT_THAT(err, HasSubstr("] worker broke\n"));
+  EXPECT_TRUE(absl::StrContains(err, "[launch] worker 0 exited with status 1") ||
+              absl::StrContains(err, "[launch] worker 1 exited with status 1"))
+      << err;
+  EXPECT_THAT(Out(), Not(HasSubstr("final test_acc")));
+}
+
+TEST_F(LauncherTest, ChildKilledBySignalIsNamed) {
+  WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, "exec sleep 100"));
+  WriteScript("pstrain-server", "kill -9 $$");
+  WriteScript("pstrain-worker", "exec sleep 100");
+  options_.num_servers = 1;
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 1);
+  EXPECT_THAT(Err(), HasSubstr("[launch] server 0 was killed by signal 9 (SIGKILL)"));
+}
+
+TEST_F(LauncherTest, SchedulerExitingBeforeItsPortFails) {
+  WriteScript("pstrain-scheduler", "echo 'bad flag' >&2; exit 2");
+  WriteScript("pstrain-server", "exit 0");
+  WriteScript("pstrain-worker", "exit 0");
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 1);
+  EXPECT_THAT(Err(), HasSubstr("[scheduler] bad flag\n"));
+  EXPECT_THAT(Err(), HasSubstr("[launch] scheduler exited with status 2"));
+  EXPECT_THAT(Out(), Not(HasSubstr("[server")));
+}
+
+TEST_F(LauncherTest, SchedulerExitingZeroWithoutPortIsFailedPrecondition) {
+  WriteScript("pstrain-scheduler", "exit 0");
+  WriteScript("pstrain-server", "exit 0");
+  WriteScript("pstrain-worker", "exit 0");
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  EXPECT_EQ(code.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(LauncherTest, NoPortFileInTimeIsDeadlineExceeded) {
+  WriteScript("pstrain-scheduler", "exec sleep 100");
+  WriteScript("pstrain-server", "exit 0");
+  WriteScript("pstrain-worker", "exit 0");
+  options_.port_timeout = absl::Milliseconds(300);
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  EXPECT_EQ(code.status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST_F(LauncherTest, MissingBinaryIsNotFound) {
+  WriteScript("pstrain-scheduler", "exit 0");
+  WriteScript("pstrain-worker", "exit 0");
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  EXPECT_EQ(code.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(code.status().message()), HasSubstr("pstrain-server"));
+}
+
+TEST_F(LauncherTest, SigtermToLauncherStopsChildrenAndExits143) {
+  WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, "exec sleep 100"));
+  WriteScript("pstrain-server", "exec sleep 100");
+  WriteScript("pstrain-worker", "exec sleep 100");
+  raise_sigterm_ = true;
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 128 + SIGTERM);
+  EXPECT_THAT(Err(), HasSubstr("[launch] got SIGTERM: stopping the cluster"));
+}
+
+TEST_F(LauncherTest, RoleStillRunningAfterSchedulerFinishedFails) {
+  WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, "sleep 0.2"));
+  WriteScript("pstrain-server", "exit 0");
+  WriteScript("pstrain-worker", "exec sleep 100");
+  options_.num_workers = 1;
+  options_.finish_timeout = absl::Milliseconds(300);
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 1);
+  EXPECT_THAT(Err(), HasSubstr("[launch] worker 0 still running"));
+}
+
+TEST_F(LauncherTest, PlainProgressLinesWhenNotATerminal) {
+  WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, "sleep 1"));
+  WriteScript("pstrain-server", "exit 0");
+  WriteScript("pstrain-worker", "exit 0");
+  status_.set_state(RUNNING);
+  status_.set_epochs(2);
+  status_.set_step(5);
+  status_.set_total_steps(10);
+  status_.set_recent_loss(1.5);
+  status_.set_samples_per_second(640);
+  status_.set_eta_seconds(3);
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0);
+  const std::string out = Out();
+  EXPECT_THAT(out, HasSubstr("\nepoch 1/2  step 5/10  loss 1.5000  640 samples/s  ETA 3s\n"));
+  EXPECT_THAT(out, Not(HasSubstr("\r")));
+  // The default progress interval (5 s) is longer than the job: one line only.
+  EXPECT_EQ(out.find("step 5/10"), out.rfind("step 5/10"));
+}
+
+}  // namespace
+}  // namespace launch
+}  // namespace pstrain

@@ -1,0 +1,82 @@
+// pstrain-launch: runs a training job as a local cluster (1 scheduler, S servers, W workers).
+//
+//   pstrain-launch                          # the demo job: 2 servers, 2 workers, sync, MLP
+//   pstrain-launch --mode=async --workers=4 --epochs=3
+//
+// Takes every job flag of pstrain-scheduler (see common/job_flags.h) plus the launcher's own.
+#include <limits.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include "common/job_flags.h"
+#include "launch/launcher.h"
+
+DEFINE_string(bin_dir, "", "Folder with pstrain-scheduler, pstrain-server and pstrain-worker (default: the launcher's own)");
+DEFINE_string(summary_json, "", "Where the scheduler writes the run summary (default: a new temporary folder, kept and printed)");
+DEFINE_int64(heartbeat_ms, 500, "Heartbeat period of servers and workers, passed to the scheduler");
+DEFINE_int64(dead_after_ms, 3000, "A role silent this long is declared dead, passed to the scheduler");
+DEFINE_int32(progress_interval_s, 5, "Seconds between progress lines when stdout is not a terminal");
+DEFINE_string(device, "cpu", "Worker device, passed to each worker as --device");
+
+namespace {
+
+std::string OwnDir() {
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : self.parent_path().string();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("Runs a pstrain job as a local cluster of child processes");
+  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+
+  if (argc > 1) {
+    fprintf(stderr, "pstrain-launch: unexpected argument '%s' (flags are --name=value)\n", argv[1]);
+    return 2;
+  }
+  absl::StatusOr<pstrain::JobSpec> job = pstrain::JobSpecFromFlags();
+  if (!job.ok()) {
+    fprintf(stderr, "pstrain-launch: %s\n", std::string(job.status().message()).c_str());
+    return 2;
+  }
+  if (FLAGS_heartbeat_ms <= 0 || FLAGS_dead_after_ms <= FLAGS_heartbeat_ms || FLAGS_progress_interval_s <= 0) {
+    fprintf(stderr,
+            "pstrain-launch: --heartbeat_ms=%lld, --dead_after_ms=%lld, --progress_interval_s=%d: expected "
+            "0 < heartbeat_ms < dead_after_ms and progress_interval_s > 0\n",
+            static_cast<long long>(FLAGS_heartbeat_ms), static_cast<long long>(FLAGS_dead_after_ms),
+            FLAGS_progress_interval_s);
+    return 2;
+  }
+  // Output goes to pipes that may close (pstrain-launch | head); losing it must not kill us.
+  signal(SIGPIPE, SIG_IGN);
+
+  pstrain::launch::LaunchOptions options;
+  options.bin_dir = FLAGS_bin_dir.empty() ? OwnDir() : FLAGS_bin_dir;
+  options.num_servers = job->num_servers();
+  options.num_workers = job->num_workers();
+  options.job_flags = pstrain::ExplicitJobFlags();
+  options.summary_json = FLAGS_summary_json;
+  options.heartbeat_ms = FLAGS_heartbeat_ms;
+  options.dead_after_ms = FLAGS_dead_after_ms;
+  options.device = FLAGS_device;
+  options.progress_interval = absl::Seconds(FLAGS_progress_interval_s);
+  options.live_progress = isatty(STDOUT_FILENO);
+
+  absl::StatusOr<int> code = pstrain::launch::RunLocalCluster(options);
+  if (!code.ok()) {
+    fprintf(stderr, "pstrain-launch: %s\n", std::string(code.status().message()).c_str());
+    return 1;
+  }
+  return *code;
+}

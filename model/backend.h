@@ -1,0 +1,145 @@
+// The compute backend: the only place where model arithmetic happens.
+//
+// Layers and the MLP never touch OpenBLAS (or CUDA) themselves; they allocate memory, move data and
+// run the few kernels below through a Backend. A backend owns "backend memory": on the CPU backend
+// that is plain host memory, on a GPU backend it is device memory that the host must not
+// dereference. Every pointer argument of the kernels is backend memory, except where a comment
+// says "host". All matrices are row-major and densely packed (leading dimension = row length).
+//
+// Errors: memory operations return a Status. Kernels return nothing: they cannot fail on valid
+// arguments (argument errors are programmer errors), and a device backend that runs them
+// asynchronously reports a failed kernel from the next Download or Synchronize.
+//
+// Thread safety: a Backend instance is not thread-safe; use one per thread (each Mlp borrows one).
+#ifndef PSTRAIN_MODEL_BACKEND_H_
+#define PSTRAIN_MODEL_BACKEND_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace pstrain {
+namespace model {
+
+// What SoftmaxCrossEntropy returns to the host.
+struct XentResult {
+  double loss_sum = 0;  // sum over rows of -log softmax(logits)[label]
+  int64_t correct = 0;  // rows whose arg-max logit (first on ties) equals the label
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // A short name for logs: "cpu", "cuda:0".
+  virtual std::string name() const = 0;
+
+  // ---- Memory -------------------------------------------------------------------------------
+
+  // Allocates `bytes` of backend memory, aligned for floats (at least 64 bytes on CPU). bytes == 0
+  // gives a null pointer and OK. RESOURCE_EXHAUSTED when the memory is not there. The caller owns
+  // the block and returns it with Free.
+  virtual absl::StatusOr<void*> Allocate(size_t bytes) = 0;
+  // Releases a block from Allocate; null is ignored.
+  virtual void Free(void* ptr) = 0;
+
+  // Copies `bytes` from host memory to backend memory / from backend memory to host memory.
+  // Block until the copy is done (Download also waits for queued kernels). A non-OK status is a
+  // device failure (INTERNAL) and may belong to an earlier kernel.
+  virtual absl::Status Upload(const void* host_src, size_t bytes, void* dst) = 0;
+  virtual absl::Status Download(const void* src, size_t bytes, void* host_dst) = 0;
+
+  // Waits for every queued kernel; reports the first failure since the last check.
+  virtual absl::Status Synchronize() = 0;
+
+  // ---- Kernels ------------------------------------------------------------------------------
+
+  // x[0, n) = value.
+  virtual void Fill(int64_t n, float value, float* x) = 0;
+
+  // C = alpha * op(A) * op(B) + beta * C, with op(A) m x k, op(B) k x n, C m x n, all row-major:
+  // A is stored m x k (k x m when trans_a), B is stored k x n (n x k when trans_b). beta == 0
+  // overwrites C (its old contents may be garbage).
+  virtual void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                    const float* b, float beta, float* c) = 0;
+
+  // x[r][c] += bias[c] for x of rows x cols.
+  virtual void AddBias(int rows, int cols, const float* bias, float* x) = 0;
+
+  // out[c] = alpha * sum_r x[r][c] + beta * out[c]. beta == 0 overwrites out.
+  virtual void ColumnSums(int rows, int cols, const float* x, float alpha, float beta,
+                          float* out) = 0;
+
+  // y = max(x, 0) over n elements. x == y is allowed.
+  virtual void ReluForward(int64_t n, const float* x, float* y) = 0;
+  // dx = dy where y > 0, else 0; y is the forward output. dy == dx is allowed.
+  virtual void ReluBackward(int64_t n, const float* y, const float* dy, float* dx) = 0;
+
+  // Row-wise softmax cross-entropy of logits (rows x cols) against labels (rows int32 in backend
+  // memory). REQUIRES: every label in [0, cols) (callers check on the host first). If dlogits is
+  // not null it receives grad_scale * (softmax(logits) - onehot(label)), e.g. grad_scale = 1/n for
+  // the gradient of the mean loss. dlogits may equal logits. Blocks until the result is known.
+  virtual XentResult SoftmaxCrossEntropy(int rows, int cols, const float* logits,
+                                         const int32_t* labels, float grad_scale,
+                                         float* dlogits) = 0;
+};
+
+// A typed block of backend memory that frees itself. Move-only; the backend is borrowed and must
+// outlive the buffer. Not thread-safe.
+template <typename T>
+class BackendBuffer {
+ public:
+  BackendBuffer() = default;
+  explicit BackendBuffer(Backend* backend) : backend_(backend) {}
+  ~BackendBuffer() { Release(); }
+
+  BackendBuffer(const BackendBuffer&) = delete;
+  BackendBuffer& operator=(const BackendBuffer&) = delete;
+  BackendBuffer(BackendBuffer&& other) noexcept { *this = std::move(other); }
+  BackendBuffer& operator=(BackendBuffer&& other) noexcept {
+    if (this != &other) {
+      Release();
+      backend_ = std::exchange(other.backend_, nullptr);
+      data_ = std::exchange(other.data_, nullptr);
+      capacity_ = std::exchange(other.capacity_, 0);
+    }
+    return *this;
+  }
+
+  // Makes room for at least `count` elements. Contents are not kept when the buffer grows; a
+  // buffer never shrinks, so steady-state calls allocate nothing. Errors come from Allocate.
+  // REQUIRES: constructed with a backend.
+  absl::Status Reserve(int64_t count) {
+    if (count <= capacity_) return absl::OkStatus();
+    Release();
+    absl::StatusOr<void*> block = backend_->Allocate(static_cast<size_t>(count) * sizeof(T));
+    if (!block.ok()) return block.status();
+    data_ = static_cast<T*>(*block);
+    capacity_ = count;
+    return absl::OkStatus();
+  }
+
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  int64_t capacity() const { return capacity_; }
+
+ private:
+  void Release() {
+    if (backend_ != nullptr && data_ != nullptr) backend_->Free(data_);
+    data_ = nullptr;
+    capacity_ = 0;
+  }
+
+  Backend* backend_ = nullptr;
+  T* data_ = nullptr;
+  int64_t capacity_ = 0;
+};
+
+}  // namespace model
+}  // namespace pstrain
+
+#endif  // PSTRAIN_MODEL_BACKEND_H_

@@ -1,0 +1,20 @@
+// The CPU backend: host memory, OpenBLAS sgemm, plain loops for the rest.
+#ifndef PSTRAIN_MODEL_CPU_BACKEND_H_
+#define PSTRAIN_MODEL_CPU_BACKEND_H_
+
+#include <memory>
+
+#include "model/backend.h"
+
+namespace pstrain {
+namespace model {
+
+// A new CPU backend. Its memory is ordinary host memory, so Upload/Download are memcpy. OpenBLAS
+// picks its own thread count (OPENBLAS_NUM_THREADS); the backend adds no threads of its own.
+// Not thread-safe (see Backend), although independent instances may run on different threads.
+std::unique_ptr<Backend> NewCpuBackend();
+
+}  // namespace model
+}  // namespace pstrain
+
+#endif  // PSTRAIN_MODEL_CPU_BACKEND_H_

@@ -1,0 +1,149 @@
+#include "model/model_file.h"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "model/mlp.h"
+#include "model/test_util.h"
+
+namespace pstrain {
+namespace model {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string TempPath() {
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  return ::testing::TempDir() + "model_file_test_" + info->name() + ".bin";
+}
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void WriteBytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+class ModelFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = TempPath();
+    params_ = MlpParamSpecs({5, 7, 3});
+    values_ = testutil::RandomVector(TotalElements(params_), 3);
+    ASSERT_TRUE(WriteModelFile(path_, params_, values_).ok());
+  }
+  void TearDown() override { std::remove(path_.c_str()); }
+
+  std::string path_;
+  std::vector<ParamSpec> params_;
+  std::vector<float> values_;
+};
+
+TEST_F(ModelFileTest, RoundTripKeepsNamesShapesAndValues) {
+  absl::StatusOr<ModelFile> file = ReadModelFile(path_);
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_EQ(file->params.size(), params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    EXPECT_EQ(file->params[i].name, params_[i].name);
+    EXPECT_EQ(file->params[i].shape, params_[i].shape);
+    EXPECT_EQ(file->params[i].num_elements, params_[i].num_elements);
+    EXPECT_EQ(file->params[i].flat_offset, params_[i].flat_offset);
+  }
+  EXPECT_EQ(file->values, values_);
+}
+
+TEST_F(ModelFileTest, ByteLayoutIsAsDocumented) {
+  const std::string bytes = ReadBytes(path_);
+  // Header: magic, version, count, then per tensor 4 + name + 4 + 8 * ndim.
+  size_t header = 8 + 4 + 4;
+  for (const ParamSpec& p : params_) header += 4 + p.name.size() + 4 + 8 * p.shape.size();
+  ASSERT_EQ(bytes.size(), header + 4 * values_.size() + 4);
+  EXPECT_EQ(bytes.substr(0, 8), "PSTRAINM");
+  EXPECT_EQ(bytes[8], 1);  // version, little-endian
+  EXPECT_EQ(bytes[12], static_cast<char>(params_.size()));
+  EXPECT_EQ(bytes[16], static_cast<char>(params_[0].name.size()));
+  EXPECT_EQ(bytes.substr(20, params_[0].name.size()), "fc1.weight");
+  float first;
+  std::memcpy(&first, bytes.data() + header, 4);
+  EXPECT_EQ(first, values_[0]);
+}
+
+TEST_F(ModelFileTest, CorruptedValueByteIsAChecksumError) {
+  std::string bytes = ReadBytes(path_);
+  bytes[bytes.size() - 20] ^= 0x01;
+  WriteBytes(path_, bytes);
+  const absl::Status status = ReadModelFile(path_).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(), HasSubstr("checksum mismatch"));
+  EXPECT_THAT(status.message(), HasSubstr(path_));
+}
+
+TEST_F(ModelFileTest, TruncatedFileIsRefused) {
+  const std::string bytes = ReadBytes(path_);
+  for (size_t keep : {bytes.size() - 1, bytes.size() - 100, size_t{30}, size_t{10}}) {
+    WriteBytes(path_, bytes.substr(0, keep));
+    const absl::Status status = ReadModelFile(path_).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << "kept " << keep;
+    EXPECT_THAT(status.message(), HasSubstr("truncated")) << "kept " << keep;
+  }
+}
+
+TEST_F(ModelFileTest, BadMagicIsRefused) {
+  std::string bytes = ReadBytes(path_);
+  bytes[0] = 'X';
+  WriteBytes(path_, bytes);
+  const absl::Status status = ReadModelFile(path_).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("bad magic"));
+
+  WriteBytes(path_, "PST");
+  EXPECT_THAT(ReadModelFile(path_).status().message(), HasSubstr("bad magic"));
+}
+
+TEST_F(ModelFileTest, TrailingBytesAreRefused) {
+  WriteBytes(path_, ReadBytes(path_) + "junk");
+  EXPECT_EQ(ReadModelFile(path_).status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST_F(ModelFileTest, MissingFileIsNotFound) {
+  std::remove(path_.c_str());
+  const absl::Status status = ReadModelFile(path_).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(status.message(), HasSubstr(path_));
+}
+
+TEST_F(ModelFileTest, WriteRefusesWrongValueCount) {
+  values_.pop_back();
+  EXPECT_EQ(WriteModelFile(path_, params_, values_).code(), absl::StatusCode::kInvalidArgument);
+  // The earlier file is untouched.
+  EXPECT_TRUE(ReadModelFile(path_).ok());
+}
+
+TEST_F(ModelFileTest, OverwriteReplacesTheFile) {
+  std::vector<float> other(values_.size(), 0.5f);
+  ASSERT_TRUE(WriteModelFile(path_, params_, other).ok());
+  absl::StatusOr<ModelFile> file = ReadModelFile(path_);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->values, other);
+}
+
+TEST_F(ModelFileTest, EmptyModelRoundTrips) {
+  ASSERT_TRUE(WriteModelFile(path_, {}, {}).ok());
+  absl::StatusOr<ModelFile> file = ReadModelFile(path_);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_TRUE(file->params.empty());
+  EXPECT_TRUE(file->values.empty());
+}
+
+}  // namespace
+}  // namespace model
+}  // namespace pstrain

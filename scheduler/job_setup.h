@@ -1,0 +1,41 @@
+// What the scheduler derives from a job before it starts serving: the data set's sizes, the
+// model's tensors, the shard map and the number of optimizer steps.
+//
+// Thread-compatible free functions; SetUpJob blocks on reading two small file headers.
+#ifndef PSTRAIN_SCHEDULER_JOB_SETUP_H_
+#define PSTRAIN_SCHEDULER_JOB_SETUP_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/cluster.pb.h"
+#include "proto/job.pb.h"
+
+namespace pstrain {
+namespace scheduler {
+
+struct JobSetup {
+  // Samples after the job's train_limit / test_limit.
+  int64_t train_samples = 0;
+  int64_t test_samples = 0;
+  // {rows * cols, hidden_sizes..., num_classes}.
+  std::vector<int> layer_sizes;
+  ShardMap shard_map;
+  // See TotalSteps() in scheduler/scheduler.h.
+  int64_t total_steps = 0;
+};
+
+// The model's tensors as protos, in the model's order (ids = indices), for BuildShardMap.
+std::vector<TensorSpec> MlpTensorSpecs(const std::vector<int>& layer_sizes);
+
+// Reads the headers of the job's training and test sets and builds everything above.
+// Errors: the data reader's (NOT_FOUND, DATA_LOSS, ...) for a missing or corrupt data dir;
+// INVALID_ARGUMENT when the job's training set is empty, the two splits disagree on image size
+// or class count, or the shard map cannot be built.
+absl::StatusOr<JobSetup> SetUpJob(const JobSpec& job);
+
+}  // namespace scheduler
+}  // namespace pstrain
+
+#endif  // PSTRAIN_SCHEDULER_JOB_SETUP_H_

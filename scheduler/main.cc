@@ -1,0 +1,76 @@
+// pstrain-scheduler: the scheduler of one training job. Exits 0 when the job finished, 1 when it
+// failed, 2 when the job description is bad.
+#include <gflags/gflags.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include "common/job_flags.h"
+#include "common/job_spec.h"
+#include "glog/logging.h"
+#include "scheduler/scheduler_runner.h"
+
+DEFINE_string(host, "127.0.0.1", "Address to listen on");
+DEFINE_int32(port, 0, "Port to listen on (0: pick a free one)");
+DEFINE_string(port_file, "", "Write the chosen port to this file once listening (atomically)");
+DEFINE_string(summary_json, "", "Write the run summary (JSON) to this file when the job ends");
+DEFINE_int64(heartbeat_ms, 500, "How often roles heartbeat, milliseconds");
+DEFINE_int64(dead_after_ms, 3000, "A role silent this long is dead and fails the job, milliseconds");
+DEFINE_int64(startup_timeout_ms, 300000, "The job fails if not every role registers within this, ms");
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("pstrain-scheduler --servers=2 --workers=2 [job flags]");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  FLAGS_logtostderr = 1;
+  google::InitGoogleLogging(argv[0]);
+
+  absl::StatusOr<pstrain::JobSpec> job = pstrain::JobSpecFromFlags();
+  if (!job.ok()) {
+    std::cerr << "pstrain-scheduler: bad job: " << job.status().message() << std::endl;
+    return 2;
+  }
+
+  pstrain::scheduler::SchedulerRunner::Options options;
+  options.host = FLAGS_host;
+  options.port = FLAGS_port;
+  options.port_file = FLAGS_port_file;
+  options.summary_json = FLAGS_summary_json;
+  options.heartbeat_interval = absl::Milliseconds(FLAGS_heartbeat_ms);
+  options.dead_after = absl::Milliseconds(FLAGS_dead_after_ms);
+  options.startup_timeout = absl::Milliseconds(FLAGS_startup_timeout_ms);
+  auto runner = pstrain::scheduler::SchedulerRunner::Create(*job, options);
+  if (!runner.ok()) {
+    std::cerr << "pstrain-scheduler: " << runner.status().message() << std::endl;
+    return 2;
+  }
+
+  // SIGINT/SIGTERM are blocked in every thread (gRPC's inherit the mask) and taken by sigwait on
+  // one thread, which may then call Stop() safely. SIGUSR1 ends that thread after Run().
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  pstrain::scheduler::SchedulerRunner* r = runner->get();
+  std::thread signal_thread([&signals, r] {
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&signals, &sig) != 0 || sig == SIGUSR1) return;
+      LOG(WARNING) << "signal " << sig << ": stopping";
+      r->Stop();
+    }
+  });
+
+  const absl::Status status = r->Run();
+  pthread_kill(signal_thread.native_handle(), SIGUSR1);
+  signal_thread.join();
+  if (!status.ok()) {
+    LOG(ERROR) << "pstrain-scheduler: " << status;
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,168 @@
+// The scheduler's core: the single source of truth of a job, free of gRPC.
+//
+// Holds the membership, the barriers, the lease pool and the progress of one job and decides the
+// job's state:
+//
+//   WAITING_FOR_ROLES --(last role registers)--> RUNNING --(every worker sent done)--> FINISHED
+//          |                                        |
+//          +--(startup timeout, dead role, reported failure, Fail())--> FAILED
+//
+// FINISHED and FAILED are final. When the job ends every parked call is answered: view waiters get
+// the view (FINISHED) or ABORTED "job failed: <reason>"; parked barriers get ABORTED.
+//
+// Thread-safe: one mutex guards the state; callbacks (`done`) run after it is released, on the
+// thread whose call released them, so they may finish an RPC or call back in.
+#ifndef PSTRAIN_SCHEDULER_SCHEDULER_H_
+#define PSTRAIN_SCHEDULER_SCHEDULER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/cluster.pb.h"
+#include "proto/job.pb.h"
+#include "proto/scheduler.pb.h"
+#include "scheduler/barrier.h"
+#include "scheduler/lease_pool.h"
+#include "scheduler/membership.h"
+#include "scheduler/progress.h"
+
+namespace pstrain {
+namespace scheduler {
+
+class Scheduler {
+ public:
+  struct Options {
+    // The job after ApplyJobDefaults; Create validates it.
+    JobSpec job;
+    // From BuildShardMap for the job's model and num_servers.
+    ShardMap shard_map;
+    int64_t train_samples = 0;
+    int64_t test_samples = 0;
+    // See TotalSteps().
+    int64_t total_steps = 0;
+    // Handed to roles at registration.
+    absl::Duration heartbeat_interval = absl::Milliseconds(500);
+    // A role silent this long (after its first heartbeat) is dead and fails the job.
+    absl::Duration dead_after = absl::Milliseconds(3000);
+    // The job fails when not every role has registered this long after creation, or a role has
+    // not heartbeated this long after registering.
+    absl::Duration startup_timeout = absl::Seconds(300);
+    // Time source; tests inject their own. Default: absl::Now.
+    std::function<absl::Time()> clock;
+  };
+
+  using ViewDone = std::function<void(absl::StatusOr<ClusterView>)>;
+
+  // INVALID_ARGUMENT when the job does not validate or the shard map does not fit it.
+  static absl::StatusOr<std::unique_ptr<Scheduler>> Create(Options options);
+
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Registers a role; the answer carries its rank, the job and the heartbeat settings.
+  // Errors as Membership::Register; ABORTED "job failed: ..." or FAILED_PRECONDITION once the job
+  // has ended (except a re-registration, which still gets its rank).
+  absl::StatusOr<RegisterResponse> Register(const RegisterRequest& request);
+
+  // The current view; its state is the job's state.
+  ClusterView View() const;
+
+  // Calls `done` with the view once every role has registered (at once if they have), with the
+  // view when the job finished, or ABORTED "job failed: <reason>" when it failed. Never blocks.
+  void WhenRunning(ViewDone done);
+
+  // Records a heartbeat and answers the job's state. FAILED_PRECONDITION for an unregistered role.
+  absl::StatusOr<HeartbeatResponse> Heartbeat(const HeartbeatRequest& request);
+
+  // Enters the barrier `request.name` for WORKERS (every worker) or ALL (every server and
+  // worker) as (request.role, request.rank), role unspecified meaning WORKER; `done` gets OK when
+  // all have entered. FAILED_PRECONDITION at once for an
+  // unregistered role; ABORTED once the job has ended. Never blocks.
+  void Barrier(const BarrierRequest& request, BarrierSet::Done done);
+
+  // The next work lease (ASYNC/SSP). FAILED_PRECONDITION in SYNC mode, before every role has
+  // registered, or for an unregistered worker; otherwise as LeasePool::Next.
+  absl::StatusOr<LeaseResponse> LeaseWork(const LeaseRequest& request);
+
+  // Adds a worker's progress; the last worker's done report finishes the job.
+  // INVALID_ARGUMENT as Progress::Add; ABORTED "job failed: ..." once the job has failed.
+  absl::Status ReportProgress(const ProgressReport& report);
+
+  // A role's unrecoverable error: fails the job with "<role> <rank> at <address>: <message>".
+  void ReportFailure(const FailureReport& report);
+
+  // Progress snapshot with state, failure and registration counts.
+  JobStatus Status() const;
+
+  // Fails the job with `reason` (not OK) unless it has already ended.
+  void Fail(absl::Status reason);
+
+  // The watchdog's tick: fails the job when a role that heartbeated fell silent for dead_after
+  // (UNAVAILABLE), a role registered startup_timeout ago without a heartbeat since, or not every
+  // role registered within startup_timeout (both DEADLINE_EXCEEDED). Does nothing once the job
+  // has ended.
+  void CheckHealth();
+
+  JobState state() const;
+  // OK unless the job failed; then the reason it failed with.
+  absl::Status failure() const;
+  // Waits up to `timeout` for the job to end; true when it has.
+  bool AwaitEnd(absl::Duration timeout) const;
+  // True when the job has ended and every server has heartbeated since, so all know the outcome.
+  bool ServersKnowTheEnd() const;
+
+  // The run summary (Progress::SummaryJson) and a one-line outcome for the log, e.g.
+  // "job FINISHED: test accuracy 0.8712, test loss 0.3621, 41234 samples/s".
+  std::string SummaryJson() const;
+  std::string OutcomeLine() const;
+
+ private:
+  explicit Scheduler(Options options);
+
+  absl::Time Now() const { return options_.clock(); }
+  bool Ended() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return state_ == FINISHED || state_ == FAILED; }
+  ClusterView ViewLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status JobFailedError() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the job to FINISHED or FAILED and returns the view waiters to answer (outside mu_).
+  std::vector<ViewDone> EndLocked(JobState state, absl::Status failure)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers what EndLocked returned and the parked barriers. Call without mu_.
+  void AnswerEnd(std::vector<ViewDone> waiters);
+  absl::Status CheckRegistered(Role role, int rank, absl::string_view what) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  const Options options_;
+  const absl::Time created_;
+
+  // Thread-safe on its own; never called with mu_ held.
+  BarrierSet barriers_;
+
+  mutable absl::Mutex mu_;
+  JobState state_ ABSL_GUARDED_BY(mu_) = WAITING_FOR_ROLES;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  absl::Time ended_at_ ABSL_GUARDED_BY(mu_);
+  Membership membership_ ABSL_GUARDED_BY(mu_);
+  LeasePool leases_ ABSL_GUARDED_BY(mu_);
+  Progress progress_ ABSL_GUARDED_BY(mu_);
+  std::vector<ViewDone> view_waiters_ ABSL_GUARDED_BY(mu_);
+};
+
+// Optimizer updates the job makes on each server. SYNC: epochs x SyncStepsPerEpoch(train_samples,
+// batch_size, num_workers), capped by max_steps when it is > 0. ASYNC/SSP: epochs x
+// ceil(train_samples / batch_size), capped likewise. `sync_steps_per_epoch` is the SYNC count of
+// global batches in one epoch (data::SyncStepsPerEpoch).
+int64_t TotalSteps(const JobSpec& job, int64_t train_samples, int64_t sync_steps_per_epoch);
+
+}  // namespace scheduler
+}  // namespace pstrain
+
+#endif  // PSTRAIN_SCHEDULER_SCHEDULER_H_

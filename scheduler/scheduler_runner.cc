@@ -1,0 +1,160 @@
+#include "scheduler/scheduler_runner.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/job_spec.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "scheduler/job_setup.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_service.h"
+
+namespace pstrain {
+namespace scheduler {
+namespace {
+
+// Messages are small today, but a cluster view carries the whole shard map; leave ample room.
+constexpr int kMaxMessageBytes = 1 << 30;
+
+// How often the watchdog looks at heartbeats and the stop flag.
+constexpr absl::Duration kTick = absl::Milliseconds(100);
+
+absl::Status Invalid(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("scheduler options: ", what));
+}
+
+}  // namespace
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
+  const std::string tmp = absl::StrCat(path, ".tmp");
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return absl::UnavailableError(absl::StrCat(tmp, ": cannot create: ", std::strerror(errno)));
+    out << contents;
+    out.flush();
+    if (!out) return absl::UnavailableError(absl::StrCat(tmp, ": cannot write: ", std::strerror(errno)));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat(path, ": cannot rename ", tmp, " to it: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<SchedulerRunner>> SchedulerRunner::Create(JobSpec job, Options options) {
+  ApplyJobDefaults(&job);
+  RETURN_IF_ERROR(ValidateJobSpec(job));
+  if (options.host.empty()) return Invalid("host is empty, expected a name or address");
+  if (options.port < 0 || options.port > 65535) {
+    return Invalid(absl::StrCat("port is ", options.port, ", expected 0..65535"));
+  }
+  if (options.heartbeat_interval <= absl::ZeroDuration() || options.startup_timeout <= absl::ZeroDuration()) {
+    return Invalid(absl::StrCat("heartbeat interval ", absl::FormatDuration(options.heartbeat_interval),
+                                " and startup timeout ", absl::FormatDuration(options.startup_timeout),
+                                " must be > 0"));
+  }
+  if (options.dead_after <= options.heartbeat_interval) {
+    return Invalid(absl::StrCat("dead_after is ", absl::FormatDuration(options.dead_after),
+                                ", expected more than the heartbeat interval ",
+                                absl::FormatDuration(options.heartbeat_interval)));
+  }
+  return std::unique_ptr<SchedulerRunner>(new SchedulerRunner(std::move(job), std::move(options)));
+}
+
+void SchedulerRunner::Stop() {
+  absl::MutexLock lock(&mu_);
+  stop_ = true;
+}
+
+bool SchedulerRunner::stop_requested() const {
+  absl::MutexLock lock(&mu_);
+  return stop_;
+}
+
+absl::Status SchedulerRunner::Run() {
+  if (stop_requested()) return absl::CancelledError("scheduler stopped before it started");
+  LOG(INFO) << "job: " << JobSpecToText(job_);
+  ASSIGN_OR_RETURN(JobSetup setup, SetUpJob(job_));
+  LOG(INFO) << "data: " << setup.train_samples << " training and " << setup.test_samples
+            << " test samples; model " << absl::StrJoin(setup.layer_sizes, "-") << " in "
+            << setup.shard_map.chunks_size() << " chunks over " << job_.num_servers()
+            << " servers; " << setup.total_steps << " steps";
+
+  Scheduler::Options core_options;
+  core_options.job = job_;
+  core_options.shard_map = std::move(setup.shard_map);
+  core_options.train_samples = setup.train_samples;
+  core_options.test_samples = setup.test_samples;
+  core_options.total_steps = setup.total_steps;
+  core_options.heartbeat_interval = options_.heartbeat_interval;
+  core_options.dead_after = options_.dead_after;
+  core_options.startup_timeout = options_.startup_timeout;
+  ASSIGN_OR_RETURN(std::unique_ptr<Scheduler> core, Scheduler::Create(std::move(core_options)));
+
+  // Declared before the server, so the server (which borrows it) goes first.
+  SchedulerService service(core.get());
+  const std::string address = absl::StrCat(options_.host, ":", options_.port);
+  int selected_port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &selected_port);
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || selected_port == 0) {
+    return absl::UnavailableError(absl::StrCat("scheduler: cannot listen on ", address));
+  }
+  port_.store(selected_port);
+  LOG(INFO) << "scheduler listening on " << options_.host << ":" << selected_port << "; waiting for "
+            << job_.num_servers() << " servers and " << job_.num_workers() << " workers";
+  if (!options_.port_file.empty()) {
+    absl::Status written = WriteFileAtomically(options_.port_file, absl::StrCat(selected_port, "\n"));
+    if (!written.ok()) core->Fail(written);
+  }
+
+  // Watchdog: dead roles, the startup timeout and Stop() end the job.
+  bool stopped = false;
+  while (!core->AwaitEnd(kTick)) {
+    core->CheckHealth();
+    if (stop_requested()) {
+      stopped = true;
+      core->Fail(absl::CancelledError("scheduler stopped"));
+    }
+  }
+
+  absl::Status summary_written;
+  if (!options_.summary_json.empty()) {
+    summary_written = WriteFileAtomically(options_.summary_json, core->SummaryJson());
+    if (summary_written.ok()) {
+      LOG(INFO) << "run summary written to " << options_.summary_json;
+    } else {
+      LOG(ERROR) << "run summary: " << summary_written;
+    }
+  }
+  LOG(INFO) << core->OutcomeLine();
+
+  // Servers learn the outcome from their next heartbeat; keep answering until all have asked.
+  const absl::Time grace_end = absl::Now() + 2 * options_.dead_after;
+  while (!stopped && !core->ServersKnowTheEnd() && absl::Now() < grace_end) {
+    absl::MutexLock lock(&mu_);
+    if (mu_.AwaitWithTimeout(absl::Condition(&stop_), kTick)) break;
+  }
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  server->Wait();
+  LOG(INFO) << "scheduler shut down";
+
+  if (core->state() != FINISHED) return core->failure();
+  return summary_written;
+}
+
+}  // namespace scheduler
+}  // namespace pstrain

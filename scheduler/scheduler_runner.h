@@ -1,0 +1,80 @@
+// Runs the scheduler of one job from start to exit: reads the data set's sizes, builds the shard
+// map, serves the Scheduler service, watches heartbeats, waits for the job to end, writes the run
+// summary and lingers briefly so servers learn the outcome.
+//
+//   Run(): validate -> read data headers -> shard map -> listen (port_file) -> watchdog loop
+//          -> FINISHED/FAILED -> summary JSON -> grace period -> shut down
+//
+// Thread-safe: Run() is called once, from one thread; Stop() and port() from any thread.
+#ifndef PSTRAIN_SCHEDULER_SCHEDULER_RUNNER_H_
+#define PSTRAIN_SCHEDULER_SCHEDULER_RUNNER_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/job.pb.h"
+
+namespace pstrain {
+namespace scheduler {
+
+class SchedulerRunner {
+ public:
+  struct Options {
+    std::string host = "127.0.0.1";
+    // 0: let the system pick a free port.
+    int port = 0;
+    // If set, the chosen port is written here (decimal, newline) once the server listens. The
+    // file appears atomically (temp file + rename), so a launcher can poll for it.
+    std::string port_file;
+    // If set, the run summary (JSON) is written here when the job ends, also on failure.
+    std::string summary_json;
+    absl::Duration heartbeat_interval = absl::Milliseconds(500);
+    absl::Duration dead_after = absl::Milliseconds(3000);
+    absl::Duration startup_timeout = absl::Seconds(300);
+  };
+
+  // INVALID_ARGUMENT for a bad job (after ApplyJobDefaults) or bad options (port outside
+  // [0, 65535], non-positive durations, dead_after <= heartbeat_interval).
+  static absl::StatusOr<std::unique_ptr<SchedulerRunner>> Create(JobSpec job, Options options);
+
+  // Runs the job to its end; blocks. OK when the job FINISHED; otherwise why it did not: the data
+  // reader's error for a bad data dir, UNAVAILABLE when the port cannot be bound, or the job's
+  // failure (UNAVAILABLE for a dead role, DEADLINE_EXCEEDED for the startup timeout, ABORTED for
+  // a reported failure, CANCELLED after Stop()). Call once.
+  absl::Status Run();
+
+  // Ends Run() early: the job fails with CANCELLED "scheduler stopped" and Run() returns without
+  // the grace period. Safe from any thread, before, during or after Run(); not from a signal
+  // handler.
+  void Stop();
+
+  // The port the server listens on, once Run() has started it; 0 before.
+  int port() const { return port_.load(); }
+
+ private:
+  SchedulerRunner(JobSpec job, Options options) : job_(std::move(job)), options_(std::move(options)) {}
+
+  bool stop_requested() const;
+
+  const JobSpec job_;
+  const Options options_;
+  std::atomic<int> port_{0};
+
+  mutable absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Writes `contents` to `path` atomically: to "<path>.tmp" first, then renamed over `path`.
+// Errors name the path and the system's reason.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& contents);
+
+}  // namespace scheduler
+}  // namespace pstrain
+
+#endif  // PSTRAIN_SCHEDULER_SCHEDULER_RUNNER_H_

@@ -1,0 +1,243 @@
+// The whole scheduler process logic (SchedulerRunner) against a tiny IDX data set, with the test
+// playing one server and one worker over real gRPC.
+#include "scheduler/scheduler_runner.h"
+
+#include <grpcpp/grpcpp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "proto/scheduler.grpc.pb.h"
+
+namespace pstrain {
+namespace scheduler {
+namespace {
+
+void PutU32(std::string* out, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) out->push_back(static_cast<char>((v >> shift) & 0xff));
+}
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Writes plain (not gzipped) IDX files with `n` 4x4 images per split into a fresh folder.
+std::string MakeDataDir(const std::string& name, uint32_t train_n, uint32_t test_n) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/", name, "-", getpid());
+  mkdir(dir.c_str(), 0755);
+  for (auto [prefix, n] : {std::pair<std::string, uint32_t>{"train", train_n}, {"t10k", test_n}}) {
+    std::string images, labels;
+    PutU32(&images, 0x803);
+    PutU32(&images, n);
+    PutU32(&images, 4);
+    PutU32(&images, 4);
+    images.append(n * 16, '\x40');
+    PutU32(&labels, 0x801);
+    PutU32(&labels, n);
+    for (uint32_t i = 0; i < n; ++i) labels.push_back(static_cast<char>(i % 10));
+    WriteFile(absl::StrCat(dir, "/", prefix, "-images-idx3-ubyte"), images);
+    WriteFile(absl::StrCat(dir, "/", prefix, "-labels-idx1-ubyte"), labels);
+  }
+  return dir;
+}
+
+JobSpec Job(const std::string& data_dir) {
+  JobSpec job;
+  job.set_num_servers(1);
+  job.set_num_workers(1);
+  job.set_epochs(1);
+  job.set_batch_size(8);
+  job.add_hidden_sizes(3);
+  job.mutable_data()->set_data_dir(data_dir);
+  return job;
+}
+
+class Roles {
+ public:
+  explicit Roles(int port)
+      : stub_(pstrain::Scheduler::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                                              grpc::InsecureChannelCredentials()))) {}
+
+  template <typename Req, typename Resp, typename Method>
+  grpc::Status Call(Method method, const Req& req, Resp* resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    return (stub_.get()->*method)(&ctx, req, resp);
+  }
+
+  pstrain::Scheduler::Stub* stub() { return stub_.get(); }
+
+ private:
+  std::unique_ptr<pstrain::Scheduler::Stub> stub_;
+};
+
+// Waits (bounded) until the runner listens; 0 if it never does.
+int AwaitPort(const SchedulerRunner& runner) {
+  for (int i = 0; i < 600 && runner.port() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return runner.port();
+}
+
+SchedulerRunner::Options FastOptions(const std::string& dir) {
+  SchedulerRunner::Options options;
+  options.port_file = dir + "/port";
+  options.summary_json = dir + "/summary.json";
+  options.heartbeat_interval = absl::Milliseconds(100);
+  options.dead_after = absl::Milliseconds(2000);
+  options.startup_timeout = absl::Seconds(60);
+  return options;
+}
+
+TEST(SchedulerRunnerTest, RunsAJobToTheEndAndWritesTheSummary) {
+  const std::string dir = MakeDataDir("runner-ok", 20, 10);
+  auto runner = SchedulerRunner::Create(Job(dir), FastOptions(dir));
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  std::future<absl::Status> result = std::async(std::launch::async, [&] { return (*runner)->Run(); });
+  const int port = AwaitPort(**runner);
+  ASSERT_GT(port, 0);
+  EXPECT_EQ(ReadFile(dir + "/port"), absl::StrCat(port, "\n"));
+
+  Roles roles(port);
+  RegisterRequest reg;
+  RegisterResponse reg_resp;
+  reg.set_role(SERVER);
+  reg.set_address("127.0.0.1:1");
+  ASSERT_TRUE(roles.Call(&pstrain::Scheduler::Stub::Register, reg, &reg_resp).ok());
+  EXPECT_EQ(reg_resp.rank(), 0);
+  EXPECT_EQ(reg_resp.heartbeat_ms(), 100);
+  EXPECT_EQ(reg_resp.job().data().data_dir(), dir);
+  reg.set_role(WORKER);
+  reg.set_address("");
+  ASSERT_TRUE(roles.Call(&pstrain::Scheduler::Stub::Register, reg, &reg_resp).ok());
+
+  GetClusterViewRequest view_req;
+  view_req.set_wait_until_running(true);
+  ClusterView view;
+  ASSERT_TRUE(roles.Call(&pstrain::Scheduler::Stub::GetClusterView, view_req, &view).ok());
+  EXPECT_EQ(view.state(), RUNNING);
+  EXPECT_EQ(view.train_samples(), 20);
+  EXPECT_EQ(view.test_samples(), 10);
+  EXPECT_EQ(view.total_steps(), 3);  // ceil(20 / 8) global batches, one epoch.
+  // 16-3-10: fc1.weight {16, 3}, fc1.bias, fc2.weight {3, 10}, fc2.bias.
+  ASSERT_EQ(view.shard_map().tensors_size(), 4);
+  EXPECT_EQ(view.shard_map().tensors(0).name(), "fc1.weight");
+  EXPECT_EQ(view.shard_map().tensors(0).num_elements(), 48);
+  EXPECT_EQ(view.shard_map().tensors(2).init(), GLOROT_UNIFORM);
+  EXPECT_EQ(view.shard_map().tensors(3).flat_offset(), 48 + 3 + 30);
+
+  ProgressReport report;
+  report.set_worker_rank(0);
+  report.set_step(3);
+  report.mutable_train()->set_loss_sum(40.0);
+  report.mutable_train()->set_samples(20);
+  report.mutable_train()->set_steps(3);
+  report.mutable_eval()->set_loss_sum(5.0);
+  report.mutable_eval()->set_correct(7);
+  report.mutable_eval()->set_samples(10);
+  report.set_done(true);
+  ProgressResponse progress_resp;
+  ASSERT_TRUE(roles.Call(&pstrain::Scheduler::Stub::ReportProgress, report, &progress_resp).ok());
+
+  // The server hears FINISHED in a heartbeat, which also ends the runner's grace period.
+  HeartbeatRequest hb;
+  hb.set_role(SERVER);
+  HeartbeatResponse hb_resp;
+  ASSERT_TRUE(roles.Call(&pstrain::Scheduler::Stub::Heartbeat, hb, &hb_resp).ok());
+  EXPECT_EQ(hb_resp.state(), FINISHED);
+
+  absl::Status status = result.get();
+  EXPECT_TRUE(status.ok()) << status;
+  const std::string summary = ReadFile(dir + "/summary.json");
+  EXPECT_NE(summary.find("\"state\": \"FINISHED\""), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"final_test_accuracy\": 0.7,"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"train_loss\": 2,"), std::string::npos) << summary;
+}
+
+TEST(SchedulerRunnerTest, MissingDataFailsAtStartWithTheReadersMessage) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/no-such-data-", getpid());
+  auto runner = SchedulerRunner::Create(Job(dir), SchedulerRunner::Options());
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  absl::Status status = (*runner)->Run();
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound) << status;
+  EXPECT_NE(status.message().find("train-images-idx3-ubyte"), absl::string_view::npos) << status;
+  EXPECT_EQ((*runner)->port(), 0);
+}
+
+TEST(SchedulerRunnerTest, SilentRoleFailsTheJob) {
+  const std::string dir = MakeDataDir("runner-dead", 20, 10);
+  SchedulerRunner::Options options = FastOptions(dir);
+  options.dead_after = absl::Milliseconds(300);
+  auto runner = SchedulerRunner::Create(Job(dir), options);
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  std::future<absl::Status> result = std::async(std::launch::async, [&] { return (*runner)->Run(); });
+  const int port = AwaitPort(**runner);
+  ASSERT_GT(port, 0);
+  Roles roles(port);
+  RegisterRequest reg;
+  RegisterResponse reg_resp;
+  reg.set_role(SERVER);
+  reg.set_address("127.0.0.1:1");
+  ASSERT_TRUE(roles.Call(&pstrain::Scheduler::Stub::Register, reg, &reg_resp).ok());
+  HeartbeatRequest hb;
+  hb.set_role(SERVER);
+  HeartbeatResponse hb_resp;
+  ASSERT_TRUE(roles.Call(&pstrain::Scheduler::Stub::Heartbeat, hb, &hb_resp).ok());
+  EXPECT_EQ(hb_resp.state(), WAITING_FOR_ROLES);
+
+  absl::Status status = result.get();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_NE(status.message().find("server 0 at 127.0.0.1:1 sent no heartbeat for"), absl::string_view::npos)
+      << status;
+  const std::string summary = ReadFile(dir + "/summary.json");
+  EXPECT_NE(summary.find("\"state\": \"FAILED\""), std::string::npos) << summary;
+  EXPECT_NE(summary.find("sent no heartbeat"), std::string::npos) << summary;
+}
+
+TEST(SchedulerRunnerTest, StopEndsTheRunAsCancelled) {
+  const std::string dir = MakeDataDir("runner-stop", 20, 10);
+  auto runner = SchedulerRunner::Create(Job(dir), FastOptions(dir));
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  std::future<absl::Status> result = std::async(std::launch::async, [&] { return (*runner)->Run(); });
+  ASSERT_GT(AwaitPort(**runner), 0);
+  (*runner)->Stop();
+  absl::Status status = result.get();
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << status;
+}
+
+TEST(SchedulerRunnerTest, RejectsBadOptions) {
+  SchedulerRunner::Options options;
+  options.dead_after = absl::Milliseconds(100);
+  options.heartbeat_interval = absl::Milliseconds(500);
+  EXPECT_EQ(SchedulerRunner::Create(Job("x"), options).status().code(), absl::StatusCode::kInvalidArgument);
+  options = SchedulerRunner::Options();
+  options.port = 70000;
+  EXPECT_EQ(SchedulerRunner::Create(Job("x"), options).status().code(), absl::StatusCode::kInvalidArgument);
+  JobSpec bad = Job("x");
+  bad.set_batch_size(-1);
+  EXPECT_EQ(SchedulerRunner::Create(bad, SchedulerRunner::Options()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace scheduler
+}  // namespace pstrain

@@ -1,0 +1,213 @@
+// The Scheduler service over a real gRPC server on 127.0.0.1.
+#include "scheduler/scheduler_service.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/job_spec.h"
+#include "gtest/gtest.h"
+#include "scheduler/shard_map.h"
+
+namespace pstrain {
+namespace scheduler {
+namespace {
+
+class SchedulerServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    JobSpec job;
+    job.set_num_servers(1);
+    job.set_num_workers(1);
+    ApplyJobDefaults(&job);
+    TensorSpec t;
+    t.set_name("w");
+    t.add_shape(4);
+    t.set_num_elements(4);
+    Scheduler::Options options;
+    options.job = job;
+    options.shard_map = *BuildShardMap({t}, 1, 1024);
+    options.train_samples = 100;
+    options.test_samples = 10;
+    options.total_steps = 20;
+    core_ = *Scheduler::Create(options);
+    service_ = std::make_unique<SchedulerService>(core_.get());
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    ASSERT_GT(port, 0);
+    stub_ = pstrain::Scheduler::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  }
+
+  void TearDown() override {
+    // Parked calls must be answered before the server can shut down.
+    core_->Fail(absl::CancelledError("test over"));
+    server_->Shutdown();
+  }
+
+  static void SetDeadline(grpc::ClientContext* ctx) {
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  }
+
+  int Register(Role role, const std::string& address) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    RegisterRequest req;
+    req.set_role(role);
+    req.set_address(address);
+    RegisterResponse resp;
+    grpc::Status s = stub_->Register(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp.rank();
+  }
+
+  // Starts a blocking call on another thread; the future holds its status.
+  template <typename Call>
+  std::future<grpc::Status> Async(Call call) {
+    return std::async(std::launch::async, call);
+  }
+
+  static bool Pending(std::future<grpc::Status>& f) {
+    return f.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout;
+  }
+
+  std::unique_ptr<Scheduler> core_;
+  std::unique_ptr<SchedulerService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<pstrain::Scheduler::Stub> stub_;
+};
+
+TEST_F(SchedulerServiceTest, ClusterViewWaitReleasesWhenEveryoneRegistered) {
+  ClusterView view;
+  auto waiting = Async([&] {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    GetClusterViewRequest req;
+    req.set_wait_until_running(true);
+    return stub_->GetClusterView(&ctx, req, &view);
+  });
+  EXPECT_EQ(Register(SERVER, "127.0.0.1:4001"), 0);
+  EXPECT_TRUE(Pending(waiting));
+  EXPECT_EQ(Register(WORKER, "127.0.0.1:5001"), 0);
+  grpc::Status status = waiting.get();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(view.state(), RUNNING);
+  ASSERT_EQ(view.servers_size(), 1);
+  EXPECT_EQ(view.servers(0).address(), "127.0.0.1:4001");
+  ASSERT_EQ(view.workers_size(), 1);
+  EXPECT_EQ(view.shard_map().chunks_size(), 1);
+  EXPECT_EQ(view.train_samples(), 100);
+  EXPECT_EQ(view.total_steps(), 20);
+
+  // Without waiting, the view comes at once.
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  ClusterView now;
+  ASSERT_TRUE(stub_->GetClusterView(&ctx, GetClusterViewRequest(), &now).ok());
+  EXPECT_EQ(now.membership_epoch(), view.membership_epoch());
+}
+
+TEST_F(SchedulerServiceTest, BarrierReleasesWhenBothEnter) {
+  Register(SERVER, "127.0.0.1:4001");
+  Register(WORKER, "127.0.0.1:5001");
+  auto enter = [this](Role role) {
+    return Async([this, role] {
+      grpc::ClientContext ctx;
+      SetDeadline(&ctx);
+      BarrierRequest req;
+      req.set_name("init");
+      req.set_participants(BarrierRequest::ALL);
+      req.set_role(role);
+      req.set_rank(0);
+      BarrierResponse resp;
+      return stub_->Barrier(&ctx, req, &resp);
+    });
+  };
+  auto server = enter(SERVER);
+  EXPECT_TRUE(Pending(server));
+  auto worker = enter(WORKER);
+  grpc::Status a = server.get(), b = worker.get();
+  EXPECT_TRUE(a.ok()) << a.error_message();
+  EXPECT_TRUE(b.ok()) << b.error_message();
+}
+
+TEST_F(SchedulerServiceTest, ReportFailureAbortsParkedCalls) {
+  Register(SERVER, "127.0.0.1:4001");
+  ClusterView view;
+  auto waiting = Async([&] {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    GetClusterViewRequest req;
+    req.set_wait_until_running(true);
+    return stub_->GetClusterView(&ctx, req, &view);
+  });
+  auto barrier = Async([&] {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    BarrierRequest req;
+    req.set_name("init");
+    req.set_participants(BarrierRequest::ALL);
+    req.set_role(SERVER);
+    BarrierResponse resp;
+    return stub_->Barrier(&ctx, req, &resp);
+  });
+  EXPECT_TRUE(Pending(waiting));
+  EXPECT_TRUE(Pending(barrier));
+
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  FailureReport report;
+  report.set_role(SERVER);
+  report.set_rank(0);
+  report.set_message("disk full");
+  FailureResponse resp;
+  ASSERT_TRUE(stub_->ReportFailure(&ctx, report, &resp).ok());
+
+  grpc::Status a = waiting.get(), b = barrier.get();
+  EXPECT_EQ(a.error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_EQ(a.error_message(), "job failed: server 0 at 127.0.0.1:4001: disk full");
+  EXPECT_EQ(b.error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_EQ(b.error_message(), a.error_message());
+
+  grpc::ClientContext hb_ctx;
+  SetDeadline(&hb_ctx);
+  HeartbeatRequest hb;
+  hb.set_role(SERVER);
+  HeartbeatResponse hb_resp;
+  ASSERT_TRUE(stub_->Heartbeat(&hb_ctx, hb, &hb_resp).ok());
+  EXPECT_EQ(hb_resp.state(), FAILED);
+  EXPECT_EQ(hb_resp.failure(), "server 0 at 127.0.0.1:4001: disk full");
+
+  grpc::ClientContext st_ctx;
+  SetDeadline(&st_ctx);
+  JobStatus status;
+  ASSERT_TRUE(stub_->GetJobStatus(&st_ctx, JobStatusRequest(), &status).ok());
+  EXPECT_EQ(status.state(), FAILED);
+  EXPECT_EQ(status.registered_servers(), 1);
+  EXPECT_EQ(status.registered_workers(), 0);
+}
+
+TEST_F(SchedulerServiceTest, ErrorsTravelWithTheirCodes) {
+  Register(SERVER, "127.0.0.1:4001");
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  RegisterRequest req;
+  req.set_role(SERVER);
+  req.set_address("127.0.0.1:4002");
+  RegisterResponse resp;
+  grpc::Status s = stub_->Register(&ctx, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("job already has 1 servers"), std::string::npos) << s.error_message();
+}
+
+}  // namespace
+}  // namespace scheduler
+}  // namespace pstrain

@@ -1,0 +1,78 @@
+// pstrain-server: one parameter server. Everything about the job comes from the scheduler.
+//
+//   pstrain-server --scheduler=HOST:PORT [--host=127.0.0.1] [--port=0]
+//
+// Exit status: 0 when the job finished (or on SIGTERM/SIGINT), 1 when it failed, 2 for bad flags.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "absl/time/time.h"
+#include "gflags/gflags.h"
+#include "glog/logging.h"
+#include "server/server_runner.h"
+
+DEFINE_string(scheduler, "", "host:port of the scheduler (required)");
+DEFINE_string(host, "127.0.0.1", "address this server listens on and registers with");
+DEFINE_int32(port, 0, "port to listen on; 0 picks a free one");
+DEFINE_int64(rpc_timeout_ms, 30000, "deadline of each scheduler rpc, milliseconds");
+DEFINE_int64(startup_timeout_ms, 120000, "bound on each startup phase (register, wait for the job), milliseconds");
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("pstrain parameter server: pstrain-server --scheduler=HOST:PORT");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  FLAGS_logtostderr = 1;
+  google::InitGoogleLogging(argv[0]);
+
+  if (FLAGS_scheduler.empty()) {
+    std::cerr << "pstrain-server: --scheduler=HOST:PORT is required\n";
+    return 2;
+  }
+  if (FLAGS_rpc_timeout_ms <= 0 || FLAGS_startup_timeout_ms <= 0) {
+    std::cerr << "pstrain-server: --rpc_timeout_ms and --startup_timeout_ms must be > 0\n";
+    return 2;
+  }
+  pstrain::server::ServerRunner::Options options;
+  options.scheduler_address = FLAGS_scheduler;
+  options.host = FLAGS_host;
+  options.port = FLAGS_port;
+  options.rpc_timeout = absl::Milliseconds(FLAGS_rpc_timeout_ms);
+  options.startup_timeout = absl::Milliseconds(FLAGS_startup_timeout_ms);
+  auto runner = pstrain::server::ServerRunner::Create(options);
+  if (!runner.ok()) {
+    std::cerr << "pstrain-server: " << runner.status().message() << "\n";
+    return 2;
+  }
+
+  // Signals are taken by one thread with sigwait, so no work happens in a handler. They are
+  // blocked before any other thread starts, so every thread inherits the mask. SIGUSR1 only tells
+  // that thread to leave once Run is over.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  pstrain::server::ServerRunner* runner_ptr = runner->get();
+  std::thread signal_thread([&signals, runner_ptr] {
+    int signal = 0;
+    while (sigwait(&signals, &signal) == 0) {
+      if (signal == SIGUSR1) return;
+      LOG(INFO) << "signal " << signal << ": stopping";
+      runner_ptr->Stop();
+    }
+  });
+
+  absl::Status status = (*runner)->Run();
+  pthread_kill(signal_thread.native_handle(), SIGUSR1);
+  signal_thread.join();
+  if (!status.ok()) {
+    LOG(ERROR) << "pstrain-server: " << status;
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,336 @@
+#include "server/parameter_store.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/job_spec.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "model/init.h"
+#include "server/float_ops.h"
+#include "server/model_convert.h"
+
+namespace pstrain::server {
+namespace {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire format is little-endian float32");
+
+Mode EffectiveMode(Mode mode) { return mode == MODE_UNSPECIFIED ? SYNC : mode; }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ParameterStore>> ParameterStore::Create(const Options& options) {
+  JobSpec job = options.job;
+  ApplyJobDefaults(&job);
+  RETURN_IF_ERROR(ValidateJobSpec(job));
+  if (options.num_workers < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameter store: num_workers is ", options.num_workers, ", expected >= 1"));
+  }
+  if (options.rank < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameter store: rank is ", options.rank, ", expected >= 0"));
+  }
+
+  const ShardMap& map = options.shard_map;
+  std::vector<model::ParamSpec> specs;
+  std::vector<std::string> names;
+  for (int i = 0; i < map.tensors_size(); ++i) {
+    const TensorSpec& t = map.tensors(i);
+    if (t.id() != i) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("shard map: tensor at index ", i, " has id ", t.id(), ", expected ", i));
+    }
+    ASSIGN_OR_RETURN(model::ParamSpec spec, ParamSpecFromProto(t));
+    specs.push_back(std::move(spec));
+    names.push_back(t.name());
+  }
+
+  std::vector<Chunk> chunks;
+  for (int i = 0; i < map.chunks_size(); ++i) {
+    const ChunkSpec& c = map.chunks(i);
+    if (c.tensor_id() < 0 || c.tensor_id() >= map.tensors_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("shard map: chunk ", i, " names tensor id ",
+                                                     c.tensor_id(), ", the model has ",
+                                                     map.tensors_size(), " tensors"));
+    }
+    const int64_t n = specs[c.tensor_id()].num_elements;
+    if (c.offset() < 0 || c.length() <= 0 || c.offset() + c.length() > n) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shard map: chunk ", i, " of tensor '", names[c.tensor_id()], "' covers [", c.offset(), ", ",
+          c.offset() + c.length(), "), expected a non-empty range within [0, ", n, ")"));
+    }
+    if (c.server_rank() == options.rank) chunks.push_back({c.tensor_id(), c.offset(), c.length(), 0});
+  }
+  std::sort(chunks.begin(), chunks.end(), [](const Chunk& a, const Chunk& b) {
+    return std::make_pair(a.tensor_id, a.offset) < std::make_pair(b.tensor_id, b.offset);
+  });
+  int64_t total = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    if (i > 0 && chunks[i].tensor_id == chunks[i - 1].tensor_id &&
+        chunks[i - 1].offset + chunks[i - 1].length > chunks[i].offset) {
+      return absl::InvalidArgumentError(absl::StrCat("shard map: server ", options.rank,
+                                                     "'s chunks of tensor '", names[chunks[i].tensor_id],
+                                                     "' at offsets ", chunks[i - 1].offset, " and ",
+                                                     chunks[i].offset, " overlap"));
+    }
+    chunks[i].base = total;
+    total += chunks[i].length;
+  }
+
+  // Values depend on (seed, tensor id, element index) only, so any split gives the same model.
+  std::vector<float> weights(total);
+  std::vector<std::unique_ptr<model::Optimizer>> optimizers;
+  const model::OptimizerOptions optimizer_options = OptimizerOptionsFromProto(job.optimizer());
+  for (const Chunk& c : chunks) {
+    model::FillInitialValues(job.seed(), c.tensor_id, specs[c.tensor_id], c.offset, c.length,
+                             weights.data() + c.base);
+    ASSIGN_OR_RETURN(std::unique_ptr<model::Optimizer> optimizer,
+                     model::Optimizer::Create(optimizer_options, c.length));
+    optimizers.push_back(std::move(optimizer));
+  }
+
+  Options effective = options;
+  effective.job = std::move(job);
+  LOG(INFO) << "server " << options.rank << ": " << chunks.size() << " chunks, " << total
+            << " floats; mode " << ModeName(EffectiveMode(effective.job.mode())) << ", "
+            << options.num_workers << " workers, membership epoch " << options.membership_epoch;
+  return std::unique_ptr<ParameterStore>(new ParameterStore(
+      effective, std::move(chunks), std::move(names), std::move(weights), std::move(optimizers)));
+}
+
+ParameterStore::ParameterStore(const Options& options, std::vector<Chunk> chunks,
+                               std::vector<std::string> names, std::vector<float> weights,
+                               std::vector<std::unique_ptr<model::Optimizer>> optimizers)
+    : rank_(options.rank),
+      mode_(EffectiveMode(options.job.mode())),
+      staleness_(options.job.staleness()),
+      allow_nonfinite_(options.job.allow_nonfinite_gradients()),
+      num_workers_(options.num_workers),
+      membership_epoch_(options.membership_epoch),
+      total_steps_(options.total_steps),
+      base_lr_(options.job.optimizer().lr()),
+      schedule_(LrScheduleFromProto(options.job.optimizer().schedule())),
+      chunks_(std::move(chunks)),
+      tensor_names_(std::move(names)),
+      total_elements_(static_cast<int64_t>(weights.size())),
+      weights_(std::move(weights)),
+      optimizers_(std::move(optimizers)),
+      has_last_push_(num_workers_, false),
+      last_push_step_(num_workers_, 0),
+      last_push_id_(num_workers_, 0),
+      samples_(num_workers_, 0),
+      pushed_(num_workers_, false),
+      sum_(total_elements_),
+      clocks_(num_workers_, 0),
+      finished_(num_workers_, false) {
+  // Only SYNC keeps gradients until every worker has pushed; allocated once, reused every step.
+  if (mode_ == SYNC) grads_.assign(num_workers_, std::vector<float>(total_elements_));
+}
+
+ParameterStore::~ParameterStore() { Shutdown(); }
+
+// ---------------------------------------------------------------------------------------------
+// Validation that needs no lock.
+
+absl::Status ParameterStore::ValidatePush(const PushRequest& req) const {
+  const int r = req.worker_rank();
+  if (r < 0 || r >= num_workers_) {
+    return absl::InvalidArgumentError(absl::StrCat("push from worker ", r, ": worker rank out of range, expected [0, ",
+                                                   num_workers_, ")"));
+  }
+  const std::string what = absl::StrCat("push from worker ", r);
+  if (req.num_samples() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": num_samples is ", req.num_samples(), ", expected >= 0"));
+  }
+  if (req.step() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": step is ", req.step(), ", expected >= 0"));
+  }
+  if (req.data_epoch() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": data_epoch is ", req.data_epoch(), ", expected >= 0"));
+  }
+  if (req.chunks_size() != static_cast<int>(chunks_.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": got ", req.chunks_size(), " chunks, expected ",
+                                                   chunks_.size(), " (the chunks server ", rank_, " owns)"));
+  }
+  for (int i = 0; i < req.chunks_size(); ++i) {
+    const TensorChunk& got = req.chunks(i);
+    const Chunk& want = chunks_[i];
+    if (got.tensor_id() < 0 || got.tensor_id() >= static_cast<int>(tensor_names_.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": unknown tensor id ", got.tensor_id(),
+                                                     " (the model has ", tensor_names_.size(), " tensors)"));
+    }
+    const std::string& name = tensor_names_[want.tensor_id];
+    if (got.tensor_id() != want.tensor_id || got.offset() != want.offset) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": chunk ", i, " is tensor '", tensor_names_[got.tensor_id()], "' at offset ", got.offset(),
+          ", expected tensor '", name, "' at offset ", want.offset, " (server ", rank_,
+          "'s chunks in shard-map order)"));
+    }
+    if (got.length() != want.length) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " for tensor '", name, "' chunk at offset ",
+                                                     want.offset, ": got ", got.length(),
+                                                     " floats, expected ", want.length));
+    }
+    if (static_cast<int64_t>(got.data().size()) != 4 * want.length) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " for tensor '", name, "' chunk at offset ",
+                                                     want.offset, ": got ", got.data().size(),
+                                                     " bytes of data, expected ", 4 * want.length, " (",
+                                                     want.length, " floats)"));
+    }
+    if (!allow_nonfinite_) {
+      const int64_t bad = FindNonFinite(got.data().data(), want.length);
+      if (bad >= 0) {
+        return absl::InvalidArgumentError(absl::StrCat(what, " for tensor '", name, "': element ",
+                                                       want.offset + bad, " is ",
+                                                       NonFiniteName(got.data().data(), bad)));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParameterStore::ValidatePull(const PullRequest& req) const {
+  const int r = req.worker_rank();
+  if (r < 0 || r >= num_workers_) {
+    return absl::InvalidArgumentError(absl::StrCat("pull from worker ", r, ": worker rank out of range, expected [0, ",
+                                                   num_workers_, ")"));
+  }
+  if (req.step() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pull from worker ", r, ": step is ", req.step(), ", expected >= 0"));
+  }
+  if (req.data_epoch() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pull from worker ", r, ": data_epoch is ", req.data_epoch(), ", expected >= 0"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParameterStore::CheckLive(absl::string_view what, int worker_rank,
+                                       int64_t membership_epoch) const {
+  if (shutting_down_) return absl::UnavailableError(absl::StrCat("server ", rank_, " shutting down"));
+  if (membership_epoch < membership_epoch_) {
+    return absl::AbortedError(absl::StrCat(what, " from worker ", worker_rank, " carries membership epoch ",
+                                           membership_epoch, ", current is ", membership_epoch_));
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The three calls.
+
+void ParameterStore::Pull(const PullRequest& req, PullResponse* resp, Done done) {
+  absl::Status status = ValidatePull(req);
+  Completions out;
+  if (status.ok()) {
+    absl::MutexLock lock(&mu_);
+    status = CheckLive("pull", req.worker_rank(), req.membership_epoch());
+    if (status.ok() && mode_ == SSP) {
+      status = EnterDataEpochLocked("pull", req.worker_rank(), req.data_epoch(), &out);
+    }
+    if (status.ok()) {
+      VLOG(2) << "server " << rank_ << ": pull from worker " << req.worker_rank() << " for step " << req.step();
+      PullLocked(req.worker_rank(), req.step(), req.data_epoch(), resp, std::move(done), &out);
+    }
+  }
+  if (!status.ok()) out.push_back({std::move(done), std::move(status)});
+  Run(&out);
+}
+
+void ParameterStore::Push(const PushRequest& req, PushResponse* resp, Done done) {
+  absl::Status status = ValidatePush(req);
+  Completions out;
+  if (status.ok()) {
+    absl::MutexLock lock(&mu_);
+    status = CheckLive("push", req.worker_rank(), req.membership_epoch());
+    if (status.ok()) status = PushLocked(req, &out);
+    if (status.ok()) resp->set_step(step_);
+  }
+  out.push_back({std::move(done), std::move(status)});
+  Run(&out);
+}
+
+void ParameterStore::PushPull(const PushRequest& req, PullResponse* resp, Done done) {
+  absl::Status status = ValidatePush(req);
+  Completions out;
+  if (status.ok()) {
+    absl::MutexLock lock(&mu_);
+    status = CheckLive("push", req.worker_rank(), req.membership_epoch());
+    if (status.ok()) status = PushLocked(req, &out);
+    if (status.ok()) {
+      PullLocked(req.worker_rank(), req.step() + 1, req.data_epoch(), resp, std::move(done), &out);
+    }
+  }
+  if (!status.ok()) out.push_back({std::move(done), std::move(status)});
+  Run(&out);
+}
+
+absl::Status ParameterStore::FinishEpoch(const FinishEpochRequest& req) {
+  const int r = req.worker_rank();
+  if (r < 0 || r >= num_workers_) {
+    return absl::InvalidArgumentError(absl::StrCat("finish epoch from worker ", r,
+                                                   ": worker rank out of range, expected [0, ", num_workers_, ")"));
+  }
+  if (req.data_epoch() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("finish epoch from worker ", r, ": data_epoch is ",
+                                                   req.data_epoch(), ", expected >= 0"));
+  }
+  Completions out;
+  absl::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return absl::UnavailableError(absl::StrCat("server ", rank_, " shutting down"));
+    if (mode_ != SSP || req.data_epoch() < data_epoch_) return absl::OkStatus();
+    status = EnterDataEpochLocked("finish epoch", r, req.data_epoch(), &out);
+    if (status.ok()) {
+      finished_[r] = true;
+      VLOG(1) << "server " << rank_ << ": worker " << r << " finished data epoch " << data_epoch_;
+      ReleaseReadyLocked(&out);
+    }
+  }
+  Run(&out);
+  return status;
+}
+
+void ParameterStore::Shutdown() {
+  Completions out;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!shutting_down_) LOG(INFO) << "server " << rank_ << ": parameter store shutting down";
+    shutting_down_ = true;
+    for (Waiter& w : waiters_) {
+      out.push_back({std::move(w.done), absl::UnavailableError(absl::StrCat("server ", rank_, " shutting down"))});
+    }
+    waiters_.clear();
+  }
+  Run(&out);
+}
+
+int64_t ParameterStore::step() const {
+  absl::MutexLock lock(&mu_);
+  return step_;
+}
+
+std::vector<TensorChunk> ParameterStore::Snapshot() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<TensorChunk> out(chunks_.size());
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    const Chunk& c = chunks_[i];
+    out[i].set_tensor_id(c.tensor_id);
+    out[i].set_offset(c.offset);
+    out[i].set_length(c.length);
+    out[i].set_data(reinterpret_cast<const char*>(weights_.data() + c.base), 4 * c.length);
+  }
+  return out;
+}
+
+void ParameterStore::Run(Completions* completions) {
+  for (Completion& c : *completions) c.done(std::move(c.status));
+}
+
+}  // namespace pstrain::server

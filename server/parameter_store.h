@@ -1,0 +1,226 @@
+// The parameter server's core: this server's chunks of the model, gradient aggregation and the
+// optimizer. No gRPC in here; server/ps_service.h adapts it to the ParameterServer service.
+//
+// Requests that must wait (a SYNC pull for the step being aggregated, an SSP pull held back by the
+// staleness bound) are parked, not blocked on: each call takes a `Done` callback that is invoked
+// exactly once, either before the call returns or later from the thread of the request that
+// released it (the push that completed the step, a FinishEpoch, Shutdown).
+//
+//   SYNC step t (W workers)                     server step s
+//   push(t) from r0 ... r(W-1)  -> stored         s == t
+//   pull(t+1) / push_pull(t)    -> parked
+//   last push(t) arrives        -> sum_r (n_r / sum n) g_r in rank order, optimizer once,
+//                                  s = t+1, parked requests answered with the new weights
+//
+// Modes (JobSpec.mode):
+// - SYNC: as above. `step` in a request is the update number the worker computed on.
+// - ASYNC: each push is applied on arrival (num_samples == 0: no update); pulls answer at once.
+// - SSP(K = JobSpec.staleness): pushes apply as in ASYNC and advance the pushing worker's clock in
+//   the current data epoch; Pull(step = c) waits until every worker that has not finished the epoch
+//   has clock >= c - K. A request with a newer data_epoch starts that epoch (all clocks 0).
+//
+// Cost: the SYNC aggregation and optimizer run on the thread of the push that completes the step,
+// under the store's lock; buffers are allocated once in Create, so steady state allocates only the
+// response messages. Non-finite checks run before the lock is taken.
+//
+// Thread safety: every method may be called from any thread at the same time. `done` callbacks
+// run outside the lock and may call back into the store.
+#ifndef PSTRAIN_SERVER_PARAMETER_STORE_H_
+#define PSTRAIN_SERVER_PARAMETER_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "model/optimizer.h"
+#include "proto/cluster.pb.h"
+#include "proto/job.pb.h"
+#include "proto/ps.pb.h"
+
+namespace pstrain::server {
+
+class ParameterStore {
+ public:
+  struct Options {
+    // This server's rank; it owns the shard map's chunks with server_rank == rank.
+    int rank = 0;
+    // The job (defaults are applied again in Create, so a raw spec is fine). Uses mode, staleness,
+    // optimizer, allow_nonfinite_gradients and seed.
+    JobSpec job;
+    ShardMap shard_map;
+    // Workers that push; ranks are 0..num_workers-1. Must be >= 1.
+    int num_workers = 0;
+    // Pushes and pulls from an older membership epoch are refused with ABORTED.
+    int64_t membership_epoch = 0;
+    // Updates the whole job makes (ClusterView.total_steps), for learning-rate schedules.
+    int64_t total_steps = 0;
+  };
+
+  // Called exactly once with the request's outcome; the response is filled only when OK.
+  using Done = std::function<void(absl::Status)>;
+
+  // Allocates and initialises this server's chunks (model::FillInitialValues with the job seed and
+  // the tensor id, so the model does not depend on the number of servers) and one optimizer per
+  // chunk. INVALID_ARGUMENT for an invalid job, a shard map that is inconsistent with its tensors,
+  // or num_workers < 1. A server that owns no chunk is valid (it answers with no chunks).
+  static absl::StatusOr<std::unique_ptr<ParameterStore>> Create(const Options& options);
+
+  // Shuts down first, so no parked `done` is left uncalled.
+  ~ParameterStore();
+  ParameterStore(const ParameterStore&) = delete;
+  ParameterStore& operator=(const ParameterStore&) = delete;
+
+  // Fills `resp` with this server's chunks, sorted by (tensor_id, offset), and the server step.
+  // SYNC: step <= s answers now; step == s+1 parks until that update is applied; further ahead is
+  // FAILED_PRECONDITION. SSP: parks until the staleness bound holds. ASYNC: answers now.
+  // Errors: INVALID_ARGUMENT (bad rank or step), ABORTED (old membership epoch),
+  // FAILED_PRECONDITION (old data epoch, step too far ahead), UNAVAILABLE (shutting down).
+  // `req` is read before Pull returns; `resp` is borrowed until `done` runs.
+  void Pull(const PullRequest& req, PullResponse* resp, Done done);
+
+  // Stores (SYNC) or applies (ASYNC/SSP) a gradient; `resp->step` is the server step afterwards.
+  // The request is fully validated before anything changes; on error nothing changes.
+  // A retry with the request id of the worker's latest push is answered OK and not applied again
+  // (ASYNC/SSP: id 0 means "no id" and is never taken for a retry), so ids must be unique per
+  // worker; in SYNC a second push for the same step with another id is ALREADY_EXISTS.
+  // SYNC weights: n_r / sum n, summed in rank order whatever the arrival order; a worker with
+  // n_r == 0 is left out of the sum; when sum n == 0 the step advances without an update.
+  // ASYNC/SSP: num_samples == 0 applies nothing and does not count as an update (the SSP clock
+  // still advances).
+  // SYNC: a push for a step other than the server's is FAILED_PRECONDITION; the push that
+  // completes a step runs the aggregation and the optimizer before `done` is called.
+  // Errors: INVALID_ARGUMENT (rank, num_samples, step, chunk layout or size, non-finite value),
+  // ABORTED (old membership epoch), FAILED_PRECONDITION (wrong step, old data epoch),
+  // ALREADY_EXISTS (see above), UNAVAILABLE (shutting down).
+  void Push(const PushRequest& req, PushResponse* resp, Done done);
+
+  // Push, then answer like Pull(step + 1): SYNC with the weights after this step's update.
+  void PushPull(const PushRequest& req, PullResponse* resp, Done done);
+
+  // SSP: worker `worker_rank` has no more pushes in `data_epoch`, so it no longer holds back other
+  // workers' pulls. A newer data epoch starts that epoch first; an older one is a no-op (the epoch
+  // is over anyway, so a retry stays harmless). SYNC and ASYNC: no-op.
+  // INVALID_ARGUMENT for a bad rank; UNAVAILABLE when shutting down.
+  absl::Status FinishEpoch(const FinishEpochRequest& req);
+
+  // Finishes every parked request with UNAVAILABLE "server <rank> shutting down"; later requests
+  // get the same answer. Idempotent.
+  void Shutdown();
+
+  // Updates applied so far (SYNC: completed steps; ASYNC/SSP: pushes with samples applied).
+  int64_t step() const;
+
+  // This server's chunks, sorted by (tensor_id, offset), with their current values (data holds
+  // length little-endian floats). For tests and checkpoints.
+  std::vector<TensorChunk> Snapshot() const;
+
+ private:
+  // One chunk this server owns; constant after Create.
+  struct Chunk {
+    int32_t tensor_id = 0;
+    int64_t offset = 0;  // within the tensor
+    int64_t length = 0;
+    int64_t base = 0;  // first element in this server's local arrays (weights_, grads_, sum_)
+  };
+
+  // A parked request, answered once `ready` holds.
+  struct Waiter {
+    int64_t step = 0;  // SYNC: the update count to wait for; SSP: the clock c of Pull(step = c).
+    int32_t data_epoch = 0;  // SSP only
+    PullResponse* resp = nullptr;
+    Done done;
+  };
+
+  // A callback to run once the lock is released.
+  struct Completion {
+    Done done;
+    absl::Status status;
+  };
+  // Inline: a request usually completes itself and at most a few parked pulls, so no allocation.
+  using Completions = absl::InlinedVector<Completion, 4>;
+
+  ParameterStore(const Options& options, std::vector<Chunk> chunks, std::vector<std::string> names,
+                 std::vector<float> weights, std::vector<std::unique_ptr<model::Optimizer>> optimizers);
+
+  // Checks everything that does not depend on mutable state; the caller holds no lock.
+  absl::Status ValidatePush(const PushRequest& req) const;
+  absl::Status ValidatePull(const PullRequest& req) const;
+  // Checks shutdown and the membership epoch.
+  absl::Status CheckLive(absl::string_view what, int worker_rank, int64_t membership_epoch) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  // Push after validation; appends released waiters to `out`.
+  absl::Status PushLocked(const PushRequest& req, Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PushSyncLocked(const PushRequest& req, Completions* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PushAsyncLocked(const PushRequest& req, Completions* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers now, parks, or fails a pull that waits for `step` (see Waiter::step).
+  void PullLocked(int worker_rank, int64_t step, int32_t data_epoch, PullResponse* resp, Done done,
+                  Completions* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // SSP: moves to `data_epoch` if it is newer; FAILED_PRECONDITION if it is older.
+  absl::Status EnterDataEpochLocked(absl::string_view what, int worker_rank, int32_t data_epoch,
+                                    Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ReadyLocked(const Waiter& w) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Answers every parked waiter that is now ready.
+  void ReleaseReadyLocked(Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // SYNC: the weighted rank-ordered sum and one optimizer update.
+  void ApplySyncStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ASYNC/SSP: one optimizer update with `grad` (this server's elements, local order).
+  void ApplyGradientLocked(const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Copies the gradient bytes of a validated push into `dst` (local order).
+  void CopyGradient(const PushRequest& req, float* dst) const;
+  void FillResponseLocked(PullResponse* resp) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  static void Run(Completions* completions);
+
+  // Constant after construction.
+  const int rank_;
+  const Mode mode_;
+  const int staleness_;
+  const bool allow_nonfinite_;
+  const int num_workers_;
+  const int64_t membership_epoch_;
+  const int64_t total_steps_;
+  const float base_lr_;
+  const model::LrScheduleOptions schedule_;
+  const std::vector<Chunk> chunks_;
+  const std::vector<std::string> tensor_names_;  // by tensor id
+  const int64_t total_elements_;
+
+  mutable absl::Mutex mu_;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<float> weights_ ABSL_GUARDED_BY(mu_);  // total_elements_, local order
+  std::vector<std::unique_ptr<model::Optimizer>> optimizers_ ABSL_GUARDED_BY(mu_);  // per chunk
+  std::vector<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  // The latest push of each worker, to answer retries (any mode).
+  std::vector<bool> has_last_push_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> last_push_step_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> last_push_id_ ABSL_GUARDED_BY(mu_);
+  // SYNC: the gradients stored for step_, per worker rank, and the aggregation buffer. ASYNC/SSP
+  // use sum_ as scratch for the gradient being applied.
+  std::vector<std::vector<float>> grads_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> samples_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> pushed_ ABSL_GUARDED_BY(mu_);
+  int num_pushed_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<float> sum_ ABSL_GUARDED_BY(mu_);
+  // SSP: the current data epoch and each worker's pushes in it.
+  int32_t data_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<int64_t> clocks_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> finished_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pstrain::server
+
+#endif  // PSTRAIN_SERVER_PARAMETER_STORE_H_

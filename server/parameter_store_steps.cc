@@ -1,0 +1,193 @@
+// ParameterStore, part two: the step rules of SYNC, ASYNC and SSP, the aggregation and the
+// optimizer update, and the parking of pulls. Every function here runs under mu_ and only queues
+// callbacks; the public entry points in parameter_store.cc run them after unlocking.
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "server/float_ops.h"
+#include "server/parameter_store.h"
+
+namespace pstrain::server {
+
+absl::Status ParameterStore::PushLocked(const PushRequest& req, Completions* out) {
+  absl::Status status = mode_ == SYNC ? PushSyncLocked(req, out) : PushAsyncLocked(req, out);
+  VLOG(2) << "server " << rank_ << ": push from worker " << req.worker_rank() << " for step " << req.step()
+          << " (" << req.num_samples() << " samples, id " << req.request_id() << "): " << status;
+  return status;
+}
+
+absl::Status ParameterStore::PushSyncLocked(const PushRequest& req, Completions* out) {
+  const int r = req.worker_rank();
+  const int64_t t = req.step();
+  if (t < step_) {
+    // A retry of a push whose step has been applied since (its answer was lost).
+    if (has_last_push_[r] && last_push_step_[r] == t && last_push_id_[r] == req.request_id()) {
+      return absl::OkStatus();
+    }
+    return absl::FailedPreconditionError(absl::StrCat("push from worker ", r, " for step ", t,
+                                                      " is stale: server ", rank_, " is at step ", step_));
+  }
+  if (t > step_) {
+    return absl::FailedPreconditionError(absl::StrCat("push for step ", t, " from the future: server ", rank_,
+                                                      " is at step ", step_, " (worker ", r, ")"));
+  }
+  if (pushed_[r]) {
+    if (last_push_id_[r] == req.request_id()) return absl::OkStatus();  // a retry
+    return absl::AlreadyExistsError(absl::StrCat("push from worker ", r, " for step ", t, " with request id ",
+                                                 req.request_id(), ": the worker already pushed this step "
+                                                 "with request id ", last_push_id_[r]));
+  }
+  CopyGradient(req, grads_[r].data());
+  samples_[r] = req.num_samples();
+  pushed_[r] = true;
+  ++num_pushed_;
+  has_last_push_[r] = true;
+  last_push_step_[r] = t;
+  last_push_id_[r] = req.request_id();
+  if (num_pushed_ == num_workers_) {
+    ApplySyncStepLocked();
+    ReleaseReadyLocked(out);
+  }
+  return absl::OkStatus();
+}
+
+void ParameterStore::ApplySyncStepLocked() {
+  int64_t total_samples = 0;
+  for (int64_t n : samples_) total_samples += n;
+  if (total_samples > 0) {
+    // Rank order and fixed weights make the sum, and so the whole run, bitwise repeatable. A worker
+    // with no samples is skipped rather than multiplied by zero, so it cannot inject NaN.
+    std::fill(sum_.begin(), sum_.end(), 0.0f);
+    for (int r = 0; r < num_workers_; ++r) {
+      if (samples_[r] == 0) continue;
+      const float weight = static_cast<float>(static_cast<double>(samples_[r]) / total_samples);
+      AddScaled(weight, grads_[r].data(), total_elements_, sum_.data());
+    }
+    ApplyGradientLocked(sum_.data());
+  }
+  ++step_;
+  std::fill(pushed_.begin(), pushed_.end(), false);
+  std::fill(samples_.begin(), samples_.end(), 0);
+  num_pushed_ = 0;
+  VLOG(1) << "server " << rank_ << ": applied step " << step_ - 1 << " (" << total_samples << " samples)";
+}
+
+absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, Completions* out) {
+  const int r = req.worker_rank();
+  // Request id 0 means "no id": such pushes are never taken for retries.
+  if (req.request_id() != 0 && has_last_push_[r] && last_push_id_[r] == req.request_id()) {
+    return absl::OkStatus();
+  }
+  if (mode_ == SSP) {
+    absl::Status status = EnterDataEpochLocked("push", r, req.data_epoch(), out);
+    if (!status.ok()) return status;
+  }
+  if (req.num_samples() > 0) {
+    CopyGradient(req, sum_.data());
+    ApplyGradientLocked(sum_.data());
+    ++step_;
+  }
+  has_last_push_[r] = true;
+  last_push_step_[r] = req.step();
+  last_push_id_[r] = req.request_id();
+  if (mode_ == SSP) {
+    ++clocks_[r];
+    ReleaseReadyLocked(out);
+  }
+  return absl::OkStatus();
+}
+
+void ParameterStore::ApplyGradientLocked(const float* grad) {
+  const float lr = model::ScheduledLearningRate(base_lr_, schedule_, step_, total_steps_);
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    const int64_t base = chunks_[i].base;
+    optimizers_[i]->Apply(step_, lr, grad + base, weights_.data() + base);
+  }
+}
+
+void ParameterStore::CopyGradient(const PushRequest& req, float* dst) const {
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    std::memcpy(dst + chunks_[i].base, req.chunks(static_cast<int>(i)).data().data(), 4 * chunks_[i].length);
+  }
+}
+
+absl::Status ParameterStore::EnterDataEpochLocked(absl::string_view what, int worker_rank, int32_t data_epoch,
+                                                  Completions* out) {
+  if (data_epoch < data_epoch_) {
+    return absl::FailedPreconditionError(absl::StrCat(what, " from worker ", worker_rank, " for data epoch ",
+                                                      data_epoch, ": server ", rank_,
+                                                      " is already in data epoch ", data_epoch_));
+  }
+  if (data_epoch > data_epoch_) {
+    LOG(INFO) << "server " << rank_ << ": data epoch " << data_epoch << " begins (" << what << " from worker "
+              << worker_rank << ")";
+    data_epoch_ = data_epoch;
+    std::fill(clocks_.begin(), clocks_.end(), 0);
+    std::fill(finished_.begin(), finished_.end(), false);
+    ReleaseReadyLocked(out);  // pulls parked in the old epoch
+  }
+  return absl::OkStatus();
+}
+
+void ParameterStore::PullLocked(int worker_rank, int64_t step, int32_t data_epoch, PullResponse* resp, Done done,
+                                Completions* out) {
+  if (mode_ == SYNC && step > step_ + 1) {
+    out->push_back({std::move(done), absl::FailedPreconditionError(absl::StrCat(
+                                         "pull from worker ", worker_rank, " for step ", step, ": server ", rank_,
+                                         " is at step ", step_, " and parks pulls at most one step ahead"))});
+    return;
+  }
+  Waiter waiter{step, data_epoch, resp, std::move(done)};
+  if (ReadyLocked(waiter)) {
+    FillResponseLocked(resp);
+    out->push_back({std::move(waiter.done), absl::OkStatus()});
+    return;
+  }
+  VLOG(2) << "server " << rank_ << ": parking pull from worker " << worker_rank << " for step " << step;
+  waiters_.push_back(std::move(waiter));
+}
+
+bool ParameterStore::ReadyLocked(const Waiter& w) const {
+  switch (mode_) {
+    case SYNC:
+      return step_ >= w.step;
+    case SSP:
+      if (w.data_epoch < data_epoch_) return true;
+      for (int r = 0; r < num_workers_; ++r) {
+        if (!finished_[r] && clocks_[r] < w.step - staleness_) return false;
+      }
+      return true;
+    default:
+      return true;
+  }
+}
+
+void ParameterStore::ReleaseReadyLocked(Completions* out) {
+  auto ready_end = std::stable_partition(waiters_.begin(), waiters_.end(),
+                                         [this](const Waiter& w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                           return !ReadyLocked(w);
+                                         });
+  for (auto it = ready_end; it != waiters_.end(); ++it) {
+    FillResponseLocked(it->resp);
+    out->push_back({std::move(it->done), absl::OkStatus()});
+  }
+  waiters_.erase(ready_end, waiters_.end());
+}
+
+void ParameterStore::FillResponseLocked(PullResponse* resp) const {
+  resp->set_step(step_);
+  resp->clear_chunks();
+  resp->mutable_chunks()->Reserve(static_cast<int>(chunks_.size()));
+  for (const Chunk& c : chunks_) {
+    TensorChunk* chunk = resp->add_chunks();
+    chunk->set_tensor_id(c.tensor_id);
+    chunk->set_offset(c.offset);
+    chunk->set_length(c.length);
+    chunk->mutable_data()->assign(reinterpret_cast<const char*>(weights_.data() + c.base), 4 * c.length);
+  }
+}
+
+}  // namespace pstrain::server

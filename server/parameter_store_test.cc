@@ -1,0 +1,547 @@
+#include "server/parameter_store.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "model/init.h"
+#include "server/model_convert.h"
+
+namespace pstrain::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr float kLr = 0.5f;  // a power of two keeps the hand-computed updates exact
+
+// Tensor 0 "fc1.weight" {4, 5} (He), tensor 1 "fc1.bias" {5} (zeros).
+ShardMap MakeShardMap(const std::vector<ChunkSpec>& chunks) {
+  ShardMap map;
+  map.set_version(1);
+  TensorSpec* w = map.add_tensors();
+  w->set_id(0);
+  w->set_name("fc1.weight");
+  w->add_shape(4);
+  w->add_shape(5);
+  w->set_num_elements(20);
+  w->set_init(HE_UNIFORM);
+  w->set_fan_in(4);
+  w->set_fan_out(5);
+  TensorSpec* b = map.add_tensors();
+  b->set_id(1);
+  b->set_name("fc1.bias");
+  b->add_shape(5);
+  b->set_num_elements(5);
+  b->set_init(ZEROS);
+  b->set_flat_offset(20);
+  for (const ChunkSpec& c : chunks) *map.add_chunks() = c;
+  return map;
+}
+
+ChunkSpec Chunk(int tensor_id, int64_t offset, int64_t length, int server) {
+  ChunkSpec c;
+  c.set_tensor_id(tensor_id);
+  c.set_offset(offset);
+  c.set_length(length);
+  c.set_server_rank(server);
+  return c;
+}
+
+// One server owning everything: 25 floats, fc1.weight then fc1.bias.
+ShardMap OneServerMap() { return MakeShardMap({Chunk(0, 0, 20, 0), Chunk(1, 0, 5, 0)}); }
+
+ParameterStore::Options MakeOptions(Mode mode, int num_workers, ShardMap map = OneServerMap()) {
+  ParameterStore::Options options;
+  options.rank = 0;
+  options.job.set_mode(mode);
+  options.job.set_seed(7);
+  options.job.mutable_optimizer()->set_type(OptimizerSpec::SGD);
+  options.job.mutable_optimizer()->set_lr(kLr);
+  options.shard_map = std::move(map);
+  options.num_workers = num_workers;
+  options.membership_epoch = 4;
+  options.total_steps = 100;
+  return options;
+}
+
+std::unique_ptr<ParameterStore> MakeStore(const ParameterStore::Options& options) {
+  auto store = ParameterStore::Create(options);
+  EXPECT_TRUE(store.ok()) << store.status();
+  return std::move(store).value();
+}
+
+std::vector<float> Floats(const std::string& bytes) {
+  std::vector<float> out(bytes.size() / 4);
+  std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+
+std::string Bytes(const std::vector<float>& values) {
+  return std::string(reinterpret_cast<const char*>(values.data()), 4 * values.size());
+}
+
+// All chunks of a snapshot or response, concatenated.
+std::vector<float> Flat(const google::protobuf::RepeatedPtrField<TensorChunk>& chunks) {
+  std::vector<float> out;
+  for (const TensorChunk& c : chunks) {
+    std::vector<float> v = Floats(c.data());
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+std::vector<float> Flat(const std::vector<TensorChunk>& chunks) {
+  google::protobuf::RepeatedPtrField<TensorChunk> field(chunks.begin(), chunks.end());
+  return Flat(field);
+}
+
+// A push from `rank` for the one-server map whose gradient is `grad` (25 floats).
+PushRequest MakePush(int rank, int64_t step, int64_t samples, const std::vector<float>& grad,
+                     uint64_t request_id = 0) {
+  PushRequest req;
+  req.set_worker_rank(rank);
+  req.set_membership_epoch(4);
+  req.set_step(step);
+  req.set_num_samples(samples);
+  req.set_request_id(request_id == 0 ? 1000 * (rank + 1) + step + 1 : request_id);
+  TensorChunk* w = req.add_chunks();
+  w->set_tensor_id(0);
+  w->set_length(20);
+  w->set_data(Bytes(std::vector<float>(grad.begin(), grad.begin() + 20)));
+  TensorChunk* b = req.add_chunks();
+  b->set_tensor_id(1);
+  b->set_length(5);
+  b->set_data(Bytes(std::vector<float>(grad.begin() + 20, grad.end())));
+  return req;
+}
+
+PullRequest MakePull(int rank, int64_t step, int32_t data_epoch = 0) {
+  PullRequest req;
+  req.set_worker_rank(rank);
+  req.set_membership_epoch(4);
+  req.set_step(step);
+  req.set_data_epoch(data_epoch);
+  return req;
+}
+
+// Records the outcome of a Done callback.
+struct Outcome {
+  std::optional<absl::Status> status;
+  ParameterStore::Done done() {
+    return [this](absl::Status s) {
+      EXPECT_FALSE(status.has_value()) << "done called twice";
+      status = std::move(s);
+    };
+  }
+};
+
+absl::Status PushNow(ParameterStore& store, const PushRequest& req, PushResponse* resp = nullptr) {
+  PushResponse local;
+  Outcome outcome;
+  store.Push(req, resp ? resp : &local, outcome.done());
+  EXPECT_TRUE(outcome.status.has_value()) << "push did not answer at once";
+  return outcome.status.value_or(absl::UnknownError("no answer"));
+}
+
+std::vector<float> Filled(float first, float step) {
+  std::vector<float> v(25);
+  for (int i = 0; i < 25; ++i) v[i] = first + step * i;
+  return v;
+}
+
+TEST(ParameterStoreTest, InitialWeightsComeFromSeedAndTensorId) {
+  auto store = MakeStore(MakeOptions(SYNC, 1));
+  std::vector<float> got = Flat(store->Snapshot());
+  ASSERT_EQ(got.size(), 25u);
+  auto spec = ParamSpecFromProto(OneServerMap().tensors(0));
+  ASSERT_TRUE(spec.ok());
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(got[i], model::InitialValue(7, 0, i, *spec)) << i;
+  for (int i = 20; i < 25; ++i) EXPECT_EQ(got[i], 0.0f) << i;
+  EXPECT_EQ(store->step(), 0);
+}
+
+TEST(ParameterStoreTest, SyncAverageIsWeightedBySamplesInRankOrder) {
+  auto store = MakeStore(MakeOptions(SYNC, 2));
+  const std::vector<float> w0 = Flat(store->Snapshot());
+  // Worker 0: 1 sample, gradient 4 everywhere; worker 1: 3 samples, gradient 8 + i.
+  // Mean = 1/4 * 4 + 3/4 * (8 + i) = 7 + 0.75 i; SGD with lr 0.5 moves by 3.5 + 0.375 i.
+  ASSERT_TRUE(PushNow(*store, MakePush(0, 0, 1, std::vector<float>(25, 4.0f))).ok());
+  EXPECT_EQ(store->step(), 0);
+  PushResponse resp;
+  ASSERT_TRUE(PushNow(*store, MakePush(1, 0, 3, Filled(8.0f, 1.0f)), &resp).ok());
+  EXPECT_EQ(resp.step(), 1);
+  EXPECT_EQ(store->step(), 1);
+  const std::vector<float> w1 = Flat(store->Snapshot());
+  for (int i = 0; i < 25; ++i) {
+    float sum = 0.0f;
+    sum += 0.25f * 4.0f;
+    sum += 0.75f * (8.0f + i);
+    EXPECT_EQ(sum, 7.0f + 0.75f * i);
+    EXPECT_EQ(w1[i], w0[i] - kLr * sum) << "element " << i;
+  }
+}
+
+TEST(ParameterStoreTest, PullParksUntilStepIsAppliedThenReturnsNewWeights) {
+  auto store = MakeStore(MakeOptions(SYNC, 2));
+  const std::vector<float> w0 = Flat(store->Snapshot());
+
+  PullResponse now;
+  Outcome now_outcome;
+  store->Pull(MakePull(0, 0), &now, now_outcome.done());
+  ASSERT_TRUE(now_outcome.status.has_value());
+  ASSERT_TRUE(now_outcome.status->ok());
+  EXPECT_EQ(now.step(), 0);
+  EXPECT_EQ(Flat(now.chunks()), w0);
+  ASSERT_EQ(now.chunks_size(), 2);
+  EXPECT_EQ(now.chunks(1).tensor_id(), 1);
+  EXPECT_EQ(now.chunks(1).length(), 5);
+
+  PullResponse parked;
+  Outcome parked_outcome;
+  store->Pull(MakePull(1, 1), &parked, parked_outcome.done());
+  EXPECT_FALSE(parked_outcome.status.has_value());
+  ASSERT_TRUE(PushNow(*store, MakePush(0, 0, 2, std::vector<float>(25, 2.0f))).ok());
+  EXPECT_FALSE(parked_outcome.status.has_value());
+  ASSERT_TRUE(PushNow(*store, MakePush(1, 0, 2, std::vector<float>(25, 4.0f))).ok());
+  ASSERT_TRUE(parked_outcome.status.has_value());
+  ASSERT_TRUE(parked_outcome.status->ok()) << *parked_outcome.status;
+  EXPECT_EQ(parked.step(), 1);
+  const std::vector<float> w1 = Flat(parked.chunks());
+  ASSERT_EQ(w1.size(), 25u);
+  for (int i = 0; i < 25; ++i) EXPECT_EQ(w1[i], w0[i] - kLr * 3.0f) << i;
+}
+
+TEST(ParameterStoreTest, PushPullAnswersWithWeightsAfterTheStep) {
+  auto store = MakeStore(MakeOptions(SYNC, 2));
+  const std::vector<float> w0 = Flat(store->Snapshot());
+  PullResponse r0, r1;
+  Outcome o0, o1;
+  store->PushPull(MakePush(0, 0, 1, std::vector<float>(25, 2.0f)), &r0, o0.done());
+  EXPECT_FALSE(o0.status.has_value());
+  store->PushPull(MakePush(1, 0, 1, std::vector<float>(25, 2.0f)), &r1, o1.done());
+  ASSERT_TRUE(o0.status.has_value() && o1.status.has_value());
+  ASSERT_TRUE(o0.status->ok() && o1.status->ok());
+  EXPECT_EQ(r0.step(), 1);
+  EXPECT_EQ(Flat(r0.chunks()), Flat(r1.chunks()));
+  const std::vector<float> w1 = Flat(r0.chunks());
+  for (int i = 0; i < 25; ++i) EXPECT_EQ(w1[i], w0[i] - kLr * 2.0f) << i;
+}
+
+TEST(ParameterStoreTest, ZeroSampleWorkerCountsWithWeightZero) {
+  auto store = MakeStore(MakeOptions(SYNC, 2));
+  const std::vector<float> w0 = Flat(store->Snapshot());
+  ASSERT_TRUE(PushNow(*store, MakePush(0, 0, 0, std::vector<float>(25, 1000.0f))).ok());
+  ASSERT_TRUE(PushNow(*store, MakePush(1, 0, 5, std::vector<float>(25, 2.0f))).ok());
+  const std::vector<float> w1 = Flat(store->Snapshot());
+  for (int i = 0; i < 25; ++i) EXPECT_EQ(w1[i], w0[i] - kLr * 2.0f) << i;
+}
+
+TEST(ParameterStoreTest, StepWithNoSamplesAdvancesWithoutUpdate) {
+  auto store = MakeStore(MakeOptions(SYNC, 2));
+  const std::vector<float> w0 = Flat(store->Snapshot());
+  ASSERT_TRUE(PushNow(*store, MakePush(0, 0, 0, std::vector<float>(25, 3.0f))).ok());
+  ASSERT_TRUE(PushNow(*store, MakePush(1, 0, 0, std::vector<float>(25, 3.0f))).ok());
+  EXPECT_EQ(store->step(), 1);
+  EXPECT_EQ(Flat(store->Snapshot()), w0);
+}
+
+struct BadPushCase {
+  std::string name;
+  std::function<void(PushRequest*)> mutate;
+  absl::StatusCode code;
+  std::string message;
+};
+
+TEST(ParameterStoreTest, BadPushesAreRefusedAndChangeNothing) {
+  const std::vector<float> grad = Filled(1.0f, 0.5f);
+  const std::vector<BadPushCase> cases = {
+      {"unknown tensor", [](PushRequest* r) { r->mutable_chunks(1)->set_tensor_id(9); },
+       absl::StatusCode::kInvalidArgument, "push from worker 1: unknown tensor id 9 (the model has 2 tensors)"},
+      {"wrong length",
+       [](PushRequest* r) {
+         r->mutable_chunks(0)->set_length(10);
+         r->mutable_chunks(0)->mutable_data()->resize(40);
+       },
+       absl::StatusCode::kInvalidArgument,
+       "push from worker 1 for tensor 'fc1.weight' chunk at offset 0: got 10 floats, expected 20"},
+      {"short data", [](PushRequest* r) { r->mutable_chunks(1)->mutable_data()->resize(19); },
+       absl::StatusCode::kInvalidArgument,
+       "push from worker 1 for tensor 'fc1.bias' chunk at offset 0: got 19 bytes of data, expected 20"},
+      {"missing chunk", [](PushRequest* r) { r->mutable_chunks()->RemoveLast(); },
+       absl::StatusCode::kInvalidArgument, "push from worker 1: got 1 chunks, expected 2"},
+      {"wrong offset", [](PushRequest* r) { r->mutable_chunks(1)->set_offset(2); },
+       absl::StatusCode::kInvalidArgument,
+       "push from worker 1: chunk 1 is tensor 'fc1.bias' at offset 2, expected tensor 'fc1.bias' at offset 0"},
+      {"rank too big", [](PushRequest* r) { r->set_worker_rank(2); }, absl::StatusCode::kInvalidArgument,
+       "push from worker 2: worker rank out of range, expected [0, 2)"},
+      {"negative rank", [](PushRequest* r) { r->set_worker_rank(-1); }, absl::StatusCode::kInvalidArgument,
+       "push from worker -1: worker rank out of range"},
+      {"negative samples", [](PushRequest* r) { r->set_num_samples(-3); }, absl::StatusCode::kInvalidArgument,
+       "push from worker 1: num_samples is -3, expected >= 0"},
+      {"old membership", [](PushRequest* r) { r->set_membership_epoch(3); }, absl::StatusCode::kAborted,
+       "push from worker 1 carries membership epoch 3, current is 4"},
+      {"nan",
+       [](PushRequest* r) {
+         float nan = std::numeric_limits<float>::quiet_NaN();
+         std::memcpy(r->mutable_chunks(0)->mutable_data()->data() + 4 * 17, &nan, 4);
+       },
+       absl::StatusCode::kInvalidArgument, "push from worker 1 for tensor 'fc1.weight': element 17 is nan"},
+      {"inf",
+       [](PushRequest* r) {
+         float inf = -std::numeric_limits<float>::infinity();
+         std::memcpy(r->mutable_chunks(1)->mutable_data()->data() + 4 * 3, &inf, 4);
+       },
+       absl::StatusCode::kInvalidArgument, "push from worker 1 for tensor 'fc1.bias': element 3 is -inf"},
+      {"future step", [](PushRequest* r) { r->set_step(7); }, absl::StatusCode::kFailedPrecondition,
+       "push for step 7 from the future: server 0 is at step 0"},
+  };
+  for (const BadPushCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto store = MakeStore(MakeOptions(SYNC, 2));
+    // Worker 0 has pushed already, so a bad push from worker 1 must not complete the step.
+    ASSERT_TRUE(PushNow(*store, MakePush(0, 0, 1, grad)).ok());
+    const std::vector<float> before = Flat(store->Snapshot());
+    PushRequest req = MakePush(1, 0, 1, grad);
+    c.mutate(&req);
+    absl::Status status = PushNow(*store, req);
+    EXPECT_EQ(status.code(), c.code) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(c.message));
+    EXPECT_EQ(store->step(), 0);
+    EXPECT_EQ(Flat(store->Snapshot()), before);
+    // The good push still completes the step with the stored gradient of worker 0 intact.
+    ASSERT_TRUE(PushNow(*store, MakePush(1, 0, 1, grad)).ok());
+    EXPECT_EQ(store->step(), 1);
+    const std::vector<float> after = Flat(store->Snapshot());
+    for (int i = 0; i < 25; ++i) EXPECT_EQ(after[i], before[i] - kLr * grad[i]) << i;
+  }
+}
+
+TEST(ParameterStoreTest, StalePushAndFarPullAreRefused) {
+  auto store = MakeStore(MakeOptions(SYNC, 1));
+  ASSERT_TRUE(PushNow(*store, MakePush(0, 0, 1, Filled(1, 0))).ok());
+  ASSERT_TRUE(PushNow(*store, MakePush(0, 1, 1, Filled(1, 0))).ok());
+  const std::vector<float> before = Flat(store->Snapshot());
+  absl::Status stale = PushNow(*store, MakePush(0, 0, 1, Filled(1, 0), /*request_id=*/77));
+  EXPECT_EQ(stale.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(stale.message()), HasSubstr("push from worker 0 for step 0 is stale: server 0 is at step 2"));
+
+  PullResponse resp;
+  Outcome outcome;
+  store->Pull(MakePull(0, 4), &resp, outcome.done());
+  ASSERT_TRUE(outcome.status.has_value());
+  EXPECT_EQ(outcome.status->code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(outcome.status->message()), HasSubstr("pull from worker 0 for step 4: server 0 is at step 2"));
+
+  Outcome old_epoch;
+  PullRequest pull = MakePull(0, 0);
+  pull.set_membership_epoch(1);
+  store->Pull(pull, &resp, old_epoch.done());
+  ASSERT_TRUE(old_epoch.status.has_value());
+  EXPECT_EQ(old_epoch.status->code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(store->step(), 2);
+  EXPECT_EQ(Flat(store->Snapshot()), before);
+}
+
+TEST(ParameterStoreTest, NonFiniteGradientAllowedByFlag) {
+  ParameterStore::Options options = MakeOptions(SYNC, 1);
+  options.job.set_allow_nonfinite_gradients(true);
+  auto store = MakeStore(options);
+  std::vector<float> grad(25, 1.0f);
+  grad[3] = std::numeric_limits<float>::quiet_NaN();
+  ASSERT_TRUE(PushNow(*store, MakePush(0, 0, 1, grad)).ok());
+  const std::vector<float> w = Flat(store->Snapshot());
+  EXPECT_TRUE(std::isnan(w[3]));
+  EXPECT_FALSE(std::isnan(w[4]));
+}
+
+TEST(ParameterStoreTest, DuplicatePushIsIdempotentAndOtherIdIsRefused) {
+  auto store = MakeStore(MakeOptions(SYNC, 2));
+  const std::vector<float> w0 = Flat(store->Snapshot());
+  ASSERT_TRUE(PushNow(*store, MakePush(0, 0, 1, std::vector<float>(25, 2.0f), 11)).ok());
+  ASSERT_TRUE(PushNow(*store, MakePush(0, 0, 1, std::vector<float>(25, 2.0f), 11)).ok());
+  EXPECT_EQ(store->step(), 0);
+  absl::Status other = PushNow(*store, MakePush(0, 0, 1, std::vector<float>(25, 2.0f), 12));
+  EXPECT_EQ(other.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(std::string(other.message()), HasSubstr("already pushed this step with request id 11"));
+  ASSERT_TRUE(PushNow(*store, MakePush(1, 0, 1, std::vector<float>(25, 4.0f), 21)).ok());
+  EXPECT_EQ(store->step(), 1);
+  const std::vector<float> w1 = Flat(store->Snapshot());
+  for (int i = 0; i < 25; ++i) EXPECT_EQ(w1[i], w0[i] - kLr * 3.0f) << i;
+  // A retry after the step was applied (its answer was lost) is still OK and changes nothing.
+  PushResponse resp;
+  ASSERT_TRUE(PushNow(*store, MakePush(1, 0, 1, std::vector<float>(25, 4.0f), 21), &resp).ok());
+  EXPECT_EQ(resp.step(), 1);
+  EXPECT_EQ(Flat(store->Snapshot()), w1);
+}
+
+TEST(ParameterStoreTest, AsyncAppliesEachPushAtOnce) {
+  auto store = MakeStore(MakeOptions(ASYNC, 2));
+  const std::vector<float> w0 = Flat(store->Snapshot());
+  PushResponse resp;
+  ASSERT_TRUE(PushNow(*store, MakePush(0, 0, 3, std::vector<float>(25, 2.0f)), &resp).ok());
+  EXPECT_EQ(resp.step(), 1);
+  ASSERT_TRUE(PushNow(*store, MakePush(0, 1, 3, std::vector<float>(25, 2.0f))).ok());
+  // A zero-sample push is no update.
+  ASSERT_TRUE(PushNow(*store, MakePush(1, 0, 0, std::vector<float>(25, 100.0f))).ok());
+  EXPECT_EQ(store->step(), 2);
+  PullResponse pulled;
+  Outcome outcome;
+  store->Pull(MakePull(1, 50), &pulled, outcome.done());
+  ASSERT_TRUE(outcome.status.has_value() && outcome.status->ok());
+  EXPECT_EQ(pulled.step(), 2);
+  const std::vector<float> w2 = Flat(pulled.chunks());
+  for (int i = 0; i < 25; ++i) EXPECT_EQ(w2[i], (w0[i] - kLr * 2.0f) - kLr * 2.0f) << i;
+}
+
+TEST(ParameterStoreTest, SspBlocksFastWorkerUntilSlowOnePushes) {
+  ParameterStore::Options options = MakeOptions(SSP, 2);
+  options.job.set_staleness(1);
+  auto store = MakeStore(options);
+  const std::vector<float> g(25, 1.0f);
+  // Worker 0 pushes twice (clock 2) and asks for the weights of its step 2: it needs every clock >= 1.
+  ASSERT_TRUE(PushNow(*store, MakePush(0, 0, 1, g)).ok());
+  PullResponse resp;
+  Outcome first;
+  store->PushPull(MakePush(0, 1, 1, g), &resp, first.done());
+  EXPECT_FALSE(first.status.has_value());
+  EXPECT_EQ(store->step(), 2);
+  ASSERT_TRUE(PushNow(*store, MakePush(1, 0, 1, g)).ok());
+  ASSERT_TRUE(first.status.has_value());
+  EXPECT_TRUE(first.status->ok()) << *first.status;
+  EXPECT_EQ(resp.step(), 3);
+
+  // Clocks 2 and 1: Pull(step 3) by worker 0 needs worker 1 at 2; worker 1 finishing the epoch
+  // releases it instead.
+  Outcome second;
+  store->Pull(MakePull(0, 3), &resp, second.done());
+  EXPECT_FALSE(second.status.has_value());
+  FinishEpochRequest finish;
+  finish.set_worker_rank(1);
+  finish.set_data_epoch(0);
+  ASSERT_TRUE(store->FinishEpoch(finish).ok());
+  ASSERT_TRUE(second.status.has_value());
+  EXPECT_TRUE(second.status->ok()) << *second.status;
+
+  // A new data epoch resets the clocks; an old one is refused.
+  Outcome third;
+  store->Pull(MakePull(1, 1, /*data_epoch=*/1), &resp, third.done());
+  ASSERT_TRUE(third.status.has_value());
+  EXPECT_TRUE(third.status->ok());  // every clock is 0 >= 1 - 1
+  Outcome fourth;
+  store->Pull(MakePull(1, 2, /*data_epoch=*/1), &resp, fourth.done());
+  EXPECT_FALSE(fourth.status.has_value());
+  absl::Status old = PushNow(*store, MakePush(0, 2, 1, g));
+  EXPECT_EQ(old.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(old.message()), HasSubstr("push from worker 0 for data epoch 0: server 0 is already in data epoch 1"));
+  PushRequest next = MakePush(0, 0, 1, g);
+  next.set_data_epoch(1);
+  ASSERT_TRUE(PushNow(*store, next).ok());
+  EXPECT_FALSE(fourth.status.has_value());  // worker 1 (clock 0) holds its own pull for 2 back
+  PushRequest own = MakePush(1, 0, 1, g, /*request_id=*/2099);  // ids are unique per worker
+  own.set_data_epoch(1);
+  ASSERT_TRUE(PushNow(*store, own).ok());
+  ASSERT_TRUE(fourth.status.has_value());
+  EXPECT_TRUE(fourth.status->ok());
+}
+
+// A gradient that differs per worker, step and element, with values that do not sum exactly.
+std::vector<float> WorkerGradient(int rank, int64_t step) {
+  std::vector<float> g(25);
+  for (int i = 0; i < 25; ++i) g[i] = std::sin(0.37f * i + 1.3f * rank + 0.11f * step) / (1.0f + rank);
+  return g;
+}
+
+TEST(ParameterStoreTest, ArrivalOrderDoesNotChangeTheResult) {
+  constexpr int kWorkers = 4;
+  constexpr int kSteps = 30;
+  ParameterStore::Options options = MakeOptions(SYNC, kWorkers);
+  options.job.mutable_optimizer()->set_type(OptimizerSpec::ADAM);
+  options.job.mutable_optimizer()->set_lr(0.01f);
+
+  // Reference: one thread, workers pushing in reverse rank order.
+  auto reference = MakeStore(options);
+  for (int64_t t = 0; t < kSteps; ++t) {
+    for (int r = kWorkers - 1; r >= 0; --r) {
+      ASSERT_TRUE(PushNow(*reference, MakePush(r, t, 1 + r, WorkerGradient(r, t))).ok());
+    }
+  }
+  ASSERT_EQ(reference->step(), kSteps);
+
+  // Concurrent: each worker on its own thread, PushPull waiting for the step like a real worker.
+  auto store = MakeStore(options);
+  std::vector<std::thread> workers;
+  std::vector<absl::Status> results(kWorkers);
+  for (int r = 0; r < kWorkers; ++r) {
+    workers.emplace_back([&, r] {
+      for (int64_t t = 0; t < kSteps; ++t) {
+        PullResponse resp;
+        absl::Notification answered;
+        absl::Status status;
+        store->PushPull(MakePush(r, t, 1 + r, WorkerGradient(r, t)), &resp, [&](absl::Status s) {
+          status = std::move(s);
+          answered.Notify();
+        });
+        answered.WaitForNotification();
+        if (!status.ok() || resp.step() != t + 1) {
+          results[r] = status.ok() ? absl::InternalError(absl::StrCat("step ", resp.step())) : status;
+          return;
+        }
+      }
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  for (int r = 0; r < kWorkers; ++r) EXPECT_TRUE(results[r].ok()) << "worker " << r << ": " << results[r];
+  EXPECT_EQ(store->step(), kSteps);
+  EXPECT_EQ(Flat(store->Snapshot()), Flat(reference->Snapshot()));
+  EXPECT_NE(Flat(store->Snapshot()), Flat(MakeStore(options)->Snapshot()));
+}
+
+TEST(ParameterStoreTest, InitIsIdenticalWithOneOrThreeServers) {
+  auto one = MakeStore(MakeOptions(SYNC, 1));
+  const ShardMap three = MakeShardMap(
+      {Chunk(0, 0, 7, 0), Chunk(0, 7, 7, 1), Chunk(0, 14, 6, 2), Chunk(1, 0, 2, 2), Chunk(1, 2, 3, 2)});
+  std::vector<float> joined;
+  for (int rank = 0; rank < 3; ++rank) {
+    ParameterStore::Options options = MakeOptions(SYNC, 1, three);
+    options.rank = rank;
+    auto store = MakeStore(options);
+    std::vector<float> part = Flat(store->Snapshot());
+    joined.insert(joined.end(), part.begin(), part.end());
+  }
+  EXPECT_EQ(joined, Flat(one->Snapshot()));
+}
+
+TEST(ParameterStoreTest, ShutdownFailsParkedPulls) {
+  auto store = MakeStore(MakeOptions(SYNC, 2));
+  PullResponse resp;
+  Outcome parked;
+  store->Pull(MakePull(0, 1), &resp, parked.done());
+  EXPECT_FALSE(parked.status.has_value());
+  store->Shutdown();
+  ASSERT_TRUE(parked.status.has_value());
+  EXPECT_EQ(parked.status->code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(parked.status->message(), "server 0 shutting down");
+  absl::Status late = PushNow(*store, MakePush(0, 0, 1, Filled(1, 0)));
+  EXPECT_EQ(late.code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(ParameterStoreTest, CreateRefusesInconsistentShardMap) {
+  ParameterStore::Options options = MakeOptions(SYNC, 1, MakeShardMap({Chunk(0, 15, 10, 0)}));
+  auto store = ParameterStore::Create(options);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(store.status().message()), HasSubstr("chunk 0 of tensor 'fc1.weight' covers [15, 25)"));
+
+  options = MakeOptions(SYNC, 0);
+  EXPECT_EQ(ParameterStore::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace pstrain::server

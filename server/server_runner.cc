@@ -1,0 +1,178 @@
+#include "server/server_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+
+namespace pstrain::server {
+namespace {
+
+// A server's pull answer holds its whole share of the model; keep gRPC's 4 MiB default out of the way.
+constexpr int kMaxMessageBytes = 1 << 30;
+// Startup calls are made in slices of this length so that Stop is noticed while waiting.
+constexpr absl::Duration kStartupSlice = absl::Seconds(2);
+// How long the gRPC server lets open calls finish at the end.
+constexpr auto kShutdownGrace = std::chrono::seconds(2);
+
+std::string JoinHostPort(const std::string& host, int port) {
+  if (absl::StrContains(host, ':') && !absl::StartsWith(host, "[")) return absl::StrCat("[", host, "]:", port);
+  return absl::StrCat(host, ":", port);
+}
+
+// Calls `call(slice)` with slices of at most kStartupSlice until it succeeds, fails with an error
+// other than UNAVAILABLE or DEADLINE_EXCEEDED, `timeout` has passed, or `stopped()` is true. Both
+// calls used with it (Register, WaitUntilRunning) may be repeated safely.
+template <typename T, typename Call, typename Stopped>
+absl::StatusOr<T> CallInSlices(absl::string_view what, absl::Duration timeout, Call call, Stopped stopped) {
+  const absl::Time give_up = absl::Now() + timeout;
+  while (true) {
+    const absl::Duration left = std::max(give_up - absl::Now(), absl::Milliseconds(1));
+    absl::StatusOr<T> result = call(std::min(kStartupSlice, left));
+    if (result.ok() || stopped()) return result;
+    const absl::Status& status = result.status();
+    if (!absl::IsUnavailable(status) && !absl::IsDeadlineExceeded(status)) return result;
+    if (absl::Now() >= give_up) {
+      return absl::Status(status.code(), absl::StrCat(what, ": gave up after ", absl::FormatDuration(timeout),
+                                                      ": ", status.message()));
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ServerRunner>> ServerRunner::Create(const Options& options) {
+  if (options.scheduler_address.empty()) {
+    return absl::InvalidArgumentError("parameter server: scheduler address is empty, expected host:port");
+  }
+  if (options.host.empty()) return absl::InvalidArgumentError("parameter server: host is empty");
+  if (options.port < 0 || options.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameter server: port ", options.port, " is outside [0, 65535]"));
+  }
+  if (options.rpc_timeout <= absl::ZeroDuration() || options.startup_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("parameter server: rpc timeout ",
+                                                   absl::FormatDuration(options.rpc_timeout), " and startup timeout ",
+                                                   absl::FormatDuration(options.startup_timeout),
+                                                   " must both be > 0"));
+  }
+  return std::unique_ptr<ServerRunner>(new ServerRunner(options));
+}
+
+absl::Status ServerRunner::Run() {
+  ASSIGN_OR_RETURN(std::unique_ptr<SchedulerClient> client,
+                   SchedulerClient::Create(options_.scheduler_address, options_.rpc_timeout));
+  // Declared before the gRPC server, so it outlives it.
+  ParameterServerService service;
+  const std::string listen = JoinHostPort(options_.host, options_.port);
+  int selected_port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &selected_port);
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || selected_port == 0) {
+    return absl::UnavailableError(absl::StrCat("parameter server: cannot listen on ", listen));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    port_ = selected_port;
+  }
+  const std::string address = JoinHostPort(options_.host, selected_port);
+  LOG(INFO) << "parameter server listening on " << address << ", scheduler at " << options_.scheduler_address;
+
+  std::unique_ptr<ParameterStore> store;
+  absl::Status status = ServeJob(client.get(), address, &service, &store);
+
+  // The store first: it finishes every parked call, and the gRPC server's shutdown waits for all
+  // open calls. The store outlives the server, which may still route a late call to it.
+  if (store != nullptr) store->Shutdown();
+  server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
+  server->Wait();
+  LOG(INFO) << "parameter server at " << address << " stopped: " << status;
+  return status;
+}
+
+absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& address,
+                                    ParameterServerService* service, std::unique_ptr<ParameterStore>* store) {
+  auto is_stopped = [this] { return stopped(); };
+  absl::StatusOr<RegisterResponse> registered = CallInSlices<RegisterResponse>(
+      "server: registering", options_.startup_timeout,
+      [&](absl::Duration slice) { return client->Register(SERVER, address, slice); }, is_stopped);
+  if (stopped()) return absl::OkStatus();
+  if (!registered.ok()) return registered.status();
+  const RegisterResponse& registration = *registered;
+  const int rank = registration.rank();
+  LOG(INFO) << "registered as server " << rank;
+
+  absl::StatusOr<ClusterView> waited = CallInSlices<ClusterView>(
+      "server: waiting for every role to register", options_.startup_timeout,
+      [&](absl::Duration slice) { return client->WaitUntilRunning(slice); }, is_stopped);
+  if (stopped()) return absl::OkStatus();
+  if (!waited.ok()) return waited.status();
+  const ClusterView& view = *waited;
+
+  ParameterStore::Options store_options;
+  store_options.rank = rank;
+  store_options.job = registration.job();
+  store_options.shard_map = view.shard_map();
+  store_options.num_workers = view.workers_size() > 0 ? view.workers_size() : registration.job().num_workers();
+  store_options.membership_epoch = view.membership_epoch();
+  store_options.total_steps = view.total_steps();
+  absl::StatusOr<std::unique_ptr<ParameterStore>> created = ParameterStore::Create(store_options);
+  if (!created.ok()) {
+    absl::Status status(created.status().code(), absl::StrCat("server ", rank, ": ", created.status().message()));
+    // Fail the job now rather than when the workers time out on us.
+    absl::Status reported = client->ReportFailure(SERVER, rank, status.ToString());
+    if (!reported.ok()) LOG(WARNING) << "could not report the failure to the scheduler: " << reported;
+    return status;
+  }
+  *store = std::move(created).value();
+  service->SetStore(store->get());
+
+  if (stopped()) return absl::OkStatus();
+  RETURN_IF_ERROR(client->Barrier("servers-ready", BarrierRequest::ALL, SERVER, rank, options_.startup_timeout));
+  LOG(INFO) << "server " << rank << " serving " << view.workers_size() << " workers";
+
+  const absl::Duration interval =
+      registration.heartbeat_ms() > 0 ? absl::Milliseconds(registration.heartbeat_ms()) : absl::Seconds(1);
+  const absl::Duration give_up =
+      registration.dead_after_ms() > 0 ? std::max(absl::Milliseconds(registration.dead_after_ms()), 3 * interval)
+                                       : absl::Seconds(10);
+  // Destroyed after the lock below is released: its thread may be calling EndJob.
+  Heartbeater heartbeater(client, SERVER, rank, interval, give_up, [this](absl::Status s) { EndJob(std::move(s)); });
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(this, &ServerRunner::StoppedOrEnded));
+  return job_ended_ ? job_status_ : absl::OkStatus();
+}
+
+void ServerRunner::EndJob(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  if (job_ended_) return;
+  job_ended_ = true;
+  job_status_ = std::move(status);
+}
+
+void ServerRunner::Stop() {
+  absl::MutexLock lock(&mu_);
+  stop_requested_ = true;
+}
+
+bool ServerRunner::stopped() const {
+  absl::MutexLock lock(&mu_);
+  return stop_requested_;
+}
+
+int ServerRunner::port() const {
+  absl::MutexLock lock(&mu_);
+  return port_;
+}
+
+}  // namespace pstrain::server

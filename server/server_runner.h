@@ -1,0 +1,87 @@
+// Runs one parameter server for the length of a job:
+//
+//   listen on host:port  ->  Register(SERVER)  ->  WaitUntilRunning  ->  build the store from the
+//   view, serve it  ->  Barrier("servers-ready")  ->  heartbeat until the job ends  ->  shut down
+//
+// The gRPC server starts first (answering UNAVAILABLE until the store exists) because its address
+// is what the server registers with.
+//
+// Thread safety: Run is called once, from one thread; Stop may be called from any thread at any
+// time, before, during or after Run.
+#ifndef PSTRAIN_SERVER_SERVER_RUNNER_H_
+#define PSTRAIN_SERVER_SERVER_RUNNER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/scheduler_client.h"
+#include "proto/cluster.pb.h"
+#include "server/parameter_store.h"
+#include "server/ps_service.h"
+
+namespace pstrain::server {
+
+class ServerRunner {
+ public:
+  struct Options {
+    // host:port of the scheduler. Required.
+    std::string scheduler_address;
+    // Where this server's ParameterServer service listens; port 0 picks a free port.
+    std::string host = "127.0.0.1";
+    int port = 0;
+    // Deadline of each ordinary scheduler rpc.
+    absl::Duration rpc_timeout = absl::Seconds(30);
+    // Bound on each startup phase: registering, waiting for every role, the servers-ready barrier.
+    absl::Duration startup_timeout = absl::Minutes(2);
+  };
+
+  // INVALID_ARGUMENT for an empty scheduler address or host, a port outside [0, 65535] or a
+  // timeout <= 0.
+  static absl::StatusOr<std::unique_ptr<ServerRunner>> Create(const Options& options);
+
+  ServerRunner(const ServerRunner&) = delete;
+  ServerRunner& operator=(const ServerRunner&) = delete;
+
+  // Blocks until the job ends. OK when it FINISHED or Stop was called; ABORTED when the job failed;
+  // UNAVAILABLE when the port cannot be bound or the scheduler was lost; DEADLINE_EXCEEDED when a
+  // startup phase timed out; other errors from building the store, which are also reported to the
+  // scheduler so the job fails at once. Stop during startup is noticed within a few seconds,
+  // except during the servers-ready barrier (bounded by startup_timeout).
+  absl::Status Run();
+
+  // Makes Run return OK soon. Does no work itself, so a signal-handling thread may call it.
+  void Stop();
+
+  // The port the service listens on once Run has bound it; 0 before. For tests.
+  int port() const;
+
+ private:
+  explicit ServerRunner(const Options& options) : options_(options) {}
+
+  // Everything between binding the port and the end of the job. Leaves the store it built in
+  // `*store`, so Run can shut it down before the gRPC server.
+  absl::Status ServeJob(SchedulerClient* client, const std::string& address,
+                        ParameterServerService* service, std::unique_ptr<ParameterStore>* store);
+
+  // The end of the job, as reported by the heartbeat thread.
+  void EndJob(absl::Status status);
+  bool stopped() const;
+  bool StoppedOrEnded() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_requested_ || job_ended_; }
+
+  const Options options_;
+
+  mutable absl::Mutex mu_;
+  bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool job_ended_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status job_status_ ABSL_GUARDED_BY(mu_);
+  int port_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace pstrain::server
+
+#endif  // PSTRAIN_SERVER_SERVER_RUNNER_H_

@@ -1,0 +1,217 @@
+#include "server/server_runner.h"
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/ps.grpc.pb.h"
+#include "proto/scheduler.grpc.pb.h"
+
+namespace pstrain::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A scheduler that admits one server and one worker at once and reports the job state the test sets.
+class FakeScheduler final : public Scheduler::Service {
+ public:
+  explicit FakeScheduler(bool valid_shard_map) : valid_shard_map_(valid_shard_map) {}
+
+  grpc::Status Register(grpc::ServerContext*, const RegisterRequest* req, RegisterResponse* resp) override {
+    absl::MutexLock lock(&mu_);
+    server_address_ = req->address();
+    resp->set_rank(0);
+    resp->mutable_job()->set_mode(SYNC);
+    resp->mutable_job()->mutable_optimizer()->set_type(OptimizerSpec::SGD);
+    resp->mutable_job()->mutable_optimizer()->set_lr(0.5f);
+    resp->set_heartbeat_ms(20);
+    resp->set_dead_after_ms(5000);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetClusterView(grpc::ServerContext*, const GetClusterViewRequest*, ClusterView* view) override {
+    absl::MutexLock lock(&mu_);
+    view->set_state(RUNNING);
+    view->set_membership_epoch(1);
+    view->set_total_steps(10);
+    view->add_servers()->set_address(server_address_);
+    view->add_workers()->set_rank(0);
+    TensorSpec* t = view->mutable_shard_map()->add_tensors();
+    t->set_name("w");
+    t->add_shape(4);
+    t->set_num_elements(4);
+    t->set_init(ZEROS);
+    ChunkSpec* c = view->mutable_shard_map()->add_chunks();
+    c->set_length(valid_shard_map_ ? 4 : 9);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Barrier(grpc::ServerContext*, const BarrierRequest* req, BarrierResponse*) override {
+    absl::MutexLock lock(&mu_);
+    barriers_.push_back(req->name());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Heartbeat(grpc::ServerContext*, const HeartbeatRequest*, HeartbeatResponse* resp) override {
+    absl::MutexLock lock(&mu_);
+    resp->set_state(state_);
+    resp->set_failure(failure_);
+    resp->set_membership_epoch(1);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ReportFailure(grpc::ServerContext*, const FailureReport* req, FailureResponse*) override {
+    absl::MutexLock lock(&mu_);
+    failures_.push_back(req->message());
+    return grpc::Status::OK;
+  }
+
+  void SetState(JobState state, const std::string& failure = "") {
+    absl::MutexLock lock(&mu_);
+    state_ = state;
+    failure_ = failure;
+  }
+
+  // Waits (bounded, so a broken runner fails the test instead of hanging it) until the server has
+  // entered the servers-ready barrier; returns its address, or "" if it never did.
+  std::string WaitUntilReady() {
+    absl::MutexLock lock(&mu_);
+    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !barriers_.empty(); };
+    mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(60));
+    return barriers_.empty() ? "" : server_address_;
+  }
+
+  std::vector<std::string> barriers() {
+    absl::MutexLock lock(&mu_);
+    return barriers_;
+  }
+  std::vector<std::string> failures() {
+    absl::MutexLock lock(&mu_);
+    return failures_;
+  }
+
+ private:
+  const bool valid_shard_map_;
+  absl::Mutex mu_;
+  std::string server_address_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> barriers_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> failures_ ABSL_GUARDED_BY(mu_);
+  JobState state_ ABSL_GUARDED_BY(mu_) = RUNNING;
+  std::string failure_ ABSL_GUARDED_BY(mu_);
+};
+
+class ServerRunnerTest : public ::testing::Test {
+ protected:
+  void StartScheduler(bool valid_shard_map = true) {
+    scheduler_ = std::make_unique<FakeScheduler>(valid_shard_map);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &scheduler_port_);
+    builder.RegisterService(scheduler_.get());
+    scheduler_server_ = builder.BuildAndStart();
+    ASSERT_NE(scheduler_server_, nullptr);
+  }
+
+  void TearDown() override {
+    if (scheduler_server_) scheduler_server_->Shutdown();
+  }
+
+  std::unique_ptr<ServerRunner> MakeRunner() {
+    ServerRunner::Options options;
+    options.scheduler_address = absl::StrCat("127.0.0.1:", scheduler_port_);
+    options.rpc_timeout = absl::Seconds(10);
+    options.startup_timeout = absl::Seconds(30);
+    auto runner = ServerRunner::Create(options);
+    EXPECT_TRUE(runner.ok()) << runner.status();
+    return std::move(runner).value();
+  }
+
+  // Pulls step 0 from the server at `address`.
+  static grpc::Status PullFrom(const std::string& address, PullResponse* resp) {
+    auto stub = ParameterServer::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    PullRequest req;
+    req.set_membership_epoch(1);
+    return stub->Pull(&context, req, resp);
+  }
+
+  std::unique_ptr<FakeScheduler> scheduler_;
+  std::unique_ptr<grpc::Server> scheduler_server_;
+  int scheduler_port_ = 0;
+};
+
+TEST_F(ServerRunnerTest, ServesUntilTheJobFinishes) {
+  StartScheduler();
+  std::unique_ptr<ServerRunner> runner = MakeRunner();
+  absl::Status result = absl::UnknownError("Run did not return");
+  std::thread thread([&] { result = runner->Run(); });
+  const std::string address = scheduler_->WaitUntilReady();
+  ASSERT_FALSE(address.empty());
+  EXPECT_EQ(address, absl::StrCat("127.0.0.1:", runner->port()));
+  EXPECT_EQ(scheduler_->barriers(), std::vector<std::string>{"servers-ready"});
+
+  PullResponse pulled;
+  grpc::Status pull = PullFrom(address, &pulled);
+  ASSERT_TRUE(pull.ok()) << pull.error_message();
+  ASSERT_EQ(pulled.chunks_size(), 1);
+  EXPECT_EQ(pulled.chunks(0).data(), std::string(16, '\0'));
+
+  scheduler_->SetState(FINISHED);
+  thread.join();
+  EXPECT_TRUE(result.ok()) << result;
+  EXPECT_FALSE(PullFrom(address, &pulled).ok());  // no longer listening
+}
+
+TEST_F(ServerRunnerTest, FailedJobEndsRunWithAborted) {
+  StartScheduler();
+  std::unique_ptr<ServerRunner> runner = MakeRunner();
+  absl::Status result;
+  std::thread thread([&] { result = runner->Run(); });
+  ASSERT_FALSE(scheduler_->WaitUntilReady().empty());
+  scheduler_->SetState(FAILED, "worker 1 died");
+  thread.join();
+  EXPECT_EQ(result.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(result.message(), "job failed: worker 1 died");
+}
+
+TEST_F(ServerRunnerTest, StopEndsRunWithOk) {
+  StartScheduler();
+  std::unique_ptr<ServerRunner> runner = MakeRunner();
+  absl::Status result = absl::UnknownError("Run did not return");
+  std::thread thread([&] { result = runner->Run(); });
+  ASSERT_FALSE(scheduler_->WaitUntilReady().empty());
+  runner->Stop();
+  thread.join();
+  EXPECT_TRUE(result.ok()) << result;
+}
+
+TEST_F(ServerRunnerTest, BadShardMapIsReportedToTheScheduler) {
+  StartScheduler(/*valid_shard_map=*/false);
+  std::unique_ptr<ServerRunner> runner = MakeRunner();
+  absl::Status result = runner->Run();
+  EXPECT_EQ(result.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(result.message()), HasSubstr("server 0: shard map: chunk 0 of tensor 'w' covers [0, 9)"));
+  ASSERT_EQ(scheduler_->failures().size(), 1u);
+  EXPECT_THAT(scheduler_->failures()[0], HasSubstr("covers [0, 9)"));
+  EXPECT_TRUE(scheduler_->barriers().empty());
+}
+
+TEST(ServerRunnerOptionsTest, CreateRefusesBadOptions) {
+  ServerRunner::Options options;
+  EXPECT_EQ(ServerRunner::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.scheduler_address = "127.0.0.1:1";
+  options.port = 70000;
+  auto runner = ServerRunner::Create(options);
+  EXPECT_EQ(runner.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(runner.status().message()), HasSubstr("port 70000 is outside [0, 65535]"));
+}
+
+}  // namespace
+}  // namespace pstrain::server

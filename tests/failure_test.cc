@@ -1,0 +1,171 @@
+// Failures this issue must handle cleanly (surviving them is the churn issue's work): a role that
+// dies makes the whole job stop with a clear message within a deadline, never a hang.
+#include <dirent.h>
+#include <signal.h>
+
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/scheduler_client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/process.h"
+
+namespace pstrain::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A cluster started role by role, so the test knows every pid.
+class Cluster {
+ public:
+  explicit Cluster(const std::string& name) : dir_(MakeTempDir(name)) {}
+
+  void Start(int servers, int workers, const std::vector<std::string>& job_flags) {
+    std::string port_file = dir_ + "/scheduler.port";
+    std::vector<std::string> argv = {BinDir() + "/pstrain-scheduler", "--port=0", "--port_file=" + port_file,
+                                     "--servers=" + std::to_string(servers),
+                                     "--workers=" + std::to_string(workers), "--heartbeat_ms=200",
+                                     "--dead_after_ms=2000"};
+    argv.insert(argv.end(), job_flags.begin(), job_flags.end());
+    scheduler = Spawn(argv, "scheduler");
+    std::string port;
+    for (int i = 0; i < 300 && port.empty(); ++i) {
+      absl::SleepFor(absl::Milliseconds(50));
+      port = ReadFile(port_file);
+    }
+    ASSERT_FALSE(port.empty()) << scheduler->Output();
+    address = absl::StrCat("127.0.0.1:", port);
+    for (int i = 0; i < servers; ++i) {
+      this->servers.push_back(Spawn({BinDir() + "/pstrain-server", "--scheduler=" + address, "--port=0"},
+                                    absl::StrCat("server", i)));
+    }
+    for (int i = 0; i < workers; ++i) {
+      this->workers.push_back(Spawn({BinDir() + "/pstrain-worker", "--scheduler=" + address,
+                                     "--rpc_timeout_ms=60000"},
+                                    absl::StrCat("worker", i)));
+    }
+  }
+
+  // Waits until the job has made `steps` steps.
+  void WaitForSteps(int64_t steps) {
+    auto client = *SchedulerClient::Create(address, absl::Seconds(2));
+    for (int i = 0; i < 1200; ++i) {
+      auto status = client->GetJobStatus();
+      if (status.ok() && status->step() >= steps) return;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    FAIL() << "the job never reached step " << steps << "\n" << scheduler->Output();
+  }
+
+  std::unique_ptr<Child> Spawn(const std::vector<std::string>& argv, const std::string& name) {
+    auto child = Child::Start(argv, dir_ + "/" + name + ".log");
+    EXPECT_TRUE(child.ok()) << child.status();
+    return std::make_unique<Child>(*child);
+  }
+
+  std::string dir_;
+  std::string address;
+  std::unique_ptr<Child> scheduler;
+  std::vector<std::unique_ptr<Child>> servers, workers;
+};
+
+const std::vector<std::string> kLongJob = {"--epochs=200", "--train_limit=8192", "--test_limit=256",
+                                           "--batch_size=32", "--eval_last_epoch_only"};
+
+TEST(FailureTest, KilledServerStopsTheJobWithAClearErrorInsteadOfHanging) {
+  Cluster cluster("killed-server");
+  cluster.Start(2, 2, kLongJob);
+  cluster.WaitForSteps(20);
+  cluster.servers[1]->Kill(SIGKILL);
+
+  for (auto& worker : cluster.workers) {
+    absl::StatusOr<int> code = worker->Wait(absl::Seconds(20));
+    ASSERT_TRUE(code.ok()) << "worker hangs after a server died:\n" << worker->Output();
+    EXPECT_NE(*code, 0);
+  }
+  absl::StatusOr<int> code = cluster.scheduler->Wait(absl::Seconds(20));
+  ASSERT_TRUE(code.ok()) << cluster.scheduler->Output();
+  EXPECT_EQ(*code, 1);
+  code = cluster.servers[0]->Wait(absl::Seconds(20));
+  ASSERT_TRUE(code.ok()) << cluster.servers[0]->Output();
+  EXPECT_NE(*code, 0);
+  // Someone names the dead server.
+  std::string all = cluster.scheduler->Output() + cluster.workers[0]->Output() + cluster.workers[1]->Output();
+  EXPECT_THAT(all, HasSubstr("server 1"));
+}
+
+TEST(FailureTest, KilledSchedulerMakesEveryRoleExitWithinTheDeadline) {
+  Cluster cluster("killed-scheduler");
+  cluster.Start(1, 2, kLongJob);
+  cluster.WaitForSteps(20);
+  cluster.scheduler->Kill(SIGKILL);
+  for (auto* group : {&cluster.servers, &cluster.workers}) {
+    for (auto& role : *group) {
+      absl::StatusOr<int> code = role->Wait(absl::Seconds(30));
+      ASSERT_TRUE(code.ok()) << "a role hangs after the scheduler died:\n" << role->Output();
+      EXPECT_NE(*code, 0);
+      EXPECT_THAT(role->Output(), HasSubstr("scheduler"));
+    }
+  }
+}
+
+TEST(FailureTest, KilledWorkerFailsTheSyncJobInsteadOfHanging) {
+  Cluster cluster("killed-worker");
+  cluster.Start(1, 2, kLongJob);
+  cluster.WaitForSteps(20);
+  cluster.workers[0]->Kill(SIGKILL);
+  absl::StatusOr<int> code = cluster.workers[1]->Wait(absl::Seconds(30));
+  ASSERT_TRUE(code.ok()) << cluster.workers[1]->Output();
+  EXPECT_NE(*code, 0);
+  code = cluster.scheduler->Wait(absl::Seconds(30));
+  ASSERT_TRUE(code.ok());
+  EXPECT_EQ(*code, 1);
+  EXPECT_THAT(cluster.scheduler->Output(), HasSubstr("heartbeat"));
+}
+
+// The pids of `parent`'s children whose command line contains `name`.
+std::vector<pid_t> ChildrenNamed(pid_t parent, const std::string& name) {
+  std::vector<pid_t> out;
+  DIR* proc = opendir("/proc");
+  while (dirent* e = readdir(proc)) {
+    pid_t pid = atoi(e->d_name);
+    if (pid <= 0) continue;
+    std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+    std::string comm, state;
+    pid_t ppid = 0;
+    int ignored;
+    if (!(stat >> ignored >> comm >> state >> ppid) || ppid != parent) continue;
+    if (ReadFile(absl::StrCat("/proc/", pid, "/cmdline")).find(name) != std::string::npos) out.push_back(pid);
+  }
+  closedir(proc);
+  return out;
+}
+
+TEST(FailureTest, LauncherExitsNonZeroWhenAServerIsKilled) {
+  std::string dir = MakeTempDir("launcher-kill");
+  std::vector<std::string> argv = {BinDir() + "/pstrain-launch", "--servers=2", "--workers=2",
+                                   "--heartbeat_ms=200", "--dead_after_ms=2000"};
+  argv.insert(argv.end(), kLongJob.begin(), kLongJob.end());
+  auto launcher = Child::Start(argv, dir + "/launch.log");
+  ASSERT_TRUE(launcher.ok());
+  std::vector<pid_t> servers;
+  for (int i = 0; i < 600 && servers.size() < 2; ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+    servers = ChildrenNamed(launcher->pid(), "pstrain-server");
+  }
+  ASSERT_EQ(servers.size(), 2u) << launcher->Output();
+  absl::SleepFor(absl::Seconds(3));  // Let training start.
+  kill(servers[0], SIGKILL);
+  absl::StatusOr<int> code = launcher->Wait(absl::Seconds(40));
+  ASSERT_TRUE(code.ok()) << "launcher hangs after a server died:\n" << launcher->Output();
+  EXPECT_NE(*code, 0);
+  EXPECT_THAT(launcher->Output(), HasSubstr("server"));
+  EXPECT_TRUE(ChildrenNamed(launcher->pid(), "pstrain-").empty());
+}
+
+}  // namespace
+}  // namespace pstrain::testing

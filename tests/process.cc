@@ -1,0 +1,112 @@
+#include "tests/process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace pstrain::testing {
+
+std::string BinDir() {
+  const char* dir = std::getenv("PSTRAIN_BIN_DIR");
+  return dir != nullptr ? dir : "build/bin";
+}
+
+absl::StatusOr<Child> Child::Start(const std::vector<std::string>& argv, const std::string& log_path) {
+  int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot create ", log_path, ": ", strerror(errno)));
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
+  if (pid == 0) {
+    // No child outlives a crashed test.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(fd);
+  Child child;
+  child.pid_ = pid;
+  child.log_path_ = log_path;
+  return child;
+}
+
+absl::StatusOr<int> Child::Wait(absl::Duration timeout) {
+  const absl::Time give_up = absl::Now() + timeout;
+  while (!exited_) {
+    int status = 0;
+    pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      exited_ = true;
+      status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      break;
+    }
+    if (absl::Now() > give_up) {
+      return absl::DeadlineExceededError(absl::StrCat("pid ", pid_, " still running after ",
+                                                      absl::FormatDuration(timeout)));
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return status_;
+}
+
+void Child::Kill(int signal) {
+  if (!exited_) kill(pid_, signal);
+}
+
+std::string Child::Output() const { return ReadFile(log_path_); }
+
+absl::StatusOr<RunResult> Run(const std::vector<std::string>& argv, absl::Duration timeout) {
+  static int counter = 0;
+  std::string log = absl::StrCat(::testing::TempDir(), "/run-", getpid(), "-", counter++, ".log");
+  absl::StatusOr<Child> child = Child::Start(argv, log);
+  if (!child.ok()) return child.status();
+  absl::StatusOr<int> code = child->Wait(timeout);
+  if (!code.ok()) {
+    child->Kill(SIGKILL);
+    (void)child->Wait(absl::Seconds(10));
+    return absl::DeadlineExceededError(absl::StrCat(argv[0], " did not finish within ",
+                                                    absl::FormatDuration(timeout), "; output:\n",
+                                                    child->Output()));
+  }
+  return RunResult{*code, child->Output()};
+}
+
+std::string MakeTempDir(const std::string& name) {
+  std::string templ = absl::StrCat(::testing::TempDir(), "/", name, "-XXXXXX");
+  char* dir = mkdtemp(templ.data());
+  return dir != nullptr ? std::string(dir) : ::testing::TempDir();
+}
+
+double JsonNumber(const std::string& json, const std::string& key) {
+  std::regex re("\"" + key + "\"\\s*:\\s*([-+0-9.eE]+)");
+  std::smatch m;
+  if (!std::regex_search(json, m, re)) return std::nan("");
+  return std::stod(m[1].str());
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace pstrain::testing

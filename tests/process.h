@@ -1,0 +1,62 @@
+// Real child processes for integration tests: start a binary, read what it prints, wait for it
+// with a deadline, kill it for real.
+#ifndef PSTRAIN_TESTS_PROCESS_H_
+#define PSTRAIN_TESTS_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace pstrain::testing {
+
+// Directory of the pstrain binaries (the build's bin/), from $PSTRAIN_BIN_DIR set by ctest.
+std::string BinDir();
+
+// A child whose stdout and stderr go to a file, so the test can read them at any time.
+class Child {
+ public:
+  // Starts `argv` (argv[0] is a path). The child dies with the test process.
+  static absl::StatusOr<Child> Start(const std::vector<std::string>& argv, const std::string& log_path);
+
+  pid_t pid() const { return pid_; }
+
+  // Waits up to `timeout` for the child to exit. Returns its exit status (0-255), 128 + signal if a
+  // signal killed it, or DEADLINE_EXCEEDED if it is still running.
+  absl::StatusOr<int> Wait(absl::Duration timeout);
+
+  // Sends `signal` (e.g. SIGKILL).
+  void Kill(int signal);
+
+  // Everything the child printed so far.
+  std::string Output() const;
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_path_;
+  bool exited_ = false;
+  int status_ = 0;
+};
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;
+};
+
+// Runs `argv` to completion (killing it past `timeout`, which is then an error).
+absl::StatusOr<RunResult> Run(const std::vector<std::string>& argv, absl::Duration timeout);
+
+// A fresh directory under the test's temp dir.
+std::string MakeTempDir(const std::string& name);
+
+// Reads the number that follows "\"key\": " in a JSON text; NaN if absent.
+double JsonNumber(const std::string& json, const std::string& key);
+
+std::string ReadFile(const std::string& path);
+
+}  // namespace pstrain::testing
+
+#endif  // PSTRAIN_TESTS_PROCESS_H_

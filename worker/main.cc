@@ -1,0 +1,45 @@
+// pstrain-worker: computes gradients on its share of the data and trains with the parameter servers.
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include "worker/worker_runner.h"
+
+DEFINE_string(scheduler, "", "Scheduler address, host:port (required)");
+DEFINE_string(device, "cpu", "Where to compute: cpu");
+DEFINE_int64(rpc_timeout_ms, 60000, "Deadline of each call to a parameter server");
+DEFINE_int64(startup_timeout_ms, 120000, "How long to wait for the scheduler and the other roles");
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("pstrain-worker --scheduler=HOST:PORT [--device=cpu]");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+  if (FLAGS_scheduler.empty()) {
+    std::cerr << "pstrain-worker: --scheduler=HOST:PORT is required\n";
+    return 2;
+  }
+  if (FLAGS_rpc_timeout_ms <= 0 || FLAGS_startup_timeout_ms <= 0) {
+    std::cerr << "pstrain-worker: --rpc_timeout_ms and --startup_timeout_ms must be > 0\n";
+    return 2;
+  }
+  // A worker has nothing to hand back on SIGTERM yet (that is the churn issue's work): the default
+  // action, ending the process, is what we want. Ignore SIGPIPE from closed log pipes.
+  std::signal(SIGPIPE, SIG_IGN);
+
+  pstrain::worker::WorkerOptions options;
+  options.scheduler_address = FLAGS_scheduler;
+  options.device = FLAGS_device;
+  options.rpc_timeout = absl::Milliseconds(FLAGS_rpc_timeout_ms);
+  options.startup_timeout = absl::Milliseconds(FLAGS_startup_timeout_ms);
+  absl::Status status = pstrain::worker::RunWorker(options);
+  if (!status.ok()) {
+    LOG(ERROR) << "worker failed: " << status;
+    return 1;
+  }
+  LOG(INFO) << "worker done";
+  return 0;
+}

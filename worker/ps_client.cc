@@ -1,0 +1,161 @@
+#include "worker/ps_client.h"
+
+#include <utility>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/blocking_counter.h"
+#include "common/grpc_status.h"
+
+namespace pstrain::worker {
+
+struct PsClient::Call {
+  grpc::ClientContext context;
+  std::string what;
+  Done done;
+};
+
+absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ClusterView& view,
+                                                          absl::Duration rpc_timeout) {
+  std::vector<std::string> addresses;
+  for (int i = 0; i < view.servers_size(); ++i) {
+    if (view.servers(i).rank() != i) {
+      return absl::InvalidArgumentError(absl::StrCat("cluster view: server at position ", i, " has rank ",
+                                                     view.servers(i).rank(), ", expected ", i));
+    }
+    addresses.push_back(view.servers(i).address());
+  }
+  if (addresses.empty()) return absl::InvalidArgumentError("cluster view lists no servers");
+  return std::unique_ptr<PsClient>(new PsClient(std::move(addresses), rpc_timeout));
+}
+
+PsClient::PsClient(std::vector<std::string> addresses, absl::Duration rpc_timeout)
+    : addresses_(std::move(addresses)), rpc_timeout_(rpc_timeout) {
+  for (const std::string& address : addresses_) {
+    grpc::ChannelArguments args;
+    // Tensors can be large: lift gRPC's 4 MiB default on what we receive.
+    args.SetMaxReceiveMessageSize(-1);
+    args.SetMaxSendMessageSize(-1);
+    // A channel of its own per server, not a subchannel shared through the global pool.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    stubs_.push_back(ParameterServer::NewStub(
+        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args)));
+  }
+}
+
+PsClient::~PsClient() {
+  CancelAll("worker shutting down");
+  // Callbacks of cancelled calls still run on gRPC threads; wait until none is left.
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](absl::flat_hash_set<Call*>* calls) { return calls->empty(); }, &in_flight_));
+}
+
+PsClient::Call* PsClient::Begin(int server, const char* what, Done done) {
+  auto call = std::make_unique<Call>();
+  call->what = absl::StrCat(what, " to server ", server, " at ", addresses_[server]);
+  call->context.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_));
+  call->done = std::move(done);
+  {
+    absl::MutexLock lock(&mu_);
+    if (cancelled_.empty()) {
+      Call* raw = call.release();
+      in_flight_.insert(raw);
+      return raw;
+    }
+  }
+  call->done(absl::CancelledError(absl::StrCat(call->what, ": ", cancelled_)));
+  return nullptr;
+}
+
+void PsClient::End(Call* call, const grpc::Status& status) {
+  {
+    absl::MutexLock lock(&mu_);
+    in_flight_.erase(call);
+  }
+  std::unique_ptr<Call> owned(call);
+  owned->done(FromGrpcStatus(status, owned->what));
+}
+
+void PsClient::PullAsync(int server, const PullRequest* request, PullResponse* response, Done done) {
+  Call* call = Begin(server, "pull", std::move(done));
+  if (call == nullptr) return;
+  stubs_[server]->async()->Pull(&call->context, request, response,
+                                [this, call](grpc::Status s) { End(call, s); });
+}
+
+void PsClient::PushAsync(int server, const PushRequest* request, PushResponse* response, Done done) {
+  Call* call = Begin(server, "push", std::move(done));
+  if (call == nullptr) return;
+  stubs_[server]->async()->Push(&call->context, request, response,
+                                [this, call](grpc::Status s) { End(call, s); });
+}
+
+void PsClient::PushPullAsync(int server, const PushRequest* request, PullResponse* response, Done done) {
+  Call* call = Begin(server, "push-pull", std::move(done));
+  if (call == nullptr) return;
+  stubs_[server]->async()->PushPull(&call->context, request, response,
+                                    [this, call](grpc::Status s) { End(call, s); });
+}
+
+void PsClient::FinishEpochAsync(int server, const FinishEpochRequest* request,
+                                FinishEpochResponse* response, Done done) {
+  Call* call = Begin(server, "finish-epoch", std::move(done));
+  if (call == nullptr) return;
+  stubs_[server]->async()->FinishEpoch(&call->context, request, response,
+                                       [this, call](grpc::Status s) { End(call, s); });
+}
+
+template <typename Request, typename Response, typename Start>
+absl::Status PsClient::FanOut(int n, const Request* requests, Response* responses, Start start) {
+  std::vector<absl::Status> results(n);
+  absl::BlockingCounter pending(n);
+  for (int i = 0; i < n; ++i) {
+    start(i, &requests[i], &responses[i], [&results, &pending, i](absl::Status s) {
+      results[i] = std::move(s);
+      pending.DecrementCount();
+    });
+  }
+  pending.Wait();
+  for (absl::Status& s : results) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PsClient::PullAll(const std::vector<PullRequest>& requests,
+                               std::vector<PullResponse>* responses) {
+  responses->resize(requests.size());
+  return FanOut(static_cast<int>(requests.size()), requests.data(), responses->data(),
+                [this](int i, const PullRequest* req, PullResponse* resp, Done done) {
+                  PullAsync(i, req, resp, std::move(done));
+                });
+}
+
+absl::Status PsClient::PushPullAll(const std::vector<PushRequest>& requests,
+                                   std::vector<PullResponse>* responses) {
+  responses->resize(requests.size());
+  return FanOut(static_cast<int>(requests.size()), requests.data(), responses->data(),
+                [this](int i, const PushRequest* req, PullResponse* resp, Done done) {
+                  PushPullAsync(i, req, resp, std::move(done));
+                });
+}
+
+absl::Status PsClient::FinishEpochAll(const FinishEpochRequest& request) {
+  std::vector<FinishEpochRequest> requests(num_servers(), request);
+  std::vector<FinishEpochResponse> responses(num_servers());
+  return FanOut(num_servers(), requests.data(), responses.data(),
+                [this](int i, const FinishEpochRequest* req, FinishEpochResponse* resp, Done done) {
+                  FinishEpochAsync(i, req, resp, std::move(done));
+                });
+}
+
+void PsClient::CancelAll(const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  if (cancelled_.empty()) cancelled_ = reason.empty() ? "cancelled" : reason;
+  // TryCancel makes each call end with CANCELLED through its own callback, which erases it.
+  for (Call* call : in_flight_) call->context.TryCancel();
+}
+
+}  // namespace pstrain::worker

@@ -1,0 +1,81 @@
+// The worker's connection to every parameter server.
+//
+// One gRPC channel per server. Calls are asynchronous underneath (the gRPC callback API), so a
+// fan-out to all servers has every request in flight at once; the *All methods wrap that fan-out
+// into one blocking call that returns when every server has answered.
+#ifndef PSTRAIN_WORKER_PS_CLIENT_H_
+#define PSTRAIN_WORKER_PS_CLIENT_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/cluster.pb.h"
+#include "proto/ps.grpc.pb.h"
+
+namespace grpc {
+class ClientContext;
+}
+
+namespace pstrain::worker {
+
+// Thread-safe.
+class PsClient {
+ public:
+  using Done = std::function<void(absl::Status)>;
+
+  // One channel per server of `view`, in rank order. Every call gets `rpc_timeout` as deadline.
+  static absl::StatusOr<std::unique_ptr<PsClient>> Create(const ClusterView& view,
+                                                         absl::Duration rpc_timeout);
+  ~PsClient();
+
+  int num_servers() const { return static_cast<int>(stubs_.size()); }
+
+  // Start one call; `done` runs once on a gRPC thread when it ends. Errors carry the server's
+  // rank and address. `request` and `response` are borrowed until `done` runs.
+  void PullAsync(int server, const PullRequest* request, PullResponse* response, Done done);
+  void PushAsync(int server, const PushRequest* request, PushResponse* response, Done done);
+  void PushPullAsync(int server, const PushRequest* request, PullResponse* response, Done done);
+  void FinishEpochAsync(int server, const FinishEpochRequest* request, FinishEpochResponse* response,
+                        Done done);
+
+  // Fan-outs: requests[i] goes to server i; blocks until all answered. Returns the first error
+  // (in server order) or OK.
+  absl::Status PullAll(const std::vector<PullRequest>& requests, std::vector<PullResponse>* responses);
+  absl::Status PushPullAll(const std::vector<PushRequest>& requests,
+                           std::vector<PullResponse>* responses);
+  absl::Status FinishEpochAll(const FinishEpochRequest& request);
+
+  // Cancels every call in flight and makes later calls fail at once with CANCELLED `reason`.
+  // Used when the job fails while this worker is parked in a sync step.
+  void CancelAll(const std::string& reason);
+
+ private:
+  struct Call;
+  PsClient(std::vector<std::string> addresses, absl::Duration rpc_timeout);
+
+  // Prepares a call's context and bookkeeping; nullptr (after calling done) if cancelled.
+  Call* Begin(int server, const char* what, Done done);
+  void End(Call* call, const grpc::Status& status);
+
+  template <typename Request, typename Response, typename Start>
+  absl::Status FanOut(int n, const Request* requests, Response* responses, Start start);
+
+  const std::vector<std::string> addresses_;
+  const absl::Duration rpc_timeout_;
+  std::vector<std::unique_ptr<ParameterServer::Stub>> stubs_;
+
+  absl::Mutex mu_;
+  absl::flat_hash_set<Call*> in_flight_ ABSL_GUARDED_BY(mu_);
+  std::string cancelled_ ABSL_GUARDED_BY(mu_);  // Non-empty once CancelAll ran.
+};
+
+}  // namespace pstrain::worker
+
+#endif  // PSTRAIN_WORKER_PS_CLIENT_H_

@@ -1,0 +1,86 @@
+#include "worker/shard_layout.h"
+
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace pstrain::worker {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "tensor bytes travel as little-endian float32");
+
+absl::StatusOr<ShardLayout> ShardLayout::Create(const ShardMap& map, int num_servers,
+                                                const std::vector<model::ParamSpec>& params) {
+  if (map.tensors_size() != static_cast<int>(params.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("shard map has ", map.tensors_size(),
+                                                   " tensors, the model has ", params.size()));
+  }
+  ShardLayout layout;
+  for (int i = 0; i < map.tensors_size(); ++i) {
+    const TensorSpec& t = map.tensors(i);
+    const model::ParamSpec& p = params[i];
+    if (t.id() != i || t.name() != p.name || t.num_elements() != p.num_elements) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shard map tensor ", i, " is '", t.name(), "' with ", t.num_elements(),
+          " elements, the model's is '", p.name, "' with ", p.num_elements));
+    }
+    layout.tensor_names_.push_back(p.name);
+  }
+  layout.per_server_.resize(num_servers);
+  for (const ChunkSpec& c : map.chunks()) {
+    if (c.server_rank() < 0 || c.server_rank() >= num_servers) {
+      return absl::InvalidArgumentError(absl::StrCat("shard map chunk of tensor ", c.tensor_id(),
+                                                     " names server ", c.server_rank(), ", the job has ",
+                                                     num_servers));
+    }
+    if (c.tensor_id() < 0 || c.tensor_id() >= map.tensors_size() || c.offset() < 0 || c.length() <= 0 ||
+        c.offset() + c.length() > params[c.tensor_id()].num_elements) {
+      return absl::InvalidArgumentError(absl::StrCat("shard map chunk (tensor ", c.tensor_id(), ", offset ",
+                                                     c.offset(), ", length ", c.length(),
+                                                     ") lies outside the model"));
+    }
+    layout.per_server_[c.server_rank()].push_back(
+        {c.tensor_id(), c.offset(), c.length(), params[c.tensor_id()].flat_offset + c.offset()});
+  }
+  return layout;
+}
+
+void ShardLayout::FillPush(int server, const float* flat_grad, PushRequest* request) const {
+  const std::vector<ChunkRef>& refs = per_server_[server];
+  // Keep existing chunk messages (and their string capacity) from the previous step.
+  while (request->chunks_size() > static_cast<int>(refs.size())) request->mutable_chunks()->RemoveLast();
+  while (request->chunks_size() < static_cast<int>(refs.size())) request->add_chunks();
+  for (size_t i = 0; i < refs.size(); ++i) {
+    const ChunkRef& ref = refs[i];
+    TensorChunk* chunk = request->mutable_chunks(static_cast<int>(i));
+    chunk->set_tensor_id(ref.tensor_id);
+    chunk->set_offset(ref.offset);
+    chunk->set_length(ref.length);
+    std::string* data = chunk->mutable_data();
+    data->resize(ref.length * sizeof(float));
+    std::memcpy(data->data(), flat_grad + ref.flat_offset, ref.length * sizeof(float));
+  }
+}
+
+absl::Status ShardLayout::ApplyPull(int server, const PullResponse& response, float* flat_weights) const {
+  const std::vector<ChunkRef>& refs = per_server_[server];
+  if (response.chunks_size() != static_cast<int>(refs.size())) {
+    return absl::DataLossError(absl::StrCat("pull from server ", server, ": got ", response.chunks_size(),
+                                            " chunks, expected ", refs.size()));
+  }
+  for (size_t i = 0; i < refs.size(); ++i) {
+    const ChunkRef& ref = refs[i];
+    const TensorChunk& chunk = response.chunks(static_cast<int>(i));
+    if (chunk.tensor_id() != ref.tensor_id || chunk.offset() != ref.offset || chunk.length() != ref.length ||
+        chunk.data().size() != static_cast<size_t>(ref.length) * sizeof(float)) {
+      return absl::DataLossError(absl::StrCat(
+          "pull from server ", server, ": chunk ", i, " is (tensor ", chunk.tensor_id(), ", offset ",
+          chunk.offset(), ", ", chunk.data().size(), " bytes), expected (tensor '",
+          tensor_names_[ref.tensor_id], "', offset ", ref.offset, ", ", ref.length * sizeof(float), " bytes)"));
+    }
+    std::memcpy(flat_weights + ref.flat_offset, chunk.data().data(), chunk.data().size());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pstrain::worker

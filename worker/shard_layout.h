@@ -1,0 +1,56 @@
+// Where each server's chunks live in the worker's flat parameter vector.
+//
+// The worker keeps weights and gradients as one flat float vector in the model's parameter order;
+// the shard map says which (tensor, offset, length) piece each server owns. A ShardLayout turns that
+// into flat offsets once, so a push is one memcpy per chunk out of the flat gradient and a pull one
+// memcpy per chunk into the flat weights.
+#ifndef PSTRAIN_WORKER_SHARD_LAYOUT_H_
+#define PSTRAIN_WORKER_SHARD_LAYOUT_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "model/param_spec.h"
+#include "proto/cluster.pb.h"
+#include "proto/ps.pb.h"
+
+namespace pstrain::worker {
+
+struct ChunkRef {
+  int tensor_id = 0;
+  int64_t offset = 0;       // First element within the tensor.
+  int64_t length = 0;       // Elements.
+  int64_t flat_offset = 0;  // First element within the flat parameter vector.
+};
+
+// Immutable after creation; safe to share between threads.
+class ShardLayout {
+ public:
+  // Checks that the shard map's tensors match the model's parameters (same count, names and sizes)
+  // and that its chunks name servers in [0, num_servers). INVALID_ARGUMENT otherwise, naming the
+  // first mismatch.
+  static absl::StatusOr<ShardLayout> Create(const ShardMap& map, int num_servers,
+                                            const std::vector<model::ParamSpec>& params);
+
+  int num_servers() const { return static_cast<int>(per_server_.size()); }
+  const std::vector<ChunkRef>& chunks(int server) const { return per_server_[server]; }
+
+  // Makes `request` carry the pieces of `flat_grad` that `server` owns, in map order. Reuses the
+  // request's chunk storage, so a request kept across steps allocates nothing in steady state.
+  void FillPush(int server, const float* flat_grad, PushRequest* request) const;
+
+  // Copies the chunks of `response` into `flat_weights`. The response must hold exactly the chunks
+  // the map gives `server`, with the right byte sizes; otherwise DATA_LOSS naming the first mismatch
+  // and `flat_weights` may be partly written (the caller discards them).
+  absl::Status ApplyPull(int server, const PullResponse& response, float* flat_weights) const;
+
+ private:
+  std::vector<std::vector<ChunkRef>> per_server_;
+  std::vector<std::string> tensor_names_;
+};
+
+}  // namespace pstrain::worker
+
+#endif  // PSTRAIN_WORKER_SHARD_LAYOUT_H_

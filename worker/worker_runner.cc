@@ -1,0 +1,108 @@
+#include "worker/worker_runner.h"
+
+#include <memory>
+#include <vector>
+
+#include <glog/logging.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/scheduler_client.h"
+#include "common/status_macros.h"
+#include "data/idx_reader.h"
+#include "model/cpu_backend.h"
+#include "model/mlp.h"
+#include "model/model_file.h"
+#include "worker/ps_client.h"
+#include "worker/trainer.h"
+
+namespace pstrain::worker {
+namespace {
+
+// Holds the first reason the job ended badly, whoever noticed it first.
+class Outcome {
+ public:
+  void Fail(absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    if (first_.ok()) first_ = std::move(status);
+  }
+  absl::Status first() {
+    absl::MutexLock lock(&mu_);
+    return first_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::Status first_ ABSL_GUARDED_BY(mu_);
+};
+
+std::vector<int> LayerSizes(const JobSpec& job, const data::Dataset& train) {
+  std::vector<int> sizes = {static_cast<int>(train.features())};
+  sizes.insert(sizes.end(), job.hidden_sizes().begin(), job.hidden_sizes().end());
+  sizes.push_back(train.num_classes);
+  return sizes;
+}
+
+absl::Status Train(const WorkerOptions& options, SchedulerClient* scheduler, int rank,
+                   const RegisterResponse& registration, Outcome* outcome) {
+  const JobSpec& job = registration.job();
+  ASSIGN_OR_RETURN(ClusterView view, scheduler->WaitUntilRunning(options.startup_timeout));
+  ASSIGN_OR_RETURN(data::Dataset train,
+                   data::LoadFashionMnist(job.data().data_dir(), data::Split::kTrain, job.data().train_limit()));
+  ASSIGN_OR_RETURN(data::Dataset test,
+                   data::LoadFashionMnist(job.data().data_dir(), data::Split::kTest, job.data().test_limit()));
+  std::unique_ptr<model::Backend> backend = model::NewCpuBackend();
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Mlp> model, model::Mlp::Create(LayerSizes(job, train), backend.get()));
+  ASSIGN_OR_RETURN(std::unique_ptr<PsClient> ps, PsClient::Create(view, options.rpc_timeout));
+
+  // From here on, a failed job cancels whatever this worker is waiting for.
+  Heartbeater heartbeater(
+      scheduler, WORKER, rank, absl::Milliseconds(registration.heartbeat_ms()),
+      absl::Milliseconds(registration.dead_after_ms()), [&ps, outcome](absl::Status end) {
+        if (end.ok()) return;
+        outcome->Fail(end);
+        ps->CancelAll(std::string(end.message()));
+      });
+
+  RETURN_IF_ERROR(scheduler->Barrier("servers-ready", BarrierRequest::ALL, WORKER, rank, options.startup_timeout));
+  TrainerOptions trainer_options;
+  trainer_options.rank = rank;
+  trainer_options.job = job;
+  trainer_options.view = view;
+  ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
+                   Trainer::Create(trainer_options, scheduler, ps.get(), model.get(), &train, &test));
+  RETURN_IF_ERROR(trainer->Run());
+  if (rank == 0 && !job.final_model_path().empty()) {
+    RETURN_IF_ERROR(model::WriteModelFile(job.final_model_path(), model->params(), trainer->weights()));
+    LOG(INFO) << "wrote the final model to " << job.final_model_path();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunWorker(const WorkerOptions& options) {
+  if (options.device != "cpu") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device: got '", options.device, "', expected cpu (this build has no CUDA backend)"));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<SchedulerClient> scheduler,
+                   SchedulerClient::Create(options.scheduler_address, absl::Seconds(10)));
+  ASSIGN_OR_RETURN(RegisterResponse registration, scheduler->Register(WORKER, "", options.startup_timeout));
+  const int rank = registration.rank();
+  LOG(INFO) << "registered as worker " << rank << " with the scheduler at " << options.scheduler_address;
+
+  Outcome outcome;
+  absl::Status status = Train(options, scheduler.get(), rank, registration, &outcome);
+  // A failure seen by the heartbeat explains a cancelled call better than the cancellation does.
+  absl::Status cause = outcome.first();
+  if (!status.ok() && !cause.ok()) status = cause;
+  if (!status.ok() && !absl::IsAborted(status)) {
+    // Tell the scheduler so the whole job fails now rather than at the heartbeat timeout.
+    absl::Status reported = scheduler->ReportFailure(WORKER, rank, absl::StrCat("worker ", rank, ": ", status.message()));
+    if (!reported.ok()) VLOG(1) << "could not report the failure: " << reported;
+  }
+  return status;
+}
+
+}  // namespace pstrain::worker

@@ -1,0 +1,35 @@
+// A whole worker process, minus flag parsing: registers with the scheduler, loads its data, builds
+// the model, connects to every server, trains, and reports the end.
+//
+//   Register(WORKER) -> rank, job      WaitUntilRunning -> cluster view
+//   load train/test data, build model, connect to servers
+//   Barrier("servers-ready", ALL)      every server holds its initialised shard
+//   Trainer::Run()                     while a Heartbeater runs beside it
+//
+// If the job fails elsewhere while this worker is parked in a step (a dead peer, a dead server),
+// the heartbeat answer says so and the worker's calls are cancelled, so it never hangs.
+#ifndef PSTRAIN_WORKER_WORKER_RUNNER_H_
+#define PSTRAIN_WORKER_WORKER_RUNNER_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace pstrain::worker {
+
+struct WorkerOptions {
+  std::string scheduler_address;  // host:port
+  // "cpu" only for now.
+  std::string device = "cpu";
+  absl::Duration rpc_timeout = absl::Seconds(60);
+  absl::Duration startup_timeout = absl::Minutes(2);
+};
+
+// Runs the worker to the end of the job. OK when the job finished; otherwise the first error, which
+// is also reported to the scheduler so the job fails promptly.
+absl::Status RunWorker(const WorkerOptions& options);
+
+}  // namespace pstrain::worker
+
+#endif  // PSTRAIN_WORKER_WORKER_RUNNER_H_
