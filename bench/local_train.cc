@@ -9,6 +9,7 @@
 // not loading the files nor evaluating.
 #include <cblas.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -20,8 +21,12 @@
 #include <glog/logging.h>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "data/batch.h"
 #include "data/idx_reader.h"
 #include "data/permutation.h"
@@ -77,9 +82,15 @@ struct Result {
 };
 
 absl::Status Run(Result* result) {
-  if (FLAGS_batch_size < 1) return absl::InvalidArgumentError("--batch_size: expected >= 1");
-  if (FLAGS_epochs < 1) return absl::InvalidArgumentError("--epochs: expected >= 1");
-  if (FLAGS_blas_threads < 1) return absl::InvalidArgumentError("--blas_threads: expected >= 1");
+  if (FLAGS_batch_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--batch_size: got ", FLAGS_batch_size, ", expected >= 1"));
+  }
+  if (FLAGS_epochs < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--epochs: got ", FLAGS_epochs, ", expected >= 1"));
+  }
+  if (FLAGS_blas_threads < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--blas_threads: got ", FLAGS_blas_threads, ", expected >= 1"));
+  }
   openblas_set_num_threads(FLAGS_blas_threads);
 
   absl::StatusOr<data::Dataset> train =
@@ -135,8 +146,10 @@ absl::Status Run(Result* result) {
       (*optimizer)->Apply(step, lr, grad.data(), weights.data());
       ++step;
     }
-    LOG(INFO) << "epoch " << epoch << ": train loss " << stats.loss_sum / stats.samples << ", train accuracy "
-              << static_cast<double>(stats.correct) / stats.samples;
+    if (stats.samples > 0) {
+      LOG(INFO) << "epoch " << epoch << ": train loss " << stats.loss_sum / stats.samples
+                << ", train accuracy " << static_cast<double>(stats.correct) / stats.samples;
+    }
   }
   result->train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result->samples = train->num_samples * FLAGS_epochs;

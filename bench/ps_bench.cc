@@ -14,6 +14,7 @@
 // and PushPull, N otherwise); `payload_bytes` = N. Time is wall-clock per call (latency). Each
 // benchmark runs three times and reports mean, median and stddev; bench/run.sh makes the ratios
 // from the medians.
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>

@@ -1,6 +1,8 @@
 // ParameterStore, part two: the step rules of SYNC, ASYNC and SSP, the aggregation and the
 // optimizer update, and the parking of pulls. Every function here runs under mu_ and only queues
 // callbacks; the public entry points in parameter_store.cc run them after unlocking.
+#include "server/parameter_store.h"
+
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -8,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "server/float_ops.h"
-#include "server/parameter_store.h"
 
 namespace pstrain::server {
 
