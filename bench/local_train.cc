@@ -43,6 +43,8 @@ DEFINE_int32(blas_threads, 1, "OpenBLAS threads (a cluster worker on a shared ma
 DEFINE_string(hidden, "256,128", "Hidden layer widths of the MLP, comma-separated");
 DEFINE_string(optimizer, "adam", "Optimizer: sgd, momentum, nesterov, adam or adagrad");
 DEFINE_double(lr, 0.001, "Learning rate");
+DEFINE_bool(cosine, false, "Cosine learning-rate decay to zero over the run (as --lr_schedule=cosine)");
+DEFINE_int64(warmup_steps, 0, "Linear warm-up steps");
 DEFINE_uint64(seed, 1, "Seed for the initial weights and the epoch permutations (as the cluster's)");
 
 namespace pstrain::bench {
@@ -114,6 +116,8 @@ absl::Status Run(Result* result) {
   if (!type.ok()) return type.status();
   optimizer_options.type = *type;
   optimizer_options.lr = static_cast<float>(FLAGS_lr);
+  if (FLAGS_cosine) optimizer_options.schedule.type = model::LrScheduleOptions::Type::kCosine;
+  optimizer_options.schedule.warmup_steps = FLAGS_warmup_steps;
   absl::StatusOr<std::unique_ptr<model::Optimizer>> optimizer =
       model::Optimizer::Create(optimizer_options, net.num_parameters());
   if (!optimizer.ok()) return optimizer.status();
@@ -127,6 +131,7 @@ absl::Status Run(Result* result) {
   std::vector<float> x(static_cast<size_t>(batch * train->features()));
   std::vector<int32_t> labels(static_cast<size_t>(batch));
 
+  const int64_t total_steps = FLAGS_epochs * ((train->num_samples + batch - 1) / batch);
   const auto start = std::chrono::steady_clock::now();
   int64_t step = 0;
   for (int epoch = 0; epoch < FLAGS_epochs; ++epoch) {
@@ -142,7 +147,7 @@ absl::Status Run(Result* result) {
         return s;
       }
       const float lr = model::ScheduledLearningRate(optimizer_options.lr, optimizer_options.schedule,
-                                                    step, /*total_steps=*/0);
+                                                    step, total_steps);
       (*optimizer)->Apply(step, lr, grad.data(), weights.data());
       ++step;
     }

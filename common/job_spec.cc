@@ -57,7 +57,7 @@ void ApplyJobDefaults(JobSpec* job) {
   }
   if (job->data().data_dir().empty()) job->mutable_data()->set_data_dir(kDefaultDataDir);
   if (job->mode() == MODE_UNSPECIFIED) job->set_mode(SYNC);
-  if (job->batch_size() == 0) job->set_batch_size(64);
+  if (job->batch_size() == 0) job->set_batch_size(256);
   if (job->epochs() == 0) job->set_epochs(10);
   if (job->seed() == 0) job->set_seed(1);
   if (job->num_servers() == 0) job->set_num_servers(2);
@@ -70,7 +70,7 @@ void ApplyJobDefaults(JobSpec* job) {
   if (opt->type() == OptimizerSpec::TYPE_UNSPECIFIED) opt->set_type(OptimizerSpec::ADAM);
   if (!opt->has_lr()) {
     switch (opt->type()) {
-      case OptimizerSpec::ADAM: opt->set_lr(0.001f); break;
+      case OptimizerSpec::ADAM: opt->set_lr(0.002f); break;
       case OptimizerSpec::ADAGRAD: opt->set_lr(0.01f); break;
       default: opt->set_lr(0.05f); break;
     }
@@ -80,7 +80,7 @@ void ApplyJobDefaults(JobSpec* job) {
   if (!opt->has_beta2()) opt->set_beta2(0.999f);
   if (!opt->has_epsilon()) opt->set_epsilon(opt->type() == OptimizerSpec::ADAGRAD ? 1e-10f : 1e-8f);
   LrSchedule* schedule = opt->mutable_schedule();
-  if (schedule->type() == LrSchedule::TYPE_UNSPECIFIED) schedule->set_type(LrSchedule::CONSTANT);
+  if (schedule->type() == LrSchedule::TYPE_UNSPECIFIED) schedule->set_type(LrSchedule::COSINE);
   if (!schedule->has_gamma()) schedule->set_gamma(0.1f);
 }
 

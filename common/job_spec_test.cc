@@ -33,7 +33,9 @@ TEST(JobSpecTest, DefaultsDescribeTheDemoJob) {
   EXPECT_EQ(job.num_servers(), 2);
   EXPECT_EQ(job.num_workers(), 2);
   EXPECT_EQ(job.optimizer().type(), OptimizerSpec::ADAM);
-  EXPECT_FLOAT_EQ(job.optimizer().lr(), 0.001f);
+  EXPECT_FLOAT_EQ(job.optimizer().lr(), 0.002f);
+  EXPECT_EQ(job.optimizer().schedule().type(), LrSchedule::COSINE);
+  EXPECT_EQ(job.batch_size(), 256);
   EXPECT_EQ(job.data().data_dir(), kDefaultDataDir);
 }
 

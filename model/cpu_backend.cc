@@ -8,6 +8,8 @@
 #include <cstring>
 #include <vector>
 
+#include <glog/logging.h>
+
 #include "absl/strings/str_cat.h"
 
 namespace pstrain {
@@ -124,6 +126,11 @@ class CpuBackend : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> NewCpuBackend() { return std::make_unique<CpuBackend>(); }
+
+void SetCpuThreads(int threads) {
+  CHECK_GE(threads, 1);
+  openblas_set_num_threads(threads);
+}
 
 }  // namespace model
 }  // namespace pstrain

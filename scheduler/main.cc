@@ -10,6 +10,7 @@
 
 #include "common/job_flags.h"
 #include "common/job_spec.h"
+#include "common/malloc_tuning.h"
 #include "glog/logging.h"
 #include "scheduler/scheduler_runner.h"
 
@@ -22,6 +23,7 @@ DEFINE_int64(dead_after_ms, 3000, "A role silent this long is dead and fails the
 DEFINE_int64(startup_timeout_ms, 300000, "The job fails if not every role registers within this, ms");
 
 int main(int argc, char** argv) {
+  pstrain::KeepFreedMemoryForReuse();
   gflags::SetUsageMessage("pstrain-scheduler --servers=2 --workers=2 [job flags]");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   FLAGS_logtostderr = 1;

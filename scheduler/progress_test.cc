@@ -239,7 +239,7 @@ TEST(ProgressTest, SummaryJsonParsesAndHoldsTheNumbers) {
   EXPECT_TRUE(Contains(json, "\"wall_seconds\": 4,")) << json;
   EXPECT_TRUE(Contains(json, "\"mode\": \"sync\"")) << json;
   EXPECT_TRUE(Contains(json, "\"job\": {")) << json;
-  EXPECT_TRUE(Contains(json, "\"batch_size\":64")) << json;
+  EXPECT_TRUE(Contains(json, "\"batch_size\":256")) << json;
   EXPECT_TRUE(Contains(json, "\"failure\": null")) << json;
 }
 

@@ -65,6 +65,7 @@ ParameterStore::Options MakeOptions(Mode mode, int num_workers, ShardMap map = O
   options.job.set_mode(mode);
   options.job.set_seed(7);
   options.job.mutable_optimizer()->set_type(OptimizerSpec::SGD);
+  options.job.mutable_optimizer()->mutable_schedule()->set_type(LrSchedule::CONSTANT);
   options.job.mutable_optimizer()->set_lr(kLr);
   options.shard_map = std::move(map);
   options.num_workers = num_workers;

@@ -6,14 +6,19 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include "common/malloc_tuning.h"
+
+#include "model/cpu_backend.h"
 #include "worker/worker_runner.h"
 
 DEFINE_string(scheduler, "", "Scheduler address, host:port (required)");
 DEFINE_string(device, "cpu", "Where to compute: cpu");
+DEFINE_int32(blas_threads, 1, "OpenBLAS threads for the CPU backend (1 suits several roles per machine)");
 DEFINE_int64(rpc_timeout_ms, 60000, "Deadline of each call to a parameter server");
 DEFINE_int64(startup_timeout_ms, 120000, "How long to wait for the scheduler and the other roles");
 
 int main(int argc, char** argv) {
+  pstrain::KeepFreedMemoryForReuse();
   gflags::SetUsageMessage("pstrain-worker --scheduler=HOST:PORT [--device=cpu]");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   FLAGS_logtostderr = true;
@@ -22,6 +27,11 @@ int main(int argc, char** argv) {
     std::cerr << "pstrain-worker: --scheduler=HOST:PORT is required\n";
     return 2;
   }
+  if (FLAGS_blas_threads < 1) {
+    std::cerr << "pstrain-worker: --blas_threads: got " << FLAGS_blas_threads << ", expected >= 1\n";
+    return 2;
+  }
+  pstrain::model::SetCpuThreads(FLAGS_blas_threads);
   if (FLAGS_rpc_timeout_ms <= 0 || FLAGS_startup_timeout_ms <= 0) {
     std::cerr << "pstrain-worker: --rpc_timeout_ms and --startup_timeout_ms must be > 0\n";
     return 2;

@@ -1,0 +1,18 @@
+// Allocator settings for pstrain's binaries.
+//
+// By default glibc serves every block of 128 KiB or more with a fresh mmap and hands freed memory
+// at the top of the heap back to the kernel, so each RPC that carries a tensor pays hundreds of page
+// faults per MiB. Measured on our 2-core machines, keeping that memory raised end-to-end training
+// throughput by about a third. Call once at the start of main(), before any thread starts.
+#ifndef PSTRAIN_COMMON_MALLOC_TUNING_H_
+#define PSTRAIN_COMMON_MALLOC_TUNING_H_
+
+namespace pstrain {
+
+// Raises the mmap threshold to glibc's maximum (32 MiB) and stops trimming the heap below 1 GiB.
+// Returns false if glibc refused a setting (harmless: only speed is at stake).
+bool KeepFreedMemoryForReuse();
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_COMMON_MALLOC_TUNING_H_
