@@ -11,6 +11,7 @@
 #include "common/job_flags.h"
 #include "common/job_spec.h"
 #include "common/malloc_tuning.h"
+#include "common/stop_signals.h"
 #include "glog/logging.h"
 #include "scheduler/scheduler_runner.h"
 
@@ -49,27 +50,12 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  // SIGINT/SIGTERM are blocked in every thread (gRPC's inherit the mask) and taken by sigwait on
-  // one thread, which may then call Stop() safely. SIGUSR1 ends that thread after Run().
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGUSR1);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   pstrain::scheduler::SchedulerRunner* r = runner->get();
-  std::thread signal_thread([&signals, r] {
-    for (;;) {
-      int sig = 0;
-      if (sigwait(&signals, &sig) != 0 || sig == SIGUSR1) return;
-      LOG(WARNING) << "signal " << sig << ": stopping";
-      r->Stop();
-    }
-  });
-
-  const absl::Status status = r->Run();
-  pthread_kill(signal_thread.native_handle(), SIGUSR1);
-  signal_thread.join();
+  absl::Status status;
+  {
+    pstrain::StopSignals signals([r] { r->Stop(); });
+    status = r->Run();
+  }
   if (!status.ok()) {
     LOG(ERROR) << "pstrain-scheduler: " << status;
     return 1;

@@ -15,6 +15,7 @@
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "common/malloc_tuning.h"
+#include "common/stop_signals.h"
 #include "server/server_runner.h"
 
 DEFINE_string(scheduler, "", "host:port of the scheduler (required)");
@@ -50,28 +51,12 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  // Signals are taken by one thread with sigwait, so no work happens in a handler. They are
-  // blocked before any other thread starts, so every thread inherits the mask. SIGUSR1 only tells
-  // that thread to leave once Run is over.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGUSR1);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  pstrain::server::ServerRunner* runner_ptr = runner->get();
-  std::thread signal_thread([&signals, runner_ptr] {
-    int signal = 0;
-    while (sigwait(&signals, &signal) == 0) {
-      if (signal == SIGUSR1) return;
-      LOG(INFO) << "signal " << signal << ": stopping";
-      runner_ptr->Stop();
-    }
-  });
-
-  absl::Status status = (*runner)->Run();
-  pthread_kill(signal_thread.native_handle(), SIGUSR1);
-  signal_thread.join();
+  absl::Status status;
+  {
+    pstrain::server::ServerRunner* r = runner->get();
+    pstrain::StopSignals signals([r] { r->Stop(); });
+    status = r->Run();
+  }
   if (!status.ok()) {
     LOG(ERROR) << "pstrain-server: " << status;
     return 1;
