@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/malloc_tuning.h"
 #include "bench/bench_store.h"
 #include "server/float_ops.h"
 #include "server/parameter_store.h"
@@ -126,6 +127,7 @@ void RegisterAll() {
 }  // namespace pstrain::bench
 
 int main(int argc, char** argv) {
+  pstrain::KeepFreedMemoryForReuse();  // As the server binary does.
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
   FLAGS_minloglevel = google::GLOG_WARNING;  // every store logs its creation at INFO

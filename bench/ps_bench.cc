@@ -26,6 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "common/malloc_tuning.h"
 #include "bench/bench_store.h"
 #include "bench/echo.grpc.pb.h"
 #include "bench/echo_service.h"
@@ -240,6 +241,19 @@ void RegisterAll() {
 }  // namespace pstrain::bench
 
 int main(int argc, char** argv) {
+  // Like the role binaries, keep freed memory for reuse, unless --glibc_default_malloc asks for
+  // glibc's defaults (to show what the setting buys).
+  bool tune_malloc = true;
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--glibc_default_malloc") {
+      tune_malloc = false;
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  argc = kept;
+  if (tune_malloc) pstrain::KeepFreedMemoryForReuse();
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
   // Every benchmark creates a store, which logs at INFO; keep the report readable.

@@ -10,7 +10,7 @@
 #                    256, duplicates dropped)
 #   E2E_TRAIN_LIMIT  use only the first N training samples end to end (default 0: all 60000)
 #   SKIP_E2E=1       skip the end-to-end runs
-#   SKIP_TUNED_MALLOC=1  skip the second ps_bench pass with glibc's mmap threshold raised
+#   SKIP_DEFAULT_MALLOC=1  skip the second ps_bench pass with glibc's default malloc settings
 # Raw outputs are kept in a temporary folder whose name is printed at the end.
 set -euo pipefail
 
@@ -26,15 +26,12 @@ for b in ps_bench aggregation_bench local_train; do
 done
 OUT="$(mktemp -d -t pstrain-bench.XXXXXX)"
 NPROC="$(nproc)"
-# glibc serves blocks >= 128 KiB with fresh mmaps (page faults on every touch, munmap on free);
-# these settings keep them in the heap instead. Used only for the second ps_bench pass.
-TUNED_MALLOC=(MALLOC_MMAP_THRESHOLD_=268435456 MALLOC_TRIM_THRESHOLD_=1073741824)
 
-# Runs benchmark binary $1 writing JSON to $2; extra environment in the remaining arguments.
+# Runs benchmark binary $1 writing JSON to $2; the remaining arguments go to the binary.
 run_bench() {
   local bin="$1" json="$2"
   shift 2
-  if ! env "$@" "$BIN/$bin" --benchmark_out="$json" --benchmark_out_format=json > "${json%.json}.txt" 2>&1; then
+  if ! "$BIN/$bin" "$@" --benchmark_out="$json" --benchmark_out_format=json > "${json%.json}.txt" 2>&1; then
     echo "**$bin failed:**"; echo '```'; tail -20 "${json%.json}.txt"; echo '```'
     return 1
   fi
@@ -48,11 +45,12 @@ echo "- Load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo
 
-# (a) gRPC: parameter server vs echo, as the binaries run today, then with the allocator tuned.
-run_bench ps_bench "$OUT/ps_bench.json" && $REPORT ps "$OUT/ps_bench.json" --title "default glibc malloc"
-if [[ "${SKIP_TUNED_MALLOC:-0}" != 1 ]]; then
-  run_bench ps_bench "$OUT/ps_bench_tuned.json" "${TUNED_MALLOC[@]}" &&
-    $REPORT ps "$OUT/ps_bench_tuned.json" --title "${TUNED_MALLOC[*]}"
+# (a) gRPC: parameter server vs echo, with malloc set up as the role binaries do it, then with
+# glibc's defaults (fresh mmaps for every block >= 128 KiB) to show what that setting buys.
+run_bench ps_bench "$OUT/ps_bench.json" && $REPORT ps "$OUT/ps_bench.json" --title "malloc as in the binaries"
+if [[ "${SKIP_DEFAULT_MALLOC:-0}" != 1 ]]; then
+  run_bench ps_bench "$OUT/ps_bench_glibc.json" --glibc_default_malloc &&
+    $REPORT ps "$OUT/ps_bench_glibc.json" --title "glibc default malloc"
 fi
 
 # (b) aggregation vs memcpy.

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/barriers.h"
 #include "common/job_spec.h"
 #include "glog/logging.h"
 
@@ -107,7 +108,6 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
                 << membership_.epoch() << ")";
       if (state_ == WAITING_FOR_ROLES && membership_.complete()) {
         state_ = RUNNING;
-        progress_.Start(Now());
         LOG(INFO) << "every role registered; job RUNNING";
         released.swap(view_waiters_);
         view = ViewLocked();
@@ -174,6 +174,17 @@ void Scheduler::Barrier(const BarrierRequest& request, BarrierSet::Done done) {
   }
   VLOG(1) << "barrier '" << request.name() << "': " << RoleName(role) << " " << request.rank()
           << " entered (" << count << " participants)";
+  if (request.name() == kServersReadyBarrier) {
+    // Training starts when this barrier opens; throughput and ETA are measured from then, not
+    // from registration (workers load their data in between).
+    done = [this, done = std::move(done)](absl::Status status) {
+      if (status.ok()) {
+        absl::MutexLock lock(&mu_);
+        progress_.Start(Now());
+      }
+      done(std::move(status));
+    };
+  }
   // Entered without mu_: if the job ends meanwhile, FailAll answers this entry too.
   barriers_.Enter(request.name(), count, absl::StrCat(RoleName(role), " ", request.rank()),
                   std::move(done));

@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/barriers.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 
@@ -138,7 +139,7 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   service->SetStore(store->get());
 
   if (stopped()) return absl::OkStatus();
-  RETURN_IF_ERROR(client->Barrier("servers-ready", BarrierRequest::ALL, SERVER, rank, options_.startup_timeout));
+  RETURN_IF_ERROR(client->Barrier(kServersReadyBarrier, BarrierRequest::ALL, SERVER, rank, options_.startup_timeout));
   LOG(INFO) << "server " << rank << " serving " << view.workers_size() << " workers";
 
   const absl::Duration interval =

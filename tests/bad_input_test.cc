@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/barriers.h"
 #include "common/scheduler_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -55,7 +56,7 @@ class BadInputTest : public ::testing::Test {
     auto view = client_->WaitUntilRunning(absl::Seconds(30));
     ASSERT_TRUE(view.ok()) << view.status();
     view_ = *view;
-    ASSERT_TRUE(client_->Barrier("servers-ready", BarrierRequest::ALL, WORKER, 0, absl::Seconds(30)).ok());
+    ASSERT_TRUE(client_->Barrier(kServersReadyBarrier, BarrierRequest::ALL, WORKER, 0, absl::Seconds(30)).ok());
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(-1);
     stub_ = ParameterServer::NewStub(grpc::CreateCustomChannel(view_.servers(0).address(),

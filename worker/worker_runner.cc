@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/barriers.h"
 #include "common/scheduler_client.h"
 #include "common/status_macros.h"
 #include "data/idx_reader.h"
@@ -64,7 +65,7 @@ absl::Status Train(const WorkerOptions& options, SchedulerClient* scheduler, int
         ps->CancelAll(std::string(end.message()));
       });
 
-  RETURN_IF_ERROR(scheduler->Barrier("servers-ready", BarrierRequest::ALL, WORKER, rank, options.startup_timeout));
+  RETURN_IF_ERROR(scheduler->Barrier(kServersReadyBarrier, BarrierRequest::ALL, WORKER, rank, options.startup_timeout));
   TrainerOptions trainer_options;
   trainer_options.rank = rank;
   trainer_options.job = job;
