@@ -42,8 +42,8 @@ DEFINE_int64(test_limit, 0, "Use only the first N test samples (0: all)");
 DEFINE_int32(blas_threads, 1, "OpenBLAS threads (a cluster worker on a shared machine gets about one core)");
 DEFINE_string(hidden, "256,128", "Hidden layer widths of the MLP, comma-separated");
 DEFINE_string(optimizer, "adam", "Optimizer: sgd, momentum, nesterov, adam or adagrad");
-DEFINE_double(lr, 0.001, "Learning rate");
-DEFINE_bool(cosine, false, "Cosine learning-rate decay to zero over the run (as --lr_schedule=cosine)");
+DEFINE_double(lr, 0.002, "Learning rate (the demo job's default)");
+DEFINE_bool(cosine, true, "Cosine learning-rate decay to zero over the run, as the demo job does");
 DEFINE_int64(warmup_steps, 0, "Linear warm-up steps");
 DEFINE_uint64(seed, 1, "Seed for the initial weights and the epoch permutations (as the cluster's)");
 

@@ -74,7 +74,7 @@ TRAIN_LIMIT="${E2E_TRAIN_LIMIT:-0}"
 
 echo "### (c) End to end: 2 servers x 2 workers (SYNC) vs one process"
 echo
-echo "1 epoch of Fashion-MNIST (train_limit=$TRAIN_LIMIT, 0 = all), MLP 784-256-128-10, Adam lr 1e-3."
+echo "1 epoch of Fashion-MNIST (train_limit=$TRAIN_LIMIT, 0 = all), MLP 784-256-128-10, Adam lr 0.002 with cosine decay (the demo's optimizer) on both sides."
 echo "Cluster: \`pstrain-launch --servers=2 --workers=2 --mode=sync --epochs=1 --eval_last_epoch_only\`,"
 echo "samples/s from its summary JSON. Single process: \`local_train\` at the same global batch"
 echo "(2 x per-worker batch), training time only. Ratio = cluster / single process."
