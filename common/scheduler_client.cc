@@ -1,10 +1,13 @@
 #include "common/scheduler_client.h"
 
+#include <unistd.h>
+
 #include <utility>
 
 #include <glog/logging.h>
 #include <grpcpp/grpcpp.h>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 
@@ -17,6 +20,14 @@ absl::string_view RoleName(Role role) {
     case WORKER: return "worker";
     default: return "role";
   }
+}
+
+// Host name, process id and a random number: unique per process, also across restarts that reuse
+// a pid.
+std::string MakeInstanceId() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return absl::StrCat(host, "/", getpid(), "/", absl::Hex(absl::Uniform<uint64_t>(absl::BitGen())));
 }
 
 }  // namespace
@@ -33,6 +44,7 @@ absl::StatusOr<std::unique_ptr<SchedulerClient>> SchedulerClient::Create(const s
 SchedulerClient::SchedulerClient(std::string address, absl::Duration rpc_timeout)
     : address_(std::move(address)),
       rpc_timeout_(rpc_timeout),
+      instance_id_(MakeInstanceId()),
       stub_(Scheduler::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()))) {}
 
 std::string SchedulerClient::Prepare(grpc::ClientContext* context, absl::string_view what,
@@ -46,6 +58,7 @@ absl::StatusOr<RegisterResponse> SchedulerClient::Register(Role role, const std:
   RegisterRequest request;
   request.set_role(role);
   request.set_address(address);
+  request.set_instance_id(instance_id_);
   const absl::Time give_up = absl::Now() + timeout;
   absl::Duration backoff = absl::Milliseconds(50);
   while (true) {

@@ -61,6 +61,8 @@ class SchedulerClient {
 
   const std::string address_;
   const absl::Duration rpc_timeout_;
+  // Sent with Register so that a retried registration keeps its rank (proto/scheduler.proto).
+  const std::string instance_id_;
   const std::unique_ptr<Scheduler::Stub> stub_;
 };
 

@@ -34,7 +34,8 @@ int Membership::Capacity(Role role) const {
   return role == SERVER ? options_.num_servers : options_.num_workers;
 }
 
-absl::StatusOr<int> Membership::Register(Role role, const std::string& address, absl::Time now) {
+absl::StatusOr<int> Membership::Register(Role role, const std::string& address,
+                                         const std::string& instance_id, absl::Time now) {
   std::vector<Member>* members = MembersOf(role);
   if (members == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("register: got ", RoleName(role),
@@ -43,17 +44,17 @@ absl::StatusOr<int> Membership::Register(Role role, const std::string& address, 
   if (role == SERVER && address.empty()) {
     return absl::InvalidArgumentError("register server: empty address, expected host:port");
   }
-  if (!address.empty()) {
-    for (int rank = 0; rank < static_cast<int>(members->size()); ++rank) {
-      if ((*members)[rank].address == address) return rank;
-    }
+  for (int rank = 0; rank < static_cast<int>(members->size()); ++rank) {
+    const Member& m = (*members)[rank];
+    if (!instance_id.empty() && m.instance_id == instance_id) return rank;
+    if (!address.empty() && m.address == address) return rank;
   }
   if (static_cast<int>(members->size()) >= Capacity(role)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "register ", RoleName(role), " at '", address, "': job already has ", Capacity(role), " ",
         RoleName(role), "s"));
   }
-  members->push_back(Member{address, now, now, false});
+  members->push_back(Member{address, instance_id, now, now, false});
   ++epoch_;
   return static_cast<int>(members->size()) - 1;
 }

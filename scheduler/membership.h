@@ -1,8 +1,9 @@
 // Who takes part in the job: registration, ranks, the cluster view and liveness.
 //
 // Ranks are handed out per role in order of registration (0..n-1). Registering the same
-// (role, address) again returns the same rank, so a role may retry Register safely. A worker with
-// an empty address cannot be told apart from another one and always gets a fresh rank.
+// (role, instance id) or the same non-empty (role, address) again returns the same rank, so a role
+// may retry Register safely. A worker with neither cannot be told apart from another one and always
+// gets a fresh rank.
 //
 // The membership epoch starts at 1 (nobody registered) and is bumped by every change of the member
 // set; today that is each new registration, later also a death or a replacement (churn). Servers
@@ -50,11 +51,16 @@ class Membership {
 
   explicit Membership(Options options);
 
-  // Registers a role listening at `address` at time `now` and returns its rank.
-  // INVALID_ARGUMENT for a role other than SERVER or WORKER, or a server without an address;
-  // FAILED_PRECONDITION "job already has 2 workers" when every slot of the role is taken by
-  // another address.
-  absl::StatusOr<int> Register(Role role, const std::string& address, absl::Time now);
+  // Registers the process `instance_id` (may be empty) of a role listening at `address` at time
+  // `now` and returns its rank. INVALID_ARGUMENT for a role other than SERVER or WORKER, or a server
+  // without an address; FAILED_PRECONDITION "job already has 2 workers" when every slot of the role
+  // is taken by another process.
+  absl::StatusOr<int> Register(Role role, const std::string& address, const std::string& instance_id,
+                               absl::Time now);
+  // The same without an instance id.
+  absl::StatusOr<int> Register(Role role, const std::string& address, absl::Time now) {
+    return Register(role, address, "", now);
+  }
 
   // Records a heartbeat; from now on the member is watched. FAILED_PRECONDITION when (role, rank)
   // is not registered.
@@ -86,6 +92,7 @@ class Membership {
  private:
   struct Member {
     std::string address;
+    std::string instance_id;
     absl::Time registered;
     // Meaningful once `heard` is set.
     absl::Time last_heartbeat;

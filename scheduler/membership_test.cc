@@ -45,6 +45,17 @@ TEST(MembershipTest, WorkersWithoutAddressGetFreshRanks) {
   EXPECT_EQ(*m.Register(WORKER, "", kT0), 1);
 }
 
+TEST(MembershipTest, RetriedRegistrationOfOneProcessKeepsItsRank) {
+  Membership m(TwoAndTwo());
+  EXPECT_EQ(*m.Register(WORKER, "", "host/17/abc", kT0), 0);
+  EXPECT_EQ(*m.Register(WORKER, "", "host/17/abc", kT0), 0);  // The retry of a lost answer.
+  EXPECT_EQ(*m.Register(WORKER, "", "host/18/def", kT0), 1);
+  // Both slots are taken by distinct processes; a third is refused, a retry is still answered.
+  EXPECT_EQ(m.Register(WORKER, "", "host/19/xyz", kT0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(*m.Register(WORKER, "", "host/18/def", kT0), 1);
+}
+
 TEST(MembershipTest, TooManyIsFailedPrecondition) {
   Membership m(TwoAndTwo());
   ASSERT_TRUE(m.Register(WORKER, "a:1", kT0).ok());

@@ -98,7 +98,7 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
     if (state_ == FAILED) return JobFailedError();
     const int before = membership_.num_registered(request.role());
     // Once FINISHED every slot is taken, so only a re-registration succeeds.
-    absl::StatusOr<int> rank = membership_.Register(request.role(), request.address(), Now());
+    absl::StatusOr<int> rank = membership_.Register(request.role(), request.address(), request.instance_id(), Now());
     if (!rank.ok()) return rank.status();
     if (membership_.num_registered(request.role()) > before) {
       LOG(INFO) << "registered " << membership_.Describe(request.role(), *rank) << " ("

@@ -20,7 +20,13 @@ namespace pstrain::testing {
 
 std::string BinDir() {
   const char* dir = std::getenv("PSTRAIN_BIN_DIR");
-  return dir != nullptr ? dir : "build/bin";
+  if (dir != nullptr) return dir;
+  // Run by hand: tests live in BUILD/tests, the binaries in BUILD/bin.
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return "build/bin";
+  std::string path(self, n);
+  return path.substr(0, path.rfind('/')) + "/../bin";
 }
 
 absl::StatusOr<Child> Child::Start(const std::vector<std::string>& argv, const std::string& log_path) {

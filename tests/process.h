@@ -13,7 +13,8 @@
 
 namespace pstrain::testing {
 
-// Directory of the pstrain binaries (the build's bin/), from $PSTRAIN_BIN_DIR set by ctest.
+// Directory of the pstrain binaries: $PSTRAIN_BIN_DIR (ctest sets it), else the bin/ beside the
+// test's own folder in the build tree.
 std::string BinDir();
 
 // A child whose stdout and stderr go to a file, so the test can read them at any time.
