@@ -39,6 +39,8 @@ DEFINE_int32(lease_batches, 4, "async/ssp: batches per work lease");
 DEFINE_int64(max_chunk_bytes, 4 << 20, "Largest tensor chunk in the shard map, bytes");
 DEFINE_string(final_model, "", "Where worker 0 writes the trained model (empty: not written)");
 DEFINE_bool(eval_last_epoch_only, false, "Evaluate only after the last epoch");
+DEFINE_string(checkpoint_dir, "", "Where servers write checkpoints of their shards (empty: none)");
+DEFINE_int64(checkpoint_every_steps, 0, "Checkpoint every this many steps (0: never)");
 
 namespace pstrain {
 namespace {
@@ -51,7 +53,7 @@ const char* const kJobFlags[] = {
     "momentum",     "beta1",          "beta2",         "epsilon",      "weight_decay",
     "lr_schedule",  "warmup_steps",   "lr_step_size",  "lr_gamma",     "lr_min_factor",
     "allow_nonfinite_gradients", "lease_batches", "max_chunk_bytes", "final_model",
-    "eval_last_epoch_only"};
+    "eval_last_epoch_only", "checkpoint_dir", "checkpoint_every_steps"};
 
 bool Given(const char* name) {
   gflags::CommandLineFlagInfo info;
@@ -111,6 +113,8 @@ absl::Status ApplyFlags(JobSpec* job) {
   if (Given("max_chunk_bytes")) job->set_max_chunk_bytes(FLAGS_max_chunk_bytes);
   if (Given("final_model")) job->set_final_model_path(FLAGS_final_model);
   if (Given("eval_last_epoch_only")) job->set_eval_last_epoch_only(FLAGS_eval_last_epoch_only);
+  if (Given("checkpoint_dir")) job->set_checkpoint_dir(FLAGS_checkpoint_dir);
+  if (Given("checkpoint_every_steps")) job->set_checkpoint_every_steps(FLAGS_checkpoint_every_steps);
   return absl::OkStatus();
 }
 

@@ -101,6 +101,12 @@ absl::Status ValidateJobSpec(const JobSpec& job) {
   if (job.max_chunk_bytes() < 4 || job.max_chunk_bytes() % 4 != 0) {
     return Invalid("max_chunk_bytes", absl::StrCat(job.max_chunk_bytes()), "a positive multiple of 4");
   }
+  if (job.checkpoint_every_steps() < 0) {
+    return Invalid("checkpoint_every_steps", absl::StrCat(job.checkpoint_every_steps()), ">= 0");
+  }
+  if (job.checkpoint_every_steps() > 0 && job.checkpoint_dir().empty()) {
+    return Invalid("checkpoint_dir", "''", "a folder when checkpoint_every_steps > 0");
+  }
   if (job.data().train_limit() < 0) return Invalid("data.train_limit", absl::StrCat(job.data().train_limit()), ">= 0");
   if (job.data().test_limit() < 0) return Invalid("data.test_limit", absl::StrCat(job.data().test_limit()), ">= 0");
   if (job.mode() == MODE_UNSPECIFIED || !Mode_IsValid(job.mode())) {
