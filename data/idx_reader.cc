@@ -242,24 +242,36 @@ absl::StatusOr<std::string> ResolveIdxPath(const std::string& dir, const std::st
       absl::StrCat(gz, ": cannot open: ", std::strerror(ENOENT), " (also tried ", plain, ")"));
 }
 
-}  // namespace
+// An image file and a label file, opened, with both headers read and checked against each other.
+struct IdxPair {
+  InputFile images;
+  ImageHeader header;
+  InputFile labels;
+  int64_t label_count = 0;
+};
 
-absl::StatusOr<Dataset> ReadIdxPair(const std::string& images_path, const std::string& labels_path,
-                                    int64_t limit) {
+absl::StatusOr<IdxPair> OpenIdxPair(const std::string& images_path, const std::string& labels_path) {
   // Both headers come first so that a bad labels file is reported before 47 MB are inflated.
   ASSIGN_OR_RETURN(InputFile images, InputFile::Open(images_path));
   ASSIGN_OR_RETURN(const ImageHeader header, ReadImageHeader(images));
   ASSIGN_OR_RETURN(InputFile labels, InputFile::Open(labels_path));
   ASSIGN_OR_RETURN(const int64_t label_count, ReadLabelHeader(labels));
   RETURN_IF_ERROR(CheckCountsMatch(images, header.count, labels, label_count));
+  return IdxPair{std::move(images), header, std::move(labels), label_count};
+}
 
+}  // namespace
+
+absl::StatusOr<Dataset> ReadIdxPair(const std::string& images_path, const std::string& labels_path,
+                                    int64_t limit) {
+  ASSIGN_OR_RETURN(IdxPair pair, OpenIdxPair(images_path, labels_path));
   Dataset data;
-  data.num_samples = Kept(header.count, limit);
-  data.rows = header.rows;
-  data.cols = header.cols;
+  data.num_samples = Kept(pair.header.count, limit);
+  data.rows = pair.header.rows;
+  data.cols = pair.header.cols;
   data.num_classes = kNumClasses;
-  ASSIGN_OR_RETURN(data.images, ReadPixels(images, header, data.num_samples));
-  ASSIGN_OR_RETURN(data.labels, ReadLabels(labels, label_count, data.num_samples));
+  ASSIGN_OR_RETURN(data.images, ReadPixels(pair.images, pair.header, data.num_samples));
+  ASSIGN_OR_RETURN(data.labels, ReadLabels(pair.labels, pair.label_count, data.num_samples));
   return data;
 }
 
@@ -281,16 +293,11 @@ absl::StatusOr<DatasetInfo> ReadDatasetInfo(const std::string& data_dir, Split s
                                             int64_t limit) {
   ASSIGN_OR_RETURN(const std::string images_path, ResolveIdxPath(data_dir, IdxImagesName(split)));
   ASSIGN_OR_RETURN(const std::string labels_path, ResolveIdxPath(data_dir, IdxLabelsName(split)));
-  ASSIGN_OR_RETURN(InputFile images, InputFile::Open(images_path));
-  ASSIGN_OR_RETURN(const ImageHeader header, ReadImageHeader(images));
-  ASSIGN_OR_RETURN(InputFile labels, InputFile::Open(labels_path));
-  ASSIGN_OR_RETURN(const int64_t label_count, ReadLabelHeader(labels));
-  RETURN_IF_ERROR(CheckCountsMatch(images, header.count, labels, label_count));
-
+  ASSIGN_OR_RETURN(const IdxPair pair, OpenIdxPair(images_path, labels_path));
   DatasetInfo info;
-  info.num_samples = Kept(header.count, limit);
-  info.rows = header.rows;
-  info.cols = header.cols;
+  info.num_samples = Kept(pair.header.count, limit);
+  info.rows = pair.header.rows;
+  info.cols = pair.header.cols;
   info.num_classes = kNumClasses;
   return info;
 }

@@ -15,6 +15,7 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include "common/binary_init.h"
 #include "common/job_flags.h"
 #include "launch/launcher.h"
 
@@ -36,10 +37,7 @@ std::string OwnDir() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("Runs a pstrain job as a local cluster of child processes");
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
+  pstrain::InitBinary("Runs a pstrain job as a local cluster of child processes", &argc, &argv);
 
   if (argc > 1) {
     fprintf(stderr, "pstrain-launch: unexpected argument '%s' (flags are --name=value)\n", argv[1]);

@@ -8,9 +8,9 @@
 #include <iostream>
 #include <thread>
 
+#include "common/binary_init.h"
 #include "common/job_flags.h"
 #include "common/job_spec.h"
-#include "common/malloc_tuning.h"
 #include "common/stop_signals.h"
 #include "glog/logging.h"
 #include "scheduler/scheduler_runner.h"
@@ -24,11 +24,7 @@ DEFINE_int64(dead_after_ms, 3000, "A role silent this long is dead and fails the
 DEFINE_int64(startup_timeout_ms, 300000, "The job fails if not every role registers within this, ms");
 
 int main(int argc, char** argv) {
-  pstrain::KeepFreedMemoryForReuse();
-  gflags::SetUsageMessage("pstrain-scheduler --servers=2 --workers=2 [job flags]");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  FLAGS_logtostderr = 1;
-  google::InitGoogleLogging(argv[0]);
+  pstrain::InitBinary("pstrain-scheduler --servers=2 --workers=2 [job flags]", &argc, &argv);
 
   absl::StatusOr<pstrain::JobSpec> job = pstrain::JobSpecFromFlags();
   if (!job.ok()) {

@@ -14,7 +14,7 @@
 #include "absl/time/time.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
-#include "common/malloc_tuning.h"
+#include "common/binary_init.h"
 #include "common/stop_signals.h"
 #include "server/server_runner.h"
 
@@ -25,11 +25,7 @@ DEFINE_int64(rpc_timeout_ms, 30000, "deadline of each scheduler rpc, millisecond
 DEFINE_int64(startup_timeout_ms, 120000, "bound on each startup phase (register, wait for the job), milliseconds");
 
 int main(int argc, char** argv) {
-  pstrain::KeepFreedMemoryForReuse();
-  gflags::SetUsageMessage("pstrain parameter server: pstrain-server --scheduler=HOST:PORT");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  FLAGS_logtostderr = 1;
-  google::InitGoogleLogging(argv[0]);
+  pstrain::InitBinary("pstrain parameter server: pstrain-server --scheduler=HOST:PORT", &argc, &argv);
 
   if (FLAGS_scheduler.empty()) {
     std::cerr << "pstrain-server: --scheduler=HOST:PORT is required\n";

@@ -6,8 +6,8 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
-#include "common/malloc_tuning.h"
 
+#include "common/binary_init.h"
 #include "model/cpu_backend.h"
 #include "worker/worker_runner.h"
 
@@ -18,11 +18,7 @@ DEFINE_int64(rpc_timeout_ms, 60000, "Deadline of each call to a parameter server
 DEFINE_int64(startup_timeout_ms, 120000, "How long to wait for the scheduler and the other roles");
 
 int main(int argc, char** argv) {
-  pstrain::KeepFreedMemoryForReuse();
-  gflags::SetUsageMessage("pstrain-worker --scheduler=HOST:PORT [--device=cpu]");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
+  pstrain::InitBinary("pstrain-worker --scheduler=HOST:PORT [--device=cpu]", &argc, &argv);
   if (FLAGS_scheduler.empty()) {
     std::cerr << "pstrain-worker: --scheduler=HOST:PORT is required\n";
     return 2;
