@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/job_spec.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -92,18 +96,24 @@ absl::StatusOr<std::unique_ptr<ParameterStore>> ParameterStore::Create(const Opt
     optimizers.push_back(std::move(optimizer));
   }
 
+  // The state-vector count depends only on the optimizer type; a server with no chunk still
+  // records it, so its checkpoints match those of any other server of the job.
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Optimizer> probe, model::Optimizer::Create(optimizer_options, 0));
+
   Options effective = options;
   effective.job = std::move(job);
   LOG(INFO) << "server " << options.rank << ": " << chunks.size() << " chunks, " << total
             << " floats; mode " << ModeName(EffectiveMode(effective.job.mode())) << ", "
             << options.num_workers << " workers, membership epoch " << options.membership_epoch;
-  return std::unique_ptr<ParameterStore>(new ParameterStore(
-      effective, std::move(chunks), std::move(names), std::move(weights), std::move(optimizers)));
+  return std::unique_ptr<ParameterStore>(
+      new ParameterStore(effective, std::move(chunks), std::move(names), std::move(weights),
+                         std::move(optimizers), probe->num_state_vectors(), LayoutFingerprint(map, options.rank)));
 }
 
 ParameterStore::ParameterStore(const Options& options, std::vector<Chunk> chunks,
                                std::vector<std::string> names, std::vector<float> weights,
-                               std::vector<std::unique_ptr<model::Optimizer>> optimizers)
+                               std::vector<std::unique_ptr<model::Optimizer>> optimizers,
+                               int num_state_vectors, uint64_t layout_fingerprint)
     : rank_(options.rank),
       mode_(EffectiveMode(options.job.mode())),
       staleness_(options.job.staleness()),
@@ -116,6 +126,10 @@ ParameterStore::ParameterStore(const Options& options, std::vector<Chunk> chunks
       chunks_(std::move(chunks)),
       tensor_names_(std::move(names)),
       total_elements_(static_cast<int64_t>(weights.size())),
+      num_state_vectors_(num_state_vectors),
+      layout_fingerprint_(layout_fingerprint),
+      checkpoint_dir_(options.job.checkpoint_dir()),
+      checkpoint_every_(options.job.checkpoint_every_steps()),
       weights_(std::move(weights)),
       optimizers_(std::move(optimizers)),
       has_last_push_(num_workers_, false),
@@ -245,19 +259,23 @@ void ParameterStore::Pull(const PullRequest& req, PullResponse* resp, Done done)
 void ParameterStore::Push(const PushRequest& req, PushResponse* resp, Done done) {
   absl::Status status = ValidatePush(req);
   Completions out;
+  std::optional<ShardCheckpoint> due;
   if (status.ok()) {
     absl::MutexLock lock(&mu_);
     status = CheckLive("push", req.worker_rank(), req.membership_epoch());
     if (status.ok()) status = PushLocked(req, &out);
     if (status.ok()) resp->set_step(step_);
+    due.swap(due_checkpoint_);
   }
   out.push_back({std::move(done), std::move(status)});
   Run(&out);
+  if (due) WriteCheckpointFile(*due);
 }
 
 void ParameterStore::PushPull(const PushRequest& req, PullResponse* resp, Done done) {
   absl::Status status = ValidatePush(req);
   Completions out;
+  std::optional<ShardCheckpoint> due;
   if (status.ok()) {
     absl::MutexLock lock(&mu_);
     status = CheckLive("push", req.worker_rank(), req.membership_epoch());
@@ -265,9 +283,11 @@ void ParameterStore::PushPull(const PushRequest& req, PullResponse* resp, Done d
     if (status.ok()) {
       PullLocked(req.worker_rank(), req.step() + 1, req.data_epoch(), resp, std::move(done), &out);
     }
+    due.swap(due_checkpoint_);
   }
   if (!status.ok()) out.push_back({std::move(done), std::move(status)});
   Run(&out);
+  if (due) WriteCheckpointFile(*due);
 }
 
 absl::Status ParameterStore::FinishEpoch(const FinishEpochRequest& req) {
@@ -327,6 +347,115 @@ std::vector<TensorChunk> ParameterStore::Snapshot() const {
     out[i].set_data(reinterpret_cast<const char*>(weights_.data() + c.base), 4 * c.length);
   }
   return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checkpoints.
+
+absl::StatusOr<ShardCheckpoint> ParameterStore::Checkpoint() const {
+  absl::MutexLock lock(&mu_);
+  return CheckpointLocked();
+}
+
+absl::Status ParameterStore::ValidateCheckpoint(const ShardCheckpoint& ckpt) const {
+  const std::string what = absl::StrCat("restoring server ", rank_, " from a checkpoint of step ", ckpt.step);
+  if (ckpt.rank != rank_) {
+    return absl::FailedPreconditionError(absl::StrCat(what, ": the checkpoint is server ", ckpt.rank, "'s"));
+  }
+  if (ckpt.step < 0) return absl::InvalidArgumentError(absl::StrCat(what, ": negative step"));
+  if (ckpt.chunks.size() != chunks_.size()) {
+    return absl::FailedPreconditionError(absl::StrCat(what, ": it has ", ckpt.chunks.size(),
+                                                      " chunks, this server owns ", chunks_.size()));
+  }
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    const ChunkSpec& got = ckpt.chunks[i];
+    const Chunk& want = chunks_[i];
+    if (got.tensor_id() != want.tensor_id || got.offset() != want.offset || got.length() != want.length) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, ": chunk ", i, " is tensor ", got.tensor_id(), " [", got.offset(), ", ",
+          got.offset() + got.length(), "), expected tensor '", tensor_names_[want.tensor_id], "' [",
+          want.offset, ", ", want.offset + want.length, ")"));
+    }
+  }
+  if (ckpt.layout_fingerprint != layout_fingerprint_) {
+    return absl::FailedPreconditionError(absl::StrCat(what, ": layout fingerprint ", ckpt.layout_fingerprint,
+                                                      ", this server's is ", layout_fingerprint_,
+                                                      " (the model's tensors differ)"));
+  }
+  if (ckpt.num_state_vectors != num_state_vectors_) {
+    return absl::FailedPreconditionError(absl::StrCat(what, ": ", ckpt.num_state_vectors,
+                                                      " optimizer state vectors, this server's optimizer has ",
+                                                      num_state_vectors_));
+  }
+  if (static_cast<int64_t>(ckpt.weights.size()) != total_elements_) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", ckpt.weights.size(), " weights, expected ",
+                                                   total_elements_));
+  }
+  if (static_cast<int>(ckpt.state.size()) != num_state_vectors_) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", ckpt.state.size(), " state vectors, expected ",
+                                                   num_state_vectors_));
+  }
+  for (size_t s = 0; s < ckpt.state.size(); ++s) {
+    if (static_cast<int64_t>(ckpt.state[s].size()) != total_elements_) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": state vector ", s, " has ", ckpt.state[s].size(),
+                                                     " floats, expected ", total_elements_));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParameterStore::Restore(const ShardCheckpoint& ckpt) {
+  RETURN_IF_ERROR(ValidateCheckpoint(ckpt));
+  Completions out;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return absl::UnavailableError(absl::StrCat("server ", rank_, " shutting down"));
+    if (mode_ == SYNC && num_pushed_ > 0) {
+      return absl::FailedPreconditionError(absl::StrCat("restoring server ", rank_, " to step ", ckpt.step, ": ",
+                                                        num_pushed_, " of ", num_workers_,
+                                                        " workers already pushed step ", step_));
+    }
+    std::copy(ckpt.weights.begin(), ckpt.weights.end(), weights_.begin());
+    for (size_t i = 0; i < chunks_.size(); ++i) {
+      const Chunk& c = chunks_[i];
+      for (int s = 0; s < num_state_vectors_; ++s) {
+        const float* src = ckpt.state[s].data() + c.base;
+        std::copy(src, src + c.length, optimizers_[i]->state_vector(s).begin());
+      }
+    }
+    step_ = ckpt.step;
+    std::fill(has_last_push_.begin(), has_last_push_.end(), false);
+    ReleaseReadyLocked(&out);
+  }
+  LOG(INFO) << "server " << rank_ << ": restored step " << ckpt.step << " from a checkpoint";
+  Run(&out);
+  return absl::OkStatus();
+}
+
+void ParameterStore::WriteCheckpointFile(const ShardCheckpoint& ckpt) {
+  constexpr size_t kKeep = 2;
+  absl::MutexLock lock(&write_mu_);
+  const std::string path = CheckpointPath(checkpoint_dir_, rank_, ckpt.step);
+  const absl::Time start = absl::Now();
+  std::error_code ignored;  // a folder that cannot be made fails the write below, which says why
+  std::filesystem::create_directories(checkpoint_dir_, ignored);
+  const absl::Status status = WriteCheckpoint(path, ckpt);
+  if (!status.ok()) {
+    LOG(ERROR) << "server " << rank_ << ": checkpoint of step " << ckpt.step << " to '" << path
+               << "' failed: " << status;
+    return;
+  }
+  LOG(INFO) << "server " << rank_ << ": wrote checkpoint '" << path << "' (step " << ckpt.step << ", "
+            << CheckpointFileSize(ckpt) << " bytes, " << absl::ToInt64Milliseconds(absl::Now() - start)
+            << " ms)";
+  const std::vector<int64_t> steps = ListCheckpointSteps(checkpoint_dir_, rank_);
+  for (size_t i = 0; i + kKeep < steps.size(); ++i) {
+    const std::string old = CheckpointPath(checkpoint_dir_, rank_, steps[i]);
+    std::error_code ec;
+    if (!std::filesystem::remove(old, ec) && ec) {
+      LOG(WARNING) << "server " << rank_ << ": cannot remove old checkpoint '" << old << "': " << ec.message();
+    }
+  }
 }
 
 void ParameterStore::Run(Completions* completions) {

@@ -19,6 +19,13 @@
 //   the current data epoch; Pull(step = c) waits until every worker that has not finished the epoch
 //   has clock >= c - K. A request with a newer data_epoch starts that epoch (all clocks 0).
 //
+// Checkpoints (JobSpec.checkpoint_dir, checkpoint_every_steps = N > 0): the update that makes the
+// step a multiple of N (SYNC: every server at the same step, so one step's files form a consistent
+// cut; ASYNC/SSP: every N updates) copies weights and optimizer state under the lock; the public
+// call that made it writes the file (server/checkpoint.h) after unlocking and answering its
+// callbacks, so no request waits on the disk. Each server keeps its 2 newest files; a failed
+// write is logged and does not fail the push.
+//
 // Cost: the SYNC aggregation and optimizer run on the thread of the push that completes the step,
 // under the store's lock; buffers are allocated once in Create, so steady state allocates only the
 // response messages. Non-finite checks run before the lock is taken.
@@ -31,6 +38,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +51,7 @@
 #include "proto/cluster.pb.h"
 #include "proto/job.pb.h"
 #include "proto/ps.pb.h"
+#include "server/checkpoint.h"
 
 namespace pstrain::server {
 
@@ -52,7 +61,7 @@ class ParameterStore {
     // This server's rank; it owns the shard map's chunks with server_rank == rank.
     int rank = 0;
     // The job (defaults are applied again in Create, so a raw spec is fine). Uses mode, staleness,
-    // optimizer, allow_nonfinite_gradients and seed.
+    // optimizer, allow_nonfinite_gradients, seed, checkpoint_dir and checkpoint_every_steps.
     JobSpec job;
     ShardMap shard_map;
     // Workers that push; ranks are 0..num_workers-1. Must be >= 1.
@@ -121,6 +130,21 @@ class ParameterStore {
   // length little-endian floats). For tests and checkpoints.
   std::vector<TensorChunk> Snapshot() const;
 
+  // A copy, taken under the lock, of everything a restarted server needs: step, weights and every
+  // chunk optimizer's state vectors, with the layout fingerprint. Parked requests and gradients
+  // stored for an unfinished SYNC step are not part of it (workers push them again). Always OK
+  // today. Does not block on disk; copies the shard.
+  absl::StatusOr<ShardCheckpoint> Checkpoint() const;
+
+  // Installs the weights, optimizer state and step of `ckpt`, then answers parked pulls that the
+  // new step satisfies; retry memory is cleared (pushes from before the restore are not retries).
+  // Mode and membership epoch in `ckpt` are informational and not compared. On error nothing
+  // changes: FAILED_PRECONDITION when `ckpt` belongs to another server (rank), layout (chunk list,
+  // fingerprint) or optimizer (state-vector count), or when a SYNC push is pending for the current
+  // step; INVALID_ARGUMENT when `ckpt` is inconsistent in itself (vector sizes, negative step);
+  // UNAVAILABLE when shutting down.
+  absl::Status Restore(const ShardCheckpoint& ckpt);
+
  private:
   // One chunk this server owns; constant after Create.
   struct Chunk {
@@ -147,7 +171,8 @@ class ParameterStore {
   using Completions = absl::InlinedVector<Completion, 4>;
 
   ParameterStore(const Options& options, std::vector<Chunk> chunks, std::vector<std::string> names,
-                 std::vector<float> weights, std::vector<std::unique_ptr<model::Optimizer>> optimizers);
+                 std::vector<float> weights, std::vector<std::unique_ptr<model::Optimizer>> optimizers,
+                 int num_state_vectors, uint64_t layout_fingerprint);
 
   // Checks everything that does not depend on mutable state; the caller holds no lock.
   absl::Status ValidatePush(const PushRequest& req) const;
@@ -182,6 +207,15 @@ class ParameterStore {
   void CopyGradient(const PushRequest& req, float* dst) const;
   void FillResponseLocked(PullResponse* resp) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
+  // Checks a checkpoint against the constant layout; the caller holds no lock.
+  absl::Status ValidateCheckpoint(const ShardCheckpoint& ckpt) const;
+  ShardCheckpoint CheckpointLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // After step_ advanced: takes a snapshot into due_checkpoint_ when a checkpoint is due.
+  void MaybeSnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes `ckpt` and prunes this server's older files; logs the outcome. Blocks on disk under
+  // write_mu_ only, so pushes proceed meanwhile.
+  void WriteCheckpointFile(const ShardCheckpoint& ckpt) ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
+
   static void Run(Completions* completions);
 
   // Constant after construction.
@@ -197,6 +231,10 @@ class ParameterStore {
   const std::vector<Chunk> chunks_;
   const std::vector<std::string> tensor_names_;  // by tensor id
   const int64_t total_elements_;
+  const int num_state_vectors_;  // per chunk optimizer, the same for all
+  const uint64_t layout_fingerprint_;
+  const std::string checkpoint_dir_;
+  const int64_t checkpoint_every_;  // 0: no automatic checkpoints
 
   mutable absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
@@ -219,6 +257,13 @@ class ParameterStore {
   int32_t data_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<int64_t> clocks_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> finished_ ABSL_GUARDED_BY(mu_);
+  // A snapshot due for writing: set by the update that made it due, taken by the same public call
+  // before it unlocks, so it is empty whenever mu_ is free.
+  std::optional<ShardCheckpoint> due_checkpoint_ ABSL_GUARDED_BY(mu_);
+
+  // Serializes checkpoint writes and pruning (concurrent pushes may each have one to write).
+  // Never held together with mu_.
+  absl::Mutex write_mu_;
 };
 
 }  // namespace pstrain::server

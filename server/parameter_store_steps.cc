@@ -1,6 +1,7 @@
 // ParameterStore, part two: the step rules of SYNC, ASYNC and SSP, the aggregation and the
-// optimizer update, and the parking of pulls. Every function here runs under mu_ and only queues
-// callbacks; the public entry points in parameter_store.cc run them after unlocking.
+// optimizer update, the parking of pulls, and checkpoint snapshots. Every function here runs under
+// mu_ and only queues callbacks or snapshots; the public entry points in parameter_store.cc run and
+// write them after unlocking.
 #include "server/parameter_store.h"
 
 #include <algorithm>
@@ -70,6 +71,7 @@ void ParameterStore::ApplySyncStepLocked() {
     ApplyGradientLocked(sum_.data());
   }
   ++step_;
+  MaybeSnapshotLocked();
   std::fill(pushed_.begin(), pushed_.end(), false);
   std::fill(samples_.begin(), samples_.end(), 0);
   num_pushed_ = 0;
@@ -90,6 +92,7 @@ absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, Completions
     CopyGradient(req, sum_.data());
     ApplyGradientLocked(sum_.data());
     ++step_;
+    MaybeSnapshotLocked();
   }
   has_last_push_[r] = true;
   last_push_step_[r] = req.step();
@@ -176,6 +179,35 @@ void ParameterStore::ReleaseReadyLocked(Completions* out) {
     out->push_back({std::move(it->done), absl::OkStatus()});
   }
   waiters_.erase(ready_end, waiters_.end());
+}
+
+ShardCheckpoint ParameterStore::CheckpointLocked() const {
+  ShardCheckpoint ckpt;
+  ckpt.rank = rank_;
+  ckpt.step = step_;
+  ckpt.mode = mode_;
+  ckpt.membership_epoch = membership_epoch_;
+  ckpt.layout_fingerprint = layout_fingerprint_;
+  ckpt.num_state_vectors = num_state_vectors_;
+  ckpt.weights = weights_;
+  ckpt.state.assign(num_state_vectors_, std::vector<float>(total_elements_));
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    const Chunk& c = chunks_[i];
+    ChunkSpec& spec = ckpt.chunks.emplace_back();
+    spec.set_tensor_id(c.tensor_id);
+    spec.set_offset(c.offset);
+    spec.set_length(c.length);
+    spec.set_server_rank(rank_);
+    for (int s = 0; s < num_state_vectors_; ++s) {
+      const absl::Span<const float> v = optimizers_[i]->state_vector(s);
+      std::copy(v.begin(), v.end(), ckpt.state[s].begin() + c.base);
+    }
+  }
+  return ckpt;
+}
+
+void ParameterStore::MaybeSnapshotLocked() {
+  if (checkpoint_every_ > 0 && step_ % checkpoint_every_ == 0) due_checkpoint_ = CheckpointLocked();
 }
 
 void ParameterStore::FillResponseLocked(PullResponse* resp) const {

@@ -1,0 +1,446 @@
+#include "server/checkpoint.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/string_view.h"
+#include "common/status_macros.h"
+
+namespace pstrain::server {
+namespace {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoints store little-endian values");
+static_assert(sizeof(float) == 4, "checkpoints store IEEE-754 float32");
+
+constexpr size_t kMagicSize = 8;
+constexpr size_t kFixedHeaderSize = 48;  // magic through chunk count
+constexpr size_t kChunkEntrySize = 20;
+constexpr uint32_t kMaxStateVectors = 16;  // Adam has 2; guards against garbage headers
+
+absl::Status ErrnoStatus(int err, absl::string_view what) {
+  const std::string message = absl::StrCat(what, ": ", std::strerror(err));
+  switch (err) {
+    case ENOENT:
+      return absl::NotFoundError(message);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(message);
+    case ENOSPC:
+    case EDQUOT:
+      return absl::ResourceExhaustedError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+template <typename T>
+void Append(T v, std::string* out) {
+  char bytes[sizeof(T)];
+  std::memcpy(bytes, &v, sizeof(T));
+  out->append(bytes, sizeof(T));
+}
+
+template <typename T>
+T Load(const unsigned char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+uint32_t Crc(uint32_t crc, const void* data, size_t size) {
+  // zlib's crc32 takes a uInt length; feed large buffers in pieces.
+  const auto* p = static_cast<const unsigned char*>(data);
+  while (size > 0) {
+    const uInt piece = static_cast<uInt>(std::min<size_t>(size, 1u << 30));
+    crc = static_cast<uint32_t>(crc32(crc, p, piece));
+    p += piece;
+    size -= piece;
+  }
+  return crc;
+}
+
+uint32_t InitialCrc() { return static_cast<uint32_t>(crc32(0, Z_NULL, 0)); }
+
+// Writes to an fd, retrying short writes and EINTR, and keeps the CRC of what it wrote.
+class CrcWriter {
+ public:
+  CrcWriter(int fd, const std::string& path) : fd_(fd), path_(path) {}
+
+  absl::Status Write(const void* data, size_t size) {
+    crc_ = Crc(crc_, data, size);
+    return WriteRaw(data, size);
+  }
+  // The CRC of everything written so far, which ends the file.
+  absl::Status WriteCrc() {
+    std::string trailer;
+    Append<uint32_t>(crc_, &trailer);
+    return WriteRaw(trailer.data(), trailer.size());
+  }
+
+ private:
+  absl::Status WriteRaw(const void* data, size_t size) {
+    const char* p = static_cast<const char*>(data);
+    while (size > 0) {
+      const ssize_t n = ::write(fd_, p, size);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoStatus(errno, absl::StrCat("writing checkpoint '", path_, "'"));
+      }
+      p += n;
+      size -= static_cast<size_t>(n);
+    }
+    return absl::OkStatus();
+  }
+
+  const int fd_;
+  const std::string& path_;
+  uint32_t crc_ = InitialCrc();
+};
+
+int64_t TotalLength(const ShardCheckpoint& ckpt) {
+  int64_t total = 0;
+  for (const ChunkSpec& c : ckpt.chunks) total += c.length();
+  return total;
+}
+
+absl::Status CheckShape(const std::string& path, const ShardCheckpoint& ckpt) {
+  const std::string where = absl::StrCat("checkpoint '", path, "'");
+  int64_t total = 0;
+  for (size_t i = 0; i < ckpt.chunks.size(); ++i) {
+    if (ckpt.chunks[i].length() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": chunk ", i, " has length ", ckpt.chunks[i].length(), ", expected >= 0"));
+    }
+    total += ckpt.chunks[i].length();
+  }
+  if (static_cast<int64_t>(ckpt.weights.size()) != total) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": got ", ckpt.weights.size(),
+                                                   " weights, expected ", total, " for ",
+                                                   ckpt.chunks.size(), " chunks"));
+  }
+  if (ckpt.num_state_vectors < 0 || static_cast<int>(ckpt.state.size()) != ckpt.num_state_vectors) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": got ", ckpt.state.size(),
+                                                   " state vectors, num_state_vectors is ",
+                                                   ckpt.num_state_vectors));
+  }
+  for (size_t s = 0; s < ckpt.state.size(); ++s) {
+    if (static_cast<int64_t>(ckpt.state[s].size()) != total) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": state vector ", s, " has ",
+                                                     ckpt.state[s].size(), " floats, expected ", total));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string EncodeHeader(const ShardCheckpoint& ckpt) {
+  std::string header(kCheckpointMagic, kMagicSize);
+  Append<uint32_t>(kCheckpointVersion, &header);
+  Append<int32_t>(ckpt.rank, &header);
+  Append<int64_t>(ckpt.step, &header);
+  Append<int32_t>(ckpt.mode, &header);
+  Append<int64_t>(ckpt.membership_epoch, &header);
+  Append<uint64_t>(ckpt.layout_fingerprint, &header);
+  Append<uint32_t>(static_cast<uint32_t>(ckpt.chunks.size()), &header);
+  for (const ChunkSpec& c : ckpt.chunks) {
+    Append<int32_t>(c.tensor_id(), &header);
+    Append<int64_t>(c.offset(), &header);
+    Append<int64_t>(c.length(), &header);
+  }
+  Append<uint32_t>(static_cast<uint32_t>(ckpt.num_state_vectors), &header);
+  return header;
+}
+
+absl::Status WriteContents(int fd, const std::string& path, const ShardCheckpoint& ckpt) {
+  CrcWriter writer(fd, path);
+  const std::string header = EncodeHeader(ckpt);
+  RETURN_IF_ERROR(writer.Write(header.data(), header.size()));
+  int64_t base = 0;
+  for (const ChunkSpec& c : ckpt.chunks) {
+    const size_t bytes = 4 * static_cast<size_t>(c.length());
+    RETURN_IF_ERROR(writer.Write(ckpt.weights.data() + base, bytes));
+    for (const std::vector<float>& s : ckpt.state) RETURN_IF_ERROR(writer.Write(s.data() + base, bytes));
+    base += c.length();
+  }
+  return writer.WriteCrc();
+}
+
+std::string DirectoryOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("opening checkpoint '", path, "'"));
+  std::string contents;
+  char buffer[1 << 16];
+  while (true) {
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      return ErrnoStatus(err, absl::StrCat("reading checkpoint '", path, "'"));
+    }
+    if (n == 0) break;
+    contents.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return contents;
+}
+
+bool AllDigits(absl::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return absl::ascii_isdigit(c); });
+}
+
+// Parses "server-<rank>-step-<step>.ckpt"; false for any other name (temporary files included).
+bool ParseCheckpointName(absl::string_view name, int* rank, int64_t* step) {
+  if (!absl::ConsumePrefix(&name, "server-") || !absl::ConsumeSuffix(&name, ".ckpt")) return false;
+  const size_t sep = name.find("-step-");
+  if (sep == absl::string_view::npos) return false;
+  const absl::string_view rank_text = name.substr(0, sep);
+  const absl::string_view step_text = name.substr(sep + 6);
+  return AllDigits(rank_text) && AllDigits(step_text) && absl::SimpleAtoi(rank_text, rank) &&
+         absl::SimpleAtoi(step_text, step);
+}
+
+// Calls fn(rank, step) for every checkpoint file name in `dir`; false when it cannot be listed.
+template <typename Fn>
+bool ForEachCheckpoint(const std::string& dir, Fn fn) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return false;
+  while (const dirent* entry = ::readdir(d)) {
+    int rank = 0;
+    int64_t step = 0;
+    if (ParseCheckpointName(entry->d_name, &rank, &step)) fn(rank, step);
+  }
+  ::closedir(d);
+  return true;
+}
+
+// FNV-1a, 64 bits: simple, and unlike absl::Hash the same in every process.
+class Fnv1a {
+ public:
+  template <typename T>
+  void Add(T v) {
+    unsigned char bytes[sizeof(T)];
+    std::memcpy(bytes, &v, sizeof(T));
+    AddBytes(bytes, sizeof(T));
+  }
+  void AddString(absl::string_view s) {
+    Add<uint64_t>(s.size());
+    AddBytes(s.data(), s.size());
+  }
+  uint64_t value() const { return h_; }
+
+ private:
+  void AddBytes(const void* data, size_t size) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < size; ++i) h_ = (h_ ^ p[i]) * 0x100000001b3ull;
+  }
+  uint64_t h_ = 0xcbf29ce484222325ull;
+};
+
+}  // namespace
+
+std::string CheckpointPath(const std::string& dir, int rank, int64_t step) {
+  return absl::StrFormat("%s/server-%d-step-%010d.ckpt", dir, rank, step);
+}
+
+uint64_t LayoutFingerprint(const ShardMap& map, int rank) {
+  Fnv1a h;
+  h.Add<uint64_t>(map.tensors_size());
+  for (const TensorSpec& t : map.tensors()) {
+    h.Add<int32_t>(t.id());
+    h.AddString(t.name());
+    h.Add<uint64_t>(t.shape_size());
+    for (int64_t d : t.shape()) h.Add<int64_t>(d);
+  }
+  std::vector<const ChunkSpec*> mine;
+  for (const ChunkSpec& c : map.chunks()) {
+    if (c.server_rank() == rank) mine.push_back(&c);
+  }
+  std::sort(mine.begin(), mine.end(), [](const ChunkSpec* a, const ChunkSpec* b) {
+    return std::make_pair(a->tensor_id(), a->offset()) < std::make_pair(b->tensor_id(), b->offset());
+  });
+  h.Add<uint64_t>(mine.size());
+  for (const ChunkSpec* c : mine) {
+    h.Add<int32_t>(c->tensor_id());
+    h.Add<int64_t>(c->offset());
+    h.Add<int64_t>(c->length());
+  }
+  return h.value();
+}
+
+int64_t CheckpointFileSize(const ShardCheckpoint& ckpt) {
+  return static_cast<int64_t>(kFixedHeaderSize + kChunkEntrySize * ckpt.chunks.size() + 4) +
+         4 * TotalLength(ckpt) * (1 + ckpt.num_state_vectors) + 4;
+}
+
+absl::Status WriteCheckpoint(const std::string& path, const ShardCheckpoint& ckpt) {
+  RETURN_IF_ERROR(CheckShape(path, ckpt));
+  // A fixed temporary name is safe: only server `rank` writes files of its rank, one at a time.
+  const std::string temp = path + ".tmp";
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("creating checkpoint '", temp, "'"));
+  absl::Status status = WriteContents(fd, path, ckpt);
+  if (status.ok() && ::fsync(fd) != 0) {
+    status = ErrnoStatus(errno, absl::StrCat("fsync of checkpoint '", temp, "'"));
+  }
+  if (::close(fd) != 0 && status.ok()) {
+    status = ErrnoStatus(errno, absl::StrCat("closing checkpoint '", temp, "'"));
+  }
+  if (status.ok() && ::rename(temp.c_str(), path.c_str()) != 0) {
+    status = ErrnoStatus(errno, absl::StrCat("renaming '", temp, "' to '", path, "'"));
+  }
+  if (!status.ok()) {
+    ::unlink(temp.c_str());
+    return status;
+  }
+  // Make the rename durable too: a checkpoint that vanishes after a crash is no checkpoint.
+  const std::string dir = DirectoryOf(path);
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) return ErrnoStatus(errno, absl::StrCat("opening folder '", dir, "' to fsync"));
+  status = ::fsync(dir_fd) == 0 ? absl::OkStatus()
+                                : ErrnoStatus(errno, absl::StrCat("fsync of folder '", dir, "'"));
+  ::close(dir_fd);
+  return status;
+}
+
+absl::StatusOr<ShardCheckpoint> ReadCheckpoint(const std::string& path) {
+  ASSIGN_OR_RETURN(const std::string contents, ReadWholeFile(path));
+  const auto* data = reinterpret_cast<const unsigned char*>(contents.data());
+  const size_t size = contents.size();
+  const std::string where = absl::StrCat("checkpoint '", path, "'");
+
+  if (std::memcmp(data, kCheckpointMagic, std::min(size, kMagicSize)) != 0) {
+    return absl::DataLossError(absl::StrCat(where, ": bad magic, expected \"", kCheckpointMagic,
+                                            "\" (not a checkpoint file)"));
+  }
+  // The header is parsed before the checksum is checked, so a short file reports "truncated";
+  // every read goes through `need`, so garbage never reads past the end.
+  size_t pos = 0;
+  auto need = [&](size_t bytes, absl::string_view field) -> absl::Status {
+    if (size - pos < bytes) {
+      return absl::DataLossError(absl::StrCat(where, ": truncated at byte ", pos, " reading ", field,
+                                              " (file has ", size, " bytes)"));
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(need(kFixedHeaderSize, "the header"));
+  const uint32_t version = Load<uint32_t>(data + 8);
+  if (version != kCheckpointVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": version ", version, ", expected ", kCheckpointVersion));
+  }
+  ShardCheckpoint ckpt;
+  ckpt.rank = Load<int32_t>(data + 12);
+  ckpt.step = Load<int64_t>(data + 16);
+  ckpt.mode = static_cast<Mode>(Load<int32_t>(data + 24));
+  ckpt.membership_epoch = Load<int64_t>(data + 28);
+  ckpt.layout_fingerprint = Load<uint64_t>(data + 36);
+  const uint32_t num_chunks = Load<uint32_t>(data + 44);
+  pos = kFixedHeaderSize;
+
+  RETURN_IF_ERROR(need(kChunkEntrySize * static_cast<size_t>(num_chunks), "the chunk list"));
+  int64_t total = 0;
+  ckpt.chunks.resize(num_chunks);
+  for (uint32_t i = 0; i < num_chunks; ++i) {
+    ChunkSpec& c = ckpt.chunks[i];
+    c.set_tensor_id(Load<int32_t>(data + pos));
+    c.set_offset(Load<int64_t>(data + pos + 4));
+    c.set_length(Load<int64_t>(data + pos + 12));
+    c.set_server_rank(ckpt.rank);
+    pos += kChunkEntrySize;
+    // Bounding the running total by the file size keeps the arithmetic below from overflowing.
+    if (c.length() < 0 || c.length() > static_cast<int64_t>(size) - total) {
+      return absl::DataLossError(absl::StrCat(where, ": chunk ", i, " has length ", c.length(),
+                                              ", impossible for a file of ", size, " bytes"));
+    }
+    total += c.length();
+  }
+  RETURN_IF_ERROR(need(4, "the state-vector count"));
+  const uint32_t num_state = Load<uint32_t>(data + pos);
+  pos += 4;
+  if (num_state > kMaxStateVectors) {
+    return absl::DataLossError(absl::StrCat(where, ": ", num_state, " state vectors, expected at most ",
+                                            kMaxStateVectors));
+  }
+  ckpt.num_state_vectors = static_cast<int>(num_state);
+
+  const size_t expected = pos + 4 * static_cast<size_t>(total) * (1 + num_state) + 4;
+  if (size < expected) {
+    return absl::DataLossError(absl::StrCat(where, ": truncated: the header describes ", expected,
+                                            " bytes, the file has ", size));
+  }
+  if (size > expected) {
+    return absl::DataLossError(
+        absl::StrCat(where, ": ", size - expected, " trailing bytes after the expected ", expected));
+  }
+  const uint32_t stored_crc = Load<uint32_t>(data + size - 4);
+  const uint32_t actual_crc = Crc(InitialCrc(), data, size - 4);
+  if (stored_crc != actual_crc) {
+    return absl::DataLossError(absl::StrCat(where, ": checksum mismatch (stored ", stored_crc,
+                                            ", computed ", actual_crc, "): file is corrupt"));
+  }
+
+  ckpt.weights.resize(static_cast<size_t>(total));
+  ckpt.state.assign(num_state, std::vector<float>(static_cast<size_t>(total)));
+  int64_t base = 0;
+  for (const ChunkSpec& c : ckpt.chunks) {
+    const size_t bytes = 4 * static_cast<size_t>(c.length());
+    std::memcpy(ckpt.weights.data() + base, data + pos, bytes);
+    pos += bytes;
+    for (std::vector<float>& s : ckpt.state) {
+      std::memcpy(s.data() + base, data + pos, bytes);
+      pos += bytes;
+    }
+    base += c.length();
+  }
+  return ckpt;
+}
+
+absl::StatusOr<int64_t> LatestConsistentStep(const std::string& dir, int num_servers) {
+  if (num_servers < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("latest consistent checkpoint: num_servers is ", num_servers, ", expected >= 1"));
+  }
+  std::map<int64_t, std::set<int>> ranks_by_step;
+  const bool listed = ForEachCheckpoint(dir, [&](int rank, int64_t step) {
+    if (rank < num_servers) ranks_by_step[step].insert(rank);
+  });
+  if (!listed) {
+    return ErrnoStatus(errno, absl::StrCat("listing checkpoint folder '", dir, "'"));
+  }
+  for (auto it = ranks_by_step.rbegin(); it != ranks_by_step.rend(); ++it) {
+    if (static_cast<int>(it->second.size()) == num_servers) return it->first;
+  }
+  return absl::NotFoundError(absl::StrCat("no step in '", dir, "' has a checkpoint from all ",
+                                          num_servers, " servers"));
+}
+
+std::vector<int64_t> ListCheckpointSteps(const std::string& dir, int rank) {
+  std::vector<int64_t> steps;
+  ForEachCheckpoint(dir, [&](int r, int64_t step) {
+    if (r == rank) steps.push_back(step);
+  });
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+}  // namespace pstrain::server

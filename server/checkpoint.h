@@ -1,0 +1,93 @@
+// A checkpoint of one server's shard: its weights, the optimizer state of every chunk, and the
+// step they belong to, so a restarted server can resume where it left off.
+//
+// Byte layout (all integers and floats little-endian):
+//
+//   offset  size          field
+//   0       8             magic "PSTRAINC"
+//   8       4             uint32 version = 1
+//   12      4             int32 server rank
+//   16      8             int64 step (updates applied)
+//   24      4             int32 mode (proto Mode)
+//   28      8             int64 membership epoch
+//   36      8             uint64 layout fingerprint (LayoutFingerprint)
+//   44      4             uint32 chunk count C
+//   48      20 * C        per chunk: int32 tensor id, int64 offset, int64 length
+//           4             uint32 state-vector count S (the optimizer's, same for every chunk)
+//                         then per chunk, in order:
+//             4 * length    float32 weights
+//             4 * length    float32 state vector 0, ..., S-1
+//   end-4   4             uint32 CRC-32 (zlib crc32) of every byte before it
+//
+// Files are named `<dir>/server-<rank>-step-<step, 10 digits>.ckpt` and written atomically (to
+// `<name>.tmp`, fsync, rename, fsync of the folder), so a reader never sees a half-written file.
+//
+// Thread safety: free functions with no shared state.
+#ifndef PSTRAIN_SERVER_CHECKPOINT_H_
+#define PSTRAIN_SERVER_CHECKPOINT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/cluster.pb.h"
+#include "proto/job.pb.h"
+
+namespace pstrain::server {
+
+inline constexpr char kCheckpointMagic[] = "PSTRAINC";  // 8 bytes on disk, no terminator
+inline constexpr uint32_t kCheckpointVersion = 1;
+
+struct ShardCheckpoint {
+  int rank = 0;
+  int64_t step = 0;  // updates applied
+  Mode mode = MODE_UNSPECIFIED;
+  int64_t membership_epoch = 0;
+  uint64_t layout_fingerprint = 0;
+  // The server's chunks sorted by (tensor_id, offset); tensor_id, offset and length are stored,
+  // server_rank is not (ReadCheckpoint sets it to `rank`).
+  std::vector<ChunkSpec> chunks;
+  int num_state_vectors = 0;
+  // Every chunk's weights, back to back in chunk order (sum of lengths floats).
+  std::vector<float> weights;
+  // num_state_vectors vectors, each laid out like `weights`.
+  std::vector<std::vector<float>> state;
+};
+
+// `<dir>/server-<rank>-step-<step zero-padded to 10 digits>.ckpt`.
+std::string CheckpointPath(const std::string& dir, int rank, int64_t step);
+
+// A fingerprint of the layout a checkpoint belongs to: every tensor's id, name and shape, and the
+// (tensor_id, offset, length) of each chunk `rank` owns, in (tensor_id, offset) order. Stable
+// across processes and builds (FNV-1a over a fixed encoding), so a checkpoint is never restored
+// into a different model or split.
+uint64_t LayoutFingerprint(const ShardMap& map, int rank);
+
+// Size in bytes of the file WriteCheckpoint writes for `ckpt`.
+int64_t CheckpointFileSize(const ShardCheckpoint& ckpt);
+
+// Writes `ckpt` to `path` atomically. INVALID_ARGUMENT when the vectors disagree with the chunk
+// list (weights or a state vector of the wrong size, state.size() != num_state_vectors); for I/O
+// failures the errno's code (NOT_FOUND for a missing folder, RESOURCE_EXHAUSTED for a full disk,
+// else INTERNAL) naming the path. Blocks on disk I/O including two fsyncs.
+absl::Status WriteCheckpoint(const std::string& path, const ShardCheckpoint& ckpt);
+
+// Reads and verifies a checkpoint file. Errors name the file: NOT_FOUND (no file), DATA_LOSS
+// (bad magic, truncated, trailing bytes, malformed header, checksum mismatch), INVALID_ARGUMENT
+// (unsupported version). Blocks on disk I/O.
+absl::StatusOr<ShardCheckpoint> ReadCheckpoint(const std::string& path);
+
+// The newest step s such that `server-<r>-step-<s>.ckpt` exists in `dir` for every r in
+// [0, num_servers): the newest consistent cut across servers. Only file names are looked at.
+// NOT_FOUND when there is none (or no folder); INVALID_ARGUMENT for num_servers < 1.
+absl::StatusOr<int64_t> LatestConsistentStep(const std::string& dir, int num_servers);
+
+// The steps of every checkpoint file of server `rank` in `dir`, ascending; empty when the folder
+// is missing or unreadable.
+std::vector<int64_t> ListCheckpointSteps(const std::string& dir, int rank);
+
+}  // namespace pstrain::server
+
+#endif  // PSTRAIN_SERVER_CHECKPOINT_H_

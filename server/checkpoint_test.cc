@@ -1,0 +1,440 @@
+#include "server/checkpoint.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/parameter_store.h"
+
+namespace pstrain::server {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// A fresh, empty folder per test.
+std::string TestDir() {
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string dir =
+      absl::StrCat(::testing::TempDir(), "ckpt-", getpid(), "-", info->name());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void WriteBytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+void Touch(const std::string& path) { WriteBytes(path, "x"); }
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), 4 * a.size()) == 0;
+}
+
+ChunkSpec Chunk(int tensor_id, int64_t offset, int64_t length, int server) {
+  ChunkSpec c;
+  c.set_tensor_id(tensor_id);
+  c.set_offset(offset);
+  c.set_length(length);
+  c.set_server_rank(server);
+  return c;
+}
+
+// Tensor 0 "fc1.weight" {4, 5} (He), tensor 1 "fc1.bias" {5} (zeros).
+ShardMap MakeShardMap(const std::vector<ChunkSpec>& chunks, const std::string& weight_name = "fc1.weight") {
+  ShardMap map;
+  map.set_version(1);
+  TensorSpec* w = map.add_tensors();
+  w->set_id(0);
+  w->set_name(weight_name);
+  w->add_shape(4);
+  w->add_shape(5);
+  w->set_num_elements(20);
+  w->set_init(HE_UNIFORM);
+  w->set_fan_in(4);
+  w->set_fan_out(5);
+  TensorSpec* b = map.add_tensors();
+  b->set_id(1);
+  b->set_name("fc1.bias");
+  b->add_shape(5);
+  b->set_num_elements(5);
+  b->set_init(ZEROS);
+  b->set_flat_offset(20);
+  for (const ChunkSpec& c : chunks) *map.add_chunks() = c;
+  return map;
+}
+
+ShardMap OneServerMap() { return MakeShardMap({Chunk(0, 0, 20, 0), Chunk(1, 0, 5, 0)}); }
+
+ParameterStore::Options AdamOptions(Mode mode, int num_workers, ShardMap map = OneServerMap()) {
+  ParameterStore::Options options;
+  options.rank = 0;
+  options.job.set_mode(mode);
+  options.job.set_seed(7);
+  options.job.mutable_optimizer()->set_type(OptimizerSpec::ADAM);
+  options.job.mutable_optimizer()->set_lr(0.01f);
+  options.shard_map = std::move(map);
+  options.num_workers = num_workers;
+  options.membership_epoch = 3;
+  options.total_steps = 100;
+  return options;
+}
+
+std::unique_ptr<ParameterStore> MakeStore(const ParameterStore::Options& options) {
+  auto store = ParameterStore::Create(options);
+  EXPECT_TRUE(store.ok()) << store.status();
+  return store.ok() ? std::move(store).value() : nullptr;
+}
+
+// A gradient that differs per worker, step and element, so every update matters.
+std::vector<float> Gradient(int rank, int64_t step) {
+  std::vector<float> g(25);
+  for (int i = 0; i < 25; ++i) g[i] = std::sin(0.37f * i + 1.3f * step + 0.5f * rank);
+  return g;
+}
+
+PushRequest MakePush(int rank, int64_t step, const std::vector<float>& grad) {
+  PushRequest req;
+  req.set_worker_rank(rank);
+  req.set_membership_epoch(3);
+  req.set_step(step);
+  req.set_num_samples(rank + 1);
+  req.set_request_id(1000 * (rank + 1) + step + 1);
+  TensorChunk* w = req.add_chunks();
+  w->set_tensor_id(0);
+  w->set_length(20);
+  w->set_data(reinterpret_cast<const char*>(grad.data()), 4 * 20);
+  TensorChunk* b = req.add_chunks();
+  b->set_tensor_id(1);
+  b->set_length(5);
+  b->set_data(reinterpret_cast<const char*>(grad.data() + 20), 4 * 5);
+  return req;
+}
+
+absl::Status PushNow(ParameterStore& store, const PushRequest& req) {
+  PushResponse resp;
+  std::optional<absl::Status> outcome;
+  store.Push(req, &resp, [&](absl::Status s) { outcome = std::move(s); });
+  EXPECT_TRUE(outcome.has_value()) << "push did not answer at once";
+  return outcome.value_or(absl::UnknownError("no answer"));
+}
+
+// Every worker of a SYNC store pushes step `step`.
+void SyncStep(ParameterStore& store, int num_workers, int64_t step) {
+  for (int r = 0; r < num_workers; ++r) {
+    ASSERT_TRUE(PushNow(store, MakePush(r, step, Gradient(r, step))).ok()) << "step " << step;
+  }
+  ASSERT_EQ(store.step(), step + 1);
+}
+
+std::vector<float> Weights(const ParameterStore& store) {
+  std::vector<float> out;
+  for (const TensorChunk& c : store.Snapshot()) {
+    std::vector<float> v(c.data().size() / 4);
+    std::memcpy(v.data(), c.data().data(), c.data().size());
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+// Two chunks of 3 and 2 floats, Adam-like (2 state vectors), with awkward float values.
+ShardCheckpoint SampleCheckpoint() {
+  ShardCheckpoint ckpt;
+  ckpt.rank = 1;
+  ckpt.step = 1234567890123;
+  ckpt.mode = SSP;
+  ckpt.membership_epoch = 42;
+  ckpt.layout_fingerprint = 0xfedcba9876543210ull;
+  ckpt.chunks = {Chunk(0, 10, 3, 1), Chunk(2, 0, 2, 1)};
+  ckpt.num_state_vectors = 2;
+  float nan_payload;
+  const uint32_t bits = 0x7fc12345;
+  std::memcpy(&nan_payload, &bits, 4);
+  ckpt.weights = {-0.0f, std::numeric_limits<float>::denorm_min(), nan_payload,
+                  std::numeric_limits<float>::infinity(), 1.0f / 3.0f};
+  ckpt.state = {{1.5f, -2.5f, 3.25f, 4e-30f, 5e30f}, {0.1f, 0.2f, 0.3f, 0.4f, 0.5f}};
+  return ckpt;
+}
+
+TEST(CheckpointFileTest, PathIsRankAndZeroPaddedStep) {
+  EXPECT_EQ(CheckpointPath("ckpts", 3, 42), "ckpts/server-3-step-0000000042.ckpt");
+}
+
+TEST(CheckpointFileTest, RoundTripKeepsEveryFieldBitExact) {
+  const std::string path = CheckpointPath(TestDir(), 1, 7);
+  const ShardCheckpoint want = SampleCheckpoint();
+  ASSERT_TRUE(WriteCheckpoint(path, want).ok());
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  EXPECT_EQ(static_cast<int64_t>(std::filesystem::file_size(path)), CheckpointFileSize(want));
+  EXPECT_EQ(ReadBytes(path).substr(0, 8), "PSTRAINC");
+
+  auto got = ReadCheckpoint(path);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->rank, want.rank);
+  EXPECT_EQ(got->step, want.step);
+  EXPECT_EQ(got->mode, want.mode);
+  EXPECT_EQ(got->membership_epoch, want.membership_epoch);
+  EXPECT_EQ(got->layout_fingerprint, want.layout_fingerprint);
+  ASSERT_EQ(got->chunks.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(got->chunks[i].tensor_id(), want.chunks[i].tensor_id()) << i;
+    EXPECT_EQ(got->chunks[i].offset(), want.chunks[i].offset()) << i;
+    EXPECT_EQ(got->chunks[i].length(), want.chunks[i].length()) << i;
+  }
+  EXPECT_EQ(got->num_state_vectors, 2);
+  EXPECT_TRUE(SameBits(got->weights, want.weights));
+  ASSERT_EQ(got->state.size(), 2u);
+  EXPECT_TRUE(SameBits(got->state[0], want.state[0]));
+  EXPECT_TRUE(SameBits(got->state[1], want.state[1]));
+}
+
+TEST(CheckpointFileTest, WriteRefusesVectorsThatDisagreeWithChunks) {
+  ShardCheckpoint ckpt = SampleCheckpoint();
+  ckpt.state[1].pop_back();
+  const absl::Status status = WriteCheckpoint(CheckpointPath(TestDir(), 1, 7), ckpt);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("state vector 1 has 4 floats, expected 5"));
+}
+
+TEST(CheckpointFileTest, CorruptedByteIsChecksumDataLoss) {
+  const std::string path = CheckpointPath(TestDir(), 1, 7);
+  ASSERT_TRUE(WriteCheckpoint(path, SampleCheckpoint()).ok());
+  std::string bytes = ReadBytes(path);
+  bytes[bytes.size() - 10] ^= 0x01;  // inside the last state vector
+  WriteBytes(path, bytes);
+  const auto got = ReadCheckpoint(path);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(got.status().message(), HasSubstr(path));
+  EXPECT_THAT(got.status().message(), HasSubstr("checksum mismatch"));
+}
+
+TEST(CheckpointFileTest, TruncatedFileIsDataLoss) {
+  const std::string path = CheckpointPath(TestDir(), 1, 7);
+  ASSERT_TRUE(WriteCheckpoint(path, SampleCheckpoint()).ok());
+  const std::string bytes = ReadBytes(path);
+  for (size_t keep : {bytes.size() - 1, bytes.size() - 30, size_t{60}, size_t{20}, size_t{0}}) {
+    WriteBytes(path, bytes.substr(0, keep));
+    const auto got = ReadCheckpoint(path);
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss) << keep;
+    EXPECT_THAT(got.status().message(), HasSubstr("truncated")) << keep;
+    EXPECT_THAT(got.status().message(), HasSubstr(path)) << keep;
+  }
+}
+
+TEST(CheckpointFileTest, BadMagicIsDataLoss) {
+  const std::string path = CheckpointPath(TestDir(), 1, 7);
+  ASSERT_TRUE(WriteCheckpoint(path, SampleCheckpoint()).ok());
+  std::string bytes = ReadBytes(path);
+  bytes[7] = 'M';  // a model file's magic
+  WriteBytes(path, bytes);
+  const auto got = ReadCheckpoint(path);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(got.status().message(), HasSubstr("bad magic"));
+  EXPECT_THAT(got.status().message(), HasSubstr(path));
+}
+
+TEST(CheckpointFileTest, MissingFileIsNotFound) {
+  const std::string path = CheckpointPath(TestDir(), 0, 1);
+  const auto got = ReadCheckpoint(path);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(got.status().message(), HasSubstr(path));
+}
+
+TEST(CheckpointFileTest, LayoutFingerprintDependsOnTensorsAndOwnChunksOnly) {
+  const ShardMap split = MakeShardMap({Chunk(0, 0, 12, 0), Chunk(0, 12, 8, 1), Chunk(1, 0, 5, 1)});
+  const ShardMap other_split =
+      MakeShardMap({Chunk(0, 0, 12, 0), Chunk(0, 12, 4, 1), Chunk(0, 16, 4, 1), Chunk(1, 0, 5, 1)});
+  EXPECT_EQ(LayoutFingerprint(split, 0), LayoutFingerprint(other_split, 0));  // rank 0's part agrees
+  EXPECT_NE(LayoutFingerprint(split, 1), LayoutFingerprint(other_split, 1));
+  EXPECT_NE(LayoutFingerprint(split, 0), LayoutFingerprint(split, 1));
+  EXPECT_NE(LayoutFingerprint(OneServerMap(), 0),
+            LayoutFingerprint(MakeShardMap({Chunk(0, 0, 20, 0), Chunk(1, 0, 5, 0)}, "fc0.weight"), 0));
+}
+
+TEST(CheckpointFileTest, LatestConsistentStepIsNewestStepEveryServerHas) {
+  const std::string dir = TestDir();
+  Touch(CheckpointPath(dir, 0, 4));
+  Touch(CheckpointPath(dir, 0, 8));
+  Touch(CheckpointPath(dir, 1, 4));
+  Touch(CheckpointPath(dir, 1, 12) + ".tmp");  // an unfinished write
+  Touch(absl::StrCat(dir, "/server-1-step-8.ckpt.bak"));
+  Touch(CheckpointPath(dir, 2, 8));  // a server beyond num_servers
+  auto step = LatestConsistentStep(dir, 2);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(*step, 4);
+  EXPECT_THAT(ListCheckpointSteps(dir, 0), ElementsAre(4, 8));
+
+  step = LatestConsistentStep(dir, 4);
+  EXPECT_EQ(step.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(LatestConsistentStep(dir + "/missing", 1).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(LatestConsistentStep(dir, 0).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(StoreCheckpointTest, RestoredStoreMatchesBitwiseAndTakesTheSameNextStep) {
+  constexpr int kWorkers = 2;
+  auto trained = MakeStore(AdamOptions(SYNC, kWorkers));
+  for (int64_t t = 0; t < 3; ++t) SyncStep(*trained, kWorkers, t);
+  auto ckpt = trained->Checkpoint();
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_EQ(ckpt->step, 3);
+  EXPECT_EQ(ckpt->num_state_vectors, 2);  // Adam: m and v
+  const std::string path = CheckpointPath(TestDir(), 0, ckpt->step);
+  ASSERT_TRUE(WriteCheckpoint(path, *ckpt).ok());
+  auto loaded = ReadCheckpoint(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+
+  auto fresh = MakeStore(AdamOptions(SYNC, kWorkers));
+  ASSERT_FALSE(SameBits(Weights(*fresh), Weights(*trained)));
+  ASSERT_TRUE(fresh->Restore(*loaded).ok());
+  EXPECT_EQ(fresh->step(), 3);
+  EXPECT_TRUE(SameBits(Weights(*fresh), Weights(*trained)));
+
+  // Weights alone are not enough: with zeroed Adam moments the next step differs.
+  ShardCheckpoint weights_only = *loaded;
+  for (std::vector<float>& s : weights_only.state) std::fill(s.begin(), s.end(), 0.0f);
+  auto amnesiac = MakeStore(AdamOptions(SYNC, kWorkers));
+  ASSERT_TRUE(amnesiac->Restore(weights_only).ok());
+
+  SyncStep(*trained, kWorkers, 3);
+  SyncStep(*fresh, kWorkers, 3);
+  SyncStep(*amnesiac, kWorkers, 3);
+  EXPECT_TRUE(SameBits(Weights(*fresh), Weights(*trained)));
+  EXPECT_FALSE(SameBits(Weights(*amnesiac), Weights(*trained)));
+}
+
+TEST(StoreCheckpointTest, RestoreRefusesAnotherServerOrLayoutAndChangesNothing) {
+  auto store = MakeStore(AdamOptions(SYNC, 1));
+  SyncStep(*store, 1, 0);
+  const std::vector<float> before = Weights(*store);
+  auto good = store->Checkpoint();
+  ASSERT_TRUE(good.ok());
+  good->step = 9;
+  std::fill(good->weights.begin(), good->weights.end(), 1.0f);
+
+  ShardCheckpoint wrong_rank = *good;
+  wrong_rank.rank = 1;
+  absl::Status status = store->Restore(wrong_rank);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(), HasSubstr("server 1's"));
+
+  // Another split of the same model: rank 0 owns only part of fc1.weight.
+  const ShardMap split = MakeShardMap({Chunk(0, 0, 12, 0), Chunk(0, 12, 8, 1), Chunk(1, 0, 5, 1)});
+  ParameterStore::Options split_options = AdamOptions(SYNC, 1, split);
+  auto split_store = MakeStore(split_options);
+  auto wrong_layout = split_store->Checkpoint();
+  ASSERT_TRUE(wrong_layout.ok());
+  status = store->Restore(*wrong_layout);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(), HasSubstr("1 chunks, this server owns 2"));
+
+  // Same chunks, another model (a renamed tensor): only the fingerprint tells.
+  ShardCheckpoint renamed = *good;
+  renamed.layout_fingerprint =
+      LayoutFingerprint(MakeShardMap({Chunk(0, 0, 20, 0), Chunk(1, 0, 5, 0)}, "fc0.weight"), 0);
+  status = store->Restore(renamed);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(), HasSubstr("fingerprint"));
+
+  ShardCheckpoint sgd_state = *good;
+  sgd_state.num_state_vectors = 0;
+  sgd_state.state.clear();
+  status = store->Restore(sgd_state);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(), HasSubstr("optimizer has 2"));
+
+  ShardCheckpoint short_weights = *good;
+  short_weights.weights.pop_back();
+  EXPECT_EQ(store->Restore(short_weights).code(), absl::StatusCode::kInvalidArgument);
+
+  EXPECT_EQ(store->step(), 1);
+  EXPECT_TRUE(SameBits(Weights(*store), before));
+  ASSERT_TRUE(store->Restore(*good).ok());  // the test's checkpoint itself was fine
+  EXPECT_EQ(store->step(), 9);
+  EXPECT_EQ(Weights(*store), std::vector<float>(25, 1.0f));
+}
+
+TEST(StoreCheckpointTest, RestoreRefusedWhileASyncPushIsPending) {
+  auto store = MakeStore(AdamOptions(SYNC, 2));
+  auto ckpt = store->Checkpoint();
+  ASSERT_TRUE(ckpt.ok());
+  ASSERT_TRUE(PushNow(*store, MakePush(0, 0, Gradient(0, 0))).ok());
+  const absl::Status status = store->Restore(*ckpt);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(), HasSubstr("1 of 2 workers already pushed step 0"));
+}
+
+TEST(StoreCheckpointTest, SyncStoreCheckpointsEveryNStepsAndKeepsTwo) {
+  const std::string dir = TestDir() + "/made-by-the-store";
+  ParameterStore::Options options = AdamOptions(SYNC, 1);
+  options.job.set_checkpoint_dir(dir);
+  options.job.set_checkpoint_every_steps(2);
+  auto store = MakeStore(options);
+
+  SyncStep(*store, 1, 0);
+  EXPECT_TRUE(ListCheckpointSteps(dir, 0).empty());
+  SyncStep(*store, 1, 1);
+  EXPECT_THAT(ListCheckpointSteps(dir, 0), ElementsAre(2));
+  for (int64_t t = 2; t < 6; ++t) SyncStep(*store, 1, t);
+  EXPECT_THAT(ListCheckpointSteps(dir, 0), ElementsAre(4, 6));
+
+  // The newest file holds exactly the state at step 6.
+  auto now = store->Checkpoint();
+  ASSERT_TRUE(now.ok());
+  auto file = ReadCheckpoint(CheckpointPath(dir, 0, 6));
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->step, 6);
+  EXPECT_EQ(file->mode, SYNC);
+  EXPECT_EQ(file->membership_epoch, 3);
+  EXPECT_EQ(file->layout_fingerprint, LayoutFingerprint(OneServerMap(), 0));
+  EXPECT_TRUE(SameBits(file->weights, now->weights));
+  ASSERT_EQ(file->state.size(), 2u);
+  EXPECT_TRUE(SameBits(file->state[0], now->state[0]));
+  EXPECT_TRUE(SameBits(file->state[1], now->state[1]));
+
+  SyncStep(*store, 1, 6);
+  EXPECT_THAT(ListCheckpointSteps(dir, 0), ElementsAre(4, 6));
+}
+
+TEST(StoreCheckpointTest, AsyncStoreCheckpointsEveryNUpdates) {
+  const std::string dir = TestDir();
+  ParameterStore::Options options = AdamOptions(ASYNC, 2);
+  options.job.set_checkpoint_dir(dir);
+  options.job.set_checkpoint_every_steps(3);
+  auto store = MakeStore(options);
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE(PushNow(*store, MakePush(i % 2, i, Gradient(i % 2, i))).ok());
+  EXPECT_EQ(store->step(), 7);
+  EXPECT_THAT(ListCheckpointSteps(dir, 0), ElementsAre(3, 6));
+}
+
+TEST(StoreCheckpointTest, FailedWriteDoesNotFailThePush) {
+  const std::string dir = TestDir();
+  Touch(dir + "/a-file");
+  ParameterStore::Options options = AdamOptions(SYNC, 1);
+  options.job.set_checkpoint_dir(dir + "/a-file/below");  // cannot be a folder
+  options.job.set_checkpoint_every_steps(1);
+  auto store = MakeStore(options);
+  SyncStep(*store, 1, 0);
+  SyncStep(*store, 1, 1);
+  EXPECT_EQ(store->step(), 2);
+}
+
+}  // namespace
+}  // namespace pstrain::server

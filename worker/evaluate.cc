@@ -1,0 +1,103 @@
+#include "worker/evaluate.h"
+
+#include <algorithm>
+#include <limits>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "data/idx_reader.h"
+#include "model/cpu_backend.h"
+#include "model/model_file.h"
+
+namespace pstrain::worker {
+namespace {
+
+// "'fc1.weight' {784, 256}", for messages.
+std::string Describe(const model::ParamSpec& spec) {
+  return absl::StrCat("'", spec.name, "' {", absl::StrJoin(spec.shape, ", "), "}");
+}
+
+// A weight's shape gives a layer's in and out sizes when it is 2-D and both fit an int.
+bool IsWeightShape(const std::vector<int64_t>& shape) {
+  return shape.size() == 2 && std::all_of(shape.begin(), shape.end(), [](int64_t d) {
+           return d > 0 && d <= std::numeric_limits<int>::max();
+         });
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int>> LayerSizesFromParams(const std::vector<model::ParamSpec>& params) {
+  if (params.empty()) {
+    return absl::InvalidArgumentError("model has no tensors, expected fc1.weight, fc1.bias, ...");
+  }
+  // Read the sizes off the weights (even indices) as far as they look like weights; the full
+  // comparison with MlpParamSpecs below then finds the first tensor that does not fit.
+  std::vector<int> sizes;
+  for (size_t i = 0; i < params.size() && IsWeightShape(params[i].shape); i += 2) {
+    if (sizes.empty()) sizes.push_back(static_cast<int>(params[i].shape[0]));
+    sizes.push_back(static_cast<int>(params[i].shape[1]));
+  }
+  if (sizes.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("model tensor 0: got ", Describe(params[0]),
+                                                   ", expected 'fc1.weight' {inputs, outputs}"));
+  }
+  const std::vector<model::ParamSpec> expected = model::MlpParamSpecs(sizes);
+  for (size_t i = 0; i < std::max(params.size(), expected.size()); ++i) {
+    if (i >= params.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("model has ", params.size(),
+                                                     " tensors, expected tensor ", i, " to be ",
+                                                     Describe(expected[i])));
+    }
+    if (i >= expected.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model tensor ", i, ": got ", Describe(params[i]), ", expected either no more tensors or 'fc",
+          i / 2 + 1, ".weight' {", sizes.back(), ", outputs}"));
+    }
+    if (params[i].name != expected[i].name || params[i].shape != expected[i].shape) {
+      return absl::InvalidArgumentError(absl::StrCat("model tensor ", i, ": got ", Describe(params[i]),
+                                                     ", expected ", Describe(expected[i])));
+    }
+  }
+  if (sizes.back() < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model has ", sizes.back(), " output classes, expected at least 2"));
+  }
+  return sizes;
+}
+
+absl::StatusOr<model::BatchStats> EvaluateModelFile(const std::string& model_path,
+                                                    const std::string& data_dir, int64_t test_limit) {
+  ASSIGN_OR_RETURN(model::ModelFile file, model::ReadModelFile(model_path));
+  absl::StatusOr<std::vector<int>> sizes = LayerSizesFromParams(file.params);
+  if (!sizes.ok()) {
+    return absl::Status(sizes.status().code(), absl::StrCat(model_path, ": ", sizes.status().message()));
+  }
+  ASSIGN_OR_RETURN(data::Dataset test, data::LoadFashionMnist(data_dir, data::Split::kTest, test_limit));
+  if (test.features() != sizes->front()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        model_path, ": the model takes ", sizes->front(), " inputs, but the test images in ", data_dir,
+        " are ", test.rows, "x", test.cols, " = ", test.features(), " pixels"));
+  }
+  if (test.num_samples > std::numeric_limits<int>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat(data_dir, ": ", test.num_samples,
+                                                   " test samples, expected at most ",
+                                                   std::numeric_limits<int>::max()));
+  }
+
+  std::unique_ptr<model::Backend> backend = model::NewCpuBackend();
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Mlp> mlp, model::Mlp::Create(*sizes, backend.get()));
+  RETURN_IF_ERROR(mlp->SetParameters(file.values));
+  model::BatchStats stats;
+  absl::Status status =
+      mlp->Evaluate(test.images.data(), test.labels.data(), static_cast<int>(test.num_samples), &stats);
+  if (!status.ok()) {
+    return absl::Status(status.code(), absl::StrCat("evaluating ", model_path, " on the test set in ",
+                                                    data_dir, ": ", status.message()));
+  }
+  return stats;
+}
+
+}  // namespace pstrain::worker
