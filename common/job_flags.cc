@@ -41,6 +41,7 @@ DEFINE_string(final_model, "", "Where worker 0 writes the trained model (empty: 
 DEFINE_bool(eval_last_epoch_only, false, "Evaluate only after the last epoch");
 DEFINE_string(checkpoint_dir, "", "Where servers write checkpoints of their shards (empty: none)");
 DEFINE_int64(checkpoint_every_steps, 0, "Checkpoint every this many steps (0: never)");
+DEFINE_int32(min_workers, 1, "Below this many live workers the job stops with an error");
 
 namespace pstrain {
 namespace {
@@ -53,7 +54,7 @@ const char* const kJobFlags[] = {
     "momentum",     "beta1",          "beta2",         "epsilon",      "weight_decay",
     "lr_schedule",  "warmup_steps",   "lr_step_size",  "lr_gamma",     "lr_min_factor",
     "allow_nonfinite_gradients", "lease_batches", "max_chunk_bytes", "final_model",
-    "eval_last_epoch_only", "checkpoint_dir", "checkpoint_every_steps"};
+    "eval_last_epoch_only", "checkpoint_dir", "checkpoint_every_steps", "min_workers"};
 
 bool Given(const char* name) {
   gflags::CommandLineFlagInfo info;
@@ -115,6 +116,7 @@ absl::Status ApplyFlags(JobSpec* job) {
   if (Given("eval_last_epoch_only")) job->set_eval_last_epoch_only(FLAGS_eval_last_epoch_only);
   if (Given("checkpoint_dir")) job->set_checkpoint_dir(FLAGS_checkpoint_dir);
   if (Given("checkpoint_every_steps")) job->set_checkpoint_every_steps(FLAGS_checkpoint_every_steps);
+  if (Given("min_workers")) job->set_min_workers(FLAGS_min_workers);
   return absl::OkStatus();
 }
 
@@ -125,7 +127,8 @@ absl::Status RejectExplicitZeros() {
   const IntFlag must_be_positive[] = {
       {"servers", FLAGS_servers},       {"workers", FLAGS_workers},
       {"batch_size", FLAGS_batch_size}, {"epochs", FLAGS_epochs},
-      {"lease_batches", FLAGS_lease_batches}, {"max_chunk_bytes", FLAGS_max_chunk_bytes}};
+      {"lease_batches", FLAGS_lease_batches}, {"max_chunk_bytes", FLAGS_max_chunk_bytes},
+      {"min_workers", FLAGS_min_workers}};
   for (const IntFlag& f : must_be_positive) {
     if (Given(f.name) && f.value <= 0) {
       return absl::InvalidArgumentError(absl::StrCat("--", f.name, ": got ", f.value, ", expected >= 1"));

@@ -65,6 +65,7 @@ void ApplyJobDefaults(JobSpec* job) {
   if (job->lease_batches() == 0) job->set_lease_batches(4);
   if (job->max_chunk_bytes() == 0) job->set_max_chunk_bytes(4 << 20);
   if (job->mode() == SSP && job->staleness() == 0) job->set_staleness(2);
+  if (job->min_workers() == 0) job->set_min_workers(1);
 
   OptimizerSpec* opt = job->mutable_optimizer();
   if (opt->type() == OptimizerSpec::TYPE_UNSPECIFIED) opt->set_type(OptimizerSpec::ADAM);
@@ -93,6 +94,10 @@ absl::Status ValidateJobSpec(const JobSpec& job) {
   }
   if (job.num_servers() < 1) return Invalid("num_servers", absl::StrCat(job.num_servers()), ">= 1");
   if (job.num_workers() < 1) return Invalid("num_workers", absl::StrCat(job.num_workers()), ">= 1");
+  if (job.min_workers() < 1 || job.min_workers() > job.num_workers()) {
+    return Invalid("min_workers", absl::StrCat(job.min_workers()),
+                   absl::StrCat("in [1, num_workers = ", job.num_workers(), "]"));
+  }
   if (job.batch_size() < 1) return Invalid("batch_size", absl::StrCat(job.batch_size()), ">= 1");
   if (job.epochs() < 1) return Invalid("epochs", absl::StrCat(job.epochs()), ">= 1");
   if (job.max_steps() < 0) return Invalid("max_steps", absl::StrCat(job.max_steps()), ">= 0");

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <utility>
 
 #include <glog/logging.h>
@@ -153,6 +154,30 @@ absl::Status SchedulerClient::ReportFailure(Role role, int rank, const std::stri
   return FromGrpcStatus(stub_->ReportFailure(&context, request, &response), what);
 }
 
+absl::Status SchedulerClient::Leave(Role role, int rank, const std::string& reason) {
+  grpc::ClientContext context;
+  std::string what = Prepare(&context, "leave", rpc_timeout_);
+  LeaveRequest request;
+  request.set_role(role);
+  request.set_rank(rank);
+  request.set_reason(reason);
+  LeaveResponse response;
+  return FromGrpcStatus(stub_->Leave(&context, request, &response), what);
+}
+
+absl::StatusOr<LeaseResponse> SchedulerClient::LeaseEval(int worker_rank, int epoch) {
+  grpc::ClientContext context;
+  std::string what = Prepare(&context, "lease evaluation work", rpc_timeout_);
+  LeaseRequest request;
+  request.set_worker_rank(worker_rank);
+  request.set_epoch(epoch);
+  request.set_eval(true);
+  LeaseResponse response;
+  absl::Status status = FromGrpcStatus(stub_->LeaseWork(&context, request, &response), what);
+  if (!status.ok()) return status;
+  return response;
+}
+
 absl::StatusOr<JobStatus> SchedulerClient::GetJobStatus() {
   grpc::ClientContext context;
   std::string what = Prepare(&context, "get job status", rpc_timeout_);
@@ -164,13 +189,15 @@ absl::StatusOr<JobStatus> SchedulerClient::GetJobStatus() {
 }
 
 Heartbeater::Heartbeater(SchedulerClient* client, Role role, int rank, absl::Duration interval,
-                         absl::Duration give_up_after, std::function<void(absl::Status)> on_end)
+                         absl::Duration give_up_after, std::function<void(absl::Status)> on_end,
+                         std::function<void(int64_t)> on_membership_change)
     : client_(client),
       role_(role),
       rank_(rank),
       interval_(interval),
       give_up_after_(give_up_after),
       on_end_(std::move(on_end)),
+      on_membership_change_(std::move(on_membership_change)),
       thread_([this] { Loop(); }) {}
 
 Heartbeater::~Heartbeater() {
@@ -189,10 +216,13 @@ void Heartbeater::Loop() {
     absl::StatusOr<HeartbeatResponse> response = client_->Heartbeat(role_, rank_);
     if (response.ok()) {
       last_ok = absl::Now();
+      bool changed = false;
       {
         absl::MutexLock lock(&mu_);
-        membership_epoch_ = response->membership_epoch();
+        changed = membership_epoch_ != 0 && response->membership_epoch() > membership_epoch_;
+        membership_epoch_ = std::max(membership_epoch_, response->membership_epoch());
       }
+      if (changed && on_membership_change_) on_membership_change_(response->membership_epoch());
       if (response->state() == FINISHED) {
         on_end_(absl::OkStatus());
         return;

@@ -51,6 +51,9 @@ class SchedulerClient {
   absl::Status ReportProgress(const ProgressReport& report);
   absl::Status ReportFailure(Role role, int rank, const std::string& message);
   absl::StatusOr<JobStatus> GetJobStatus();
+  absl::Status Leave(Role role, int rank, const std::string& reason);
+  // LeaseWork for evaluation: a range of the test set to evaluate after `epoch`.
+  absl::StatusOr<LeaseResponse> LeaseEval(int worker_rank, int epoch);
 
  private:
   SchedulerClient(std::string address, absl::Duration rpc_timeout);
@@ -70,12 +73,15 @@ class SchedulerClient {
 //
 // `on_end` is called exactly once, from the heartbeat thread: OK when the job state becomes FINISHED,
 // ABORTED("job failed: <reason>") when it becomes FAILED, UNAVAILABLE when no heartbeat got through
-// for longer than `give_up_after`. The destructor stops the thread (and does not call on_end if it
-// has not been called yet). `client` is borrowed and must outlive this object.
+// for longer than `give_up_after`. `on_membership_change` (may be empty) is called from the same
+// thread with the new membership epoch each time an answer carries a higher one than the last. The
+// destructor stops the thread (and does not call on_end if it has not been called yet). `client`
+// is borrowed and must outlive this object.
 class Heartbeater {
  public:
   Heartbeater(SchedulerClient* client, Role role, int rank, absl::Duration interval,
-              absl::Duration give_up_after, std::function<void(absl::Status)> on_end);
+              absl::Duration give_up_after, std::function<void(absl::Status)> on_end,
+              std::function<void(int64_t)> on_membership_change = nullptr);
   ~Heartbeater();
 
   Heartbeater(const Heartbeater&) = delete;
@@ -93,6 +99,7 @@ class Heartbeater {
   const absl::Duration interval_;
   const absl::Duration give_up_after_;
   const std::function<void(absl::Status)> on_end_;
+  const std::function<void(int64_t)> on_membership_change_;
 
   absl::Notification stop_;
   mutable absl::Mutex mu_;

@@ -1,9 +1,8 @@
 // Turns SIGINT and SIGTERM into a call of a stop function, safely.
 //
-// The signals are blocked in the calling thread before any other thread starts (gRPC's threads
-// inherit the mask), and one thread of this object takes them with sigwait, so the stop function
-// runs on an ordinary thread and may lock, log and call into gRPC. Create it in main() before any
-// other thread; destroy it after the work it guards has returned.
+// A minimal handler forwards each signal through a pipe to this object's thread, so the stop
+// function runs on an ordinary thread and may lock, log and call into gRPC. One per process: create
+// it in main(); destroy it after the work it guards has returned (the default actions come back).
 #ifndef PSTRAIN_COMMON_STOP_SIGNALS_H_
 #define PSTRAIN_COMMON_STOP_SIGNALS_H_
 
@@ -23,6 +22,8 @@ class StopSignals {
   StopSignals& operator=(const StopSignals&) = delete;
 
  private:
+  int read_fd_ = -1;
+  int write_fd_ = -1;
   std::thread thread_;
 };
 

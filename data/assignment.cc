@@ -35,6 +35,23 @@ Range SyncSlice(int64_t n, int batch_size, int num_workers, int rank, int64_t st
   return r;
 }
 
+Range SyncSliceOfGlobalBatch(int64_t n, int64_t global_batch, int num_live, int slot,
+                             int64_t step_in_epoch) {
+  CHECK_GE(n, 0);
+  CHECK_GE(global_batch, 1);
+  CHECK_GE(num_live, 1);
+  CHECK(slot >= 0 && slot < num_live) << "slot " << slot << " of " << num_live;
+  CHECK_GE(step_in_epoch, 0);
+  if (step_in_epoch >= CeilDiv(n, global_batch)) return Range{n, n};
+  const int64_t piece = CeilDiv(global_batch, num_live);
+  const int64_t global_begin = step_in_epoch * global_batch;
+  const int64_t global_end = std::min(global_begin + global_batch, n);
+  Range r;
+  r.begin = std::min(global_begin + int64_t{slot} * piece, global_end);
+  r.end = std::min(r.begin + piece, global_end);
+  return r;
+}
+
 Range EvenSlice(int64_t n, int parts, int index) {
   CHECK_GE(n, 0);
   CHECK_GE(parts, 1);

@@ -40,6 +40,14 @@ int64_t SyncStepsPerEpoch(int64_t n, int batch_size, int num_workers);
 // REQUIRES: as SyncStepsPerEpoch, 0 <= rank < num_workers, step_in_epoch >= 0.
 Range SyncSlice(int64_t n, int batch_size, int num_workers, int rank, int64_t step_in_epoch);
 
+// The same split when the number of live workers changes during the job: the global batch stays
+// `global_batch` samples (the job's B x W), and global batch t is cut into `num_live` pieces of
+// ceil(global_batch / num_live) positions; the worker in slot `slot` (its position among the live
+// workers) takes piece `slot`, clipped to the batch. With num_live == W this is SyncSlice exactly.
+// REQUIRES: n >= 0, global_batch >= 1, num_live >= 1, 0 <= slot < num_live, step_in_epoch >= 0.
+Range SyncSliceOfGlobalBatch(int64_t n, int64_t global_batch, int num_live, int slot,
+                             int64_t step_in_epoch);
+
 // Contiguous split of [0, n) into `parts` ranges whose sizes differ by at most one (the first
 // n % parts ranges are one longer). Used to split evaluation.
 // REQUIRES: n >= 0, parts >= 1, 0 <= index < parts.

@@ -125,5 +125,31 @@ TEST(AssignmentDeathTest, RejectsBadArguments) {
 }
 
 }  // namespace
+TEST(SyncSliceOfGlobalBatchTest, EqualsSyncSliceWhenEveryWorkerIsLive) {
+  for (int64_t step = 0; step < 20; ++step) {
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_EQ(SyncSliceOfGlobalBatch(1000, 64 * 3, 3, r, step), SyncSlice(1000, 64, 3, r, step));
+    }
+  }
+}
+
+TEST(SyncSliceOfGlobalBatchTest, SurvivorsCoverEachGlobalBatchExactlyOnce) {
+  // A job of 4 x 16 per step; 4, 3, 2 and 1 workers live: every batch is covered exactly once.
+  const int64_t n = 1000, global = 64;
+  for (int live = 1; live <= 4; ++live) {
+    std::vector<int> seen(n, 0);
+    for (int64_t step = 0; step * global < n; ++step) {
+      int64_t covered = 0;
+      for (int slot = 0; slot < live; ++slot) {
+        Range r = SyncSliceOfGlobalBatch(n, global, live, slot, step);
+        for (int64_t i = r.begin; i < r.end; ++i) ++seen[i];
+        covered += r.size();
+      }
+      EXPECT_EQ(covered, std::min(global, n - step * global)) << live << " live, step " << step;
+    }
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(seen[i], 1) << "position " << i << ", " << live << " live";
+  }
+}
+
 }  // namespace data
 }  // namespace pstrain

@@ -13,6 +13,7 @@
 #include <optional>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 #include <glog/logging.h>
 
@@ -62,16 +63,24 @@ class SignalFd {
   int fd_ = -1;
 };
 
+enum class Role { kScheduler, kServer, kWorker };
+
+// One launch slot: its command line and the process now (or last) running it.
 struct Child {
-  Child(std::string name, std::unique_ptr<ChildProcess> process)
+  Child(std::string name, Role role, std::vector<std::string> argv, std::unique_ptr<ChildProcess> process)
       : name(name),
+        role(role),
+        argv(std::move(argv)),
         process(std::move(process)),
         out(absl::StrCat("[", name, "] ")),
         err(absl::StrCat("[", name, "] ")) {}
   std::string name;  // "scheduler", "server 0", "worker 1".
+  Role role;
+  std::vector<std::string> argv;  // What a restart runs.
   std::unique_ptr<ChildProcess> process;
   LinePrefixer out, err;
   bool ended = false;
+  int restarts = 0;
 };
 
 // One run of RunLocalCluster: the children, the event loop and the stop logic. Single-threaded:
@@ -145,10 +154,19 @@ class Cluster {
     if (!keep_summary) std::filesystem::remove(temp_dir_, ec);
   }
 
-  absl::Status Spawn(std::string name, std::vector<std::string> argv) {
+  absl::Status Spawn(std::string name, Role role, std::vector<std::string> argv) {
     VLOG(1) << "starting " << name << ": " << absl::StrJoin(argv, " ");
-    ASSIGN_OR_RETURN(std::unique_ptr<ChildProcess> process, ChildProcess::Spawn({std::move(argv)}));
-    children_.push_back(std::make_unique<Child>(std::move(name), std::move(process)));
+    ASSIGN_OR_RETURN(std::unique_ptr<ChildProcess> process, ChildProcess::Spawn({argv}));
+    children_.push_back(std::make_unique<Child>(std::move(name), role, std::move(argv), std::move(process)));
+    return absl::OkStatus();
+  }
+
+  // Starts an ended child's command line again in its slot.
+  absl::Status Restart(Child& child) {
+    FlushPartialLines(child);  // The old process's last words keep their own line.
+    VLOG(1) << "restarting " << child.name << ": " << absl::StrJoin(child.argv, " ");
+    ASSIGN_OR_RETURN(child.process, ChildProcess::Spawn({child.argv}));
+    child.ended = false;
     return absl::OkStatus();
   }
 
@@ -160,7 +178,7 @@ class Cluster {
         absl::StrCat("--heartbeat_ms=", options_.heartbeat_ms),
         absl::StrCat("--dead_after_ms=", options_.dead_after_ms)};
     argv.insert(argv.end(), options_.job_flags.begin(), options_.job_flags.end());
-    RETURN_IF_ERROR(Spawn("scheduler", std::move(argv)));
+    RETURN_IF_ERROR(Spawn("scheduler", Role::kScheduler, std::move(argv)));
 
     // Until the port file appears the scheduler's own output and exit are handled as usual.
     const absl::Time deadline = absl::Now() + options_.port_timeout;
@@ -179,6 +197,10 @@ class Cluster {
     }
     if (stopping_) return absl::OkStatus();
     scheduler_address_ = absl::StrCat(options_.host, ":", port);
+    // A restarted scheduler must come back where the others look for it.
+    for (std::string& arg : children_.front()->argv) {
+      if (arg == "--port=0") arg = absl::StrCat("--port=", port);
+    }
     console_.Print(Stream::kStdout, absl::StrCat(kSelf, "scheduler listening on ", scheduler_address_,
                                                  "; starting ", options_.num_servers, " servers and ",
                                                  options_.num_workers, " workers"));
@@ -187,12 +209,13 @@ class Cluster {
                          : NewSchedulerStatusSource(scheduler_address_, options_.status_deadline);
     const std::string scheduler_flag = absl::StrCat("--scheduler=", scheduler_address_);
     for (int i = 0; i < options_.num_servers; ++i) {
-      RETURN_IF_ERROR(Spawn(absl::StrCat("server ", i), {Binary("pstrain-server"), scheduler_flag,
-                                                         absl::StrCat("--host=", options_.host), "--port=0"}));
+      RETURN_IF_ERROR(Spawn(absl::StrCat("server ", i), Role::kServer,
+                            {Binary("pstrain-server"), scheduler_flag, absl::StrCat("--host=", options_.host),
+                             "--port=0"}));
     }
     for (int i = 0; i < options_.num_workers; ++i) {
-      RETURN_IF_ERROR(Spawn(absl::StrCat("worker ", i), {Binary("pstrain-worker"), scheduler_flag,
-                                                         absl::StrCat("--device=", options_.device)}));
+      RETURN_IF_ERROR(Spawn(absl::StrCat("worker ", i), Role::kWorker,
+                            {Binary("pstrain-worker"), scheduler_flag, absl::StrCat("--device=", options_.device)}));
     }
     return absl::OkStatus();
   }
@@ -229,17 +252,18 @@ class Cluster {
 
     while (int signal = signals_.Take()) OnSignal(signal);
     for (const auto& child : children_) Drain(*child);
-    bool someone_ended = false;
+    std::vector<std::pair<Child*, ExitStatus>> exits;
     for (const auto& child : children_) {
       if (child->ended) continue;
       std::optional<ExitStatus> exit = child->process->Poll();
       if (!exit.has_value()) continue;
       child->ended = true;
-      someone_ended = true;
       Drain(*child);
-      OnExit(*child, *exit);
+      exits.emplace_back(child.get(), *exit);
     }
-    PollStatus(/*force=*/someone_ended);
+    // The job's state now decides what a death means (see OnExit).
+    PollStatus(/*force=*/!exits.empty());
+    for (auto& [child, exit] : exits) OnExit(*child, exit);
     CheckDeadlines();
   }
 
@@ -254,9 +278,31 @@ class Cluster {
     BeginStop(128 + signal);
   }
 
-  void OnExit(const Child& child, const ExitStatus& exit) {
+  void OnExit(Child& child, const ExitStatus& exit) {
     VLOG(1) << child.name << " " << exit.ToString();
     if (stopping_) return;  // Expected: we asked it to stop.
+    // Once the scheduler ended, or said the job finished or failed, there is nothing to rejoin
+    // and every failure counts.
+    const bool job_over = (child.role != Role::kScheduler && children_.front()->ended) ||
+                          last_status_.state() == FINISHED || last_status_.state() == FAILED;
+    if (!exit.ok() && !job_over && child.restarts < options_.max_restarts) {
+      ++child.restarts;
+      console_.Print(Stream::kStderr, absl::StrCat(kSelf, child.name, " died (", exit.ToString(), "); restarting (",
+                                                   child.restarts, " of ", options_.max_restarts, ")"));
+      absl::Status restarted = Restart(child);
+      if (!restarted.ok()) {
+        console_.Print(Stream::kStderr, absl::StrCat(kSelf, "could not restart ", child.name, ": ",
+                                                     restarted.message()));
+        BeginStop(1);
+      }
+      return;
+    }
+    if (!exit.ok() && !job_over && child.role == Role::kWorker) {
+      // The scheduler sees it go and fails the job if too few workers are left.
+      console_.Print(Stream::kStderr,
+                     absl::StrCat(kSelf, child.name, " ", exit.ToString(), "; the job continues without it"));
+      return;
+    }
     if (!exit.ok()) {
       console_.Print(Stream::kStderr, absl::StrCat(kSelf, child.name, " ", exit.ToString()));
       BeginStop(1);
@@ -320,12 +366,15 @@ class Cluster {
   // After every child ended: what is left in the pipes, and partial last lines. A grandchild
   // holding a pipe open is not waited for.
   void DrainAll() {
-    for (const auto& child : children_) {
-      Drain(*child);
-      for (Stream s : {Stream::kStdout, Stream::kStderr}) {
-        LinePrefixer& prefixer = s == Stream::kStdout ? child->out : child->err;
-        if (std::optional<std::string> last = prefixer.Flush()) console_.Print(s, *last);
-      }
+    for (const auto& child : children_) FlushPartialLines(*child);
+  }
+
+  // Drains `child` and prints partial last lines even if its pipes are still open.
+  void FlushPartialLines(Child& child) {
+    Drain(child);
+    for (Stream s : {Stream::kStdout, Stream::kStderr}) {
+      LinePrefixer& prefixer = s == Stream::kStdout ? child.out : child.err;
+      if (std::optional<std::string> last = prefixer.Flush()) console_.Print(s, *last);
     }
   }
 

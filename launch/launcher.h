@@ -6,8 +6,19 @@
 //           -> loop: child output, GetJobStatus every status_interval, signals
 //           -> every child ended -> final result -> remove the temp dir
 //
-// Any child that exits non-zero or dies by a signal stops the rest: SIGTERM, then SIGKILL after
-// stop_grace. So does SIGINT, SIGTERM or SIGHUP to the launcher (a second one kills at once).
+// A child that exits non-zero or dies by a signal while the scheduler runs:
+//
+//   restarts left (max_restarts per launch slot)  -> started again with the same command line
+//                                                    (the scheduler on the port it had, so the
+//                                                    others still find it)
+//   a worker, none left                           -> the job goes on without it; the scheduler
+//                                                    decides whether that is too few workers
+//   the scheduler or a server, none left          -> stop the rest: SIGTERM, then SIGKILL after
+//                                                    stop_grace
+//
+// Once the scheduler has exited 0, or its GetJobStatus said the job finished or failed, nothing is
+// restarted and any child failing stops the rest. SIGINT, SIGTERM or SIGHUP to the launcher stops
+// everything (a second one kills at once).
 #ifndef PSTRAIN_LAUNCH_LAUNCHER_H_
 #define PSTRAIN_LAUNCH_LAUNCHER_H_
 
@@ -41,6 +52,9 @@ struct LaunchOptions {
   std::string host = "127.0.0.1";
   // Worker device, passed as --device.
   std::string device = "cpu";
+  // How often each launch slot (the scheduler, server i, worker i) is started again after its
+  // child failed. 0: never.
+  int max_restarts = 0;
 
   absl::Duration status_interval = absl::Milliseconds(500);
   absl::Duration status_deadline = absl::Milliseconds(300);
@@ -64,9 +78,12 @@ struct LaunchOptions {
 };
 
 // Runs the cluster until every child has ended; blocks. Returns the launcher's exit code:
-//   0        every child exited 0 (the final result was printed);
-//   1        a child exited non-zero or was killed, or outlived the scheduler by finish_timeout
-//            (which one and how was printed);
+//   0        the scheduler and every server exited 0 (the final result was printed); workers
+//            that failed while the scheduler ran and were not restarted do not count (each was
+//            printed as one the job continued without);
+//   1        the scheduler exited non-zero; a server failed with no restarts left; a child failed
+//            once the job was over (see above), could not be restarted, or outlived the scheduler
+//            by finish_timeout (which one and how was printed);
 //   128 + N  the launcher got signal N (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP).
 // A non-OK status means the cluster could not be brought up by the launcher's own fault or the
 // scheduler's silence; any children started were stopped first:

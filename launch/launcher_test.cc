@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -140,19 +141,161 @@ TEST_F(LauncherTest, SuccessfulJobPrintsPrefixedOutputEpochsAndResult) {
   EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(port_file).parent_path())) << port_file;
 }
 
-TEST_F(LauncherTest, FailingWorkerStopsEveryoneAndExitsOne) {
-  WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, "exec sleep 100"));
-  WriteScript("pstrain-server", "exec sleep 100");
+TEST_F(LauncherTest, FailingWorkersLeaveTheJobRunningAndExitZero) {
+  WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, "sleep 1"));
+  WriteScript("pstrain-server", "sleep 0.5");
   WriteScript("pstrain-worker", "echo 'worker broke' >&2; exit 1");
+  status_.set_state(RUNNING);
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << Err();
+  const std::string err = Err();
+  EXPECT_THAT(err, HasSubstr("[worker 0] worker broke\n"));
+  EXPECT_THAT(err, HasSubstr("[launch] worker 0 exited with status 1; the job continues without it\n"));
+  EXPECT_THAT(err, HasSubstr("[launch] worker 1 exited with status 1; the job continues without it\n"));
+  EXPECT_THAT(err, Not(HasSubstr("restarting")));
+  EXPECT_THAT(Out(), HasSubstr("final test_acc"));
+}
+
+TEST_F(LauncherTest, SchedulerFailingAfterAWorkerDiedExitsOne) {
+  WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, "sleep 0.5; echo 'too few workers' >&2; exit 1"));
+  WriteScript("pstrain-server", "exec sleep 100");
+  WriteScript("pstrain-worker", "exit 1");
+  options_.num_workers = 1;
   absl::StatusOr<int> code = RunLocalCluster(options_);
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 1);
   const std::string err = Err();
-  EXPECT_THAT(err, HasSubstr("] worker broke\n"));
-  EXPECT_TRUE(absl::StrContains(err, "[launch] worker 0 exited with status 1") ||
-              absl::StrContains(err, "[launch] worker 1 exited with status 1"))
-      << err;
+  EXPECT_THAT(err, HasSubstr("[launch] worker 0 exited with status 1; the job continues without it\n"));
+  EXPECT_THAT(err, HasSubstr("[scheduler] too few workers\n"));
+  EXPECT_THAT(err, HasSubstr("[launch] scheduler exited with status 1\n"));
   EXPECT_THAT(Out(), Not(HasSubstr("final test_acc")));
+}
+
+TEST_F(LauncherTest, FailingServerStopsEveryoneAndExitsOne) {
+  WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, "exec sleep 100"));
+  WriteScript("pstrain-server", "echo 'server broke' >&2; exit 1");
+  WriteScript("pstrain-worker", "exec sleep 100");
+  const absl::Time start = absl::Now();
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 1);
+  // Everyone else went on SIGTERM, not after their sleep.
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  const std::string err = Err();
+  EXPECT_THAT(err, HasSubstr("] server broke\n"));
+  EXPECT_TRUE(absl::StrContains(err, "[launch] server 0 exited with status 1\n") ||
+              absl::StrContains(err, "[launch] server 1 exited with status 1\n"))
+      << err;
+  EXPECT_THAT(err, Not(HasSubstr("continues")));
+  EXPECT_THAT(Out(), Not(HasSubstr("final test_acc")));
+}
+
+TEST_F(LauncherTest, WorkerFailingOnceIsRestartedOnceWithTheSameCommandLine) {
+  WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, "sleep 1"));
+  WriteScript("pstrain-server", "exit 0");
+  WriteScript("pstrain-worker", absl::StrCat("echo run >> '", dir_, "/worker.runs'\n",
+                                             "if [ -e '", dir_, "/worker.failed' ]; then echo \"again $*\"; exit 0; fi\n",
+                                             "touch '", dir_, "/worker.failed'; kill -9 $$"));
+  options_.num_workers = 1;
+  options_.max_restarts = 1;
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << Err();
+  const std::string err = Err();
+  EXPECT_THAT(err, HasSubstr("[launch] worker 0 died (was killed by signal 9 (SIGKILL)); restarting (1 of 1)\n"));
+  EXPECT_EQ(err.find("restarting"), err.rfind("restarting")) << err;
+  EXPECT_THAT(err, Not(HasSubstr("continues")));
+  EXPECT_THAT(Out(), HasSubstr("[worker 0] again --scheduler=127.0.0.1:4321 --device=cpu\n"));
+  std::ifstream runs(dir_ + "/worker.runs");
+  std::stringstream text;
+  text << runs.rdbuf();
+  EXPECT_EQ(text.str(), "run\nrun\n");
+}
+
+TEST_F(LauncherTest, WorkerOutOfRestartsIsDroppedAndTheJobContinues) {
+  WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, "sleep 1.5"));
+  WriteScript("pstrain-server", "exit 0");
+  WriteScript("pstrain-worker", absl::StrCat("echo run >> '", dir_, "/worker.runs'; exit 2"));
+  options_.num_workers = 1;
+  options_.max_restarts = 2;
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << Err();
+  const std::string err = Err();
+  EXPECT_THAT(err, HasSubstr("[launch] worker 0 died (exited with status 2); restarting (1 of 2)\n"));
+  EXPECT_THAT(err, HasSubstr("[launch] worker 0 died (exited with status 2); restarting (2 of 2)\n"));
+  EXPECT_THAT(err, HasSubstr("[launch] worker 0 exited with status 2; the job continues without it\n"));
+  EXPECT_THAT(err, Not(HasSubstr("(3 of 2)")));
+  std::ifstream runs(dir_ + "/worker.runs");
+  std::stringstream text;
+  text << runs.rdbuf();
+  EXPECT_EQ(text.str(), "run\nrun\nrun\n");
+}
+
+TEST_F(LauncherTest, ServerOutOfRestartsStopsEveryoneAndExitsOne) {
+  WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, "exec sleep 100"));
+  WriteScript("pstrain-server", absl::StrCat("echo run >> '", dir_, "/server.runs'; exit 3"));
+  WriteScript("pstrain-worker", "exec sleep 100");
+  options_.num_servers = 1;
+  options_.max_restarts = 1;
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 1);
+  const std::string err = Err();
+  EXPECT_THAT(err, HasSubstr("[launch] server 0 died (exited with status 3); restarting (1 of 1)\n"));
+  EXPECT_THAT(err, HasSubstr("[launch] server 0 exited with status 3\n"));
+  std::ifstream runs(dir_ + "/server.runs");
+  std::stringstream text;
+  text << runs.rdbuf();
+  EXPECT_EQ(text.str(), "run\nrun\n");
+}
+
+TEST_F(LauncherTest, RestartedSchedulerKeepsItsPort) {
+  // The first run writes its port and fails; the second prints its arguments and finishes.
+  WriteScript("pstrain-scheduler",
+              absl::StrCat("if [ -e '", dir_, "/scheduler.failed' ]; then echo \"again $*\"; sleep 0.3; exit 0; fi\n",
+                           kWritePort, "touch '", dir_, "/scheduler.failed'; sleep 1; exit 1"));
+  WriteScript("pstrain-server", "exit 0");
+  WriteScript("pstrain-worker", "exit 0");
+  options_.max_restarts = 1;
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << Err();
+  EXPECT_THAT(Err(), HasSubstr("[launch] scheduler died (exited with status 1); restarting (1 of 1)\n"));
+  EXPECT_THAT(Out(), HasSubstr("[scheduler] again --host=127.0.0.1 --port=4321 --port_file="));
+}
+
+TEST_F(LauncherTest, NothingIsRestartedOnceTheSchedulerSaysTheJobFailed) {
+  WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, "exec sleep 100"));
+  WriteScript("pstrain-server", "exec sleep 100");
+  WriteScript("pstrain-worker", "sleep 0.3; exit 1");
+  options_.num_workers = 1;
+  options_.max_restarts = 3;
+  status_.set_state(FAILED);
+  status_.set_failure("server 0 sent no heartbeat for 3.0 s");
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 1);
+  const std::string err = Err();
+  EXPECT_THAT(err, HasSubstr("[launch] job failed: server 0 sent no heartbeat for 3.0 s\n"));
+  EXPECT_THAT(err, HasSubstr("[launch] worker 0 exited with status 1\n"));
+  EXPECT_THAT(err, Not(HasSubstr("restarting")));
+  EXPECT_THAT(err, Not(HasSubstr("continues")));
+}
+
+TEST_F(LauncherTest, WorkerFailingAfterTheSchedulerFinishedIsNotRestartedAndFails) {
+  WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, "sleep 0.3"));
+  WriteScript("pstrain-server", "exit 0");
+  WriteScript("pstrain-worker", "sleep 0.8; exit 1");
+  options_.num_workers = 1;
+  options_.max_restarts = 3;
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 1);
+  const std::string err = Err();
+  EXPECT_THAT(err, HasSubstr("[launch] worker 0 exited with status 1\n"));
+  EXPECT_THAT(err, Not(HasSubstr("restarting")));
 }
 
 TEST_F(LauncherTest, ChildKilledBySignalIsNamed) {

@@ -2,6 +2,7 @@
 //
 //   pstrain-launch                          # the demo job: 2 servers, 2 workers, sync, MLP
 //   pstrain-launch --mode=async --workers=4 --epochs=3
+//   pstrain-launch --workers=4 --min_workers=2 --max_restarts=3   # survive workers failing
 //
 // Takes every job flag of pstrain-scheduler (see common/job_flags.h) plus the launcher's own.
 #include <limits.h>
@@ -25,6 +26,9 @@ DEFINE_int64(heartbeat_ms, 500, "Heartbeat period of servers and workers, passed
 DEFINE_int64(dead_after_ms, 3000, "A role silent this long is declared dead, passed to the scheduler");
 DEFINE_int32(progress_interval_s, 5, "Seconds between progress lines when stdout is not a terminal");
 DEFINE_string(device, "cpu", "Worker device, passed to each worker as --device");
+DEFINE_int32(max_restarts, 0,
+             "Start a failed child (any role) again up to this many times per launch slot; a worker that fails "
+             "with none left is dropped and the job goes on (the scheduler fails it below --min_workers)");
 
 namespace {
 
@@ -48,6 +52,10 @@ int main(int argc, char** argv) {
     fprintf(stderr, "pstrain-launch: %s\n", std::string(job.status().message()).c_str());
     return 2;
   }
+  if (FLAGS_max_restarts < 0) {
+    fprintf(stderr, "pstrain-launch: --max_restarts=%d: expected 0 or more\n", FLAGS_max_restarts);
+    return 2;
+  }
   if (FLAGS_heartbeat_ms <= 0 || FLAGS_dead_after_ms <= FLAGS_heartbeat_ms || FLAGS_progress_interval_s <= 0) {
     fprintf(stderr,
             "pstrain-launch: --heartbeat_ms=%lld, --dead_after_ms=%lld, --progress_interval_s=%d: expected "
@@ -68,6 +76,7 @@ int main(int argc, char** argv) {
   options.heartbeat_ms = FLAGS_heartbeat_ms;
   options.dead_after_ms = FLAGS_dead_after_ms;
   options.device = FLAGS_device;
+  options.max_restarts = FLAGS_max_restarts;
   options.progress_interval = absl::Seconds(FLAGS_progress_interval_s);
   options.live_progress = isatty(STDOUT_FILENO);
 

@@ -7,60 +7,75 @@
 namespace pstrain {
 namespace scheduler {
 
-void BarrierSet::Enter(const std::string& name, int count, const std::string& key, Done done) {
-  absl::Status answer;  // What `done` gets now, if it is not parked.
-  std::vector<Done> released;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!failure_.ok()) {
-      answer = failure_;
-    } else if (count < 1) {
-      answer = absl::InvalidArgumentError(
-          absl::StrCat("barrier '", name, "': got ", count, " participants, expected >= 1"));
-    } else {
-      Barrier& barrier = barriers_[name];
-      if (barrier.count == 0) barrier.count = count;
-      if (barrier.count != count) {
-        answer = absl::InvalidArgumentError(
-            absl::StrCat("barrier '", name, "' entered by ", key, ": got ", count,
-                         " participants, expected ", barrier.count, " as its first participant said"));
-      } else if (!barrier.released) {
-        barrier.keys.insert(key);
-        barrier.parked.push_back(std::move(done));
-        if (static_cast<int>(barrier.keys.size()) < barrier.count) return;
-        barrier.released = true;
-        released.swap(barrier.parked);
-      }
-      // A released barrier answers OK at once: `answer` is OK and `done` still ours.
-    }
+void BarrierSet::MaybeRelease(Barrier* barrier, Answers* out) {
+  if (barrier->released || !barrier->awaited.has_value()) return;
+  for (const std::string& key : *barrier->awaited) {
+    if (!barrier->entered.contains(key)) return;
   }
-  if (!released.empty()) {
-    for (Done& d : released) d(absl::OkStatus());
-    return;
-  }
-  done(answer);
+  barrier->released = true;
+  for (Done& done : barrier->parked) out->push_back({std::move(done), absl::OkStatus()});
+  barrier->parked.clear();
 }
 
-void BarrierSet::FailAll(absl::Status status) {
-  std::vector<Done> parked;
-  absl::Status answer;
-  {
-    absl::MutexLock lock(&mu_);
-    if (failure_.ok()) failure_ = std::move(status);
-    answer = failure_;
-    for (auto& [name, barrier] : barriers_) {
-      for (Done& d : barrier.parked) parked.push_back(std::move(d));
-      barrier.parked.clear();
+void BarrierSet::SetParticipants(Group group, const std::vector<std::string>& keys, Answers* out) {
+  absl::flat_hash_set<std::string>& now = participants_[group];
+  now = absl::flat_hash_set<std::string>(keys.begin(), keys.end());
+  for (auto& [name, barrier] : barriers_) {
+    if (barrier.group != group || barrier.released) continue;
+    if (!barrier.awaited.has_value()) {
+      barrier.awaited = now;
+    } else {
+      absl::erase_if(*barrier.awaited, [&now](const std::string& key) { return !now.contains(key); });
     }
+    MaybeRelease(&barrier, out);
   }
-  for (Done& d : parked) d(answer);
+}
+
+void BarrierSet::Enter(const std::string& name, Group group, const std::string& key, Done done,
+                       Answers* out) {
+  if (!failure_.ok()) {
+    out->push_back({std::move(done), failure_});
+    return;
+  }
+  auto [it, created] = barriers_.try_emplace(name);
+  Barrier& barrier = it->second;
+  if (created) {
+    barrier.group = group;
+    if (auto known = participants_.find(group); known != participants_.end()) barrier.awaited = known->second;
+  }
+  if (barrier.group != group) {
+    out->push_back({std::move(done),
+                    absl::InvalidArgumentError(absl::StrCat(
+                        "barrier '", name, "' entered by ", key, " for ",
+                        BarrierRequest::Participants_Name(group), " participants, expected ",
+                        BarrierRequest::Participants_Name(barrier.group), " as its first participant said"))});
+    return;
+  }
+  if (barrier.released) {
+    out->push_back({std::move(done), absl::OkStatus()});
+    return;
+  }
+  barrier.entered.insert(key);
+  barrier.parked.push_back(std::move(done));
+  MaybeRelease(&barrier, out);
+}
+
+void BarrierSet::FailAll(absl::Status status, Answers* out) {
+  if (failure_.ok()) failure_ = std::move(status);
+  for (auto& [name, barrier] : barriers_) {
+    for (Done& done : barrier.parked) out->push_back({std::move(done), failure_});
+    barrier.parked.clear();
+  }
 }
 
 int BarrierSet::num_pending() const {
-  absl::MutexLock lock(&mu_);
   int pending = 0;
   for (const auto& [name, barrier] : barriers_) pending += barrier.parked.empty() ? 0 : 1;
   return pending;
+}
+
+void RunAnswers(BarrierSet::Answers answers) {
+  for (BarrierSet::Answer& answer : answers) answer.done(std::move(answer.status));
 }
 
 }  // namespace scheduler

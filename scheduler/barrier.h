@@ -1,30 +1,36 @@
-// Named one-shot barriers.
+// Named one-shot barriers that follow the live set.
 //
-// A barrier is created by its first Enter, with the number of participants it waits for. Each
-// Enter parks a callback; when `count` distinct participants (keys) have entered, every parked
-// callback runs with OK and the barrier stays released: a later Enter of the same name (a retry
-// whose answer was lost) is answered OK at once. The same key entering twice counts once, and
-// both of its callbacks are answered.
+// Each barrier belongs to a group of participants (WORKERS or ALL), whose live members the owner
+// publishes with SetParticipants on every membership change. A barrier waits for the members of
+// its group that were live when it was created (its first Enter, or the first SetParticipants
+// after that if the group was not published yet) and are still live: a participant that dies or
+// leaves is no longer waited for, and one that joins later is not waited for (it may still enter,
+// and is answered with the others). When every awaited participant has entered, every parked
+// callback is answered OK and the barrier stays released: a later Enter of the same name (a retry
+// whose answer was lost, a late joiner) is answered OK at once. The same key entering twice counts
+// once, and both of its callbacks are answered.
 //
-//   Enter(a) -> parked    Enter(a) -> parked    Enter(b) -> released: a, a, b get OK
+//   Enter(w0) -> parked   Enter(w1) -> parked   SetParticipants({w0, w1})  [w2 died]
+//     -> released: w0, w1 get OK
 //
 // FailAll(status) answers every parked callback with `status` and every later Enter too (the job
 // has ended; nothing will release them).
 //
-// Thread-safe. Callbacks run on the calling thread after the internal lock is released, so they
-// may call back into the BarrierSet or take other locks.
+// Not thread-safe: the Scheduler guards it with its mutex. No callback runs inside a call: each
+// call appends the callbacks to answer, with their status, to `out`, and the caller runs them
+// (RunAnswers) after releasing its lock, so they may call back in.
 #ifndef PSTRAIN_SCHEDULER_BARRIER_H_
 #define PSTRAIN_SCHEDULER_BARRIER_H_
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include "proto/scheduler.pb.h"
 
 namespace pstrain {
 namespace scheduler {
@@ -32,36 +38,54 @@ namespace scheduler {
 class BarrierSet {
  public:
   using Done = std::function<void(absl::Status)>;
+  using Group = BarrierRequest::Participants;
+  // A parked callback and what to answer it.
+  struct Answer {
+    Done done;
+    absl::Status status;
+  };
+  using Answers = std::vector<Answer>;
 
   BarrierSet() = default;
   BarrierSet(const BarrierSet&) = delete;
   BarrierSet& operator=(const BarrierSet&) = delete;
 
-  // Enters participant `key` (e.g. "worker 1") into barrier `name`, which waits for `count`
-  // participants. `done` runs exactly once: OK on release; INVALID_ARGUMENT at once when count < 1
-  // or the barrier was created with another count; the FailAll status when the set has failed.
-  // Never blocks.
-  void Enter(const std::string& name, int count, const std::string& key, Done done);
+  // The live participants (keys, e.g. "worker 1") of `group` from now on. Pending barriers of the
+  // group stop waiting for keys not in `keys`; those that thereby have everyone are released.
+  void SetParticipants(Group group, const std::vector<std::string>& keys, Answers* out);
+
+  // Enters participant `key` into barrier `name` of `group`. `done` is answered exactly once: OK on
+  // release; INVALID_ARGUMENT at once when the barrier was created for another group; the FailAll
+  // status when the set has failed.
+  void Enter(const std::string& name, Group group, const std::string& key, Done done, Answers* out);
 
   // Answers every parked callback, and every later Enter, with `status` (not OK). Idempotent: the
   // first status stays.
-  void FailAll(absl::Status status);
+  void FailAll(absl::Status status, Answers* out);
 
   // Number of barriers with parked callbacks. For tests.
   int num_pending() const;
 
  private:
   struct Barrier {
-    int count = 0;
+    Group group = BarrierRequest::WORKERS;
     bool released = false;
-    absl::flat_hash_set<std::string> keys;
+    // Who it waits for; unset until the group's participants are known.
+    std::optional<absl::flat_hash_set<std::string>> awaited;
+    absl::flat_hash_set<std::string> entered;
     std::vector<Done> parked;
   };
 
-  mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, Barrier> barriers_ ABSL_GUARDED_BY(mu_);
-  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  // Releases `barrier` if every awaited participant has entered.
+  static void MaybeRelease(Barrier* barrier, Answers* out);
+
+  absl::flat_hash_map<std::string, Barrier> barriers_;
+  absl::flat_hash_map<int, absl::flat_hash_set<std::string>> participants_;
+  absl::Status failure_;
 };
+
+// Runs every answer. Call without the lock that guards the BarrierSet.
+void RunAnswers(BarrierSet::Answers answers);
 
 }  // namespace scheduler
 }  // namespace pstrain

@@ -16,6 +16,15 @@ std::string RoleName(Role role) {
   }
 }
 
+const char* ChangeKindName(ChangeKind kind) {
+  switch (kind) {
+    case ChangeKind::kJoined: return "joined";
+    case ChangeKind::kDied: return "died";
+    case ChangeKind::kLeft: return "left";
+  }
+  return "?";
+}
+
 Membership::Membership(Options options) : options_(std::move(options)) {}
 
 std::vector<Membership::Member>* Membership::MembersOf(Role role) {
@@ -30,8 +39,21 @@ const std::vector<Membership::Member>* Membership::MembersOf(Role role) const {
   }
 }
 
-int Membership::Capacity(Role role) const {
-  return role == SERVER ? options_.num_servers : options_.num_workers;
+void Membership::Record(Role role, int rank, ChangeKind kind, absl::Time now) {
+  events_.push_back(MembershipEvent{now, role, rank, kind, epoch_});
+}
+
+std::optional<int> Membership::Lookup(Role role, const std::string& address,
+                                      const std::string& instance_id) const {
+  const std::vector<Member>* members = MembersOf(role);
+  if (members == nullptr) return std::nullopt;
+  for (int rank = 0; rank < static_cast<int>(members->size()); ++rank) {
+    const Member& m = (*members)[rank];
+    if (!m.live) continue;
+    if (!instance_id.empty() && m.instance_id == instance_id) return rank;
+    if (!address.empty() && m.address == address) return rank;
+  }
+  return std::nullopt;
 }
 
 absl::StatusOr<int> Membership::Register(Role role, const std::string& address,
@@ -44,19 +66,48 @@ absl::StatusOr<int> Membership::Register(Role role, const std::string& address,
   if (role == SERVER && address.empty()) {
     return absl::InvalidArgumentError("register server: empty address, expected host:port");
   }
-  for (int rank = 0; rank < static_cast<int>(members->size()); ++rank) {
-    const Member& m = (*members)[rank];
-    if (!instance_id.empty() && m.instance_id == instance_id) return rank;
-    if (!address.empty() && m.address == address) return rank;
-  }
-  if (static_cast<int>(members->size()) >= Capacity(role)) {
+  if (std::optional<int> rank = Lookup(role, address, instance_id); rank.has_value()) return *rank;
+  // Servers are never removed (a dead server fails the job), so their ranks stay 0..n-1.
+  const int capacity = role == SERVER ? options_.num_servers : options_.num_workers;
+  const bool bounded = role == SERVER || !running_;
+  if (bounded && num_live(role) >= capacity) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "register ", RoleName(role), " at '", address, "': job already has ", Capacity(role), " ",
+        "register ", RoleName(role), " at '", address, "': job already has ", capacity, " ",
         RoleName(role), "s"));
   }
-  members->push_back(Member{address, instance_id, now, now, false});
+  int rank = 0;
+  while (rank < static_cast<int>(members->size()) && (*members)[rank].live) ++rank;
+  Member member{address, instance_id, now, now, false, true, ChangeKind::kDied};
+  if (rank == static_cast<int>(members->size())) {
+    members->push_back(std::move(member));
+  } else {
+    (*members)[rank] = std::move(member);
+  }
   ++epoch_;
-  return static_cast<int>(members->size()) - 1;
+  if (running_) {
+    Record(role, rank, ChangeKind::kJoined, now);
+  } else if (num_live(SERVER) == options_.num_servers && num_live(WORKER) == options_.num_workers) {
+    running_ = true;
+  }
+  return rank;
+}
+
+absl::StatusOr<bool> Membership::Remove(Role role, int rank, ChangeKind kind, absl::Time now) {
+  if (kind == ChangeKind::kJoined) {
+    return absl::InvalidArgumentError(absl::StrCat("remove ", RoleName(role), " ", rank,
+                                                   ": got kind 'joined', expected 'died' or 'left'"));
+  }
+  if (!ever_registered(role, rank)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("remove ", RoleName(role), " ", rank, ": not registered"));
+  }
+  Member& m = (*MembersOf(role))[rank];
+  if (!m.live) return false;
+  m.live = false;
+  m.removed = kind;
+  ++epoch_;
+  Record(role, rank, kind, now);
+  return true;
 }
 
 absl::Status Membership::Heartbeat(Role role, int rank, absl::Time now) {
@@ -64,33 +115,57 @@ absl::Status Membership::Heartbeat(Role role, int rank, absl::Time now) {
   if (members == nullptr || rank < 0 || rank >= static_cast<int>(members->size())) {
     return absl::FailedPreconditionError(
         absl::StrCat("heartbeat from ", RoleName(role), " ", rank, ": not registered (",
-                     members == nullptr ? 0 : members->size(), " registered)"));
+                     members == nullptr ? 0 : num_live(role), " live)"));
   }
-  (*members)[rank].last_heartbeat = now;
-  (*members)[rank].heard = true;
+  Member& m = (*members)[rank];
+  if (!m.live) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        RoleName(role), " ", rank, " is no longer a member of the job: it ",
+        m.removed == ChangeKind::kLeft ? "left" : "was declared dead", " (membership epoch ",
+        epoch_, ")"));
+  }
+  m.last_heartbeat = now;
+  m.heard = true;
   return absl::OkStatus();
 }
 
-bool Membership::complete() const {
-  return static_cast<int>(servers_.size()) == options_.num_servers &&
-         static_cast<int>(workers_.size()) == options_.num_workers;
+int Membership::num_live(Role role) const {
+  const std::vector<Member>* members = MembersOf(role);
+  if (members == nullptr) return 0;
+  int live = 0;
+  for (const Member& m : *members) live += m.live ? 1 : 0;
+  return live;
 }
 
-int Membership::num_registered(Role role) const {
+std::vector<int> Membership::LiveRanks(Role role) const {
+  std::vector<int> ranks;
   const std::vector<Member>* members = MembersOf(role);
-  return members == nullptr ? 0 : static_cast<int>(members->size());
+  if (members == nullptr) return ranks;
+  for (int rank = 0; rank < static_cast<int>(members->size()); ++rank) {
+    if ((*members)[rank].live) ranks.push_back(rank);
+  }
+  return ranks;
+}
+
+bool Membership::ever_registered(Role role, int rank) const {
+  const std::vector<Member>* members = MembersOf(role);
+  return members != nullptr && rank >= 0 && rank < static_cast<int>(members->size());
+}
+
+bool Membership::is_live(Role role, int rank) const {
+  return ever_registered(role, rank) && (*MembersOf(role))[rank].live;
 }
 
 ClusterView Membership::View() const {
   ClusterView view;
   view.set_membership_epoch(epoch_);
-  view.set_state(complete() ? RUNNING : WAITING_FOR_ROLES);
-  for (int rank = 0; rank < static_cast<int>(servers_.size()); ++rank) {
+  view.set_state(running_ ? RUNNING : WAITING_FOR_ROLES);
+  for (int rank : LiveRanks(SERVER)) {
     ServerInfo* info = view.add_servers();
     info->set_rank(rank);
     info->set_address(servers_[rank].address);
   }
-  for (int rank = 0; rank < static_cast<int>(workers_.size()); ++rank) {
+  for (int rank : LiveRanks(WORKER)) {
     WorkerInfo* info = view.add_workers();
     info->set_rank(rank);
     info->set_address(workers_[rank].address);
@@ -99,34 +174,36 @@ ClusterView Membership::View() const {
   view.set_train_samples(options_.train_samples);
   view.set_test_samples(options_.test_samples);
   view.set_total_steps(options_.total_steps);
+  view.set_global_batch(int64_t{options_.batch_size} * options_.num_workers);
   return view;
 }
 
-std::vector<std::string> Membership::FindDead(absl::Time now) const {
-  std::vector<std::string> dead;
+std::vector<SilentMember> Membership::FindDead(absl::Time now) const {
+  std::vector<SilentMember> dead;
   for (Role role : {SERVER, WORKER}) {
     const std::vector<Member>& members = *MembersOf(role);
     for (int rank = 0; rank < static_cast<int>(members.size()); ++rank) {
-      if (!members[rank].heard) continue;
+      if (!members[rank].live || !members[rank].heard) continue;
       const absl::Duration silent = now - members[rank].last_heartbeat;
       if (silent > options_.dead_after) {
-        dead.push_back(absl::StrFormat("%s sent no heartbeat for %.1f s", Describe(role, rank),
-                                       absl::ToDoubleSeconds(silent)));
+        dead.push_back({role, rank, absl::StrFormat("%s sent no heartbeat for %.1f s", Describe(role, rank),
+                                                    absl::ToDoubleSeconds(silent))});
       }
     }
   }
   return dead;
 }
 
-std::vector<std::string> Membership::FindNeverStarted(absl::Time now, absl::Duration limit) const {
-  std::vector<std::string> silent;
+std::vector<SilentMember> Membership::FindNeverStarted(absl::Time now, absl::Duration limit) const {
+  std::vector<SilentMember> silent;
   for (Role role : {SERVER, WORKER}) {
     const std::vector<Member>& members = *MembersOf(role);
     for (int rank = 0; rank < static_cast<int>(members.size()); ++rank) {
-      if (members[rank].heard || now - members[rank].registered <= limit) continue;
-      silent.push_back(absl::StrFormat("%s sent no heartbeat in the %.1f s since it registered",
-                                       Describe(role, rank),
-                                       absl::ToDoubleSeconds(now - members[rank].registered)));
+      const Member& m = members[rank];
+      if (!m.live || m.heard || now - m.registered <= limit) continue;
+      silent.push_back({role, rank,
+                        absl::StrFormat("%s sent no heartbeat in the %.1f s since it registered",
+                                        Describe(role, rank), absl::ToDoubleSeconds(now - m.registered))});
     }
   }
   return silent;
@@ -134,17 +211,15 @@ std::vector<std::string> Membership::FindNeverStarted(absl::Time now, absl::Dura
 
 bool Membership::AllServersHeardSince(absl::Time t) const {
   for (const Member& m : servers_) {
-    if (!m.heard || m.last_heartbeat < t) return false;
+    if (m.live && (!m.heard || m.last_heartbeat < t)) return false;
   }
   return true;
 }
 
 std::string Membership::Describe(Role role, int rank) const {
-  const std::vector<Member>* members = MembersOf(role);
   std::string text = absl::StrCat(RoleName(role), " ", rank);
-  if (members != nullptr && rank >= 0 && rank < static_cast<int>(members->size()) &&
-      !(*members)[rank].address.empty()) {
-    absl::StrAppend(&text, " at ", (*members)[rank].address);
+  if (ever_registered(role, rank) && !(*MembersOf(role))[rank].address.empty()) {
+    absl::StrAppend(&text, " at ", (*MembersOf(role))[rank].address);
   }
   return text;
 }

@@ -1,26 +1,36 @@
-// Who takes part in the job: registration, ranks, the cluster view and liveness.
+// Who takes part in the job: registration, ranks, the live set, the cluster view and liveness.
 //
-// Ranks are handed out per role in order of registration (0..n-1). Registering the same
-// (role, instance id) or the same non-empty (role, address) again returns the same rank, so a role
-// may retry Register safely. A worker with neither cannot be told apart from another one and always
-// gets a fresh rank.
+// Ranks. Servers get ranks 0..num_servers-1 in order of registration. A worker gets the lowest
+// worker rank that is not live: before the job runs that is registration order (at most
+// num_workers live workers); once it runs a new worker may also take the rank of a worker that died
+// or left, or a rank beyond num_workers (a job may grow). Worker ranks are stable identities; a
+// worker's slot is its position among the live workers sorted by rank (the view's `workers`).
+// Registering the same (role, instance id) or the same non-empty (role, address) as a LIVE member
+// again returns its rank, so a role may retry Register safely; a worker with neither cannot be told
+// apart from another one and always gets a fresh rank.
 //
-// The membership epoch starts at 1 (nobody registered) and is bumped by every change of the member
-// set; today that is each new registration, later also a death or a replacement (churn). Servers
-// compare the epoch a push was computed under with the current one, so it must change whenever
-// the view does.
+// The membership epoch starts at 1 (nobody registered) and is bumped by every change of the live
+// set: a registration, a death, a departure. Servers compare the epoch a push was computed under
+// with the current one, so it must change whenever the view does.
 //
-// Liveness. Roles start heartbeating only once they are set up (after the start-up barrier), so a
-// member is watched from its first heartbeat on: FindDead lists the members whose last heartbeat is
-// older than `dead_after`. Members that registered but never heartbeated are "starting";
-// FindNeverStarted lists those registered longer ago than a start-up limit. The caller decides what
-// a death means (today: the job fails).
+//   Register --> live --(Remove: died / left)--> gone (heartbeats refused; its rank may be reused)
+//
+// Liveness. Roles start heartbeating only once they are set up, so a live member is watched from
+// its first heartbeat on: FindDead lists the live members whose last heartbeat is older than
+// `dead_after`. Live members that registered but never heartbeated are "starting";
+// FindNeverStarted lists those registered longer ago than a start-up limit. Removed members are
+// never listed again. The caller decides what a death means (the Scheduler: a dead server fails the
+// job, a dead worker is removed).
+//
+// Once the job runs, every change of the worker set is kept as a MembershipEvent (joins after the
+// start, deaths, departures), for the run summary.
 //
 // Not thread-safe: the Scheduler guards it with its mutex.
 #ifndef PSTRAIN_SCHEDULER_MEMBERSHIP_H_
 #define PSTRAIN_SCHEDULER_MEMBERSHIP_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,11 +45,35 @@ namespace scheduler {
 // "server" or "worker".
 std::string RoleName(Role role);
 
+// How a member came or went.
+enum class ChangeKind { kJoined, kDied, kLeft };
+// "joined", "died", "left".
+const char* ChangeKindName(ChangeKind kind);
+
+struct MembershipEvent {
+  absl::Time at;
+  Role role = ROLE_UNSPECIFIED;
+  int rank = 0;
+  ChangeKind kind = ChangeKind::kJoined;
+  // The membership epoch the change led to.
+  int64_t epoch = 0;
+};
+
+// A live member found silent by FindDead or FindNeverStarted.
+struct SilentMember {
+  Role role = ROLE_UNSPECIFIED;
+  int rank = 0;
+  // e.g. "worker 1 at 127.0.0.1:4567 sent no heartbeat for 3.2 s".
+  std::string message;
+};
+
 class Membership {
  public:
   struct Options {
     int num_servers = 1;
     int num_workers = 1;
+    // SYNC global batch is batch_size x num_workers (the job's), whatever the live set.
+    int batch_size = 1;
     // A member silent for longer than this is dead.
     absl::Duration dead_after = absl::Seconds(3);
     // Copied into every view.
@@ -52,9 +86,9 @@ class Membership {
   explicit Membership(Options options);
 
   // Registers the process `instance_id` (may be empty) of a role listening at `address` at time
-  // `now` and returns its rank. INVALID_ARGUMENT for a role other than SERVER or WORKER, or a server
-  // without an address; FAILED_PRECONDITION "job already has 2 workers" when every slot of the role
-  // is taken by another process.
+  // `now` and returns its rank (see the ranks above). INVALID_ARGUMENT for a role other than SERVER
+  // or WORKER, or a server without an address; FAILED_PRECONDITION "job already has 2 workers" when
+  // every slot of the role is taken by another process (workers: only before the job runs).
   absl::StatusOr<int> Register(Role role, const std::string& address, const std::string& instance_id,
                                absl::Time now);
   // The same without an instance id.
@@ -62,31 +96,49 @@ class Membership {
     return Register(role, address, "", now);
   }
 
+  // The rank Register would return again for a live member with this instance id or non-empty
+  // address; nullopt when there is none (Register would add a member).
+  std::optional<int> Lookup(Role role, const std::string& address, const std::string& instance_id) const;
+
+  // Removes the live member (role, rank) because it died or left at `now`, and bumps the epoch.
+  // Returns true when it was live, false when it was already removed (nothing changes).
+  // FAILED_PRECONDITION when (role, rank) never registered; INVALID_ARGUMENT for kind kJoined.
+  absl::StatusOr<bool> Remove(Role role, int rank, ChangeKind kind, absl::Time now);
+
   // Records a heartbeat; from now on the member is watched. FAILED_PRECONDITION when (role, rank)
-  // is not registered.
+  // never registered, or "worker 1 is no longer a member ..." when it was removed.
   absl::Status Heartbeat(Role role, int rank, absl::Time now);
 
-  // True once every configured server and worker has registered.
-  bool complete() const;
-  int num_registered(Role role) const;
+  // True once every configured server and worker has registered; stays true (the job runs) when
+  // workers leave later.
+  bool running() const { return running_; }
+  int num_live(Role role) const;
+  // Live ranks of `role`, ascending.
+  std::vector<int> LiveRanks(Role role) const;
+  bool is_live(Role role, int rank) const;
+  // True when (role, rank) registered at some time, live or not.
+  bool ever_registered(Role role, int rank) const;
   int64_t epoch() const { return epoch_; }
+  const std::vector<MembershipEvent>& events() const { return events_; }
 
   // The view: epoch, WAITING_FOR_ROLES or RUNNING (the caller overrides the state once the job
-  // has ended), servers and workers sorted by rank, shard map, sample counts and total steps.
+  // has ended), live servers and workers sorted by rank, shard map, sample counts, total steps and
+  // the global batch.
   ClusterView View() const;
 
-  // One line per member that has heartbeated and then been silent for longer than dead_after at
-  // `now`, e.g. "worker 1 at 127.0.0.1:4567 sent no heartbeat for 3.2 s". Empty when all are alive.
-  std::vector<std::string> FindDead(absl::Time now) const;
+  // Every live member that has heartbeated and then been silent for longer than dead_after at
+  // `now`. Empty when all are alive.
+  std::vector<SilentMember> FindDead(absl::Time now) const;
 
-  // One line per member that registered more than `limit` before `now` and has not heartbeated
-  // since, e.g. "server 0 at 127.0.0.1:4001 sent no heartbeat in the 300 s since it registered".
-  std::vector<std::string> FindNeverStarted(absl::Time now, absl::Duration limit) const;
+  // Every live member that registered more than `limit` before `now` and has not heartbeated since,
+  // e.g. "server 0 at 127.0.0.1:4001 sent no heartbeat in the 300.0 s since it registered".
+  std::vector<SilentMember> FindNeverStarted(absl::Time now, absl::Duration limit) const;
 
-  // True when every registered server has heartbeated at or after `t` (true with no servers).
+  // True when every live server has heartbeated at or after `t` (true with no servers).
   bool AllServersHeardSince(absl::Time t) const;
 
-  // "worker 1 at 127.0.0.1:4567" (or "worker 1" without an address), for messages.
+  // "worker 1 at 127.0.0.1:4567" (or "worker 1" without an address), for messages; also for a
+  // removed member (its last address).
   std::string Describe(Role role, int rank) const;
 
  private:
@@ -97,17 +149,23 @@ class Membership {
     // Meaningful once `heard` is set.
     absl::Time last_heartbeat;
     bool heard = false;
+    bool live = true;
+    // Why it is gone, once !live.
+    ChangeKind removed = ChangeKind::kDied;
   };
 
-  // Members of `role`, indexed by rank; nullptr for an invalid role.
+  // Members of `role`, indexed by rank (removed ones too, until their rank is reused); nullptr
+  // for an invalid role.
   std::vector<Member>* MembersOf(Role role);
   const std::vector<Member>* MembersOf(Role role) const;
-  int Capacity(Role role) const;
+  void Record(Role role, int rank, ChangeKind kind, absl::Time now);
 
   const Options options_;
   std::vector<Member> servers_;
   std::vector<Member> workers_;
   int64_t epoch_ = 1;
+  bool running_ = false;
+  std::vector<MembershipEvent> events_;
 };
 
 }  // namespace scheduler

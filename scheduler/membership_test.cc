@@ -12,6 +12,7 @@ Membership::Options TwoAndTwo() {
   Membership::Options o;
   o.num_servers = 2;
   o.num_workers = 2;
+  o.batch_size = 10;
   o.dead_after = absl::Seconds(3);
   o.shard_map.set_version(1);
   o.train_samples = 600;
@@ -36,7 +37,7 @@ TEST(MembershipTest, ReRegisteringTheSameAddressReturnsTheSameRank) {
   EXPECT_EQ(*m.Register(SERVER, "127.0.0.1:4001", kT0), 0);
   EXPECT_EQ(*m.Register(SERVER, "127.0.0.1:4002", kT0), 1);
   EXPECT_EQ(m.epoch(), epoch);
-  EXPECT_EQ(m.num_registered(SERVER), 2);
+  EXPECT_EQ(m.num_live(SERVER), 2);
 }
 
 TEST(MembershipTest, WorkersWithoutAddressGetFreshRanks) {
@@ -83,10 +84,10 @@ TEST(MembershipTest, ViewIsCompleteOnceEveryoneRegistered) {
   ASSERT_TRUE(m.Register(SERVER, "h:4002", kT0).ok());
   ASSERT_TRUE(m.Register(WORKER, "h:5001", kT0).ok());
   ASSERT_TRUE(m.Register(SERVER, "h:4001", kT0).ok());
-  EXPECT_FALSE(m.complete());
+  EXPECT_FALSE(m.running());
   EXPECT_EQ(m.View().state(), WAITING_FOR_ROLES);
   ASSERT_TRUE(m.Register(WORKER, "h:5002", kT0).ok());
-  EXPECT_TRUE(m.complete());
+  EXPECT_TRUE(m.running());
 
   view = m.View();
   EXPECT_EQ(view.state(), RUNNING);
@@ -102,6 +103,9 @@ TEST(MembershipTest, ViewIsCompleteOnceEveryoneRegistered) {
   EXPECT_EQ(view.train_samples(), 600);
   EXPECT_EQ(view.test_samples(), 100);
   EXPECT_EQ(view.total_steps(), 50);
+  EXPECT_EQ(view.global_batch(), 20);  // batch_size 10 x the job's 2 workers.
+  // Registrations before the start are not churn.
+  EXPECT_TRUE(m.events().empty());
 }
 
 TEST(MembershipTest, FindsRolesSilentLongerThanDeadAfter) {
@@ -118,9 +122,11 @@ TEST(MembershipTest, FindsRolesSilentLongerThanDeadAfter) {
 
   ASSERT_TRUE(m.Heartbeat(SERVER, 0, kT0 + absl::Seconds(2)).ok());
   ASSERT_TRUE(m.Heartbeat(WORKER, 0, kT0 + absl::Seconds(2)).ok());
-  const std::vector<std::string> dead = m.FindDead(kT0 + absl::Milliseconds(3200));
+  const std::vector<SilentMember> dead = m.FindDead(kT0 + absl::Milliseconds(3200));
   ASSERT_EQ(dead.size(), 1u);
-  EXPECT_EQ(dead[0], "worker 1 at 127.0.0.1:4567 sent no heartbeat for 3.2 s");
+  EXPECT_EQ(dead[0].message, "worker 1 at 127.0.0.1:4567 sent no heartbeat for 3.2 s");
+  EXPECT_EQ(dead[0].role, WORKER);
+  EXPECT_EQ(dead[0].rank, 1);
 
   EXPECT_EQ(m.FindDead(kT0 + absl::Milliseconds(5100)).size(), 3u);
 }
@@ -131,9 +137,9 @@ TEST(MembershipTest, FindsRolesThatNeverStartedHeartbeating) {
   ASSERT_TRUE(m.Register(WORKER, "127.0.0.1:5001", kT0 + absl::Seconds(5)).ok());
   ASSERT_TRUE(m.Heartbeat(WORKER, 0, kT0 + absl::Seconds(6)).ok());
   EXPECT_TRUE(m.FindNeverStarted(kT0 + absl::Seconds(10), absl::Seconds(10)).empty());
-  const std::vector<std::string> silent = m.FindNeverStarted(kT0 + absl::Seconds(12), absl::Seconds(10));
+  const std::vector<SilentMember> silent = m.FindNeverStarted(kT0 + absl::Seconds(12), absl::Seconds(10));
   ASSERT_EQ(silent.size(), 1u);
-  EXPECT_EQ(silent[0], "server 0 at 127.0.0.1:4001 sent no heartbeat in the 12.0 s since it registered");
+  EXPECT_EQ(silent[0].message, "server 0 at 127.0.0.1:4001 sent no heartbeat in the 12.0 s since it registered");
   // A re-registration does not count as a heartbeat.
   ASSERT_TRUE(m.Register(SERVER, "127.0.0.1:4001", kT0 + absl::Seconds(11)).ok());
   EXPECT_EQ(m.FindNeverStarted(kT0 + absl::Seconds(12), absl::Seconds(10)).size(), 1u);
@@ -157,6 +163,133 @@ TEST(MembershipTest, TracksWhetherServersHeardSince) {
   EXPECT_FALSE(m.AllServersHeardSince(end));
   ASSERT_TRUE(m.Heartbeat(SERVER, 1, end + absl::Seconds(1)).ok());
   EXPECT_TRUE(m.AllServersHeardSince(end));
+}
+
+// Registers 2 servers and 2 workers (ranks 0 and 1) at kT0: the job runs.
+Membership Running() {
+  Membership m(TwoAndTwo());
+  EXPECT_TRUE(m.Register(SERVER, "h:4001", kT0).ok());
+  EXPECT_TRUE(m.Register(SERVER, "h:4002", kT0).ok());
+  EXPECT_TRUE(m.Register(WORKER, "", "w0", kT0).ok());
+  EXPECT_TRUE(m.Register(WORKER, "", "w1", kT0).ok());
+  EXPECT_TRUE(m.running());
+  return m;
+}
+
+std::vector<int> ViewWorkerRanks(const ClusterView& view) {
+  std::vector<int> ranks;
+  for (const WorkerInfo& w : view.workers()) ranks.push_back(w.rank());
+  return ranks;
+}
+
+TEST(MembershipTest, RemovedWorkerLeavesTheViewAndBumpsTheEpochOnce) {
+  Membership m = Running();
+  const int64_t epoch = m.epoch();
+  absl::StatusOr<bool> removed = m.Remove(WORKER, 0, ChangeKind::kDied, kT0 + absl::Seconds(4));
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_TRUE(*removed);
+  EXPECT_EQ(m.epoch(), epoch + 1);
+  // Idempotent: a second removal (a Leave after the death) changes nothing.
+  removed = m.Remove(WORKER, 0, ChangeKind::kLeft, kT0 + absl::Seconds(5));
+  ASSERT_TRUE(removed.ok());
+  EXPECT_FALSE(*removed);
+  EXPECT_EQ(m.epoch(), epoch + 1);
+
+  const ClusterView view = m.View();
+  EXPECT_EQ(view.state(), RUNNING);
+  EXPECT_EQ(view.membership_epoch(), epoch + 1);
+  EXPECT_EQ(ViewWorkerRanks(view), std::vector<int>{1});
+  EXPECT_EQ(view.global_batch(), 20);  // Fixed for the job, whoever is live.
+  EXPECT_EQ(view.servers_size(), 2);
+  EXPECT_EQ(m.num_live(WORKER), 1);
+  EXPECT_FALSE(m.is_live(WORKER, 0));
+  EXPECT_TRUE(m.ever_registered(WORKER, 0));
+  EXPECT_EQ(m.LiveRanks(WORKER), std::vector<int>{1});
+
+  ASSERT_EQ(m.events().size(), 1u);
+  EXPECT_EQ(m.events()[0].at, kT0 + absl::Seconds(4));
+  EXPECT_EQ(m.events()[0].role, WORKER);
+  EXPECT_EQ(m.events()[0].rank, 0);
+  EXPECT_EQ(m.events()[0].kind, ChangeKind::kDied);
+  EXPECT_EQ(m.events()[0].epoch, epoch + 1);
+}
+
+TEST(MembershipTest, RemovedWorkerIsNeitherDeadAgainNorAllowedToHeartbeat) {
+  Membership m = Running();
+  ASSERT_TRUE(m.Heartbeat(WORKER, 0, kT0).ok());
+  ASSERT_TRUE(m.Heartbeat(WORKER, 1, kT0).ok());
+  ASSERT_EQ(m.FindDead(kT0 + absl::Seconds(4)).size(), 2u);
+  ASSERT_TRUE(m.Remove(WORKER, 1, ChangeKind::kDied, kT0 + absl::Seconds(4)).ok());
+  ASSERT_TRUE(m.Remove(WORKER, 0, ChangeKind::kLeft, kT0 + absl::Seconds(4)).ok());
+  EXPECT_TRUE(m.FindDead(kT0 + absl::Seconds(10)).empty());
+  EXPECT_TRUE(m.FindNeverStarted(kT0 + absl::Seconds(1000), absl::Seconds(10)).size() == 2u);  // Servers.
+
+  absl::Status hb = m.Heartbeat(WORKER, 1, kT0 + absl::Seconds(5));
+  EXPECT_EQ(hb.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(hb.message().substr(0, 30), "worker 1 is no longer a member") << hb;
+  EXPECT_NE(hb.message().find("declared dead"), absl::string_view::npos) << hb;
+  hb = m.Heartbeat(WORKER, 0, kT0 + absl::Seconds(5));
+  EXPECT_NE(hb.message().find("it left"), absl::string_view::npos) << hb;
+}
+
+TEST(MembershipTest, RemoveRejectsUnknownMembersAndJoinedKind) {
+  Membership m = Running();
+  EXPECT_EQ(m.Remove(WORKER, 2, ChangeKind::kDied, kT0).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(m.Remove(ROLE_UNSPECIFIED, 0, ChangeKind::kDied, kT0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(m.Remove(WORKER, 0, ChangeKind::kJoined, kT0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.num_live(WORKER), 2);
+}
+
+TEST(MembershipTest, JoinWhileRunningTakesTheLowestRankThatIsNotLive) {
+  Membership m = Running();
+  ASSERT_TRUE(m.Remove(WORKER, 0, ChangeKind::kDied, kT0 + absl::Seconds(1)).ok());
+  const int64_t epoch = m.epoch();
+  // The dead worker's rank is reused...
+  absl::StatusOr<int> rank = m.Register(WORKER, "", "w2", kT0 + absl::Seconds(2));
+  ASSERT_TRUE(rank.ok()) << rank.status();
+  EXPECT_EQ(*rank, 0);
+  EXPECT_EQ(m.epoch(), epoch + 1);
+  // ...and once every rank is live the job grows beyond num_workers.
+  EXPECT_EQ(*m.Register(WORKER, "", "w3", kT0 + absl::Seconds(3)), 2);
+  EXPECT_EQ(*m.Register(WORKER, "", "w4", kT0 + absl::Seconds(3)), 3);
+  EXPECT_EQ(m.epoch(), epoch + 3);
+  // A retry of a live worker's registration keeps its rank and the epoch.
+  EXPECT_EQ(*m.Register(WORKER, "", "w3", kT0 + absl::Seconds(4)), 2);
+  EXPECT_EQ(m.epoch(), epoch + 3);
+  EXPECT_EQ(ViewWorkerRanks(m.View()), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(m.View().global_batch(), 20);
+  // Servers stay bounded.
+  EXPECT_EQ(m.Register(SERVER, "h:4003", kT0).status().code(), absl::StatusCode::kFailedPrecondition);
+
+  ASSERT_EQ(m.events().size(), 4u);
+  EXPECT_EQ(m.events()[1].kind, ChangeKind::kJoined);
+  EXPECT_EQ(m.events()[1].rank, 0);
+  EXPECT_EQ(m.events()[3].rank, 3);
+  EXPECT_STREQ(ChangeKindName(m.events()[0].kind), "died");
+  EXPECT_STREQ(ChangeKindName(m.events()[1].kind), "joined");
+  EXPECT_STREQ(ChangeKindName(ChangeKind::kLeft), "left");
+}
+
+TEST(MembershipTest, ARemovedProcessRegisteringAgainIsANewMember) {
+  Membership m = Running();
+  ASSERT_TRUE(m.Remove(WORKER, 1, ChangeKind::kDied, kT0).ok());
+  EXPECT_FALSE(m.Lookup(WORKER, "", "w1").has_value());
+  const int64_t epoch = m.epoch();
+  EXPECT_EQ(*m.Register(WORKER, "", "w1", kT0), 1);
+  EXPECT_EQ(m.epoch(), epoch + 1);
+  EXPECT_TRUE(m.is_live(WORKER, 1));
+  EXPECT_EQ(m.Lookup(WORKER, "", "w1"), 1);
+}
+
+TEST(MembershipTest, BeforeTheStartALeavingWorkerFreesItsSlot) {
+  Membership m(TwoAndTwo());
+  ASSERT_EQ(*m.Register(WORKER, "", "a", kT0), 0);
+  ASSERT_EQ(*m.Register(WORKER, "", "b", kT0), 1);
+  EXPECT_EQ(m.Register(WORKER, "", "c", kT0).status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(m.Remove(WORKER, 0, ChangeKind::kLeft, kT0).ok());
+  EXPECT_EQ(*m.Register(WORKER, "", "c", kT0), 0);
+  EXPECT_FALSE(m.running());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/job_spec.h"
 #include "google/protobuf/util/json_util.h"
 #include "scheduler/json.h"
@@ -26,13 +27,20 @@ std::string JobSpecJson(const JobSpec& job) {
   return json;
 }
 
+EvalPool::Options EvalOptions(const Progress::Options& o) {
+  EvalPool::Options e;
+  e.test_samples = o.test_samples;
+  e.num_workers = o.job.num_workers();
+  e.epochs = o.job.epochs();
+  return e;
+}
+
 }  // namespace
 
 Progress::Progress(Options options)
-    : options_(std::move(options)),
-      last_epoch_end_(options_.created),
-      worker_samples_(options_.job.num_workers(), 0),
-      worker_done_(options_.job.num_workers(), false) {}
+    : options_(std::move(options)), last_epoch_end_(options_.created), eval_(EvalOptions(options_)) {
+  for (int rank = 0; rank < job().num_workers(); ++rank) workers_[rank];
+}
 
 void Progress::Start(absl::Time now) {
   if (start_.has_value()) return;
@@ -40,11 +48,28 @@ void Progress::Start(absl::Time now) {
   last_epoch_end_ = now;
 }
 
+void Progress::Complete(Epoch* epoch, absl::Time now) {
+  epoch->complete = true;
+  epoch->seconds = absl::ToDoubleSeconds(now - last_epoch_end_);
+  last_epoch_end_ = now;
+}
+
+void Progress::UpdateCompletion(int epoch, absl::Time now) {
+  Epoch& data = epochs_[epoch];
+  if (!data.complete && eval_.complete(epoch)) Complete(&data, now);
+}
+
+void Progress::CloseUnevaluatedBefore(int epoch, absl::Time now) {
+  for (auto& [e, data] : epochs_) {
+    if (e >= epoch) break;
+    if (!data.complete && !eval_.opened(e)) Complete(&data, now);
+  }
+}
+
 absl::Status Progress::Add(const ProgressReport& report, absl::Time now) {
   const int rank = report.worker_rank();
-  if (rank < 0 || rank >= job().num_workers()) {
-    return absl::InvalidArgumentError(absl::StrCat("progress report: worker rank ", rank,
-                                                   " is outside [0, ", job().num_workers(), ")"));
+  if (rank < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("progress report: worker rank ", rank, ", expected >= 0"));
   }
   if (report.epoch() < 0 || report.epoch() >= job().epochs()) {
     return absl::InvalidArgumentError(absl::StrCat("progress report from worker ", rank, ": epoch ",
@@ -52,22 +77,21 @@ absl::Status Progress::Add(const ProgressReport& report, absl::Time now) {
                                                    job().epochs(), ")"));
   }
   const TrainStats& train = report.train();
-  if (train.samples() < 0 || train.steps() < 0 ||
-      (report.has_eval() && (report.eval().samples() < 0 || report.eval().correct() < 0 ||
-                             report.eval().correct() > report.eval().samples()))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "progress report from worker ", rank, " for epoch ", report.epoch(),
-        ": negative or inconsistent counts (train samples ", train.samples(), ", steps ",
-        train.steps(), ", eval samples ", report.eval().samples(), ", correct ",
-        report.eval().correct(), ")"));
+  if (train.samples() < 0 || train.steps() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("progress report from worker ", rank, " for epoch ",
+                                                   report.epoch(), ": negative counts (train samples ",
+                                                   train.samples(), ", steps ", train.steps(), ")"));
   }
+  if (absl::Status s = eval_.Check(report); !s.ok()) return s;
   Start(now);
+  CloseUnevaluatedBefore(report.epoch(), now);
 
   Epoch& epoch = epochs_[report.epoch()];
-  if (epoch.evals.empty()) epoch.evals.resize(job().num_workers());
   epoch.train_loss_sum += train.loss_sum();
   epoch.train_samples += train.samples();
-  worker_samples_[rank] += train.samples();
+  if (counts_steps()) CountSteps(report.step() - train.steps(), report.step());
+  Worker& worker = workers_[rank];
+  worker.samples += train.samples();
   max_epoch_ = std::max(max_epoch_, report.epoch());
   max_step_ = std::max(max_step_, report.step());
   batches_ += train.steps();
@@ -76,40 +100,74 @@ absl::Status Progress::Add(const ProgressReport& report, absl::Time now) {
     const size_t window = std::max<size_t>(4, 2 * static_cast<size_t>(job().num_workers()));
     while (recent_.size() > window) recent_.pop_front();
   }
-
-  if (report.has_eval()) {
-    if (!epoch.evals[rank].has_value()) ++epoch.evals_received;
-    epoch.evals[rank] = report.eval();
-    if (!epoch.complete && epoch.evals_received == job().num_workers()) {
-      epoch.complete = true;
-      epoch.seconds = absl::ToDoubleSeconds(now - last_epoch_end_);
-      last_epoch_end_ = now;
-    }
-  }
-  if (report.done() && !worker_done_[rank]) {
-    worker_done_[rank] = true;
-    ++workers_done_;
-    if (finished()) finished_at_ = now;
-  }
+  for (int e : eval_.Record(report)) UpdateCompletion(e, now);
+  if (report.done()) worker.done = true;
   return absl::OkStatus();
+}
+
+void Progress::CountSteps(int64_t begin, int64_t end) {
+  const int64_t g = options_.global_batch;
+  const int64_t n = options_.train_samples;
+  const int64_t steps_per_epoch = (n + g - 1) / g;
+  if (steps_per_epoch == 0) return;
+  begin = std::max<int64_t>(begin, 0);
+  if (end > static_cast<int64_t>(counted_steps_.size())) counted_steps_.resize(end, false);
+  for (int64_t t = begin; t < end; ++t) {
+    if (counted_steps_[t]) continue;
+    counted_steps_[t] = true;
+    const int64_t in_epoch = t % steps_per_epoch;
+    epochs_[static_cast<int>(t / steps_per_epoch)].applied_samples += std::min(g, n - in_epoch * g);
+  }
+}
+
+absl::StatusOr<EvalLease> Progress::LeaseEval(int worker_rank, int epoch, absl::Time now) {
+  if (epoch < 0 || epoch >= job().epochs()) {
+    return absl::OutOfRangeError(absl::StrCat("evaluation lease for worker ", worker_rank, ": epoch ",
+                                              epoch, " is outside the job's epochs [0, ", job().epochs(),
+                                              ")"));
+  }
+  CloseUnevaluatedBefore(epoch, now);
+  if (epochs_[epoch].complete && !eval_.opened(epoch)) {
+    EvalLease done;
+    done.epoch = epoch;
+    done.epoch_done = true;
+    return done;
+  }
+  absl::StatusOr<EvalLease> lease = eval_.Next(worker_rank, epoch);
+  if (lease.ok()) UpdateCompletion(epoch, now);  // An empty test set is complete at once.
+  return lease;
+}
+
+int Progress::WorkerGone(int rank) {
+  auto it = workers_.find(rank);
+  if (it != workers_.end()) it->second.done = false;
+  return eval_.Release(rank);
+}
+
+bool Progress::TryFinish(const std::vector<int>& live_workers, absl::Time now) {
+  if (finished()) return true;
+  if (live_workers.empty() || eval_.any_incomplete()) return false;
+  for (int rank : live_workers) {
+    auto it = workers_.find(rank);
+    if (it == workers_.end() || !it->second.done) return false;
+  }
+  for (auto& [e, data] : epochs_) {
+    if (!data.complete && !eval_.opened(e)) Complete(&data, now);
+  }
+  finished_at_ = now;
+  return true;
 }
 
 EpochSummary Progress::Summarize(int epoch, const Epoch& data) const {
   EpochSummary summary;
   summary.set_epoch(epoch);
   summary.set_train_loss(Ratio(data.train_loss_sum, static_cast<double>(data.train_samples)));
-  double loss_sum = 0;
-  int64_t correct = 0, samples = 0;
-  for (const std::optional<EvalStats>& eval : data.evals) {
-    if (!eval.has_value()) continue;
-    loss_sum += eval->loss_sum();
-    correct += eval->correct();
-    samples += eval->samples();
-  }
-  summary.set_test_loss(data.complete ? Ratio(loss_sum, static_cast<double>(samples)) : kNaN);
-  summary.set_test_accuracy(data.complete ? Ratio(static_cast<double>(correct), static_cast<double>(samples))
-                                          : kNaN);
-  summary.set_samples(data.train_samples);
+  const bool evaluated = data.complete && eval_.opened(epoch);
+  const EvalPool::Totals eval = eval_.totals(epoch);
+  const double samples = static_cast<double>(eval.samples);
+  summary.set_test_loss(evaluated ? Ratio(eval.loss_sum, samples) : kNaN);
+  summary.set_test_accuracy(evaluated ? Ratio(static_cast<double>(eval.correct), samples) : kNaN);
+  summary.set_samples(counts_steps() ? data.applied_samples : data.train_samples);
   summary.set_seconds(data.seconds);
   return summary;
 }
@@ -138,7 +196,7 @@ int64_t Progress::Step() const { return job().mode() == SYNC ? max_step_ : batch
 
 int64_t Progress::TotalTrainSamples() const {
   int64_t total = 0;
-  for (int64_t s : worker_samples_) total += s;
+  for (const auto& [rank, worker] : workers_) total += worker.samples;
   return total;
 }
 
@@ -179,10 +237,14 @@ JobStatus Progress::Status(absl::Time now) const {
 //  "epochs": [{"epoch": 0, "train_loss": .., "test_loss": .., "test_accuracy": .., "samples": ..,
 //              "seconds": .., "complete": true}, ...],
 //  "samples_per_second": .., "wall_seconds": .., "workers": [{"rank": 0, "samples": ..}, ...],
-//  "mode": "sync", "job": {...}}
+//  "membership_events": [{"seconds": 12.5, "role": "worker", "rank": 1, "kind": "died"}, ...],
+//  "live_workers": [0, 2], "mode": "sync", "job": {...}}
+// Event seconds count from the scheduler's start, like wall_seconds.
 // Epochs that got training reports but never completed are listed too, with complete = false and
 // null test numbers.
-std::string Progress::SummaryJson(JobState state, absl::string_view failure, absl::Time now) const {
+std::string Progress::SummaryJson(JobState state, absl::string_view failure, absl::Time now,
+                                  const std::vector<MembershipEvent>& events,
+                                  const std::vector<int>& live_workers) const {
   const absl::Time end = End(now);
   std::string out = "{\n";
   absl::StrAppend(&out, "  \"state\": ", JsonString(JobState_Name(state)), ",\n");
@@ -207,11 +269,23 @@ std::string Progress::SummaryJson(JobState state, absl::string_view failure, abs
   absl::StrAppend(&out, "  \"wall_seconds\": ", JsonNumber(absl::ToDoubleSeconds(end - options_.created)),
                   ",\n");
   out += "  \"workers\": [";
-  for (int rank = 0; rank < static_cast<int>(worker_samples_.size()); ++rank) {
-    absl::StrAppend(&out, rank == 0 ? "" : ", ", "{\"rank\": ", rank,
-                    ", \"samples\": ", worker_samples_[rank], "}");
+  first = true;
+  for (const auto& [rank, worker] : workers_) {
+    absl::StrAppend(&out, first ? "" : ", ", "{\"rank\": ", rank, ", \"samples\": ", worker.samples, "}");
+    first = false;
   }
   out += "],\n";
+  out += "  \"membership_events\": [";
+  first = true;
+  for (const MembershipEvent& event : events) {
+    absl::StrAppend(&out, first ? "" : ", ", "{\"seconds\": ",
+                    JsonNumber(absl::ToDoubleSeconds(event.at - options_.created)),
+                    ", \"role\": ", JsonString(RoleName(event.role)), ", \"rank\": ", event.rank,
+                    ", \"kind\": ", JsonString(ChangeKindName(event.kind)), "}");
+    first = false;
+  }
+  out += "],\n";
+  absl::StrAppend(&out, "  \"live_workers\": [", absl::StrJoin(live_workers, ", "), "],\n");
   absl::StrAppend(&out, "  \"mode\": ", JsonString(ModeName(job().mode())), ",\n");
   absl::StrAppend(&out, "  \"job\": ", JobSpecJson(job()), "\n");
   out += "}\n";

@@ -1,13 +1,17 @@
-// Training statistics of a job: what workers reported, per epoch and per worker, and the run
-// summary written at the end.
+// Training statistics of a job: what workers reported, per epoch and per worker, the evaluation
+// leases (EvalPool) and the run summary written at the end.
 //
-// An epoch is complete when every worker has reported its evaluation for it (a worker reports an
-// eval with samples = 0 when the job skips that epoch's evaluation). An epoch's seconds run from
-// the previous epoch's completion, or from Start() for the first. The job is finished once every
-// worker has sent a report with done = true.
+// An epoch is complete when every evaluation lease of it is reported. An epoch nobody evaluates
+// (eval_last_epoch_only) has no leases; it is complete, without test numbers, once a report or an
+// evaluation lease request for a later epoch arrives, or the job finishes. An epoch's seconds run
+// from the previous epoch's completion, or from Start() for the first. The job is finished once
+// every live worker has sent a report with done = true and no evaluation is outstanding
+// (TryFinish).
 //
-// Reports carry no request id, so a retried report counts its training statistics twice; a
-// repeated eval for the same (epoch, worker) replaces the earlier one.
+// Training statistics count per report: workers report a step's samples only once the step was
+// applied, so the per-epoch sample counts stay exact through recomputed steps. Reports carry no
+// request id, so a retried report counts its training statistics twice; evaluation results count
+// once per lease.
 //
 // Not thread-safe: the Scheduler guards it with its mutex.
 #ifndef PSTRAIN_SCHEDULER_PROGRESS_H_
@@ -21,10 +25,13 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "proto/job.pb.h"
 #include "proto/scheduler.pb.h"
+#include "scheduler/eval_pool.h"
+#include "scheduler/membership.h"
 
 namespace pstrain {
 namespace scheduler {
@@ -35,8 +42,15 @@ class Progress {
     // The job, completed by ApplyJobDefaults; copied into the summary.
     JobSpec job;
     int64_t total_steps = 0;
-    // When the scheduler started; wall_seconds counts from here.
+    // When the scheduler started; wall_seconds and membership event times count from here.
     absl::Time created = absl::UnixEpoch();
+    // Size of the test set, cut into evaluation leases.
+    int64_t test_samples = 0;
+    // SYNC: size of the training set and of a global batch. An epoch's sample count is then the
+    // sum of the global batches of the distinct steps workers report as done, so the steps a dead
+    // worker did but never reported are still counted (every live worker completes every step).
+    int64_t train_samples = 0;
+    int64_t global_batch = 0;
   };
 
   explicit Progress(Options options);
@@ -45,12 +59,27 @@ class Progress {
   // Later calls are ignored. A report before Start() starts the clock itself.
   void Start(absl::Time now);
 
-  // Adds one report received at `now`. INVALID_ARGUMENT, with nothing recorded, when the worker
-  // rank or the epoch is out of range or a count is negative.
+  // Adds one report received at `now`: its training statistics, its evaluation results and its
+  // done flag. INVALID_ARGUMENT, with nothing recorded, when the worker rank is negative, the epoch
+  // is out of range, a count is negative or an evaluation result does not fit its lease
+  // (EvalPool::Check). The caller checks that the rank is registered and drops `done` from a
+  // worker that is no longer live.
   absl::Status Add(const ProgressReport& report, absl::Time now);
 
-  // True once every worker has reported done.
-  bool finished() const { return workers_done_ == job().num_workers(); }
+  // The next evaluation lease of `epoch` for `worker_rank` (EvalPool::Next); epoch_done for an epoch
+  // already complete without evaluation. OUT_OF_RANGE when epoch is not in [0, epochs).
+  absl::StatusOr<EvalLease> LeaseEval(int worker_rank, int epoch, absl::Time now);
+
+  // Worker `rank` died or left: its unreported evaluation leases go back to the pool and its done
+  // flag is forgotten (a worker that takes the rank later starts afresh). Returns the number of
+  // leases returned.
+  int WorkerGone(int rank);
+
+  // Finishes the job at `now` if `live_workers` is not empty, each of them has reported done and
+  // no evaluation is outstanding; epochs still open without evaluation complete now. True once
+  // finished (also on later calls).
+  bool TryFinish(const std::vector<int>& live_workers, absl::Time now);
+  bool finished() const { return finished_at_.has_value(); }
 
   // epoch, epochs, step, total_steps, recent_loss, samples_per_second, eta_seconds and
   // epochs_done (complete epochs; test_loss and test_accuracy are NaN when the epoch was not
@@ -59,7 +88,10 @@ class Progress {
 
   // The run summary as JSON text (see the .cc for the layout). `failure` is empty unless the job
   // failed. Times are taken up to the finish, or `now` for a job that did not finish.
-  std::string SummaryJson(JobState state, absl::string_view failure, absl::Time now) const;
+  // `events` and `live_workers` come from the Membership.
+  std::string SummaryJson(JobState state, absl::string_view failure, absl::Time now,
+                          const std::vector<MembershipEvent>& events = {},
+                          const std::vector<int>& live_workers = {}) const;
 
   // Test accuracy and loss of the last evaluated complete epoch, if any.
   std::optional<double> final_test_accuracy() const;
@@ -70,15 +102,28 @@ class Progress {
  private:
   struct Epoch {
     double train_loss_sum = 0;
+    // Samples in the workers' reports: the train loss is their mean.
     int64_t train_samples = 0;
-    // Indexed by worker rank; set when that worker's eval arrived.
-    std::vector<std::optional<EvalStats>> evals;
-    int evals_received = 0;
+    // SYNC: samples of the distinct applied steps (see Options::global_batch).
+    int64_t applied_samples = 0;
     bool complete = false;
     double seconds = 0;
   };
+  struct Worker {
+    int64_t samples = 0;
+    bool done = false;
+  };
 
   const JobSpec& job() const { return options_.job; }
+  bool counts_steps() const { return job().mode() == SYNC && options_.global_batch > 0; }
+  // SYNC: counts the global steps [begin, end) not counted yet.
+  void CountSteps(int64_t begin, int64_t end);
+  // Marks `epoch` complete at `now`.
+  void Complete(Epoch* epoch, absl::Time now);
+  // Completes `epoch` if its evaluation pool is open and fully reported.
+  void UpdateCompletion(int epoch, absl::Time now);
+  // Completes the epochs before `epoch` that nobody evaluates.
+  void CloseUnevaluatedBefore(int epoch, absl::Time now);
   // The summary line of one epoch (complete or not).
   EpochSummary Summarize(int epoch, const Epoch& data) const;
   // When the numbers stop counting: the finish, or `now`.
@@ -91,9 +136,10 @@ class Progress {
   absl::Time last_epoch_end_;
   std::optional<absl::Time> finished_at_;
   std::map<int, Epoch> epochs_;
-  std::vector<int64_t> worker_samples_;
-  std::vector<bool> worker_done_;
-  int workers_done_ = 0;
+  std::vector<bool> counted_steps_;  // SYNC: global steps whose samples are counted.
+  EvalPool eval_;
+  // By worker rank; ranks 0..num_workers-1 always, later ones once they report.
+  std::map<int, Worker> workers_;
   int max_epoch_ = 0;
   int64_t max_step_ = 0;     // SYNC: the largest global step reported.
   int64_t batches_ = 0;      // ASYNC/SSP: batches trained by all workers.

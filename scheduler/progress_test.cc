@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "common/job_spec.h"
 #include "gtest/gtest.h"
@@ -121,107 +122,238 @@ ProgressReport Train(int rank, int epoch, int64_t step, double loss_sum, int64_t
   return r;
 }
 
-ProgressReport Eval(int rank, int epoch, double loss_sum, int64_t correct, int64_t samples, bool done = false) {
+// Options of a job with `test_samples` test samples.
+Progress::Options Opts(const JobSpec& job, int64_t total_steps, int64_t test_samples) {
+  return Progress::Options{job, total_steps, kT0, test_samples};
+}
+
+// Leases the free evaluation leases of `epoch` to the workers in `ranks` in turn, each reporting at
+// `now` with `correct` right answers per lease and a loss of 0.2 per sample, until the pool answers
+// wait or epoch_done. Returns the number of leases evaluated.
+int EvaluateEpoch(Progress* p, int epoch, const std::vector<int>& ranks, int64_t correct, absl::Time now) {
+  int leases = 0;
+  for (int i = 0;; ++i) {
+    const int rank = ranks[i % ranks.size()];
+    absl::StatusOr<EvalLease> lease = p->LeaseEval(rank, epoch, now);
+    EXPECT_TRUE(lease.ok()) << lease.status();
+    if (!lease.ok() || lease->epoch_done || lease->wait) return leases;
+    ProgressReport r;
+    r.set_worker_rank(rank);
+    r.set_epoch(epoch);
+    EvalStats* e = r.add_evals();
+    e->set_lease_id(lease->id);
+    e->set_samples(lease->end - lease->begin);
+    e->set_correct(correct);
+    e->set_loss_sum(0.2 * static_cast<double>(lease->end - lease->begin));
+    EXPECT_TRUE(p->Add(r, now).ok());
+    ++leases;
+  }
+}
+
+ProgressReport Done(int rank, int epoch) {
   ProgressReport r;
   r.set_worker_rank(rank);
   r.set_epoch(epoch);
-  r.mutable_eval()->set_loss_sum(loss_sum);
-  r.mutable_eval()->set_correct(correct);
-  r.mutable_eval()->set_samples(samples);
-  r.set_done(done);
+  r.set_done(true);
   return r;
 }
 
-TEST(ProgressTest, EpochCompletesWhenEveryWorkerReportedItsEval) {
-  Progress p({Job(2, 2), 10, kT0});
+TEST(ProgressTest, EpochCompletesWhenEveryEvaluationLeaseIsReported) {
+  Progress p(Opts(Job(2, 2), 10, 80));  // Leases of ceil(80 / 8) = 10 test samples.
   p.Start(kT0);
   ASSERT_TRUE(p.Add(Train(0, 0, 5, 10.0, 100), kT0 + absl::Seconds(1)).ok());
   ASSERT_TRUE(p.Add(Train(1, 0, 5, 30.0, 100), kT0 + absl::Seconds(1)).ok());
-  ASSERT_TRUE(p.Add(Eval(0, 0, 5.0, 40, 50), kT0 + absl::Seconds(2)).ok());
+  // Worker 0 takes one lease and reports it; worker 1 holds one unreported.
+  absl::StatusOr<EvalLease> held = p.LeaseEval(1, 0, kT0 + absl::Seconds(2));
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(held->end - held->begin, 10);
+  EXPECT_EQ(EvaluateEpoch(&p, 0, {0}, 7, kT0 + absl::Seconds(2)), 7);  // Then waits: one is out.
+  EXPECT_TRUE(p.LeaseEval(0, 0, kT0 + absl::Seconds(2))->wait);
   EXPECT_EQ(p.Status(kT0 + absl::Seconds(2)).epochs_done_size(), 0);
-  ASSERT_TRUE(p.Add(Eval(1, 0, 15.0, 30, 50), kT0 + absl::Seconds(4)).ok());
+  ProgressReport last;
+  last.set_worker_rank(1);
+  EvalStats* e = last.add_evals();
+  e->set_lease_id(held->id);
+  e->set_samples(10);
+  e->set_correct(7);
+  e->set_loss_sum(2.0);
+  ASSERT_TRUE(p.Add(last, kT0 + absl::Seconds(4)).ok());
 
   const JobStatus status = p.Status(kT0 + absl::Seconds(4));
   ASSERT_EQ(status.epochs_done_size(), 1);
-  const EpochSummary& e = status.epochs_done(0);
-  EXPECT_EQ(e.epoch(), 0);
-  EXPECT_DOUBLE_EQ(e.train_loss(), 0.2);  // (10 + 30) / 200
-  EXPECT_DOUBLE_EQ(e.test_loss(), 0.2);   // (5 + 15) / 100
-  EXPECT_DOUBLE_EQ(e.test_accuracy(), 0.7);
-  EXPECT_EQ(e.samples(), 200);
-  EXPECT_DOUBLE_EQ(e.seconds(), 4.0);
+  const EpochSummary& s = status.epochs_done(0);
+  EXPECT_EQ(s.epoch(), 0);
+  EXPECT_DOUBLE_EQ(s.train_loss(), 0.2);  // (10 + 30) / 200
+  EXPECT_DOUBLE_EQ(s.test_loss(), 0.2);   // 0.2 per sample
+  EXPECT_DOUBLE_EQ(s.test_accuracy(), 0.7);
+  EXPECT_EQ(s.samples(), 200);
+  EXPECT_DOUBLE_EQ(s.seconds(), 4.0);
   EXPECT_EQ(status.epochs(), 2);
   EXPECT_EQ(status.step(), 5);
   EXPECT_EQ(status.total_steps(), 10);
   EXPECT_DOUBLE_EQ(status.samples_per_second(), 50.0);  // 200 samples in 4 s
   EXPECT_DOUBLE_EQ(status.eta_seconds(), 4.0);          // 5 of 10 steps in 4 s
   EXPECT_DOUBLE_EQ(status.recent_loss(), 0.2);
+  EXPECT_TRUE(p.LeaseEval(0, 0, kT0 + absl::Seconds(4))->epoch_done);
   EXPECT_FALSE(p.finished());
 }
 
+TEST(ProgressTest, EvaluationOfADeadWorkersLeaseIsRedoneAndCountedOnce) {
+  Progress p(Opts(Job(2, 1), 10, 80));
+  const EvalLease lost = *p.LeaseEval(1, 0, kT0);
+  EXPECT_EQ(p.WorkerGone(1), 1);
+  // Worker 0 evaluates everything, the lost lease included.
+  EXPECT_EQ(EvaluateEpoch(&p, 0, {0}, 10, kT0), 8);
+  // A late report of the lost lease by its old holder does not count twice.
+  ProgressReport late;
+  late.set_worker_rank(1);
+  EvalStats* e = late.add_evals();
+  e->set_lease_id(lost.id);
+  e->set_samples(10);
+  e->set_correct(0);
+  ASSERT_TRUE(p.Add(late, kT0).ok());
+  const JobStatus status = p.Status(kT0);
+  ASSERT_EQ(status.epochs_done_size(), 1);
+  EXPECT_DOUBLE_EQ(status.epochs_done(0).test_accuracy(), 1.0);
+  EXPECT_DOUBLE_EQ(*p.final_test_accuracy(), 1.0);
+}
+
 TEST(ProgressTest, TrainLossIsTheSampleWeightedMean) {
-  Progress p({Job(2, 1), 10, kT0});
+  Progress p(Opts(Job(2, 1), 10, 0));
   ASSERT_TRUE(p.Add(Train(0, 0, 1, 2.0, 10), kT0).ok());   // mean 0.2 over 10
   ASSERT_TRUE(p.Add(Train(1, 0, 1, 90.0, 90), kT0).ok());  // mean 1.0 over 90
-  ASSERT_TRUE(p.Add(Eval(0, 0, 0, 0, 0), kT0).ok());
-  ASSERT_TRUE(p.Add(Eval(1, 0, 0, 0, 0), kT0).ok());
+  // No test samples: the epoch's evaluation is complete at once, with no numbers.
+  EXPECT_TRUE(p.LeaseEval(0, 0, kT0)->epoch_done);
   const JobStatus status = p.Status(kT0);
   ASSERT_EQ(status.epochs_done_size(), 1);
   EXPECT_DOUBLE_EQ(status.epochs_done(0).train_loss(), 0.92);
-  // Evaluated on no samples: not evaluated.
   EXPECT_TRUE(std::isnan(status.epochs_done(0).test_accuracy()));
   EXPECT_FALSE(p.final_test_accuracy().has_value());
 }
 
 TEST(ProgressTest, EpochSecondsRunFromThePreviousEpochsEnd) {
-  Progress p({Job(1, 2), 10, kT0});
+  Progress p(Opts(Job(1, 2), 10, 8));
   p.Start(kT0 + absl::Seconds(1));
-  ASSERT_TRUE(p.Add(Eval(0, 0, 1, 1, 2), kT0 + absl::Seconds(4)).ok());
-  ASSERT_TRUE(p.Add(Eval(0, 1, 1, 2, 2), kT0 + absl::Seconds(9)).ok());
+  EXPECT_EQ(EvaluateEpoch(&p, 0, {0}, 1, kT0 + absl::Seconds(4)), 4);  // Leases of 2; 1 of 2 right.
+  EXPECT_EQ(EvaluateEpoch(&p, 1, {0}, 2, kT0 + absl::Seconds(9)), 4);
   const JobStatus status = p.Status(kT0 + absl::Seconds(9));
   ASSERT_EQ(status.epochs_done_size(), 2);
   EXPECT_DOUBLE_EQ(status.epochs_done(0).seconds(), 3.0);
+  EXPECT_DOUBLE_EQ(status.epochs_done(0).test_accuracy(), 0.5);
   EXPECT_DOUBLE_EQ(status.epochs_done(1).seconds(), 5.0);
   EXPECT_DOUBLE_EQ(*p.final_test_accuracy(), 1.0);
-  EXPECT_DOUBLE_EQ(*p.final_test_loss(), 0.5);
+  EXPECT_DOUBLE_EQ(*p.final_test_loss(), 0.2);
 }
 
-TEST(ProgressTest, JobFinishesWhenEveryWorkerIsDone) {
-  Progress p({Job(2, 1), 10, kT0});
-  ASSERT_TRUE(p.Add(Eval(0, 0, 1, 1, 1, /*done=*/true), kT0).ok());
-  EXPECT_FALSE(p.finished());
-  ASSERT_TRUE(p.Add(Eval(0, 0, 1, 1, 1, /*done=*/true), kT0).ok());  // Repeated: still one worker.
-  EXPECT_FALSE(p.finished());
-  ASSERT_TRUE(p.Add(Eval(1, 0, 1, 1, 1, /*done=*/true), kT0).ok());
+TEST(ProgressTest, AnUnevaluatedEpochCompletesWhenTheNextOneStarts) {
+  JobSpec job = Job(1, 3);
+  job.set_eval_last_epoch_only(true);
+  Progress p(Opts(job, 30, 8));
+  p.Start(kT0);
+  ASSERT_TRUE(p.Add(Train(0, 0, 10, 5.0, 50), kT0 + absl::Seconds(2)).ok());
+  EXPECT_EQ(p.Status(kT0 + absl::Seconds(2)).epochs_done_size(), 0);
+  ASSERT_TRUE(p.Add(Train(0, 1, 20, 5.0, 50), kT0 + absl::Seconds(3)).ok());
+  JobStatus status = p.Status(kT0 + absl::Seconds(3));
+  ASSERT_EQ(status.epochs_done_size(), 1);
+  EXPECT_DOUBLE_EQ(status.epochs_done(0).seconds(), 3.0);
+  EXPECT_TRUE(std::isnan(status.epochs_done(0).test_accuracy()));
+  EXPECT_EQ(status.epochs_done(0).samples(), 50);
+  // A late request to evaluate that epoch finds it closed.
+  EXPECT_TRUE(p.LeaseEval(0, 0, kT0 + absl::Seconds(3))->epoch_done);
+  // The last epoch is evaluated; epoch 1 closes when its evaluation is asked for.
+  ASSERT_TRUE(p.Add(Train(0, 2, 30, 5.0, 50), kT0 + absl::Seconds(4)).ok());
+  EXPECT_EQ(EvaluateEpoch(&p, 2, {0}, 2, kT0 + absl::Seconds(5)), 4);
+  ASSERT_TRUE(p.Add(Done(0, 2), kT0 + absl::Seconds(5)).ok());
+  EXPECT_TRUE(p.TryFinish({0}, kT0 + absl::Seconds(5)));
+  status = p.Status(kT0 + absl::Seconds(5));
+  ASSERT_EQ(status.epochs_done_size(), 3);
+  EXPECT_TRUE(std::isnan(status.epochs_done(1).test_accuracy()));
+  EXPECT_DOUBLE_EQ(status.epochs_done(2).test_accuracy(), 1.0);
+}
+
+TEST(ProgressTest, UnevaluatedLastEpochCompletesWhenTheJobFinishes) {
+  JobSpec job = Job(1, 1);
+  Progress p(Opts(job, 10, 8));
+  ASSERT_TRUE(p.Add(Train(0, 0, 10, 5.0, 50), kT0).ok());
+  ASSERT_TRUE(p.Add(Done(0, 0), kT0 + absl::Seconds(1)).ok());
+  EXPECT_EQ(p.Status(kT0).epochs_done_size(), 0);
+  EXPECT_TRUE(p.TryFinish({0}, kT0 + absl::Seconds(1)));
+  EXPECT_EQ(p.Status(kT0 + absl::Seconds(1)).epochs_done_size(), 1);
+}
+
+TEST(ProgressTest, JobFinishesWhenEveryLiveWorkerIsDone) {
+  Progress p(Opts(Job(3, 1), 10, 8));
+  ASSERT_TRUE(p.Add(Done(0, 0), kT0).ok());
+  EXPECT_FALSE(p.TryFinish({0, 1, 2}, kT0));
+  ASSERT_TRUE(p.Add(Done(0, 0), kT0).ok());  // Repeated: still one worker.
+  EXPECT_FALSE(p.TryFinish({0, 1, 2}, kT0));
+  ASSERT_TRUE(p.Add(Done(1, 0), kT0).ok());
+  EXPECT_FALSE(p.TryFinish({0, 1, 2}, kT0));
+  EXPECT_FALSE(p.TryFinish({}, kT0));  // Nobody live: never finished.
+  // Worker 2 died: the live ones are all done.
+  p.WorkerGone(2);
+  EXPECT_TRUE(p.TryFinish({0, 1}, kT0 + absl::Seconds(1)));
   EXPECT_TRUE(p.finished());
 }
 
+TEST(ProgressTest, NotFinishedWhileAnEvaluationLeaseIsOut) {
+  Progress p(Opts(Job(2, 1), 10, 16));  // Leases of 2.
+  const EvalLease held = *p.LeaseEval(1, 0, kT0);
+  ASSERT_TRUE(p.Add(Done(0, 0), kT0).ok());
+  ASSERT_TRUE(p.Add(Done(1, 0), kT0).ok());
+  EXPECT_FALSE(p.TryFinish({0, 1}, kT0));
+  // Worker 1 dies holding it: its done no longer counts, and the lease goes back to the pool.
+  EXPECT_EQ(p.WorkerGone(1), 1);
+  EXPECT_FALSE(p.TryFinish({0}, kT0));
+  EXPECT_EQ(EvaluateEpoch(&p, 0, {0}, 2, kT0), 8);
+  EXPECT_TRUE(p.TryFinish({0}, kT0));
+  EXPECT_EQ(held.end - held.begin, 2);
+}
+
+TEST(ProgressTest, DoneOfARankIsForgottenWhenItsWorkerIsGone) {
+  Progress p(Opts(Job(2, 1), 10, 0));
+  ASSERT_TRUE(p.Add(Done(1, 0), kT0).ok());
+  p.WorkerGone(1);
+  // A new worker took rank 1 and is not done yet.
+  ASSERT_TRUE(p.Add(Done(0, 0), kT0).ok());
+  EXPECT_FALSE(p.TryFinish({0, 1}, kT0));
+}
+
 TEST(ProgressTest, AsyncStepCountsBatchesOfAllWorkers) {
-  Progress p({Job(2, 1, ASYNC), 100, kT0});
+  Progress p(Opts(Job(2, 1, ASYNC), 100, 0));
   ASSERT_TRUE(p.Add(Train(0, 0, 4, 1, 256, 4), kT0).ok());
   ASSERT_TRUE(p.Add(Train(1, 0, 3, 1, 192, 3), kT0).ok());
   EXPECT_EQ(p.Status(kT0).step(), 7);
 }
 
 TEST(ProgressTest, RejectsBadReports) {
-  Progress p({Job(2, 3), 10, kT0});
-  EXPECT_EQ(p.Add(Train(2, 0, 1, 1, 1), kT0).code(), absl::StatusCode::kInvalidArgument);
+  Progress p(Opts(Job(2, 3), 10, 8));
+  EXPECT_EQ(p.Add(Train(-1, 0, 1, 1, 1), kT0).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(p.Add(Train(0, 3, 1, 1, 1), kT0).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(p.Add(Train(0, 0, 1, 1, -1), kT0).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(p.Add(Eval(0, 0, 1, 5, 4), kT0).code(), absl::StatusCode::kInvalidArgument);
+  ProgressReport bad_eval = Train(0, 0, 1, 1, 1);
+  bad_eval.add_evals()->set_lease_id(1);  // No lease was handed out.
+  EXPECT_EQ(p.Add(bad_eval, kT0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(p.LeaseEval(0, 3, kT0).status().code(), absl::StatusCode::kOutOfRange);
+  // Nothing was recorded.
   EXPECT_EQ(p.Status(kT0).step(), 0);
+  EXPECT_DOUBLE_EQ(p.samples_per_second(kT0 + absl::Seconds(1)), 0);
 }
 
 TEST(ProgressTest, SummaryJsonParsesAndHoldsTheNumbers) {
-  Progress p({Job(2, 2), 10, kT0});
+  Progress p(Opts(Job(2, 2), 10, 32));  // Leases of 4 test samples.
   p.Start(kT0);
   ASSERT_TRUE(p.Add(Train(0, 0, 5, 10.0, 100), kT0 + absl::Seconds(1)).ok());
   ASSERT_TRUE(p.Add(Train(1, 0, 5, 30.0, 60), kT0 + absl::Seconds(1)).ok());
-  ASSERT_TRUE(p.Add(Eval(0, 0, 5.0, 40, 50), kT0 + absl::Seconds(2)).ok());
-  ASSERT_TRUE(p.Add(Eval(1, 0, 15.0, 35, 50), kT0 + absl::Seconds(2)).ok());
+  EXPECT_EQ(EvaluateEpoch(&p, 0, {0, 1}, 3, kT0 + absl::Seconds(2)), 8);
   ASSERT_TRUE(p.Add(Train(0, 1, 10, 5.0, 40), kT0 + absl::Seconds(3)).ok());
+  // A worker that joined later reports under its own rank.
+  ASSERT_TRUE(p.Add(Train(2, 1, 10, 1.0, 8), kT0 + absl::Seconds(3)).ok());
 
-  const std::string json = p.SummaryJson(RUNNING, "", kT0 + absl::Seconds(4));
+  const std::vector<MembershipEvent> events = {
+      {kT0 + absl::Milliseconds(2500), WORKER, 1, ChangeKind::kDied, 6},
+      {kT0 + absl::Seconds(3), WORKER, 2, ChangeKind::kJoined, 7}};
+  const std::string json = p.SummaryJson(RUNNING, "", kT0 + absl::Seconds(4), events, {0, 2});
   EXPECT_TRUE(JsonChecker(json).Valid()) << json;
   EXPECT_TRUE(Contains(json, "\"final_test_accuracy\": 0.75")) << json;
   EXPECT_TRUE(Contains(json, "\"final_test_loss\": 0.2")) << json;
@@ -230,12 +362,18 @@ TEST(ProgressTest, SummaryJsonParsesAndHoldsTheNumbers) {
       << json;
   // Epoch 1 is not evaluated yet: null, never nan.
   EXPECT_TRUE(Contains(json, "{\"epoch\": 1, \"train_loss\": 0.125, \"test_loss\": null, "
-                             "\"test_accuracy\": null"))
+                             "\"test_accuracy\": null, \"samples\": 48"))
       << json;
   EXPECT_FALSE(Contains(json, "nan")) << json;
-  EXPECT_TRUE(Contains(json, "\"workers\": [{\"rank\": 0, \"samples\": 140}, {\"rank\": 1, \"samples\": 60}]"))
+  EXPECT_TRUE(Contains(json, "\"workers\": [{\"rank\": 0, \"samples\": 140}, {\"rank\": 1, \"samples\": 60}, "
+                             "{\"rank\": 2, \"samples\": 8}]"))
       << json;
-  EXPECT_TRUE(Contains(json, "\"samples_per_second\": 50,")) << json;
+  EXPECT_TRUE(Contains(json, "\"membership_events\": [{\"seconds\": 2.5, \"role\": \"worker\", \"rank\": 1, "
+                             "\"kind\": \"died\"}, {\"seconds\": 3, \"role\": \"worker\", \"rank\": 2, "
+                             "\"kind\": \"joined\"}],"))
+      << json;
+  EXPECT_TRUE(Contains(json, "\"live_workers\": [0, 2],")) << json;
+  EXPECT_TRUE(Contains(json, "\"samples_per_second\": 52,")) << json;
   EXPECT_TRUE(Contains(json, "\"wall_seconds\": 4,")) << json;
   EXPECT_TRUE(Contains(json, "\"mode\": \"sync\"")) << json;
   EXPECT_TRUE(Contains(json, "\"job\": {")) << json;
@@ -244,7 +382,7 @@ TEST(ProgressTest, SummaryJsonParsesAndHoldsTheNumbers) {
 }
 
 TEST(ProgressTest, SummaryJsonOfAFailedJobWithNothingReportedParses) {
-  Progress p({Job(2, 2), 10, kT0});
+  Progress p(Opts(Job(2, 2), 10, 8));
   const std::string json =
       p.SummaryJson(FAILED, "worker 1 at 127.0.0.1:4567 sent no heartbeat for 3.2 s \"x\"\n", kT0);
   EXPECT_TRUE(JsonChecker(json).Valid()) << json;
@@ -253,6 +391,8 @@ TEST(ProgressTest, SummaryJsonOfAFailedJobWithNothingReportedParses) {
       << json;
   EXPECT_TRUE(Contains(json, "\"final_test_accuracy\": null")) << json;
   EXPECT_TRUE(Contains(json, "\"epochs\": []")) << json;
+  EXPECT_TRUE(Contains(json, "\"membership_events\": [],")) << json;
+  EXPECT_TRUE(Contains(json, "\"live_workers\": [],")) << json;
 }
 
 }  // namespace

@@ -18,6 +18,7 @@ Membership::Options MembershipOptions(const Scheduler::Options& o) {
   Membership::Options m;
   m.num_servers = o.job.num_servers();
   m.num_workers = o.job.num_workers();
+  m.batch_size = o.job.batch_size();
   m.dead_after = o.dead_after;
   m.shard_map = o.shard_map;
   m.train_samples = o.train_samples;
@@ -69,7 +70,9 @@ Scheduler::Scheduler(Options options)
       created_(options_.clock()),
       membership_(MembershipOptions(options_)),
       leases_(LeaseOptions(options_)),
-      progress_(Progress::Options{options_.job, options_.total_steps, created_}) {}
+      progress_(Progress::Options{options_.job, options_.total_steps, created_, options_.test_samples,
+                                  options_.train_samples,
+                                  int64_t{options_.job.batch_size()} * options_.job.num_workers()}) {}
 
 absl::Status Scheduler::JobFailedError() const {
   return absl::AbortedError(absl::StrCat("job failed: ", failure_.message()));
@@ -89,28 +92,47 @@ ClusterView Scheduler::View() const {
   return ViewLocked();
 }
 
+void Scheduler::Run(Deferred deferred) {
+  for (ViewDone& done : deferred.view_waiters) done(deferred.view_answer);
+  RunAnswers(std::move(deferred.barrier_answers));
+}
+
+std::string Scheduler::MembershipLine() const {
+  return absl::StrCat("membership epoch ", membership_.epoch(), ", live workers [",
+                      absl::StrJoin(membership_.LiveRanks(WORKER), ", "), "]");
+}
+
 absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& request) {
-  std::vector<ViewDone> released;
-  ClusterView view;
+  Deferred deferred;
   RegisterResponse response;
   {
     absl::MutexLock lock(&mu_);
     if (state_ == FAILED) return JobFailedError();
-    const int before = membership_.num_registered(request.role());
-    // Once FINISHED every slot is taken, so only a re-registration succeeds.
+    if (state_ == FINISHED &&
+        !membership_.Lookup(request.role(), request.address(), request.instance_id()).has_value()) {
+      return absl::FailedPreconditionError(absl::StrCat("register ", RoleName(request.role()), " at '",
+                                                        request.address(), "': the job has finished"));
+    }
+    const int64_t epoch_before = membership_.epoch();
     absl::StatusOr<int> rank = membership_.Register(request.role(), request.address(), request.instance_id(), Now());
     if (!rank.ok()) return rank.status();
-    if (membership_.num_registered(request.role()) > before) {
-      LOG(INFO) << "registered " << membership_.Describe(request.role(), *rank) << " ("
-                << membership_.num_registered(SERVER) << "/" << options_.job.num_servers()
-                << " servers, " << membership_.num_registered(WORKER) << "/"
-                << options_.job.num_workers() << " workers, membership epoch "
-                << membership_.epoch() << ")";
-      if (state_ == WAITING_FOR_ROLES && membership_.complete()) {
-        state_ = RUNNING;
-        LOG(INFO) << "every role registered; job RUNNING";
-        released.swap(view_waiters_);
-        view = ViewLocked();
+    if (membership_.epoch() != epoch_before) {  // A new member, not a retry.
+      if (state_ == RUNNING) {
+        LOG(INFO) << membership_.Describe(request.role(), *rank) << " joined the running job; "
+                  << MembershipLine();
+        PublishParticipantsLocked(&deferred);
+      } else {
+        LOG(INFO) << "registered " << membership_.Describe(request.role(), *rank) << " ("
+                  << membership_.num_live(SERVER) << "/" << options_.job.num_servers() << " servers, "
+                  << membership_.num_live(WORKER) << "/" << options_.job.num_workers()
+                  << " workers, membership epoch " << membership_.epoch() << ")";
+        if (membership_.running()) {
+          state_ = RUNNING;
+          LOG(INFO) << "every role registered; job RUNNING; " << MembershipLine();
+          deferred.view_waiters.swap(view_waiters_);
+          deferred.view_answer = ViewLocked();
+          PublishParticipantsLocked(&deferred);
+        }
       }
     }
     response.set_rank(*rank);
@@ -118,7 +140,7 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
     response.set_heartbeat_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
     response.set_dead_after_ms(absl::ToInt64Milliseconds(options_.dead_after));
   }
-  for (ViewDone& done : released) done(view);
+  Run(std::move(deferred));
   return response;
 }
 
@@ -151,29 +173,30 @@ absl::StatusOr<HeartbeatResponse> Scheduler::Heartbeat(const HeartbeatRequest& r
   return response;
 }
 
-absl::Status Scheduler::CheckRegistered(Role role, int rank, absl::string_view what) const {
-  if ((role != SERVER && role != WORKER) || rank < 0 || rank >= membership_.num_registered(role)) {
-    return absl::FailedPreconditionError(absl::StrCat(what, " from ", RoleName(role), " ", rank,
-                                                      ": not registered"));
-  }
-  return absl::OkStatus();
+absl::Status Scheduler::CheckLive(Role role, int rank, absl::string_view what) const {
+  if (membership_.is_live(role, rank)) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      what, " from ", RoleName(role), " ", rank,
+      membership_.ever_registered(role, rank) ? ": no longer a member of the job (membership epoch "
+                                              : ": not registered (membership epoch ",
+      membership_.epoch(), ")"));
+}
+
+void Scheduler::PublishParticipantsLocked(Deferred* deferred) {
+  // Until every role has registered the participants are not known; barriers entered before wait.
+  if (!membership_.running()) return;
+  std::vector<std::string> workers, all;
+  for (int rank : membership_.LiveRanks(SERVER)) all.push_back(absl::StrCat(RoleName(SERVER), " ", rank));
+  for (int rank : membership_.LiveRanks(WORKER)) workers.push_back(absl::StrCat(RoleName(WORKER), " ", rank));
+  all.insert(all.end(), workers.begin(), workers.end());
+  barriers_.SetParticipants(BarrierRequest::WORKERS, workers, &deferred->barrier_answers);
+  barriers_.SetParticipants(BarrierRequest::ALL, all, &deferred->barrier_answers);
 }
 
 void Scheduler::Barrier(const BarrierRequest& request, BarrierSet::Done done) {
   const Role role = request.role() == ROLE_UNSPECIFIED ? WORKER : request.role();
-  int count = options_.job.num_workers();
-  if (request.participants() == BarrierRequest::ALL) count += options_.job.num_servers();
-  absl::Status registered;
-  {
-    absl::MutexLock lock(&mu_);
-    registered = CheckRegistered(role, request.rank(), absl::StrCat("barrier '", request.name(), "'"));
-  }
-  if (!registered.ok()) {
-    done(registered);
-    return;
-  }
-  VLOG(1) << "barrier '" << request.name() << "': " << RoleName(role) << " " << request.rank()
-          << " entered (" << count << " participants)";
+  const BarrierSet::Group group =
+      request.participants() == BarrierRequest::ALL ? BarrierRequest::ALL : BarrierRequest::WORKERS;
   if (request.name() == kServersReadyBarrier) {
     // Training starts when this barrier opens; throughput and ETA are measured from then, not
     // from registration (workers load their data in between).
@@ -185,28 +208,51 @@ void Scheduler::Barrier(const BarrierRequest& request, BarrierSet::Done done) {
       done(std::move(status));
     };
   }
-  // Entered without mu_: if the job ends meanwhile, FailAll answers this entry too.
-  barriers_.Enter(request.name(), count, absl::StrCat(RoleName(role), " ", request.rank()),
-                  std::move(done));
+  Deferred deferred;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::Status live = CheckLive(role, request.rank(), absl::StrCat("barrier '", request.name(), "'"));
+    if (!live.ok()) {
+      deferred.barrier_answers.push_back({std::move(done), std::move(live)});
+    } else {
+      VLOG(1) << "barrier '" << request.name() << "': " << RoleName(role) << " " << request.rank()
+              << " entered (" << BarrierRequest::Participants_Name(group) << ")";
+      barriers_.Enter(request.name(), group, absl::StrCat(RoleName(role), " ", request.rank()),
+                      std::move(done), &deferred.barrier_answers);
+    }
+  }
+  Run(std::move(deferred));
 }
 
 absl::StatusOr<LeaseResponse> Scheduler::LeaseWork(const LeaseRequest& request) {
   absl::MutexLock lock(&mu_);
   if (state_ == FAILED) return JobFailedError();
-  if (options_.job.mode() == SYNC) {
+  const std::string what = request.eval() ? "evaluation lease request" : "lease request";
+  if (!request.eval() && options_.job.mode() == SYNC) {
     return absl::FailedPreconditionError(absl::StrCat(
         "lease for worker ", request.worker_rank(), ": the job is in sync mode; leases are for async and ssp"));
   }
   if (state_ == WAITING_FOR_ROLES) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "lease for worker ", request.worker_rank(), ": not every role has registered yet"));
+        what, " from worker ", request.worker_rank(), ": not every role has registered yet"));
   }
-  if (absl::Status s = CheckRegistered(WORKER, request.worker_rank(), "lease request"); !s.ok()) {
-    return s;
+  if (absl::Status s = CheckLive(WORKER, request.worker_rank(), what); !s.ok()) return s;
+  LeaseResponse response;
+  if (request.eval()) {
+    absl::StatusOr<EvalLease> lease = progress_.LeaseEval(request.worker_rank(), request.epoch(), Now());
+    if (!lease.ok()) return lease.status();
+    response.set_wait(lease->wait);
+    response.set_epoch_done(lease->epoch_done);
+    response.set_lease_id(lease->id);
+    response.set_begin(lease->begin);
+    response.set_end(lease->end);
+    VLOG(1) << "evaluation lease " << lease->id << " for worker " << request.worker_rank() << " epoch "
+            << request.epoch() << ": [" << lease->begin << ", " << lease->end << ")"
+            << (lease->wait ? " wait" : "") << (lease->epoch_done ? " epoch done" : "");
+    return response;
   }
   absl::StatusOr<Lease> lease = leases_.Next(request.worker_rank(), request.epoch());
   if (!lease.ok()) return lease.status();
-  LeaseResponse response;
   response.set_epoch_done(lease->epoch_done);
   response.set_lease_id(lease->id);
   response.set_begin(lease->begin);
@@ -218,23 +264,82 @@ absl::StatusOr<LeaseResponse> Scheduler::LeaseWork(const LeaseRequest& request) 
 }
 
 absl::Status Scheduler::ReportProgress(const ProgressReport& report) {
-  std::vector<ViewDone> waiters;
+  Deferred deferred;
   {
     absl::MutexLock lock(&mu_);
     if (state_ == FAILED) return JobFailedError();
-    if (absl::Status s = progress_.Add(report, Now()); !s.ok()) return s;
-    if (report.has_eval()) {
-      VLOG(1) << "worker " << report.worker_rank() << " evaluated epoch " << report.epoch();
+    const int rank = report.worker_rank();
+    if (!membership_.ever_registered(WORKER, rank)) {
+      return absl::FailedPreconditionError(absl::StrCat("progress report from worker ", rank,
+                                                        ": not registered"));
     }
-    if (state_ != FINISHED && progress_.finished()) {
-      LOG(INFO) << "every worker is done; job FINISHED";
-      waiters = EndLocked(FINISHED, absl::OkStatus());
-    } else {
-      return absl::OkStatus();
+    // A removed worker's applied steps and evaluations count; its done does not (it is not live,
+    // and its rank may belong to a worker that joined since).
+    ProgressReport without_done;
+    const ProgressReport* counted = &report;
+    if (report.done() && !membership_.is_live(WORKER, rank)) {
+      without_done = report;
+      without_done.set_done(false);
+      counted = &without_done;
     }
+    if (absl::Status s = progress_.Add(*counted, Now()); !s.ok()) return s;
+    if (report.evals_size() > 0) {
+      VLOG(1) << "worker " << rank << " reported " << report.evals_size() << " evaluation leases of epoch "
+              << report.epoch();
+    }
+    MaybeFinishLocked(&deferred);
   }
-  AnswerEnd(std::move(waiters));
+  Run(std::move(deferred));
   return absl::OkStatus();
+}
+
+absl::Status Scheduler::Leave(const LeaveRequest& request) {
+  Deferred deferred;
+  {
+    absl::MutexLock lock(&mu_);
+    if (request.role() != WORKER) {
+      return absl::FailedPreconditionError(absl::StrCat("leave from ", RoleName(request.role()), " ",
+                                                        request.rank(), ": only workers may leave a job"));
+    }
+    if (!membership_.ever_registered(WORKER, request.rank())) {
+      return absl::FailedPreconditionError(absl::StrCat("leave from worker ", request.rank(), ": not registered"));
+    }
+    if (Ended()) return absl::OkStatus();
+    RemoveWorkerLocked(request.rank(), ChangeKind::kLeft,
+                       absl::StrCat(membership_.Describe(WORKER, request.rank()), " left: ",
+                                    request.reason().empty() ? "no reason given" : request.reason()),
+                       &deferred);
+  }
+  Run(std::move(deferred));
+  return absl::OkStatus();
+}
+
+void Scheduler::RemoveWorkerLocked(int rank, ChangeKind kind, absl::string_view reason, Deferred* deferred) {
+  absl::StatusOr<bool> removed = membership_.Remove(WORKER, rank, kind, Now());
+  if (!removed.ok() || !*removed) return;
+  const int returned = progress_.WorkerGone(rank);
+  LOG(INFO) << "worker " << rank << " " << ChangeKindName(kind) << " (" << reason << ")"
+            << (returned > 0 ? absl::StrCat("; ", returned, " evaluation leases back in the pool") : "")
+            << "; " << MembershipLine();
+  PublishParticipantsLocked(deferred);
+  if (state_ != RUNNING) return;  // Before the job runs, another worker may still take the slot.
+  const int live = membership_.num_live(WORKER);
+  if (live < options_.job.min_workers()) {
+    EndLocked(FAILED,
+              absl::UnavailableError(absl::StrFormat(
+                  "only %d live worker%s left; the job needs at least %d (--min_workers); %s", live,
+                  live == 1 ? "" : "s", options_.job.min_workers(), reason)),
+              deferred);
+    return;
+  }
+  MaybeFinishLocked(deferred);
+}
+
+void Scheduler::MaybeFinishLocked(Deferred* deferred) {
+  if (state_ != RUNNING) return;
+  if (!progress_.TryFinish(membership_.LiveRanks(WORKER), Now())) return;
+  LOG(INFO) << "every live worker is done; job FINISHED; " << MembershipLine();
+  EndLocked(FINISHED, absl::OkStatus(), deferred);
 }
 
 void Scheduler::ReportFailure(const FailureReport& report) {
@@ -248,66 +353,70 @@ void Scheduler::ReportFailure(const FailureReport& report) {
 
 void Scheduler::Fail(absl::Status reason) {
   if (reason.ok()) reason = absl::UnknownError("job failed without a reason");
-  std::vector<ViewDone> waiters;
+  Deferred deferred;
   {
     absl::MutexLock lock(&mu_);
     if (Ended()) {
       LOG(WARNING) << "after the job ended: " << reason;
       return;
     }
-    LOG(ERROR) << "job FAILED: " << reason.message();
-    waiters = EndLocked(FAILED, std::move(reason));
+    EndLocked(FAILED, std::move(reason), &deferred);
   }
-  AnswerEnd(std::move(waiters));
+  Run(std::move(deferred));
 }
 
-std::vector<Scheduler::ViewDone> Scheduler::EndLocked(JobState state, absl::Status failure) {
+void Scheduler::EndLocked(JobState state, absl::Status failure, Deferred* deferred) {
   state_ = state;
   failure_ = std::move(failure);
   ended_at_ = Now();
-  std::vector<ViewDone> waiters;
-  waiters.swap(view_waiters_);
-  return waiters;
-}
-
-void Scheduler::AnswerEnd(std::vector<ViewDone> waiters) {
+  if (state_ == FAILED) LOG(ERROR) << "job FAILED: " << failure_.message();
+  for (ViewDone& done : view_waiters_) deferred->view_waiters.push_back(std::move(done));
+  view_waiters_.clear();
   absl::Status barrier_answer;
-  absl::StatusOr<ClusterView> view_answer;
-  {
-    absl::MutexLock lock(&mu_);
-    if (state_ == FAILED) {
-      barrier_answer = JobFailedError();
-      view_answer = barrier_answer;
-    } else {
-      barrier_answer = absl::AbortedError("job finished");
-      view_answer = ViewLocked();
-    }
+  if (state_ == FAILED) {
+    barrier_answer = JobFailedError();
+    deferred->view_answer = barrier_answer;
+  } else {
+    barrier_answer = absl::AbortedError("job finished");
+    deferred->view_answer = ViewLocked();
   }
-  for (ViewDone& done : waiters) done(view_answer);
-  barriers_.FailAll(barrier_answer);
+  barriers_.FailAll(barrier_answer, &deferred->barrier_answers);
 }
 
 void Scheduler::CheckHealth() {
-  absl::Status failure;
+  Deferred deferred;
   {
     absl::MutexLock lock(&mu_);
     if (Ended()) return;
     const absl::Time now = Now();
-    std::vector<std::string> dead = membership_.FindDead(now);
-    std::vector<std::string> never_started = membership_.FindNeverStarted(now, options_.startup_timeout);
-    if (!dead.empty()) {
-      failure = absl::UnavailableError(absl::StrJoin(dead, "; "));
-    } else if (!never_started.empty()) {
-      failure = absl::DeadlineExceededError(absl::StrJoin(never_started, "; "));
+    std::vector<SilentMember> silent = membership_.FindDead(now);
+    const size_t dead = silent.size();
+    std::vector<SilentMember> never_started = membership_.FindNeverStarted(now, options_.startup_timeout);
+    silent.insert(silent.end(), never_started.begin(), never_started.end());
+    std::vector<std::string> dead_servers, silent_servers;
+    for (size_t i = 0; i < silent.size(); ++i) {
+      if (silent[i].role != SERVER) continue;
+      (i < dead ? dead_servers : silent_servers).push_back(silent[i].message);
+    }
+    if (!dead_servers.empty()) {
+      EndLocked(FAILED, absl::UnavailableError(absl::StrJoin(dead_servers, "; ")), &deferred);
+    } else if (!silent_servers.empty()) {
+      EndLocked(FAILED, absl::DeadlineExceededError(absl::StrJoin(silent_servers, "; ")), &deferred);
     } else if (state_ == WAITING_FOR_ROLES && now - created_ > options_.startup_timeout) {
-      failure = absl::DeadlineExceededError(absl::StrFormat(
-          "only %d of %d servers and %d of %d workers registered within %s",
-          membership_.num_registered(SERVER), options_.job.num_servers(),
-          membership_.num_registered(WORKER), options_.job.num_workers(),
-          absl::FormatDuration(options_.startup_timeout)));
+      EndLocked(FAILED,
+                absl::DeadlineExceededError(absl::StrFormat(
+                    "only %d of %d servers and %d of %d workers registered within %s",
+                    membership_.num_live(SERVER), options_.job.num_servers(), membership_.num_live(WORKER),
+                    options_.job.num_workers(), absl::FormatDuration(options_.startup_timeout))),
+                &deferred);
+    } else {
+      for (const SilentMember& worker : silent) {
+        if (Ended()) break;
+        RemoveWorkerLocked(worker.rank, ChangeKind::kDied, worker.message, &deferred);
+      }
     }
   }
-  if (!failure.ok()) Fail(failure);
+  Run(std::move(deferred));
 }
 
 JobStatus Scheduler::Status() const {
@@ -315,8 +424,8 @@ JobStatus Scheduler::Status() const {
   JobStatus status = progress_.Status(Now());
   status.set_state(state_);
   if (state_ == FAILED) status.set_failure(std::string(failure_.message()));
-  status.set_registered_servers(membership_.num_registered(SERVER));
-  status.set_registered_workers(membership_.num_registered(WORKER));
+  status.set_registered_servers(membership_.num_live(SERVER));
+  status.set_registered_workers(membership_.num_live(WORKER));
   return status;
 }
 
@@ -343,7 +452,8 @@ bool Scheduler::ServersKnowTheEnd() const {
 
 std::string Scheduler::SummaryJson() const {
   absl::MutexLock lock(&mu_);
-  return progress_.SummaryJson(state_, failure_.message(), Now());
+  return progress_.SummaryJson(state_, failure_.message(), Now(), membership_.events(),
+                               membership_.LiveRanks(WORKER));
 }
 
 std::string Scheduler::OutcomeLine() const {

@@ -1,11 +1,18 @@
 // The scheduler's core: the single source of truth of a job, free of gRPC.
 //
-// Holds the membership, the barriers, the lease pool and the progress of one job and decides the
+// Holds the membership, the barriers, the lease pools and the progress of one job and decides the
 // job's state:
 //
-//   WAITING_FOR_ROLES --(last role registers)--> RUNNING --(every worker sent done)--> FINISHED
-//          |                                        |
-//          +--(startup timeout, dead role, reported failure, Fail())--> FAILED
+//   WAITING_FOR_ROLES --(last role registers)--> RUNNING --(every live worker sent done and
+//          |                                        |      no evaluation is outstanding)--> FINISHED
+//          +--(startup timeout, dead or silent server, fewer than min_workers live workers,
+//              reported failure, Fail())--> FAILED
+//
+// Churn. A worker that misses heartbeats for dead_after (or never heartbeats within the start-up
+// timeout) is removed as "died", one that calls Leave as "left"; either bumps the membership
+// epoch, returns its evaluation leases to the pool and stops barriers from waiting for it. A
+// worker that registers while the job runs takes the lowest free rank ("joined"). A dead server
+// still fails the job.
 //
 // FINISHED and FAILED are final. When the job ends every parked call is answered: view waiters get
 // the view (FINISHED) or ABORTED "job failed: <reason>"; parked barriers get ABORTED.
@@ -24,6 +31,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/cluster.pb.h"
@@ -50,7 +58,8 @@ class Scheduler {
     int64_t total_steps = 0;
     // Handed to roles at registration.
     absl::Duration heartbeat_interval = absl::Milliseconds(500);
-    // A role silent this long (after its first heartbeat) is dead and fails the job.
+    // A role silent this long (after its first heartbeat) is dead: a server fails the job, a
+    // worker is removed.
     absl::Duration dead_after = absl::Milliseconds(3000);
     // The job fails when not every role has registered this long after creation, or a role has
     // not heartbeated this long after registering.
@@ -67,9 +76,10 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  // Registers a role; the answer carries its rank, the job and the heartbeat settings.
-  // Errors as Membership::Register; ABORTED "job failed: ..." or FAILED_PRECONDITION once the job
-  // has ended (except a re-registration, which still gets its rank).
+  // Registers a role; the answer carries its rank, the job and the heartbeat settings. A worker
+  // registering while the job runs joins it (Membership::Register). Errors as
+  // Membership::Register; ABORTED "job failed: ..." once the job has failed; FAILED_PRECONDITION
+  // for a new role once the job has finished (a re-registration still gets its rank).
   absl::StatusOr<RegisterResponse> Register(const RegisterRequest& request);
 
   // The current view; its state is the job's state.
@@ -79,36 +89,51 @@ class Scheduler {
   // view when the job finished, or ABORTED "job failed: <reason>" when it failed. Never blocks.
   void WhenRunning(ViewDone done);
 
-  // Records a heartbeat and answers the job's state. FAILED_PRECONDITION for an unregistered role.
+  // Records a heartbeat and answers the job's state and membership epoch. FAILED_PRECONDITION for
+  // an unregistered role, or "worker 1 is no longer a member ..." for a removed worker (it should
+  // exit).
   absl::StatusOr<HeartbeatResponse> Heartbeat(const HeartbeatRequest& request);
 
-  // Enters the barrier `request.name` for WORKERS (every worker) or ALL (every server and
-  // worker) as (request.role, request.rank), role unspecified meaning WORKER; `done` gets OK when
-  // all have entered. FAILED_PRECONDITION at once for an
-  // unregistered role; ABORTED once the job has ended. Never blocks.
+  // Enters the barrier `request.name` for WORKERS (every live worker) or ALL (every live server
+  // and worker) as (request.role, request.rank), role unspecified meaning WORKER; `done` gets OK
+  // when every live participant has entered (see BarrierSet: a worker that dies meanwhile is no
+  // longer waited for). FAILED_PRECONDITION at once for a role that is not live; ABORTED once the
+  // job has ended. Never blocks.
   void Barrier(const BarrierRequest& request, BarrierSet::Done done);
 
-  // The next work lease (ASYNC/SSP). FAILED_PRECONDITION in SYNC mode, before every role has
-  // registered, or for an unregistered worker; otherwise as LeasePool::Next.
+  // With request.eval: the next evaluation lease of request.epoch, in every mode (see
+  // Progress::LeaseEval and EvalPool). Otherwise the next training lease (ASYNC/SSP only),
+  // recorded with its holder: FAILED_PRECONDITION in SYNC mode; otherwise as LeasePool::Next.
+  // Both: FAILED_PRECONDITION before every role has registered or for a worker that is not live;
+  // ABORTED once the job has failed.
   absl::StatusOr<LeaseResponse> LeaseWork(const LeaseRequest& request);
 
-  // Adds a worker's progress; the last worker's done report finishes the job.
-  // INVALID_ARGUMENT as Progress::Add; ABORTED "job failed: ..." once the job has failed.
+  // Adds a worker's progress (also from a worker removed meanwhile: its applied steps and
+  // evaluations count, its `done` does not); the report that completes the finish condition
+  // finishes the job. INVALID_ARGUMENT as Progress::Add; FAILED_PRECONDITION for a rank that never
+  // registered; ABORTED "job failed: ..." once the job has failed.
   absl::Status ReportProgress(const ProgressReport& report);
 
   // A role's unrecoverable error: fails the job with "<role> <rank> at <address>: <message>".
   void ReportFailure(const FailureReport& report);
 
-  // Progress snapshot with state, failure and registration counts.
+  // A worker leaves gracefully: it is removed at once ("left"), as for a death. OK when it is
+  // already gone or the job has ended. FAILED_PRECONDITION for a server (servers cannot leave) or
+  // a rank that never registered. Leaving below min_workers fails the job.
+  absl::Status Leave(const LeaveRequest& request);
+
+  // Progress snapshot with state, failure and live role counts (registered_*).
   JobStatus Status() const;
 
   // Fails the job with `reason` (not OK) unless it has already ended.
   void Fail(absl::Status reason);
 
-  // The watchdog's tick: fails the job when a role that heartbeated fell silent for dead_after
-  // (UNAVAILABLE), a role registered startup_timeout ago without a heartbeat since, or not every
-  // role registered within startup_timeout (both DEADLINE_EXCEEDED). Does nothing once the job
-  // has ended.
+  // The watchdog's tick. A server that heartbeated and fell silent for dead_after fails the job
+  // (UNAVAILABLE); so does one registered startup_timeout ago without a heartbeat since, or not
+  // every role registering within startup_timeout (both DEADLINE_EXCEEDED). A worker in either
+  // case is removed as "died"; fewer than min_workers live workers then fail the job
+  // (UNAVAILABLE "only 1 live worker left; the job needs at least 2 (--min_workers); ..."). Does
+  // nothing once the job has ended.
   void CheckHealth();
 
   JobState state() const;
@@ -127,26 +152,39 @@ class Scheduler {
  private:
   explicit Scheduler(Options options);
 
+  // What to do once mu_ is released: answer parked barriers and view waiters.
+  struct Deferred {
+    BarrierSet::Answers barrier_answers;
+    std::vector<ViewDone> view_waiters;
+    absl::StatusOr<ClusterView> view_answer;
+  };
+  static void Run(Deferred deferred);
+
   absl::Time Now() const { return options_.clock(); }
   bool Ended() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return state_ == FINISHED || state_ == FAILED; }
   ClusterView ViewLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status JobFailedError() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Moves the job to FINISHED or FAILED and returns the view waiters to answer (outside mu_).
-  std::vector<ViewDone> EndLocked(JobState state, absl::Status failure)
+  // Moves the job to FINISHED or FAILED; parked view waiters and barriers go to `deferred`.
+  void EndLocked(JobState state, absl::Status failure, Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tells the barriers who is live now.
+  void PublishParticipantsLocked(Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes a live worker ("died" or "left", because of `reason`), then applies min_workers and
+  // the finish condition. Does nothing for a worker already gone.
+  void RemoveWorkerLocked(int rank, ChangeKind kind, absl::string_view reason, Deferred* deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Answers what EndLocked returned and the parked barriers. Call without mu_.
-  void AnswerEnd(std::vector<ViewDone> waiters);
-  absl::Status CheckRegistered(Role role, int rank, absl::string_view what) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Finishes the job when Progress::TryFinish says so.
+  void MaybeFinishLocked(Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FAILED_PRECONDITION unless (role, rank) is a live member.
+  absl::Status CheckLive(Role role, int rank, absl::string_view what) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "epoch 7, live workers [0, 2]", for log lines.
+  std::string MembershipLine() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   const Options options_;
   const absl::Time created_;
 
-  // Thread-safe on its own; never called with mu_ held.
-  BarrierSet barriers_;
-
   mutable absl::Mutex mu_;
+  BarrierSet barriers_ ABSL_GUARDED_BY(mu_);
   JobState state_ ABSL_GUARDED_BY(mu_) = WAITING_FOR_ROLES;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   absl::Time ended_at_ ABSL_GUARDED_BY(mu_);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <fstream>
@@ -151,12 +152,34 @@ TEST(SchedulerRunnerTest, RunsAJobToTheEndAndWritesTheSummary) {
   report.mutable_train()->set_loss_sum(40.0);
   report.mutable_train()->set_samples(20);
   report.mutable_train()->set_steps(3);
-  report.mutable_eval()->set_loss_sum(5.0);
-  report.mutable_eval()->set_correct(7);
-  report.mutable_eval()->set_samples(10);
-  report.set_done(true);
   ProgressResponse progress_resp;
   ASSERT_TRUE(roles.Call(&pstrain::Scheduler::Stub::ReportProgress, report, &progress_resp).ok());
+  // The test set of 10 comes in evaluation leases of ceil(10 / 4) = 3 samples: 3, 3, 3, 1, each
+  // reported with all but one right (one of one for the last): 7 of 10.
+  LeaseRequest lease_req;
+  lease_req.set_worker_rank(0);
+  lease_req.set_eval(true);
+  int64_t evaluated = 0;
+  for (int i = 0; i < 10; ++i) {
+    LeaseResponse lease;
+    ASSERT_TRUE(roles.Call(&pstrain::Scheduler::Stub::LeaseWork, lease_req, &lease).ok());
+    ASSERT_FALSE(lease.wait());
+    if (lease.epoch_done()) break;
+    ProgressReport eval;
+    eval.set_worker_rank(0);
+    EvalStats* e = eval.add_evals();
+    e->set_lease_id(lease.lease_id());
+    e->set_samples(lease.end() - lease.begin());
+    e->set_correct(std::max<int64_t>(1, e->samples() - 1));
+    e->set_loss_sum(0.5 * static_cast<double>(e->samples()));
+    evaluated += e->samples();
+    ASSERT_TRUE(roles.Call(&pstrain::Scheduler::Stub::ReportProgress, eval, &progress_resp).ok());
+  }
+  EXPECT_EQ(evaluated, 10);
+  ProgressReport done;
+  done.set_worker_rank(0);
+  done.set_done(true);
+  ASSERT_TRUE(roles.Call(&pstrain::Scheduler::Stub::ReportProgress, done, &progress_resp).ok());
 
   // The server hears FINISHED in a heartbeat, which also ends the runner's grace period.
   HeartbeatRequest hb;
@@ -170,7 +193,10 @@ TEST(SchedulerRunnerTest, RunsAJobToTheEndAndWritesTheSummary) {
   const std::string summary = ReadFile(dir + "/summary.json");
   EXPECT_NE(summary.find("\"state\": \"FINISHED\""), std::string::npos) << summary;
   EXPECT_NE(summary.find("\"final_test_accuracy\": 0.7,"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"final_test_loss\": 0.5,"), std::string::npos) << summary;
   EXPECT_NE(summary.find("\"train_loss\": 2,"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"membership_events\": [],"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"live_workers\": [0],"), std::string::npos) << summary;
 }
 
 TEST(SchedulerRunnerTest, MissingDataFailsAtStartWithTheReadersMessage) {

@@ -73,7 +73,7 @@ grpc::ServerUnaryReactor* SchedulerService::ReportProgress(grpc::CallbackServerC
                                                            const ProgressReport* request,
                                                            ProgressResponse* response) {
   VLOG(2) << "ReportProgress worker " << request->worker_rank() << " epoch " << request->epoch()
-          << " step " << request->step();
+          << " step " << request->step() << " evals " << request->evals_size();
   return Answer(ctx, core_->ReportProgress(*request));
 }
 
@@ -82,6 +82,12 @@ grpc::ServerUnaryReactor* SchedulerService::ReportFailure(grpc::CallbackServerCo
                                                           FailureResponse* response) {
   core_->ReportFailure(*request);
   return Answer(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* SchedulerService::Leave(grpc::CallbackServerContext* ctx,
+                                                  const LeaveRequest* request, LeaveResponse* response) {
+  VLOG(1) << "Leave " << RoleName(request->role()) << " " << request->rank() << ": " << request->reason();
+  return Answer(ctx, core_->Leave(*request));
 }
 
 grpc::ServerUnaryReactor* SchedulerService::GetJobStatus(grpc::CallbackServerContext* ctx,

@@ -39,6 +39,8 @@ class SchedulerService final : public pstrain::Scheduler::CallbackService {
   grpc::ServerUnaryReactor* ReportFailure(grpc::CallbackServerContext* ctx,
                                           const FailureReport* request,
                                           FailureResponse* response) override;
+  grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* ctx, const LeaveRequest* request,
+                                  LeaveResponse* response) override;
   grpc::ServerUnaryReactor* GetJobStatus(grpc::CallbackServerContext* ctx,
                                          const JobStatusRequest* request, JobStatus* response) override;
 

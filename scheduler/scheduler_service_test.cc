@@ -208,6 +208,41 @@ TEST_F(SchedulerServiceTest, ErrorsTravelWithTheirCodes) {
   EXPECT_NE(s.error_message().find("job already has 1 servers"), std::string::npos) << s.error_message();
 }
 
+TEST_F(SchedulerServiceTest, LeaveRemovesTheWorkerAndItsHeartbeatsAreRefused) {
+  Register(SERVER, "127.0.0.1:4001");
+  Register(WORKER, "127.0.0.1:5001");
+  const int64_t epoch = core_->View().membership_epoch();
+  for (int attempt = 0; attempt < 2; ++attempt) {  // Idempotent.
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    LeaveRequest req;
+    req.set_role(WORKER);
+    req.set_rank(0);
+    req.set_reason("asked to stop (SIGTERM)");
+    LeaveResponse resp;
+    grpc::Status s = stub_->Leave(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+  // min_workers is 1 and the only worker left: the job fails, with the reason.
+  EXPECT_EQ(core_->View().membership_epoch(), epoch + 1);
+  EXPECT_EQ(core_->state(), FAILED);
+  EXPECT_NE(std::string(core_->failure().message())
+                .find("only 0 live workers left; the job needs at least 1 (--min_workers); worker 0 at "
+                      "127.0.0.1:5001 left: asked to stop (SIGTERM)"),
+            std::string::npos)
+      << core_->failure();
+
+  grpc::ClientContext hb_ctx;
+  SetDeadline(&hb_ctx);
+  HeartbeatRequest hb;
+  hb.set_role(WORKER);
+  hb.set_rank(0);
+  HeartbeatResponse hb_resp;
+  grpc::Status s = stub_->Heartbeat(&hb_ctx, hb, &hb_resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(s.error_message().substr(0, 30), "worker 0 is no longer a member") << s.error_message();
+}
+
 }  // namespace
 }  // namespace scheduler
 }  // namespace pstrain

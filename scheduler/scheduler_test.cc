@@ -3,7 +3,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/job_spec.h"
 #include "gtest/gtest.h"
 #include "scheduler/shard_map.h"
@@ -15,10 +17,11 @@ namespace {
 // A scheduler for a 1-server, 2-worker job on a clock the test moves by hand.
 class SchedulerTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Scheduler> Make(Mode mode = SYNC, int workers = 2) {
+  std::unique_ptr<Scheduler> Make(Mode mode = SYNC, int workers = 2, int min_workers = 1) {
     JobSpec job;
     job.set_num_servers(1);
     job.set_num_workers(workers);
+    job.set_min_workers(min_workers);
     job.set_epochs(1);
     job.set_mode(mode);
     job.set_batch_size(10);
@@ -32,7 +35,7 @@ class SchedulerTest : public ::testing::Test {
     options.job = job;
     options.shard_map = *BuildShardMap({t}, 1, 1024);
     options.train_samples = 50;
-    options.test_samples = 20;
+    options.test_samples = 40;  // 2 workers: evaluation leases of 5.
     options.total_steps = 3;
     options.dead_after = absl::Seconds(3);
     options.startup_timeout = absl::Seconds(60);
@@ -52,11 +55,59 @@ class SchedulerTest : public ::testing::Test {
   static ProgressReport Done(int rank) {
     ProgressReport r;
     r.set_worker_rank(rank);
-    r.mutable_eval()->set_loss_sum(2.0);
-    r.mutable_eval()->set_correct(8);
-    r.mutable_eval()->set_samples(10);
     r.set_done(true);
     return r;
+  }
+
+  static HeartbeatRequest Hb(Role role, int rank) {
+    HeartbeatRequest hb;
+    hb.set_role(role);
+    hb.set_rank(rank);
+    return hb;
+  }
+
+  static LeaseRequest EvalRequest(int rank, int epoch) {
+    LeaseRequest r;
+    r.set_worker_rank(rank);
+    r.set_epoch(epoch);
+    r.set_eval(true);
+    return r;
+  }
+
+  // A report of evaluation lease `lease` with 4 of 5 right and a loss of 0.2 per sample.
+  static ProgressReport EvalResult(int rank, const LeaseResponse& lease) {
+    ProgressReport r;
+    r.set_worker_rank(rank);
+    EvalStats* e = r.add_evals();
+    e->set_lease_id(lease.lease_id());
+    e->set_samples(lease.end() - lease.begin());
+    e->set_correct(4 * (lease.end() - lease.begin()) / 5);
+    e->set_loss_sum(0.2 * static_cast<double>(lease.end() - lease.begin()));
+    return r;
+  }
+
+  // Worker `rank` leases and reports evaluation leases of epoch 0 until the pool says wait or
+  // epoch_done; returns how many it evaluated.
+  static int EvaluateAll(Scheduler* s, int rank) {
+    for (int n = 0;; ++n) {
+      absl::StatusOr<LeaseResponse> lease = s->LeaseWork(EvalRequest(rank, 0));
+      EXPECT_TRUE(lease.ok()) << lease.status();
+      if (!lease.ok() || lease->epoch_done() || lease->wait()) return n;
+      EXPECT_TRUE(s->ReportProgress(EvalResult(rank, *lease)).ok());
+    }
+  }
+
+  // Registers the server and `workers` workers; the job runs.
+  static void RegisterAll(Scheduler* s, int workers = 2) {
+    ASSERT_TRUE(s->Register(Reg(SERVER, "h:1")).ok());
+    for (int w = 0; w < workers; ++w) ASSERT_TRUE(s->Register(Reg(WORKER, absl::StrCat("h:", w + 2))).ok());
+    ASSERT_EQ(s->state(), RUNNING);
+  }
+
+  static std::vector<int> WorkerRanks(const ClusterView& view) {
+    std::vector<int> ranks;
+    for (const WorkerInfo& w : view.workers()) ranks.push_back(w.rank());
+    return ranks;
   }
 
   absl::Time now_ = absl::FromUnixSeconds(1000);
@@ -141,26 +192,199 @@ TEST_F(SchedulerTest, BarrierForAllWaitsForServersToo) {
   EXPECT_EQ(unknown->code(), absl::StatusCode::kFailedPrecondition);
 }
 
-TEST_F(SchedulerTest, SilentRoleFailsTheJob) {
+TEST_F(SchedulerTest, SilentWorkerIsRemovedAndTheJobGoesOn) {
   auto s = Make();
-  ASSERT_TRUE(s->Register(Reg(SERVER, "h:1")).ok());
-  ASSERT_TRUE(s->Register(Reg(WORKER, "h:2")).ok());
-  ASSERT_TRUE(s->Register(Reg(WORKER, "h:3")).ok());
-  HeartbeatRequest hb;
-  hb.set_role(WORKER);
-  hb.set_rank(1);
-  ASSERT_TRUE(s->Heartbeat(hb).ok());
-  hb.set_rank(0);
+  RegisterAll(s.get());
+  const int64_t epoch = s->View().membership_epoch();
+  ASSERT_TRUE(s->Heartbeat(Hb(WORKER, 1)).ok());
   now_ += absl::Seconds(2);
-  hb.set_role(SERVER);
-  ASSERT_TRUE(s->Heartbeat(hb).ok());
-  hb.set_role(WORKER);
-  ASSERT_TRUE(s->Heartbeat(hb).ok());
+  ASSERT_TRUE(s->Heartbeat(Hb(SERVER, 0)).ok());
+  ASSERT_TRUE(s->Heartbeat(Hb(WORKER, 0)).ok());
+  now_ += absl::Milliseconds(1500);
+  s->CheckHealth();
+  EXPECT_EQ(s->state(), RUNNING);
+  const ClusterView view = s->View();
+  EXPECT_EQ(view.membership_epoch(), epoch + 1);
+  EXPECT_EQ(WorkerRanks(view), std::vector<int>{0});
+  // The removal happens once: the watchdog's next ticks change nothing.
+  s->CheckHealth();
+  s->CheckHealth();
+  EXPECT_EQ(s->View().membership_epoch(), epoch + 1);
+  // A worker declared dead while merely stalled learns it from its next heartbeat.
+  absl::StatusOr<HeartbeatResponse> hb = s->Heartbeat(Hb(WORKER, 1));
+  EXPECT_EQ(hb.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(hb.status().message().substr(0, 30), "worker 1 is no longer a member") << hb.status();
+  const JobStatus status = s->Status();
+  EXPECT_EQ(status.registered_workers(), 1);
+  EXPECT_NE(s->SummaryJson().find("\"membership_events\": [{\"seconds\": 3.5, \"role\": \"worker\", "
+                                  "\"rank\": 1, \"kind\": \"died\"}]"),
+            std::string::npos)
+      << s->SummaryJson();
+}
+
+TEST_F(SchedulerTest, FewerThanMinWorkersFailsTheJob) {
+  auto s = Make(SYNC, 2, /*min_workers=*/2);
+  RegisterAll(s.get());
+  ASSERT_TRUE(s->Heartbeat(Hb(WORKER, 1)).ok());
+  now_ += absl::Seconds(2);
+  ASSERT_TRUE(s->Heartbeat(Hb(SERVER, 0)).ok());
+  ASSERT_TRUE(s->Heartbeat(Hb(WORKER, 0)).ok());
   now_ += absl::Milliseconds(1500);
   s->CheckHealth();
   EXPECT_EQ(s->state(), FAILED);
   EXPECT_EQ(s->failure().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(s->failure().message(), "worker 1 at h:3 sent no heartbeat for 3.5 s");
+  EXPECT_EQ(s->failure().message(),
+            "only 1 live worker left; the job needs at least 2 (--min_workers); "
+            "worker 1 at h:3 sent no heartbeat for 3.5 s");
+}
+
+TEST_F(SchedulerTest, SilentServerStillFailsTheJob) {
+  auto s = Make();
+  RegisterAll(s.get());
+  ASSERT_TRUE(s->Heartbeat(Hb(SERVER, 0)).ok());
+  now_ += absl::Seconds(2);
+  ASSERT_TRUE(s->Heartbeat(Hb(WORKER, 0)).ok());
+  ASSERT_TRUE(s->Heartbeat(Hb(WORKER, 1)).ok());
+  now_ += absl::Milliseconds(1500);
+  s->CheckHealth();
+  EXPECT_EQ(s->state(), FAILED);
+  EXPECT_EQ(s->failure().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(s->failure().message(), "server 0 at h:1 sent no heartbeat for 3.5 s");
+}
+
+TEST_F(SchedulerTest, LeaveRemovesTheWorkerAtOnce) {
+  auto s = Make(SYNC, 3);
+  RegisterAll(s.get(), 3);
+  const int64_t epoch = s->View().membership_epoch();
+  LeaveRequest leave;
+  leave.set_role(WORKER);
+  leave.set_rank(1);
+  leave.set_reason("asked to stop (SIGTERM)");
+  ASSERT_TRUE(s->Leave(leave).ok());
+  ASSERT_TRUE(s->Leave(leave).ok());  // Idempotent.
+  EXPECT_EQ(s->View().membership_epoch(), epoch + 1);
+  EXPECT_EQ(WorkerRanks(s->View()), (std::vector<int>{0, 2}));
+  EXPECT_EQ(s->state(), RUNNING);
+  absl::StatusOr<HeartbeatResponse> hb = s->Heartbeat(Hb(WORKER, 1));
+  EXPECT_EQ(hb.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(hb.status().message().find("it left"), absl::string_view::npos) << hb.status();
+  EXPECT_EQ(s->LeaseWork(EvalRequest(1, 0)).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s->SummaryJson().find("\"kind\": \"left\""), std::string::npos);
+  EXPECT_NE(s->SummaryJson().find("\"live_workers\": [0, 2]"), std::string::npos);
+
+  leave.set_rank(7);
+  EXPECT_EQ(s->Leave(leave).code(), absl::StatusCode::kFailedPrecondition);
+  leave.set_role(SERVER);
+  leave.set_rank(0);
+  EXPECT_EQ(s->Leave(leave).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s->View().servers_size(), 1);
+}
+
+TEST_F(SchedulerTest, WorkerJoiningARunningJobTakesTheLowestFreeRank) {
+  auto s = Make();
+  RegisterAll(s.get());
+  LeaveRequest leave;
+  leave.set_role(WORKER);
+  leave.set_rank(0);
+  ASSERT_TRUE(s->Leave(leave).ok());
+  const int64_t epoch = s->View().membership_epoch();
+  absl::StatusOr<RegisterResponse> joined = s->Register(Reg(WORKER, "h:9"));
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  EXPECT_EQ(joined->rank(), 0);
+  EXPECT_EQ(s->View().membership_epoch(), epoch + 1);
+  absl::StatusOr<RegisterResponse> grown = s->Register(Reg(WORKER, "h:10"));
+  ASSERT_TRUE(grown.ok()) << grown.status();
+  EXPECT_EQ(grown->rank(), 2);  // Beyond num_workers: the job grows.
+  const ClusterView view = s->View();
+  EXPECT_EQ(WorkerRanks(view), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(view.workers(0).address(), "h:9");
+  EXPECT_EQ(view.global_batch(), 20);  // batch_size 10 x the job's 2 workers, always.
+  EXPECT_EQ(view.state(), RUNNING);
+  // The newcomers heartbeat and take part.
+  ASSERT_TRUE(s->Heartbeat(Hb(WORKER, 2)).ok());
+  ASSERT_TRUE(s->LeaseWork(EvalRequest(2, 0)).ok());
+}
+
+TEST_F(SchedulerTest, BarrierReleasesWhenTheLastMissingWorkerDies) {
+  auto s = Make(ASYNC, 3);
+  RegisterAll(s.get(), 3);
+  int released = 0;
+  BarrierRequest b;
+  b.set_name("epoch-0-trained");
+  b.set_participants(BarrierRequest::WORKERS);
+  b.set_role(WORKER);
+  for (int rank : {0, 2}) {
+    b.set_rank(rank);
+    s->Barrier(b, [&](absl::Status st) { released += st.ok(); });
+  }
+  EXPECT_EQ(released, 0);
+  ASSERT_TRUE(s->Heartbeat(Hb(WORKER, 1)).ok());
+  now_ += absl::Seconds(2);
+  for (int rank : {0, 2}) ASSERT_TRUE(s->Heartbeat(Hb(WORKER, rank)).ok());
+  ASSERT_TRUE(s->Heartbeat(Hb(SERVER, 0)).ok());
+  now_ += absl::Milliseconds(1500);
+  s->CheckHealth();  // Worker 1 is removed; nobody else is awaited.
+  EXPECT_EQ(released, 2);
+  // The dead worker may not enter barriers any more.
+  std::optional<absl::Status> late;
+  b.set_rank(1);
+  s->Barrier(b, [&](absl::Status st) { late = st; });
+  ASSERT_TRUE(late.has_value());
+  EXPECT_EQ(late->code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(SchedulerTest, EvaluationLeasesOfADeadWorkerAreEvaluatedByOthers) {
+  auto s = Make();
+  RegisterAll(s.get());
+  absl::StatusOr<LeaseResponse> held = s->LeaseWork(EvalRequest(1, 0));
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_EQ(held->end() - held->begin(), 5);
+  EXPECT_EQ(EvaluateAll(s.get(), 0), 7);
+  absl::StatusOr<LeaseResponse> wait = s->LeaseWork(EvalRequest(0, 0));
+  ASSERT_TRUE(wait.ok());
+  EXPECT_TRUE(wait->wait());
+  EXPECT_FALSE(wait->epoch_done());
+  // Worker 1 dies holding its lease: worker 0 gets it.
+  ASSERT_TRUE(s->Heartbeat(Hb(WORKER, 1)).ok());
+  now_ += absl::Seconds(2);
+  ASSERT_TRUE(s->Heartbeat(Hb(WORKER, 0)).ok());
+  ASSERT_TRUE(s->Heartbeat(Hb(SERVER, 0)).ok());
+  now_ += absl::Milliseconds(1500);
+  s->CheckHealth();
+  absl::StatusOr<LeaseResponse> again = s->LeaseWork(EvalRequest(0, 0));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->lease_id(), held->lease_id());
+  EXPECT_EQ(again->begin(), held->begin());
+  ASSERT_TRUE(s->ReportProgress(EvalResult(0, *again)).ok());
+  EXPECT_TRUE(s->LeaseWork(EvalRequest(0, 0))->epoch_done());
+  // Worker 1's late report of the same lease does not count twice; its done does not count.
+  ProgressReport late = EvalResult(1, *held);
+  late.set_done(true);
+  ASSERT_TRUE(s->ReportProgress(late).ok());
+  EXPECT_EQ(s->state(), RUNNING);
+  ASSERT_TRUE(s->ReportProgress(Done(0)).ok());
+  EXPECT_EQ(s->state(), FINISHED);
+  const JobStatus status = s->Status();
+  ASSERT_EQ(status.epochs_done_size(), 1);
+  EXPECT_DOUBLE_EQ(status.epochs_done(0).test_accuracy(), 0.8);  // Each of the 40 samples once.
+  const std::string summary = s->SummaryJson();
+  EXPECT_NE(summary.find("\"live_workers\": [0]"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"kind\": \"died\""), std::string::npos) << summary;
+}
+
+TEST_F(SchedulerTest, BadEvaluationReportsAreRefused) {
+  auto s = Make();
+  RegisterAll(s.get());
+  absl::StatusOr<LeaseResponse> lease = s->LeaseWork(EvalRequest(0, 0));
+  ASSERT_TRUE(lease.ok());
+  ProgressReport wrong = EvalResult(0, *lease);
+  wrong.mutable_evals(0)->set_samples(4);
+  EXPECT_EQ(s->ReportProgress(wrong).code(), absl::StatusCode::kInvalidArgument);
+  wrong = EvalResult(0, *lease);
+  wrong.mutable_evals(0)->set_lease_id(99);
+  EXPECT_EQ(s->ReportProgress(wrong).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s->ReportProgress(Done(5)).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s->LeaseWork(EvalRequest(0, 1)).status().code(), absl::StatusCode::kOutOfRange);
 }
 
 TEST_F(SchedulerTest, StartupTimeoutFailsTheJob) {
@@ -205,6 +429,7 @@ TEST_F(SchedulerTest, JobFinishesWhenEveryWorkerIsDone) {
   ASSERT_TRUE(s->Register(Reg(SERVER, "h:1")).ok());
   ASSERT_TRUE(s->Register(Reg(WORKER, "h:2")).ok());
   ASSERT_TRUE(s->Register(Reg(WORKER, "h:3")).ok());
+  EXPECT_EQ(EvaluateAll(s.get(), 0) + EvaluateAll(s.get(), 1), 8);
   ASSERT_TRUE(s->ReportProgress(Done(0)).ok());
   EXPECT_EQ(s->state(), RUNNING);
   EXPECT_FALSE(s->AwaitEnd(absl::ZeroDuration()));
@@ -227,6 +452,25 @@ TEST_F(SchedulerTest, JobFinishesWhenEveryWorkerIsDone) {
   EXPECT_EQ(status.registered_workers(), 2);
   ASSERT_EQ(status.epochs_done_size(), 1);
   EXPECT_DOUBLE_EQ(status.epochs_done(0).test_accuracy(), 0.8);
+  // Nobody joins a finished job; a registered worker's retry still gets its rank.
+  EXPECT_EQ(s->Register(Reg(WORKER, "h:9")).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s->Register(Reg(WORKER, "h:3"))->rank(), 1);
+}
+
+TEST_F(SchedulerTest, JobFinishesWhenEveryLiveWorkerIsDoneAfterADeath) {
+  auto s = Make();
+  RegisterAll(s.get());
+  EXPECT_EQ(EvaluateAll(s.get(), 0), 8);
+  ASSERT_TRUE(s->ReportProgress(Done(0)).ok());
+  EXPECT_EQ(s->state(), RUNNING);  // Worker 1 is live and not done.
+  ASSERT_TRUE(s->Heartbeat(Hb(WORKER, 1)).ok());
+  now_ += absl::Seconds(2);
+  ASSERT_TRUE(s->Heartbeat(Hb(WORKER, 0)).ok());
+  ASSERT_TRUE(s->Heartbeat(Hb(SERVER, 0)).ok());
+  now_ += absl::Milliseconds(1500);
+  s->CheckHealth();
+  EXPECT_EQ(s->state(), FINISHED);
+  EXPECT_TRUE(s->failure().ok());
 }
 
 TEST_F(SchedulerTest, LeasesOnlyInAsyncModesAndOnlyWhenRunning) {
@@ -247,6 +491,8 @@ TEST_F(SchedulerTest, LeasesOnlyInAsyncModesAndOnlyWhenRunning) {
   EXPECT_EQ(lease->lease_id(), 1);
   req.set_worker_rank(1);
   EXPECT_EQ(async->LeaseWork(req).status().code(), absl::StatusCode::kFailedPrecondition);
+  // Evaluation leases are for every mode.
+  EXPECT_TRUE(sync->LeaseWork(EvalRequest(0, 0)).ok());
 }
 
 TEST(TotalStepsTest, FollowsTheMode) {

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/job_spec.h"
@@ -37,6 +38,14 @@ absl::StatusOr<std::unique_ptr<ParameterStore>> ParameterStore::Create(const Opt
     return absl::InvalidArgumentError(
         absl::StrCat("parameter store: rank is ", options.rank, ", expected >= 0"));
   }
+  std::vector<int> worker_ranks = options.worker_ranks;
+  if (worker_ranks.empty()) {
+    for (int r = 0; r < options.num_workers; ++r) worker_ranks.push_back(r);
+  } else if (static_cast<int>(worker_ranks.size()) != options.num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("parameter store: ", worker_ranks.size(),
+                                                   " worker ranks for num_workers ", options.num_workers));
+  }
+  RETURN_IF_ERROR(CheckRanks("parameter store: worker ranks", &worker_ranks));
 
   const ShardMap& map = options.shard_map;
   std::vector<model::ParamSpec> specs;
@@ -104,13 +113,14 @@ absl::StatusOr<std::unique_ptr<ParameterStore>> ParameterStore::Create(const Opt
   effective.job = std::move(job);
   LOG(INFO) << "server " << options.rank << ": " << chunks.size() << " chunks, " << total
             << " floats; mode " << ModeName(EffectiveMode(effective.job.mode())) << ", "
-            << options.num_workers << " workers, membership epoch " << options.membership_epoch;
-  return std::unique_ptr<ParameterStore>(
-      new ParameterStore(effective, std::move(chunks), std::move(names), std::move(weights),
-                         std::move(optimizers), probe->num_state_vectors(), LayoutFingerprint(map, options.rank)));
+            << options.num_workers << " workers [" << absl::StrJoin(worker_ranks, ", ")
+            << "], membership epoch " << options.membership_epoch;
+  return std::unique_ptr<ParameterStore>(new ParameterStore(
+      effective, std::move(worker_ranks), std::move(chunks), std::move(names), std::move(weights),
+      std::move(optimizers), probe->num_state_vectors(), LayoutFingerprint(map, options.rank)));
 }
 
-ParameterStore::ParameterStore(const Options& options, std::vector<Chunk> chunks,
+ParameterStore::ParameterStore(const Options& options, std::vector<int> worker_ranks, std::vector<Chunk> chunks,
                                std::vector<std::string> names, std::vector<float> weights,
                                std::vector<std::unique_ptr<model::Optimizer>> optimizers,
                                int num_state_vectors, uint64_t layout_fingerprint)
@@ -118,8 +128,6 @@ ParameterStore::ParameterStore(const Options& options, std::vector<Chunk> chunks
       mode_(EffectiveMode(options.job.mode())),
       staleness_(options.job.staleness()),
       allow_nonfinite_(options.job.allow_nonfinite_gradients()),
-      num_workers_(options.num_workers),
-      membership_epoch_(options.membership_epoch),
       total_steps_(options.total_steps),
       base_lr_(options.job.optimizer().lr()),
       schedule_(LrScheduleFromProto(options.job.optimizer().schedule())),
@@ -132,16 +140,10 @@ ParameterStore::ParameterStore(const Options& options, std::vector<Chunk> chunks
       checkpoint_every_(options.job.checkpoint_every_steps()),
       weights_(std::move(weights)),
       optimizers_(std::move(optimizers)),
-      has_last_push_(num_workers_, false),
-      last_push_step_(num_workers_, 0),
-      last_push_id_(num_workers_, 0),
-      samples_(num_workers_, 0),
-      pushed_(num_workers_, false),
-      sum_(total_elements_),
-      clocks_(num_workers_, 0),
-      finished_(num_workers_, false) {
-  // Only SYNC keeps gradients until every worker has pushed; allocated once, reused every step.
-  if (mode_ == SYNC) grads_.assign(num_workers_, std::vector<float>(total_elements_));
+      membership_epoch_(options.membership_epoch),
+      sum_(total_elements_) {
+  absl::MutexLock lock(&mu_);
+  for (int r : worker_ranks) workers_.emplace(r, NewWorkerLocked());
 }
 
 ParameterStore::~ParameterStore() { Shutdown(); }
@@ -151,9 +153,9 @@ ParameterStore::~ParameterStore() { Shutdown(); }
 
 absl::Status ParameterStore::ValidatePush(const PushRequest& req) const {
   const int r = req.worker_rank();
-  if (r < 0 || r >= num_workers_) {
-    return absl::InvalidArgumentError(absl::StrCat("push from worker ", r, ": worker rank out of range, expected [0, ",
-                                                   num_workers_, ")"));
+  if (r < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("push from worker ", r, ": worker rank out of range, expected >= 0"));
   }
   const std::string what = absl::StrCat("push from worker ", r);
   if (req.num_samples() < 0) {
@@ -210,9 +212,9 @@ absl::Status ParameterStore::ValidatePush(const PushRequest& req) const {
 
 absl::Status ParameterStore::ValidatePull(const PullRequest& req) const {
   const int r = req.worker_rank();
-  if (r < 0 || r >= num_workers_) {
-    return absl::InvalidArgumentError(absl::StrCat("pull from worker ", r, ": worker rank out of range, expected [0, ",
-                                                   num_workers_, ")"));
+  if (r < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pull from worker ", r, ": worker rank out of range, expected >= 0"));
   }
   if (req.step() < 0) {
     return absl::InvalidArgumentError(
@@ -221,16 +223,6 @@ absl::Status ParameterStore::ValidatePull(const PullRequest& req) const {
   if (req.data_epoch() < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("pull from worker ", r, ": data_epoch is ", req.data_epoch(), ", expected >= 0"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ParameterStore::CheckLive(absl::string_view what, int worker_rank,
-                                       int64_t membership_epoch) const {
-  if (shutting_down_) return absl::UnavailableError(absl::StrCat("server ", rank_, " shutting down"));
-  if (membership_epoch < membership_epoch_) {
-    return absl::AbortedError(absl::StrCat(what, " from worker ", worker_rank, " carries membership epoch ",
-                                           membership_epoch, ", current is ", membership_epoch_));
   }
   return absl::OkStatus();
 }
@@ -292,9 +284,9 @@ void ParameterStore::PushPull(const PushRequest& req, PullResponse* resp, Done d
 
 absl::Status ParameterStore::FinishEpoch(const FinishEpochRequest& req) {
   const int r = req.worker_rank();
-  if (r < 0 || r >= num_workers_) {
-    return absl::InvalidArgumentError(absl::StrCat("finish epoch from worker ", r,
-                                                   ": worker rank out of range, expected [0, ", num_workers_, ")"));
+  if (r < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("finish epoch from worker ", r, ": worker rank out of range, expected >= 0"));
   }
   if (req.data_epoch() < 0) {
     return absl::InvalidArgumentError(absl::StrCat("finish epoch from worker ", r, ": data_epoch is ",
@@ -305,10 +297,12 @@ absl::Status ParameterStore::FinishEpoch(const FinishEpochRequest& req) {
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return absl::UnavailableError(absl::StrCat("server ", rank_, " shutting down"));
+    auto worker = workers_.find(r);
+    if (worker == workers_.end()) return NotLiveError("finish epoch", r);
     if (mode_ != SSP || req.data_epoch() < data_epoch_) return absl::OkStatus();
     status = EnterDataEpochLocked("finish epoch", r, req.data_epoch(), &out);
     if (status.ok()) {
-      finished_[r] = true;
+      worker->second.finished = true;
       VLOG(1) << "server " << rank_ << ": worker " << r << " finished data epoch " << data_epoch_;
       ReleaseReadyLocked(&out);
     }
@@ -412,7 +406,7 @@ absl::Status ParameterStore::Restore(const ShardCheckpoint& ckpt) {
     if (shutting_down_) return absl::UnavailableError(absl::StrCat("server ", rank_, " shutting down"));
     if (mode_ == SYNC && num_pushed_ > 0) {
       return absl::FailedPreconditionError(absl::StrCat("restoring server ", rank_, " to step ", ckpt.step, ": ",
-                                                        num_pushed_, " of ", num_workers_,
+                                                        num_pushed_, " of ", workers_.size(),
                                                         " workers already pushed step ", step_));
     }
     std::copy(ckpt.weights.begin(), ckpt.weights.end(), weights_.begin());
@@ -424,7 +418,7 @@ absl::Status ParameterStore::Restore(const ShardCheckpoint& ckpt) {
       }
     }
     step_ = ckpt.step;
-    std::fill(has_last_push_.begin(), has_last_push_.end(), false);
+    for (auto& [r, worker] : workers_) worker.has_last_push = false;
     ReleaseReadyLocked(&out);
   }
   LOG(INFO) << "server " << rank_ << ": restored step " << ckpt.step << " from a checkpoint";

@@ -6,18 +6,29 @@
 // exactly once, either before the call returns or later from the thread of the request that
 // released it (the push that completed the step, a FinishEpoch, Shutdown).
 //
-//   SYNC step t (W workers)                     server step s
-//   push(t) from r0 ... r(W-1)  -> stored         s == t
+//   SYNC step t (live workers L at membership epoch E)   server step s
+//   push(t) from each r in L    -> stored                  s == t
 //   pull(t+1) / push_pull(t)    -> parked
-//   last push(t) arrives        -> sum_r (n_r / sum n) g_r in rank order, optimizer once,
+//   last push(t) arrives        -> sum_r (n_r / sum n) g_r in ascending rank order, optimizer once,
 //                                  s = t+1, parked requests answered with the new weights
+//   UpdateMembership(E' > E)    -> stored pushes dropped, parked requests ABORTED; the workers of
+//                                  E' recompute step t (the same global batch) and push again
+//   push(t-1) from r in L       -> OK, answered with the weights of step t (another server moved
+//                                  on first, or this one applied the step before the change)
+//
+// Membership. Worker ranks are stable identities, not 0..W-1: the live set is any set of distinct
+// non-negative ranks. Every push and pull must come from a live worker and carry exactly the
+// store's membership epoch; otherwise ABORTED (older: the worker's view is stale; newer: the
+// server has not learnt the epoch yet, so the worker retries shortly).
 //
 // Modes (JobSpec.mode):
 // - SYNC: as above. `step` in a request is the update number the worker computed on.
 // - ASYNC: each push is applied on arrival (num_samples == 0: no update); pulls answer at once.
 // - SSP(K = JobSpec.staleness): pushes apply as in ASYNC and advance the pushing worker's clock in
 //   the current data epoch; Pull(step = c) waits until every worker that has not finished the epoch
-//   has clock >= c - K. A request with a newer data_epoch starts that epoch (all clocks 0).
+//   has clock >= c - K. A request with a newer data_epoch starts that epoch (all clocks 0). A
+//   worker that joins mid-epoch starts at the smallest clock of the live workers still in the
+//   epoch, so it holds nobody back more than the slowest worker already does.
 //
 // Checkpoints (JobSpec.checkpoint_dir, checkpoint_every_steps = N > 0): the update that makes the
 // step a multiple of N (SYNC: every server at the same step, so one step's files form a consistent
@@ -27,8 +38,8 @@
 // write is logged and does not fail the push.
 //
 // Cost: the SYNC aggregation and optimizer run on the thread of the push that completes the step,
-// under the store's lock; buffers are allocated once in Create, so steady state allocates only the
-// response messages. Non-finite checks run before the lock is taken.
+// under the store's lock; buffers are allocated in Create and when a worker joins, so steady state
+// allocates only the response messages. Non-finite checks run before the lock is taken.
 //
 // Thread safety: every method may be called from any thread at the same time. `done` callbacks
 // run outside the lock and may call back into the store.
@@ -37,6 +48,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -46,6 +58,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "model/optimizer.h"
 #include "proto/cluster.pb.h"
@@ -64,9 +77,12 @@ class ParameterStore {
     // optimizer, allow_nonfinite_gradients, seed, checkpoint_dir and checkpoint_every_steps.
     JobSpec job;
     ShardMap shard_map;
-    // Workers that push; ranks are 0..num_workers-1. Must be >= 1.
+    // Workers in the initial view. Must be >= 1, and equal to worker_ranks.size() when that is set.
     int num_workers = 0;
-    // Pushes and pulls from an older membership epoch are refused with ABORTED.
+    // The initial live worker ranks (ClusterView.workers), distinct and >= 0, in any order; empty
+    // means 0..num_workers-1.
+    std::vector<int> worker_ranks;
+    // The initial membership epoch; requests must carry exactly the current one.
     int64_t membership_epoch = 0;
     // Updates the whole job makes (ClusterView.total_steps), for learning-rate schedules.
     int64_t total_steps = 0;
@@ -78,7 +94,8 @@ class ParameterStore {
   // Allocates and initialises this server's chunks (model::FillInitialValues with the job seed and
   // the tensor id, so the model does not depend on the number of servers) and one optimizer per
   // chunk. INVALID_ARGUMENT for an invalid job, a shard map that is inconsistent with its tensors,
-  // or num_workers < 1. A server that owns no chunk is valid (it answers with no chunks).
+  // num_workers < 1, or bad worker_ranks (negative, repeated, or not num_workers of them). A server
+  // that owns no chunk is valid (it answers with no chunks).
   static absl::StatusOr<std::unique_ptr<ParameterStore>> Create(const Options& options);
 
   // Shuts down first, so no parked `done` is left uncalled.
@@ -89,8 +106,9 @@ class ParameterStore {
   // Fills `resp` with this server's chunks, sorted by (tensor_id, offset), and the server step.
   // SYNC: step <= s answers now; step == s+1 parks until that update is applied; further ahead is
   // FAILED_PRECONDITION. SSP: parks until the staleness bound holds. ASYNC: answers now.
-  // Errors: INVALID_ARGUMENT (bad rank or step), ABORTED (old membership epoch),
-  // FAILED_PRECONDITION (old data epoch, step too far ahead), UNAVAILABLE (shutting down).
+  // Errors: INVALID_ARGUMENT (negative rank or step), ABORTED (worker not live, membership epoch
+  // other than the store's, or the membership changed while parked), FAILED_PRECONDITION (old data
+  // epoch, step too far ahead), UNAVAILABLE (shutting down).
   // `req` is read before Pull returns; `resp` is borrowed until `done` runs.
   void Pull(const PullRequest& req, PullResponse* resp, Done done);
 
@@ -103,21 +121,41 @@ class ParameterStore {
   // n_r == 0 is left out of the sum; when sum n == 0 the step advances without an update.
   // ASYNC/SSP: num_samples == 0 applies nothing and does not count as an update (the SSP clock
   // still advances).
-  // SYNC: a push for a step other than the server's is FAILED_PRECONDITION; the push that
-  // completes a step runs the aggregation and the optimizer before `done` is called.
-  // Errors: INVALID_ARGUMENT (rank, num_samples, step, chunk layout or size, non-finite value),
-  // ABORTED (old membership epoch), FAILED_PRECONDITION (wrong step, old data epoch),
-  // ALREADY_EXISTS (see above), UNAVAILABLE (shutting down).
+  // SYNC: a push for the step just applied (server step - 1) is OK and changes nothing (see the
+  // membership notes above); a push for any other step but the server's is FAILED_PRECONDITION
+  // (unless it is a retry); the push that completes a step (every live worker pushed it) runs the
+  // aggregation and the optimizer before `done` is called.
+  // Errors: INVALID_ARGUMENT (negative rank, num_samples, step, chunk layout or size, non-finite
+  // value), ABORTED (worker not live, membership epoch other than the store's), FAILED_PRECONDITION
+  // (wrong step, old data epoch), ALREADY_EXISTS (see above), UNAVAILABLE (shutting down).
   void Push(const PushRequest& req, PushResponse* resp, Done done);
 
-  // Push, then answer like Pull(step + 1): SYNC with the weights after this step's update.
+  // Push, then answer like Pull(step + 1): SYNC with the weights after this step's update; a parked
+  // answer ends with ABORTED if the membership changes before the step completes.
   void PushPull(const PushRequest& req, PullResponse* resp, Done done);
 
   // SSP: worker `worker_rank` has no more pushes in `data_epoch`, so it no longer holds back other
   // workers' pulls. A newer data epoch starts that epoch first; an older one is a no-op (the epoch
   // is over anyway, so a retry stays harmless). SYNC and ASYNC: no-op.
-  // INVALID_ARGUMENT for a bad rank; UNAVAILABLE when shutting down.
+  // INVALID_ARGUMENT for a negative rank; ABORTED when the worker is not live; UNAVAILABLE when
+  // shutting down.
   absl::Status FinishEpoch(const FinishEpochRequest& req);
+
+  // Installs membership epoch `epoch` with live workers `live_worker_ranks` (ClusterView.workers;
+  // any order). OK and no change when `epoch` <= the current epoch. Otherwise, before answering:
+  // - SYNC: the gradients stored for the unfinished step are dropped and every parked call
+  //   (PushPull, Pull for the next step) ends with ABORTED "server <rank> moved to membership
+  //   epoch <epoch> while step <s> was unfinished; recompute it";
+  // - SSP: removed workers no longer hold back pulls (parked pulls are re-checked); a new worker
+  //   starts at the smallest clock of the live workers still in the data epoch;
+  // - every mode: workers that joined start with no retry memory; removed workers' state is freed.
+  // Errors (nothing changes): INVALID_ARGUMENT for a negative or repeated rank, UNAVAILABLE when
+  // shutting down. Does not block beyond the store's lock; allocates the gradient buffers of new
+  // SYNC workers.
+  absl::Status UpdateMembership(int64_t epoch, std::vector<int> live_worker_ranks);
+
+  // The current membership epoch.
+  int64_t membership_epoch() const;
 
   // Finishes every parked request with UNAVAILABLE "server <rank> shutting down"; later requests
   // get the same answer. Idempotent.
@@ -162,6 +200,22 @@ class ParameterStore {
     Done done;
   };
 
+  // A live worker's state, created when it joins the live set and freed when it leaves it.
+  struct Worker {
+    // Retry memory: the worker's latest push (any mode).
+    bool has_last_push = false;
+    int64_t last_push_step = 0;
+    uint64_t last_push_id = 0;
+    // SYNC: the gradient stored for step_ (allocated once, reused every step).
+    bool pushed = false;
+    int64_t samples = 0;
+    std::vector<float> grad;
+    // SSP: the worker's pushes in the current data epoch (plus its starting clock when it joined
+    // mid-epoch), and whether it finished the epoch.
+    int64_t clock = 0;
+    bool finished = false;
+  };
+
   // A callback to run once the lock is released.
   struct Completion {
     Done done;
@@ -170,16 +224,24 @@ class ParameterStore {
   // Inline: a request usually completes itself and at most a few parked pulls, so no allocation.
   using Completions = absl::InlinedVector<Completion, 4>;
 
-  ParameterStore(const Options& options, std::vector<Chunk> chunks, std::vector<std::string> names,
-                 std::vector<float> weights, std::vector<std::unique_ptr<model::Optimizer>> optimizers,
-                 int num_state_vectors, uint64_t layout_fingerprint);
+  ParameterStore(const Options& options, std::vector<int> worker_ranks, std::vector<Chunk> chunks,
+                 std::vector<std::string> names, std::vector<float> weights,
+                 std::vector<std::unique_ptr<model::Optimizer>> optimizers, int num_state_vectors,
+                 uint64_t layout_fingerprint);
+
+  // Sorts `ranks`; INVALID_ARGUMENT (prefixed with `what`) for a negative or repeated rank.
+  static absl::Status CheckRanks(absl::string_view what, std::vector<int>* ranks);
 
   // Checks everything that does not depend on mutable state; the caller holds no lock.
   absl::Status ValidatePush(const PushRequest& req) const;
   absl::Status ValidatePull(const PullRequest& req) const;
-  // Checks shutdown and the membership epoch.
+  // Checks shutdown, the membership epoch and that the worker is live.
   absl::Status CheckLive(absl::string_view what, int worker_rank, int64_t membership_epoch) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // ABORTED "<what> rejected by server R: worker W is not a live member at membership epoch E".
+  absl::Status NotLiveError(absl::string_view what, int worker_rank) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // A new Worker for a rank joining the live set (SYNC: with its gradient buffer).
+  Worker NewWorkerLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // Push after validation; appends released waiters to `out`.
   absl::Status PushLocked(const PushRequest& req, Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -201,6 +263,8 @@ class ParameterStore {
 
   // SYNC: the weighted rank-ordered sum and one optimizer update.
   void ApplySyncStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SYNC: forgets the gradients stored for step_ (after applying or dropping the step).
+  void DropStoredGradientsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ASYNC/SSP: one optimizer update with `grad` (this server's elements, local order).
   void ApplyGradientLocked(const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Copies the gradient bytes of a validated push into `dst` (local order).
@@ -223,8 +287,6 @@ class ParameterStore {
   const Mode mode_;
   const int staleness_;
   const bool allow_nonfinite_;
-  const int num_workers_;
-  const int64_t membership_epoch_;
   const int64_t total_steps_;
   const float base_lr_;
   const model::LrScheduleOptions schedule_;
@@ -242,21 +304,15 @@ class ParameterStore {
   std::vector<float> weights_ ABSL_GUARDED_BY(mu_);  // total_elements_, local order
   std::vector<std::unique_ptr<model::Optimizer>> optimizers_ ABSL_GUARDED_BY(mu_);  // per chunk
   std::vector<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
-  // The latest push of each worker, to answer retries (any mode).
-  std::vector<bool> has_last_push_ ABSL_GUARDED_BY(mu_);
-  std::vector<int64_t> last_push_step_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint64_t> last_push_id_ ABSL_GUARDED_BY(mu_);
-  // SYNC: the gradients stored for step_, per worker rank, and the aggregation buffer. ASYNC/SSP
-  // use sum_ as scratch for the gradient being applied.
-  std::vector<std::vector<float>> grads_ ABSL_GUARDED_BY(mu_);
-  std::vector<int64_t> samples_ ABSL_GUARDED_BY(mu_);
-  std::vector<bool> pushed_ ABSL_GUARDED_BY(mu_);
+  int64_t membership_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  // The live workers by rank; std::map iterates in ascending rank, the SYNC summation order.
+  std::map<int, Worker> workers_ ABSL_GUARDED_BY(mu_);
+  // SYNC: live workers whose gradient for step_ is stored.
   int num_pushed_ ABSL_GUARDED_BY(mu_) = 0;
+  // SYNC: the aggregation buffer. ASYNC/SSP: scratch for the gradient being applied.
   std::vector<float> sum_ ABSL_GUARDED_BY(mu_);
-  // SSP: the current data epoch and each worker's pushes in it.
+  // SSP: the current data epoch (the workers' clocks count pushes in it).
   int32_t data_epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<int64_t> clocks_ ABSL_GUARDED_BY(mu_);
-  std::vector<bool> finished_ ABSL_GUARDED_BY(mu_);
   // A snapshot due for writing: set by the update that made it due, taken by the same public call
   // before it unlocks, so it is empty whenever mu_ is free.
   std::optional<ShardCheckpoint> due_checkpoint_ ABSL_GUARDED_BY(mu_);

@@ -24,11 +24,14 @@ absl::Status ParameterStore::PushLocked(const PushRequest& req, Completions* out
 absl::Status ParameterStore::PushSyncLocked(const PushRequest& req, Completions* out) {
   const int r = req.worker_rank();
   const int64_t t = req.step();
+  Worker& w = workers_.at(r);  // CheckLive passed
   if (t < step_) {
-    // A retry of a push whose step has been applied since (its answer was lost).
-    if (has_last_push_[r] && last_push_step_[r] == t && last_push_id_[r] == req.request_id()) {
-      return absl::OkStatus();
-    }
+    // The step just applied: this server moved on before (or without) learning of a membership
+    // change that made the worker recompute it, or the worker's answer was lost. The global batch
+    // is the same whoever computed it, so the applied update stands.
+    if (t == step_ - 1) return absl::OkStatus();
+    // A retry of an older push whose step has been applied since (its answer was lost).
+    if (w.has_last_push && w.last_push_step == t && w.last_push_id == req.request_id()) return absl::OkStatus();
     return absl::FailedPreconditionError(absl::StrCat("push from worker ", r, " for step ", t,
                                                       " is stale: server ", rank_, " is at step ", step_));
   }
@@ -36,20 +39,20 @@ absl::Status ParameterStore::PushSyncLocked(const PushRequest& req, Completions*
     return absl::FailedPreconditionError(absl::StrCat("push for step ", t, " from the future: server ", rank_,
                                                       " is at step ", step_, " (worker ", r, ")"));
   }
-  if (pushed_[r]) {
-    if (last_push_id_[r] == req.request_id()) return absl::OkStatus();  // a retry
+  if (w.pushed) {
+    if (w.last_push_id == req.request_id()) return absl::OkStatus();  // a retry
     return absl::AlreadyExistsError(absl::StrCat("push from worker ", r, " for step ", t, " with request id ",
                                                  req.request_id(), ": the worker already pushed this step "
-                                                 "with request id ", last_push_id_[r]));
+                                                 "with request id ", w.last_push_id));
   }
-  CopyGradient(req, grads_[r].data());
-  samples_[r] = req.num_samples();
-  pushed_[r] = true;
+  CopyGradient(req, w.grad.data());
+  w.samples = req.num_samples();
+  w.pushed = true;
   ++num_pushed_;
-  has_last_push_[r] = true;
-  last_push_step_[r] = t;
-  last_push_id_[r] = req.request_id();
-  if (num_pushed_ == num_workers_) {
+  w.has_last_push = true;
+  w.last_push_step = t;
+  w.last_push_id = req.request_id();
+  if (num_pushed_ == static_cast<int>(workers_.size())) {
     ApplySyncStepLocked();
     ReleaseReadyLocked(out);
   }
@@ -58,32 +61,30 @@ absl::Status ParameterStore::PushSyncLocked(const PushRequest& req, Completions*
 
 void ParameterStore::ApplySyncStepLocked() {
   int64_t total_samples = 0;
-  for (int64_t n : samples_) total_samples += n;
+  for (const auto& [r, w] : workers_) total_samples += w.samples;
   if (total_samples > 0) {
-    // Rank order and fixed weights make the sum, and so the whole run, bitwise repeatable. A worker
-    // with no samples is skipped rather than multiplied by zero, so it cannot inject NaN.
+    // Ascending rank order (workers_ is a std::map) and fixed weights make the sum, and so the
+    // whole run, bitwise repeatable. A worker with no samples is skipped rather than multiplied by
+    // zero, so it cannot inject NaN.
     std::fill(sum_.begin(), sum_.end(), 0.0f);
-    for (int r = 0; r < num_workers_; ++r) {
-      if (samples_[r] == 0) continue;
-      const float weight = static_cast<float>(static_cast<double>(samples_[r]) / total_samples);
-      AddScaled(weight, grads_[r].data(), total_elements_, sum_.data());
+    for (const auto& [r, w] : workers_) {
+      if (w.samples == 0) continue;
+      const float weight = static_cast<float>(static_cast<double>(w.samples) / total_samples);
+      AddScaled(weight, w.grad.data(), total_elements_, sum_.data());
     }
     ApplyGradientLocked(sum_.data());
   }
   ++step_;
   MaybeSnapshotLocked();
-  std::fill(pushed_.begin(), pushed_.end(), false);
-  std::fill(samples_.begin(), samples_.end(), 0);
-  num_pushed_ = 0;
+  DropStoredGradientsLocked();
   VLOG(1) << "server " << rank_ << ": applied step " << step_ - 1 << " (" << total_samples << " samples)";
 }
 
 absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, Completions* out) {
   const int r = req.worker_rank();
+  Worker& w = workers_.at(r);  // CheckLive passed
   // Request id 0 means "no id": such pushes are never taken for retries.
-  if (req.request_id() != 0 && has_last_push_[r] && last_push_id_[r] == req.request_id()) {
-    return absl::OkStatus();
-  }
+  if (req.request_id() != 0 && w.has_last_push && w.last_push_id == req.request_id()) return absl::OkStatus();
   if (mode_ == SSP) {
     absl::Status status = EnterDataEpochLocked("push", r, req.data_epoch(), out);
     if (!status.ok()) return status;
@@ -94,11 +95,11 @@ absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, Completions
     ++step_;
     MaybeSnapshotLocked();
   }
-  has_last_push_[r] = true;
-  last_push_step_[r] = req.step();
-  last_push_id_[r] = req.request_id();
+  w.has_last_push = true;
+  w.last_push_step = req.step();
+  w.last_push_id = req.request_id();
   if (mode_ == SSP) {
-    ++clocks_[r];
+    ++w.clock;
     ReleaseReadyLocked(out);
   }
   return absl::OkStatus();
@@ -129,8 +130,10 @@ absl::Status ParameterStore::EnterDataEpochLocked(absl::string_view what, int wo
     LOG(INFO) << "server " << rank_ << ": data epoch " << data_epoch << " begins (" << what << " from worker "
               << worker_rank << ")";
     data_epoch_ = data_epoch;
-    std::fill(clocks_.begin(), clocks_.end(), 0);
-    std::fill(finished_.begin(), finished_.end(), false);
+    for (auto& [r, w] : workers_) {
+      w.clock = 0;
+      w.finished = false;
+    }
     ReleaseReadyLocked(out);  // pulls parked in the old epoch
   }
   return absl::OkStatus();
@@ -154,14 +157,14 @@ void ParameterStore::PullLocked(int worker_rank, int64_t step, int32_t data_epoc
   waiters_.push_back(std::move(waiter));
 }
 
-bool ParameterStore::ReadyLocked(const Waiter& w) const {
+bool ParameterStore::ReadyLocked(const Waiter& waiter) const {
   switch (mode_) {
     case SYNC:
-      return step_ >= w.step;
+      return step_ >= waiter.step;
     case SSP:
-      if (w.data_epoch < data_epoch_) return true;
-      for (int r = 0; r < num_workers_; ++r) {
-        if (!finished_[r] && clocks_[r] < w.step - staleness_) return false;
+      if (waiter.data_epoch < data_epoch_) return true;
+      for (const auto& [r, w] : workers_) {
+        if (!w.finished && w.clock < waiter.step - staleness_) return false;
       }
       return true;
     default:

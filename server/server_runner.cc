@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -125,6 +127,7 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   store_options.job = registration.job();
   store_options.shard_map = view.shard_map();
   store_options.num_workers = view.workers_size() > 0 ? view.workers_size() : registration.job().num_workers();
+  for (const WorkerInfo& w : view.workers()) store_options.worker_ranks.push_back(w.rank());
   store_options.membership_epoch = view.membership_epoch();
   store_options.total_steps = view.total_steps();
   absl::StatusOr<std::unique_ptr<ParameterStore>> created = ParameterStore::Create(store_options);
@@ -137,6 +140,7 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   }
   *store = std::move(created).value();
   service->SetStore(store->get());
+  RefreshMembership(client, store->get());
 
   if (stopped()) return absl::OkStatus();
   RETURN_IF_ERROR(client->Barrier(kServersReadyBarrier, BarrierRequest::ALL, SERVER, rank, options_.startup_timeout));
@@ -148,10 +152,57 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
       registration.dead_after_ms() > 0 ? std::max(absl::Milliseconds(registration.dead_after_ms()), 3 * interval)
                                        : absl::Seconds(10);
   // Destroyed after the lock below is released: its thread may be calling EndJob.
-  Heartbeater heartbeater(client, SERVER, rank, interval, give_up, [this](absl::Status s) { EndJob(std::move(s)); });
+  Heartbeater heartbeater(
+      client, SERVER, rank, interval, give_up, [this](absl::Status s) { EndJob(std::move(s)); },
+      [this](int64_t epoch) { NoteMembershipEpoch(epoch); });
+  // Not on the heartbeat thread: a slow GetClusterView must not delay the heartbeats.
+  std::thread membership([&] { FollowMembership(client, &heartbeater, store->get(), interval); });
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(this, &ServerRunner::StoppedOrEnded));
+  }
+  membership.join();  // returns within one GetClusterView (bounded by the rpc timeout)
   absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(this, &ServerRunner::StoppedOrEnded));
   return job_ended_ ? job_status_ : absl::OkStatus();
+}
+
+void ServerRunner::FollowMembership(SchedulerClient* client, const Heartbeater* heartbeater, ParameterStore* store,
+                                    absl::Duration poll) {
+  int64_t tried = 0;  // the newest epoch a refresh was made for; a failed one is retried after `poll`
+  while (true) {
+    int64_t hint = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      auto due = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return StoppedOrEnded() || membership_hint_ > tried; };
+      mu_.AwaitWithTimeout(absl::Condition(&due), poll);
+      if (StoppedOrEnded()) return;
+      hint = membership_hint_;
+    }
+    // The heartbeater reports no change on its first answer, so its epoch also covers a change
+    // between the start-up refresh and that answer.
+    const int64_t target = std::max(hint, heartbeater->membership_epoch());
+    if (target <= store->membership_epoch()) continue;
+    RefreshMembership(client, store);
+    tried = std::max(tried, target);
+  }
+}
+
+void ServerRunner::RefreshMembership(SchedulerClient* client, ParameterStore* store) {
+  absl::StatusOr<ClusterView> view = client->GetClusterView();
+  if (!view.ok()) {
+    LOG(WARNING) << "cannot fetch the cluster view for a membership change: " << view.status();
+    return;
+  }
+  std::vector<int> ranks;
+  ranks.reserve(view->workers_size());
+  for (const WorkerInfo& w : view->workers()) ranks.push_back(w.rank());
+  const absl::Status status = store->UpdateMembership(view->membership_epoch(), std::move(ranks));
+  if (!status.ok()) LOG(WARNING) << "cannot install membership epoch " << view->membership_epoch() << ": " << status;
+}
+
+void ServerRunner::NoteMembershipEpoch(int64_t epoch) {
+  absl::MutexLock lock(&mu_);
+  membership_hint_ = std::max(membership_hint_, epoch);
 }
 
 void ServerRunner::EndJob(absl::Status status) {

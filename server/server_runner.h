@@ -3,6 +3,12 @@
 //   listen on host:port  ->  Register(SERVER)  ->  WaitUntilRunning  ->  build the store from the
 //   view, serve it  ->  Barrier("servers-ready")  ->  heartbeat until the job ends  ->  shut down
 //
+// While serving, a membership thread keeps the store's live workers current: when a heartbeat
+// answer carries a newer membership epoch (or, as a fallback, every heartbeat interval while the
+// heartbeats' epoch is ahead of the store's) it fetches the cluster view and calls
+// ParameterStore::UpdateMembership. It also refreshes once right after the store is built, since
+// workers may have left or joined during start-up.
+//
 // The gRPC server starts first (answering UNAVAILABLE until the store exists) because its address
 // is what the server registers with.
 //
@@ -68,8 +74,18 @@ class ServerRunner {
   absl::Status ServeJob(SchedulerClient* client, const std::string& address,
                         ParameterServerService* service, std::unique_ptr<ParameterStore>* store);
 
+  // The membership thread: until the job ends or Stop, brings `store` to the membership epoch the
+  // heartbeats report. All three pointers are borrowed for the thread's lifetime.
+  void FollowMembership(SchedulerClient* client, const Heartbeater* heartbeater, ParameterStore* store,
+                        absl::Duration poll);
+  // Fetches the view and installs its epoch and live workers; logs and ignores failures (the
+  // membership thread tries again, and a lost scheduler ends the job through the heartbeats).
+  static void RefreshMembership(SchedulerClient* client, ParameterStore* store);
+
   // The end of the job, as reported by the heartbeat thread.
   void EndJob(absl::Status status);
+  // A heartbeat answer carried membership epoch `epoch` (heartbeat thread).
+  void NoteMembershipEpoch(int64_t epoch);
   bool stopped() const;
   bool StoppedOrEnded() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_requested_ || job_ended_; }
 
@@ -80,6 +96,8 @@ class ServerRunner {
   bool job_ended_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status job_status_ ABSL_GUARDED_BY(mu_);
   int port_ ABSL_GUARDED_BY(mu_) = 0;
+  // The newest membership epoch a heartbeat answer announced.
+  int64_t membership_hint_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace pstrain::server

@@ -39,10 +39,10 @@ class FakeScheduler final : public Scheduler::Service {
   grpc::Status GetClusterView(grpc::ServerContext*, const GetClusterViewRequest*, ClusterView* view) override {
     absl::MutexLock lock(&mu_);
     view->set_state(RUNNING);
-    view->set_membership_epoch(1);
+    view->set_membership_epoch(membership_epoch_);
     view->set_total_steps(10);
     view->add_servers()->set_address(server_address_);
-    view->add_workers()->set_rank(0);
+    for (int rank : worker_ranks_) view->add_workers()->set_rank(rank);
     TensorSpec* t = view->mutable_shard_map()->add_tensors();
     t->set_name("w");
     t->add_shape(4);
@@ -63,7 +63,7 @@ class FakeScheduler final : public Scheduler::Service {
     absl::MutexLock lock(&mu_);
     resp->set_state(state_);
     resp->set_failure(failure_);
-    resp->set_membership_epoch(1);
+    resp->set_membership_epoch(membership_epoch_);
     return grpc::Status::OK;
   }
 
@@ -71,6 +71,12 @@ class FakeScheduler final : public Scheduler::Service {
     absl::MutexLock lock(&mu_);
     failures_.push_back(req->message());
     return grpc::Status::OK;
+  }
+
+  void SetMembership(int64_t epoch, std::vector<int> worker_ranks) {
+    absl::MutexLock lock(&mu_);
+    membership_epoch_ = epoch;
+    worker_ranks_ = std::move(worker_ranks);
   }
 
   void SetState(JobState state, const std::string& failure = "") {
@@ -104,6 +110,8 @@ class FakeScheduler final : public Scheduler::Service {
   std::vector<std::string> barriers_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> failures_ ABSL_GUARDED_BY(mu_);
   JobState state_ ABSL_GUARDED_BY(mu_) = RUNNING;
+  int64_t membership_epoch_ ABSL_GUARDED_BY(mu_) = 1;
+  std::vector<int> worker_ranks_ ABSL_GUARDED_BY(mu_) = {0};
   std::string failure_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -132,13 +140,14 @@ class ServerRunnerTest : public ::testing::Test {
     return std::move(runner).value();
   }
 
-  // Pulls step 0 from the server at `address`.
-  static grpc::Status PullFrom(const std::string& address, PullResponse* resp) {
+  // Pulls step 0 from the server at `address` as worker `rank` at membership epoch `epoch`.
+  static grpc::Status PullFrom(const std::string& address, PullResponse* resp, int rank = 0, int64_t epoch = 1) {
     auto stub = ParameterServer::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     PullRequest req;
-    req.set_membership_epoch(1);
+    req.set_worker_rank(rank);
+    req.set_membership_epoch(epoch);
     return stub->Pull(&context, req, resp);
   }
 
@@ -167,6 +176,35 @@ TEST_F(ServerRunnerTest, ServesUntilTheJobFinishes) {
   thread.join();
   EXPECT_TRUE(result.ok()) << result;
   EXPECT_FALSE(PullFrom(address, &pulled).ok());  // no longer listening
+}
+
+TEST_F(ServerRunnerTest, FollowsMembershipChangesFromHeartbeats) {
+  StartScheduler();
+  std::unique_ptr<ServerRunner> runner = MakeRunner();
+  absl::Status result = absl::UnknownError("Run did not return");
+  std::thread thread([&] { result = runner->Run(); });
+  const std::string address = scheduler_->WaitUntilReady();
+  ASSERT_FALSE(address.empty());
+  PullResponse pulled;
+  grpc::Status before = PullFrom(address, &pulled, /*rank=*/3, /*epoch=*/2);
+  EXPECT_EQ(before.error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_THAT(before.error_message(), HasSubstr("server 0 is at membership epoch 1, the pull carries 2"));
+
+  // Worker 0 died and worker 3 joined: the server learns it from a heartbeat (every 20 ms).
+  scheduler_->SetMembership(2, {3});
+  grpc::Status after = PullFrom(address, &pulled, 3, 2);
+  for (int i = 0; i < 500 && after.error_code() == grpc::StatusCode::ABORTED; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    after = PullFrom(address, &pulled, 3, 2);
+  }
+  EXPECT_TRUE(after.ok()) << after.error_message();
+  grpc::Status removed = PullFrom(address, &pulled, 0, 2);
+  EXPECT_EQ(removed.error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_THAT(removed.error_message(), HasSubstr("worker 0 is not a live member at membership epoch 2"));
+
+  scheduler_->SetState(FINISHED);
+  thread.join();
+  EXPECT_TRUE(result.ok()) << result;
 }
 
 TEST_F(ServerRunnerTest, FailedJobEndsRunWithAborted) {

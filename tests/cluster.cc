@@ -5,6 +5,9 @@
 #include "absl/strings/str_cat.h"
 #include "tests/process.h"
 
+#include "common/scheduler_client.h"
+#include "gtest/gtest.h"
+
 namespace pstrain::testing {
 
 absl::StatusOr<ClusterRun> LaunchCluster(const std::string& name, const std::vector<std::string>& flags,
@@ -22,6 +25,52 @@ absl::StatusOr<ClusterRun> LaunchCluster(const std::string& name, const std::vec
   run.output = result->output;
   run.summary_json = ReadFile(summary_path);
   return run;
+}
+
+ManualCluster::ManualCluster(const std::string& name) : dir_(MakeTempDir(name)) {}
+
+void ManualCluster::Start(int servers, int workers, const std::vector<std::string>& scheduler_flags) {
+  std::string port_file = dir_ + "/scheduler.port";
+  std::vector<std::string> argv = {BinDir() + "/pstrain-scheduler", "--port=0", "--port_file=" + port_file,
+                                   "--summary_json=" + summary_path(),
+                                   "--servers=" + std::to_string(servers),
+                                   "--workers=" + std::to_string(workers), "--heartbeat_ms=200",
+                                   "--dead_after_ms=2000"};
+  argv.insert(argv.end(), scheduler_flags.begin(), scheduler_flags.end());
+  scheduler = Spawn(argv, "scheduler");
+  std::string port;
+  for (int i = 0; i < 300 && port.empty(); ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+    port = ReadFile(port_file);
+  }
+  ASSERT_FALSE(port.empty()) << scheduler->Output();
+  address = absl::StrCat("127.0.0.1:", port);
+  for (int i = 0; i < servers; ++i) {
+    this->servers.push_back(
+        Spawn({BinDir() + "/pstrain-server", "--scheduler=" + address, "--port=0"}, absl::StrCat("server", i)));
+  }
+  for (int i = 0; i < workers; ++i) AddWorker();
+}
+
+void ManualCluster::AddWorker() {
+  workers.push_back(Spawn({BinDir() + "/pstrain-worker", "--scheduler=" + address, "--rpc_timeout_ms=60000"},
+                          absl::StrCat("worker", workers.size())));
+}
+
+void ManualCluster::WaitForSteps(int64_t steps) {
+  auto client = *SchedulerClient::Create(address, absl::Seconds(2));
+  for (int i = 0; i < 1200; ++i) {
+    auto status = client->GetJobStatus();
+    if (status.ok() && status->step() >= steps) return;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  FAIL() << "the job never reached step " << steps << "\n" << scheduler->Output();
+}
+
+std::unique_ptr<Child> ManualCluster::Spawn(const std::vector<std::string>& argv, const std::string& name) {
+  auto child = Child::Start(argv, dir_ + "/" + name + ".log");
+  EXPECT_TRUE(child.ok()) << child.status();
+  return std::make_unique<Child>(*child);
 }
 
 double MaxRelativeDifference(const model::ModelFile& a, const model::ModelFile& b) {

@@ -3,12 +3,14 @@
 #ifndef PSTRAIN_TESTS_CLUSTER_H_
 #define PSTRAIN_TESTS_CLUSTER_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "model/model_file.h"
+#include "tests/process.h"
 
 namespace pstrain::testing {
 
@@ -22,6 +24,32 @@ struct ClusterRun {
 // Runs `pstrain-launch` with `flags` plus --summary_json and --final_model in a fresh directory.
 absl::StatusOr<ClusterRun> LaunchCluster(const std::string& name, const std::vector<std::string>& flags,
                                          absl::Duration timeout = absl::Minutes(5));
+
+// A cluster started role by role (real processes), so a test knows every pid and can kill, stop
+// or add roles. Logs go to one file per role in a fresh directory.
+class ManualCluster {
+ public:
+  explicit ManualCluster(const std::string& name);
+
+  // Starts the scheduler (with `scheduler_flags` after the defaults), then the servers and workers.
+  // Heartbeats every 200 ms, a role is dead after 2 s.
+  void Start(int servers, int workers, const std::vector<std::string>& scheduler_flags);
+  // Starts one more worker (it registers with the running job).
+  void AddWorker();
+  // Waits until the job has made `steps` steps (fails the test after 60 s).
+  void WaitForSteps(int64_t steps);
+
+  const std::string& dir() const { return dir_; }
+  std::string summary_path() const { return dir_ + "/summary.json"; }
+
+  std::string address;
+  std::unique_ptr<Child> scheduler;
+  std::vector<std::unique_ptr<Child>> servers, workers;
+
+ private:
+  std::unique_ptr<Child> Spawn(const std::vector<std::string>& argv, const std::string& name);
+  std::string dir_;
+};
 
 // Largest relative difference ||a - b|| / ||a|| over the tensors of two model files.
 double MaxRelativeDifference(const model::ModelFile& a, const model::ModelFile& b);

@@ -12,6 +12,7 @@
 #include "common/scheduler_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/cluster.h"
 #include "tests/process.h"
 
 namespace pstrain::testing {
@@ -19,65 +20,11 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// A cluster started role by role, so the test knows every pid.
-class Cluster {
- public:
-  explicit Cluster(const std::string& name) : dir_(MakeTempDir(name)) {}
-
-  void Start(int servers, int workers, const std::vector<std::string>& job_flags) {
-    std::string port_file = dir_ + "/scheduler.port";
-    std::vector<std::string> argv = {BinDir() + "/pstrain-scheduler", "--port=0", "--port_file=" + port_file,
-                                     "--servers=" + std::to_string(servers),
-                                     "--workers=" + std::to_string(workers), "--heartbeat_ms=200",
-                                     "--dead_after_ms=2000"};
-    argv.insert(argv.end(), job_flags.begin(), job_flags.end());
-    scheduler = Spawn(argv, "scheduler");
-    std::string port;
-    for (int i = 0; i < 300 && port.empty(); ++i) {
-      absl::SleepFor(absl::Milliseconds(50));
-      port = ReadFile(port_file);
-    }
-    ASSERT_FALSE(port.empty()) << scheduler->Output();
-    address = absl::StrCat("127.0.0.1:", port);
-    for (int i = 0; i < servers; ++i) {
-      this->servers.push_back(Spawn({BinDir() + "/pstrain-server", "--scheduler=" + address, "--port=0"},
-                                    absl::StrCat("server", i)));
-    }
-    for (int i = 0; i < workers; ++i) {
-      this->workers.push_back(Spawn({BinDir() + "/pstrain-worker", "--scheduler=" + address,
-                                     "--rpc_timeout_ms=60000"},
-                                    absl::StrCat("worker", i)));
-    }
-  }
-
-  // Waits until the job has made `steps` steps.
-  void WaitForSteps(int64_t steps) {
-    auto client = *SchedulerClient::Create(address, absl::Seconds(2));
-    for (int i = 0; i < 1200; ++i) {
-      auto status = client->GetJobStatus();
-      if (status.ok() && status->step() >= steps) return;
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-    FAIL() << "the job never reached step " << steps << "\n" << scheduler->Output();
-  }
-
-  std::unique_ptr<Child> Spawn(const std::vector<std::string>& argv, const std::string& name) {
-    auto child = Child::Start(argv, dir_ + "/" + name + ".log");
-    EXPECT_TRUE(child.ok()) << child.status();
-    return std::make_unique<Child>(*child);
-  }
-
-  std::string dir_;
-  std::string address;
-  std::unique_ptr<Child> scheduler;
-  std::vector<std::unique_ptr<Child>> servers, workers;
-};
-
 const std::vector<std::string> kLongJob = {"--epochs=200", "--train_limit=8192", "--test_limit=256",
                                            "--batch_size=32", "--eval_last_epoch_only"};
 
 TEST(FailureTest, KilledServerStopsTheJobWithAClearErrorInsteadOfHanging) {
-  Cluster cluster("killed-server");
+  ManualCluster cluster("killed-server");
   cluster.Start(2, 2, kLongJob);
   cluster.WaitForSteps(20);
   cluster.servers[1]->Kill(SIGKILL);
@@ -99,7 +46,7 @@ TEST(FailureTest, KilledServerStopsTheJobWithAClearErrorInsteadOfHanging) {
 }
 
 TEST(FailureTest, KilledSchedulerMakesEveryRoleExitWithinTheDeadline) {
-  Cluster cluster("killed-scheduler");
+  ManualCluster cluster("killed-scheduler");
   cluster.Start(1, 2, kLongJob);
   cluster.WaitForSteps(20);
   cluster.scheduler->Kill(SIGKILL);
@@ -113,9 +60,11 @@ TEST(FailureTest, KilledSchedulerMakesEveryRoleExitWithinTheDeadline) {
   }
 }
 
-TEST(FailureTest, KilledWorkerFailsTheSyncJobInsteadOfHanging) {
-  Cluster cluster("killed-worker");
-  cluster.Start(1, 2, kLongJob);
+TEST(FailureTest, KilledWorkerBelowMinWorkersFailsTheJobInsteadOfHanging) {
+  ManualCluster cluster("killed-worker");
+  std::vector<std::string> flags = kLongJob;
+  flags.push_back("--min_workers=2");
+  cluster.Start(1, 2, flags);
   cluster.WaitForSteps(20);
   cluster.workers[0]->Kill(SIGKILL);
   absl::StatusOr<int> code = cluster.workers[1]->Wait(absl::Seconds(30));
@@ -124,7 +73,7 @@ TEST(FailureTest, KilledWorkerFailsTheSyncJobInsteadOfHanging) {
   code = cluster.scheduler->Wait(absl::Seconds(30));
   ASSERT_TRUE(code.ok());
   EXPECT_EQ(*code, 1);
-  EXPECT_THAT(cluster.scheduler->Output(), HasSubstr("heartbeat"));
+  EXPECT_THAT(cluster.scheduler->Output(), HasSubstr("--min_workers"));
 }
 
 // The pids of `parent`'s children whose command line contains `name`.

@@ -1,4 +1,5 @@
 // pstrain-worker: computes gradients on its share of the data and trains with the parameter servers.
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -8,6 +9,7 @@
 
 
 #include "common/binary_init.h"
+#include "common/stop_signals.h"
 #include "model/cpu_backend.h"
 #include "worker/worker_runner.h"
 
@@ -32,8 +34,7 @@ int main(int argc, char** argv) {
     std::cerr << "pstrain-worker: --rpc_timeout_ms and --startup_timeout_ms must be > 0\n";
     return 2;
   }
-  // A worker has nothing to hand back on SIGTERM yet (that is the churn issue's work): the default
-  // action, ending the process, is what we want. Ignore SIGPIPE from closed log pipes.
+  // Ignore SIGPIPE from closed log pipes.
   std::signal(SIGPIPE, SIG_IGN);
 
   pstrain::worker::WorkerOptions options;
@@ -41,7 +42,14 @@ int main(int argc, char** argv) {
   options.device = FLAGS_device;
   options.rpc_timeout = absl::Milliseconds(FLAGS_rpc_timeout_ms);
   options.startup_timeout = absl::Milliseconds(FLAGS_startup_timeout_ms);
-  absl::Status status = pstrain::worker::RunWorker(options);
+  // SIGTERM/SIGINT: finish the current step, leave the job, exit 0.
+  std::atomic<bool> leave{false};
+  options.leave = &leave;
+  absl::Status status;
+  {
+    pstrain::StopSignals signals([&leave] { leave = true; });
+    status = pstrain::worker::RunWorker(options);
+  }
   if (!status.ok()) {
     LOG(ERROR) << "worker failed: " << status;
     return 1;

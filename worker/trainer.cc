@@ -1,16 +1,31 @@
 #include "worker/trainer.h"
 
+#include <algorithm>
 #include <utility>
 
 #include <glog/logging.h>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
-#include "data/assignment.h"
 #include "data/batch.h"
 #include "data/permutation.h"
 
 namespace pstrain::worker {
+namespace {
+
+// How long to wait before asking again when a server has not yet learnt the newest membership
+// epoch, or the scheduler has no evaluation lease free yet.
+constexpr absl::Duration kRetryPause = absl::Milliseconds(25);
+
+std::string LiveRanks(const ClusterView& view) {
+  std::vector<int> ranks;
+  for (const WorkerInfo& w : view.workers()) ranks.push_back(w.rank());
+  return absl::StrJoin(ranks, ",");
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerOptions options,
                                                         SchedulerClient* scheduler, PsClient* ps,
@@ -22,6 +37,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerOptions options,
                                                    model->input_size()));
   }
   if (options.view.workers_size() < 1) return absl::InvalidArgumentError("cluster view lists no workers");
+  if (options.job.mode() == SYNC && options.view.global_batch() < 1) {
+    return absl::InvalidArgumentError("cluster view: global_batch is not set for a sync job");
+  }
   ASSIGN_OR_RETURN(ShardLayout layout,
                    ShardLayout::Create(options.view.shard_map(), ps->num_servers(), model->params()));
   return std::unique_ptr<Trainer>(
@@ -31,27 +49,30 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerOptions options,
 Trainer::Trainer(TrainerOptions options, SchedulerClient* scheduler, PsClient* ps, model::Mlp* model,
                  const data::Dataset* train, const data::Dataset* test, ShardLayout layout)
     : options_(std::move(options)),
-      num_workers_(options_.view.workers_size()),
       scheduler_(scheduler),
       ps_(ps),
       model_(model),
       train_(train),
       test_(test),
       layout_(std::move(layout)),
+      view_(options_.view),
       weights_(model->num_parameters()),
       grad_(model->num_parameters()),
       push_(ps->num_servers()),
       pulled_(ps->num_servers()),
-      // Request ids are unique per worker rank: the rank in the top bits, a counter below.
-      next_request_id_(static_cast<uint64_t>(options_.rank) << 40) {
-  const int batch = options_.job.batch_size();
-  batch_x_.resize(static_cast<size_t>(batch) * train_->features());
-  batch_y_.resize(batch);
+      // Request ids only need to differ between the pushes of one rank; a random start keeps a
+      // worker that reuses a dead worker's rank from repeating its ids.
+      next_request_id_(absl::Uniform<uint64_t>(absl::BitGen()) | 1) {
+  // A sync slice grows when workers leave (the global batch is shared by fewer); at most the
+  // whole global batch.
+  const int64_t largest = std::max<int64_t>(options_.job.batch_size(), view_.global_batch());
+  batch_x_.resize(static_cast<size_t>(largest) * train_->features());
+  batch_y_.resize(largest);
   pending_.set_worker_rank(options_.rank);
 }
 
 absl::Status Trainer::Run() {
-  LOG(INFO) << "worker " << options_.rank << " of " << num_workers_ << ": training "
+  LOG(INFO) << "worker " << options_.rank << " (live workers " << LiveRanks(view_) << "): training "
             << model_->num_parameters() << " parameters on " << train_->num_samples << " samples, mode "
             << Mode_Name(options_.job.mode());
   if (options_.job.mode() == SYNC) return RunSync();
@@ -61,15 +82,20 @@ absl::Status Trainer::Run() {
 absl::Status Trainer::RunSync() {
   const JobSpec& job = options_.job;
   const int64_t n = train_->num_samples;
-  const int64_t steps_per_epoch = data::SyncStepsPerEpoch(n, job.batch_size(), num_workers_);
-  const int64_t total_steps = options_.view.total_steps();
-  RETURN_IF_ERROR(PullWeights(/*step=*/0, /*epoch=*/0));
-  for (int epoch = 0; epoch < job.epochs() && global_step_ < total_steps; ++epoch) {
+  const int64_t steps_per_epoch = (n + view_.global_batch() - 1) / view_.global_batch();
+  const int64_t total_steps = view_.total_steps();
+  // A worker joining a running job starts where the servers are. (If it catches them mid-step,
+  // some shards may be one step ahead; the first gradient then uses those slightly newer weights.)
+  ASSIGN_OR_RETURN(global_step_, PullWeightsWhenCurrent(/*step=*/0, /*epoch=*/0));
+  if (global_step_ > 0) LOG(INFO) << "joining the running job at step " << global_step_;
+  for (int epoch = static_cast<int>(global_step_ / steps_per_epoch);
+       epoch < job.epochs() && global_step_ < total_steps; ++epoch) {
     std::vector<int64_t> perm = data::EpochPermutation(job.seed(), epoch, n);
-    for (int64_t s = 0; s < steps_per_epoch && global_step_ < total_steps; ++s) {
-      data::Range slice = data::SyncSlice(n, job.batch_size(), num_workers_, options_.rank, s);
-      RETURN_IF_ERROR(Step(perm, slice, global_step_, epoch));
+    for (int64_t s = global_step_ - int64_t{epoch} * steps_per_epoch;
+         s < steps_per_epoch && global_step_ < total_steps; ++s) {
+      RETURN_IF_ERROR(SyncStep(perm, s, epoch));
       ++global_step_;
+      if (LeaveRequested()) return Leave(epoch);
       RETURN_IF_ERROR(MaybeReport(epoch, /*force=*/false));
     }
     const bool last = epoch == job.epochs() - 1 || global_step_ >= total_steps;
@@ -78,16 +104,72 @@ absl::Status Trainer::RunSync() {
   return absl::OkStatus();
 }
 
+absl::Status Trainer::SyncStep(const std::vector<int64_t>& perm, int64_t step_in_epoch, int epoch) {
+  const absl::Time give_up = absl::Now() + options_.membership_timeout;
+  while (true) {
+    ASSIGN_OR_RETURN(const int slot, Slot());
+    data::Range slice = data::SyncSliceOfGlobalBatch(train_->num_samples, view_.global_batch(),
+                                                     view_.workers_size(), slot, step_in_epoch);
+    absl::Status status = Step(perm, slice, global_step_, epoch);
+    if (!absl::IsAborted(status)) return status;
+    // The membership changed (or a server has not learnt the newest epoch yet): recompute the same
+    // global batch under the current view.
+    RETURN_IF_ERROR(AwaitMembership(status, give_up));
+  }
+}
+
+absl::Status Trainer::AwaitMembership(const absl::Status& aborted, absl::Time give_up) {
+  if (absl::Now() > give_up) {
+    return absl::DeadlineExceededError(absl::StrCat("step ", global_step_, " kept being aborted for ",
+                                                    absl::FormatDuration(options_.membership_timeout),
+                                                    "; last: ", aborted.message()));
+  }
+  ASSIGN_OR_RETURN(ClusterView view, scheduler_->GetClusterView());
+  if (view.state() == FAILED) return absl::AbortedError(absl::StrCat("job failed: ", view.failure()));
+  if (view.membership_epoch() > view_.membership_epoch()) {
+    LOG(INFO) << "step " << global_step_ << ": membership epoch " << view_.membership_epoch() << " -> "
+              << view.membership_epoch() << ", live workers " << LiveRanks(view);
+    view_ = std::move(view);
+  } else {
+    VLOG(1) << "step " << global_step_ << ": " << aborted.message() << "; retrying";
+    absl::SleepFor(kRetryPause);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> Trainer::PullWeightsWhenCurrent(int64_t step, int epoch) {
+  const absl::Time give_up = absl::Now() + options_.membership_timeout;
+  while (true) {
+    absl::StatusOr<int64_t> pulled = PullWeights(step, epoch);
+    if (!absl::IsAborted(pulled.status())) return pulled;
+    RETURN_IF_ERROR(AwaitMembership(pulled.status(), give_up));
+  }
+}
+
+absl::StatusOr<int> Trainer::Slot() const {
+  for (int i = 0; i < view_.workers_size(); ++i) {
+    if (view_.workers(i).rank() == options_.rank) return i;
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "worker ", options_.rank, " is no longer a member of the job (membership epoch ",
+      view_.membership_epoch(), ", live workers ", LiveRanks(view_), "): it was declared dead"));
+}
+
 absl::Status Trainer::RunLeased() {
   const JobSpec& job = options_.job;
   const int64_t n = train_->num_samples;
-  RETURN_IF_ERROR(PullWeights(/*step=*/0, /*epoch=*/0));
+  RETURN_IF_ERROR(PullWeightsWhenCurrent(/*step=*/0, /*epoch=*/0).status());
   for (int epoch = 0; epoch < job.epochs(); ++epoch) {
     std::vector<int64_t> perm = data::EpochPermutation(job.seed(), epoch, n);
     int64_t clock = 0;  // Pushes this epoch: the SSP clock.
     while (true) {
+      if (LeaveRequested()) return Leave(epoch);
       ASSIGN_OR_RETURN(LeaseResponse lease, scheduler_->LeaseWork(options_.rank, epoch));
       if (lease.epoch_done()) break;
+      if (lease.wait()) {
+        absl::SleepFor(kRetryPause);
+        continue;
+      }
       data::Range range{lease.begin(), lease.end()};
       if (range.begin < 0 || range.end > n || range.begin >= range.end) {
         return absl::DataLossError(absl::StrCat("lease ", lease.lease_id(), " covers [", range.begin, ", ",
@@ -104,11 +186,15 @@ absl::Status Trainer::RunLeased() {
     FinishEpochRequest finish;
     finish.set_worker_rank(options_.rank);
     finish.set_data_epoch(epoch);
-    RETURN_IF_ERROR(ps_->FinishEpochAll(finish));
+    const absl::Time give_up = absl::Now() + options_.membership_timeout;
+    for (absl::Status s = ps_->FinishEpochAll(finish); !s.ok(); s = ps_->FinishEpochAll(finish)) {
+      if (!absl::IsAborted(s)) return s;
+      RETURN_IF_ERROR(AwaitMembership(s, give_up));  // A server has not learnt of this worker yet.
+    }
     RETURN_IF_ERROR(scheduler_->Barrier(absl::StrCat("epoch-", epoch, "-trained"), BarrierRequest::WORKERS,
                                         WORKER, options_.rank, options_.barrier_timeout));
     // Every push of the epoch is applied now; everyone evaluates the same weights.
-    RETURN_IF_ERROR(PullWeights(/*step=*/0, epoch));
+    RETURN_IF_ERROR(PullWeightsWhenCurrent(/*step=*/0, epoch).status());
     RETURN_IF_ERROR(EndEpoch(epoch, epoch == job.epochs() - 1));
   }
   return absl::OkStatus();
@@ -120,16 +206,11 @@ absl::Status Trainer::Step(const std::vector<int64_t>& perm, data::Range range, 
   model::BatchStats stats;
   RETURN_IF_ERROR(model_->ComputeGradient(batch_x_.data(), batch_y_.data(), count,
                                           absl::MakeSpan(grad_), &stats));
-  TrainStats* train = pending_.mutable_train();
-  train->set_loss_sum(train->loss_sum() + stats.loss_sum);
-  train->set_samples(train->samples() + count);
-  train->set_steps(train->steps() + 1);
-
   const uint64_t request_id = next_request_id_++;
   for (int s = 0; s < ps_->num_servers(); ++s) {
     PushRequest& push = push_[s];
     push.set_worker_rank(options_.rank);
-    push.set_membership_epoch(options_.view.membership_epoch());
+    push.set_membership_epoch(view_.membership_epoch());
     push.set_step(step);
     push.set_data_epoch(epoch);
     push.set_num_samples(count);
@@ -137,19 +218,27 @@ absl::Status Trainer::Step(const std::vector<int64_t>& perm, data::Range range, 
     layout_.FillPush(s, grad_.data(), &push);
   }
   RETURN_IF_ERROR(ps_->PushPullAll(push_, &pulled_));
+  // Counted only now: an aborted step is recomputed, and its samples must count once.
+  TrainStats* train = pending_.mutable_train();
+  train->set_loss_sum(train->loss_sum() + stats.loss_sum);
+  train->set_samples(train->samples() + count);
+  train->set_steps(train->steps() + 1);
   return InstallWeights();
 }
 
-absl::Status Trainer::PullWeights(int64_t step, int epoch) {
+absl::StatusOr<int64_t> Trainer::PullWeights(int64_t step, int epoch) {
   std::vector<PullRequest> requests(ps_->num_servers());
   for (PullRequest& r : requests) {
     r.set_worker_rank(options_.rank);
-    r.set_membership_epoch(options_.view.membership_epoch());
+    r.set_membership_epoch(view_.membership_epoch());
     r.set_step(step);
     r.set_data_epoch(epoch);
   }
   RETURN_IF_ERROR(ps_->PullAll(requests, &pulled_));
-  return InstallWeights();
+  RETURN_IF_ERROR(InstallWeights());
+  int64_t lowest = pulled_[0].step();
+  for (const PullResponse& r : pulled_) lowest = std::min(lowest, r.step());
+  return lowest;
 }
 
 absl::Status Trainer::InstallWeights() {
@@ -159,22 +248,45 @@ absl::Status Trainer::InstallWeights() {
   return model_->SetParameters(weights_);
 }
 
-absl::Status Trainer::EndEpoch(int epoch, bool last) {
-  EvalStats* eval = pending_.mutable_eval();
-  if (last || !options_.job.eval_last_epoch_only()) {
-    data::Range slice = data::EvenSlice(test_->num_samples, num_workers_, options_.rank);
-    model::BatchStats stats;
-    if (slice.size() > 0) {
-      RETURN_IF_ERROR(model_->Evaluate(test_->images.data() + slice.begin * test_->features(),
-                                       test_->labels.data() + slice.begin, static_cast<int>(slice.size()),
-                                       &stats));
+absl::Status Trainer::Evaluate(int epoch) {
+  while (true) {
+    ASSIGN_OR_RETURN(LeaseResponse lease, scheduler_->LeaseEval(options_.rank, epoch));
+    if (lease.epoch_done()) return absl::OkStatus();
+    if (lease.wait()) {
+      absl::SleepFor(kRetryPause);
+      continue;
     }
+    if (lease.begin() < 0 || lease.end() > test_->num_samples || lease.begin() >= lease.end()) {
+      return absl::DataLossError(absl::StrCat("evaluation lease ", lease.lease_id(), " covers [",
+                                              lease.begin(), ", ", lease.end(), "), outside the test set of ",
+                                              test_->num_samples, " samples"));
+    }
+    model::BatchStats stats;
+    RETURN_IF_ERROR(model_->Evaluate(test_->images.data() + lease.begin() * test_->features(),
+                                     test_->labels.data() + lease.begin(),
+                                     static_cast<int>(lease.end() - lease.begin()), &stats));
+    EvalStats* eval = pending_.add_evals();
+    eval->set_lease_id(lease.lease_id());
     eval->set_loss_sum(stats.loss_sum);
     eval->set_correct(stats.correct);
     eval->set_samples(stats.samples);
+    // Reported before the next lease is asked for, so a lease is never held unreported for long.
+    RETURN_IF_ERROR(MaybeReport(epoch, /*force=*/true));
   }
+}
+
+absl::Status Trainer::EndEpoch(int epoch, bool last) {
+  if (last || !options_.job.eval_last_epoch_only()) RETURN_IF_ERROR(Evaluate(epoch));
   pending_.set_done(last);
+  return MaybeReport(epoch, /*force=*/true);
+}
+
+absl::Status Trainer::Leave(int epoch) {
+  LOG(INFO) << "worker " << options_.rank << ": leaving the job at step " << global_step_;
+  // Statistics first: after Leave the scheduler no longer takes reports from this worker.
   RETURN_IF_ERROR(MaybeReport(epoch, /*force=*/true));
+  RETURN_IF_ERROR(scheduler_->Leave(WORKER, options_.rank, "asked to stop (SIGTERM)"));
+  left_ = true;
   return absl::OkStatus();
 }
 

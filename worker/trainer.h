@@ -1,19 +1,30 @@
 // The worker's training loop: pull weights, compute a gradient on this worker's samples, push it,
-// and evaluate this worker's slice of the test set after each epoch.
+// and evaluate leased parts of the test set after each epoch.
 //
-//   SYNC        global batch t = positions [t*B*W, (t+1)*B*W) of the epoch permutation; this rank
-//               takes its B-sample slice (data/assignment.h). Each step is one PushPull per server
-//               (push the step-t gradient, get the weights after update t+1), so a step costs one
-//               round trip.
+//   SYNC        global batch t (view.global_batch samples of the epoch permutation) is split among
+//               the live workers by slot (data::SyncSliceOfGlobalBatch). Each step is one PushPull
+//               per server (push the step-t gradient, get the weights after update t+1). When the
+//               membership changes mid-step the servers answer ABORTED: the worker fetches the new
+//               view and recomputes the same global batch under it, so the maths is unchanged and
+//               the step is applied once. A worker that joins a running job starts at the servers'
+//               current step.
 //   ASYNC, SSP  the scheduler leases ranges of the permutation; each batch is one PushPull whose
 //               `step` is this worker's clock in the epoch. After its last lease the worker tells
 //               the servers (FinishEpoch), waits at the epoch barrier, then pulls the epoch's final
-//               weights for evaluation.
+//               weights.
+//   Evaluation  after each epoch (or only the last), workers lease ranges of the test set from the
+//               scheduler and report each lease's results once, so every test sample counts once
+//               even if a worker dies mid-evaluation.
 //
-// Not thread-safe: Run() is called once, on one thread. Cancel() may be called from any thread.
+// Training statistics are reported only for steps that succeeded, so per-epoch sample counts stay
+// exact through recomputed steps. When `leave` becomes true (SIGTERM) the worker finishes its
+// current step (sync) or lease (async/ssp), reports, leaves the job and Run() returns OK.
+//
+// Not thread-safe: Run() is called once, on one thread.
 #ifndef PSTRAIN_WORKER_TRAINER_H_
 #define PSTRAIN_WORKER_TRAINER_H_
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -39,6 +50,10 @@ struct TrainerOptions {
   absl::Duration report_interval = absl::Milliseconds(500);
   // How long the epoch barrier may wait for the other workers.
   absl::Duration barrier_timeout = absl::Minutes(10);
+  // How long one sync step may keep being aborted by membership changes before giving up.
+  absl::Duration membership_timeout = absl::Minutes(1);
+  // Set (from another thread) to ask the worker to leave the job gracefully. May be null.
+  const std::atomic<bool>* leave = nullptr;
 };
 
 class Trainer {
@@ -50,11 +65,15 @@ class Trainer {
                                                         model::Mlp* model, const data::Dataset* train,
                                                         const data::Dataset* test);
 
-  // Trains the whole job and sends the final report. Blocks. Errors name the failing call.
+  // Trains the whole job (or until asked to leave) and sends the final report. Blocks. Errors name
+  // the failing call.
   absl::Status Run();
 
-  // The weights after Run() (the job's final model).
+  // The weights after Run() (the job's final model, unless the worker left early).
   const std::vector<float>& weights() const { return weights_; }
+
+  // True when Run() ended because the worker left the job.
+  bool left() const { return left_; }
 
  private:
   Trainer(TrainerOptions options, SchedulerClient* scheduler, PsClient* ps, model::Mlp* model,
@@ -63,17 +82,31 @@ class Trainer {
   absl::Status RunSync();
   absl::Status RunLeased();
 
-  // Computes the gradient of the samples at permutation positions `range`, then pushes it to every
-  // server and installs the weights they answer with.
+  // One sync step over global batch `step_in_epoch` of `perm`, recomputed under a new view as often
+  // as the membership changes.
+  absl::Status SyncStep(const std::vector<int64_t>& perm, int64_t step_in_epoch, int epoch);
+  // Computes the gradient of the samples at permutation positions `range`, pushes it to every server
+  // and installs the weights they answer with. Statistics go to pending_ only on success.
   absl::Status Step(const std::vector<int64_t>& perm, data::Range range, int64_t step, int epoch);
-  absl::Status PullWeights(int64_t step, int epoch);
+  // Pulls from every server; returns the smallest step the servers answered with.
+  absl::StatusOr<int64_t> PullWeights(int64_t step, int epoch);
+  // PullWeights, retried while servers answer ABORTED because the membership is changing.
+  absl::StatusOr<int64_t> PullWeightsWhenCurrent(int64_t step, int epoch);
+  // After an ABORTED answer: adopts the scheduler's newer view if there is one, else pauses briefly
+  // (a server has not learnt the newest epoch yet). DEADLINE_EXCEEDED past `give_up`; ABORTED if the
+  // job failed.
+  absl::Status AwaitMembership(const absl::Status& aborted, absl::Time give_up);
   absl::Status InstallWeights();
-  // Evaluates this rank's slice of the test set and reports it with the epoch's statistics.
+  // This worker's position among the live workers of view_, or FAILED_PRECONDITION if it is gone.
+  absl::StatusOr<int> Slot() const;
+  // Evaluates leased ranges of the test set until the epoch's evaluation is complete.
+  absl::Status Evaluate(int epoch);
   absl::Status EndEpoch(int epoch, bool last);
   absl::Status MaybeReport(int epoch, bool force);
+  bool LeaveRequested() const { return options_.leave != nullptr && options_.leave->load(); }
+  absl::Status Leave(int epoch);
 
   const TrainerOptions options_;
-  const int num_workers_;
   SchedulerClient* const scheduler_;
   PsClient* const ps_;
   model::Mlp* const model_;
@@ -81,6 +114,7 @@ class Trainer {
   const data::Dataset* const test_;
   const ShardLayout layout_;
 
+  ClusterView view_;  // The latest view this worker knows; replaced on membership changes.
   std::vector<float> weights_;
   std::vector<float> grad_;
   std::vector<float> batch_x_;
@@ -90,6 +124,7 @@ class Trainer {
   uint64_t next_request_id_;
 
   int64_t global_step_ = 0;
+  bool left_ = false;
   // Training statistics not yet reported.
   ProgressReport pending_;
   absl::Time last_report_ = absl::InfinitePast();

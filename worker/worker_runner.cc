@@ -70,10 +70,15 @@ absl::Status Train(const WorkerOptions& options, SchedulerClient* scheduler, int
   trainer_options.rank = rank;
   trainer_options.job = job;
   trainer_options.view = view;
+  trainer_options.leave = options.leave;
   ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
                    Trainer::Create(trainer_options, scheduler, ps.get(), model.get(), &train, &test));
   RETURN_IF_ERROR(trainer->Run());
-  if (rank == 0 && !job.final_model_path().empty()) {
+  if (trainer->left() || job.final_model_path().empty()) return absl::OkStatus();
+  // The first live worker writes the model (worker 0 may have died on the way). Should two see
+  // different views here, both write the same weights, each atomically.
+  ASSIGN_OR_RETURN(ClusterView final_view, scheduler->GetClusterView());
+  if (final_view.workers_size() > 0 && final_view.workers(0).rank() == rank) {
     RETURN_IF_ERROR(model::WriteModelFile(job.final_model_path(), model->params(), trainer->weights()));
     LOG(INFO) << "wrote the final model to " << job.final_model_path();
   }

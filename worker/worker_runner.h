@@ -11,6 +11,7 @@
 #ifndef PSTRAIN_WORKER_WORKER_RUNNER_H_
 #define PSTRAIN_WORKER_WORKER_RUNNER_H_
 
+#include <atomic>
 #include <string>
 
 #include "absl/status/status.h"
@@ -24,10 +25,12 @@ struct WorkerOptions {
   std::string device = "cpu";
   absl::Duration rpc_timeout = absl::Seconds(60);
   absl::Duration startup_timeout = absl::Minutes(2);
+  // Set from another thread (SIGTERM) to leave the job gracefully; may be null.
+  const std::atomic<bool>* leave = nullptr;
 };
 
-// Runs the worker to the end of the job. OK when the job finished; otherwise the first error, which
-// is also reported to the scheduler so the job fails promptly.
+// Runs the worker to the end of the job, or until it leaves it (`leave`). OK when the job finished
+// or the worker left; otherwise the first error, which is also reported to the scheduler.
 absl::Status RunWorker(const WorkerOptions& options);
 
 }  // namespace pstrain::worker

@@ -1,0 +1,159 @@
+#include "scheduler/eval_pool.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace scheduler {
+namespace {
+
+EvalPool::Options Opts(int64_t test_samples, int workers, int epochs = 2) {
+  EvalPool::Options o;
+  o.test_samples = test_samples;
+  o.num_workers = workers;
+  o.epochs = epochs;
+  return o;
+}
+
+// A report of lease `lease` with `correct` right answers and loss 0.5 per sample.
+ProgressReport Result(int rank, const EvalLease& lease, int64_t correct) {
+  ProgressReport r;
+  r.set_worker_rank(rank);
+  r.set_epoch(lease.epoch);
+  EvalStats* e = r.add_evals();
+  e->set_lease_id(lease.id);
+  e->set_samples(lease.end - lease.begin);
+  e->set_correct(correct);
+  e->set_loss_sum(0.5 * static_cast<double>(lease.end - lease.begin));
+  return r;
+}
+
+TEST(EvalPoolTest, LeaseSizeIsAQuarterOfAWorkersShare) {
+  EXPECT_EQ(EvalPool(Opts(10000, 2)).lease_size(), 1250);
+  EXPECT_EQ(EvalPool(Opts(100, 3)).lease_size(), 9);  // ceil(100 / 12)
+  EXPECT_EQ(EvalPool(Opts(5, 4)).lease_size(), 1);
+  EXPECT_EQ(EvalPool(Opts(0, 4)).lease_size(), 1);
+}
+
+TEST(EvalPoolTest, CoversEveryTestSampleExactlyOnce) {
+  EvalPool pool(Opts(100, 3));  // Leases of 9: 11 of 9 and one of 1.
+  std::vector<int> seen(100, 0);
+  int leases = 0;
+  for (int i = 0;; ++i) {
+    absl::StatusOr<EvalLease> lease = pool.Next(i % 3, 0);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    ASSERT_FALSE(lease->wait);  // Reported at once below, so never waiting.
+    if (lease->epoch_done) break;
+    ++leases;
+    EXPECT_EQ(lease->id, leases);
+    EXPECT_EQ(lease->epoch, 0);
+    for (int64_t s = lease->begin; s < lease->end; ++s) ++seen[s];
+    ASSERT_TRUE(pool.Check(Result(i % 3, *lease, 1)).ok());
+    EXPECT_EQ(pool.Record(Result(i % 3, *lease, 1)), std::vector<int>{0});
+  }
+  EXPECT_EQ(leases, 12);
+  for (int s = 0; s < 100; ++s) ASSERT_EQ(seen[s], 1) << "test sample " << s;
+  EXPECT_TRUE(pool.complete(0));
+  EXPECT_FALSE(pool.any_incomplete());
+  const EvalPool::Totals totals = pool.totals(0);
+  EXPECT_EQ(totals.samples, 100);
+  EXPECT_EQ(totals.correct, 12);
+  EXPECT_DOUBLE_EQ(totals.loss_sum, 50.0);
+  // The next epoch has its own leases, with ids continuing.
+  EXPECT_FALSE(pool.opened(1));
+  absl::StatusOr<EvalLease> next = pool.Next(0, 1);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->id, 13);
+  EXPECT_EQ(next->begin, 0);
+  EXPECT_TRUE(pool.opened(1));
+  EXPECT_FALSE(pool.complete(1));
+}
+
+TEST(EvalPoolTest, WaitWhileLeasesAreOutThenEpochDone) {
+  EvalPool pool(Opts(8, 1));  // Leases of 2: four of them.
+  std::vector<EvalLease> held;
+  for (int i = 0; i < 4; ++i) held.push_back(*pool.Next(i % 2, 0));
+  absl::StatusOr<EvalLease> more = pool.Next(0, 0);
+  ASSERT_TRUE(more.ok());
+  EXPECT_TRUE(more->wait);
+  EXPECT_FALSE(more->epoch_done);
+  for (int i = 0; i < 3; ++i) pool.Record(Result(i % 2, held[i], 2));
+  EXPECT_TRUE(pool.Next(0, 0)->wait);
+  EXPECT_FALSE(pool.complete(0));
+  EXPECT_TRUE(pool.any_incomplete());
+  pool.Record(Result(1, held[3], 2));
+  more = pool.Next(0, 0);
+  EXPECT_TRUE(more->epoch_done);
+  EXPECT_FALSE(more->wait);
+  EXPECT_TRUE(pool.complete(0));
+}
+
+TEST(EvalPoolTest, ADeadHoldersLeasesAreHandedToOthers) {
+  EvalPool pool(Opts(8, 1));
+  const EvalLease a = *pool.Next(0, 0);  // [0, 2)
+  const EvalLease b = *pool.Next(1, 0);  // [2, 4)
+  const EvalLease c = *pool.Next(1, 0);  // [4, 6)
+  const EvalLease d = *pool.Next(0, 0);  // [6, 8)
+  pool.Record(Result(1, b, 1));
+  EXPECT_EQ(pool.Release(1), 1);  // Worker 1 died holding c; b is reported and stays counted.
+  EXPECT_EQ(pool.Release(1), 0);
+  const EvalLease again = *pool.Next(0, 0);
+  EXPECT_EQ(again.id, c.id);
+  EXPECT_EQ(again.begin, 4);
+  EXPECT_EQ(again.end, 6);
+  pool.Record(Result(0, a, 1));
+  pool.Record(Result(0, again, 1));
+  pool.Record(Result(0, d, 1));
+  EXPECT_TRUE(pool.complete(0));
+  EXPECT_EQ(pool.totals(0).samples, 8);
+  EXPECT_EQ(pool.totals(0).correct, 4);
+}
+
+TEST(EvalPoolTest, ResultsCountOncePerLease) {
+  EvalPool pool(Opts(4, 1));  // Leases of 1.
+  const EvalLease a = *pool.Next(0, 0);
+  EXPECT_EQ(pool.Record(Result(0, a, 1)), std::vector<int>{0});
+  // A retried report, and the old holder's report of a lease handed on: ignored.
+  EXPECT_TRUE(pool.Check(Result(0, a, 0)).ok());
+  EXPECT_TRUE(pool.Record(Result(0, a, 0)).empty());
+  ProgressReport twice = Result(1, a, 0);
+  *twice.add_evals() = twice.evals(0);
+  EXPECT_TRUE(pool.Record(twice).empty());
+  EXPECT_EQ(pool.totals(0).samples, 1);
+  EXPECT_EQ(pool.totals(0).correct, 1);
+}
+
+TEST(EvalPoolTest, RejectsUnknownLeasesAndWrongCounts) {
+  EvalPool pool(Opts(10, 1));  // Leases of 3.
+  const EvalLease a = *pool.Next(0, 0);
+  ProgressReport r = Result(0, a, 1);
+  r.mutable_evals(0)->set_lease_id(9);
+  absl::Status s = pool.Check(r);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("unknown lease id"), absl::string_view::npos) << s;
+  r = Result(0, a, 1);
+  r.mutable_evals(0)->set_samples(2);
+  s = pool.Check(r);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("got 2 samples, expected 3"), absl::string_view::npos) << s;
+  r = Result(0, a, 4);
+  EXPECT_EQ(pool.Check(r).code(), absl::StatusCode::kInvalidArgument);
+  r = Result(0, a, -1);
+  EXPECT_EQ(pool.Check(r).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pool.Next(0, 2).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(pool.Next(0, -1).status().code(), absl::StatusCode::kOutOfRange);
+}
+
+TEST(EvalPoolTest, EmptyTestSetIsCompleteAtOnce) {
+  EvalPool pool(Opts(0, 2));
+  absl::StatusOr<EvalLease> lease = pool.Next(0, 0);
+  ASSERT_TRUE(lease.ok());
+  EXPECT_TRUE(lease->epoch_done);
+  EXPECT_TRUE(pool.complete(0));
+  EXPECT_EQ(pool.totals(0).samples, 0);
+}
+
+}  // namespace
+}  // namespace scheduler
+}  // namespace pstrain

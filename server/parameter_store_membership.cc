@@ -1,0 +1,130 @@
+// ParameterStore, part three: membership. Which workers are live at which membership epoch, the
+// fencing of requests by epoch, and what a move to a new epoch does to each mode's state.
+#include "server/parameter_store.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+
+namespace pstrain::server {
+
+absl::Status ParameterStore::CheckRanks(absl::string_view what, std::vector<int>* ranks) {
+  std::sort(ranks->begin(), ranks->end());
+  for (size_t i = 0; i < ranks->size(); ++i) {
+    if ((*ranks)[i] < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": rank ", (*ranks)[i], " is negative, expected >= 0"));
+    }
+    if (i > 0 && (*ranks)[i] == (*ranks)[i - 1]) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": rank ", (*ranks)[i], " appears twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParameterStore::CheckLive(absl::string_view what, int worker_rank, int64_t membership_epoch) const {
+  if (shutting_down_) return absl::UnavailableError(absl::StrCat("server ", rank_, " shutting down"));
+  if (membership_epoch < membership_epoch_) {
+    return absl::AbortedError(absl::StrCat(what, " from worker ", worker_rank, " carries membership epoch ",
+                                           membership_epoch, ", current is ", membership_epoch_));
+  }
+  if (membership_epoch > membership_epoch_) {
+    // The scheduler bumped the epoch and the worker heard first; the server hears within a
+    // heartbeat.
+    return absl::AbortedError(absl::StrCat("server ", rank_, " is at membership epoch ", membership_epoch_,
+                                           ", the ", what, " carries ", membership_epoch, "; retry shortly"));
+  }
+  if (workers_.find(worker_rank) == workers_.end()) return NotLiveError(what, worker_rank);
+  return absl::OkStatus();
+}
+
+absl::Status ParameterStore::NotLiveError(absl::string_view what, int worker_rank) const {
+  return absl::AbortedError(absl::StrCat(what, " rejected by server ", rank_, ": worker ", worker_rank,
+                                         " is not a live member at membership epoch ", membership_epoch_));
+}
+
+ParameterStore::Worker ParameterStore::NewWorkerLocked() const {
+  Worker w;
+  if (mode_ == SYNC) w.grad.assign(total_elements_, 0.0f);
+  return w;
+}
+
+void ParameterStore::DropStoredGradientsLocked() {
+  for (auto& [r, w] : workers_) {
+    w.pushed = false;
+    w.samples = 0;
+  }
+  num_pushed_ = 0;
+}
+
+absl::Status ParameterStore::UpdateMembership(int64_t epoch, std::vector<int> live_worker_ranks) {
+  RETURN_IF_ERROR(CheckRanks(absl::StrCat("server ", rank_, ": membership epoch ", epoch, " live workers"),
+                             &live_worker_ranks));
+  Completions out;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return absl::UnavailableError(absl::StrCat("server ", rank_, " shutting down"));
+    if (epoch <= membership_epoch_) return absl::OkStatus();
+
+    std::string dropped;
+    if (mode_ == SYNC) {
+      // Half a step's gradients were computed under the old split of the global batch; the live
+      // workers of the new epoch recompute all of it, so nothing stored may be mixed in.
+      if (num_pushed_ > 0 || !waiters_.empty()) {
+        dropped = absl::StrCat("; dropped step ", step_, " (", num_pushed_, " of ", workers_.size(),
+                               " pushed, ", waiters_.size(), " parked calls)");
+      }
+      const absl::Status aborted = absl::AbortedError(absl::StrCat(
+          "server ", rank_, " moved to membership epoch ", epoch, " while step ", step_,
+          " was unfinished; recompute it"));
+      for (Waiter& w : waiters_) out.push_back({std::move(w.done), aborted});
+      waiters_.clear();
+      DropStoredGradientsLocked();
+    }
+
+    // A joiner in SSP starts level with the slowest live worker still in the data epoch.
+    int64_t join_clock = 0;
+    if (mode_ == SSP) {
+      bool any = false;
+      for (const auto& [r, w] : workers_) {
+        if (w.finished || !std::binary_search(live_worker_ranks.begin(), live_worker_ranks.end(), r)) continue;
+        join_clock = any ? std::min(join_clock, w.clock) : w.clock;
+        any = true;
+      }
+    }
+    std::map<int, Worker> next;
+    std::vector<int> joined, left;
+    for (int r : live_worker_ranks) {
+      auto it = workers_.find(r);
+      if (it != workers_.end()) {
+        next.emplace(r, std::move(it->second));
+        workers_.erase(it);
+      } else {
+        Worker w = NewWorkerLocked();
+        w.clock = join_clock;
+        next.emplace(r, std::move(w));
+        joined.push_back(r);
+      }
+    }
+    for (const auto& [r, w] : workers_) left.push_back(r);
+    workers_ = std::move(next);
+    membership_epoch_ = epoch;
+    // SSP: removed workers no longer hold pulls back. (SYNC has no waiters left; ASYNC never parks.)
+    ReleaseReadyLocked(&out);
+    LOG(INFO) << "server " << rank_ << ": membership epoch " << epoch << ", live workers ["
+              << absl::StrJoin(live_worker_ranks, ", ") << "] (joined [" << absl::StrJoin(joined, ", ")
+              << "], left [" << absl::StrJoin(left, ", ") << "])" << dropped;
+  }
+  Run(&out);
+  return absl::OkStatus();
+}
+
+int64_t ParameterStore::membership_epoch() const {
+  absl::MutexLock lock(&mu_);
+  return membership_epoch_;
+}
+
+}  // namespace pstrain::server

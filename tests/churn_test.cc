@@ -1,0 +1,122 @@
+// Workers leaving and joining a SYNC job mid-training, as real processes: killed with SIGKILL,
+// stopped with SIGTERM, added while the job runs. The job must finish, count every training sample
+// exactly once per epoch, and end within 0.5 points of an undisturbed run with the same seed.
+#include <signal.h>
+
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/cluster.h"
+#include "tests/process.h"
+
+namespace pstrain::testing {
+namespace {
+
+using ::testing::ContainsRegex;
+
+constexpr int kEpochs = 3;
+constexpr int64_t kTrainSamples = 12000;
+
+const std::vector<std::string> kJob = {"--mode=sync", "--epochs=3", "--train_limit=12000",
+                                       "--test_limit=2000", "--batch_size=32", "--seed=5"};
+
+// Every number that follows "key": in `json`, in order.
+std::vector<double> JsonNumbers(const std::string& json, const std::string& key) {
+  std::vector<double> out;
+  std::regex re("\"" + key + "\"\\s*:\\s*([-+0-9.eE]+)");
+  for (auto it = std::sregex_iterator(json.begin(), json.end(), re); it != std::sregex_iterator(); ++it) {
+    out.push_back(std::stod((*it)[1].str()));
+  }
+  return out;
+}
+
+// Waits for the scheduler and the given workers to exit 0; returns the run summary.
+std::string ExpectJobFinished(ManualCluster& cluster, const std::vector<int>& surviving_workers) {
+  absl::StatusOr<int> code = cluster.scheduler->Wait(absl::Seconds(120));
+  EXPECT_TRUE(code.ok()) << cluster.scheduler->Output();
+  EXPECT_EQ(code.value_or(-1), 0) << cluster.scheduler->Output();
+  for (int w : surviving_workers) {
+    absl::StatusOr<int> wc = cluster.workers[w]->Wait(absl::Seconds(30));
+    EXPECT_TRUE(wc.ok() && *wc == 0) << "worker " << w << "\n" << cluster.workers[w]->Output();
+  }
+  for (auto& server : cluster.servers) {
+    absl::StatusOr<int> sc = server->Wait(absl::Seconds(30));
+    EXPECT_TRUE(sc.ok() && *sc == 0) << server->Output();
+  }
+  return ReadFile(cluster.summary_path());
+}
+
+void ExpectEverySampleOncePerEpoch(const std::string& summary) {
+  std::vector<double> samples = JsonNumbers(summary, "samples");
+  ASSERT_GE(samples.size(), static_cast<size_t>(kEpochs)) << summary;
+  for (int e = 0; e < kEpochs; ++e) EXPECT_EQ(samples[e], kTrainSamples) << "epoch " << e << "\n" << summary;
+}
+
+// An undisturbed run of the same job and cluster shape; its final accuracy.
+double ReferenceAccuracy(int workers) {
+  ManualCluster cluster("reference");
+  cluster.Start(2, workers, kJob);
+  std::vector<int> all;
+  for (int i = 0; i < workers; ++i) all.push_back(i);
+  std::string summary = ExpectJobFinished(cluster, all);
+  return JsonNumber(summary, "final_test_accuracy");
+}
+
+TEST(ChurnTest, KilledSyncWorkerIsReplacedBySurvivorsAndNothingIsLost) {
+  const double reference = ReferenceAccuracy(3);
+  ManualCluster cluster("kill-one");
+  cluster.Start(2, 3, kJob);
+  cluster.WaitForSteps(50);
+  cluster.workers[1]->Kill(SIGKILL);
+  std::string summary = ExpectJobFinished(cluster, {0, 2});
+  ExpectEverySampleOncePerEpoch(summary);
+  EXPECT_THAT(summary, ContainsRegex("\"kind\": *\"died\""));
+  EXPECT_NEAR(JsonNumber(summary, "final_test_accuracy"), reference, 0.005) << summary;
+}
+
+TEST(ChurnTest, TwoOfFourWorkersKilled) {
+  const double reference = ReferenceAccuracy(4);
+  ManualCluster cluster("kill-two");
+  cluster.Start(2, 4, kJob);
+  cluster.WaitForSteps(40);
+  cluster.workers[0]->Kill(SIGKILL);
+  cluster.WaitForSteps(120);
+  cluster.workers[3]->Kill(SIGKILL);
+  std::string summary = ExpectJobFinished(cluster, {1, 2});
+  ExpectEverySampleOncePerEpoch(summary);
+  EXPECT_NEAR(JsonNumber(summary, "final_test_accuracy"), reference, 0.005) << summary;
+}
+
+TEST(ChurnTest, SigtermedWorkerLeavesGracefully) {
+  ManualCluster cluster("sigterm");
+  cluster.Start(2, 3, kJob);
+  cluster.WaitForSteps(50);
+  cluster.workers[2]->Kill(SIGTERM);
+  absl::StatusOr<int> code = cluster.workers[2]->Wait(absl::Seconds(20));
+  ASSERT_TRUE(code.ok()) << cluster.workers[2]->Output();
+  EXPECT_EQ(*code, 0) << cluster.workers[2]->Output();
+  std::string summary = ExpectJobFinished(cluster, {0, 1});
+  ExpectEverySampleOncePerEpoch(summary);
+  EXPECT_THAT(summary, ContainsRegex("\"kind\": *\"left\""));
+}
+
+TEST(ChurnTest, WorkerAddedMidRunTakesWork) {
+  ManualCluster cluster("add-one");
+  cluster.Start(2, 2, kJob);
+  cluster.WaitForSteps(30);
+  cluster.AddWorker();
+  std::string summary = ExpectJobFinished(cluster, {0, 1, 2});
+  ExpectEverySampleOncePerEpoch(summary);
+  EXPECT_THAT(summary, ContainsRegex("\"kind\": *\"joined\""));
+  // The newcomer (rank 2) trained samples of its own.
+  std::smatch m;
+  std::regex rank2("\"rank\": *2, *\"samples\": *([0-9]+)");
+  ASSERT_TRUE(std::regex_search(summary, m, rank2)) << summary;
+  EXPECT_GT(std::stol(m[1].str()), 0) << summary;
+}
+
+}  // namespace
+}  // namespace pstrain::testing
