@@ -212,8 +212,16 @@ int64_t Heartbeater::membership_epoch() const {
 
 void Heartbeater::Loop() {
   absl::Time last_ok = absl::Now();
+  int failures_in_a_row = 0;
   do {
     absl::StatusOr<HeartbeatResponse> response = client_->Heartbeat(role_, rank_);
+    const bool unreachable = !response.ok() && (absl::IsUnavailable(response.status()) ||
+                                                absl::IsDeadlineExceeded(response.status()));
+    if (!response.ok() && !unreachable) {
+      // The scheduler answered and refuses us (e.g. this worker was declared dead): final.
+      on_end_(response.status());
+      return;
+    }
     if (response.ok()) {
       last_ok = absl::Now();
       bool changed = false;
@@ -231,7 +239,10 @@ void Heartbeater::Loop() {
         on_end_(absl::AbortedError(absl::StrCat("job failed: ", response->failure())));
         return;
       }
-    } else if (absl::Now() - last_ok > give_up_after_) {
+      failures_in_a_row = 0;
+    } else if (++failures_in_a_row >= 2 && absl::Now() - last_ok > give_up_after_) {
+      // Two failures at least: after the process itself was stopped (SIGSTOP) for a long time, the
+      // first attempt may fail on a stale connection although the scheduler is fine.
       on_end_(absl::UnavailableError(absl::StrCat(
           "lost the scheduler at ", client_->address(), ": no heartbeat answered for ",
           absl::FormatDuration(absl::Now() - last_ok), " (last error: ", response.status().message(), ")")));

@@ -73,7 +73,8 @@ class SchedulerClient {
 //
 // `on_end` is called exactly once, from the heartbeat thread: OK when the job state becomes FINISHED,
 // ABORTED("job failed: <reason>") when it becomes FAILED, UNAVAILABLE when no heartbeat got through
-// for longer than `give_up_after`. `on_membership_change` (may be empty) is called from the same
+// for longer than `give_up_after` (and at least two attempts failed), the scheduler's own error when
+// it refuses the heartbeat (e.g. FAILED_PRECONDITION: this worker is no longer a member). `on_membership_change` (may be empty) is called from the same
 // thread with the new membership epoch each time an answer carries a higher one than the last. The
 // destructor stops the thread (and does not call on_end if it has not been called yet). `client`
 // is borrowed and must outlive this object.

@@ -1,39 +1,81 @@
-// Work leases for ASYNC and SSP training.
+// Work leases for ASYNC and SSP training: every batch of an epoch is trained exactly once, even
+// when workers die or leave mid-lease.
 //
 // Each data epoch, positions [0, train_samples) of the epoch's sample permutation (the worker
 // computes the permutation from the seed and the epoch) are cut into leases of
 // lease_batches * batch_size positions, the last one shorter, and handed out in order to whoever
-// asks. A faster worker simply asks more often. When an epoch's positions are used up every request
-// for it answers epoch_done; the first request for the next epoch then opens it.
+// asks. A faster worker simply asks more often. Workers report how many batches of each lease they
+// pushed to every server (Record); a lease is complete when that reaches its number of batches.
 //
-// With max_batches > 0 the pool hands out at most that many batches in the whole job (a lease's
-// tail batch counts as one): later requests answer epoch_done.
+//   cut --(Next)--> out --(Record: batches_done == batches)--> complete
+//                   ^  |
+//                   |  +--(Release: its holder died or left)--> remainder
+//                   +-------------(Next, from first_batch)----------+
 //
-// Every lease is recorded with the worker that got it, so a later change can hand a dead worker's
-// unfinished leases to someone else.
+// A remainder keeps its id and its [begin, end) and restarts at the highest batches_done reported
+// for it; batches its dead holder pushed but never reported are pushed again, and the servers skip
+// them (they apply each (data_epoch, lease_id, lease_batch) once).
+//
+// Next answers, in this order: the remainder with the lowest id; a freshly cut lease; `wait` while
+// some lease of the epoch is out; `epoch_done` once the epoch's positions are cut and every lease
+// of it is complete. The first request for the next epoch then opens it.
+//
+// With max_batches > 0 the pool cuts at most that many batches in the whole job (a lease's tail
+// batch counts as one; remainders do not count again): once they are cut, an epoch is done when
+// the leases cut so far are complete, and later epochs are done at once.
+//
+// Reports only ever raise a lease's batches_done: a dead holder's last report may arrive after its
+// remainder moved on, and a report that would lower it is ignored.
 //
 // Not thread-safe: the Scheduler guards it with its mutex.
 #ifndef PSTRAIN_SCHEDULER_LEASE_POOL_H_
 #define PSTRAIN_SCHEDULER_LEASE_POOL_H_
 
 #include <cstdint>
+#include <set>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "proto/scheduler.pb.h"
 
 namespace pstrain {
 namespace scheduler {
 
+// An answer of LeasePool::Next.
 struct Lease {
-  // True when the epoch has no positions left; the other fields are then 0.
+  // No lease now, but some are out and may come back: ask again shortly. The fields below are 0.
+  bool wait = false;
+  // Every lease of the epoch is complete; the fields below are 0.
   bool epoch_done = false;
-  // 1, 2, ... in the order leases were handed out over the whole job.
+  // 1, 2, ... in the order leases were cut over the whole job; a remainder keeps its id.
   int64_t id = 0;
   int worker_rank = 0;
   int epoch = 0;
   // Positions [begin, end) of the epoch's permutation.
   int64_t begin = 0;
   int64_t end = 0;
+  // The batch to start at: 0 for a fresh lease, the reported batches_done for a remainder.
+  int64_t first_batch = 0;
+};
+
+// One lease as the pool records it.
+struct LeaseRecord {
+  int64_t id = 0;
+  int epoch = 0;
+  int64_t begin = 0;
+  int64_t end = 0;
+  // ceil((end - begin) / batch_size).
+  int64_t batches = 0;
+  // The highest batches_done reported.
+  int64_t batches_done = 0;
+  // The worker it is out with; -1 while it is a remainder in the pool.
+  int holder = -1;
+  // Every worker it was handed to, in order.
+  std::vector<int> holders;
+
+  bool complete() const { return batches_done == batches; }
+  int64_t samples() const { return end - begin; }
 };
 
 class LeasePool {
@@ -43,7 +85,7 @@ class LeasePool {
     int batch_size = 1;
     int lease_batches = 1;
     int epochs = 1;
-    // Batches the whole job may lease; 0: no limit.
+    // Batches the whole job may cut; 0: no limit.
     int64_t max_batches = 0;
   };
 
@@ -51,27 +93,51 @@ class LeasePool {
   // max_batches >= 0 (the Scheduler validates the job first).
   explicit LeasePool(Options options);
 
-  // The next lease of `epoch` for `worker_rank`.
-  // OK with epoch_done = true when the epoch is used up (also for an epoch already left behind).
-  // FAILED_PRECONDITION when `epoch` is ahead of the current one while the current one still has
-  // positions, or more than one ahead; OUT_OF_RANGE when epoch is not in [0, epochs).
+  // The next lease of `epoch` for `worker_rank`, a remainder first; or wait / epoch_done (see the
+  // file comment). epoch_done also for an epoch already left behind. FAILED_PRECONDITION when
+  // `epoch` is ahead of the current one while the current one is not done, or more than one
+  // ahead; OUT_OF_RANGE when epoch is not in [0, epochs). Nothing changes on an error.
   absl::StatusOr<Lease> Next(int worker_rank, int epoch);
+
+  // Checks `report.leases` without recording anything: INVALID_ARGUMENT for an unknown lease id, a
+  // lease of an epoch other than report.epoch, batches_done outside [0, the lease's batches], or a
+  // worker the lease was never handed to.
+  absl::Status Check(const ProgressReport& report) const;
+
+  // Records `report.leases` (REQUIRES: Check was OK): each lease's batches_done rises to the
+  // reported value, whoever holds it now. Returns the leases this report completed; over the job
+  // each lease is returned once.
+  std::vector<LeaseRecord> Record(const ProgressReport& report);
+
+  // The incomplete leases `worker_rank` holds become remainders. Returns how many.
+  int Release(int worker_rank);
 
   // The epoch leases are being handed out for.
   int current_epoch() const { return epoch_; }
+  // Batches cut so far (for max_batches).
   int64_t batches_leased() const { return batches_leased_; }
-  // Every lease handed out, in order.
-  const std::vector<Lease>& leases() const { return leases_; }
+  // Leases cut so far; their ids are 1..num_leases().
+  int64_t num_leases() const { return static_cast<int64_t>(leases_.size()); }
+  // REQUIRES: 1 <= id <= num_leases().
+  const LeaseRecord& lease(int64_t id) const { return leases_[static_cast<size_t>(id - 1)]; }
 
  private:
-  // True when the current epoch has no positions left or the job's batch budget is spent.
+  // True when the current epoch's positions are all cut or the job's batch budget is spent.
   bool Exhausted() const;
+  // True when the current epoch is Exhausted and every lease of it is complete.
+  bool EpochDone() const { return Exhausted() && incomplete_ == 0; }
 
   const Options options_;
   int epoch_ = 0;
   int64_t next_position_ = 0;
   int64_t batches_leased_ = 0;
-  std::vector<Lease> leases_;
+  // Indexed by id - 1. Leases of the current epoch start at epoch_first_.
+  std::vector<LeaseRecord> leases_;
+  size_t epoch_first_ = 0;
+  // Leases of the current epoch not complete yet (out or remainders).
+  int64_t incomplete_ = 0;
+  // Ids of the remainders waiting in the pool.
+  std::set<int64_t> remainders_;
 };
 
 }  // namespace scheduler

@@ -1,5 +1,8 @@
 #include "scheduler/lease_pool.h"
 
+#include <algorithm>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -18,6 +21,31 @@ LeasePool::Options Opts(int64_t n, int batch, int lease_batches, int epochs, int
   return o;
 }
 
+// A report from `rank` in `epoch` that lease `id` has `batches_done` batches done.
+ProgressReport Progress(int rank, int epoch, int64_t id, int64_t batches_done) {
+  ProgressReport r;
+  r.set_worker_rank(rank);
+  r.set_epoch(epoch);
+  LeaseProgress* p = r.add_leases();
+  p->set_lease_id(id);
+  p->set_batches_done(batches_done);
+  return r;
+}
+
+// Checks and records the report; returns the ids of the leases it completed.
+std::vector<int64_t> Report(LeasePool* pool, const ProgressReport& report) {
+  EXPECT_TRUE(pool->Check(report).ok()) << pool->Check(report);
+  std::vector<int64_t> ids;
+  for (const LeaseRecord& lease : pool->Record(report)) ids.push_back(lease.id);
+  return ids;
+}
+
+// `rank` reports `lease` complete.
+void Complete(LeasePool* pool, int rank, const Lease& lease) {
+  const LeaseRecord& record = pool->lease(lease.id);
+  Report(pool, Progress(rank, lease.epoch, lease.id, record.batches));
+}
+
 TEST(LeasePoolTest, CoversEveryPositionExactlyOncePerEpoch) {
   LeasePool pool(Opts(1000, 32, 4, 2));  // leases of 128 positions, the last 1000 - 7*128 = 104.
   for (int epoch = 0; epoch < 2; ++epoch) {
@@ -26,34 +54,56 @@ TEST(LeasePoolTest, CoversEveryPositionExactlyOncePerEpoch) {
     for (int i = 0;; ++i) {
       absl::StatusOr<Lease> lease = pool.Next(i % 3, epoch);
       ASSERT_TRUE(lease.ok()) << lease.status();
+      ASSERT_FALSE(lease->wait);
       if (lease->epoch_done) break;
       ++leases;
       EXPECT_EQ(lease->worker_rank, i % 3);
       EXPECT_EQ(lease->epoch, epoch);
+      EXPECT_EQ(lease->first_batch, 0);
       if (lease->end < 1000) {
         EXPECT_EQ(lease->end - lease->begin, 128);
       }
       for (int64_t p = lease->begin; p < lease->end; ++p) ++seen[p];
+      Complete(&pool, i % 3, *lease);
     }
     EXPECT_EQ(leases, 8);
     for (int p = 0; p < 1000; ++p) ASSERT_EQ(seen[p], 1) << "epoch " << epoch << " position " << p;
   }
-  ASSERT_EQ(pool.leases().size(), 16u);
-  EXPECT_EQ(pool.leases()[7].begin, 896);
-  EXPECT_EQ(pool.leases()[7].end, 1000);
-  EXPECT_EQ(pool.leases()[15].id, 16);
+  ASSERT_EQ(pool.num_leases(), 16);
+  EXPECT_EQ(pool.lease(8).begin, 896);
+  EXPECT_EQ(pool.lease(8).end, 1000);
+  EXPECT_EQ(pool.lease(8).batches, 4);  // 104 positions: three batches of 32 and a tail of 8.
+  EXPECT_EQ(pool.lease(16).id, 16);
+  EXPECT_EQ(pool.lease(16).epoch, 1);
 }
 
-TEST(LeasePoolTest, EpochDoneForEveryoneOnceUsedUp) {
+TEST(LeasePoolTest, WaitWhileLeasesAreOutEpochDoneOnceAllAreComplete) {
   LeasePool pool(Opts(10, 5, 1, 3));
-  EXPECT_EQ(pool.Next(0, 0)->end, 5);
-  EXPECT_EQ(pool.Next(1, 0)->end, 10);
+  const Lease a = *pool.Next(0, 0);
+  const Lease b = *pool.Next(1, 0);
+  EXPECT_EQ(a.end, 5);
+  EXPECT_EQ(b.end, 10);
+  // Everything is handed out but nothing is complete.
+  absl::StatusOr<Lease> next = pool.Next(0, 0);
+  ASSERT_TRUE(next.ok());
+  EXPECT_TRUE(next->wait);
+  EXPECT_FALSE(next->epoch_done);
+  EXPECT_EQ(next->id, 0);
+  // Nobody may move on while the epoch is not done.
+  EXPECT_EQ(pool.Next(0, 1).status().code(), absl::StatusCode::kFailedPrecondition);
+  Complete(&pool, 0, a);
+  EXPECT_TRUE(pool.Next(0, 0)->wait);  // b is still out.
+  // Part of b is not enough.
+  EXPECT_TRUE(Report(&pool, Progress(1, 0, b.id, 0)).empty());
+  EXPECT_TRUE(pool.Next(0, 0)->wait);
+  Complete(&pool, 1, b);
   EXPECT_TRUE(pool.Next(0, 0)->epoch_done);
   EXPECT_TRUE(pool.Next(1, 0)->epoch_done);
   // Worker 0 opens epoch 1; a late request of worker 1 for epoch 0 still hears epoch_done.
   absl::StatusOr<Lease> first = pool.Next(0, 1);
   ASSERT_TRUE(first.ok());
   EXPECT_FALSE(first->epoch_done);
+  EXPECT_FALSE(first->wait);
   EXPECT_EQ(first->begin, 0);
   EXPECT_TRUE(pool.Next(1, 0)->epoch_done);
   EXPECT_EQ(pool.current_epoch(), 1);
@@ -68,6 +118,138 @@ TEST(LeasePoolTest, AskingForTheNextEpochTooEarlyIsFailedPrecondition) {
   EXPECT_EQ(pool.Next(1, -1).status().code(), absl::StatusCode::kOutOfRange);
   // The refused requests changed nothing.
   EXPECT_EQ(pool.Next(1, 0)->begin, 5);
+  EXPECT_EQ(pool.num_leases(), 2);
+}
+
+// Worker 1 dies in the middle of a 4-batch lease: it reported 1 batch done and had pushed batch 1
+// as well. The remainder starts at batch 1; the servers skip the repeated batch 1, so every
+// position of the epoch is applied exactly once.
+TEST(LeasePoolTest, DeathMidLeaseHandsOnTheRemainderFromTheReportedBatch) {
+  LeasePool pool(Opts(100, 10, 4, 1));  // Leases [0, 40), [40, 80), [80, 100).
+  std::set<std::pair<int64_t, int64_t>> applied;  // (lease, batch), as the servers dedupe.
+  std::vector<int> seen(100, 0);
+  auto push = [&](const Lease& lease, int64_t batch) {
+    if (!applied.insert({lease.id, batch}).second) return;  // Skipped: applied before.
+    const int64_t begin = lease.begin + batch * 10;
+    for (int64_t p = begin; p < std::min(lease.end, begin + 10); ++p) ++seen[p];
+  };
+
+  const Lease dying = *pool.Next(1, 0);
+  ASSERT_EQ(dying.begin, 0);
+  push(dying, 0);
+  ASSERT_TRUE(Report(&pool, Progress(1, 0, dying.id, 1)).empty());
+  push(dying, 1);  // Pushed, never reported.
+  EXPECT_EQ(pool.Release(1), 1);
+  EXPECT_EQ(pool.Release(1), 0);  // Already returned.
+  EXPECT_EQ(pool.lease(dying.id).holder, -1);
+
+  // The remainder comes before fresh leases, with its id and range.
+  const Lease rest = *pool.Next(0, 0);
+  EXPECT_EQ(rest.id, dying.id);
+  EXPECT_EQ(rest.begin, 0);
+  EXPECT_EQ(rest.end, 40);
+  EXPECT_EQ(rest.first_batch, 1);
+  EXPECT_EQ(rest.worker_rank, 0);
+  EXPECT_EQ(pool.lease(dying.id).holder, 0);
+  EXPECT_EQ(pool.lease(dying.id).holders, (std::vector<int>{1, 0}));
+  for (int64_t b = rest.first_batch; b < 4; ++b) push(rest, b);
+  EXPECT_EQ(Report(&pool, Progress(0, 0, rest.id, 4)), std::vector<int64_t>{dying.id});
+
+  for (;;) {
+    absl::StatusOr<Lease> lease = pool.Next(0, 0);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    ASSERT_FALSE(lease->wait);
+    if (lease->epoch_done) break;
+    EXPECT_EQ(lease->first_batch, 0);
+    for (int64_t b = 0; b < pool.lease(lease->id).batches; ++b) push(*lease, b);
+    Complete(&pool, 0, *lease);
+  }
+  EXPECT_EQ(applied.size(), 10u);
+  for (int p = 0; p < 100; ++p) ASSERT_EQ(seen[p], 1) << "position " << p;
+}
+
+TEST(LeasePoolTest, ReleaseReturnsOnlyTheWorkersIncompleteLeases) {
+  LeasePool pool(Opts(60, 10, 1, 1));
+  const Lease a = *pool.Next(1, 0);
+  const Lease b = *pool.Next(1, 0);
+  const Lease c = *pool.Next(2, 0);
+  Complete(&pool, 1, a);
+  EXPECT_EQ(pool.Release(1), 1);  // b only.
+  const Lease again = *pool.Next(2, 0);
+  EXPECT_EQ(again.id, b.id);
+  EXPECT_EQ(again.first_batch, 0);  // Nothing of b was reported.
+  EXPECT_EQ(pool.Next(2, 0)->begin, 30);  // Then fresh leases again.
+  EXPECT_EQ(pool.lease(c.id).holder, 2);
+}
+
+TEST(LeasePoolTest, RemaindersGoOutLowestIdFirst) {
+  LeasePool pool(Opts(60, 10, 1, 1));
+  const Lease a = *pool.Next(1, 0);
+  const Lease b = *pool.Next(2, 0);
+  const Lease c = *pool.Next(1, 0);
+  EXPECT_EQ(pool.Release(2), 1);
+  EXPECT_EQ(pool.Release(1), 2);
+  EXPECT_EQ(pool.Next(0, 0)->id, a.id);
+  EXPECT_EQ(pool.Next(0, 0)->id, b.id);
+  EXPECT_EQ(pool.Next(0, 0)->id, c.id);
+  EXPECT_EQ(pool.Next(0, 0)->begin, 30);
+}
+
+TEST(LeasePoolTest, LateReportOfTheDeadHolderOnlyRaisesProgress) {
+  LeasePool pool(Opts(50, 10, 5, 1));  // One lease of 5 batches.
+  const Lease lease = *pool.Next(1, 0);
+  Report(&pool, Progress(1, 0, lease.id, 2));
+  ASSERT_EQ(pool.Release(1), 1);
+  // The dead holder's last report arrives while the remainder waits in the pool: it starts later.
+  EXPECT_TRUE(Report(&pool, Progress(1, 0, lease.id, 3)).empty());
+  const Lease rest = *pool.Next(0, 0);
+  EXPECT_EQ(rest.first_batch, 3);
+  Report(&pool, Progress(0, 0, lease.id, 4));
+  // An older report of the dead holder arrives after that: ignored, progress never falls.
+  EXPECT_TRUE(Report(&pool, Progress(1, 0, lease.id, 3)).empty());
+  EXPECT_EQ(pool.lease(lease.id).batches_done, 4);
+  // The dead holder's report completes it: counted once, whoever reports it.
+  EXPECT_EQ(Report(&pool, Progress(1, 0, lease.id, 5)), std::vector<int64_t>{lease.id});
+  EXPECT_TRUE(Report(&pool, Progress(0, 0, lease.id, 5)).empty());
+  EXPECT_TRUE(Report(&pool, Progress(1, 0, lease.id, 5)).empty());
+  EXPECT_TRUE(pool.Next(0, 0)->epoch_done);
+}
+
+TEST(LeasePoolTest, ARemainderCompletedByALateReportIsNotHandedOut) {
+  LeasePool pool(Opts(20, 10, 2, 1));
+  const Lease lease = *pool.Next(1, 0);
+  ASSERT_EQ(pool.Release(1), 1);
+  EXPECT_EQ(Report(&pool, Progress(1, 0, lease.id, 2)), std::vector<int64_t>{lease.id});
+  EXPECT_TRUE(pool.Next(0, 0)->epoch_done);
+  EXPECT_EQ(pool.Release(1), 0);
+}
+
+TEST(LeasePoolTest, RejectsReportsThatDoNotFitTheLease) {
+  LeasePool pool(Opts(30, 10, 2, 2));  // Leases of 2 batches and 1 batch.
+  const Lease lease = *pool.Next(0, 0);
+  auto code = [&](const ProgressReport& r) { return pool.Check(r).code(); };
+  EXPECT_EQ(code(Progress(0, 0, 0, 1)), absl::StatusCode::kInvalidArgument);  // Unknown id.
+  EXPECT_EQ(code(Progress(0, 0, 2, 1)), absl::StatusCode::kInvalidArgument);  // Not cut yet.
+  EXPECT_EQ(code(Progress(0, 1, lease.id, 1)), absl::StatusCode::kInvalidArgument);  // Other epoch.
+  EXPECT_EQ(code(Progress(0, 0, lease.id, 3)), absl::StatusCode::kInvalidArgument);  // Beyond 2.
+  EXPECT_EQ(code(Progress(0, 0, lease.id, -1)), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(Progress(1, 0, lease.id, 1)), absl::StatusCode::kInvalidArgument);  // Not its lease.
+  // The messages name the lease and what was expected.
+  EXPECT_EQ(pool.Check(Progress(0, 0, lease.id, 3)).message(),
+            "progress report from worker 0 for training lease 1: 3 batches done, expected 0..2 "
+            "(positions [0, 20) of epoch 0)");
+  EXPECT_EQ(pool.Check(Progress(0, 1, lease.id, 1)).message(),
+            "progress report from worker 0 for training lease 1: the lease is of epoch 0, the report "
+            "of epoch 1");
+  EXPECT_EQ(pool.Check(Progress(1, 0, lease.id, 1)).message(),
+            "progress report from worker 1 for training lease 1: the lease was never handed to "
+            "worker 1 (holders: 0)");
+  // One bad entry fails the whole report.
+  ProgressReport mixed = Progress(0, 0, lease.id, 2);
+  mixed.add_leases()->set_lease_id(7);
+  EXPECT_EQ(code(mixed), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(pool.Check(Progress(0, 0, lease.id, 2)).ok());
+  EXPECT_EQ(pool.lease(lease.id).batches_done, 0);  // Check records nothing.
 }
 
 TEST(LeasePoolTest, MaxBatchesCapsTheWholeJob) {
@@ -79,22 +261,47 @@ TEST(LeasePoolTest, MaxBatchesCapsTheWholeJob) {
   EXPECT_EQ(b->begin, 40);
   EXPECT_EQ(b->end, 60);  // Only 2 of the 6 batches were left.
   EXPECT_EQ(pool.batches_leased(), 6);
+  // No more leases, but the epoch is not done until the cut ones are.
+  EXPECT_TRUE(pool.Next(0, 0)->wait);
+  Complete(&pool, 0, *a);
+  // A remainder does not count against the budget again.
+  EXPECT_EQ(pool.Release(1), 1);
+  absl::StatusOr<Lease> rest = pool.Next(0, 0);
+  ASSERT_TRUE(rest.ok());
+  EXPECT_EQ(rest->id, b->id);
+  EXPECT_EQ(pool.batches_leased(), 6);
+  EXPECT_TRUE(pool.Next(1, 0)->wait);
+  Complete(&pool, 0, *rest);
   EXPECT_TRUE(pool.Next(0, 0)->epoch_done);
-  // Later epochs hand out nothing either.
+  // Later epochs hand out nothing.
   EXPECT_TRUE(pool.Next(0, 1)->epoch_done);
   EXPECT_TRUE(pool.Next(1, 1)->epoch_done);
-  EXPECT_EQ(pool.leases().size(), 2u);
+  EXPECT_TRUE(pool.Next(1, 2)->epoch_done);
+  EXPECT_EQ(pool.num_leases(), 2);
 }
 
 TEST(LeasePoolTest, ShortTailBatchCountsAsOne) {
   LeasePool pool(Opts(25, 10, 1, 2, /*max_batches=*/4));
-  EXPECT_EQ(pool.Next(0, 0)->end, 10);
-  EXPECT_EQ(pool.Next(0, 0)->end, 20);
-  EXPECT_EQ(pool.Next(0, 0)->end, 25);
+  for (int64_t end : {10, 20, 25}) {
+    const Lease lease = *pool.Next(0, 0);
+    EXPECT_EQ(lease.end, end);
+    EXPECT_EQ(pool.lease(lease.id).batches, 1);
+    Complete(&pool, 0, lease);
+  }
   EXPECT_EQ(pool.batches_leased(), 3);
   EXPECT_TRUE(pool.Next(0, 0)->epoch_done);
-  EXPECT_EQ(pool.Next(0, 1)->end, 10);
+  const Lease last = *pool.Next(0, 1);
+  EXPECT_EQ(last.end, 10);
+  EXPECT_TRUE(pool.Next(0, 1)->wait);
+  Complete(&pool, 0, last);
   EXPECT_TRUE(pool.Next(0, 1)->epoch_done);
+}
+
+TEST(LeasePoolTest, EmptyTrainingSetIsDoneAtOnce) {
+  LeasePool pool(Opts(0, 10, 1, 2));
+  EXPECT_TRUE(pool.Next(0, 0)->epoch_done);
+  EXPECT_TRUE(pool.Next(0, 1)->epoch_done);
+  EXPECT_EQ(pool.num_leases(), 0);
 }
 
 }  // namespace

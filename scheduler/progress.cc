@@ -120,6 +120,14 @@ void Progress::CountSteps(int64_t begin, int64_t end) {
   }
 }
 
+void Progress::CountLease(int64_t lease_id, int epoch, int64_t samples) {
+  if (lease_id < 0) return;
+  if (lease_id >= static_cast<int64_t>(counted_leases_.size())) counted_leases_.resize(lease_id + 1, false);
+  if (counted_leases_[lease_id]) return;
+  counted_leases_[lease_id] = true;
+  epochs_[epoch].applied_samples += samples;
+}
+
 absl::StatusOr<EvalLease> Progress::LeaseEval(int worker_rank, int epoch, absl::Time now) {
   if (epoch < 0 || epoch >= job().epochs()) {
     return absl::OutOfRangeError(absl::StrCat("evaluation lease for worker ", worker_rank, ": epoch ",
@@ -167,7 +175,7 @@ EpochSummary Progress::Summarize(int epoch, const Epoch& data) const {
   const double samples = static_cast<double>(eval.samples);
   summary.set_test_loss(evaluated ? Ratio(eval.loss_sum, samples) : kNaN);
   summary.set_test_accuracy(evaluated ? Ratio(static_cast<double>(eval.correct), samples) : kNaN);
-  summary.set_samples(counts_steps() ? data.applied_samples : data.train_samples);
+  summary.set_samples(counts_applied() ? data.applied_samples : data.train_samples);
   summary.set_seconds(data.seconds);
   return summary;
 }

@@ -8,10 +8,12 @@
 // every live worker has sent a report with done = true and no evaluation is outstanding
 // (TryFinish).
 //
-// Training statistics count per report: workers report a step's samples only once the step was
-// applied, so the per-epoch sample counts stay exact through recomputed steps. Reports carry no
-// request id, so a retried report counts its training statistics twice; evaluation results count
-// once per lease.
+// Training loss and the per-worker sample counts come from the reports. Reports carry no request
+// id, so a retried report counts its training statistics twice. An epoch's sample count does not
+// depend on them: SYNC counts the global batches of the distinct steps reported as applied
+// (Options::global_batch), ASYNC/SSP the sizes of the epoch's complete training leases
+// (CountLease), so work a dead worker did but never reported still counts, and counts once.
+// Evaluation results count once per lease.
 //
 // Not thread-safe: the Scheduler guards it with its mutex.
 #ifndef PSTRAIN_SCHEDULER_PROGRESS_H_
@@ -70,6 +72,10 @@ class Progress {
   // already complete without evaluation. OUT_OF_RANGE when epoch is not in [0, epochs).
   absl::StatusOr<EvalLease> LeaseEval(int worker_rank, int epoch, absl::Time now);
 
+  // ASYNC/SSP: training lease `lease_id` of `epoch`, covering `samples` positions, is complete; its
+  // samples count towards the epoch. Later calls for the same lease id are ignored.
+  void CountLease(int64_t lease_id, int epoch, int64_t samples);
+
   // Worker `rank` died or left: its unreported evaluation leases go back to the pool and its done
   // flag is forgotten (a worker that takes the rank later starts afresh). Returns the number of
   // leases returned.
@@ -104,7 +110,8 @@ class Progress {
     double train_loss_sum = 0;
     // Samples in the workers' reports: the train loss is their mean.
     int64_t train_samples = 0;
-    // SYNC: samples of the distinct applied steps (see Options::global_batch).
+    // SYNC: samples of the distinct applied steps (see Options::global_batch). ASYNC/SSP: samples of
+    // the complete leases.
     int64_t applied_samples = 0;
     bool complete = false;
     double seconds = 0;
@@ -116,6 +123,8 @@ class Progress {
 
   const JobSpec& job() const { return options_.job; }
   bool counts_steps() const { return job().mode() == SYNC && options_.global_batch > 0; }
+  // Whether an epoch's samples are applied_samples (steps or leases) rather than the reports' sum.
+  bool counts_applied() const { return job().mode() != SYNC || counts_steps(); }
   // SYNC: counts the global steps [begin, end) not counted yet.
   void CountSteps(int64_t begin, int64_t end);
   // Marks `epoch` complete at `now`.
@@ -136,7 +145,8 @@ class Progress {
   absl::Time last_epoch_end_;
   std::optional<absl::Time> finished_at_;
   std::map<int, Epoch> epochs_;
-  std::vector<bool> counted_steps_;  // SYNC: global steps whose samples are counted.
+  std::vector<bool> counted_steps_;   // SYNC: global steps whose samples are counted.
+  std::vector<bool> counted_leases_;  // ASYNC/SSP: by lease id, leases whose samples are counted.
   EvalPool eval_;
   // By worker rank; ranks 0..num_workers-1 always, later ones once they report.
   std::map<int, Worker> workers_;

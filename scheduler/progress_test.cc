@@ -326,6 +326,28 @@ TEST(ProgressTest, AsyncStepCountsBatchesOfAllWorkers) {
   EXPECT_EQ(p.Status(kT0).step(), 7);
 }
 
+TEST(ProgressTest, AsyncEpochSamplesAreTheCompleteLeasesEachCountedOnce) {
+  Progress p(Opts(Job(2, 2, ASYNC), 100, 0));
+  // Worker 1 trained 30 samples it never reported before dying; worker 0 finished its lease.
+  ASSERT_TRUE(p.Add(Train(0, 0, 4, 8.0, 40, 4), kT0).ok());
+  ASSERT_TRUE(p.Add(Train(1, 0, 1, 4.0, 10, 1), kT0).ok());
+  p.CountLease(/*lease_id=*/1, /*epoch=*/0, 40);
+  p.CountLease(2, 0, 40);  // Completed by whoever took over worker 1's remainder.
+  p.CountLease(2, 0, 40);  // A repeat changes nothing.
+  p.CountLease(3, 0, 20);
+  p.CountLease(4, 1, 40);
+  const std::string json = p.SummaryJson(RUNNING, "", kT0);
+  EXPECT_TRUE(Contains(json, "{\"epoch\": 0, \"train_loss\": 0.24, \"test_loss\": null, "
+                             "\"test_accuracy\": null, \"samples\": 100,"))
+      << json;
+  EXPECT_TRUE(Contains(json, "{\"epoch\": 1, \"train_loss\": null, \"test_loss\": null, "
+                             "\"test_accuracy\": null, \"samples\": 40,"))
+      << json;
+  // The per-worker numbers stay what the workers reported.
+  EXPECT_TRUE(Contains(json, "\"workers\": [{\"rank\": 0, \"samples\": 40}, {\"rank\": 1, \"samples\": 10}]"))
+      << json;
+}
+
 TEST(ProgressTest, RejectsBadReports) {
   Progress p(Opts(Job(2, 3), 10, 8));
   EXPECT_EQ(p.Add(Train(-1, 0, 1, 1, 1), kT0).code(), absl::StatusCode::kInvalidArgument);

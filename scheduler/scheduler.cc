@@ -253,13 +253,19 @@ absl::StatusOr<LeaseResponse> Scheduler::LeaseWork(const LeaseRequest& request) 
   }
   absl::StatusOr<Lease> lease = leases_.Next(request.worker_rank(), request.epoch());
   if (!lease.ok()) return lease.status();
+  response.set_wait(lease->wait);
   response.set_epoch_done(lease->epoch_done);
   response.set_lease_id(lease->id);
   response.set_begin(lease->begin);
   response.set_end(lease->end);
+  response.set_first_batch(lease->first_batch);
+  if (lease->first_batch > 0) {
+    LOG(INFO) << "worker " << request.worker_rank() << " takes over lease " << lease->id << " of epoch "
+              << request.epoch() << " from batch " << lease->first_batch;
+  }
   VLOG(1) << "lease " << lease->id << " for worker " << request.worker_rank() << " epoch "
-          << request.epoch() << ": [" << lease->begin << ", " << lease->end << ")"
-          << (lease->epoch_done ? " epoch done" : "");
+          << request.epoch() << ": [" << lease->begin << ", " << lease->end << ") from batch "
+          << lease->first_batch << (lease->wait ? " wait" : "") << (lease->epoch_done ? " epoch done" : "");
   return response;
 }
 
@@ -282,7 +288,11 @@ absl::Status Scheduler::ReportProgress(const ProgressReport& report) {
       without_done.set_done(false);
       counted = &without_done;
     }
+    if (absl::Status s = leases_.Check(report); !s.ok()) return s;
     if (absl::Status s = progress_.Add(*counted, Now()); !s.ok()) return s;
+    for (const LeaseRecord& lease : leases_.Record(report)) {
+      progress_.CountLease(lease.id, lease.epoch, lease.samples());
+    }
     if (report.evals_size() > 0) {
       VLOG(1) << "worker " << rank << " reported " << report.evals_size() << " evaluation leases of epoch "
               << report.epoch();
@@ -318,8 +328,10 @@ void Scheduler::RemoveWorkerLocked(int rank, ChangeKind kind, absl::string_view 
   absl::StatusOr<bool> removed = membership_.Remove(WORKER, rank, kind, Now());
   if (!removed.ok() || !*removed) return;
   const int returned = progress_.WorkerGone(rank);
+  const int remainders = leases_.Release(rank);
   LOG(INFO) << "worker " << rank << " " << ChangeKindName(kind) << " (" << reason << ")"
             << (returned > 0 ? absl::StrCat("; ", returned, " evaluation leases back in the pool") : "")
+            << (remainders > 0 ? absl::StrCat("; ", remainders, " training leases back as remainders") : "")
             << "; " << MembershipLine();
   PublishParticipantsLocked(deferred);
   if (state_ != RUNNING) return;  // Before the job runs, another worker may still take the slot.
@@ -347,6 +359,11 @@ void Scheduler::ReportFailure(const FailureReport& report) {
   {
     absl::MutexLock lock(&mu_);
     who = membership_.Describe(report.role(), report.rank());
+    if (report.role() == WORKER && !membership_.is_live(WORKER, report.rank())) {
+      // A worker the job already went on without (declared dead, or left): its failure is its own.
+      LOG(WARNING) << "ignoring the failure of " << who << ", no longer a member: " << report.message();
+      return;
+    }
   }
   Fail(absl::AbortedError(absl::StrCat(who, ": ", report.message())));
 }

@@ -10,9 +10,9 @@
 //
 // Churn. A worker that misses heartbeats for dead_after (or never heartbeats within the start-up
 // timeout) is removed as "died", one that calls Leave as "left"; either bumps the membership
-// epoch, returns its evaluation leases to the pool and stops barriers from waiting for it. A
-// worker that registers while the job runs takes the lowest free rank ("joined"). A dead server
-// still fails the job.
+// epoch, returns its evaluation leases to the pool and its incomplete training leases as
+// remainders (LeasePool), and stops barriers from waiting for it. A worker that registers while
+// the job runs takes the lowest free rank ("joined"). A dead server still fails the job.
 //
 // FINISHED and FAILED are final. When the job ends every parked call is answered: view waiters get
 // the view (FINISHED) or ABORTED "job failed: <reason>"; parked barriers get ABORTED.
@@ -102,16 +102,20 @@ class Scheduler {
   void Barrier(const BarrierRequest& request, BarrierSet::Done done);
 
   // With request.eval: the next evaluation lease of request.epoch, in every mode (see
-  // Progress::LeaseEval and EvalPool). Otherwise the next training lease (ASYNC/SSP only),
-  // recorded with its holder: FAILED_PRECONDITION in SYNC mode; otherwise as LeasePool::Next.
+  // Progress::LeaseEval and EvalPool). Otherwise the next training lease (ASYNC/SSP only): a dead
+  // worker's remainder first (first_batch > 0 when part of it is done), `wait` while leases are out
+  // with others, `epoch_done` once every lease of the epoch is complete; FAILED_PRECONDITION in
+  // SYNC mode; otherwise as LeasePool::Next.
   // Both: FAILED_PRECONDITION before every role has registered or for a worker that is not live;
   // ABORTED once the job has failed.
   absl::StatusOr<LeaseResponse> LeaseWork(const LeaseRequest& request);
 
-  // Adds a worker's progress (also from a worker removed meanwhile: its applied steps and
-  // evaluations count, its `done` does not); the report that completes the finish condition
-  // finishes the job. INVALID_ARGUMENT as Progress::Add; FAILED_PRECONDITION for a rank that never
-  // registered; ABORTED "job failed: ..." once the job has failed.
+  // Adds a worker's progress (also from a worker removed meanwhile: its applied steps, training
+  // lease progress and evaluations count, its `done` does not); a training lease that becomes
+  // complete counts its samples once. The report that completes the finish condition finishes the
+  // job. INVALID_ARGUMENT, with nothing recorded, as LeasePool::Check and Progress::Add;
+  // FAILED_PRECONDITION for a rank that never registered; ABORTED "job failed: ..." once the job
+  // has failed.
   absl::Status ReportProgress(const ProgressReport& report);
 
   // A role's unrecoverable error: fails the job with "<role> <rank> at <address>: <message>".

@@ -495,6 +495,91 @@ TEST_F(SchedulerTest, LeasesOnlyInAsyncModesAndOnlyWhenRunning) {
   EXPECT_TRUE(sync->LeaseWork(EvalRequest(0, 0)).ok());
 }
 
+// Training leases of 2 batches of 10 over 50 samples: [0, 20), [20, 40), [40, 50). Worker 1 dies
+// having reported 1 batch of its lease; worker 0 trains the rest of it, and the epoch counts each
+// sample once.
+TEST_F(SchedulerTest, AsyncRemainderOfADeadWorkersLeaseIsTrainedOnceAndCountedOnce) {
+  auto s = Make(ASYNC, 2);
+  RegisterAll(s.get());
+  auto lease_for = [&](int rank) {
+    LeaseRequest r;
+    r.set_worker_rank(rank);
+    absl::StatusOr<LeaseResponse> lease = s->LeaseWork(r);
+    EXPECT_TRUE(lease.ok()) << lease.status();
+    return lease.value_or(LeaseResponse());
+  };
+  auto report = [&](int rank, int64_t lease_id, int64_t batches_done, int64_t samples) {
+    ProgressReport r;
+    r.set_worker_rank(rank);
+    r.mutable_train()->set_samples(samples);
+    r.mutable_train()->set_loss_sum(0.5 * static_cast<double>(samples));
+    LeaseProgress* p = r.add_leases();
+    p->set_lease_id(lease_id);
+    p->set_batches_done(batches_done);
+    return s->ReportProgress(r);
+  };
+  const LeaseResponse a = lease_for(0);
+  const LeaseResponse b = lease_for(1);
+  ASSERT_EQ(b.begin(), 20);
+  ASSERT_TRUE(report(1, b.lease_id(), 1, 10).ok());
+  ASSERT_TRUE(report(0, a.lease_id(), 2, 20).ok());
+  const LeaseResponse c = lease_for(0);
+  EXPECT_EQ(c.begin(), 40);
+  ASSERT_TRUE(report(0, c.lease_id(), 1, 10).ok());
+  // Lease b is out with worker 1: worker 0 waits rather than ending the epoch.
+  const LeaseResponse waiting = lease_for(0);
+  EXPECT_TRUE(waiting.wait());
+  EXPECT_FALSE(waiting.epoch_done());
+
+  ASSERT_TRUE(s->Heartbeat(Hb(WORKER, 1)).ok());
+  now_ += absl::Seconds(2);
+  ASSERT_TRUE(s->Heartbeat(Hb(WORKER, 0)).ok());
+  ASSERT_TRUE(s->Heartbeat(Hb(SERVER, 0)).ok());
+  now_ += absl::Milliseconds(1500);
+  s->CheckHealth();  // Worker 1 is removed; lease b goes back as a remainder.
+  ASSERT_EQ(s->state(), RUNNING);
+
+  const LeaseResponse rest = lease_for(0);
+  EXPECT_FALSE(rest.wait());
+  EXPECT_EQ(rest.lease_id(), b.lease_id());
+  EXPECT_EQ(rest.begin(), 20);
+  EXPECT_EQ(rest.end(), 40);
+  EXPECT_EQ(rest.first_batch(), 1);
+  // The dead worker's late report (no higher than what it reported) is accepted and changes nothing.
+  EXPECT_TRUE(report(1, b.lease_id(), 1, 0).ok());
+  // Reports that do not fit a lease are refused whole.
+  EXPECT_EQ(report(0, 9, 1, 10).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(report(0, b.lease_id(), 3, 10).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(lease_for(0).wait());
+  ASSERT_TRUE(report(0, b.lease_id(), 2, 10).ok());
+  EXPECT_TRUE(lease_for(0).epoch_done());
+
+  const std::string summary = s->SummaryJson();
+  // 50 samples: the 10 worker 1 trained and the 10 worker 0 trained of lease b count once, as b.
+  EXPECT_NE(summary.find("\"samples\": 50,"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"train_loss\": 0.5,"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("{\"rank\": 0, \"samples\": 40}, {\"rank\": 1, \"samples\": 10}"), std::string::npos)
+      << summary;
+}
+
+TEST_F(SchedulerTest, LeaveReturnsTheTrainingLeaseAsARemainder) {
+  auto s = Make(ASYNC, 2);
+  RegisterAll(s.get());
+  LeaseRequest r;
+  r.set_worker_rank(1);
+  absl::StatusOr<LeaseResponse> held = s->LeaseWork(r);
+  ASSERT_TRUE(held.ok()) << held.status();
+  LeaveRequest leave;
+  leave.set_role(WORKER);
+  leave.set_rank(1);
+  ASSERT_TRUE(s->Leave(leave).ok());
+  r.set_worker_rank(0);
+  absl::StatusOr<LeaseResponse> rest = s->LeaseWork(r);
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  EXPECT_EQ(rest->lease_id(), held->lease_id());
+  EXPECT_EQ(rest->first_batch(), 0);
+}
+
 TEST(TotalStepsTest, FollowsTheMode) {
   JobSpec job;
   job.set_epochs(3);

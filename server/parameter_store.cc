@@ -169,6 +169,10 @@ absl::Status ParameterStore::ValidatePush(const PushRequest& req) const {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": data_epoch is ", req.data_epoch(), ", expected >= 0"));
   }
+  if (req.lease_id() < 0 || req.lease_batch() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": batch ", req.lease_batch(), " of lease ",
+                                                   req.lease_id(), ", expected both >= 0"));
+  }
   if (req.chunks_size() != static_cast<int>(chunks_.size())) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": got ", req.chunks_size(), " chunks, expected ",
                                                    chunks_.size(), " (the chunks server ", rank_, " owns)"));

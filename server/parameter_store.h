@@ -24,11 +24,31 @@
 // Modes (JobSpec.mode):
 // - SYNC: as above. `step` in a request is the update number the worker computed on.
 // - ASYNC: each push is applied on arrival (num_samples == 0: no update); pulls answer at once.
+//   A push with a newer data_epoch starts that epoch.
 // - SSP(K = JobSpec.staleness): pushes apply as in ASYNC and advance the pushing worker's clock in
 //   the current data epoch; Pull(step = c) waits until every worker that has not finished the epoch
 //   has clock >= c - K. A request with a newer data_epoch starts that epoch (all clocks 0). A
 //   worker that joins mid-epoch starts at the smallest clock of the live workers still in the
 //   epoch, so it holds nobody back more than the slowest worker already does.
+//
+// Leased batches (ASYNC/SSP). A push with lease_id != 0 is batch `lease_batch` of training lease
+// `lease_id` in its data epoch, and each such batch is applied at most once. When a worker dies
+// holding a lease, the scheduler hands its remainder to another worker, which pushes again the
+// batches the dead one pushed but had not reported; a server that applied one already answers OK
+// without applying it, so every batch is applied exactly once on every server:
+//
+//   push (e, L, b) not seen in data epoch e   -> applied, remembered
+//   push (e, L, b) seen                       -> OK, not applied; SSP clock still advances (the
+//                                                pushing worker did a step); PushPull answers like
+//                                                Pull(step + 1), staleness wait included
+//   push (e' < current data epoch, L, b)      -> OK, not applied, clock unchanged: an epoch begins
+//                                                only when every batch of the one before has been
+//                                                applied on every server
+//   lease_id == 0                             -> no id (old callers, tests): never deduplicated
+//
+// The memory holds the current data epoch's batches only and is cleared when the next begins.
+// A worker that finished the epoch (FinishEpoch) and then gets a remainder pushes as usual: its
+// pushes are applied and it stays finished, so it still holds nobody back.
 //
 // Checkpoints (JobSpec.checkpoint_dir, checkpoint_every_steps = N > 0): the update that makes the
 // step a multiple of N (SYNC: every server at the same step, so one step's files form a consistent
@@ -52,9 +72,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -120,13 +142,14 @@ class ParameterStore {
   // SYNC weights: n_r / sum n, summed in rank order whatever the arrival order; a worker with
   // n_r == 0 is left out of the sum; when sum n == 0 the step advances without an update.
   // ASYNC/SSP: num_samples == 0 applies nothing and does not count as an update (the SSP clock
-  // still advances).
+  // still advances); a leased batch already applied is OK and applies nothing (see "Leased
+  // batches" above).
   // SYNC: a push for the step just applied (server step - 1) is OK and changes nothing (see the
   // membership notes above); a push for any other step but the server's is FAILED_PRECONDITION
   // (unless it is a retry); the push that completes a step (every live worker pushed it) runs the
   // aggregation and the optimizer before `done` is called.
-  // Errors: INVALID_ARGUMENT (negative rank, num_samples, step, chunk layout or size, non-finite
-  // value), ABORTED (worker not live, membership epoch other than the store's), FAILED_PRECONDITION
+  // Errors: INVALID_ARGUMENT (negative rank, num_samples, step, lease_id, lease_batch, chunk layout
+  // or size, non-finite value), ABORTED (worker not live, membership epoch other than the store's), FAILED_PRECONDITION
   // (wrong step, old data epoch), ALREADY_EXISTS (see above), UNAVAILABLE (shutting down).
   void Push(const PushRequest& req, PushResponse* resp, Done done);
 
@@ -136,7 +159,8 @@ class ParameterStore {
 
   // SSP: worker `worker_rank` has no more pushes in `data_epoch`, so it no longer holds back other
   // workers' pulls. A newer data epoch starts that epoch first; an older one is a no-op (the epoch
-  // is over anyway, so a retry stays harmless). SYNC and ASYNC: no-op.
+  // is over anyway, so a retry stays harmless). Later pushes of the worker in the epoch (a
+  // remainder of a dead worker's lease) are applied and leave it finished. SYNC and ASYNC: no-op.
   // INVALID_ARGUMENT for a negative rank; ABORTED when the worker is not live; UNAVAILABLE when
   // shutting down.
   absl::Status FinishEpoch(const FinishEpochRequest& req);
@@ -175,7 +199,8 @@ class ParameterStore {
   absl::StatusOr<ShardCheckpoint> Checkpoint() const;
 
   // Installs the weights, optimizer state and step of `ckpt`, then answers parked pulls that the
-  // new step satisfies; retry memory is cleared (pushes from before the restore are not retries).
+  // new step satisfies; retry memory is cleared (pushes from before the restore are not retries);
+  // the memory of applied leased batches is kept.
   // Mode and membership epoch in `ckpt` are informational and not compared. On error nothing
   // changes: FAILED_PRECONDITION when `ckpt` belongs to another server (rank), layout (chunk list,
   // fingerprint) or optimizer (state-vector count), or when a SYNC push is pending for the current
@@ -254,7 +279,8 @@ class ParameterStore {
                   Completions* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // SSP: moves to `data_epoch` if it is newer; FAILED_PRECONDITION if it is older.
+  // ASYNC/SSP: moves to `data_epoch` if it is newer (clocks 0, nobody finished, applied batches
+  // forgotten); FAILED_PRECONDITION if it is older.
   absl::Status EnterDataEpochLocked(absl::string_view what, int worker_rank, int32_t data_epoch,
                                     Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ReadyLocked(const Waiter& w) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -311,8 +337,10 @@ class ParameterStore {
   int num_pushed_ ABSL_GUARDED_BY(mu_) = 0;
   // SYNC: the aggregation buffer. ASYNC/SSP: scratch for the gradient being applied.
   std::vector<float> sum_ ABSL_GUARDED_BY(mu_);
-  // SSP: the current data epoch (the workers' clocks count pushes in it).
+  // ASYNC/SSP: the current data epoch (SSP: the workers' clocks count pushes in it).
   int32_t data_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  // ASYNC/SSP: the (lease_id, lease_batch) pairs applied in data_epoch_.
+  absl::flat_hash_set<std::pair<int64_t, int64_t>> applied_batches_ ABSL_GUARDED_BY(mu_);
   // A snapshot due for writing: set by the update that made it due, taken by the same public call
   // before it unlocks, so it is empty whenever mu_ is free.
   std::optional<ShardCheckpoint> due_checkpoint_ ABSL_GUARDED_BY(mu_);

@@ -85,11 +85,20 @@ absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, Completions
   Worker& w = workers_.at(r);  // CheckLive passed
   // Request id 0 means "no id": such pushes are never taken for retries.
   if (req.request_id() != 0 && w.has_last_push && w.last_push_id == req.request_id()) return absl::OkStatus();
-  if (mode_ == SSP) {
+  const bool has_lease = req.lease_id() != 0;
+  // A data epoch begins only once every lease of the one before is complete, i.e. each of its
+  // batches was applied on every server: a leased batch of an older epoch is a repeat.
+  const bool ended_epoch = has_lease && req.data_epoch() < data_epoch_;
+  if (!ended_epoch && (mode_ == SSP || req.data_epoch() > data_epoch_)) {
     absl::Status status = EnterDataEpochLocked("push", r, req.data_epoch(), out);
     if (!status.ok()) return status;
   }
-  if (req.num_samples() > 0) {
+  const bool repeat = ended_epoch || (has_lease && !applied_batches_.emplace(req.lease_id(), req.lease_batch()).second);
+  if (repeat) {
+    VLOG(1) << "server " << rank_ << ": batch " << req.lease_batch() << " of lease " << req.lease_id()
+            << " in data epoch " << req.data_epoch() << " (push from worker " << r
+            << ") is already applied; skipped";
+  } else if (req.num_samples() > 0) {
     CopyGradient(req, sum_.data());
     ApplyGradientLocked(sum_.data());
     ++step_;
@@ -98,7 +107,9 @@ absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, Completions
   w.has_last_push = true;
   w.last_push_step = req.step();
   w.last_push_id = req.request_id();
-  if (mode_ == SSP) {
+  // The clock counts the worker's pushes in the current epoch, repeats included: the worker did a
+  // step either way.
+  if (mode_ == SSP && !ended_epoch) {
     ++w.clock;
     ReleaseReadyLocked(out);
   }
@@ -130,6 +141,7 @@ absl::Status ParameterStore::EnterDataEpochLocked(absl::string_view what, int wo
     LOG(INFO) << "server " << rank_ << ": data epoch " << data_epoch << " begins (" << what << " from worker "
               << worker_rank << ")";
     data_epoch_ = data_epoch;
+    applied_batches_.clear();
     for (auto& [r, w] : workers_) {
       w.clock = 0;
       w.finished = false;

@@ -9,6 +9,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/barriers.h"
@@ -37,7 +38,7 @@ class BadInputTest : public ::testing::Test {
     std::string port;
     for (int i = 0; i < 300 && port.empty(); ++i) {
       absl::SleepFor(absl::Milliseconds(50));
-      port = ReadFile(port_file);
+      port = std::string(absl::StripAsciiWhitespace(ReadFile(port_file)));
     }
     ASSERT_FALSE(port.empty()) << scheduler_->Output();
     address_ = absl::StrCat("127.0.0.1:", port);

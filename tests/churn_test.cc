@@ -9,6 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/scheduler_client.h"
 #include "tests/cluster.h"
 #include "tests/process.h"
 
@@ -22,6 +23,13 @@ constexpr int64_t kTrainSamples = 12000;
 
 const std::vector<std::string> kJob = {"--mode=sync", "--epochs=3", "--train_limit=12000",
                                        "--test_limit=2000", "--batch_size=32", "--seed=5"};
+
+// The same job in another mode, evaluated on the whole test set: async runs differ from one another
+// by scheduling, so a finer accuracy measure keeps the 0.5-point comparison meaningful.
+std::vector<std::string> JobInMode(const std::string& mode) {
+  return {"--mode=" + mode, "--epochs=3", "--train_limit=12000", "--test_limit=10000", "--batch_size=32",
+          "--seed=5", "--staleness=2", "--lease_batches=8"};
+}
 
 // Every number that follows "key": in `json`, in order.
 std::vector<double> JsonNumbers(const std::string& json, const std::string& key) {
@@ -56,9 +64,9 @@ void ExpectEverySampleOncePerEpoch(const std::string& summary) {
 }
 
 // An undisturbed run of the same job and cluster shape; its final accuracy.
-double ReferenceAccuracy(int workers) {
+double ReferenceAccuracy(int workers, const std::vector<std::string>& job = kJob) {
   ManualCluster cluster("reference");
-  cluster.Start(2, workers, kJob);
+  cluster.Start(2, workers, job);
   std::vector<int> all;
   for (int i = 0; i < workers; ++i) all.push_back(i);
   std::string summary = ExpectJobFinished(cluster, all);
@@ -116,6 +124,77 @@ TEST(ChurnTest, WorkerAddedMidRunTakesWork) {
   std::regex rank2("\"rank\": *2, *\"samples\": *([0-9]+)");
   ASSERT_TRUE(std::regex_search(summary, m, rank2)) << summary;
   EXPECT_GT(std::stol(m[1].str()), 0) << summary;
+}
+
+class LeasedChurnTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LeasedChurnTest, KilledWorkersLeasesReturnToThePool) {
+  const std::vector<std::string> job = JobInMode(GetParam());
+  const double reference = ReferenceAccuracy(3, job);
+  ManualCluster cluster("leased-kill-" + GetParam());
+  cluster.Start(2, 3, job);
+  cluster.WaitForSteps(100);
+  cluster.workers[1]->Kill(SIGKILL);
+  std::string summary = ExpectJobFinished(cluster, {0, 2});
+  ExpectEverySampleOncePerEpoch(summary);
+  EXPECT_THAT(summary, ContainsRegex("\"kind\": *\"died\""));
+  EXPECT_NEAR(JsonNumber(summary, "final_test_accuracy"), reference, 0.005) << summary;
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, LeasedChurnTest, ::testing::Values("async", "ssp"));
+
+TEST(ChurnTest, BrieflyStoppedSyncWorkerIsWaitedFor) {
+  ManualCluster cluster("sigstop-short");
+  cluster.Start(2, 3, kJob);
+  cluster.WaitForSteps(50);
+  cluster.workers[1]->Kill(SIGSTOP);
+  absl::SleepFor(absl::Milliseconds(1000));  // Shorter than --dead_after_ms=2000.
+  cluster.workers[1]->Kill(SIGCONT);
+  std::string summary = ExpectJobFinished(cluster, {0, 1, 2});
+  ExpectEverySampleOncePerEpoch(summary);
+  EXPECT_THAT(summary, ::testing::Not(ContainsRegex("\"kind\": *\"died\"")));
+}
+
+TEST(ChurnTest, LongStoppedSyncWorkerIsDroppedAndTheJobGoesOn) {
+  ManualCluster cluster("sigstop-long");
+  // Long enough that the job still runs when the stopped worker resumes.
+  std::vector<std::string> job = kJob;
+  job.push_back("--epochs=20");
+  cluster.Start(2, 3, job);
+  cluster.WaitForSteps(50);
+  cluster.workers[1]->Kill(SIGSTOP);
+  absl::SleepFor(absl::Seconds(4));  // Past --dead_after_ms=2000: declared dead.
+  cluster.workers[1]->Kill(SIGCONT);
+  // Resumed, it learns it is no longer a member and exits with an error; the others finish.
+  absl::StatusOr<int> code = cluster.workers[1]->Wait(absl::Seconds(60));
+  ASSERT_TRUE(code.ok()) << cluster.workers[1]->Output();
+  EXPECT_NE(*code, 0);
+  EXPECT_THAT(cluster.workers[1]->Output(), ::testing::HasSubstr("no longer a member"));
+  std::string summary = ExpectJobFinished(cluster, {0, 2});
+  std::vector<double> samples = JsonNumbers(summary, "samples");
+  ASSERT_GE(samples.size(), 20u) << summary;
+  for (int e = 0; e < 20; ++e) EXPECT_EQ(samples[e], kTrainSamples) << "epoch " << e;
+  EXPECT_THAT(summary, ContainsRegex("\"kind\": *\"died\""));
+}
+
+TEST(ChurnTest, StoppedAsyncWorkerDoesNotHoldTheOthersBack) {
+  ManualCluster cluster("sigstop-async");
+  std::vector<std::string> job = JobInMode("async");
+  job.push_back("--epochs=6");
+  cluster.Start(2, 3, job);
+  cluster.WaitForSteps(50);
+  auto client = *SchedulerClient::Create(cluster.address, absl::Seconds(2));
+  cluster.workers[1]->Kill(SIGSTOP);
+  const int64_t before = client->GetJobStatus()->step();
+  absl::SleepFor(absl::Milliseconds(1500));  // Within --dead_after_ms: still a member.
+  const int64_t during = client->GetJobStatus()->step();
+  cluster.workers[1]->Kill(SIGCONT);
+  // The two others kept pushing while the third was stopped.
+  EXPECT_GT(during - before, 20) << "steps before " << before << ", during " << during;
+  std::string summary = ExpectJobFinished(cluster, {0, 1, 2});
+  std::vector<double> samples = JsonNumbers(summary, "samples");
+  ASSERT_GE(samples.size(), 6u) << summary;
+  for (int e = 0; e < 6; ++e) EXPECT_EQ(samples[e], kTrainSamples) << "epoch " << e;
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "tests/process.h"
 
@@ -41,7 +42,7 @@ void ManualCluster::Start(int servers, int workers, const std::vector<std::strin
   std::string port;
   for (int i = 0; i < 300 && port.empty(); ++i) {
     absl::SleepFor(absl::Milliseconds(50));
-    port = ReadFile(port_file);
+    port = std::string(absl::StripAsciiWhitespace(ReadFile(port_file)));
   }
   ASSERT_FALSE(port.empty()) << scheduler->Output();
   address = absl::StrCat("127.0.0.1:", port);

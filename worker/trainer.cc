@@ -162,34 +162,46 @@ absl::Status Trainer::RunLeased() {
   for (int epoch = 0; epoch < job.epochs(); ++epoch) {
     std::vector<int64_t> perm = data::EpochPermutation(job.seed(), epoch, n);
     int64_t clock = 0;  // Pushes this epoch: the SSP clock.
+    bool finished = false;  // FinishEpoch sent: this worker no longer holds others back.
     while (true) {
       if (LeaveRequested()) return Leave(epoch);
       ASSIGN_OR_RETURN(LeaseResponse lease, scheduler_->LeaseWork(options_.rank, epoch));
-      if (lease.epoch_done()) break;
-      if (lease.wait()) {
-        absl::SleepFor(kRetryPause);
+      if (lease.epoch_done() || lease.wait()) {
+        if (!finished) {
+          RETURN_IF_ERROR(FinishEpoch(epoch));
+          finished = true;
+        }
+        if (lease.epoch_done()) break;
+        absl::SleepFor(kRetryPause);  // Leases are out; one may come back if its holder dies.
         continue;
       }
       data::Range range{lease.begin(), lease.end()};
-      if (range.begin < 0 || range.end > n || range.begin >= range.end) {
+      const int64_t batches = range.begin >= 0 && range.end <= n && range.begin < range.end
+                                  ? data::NumBatches(range, job.batch_size())
+                                  : 0;
+      if (batches == 0 || lease.first_batch() < 0 || lease.first_batch() >= batches) {
         return absl::DataLossError(absl::StrCat("lease ", lease.lease_id(), " covers [", range.begin, ", ",
-                                                range.end, "), outside the epoch of ", n, " samples"));
+                                                range.end, ") from batch ", lease.first_batch(),
+                                                ", outside the epoch of ", n, " samples"));
       }
-      const int64_t batches = data::NumBatches(range, job.batch_size());
-      for (int64_t b = 0; b < batches; ++b) {
-        RETURN_IF_ERROR(Step(perm, data::BatchOf(range, job.batch_size(), b), clock, epoch));
+      for (int64_t b = lease.first_batch(); b < batches; ++b) {
+        const absl::Time give_up = absl::Now() + options_.membership_timeout;
+        for (absl::Status s = Step(perm, data::BatchOf(range, job.batch_size(), b), clock, epoch,
+                                   lease.lease_id(), b);
+             !s.ok();
+             s = Step(perm, data::BatchOf(range, job.batch_size(), b), clock, epoch, lease.lease_id(), b)) {
+          // The membership changed: push the same batch again under the new view; servers that
+          // applied it already skip it.
+          if (!absl::IsAborted(s)) return s;
+          RETURN_IF_ERROR(AwaitMembership(s, give_up));
+        }
         ++clock;
         ++global_step_;
-        RETURN_IF_ERROR(MaybeReport(epoch, /*force=*/false));
+        RecordLeaseProgress(lease.lease_id(), b + 1);
+        // A completed lease is reported at once: only complete leases count, and the epoch ends
+        // when every lease is complete.
+        RETURN_IF_ERROR(MaybeReport(epoch, /*force=*/b + 1 == batches));
       }
-    }
-    FinishEpochRequest finish;
-    finish.set_worker_rank(options_.rank);
-    finish.set_data_epoch(epoch);
-    const absl::Time give_up = absl::Now() + options_.membership_timeout;
-    for (absl::Status s = ps_->FinishEpochAll(finish); !s.ok(); s = ps_->FinishEpochAll(finish)) {
-      if (!absl::IsAborted(s)) return s;
-      RETURN_IF_ERROR(AwaitMembership(s, give_up));  // A server has not learnt of this worker yet.
     }
     RETURN_IF_ERROR(scheduler_->Barrier(absl::StrCat("epoch-", epoch, "-trained"), BarrierRequest::WORKERS,
                                         WORKER, options_.rank, options_.barrier_timeout));
@@ -200,7 +212,32 @@ absl::Status Trainer::RunLeased() {
   return absl::OkStatus();
 }
 
-absl::Status Trainer::Step(const std::vector<int64_t>& perm, data::Range range, int64_t step, int epoch) {
+absl::Status Trainer::FinishEpoch(int epoch) {
+  FinishEpochRequest finish;
+  finish.set_worker_rank(options_.rank);
+  finish.set_data_epoch(epoch);
+  const absl::Time give_up = absl::Now() + options_.membership_timeout;
+  for (absl::Status s = ps_->FinishEpochAll(finish); !s.ok(); s = ps_->FinishEpochAll(finish)) {
+    if (!absl::IsAborted(s)) return s;
+    RETURN_IF_ERROR(AwaitMembership(s, give_up));  // A server has not learnt of this worker yet.
+  }
+  return absl::OkStatus();
+}
+
+void Trainer::RecordLeaseProgress(int64_t lease_id, int64_t batches_done) {
+  for (LeaseProgress& p : *pending_.mutable_leases()) {
+    if (p.lease_id() == lease_id) {
+      p.set_batches_done(batches_done);
+      return;
+    }
+  }
+  LeaseProgress* p = pending_.add_leases();
+  p->set_lease_id(lease_id);
+  p->set_batches_done(batches_done);
+}
+
+absl::Status Trainer::Step(const std::vector<int64_t>& perm, data::Range range, int64_t step, int epoch,
+                           int64_t lease_id, int64_t lease_batch) {
   const int count = static_cast<int>(range.size());
   data::GatherRange(*train_, perm, range, batch_x_.data(), batch_y_.data());
   model::BatchStats stats;
@@ -215,6 +252,8 @@ absl::Status Trainer::Step(const std::vector<int64_t>& perm, data::Range range, 
     push.set_data_epoch(epoch);
     push.set_num_samples(count);
     push.set_request_id(request_id);
+    push.set_lease_id(lease_id);
+    push.set_lease_batch(lease_batch);
     layout_.FillPush(s, grad_.data(), &push);
   }
   RETURN_IF_ERROR(ps_->PushPullAll(push_, &pulled_));

@@ -9,9 +9,11 @@
 //               the step is applied once. A worker that joins a running job starts at the servers'
 //               current step.
 //   ASYNC, SSP  the scheduler leases ranges of the permutation; each batch is one PushPull whose
-//               `step` is this worker's clock in the epoch. After its last lease the worker tells
-//               the servers (FinishEpoch), waits at the epoch barrier, then pulls the epoch's final
-//               weights.
+//               `step` is this worker's clock in the epoch and which names its (lease, batch), so a
+//               server applies it once even when a dead worker's lease is re-leased. The worker
+//               reports each lease's progress; once it is idle it tells the servers (FinishEpoch);
+//               when every lease of the epoch is complete it waits at the epoch barrier, then pulls
+//               the epoch's final weights.
 //   Evaluation  after each epoch (or only the last), workers lease ranges of the test set from the
 //               scheduler and report each lease's results once, so every test sample counts once
 //               even if a worker dies mid-evaluation.
@@ -87,7 +89,14 @@ class Trainer {
   absl::Status SyncStep(const std::vector<int64_t>& perm, int64_t step_in_epoch, int epoch);
   // Computes the gradient of the samples at permutation positions `range`, pushes it to every server
   // and installs the weights they answer with. Statistics go to pending_ only on success.
-  absl::Status Step(const std::vector<int64_t>& perm, data::Range range, int64_t step, int epoch);
+  // ASYNC/SSP pushes name their batch (lease id, batch in lease) so servers apply it once.
+  absl::Status Step(const std::vector<int64_t>& perm, data::Range range, int64_t step, int epoch,
+                    int64_t lease_id = 0, int64_t lease_batch = 0);
+  // ASYNC/SSP: tells every server this worker has no work in `epoch` for now (retried while a
+  // server has not learnt of this worker yet).
+  absl::Status FinishEpoch(int epoch);
+  // Notes in pending_ that `batches_done` batches of lease `lease_id` are pushed.
+  void RecordLeaseProgress(int64_t lease_id, int64_t batches_done);
   // Pulls from every server; returns the smallest step the servers answered with.
   absl::StatusOr<int64_t> PullWeights(int64_t step, int epoch);
   // PullWeights, retried while servers answer ABORTED because the membership is changing.
