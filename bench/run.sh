@@ -10,6 +10,7 @@
 #                    256, duplicates dropped)
 #   E2E_TRAIN_LIMIT  use only the first N training samples end to end (default 0: all 60000)
 #   SKIP_E2E=1       skip the end-to-end runs
+#   SKIP_CHURN=1     skip the recovery-from-failures runs (churn_bench, about a minute)
 #   SKIP_DEFAULT_MALLOC=1  skip the second ps_bench pass with glibc's default malloc settings
 # Raw outputs are kept in a temporary folder whose name is printed at the end.
 set -euo pipefail
@@ -97,4 +98,10 @@ for B in $BATCHES; do
   $REPORT e2e-row "$SUMMARY" "$B" "$LOCAL1" "$LOCALN"
 done
 echo
+
+# (d) recovery from failures (worker killed, SIGTERM, SIGSTOP, joining; sync and async).
+if [[ "${SKIP_CHURN:-0}" != 1 && -x "$BIN/churn_bench" ]]; then
+  "$BIN/churn_bench" --bin_dir="$BIN" 2> "$OUT/churn_bench.log" || echo "**churn_bench failed, see churn_bench.log**"
+  echo
+fi
 echo "Raw outputs: $OUT"

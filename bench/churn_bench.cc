@@ -1,0 +1,454 @@
+// Recovery from failures, measured on real clusters: for each kind of churn (a worker killed,
+// stopped, told to leave; a worker joining), how long the scheduler takes to notice, how long
+// until the job trains at full speed again, and how many steps a worker computed twice.
+//
+// Each run starts a fresh cluster (1 scheduler, 2 servers, 3 workers; every role its own process
+// on 127.0.0.1, output to files in a temporary folder), lets it train for about 1.3 s, injects
+// the failure (into the same launch slot every time) and polls the scheduler every 20 ms. Prints
+// a Markdown table: median [min-max] over --runs runs per scenario.
+//
+//   detect           injection -> GetClusterView shows a higher membership epoch
+//   full speed       injection -> end of the first 300 ms window, wholly after the injection, whose
+//                    step rate is >= 90% of the rate in the second before the injection
+//   steps redone     max over the surviving workers of the distinct steps N in their
+//                    "step N: membership epoch A -> B" log lines (worker/trainer.cc): each is a step
+//                    aborted by the change and computed again under the new view
+//   repeats skipped  ASYNC: pushes server 0 answered "already applied; skipped" after the injection
+//                    (batches of the dead worker's lease done again, or a re-push after an abort)
+//
+// Step rates come from server 0's log, not from JobStatus.step: workers report progress every
+// 500 ms and at every epoch end, so JobStatus.step moves in jumps of a whole epoch here (125 steps,
+// about every half second), too coarse for a 300 ms window. Servers run with --vmodule so that they
+// log each applied step (SYNC) or push (ASYNC) with glog's microsecond time stamp.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/binary_init.h"
+#include "common/scheduler_client.h"
+#include "common/status_macros.h"
+#include "launch/child_process.h"
+
+DEFINE_string(bin_dir, "", "Folder with pstrain-scheduler, -server and -worker (default: this binary's own)");
+DEFINE_int32(runs, 3, "Runs per scenario");
+DEFINE_string(scenarios, "kill,term,stop,join,async_kill", "Comma-separated scenarios to run, in order");
+DEFINE_string(data_dir, "", "Passed to the scheduler when set (default: the job's default data set)");
+DEFINE_bool(keep_logs, false, "Keep the roles' logs and a trace.csv of the polls per run; prints the folder");
+
+namespace pstrain::bench {
+namespace {
+
+using launch::ChildProcess;
+
+constexpr absl::Duration kPoll = absl::Milliseconds(20);
+constexpr absl::Duration kSteady = absl::Seconds(1);         // Baseline window before the injection.
+constexpr absl::Duration kWarmUp = absl::Milliseconds(300);  // Training before the baseline window.
+constexpr absl::Duration kWindow = absl::Milliseconds(300);  // Sliding window after it.
+constexpr double kFullSpeed = 0.9;
+constexpr absl::Duration kStopFor = absl::Seconds(3);         // SIGSTOP scenario.
+constexpr absl::Duration kGiveUp = absl::Seconds(10);         // After the injection.
+constexpr absl::Duration kObserve = absl::Seconds(2);         // After the detection (and SIGCONT).
+constexpr int kServers = 2;
+constexpr int kWorkers = 3;
+
+enum class Fault { kKill, kTerm, kStop, kJoin };
+
+struct Scenario {
+  std::string name;   // For --scenarios.
+  std::string title;  // For the table.
+  std::string mode;   // --mode of the job.
+  Fault fault;
+};
+
+const std::vector<Scenario>& AllScenarios() {
+  static const auto* all = new std::vector<Scenario>{
+      {"kill", "sync: kill -9 one worker", "sync", Fault::kKill},
+      {"term", "sync: SIGTERM one worker", "sync", Fault::kTerm},
+      {"stop", "sync: SIGSTOP one worker 3 s, then SIGCONT", "sync", Fault::kStop},
+      {"join", "sync: a 4th worker joins", "sync", Fault::kJoin},
+      {"async_kill", "async: kill -9 one worker", "async", Fault::kKill},
+  };
+  return *all;
+}
+
+// What one run measured; a figure is missing when it did not happen within kGiveUp.
+struct Result {
+  std::optional<double> detect_s;
+  std::optional<double> full_speed_s;
+  std::optional<int> redone;
+  int skipped = 0;  // ASYNC: pushes server 0 skipped as repeats after the injection.
+  double steps_per_s_before = 0;
+  double steps_per_s_after = 0;  // Over the last second observed.
+};
+
+struct Sample {
+  absl::Time at;
+  int64_t step = 0;
+  int64_t membership_epoch = 0;
+  int live_workers = 0;
+};
+
+std::string ShellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// One cluster of real processes, each writing its stdout and stderr to DIR/NAME.log. Destroying
+// it kills whatever still runs (~ChildProcess).
+class Cluster {
+ public:
+  // `data_dir` may be empty (the job's default).
+  Cluster(std::string bin_dir, std::string dir, std::string data_dir)
+      : bin_dir_(std::move(bin_dir)), dir_(std::move(dir)), data_dir_(std::move(data_dir)) {}
+
+  // Starts the scheduler and waits for its port; then the servers and workers.
+  absl::Status Start(const std::string& mode) {
+    std::vector<std::string> args = {
+        absl::StrCat("--servers=", kServers), absl::StrCat("--workers=", kWorkers), "--mode=" + mode,
+        "--epochs=30", "--train_limit=12000", "--test_limit=1000", "--batch_size=32",
+        "--eval_last_epoch_only", "--heartbeat_ms=200", "--dead_after_ms=1000", "--port=0",
+        "--port_file=" + dir_ + "/port", "--summary_json=" + dir_ + "/summary.json"};
+    if (!data_dir_.empty()) args.push_back("--data_dir=" + data_dir_);
+    RETURN_IF_ERROR(Spawn("scheduler", "pstrain-scheduler", args));
+    const absl::Time give_up = absl::Now() + absl::Seconds(30);
+    int port = 0;
+    while (port == 0) {
+      std::ifstream in(dir_ + "/port");
+      std::string text;
+      if (in >> text && absl::SimpleAtoi(text, &port) && port > 0) break;
+      if (children_["scheduler"]->Poll().has_value() || absl::Now() > give_up) {
+        return absl::UnavailableError("the scheduler did not start; see " + dir_ + "/scheduler.log");
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    address_ = absl::StrCat("127.0.0.1:", port);
+    for (int s = 0; s < kServers; ++s) {
+      // Logs every applied step (SYNC) or push (ASYNC): StepEvents reads them.
+    RETURN_IF_ERROR(Spawn(absl::StrCat("server", s), "pstrain-server",
+                          {"--scheduler=" + address_,
+                           mode == "sync" ? "--vmodule=parameter_store_steps=1" : "--vmodule=parameter_store_steps=2"}));
+    }
+    for (int w = 0; w < kWorkers; ++w) RETURN_IF_ERROR(AddWorker());
+    return absl::OkStatus();
+  }
+
+  // Starts one more worker, named "workerN" in launch order.
+  absl::Status AddWorker() {
+    return Spawn(absl::StrCat("worker", workers_++), "pstrain-worker", {"--scheduler=" + address_});
+  }
+
+  const std::string& address() const { return address_; }
+  ChildProcess* child(const std::string& name) { return children_.at(name).get(); }
+  std::string log(const std::string& name) const { return dir_ + "/" + name + ".log"; }
+
+ private:
+  // Through the shell only for the redirection; exec keeps the pid, so signals reach the role.
+  absl::Status Spawn(const std::string& name, const std::string& binary, const std::vector<std::string>& args) {
+    // glog stamps lines in local time; UTC makes them comparable with absl::Now() (StepEvents).
+    std::string command = "TZ=UTC0; export TZ; exec " + ShellQuote(bin_dir_ + "/" + binary);
+    for (const std::string& a : args) absl::StrAppend(&command, " ", ShellQuote(a));
+    absl::StrAppend(&command, " > ", ShellQuote(log(name)), " 2>&1");
+    ASSIGN_OR_RETURN(children_[name], ChildProcess::Spawn({{"/bin/sh", "-c", command}}));
+    return absl::OkStatus();
+  }
+
+  const std::string bin_dir_;
+  const std::string dir_;
+  const std::string data_dir_;
+  std::string address_;
+  int workers_ = 0;
+  std::map<std::string, std::unique_ptr<ChildProcess>> children_;
+};
+
+// One optimizer step seen in a server's log: +1 for an applied step (SYNC) or an applied push
+// (ASYNC), -1 for a push skipped as a repeat (logged before its "push ... : OK" line).
+struct StepEvent {
+  absl::Time at;
+  int weight = 1;
+};
+
+// The step events of a server log written with the --vmodule of Cluster::Start, timed by glog's
+// prefix ("I20261122 11:54:40.740993 ..."; the roles run with TZ=UTC0).
+std::vector<StepEvent> StepEvents(const std::string& path, bool sync) {
+  std::vector<StepEvent> events;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    int weight = 0;
+    if (sync ? absl::StrContains(line, ": applied step ")
+             : absl::StrContains(line, ": push from worker ") && absl::EndsWith(line, ": OK")) {
+      weight = 1;
+    } else if (!sync && absl::EndsWith(line, "is already applied; skipped")) {
+      weight = -1;
+    }
+    absl::Time at;
+    // absl's %Y takes every digit, so the date gets separators first.
+    if (weight == 0 || line.size() < 25 ||
+        !absl::ParseTime("%Y-%m-%d %H:%M:%E*S",
+                         absl::StrCat(line.substr(1, 4), "-", line.substr(5, 2), "-", line.substr(7, 18)),
+                         absl::UTCTimeZone(), &at, nullptr)) {
+      continue;
+    }
+    events.push_back({at, weight});
+  }
+  return events;
+}
+
+// Steps per second in (from, to].
+double Rate(const std::vector<StepEvent>& events, absl::Time from, absl::Time to) {
+  int64_t steps = 0;
+  for (const StepEvent& e : events) {
+    if (e.at > from && e.at <= to) steps += e.weight;
+  }
+  return steps / absl::ToDoubleSeconds(to - from);
+}
+
+// Distinct steps N in a worker log's "step N: membership epoch A -> B" lines with A >= `epoch`.
+int RedoneSteps(const std::string& path, int64_t epoch) {
+  static const std::regex kLine(R"(step (\d+): membership epoch (\d+) -> (\d+))");
+  std::ifstream in(path);
+  std::set<int64_t> steps;
+  std::smatch m;
+  for (std::string line; std::getline(in, line);) {
+    if (std::regex_search(line, m, kLine) && std::stoll(m[2]) >= epoch) steps.insert(std::stoll(m[1]));
+  }
+  return static_cast<int>(steps.size());
+}
+
+absl::StatusOr<Sample> Poll(SchedulerClient& client) {
+  ASSIGN_OR_RETURN(JobStatus status, client.GetJobStatus());
+  ASSIGN_OR_RETURN(ClusterView view, client.GetClusterView());
+  if (status.state() == FAILED) return absl::AbortedError("job failed: " + status.failure());
+  return Sample{absl::Now(), status.step(), view.membership_epoch(), view.workers_size()};
+}
+
+// Runs `scenario` once in the empty folder `dir`; with `keep_trace`, leaves trace.csv (the polls)
+// and steps.csv (server 0's step events) there beside the logs.
+absl::StatusOr<Result> RunOnce(const Scenario& scenario, const std::string& bin_dir, const std::string& data_dir,
+                               const std::string& dir, bool keep_trace) {
+  Cluster cluster(bin_dir, dir, data_dir);
+  RETURN_IF_ERROR(cluster.Start(scenario.mode));
+  ASSIGN_OR_RETURN(std::unique_ptr<SchedulerClient> client,
+                   SchedulerClient::Create(cluster.address(), absl::Seconds(2)));
+  std::vector<Sample> samples;
+  // Training has started once a worker reported a step.
+  const absl::Time startup_limit = absl::Now() + absl::Seconds(60);
+  while (samples.empty() || samples.back().step == 0) {
+    if (absl::Now() > startup_limit) return absl::DeadlineExceededError("no step within 60 s of start-up");
+    absl::StatusOr<Sample> s = Poll(*client);
+    if (absl::IsAborted(s.status())) return s.status();  // The job failed.
+    if (s.ok()) samples.push_back(*s);
+    absl::SleepFor(kPoll);
+  }
+  const absl::Time inject_at = absl::Now() + kWarmUp + kSteady;
+  while (absl::Now() < inject_at) {
+    ASSIGN_OR_RETURN(Sample s, Poll(*client));
+    samples.push_back(s);
+    absl::SleepFor(kPoll);
+  }
+
+  const std::string victim = "worker1";
+  const absl::Time t0 = absl::Now();
+  const int64_t epoch0 = samples.back().membership_epoch;
+  switch (scenario.fault) {
+    case Fault::kKill: RETURN_IF_ERROR(cluster.child(victim)->Signal(SIGKILL)); break;
+    case Fault::kTerm: RETURN_IF_ERROR(cluster.child(victim)->Signal(SIGTERM)); break;
+    case Fault::kStop: RETURN_IF_ERROR(cluster.child(victim)->Signal(SIGSTOP)); break;
+    case Fault::kJoin: RETURN_IF_ERROR(cluster.AddWorker()); break;
+  }
+  // Poll until kObserve after both the detection and (SIGSTOP) the SIGCONT.
+  Result result;
+  std::optional<absl::Time> detected, continued;
+  if (scenario.fault != Fault::kStop) continued = t0;
+  while (absl::Now() < t0 + kGiveUp &&
+         !(detected && continued && absl::Now() > std::max(*detected, *continued) + kObserve)) {
+    if (!continued && absl::Now() >= t0 + kStopFor) {
+      RETURN_IF_ERROR(cluster.child(victim)->Signal(SIGCONT));
+      continued = absl::Now();
+    }
+    ASSIGN_OR_RETURN(Sample s, Poll(*client));
+    samples.push_back(s);
+    if (!detected && s.membership_epoch > epoch0) {
+      detected = s.at;
+      result.detect_s = absl::ToDoubleSeconds(s.at - t0);
+    }
+    absl::SleepFor(kPoll);
+  }
+  const absl::Time observed_until = samples.back().at;
+
+  const std::vector<StepEvent> events = StepEvents(cluster.log("server0"), scenario.mode == "sync");
+  result.steps_per_s_before = Rate(events, t0 - kSteady, t0);
+  result.steps_per_s_after = Rate(events, observed_until - absl::Seconds(1), observed_until);
+  for (const StepEvent& e : events) {
+    if (e.at >= t0 && e.weight < 0) ++result.skipped;
+  }
+  for (const StepEvent& e : events) {
+    if (e.at >= t0 + kWindow && e.at <= observed_until &&
+        Rate(events, e.at - kWindow, e.at) >= kFullSpeed * result.steps_per_s_before) {
+      result.full_speed_s = absl::ToDoubleSeconds(e.at - t0);
+      break;
+    }
+  }
+  if (result.detect_s) {
+    int redone = 0;
+    for (int w = 0; w < kWorkers; ++w) {
+      const std::string name = absl::StrCat("worker", w);
+      if (name != victim || scenario.fault == Fault::kJoin) {
+        redone = std::max(redone, RedoneSteps(cluster.log(name), epoch0));
+      }
+    }
+    result.redone = redone;
+  }
+  if (keep_trace) {
+    std::ofstream trace(dir + "/trace.csv");
+    trace << "seconds_since_injection,job_status_step,membership_epoch,live_workers\n";
+    for (const Sample& s : samples) {
+      trace << absl::StrFormat("%.3f,%d,%d,%d\n", absl::ToDoubleSeconds(s.at - t0), s.step, s.membership_epoch,
+                               s.live_workers);
+    }
+    std::ofstream steps(dir + "/steps.csv");
+    steps << "seconds_since_injection,steps\n";
+    for (const StepEvent& e : events) {
+      steps << absl::StrFormat("%.4f,%d\n", absl::ToDoubleSeconds(e.at - t0), e.weight);
+    }
+  }
+  return result;
+}
+
+// "1.23 [1.10-1.40]": median [min-max] over the runs that have the figure, "-" for none; notes
+// the runs that do not have it.
+template <typename T>
+std::string Summary(const std::vector<std::optional<T>>& values, int decimals) {
+  std::vector<double> v;
+  for (const auto& x : values) {
+    if (x) v.push_back(static_cast<double>(*x));
+  }
+  if (v.empty()) return "-";
+  std::sort(v.begin(), v.end());
+  const double median = v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  std::string out = absl::StrFormat("%.*f [%.*f-%.*f]", decimals, median, decimals, v.front(), decimals, v.back());
+  if (v.size() < values.size()) {
+    absl::StrAppend(&out, " (never in ", values.size() - v.size(), " of ", values.size(), " runs)");
+  }
+  return out;
+}
+
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (absl::StartsWith(line, "model name")) {
+      return std::string(absl::StripAsciiWhitespace(line.substr(line.find(':') + 1)));
+    }
+  }
+  return "unknown CPU";
+}
+
+std::string OwnDir() {
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? "." : self.parent_path().string();
+}
+
+// `command`: the command line as given, for the report.
+int Main(const std::string& command) {
+  const std::string bin_dir = FLAGS_bin_dir.empty() ? OwnDir() : FLAGS_bin_dir;
+  std::vector<const Scenario*> chosen;
+  for (absl::string_view name : absl::StrSplit(FLAGS_scenarios, ',', absl::SkipEmpty())) {
+    auto it = std::find_if(AllScenarios().begin(), AllScenarios().end(),
+                           [&](const Scenario& s) { return s.name == name; });
+    if (it == AllScenarios().end()) {
+      std::fprintf(stderr, "--scenarios: unknown '%s'; expected kill, term, stop, join, async_kill\n",
+                   std::string(name).c_str());
+      return 2;
+    }
+    chosen.push_back(&*it);
+  }
+  std::error_code ec;
+  std::string root = (std::filesystem::temp_directory_path(ec) / "churn_bench.XXXXXX").string();
+  if (ec || mkdtemp(root.data()) == nullptr) {
+    std::perror("mkdtemp");
+    return 1;
+  }
+
+  std::printf("## Recovery from failures\n\n");
+  std::printf("- Machine: %u cores, %s\n", std::thread::hardware_concurrency(), CpuModel().c_str());
+  std::printf("- Command: `%s`\n", command.c_str());
+  std::printf("- Cluster: 1 scheduler, %d servers, %d workers on 127.0.0.1; heartbeat 200 ms, dead after "
+              "1000 ms; batch 32 per worker, 12000 training samples\n",
+              kServers, kWorkers);
+  std::printf("- Median [min-max] of %d runs; times in seconds from the injection; a step is a global step "
+              "(96 samples) in sync mode, one push (32 samples) in async mode\n\n",
+              FLAGS_runs);
+  std::printf("| scenario | detect (s) | back to full speed (s) | steps redone | repeats skipped | steps/s before "
+              "| steps/s after |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|\n");
+  std::fflush(stdout);
+  bool all_ok = true;
+  for (const Scenario* scenario : chosen) {
+    std::vector<std::optional<double>> detect, full_speed, before, after;
+    std::vector<std::optional<int>> redone, skipped;
+    for (int run = 0; run < FLAGS_runs; ++run) {
+      const std::string dir = absl::StrCat(root, "/", scenario->name, "-", run);
+      std::filesystem::create_directories(dir);
+      absl::StatusOr<Result> r = RunOnce(*scenario, bin_dir, FLAGS_data_dir, dir, FLAGS_keep_logs);
+      if (!r.ok()) {
+        LOG(ERROR) << scenario->name << " run " << run << ": " << r.status();
+        all_ok = false;
+        continue;
+      }
+      detect.push_back(r->detect_s);
+      full_speed.push_back(r->full_speed_s);
+      redone.push_back(r->redone);
+      skipped.push_back(r->skipped);
+      before.push_back(r->steps_per_s_before);
+      after.push_back(r->steps_per_s_after);
+    }
+    std::printf("| %s | %s | %s | %s | %s | %s | %s |\n", scenario->title.c_str(), Summary(detect, 2).c_str(),
+                Summary(full_speed, 2).c_str(), Summary(redone, 0).c_str(),
+                scenario->mode == "sync" ? "-" : Summary(skipped, 0).c_str(), Summary(before, 0).c_str(),
+                Summary(after, 0).c_str());
+    std::fflush(stdout);
+  }
+  if (FLAGS_keep_logs || !all_ok) {
+    std::printf("\nLogs%s: %s\n", FLAGS_keep_logs ? " and traces" : "", root.c_str());
+  } else {
+    std::filesystem::remove_all(root, ec);
+  }
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace pstrain::bench
+
+int main(int argc, char** argv) {
+  const std::string command = absl::StrJoin(argv, argv + argc, " ");
+  pstrain::InitBinary("churn_bench [--runs=3] [--scenarios=kill,term,stop,join,async_kill]", &argc, &argv);
+  return pstrain::bench::Main(command);
+}
