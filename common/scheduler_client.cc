@@ -178,6 +178,16 @@ absl::StatusOr<LeaseResponse> SchedulerClient::LeaseEval(int worker_rank, int ep
   return response;
 }
 
+absl::Status SchedulerClient::ReportCheckpoints(int server_rank, const std::vector<int64_t>& steps) {
+  grpc::ClientContext context;
+  std::string what = Prepare(&context, absl::StrCat("report checkpoints of server ", server_rank), rpc_timeout_);
+  CheckpointReport request;
+  request.set_server_rank(server_rank);
+  request.mutable_steps()->Add(steps.begin(), steps.end());
+  CheckpointAck response;
+  return FromGrpcStatus(stub_->ReportCheckpoints(&context, request, &response), what);
+}
+
 absl::StatusOr<JobStatus> SchedulerClient::GetJobStatus() {
   grpc::ClientContext context;
   std::string what = Prepare(&context, "get job status", rpc_timeout_);

@@ -6,10 +6,12 @@
 #ifndef PSTRAIN_COMMON_SCHEDULER_CLIENT_H_
 #define PSTRAIN_COMMON_SCHEDULER_CLIENT_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -54,6 +56,9 @@ class SchedulerClient {
   absl::Status Leave(Role role, int rank, const std::string& reason);
   // LeaseWork for evaluation: a range of the test set to evaluate after `epoch`.
   absl::StatusOr<LeaseResponse> LeaseEval(int worker_rank, int epoch);
+  // Server `server_rank` holds checkpoints of `steps` (ascending); sent after registering and
+  // after each checkpoint written, for the scheduler's choice of a restore step.
+  absl::Status ReportCheckpoints(int server_rank, const std::vector<int64_t>& steps);
 
  private:
   SchedulerClient(std::string address, absl::Duration rpc_timeout);

@@ -20,8 +20,10 @@ DEFINE_int32(port, 0, "Port to listen on (0: pick a free one)");
 DEFINE_string(port_file, "", "Write the chosen port to this file once listening (atomically)");
 DEFINE_string(summary_json, "", "Write the run summary (JSON) to this file when the job ends");
 DEFINE_int64(heartbeat_ms, 500, "How often roles heartbeat, milliseconds");
-DEFINE_int64(dead_after_ms, 3000, "A role silent this long is dead and fails the job, milliseconds");
+DEFINE_int64(dead_after_ms, 3000, "A role silent this long is dead (see the scheduler's churn rules), milliseconds");
 DEFINE_int64(startup_timeout_ms, 300000, "The job fails if not every role registers within this, ms");
+DEFINE_int64(server_recovery_timeout_ms, 60000,
+             "Sync jobs with checkpoints: the job fails if a dead server is not replaced within this, ms");
 
 int main(int argc, char** argv) {
   pstrain::InitBinary("pstrain-scheduler --servers=2 --workers=2 [job flags]", &argc, &argv);
@@ -40,6 +42,7 @@ int main(int argc, char** argv) {
   options.heartbeat_interval = absl::Milliseconds(FLAGS_heartbeat_ms);
   options.dead_after = absl::Milliseconds(FLAGS_dead_after_ms);
   options.startup_timeout = absl::Milliseconds(FLAGS_startup_timeout_ms);
+  options.server_recovery_timeout = absl::Milliseconds(FLAGS_server_recovery_timeout_ms);
   auto runner = pstrain::scheduler::SchedulerRunner::Create(*job, options);
   if (!runner.ok()) {
     std::cerr << "pstrain-scheduler: " << runner.status().message() << std::endl;

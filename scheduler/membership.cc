@@ -67,7 +67,7 @@ absl::StatusOr<int> Membership::Register(Role role, const std::string& address,
     return absl::InvalidArgumentError("register server: empty address, expected host:port");
   }
   if (std::optional<int> rank = Lookup(role, address, instance_id); rank.has_value()) return *rank;
-  // Servers are never removed (a dead server fails the job), so their ranks stay 0..n-1.
+  // Servers take the lowest vacant rank (a removed server's), so their ranks stay 0..n-1.
   const int capacity = role == SERVER ? options_.num_servers : options_.num_workers;
   const bool bounded = role == SERVER || !running_;
   if (bounded && num_live(role) >= capacity) {

@@ -1,6 +1,8 @@
 // Who takes part in the job: registration, ranks, the live set, the cluster view and liveness.
 //
-// Ranks. Servers get ranks 0..num_servers-1 in order of registration. A worker gets the lowest
+// Ranks. Servers get ranks 0..num_servers-1 in order of registration; a server removed (the
+// Scheduler removes a dead server only when it can replace it) leaves its rank vacant, and the next
+// server to register takes the lowest vacant rank, also while the job runs. A worker gets the lowest
 // worker rank that is not live: before the job runs that is registration order (at most
 // num_workers live workers); once it runs a new worker may also take the rank of a worker that died
 // or left, or a rank beyond num_workers (a job may grow). Worker ranks are stable identities; a
@@ -19,11 +21,11 @@
 // its first heartbeat on: FindDead lists the live members whose last heartbeat is older than
 // `dead_after`. Live members that registered but never heartbeated are "starting";
 // FindNeverStarted lists those registered longer ago than a start-up limit. Removed members are
-// never listed again. The caller decides what a death means (the Scheduler: a dead server fails the
-// job, a dead worker is removed).
+// never listed again. The caller decides what a death means (the Scheduler: a dead worker is
+// removed; a dead server fails the job, or is removed and replaced in SYNC mode with checkpoints).
 //
-// Once the job runs, every change of the worker set is kept as a MembershipEvent (joins after the
-// start, deaths, departures), for the run summary.
+// Once the job runs, every change of the live set, servers and workers, is kept as a
+// MembershipEvent (joins after the start, deaths, departures), for the run summary.
 //
 // Not thread-safe: the Scheduler guards it with its mutex.
 #ifndef PSTRAIN_SCHEDULER_MEMBERSHIP_H_
@@ -88,7 +90,8 @@ class Membership {
   // Registers the process `instance_id` (may be empty) of a role listening at `address` at time
   // `now` and returns its rank (see the ranks above). INVALID_ARGUMENT for a role other than SERVER
   // or WORKER, or a server without an address; FAILED_PRECONDITION "job already has 2 workers" when
-  // every slot of the role is taken by another process (workers: only before the job runs).
+  // every slot of the role is taken by another process (servers: no rank is vacant; workers: only
+  // before the job runs).
   absl::StatusOr<int> Register(Role role, const std::string& address, const std::string& instance_id,
                                absl::Time now);
   // The same without an instance id.

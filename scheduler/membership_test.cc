@@ -232,6 +232,36 @@ TEST(MembershipTest, RemovedWorkerIsNeitherDeadAgainNorAllowedToHeartbeat) {
   EXPECT_NE(hb.message().find("it left"), absl::string_view::npos) << hb;
 }
 
+TEST(MembershipTest, ARemovedServersRankIsTakenByTheNextServerWhileRunning) {
+  Membership m = Running();
+  const int64_t epoch = m.epoch();
+  ASSERT_TRUE(*m.Remove(SERVER, 1, ChangeKind::kDied, kT0 + absl::Seconds(4)));
+  ClusterView view = m.View();
+  EXPECT_EQ(view.state(), RUNNING);
+  ASSERT_EQ(view.servers_size(), 1);
+  EXPECT_EQ(view.servers(0).rank(), 0);
+  EXPECT_EQ(m.epoch(), epoch + 1);
+  EXPECT_EQ(m.Heartbeat(SERVER, 1, kT0 + absl::Seconds(5)).code(), absl::StatusCode::kFailedPrecondition);
+
+  absl::StatusOr<int> rank = m.Register(SERVER, "h:4009", kT0 + absl::Seconds(6));
+  ASSERT_TRUE(rank.ok()) << rank.status();
+  EXPECT_EQ(*rank, 1);
+  EXPECT_EQ(m.epoch(), epoch + 2);
+  view = m.View();
+  ASSERT_EQ(view.servers_size(), 2);
+  EXPECT_EQ(view.servers(1).address(), "h:4009");
+  // Every rank is taken again.
+  EXPECT_EQ(m.Register(SERVER, "h:4010", kT0 + absl::Seconds(7)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_EQ(m.events().size(), 2u);
+  EXPECT_EQ(m.events()[0].role, SERVER);
+  EXPECT_EQ(m.events()[0].kind, ChangeKind::kDied);
+  EXPECT_EQ(m.events()[1].role, SERVER);
+  EXPECT_EQ(m.events()[1].rank, 1);
+  EXPECT_EQ(m.events()[1].kind, ChangeKind::kJoined);
+  EXPECT_EQ(m.events()[1].epoch, epoch + 2);
+}
+
 TEST(MembershipTest, RemoveRejectsUnknownMembersAndJoinedKind) {
   Membership m = Running();
   EXPECT_EQ(m.Remove(WORKER, 2, ChangeKind::kDied, kT0).status().code(), absl::StatusCode::kFailedPrecondition);

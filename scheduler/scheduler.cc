@@ -47,6 +47,18 @@ int64_t TotalSteps(const JobSpec& job, int64_t train_samples, int64_t sync_steps
   return total;
 }
 
+int64_t NewestCommonStep(const std::vector<std::vector<int64_t>>& steps_by_server) {
+  if (steps_by_server.empty()) return 0;
+  const std::vector<int64_t>& first = steps_by_server.front();
+  for (auto step = first.rbegin(); step != first.rend(); ++step) {
+    const bool everywhere = std::all_of(
+        steps_by_server.begin() + 1, steps_by_server.end(),
+        [&](const std::vector<int64_t>& steps) { return std::binary_search(steps.begin(), steps.end(), *step); });
+    if (everywhere) return *step;
+  }
+  return 0;
+}
+
 absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(Options options) {
   if (absl::Status s = ValidateJobSpec(options.job); !s.ok()) return s;
   if (options.train_samples < 0 || options.test_samples < 0 || options.total_steps < 0) {
@@ -61,6 +73,11 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(Options options) {
                                                      options.job.num_servers()));
     }
   }
+  if (options.server_recovery_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("scheduler: server recovery timeout is ",
+                                                   absl::FormatDuration(options.server_recovery_timeout),
+                                                   ", expected > 0"));
+  }
   if (!options.clock) options.clock = [] { return absl::Now(); };
   return std::unique_ptr<Scheduler>(new Scheduler(std::move(options)));
 }
@@ -72,7 +89,8 @@ Scheduler::Scheduler(Options options)
       leases_(LeaseOptions(options_)),
       progress_(Progress::Options{options_.job, options_.total_steps, created_, options_.test_samples,
                                   options_.train_samples,
-                                  int64_t{options_.job.batch_size()} * options_.job.num_workers()}) {}
+                                  int64_t{options_.job.batch_size()} * options_.job.num_workers()}),
+      checkpoints_(options_.job.num_servers()) {}
 
 absl::Status Scheduler::JobFailedError() const {
   return absl::AbortedError(absl::StrCat("job failed: ", failure_.message()));
@@ -80,6 +98,10 @@ absl::Status Scheduler::JobFailedError() const {
 
 ClusterView Scheduler::ViewLocked() const {
   ClusterView view = membership_.View();
+  if (restore_step_.has_value()) {
+    view.set_restore_step(*restore_step_);
+    view.set_restore_epoch(restore_epoch_);
+  }
   if (Ended()) {
     view.set_state(state_);
     if (state_ == FAILED) view.set_failure(std::string(failure_.message()));
@@ -98,8 +120,16 @@ void Scheduler::Run(Deferred deferred) {
 }
 
 std::string Scheduler::MembershipLine() const {
-  return absl::StrCat("membership epoch ", membership_.epoch(), ", live workers [",
-                      absl::StrJoin(membership_.LiveRanks(WORKER), ", "), "]");
+  std::string line = absl::StrCat("membership epoch ", membership_.epoch(), ", live workers [",
+                                  absl::StrJoin(membership_.LiveRanks(WORKER), ", "), "]");
+  if (!vacant_servers_.empty()) {
+    absl::StrAppend(&line, ", live servers [", absl::StrJoin(membership_.LiveRanks(SERVER), ", "), "]");
+  }
+  return line;
+}
+
+bool Scheduler::RecoversServersLocked() const {
+  return state_ == RUNNING && options_.job.mode() == SYNC && options_.job.checkpoint_every_steps() > 0;
 }
 
 absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& request) {
@@ -115,9 +145,31 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
     }
     const int64_t epoch_before = membership_.epoch();
     absl::StatusOr<int> rank = membership_.Register(request.role(), request.address(), request.instance_id(), Now());
+    if (!rank.ok() && absl::IsFailedPrecondition(rank.status()) && request.role() == SERVER &&
+        RecoversServersLocked()) {
+      // A replacement started before its predecessor was declared dead (a launcher restarts a child
+      // at once): UNAVAILABLE makes it retry until the dead server's rank is free.
+      return absl::UnavailableError(absl::StrCat(rank.status().message(),
+                                                 "; a replacement waits until a dead server's rank is free"));
+    }
     if (!rank.ok()) return rank.status();
     if (membership_.epoch() != epoch_before) {  // A new member, not a retry.
-      if (state_ == RUNNING) {
+      if (state_ == RUNNING && request.role() == SERVER) {
+        // Only possible with a vacant rank, i.e. during a server recovery.
+        vacant_servers_.erase(*rank);
+        if (vacant_servers_.empty()) {
+          restore_step_ = NewestCommonStep(checkpoints_);
+          restore_epoch_ = membership_.epoch();
+          LOG(INFO) << membership_.Describe(SERVER, *rank) << " replaces the dead server; every server rank "
+                    << "is live again; servers restore the checkpoints of step " << *restore_step_
+                    << " (restore_step, set at membership epoch " << restore_epoch_ << "); "
+                    << MembershipLine();
+        } else {
+          LOG(INFO) << membership_.Describe(SERVER, *rank) << " replaces a dead server; still vacant: "
+                    << vacant_servers_.size() << " server ranks; " << MembershipLine();
+        }
+        PublishParticipantsLocked(&deferred);
+      } else if (state_ == RUNNING) {
         LOG(INFO) << membership_.Describe(request.role(), *rank) << " joined the running job; "
                   << MembershipLine();
         PublishParticipantsLocked(&deferred);
@@ -347,6 +399,37 @@ void Scheduler::RemoveWorkerLocked(int rank, ChangeKind kind, absl::string_view 
   MaybeFinishLocked(deferred);
 }
 
+void Scheduler::RemoveServerLocked(int rank, absl::string_view reason, Deferred* deferred) {
+  const absl::Time now = Now();
+  absl::StatusOr<bool> removed = membership_.Remove(SERVER, rank, ChangeKind::kDied, now);
+  if (!removed.ok() || !*removed) return;
+  vacant_servers_[rank] = now;
+  restore_step_.reset();
+  LOG(WARNING) << "server " << rank << " died (" << reason << "); waiting up to "
+               << absl::FormatDuration(options_.server_recovery_timeout)
+               << " for a server to take its rank; " << MembershipLine();
+  PublishParticipantsLocked(deferred);
+}
+
+absl::Status Scheduler::ReportCheckpoints(const CheckpointReport& report) {
+  absl::MutexLock lock(&mu_);
+  if (state_ == FAILED) return JobFailedError();
+  const int rank = report.server_rank();
+  if (absl::Status s = CheckLive(SERVER, rank, "checkpoint report"); !s.ok()) return s;
+  for (int i = 0; i < report.steps_size(); ++i) {
+    if (report.steps(i) < 0 || (i > 0 && report.steps(i) <= report.steps(i - 1))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint report from server ", rank, ": step ", report.steps(i), " at index ", i,
+          i > 0 ? absl::StrCat(" after ", report.steps(i - 1)) : std::string(),
+          ", expected strictly ascending steps >= 0"));
+    }
+  }
+  checkpoints_[rank].assign(report.steps().begin(), report.steps().end());
+  VLOG(1) << "server " << rank << " holds checkpoints of steps [" << absl::StrJoin(checkpoints_[rank], ", ")
+          << "]";
+  return absl::OkStatus();
+}
+
 void Scheduler::MaybeFinishLocked(Deferred* deferred) {
   if (state_ != RUNNING) return;
   if (!progress_.TryFinish(membership_.LiveRanks(WORKER), Now())) return;
@@ -359,8 +442,10 @@ void Scheduler::ReportFailure(const FailureReport& report) {
   {
     absl::MutexLock lock(&mu_);
     who = membership_.Describe(report.role(), report.rank());
-    if (report.role() == WORKER && !membership_.is_live(WORKER, report.rank())) {
-      // A worker the job already went on without (declared dead, or left): its failure is its own.
+    const bool removed = report.role() == WORKER || membership_.ever_registered(report.role(), report.rank());
+    if (removed && !membership_.is_live(report.role(), report.rank())) {
+      // A worker the job already went on without (declared dead, or left), or a server declared
+      // dead (its rank waits for a replacement): its failure is its own.
       LOG(WARNING) << "ignoring the failure of " << who << ", no longer a member: " << report.message();
       return;
     }
@@ -411,14 +496,28 @@ void Scheduler::CheckHealth() {
     std::vector<SilentMember> never_started = membership_.FindNeverStarted(now, options_.startup_timeout);
     silent.insert(silent.end(), never_started.begin(), never_started.end());
     std::vector<std::string> dead_servers, silent_servers;
+    std::vector<SilentMember> replaceable_servers;
     for (size_t i = 0; i < silent.size(); ++i) {
       if (silent[i].role != SERVER) continue;
-      (i < dead ? dead_servers : silent_servers).push_back(silent[i].message);
+      if (i < dead && RecoversServersLocked()) {
+        replaceable_servers.push_back(silent[i]);
+      } else {
+        (i < dead ? dead_servers : silent_servers).push_back(silent[i].message);
+      }
+    }
+    std::vector<std::string> unreplaced;
+    for (const auto& [rank, died] : vacant_servers_) {
+      if (now - died > options_.server_recovery_timeout) {
+        unreplaced.push_back(absl::StrFormat("server %d died and no replacement registered within %g s", rank,
+                                             absl::ToDoubleSeconds(options_.server_recovery_timeout)));
+      }
     }
     if (!dead_servers.empty()) {
       EndLocked(FAILED, absl::UnavailableError(absl::StrJoin(dead_servers, "; ")), &deferred);
     } else if (!silent_servers.empty()) {
       EndLocked(FAILED, absl::DeadlineExceededError(absl::StrJoin(silent_servers, "; ")), &deferred);
+    } else if (!unreplaced.empty()) {
+      EndLocked(FAILED, absl::UnavailableError(absl::StrJoin(unreplaced, "; ")), &deferred);
     } else if (state_ == WAITING_FOR_ROLES && now - created_ > options_.startup_timeout) {
       EndLocked(FAILED,
                 absl::DeadlineExceededError(absl::StrFormat(
@@ -427,8 +526,10 @@ void Scheduler::CheckHealth() {
                     options_.job.num_workers(), absl::FormatDuration(options_.startup_timeout))),
                 &deferred);
     } else {
+      for (const SilentMember& server : replaceable_servers) RemoveServerLocked(server.rank, server.message, &deferred);
       for (const SilentMember& worker : silent) {
         if (Ended()) break;
+        if (worker.role != WORKER) continue;
         RemoveWorkerLocked(worker.rank, ChangeKind::kDied, worker.message, &deferred);
       }
     }

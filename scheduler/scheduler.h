@@ -5,14 +5,27 @@
 //
 //   WAITING_FOR_ROLES --(last role registers)--> RUNNING --(every live worker sent done and
 //          |                                        |      no evaluation is outstanding)--> FINISHED
-//          +--(startup timeout, dead or silent server, fewer than min_workers live workers,
-//              reported failure, Fail())--> FAILED
+//          +--(startup timeout, dead or silent server (unless replaced, below), fewer than
+//              min_workers live workers, reported failure, Fail())--> FAILED
 //
 // Churn. A worker that misses heartbeats for dead_after (or never heartbeats within the start-up
 // timeout) is removed as "died", one that calls Leave as "left"; either bumps the membership
 // epoch, returns its evaluation leases to the pool and its incomplete training leases as
 // remainders (LeasePool), and stops barriers from waiting for it. A worker that registers while
-// the job runs takes the lowest free rank ("joined"). A dead server still fails the job.
+// the job runs takes the lowest free rank ("joined").
+//
+// Server recovery (SYNC mode with job.checkpoint_every_steps > 0, once the job runs; otherwise a
+// dead server fails the job). Servers report the checkpoint steps they hold (ReportCheckpoints);
+// the latest list per server rank is kept, also after the server died (its files stay for its
+// replacement). A server that misses heartbeats for dead_after is removed as "died": its rank is
+// vacant, the epoch is bumped, the view lists the live servers only and drops restore_step (a new
+// recovery begins), and the job keeps RUNNING. A server that registers takes the vacant rank
+// ("joined"). When no rank is vacant any more, the view's restore_step becomes the newest step
+// every server rank reported a checkpoint of (NewestCommonStep; 0 when there is none), and
+// restore_epoch the epoch of that registration (set with its epoch bump); both stay until the next
+// recovery (a server's death) drops them, so a replacement never sees the cut of an earlier one. A rank vacant for longer than
+// server_recovery_timeout fails the job (UNAVAILABLE "server 1 died and no replacement registered
+// within 60 s").
 //
 // FINISHED and FAILED are final. When the job ends every parked call is answered: view waiters get
 // the view (FINISHED) or ABORTED "job failed: <reason>"; parked barriers get ABORTED.
@@ -24,7 +37,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +79,8 @@ class Scheduler {
     // The job fails when not every role has registered this long after creation, or a role has
     // not heartbeated this long after registering.
     absl::Duration startup_timeout = absl::Seconds(300);
+    // Server recovery: how long a dead server's rank may stay vacant before the job fails.
+    absl::Duration server_recovery_timeout = absl::Seconds(60);
     // Time source; tests inject their own. Default: absl::Now.
     std::function<absl::Time()> clock;
   };
@@ -77,7 +94,8 @@ class Scheduler {
   Scheduler& operator=(const Scheduler&) = delete;
 
   // Registers a role; the answer carries its rank, the job and the heartbeat settings. A worker
-  // registering while the job runs joins it (Membership::Register). Errors as
+  // registering while the job runs joins it (Membership::Register); so does a server while a server
+  // rank is vacant (server recovery: the last vacancy filled sets the view's restore_step). Errors as
   // Membership::Register; ABORTED "job failed: ..." once the job has failed; FAILED_PRECONDITION
   // for a new role once the job has finished (a re-registration still gets its rank).
   absl::StatusOr<RegisterResponse> Register(const RegisterRequest& request);
@@ -126,6 +144,12 @@ class Scheduler {
   // a rank that never registered. Leaving below min_workers fails the job.
   absl::Status Leave(const LeaveRequest& request);
 
+  // A server's checkpoint steps (strictly ascending, >= 0); they replace the rank's earlier list.
+  // INVALID_ARGUMENT, with nothing recorded, for steps not ascending or negative;
+  // FAILED_PRECONDITION for a rank that is not a live server; ABORTED "job failed: ..." once the
+  // job has failed.
+  absl::Status ReportCheckpoints(const CheckpointReport& report);
+
   // Progress snapshot with state, failure and live role counts (registered_*).
   JobStatus Status() const;
 
@@ -133,8 +157,10 @@ class Scheduler {
   void Fail(absl::Status reason);
 
   // The watchdog's tick. A server that heartbeated and fell silent for dead_after fails the job
-  // (UNAVAILABLE); so does one registered startup_timeout ago without a heartbeat since, or not
-  // every role registering within startup_timeout (both DEADLINE_EXCEEDED). A worker in either
+  // (UNAVAILABLE), or with server recovery is removed as "died" and its rank waits for a
+  // replacement; a rank vacant for longer than server_recovery_timeout fails the job
+  // (UNAVAILABLE). A server registered startup_timeout ago without a heartbeat since, or not every
+  // role registering within startup_timeout, fail the job (DEADLINE_EXCEEDED). A worker in either
   // case is removed as "died"; fewer than min_workers live workers then fail the job
   // (UNAVAILABLE "only 1 live worker left; the job needs at least 2 (--min_workers); ..."). Does
   // nothing once the job has ended.
@@ -176,11 +202,17 @@ class Scheduler {
   // the finish condition. Does nothing for a worker already gone.
   void RemoveWorkerLocked(int rank, ChangeKind kind, absl::string_view reason, Deferred* deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Server recovery: removes the live server `rank` ("died", because of `reason`); its rank is
+  // vacant from now on and restore_step is dropped.
+  void RemoveServerLocked(int rank, absl::string_view reason, Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a dead server is replaced rather than failing the job (SYNC with checkpoints, running).
+  bool RecoversServersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Finishes the job when Progress::TryFinish says so.
   void MaybeFinishLocked(Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FAILED_PRECONDITION unless (role, rank) is a live member.
   absl::Status CheckLive(Role role, int rank, absl::string_view what) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // "epoch 7, live workers [0, 2]", for log lines.
+  // "membership epoch 7, live workers [0, 2]" (and ", live servers [0]" while a server rank is
+  // vacant), for log lines.
   std::string MembershipLine() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
@@ -196,7 +228,20 @@ class Scheduler {
   LeasePool leases_ ABSL_GUARDED_BY(mu_);
   Progress progress_ ABSL_GUARDED_BY(mu_);
   std::vector<ViewDone> view_waiters_ ABSL_GUARDED_BY(mu_);
+  // Server recovery. By server rank: the checkpoint steps it reported last (ascending).
+  std::vector<std::vector<int64_t>> checkpoints_ ABSL_GUARDED_BY(mu_);
+  // Vacant server ranks and when each one's server was declared dead.
+  std::map<int, absl::Time> vacant_servers_ ABSL_GUARDED_BY(mu_);
+  // The view's restore_step and the membership epoch it was set at; unset before any recovery
+  // completed and while ranks are vacant.
+  std::optional<int64_t> restore_step_ ABSL_GUARDED_BY(mu_);
+  int64_t restore_epoch_ ABSL_GUARDED_BY(mu_) = 0;
 };
+
+// The newest step that every list holds (each list ascending), i.e. the newest consistent cut of
+// the servers' checkpoints; 0 when there is none or `steps_by_server` is empty. E.g. {{10, 20},
+// {10}} -> 10; {{10, 20}, {}} -> 0.
+int64_t NewestCommonStep(const std::vector<std::vector<int64_t>>& steps_by_server);
 
 // Optimizer updates the job makes on each server. SYNC: epochs x SyncStepsPerEpoch(train_samples,
 // batch_size, num_workers), capped by max_steps when it is > 0. ASYNC/SSP: epochs x

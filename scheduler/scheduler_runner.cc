@@ -62,6 +62,10 @@ absl::StatusOr<std::unique_ptr<SchedulerRunner>> SchedulerRunner::Create(JobSpec
                                 " and startup timeout ", absl::FormatDuration(options.startup_timeout),
                                 " must be > 0"));
   }
+  if (options.server_recovery_timeout <= absl::ZeroDuration()) {
+    return Invalid(absl::StrCat("server recovery timeout is ", absl::FormatDuration(options.server_recovery_timeout),
+                                ", expected > 0"));
+  }
   if (options.dead_after <= options.heartbeat_interval) {
     return Invalid(absl::StrCat("dead_after is ", absl::FormatDuration(options.dead_after),
                                 ", expected more than the heartbeat interval ",
@@ -98,6 +102,7 @@ absl::Status SchedulerRunner::Run() {
   core_options.heartbeat_interval = options_.heartbeat_interval;
   core_options.dead_after = options_.dead_after;
   core_options.startup_timeout = options_.startup_timeout;
+  core_options.server_recovery_timeout = options_.server_recovery_timeout;
   ASSIGN_OR_RETURN(std::unique_ptr<Scheduler> core, Scheduler::Create(std::move(core_options)));
 
   // Declared before the server, so the server (which borrows it) goes first.

@@ -37,6 +37,9 @@ class SchedulerRunner {
     absl::Duration heartbeat_interval = absl::Milliseconds(500);
     absl::Duration dead_after = absl::Milliseconds(3000);
     absl::Duration startup_timeout = absl::Seconds(300);
+    // SYNC with checkpoints: how long a dead server's rank may wait for a replacement before the
+    // job fails (Scheduler::Options::server_recovery_timeout).
+    absl::Duration server_recovery_timeout = absl::Seconds(60);
   };
 
   // INVALID_ARGUMENT for a bad job (after ApplyJobDefaults) or bad options (port outside

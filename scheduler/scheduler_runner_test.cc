@@ -258,6 +258,9 @@ TEST(SchedulerRunnerTest, RejectsBadOptions) {
   options = SchedulerRunner::Options();
   options.port = 70000;
   EXPECT_EQ(SchedulerRunner::Create(Job("x"), options).status().code(), absl::StatusCode::kInvalidArgument);
+  options = SchedulerRunner::Options();
+  options.server_recovery_timeout = absl::ZeroDuration();
+  EXPECT_EQ(SchedulerRunner::Create(Job("x"), options).status().code(), absl::StatusCode::kInvalidArgument);
   JobSpec bad = Job("x");
   bad.set_batch_size(-1);
   EXPECT_EQ(SchedulerRunner::Create(bad, SchedulerRunner::Options()).status().code(),

@@ -90,6 +90,13 @@ grpc::ServerUnaryReactor* SchedulerService::Leave(grpc::CallbackServerContext* c
   return Answer(ctx, core_->Leave(*request));
 }
 
+grpc::ServerUnaryReactor* SchedulerService::ReportCheckpoints(grpc::CallbackServerContext* ctx,
+                                                              const CheckpointReport* request,
+                                                              CheckpointAck* response) {
+  VLOG(2) << "ReportCheckpoints server " << request->server_rank() << ": " << request->steps_size() << " steps";
+  return Answer(ctx, core_->ReportCheckpoints(*request));
+}
+
 grpc::ServerUnaryReactor* SchedulerService::GetJobStatus(grpc::CallbackServerContext* ctx,
                                                          const JobStatusRequest* request,
                                                          JobStatus* response) {

@@ -41,6 +41,9 @@ class SchedulerService final : public pstrain::Scheduler::CallbackService {
                                           FailureResponse* response) override;
   grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* ctx, const LeaveRequest* request,
                                   LeaveResponse* response) override;
+  grpc::ServerUnaryReactor* ReportCheckpoints(grpc::CallbackServerContext* ctx,
+                                              const CheckpointReport* request,
+                                              CheckpointAck* response) override;
   grpc::ServerUnaryReactor* GetJobStatus(grpc::CallbackServerContext* ctx,
                                          const JobStatusRequest* request, JobStatus* response) override;
 

@@ -7,6 +7,7 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/job_spec.h"
@@ -206,6 +207,30 @@ TEST_F(SchedulerServiceTest, ErrorsTravelWithTheirCodes) {
   grpc::Status s = stub_->Register(&ctx, req, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_NE(s.error_message().find("job already has 1 servers"), std::string::npos) << s.error_message();
+}
+
+TEST_F(SchedulerServiceTest, ReportCheckpointsIsCheckedAndAnswered) {
+  Register(SERVER, "127.0.0.1:4001");
+  for (const std::vector<int64_t>& steps : {std::vector<int64_t>{10, 20}, std::vector<int64_t>{20, 10}}) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    CheckpointReport req;
+    req.set_server_rank(0);
+    for (int64_t step : steps) req.add_steps(step);
+    CheckpointAck resp;
+    grpc::Status s = stub_->ReportCheckpoints(&ctx, req, &resp);
+    if (steps.front() == 10) {
+      EXPECT_TRUE(s.ok()) << s.error_message();
+    } else {
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    }
+  }
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  CheckpointReport req;
+  req.set_server_rank(3);
+  CheckpointAck resp;
+  EXPECT_EQ(stub_->ReportCheckpoints(&ctx, req, &resp).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
 }
 
 TEST_F(SchedulerServiceTest, LeaveRemovesTheWorkerAndItsHeartbeatsAreRefused) {

@@ -17,9 +17,14 @@ namespace {
 // A scheduler for a 1-server, 2-worker job on a clock the test moves by hand.
 class SchedulerTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Scheduler> Make(Mode mode = SYNC, int workers = 2, int min_workers = 1) {
+  std::unique_ptr<Scheduler> Make(Mode mode = SYNC, int workers = 2, int min_workers = 1, int servers = 1,
+                                  int64_t checkpoint_every = 0) {
     JobSpec job;
-    job.set_num_servers(1);
+    job.set_num_servers(servers);
+    if (checkpoint_every > 0) {
+      job.set_checkpoint_dir("ckpt");
+      job.set_checkpoint_every_steps(checkpoint_every);
+    }
     job.set_num_workers(workers);
     job.set_min_workers(min_workers);
     job.set_epochs(1);
@@ -33,7 +38,7 @@ class SchedulerTest : public ::testing::Test {
     t.set_num_elements(8);
     Scheduler::Options options;
     options.job = job;
-    options.shard_map = *BuildShardMap({t}, 1, 1024);
+    options.shard_map = *BuildShardMap({t}, servers, 1024);
     options.train_samples = 50;
     options.test_samples = 40;  // 2 workers: evaluation leases of 5.
     options.total_steps = 3;
@@ -102,6 +107,51 @@ class SchedulerTest : public ::testing::Test {
     ASSERT_TRUE(s->Register(Reg(SERVER, "h:1")).ok());
     for (int w = 0; w < workers; ++w) ASSERT_TRUE(s->Register(Reg(WORKER, absl::StrCat("h:", w + 2))).ok());
     ASSERT_EQ(s->state(), RUNNING);
+  }
+
+  // Server recovery: a SYNC job with 2 servers ("h:1", "h:2"), 2 workers ("h:3", "h:4") and
+  // checkpoints every 10 steps, running, everyone heartbeated at now_.
+  std::unique_ptr<Scheduler> MakeRecovering(Mode mode = SYNC) {
+    auto s = Make(mode, 2, 1, /*servers=*/2, /*checkpoint_every=*/10);
+    for (const char* address : {"h:1", "h:2"}) EXPECT_TRUE(s->Register(Reg(SERVER, address)).ok());
+    for (const char* address : {"h:3", "h:4"}) EXPECT_TRUE(s->Register(Reg(WORKER, address)).ok());
+    EXPECT_EQ(s->state(), RUNNING);
+    for (Role role : {SERVER, WORKER}) {
+      for (int rank : {0, 1}) {
+        EXPECT_TRUE(s->Heartbeat(Hb(role, rank)).ok());
+      }
+    }
+    return s;
+  }
+
+  // Moves the clock by 3.5 s with every live member but `silent_server` heartbeating halfway, and
+  // runs the watchdog: that server is dead.
+  void LetServerDie(Scheduler* s, int silent_server) {
+    now_ += absl::Seconds(2);
+    const ClusterView view = s->View();
+    for (const ServerInfo& server : view.servers()) {
+      if (server.rank() != silent_server) {
+        EXPECT_TRUE(s->Heartbeat(Hb(SERVER, server.rank())).ok());
+      }
+    }
+    for (const WorkerInfo& worker : view.workers()) {
+      EXPECT_TRUE(s->Heartbeat(Hb(WORKER, worker.rank())).ok());
+    }
+    now_ += absl::Milliseconds(1500);
+    s->CheckHealth();
+  }
+
+  static CheckpointReport Checkpoints(int server_rank, std::vector<int64_t> steps) {
+    CheckpointReport r;
+    r.set_server_rank(server_rank);
+    for (int64_t step : steps) r.add_steps(step);
+    return r;
+  }
+
+  static std::vector<int> ServerRanks(const ClusterView& view) {
+    std::vector<int> ranks;
+    for (const ServerInfo& s : view.servers()) ranks.push_back(s.rank());
+    return ranks;
   }
 
   static std::vector<int> WorkerRanks(const ClusterView& view) {
@@ -250,6 +300,182 @@ TEST_F(SchedulerTest, SilentServerStillFailsTheJob) {
   EXPECT_EQ(s->state(), FAILED);
   EXPECT_EQ(s->failure().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(s->failure().message(), "server 0 at h:1 sent no heartbeat for 3.5 s");
+}
+
+TEST_F(SchedulerTest, DeadServerFailsTheJobWithoutCheckpointsOrOutsideSyncMode) {
+  // Checkpoints, but ASYNC: no consistent cut to roll back to.
+  auto s = MakeRecovering(ASYNC);
+  LetServerDie(s.get(), 1);
+  EXPECT_EQ(s->state(), FAILED);
+  EXPECT_EQ(s->failure().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(s->failure().message(), "server 1 at h:2 sent no heartbeat for 3.5 s");
+  // SYNC without checkpoints.
+  auto t = Make(SYNC, 2, 1, /*servers=*/2);
+  for (const char* address : {"h:1", "h:2"}) ASSERT_TRUE(t->Register(Reg(SERVER, address)).ok());
+  for (const char* address : {"h:3", "h:4"}) ASSERT_TRUE(t->Register(Reg(WORKER, address)).ok());
+  for (int rank : {0, 1}) ASSERT_TRUE(t->Heartbeat(Hb(SERVER, rank)).ok());
+  LetServerDie(t.get(), 0);
+  EXPECT_EQ(t->state(), FAILED);
+  EXPECT_EQ(t->failure().message(), "server 0 at h:1 sent no heartbeat for 3.5 s");
+}
+
+TEST_F(SchedulerTest, DeadServerIsReplacedAndTheViewNamesTheNewestCommonCheckpoint) {
+  auto s = MakeRecovering();
+  ASSERT_TRUE(s->ReportCheckpoints(Checkpoints(0, {10, 20})).ok());
+  ASSERT_TRUE(s->ReportCheckpoints(Checkpoints(1, {10})).ok());
+  const int64_t epoch = s->View().membership_epoch();
+  EXPECT_FALSE(s->View().has_restore_step());
+
+  LetServerDie(s.get(), 1);
+  EXPECT_EQ(s->state(), RUNNING);
+  ClusterView view = s->View();
+  EXPECT_EQ(view.membership_epoch(), epoch + 1);
+  EXPECT_EQ(ServerRanks(view), std::vector<int>{0});  // The vacancy shows as a missing rank.
+  EXPECT_EQ(WorkerRanks(view), (std::vector<int>{0, 1}));
+  EXPECT_EQ(view.shard_map().chunks_size(), 2);  // Still two shards.
+  EXPECT_FALSE(view.has_restore_step());
+  EXPECT_EQ(s->Status().registered_servers(), 1);
+  // The dead server learns it; its checkpoint reports are refused.
+  EXPECT_EQ(s->Heartbeat(Hb(SERVER, 1)).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s->ReportCheckpoints(Checkpoints(1, {10, 20})).code(), absl::StatusCode::kFailedPrecondition);
+  // The watchdog's next ticks change nothing.
+  s->CheckHealth();
+  EXPECT_EQ(s->View().membership_epoch(), epoch + 1);
+
+  // A worker cannot take a server's rank; a server registering now replaces the dead one.
+  now_ += absl::Seconds(5);
+  absl::StatusOr<RegisterResponse> replacement = s->Register(Reg(SERVER, "h:9"));
+  ASSERT_TRUE(replacement.ok()) << replacement.status();
+  EXPECT_EQ(replacement->rank(), 1);
+  view = s->View();
+  EXPECT_EQ(view.state(), RUNNING);
+  EXPECT_EQ(view.membership_epoch(), epoch + 2);
+  ASSERT_EQ(ServerRanks(view), (std::vector<int>{0, 1}));
+  EXPECT_EQ(view.servers(1).address(), "h:9");
+  ASSERT_TRUE(view.has_restore_step());
+  EXPECT_EQ(view.restore_step(), 10);  // Server 0 has {10, 20}, server 1 only {10}.
+  EXPECT_EQ(view.restore_epoch(), epoch + 2);
+  // A retried registration is the same member; no second server fits.
+  EXPECT_EQ(s->Register(Reg(SERVER, "h:9"))->rank(), 1);
+  EXPECT_EQ(s->View().membership_epoch(), epoch + 2);
+  EXPECT_EQ(s->Register(Reg(SERVER, "h:10")).status().code(), absl::StatusCode::kFailedPrecondition);
+  // restore_step stays with later membership changes, e.g. a worker leaving.
+  LeaveRequest leave;
+  leave.set_role(WORKER);
+  leave.set_rank(1);
+  ASSERT_TRUE(s->Leave(leave).ok());
+  EXPECT_EQ(s->View().restore_step(), 10);
+  EXPECT_EQ(s->View().restore_epoch(), epoch + 2);
+  EXPECT_EQ(s->View().membership_epoch(), epoch + 3);
+  // Long after the death the job still runs: the rank was filled in time.
+  now_ += absl::Seconds(100);
+  for (int rank : {0, 1}) ASSERT_TRUE(s->Heartbeat(Hb(SERVER, rank)).ok());
+  ASSERT_TRUE(s->Heartbeat(Hb(WORKER, 0)).ok());
+  s->CheckHealth();
+  EXPECT_EQ(s->state(), RUNNING);
+  const std::string summary = s->SummaryJson();
+  EXPECT_NE(summary.find("{\"seconds\": 3.5, \"role\": \"server\", \"rank\": 1, \"kind\": \"died\"}, "
+                         "{\"seconds\": 8.5, \"role\": \"server\", \"rank\": 1, \"kind\": \"joined\"}"),
+            std::string::npos)
+      << summary;
+}
+
+TEST_F(SchedulerTest, RestoreStepIsZeroWithoutACommonCheckpoint) {
+  auto s = MakeRecovering();
+  ASSERT_TRUE(s->ReportCheckpoints(Checkpoints(0, {10, 20})).ok());  // Server 1 never reported.
+  LetServerDie(s.get(), 0);
+  ASSERT_TRUE(s->Register(Reg(SERVER, "h:9")).ok());
+  ASSERT_TRUE(s->View().has_restore_step());
+  EXPECT_EQ(s->View().restore_step(), 0);
+}
+
+TEST_F(SchedulerTest, AReplacementsReportReplacesItsRanksCheckpoints) {
+  auto s = MakeRecovering();
+  ASSERT_TRUE(s->ReportCheckpoints(Checkpoints(0, {10, 20})).ok());
+  ASSERT_TRUE(s->ReportCheckpoints(Checkpoints(1, {10, 20})).ok());
+  LetServerDie(s.get(), 1);
+  ASSERT_TRUE(s->Register(Reg(SERVER, "h:9")).ok());
+  EXPECT_EQ(s->View().restore_step(), 20);
+  // After the roll-back both go on and checkpoint step 30; the replacement lost step 10's file.
+  ASSERT_TRUE(s->Heartbeat(Hb(SERVER, 1)).ok());
+  ASSERT_TRUE(s->ReportCheckpoints(Checkpoints(1, {20, 30})).ok());
+  ASSERT_TRUE(s->ReportCheckpoints(Checkpoints(0, {20, 30})).ok());
+  // Now server 0 dies: a second recovery. restore_step is dropped while the rank is vacant.
+  LetServerDie(s.get(), 0);
+  EXPECT_EQ(s->state(), RUNNING);
+  EXPECT_FALSE(s->View().has_restore_step());
+  EXPECT_EQ(s->View().restore_epoch(), 0);
+  ASSERT_EQ(s->Register(Reg(SERVER, "h:11"))->rank(), 0);
+  EXPECT_EQ(s->View().restore_step(), 30);
+  EXPECT_EQ(s->View().restore_epoch(), s->View().membership_epoch());
+}
+
+TEST_F(SchedulerTest, RestoreStepWaitsUntilEveryVacantRankIsFilled) {
+  auto s = MakeRecovering();
+  ASSERT_TRUE(s->ReportCheckpoints(Checkpoints(0, {10, 20})).ok());
+  ASSERT_TRUE(s->ReportCheckpoints(Checkpoints(1, {10, 20})).ok());
+  now_ += absl::Seconds(3.5);
+  ASSERT_TRUE(s->Heartbeat(Hb(WORKER, 0)).ok());
+  ASSERT_TRUE(s->Heartbeat(Hb(WORKER, 1)).ok());
+  s->CheckHealth();  // Both servers died.
+  EXPECT_EQ(s->state(), RUNNING);
+  EXPECT_TRUE(s->View().servers().empty());
+  ASSERT_EQ(s->Register(Reg(SERVER, "h:9"))->rank(), 0);
+  EXPECT_FALSE(s->View().has_restore_step());
+  ASSERT_EQ(s->Register(Reg(SERVER, "h:10"))->rank(), 1);
+  EXPECT_EQ(s->View().restore_step(), 20);
+}
+
+TEST_F(SchedulerTest, ServerNotReplacedInTimeFailsTheJob) {
+  auto s = MakeRecovering();
+  LetServerDie(s.get(), 1);
+  ASSERT_EQ(s->state(), RUNNING);
+  // Barriers of every live participant do not wait for the vacant rank.
+  int released = 0;
+  BarrierRequest b;
+  b.set_name("all");
+  b.set_participants(BarrierRequest::ALL);
+  for (Role role : {SERVER, WORKER}) {
+    for (int rank : {0, 1}) {
+      if (role == SERVER && rank == 1) continue;
+      b.set_role(role);
+      b.set_rank(rank);
+      s->Barrier(b, [&](absl::Status st) { released += st.ok(); });
+    }
+  }
+  EXPECT_EQ(released, 3);
+
+  for (int i = 0; i < 28; ++i) {  // 56 s after the death: still waiting.
+    now_ += absl::Seconds(2);
+    ASSERT_TRUE(s->Heartbeat(Hb(SERVER, 0)).ok());
+    for (int rank : {0, 1}) ASSERT_TRUE(s->Heartbeat(Hb(WORKER, rank)).ok());
+    s->CheckHealth();
+    ASSERT_EQ(s->state(), RUNNING) << s->failure();
+  }
+  now_ += absl::Seconds(4.5);
+  ASSERT_TRUE(s->Heartbeat(Hb(SERVER, 0)).ok());
+  for (int rank : {0, 1}) ASSERT_TRUE(s->Heartbeat(Hb(WORKER, rank)).ok());
+  s->CheckHealth();
+  EXPECT_EQ(s->state(), FAILED);
+  EXPECT_EQ(s->failure().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(s->failure().message(), "server 1 died and no replacement registered within 60 s");
+  EXPECT_EQ(s->Register(Reg(SERVER, "h:9")).status().code(), absl::StatusCode::kAborted);
+}
+
+TEST_F(SchedulerTest, BadCheckpointReportsAreRefused) {
+  auto s = MakeRecovering();
+  absl::Status st = s->ReportCheckpoints(Checkpoints(0, {20, 10}));
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message(),
+            "checkpoint report from server 0: step 10 at index 1 after 20, expected strictly ascending steps >= 0");
+  EXPECT_EQ(s->ReportCheckpoints(Checkpoints(0, {-1})).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s->ReportCheckpoints(Checkpoints(5, {10})).code(), absl::StatusCode::kFailedPrecondition);
+  // The refused reports recorded nothing: the cut is still empty.
+  ASSERT_TRUE(s->ReportCheckpoints(Checkpoints(1, {10})).ok());
+  LetServerDie(s.get(), 1);
+  ASSERT_TRUE(s->Register(Reg(SERVER, "h:9")).ok());
+  EXPECT_EQ(s->View().restore_step(), 0);
+  ASSERT_TRUE(s->ReportCheckpoints(Checkpoints(1, {})).ok());  // Empty is fine.
 }
 
 TEST_F(SchedulerTest, LeaveRemovesTheWorkerAtOnce) {
@@ -578,6 +804,16 @@ TEST_F(SchedulerTest, LeaveReturnsTheTrainingLeaseAsARemainder) {
   ASSERT_TRUE(rest.ok()) << rest.status();
   EXPECT_EQ(rest->lease_id(), held->lease_id());
   EXPECT_EQ(rest->first_batch(), 0);
+}
+
+TEST(NewestCommonStepTest, IsTheNewestStepEveryServerHolds) {
+  EXPECT_EQ(NewestCommonStep({{10, 20}, {10}}), 10);
+  EXPECT_EQ(NewestCommonStep({{10, 20}, {10, 20}}), 20);
+  EXPECT_EQ(NewestCommonStep({{20, 30}, {10, 20}, {20}}), 20);
+  EXPECT_EQ(NewestCommonStep({{10, 20}, {}}), 0);
+  EXPECT_EQ(NewestCommonStep({{10, 20}, {30, 40}}), 0);
+  EXPECT_EQ(NewestCommonStep({{5}}), 5);
+  EXPECT_EQ(NewestCommonStep({}), 0);
 }
 
 TEST(TotalStepsTest, FollowsTheMode) {

@@ -436,5 +436,179 @@ TEST(StoreCheckpointTest, FailedWriteDoesNotFailThePush) {
   EXPECT_EQ(store->step(), 2);
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// Server recovery: RestoreAndUpdateMembership.
+
+PushRequest AtEpoch(PushRequest req, int64_t epoch) {
+  req.set_membership_epoch(epoch);
+  return req;
+}
+
+// Every worker in `ranks` pushes step `step` at membership epoch `epoch`.
+void SyncStepAt(ParameterStore& store, const std::vector<int>& ranks, int64_t step, int64_t epoch) {
+  for (int r : ranks) {
+    ASSERT_TRUE(PushNow(store, AtEpoch(MakePush(r, step, Gradient(r, step)), epoch)).ok()) << "step " << step;
+  }
+  ASSERT_EQ(store.step(), step + 1);
+}
+
+ParameterStore::Options CheckpointingOptions(const std::string& dir, int every) {
+  ParameterStore::Options options = AdamOptions(SYNC, 2);
+  options.job.set_checkpoint_dir(dir);
+  options.job.set_checkpoint_every_steps(every);
+  return options;
+}
+
+TEST(StoreRecoveryTest, RollbackToCheckpointRestoresEverythingAndRedoesTheSameSteps) {
+  const std::string dir = TestDir();
+  std::vector<int64_t> written;
+  ParameterStore::Options options = CheckpointingOptions(dir, 2);
+  options.on_checkpoint_written = [&](int64_t step) { written.push_back(step); };
+  auto store = MakeStore(options);
+  for (int64_t t = 0; t < 6; ++t) SyncStep(*store, 2, t);
+  EXPECT_THAT(written, ElementsAre(2, 4, 6));
+  EXPECT_THAT(ListCheckpointSteps(dir, 0), ElementsAre(4, 6));
+  // Step 6 half pushed when the recovery arrives.
+  ASSERT_TRUE(PushNow(*store, MakePush(0, 6, Gradient(0, 6))).ok());
+
+  // A run that never went past step 4 (no checkpoints, so its files do not interfere).
+  auto reference = MakeStore(AdamOptions(SYNC, 2));
+  for (int64_t t = 0; t < 4; ++t) SyncStep(*reference, 2, t);
+
+  auto ckpt = ReadCheckpoint(CheckpointPath(dir, 0, 4));
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  ASSERT_TRUE(store->RestoreAndUpdateMembership(&*ckpt, 5, {1, 0}).ok());
+  EXPECT_EQ(store->step(), 4);
+  EXPECT_EQ(store->membership_epoch(), 5);
+  EXPECT_TRUE(SameBits(Weights(*store), Weights(*reference)));
+  auto now = store->Checkpoint();
+  auto want = reference->Checkpoint();
+  ASSERT_TRUE(now.ok() && want.ok());
+  ASSERT_EQ(now->state.size(), 2u);
+  EXPECT_TRUE(SameBits(now->state[0], want->state[0]));  // Adam m
+  EXPECT_TRUE(SameBits(now->state[1], want->state[1]));  // Adam v
+  // The abandoned run's step-6 file is gone; step 4 stays.
+  EXPECT_THAT(ListCheckpointSteps(dir, 0), ElementsAre(4));
+
+  // Old-epoch pushes are refused; the redone steps match the reference bit for bit, and the
+  // checkpoint of step 6 is written again from the new run.
+  EXPECT_EQ(PushNow(*store, MakePush(1, 4, Gradient(1, 4))).code(), absl::StatusCode::kAborted);
+  for (int64_t t = 4; t < 6; ++t) {
+    SyncStepAt(*store, {0, 1}, t, 5);
+    SyncStep(*reference, 2, t);
+  }
+  EXPECT_TRUE(SameBits(Weights(*store), Weights(*reference)));
+  EXPECT_THAT(written, ElementsAre(2, 4, 6, 6));
+  auto file = ReadCheckpoint(CheckpointPath(dir, 0, 6));
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_TRUE(SameBits(file->weights, Weights(*reference)));
+  EXPECT_EQ(file->membership_epoch, 5);
+}
+
+TEST(StoreRecoveryTest, RollbackToStepZeroRestoresTheInitialState) {
+  const std::string dir = TestDir();
+  auto store = MakeStore(CheckpointingOptions(dir, 2));
+  auto fresh = MakeStore(AdamOptions(SYNC, 2));
+  const std::vector<float> initial = Weights(*fresh);
+  for (int64_t t = 0; t < 3; ++t) SyncStep(*store, 2, t);
+  ASSERT_FALSE(SameBits(Weights(*store), initial));
+
+  ASSERT_TRUE(store->RestoreAndUpdateMembership(nullptr, 4, {0, 1}).ok());
+  EXPECT_EQ(store->step(), 0);
+  EXPECT_TRUE(SameBits(Weights(*store), initial));
+  EXPECT_TRUE(ListCheckpointSteps(dir, 0).empty());  // step 2 belonged to the abandoned run
+  auto state = store->Checkpoint();
+  ASSERT_TRUE(state.ok());
+  for (const std::vector<float>& v : state->state) EXPECT_EQ(v, std::vector<float>(25, 0.0f));
+
+  // The first step after the rollback equals a fresh store's first step.
+  SyncStepAt(*store, {0, 1}, 0, 4);
+  SyncStep(*fresh, 2, 0);
+  EXPECT_TRUE(SameBits(Weights(*store), Weights(*fresh)));
+}
+
+TEST(StoreRecoveryTest, PendingStepIsDroppedAndParkedCallsAborted) {
+  auto store = MakeStore(CheckpointingOptions(TestDir(), 10));
+  SyncStep(*store, 2, 0);
+  auto ckpt = store->Checkpoint();  // step 1
+  ASSERT_TRUE(ckpt.ok());
+  SyncStep(*store, 2, 1);
+
+  // Worker 0 pushed step 2 and waits in PushPull; worker 1 waits in a pull for step 3.
+  PullResponse pushpull_resp, pull_resp;
+  std::optional<absl::Status> pushpull, pull;
+  store->PushPull(MakePush(0, 2, std::vector<float>(25, 1000.0f)), &pushpull_resp,
+                  [&](absl::Status s) { pushpull = std::move(s); });
+  PullRequest pull_req;
+  pull_req.set_worker_rank(1);
+  pull_req.set_membership_epoch(3);
+  pull_req.set_step(3);
+  store->Pull(pull_req, &pull_resp, [&](absl::Status s) { pull = std::move(s); });
+  ASSERT_FALSE(pushpull.has_value());
+  ASSERT_FALSE(pull.has_value());
+
+  // Plain Restore refuses while the step is pending; the recovery drops it instead.
+  EXPECT_EQ(store->Restore(*ckpt).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(store->RestoreAndUpdateMembership(&*ckpt, 4, {0, 1}).ok());
+  for (const std::optional<absl::Status>* o : {&pushpull, &pull}) {
+    ASSERT_TRUE(o->has_value());
+    EXPECT_EQ((*o)->code(), absl::StatusCode::kAborted);
+    EXPECT_EQ((*o)->message(), "server 0 rolled back to step 1 at membership epoch 4; step 2 is void");
+  }
+  EXPECT_EQ(store->step(), 1);
+  EXPECT_TRUE(SameBits(Weights(*store), ckpt->weights));
+
+  // Step 1 is redone from both new pushes only (the dropped 1000s are not mixed in).
+  auto reference = MakeStore(AdamOptions(SYNC, 2));
+  for (int64_t t = 0; t < 2; ++t) SyncStep(*reference, 2, t);
+  SyncStepAt(*store, {0, 1}, 1, 4);
+  EXPECT_TRUE(SameBits(Weights(*store), Weights(*reference)));
+}
+
+TEST(StoreRecoveryTest, NewStoreRollsBackAtItsOwnEpochAndLiveSetChanges) {
+  const std::string dir = TestDir();
+  auto trained = MakeStore(CheckpointingOptions(dir, 2));
+  for (int64_t t = 0; t < 2; ++t) SyncStep(*trained, 2, t);
+  auto ckpt = ReadCheckpoint(CheckpointPath(dir, 0, 2));
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+
+  // A replacement server is created at the epoch of the view that asks for the rollback.
+  auto replacement = MakeStore(CheckpointingOptions(dir, 2));
+  ASSERT_TRUE(replacement->RestoreAndUpdateMembership(&*ckpt, 3, {1}).ok());
+  EXPECT_EQ(replacement->step(), 2);
+  EXPECT_EQ(replacement->membership_epoch(), 3);
+  EXPECT_TRUE(SameBits(Weights(*replacement), Weights(*trained)));
+  EXPECT_EQ(PushNow(*replacement, MakePush(0, 2, Gradient(0, 2))).code(), absl::StatusCode::kAborted);  // left
+  SyncStepAt(*replacement, {1}, 2, 3);
+}
+
+TEST(StoreRecoveryTest, RefusedRollbacksChangeNothing) {
+  auto plain = MakeStore(AdamOptions(SYNC, 2));  // no checkpoints: no initial state kept
+  SyncStep(*plain, 2, 0);
+  const std::vector<float> before = Weights(*plain);
+  absl::Status status = plain->RestoreAndUpdateMembership(nullptr, 4, {0, 1});
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(), HasSubstr("none was kept"));
+
+  auto store = MakeStore(CheckpointingOptions(TestDir(), 5));
+  SyncStep(*store, 2, 0);
+  auto ckpt = store->Checkpoint();
+  ASSERT_TRUE(ckpt.ok());
+  SyncStep(*store, 2, 1);
+  const std::vector<float> at2 = Weights(*store);
+  status = store->RestoreAndUpdateMembership(&*ckpt, 2, {0, 1});
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(), HasSubstr("the store is at epoch 3 already"));
+  EXPECT_EQ(store->RestoreAndUpdateMembership(&*ckpt, 4, {0, 0}).code(), absl::StatusCode::kInvalidArgument);
+  ShardCheckpoint other = *ckpt;
+  other.rank = 1;
+  EXPECT_EQ(store->RestoreAndUpdateMembership(&other, 4, {0, 1}).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store->step(), 2);
+  EXPECT_EQ(store->membership_epoch(), 3);
+  EXPECT_TRUE(SameBits(Weights(*store), at2));
+  EXPECT_TRUE(SameBits(Weights(*plain), before));
+}
+
 }  // namespace
 }  // namespace pstrain::server

@@ -138,12 +138,14 @@ ParameterStore::ParameterStore(const Options& options, std::vector<int> worker_r
       layout_fingerprint_(layout_fingerprint),
       checkpoint_dir_(options.job.checkpoint_dir()),
       checkpoint_every_(options.job.checkpoint_every_steps()),
+      on_checkpoint_written_(options.on_checkpoint_written),
       weights_(std::move(weights)),
       optimizers_(std::move(optimizers)),
       membership_epoch_(options.membership_epoch),
       sum_(total_elements_) {
   absl::MutexLock lock(&mu_);
   for (int r : worker_ranks) workers_.emplace(r, NewWorkerLocked());
+  if (checkpoint_every_ > 0) initial_ = std::make_unique<const ShardCheckpoint>(CheckpointLocked());
 }
 
 ParameterStore::~ParameterStore() { Shutdown(); }
@@ -256,22 +258,25 @@ void ParameterStore::Push(const PushRequest& req, PushResponse* resp, Done done)
   absl::Status status = ValidatePush(req);
   Completions out;
   std::optional<ShardCheckpoint> due;
+  int64_t rollbacks = 0;
   if (status.ok()) {
     absl::MutexLock lock(&mu_);
     status = CheckLive("push", req.worker_rank(), req.membership_epoch());
     if (status.ok()) status = PushLocked(req, &out);
     if (status.ok()) resp->set_step(step_);
     due.swap(due_checkpoint_);
+    rollbacks = rollbacks_.load();
   }
   out.push_back({std::move(done), std::move(status)});
   Run(&out);
-  if (due) WriteCheckpointFile(*due);
+  if (due) WriteCheckpointFile(*due, rollbacks);
 }
 
 void ParameterStore::PushPull(const PushRequest& req, PullResponse* resp, Done done) {
   absl::Status status = ValidatePush(req);
   Completions out;
   std::optional<ShardCheckpoint> due;
+  int64_t rollbacks = 0;
   if (status.ok()) {
     absl::MutexLock lock(&mu_);
     status = CheckLive("push", req.worker_rank(), req.membership_epoch());
@@ -280,10 +285,11 @@ void ParameterStore::PushPull(const PushRequest& req, PullResponse* resp, Done d
       PullLocked(req.worker_rank(), req.step() + 1, req.data_epoch(), resp, std::move(done), &out);
     }
     due.swap(due_checkpoint_);
+    rollbacks = rollbacks_.load();
   }
   if (!status.ok()) out.push_back({std::move(done), std::move(status)});
   Run(&out);
-  if (due) WriteCheckpointFile(*due);
+  if (due) WriteCheckpointFile(*due, rollbacks);
 }
 
 absl::Status ParameterStore::FinishEpoch(const FinishEpochRequest& req) {
@@ -413,16 +419,7 @@ absl::Status ParameterStore::Restore(const ShardCheckpoint& ckpt) {
                                                         num_pushed_, " of ", workers_.size(),
                                                         " workers already pushed step ", step_));
     }
-    std::copy(ckpt.weights.begin(), ckpt.weights.end(), weights_.begin());
-    for (size_t i = 0; i < chunks_.size(); ++i) {
-      const Chunk& c = chunks_[i];
-      for (int s = 0; s < num_state_vectors_; ++s) {
-        const float* src = ckpt.state[s].data() + c.base;
-        std::copy(src, src + c.length, optimizers_[i]->state_vector(s).begin());
-      }
-    }
-    step_ = ckpt.step;
-    for (auto& [r, worker] : workers_) worker.has_last_push = false;
+    InstallCheckpointLocked(ckpt);
     ReleaseReadyLocked(&out);
   }
   LOG(INFO) << "server " << rank_ << ": restored step " << ckpt.step << " from a checkpoint";
@@ -430,9 +427,34 @@ absl::Status ParameterStore::Restore(const ShardCheckpoint& ckpt) {
   return absl::OkStatus();
 }
 
-void ParameterStore::WriteCheckpointFile(const ShardCheckpoint& ckpt) {
+void ParameterStore::InstallCheckpointLocked(const ShardCheckpoint& ckpt) {
+  std::copy(ckpt.weights.begin(), ckpt.weights.end(), weights_.begin());
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    const Chunk& c = chunks_[i];
+    for (int s = 0; s < num_state_vectors_; ++s) {
+      const float* src = ckpt.state[s].data() + c.base;
+      std::copy(src, src + c.length, optimizers_[i]->state_vector(s).begin());
+    }
+  }
+  step_ = ckpt.step;
+  for (auto& [r, worker] : workers_) worker.has_last_push = false;
+}
+
+void ParameterStore::WriteCheckpointFile(const ShardCheckpoint& ckpt, int64_t rollbacks) {
   constexpr size_t kKeep = 2;
-  absl::MutexLock lock(&write_mu_);
+  {
+    absl::MutexLock lock(&write_mu_);
+    if (rollbacks != rollbacks_.load()) {
+      LOG(INFO) << "server " << rank_ << ": checkpoint of step " << ckpt.step
+                << " not written: the store was rolled back since";
+      return;
+    }
+    if (!WriteAndPruneLocked(ckpt, kKeep)) return;
+  }
+  if (on_checkpoint_written_) on_checkpoint_written_(ckpt.step);
+}
+
+bool ParameterStore::WriteAndPruneLocked(const ShardCheckpoint& ckpt, size_t keep) {
   const std::string path = CheckpointPath(checkpoint_dir_, rank_, ckpt.step);
   const absl::Time start = absl::Now();
   std::error_code ignored;  // a folder that cannot be made fails the write below, which says why
@@ -441,19 +463,20 @@ void ParameterStore::WriteCheckpointFile(const ShardCheckpoint& ckpt) {
   if (!status.ok()) {
     LOG(ERROR) << "server " << rank_ << ": checkpoint of step " << ckpt.step << " to '" << path
                << "' failed: " << status;
-    return;
+    return false;
   }
   LOG(INFO) << "server " << rank_ << ": wrote checkpoint '" << path << "' (step " << ckpt.step << ", "
             << CheckpointFileSize(ckpt) << " bytes, " << absl::ToInt64Milliseconds(absl::Now() - start)
             << " ms)";
   const std::vector<int64_t> steps = ListCheckpointSteps(checkpoint_dir_, rank_);
-  for (size_t i = 0; i + kKeep < steps.size(); ++i) {
+  for (size_t i = 0; i + keep < steps.size(); ++i) {
     const std::string old = CheckpointPath(checkpoint_dir_, rank_, steps[i]);
     std::error_code ec;
     if (!std::filesystem::remove(old, ec) && ec) {
       LOG(WARNING) << "server " << rank_ << ": cannot remove old checkpoint '" << old << "': " << ec.message();
     }
   }
+  return true;
 }
 
 void ParameterStore::Run(Completions* completions) {

@@ -66,6 +66,7 @@
 #ifndef PSTRAIN_SERVER_PARAMETER_STORE_H_
 #define PSTRAIN_SERVER_PARAMETER_STORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -108,6 +109,10 @@ class ParameterStore {
     int64_t membership_epoch = 0;
     // Updates the whole job makes (ClusterView.total_steps), for learning-rate schedules.
     int64_t total_steps = 0;
+    // Optional: called with the step after each checkpoint file was written successfully (and the
+    // older files pruned), from the thread of the request that wrote it, outside every lock of the
+    // store. It runs on the push path, so it must not block (e.g. only set a flag).
+    std::function<void(int64_t step)> on_checkpoint_written;
   };
 
   // Called exactly once with the request's outcome; the response is filled only when OK.
@@ -208,6 +213,24 @@ class ParameterStore {
   // UNAVAILABLE when shutting down.
   absl::Status Restore(const ShardCheckpoint& ckpt);
 
+  // Server recovery (SYNC with checkpoints; see DESIGN.md "Membership epochs and churn"): rolls
+  // the store back to `ckpt` (nullptr: the initial state of step 0, kept since Create when
+  // checkpoint_every_steps > 0) AND installs membership epoch `epoch` with `live_worker_ranks`, in
+  // one step under the lock, so no push of the new epoch meets un-restored weights. `epoch` may
+  // equal the current epoch (a store just created from the view that asks for the restore).
+  // Unlike Restore, a pending SYNC step is dropped, not refused: its stored gradients are
+  // forgotten and every parked call ends with ABORTED "server <rank> rolled back to step <C> at
+  // membership epoch <epoch>; step <s> is void". Retry memory and the memory of applied leased
+  // batches are cleared; SSP clocks are kept; workers join and leave as in UpdateMembership.
+  // This server's checkpoint files of steps after the restored one are deleted (they belong to
+  // the abandoned run), and a file of such a step still being written is not written.
+  // Errors (nothing changes): INVALID_ARGUMENT for a negative or repeated rank or an inconsistent
+  // `ckpt`; FAILED_PRECONDITION for a `ckpt` of another server, layout or optimizer (see Restore),
+  // nullptr when no initial state was kept, or `epoch` older than the current one; UNAVAILABLE
+  // when shutting down. Waits for a checkpoint write in progress (disk), never for a request.
+  absl::Status RestoreAndUpdateMembership(const ShardCheckpoint* ckpt, int64_t epoch,
+                                          std::vector<int> live_worker_ranks);
+
  private:
   // One chunk this server owns; constant after Create.
   struct Chunk {
@@ -253,6 +276,11 @@ class ParameterStore {
                  std::vector<std::string> names, std::vector<float> weights,
                  std::vector<std::unique_ptr<model::Optimizer>> optimizers, int num_state_vectors,
                  uint64_t layout_fingerprint);
+
+  // Installs `epoch` and the live set `sorted_ranks` (UpdateMembership's bookkeeping, without
+  // the SYNC drop of the pending step); returns " (joined [..], left [..])" for the log.
+  std::string InstallMembershipLocked(int64_t epoch, const std::vector<int>& sorted_ranks)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Sorts `ranks`; INVALID_ARGUMENT (prefixed with `what`) for a negative or repeated rank.
   static absl::Status CheckRanks(absl::string_view what, std::vector<int>* ranks);
@@ -303,8 +331,13 @@ class ParameterStore {
   // After step_ advanced: takes a snapshot into due_checkpoint_ when a checkpoint is due.
   void MaybeSnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes `ckpt` and prunes this server's older files; logs the outcome. Blocks on disk under
-  // write_mu_ only, so pushes proceed meanwhile.
-  void WriteCheckpointFile(const ShardCheckpoint& ckpt) ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
+  // write_mu_ only, so pushes proceed meanwhile. Skips the write when a rollback happened since the
+  // snapshot was taken (`rollbacks` is rollbacks_ at that time). Then calls on_checkpoint_written.
+  void WriteCheckpointFile(const ShardCheckpoint& ckpt, int64_t rollbacks) ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
+  // The write and the pruning to the `keep` newest files; false (logged) when the write failed.
+  bool WriteAndPruneLocked(const ShardCheckpoint& ckpt, size_t keep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Copies the weights, optimizer state and step of a validated checkpoint into the store.
+  void InstallCheckpointLocked(const ShardCheckpoint& ckpt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   static void Run(Completions* completions);
 
@@ -323,6 +356,10 @@ class ParameterStore {
   const uint64_t layout_fingerprint_;
   const std::string checkpoint_dir_;
   const int64_t checkpoint_every_;  // 0: no automatic checkpoints
+  const std::function<void(int64_t)> on_checkpoint_written_;
+  // The state at creation (step 0), for a rollback to "no checkpoint"; kept only when
+  // checkpoint_every_ > 0. Set in the constructor, constant afterwards.
+  std::unique_ptr<const ShardCheckpoint> initial_;
 
   mutable absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
@@ -344,10 +381,13 @@ class ParameterStore {
   // A snapshot due for writing: set by the update that made it due, taken by the same public call
   // before it unlocks, so it is empty whenever mu_ is free.
   std::optional<ShardCheckpoint> due_checkpoint_ ABSL_GUARDED_BY(mu_);
+  // Rollbacks (RestoreAndUpdateMembership) so far; changed under write_mu_ and mu_ together.
+  std::atomic<int64_t> rollbacks_{0};
 
   // Serializes checkpoint writes and pruning (concurrent pushes may each have one to write).
-  // Never held together with mu_.
-  absl::Mutex write_mu_;
+  // Lock order: write_mu_ before mu_ (only RestoreAndUpdateMembership holds both); the writes
+  // themselves never hold mu_.
+  absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
 };
 
 }  // namespace pstrain::server

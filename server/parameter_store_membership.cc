@@ -3,6 +3,9 @@
 #include "server/parameter_store.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <string>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -60,6 +63,37 @@ void ParameterStore::DropStoredGradientsLocked() {
   num_pushed_ = 0;
 }
 
+std::string ParameterStore::InstallMembershipLocked(int64_t epoch, const std::vector<int>& live_worker_ranks) {
+  // A joiner in SSP starts level with the slowest live worker still in the data epoch.
+  int64_t join_clock = 0;
+  if (mode_ == SSP) {
+    bool any = false;
+    for (const auto& [r, w] : workers_) {
+      if (w.finished || !std::binary_search(live_worker_ranks.begin(), live_worker_ranks.end(), r)) continue;
+      join_clock = any ? std::min(join_clock, w.clock) : w.clock;
+      any = true;
+    }
+  }
+  std::map<int, Worker> next;
+  std::vector<int> joined, left;
+  for (int r : live_worker_ranks) {
+    auto it = workers_.find(r);
+    if (it != workers_.end()) {
+      next.emplace(r, std::move(it->second));
+      workers_.erase(it);
+    } else {
+      Worker w = NewWorkerLocked();
+      w.clock = join_clock;
+      next.emplace(r, std::move(w));
+      joined.push_back(r);
+    }
+  }
+  for (const auto& [r, w] : workers_) left.push_back(r);
+  workers_ = std::move(next);
+  membership_epoch_ = epoch;
+  return absl::StrCat(" (joined [", absl::StrJoin(joined, ", "), "], left [", absl::StrJoin(left, ", "), "])");
+}
+
 absl::Status ParameterStore::UpdateMembership(int64_t epoch, std::vector<int> live_worker_ranks) {
   RETURN_IF_ERROR(CheckRanks(absl::StrCat("server ", rank_, ": membership epoch ", epoch, " live workers"),
                              &live_worker_ranks));
@@ -85,39 +119,78 @@ absl::Status ParameterStore::UpdateMembership(int64_t epoch, std::vector<int> li
       DropStoredGradientsLocked();
     }
 
-    // A joiner in SSP starts level with the slowest live worker still in the data epoch.
-    int64_t join_clock = 0;
-    if (mode_ == SSP) {
-      bool any = false;
-      for (const auto& [r, w] : workers_) {
-        if (w.finished || !std::binary_search(live_worker_ranks.begin(), live_worker_ranks.end(), r)) continue;
-        join_clock = any ? std::min(join_clock, w.clock) : w.clock;
-        any = true;
-      }
-    }
-    std::map<int, Worker> next;
-    std::vector<int> joined, left;
-    for (int r : live_worker_ranks) {
-      auto it = workers_.find(r);
-      if (it != workers_.end()) {
-        next.emplace(r, std::move(it->second));
-        workers_.erase(it);
-      } else {
-        Worker w = NewWorkerLocked();
-        w.clock = join_clock;
-        next.emplace(r, std::move(w));
-        joined.push_back(r);
-      }
-    }
-    for (const auto& [r, w] : workers_) left.push_back(r);
-    workers_ = std::move(next);
-    membership_epoch_ = epoch;
+    const std::string changes = InstallMembershipLocked(epoch, live_worker_ranks);
     // SSP: removed workers no longer hold pulls back. (SYNC has no waiters left; ASYNC never parks.)
     ReleaseReadyLocked(&out);
     LOG(INFO) << "server " << rank_ << ": membership epoch " << epoch << ", live workers ["
-              << absl::StrJoin(live_worker_ranks, ", ") << "] (joined [" << absl::StrJoin(joined, ", ")
-              << "], left [" << absl::StrJoin(left, ", ") << "])" << dropped;
+              << absl::StrJoin(live_worker_ranks, ", ") << "]" << changes << dropped;
   }
+  Run(&out);
+  return absl::OkStatus();
+}
+
+absl::Status ParameterStore::RestoreAndUpdateMembership(const ShardCheckpoint* ckpt, int64_t epoch,
+                                                        std::vector<int> live_worker_ranks) {
+  RETURN_IF_ERROR(CheckRanks(absl::StrCat("server ", rank_, ": membership epoch ", epoch, " live workers"),
+                             &live_worker_ranks));
+  if (ckpt == nullptr) {
+    if (initial_ == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rolling server ", rank_, " back to its initial state: none was kept (checkpoint_every_steps is 0)"));
+    }
+    ckpt = initial_.get();
+  } else {
+    RETURN_IF_ERROR(ValidateCheckpoint(*ckpt));
+  }
+  Completions out;
+  std::string changes, dropped;
+  // write_mu_ first: no checkpoint of the abandoned run is being written while the files are
+  // pruned below, and none starts afterwards (rollbacks_ changes).
+  std::vector<int64_t> removed;
+  {
+    absl::MutexLock write_lock(&write_mu_);
+    {
+      absl::MutexLock lock(&mu_);
+      if (shutting_down_) return absl::UnavailableError(absl::StrCat("server ", rank_, " shutting down"));
+      if (epoch < membership_epoch_) {
+        return absl::FailedPreconditionError(absl::StrCat("rolling server ", rank_, " back to step ", ckpt->step,
+                                                          " at membership epoch ", epoch, ": the store is at epoch ",
+                                                          membership_epoch_, " already"));
+      }
+      if (num_pushed_ > 0 || !waiters_.empty()) {
+        dropped = absl::StrCat("; dropped step ", step_, " (", num_pushed_, " of ", workers_.size(), " pushed, ",
+                               waiters_.size(), " parked calls)");
+      }
+      const absl::Status aborted = absl::AbortedError(absl::StrCat("server ", rank_, " rolled back to step ",
+                                                                   ckpt->step, " at membership epoch ", epoch,
+                                                                   "; step ", step_, " is void"));
+      for (Waiter& w : waiters_) out.push_back({std::move(w.done), aborted});
+      waiters_.clear();
+      if (mode_ == SYNC) DropStoredGradientsLocked();
+      changes = InstallMembershipLocked(epoch, live_worker_ranks);
+      InstallCheckpointLocked(*ckpt);
+      applied_batches_.clear();
+      rollbacks_.fetch_add(1);
+    }
+    if (!checkpoint_dir_.empty()) {
+      for (int64_t s : ListCheckpointSteps(checkpoint_dir_, rank_)) {
+        if (s <= ckpt->step) continue;
+        const std::string path = CheckpointPath(checkpoint_dir_, rank_, s);
+        std::error_code ec;
+        if (std::filesystem::remove(path, ec)) {
+          removed.push_back(s);
+        } else if (ec) {
+          LOG(WARNING) << "server " << rank_ << ": cannot remove checkpoint '" << path
+                       << "' of the abandoned run: " << ec.message();
+        }
+      }
+    }
+  }
+  LOG(INFO) << "server " << rank_ << ": rolled back to step " << ckpt->step
+            << (ckpt == initial_.get() ? " (initial state)" : " from a checkpoint") << " at membership epoch "
+            << epoch << ", live workers [" << absl::StrJoin(live_worker_ranks, ", ") << "]" << changes << dropped
+            << (removed.empty() ? ""
+                                : absl::StrCat("; removed checkpoints of steps [", absl::StrJoin(removed, ", "), "]"));
   Run(&out);
   return absl::OkStatus();
 }

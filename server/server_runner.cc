@@ -10,9 +10,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/barriers.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "server/checkpoint.h"
 
 namespace pstrain::server {
 namespace {
@@ -114,6 +116,11 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   const RegisterResponse& registration = *registered;
   const int rank = registration.rank();
   LOG(INFO) << "registered as server " << rank;
+  const JobSpec& job = registration.job();
+  const bool checkpointing = job.checkpoint_every_steps() > 0 && !job.checkpoint_dir().empty();
+  // The scheduler picks a restore step from every server's list when a server must be replaced;
+  // a failed report is retried by the membership thread.
+  if (checkpointing && !ReportCheckpoints(client, rank, job.checkpoint_dir()).ok()) NoteCheckpointsChanged();
 
   absl::StatusOr<ClusterView> waited = CallInSlices<ClusterView>(
       "server: waiting for every role to register", options_.startup_timeout,
@@ -130,17 +137,19 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   for (const WorkerInfo& w : view.workers()) store_options.worker_ranks.push_back(w.rank());
   store_options.membership_epoch = view.membership_epoch();
   store_options.total_steps = view.total_steps();
+  if (checkpointing) store_options.on_checkpoint_written = [this](int64_t) { NoteCheckpointsChanged(); };
   absl::StatusOr<std::unique_ptr<ParameterStore>> created = ParameterStore::Create(store_options);
   if (!created.ok()) {
-    absl::Status status(created.status().code(), absl::StrCat("server ", rank, ": ", created.status().message()));
     // Fail the job now rather than when the workers time out on us.
-    absl::Status reported = client->ReportFailure(SERVER, rank, status.ToString());
-    if (!reported.ok()) LOG(WARNING) << "could not report the failure to the scheduler: " << reported;
-    return status;
+    return ReportFatal(client, rank, absl::Status(created.status().code(), absl::StrCat("server ", rank, ": ",
+                                                                                       created.status().message())));
   }
   *store = std::move(created).value();
+  // A replacement for a dead server: the view already asks for a rollback, which must be in place
+  // before the store serves anything.
+  if (view.has_restore_step()) RETURN_IF_ERROR(RollBack(client, rank, job.checkpoint_dir(), view, store->get()));
   service->SetStore(store->get());
-  RefreshMembership(client, store->get());
+  RETURN_IF_ERROR(RefreshMembership(client, rank, job.checkpoint_dir(), store->get()));
 
   if (stopped()) return absl::OkStatus();
   RETURN_IF_ERROR(client->Barrier(kServersReadyBarrier, BarrierRequest::ALL, SERVER, rank, options_.startup_timeout));
@@ -156,7 +165,9 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
       client, SERVER, rank, interval, give_up, [this](absl::Status s) { EndJob(std::move(s)); },
       [this](int64_t epoch) { NoteMembershipEpoch(epoch); });
   // Not on the heartbeat thread: a slow GetClusterView must not delay the heartbeats.
-  std::thread membership([&] { FollowMembership(client, &heartbeater, store->get(), interval); });
+  std::thread membership([&] {
+    FollowMembership(client, &heartbeater, store->get(), rank, checkpointing ? job.checkpoint_dir() : "", interval);
+  });
   {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(this, &ServerRunner::StoppedOrEnded));
@@ -167,37 +178,108 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
 }
 
 void ServerRunner::FollowMembership(SchedulerClient* client, const Heartbeater* heartbeater, ParameterStore* store,
-                                    absl::Duration poll) {
+                                    int rank, const std::string& checkpoint_dir, absl::Duration poll) {
   int64_t tried = 0;  // the newest epoch a refresh was made for; a failed one is retried after `poll`
+  bool report_failed = false;  // a failed checkpoint report is retried after `poll`
   while (true) {
     int64_t hint = 0;
+    bool report = false;
     {
       absl::MutexLock lock(&mu_);
-      auto due = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return StoppedOrEnded() || membership_hint_ > tried; };
+      auto due = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return StoppedOrEnded() || membership_hint_ > tried || checkpoints_changed_;
+      };
       mu_.AwaitWithTimeout(absl::Condition(&due), poll);
       if (StoppedOrEnded()) return;
       hint = membership_hint_;
+      report = checkpoints_changed_ || report_failed;
+      checkpoints_changed_ = false;
     }
     // The heartbeater reports no change on its first answer, so its epoch also covers a change
     // between the start-up refresh and that answer.
     const int64_t target = std::max(hint, heartbeater->membership_epoch());
-    if (target <= store->membership_epoch()) continue;
-    RefreshMembership(client, store);
-    tried = std::max(tried, target);
+    if (target > store->membership_epoch()) {
+      const absl::Status status = RefreshMembership(client, rank, checkpoint_dir, store);
+      if (!status.ok()) {
+        EndJob(status);
+        return;
+      }
+      tried = std::max(tried, target);
+    }
+    if (report && !checkpoint_dir.empty()) report_failed = !ReportCheckpoints(client, rank, checkpoint_dir).ok();
   }
 }
 
-void ServerRunner::RefreshMembership(SchedulerClient* client, ParameterStore* store) {
+absl::Status ServerRunner::RefreshMembership(SchedulerClient* client, int rank, const std::string& checkpoint_dir,
+                                             ParameterStore* store) {
   absl::StatusOr<ClusterView> view = client->GetClusterView();
   if (!view.ok()) {
     LOG(WARNING) << "cannot fetch the cluster view for a membership change: " << view.status();
-    return;
+    return absl::OkStatus();
+  }
+  // A recovery set after the store's epoch has not been applied yet (one epoch may also carry
+  // a later worker change; restore_epoch tells them apart).
+  if (view->membership_epoch() > store->membership_epoch() && view->has_restore_step() &&
+      view->restore_epoch() > store->membership_epoch()) {
+    return RollBack(client, rank, checkpoint_dir, *view, store);
   }
   std::vector<int> ranks;
   ranks.reserve(view->workers_size());
   for (const WorkerInfo& w : view->workers()) ranks.push_back(w.rank());
   const absl::Status status = store->UpdateMembership(view->membership_epoch(), std::move(ranks));
   if (!status.ok()) LOG(WARNING) << "cannot install membership epoch " << view->membership_epoch() << ": " << status;
+  return absl::OkStatus();
+}
+
+absl::Status ServerRunner::RollBack(SchedulerClient* client, int rank, const std::string& checkpoint_dir,
+                                    const ClusterView& view, ParameterStore* store) {
+  const int64_t step = view.restore_step();
+  const std::string path = CheckpointPath(checkpoint_dir, rank, step);
+  const std::string what =
+      absl::StrCat("server ", rank, ": rolling back to step ", step, " for membership epoch ", view.membership_epoch());
+  absl::StatusOr<ShardCheckpoint> ckpt = ReadCheckpoint(path);
+  const bool initial = !ckpt.ok() && step == 0 && absl::IsNotFound(ckpt.status());
+  if (!ckpt.ok() && !initial) {
+    return ReportFatal(client, rank,
+                       absl::Status(ckpt.status().code(), absl::StrCat(what, ": ", ckpt.status().message())));
+  }
+  std::vector<int> ranks;
+  ranks.reserve(view.workers_size());
+  for (const WorkerInfo& w : view.workers()) ranks.push_back(w.rank());
+  const absl::Status status =
+      store->RestoreAndUpdateMembership(initial ? nullptr : &*ckpt, view.membership_epoch(), std::move(ranks));
+  if (absl::IsUnavailable(status)) return absl::OkStatus();  // shutting down: the job ends anyway
+  if (!status.ok()) {
+    return ReportFatal(client, rank, absl::Status(status.code(), absl::StrCat(what, ": ", status.message())));
+  }
+  LOG(INFO) << what << ": done" << (initial ? " (no checkpoint of step 0: initial weights)" : "");
+  // Files of the abandoned run were removed; the scheduler gets the new list.
+  if (!checkpoint_dir.empty()) NoteCheckpointsChanged();
+  return absl::OkStatus();
+}
+
+absl::Status ServerRunner::ReportCheckpoints(SchedulerClient* client, int rank, const std::string& checkpoint_dir) {
+  const std::vector<int64_t> steps = ListCheckpointSteps(checkpoint_dir, rank);
+  const absl::Status status = client->ReportCheckpoints(rank, steps);
+  if (!status.ok()) {
+    LOG(WARNING) << "server " << rank << ": cannot report its checkpoints [" << absl::StrJoin(steps, ", ")
+                 << "]: " << status;
+  } else {
+    VLOG(1) << "server " << rank << ": reported checkpoints [" << absl::StrJoin(steps, ", ") << "]";
+  }
+  return status;
+}
+
+absl::Status ServerRunner::ReportFatal(SchedulerClient* client, int rank, absl::Status status) {
+  LOG(ERROR) << status;
+  const absl::Status reported = client->ReportFailure(SERVER, rank, status.ToString());
+  if (!reported.ok()) LOG(WARNING) << "could not report the failure to the scheduler: " << reported;
+  return status;
+}
+
+void ServerRunner::NoteCheckpointsChanged() {
+  absl::MutexLock lock(&mu_);
+  checkpoints_changed_ = true;
 }
 
 void ServerRunner::NoteMembershipEpoch(int64_t epoch) {

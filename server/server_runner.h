@@ -9,6 +9,13 @@
 // ParameterStore::UpdateMembership. It also refreshes once right after the store is built, since
 // workers may have left or joined during start-up.
 //
+// Server recovery (SYNC with checkpoints): the server reports its checkpoint steps to the
+// scheduler after registering and after every checkpoint it writes (from the membership thread,
+// never the push path). When a view's restore_epoch is newer than the store's epoch, the server
+// rolls back to view.restore_step (ParameterStore::RestoreAndUpdateMembership) instead of a
+// plain membership update; a replacement server, whose first view already asks for a restore,
+// rolls back before it serves anything. A rollback that cannot be done fails the job.
+//
 // The gRPC server starts first (answering UNAVAILABLE until the store exists) because its address
 // is what the server registers with.
 //
@@ -75,12 +82,29 @@ class ServerRunner {
                         ParameterServerService* service, std::unique_ptr<ParameterStore>* store);
 
   // The membership thread: until the job ends or Stop, brings `store` to the membership epoch the
-  // heartbeats report. All three pointers are borrowed for the thread's lifetime.
-  void FollowMembership(SchedulerClient* client, const Heartbeater* heartbeater, ParameterStore* store,
-                        absl::Duration poll);
-  // Fetches the view and installs its epoch and live workers; logs and ignores failures (the
-  // membership thread tries again, and a lost scheduler ends the job through the heartbeats).
-  static void RefreshMembership(SchedulerClient* client, ParameterStore* store);
+  // heartbeats report, and reports this server's checkpoint list to the scheduler whenever it
+  // changed (checkpoint_dir empty: checkpointing is off, nothing to report). A failed rollback
+  // ends the job with its error. The pointers are borrowed for the thread's lifetime.
+  void FollowMembership(SchedulerClient* client, const Heartbeater* heartbeater, ParameterStore* store, int rank,
+                        const std::string& checkpoint_dir, absl::Duration poll);
+  // Fetches the view and installs its epoch and live workers, rolling back first (RollBack) when
+  // the view carries a recovery newer than the store's epoch. Logs and ignores a failed fetch (the
+  // membership thread tries again, and a lost scheduler ends the job through the heartbeats);
+  // returns only a failed rollback, which is reported to the scheduler already.
+  absl::Status RefreshMembership(SchedulerClient* client, int rank, const std::string& checkpoint_dir,
+                                 ParameterStore* store);
+  // Server recovery: reads this server's checkpoint of view.restore_step() (step 0 without a file:
+  // the initial state) and installs it with the view's epoch and workers in one store call. A
+  // missing or corrupt file (step > 0) or a refused checkpoint is reported to the scheduler, which
+  // fails the job, and returned.
+  absl::Status RollBack(SchedulerClient* client, int rank, const std::string& checkpoint_dir,
+                        const ClusterView& view, ParameterStore* store);
+  // Sends ListCheckpointSteps(checkpoint_dir, rank); logs a failure.
+  static absl::Status ReportCheckpoints(SchedulerClient* client, int rank, const std::string& checkpoint_dir);
+  // Reports `status` to the scheduler as this server's failure (the job fails) and returns it.
+  static absl::Status ReportFatal(SchedulerClient* client, int rank, absl::Status status);
+  // A checkpoint was written or removed (any thread; never blocks beyond mu_).
+  void NoteCheckpointsChanged();
 
   // The end of the job, as reported by the heartbeat thread.
   void EndJob(absl::Status status);
@@ -98,6 +122,8 @@ class ServerRunner {
   int port_ ABSL_GUARDED_BY(mu_) = 0;
   // The newest membership epoch a heartbeat answer announced.
   int64_t membership_hint_ ABSL_GUARDED_BY(mu_) = 0;
+  // This server's checkpoint files changed since the membership thread last reported them.
+  bool checkpoints_changed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace pstrain::server

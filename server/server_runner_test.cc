@@ -1,5 +1,9 @@
 #include "server/server_runner.h"
 
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -13,6 +17,8 @@
 #include "gtest/gtest.h"
 #include "proto/ps.grpc.pb.h"
 #include "proto/scheduler.grpc.pb.h"
+#include "server/checkpoint.h"
+#include "server/parameter_store.h"
 
 namespace pstrain::server {
 namespace {
@@ -33,6 +39,16 @@ class FakeScheduler final : public Scheduler::Service {
     resp->mutable_job()->mutable_optimizer()->set_lr(0.5f);
     resp->set_heartbeat_ms(20);
     resp->set_dead_after_ms(5000);
+    if (!checkpoint_dir_.empty()) {
+      resp->mutable_job()->set_checkpoint_dir(checkpoint_dir_);
+      resp->mutable_job()->set_checkpoint_every_steps(5);
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ReportCheckpoints(grpc::ServerContext*, const CheckpointReport* req, CheckpointAck*) override {
+    absl::MutexLock lock(&mu_);
+    reports_.emplace_back(req->steps().begin(), req->steps().end());
     return grpc::Status::OK;
   }
 
@@ -43,14 +59,42 @@ class FakeScheduler final : public Scheduler::Service {
     view->set_total_steps(10);
     view->add_servers()->set_address(server_address_);
     for (int rank : worker_ranks_) view->add_workers()->set_rank(rank);
-    TensorSpec* t = view->mutable_shard_map()->add_tensors();
+    *view->mutable_shard_map() = Map(valid_shard_map_);
+    if (restore_step_ >= 0) {
+      view->set_restore_step(restore_step_);
+      view->set_restore_epoch(restore_epoch_);
+    }
+    return grpc::Status::OK;
+  }
+
+  // One tensor "w" of 4 zeros, all on server 0 (a bad map claims 9 elements).
+  static ShardMap Map(bool valid = true) {
+    ShardMap map;
+    TensorSpec* t = map.add_tensors();
     t->set_name("w");
     t->add_shape(4);
     t->set_num_elements(4);
     t->set_init(ZEROS);
-    ChunkSpec* c = view->mutable_shard_map()->add_chunks();
-    c->set_length(valid_shard_map_ ? 4 : 9);
-    return grpc::Status::OK;
+    map.add_chunks()->set_length(valid ? 4 : 9);
+    return map;
+  }
+
+  // Turns checkpointing on (every 5 steps into `dir`); call before the server registers.
+  void SetCheckpointDir(const std::string& dir) {
+    absl::MutexLock lock(&mu_);
+    checkpoint_dir_ = dir;
+  }
+
+  // The view asks for a rollback to `step`, set at membership epoch `epoch`.
+  void SetRestore(int64_t step, int64_t epoch) {
+    absl::MutexLock lock(&mu_);
+    restore_step_ = step;
+    restore_epoch_ = epoch;
+  }
+
+  std::vector<std::vector<int64_t>> reports() {
+    absl::MutexLock lock(&mu_);
+    return reports_;
   }
 
   grpc::Status Barrier(grpc::ServerContext*, const BarrierRequest* req, BarrierResponse*) override {
@@ -113,6 +157,10 @@ class FakeScheduler final : public Scheduler::Service {
   int64_t membership_epoch_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<int> worker_ranks_ ABSL_GUARDED_BY(mu_) = {0};
   std::string failure_ ABSL_GUARDED_BY(mu_);
+  std::string checkpoint_dir_ ABSL_GUARDED_BY(mu_);
+  int64_t restore_step_ ABSL_GUARDED_BY(mu_) = -1;
+  int64_t restore_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::vector<int64_t>> reports_ ABSL_GUARDED_BY(mu_);
 };
 
 class ServerRunnerTest : public ::testing::Test {
@@ -239,6 +287,111 @@ TEST_F(ServerRunnerTest, BadShardMapIsReportedToTheScheduler) {
   ASSERT_EQ(scheduler_->failures().size(), 1u);
   EXPECT_THAT(scheduler_->failures()[0], HasSubstr("covers [0, 9)"));
   EXPECT_TRUE(scheduler_->barriers().empty());
+}
+
+// A fresh, empty folder per test.
+std::string TestDir() {
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string dir = absl::StrCat(::testing::TempDir(), "runner-", getpid(), "-", info->name());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// Writes server 0's checkpoint of `step` for FakeScheduler::Map with weights `w`.
+void WriteServerCheckpoint(const std::string& dir, int64_t step, const std::vector<float>& w) {
+  ParameterStore::Options options;
+  options.job.mutable_optimizer()->set_type(OptimizerSpec::SGD);
+  options.job.mutable_optimizer()->set_lr(0.5f);
+  options.shard_map = FakeScheduler::Map();
+  options.num_workers = 1;
+  auto store = ParameterStore::Create(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto ckpt = (*store)->Checkpoint();
+  ASSERT_TRUE(ckpt.ok());
+  ckpt->step = step;
+  ckpt->weights = w;
+  ASSERT_TRUE(WriteCheckpoint(CheckpointPath(dir, 0, step), *ckpt).ok());
+}
+
+std::vector<float> Floats(const std::string& bytes) {
+  std::vector<float> out(bytes.size() / 4);
+  std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+
+TEST_F(ServerRunnerTest, ReplacementReportsCheckpointsAndRollsBackBeforeServing) {
+  const std::string dir = TestDir();
+  WriteServerCheckpoint(dir, 5, {9, 9, 9, 9});
+  WriteServerCheckpoint(dir, 10, {1, 2, 3, 4});
+  StartScheduler();
+  scheduler_->SetCheckpointDir(dir);
+  scheduler_->SetRestore(10, 1);  // the view the replacement starts from asks for step 10
+  std::unique_ptr<ServerRunner> runner = MakeRunner();
+  absl::Status result = absl::UnknownError("Run did not return");
+  std::thread thread([&] { result = runner->Run(); });
+  const std::string address = scheduler_->WaitUntilReady();
+  ASSERT_FALSE(address.empty());
+  PullResponse pulled;
+  grpc::Status pull = PullFrom(address, &pulled);
+  ASSERT_TRUE(pull.ok()) << pull.error_message();
+  EXPECT_EQ(pulled.step(), 10);
+  ASSERT_EQ(pulled.chunks_size(), 1);
+  EXPECT_EQ(Floats(pulled.chunks(0).data()), (std::vector<float>{1, 2, 3, 4}));
+  ASSERT_FALSE(scheduler_->reports().empty());
+  EXPECT_EQ(scheduler_->reports()[0], (std::vector<int64_t>{5, 10}));
+
+  scheduler_->SetState(FINISHED);
+  thread.join();
+  EXPECT_TRUE(result.ok()) << result;
+}
+
+TEST_F(ServerRunnerTest, RecoveryInANewEpochRollsBackToTheInitialWeights) {
+  const std::string dir = TestDir();
+  StartScheduler();
+  scheduler_->SetCheckpointDir(dir);
+  std::unique_ptr<ServerRunner> runner = MakeRunner();
+  absl::Status result = absl::UnknownError("Run did not return");
+  std::thread thread([&] { result = runner->Run(); });
+  const std::string address = scheduler_->WaitUntilReady();
+  ASSERT_FALSE(address.empty());
+
+  // Another server was replaced; there is no checkpoint yet, so everyone restarts from step 0.
+  scheduler_->SetRestore(0, 2);
+  scheduler_->SetMembership(2, {0});
+  PullResponse pulled;
+  grpc::Status after = PullFrom(address, &pulled, 0, 2);
+  for (int i = 0; i < 500 && after.error_code() == grpc::StatusCode::ABORTED; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    after = PullFrom(address, &pulled, 0, 2);
+  }
+  ASSERT_TRUE(after.ok()) << after.error_message();
+  EXPECT_EQ(pulled.step(), 0);
+  EXPECT_EQ(pulled.chunks(0).data(), std::string(16, '\0'));
+  EXPECT_TRUE(scheduler_->failures().empty());
+
+  scheduler_->SetState(FINISHED);
+  thread.join();
+  EXPECT_TRUE(result.ok()) << result;
+}
+
+TEST_F(ServerRunnerTest, MissingRestoreCheckpointFailsTheJob) {
+  const std::string dir = TestDir();
+  StartScheduler();
+  scheduler_->SetCheckpointDir(dir);
+  std::unique_ptr<ServerRunner> runner = MakeRunner();
+  absl::Status result = absl::UnknownError("Run did not return");
+  std::thread thread([&] { result = runner->Run(); });
+  ASSERT_FALSE(scheduler_->WaitUntilReady().empty());
+
+  scheduler_->SetRestore(15, 2);  // this server has no checkpoint of step 15
+  scheduler_->SetMembership(2, {0});
+  thread.join();
+  EXPECT_EQ(result.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(result.message()),
+              HasSubstr("server 0: rolling back to step 15 for membership epoch 2: "));
+  ASSERT_EQ(scheduler_->failures().size(), 1u);
+  EXPECT_THAT(scheduler_->failures()[0], HasSubstr("rolling back to step 15"));
 }
 
 TEST(ServerRunnerOptionsTest, CreateRefusesBadOptions) {

@@ -46,11 +46,13 @@ void ManualCluster::Start(int servers, int workers, const std::vector<std::strin
   }
   ASSERT_FALSE(port.empty()) << scheduler->Output();
   address = absl::StrCat("127.0.0.1:", port);
-  for (int i = 0; i < servers; ++i) {
-    this->servers.push_back(
-        Spawn({BinDir() + "/pstrain-server", "--scheduler=" + address, "--port=0"}, absl::StrCat("server", i)));
-  }
+  for (int i = 0; i < servers; ++i) AddServer();
   for (int i = 0; i < workers; ++i) AddWorker();
+}
+
+void ManualCluster::AddServer() {
+  servers.push_back(Spawn({BinDir() + "/pstrain-server", "--scheduler=" + address, "--port=0"},
+                          absl::StrCat("server", servers.size())));
 }
 
 void ManualCluster::AddWorker() {

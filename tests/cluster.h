@@ -36,6 +36,8 @@ class ManualCluster {
   void Start(int servers, int workers, const std::vector<std::string>& scheduler_flags);
   // Starts one more worker (it registers with the running job).
   void AddWorker();
+  // Starts one more server (a replacement for a dead one takes its rank).
+  void AddServer();
   // Waits until the job has made `steps` steps (fails the test after 60 s).
   void WaitForSteps(int64_t steps);
 

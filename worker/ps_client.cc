@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include <glog/logging.h>
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
@@ -32,15 +33,26 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ClusterView& vi
 
 PsClient::PsClient(std::vector<std::string> addresses, absl::Duration rpc_timeout)
     : addresses_(std::move(addresses)), rpc_timeout_(rpc_timeout) {
-  for (const std::string& address : addresses_) {
-    grpc::ChannelArguments args;
-    // Tensors can be large: lift gRPC's 4 MiB default on what we receive.
-    args.SetMaxReceiveMessageSize(-1);
-    args.SetMaxSendMessageSize(-1);
-    // A channel of its own per server, not a subchannel shared through the global pool.
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    stubs_.push_back(ParameterServer::NewStub(
-        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args)));
+  for (const std::string& address : addresses_) stubs_.push_back(Connect(address));
+}
+
+std::unique_ptr<ParameterServer::Stub> PsClient::Connect(const std::string& address) {
+  grpc::ChannelArguments args;
+  // Tensors can be large: lift gRPC's 4 MiB default on what we receive.
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  // A channel of its own per server, not a subchannel shared through the global pool.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return ParameterServer::NewStub(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+}
+
+void PsClient::UpdateServers(const ClusterView& view) {
+  for (const ServerInfo& server : view.servers()) {
+    const int rank = server.rank();
+    if (rank < 0 || rank >= num_servers() || addresses_[rank] == server.address()) continue;
+    LOG(INFO) << "server " << rank << " moved from " << addresses_[rank] << " to " << server.address();
+    addresses_[rank] = server.address();
+    stubs_[rank] = Connect(server.address());
   }
 }
 

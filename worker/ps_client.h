@@ -37,6 +37,11 @@ class PsClient {
 
   int num_servers() const { return static_cast<int>(stubs_.size()); }
 
+  // Reconnects to every server whose address changed in `view` (a replacement took a dead server's
+  // rank). Servers missing from the view keep their old channel (calls to it fail UNAVAILABLE).
+  // Must not run concurrently with calls of this client (the trainer calls it between steps).
+  void UpdateServers(const ClusterView& view);
+
   // Start one call; `done` runs once on a gRPC thread when it ends. Errors carry the server's
   // rank and address. `request` and `response` are borrowed until `done` runs.
   void PullAsync(int server, const PullRequest* request, PullResponse* response, Done done);
@@ -59,6 +64,7 @@ class PsClient {
  private:
   struct Call;
   PsClient(std::vector<std::string> addresses, absl::Duration rpc_timeout);
+  static std::unique_ptr<ParameterServer::Stub> Connect(const std::string& address);
 
   // Prepares a call's context and bookkeeping; nullptr (after calling done) if cancelled.
   Call* Begin(int server, const char* what, Done done);
@@ -67,7 +73,7 @@ class PsClient {
   template <typename Request, typename Response, typename Start>
   absl::Status FanOut(int n, const Request* requests, Response* responses, Start start);
 
-  const std::vector<std::string> addresses_;
+  std::vector<std::string> addresses_;
   const absl::Duration rpc_timeout_;
   std::vector<std::unique_ptr<ParameterServer::Stub>> stubs_;
 

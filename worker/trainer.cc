@@ -88,18 +88,30 @@ absl::Status Trainer::RunSync() {
   // some shards may be one step ahead; the first gradient then uses those slightly newer weights.)
   ASSIGN_OR_RETURN(global_step_, PullWeightsWhenCurrent(/*step=*/0, /*epoch=*/0));
   if (global_step_ > 0) LOG(INFO) << "joining the running job at step " << global_step_;
-  for (int epoch = static_cast<int>(global_step_ / steps_per_epoch);
-       epoch < job.epochs() && global_step_ < total_steps; ++epoch) {
-    std::vector<int64_t> perm = data::EpochPermutation(job.seed(), epoch, n);
-    for (int64_t s = global_step_ - int64_t{epoch} * steps_per_epoch;
-         s < steps_per_epoch && global_step_ < total_steps; ++s) {
-      RETURN_IF_ERROR(SyncStep(perm, s, epoch));
-      ++global_step_;
-      if (LeaveRequested()) return Leave(epoch);
-      RETURN_IF_ERROR(MaybeReport(epoch, /*force=*/false));
+  std::vector<int64_t> perm;
+  int perm_epoch = -1;
+  while (global_step_ < total_steps) {
+    const int epoch = static_cast<int>(global_step_ / steps_per_epoch);
+    if (epoch != perm_epoch) {
+      perm = data::EpochPermutation(job.seed(), epoch, n);
+      perm_epoch = epoch;
     }
-    const bool last = epoch == job.epochs() - 1 || global_step_ >= total_steps;
-    RETURN_IF_ERROR(EndEpoch(epoch, last));
+    RETURN_IF_ERROR(SyncStep(perm, global_step_ % steps_per_epoch, epoch));
+    if (rewind_to_.has_value()) {
+      // The servers rolled back to a checkpoint: go back to its step and its data position.
+      LOG(INFO) << "rewinding from step " << global_step_ << " to step " << *rewind_to_
+                << ", where the servers restored their checkpoints";
+      global_step_ = *rewind_to_;
+      rewind_to_.reset();
+      RETURN_IF_ERROR(PullWeightsWhenCurrent(global_step_, epoch).status());
+      continue;
+    }
+    ++global_step_;
+    if (LeaveRequested()) return Leave(epoch);
+    RETURN_IF_ERROR(MaybeReport(epoch, /*force=*/false));
+    if (global_step_ % steps_per_epoch == 0 || global_step_ == total_steps) {
+      RETURN_IF_ERROR(EndEpoch(epoch, /*last=*/epoch == job.epochs() - 1 || global_step_ == total_steps));
+    }
   }
   return absl::OkStatus();
 }
@@ -111,16 +123,18 @@ absl::Status Trainer::SyncStep(const std::vector<int64_t>& perm, int64_t step_in
     data::Range slice = data::SyncSliceOfGlobalBatch(train_->num_samples, view_.global_batch(),
                                                      view_.workers_size(), slot, step_in_epoch);
     absl::Status status = Step(perm, slice, global_step_, epoch);
-    if (!absl::IsAborted(status)) return status;
-    // The membership changed (or a server has not learnt the newest epoch yet): recompute the same
-    // global batch under the current view.
+    // ABORTED: the membership changed (or a server has not learnt the newest epoch yet).
+    // UNAVAILABLE: a server is down; with checkpoints, the scheduler waits for a replacement.
+    if (!absl::IsAborted(status) && !absl::IsUnavailable(status)) return status;
     RETURN_IF_ERROR(AwaitMembership(status, give_up));
+    if (rewind_to_.has_value()) return absl::OkStatus();
+    // Otherwise recompute the same global batch under the current view.
   }
 }
 
 absl::Status Trainer::AwaitMembership(const absl::Status& aborted, absl::Time give_up) {
   if (absl::Now() > give_up) {
-    return absl::DeadlineExceededError(absl::StrCat("step ", global_step_, " kept being aborted for ",
+    return absl::DeadlineExceededError(absl::StrCat("step ", global_step_, " kept failing for ",
                                                     absl::FormatDuration(options_.membership_timeout),
                                                     "; last: ", aborted.message()));
   }
@@ -129,6 +143,11 @@ absl::Status Trainer::AwaitMembership(const absl::Status& aborted, absl::Time gi
   if (view.membership_epoch() > view_.membership_epoch()) {
     LOG(INFO) << "step " << global_step_ << ": membership epoch " << view_.membership_epoch() << " -> "
               << view.membership_epoch() << ", live workers " << LiveRanks(view);
+    if (view.has_restore_step() && view.restore_epoch() > view_.restore_epoch() &&
+        view.restore_step() < global_step_) {
+      rewind_to_ = view.restore_step();
+    }
+    ps_->UpdateServers(view);
     view_ = std::move(view);
   } else {
     VLOG(1) << "step " << global_step_ << ": " << aborted.message() << "; retrying";
@@ -141,7 +160,7 @@ absl::StatusOr<int64_t> Trainer::PullWeightsWhenCurrent(int64_t step, int epoch)
   const absl::Time give_up = absl::Now() + options_.membership_timeout;
   while (true) {
     absl::StatusOr<int64_t> pulled = PullWeights(step, epoch);
-    if (!absl::IsAborted(pulled.status())) return pulled;
+    if (!absl::IsAborted(pulled.status()) && !absl::IsUnavailable(pulled.status())) return pulled;
     RETURN_IF_ERROR(AwaitMembership(pulled.status(), give_up));
   }
 }

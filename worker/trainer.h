@@ -28,6 +28,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -52,8 +53,9 @@ struct TrainerOptions {
   absl::Duration report_interval = absl::Milliseconds(500);
   // How long the epoch barrier may wait for the other workers.
   absl::Duration barrier_timeout = absl::Minutes(10);
-  // How long one sync step may keep being aborted by membership changes before giving up.
-  absl::Duration membership_timeout = absl::Minutes(1);
+  // How long one sync step may keep being aborted by membership changes (or find a server down,
+  // waiting for its replacement) before giving up.
+  absl::Duration membership_timeout = absl::Minutes(2);
   // Set (from another thread) to ask the worker to leave the job gracefully. May be null.
   const std::atomic<bool>* leave = nullptr;
 };
@@ -133,6 +135,8 @@ class Trainer {
   uint64_t next_request_id_;
 
   int64_t global_step_ = 0;
+  // Set by AwaitMembership when the servers rolled back to a checkpoint of this step.
+  std::optional<int64_t> rewind_to_;
   bool left_ = false;
   // Training statistics not yet reported.
   ProgressReport pending_;

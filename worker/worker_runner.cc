@@ -105,7 +105,7 @@ absl::Status RunWorker(const WorkerOptions& options) {
   if (!status.ok() && !cause.ok()) status = cause;
   if (!status.ok() && !absl::IsAborted(status)) {
     // Tell the scheduler so the whole job fails now rather than at the heartbeat timeout.
-    absl::Status reported = scheduler->ReportFailure(WORKER, rank, absl::StrCat("worker ", rank, ": ", status.message()));
+    absl::Status reported = scheduler->ReportFailure(WORKER, rank, std::string(status.message()));
     if (!reported.ok()) VLOG(1) << "could not report the failure: " << reported;
   }
   return status;

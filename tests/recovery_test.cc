@@ -1,0 +1,89 @@
+// A parameter server killed with SIGKILL mid-training and replaced: every server rolls back to the
+// newest consistent checkpoint, the workers rewind to it, and the job finishes as if nothing had
+// happened (SYNC mode).
+#include <signal.h>
+
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/cluster.h"
+#include "tests/process.h"
+
+namespace pstrain::testing {
+namespace {
+
+using ::testing::ContainsRegex;
+using ::testing::HasSubstr;
+
+std::vector<std::string> Job(const std::string& checkpoint_dir) {
+  return {"--mode=sync", "--epochs=3", "--train_limit=12000", "--test_limit=2000", "--batch_size=32",
+          "--seed=9", "--checkpoint_dir=" + checkpoint_dir, "--checkpoint_every_steps=25",
+          "--server_recovery_timeout_ms=30000"};
+}
+
+std::string RunToEnd(ManualCluster& cluster) {
+  absl::StatusOr<int> code = cluster.scheduler->Wait(absl::Seconds(120));
+  EXPECT_TRUE(code.ok() && *code == 0) << cluster.scheduler->Output();
+  for (auto& w : cluster.workers) {
+    absl::StatusOr<int> wc = w->Wait(absl::Seconds(30));
+    EXPECT_TRUE(wc.ok() && *wc == 0) << w->Output();
+  }
+  return ReadFile(cluster.summary_path());
+}
+
+std::vector<double> EpochSamples(const std::string& summary) {
+  std::vector<double> out;
+  std::regex re("\"samples\"\\s*:\\s*([0-9]+)");
+  for (auto it = std::sregex_iterator(summary.begin(), summary.end(), re); it != std::sregex_iterator(); ++it) {
+    out.push_back(std::stod((*it)[1].str()));
+  }
+  return out;
+}
+
+TEST(RecoveryTest, KilledServerIsReplacedAndTheJobRollsBackToACheckpoint) {
+  ManualCluster reference("recovery-reference");
+  reference.Start(2, 2, Job(MakeTempDir("ckpt-reference")));
+  const double undisturbed = JsonNumber(RunToEnd(reference), "final_test_accuracy");
+
+  ManualCluster cluster("recovery");
+  cluster.Start(2, 2, Job(MakeTempDir("ckpt")));
+  cluster.WaitForSteps(120);
+  cluster.servers[1]->Kill(SIGKILL);
+  absl::SleepFor(absl::Milliseconds(300));
+  cluster.AddServer();  // The replacement takes the dead server's rank and restores its checkpoint.
+  std::string summary = RunToEnd(cluster);
+  std::vector<double> samples = EpochSamples(summary);
+  ASSERT_GE(samples.size(), 3u) << summary;
+  for (int e = 0; e < 3; ++e) EXPECT_EQ(samples[e], 12000) << "epoch " << e << "\n" << summary;
+  // Ranks follow registration order, so the killed process may hold either rank.
+  EXPECT_THAT(summary, ContainsRegex("\"role\": *\"server\", *\"rank\": *[01], *\"kind\": *\"died\""));
+  EXPECT_THAT(summary, ContainsRegex("\"role\": *\"server\", *\"rank\": *[01], *\"kind\": *\"joined\""));
+  EXPECT_NEAR(JsonNumber(summary, "final_test_accuracy"), undisturbed, 0.005) << summary;
+  std::string workers = cluster.workers[0]->Output() + cluster.workers[1]->Output();
+  EXPECT_THAT(workers, HasSubstr("rewinding"));
+}
+
+TEST(RecoveryTest, KilledServerWithoutReplacementFailsTheJobAfterTheTimeout) {
+  ManualCluster cluster("no-replacement");
+  std::vector<std::string> job = Job(MakeTempDir("ckpt-none"));
+  job.push_back("--epochs=30");
+  job.push_back("--server_recovery_timeout_ms=3000");
+  cluster.Start(2, 2, job);
+  cluster.WaitForSteps(60);
+  cluster.servers[0]->Kill(SIGKILL);
+  absl::StatusOr<int> code = cluster.scheduler->Wait(absl::Seconds(60));
+  ASSERT_TRUE(code.ok()) << cluster.scheduler->Output();
+  EXPECT_EQ(*code, 1);
+  EXPECT_THAT(cluster.scheduler->Output(), HasSubstr("replacement"));
+  for (auto& w : cluster.workers) {
+    absl::StatusOr<int> wc = w->Wait(absl::Seconds(30));
+    ASSERT_TRUE(wc.ok()) << "a worker hangs after the job failed:\n" << w->Output();
+    EXPECT_NE(*wc, 0);
+  }
+}
+
+}  // namespace
+}  // namespace pstrain::testing
