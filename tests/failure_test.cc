@@ -76,24 +76,6 @@ TEST(FailureTest, KilledWorkerBelowMinWorkersFailsTheJobInsteadOfHanging) {
   EXPECT_THAT(cluster.scheduler->Output(), HasSubstr("--min_workers"));
 }
 
-// The pids of `parent`'s children whose command line contains `name`.
-std::vector<pid_t> ChildrenNamed(pid_t parent, const std::string& name) {
-  std::vector<pid_t> out;
-  DIR* proc = opendir("/proc");
-  while (dirent* e = readdir(proc)) {
-    pid_t pid = atoi(e->d_name);
-    if (pid <= 0) continue;
-    std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
-    std::string comm, state;
-    pid_t ppid = 0;
-    int ignored;
-    if (!(stat >> ignored >> comm >> state >> ppid) || ppid != parent) continue;
-    if (ReadFile(absl::StrCat("/proc/", pid, "/cmdline")).find(name) != std::string::npos) out.push_back(pid);
-  }
-  closedir(proc);
-  return out;
-}
-
 TEST(FailureTest, LauncherExitsNonZeroWhenAServerIsKilled) {
   std::string dir = MakeTempDir("launcher-kill");
   std::vector<std::string> argv = {BinDir() + "/pstrain-launch", "--servers=2", "--workers=2",

@@ -1,5 +1,6 @@
 #include "tests/process.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -106,6 +107,23 @@ double JsonNumber(const std::string& json, const std::string& key) {
   std::smatch m;
   if (!std::regex_search(json, m, re)) return std::nan("");
   return std::stod(m[1].str());
+}
+
+std::vector<pid_t> ChildrenNamed(pid_t parent, const std::string& name) {
+  std::vector<pid_t> out;
+  DIR* proc = opendir("/proc");
+  while (dirent* e = readdir(proc)) {
+    pid_t pid = atoi(e->d_name);
+    if (pid <= 0) continue;
+    std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+    std::string comm, state;
+    pid_t ppid = 0;
+    int ignored;
+    if (!(stat >> ignored >> comm >> state >> ppid) || ppid != parent) continue;
+    if (ReadFile(absl::StrCat("/proc/", pid, "/cmdline")).find(name) != std::string::npos) out.push_back(pid);
+  }
+  closedir(proc);
+  return out;
 }
 
 std::string ReadFile(const std::string& path) {

@@ -58,6 +58,9 @@ double JsonNumber(const std::string& json, const std::string& key);
 
 std::string ReadFile(const std::string& path);
 
+// The pids of `parent`'s children whose command line contains `name` (e.g. "pstrain-server").
+std::vector<pid_t> ChildrenNamed(pid_t parent, const std::string& name);
+
 }  // namespace pstrain::testing
 
 #endif  // PSTRAIN_TESTS_PROCESS_H_

@@ -85,5 +85,36 @@ TEST(RecoveryTest, KilledServerWithoutReplacementFailsTheJobAfterTheTimeout) {
   }
 }
 
+TEST(RecoveryTest, LauncherRestartsAKilledServerAndTheJobFinishes) {
+  const std::string dir = MakeTempDir("launch-recovery");
+  std::vector<std::string> argv = {BinDir() + "/pstrain-launch", "--servers=2", "--workers=2",
+                                   "--max_restarts=1", "--heartbeat_ms=200", "--dead_after_ms=2000",
+                                   "--summary_json=" + dir + "/summary.json"};
+  for (const std::string& flag : Job(dir)) {
+    // A scheduler flag, not a job flag: the launcher's scheduler keeps its default (60 s).
+    if (flag.rfind("--server_recovery_timeout_ms", 0) != 0) argv.push_back(flag);
+  }
+  argv.push_back("--epochs=8");
+  absl::StatusOr<Child> launcher = Child::Start(argv, dir + "/launch.log");
+  ASSERT_TRUE(launcher.ok());
+  std::vector<pid_t> servers;
+  for (int i = 0; i < 600 && servers.size() < 2; ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+    servers = ChildrenNamed(launcher->pid(), "pstrain-server");
+  }
+  ASSERT_EQ(servers.size(), 2u) << launcher->Output();
+  absl::SleepFor(absl::Seconds(2));  // Training and checkpoints under way.
+  kill(servers[1], SIGKILL);
+  absl::StatusOr<int> code = launcher->Wait(absl::Seconds(120));
+  ASSERT_TRUE(code.ok()) << launcher->Output();
+  EXPECT_EQ(*code, 0) << launcher->Output();
+  EXPECT_THAT(launcher->Output(), HasSubstr("restarting (1 of 1)"));
+  const std::string summary = ReadFile(dir + "/summary.json");
+  std::vector<double> samples = EpochSamples(summary);
+  ASSERT_GE(samples.size(), 8u) << summary;
+  for (int e = 0; e < 8; ++e) EXPECT_EQ(samples[e], 12000) << "epoch " << e << "\n" << summary;
+  EXPECT_THAT(summary, ContainsRegex("\"role\": *\"server\", *\"rank\": *[01], *\"kind\": *\"joined\""));
+}
+
 }  // namespace
 }  // namespace pstrain::testing
