@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/file_io.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
@@ -24,22 +25,6 @@ constexpr size_t kMagicSize = 8;
 constexpr uint32_t kMaxDims = 32;  // no real tensor comes close; guards against garbage headers
 
 constexpr bool kLittleEndianHost = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
-
-absl::Status ErrnoStatus(int err, absl::string_view what) {
-  const std::string message = absl::StrCat(what, ": ", std::strerror(err));
-  switch (err) {
-    case ENOENT:
-      return absl::NotFoundError(message);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(message);
-    case ENOSPC:
-    case EDQUOT:
-      return absl::ResourceExhaustedError(message);
-    default:
-      return absl::InternalError(message);
-  }
-}
 
 void AppendU32(uint32_t v, std::string* out) {
   for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
@@ -73,21 +58,6 @@ uint32_t Crc(uint32_t crc, const void* data, size_t size) {
   return crc;
 }
 
-// Writes all of [data, data + size) to fd, retrying short writes and EINTR.
-absl::Status WriteAll(int fd, const void* data, size_t size, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd, p, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus(errno, absl::StrCat("writing model file '", path, "'"));
-    }
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
-}
-
 // Writes the header, the values and the checksum to fd.
 absl::Status WriteContents(int fd, const std::string& header, absl::Span<const float> values,
                            const std::string& path) {
@@ -114,33 +84,6 @@ absl::Status WriteContents(int fd, const std::string& header, absl::Span<const f
   std::string trailer;
   AppendU32(crc, &trailer);
   return WriteAll(fd, trailer.data(), trailer.size(), path);
-}
-
-std::string DirectoryOf(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("opening model file '", path, "'"));
-  std::string contents;
-  char buffer[1 << 16];
-  while (true) {
-    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      return ErrnoStatus(err, absl::StrCat("reading model file '", path, "'"));
-    }
-    if (n == 0) break;
-    contents.append(buffer, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return contents;
 }
 
 }  // namespace
@@ -177,40 +120,12 @@ absl::Status WriteModelFile(const std::string& path, const std::vector<ParamSpec
                                                    params.size(), " tensors"));
   }
 
-  std::string temp = path + ".tmp.XXXXXX";
-  const int fd = ::mkstemp(temp.data());
-  if (fd < 0) {
-    return ErrnoStatus(errno, absl::StrCat("creating a temporary file for model file '", path, "'"));
-  }
-  absl::Status status = WriteContents(fd, header, values, path);
-  // mkstemp creates the file 0600; a model file is meant to be shared like any output.
-  if (status.ok() && ::fchmod(fd, 0644) != 0) {
-    status = ErrnoStatus(errno, absl::StrCat("chmod of model file '", temp, "'"));
-  }
-  if (status.ok() && ::fsync(fd) != 0) {
-    status = ErrnoStatus(errno, absl::StrCat("fsync of model file '", temp, "'"));
-  }
-  if (::close(fd) != 0 && status.ok()) {
-    status = ErrnoStatus(errno, absl::StrCat("closing model file '", temp, "'"));
-  }
-  if (status.ok() && ::rename(temp.c_str(), path.c_str()) != 0) {
-    status = ErrnoStatus(errno, absl::StrCat("renaming '", temp, "' to '", path, "'"));
-  }
-  if (!status.ok()) {
-    ::unlink(temp.c_str());
-    return status;
-  }
-  // Make the rename itself durable. Failure here is not fatal to the data already on disk.
-  const int dir_fd = ::open(DirectoryOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    ::fsync(dir_fd);
-    ::close(dir_fd);
-  }
-  return absl::OkStatus();
+  return WriteFileAtomically(path, "model file",
+                             [&](int fd) { return WriteContents(fd, header, values, path); });
 }
 
 absl::StatusOr<ModelFile> ReadModelFile(const std::string& path) {
-  ASSIGN_OR_RETURN(const std::string contents, ReadWholeFile(path));
+  ASSIGN_OR_RETURN(const std::string contents, ReadWholeFile(path, "model file"));
   const auto* data = reinterpret_cast<const unsigned char*>(contents.data());
   const size_t size = contents.size();
   const std::string where = absl::StrCat("model file '", path, "'");

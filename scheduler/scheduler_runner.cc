@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/file_io.h"
 #include "common/job_spec.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -33,22 +34,6 @@ absl::Status Invalid(absl::string_view what) {
 }
 
 }  // namespace
-
-absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
-  const std::string tmp = absl::StrCat(path, ".tmp");
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return absl::UnavailableError(absl::StrCat(tmp, ": cannot create: ", std::strerror(errno)));
-    out << contents;
-    out.flush();
-    if (!out) return absl::UnavailableError(absl::StrCat(tmp, ": cannot write: ", std::strerror(errno)));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::UnavailableError(
-        absl::StrCat(path, ": cannot rename ", tmp, " to it: ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
-}
 
 absl::StatusOr<std::unique_ptr<SchedulerRunner>> SchedulerRunner::Create(JobSpec job, Options options) {
   ApplyJobDefaults(&job);
@@ -122,7 +107,7 @@ absl::Status SchedulerRunner::Run() {
   LOG(INFO) << "scheduler listening on " << options_.host << ":" << selected_port << "; waiting for "
             << job_.num_servers() << " servers and " << job_.num_workers() << " workers";
   if (!options_.port_file.empty()) {
-    absl::Status written = WriteFileAtomically(options_.port_file, absl::StrCat(selected_port, "\n"));
+    absl::Status written = WriteFileAtomically(options_.port_file, "port file", absl::StrCat(selected_port, "\n"));
     if (!written.ok()) core->Fail(written);
   }
 
@@ -138,7 +123,7 @@ absl::Status SchedulerRunner::Run() {
 
   absl::Status summary_written;
   if (!options_.summary_json.empty()) {
-    summary_written = WriteFileAtomically(options_.summary_json, core->SummaryJson());
+    summary_written = WriteFileAtomically(options_.summary_json, "run summary", core->SummaryJson());
     if (summary_written.ok()) {
       LOG(INFO) << "run summary written to " << options_.summary_json;
     } else {

@@ -73,10 +73,6 @@ class SchedulerRunner {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// Writes `contents` to `path` atomically: to "<path>.tmp" first, then renamed over `path`.
-// Errors name the path and the system's reason.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& contents);
-
 }  // namespace scheduler
 }  // namespace pstrain
 

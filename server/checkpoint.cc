@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
+#include "common/file_io.h"
 #include "common/status_macros.h"
 
 namespace pstrain::server {
@@ -29,22 +30,6 @@ constexpr size_t kMagicSize = 8;
 constexpr size_t kFixedHeaderSize = 48;  // magic through chunk count
 constexpr size_t kChunkEntrySize = 20;
 constexpr uint32_t kMaxStateVectors = 16;  // Adam has 2; guards against garbage headers
-
-absl::Status ErrnoStatus(int err, absl::string_view what) {
-  const std::string message = absl::StrCat(what, ": ", std::strerror(err));
-  switch (err) {
-    case ENOENT:
-      return absl::NotFoundError(message);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(message);
-    case ENOSPC:
-    case EDQUOT:
-      return absl::ResourceExhaustedError(message);
-    default:
-      return absl::InternalError(message);
-  }
-}
 
 template <typename T>
 void Append(T v, std::string* out) {
@@ -177,33 +162,6 @@ absl::Status WriteContents(int fd, const std::string& path, const ShardCheckpoin
   return writer.WriteCrc();
 }
 
-std::string DirectoryOf(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("opening checkpoint '", path, "'"));
-  std::string contents;
-  char buffer[1 << 16];
-  while (true) {
-    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      return ErrnoStatus(err, absl::StrCat("reading checkpoint '", path, "'"));
-    }
-    if (n == 0) break;
-    contents.append(buffer, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return contents;
-}
-
 bool AllDigits(absl::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return absl::ascii_isdigit(c); });
 }
@@ -294,36 +252,11 @@ int64_t CheckpointFileSize(const ShardCheckpoint& ckpt) {
 
 absl::Status WriteCheckpoint(const std::string& path, const ShardCheckpoint& ckpt) {
   RETURN_IF_ERROR(CheckShape(path, ckpt));
-  // A fixed temporary name is safe: only server `rank` writes files of its rank, one at a time.
-  const std::string temp = path + ".tmp";
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("creating checkpoint '", temp, "'"));
-  absl::Status status = WriteContents(fd, path, ckpt);
-  if (status.ok() && ::fsync(fd) != 0) {
-    status = ErrnoStatus(errno, absl::StrCat("fsync of checkpoint '", temp, "'"));
-  }
-  if (::close(fd) != 0 && status.ok()) {
-    status = ErrnoStatus(errno, absl::StrCat("closing checkpoint '", temp, "'"));
-  }
-  if (status.ok() && ::rename(temp.c_str(), path.c_str()) != 0) {
-    status = ErrnoStatus(errno, absl::StrCat("renaming '", temp, "' to '", path, "'"));
-  }
-  if (!status.ok()) {
-    ::unlink(temp.c_str());
-    return status;
-  }
-  // Make the rename durable too: a checkpoint that vanishes after a crash is no checkpoint.
-  const std::string dir = DirectoryOf(path);
-  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) return ErrnoStatus(errno, absl::StrCat("opening folder '", dir, "' to fsync"));
-  status = ::fsync(dir_fd) == 0 ? absl::OkStatus()
-                                : ErrnoStatus(errno, absl::StrCat("fsync of folder '", dir, "'"));
-  ::close(dir_fd);
-  return status;
+  return WriteFileAtomically(path, "checkpoint", [&](int fd) { return WriteContents(fd, path, ckpt); });
 }
 
 absl::StatusOr<ShardCheckpoint> ReadCheckpoint(const std::string& path) {
-  ASSIGN_OR_RETURN(const std::string contents, ReadWholeFile(path));
+  ASSIGN_OR_RETURN(const std::string contents, ReadWholeFile(path, "checkpoint"));
   const auto* data = reinterpret_cast<const unsigned char*>(contents.data());
   const size_t size = contents.size();
   const std::string where = absl::StrCat("checkpoint '", path, "'");
