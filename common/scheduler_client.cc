@@ -11,6 +11,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/status_macros.h"
 
 namespace pstrain {
 namespace {
@@ -63,12 +64,11 @@ absl::StatusOr<RegisterResponse> SchedulerClient::Register(Role role, const std:
   const absl::Time give_up = absl::Now() + timeout;
   absl::Duration backoff = absl::Milliseconds(50);
   while (true) {
-    grpc::ClientContext context;
-    std::string what = Prepare(&context, absl::StrCat("register ", RoleName(role)),
-                               std::min(rpc_timeout_, std::max(give_up - absl::Now(), absl::Milliseconds(1))));
-    RegisterResponse response;
-    absl::Status status = FromGrpcStatus(stub_->Register(&context, request, &response), what);
-    if (status.ok()) return response;
+    absl::StatusOr<RegisterResponse> response =
+        Call(&Scheduler::Stub::Register, request, absl::StrCat("register ", RoleName(role)),
+             std::min(rpc_timeout_, std::max(give_up - absl::Now(), absl::Milliseconds(1))));
+    if (response.ok()) return response;
+    const absl::Status& status = response.status();
     bool retryable = absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
     if (!retryable || absl::Now() + backoff >= give_up) return status;
     VLOG(1) << status << "; retrying";
@@ -77,125 +77,94 @@ absl::StatusOr<RegisterResponse> SchedulerClient::Register(Role role, const std:
   }
 }
 
-absl::StatusOr<ClusterView> SchedulerClient::WaitUntilRunning(absl::Duration timeout) {
+template <typename Request, typename Response>
+absl::StatusOr<Response> SchedulerClient::Call(
+    grpc::Status (Scheduler::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+    const Request& request, absl::string_view what, absl::Duration timeout) const {
   grpc::ClientContext context;
-  std::string what = Prepare(&context, "wait for cluster view", timeout);
+  const std::string where = Prepare(&context, what, timeout);
+  Response response;
+  absl::Status status = FromGrpcStatus(((*stub_).*method)(&context, request, &response), where);
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<ClusterView> SchedulerClient::WaitUntilRunning(absl::Duration timeout) {
   GetClusterViewRequest request;
   request.set_wait_until_running(true);
-  ClusterView view;
-  absl::Status status = FromGrpcStatus(stub_->GetClusterView(&context, request, &view), what);
-  if (!status.ok()) return status;
+  ASSIGN_OR_RETURN(ClusterView view,
+                   Call(&Scheduler::Stub::GetClusterView, request, "wait for cluster view", timeout));
   if (view.state() == FAILED) return absl::AbortedError(absl::StrCat("job failed: ", view.failure()));
   return view;
 }
 
 absl::StatusOr<ClusterView> SchedulerClient::GetClusterView() {
-  grpc::ClientContext context;
-  std::string what = Prepare(&context, "get cluster view", rpc_timeout_);
-  ClusterView view;
-  absl::Status status =
-      FromGrpcStatus(stub_->GetClusterView(&context, GetClusterViewRequest(), &view), what);
-  if (!status.ok()) return status;
-  return view;
+  return Call(&Scheduler::Stub::GetClusterView, GetClusterViewRequest(), "get cluster view", rpc_timeout_);
 }
 
 absl::Status SchedulerClient::Barrier(const std::string& name, BarrierRequest::Participants who,
                                       Role role, int rank, absl::Duration timeout) {
-  grpc::ClientContext context;
-  std::string what = Prepare(&context, absl::StrCat("barrier '", name, "'"), timeout);
   BarrierRequest request;
   request.set_name(name);
   request.set_participants(who);
   request.set_role(role);
   request.set_rank(rank);
-  BarrierResponse response;
-  return FromGrpcStatus(stub_->Barrier(&context, request, &response), what);
+  return Call(&Scheduler::Stub::Barrier, request, absl::StrCat("barrier '", name, "'"), timeout).status();
 }
 
 absl::StatusOr<HeartbeatResponse> SchedulerClient::Heartbeat(Role role, int rank) {
-  grpc::ClientContext context;
-  std::string what = Prepare(&context, "heartbeat", rpc_timeout_);
   HeartbeatRequest request;
   request.set_role(role);
   request.set_rank(rank);
-  HeartbeatResponse response;
-  absl::Status status = FromGrpcStatus(stub_->Heartbeat(&context, request, &response), what);
-  if (!status.ok()) return status;
-  return response;
+  return Call(&Scheduler::Stub::Heartbeat, request, "heartbeat", rpc_timeout_);
 }
 
 absl::StatusOr<LeaseResponse> SchedulerClient::LeaseWork(int worker_rank, int epoch) {
-  grpc::ClientContext context;
-  std::string what = Prepare(&context, "lease work", rpc_timeout_);
   LeaseRequest request;
   request.set_worker_rank(worker_rank);
   request.set_epoch(epoch);
-  LeaseResponse response;
-  absl::Status status = FromGrpcStatus(stub_->LeaseWork(&context, request, &response), what);
-  if (!status.ok()) return status;
-  return response;
-}
-
-absl::Status SchedulerClient::ReportProgress(const ProgressReport& report) {
-  grpc::ClientContext context;
-  std::string what = Prepare(&context, "report progress", rpc_timeout_);
-  ProgressResponse response;
-  return FromGrpcStatus(stub_->ReportProgress(&context, report, &response), what);
-}
-
-absl::Status SchedulerClient::ReportFailure(Role role, int rank, const std::string& message) {
-  grpc::ClientContext context;
-  std::string what = Prepare(&context, "report failure", rpc_timeout_);
-  FailureReport request;
-  request.set_role(role);
-  request.set_rank(rank);
-  request.set_message(message);
-  FailureResponse response;
-  return FromGrpcStatus(stub_->ReportFailure(&context, request, &response), what);
-}
-
-absl::Status SchedulerClient::Leave(Role role, int rank, const std::string& reason) {
-  grpc::ClientContext context;
-  std::string what = Prepare(&context, "leave", rpc_timeout_);
-  LeaveRequest request;
-  request.set_role(role);
-  request.set_rank(rank);
-  request.set_reason(reason);
-  LeaveResponse response;
-  return FromGrpcStatus(stub_->Leave(&context, request, &response), what);
+  return Call(&Scheduler::Stub::LeaseWork, request, "lease work", rpc_timeout_);
 }
 
 absl::StatusOr<LeaseResponse> SchedulerClient::LeaseEval(int worker_rank, int epoch) {
-  grpc::ClientContext context;
-  std::string what = Prepare(&context, "lease evaluation work", rpc_timeout_);
   LeaseRequest request;
   request.set_worker_rank(worker_rank);
   request.set_epoch(epoch);
   request.set_eval(true);
-  LeaseResponse response;
-  absl::Status status = FromGrpcStatus(stub_->LeaseWork(&context, request, &response), what);
-  if (!status.ok()) return status;
-  return response;
+  return Call(&Scheduler::Stub::LeaseWork, request, "lease evaluation work", rpc_timeout_);
+}
+
+absl::Status SchedulerClient::ReportProgress(const ProgressReport& report) {
+  return Call(&Scheduler::Stub::ReportProgress, report, "report progress", rpc_timeout_).status();
+}
+
+absl::Status SchedulerClient::ReportFailure(Role role, int rank, const std::string& message) {
+  FailureReport request;
+  request.set_role(role);
+  request.set_rank(rank);
+  request.set_message(message);
+  return Call(&Scheduler::Stub::ReportFailure, request, "report failure", rpc_timeout_).status();
+}
+
+absl::Status SchedulerClient::Leave(Role role, int rank, const std::string& reason) {
+  LeaveRequest request;
+  request.set_role(role);
+  request.set_rank(rank);
+  request.set_reason(reason);
+  return Call(&Scheduler::Stub::Leave, request, "leave", rpc_timeout_).status();
 }
 
 absl::Status SchedulerClient::ReportCheckpoints(int server_rank, const std::vector<int64_t>& steps) {
-  grpc::ClientContext context;
-  std::string what = Prepare(&context, absl::StrCat("report checkpoints of server ", server_rank), rpc_timeout_);
   CheckpointReport request;
   request.set_server_rank(server_rank);
-  request.mutable_steps()->Add(steps.begin(), steps.end());
-  CheckpointAck response;
-  return FromGrpcStatus(stub_->ReportCheckpoints(&context, request, &response), what);
+  for (int64_t step : steps) request.add_steps(step);
+  return Call(&Scheduler::Stub::ReportCheckpoints, request,
+              absl::StrCat("report checkpoints of server ", server_rank), rpc_timeout_)
+      .status();
 }
 
 absl::StatusOr<JobStatus> SchedulerClient::GetJobStatus() {
-  grpc::ClientContext context;
-  std::string what = Prepare(&context, "get job status", rpc_timeout_);
-  JobStatus status_proto;
-  absl::Status status =
-      FromGrpcStatus(stub_->GetJobStatus(&context, JobStatusRequest(), &status_proto), what);
-  if (!status.ok()) return status;
-  return status_proto;
+  return Call(&Scheduler::Stub::GetJobStatus, JobStatusRequest(), "get job status", rpc_timeout_);
 }
 
 Heartbeater::Heartbeater(SchedulerClient* client, Role role, int rank, absl::Duration interval,

@@ -64,6 +64,13 @@ class SchedulerClient {
   SchedulerClient(std::string address, absl::Duration rpc_timeout);
 
   // Sets the deadline and returns a "what" prefix for errors, e.g. "heartbeat to scheduler at X".
+  // One unary call of `method` with deadline `timeout`; errors are prefixed "<what> to scheduler
+  // at <address>".
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> Call(
+      grpc::Status (Scheduler::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+      const Request& request, absl::string_view what, absl::Duration timeout) const;
+
   std::string Prepare(grpc::ClientContext* context, absl::string_view what,
                       absl::Duration timeout) const;
 

@@ -12,27 +12,16 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
-int64_t SyncStepsPerEpoch(int64_t n, int batch_size, int num_workers) {
+int64_t SyncStepsPerEpoch(int64_t n, int64_t global_batch) {
   CHECK_GE(n, 0);
-  CHECK_GE(batch_size, 1);
-  CHECK_GE(num_workers, 1);
-  return CeilDiv(n, int64_t{batch_size} * num_workers);
+  CHECK_GE(global_batch, 1);
+  return CeilDiv(n, global_batch);
 }
 
-Range SyncSlice(int64_t n, int batch_size, int num_workers, int rank, int64_t step_in_epoch) {
-  CHECK_GE(n, 0);
-  CHECK_GE(batch_size, 1);
-  CHECK_GE(num_workers, 1);
-  CHECK(rank >= 0 && rank < num_workers) << "rank " << rank << " of " << num_workers;
+int64_t SyncGlobalBatchSize(int64_t n, int64_t global_batch, int64_t step_in_epoch) {
   CHECK_GE(step_in_epoch, 0);
-  const int64_t global_batch = int64_t{batch_size} * num_workers;
-  if (step_in_epoch >= CeilDiv(n, global_batch)) return Range{n, n};
-  const int64_t global_begin = step_in_epoch * global_batch;
-  const int64_t global_end = std::min(global_begin + global_batch, n);
-  Range r;
-  r.begin = std::min(global_begin + int64_t{rank} * batch_size, global_end);
-  r.end = std::min(r.begin + batch_size, global_end);
-  return r;
+  if (step_in_epoch >= SyncStepsPerEpoch(n, global_batch)) return 0;
+  return std::min(global_batch, n - step_in_epoch * global_batch);
 }
 
 Range SyncSliceOfGlobalBatch(int64_t n, int64_t global_batch, int num_live, int slot,

@@ -29,21 +29,23 @@ struct Range {
   bool operator!=(const Range& o) const { return !(*this == o); }
 };
 
-// Global steps in a synchronous epoch: ceil(n / (B * W)); 0 when n == 0.
-// REQUIRES: n >= 0, batch_size >= 1, num_workers >= 1.
-int64_t SyncStepsPerEpoch(int64_t n, int batch_size, int num_workers);
+// Synchronous mode. Global batch t of an epoch covers permutation positions
+// [t*G, min((t+1)*G, n)), G = global_batch (the job's batch_size x num_workers, fixed for the
+// whole job so the maths does not change when workers come and go).
 
-// Worker `rank`'s share of global batch `step_in_epoch`. Global batch t covers positions
-// [t*B*W, min((t+1)*B*W, n)); rank r takes [t*B*W + r*B, t*B*W + (r+1)*B) clipped to it, so in a
-// short last batch low ranks fill first and high ranks may get an empty range.
-// A step at or past SyncStepsPerEpoch gives the empty range [n, n).
-// REQUIRES: as SyncStepsPerEpoch, 0 <= rank < num_workers, step_in_epoch >= 0.
-Range SyncSlice(int64_t n, int batch_size, int num_workers, int rank, int64_t step_in_epoch);
+// Global batches in an epoch: ceil(n / G); 0 when n == 0. REQUIRES: n >= 0, global_batch >= 1.
+int64_t SyncStepsPerEpoch(int64_t n, int64_t global_batch);
 
-// The same split when the number of live workers changes during the job: the global batch stays
-// `global_batch` samples (the job's B x W), and global batch t is cut into `num_live` pieces of
-// ceil(global_batch / num_live) positions; the worker in slot `slot` (its position among the live
-// workers) takes piece `slot`, clipped to the batch. With num_live == W this is SyncSlice exactly.
+// Samples in global batch `step_in_epoch` (G except for the epoch's last, shorter batch; 0 past
+// the end). REQUIRES: as SyncStepsPerEpoch, step_in_epoch >= 0.
+int64_t SyncGlobalBatchSize(int64_t n, int64_t global_batch, int64_t step_in_epoch);
+
+// A live worker's share of global batch `step_in_epoch`: the batch is cut into `num_live` pieces
+// of ceil(global_batch / num_live) positions and the worker in slot `slot` (its position among the
+// live workers) takes piece `slot`, clipped to the batch. With all W workers of the job live, rank r
+// takes [t*B*W + r*B, ... + B): low ranks fill first in the last, shorter batch and a high rank may
+// get an empty range (it still takes part with weight zero). No padding, no duplicates. A step at
+// or past SyncStepsPerEpoch gives the empty range [n, n).
 // REQUIRES: n >= 0, global_batch >= 1, num_live >= 1, 0 <= slot < num_live, step_in_epoch >= 0.
 Range SyncSliceOfGlobalBatch(int64_t n, int64_t global_batch, int num_live, int slot,
                              int64_t step_in_epoch);

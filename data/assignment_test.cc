@@ -23,14 +23,14 @@ TEST(SyncAssignmentTest, EpochCoversEveryPositionExactlyOnce) {
   for (const SyncCase& c : cases) {
     SCOPED_TRACE(testing::Message()
                  << "n=" << c.n << " B=" << c.batch_size << " W=" << c.num_workers);
-    const int64_t steps = SyncStepsPerEpoch(c.n, c.batch_size, c.num_workers);
+    const int64_t steps = SyncStepsPerEpoch(c.n, int64_t{c.batch_size} * c.num_workers);
     const int64_t global = int64_t{c.batch_size} * c.num_workers;
     EXPECT_EQ(steps, (c.n + global - 1) / global);
     std::vector<int> covered(c.n, 0);
     int64_t expected_next = 0;  // Slices are laid out in (step, rank) order without gaps.
     for (int64_t t = 0; t < steps; ++t) {
       for (int r = 0; r < c.num_workers; ++r) {
-        const Range s = SyncSlice(c.n, c.batch_size, c.num_workers, r, t);
+        const Range s = SyncSliceOfGlobalBatch(c.n, int64_t{c.batch_size} * c.num_workers, c.num_workers, r, t);
         ASSERT_LE(s.begin, s.end);
         ASSERT_GE(s.begin, 0);
         ASSERT_LE(s.end, c.n);
@@ -53,22 +53,22 @@ TEST(SyncAssignmentTest, EpochCoversEveryPositionExactlyOnce) {
 
 TEST(SyncAssignmentTest, ShortLastBatchFillsLowRanksFirst) {
   // n = 10, B = 3, W = 2: step 1 covers [6, 10): rank 0 [6, 9), rank 1 [9, 10).
-  EXPECT_EQ(SyncStepsPerEpoch(10, 3, 2), 2);
-  EXPECT_EQ(SyncSlice(10, 3, 2, 0, 0), (Range{0, 3}));
-  EXPECT_EQ(SyncSlice(10, 3, 2, 1, 0), (Range{3, 6}));
-  EXPECT_EQ(SyncSlice(10, 3, 2, 0, 1), (Range{6, 9}));
-  EXPECT_EQ(SyncSlice(10, 3, 2, 1, 1), (Range{9, 10}));
+  EXPECT_EQ(SyncStepsPerEpoch(10, int64_t{3} * 2), 2);
+  EXPECT_EQ(SyncSliceOfGlobalBatch(10, int64_t{3} * 2, 2, 0, 0), (Range{0, 3}));
+  EXPECT_EQ(SyncSliceOfGlobalBatch(10, int64_t{3} * 2, 2, 1, 0), (Range{3, 6}));
+  EXPECT_EQ(SyncSliceOfGlobalBatch(10, int64_t{3} * 2, 2, 0, 1), (Range{6, 9}));
+  EXPECT_EQ(SyncSliceOfGlobalBatch(10, int64_t{3} * 2, 2, 1, 1), (Range{9, 10}));
   // n < B * W: one step; rank 2 gets nothing.
-  EXPECT_EQ(SyncStepsPerEpoch(5, 4, 3), 1);
-  EXPECT_EQ(SyncSlice(5, 4, 3, 0, 0), (Range{0, 4}));
-  EXPECT_EQ(SyncSlice(5, 4, 3, 1, 0), (Range{4, 5}));
-  EXPECT_TRUE(SyncSlice(5, 4, 3, 2, 0).empty());
-  EXPECT_EQ(SyncSlice(5, 4, 3, 2, 0).size(), 0);
+  EXPECT_EQ(SyncStepsPerEpoch(5, int64_t{4} * 3), 1);
+  EXPECT_EQ(SyncSliceOfGlobalBatch(5, int64_t{4} * 3, 3, 0, 0), (Range{0, 4}));
+  EXPECT_EQ(SyncSliceOfGlobalBatch(5, int64_t{4} * 3, 3, 1, 0), (Range{4, 5}));
+  EXPECT_TRUE(SyncSliceOfGlobalBatch(5, int64_t{4} * 3, 3, 2, 0).empty());
+  EXPECT_EQ(SyncSliceOfGlobalBatch(5, int64_t{4} * 3, 3, 2, 0).size(), 0);
 }
 
 TEST(SyncAssignmentTest, StepPastTheEpochIsEmpty) {
-  EXPECT_EQ(SyncSlice(10, 3, 2, 0, 2), (Range{10, 10}));
-  EXPECT_EQ(SyncSlice(0, 3, 2, 1, 0), (Range{0, 0}));
+  EXPECT_EQ(SyncSliceOfGlobalBatch(10, int64_t{3} * 2, 2, 0, 2), (Range{10, 10}));
+  EXPECT_EQ(SyncSliceOfGlobalBatch(0, int64_t{3} * 2, 2, 1, 0), (Range{0, 0}));
 }
 
 TEST(EvenSliceTest, CoversExactlyOnceWithSizesWithinOne) {
@@ -120,17 +120,30 @@ TEST(LeaseBatchingTest, CoversLeaseExactlyOnce) {
 }
 
 TEST(AssignmentDeathTest, RejectsBadArguments) {
-  EXPECT_DEATH(SyncSlice(10, 3, 2, 2, 0), "rank 2 of 2");
+  EXPECT_DEATH(SyncSliceOfGlobalBatch(10, int64_t{3} * 2, 2, 2, 0), "slot 2 of 2");
   EXPECT_DEATH(BatchOf(Range{0, 10}, 3, 4), "batch 4");
 }
 
 }  // namespace
-TEST(SyncSliceOfGlobalBatchTest, EqualsSyncSliceWhenEveryWorkerIsLive) {
-  for (int64_t step = 0; step < 20; ++step) {
+TEST(SyncSliceOfGlobalBatchTest, EveryWorkerLiveGivesEachRankItsOwnBatch) {
+  // 3 workers of 64: rank r takes [t*192 + r*64, t*192 + (r+1)*64), clipped to n = 1000.
+  for (int64_t step = 0; step < 6; ++step) {
     for (int r = 0; r < 3; ++r) {
-      EXPECT_EQ(SyncSliceOfGlobalBatch(1000, 64 * 3, 3, r, step), SyncSlice(1000, 64, 3, r, step));
+      const int64_t begin = std::min<int64_t>(step * 192 + r * 64, 1000);
+      const int64_t end = std::min<int64_t>(begin + 64, std::min<int64_t>((step + 1) * 192, 1000));
+      EXPECT_EQ(SyncSliceOfGlobalBatch(1000, 192, 3, r, step), (Range{begin, end})) << step << " " << r;
     }
   }
+}
+
+TEST(SyncGlobalBatchSizeTest, FullBatchesThenTheTailThenNothing) {
+  EXPECT_EQ(SyncGlobalBatchSize(1000, 192, 0), 192);
+  EXPECT_EQ(SyncGlobalBatchSize(1000, 192, 4), 192);
+  EXPECT_EQ(SyncGlobalBatchSize(1000, 192, 5), 40);  // 1000 - 5 * 192.
+  EXPECT_EQ(SyncGlobalBatchSize(1000, 192, 6), 0);
+  int64_t total = 0;
+  for (int64_t t = 0; t < SyncStepsPerEpoch(1000, 192); ++t) total += SyncGlobalBatchSize(1000, 192, t);
+  EXPECT_EQ(total, 1000);
 }
 
 TEST(SyncSliceOfGlobalBatchTest, SurvivorsCoverEachGlobalBatchExactlyOnce) {

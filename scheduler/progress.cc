@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/job_spec.h"
+#include "data/assignment.h"
 #include "google/protobuf/util/json_util.h"
 #include "scheduler/json.h"
 
@@ -108,15 +109,15 @@ absl::Status Progress::Add(const ProgressReport& report, absl::Time now) {
 void Progress::CountSteps(int64_t begin, int64_t end) {
   const int64_t g = options_.global_batch;
   const int64_t n = options_.train_samples;
-  const int64_t steps_per_epoch = (n + g - 1) / g;
+  const int64_t steps_per_epoch = data::SyncStepsPerEpoch(n, g);
   if (steps_per_epoch == 0) return;
   begin = std::max<int64_t>(begin, 0);
   if (end > static_cast<int64_t>(counted_steps_.size())) counted_steps_.resize(end, false);
   for (int64_t t = begin; t < end; ++t) {
     if (counted_steps_[t]) continue;
     counted_steps_[t] = true;
-    const int64_t in_epoch = t % steps_per_epoch;
-    epochs_[static_cast<int>(t / steps_per_epoch)].applied_samples += std::min(g, n - in_epoch * g);
+    epochs_[static_cast<int>(t / steps_per_epoch)].applied_samples +=
+        data::SyncGlobalBatchSize(n, g, t % steps_per_epoch);
   }
 }
 

@@ -244,7 +244,7 @@ class Scheduler {
 int64_t NewestCommonStep(const std::vector<std::vector<int64_t>>& steps_by_server);
 
 // Optimizer updates the job makes on each server. SYNC: epochs x SyncStepsPerEpoch(train_samples,
-// batch_size, num_workers), capped by max_steps when it is > 0. ASYNC/SSP: epochs x
+// batch_size x num_workers), capped by max_steps when it is > 0. ASYNC/SSP: epochs x
 // ceil(train_samples / batch_size), capped likewise. `sync_steps_per_epoch` is the SYNC count of
 // global batches in one epoch (data::SyncStepsPerEpoch).
 int64_t TotalSteps(const JobSpec& job, int64_t train_samples, int64_t sync_steps_per_epoch);

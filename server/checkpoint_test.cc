@@ -16,9 +16,15 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/parameter_store.h"
+#include "server/store_test_util.h"
 
 namespace pstrain::server {
 namespace {
+
+using store_test::Chunk;
+using store_test::MakeShardMap;
+using store_test::MakeStore;
+using store_test::OneServerMap;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -49,41 +55,6 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), 4 * a.size()) == 0;
 }
 
-ChunkSpec Chunk(int tensor_id, int64_t offset, int64_t length, int server) {
-  ChunkSpec c;
-  c.set_tensor_id(tensor_id);
-  c.set_offset(offset);
-  c.set_length(length);
-  c.set_server_rank(server);
-  return c;
-}
-
-// Tensor 0 "fc1.weight" {4, 5} (He), tensor 1 "fc1.bias" {5} (zeros).
-ShardMap MakeShardMap(const std::vector<ChunkSpec>& chunks, const std::string& weight_name = "fc1.weight") {
-  ShardMap map;
-  map.set_version(1);
-  TensorSpec* w = map.add_tensors();
-  w->set_id(0);
-  w->set_name(weight_name);
-  w->add_shape(4);
-  w->add_shape(5);
-  w->set_num_elements(20);
-  w->set_init(HE_UNIFORM);
-  w->set_fan_in(4);
-  w->set_fan_out(5);
-  TensorSpec* b = map.add_tensors();
-  b->set_id(1);
-  b->set_name("fc1.bias");
-  b->add_shape(5);
-  b->set_num_elements(5);
-  b->set_init(ZEROS);
-  b->set_flat_offset(20);
-  for (const ChunkSpec& c : chunks) *map.add_chunks() = c;
-  return map;
-}
-
-ShardMap OneServerMap() { return MakeShardMap({Chunk(0, 0, 20, 0), Chunk(1, 0, 5, 0)}); }
-
 ParameterStore::Options AdamOptions(Mode mode, int num_workers, ShardMap map = OneServerMap()) {
   ParameterStore::Options options;
   options.rank = 0;
@@ -96,12 +67,6 @@ ParameterStore::Options AdamOptions(Mode mode, int num_workers, ShardMap map = O
   options.membership_epoch = 3;
   options.total_steps = 100;
   return options;
-}
-
-std::unique_ptr<ParameterStore> MakeStore(const ParameterStore::Options& options) {
-  auto store = ParameterStore::Create(options);
-  EXPECT_TRUE(store.ok()) << store.status();
-  return store.ok() ? std::move(store).value() : nullptr;
 }
 
 // A gradient that differs per worker, step and element, so every update matters.

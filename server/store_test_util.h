@@ -20,12 +20,13 @@ namespace pstrain::server::store_test {
 inline constexpr float kLr = 0.5f;  // a power of two keeps the hand-computed updates exact
 
 // Tensor 0 "fc1.weight" {4, 5} (He), tensor 1 "fc1.bias" {5} (zeros).
-inline ShardMap MakeShardMap(const std::vector<ChunkSpec>& chunks) {
+inline ShardMap MakeShardMap(const std::vector<ChunkSpec>& chunks,
+                             const std::string& weight_name = "fc1.weight") {
   ShardMap map;
   map.set_version(1);
   TensorSpec* w = map.add_tensors();
   w->set_id(0);
-  w->set_name("fc1.weight");
+  w->set_name(weight_name);
   w->add_shape(4);
   w->add_shape(5);
   w->set_num_elements(20);

@@ -82,7 +82,7 @@ absl::Status Trainer::Run() {
 absl::Status Trainer::RunSync() {
   const JobSpec& job = options_.job;
   const int64_t n = train_->num_samples;
-  const int64_t steps_per_epoch = (n + view_.global_batch() - 1) / view_.global_batch();
+  const int64_t steps_per_epoch = data::SyncStepsPerEpoch(n, view_.global_batch());
   const int64_t total_steps = view_.total_steps();
   // A worker joining a running job starts where the servers are. (If it catches them mid-step,
   // some shards may be one step ahead; the first gradient then uses those slightly newer weights.)
