@@ -1,5 +1,5 @@
 // Recovery from failures, measured on real clusters: for each kind of churn (a worker killed,
-// stopped, told to leave; a worker joining), how long the scheduler takes to notice, how long
+// stopped, told to leave; a worker joining; a server killed with --replicas=2), how long the scheduler takes to notice, how long
 // until the job trains at full speed again, and how many steps a worker computed twice.
 //
 // Each run starts a fresh cluster (1 scheduler, 2 servers, 3 workers; every role its own process
@@ -58,7 +58,7 @@
 
 DEFINE_string(bin_dir, "", "Folder with pstrain-scheduler, -server and -worker (default: this binary's own)");
 DEFINE_int32(runs, 3, "Runs per scenario");
-DEFINE_string(scenarios, "kill,term,stop,join,async_kill", "Comma-separated scenarios to run, in order");
+DEFINE_string(scenarios, "kill,term,stop,join,async_kill,server_kill", "Comma-separated scenarios to run, in order");
 DEFINE_string(data_dir, "", "Passed to the scheduler when set (default: the job's default data set)");
 DEFINE_bool(keep_logs, false, "Keep the roles' logs and a trace.csv of the polls per run; prints the folder");
 
@@ -85,6 +85,8 @@ struct Scenario {
   std::string title;  // For the table.
   std::string mode;   // --mode of the job.
   Fault fault;
+  std::string victim = "worker1";  // Launch slot the fault hits (kJoin: none).
+  std::vector<std::string> job_flags = {};  // Added to the scheduler's.
 };
 
 const std::vector<Scenario>& AllScenarios() {
@@ -94,6 +96,7 @@ const std::vector<Scenario>& AllScenarios() {
       {"stop", "sync: SIGSTOP one worker 3 s, then SIGCONT", "sync", Fault::kStop},
       {"join", "sync: a 4th worker joins", "sync", Fault::kJoin},
       {"async_kill", "async: kill -9 one worker", "async", Fault::kKill},
+      {"server_kill", "sync, --replicas=2: kill -9 one server", "sync", Fault::kKill, "server1", {"--replicas=2"}},
   };
   return *all;
 }
@@ -130,13 +133,14 @@ class Cluster {
       : bin_dir_(std::move(bin_dir)), dir_(std::move(dir)), data_dir_(std::move(data_dir)) {}
 
   // Starts the scheduler and waits for its port; then the servers and workers.
-  absl::Status Start(const std::string& mode) {
+  absl::Status Start(const std::string& mode, const std::vector<std::string>& job_flags) {
     std::vector<std::string> args = {
         absl::StrCat("--servers=", kServers), absl::StrCat("--workers=", kWorkers), "--mode=" + mode,
         "--epochs=30", "--train_limit=12000", "--test_limit=1000", "--batch_size=32",
         "--eval_last_epoch_only", "--heartbeat_ms=200", "--dead_after_ms=1000", "--port=0",
         "--port_file=" + dir_ + "/port", "--summary_json=" + dir_ + "/summary.json"};
     if (!data_dir_.empty()) args.push_back("--data_dir=" + data_dir_);
+    args.insert(args.end(), job_flags.begin(), job_flags.end());
     RETURN_IF_ERROR(Spawn("scheduler", "pstrain-scheduler", args));
     const absl::Time give_up = absl::Now() + absl::Seconds(30);
     int port = 0;
@@ -197,12 +201,17 @@ struct StepEvent {
 
 // The step events of a server log written with the --vmodule of Cluster::Start, timed by glog's
 // prefix ("I20261122 11:54:40.740993 ..."; the roles run with TZ=UTC0).
+// SYNC: each step counts once, however many stores of the server applied it (with --replicas=2 a
+// server holds two shards, and the surviving server0 may hold either rank).
 std::vector<StepEvent> StepEvents(const std::string& path, bool sync) {
+  static const std::regex kApplied(R"(: applied step (\d+) )");
+  std::set<int64_t> applied;
+  std::smatch m;
   std::vector<StepEvent> events;
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) {
     int weight = 0;
-    if (sync ? absl::StrContains(line, ": applied step ")
+    if (sync ? std::regex_search(line, m, kApplied) && applied.insert(std::stoll(m[1])).second
              : absl::StrContains(line, ": push from worker ") && absl::EndsWith(line, ": OK")) {
       weight = 1;
     } else if (!sync && absl::EndsWith(line, "is already applied; skipped")) {
@@ -254,7 +263,7 @@ absl::StatusOr<Sample> Poll(SchedulerClient& client) {
 absl::StatusOr<Result> RunOnce(const Scenario& scenario, const std::string& bin_dir, const std::string& data_dir,
                                const std::string& dir, bool keep_trace) {
   Cluster cluster(bin_dir, dir, data_dir);
-  RETURN_IF_ERROR(cluster.Start(scenario.mode));
+  RETURN_IF_ERROR(cluster.Start(scenario.mode, scenario.job_flags));
   ASSIGN_OR_RETURN(std::unique_ptr<SchedulerClient> client,
                    SchedulerClient::Create(cluster.address(), absl::Seconds(2)));
   std::vector<Sample> samples;
@@ -274,7 +283,7 @@ absl::StatusOr<Result> RunOnce(const Scenario& scenario, const std::string& bin_
     absl::SleepFor(kPoll);
   }
 
-  const std::string victim = "worker1";
+  const std::string& victim = scenario.victim;
   const absl::Time t0 = absl::Now();
   const int64_t epoch0 = samples.back().membership_epoch;
   switch (scenario.fault) {
@@ -384,7 +393,7 @@ int Main(const std::string& command) {
     auto it = std::find_if(AllScenarios().begin(), AllScenarios().end(),
                            [&](const Scenario& s) { return s.name == name; });
     if (it == AllScenarios().end()) {
-      std::fprintf(stderr, "--scenarios: unknown '%s'; expected kill, term, stop, join, async_kill\n",
+      std::fprintf(stderr, "--scenarios: unknown '%s'; expected kill, term, stop, join, async_kill, server_kill\n",
                    std::string(name).c_str());
       return 2;
     }
@@ -449,6 +458,6 @@ int Main(const std::string& command) {
 
 int main(int argc, char** argv) {
   const std::string command = absl::StrJoin(argv, argv + argc, " ");
-  pstrain::InitBinary("churn_bench [--runs=3] [--scenarios=kill,term,stop,join,async_kill]", &argc, &argv);
+  pstrain::InitBinary("churn_bench [--runs=3] [--scenarios=kill,term,stop,join,async_kill,server_kill]", &argc, &argv);
   return pstrain::bench::Main(command);
 }

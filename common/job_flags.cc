@@ -42,6 +42,10 @@ DEFINE_bool(eval_last_epoch_only, false, "Evaluate only after the last epoch");
 DEFINE_string(checkpoint_dir, "", "Where servers write checkpoints of their shards (empty: none)");
 DEFINE_int64(checkpoint_every_steps, 0, "Checkpoint every this many steps (0: never)");
 DEFINE_int32(min_workers, 1, "Below this many live workers the job stops with an error");
+DEFINE_double(checkpoint_every_seconds, 0, "Also checkpoint after this many seconds (0: never)");
+DEFINE_int64(global_batch, 0, "sync: samples per step over all workers (0: batch_size x workers)");
+DEFINE_bool(resume, false, "Continue the job whose checkpoints are in --checkpoint_dir");
+DEFINE_int32(replicas, 1, "Copies of each server's shard: 1, or 2 (a live copy on the next server survives one server's loss)");
 
 namespace pstrain {
 namespace {
@@ -54,7 +58,8 @@ const char* const kJobFlags[] = {
     "momentum",     "beta1",          "beta2",         "epsilon",      "weight_decay",
     "lr_schedule",  "warmup_steps",   "lr_step_size",  "lr_gamma",     "lr_min_factor",
     "allow_nonfinite_gradients", "lease_batches", "max_chunk_bytes", "final_model",
-    "eval_last_epoch_only", "checkpoint_dir", "checkpoint_every_steps", "min_workers"};
+    "eval_last_epoch_only", "checkpoint_dir", "checkpoint_every_steps", "min_workers",
+    "checkpoint_every_seconds", "global_batch", "resume", "replicas"};
 
 bool Given(const char* name) {
   gflags::CommandLineFlagInfo info;
@@ -117,6 +122,10 @@ absl::Status ApplyFlags(JobSpec* job) {
   if (Given("checkpoint_dir")) job->set_checkpoint_dir(FLAGS_checkpoint_dir);
   if (Given("checkpoint_every_steps")) job->set_checkpoint_every_steps(FLAGS_checkpoint_every_steps);
   if (Given("min_workers")) job->set_min_workers(FLAGS_min_workers);
+  if (Given("checkpoint_every_seconds")) job->set_checkpoint_every_seconds(FLAGS_checkpoint_every_seconds);
+  if (Given("global_batch")) job->set_global_batch(FLAGS_global_batch);
+  if (Given("resume")) job->set_resume(FLAGS_resume);
+  if (Given("replicas")) job->set_replicas(FLAGS_replicas);
   return absl::OkStatus();
 }
 
@@ -128,7 +137,7 @@ absl::Status RejectExplicitZeros() {
       {"servers", FLAGS_servers},       {"workers", FLAGS_workers},
       {"batch_size", FLAGS_batch_size}, {"epochs", FLAGS_epochs},
       {"lease_batches", FLAGS_lease_batches}, {"max_chunk_bytes", FLAGS_max_chunk_bytes},
-      {"min_workers", FLAGS_min_workers}};
+      {"min_workers", FLAGS_min_workers}, {"replicas", FLAGS_replicas}};
   for (const IntFlag& f : must_be_positive) {
     if (Given(f.name) && f.value <= 0) {
       return absl::InvalidArgumentError(absl::StrCat("--", f.name, ": got ", f.value, ", expected >= 1"));

@@ -66,6 +66,8 @@ void ApplyJobDefaults(JobSpec* job) {
   if (job->max_chunk_bytes() == 0) job->set_max_chunk_bytes(4 << 20);
   if (job->mode() == SSP && job->staleness() == 0) job->set_staleness(2);
   if (job->min_workers() == 0) job->set_min_workers(1);
+  if (job->replicas() == 0) job->set_replicas(1);
+  if (job->global_batch() == 0) job->set_global_batch(int64_t{job->batch_size()} * job->num_workers());
 
   OptimizerSpec* opt = job->mutable_optimizer();
   if (opt->type() == OptimizerSpec::TYPE_UNSPECIFIED) opt->set_type(OptimizerSpec::ADAM);
@@ -111,6 +113,23 @@ absl::Status ValidateJobSpec(const JobSpec& job) {
   }
   if (job.checkpoint_every_steps() > 0 && job.checkpoint_dir().empty()) {
     return Invalid("checkpoint_dir", "''", "a folder when checkpoint_every_steps > 0");
+  }
+  if (!(job.checkpoint_every_seconds() >= 0) || !std::isfinite(job.checkpoint_every_seconds())) {
+    return Invalid("checkpoint_every_seconds", absl::StrCat(job.checkpoint_every_seconds()), ">= 0");
+  }
+  if (job.checkpoint_every_seconds() > 0 && job.checkpoint_dir().empty()) {
+    return Invalid("checkpoint_dir", "''", "a folder when checkpoint_every_seconds > 0");
+  }
+  if (job.global_batch() < 0) return Invalid("global_batch", absl::StrCat(job.global_batch()), ">= 0");
+  if (job.resume() && job.checkpoint_dir().empty()) {
+    return Invalid("checkpoint_dir", "''", "the folder of the job to resume (resume is set)");
+  }
+  if (job.replicas() < 0 || job.replicas() > 2) {
+    return Invalid("replicas", absl::StrCat(job.replicas()), "1 or 2 (0 means 1)");
+  }
+  if (job.replicas() == 2 && job.num_servers() < 2) {
+    return Invalid("replicas", "2", absl::StrCat("1 with num_servers = ", job.num_servers(),
+                                                 " (a shard's copy lives on another server)"));
   }
   if (job.data().train_limit() < 0) return Invalid("data.train_limit", absl::StrCat(job.data().train_limit()), ">= 0");
   if (job.data().test_limit() < 0) return Invalid("data.test_limit", absl::StrCat(job.data().test_limit()), ">= 0");

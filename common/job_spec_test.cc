@@ -64,6 +64,20 @@ TEST(JobSpecTest, ZeroWorkersIsRefused) {
   EXPECT_THAT(ValidateJobSpec(job).message(), HasSubstr("num_workers: got -1"));
 }
 
+TEST(JobSpecTest, ReplicasDefaultToOneAndTwoNeedTwoServers) {
+  EXPECT_EQ(Defaults().replicas(), 1);
+  JobSpec job = Defaults();
+  job.set_replicas(2);
+  EXPECT_TRUE(ValidateJobSpec(job).ok());
+  job.set_num_servers(1);
+  absl::Status s = ValidateJobSpec(job);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("replicas: got 2, expected 1 with num_servers = 1"));
+  job = Defaults();
+  job.set_replicas(3);
+  EXPECT_THAT(ValidateJobSpec(job).message(), HasSubstr("replicas: got 3, expected 1 or 2"));
+}
+
 TEST(JobSpecTest, StepScheduleNeedsAStepSize) {
   JobSpec job = Defaults();
   job.mutable_optimizer()->mutable_schedule()->set_type(LrSchedule::STEP);

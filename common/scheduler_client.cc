@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include <glog/logging.h>
@@ -32,6 +33,16 @@ std::string MakeInstanceId() {
   return absl::StrCat(host, "/", getpid(), "/", absl::Hex(absl::Uniform<uint64_t>(absl::BitGen())));
 }
 
+// gRPC waits up to 2 minutes between attempts to reconnect a channel whose server went away; a
+// restarted scheduler must be found again within a heartbeat or two. (The minimum backoff stays at
+// its default: it is also each connection attempt's deadline, which a busy machine needs.)
+grpc::ChannelArguments ChannelArgs() {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return args;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SchedulerClient>> SchedulerClient::Create(const std::string& address,
@@ -47,11 +58,23 @@ SchedulerClient::SchedulerClient(std::string address, absl::Duration rpc_timeout
     : address_(std::move(address)),
       rpc_timeout_(rpc_timeout),
       instance_id_(MakeInstanceId()),
-      stub_(Scheduler::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()))) {}
+      stub_(Scheduler::NewStub(
+          grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), ChannelArgs()))) {}
+
+absl::Duration SchedulerClient::reconnect_window() const {
+  return absl::Nanoseconds(reconnect_window_ns_.load());
+}
+
+void SchedulerClient::set_reconnect_window(absl::Duration window) {
+  reconnect_window_ns_.store(absl::ToInt64Nanoseconds(std::max(window, absl::ZeroDuration())));
+}
 
 std::string SchedulerClient::Prepare(grpc::ClientContext* context, absl::string_view what,
                                      absl::Duration timeout) const {
   context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  // While the scheduler may be restarting, a call waits (up to its deadline) for the connection
+  // instead of failing at once, which also keeps gRPC trying to reconnect.
+  if (reconnect_window() > absl::ZeroDuration()) context->set_wait_for_ready(true);
   return absl::StrCat(what, " to scheduler at ", address_);
 }
 
@@ -67,7 +90,10 @@ absl::StatusOr<RegisterResponse> SchedulerClient::Register(Role role, const std:
     absl::StatusOr<RegisterResponse> response =
         Call(&Scheduler::Stub::Register, request, absl::StrCat("register ", RoleName(role)),
              std::min(rpc_timeout_, std::max(give_up - absl::Now(), absl::Milliseconds(1))));
-    if (response.ok()) return response;
+    if (response.ok()) {
+      set_reconnect_window(absl::Milliseconds(response->reconnect_ms()));
+      return response;
+    }
     const absl::Status& status = response.status();
     bool retryable = absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
     if (!retryable || absl::Now() + backoff >= give_up) return status;
@@ -89,17 +115,54 @@ absl::StatusOr<Response> SchedulerClient::Call(
   return response;
 }
 
+template <typename Request, typename Response>
+absl::StatusOr<Response> SchedulerClient::CallRetrying(
+    grpc::Status (Scheduler::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+    const Request& request, absl::string_view what, absl::Duration timeout, bool parked) const {
+  const absl::Time overall = parked ? absl::Now() + timeout : absl::InfiniteFuture();
+  std::optional<absl::Time> first_failure;
+  absl::Duration backoff = absl::Milliseconds(50);
+  while (true) {
+    absl::StatusOr<Response> response =
+        Call(method, request, what, parked ? std::max(overall - absl::Now(), absl::Milliseconds(1)) : timeout);
+    const absl::Time now = absl::Now();
+    if (response.ok()) {
+      if (first_failure.has_value()) {
+        LOG(INFO) << what << ": the scheduler at " << address_ << " answers again after "
+                  << absl::FormatDuration(now - *first_failure);
+      }
+      return response;
+    }
+    const absl::Status& status = response.status();
+    const absl::Duration window = reconnect_window();
+    const bool retryable = absl::IsUnavailable(status) || (!parked && absl::IsDeadlineExceeded(status));
+    if (!retryable || window <= absl::ZeroDuration()) return response;
+    if (!first_failure.has_value()) {
+      first_failure = now;
+      LOG(WARNING) << status.message() << "; retrying for up to " << absl::FormatDuration(window)
+                   << " (the scheduler may be restarting)";
+    }
+    if (now + backoff - *first_failure > window || now + backoff >= overall) {
+      return absl::Status(status.code(), absl::StrCat(status.message(), " (retried for ",
+                                                      absl::FormatDuration(now - *first_failure), ")"));
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(1));
+  }
+}
+
 absl::StatusOr<ClusterView> SchedulerClient::WaitUntilRunning(absl::Duration timeout) {
   GetClusterViewRequest request;
   request.set_wait_until_running(true);
-  ASSIGN_OR_RETURN(ClusterView view,
-                   Call(&Scheduler::Stub::GetClusterView, request, "wait for cluster view", timeout));
+  ASSIGN_OR_RETURN(ClusterView view, CallRetrying(&Scheduler::Stub::GetClusterView, request, "wait for cluster view",
+                                                  timeout, /*parked=*/true));
   if (view.state() == FAILED) return absl::AbortedError(absl::StrCat("job failed: ", view.failure()));
   return view;
 }
 
 absl::StatusOr<ClusterView> SchedulerClient::GetClusterView() {
-  return Call(&Scheduler::Stub::GetClusterView, GetClusterViewRequest(), "get cluster view", rpc_timeout_);
+  return CallRetrying(&Scheduler::Stub::GetClusterView, GetClusterViewRequest(), "get cluster view", rpc_timeout_,
+                      /*parked=*/false);
 }
 
 absl::Status SchedulerClient::Barrier(const std::string& name, BarrierRequest::Participants who,
@@ -109,7 +172,9 @@ absl::Status SchedulerClient::Barrier(const std::string& name, BarrierRequest::P
   request.set_participants(who);
   request.set_role(role);
   request.set_rank(rank);
-  return Call(&Scheduler::Stub::Barrier, request, absl::StrCat("barrier '", name, "'"), timeout).status();
+  return CallRetrying(&Scheduler::Stub::Barrier, request, absl::StrCat("barrier '", name, "'"), timeout,
+                      /*parked=*/true)
+      .status();
 }
 
 absl::StatusOr<HeartbeatResponse> SchedulerClient::Heartbeat(Role role, int rank) {
@@ -123,7 +188,8 @@ absl::StatusOr<LeaseResponse> SchedulerClient::LeaseWork(int worker_rank, int ep
   LeaseRequest request;
   request.set_worker_rank(worker_rank);
   request.set_epoch(epoch);
-  return Call(&Scheduler::Stub::LeaseWork, request, "lease work", rpc_timeout_);
+  request.set_request_seq(next_seq_.fetch_add(1));
+  return CallRetrying(&Scheduler::Stub::LeaseWork, request, "lease work", rpc_timeout_, /*parked=*/false);
 }
 
 absl::StatusOr<LeaseResponse> SchedulerClient::LeaseEval(int worker_rank, int epoch) {
@@ -131,11 +197,16 @@ absl::StatusOr<LeaseResponse> SchedulerClient::LeaseEval(int worker_rank, int ep
   request.set_worker_rank(worker_rank);
   request.set_epoch(epoch);
   request.set_eval(true);
-  return Call(&Scheduler::Stub::LeaseWork, request, "lease evaluation work", rpc_timeout_);
+  request.set_request_seq(next_seq_.fetch_add(1));
+  return CallRetrying(&Scheduler::Stub::LeaseWork, request, "lease evaluation work", rpc_timeout_,
+                      /*parked=*/false);
 }
 
 absl::Status SchedulerClient::ReportProgress(const ProgressReport& report) {
-  return Call(&Scheduler::Stub::ReportProgress, report, "report progress", rpc_timeout_).status();
+  ProgressReport stamped = report;
+  stamped.set_report_seq(next_seq_.fetch_add(1));
+  return CallRetrying(&Scheduler::Stub::ReportProgress, stamped, "report progress", rpc_timeout_, /*parked=*/false)
+      .status();
 }
 
 absl::Status SchedulerClient::ReportFailure(Role role, int rank, const std::string& message) {
@@ -151,15 +222,21 @@ absl::Status SchedulerClient::Leave(Role role, int rank, const std::string& reas
   request.set_role(role);
   request.set_rank(rank);
   request.set_reason(reason);
-  return Call(&Scheduler::Stub::Leave, request, "leave", rpc_timeout_).status();
+  return CallRetrying(&Scheduler::Stub::Leave, request, "leave", rpc_timeout_, /*parked=*/false).status();
 }
 
 absl::Status SchedulerClient::ReportCheckpoints(int server_rank, const std::vector<int64_t>& steps) {
   CheckpointReport request;
   request.set_server_rank(server_rank);
   for (int64_t step : steps) request.add_steps(step);
-  return Call(&Scheduler::Stub::ReportCheckpoints, request,
-              absl::StrCat("report checkpoints of server ", server_rank), rpc_timeout_)
+  return CallRetrying(&Scheduler::Stub::ReportCheckpoints, request,
+                      absl::StrCat("report checkpoints of server ", server_rank), rpc_timeout_, /*parked=*/false)
+      .status();
+}
+
+absl::Status SchedulerClient::ReportSlowStep(const SlowStepReport& report) {
+  return Call(&Scheduler::Stub::ReportSlowStep, report,
+              absl::StrCat("report slow step ", report.step(), " of server ", report.server_rank()), rpc_timeout_)
       .status();
 }
 
@@ -219,7 +296,8 @@ void Heartbeater::Loop() {
         return;
       }
       failures_in_a_row = 0;
-    } else if (++failures_in_a_row >= 2 && absl::Now() - last_ok > give_up_after_) {
+    } else if (++failures_in_a_row >= 2 &&
+               absl::Now() - last_ok > std::max(give_up_after_, client_->reconnect_window())) {
       // Two failures at least: after the process itself was stopped (SIGSTOP) for a long time, the
       // first attempt may fail on a stale connection although the scheduler is fine.
       on_end_(absl::UnavailableError(absl::StrCat(

@@ -3,9 +3,22 @@
 //
 // Every call carries a deadline. Calls that the scheduler parks (WaitUntilRunning, Barrier) take
 // their own timeout; the rest use the rpc timeout given at creation.
+//
+// Riding out a scheduler restart. A scheduler that keeps its state (--state_dir) tells roles at
+// registration how long to ride out its outage (RegisterResponse.reconnect_ms, the reconnect
+// window; 0 otherwise, and before Register). Within that window every call but Heartbeat,
+// ReportFailure and GetJobStatus is retried on UNAVAILABLE (and, unless the scheduler parks it, on
+// DEADLINE_EXCEEDED) with a backoff of 50 ms doubling to 1 s, for at most the window from its
+// first failure (parked calls also within their own timeout): a parked call cut by the scheduler's
+// death is simply entered again. Retries are safe: registration is idempotent by instance id,
+// released barriers stay released, and ReportProgress and LeaseWork carry sequence numbers this
+// client stamps (1, 2, ... per process; the same on a retry) by which the scheduler recognises a
+// call it has already answered. With a window, every call (Heartbeat too) waits for the connection
+// up to its deadline rather than failing at once while the scheduler is away.
 #ifndef PSTRAIN_COMMON_SCHEDULER_CLIENT_H_
 #define PSTRAIN_COMMON_SCHEDULER_CLIENT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -30,6 +43,11 @@ class SchedulerClient {
                                                                 absl::Duration rpc_timeout);
 
   const std::string& address() const { return address_; }
+
+  // How long calls are retried while the scheduler is unreachable (see above). Register sets it
+  // from the scheduler's answer; zero before.
+  absl::Duration reconnect_window() const;
+  void set_reconnect_window(absl::Duration window);
 
   // Registers this role. Retries UNAVAILABLE (the scheduler may start after us) until `timeout`;
   // other errors (e.g. FAILED_PRECONDITION: the job is full) are returned at once.
@@ -59,6 +77,8 @@ class SchedulerClient {
   // Server `server_rank` holds checkpoints of `steps` (ascending); sent after registering and
   // after each checkpoint written, for the scheduler's choice of a restore step.
   absl::Status ReportCheckpoints(int server_rank, const std::vector<int64_t>& steps);
+  // A SYNC step of this server waits for `report.waiting_for` (server/slow_step_watch.h).
+  absl::Status ReportSlowStep(const SlowStepReport& report);
 
  private:
   SchedulerClient(std::string address, absl::Duration rpc_timeout);
@@ -74,11 +94,21 @@ class SchedulerClient {
   std::string Prepare(grpc::ClientContext* context, absl::string_view what,
                       absl::Duration timeout) const;
 
+  // Call, retried within the reconnect window (see the file comment). `parked`: `timeout` bounds
+  // all attempts together, and DEADLINE_EXCEEDED is final.
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> CallRetrying(
+      grpc::Status (Scheduler::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+      const Request& request, absl::string_view what, absl::Duration timeout, bool parked) const;
+
   const std::string address_;
   const absl::Duration rpc_timeout_;
   // Sent with Register so that a retried registration keeps its rank (proto/scheduler.proto).
   const std::string instance_id_;
   const std::unique_ptr<Scheduler::Stub> stub_;
+  std::atomic<int64_t> reconnect_window_ns_{0};
+  // The next sequence number for ReportProgress and LeaseWork.
+  std::atomic<int64_t> next_seq_{1};
 };
 
 // Sends a heartbeat every `interval` on its own thread until the job ends, and reports the end once.
@@ -86,7 +116,8 @@ class SchedulerClient {
 // `on_end` is called exactly once, from the heartbeat thread: OK when the job state becomes FINISHED,
 // ABORTED("job failed: <reason>") when it becomes FAILED, UNAVAILABLE when no heartbeat got through
 // for longer than `give_up_after` (and at least two attempts failed), the scheduler's own error when
-// it refuses the heartbeat (e.g. FAILED_PRECONDITION: this worker is no longer a member). `on_membership_change` (may be empty) is called from the same
+// it refuses the heartbeat (e.g. FAILED_PRECONDITION: this worker is no longer a member). The
+// scheduler counts as lost only after max(give_up_after, the client's reconnect window). `on_membership_change` (may be empty) is called from the same
 // thread with the new membership epoch each time an answer carries a higher one than the last. The
 // destructor stops the thread (and does not call on_end if it has not been called yet). `client`
 // is borrowed and must outlive this object.

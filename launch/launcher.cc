@@ -177,6 +177,9 @@ class Cluster {
         absl::StrCat("--port_file=", port_file), absl::StrCat("--summary_json=", summary_path_),
         absl::StrCat("--heartbeat_ms=", options_.heartbeat_ms),
         absl::StrCat("--dead_after_ms=", options_.dead_after_ms)};
+    std::string state_dir = options_.state_dir;
+    if (state_dir.empty() && options_.max_restarts > 0) state_dir = temp_dir_ + "/scheduler-state";
+    if (!state_dir.empty()) argv.push_back(absl::StrCat("--state_dir=", state_dir));
     argv.insert(argv.end(), options_.job_flags.begin(), options_.job_flags.end());
     RETURN_IF_ERROR(Spawn("scheduler", Role::kScheduler, std::move(argv)));
 

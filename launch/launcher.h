@@ -10,7 +10,8 @@
 //
 //   restarts left (max_restarts per launch slot)  -> started again with the same command line
 //                                                    (the scheduler on the port it had, so the
-//                                                    others still find it)
+//                                                    others still find it, and with the same
+//                                                    --state_dir, so it goes on with the job)
 //   a worker, none left                           -> the job goes on without it; the scheduler
 //                                                    decides whether that is too few workers
 //   the scheduler or a server, none left          -> stop the rest: SIGTERM, then SIGKILL after
@@ -55,6 +56,10 @@ struct LaunchOptions {
   // How often each launch slot (the scheduler, server i, worker i) is started again after its
   // child failed. 0: never.
   int max_restarts = 0;
+  // The scheduler's --state_dir, so that a restarted scheduler goes on with the job and the other
+  // roles reconnect to it. Empty: <temp dir>/scheduler-state when max_restarts > 0 (removed with
+  // the temp dir), none otherwise.
+  std::string state_dir;
 
   absl::Duration status_interval = absl::Milliseconds(500);
   absl::Duration status_deadline = absl::Milliseconds(300);

@@ -26,6 +26,9 @@ DEFINE_int64(heartbeat_ms, 500, "Heartbeat period of servers and workers, passed
 DEFINE_int64(dead_after_ms, 3000, "A role silent this long is declared dead, passed to the scheduler");
 DEFINE_int32(progress_interval_s, 5, "Seconds between progress lines when stdout is not a terminal");
 DEFINE_string(device, "cpu", "Worker device, passed to each worker as --device");
+DEFINE_string(state_dir, "",
+              "The scheduler's --state_dir (default with --max_restarts > 0: a folder in the run's temporary "
+              "folder), so that a restarted scheduler goes on with the job");
 DEFINE_int32(max_restarts, 0,
              "Start a failed child (any role) again up to this many times per launch slot; a worker that fails "
              "with none left is dropped and the job goes on (the scheduler fails it below --min_workers)");
@@ -77,6 +80,7 @@ int main(int argc, char** argv) {
   options.dead_after_ms = FLAGS_dead_after_ms;
   options.device = FLAGS_device;
   options.max_restarts = FLAGS_max_restarts;
+  options.state_dir = FLAGS_state_dir;
   options.progress_interval = absl::Seconds(FLAGS_progress_interval_s);
   options.live_progress = isatty(STDOUT_FILENO);
 

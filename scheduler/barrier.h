@@ -31,6 +31,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "proto/scheduler.pb.h"
+#include "proto/scheduler_state.pb.h"
 
 namespace pstrain {
 namespace scheduler {
@@ -65,6 +66,13 @@ class BarrierSet {
 
   // Number of barriers with parked callbacks. For tests.
   int num_pending() const;
+
+  // The released barriers, sorted by name (scheduler/snapshot.cc). Pending ones are not kept: their
+  // callers enter again.
+  std::vector<BarrierState> Released() const;
+  // Forgets every barrier (REQUIRES: none parked) and marks `released` as released: entering one of
+  // them is answered OK at once. Participants are published afresh with SetParticipants.
+  void RestoreReleased(const std::vector<BarrierState>& released);
 
  private:
   struct Barrier {

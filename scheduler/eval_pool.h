@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/scheduler.pb.h"
+#include "proto/scheduler_state.pb.h"
 
 namespace pstrain {
 namespace scheduler {
@@ -86,6 +87,11 @@ class EvalPool {
   };
   // Sums over the reported leases of `epoch`.
   Totals totals(int epoch) const;
+
+  // The pool as a proto, and back (scheduler/snapshot.cc). Restore replaces the pool's state;
+  // INVALID_ARGUMENT, changing nothing, when an epoch's slot range is outside the slots.
+  EvalPoolState ToProto() const;
+  absl::Status Restore(const EvalPoolState& state);
 
  private:
   enum class State { kFree, kOut, kReported };

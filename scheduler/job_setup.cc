@@ -71,7 +71,7 @@ absl::StatusOr<JobSetup> SetUpJob(const JobSpec& job) {
                                                   job.num_servers(), job.max_chunk_bytes()));
   setup.total_steps = TotalSteps(
       job, setup.train_samples,
-      data::SyncStepsPerEpoch(setup.train_samples, int64_t{job.batch_size()} * job.num_workers()));
+      data::SyncStepsPerEpoch(setup.train_samples, job.global_batch()));
   return setup;
 }
 

@@ -38,6 +38,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/scheduler.pb.h"
+#include "proto/scheduler_state.pb.h"
 
 namespace pstrain {
 namespace scheduler {
@@ -120,6 +121,12 @@ class LeasePool {
   int64_t num_leases() const { return static_cast<int64_t>(leases_.size()); }
   // REQUIRES: 1 <= id <= num_leases().
   const LeaseRecord& lease(int64_t id) const { return leases_[static_cast<size_t>(id - 1)]; }
+
+  // Everything above as a proto, and back (scheduler/snapshot.cc). Restore replaces the pool's
+  // state; INVALID_ARGUMENT, changing nothing, for a state that is not consistent (ids out of
+  // order, an epoch outside the job's, batches_done above batches, epoch_first past the end).
+  LeasePoolState ToProto() const;
+  absl::Status Restore(const LeasePoolState& state);
 
  private:
   // True when the current epoch's positions are all cut or the job's batch budget is spent.

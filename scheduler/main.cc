@@ -22,6 +22,12 @@ DEFINE_string(summary_json, "", "Write the run summary (JSON) to this file when 
 DEFINE_int64(heartbeat_ms, 500, "How often roles heartbeat, milliseconds");
 DEFINE_int64(dead_after_ms, 3000, "A role silent this long is dead (see the scheduler's churn rules), milliseconds");
 DEFINE_int64(startup_timeout_ms, 300000, "The job fails if not every role registers within this, ms");
+DEFINE_string(state_dir, "",
+              "Keep the scheduler's state in this folder; started again with a state there, the scheduler goes on "
+              "with that job (on the port it had, unless --port is given) and the roles reconnect");
+DEFINE_int64(scheduler_reconnect_ms, 30000,
+             "With --state_dir: how long servers and workers ride out an outage of the scheduler (waiting for it "
+             "to be restarted) before they give up, ms");
 DEFINE_int64(server_recovery_timeout_ms, 60000,
              "Sync jobs with checkpoints: the job fails if a dead server is not replaced within this, ms");
 
@@ -43,6 +49,8 @@ int main(int argc, char** argv) {
   options.dead_after = absl::Milliseconds(FLAGS_dead_after_ms);
   options.startup_timeout = absl::Milliseconds(FLAGS_startup_timeout_ms);
   options.server_recovery_timeout = absl::Milliseconds(FLAGS_server_recovery_timeout_ms);
+  options.state_dir = FLAGS_state_dir;
+  options.reconnect = absl::Milliseconds(FLAGS_scheduler_reconnect_ms);
   auto runner = pstrain::scheduler::SchedulerRunner::Create(*job, options);
   if (!runner.ok()) {
     std::cerr << "pstrain-scheduler: " << runner.status().message() << std::endl;

@@ -174,7 +174,7 @@ ClusterView Membership::View() const {
   view.set_train_samples(options_.train_samples);
   view.set_test_samples(options_.test_samples);
   view.set_total_steps(options_.total_steps);
-  view.set_global_batch(int64_t{options_.batch_size} * options_.num_workers);
+  view.set_global_batch(options_.global_batch);
   return view;
 }
 
@@ -207,6 +207,14 @@ std::vector<SilentMember> Membership::FindNeverStarted(absl::Time now, absl::Dur
     }
   }
   return silent;
+}
+
+std::optional<absl::Duration> Membership::SinceHeartbeat(Role role, int rank, absl::Time now) const {
+  const std::vector<Member>* members = MembersOf(role);
+  if (members == nullptr || rank < 0 || rank >= static_cast<int>(members->size())) return std::nullopt;
+  const Member& m = (*members)[rank];
+  if (!m.heard) return std::nullopt;
+  return now - m.last_heartbeat;
 }
 
 bool Membership::AllServersHeardSince(absl::Time t) const {

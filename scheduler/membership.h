@@ -40,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/cluster.pb.h"
+#include "proto/scheduler_state.pb.h"
 
 namespace pstrain {
 namespace scheduler {
@@ -74,8 +75,8 @@ class Membership {
   struct Options {
     int num_servers = 1;
     int num_workers = 1;
-    // SYNC global batch is batch_size x num_workers (the job's), whatever the live set.
-    int batch_size = 1;
+    // The view's SYNC global batch (JobSpec.global_batch), whatever the live set.
+    int64_t global_batch = 1;
     // A member silent for longer than this is dead.
     absl::Duration dead_after = absl::Seconds(3);
     // Copied into every view.
@@ -137,12 +138,25 @@ class Membership {
   // e.g. "server 0 at 127.0.0.1:4001 sent no heartbeat in the 300.0 s since it registered".
   std::vector<SilentMember> FindNeverStarted(absl::Time now, absl::Duration limit) const;
 
+  // How long before `now` (role, rank) last heartbeated; nullopt when it never did or never
+  // registered.
+  std::optional<absl::Duration> SinceHeartbeat(Role role, int rank, absl::Time now) const;
+
   // True when every live server has heartbeated at or after `t` (true with no servers).
   bool AllServersHeardSince(absl::Time t) const;
 
   // "worker 1 at 127.0.0.1:4567" (or "worker 1" without an address), for messages; also for a
   // removed member (its last address).
   std::string Describe(Role role, int rank) const;
+
+  // The persistent part (proto/scheduler_state.proto, defined in scheduler/snapshot.cc): members,
+  // epoch, events and the shard map; not when members last heartbeated.
+  MembershipState ToProto() const;
+  // Replaces the members, epoch and events with `state` (a restarted scheduler; the shard map is
+  // the Options'). Every live member that had heartbeated is watched afresh from `now`: it has
+  // dead_after from the restart to heartbeat again. INVALID_ARGUMENT, changing nothing, for a
+  // state that does not fit the options (more servers than num_servers, an unknown change kind).
+  absl::Status Restore(const MembershipState& state, absl::Time now);
 
  private:
   struct Member {

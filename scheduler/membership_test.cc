@@ -12,7 +12,7 @@ Membership::Options TwoAndTwo() {
   Membership::Options o;
   o.num_servers = 2;
   o.num_workers = 2;
-  o.batch_size = 10;
+  o.global_batch = 20;  // batch_size 10 x 2 workers
   o.dead_after = absl::Seconds(3);
   o.shard_map.set_version(1);
   o.train_samples = 600;
@@ -103,7 +103,7 @@ TEST(MembershipTest, ViewIsCompleteOnceEveryoneRegistered) {
   EXPECT_EQ(view.train_samples(), 600);
   EXPECT_EQ(view.test_samples(), 100);
   EXPECT_EQ(view.total_steps(), 50);
-  EXPECT_EQ(view.global_batch(), 20);  // batch_size 10 x the job's 2 workers.
+  EXPECT_EQ(view.global_batch(), 20);  // The job's global batch.
   // Registrations before the start are not churn.
   EXPECT_TRUE(m.events().empty());
 }

@@ -253,7 +253,7 @@ JobStatus Progress::Status(absl::Time now) const {
 // null test numbers.
 std::string Progress::SummaryJson(JobState state, absl::string_view failure, absl::Time now,
                                   const std::vector<MembershipEvent>& events,
-                                  const std::vector<int>& live_workers) const {
+                                  const std::vector<int>& live_workers, absl::string_view more) const {
   const absl::Time end = End(now);
   std::string out = "{\n";
   absl::StrAppend(&out, "  \"state\": ", JsonString(JobState_Name(state)), ",\n");
@@ -295,6 +295,7 @@ std::string Progress::SummaryJson(JobState state, absl::string_view failure, abs
   }
   out += "],\n";
   absl::StrAppend(&out, "  \"live_workers\": [", absl::StrJoin(live_workers, ", "), "],\n");
+  absl::StrAppend(&out, more);
   absl::StrAppend(&out, "  \"mode\": ", JsonString(ModeName(job().mode())), ",\n");
   absl::StrAppend(&out, "  \"job\": ", JobSpecJson(job()), "\n");
   out += "}\n";

@@ -32,6 +32,7 @@
 #include "absl/time/time.h"
 #include "proto/job.pb.h"
 #include "proto/scheduler.pb.h"
+#include "proto/scheduler_state.pb.h"
 #include "scheduler/eval_pool.h"
 #include "scheduler/membership.h"
 
@@ -94,16 +95,23 @@ class Progress {
 
   // The run summary as JSON text (see the .cc for the layout). `failure` is empty unless the job
   // failed. Times are taken up to the finish, or `now` for a job that did not finish.
-  // `events` and `live_workers` come from the Membership.
+  // `events` and `live_workers` come from the Membership; `more` is inserted as it is after
+  // "live_workers": further members, each a line `  "name": value,` (the caller's own records).
   std::string SummaryJson(JobState state, absl::string_view failure, absl::Time now,
                           const std::vector<MembershipEvent>& events = {},
-                          const std::vector<int>& live_workers = {}) const;
+                          const std::vector<int>& live_workers = {}, absl::string_view more = "") const;
 
   // Test accuracy and loss of the last evaluated complete epoch, if any.
   std::optional<double> final_test_accuracy() const;
   std::optional<double> final_test_loss() const;
   // Training samples per second of the whole run up to the finish (or `now`).
   double samples_per_second(absl::Time now) const;
+
+  // Everything reported so far as a proto, and back (scheduler/snapshot.cc). Restore replaces the
+  // statistics and the evaluation pool; INVALID_ARGUMENT, changing nothing, for a state that does
+  // not fit the job (an epoch outside it, a negative rank).
+  ProgressState ToProto() const;
+  absl::Status Restore(const ProgressState& state);
 
  private:
   struct Epoch {

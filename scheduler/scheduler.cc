@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "common/barriers.h"
 #include "common/job_spec.h"
+#include "scheduler/json.h"
 #include "glog/logging.h"
 
 namespace pstrain {
@@ -18,7 +19,7 @@ Membership::Options MembershipOptions(const Scheduler::Options& o) {
   Membership::Options m;
   m.num_servers = o.job.num_servers();
   m.num_workers = o.job.num_workers();
-  m.batch_size = o.job.batch_size();
+  m.global_batch = o.job.global_batch();
   m.dead_after = o.dead_after;
   m.shard_map = o.shard_map;
   m.train_samples = o.train_samples;
@@ -84,13 +85,23 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(Options options) {
 
 Scheduler::Scheduler(Options options)
     : options_(std::move(options)),
-      created_(options_.clock()),
+      created_(options_.created.value_or(options_.clock())),
       membership_(MembershipOptions(options_)),
       leases_(LeaseOptions(options_)),
       progress_(Progress::Options{options_.job, options_.total_steps, created_, options_.test_samples,
                                   options_.train_samples,
-                                  int64_t{options_.job.batch_size()} * options_.job.num_workers()}),
-      checkpoints_(options_.job.num_servers()) {}
+                                  options_.job.global_batch()}),
+      checkpoints_(options_.job.num_servers()) {
+  if (options_.job.replicas() == 2) {
+    // Shard s on server s, its copy on the next server (ring order).
+    for (int s = 0; s < options_.job.num_servers(); ++s) {
+      ShardHost& host = shard_hosts_.emplace_back();
+      host.set_shard(s);
+      host.set_primary(s);
+      host.set_backup((s + 1) % options_.job.num_servers());
+    }
+  }
+}
 
 absl::Status Scheduler::JobFailedError() const {
   return absl::AbortedError(absl::StrCat("job failed: ", failure_.message()));
@@ -98,6 +109,7 @@ absl::Status Scheduler::JobFailedError() const {
 
 ClusterView Scheduler::ViewLocked() const {
   ClusterView view = membership_.View();
+  for (const ShardHost& host : shard_hosts_) *view.add_shard_hosts() = host;
   if (restore_step_.has_value()) {
     view.set_restore_step(*restore_step_);
     view.set_restore_epoch(restore_epoch_);
@@ -114,22 +126,18 @@ ClusterView Scheduler::View() const {
   return ViewLocked();
 }
 
-void Scheduler::Run(Deferred deferred) {
-  for (ViewDone& done : deferred.view_waiters) done(deferred.view_answer);
-  RunAnswers(std::move(deferred.barrier_answers));
-}
-
 std::string Scheduler::MembershipLine() const {
   std::string line = absl::StrCat("membership epoch ", membership_.epoch(), ", live workers [",
                                   absl::StrJoin(membership_.LiveRanks(WORKER), ", "), "]");
-  if (!vacant_servers_.empty()) {
+  if (!vacant_servers_.empty() || membership_.num_live(SERVER) < options_.job.num_servers()) {
     absl::StrAppend(&line, ", live servers [", absl::StrJoin(membership_.LiveRanks(SERVER), ", "), "]");
   }
   return line;
 }
 
 bool Scheduler::RecoversServersLocked() const {
-  return state_ == RUNNING && options_.job.mode() == SYNC && options_.job.checkpoint_every_steps() > 0;
+  return state_ == RUNNING && options_.job.mode() == SYNC &&
+         (options_.job.checkpoint_every_steps() > 0 || options_.job.checkpoint_every_seconds() > 0);
 }
 
 absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& request) {
@@ -143,6 +151,13 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
       return absl::FailedPreconditionError(absl::StrCat("register ", RoleName(request.role()), " at '",
                                                         request.address(), "': the job has finished"));
     }
+    if (request.role() == SERVER && state_ == RUNNING && options_.job.replicas() == 2 &&
+        !membership_.Lookup(SERVER, request.address(), request.instance_id()).has_value()) {
+      // Replicas: a dead server's shards are served by promoted copies; its rank is not refilled.
+      return absl::AlreadyExistsError(absl::StrCat("register server at '", request.address(),
+                                                   "': every shard is served (", ShardHostsLine(),
+                                                   "); with --replicas=2 a dead server's rank is not filled again"));
+    }
     const int64_t epoch_before = membership_.epoch();
     absl::StatusOr<int> rank = membership_.Register(request.role(), request.address(), request.instance_id(), Now());
     if (!rank.ok() && absl::IsFailedPrecondition(rank.status()) && request.role() == SERVER &&
@@ -154,6 +169,8 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
     }
     if (!rank.ok()) return rank.status();
     if (membership_.epoch() != epoch_before) {  // A new member, not a retry.
+      // A new process may hold a dead worker's rank: its sequence numbers start afresh.
+      if (request.role() == WORKER) worker_calls_.erase(*rank);
       if (state_ == RUNNING && request.role() == SERVER) {
         // Only possible with a vacant rank, i.e. during a server recovery.
         vacant_servers_.erase(*rank);
@@ -180,6 +197,10 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
                   << " workers, membership epoch " << membership_.epoch() << ")";
         if (membership_.running()) {
           state_ = RUNNING;
+          if (options_.resume_step.has_value()) {
+            restore_step_ = *options_.resume_step;
+            restore_epoch_ = membership_.epoch();
+          }
           LOG(INFO) << "every role registered; job RUNNING; " << MembershipLine();
           deferred.view_waiters.swap(view_waiters_);
           deferred.view_answer = ViewLocked();
@@ -191,8 +212,10 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
     *response.mutable_job() = options_.job;
     response.set_heartbeat_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
     response.set_dead_after_ms(absl::ToInt64Milliseconds(options_.dead_after));
+    response.set_reconnect_ms(absl::ToInt64Milliseconds(options_.reconnect));
+    SaveLocked(&deferred);
   }
-  Run(std::move(deferred));
+  if (absl::Status saved = Run(std::move(deferred)); !saved.ok()) return saved;
   return response;
 }
 
@@ -214,14 +237,23 @@ void Scheduler::WhenRunning(ViewDone done) {
 }
 
 absl::StatusOr<HeartbeatResponse> Scheduler::Heartbeat(const HeartbeatRequest& request) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status s = membership_.Heartbeat(request.role(), request.rank(), Now()); !s.ok()) {
-    return s;
-  }
+  Deferred deferred;
   HeartbeatResponse response;
-  response.set_state(state_);
-  response.set_membership_epoch(membership_.epoch());
-  if (state_ == FAILED) response.set_failure(std::string(failure_.message()));
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = Now();
+    const bool first = !membership_.SinceHeartbeat(request.role(), request.rank(), now).has_value();
+    if (absl::Status s = membership_.Heartbeat(request.role(), request.rank(), now); !s.ok()) {
+      return s;
+    }
+    response.set_state(state_);
+    response.set_membership_epoch(membership_.epoch());
+    if (state_ == FAILED) response.set_failure(std::string(failure_.message()));
+    // Only a role's first heartbeat persists: from then on it is held to dead_after, also by a
+    // restarted scheduler.
+    if (first) SaveLocked(&deferred);
+  }
+  if (absl::Status saved = Run(std::move(deferred)); !saved.ok()) return saved;
   return response;
 }
 
@@ -271,13 +303,55 @@ void Scheduler::Barrier(const BarrierRequest& request, BarrierSet::Done done) {
               << " entered (" << BarrierRequest::Participants_Name(group) << ")";
       barriers_.Enter(request.name(), group, absl::StrCat(RoleName(role), " ", request.rank()),
                       std::move(done), &deferred.barrier_answers);
+      SaveLocked(&deferred);
     }
   }
-  Run(std::move(deferred));
+  Run(std::move(deferred)).IgnoreError();  // Run logs a failed save; nobody here could retry.
 }
 
 absl::StatusOr<LeaseResponse> Scheduler::LeaseWork(const LeaseRequest& request) {
-  absl::MutexLock lock(&mu_);
+  Deferred deferred;
+  absl::StatusOr<LeaseResponse> answer;
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ == FAILED) return JobFailedError();
+    const int rank = request.worker_rank();
+    const int64_t seq = request.request_seq();
+    WorkerCalls* calls = nullptr;
+    if (seq > 0 && membership_.is_live(WORKER, rank)) {
+      calls = &worker_calls_[rank];
+      if (seq < calls->lease_seq) {
+        return absl::AbortedError(absl::StrCat("lease request ", seq, " from worker ", rank,
+                                               ": older than its last one (", calls->lease_seq, "), a stale retry"));
+      }
+      if (seq == calls->lease_seq) {
+        // A retry whose answer was lost (e.g. the scheduler restarted): the same answer again, so
+        // no lease goes out that the worker never learnt of.
+        if (request.epoch() != calls->lease_request.epoch() || request.eval() != calls->lease_request.eval()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "lease request ", seq, " from worker ", rank, " (epoch ", request.epoch(), request.eval() ? ", eval" : "",
+              "): the same sequence number as its last request, which was for epoch ",
+              calls->lease_request.epoch(), calls->lease_request.eval() ? ", eval" : ""));
+        }
+        answer = calls->lease_answer;
+        SaveLocked(&deferred);  // In case saving the first answer failed.
+      }
+    }
+    if (!answer.ok()) {
+      answer = LeaseWorkLocked(request);
+      if (answer.ok() && calls != nullptr) {
+        calls->lease_seq = seq;
+        calls->lease_request = request;
+        calls->lease_answer = *answer;
+      }
+      SaveLocked(&deferred);
+    }
+  }
+  if (absl::Status saved = Run(std::move(deferred)); !saved.ok()) return saved;
+  return answer;
+}
+
+absl::StatusOr<LeaseResponse> Scheduler::LeaseWorkLocked(const LeaseRequest& request) {
   if (state_ == FAILED) return JobFailedError();
   const std::string what = request.eval() ? "evaluation lease request" : "lease request";
   if (!request.eval() && options_.job.mode() == SYNC) {
@@ -331,28 +405,36 @@ absl::Status Scheduler::ReportProgress(const ProgressReport& report) {
       return absl::FailedPreconditionError(absl::StrCat("progress report from worker ", rank,
                                                         ": not registered"));
     }
-    // A removed worker's applied steps and evaluations count; its done does not (it is not live,
-    // and its rank may belong to a worker that joined since).
-    ProgressReport without_done;
-    const ProgressReport* counted = &report;
-    if (report.done() && !membership_.is_live(WORKER, rank)) {
-      without_done = report;
-      without_done.set_done(false);
-      counted = &without_done;
+    const int64_t seq = report.report_seq();
+    if (seq > 0 && seq <= worker_calls_[rank].progress_seq) {
+      // Applied already; its answer was lost (e.g. the scheduler restarted) and the worker retried.
+      VLOG(1) << "progress report " << seq << " from worker " << rank << " was applied already";
+      SaveLocked(&deferred);  // In case saving it the first time failed.
+    } else {
+      // A removed worker's applied steps and evaluations count; its done does not (it is not live,
+      // and its rank may belong to a worker that joined since).
+      ProgressReport without_done;
+      const ProgressReport* counted = &report;
+      if (report.done() && !membership_.is_live(WORKER, rank)) {
+        without_done = report;
+        without_done.set_done(false);
+        counted = &without_done;
+      }
+      if (absl::Status s = leases_.Check(report); !s.ok()) return s;
+      if (absl::Status s = progress_.Add(*counted, Now()); !s.ok()) return s;
+      for (const LeaseRecord& lease : leases_.Record(report)) {
+        progress_.CountLease(lease.id, lease.epoch, lease.samples());
+      }
+      if (seq > 0) worker_calls_[rank].progress_seq = seq;
+      if (report.evals_size() > 0) {
+        VLOG(1) << "worker " << rank << " reported " << report.evals_size() << " evaluation leases of epoch "
+                << report.epoch();
+      }
+      MaybeFinishLocked(&deferred);
+      SaveLocked(&deferred);
     }
-    if (absl::Status s = leases_.Check(report); !s.ok()) return s;
-    if (absl::Status s = progress_.Add(*counted, Now()); !s.ok()) return s;
-    for (const LeaseRecord& lease : leases_.Record(report)) {
-      progress_.CountLease(lease.id, lease.epoch, lease.samples());
-    }
-    if (report.evals_size() > 0) {
-      VLOG(1) << "worker " << rank << " reported " << report.evals_size() << " evaluation leases of epoch "
-              << report.epoch();
-    }
-    MaybeFinishLocked(&deferred);
   }
-  Run(std::move(deferred));
-  return absl::OkStatus();
+  return Run(std::move(deferred));
 }
 
 absl::Status Scheduler::Leave(const LeaveRequest& request) {
@@ -371,9 +453,9 @@ absl::Status Scheduler::Leave(const LeaveRequest& request) {
                        absl::StrCat(membership_.Describe(WORKER, request.rank()), " left: ",
                                     request.reason().empty() ? "no reason given" : request.reason()),
                        &deferred);
+    SaveLocked(&deferred);
   }
-  Run(std::move(deferred));
-  return absl::OkStatus();
+  return Run(std::move(deferred));
 }
 
 void Scheduler::RemoveWorkerLocked(int rank, ChangeKind kind, absl::string_view reason, Deferred* deferred) {
@@ -399,7 +481,54 @@ void Scheduler::RemoveWorkerLocked(int rank, ChangeKind kind, absl::string_view 
   MaybeFinishLocked(deferred);
 }
 
+bool Scheduler::PromotesReplicasLocked() const { return state_ == RUNNING && !shard_hosts_.empty(); }
+
+std::string Scheduler::ShardHostsLine() const {
+  std::vector<std::string> parts;
+  for (const ShardHost& h : shard_hosts_) {
+    parts.push_back(absl::StrCat("shard ", h.shard(), " on server ", h.primary(),
+                                 h.has_backup() ? absl::StrCat(", copy on ", h.backup()) : ", no copy"));
+  }
+  return absl::StrJoin(parts, "; ");
+}
+
+void Scheduler::PromoteReplicasLocked(int rank, absl::string_view reason, Deferred* deferred) {
+  if (Ended()) return;
+  std::vector<int> lost;
+  for (const ShardHost& h : shard_hosts_) {
+    if (h.primary() == rank && !h.has_backup()) lost.push_back(h.shard());
+  }
+  if (!lost.empty()) {
+    EndLocked(FAILED,
+              absl::UnavailableError(absl::StrCat(
+                  reason, "; server ", rank, " held the only copy of shard ", absl::StrJoin(lost, ", "),
+                  " (its other copy was lost earlier); --replicas=2 survives one lost copy per shard")),
+              deferred);
+    return;
+  }
+  absl::StatusOr<bool> removed = membership_.Remove(SERVER, rank, ChangeKind::kDied, Now());
+  if (!removed.ok() || !*removed) return;
+  // The epoch bump aborts the unfinished step on every store; the workers recompute it against
+  // the new hosts, so the promoted copy, which applied every step the dead primary answered, loses
+  // nothing.
+  for (ShardHost& h : shard_hosts_) {
+    if (h.primary() == rank) {
+      h.set_primary(h.backup());
+      h.clear_backup();
+    } else if (h.has_backup() && h.backup() == rank) {
+      h.clear_backup();
+    }
+  }
+  LOG(WARNING) << "server " << rank << " died (" << reason << "); its shard's copy is promoted, no rollback ("
+               << ShardHostsLine() << "); " << MembershipLine();
+  PublishParticipantsLocked(deferred);
+}
+
 void Scheduler::RemoveServerLocked(int rank, absl::string_view reason, Deferred* deferred) {
+  if (PromotesReplicasLocked()) {
+    PromoteReplicasLocked(rank, reason, deferred);
+    return;
+  }
   const absl::Time now = Now();
   absl::StatusOr<bool> removed = membership_.Remove(SERVER, rank, ChangeKind::kDied, now);
   if (!removed.ok() || !*removed) return;
@@ -412,6 +541,8 @@ void Scheduler::RemoveServerLocked(int rank, absl::string_view reason, Deferred*
 }
 
 absl::Status Scheduler::ReportCheckpoints(const CheckpointReport& report) {
+  Deferred deferred;
+  {
   absl::MutexLock lock(&mu_);
   if (state_ == FAILED) return JobFailedError();
   const int rank = report.server_rank();
@@ -427,6 +558,37 @@ absl::Status Scheduler::ReportCheckpoints(const CheckpointReport& report) {
   checkpoints_[rank].assign(report.steps().begin(), report.steps().end());
   VLOG(1) << "server " << rank << " holds checkpoints of steps [" << absl::StrJoin(checkpoints_[rank], ", ")
           << "]";
+  SaveLocked(&deferred);
+  }
+  return Run(std::move(deferred));
+}
+
+absl::Status Scheduler::ReportSlowStep(const SlowStepReport& report) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = CheckLive(SERVER, report.server_rank(), "slow-step report"); !s.ok()) return s;
+  if (report.step() < 0 || report.waited_ms() < 0 || report.typical_ms() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("slow-step report from server ", report.server_rank(),
+                                                   ": step ", report.step(), ", waited ", report.waited_ms(),
+                                                   " ms, typical ", report.typical_ms(), " ms; expected >= 0"));
+  }
+  const absl::Time now = Now();
+  std::vector<std::string> whom;
+  for (int rank : report.waiting_for()) {
+    std::string who = membership_.Describe(WORKER, rank);
+    const std::optional<absl::Duration> silent = membership_.SinceHeartbeat(WORKER, rank, now);
+    if (!membership_.is_live(WORKER, rank)) {
+      absl::StrAppend(&who, " (no longer live)");
+    } else if (silent.has_value()) {
+      absl::StrAppendFormat(&who, " (last heartbeat %.1f s ago)", absl::ToDoubleSeconds(*silent));
+    }
+    whom.push_back(std::move(who));
+  }
+  LOG(WARNING) << "slow sync step " << report.step() << ": server " << report.server_rank() << " has waited "
+               << absl::StrFormat("%.1f s", report.waited_ms() / 1e3) << " (steps usually wait "
+               << absl::StrFormat("%.3f s", report.typical_ms() / 1e3) << ") for "
+               << (whom.empty() ? "no worker" : absl::StrJoin(whom, ", "));
+  slow_steps_.emplace_back(now, report);
+  if (slow_steps_.size() > kMaxSlowSteps) slow_steps_.erase(slow_steps_.begin());
   return absl::OkStatus();
 }
 
@@ -464,7 +626,7 @@ void Scheduler::Fail(absl::Status reason) {
     }
     EndLocked(FAILED, std::move(reason), &deferred);
   }
-  Run(std::move(deferred));
+  Run(std::move(deferred)).IgnoreError();  // Run logs a failed save; nobody here could retry.
 }
 
 void Scheduler::EndLocked(JobState state, absl::Status failure, Deferred* deferred) {
@@ -483,6 +645,7 @@ void Scheduler::EndLocked(JobState state, absl::Status failure, Deferred* deferr
     deferred->view_answer = ViewLocked();
   }
   barriers_.FailAll(barrier_answer, &deferred->barrier_answers);
+  SaveLocked(deferred);
 }
 
 void Scheduler::CheckHealth() {
@@ -490,6 +653,8 @@ void Scheduler::CheckHealth() {
   {
     absl::MutexLock lock(&mu_);
     if (Ended()) return;
+    const int64_t epoch_before = membership_.epoch();
+    const size_t vacant_before = vacant_servers_.size();
     const absl::Time now = Now();
     std::vector<SilentMember> silent = membership_.FindDead(now);
     const size_t dead = silent.size();
@@ -499,7 +664,7 @@ void Scheduler::CheckHealth() {
     std::vector<SilentMember> replaceable_servers;
     for (size_t i = 0; i < silent.size(); ++i) {
       if (silent[i].role != SERVER) continue;
-      if (i < dead && RecoversServersLocked()) {
+      if (i < dead && (RecoversServersLocked() || PromotesReplicasLocked())) {
         replaceable_servers.push_back(silent[i]);
       } else {
         (i < dead ? dead_servers : silent_servers).push_back(silent[i].message);
@@ -533,8 +698,10 @@ void Scheduler::CheckHealth() {
         RemoveWorkerLocked(worker.rank, ChangeKind::kDied, worker.message, &deferred);
       }
     }
+    // Most ticks change nothing; those that do persist (EndLocked saves on its own).
+    if (membership_.epoch() != epoch_before || vacant_servers_.size() != vacant_before) SaveLocked(&deferred);
   }
-  Run(std::move(deferred));
+  Run(std::move(deferred)).IgnoreError();  // Run logs a failed save; nobody here could retry.
 }
 
 JobStatus Scheduler::Status() const {
@@ -570,8 +737,17 @@ bool Scheduler::ServersKnowTheEnd() const {
 
 std::string Scheduler::SummaryJson() const {
   absl::MutexLock lock(&mu_);
+  std::string slow = "  \"slow_steps\": [";
+  for (size_t i = 0; i < slow_steps_.size(); ++i) {
+    const auto& [at, report] = slow_steps_[i];
+    absl::StrAppend(&slow, i == 0 ? "" : ", ", "{\"seconds\": ", JsonNumber(absl::ToDoubleSeconds(at - created_)),
+                    ", \"server\": ", report.server_rank(), ", \"step\": ", report.step(),
+                    ", \"waited_seconds\": ", JsonNumber(report.waited_ms() / 1e3), ", \"waiting_for\": [",
+                    absl::StrJoin(report.waiting_for(), ", "), "]}");
+  }
+  slow += "],\n";
   return progress_.SummaryJson(state_, failure_.message(), Now(), membership_.events(),
-                               membership_.LiveRanks(WORKER));
+                               membership_.LiveRanks(WORKER), slow);
 }
 
 std::string Scheduler::OutcomeLine() const {

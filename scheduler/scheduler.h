@@ -27,8 +27,26 @@
 // server_recovery_timeout fails the job (UNAVAILABLE "server 1 died and no replacement registered
 // within 60 s").
 //
+// Replicas (job.replicas = 2, once the job runs): shard s starts on server s with its live copy on
+// server (s + 1) mod S (the view's shard_hosts). A server that misses heartbeats for dead_after is
+// removed as "died" (epoch bump) and is not replaced: each shard it served is served by its copy
+// from then on (promoted), and each shard whose copy it held has none left. A death that takes
+// the last copy of a shard fails the job (UNAVAILABLE "... held the only copy of shard 1 ...").
+// A server registering while the job runs (a restarted one) gets ALREADY_EXISTS: it is not needed.
+// This takes precedence over server recovery by checkpoints.
+//
 // FINISHED and FAILED are final. When the job ends every parked call is answered: view waiters get
 // the view (FINISHED) or ABORTED "job failed: <reason>"; parked barriers get ABORTED.
+//
+// Restart (Options::persist, --state_dir). After every change of state (a registration, a lease,
+// a progress report, a barrier entered, a membership change, the end) and before the call that
+// caused it is answered, a Snapshot goes to Options::persist, so an answer a role saw is never
+// lost; of the heartbeats only a role's first one (which starts its dead_after watch) persists. A restarted scheduler (Restore) goes on from the latest
+// one at the same membership epoch (nothing changed, so no step is aborted for nothing): every live
+// member gets dead_after from the restart to heartbeat again, released barriers stay released,
+// and parked calls cut by the death are entered again by their callers. Retried calls are
+// idempotent: a progress report whose report_seq was applied is answered OK and not counted again;
+// a lease request repeating the last request_seq of its worker gets the same answer again.
 //
 // Thread-safe: one mutex guards the state; callbacks (`done`) run after it is released, on the
 // thread whose call released them, so they may finish an RPC or call back in.
@@ -52,6 +70,7 @@
 #include "proto/cluster.pb.h"
 #include "proto/job.pb.h"
 #include "proto/scheduler.pb.h"
+#include "proto/scheduler_state.pb.h"
 #include "scheduler/barrier.h"
 #include "scheduler/lease_pool.h"
 #include "scheduler/membership.h"
@@ -81,14 +100,42 @@ class Scheduler {
     absl::Duration startup_timeout = absl::Seconds(300);
     // Server recovery: how long a dead server's rank may stay vacant before the job fails.
     absl::Duration server_recovery_timeout = absl::Seconds(60);
+    // Resuming a job (scheduler/resume.h): the step every server restores before it serves. The
+    // view carries it as restore_step (restore_epoch: the epoch at which the job starts running).
+    std::optional<int64_t> resume_step;
     // Time source; tests inject their own. Default: absl::Now.
     std::function<absl::Time()> clock;
+    // When the job started (wall_seconds and event times count from it); default: now. Restore
+    // sets its predecessor's.
+    std::optional<absl::Time> created;
+    // Persistence (--state_dir; see "Restart" above). When set, called with a snapshot of the state
+    // and its version (ascending) after every change of state and before the call that caused it
+    // is answered; it may skip a snapshot older than one it already wrote. Called outside the
+    // lock, possibly from several threads at once. A non-OK status turns the answers of that
+    // call into UNAVAILABLE (the caller retries; the change stays in memory).
+    std::function<absl::Status(int64_t version, const SchedulerState& state)> persist;
+    // Handed to roles at registration (RegisterResponse.reconnect_ms): how long they ride out an
+    // outage of this scheduler. Zero unless the state persists.
+    absl::Duration reconnect = absl::ZeroDuration();
   };
 
   using ViewDone = std::function<void(absl::StatusOr<ClusterView>)>;
 
   // INVALID_ARGUMENT when the job does not validate or the shard map does not fit it.
   static absl::StatusOr<std::unique_ptr<Scheduler>> Create(Options options);
+
+  // A restarted scheduler: goes on from `state`, a Snapshot() of its predecessor (see "Restart"
+  // above). The shard map is the state's. FAILED_PRECONDITION when the state is of another job
+  // (the difference is named) or the data set's sizes changed; INVALID_ARGUMENT as Create, or for
+  // a state whose parts do not fit together.
+  static absl::StatusOr<std::unique_ptr<Scheduler>> Restore(Options options, const SchedulerState& state);
+
+  // Everything a restarted scheduler needs (proto/scheduler_state.proto).
+  SchedulerState Snapshot() const;
+
+  // The port the scheduler's service listens on, kept in the state so that a restart listens
+  // there again. Persists; the persist error otherwise.
+  absl::Status RecordPort(int port);
 
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -119,6 +166,8 @@ class Scheduler {
   // job has ended. Never blocks.
   void Barrier(const BarrierRequest& request, BarrierSet::Done done);
 
+  // A request repeating its worker's last request_seq gets the same answer again (its answer was
+  // lost); an older one ABORTED (see "Restart").
   // With request.eval: the next evaluation lease of request.epoch, in every mode (see
   // Progress::LeaseEval and EvalPool). Otherwise the next training lease (ASYNC/SSP only): a dead
   // worker's remainder first (first_batch > 0 when part of it is done), `wait` while leases are out
@@ -133,7 +182,8 @@ class Scheduler {
   // complete counts its samples once. The report that completes the finish condition finishes the
   // job. INVALID_ARGUMENT, with nothing recorded, as LeasePool::Check and Progress::Add;
   // FAILED_PRECONDITION for a rank that never registered; ABORTED "job failed: ..." once the job
-  // has failed.
+  // has failed. A report whose report_seq is not above the last one applied for its worker rank is
+  // answered OK and not counted again.
   absl::Status ReportProgress(const ProgressReport& report);
 
   // A role's unrecoverable error: fails the job with "<role> <rank> at <address>: <message>".
@@ -149,6 +199,13 @@ class Scheduler {
   // FAILED_PRECONDITION for a rank that is not a live server; ABORTED "job failed: ..." once the
   // job has failed.
   absl::Status ReportCheckpoints(const CheckpointReport& report);
+
+  // Logs a server's slow SYNC step: the ranks it waits for, with their addresses and how long ago
+  // each last heartbeated, and keeps the newest kMaxSlowSteps reports for the run summary
+  // ("slow_steps"). FAILED_PRECONDITION for a rank that is not a live server; INVALID_ARGUMENT for
+  // a negative step or wait.
+  absl::Status ReportSlowStep(const SlowStepReport& report);
+  static constexpr int kMaxSlowSteps = 50;
 
   // Progress snapshot with state, failure and live role counts (registered_*).
   JobStatus Status() const;
@@ -182,13 +239,26 @@ class Scheduler {
  private:
   explicit Scheduler(Options options);
 
-  // What to do once mu_ is released: answer parked barriers and view waiters.
+  // What to do once mu_ is released: persist the state, then answer parked barriers and view
+  // waiters.
   struct Deferred {
     BarrierSet::Answers barrier_answers;
     std::vector<ViewDone> view_waiters;
     absl::StatusOr<ClusterView> view_answer;
+    // Set by SaveLocked when the state changed and persists.
+    std::optional<SchedulerState> snapshot;
+    int64_t version = 0;
   };
-  static void Run(Deferred deferred);
+  // Persists deferred.snapshot, if any, then runs the answers (as UNAVAILABLE if that failed).
+  // Returns the persist status.
+  absl::Status Run(Deferred deferred);
+  // Puts a snapshot of the state into `deferred` when the state persists.
+  void SaveLocked(Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  SchedulerState SnapshotLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Restore's work on a fresh scheduler.
+  absl::Status RestoreFrom(const SchedulerState& state);
+  // LeaseWork without the retry check.
+  absl::StatusOr<LeaseResponse> LeaseWorkLocked(const LeaseRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Time Now() const { return options_.clock(); }
   bool Ended() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return state_ == FINISHED || state_ == FAILED; }
@@ -207,6 +277,14 @@ class Scheduler {
   void RemoveServerLocked(int rank, absl::string_view reason, Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether a dead server is replaced rather than failing the job (SYNC with checkpoints, running).
   bool RecoversServersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Replicas: whether a dead server's shards are served by their copies (running, replicas = 2).
+  bool PromotesReplicasLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Replicas: removes the dead server `rank` and promotes the copies of the shards it served, or
+  // fails the job when it held a shard's last copy.
+  void PromoteReplicasLocked(int rank, absl::string_view reason, Deferred* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "shard 0 on server 1, no copy; shard 1 on server 1, no copy", for messages.
+  std::string ShardHostsLine() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Finishes the job when Progress::TryFinish says so.
   void MaybeFinishLocked(Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FAILED_PRECONDITION unless (role, rank) is a live member.
@@ -217,6 +295,7 @@ class Scheduler {
 
   // Constant after construction.
   const Options options_;
+  // When the job started (a restored scheduler keeps its predecessor's).
   const absl::Time created_;
 
   mutable absl::Mutex mu_;
@@ -236,6 +315,25 @@ class Scheduler {
   // completed and while ranks are vacant.
   std::optional<int64_t> restore_step_ ABSL_GUARDED_BY(mu_);
   int64_t restore_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  // Replicas: where each shard lives now (the view's shard_hosts), by shard; empty without.
+  std::vector<ShardHost> shard_hosts_ ABSL_GUARDED_BY(mu_);
+  // Idempotent retries, by worker rank: the sequence numbers of the last progress report applied
+  // and of the last lease request answered, with that answer. Cleared when a new process takes the
+  // rank.
+  struct WorkerCalls {
+    int64_t progress_seq = 0;
+    int64_t lease_seq = 0;
+    LeaseRequest lease_request;
+    LeaseResponse lease_answer;
+  };
+  std::map<int, WorkerCalls> worker_calls_ ABSL_GUARDED_BY(mu_);
+  // Persistence: the listening port, how often this state was restored, and the version of the
+  // newest snapshot taken.
+  int port_ ABSL_GUARDED_BY(mu_) = 0;
+  int restarts_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t snapshot_version_ ABSL_GUARDED_BY(mu_) = 0;
+  // The newest slow-step reports (ReportSlowStep), with when they arrived.
+  std::vector<std::pair<absl::Time, SlowStepReport>> slow_steps_ ABSL_GUARDED_BY(mu_);
 };
 
 // The newest step that every list holds (each list ascending), i.e. the newest consistent cut of

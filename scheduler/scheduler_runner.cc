@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -16,8 +17,10 @@
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "scheduler/job_setup.h"
+#include "scheduler/resume.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/scheduler_service.h"
+#include "scheduler/state_file.h"
 
 namespace pstrain {
 namespace scheduler {
@@ -51,6 +54,10 @@ absl::StatusOr<std::unique_ptr<SchedulerRunner>> SchedulerRunner::Create(JobSpec
     return Invalid(absl::StrCat("server recovery timeout is ", absl::FormatDuration(options.server_recovery_timeout),
                                 ", expected > 0"));
   }
+  if (!options.state_dir.empty() && options.reconnect < options.dead_after) {
+    return Invalid(absl::StrCat("scheduler reconnect time is ", absl::FormatDuration(options.reconnect),
+                                ", expected at least dead_after (", absl::FormatDuration(options.dead_after), ")"));
+  }
   if (options.dead_after <= options.heartbeat_interval) {
     return Invalid(absl::StrCat("dead_after is ", absl::FormatDuration(options.dead_after),
                                 ", expected more than the heartbeat interval ",
@@ -72,14 +79,29 @@ bool SchedulerRunner::stop_requested() const {
 absl::Status SchedulerRunner::Run() {
   if (stop_requested()) return absl::CancelledError("scheduler stopped before it started");
   LOG(INFO) << "job: " << JobSpecToText(job_);
-  ASSIGN_OR_RETURN(JobSetup setup, SetUpJob(job_));
+  JobSpec job = job_;
+  std::optional<int64_t> resume_step;
+  if (job.resume()) {
+    ASSIGN_OR_RETURN(const ResumePoint point, FindResumePoint(job));
+    if (point.global_batch != job.global_batch()) {
+      LOG(INFO) << "resume: keeping the first run's global batch " << point.global_batch << " (not "
+                << job.global_batch() << ")";
+    }
+    job.set_global_batch(point.global_batch);
+    resume_step = point.step;
+    LOG(INFO) << "resume: continuing from step " << point.step << ", the newest checkpoint every server has in "
+              << job.checkpoint_dir();
+  }
+  if (!job.checkpoint_dir().empty()) RETURN_IF_ERROR(WriteJobManifest(job));
+  ASSIGN_OR_RETURN(JobSetup setup, SetUpJob(job));
   LOG(INFO) << "data: " << setup.train_samples << " training and " << setup.test_samples
             << " test samples; model " << absl::StrJoin(setup.layer_sizes, "-") << " in "
             << setup.shard_map.chunks_size() << " chunks over " << job_.num_servers()
             << " servers; " << setup.total_steps << " steps";
 
   Scheduler::Options core_options;
-  core_options.job = job_;
+  core_options.job = job;
+  core_options.resume_step = resume_step;
   core_options.shard_map = std::move(setup.shard_map);
   core_options.train_samples = setup.train_samples;
   core_options.test_samples = setup.test_samples;
@@ -88,11 +110,31 @@ absl::Status SchedulerRunner::Run() {
   core_options.dead_after = options_.dead_after;
   core_options.startup_timeout = options_.startup_timeout;
   core_options.server_recovery_timeout = options_.server_recovery_timeout;
-  ASSIGN_OR_RETURN(std::unique_ptr<Scheduler> core, Scheduler::Create(std::move(core_options)));
+  // With a state folder the state persists; a state left there by a dead scheduler is restored.
+  std::unique_ptr<StateFile> state_file;
+  std::optional<SchedulerState> saved;
+  int port = options_.port;
+  if (!options_.state_dir.empty()) {
+    ASSIGN_OR_RETURN(state_file, StateFile::Open(options_.state_dir));
+    ASSIGN_OR_RETURN(saved, state_file->Load());
+    core_options.persist = [file = state_file.get()](int64_t version, const SchedulerState& state) {
+      return file->Save(version, state);
+    };
+    core_options.reconnect = options_.reconnect;
+    if (saved.has_value() && port == 0) port = saved->port();  // Where the roles look for us.
+    LOG(INFO) << (saved.has_value() ? "restoring the scheduler state from " : "keeping the scheduler state in ")
+              << state_file->path();
+  }
+  std::unique_ptr<Scheduler> core;
+  if (saved.has_value()) {
+    ASSIGN_OR_RETURN(core, Scheduler::Restore(std::move(core_options), *saved));
+  } else {
+    ASSIGN_OR_RETURN(core, Scheduler::Create(std::move(core_options)));
+  }
 
   // Declared before the server, so the server (which borrows it) goes first.
   SchedulerService service(core.get());
-  const std::string address = absl::StrCat(options_.host, ":", options_.port);
+  const std::string address = absl::StrCat(options_.host, ":", port);
   int selected_port = 0;
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &selected_port);
@@ -104,6 +146,10 @@ absl::Status SchedulerRunner::Run() {
     return absl::UnavailableError(absl::StrCat("scheduler: cannot listen on ", address));
   }
   port_.store(selected_port);
+  if (state_file != nullptr) {
+    // Also the first save of a fresh job's state.
+    if (absl::Status s = core->RecordPort(selected_port); !s.ok()) core->Fail(s);
+  }
   LOG(INFO) << "scheduler listening on " << options_.host << ":" << selected_port << "; waiting for "
             << job_.num_servers() << " servers and " << job_.num_workers() << " workers";
   if (!options_.port_file.empty()) {
@@ -131,6 +177,9 @@ absl::Status SchedulerRunner::Run() {
     }
   }
   LOG(INFO) << core->OutcomeLine();
+  if (state_file != nullptr) {
+    LOG(INFO) << "the scheduler state was written " << state_file->writes() << " times to " << state_file->path();
+  }
 
   // Servers learn the outcome from their next heartbeat; keep answering until all have asked.
   const absl::Time grace_end = absl::Now() + 2 * options_.dead_after;

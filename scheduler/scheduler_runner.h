@@ -2,8 +2,9 @@
 // map, serves the Scheduler service, watches heartbeats, waits for the job to end, writes the run
 // summary and lingers briefly so servers learn the outcome.
 //
-//   Run(): validate -> read data headers -> shard map -> listen (port_file) -> watchdog loop
-//          -> FINISHED/FAILED -> summary JSON -> grace period -> shut down
+//   Run(): validate -> read data headers -> shard map -> [state_dir: restore a saved state]
+//          -> listen (port_file) -> watchdog loop -> FINISHED/FAILED -> summary JSON
+//          -> grace period -> shut down
 //
 // Thread-safe: Run() is called once, from one thread; Stop() and port() from any thread.
 #ifndef PSTRAIN_SCHEDULER_SCHEDULER_RUNNER_H_
@@ -40,14 +41,23 @@ class SchedulerRunner {
     // SYNC with checkpoints: how long a dead server's rank may wait for a replacement before the
     // job fails (Scheduler::Options::server_recovery_timeout).
     absl::Duration server_recovery_timeout = absl::Seconds(60);
+    // If set, the scheduler keeps its state in this folder (scheduler/state_file.h) and, started
+    // again with a state there, goes on with that job instead of starting afresh (listening on the
+    // port it had when `port` is 0). See "Restart" in scheduler/scheduler.h.
+    std::string state_dir;
+    // With state_dir: how long roles ride out an outage of the scheduler before they give up
+    // (RegisterResponse.reconnect_ms).
+    absl::Duration reconnect = absl::Seconds(30);
   };
 
   // INVALID_ARGUMENT for a bad job (after ApplyJobDefaults) or bad options (port outside
-  // [0, 65535], non-positive durations, dead_after <= heartbeat_interval).
+  // [0, 65535], non-positive durations, dead_after <= heartbeat_interval, reconnect below
+  // dead_after with a state_dir).
   static absl::StatusOr<std::unique_ptr<SchedulerRunner>> Create(JobSpec job, Options options);
 
   // Runs the job to its end; blocks. OK when the job FINISHED; otherwise why it did not: the data
-  // reader's error for a bad data dir, UNAVAILABLE when the port cannot be bound, or the job's
+  // reader's error for a bad data dir, the state file's error (DATA_LOSS for a damaged file,
+  // FAILED_PRECONDITION for another job's), UNAVAILABLE when the port cannot be bound, or the job's
   // failure (UNAVAILABLE for a dead role, DEADLINE_EXCEEDED for the startup timeout, ABORTED for
   // a reported failure, CANCELLED after Stop()). Call once.
   absl::Status Run();

@@ -97,6 +97,11 @@ grpc::ServerUnaryReactor* SchedulerService::ReportCheckpoints(grpc::CallbackServ
   return Answer(ctx, core_->ReportCheckpoints(*request));
 }
 
+grpc::ServerUnaryReactor* SchedulerService::ReportSlowStep(grpc::CallbackServerContext* ctx,
+                                                           const SlowStepReport* request, SlowStepAck* response) {
+  return Answer(ctx, core_->ReportSlowStep(*request));
+}
+
 grpc::ServerUnaryReactor* SchedulerService::GetJobStatus(grpc::CallbackServerContext* ctx,
                                                          const JobStatusRequest* request,
                                                          JobStatus* response) {

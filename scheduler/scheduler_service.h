@@ -44,6 +44,8 @@ class SchedulerService final : public pstrain::Scheduler::CallbackService {
   grpc::ServerUnaryReactor* ReportCheckpoints(grpc::CallbackServerContext* ctx,
                                               const CheckpointReport* request,
                                               CheckpointAck* response) override;
+  grpc::ServerUnaryReactor* ReportSlowStep(grpc::CallbackServerContext* ctx, const SlowStepReport* request,
+                                           SlowStepAck* response) override;
   grpc::ServerUnaryReactor* GetJobStatus(grpc::CallbackServerContext* ctx,
                                          const JobStatusRequest* request, JobStatus* response) override;
 

@@ -162,35 +162,6 @@ absl::Status WriteContents(int fd, const std::string& path, const ShardCheckpoin
   return writer.WriteCrc();
 }
 
-bool AllDigits(absl::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return absl::ascii_isdigit(c); });
-}
-
-// Parses "server-<rank>-step-<step>.ckpt"; false for any other name (temporary files included).
-bool ParseCheckpointName(absl::string_view name, int* rank, int64_t* step) {
-  if (!absl::ConsumePrefix(&name, "server-") || !absl::ConsumeSuffix(&name, ".ckpt")) return false;
-  const size_t sep = name.find("-step-");
-  if (sep == absl::string_view::npos) return false;
-  const absl::string_view rank_text = name.substr(0, sep);
-  const absl::string_view step_text = name.substr(sep + 6);
-  return AllDigits(rank_text) && AllDigits(step_text) && absl::SimpleAtoi(rank_text, rank) &&
-         absl::SimpleAtoi(step_text, step);
-}
-
-// Calls fn(rank, step) for every checkpoint file name in `dir`; false when it cannot be listed.
-template <typename Fn>
-bool ForEachCheckpoint(const std::string& dir, Fn fn) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return false;
-  while (const dirent* entry = ::readdir(d)) {
-    int rank = 0;
-    int64_t step = 0;
-    if (ParseCheckpointName(entry->d_name, &rank, &step)) fn(rank, step);
-  }
-  ::closedir(d);
-  return true;
-}
-
 // FNV-1a, 64 bits: simple, and unlike absl::Hash the same in every process.
 class Fnv1a {
  public:
@@ -215,10 +186,6 @@ class Fnv1a {
 };
 
 }  // namespace
-
-std::string CheckpointPath(const std::string& dir, int rank, int64_t step) {
-  return absl::StrFormat("%s/server-%d-step-%010d.ckpt", dir, rank, step);
-}
 
 uint64_t LayoutFingerprint(const ShardMap& map, int rank) {
   Fnv1a h;
@@ -346,34 +313,6 @@ absl::StatusOr<ShardCheckpoint> ReadCheckpoint(const std::string& path) {
     base += c.length();
   }
   return ckpt;
-}
-
-absl::StatusOr<int64_t> LatestConsistentStep(const std::string& dir, int num_servers) {
-  if (num_servers < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("latest consistent checkpoint: num_servers is ", num_servers, ", expected >= 1"));
-  }
-  std::map<int64_t, std::set<int>> ranks_by_step;
-  const bool listed = ForEachCheckpoint(dir, [&](int rank, int64_t step) {
-    if (rank < num_servers) ranks_by_step[step].insert(rank);
-  });
-  if (!listed) {
-    return ErrnoStatus(errno, absl::StrCat("listing checkpoint folder '", dir, "'"));
-  }
-  for (auto it = ranks_by_step.rbegin(); it != ranks_by_step.rend(); ++it) {
-    if (static_cast<int>(it->second.size()) == num_servers) return it->first;
-  }
-  return absl::NotFoundError(absl::StrCat("no step in '", dir, "' has a checkpoint from all ",
-                                          num_servers, " servers"));
-}
-
-std::vector<int64_t> ListCheckpointSteps(const std::string& dir, int rank) {
-  std::vector<int64_t> steps;
-  ForEachCheckpoint(dir, [&](int r, int64_t step) {
-    if (r == rank) steps.push_back(step);
-  });
-  std::sort(steps.begin(), steps.end());
-  return steps;
 }
 
 }  // namespace pstrain::server

@@ -32,6 +32,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/checkpoint_files.h"
 #include "proto/cluster.pb.h"
 #include "proto/job.pb.h"
 
@@ -56,8 +57,11 @@ struct ShardCheckpoint {
   std::vector<std::vector<float>> state;
 };
 
-// `<dir>/server-<rank>-step-<step zero-padded to 10 digits>.ckpt`.
-std::string CheckpointPath(const std::string& dir, int rank, int64_t step);
+// CheckpointPath, LatestConsistentStep and ListCheckpointSteps (file names only) are in
+// common/checkpoint_files.h.
+using ::pstrain::CheckpointPath;
+using ::pstrain::LatestConsistentStep;
+using ::pstrain::ListCheckpointSteps;
 
 // A fingerprint of the layout a checkpoint belongs to: every tensor's id, name and shape, and the
 // (tensor_id, offset, length) of each chunk `rank` owns, in (tensor_id, offset) order. Stable
@@ -78,15 +82,6 @@ absl::Status WriteCheckpoint(const std::string& path, const ShardCheckpoint& ckp
 // (bad magic, truncated, trailing bytes, malformed header, checksum mismatch), INVALID_ARGUMENT
 // (unsupported version). Blocks on disk I/O.
 absl::StatusOr<ShardCheckpoint> ReadCheckpoint(const std::string& path);
-
-// The newest step s such that `server-<r>-step-<s>.ckpt` exists in `dir` for every r in
-// [0, num_servers): the newest consistent cut across servers. Only file names are looked at.
-// NOT_FOUND when there is none (or no folder); INVALID_ARGUMENT for num_servers < 1.
-absl::StatusOr<int64_t> LatestConsistentStep(const std::string& dir, int num_servers);
-
-// The steps of every checkpoint file of server `rank` in `dir`, ascending; empty when the folder
-// is missing or unreadable.
-std::vector<int64_t> ListCheckpointSteps(const std::string& dir, int rank);
 
 }  // namespace pstrain::server
 

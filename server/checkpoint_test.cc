@@ -389,6 +389,59 @@ TEST(StoreCheckpointTest, AsyncStoreCheckpointsEveryNUpdates) {
   EXPECT_THAT(ListCheckpointSteps(dir, 0), ElementsAre(3, 6));
 }
 
+TEST(StoreCheckpointTest, SyncStoreCheckpointsTheStepAPushAskedFor) {
+  // checkpoint_every_seconds in SYNC: the server has no clock of its own in the decision; the step
+  // whose pushes carry `checkpoint` is the one checkpointed, on every server alike.
+  const std::string dir = TestDir();
+  ParameterStore::Options options = AdamOptions(SYNC, 2);
+  options.job.set_checkpoint_dir(dir);
+  options.job.set_checkpoint_every_seconds(3600);
+  auto store = MakeStore(options);
+  SyncStep(*store, 2, 0);
+  EXPECT_TRUE(ListCheckpointSteps(dir, 0).empty());
+  PushRequest asking = MakePush(0, 1, Gradient(0, 1));
+  asking.set_checkpoint(true);
+  ASSERT_TRUE(PushNow(*store, asking).ok());
+  ASSERT_TRUE(PushNow(*store, MakePush(1, 1, Gradient(1, 1))).ok());
+  EXPECT_THAT(ListCheckpointSteps(dir, 0), ElementsAre(2));
+  SyncStep(*store, 2, 2);  // the request does not carry over to the next step
+  EXPECT_THAT(ListCheckpointSteps(dir, 0), ElementsAre(2));
+}
+
+TEST(StoreCheckpointTest, AbortedStepForgetsItsCheckpointRequest) {
+  const std::string dir = TestDir();
+  ParameterStore::Options options = AdamOptions(SYNC, 2);
+  options.job.set_checkpoint_dir(dir);
+  options.job.set_checkpoint_every_seconds(3600);
+  auto store = MakeStore(options);
+  PushRequest asking = MakePush(0, 0, Gradient(0, 0));
+  asking.set_checkpoint(true);
+  ASSERT_TRUE(PushNow(*store, asking).ok());
+  // Worker 1 dies: the stored push (and its request) is dropped; worker 0 recomputes without one.
+  ASSERT_TRUE(store->UpdateMembership(4, {0}).ok());
+  PushRequest again = MakePush(0, 0, Gradient(0, 0));
+  again.set_membership_epoch(4);
+  again.set_request_id(again.request_id() + 1);
+  ASSERT_TRUE(PushNow(*store, again).ok());
+  EXPECT_EQ(store->step(), 1);
+  EXPECT_TRUE(ListCheckpointSteps(dir, 0).empty());
+}
+
+TEST(StoreCheckpointTest, AsyncStoreCheckpointsByItsOwnClock) {
+  const std::string dir = TestDir();
+  ParameterStore::Options options = AdamOptions(ASYNC, 1);
+  options.job.set_checkpoint_dir(dir);
+  options.job.set_checkpoint_every_seconds(0.05);
+  auto store = MakeStore(options);
+  ASSERT_TRUE(PushNow(*store, MakePush(0, 0, Gradient(0, 0))).ok());
+  // Whether update 1 came 50 ms after creation depends on the machine; update 2 surely does.
+  absl::SleepFor(absl::Milliseconds(60));
+  ASSERT_TRUE(PushNow(*store, MakePush(0, 1, Gradient(0, 1))).ok());
+  const std::vector<int64_t> steps = ListCheckpointSteps(dir, 0);
+  ASSERT_FALSE(steps.empty());
+  EXPECT_EQ(steps.back(), 2);
+}
+
 TEST(StoreCheckpointTest, FailedWriteDoesNotFailThePush) {
   const std::string dir = TestDir();
   Touch(dir + "/a-file");

@@ -138,6 +138,7 @@ ParameterStore::ParameterStore(const Options& options, std::vector<int> worker_r
       layout_fingerprint_(layout_fingerprint),
       checkpoint_dir_(options.job.checkpoint_dir()),
       checkpoint_every_(options.job.checkpoint_every_steps()),
+      checkpoint_interval_(absl::Seconds(options.job.checkpoint_every_seconds())),
       on_checkpoint_written_(options.on_checkpoint_written),
       weights_(std::move(weights)),
       optimizers_(std::move(optimizers)),
@@ -145,7 +146,9 @@ ParameterStore::ParameterStore(const Options& options, std::vector<int> worker_r
       sum_(total_elements_) {
   absl::MutexLock lock(&mu_);
   for (int r : worker_ranks) workers_.emplace(r, NewWorkerLocked());
-  if (checkpoint_every_ > 0) initial_ = std::make_unique<const ShardCheckpoint>(CheckpointLocked());
+  writes_checkpoints_ = options.write_checkpoints;
+  last_snapshot_ = absl::Now();
+  if (checkpoints_on()) initial_ = std::make_unique<const ShardCheckpoint>(CheckpointLocked());
 }
 
 ParameterStore::~ParameterStore() { Shutdown(); }
@@ -257,17 +260,24 @@ void ParameterStore::Pull(const PullRequest& req, PullResponse* resp, Done done)
 void ParameterStore::Push(const PushRequest& req, PushResponse* resp, Done done) {
   absl::Status status = ValidatePush(req);
   Completions out;
+  bool handed_on = false;  // `done` went to PullLocked, which answers it
   std::optional<ShardCheckpoint> due;
   int64_t rollbacks = 0;
   if (status.ok()) {
     absl::MutexLock lock(&mu_);
     status = CheckLive("push", req.worker_rank(), req.membership_epoch());
     if (status.ok()) status = PushLocked(req, &out);
-    if (status.ok()) resp->set_step(step_);
+    if (status.ok() && mode_ == SYNC && req.wait_until_applied()) {
+      // A backup's copy of the step: answered once applied, so the worker moves on only then.
+      handed_on = true;
+      PullLocked(req.worker_rank(), req.step() + 1, req.data_epoch(), nullptr, std::move(done), &out, resp);
+    } else if (status.ok()) {
+      resp->set_step(step_);
+    }
     due.swap(due_checkpoint_);
     rollbacks = rollbacks_.load();
   }
-  out.push_back({std::move(done), std::move(status)});
+  if (!handed_on) out.push_back({std::move(done), std::move(status)});
   Run(&out);
   if (due) WriteCheckpointFile(*due, rollbacks);
 }
@@ -335,9 +345,27 @@ void ParameterStore::Shutdown() {
   Run(&out);
 }
 
+void ParameterStore::EnableCheckpoints() {
+  absl::MutexLock lock(&mu_);
+  writes_checkpoints_ = true;
+}
+
 int64_t ParameterStore::step() const {
   absl::MutexLock lock(&mu_);
   return step_;
+}
+
+std::optional<ParameterStore::PendingStep> ParameterStore::Pending(absl::Time now) const {
+  absl::MutexLock lock(&mu_);
+  if (mode_ != SYNC || num_pushed_ == 0) return std::nullopt;
+  PendingStep pending;
+  pending.step = step_;
+  pending.waited = now - first_push_at_;
+  pending.typical = typical_wait_;
+  for (const auto& [r, w] : workers_) {
+    if (!w.pushed) pending.missing.push_back(r);
+  }
+  return pending;
 }
 
 std::vector<TensorChunk> ParameterStore::Snapshot() const {

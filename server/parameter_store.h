@@ -83,6 +83,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "model/optimizer.h"
 #include "proto/cluster.pb.h"
 #include "proto/job.pb.h"
@@ -113,6 +114,10 @@ class ParameterStore {
     // older files pruned), from the thread of the request that wrote it, outside every lock of the
     // store. It runs on the push path, so it must not block (e.g. only set a flag).
     std::function<void(int64_t step)> on_checkpoint_written;
+    // False for a replica (JobSpec.replicas = 2: the live copy of another server's shard, created
+    // with rank = that shard): it writes no checkpoint files, since the files of the shard are its
+    // primary's, until EnableCheckpoints (promotion).
+    bool write_checkpoints = true;
   };
 
   // Called exactly once with the request's outcome; the response is filled only when OK.
@@ -158,6 +163,9 @@ class ParameterStore {
   // (wrong step, old data epoch), ALREADY_EXISTS (see above), UNAVAILABLE (shutting down).
   void Push(const PushRequest& req, PushResponse* resp, Done done);
 
+  // PushRequest.wait_until_applied (SYNC): the answer waits, like PushPull's, until this step is
+  // applied (parked; ABORTED if the membership changes first), and carries only the step.
+  //
   // Push, then answer like Pull(step + 1): SYNC with the weights after this step's update; a parked
   // answer ends with ABORTED if the membership changes before the step completes.
   void PushPull(const PushRequest& req, PullResponse* resp, Done done);
@@ -186,12 +194,34 @@ class ParameterStore {
   // The current membership epoch.
   int64_t membership_epoch() const;
 
+  // The shard this store holds: the server rank whose chunks it owns (Options.rank).
+  int rank() const { return rank_; }
+
+  // A replica promoted to primary: from the next update on it writes checkpoints like a primary
+  // (when the job checkpoints at all). Idempotent.
+  void EnableCheckpoints();
+
   // Finishes every parked request with UNAVAILABLE "server <rank> shutting down"; later requests
   // get the same answer. Idempotent.
   void Shutdown();
 
   // Updates applied so far (SYNC: completed steps; ASYNC/SSP: pushes with samples applied).
   int64_t step() const;
+
+  // A SYNC step some live workers have pushed and others not yet.
+  struct PendingStep {
+    int64_t step = 0;
+    // Since the step's first push arrived.
+    absl::Duration waited;
+    // Live workers whose push is missing, ascending.
+    std::vector<int> missing;
+    // A moving average (1/8 weight per step) of how long earlier steps waited from first to last
+    // push; zero before the first step completed.
+    absl::Duration typical;
+  };
+  // The pending SYNC step at `now`; nullopt in other modes and when no push of the current step is
+  // stored. For the server's slow-step watch (server/slow_step_watch.h).
+  std::optional<PendingStep> Pending(absl::Time now) const;
 
   // This server's chunks, sorted by (tensor_id, offset), with their current values (data holds
   // length little-endian floats). For tests and checkpoints.
@@ -244,7 +274,8 @@ class ParameterStore {
   struct Waiter {
     int64_t step = 0;  // SYNC: the update count to wait for; SSP: the clock c of Pull(step = c).
     int32_t data_epoch = 0;  // SSP only
-    PullResponse* resp = nullptr;
+    PullResponse* resp = nullptr;  // a pull's answer; nullptr for a push waiting until applied
+    PushResponse* push_resp = nullptr;  // a push's answer (wait_until_applied): only the step
     Done done;
   };
 
@@ -258,6 +289,8 @@ class ParameterStore {
     bool pushed = false;
     int64_t samples = 0;
     std::vector<float> grad;
+    // SYNC: the stored push asks for a checkpoint after the step (PushRequest.checkpoint).
+    bool wants_checkpoint = false;
     // SSP: the worker's pushes in the current data epoch (plus its starting clock when it joined
     // mid-epoch), and whether it finished the epoch.
     int64_t clock = 0;
@@ -303,8 +336,9 @@ class ParameterStore {
   absl::Status PushAsyncLocked(const PushRequest& req, Completions* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers now, parks, or fails a pull that waits for `step` (see Waiter::step).
+  // `push_resp` instead of `resp`: a push waiting until applied (only the step is answered).
   void PullLocked(int worker_rank, int64_t step, int32_t data_epoch, PullResponse* resp, Done done,
-                  Completions* out)
+                  Completions* out, PushResponse* push_resp = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // ASYNC/SSP: moves to `data_epoch` if it is newer (clocks 0, nobody finished, applied batches
@@ -324,12 +358,16 @@ class ParameterStore {
   // Copies the gradient bytes of a validated push into `dst` (local order).
   void CopyGradient(const PushRequest& req, float* dst) const;
   void FillResponseLocked(PullResponse* resp) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Fills whichever answer a released waiter has.
+  void FillWaiterLocked(const Waiter& w) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // Checks a checkpoint against the constant layout; the caller holds no lock.
   absl::Status ValidateCheckpoint(const ShardCheckpoint& ckpt) const;
   ShardCheckpoint CheckpointLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // After step_ advanced: takes a snapshot into due_checkpoint_ when a checkpoint is due.
-  void MaybeSnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After step_ advanced: takes a snapshot into due_checkpoint_ when a checkpoint is due: `asked`
+  // (SYNC: a push of the step carried PushRequest.checkpoint), a multiple of checkpoint_every_
+  // steps, or (ASYNC/SSP) checkpoint_interval_ passed since the last snapshot.
+  void MaybeSnapshotLocked(bool asked = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes `ckpt` and prunes this server's older files; logs the outcome. Blocks on disk under
   // write_mu_ only, so pushes proceed meanwhile. Skips the write when a rollback happened since the
   // snapshot was taken (`rollbacks` is rollbacks_ at that time). Then calls on_checkpoint_written.
@@ -340,6 +378,10 @@ class ParameterStore {
   void InstallCheckpointLocked(const ShardCheckpoint& ckpt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   static void Run(Completions* completions);
+  // Whether this store writes checkpoints at all (a folder and a step or time interval).
+  bool checkpoints_on() const {
+    return !checkpoint_dir_.empty() && (checkpoint_every_ > 0 || checkpoint_interval_ > absl::ZeroDuration());
+  }
 
   // Constant after construction.
   const int rank_;
@@ -355,14 +397,19 @@ class ParameterStore {
   const int num_state_vectors_;  // per chunk optimizer, the same for all
   const uint64_t layout_fingerprint_;
   const std::string checkpoint_dir_;
-  const int64_t checkpoint_every_;  // 0: no automatic checkpoints
+  const int64_t checkpoint_every_;  // 0: no checkpoints every N steps
+  // JobSpec.checkpoint_every_seconds; zero: none by time. SYNC: asked for by the workers' pushes;
+  // ASYNC/SSP: measured here from last_snapshot_.
+  const absl::Duration checkpoint_interval_;
   const std::function<void(int64_t)> on_checkpoint_written_;
   // The state at creation (step 0), for a rollback to "no checkpoint"; kept only when
-  // checkpoint_every_ > 0. Set in the constructor, constant afterwards.
+  // checkpointing (checkpoints_on()). Set in the constructor, constant afterwards.
   std::unique_ptr<const ShardCheckpoint> initial_;
 
   mutable absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  // Options.write_checkpoints, until EnableCheckpoints.
+  bool writes_checkpoints_ ABSL_GUARDED_BY(mu_) = true;
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<float> weights_ ABSL_GUARDED_BY(mu_);  // total_elements_, local order
   std::vector<std::unique_ptr<model::Optimizer>> optimizers_ ABSL_GUARDED_BY(mu_);  // per chunk
@@ -372,6 +419,10 @@ class ParameterStore {
   std::map<int, Worker> workers_ ABSL_GUARDED_BY(mu_);
   // SYNC: live workers whose gradient for step_ is stored.
   int num_pushed_ ABSL_GUARDED_BY(mu_) = 0;
+  // SYNC: when the first of them arrived, and the moving average of the wait from first push to
+  // last (PendingStep::typical).
+  absl::Time first_push_at_ ABSL_GUARDED_BY(mu_);
+  absl::Duration typical_wait_ ABSL_GUARDED_BY(mu_);
   // SYNC: the aggregation buffer. ASYNC/SSP: scratch for the gradient being applied.
   std::vector<float> sum_ ABSL_GUARDED_BY(mu_);
   // ASYNC/SSP: the current data epoch (SSP: the workers' clocks count pushes in it).
@@ -381,6 +432,8 @@ class ParameterStore {
   // A snapshot due for writing: set by the update that made it due, taken by the same public call
   // before it unlocks, so it is empty whenever mu_ is free.
   std::optional<ShardCheckpoint> due_checkpoint_ ABSL_GUARDED_BY(mu_);
+  // When the latest snapshot was taken (creation before the first), for checkpoint_interval_.
+  absl::Time last_snapshot_ ABSL_GUARDED_BY(mu_);
   // Rollbacks (RestoreAndUpdateMembership) so far; changed under write_mu_ and mu_ together.
   std::atomic<int64_t> rollbacks_{0};
 

@@ -59,6 +59,7 @@ void ParameterStore::DropStoredGradientsLocked() {
   for (auto& [r, w] : workers_) {
     w.pushed = false;
     w.samples = 0;
+    w.wants_checkpoint = false;
   }
   num_pushed_ = 0;
 }
@@ -136,7 +137,7 @@ absl::Status ParameterStore::RestoreAndUpdateMembership(const ShardCheckpoint* c
   if (ckpt == nullptr) {
     if (initial_ == nullptr) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "rolling server ", rank_, " back to its initial state: none was kept (checkpoint_every_steps is 0)"));
+          "rolling server ", rank_, " back to its initial state: none was kept (checkpointing is off)"));
     }
     ckpt = initial_.get();
   } else {

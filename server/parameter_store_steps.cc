@@ -47,12 +47,15 @@ absl::Status ParameterStore::PushSyncLocked(const PushRequest& req, Completions*
   }
   CopyGradient(req, w.grad.data());
   w.samples = req.num_samples();
+  w.wants_checkpoint = req.checkpoint();
   w.pushed = true;
-  ++num_pushed_;
+  if (num_pushed_++ == 0) first_push_at_ = absl::Now();
   w.has_last_push = true;
   w.last_push_step = t;
   w.last_push_id = req.request_id();
   if (num_pushed_ == static_cast<int>(workers_.size())) {
+    const absl::Duration waited = absl::Now() - first_push_at_;
+    typical_wait_ = typical_wait_ == absl::ZeroDuration() ? waited : typical_wait_ + (waited - typical_wait_) / 8;
     ApplySyncStepLocked();
     ReleaseReadyLocked(out);
   }
@@ -61,7 +64,11 @@ absl::Status ParameterStore::PushSyncLocked(const PushRequest& req, Completions*
 
 void ParameterStore::ApplySyncStepLocked() {
   int64_t total_samples = 0;
-  for (const auto& [r, w] : workers_) total_samples += w.samples;
+  bool checkpoint_asked = false;
+  for (const auto& [r, w] : workers_) {
+    total_samples += w.samples;
+    checkpoint_asked = checkpoint_asked || w.wants_checkpoint;
+  }
   if (total_samples > 0) {
     // Ascending rank order (workers_ is a std::map) and fixed weights make the sum, and so the
     // whole run, bitwise repeatable. A worker with no samples is skipped rather than multiplied by
@@ -75,7 +82,7 @@ void ParameterStore::ApplySyncStepLocked() {
     ApplyGradientLocked(sum_.data());
   }
   ++step_;
-  MaybeSnapshotLocked();
+  MaybeSnapshotLocked(checkpoint_asked);
   DropStoredGradientsLocked();
   VLOG(1) << "server " << rank_ << ": applied step " << step_ - 1 << " (" << total_samples << " samples)";
 }
@@ -152,16 +159,16 @@ absl::Status ParameterStore::EnterDataEpochLocked(absl::string_view what, int wo
 }
 
 void ParameterStore::PullLocked(int worker_rank, int64_t step, int32_t data_epoch, PullResponse* resp, Done done,
-                                Completions* out) {
+                                Completions* out, PushResponse* push_resp) {
   if (mode_ == SYNC && step > step_ + 1) {
     out->push_back({std::move(done), absl::FailedPreconditionError(absl::StrCat(
                                          "pull from worker ", worker_rank, " for step ", step, ": server ", rank_,
                                          " is at step ", step_, " and parks pulls at most one step ahead"))});
     return;
   }
-  Waiter waiter{step, data_epoch, resp, std::move(done)};
+  Waiter waiter{step, data_epoch, resp, push_resp, std::move(done)};
   if (ReadyLocked(waiter)) {
-    FillResponseLocked(resp);
+    FillWaiterLocked(waiter);
     out->push_back({std::move(waiter.done), absl::OkStatus()});
     return;
   }
@@ -190,7 +197,7 @@ void ParameterStore::ReleaseReadyLocked(Completions* out) {
                                            return !ReadyLocked(w);
                                          });
   for (auto it = ready_end; it != waiters_.end(); ++it) {
-    FillResponseLocked(it->resp);
+    FillWaiterLocked(*it);
     out->push_back({std::move(it->done), absl::OkStatus()});
   }
   waiters_.erase(ready_end, waiters_.end());
@@ -221,8 +228,23 @@ ShardCheckpoint ParameterStore::CheckpointLocked() const {
   return ckpt;
 }
 
-void ParameterStore::MaybeSnapshotLocked() {
-  if (checkpoint_every_ > 0 && step_ % checkpoint_every_ == 0) due_checkpoint_ = CheckpointLocked();
+void ParameterStore::MaybeSnapshotLocked(bool asked) {
+  if (checkpoint_dir_.empty() || !writes_checkpoints_) return;
+  bool due = asked || (checkpoint_every_ > 0 && step_ % checkpoint_every_ == 0);
+  // SYNC servers must agree on the step, so there the workers decide (asked); a clock here would
+  // pick a different step on every server.
+  const absl::Time now = absl::Now();
+  if (mode_ != SYNC && checkpoint_interval_ > absl::ZeroDuration() && now - last_snapshot_ >= checkpoint_interval_) {
+    due = true;
+  }
+  if (!due) return;
+  due_checkpoint_ = CheckpointLocked();
+  last_snapshot_ = now;
+}
+
+void ParameterStore::FillWaiterLocked(const Waiter& w) const {
+  if (w.resp != nullptr) FillResponseLocked(w.resp);
+  if (w.push_resp != nullptr) w.push_resp->set_step(step_);
 }
 
 void ParameterStore::FillResponseLocked(PullResponse* resp) const {

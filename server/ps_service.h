@@ -8,11 +8,18 @@
 // The service is registered before the gRPC server starts, but the store can only be built once
 // the cluster view is known; until SetStore, every rpc answers UNAVAILABLE, which clients retry.
 //
+// Replicas (JobSpec.replicas = 2): the server hosts two stores, its own shard and the live copy of
+// the shard before it (server/server_runner.h). A request goes to the store of the shard it names
+// (PushRequest.shard etc.; absent: the server's own shard); a shard the server does not host is
+// FAILED_PRECONDITION "server 1 does not host shard 3 (it hosts shards 1 and 0)". Which store is
+// primary and which a backup does not matter here: both take the same requests.
+//
 // Thread safety: all methods may be called from any thread.
 #ifndef PSTRAIN_SERVER_PS_SERVICE_H_
 #define PSTRAIN_SERVER_PS_SERVICE_H_
 
 #include <atomic>
+#include <optional>
 
 #include <grpcpp/grpcpp.h>
 
@@ -30,7 +37,11 @@ class ParameterServerService final : public ParameterServer::CallbackService {
   // Starts serving from `store`. Borrowed: it must outlive every rpc, so shut the store down
   // (which finishes parked rpcs) and then the gRPC server before destroying it.
   // REQUIRES: called at most once, with a non-null store.
-  void SetStore(ParameterStore* store);
+  void SetStore(ParameterStore* store) { SetStores(store, nullptr); }
+  // The same with a replica: `own` answers for shard own->rank() (and requests naming no shard),
+  // `replica`, when not null, for shard replica->rank(). Both borrowed like SetStore's.
+  // REQUIRES: called at most once (either form), own != nullptr, ranks differ.
+  void SetStores(ParameterStore* own, ParameterStore* replica);
 
   grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* context, const PullRequest* request,
                                  PullResponse* response) override;
@@ -43,10 +54,13 @@ class ParameterServerService final : public ParameterServer::CallbackService {
                                         FinishEpochResponse* response) override;
 
  private:
-  // The store, or nullptr after finishing `reactor` with UNAVAILABLE.
-  ParameterStore* StoreOrFinish(grpc::ServerUnaryReactor* reactor) const;
+  // The store of `shard` (nullopt: the server's own), or nullptr after finishing `reactor` with
+  // UNAVAILABLE (not ready yet) or FAILED_PRECONDITION (a shard this server does not host).
+  ParameterStore* StoreOrFinish(std::optional<int> shard, grpc::ServerUnaryReactor* reactor) const;
 
+  // replica_ is written before store_, and store_ is read first: a non-null store_ means both are set.
   std::atomic<ParameterStore*> store_{nullptr};
+  std::atomic<ParameterStore*> replica_{nullptr};
 };
 
 }  // namespace pstrain::server

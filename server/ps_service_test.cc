@@ -9,6 +9,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -192,6 +193,100 @@ TEST_F(PsServiceTest, ParkedPullFailsWithUnavailableOnShutdown) {
   waiter.join();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(status.error_message(), "server 0 shutting down");
+}
+
+}  // namespace
+}  // namespace pstrain::server
+
+namespace pstrain::server {
+namespace {
+
+// Replicas: the server of rank 0 also holds shard 1's copy (here a shard with no chunks, so its
+// answers are told apart by their chunk count).
+class PsServiceReplicaTest : public PsServiceTest {
+ protected:
+  void InstallStores() {
+    auto own = ParameterStore::Create(StoreOptions());
+    ASSERT_TRUE(own.ok()) << own.status();
+    ParameterStore::Options replica_options = StoreOptions();
+    replica_options.rank = 1;
+    replica_options.write_checkpoints = false;
+    auto replica = ParameterStore::Create(replica_options);
+    ASSERT_TRUE(replica.ok()) << replica.status();
+    store_ = std::move(own).value();
+    replica_ = std::move(replica).value();
+    service_.SetStores(store_.get(), replica_.get());
+  }
+
+  void TearDown() override {
+    if (replica_) replica_->Shutdown();
+    PsServiceTest::TearDown();
+  }
+
+  std::unique_ptr<ParameterStore> replica_;
+};
+
+TEST_F(PsServiceReplicaTest, RequestsGoToTheStoreOfTheShardTheyName) {
+  InstallStores();
+  PullRequest pull;
+  pull.set_worker_rank(0);
+  pull.set_membership_epoch(1);
+  PullResponse own, mine, copy;
+  ASSERT_TRUE(stub_->Pull(Context().get(), pull, &own).ok());
+  EXPECT_EQ(own.chunks_size(), 1);  // no shard named: the server's own
+  pull.set_shard(0);
+  ASSERT_TRUE(stub_->Pull(Context().get(), pull, &mine).ok());
+  EXPECT_EQ(mine.chunks_size(), 1);
+  pull.set_shard(1);
+  ASSERT_TRUE(stub_->Pull(Context().get(), pull, &copy).ok());
+  EXPECT_EQ(copy.chunks_size(), 0);
+}
+
+TEST_F(PsServiceReplicaTest, AShardTheServerDoesNotHostIsRefused) {
+  InstallStores();
+  PullRequest pull;
+  pull.set_worker_rank(0);
+  pull.set_membership_epoch(1);
+  pull.set_shard(2);
+  PullResponse pulled;
+  grpc::Status status = stub_->Pull(Context().get(), pull, &pulled);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(status.error_message(), "server 0 does not host shard 2 (it hosts shards 0 and 1)");
+  PushRequest push = MakePush(0, 0, 1);
+  push.set_shard(2);
+  PushResponse pushed;
+  EXPECT_EQ(stub_->Push(Context().get(), push, &pushed).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  FinishEpochRequest finish;
+  finish.set_shard(-1);
+  FinishEpochResponse finished;
+  EXPECT_EQ(stub_->FinishEpoch(Context().get(), finish, &finished).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(store_->step(), 0);
+}
+
+TEST_F(PsServiceReplicaTest, BackupPushAnswersOnlyOnceTheStepIsApplied) {
+  InstallStores();
+  auto copy_push = [](int rank) {
+    PushRequest push = MakePush(rank, 0, 1);
+    push.clear_chunks();  // shard 1 owns no chunk here
+    push.set_shard(1);
+    push.set_wait_until_applied(true);
+    return push;
+  };
+  PushResponse first;
+  grpc::Status first_status;
+  std::thread worker0([&] { first_status = stub_->Push(Context().get(), copy_push(0), &first); });
+  // Worker 0's answer waits for worker 1's push: the step is not applied before.
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(replica_->step(), 0);
+  PushResponse second;
+  ASSERT_TRUE(stub_->Push(Context().get(), copy_push(1), &second).ok());
+  worker0.join();
+  ASSERT_TRUE(first_status.ok()) << first_status.error_message();
+  EXPECT_EQ(first.step(), 1);
+  EXPECT_EQ(second.step(), 1);
+  EXPECT_EQ(replica_->step(), 1);
+  EXPECT_EQ(store_->step(), 0);  // the server's own shard saw nothing
 }
 
 }  // namespace

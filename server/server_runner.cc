@@ -15,6 +15,7 @@
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "server/checkpoint.h"
+#include "server/slow_step_watch.h"
 
 namespace pstrain::server {
 namespace {
@@ -98,6 +99,13 @@ absl::Status ServerRunner::Run() {
 
   // The store first: it finishes every parked call, and the gRPC server's shutdown waits for all
   // open calls. The store outlives the server, which may still route a late call to it.
+  // The step counters, so a test can check that no step was applied twice.
+  if (store != nullptr) LOG(INFO) << "server: shard " << store->rank() << " ends at step " << store->step();
+  if (replica_ != nullptr) {
+    LOG(INFO) << "server: " << (replica_promoted_ ? "promoted copy" : "copy") << " of shard " << replica_->rank()
+              << " ends at step " << replica_->step();
+    replica_->Shutdown();
+  }
   if (store != nullptr) store->Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
   server->Wait();
@@ -112,12 +120,18 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
       "server: registering", options_.startup_timeout,
       [&](absl::Duration slice) { return client->Register(SERVER, address, slice); }, is_stopped);
   if (stopped()) return absl::OkStatus();
+  if (absl::IsAlreadyExists(registered.status())) {
+    // Replicas: this server's rank died and its shards are served by promoted copies.
+    LOG(INFO) << "server not needed, exiting: " << registered.status().message();
+    return absl::OkStatus();
+  }
   if (!registered.ok()) return registered.status();
   const RegisterResponse& registration = *registered;
   const int rank = registration.rank();
   LOG(INFO) << "registered as server " << rank;
   const JobSpec& job = registration.job();
-  const bool checkpointing = job.checkpoint_every_steps() > 0 && !job.checkpoint_dir().empty();
+  const bool checkpointing =
+      !job.checkpoint_dir().empty() && (job.checkpoint_every_steps() > 0 || job.checkpoint_every_seconds() > 0);
   // The scheduler picks a restore step from every server's list when a server must be replaced;
   // a failed report is retried by the membership thread.
   if (checkpointing && !ReportCheckpoints(client, rank, job.checkpoint_dir()).ok()) NoteCheckpointsChanged();
@@ -148,7 +162,23 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   // A replacement for a dead server: the view already asks for a rollback, which must be in place
   // before the store serves anything.
   if (view.has_restore_step()) RETURN_IF_ERROR(RollBack(client, rank, job.checkpoint_dir(), view, store->get()));
-  service->SetStore(store->get());
+  if (job.replicas() == 2) {
+    // The live copy of the shard before this server's; it writes no checkpoints until promoted.
+    ParameterStore::Options replica_options = store_options;
+    replica_options.rank = (rank + job.num_servers() - 1) % job.num_servers();
+    replica_options.on_checkpoint_written = nullptr;
+    replica_options.write_checkpoints = false;
+    absl::StatusOr<std::unique_ptr<ParameterStore>> replica = ParameterStore::Create(replica_options);
+    if (!replica.ok()) {
+      return ReportFatal(client, rank, absl::Status(replica.status().code(),
+                                                    absl::StrCat("server ", rank, ": replica of shard ",
+                                                                 replica_options.rank, ": ",
+                                                                 replica.status().message())));
+    }
+    replica_ = std::move(replica).value();
+    LOG(INFO) << "server " << rank << " also holds the live copy of shard " << replica_options.rank;
+  }
+  service->SetStores(store->get(), replica_.get());
   RETURN_IF_ERROR(RefreshMembership(client, rank, job.checkpoint_dir(), store->get()));
 
   if (stopped()) return absl::OkStatus();
@@ -181,6 +211,7 @@ void ServerRunner::FollowMembership(SchedulerClient* client, const Heartbeater* 
                                     int rank, const std::string& checkpoint_dir, absl::Duration poll) {
   int64_t tried = 0;  // the newest epoch a refresh was made for; a failed one is retried after `poll`
   bool report_failed = false;  // a failed checkpoint report is retried after `poll`
+  SlowStepWatch slow_steps(rank);
   while (true) {
     int64_t hint = 0;
     bool report = false;
@@ -207,6 +238,11 @@ void ServerRunner::FollowMembership(SchedulerClient* client, const Heartbeater* 
       tried = std::max(tried, target);
     }
     if (report && !checkpoint_dir.empty()) report_failed = !ReportCheckpoints(client, rank, checkpoint_dir).ok();
+    if (std::optional<SlowStepReport> slow = slow_steps.Check(store->Pending(absl::Now())); slow.has_value()) {
+      LOG(WARNING) << "server " << rank << ": step " << slow->step() << " has waited " << slow->waited_ms()
+                   << " ms for workers [" << absl::StrJoin(slow->waiting_for(), ", ") << "]";
+      if (absl::Status s = client->ReportSlowStep(*slow); !s.ok()) LOG(WARNING) << s;
+    }
   }
 }
 
@@ -226,6 +262,19 @@ absl::Status ServerRunner::RefreshMembership(SchedulerClient* client, int rank, 
   std::vector<int> ranks;
   ranks.reserve(view->workers_size());
   for (const WorkerInfo& w : view->workers()) ranks.push_back(w.rank());
+  if (replica_ != nullptr) {
+    // Both stores move to the epoch, each dropping its unfinished step: the workers recompute it
+    // for both.
+    const absl::Status status = replica_->UpdateMembership(view->membership_epoch(), ranks);
+    if (!status.ok()) LOG(WARNING) << "cannot install membership epoch " << view->membership_epoch() << ": " << status;
+    const int shard = replica_->rank();
+    const bool promoted = shard < view->shard_hosts_size() && view->shard_hosts(shard).primary() == rank;
+    if (promoted && !replica_promoted_.exchange(true)) {
+      replica_->EnableCheckpoints();
+      LOG(INFO) << "server " << rank << ": promoted its copy of shard " << shard << " (at step "
+                << replica_->step() << ") to primary at membership epoch " << view->membership_epoch();
+    }
+  }
   const absl::Status status = store->UpdateMembership(view->membership_epoch(), std::move(ranks));
   if (!status.ok()) LOG(WARNING) << "cannot install membership epoch " << view->membership_epoch() << ": " << status;
   return absl::OkStatus();

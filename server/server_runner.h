@@ -16,6 +16,13 @@
 // plain membership update; a replacement server, whose first view already asks for a restore,
 // rolls back before it serves anything. A rollback that cannot be done fails the job.
 //
+// Replicas (JobSpec.replicas = 2): the server also holds a live copy of shard (rank - 1) mod S in a
+// second store, fed by the workers' backup pushes and kept at the same membership epoch. When the
+// view's shard_hosts names this server primary of that shard (its server died), the copy is
+// promoted: it writes checkpoints from then on. A server whose registration is refused with
+// ALREADY_EXISTS (it replaces a dead server whose shards are served by promoted copies) is not
+// needed: Run logs it and returns OK.
+//
 // The gRPC server starts first (answering UNAVAILABLE until the store exists) because its address
 // is what the server registers with.
 //
@@ -24,6 +31,7 @@
 #ifndef PSTRAIN_SERVER_SERVER_RUNNER_H_
 #define PSTRAIN_SERVER_SERVER_RUNNER_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -114,6 +122,11 @@ class ServerRunner {
   bool StoppedOrEnded() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_requested_ || job_ended_; }
 
   const Options options_;
+
+  // Replicas: the copy of the shard before this server's. Set by ServeJob before serving, never
+  // reset until Run returns.
+  std::unique_ptr<ParameterStore> replica_;
+  std::atomic<bool> replica_promoted_{false};
 
   mutable absl::Mutex mu_;
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;

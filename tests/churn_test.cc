@@ -148,11 +148,14 @@ TEST(ChurnTest, BrieflyStoppedSyncWorkerIsWaitedFor) {
   cluster.Start(2, 3, kJob);
   cluster.WaitForSteps(50);
   cluster.workers[1]->Kill(SIGSTOP);
-  absl::SleepFor(absl::Milliseconds(1000));  // Shorter than --dead_after_ms=2000.
+  absl::SleepFor(absl::Milliseconds(1500));  // Shorter than --dead_after_ms=2000.
   cluster.workers[1]->Kill(SIGCONT);
   std::string summary = ExpectJobFinished(cluster, {0, 1, 2});
   ExpectEverySampleOncePerEpoch(summary);
   EXPECT_THAT(summary, ::testing::Not(ContainsRegex("\"kind\": *\"died\"")));
+  // The servers noticed the step waiting for one worker, and the scheduler said which.
+  EXPECT_THAT(summary, ContainsRegex("\"slow_steps\": \\[\\{[^]]*\"waiting_for\": \\[[0-9]\\]"));
+  EXPECT_THAT(cluster.scheduler->Output(), ::testing::HasSubstr("slow sync step"));
 }
 
 TEST(ChurnTest, LongStoppedSyncWorkerIsDroppedAndTheJobGoesOn) {

@@ -38,6 +38,7 @@ void ManualCluster::Start(int servers, int workers, const std::vector<std::strin
                                    "--workers=" + std::to_string(workers), "--heartbeat_ms=200",
                                    "--dead_after_ms=2000"};
   argv.insert(argv.end(), scheduler_flags.begin(), scheduler_flags.end());
+  scheduler_argv_ = argv;
   scheduler = Spawn(argv, "scheduler");
   std::string port;
   for (int i = 0; i < 300 && port.empty(); ++i) {
@@ -48,6 +49,10 @@ void ManualCluster::Start(int servers, int workers, const std::vector<std::strin
   address = absl::StrCat("127.0.0.1:", port);
   for (int i = 0; i < servers; ++i) AddServer();
   for (int i = 0; i < workers; ++i) AddWorker();
+}
+
+void ManualCluster::RestartScheduler() {
+  scheduler = Spawn(scheduler_argv_, absl::StrCat("scheduler-restart-", ++scheduler_restarts_));
 }
 
 void ManualCluster::AddServer() {
@@ -61,13 +66,17 @@ void ManualCluster::AddWorker() {
 }
 
 void ManualCluster::WaitForSteps(int64_t steps) {
-  auto client = *SchedulerClient::Create(address, absl::Seconds(2));
+  absl::StatusOr<JobStatus> status;
   for (int i = 0; i < 1200; ++i) {
-    auto status = client->GetJobStatus();
+    // A fresh client each time: a channel whose first attempts found no scheduler (one being
+    // restarted) may keep failing fast for a while after it is back.
+    auto client = *SchedulerClient::Create(address, absl::Seconds(2));
+    status = client->GetJobStatus();
     if (status.ok() && status->step() >= steps) return;
     absl::SleepFor(absl::Milliseconds(50));
   }
-  FAIL() << "the job never reached step " << steps << "\n" << scheduler->Output();
+  FAIL() << "the job never reached step " << steps << " (last status: "
+         << (status.ok() ? status->ShortDebugString() : status.status().ToString()) << ")\n" << scheduler->Output();
 }
 
 std::unique_ptr<Child> ManualCluster::Spawn(const std::vector<std::string>& argv, const std::string& name) {

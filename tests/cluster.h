@@ -34,6 +34,9 @@ class ManualCluster {
   // Starts the scheduler (with `scheduler_flags` after the defaults), then the servers and workers.
   // Heartbeats every 200 ms, a role is dead after 2 s.
   void Start(int servers, int workers, const std::vector<std::string>& scheduler_flags);
+  // Starts the scheduler again with its first command line (after it died; with --state_dir it
+  // goes on with the job). Its log goes to scheduler-restart-N.log.
+  void RestartScheduler();
   // Starts one more worker (it registers with the running job).
   void AddWorker();
   // Starts one more server (a replacement for a dead one takes its rank).
@@ -51,6 +54,8 @@ class ManualCluster {
  private:
   std::unique_ptr<Child> Spawn(const std::vector<std::string>& argv, const std::string& name);
   std::string dir_;
+  std::vector<std::string> scheduler_argv_;
+  int scheduler_restarts_ = 0;
 };
 
 // Largest relative difference ||a - b|| / ||a|| over the tensors of two model files.

@@ -21,11 +21,13 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ClusterView& vi
                                                           absl::Duration rpc_timeout) {
   std::vector<std::string> addresses;
   for (int i = 0; i < view.servers_size(); ++i) {
-    if (view.servers(i).rank() != i) {
-      return absl::InvalidArgumentError(absl::StrCat("cluster view: server at position ", i, " has rank ",
-                                                     view.servers(i).rank(), ", expected ", i));
+    const int rank = view.servers(i).rank();
+    if (rank < static_cast<int>(addresses.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("cluster view: server at position ", i, " has rank ", rank,
+                                                     ", expected ranks >= 0 in ascending order"));
     }
-    addresses.push_back(view.servers(i).address());
+    addresses.resize(rank + 1);
+    addresses[rank] = view.servers(i).address();
   }
   if (addresses.empty()) return absl::InvalidArgumentError("cluster view lists no servers");
   return std::unique_ptr<PsClient>(new PsClient(std::move(addresses), rpc_timeout));
@@ -33,7 +35,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ClusterView& vi
 
 PsClient::PsClient(std::vector<std::string> addresses, absl::Duration rpc_timeout)
     : addresses_(std::move(addresses)), rpc_timeout_(rpc_timeout) {
-  for (const std::string& address : addresses_) stubs_.push_back(Connect(address));
+  for (const std::string& address : addresses_) stubs_.push_back(address.empty() ? nullptr : Connect(address));
 }
 
 std::unique_ptr<ParameterServer::Stub> PsClient::Connect(const std::string& address) {
@@ -49,7 +51,12 @@ std::unique_ptr<ParameterServer::Stub> PsClient::Connect(const std::string& addr
 void PsClient::UpdateServers(const ClusterView& view) {
   for (const ServerInfo& server : view.servers()) {
     const int rank = server.rank();
-    if (rank < 0 || rank >= num_servers() || addresses_[rank] == server.address()) continue;
+    if (rank < 0) continue;
+    if (rank >= num_servers()) {
+      addresses_.resize(rank + 1);
+      stubs_.resize(rank + 1);
+    }
+    if (addresses_[rank] == server.address()) continue;
     LOG(INFO) << "server " << rank << " moved from " << addresses_[rank] << " to " << server.address();
     addresses_[rank] = server.address();
     stubs_[rank] = Connect(server.address());
@@ -65,6 +72,10 @@ PsClient::~PsClient() {
 }
 
 PsClient::Call* PsClient::Begin(int server, const char* what, Done done) {
+  if (server < 0 || server >= num_servers() || stubs_[server] == nullptr) {
+    done(absl::UnavailableError(absl::StrCat(what, " to server ", server, ": not in the cluster view")));
+    return nullptr;
+  }
   auto call = std::make_unique<Call>();
   call->what = absl::StrCat(what, " to server ", server, " at ", addresses_[server]);
   call->context.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_));
@@ -161,6 +172,72 @@ absl::Status PsClient::FinishEpochAll(const FinishEpochRequest& request) {
                 [this](int i, const FinishEpochRequest* req, FinishEpochResponse* resp, Done done) {
                   FinishEpochAsync(i, req, resp, std::move(done));
                 });
+}
+
+namespace {
+
+// Waits for `calls` callbacks that write into `results`; the first error in `results` order.
+class Gather {
+ public:
+  Gather(int slots, int calls) : results_(slots), pending_(calls) {}
+  PsClient::Done Slot(int i) {
+    return [this, i](absl::Status s) {
+      results_[i] = std::move(s);
+      pending_.DecrementCount();
+    };
+  }
+  absl::Status Wait() {
+    pending_.Wait();
+    for (absl::Status& s : results_) {
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<absl::Status> results_;
+  absl::BlockingCounter pending_;
+};
+
+}  // namespace
+
+absl::Status PsClient::PullShards(const std::vector<ShardRoute>& routes, const std::vector<PullRequest>& requests,
+                                  std::vector<PullResponse>* responses) {
+  const int n = static_cast<int>(requests.size());
+  responses->resize(n);
+  Gather gather(n, n);
+  for (int i = 0; i < n; ++i) PullAsync(routes[i].primary, &requests[i], &(*responses)[i], gather.Slot(i));
+  return gather.Wait();
+}
+
+absl::Status PsClient::PushPullShards(const std::vector<ShardRoute>& routes, const std::vector<PushRequest>& requests,
+                                      std::vector<PullResponse>* responses) {
+  const int n = static_cast<int>(requests.size());
+  responses->resize(n);
+  int calls = n;
+  for (int i = 0; i < n; ++i) calls += routes[i].backup >= 0 ? 1 : 0;
+  std::vector<PushResponse> backup_responses(n);
+  Gather gather(2 * n, calls);
+  // Both calls of a shard read the same request, so the gradient is not copied.
+  for (int i = 0; i < n; ++i) {
+    PushPullAsync(routes[i].primary, &requests[i], &(*responses)[i], gather.Slot(i));
+    if (routes[i].backup >= 0) PushAsync(routes[i].backup, &requests[i], &backup_responses[i], gather.Slot(n + i));
+  }
+  return gather.Wait();
+}
+
+absl::Status PsClient::FinishEpochShards(const std::vector<ShardRoute>& routes,
+                                         const std::vector<FinishEpochRequest>& requests) {
+  const int n = static_cast<int>(requests.size());
+  int calls = n;
+  for (int i = 0; i < n; ++i) calls += routes[i].backup >= 0 ? 1 : 0;
+  std::vector<FinishEpochResponse> responses(2 * n);
+  Gather gather(2 * n, calls);
+  for (int i = 0; i < n; ++i) {
+    FinishEpochAsync(routes[i].primary, &requests[i], &responses[i], gather.Slot(i));
+    if (routes[i].backup >= 0) FinishEpochAsync(routes[i].backup, &requests[i], &responses[n + i], gather.Slot(n + i));
+  }
+  return gather.Wait();
 }
 
 void PsClient::CancelAll(const std::string& reason) {

@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "proto/cluster.pb.h"
 #include "proto/ps.grpc.pb.h"
+#include "worker/shard_routing.h"
 
 namespace grpc {
 class ClientContext;
@@ -30,7 +31,10 @@ class PsClient {
  public:
   using Done = std::function<void(absl::Status)>;
 
-  // One channel per server of `view`, in rank order. Every call gets `rpc_timeout` as deadline.
+  // One channel per server of `view`, by rank. Ranks missing from the view (a dead server, with
+  // replicas) get no channel: calls to them fail UNAVAILABLE at once. INVALID_ARGUMENT when the
+  // view lists no server, or ranks that are negative or not ascending. Every call gets
+  // `rpc_timeout` as deadline.
   static absl::StatusOr<std::unique_ptr<PsClient>> Create(const ClusterView& view,
                                                          absl::Duration rpc_timeout);
   ~PsClient();
@@ -57,6 +61,20 @@ class PsClient {
                            std::vector<PullResponse>* responses);
   absl::Status FinishEpochAll(const FinishEpochRequest& request);
 
+  // Fan-outs over shards (see worker/shard_routing.h): request i is for shard i (the caller sets
+  // its `shard`) and goes to server routes[i].primary, whose answer is responses[i].
+  // PushPullShards also sends request i as a Push to routes[i].backup where there is one; the
+  // caller sets wait_until_applied, so that answer comes once the backup applied the step too.
+  // Block until every call answered; return the first error (primaries in shard order, then
+  // backups) or OK.
+  absl::Status PullShards(const std::vector<ShardRoute>& routes, const std::vector<PullRequest>& requests,
+                          std::vector<PullResponse>* responses);
+  absl::Status PushPullShards(const std::vector<ShardRoute>& routes, const std::vector<PushRequest>& requests,
+                              std::vector<PullResponse>* responses);
+  // FinishEpoch for every shard on its primary and its backup; requests[i] is for shard i.
+  absl::Status FinishEpochShards(const std::vector<ShardRoute>& routes,
+                                 const std::vector<FinishEpochRequest>& requests);
+
   // Cancels every call in flight and makes later calls fail at once with CANCELLED `reason`.
   // Used when the job fails while this worker is parked in a sync step.
   void CancelAll(const std::string& reason);
@@ -66,16 +84,17 @@ class PsClient {
   PsClient(std::vector<std::string> addresses, absl::Duration rpc_timeout);
   static std::unique_ptr<ParameterServer::Stub> Connect(const std::string& address);
 
-  // Prepares a call's context and bookkeeping; nullptr (after calling done) if cancelled.
+  // Prepares a call's context and bookkeeping; nullptr (after calling done) if cancelled or
+  // `server` has no channel.
   Call* Begin(int server, const char* what, Done done);
   void End(Call* call, const grpc::Status& status);
 
   template <typename Request, typename Response, typename Start>
   absl::Status FanOut(int n, const Request* requests, Response* responses, Start start);
 
-  std::vector<std::string> addresses_;
+  std::vector<std::string> addresses_;  // by rank; empty: not in the view (no channel)
   const absl::Duration rpc_timeout_;
-  std::vector<std::unique_ptr<ParameterServer::Stub>> stubs_;
+  std::vector<std::unique_ptr<ParameterServer::Stub>> stubs_;  // by rank; nullptr: no channel
 
   absl::Mutex mu_;
   absl::flat_hash_set<Call*> in_flight_ ABSL_GUARDED_BY(mu_);

@@ -40,8 +40,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerOptions options,
   if (options.job.mode() == SYNC && options.view.global_batch() < 1) {
     return absl::InvalidArgumentError("cluster view: global_batch is not set for a sync job");
   }
-  ASSIGN_OR_RETURN(ShardLayout layout,
-                   ShardLayout::Create(options.view.shard_map(), ps->num_servers(), model->params()));
+  // Shards are the job's server ranks; with replicas a dead server's rank may be missing from the
+  // view (and so from the client), its shard served by another server.
+  const int num_shards = options.job.num_servers() > 0 ? options.job.num_servers() : ps->num_servers();
+  ASSIGN_OR_RETURN(ShardLayout layout, ShardLayout::Create(options.view.shard_map(), num_shards, model->params()));
+  RETURN_IF_ERROR(ShardRoutes(options.view, num_shards).status());
   return std::unique_ptr<Trainer>(
       new Trainer(std::move(options), scheduler, ps, model, train, test, std::move(layout)));
 }
@@ -58,8 +61,8 @@ Trainer::Trainer(TrainerOptions options, SchedulerClient* scheduler, PsClient* p
       view_(options_.view),
       weights_(model->num_parameters()),
       grad_(model->num_parameters()),
-      push_(ps->num_servers()),
-      pulled_(ps->num_servers()),
+      push_(layout_.num_servers()),
+      pulled_(layout_.num_servers()),
       // Request ids only need to differ between the pushes of one rank; a random start keeps a
       // worker that reuses a dead worker's rank from repeating its ids.
       next_request_id_(absl::Uniform<uint64_t>(absl::BitGen()) | 1) {
@@ -75,6 +78,7 @@ absl::Status Trainer::Run() {
   LOG(INFO) << "worker " << options_.rank << " (live workers " << LiveRanks(view_) << "): training "
             << model_->num_parameters() << " parameters on " << train_->num_samples << " samples, mode "
             << Mode_Name(options_.job.mode());
+  ASSIGN_OR_RETURN(routes_, ShardRoutes(view_, layout_.num_servers()));
   if (options_.job.mode() == SYNC) return RunSync();
   return RunLeased();
 }
@@ -87,7 +91,7 @@ absl::Status Trainer::RunSync() {
   // A worker joining a running job starts where the servers are. (If it catches them mid-step,
   // some shards may be one step ahead; the first gradient then uses those slightly newer weights.)
   ASSIGN_OR_RETURN(global_step_, PullWeightsWhenCurrent(/*step=*/0, /*epoch=*/0));
-  if (global_step_ > 0) LOG(INFO) << "joining the running job at step " << global_step_;
+  if (global_step_ > 0) LOG(INFO) << "starting at step " << global_step_ << ", where the servers are (a running or resumed job)";
   std::vector<int64_t> perm;
   int perm_epoch = -1;
   while (global_step_ < total_steps) {
@@ -122,7 +126,11 @@ absl::Status Trainer::SyncStep(const std::vector<int64_t>& perm, int64_t step_in
     ASSIGN_OR_RETURN(const int slot, Slot());
     data::Range slice = data::SyncSliceOfGlobalBatch(train_->num_samples, view_.global_batch(),
                                                      view_.workers_size(), slot, step_in_epoch);
+    const double every = options_.job.checkpoint_every_seconds();
+    ask_checkpoint_ = slot == 0 && every > 0 && absl::Now() - last_checkpoint_ask_ >= absl::Seconds(every);
     absl::Status status = Step(perm, slice, global_step_, epoch);
+    if (status.ok() && ask_checkpoint_) last_checkpoint_ask_ = absl::Now();
+    ask_checkpoint_ = false;
     // ABORTED: the membership changed (or a server has not learnt the newest epoch yet).
     // UNAVAILABLE: a server is down; with checkpoints, the scheduler waits for a replacement.
     if (!absl::IsAborted(status) && !absl::IsUnavailable(status)) return status;
@@ -147,6 +155,7 @@ absl::Status Trainer::AwaitMembership(const absl::Status& aborted, absl::Time gi
         view.restore_step() < global_step_) {
       rewind_to_ = view.restore_step();
     }
+    ASSIGN_OR_RETURN(routes_, ShardRoutes(view, layout_.num_servers()));
     ps_->UpdateServers(view);
     view_ = std::move(view);
   } else {
@@ -210,8 +219,9 @@ absl::Status Trainer::RunLeased() {
              !s.ok();
              s = Step(perm, data::BatchOf(range, job.batch_size(), b), clock, epoch, lease.lease_id(), b)) {
           // The membership changed: push the same batch again under the new view; servers that
-          // applied it already skip it.
-          if (!absl::IsAborted(s)) return s;
+          // applied it already skip it. With replicas a dead server (UNAVAILABLE) is such a change
+          // too: its shard's copy is promoted.
+          if (!absl::IsAborted(s) && !(absl::IsUnavailable(s) && Replicated())) return s;
           RETURN_IF_ERROR(AwaitMembership(s, give_up));
         }
         ++clock;
@@ -232,12 +242,16 @@ absl::Status Trainer::RunLeased() {
 }
 
 absl::Status Trainer::FinishEpoch(int epoch) {
-  FinishEpochRequest finish;
-  finish.set_worker_rank(options_.rank);
-  finish.set_data_epoch(epoch);
+  std::vector<FinishEpochRequest> finish(layout_.num_servers());
+  for (int s = 0; s < layout_.num_servers(); ++s) {
+    finish[s].set_worker_rank(options_.rank);
+    finish[s].set_data_epoch(epoch);
+    finish[s].set_shard(s);
+  }
   const absl::Time give_up = absl::Now() + options_.membership_timeout;
-  for (absl::Status s = ps_->FinishEpochAll(finish); !s.ok(); s = ps_->FinishEpochAll(finish)) {
-    if (!absl::IsAborted(s)) return s;
+  for (absl::Status s = ps_->FinishEpochShards(routes_, finish); !s.ok();
+       s = ps_->FinishEpochShards(routes_, finish)) {
+    if (!absl::IsAborted(s) && !(absl::IsUnavailable(s) && Replicated())) return s;
     RETURN_IF_ERROR(AwaitMembership(s, give_up));  // A server has not learnt of this worker yet.
   }
   return absl::OkStatus();
@@ -263,8 +277,11 @@ absl::Status Trainer::Step(const std::vector<int64_t>& perm, data::Range range, 
   RETURN_IF_ERROR(model_->ComputeGradient(batch_x_.data(), batch_y_.data(), count,
                                           absl::MakeSpan(grad_), &stats));
   const uint64_t request_id = next_request_id_++;
-  for (int s = 0; s < ps_->num_servers(); ++s) {
+  for (int s = 0; s < layout_.num_servers(); ++s) {
     PushRequest& push = push_[s];
+    push.set_shard(s);
+    // The copy must have applied the step before this worker moves on (see PsClient).
+    push.set_wait_until_applied(routes_[s].backup >= 0);
     push.set_worker_rank(options_.rank);
     push.set_membership_epoch(view_.membership_epoch());
     push.set_step(step);
@@ -273,9 +290,10 @@ absl::Status Trainer::Step(const std::vector<int64_t>& perm, data::Range range, 
     push.set_request_id(request_id);
     push.set_lease_id(lease_id);
     push.set_lease_batch(lease_batch);
+    push.set_checkpoint(ask_checkpoint_);
     layout_.FillPush(s, grad_.data(), &push);
   }
-  RETURN_IF_ERROR(ps_->PushPullAll(push_, &pulled_));
+  RETURN_IF_ERROR(ps_->PushPullShards(routes_, push_, &pulled_));
   // Counted only now: an aborted step is recomputed, and its samples must count once.
   TrainStats* train = pending_.mutable_train();
   train->set_loss_sum(train->loss_sum() + stats.loss_sum);
@@ -285,14 +303,16 @@ absl::Status Trainer::Step(const std::vector<int64_t>& perm, data::Range range, 
 }
 
 absl::StatusOr<int64_t> Trainer::PullWeights(int64_t step, int epoch) {
-  std::vector<PullRequest> requests(ps_->num_servers());
-  for (PullRequest& r : requests) {
+  std::vector<PullRequest> requests(layout_.num_servers());
+  for (int s = 0; s < layout_.num_servers(); ++s) {
+    PullRequest& r = requests[s];
+    r.set_shard(s);
     r.set_worker_rank(options_.rank);
     r.set_membership_epoch(view_.membership_epoch());
     r.set_step(step);
     r.set_data_epoch(epoch);
   }
-  RETURN_IF_ERROR(ps_->PullAll(requests, &pulled_));
+  RETURN_IF_ERROR(ps_->PullShards(routes_, requests, &pulled_));
   RETURN_IF_ERROR(InstallWeights());
   int64_t lowest = pulled_[0].step();
   for (const PullResponse& r : pulled_) lowest = std::min(lowest, r.step());
@@ -300,7 +320,7 @@ absl::StatusOr<int64_t> Trainer::PullWeights(int64_t step, int epoch) {
 }
 
 absl::Status Trainer::InstallWeights() {
-  for (int s = 0; s < ps_->num_servers(); ++s) {
+  for (int s = 0; s < layout_.num_servers(); ++s) {
     RETURN_IF_ERROR(layout_.ApplyPull(s, pulled_[s], weights_.data()));
   }
   return model_->SetParameters(weights_);

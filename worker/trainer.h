@@ -42,6 +42,7 @@
 #include "proto/job.pb.h"
 #include "worker/ps_client.h"
 #include "worker/shard_layout.h"
+#include "worker/shard_routing.h"
 
 namespace pstrain::worker {
 
@@ -114,6 +115,8 @@ class Trainer {
   absl::Status Evaluate(int epoch);
   absl::Status EndEpoch(int epoch, bool last);
   absl::Status MaybeReport(int epoch, bool force);
+  // Replicas: a dead server's shard is served by its promoted copy, so the job goes on.
+  bool Replicated() const { return view_.shard_hosts_size() > 0; }
   bool LeaveRequested() const { return options_.leave != nullptr && options_.leave->load(); }
   absl::Status Leave(int epoch);
 
@@ -126,6 +129,7 @@ class Trainer {
   const ShardLayout layout_;
 
   ClusterView view_;  // The latest view this worker knows; replaced on membership changes.
+  std::vector<ShardRoute> routes_;  // By shard, from view_ (set in Run).
   std::vector<float> weights_;
   std::vector<float> grad_;
   std::vector<float> batch_x_;
@@ -137,6 +141,10 @@ class Trainer {
   int64_t global_step_ = 0;
   // Set by AwaitMembership when the servers rolled back to a checkpoint of this step.
   std::optional<int64_t> rewind_to_;
+  // SYNC with checkpoint_every_seconds: the worker in slot 0 marks a step's pushes with
+  // PushRequest.checkpoint once the interval has passed since the last step it marked.
+  absl::Time last_checkpoint_ask_ = absl::Now();
+  bool ask_checkpoint_ = false;
   bool left_ = false;
   // Training statistics not yet reported.
   ProgressReport pending_;

@@ -1,0 +1,34 @@
+// Names of shard checkpoint files and what a checkpoint folder holds, by file name only. The
+// file format itself is server/checkpoint.h's; the scheduler needs only the names (to resume a
+// job), so they live here, below both.
+//
+// Files are named `<dir>/server-<rank>-step-<step, 10 digits>.ckpt`. One folder may hold the files
+// of every server of a job; temporary files (`.tmp`) and anything else are ignored.
+//
+// Thread safety: free functions with no shared state.
+#ifndef PSTRAIN_COMMON_CHECKPOINT_FILES_H_
+#define PSTRAIN_COMMON_CHECKPOINT_FILES_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace pstrain {
+
+// `<dir>/server-<rank>-step-<step zero-padded to 10 digits>.ckpt`.
+std::string CheckpointPath(const std::string& dir, int rank, int64_t step);
+
+// The newest step s such that `server-<r>-step-<s>.ckpt` exists in `dir` for every r in
+// [0, num_servers): the newest consistent cut across servers. Only file names are looked at.
+// NOT_FOUND when there is none (or no folder); INVALID_ARGUMENT for num_servers < 1.
+absl::StatusOr<int64_t> LatestConsistentStep(const std::string& dir, int num_servers);
+
+// The steps of every checkpoint file of server `rank` in `dir`, ascending; empty when the folder
+// is missing or unreadable.
+std::vector<int64_t> ListCheckpointSteps(const std::string& dir, int rank);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_COMMON_CHECKPOINT_FILES_H_

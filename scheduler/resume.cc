@@ -1,0 +1,79 @@
+#include "scheduler/resume.h"
+
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/checkpoint_files.h"
+#include "common/file_io.h"
+#include "common/job_spec.h"
+#include "google/protobuf/text_format.h"
+
+namespace pstrain {
+namespace scheduler {
+namespace {
+
+// The fields a resumed job must share with the first run: they fix the layout of the shard files
+// (model, split), what the optimizer state means, and which samples each step saw.
+struct Field {
+  const char* name;
+  std::string (*get)(const JobSpec&);
+};
+
+const Field kMustMatch[] = {
+    {"model", [](const JobSpec& j) { return j.model(); }},
+    {"hidden_sizes", [](const JobSpec& j) { return absl::StrJoin(j.hidden_sizes(), ","); }},
+    {"num_servers", [](const JobSpec& j) { return absl::StrCat(j.num_servers()); }},
+    {"max_chunk_bytes", [](const JobSpec& j) { return absl::StrCat(j.max_chunk_bytes()); }},
+    {"mode", [](const JobSpec& j) { return ModeName(j.mode()); }},
+    {"seed", [](const JobSpec& j) { return absl::StrCat(j.seed()); }},
+    {"data.train_limit", [](const JobSpec& j) { return absl::StrCat(j.data().train_limit()); }},
+    {"optimizer.type", [](const JobSpec& j) { return OptimizerName(j.optimizer().type()); }},
+    {"epochs", [](const JobSpec& j) { return absl::StrCat(j.epochs()); }},
+    {"max_steps", [](const JobSpec& j) { return absl::StrCat(j.max_steps()); }},
+};
+
+}  // namespace
+
+std::string JobManifestPath(const JobSpec& job) {
+  return absl::StrCat(job.checkpoint_dir(), "/", kJobManifestName);
+}
+
+absl::Status WriteJobManifest(const JobSpec& job) {
+  std::string text;
+  if (!google::protobuf::TextFormat::PrintToString(job, &text)) {
+    return absl::InternalError("job manifest: cannot print the job as text");
+  }
+  std::error_code ignored;  // A folder that cannot be made fails the write below, with its path.
+  std::filesystem::create_directories(job.checkpoint_dir(), ignored);
+  return WriteFileAtomically(JobManifestPath(job), "job manifest",
+                             absl::StrCat("# Written by pstrain-scheduler; read back by --resume.\n", text));
+}
+
+absl::StatusOr<ResumePoint> FindResumePoint(const JobSpec& job) {
+  const std::string path = JobManifestPath(job);
+  absl::StatusOr<JobSpec> first = ReadJobSpecFile(path);
+  if (!first.ok()) {
+    if (absl::IsNotFound(first.status())) {
+      return absl::NotFoundError(absl::StrCat("resume: no job manifest ", path,
+                                              "; expected the checkpoint folder of an earlier run"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat("resume: ", first.status().message()));
+  }
+  ApplyJobDefaults(&*first);
+  for (const Field& field : kMustMatch) {
+    const std::string now = field.get(job);
+    const std::string then = field.get(*first);
+    if (now != then) {
+      return absl::InvalidArgumentError(absl::StrCat("resume: ", field.name, " is ", now, ", but the job in ",
+                                                     path, " had ", then, "; expected the same"));
+    }
+  }
+  absl::StatusOr<int64_t> step = LatestConsistentStep(job.checkpoint_dir(), job.num_servers());
+  if (!step.ok()) return absl::NotFoundError(absl::StrCat("resume: ", step.status().message()));
+  return ResumePoint{*step, first->global_batch()};
+}
+
+}  // namespace scheduler
+}  // namespace pstrain

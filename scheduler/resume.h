@@ -1,0 +1,55 @@
+// Resuming a whole job from its checkpoint folder (JobSpec.resume, `--resume`).
+//
+// A job that checkpoints also leaves its own description beside the shard files: the scheduler
+// writes `<checkpoint_dir>/job.textproto` (the JobSpec after defaults) when it starts. A later run
+// with resume set reads it back to
+//   - refuse a job that cannot continue those checkpoints (another model, split, mode, seed, data
+//     subset or optimizer), naming the first field that differs;
+//   - keep the global batch of the first run, so the step count and the data position of every
+//     step stay what they were even when the number of workers changes;
+// and takes the newest step every server has a checkpoint of (a consistent cut) as the step to
+// continue from. The scheduler then publishes it as the view's restore_step from the start: each
+// server restores its shard of that step before it serves, and workers begin at that step's
+// data position.
+//
+// The scheduler must see the checkpoint folder (one shared folder, as the launcher and a shared
+// volume give). Thread safety: free functions with no shared state.
+#ifndef PSTRAIN_SCHEDULER_RESUME_H_
+#define PSTRAIN_SCHEDULER_RESUME_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/job.pb.h"
+
+namespace pstrain {
+namespace scheduler {
+
+inline constexpr char kJobManifestName[] = "job.textproto";
+
+// `<job.checkpoint_dir>/job.textproto`.
+std::string JobManifestPath(const JobSpec& job);
+
+// Writes `job` (after ApplyJobDefaults) as the manifest, atomically, creating the folder.
+// Errors name the path.
+absl::Status WriteJobManifest(const JobSpec& job);
+
+struct ResumePoint {
+  // The newest consistent cut: every server has a checkpoint of this step.
+  int64_t step = 0;
+  // The first run's global batch, which the resumed job keeps.
+  int64_t global_batch = 0;
+};
+
+// For `job` (after ApplyJobDefaults, resume set): reads the manifest and checks that `job` can
+// continue it, then finds the newest consistent cut of job.num_servers servers. NOT_FOUND when the
+// manifest or a consistent cut is missing; INVALID_ARGUMENT "resume: num_servers is 3, but the job
+// in DIR/job.textproto had 2; expected the same" for an incompatible job or a malformed manifest.
+absl::StatusOr<ResumePoint> FindResumePoint(const JobSpec& job);
+
+}  // namespace scheduler
+}  // namespace pstrain
+
+#endif  // PSTRAIN_SCHEDULER_RESUME_H_

@@ -1,0 +1,205 @@
+// The Scheduler's persistence: snapshots of its state (SchedulerState), saving them before answers
+// go out, and a restarted scheduler's restore. See "Restart" in scheduler/scheduler.h.
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "glog/logging.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "scheduler/scheduler.h"
+
+namespace pstrain {
+namespace scheduler {
+namespace {
+
+// How `state.job` differs from `job`, or "" when it is the same job. A restart with --resume is
+// the same job as the run it continues.
+std::string JobDifference(const JobSpec& job, const JobSpec& saved) {
+  google::protobuf::util::MessageDifferencer differ;
+  std::string report;
+  differ.ReportDifferencesToString(&report);
+  if (const google::protobuf::FieldDescriptor* resume = JobSpec::descriptor()->FindFieldByName("resume")) {
+    differ.IgnoreField(resume);
+  }
+  if (differ.Compare(saved, job)) return "";
+  while (!report.empty() && report.back() == '\n') report.pop_back();
+  return report;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Restore(Options options, const SchedulerState& state) {
+  if (std::string diff = JobDifference(options.job, state.job()); !diff.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "scheduler state: it is of another job (saved -> this command line: ", diff,
+        "); expected the same job flags as the scheduler that wrote it, or an empty --state_dir"));
+  }
+  if (state.train_samples() != options.train_samples || state.test_samples() != options.test_samples ||
+      state.total_steps() != options.total_steps) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "scheduler state: written for ", state.train_samples(), " training samples, ", state.test_samples(),
+        " test samples and ", state.total_steps(), " steps; the data set now gives ", options.train_samples, ", ",
+        options.test_samples, " and ", options.total_steps, ": the data changed under the job"));
+  }
+  // The view's shard map as the job left it, not as the job would build it today.
+  if (state.membership().has_shard_map()) options.shard_map = state.membership().shard_map();
+  options.created = absl::FromUnixMicros(state.created_us());
+  absl::StatusOr<std::unique_ptr<Scheduler>> scheduler = Create(std::move(options));
+  if (!scheduler.ok()) return scheduler.status();
+  if (absl::Status s = (*scheduler)->RestoreFrom(state); !s.ok()) return s;
+  return scheduler;
+}
+
+absl::Status Scheduler::RestoreFrom(const SchedulerState& state) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = Now();
+  switch (state.state()) {
+    case WAITING_FOR_ROLES:
+    case RUNNING:
+    case FINISHED:
+    case FAILED:
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("scheduler state: job state ", static_cast<int>(state.state()),
+                       ", expected WAITING_FOR_ROLES, RUNNING, FINISHED or FAILED"));
+  }
+  if (state.checkpoints_size() > options_.job.num_servers()) {
+    return absl::InvalidArgumentError(absl::StrCat("scheduler state: checkpoint lists of ", state.checkpoints_size(),
+                                                   " servers, the job has ", options_.job.num_servers()));
+  }
+  if (absl::Status s = membership_.Restore(state.membership(), now); !s.ok()) return s;
+  if (absl::Status s = leases_.Restore(state.leases()); !s.ok()) return s;
+  if (absl::Status s = progress_.Restore(state.progress()); !s.ok()) return s;
+  barriers_.RestoreReleased({state.released_barriers().begin(), state.released_barriers().end()});
+  state_ = state.state();
+  failure_ = absl::OkStatus();
+  if (state_ == FAILED) {
+    const auto code = static_cast<absl::StatusCode>(state.failure_code());
+    failure_ = absl::Status(code == absl::StatusCode::kOk ? absl::StatusCode::kUnknown : code, state.failure());
+  }
+  ended_at_ = absl::FromUnixMicros(state.ended_at_us());
+  for (const CheckpointReport& report : state.checkpoints()) {
+    if (report.server_rank() < 0 || report.server_rank() >= options_.job.num_servers()) continue;
+    checkpoints_[report.server_rank()].assign(report.steps().begin(), report.steps().end());
+  }
+  vacant_servers_.clear();
+  for (const VacantServerState& vacant : state.vacant_servers()) {
+    vacant_servers_[vacant.rank()] = absl::FromUnixMicros(vacant.died_us());
+  }
+  restore_step_.reset();
+  if (state.has_restore_step()) restore_step_ = state.restore_step();
+  restore_epoch_ = state.restore_epoch();
+  if (state.shard_hosts_size() > 0) shard_hosts_.assign(state.shard_hosts().begin(), state.shard_hosts().end());
+  worker_calls_.clear();
+  for (const WorkerCallsState& calls : state.worker_calls()) {
+    worker_calls_[calls.rank()] =
+        WorkerCalls{calls.progress_seq(), calls.lease_seq(), calls.lease_request(), calls.lease_answer()};
+  }
+  port_ = state.port();
+  restarts_ = state.restarts() + 1;
+
+  Deferred unused;  // Nothing is parked in a fresh scheduler: no answers come out of these.
+  if (Ended()) {
+    // The servers learn the end from a heartbeat to this scheduler (ServersKnowTheEnd).
+    ended_at_ = now + absl::Nanoseconds(1);
+    barriers_.FailAll(state_ == FAILED ? JobFailedError() : absl::AbortedError("job finished"),
+                      &unused.barrier_answers);
+  } else {
+    PublishParticipantsLocked(&unused);
+  }
+  const JobStatus status = progress_.Status(now);
+  LOG(INFO) << "restored the scheduler state (restart " << restarts_ << "): job " << JobState_Name(state_)
+            << ", " << MembershipLine() << ", step " << status.step() << ", epoch " << status.epoch() << ", "
+            << leases_.num_leases() << " training leases cut, " << state.released_barriers_size()
+            << " barriers released; every live role has " << absl::FormatDuration(options_.dead_after)
+            << " from now to heartbeat again";
+  return absl::OkStatus();
+}
+
+SchedulerState Scheduler::Snapshot() const {
+  absl::MutexLock lock(&mu_);
+  return SnapshotLocked();
+}
+
+SchedulerState Scheduler::SnapshotLocked() const {
+  SchedulerState state;
+  *state.mutable_job() = options_.job;
+  state.set_train_samples(options_.train_samples);
+  state.set_test_samples(options_.test_samples);
+  state.set_total_steps(options_.total_steps);
+  state.set_port(port_);
+  state.set_created_us(absl::ToUnixMicros(created_));
+  state.set_restarts(restarts_);
+  state.set_state(state_);
+  if (!failure_.ok()) {
+    state.set_failure_code(static_cast<int>(failure_.code()));
+    state.set_failure(std::string(failure_.message()));
+  }
+  state.set_ended_at_us(absl::ToUnixMicros(ended_at_));
+  *state.mutable_membership() = membership_.ToProto();
+  for (BarrierState& barrier : barriers_.Released()) *state.add_released_barriers() = std::move(barrier);
+  *state.mutable_leases() = leases_.ToProto();
+  *state.mutable_progress() = progress_.ToProto();
+  for (const auto& [rank, calls] : worker_calls_) {
+    WorkerCallsState* out = state.add_worker_calls();
+    out->set_rank(rank);
+    out->set_progress_seq(calls.progress_seq);
+    out->set_lease_seq(calls.lease_seq);
+    *out->mutable_lease_request() = calls.lease_request;
+    *out->mutable_lease_answer() = calls.lease_answer;
+  }
+  for (int rank = 0; rank < static_cast<int>(checkpoints_.size()); ++rank) {
+    CheckpointReport* out = state.add_checkpoints();
+    out->set_server_rank(rank);
+    for (int64_t step : checkpoints_[rank]) out->add_steps(step);
+  }
+  for (const auto& [rank, died] : vacant_servers_) {
+    VacantServerState* out = state.add_vacant_servers();
+    out->set_rank(rank);
+    out->set_died_us(absl::ToUnixMicros(died));
+  }
+  if (restore_step_.has_value()) state.set_restore_step(*restore_step_);
+  state.set_restore_epoch(restore_epoch_);
+  for (const ShardHost& host : shard_hosts_) *state.add_shard_hosts() = host;
+  return state;
+}
+
+void Scheduler::SaveLocked(Deferred* deferred) {
+  if (!options_.persist) return;
+  deferred->snapshot = SnapshotLocked();
+  deferred->version = ++snapshot_version_;
+}
+
+absl::Status Scheduler::Run(Deferred deferred) {
+  absl::Status saved;
+  if (deferred.snapshot.has_value()) {
+    saved = options_.persist(deferred.version, *deferred.snapshot);
+    if (!saved.ok()) {
+      LOG(ERROR) << "cannot save the scheduler state: " << saved;
+      // The change stays in memory; the callers retry, and their retry saves it again.
+      saved = absl::UnavailableError(absl::StrCat("scheduler state not saved: ", saved.message()));
+      for (BarrierSet::Answer& answer : deferred.barrier_answers) {
+        if (answer.status.ok()) answer.status = saved;
+      }
+      if (deferred.view_answer.ok()) deferred.view_answer = saved;
+    }
+  }
+  for (ViewDone& done : deferred.view_waiters) done(deferred.view_answer);
+  RunAnswers(std::move(deferred.barrier_answers));
+  return saved;
+}
+
+absl::Status Scheduler::RecordPort(int port) {
+  Deferred deferred;
+  {
+    absl::MutexLock lock(&mu_);
+    port_ = port;
+    SaveLocked(&deferred);
+  }
+  return Run(std::move(deferred));
+}
+
+}  // namespace scheduler
+}  // namespace pstrain

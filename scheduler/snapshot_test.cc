@@ -1,0 +1,163 @@
+// Each component's persistent form (scheduler/snapshot.cc) round-trips: restored into a fresh
+// object it gives the same proto again and behaves as the original would.
+#include <string>
+#include <vector>
+
+#include "common/job_spec.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "scheduler/barrier.h"
+#include "scheduler/lease_pool.h"
+#include "scheduler/membership.h"
+#include "scheduler/progress.h"
+
+namespace pstrain {
+namespace scheduler {
+namespace {
+
+using ::google::protobuf::util::MessageDifferencer;
+
+const absl::Time kT0 = absl::FromUnixSeconds(1000);
+
+TEST(SnapshotTest, MembershipRoundTripsAndRestoredMembersGetAFreshGracePeriod) {
+  Membership::Options o;
+  o.num_servers = 1;
+  o.num_workers = 2;
+  o.dead_after = absl::Seconds(3);
+  Membership m(o);
+  ASSERT_TRUE(m.Register(SERVER, "h:1", "s", kT0).ok());
+  ASSERT_TRUE(m.Register(WORKER, "", "w0", kT0).ok());
+  ASSERT_TRUE(m.Register(WORKER, "", "w1", kT0).ok());
+  ASSERT_TRUE(m.Heartbeat(WORKER, 0, kT0).ok());
+  ASSERT_TRUE(m.Heartbeat(WORKER, 1, kT0).ok());
+  ASSERT_TRUE(m.Remove(WORKER, 1, ChangeKind::kDied, kT0 + absl::Seconds(4)).value());
+  const MembershipState saved = m.ToProto();
+
+  Membership restored(o);
+  const absl::Time restart = kT0 + absl::Seconds(60);
+  ASSERT_TRUE(restored.Restore(saved, restart).ok());
+  EXPECT_TRUE(MessageDifferencer::Equals(restored.ToProto(), saved));
+  EXPECT_EQ(restored.epoch(), m.epoch());
+  EXPECT_EQ(restored.LiveRanks(WORKER), std::vector<int>({0}));
+  ASSERT_EQ(restored.events().size(), 1u);
+  // Worker 0 last heartbeated a minute ago, but has dead_after from the restart.
+  EXPECT_TRUE(restored.FindDead(restart + absl::Seconds(2)).empty());
+  EXPECT_EQ(restored.FindDead(restart + absl::Seconds(4)).size(), 1u);
+  // Retried registrations keep their ranks.
+  EXPECT_EQ(restored.Register(WORKER, "", "w0", restart).value(), 0);
+  EXPECT_EQ(restored.Register(SERVER, "h:1", "s", restart).value(), 0);
+}
+
+TEST(SnapshotTest, MembershipRefusesAStateThatDoesNotFit) {
+  Membership::Options o;
+  o.num_servers = 1;
+  MembershipState state;
+  state.set_epoch(3);
+  state.add_servers()->set_live(true);
+  state.add_servers()->set_live(true);
+  Membership m(o);
+  absl::Status s = m.Restore(state, kT0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("2 live servers, the job has 1"), std::string::npos) << s;
+  EXPECT_EQ(m.epoch(), 1);  // Unchanged.
+}
+
+TEST(SnapshotTest, LeasePoolRoundTripsWithARemainderAndGoesOnAsTheOriginal) {
+  LeasePool::Options o;
+  o.train_samples = 100;
+  o.batch_size = 10;
+  o.lease_batches = 2;
+  o.epochs = 2;
+  LeasePool pool(o);
+  const Lease a = *pool.Next(0, 0);
+  const Lease b = *pool.Next(1, 0);
+  ProgressReport r;
+  r.set_worker_rank(1);
+  r.set_epoch(0);
+  LeaseProgress* p = r.add_leases();
+  p->set_lease_id(b.id);
+  p->set_batches_done(1);
+  ASSERT_TRUE(pool.Check(r).ok());
+  pool.Record(r);
+  ASSERT_EQ(pool.Release(1), 1);  // b is a remainder from batch 1.
+  const LeasePoolState saved = pool.ToProto();
+
+  LeasePool restored(o);
+  ASSERT_TRUE(restored.Restore(saved).ok());
+  EXPECT_TRUE(MessageDifferencer::Equals(restored.ToProto(), saved));
+  for (LeasePool* each : {&pool, &restored}) {
+    const Lease rest = *each->Next(0, 0);  // The remainder first, then fresh leases.
+    EXPECT_EQ(rest.id, b.id);
+    EXPECT_EQ(rest.first_batch, 1);
+    EXPECT_EQ(each->Next(0, 0)->begin, 40);
+  }
+  EXPECT_NE(a.id, b.id);
+}
+
+TEST(SnapshotTest, LeasePoolRefusesLeasesOutOfOrder) {
+  LeasePool::Options o;
+  o.train_samples = 100;
+  LeasePoolState state;
+  state.add_leases()->set_id(2);
+  LeasePool pool(o);
+  absl::Status s = pool.Restore(state);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("expected id 1"), std::string::npos) << s;
+}
+
+TEST(SnapshotTest, ProgressAndItsEvaluationPoolRoundTrip) {
+  JobSpec job;
+  job.set_num_workers(2);
+  job.set_epochs(2);
+  job.set_batch_size(10);
+  ApplyJobDefaults(&job);
+  Progress::Options o{job, 20, kT0, /*test_samples=*/40, /*train_samples=*/100, /*global_batch=*/20};
+  Progress progress(o);
+  progress.Start(kT0);
+  ProgressReport r;
+  r.set_worker_rank(0);
+  r.set_epoch(0);
+  r.set_step(3);
+  r.mutable_train()->set_samples(30);
+  r.mutable_train()->set_steps(3);
+  r.mutable_train()->set_loss_sum(12.0);
+  ASSERT_TRUE(progress.Add(r, kT0 + absl::Seconds(1)).ok());
+  const EvalLease held = *progress.LeaseEval(1, 0, kT0 + absl::Seconds(2));
+  const ProgressState saved = progress.ToProto();
+
+  Progress restored(o);
+  ASSERT_TRUE(restored.Restore(saved).ok());
+  EXPECT_TRUE(MessageDifferencer::Equals(restored.ToProto(), saved));
+  const absl::Time now = kT0 + absl::Seconds(3);
+  EXPECT_EQ(restored.SummaryJson(RUNNING, "", now), progress.SummaryJson(RUNNING, "", now));
+  // The lease out with worker 1 is still out: the next one is another.
+  EXPECT_NE(restored.LeaseEval(0, 0, now)->id, held.id);
+  // A step counted before the restore is not counted again.
+  ASSERT_TRUE(restored.Add(r, now).ok());
+  EXPECT_NE(restored.SummaryJson(RUNNING, "", now).find("\"samples\": 60, \"seconds\""), std::string::npos)
+      << restored.SummaryJson(RUNNING, "", now);
+}
+
+TEST(SnapshotTest, ReleasedBarriersStayReleased) {
+  BarrierSet barriers;
+  BarrierSet::Answers answers;
+  barriers.SetParticipants(BarrierRequest::WORKERS, {"worker 0"}, &answers);
+  barriers.Enter("epoch-0-trained", BarrierRequest::WORKERS, "worker 0", [](absl::Status) {}, &answers);
+  barriers.Enter("epoch-1-trained", BarrierRequest::WORKERS, "worker 1", [](absl::Status) {}, &answers);
+  std::vector<BarrierState> released = barriers.Released();
+  ASSERT_EQ(released.size(), 1u);
+  EXPECT_EQ(released[0].name(), "epoch-0-trained");
+
+  BarrierSet restored;
+  restored.RestoreReleased(released);
+  BarrierSet::Answers out;
+  absl::Status answer = absl::UnknownError("not answered");
+  restored.Enter("epoch-0-trained", BarrierRequest::WORKERS, "worker 0", [&](absl::Status s) { answer = s; }, &out);
+  RunAnswers(std::move(out));
+  EXPECT_TRUE(answer.ok()) << answer;
+  EXPECT_EQ(restored.Released().size(), 1u);
+}
+
+}  // namespace
+}  // namespace scheduler
+}  // namespace pstrain

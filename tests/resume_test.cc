@@ -1,0 +1,117 @@
+// A whole job killed with SIGKILL (scheduler, servers and workers) and started again with
+// --resume, with a different number of workers: the servers restore the newest consistent
+// checkpoint cut, the workers continue at its data position with the first run's global batch, and
+// the job ends as the undisturbed run does (SYNC mode).
+#include <signal.h>
+
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/cluster.h"
+#include "tests/process.h"
+
+namespace pstrain::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int64_t kTrainSamples = 12000;
+constexpr int64_t kGlobalBatch = 64;  // 32 per worker x the first run's 2 workers
+constexpr int64_t kStepsPerEpoch = (kTrainSamples + kGlobalBatch - 1) / kGlobalBatch;
+
+std::vector<std::string> Job(const std::string& checkpoint_dir) {
+  return {"--mode=sync", "--epochs=3", "--train_limit=12000", "--test_limit=2000", "--batch_size=32",
+          "--seed=11", "--checkpoint_dir=" + checkpoint_dir, "--checkpoint_every_steps=25"};
+}
+
+std::string RunToEnd(ManualCluster& cluster) {
+  absl::StatusOr<int> code = cluster.scheduler->Wait(absl::Seconds(120));
+  EXPECT_TRUE(code.ok() && *code == 0) << cluster.scheduler->Output();
+  for (auto& w : cluster.workers) {
+    absl::StatusOr<int> wc = w->Wait(absl::Seconds(30));
+    EXPECT_TRUE(wc.ok() && *wc == 0) << w->Output();
+  }
+  return ReadFile(cluster.summary_path());
+}
+
+std::vector<int64_t> EpochSamples(const std::string& summary) {
+  std::vector<int64_t> out;
+  std::regex re("\"epoch\": ([0-9]+),[^}]*\"samples\": ([0-9]+)");
+  for (auto it = std::sregex_iterator(summary.begin(), summary.end(), re); it != std::sregex_iterator(); ++it) {
+    out.push_back(std::stoll((*it)[2].str()));
+  }
+  return out;
+}
+
+TEST(ResumeTest, KilledJobResumesWithMoreWorkersAndEndsLikeAnUndisturbedRun) {
+  ManualCluster reference("resume-reference");
+  reference.Start(2, 2, Job(MakeTempDir("ckpt-reference")));
+  const std::string undisturbed = RunToEnd(reference);
+
+  const std::string dir = MakeTempDir("ckpt-resumed");
+  ManualCluster first("resume-first");
+  first.Start(2, 2, Job(dir));
+  first.WaitForSteps(150);
+  first.scheduler->Kill(SIGKILL);
+  for (auto& s : first.servers) s->Kill(SIGKILL);
+  for (auto& w : first.workers) w->Kill(SIGKILL);
+
+  ManualCluster second("resume-second");
+  std::vector<std::string> job = Job(dir);
+  job.push_back("--resume");
+  second.Start(2, 3, job);
+  const std::string summary = RunToEnd(second);
+  const std::string log = second.scheduler->Output();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(log, m, std::regex("continuing from step ([0-9]+)"))) << log;
+  const int64_t resumed_at = std::stoll(m[1].str());
+  EXPECT_GE(resumed_at, 25);
+  EXPECT_EQ(resumed_at % 25, 0);
+  EXPECT_THAT(log, HasSubstr("keeping the first run's global batch 64"));
+
+  // The resumed run trains the rest of the resume epoch, then whole epochs, each sample once.
+  const std::vector<int64_t> samples = EpochSamples(summary);
+  ASSERT_EQ(samples.size(), 3u) << summary;
+  EXPECT_EQ(samples[0], kTrainSamples - resumed_at * kGlobalBatch) << summary;
+  EXPECT_EQ(samples[1], kTrainSamples) << summary;
+  EXPECT_EQ(samples[2], kTrainSamples) << summary;
+  ASSERT_LT(resumed_at, kStepsPerEpoch);
+  // The same global batches in the same order; only the split among workers differs.
+  EXPECT_NEAR(JsonNumber(summary, "final_test_accuracy"), JsonNumber(undisturbed, "final_test_accuracy"), 0.005)
+      << summary;
+}
+
+TEST(ResumeTest, ResumeRefusesAnotherJobOrAFolderWithoutOne) {
+  const std::string dir = MakeTempDir("ckpt-refused");
+  ManualCluster first("resume-refused-first");
+  first.Start(2, 2, Job(dir));
+  first.WaitForSteps(60);
+  first.scheduler->Kill(SIGKILL);
+  for (auto& s : first.servers) s->Kill(SIGKILL);
+  for (auto& w : first.workers) w->Kill(SIGKILL);
+
+  std::vector<std::string> argv = {BinDir() + "/pstrain-scheduler", "--port=0", "--servers=3", "--resume"};
+  for (const std::string& flag : Job(dir)) argv.push_back(flag);
+  absl::StatusOr<Child> other = Child::Start(argv, dir + "/other.log");
+  ASSERT_TRUE(other.ok());
+  absl::StatusOr<int> code = other->Wait(absl::Seconds(30));
+  ASSERT_TRUE(code.ok());
+  EXPECT_NE(*code, 0);
+  EXPECT_THAT(other->Output(), HasSubstr("resume: num_servers is 3, but the job in"));
+
+  const std::string empty = MakeTempDir("ckpt-empty");
+  argv = {BinDir() + "/pstrain-scheduler", "--port=0", "--resume"};
+  for (const std::string& flag : Job(empty)) argv.push_back(flag);
+  absl::StatusOr<Child> none = Child::Start(argv, empty + "/none.log");
+  ASSERT_TRUE(none.ok());
+  code = none->Wait(absl::Seconds(30));
+  ASSERT_TRUE(code.ok());
+  EXPECT_NE(*code, 0);
+  EXPECT_THAT(none->Output(), HasSubstr("resume: no job manifest"));
+}
+
+}  // namespace
+}  // namespace pstrain::testing
