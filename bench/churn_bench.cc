@@ -1,25 +1,39 @@
 // Recovery from failures, measured on real clusters: for each kind of churn (a worker killed,
-// stopped, told to leave; a worker joining; a server killed with --replicas=2), how long the scheduler takes to notice, how long
-// until the job trains at full speed again, and how many steps a worker computed twice.
+// stopped, told to leave; a worker joining; a server killed with --replicas=2; a server killed and
+// replaced, rolling back to a checkpoint; the scheduler killed and restarted), how long the job takes
+// to notice, how long until it trains at full speed again, and how many steps a worker computed twice.
 //
 // Each run starts a fresh cluster (1 scheduler, 2 servers, 3 workers; every role its own process
 // on 127.0.0.1, output to files in a temporary folder), lets it train for about 1.3 s, injects
 // the failure (into the same launch slot every time) and polls the scheduler every 20 ms. Prints
 // a Markdown table: median [min-max] over --runs runs per scenario.
 //
-//   detect           injection -> GetClusterView shows a higher membership epoch
+//   detect           injection -> GetClusterView shows a higher membership epoch. Scheduler killed
+//                    and restarted (no membership change): injection -> the first GetJobStatus the
+//                    restarted scheduler answers (polled through a fresh channel while it is away)
 //   full speed       injection -> end of the first 300 ms window, wholly after the injection, whose
 //                    step rate is >= 90% of the rate in the second before the injection
-//   steps redone     max over the surviving workers of the distinct steps N in their
-//                    "step N: membership epoch A -> B" log lines (worker/trainer.cc): each is a step
-//                    aborted by the change and computed again under the new view
+//   steps redone     max over the surviving workers of, per worker, the distinct steps N in its
+//                    "step N: membership epoch A -> B" log lines (worker/trainer.cc; each is a step
+//                    aborted by the change and computed again under the new view) plus A - B for
+//                    each "rewinding from step A to step B" line after the injection (steps the
+//                    servers applied and then rolled back to a checkpoint: computed again too).
+//                    A server replaced after a rollback thus counts A - B + 1
 //   repeats skipped  ASYNC: pushes server 0 answered "already applied; skipped" after the injection
 //                    (batches of the dead worker's lease done again, or a re-push after an abort)
+//
+// Killed and replaced: right after the SIGKILL (once the process is reaped) a new process of the
+// same binary with the same flags is started: a server takes the dead rank once the scheduler has
+// freed it (it retries until then); the scheduler, started with --state_dir, restores its state and
+// listens on the port it had, and the roles reconnect. Polling goes on for 2 s after the detection
+// and, for a server, after the view announces the rollback (which takes a replacement).
 //
 // Step rates come from server 0's log, not from JobStatus.step: workers report progress every
 // 500 ms and at every epoch end, so JobStatus.step moves in jumps of a whole epoch here (125 steps,
 // about every half second), too coarse for a 300 ms window. Servers run with --vmodule so that they
-// log each applied step (SYNC) or push (ASYNC) with glog's microsecond time stamp.
+// log each applied step (SYNC) or push (ASYNC) with glog's microsecond time stamp. A step applied
+// again after a rollback counts again: the rate is the work done, not the progress made (the
+// progress lost is "steps redone").
 #include <signal.h>
 #include <unistd.h>
 
@@ -47,6 +61,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
@@ -58,7 +73,8 @@
 
 DEFINE_string(bin_dir, "", "Folder with pstrain-scheduler, -server and -worker (default: this binary's own)");
 DEFINE_int32(runs, 3, "Runs per scenario");
-DEFINE_string(scenarios, "kill,term,stop,join,async_kill,server_kill", "Comma-separated scenarios to run, in order");
+DEFINE_string(scenarios, "kill,term,stop,join,async_kill,server_kill,server_restore,scheduler_kill,async_scheduler_kill",
+              "Comma-separated scenarios to run, in order");
 DEFINE_string(data_dir, "", "Passed to the scheduler when set (default: the job's default data set)");
 DEFINE_bool(keep_logs, false, "Keep the roles' logs and a trace.csv of the polls per run; prints the folder");
 
@@ -78,7 +94,10 @@ constexpr absl::Duration kObserve = absl::Seconds(2);         // After the detec
 constexpr int kServers = 2;
 constexpr int kWorkers = 3;
 
-enum class Fault { kKill, kTerm, kStop, kJoin };
+// kRestart: SIGKILL, then a new process of the victim's binary with the victim's flags.
+enum class Fault { kKill, kTerm, kStop, kJoin, kRestart };
+
+constexpr int kCheckpointEverySteps = 50;  // server_restore.
 
 struct Scenario {
   std::string name;   // For --scenarios.
@@ -86,7 +105,7 @@ struct Scenario {
   std::string mode;   // --mode of the job.
   Fault fault;
   std::string victim = "worker1";  // Launch slot the fault hits (kJoin: none).
-  std::vector<std::string> job_flags = {};  // Added to the scheduler's.
+  std::vector<std::string> job_flags = {};  // Added to the scheduler's; "{dir}" stands for the run's folder.
 };
 
 const std::vector<Scenario>& AllScenarios() {
@@ -97,6 +116,16 @@ const std::vector<Scenario>& AllScenarios() {
       {"join", "sync: a 4th worker joins", "sync", Fault::kJoin},
       {"async_kill", "async: kill -9 one worker", "async", Fault::kKill},
       {"server_kill", "sync, --replicas=2: kill -9 one server", "sync", Fault::kKill, "server1", {"--replicas=2"}},
+      {"server_restore",
+       absl::StrCat("sync, checkpoint every ", kCheckpointEverySteps,
+                    " steps: kill -9 one server, start a replacement (all roll back)"),
+       "sync", Fault::kRestart, "server1",
+       {"--checkpoint_dir={dir}/checkpoints", absl::StrCat("--checkpoint_every_steps=", kCheckpointEverySteps),
+        "--server_recovery_timeout_ms=30000"}},
+      {"scheduler_kill", "sync, --state_dir: kill -9 the scheduler, restart it", "sync", Fault::kRestart,
+       "scheduler", {"--state_dir={dir}/state"}},
+      {"async_scheduler_kill", "async, --state_dir: kill -9 the scheduler, restart it", "async", Fault::kRestart,
+       "scheduler", {"--state_dir={dir}/state"}},
   };
   return *all;
 }
@@ -116,6 +145,7 @@ struct Sample {
   int64_t step = 0;
   int64_t membership_epoch = 0;
   int live_workers = 0;
+  int64_t restore_epoch = -1;  // The view's restore_epoch; -1 without a restore_step.
 };
 
 std::string ShellQuote(const std::string& s) {
@@ -140,7 +170,7 @@ class Cluster {
         "--eval_last_epoch_only", "--heartbeat_ms=200", "--dead_after_ms=1000", "--port=0",
         "--port_file=" + dir_ + "/port", "--summary_json=" + dir_ + "/summary.json"};
     if (!data_dir_.empty()) args.push_back("--data_dir=" + data_dir_);
-    args.insert(args.end(), job_flags.begin(), job_flags.end());
+    for (const std::string& flag : job_flags) args.push_back(absl::StrReplaceAll(flag, {{"{dir}", dir_}}));
     RETURN_IF_ERROR(Spawn("scheduler", "pstrain-scheduler", args));
     const absl::Time give_up = absl::Now() + absl::Seconds(30);
     int port = 0;
@@ -169,6 +199,15 @@ class Cluster {
     return Spawn(absl::StrCat("worker", workers_++), "pstrain-worker", {"--scheduler=" + address_});
   }
 
+  // Kills `name` (SIGKILL), reaps it, and starts a new process of the same binary with the same
+  // flags, logging to NAME-restart.log. A restarted scheduler finds its port in its state.
+  absl::Status KillAndRestart(const std::string& name) {
+    RETURN_IF_ERROR(child(name)->Signal(SIGKILL));
+    child(name)->Wait();  // Its port is free only once it is gone.
+    const Launch launch = launches_.at(name);
+    return Spawn(name + "-restart", launch.binary, launch.args);
+  }
+
   const std::string& address() const { return address_; }
   ChildProcess* child(const std::string& name) { return children_.at(name).get(); }
   std::string log(const std::string& name) const { return dir_ + "/" + name + ".log"; }
@@ -181,8 +220,14 @@ class Cluster {
     for (const std::string& a : args) absl::StrAppend(&command, " ", ShellQuote(a));
     absl::StrAppend(&command, " > ", ShellQuote(log(name)), " 2>&1");
     ASSIGN_OR_RETURN(children_[name], ChildProcess::Spawn({{"/bin/sh", "-c", command}}));
+    launches_[name] = {binary, args};
     return absl::OkStatus();
   }
+
+  struct Launch {
+    std::string binary;
+    std::vector<std::string> args;
+  };
 
   const std::string bin_dir_;
   const std::string dir_;
@@ -190,6 +235,7 @@ class Cluster {
   std::string address_;
   int workers_ = 0;
   std::map<std::string, std::unique_ptr<ChildProcess>> children_;
+  std::map<std::string, Launch> launches_;  // By name, for KillAndRestart.
 };
 
 // One optimizer step seen in a server's log: +1 for an applied step (SYNC) or an applied push
@@ -199,33 +245,44 @@ struct StepEvent {
   int weight = 1;
 };
 
-// The step events of a server log written with the --vmodule of Cluster::Start, timed by glog's
-// prefix ("I20261122 11:54:40.740993 ..."; the roles run with TZ=UTC0).
+// When a glog line was written, from its prefix ("I20261122 11:54:40.740993 ..."; the roles run
+// with TZ=UTC0); nothing for a line without one.
+std::optional<absl::Time> LogTime(const std::string& line) {
+  absl::Time at;
+  // absl's %Y takes every digit, so the date gets separators first.
+  if (line.size() < 25 ||
+      !absl::ParseTime("%Y-%m-%d %H:%M:%E*S",
+                       absl::StrCat(line.substr(1, 4), "-", line.substr(5, 2), "-", line.substr(7, 18)),
+                       absl::UTCTimeZone(), &at, nullptr)) {
+    return std::nullopt;
+  }
+  return at;
+}
+
+// The step events of a server log written with the --vmodule of Cluster::Start.
 // SYNC: each step counts once, however many stores of the server applied it (with --replicas=2 a
-// server holds two shards, and the surviving server0 may hold either rank).
+// server holds two shards, and the surviving server0 may hold either rank); after a rollback to
+// step K ("rolled back to step K", or "restored step K" on a replacement), steps from K on count
+// again when they are applied again.
 std::vector<StepEvent> StepEvents(const std::string& path, bool sync) {
   static const std::regex kApplied(R"(: applied step (\d+) )");
+  static const std::regex kRolledBack(R"(: (?:rolled back to|restored) step (\d+))");
   std::set<int64_t> applied;
   std::smatch m;
   std::vector<StepEvent> events;
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) {
     int weight = 0;
-    if (sync ? std::regex_search(line, m, kApplied) && applied.insert(std::stoll(m[1])).second
-             : absl::StrContains(line, ": push from worker ") && absl::EndsWith(line, ": OK")) {
+    if (sync && std::regex_search(line, m, kRolledBack)) {
+      applied.erase(applied.lower_bound(std::stoll(m[1])), applied.end());
+    } else if (sync ? std::regex_search(line, m, kApplied) && applied.insert(std::stoll(m[1])).second
+                    : absl::StrContains(line, ": push from worker ") && absl::EndsWith(line, ": OK")) {
       weight = 1;
     } else if (!sync && absl::EndsWith(line, "is already applied; skipped")) {
       weight = -1;
     }
-    absl::Time at;
-    // absl's %Y takes every digit, so the date gets separators first.
-    if (weight == 0 || line.size() < 25 ||
-        !absl::ParseTime("%Y-%m-%d %H:%M:%E*S",
-                         absl::StrCat(line.substr(1, 4), "-", line.substr(5, 2), "-", line.substr(7, 18)),
-                         absl::UTCTimeZone(), &at, nullptr)) {
-      continue;
-    }
-    events.push_back({at, weight});
+    if (weight == 0) continue;
+    if (std::optional<absl::Time> at = LogTime(line)) events.push_back({*at, weight});
   }
   return events;
 }
@@ -239,23 +296,33 @@ double Rate(const std::vector<StepEvent>& events, absl::Time from, absl::Time to
   return steps / absl::ToDoubleSeconds(to - from);
 }
 
-// Distinct steps N in a worker log's "step N: membership epoch A -> B" lines with A >= `epoch`.
-int RedoneSteps(const std::string& path, int64_t epoch) {
-  static const std::regex kLine(R"(step (\d+): membership epoch (\d+) -> (\d+))");
+// The steps a worker computed again (see "steps redone" at the top): the distinct steps N in its
+// log's "step N: membership epoch A -> B" lines with A >= `epoch`, plus A - B for each "rewinding
+// from step A to step B" line written at or after `since`.
+int RedoneSteps(const std::string& path, int64_t epoch, absl::Time since) {
+  static const std::regex kAborted(R"(step (\d+): membership epoch (\d+) -> (\d+))");
+  static const std::regex kRewound(R"(rewinding from step (\d+) to step (\d+))");
   std::ifstream in(path);
-  std::set<int64_t> steps;
+  std::set<int64_t> aborted;
+  int64_t rewound = 0;
   std::smatch m;
   for (std::string line; std::getline(in, line);) {
-    if (std::regex_search(line, m, kLine) && std::stoll(m[2]) >= epoch) steps.insert(std::stoll(m[1]));
+    if (std::regex_search(line, m, kAborted) && std::stoll(m[2]) >= epoch) {
+      aborted.insert(std::stoll(m[1]));
+    } else if (std::regex_search(line, m, kRewound)) {
+      const std::optional<absl::Time> at = LogTime(line);
+      if (at && *at >= since) rewound += std::stoll(m[1]) - std::stoll(m[2]);
+    }
   }
-  return static_cast<int>(steps.size());
+  return static_cast<int>(aborted.size() + rewound);
 }
 
 absl::StatusOr<Sample> Poll(SchedulerClient& client) {
   ASSIGN_OR_RETURN(JobStatus status, client.GetJobStatus());
   ASSIGN_OR_RETURN(ClusterView view, client.GetClusterView());
   if (status.state() == FAILED) return absl::AbortedError("job failed: " + status.failure());
-  return Sample{absl::Now(), status.step(), view.membership_epoch(), view.workers_size()};
+  return Sample{absl::Now(), status.step(), view.membership_epoch(), view.workers_size(),
+                view.has_restore_step() ? view.restore_epoch() : -1};
 }
 
 // Runs `scenario` once in the empty folder `dir`; with `keep_trace`, leaves trace.csv (the polls)
@@ -291,26 +358,42 @@ absl::StatusOr<Result> RunOnce(const Scenario& scenario, const std::string& bin_
     case Fault::kTerm: RETURN_IF_ERROR(cluster.child(victim)->Signal(SIGTERM)); break;
     case Fault::kStop: RETURN_IF_ERROR(cluster.child(victim)->Signal(SIGSTOP)); break;
     case Fault::kJoin: RETURN_IF_ERROR(cluster.AddWorker()); break;
+    case Fault::kRestart: RETURN_IF_ERROR(cluster.KillAndRestart(victim)); break;
   }
-  // Poll until kObserve after both the detection and (SIGSTOP) the SIGCONT.
+  // Without the scheduler nothing changes membership: detected is its first answer after the restart.
+  const bool scheduler_restart = scenario.fault == Fault::kRestart && victim == "scheduler";
+  // Poll until kObserve after both the detection and the victim's return: the SIGCONT (SIGSTOP),
+  // or a replacement server taking the dead rank (the view announces the rollback), which comes
+  // well after the detection.
   Result result;
   std::optional<absl::Time> detected, continued;
-  if (scenario.fault != Fault::kStop) continued = t0;
+  const bool server_restart = scenario.fault == Fault::kRestart && victim != "scheduler";
+  if (scenario.fault != Fault::kStop && !server_restart) continued = t0;
   while (absl::Now() < t0 + kGiveUp &&
          !(detected && continued && absl::Now() > std::max(*detected, *continued) + kObserve)) {
-    if (!continued && absl::Now() >= t0 + kStopFor) {
+    if (scenario.fault == Fault::kStop && !continued && absl::Now() >= t0 + kStopFor) {
       RETURN_IF_ERROR(cluster.child(victim)->Signal(SIGCONT));
       continued = absl::Now();
     }
-    ASSIGN_OR_RETURN(Sample s, Poll(*client));
-    samples.push_back(s);
-    if (!detected && s.membership_epoch > epoch0) {
+    absl::StatusOr<Sample> polled = Poll(*client);
+    if (!polled.ok() && scheduler_restart && !detected && !absl::IsAborted(polled.status())) {
+      // Not back yet. A fresh channel: one whose attempts found no scheduler may keep failing fast
+      // for a while after it is back.
+      ASSIGN_OR_RETURN(client, SchedulerClient::Create(cluster.address(), absl::Seconds(2)));
+      absl::SleepFor(kPoll);
+      continue;
+    }
+    if (!polled.ok()) return polled.status();
+    const Sample& s = samples.emplace_back(*polled);
+    if (!continued && server_restart && s.restore_epoch > epoch0) continued = s.at;
+    if (!detected && (scheduler_restart || s.membership_epoch > epoch0)) {
       detected = s.at;
       result.detect_s = absl::ToDoubleSeconds(s.at - t0);
     }
     absl::SleepFor(kPoll);
   }
-  const absl::Time observed_until = samples.back().at;
+  // (A scheduler that never came back left no sample after the injection.)
+  const absl::Time observed_until = samples.back().at > t0 ? samples.back().at : absl::Now();
 
   const std::vector<StepEvent> events = StepEvents(cluster.log("server0"), scenario.mode == "sync");
   result.steps_per_s_before = Rate(events, t0 - kSteady, t0);
@@ -330,17 +413,17 @@ absl::StatusOr<Result> RunOnce(const Scenario& scenario, const std::string& bin_
     for (int w = 0; w < kWorkers; ++w) {
       const std::string name = absl::StrCat("worker", w);
       if (name != victim || scenario.fault == Fault::kJoin) {
-        redone = std::max(redone, RedoneSteps(cluster.log(name), epoch0));
+        redone = std::max(redone, RedoneSteps(cluster.log(name), epoch0, t0));
       }
     }
     result.redone = redone;
   }
   if (keep_trace) {
     std::ofstream trace(dir + "/trace.csv");
-    trace << "seconds_since_injection,job_status_step,membership_epoch,live_workers\n";
+    trace << "seconds_since_injection,job_status_step,membership_epoch,live_workers,restore_epoch\n";
     for (const Sample& s : samples) {
-      trace << absl::StrFormat("%.3f,%d,%d,%d\n", absl::ToDoubleSeconds(s.at - t0), s.step, s.membership_epoch,
-                               s.live_workers);
+      trace << absl::StrFormat("%.3f,%d,%d,%d,%d\n", absl::ToDoubleSeconds(s.at - t0), s.step, s.membership_epoch,
+                               s.live_workers, s.restore_epoch);
     }
     std::ofstream steps(dir + "/steps.csv");
     steps << "seconds_since_injection,steps\n";
@@ -389,12 +472,14 @@ std::string OwnDir() {
 int Main(const std::string& command) {
   const std::string bin_dir = FLAGS_bin_dir.empty() ? OwnDir() : FLAGS_bin_dir;
   std::vector<const Scenario*> chosen;
+  std::vector<std::string> known;
+  for (const Scenario& s : AllScenarios()) known.push_back(s.name);
   for (absl::string_view name : absl::StrSplit(FLAGS_scenarios, ',', absl::SkipEmpty())) {
     auto it = std::find_if(AllScenarios().begin(), AllScenarios().end(),
                            [&](const Scenario& s) { return s.name == name; });
     if (it == AllScenarios().end()) {
-      std::fprintf(stderr, "--scenarios: unknown '%s'; expected kill, term, stop, join, async_kill, server_kill\n",
-                   std::string(name).c_str());
+      std::fprintf(stderr, "--scenarios: unknown '%s'; expected a comma-separated list of %s\n",
+                   std::string(name).c_str(), absl::StrJoin(known, ", ").c_str());
       return 2;
     }
     chosen.push_back(&*it);
@@ -413,8 +498,12 @@ int Main(const std::string& command) {
               "1000 ms; batch 32 per worker, 12000 training samples\n",
               kServers, kWorkers);
   std::printf("- Median [min-max] of %d runs; times in seconds from the injection; a step is a global step "
-              "(96 samples) in sync mode, one push (32 samples) in async mode\n\n",
+              "(96 samples) in sync mode, one push (32 samples) in async mode\n",
               FLAGS_runs);
+  std::printf("- detect: until the scheduler's view shows a new membership epoch; for a scheduler restart "
+              "(no membership change), until the restarted scheduler answers GetJobStatus. Steps redone: "
+              "steps aborted and computed again, plus steps rolled back to a checkpoint. Killed and replaced: "
+              "the new process (same binary, same flags) is started as soon as the old one is reaped\n\n");
   std::printf("| scenario | detect (s) | back to full speed (s) | steps redone | repeats skipped | steps/s before "
               "| steps/s after |\n");
   std::printf("|---|---:|---:|---:|---:|---:|---:|\n");
@@ -458,6 +547,6 @@ int Main(const std::string& command) {
 
 int main(int argc, char** argv) {
   const std::string command = absl::StrJoin(argv, argv + argc, " ");
-  pstrain::InitBinary("churn_bench [--runs=3] [--scenarios=kill,term,stop,join,async_kill,server_kill]", &argc, &argv);
+  pstrain::InitBinary("churn_bench [--runs=3] [--scenarios=kill,term,...] (see --scenarios for the list)", &argc, &argv);
   return pstrain::bench::Main(command);
 }

@@ -10,7 +10,7 @@
 #                    256, duplicates dropped)
 #   E2E_TRAIN_LIMIT  use only the first N training samples end to end (default 0: all 60000)
 #   SKIP_E2E=1       skip the end-to-end runs
-#   SKIP_CHURN=1     skip the recovery-from-failures runs (churn_bench, about a minute)
+#   SKIP_CHURN=1     skip the recovery-from-failures runs (churn_bench, about two minutes)
 #   SKIP_DEFAULT_MALLOC=1  skip the second ps_bench pass with glibc's default malloc settings
 # Raw outputs are kept in a temporary folder whose name is printed at the end.
 set -euo pipefail
@@ -99,7 +99,8 @@ for B in $BATCHES; do
 done
 echo
 
-# (d) recovery from failures (worker killed, SIGTERM, SIGSTOP, joining; sync and async).
+# (d) recovery from failures (worker killed, SIGTERM, SIGSTOP, joining; a server killed, with a
+# replica or replaced and rolled back to a checkpoint; the scheduler killed and restarted).
 if [[ "${SKIP_CHURN:-0}" != 1 && -x "$BIN/churn_bench" ]]; then
   "$BIN/churn_bench" --bin_dir="$BIN" 2> "$OUT/churn_bench.log" || echo "**churn_bench failed, see churn_bench.log**"
   echo
