@@ -53,6 +53,13 @@ absl::Status WriteJobManifest(const JobSpec& job) {
 
 absl::StatusOr<ResumePoint> FindResumePoint(const JobSpec& job) {
   const std::string path = JobManifestPath(job);
+  if (job.mode() != SYNC) {
+    // Async servers checkpoint at their own update counts, so their files form no common step to
+    // go back to, and the lease pools' positions are not in them.
+    return absl::InvalidArgumentError(absl::StrCat("resume: mode is ", ModeName(job.mode()),
+                                                   "; resuming a whole job needs mode sync (consistent "
+                                                   "checkpoint cuts)"));
+  }
   absl::StatusOr<JobSpec> first = ReadJobSpecFile(path);
   if (!first.ok()) {
     if (absl::IsNotFound(first.status())) {

@@ -46,7 +46,8 @@ struct ResumePoint {
 // For `job` (after ApplyJobDefaults, resume set): reads the manifest and checks that `job` can
 // continue it, then finds the newest consistent cut of job.num_servers servers. NOT_FOUND when the
 // manifest or a consistent cut is missing; INVALID_ARGUMENT "resume: num_servers is 3, but the job
-// in DIR/job.textproto had 2; expected the same" for an incompatible job or a malformed manifest.
+// in DIR/job.textproto had 2; expected the same" for an incompatible job or a malformed manifest,
+// and for a job whose mode is not SYNC.
 absl::StatusOr<ResumePoint> FindResumePoint(const JobSpec& job);
 
 }  // namespace scheduler

@@ -136,7 +136,7 @@ std::string Scheduler::MembershipLine() const {
 }
 
 bool Scheduler::RecoversServersLocked() const {
-  return state_ == RUNNING && options_.job.mode() == SYNC &&
+  return state_ == RUNNING &&
          (options_.job.checkpoint_every_steps() > 0 || options_.job.checkpoint_every_seconds() > 0);
 }
 
@@ -174,7 +174,13 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
       if (state_ == RUNNING && request.role() == SERVER) {
         // Only possible with a vacant rank, i.e. during a server recovery.
         vacant_servers_.erase(*rank);
-        if (vacant_servers_.empty()) {
+        if (options_.job.mode() != SYNC) {
+          // Async updates need no common step: only the replacement goes back, to its own
+          // newest checkpoint (restore_own_step below); the others and the workers go on.
+          LOG(INFO) << membership_.Describe(SERVER, *rank) << " replaces the dead server " << *rank
+                    << " and restores its checkpoint of step "
+                    << (checkpoints_[*rank].empty() ? 0 : checkpoints_[*rank].back()) << "; " << MembershipLine();
+        } else if (vacant_servers_.empty()) {
           restore_step_ = NewestCommonStep(checkpoints_);
           restore_epoch_ = membership_.epoch();
           LOG(INFO) << membership_.Describe(SERVER, *rank) << " replaces the dead server; every server rank "
@@ -213,6 +219,11 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
     response.set_heartbeat_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
     response.set_dead_after_ms(absl::ToInt64Milliseconds(options_.dead_after));
     response.set_reconnect_ms(absl::ToInt64Milliseconds(options_.reconnect));
+    if (request.role() == SERVER && state_ == RUNNING && options_.job.mode() != SYNC && RecoversServersLocked()) {
+      // A server registering while the job runs is a replacement (a retry gets the same answer:
+      // the replacement reports new checkpoints only once it serves).
+      response.set_restore_own_step(checkpoints_[*rank].empty() ? 0 : checkpoints_[*rank].back());
+    }
     SaveLocked(&deferred);
   }
   if (absl::Status saved = Run(std::move(deferred)); !saved.ok()) return saved;

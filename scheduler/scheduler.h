@@ -14,8 +14,8 @@
 // remainders (LeasePool), and stops barriers from waiting for it. A worker that registers while
 // the job runs takes the lowest free rank ("joined").
 //
-// Server recovery (SYNC mode with job.checkpoint_every_steps > 0, once the job runs; otherwise a
-// dead server fails the job). Servers report the checkpoint steps they hold (ReportCheckpoints);
+// Server recovery (checkpoints on: checkpoint_every_steps or _seconds > 0, once the job runs, and
+// no replicas; otherwise a dead server fails the job). Servers report the checkpoint steps they hold (ReportCheckpoints);
 // the latest list per server rank is kept, also after the server died (its files stay for its
 // replacement). A server that misses heartbeats for dead_after is removed as "died": its rank is
 // vacant, the epoch is bumped, the view lists the live servers only and drops restore_step (a new
@@ -23,7 +23,9 @@
 // ("joined"). When no rank is vacant any more, the view's restore_step becomes the newest step
 // every server rank reported a checkpoint of (NewestCommonStep; 0 when there is none), and
 // restore_epoch the epoch of that registration (set with its epoch bump); both stay until the next
-// recovery (a server's death) drops them, so a replacement never sees the cut of an earlier one. A rank vacant for longer than
+// recovery (a server's death) drops them, so a replacement never sees the cut of an earlier one.
+// ASYNC/SSP: no restore_step; the replacement alone restores its own newest checkpoint
+// (RegisterResponse.restore_own_step) and the others go on. A rank vacant for longer than
 // server_recovery_timeout fails the job (UNAVAILABLE "server 1 died and no replacement registered
 // within 60 s").
 //

@@ -303,13 +303,30 @@ TEST_F(SchedulerTest, SilentServerStillFailsTheJob) {
   EXPECT_EQ(s->failure().message(), "server 0 at h:1 sent no heartbeat for 3.5 s");
 }
 
-TEST_F(SchedulerTest, DeadServerFailsTheJobWithoutCheckpointsOrOutsideSyncMode) {
-  // Checkpoints, but ASYNC: no consistent cut to roll back to.
+TEST_F(SchedulerTest, AsyncReplacementRestoresItsOwnNewestCheckpointAlone) {
+  // ASYNC servers checkpoint at their own update counts: no common cut, no rollback of the others.
   auto s = MakeRecovering(ASYNC);
+  ASSERT_TRUE(s->ReportCheckpoints(Checkpoints(0, {40, 80})).ok());
+  ASSERT_TRUE(s->ReportCheckpoints(Checkpoints(1, {30, 60})).ok());
+  const int64_t epoch = s->View().membership_epoch();
   LetServerDie(s.get(), 1);
-  EXPECT_EQ(s->state(), FAILED);
-  EXPECT_EQ(s->failure().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(s->failure().message(), "server 1 at h:2 sent no heartbeat for 3.5 s");
+  EXPECT_EQ(s->state(), RUNNING);
+  EXPECT_EQ(s->View().membership_epoch(), epoch + 1);
+  absl::StatusOr<RegisterResponse> replacement = s->Register(Reg(SERVER, "h:9"));
+  ASSERT_TRUE(replacement.ok()) << replacement.status();
+  EXPECT_EQ(replacement->rank(), 1);
+  ASSERT_TRUE(replacement->has_restore_own_step());
+  EXPECT_EQ(replacement->restore_own_step(), 60);
+  const ClusterView view = s->View();
+  EXPECT_EQ(view.membership_epoch(), epoch + 2);
+  EXPECT_FALSE(view.has_restore_step());  // Nobody else goes back; workers do not rewind.
+  // A retried registration gets the same answer.
+  absl::StatusOr<RegisterResponse> again = s->Register(Reg(SERVER, "h:9"));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->restore_own_step(), 60);
+}
+
+TEST_F(SchedulerTest, DeadServerFailsTheJobWithoutCheckpoints) {
   // SYNC without checkpoints.
   auto t = Make(SYNC, 2, 1, /*servers=*/2);
   for (const char* address : {"h:1", "h:2"}) ASSERT_TRUE(t->Register(Reg(SERVER, address)).ok());

@@ -601,6 +601,39 @@ TEST(StoreRecoveryTest, NewStoreRollsBackAtItsOwnEpochAndLiveSetChanges) {
   SyncStepAt(*replacement, {1}, 2, 3);
 }
 
+// Pull(step) from `rank`; `*outcome` is set when it is answered (at once, or when released). Both
+// pointers must outlive the call's answer.
+void StartPull(ParameterStore& store, int rank, int64_t step, PullResponse* resp,
+               std::optional<absl::Status>* outcome) {
+  PullRequest req;
+  req.set_worker_rank(rank);
+  req.set_membership_epoch(3);
+  req.set_step(step);
+  store.Pull(req, resp, [outcome](absl::Status s) { *outcome = std::move(s); });
+}
+
+TEST(StoreRecoveryTest, SspReplacementLearnsClocksFromPushesAndUnknownOnesHoldNobodyBack) {
+  // An async replacement server restores its shard but not the workers' clocks: a worker that has
+  // not pushed to it yet must not hold the others back (they may be waiting on it elsewhere).
+  ParameterStore::Options options = AdamOptions(SSP, 2);
+  options.job.set_staleness(2);
+  options.job.set_checkpoint_dir(TestDir());
+  options.job.set_checkpoint_every_steps(1000);
+  auto store = MakeStore(options);
+  ASSERT_TRUE(store->RestoreAndUpdateMembership(nullptr, 3, {0, 1}).ok());
+  ASSERT_TRUE(PushNow(*store, MakePush(0, 40, Gradient(0, 40))).ok());  // worker 0's clock is 41
+  PullResponse resp, parked_resp;
+  std::optional<absl::Status> pulled, parked;
+  StartPull(*store, 0, 41, &resp, &pulled);
+  ASSERT_TRUE(pulled.has_value()) << "an unknown clock held the pull back";
+  EXPECT_TRUE(pulled->ok());
+  ASSERT_TRUE(PushNow(*store, MakePush(1, 10, Gradient(1, 10))).ok());  // worker 1's clock is 11
+  StartPull(*store, 0, 42, &parked_resp, &parked);
+  EXPECT_FALSE(parked.has_value());  // 11 < 42 - 2: parked until worker 1 catches up
+  store->Shutdown();
+  EXPECT_TRUE(parked.has_value());
+}
+
 TEST(StoreRecoveryTest, RefusedRollbacksChangeNothing) {
   auto plain = MakeStore(AdamOptions(SYNC, 2));  // no checkpoints: no initial state kept
   SyncStep(*plain, 2, 0);

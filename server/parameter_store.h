@@ -284,6 +284,7 @@ class ParameterStore {
     // Retry memory: the worker's latest push (any mode).
     bool has_last_push = false;
     int64_t last_push_step = 0;
+    int32_t last_push_data_epoch = 0;  // ASYNC/SSP
     uint64_t last_push_id = 0;
     // SYNC: the gradient stored for step_ (allocated once, reused every step).
     bool pushed = false;
@@ -295,6 +296,9 @@ class ParameterStore {
     // mid-epoch), and whether it finished the epoch.
     int64_t clock = 0;
     bool finished = false;
+    // False on a replacement server (async recovery) until the worker's first push tells its
+    // clock: an unknown clock holds nobody back.
+    bool clock_known = true;
   };
 
   // A callback to run once the lock is released.

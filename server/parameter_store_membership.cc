@@ -70,7 +70,10 @@ std::string ParameterStore::InstallMembershipLocked(int64_t epoch, const std::ve
   if (mode_ == SSP) {
     bool any = false;
     for (const auto& [r, w] : workers_) {
-      if (w.finished || !std::binary_search(live_worker_ranks.begin(), live_worker_ranks.end(), r)) continue;
+      if (w.finished || !w.clock_known ||
+          !std::binary_search(live_worker_ranks.begin(), live_worker_ranks.end(), r)) {
+        continue;
+      }
       join_clock = any ? std::min(join_clock, w.clock) : w.clock;
       any = true;
     }
@@ -171,6 +174,11 @@ absl::Status ParameterStore::RestoreAndUpdateMembership(const ShardCheckpoint* c
       changes = InstallMembershipLocked(epoch, live_worker_ranks);
       InstallCheckpointLocked(*ckpt);
       applied_batches_.clear();
+      // SSP (a replacement server in async recovery): the workers' clocks are not in the
+      // checkpoint; each is learnt from the worker's next push, and until then holds nobody back.
+      if (mode_ == SSP) {
+        for (auto& [r, w] : workers_) w.clock_known = false;
+      }
       rollbacks_.fetch_add(1);
     }
     if (!checkpoint_dir_.empty()) {

@@ -111,13 +111,20 @@ absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, Completions
     ++step_;
     MaybeSnapshotLocked();
   }
+  // The same step pushed again: the worker recomputed it because another server failed it.
+  const bool same_step =
+      w.has_last_push && w.last_push_step == req.step() && w.last_push_data_epoch == req.data_epoch();
   w.has_last_push = true;
   w.last_push_step = req.step();
+  w.last_push_data_epoch = req.data_epoch();
   w.last_push_id = req.request_id();
-  // The clock counts the worker's pushes in the current epoch, repeats included: the worker did a
-  // step either way.
+  // The clock counts the worker's steps in the current epoch, repeated batches included (the
+  // worker did a step either way), a step pushed again not. The push's step is the worker's own
+  // clock, so a replacement server (async recovery) learns the clocks from it instead of holding
+  // everyone back from zero.
   if (mode_ == SSP && !ended_epoch) {
-    ++w.clock;
+    if (!same_step) w.clock = std::max(w.clock + 1, req.step() + 1);
+    w.clock_known = true;
     ReleaseReadyLocked(out);
   }
   return absl::OkStatus();
@@ -183,7 +190,7 @@ bool ParameterStore::ReadyLocked(const Waiter& waiter) const {
     case SSP:
       if (waiter.data_epoch < data_epoch_) return true;
       for (const auto& [r, w] : workers_) {
-        if (!w.finished && w.clock < waiter.step - staleness_) return false;
+        if (!w.finished && w.clock_known && w.clock < waiter.step - staleness_) return false;
       }
       return true;
     default:

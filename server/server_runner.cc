@@ -161,7 +161,12 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   *store = std::move(created).value();
   // A replacement for a dead server: the view already asks for a rollback, which must be in place
   // before the store serves anything.
-  if (view.has_restore_step()) RETURN_IF_ERROR(RollBack(client, rank, job.checkpoint_dir(), view, store->get()));
+  if (view.has_restore_step()) {
+    RETURN_IF_ERROR(RollBack(client, rank, job.checkpoint_dir(), view.restore_step(), view, store->get()));
+  } else if (registration.has_restore_own_step()) {
+    // ASYNC/SSP: a replacement goes back to its predecessor's newest checkpoint, alone.
+    RETURN_IF_ERROR(RollBack(client, rank, job.checkpoint_dir(), registration.restore_own_step(), view, store->get()));
+  }
   if (job.replicas() == 2) {
     // The live copy of the shard before this server's; it writes no checkpoints until promoted.
     ParameterStore::Options replica_options = store_options;
@@ -257,7 +262,7 @@ absl::Status ServerRunner::RefreshMembership(SchedulerClient* client, int rank, 
   // a later worker change; restore_epoch tells them apart).
   if (view->membership_epoch() > store->membership_epoch() && view->has_restore_step() &&
       view->restore_epoch() > store->membership_epoch()) {
-    return RollBack(client, rank, checkpoint_dir, *view, store);
+    return RollBack(client, rank, checkpoint_dir, view->restore_step(), *view, store);
   }
   std::vector<int> ranks;
   ranks.reserve(view->workers_size());
@@ -281,8 +286,7 @@ absl::Status ServerRunner::RefreshMembership(SchedulerClient* client, int rank, 
 }
 
 absl::Status ServerRunner::RollBack(SchedulerClient* client, int rank, const std::string& checkpoint_dir,
-                                    const ClusterView& view, ParameterStore* store) {
-  const int64_t step = view.restore_step();
+                                    int64_t step, const ClusterView& view, ParameterStore* store) {
   const std::string path = CheckpointPath(checkpoint_dir, rank, step);
   const std::string what =
       absl::StrCat("server ", rank, ": rolling back to step ", step, " for membership epoch ", view.membership_epoch());

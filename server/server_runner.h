@@ -101,11 +101,12 @@ class ServerRunner {
   // returns only a failed rollback, which is reported to the scheduler already.
   absl::Status RefreshMembership(SchedulerClient* client, int rank, const std::string& checkpoint_dir,
                                  ParameterStore* store);
-  // Server recovery: reads this server's checkpoint of view.restore_step() (step 0 without a file:
-  // the initial state) and installs it with the view's epoch and workers in one store call. A
-  // missing or corrupt file (step > 0) or a refused checkpoint is reported to the scheduler, which
-  // fails the job, and returned.
-  absl::Status RollBack(SchedulerClient* client, int rank, const std::string& checkpoint_dir,
+  // Server recovery: reads this server's checkpoint of `step` (SYNC: view.restore_step(); ASYNC/SSP
+  // replacement: RegisterResponse.restore_own_step; step 0 without a file: the initial state) and
+  // installs it with the view's epoch and workers in one store call. A missing or corrupt file
+  // (step > 0) or a refused checkpoint is reported to the scheduler, which fails the job, and
+  // returned.
+  absl::Status RollBack(SchedulerClient* client, int rank, const std::string& checkpoint_dir, int64_t step,
                         const ClusterView& view, ParameterStore* store);
   // Sends ListCheckpointSteps(checkpoint_dir, rank); logs a failure.
   static absl::Status ReportCheckpoints(SchedulerClient* client, int rank, const std::string& checkpoint_dir);

@@ -4,6 +4,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "tests/process.h"
 
 #include "common/scheduler_client.h"
@@ -83,6 +84,15 @@ std::unique_ptr<Child> ManualCluster::Spawn(const std::vector<std::string>& argv
   auto child = Child::Start(argv, dir_ + "/" + name + ".log");
   EXPECT_TRUE(child.ok()) << child.status();
   return std::make_unique<Child>(*child);
+}
+
+::testing::AssertionResult NearAnyReference(double accuracy, const std::vector<double>& references,
+                                           double tolerance) {
+  for (double reference : references) {
+    if (std::abs(accuracy - reference) <= tolerance) return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << "accuracy " << accuracy << " is not within " << tolerance
+                                       << " of any undisturbed run [" << absl::StrJoin(references, ", ") << "]";
 }
 
 double MaxRelativeDifference(const model::ModelFile& a, const model::ModelFile& b) {

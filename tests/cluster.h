@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "gtest/gtest.h"
 #include "model/model_file.h"
 #include "tests/process.h"
 
@@ -57,6 +58,12 @@ class ManualCluster {
   std::vector<std::string> scheduler_argv_;
   int scheduler_restarts_ = 0;
 };
+
+// Async runs differ from one another by scheduling even with one seed, so "within `tolerance` of an
+// undisturbed run" means: that close to at least one of `references` (undisturbed runs of the
+// same job).
+::testing::AssertionResult NearAnyReference(double accuracy, const std::vector<double>& references,
+                                           double tolerance);
 
 // Largest relative difference ||a - b|| / ||a|| over the tensors of two model files.
 double MaxRelativeDifference(const model::ModelFile& a, const model::ModelFile& b);

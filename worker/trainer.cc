@@ -219,9 +219,9 @@ absl::Status Trainer::RunLeased() {
              !s.ok();
              s = Step(perm, data::BatchOf(range, job.batch_size(), b), clock, epoch, lease.lease_id(), b)) {
           // The membership changed: push the same batch again under the new view; servers that
-          // applied it already skip it. With replicas a dead server (UNAVAILABLE) is such a change
-          // too: its shard's copy is promoted.
-          if (!absl::IsAborted(s) && !(absl::IsUnavailable(s) && Replicated())) return s;
+          // applied it already skip it. A dead server (UNAVAILABLE) is such a change too when its
+          // shard's copy is promoted (replicas) or a replacement restores its checkpoint.
+          if (!absl::IsAborted(s) && !(absl::IsUnavailable(s) && ServersRecover())) return s;
           RETURN_IF_ERROR(AwaitMembership(s, give_up));
         }
         ++clock;
@@ -251,7 +251,7 @@ absl::Status Trainer::FinishEpoch(int epoch) {
   const absl::Time give_up = absl::Now() + options_.membership_timeout;
   for (absl::Status s = ps_->FinishEpochShards(routes_, finish); !s.ok();
        s = ps_->FinishEpochShards(routes_, finish)) {
-    if (!absl::IsAborted(s) && !(absl::IsUnavailable(s) && Replicated())) return s;
+    if (!absl::IsAborted(s) && !(absl::IsUnavailable(s) && ServersRecover())) return s;
     RETURN_IF_ERROR(AwaitMembership(s, give_up));  // A server has not learnt of this worker yet.
   }
   return absl::OkStatus();

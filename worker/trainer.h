@@ -117,6 +117,11 @@ class Trainer {
   absl::Status MaybeReport(int epoch, bool force);
   // Replicas: a dead server's shard is served by its promoted copy, so the job goes on.
   bool Replicated() const { return view_.shard_hosts_size() > 0; }
+  // Whether a server's death (UNAVAILABLE) is a membership change to wait out rather than an
+  // error: its shard's copy is promoted (replicas) or a replacement restores a checkpoint.
+  bool ServersRecover() const {
+    return Replicated() || options_.job.checkpoint_every_steps() > 0 || options_.job.checkpoint_every_seconds() > 0;
+  }
   bool LeaveRequested() const { return options_.leave != nullptr && options_.leave->load(); }
   absl::Status Leave(int epoch);
 
