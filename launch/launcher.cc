@@ -286,7 +286,10 @@ class Cluster {
     if (stopping_) return;  // Expected: we asked it to stop.
     // Once the scheduler ended, or said the job finished or failed, there is nothing to rejoin
     // and every failure counts.
+    // A scheduler that exits with a status has decided the job's outcome itself (it exits 1 when the
+    // job failed); only one killed by a signal (a crash, kill -9) is restarted to go on.
     const bool job_over = (child.role != Role::kScheduler && children_.front()->ended) ||
+                          (child.role == Role::kScheduler && !exit.signaled) ||
                           last_status_.state() == FINISHED || last_status_.state() == FAILED;
     if (!exit.ok() && !job_over && child.restarts < options_.max_restarts) {
       ++child.restarts;

@@ -150,8 +150,13 @@ absl::Status SchedulerRunner::Run() {
     // Also the first save of a fresh job's state.
     if (absl::Status s = core->RecordPort(selected_port); !s.ok()) core->Fail(s);
   }
-  LOG(INFO) << "scheduler listening on " << options_.host << ":" << selected_port << "; waiting for "
-            << job_.num_servers() << " servers and " << job_.num_workers() << " workers";
+  if (saved.has_value()) {
+    LOG(INFO) << "scheduler listening on " << options_.host << ":" << selected_port
+              << "; going on with the restored job (" << JobState_Name(core->state()) << ")";
+  } else {
+    LOG(INFO) << "scheduler listening on " << options_.host << ":" << selected_port << "; waiting for "
+              << job_.num_servers() << " servers and " << job_.num_workers() << " workers";
+  }
   if (!options_.port_file.empty()) {
     absl::Status written = WriteFileAtomically(options_.port_file, "port file", absl::StrCat(selected_port, "\n"));
     if (!written.ok()) core->Fail(written);

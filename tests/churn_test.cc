@@ -31,16 +31,6 @@ std::vector<std::string> JobInMode(const std::string& mode) {
           "--seed=5", "--staleness=2", "--lease_batches=8"};
 }
 
-// Every number that follows "key": in `json`, in order.
-std::vector<double> JsonNumbers(const std::string& json, const std::string& key) {
-  std::vector<double> out;
-  std::regex re("\"" + key + "\"\\s*:\\s*([-+0-9.eE]+)");
-  for (auto it = std::sregex_iterator(json.begin(), json.end(), re); it != std::sregex_iterator(); ++it) {
-    out.push_back(std::stod((*it)[1].str()));
-  }
-  return out;
-}
-
 // Waits for the scheduler and the given workers to exit 0; returns the run summary.
 std::string ExpectJobFinished(ManualCluster& cluster, const std::vector<int>& surviving_workers) {
   absl::StatusOr<int> code = cluster.scheduler->Wait(absl::Seconds(120));

@@ -86,6 +86,16 @@ std::unique_ptr<Child> ManualCluster::Spawn(const std::vector<std::string>& argv
   return std::make_unique<Child>(*child);
 }
 
+std::string RunToEnd(ManualCluster& cluster) {
+  absl::StatusOr<int> code = cluster.scheduler->Wait(absl::Seconds(120));
+  EXPECT_TRUE(code.ok() && *code == 0) << cluster.scheduler->Output();
+  for (auto& w : cluster.workers) {
+    absl::StatusOr<int> wc = w->Wait(absl::Seconds(30));
+    EXPECT_TRUE(wc.ok() && *wc == 0) << w->Output();
+  }
+  return ReadFile(cluster.summary_path());
+}
+
 ::testing::AssertionResult NearAnyReference(double accuracy, const std::vector<double>& references,
                                            double tolerance) {
   for (double reference : references) {

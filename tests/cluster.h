@@ -59,6 +59,10 @@ class ManualCluster {
   int scheduler_restarts_ = 0;
 };
 
+// Waits for the scheduler and every worker to exit 0 (a failed wait fails the test, not the
+// call) and returns the run summary.
+std::string RunToEnd(ManualCluster& cluster);
+
 // Async runs differ from one another by scheduling even with one seed, so "within `tolerance` of an
 // undisturbed run" means: that close to at least one of `references` (undisturbed runs of the
 // same job).

@@ -102,6 +102,15 @@ std::string MakeTempDir(const std::string& name) {
   return dir != nullptr ? std::string(dir) : ::testing::TempDir();
 }
 
+std::vector<double> JsonNumbers(const std::string& json, const std::string& key) {
+  std::vector<double> out;
+  std::regex re("\"" + key + "\"\\s*:\\s*([-+0-9.eE]+)");
+  for (auto it = std::sregex_iterator(json.begin(), json.end(), re); it != std::sregex_iterator(); ++it) {
+    out.push_back(std::stod((*it)[1].str()));
+  }
+  return out;
+}
+
 double JsonNumber(const std::string& json, const std::string& key) {
   std::regex re("\"" + key + "\"\\s*:\\s*([-+0-9.eE]+)");
   std::smatch m;

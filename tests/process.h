@@ -55,6 +55,9 @@ std::string MakeTempDir(const std::string& name);
 
 // Reads the number that follows "\"key\": " in a JSON text; NaN if absent.
 double JsonNumber(const std::string& json, const std::string& key);
+// Every number that follows "key": in `json`, in order (a run summary lists its epochs first, so
+// JsonNumbers(summary, "samples")[e] is epoch e's sample count).
+std::vector<double> JsonNumbers(const std::string& json, const std::string& key);
 
 std::string ReadFile(const std::string& path);
 

@@ -24,25 +24,6 @@ std::vector<std::string> Job(const std::string& checkpoint_dir) {
           "--server_recovery_timeout_ms=30000"};
 }
 
-std::string RunToEnd(ManualCluster& cluster) {
-  absl::StatusOr<int> code = cluster.scheduler->Wait(absl::Seconds(120));
-  EXPECT_TRUE(code.ok() && *code == 0) << cluster.scheduler->Output();
-  for (auto& w : cluster.workers) {
-    absl::StatusOr<int> wc = w->Wait(absl::Seconds(30));
-    EXPECT_TRUE(wc.ok() && *wc == 0) << w->Output();
-  }
-  return ReadFile(cluster.summary_path());
-}
-
-std::vector<double> EpochSamples(const std::string& summary) {
-  std::vector<double> out;
-  std::regex re("\"samples\"\\s*:\\s*([0-9]+)");
-  for (auto it = std::sregex_iterator(summary.begin(), summary.end(), re); it != std::sregex_iterator(); ++it) {
-    out.push_back(std::stod((*it)[1].str()));
-  }
-  return out;
-}
-
 TEST(RecoveryTest, KilledServerIsReplacedAndTheJobRollsBackToACheckpoint) {
   ManualCluster reference("recovery-reference");
   reference.Start(2, 2, Job(MakeTempDir("ckpt-reference")));
@@ -55,7 +36,7 @@ TEST(RecoveryTest, KilledServerIsReplacedAndTheJobRollsBackToACheckpoint) {
   absl::SleepFor(absl::Milliseconds(300));
   cluster.AddServer();  // The replacement takes the dead server's rank and restores its checkpoint.
   std::string summary = RunToEnd(cluster);
-  std::vector<double> samples = EpochSamples(summary);
+  std::vector<double> samples = JsonNumbers(summary, "samples");
   ASSERT_GE(samples.size(), 3u) << summary;
   for (int e = 0; e < 3; ++e) EXPECT_EQ(samples[e], 12000) << "epoch " << e << "\n" << summary;
   // Ranks follow registration order, so the killed process may hold either rank.
@@ -94,7 +75,7 @@ TEST_P(AsyncRecoveryTest, KilledServerIsReplacedAndRestoresOnlyItsOwnCheckpoint)
   absl::SleepFor(absl::Milliseconds(300));
   cluster.AddServer();
   std::string summary = RunToEnd(cluster);
-  std::vector<double> samples = EpochSamples(summary);
+  std::vector<double> samples = JsonNumbers(summary, "samples");
   ASSERT_GE(samples.size(), 3u) << summary;
   for (int e = 0; e < 3; ++e) EXPECT_EQ(samples[e], 12000) << "epoch " << e << "\n" << summary;
   EXPECT_THAT(summary, ContainsRegex("\"role\": *\"server\", *\"rank\": *[01], *\"kind\": *\"joined\""));
@@ -150,7 +131,7 @@ TEST(RecoveryTest, LauncherRestartsAKilledServerAndTheJobFinishes) {
   EXPECT_EQ(*code, 0) << launcher->Output();
   EXPECT_THAT(launcher->Output(), HasSubstr("restarting (1 of 1)"));
   const std::string summary = ReadFile(dir + "/summary.json");
-  std::vector<double> samples = EpochSamples(summary);
+  std::vector<double> samples = JsonNumbers(summary, "samples");
   ASSERT_GE(samples.size(), 8u) << summary;
   for (int e = 0; e < 8; ++e) EXPECT_EQ(samples[e], 12000) << "epoch " << e << "\n" << summary;
   EXPECT_THAT(summary, ContainsRegex("\"role\": *\"server\", *\"rank\": *[01], *\"kind\": *\"joined\""));

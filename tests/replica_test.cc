@@ -31,25 +31,6 @@ std::vector<std::string> Job(const std::string& mode, const std::string& dir) {
           "--seed=9", "--replicas=2", "--final_model=" + dir + "/model.bin"};
 }
 
-std::string RunToEnd(ManualCluster& cluster) {
-  absl::StatusOr<int> code = cluster.scheduler->Wait(absl::Seconds(120));
-  EXPECT_TRUE(code.ok() && *code == 0) << cluster.scheduler->Output();
-  for (auto& w : cluster.workers) {
-    absl::StatusOr<int> wc = w->Wait(absl::Seconds(30));
-    EXPECT_TRUE(wc.ok() && *wc == 0) << w->Output();
-  }
-  return ReadFile(cluster.summary_path());
-}
-
-std::vector<double> EpochSamples(const std::string& summary) {
-  std::vector<double> out;
-  std::regex re("\"samples\"\\s*:\\s*([0-9]+)");
-  for (auto it = std::sregex_iterator(summary.begin(), summary.end(), re); it != std::sregex_iterator(); ++it) {
-    out.push_back(std::stod((*it)[1].str()));
-  }
-  return out;
-}
-
 // The step counters a server logs when it stops ("shard 1 ends at step 564"), one per store.
 std::vector<int64_t> FinalSteps(const std::string& log) {
   std::vector<int64_t> out;
@@ -79,7 +60,7 @@ TEST(ReplicaTest, SyncKilledServerIsReplacedByItsCopyWithNoRollback) {
   cluster.AddServer();  // A restart of the killed server: its shards are served; it is not needed.
   const std::string summary = RunToEnd(cluster);
 
-  std::vector<double> samples = EpochSamples(summary);
+  std::vector<double> samples = JsonNumbers(summary, "samples");
   ASSERT_GE(samples.size(), 3u) << summary;
   for (int e = 0; e < kEpochs; ++e) EXPECT_EQ(samples[e], kTrain) << "epoch " << e << "\n" << summary;
   EXPECT_THAT(summary, ContainsRegex("\"role\": *\"server\", *\"rank\": *[01], *\"kind\": *\"died\""));
@@ -127,7 +108,7 @@ TEST(ReplicaTest, AsyncKilledServerIsReplacedByItsCopy) {
   cluster.WaitForSteps(150);
   cluster.servers[2]->Kill(SIGKILL);
   const std::string summary = RunToEnd(cluster);
-  std::vector<double> samples = EpochSamples(summary);
+  std::vector<double> samples = JsonNumbers(summary, "samples");
   ASSERT_GE(samples.size(), 3u) << summary;
   for (int e = 0; e < kEpochs; ++e) EXPECT_EQ(samples[e], kTrain) << "epoch " << e << "\n" << summary;
   // Each batch is applied once per store: ceil(12000 / 32) updates per epoch on every shard.

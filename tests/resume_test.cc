@@ -27,16 +27,6 @@ std::vector<std::string> Job(const std::string& checkpoint_dir) {
           "--seed=11", "--checkpoint_dir=" + checkpoint_dir, "--checkpoint_every_steps=25"};
 }
 
-std::string RunToEnd(ManualCluster& cluster) {
-  absl::StatusOr<int> code = cluster.scheduler->Wait(absl::Seconds(120));
-  EXPECT_TRUE(code.ok() && *code == 0) << cluster.scheduler->Output();
-  for (auto& w : cluster.workers) {
-    absl::StatusOr<int> wc = w->Wait(absl::Seconds(30));
-    EXPECT_TRUE(wc.ok() && *wc == 0) << w->Output();
-  }
-  return ReadFile(cluster.summary_path());
-}
-
 std::vector<int64_t> EpochSamples(const std::string& summary) {
   std::vector<int64_t> out;
   std::regex re("\"epoch\": ([0-9]+),[^}]*\"samples\": ([0-9]+)");

@@ -33,15 +33,6 @@ std::vector<std::string> Job(const std::string& mode, const std::string& dir) {
           "--seed=5", "--lr=0.001", "--lease_batches=8", "--final_model=" + dir + "/model.bin"};
 }
 
-std::vector<double> JsonNumbers(const std::string& json, const std::string& key) {
-  std::vector<double> out;
-  std::regex re("\"" + key + "\"\\s*:\\s*([-+0-9.eE]+)");
-  for (auto it = std::sregex_iterator(json.begin(), json.end(), re); it != std::sregex_iterator(); ++it) {
-    out.push_back(std::stod((*it)[1].str()));
-  }
-  return out;
-}
-
 // Waits for every role to exit 0; returns the run summary.
 std::string ExpectJobFinished(ManualCluster& cluster) {
   absl::StatusOr<int> code = cluster.scheduler->Wait(absl::Seconds(120));
