@@ -73,7 +73,9 @@
 
 DEFINE_string(bin_dir, "", "Folder with pstrain-scheduler, -server and -worker (default: this binary's own)");
 DEFINE_int32(runs, 3, "Runs per scenario");
-DEFINE_string(scenarios, "kill,term,stop,join,async_kill,server_kill,server_restore,scheduler_kill,async_scheduler_kill",
+DEFINE_string(scenarios,
+              "kill,term,stop,join,async_kill,server_kill,server_restore,async_server_restore,scheduler_kill,"
+              "async_scheduler_kill",
               "Comma-separated scenarios to run, in order");
 DEFINE_string(data_dir, "", "Passed to the scheduler when set (default: the job's default data set)");
 DEFINE_bool(keep_logs, false, "Keep the roles' logs and a trace.csv of the polls per run; prints the folder");
@@ -97,7 +99,7 @@ constexpr int kWorkers = 3;
 // kRestart: SIGKILL, then a new process of the victim's binary with the victim's flags.
 enum class Fault { kKill, kTerm, kStop, kJoin, kRestart };
 
-constexpr int kCheckpointEverySteps = 50;  // server_restore.
+constexpr int kCheckpointEverySteps = 50;  // server_restore, async_server_restore.
 
 struct Scenario {
   std::string name;   // For --scenarios.
@@ -120,6 +122,12 @@ const std::vector<Scenario>& AllScenarios() {
        absl::StrCat("sync, checkpoint every ", kCheckpointEverySteps,
                     " steps: kill -9 one server, start a replacement (all roll back)"),
        "sync", Fault::kRestart, "server1",
+       {"--checkpoint_dir={dir}/checkpoints", absl::StrCat("--checkpoint_every_steps=", kCheckpointEverySteps),
+        "--server_recovery_timeout_ms=30000"}},
+      {"async_server_restore",
+       absl::StrCat("async, checkpoint every ", kCheckpointEverySteps,
+                    " updates: kill -9 one server, start a replacement (it alone restores)"),
+       "async", Fault::kRestart, "server1",
        {"--checkpoint_dir={dir}/checkpoints", absl::StrCat("--checkpoint_every_steps=", kCheckpointEverySteps),
         "--server_recovery_timeout_ms=30000"}},
       {"scheduler_kill", "sync, --state_dir: kill -9 the scheduler, restart it", "sync", Fault::kRestart,

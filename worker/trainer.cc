@@ -18,6 +18,8 @@ namespace {
 // How long to wait before asking again when a server has not yet learnt the newest membership
 // epoch, or the scheduler has no evaluation lease free yet.
 constexpr absl::Duration kRetryPause = absl::Milliseconds(25);
+// How long a worker watches the view for a server that stopped answering before it tries again.
+constexpr absl::Duration kUnavailablePatience = absl::Seconds(1);
 
 std::string LiveRanks(const ClusterView& view) {
   std::vector<int> ranks;
@@ -140,14 +142,41 @@ absl::Status Trainer::SyncStep(const std::vector<int64_t>& perm, int64_t step_in
   }
 }
 
+absl::StatusOr<ClusterView> Trainer::FetchView(absl::Time give_up) {
+  ASSIGN_OR_RETURN(ClusterView view, scheduler_->GetClusterView());
+  // A dead server's rank waits for a replacement (no replicas): until one registers, a retry would
+  // only recompute the step and push it again to the servers that already have it.
+  while (view.state() == RUNNING && view.shard_hosts_size() == 0 && view.servers_size() < layout_.num_servers()) {
+    if (absl::Now() > give_up) {
+      return absl::DeadlineExceededError(absl::StrCat("step ", global_step_, ": ", view.servers_size(), " of ",
+                                                      layout_.num_servers(), " servers live for ",
+                                                      absl::FormatDuration(options_.membership_timeout)));
+    }
+    absl::SleepFor(kRetryPause);
+    ASSIGN_OR_RETURN(view, scheduler_->GetClusterView());
+  }
+  if (view.state() == FAILED) return absl::AbortedError(absl::StrCat("job failed: ", view.failure()));
+  return view;
+}
+
 absl::Status Trainer::AwaitMembership(const absl::Status& aborted, absl::Time give_up) {
   if (absl::Now() > give_up) {
     return absl::DeadlineExceededError(absl::StrCat("step ", global_step_, " kept failing for ",
                                                     absl::FormatDuration(options_.membership_timeout),
                                                     "; last: ", aborted.message()));
   }
-  ASSIGN_OR_RETURN(ClusterView view, scheduler_->GetClusterView());
-  if (view.state() == FAILED) return absl::AbortedError(absl::StrCat("job failed: ", view.failure()));
+  ASSIGN_OR_RETURN(ClusterView view, FetchView(give_up));
+  if (absl::IsUnavailable(aborted)) {
+    // A server that does not answer is most likely dead, and the scheduler says so within
+    // dead_after. Watching the view meanwhile is cheap; pushing the step again every pause would
+    // repeat it on every other server. Past kUnavailablePatience the step is tried again anyway
+    // (the server may have been only slow).
+    const absl::Time patience_end = absl::Now() + kUnavailablePatience;
+    while (view.membership_epoch() <= view_.membership_epoch() && absl::Now() < patience_end) {
+      absl::SleepFor(kRetryPause);
+      ASSIGN_OR_RETURN(view, FetchView(give_up));
+    }
+  }
   if (view.membership_epoch() > view_.membership_epoch()) {
     LOG(INFO) << "step " << global_step_ << ": membership epoch " << view_.membership_epoch() << " -> "
               << view.membership_epoch() << ", live workers " << LiveRanks(view);

@@ -104,10 +104,14 @@ class Trainer {
   absl::StatusOr<int64_t> PullWeights(int64_t step, int epoch);
   // PullWeights, retried while servers answer ABORTED because the membership is changing.
   absl::StatusOr<int64_t> PullWeightsWhenCurrent(int64_t step, int epoch);
-  // After an ABORTED answer: adopts the scheduler's newer view if there is one, else pauses briefly
-  // (a server has not learnt the newest epoch yet). DEADLINE_EXCEEDED past `give_up`; ABORTED if the
-  // job failed.
+  // After an ABORTED answer (or UNAVAILABLE from a server that may have died): adopts the
+  // scheduler's newer view if there is one, else pauses briefly (a server has not learnt the
+  // newest epoch yet). UNAVAILABLE: watches the view for up to a second for the server to be
+  // declared dead first. DEADLINE_EXCEEDED past `give_up`; ABORTED if the job failed.
   absl::Status AwaitMembership(const absl::Status& aborted, absl::Time give_up);
+  // The scheduler's view, once no server rank is vacant (a replacement registered); ABORTED if
+  // the job failed; DEADLINE_EXCEEDED past `give_up`.
+  absl::StatusOr<ClusterView> FetchView(absl::Time give_up);
   absl::Status InstallWeights();
   // This worker's position among the live workers of view_, or FAILED_PRECONDITION if it is gone.
   absl::StatusOr<int> Slot() const;
