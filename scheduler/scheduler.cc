@@ -8,8 +8,8 @@
 #include "absl/strings/str_join.h"
 #include "common/barriers.h"
 #include "common/job_spec.h"
-#include "scheduler/json.h"
 #include "glog/logging.h"
+#include "scheduler/json.h"
 
 namespace pstrain {
 namespace scheduler {
@@ -46,18 +46,6 @@ int64_t TotalSteps(const JobSpec& job, int64_t train_samples, int64_t sync_steps
   int64_t total = job.epochs() * per_epoch;
   if (job.max_steps() > 0) total = std::min(total, job.max_steps());
   return total;
-}
-
-int64_t NewestCommonStep(const std::vector<std::vector<int64_t>>& steps_by_server) {
-  if (steps_by_server.empty()) return 0;
-  const std::vector<int64_t>& first = steps_by_server.front();
-  for (auto step = first.rbegin(); step != first.rend(); ++step) {
-    const bool everywhere = std::all_of(
-        steps_by_server.begin() + 1, steps_by_server.end(),
-        [&](const std::vector<int64_t>& steps) { return std::binary_search(steps.begin(), steps.end(), *step); });
-    if (everywhere) return *step;
-  }
-  return 0;
 }
 
 absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(Options options) {
@@ -133,11 +121,6 @@ std::string Scheduler::MembershipLine() const {
     absl::StrAppend(&line, ", live servers [", absl::StrJoin(membership_.LiveRanks(SERVER), ", "), "]");
   }
   return line;
-}
-
-bool Scheduler::RecoversServersLocked() const {
-  return state_ == RUNNING &&
-         (options_.job.checkpoint_every_steps() > 0 || options_.job.checkpoint_every_seconds() > 0);
 }
 
 absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& request) {
@@ -490,117 +473,6 @@ void Scheduler::RemoveWorkerLocked(int rank, ChangeKind kind, absl::string_view 
     return;
   }
   MaybeFinishLocked(deferred);
-}
-
-bool Scheduler::PromotesReplicasLocked() const { return state_ == RUNNING && !shard_hosts_.empty(); }
-
-std::string Scheduler::ShardHostsLine() const {
-  std::vector<std::string> parts;
-  for (const ShardHost& h : shard_hosts_) {
-    parts.push_back(absl::StrCat("shard ", h.shard(), " on server ", h.primary(),
-                                 h.has_backup() ? absl::StrCat(", copy on ", h.backup()) : ", no copy"));
-  }
-  return absl::StrJoin(parts, "; ");
-}
-
-void Scheduler::PromoteReplicasLocked(int rank, absl::string_view reason, Deferred* deferred) {
-  if (Ended()) return;
-  std::vector<int> lost;
-  for (const ShardHost& h : shard_hosts_) {
-    if (h.primary() == rank && !h.has_backup()) lost.push_back(h.shard());
-  }
-  if (!lost.empty()) {
-    EndLocked(FAILED,
-              absl::UnavailableError(absl::StrCat(
-                  reason, "; server ", rank, " held the only copy of shard ", absl::StrJoin(lost, ", "),
-                  " (its other copy was lost earlier); --replicas=2 survives one lost copy per shard")),
-              deferred);
-    return;
-  }
-  absl::StatusOr<bool> removed = membership_.Remove(SERVER, rank, ChangeKind::kDied, Now());
-  if (!removed.ok() || !*removed) return;
-  // The epoch bump aborts the unfinished step on every store; the workers recompute it against
-  // the new hosts, so the promoted copy, which applied every step the dead primary answered, loses
-  // nothing.
-  for (ShardHost& h : shard_hosts_) {
-    if (h.primary() == rank) {
-      h.set_primary(h.backup());
-      h.clear_backup();
-    } else if (h.has_backup() && h.backup() == rank) {
-      h.clear_backup();
-    }
-  }
-  LOG(WARNING) << "server " << rank << " died (" << reason << "); its shard's copy is promoted, no rollback ("
-               << ShardHostsLine() << "); " << MembershipLine();
-  PublishParticipantsLocked(deferred);
-}
-
-void Scheduler::RemoveServerLocked(int rank, absl::string_view reason, Deferred* deferred) {
-  if (PromotesReplicasLocked()) {
-    PromoteReplicasLocked(rank, reason, deferred);
-    return;
-  }
-  const absl::Time now = Now();
-  absl::StatusOr<bool> removed = membership_.Remove(SERVER, rank, ChangeKind::kDied, now);
-  if (!removed.ok() || !*removed) return;
-  vacant_servers_[rank] = now;
-  restore_step_.reset();
-  LOG(WARNING) << "server " << rank << " died (" << reason << "); waiting up to "
-               << absl::FormatDuration(options_.server_recovery_timeout)
-               << " for a server to take its rank; " << MembershipLine();
-  PublishParticipantsLocked(deferred);
-}
-
-absl::Status Scheduler::ReportCheckpoints(const CheckpointReport& report) {
-  Deferred deferred;
-  {
-  absl::MutexLock lock(&mu_);
-  if (state_ == FAILED) return JobFailedError();
-  const int rank = report.server_rank();
-  if (absl::Status s = CheckLive(SERVER, rank, "checkpoint report"); !s.ok()) return s;
-  for (int i = 0; i < report.steps_size(); ++i) {
-    if (report.steps(i) < 0 || (i > 0 && report.steps(i) <= report.steps(i - 1))) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "checkpoint report from server ", rank, ": step ", report.steps(i), " at index ", i,
-          i > 0 ? absl::StrCat(" after ", report.steps(i - 1)) : std::string(),
-          ", expected strictly ascending steps >= 0"));
-    }
-  }
-  checkpoints_[rank].assign(report.steps().begin(), report.steps().end());
-  VLOG(1) << "server " << rank << " holds checkpoints of steps [" << absl::StrJoin(checkpoints_[rank], ", ")
-          << "]";
-  SaveLocked(&deferred);
-  }
-  return Run(std::move(deferred));
-}
-
-absl::Status Scheduler::ReportSlowStep(const SlowStepReport& report) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status s = CheckLive(SERVER, report.server_rank(), "slow-step report"); !s.ok()) return s;
-  if (report.step() < 0 || report.waited_ms() < 0 || report.typical_ms() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("slow-step report from server ", report.server_rank(),
-                                                   ": step ", report.step(), ", waited ", report.waited_ms(),
-                                                   " ms, typical ", report.typical_ms(), " ms; expected >= 0"));
-  }
-  const absl::Time now = Now();
-  std::vector<std::string> whom;
-  for (int rank : report.waiting_for()) {
-    std::string who = membership_.Describe(WORKER, rank);
-    const std::optional<absl::Duration> silent = membership_.SinceHeartbeat(WORKER, rank, now);
-    if (!membership_.is_live(WORKER, rank)) {
-      absl::StrAppend(&who, " (no longer live)");
-    } else if (silent.has_value()) {
-      absl::StrAppendFormat(&who, " (last heartbeat %.1f s ago)", absl::ToDoubleSeconds(*silent));
-    }
-    whom.push_back(std::move(who));
-  }
-  LOG(WARNING) << "slow sync step " << report.step() << ": server " << report.server_rank() << " has waited "
-               << absl::StrFormat("%.1f s", report.waited_ms() / 1e3) << " (steps usually wait "
-               << absl::StrFormat("%.3f s", report.typical_ms() / 1e3) << ") for "
-               << (whom.empty() ? "no worker" : absl::StrJoin(whom, ", "));
-  slow_steps_.emplace_back(now, report);
-  if (slow_steps_.size() > kMaxSlowSteps) slow_steps_.erase(slow_steps_.begin());
-  return absl::OkStatus();
 }
 
 void Scheduler::MaybeFinishLocked(Deferred* deferred) {
