@@ -252,18 +252,36 @@ TEST_F(LauncherTest, ServerOutOfRestartsStopsEveryoneAndExitsOne) {
 }
 
 TEST_F(LauncherTest, RestartedSchedulerKeepsItsPort) {
-  // The first run writes its port and fails; the second prints its arguments and finishes.
+  // The first run writes its port and is killed; the second prints its arguments and finishes.
   WriteScript("pstrain-scheduler",
               absl::StrCat("if [ -e '", dir_, "/scheduler.failed' ]; then echo \"again $*\"; sleep 0.3; exit 0; fi\n",
-                           kWritePort, "touch '", dir_, "/scheduler.failed'; sleep 1; exit 1"));
+                           kWritePort, "touch '", dir_, "/scheduler.failed'; sleep 1; kill -9 $$"));
   WriteScript("pstrain-server", "exit 0");
   WriteScript("pstrain-worker", "exit 0");
   options_.max_restarts = 1;
   absl::StatusOr<int> code = RunLocalCluster(options_);
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 0) << Err();
-  EXPECT_THAT(Err(), HasSubstr("[launch] scheduler died (exited with status 1); restarting (1 of 1)\n"));
+  EXPECT_THAT(Err(), HasSubstr("[launch] scheduler died (was killed by signal 9 (SIGKILL)); restarting (1 of 1)\n"));
   EXPECT_THAT(Out(), HasSubstr("[scheduler] again --host=127.0.0.1 --port=4321 --port_file="));
+}
+
+TEST_F(LauncherTest, SchedulerThatExitsWithAStatusIsNotRestarted) {
+  // Exit 1 is the scheduler's own verdict (the job failed): restarting it would only repeat it.
+  WriteScript("pstrain-scheduler", absl::StrCat("echo run >> '", dir_, "/scheduler.runs'\n", kWritePort,
+                                                "sleep 1; exit 1"));
+  WriteScript("pstrain-server", "exec sleep 100");
+  WriteScript("pstrain-worker", "exec sleep 100");
+  options_.max_restarts = 1;
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 1);
+  EXPECT_THAT(Err(), HasSubstr("[launch] scheduler exited with status 1\n"));
+  EXPECT_THAT(Err(), ::testing::Not(HasSubstr("restarting")));
+  std::ifstream runs(dir_ + "/scheduler.runs");
+  std::stringstream text;
+  text << runs.rdbuf();
+  EXPECT_EQ(text.str(), "run\n");
 }
 
 TEST_F(LauncherTest, NothingIsRestartedOnceTheSchedulerSaysTheJobFailed) {
