@@ -4,15 +4,17 @@
 #include <string>
 #include <vector>
 
-#include "common/job_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/scheduler.h"
-#include "scheduler/shard_map.h"
+#include "scheduler/scheduler_test_util.h"
 
 namespace pstrain {
 namespace scheduler {
 namespace {
+
+using test_util::Hb;
+using test_util::TinyJobOptions;
 
 using ::testing::HasSubstr;
 
@@ -30,20 +32,8 @@ class SchedulerReplicaTest : public ::testing::Test {
       job.set_checkpoint_dir("ckpt");
       job.set_checkpoint_every_steps(10);
     }
-    ApplyJobDefaults(&job);
-    TensorSpec t;
-    t.set_name("w");
-    t.add_shape(30);
-    t.set_num_elements(30);
-    Scheduler::Options options;
-    options.job = job;
-    options.shard_map = *BuildShardMap({t}, 3, 1024);
-    options.train_samples = 50;
-    options.test_samples = 40;
-    options.total_steps = 3;
-    options.dead_after = absl::Seconds(3);
-    options.clock = [this] { return now_; };
-    absl::StatusOr<std::unique_ptr<Scheduler>> s = Scheduler::Create(options);
+    absl::StatusOr<std::unique_ptr<Scheduler>> s =
+        Scheduler::Create(TinyJobOptions(job, 30, 50, 40, 3, [this] { return now_; }));
     EXPECT_TRUE(s.ok()) << s.status();
     for (const char* address : {"h:0", "h:1", "h:2", "w:0", "w:1"}) {
       RegisterRequest r;
@@ -54,13 +44,6 @@ class SchedulerReplicaTest : public ::testing::Test {
     EXPECT_EQ((*s)->state(), RUNNING);
     for (int rank : {0, 1, 2}) EXPECT_TRUE((*s)->Heartbeat(Hb(SERVER, rank)).ok());
     return std::move(s).value();
-  }
-
-  static HeartbeatRequest Hb(Role role, int rank) {
-    HeartbeatRequest hb;
-    hb.set_role(role);
-    hb.set_rank(rank);
-    return hb;
   }
 
   // 3.5 s pass; every live server but `silent` heartbeats halfway; the watchdog runs.

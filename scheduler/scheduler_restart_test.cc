@@ -7,16 +7,18 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/job_spec.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "scheduler/scheduler.h"
-#include "scheduler/shard_map.h"
+#include "scheduler/scheduler_test_util.h"
 #include "scheduler/state_file.h"
 
 namespace pstrain {
 namespace scheduler {
 namespace {
+
+using test_util::Hb;
+using test_util::TinyJobOptions;
 
 using ::google::protobuf::util::MessageDifferencer;
 
@@ -32,19 +34,7 @@ class SchedulerRestartTest : public ::testing::Test {
     job.set_mode(mode);
     job.set_batch_size(10);
     job.set_lease_batches(2);
-    ApplyJobDefaults(&job);
-    TensorSpec t;
-    t.set_name("w");
-    t.add_shape(8);
-    t.set_num_elements(8);
-    Scheduler::Options options;
-    options.job = job;
-    options.shard_map = *BuildShardMap({t}, 1, 1024);
-    options.train_samples = 100;
-    options.test_samples = 40;
-    options.total_steps = 10;
-    options.dead_after = absl::Seconds(3);
-    options.clock = [this] { return now_; };
+    Scheduler::Options options = TinyJobOptions(job, 8, 100, 40, 10, [this] { return now_; });
     options.persist = [this](int64_t version, const SchedulerState& state) {
       ++persists_;
       if (!persist_error_.ok()) return persist_error_;
@@ -101,13 +91,6 @@ class SchedulerRestartTest : public ::testing::Test {
     r.mutable_train()->set_steps(2);
     r.mutable_train()->set_loss_sum(1.0);
     return r;
-  }
-
-  static HeartbeatRequest Hb(Role role, int rank) {
-    HeartbeatRequest hb;
-    hb.set_role(role);
-    hb.set_rank(rank);
-    return hb;
   }
 
   absl::Time now_ = absl::FromUnixSeconds(1000);

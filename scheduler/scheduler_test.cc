@@ -1,4 +1,5 @@
 #include "scheduler/scheduler.h"
+#include "scheduler/scheduler_test_util.h"
 
 #include <memory>
 #include <optional>
@@ -6,14 +7,16 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/job_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "scheduler/shard_map.h"
 
 namespace pstrain {
 namespace scheduler {
 namespace {
+
+using test_util::Hb;
+using test_util::Reg;
+using test_util::TinyJobOptions;
 
 // A scheduler for a 1-server, 2-worker job on a clock the test moves by hand.
 class SchedulerTest : public ::testing::Test {
@@ -32,30 +35,12 @@ class SchedulerTest : public ::testing::Test {
     job.set_mode(mode);
     job.set_batch_size(10);
     job.set_lease_batches(2);
-    ApplyJobDefaults(&job);
-    TensorSpec t;
-    t.set_name("w");
-    t.add_shape(8);
-    t.set_num_elements(8);
-    Scheduler::Options options;
-    options.job = job;
-    options.shard_map = *BuildShardMap({t}, servers, 1024);
-    options.train_samples = 50;
-    options.test_samples = 40;  // 2 workers: evaluation leases of 5.
-    options.total_steps = 3;
-    options.dead_after = absl::Seconds(3);
+    // 2 workers: evaluation leases of 5 test samples.
+    Scheduler::Options options = TinyJobOptions(job, 8, 50, 40, 3, [this] { return now_; });
     options.startup_timeout = absl::Seconds(60);
-    options.clock = [this] { return now_; };
     absl::StatusOr<std::unique_ptr<Scheduler>> s = Scheduler::Create(options);
     EXPECT_TRUE(s.ok()) << s.status();
     return std::move(s).value();
-  }
-
-  static RegisterRequest Reg(Role role, const std::string& address) {
-    RegisterRequest r;
-    r.set_role(role);
-    r.set_address(address);
-    return r;
   }
 
   static ProgressReport Done(int rank) {
@@ -63,13 +48,6 @@ class SchedulerTest : public ::testing::Test {
     r.set_worker_rank(rank);
     r.set_done(true);
     return r;
-  }
-
-  static HeartbeatRequest Hb(Role role, int rank) {
-    HeartbeatRequest hb;
-    hb.set_role(role);
-    hb.set_rank(rank);
-    return hb;
   }
 
   static LeaseRequest EvalRequest(int rank, int epoch) {

@@ -1,0 +1,57 @@
+// Helpers shared by the unit tests of the scheduler core (scheduler_test, scheduler_replica_test,
+// scheduler_restart_test): a job over a one-tensor model small enough to reason about, and the
+// requests the tests send. Test-only.
+#ifndef PSTRAIN_SCHEDULER_SCHEDULER_TEST_UTIL_H_
+#define PSTRAIN_SCHEDULER_SCHEDULER_TEST_UTIL_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/time/time.h"
+#include "common/job_spec.h"
+#include "proto/cluster.pb.h"
+#include "proto/job.pb.h"
+#include "proto/scheduler.pb.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/shard_map.h"
+
+namespace pstrain::scheduler::test_util {
+
+// Options for `job` (after ApplyJobDefaults) over one tensor "w" of `elements` floats, split
+// across job.num_servers() servers; a role is dead after 3 s of silence; time comes from `clock`.
+inline Scheduler::Options TinyJobOptions(JobSpec job, int64_t elements, int64_t train_samples, int64_t test_samples,
+                                         int64_t total_steps, std::function<absl::Time()> clock) {
+  ApplyJobDefaults(&job);
+  TensorSpec t;
+  t.set_name("w");
+  t.add_shape(elements);
+  t.set_num_elements(elements);
+  Scheduler::Options options;
+  options.shard_map = *BuildShardMap({t}, job.num_servers(), 1024);
+  options.job = std::move(job);
+  options.train_samples = train_samples;
+  options.test_samples = test_samples;
+  options.total_steps = total_steps;
+  options.dead_after = absl::Seconds(3);
+  options.clock = std::move(clock);
+  return options;
+}
+
+inline RegisterRequest Reg(Role role, const std::string& address) {
+  RegisterRequest r;
+  r.set_role(role);
+  r.set_address(address);
+  return r;
+}
+
+inline HeartbeatRequest Hb(Role role, int rank) {
+  HeartbeatRequest hb;
+  hb.set_role(role);
+  hb.set_rank(rank);
+  return hb;
+}
+
+}  // namespace pstrain::scheduler::test_util
+
+#endif  // PSTRAIN_SCHEDULER_SCHEDULER_TEST_UTIL_H_
