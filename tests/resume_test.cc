@@ -36,18 +36,24 @@ std::vector<int64_t> EpochSamples(const std::string& summary) {
   return out;
 }
 
+// Runs `job` on 2 servers x 2 workers until it has made `steps` steps, then kills every process
+// of it with SIGKILL: the whole job dies at once, leaving only its checkpoint folder.
+void RunAndKillAt(const std::vector<std::string>& job, int64_t steps, const std::string& name) {
+  ManualCluster cluster(name);
+  cluster.Start(2, 2, job);
+  cluster.WaitForSteps(steps);
+  cluster.scheduler->Kill(SIGKILL);
+  for (auto& s : cluster.servers) s->Kill(SIGKILL);
+  for (auto& w : cluster.workers) w->Kill(SIGKILL);
+}
+
 TEST(ResumeTest, KilledJobResumesWithMoreWorkersAndEndsLikeAnUndisturbedRun) {
   ManualCluster reference("resume-reference");
   reference.Start(2, 2, Job(MakeTempDir("ckpt-reference")));
   const std::string undisturbed = RunToEnd(reference);
 
   const std::string dir = MakeTempDir("ckpt-resumed");
-  ManualCluster first("resume-first");
-  first.Start(2, 2, Job(dir));
-  first.WaitForSteps(150);
-  first.scheduler->Kill(SIGKILL);
-  for (auto& s : first.servers) s->Kill(SIGKILL);
-  for (auto& w : first.workers) w->Kill(SIGKILL);
+  RunAndKillAt(Job(dir), 150, "resume-first");
 
   ManualCluster second("resume-second");
   std::vector<std::string> job = Job(dir);
@@ -76,12 +82,7 @@ TEST(ResumeTest, KilledJobResumesWithMoreWorkersAndEndsLikeAnUndisturbedRun) {
 
 TEST(ResumeTest, ResumeRefusesAnotherJobOrAFolderWithoutOne) {
   const std::string dir = MakeTempDir("ckpt-refused");
-  ManualCluster first("resume-refused-first");
-  first.Start(2, 2, Job(dir));
-  first.WaitForSteps(60);
-  first.scheduler->Kill(SIGKILL);
-  for (auto& s : first.servers) s->Kill(SIGKILL);
-  for (auto& w : first.workers) w->Kill(SIGKILL);
+  RunAndKillAt(Job(dir), 60, "resume-refused-first");
 
   std::vector<std::string> argv = {BinDir() + "/pstrain-scheduler", "--port=0", "--servers=3", "--resume"};
   for (const std::string& flag : Job(dir)) argv.push_back(flag);
