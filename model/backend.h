@@ -31,6 +31,27 @@ struct XentResult {
   int64_t correct = 0;  // rows whose arg-max logit (first on ties) equals the label
 };
 
+// A KxK window sliding over a batch of images laid out NCHW (image-major, then channel, row,
+// column; densely packed), as convolution and pooling use it. Window position (oh, ow) covers input
+// rows oh*stride - padding + [0, kernel) and columns ow*stride - padding + [0, kernel); positions
+// outside the image are zero padding. REQUIRES (checked by the layers, not the kernels): all sizes
+// > 0 except padding >= 0, and height + 2*padding >= kernel, width + 2*padding >= kernel.
+struct Window2d {
+  int channels = 0;
+  int height = 0;
+  int width = 0;
+  int kernel = 0;
+  int stride = 1;
+  int padding = 0;
+
+  int out_height() const { return (height + 2 * padding - kernel) / stride + 1; }
+  int out_width() const { return (width + 2 * padding - kernel) / stride + 1; }
+  int64_t image_elements() const { return static_cast<int64_t>(channels) * height * width; }
+  // Rows and columns of one image's Im2Col matrix.
+  int64_t col_rows() const { return static_cast<int64_t>(channels) * kernel * kernel; }
+  int64_t col_cols() const { return static_cast<int64_t>(out_height()) * out_width(); }
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -86,6 +107,30 @@ class Backend {
   virtual XentResult SoftmaxCrossEntropy(int rows, int cols, const float* logits,
                                          const int32_t* labels, float grad_scale,
                                          float* dlogits) = 0;
+
+  // ---- Convolution and pooling (NCHW, see Window2d) -----------------------------------------
+
+  // Unfolds n images x {n, C, H, W} into col {n, C*K*K, OH*OW}: one col_rows() x col_cols() matrix
+  // per image, image i at offset i * col_rows() * col_cols(), with
+  //   col[i][(c*K + kh)*K + kw][oh*OW + ow] = x[i][c][oh*S - P + kh][ow*S - P + kw]
+  // (0 where that pixel is padding). A convolution of image i with weights W {out_c, C*K*K} is then
+  // the single product W * col[i] {out_c, OH*OW}, which is already output image i in NCHW.
+  // col is overwritten entirely.
+  virtual void Im2Col(int n, const Window2d& window, const float* x, float* col) = 0;
+  // The adjoint of Im2Col: x[i][c][h][w] += every col entry that Im2Col copies from that pixel
+  // (entries that map to padding are dropped). ACCUMULATES into x: clear it first with Fill for
+  // a plain input gradient; then <Im2Col(x), col> == <x, Col2Im(col)> for every x and col.
+  virtual void Col2Im(int n, const Window2d& window, const float* col, float* x) = 0;
+
+  // Max pooling of n images x {n, C, H, W} into y {n, C, OH, OW}. argmax {n, C, OH, OW} (int32)
+  // receives for each output the position h*W + w of its maximum within its own {H, W} plane; ties
+  // go to the first in row-major window order. REQUIRES: window.padding == 0.
+  virtual void MaxPoolForward(int n, const Window2d& window, const float* x, float* y,
+                              int32_t* argmax) = 0;
+  // dx {n, C, H, W} = 0, then dx[i][c][argmax[i][c][oh][ow]] += dy[i][c][oh][ow] for every output
+  // (overlapping windows, stride < kernel, may send several outputs to one input).
+  virtual void MaxPoolBackward(int n, const Window2d& window, const int32_t* argmax,
+                               const float* dy, float* dx) = 0;
 };
 
 // A typed block of backend memory that frees itself. Move-only; the backend is borrowed and must

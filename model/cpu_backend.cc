@@ -119,7 +119,82 @@ class CpuBackend : public Backend {
     return result;
   }
 
+  void Im2Col(int n, const Window2d& window, const float* x, float* col) override {
+    ForEachColEntry(n, window, [&](int64_t col_index, int64_t x_index) {
+      col[col_index] = x_index < 0 ? 0.0f : x[x_index];
+    });
+  }
+
+  void Col2Im(int n, const Window2d& window, const float* col, float* x) override {
+    ForEachColEntry(n, window, [&](int64_t col_index, int64_t x_index) {
+      if (x_index >= 0) x[x_index] += col[col_index];
+    });
+  }
+
+  void MaxPoolForward(int n, const Window2d& window, const float* x, float* y,
+                      int32_t* argmax) override {
+    CHECK_EQ(window.padding, 0) << "max pooling takes no padding";
+    const int out_h = window.out_height(), out_w = window.out_width();
+    const int64_t planes = static_cast<int64_t>(n) * window.channels;
+    for (int64_t p = 0; p < planes; ++p) {
+      const float* plane = x + p * window.height * window.width;
+      const int64_t out_base = p * out_h * out_w;
+      for (int oh = 0; oh < out_h; ++oh) {
+        for (int ow = 0; ow < out_w; ++ow) {
+          int best = (oh * window.stride) * window.width + ow * window.stride;
+          for (int kh = 0; kh < window.kernel; ++kh) {
+            const int row = (oh * window.stride + kh) * window.width + ow * window.stride;
+            for (int kw = 0; kw < window.kernel; ++kw) {
+              if (plane[row + kw] > plane[best]) best = row + kw;
+            }
+          }
+          y[out_base + oh * out_w + ow] = plane[best];
+          argmax[out_base + oh * out_w + ow] = best;
+        }
+      }
+    }
+  }
+
+  void MaxPoolBackward(int n, const Window2d& window, const int32_t* argmax, const float* dy,
+                       float* dx) override {
+    const int64_t plane_in = static_cast<int64_t>(window.height) * window.width;
+    const int64_t plane_out = window.col_cols();
+    const int64_t planes = static_cast<int64_t>(n) * window.channels;
+    std::fill(dx, dx + planes * plane_in, 0.0f);
+    for (int64_t p = 0; p < planes; ++p) {
+      for (int64_t o = 0; o < plane_out; ++o) {
+        dx[p * plane_in + argmax[p * plane_out + o]] += dy[p * plane_out + o];
+      }
+    }
+  }
+
  private:
+  // Calls f(col_index, x_index) for every entry of the Im2Col matrix of n images, x_index = -1
+  // where the entry is padding. One walk serves both directions, so they stay adjoint.
+  template <typename F>
+  static void ForEachColEntry(int n, const Window2d& w, F f) {
+    const int out_h = w.out_height(), out_w = w.out_width();
+    int64_t col_index = 0;
+    for (int i = 0; i < n; ++i) {
+      for (int c = 0; c < w.channels; ++c) {
+        const int64_t plane = (static_cast<int64_t>(i) * w.channels + c) * w.height * w.width;
+        for (int kh = 0; kh < w.kernel; ++kh) {
+          for (int kw = 0; kw < w.kernel; ++kw) {
+            for (int oh = 0; oh < out_h; ++oh) {
+              const int h = oh * w.stride - w.padding + kh;
+              const bool row_inside = h >= 0 && h < w.height;
+              for (int ow = 0; ow < out_w; ++ow, ++col_index) {
+                const int x_col = ow * w.stride - w.padding + kw;
+                const bool inside = row_inside && x_col >= 0 && x_col < w.width;
+                f(col_index, inside ? plane + static_cast<int64_t>(h) * w.width + x_col : -1);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
   std::vector<float> sums_;  // ColumnSums scratch, kept to avoid an allocation per call
 };
 

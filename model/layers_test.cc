@@ -1,7 +1,6 @@
 // The CPU backend's kernels against naive loops, and each layer's backward pass against central
 // finite differences of its forward pass.
 #include <cmath>
-#include <functional>
 #include <memory>
 #include <vector>
 
@@ -17,35 +16,11 @@ namespace pstrain {
 namespace model {
 namespace {
 
+using testutil::Dot;
+using testutil::ExpectMatchesFiniteDifferences;
 using testutil::RandomVector;
 using testutil::ToBackend;
 using testutil::ToHost;
-
-constexpr float kEps = 1e-2f;
-
-double Dot(const std::vector<float>& a, const std::vector<float>& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
-  return s;
-}
-
-// Checks analytic[i] against the central difference of loss() in each element of *values.
-void ExpectMatchesFiniteDifferences(const char* what, std::vector<float>* values,
-                                    const std::function<double()>& loss,
-                                    const std::vector<float>& analytic) {
-  ASSERT_EQ(values->size(), analytic.size()) << what;
-  for (size_t i = 0; i < values->size(); ++i) {
-    const float saved = (*values)[i];
-    (*values)[i] = saved + kEps;
-    const double plus = loss();
-    (*values)[i] = saved - kEps;
-    const double minus = loss();
-    (*values)[i] = saved;
-    const double numeric = (plus - minus) / (2.0 * kEps);
-    EXPECT_NEAR(analytic[i], numeric, 1e-3 + 1e-2 * std::fabs(numeric))
-        << what << " element " << i;
-  }
-}
 
 class LayersTest : public ::testing::Test {
  protected:

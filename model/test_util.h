@@ -1,9 +1,11 @@
-// Helpers shared by the model/ unit tests: moving host vectors in and out of backend memory and
-// filling them with reproducible random values.
+// Helpers shared by the model/ unit tests: moving host vectors in and out of backend memory,
+// filling them with reproducible random values, and checking gradients by finite differences.
 #ifndef PSTRAIN_MODEL_TEST_UTIL_H_
 #define PSTRAIN_MODEL_TEST_UTIL_H_
 
+#include <cmath>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -38,6 +40,33 @@ inline std::vector<float> RandomVector(int64_t n, uint32_t seed, float lo = -1.0
   std::vector<float> v(n);
   for (float& x : v) x = dist(rng);
   return v;
+}
+
+inline double Dot(const std::vector<float>& a, const std::vector<float>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
+  return s;
+}
+
+// Checks analytic[i] against the central difference of loss() in each element of *values, with
+// step 1e-2: large enough for float forward passes to resolve, small enough for the smooth and
+// piecewise-linear (away from kinks) layers under test.
+inline void ExpectMatchesFiniteDifferences(const char* what, std::vector<float>* values,
+                                           const std::function<double()>& loss,
+                                           const std::vector<float>& analytic) {
+  constexpr float kEps = 1e-2f;
+  ASSERT_EQ(values->size(), analytic.size()) << what;
+  for (size_t i = 0; i < values->size(); ++i) {
+    const float saved = (*values)[i];
+    (*values)[i] = saved + kEps;
+    const double plus = loss();
+    (*values)[i] = saved - kEps;
+    const double minus = loss();
+    (*values)[i] = saved;
+    const double numeric = (plus - minus) / (2.0 * kEps);
+    EXPECT_NEAR(analytic[i], numeric, 1e-3 + 1e-2 * std::fabs(numeric))
+        << what << " element " << i;
+  }
 }
 
 }  // namespace testutil
