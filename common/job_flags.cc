@@ -9,7 +9,7 @@
 #include "common/status_macros.h"
 
 DEFINE_string(config, "", "JobSpec textproto file; flags given on the command line override it");
-DEFINE_string(model, "mlp", "Model: mlp");
+DEFINE_string(model, "mlp", "Model: mlp or cnn (two conv+pool blocks, two fully connected layers)");
 DEFINE_string(hidden, "256,128", "Hidden layer widths of the MLP, comma-separated");
 DEFINE_string(data_dir, pstrain::kDefaultDataDir, "Folder with the Fashion-MNIST (or MNIST) IDX files");
 DEFINE_int64(train_limit, 0, "Use only the first N training samples (0: all)");

@@ -88,7 +88,9 @@ void ApplyJobDefaults(JobSpec* job) {
 }
 
 absl::Status ValidateJobSpec(const JobSpec& job) {
-  if (job.model() != "mlp") return Invalid("model", absl::StrCat("'", job.model(), "'"), "'mlp'");
+  if (job.model() != "mlp" && job.model() != "cnn") {
+    return Invalid("model", absl::StrCat("'", job.model(), "'"), "'mlp' or 'cnn'");
+  }
   for (int i = 0; i < job.hidden_sizes_size(); ++i) {
     if (job.hidden_sizes(i) <= 0) {
       return Invalid(absl::StrCat("hidden_sizes[", i, "]"), absl::StrCat(job.hidden_sizes(i)), "> 0");

@@ -29,7 +29,7 @@
 #include "model/conv2d.h"
 #include "model/linear.h"
 #include "model/max_pool2d.h"
-#include "model/mlp.h"  // BatchStats
+#include "model/model.h"
 #include "model/param_spec.h"
 #include "model/relu.h"
 #include "model/softmax_xent.h"
@@ -73,30 +73,30 @@ absl::Status ValidateCnnShape(const CnnShape& shape);
 // REQUIRES: ValidateCnnShape(shape) is OK.
 std::vector<ParamSpec> CnnParamSpecs(const CnnShape& shape);
 
-class Cnn {
+class Cnn : public Model {
  public:
   // INVALID_ARGUMENT for a shape ValidateCnnShape refuses. `backend` is borrowed and must outlive
   // the Cnn. Parameters start at zero; call SetParameters or InitializeParameters before
   // training. Errors from the backend's Allocate pass through.
   static absl::StatusOr<std::unique_ptr<Cnn>> Create(const CnnShape& shape, Backend* backend);
 
-  const std::vector<ParamSpec>& params() const { return params_; }
-  int64_t num_parameters() const { return num_parameters_; }
+  const std::vector<ParamSpec>& params() const override { return params_; }
+  int64_t num_parameters() const override { return num_parameters_; }
   // Floats per sample: input_channels * input_height * input_width.
-  int input_size() const { return static_cast<int>(conv1_.input_elements()); }
-  int num_classes() const { return shape_.classes; }
+  int input_size() const override { return static_cast<int>(conv1_.input_elements()); }
+  int num_classes() const override { return shape_.classes; }
   const CnnShape& shape() const { return shape_; }
 
   // Loads every weight from `flat` (num_parameters() host floats, params() layout).
   // Wrong size -> INVALID_ARGUMENT.
-  absl::Status SetParameters(absl::Span<const float> flat);
+  absl::Status SetParameters(absl::Span<const float> flat) override;
 
   // Copies the current weights into `flat` (num_parameters() floats). Wrong size ->
   // INVALID_ARGUMENT.
-  absl::Status GetParameters(absl::Span<float> flat) const;
+  absl::Status GetParameters(absl::Span<float> flat) const override;
 
   // Sets every weight to its model/init.h initial value for `seed` (what the servers start from).
-  absl::Status InitializeParameters(uint64_t seed);
+  absl::Status InitializeParameters(uint64_t seed) override;
 
   // Forward and backward pass over n samples: x holds n * input_size() floats (NCHW), labels n
   // values in [0, num_classes()). Writes the MEAN gradient over the n samples of the mean
@@ -105,11 +105,11 @@ class Cnn {
   // INVALID_ARGUMENT for n < 0, a wrong grad size, or a label out of range (naming the sample and
   // the label); nothing is written to *stats then. Any n >= 0 works: buffers grow.
   absl::Status ComputeGradient(const float* x, const int32_t* labels, int n,
-                               absl::Span<float> grad, BatchStats* stats);
+                               absl::Span<float> grad, BatchStats* stats) override;
 
   // Forward only; adds the loss sum, correct count and n to *stats. Runs in batches of
   // kEvalBatch rows, so n may be the whole test set. Errors as for ComputeGradient.
-  absl::Status Evaluate(const float* x, const int32_t* labels, int n, BatchStats* stats);
+  absl::Status Evaluate(const float* x, const int32_t* labels, int n, BatchStats* stats) override;
 
   // Smaller than Mlp's: the first conv activation alone is conv1_channels*H*W floats per row
   // (25088 for the default shape, ~25 MB at 256 rows).

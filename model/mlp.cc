@@ -13,9 +13,7 @@
 
 namespace pstrain {
 namespace model {
-namespace {
-
-absl::Status ValidateLayerSizes(const std::vector<int>& layer_sizes) {
+absl::Status ValidateMlpLayerSizes(const std::vector<int>& layer_sizes) {
   if (layer_sizes.size() < 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("mlp layer sizes [", absl::StrJoin(layer_sizes, ", "),
@@ -35,8 +33,6 @@ absl::Status ValidateLayerSizes(const std::vector<int>& layer_sizes) {
   }
   return absl::OkStatus();
 }
-
-}  // namespace
 
 std::vector<ParamSpec> MlpParamSpecs(const std::vector<int>& layer_sizes) {
   std::vector<ParamSpec> specs;
@@ -93,7 +89,7 @@ Mlp::Mlp(std::vector<int> layer_sizes, Backend* backend)
 absl::StatusOr<std::unique_ptr<Mlp>> Mlp::Create(const std::vector<int>& layer_sizes,
                                                  Backend* backend) {
   CHECK(backend != nullptr);
-  RETURN_IF_ERROR(ValidateLayerSizes(layer_sizes));
+  RETURN_IF_ERROR(ValidateMlpLayerSizes(layer_sizes));
   std::unique_ptr<Mlp> mlp(new Mlp(layer_sizes, backend));
   RETURN_IF_ERROR(mlp->weights_.Reserve(mlp->num_parameters_));
   RETURN_IF_ERROR(mlp->grads_.Reserve(mlp->num_parameters_));

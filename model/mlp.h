@@ -20,6 +20,7 @@
 #include "absl/types/span.h"
 #include "model/backend.h"
 #include "model/linear.h"
+#include "model/model.h"
 #include "model/param_spec.h"
 #include "model/relu.h"
 #include "model/softmax_xent.h"
@@ -35,14 +36,11 @@ namespace model {
 // tensor_id (for model/init.h) = index in this list. REQUIRES: sizes valid (see Mlp::Create).
 std::vector<ParamSpec> MlpParamSpecs(const std::vector<int>& layer_sizes);
 
-// Loss and accuracy counts, summed over the samples seen. Mean loss = loss_sum / samples.
-struct BatchStats {
-  double loss_sum = 0;
-  int64_t correct = 0;
-  int64_t samples = 0;
-};
+// OK for layer sizes an Mlp can be built with: at least 2 entries, all > 0, classes >= 2;
+// otherwise INVALID_ARGUMENT naming the bad entry.
+absl::Status ValidateMlpLayerSizes(const std::vector<int>& layer_sizes);
 
-class Mlp {
+class Mlp : public Model {
  public:
   // layer_sizes: input, hidden..., classes; at least 2 entries, all > 0 and classes >= 2, else
   // INVALID_ARGUMENT. `backend` is borrowed and must outlive the Mlp. Parameters start at zero;
@@ -51,22 +49,22 @@ class Mlp {
   static absl::StatusOr<std::unique_ptr<Mlp>> Create(const std::vector<int>& layer_sizes,
                                                      Backend* backend);
 
-  const std::vector<ParamSpec>& params() const { return params_; }
-  int64_t num_parameters() const { return num_parameters_; }
-  int input_size() const { return layer_sizes_.front(); }
-  int num_classes() const { return layer_sizes_.back(); }
+  const std::vector<ParamSpec>& params() const override { return params_; }
+  int64_t num_parameters() const override { return num_parameters_; }
+  int input_size() const override { return layer_sizes_.front(); }
+  int num_classes() const override { return layer_sizes_.back(); }
   const std::vector<int>& layer_sizes() const { return layer_sizes_; }
 
   // Loads every weight from `flat` (num_parameters() host floats, params() layout).
   // Wrong size -> INVALID_ARGUMENT.
-  absl::Status SetParameters(absl::Span<const float> flat);
+  absl::Status SetParameters(absl::Span<const float> flat) override;
 
   // Copies the current weights into `flat` (num_parameters() floats). Wrong size ->
   // INVALID_ARGUMENT.
-  absl::Status GetParameters(absl::Span<float> flat) const;
+  absl::Status GetParameters(absl::Span<float> flat) const override;
 
   // Sets every weight to its model/init.h initial value for `seed` (what the servers start from).
-  absl::Status InitializeParameters(uint64_t seed);
+  absl::Status InitializeParameters(uint64_t seed) override;
 
   // Forward and backward pass over n samples: x holds n * input_size() row-major floats, labels
   // n values in [0, num_classes()). Writes the MEAN gradient over the n samples of the mean
@@ -75,11 +73,11 @@ class Mlp {
   // INVALID_ARGUMENT for n < 0, a wrong grad size, or a label out of range (naming the sample and
   // the label); nothing is written to *stats then. Any n >= 0 works: buffers grow.
   absl::Status ComputeGradient(const float* x, const int32_t* labels, int n,
-                               absl::Span<float> grad, BatchStats* stats);
+                               absl::Span<float> grad, BatchStats* stats) override;
 
   // Forward only; adds the loss sum, correct count and n to *stats. Runs in batches of
   // kEvalBatch rows, so n may be the whole test set. Errors as for ComputeGradient.
-  absl::Status Evaluate(const float* x, const int32_t* labels, int n, BatchStats* stats);
+  absl::Status Evaluate(const float* x, const int32_t* labels, int n, BatchStats* stats) override;
 
   static constexpr int kEvalBatch = 1024;
 

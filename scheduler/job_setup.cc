@@ -6,7 +6,7 @@
 #include "common/status_macros.h"
 #include "data/assignment.h"
 #include "data/idx_reader.h"
-#include "model/mlp.h"
+#include "model/model.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/shard_map.h"
 
@@ -25,9 +25,8 @@ InitKind ToProto(model::InitKind kind) {
 
 }  // namespace
 
-std::vector<TensorSpec> MlpTensorSpecs(const std::vector<int>& layer_sizes) {
+std::vector<TensorSpec> TensorSpecsOf(const std::vector<model::ParamSpec>& params) {
   std::vector<TensorSpec> tensors;
-  const std::vector<model::ParamSpec> params = model::MlpParamSpecs(layer_sizes);
   for (int i = 0; i < static_cast<int>(params.size()); ++i) {
     const model::ParamSpec& p = params[i];
     TensorSpec t;
@@ -64,11 +63,16 @@ absl::StatusOr<JobSetup> SetUpJob(const JobSpec& job) {
   JobSetup setup;
   setup.train_samples = train.num_samples;
   setup.test_samples = test.num_samples;
-  setup.layer_sizes.push_back(train.rows * train.cols);
-  for (int h : job.hidden_sizes()) setup.layer_sizes.push_back(h);
-  setup.layer_sizes.push_back(train.num_classes);
-  ASSIGN_OR_RETURN(setup.shard_map, BuildShardMap(MlpTensorSpecs(setup.layer_sizes),
-                                                  job.num_servers(), job.max_chunk_bytes()));
+  model::ModelInput input;
+  input.height = train.rows;
+  input.width = train.cols;
+  input.classes = train.num_classes;
+  input.hidden_sizes.assign(job.hidden_sizes().begin(), job.hidden_sizes().end());
+  ASSIGN_OR_RETURN(const std::vector<model::ParamSpec> params, model::ModelParamSpecs(job.model(), input));
+  int64_t parameters = 0;
+  for (const model::ParamSpec& p : params) parameters += p.num_elements;
+  setup.model_line = absl::StrCat(job.model(), ": ", params.size(), " tensors, ", parameters, " parameters");
+  ASSIGN_OR_RETURN(setup.shard_map, BuildShardMap(TensorSpecsOf(params), job.num_servers(), job.max_chunk_bytes()));
   setup.total_steps = TotalSteps(
       job, setup.train_samples,
       data::SyncStepsPerEpoch(setup.train_samples, job.global_batch()));

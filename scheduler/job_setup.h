@@ -6,9 +6,11 @@
 #define PSTRAIN_SCHEDULER_JOB_SETUP_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "model/param_spec.h"
 #include "proto/cluster.pb.h"
 #include "proto/job.pb.h"
 
@@ -19,20 +21,20 @@ struct JobSetup {
   // Samples after the job's train_limit / test_limit.
   int64_t train_samples = 0;
   int64_t test_samples = 0;
-  // {rows * cols, hidden_sizes..., num_classes}.
-  std::vector<int> layer_sizes;
+  // The model's name and its tensors, for the log ("cnn: 8 tensors, 454922 parameters").
+  std::string model_line;
   ShardMap shard_map;
   // See TotalSteps() in scheduler/scheduler.h.
   int64_t total_steps = 0;
 };
 
 // The model's tensors as protos, in the model's order (ids = indices), for BuildShardMap.
-std::vector<TensorSpec> MlpTensorSpecs(const std::vector<int>& layer_sizes);
+std::vector<TensorSpec> TensorSpecsOf(const std::vector<model::ParamSpec>& params);
 
 // Reads the headers of the job's training and test sets and builds everything above.
 // Errors: the data reader's (NOT_FOUND, DATA_LOSS, ...) for a missing or corrupt data dir;
 // INVALID_ARGUMENT when the job's training set is empty, the two splits disagree on image size
-// or class count, or the shard map cannot be built.
+// or class count, the model refuses the data's sizes, or the shard map cannot be built.
 absl::StatusOr<JobSetup> SetUpJob(const JobSpec& job);
 
 }  // namespace scheduler

@@ -95,7 +95,7 @@ absl::Status SchedulerRunner::Run() {
   if (!job.checkpoint_dir().empty()) RETURN_IF_ERROR(WriteJobManifest(job));
   ASSIGN_OR_RETURN(JobSetup setup, SetUpJob(job));
   LOG(INFO) << "data: " << setup.train_samples << " training and " << setup.test_samples
-            << " test samples; model " << absl::StrJoin(setup.layer_sizes, "-") << " in "
+            << " test samples; model " << setup.model_line << " in "
             << setup.shard_map.chunks_size() << " chunks over " << job_.num_servers()
             << " servers; " << setup.total_steps << " steps";
 

@@ -30,6 +30,22 @@ RunResult Eval(const std::vector<std::string>& flags) {
   return r.ok() ? *r : RunResult{};
 }
 
+TEST(EvalTest, CnnTrainsOnTheClusterAndItsModelFileEvaluatesTheSame) {
+  // --model=cnn end to end on a subset: servers shard the CNN's tensors like the MLP's, workers
+  // train it, worker 0 writes it, and pstrain-eval recognises and rebuilds it from the file.
+  absl::StatusOr<ClusterRun> run =
+      LaunchCluster("eval-cnn", {"--model=cnn", "--servers=2", "--workers=2", "--epochs=1", "--train_limit=3072",
+                                 "--test_limit=1000", "--batch_size=32", "--seed=3"});
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->exit_code, 0) << run->output;
+  const double summary_accuracy = JsonNumber(run->summary_json, "final_test_accuracy");
+  // One epoch on 3072 samples: far past chance (10%), far from converged.
+  EXPECT_GT(summary_accuracy, 0.6) << run->summary_json;
+  RunResult r = Eval({"--model=" + run->model_path, "--test_limit=1000"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NEAR(EvalNumber(r.output, "test_accuracy"), summary_accuracy, 1e-9) << r.output;
+}
+
 TEST(EvalTest, AccuracyOfTheFinalModelEqualsTheRunSummary) {
   absl::StatusOr<ClusterRun> run =
       LaunchCluster("eval", {"--servers=2", "--workers=2", "--epochs=1", "--train_limit=4096",

@@ -68,18 +68,62 @@ absl::StatusOr<std::vector<int>> LayerSizesFromParams(const std::vector<model::P
   return sizes;
 }
 
+absl::StatusOr<model::CnnShape> CnnShapeFromParams(const std::vector<model::ParamSpec>& params, int height,
+                                                   int width) {
+  // conv1.weight {c1, in_c*25}, conv2.weight {c2, c1*25}, fc1.weight {flat, hidden}, fc2.weight
+  // {hidden, classes}: the sizes are read off those four, the rest is checked against the layout.
+  if (params.size() != 8) {
+    return absl::InvalidArgumentError(absl::StrCat("cnn model has ", params.size(), " tensors, expected 8"));
+  }
+  for (int i : {0, 2, 4, 6}) {
+    if (!IsWeightShape(params[i].shape)) {
+      return absl::InvalidArgumentError(absl::StrCat("cnn model tensor ", i, ": got ", Describe(params[i]),
+                                                     ", expected a 2-D weight"));
+    }
+  }
+  model::CnnShape shape;
+  shape.input_height = height;
+  shape.input_width = width;
+  shape.conv1_channels = static_cast<int>(params[0].shape[0]);
+  shape.input_channels = static_cast<int>(params[0].shape[1] / 25);
+  shape.conv2_channels = static_cast<int>(params[2].shape[0]);
+  shape.hidden = static_cast<int>(params[4].shape[1]);
+  shape.classes = static_cast<int>(params[6].shape[1]);
+  RETURN_IF_ERROR(model::ValidateCnnShape(shape));
+  const std::vector<model::ParamSpec> expected = model::CnnParamSpecs(shape);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    if (params[i].name != expected[i].name || params[i].shape != expected[i].shape) {
+      return absl::InvalidArgumentError(absl::StrCat("cnn model tensor ", i, ": got ", Describe(params[i]),
+                                                     ", expected ", Describe(expected[i]), " for ",
+                                                     shape.DebugString()));
+    }
+  }
+  return shape;
+}
+
 absl::StatusOr<model::BatchStats> EvaluateModelFile(const std::string& model_path,
                                                     const std::string& data_dir, int64_t test_limit) {
   ASSIGN_OR_RETURN(model::ModelFile file, model::ReadModelFile(model_path));
-  absl::StatusOr<std::vector<int>> sizes = LayerSizesFromParams(file.params);
-  if (!sizes.ok()) {
-    return absl::Status(sizes.status().code(), absl::StrCat(model_path, ": ", sizes.status().message()));
-  }
   ASSIGN_OR_RETURN(data::Dataset test, data::LoadFashionMnist(data_dir, data::Split::kTest, test_limit));
-  if (test.features() != sizes->front()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        model_path, ": the model takes ", sizes->front(), " inputs, but the test images in ", data_dir,
-        " are ", test.rows, "x", test.cols, " = ", test.features(), " pixels"));
+  std::unique_ptr<model::Backend> backend = model::NewCpuBackend();
+  std::unique_ptr<model::Model> net;
+  if (!file.params.empty() && file.params[0].name == "conv1.weight") {
+    absl::StatusOr<model::CnnShape> shape = CnnShapeFromParams(file.params, test.rows, test.cols);
+    if (!shape.ok()) {
+      return absl::Status(shape.status().code(), absl::StrCat(model_path, ": ", shape.status().message()));
+    }
+    ASSIGN_OR_RETURN(net, model::Cnn::Create(*shape, backend.get()));
+  } else {
+    absl::StatusOr<std::vector<int>> sizes = LayerSizesFromParams(file.params);
+    if (!sizes.ok()) {
+      return absl::Status(sizes.status().code(), absl::StrCat(model_path, ": ", sizes.status().message()));
+    }
+    if (test.features() != sizes->front()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          model_path, ": the model takes ", sizes->front(), " inputs, but the test images in ", data_dir,
+          " are ", test.rows, "x", test.cols, " = ", test.features(), " pixels"));
+    }
+    ASSIGN_OR_RETURN(net, model::Mlp::Create(*sizes, backend.get()));
   }
   if (test.num_samples > std::numeric_limits<int>::max()) {
     return absl::InvalidArgumentError(absl::StrCat(data_dir, ": ", test.num_samples,
@@ -87,12 +131,10 @@ absl::StatusOr<model::BatchStats> EvaluateModelFile(const std::string& model_pat
                                                    std::numeric_limits<int>::max()));
   }
 
-  std::unique_ptr<model::Backend> backend = model::NewCpuBackend();
-  ASSIGN_OR_RETURN(std::unique_ptr<model::Mlp> mlp, model::Mlp::Create(*sizes, backend.get()));
-  RETURN_IF_ERROR(mlp->SetParameters(file.values));
+  RETURN_IF_ERROR(net->SetParameters(file.values));
   model::BatchStats stats;
   absl::Status status =
-      mlp->Evaluate(test.images.data(), test.labels.data(), static_cast<int>(test.num_samples), &stats);
+      net->Evaluate(test.images.data(), test.labels.data(), static_cast<int>(test.num_samples), &stats);
   if (!status.ok()) {
     return absl::Status(status.code(), absl::StrCat("evaluating ", model_path, " on the test set in ",
                                                     data_dir, ": ", status.message()));

@@ -1,11 +1,11 @@
 // Offline evaluation of a trained model file (model/model_file.h) on the Fashion-MNIST test split:
 // what `pstrain-eval` runs.
 //
-//   ReadModelFile -> LayerSizesFromParams -> Mlp::Create + SetParameters (CPU backend)
-//   LoadFashionMnist(kTest, limit) -> input width check -> Mlp::Evaluate over every sample
+//   ReadModelFile -> LoadFashionMnist(kTest, limit) -> the model's layout (an MLP from its
+//   weights' shapes, or a CNN when the first tensor is conv1.weight) -> Create + SetParameters
+//   (CPU backend) -> Evaluate over every sample
 //
-// The test samples are evaluated with the same Mlp::Evaluate the workers run at the end of each
-// epoch, so on the same weights and the same test_limit the accuracy matches the run summary's
+// The test samples are evaluated with the same Evaluate the workers run at the end of each epoch, so on the same weights and the same test_limit the accuracy matches the run summary's
 // final_test_accuracy exactly: every sample is counted the same way.
 //
 // Thread safety: free functions with no shared state. OpenBLAS's thread count is process-wide and
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "model/cnn.h"
 #include "model/mlp.h"
 #include "model/param_spec.h"
 
@@ -30,6 +31,13 @@ namespace pstrain::worker {
 // differs from that layout (its index, name and shape and what was expected there), for no
 // tensors, a missing or extra tensor, or fewer than 2 classes.
 absl::StatusOr<std::vector<int>> LayerSizesFromParams(const std::vector<model::ParamSpec>& params);
+
+// The CNN shape (model/cnn.h) of a model file whose first tensor is conv1.weight, for images of
+// `height` x `width`: channels, hidden width and classes follow from the tensors' shapes, and the
+// whole model::CnnParamSpecs layout must then match `params` (names and shapes), else
+// INVALID_ARGUMENT naming the first tensor that differs.
+absl::StatusOr<model::CnnShape> CnnShapeFromParams(const std::vector<model::ParamSpec>& params, int height,
+                                                   int width);
 
 // Loads the model file at `model_path`, rebuilds its MLP on a CPU backend and evaluates it on the
 // test split in `data_dir` (data::LoadFashionMnist; `test_limit` > 0 keeps the first test_limit

@@ -31,7 +31,7 @@ std::string LiveRanks(const ClusterView& view) {
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerOptions options,
                                                         SchedulerClient* scheduler, PsClient* ps,
-                                                        model::Mlp* model, const data::Dataset* train,
+                                                        model::Model* model, const data::Dataset* train,
                                                         const data::Dataset* test) {
   if (train->features() != model->input_size() || test->features() != model->input_size()) {
     return absl::InvalidArgumentError(absl::StrCat("data has ", train->features(),
@@ -51,7 +51,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerOptions options,
       new Trainer(std::move(options), scheduler, ps, model, train, test, std::move(layout)));
 }
 
-Trainer::Trainer(TrainerOptions options, SchedulerClient* scheduler, PsClient* ps, model::Mlp* model,
+Trainer::Trainer(TrainerOptions options, SchedulerClient* scheduler, PsClient* ps, model::Model* model,
                  const data::Dataset* train, const data::Dataset* test, ShardLayout layout)
     : options_(std::move(options)),
       scheduler_(scheduler),

@@ -37,7 +37,7 @@
 #include "common/scheduler_client.h"
 #include "data/assignment.h"
 #include "data/dataset.h"
-#include "model/mlp.h"
+#include "model/model.h"
 #include "proto/cluster.pb.h"
 #include "proto/job.pb.h"
 #include "worker/ps_client.h"
@@ -67,7 +67,7 @@ class Trainer {
   // not match the view's shard map or the data set does not match the model.
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(TrainerOptions options,
                                                         SchedulerClient* scheduler, PsClient* ps,
-                                                        model::Mlp* model, const data::Dataset* train,
+                                                        model::Model* model, const data::Dataset* train,
                                                         const data::Dataset* test);
 
   // Trains the whole job (or until asked to leave) and sends the final report. Blocks. Errors name
@@ -81,7 +81,7 @@ class Trainer {
   bool left() const { return left_; }
 
  private:
-  Trainer(TrainerOptions options, SchedulerClient* scheduler, PsClient* ps, model::Mlp* model,
+  Trainer(TrainerOptions options, SchedulerClient* scheduler, PsClient* ps, model::Model* model,
           const data::Dataset* train, const data::Dataset* test, ShardLayout layout);
 
   absl::Status RunSync();
@@ -132,7 +132,7 @@ class Trainer {
   const TrainerOptions options_;
   SchedulerClient* const scheduler_;
   PsClient* const ps_;
-  model::Mlp* const model_;
+  model::Model* const model_;
   const data::Dataset* const train_;
   const data::Dataset* const test_;
   const ShardLayout layout_;

@@ -12,7 +12,7 @@
 #include "common/status_macros.h"
 #include "data/idx_reader.h"
 #include "model/cpu_backend.h"
-#include "model/mlp.h"
+#include "model/model.h"
 #include "model/model_file.h"
 #include "worker/ps_client.h"
 #include "worker/trainer.h"
@@ -37,11 +37,13 @@ class Outcome {
   absl::Status first_ ABSL_GUARDED_BY(mu_);
 };
 
-std::vector<int> LayerSizes(const JobSpec& job, const data::Dataset& train) {
-  std::vector<int> sizes = {static_cast<int>(train.features())};
-  sizes.insert(sizes.end(), job.hidden_sizes().begin(), job.hidden_sizes().end());
-  sizes.push_back(train.num_classes);
-  return sizes;
+model::ModelInput ModelInputOf(const JobSpec& job, const data::Dataset& train) {
+  model::ModelInput input;
+  input.height = train.rows;
+  input.width = train.cols;
+  input.classes = train.num_classes;
+  input.hidden_sizes.assign(job.hidden_sizes().begin(), job.hidden_sizes().end());
+  return input;
 }
 
 absl::Status Train(const WorkerOptions& options, SchedulerClient* scheduler, int rank,
@@ -53,7 +55,8 @@ absl::Status Train(const WorkerOptions& options, SchedulerClient* scheduler, int
   ASSIGN_OR_RETURN(data::Dataset test,
                    data::LoadFashionMnist(job.data().data_dir(), data::Split::kTest, job.data().test_limit()));
   std::unique_ptr<model::Backend> backend = model::NewCpuBackend();
-  ASSIGN_OR_RETURN(std::unique_ptr<model::Mlp> model, model::Mlp::Create(LayerSizes(job, train), backend.get()));
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model,
+                   model::NewModel(job.model(), ModelInputOf(job, train), backend.get()));
   ASSIGN_OR_RETURN(std::unique_ptr<PsClient> ps, PsClient::Create(view, options.rpc_timeout));
 
   // From here on, a failed job cancels whatever this worker is waiting for.

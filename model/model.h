@@ -1,0 +1,86 @@
+// What a worker trains: a classifier whose parameters live in one flat vector in its
+// params() layout (the layout the parameter servers shard and the model file stores). The MLP
+// (model/mlp.h) and the CNN (model/cnn.h) implement it; NewModel picks one by the job's name.
+//
+// Inputs and outputs of every method are host memory; the arithmetic runs on the Backend the
+// model was created with.
+//
+// Thread safety: not thread-safe (one model per training thread, each with its own Backend).
+#ifndef PSTRAIN_MODEL_MODEL_H_
+#define PSTRAIN_MODEL_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "model/backend.h"
+#include "model/param_spec.h"
+
+namespace pstrain {
+namespace model {
+
+// Loss and accuracy counts, summed over the samples seen. Mean loss = loss_sum / samples.
+struct BatchStats {
+  double loss_sum = 0;
+  int64_t correct = 0;
+  int64_t samples = 0;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  virtual const std::vector<ParamSpec>& params() const = 0;
+  virtual int64_t num_parameters() const = 0;
+  // Floats per sample, and the number of classes.
+  virtual int input_size() const = 0;
+  virtual int num_classes() const = 0;
+
+  // Loads every weight from `flat` (num_parameters() floats, params() layout); INVALID_ARGUMENT
+  // for a wrong size.
+  virtual absl::Status SetParameters(absl::Span<const float> flat) = 0;
+  // Copies the current weights into `flat`; INVALID_ARGUMENT for a wrong size.
+  virtual absl::Status GetParameters(absl::Span<float> flat) const = 0;
+  // Sets every weight to its model/init.h initial value for `seed` (what the servers start from).
+  virtual absl::Status InitializeParameters(uint64_t seed) = 0;
+
+  // Forward and backward pass over n samples (x: n * input_size() floats, labels in
+  // [0, num_classes())): writes the MEAN gradient into `grad` (num_parameters() floats) and adds
+  // loss sum, correct count and n to *stats (may be null). n == 0: grad all zeros. INVALID_ARGUMENT
+  // for n < 0, a wrong grad size or a label out of range (naming the sample); *stats unchanged then.
+  virtual absl::Status ComputeGradient(const float* x, const int32_t* labels, int n, absl::Span<float> grad,
+                                       BatchStats* stats) = 0;
+  // Forward only, in batches, so n may be a whole test set; adds to *stats. Errors as above.
+  virtual absl::Status Evaluate(const float* x, const int32_t* labels, int n, BatchStats* stats) = 0;
+};
+
+// The models a job may name (JobSpec.model).
+inline constexpr char kMlpModel[] = "mlp";
+inline constexpr char kCnnModel[] = "cnn";
+
+// What a model needs to know of its data and job: images of `channels` x `height` x `width`
+// floats, `classes` labels, and (MLP only) the hidden layer widths.
+struct ModelInput {
+  int channels = 1;
+  int height = 0;
+  int width = 0;
+  int classes = 0;
+  std::vector<int> hidden_sizes;
+};
+
+// The parameter layout of model `name` for `input`. INVALID_ARGUMENT for an unknown name
+// ("model 'x': expected 'mlp' or 'cnn'") or sizes the model refuses.
+absl::StatusOr<std::vector<ParamSpec>> ModelParamSpecs(const std::string& name, const ModelInput& input);
+
+// A new model `name` on `backend` (borrowed; must outlive the model); errors as ModelParamSpecs,
+// plus the backend's Allocate errors.
+absl::StatusOr<std::unique_ptr<Model>> NewModel(const std::string& name, const ModelInput& input, Backend* backend);
+
+}  // namespace model
+}  // namespace pstrain
+
+#endif  // PSTRAIN_MODEL_MODEL_H_
