@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "model/init.h"
+#include "model/model_common.h"
 
 namespace pstrain {
 namespace model {
@@ -165,48 +166,19 @@ absl::StatusOr<std::unique_ptr<Cnn>> Cnn::Create(const CnnShape& shape, Backend*
 }
 
 absl::Status Cnn::SetParameters(absl::Span<const float> flat) {
-  if (static_cast<int64_t>(flat.size()) != num_parameters_) {
-    return absl::InvalidArgumentError(absl::StrCat("cnn SetParameters: got ", flat.size(),
-                                                   " floats, expected ", num_parameters_));
-  }
-  return backend_->Upload(flat.data(), flat.size() * sizeof(float), weights_.data());
+  return UploadParameters("cnn", backend_, flat, num_parameters_, weights_.data());
 }
 
 absl::Status Cnn::GetParameters(absl::Span<float> flat) const {
-  if (static_cast<int64_t>(flat.size()) != num_parameters_) {
-    return absl::InvalidArgumentError(absl::StrCat("cnn GetParameters: got room for ",
-                                                   flat.size(), " floats, expected ",
-                                                   num_parameters_));
-  }
-  return backend_->Download(weights_.data(), flat.size() * sizeof(float), flat.data());
+  return DownloadParameters("cnn", backend_, weights_.data(), num_parameters_, flat);
 }
 
 absl::Status Cnn::InitializeParameters(uint64_t seed) {
-  std::vector<float> flat(num_parameters_);
-  for (size_t t = 0; t < params_.size(); ++t) {
-    const ParamSpec& spec = params_[t];
-    FillInitialValues(seed, static_cast<int>(t), spec, 0, spec.num_elements,
-                      flat.data() + spec.flat_offset);
-  }
-  return SetParameters(flat);
+  return SetParameters(InitialParameters(seed, params_));
 }
 
 absl::Status Cnn::CheckBatch(const float* x, const int32_t* labels, int n) const {
-  if (n < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("cnn batch: got n = ", n, ", expected >= 0"));
-  }
-  if (n > 0 && (x == nullptr || labels == nullptr)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cnn batch of ", n, " samples: inputs or labels are null"));
-  }
-  const int classes = num_classes();
-  for (int i = 0; i < n; ++i) {
-    if (labels[i] < 0 || labels[i] >= classes) {
-      return absl::InvalidArgumentError(absl::StrCat("cnn batch: sample ", i, " has label ",
-                                                     labels[i], ", expected [0, ", classes, ")"));
-    }
-  }
-  return absl::OkStatus();
+  return model::CheckBatch("cnn", x, labels, n, num_classes());
 }
 
 absl::Status Cnn::ReserveRows(int rows, bool with_deltas) {
