@@ -164,6 +164,10 @@ absl::Status ValidateJobSpec(const JobSpec& job) {
   return absl::OkStatus();
 }
 
+bool CheckpointsOn(const JobSpec& job) {
+  return !job.checkpoint_dir().empty() && (job.checkpoint_every_steps() > 0 || job.checkpoint_every_seconds() > 0);
+}
+
 absl::StatusOr<Mode> ParseMode(absl::string_view name) {
   std::string n = absl::AsciiStrToLower(name);
   if (n == "sync") return SYNC;

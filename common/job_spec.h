@@ -26,6 +26,10 @@ void ApplyJobDefaults(JobSpec* job);
 // expected, e.g. "optimizer.lr: got -0.1, expected > 0".
 absl::Status ValidateJobSpec(const JobSpec& job);
 
+// Whether the job's servers write checkpoints: a folder and a step or a time interval. Server
+// recovery from checkpoints depends on it.
+bool CheckpointsOn(const JobSpec& job);
+
 // Flag spellings of the enums: "sync"/"async"/"ssp", "sgd"/"momentum"/"nesterov"/"adam"/"adagrad",
 // "constant"/"step"/"cosine". Unknown names give INVALID_ARGUMENT listing the accepted ones.
 absl::StatusOr<Mode> ParseMode(absl::string_view name);

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/job_spec.h"
 #include "glog/logging.h"
 
 namespace pstrain {
@@ -30,8 +31,7 @@ int64_t NewestCommonStep(const std::vector<std::vector<int64_t>>& steps_by_serve
 }
 
 bool Scheduler::RecoversServersLocked() const {
-  return state_ == RUNNING &&
-         (options_.job.checkpoint_every_steps() > 0 || options_.job.checkpoint_every_seconds() > 0);
+  return state_ == RUNNING && CheckpointsOn(options_.job);
 }
 
 bool Scheduler::PromotesReplicasLocked() const { return state_ == RUNNING && !shard_hosts_.empty(); }

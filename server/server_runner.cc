@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/barriers.h"
+#include "common/job_spec.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "server/checkpoint.h"
@@ -130,8 +131,7 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   const int rank = registration.rank();
   LOG(INFO) << "registered as server " << rank;
   const JobSpec& job = registration.job();
-  const bool checkpointing =
-      !job.checkpoint_dir().empty() && (job.checkpoint_every_steps() > 0 || job.checkpoint_every_seconds() > 0);
+  const bool checkpointing = CheckpointsOn(job);
   // The scheduler picks a restore step from every server's list when a server must be replaced;
   // a failed report is retried by the membership thread.
   if (checkpointing && !ReportCheckpoints(client, rank, job.checkpoint_dir()).ok()) NoteCheckpointsChanged();

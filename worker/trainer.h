@@ -34,6 +34,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/job_spec.h"
 #include "common/scheduler_client.h"
 #include "data/assignment.h"
 #include "data/dataset.h"
@@ -124,7 +125,7 @@ class Trainer {
   // Whether a server's death (UNAVAILABLE) is a membership change to wait out rather than an
   // error: its shard's copy is promoted (replicas) or a replacement restores a checkpoint.
   bool ServersRecover() const {
-    return Replicated() || options_.job.checkpoint_every_steps() > 0 || options_.job.checkpoint_every_seconds() > 0;
+    return Replicated() || CheckpointsOn(options_.job);
   }
   bool LeaveRequested() const { return options_.leave != nullptr && options_.leave->load(); }
   absl::Status Leave(int epoch);
