@@ -1,7 +1,9 @@
 #include "scheduler/resume.h"
 
 #include <filesystem>
+#include <string>
 #include <system_error>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -49,6 +51,17 @@ absl::Status WriteJobManifest(const JobSpec& job) {
   std::filesystem::create_directories(job.checkpoint_dir(), ignored);
   return WriteFileAtomically(JobManifestPath(job), "job manifest",
                              absl::StrCat("# Written by pstrain-scheduler; read back by --resume.\n", text));
+}
+
+absl::Status CheckNoEarlierCheckpoints(const JobSpec& job) {
+  for (int rank = 0; rank < job.num_servers(); ++rank) {
+    const std::vector<int64_t> steps = ListCheckpointSteps(job.checkpoint_dir(), rank);
+    if (steps.empty()) continue;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint_dir ", job.checkpoint_dir(), " already holds checkpoints of an earlier run (server ", rank,
+        ", steps [", absl::StrJoin(steps, ", "), "]); pass --resume to continue that job, or use an empty folder"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ResumePoint> FindResumePoint(const JobSpec& job) {

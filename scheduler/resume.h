@@ -36,6 +36,11 @@ std::string JobManifestPath(const JobSpec& job);
 // Errors name the path.
 absl::Status WriteJobManifest(const JobSpec& job);
 
+// For a new job (resume not set): OK unless job.checkpoint_dir already holds shard checkpoints
+// of an earlier run for one of the job's server ranks; then FAILED_PRECONDITION naming the folder
+// and what it holds, and saying to pass --resume to continue that job or to use an empty folder.
+absl::Status CheckNoEarlierCheckpoints(const JobSpec& job);
+
 struct ResumePoint {
   // The newest consistent cut: every server has a checkpoint of this step.
   int64_t step = 0;

@@ -79,6 +79,17 @@ bool SchedulerRunner::stop_requested() const {
 absl::Status SchedulerRunner::Run() {
   if (stop_requested()) return absl::CancelledError("scheduler stopped before it started");
   LOG(INFO) << "job: " << JobSpecToText(job_);
+  // With a state folder the state persists; a state left there by a dead scheduler is restored.
+  std::unique_ptr<StateFile> state_file;
+  std::optional<SchedulerState> saved;
+  int port = options_.port;
+  if (!options_.state_dir.empty()) {
+    ASSIGN_OR_RETURN(state_file, StateFile::Open(options_.state_dir));
+    ASSIGN_OR_RETURN(saved, state_file->Load());
+    if (saved.has_value() && port == 0) port = saved->port();  // Where the roles look for us.
+    LOG(INFO) << (saved.has_value() ? "restoring the scheduler state from " : "keeping the scheduler state in ")
+              << state_file->path();
+  }
   JobSpec job = job_;
   std::optional<int64_t> resume_step;
   if (job.resume()) {
@@ -91,6 +102,11 @@ absl::Status SchedulerRunner::Run() {
     resume_step = point.step;
     LOG(INFO) << "resume: continuing from step " << point.step << ", the newest checkpoint every server has in "
               << job.checkpoint_dir();
+  }
+  if (!job.resume() && !saved.has_value() && !job.checkpoint_dir().empty()) {
+    // A new job must not mix its checkpoints with an earlier one's (a recovery would pick the
+    // earlier run's newer steps, and pruning would keep them over the new run's).
+    RETURN_IF_ERROR(CheckNoEarlierCheckpoints(job));
   }
   if (!job.checkpoint_dir().empty()) RETURN_IF_ERROR(WriteJobManifest(job));
   ASSIGN_OR_RETURN(JobSetup setup, SetUpJob(job));
@@ -110,20 +126,11 @@ absl::Status SchedulerRunner::Run() {
   core_options.dead_after = options_.dead_after;
   core_options.startup_timeout = options_.startup_timeout;
   core_options.server_recovery_timeout = options_.server_recovery_timeout;
-  // With a state folder the state persists; a state left there by a dead scheduler is restored.
-  std::unique_ptr<StateFile> state_file;
-  std::optional<SchedulerState> saved;
-  int port = options_.port;
-  if (!options_.state_dir.empty()) {
-    ASSIGN_OR_RETURN(state_file, StateFile::Open(options_.state_dir));
-    ASSIGN_OR_RETURN(saved, state_file->Load());
+  if (state_file != nullptr) {
     core_options.persist = [file = state_file.get()](int64_t version, const SchedulerState& state) {
       return file->Save(version, state);
     };
     core_options.reconnect = options_.reconnect;
-    if (saved.has_value() && port == 0) port = saved->port();  // Where the roles look for us.
-    LOG(INFO) << (saved.has_value() ? "restoring the scheduler state from " : "keeping the scheduler state in ")
-              << state_file->path();
   }
   std::unique_ptr<Scheduler> core;
   if (saved.has_value()) {

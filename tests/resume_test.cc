@@ -93,6 +93,17 @@ TEST(ResumeTest, ResumeRefusesAnotherJobOrAFolderWithoutOne) {
   EXPECT_NE(*code, 0);
   EXPECT_THAT(other->Output(), HasSubstr("resume: num_servers is 3, but the job in"));
 
+  // A new job (no --resume) refuses a folder that holds another run's checkpoints.
+  argv = {BinDir() + "/pstrain-scheduler", "--port=0"};
+  for (const std::string& flag : Job(dir)) argv.push_back(flag);
+  absl::StatusOr<Child> fresh = Child::Start(argv, dir + "/fresh.log");
+  ASSERT_TRUE(fresh.ok());
+  code = fresh->Wait(absl::Seconds(30));
+  ASSERT_TRUE(code.ok());
+  EXPECT_NE(*code, 0);
+  EXPECT_THAT(fresh->Output(), HasSubstr("already holds checkpoints of an earlier run"));
+  EXPECT_THAT(fresh->Output(), HasSubstr("pass --resume to continue that job"));
+
   const std::string empty = MakeTempDir("ckpt-empty");
   argv = {BinDir() + "/pstrain-scheduler", "--port=0", "--resume"};
   for (const std::string& flag : Job(empty)) argv.push_back(flag);
