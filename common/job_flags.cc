@@ -45,6 +45,7 @@ DEFINE_int32(min_workers, 1, "Below this many live workers the job stops with an
 DEFINE_double(checkpoint_every_seconds, 0, "Also checkpoint after this many seconds (0: never)");
 DEFINE_int64(global_batch, 0, "sync: samples per step over all workers (0: batch_size x workers)");
 DEFINE_bool(resume, false, "Continue the job whose checkpoints are in --checkpoint_dir");
+DEFINE_bool(overlap, true, "sync: push each layer's gradient as soon as backward produces it (false: after backward)");
 DEFINE_int32(replicas, 1, "Copies of each server's shard: 1, or 2 (a live copy on the next server survives one server's loss)");
 
 namespace pstrain {
@@ -59,7 +60,7 @@ const char* const kJobFlags[] = {
     "lr_schedule",  "warmup_steps",   "lr_step_size",  "lr_gamma",     "lr_min_factor",
     "allow_nonfinite_gradients", "lease_batches", "max_chunk_bytes", "final_model",
     "eval_last_epoch_only", "checkpoint_dir", "checkpoint_every_steps", "min_workers",
-    "checkpoint_every_seconds", "global_batch", "resume", "replicas"};
+    "checkpoint_every_seconds", "global_batch", "resume", "replicas", "overlap"};
 
 bool Given(const char* name) {
   gflags::CommandLineFlagInfo info;
@@ -126,6 +127,7 @@ absl::Status ApplyFlags(JobSpec* job) {
   if (Given("global_batch")) job->set_global_batch(FLAGS_global_batch);
   if (Given("resume")) job->set_resume(FLAGS_resume);
   if (Given("replicas")) job->set_replicas(FLAGS_replicas);
+  if (Given("overlap")) job->set_overlap(FLAGS_overlap);
   return absl::OkStatus();
 }
 

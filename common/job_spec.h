@@ -30,6 +30,9 @@ absl::Status ValidateJobSpec(const JobSpec& job);
 // recovery from checkpoints depends on it.
 bool CheckpointsOn(const JobSpec& job);
 
+// Whether SYNC workers push layer by layer during backward (JobSpec.overlap; unset means on).
+inline bool OverlapOn(const JobSpec& job) { return job.mode() == SYNC && (!job.has_overlap() || job.overlap()); }
+
 // Flag spellings of the enums: "sync"/"async"/"ssp", "sgd"/"momentum"/"nesterov"/"adam"/"adagrad",
 // "constant"/"step"/"cosine". Unknown names give INVALID_ARGUMENT listing the accepted ones.
 absl::StatusOr<Mode> ParseMode(absl::string_view name);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/step_times.h"
 
 namespace pstrain {
 namespace launch {
@@ -51,9 +52,11 @@ std::string FormatProgressLine(const JobStatus& status, int num_servers, int num
 }
 
 std::string FormatEpochLine(const EpochSummary& epoch, int epochs) {
-  return absl::StrFormat(
+  std::string line = absl::StrFormat(
       "epoch %d/%d done: train_loss %.4f  test_loss %.4f  test_acc %.4f  %.1f s", epoch.epoch() + 1,
       epochs, epoch.train_loss(), epoch.test_loss(), epoch.test_accuracy(), epoch.seconds());
+  if (epoch.step_times().steps() > 0) absl::StrAppend(&line, "  ", FormatStepTimes(epoch.step_times()));
+  return line;
 }
 
 std::string FormatFinalResult(const JobStatus& status, double wall_seconds,

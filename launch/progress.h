@@ -30,6 +30,9 @@ std::string FormatProgressLine(const JobStatus& status, int num_servers, int num
 
 // The line printed once per completed epoch, e.g.
 //   "epoch 3/10 done: train_loss 0.3121  test_loss 0.3344  test_acc 0.8812  9.7 s"
+// followed, when workers reported step times, by their per-step means over the epoch's steps of
+// all workers (common/step_times.h), e.g.
+//   "  step 5.0 ms = compute 3.1 + push 0.2 + wait 1.4 + pull 0.3 (0.9 overlapped)"
 // `epochs` is the job's number of epochs; the summary's epoch is 0-based and shown 1-based.
 std::string FormatEpochLine(const EpochSummary& epoch, int epochs);
 

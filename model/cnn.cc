@@ -232,7 +232,7 @@ absl::Status Cnn::Forward(const float* x, const int32_t* labels, int n) {
 }
 
 absl::Status Cnn::ComputeGradient(const float* x, const int32_t* labels, int n,
-                                  absl::Span<float> grad_out, BatchStats* stats) {
+                                  absl::Span<float> grad_out, BatchStats* stats, GradientSink* sink) {
   if (static_cast<int64_t>(grad_out.size()) != num_parameters_) {
     return absl::InvalidArgumentError(absl::StrCat("cnn ComputeGradient: gradient has room for ",
                                                    grad_out.size(), " floats, expected ",
@@ -241,6 +241,7 @@ absl::Status Cnn::ComputeGradient(const float* x, const int32_t* labels, int n,
   RETURN_IF_ERROR(CheckBatch(x, labels, n));
   if (n == 0) {
     std::fill(grad_out.begin(), grad_out.end(), 0.0f);
+    if (sink != nullptr) sink->GradientReady(0, static_cast<int>(params_.size()));
     return absl::OkStatus();
   }
   RETURN_IF_ERROR(ReserveRows(n, /*with_deltas=*/true));
@@ -252,20 +253,28 @@ absl::Status Cnn::ComputeGradient(const float* x, const int32_t* labels, int n,
   // d(mean loss)/d(logits) = (softmax - onehot) / n, so every gradient below is already a mean.
   const XentResult xent = loss_.ForwardBackward(b, n, logits_.data(), labels_.data(),
                                                 1.0f / static_cast<float>(n), d0);
+  // Each layer's gradient goes to the sink as soon as it is known (weight/bias pair k is layer k).
+  auto report = [&](int layer) { return ReportLayerGradient(b, params_, layer, grads_.data(), grad_out, sink); };
   fc2_.Backward(b, n, h_.data(), weight(kFc2W), d0, grad(kFc2W), grad(kFc2B), d1);
+  RETURN_IF_ERROR(report(kFc2W / 2));
   relu3_.Backward(b, n, h_.data(), d1, d1);
   fc1_.Backward(b, n, p2_.data(), weight(kFc1W), d1, grad(kFc1W), grad(kFc1B), d0);
+  RETURN_IF_ERROR(report(kFc1W / 2));
   pool2_.Backward(b, n, argmax2_.data(), d0, d1);
   relu2_.Backward(b, n, a2_.data(), d1, d1);
   conv2_.Backward(b, n, p1_.data(), weight(kConv2W), d1, grad(kConv2W), grad(kConv2B), d0,
                   workspace_.data());
+  RETURN_IF_ERROR(report(kConv2W / 2));
   pool1_.Backward(b, n, argmax1_.data(), d0, d1);
   relu1_.Backward(b, n, a1_.data(), d1, d1);
   conv1_.Backward(b, n, x_.data(), weight(kConv1W), d1, grad(kConv1W), grad(kConv1B),
                   /*dx=*/nullptr, workspace_.data());
+  RETURN_IF_ERROR(report(kConv1W / 2));
 
-  RETURN_IF_ERROR(
-      backend_->Download(grads_.data(), grad_out.size() * sizeof(float), grad_out.data()));
+  if (sink == nullptr) {
+    RETURN_IF_ERROR(
+        backend_->Download(grads_.data(), grad_out.size() * sizeof(float), grad_out.data()));
+  }
   if (stats != nullptr) {
     stats->loss_sum += xent.loss_sum;
     stats->correct += xent.correct;

@@ -103,9 +103,12 @@ class Cnn : public Model {
   // cross-entropy into `grad` (num_parameters() floats, params() layout) and adds the loss sum,
   // correct count and n to *stats (stats may be null). n == 0: grad all zeros, stats unchanged.
   // INVALID_ARGUMENT for n < 0, a wrong grad size, or a label out of range (naming the sample and
-  // the label); nothing is written to *stats then. Any n >= 0 works: buffers grow.
+  // the label); nothing is written to *stats then. Any n >= 0 works: buffers grow. With a sink,
+  // each layer's gradient is downloaded and reported as soon as backward produced it (see
+  // GradientSink); without one, the whole gradient is downloaded at the end in one copy.
+  using Model::ComputeGradient;
   absl::Status ComputeGradient(const float* x, const int32_t* labels, int n,
-                               absl::Span<float> grad, BatchStats* stats) override;
+                               absl::Span<float> grad, BatchStats* stats, GradientSink* sink) override;
 
   // Forward only; adds the loss sum, correct count and n to *stats. Runs in batches of
   // kEvalBatch rows, so n may be the whole test set. Errors as for ComputeGradient.

@@ -143,7 +143,7 @@ absl::Status Mlp::Forward(const float* x, const int32_t* labels, int n) {
 }
 
 absl::Status Mlp::ComputeGradient(const float* x, const int32_t* labels, int n,
-                                  absl::Span<float> grad, BatchStats* stats) {
+                                  absl::Span<float> grad, BatchStats* stats, GradientSink* sink) {
   if (static_cast<int64_t>(grad.size()) != num_parameters_) {
     return absl::InvalidArgumentError(absl::StrCat("mlp ComputeGradient: gradient has room for ",
                                                    grad.size(), " floats, expected ",
@@ -152,6 +152,7 @@ absl::Status Mlp::ComputeGradient(const float* x, const int32_t* labels, int n,
   RETURN_IF_ERROR(CheckBatch(x, labels, n));
   if (n == 0) {
     std::fill(grad.begin(), grad.end(), 0.0f);
+    if (sink != nullptr) sink->GradientReady(0, static_cast<int>(params_.size()));
     return absl::OkStatus();
   }
   RETURN_IF_ERROR(Forward(x, labels, n));
@@ -166,12 +167,15 @@ absl::Status Mlp::ComputeGradient(const float* x, const int32_t* labels, int n,
     float* db = grads_.data() + params_[2 * i + 1].flat_offset;
     linears_[i].Backward(backend_, n, acts_[i].data(), weight(i), dy, dw, db,
                          i > 0 ? dx : nullptr);
+    RETURN_IF_ERROR(ReportLayerGradient(backend_, params_, i, grads_.data(), grad, sink));
     if (i > 0) {
       relus_[i - 1].Backward(backend_, n, acts_[i].data(), dx, dx);
       std::swap(dy, dx);
     }
   }
-  RETURN_IF_ERROR(backend_->Download(grads_.data(), grad.size() * sizeof(float), grad.data()));
+  if (sink == nullptr) {
+    RETURN_IF_ERROR(backend_->Download(grads_.data(), grad.size() * sizeof(float), grad.data()));
+  }
   if (stats != nullptr) {
     stats->loss_sum += xent.loss_sum;
     stats->correct += xent.correct;

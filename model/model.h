@@ -30,6 +30,18 @@ struct BatchStats {
   int64_t samples = 0;
 };
 
+// Receives each layer's gradient while ComputeGradient is still running, so the caller can send
+// it on while backward goes on with the layers before (worker/trainer.h, "Overlap").
+class GradientSink {
+ public:
+  virtual ~GradientSink() = default;
+  // The gradients of tensors [first, end) (indices into params()) are in the host gradient
+  // buffer. Called on ComputeGradient's thread, last layer first (descending tensor indices), each
+  // tensor exactly once per ComputeGradient call; the call must not block for long, since backward
+  // waits for it.
+  virtual void GradientReady(int first, int end) = 0;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -52,8 +64,14 @@ class Model {
   // [0, num_classes())): writes the MEAN gradient into `grad` (num_parameters() floats) and adds
   // loss sum, correct count and n to *stats (may be null). n == 0: grad all zeros. INVALID_ARGUMENT
   // for n < 0, a wrong grad size or a label out of range (naming the sample); *stats unchanged then.
+  absl::Status ComputeGradient(const float* x, const int32_t* labels, int n, absl::Span<float> grad,
+                               BatchStats* stats) {
+    return ComputeGradient(x, labels, n, grad, stats, /*sink=*/nullptr);
+  }
+  // The same, telling `sink` (may be null) about each layer's gradient as soon as it is in `grad`.
+  // On error the sink may have been told about some layers already; `grad` is then unspecified.
   virtual absl::Status ComputeGradient(const float* x, const int32_t* labels, int n, absl::Span<float> grad,
-                                       BatchStats* stats) = 0;
+                                       BatchStats* stats, GradientSink* sink) = 0;
   // Forward only, in batches, so n may be a whole test set; adds to *stats. Errors as above.
   virtual absl::Status Evaluate(const float* x, const int32_t* labels, int n, BatchStats* stats) = 0;
 };

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/init.h"
+#include "model/model.h"
 
 namespace pstrain {
 namespace model {
@@ -44,6 +45,20 @@ absl::Status CheckBatch(absl::string_view model, const float* x, const int32_t* 
                                                      ", expected [0, ", classes, ")"));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status ReportLayerGradient(Backend* backend, const std::vector<ParamSpec>& params, int layer,
+                                 const float* grads, absl::Span<float> grad, GradientSink* sink) {
+  if (sink == nullptr) return absl::OkStatus();
+  const ParamSpec& weight = params[2 * layer];
+  const ParamSpec& bias = params[2 * layer + 1];
+  const int64_t begin = weight.flat_offset;
+  const int64_t end = bias.flat_offset + bias.num_elements;
+  if (absl::Status s = backend->Download(grads + begin, (end - begin) * sizeof(float), grad.data() + begin); !s.ok()) {
+    return s;
+  }
+  sink->GradientReady(2 * layer, 2 * layer + 2);
   return absl::OkStatus();
 }
 

@@ -18,6 +18,8 @@
 namespace pstrain {
 namespace model {
 
+class GradientSink;  // model/model.h
+
 // Uploads `flat` (host) into `weights` (backend memory of `expected` floats). INVALID_ARGUMENT
 // "<model> SetParameters: got N floats, expected M" for a wrong size.
 absl::Status UploadParameters(absl::string_view model, Backend* backend, absl::Span<const float> flat,
@@ -27,6 +29,13 @@ absl::Status UploadParameters(absl::string_view model, Backend* backend, absl::S
 // "<model> GetParameters: got room for N floats, expected M" for a wrong size.
 absl::Status DownloadParameters(absl::string_view model, Backend* backend, const float* weights, int64_t expected,
                                 absl::Span<float> flat);
+
+// Backward of a model whose layers each own the tensor pair (2 * layer, 2 * layer + 1), weight and
+// bias: after layer `layer`'s backward, downloads that pair's gradients from `grads` (backend
+// memory, flat layout of `params`) into `grad` (host) and tells `sink`. Without a sink it does
+// nothing: the caller downloads the whole gradient at the end, in one copy.
+absl::Status ReportLayerGradient(Backend* backend, const std::vector<ParamSpec>& params, int layer,
+                                 const float* grads, absl::Span<float> grad, GradientSink* sink);
 
 // Every tensor's model/init.h initial values for `seed`, in the flat layout of `params`.
 std::vector<float> InitialParameters(uint64_t seed, const std::vector<ParamSpec>& params);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/job_spec.h"
+#include "common/step_times.h"
 #include "data/assignment.h"
 #include "google/protobuf/util/json_util.h"
 #include "scheduler/json.h"
@@ -84,12 +85,17 @@ absl::Status Progress::Add(const ProgressReport& report, absl::Time now) {
                                                    train.samples(), ", steps ", train.steps(), ")"));
   }
   if (absl::Status s = eval_.Check(report); !s.ok()) return s;
+  if (absl::Status s = CheckStepTimes(report.step_times(), absl::StrCat("progress report from worker ", rank));
+      !s.ok()) {
+    return s;
+  }
   Start(now);
   CloseUnevaluatedBefore(report.epoch(), now);
 
   Epoch& epoch = epochs_[report.epoch()];
   epoch.train_loss_sum += train.loss_sum();
   epoch.train_samples += train.samples();
+  AddStepTimes(report.step_times(), &epoch.step_times);
   if (counts_steps()) CountSteps(report.step() - train.steps(), report.step());
   Worker& worker = workers_[rank];
   worker.samples += train.samples();
@@ -178,6 +184,7 @@ EpochSummary Progress::Summarize(int epoch, const Epoch& data) const {
   summary.set_test_accuracy(evaluated ? Ratio(static_cast<double>(eval.correct), samples) : kNaN);
   summary.set_samples(counts_applied() ? data.applied_samples : data.train_samples);
   summary.set_seconds(data.seconds);
+  *summary.mutable_step_times() = data.step_times;
   return summary;
 }
 
@@ -209,6 +216,12 @@ int64_t Progress::TotalTrainSamples() const {
   return total;
 }
 
+StepTimes Progress::TotalStepTimes() const {
+  StepTimes total;
+  for (const auto& [e, data] : epochs_) AddStepTimes(data.step_times, &total);
+  return total;
+}
+
 double Progress::samples_per_second(absl::Time now) const {
   if (!start_.has_value()) return 0;
   const double seconds = absl::ToDoubleSeconds(End(now) - *start_);
@@ -236,6 +249,7 @@ JobStatus Progress::Status(absl::Time now) const {
     eta = std::max<double>(0, options_.total_steps - step) * elapsed / static_cast<double>(step);
   }
   status.set_eta_seconds(eta);
+  *status.mutable_step_times() = TotalStepTimes();
   for (const auto& [epoch, data] : epochs_) {
     if (data.complete) *status.add_epochs_done() = Summarize(epoch, data);
   }
@@ -244,8 +258,9 @@ JobStatus Progress::Status(absl::Time now) const {
 
 // {"state": "FINISHED", "failure": null, "final_test_accuracy": 0.87, "final_test_loss": 0.36,
 //  "epochs": [{"epoch": 0, "train_loss": .., "test_loss": .., "test_accuracy": .., "samples": ..,
-//              "seconds": .., "complete": true}, ...],
-//  "samples_per_second": .., "wall_seconds": .., "workers": [{"rank": 0, "samples": ..}, ...],
+//              "seconds": .., "complete": true, "step_time_ms": {..}}, ...],
+//  "samples_per_second": .., "step_time_ms": {"steps": .., "compute": .., "push": .., "wait": ..,
+//  "pull": .., "overlapped": ..}, "wall_seconds": .., "workers": [{"rank": 0, "samples": ..}, ...],
 //  "membership_events": [{"seconds": 12.5, "role": "worker", "rank": 1, "kind": "died"}, ...],
 //  "live_workers": [0, 2], "mode": "sync", "job": {...}}
 // Event seconds count from the scheduler's start, like wall_seconds.
@@ -270,11 +285,14 @@ std::string Progress::SummaryJson(JobState state, absl::string_view failure, abs
                     ", \"test_loss\": ", JsonNumber(s.test_loss()),
                     ", \"test_accuracy\": ", JsonNumber(s.test_accuracy()),
                     ", \"samples\": ", s.samples(), ", \"seconds\": ", JsonNumber(s.seconds()),
-                    ", \"complete\": ", data.complete ? "true" : "false", "}");
+                    ", \"complete\": ", data.complete ? "true" : "false",
+                    ", \"step_time_ms\": ", StepTimesJson(data.step_times), "}");
     first = false;
   }
   out += first ? "],\n" : "\n  ],\n";
   absl::StrAppend(&out, "  \"samples_per_second\": ", JsonNumber(samples_per_second(now)), ",\n");
+  // Per-step means over the whole run (see StepTimes in proto/scheduler.proto).
+  absl::StrAppend(&out, "  \"step_time_ms\": ", StepTimesJson(TotalStepTimes()), ",\n");
   absl::StrAppend(&out, "  \"wall_seconds\": ", JsonNumber(absl::ToDoubleSeconds(end - options_.created)),
                   ",\n");
   out += "  \"workers\": [";

@@ -123,6 +123,8 @@ class Progress {
     int64_t applied_samples = 0;
     bool complete = false;
     double seconds = 0;
+    // Summed over the workers' reports for this epoch.
+    StepTimes step_times;
   };
   struct Worker {
     int64_t samples = 0;
@@ -147,6 +149,8 @@ class Progress {
   absl::Time End(absl::Time now) const;
   int64_t Step() const;
   int64_t TotalTrainSamples() const;
+  // The step times of every epoch, summed.
+  StepTimes TotalStepTimes() const;
 
   const Options options_;
   std::optional<absl::Time> start_;

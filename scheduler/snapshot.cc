@@ -300,6 +300,7 @@ ProgressState Progress::ToProto() const {
     out->set_applied_samples(data.applied_samples);
     out->set_complete(data.complete);
     out->set_seconds(data.seconds);
+    *out->mutable_step_times() = data.step_times;
   }
   state.set_counted_steps(PackBools(counted_steps_));
   state.set_counted_leases(PackBools(counted_leases_));
@@ -333,6 +334,7 @@ absl::Status Progress::Restore(const ProgressState& state) {
     data.applied_samples = e.applied_samples();
     data.complete = e.complete();
     data.seconds = e.seconds();
+    data.step_times = e.step_times();
   }
   std::map<int, Worker> workers;
   for (const ProgressWorkerState& w : state.workers()) {

@@ -178,13 +178,26 @@ absl::Status ParameterStore::ValidatePush(const PushRequest& req) const {
     return absl::InvalidArgumentError(absl::StrCat(what, ": batch ", req.lease_batch(), " of lease ",
                                                    req.lease_id(), ", expected both >= 0"));
   }
-  if (req.chunks_size() != static_cast<int>(chunks_.size())) {
+  // A whole push holds every chunk of the shard; a partial one a contiguous run of them.
+  const int num_chunks = static_cast<int>(chunks_.size());
+  const int first = req.partial() ? req.first_chunk() : 0;
+  if (req.partial()) {
+    if (mode_ != SYNC) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": a partial push (a part of the step's gradient) is ",
+                                                     "for SYNC mode only; this job is ", Mode_Name(mode_)));
+    }
+    if (first < 0 || req.chunks_size() < 1 || req.chunks_size() > num_chunks - first) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": partial push of ", req.chunks_size(),
+                                                     " chunks from chunk ", first, ", expected 1 or more of the ",
+                                                     num_chunks, " chunks server ", rank_, " owns"));
+    }
+  } else if (req.chunks_size() != num_chunks) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": got ", req.chunks_size(), " chunks, expected ",
                                                    chunks_.size(), " (the chunks server ", rank_, " owns)"));
   }
   for (int i = 0; i < req.chunks_size(); ++i) {
     const TensorChunk& got = req.chunks(i);
-    const Chunk& want = chunks_[i];
+    const Chunk& want = chunks_[first + i];
     if (got.tensor_id() < 0 || got.tensor_id() >= static_cast<int>(tensor_names_.size())) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": unknown tensor id ", got.tensor_id(),
                                                      " (the model has ", tensor_names_.size(), " tensors)"));
@@ -192,7 +205,7 @@ absl::Status ParameterStore::ValidatePush(const PushRequest& req) const {
     const std::string& name = tensor_names_[want.tensor_id];
     if (got.tensor_id() != want.tensor_id || got.offset() != want.offset) {
       return absl::InvalidArgumentError(absl::StrCat(
-          what, ": chunk ", i, " is tensor '", tensor_names_[got.tensor_id()], "' at offset ", got.offset(),
+          what, ": chunk ", first + i, " is tensor '", tensor_names_[got.tensor_id()], "' at offset ", got.offset(),
           ", expected tensor '", name, "' at offset ", want.offset, " (server ", rank_,
           "'s chunks in shard-map order)"));
     }
@@ -292,7 +305,8 @@ void ParameterStore::PushPull(const PushRequest& req, PullResponse* resp, Done d
     status = CheckLive("push", req.worker_rank(), req.membership_epoch());
     if (status.ok()) status = PushLocked(req, &out);
     if (status.ok()) {
-      PullLocked(req.worker_rank(), req.step() + 1, req.data_epoch(), resp, std::move(done), &out);
+      PullLocked(req.worker_rank(), req.step() + 1, req.data_epoch(), resp, std::move(done), &out,
+                 /*push_resp=*/nullptr, RangeOf(req));
     }
     due.swap(due_checkpoint_);
     rollbacks = rollbacks_.load();
@@ -508,6 +522,10 @@ bool ParameterStore::WriteAndPruneLocked(const ShardCheckpoint& ckpt, size_t kee
 }
 
 void ParameterStore::Run(Completions* completions) {
+  // First chunk first: a step's parts go back first layer first, the order the next forward pass
+  // needs them in (partial pushes arrive last layer first).
+  std::stable_sort(completions->begin(), completions->end(),
+                   [](const Completion& a, const Completion& b) { return a.order < b.order; });
   for (Completion& c : *completions) c.done(std::move(c.status));
 }
 

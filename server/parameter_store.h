@@ -270,6 +270,15 @@ class ParameterStore {
     int64_t base = 0;  // first element in this server's local arrays (weights_, grads_, sum_)
   };
 
+  // The chunks a pull answers with: chunks_[first, first + count); count < 0 means all.
+  struct ChunkRange {
+    // A constructor rather than member initializers, so `ChunkRange()` can be a default argument
+    // inside this class.
+    constexpr ChunkRange(int first_chunk = 0, int num = -1) : first(first_chunk), count(num) {}
+    int first;
+    int count;
+  };
+
   // A parked request, answered once `ready` holds.
   struct Waiter {
     int64_t step = 0;  // SYNC: the update count to wait for; SSP: the clock c of Pull(step = c).
@@ -277,6 +286,7 @@ class ParameterStore {
     PullResponse* resp = nullptr;  // a pull's answer; nullptr for a push waiting until applied
     PushResponse* push_resp = nullptr;  // a push's answer (wait_until_applied): only the step
     Done done;
+    ChunkRange range;  // the PushPull of a partial push answers with its part only
   };
 
   // A live worker's state, created when it joins the live set and freed when it leaves it.
@@ -286,10 +296,16 @@ class ParameterStore {
     int64_t last_push_step = 0;
     int32_t last_push_data_epoch = 0;  // ASYNC/SSP
     uint64_t last_push_id = 0;
-    // SYNC: the gradient stored for step_ (allocated once, reused every step).
+    // SYNC: the gradient stored for step_ (allocated once, reused every step). `pushed` once
+    // every chunk is stored; partial pushes fill it part by part.
     bool pushed = false;
     int64_t samples = 0;
     std::vector<float> grad;
+    // SYNC partial pushes: which chunks are stored for step_, how many, and the request ids of the
+    // parts that brought them (for retries). `have` is allocated once, like grad.
+    std::vector<bool> have;
+    int stored_chunks = 0;
+    absl::InlinedVector<uint64_t, 8> part_ids;
     // SYNC: the stored push asks for a checkpoint after the step (PushRequest.checkpoint).
     bool wants_checkpoint = false;
     // SSP: the worker's pushes in the current data epoch (plus its starting clock when it joined
@@ -301,10 +317,13 @@ class ParameterStore {
     bool clock_known = true;
   };
 
-  // A callback to run once the lock is released.
+  // A callback to run once the lock is released. Run answers in ascending `order` (stable):
+  // answers with weights carry their first chunk, everything else -1, so a step's parts go back
+  // first layer first whichever call released them.
   struct Completion {
     Done done;
     absl::Status status;
+    int order = -1;
   };
   // Inline: a request usually completes itself and at most a few parked pulls, so no allocation.
   using Completions = absl::InlinedVector<Completion, 4>;
@@ -337,13 +356,24 @@ class ParameterStore {
   absl::Status PushLocked(const PushRequest& req, Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PushSyncLocked(const PushRequest& req, Completions* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // PushSyncLocked for a partial push of step_ from live worker `w` (rank r); stores the part.
+  absl::Status StorePartLocked(const PushRequest& req, Worker& w, Completions* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SYNC: worker `w`'s gradient for step_ is now complete; applies the step once every live
+  // worker's is.
+  void CompletePushLocked(Worker& w, Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PushAsyncLocked(const PushRequest& req, Completions* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers now, parks, or fails a pull that waits for `step` (see Waiter::step).
   // `push_resp` instead of `resp`: a push waiting until applied (only the step is answered).
+  // `range`: the chunks to answer with (a partial push's part).
   void PullLocked(int worker_rank, int64_t step, int32_t data_epoch, PullResponse* resp, Done done,
-                  Completions* out, PushResponse* push_resp = nullptr)
+                  Completions* out, PushResponse* push_resp = nullptr, ChunkRange range = ChunkRange())
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The part of a push: all chunks for a whole push.
+  static ChunkRange RangeOf(const PushRequest& req) {
+    return req.partial() ? ChunkRange{req.first_chunk(), req.chunks_size()} : ChunkRange{};
+  }
 
   // ASYNC/SSP: moves to `data_epoch` if it is newer (clocks 0, nobody finished, applied batches
   // forgotten); FAILED_PRECONDITION if it is older.
@@ -359,9 +389,9 @@ class ParameterStore {
   void DropStoredGradientsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ASYNC/SSP: one optimizer update with `grad` (this server's elements, local order).
   void ApplyGradientLocked(const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Copies the gradient bytes of a validated push into `dst` (local order).
+  // Copies the gradient bytes of a validated push (whole or partial) into `dst` (local order).
   void CopyGradient(const PushRequest& req, float* dst) const;
-  void FillResponseLocked(PullResponse* resp) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void FillResponseLocked(PullResponse* resp, ChunkRange range = ChunkRange()) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Fills whichever answer a released waiter has.
   void FillWaiterLocked(const Waiter& w) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 

@@ -51,7 +51,10 @@ absl::Status ParameterStore::NotLiveError(absl::string_view what, int worker_ran
 
 ParameterStore::Worker ParameterStore::NewWorkerLocked() const {
   Worker w;
-  if (mode_ == SYNC) w.grad.assign(total_elements_, 0.0f);
+  if (mode_ == SYNC) {
+    w.grad.assign(total_elements_, 0.0f);
+    w.have.assign(chunks_.size(), false);
+  }
   return w;
 }
 
@@ -60,6 +63,9 @@ void ParameterStore::DropStoredGradientsLocked() {
     w.pushed = false;
     w.samples = 0;
     w.wants_checkpoint = false;
+    if (w.stored_chunks > 0) std::fill(w.have.begin(), w.have.end(), false);
+    w.stored_chunks = 0;
+    w.part_ids.clear();
   }
   num_pushed_ = 0;
 }

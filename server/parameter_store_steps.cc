@@ -39,27 +39,65 @@ absl::Status ParameterStore::PushSyncLocked(const PushRequest& req, Completions*
     return absl::FailedPreconditionError(absl::StrCat("push for step ", t, " from the future: server ", rank_,
                                                       " is at step ", step_, " (worker ", r, ")"));
   }
-  if (w.pushed) {
-    if (w.last_push_id == req.request_id()) return absl::OkStatus();  // a retry
+  if (req.partial()) return StorePartLocked(req, w, out);
+  if (w.pushed || w.stored_chunks > 0) {
+    const bool retry = w.pushed && w.stored_chunks == 0 && w.last_push_id == req.request_id();
+    if (retry) return absl::OkStatus();
     return absl::AlreadyExistsError(absl::StrCat("push from worker ", r, " for step ", t, " with request id ",
-                                                 req.request_id(), ": the worker already pushed this step "
-                                                 "with request id ", w.last_push_id));
+                                                 req.request_id(), ": the worker already pushed (part of) this "
+                                                 "step with request id ", w.last_push_id));
   }
   CopyGradient(req, w.grad.data());
   w.samples = req.num_samples();
   w.wants_checkpoint = req.checkpoint();
-  w.pushed = true;
-  if (num_pushed_++ == 0) first_push_at_ = absl::Now();
   w.has_last_push = true;
   w.last_push_step = t;
   w.last_push_id = req.request_id();
+  CompletePushLocked(w, out);
+  return absl::OkStatus();
+}
+
+absl::Status ParameterStore::StorePartLocked(const PushRequest& req, Worker& w, Completions* out) {
+  const int r = req.worker_rank();
+  const int first = req.first_chunk();
+  const int count = req.chunks_size();
+  const bool known_id = std::find(w.part_ids.begin(), w.part_ids.end(), req.request_id()) != w.part_ids.end();
+  for (int i = first; i < first + count; ++i) {
+    if (!w.have[i] && !(w.pushed && w.stored_chunks == 0)) continue;
+    // Stored already: the same part again is a retry (its answer was lost); anything else overlaps.
+    if (known_id) return absl::OkStatus();
+    return absl::AlreadyExistsError(absl::StrCat(
+        "partial push from worker ", r, " for step ", req.step(), " with request id ", req.request_id(),
+        ": chunk ", i, " (tensor '", tensor_names_[chunks_[i].tensor_id], "' at offset ", chunks_[i].offset,
+        ") is already stored for this step"));
+  }
+  if (w.stored_chunks > 0 && req.num_samples() != w.samples) {
+    return absl::InvalidArgumentError(absl::StrCat("partial push from worker ", r, " for step ", req.step(),
+                                                   ": num_samples is ", req.num_samples(), ", but an earlier part of ",
+                                                   "the step said ", w.samples));
+  }
+  CopyGradient(req, w.grad.data());
+  for (int i = first; i < first + count; ++i) w.have[i] = true;
+  w.stored_chunks += count;
+  w.part_ids.push_back(req.request_id());
+  w.samples = req.num_samples();
+  w.wants_checkpoint = w.wants_checkpoint || req.checkpoint();
+  w.has_last_push = true;
+  w.last_push_step = req.step();
+  w.last_push_id = req.request_id();
+  if (w.stored_chunks == static_cast<int>(chunks_.size())) CompletePushLocked(w, out);
+  return absl::OkStatus();
+}
+
+void ParameterStore::CompletePushLocked(Worker& w, Completions* out) {
+  w.pushed = true;
+  if (num_pushed_++ == 0) first_push_at_ = absl::Now();
   if (num_pushed_ == static_cast<int>(workers_.size())) {
     const absl::Duration waited = absl::Now() - first_push_at_;
     typical_wait_ = typical_wait_ == absl::ZeroDuration() ? waited : typical_wait_ + (waited - typical_wait_) / 8;
     ApplySyncStepLocked();
     ReleaseReadyLocked(out);
   }
-  return absl::OkStatus();
 }
 
 void ParameterStore::ApplySyncStepLocked() {
@@ -139,8 +177,10 @@ void ParameterStore::ApplyGradientLocked(const float* grad) {
 }
 
 void ParameterStore::CopyGradient(const PushRequest& req, float* dst) const {
-  for (size_t i = 0; i < chunks_.size(); ++i) {
-    std::memcpy(dst + chunks_[i].base, req.chunks(static_cast<int>(i)).data().data(), 4 * chunks_[i].length);
+  const int first = req.partial() ? req.first_chunk() : 0;
+  for (int i = 0; i < req.chunks_size(); ++i) {
+    const Chunk& c = chunks_[first + i];
+    std::memcpy(dst + c.base, req.chunks(i).data().data(), 4 * c.length);
   }
 }
 
@@ -166,17 +206,17 @@ absl::Status ParameterStore::EnterDataEpochLocked(absl::string_view what, int wo
 }
 
 void ParameterStore::PullLocked(int worker_rank, int64_t step, int32_t data_epoch, PullResponse* resp, Done done,
-                                Completions* out, PushResponse* push_resp) {
+                                Completions* out, PushResponse* push_resp, ChunkRange range) {
   if (mode_ == SYNC && step > step_ + 1) {
     out->push_back({std::move(done), absl::FailedPreconditionError(absl::StrCat(
                                          "pull from worker ", worker_rank, " for step ", step, ": server ", rank_,
                                          " is at step ", step_, " and parks pulls at most one step ahead"))});
     return;
   }
-  Waiter waiter{step, data_epoch, resp, push_resp, std::move(done)};
+  Waiter waiter{step, data_epoch, resp, push_resp, std::move(done), range};
   if (ReadyLocked(waiter)) {
     FillWaiterLocked(waiter);
-    out->push_back({std::move(waiter.done), absl::OkStatus()});
+    out->push_back({std::move(waiter.done), absl::OkStatus(), waiter.range.first});
     return;
   }
   VLOG(2) << "server " << rank_ << ": parking pull from worker " << worker_rank << " for step " << step;
@@ -205,7 +245,7 @@ void ParameterStore::ReleaseReadyLocked(Completions* out) {
                                          });
   for (auto it = ready_end; it != waiters_.end(); ++it) {
     FillWaiterLocked(*it);
-    out->push_back({std::move(it->done), absl::OkStatus()});
+    out->push_back({std::move(it->done), absl::OkStatus(), it->range.first});
   }
   waiters_.erase(ready_end, waiters_.end());
 }
@@ -250,15 +290,17 @@ void ParameterStore::MaybeSnapshotLocked(bool asked) {
 }
 
 void ParameterStore::FillWaiterLocked(const Waiter& w) const {
-  if (w.resp != nullptr) FillResponseLocked(w.resp);
+  if (w.resp != nullptr) FillResponseLocked(w.resp, w.range);
   if (w.push_resp != nullptr) w.push_resp->set_step(step_);
 }
 
-void ParameterStore::FillResponseLocked(PullResponse* resp) const {
+void ParameterStore::FillResponseLocked(PullResponse* resp, ChunkRange range) const {
   resp->set_step(step_);
   resp->clear_chunks();
-  resp->mutable_chunks()->Reserve(static_cast<int>(chunks_.size()));
-  for (const Chunk& c : chunks_) {
+  const int count = range.count < 0 ? static_cast<int>(chunks_.size()) : range.count;
+  resp->mutable_chunks()->Reserve(count);
+  for (int i = range.first; i < range.first + count; ++i) {
+    const Chunk& c = chunks_[i];
     TensorChunk* chunk = resp->add_chunks();
     chunk->set_tensor_id(c.tensor_id);
     chunk->set_offset(c.offset);

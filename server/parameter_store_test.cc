@@ -234,7 +234,7 @@ TEST(ParameterStoreTest, DuplicatePushIsIdempotentAndOtherIdIsRefused) {
   EXPECT_EQ(store->step(), 0);
   absl::Status other = PushNow(*store, MakePush(0, 0, 1, std::vector<float>(25, 2.0f), 12));
   EXPECT_EQ(other.code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_THAT(std::string(other.message()), HasSubstr("already pushed this step with request id 11"));
+  EXPECT_THAT(std::string(other.message()), HasSubstr("already pushed (part of) this step with request id 11"));
   ASSERT_TRUE(PushNow(*store, MakePush(1, 0, 1, std::vector<float>(25, 4.0f), 21)).ok());
   EXPECT_EQ(store->step(), 1);
   const std::vector<float> w1 = Flat(store->Snapshot());

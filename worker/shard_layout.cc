@@ -45,14 +45,36 @@ absl::StatusOr<ShardLayout> ShardLayout::Create(const ShardMap& map, int num_ser
   return layout;
 }
 
+ShardLayout::ChunkRun ShardLayout::RunOfTensors(int server, int first_tensor, int end_tensor) const {
+  const std::vector<ChunkRef>& refs = per_server_[server];
+  ChunkRun run;
+  while (run.first < static_cast<int>(refs.size()) && refs[run.first].tensor_id < first_tensor) ++run.first;
+  while (run.first + run.count < static_cast<int>(refs.size()) && refs[run.first + run.count].tensor_id < end_tensor) {
+    ++run.count;
+  }
+  return run;
+}
+
 void ShardLayout::FillPush(int server, const float* flat_grad, PushRequest* request) const {
+  FillChunks(server, {0, static_cast<int>(per_server_[server].size())}, flat_grad, request);
+  request->set_partial(false);
+  request->set_first_chunk(0);
+}
+
+void ShardLayout::FillPartialPush(int server, ChunkRun run, const float* flat_grad, PushRequest* request) const {
+  FillChunks(server, run, flat_grad, request);
+  request->set_partial(true);
+  request->set_first_chunk(run.first);
+}
+
+void ShardLayout::FillChunks(int server, ChunkRun run, const float* flat_grad, PushRequest* request) const {
   const std::vector<ChunkRef>& refs = per_server_[server];
   // Keep existing chunk messages (and their string capacity) from the previous step.
-  while (request->chunks_size() > static_cast<int>(refs.size())) request->mutable_chunks()->RemoveLast();
-  while (request->chunks_size() < static_cast<int>(refs.size())) request->add_chunks();
-  for (size_t i = 0; i < refs.size(); ++i) {
-    const ChunkRef& ref = refs[i];
-    TensorChunk* chunk = request->mutable_chunks(static_cast<int>(i));
+  while (request->chunks_size() > run.count) request->mutable_chunks()->RemoveLast();
+  while (request->chunks_size() < run.count) request->add_chunks();
+  for (int i = 0; i < run.count; ++i) {
+    const ChunkRef& ref = refs[run.first + i];
+    TensorChunk* chunk = request->mutable_chunks(i);
     chunk->set_tensor_id(ref.tensor_id);
     chunk->set_offset(ref.offset);
     chunk->set_length(ref.length);
@@ -63,14 +85,20 @@ void ShardLayout::FillPush(int server, const float* flat_grad, PushRequest* requ
 }
 
 absl::Status ShardLayout::ApplyPull(int server, const PullResponse& response, float* flat_weights) const {
+  return ApplyPartialPull(server, {0, static_cast<int>(per_server_[server].size())}, response, flat_weights);
+}
+
+absl::Status ShardLayout::ApplyPartialPull(int server, ChunkRun run, const PullResponse& response,
+                                           float* flat_weights) const {
   const std::vector<ChunkRef>& refs = per_server_[server];
-  if (response.chunks_size() != static_cast<int>(refs.size())) {
+  if (response.chunks_size() != run.count) {
     return absl::DataLossError(absl::StrCat("pull from server ", server, ": got ", response.chunks_size(),
-                                            " chunks, expected ", refs.size()));
+                                            " chunks, expected ", run.count));
   }
-  for (size_t i = 0; i < refs.size(); ++i) {
+  for (int j = 0; j < run.count; ++j) {
+    const int i = run.first + j;
     const ChunkRef& ref = refs[i];
-    const TensorChunk& chunk = response.chunks(static_cast<int>(i));
+    const TensorChunk& chunk = response.chunks(j);
     if (chunk.tensor_id() != ref.tensor_id || chunk.offset() != ref.offset || chunk.length() != ref.length ||
         chunk.data().size() != static_cast<size_t>(ref.length) * sizeof(float)) {
       return absl::DataLossError(absl::StrCat(

@@ -41,12 +41,30 @@ class ShardLayout {
   // request's chunk storage, so a request kept across steps allocates nothing in steady state.
   void FillPush(int server, const float* flat_grad, PushRequest* request) const;
 
+  // The run [first, first + count) of `server`'s chunks whose tensors lie in [first_tensor,
+  // end_tensor): chunks are in (tensor, offset) order, so a tensor range is a contiguous run.
+  // count == 0 when the server owns none of them.
+  struct ChunkRun {
+    int first = 0;
+    int count = 0;
+  };
+  ChunkRun RunOfTensors(int server, int first_tensor, int end_tensor) const;
+
+  // FillPush for the run `run` of `server`'s chunks only, as a partial push (PushRequest.partial,
+  // first_chunk); the request's other fields are the caller's.
+  void FillPartialPush(int server, ChunkRun run, const float* flat_grad, PushRequest* request) const;
+
   // Copies the chunks of `response` into `flat_weights`. The response must hold exactly the chunks
   // the map gives `server`, with the right byte sizes; otherwise DATA_LOSS naming the first mismatch
   // and `flat_weights` may be partly written (the caller discards them).
   absl::Status ApplyPull(int server, const PullResponse& response, float* flat_weights) const;
+  // ApplyPull for the answer to a partial push of `run`: exactly those chunks.
+  absl::Status ApplyPartialPull(int server, ChunkRun run, const PullResponse& response, float* flat_weights) const;
 
  private:
+  // Makes `request` carry exactly the chunks of `run`, reusing its chunk storage.
+  void FillChunks(int server, ChunkRun run, const float* flat_grad, PushRequest* request) const;
+
   std::vector<std::vector<ChunkRef>> per_server_;
   std::vector<std::string> tensor_names_;
 };

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "common/step_times.h"
 #include "data/batch.h"
 #include "data/permutation.h"
 
@@ -65,6 +66,7 @@ Trainer::Trainer(TrainerOptions options, SchedulerClient* scheduler, PsClient* p
       grad_(model->num_parameters()),
       push_(layout_.num_servers()),
       pulled_(layout_.num_servers()),
+      pusher_(&layout_, ps),
       // Request ids only need to differ between the pushes of one rank; a random start keeps a
       // worker that reuses a dead worker's rank from repeating its ids.
       next_request_id_(absl::Uniform<uint64_t>(absl::BitGen()) | 1) {
@@ -300,35 +302,89 @@ void Trainer::RecordLeaseProgress(int64_t lease_id, int64_t batches_done) {
 
 absl::Status Trainer::Step(const std::vector<int64_t>& perm, data::Range range, int64_t step, int epoch,
                            int64_t lease_id, int64_t lease_batch) {
+  const absl::Time start = absl::Now();
   const int count = static_cast<int>(range.size());
   data::GatherRange(*train_, perm, range, batch_x_.data(), batch_y_.data());
   model::BatchStats stats;
-  RETURN_IF_ERROR(model_->ComputeGradient(batch_x_.data(), batch_y_.data(), count,
-                                          absl::MakeSpan(grad_), &stats));
+  StepTimes times;
+  times.set_compute_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+  RETURN_IF_ERROR(OverlapOn(options_.job)
+                      ? PushDuringBackward(count, step, epoch, &stats, &times)
+                      : PushAfterBackward(count, step, epoch, lease_id, lease_batch, &stats, &times));
+  // Counted only now: an aborted step is recomputed, and its samples must count once.
+  TrainStats* train = pending_.mutable_train();
+  train->set_loss_sum(train->loss_sum() + stats.loss_sum);
+  train->set_samples(train->samples() + count);
+  train->set_steps(train->steps() + 1);
+  times.set_steps(1);
+  AddStepTimes(times, pending_.mutable_step_times());
+  return absl::OkStatus();
+}
+
+void Trainer::FillPushHeader(int64_t step, int epoch, int count, int64_t lease_id, int64_t lease_batch,
+                             PushRequest* push) const {
+  push->set_worker_rank(options_.rank);
+  push->set_membership_epoch(view_.membership_epoch());
+  push->set_step(step);
+  push->set_data_epoch(epoch);
+  push->set_num_samples(count);
+  push->set_lease_id(lease_id);
+  push->set_lease_batch(lease_batch);
+  push->set_checkpoint(ask_checkpoint_);
+}
+
+absl::Status Trainer::PushAfterBackward(int count, int64_t step, int epoch, int64_t lease_id, int64_t lease_batch,
+                                        model::BatchStats* stats, StepTimes* times) {
+  absl::Time t = absl::Now();
+  RETURN_IF_ERROR(model_->ComputeGradient(batch_x_.data(), batch_y_.data(), count, absl::MakeSpan(grad_), stats));
+  absl::Time now = absl::Now();
+  times->set_compute_seconds(times->compute_seconds() + absl::ToDoubleSeconds(now - t));
+  t = now;
   const uint64_t request_id = next_request_id_++;
   for (int s = 0; s < layout_.num_servers(); ++s) {
     PushRequest& push = push_[s];
     push.set_shard(s);
     // The copy must have applied the step before this worker moves on (see PsClient).
     push.set_wait_until_applied(routes_[s].backup >= 0);
-    push.set_worker_rank(options_.rank);
-    push.set_membership_epoch(view_.membership_epoch());
-    push.set_step(step);
-    push.set_data_epoch(epoch);
-    push.set_num_samples(count);
     push.set_request_id(request_id);
-    push.set_lease_id(lease_id);
-    push.set_lease_batch(lease_batch);
-    push.set_checkpoint(ask_checkpoint_);
+    FillPushHeader(step, epoch, count, lease_id, lease_batch, &push);
     layout_.FillPush(s, grad_.data(), &push);
   }
+  now = absl::Now();
+  times->set_push_seconds(absl::ToDoubleSeconds(now - t));
+  t = now;
   RETURN_IF_ERROR(ps_->PushPullShards(routes_, push_, &pulled_));
-  // Counted only now: an aborted step is recomputed, and its samples must count once.
-  TrainStats* train = pending_.mutable_train();
-  train->set_loss_sum(train->loss_sum() + stats.loss_sum);
-  train->set_samples(train->samples() + count);
-  train->set_steps(train->steps() + 1);
-  return InstallWeights();
+  now = absl::Now();
+  times->set_wait_seconds(absl::ToDoubleSeconds(now - t));
+  t = now;
+  RETURN_IF_ERROR(InstallWeights());
+  times->set_pull_seconds(absl::ToDoubleSeconds(absl::Now() - t));
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::PushDuringBackward(int count, int64_t step, int epoch, model::BatchStats* stats,
+                                         StepTimes* times) {
+  FillPushHeader(step, epoch, count, /*lease_id=*/0, /*lease_batch=*/0, &header_);
+  pusher_.Begin(routes_, header_, grad_.data(), weights_.data(), &next_request_id_);
+  absl::Time t = absl::Now();
+  absl::Status computed =
+      model_->ComputeGradient(batch_x_.data(), batch_y_.data(), count, absl::MakeSpan(grad_), stats, &pusher_);
+  const absl::Time compute_end = absl::Now();
+  // Calls already started must end before the pusher is used again, whatever happened.
+  absl::Status answered = pusher_.Finish();
+  RETURN_IF_ERROR(computed);
+  const absl::Time now = absl::Now();
+  times->set_compute_seconds(times->compute_seconds() +
+                             absl::ToDoubleSeconds(compute_end - t - pusher_.send_time()));
+  times->set_push_seconds(absl::ToDoubleSeconds(pusher_.send_time()));
+  times->set_wait_seconds(absl::ToDoubleSeconds(now - compute_end));
+  times->set_overlapped_seconds(absl::ToDoubleSeconds(std::max(absl::ZeroDuration(), compute_end - pusher_.first_sent())));
+  RETURN_IF_ERROR(answered);
+  t = now;
+  // The answers are in weights_ already, copied as they arrived.
+  RETURN_IF_ERROR(model_->SetParameters(weights_));
+  times->set_pull_seconds(absl::ToDoubleSeconds(absl::Now() - t));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> Trainer::PullWeights(int64_t step, int epoch) {

@@ -41,6 +41,7 @@
 #include "model/model.h"
 #include "proto/cluster.pb.h"
 #include "proto/job.pb.h"
+#include "worker/layer_pusher.h"
 #include "worker/ps_client.h"
 #include "worker/shard_layout.h"
 #include "worker/shard_routing.h"
@@ -96,6 +97,16 @@ class Trainer {
   // ASYNC/SSP pushes name their batch (lease id, batch in lease) so servers apply it once.
   absl::Status Step(const std::vector<int64_t>& perm, data::Range range, int64_t step, int epoch,
                     int64_t lease_id = 0, int64_t lease_batch = 0);
+  // Step's communication, after the batch is gathered: compute the gradient and send it as one
+  // PushPull per shard afterwards (ASYNC/SSP, or SYNC with overlap off), or layer by layer during
+  // backward (SYNC with overlap, see LayerPusher). Both add the step's times to *times and leave the
+  // new weights in the model.
+  absl::Status PushAfterBackward(int count, int64_t step, int epoch, int64_t lease_id, int64_t lease_batch,
+                                 model::BatchStats* stats, StepTimes* times);
+  absl::Status PushDuringBackward(int count, int64_t step, int epoch, model::BatchStats* stats, StepTimes* times);
+  // The push fields every shard's request of a step shares.
+  void FillPushHeader(int64_t step, int epoch, int count, int64_t lease_id, int64_t lease_batch,
+                      PushRequest* push) const;
   // ASYNC/SSP: tells every server this worker has no work in `epoch` for now (retried while a
   // server has not learnt of this worker yet).
   absl::Status FinishEpoch(int epoch);
@@ -146,6 +157,8 @@ class Trainer {
   std::vector<int32_t> batch_y_;
   std::vector<PushRequest> push_;        // One per server, reused every step.
   std::vector<PullResponse> pulled_;     // One per server.
+  PushRequest header_;                   // SYNC with overlap: the fields every part carries.
+  LayerPusher pusher_;
   uint64_t next_request_id_;
 
   int64_t global_step_ = 0;

@@ -1,0 +1,104 @@
+#include "worker/layer_pusher.h"
+
+#include <glog/logging.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace pstrain::worker {
+
+LayerPusher::LayerPusher(const ShardLayout* layout, PsClient* ps) : layout_(layout), ps_(ps) {}
+
+LayerPusher::~LayerPusher() {
+  absl::MutexLock lock(&mu_);
+  CHECK_EQ(in_flight_, 0) << "LayerPusher destroyed with calls in flight (Finish not called)";
+}
+
+void LayerPusher::Begin(const std::vector<ShardRoute>& routes, const PushRequest& header, const float* grad,
+                        float* weights, uint64_t* next_request_id) {
+  routes_ = &routes;
+  header_ = &header;
+  grad_ = grad;
+  weights_ = weights;
+  next_request_id_ = next_request_id;
+  first_sent_ = absl::InfiniteFuture();
+  send_time_ = absl::ZeroDuration();
+  chunks_sent_.assign(layout_->num_servers(), 0);
+  parts_used_ = 0;
+}
+
+void LayerPusher::GradientReady(int first, int end) {
+  const absl::Time start = absl::Now();
+  for (int shard = 0; shard < layout_->num_servers(); ++shard) {
+    const ShardLayout::ChunkRun run = layout_->RunOfTensors(shard, first, end);
+    if (run.count == 0) continue;
+    if (parts_used_ == parts_.size()) parts_.push_back(std::make_unique<Part>());
+    Part* part = parts_[parts_used_++].get();
+    part->shard = shard;
+    part->run = run;
+    part->status = absl::OkStatus();
+    part->backup_status = absl::OkStatus();
+    PushRequest& req = part->request;
+    layout_->FillPartialPush(shard, run, grad_, &req);
+    req.set_worker_rank(header_->worker_rank());
+    req.set_membership_epoch(header_->membership_epoch());
+    req.set_step(header_->step());
+    req.set_data_epoch(header_->data_epoch());
+    req.set_num_samples(header_->num_samples());
+    req.set_checkpoint(header_->checkpoint());
+    req.set_shard(shard);
+    req.set_request_id((*next_request_id_)++);
+    const ShardRoute& route = (*routes_)[shard];
+    // The copy must have applied the step before this worker moves on (see PsClient).
+    req.set_wait_until_applied(route.backup >= 0);
+    chunks_sent_[shard] += run.count;
+    {
+      absl::MutexLock lock(&mu_);
+      in_flight_ += route.backup >= 0 ? 2 : 1;
+    }
+    // Both calls read the same request, so the gradient is not copied again.
+    ps_->PushPullAsync(route.primary, &req, &part->response, [this, part](absl::Status status) {
+      if (status.ok()) status = layout_->ApplyPartialPull(part->shard, part->run, part->response, weights_);
+      part->status = std::move(status);
+      CallDone();
+    });
+    if (route.backup >= 0) {
+      ps_->PushAsync(route.backup, &req, &part->backup_response, [this, part](absl::Status status) {
+        part->backup_status = std::move(status);
+        CallDone();
+      });
+    }
+  }
+  const absl::Time now = absl::Now();
+  if (first_sent_ == absl::InfiniteFuture() && parts_used_ > 0) first_sent_ = now;
+  send_time_ += now - start;
+}
+
+void LayerPusher::CallDone() {
+  absl::MutexLock lock(&mu_);
+  --in_flight_;
+}
+
+absl::Status LayerPusher::Finish() {
+  {
+    absl::MutexLock lock(&mu_);
+    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_ == 0; };
+    mu_.Await(absl::Condition(&idle));
+  }
+  // The callbacks' writes are visible here: each one's decrement happened under mu_.
+  for (size_t i = 0; i < parts_used_; ++i) {
+    if (!parts_[i]->status.ok()) return parts_[i]->status;
+    if (!parts_[i]->backup_status.ok()) return parts_[i]->backup_status;
+  }
+  for (int shard = 0; shard < layout_->num_servers(); ++shard) {
+    const int owned = static_cast<int>(layout_->chunks(shard).size());
+    if (chunks_sent_[shard] != owned) {
+      return absl::InternalError(absl::StrCat("step ", header_->step(), ": the model reported ", chunks_sent_[shard],
+                                              " of the ", owned, " chunks of shard ", shard,
+                                              " (each tensor must be reported exactly once)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pstrain::worker

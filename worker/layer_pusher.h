@@ -1,0 +1,100 @@
+// Sends a SYNC step's gradient while backward still runs ("Overlap" in docs/DESIGN.md).
+//
+// The model reports each layer's gradient as soon as backward has produced it (model::GradientSink,
+// last layer first). The pusher sends it at once, to every shard that holds a piece of it, as a
+// partial PushPull (PushRequest.partial: a contiguous run of the shard's chunks), and to the
+// shard's backup as a partial Push that answers once applied. So the transfer of the last layers
+// runs while the first layers are still in backward, and a server stores each part as it comes.
+// Once every worker's parts are in, the server applies the step and answers every part with that
+// part's new weights, first chunk (first layer) first; each answer is copied into the worker's flat
+// weights on arrival, on the gRPC thread, while the others are still on the wire.
+//
+// One pusher serves every step of a trainer: parts and their messages are kept and reused, so a
+// steady-state step allocates nothing here beyond what gRPC does.
+//
+// Thread safety: Begin, GradientReady and Finish are called from one thread (the trainer's); the
+// answer callbacks run on gRPC threads and each writes only its own part and its own chunks of the
+// weights.
+#ifndef PSTRAIN_WORKER_LAYER_PUSHER_H_
+#define PSTRAIN_WORKER_LAYER_PUSHER_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "model/model.h"
+#include "proto/ps.pb.h"
+#include "worker/ps_client.h"
+#include "worker/shard_layout.h"
+#include "worker/shard_routing.h"
+
+namespace pstrain::worker {
+
+class LayerPusher : public model::GradientSink {
+ public:
+  // `layout` and `ps` are borrowed and must outlive the pusher.
+  LayerPusher(const ShardLayout* layout, PsClient* ps);
+  // REQUIRES: no step in flight (Finish returned).
+  ~LayerPusher() override;
+
+  // Starts a step. Its pushes go along `routes` (by shard) and carry the step fields of `header`
+  // (worker rank, membership epoch, step, data epoch, num_samples, checkpoint); each part gets its
+  // own request id from *next_request_id. The model writes the gradient into `grad` (flat, host);
+  // the answers are copied into `weights` (flat, host). All four are borrowed until Finish returns.
+  void Begin(const std::vector<ShardRoute>& routes, const PushRequest& header, const float* grad, float* weights,
+             uint64_t* next_request_id);
+
+  // Sends the gradients of tensors [first, end), which are in `grad` now.
+  void GradientReady(int first, int end) override;
+
+  // Waits for every call of the step and returns the first error, in the order the calls were
+  // made (a part's primary before its backup), or OK. After OK, `weights` holds the model after
+  // the step. INTERNAL if the model did not report every tensor (a bug). On error `weights` may
+  // hold the new values of some parts only; the caller discards them (recomputes the step).
+  absl::Status Finish();
+
+  // When the step's first part was sent; InfiniteFuture when none was.
+  absl::Time first_sent() const { return first_sent_; }
+  // Time spent inside GradientReady this step (building and starting the calls).
+  absl::Duration send_time() const { return send_time_; }
+
+ private:
+  struct Part {
+    int shard = 0;
+    ShardLayout::ChunkRun run;
+    PushRequest request;
+    PullResponse response;
+    PushResponse backup_response;
+    absl::Status status;
+    absl::Status backup_status;
+  };
+
+  // Called once per finished call.
+  void CallDone() ABSL_LOCKS_EXCLUDED(mu_);
+
+  const ShardLayout* const layout_;
+  PsClient* const ps_;
+
+  // The step in progress (set by Begin).
+  const std::vector<ShardRoute>* routes_ = nullptr;
+  const PushRequest* header_ = nullptr;
+  const float* grad_ = nullptr;
+  float* weights_ = nullptr;
+  uint64_t* next_request_id_ = nullptr;
+  absl::Time first_sent_ = absl::InfiniteFuture();
+  absl::Duration send_time_;
+  std::vector<int> chunks_sent_;  // by shard, this step
+  size_t parts_used_ = 0;         // parts_[0, parts_used_) belong to this step
+  std::vector<std::unique_ptr<Part>> parts_;  // kept across steps
+
+  absl::Mutex mu_;
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace pstrain::worker
+
+#endif  // PSTRAIN_WORKER_LAYER_PUSHER_H_
