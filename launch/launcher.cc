@@ -20,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "launch/child_process.h"
@@ -216,9 +217,12 @@ class Cluster {
                             {Binary("pstrain-server"), scheduler_flag, absl::StrCat("--host=", options_.host),
                              "--port=0"}));
     }
+    const std::vector<std::string> devices = absl::StrSplit(options_.device, ',');
     for (int i = 0; i < options_.num_workers; ++i) {
-      RETURN_IF_ERROR(Spawn(absl::StrCat("worker ", i), Role::kWorker,
-                            {Binary("pstrain-worker"), scheduler_flag, absl::StrCat("--device=", options_.device)}));
+      std::vector<std::string> args = {Binary("pstrain-worker"), scheduler_flag,
+                                       absl::StrCat("--device=", devices[i % devices.size()])};
+      if (options_.tf32) args.push_back("--tf32");
+      RETURN_IF_ERROR(Spawn(absl::StrCat("worker ", i), Role::kWorker, std::move(args)));
     }
     return absl::OkStatus();
   }

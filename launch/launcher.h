@@ -51,8 +51,11 @@ struct LaunchOptions {
   int64_t heartbeat_ms = 500;
   int64_t dead_after_ms = 3000;
   std::string host = "127.0.0.1";
-  // Worker device, passed as --device.
+  // Worker device, passed as --device. A comma list ("cuda:0,cuda:1") is dealt out round-robin:
+  // worker i gets entry i % size.
   std::string device = "cpu";
+  // Pass --tf32 to the workers.
+  bool tf32 = false;
   // How often each launch slot (the scheduler, server i, worker i) is started again after its
   // child failed. 0: never.
   int max_restarts = 0;

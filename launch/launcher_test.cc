@@ -141,6 +141,22 @@ TEST_F(LauncherTest, SuccessfulJobPrintsPrefixedOutputEpochsAndResult) {
   EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(port_file).parent_path())) << port_file;
 }
 
+TEST_F(LauncherTest, WorkersTakeACommaListOfDevicesInTurnAndGetTf32) {
+  WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, "sleep 1"));
+  WriteScript("pstrain-server", "true");
+  WriteScript("pstrain-worker", R"(echo "worker $*")");
+  options_.num_workers = 3;
+  options_.device = "cuda:0,cuda:1";
+  options_.tf32 = true;
+  status_.set_state(FINISHED);
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  ASSERT_TRUE(code.ok()) << code.status();
+  const std::string out = Out();
+  EXPECT_THAT(out, HasSubstr("[worker 0] worker --scheduler=127.0.0.1:4321 --device=cuda:0 --tf32\n"));
+  EXPECT_THAT(out, HasSubstr("[worker 1] worker --scheduler=127.0.0.1:4321 --device=cuda:1 --tf32\n"));
+  EXPECT_THAT(out, HasSubstr("[worker 2] worker --scheduler=127.0.0.1:4321 --device=cuda:0 --tf32\n"));
+}
+
 TEST_F(LauncherTest, FailingWorkersLeaveTheJobRunningAndExitZero) {
   WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, "sleep 1"));
   WriteScript("pstrain-server", "sleep 0.5");

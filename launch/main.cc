@@ -25,7 +25,10 @@ DEFINE_string(summary_json, "", "Where the scheduler writes the run summary (def
 DEFINE_int64(heartbeat_ms, 500, "Heartbeat period of servers and workers, passed to the scheduler");
 DEFINE_int64(dead_after_ms, 3000, "A role silent this long is declared dead, passed to the scheduler");
 DEFINE_int32(progress_interval_s, 5, "Seconds between progress lines when stdout is not a terminal");
-DEFINE_string(device, "cpu", "Worker device, passed to each worker as --device");
+DEFINE_string(device, "cpu",
+              "Worker device, passed to each worker as --device: cpu, cuda, cuda:N, or a comma list "
+              "(cuda:0,cuda:1) that the workers take in turn; all workers share one device otherwise");
+DEFINE_bool(tf32, false, "Pass --tf32 to each worker (TF32 GEMMs on CUDA devices)");
 DEFINE_string(state_dir, "",
               "The scheduler's --state_dir (default with --max_restarts > 0: a folder in the run's temporary "
               "folder), so that a restarted scheduler goes on with the job");
@@ -79,6 +82,7 @@ int main(int argc, char** argv) {
   options.heartbeat_ms = FLAGS_heartbeat_ms;
   options.dead_after_ms = FLAGS_dead_after_ms;
   options.device = FLAGS_device;
+  options.tf32 = FLAGS_tf32;
   options.max_restarts = FLAGS_max_restarts;
   options.state_dir = FLAGS_state_dir;
   options.progress_interval = absl::Seconds(FLAGS_progress_interval_s);

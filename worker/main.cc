@@ -14,13 +14,16 @@
 #include "worker/worker_runner.h"
 
 DEFINE_string(scheduler, "", "Scheduler address, host:port (required)");
-DEFINE_string(device, "cpu", "Where to compute: cpu");
+DEFINE_string(device, "cpu",
+              "Where to compute: cpu, cuda (= cuda:0) or cuda:N. Several workers may share one GPU "
+              "(each gets its own backend and stream)");
+DEFINE_bool(tf32, false, "With --device=cuda: let GEMMs use TF32 tensor cores (faster, ~1e-3 relative error)");
 DEFINE_int32(blas_threads, 1, "OpenBLAS threads for the CPU backend (1 suits several roles per machine)");
 DEFINE_int64(rpc_timeout_ms, 60000, "Deadline of each call to a parameter server");
 DEFINE_int64(startup_timeout_ms, 120000, "How long to wait for the scheduler and the other roles");
 
 int main(int argc, char** argv) {
-  pstrain::InitBinary("pstrain-worker --scheduler=HOST:PORT [--device=cpu]", &argc, &argv);
+  pstrain::InitBinary("pstrain-worker --scheduler=HOST:PORT [--device=cpu|cuda|cuda:N] [--tf32]", &argc, &argv);
   if (FLAGS_scheduler.empty()) {
     std::cerr << "pstrain-worker: --scheduler=HOST:PORT is required\n";
     return 2;
@@ -40,6 +43,7 @@ int main(int argc, char** argv) {
   pstrain::worker::WorkerOptions options;
   options.scheduler_address = FLAGS_scheduler;
   options.device = FLAGS_device;
+  options.allow_tf32 = FLAGS_tf32;
   options.rpc_timeout = absl::Milliseconds(FLAGS_rpc_timeout_ms);
   options.startup_timeout = absl::Milliseconds(FLAGS_startup_timeout_ms);
   // SIGTERM/SIGINT: finish the current step, leave the job, exit 0.

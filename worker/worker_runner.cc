@@ -11,7 +11,7 @@
 #include "common/scheduler_client.h"
 #include "common/status_macros.h"
 #include "data/idx_reader.h"
-#include "model/cpu_backend.h"
+#include "model/device.h"
 #include "model/model.h"
 #include "model/model_file.h"
 #include "worker/ps_client.h"
@@ -47,16 +47,15 @@ model::ModelInput ModelInputOf(const JobSpec& job, const data::Dataset& train) {
 }
 
 absl::Status Train(const WorkerOptions& options, SchedulerClient* scheduler, int rank,
-                   const RegisterResponse& registration, Outcome* outcome) {
+                   const RegisterResponse& registration, model::Backend* backend, Outcome* outcome) {
   const JobSpec& job = registration.job();
   ASSIGN_OR_RETURN(ClusterView view, scheduler->WaitUntilRunning(options.startup_timeout));
   ASSIGN_OR_RETURN(data::Dataset train,
                    data::LoadFashionMnist(job.data().data_dir(), data::Split::kTrain, job.data().train_limit()));
   ASSIGN_OR_RETURN(data::Dataset test,
                    data::LoadFashionMnist(job.data().data_dir(), data::Split::kTest, job.data().test_limit()));
-  std::unique_ptr<model::Backend> backend = model::NewCpuBackend();
   ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model,
-                   model::NewModel(job.model(), ModelInputOf(job, train), backend.get()));
+                   model::NewModel(job.model(), ModelInputOf(job, train), backend));
   ASSIGN_OR_RETURN(std::unique_ptr<PsClient> ps, PsClient::Create(view, options.rpc_timeout));
 
   // From here on, a failed job cancels whatever this worker is waiting for.
@@ -91,10 +90,10 @@ absl::Status Train(const WorkerOptions& options, SchedulerClient* scheduler, int
 }  // namespace
 
 absl::Status RunWorker(const WorkerOptions& options) {
-  if (options.device != "cpu") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--device: got '", options.device, "', expected cpu (this build has no CUDA backend)"));
-  }
+  // Before registering: a bad or missing device ends this worker without touching the job.
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend,
+                   model::NewBackendForDevice(options.device, options.allow_tf32));
+  LOG(INFO) << "computing on " << backend->name() << (options.allow_tf32 ? " (TF32 allowed)" : "");
   ASSIGN_OR_RETURN(std::unique_ptr<SchedulerClient> scheduler,
                    SchedulerClient::Create(options.scheduler_address, absl::Seconds(10)));
   ASSIGN_OR_RETURN(RegisterResponse registration, scheduler->Register(WORKER, "", options.startup_timeout));
@@ -102,7 +101,7 @@ absl::Status RunWorker(const WorkerOptions& options) {
   LOG(INFO) << "registered as worker " << rank << " with the scheduler at " << options.scheduler_address;
 
   Outcome outcome;
-  absl::Status status = Train(options, scheduler.get(), rank, registration, &outcome);
+  absl::Status status = Train(options, scheduler.get(), rank, registration, backend.get(), &outcome);
   // A failure seen by the heartbeat explains a cancelled call better than the cancellation does.
   absl::Status cause = outcome.first();
   if (!status.ok() && !cause.ok()) status = cause;

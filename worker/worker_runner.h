@@ -21,8 +21,10 @@ namespace pstrain::worker {
 
 struct WorkerOptions {
   std::string scheduler_address;  // host:port
-  // "cpu" only for now.
+  // Where to compute: "cpu", "cuda" or "cuda:N" (model/device.h).
   std::string device = "cpu";
+  // Lets a CUDA device use TF32 tensor cores for GEMMs (model/cuda/cuda_backend.h).
+  bool allow_tf32 = false;
   absl::Duration rpc_timeout = absl::Seconds(60);
   absl::Duration startup_timeout = absl::Minutes(2);
   // Set from another thread (SIGTERM) to leave the job gracefully; may be null.
