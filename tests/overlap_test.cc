@@ -38,8 +38,11 @@ double Overlapped(const std::string& summary) {
 }
 
 TEST(OverlapTest, MlpModelIsTheSameWithAndWithoutOverlap) {
+  // Hidden layers large enough that fc2's gradient (512 KiB) goes out in a part of its own before
+  // fc1's backward, so each step has several parts per shard.
   const std::vector<std::string> job = {"--mode=sync", "--servers=2", "--workers=2", "--epochs=1",
-                                        "--train_limit=6000", "--test_limit=1000", "--batch_size=32"};
+                                        "--hidden=512,256", "--train_limit=6000", "--test_limit=1000",
+                                        "--batch_size=32"};
   std::vector<std::string> off = job;
   off.push_back("--overlap=false");
   const Result with = Train("overlap-on", job);

@@ -1,5 +1,7 @@
 #include "worker/layer_pusher.h"
 
+#include <utility>
+
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
@@ -7,7 +9,8 @@
 
 namespace pstrain::worker {
 
-LayerPusher::LayerPusher(const ShardLayout* layout, PsClient* ps) : layout_(layout), ps_(ps) {}
+LayerPusher::LayerPusher(const ShardLayout* layout, PsClient* ps, std::vector<int64_t> tensor_elements)
+    : layout_(layout), ps_(ps), tensor_elements_(std::move(tensor_elements)) {}
 
 LayerPusher::~LayerPusher() {
   absl::MutexLock lock(&mu_);
@@ -25,10 +28,24 @@ void LayerPusher::Begin(const std::vector<ShardRoute>& routes, const PushRequest
   send_time_ = absl::ZeroDuration();
   chunks_sent_.assign(layout_->num_servers(), 0);
   parts_used_ = 0;
+  waiting_first_ = waiting_end_ = 0;
 }
 
 void LayerPusher::GradientReady(int first, int end) {
   const absl::Time start = absl::Now();
+  // Reports come last layer first, each range right below the one before.
+  if (waiting_first_ == waiting_end_) waiting_end_ = end;
+  waiting_first_ = first;
+  int64_t waiting_bytes = 0;
+  for (int t = waiting_first_; t < waiting_end_; ++t) waiting_bytes += 4 * tensor_elements_[t];
+  if (first == 0 || waiting_bytes >= kMinPartBytes) {
+    Send(waiting_first_, waiting_end_);
+    waiting_end_ = waiting_first_;
+  }
+  send_time_ += absl::Now() - start;
+}
+
+void LayerPusher::Send(int first, int end) {
   for (int shard = 0; shard < layout_->num_servers(); ++shard) {
     const ShardLayout::ChunkRun run = layout_->RunOfTensors(shard, first, end);
     if (run.count == 0) continue;
@@ -69,9 +86,7 @@ void LayerPusher::GradientReady(int first, int end) {
       });
     }
   }
-  const absl::Time now = absl::Now();
-  if (first_sent_ == absl::InfiniteFuture() && parts_used_ > 0) first_sent_ = now;
-  send_time_ += now - start;
+  if (first_sent_ == absl::InfiniteFuture() && parts_used_ > 0) first_sent_ = absl::Now();
 }
 
 void LayerPusher::CallDone() {

@@ -9,6 +9,11 @@
 // part's new weights, first chunk (first layer) first; each answer is copied into the worker's flat
 // weights on arrival, on the gRPC thread, while the others are still on the wire.
 //
+// Small layers are not sent alone: reported tensors wait until they add up to kMinPartBytes (or
+// backward is done), since each part is a call with its own fixed cost (for the MLP, whose last
+// layers are small, this means one part per shard; for the CNN, fc1's 1.6 MB goes out while the
+// convolutions' backward runs).
+//
 // One pusher serves every step of a trainer: parts and their messages are kept and reused, so a
 // steady-state step allocates nothing here beyond what gRPC does.
 //
@@ -36,8 +41,12 @@ namespace pstrain::worker {
 
 class LayerPusher : public model::GradientSink {
  public:
-  // `layout` and `ps` are borrowed and must outlive the pusher.
-  LayerPusher(const ShardLayout* layout, PsClient* ps);
+  // Reported gradients are sent once this many bytes are waiting, or at the end of backward.
+  static constexpr int64_t kMinPartBytes = 256 << 10;
+
+  // `layout` and `ps` are borrowed and must outlive the pusher. `tensor_elements[t]` is tensor t's
+  // size (the model's params() order).
+  LayerPusher(const ShardLayout* layout, PsClient* ps, std::vector<int64_t> tensor_elements);
   // REQUIRES: no step in flight (Finish returned).
   ~LayerPusher() override;
 
@@ -48,7 +57,8 @@ class LayerPusher : public model::GradientSink {
   void Begin(const std::vector<ShardRoute>& routes, const PushRequest& header, const float* grad, float* weights,
              uint64_t* next_request_id);
 
-  // Sends the gradients of tensors [first, end), which are in `grad` now.
+  // The gradients of tensors [first, end) are in `grad` now: sends them, with those reported
+  // before and not sent yet, once they add up to kMinPartBytes or `first` is 0 (backward is done).
   void GradientReady(int first, int end) override;
 
   // Waits for every call of the step and returns the first error, in the order the calls were
@@ -73,11 +83,14 @@ class LayerPusher : public model::GradientSink {
     absl::Status backup_status;
   };
 
+  // Sends tensors [first, end) to every shard holding a piece of them.
+  void Send(int first, int end);
   // Called once per finished call.
   void CallDone() ABSL_LOCKS_EXCLUDED(mu_);
 
   const ShardLayout* const layout_;
   PsClient* const ps_;
+  const std::vector<int64_t> tensor_elements_;
 
   // The step in progress (set by Begin).
   const std::vector<ShardRoute>* routes_ = nullptr;
@@ -87,6 +100,9 @@ class LayerPusher : public model::GradientSink {
   uint64_t* next_request_id_ = nullptr;
   absl::Time first_sent_ = absl::InfiniteFuture();
   absl::Duration send_time_;
+  // Reported tensors [waiting_first_, waiting_end_) not sent yet; empty when equal.
+  int waiting_first_ = 0;
+  int waiting_end_ = 0;
   std::vector<int> chunks_sent_;  // by shard, this step
   size_t parts_used_ = 0;         // parts_[0, parts_used_) belong to this step
   std::vector<std::unique_ptr<Part>> parts_;  // kept across steps

@@ -28,6 +28,12 @@ std::string LiveRanks(const ClusterView& view) {
   return absl::StrJoin(ranks, ",");
 }
 
+std::vector<int64_t> TensorElements(const std::vector<model::ParamSpec>& params) {
+  std::vector<int64_t> elements;
+  for (const model::ParamSpec& p : params) elements.push_back(p.num_elements);
+  return elements;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerOptions options,
@@ -66,7 +72,7 @@ Trainer::Trainer(TrainerOptions options, SchedulerClient* scheduler, PsClient* p
       grad_(model->num_parameters()),
       push_(layout_.num_servers()),
       pulled_(layout_.num_servers()),
-      pusher_(&layout_, ps),
+      pusher_(&layout_, ps, TensorElements(model->params())),
       // Request ids only need to differ between the pushes of one rank; a random start keeps a
       // worker that reuses a dead worker's rank from repeating its ids.
       next_request_id_(absl::Uniform<uint64_t>(absl::BitGen()) | 1) {
