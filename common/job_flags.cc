@@ -37,7 +37,7 @@ DEFINE_double(lr_min_factor, 0.0, "Cosine schedule: final lr as a fraction of lr
 DEFINE_bool(allow_nonfinite_gradients, false, "Accept NaN/Inf gradients instead of refusing them");
 DEFINE_int32(lease_batches, 4, "async/ssp: batches per work lease");
 DEFINE_int64(max_chunk_bytes, 4 << 20, "Largest tensor chunk in the shard map, bytes");
-DEFINE_string(final_model, "", "Where worker 0 writes the trained model (empty: not written)");
+DEFINE_string(final_model, "", "Where the scheduler writes the trained model (empty: not written)");
 DEFINE_bool(eval_last_epoch_only, false, "Evaluate only after the last epoch");
 DEFINE_string(checkpoint_dir, "", "Where servers write checkpoints of their shards (empty: none)");
 DEFINE_int64(checkpoint_every_steps, 0, "Checkpoint every this many steps (0: never)");

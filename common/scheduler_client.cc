@@ -240,6 +240,16 @@ absl::Status SchedulerClient::ReportSlowStep(const SlowStepReport& report) {
       .status();
 }
 
+absl::Status SchedulerClient::SubmitFinalModel(int worker_rank, std::string model_file) {
+  FinalModel request;
+  request.set_worker_rank(worker_rank);
+  request.set_model_file(std::move(model_file));
+  return CallRetrying(&Scheduler::Stub::SubmitFinalModel, request,
+                      absl::StrCat("submit the final model of worker ", worker_rank),
+                      std::max(rpc_timeout_, absl::Minutes(1)), /*parked=*/false)
+      .status();
+}
+
 absl::StatusOr<JobStatus> SchedulerClient::GetJobStatus() {
   return Call(&Scheduler::Stub::GetJobStatus, JobStatusRequest(), "get job status", rpc_timeout_);
 }

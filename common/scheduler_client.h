@@ -79,6 +79,10 @@ class SchedulerClient {
   absl::Status ReportCheckpoints(int server_rank, const std::vector<int64_t>& steps);
   // A SYNC step of this server waits for `report.waiting_for` (server/slow_step_watch.h).
   absl::Status ReportSlowStep(const SlowStepReport& report);
+  // Sends the final model file (model::SerializeModelFile) for the scheduler to write; returns
+  // once it is written. Retried like ReportProgress; its deadline is at least a minute (a large
+  // model is written and fsynced before the answer).
+  absl::Status SubmitFinalModel(int worker_rank, std::string model_file);
 
  private:
   SchedulerClient(std::string address, absl::Duration rpc_timeout);

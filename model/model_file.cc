@@ -86,10 +86,10 @@ absl::Status WriteContents(int fd, const std::string& header, absl::Span<const f
   return WriteAll(fd, trailer.data(), trailer.size(), path);
 }
 
-}  // namespace
-
-absl::Status WriteModelFile(const std::string& path, const std::vector<ParamSpec>& params,
-                            absl::Span<const float> values) {
+// The header of a file holding `params` and `values`, after checking they fit together; `path`
+// names the file in errors.
+absl::StatusOr<std::string> Header(const std::string& path, const std::vector<ParamSpec>& params,
+                                   absl::Span<const float> values) {
   std::string header(kModelFileMagic, kMagicSize);
   AppendU32(kModelFileVersion, &header);
   AppendU32(static_cast<uint32_t>(params.size()), &header);
@@ -119,16 +119,39 @@ absl::Status WriteModelFile(const std::string& path, const std::vector<ParamSpec
                                                    " values, expected ", total, " for ",
                                                    params.size(), " tensors"));
   }
+  return header;
+}
 
+}  // namespace
+
+absl::Status WriteModelFile(const std::string& path, const std::vector<ParamSpec>& params,
+                            absl::Span<const float> values) {
+  ASSIGN_OR_RETURN(const std::string header, Header(path, params, values));
   return WriteFileAtomically(path, "model file",
                              [&](int fd) { return WriteContents(fd, header, values, path); });
 }
 
+absl::StatusOr<std::string> SerializeModelFile(const std::vector<ParamSpec>& params,
+                                               absl::Span<const float> values) {
+  ASSIGN_OR_RETURN(std::string contents, Header("(in memory)", params, values));
+  contents.reserve(contents.size() + 4 * values.size() + 4);
+  for (float value : values) {
+    uint32_t u;
+    std::memcpy(&u, &value, 4);
+    AppendU32(u, &contents);
+  }
+  AppendU32(Crc(static_cast<uint32_t>(crc32(0, Z_NULL, 0)), contents.data(), contents.size()), &contents);
+  return contents;
+}
+
 absl::StatusOr<ModelFile> ReadModelFile(const std::string& path) {
   ASSIGN_OR_RETURN(const std::string contents, ReadWholeFile(path, "model file"));
+  return ParseModelFile(contents, absl::StrCat("model file '", path, "'"));
+}
+
+absl::StatusOr<ModelFile> ParseModelFile(absl::string_view contents, absl::string_view where) {
   const auto* data = reinterpret_cast<const unsigned char*>(contents.data());
   const size_t size = contents.size();
-  const std::string where = absl::StrCat("model file '", path, "'");
 
   if (size < kMagicSize || std::memcmp(data, kModelFileMagic, kMagicSize) != 0) {
     return absl::InvalidArgumentError(

@@ -28,6 +28,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "model/param_spec.h"
 
@@ -55,6 +56,15 @@ absl::Status WriteModelFile(const std::string& path, const std::vector<ParamSpec
 // INVALID_ARGUMENT (bad magic: not a model file; unsupported version), DATA_LOSS (truncated,
 // trailing bytes, malformed header, checksum mismatch). Blocks on disk I/O.
 absl::StatusOr<ModelFile> ReadModelFile(const std::string& path);
+
+// The bytes WriteModelFile would write, in memory (a worker sends them to the scheduler, which
+// writes the file). Errors as WriteModelFile's INVALID_ARGUMENT.
+absl::StatusOr<std::string> SerializeModelFile(const std::vector<ParamSpec>& params,
+                                               absl::Span<const float> values);
+
+// ReadModelFile for bytes already in memory; `where` names them in errors (e.g. "final model
+// from worker 0"). Same checks and codes.
+absl::StatusOr<ModelFile> ParseModelFile(absl::string_view contents, absl::string_view where);
 
 }  // namespace model
 }  // namespace pstrain

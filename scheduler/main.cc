@@ -31,6 +31,10 @@ DEFINE_int64(scheduler_reconnect_ms, 30000,
 DEFINE_int64(server_recovery_timeout_ms, 60000,
              "Sync jobs with checkpoints: the job fails if a dead server is not replaced within this, ms");
 
+DEFINE_int64(linger_ms, 0,
+             "After the job ended, keep answering this long, so that roles started late (e.g. restarted by an "
+             "orchestrator) learn that the job is over and exit (0 when it FINISHED), ms");
+
 int main(int argc, char** argv) {
   pstrain::InitBinary("pstrain-scheduler --servers=2 --workers=2 [job flags]", &argc, &argv);
 
@@ -51,6 +55,7 @@ int main(int argc, char** argv) {
   options.server_recovery_timeout = absl::Milliseconds(FLAGS_server_recovery_timeout_ms);
   options.state_dir = FLAGS_state_dir;
   options.reconnect = absl::Milliseconds(FLAGS_scheduler_reconnect_ms);
+  options.linger = absl::Milliseconds(FLAGS_linger_ms);
   auto runner = pstrain::scheduler::SchedulerRunner::Create(*job, options);
   if (!runner.ok()) {
     std::cerr << "pstrain-scheduler: " << runner.status().message() << std::endl;

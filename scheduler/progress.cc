@@ -159,13 +159,18 @@ int Progress::WorkerGone(int rank) {
   return eval_.Release(rank);
 }
 
-bool Progress::TryFinish(const std::vector<int>& live_workers, absl::Time now) {
-  if (finished()) return true;
+bool Progress::AllDone(const std::vector<int>& live_workers) const {
   if (live_workers.empty() || eval_.any_incomplete()) return false;
   for (int rank : live_workers) {
     auto it = workers_.find(rank);
     if (it == workers_.end() || !it->second.done) return false;
   }
+  return true;
+}
+
+bool Progress::TryFinish(const std::vector<int>& live_workers, absl::Time now) {
+  if (finished()) return true;
+  if (!AllDone(live_workers)) return false;
   for (auto& [e, data] : epochs_) {
     if (!data.complete && !eval_.opened(e)) Complete(&data, now);
   }

@@ -86,6 +86,9 @@ class Progress {
   // no evaluation is outstanding; epochs still open without evaluation complete now. True once
   // finished (also on later calls).
   bool TryFinish(const std::vector<int>& live_workers, absl::Time now);
+  // TryFinish's condition, without finishing: `live_workers` is not empty, each has reported done
+  // and no evaluation is outstanding.
+  bool AllDone(const std::vector<int>& live_workers) const;
   bool finished() const { return finished_at_.has_value(); }
 
   // epoch, epochs, step, total_steps, recent_loss, samples_per_second, eta_seconds and

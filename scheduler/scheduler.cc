@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "common/barriers.h"
 #include "common/job_spec.h"
+#include "common/status_macros.h"
 #include "glog/logging.h"
 #include "scheduler/json.h"
 
@@ -131,8 +132,12 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
     if (state_ == FAILED) return JobFailedError();
     if (state_ == FINISHED &&
         !membership_.Lookup(request.role(), request.address(), request.instance_id()).has_value()) {
-      return absl::FailedPreconditionError(absl::StrCat("register ", RoleName(request.role()), " at '",
-                                                        request.address(), "': the job has finished"));
+      // E.g. an orchestrator restarted a role after the end: tell it that there is nothing to do.
+      LOG(INFO) << "a " << RoleName(request.role()) << " at '" << request.address()
+                << "' registered after the job FINISHED; told it the job is over";
+      response.set_rank(-1);
+      response.set_job_state(FINISHED);
+      return response;
     }
     if (request.role() == SERVER && state_ == RUNNING && options_.job.replicas() == 2 &&
         !membership_.Lookup(SERVER, request.address(), request.instance_id()).has_value()) {
@@ -198,6 +203,7 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
       }
     }
     response.set_rank(*rank);
+    response.set_job_state(state_);
     *response.mutable_job() = options_.job;
     response.set_heartbeat_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
     response.set_dead_after_ms(absl::ToInt64Milliseconds(options_.dead_after));
@@ -477,9 +483,59 @@ void Scheduler::RemoveWorkerLocked(int rank, ChangeKind kind, absl::string_view 
 
 void Scheduler::MaybeFinishLocked(Deferred* deferred) {
   if (state_ != RUNNING) return;
-  if (!progress_.TryFinish(membership_.LiveRanks(WORKER), Now())) return;
+  const std::vector<int> live = membership_.LiveRanks(WORKER);
+  if (NeedsFinalModel() && !final_model_written_) {
+    // The first live worker sends the model before its done report, so this means it is gone.
+    if (progress_.AllDone(live)) {
+      EndLocked(FAILED,
+                absl::FailedPreconditionError(absl::StrCat(
+                    "every live worker is done, but none sent the final model for ", options_.job.final_model_path(),
+                    " (the worker holding it left or died before sending it); ", MembershipLine())),
+                deferred);
+    }
+    return;
+  }
+  if (!progress_.TryFinish(live, Now())) return;
   LOG(INFO) << "every live worker is done; job FINISHED; " << MembershipLine();
   EndLocked(FINISHED, absl::OkStatus(), deferred);
+}
+
+absl::Status Scheduler::SubmitFinalModel(const FinalModel& model) {
+  const int rank = model.worker_rank();
+  const std::string what = absl::StrCat("final model from worker ", rank);
+  auto check = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+    if (!NeedsFinalModel()) {
+      return absl::FailedPreconditionError(absl::StrCat(what, ": the job has no final_model_path"));
+    }
+    if (state_ == FAILED) return JobFailedError();
+    if (!membership_.ever_registered(WORKER, rank)) {
+      return absl::FailedPreconditionError(absl::StrCat(what, ": not a registered worker"));
+    }
+    return absl::OkStatus();
+  };
+  // One write at a time: a second sender (or a retry) waits, then finds the model written.
+  absl::MutexLock write_lock(&model_write_mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(check());
+    if (final_model_written_) return absl::OkStatus();
+  }
+  if (absl::Status written = options_.write_final_model(model.model_file()); !written.ok()) {
+    absl::Status reason(written.code(), absl::StrCat(what, " (", model.model_file().size(), " bytes): ",
+                                                     written.message()));
+    Fail(reason);
+    return reason;
+  }
+  Deferred deferred;
+  {
+    absl::MutexLock lock(&mu_);
+    final_model_written_ = true;
+    LOG(INFO) << what << " (" << model.model_file().size() << " bytes) written to "
+              << options_.job.final_model_path();
+    MaybeFinishLocked(&deferred);
+    SaveLocked(&deferred);
+  }
+  return Run(std::move(deferred));
 }
 
 void Scheduler::ReportFailure(const FailureReport& report) {

@@ -119,6 +119,13 @@ class Scheduler {
     // Handed to roles at registration (RegisterResponse.reconnect_ms): how long they ride out an
     // outage of this scheduler. Zero unless the state persists.
     absl::Duration reconnect = absl::ZeroDuration();
+    // The final model (job.final_model_path): checks a model file a worker sent
+    // (SubmitFinalModel) and writes it to final_model_path; INVALID_ARGUMENT or DATA_LOSS for
+    // bytes that are not a model file (nothing written), the I/O error otherwise. Called outside
+    // the lock, one call at a time. When set and the job has a final_model_path, the job finishes
+    // only once a model was written. Empty: the core takes no model (SubmitFinalModel answers
+    // FAILED_PRECONDITION) and does not wait for one.
+    std::function<absl::Status(absl::string_view model_file)> write_final_model;
   };
 
   using ViewDone = std::function<void(absl::StatusOr<ClusterView>)>;
@@ -145,8 +152,9 @@ class Scheduler {
   // Registers a role; the answer carries its rank, the job and the heartbeat settings. A worker
   // registering while the job runs joins it (Membership::Register); so does a server while a server
   // rank is vacant (server recovery: the last vacancy filled sets the view's restore_step). Errors as
-  // Membership::Register; ABORTED "job failed: ..." once the job has failed; FAILED_PRECONDITION
-  // for a new role once the job has finished (a re-registration still gets its rank).
+  // Membership::Register; ABORTED "job failed: ..." once the job has failed. Once the job has
+  // finished, a new role gets OK with job_state FINISHED and no rank or job (it has nothing to
+  // do and should exit 0); a re-registration still gets its rank. Every answer carries job_state.
   absl::StatusOr<RegisterResponse> Register(const RegisterRequest& request);
 
   // The current view; its state is the job's state.
@@ -208,6 +216,14 @@ class Scheduler {
   // a negative step or wait.
   absl::Status ReportSlowStep(const SlowStepReport& report);
   static constexpr int kMaxSlowSteps = 50;
+
+  // The final model from worker `model.worker_rank()` (see Options::write_final_model): written
+  // before this returns OK, and the job may finish from then on (an earlier report may have
+  // completed the finish condition). OK without writing once a model was written (a retry or a
+  // second sender). A model that cannot be written (bad bytes, I/O) fails the job and returns the
+  // error. FAILED_PRECONDITION without a final_model_path or write_final_model, or for a rank that
+  // never registered as a worker; ABORTED once the job has failed. Blocks on the write.
+  absl::Status SubmitFinalModel(const FinalModel& model);
 
   // Progress snapshot with state, failure and live role counts (registered_*).
   JobStatus Status() const;
@@ -287,7 +303,13 @@ class Scheduler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // "shard 0 on server 1, no copy; shard 1 on server 1, no copy", for messages.
   std::string ShardHostsLine() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Finishes the job when Progress::TryFinish says so.
+  // Whether the job finishes only once a final model was written (Options::write_final_model).
+  bool NeedsFinalModel() const {
+    return !options_.job.final_model_path().empty() && options_.write_final_model != nullptr;
+  }
+  // Finishes the job when Progress::TryFinish says so and the final model, if needed, is written.
+  // Every live worker done without a final model (the worker that was to send it left or died
+  // first) fails the job.
   void MaybeFinishLocked(Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FAILED_PRECONDITION unless (role, rank) is a live member.
   absl::Status CheckLive(Role role, int rank, absl::string_view what) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -334,6 +356,10 @@ class Scheduler {
   int port_ ABSL_GUARDED_BY(mu_) = 0;
   int restarts_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t snapshot_version_ ABSL_GUARDED_BY(mu_) = 0;
+  // A final model was written (SubmitFinalModel).
+  bool final_model_written_ ABSL_GUARDED_BY(mu_) = false;
+  // Serializes final model writes (taken before mu_, never while holding it).
+  absl::Mutex model_write_mu_;
   // The newest slow-step reports (ReportSlowStep), with when they arrived.
   std::vector<std::pair<absl::Time, SlowStepReport>> slow_steps_ ABSL_GUARDED_BY(mu_);
 };

@@ -13,9 +13,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_io.h"
+#include "common/health.h"
 #include "common/job_spec.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "model/model_file.h"
 #include "scheduler/job_setup.h"
 #include "scheduler/resume.h"
 #include "scheduler/scheduler.h"
@@ -57,6 +59,9 @@ absl::StatusOr<std::unique_ptr<SchedulerRunner>> SchedulerRunner::Create(JobSpec
   if (!options.state_dir.empty() && options.reconnect < options.dead_after) {
     return Invalid(absl::StrCat("scheduler reconnect time is ", absl::FormatDuration(options.reconnect),
                                 ", expected at least dead_after (", absl::FormatDuration(options.dead_after), ")"));
+  }
+  if (options.linger < absl::ZeroDuration()) {
+    return Invalid(absl::StrCat("linger is ", absl::FormatDuration(options.linger), ", expected >= 0"));
   }
   if (options.dead_after <= options.heartbeat_interval) {
     return Invalid(absl::StrCat("dead_after is ", absl::FormatDuration(options.dead_after),
@@ -126,6 +131,13 @@ absl::Status SchedulerRunner::Run() {
   core_options.dead_after = options_.dead_after;
   core_options.startup_timeout = options_.startup_timeout;
   core_options.server_recovery_timeout = options_.server_recovery_timeout;
+  if (!job.final_model_path().empty()) {
+    core_options.write_final_model = [path = job.final_model_path()](absl::string_view bytes) -> absl::Status {
+      // Never write garbage: the bytes must be a whole, checksummed model file.
+      RETURN_IF_ERROR(model::ParseModelFile(bytes, "the final model").status());
+      return WriteFileAtomically(path, "final model", bytes);
+    };
+  }
   if (state_file != nullptr) {
     core_options.persist = [file = state_file.get()](int64_t version, const SchedulerState& state) {
       return file->Save(version, state);
@@ -143,6 +155,7 @@ absl::Status SchedulerRunner::Run() {
   SchedulerService service(core.get());
   const std::string address = absl::StrCat(options_.host, ":", port);
   int selected_port = 0;
+  EnableHealthService();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &selected_port);
   builder.RegisterService(&service);
@@ -153,6 +166,7 @@ absl::Status SchedulerRunner::Run() {
     return absl::UnavailableError(absl::StrCat("scheduler: cannot listen on ", address));
   }
   port_.store(selected_port);
+  SetServing(server.get(), true);
   if (state_file != nullptr) {
     // Also the first save of a fresh job's state.
     if (absl::Status s = core->RecordPort(selected_port); !s.ok()) core->Fail(s);
@@ -173,11 +187,22 @@ absl::Status SchedulerRunner::Run() {
   bool stopped = false;
   while (!core->AwaitEnd(kTick)) {
     core->CheckHealth();
+    if (stop_requested() && state_file != nullptr) {
+      // The job goes on under a restarted scheduler: end nothing, save nothing more.
+      SetServing(server.get(), false);
+      LOG(INFO) << "scheduler stopped; the job's state stays in " << state_file->path()
+                << " for a scheduler started again with --state_dir=" << options_.state_dir;
+      server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+      server->Wait();
+      return absl::CancelledError(absl::StrCat("scheduler stopped; the job goes on when a scheduler is started "
+                                               "again with --state_dir=", options_.state_dir));
+    }
     if (stop_requested()) {
       stopped = true;
       core->Fail(absl::CancelledError("scheduler stopped"));
     }
   }
+  SetServing(server.get(), false);
 
   absl::Status summary_written;
   if (!options_.summary_json.empty()) {
@@ -193,9 +218,15 @@ absl::Status SchedulerRunner::Run() {
     LOG(INFO) << "the scheduler state was written " << state_file->writes() << " times to " << state_file->path();
   }
 
-  // Servers learn the outcome from their next heartbeat; keep answering until all have asked.
+  // Servers learn the outcome from their next heartbeat; keep answering until all have asked, and
+  // for the linger time, so that roles started after the end learn it too.
   const absl::Time grace_end = absl::Now() + 2 * options_.dead_after;
-  while (!stopped && !core->ServersKnowTheEnd() && absl::Now() < grace_end) {
+  const absl::Time linger_end = absl::Now() + options_.linger;
+  if (options_.linger > absl::ZeroDuration()) {
+    LOG(INFO) << "lingering for " << absl::FormatDuration(options_.linger)
+              << " so that roles started late learn that the job is over";
+  }
+  while (!stopped && (absl::Now() < linger_end || (!core->ServersKnowTheEnd() && absl::Now() < grace_end))) {
     absl::MutexLock lock(&mu_);
     if (mu_.AwaitWithTimeout(absl::Condition(&stop_), kTick)) break;
   }

@@ -4,7 +4,13 @@
 //
 //   Run(): validate -> read data headers -> shard map -> [state_dir: restore a saved state]
 //          -> listen (port_file) -> watchdog loop -> FINISHED/FAILED -> summary JSON
-//          -> grace period -> shut down
+//          -> grace period / linger -> shut down
+//
+// The port also serves gRPC health checking (common/health.h): SERVING from listening until the
+// job ends, NOT_SERVING after. The final model a worker sends (SubmitFinalModel) is checked
+// (model::ParseModelFile) and written to the job's final_model_path before the job can finish.
+// Stop() with a state_dir ends Run without ending the job (nothing more is saved), so a
+// restarted scheduler goes on with it; without one, the job fails with CANCELLED.
 //
 // Thread-safe: Run() is called once, from one thread; Stop() and port() from any thread.
 #ifndef PSTRAIN_SCHEDULER_SCHEDULER_RUNNER_H_
@@ -48,6 +54,10 @@ class SchedulerRunner {
     // With state_dir: how long roles ride out an outage of the scheduler before they give up
     // (RegisterResponse.reconnect_ms).
     absl::Duration reconnect = absl::Seconds(30);
+    // After the job ended, keep answering this long (at least; also until every server has heard
+    // the end, up to 2 x dead_after), so that roles started late (e.g. restarted by an
+    // orchestrator) learn the outcome: FINISHED lets them exit 0. Stop() cuts it short.
+    absl::Duration linger = absl::ZeroDuration();
   };
 
   // INVALID_ARGUMENT for a bad job (after ApplyJobDefaults) or bad options (port outside
@@ -62,8 +72,9 @@ class SchedulerRunner {
   // a reported failure, CANCELLED after Stop()). Call once.
   absl::Status Run();
 
-  // Ends Run() early: the job fails with CANCELLED "scheduler stopped" and Run() returns without
-  // the grace period. Safe from any thread, before, during or after Run(); not from a signal
+  // Ends Run() early: the job fails with CANCELLED "scheduler stopped" (with a state_dir the job's
+  // saved state stays as it was, and Run() returns CANCELLED) and Run() returns without the grace
+  // period or linger. Safe from any thread, before, during or after Run(); not from a signal
   // handler.
   void Stop();
 

@@ -102,6 +102,13 @@ grpc::ServerUnaryReactor* SchedulerService::ReportSlowStep(grpc::CallbackServerC
   return Answer(ctx, core_->ReportSlowStep(*request));
 }
 
+grpc::ServerUnaryReactor* SchedulerService::SubmitFinalModel(grpc::CallbackServerContext* ctx,
+                                                             const FinalModel* request, FinalModelAck* response) {
+  VLOG(1) << "SubmitFinalModel worker " << request->worker_rank() << ": " << request->model_file().size() << " bytes";
+  // Writes (and fsyncs) the file on this callback thread: rare, and the caller waits for it anyway.
+  return Answer(ctx, core_->SubmitFinalModel(*request));
+}
+
 grpc::ServerUnaryReactor* SchedulerService::GetJobStatus(grpc::CallbackServerContext* ctx,
                                                          const JobStatusRequest* request,
                                                          JobStatus* response) {

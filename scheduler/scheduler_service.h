@@ -46,6 +46,8 @@ class SchedulerService final : public pstrain::Scheduler::CallbackService {
                                               CheckpointAck* response) override;
   grpc::ServerUnaryReactor* ReportSlowStep(grpc::CallbackServerContext* ctx, const SlowStepReport* request,
                                            SlowStepAck* response) override;
+  grpc::ServerUnaryReactor* SubmitFinalModel(grpc::CallbackServerContext* ctx, const FinalModel* request,
+                                             FinalModelAck* response) override;
   grpc::ServerUnaryReactor* GetJobStatus(grpc::CallbackServerContext* ctx,
                                          const JobStatusRequest* request, JobStatus* response) override;
 

@@ -91,6 +91,7 @@ absl::Status Scheduler::RestoreFrom(const SchedulerState& state) {
   restore_step_.reset();
   if (state.has_restore_step()) restore_step_ = state.restore_step();
   restore_epoch_ = state.restore_epoch();
+  final_model_written_ = state.final_model_written();
   if (state.shard_hosts_size() > 0) shard_hosts_.assign(state.shard_hosts().begin(), state.shard_hosts().end());
   worker_calls_.clear();
   for (const WorkerCallsState& calls : state.worker_calls()) {
@@ -162,6 +163,7 @@ SchedulerState Scheduler::SnapshotLocked() const {
   }
   if (restore_step_.has_value()) state.set_restore_step(*restore_step_);
   state.set_restore_epoch(restore_epoch_);
+  state.set_final_model_written(final_model_written_);
   for (const ShardHost& host : shard_hosts_) *state.add_shard_hosts() = host;
   return state;
 }

@@ -14,6 +14,7 @@ namespace pstrain {
 namespace scheduler {
 namespace {
 
+using test_util::DoneReport;
 using test_util::Hb;
 using test_util::Reg;
 using test_util::TinyJobOptions;
@@ -43,12 +44,7 @@ class SchedulerTest : public ::testing::Test {
     return std::move(s).value();
   }
 
-  static ProgressReport Done(int rank) {
-    ProgressReport r;
-    r.set_worker_rank(rank);
-    r.set_done(true);
-    return r;
-  }
+  static ProgressReport Done(int rank) { return DoneReport(rank); }
 
   static LeaseRequest EvalRequest(int rank, int epoch) {
     LeaseRequest r;
@@ -678,9 +674,17 @@ TEST_F(SchedulerTest, JobFinishesWhenEveryWorkerIsDone) {
   EXPECT_EQ(status.registered_workers(), 2);
   ASSERT_EQ(status.epochs_done_size(), 1);
   EXPECT_DOUBLE_EQ(status.epochs_done(0).test_accuracy(), 0.8);
-  // Nobody joins a finished job; a registered worker's retry still gets its rank.
-  EXPECT_EQ(s->Register(Reg(WORKER, "h:9")).status().code(), absl::StatusCode::kFailedPrecondition);
+  // Nobody joins a finished job: a newcomer (a role restarted after the end) is told it is over;
+  // a registered worker's retry still gets its rank.
+  for (Role role : {WORKER, SERVER}) {
+    absl::StatusOr<RegisterResponse> late = s->Register(Reg(role, "h:9"));
+    ASSERT_TRUE(late.ok()) << late.status();
+    EXPECT_EQ(late->job_state(), FINISHED);
+    EXPECT_EQ(late->rank(), -1);
+    EXPECT_FALSE(late->has_job());
+  }
   EXPECT_EQ(s->Register(Reg(WORKER, "h:3"))->rank(), 1);
+  EXPECT_EQ(s->Register(Reg(WORKER, "h:3"))->job_state(), FINISHED);
 }
 
 TEST_F(SchedulerTest, JobFinishesWhenEveryLiveWorkerIsDoneAfterADeath) {

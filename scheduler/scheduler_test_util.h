@@ -38,6 +38,14 @@ inline Scheduler::Options TinyJobOptions(JobSpec job, int64_t elements, int64_t 
   return options;
 }
 
+// Worker `rank`'s last report: it has finished the job.
+inline ProgressReport DoneReport(int rank) {
+  ProgressReport r;
+  r.set_worker_rank(rank);
+  r.set_done(true);
+  return r;
+}
+
 inline RegisterRequest Reg(Role role, const std::string& address) {
   RegisterRequest r;
   r.set_role(role);

@@ -1,6 +1,6 @@
 // pstrain-server: one parameter server. Everything about the job comes from the scheduler.
 //
-//   pstrain-server --scheduler=HOST:PORT [--host=127.0.0.1] [--port=0]
+//   pstrain-server --scheduler=HOST:PORT [--host=127.0.0.1] [--port=0] [--advertise_host=NAME]
 //
 // Exit status: 0 when the job finished (or on SIGTERM/SIGINT), 1 when it failed, 2 for bad flags.
 #include <pthread.h>
@@ -19,7 +19,10 @@
 #include "server/server_runner.h"
 
 DEFINE_string(scheduler, "", "host:port of the scheduler (required)");
-DEFINE_string(host, "127.0.0.1", "address this server listens on and registers with");
+DEFINE_string(host, "127.0.0.1", "address this server listens on (and registers with, unless --advertise_host)");
+DEFINE_string(advertise_host, "",
+              "host name or address workers dial this server at, registered with the scheduler with the port "
+              "(empty: --host; required when --host listens everywhere, 0.0.0.0 or ::)");
 DEFINE_int32(port, 0, "port to listen on; 0 picks a free one");
 DEFINE_int64(rpc_timeout_ms, 30000, "deadline of each scheduler rpc, milliseconds");
 DEFINE_int64(startup_timeout_ms, 120000, "bound on each startup phase (register, wait for the job), milliseconds");
@@ -35,10 +38,17 @@ int main(int argc, char** argv) {
     std::cerr << "pstrain-server: --rpc_timeout_ms and --startup_timeout_ms must be > 0\n";
     return 2;
   }
+  if (FLAGS_advertise_host.empty() &&
+      (FLAGS_host == "0.0.0.0" || FLAGS_host == "::" || FLAGS_host == "[::]")) {
+    std::cerr << "pstrain-server: --host=" << FLAGS_host
+              << " listens everywhere; say with --advertise_host which address the workers should dial\n";
+    return 2;
+  }
   pstrain::server::ServerRunner::Options options;
   options.scheduler_address = FLAGS_scheduler;
   options.host = FLAGS_host;
   options.port = FLAGS_port;
+  options.advertise_host = FLAGS_advertise_host;
   options.rpc_timeout = absl::Milliseconds(FLAGS_rpc_timeout_ms);
   options.startup_timeout = absl::Milliseconds(FLAGS_startup_timeout_ms);
   auto runner = pstrain::server::ServerRunner::Create(options);

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/barriers.h"
+#include "common/health.h"
 #include "common/job_spec.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -27,11 +28,6 @@ constexpr int kMaxMessageBytes = 1 << 30;
 constexpr absl::Duration kStartupSlice = absl::Seconds(2);
 // How long the gRPC server lets open calls finish at the end.
 constexpr auto kShutdownGrace = std::chrono::seconds(2);
-
-std::string JoinHostPort(const std::string& host, int port) {
-  if (absl::StrContains(host, ':') && !absl::StartsWith(host, "[")) return absl::StrCat("[", host, "]:", port);
-  return absl::StrCat(host, ":", port);
-}
 
 // Calls `call(slice)` with slices of at most kStartupSlice until it succeeds, fails with an error
 // other than UNAVAILABLE or DEADLINE_EXCEEDED, `timeout` has passed, or `stopped()` is true. Both
@@ -79,6 +75,7 @@ absl::Status ServerRunner::Run() {
   ParameterServerService service;
   const std::string listen = JoinHostPort(options_.host, options_.port);
   int selected_port = 0;
+  EnableHealthService();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &selected_port);
   builder.RegisterService(&service);
@@ -88,15 +85,26 @@ absl::Status ServerRunner::Run() {
   if (server == nullptr || selected_port == 0) {
     return absl::UnavailableError(absl::StrCat("parameter server: cannot listen on ", listen));
   }
+  SetServing(server.get(), false);  // Until registered with its shard ready.
   {
     absl::MutexLock lock(&mu_);
     port_ = selected_port;
+    grpc_server_ = server.get();
   }
-  const std::string address = JoinHostPort(options_.host, selected_port);
-  LOG(INFO) << "parameter server listening on " << address << ", scheduler at " << options_.scheduler_address;
+  // Workers dial what the server registers: the advertised host (e.g. the pod's name) with the
+  // port it listens on.
+  const std::string address =
+      JoinHostPort(options_.advertise_host.empty() ? options_.host : options_.advertise_host, selected_port);
+  LOG(INFO) << "parameter server listening on " << JoinHostPort(options_.host, selected_port) << " (advertised as "
+            << address << "), scheduler at " << options_.scheduler_address;
 
   std::unique_ptr<ParameterStore> store;
   absl::Status status = ServeJob(client.get(), address, &service, &store);
+  SetServing(server.get(), false);
+  {
+    absl::MutexLock lock(&mu_);
+    grpc_server_ = nullptr;
+  }
 
   // The store first: it finishes every parked call, and the gRPC server's shutdown waits for all
   // open calls. The store outlives the server, which may still route a late call to it.
@@ -126,8 +134,16 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
     LOG(INFO) << "server not needed, exiting: " << registered.status().message();
     return absl::OkStatus();
   }
+  if (absl::IsAborted(registered.status())) {
+    LOG(ERROR) << "the job failed before this server joined: " << registered.status().message();
+  }
   if (!registered.ok()) return registered.status();
   const RegisterResponse& registration = *registered;
+  if (registration.job_state() == FINISHED) {
+    // E.g. an orchestrator restarted this server after the end: there is nothing left to do.
+    LOG(INFO) << "the job is over (FINISHED); nothing to do";
+    return absl::OkStatus();
+  }
   const int rank = registration.rank();
   LOG(INFO) << "registered as server " << rank;
   const JobSpec& job = registration.job();
@@ -189,6 +205,10 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   if (stopped()) return absl::OkStatus();
   RETURN_IF_ERROR(client->Barrier(kServersReadyBarrier, BarrierRequest::ALL, SERVER, rank, options_.startup_timeout));
   LOG(INFO) << "server " << rank << " serving " << view.workers_size() << " workers";
+  {
+    absl::MutexLock lock(&mu_);
+    if (grpc_server_ != nullptr) SetServing(grpc_server_, true);
+  }
 
   const absl::Duration interval =
       registration.heartbeat_ms() > 0 ? absl::Milliseconds(registration.heartbeat_ms()) : absl::Seconds(1);

@@ -23,6 +23,11 @@
 // ALREADY_EXISTS (it replaces a dead server whose shards are served by promoted copies) is not
 // needed: Run logs it and returns OK.
 //
+// Health (grpc.health.v1, common/health.h) on the same port: NOT_SERVING until the servers-ready
+// barrier (registered, shard ready), SERVING while the job runs, NOT_SERVING once it has ended.
+// A server that registers after the job FINISHED (an orchestrator restarted it) returns OK at
+// once; after the job FAILED, the scheduler's ABORTED.
+//
 // The gRPC server starts first (answering UNAVAILABLE until the store exists) because its address
 // is what the server registers with.
 //
@@ -45,6 +50,10 @@
 #include "server/parameter_store.h"
 #include "server/ps_service.h"
 
+namespace grpc {
+class Server;
+}  // namespace grpc
+
 namespace pstrain::server {
 
 class ServerRunner {
@@ -55,6 +64,9 @@ class ServerRunner {
     // Where this server's ParameterServer service listens; port 0 picks a free port.
     std::string host = "127.0.0.1";
     int port = 0;
+    // The host the server registers with the scheduler, i.e. where workers dial it (with the
+    // port it listens on); empty: `host`. Needed when `host` listens everywhere (0.0.0.0, ::).
+    std::string advertise_host;
     // Deadline of each ordinary scheduler rpc.
     absl::Duration rpc_timeout = absl::Seconds(30);
     // Bound on each startup phase: registering, waiting for every role, the servers-ready barrier.
@@ -134,6 +146,8 @@ class ServerRunner {
   bool job_ended_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status job_status_ ABSL_GUARDED_BY(mu_);
   int port_ ABSL_GUARDED_BY(mu_) = 0;
+  // The gRPC server while Run serves (for its health status); null before and after.
+  grpc::Server* grpc_server_ ABSL_GUARDED_BY(mu_) = nullptr;
   // The newest membership epoch a heartbeat answer announced.
   int64_t membership_hint_ ABSL_GUARDED_BY(mu_) = 0;
   // This server's checkpoint files changed since the membership thread last reported them.

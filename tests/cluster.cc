@@ -31,7 +31,8 @@ absl::StatusOr<ClusterRun> LaunchCluster(const std::string& name, const std::vec
 
 ManualCluster::ManualCluster(const std::string& name) : dir_(MakeTempDir(name)) {}
 
-void ManualCluster::Start(int servers, int workers, const std::vector<std::string>& scheduler_flags) {
+void ManualCluster::Start(int servers, int workers, const std::vector<std::string>& scheduler_flags,
+                          const std::vector<std::string>& worker_flags) {
   std::string port_file = dir_ + "/scheduler.port";
   std::vector<std::string> argv = {BinDir() + "/pstrain-scheduler", "--port=0", "--port_file=" + port_file,
                                    "--summary_json=" + summary_path(),
@@ -49,21 +50,23 @@ void ManualCluster::Start(int servers, int workers, const std::vector<std::strin
   ASSERT_FALSE(port.empty()) << scheduler->Output();
   address = absl::StrCat("127.0.0.1:", port);
   for (int i = 0; i < servers; ++i) AddServer();
-  for (int i = 0; i < workers; ++i) AddWorker();
+  for (int i = 0; i < workers; ++i) AddWorker(worker_flags);
 }
 
 void ManualCluster::RestartScheduler() {
   scheduler = Spawn(scheduler_argv_, absl::StrCat("scheduler-restart-", ++scheduler_restarts_));
 }
 
-void ManualCluster::AddServer() {
-  servers.push_back(Spawn({BinDir() + "/pstrain-server", "--scheduler=" + address, "--port=0"},
-                          absl::StrCat("server", servers.size())));
+void ManualCluster::AddServer(const std::vector<std::string>& flags) {
+  std::vector<std::string> argv = {BinDir() + "/pstrain-server", "--scheduler=" + address, "--port=0"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  servers.push_back(Spawn(argv, absl::StrCat("server", servers.size())));
 }
 
-void ManualCluster::AddWorker() {
-  workers.push_back(Spawn({BinDir() + "/pstrain-worker", "--scheduler=" + address, "--rpc_timeout_ms=60000"},
-                          absl::StrCat("worker", workers.size())));
+void ManualCluster::AddWorker(const std::vector<std::string>& flags) {
+  std::vector<std::string> argv = {BinDir() + "/pstrain-worker", "--scheduler=" + address, "--rpc_timeout_ms=60000"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  workers.push_back(Spawn(argv, absl::StrCat("worker", workers.size())));
 }
 
 void ManualCluster::WaitForSteps(int64_t steps) {

@@ -34,14 +34,17 @@ class ManualCluster {
 
   // Starts the scheduler (with `scheduler_flags` after the defaults), then the servers and workers.
   // Heartbeats every 200 ms, a role is dead after 2 s.
-  void Start(int servers, int workers, const std::vector<std::string>& scheduler_flags);
+  // `worker_flags` go to every worker started here.
+  void Start(int servers, int workers, const std::vector<std::string>& scheduler_flags,
+             const std::vector<std::string>& worker_flags = {});
   // Starts the scheduler again with its first command line (after it died; with --state_dir it
   // goes on with the job). Its log goes to scheduler-restart-N.log.
   void RestartScheduler();
-  // Starts one more worker (it registers with the running job).
-  void AddWorker();
-  // Starts one more server (a replacement for a dead one takes its rank).
-  void AddServer();
+  // Starts one more worker (it registers with the running job), with `flags` after the defaults.
+  void AddWorker(const std::vector<std::string>& flags = {});
+  // Starts one more server (a replacement for a dead one takes its rank), with `flags` after the
+  // defaults.
+  void AddServer(const std::vector<std::string>& flags = {});
   // Waits until the job has made `steps` steps (fails the test after 60 s).
   void WaitForSteps(int64_t steps);
 

@@ -21,6 +21,10 @@ DEFINE_bool(tf32, false, "With --device=cuda: let GEMMs use TF32 tensor cores (f
 DEFINE_int32(blas_threads, 1, "OpenBLAS threads for the CPU backend (1 suits several roles per machine)");
 DEFINE_int64(rpc_timeout_ms, 60000, "Deadline of each call to a parameter server");
 DEFINE_int64(startup_timeout_ms, 120000, "How long to wait for the scheduler and the other roles");
+DEFINE_int32(health_port, 0,
+             "Serve gRPC health checking (grpc.health.v1.Health) on this port: SERVING while the worker is in "
+             "the job (0: no health service)");
+DEFINE_string(health_host, "0.0.0.0", "With --health_port: the address the health service listens on");
 
 int main(int argc, char** argv) {
   pstrain::InitBinary("pstrain-worker --scheduler=HOST:PORT [--device=cpu|cuda|cuda:N] [--tf32]", &argc, &argv);
@@ -37,6 +41,14 @@ int main(int argc, char** argv) {
     std::cerr << "pstrain-worker: --rpc_timeout_ms and --startup_timeout_ms must be > 0\n";
     return 2;
   }
+  if (FLAGS_health_port < 0 || FLAGS_health_port > 65535) {
+    std::cerr << "pstrain-worker: --health_port: got " << FLAGS_health_port << ", expected 0..65535\n";
+    return 2;
+  }
+  if (FLAGS_health_port > 0 && FLAGS_health_host.empty()) {
+    std::cerr << "pstrain-worker: --health_host is empty, expected an address to listen on\n";
+    return 2;
+  }
   // Ignore SIGPIPE from closed log pipes.
   std::signal(SIGPIPE, SIG_IGN);
 
@@ -46,6 +58,8 @@ int main(int argc, char** argv) {
   options.allow_tf32 = FLAGS_tf32;
   options.rpc_timeout = absl::Milliseconds(FLAGS_rpc_timeout_ms);
   options.startup_timeout = absl::Milliseconds(FLAGS_startup_timeout_ms);
+  options.health_host = FLAGS_health_host;
+  options.health_port = FLAGS_health_port;
   // SIGTERM/SIGINT: finish the current step, leave the job, exit 0.
   std::atomic<bool> leave{false};
   options.leave = &leave;

@@ -446,6 +446,7 @@ absl::Status Trainer::Evaluate(int epoch) {
 
 absl::Status Trainer::EndEpoch(int epoch, bool last) {
   if (last || !options_.job.eval_last_epoch_only()) RETURN_IF_ERROR(Evaluate(epoch));
+  if (last && options_.before_done) RETURN_IF_ERROR(options_.before_done(weights_));
   pending_.set_done(last);
   return MaybeReport(epoch, /*force=*/true);
 }

@@ -27,6 +27,7 @@
 #define PSTRAIN_WORKER_TRAINER_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -61,6 +62,10 @@ struct TrainerOptions {
   absl::Duration membership_timeout = absl::Minutes(2);
   // Set (from another thread) to ask the worker to leave the job gracefully. May be null.
   const std::atomic<bool>* leave = nullptr;
+  // Called once with the final weights, after the last epoch's evaluation and before the last
+  // (done) report, so that what it sends (the final model) reaches the scheduler before the job
+  // can finish. An error ends Run with it. May be empty.
+  std::function<absl::Status(const std::vector<float>& weights)> before_done;
 };
 
 class Trainer {

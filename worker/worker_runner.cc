@@ -1,6 +1,7 @@
 #include "worker/worker_runner.h"
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <glog/logging.h>
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/barriers.h"
+#include "common/health.h"
 #include "common/scheduler_client.h"
 #include "common/status_macros.h"
 #include "data/idx_reader.h"
@@ -73,18 +75,25 @@ absl::Status Train(const WorkerOptions& options, SchedulerClient* scheduler, int
   trainer_options.job = job;
   trainer_options.view = view;
   trainer_options.leave = options.leave;
+  if (!job.final_model_path().empty()) {
+    // The scheduler writes the final model (this worker's files may not outlive it, e.g. in a
+    // pod). The first live worker sends it (worker 0 may have died on the way), before its last
+    // report, so the job finishes only once the file is written. Should two see different views
+    // here, both send the same weights and the scheduler writes the first.
+    trainer_options.before_done = [&](const std::vector<float>& weights) -> absl::Status {
+      ASSIGN_OR_RETURN(ClusterView final_view, scheduler->GetClusterView());
+      if (final_view.workers_size() == 0 || final_view.workers(0).rank() != rank) return absl::OkStatus();
+      ASSIGN_OR_RETURN(std::string bytes, model::SerializeModelFile(model->params(), weights));
+      const size_t size = bytes.size();
+      RETURN_IF_ERROR(scheduler->SubmitFinalModel(rank, std::move(bytes)));
+      LOG(INFO) << "sent the final model (" << size << " bytes) to the scheduler, which wrote it to "
+                << job.final_model_path();
+      return absl::OkStatus();
+    };
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
                    Trainer::Create(trainer_options, scheduler, ps.get(), model.get(), &train, &test));
-  RETURN_IF_ERROR(trainer->Run());
-  if (trainer->left() || job.final_model_path().empty()) return absl::OkStatus();
-  // The first live worker writes the model (worker 0 may have died on the way). Should two see
-  // different views here, both write the same weights, each atomically.
-  ASSIGN_OR_RETURN(ClusterView final_view, scheduler->GetClusterView());
-  if (final_view.workers_size() > 0 && final_view.workers(0).rank() == rank) {
-    RETURN_IF_ERROR(model::WriteModelFile(job.final_model_path(), model->params(), trainer->weights()));
-    LOG(INFO) << "wrote the final model to " << job.final_model_path();
-  }
-  return absl::OkStatus();
+  return trainer->Run();
 }
 
 }  // namespace
@@ -96,12 +105,31 @@ absl::Status RunWorker(const WorkerOptions& options) {
   LOG(INFO) << "computing on " << backend->name() << (options.allow_tf32 ? " (TF32 allowed)" : "");
   ASSIGN_OR_RETURN(std::unique_ptr<SchedulerClient> scheduler,
                    SchedulerClient::Create(options.scheduler_address, absl::Seconds(10)));
-  ASSIGN_OR_RETURN(RegisterResponse registration, scheduler->Register(WORKER, "", options.startup_timeout));
+  std::unique_ptr<HealthServer> health;
+  if (options.health_port > 0) {
+    ASSIGN_OR_RETURN(health, HealthServer::Start(options.health_host, options.health_port));
+    LOG(INFO) << "health service on " << JoinHostPort(options.health_host, health->port());
+  }
+  absl::StatusOr<RegisterResponse> registered = scheduler->Register(WORKER, "", options.startup_timeout);
+  if (!registered.ok()) {
+    if (absl::IsAborted(registered.status())) {
+      LOG(ERROR) << "the job failed before this worker joined: " << registered.status().message();
+    }
+    return registered.status();
+  }
+  const RegisterResponse& registration = *registered;
+  if (registration.job_state() == FINISHED) {
+    // E.g. an orchestrator restarted this worker after the end: there is nothing left to do.
+    LOG(INFO) << "the job is over (FINISHED); nothing to do";
+    return absl::OkStatus();
+  }
   const int rank = registration.rank();
   LOG(INFO) << "registered as worker " << rank << " with the scheduler at " << options.scheduler_address;
+  if (health != nullptr) health->SetServing(true);
 
   Outcome outcome;
   absl::Status status = Train(options, scheduler.get(), rank, registration, backend.get(), &outcome);
+  if (health != nullptr) health->SetServing(false);
   // A failure seen by the heartbeat explains a cancelled call better than the cancellation does.
   absl::Status cause = outcome.first();
   if (!status.ok() && !cause.ok()) status = cause;

@@ -29,10 +29,17 @@ struct WorkerOptions {
   absl::Duration startup_timeout = absl::Minutes(2);
   // Set from another thread (SIGTERM) to leave the job gracefully; may be null.
   const std::atomic<bool>* leave = nullptr;
+  // With health_port > 0, a gRPC health service (common/health.h) listens on
+  // health_host:health_port: NOT_SERVING until the worker has registered, SERVING while it is in
+  // the job, NOT_SERVING once it is done. 0: no health service.
+  std::string health_host = "0.0.0.0";
+  int health_port = 0;
 };
 
 // Runs the worker to the end of the job, or until it leaves it (`leave`). OK when the job finished
-// or the worker left; otherwise the first error, which is also reported to the scheduler.
+// or the worker left, and at once when it registers with a job that is already over (FINISHED);
+// otherwise the first error, which is also reported to the scheduler (ABORTED when the job had
+// failed before the worker registered).
 absl::Status RunWorker(const WorkerOptions& options);
 
 }  // namespace pstrain::worker

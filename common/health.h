@@ -1,0 +1,60 @@
+// gRPC health checking (grpc.health.v1.Health, gRPC's built-in service) for every role, so that
+// an orchestrator (Kubernetes' `grpc` probe) can ask whether a role is useful.
+//
+// The overall status (service name "") is what a probe checks. Roles set it NOT_SERVING until they
+// are useful (scheduler: listening; server: registered and its shard ready; worker: registered),
+// SERVING while they are, and NOT_SERVING again once the job has ended and they shut down.
+//
+// Thread-safe: gRPC's health service takes status changes from any thread.
+#ifndef PSTRAIN_COMMON_HEALTH_H_
+#define PSTRAIN_COMMON_HEALTH_H_
+
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace pstrain {
+
+// Makes every gRPC server built after this call serve grpc.health.v1.Health. Idempotent; call
+// before building the server (gRPC reads the setting in ServerBuilder::BuildAndStart).
+void EnableHealthService();
+
+// Sets `server`'s overall health status. `server` was built after EnableHealthService(); does
+// nothing (but log) otherwise.
+void SetServing(grpc::Server* server, bool serving);
+
+// A gRPC server that serves only the health service: for a role with no server of its own (a
+// worker). Starts NOT_SERVING; shuts down (within a second) when destroyed.
+class HealthServer {
+ public:
+  // Listens on host:port (port 0: any free port). UNAVAILABLE when it cannot listen there.
+  static absl::StatusOr<std::unique_ptr<HealthServer>> Start(const std::string& host, int port);
+  ~HealthServer();
+
+  HealthServer(const HealthServer&) = delete;
+  HealthServer& operator=(const HealthServer&) = delete;
+
+  void SetServing(bool serving) { pstrain::SetServing(server_.get(), serving); }
+  int port() const { return port_; }
+
+ private:
+  HealthServer(std::unique_ptr<grpc::CallbackGenericService> unknown, std::unique_ptr<grpc::Server> server, int port)
+      : unknown_(std::move(unknown)), server_(std::move(server)), port_(port) {}
+
+  // Answers every other method UNIMPLEMENTED. gRPC refuses to build a server without a service of
+  // its own that it knows how to poll; this one costs nothing.
+  const std::unique_ptr<grpc::CallbackGenericService> unknown_;
+  const std::unique_ptr<grpc::Server> server_;
+  const int port_;
+};
+
+// "host:port", with IPv6 literals in brackets ("[::1]:7001").
+std::string JoinHostPort(const std::string& host, int port);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_COMMON_HEALTH_H_

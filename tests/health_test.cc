@@ -1,0 +1,106 @@
+// Every role serves gRPC health checking (grpc.health.v1.Health, what Kubernetes' grpc probe asks):
+// SERVING while the job runs, NOT_SERVING once it has ended. Real processes, real gRPC.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/scheduler_client.h"
+#include "gtest/gtest.h"
+#include "proto/health.grpc.pb.h"
+#include "tests/cluster.h"
+#include "tests/process.h"
+
+namespace pstrain::testing {
+namespace {
+
+using grpc::health::v1::HealthCheckRequest;
+using grpc::health::v1::HealthCheckResponse;
+
+// A port nobody listens on now (the kernel's pick for a socket closed at once).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// The overall ("") status at `address`, or the gRPC error as text.
+std::string Check(const std::string& address) {
+  auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  HealthCheckRequest request;
+  HealthCheckResponse response;
+  const grpc::Status status = stub->Check(&context, request, &response);
+  if (!status.ok()) return absl::StrCat("error ", status.error_code(), ": ", status.error_message());
+  return HealthCheckResponse::ServingStatus_Name(response.status());
+}
+
+// Polls `address` until it answers `want` (fails the test after 60 s).
+void AwaitStatus(const std::string& address, const std::string& want, const std::string& who) {
+  std::string last;
+  for (int i = 0; i < 600; ++i) {
+    last = Check(address);
+    if (last == want) return;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  FAIL() << who << " at " << address << " never answered " << want << "; last: " << last;
+}
+
+TEST(HealthTest, EveryRoleIsServingDuringTheJobAndNotServingAfterIt) {
+  ManualCluster cluster("health");
+  const int worker_health = FreePort();
+  // Enough steps to look at every role while it trains; the scheduler lingers after the end.
+  // The scheduler and the server listen everywhere; the server advertises the loopback address.
+  cluster.Start(/*servers=*/0, /*workers=*/0,
+                {"--servers=1", "--workers=1", "--host=0.0.0.0", "--linger_ms=20000", "--epochs=2",
+                 "--train_limit=12000", "--test_limit=500", "--batch_size=16", "--eval_last_epoch_only"});
+  cluster.AddServer({"--host=0.0.0.0", "--advertise_host=127.0.0.1"});
+  cluster.AddWorker({"--health_port=" + std::to_string(worker_health), "--health_host=127.0.0.1"});
+
+  AwaitStatus(cluster.address, "SERVING", "the scheduler");
+  const std::string worker_address = absl::StrCat("127.0.0.1:", worker_health);
+  AwaitStatus(worker_address, "SERVING", "the worker");
+  // The server registered the advertised address; the workers dial it there.
+  std::string server_address;
+  for (int i = 0; i < 600 && server_address.empty(); ++i) {
+    auto client = *SchedulerClient::Create(cluster.address, absl::Seconds(2));
+    absl::StatusOr<ClusterView> view = client->GetClusterView();
+    if (view.ok() && view->servers_size() == 1) server_address = view->servers(0).address();
+    if (server_address.empty()) absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_EQ(server_address.rfind("127.0.0.1:", 0), 0u) << server_address;
+  AwaitStatus(server_address, "SERVING", "the server");
+  // Every role was SERVING at the same time: the job is still running.
+  {
+    auto client = *SchedulerClient::Create(cluster.address, absl::Seconds(2));
+    absl::StatusOr<JobStatus> status = client->GetJobStatus();
+    ASSERT_TRUE(status.ok()) << status.status();
+    EXPECT_EQ(status->state(), RUNNING) << "the job ended before every role was seen SERVING; make it longer";
+  }
+
+  absl::StatusOr<int> worker_exit = cluster.workers[0]->Wait(absl::Seconds(120));
+  ASSERT_TRUE(worker_exit.ok() && *worker_exit == 0) << cluster.workers[0]->Output();
+  // Ended: the lingering scheduler still answers, NOT_SERVING.
+  AwaitStatus(cluster.address, "NOT_SERVING", "the scheduler after the end");
+  absl::StatusOr<int> server_exit = cluster.servers[0]->Wait(absl::Seconds(30));
+  EXPECT_TRUE(server_exit.ok() && *server_exit == 0) << cluster.servers[0]->Output();
+  cluster.scheduler->Kill(SIGTERM);  // Cuts the linger short.
+  absl::StatusOr<int> scheduler_exit = cluster.scheduler->Wait(absl::Seconds(10));
+  EXPECT_TRUE(scheduler_exit.ok() && *scheduler_exit == 0) << cluster.scheduler->Output();
+}
+
+}  // namespace
+}  // namespace pstrain::testing
