@@ -2,6 +2,7 @@
 // own test hosts: network namespaces on one virtual segment, tests/test_hosts.h), started exactly
 // as README.md's "Run on a cluster by hand" says. Skips, saying why, where namespaces cannot be
 // made (not root, no iproute2).
+#include <csignal>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,6 +67,70 @@ TEST(MultiHostTest, RolesOnFiveHostsTrainTogether) {
   EXPECT_EQ(samples[0], kTrainSamples) << summary;
   EXPECT_EQ(samples[1], kTrainSamples) << summary;
   EXPECT_GT(JsonNumber(summary, "final_test_accuracy"), 0.7) << summary;
+}
+
+// The pods' way (deploy/k8s/): every setting from PSTRAIN_* variables as the manifests set them,
+// the job from the manifests' own job.textproto (shortened by variables), servers listening on
+// 0.0.0.0 and advertising their host's address, workers serving health. Then a worker started
+// after the end (what a StatefulSet does to a pod that exited 0) learns the job is over and exits 0.
+TEST(MultiHostTest, RolesConfiguredOnlyByEnvironmentLikeThePods) {
+  absl::StatusOr<std::unique_ptr<TestHosts>> made = TestHosts::Create(4);
+  if (!made.ok()) GTEST_SKIP() << "cannot make test hosts in network namespaces: " << made.status();
+  TestHosts& hosts = **made;
+  const std::string dir = MakeTempDir("multihost-env");
+  const std::string bin = BinDir();
+  const std::string source = std::string(__FILE__).substr(0, std::string(__FILE__).rfind("/tests/"));
+  const std::string scheduler_env = "PSTRAIN_SCHEDULER=" + hosts.address(0) + ":7000";
+
+  std::vector<std::unique_ptr<Child>> roles;
+  auto start = [&](int host, std::vector<std::string> env, const std::string& binary, const std::string& name) {
+    std::vector<std::string> argv = {"/usr/bin/env"};
+    argv.insert(argv.end(), env.begin(), env.end());
+    argv.push_back(bin + "/" + binary);  // no flags: the environment says everything
+    absl::StatusOr<Child> child = Child::Start(hosts.Command(host, argv), dir + "/" + name + ".log");
+    ASSERT_TRUE(child.ok()) << child.status();
+    roles.push_back(std::make_unique<Child>(std::move(*child)));
+  };
+  start(0,
+        {"PSTRAIN_HOST=0.0.0.0", "PSTRAIN_PORT=7000", "PSTRAIN_CONFIG=" + source + "/deploy/k8s/base/job.textproto",
+         "PSTRAIN_STATE_DIR=" + dir + "/state", "PSTRAIN_SUMMARY_JSON=" + dir + "/summary.json",
+         "PSTRAIN_LINGER_MS=20000", "PSTRAIN_EPOCHS=1", "PSTRAIN_TRAIN_LIMIT=" + std::to_string(kTrainSamples),
+         "PSTRAIN_TEST_LIMIT=1000", "PSTRAIN_CHECKPOINT_DIR=" + dir + "/checkpoints",
+         "PSTRAIN_FINAL_MODEL=" + dir + "/model.bin"},
+        "pstrain-scheduler", "scheduler");
+  for (int host : {1, 2}) {
+    start(host,
+          {scheduler_env, "PSTRAIN_HOST=0.0.0.0", "PSTRAIN_PORT=7001", "PSTRAIN_ADVERTISE_HOST=" + hosts.address(host)},
+          "pstrain-server", "server-" + std::to_string(host));
+  }
+  start(3, {scheduler_env, "PSTRAIN_HEALTH_PORT=7002"}, "pstrain-worker", "worker-a");
+  start(3, {scheduler_env, "PSTRAIN_HEALTH_PORT=7003"}, "pstrain-worker", "worker-b");
+
+  // Servers and workers exit 0 when the job ends; the scheduler lingers meanwhile.
+  for (size_t i = 1; i < roles.size(); ++i) {
+    absl::StatusOr<int> code = roles[i]->Wait(absl::Minutes(3));
+    ASSERT_TRUE(code.ok()) << code.status() << "\n" << roles[i]->Output();
+    EXPECT_EQ(*code, 0) << roles[i]->Output();
+  }
+  // A worker restarted after the end learns it from the lingering scheduler.
+  absl::StatusOr<RunResult> late = pstrain::testing::Run(
+      hosts.Command(3, {"/usr/bin/env", scheduler_env, bin + "/pstrain-worker"}), absl::Seconds(30));
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ(late->exit_code, 0) << late->output;
+  EXPECT_THAT(late->output, HasSubstr("the job is over (FINISHED)"));
+
+  roles[0]->Kill(SIGTERM);  // ends the linger
+  absl::StatusOr<int> code = roles[0]->Wait(absl::Seconds(30));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << roles[0]->Output();
+  const std::string scheduler_log = roles[0]->Output();
+  EXPECT_THAT(scheduler_log, HasSubstr("at " + hosts.address(1) + ":7001")) << scheduler_log;
+  const std::string summary = ReadFile(dir + "/summary.json");
+  EXPECT_THAT(summary, HasSubstr("\"state\": \"FINISHED\"")) << summary;
+  EXPECT_EQ(JsonNumber(summary, "samples"), kTrainSamples) << summary;
+  // The manifests' job: the MLP, checkpoints, and the final model written by the scheduler.
+  EXPECT_THAT(summary, HasSubstr("\"hidden_sizes\":[256,128]")) << summary;
+  EXPECT_FALSE(ReadFile(dir + "/model.bin").empty());
 }
 
 }  // namespace
