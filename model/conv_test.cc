@@ -24,18 +24,8 @@ using testutil::Dot;
 using testutil::ExpectMatchesFiniteDifferences;
 using testutil::RandomVector;
 using testutil::ToBackend;
+using testutil::MakeWindow;
 using testutil::ToHost;
-
-Window2d MakeWindow(int channels, int height, int width, int kernel, int stride, int padding) {
-  Window2d w;
-  w.channels = channels;
-  w.height = height;
-  w.width = width;
-  w.kernel = kernel;
-  w.stride = stride;
-  w.padding = padding;
-  return w;
-}
 
 // x[i][c][h][w] of an NCHW batch, or 0 outside the image (zero padding).
 float Pixel(const std::vector<float>& x, const Window2d& g, int i, int c, int h, int w) {

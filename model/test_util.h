@@ -33,6 +33,18 @@ std::vector<T> ToHost(Backend* backend, const BackendBuffer<T>& buffer, int64_t 
   return host;
 }
 
+// A Window2d from its six sizes (see model/backend.h).
+inline Window2d MakeWindow(int channels, int height, int width, int kernel, int stride, int padding) {
+  Window2d w;
+  w.channels = channels;
+  w.height = height;
+  w.width = width;
+  w.kernel = kernel;
+  w.stride = stride;
+  w.padding = padding;
+  return w;
+}
+
 inline std::vector<float> RandomVector(int64_t n, uint32_t seed, float lo = -1.0f,
                                        float hi = 1.0f) {
   std::mt19937 rng(seed);

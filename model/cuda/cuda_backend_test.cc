@@ -37,21 +37,11 @@ namespace {
 
 using testutil::RandomVector;
 using testutil::ToBackend;
+using testutil::MakeWindow;
 using testutil::ToHost;
 
 constexpr float kFp32Tolerance = 1e-5f;
 constexpr float kTf32Tolerance = 2e-3f;
-
-Window2d MakeWindow(int channels, int height, int width, int kernel, int stride, int padding) {
-  Window2d w;
-  w.channels = channels;
-  w.height = height;
-  w.width = width;
-  w.kernel = kernel;
-  w.stride = stride;
-  w.padding = padding;
-  return w;
-}
 
 std::string Describe(const Window2d& g) {
   return "window c" + std::to_string(g.channels) + " " + std::to_string(g.height) + "x" +
