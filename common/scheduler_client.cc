@@ -111,6 +111,12 @@ absl::StatusOr<Response> SchedulerClient::Call(
   const std::string where = Prepare(&context, what, timeout);
   Response response;
   absl::Status status = FromGrpcStatus(((*stub_).*method)(&context, request, &response), where);
+  if (absl::IsCancelled(status)) {
+    // This client never cancels a call, so the scheduler did: it is shutting down (SIGTERM), and
+    // with --state_dir a restarted one goes on. That is the scheduler being away, which callers
+    // ride out for the reconnect window, not a verdict on the job.
+    return absl::UnavailableError(absl::StrCat(status.message(), " (the scheduler ended the call)"));
+  }
   if (!status.ok()) return status;
   return response;
 }

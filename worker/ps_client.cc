@@ -93,12 +93,21 @@ PsClient::Call* PsClient::Begin(int server, const char* what, Done done) {
 }
 
 void PsClient::End(Call* call, const grpc::Status& status) {
+  bool cancelled_here = false;
   {
     absl::MutexLock lock(&mu_);
     in_flight_.erase(call);
+    cancelled_here = !cancelled_.empty();
   }
   std::unique_ptr<Call> owned(call);
-  owned->done(FromGrpcStatus(status, owned->what));
+  absl::Status result = FromGrpcStatus(status, owned->what);
+  if (absl::IsCancelled(result) && !cancelled_here) {
+    // Not CancelAll: a server shutting down (SIGTERM) cancels the calls it still has. To the
+    // trainer that is a server going away, like a refused connection, which replicas or a
+    // replacement recover from; CANCELLED would end the worker.
+    result = absl::UnavailableError(absl::StrCat(result.message(), " (the server ended the call)"));
+  }
+  owned->done(std::move(result));
 }
 
 void PsClient::PullAsync(int server, const PullRequest* request, PullResponse* response, Done done) {
