@@ -9,11 +9,18 @@
 //   Push      ASYNC: N bytes of gradient applied with SGD
 //   Fetch     a size up, N bytes back             baseline for Pull
 //   Pull      ASYNC: N bytes of weights back
+//   TcpPingPong, UnixPingPong   a plain blocking socket sending N bytes and reading N back
+//             (bench/socket_pingpong.h): the ceiling of one connection, the baseline the
+//             transport is judged against
+//   PushPullUnix  PushPull over a unix domain socket instead of TCP on 127.0.0.1
 //
 // Counters: bytes_per_second counts payload bytes in both directions (2N per round trip for Echo
 // and PushPull, N otherwise); `payload_bytes` = N. Time is wall-clock per call (latency). Each
 // benchmark runs three times and reports mean, median and stddev; bench/run.sh makes the ratios
 // from the medians.
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -30,6 +37,7 @@
 #include "bench/bench_store.h"
 #include "bench/echo.grpc.pb.h"
 #include "bench/echo_service.h"
+#include "bench/socket_pingpong.h"
 #include "proto/ps.grpc.pb.h"
 #include "server/parameter_store.h"
 #include "server/ps_service.h"
@@ -46,7 +54,8 @@ constexpr float kGradient = 1e-6f;
 // One in-process server: echo + parameter server over a store of `bytes / 4` floats.
 class BenchServer {
  public:
-  static absl::StatusOr<std::unique_ptr<BenchServer>> Start(Mode mode, int64_t bytes) {
+  // `unix_socket`: listen and connect on a unix domain socket rather than 127.0.0.1.
+  static absl::StatusOr<std::unique_ptr<BenchServer>> Start(Mode mode, int64_t bytes, bool unix_socket = false) {
     auto server = std::unique_ptr<BenchServer>(new BenchServer(bytes));
     absl::StatusOr<std::unique_ptr<server::ParameterStore>> store =
         NewBenchStore(server->map_, mode, OptimizerSpec::SGD, /*num_workers=*/1);
@@ -56,20 +65,23 @@ class BenchServer {
 
     int port = 0;
     grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    static std::atomic<int> next_socket{0};
+    const std::string unix_address = absl::StrCat("unix:/tmp/pstrain-ps-bench-", getpid(), "-", next_socket++, ".sock");
+    builder.AddListeningPort(unix_socket ? unix_address : "127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
     builder.SetMaxReceiveMessageSize(-1);
     builder.SetMaxSendMessageSize(-1);
     builder.RegisterService(&server->echo_service_);
     builder.RegisterService(&server->ps_service_);
     server->server_ = builder.BuildAndStart();
     if (server->server_ == nullptr || port == 0) {
-      return absl::UnavailableError("bench server: cannot listen on 127.0.0.1:0");
+      return absl::UnavailableError(absl::StrCat("bench server: cannot listen on ",
+                                                 unix_socket ? unix_address : "127.0.0.1:0"));
     }
 
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(-1);
     args.SetMaxSendMessageSize(-1);
-    server->channel_ = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port),
+    server->channel_ = grpc::CreateCustomChannel(unix_socket ? unix_address : absl::StrCat("127.0.0.1:", port),
                                                  grpc::InsecureChannelCredentials(), args);
     server->echo_ = Echo::NewStub(server->channel_);
     server->ps_ = ParameterServer::NewStub(server->channel_);
@@ -124,8 +136,9 @@ void Measure(benchmark::State& state, int64_t payload_bytes, int64_t bytes_per_c
   state.counters["payload_bytes"] = static_cast<double>(payload_bytes);
 }
 
-std::unique_ptr<BenchServer> StartOrSkip(benchmark::State& state, Mode mode, int64_t bytes) {
-  absl::StatusOr<std::unique_ptr<BenchServer>> server = BenchServer::Start(mode, bytes);
+std::unique_ptr<BenchServer> StartOrSkip(benchmark::State& state, Mode mode, int64_t bytes,
+                                         bool unix_socket = false) {
+  absl::StatusOr<std::unique_ptr<BenchServer>> server = BenchServer::Start(mode, bytes, unix_socket);
   if (!server.ok()) {
     state.SkipWithError(server.status().ToString().c_str());
     return nullptr;
@@ -144,8 +157,8 @@ void BM_Echo(benchmark::State& state, int64_t bytes) {
   });
 }
 
-void BM_PushPull(benchmark::State& state, int64_t bytes) {
-  std::unique_ptr<BenchServer> server = StartOrSkip(state, SYNC, bytes);
+void PushPullOver(benchmark::State& state, int64_t bytes, bool unix_socket) {
+  std::unique_ptr<BenchServer> server = StartOrSkip(state, SYNC, bytes, unix_socket);
   if (server == nullptr) return;
   PushRequest request = GradientPush(server->map(), /*worker_rank=*/0, kGradient);
   PullResponse response;
@@ -159,6 +172,33 @@ void BM_PushPull(benchmark::State& state, int64_t bytes) {
     step = response.step();  // one worker: every push completes a step
     return status;
   });
+}
+
+void BM_PushPull(benchmark::State& state, int64_t bytes) { PushPullOver(state, bytes, /*unix_socket=*/false); }
+void BM_PushPullUnix(benchmark::State& state, int64_t bytes) { PushPullOver(state, bytes, /*unix_socket=*/true); }
+
+void PingPongOver(benchmark::State& state, int64_t bytes, PingPong::Transport transport) {
+  absl::StatusOr<std::unique_ptr<PingPong>> pp = PingPong::Start(transport, bytes);
+  if (!pp.ok()) {
+    state.SkipWithError(pp.status().ToString().c_str());
+    return;
+  }
+  absl::Status status = (*pp)->RoundTrip();
+  for (auto _ : state) {
+    if (!status.ok()) break;
+    status = (*pp)->RoundTrip();
+  }
+  if (!status.ok()) {
+    state.SkipWithError(status.ToString().c_str());
+    return;
+  }
+  state.SetBytesProcessed(state.iterations() * 2 * bytes);
+  state.counters["payload_bytes"] = static_cast<double>(bytes);
+}
+
+void BM_TcpPingPong(benchmark::State& state, int64_t bytes) { PingPongOver(state, bytes, PingPong::Transport::kTcp); }
+void BM_UnixPingPong(benchmark::State& state, int64_t bytes) {
+  PingPongOver(state, bytes, PingPong::Transport::kUnix);
 }
 
 void BM_Send(benchmark::State& state, int64_t bytes) {
@@ -217,6 +257,7 @@ void RegisterAll() {
   const std::pair<const char*, Fn> kinds[] = {
       {"Echo", BM_Echo}, {"PushPull", BM_PushPull}, {"Send", BM_Send},
       {"Push", BM_Push}, {"Fetch", BM_Fetch},       {"Pull", BM_Pull},
+      {"TcpPingPong", BM_TcpPingPong}, {"UnixPingPong", BM_UnixPingPong}, {"PushPullUnix", BM_PushPullUnix},
   };
   for (int64_t bytes : kSizes) {
     for (const auto& [name, fn] : kinds) {

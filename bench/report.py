@@ -67,6 +67,20 @@ def ps_tables(path, title):
         print(f"| {s} | {e:.3f} | {p:.3f} | {ratio(p, e):.2f} "
               f"| {latency_us(by, 'Echo', s):.0f} | {latency_us(by, 'PushPull', s):.0f} |")
     print()
+    print(f"### (a2) PushPull vs a plain socket ping-pong{suffix}")
+    print()
+    print("The ceiling of one connection: blocking read/write of N bytes each way, nothing else")
+    print("(bench/socket_pingpong.h), over TCP on 127.0.0.1 and over a unix domain socket; PushPull")
+    print("over the same transport. Ratio = PushPull GB/s / ping-pong GB/s (the target is >= 0.9).")
+    print()
+    print("| Payload | TCP ping-pong GB/s | PushPull GB/s | Ratio | unix ping-pong GB/s "
+          "| PushPull over unix GB/s | Ratio |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for s in sizes:
+        tp, p = gbs(by, "TcpPingPong", s), gbs(by, "PushPull", s)
+        up, pu = gbs(by, "UnixPingPong", s), gbs(by, "PushPullUnix", s)
+        print(f"| {s} | {tp:.2f} | {p:.2f} | {ratio(p, tp):.2f} | {up:.2f} | {pu:.2f} | {ratio(pu, up):.2f} |")
+    print()
     print(f"### (a') One way: Push vs Send, Pull vs Fetch{suffix}")
     print()
     print("ASYNC, SGD. Push: N bytes of gradient up, applied before the answer. Pull: N bytes of")
