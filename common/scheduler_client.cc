@@ -79,10 +79,11 @@ std::string SchedulerClient::Prepare(grpc::ClientContext* context, absl::string_
 }
 
 absl::StatusOr<RegisterResponse> SchedulerClient::Register(Role role, const std::string& address,
-                                                           absl::Duration timeout) {
+                                                           absl::Duration timeout, const LocalEndpoint& local) {
   RegisterRequest request;
   request.set_role(role);
   request.set_address(address);
+  if (!local.unix_address().empty()) *request.mutable_local() = local;
   request.set_instance_id(instance_id_);
   const absl::Time give_up = absl::Now() + timeout;
   absl::Duration backoff = absl::Milliseconds(50);

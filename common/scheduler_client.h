@@ -52,7 +52,7 @@ class SchedulerClient {
   // Registers this role. Retries UNAVAILABLE (the scheduler may start after us) until `timeout`;
   // other errors (e.g. FAILED_PRECONDITION: the job is full) are returned at once.
   absl::StatusOr<RegisterResponse> Register(Role role, const std::string& address,
-                                            absl::Duration timeout);
+                                            absl::Duration timeout, const LocalEndpoint& local = {});
 
   // Waits until every role has registered and returns the complete view. A job that failed while
   // waiting gives ABORTED; no answer within `timeout` gives DEADLINE_EXCEEDED.

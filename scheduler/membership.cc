@@ -77,7 +77,7 @@ absl::StatusOr<int> Membership::Register(Role role, const std::string& address,
   }
   int rank = 0;
   while (rank < static_cast<int>(members->size()) && (*members)[rank].live) ++rank;
-  Member member{address, instance_id, now, now, false, true, ChangeKind::kDied};
+  Member member{address, instance_id, LocalEndpoint(), now, now, false, true, ChangeKind::kDied};
   if (rank == static_cast<int>(members->size())) {
     members->push_back(std::move(member));
   } else {
@@ -156,6 +156,12 @@ bool Membership::is_live(Role role, int rank) const {
   return ever_registered(role, rank) && (*MembersOf(role))[rank].live;
 }
 
+void Membership::SetLocal(Role role, int rank, const LocalEndpoint& local) {
+  std::vector<Member>* members = MembersOf(role);
+  if (members == nullptr || rank < 0 || rank >= static_cast<int>(members->size())) return;
+  (*members)[rank].local = local;
+}
+
 ClusterView Membership::View() const {
   ClusterView view;
   view.set_membership_epoch(epoch_);
@@ -164,6 +170,7 @@ ClusterView Membership::View() const {
     ServerInfo* info = view.add_servers();
     info->set_rank(rank);
     info->set_address(servers_[rank].address);
+    if (!servers_[rank].local.unix_address().empty()) *info->mutable_local() = servers_[rank].local;
   }
   for (int rank : LiveRanks(WORKER)) {
     WorkerInfo* info = view.add_workers();

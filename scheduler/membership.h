@@ -158,10 +158,15 @@ class Membership {
   // state that does not fit the options (more servers than num_servers, an unknown change kind).
   absl::Status Restore(const MembershipState& state, absl::Time now);
 
+  // Records the local endpoint (RegisterRequest.local) of the member `rank` of `role`, which the
+  // view then lists beside its address (servers only). No-op for an unknown rank.
+  void SetLocal(Role role, int rank, const LocalEndpoint& local);
+
  private:
   struct Member {
     std::string address;
     std::string instance_id;
+    LocalEndpoint local;  // servers: the unix socket beside `address`, if any
     absl::Time registered;
     // Meaningful once `heard` is set.
     absl::Time last_heartbeat;

@@ -156,6 +156,7 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
                                                  "; a replacement waits until a dead server's rank is free"));
     }
     if (!rank.ok()) return rank.status();
+    membership_.SetLocal(request.role(), *rank, request.local());
     if (membership_.epoch() != epoch_before) {  // A new member, not a retry.
       // A new process may hold a dead worker's rank: its sequence numbers start afresh.
       if (request.role() == WORKER) worker_calls_.erase(*rank);

@@ -67,6 +67,7 @@ MembershipState Membership::ToProto() const {
       MemberState* out = role == SERVER ? state.add_servers() : state.add_workers();
       out->set_address(m.address);
       out->set_instance_id(m.instance_id);
+      *out->mutable_local() = m.local;
       out->set_registered_us(absl::ToUnixMicros(m.registered));
       out->set_heard(m.heard);
       out->set_live(m.live);
@@ -97,6 +98,7 @@ absl::Status Membership::Restore(const MembershipState& state, absl::Time now) {
       Member member;
       member.address = m.address();
       member.instance_id = m.instance_id();
+      member.local = m.local();
       member.registered = absl::FromUnixMicros(m.registered_us());
       // Heartbeat times are not kept: a member that was watched gets dead_after from now.
       member.last_heartbeat = now;

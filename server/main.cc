@@ -20,6 +20,9 @@
 
 DEFINE_string(scheduler, "", "host:port of the scheduler (required)");
 DEFINE_string(host, "127.0.0.1", "address this server listens on (and registers with, unless --advertise_host)");
+DEFINE_string(unix_socket_dir, "",
+              "Also serve on a unix domain socket in this folder (e.g. /tmp), for workers on the same host "
+              "(default empty: TCP only)");
 DEFINE_string(advertise_host, "",
               "host name or address workers dial this server at, registered with the scheduler with the port "
               "(empty: --host; required when --host listens everywhere, 0.0.0.0 or ::)");
@@ -49,6 +52,7 @@ int main(int argc, char** argv) {
   options.host = FLAGS_host;
   options.port = FLAGS_port;
   options.advertise_host = FLAGS_advertise_host;
+  options.unix_socket_dir = FLAGS_unix_socket_dir;
   options.rpc_timeout = absl::Milliseconds(FLAGS_rpc_timeout_ms);
   options.startup_timeout = absl::Milliseconds(FLAGS_startup_timeout_ms);
   auto runner = pstrain::server::ServerRunner::Create(options);

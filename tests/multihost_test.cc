@@ -56,6 +56,8 @@ TEST(MultiHostTest, RolesOnFiveHostsTrainTogether) {
     ASSERT_TRUE(code.ok()) << code.status() << "\n" << role->Output();
     EXPECT_EQ(*code, 0) << role->Output();
   }
+  // Different hosts: the workers dialled the servers over TCP, never their unix sockets.
+  for (int i : {3, 4}) EXPECT_THAT(roles[i]->Output(), ::testing::Not(HasSubstr("dialling unix:")));
   const std::string scheduler_log = roles[0]->Output();
   // The servers were reached at their hosts' addresses, not over loopback.
   EXPECT_THAT(scheduler_log, HasSubstr("at " + hosts.address(1) + ":7001")) << scheduler_log;

@@ -5,9 +5,11 @@
 #include <glog/logging.h>
 #include <grpcpp/grpcpp.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "common/grpc_status.h"
+#include "common/host_id.h"
 
 namespace pstrain::worker {
 
@@ -17,9 +19,16 @@ struct PsClient::Call {
   Done done;
 };
 
-absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ClusterView& view,
-                                                          absl::Duration rpc_timeout) {
-  std::vector<std::string> addresses;
+std::string PsClient::DialAddress(const ServerInfo& server) const {
+  const LocalEndpoint& local = server.local();
+  if (!host_id_.empty() && !local.unix_address().empty() && local.host_id() == host_id_) return local.unix_address();
+  return server.address();
+}
+
+absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ClusterView& view, absl::Duration rpc_timeout,
+                                                          bool unix_sockets) {
+  std::unique_ptr<PsClient> client(new PsClient(rpc_timeout, unix_sockets ? HostId() : ""));
+  std::vector<std::string>& addresses = client->addresses_;
   for (int i = 0; i < view.servers_size(); ++i) {
     const int rank = view.servers(i).rank();
     if (rank < static_cast<int>(addresses.size())) {
@@ -27,16 +36,18 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ClusterView& vi
                                                      ", expected ranks >= 0 in ascending order"));
     }
     addresses.resize(rank + 1);
-    addresses[rank] = view.servers(i).address();
+    addresses[rank] = client->DialAddress(view.servers(i));
   }
   if (addresses.empty()) return absl::InvalidArgumentError("cluster view lists no servers");
-  return std::unique_ptr<PsClient>(new PsClient(std::move(addresses), rpc_timeout));
+  for (const std::string& address : addresses) {
+    client->stubs_.push_back(address.empty() ? nullptr : Connect(address));
+    if (absl::StartsWith(address, "unix:")) LOG(INFO) << "a server on this host: dialling " << address;
+  }
+  return client;
 }
 
-PsClient::PsClient(std::vector<std::string> addresses, absl::Duration rpc_timeout)
-    : addresses_(std::move(addresses)), rpc_timeout_(rpc_timeout) {
-  for (const std::string& address : addresses_) stubs_.push_back(address.empty() ? nullptr : Connect(address));
-}
+PsClient::PsClient(absl::Duration rpc_timeout, std::string host_id)
+    : rpc_timeout_(rpc_timeout), host_id_(std::move(host_id)) {}
 
 std::unique_ptr<ParameterServer::Stub> PsClient::Connect(const std::string& address) {
   grpc::ChannelArguments args;
@@ -56,10 +67,11 @@ void PsClient::UpdateServers(const ClusterView& view) {
       addresses_.resize(rank + 1);
       stubs_.resize(rank + 1);
     }
-    if (addresses_[rank] == server.address()) continue;
-    LOG(INFO) << "server " << rank << " moved from " << addresses_[rank] << " to " << server.address();
-    addresses_[rank] = server.address();
-    stubs_[rank] = Connect(server.address());
+    const std::string address = DialAddress(server);
+    if (addresses_[rank] == address) continue;
+    LOG(INFO) << "server " << rank << " moved from " << addresses_[rank] << " to " << address;
+    addresses_[rank] = address;
+    stubs_[rank] = Connect(address);
   }
 }
 

@@ -34,9 +34,10 @@ class PsClient {
   // One channel per server of `view`, by rank. Ranks missing from the view (a dead server, with
   // replicas) get no channel: calls to them fail UNAVAILABLE at once. INVALID_ARGUMENT when the
   // view lists no server, or ranks that are negative or not ascending. Every call gets
-  // `rpc_timeout` as deadline.
-  static absl::StatusOr<std::unique_ptr<PsClient>> Create(const ClusterView& view,
-                                                         absl::Duration rpc_timeout);
+  // `rpc_timeout` as deadline. With `unix_sockets`, a server on this host (ServerInfo.local with
+  // this process's common/host_id.h id) is dialled on its unix domain socket instead of TCP.
+  static absl::StatusOr<std::unique_ptr<PsClient>> Create(const ClusterView& view, absl::Duration rpc_timeout,
+                                                         bool unix_sockets = true);
   ~PsClient();
 
   int num_servers() const { return static_cast<int>(stubs_.size()); }
@@ -81,7 +82,9 @@ class PsClient {
 
  private:
   struct Call;
-  PsClient(std::vector<std::string> addresses, absl::Duration rpc_timeout);
+  PsClient(absl::Duration rpc_timeout, std::string host_id);
+  // Where to dial `server`: its unix socket when it is on this host, else its TCP address.
+  std::string DialAddress(const ServerInfo& server) const;
   static std::unique_ptr<ParameterServer::Stub> Connect(const std::string& address);
 
   // Prepares a call's context and bookkeeping; nullptr (after calling done) if cancelled or
@@ -94,6 +97,7 @@ class PsClient {
 
   std::vector<std::string> addresses_;  // by rank; empty: not in the view (no channel)
   const absl::Duration rpc_timeout_;
+  const std::string host_id_;  // this host's id; empty: never use unix sockets
   std::vector<std::unique_ptr<ParameterServer::Stub>> stubs_;  // by rank; nullptr: no channel
 
   absl::Mutex mu_;

@@ -1,0 +1,21 @@
+#include "common/host_id.h"
+
+#include <sys/stat.h>
+
+#include <fstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace pstrain {
+
+std::string HostId() {
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string boot_id;
+  if (!std::getline(boot, boot_id)) return "";
+  struct stat ns;
+  if (stat("/proc/self/ns/net", &ns) != 0) return "";
+  return absl::StrCat(absl::StripAsciiWhitespace(boot_id), "/net:", ns.st_ino);
+}
+
+}  // namespace pstrain
