@@ -47,27 +47,28 @@ failed=0
 pass() { echo "PASS $1"; passed=$((passed + 1)); }
 fail() { echo "FAIL $1"; failed=$((failed + 1)); }
 
+# Validates manifest file $2 (reported as $1), which must pass.
+expect_valid() {
+  if node "$here/validate.mjs" "$2" >"$tmp/out" 2>&1; then
+    pass "$1: $(cat "$tmp/out")"
+  else
+    sed 's/^/    /' "$tmp/out"
+    fail "$1: invalid"
+  fi
+}
+
 # 1. What we deploy must be valid.
 for overlay in "$k8s"/overlays/*/; do
   name="overlay $(basename "$overlay")"
   if ! kubectl kustomize "$overlay" >"$tmp/rendered.yaml" 2>"$tmp/kustomize.err"; then
     cat "$tmp/kustomize.err"
     fail "$name: kubectl kustomize failed"
-  elif node "$here/validate.mjs" "$tmp/rendered.yaml" >"$tmp/out" 2>&1; then
-    pass "$name: $(cat "$tmp/out")"
   else
-    sed 's/^/    /' "$tmp/out"
-    fail "$name: invalid"
+    expect_valid "$name" "$tmp/rendered.yaml"
   fi
 done
 for manifest in "$k8s"/tools/*.yaml; do
-  name="tools/$(basename "$manifest")"
-  if node "$here/validate.mjs" "$manifest" >"$tmp/out" 2>&1; then
-    pass "$name: $(cat "$tmp/out")"
-  else
-    sed 's/^/    /' "$tmp/out"
-    fail "$name: invalid"
-  fi
+  expect_valid "tools/$(basename "$manifest")" "$manifest"
 done
 
 # 2. What is wrong must be caught, with the expected message.
