@@ -9,8 +9,9 @@
 
 namespace pstrain::worker {
 
-LayerPusher::LayerPusher(const ShardLayout* layout, PsClient* ps, std::vector<int64_t> tensor_elements)
-    : layout_(layout), ps_(ps), tensor_elements_(std::move(tensor_elements)) {}
+LayerPusher::LayerPusher(const ShardLayout* layout, PsClient* ps, std::vector<int64_t> tensor_elements,
+                         int64_t min_part_bytes)
+    : layout_(layout), ps_(ps), tensor_elements_(std::move(tensor_elements)), min_part_bytes_(min_part_bytes) {}
 
 LayerPusher::~LayerPusher() {
   absl::MutexLock lock(&mu_);
@@ -18,12 +19,16 @@ LayerPusher::~LayerPusher() {
 }
 
 void LayerPusher::Begin(const std::vector<ShardRoute>& routes, const PushRequest& header, const float* grad,
-                        float* weights, uint64_t* next_request_id) {
+                        float* weights, uint64_t first_request_id) {
   routes_ = &routes;
   header_ = &header;
   grad_ = grad;
   weights_ = weights;
-  next_request_id_ = next_request_id;
+  first_request_id_ = first_request_id;
+  {
+    absl::MutexLock lock(&mu_);
+    first_error_ = absl::OkStatus();
+  }
   first_sent_ = absl::InfiniteFuture();
   send_time_ = absl::ZeroDuration();
   chunks_sent_.assign(layout_->num_servers(), 0);
@@ -38,7 +43,7 @@ void LayerPusher::GradientReady(int first, int end) {
   waiting_first_ = first;
   int64_t waiting_bytes = 0;
   for (int t = waiting_first_; t < waiting_end_; ++t) waiting_bytes += 4 * tensor_elements_[t];
-  if (first == 0 || waiting_bytes >= kMinPartBytes) {
+  if (first == 0 || waiting_bytes >= min_part_bytes_) {
     Send(waiting_first_, waiting_end_);
     waiting_end_ = waiting_first_;
   }
@@ -47,14 +52,13 @@ void LayerPusher::GradientReady(int first, int end) {
 
 void LayerPusher::Send(int first, int end) {
   for (int shard = 0; shard < layout_->num_servers(); ++shard) {
+    if (failed()) return;  // the step is lost: Finish reports why
     const ShardLayout::ChunkRun run = layout_->RunOfTensors(shard, first, end);
     if (run.count == 0) continue;
     if (parts_used_ == parts_.size()) parts_.push_back(std::make_unique<Part>());
     Part* part = parts_[parts_used_++].get();
     part->shard = shard;
     part->run = run;
-    part->status = absl::OkStatus();
-    part->backup_status = absl::OkStatus();
     PushRequest& req = part->request;
     layout_->FillPartialPush(shard, run, grad_, &req);
     req.set_worker_rank(header_->worker_rank());
@@ -64,7 +68,9 @@ void LayerPusher::Send(int first, int end) {
     req.set_num_samples(header_->num_samples());
     req.set_checkpoint(header_->checkpoint());
     req.set_shard(shard);
-    req.set_request_id((*next_request_id_)++);
+    const uint64_t part_index = parts_used_ - 1;
+    CHECK_LT(part_index, kIdsPerStep) << "more parts in one step than request ids reserved for it";
+    req.set_request_id(first_request_id_ + part_index);
     const ShardRoute& route = (*routes_)[shard];
     // The copy must have applied the step before this worker moves on (see PsClient).
     req.set_wait_until_applied(route.backup >= 0);
@@ -74,24 +80,41 @@ void LayerPusher::Send(int first, int end) {
       in_flight_ += route.backup >= 0 ? 2 : 1;
     }
     // Both calls read the same request, so the gradient is not copied again.
-    ps_->PushPullAsync(route.primary, &req, &part->response, [this, part](absl::Status status) {
-      if (status.ok()) status = layout_->ApplyPartialPull(part->shard, part->run, part->response, weights_);
-      part->status = std::move(status);
-      CallDone();
-    });
+    ps_->PushPullAsync(
+        route.primary, &req, &part->response,
+        [this, part](absl::Status status) {
+          if (status.ok()) status = layout_->ApplyPartialPull(part->shard, part->run, part->response, weights_);
+          CallDone(status);
+        },
+        this);
     if (route.backup >= 0) {
-      ps_->PushAsync(route.backup, &req, &part->backup_response, [this, part](absl::Status status) {
-        part->backup_status = std::move(status);
-        CallDone();
-      });
+      ps_->PushAsync(route.backup, &req, &part->backup_response, [this](absl::Status status) { CallDone(status); },
+                     this);
     }
+    // A call that failed before this one started could not cancel it: do it now.
+    if (failed()) ps_->CancelGroup(this);
   }
   if (first_sent_ == absl::InfiniteFuture() && parts_used_ > 0) first_sent_ = absl::Now();
 }
 
-void LayerPusher::CallDone() {
+bool LayerPusher::failed() const {
   absl::MutexLock lock(&mu_);
-  --in_flight_;
+  return !first_error_.ok();
+}
+
+void LayerPusher::CallDone(const absl::Status& status) {
+  bool cancel = false;
+  {
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+    if (!status.ok() && first_error_.ok()) {
+      first_error_ = status;
+      cancel = true;
+    }
+  }
+  // Set before cancelling, so Send, which checks after starting a call, cancels any call this
+  // misses.
+  if (cancel) ps_->CancelGroup(this);
 }
 
 absl::Status LayerPusher::Finish() {
@@ -100,10 +123,9 @@ absl::Status LayerPusher::Finish() {
     auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_ == 0; };
     mu_.Await(absl::Condition(&idle));
   }
-  // The callbacks' writes are visible here: each one's decrement happened under mu_.
-  for (size_t i = 0; i < parts_used_; ++i) {
-    if (!parts_[i]->status.ok()) return parts_[i]->status;
-    if (!parts_[i]->backup_status.ok()) return parts_[i]->backup_status;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!first_error_.ok()) return first_error_;
   }
   for (int shard = 0; shard < layout_->num_servers(); ++shard) {
     const int owned = static_cast<int>(layout_->chunks(shard).size());

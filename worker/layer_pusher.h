@@ -14,6 +14,12 @@
 // layers are small, this means one part per shard; for the CNN, fc1's 1.6 MB goes out while the
 // convolutions' backward runs).
 //
+// A failed call ends the step's other calls (PsClient::CancelGroup) and no further part is sent:
+// otherwise a part parked on a server that never gets this worker's refused part (the server
+// learnt a new membership epoch between two parts) would wait for its deadline. Part i of a step
+// carries request id first_request_id + i, so when the trainer sends the same step again under the
+// same view with the same ids, parts a server already stored are retries, not conflicts.
+//
 // One pusher serves every step of a trainer: parts and their messages are kept and reused, so a
 // steady-state step allocates nothing here beyond what gRPC does.
 //
@@ -43,29 +49,35 @@ class LayerPusher : public model::GradientSink {
  public:
   // Reported gradients are sent once this many bytes are waiting, or at the end of backward.
   static constexpr int64_t kMinPartBytes = 256 << 10;
+  // Request ids one step may use: first_request_id + [0, kIdsPerStep).
+  static constexpr uint64_t kIdsPerStep = 1 << 16;
 
   // `layout` and `ps` are borrowed and must outlive the pusher. `tensor_elements[t]` is tensor t's
-  // size (the model's params() order).
-  LayerPusher(const ShardLayout* layout, PsClient* ps, std::vector<int64_t> tensor_elements);
+  // size (the model's params() order); `min_part_bytes` is kMinPartBytes but for tests.
+  LayerPusher(const ShardLayout* layout, PsClient* ps, std::vector<int64_t> tensor_elements,
+              int64_t min_part_bytes = kMinPartBytes);
   // REQUIRES: no step in flight (Finish returned).
   ~LayerPusher() override;
 
   // Starts a step. Its pushes go along `routes` (by shard) and carry the step fields of `header`
-  // (worker rank, membership epoch, step, data epoch, num_samples, checkpoint); each part gets its
-  // own request id from *next_request_id. The model writes the gradient into `grad` (flat, host);
-  // the answers are copied into `weights` (flat, host). All four are borrowed until Finish returns.
+  // (worker rank, membership epoch, step, data epoch, num_samples, checkpoint); part i gets
+  // request id first_request_id + i. The model writes the gradient into `grad` (flat, host); the
+  // answers are copied into `weights` (flat, host). All are borrowed until Finish returns.
   void Begin(const std::vector<ShardRoute>& routes, const PushRequest& header, const float* grad, float* weights,
-             uint64_t* next_request_id);
+             uint64_t first_request_id);
 
   // The gradients of tensors [first, end) are in `grad` now: sends them, with those reported
   // before and not sent yet, once they add up to kMinPartBytes or `first` is 0 (backward is done).
   void GradientReady(int first, int end) override;
 
-  // Waits for every call of the step and returns the first error, in the order the calls were
-  // made (a part's primary before its backup), or OK. After OK, `weights` holds the model after
+  // Waits for every call of the step and returns the first error to arrive (the one that ended
+  // the others), or OK. After OK, `weights` holds the model after
   // the step. INTERNAL if the model did not report every tensor (a bug). On error `weights` may
   // hold the new values of some parts only; the caller discards them (recomputes the step).
   absl::Status Finish();
+
+  // Whether a call of this step has failed (no further part is sent then).
+  bool failed() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // When the step's first part was sent; InfiniteFuture when none was.
   absl::Time first_sent() const { return first_sent_; }
@@ -79,25 +91,25 @@ class LayerPusher : public model::GradientSink {
     PushRequest request;
     PullResponse response;
     PushResponse backup_response;
-    absl::Status status;
-    absl::Status backup_status;
   };
 
   // Sends tensors [first, end) to every shard holding a piece of them.
   void Send(int first, int end);
-  // Called once per finished call.
-  void CallDone() ABSL_LOCKS_EXCLUDED(mu_);
+  // Called once per finished call with its outcome; the first failure cancels the others.
+  void CallDone(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+
 
   const ShardLayout* const layout_;
   PsClient* const ps_;
   const std::vector<int64_t> tensor_elements_;
+  const int64_t min_part_bytes_;
 
   // The step in progress (set by Begin).
   const std::vector<ShardRoute>* routes_ = nullptr;
   const PushRequest* header_ = nullptr;
   const float* grad_ = nullptr;
   float* weights_ = nullptr;
-  uint64_t* next_request_id_ = nullptr;
+  uint64_t first_request_id_ = 0;
   absl::Time first_sent_ = absl::InfiniteFuture();
   absl::Duration send_time_;
   // Reported tensors [waiting_first_, waiting_end_) not sent yet; empty when equal.
@@ -107,8 +119,9 @@ class LayerPusher : public model::GradientSink {
   size_t parts_used_ = 0;         // parts_[0, parts_used_) belong to this step
   std::vector<std::unique_ptr<Part>> parts_;  // kept across steps
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status first_error_ ABSL_GUARDED_BY(mu_);  // the step's first failed call
 };
 
 }  // namespace pstrain::worker

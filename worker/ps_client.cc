@@ -17,6 +17,7 @@ struct PsClient::Call {
   grpc::ClientContext context;
   std::string what;
   Done done;
+  const void* group = nullptr;  // for CancelGroup
 };
 
 std::string PsClient::DialAddress(const ServerInfo& server) const {
@@ -83,7 +84,7 @@ PsClient::~PsClient() {
       +[](absl::flat_hash_set<Call*>* calls) { return calls->empty(); }, &in_flight_));
 }
 
-PsClient::Call* PsClient::Begin(int server, const char* what, Done done) {
+PsClient::Call* PsClient::Begin(int server, const char* what, Done done, const void* group) {
   if (server < 0 || server >= num_servers() || stubs_[server] == nullptr) {
     done(absl::UnavailableError(absl::StrCat(what, " to server ", server, ": not in the cluster view")));
     return nullptr;
@@ -92,6 +93,7 @@ PsClient::Call* PsClient::Begin(int server, const char* what, Done done) {
   call->what = absl::StrCat(what, " to server ", server, " at ", addresses_[server]);
   call->context.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_));
   call->done = std::move(done);
+  call->group = group;
   {
     absl::MutexLock lock(&mu_);
     if (cancelled_.empty()) {
@@ -129,15 +131,17 @@ void PsClient::PullAsync(int server, const PullRequest* request, PullResponse* r
                                 [this, call](grpc::Status s) { End(call, s); });
 }
 
-void PsClient::PushAsync(int server, const PushRequest* request, PushResponse* response, Done done) {
-  Call* call = Begin(server, "push", std::move(done));
+void PsClient::PushAsync(int server, const PushRequest* request, PushResponse* response, Done done,
+                         const void* group) {
+  Call* call = Begin(server, "push", std::move(done), group);
   if (call == nullptr) return;
   stubs_[server]->async()->Push(&call->context, request, response,
                                 [this, call](grpc::Status s) { End(call, s); });
 }
 
-void PsClient::PushPullAsync(int server, const PushRequest* request, PullResponse* response, Done done) {
-  Call* call = Begin(server, "push-pull", std::move(done));
+void PsClient::PushPullAsync(int server, const PushRequest* request, PullResponse* response, Done done,
+                             const void* group) {
+  Call* call = Begin(server, "push-pull", std::move(done), group);
   if (call == nullptr) return;
   stubs_[server]->async()->PushPull(&call->context, request, response,
                                     [this, call](grpc::Status s) { End(call, s); });
@@ -259,6 +263,13 @@ absl::Status PsClient::FinishEpochShards(const std::vector<ShardRoute>& routes,
     if (routes[i].backup >= 0) FinishEpochAsync(routes[i].backup, &requests[i], &responses[n + i], gather.Slot(n + i));
   }
   return gather.Wait();
+}
+
+void PsClient::CancelGroup(const void* group) {
+  absl::MutexLock lock(&mu_);
+  for (Call* call : in_flight_) {
+    if (call->group == group) call->context.TryCancel();
+  }
 }
 
 void PsClient::CancelAll(const std::string& reason) {

@@ -50,8 +50,11 @@ class PsClient {
   // Start one call; `done` runs once on a gRPC thread when it ends. Errors carry the server's
   // rank and address. `request` and `response` are borrowed until `done` runs.
   void PullAsync(int server, const PullRequest* request, PullResponse* response, Done done);
-  void PushAsync(int server, const PushRequest* request, PushResponse* response, Done done);
-  void PushPullAsync(int server, const PushRequest* request, PullResponse* response, Done done);
+  // `group` (any non-null tag) lets CancelGroup end the call early.
+  void PushAsync(int server, const PushRequest* request, PushResponse* response, Done done,
+                 const void* group = nullptr);
+  void PushPullAsync(int server, const PushRequest* request, PullResponse* response, Done done,
+                     const void* group = nullptr);
   void FinishEpochAsync(int server, const FinishEpochRequest* request, FinishEpochResponse* response,
                         Done done);
 
@@ -76,6 +79,10 @@ class PsClient {
   absl::Status FinishEpochShards(const std::vector<ShardRoute>& routes,
                                  const std::vector<FinishEpochRequest>& requests);
 
+  // Cancels the calls in flight that were started with `group` (their `done` runs with
+  // UNAVAILABLE, see End); later calls are not affected.
+  void CancelGroup(const void* group);
+
   // Cancels every call in flight and makes later calls fail at once with CANCELLED `reason`.
   // Used when the job fails while this worker is parked in a sync step.
   void CancelAll(const std::string& reason);
@@ -89,7 +96,7 @@ class PsClient {
 
   // Prepares a call's context and bookkeeping; nullptr (after calling done) if cancelled or
   // `server` has no channel.
-  Call* Begin(int server, const char* what, Done done);
+  Call* Begin(int server, const char* what, Done done, const void* group = nullptr);
   void End(Call* call, const grpc::Status& status);
 
   template <typename Request, typename Response, typename Start>

@@ -371,7 +371,13 @@ absl::Status Trainer::PushAfterBackward(int count, int64_t step, int epoch, int6
 absl::Status Trainer::PushDuringBackward(int count, int64_t step, int epoch, model::BatchStats* stats,
                                          StepTimes* times) {
   FillPushHeader(step, epoch, count, /*lease_id=*/0, /*lease_batch=*/0, &header_);
-  pusher_.Begin(routes_, header_, grad_.data(), weights_.data(), &next_request_id_);
+  // The same step under the same view sends the same parts: with the same ids, a part a server
+  // stored before the step was aborted elsewhere is taken for a retry (LayerPusher).
+  if (step != overlap_ids_.step || view_.membership_epoch() != overlap_ids_.membership_epoch) {
+    overlap_ids_ = {step, view_.membership_epoch(), next_request_id_};
+    next_request_id_ += LayerPusher::kIdsPerStep;
+  }
+  pusher_.Begin(routes_, header_, grad_.data(), weights_.data(), overlap_ids_.first);
   absl::Time t = absl::Now();
   absl::Status computed =
       model_->ComputeGradient(batch_x_.data(), batch_y_.data(), count, absl::MakeSpan(grad_), stats, &pusher_);

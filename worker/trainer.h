@@ -164,6 +164,12 @@ class Trainer {
   std::vector<PullResponse> pulled_;     // One per server.
   PushRequest header_;                   // SYNC with overlap: the fields every part carries.
   LayerPusher pusher_;
+  // SYNC with overlap: the request ids of the step being sent (see PushDuringBackward).
+  struct OverlapIds {
+    int64_t step = -1;
+    int64_t membership_epoch = -1;
+    uint64_t first = 0;
+  } overlap_ids_;
   uint64_t next_request_id_;
 
   int64_t global_step_ = 0;
