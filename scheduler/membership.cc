@@ -75,7 +75,10 @@ absl::StatusOr<int> Membership::Register(Role role, const std::string& address,
         "register ", RoleName(role), " at '", address, "': job already has ", capacity, " ",
         RoleName(role), "s"));
   }
-  int rank = 0;
+  // Servers fill the lowest vacant rank. A worker always gets a rank never used before: a stopped
+  // process that was declared dead (SIGSTOP, a partition) and comes back must not pass for the new
+  // worker under its old rank, and with fresh ranks every request it makes names a removed member.
+  int rank = role == SERVER ? 0 : static_cast<int>(members->size());
   while (rank < static_cast<int>(members->size()) && (*members)[rank].live) ++rank;
   Member member{address, instance_id, LocalEndpoint(), now, now, false, true, ChangeKind::kDied};
   if (rank == static_cast<int>(members->size())) {

@@ -2,11 +2,13 @@
 //
 // Ranks. Servers get ranks 0..num_servers-1 in order of registration; a server removed (the
 // Scheduler removes a dead server only when it can replace it) leaves its rank vacant, and the next
-// server to register takes the lowest vacant rank, also while the job runs. A worker gets the lowest
-// worker rank that is not live: before the job runs that is registration order (at most
-// num_workers live workers); once it runs a new worker may also take the rank of a worker that died
-// or left, or a rank beyond num_workers (a job may grow). Worker ranks are stable identities; a
-// worker's slot is its position among the live workers sorted by rank (the view's `workers`).
+// server to register takes the lowest vacant rank, also while the job runs. Worker ranks are never
+// reused: each worker registration takes the next rank (registration order; at most num_workers
+// live workers before the job runs, any number once it runs: a job may grow). So a rank names one
+// process for the whole job, and a process that was declared dead while stopped (SIGSTOP, a network
+// partition) and resumes is refused everywhere under its old rank instead of passing for its
+// successor. A worker's slot is its position among the live workers sorted by rank (the view's
+// `workers`).
 // Registering the same (role, instance id) or the same non-empty (role, address) as a LIVE member
 // again returns its rank, so a role may retry Register safely; a worker with neither cannot be told
 // apart from another one and always gets a fresh rank.
@@ -15,7 +17,7 @@
 // set: a registration, a death, a departure. Servers compare the epoch a push was computed under
 // with the current one, so it must change whenever the view does.
 //
-//   Register --> live --(Remove: died / left)--> gone (heartbeats refused; its rank may be reused)
+//   Register --> live --(Remove: died / left)--> gone (heartbeats refused; a worker's rank is never reused)
 //
 // Liveness. Roles start heartbeating only once they are set up, so a live member is watched from
 // its first heartbeat on: FindDead lists the live members whose last heartbeat is older than
@@ -176,7 +178,7 @@ class Membership {
     ChangeKind removed = ChangeKind::kDied;
   };
 
-  // Members of `role`, indexed by rank (removed ones too, until their rank is reused); nullptr
+  // Members of `role`, indexed by rank (removed ones too; a server's vacant rank is refilled); nullptr
   // for an invalid role.
   std::vector<Member>* MembersOf(Role role);
   const std::vector<Member>* MembersOf(Role role) const;

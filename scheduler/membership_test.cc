@@ -271,31 +271,33 @@ TEST(MembershipTest, RemoveRejectsUnknownMembersAndJoinedKind) {
   EXPECT_EQ(m.num_live(WORKER), 2);
 }
 
-TEST(MembershipTest, JoinWhileRunningTakesTheLowestRankThatIsNotLive) {
+TEST(MembershipTest, JoinWhileRunningTakesARankNeverUsedBefore) {
   Membership m = Running();
   ASSERT_TRUE(m.Remove(WORKER, 0, ChangeKind::kDied, kT0 + absl::Seconds(1)).ok());
   const int64_t epoch = m.epoch();
-  // The dead worker's rank is reused...
+  // The dead worker's rank is not reused: a stale process under rank 0 stays refused...
   absl::StatusOr<int> rank = m.Register(WORKER, "", "w2", kT0 + absl::Seconds(2));
   ASSERT_TRUE(rank.ok()) << rank.status();
-  EXPECT_EQ(*rank, 0);
+  EXPECT_EQ(*rank, 2);
   EXPECT_EQ(m.epoch(), epoch + 1);
-  // ...and once every rank is live the job grows beyond num_workers.
-  EXPECT_EQ(*m.Register(WORKER, "", "w3", kT0 + absl::Seconds(3)), 2);
-  EXPECT_EQ(*m.Register(WORKER, "", "w4", kT0 + absl::Seconds(3)), 3);
+  EXPECT_EQ(m.Heartbeat(WORKER, 0, kT0 + absl::Seconds(2)).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(m.is_live(WORKER, 0));
+  // ...and the job grows beyond num_workers.
+  EXPECT_EQ(*m.Register(WORKER, "", "w3", kT0 + absl::Seconds(3)), 3);
+  EXPECT_EQ(*m.Register(WORKER, "", "w4", kT0 + absl::Seconds(3)), 4);
   EXPECT_EQ(m.epoch(), epoch + 3);
   // A retry of a live worker's registration keeps its rank and the epoch.
-  EXPECT_EQ(*m.Register(WORKER, "", "w3", kT0 + absl::Seconds(4)), 2);
+  EXPECT_EQ(*m.Register(WORKER, "", "w3", kT0 + absl::Seconds(4)), 3);
   EXPECT_EQ(m.epoch(), epoch + 3);
-  EXPECT_EQ(ViewWorkerRanks(m.View()), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(ViewWorkerRanks(m.View()), (std::vector<int>{1, 2, 3, 4}));
   EXPECT_EQ(m.View().global_batch(), 20);
   // Servers stay bounded.
   EXPECT_EQ(m.Register(SERVER, "h:4003", kT0).status().code(), absl::StatusCode::kFailedPrecondition);
 
   ASSERT_EQ(m.events().size(), 4u);
   EXPECT_EQ(m.events()[1].kind, ChangeKind::kJoined);
-  EXPECT_EQ(m.events()[1].rank, 0);
-  EXPECT_EQ(m.events()[3].rank, 3);
+  EXPECT_EQ(m.events()[1].rank, 2);
+  EXPECT_EQ(m.events()[3].rank, 4);
   EXPECT_STREQ(ChangeKindName(m.events()[0].kind), "died");
   EXPECT_STREQ(ChangeKindName(m.events()[1].kind), "joined");
   EXPECT_STREQ(ChangeKindName(ChangeKind::kLeft), "left");
@@ -306,10 +308,11 @@ TEST(MembershipTest, ARemovedProcessRegisteringAgainIsANewMember) {
   ASSERT_TRUE(m.Remove(WORKER, 1, ChangeKind::kDied, kT0).ok());
   EXPECT_FALSE(m.Lookup(WORKER, "", "w1").has_value());
   const int64_t epoch = m.epoch();
-  EXPECT_EQ(*m.Register(WORKER, "", "w1", kT0), 1);
+  EXPECT_EQ(*m.Register(WORKER, "", "w1", kT0), 2);
   EXPECT_EQ(m.epoch(), epoch + 1);
-  EXPECT_TRUE(m.is_live(WORKER, 1));
-  EXPECT_EQ(m.Lookup(WORKER, "", "w1"), 1);
+  EXPECT_TRUE(m.is_live(WORKER, 2));
+  EXPECT_FALSE(m.is_live(WORKER, 1));
+  EXPECT_EQ(m.Lookup(WORKER, "", "w1"), 2);
 }
 
 TEST(MembershipTest, BeforeTheStartALeavingWorkerFreesItsSlot) {
@@ -318,7 +321,7 @@ TEST(MembershipTest, BeforeTheStartALeavingWorkerFreesItsSlot) {
   ASSERT_EQ(*m.Register(WORKER, "", "b", kT0), 1);
   EXPECT_EQ(m.Register(WORKER, "", "c", kT0).status().code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(m.Remove(WORKER, 0, ChangeKind::kLeft, kT0).ok());
-  EXPECT_EQ(*m.Register(WORKER, "", "c", kT0), 0);
+  EXPECT_EQ(*m.Register(WORKER, "", "c", kT0), 2);
   EXPECT_FALSE(m.running());
 }
 

@@ -12,7 +12,7 @@
 // timeout) is removed as "died", one that calls Leave as "left"; either bumps the membership
 // epoch, returns its evaluation leases to the pool and its incomplete training leases as
 // remainders (LeasePool), and stops barriers from waiting for it. A worker that registers while
-// the job runs takes the lowest free rank ("joined").
+// the job runs takes a new rank ("joined"); worker ranks are never reused.
 //
 // Server recovery (checkpoints on: checkpoint_every_steps or _seconds > 0, once the job runs, and
 // no replicas; otherwise a dead server fails the job). Servers report the checkpoint steps they hold (ReportCheckpoints);

@@ -502,7 +502,7 @@ TEST_F(SchedulerTest, LeaveRemovesTheWorkerAtOnce) {
   EXPECT_EQ(s->View().servers_size(), 1);
 }
 
-TEST_F(SchedulerTest, WorkerJoiningARunningJobTakesTheLowestFreeRank) {
+TEST_F(SchedulerTest, WorkerJoiningARunningJobTakesANewRank) {
   auto s = Make();
   RegisterAll(s.get());
   LeaveRequest leave;
@@ -512,19 +512,21 @@ TEST_F(SchedulerTest, WorkerJoiningARunningJobTakesTheLowestFreeRank) {
   const int64_t epoch = s->View().membership_epoch();
   absl::StatusOr<RegisterResponse> joined = s->Register(Reg(WORKER, "h:9"));
   ASSERT_TRUE(joined.ok()) << joined.status();
-  EXPECT_EQ(joined->rank(), 0);
+  EXPECT_EQ(joined->rank(), 2);  // Rank 0 is never handed out again.
   EXPECT_EQ(s->View().membership_epoch(), epoch + 1);
   absl::StatusOr<RegisterResponse> grown = s->Register(Reg(WORKER, "h:10"));
   ASSERT_TRUE(grown.ok()) << grown.status();
-  EXPECT_EQ(grown->rank(), 2);  // Beyond num_workers: the job grows.
+  EXPECT_EQ(grown->rank(), 3);  // Beyond num_workers: the job grows.
   const ClusterView view = s->View();
-  EXPECT_EQ(WorkerRanks(view), (std::vector<int>{0, 1, 2}));
-  EXPECT_EQ(view.workers(0).address(), "h:9");
+  EXPECT_EQ(WorkerRanks(view), (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(view.workers(1).address(), "h:9");
   EXPECT_EQ(view.global_batch(), 20);  // batch_size 10 x the job's 2 workers, always.
   EXPECT_EQ(view.state(), RUNNING);
   // The newcomers heartbeat and take part.
   ASSERT_TRUE(s->Heartbeat(Hb(WORKER, 2)).ok());
-  ASSERT_TRUE(s->LeaseWork(EvalRequest(2, 0)).ok());
+  ASSERT_TRUE(s->LeaseWork(EvalRequest(3, 0)).ok());
+  // The one that left stays out.
+  EXPECT_EQ(s->Heartbeat(Hb(WORKER, 0)).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(SchedulerTest, BarrierReleasesWhenTheLastMissingWorkerDies) {

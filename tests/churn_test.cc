@@ -167,17 +167,25 @@ TEST(ChurnTest, LongStoppedSyncWorkerIsDroppedAndTheJobGoesOn) {
   cluster.WaitForSteps(50);
   cluster.workers[1]->Kill(SIGSTOP);
   absl::SleepFor(absl::Seconds(4));  // Past --dead_after_ms=2000: declared dead.
+  // A newcomer joins while it is stopped. It gets a new rank (3), not the dead worker's, so the
+  // stale process cannot pass for it when it resumes.
+  cluster.AddWorker();
+  absl::SleepFor(absl::Seconds(1));
   cluster.workers[1]->Kill(SIGCONT);
   // Resumed, it learns it is no longer a member and exits with an error; the others finish.
   absl::StatusOr<int> code = cluster.workers[1]->Wait(absl::Seconds(60));
   ASSERT_TRUE(code.ok()) << cluster.workers[1]->Output();
   EXPECT_NE(*code, 0);
   EXPECT_THAT(cluster.workers[1]->Output(), ::testing::HasSubstr("no longer a member"));
-  std::string summary = ExpectJobFinished(cluster, {0, 2});
+  std::string summary = ExpectJobFinished(cluster, {0, 2, 3});
   std::vector<double> samples = JsonNumbers(summary, "samples");
   ASSERT_GE(samples.size(), 20u) << summary;
   for (int e = 0; e < 20; ++e) EXPECT_EQ(samples[e], kTrainSamples) << "epoch " << e;
   EXPECT_THAT(summary, ContainsRegex("\"kind\": *\"died\""));
+  EXPECT_THAT(summary, ContainsRegex("\"rank\": *3, *\"kind\": *\"joined\""));
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(summary, m, std::regex("\"rank\": *3, *\"samples\": *([0-9]+)"))) << summary;
+  EXPECT_GT(std::stol(m[1].str()), 0) << summary;
 }
 
 TEST(ChurnTest, StoppedAsyncWorkerDoesNotHoldTheOthersBack) {

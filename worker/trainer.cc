@@ -73,8 +73,8 @@ Trainer::Trainer(TrainerOptions options, SchedulerClient* scheduler, PsClient* p
       push_(layout_.num_servers()),
       pulled_(layout_.num_servers()),
       pusher_(&layout_, ps, TensorElements(model->params())),
-      // Request ids only need to differ between the pushes of one rank; a random start keeps a
-      // worker that reuses a dead worker's rank from repeating its ids.
+      // Request ids only need to differ between the pushes of one rank (ranks are never reused);
+      // a random start also keeps ids of different jobs apart in logs.
       next_request_id_(absl::Uniform<uint64_t>(absl::BitGen()) | 1) {
   // A sync slice grows when workers leave (the global batch is shared by fewer); at most the
   // whole global batch.
