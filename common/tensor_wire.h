@@ -1,0 +1,122 @@
+// The hot path's wire codec: PushRequest and PullResponse (proto/ps.proto) with tensor values that
+// are never copied into protobuf strings.
+//
+// The bytes on the wire are exactly the protobuf encoding of those messages, so any protobuf
+// client can speak to a server (tests/py_client does); only the C++ ends avoid the copies:
+//
+//   PushRequest  = its scalar fields | for each chunk: field 7 (LEN) { tensor_id, offset, length,
+//                                                                 field 4 (LEN) = length x float32 LE }
+//   PullResponse = step             | for each chunk: field 2 (LEN) { the same TensorChunk }
+//
+// Sending, each chunk's values go out as a gRPC slice that points at the caller's floats (zero
+// copies in user space) or at a pooled buffer (common/buffer_pool.h). Receiving, the message is
+// walked in place over the slices gRPC received: the scalar fields and chunk headers are parsed
+// into a `header` message whose chunks carry no data, and each chunk's values become a
+// PayloadView into the received bytes, which the consumer copies once, straight to where they
+// belong (the server's gradient buffer, the worker's weights).
+#ifndef PSTRAIN_COMMON_TENSOR_WIRE_H_
+#define PSTRAIN_COMMON_TENSOR_WIRE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/slice.h>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "common/buffer_pool.h"
+#include "proto/ps.pb.h"
+
+namespace pstrain {
+
+// Bytes as they arrived: runs (parts of gRPC slices) in order. A run boundary may fall inside a
+// float, and runs need not be aligned. Does not own the bytes.
+class PayloadView {
+ public:
+  PayloadView() = default;
+  explicit PayloadView(absl::string_view bytes) { Append(bytes); }
+
+  void Append(absl::string_view run);
+  void Clear() {
+    runs_.clear();
+    size_ = 0;
+  }
+  size_t size() const { return size_; }
+  const absl::InlinedVector<absl::string_view, 2>& runs() const { return runs_; }
+
+  // Copies all size() bytes to `dst`.
+  void CopyTo(void* dst) const;
+  // The index of the first float (of size() / 4) that is NaN or infinite, or -1; its value in
+  // *bad when found.
+  int64_t FindNonFinite(float* bad) const;
+
+ private:
+  absl::InlinedVector<absl::string_view, 2> runs_;
+  size_t size_ = 0;
+};
+
+// A PushRequest to send: `header` with chunks that carry tensor_id, offset and length but no
+// data, and values[i] the bytes of chunk i's data (normally its length floats, see Floats). The
+// bytes are not copied: they must stay alive and unchanged until the call that sends them ends.
+struct OutgoingPush {
+  PushRequest header;
+  std::vector<absl::string_view> values;
+};
+
+// The bytes of n floats at p, as an OutgoingPush value.
+inline absl::string_view Floats(const float* p, int64_t n) {
+  return absl::string_view(reinterpret_cast<const char*>(p), static_cast<size_t>(n) * sizeof(float));
+}
+
+// A PullResponse as received: `header` (chunks without data) and each chunk's values, viewing
+// into `slices`, which this object keeps alive.
+struct IncomingPull {
+  PullResponse header;
+  std::vector<PayloadView> values;
+  std::vector<grpc::Slice> slices;
+};
+
+// A PushRequest as received (the server's side of OutgoingPush).
+struct IncomingPush {
+  PushRequest header;
+  std::vector<PayloadView> values;
+  std::vector<grpc::Slice> slices;
+};
+
+// Encodes `push` into `out` (zero-copy: see OutgoingPush).
+// REQUIRES: push.values.size() == push.header.chunks_size(), and the header's chunks carry no data.
+void EncodePush(const OutgoingPush& push, grpc::ByteBuffer* out);
+
+// Encodes a PullResponse whose chunks carry no data; chunk i's values are the next
+// 4 * chunks(i).length() bytes of `values`, which the encoded message takes over (the buffer goes
+// back to its pool once gRPC has sent it).
+// REQUIRES: values holds at least the sum of the chunk lengths, in floats.
+void EncodePull(const PullResponse& header, PooledBuffer values, grpc::ByteBuffer* out);
+
+// Decodes a received message. INVALID_ARGUMENT (`what` first, then what is wrong and at which
+// byte) for bytes that are not a valid encoding: a truncated varint or field, a group, a chunk
+// that is not a message. The header's chunks carry no data; values.size() == chunks_size() (a
+// chunk without data gets an empty view). The ByteBuffer need not outlive the result.
+absl::Status DecodePush(const grpc::ByteBuffer& in, absl::string_view what, IncomingPush* out);
+absl::Status DecodePull(const grpc::ByteBuffer& in, absl::string_view what, IncomingPull* out);
+
+// Views of the data of `message`'s chunks (messages built with data in the protobuf strings, e.g.
+// by tests and third-party clients); they point into `message`.
+std::vector<PayloadView> ViewsOf(const google::protobuf::RepeatedPtrField<TensorChunk>& chunks);
+
+// The reverse of the zero-copy forms, for tests and tools: a PushRequest whose chunks hold their
+// data (copied), and a PullResponse likewise.
+PushRequest Materialize(const OutgoingPush& push);
+PullResponse Materialize(const IncomingPull& pull);
+// An OutgoingPush that points into `request`'s chunk data (which must outlive the result); the
+// header is a copy without data.
+OutgoingPush ViewOf(const PushRequest& request);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_COMMON_TENSOR_WIRE_H_

@@ -1,0 +1,180 @@
+// The zero-copy codec must produce and accept exactly the protobuf encoding of proto/ps.proto.
+#include "common/tensor_wire.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<float> Ramp(int n, float start) {
+  std::vector<float> v(n);
+  for (int i = 0; i < n; ++i) v[i] = start + 0.25f * i;
+  return v;
+}
+
+// A push with every kind of header field set and chunks of several sizes (one empty).
+OutgoingPush SamplePush(const std::vector<std::vector<float>>& values) {
+  OutgoingPush push;
+  push.header.set_worker_rank(3);
+  push.header.set_membership_epoch(12);
+  push.header.set_step(77);
+  push.header.set_num_samples(64);
+  push.header.set_request_id(0xfedcba9876543210ull);
+  push.header.set_shard(1);
+  push.header.set_partial(true);
+  push.header.set_first_chunk(2);
+  for (size_t i = 0; i < values.size(); ++i) {
+    TensorChunk* c = push.header.add_chunks();
+    c->set_tensor_id(static_cast<int>(i));
+    c->set_offset(1000 * static_cast<int64_t>(i));
+    c->set_length(static_cast<int64_t>(values[i].size()));
+    push.values.push_back(Floats(values[i].data(), static_cast<int64_t>(values[i].size())));
+  }
+  return push;
+}
+
+std::string Flatten(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(buffer.Dump(&slices).ok());
+  std::string out;
+  for (const grpc::Slice& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return out;
+}
+
+// `bytes` as a ByteBuffer of slices of `piece` bytes each: receivers must not care where gRPC
+// cut the message.
+grpc::ByteBuffer Pieces(const std::string& bytes, size_t piece) {
+  std::vector<grpc::Slice> slices;
+  for (size_t at = 0; at < bytes.size(); at += piece) {
+    slices.emplace_back(bytes.data() + at, std::min(piece, bytes.size() - at));
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+TEST(TensorWireTest, EncodedPushIsExactlyTheProtobufEncoding) {
+  const std::vector<std::vector<float>> values = {Ramp(5, 1), {}, Ramp(300, -7), Ramp(1, 42)};
+  const OutgoingPush push = SamplePush(values);
+  grpc::ByteBuffer buffer;
+  EncodePush(push, &buffer);
+  // (EXPECT_TRUE: a mismatch would print kilobytes of bytes.)
+  EXPECT_TRUE(Flatten(buffer) == Materialize(push).SerializeAsString());
+}
+
+TEST(TensorWireTest, EncodedPullIsExactlyTheProtobufEncodingAndReturnsItsBuffer) {
+  BufferPool pool;
+  PullResponse header;
+  header.set_step(9);
+  const std::vector<float> weights = Ramp(700, 3);
+  for (int i = 0; i < 3; ++i) {
+    TensorChunk* c = header.add_chunks();
+    c->set_tensor_id(i);
+    c->set_length(i == 1 ? 100 : 300);
+  }
+  PullResponse expected = header;
+  size_t at = 0;
+  for (int i = 0; i < 3; ++i) {
+    const size_t bytes = 4 * expected.chunks(i).length();
+    expected.mutable_chunks(i)->set_data(reinterpret_cast<const char*>(weights.data()) + at, bytes);
+    at += bytes;
+  }
+  for (int round = 0; round < 3; ++round) {
+    PooledBuffer values = pool.Acquire(4 * weights.size());
+    std::memcpy(values.data(), weights.data(), 4 * weights.size());
+    grpc::ByteBuffer buffer;
+    EncodePull(header, std::move(values), &buffer);
+    EXPECT_TRUE(Flatten(buffer) == expected.SerializeAsString()) << round;
+  }
+  // Each round's buffer went back to the pool once its ByteBuffer was gone.
+  EXPECT_EQ(pool.allocations(), 1);
+}
+
+TEST(TensorWireTest, DecodesWhereverTheMessageIsCut) {
+  const std::vector<std::vector<float>> values = {Ramp(5, 1), {}, Ramp(37, -7)};
+  const PushRequest full = Materialize(SamplePush(values));
+  const std::string bytes = full.SerializeAsString();
+  for (size_t piece : {size_t{1}, size_t{3}, size_t{7}, size_t{64}, bytes.size()}) {
+    IncomingPush in;
+    ASSERT_TRUE(DecodePush(Pieces(bytes, piece), "push", &in).ok()) << piece;
+    PushRequest header = full;
+    for (TensorChunk& c : *header.mutable_chunks()) c.clear_data();
+    EXPECT_EQ(in.header.SerializeAsString(), header.SerializeAsString()) << piece;
+    ASSERT_EQ(in.values.size(), values.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+      std::vector<float> got(in.values[i].size() / 4);
+      ASSERT_EQ(in.values[i].size(), 4 * values[i].size());
+      in.values[i].CopyTo(got.data());
+      EXPECT_EQ(got, values[i]) << "chunk " << i << ", pieces of " << piece;
+    }
+  }
+}
+
+TEST(TensorWireTest, PullRoundTripsThroughTheDecoder) {
+  PullResponse response;
+  response.set_step(4);
+  TensorChunk* c = response.add_chunks();
+  c->set_tensor_id(2);
+  c->set_offset(8);
+  c->set_length(3);
+  const std::vector<float> v = {1.5f, -2, 1e-30f};
+  c->set_data(reinterpret_cast<const char*>(v.data()), 12);
+  IncomingPull in;
+  ASSERT_TRUE(DecodePull(Pieces(response.SerializeAsString(), 5), "pull", &in).ok());
+  EXPECT_EQ(Materialize(in).SerializeAsString(), response.SerializeAsString());
+  EXPECT_EQ(in.header.chunks(0).data(), "");
+}
+
+TEST(TensorWireTest, MalformedBytesGetAPreciseError) {
+  PushRequest only_chunks;  // so that the message ends inside the chunk's data
+  TensorChunk* chunk = only_chunks.add_chunks();
+  chunk->set_length(4);
+  chunk->set_data(std::string(16, 'x'));
+  const std::string good = only_chunks.SerializeAsString();
+  IncomingPush in;
+  // Cut inside the chunk's data.
+  absl::Status s = DecodePush(Pieces(good.substr(0, good.size() - 3), 4), "push from worker 3", &in);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("push from worker 3: malformed message at byte"));
+  EXPECT_THAT(s.message(), HasSubstr("runs past"));
+  // A truncated varint.
+  s = DecodePush(Pieces(std::string("\x08\xff", 2), 1), "push", &in);
+  EXPECT_THAT(s.message(), HasSubstr("truncated varint"));
+  // Chunks (field 7) sent as a varint.
+  s = DecodePush(Pieces(std::string("\x38\x01", 2), 1), "push", &in);
+  EXPECT_THAT(s.message(), HasSubstr("chunks (field 7) with wire type 0"));
+  // A group.
+  s = DecodePush(Pieces(std::string("\x0b", 1), 1), "push", &in);
+  EXPECT_THAT(s.message(), HasSubstr("unsupported wire type 3"));
+  // A chunk whose own length is shorter than its fields.
+  s = DecodePush(Pieces(std::string("\x3a\x02\x08\x96\x01", 5), 2), "push", &in);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+}
+
+TEST(TensorWireTest, FindsNonFiniteValuesAcrossRunBoundaries) {
+  std::vector<float> v = Ramp(3000, 0);
+  v[2049] = std::numeric_limits<float>::quiet_NaN();
+  v[2500] = -std::numeric_limits<float>::infinity();
+  const std::string bytes(reinterpret_cast<const char*>(v.data()), 4 * v.size());
+  for (size_t cut : {size_t{1}, size_t{2}, size_t{4099}, size_t{8197}, bytes.size()}) {
+    PayloadView view;
+    for (size_t at = 0; at < bytes.size(); at += cut) {
+      view.Append(absl::string_view(bytes).substr(at, cut));
+    }
+    float bad = 0;
+    EXPECT_EQ(view.FindNonFinite(&bad), 2049) << cut;
+    EXPECT_TRUE(std::isnan(bad));
+  }
+  PayloadView clean(absl::string_view(bytes).substr(0, 4 * 2049));
+  float bad = 0;
+  EXPECT_EQ(clean.FindNonFinite(&bad), -1);
+}
+
+}  // namespace
+}  // namespace pstrain
