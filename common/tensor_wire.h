@@ -24,41 +24,15 @@
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/slice.h>
 
-#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/buffer_pool.h"
+#include "common/payload_view.h"
 #include "proto/ps.pb.h"
 
 namespace pstrain {
-
-// Bytes as they arrived: runs (parts of gRPC slices) in order. A run boundary may fall inside a
-// float, and runs need not be aligned. Does not own the bytes.
-class PayloadView {
- public:
-  PayloadView() = default;
-  explicit PayloadView(absl::string_view bytes) { Append(bytes); }
-
-  void Append(absl::string_view run);
-  void Clear() {
-    runs_.clear();
-    size_ = 0;
-  }
-  size_t size() const { return size_; }
-  const absl::InlinedVector<absl::string_view, 2>& runs() const { return runs_; }
-
-  // Copies all size() bytes to `dst`.
-  void CopyTo(void* dst) const;
-  // The index of the first float (of size() / 4) that is NaN or infinite, or -1; its value in
-  // *bad when found.
-  int64_t FindNonFinite(float* bad) const;
-
- private:
-  absl::InlinedVector<absl::string_view, 2> runs_;
-  size_t size_ = 0;
-};
 
 // A PushRequest to send: `header` with chunks that carry tensor_id, offset and length but no
 // data, and values[i] the bytes of chunk i's data (normally its length floats, see Floats). The

@@ -171,6 +171,11 @@ TEST(TensorWireTest, FindsNonFiniteValuesAcrossRunBoundaries) {
     EXPECT_EQ(view.FindNonFinite(&bad), 2049) << cut;
     EXPECT_TRUE(std::isnan(bad));
   }
+  EXPECT_EQ(NonFiniteName(-std::numeric_limits<float>::infinity()), "-inf");
+  // Unaligned bytes, and only the first n values are looked at.
+  std::string shifted = "x" + bytes;
+  EXPECT_EQ(FindNonFinite(shifted.data() + 1, 3000), 2049);
+  EXPECT_EQ(FindNonFinite(shifted.data() + 1, 2049), -1);
   PayloadView clean(absl::string_view(bytes).substr(0, 4 * 2049));
   float bad = 0;
   EXPECT_EQ(clean.FindNonFinite(&bad), -1);

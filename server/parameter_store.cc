@@ -24,6 +24,14 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire format is lit
 
 Mode EffectiveMode(Mode mode) { return mode == MODE_UNSPECIFIED ? SYNC : mode; }
 
+// The values of a request that carries them in its chunks' data.
+std::vector<PayloadView> DataOf(const PushRequest& req) {
+  std::vector<PayloadView> views;
+  views.reserve(req.chunks_size());
+  for (const TensorChunk& c : req.chunks()) views.emplace_back(c.data());
+  return views;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ParameterStore>> ParameterStore::Create(const Options& options) {
@@ -156,7 +164,7 @@ ParameterStore::~ParameterStore() { Shutdown(); }
 // ---------------------------------------------------------------------------------------------
 // Validation that needs no lock.
 
-absl::Status ParameterStore::ValidatePush(const PushRequest& req) const {
+absl::Status ParameterStore::ValidatePush(const PushRequest& req, absl::Span<const PayloadView> values) const {
   const int r = req.worker_rank();
   if (r < 0) {
     return absl::InvalidArgumentError(
@@ -214,18 +222,19 @@ absl::Status ParameterStore::ValidatePush(const PushRequest& req) const {
                                                      want.offset, ": got ", got.length(),
                                                      " floats, expected ", want.length));
     }
-    if (static_cast<int64_t>(got.data().size()) != 4 * want.length) {
+    const PayloadView& data = values[i];
+    if (static_cast<int64_t>(data.size()) != 4 * want.length) {
       return absl::InvalidArgumentError(absl::StrCat(what, " for tensor '", name, "' chunk at offset ",
-                                                     want.offset, ": got ", got.data().size(),
+                                                     want.offset, ": got ", data.size(),
                                                      " bytes of data, expected ", 4 * want.length, " (",
                                                      want.length, " floats)"));
     }
     if (!allow_nonfinite_) {
-      const int64_t bad = FindNonFinite(got.data().data(), want.length);
+      float value = 0;
+      const int64_t bad = data.FindNonFinite(&value);
       if (bad >= 0) {
         return absl::InvalidArgumentError(absl::StrCat(what, " for tensor '", name, "': element ",
-                                                       want.offset + bad, " is ",
-                                                       NonFiniteName(got.data().data(), bad)));
+                                                       want.offset + bad, " is ", NonFiniteName(value)));
       }
     }
   }
@@ -252,7 +261,7 @@ absl::Status ParameterStore::ValidatePull(const PullRequest& req) const {
 // ---------------------------------------------------------------------------------------------
 // The three calls.
 
-void ParameterStore::Pull(const PullRequest& req, PullResponse* resp, Done done) {
+void ParameterStore::Pull(const PullRequest& req, PullResponse* resp, Done done, float* values) {
   absl::Status status = ValidatePull(req);
   Completions out;
   if (status.ok()) {
@@ -263,7 +272,7 @@ void ParameterStore::Pull(const PullRequest& req, PullResponse* resp, Done done)
     }
     if (status.ok()) {
       VLOG(2) << "server " << rank_ << ": pull from worker " << req.worker_rank() << " for step " << req.step();
-      PullLocked(req.worker_rank(), req.step(), req.data_epoch(), resp, std::move(done), &out);
+      PullLocked(req.worker_rank(), req.step(), req.data_epoch(), resp, values, std::move(done), &out);
     }
   }
   if (!status.ok()) out.push_back({std::move(done), std::move(status)});
@@ -271,7 +280,12 @@ void ParameterStore::Pull(const PullRequest& req, PullResponse* resp, Done done)
 }
 
 void ParameterStore::Push(const PushRequest& req, PushResponse* resp, Done done) {
-  absl::Status status = ValidatePush(req);
+  Push(req, DataOf(req), resp, std::move(done));
+}
+
+void ParameterStore::Push(const PushRequest& req, absl::Span<const PayloadView> values, PushResponse* resp,
+                          Done done) {
+  absl::Status status = ValidatePush(req, values);
   Completions out;
   bool handed_on = false;  // `done` went to PullLocked, which answers it
   std::optional<ShardCheckpoint> due;
@@ -279,11 +293,11 @@ void ParameterStore::Push(const PushRequest& req, PushResponse* resp, Done done)
   if (status.ok()) {
     absl::MutexLock lock(&mu_);
     status = CheckLive("push", req.worker_rank(), req.membership_epoch());
-    if (status.ok()) status = PushLocked(req, &out);
+    if (status.ok()) status = PushLocked(req, values, &out);
     if (status.ok() && mode_ == SYNC && req.wait_until_applied()) {
       // A backup's copy of the step: answered once applied, so the worker moves on only then.
       handed_on = true;
-      PullLocked(req.worker_rank(), req.step() + 1, req.data_epoch(), nullptr, std::move(done), &out, resp);
+      PullLocked(req.worker_rank(), req.step() + 1, req.data_epoch(), nullptr, nullptr, std::move(done), &out, resp);
     } else if (status.ok()) {
       resp->set_step(step_);
     }
@@ -296,16 +310,21 @@ void ParameterStore::Push(const PushRequest& req, PushResponse* resp, Done done)
 }
 
 void ParameterStore::PushPull(const PushRequest& req, PullResponse* resp, Done done) {
-  absl::Status status = ValidatePush(req);
+  PushPull(req, DataOf(req), resp, std::move(done));
+}
+
+void ParameterStore::PushPull(const PushRequest& req, absl::Span<const PayloadView> values, PullResponse* resp,
+                              Done done, float* answer_values) {
+  absl::Status status = ValidatePush(req, values);
   Completions out;
   std::optional<ShardCheckpoint> due;
   int64_t rollbacks = 0;
   if (status.ok()) {
     absl::MutexLock lock(&mu_);
     status = CheckLive("push", req.worker_rank(), req.membership_epoch());
-    if (status.ok()) status = PushLocked(req, &out);
+    if (status.ok()) status = PushLocked(req, values, &out);
     if (status.ok()) {
-      PullLocked(req.worker_rank(), req.step() + 1, req.data_epoch(), resp, std::move(done), &out,
+      PullLocked(req.worker_rank(), req.step() + 1, req.data_epoch(), resp, answer_values, std::move(done), &out,
                  /*push_resp=*/nullptr, RangeOf(req));
     }
     due.swap(due_checkpoint_);

@@ -84,6 +84,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/payload_view.h"
 #include "model/optimizer.h"
 #include "proto/cluster.pb.h"
 #include "proto/job.pb.h"
@@ -142,7 +144,10 @@ class ParameterStore {
   // other than the store's, or the membership changed while parked), FAILED_PRECONDITION (old data
   // epoch, step too far ahead), UNAVAILABLE (shutting down).
   // `req` is read before Pull returns; `resp` is borrowed until `done` runs.
-  void Pull(const PullRequest& req, PullResponse* resp, Done done);
+  // `values` (may be null): where the answer's values go instead of the chunks' data, with room
+  // for every float this server owns (num_elements()); the chunks then carry no data. The raw
+  // transport (server/ps_service.h) sends them from there without another copy.
+  void Pull(const PullRequest& req, PullResponse* resp, Done done, float* values = nullptr);
 
   // Stores (SYNC) or applies (ASYNC/SSP) a gradient; `resp->step` is the server step afterwards.
   // The request is fully validated before anything changes; on error nothing changes.
@@ -161,6 +166,9 @@ class ParameterStore {
   // Errors: INVALID_ARGUMENT (negative rank, num_samples, step, lease_id, lease_batch, chunk layout
   // or size, non-finite value), ABORTED (worker not live, membership epoch other than the store's), FAILED_PRECONDITION
   // (wrong step, old data epoch), ALREADY_EXISTS (see above), UNAVAILABLE (shutting down).
+  // `values[i]` holds chunk i's data (the request's own chunks carry none): the raw transport's
+  // views into the received bytes. The form without `values` reads the chunks' data.
+  void Push(const PushRequest& req, absl::Span<const PayloadView> values, PushResponse* resp, Done done);
   void Push(const PushRequest& req, PushResponse* resp, Done done);
 
   // PushRequest.wait_until_applied (SYNC): the answer waits, like PushPull's, until this step is
@@ -168,7 +176,14 @@ class ParameterStore {
   //
   // Push, then answer like Pull(step + 1): SYNC with the weights after this step's update; a parked
   // answer ends with ABORTED if the membership changes before the step completes.
+  // `values` and `answer_values` as in Push and Pull; `answer_values` needs room for the floats of
+  // the pushed chunks (the answer covers the same chunks).
+  void PushPull(const PushRequest& req, absl::Span<const PayloadView> values, PullResponse* resp, Done done,
+                float* answer_values = nullptr);
   void PushPull(const PushRequest& req, PullResponse* resp, Done done);
+
+  // The number of floats this server owns: the size of a whole answer.
+  int64_t num_elements() const { return total_elements_; }
 
   // SSP: worker `worker_rank` has no more pushes in `data_epoch`, so it no longer holds back other
   // workers' pulls. A newer data epoch starts that epoch first; an older one is a no-op (the epoch
@@ -284,6 +299,7 @@ class ParameterStore {
     int64_t step = 0;  // SYNC: the update count to wait for; SSP: the clock c of Pull(step = c).
     int32_t data_epoch = 0;  // SSP only
     PullResponse* resp = nullptr;  // a pull's answer; nullptr for a push waiting until applied
+    float* values = nullptr;       // where the answer's values go (nullptr: into resp's chunks)
     PushResponse* push_resp = nullptr;  // a push's answer (wait_until_applied): only the step
     Done done;
     ChunkRange range;  // the PushPull of a partial push answers with its part only
@@ -342,7 +358,7 @@ class ParameterStore {
   static absl::Status CheckRanks(absl::string_view what, std::vector<int>* ranks);
 
   // Checks everything that does not depend on mutable state; the caller holds no lock.
-  absl::Status ValidatePush(const PushRequest& req) const;
+  absl::Status ValidatePush(const PushRequest& req, absl::Span<const PayloadView> values) const;
   absl::Status ValidatePull(const PullRequest& req) const;
   // Checks shutdown, the membership epoch and that the worker is live.
   absl::Status CheckLive(absl::string_view what, int worker_rank, int64_t membership_epoch) const
@@ -353,21 +369,22 @@ class ParameterStore {
   Worker NewWorkerLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // Push after validation; appends released waiters to `out`.
-  absl::Status PushLocked(const PushRequest& req, Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status PushSyncLocked(const PushRequest& req, Completions* out)
+  absl::Status PushLocked(const PushRequest& req, absl::Span<const PayloadView> values, Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PushSyncLocked(const PushRequest& req, absl::Span<const PayloadView> values, Completions* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // PushSyncLocked for a partial push of step_ from live worker `w` (rank r); stores the part.
-  absl::Status StorePartLocked(const PushRequest& req, Worker& w, Completions* out)
+  absl::Status StorePartLocked(const PushRequest& req, absl::Span<const PayloadView> values, Worker& w,
+                               Completions* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // SYNC: worker `w`'s gradient for step_ is now complete; applies the step once every live
   // worker's is.
   void CompletePushLocked(Worker& w, Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status PushAsyncLocked(const PushRequest& req, Completions* out)
+  absl::Status PushAsyncLocked(const PushRequest& req, absl::Span<const PayloadView> values, Completions* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers now, parks, or fails a pull that waits for `step` (see Waiter::step).
   // `push_resp` instead of `resp`: a push waiting until applied (only the step is answered).
   // `range`: the chunks to answer with (a partial push's part).
-  void PullLocked(int worker_rank, int64_t step, int32_t data_epoch, PullResponse* resp, Done done,
+  void PullLocked(int worker_rank, int64_t step, int32_t data_epoch, PullResponse* resp, float* values, Done done,
                   Completions* out, PushResponse* push_resp = nullptr, ChunkRange range = ChunkRange())
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The part of a push: all chunks for a whole push.
@@ -390,8 +407,10 @@ class ParameterStore {
   // ASYNC/SSP: one optimizer update with `grad` (this server's elements, local order).
   void ApplyGradientLocked(const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Copies the gradient bytes of a validated push (whole or partial) into `dst` (local order).
-  void CopyGradient(const PushRequest& req, float* dst) const;
-  void FillResponseLocked(PullResponse* resp, ChunkRange range = ChunkRange()) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void CopyGradient(const PushRequest& req, absl::Span<const PayloadView> values, float* dst) const;
+  // `values` non-null: the values go there, in chunk order, and the chunks carry no data.
+  void FillResponseLocked(PullResponse* resp, float* values, ChunkRange range = ChunkRange()) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Fills whichever answer a released waiter has.
   void FillWaiterLocked(const Waiter& w) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 

@@ -14,14 +14,16 @@
 
 namespace pstrain::server {
 
-absl::Status ParameterStore::PushLocked(const PushRequest& req, Completions* out) {
-  absl::Status status = mode_ == SYNC ? PushSyncLocked(req, out) : PushAsyncLocked(req, out);
+absl::Status ParameterStore::PushLocked(const PushRequest& req, absl::Span<const PayloadView> values,
+                                        Completions* out) {
+  absl::Status status = mode_ == SYNC ? PushSyncLocked(req, values, out) : PushAsyncLocked(req, values, out);
   VLOG(2) << "server " << rank_ << ": push from worker " << req.worker_rank() << " for step " << req.step()
           << " (" << req.num_samples() << " samples, id " << req.request_id() << "): " << status;
   return status;
 }
 
-absl::Status ParameterStore::PushSyncLocked(const PushRequest& req, Completions* out) {
+absl::Status ParameterStore::PushSyncLocked(const PushRequest& req, absl::Span<const PayloadView> values,
+                                            Completions* out) {
   const int r = req.worker_rank();
   const int64_t t = req.step();
   Worker& w = workers_.at(r);  // CheckLive passed
@@ -39,7 +41,7 @@ absl::Status ParameterStore::PushSyncLocked(const PushRequest& req, Completions*
     return absl::FailedPreconditionError(absl::StrCat("push for step ", t, " from the future: server ", rank_,
                                                       " is at step ", step_, " (worker ", r, ")"));
   }
-  if (req.partial()) return StorePartLocked(req, w, out);
+  if (req.partial()) return StorePartLocked(req, values, w, out);
   if (w.pushed || w.stored_chunks > 0) {
     const bool retry = w.pushed && w.stored_chunks == 0 && w.last_push_id == req.request_id();
     if (retry) return absl::OkStatus();
@@ -47,7 +49,7 @@ absl::Status ParameterStore::PushSyncLocked(const PushRequest& req, Completions*
                                                  req.request_id(), ": the worker already pushed (part of) this "
                                                  "step with request id ", w.last_push_id));
   }
-  CopyGradient(req, w.grad.data());
+  CopyGradient(req, values, w.grad.data());
   w.samples = req.num_samples();
   w.wants_checkpoint = req.checkpoint();
   w.has_last_push = true;
@@ -57,7 +59,8 @@ absl::Status ParameterStore::PushSyncLocked(const PushRequest& req, Completions*
   return absl::OkStatus();
 }
 
-absl::Status ParameterStore::StorePartLocked(const PushRequest& req, Worker& w, Completions* out) {
+absl::Status ParameterStore::StorePartLocked(const PushRequest& req, absl::Span<const PayloadView> values,
+                                             Worker& w, Completions* out) {
   const int r = req.worker_rank();
   const int first = req.first_chunk();
   const int count = req.chunks_size();
@@ -76,7 +79,7 @@ absl::Status ParameterStore::StorePartLocked(const PushRequest& req, Worker& w, 
                                                    ": num_samples is ", req.num_samples(), ", but an earlier part of ",
                                                    "the step said ", w.samples));
   }
-  CopyGradient(req, w.grad.data());
+  CopyGradient(req, values, w.grad.data());
   for (int i = first; i < first + count; ++i) w.have[i] = true;
   w.stored_chunks += count;
   w.part_ids.push_back(req.request_id());
@@ -125,7 +128,8 @@ void ParameterStore::ApplySyncStepLocked() {
   VLOG(1) << "server " << rank_ << ": applied step " << step_ - 1 << " (" << total_samples << " samples)";
 }
 
-absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, Completions* out) {
+absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, absl::Span<const PayloadView> values,
+                                             Completions* out) {
   const int r = req.worker_rank();
   Worker& w = workers_.at(r);  // CheckLive passed
   // Request id 0 means "no id": such pushes are never taken for retries.
@@ -144,7 +148,7 @@ absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, Completions
             << " in data epoch " << req.data_epoch() << " (push from worker " << r
             << ") is already applied; skipped";
   } else if (req.num_samples() > 0) {
-    CopyGradient(req, sum_.data());
+    CopyGradient(req, values, sum_.data());
     ApplyGradientLocked(sum_.data());
     ++step_;
     MaybeSnapshotLocked();
@@ -176,12 +180,9 @@ void ParameterStore::ApplyGradientLocked(const float* grad) {
   }
 }
 
-void ParameterStore::CopyGradient(const PushRequest& req, float* dst) const {
+void ParameterStore::CopyGradient(const PushRequest& req, absl::Span<const PayloadView> values, float* dst) const {
   const int first = req.partial() ? req.first_chunk() : 0;
-  for (int i = 0; i < req.chunks_size(); ++i) {
-    const Chunk& c = chunks_[first + i];
-    std::memcpy(dst + c.base, req.chunks(i).data().data(), 4 * c.length);
-  }
+  for (int i = 0; i < req.chunks_size(); ++i) values[i].CopyTo(dst + chunks_[first + i].base);
 }
 
 absl::Status ParameterStore::EnterDataEpochLocked(absl::string_view what, int worker_rank, int32_t data_epoch,
@@ -205,15 +206,15 @@ absl::Status ParameterStore::EnterDataEpochLocked(absl::string_view what, int wo
   return absl::OkStatus();
 }
 
-void ParameterStore::PullLocked(int worker_rank, int64_t step, int32_t data_epoch, PullResponse* resp, Done done,
-                                Completions* out, PushResponse* push_resp, ChunkRange range) {
+void ParameterStore::PullLocked(int worker_rank, int64_t step, int32_t data_epoch, PullResponse* resp, float* values,
+                                Done done, Completions* out, PushResponse* push_resp, ChunkRange range) {
   if (mode_ == SYNC && step > step_ + 1) {
     out->push_back({std::move(done), absl::FailedPreconditionError(absl::StrCat(
                                          "pull from worker ", worker_rank, " for step ", step, ": server ", rank_,
                                          " is at step ", step_, " and parks pulls at most one step ahead"))});
     return;
   }
-  Waiter waiter{step, data_epoch, resp, push_resp, std::move(done), range};
+  Waiter waiter{step, data_epoch, resp, values, push_resp, std::move(done), range};
   if (ReadyLocked(waiter)) {
     FillWaiterLocked(waiter);
     out->push_back({std::move(waiter.done), absl::OkStatus(), waiter.range.first});
@@ -290,11 +291,11 @@ void ParameterStore::MaybeSnapshotLocked(bool asked) {
 }
 
 void ParameterStore::FillWaiterLocked(const Waiter& w) const {
-  if (w.resp != nullptr) FillResponseLocked(w.resp, w.range);
+  if (w.resp != nullptr) FillResponseLocked(w.resp, w.values, w.range);
   if (w.push_resp != nullptr) w.push_resp->set_step(step_);
 }
 
-void ParameterStore::FillResponseLocked(PullResponse* resp, ChunkRange range) const {
+void ParameterStore::FillResponseLocked(PullResponse* resp, float* values, ChunkRange range) const {
   resp->set_step(step_);
   resp->clear_chunks();
   const int count = range.count < 0 ? static_cast<int>(chunks_.size()) : range.count;
@@ -305,7 +306,12 @@ void ParameterStore::FillResponseLocked(PullResponse* resp, ChunkRange range) co
     chunk->set_tensor_id(c.tensor_id);
     chunk->set_offset(c.offset);
     chunk->set_length(c.length);
-    chunk->mutable_data()->assign(reinterpret_cast<const char*>(weights_.data() + c.base), 4 * c.length);
+    if (values != nullptr) {
+      std::memcpy(values, weights_.data() + c.base, 4 * c.length);
+      values += c.length;
+    } else {
+      chunk->mutable_data()->assign(reinterpret_cast<const char*>(weights_.data() + c.base), 4 * c.length);
+    }
   }
 }
 

@@ -1,5 +1,11 @@
 // The ParameterServer gRPC service (proto/ps.proto): a thin adapter from rpcs to a ParameterStore.
 //
+// Pull, Push and PushPull are served raw: the handler gets the received bytes and decodes them in
+// place with common/tensor_wire.h, so a gradient's values are copied once, from the received
+// slices into the store, and the weights of an answer once, from the store into a pooled buffer
+// that gRPC sends from. The bytes are the protobuf encoding of the messages all the same, so any
+// protobuf client can call them. FinishEpoch carries no tensor and is an ordinary typed method.
+//
 // Handlers never block: a request the store parks keeps its reactor open without a thread and is
 // finished by whichever thread releases it (see server/parameter_store.h). A client that cancels a
 // parked request still holds a slot in the store until the step it waits for arrives or the
@@ -28,7 +34,10 @@
 
 namespace pstrain::server {
 
-class ParameterServerService final : public ParameterServer::CallbackService {
+using RawParameterServerBase = ParameterServer::WithRawCallbackMethod_Pull<ParameterServer::WithRawCallbackMethod_Push<
+    ParameterServer::WithRawCallbackMethod_PushPull<ParameterServer::WithCallbackMethod_FinishEpoch<ParameterServer::Service>>>>;
+
+class ParameterServerService final : public RawParameterServerBase {
  public:
   ParameterServerService() = default;
   ParameterServerService(const ParameterServerService&) = delete;
@@ -43,12 +52,15 @@ class ParameterServerService final : public ParameterServer::CallbackService {
   // REQUIRES: called at most once (either form), own != nullptr, ranks differ.
   void SetStores(ParameterStore* own, ParameterStore* replica);
 
-  grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* context, const PullRequest* request,
-                                 PullResponse* response) override;
-  grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* context, const PushRequest* request,
-                                 PushResponse* response) override;
-  grpc::ServerUnaryReactor* PushPull(grpc::CallbackServerContext* context, const PushRequest* request,
-                                     PullResponse* response) override;
+  // Raw: a PullRequest in, a PullResponse out.
+  grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
+  // Raw: a PushRequest in, a PushResponse out.
+  grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
+  // Raw: a PushRequest in, a PullResponse out.
+  grpc::ServerUnaryReactor* PushPull(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* FinishEpoch(grpc::CallbackServerContext* context,
                                         const FinishEpochRequest* request,
                                         FinishEpochResponse* response) override;

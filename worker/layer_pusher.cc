@@ -59,8 +59,9 @@ void LayerPusher::Send(int first, int end) {
     Part* part = parts_[parts_used_++].get();
     part->shard = shard;
     part->run = run;
-    PushRequest& req = part->request;
-    layout_->FillPartialPush(shard, run, grad_, &req);
+    OutgoingPush& push = part->request;
+    layout_->FillPartialPush(shard, run, grad_, &push);
+    PushRequest& req = push.header;
     req.set_worker_rank(header_->worker_rank());
     req.set_membership_epoch(header_->membership_epoch());
     req.set_step(header_->step());
@@ -81,14 +82,14 @@ void LayerPusher::Send(int first, int end) {
     }
     // Both calls read the same request, so the gradient is not copied again.
     ps_->PushPullAsync(
-        route.primary, &req, &part->response,
+        route.primary, &push, &part->response,
         [this, part](absl::Status status) {
           if (status.ok()) status = layout_->ApplyPartialPull(part->shard, part->run, part->response, weights_);
           CallDone(status);
         },
         this);
     if (route.backup >= 0) {
-      ps_->PushAsync(route.backup, &req, &part->backup_response, [this](absl::Status status) { CallDone(status); },
+      ps_->PushAsync(route.backup, &push, &part->backup_response, [this](absl::Status status) { CallDone(status); },
                      this);
     }
     // A call that failed before this one started could not cancel it: do it now.

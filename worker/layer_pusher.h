@@ -88,8 +88,8 @@ class LayerPusher : public model::GradientSink {
   struct Part {
     int shard = 0;
     ShardLayout::ChunkRun run;
-    PushRequest request;
-    PullResponse response;
+    OutgoingPush request;
+    IncomingPull response;
     PushResponse backup_response;
   };
 

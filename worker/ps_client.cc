@@ -3,6 +3,7 @@
 #include <utility>
 
 #include <glog/logging.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/match.h"
@@ -15,6 +16,8 @@ namespace pstrain::worker {
 
 struct PsClient::Call {
   grpc::ClientContext context;
+  grpc::ByteBuffer request;   // raw calls: the encoded request
+  grpc::ByteBuffer response;  // and the answer's bytes
   std::string what;
   Done done;
   const void* group = nullptr;  // for CancelGroup
@@ -41,7 +44,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ClusterView& vi
   }
   if (addresses.empty()) return absl::InvalidArgumentError("cluster view lists no servers");
   for (const std::string& address : addresses) {
-    client->stubs_.push_back(address.empty() ? nullptr : Connect(address));
+    client->stubs_.push_back(address.empty() ? Stubs() : Connect(address));
     if (absl::StartsWith(address, "unix:")) LOG(INFO) << "a server on this host: dialling " << address;
   }
   return client;
@@ -50,14 +53,15 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ClusterView& vi
 PsClient::PsClient(absl::Duration rpc_timeout, std::string host_id)
     : rpc_timeout_(rpc_timeout), host_id_(std::move(host_id)) {}
 
-std::unique_ptr<ParameterServer::Stub> PsClient::Connect(const std::string& address) {
+PsClient::Stubs PsClient::Connect(const std::string& address) {
   grpc::ChannelArguments args;
   // Tensors can be large: lift gRPC's 4 MiB default on what we receive.
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
   // A channel of its own per server, not a subchannel shared through the global pool.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return ParameterServer::NewStub(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return Stubs{ParameterServer::NewStub(channel), std::make_unique<GenericStub>(channel)};
 }
 
 void PsClient::UpdateServers(const ClusterView& view) {
@@ -85,7 +89,7 @@ PsClient::~PsClient() {
 }
 
 PsClient::Call* PsClient::Begin(int server, const char* what, Done done, const void* group) {
-  if (server < 0 || server >= num_servers() || stubs_[server] == nullptr) {
+  if (server < 0 || server >= num_servers() || stubs_[server].typed == nullptr) {
     done(absl::UnavailableError(absl::StrCat(what, " to server ", server, ": not in the cluster view")));
     return nullptr;
   }
@@ -124,34 +128,76 @@ void PsClient::End(Call* call, const grpc::Status& status) {
   owned->done(std::move(result));
 }
 
-void PsClient::PullAsync(int server, const PullRequest* request, PullResponse* response, Done done) {
-  Call* call = Begin(server, "pull", std::move(done));
-  if (call == nullptr) return;
-  stubs_[server]->async()->Pull(&call->context, request, response,
-                                [this, call](grpc::Status s) { End(call, s); });
+namespace {
+
+constexpr char kPullMethod[] = "/pstrain.ParameterServer/Pull";
+constexpr char kPushMethod[] = "/pstrain.ParameterServer/Push";
+constexpr char kPushPullMethod[] = "/pstrain.ParameterServer/PushPull";
+
+void EncodeSmall(const google::protobuf::MessageLite& message, grpc::ByteBuffer* out) {
+  const std::string bytes = message.SerializeAsString();
+  grpc::Slice slice(bytes.data(), bytes.size());
+  grpc::ByteBuffer buffer(&slice, 1);
+  out->Swap(&buffer);
 }
 
-void PsClient::PushAsync(int server, const PushRequest* request, PushResponse* response, Done done,
+absl::Status DecodeSmall(const grpc::ByteBuffer& in, absl::string_view what, google::protobuf::MessageLite* out) {
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (in.Dump(&slices).ok()) {
+    for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    if (out->ParseFromString(bytes)) return absl::OkStatus();
+  }
+  return absl::DataLossError(absl::StrCat(what, ": the answer is not a valid ", out->GetTypeName()));
+}
+
+}  // namespace
+
+void PsClient::StartRaw(int server, Call* call, const char* method,
+                        std::function<absl::Status(const grpc::ByteBuffer&)> decode) {
+  stubs_[server].raw->UnaryCall(&call->context, method, grpc::StubOptions(), &call->request, &call->response,
+                                [this, call, decode = std::move(decode)](grpc::Status s) {
+                                  if (s.ok()) {
+                                    absl::Status decoded = decode(call->response);
+                                    if (!decoded.ok()) {
+                                      s = grpc::Status(grpc::StatusCode::DATA_LOSS, std::string(decoded.message()));
+                                    }
+                                  }
+                                  End(call, s);
+                                });
+}
+
+void PsClient::PullAsync(int server, const PullRequest* request, IncomingPull* response, Done done) {
+  Call* call = Begin(server, "pull", std::move(done));
+  if (call == nullptr) return;
+  EncodeSmall(*request, &call->request);
+  StartRaw(server, call, kPullMethod,
+           [response](const grpc::ByteBuffer& bytes) { return DecodePull(bytes, "answer", response); });
+}
+
+void PsClient::PushAsync(int server, const OutgoingPush* request, PushResponse* response, Done done,
                          const void* group) {
   Call* call = Begin(server, "push", std::move(done), group);
   if (call == nullptr) return;
-  stubs_[server]->async()->Push(&call->context, request, response,
-                                [this, call](grpc::Status s) { End(call, s); });
+  EncodePush(*request, &call->request);
+  StartRaw(server, call, kPushMethod,
+           [response](const grpc::ByteBuffer& bytes) { return DecodeSmall(bytes, "answer", response); });
 }
 
-void PsClient::PushPullAsync(int server, const PushRequest* request, PullResponse* response, Done done,
+void PsClient::PushPullAsync(int server, const OutgoingPush* request, IncomingPull* response, Done done,
                              const void* group) {
   Call* call = Begin(server, "push-pull", std::move(done), group);
   if (call == nullptr) return;
-  stubs_[server]->async()->PushPull(&call->context, request, response,
-                                    [this, call](grpc::Status s) { End(call, s); });
+  EncodePush(*request, &call->request);
+  StartRaw(server, call, kPushPullMethod,
+           [response](const grpc::ByteBuffer& bytes) { return DecodePull(bytes, "answer", response); });
 }
 
 void PsClient::FinishEpochAsync(int server, const FinishEpochRequest* request,
                                 FinishEpochResponse* response, Done done) {
   Call* call = Begin(server, "finish-epoch", std::move(done));
   if (call == nullptr) return;
-  stubs_[server]->async()->FinishEpoch(&call->context, request, response,
+  stubs_[server].typed->async()->FinishEpoch(&call->context, request, response,
                                        [this, call](grpc::Status s) { End(call, s); });
 }
 
@@ -172,20 +218,19 @@ absl::Status PsClient::FanOut(int n, const Request* requests, Response* response
   return absl::OkStatus();
 }
 
-absl::Status PsClient::PullAll(const std::vector<PullRequest>& requests,
-                               std::vector<PullResponse>* responses) {
+absl::Status PsClient::PullAll(const std::vector<PullRequest>& requests, std::vector<IncomingPull>* responses) {
   responses->resize(requests.size());
   return FanOut(static_cast<int>(requests.size()), requests.data(), responses->data(),
-                [this](int i, const PullRequest* req, PullResponse* resp, Done done) {
+                [this](int i, const PullRequest* req, IncomingPull* resp, Done done) {
                   PullAsync(i, req, resp, std::move(done));
                 });
 }
 
-absl::Status PsClient::PushPullAll(const std::vector<PushRequest>& requests,
-                                   std::vector<PullResponse>* responses) {
+absl::Status PsClient::PushPullAll(const std::vector<OutgoingPush>& requests,
+                                   std::vector<IncomingPull>* responses) {
   responses->resize(requests.size());
   return FanOut(static_cast<int>(requests.size()), requests.data(), responses->data(),
-                [this](int i, const PushRequest* req, PullResponse* resp, Done done) {
+                [this](int i, const OutgoingPush* req, IncomingPull* resp, Done done) {
                   PushPullAsync(i, req, resp, std::move(done));
                 });
 }
@@ -227,7 +272,7 @@ class Gather {
 }  // namespace
 
 absl::Status PsClient::PullShards(const std::vector<ShardRoute>& routes, const std::vector<PullRequest>& requests,
-                                  std::vector<PullResponse>* responses) {
+                                  std::vector<IncomingPull>* responses) {
   const int n = static_cast<int>(requests.size());
   responses->resize(n);
   Gather gather(n, n);
@@ -235,8 +280,9 @@ absl::Status PsClient::PullShards(const std::vector<ShardRoute>& routes, const s
   return gather.Wait();
 }
 
-absl::Status PsClient::PushPullShards(const std::vector<ShardRoute>& routes, const std::vector<PushRequest>& requests,
-                                      std::vector<PullResponse>* responses) {
+absl::Status PsClient::PushPullShards(const std::vector<ShardRoute>& routes,
+                                      const std::vector<OutgoingPush>& requests,
+                                      std::vector<IncomingPull>* responses) {
   const int n = static_cast<int>(requests.size());
   responses->resize(n);
   int calls = n;

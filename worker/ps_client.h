@@ -3,6 +3,10 @@
 // One gRPC channel per server. Calls are asynchronous underneath (the gRPC callback API), so a
 // fan-out to all servers has every request in flight at once; the *All methods wrap that fan-out
 // into one blocking call that returns when every server has answered.
+//
+// Tensors travel raw (common/tensor_wire.h): a push's values are sent from where the caller keeps
+// them (OutgoingPush), without a copy, and an answer's values are left in the received bytes
+// (IncomingPull) for the caller to copy once, straight into its weights.
 #ifndef PSTRAIN_WORKER_PS_CLIENT_H_
 #define PSTRAIN_WORKER_PS_CLIENT_H_
 
@@ -17,11 +21,15 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/cluster.pb.h"
+#include "common/tensor_wire.h"
 #include "proto/ps.grpc.pb.h"
 #include "worker/shard_routing.h"
 
 namespace grpc {
 class ClientContext;
+template <class RequestType, class ResponseType>
+class TemplatedGenericStub;
+class ByteBuffer;
 }
 
 namespace pstrain::worker {
@@ -48,21 +56,21 @@ class PsClient {
   void UpdateServers(const ClusterView& view);
 
   // Start one call; `done` runs once on a gRPC thread when it ends. Errors carry the server's
-  // rank and address. `request` and `response` are borrowed until `done` runs.
-  void PullAsync(int server, const PullRequest* request, PullResponse* response, Done done);
+  // rank and address; an answer that does not decode is DATA_LOSS. `request` (and the values it
+  // points at) and `response` are borrowed until `done` runs.
+  void PullAsync(int server, const PullRequest* request, IncomingPull* response, Done done);
   // `group` (any non-null tag) lets CancelGroup end the call early.
-  void PushAsync(int server, const PushRequest* request, PushResponse* response, Done done,
+  void PushAsync(int server, const OutgoingPush* request, PushResponse* response, Done done,
                  const void* group = nullptr);
-  void PushPullAsync(int server, const PushRequest* request, PullResponse* response, Done done,
+  void PushPullAsync(int server, const OutgoingPush* request, IncomingPull* response, Done done,
                      const void* group = nullptr);
   void FinishEpochAsync(int server, const FinishEpochRequest* request, FinishEpochResponse* response,
                         Done done);
 
   // Fan-outs: requests[i] goes to server i; blocks until all answered. Returns the first error
   // (in server order) or OK.
-  absl::Status PullAll(const std::vector<PullRequest>& requests, std::vector<PullResponse>* responses);
-  absl::Status PushPullAll(const std::vector<PushRequest>& requests,
-                           std::vector<PullResponse>* responses);
+  absl::Status PullAll(const std::vector<PullRequest>& requests, std::vector<IncomingPull>* responses);
+  absl::Status PushPullAll(const std::vector<OutgoingPush>& requests, std::vector<IncomingPull>* responses);
   absl::Status FinishEpochAll(const FinishEpochRequest& request);
 
   // Fan-outs over shards (see worker/shard_routing.h): request i is for shard i (the caller sets
@@ -72,9 +80,9 @@ class PsClient {
   // Block until every call answered; return the first error (primaries in shard order, then
   // backups) or OK.
   absl::Status PullShards(const std::vector<ShardRoute>& routes, const std::vector<PullRequest>& requests,
-                          std::vector<PullResponse>* responses);
-  absl::Status PushPullShards(const std::vector<ShardRoute>& routes, const std::vector<PushRequest>& requests,
-                              std::vector<PullResponse>* responses);
+                          std::vector<IncomingPull>* responses);
+  absl::Status PushPullShards(const std::vector<ShardRoute>& routes, const std::vector<OutgoingPush>& requests,
+                              std::vector<IncomingPull>* responses);
   // FinishEpoch for every shard on its primary and its backup; requests[i] is for shard i.
   absl::Status FinishEpochShards(const std::vector<ShardRoute>& routes,
                                  const std::vector<FinishEpochRequest>& requests);
@@ -92,7 +100,16 @@ class PsClient {
   PsClient(absl::Duration rpc_timeout, std::string host_id);
   // Where to dial `server`: its unix socket when it is on this host, else its TCP address.
   std::string DialAddress(const ServerInfo& server) const;
-  static std::unique_ptr<ParameterServer::Stub> Connect(const std::string& address);
+  using GenericStub = grpc::TemplatedGenericStub<grpc::ByteBuffer, grpc::ByteBuffer>;
+  // The typed stub (FinishEpoch) and the raw one (the tensor methods) share one channel.
+  struct Stubs {
+    std::unique_ptr<ParameterServer::Stub> typed;
+    std::unique_ptr<GenericStub> raw;
+  };
+  static Stubs Connect(const std::string& address);
+  // Starts the raw call `method` with call->request already encoded; `decode` turns the answer's
+  // bytes into the caller's response.
+  void StartRaw(int server, Call* call, const char* method, std::function<absl::Status(const grpc::ByteBuffer&)> decode);
 
   // Prepares a call's context and bookkeeping; nullptr (after calling done) if cancelled or
   // `server` has no channel.
@@ -105,7 +122,7 @@ class PsClient {
   std::vector<std::string> addresses_;  // by rank; empty: not in the view (no channel)
   const absl::Duration rpc_timeout_;
   const std::string host_id_;  // this host's id; empty: never use unix sockets
-  std::vector<std::unique_ptr<ParameterServer::Stub>> stubs_;  // by rank; nullptr: no channel
+  std::vector<Stubs> stubs_;  // by rank; null stubs: no channel
 
   absl::Mutex mu_;
   absl::flat_hash_set<Call*> in_flight_ ABSL_GUARDED_BY(mu_);

@@ -55,58 +55,59 @@ ShardLayout::ChunkRun ShardLayout::RunOfTensors(int server, int first_tensor, in
   return run;
 }
 
-void ShardLayout::FillPush(int server, const float* flat_grad, PushRequest* request) const {
+void ShardLayout::FillPush(int server, const float* flat_grad, OutgoingPush* request) const {
   FillChunks(server, {0, static_cast<int>(per_server_[server].size())}, flat_grad, request);
-  request->set_partial(false);
-  request->set_first_chunk(0);
+  request->header.set_partial(false);
+  request->header.set_first_chunk(0);
 }
 
-void ShardLayout::FillPartialPush(int server, ChunkRun run, const float* flat_grad, PushRequest* request) const {
+void ShardLayout::FillPartialPush(int server, ChunkRun run, const float* flat_grad, OutgoingPush* request) const {
   FillChunks(server, run, flat_grad, request);
-  request->set_partial(true);
-  request->set_first_chunk(run.first);
+  request->header.set_partial(true);
+  request->header.set_first_chunk(run.first);
 }
 
-void ShardLayout::FillChunks(int server, ChunkRun run, const float* flat_grad, PushRequest* request) const {
+void ShardLayout::FillChunks(int server, ChunkRun run, const float* flat_grad, OutgoingPush* request) const {
   const std::vector<ChunkRef>& refs = per_server_[server];
-  // Keep existing chunk messages (and their string capacity) from the previous step.
-  while (request->chunks_size() > run.count) request->mutable_chunks()->RemoveLast();
-  while (request->chunks_size() < run.count) request->add_chunks();
+  PushRequest& header = request->header;
+  // Keep existing chunk messages from the previous step.
+  while (header.chunks_size() > run.count) header.mutable_chunks()->RemoveLast();
+  while (header.chunks_size() < run.count) header.add_chunks();
+  request->values.resize(run.count);
   for (int i = 0; i < run.count; ++i) {
     const ChunkRef& ref = refs[run.first + i];
-    TensorChunk* chunk = request->mutable_chunks(i);
+    TensorChunk* chunk = header.mutable_chunks(i);
     chunk->set_tensor_id(ref.tensor_id);
     chunk->set_offset(ref.offset);
     chunk->set_length(ref.length);
-    std::string* data = chunk->mutable_data();
-    data->resize(ref.length * sizeof(float));
-    std::memcpy(data->data(), flat_grad + ref.flat_offset, ref.length * sizeof(float));
+    request->values[i] = Floats(flat_grad + ref.flat_offset, ref.length);
   }
 }
 
-absl::Status ShardLayout::ApplyPull(int server, const PullResponse& response, float* flat_weights) const {
+absl::Status ShardLayout::ApplyPull(int server, const IncomingPull& response, float* flat_weights) const {
   return ApplyPartialPull(server, {0, static_cast<int>(per_server_[server].size())}, response, flat_weights);
 }
 
-absl::Status ShardLayout::ApplyPartialPull(int server, ChunkRun run, const PullResponse& response,
+absl::Status ShardLayout::ApplyPartialPull(int server, ChunkRun run, const IncomingPull& response,
                                            float* flat_weights) const {
   const std::vector<ChunkRef>& refs = per_server_[server];
-  if (response.chunks_size() != run.count) {
-    return absl::DataLossError(absl::StrCat("pull from server ", server, ": got ", response.chunks_size(),
+  if (response.header.chunks_size() != run.count) {
+    return absl::DataLossError(absl::StrCat("pull from server ", server, ": got ", response.header.chunks_size(),
                                             " chunks, expected ", run.count));
   }
   for (int j = 0; j < run.count; ++j) {
     const int i = run.first + j;
     const ChunkRef& ref = refs[i];
-    const TensorChunk& chunk = response.chunks(j);
+    const TensorChunk& chunk = response.header.chunks(j);
+    const PayloadView& data = response.values[j];
     if (chunk.tensor_id() != ref.tensor_id || chunk.offset() != ref.offset || chunk.length() != ref.length ||
-        chunk.data().size() != static_cast<size_t>(ref.length) * sizeof(float)) {
+        data.size() != static_cast<size_t>(ref.length) * sizeof(float)) {
       return absl::DataLossError(absl::StrCat(
           "pull from server ", server, ": chunk ", i, " is (tensor ", chunk.tensor_id(), ", offset ",
-          chunk.offset(), ", ", chunk.data().size(), " bytes), expected (tensor '",
-          tensor_names_[ref.tensor_id], "', offset ", ref.offset, ", ", ref.length * sizeof(float), " bytes)"));
+          chunk.offset(), ", ", data.size(), " bytes), expected (tensor '", tensor_names_[ref.tensor_id],
+          "', offset ", ref.offset, ", ", ref.length * sizeof(float), " bytes)"));
     }
-    std::memcpy(flat_weights + ref.flat_offset, chunk.data().data(), chunk.data().size());
+    data.CopyTo(flat_weights + ref.flat_offset);
   }
   return absl::OkStatus();
 }

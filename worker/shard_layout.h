@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "model/param_spec.h"
 #include "proto/cluster.pb.h"
+#include "common/tensor_wire.h"
 #include "proto/ps.pb.h"
 
 namespace pstrain::worker {
@@ -37,9 +38,11 @@ class ShardLayout {
   int num_servers() const { return static_cast<int>(per_server_.size()); }
   const std::vector<ChunkRef>& chunks(int server) const { return per_server_[server]; }
 
-  // Makes `request` carry the pieces of `flat_grad` that `server` owns, in map order. Reuses the
-  // request's chunk storage, so a request kept across steps allocates nothing in steady state.
-  void FillPush(int server, const float* flat_grad, PushRequest* request) const;
+  // Makes `request` carry the pieces of `flat_grad` that `server` owns, in map order: chunk
+  // headers in the message, values pointing into flat_grad (not copied; flat_grad must stay
+  // unchanged until the call ends). Reuses the request's storage, so a request kept across steps
+  // allocates nothing in steady state.
+  void FillPush(int server, const float* flat_grad, OutgoingPush* request) const;
 
   // The run [first, first + count) of `server`'s chunks whose tensors lie in [first_tensor,
   // end_tensor): chunks are in (tensor, offset) order, so a tensor range is a contiguous run.
@@ -52,18 +55,19 @@ class ShardLayout {
 
   // FillPush for the run `run` of `server`'s chunks only, as a partial push (PushRequest.partial,
   // first_chunk); the request's other fields are the caller's.
-  void FillPartialPush(int server, ChunkRun run, const float* flat_grad, PushRequest* request) const;
+  void FillPartialPush(int server, ChunkRun run, const float* flat_grad, OutgoingPush* request) const;
 
-  // Copies the chunks of `response` into `flat_weights`. The response must hold exactly the chunks
-  // the map gives `server`, with the right byte sizes; otherwise DATA_LOSS naming the first mismatch
-  // and `flat_weights` may be partly written (the caller discards them).
-  absl::Status ApplyPull(int server, const PullResponse& response, float* flat_weights) const;
+  // Copies the chunks of `response` into `flat_weights`, straight from the received bytes. The
+  // response must hold exactly the chunks the map gives `server`, with the right byte sizes;
+  // otherwise DATA_LOSS naming the first mismatch and `flat_weights` may be partly written (the
+  // caller discards them).
+  absl::Status ApplyPull(int server, const IncomingPull& response, float* flat_weights) const;
   // ApplyPull for the answer to a partial push of `run`: exactly those chunks.
-  absl::Status ApplyPartialPull(int server, ChunkRun run, const PullResponse& response, float* flat_weights) const;
+  absl::Status ApplyPartialPull(int server, ChunkRun run, const IncomingPull& response, float* flat_weights) const;
 
  private:
   // Makes `request` carry exactly the chunks of `run`, reusing its chunk storage.
-  void FillChunks(int server, ChunkRun run, const float* flat_grad, PushRequest* request) const;
+  void FillChunks(int server, ChunkRun run, const float* flat_grad, OutgoingPush* request) const;
 
   std::vector<std::vector<ChunkRef>> per_server_;
   std::vector<std::string> tensor_names_;

@@ -348,12 +348,12 @@ absl::Status Trainer::PushAfterBackward(int count, int64_t step, int epoch, int6
   t = now;
   const uint64_t request_id = next_request_id_++;
   for (int s = 0; s < layout_.num_servers(); ++s) {
-    PushRequest& push = push_[s];
-    push.set_shard(s);
+    OutgoingPush& push = push_[s];
+    push.header.set_shard(s);
     // The copy must have applied the step before this worker moves on (see PsClient).
-    push.set_wait_until_applied(routes_[s].backup >= 0);
-    push.set_request_id(request_id);
-    FillPushHeader(step, epoch, count, lease_id, lease_batch, &push);
+    push.header.set_wait_until_applied(routes_[s].backup >= 0);
+    push.header.set_request_id(request_id);
+    FillPushHeader(step, epoch, count, lease_id, lease_batch, &push.header);
     layout_.FillPush(s, grad_.data(), &push);
   }
   now = absl::Now();
@@ -411,8 +411,8 @@ absl::StatusOr<int64_t> Trainer::PullWeights(int64_t step, int epoch) {
   }
   RETURN_IF_ERROR(ps_->PullShards(routes_, requests, &pulled_));
   RETURN_IF_ERROR(InstallWeights());
-  int64_t lowest = pulled_[0].step();
-  for (const PullResponse& r : pulled_) lowest = std::min(lowest, r.step());
+  int64_t lowest = pulled_[0].header.step();
+  for (const IncomingPull& r : pulled_) lowest = std::min(lowest, r.header.step());
   return lowest;
 }
 

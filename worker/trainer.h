@@ -160,8 +160,8 @@ class Trainer {
   std::vector<float> grad_;
   std::vector<float> batch_x_;
   std::vector<int32_t> batch_y_;
-  std::vector<PushRequest> push_;        // One per server, reused every step.
-  std::vector<PullResponse> pulled_;     // One per server.
+  std::vector<OutgoingPush> push_;       // One per server, reused every step.
+  std::vector<IncomingPull> pulled_;     // One per server.
   PushRequest header_;                   // SYNC with overlap: the fields every part carries.
   LayerPusher pusher_;
   // SYNC with overlap: the request ids of the step being sent (see PushDuringBackward).
