@@ -9,6 +9,7 @@ packages=(
   libabsl-dev libgoogle-glog-dev libgflags-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev zlib1g-dev
+  python3-grpcio python3-protobuf
   dataset-fashion-mnist
 )
 
