@@ -1,10 +1,14 @@
 // gRPC throughput of the parameter server against a bare echo service in the same process, for
 // payloads from 4 KiB to 64 MiB. Every benchmark starts its own server on 127.0.0.1:0 hosting the
-// echo service (bench/echo_service.h) and a ParameterServerService over a one-tensor store, and
-// calls it through blocking stubs on a channel without message size limits.
+// echo service (bench/echo_service.h) and a ParameterServerService over a one-tensor store. The
+// parameter server is called the way workers call it, through worker::PsClient (raw tensor
+// payloads, common/tensor_wire.h), with the answer copied into a weights buffer as a worker
+// installs it; the echo baselines go through blocking protobuf stubs.
 //
 //   Echo      N bytes each way                    baseline for PushPull
 //   PushPull  SYNC, 1 worker: one SGD step + the weights back, N bytes each way
+//   PushPullProto  the same through the generated protobuf stub (tensors copied in and out of
+//             protobuf `bytes` on the client): what the raw payloads save
 //   Send      N bytes up, a count back            baseline for Push
 //   Push      ASYNC: N bytes of gradient applied with SGD
 //   Fetch     a size up, N bytes back             baseline for Pull
@@ -26,6 +30,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <benchmark/benchmark.h>
 #include <glog/logging.h>
@@ -33,14 +38,17 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/malloc_tuning.h"
 #include "bench/bench_store.h"
 #include "bench/echo.grpc.pb.h"
 #include "bench/echo_service.h"
 #include "bench/socket_pingpong.h"
 #include "proto/ps.grpc.pb.h"
+#include "common/tensor_wire.h"
 #include "server/parameter_store.h"
 #include "server/ps_service.h"
+#include "worker/ps_client.h"
 
 namespace pstrain::bench {
 namespace {
@@ -85,10 +93,19 @@ class BenchServer {
                                                  grpc::InsecureChannelCredentials(), args);
     server->echo_ = Echo::NewStub(server->channel_);
     server->ps_ = ParameterServer::NewStub(server->channel_);
+    ClusterView view;
+    ServerInfo* info = view.add_servers();
+    info->set_rank(0);
+    info->set_address(unix_socket ? unix_address : absl::StrCat("127.0.0.1:", port));
+    absl::StatusOr<std::unique_ptr<worker::PsClient>> client =
+        worker::PsClient::Create(view, absl::Seconds(60), /*unix_sockets=*/false);
+    if (!client.ok()) return client.status();
+    server->client_ = *std::move(client);
     return server;
   }
 
   ~BenchServer() {
+    client_.reset();
     // The store finishes parked rpcs first, then the server drains; the store outlives both.
     store_->Shutdown();
     server_->Shutdown();
@@ -97,6 +114,7 @@ class BenchServer {
   const ShardMap& map() const { return map_; }
   Echo::Stub* echo() { return echo_.get(); }
   ParameterServer::Stub* ps() { return ps_.get(); }
+  worker::PsClient* client() { return client_.get(); }
 
  private:
   explicit BenchServer(int64_t bytes) : map_(OneTensorShardMap(bytes / 4)), echo_service_(bytes) {}
@@ -109,7 +127,21 @@ class BenchServer {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<Echo::Stub> echo_;
   std::unique_ptr<ParameterServer::Stub> ps_;
+  std::unique_ptr<worker::PsClient> client_;
 };
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  return s.ok() ? grpc::Status::OK : grpc::Status(grpc::StatusCode::UNKNOWN, std::string(s.message()));
+}
+
+// Copies an answer's values into `weights`, as a worker installs them.
+void Install(const IncomingPull& answer, std::vector<float>* weights) {
+  char* out = reinterpret_cast<char*>(weights->data());
+  for (const PayloadView& v : answer.values) {
+    v.CopyTo(out);
+    out += v.size();
+  }
+}
 
 // One blocking call with a generous deadline (a 64 MiB call takes well under a second).
 template <typename Call>
@@ -160,8 +192,30 @@ void BM_Echo(benchmark::State& state, int64_t bytes) {
 void PushPullOver(benchmark::State& state, int64_t bytes, bool unix_socket) {
   std::unique_ptr<BenchServer> server = StartOrSkip(state, SYNC, bytes, unix_socket);
   if (server == nullptr) return;
+  const PushRequest gradient = GradientPush(server->map(), /*worker_rank=*/0, kGradient);
+  std::vector<OutgoingPush> request = {ViewOf(gradient)};
+  std::vector<IncomingPull> response;
+  std::vector<float> weights(static_cast<size_t>(bytes / 4));
+  int64_t step = 0;
+  uint64_t request_id = 0;
+  Measure(state, bytes, 2 * bytes, [&] {
+    request[0].header.set_step(step);
+    request[0].header.set_request_id(++request_id);
+    absl::Status status = server->client()->PushPullAll(request, &response);
+    if (status.ok()) {
+      Install(response[0], &weights);
+      step = response[0].header.step();  // one worker: every push completes a step
+    }
+    return ToGrpc(status);
+  });
+}
+
+void BM_PushPullProto(benchmark::State& state, int64_t bytes) {
+  std::unique_ptr<BenchServer> server = StartOrSkip(state, SYNC, bytes);
+  if (server == nullptr) return;
   PushRequest request = GradientPush(server->map(), /*worker_rank=*/0, kGradient);
   PullResponse response;
+  std::vector<float> weights(static_cast<size_t>(bytes / 4));
   int64_t step = 0;
   uint64_t request_id = 0;
   Measure(state, bytes, 2 * bytes, [&] {
@@ -169,7 +223,8 @@ void PushPullOver(benchmark::State& state, int64_t bytes, bool unix_socket) {
     request.set_request_id(++request_id);
     grpc::Status status = CallWithDeadline(
         [&](grpc::ClientContext* c) { return server->ps()->PushPull(c, request, &response); });
-    step = response.step();  // one worker: every push completes a step
+    if (status.ok()) std::memcpy(weights.data(), response.chunks(0).data().data(), response.chunks(0).data().size());
+    step = response.step();
     return status;
   });
 }
@@ -215,13 +270,21 @@ void BM_Send(benchmark::State& state, int64_t bytes) {
 void BM_Push(benchmark::State& state, int64_t bytes) {
   std::unique_ptr<BenchServer> server = StartOrSkip(state, ASYNC, bytes);
   if (server == nullptr) return;
-  PushRequest request = GradientPush(server->map(), /*worker_rank=*/0, kGradient);
+  const PushRequest gradient = GradientPush(server->map(), /*worker_rank=*/0, kGradient);
+  OutgoingPush request = ViewOf(gradient);
   PushResponse response;
   uint64_t request_id = 0;
   Measure(state, bytes, bytes, [&] {
-    request.set_step(static_cast<int64_t>(request_id));
-    request.set_request_id(++request_id);
-    return CallWithDeadline([&](grpc::ClientContext* c) { return server->ps()->Push(c, request, &response); });
+    request.header.set_step(static_cast<int64_t>(request_id));
+    request.header.set_request_id(++request_id);
+    absl::Notification done;
+    absl::Status result;
+    server->client()->PushAsync(0, &request, &response, [&](absl::Status s) {
+      result = std::move(s);
+      done.Notify();
+    });
+    done.WaitForNotification();
+    return ToGrpc(result);
   });
 }
 
@@ -239,12 +302,15 @@ void BM_Fetch(benchmark::State& state, int64_t bytes) {
 void BM_Pull(benchmark::State& state, int64_t bytes) {
   std::unique_ptr<BenchServer> server = StartOrSkip(state, ASYNC, bytes);
   if (server == nullptr) return;
-  PullRequest request;
-  request.set_worker_rank(0);
-  request.set_membership_epoch(1);
-  PullResponse response;
+  std::vector<PullRequest> request(1);
+  request[0].set_worker_rank(0);
+  request[0].set_membership_epoch(1);
+  std::vector<IncomingPull> response;
+  std::vector<float> weights(static_cast<size_t>(bytes / 4));
   Measure(state, bytes, bytes, [&] {
-    return CallWithDeadline([&](grpc::ClientContext* c) { return server->ps()->Pull(c, request, &response); });
+    absl::Status status = server->client()->PullAll(request, &response);
+    if (status.ok()) Install(response[0], &weights);
+    return ToGrpc(status);
   });
 }
 
@@ -255,7 +321,7 @@ std::string SizeName(int64_t bytes) {
 void RegisterAll() {
   using Fn = void (*)(benchmark::State&, int64_t);
   const std::pair<const char*, Fn> kinds[] = {
-      {"Echo", BM_Echo}, {"PushPull", BM_PushPull}, {"Send", BM_Send},
+      {"Echo", BM_Echo}, {"PushPull", BM_PushPull}, {"PushPullProto", BM_PushPullProto}, {"Send", BM_Send},
       {"Push", BM_Push}, {"Fetch", BM_Fetch},       {"Pull", BM_Pull},
       {"TcpPingPong", BM_TcpPingPong}, {"UnixPingPong", BM_UnixPingPong}, {"PushPullUnix", BM_PushPullUnix},
   };
