@@ -3,6 +3,8 @@
 // happened (SYNC mode).
 #include <signal.h>
 
+#include <algorithm>
+
 #include <regex>
 #include <string>
 #include <vector>
@@ -81,7 +83,14 @@ TEST_P(AsyncRecoveryTest, KilledServerIsReplacedAndRestoresOnlyItsOwnCheckpoint)
   EXPECT_THAT(summary, ContainsRegex("\"role\": *\"server\", *\"rank\": *[01], *\"kind\": *\"joined\""));
   EXPECT_THAT(cluster.scheduler->Output(), HasSubstr("restores its checkpoint of step"));
   EXPECT_THAT(cluster.servers[2]->Output(), HasSubstr("rolling back to step"));
-  EXPECT_TRUE(NearAnyReference(JsonNumber(summary, "final_test_accuracy"), undisturbed, 0.005)) << summary;
+  // The replaced shard lost its updates since its checkpoint: the guarantee is that this costs no
+  // more than 0.5 points. Async and SSP runs differ by scheduling, and a disturbed run has come out
+  // 0.5 points BETTER than both undisturbed ones, so the check is one-sided, with a loose upper
+  // bound that still catches a broken accuracy figure.
+  const double accuracy = JsonNumber(summary, "final_test_accuracy");
+  const auto [worst, best] = std::minmax_element(undisturbed.begin(), undisturbed.end());
+  EXPECT_GE(accuracy, *worst - 0.005) << summary;
+  EXPECT_LE(accuracy, *best + 0.02) << summary;
   for (auto& w : cluster.workers) EXPECT_THAT(w->Output(), ::testing::Not(HasSubstr("rewinding")));
 }
 
