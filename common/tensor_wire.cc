@@ -18,7 +18,10 @@ constexpr int kLen = 2;
 constexpr int kFixed32 = 5;
 constexpr int kPushChunksField = 7;   // PushRequest.chunks
 constexpr int kPullChunksField = 2;   // PullResponse.chunks
-constexpr int kChunkDataField = 4;    // TensorChunk.data
+constexpr int kChunkTensorIdField = 1;  // TensorChunk.tensor_id
+constexpr int kChunkOffsetField = 2;    // TensorChunk.offset
+constexpr int kChunkLengthField = 3;    // TensorChunk.length
+constexpr int kChunkDataField = 4;      // TensorChunk.data
 
 void PutVarint(uint64_t v, std::string* out) {
   while (v >= 0x80) {
@@ -203,6 +206,15 @@ absl::Status DecodeChunk(Reader& reader, uint64_t size, int index, TensorChunk* 
     RETURN_IF_ERROR(reader.Varint(&tag));
     const int field = static_cast<int>(tag >> 3);
     const int wire_type = static_cast<int>(tag & 7);
+    if (wire_type == kVarint && field >= kChunkTensorIdField && field <= kChunkLengthField) {
+      // The three header fields of every chunk, set directly (no parse of a string per chunk).
+      uint64_t v;
+      RETURN_IF_ERROR(reader.Varint(&v));
+      if (field == kChunkTensorIdField) chunk->set_tensor_id(static_cast<int32_t>(v));
+      if (field == kChunkOffsetField) chunk->set_offset(static_cast<int64_t>(v));
+      if (field == kChunkLengthField) chunk->set_length(static_cast<int64_t>(v));
+      continue;
+    }
     if (field == kChunkDataField && wire_type == kLen) {
       uint64_t n;
       RETURN_IF_ERROR(reader.Varint(&n));
@@ -219,7 +231,8 @@ absl::Status DecodeChunk(Reader& reader, uint64_t size, int index, TensorChunk* 
   if (reader.position() - start != size) {
     return reader.Error(start, absl::StrCat("chunk ", index, ": fields run past its length of ", size, " bytes"));
   }
-  if (!chunk->ParseFromString(fields)) {
+  // Anything else (fields a newer peer may send) goes through protobuf.
+  if (!fields.empty() && !chunk->MergeFromString(fields)) {
     return reader.Error(start, absl::StrCat("chunk ", index, ": not a valid TensorChunk"));
   }
   return absl::OkStatus();
@@ -300,11 +313,26 @@ absl::Status DecodePull(const grpc::ByteBuffer& in, absl::string_view what, Inco
   return DecodeWithValues(in, what, kPullChunksField, &out->header, &out->values, &out->slices);
 }
 
-std::vector<PayloadView> ViewsOf(const google::protobuf::RepeatedPtrField<TensorChunk>& chunks) {
-  std::vector<PayloadView> views;
-  views.reserve(chunks.size());
-  for (const TensorChunk& c : chunks) views.emplace_back(c.data());
-  return views;
+void ReleaseValues(IncomingPull* pull) {
+  pull->values.clear();
+  pull->slices.clear();
+}
+
+void EncodeMessage(const google::protobuf::MessageLite& message, grpc::ByteBuffer* out) {
+  const std::string bytes = message.SerializeAsString();
+  grpc::Slice slice(bytes.data(), bytes.size());
+  grpc::ByteBuffer buffer(&slice, 1);
+  out->Swap(&buffer);
+}
+
+absl::Status DecodeMessage(const grpc::ByteBuffer& in, absl::string_view what, google::protobuf::MessageLite* out) {
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (in.Dump(&slices).ok()) {
+    for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    if (out->ParseFromString(bytes)) return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(what, ": not a valid ", out->GetTypeName()));
 }
 
 PushRequest Materialize(const OutgoingPush& push) {

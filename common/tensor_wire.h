@@ -79,9 +79,14 @@ void EncodePull(const PullResponse& header, PooledBuffer values, grpc::ByteBuffe
 absl::Status DecodePush(const grpc::ByteBuffer& in, absl::string_view what, IncomingPush* out);
 absl::Status DecodePull(const grpc::ByteBuffer& in, absl::string_view what, IncomingPull* out);
 
-// Views of the data of `message`'s chunks (messages built with data in the protobuf strings, e.g.
-// by tests and third-party clients); they point into `message`.
-std::vector<PayloadView> ViewsOf(const google::protobuf::RepeatedPtrField<TensorChunk>& chunks);
+// Drops an answer's values and the received bytes they point into, keeping the header: once the
+// values are installed, holding gRPC's receive buffers until the next answer only costs memory.
+void ReleaseValues(IncomingPull* pull);
+
+// Messages without tensors (PullRequest, PushResponse) go through protobuf as usual.
+void EncodeMessage(const google::protobuf::MessageLite& message, grpc::ByteBuffer* out);
+// INVALID_ARGUMENT "<what>: not a valid <type>" when the bytes do not parse.
+absl::Status DecodeMessage(const grpc::ByteBuffer& in, absl::string_view what, google::protobuf::MessageLite* out);
 
 // The reverse of the zero-copy forms, for tests and tools: a PushRequest whose chunks hold their
 // data (copied), and a PullResponse likewise.

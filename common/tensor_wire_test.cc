@@ -131,6 +131,27 @@ TEST(TensorWireTest, PullRoundTripsThroughTheDecoder) {
   EXPECT_EQ(in.header.chunks(0).data(), "");
 }
 
+TEST(TensorWireTest, ChunkFieldsUnknownToThisCodecStillReachTheHeader) {
+  // A chunk with its header fields out of order, a negative tensor id, and a field this codec does
+  // not handle itself (a newer peer's): each ends up where protobuf would put it.
+  TensorChunk extra;
+  extra.set_data(std::string(8, 'v'));
+  std::string chunk_bytes = extra.SerializeAsString();
+  TensorChunk fields;
+  fields.set_length(2);
+  fields.set_offset(40);
+  fields.set_tensor_id(-3);
+  chunk_bytes = fields.SerializeAsString() + chunk_bytes + std::string("\x2d\x01\x02\x03\x04", 5);  // field 5, fixed32
+  std::string message = std::string("\x3a", 1) + static_cast<char>(chunk_bytes.size()) + chunk_bytes;
+  IncomingPush in;
+  ASSERT_TRUE(DecodePush(Pieces(message, 3), "push", &in).ok());
+  ASSERT_EQ(in.header.chunks_size(), 1);
+  EXPECT_EQ(in.header.chunks(0).tensor_id(), -3);
+  EXPECT_EQ(in.header.chunks(0).offset(), 40);
+  EXPECT_EQ(in.header.chunks(0).length(), 2);
+  EXPECT_EQ(in.values[0].size(), 8u);
+}
+
 TEST(TensorWireTest, MalformedBytesGetAPreciseError) {
   PushRequest only_chunks;  // so that the message ends inside the chunk's data
   TensorChunk* chunk = only_chunks.add_chunks();

@@ -165,6 +165,7 @@ ParameterStore::~ParameterStore() { Shutdown(); }
 // Validation that needs no lock.
 
 absl::Status ParameterStore::ValidatePush(const PushRequest& req, absl::Span<const PayloadView> values) const {
+  CHECK_EQ(values.size(), static_cast<size_t>(req.chunks_size())) << "one value view per chunk";
   const int r = req.worker_rank();
   if (r < 0) {
     return absl::InvalidArgumentError(

@@ -167,7 +167,9 @@ class ParameterStore {
   // or size, non-finite value), ABORTED (worker not live, membership epoch other than the store's), FAILED_PRECONDITION
   // (wrong step, old data epoch), ALREADY_EXISTS (see above), UNAVAILABLE (shutting down).
   // `values[i]` holds chunk i's data (the request's own chunks carry none): the raw transport's
-  // views into the received bytes. The form without `values` reads the chunks' data.
+  // views into the received bytes. The form without `values` reads the chunks' data. `req` and
+  // `values` are read before Push returns, also when the answer is parked.
+  // REQUIRES: values.size() == req.chunks_size().
   void Push(const PushRequest& req, absl::Span<const PayloadView> values, PushResponse* resp, Done done);
   void Push(const PushRequest& req, PushResponse* resp, Done done);
 

@@ -15,35 +15,16 @@
 namespace pstrain::server {
 namespace {
 
-ParameterStore::Done FinishWith(grpc::ServerUnaryReactor* reactor) {
-  return [reactor](absl::Status status) { reactor->Finish(ToGrpcStatus(status)); };
-}
-
 template <typename Request>
 std::optional<int> ShardOf(const Request& request) {
   if (!request.has_shard()) return std::nullopt;
   return request.shard();
 }
 
-// Small messages (a PullRequest, a PushResponse) go through protobuf as usual.
-bool ParseSmall(const grpc::ByteBuffer& in, google::protobuf::MessageLite* message) {
-  std::vector<grpc::Slice> slices;
-  if (!in.Dump(&slices).ok()) return false;
-  std::string bytes;
-  for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  return message->ParseFromString(bytes);
-}
-
-void SerializeSmall(const google::protobuf::MessageLite& message, grpc::ByteBuffer* out) {
-  const std::string bytes = message.SerializeAsString();
-  grpc::Slice slice(bytes.data(), bytes.size());
-  grpc::ByteBuffer buffer(&slice, 1);
-  out->Swap(&buffer);
-}
-
-// The state of one raw call, alive until its answer is encoded.
-struct RawCall {
-  IncomingPush push;
+// The answer of one raw call, alive until it is encoded. The request is not in it: the store is
+// done with a request when its call returns, so the received bytes go back to gRPC then, not when
+// a parked answer is finally released.
+struct RawAnswer {
   PullResponse header;    // the answer, without the values
   PushResponse pushed;    // Push's answer
   PooledBuffer values;    // the answer's values
@@ -52,9 +33,10 @@ struct RawCall {
 // Room for the answer to `push`: the floats of its chunks, which a valid push (checked by the
 // store) matches exactly; never more than the store holds, whatever the lengths claim.
 size_t AnswerBytes(const PushRequest& push, const ParameterStore& store) {
+  const int64_t most = store.num_elements();
   int64_t floats = 0;
-  for (const TensorChunk& c : push.chunks()) floats += std::max<int64_t>(c.length(), 0);
-  return 4 * static_cast<size_t>(std::min(floats, store.num_elements()));
+  for (const TensorChunk& c : push.chunks()) floats = std::min(most, floats + std::clamp<int64_t>(c.length(), 0, most));
+  return 4 * static_cast<size_t>(floats);
 }
 
 }  // namespace
@@ -90,19 +72,19 @@ grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerConte
                                                        const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   PullRequest req;
-  if (!ParseSmall(*request, &req)) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "pull: the request is not a valid PullRequest"));
+  if (absl::Status s = DecodeMessage(*request, "pull", &req); !s.ok()) {
+    reactor->Finish(ToGrpcStatus(s));
     return reactor;
   }
   ParameterStore* store = StoreOrFinish(ShardOf(req), reactor);
   if (store == nullptr) return reactor;
-  auto* call = new RawCall;
-  call->values = BufferPool::Default().Acquire(4 * static_cast<size_t>(store->num_elements()));
-  float* values = call->values.floats();
+  auto* answer = new RawAnswer;
+  answer->values = BufferPool::Default().Acquire(4 * static_cast<size_t>(store->num_elements()));
+  float* values = answer->values.floats();
   store->Pull(
-      req, &call->header,
-      [reactor, call, response](absl::Status status) {
-        std::unique_ptr<RawCall> owned(call);
+      req, &answer->header,
+      [reactor, answer, response](absl::Status status) {
+        std::unique_ptr<RawAnswer> owned(answer);
         if (status.ok()) EncodePull(owned->header, std::move(owned->values), response);
         reactor->Finish(ToGrpcStatus(status));
       },
@@ -113,17 +95,17 @@ grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* ParameterServerService::Push(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto call = std::make_unique<RawCall>();
-  if (absl::Status s = DecodePush(*request, "push", &call->push); !s.ok()) {
+  IncomingPush push;
+  if (absl::Status s = DecodePush(*request, "push", &push); !s.ok()) {
     reactor->Finish(ToGrpcStatus(s));
     return reactor;
   }
-  ParameterStore* store = StoreOrFinish(ShardOf(call->push.header), reactor);
+  ParameterStore* store = StoreOrFinish(ShardOf(push.header), reactor);
   if (store == nullptr) return reactor;
-  RawCall* raw = call.release();
-  store->Push(raw->push.header, raw->push.values, &raw->pushed, [reactor, raw, response](absl::Status status) {
-    std::unique_ptr<RawCall> owned(raw);
-    if (status.ok()) SerializeSmall(owned->pushed, response);
+  auto* answer = new RawAnswer;
+  store->Push(push.header, push.values, &answer->pushed, [reactor, answer, response](absl::Status status) {
+    std::unique_ptr<RawAnswer> owned(answer);
+    if (status.ok()) EncodeMessage(owned->pushed, response);
     reactor->Finish(ToGrpcStatus(status));
   });
   return reactor;
@@ -133,23 +115,24 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
                                                            const grpc::ByteBuffer* request,
                                                            grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto call = std::make_unique<RawCall>();
-  if (absl::Status s = DecodePush(*request, "push", &call->push); !s.ok()) {
+  IncomingPush push;
+  if (absl::Status s = DecodePush(*request, "push", &push); !s.ok()) {
     reactor->Finish(ToGrpcStatus(s));
     return reactor;
   }
-  ParameterStore* store = StoreOrFinish(ShardOf(call->push.header), reactor);
+  ParameterStore* store = StoreOrFinish(ShardOf(push.header), reactor);
   if (store == nullptr) return reactor;
-  call->values = BufferPool::Default().Acquire(AnswerBytes(call->push.header, *store));
-  RawCall* raw = call.release();
+  auto* answer = new RawAnswer;
+  answer->values = BufferPool::Default().Acquire(AnswerBytes(push.header, *store));
+  float* values = answer->values.floats();
   store->PushPull(
-      raw->push.header, raw->push.values, &raw->header,
-      [reactor, raw, response](absl::Status status) {
-        std::unique_ptr<RawCall> owned(raw);
+      push.header, push.values, &answer->header,
+      [reactor, answer, response](absl::Status status) {
+        std::unique_ptr<RawAnswer> owned(answer);
         if (status.ok()) EncodePull(owned->header, std::move(owned->values), response);
         reactor->Finish(ToGrpcStatus(status));
       },
-      raw->values.floats());
+      values);
   return reactor;
 }
 

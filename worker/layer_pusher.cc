@@ -85,6 +85,7 @@ void LayerPusher::Send(int first, int end) {
         route.primary, &push, &part->response,
         [this, part](absl::Status status) {
           if (status.ok()) status = layout_->ApplyPartialPull(part->shard, part->run, part->response, weights_);
+          ReleaseValues(&part->response);
           CallDone(status);
         },
         this);

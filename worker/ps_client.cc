@@ -134,23 +134,6 @@ constexpr char kPullMethod[] = "/pstrain.ParameterServer/Pull";
 constexpr char kPushMethod[] = "/pstrain.ParameterServer/Push";
 constexpr char kPushPullMethod[] = "/pstrain.ParameterServer/PushPull";
 
-void EncodeSmall(const google::protobuf::MessageLite& message, grpc::ByteBuffer* out) {
-  const std::string bytes = message.SerializeAsString();
-  grpc::Slice slice(bytes.data(), bytes.size());
-  grpc::ByteBuffer buffer(&slice, 1);
-  out->Swap(&buffer);
-}
-
-absl::Status DecodeSmall(const grpc::ByteBuffer& in, absl::string_view what, google::protobuf::MessageLite* out) {
-  std::vector<grpc::Slice> slices;
-  std::string bytes;
-  if (in.Dump(&slices).ok()) {
-    for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-    if (out->ParseFromString(bytes)) return absl::OkStatus();
-  }
-  return absl::DataLossError(absl::StrCat(what, ": the answer is not a valid ", out->GetTypeName()));
-}
-
 }  // namespace
 
 void PsClient::StartRaw(int server, Call* call, const char* method,
@@ -170,7 +153,7 @@ void PsClient::StartRaw(int server, Call* call, const char* method,
 void PsClient::PullAsync(int server, const PullRequest* request, IncomingPull* response, Done done) {
   Call* call = Begin(server, "pull", std::move(done));
   if (call == nullptr) return;
-  EncodeSmall(*request, &call->request);
+  EncodeMessage(*request, &call->request);
   StartRaw(server, call, kPullMethod,
            [response](const grpc::ByteBuffer& bytes) { return DecodePull(bytes, "answer", response); });
 }
@@ -181,7 +164,7 @@ void PsClient::PushAsync(int server, const OutgoingPush* request, PushResponse* 
   if (call == nullptr) return;
   EncodePush(*request, &call->request);
   StartRaw(server, call, kPushMethod,
-           [response](const grpc::ByteBuffer& bytes) { return DecodeSmall(bytes, "answer", response); });
+           [response](const grpc::ByteBuffer& bytes) { return DecodeMessage(bytes, "answer", response); });
 }
 
 void PsClient::PushPullAsync(int server, const OutgoingPush* request, IncomingPull* response, Done done,

@@ -419,6 +419,7 @@ absl::StatusOr<int64_t> Trainer::PullWeights(int64_t step, int epoch) {
 absl::Status Trainer::InstallWeights() {
   for (int s = 0; s < layout_.num_servers(); ++s) {
     RETURN_IF_ERROR(layout_.ApplyPull(s, pulled_[s], weights_.data()));
+    ReleaseValues(&pulled_[s]);
   }
   return model_->SetParameters(weights_);
 }
