@@ -85,7 +85,6 @@ class Cnn : public Model {
   // Floats per sample: input_channels * input_height * input_width.
   int input_size() const override { return static_cast<int>(conv1_.input_elements()); }
   int num_classes() const override { return shape_.classes; }
-  const CnnShape& shape() const { return shape_; }
 
   // Loads every weight from `flat` (num_parameters() host floats, params() layout).
   // Wrong size -> INVALID_ARGUMENT.

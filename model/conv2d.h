@@ -36,8 +36,6 @@ class Conv2d {
   Conv2d(int in_channels, int out_channels, int kernel, int stride, int padding, int height,
          int width);
 
-  int in_channels() const { return window_.channels; }
-  int out_channels() const { return out_channels_; }
   int out_height() const { return window_.out_height(); }
   int out_width() const { return window_.out_width(); }
   const Window2d& window() const { return window_; }

@@ -26,7 +26,6 @@ class MaxPool2d {
   // REQUIRES: Validate(...) is OK.
   MaxPool2d(int channels, int height, int width, int kernel, int stride);
 
-  int channels() const { return window_.channels; }
   int out_height() const { return window_.out_height(); }
   int out_width() const { return window_.out_width(); }
   const Window2d& window() const { return window_; }

@@ -1,6 +1,7 @@
 #include "model/model_common.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "model/init.h"
 #include "model/model.h"
 
@@ -55,9 +56,7 @@ absl::Status ReportLayerGradient(Backend* backend, const std::vector<ParamSpec>&
   const ParamSpec& bias = params[2 * layer + 1];
   const int64_t begin = weight.flat_offset;
   const int64_t end = bias.flat_offset + bias.num_elements;
-  if (absl::Status s = backend->Download(grads + begin, (end - begin) * sizeof(float), grad.data() + begin); !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(backend->Download(grads + begin, (end - begin) * sizeof(float), grad.data() + begin));
   sink->GradientReady(2 * layer, 2 * layer + 2);
   return absl::OkStatus();
 }

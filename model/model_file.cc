@@ -58,34 +58,6 @@ uint32_t Crc(uint32_t crc, const void* data, size_t size) {
   return crc;
 }
 
-// Writes the header, the values and the checksum to fd.
-absl::Status WriteContents(int fd, const std::string& header, absl::Span<const float> values,
-                           const std::string& path) {
-  uint32_t crc = Crc(static_cast<uint32_t>(crc32(0, Z_NULL, 0)), header.data(), header.size());
-  RETURN_IF_ERROR(WriteAll(fd, header.data(), header.size(), path));
-  // Values go out in pieces so a big-endian host needs only a small swap buffer.
-  constexpr size_t kPiece = 1 << 16;
-  std::string buffer;
-  for (size_t start = 0; start < values.size(); start += kPiece) {
-    const size_t count = std::min(kPiece, values.size() - start);
-    const void* bytes = values.data() + start;
-    if (!kLittleEndianHost) {
-      buffer.clear();
-      for (size_t i = 0; i < count; ++i) {
-        uint32_t u;
-        std::memcpy(&u, &values[start + i], 4);
-        AppendU32(u, &buffer);
-      }
-      bytes = buffer.data();
-    }
-    crc = Crc(crc, bytes, count * 4);
-    RETURN_IF_ERROR(WriteAll(fd, bytes, count * 4, path));
-  }
-  std::string trailer;
-  AppendU32(crc, &trailer);
-  return WriteAll(fd, trailer.data(), trailer.size(), path);
-}
-
 // The header of a file holding `params` and `values`, after checking they fit together; `path`
 // names the file in errors.
 absl::StatusOr<std::string> Header(const std::string& path, const std::vector<ParamSpec>& params,
@@ -124,24 +96,40 @@ absl::StatusOr<std::string> Header(const std::string& path, const std::vector<Pa
 
 }  // namespace
 
+namespace {
+
+// The whole file: header, values (little-endian float32) and the checksum of both. `what` names
+// the file in errors.
+absl::StatusOr<std::string> Contents(const std::string& what, const std::vector<ParamSpec>& params,
+                                     absl::Span<const float> values) {
+  ASSIGN_OR_RETURN(std::string contents, Header(what, params, values));
+  const size_t header_size = contents.size();
+  if (kLittleEndianHost) {
+    contents.resize(header_size + 4 * values.size());
+    std::memcpy(contents.data() + header_size, values.data(), 4 * values.size());
+  } else {
+    contents.reserve(header_size + 4 * values.size() + 4);
+    for (float value : values) {
+      uint32_t u;
+      std::memcpy(&u, &value, 4);
+      AppendU32(u, &contents);
+    }
+  }
+  AppendU32(Crc(static_cast<uint32_t>(crc32(0, Z_NULL, 0)), contents.data(), contents.size()), &contents);
+  return contents;
+}
+
+}  // namespace
+
 absl::Status WriteModelFile(const std::string& path, const std::vector<ParamSpec>& params,
                             absl::Span<const float> values) {
-  ASSIGN_OR_RETURN(const std::string header, Header(path, params, values));
-  return WriteFileAtomically(path, "model file",
-                             [&](int fd) { return WriteContents(fd, header, values, path); });
+  ASSIGN_OR_RETURN(const std::string contents, Contents(path, params, values));
+  return WriteFileAtomically(path, "model file", contents);
 }
 
 absl::StatusOr<std::string> SerializeModelFile(const std::vector<ParamSpec>& params,
                                                absl::Span<const float> values) {
-  ASSIGN_OR_RETURN(std::string contents, Header("(in memory)", params, values));
-  contents.reserve(contents.size() + 4 * values.size() + 4);
-  for (float value : values) {
-    uint32_t u;
-    std::memcpy(&u, &value, 4);
-    AppendU32(u, &contents);
-  }
-  AppendU32(Crc(static_cast<uint32_t>(crc32(0, Z_NULL, 0)), contents.data(), contents.size()), &contents);
-  return contents;
+  return Contents("(in memory)", params, values);
 }
 
 absl::StatusOr<ModelFile> ReadModelFile(const std::string& path) {

@@ -23,15 +23,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/status_macros.h"
 #include "model/cuda/kernels.h"
-
-// Returns INTERNAL (naming the call) from the enclosing method when a CUDA call fails.
-#define RETURN_CUDA(call, what)                                         \
-  do {                                                                  \
-    if (absl::Status cuda_status = Check((call), (what)); !cuda_status.ok()) { \
-      return cuda_status;                                               \
-    }                                                                   \
-  } while (0)
 
 namespace pstrain {
 namespace model {
@@ -129,22 +122,22 @@ class CudaBackend : public Backend {
     if (absl::Status pending = TakePending(); !pending.ok() || bytes == 0) return pending;
     Bind();
     // Kernels queued before this call may still read dst: the copy waits for them.
-    RETURN_CUDA(cudaEventRecord(compute_done_, compute_), "cudaEventRecord");
-    RETURN_CUDA(cudaStreamWaitEvent(copy_, compute_done_, 0), "cudaStreamWaitEvent");
-    if (absl::Status grown = GrowStaging(bytes); !grown.ok()) return grown;
+    RETURN_IF_ERROR(Check(cudaEventRecord(compute_done_, compute_), "cudaEventRecord"));
+    RETURN_IF_ERROR(Check(cudaStreamWaitEvent(copy_, compute_done_, 0), "cudaStreamWaitEvent"));
+    RETURN_IF_ERROR(GrowStaging(bytes));
     const char* src = static_cast<const char*>(host_src);
     char* out = static_cast<char*>(dst);
     for (size_t offset = 0; offset < bytes; offset += staging_bytes_) {
       const size_t chunk = std::min(staging_bytes_, bytes - offset);
       std::memcpy(staging_, src + offset, chunk);
-      RETURN_CUDA(cudaMemcpyAsync(out + offset, staging_, chunk, cudaMemcpyHostToDevice, copy_),
-                  "cudaMemcpyAsync (upload)");
-      RETURN_CUDA(cudaEventRecord(copy_done_, copy_), "cudaEventRecord");
+      RETURN_IF_ERROR(Check(cudaMemcpyAsync(out + offset, staging_, chunk, cudaMemcpyHostToDevice, copy_),
+                  "cudaMemcpyAsync (upload)"));
+      RETURN_IF_ERROR(Check(cudaEventRecord(copy_done_, copy_), "cudaEventRecord"));
       // The staging buffer is free again once the chunk has arrived.
-      RETURN_CUDA(cudaEventSynchronize(copy_done_), "upload");
+      RETURN_IF_ERROR(Check(cudaEventSynchronize(copy_done_), "upload"));
     }
     // Kernels queued after this call read dst only after the copy.
-    RETURN_CUDA(cudaStreamWaitEvent(compute_, copy_done_, 0), "cudaStreamWaitEvent");
+    RETURN_IF_ERROR(Check(cudaStreamWaitEvent(compute_, copy_done_, 0), "cudaStreamWaitEvent"));
     return absl::OkStatus();
   }
 
@@ -152,18 +145,18 @@ class CudaBackend : public Backend {
     if (absl::Status pending = TakePending(); !pending.ok() || bytes == 0) return pending;
     Bind();
     // The data is what the kernels queued so far leave there.
-    RETURN_CUDA(cudaEventRecord(compute_done_, compute_), "cudaEventRecord");
-    RETURN_CUDA(cudaStreamWaitEvent(copy_, compute_done_, 0), "cudaStreamWaitEvent");
-    if (absl::Status grown = GrowStaging(bytes); !grown.ok()) return grown;
+    RETURN_IF_ERROR(Check(cudaEventRecord(compute_done_, compute_), "cudaEventRecord"));
+    RETURN_IF_ERROR(Check(cudaStreamWaitEvent(copy_, compute_done_, 0), "cudaStreamWaitEvent"));
+    RETURN_IF_ERROR(GrowStaging(bytes));
     const char* in = static_cast<const char*>(src);
     char* out = static_cast<char*>(host_dst);
     for (size_t offset = 0; offset < bytes; offset += staging_bytes_) {
       const size_t chunk = std::min(staging_bytes_, bytes - offset);
-      RETURN_CUDA(cudaMemcpyAsync(staging_, in + offset, chunk, cudaMemcpyDeviceToHost, copy_),
-                  "cudaMemcpyAsync (download)");
-      RETURN_CUDA(cudaEventRecord(copy_done_, copy_), "cudaEventRecord");
+      RETURN_IF_ERROR(Check(cudaMemcpyAsync(staging_, in + offset, chunk, cudaMemcpyDeviceToHost, copy_),
+                  "cudaMemcpyAsync (download)"));
+      RETURN_IF_ERROR(Check(cudaEventRecord(copy_done_, copy_), "cudaEventRecord"));
       // Waits for the queued kernels too; a kernel that failed reports here.
-      RETURN_CUDA(cudaEventSynchronize(copy_done_), "download");
+      RETURN_IF_ERROR(Check(cudaEventSynchronize(copy_done_), "download"));
       std::memcpy(out + offset, staging_, chunk);
     }
     return absl::OkStatus();
@@ -378,7 +371,7 @@ absl::StatusOr<std::unique_ptr<Backend>> NewCudaBackend(const CudaOptions& optio
     return absl::FailedPreconditionError(message);
   }
   auto backend = std::make_unique<CudaBackend>(options);
-  if (absl::Status status = backend->Init(); !status.ok()) return status;
+  RETURN_IF_ERROR(backend->Init());
   return std::unique_ptr<Backend>(std::move(backend));
 }
 
