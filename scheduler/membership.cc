@@ -57,7 +57,8 @@ std::optional<int> Membership::Lookup(Role role, const std::string& address,
 }
 
 absl::StatusOr<int> Membership::Register(Role role, const std::string& address,
-                                         const std::string& instance_id, absl::Time now) {
+                                         const std::string& instance_id, absl::Time now,
+                                         const LocalEndpoint& local) {
   std::vector<Member>* members = MembersOf(role);
   if (members == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("register: got ", RoleName(role),
@@ -80,7 +81,8 @@ absl::StatusOr<int> Membership::Register(Role role, const std::string& address,
   // worker under its old rank, and with fresh ranks every request it makes names a removed member.
   int rank = role == SERVER ? 0 : static_cast<int>(members->size());
   while (rank < static_cast<int>(members->size()) && (*members)[rank].live) ++rank;
-  Member member{address, instance_id, LocalEndpoint(), now, now, false, true, ChangeKind::kDied};
+  Member member{address, instance_id, role == SERVER ? local : LocalEndpoint(), now, now, false, true,
+                ChangeKind::kDied};
   if (rank == static_cast<int>(members->size())) {
     members->push_back(std::move(member));
   } else {
@@ -157,12 +159,6 @@ bool Membership::ever_registered(Role role, int rank) const {
 
 bool Membership::is_live(Role role, int rank) const {
   return ever_registered(role, rank) && (*MembersOf(role))[rank].live;
-}
-
-void Membership::SetLocal(Role role, int rank, const LocalEndpoint& local) {
-  std::vector<Member>* members = MembersOf(role);
-  if (members == nullptr || rank < 0 || rank >= static_cast<int>(members->size())) return;
-  (*members)[rank].local = local;
 }
 
 ClusterView Membership::View() const {

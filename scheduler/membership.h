@@ -94,9 +94,10 @@ class Membership {
   // `now` and returns its rank (see the ranks above). INVALID_ARGUMENT for a role other than SERVER
   // or WORKER, or a server without an address; FAILED_PRECONDITION "job already has 2 workers" when
   // every slot of the role is taken by another process (servers: no rank is vacant; workers: only
-  // before the job runs).
+  // before the job runs). `local`: a server's unix-socket endpoint for workers on its host
+  // (ServerInfo.local in the view); kept only for servers, the only role peers dial.
   absl::StatusOr<int> Register(Role role, const std::string& address, const std::string& instance_id,
-                               absl::Time now);
+                               absl::Time now, const LocalEndpoint& local = LocalEndpoint());
   // The same without an instance id.
   absl::StatusOr<int> Register(Role role, const std::string& address, absl::Time now) {
     return Register(role, address, "", now);
@@ -160,9 +161,6 @@ class Membership {
   // state that does not fit the options (more servers than num_servers, an unknown change kind).
   absl::Status Restore(const MembershipState& state, absl::Time now);
 
-  // Records the local endpoint (RegisterRequest.local) of the member `rank` of `role`, which the
-  // view then lists beside its address (servers only). No-op for an unknown rank.
-  void SetLocal(Role role, int rank, const LocalEndpoint& local);
 
  private:
   struct Member {

@@ -147,7 +147,8 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
                                                    "); with --replicas=2 a dead server's rank is not filled again"));
     }
     const int64_t epoch_before = membership_.epoch();
-    absl::StatusOr<int> rank = membership_.Register(request.role(), request.address(), request.instance_id(), Now());
+    absl::StatusOr<int> rank =
+        membership_.Register(request.role(), request.address(), request.instance_id(), Now(), request.local());
     if (!rank.ok() && absl::IsFailedPrecondition(rank.status()) && request.role() == SERVER &&
         RecoversServersLocked()) {
       // A replacement started before its predecessor was declared dead (a launcher restarts a child
@@ -156,10 +157,7 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
                                                  "; a replacement waits until a dead server's rank is free"));
     }
     if (!rank.ok()) return rank.status();
-    membership_.SetLocal(request.role(), *rank, request.local());
     if (membership_.epoch() != epoch_before) {  // A new member, not a retry.
-      // A new process may hold a dead worker's rank: its sequence numbers start afresh.
-      if (request.role() == WORKER) worker_calls_.erase(*rank);
       if (state_ == RUNNING && request.role() == SERVER) {
         // Only possible with a vacant rank, i.e. during a server recovery.
         vacant_servers_.erase(*rank);
@@ -412,17 +410,10 @@ absl::Status Scheduler::ReportProgress(const ProgressReport& report) {
       VLOG(1) << "progress report " << seq << " from worker " << rank << " was applied already";
       SaveLocked(&deferred);  // In case saving it the first time failed.
     } else {
-      // A removed worker's applied steps and evaluations count; its done does not (it is not live,
-      // and its rank may belong to a worker that joined since).
-      ProgressReport without_done;
-      const ProgressReport* counted = &report;
-      if (report.done() && !membership_.is_live(WORKER, rank)) {
-        without_done = report;
-        without_done.set_done(false);
-        counted = &without_done;
-      }
+      // A removed worker's applied steps and evaluations count. Its done is recorded but never
+      // read: only live workers' done flags end the job, and a worker's rank is never reused.
       if (absl::Status s = leases_.Check(report); !s.ok()) return s;
-      if (absl::Status s = progress_.Add(*counted, Now()); !s.ok()) return s;
+      if (absl::Status s = progress_.Add(report, Now()); !s.ok()) return s;
       for (const LeaseRecord& lease : leases_.Record(report)) {
         progress_.CountLease(lease.id, lease.epoch, lease.samples());
       }
