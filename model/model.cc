@@ -35,6 +35,15 @@ absl::Status UnknownModel(const std::string& name) {
 
 }  // namespace
 
+ModelInput ImageModelInput(int height, int width, int classes, std::vector<int> hidden_sizes) {
+  ModelInput input;
+  input.height = height;
+  input.width = width;
+  input.classes = classes;
+  input.hidden_sizes = std::move(hidden_sizes);
+  return input;
+}
+
 absl::StatusOr<std::vector<ParamSpec>> ModelParamSpecs(const std::string& name, const ModelInput& input) {
   if (name == kMlpModel) {
     const std::vector<int> sizes = MlpLayerSizes(input);

@@ -90,6 +90,11 @@ struct ModelInput {
   std::vector<int> hidden_sizes;
 };
 
+// The input of a model trained on one-channel images of height x width pixels in `classes`
+// classes, with the MLP's `hidden_sizes`. The scheduler (which cuts the shard map from the
+// parameter layout) and the workers (which build the model) must agree on it, so both call this.
+ModelInput ImageModelInput(int height, int width, int classes, std::vector<int> hidden_sizes);
+
 // The parameter layout of model `name` for `input`. INVALID_ARGUMENT for an unknown name
 // ("model 'x': expected 'mlp' or 'cnn'") or sizes the model refuses.
 absl::StatusOr<std::vector<ParamSpec>> ModelParamSpecs(const std::string& name, const ModelInput& input);

@@ -63,15 +63,11 @@ absl::StatusOr<JobSetup> SetUpJob(const JobSpec& job) {
   JobSetup setup;
   setup.train_samples = train.num_samples;
   setup.test_samples = test.num_samples;
-  model::ModelInput input;
-  input.height = train.rows;
-  input.width = train.cols;
-  input.classes = train.num_classes;
-  input.hidden_sizes.assign(job.hidden_sizes().begin(), job.hidden_sizes().end());
+  const model::ModelInput input = model::ImageModelInput(
+      train.rows, train.cols, train.num_classes, {job.hidden_sizes().begin(), job.hidden_sizes().end()});
   ASSIGN_OR_RETURN(const std::vector<model::ParamSpec> params, model::ModelParamSpecs(job.model(), input));
-  int64_t parameters = 0;
-  for (const model::ParamSpec& p : params) parameters += p.num_elements;
-  setup.model_line = absl::StrCat(job.model(), ": ", params.size(), " tensors, ", parameters, " parameters");
+  setup.model_line = absl::StrCat(job.model(), ": ", params.size(), " tensors, ", model::TotalElements(params),
+                                  " parameters");
   ASSIGN_OR_RETURN(setup.shard_map, BuildShardMap(TensorSpecsOf(params), job.num_servers(), job.max_chunk_bytes()));
   setup.total_steps = TotalSteps(
       job, setup.train_samples,

@@ -39,15 +39,6 @@ class Outcome {
   absl::Status first_ ABSL_GUARDED_BY(mu_);
 };
 
-model::ModelInput ModelInputOf(const JobSpec& job, const data::Dataset& train) {
-  model::ModelInput input;
-  input.height = train.rows;
-  input.width = train.cols;
-  input.classes = train.num_classes;
-  input.hidden_sizes.assign(job.hidden_sizes().begin(), job.hidden_sizes().end());
-  return input;
-}
-
 absl::Status Train(const WorkerOptions& options, SchedulerClient* scheduler, int rank,
                    const RegisterResponse& registration, model::Backend* backend, Outcome* outcome) {
   const JobSpec& job = registration.job();
@@ -57,7 +48,10 @@ absl::Status Train(const WorkerOptions& options, SchedulerClient* scheduler, int
   ASSIGN_OR_RETURN(data::Dataset test,
                    data::LoadFashionMnist(job.data().data_dir(), data::Split::kTest, job.data().test_limit()));
   ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model,
-                   model::NewModel(job.model(), ModelInputOf(job, train), backend));
+                   model::NewModel(job.model(),
+                                   model::ImageModelInput(train.rows, train.cols, train.num_classes,
+                                                          {job.hidden_sizes().begin(), job.hidden_sizes().end()}),
+                                   backend));
   ASSIGN_OR_RETURN(std::unique_ptr<PsClient> ps, PsClient::Create(view, options.rpc_timeout));
 
   // From here on, a failed job cancels whatever this worker is waiting for.
