@@ -32,7 +32,7 @@ absl::StatusOr<ClusterRun> LaunchCluster(const std::string& name, const std::vec
 ManualCluster::ManualCluster(const std::string& name) : dir_(MakeTempDir(name)) {}
 
 void ManualCluster::Start(int servers, int workers, const std::vector<std::string>& scheduler_flags,
-                          const std::vector<std::string>& worker_flags) {
+                          const std::vector<std::string>& server_flags, const std::vector<std::string>& worker_flags) {
   std::string port_file = dir_ + "/scheduler.port";
   std::vector<std::string> argv = {BinDir() + "/pstrain-scheduler", "--port=0", "--port_file=" + port_file,
                                    "--summary_json=" + summary_path(),
@@ -49,7 +49,7 @@ void ManualCluster::Start(int servers, int workers, const std::vector<std::strin
   }
   ASSERT_FALSE(port.empty()) << scheduler->Output();
   address = absl::StrCat("127.0.0.1:", port);
-  for (int i = 0; i < servers; ++i) AddServer();
+  for (int i = 0; i < servers; ++i) AddServer(server_flags);
   for (int i = 0; i < workers; ++i) AddWorker(worker_flags);
 }
 

@@ -34,9 +34,9 @@ class ManualCluster {
 
   // Starts the scheduler (with `scheduler_flags` after the defaults), then the servers and workers.
   // Heartbeats every 200 ms, a role is dead after 2 s.
-  // `worker_flags` go to every worker started here.
+  // `server_flags` and `worker_flags` go to every server and worker started here.
   void Start(int servers, int workers, const std::vector<std::string>& scheduler_flags,
-             const std::vector<std::string>& worker_flags = {});
+             const std::vector<std::string>& server_flags = {}, const std::vector<std::string>& worker_flags = {});
   // Starts the scheduler again with its first command line (after it died; with --state_dir it
   // goes on with the job). Its log goes to scheduler-restart-N.log.
   void RestartScheduler();

@@ -12,10 +12,12 @@
 namespace pstrain::testing {
 namespace {
 
+// The `ip` binary (iproute2): /usr/sbin on Debian, /sbin on older layouts.
+std::string IpBinary() { return access("/usr/sbin/ip", X_OK) == 0 ? "/usr/sbin/ip" : "/sbin/ip"; }
+
 // Runs `argv` and returns OK when it exits 0, else FAILED_PRECONDITION naming it and its output.
 absl::Status Ip(const std::vector<std::string>& argv) {
-  std::vector<std::string> full = {"/usr/sbin/ip"};
-  if (access(full[0].c_str(), X_OK) != 0) full[0] = "/sbin/ip";
+  std::vector<std::string> full = {IpBinary()};
   full.insert(full.end(), argv.begin(), argv.end());
   absl::StatusOr<RunResult> run = Run(full, absl::Seconds(20));
   if (!run.ok()) return absl::FailedPreconditionError(absl::StrCat(absl::StrJoin(full, " "), ": ", run.status().message()));
@@ -35,7 +37,6 @@ absl::StatusOr<std::unique_ptr<TestHosts>> TestHosts::Create(int n) {
   hosts->DeleteAll();
   const std::string sw = hosts->prefix_ + "sw";
   if (absl::Status s = Ip({"netns", "add", sw}); !s.ok()) return s;
-  hosts->made_switch_ = true;
   // Errors below return through the destructor, which deletes what was made.
   if (absl::Status s = Ip({"-n", sw, "link", "add", "br0", "type", "bridge"}); !s.ok()) return s;
   if (absl::Status s = Ip({"-n", sw, "link", "set", "br0", "up"}); !s.ok()) return s;
@@ -69,14 +70,12 @@ void TestHosts::DeleteAll() {
   for (const std::string& name : names_) (void)Ip({"netns", "delete", name});
   names_.clear();
   (void)Ip({"netns", "delete", prefix_ + "sw"});
-  made_switch_ = false;
 }
 
 std::string TestHosts::address(int i) const { return absl::StrCat("10.0.0.", i + 1); }
 
 std::vector<std::string> TestHosts::Command(int i, const std::vector<std::string>& argv) const {
-  std::vector<std::string> full = {"/usr/sbin/ip", "netns", "exec", names_[i]};
-  if (access(full[0].c_str(), X_OK) != 0) full[0] = "/sbin/ip";
+  std::vector<std::string> full = {IpBinary(), "netns", "exec", names_[i]};
   full.insert(full.end(), argv.begin(), argv.end());
   return full;
 }

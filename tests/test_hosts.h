@@ -29,7 +29,6 @@ class TestHosts {
   static absl::StatusOr<std::unique_ptr<TestHosts>> Create(int n);
   ~TestHosts();
 
-  int size() const { return static_cast<int>(names_.size()); }
   // Host i's address on the segment, "10.0.0.<i+1>".
   std::string address(int i) const;
   // `argv` run inside host i: {"ip", "netns", "exec", <host i>, argv...}.
@@ -41,7 +40,6 @@ class TestHosts {
 
   std::string prefix_;               // namespace names start with it
   std::vector<std::string> names_;   // host namespaces, by index
-  bool made_switch_ = false;
 };
 
 }  // namespace pstrain::testing

@@ -21,20 +21,12 @@ const std::vector<std::string> kJob = {"--mode=sync", "--epochs=1", "--train_lim
 
 TEST(UnixSocketTest, SameHostWorkersUseTheServersUnixSocketsAndTrainTheSameModel) {
   ManualCluster over_unix("unix-socket");
-  std::vector<std::string> unix_job = kJob;
-  unix_job.push_back("--servers=2");  // after Start's --servers=0: the servers come next, by hand
-  over_unix.Start(0, 2, unix_job);
-  over_unix.AddServer({"--unix_socket_dir=" + over_unix.dir()});
-  over_unix.AddServer({"--unix_socket_dir=" + over_unix.dir()});
+  over_unix.Start(2, 2, kJob, {"--unix_socket_dir=" + over_unix.dir()});
   const std::string unix_summary = RunToEnd(over_unix);
   for (auto& w : over_unix.workers) EXPECT_THAT(w->Output(), HasSubstr("dialling unix:/")) << w->Output();
 
   ManualCluster over_tcp("tcp-only");
-  std::vector<std::string> job = kJob;
-  job.push_back("--servers=2");  // after Start's --servers=0: the servers come next, by hand
-  over_tcp.Start(0, 2, job);
-  over_tcp.AddServer();  // the default offers no socket: workers dial TCP
-  over_tcp.AddServer();
+  over_tcp.Start(2, 2, kJob);  // the default offers no socket: workers dial TCP
   const std::string tcp_summary = RunToEnd(over_tcp);
   for (auto& w : over_tcp.workers) EXPECT_THAT(w->Output(), Not(HasSubstr("dialling unix:"))) << w->Output();
 
