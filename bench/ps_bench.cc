@@ -39,6 +39,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "common/grpc_status.h"
 #include "common/malloc_tuning.h"
 #include "bench/bench_store.h"
 #include "bench/echo.grpc.pb.h"
@@ -130,10 +131,6 @@ class BenchServer {
   std::unique_ptr<worker::PsClient> client_;
 };
 
-grpc::Status ToGrpc(const absl::Status& s) {
-  return s.ok() ? grpc::Status::OK : grpc::Status(grpc::StatusCode::UNKNOWN, std::string(s.message()));
-}
-
 // Copies an answer's values into `weights`, as a worker installs them.
 void Install(const IncomingPull& answer, std::vector<float>* weights) {
   char* out = reinterpret_cast<char*>(weights->data());
@@ -206,7 +203,7 @@ void PushPullOver(benchmark::State& state, int64_t bytes, bool unix_socket) {
       Install(response[0], &weights);
       step = response[0].header.step();  // one worker: every push completes a step
     }
-    return ToGrpc(status);
+    return ToGrpcStatus(status);
   });
 }
 
@@ -284,7 +281,7 @@ void BM_Push(benchmark::State& state, int64_t bytes) {
       done.Notify();
     });
     done.WaitForNotification();
-    return ToGrpc(result);
+    return ToGrpcStatus(result);
   });
 }
 
@@ -310,7 +307,7 @@ void BM_Pull(benchmark::State& state, int64_t bytes) {
   Measure(state, bytes, bytes, [&] {
     absl::Status status = server->client()->PullAll(request, &response);
     if (status.ok()) Install(response[0], &weights);
-    return ToGrpc(status);
+    return ToGrpcStatus(status);
   });
 }
 

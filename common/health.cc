@@ -19,9 +19,8 @@ void SetServing(grpc::Server* server, bool serving) {
     LOG(WARNING) << "no health service to mark " << (serving ? "SERVING" : "NOT_SERVING");
     return;
   }
-  // The overall status ("") and that of every service the server has: what a probe may ask for.
+  // Every service the server has, the overall one ("") included: whatever a probe asks for.
   health->SetServingStatus(serving);
-  health->SetServingStatus("", serving);
 }
 
 absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(const std::string& host, int port) {

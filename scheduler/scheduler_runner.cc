@@ -153,7 +153,7 @@ absl::Status SchedulerRunner::Run() {
 
   // Declared before the server, so the server (which borrows it) goes first.
   SchedulerService service(core.get());
-  const std::string address = absl::StrCat(options_.host, ":", port);
+  const std::string address = JoinHostPort(options_.host, port);
   int selected_port = 0;
   EnableHealthService();
   grpc::ServerBuilder builder;
