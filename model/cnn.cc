@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "model/init.h"
-#include "model/model_common.h"
 
 namespace pstrain {
 namespace model {
@@ -117,10 +116,8 @@ std::vector<ParamSpec> CnnParamSpecs(const CnnShape& s) {
 }
 
 Cnn::Cnn(const CnnShape& shape, Backend* backend)
-    : shape_(shape),
-      params_(CnnParamSpecs(shape)),
-      num_parameters_(TotalElements(params_)),
-      backend_(backend),
+    : FlatModel("cnn", CnnParamSpecs(shape), shape.classes, kEvalBatch, backend),
+      shape_(shape),
       conv1_(shape.input_channels, shape.conv1_channels, kKernel, 1, kPadding, shape.input_height,
              shape.input_width),
       relu1_(static_cast<int>(conv1_.output_elements())),
@@ -132,9 +129,6 @@ Cnn::Cnn(const CnnShape& shape, Backend* backend)
       fc1_(static_cast<int>(pool2_.output_elements()), shape.hidden),
       relu3_(shape.hidden),
       fc2_(shape.hidden, shape.classes),
-      loss_(shape.classes),
-      weights_(backend),
-      grads_(backend),
       workspace_(backend),
       x_(backend),
       a1_(backend),
@@ -145,40 +139,21 @@ Cnn::Cnn(const CnnShape& shape, Backend* backend)
       logits_(backend),
       argmax1_(backend),
       argmax2_(backend),
-      delta_{BackendBuffer<float>(backend), BackendBuffer<float>(backend)},
-      labels_(backend) {
+      delta_{BackendBuffer<float>(backend), BackendBuffer<float>(backend)} {
   // The layout and the layers must agree on every tensor size.
-  CHECK_EQ(params_[kConv1W].num_elements, conv1_.weight_elements());
-  CHECK_EQ(params_[kConv2W].num_elements, conv2_.weight_elements());
-  CHECK_EQ(params_[kFc1W].num_elements, fc1_.weight_elements());
+  CHECK_EQ(params()[kConv1W].num_elements, conv1_.weight_elements());
+  CHECK_EQ(params()[kConv2W].num_elements, conv2_.weight_elements());
+  CHECK_EQ(params()[kFc1W].num_elements, fc1_.weight_elements());
 }
 
 absl::StatusOr<std::unique_ptr<Cnn>> Cnn::Create(const CnnShape& shape, Backend* backend) {
   CHECK(backend != nullptr);
   RETURN_IF_ERROR(ValidateCnnShape(shape));
   std::unique_ptr<Cnn> cnn(new Cnn(shape, backend));
-  RETURN_IF_ERROR(cnn->weights_.Reserve(cnn->num_parameters_));
-  RETURN_IF_ERROR(cnn->grads_.Reserve(cnn->num_parameters_));
+  RETURN_IF_ERROR(cnn->AllocateParameters());
   RETURN_IF_ERROR(cnn->workspace_.Reserve(
       std::max(cnn->conv1_.workspace_elements(), cnn->conv2_.workspace_elements())));
-  backend->Fill(cnn->num_parameters_, 0.0f, cnn->weights_.data());
   return cnn;
-}
-
-absl::Status Cnn::SetParameters(absl::Span<const float> flat) {
-  return UploadParameters("cnn", backend_, flat, num_parameters_, weights_.data());
-}
-
-absl::Status Cnn::GetParameters(absl::Span<float> flat) const {
-  return DownloadParameters("cnn", backend_, weights_.data(), num_parameters_, flat);
-}
-
-absl::Status Cnn::InitializeParameters(uint64_t seed) {
-  return SetParameters(InitialParameters(seed, params_));
-}
-
-absl::Status Cnn::CheckBatch(const float* x, const int32_t* labels, int n) const {
-  return model::CheckBatch("cnn", x, labels, n, num_classes());
 }
 
 absl::Status Cnn::ReserveRows(int rows, bool with_deltas) {
@@ -193,7 +168,6 @@ absl::Status Cnn::ReserveRows(int rows, bool with_deltas) {
     RETURN_IF_ERROR(argmax2_.Reserve(r * pool2_.output_elements()));
     RETURN_IF_ERROR(h_.Reserve(r * shape_.hidden));
     RETURN_IF_ERROR(logits_.Reserve(r * shape_.classes));
-    RETURN_IF_ERROR(labels_.Reserve(r));
     reserved_rows_ = rows;
   }
   if (with_deltas && rows > reserved_delta_rows_) {
@@ -209,12 +183,9 @@ absl::Status Cnn::ReserveRows(int rows, bool with_deltas) {
   return absl::OkStatus();
 }
 
-absl::Status Cnn::Forward(const float* x, const int32_t* labels, int n) {
-  RETURN_IF_ERROR(backend_->Upload(x, static_cast<size_t>(n) * input_size() * sizeof(float),
-                                   x_.data()));
-  RETURN_IF_ERROR(
-      backend_->Upload(labels, static_cast<size_t>(n) * sizeof(int32_t), labels_.data()));
-  Backend* b = backend_;
+absl::Status Cnn::Forward(const float* x, int n) {
+  Backend* b = backend();
+  RETURN_IF_ERROR(b->Upload(x, static_cast<size_t>(n) * input_size() * sizeof(float), x_.data()));
   // ReLUs run in place: their backward needs only the output.
   conv1_.Forward(b, n, x_.data(), weight(kConv1W), weight(kConv1B), a1_.data(),
                  workspace_.data());
@@ -231,77 +202,26 @@ absl::Status Cnn::Forward(const float* x, const int32_t* labels, int n) {
   return absl::OkStatus();
 }
 
-absl::Status Cnn::ComputeGradient(const float* x, const int32_t* labels, int n,
-                                  absl::Span<float> grad_out, BatchStats* stats, GradientSink* sink) {
-  if (static_cast<int64_t>(grad_out.size()) != num_parameters_) {
-    return absl::InvalidArgumentError(absl::StrCat("cnn ComputeGradient: gradient has room for ",
-                                                   grad_out.size(), " floats, expected ",
-                                                   num_parameters_));
-  }
-  RETURN_IF_ERROR(CheckBatch(x, labels, n));
-  if (n == 0) {
-    std::fill(grad_out.begin(), grad_out.end(), 0.0f);
-    if (sink != nullptr) sink->GradientReady(0, static_cast<int>(params_.size()));
-    return absl::OkStatus();
-  }
-  RETURN_IF_ERROR(ReserveRows(n, /*with_deltas=*/true));
-  RETURN_IF_ERROR(Forward(x, labels, n));
-
-  Backend* b = backend_;
-  float* d0 = delta_[0].data();
+absl::Status Cnn::Backward(int n, const std::function<absl::Status(int layer)>& layer_done) {
+  Backend* b = backend();
+  float* d0 = delta_[0].data();  // holds d(loss)/d(logits) on entry
   float* d1 = delta_[1].data();
-  // d(mean loss)/d(logits) = (softmax - onehot) / n, so every gradient below is already a mean.
-  const XentResult xent = loss_.ForwardBackward(b, n, logits_.data(), labels_.data(),
-                                                1.0f / static_cast<float>(n), d0);
-  // Each layer's gradient goes to the sink as soon as it is known (weight/bias pair k is layer k).
-  auto report = [&](int layer) { return ReportLayerGradient(b, params_, layer, grads_.data(), grad_out, sink); };
+  // Weight/bias pair k is layer k.
   fc2_.Backward(b, n, h_.data(), weight(kFc2W), d0, grad(kFc2W), grad(kFc2B), d1);
-  RETURN_IF_ERROR(report(kFc2W / 2));
+  RETURN_IF_ERROR(layer_done(kFc2W / 2));
   relu3_.Backward(b, n, h_.data(), d1, d1);
   fc1_.Backward(b, n, p2_.data(), weight(kFc1W), d1, grad(kFc1W), grad(kFc1B), d0);
-  RETURN_IF_ERROR(report(kFc1W / 2));
+  RETURN_IF_ERROR(layer_done(kFc1W / 2));
   pool2_.Backward(b, n, argmax2_.data(), d0, d1);
   relu2_.Backward(b, n, a2_.data(), d1, d1);
   conv2_.Backward(b, n, p1_.data(), weight(kConv2W), d1, grad(kConv2W), grad(kConv2B), d0,
                   workspace_.data());
-  RETURN_IF_ERROR(report(kConv2W / 2));
+  RETURN_IF_ERROR(layer_done(kConv2W / 2));
   pool1_.Backward(b, n, argmax1_.data(), d0, d1);
   relu1_.Backward(b, n, a1_.data(), d1, d1);
   conv1_.Backward(b, n, x_.data(), weight(kConv1W), d1, grad(kConv1W), grad(kConv1B),
                   /*dx=*/nullptr, workspace_.data());
-  RETURN_IF_ERROR(report(kConv1W / 2));
-
-  if (sink == nullptr) {
-    RETURN_IF_ERROR(
-        backend_->Download(grads_.data(), grad_out.size() * sizeof(float), grad_out.data()));
-  }
-  if (stats != nullptr) {
-    stats->loss_sum += xent.loss_sum;
-    stats->correct += xent.correct;
-    stats->samples += n;
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Cnn::Evaluate(const float* x, const int32_t* labels, int n, BatchStats* stats) {
-  RETURN_IF_ERROR(CheckBatch(x, labels, n));
-  BatchStats total;
-  for (int start = 0; start < n; start += kEvalBatch) {
-    const int rows = std::min(kEvalBatch, n - start);
-    RETURN_IF_ERROR(ReserveRows(rows, /*with_deltas=*/false));
-    RETURN_IF_ERROR(Forward(x + static_cast<int64_t>(start) * input_size(), labels + start, rows));
-    const XentResult xent = loss_.Forward(backend_, rows, logits_.data(), labels_.data());
-    total.loss_sum += xent.loss_sum;
-    total.correct += xent.correct;
-    total.samples += rows;
-  }
-  RETURN_IF_ERROR(backend_->Synchronize());
-  if (stats != nullptr) {
-    stats->loss_sum += total.loss_sum;
-    stats->correct += total.correct;
-    stats->samples += total.samples;
-  }
-  return absl::OkStatus();
+  return layer_done(kConv1W / 2);
 }
 
 }  // namespace model

@@ -3,11 +3,10 @@
 //   conv 5x5 (pad 2) -> ReLU -> maxpool 2x2/2 -> conv 5x5 (pad 2) -> ReLU -> maxpool 2x2/2
 //     -> flatten -> Linear -> ReLU -> Linear -> softmax cross-entropy
 //
-// The public surface matches Mlp's (Create, params(), SetParameters, ComputeGradient, Evaluate,
-// BatchStats, ...) so a worker can drive either model the same way. All parameters live in one
-// flat vector in the CnnParamSpecs layout, which the parameter servers shard and the model file
-// stores, so a pulled weight vector loads with one SetParameters and a computed gradient pushes
-// as is.
+// Like Mlp it is a FlatModel (model/flat_model.h), so a worker drives either the same way. All
+// parameters live in one flat vector in the CnnParamSpecs layout, which the parameter servers
+// shard and the model file stores, so a pulled weight vector loads with one SetParameters and a
+// computed gradient pushes as is.
 //
 // All arithmetic runs on the borrowed Backend; inputs and outputs of the public methods are host
 // memory (inputs are images flattened NCHW, i.e. input_size() floats per sample). Scratch buffers
@@ -18,6 +17,7 @@
 #define PSTRAIN_MODEL_CNN_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,10 +29,9 @@
 #include "model/conv2d.h"
 #include "model/linear.h"
 #include "model/max_pool2d.h"
-#include "model/model.h"
+#include "model/flat_model.h"
 #include "model/param_spec.h"
 #include "model/relu.h"
-#include "model/softmax_xent.h"
 
 namespace pstrain {
 namespace model {
@@ -73,69 +72,32 @@ absl::Status ValidateCnnShape(const CnnShape& shape);
 // REQUIRES: ValidateCnnShape(shape) is OK.
 std::vector<ParamSpec> CnnParamSpecs(const CnnShape& shape);
 
-class Cnn : public Model {
+class Cnn : public FlatModel {
  public:
   // INVALID_ARGUMENT for a shape ValidateCnnShape refuses. `backend` is borrowed and must outlive
   // the Cnn. Parameters start at zero; call SetParameters or InitializeParameters before
-  // training. Errors from the backend's Allocate pass through.
+  // training. Errors from the backend's Allocate pass through. Inputs are images flattened NCHW;
+  // the rest of the public surface is Model's (model/flat_model.h).
   static absl::StatusOr<std::unique_ptr<Cnn>> Create(const CnnShape& shape, Backend* backend);
 
-  const std::vector<ParamSpec>& params() const override { return params_; }
-  int64_t num_parameters() const override { return num_parameters_; }
   // Floats per sample: input_channels * input_height * input_width.
   int input_size() const override { return static_cast<int>(conv1_.input_elements()); }
-  int num_classes() const override { return shape_.classes; }
 
-  // Loads every weight from `flat` (num_parameters() host floats, params() layout).
-  // Wrong size -> INVALID_ARGUMENT.
-  absl::Status SetParameters(absl::Span<const float> flat) override;
-
-  // Copies the current weights into `flat` (num_parameters() floats). Wrong size ->
-  // INVALID_ARGUMENT.
-  absl::Status GetParameters(absl::Span<float> flat) const override;
-
-  // Sets every weight to its model/init.h initial value for `seed` (what the servers start from).
-  absl::Status InitializeParameters(uint64_t seed) override;
-
-  // Forward and backward pass over n samples: x holds n * input_size() floats (NCHW), labels n
-  // values in [0, num_classes()). Writes the MEAN gradient over the n samples of the mean
-  // cross-entropy into `grad` (num_parameters() floats, params() layout) and adds the loss sum,
-  // correct count and n to *stats (stats may be null). n == 0: grad all zeros, stats unchanged.
-  // INVALID_ARGUMENT for n < 0, a wrong grad size, or a label out of range (naming the sample and
-  // the label); nothing is written to *stats then. Any n >= 0 works: buffers grow. With a sink,
-  // each layer's gradient is downloaded and reported as soon as backward produced it (see
-  // GradientSink); without one, the whole gradient is downloaded at the end in one copy.
-  using Model::ComputeGradient;
-  absl::Status ComputeGradient(const float* x, const int32_t* labels, int n,
-                               absl::Span<float> grad, BatchStats* stats, GradientSink* sink) override;
-
-  // Forward only; adds the loss sum, correct count and n to *stats. Runs in batches of
-  // kEvalBatch rows, so n may be the whole test set. Errors as for ComputeGradient.
-  absl::Status Evaluate(const float* x, const int32_t* labels, int n, BatchStats* stats) override;
-
-  // Smaller than Mlp's: the first conv activation alone is conv1_channels*H*W floats per row
-  // (25088 for the default shape, ~25 MB at 256 rows).
+  // Rows per evaluation pass. Smaller than Mlp's: the first conv activation alone is
+  // conv1_channels*H*W floats per row (25088 for the default shape, ~25 MB at 256 rows).
   static constexpr int kEvalBatch = 256;
 
  private:
   Cnn(const CnnShape& shape, Backend* backend);
 
-  absl::Status CheckBatch(const float* x, const int32_t* labels, int n) const;
-  // Makes every activation buffer hold at least `rows` rows; with_deltas also the gradient
-  // buffers, which evaluation never needs.
-  absl::Status ReserveRows(int rows, bool with_deltas);
-  // Uploads rows [0, n) of x and labels and runs the forward pass; logits end in logits_.
-  absl::Status Forward(const float* x, const int32_t* labels, int n);
-
-  // Tensor t of params() inside the weights / gradients buffer.
-  const float* weight(int t) const { return weights_.data() + params_[t].flat_offset; }
-  float* grad(int t) { return grads_.data() + params_[t].flat_offset; }
+  absl::Status ReserveRows(int rows, bool with_deltas) override;
+  absl::Status Forward(const float* x, int n) override;
+  const float* logits() const override { return logits_.data(); }
+  float* dlogits() override { return delta_[0].data(); }
+  absl::Status Backward(int n, const std::function<absl::Status(int layer)>& layer_done) override;
 
   // Constant after construction.
   const CnnShape shape_;
-  const std::vector<ParamSpec> params_;
-  const int64_t num_parameters_;
-  Backend* const backend_;  // borrowed
   const Conv2d conv1_;
   const Relu relu1_;
   const MaxPool2d pool1_;
@@ -145,18 +107,14 @@ class Cnn : public Model {
   const Linear fc1_;
   const Relu relu3_;
   const Linear fc2_;
-  const SoftmaxCrossEntropy loss_;
 
-  // Backend memory.
-  BackendBuffer<float> weights_;    // num_parameters_, params_ layout
-  BackendBuffer<float> grads_;      // num_parameters_, params_ layout
+  // Backend memory, grown to the largest batch seen.
   BackendBuffer<float> workspace_;  // the larger conv workspace; independent of the batch size
   // Activations, per row: input, conv1 (after ReLU, in place), pool1, conv2 (after ReLU), pool2
   // (= the flattened fc1 input), fc1 (after ReLU), logits.
   BackendBuffer<float> x_, a1_, p1_, a2_, p2_, h_, logits_;
   BackendBuffer<int32_t> argmax1_, argmax2_;  // pool1_ / pool2_ outputs' argmax
   BackendBuffer<float> delta_[2];  // ping-pong gradients w.r.t. activations, max width per row
-  BackendBuffer<int32_t> labels_;
   int reserved_rows_ = 0;
   int reserved_delta_rows_ = 0;
 };

@@ -1,6 +1,7 @@
 // What a worker trains: a classifier whose parameters live in one flat vector in its
 // params() layout (the layout the parameter servers shard and the model file stores). The MLP
-// (model/mlp.h) and the CNN (model/cnn.h) implement it; NewModel picks one by the job's name.
+// (model/mlp.h) and the CNN (model/cnn.h) implement it through model/flat_model.h; NewModel picks
+// one by the job's name.
 //
 // Inputs and outputs of every method are host memory; the arithmetic runs on the Backend the
 // model was created with.
