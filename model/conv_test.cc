@@ -20,6 +20,7 @@ namespace pstrain {
 namespace model {
 namespace {
 
+using testutil::DistinctValues;
 using testutil::Dot;
 using testutil::ExpectMatchesFiniteDifferences;
 using testutil::RandomVector;
@@ -216,16 +217,6 @@ TEST_F(ConvTest, InvalidShapesAreRejectedWithTheReason) {
             absl::string_view::npos)
       << pool;
   EXPECT_EQ(MaxPool2d::Validate(3, 4, 4, 2, 0).code(), absl::StatusCode::kInvalidArgument);
-}
-
-// Distinct values at least 0.1 apart in shuffled order: no ties, and a finite-difference step of
-// 1e-2 never changes which element of a window is the maximum.
-std::vector<float> DistinctValues(int64_t count, uint32_t seed) {
-  std::vector<float> v(count);
-  for (int64_t i = 0; i < count; ++i) v[i] = 0.1f * static_cast<float>(i - count / 2);
-  std::mt19937 rng(seed);
-  std::shuffle(v.begin(), v.end(), rng);
-  return v;
 }
 
 TEST_F(ConvTest, MaxPoolForwardMatchesNaiveLoop) {

@@ -3,6 +3,7 @@
 #ifndef PSTRAIN_MODEL_TEST_UTIL_H_
 #define PSTRAIN_MODEL_TEST_UTIL_H_
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -79,6 +80,16 @@ inline void ExpectMatchesFiniteDifferences(const char* what, std::vector<float>*
     EXPECT_NEAR(analytic[i], numeric, 1e-3 + 1e-2 * std::fabs(numeric))
         << what << " element " << i;
   }
+}
+
+// Distinct values at least 0.1 apart in shuffled order: no ties, so no rounding changes an argmax,
+// and a finite-difference step of 1e-2 never changes which element of a window is the maximum.
+inline std::vector<float> DistinctValues(int64_t count, uint32_t seed) {
+  std::vector<float> v(count);
+  for (int64_t i = 0; i < count; ++i) v[i] = 0.1f * static_cast<float>(i - count / 2);
+  std::mt19937 rng(seed);
+  std::shuffle(v.begin(), v.end(), rng);
+  return v;
 }
 
 }  // namespace testutil

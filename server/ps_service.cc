@@ -68,6 +68,15 @@ ParameterStore* ParameterServerService::StoreOrFinish(std::optional<int> shard,
   return nullptr;
 }
 
+ParameterStore* ParameterServerService::DecodePushOrFinish(const grpc::ByteBuffer& request, IncomingPush* push,
+                                                          grpc::ServerUnaryReactor* reactor) const {
+  if (absl::Status s = DecodePush(request, "push", push); !s.ok()) {
+    reactor->Finish(ToGrpcStatus(s));
+    return nullptr;
+  }
+  return StoreOrFinish(ShardOf(push->header), reactor);
+}
+
 grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -96,11 +105,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Push(grpc::CallbackServerConte
                                                        const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   IncomingPush push;
-  if (absl::Status s = DecodePush(*request, "push", &push); !s.ok()) {
-    reactor->Finish(ToGrpcStatus(s));
-    return reactor;
-  }
-  ParameterStore* store = StoreOrFinish(ShardOf(push.header), reactor);
+  ParameterStore* store = DecodePushOrFinish(*request, &push, reactor);
   if (store == nullptr) return reactor;
   auto* answer = new RawAnswer;
   store->Push(push.header, push.values, &answer->pushed, [reactor, answer, response](absl::Status status) {
@@ -116,11 +121,7 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
                                                            grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   IncomingPush push;
-  if (absl::Status s = DecodePush(*request, "push", &push); !s.ok()) {
-    reactor->Finish(ToGrpcStatus(s));
-    return reactor;
-  }
-  ParameterStore* store = StoreOrFinish(ShardOf(push.header), reactor);
+  ParameterStore* store = DecodePushOrFinish(*request, &push, reactor);
   if (store == nullptr) return reactor;
   auto* answer = new RawAnswer;
   answer->values = BufferPool::Default().Acquire(AnswerBytes(push.header, *store));

@@ -29,6 +29,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "common/tensor_wire.h"
 #include "proto/ps.grpc.pb.h"
 #include "server/parameter_store.h"
 
@@ -69,6 +70,11 @@ class ParameterServerService final : public RawParameterServerBase {
   // The store of `shard` (nullopt: the server's own), or nullptr after finishing `reactor` with
   // UNAVAILABLE (not ready yet) or FAILED_PRECONDITION (a shard this server does not host).
   ParameterStore* StoreOrFinish(std::optional<int> shard, grpc::ServerUnaryReactor* reactor) const;
+  // Decodes a push into `push` (its views borrow the request's bytes) and returns the store of its
+  // shard, or nullptr after finishing `reactor` with INVALID_ARGUMENT (bytes that do not decode)
+  // or as StoreOrFinish does.
+  ParameterStore* DecodePushOrFinish(const grpc::ByteBuffer& request, IncomingPush* push,
+                                     grpc::ServerUnaryReactor* reactor) const;
 
   // replica_ is written before store_, and store_ is read first: a non-null store_ means both are set.
   std::atomic<ParameterStore*> store_{nullptr};

@@ -35,6 +35,7 @@ namespace pstrain {
 namespace model {
 namespace {
 
+using testutil::DistinctValues;
 using testutil::RandomVector;
 using testutil::ToBackend;
 using testutil::MakeWindow;
@@ -462,15 +463,6 @@ TEST_F(CudaBackendTest, Conv2dForwardAndBackwardMatchCpu) {
         kFp32Tolerance, kTf32Tolerance,
         "conv " + std::to_string(c.in_c) + "->" + std::to_string(c.out_c) + " y, dw, db, dx");
   }
-}
-
-// Distinct values 0.1 apart, shuffled: no ties, so no rounding can change an argmax.
-std::vector<float> DistinctValues(int64_t count, uint32_t seed) {
-  std::vector<float> v(count);
-  for (int64_t i = 0; i < count; ++i) v[i] = 0.1f * static_cast<float>(i - count / 2);
-  std::mt19937 rng(seed);
-  std::shuffle(v.begin(), v.end(), rng);
-  return v;
 }
 
 TEST_F(CudaBackendTest, MaxPool2dForwardAndBackwardMatchExactly) {
