@@ -46,6 +46,10 @@ DEFINE_double(checkpoint_every_seconds, 0, "Also checkpoint after this many seco
 DEFINE_int64(global_batch, 0, "sync: samples per step over all workers (0: batch_size x workers)");
 DEFINE_bool(resume, false, "Continue the job whose checkpoints are in --checkpoint_dir");
 DEFINE_bool(overlap, true, "sync: push each layer's gradient as soon as backward produces it (false: after backward)");
+DEFINE_string(compression, "none",
+              "How workers send gradients: none (float32), fp16 or bf16 (half the bytes, float32 sums on "
+              "the servers), or topk:RATIO (the largest RATIO of each chunk, the rest carried to the next "
+              "step), e.g. topk:0.01");
 DEFINE_int32(replicas, 1, "Copies of each server's shard: 1, or 2 (a live copy on the next server survives one server's loss)");
 
 namespace pstrain {
@@ -60,7 +64,7 @@ const char* const kJobFlags[] = {
     "lr_schedule",  "warmup_steps",   "lr_step_size",  "lr_gamma",     "lr_min_factor",
     "allow_nonfinite_gradients", "lease_batches", "max_chunk_bytes", "final_model",
     "eval_last_epoch_only", "checkpoint_dir", "checkpoint_every_steps", "min_workers",
-    "checkpoint_every_seconds", "global_batch", "resume", "replicas", "overlap"};
+    "checkpoint_every_seconds", "global_batch", "resume", "replicas", "overlap", "compression"};
 
 bool Given(const char* name) {
   gflags::CommandLineFlagInfo info;
@@ -128,6 +132,7 @@ absl::Status ApplyFlags(JobSpec* job) {
   if (Given("resume")) job->set_resume(FLAGS_resume);
   if (Given("replicas")) job->set_replicas(FLAGS_replicas);
   if (Given("overlap")) job->set_overlap(FLAGS_overlap);
+  if (Given("compression")) job->set_compression(FLAGS_compression);
   return absl::OkStatus();
 }
 

@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/compression.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 
@@ -68,6 +69,7 @@ void ApplyJobDefaults(JobSpec* job) {
   if (job->min_workers() == 0) job->set_min_workers(1);
   if (job->replicas() == 0) job->set_replicas(1);
   if (job->global_batch() == 0) job->set_global_batch(int64_t{job->batch_size()} * job->num_workers());
+  if (job->compression().empty()) job->set_compression("none");
 
   OptimizerSpec* opt = job->mutable_optimizer();
   if (opt->type() == OptimizerSpec::TYPE_UNSPECIFIED) opt->set_type(OptimizerSpec::ADAM);
@@ -133,6 +135,7 @@ absl::Status ValidateJobSpec(const JobSpec& job) {
     return Invalid("replicas", "2", absl::StrCat("1 with num_servers = ", job.num_servers(),
                                                  " (a shard's copy lives on another server)"));
   }
+  if (absl::StatusOr<Compression> c = ParseCompression(job.compression()); !c.ok()) return c.status();
   if (job.data().train_limit() < 0) return Invalid("data.train_limit", absl::StrCat(job.data().train_limit()), ">= 0");
   if (job.data().test_limit() < 0) return Invalid("data.test_limit", absl::StrCat(job.data().test_limit()), ">= 0");
   if (job.mode() == MODE_UNSPECIFIED || !Mode_IsValid(job.mode())) {

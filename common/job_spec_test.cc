@@ -78,6 +78,21 @@ TEST(JobSpecTest, ReplicasDefaultToOneAndTwoNeedTwoServers) {
   EXPECT_THAT(ValidateJobSpec(job).message(), HasSubstr("replicas: got 3, expected 1 or 2"));
 }
 
+TEST(JobSpecTest, CompressionDefaultsToNoneAndIsChecked) {
+  EXPECT_EQ(Defaults().compression(), "none");
+  JobSpec job = Defaults();
+  for (const char* good : {"fp16", "bf16", "topk:0.01", "topk:1"}) {
+    job.set_compression(good);
+    EXPECT_TRUE(ValidateJobSpec(job).ok()) << good;
+  }
+  job.set_compression("topk:0");
+  EXPECT_THAT(ValidateJobSpec(job).message(), HasSubstr("got 'topk:0', expected a ratio in (0, 1]"));
+  job.set_compression("int8");
+  absl::Status s = ValidateJobSpec(job);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("got 'int8', expected none, fp16, bf16 or topk:RATIO"));
+}
+
 TEST(JobSpecTest, StepScheduleNeedsAStepSize) {
   JobSpec job = Defaults();
   job.mutable_optimizer()->mutable_schedule()->set_type(LrSchedule::STEP);

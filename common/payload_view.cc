@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "glog/logging.h"
+
 namespace pstrain {
 
 void PayloadView::Append(absl::string_view run) {
@@ -17,6 +19,30 @@ void PayloadView::CopyTo(void* dst) const {
   for (absl::string_view run : runs_) {
     std::memcpy(out, run.data(), run.size());
     out += run.size();
+  }
+}
+
+PayloadReader::PayloadReader(const PayloadView& view, size_t start) : view_(view), remaining_(view.size() - start) {
+  CHECK_LE(start, view.size());
+  while (run_ < view_.runs().size() && start >= view_.runs()[run_].size()) start -= view_.runs()[run_++].size();
+  offset_ = start;
+}
+
+void PayloadReader::Read(size_t n, void* dst) {
+  CHECK_LE(n, remaining_);
+  remaining_ -= n;
+  char* out = static_cast<char*>(dst);
+  while (n > 0) {
+    const absl::string_view run = view_.runs()[run_];
+    const size_t here = std::min(n, run.size() - offset_);
+    std::memcpy(out, run.data() + offset_, here);
+    out += here;
+    n -= here;
+    offset_ += here;
+    if (offset_ == run.size()) {
+      ++run_;
+      offset_ = 0;
+    }
   }
 }
 

@@ -40,6 +40,25 @@ class PayloadView {
   size_t size_ = 0;
 };
 
+// Reads a PayloadView front to back in pieces of any size, wherever its run boundaries fall: for
+// consumers that need the bytes aligned (decoders that load uint16 or uint32 values), a piece at a
+// time through a small buffer of their own. Does not own the view.
+class PayloadReader {
+ public:
+  // Starts `start` bytes into the view. REQUIRES: start <= view.size().
+  explicit PayloadReader(const PayloadView& view, size_t start = 0);
+
+  size_t remaining() const { return remaining_; }
+  // Copies the next n bytes to dst. REQUIRES: n <= remaining().
+  void Read(size_t n, void* dst);
+
+ private:
+  const PayloadView& view_;
+  size_t run_ = 0;     // index of the run holding the next byte
+  size_t offset_ = 0;  // of the next byte within that run
+  size_t remaining_;
+};
+
 // Index of the first NaN or +-Inf among `n` little-endian float32 values at `bytes` (any
 // alignment), or -1 when all are finite.
 int64_t FindNonFinite(const char* bytes, int64_t n);

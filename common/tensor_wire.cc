@@ -22,6 +22,7 @@ constexpr int kChunkTensorIdField = 1;  // TensorChunk.tensor_id
 constexpr int kChunkOffsetField = 2;    // TensorChunk.offset
 constexpr int kChunkLengthField = 3;    // TensorChunk.length
 constexpr int kChunkDataField = 4;      // TensorChunk.data
+constexpr int kChunkEncodingField = 5;  // TensorChunk.encoding
 
 void PutVarint(uint64_t v, std::string* out) {
   while (v >= 0x80) {
@@ -206,13 +207,16 @@ absl::Status DecodeChunk(Reader& reader, uint64_t size, int index, TensorChunk* 
     RETURN_IF_ERROR(reader.Varint(&tag));
     const int field = static_cast<int>(tag >> 3);
     const int wire_type = static_cast<int>(tag & 7);
-    if (wire_type == kVarint && field >= kChunkTensorIdField && field <= kChunkLengthField) {
-      // The three header fields of every chunk, set directly (no parse of a string per chunk).
+    if (wire_type == kVarint &&
+        ((field >= kChunkTensorIdField && field <= kChunkLengthField) || field == kChunkEncodingField)) {
+      // The header fields of every chunk, set directly (no parse of a string per chunk).
       uint64_t v;
       RETURN_IF_ERROR(reader.Varint(&v));
       if (field == kChunkTensorIdField) chunk->set_tensor_id(static_cast<int32_t>(v));
       if (field == kChunkOffsetField) chunk->set_offset(static_cast<int64_t>(v));
       if (field == kChunkLengthField) chunk->set_length(static_cast<int64_t>(v));
+      // An open enum, as in protobuf: an unknown value is kept for the server to refuse.
+      if (field == kChunkEncodingField) chunk->set_encoding(static_cast<ValueEncoding>(static_cast<int32_t>(v)));
       continue;
     }
     if (field == kChunkDataField && wire_type == kLen) {

@@ -5,8 +5,11 @@
 // client can speak to a server (tests/py_client does); only the C++ ends avoid the copies:
 //
 //   PushRequest  = its scalar fields | for each chunk: field 7 (LEN) { tensor_id, offset, length,
-//                                                                 field 4 (LEN) = length x float32 LE }
+//                                            [encoding,] field 4 (LEN) = length x float32 LE }
 //   PullResponse = step             | for each chunk: field 2 (LEN) { the same TensorChunk }
+//
+// A push whose gradient is compressed (common/chunk_codec.h) sets the chunk's encoding, and its
+// data holds the encoded bytes; the codec carries them the same way, whatever they are.
 //
 // Sending, each chunk's values go out as a gRPC slice that points at the caller's floats (zero
 // copies in user space) or at a pooled buffer (common/buffer_pool.h). Receiving, the message is

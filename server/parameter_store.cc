@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/chunk_codec.h"
 #include "common/job_spec.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -224,15 +225,13 @@ absl::Status ParameterStore::ValidatePush(const PushRequest& req, absl::Span<con
                                                      " floats, expected ", want.length));
     }
     const PayloadView& data = values[i];
-    if (static_cast<int64_t>(data.size()) != 4 * want.length) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " for tensor '", name, "' chunk at offset ",
-                                                     want.offset, ": got ", data.size(),
-                                                     " bytes of data, expected ", 4 * want.length, " (",
-                                                     want.length, " floats)"));
+    if (absl::Status shape = CheckChunkShape(got.encoding(), data, want.length); !shape.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " for tensor '", name, "' chunk at offset ", want.offset,
+                                                     ": ", shape.message()));
     }
     if (!allow_nonfinite_) {
       float value = 0;
-      const int64_t bad = data.FindNonFinite(&value);
+      const int64_t bad = FindNonFiniteValue(got.encoding(), data, want.length, &value);
       if (bad >= 0) {
         return absl::InvalidArgumentError(absl::StrCat(what, " for tensor '", name, "': element ",
                                                        want.offset + bad, " is ", NonFiniteName(value)));

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/chunk_codec.h"
 #include "glog/logging.h"
 #include "server/float_ops.h"
 
@@ -182,7 +183,10 @@ void ParameterStore::ApplyGradientLocked(const float* grad) {
 
 void ParameterStore::CopyGradient(const PushRequest& req, absl::Span<const PayloadView> values, float* dst) const {
   const int first = req.partial() ? req.first_chunk() : 0;
-  for (int i = 0; i < req.chunks_size(); ++i) values[i].CopyTo(dst + chunks_[first + i].base);
+  for (int i = 0; i < req.chunks_size(); ++i) {
+    const Chunk& chunk = chunks_[first + i];
+    DecodeChunkValues(req.chunks(i).encoding(), values[i], chunk.length, dst + chunk.base);
+  }
 }
 
 absl::Status ParameterStore::EnterDataEpochLocked(absl::string_view what, int worker_rank, int32_t data_epoch,

@@ -1,4 +1,4 @@
-// Asynchronous and bounded-staleness training converge on a subset of Fashion-MNIST.
+// Every mode, and compressed gradients, converge on a subset of Fashion-MNIST.
 #include <string>
 #include <vector>
 
@@ -32,6 +32,18 @@ TEST(ModesTest, SspConvergesOnASubset) {
 
 TEST(ModesTest, SyncConvergesOnASubset) {
   EXPECT_GE(TrainAndGetAccuracy("sync"), 0.80);
+}
+
+// Compressed gradients (fp16 on the wire; top-k with error feedback, overlap on and off) still
+// train: the same bar as uncompressed sync training.
+TEST(ModesTest, SyncWithCompressedGradientsConverges) {
+  EXPECT_GE(TrainAndGetAccuracy("sync", {"--compression=fp16"}), 0.80);
+  EXPECT_GE(TrainAndGetAccuracy("sync", {"--compression=topk:0.05"}), 0.80);
+  EXPECT_GE(TrainAndGetAccuracy("sync", {"--compression=bf16", "--overlap=false"}), 0.80);
+}
+
+TEST(ModesTest, AsyncWithTopKConverges) {
+  EXPECT_GE(TrainAndGetAccuracy("async", {"--compression=topk:0.05"}), 0.80);
 }
 
 }  // namespace

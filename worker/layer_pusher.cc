@@ -19,8 +19,9 @@ LayerPusher::~LayerPusher() {
 }
 
 void LayerPusher::Begin(const std::vector<ShardRoute>& routes, const PushRequest& header, const float* grad,
-                        float* weights, uint64_t first_request_id) {
+                        float* weights, uint64_t first_request_id, PushEncoder* encoder) {
   routes_ = &routes;
+  encoder_ = encoder;
   header_ = &header;
   grad_ = grad;
   weights_ = weights;
@@ -75,6 +76,16 @@ void LayerPusher::Send(int first, int end) {
     const ShardRoute& route = (*routes_)[shard];
     // The copy must have applied the step before this worker moves on (see PsClient).
     req.set_wait_until_applied(route.backup >= 0);
+    if (encoder_ != nullptr) {
+      if (absl::Status encoded = encoder_->Encode(shard, run.first, &push); !encoded.ok()) {
+        {
+          absl::MutexLock lock(&mu_);
+          if (first_error_.ok()) first_error_ = encoded;
+        }
+        ps_->CancelGroup(this);
+        return;
+      }
+    }
     chunks_sent_[shard] += run.count;
     {
       absl::MutexLock lock(&mu_);

@@ -41,6 +41,7 @@
 #include "proto/ps.pb.h"
 #include "worker/ps_client.h"
 #include "worker/shard_layout.h"
+#include "worker/push_encoder.h"
 #include "worker/shard_routing.h"
 
 namespace pstrain::worker {
@@ -62,9 +63,11 @@ class LayerPusher : public model::GradientSink {
   // Starts a step. Its pushes go along `routes` (by shard) and carry the step fields of `header`
   // (worker rank, membership epoch, step, data epoch, num_samples, checkpoint); part i gets
   // request id first_request_id + i. The model writes the gradient into `grad` (flat, host); the
-  // answers are copied into `weights` (flat, host). All are borrowed until Finish returns.
+  // answers are copied into `weights` (flat, host). Each part is compressed by `encoder` when it
+  // is not null (a compression error fails the step like a failed call). All are borrowed until
+  // Finish returns.
   void Begin(const std::vector<ShardRoute>& routes, const PushRequest& header, const float* grad, float* weights,
-             uint64_t first_request_id);
+             uint64_t first_request_id, PushEncoder* encoder = nullptr);
 
   // The gradients of tensors [first, end) are in `grad` now: sends them, with those reported
   // before and not sent yet, once they add up to kMinPartBytes or `first` is 0 (backward is done).
@@ -108,6 +111,7 @@ class LayerPusher : public model::GradientSink {
   const std::vector<ShardRoute>* routes_ = nullptr;
   const PushRequest* header_ = nullptr;
   const float* grad_ = nullptr;
+  PushEncoder* encoder_ = nullptr;
   float* weights_ = nullptr;
   uint64_t first_request_id_ = 0;
   absl::Time first_sent_ = absl::InfiniteFuture();

@@ -8,6 +8,7 @@
 #define PSTRAIN_WORKER_SHARD_LAYOUT_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -37,6 +38,8 @@ class ShardLayout {
 
   int num_servers() const { return static_cast<int>(per_server_.size()); }
   const std::vector<ChunkRef>& chunks(int server) const { return per_server_[server]; }
+  // The model's name of tensor `tensor_id`, for messages.
+  const std::string& tensor_name(int tensor_id) const { return tensor_names_[tensor_id]; }
 
   // Makes `request` carry the pieces of `flat_grad` that `server` owns, in map order: chunk
   // headers in the message, values pointing into flat_grad (not copied; flat_grad must stay

@@ -54,8 +54,12 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerOptions options,
   const int num_shards = options.job.num_servers() > 0 ? options.job.num_servers() : ps->num_servers();
   ASSIGN_OR_RETURN(ShardLayout layout, ShardLayout::Create(options.view.shard_map(), num_shards, model->params()));
   RETURN_IF_ERROR(ShardRoutes(options.view, num_shards).status());
-  return std::unique_ptr<Trainer>(
+  ASSIGN_OR_RETURN(const Compression compression, ParseCompression(options.job.compression().empty()
+                                                                       ? "none" : options.job.compression()));
+  auto trainer = std::unique_ptr<Trainer>(
       new Trainer(std::move(options), scheduler, ps, model, train, test, std::move(layout)));
+  ASSIGN_OR_RETURN(trainer->encoder_, PushEncoder::Create(compression, &trainer->layout_));
+  return trainer;
 }
 
 Trainer::Trainer(TrainerOptions options, SchedulerClient* scheduler, PsClient* ps, model::Model* model,
@@ -355,6 +359,7 @@ absl::Status Trainer::PushAfterBackward(int count, int64_t step, int epoch, int6
     push.header.set_request_id(request_id);
     FillPushHeader(step, epoch, count, lease_id, lease_batch, &push.header);
     layout_.FillPush(s, grad_.data(), &push);
+    RETURN_IF_ERROR(encoder_->Encode(s, /*first=*/0, &push));
   }
   now = absl::Now();
   times->set_push_seconds(absl::ToDoubleSeconds(now - t));
@@ -377,7 +382,7 @@ absl::Status Trainer::PushDuringBackward(int count, int64_t step, int epoch, mod
     overlap_ids_ = {step, view_.membership_epoch(), next_request_id_};
     next_request_id_ += LayerPusher::kIdsPerStep;
   }
-  pusher_.Begin(routes_, header_, grad_.data(), weights_.data(), overlap_ids_.first);
+  pusher_.Begin(routes_, header_, grad_.data(), weights_.data(), overlap_ids_.first, encoder_.get());
   absl::Time t = absl::Now();
   absl::Status computed =
       model_->ComputeGradient(batch_x_.data(), batch_y_.data(), count, absl::MakeSpan(grad_), stats, &pusher_);

@@ -43,6 +43,7 @@
 #include "proto/cluster.pb.h"
 #include "proto/job.pb.h"
 #include "worker/layer_pusher.h"
+#include "worker/push_encoder.h"
 #include "worker/ps_client.h"
 #include "worker/shard_layout.h"
 #include "worker/shard_routing.h"
@@ -164,6 +165,7 @@ class Trainer {
   std::vector<IncomingPull> pulled_;     // One per server.
   PushRequest header_;                   // SYNC with overlap: the fields every part carries.
   LayerPusher pusher_;
+  std::unique_ptr<PushEncoder> encoder_;  // The job's gradient compression (set in Create).
   // SYNC with overlap: the request ids of the step being sent (see PushDuringBackward).
   struct OverlapIds {
     int64_t step = -1;
