@@ -5,9 +5,13 @@
   report.py agg JSON               aggregation_bench JSON -> table (b)
   report.py e2e-header NPROC       the header of table (c)
   report.py e2e-row SUMMARY_JSON PER_WORKER_BATCH LOCAL_1_THREAD_LINE LOCAL_N_THREADS_LINE
+  report.py scaling DIR PER_WORKER_BATCH   bench/scaling.sh's runs in DIR -> the scaling table
 """
+import glob
 import json
 import math
+import os
+import re
 import sys
 
 NAN = float("nan")
@@ -154,6 +158,125 @@ def e2e_row(summary_path, batch, local1, localn):
           f"| {sn:.0f} | {ratio(cluster, sn):.2f} | {acc} | {l1.get('test_accuracy', NAN):.4f} |")
 
 
+# The servers' final transport line (server/ps_service.h, FormatTransportCounters), as pstrain-launch
+# prefixes it, and the other log lines the scaling table reads.
+SERVER_BYTES_RE = re.compile(
+    r"\] server (\d+): received (\d+) bytes \([^)]*\) in (\d+) requests, sent (\d+) bytes \([^)]*\) "
+    r"in (\d+) responses over ([0-9.]+) s")
+SERVER_STEP_RE = re.compile(r"\] server: shard (\d+) ends at step (\d+)")
+SERVER_FLOATS_RE = re.compile(r"\] server (\d+): \d+ chunks, (\d+) floats")
+MODEL_PARAMS_RE = re.compile(r" (\d+) parameters in \d+ chunks over (\d+) servers")
+SCALING_RUN_RE = re.compile(r"s(\d+)-w(\d+)\.log$")
+MIB = 1024.0 * 1024.0
+
+
+def parse_launch_log(path):
+    """Per server rank: bytes in/out, active seconds, final step, shard floats; and the model's size."""
+    servers, params = {}, None
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = SERVER_BYTES_RE.search(line)
+            if m:
+                rank = int(m.group(1))
+                servers.setdefault(rank, {}).update(
+                    bytes_in=int(m.group(2)), requests=int(m.group(3)), bytes_out=int(m.group(4)),
+                    responses=int(m.group(5)), seconds=float(m.group(6)))
+                continue
+            m = SERVER_STEP_RE.search(line)
+            if m:
+                servers.setdefault(int(m.group(1)), {})["steps"] = int(m.group(2))
+                continue
+            m = SERVER_FLOATS_RE.search(line)
+            if m:
+                servers.setdefault(int(m.group(1)), {})["floats"] = int(m.group(2))
+                continue
+            m = MODEL_PARAMS_RE.search(line)
+            if m:
+                params = int(m.group(1))
+    return servers, params
+
+
+def mean(values):
+    values = [v for v in values if not math.isnan(v)]
+    return sum(values) / len(values) if values else NAN
+
+
+def fmt(value, spec):
+    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+
+
+def scaling_run(out_dir, servers, workers, batch):
+    """One row's figures, or a failure note."""
+    stem = os.path.join(out_dir, f"s{servers}-w{workers}")
+    if os.path.exists(stem + ".failed"):
+        code = open(stem + ".failed").read().strip()
+        return {"failed": f"pstrain-launch failed (exit {code}), see {os.path.basename(stem)}.log"}
+    try:
+        summary = json.load(open(stem + ".json"))
+    except (OSError, ValueError) as e:
+        return {"failed": f"no summary ({e.__class__.__name__})"}
+    by_rank, params = parse_launch_log(stem + ".log")
+    global_batch = workers * batch
+    st = summary.get("step_time_ms") or {}
+    step_ms = sum(float(st.get(k, 0)) for k in ("compute", "push", "wait", "pull")) if st.get("steps") else NAN
+    acc = summary.get("final_test_accuracy")
+    row = {
+        "global_batch": global_batch,
+        "job_sps": float(summary.get("samples_per_second") or NAN),
+        "step_ms": step_ms,
+        "parts": [float(st.get(k, NAN)) for k in ("compute", "push", "wait", "pull")],
+        "train_sps": global_batch / (step_ms / 1000.0) if step_ms > 0 else NAN,
+        "acc": acc if isinstance(acc, (int, float)) else NAN,
+        "state": summary.get("state", "?"),
+    }
+    counted = [by_rank.get(r, {}) for r in range(servers)]
+    missing = [r for r, c in enumerate(counted) if "bytes_in" not in c]
+    row["missing_bytes"] = missing
+    in_rates, out_rates, per_step, expected = [], [], [], []
+    for c in counted:
+        if "bytes_in" not in c:
+            continue
+        sec = c["seconds"]
+        in_rates.append(c["bytes_in"] / MIB / sec if sec > 0 else NAN)
+        out_rates.append(c["bytes_out"] / MIB / sec if sec > 0 else NAN)
+        steps = c.get("steps", 0)
+        per_step.append((c["bytes_in"] + c["bytes_out"]) / steps if steps > 0 else NAN)
+        # Each step, every worker pushes this shard's gradient and pulls its weights: 2 x 4 bytes
+        # per float (float32, no compression), message headers aside.
+        floats = c.get("floats") or (params / servers if params else None)
+        expected.append(workers * 2 * 4 * floats if floats else NAN)
+    row.update(in_mibs=mean(in_rates), out_mibs=mean(out_rates), bytes_per_step=mean(per_step),
+               expected_per_step=mean(expected))
+    return row
+
+
+def scaling_table(out_dir, batch):
+    runs = sorted({tuple(int(g) for g in SCALING_RUN_RE.search(p).groups())
+                   for p in glob.glob(os.path.join(out_dir, "s*-w*.log")) if SCALING_RUN_RE.search(p)})
+    print("| Servers | Workers | Global batch | Samples/s (job) | Training samples/s | vs 1 worker "
+          "| Step ms = compute + push + wait + pull | MiB/s in per server | MiB/s out per server "
+          "| MiB/step per server | Expected MiB/step | Test acc. |")
+    print("|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|")
+    base = {}
+    for servers, workers in runs:
+        r = scaling_run(out_dir, servers, workers, batch)
+        if "failed" in r:
+            print(f"| {servers} | {workers} | {workers * batch} | **{r['failed']}** | | | | | | | | |")
+            continue
+        if workers == 1:
+            base[servers] = r["train_sps"]
+        parts = " + ".join(fmt(p, ".2f") for p in r["parts"])
+        missing = f" (no byte line from server {', '.join(map(str, r['missing_bytes']))})" if r["missing_bytes"] else ""
+        state = "" if r["state"] == "FINISHED" else f" ({r['state']})"
+        print(f"| {servers} | {workers} | {r['global_batch']} | {fmt(r['job_sps'], '.0f')}{state} "
+              f"| {fmt(r['train_sps'], '.0f')} | {fmt(ratio(r['train_sps'], base.get(servers, NAN)), '.2f')} "
+              f"| {fmt(r['step_ms'], '.2f')} = {parts} "
+              f"| {fmt(r['in_mibs'], '.1f')} | {fmt(r['out_mibs'], '.1f')}{missing} "
+              f"| {fmt(r['bytes_per_step'] / MIB, '.3f')} | {fmt(r['expected_per_step'] / MIB, '.3f')} "
+              f"| {fmt(r['acc'], '.4f')} |")
+    print()
+
+
 def main(argv):
     if len(argv) < 2:
         sys.exit(__doc__)
@@ -167,6 +290,8 @@ def main(argv):
         e2e_header(argv[2])
     elif cmd == "e2e-row":
         e2e_row(argv[2], argv[3], argv[4], argv[5])
+    elif cmd == "scaling" and len(argv) == 4:
+        scaling_table(argv[2], int(argv[3]))
     else:
         sys.exit(__doc__)
 

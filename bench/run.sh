@@ -9,7 +9,8 @@
 #   E2E_BATCHES      per-worker batch sizes end to end (default: the demo's default batch, 64 and
 #                    256, duplicates dropped)
 #   E2E_TRAIN_LIMIT  use only the first N training samples end to end (default 0: all 60000)
-#   SKIP_E2E=1       skip the end-to-end runs
+#   SKIP_E2E=1       skip the end-to-end runs (and so the scaling table)
+#   SKIP_SCALING=1   skip the scaling table (bench/scaling.sh; its SCALING_* knobs apply)
 #   SKIP_CHURN=1     skip the recovery-from-failures runs (churn_bench, about two minutes)
 #   SKIP_DEFAULT_MALLOC=1  skip the second ps_bench pass with glibc's default malloc settings
 # Raw outputs are kept in a temporary folder whose name is printed at the end.
@@ -103,6 +104,12 @@ echo
 # replica or replaced and rolled back to a checkpoint; the scheduler killed and restarted).
 if [[ "${SKIP_CHURN:-0}" != 1 && -x "$BIN/churn_bench" ]]; then
   "$BIN/churn_bench" --bin_dir="$BIN" 2> "$OUT/churn_bench.log" || echo "**churn_bench failed, see churn_bench.log**"
+  echo
+fi
+
+# (e) scaling: 1, 2, 4 workers x 1, 2 servers, with the bytes each server's counters measured.
+if [[ "${SKIP_SCALING:-0}" != 1 ]]; then
+  "$HERE/scaling.sh" "$1" || echo "**scaling.sh failed (exit $?)**"
   echo
 fi
 echo "Raw outputs: $OUT"

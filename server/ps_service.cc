@@ -1,12 +1,14 @@
 #include "server/ps_service.h"
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/buffer_pool.h"
 #include "common/grpc_status.h"
 #include "common/tensor_wire.h"
@@ -39,7 +41,79 @@ size_t AnswerBytes(const PushRequest& push, const ParameterStore& store) {
   return 4 * static_cast<size_t>(floats);
 }
 
+constexpr double kMiB = 1024.0 * 1024.0;
+
+int64_t SteadyNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
+
+TransportCounters::Method TransportCounters::Total() const {
+  Method total;
+  for (const Method* m : {&pull, &push, &push_pull}) {
+    total.requests += m->requests;
+    total.request_bytes += m->request_bytes;
+    total.responses += m->responses;
+    total.response_bytes += m->response_bytes;
+  }
+  return total;
+}
+
+std::string FormatTransportCounters(int rank, const TransportCounters& counters) {
+  const TransportCounters::Method total = counters.Total();
+  const double seconds = absl::ToDoubleSeconds(counters.active);
+  const double in_mib = static_cast<double>(total.request_bytes) / kMiB;
+  const double out_mib = static_cast<double>(total.response_bytes) / kMiB;
+  return absl::StrFormat(
+      "server %d: received %d bytes (%.1f MiB) in %d requests, sent %d bytes (%.1f MiB) in %d responses over %.3f s "
+      "(%.1f / %.1f MiB/s)",
+      rank, total.request_bytes, in_mib, total.requests, total.response_bytes, out_mib, total.responses, seconds,
+      seconds > 0 ? in_mib / seconds : 0.0, seconds > 0 ? out_mib / seconds : 0.0);
+}
+
+TransportCounters::Method ParameterServerService::MethodCounters::Read() const {
+  TransportCounters::Method m;
+  m.requests = requests.load(std::memory_order_relaxed);
+  m.request_bytes = request_bytes.load(std::memory_order_relaxed);
+  m.responses = responses.load(std::memory_order_relaxed);
+  m.response_bytes = response_bytes.load(std::memory_order_relaxed);
+  return m;
+}
+
+TransportCounters ParameterServerService::counters() const {
+  TransportCounters c;
+  c.pull = pull_.Read();
+  c.push = push_.Read();
+  c.push_pull = push_pull_.Read();
+  const int64_t first = first_event_ns_.load(std::memory_order_relaxed);
+  const int64_t last = last_event_ns_.load(std::memory_order_relaxed);
+  if (first != 0 && last > first) c.active = absl::Nanoseconds(last - first);
+  return c;
+}
+
+void ParameterServerService::CountRequest(MethodCounters* method, size_t bytes) {
+  method->requests.fetch_add(1, std::memory_order_relaxed);
+  method->request_bytes.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+  NoteActivity();
+}
+
+void ParameterServerService::CountResponse(MethodCounters* method, size_t bytes) {
+  method->responses.fetch_add(1, std::memory_order_relaxed);
+  method->response_bytes.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+  NoteActivity();
+}
+
+void ParameterServerService::NoteActivity() {
+  const int64_t now = SteadyNanos();
+  int64_t first = first_event_ns_.load(std::memory_order_relaxed);
+  if (first == 0) first_event_ns_.compare_exchange_strong(first, now, std::memory_order_relaxed);
+  // A maximum, not a plain store: threads finish out of order.
+  int64_t last = last_event_ns_.load(std::memory_order_relaxed);
+  while (last < now && !last_event_ns_.compare_exchange_weak(last, now, std::memory_order_relaxed)) {
+  }
+}
 
 void ParameterServerService::SetStores(ParameterStore* own, ParameterStore* replica) {
   CHECK(own != nullptr);
@@ -80,6 +154,7 @@ ParameterStore* ParameterServerService::DecodePushOrFinish(const grpc::ByteBuffe
 grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  CountRequest(&pull_, request->Length());
   PullRequest req;
   if (absl::Status s = DecodeMessage(*request, "pull", &req); !s.ok()) {
     reactor->Finish(ToGrpcStatus(s));
@@ -92,9 +167,12 @@ grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerConte
   float* values = answer->values.floats();
   store->Pull(
       req, &answer->header,
-      [reactor, answer, response](absl::Status status) {
+      [this, reactor, answer, response](absl::Status status) {
         std::unique_ptr<RawAnswer> owned(answer);
-        if (status.ok()) EncodePull(owned->header, std::move(owned->values), response);
+        if (status.ok()) {
+          EncodePull(owned->header, std::move(owned->values), response);
+          CountResponse(&pull_, response->Length());
+        }
         reactor->Finish(ToGrpcStatus(status));
       },
       values);
@@ -104,13 +182,17 @@ grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* ParameterServerService::Push(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  CountRequest(&push_, request->Length());
   IncomingPush push;
   ParameterStore* store = DecodePushOrFinish(*request, &push, reactor);
   if (store == nullptr) return reactor;
   auto* answer = new RawAnswer;
-  store->Push(push.header, push.values, &answer->pushed, [reactor, answer, response](absl::Status status) {
+  store->Push(push.header, push.values, &answer->pushed, [this, reactor, answer, response](absl::Status status) {
     std::unique_ptr<RawAnswer> owned(answer);
-    if (status.ok()) EncodeMessage(owned->pushed, response);
+    if (status.ok()) {
+      EncodeMessage(owned->pushed, response);
+      CountResponse(&push_, response->Length());
+    }
     reactor->Finish(ToGrpcStatus(status));
   });
   return reactor;
@@ -120,6 +202,7 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
                                                            const grpc::ByteBuffer* request,
                                                            grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  CountRequest(&push_pull_, request->Length());
   IncomingPush push;
   ParameterStore* store = DecodePushOrFinish(*request, &push, reactor);
   if (store == nullptr) return reactor;
@@ -128,9 +211,12 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
   float* values = answer->values.floats();
   store->PushPull(
       push.header, push.values, &answer->header,
-      [reactor, answer, response](absl::Status status) {
+      [this, reactor, answer, response](absl::Status status) {
         std::unique_ptr<RawAnswer> owned(answer);
-        if (status.ok()) EncodePull(owned->header, std::move(owned->values), response);
+        if (status.ok()) {
+          EncodePull(owned->header, std::move(owned->values), response);
+          CountResponse(&push_pull_, response->Length());
+        }
         reactor->Finish(ToGrpcStatus(status));
       },
       values);

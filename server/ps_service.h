@@ -14,6 +14,10 @@
 // The service is registered before the gRPC server starts, but the store can only be built once
 // the cluster view is known; until SetStore, every rpc answers UNAVAILABLE, which clients retry.
 //
+// Transport counters: the service counts the bytes of every tensor request it receives and every
+// answer it sends (counters()), with relaxed atomics and no allocation, so a server can report
+// what it actually moved (FormatTransportCounters) instead of what the model size implies.
+//
 // Replicas (JobSpec.replicas = 2): the server hosts two stores, its own shard and the live copy of
 // the shard before it (server/server_runner.h). A request goes to the store of the shard it names
 // (PushRequest.shard etc.; absent: the server's own shard); a shard the server does not host is
@@ -25,15 +29,46 @@
 #define PSTRAIN_SERVER_PS_SERVICE_H_
 
 #include <atomic>
+#include <cstdint>
 #include <optional>
+#include <string>
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/time/time.h"
 #include "common/tensor_wire.h"
 #include "proto/ps.grpc.pb.h"
 #include "server/parameter_store.h"
 
 namespace pstrain::server {
+
+// What the tensor methods (Pull, Push, PushPull) moved, in bytes of serialized messages as gRPC
+// hands them over (grpc::ByteBuffer::Length(): the protobuf encoding, without gRPC's 5-byte
+// message prefix, HTTP/2 framing or TCP headers). A request counts when its handler starts,
+// whatever its answer; a response when an OK answer is encoded (an error carries no message).
+// FinishEpoch, a few bytes once per epoch, is not counted.
+struct TransportCounters {
+  struct Method {
+    int64_t requests = 0;
+    int64_t request_bytes = 0;
+    int64_t responses = 0;
+    int64_t response_bytes = 0;
+  };
+  Method pull;
+  Method push;
+  Method push_pull;
+  // From the first request received to the last answer encoded; zero before two events.
+  absl::Duration active;
+
+  // The three methods added up.
+  Method Total() const;
+};
+
+// One line for the server's log, stable so that scripts can parse it (bench/report.py does):
+//   "server 0: received 129394688 bytes (123.4 MiB) in 2345 requests, sent 125932011 bytes
+//    (120.1 MiB) in 2345 responses over 12.345 s (10.0 / 9.7 MiB/s)"
+// (one line; rates 0 when `active` is zero).
+std::string FormatTransportCounters(int rank, const TransportCounters& counters);
 
 using RawParameterServerBase = ParameterServer::WithRawCallbackMethod_Pull<ParameterServer::WithRawCallbackMethod_Push<
     ParameterServer::WithRawCallbackMethod_PushPull<ParameterServer::WithCallbackMethod_FinishEpoch<ParameterServer::Service>>>>;
@@ -45,7 +80,8 @@ class ParameterServerService final : public RawParameterServerBase {
   ParameterServerService& operator=(const ParameterServerService&) = delete;
 
   // Starts serving from `store`. Borrowed: it must outlive every rpc, so shut the store down
-  // (which finishes parked rpcs) and then the gRPC server before destroying it.
+  // (which finishes parked rpcs) and then the gRPC server before destroying it. The store's
+  // callbacks count answers in this service, which must outlive them as well.
   // REQUIRES: called at most once, with a non-null store.
   void SetStore(ParameterStore* store) { SetStores(store, nullptr); }
   // The same with a replica: `own` answers for shard own->rank() (and requests naming no shard),
@@ -66,7 +102,27 @@ class ParameterServerService final : public RawParameterServerBase {
                                         const FinishEpochRequest* request,
                                         FinishEpochResponse* response) override;
 
+  // What the tensor methods moved so far. Each field is exact, but read while calls run they are
+  // not one snapshot (a request may be counted and its answer not yet). Never blocks.
+  TransportCounters counters() const;
+
  private:
+  // One method's counters; relaxed atomics: they order nothing, they only add up.
+  struct MethodCounters {
+    std::atomic<int64_t> requests{0};
+    std::atomic<int64_t> request_bytes{0};
+    std::atomic<int64_t> responses{0};
+    std::atomic<int64_t> response_bytes{0};
+
+    TransportCounters::Method Read() const;
+  };
+
+  // Counts a request of `bytes` to `method` / an answer of `bytes` from it, and the time.
+  void CountRequest(MethodCounters* method, size_t bytes);
+  void CountResponse(MethodCounters* method, size_t bytes);
+  // Moves the activity window to include now (steady clock, nanoseconds).
+  void NoteActivity();
+
   // The store of `shard` (nullopt: the server's own), or nullptr after finishing `reactor` with
   // UNAVAILABLE (not ready yet) or FAILED_PRECONDITION (a shard this server does not host).
   ParameterStore* StoreOrFinish(std::optional<int> shard, grpc::ServerUnaryReactor* reactor) const;
@@ -79,6 +135,13 @@ class ParameterServerService final : public RawParameterServerBase {
   // replica_ is written before store_, and store_ is read first: a non-null store_ means both are set.
   std::atomic<ParameterStore*> store_{nullptr};
   std::atomic<ParameterStore*> replica_{nullptr};
+
+  MethodCounters pull_;
+  MethodCounters push_;
+  MethodCounters push_pull_;
+  // Steady-clock nanoseconds of the first and the latest counted event; 0: none yet.
+  std::atomic<int64_t> first_event_ns_{0};
+  std::atomic<int64_t> last_event_ns_{0};
 };
 
 }  // namespace pstrain::server

@@ -195,6 +195,83 @@ TEST_F(PsServiceTest, ParkedPullFailsWithUnavailableOnShutdown) {
   EXPECT_EQ(status.error_message(), "server 0 shutting down");
 }
 
+TEST_F(PsServiceTest, CountersAddUpTheBytesOfEveryRequestAndAnswer) {
+  InstallStore();
+  TransportCounters before = service_.counters();
+  EXPECT_EQ(before.Total().requests, 0);
+  EXPECT_EQ(before.Total().response_bytes, 0);
+  EXPECT_EQ(before.active, absl::ZeroDuration());
+
+  PullRequest pull;
+  pull.set_worker_rank(0);
+  pull.set_membership_epoch(1);
+  PullResponse initial;
+  ASSERT_TRUE(stub_->Pull(Context().get(), pull, &initial).ok());
+
+  // One SYNC step: worker 0's PushPull is parked until worker 1's Push arrives.
+  const PushRequest push0 = MakePush(0, 0, 2.0f);
+  const PushRequest push1 = MakePush(1, 0, 4.0f);
+  PullResponse after0;
+  grpc::Status status0;
+  std::thread worker0([&] { status0 = stub_->PushPull(Context().get(), push0, &after0); });
+  PushResponse pushed;
+  grpc::Status status1 = stub_->Push(Context().get(), push1, &pushed);
+  worker0.join();
+  ASSERT_TRUE(status0.ok()) << status0.error_message();
+  ASSERT_TRUE(status1.ok()) << status1.error_message();
+
+  // A push that fails: its request counts, no answer does.
+  PushRequest bad = MakePush(1, 1, 1.0f);
+  bad.mutable_chunks(0)->set_length(4);
+  PushResponse refused;
+  EXPECT_EQ(stub_->Push(Context().get(), bad, &refused).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  // The raw encoding is the protobuf encoding, so the messages' own sizes are the bytes moved.
+  const TransportCounters c = service_.counters();
+  EXPECT_EQ(c.pull.requests, 1);
+  EXPECT_EQ(c.pull.request_bytes, static_cast<int64_t>(pull.ByteSizeLong()));
+  EXPECT_EQ(c.pull.responses, 1);
+  EXPECT_EQ(c.pull.response_bytes, static_cast<int64_t>(initial.ByteSizeLong()));
+  EXPECT_GT(c.pull.response_bytes, 8 * 4);  // the 8 weights and their chunk header
+  EXPECT_EQ(c.push_pull.requests, 1);
+  EXPECT_EQ(c.push_pull.request_bytes, static_cast<int64_t>(push0.ByteSizeLong()));
+  EXPECT_EQ(c.push_pull.responses, 1);
+  EXPECT_EQ(c.push_pull.response_bytes, static_cast<int64_t>(after0.ByteSizeLong()));
+  EXPECT_GT(c.push_pull.response_bytes, 8 * 4);
+  EXPECT_EQ(c.push.requests, 2);
+  EXPECT_EQ(c.push.request_bytes, static_cast<int64_t>(push1.ByteSizeLong() + bad.ByteSizeLong()));
+  EXPECT_EQ(c.push.responses, 1);
+  EXPECT_EQ(c.push.response_bytes, static_cast<int64_t>(pushed.ByteSizeLong()));
+
+  const TransportCounters::Method total = c.Total();
+  EXPECT_EQ(total.requests, 4);
+  EXPECT_EQ(total.request_bytes, c.pull.request_bytes + c.push.request_bytes + c.push_pull.request_bytes);
+  EXPECT_EQ(total.responses, 3);
+  EXPECT_EQ(total.response_bytes, c.pull.response_bytes + c.push.response_bytes + c.push_pull.response_bytes);
+  EXPECT_GT(c.active, absl::ZeroDuration());
+
+  // FinishEpoch carries no tensor and is not counted.
+  FinishEpochRequest finish;
+  finish.set_worker_rank(0);
+  FinishEpochResponse finished;
+  ASSERT_TRUE(stub_->FinishEpoch(Context().get(), finish, &finished).ok());
+  EXPECT_EQ(service_.counters().Total().requests, 4);
+}
+
+TEST(FormatTransportCountersTest, OneParseableLine) {
+  TransportCounters c;
+  c.pull = {2, 100, 2, 3 * 1048576};
+  c.push = {3, 2 * 1048576, 3, 30};
+  c.push_pull = {5, 2 * 1048576 - 100, 4, 1048576 - 30};
+  c.active = absl::Seconds(2);
+  EXPECT_EQ(FormatTransportCounters(1, c),
+            "server 1: received 4194304 bytes (4.0 MiB) in 10 requests, sent 4194304 bytes (4.0 MiB) in 9 "
+            "responses over 2.000 s (2.0 / 2.0 MiB/s)");
+  EXPECT_EQ(FormatTransportCounters(0, TransportCounters()),
+            "server 0: received 0 bytes (0.0 MiB) in 0 requests, sent 0 bytes (0.0 MiB) in 0 responses over 0.000 s "
+            "(0.0 / 0.0 MiB/s)");
+}
+
 }  // namespace
 }  // namespace pstrain::server
 

@@ -130,6 +130,8 @@ absl::Status ServerRunner::Run() {
   if (store != nullptr) store->Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
   server->Wait();
+  // After Wait no call is open, so the counts are final.
+  if (store != nullptr) LOG(INFO) << FormatTransportCounters(store->rank(), service.counters());
   if (!unix_path.empty()) unlink(unix_path.c_str());
   LOG(INFO) << "parameter server at " << address << " stopped: " << status;
   return status;
