@@ -6,6 +6,7 @@
   report.py e2e-header NPROC       the header of table (c)
   report.py e2e-row SUMMARY_JSON PER_WORKER_BATCH LOCAL_1_THREAD_LINE LOCAL_N_THREADS_LINE
   report.py scaling DIR PER_WORKER_BATCH   bench/scaling.sh's runs in DIR -> the scaling table
+  report.py compression DIR KIND...       bench/compression.sh's runs in DIR -> the compression table
 """
 import glob
 import json
@@ -277,6 +278,50 @@ def scaling_table(out_dir, batch):
     print()
 
 
+def compression_run(out_dir, kind):
+    """One compression setting's figures, or a failure note."""
+    stem = os.path.join(out_dir, "c-" + kind.replace(":", "_"))
+    if os.path.exists(stem + ".failed"):
+        code = open(stem + ".failed").read().strip()
+        return {"failed": f"pstrain-launch failed (exit {code}), see {os.path.basename(stem)}.log"}
+    try:
+        summary = json.load(open(stem + ".json"))
+    except (OSError, ValueError) as e:
+        return {"failed": f"no summary ({e.__class__.__name__})"}
+    by_rank, _ = parse_launch_log(stem + ".log")
+    st = summary.get("step_time_ms") or {}
+    step_ms = sum(float(st.get(k, 0)) for k in ("compute", "push", "wait", "pull")) if st.get("steps") else NAN
+    job = summary.get("job") or {}
+    global_batch = float(job.get("global_batch") or NAN)
+    acc = summary.get("final_test_accuracy")
+    return {
+        "pushed": sum(c.get("bytes_in", 0) for c in by_rank.values()) if by_rank else NAN,
+        "pulled": sum(c.get("bytes_out", 0) for c in by_rank.values()) if by_rank else NAN,
+        "steps": max((c.get("steps", 0) for c in by_rank.values()), default=0),
+        "push_ms": float(st.get("push", NAN)),
+        "train_sps": global_batch / (step_ms / 1000.0) if step_ms > 0 else NAN,
+        "acc": acc if isinstance(acc, (int, float)) else NAN,
+    }
+
+
+def compression_table(out_dir, kinds):
+    rows = {kind: compression_run(out_dir, kind) for kind in kinds}
+    base = rows.get("none", {})
+    print("| --compression | pushed MiB | vs none | pulled MiB | push ms/step | training samples/s | vs none "
+          "| test accuracy | vs none |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for kind, r in rows.items():
+        if "failed" in r:
+            print(f"| {kind} | **{r['failed']}** | | | | | | | |")
+            continue
+        delta = r["acc"] - base.get("acc", NAN) if "acc" in base else NAN
+        print(f"| {kind} | {fmt(r['pushed'] / MIB, '.1f')} | {fmt(ratio(r['pushed'], base.get('pushed', NAN)), '.3f')} "
+              f"| {fmt(r['pulled'] / MIB, '.1f')} | {fmt(r['push_ms'], '.2f')} | {fmt(r['train_sps'], '.0f')} "
+              f"| {fmt(ratio(r['train_sps'], base.get('train_sps', NAN)), '.2f')} | {fmt(r['acc'], '.4f')} "
+              f"| {fmt(delta, '+.4f')} |")
+    print()
+
+
 def main(argv):
     if len(argv) < 2:
         sys.exit(__doc__)
@@ -290,6 +335,8 @@ def main(argv):
         e2e_header(argv[2])
     elif cmd == "e2e-row":
         e2e_row(argv[2], argv[3], argv[4], argv[5])
+    elif cmd == "compression" and len(argv) >= 4:
+        compression_table(argv[2], argv[3:])
     elif cmd == "scaling" and len(argv) == 4:
         scaling_table(argv[2], int(argv[3]))
     else:
