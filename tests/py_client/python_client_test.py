@@ -22,6 +22,7 @@ import argparse
 import math
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -158,14 +159,20 @@ def check_initial_weights(response, tensors, pb):
         check(any(v != 0.0 for v in values), "%s: uniform init but all zero" % t.name)
 
 
-def make_push(pb, rank, view, step, request_id, chunks, tensors):
-    """A whole (not partial) push of gradient() for every chunk the server owns, in shard-map order."""
+def make_push(pb, rank, view, step, request_id, chunks, tensors, fp16=False):
+    """A whole (not partial) push of gradient() for every chunk the server owns, in shard-map order;
+    with fp16, compressed to IEEE half precision (TensorChunk.encoding FLOAT16, 2 bytes a value)."""
     push = pb.ps_pb2.PushRequest(worker_rank=rank, membership_epoch=view.membership_epoch, step=step,
                                  data_epoch=0, num_samples=BATCH, request_id=request_id)
     for c in chunks:
         base = tensors[c.tensor_id].flat_offset + c.offset
-        push.chunks.add(tensor_id=c.tensor_id, offset=c.offset, length=c.length,
-                        data=pc.floats_to_bytes(gradient(base + j) for j in range(c.length)))
+        values = [gradient(base + j) for j in range(c.length)]
+        if fp16:
+            push.chunks.add(tensor_id=c.tensor_id, offset=c.offset, length=c.length,
+                            encoding=pb.ps_pb2.FLOAT16, data=struct.pack("<%de" % len(values), *values))
+        else:
+            push.chunks.add(tensor_id=c.tensor_id, offset=c.offset, length=c.length,
+                            data=pc.floats_to_bytes(values))
     return push
 
 
@@ -241,15 +248,24 @@ def run(args, workdir, procs):
         check(pushed.step == 1, "PushPull of step 0 answered step %d" % pushed.step)
         check_chunks(pushed, chunks, "PushPull of step 0")
         n = check_sgd_step(pull0, pushed, tensors)
+        # The same gradient in half precision (every gradient() value is exact in fp16): the
+        # server decodes it into the same float32 step.
+        half = make_push(pb, rank, view, 1, 4, chunks, tensors, fp16=True)
+        check(half.ByteSize() < make_push(pb, rank, view, 1, 4, chunks, tensors).ByteSize() * 0.51,
+              "an fp16 push is not half the size of a float32 one")
+        pushed_half = server.push_pull(half)
+        check(pushed_half.step == 2, "PushPull of step 1 (fp16) answered step %d" % pushed_half.step)
+        check_sgd_step(pushed, pushed_half, tensors)
+        pushed = pushed_half
 
         # 5. Bad pushes get precise errors over the same wire and change nothing.
-        short = make_push(pb, rank, view, 1, 2, chunks, tensors)
+        short = make_push(pb, rank, view, 2, 2, chunks, tensors)
         k = len(chunks) // 2
         short.chunks[k].data = short.chunks[k].data[:-4]
         name = tensors[chunks[k].tensor_id].name
         short_error = expect_rpc_error(server.push_pull, short, grpc.StatusCode.INVALID_ARGUMENT,
                                        ["'%s'" % name, "expected %d" % (4 * chunks[k].length)])
-        nan = make_push(pb, rank, view, 1, 3, chunks, tensors)
+        nan = make_push(pb, rank, view, 2, 3, chunks, tensors)
         k, j = len(chunks) - 1, chunks[-1].length // 2
         values = pc.bytes_to_floats(nan.chunks[k].data)
         values[j] = float("nan")
@@ -257,8 +273,8 @@ def run(args, workdir, procs):
         nan_error = expect_rpc_error(server.push_pull, nan, grpc.StatusCode.INVALID_ARGUMENT,
                                      ["'%s'" % tensors[chunks[k].tensor_id].name,
                                       "element %d" % (chunks[k].offset + j), "nan"])
-        pull1 = server.pull(P.PullRequest(worker_rank=rank, membership_epoch=view.membership_epoch, step=1))
-        check(pull1.step == 1, "pull after the bad pushes answered step %d, expected 1" % pull1.step)
+        pull1 = server.pull(P.PullRequest(worker_rank=rank, membership_epoch=view.membership_epoch, step=2))
+        check(pull1.step == 2, "pull after the bad pushes answered step %d, expected 2" % pull1.step)
         check(pull1.SerializeToString() == pushed.SerializeToString(), "the bad pushes changed the weights")
         check(heart.error is None, "heartbeat failed: %s" % heart.error)
 
@@ -274,7 +290,8 @@ def run(args, workdir, procs):
         check(code == 0, "%s exited %d after the job finished" % (name, code))
     server.close()
     scheduler.close()
-    print("python_client_test: %d chunks; all %d weights after one SGD step equal float32(w - lr * g)"
+    print("python_client_test: %d chunks; all %d weights after each SGD step (float32, then fp16 "
+          "gradients) equal float32(w - lr * g)"
           % (len(chunks), n))
     print("  short chunk refused: %s" % short_error)
     print("  NaN refused: %s" % nan_error)
