@@ -4,7 +4,7 @@
   report.py ps JSON [--title T]    ps_bench --benchmark_out JSON -> tables (a) and (a')
   report.py agg JSON               aggregation_bench JSON -> table (b)
   report.py e2e-header NPROC       the header of table (c)
-  report.py e2e-row SUMMARY_JSON PER_WORKER_BATCH LOCAL_1_THREAD_LINE LOCAL_N_THREADS_LINE
+  report.py e2e-row DIR PER_WORKER_BATCH   bench/run.sh's end-to-end runs in DIR -> one row of table (c)
   report.py scaling DIR PER_WORKER_BATCH   bench/scaling.sh's runs in DIR -> the scaling table
   report.py compression DIR KIND...       bench/compression.sh's runs in DIR -> the compression table
 """
@@ -132,9 +132,10 @@ def agg_table(path):
 
 
 def e2e_header(nproc):
-    print(f"| Per-worker batch | Global batch | Cluster samples/s | Local samples/s (1 thread) | Ratio "
-          f"| Local samples/s ({nproc} threads) | Ratio | Cluster test acc. | Local test acc. |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(f"| Per-worker batch | Global batch | Cluster training samples/s | (whole job) "
+          f"| One process, 1 thread | Ratio | Ratio, whole job | One process, {nproc} threads | Ratio "
+          f"| Cluster test acc. | One-process test acc. |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 
 
 def parse_kv(line):
@@ -148,15 +149,49 @@ def parse_kv(line):
     return out
 
 
-def e2e_row(summary_path, batch, local1, localn):
-    summary = json.load(open(summary_path))
-    cluster = float(summary.get("samples_per_second") or NAN)
-    acc = summary.get("final_test_accuracy")
-    acc = f"{acc:.4f}" if isinstance(acc, (int, float)) else "n/a"
-    l1, ln = parse_kv(local1), parse_kv(localn)
-    s1, sn = l1.get("samples_per_second", NAN), ln.get("samples_per_second", NAN)
-    print(f"| {batch} | {2 * int(batch)} | {cluster:.0f} | {s1:.0f} | {ratio(cluster, s1):.2f} "
-          f"| {sn:.0f} | {ratio(cluster, sn):.2f} | {acc} | {l1.get('test_accuracy', NAN):.4f} |")
+def median(values):
+    values = sorted(v for v in values if not math.isnan(v))
+    if not values:
+        return NAN
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def training_sps(summary):
+    """Global batch / mean step time (compute + push + wait + pull): training alone, without the
+    start-up and the final evaluation that the whole-job figure includes."""
+    st = summary.get("step_time_ms") or {}
+    step_ms = sum(float(st.get(k, 0)) for k in ("compute", "push", "wait", "pull")) if st.get("steps") else NAN
+    global_batch = float((summary.get("job") or {}).get("global_batch") or NAN)
+    return global_batch / (step_ms / 1000.0) if step_ms > 0 else NAN
+
+
+def e2e_row(out_dir, batch):
+    """bench/run.sh's repeated runs at one batch: e2e-b{B}-r{i}.json (cluster summaries) and
+    local1-b{B}-r{i}.txt / localn-b{B}-r{i}.txt (local_train's last line). Medians over the
+    repeats of each figure and of each pair's ratio (the runs of one repeat ran back to back)."""
+    rows = []
+    for path in sorted(glob.glob(os.path.join(out_dir, f"e2e-b{batch}-r*.json"))):
+        rep = path[:-len(".json")].rsplit("-r", 1)[1]
+        try:
+            summary = json.load(open(path))
+        except (OSError, ValueError):
+            continue
+        read = lambda name: parse_kv(open(os.path.join(out_dir, f"{name}-b{batch}-r{rep}.txt")).read())
+        l1, ln = read("local1"), read("localn")
+        acc = summary.get("final_test_accuracy")
+        rows.append({"train": training_sps(summary), "job": float(summary.get("samples_per_second") or NAN),
+                     "l1": l1.get("samples_per_second", NAN), "ln": ln.get("samples_per_second", NAN),
+                     "acc": acc if isinstance(acc, (int, float)) else NAN,
+                     "lacc": l1.get("test_accuracy", NAN)})
+    if not rows:
+        print(f"| {batch} | {2 * int(batch)} | **no run finished** | | | | | | | | |")
+        return
+    m = lambda key: median([r[key] for r in rows])
+    mr = lambda a, b: median([ratio(r[a], r[b]) for r in rows])
+    print(f"| {batch} | {2 * int(batch)} | {fmt(m('train'), '.0f')} | {fmt(m('job'), '.0f')} | {fmt(m('l1'), '.0f')} "
+          f"| {fmt(mr('train', 'l1'), '.2f')} | {fmt(mr('job', 'l1'), '.2f')} | {fmt(m('ln'), '.0f')} "
+          f"| {fmt(mr('train', 'ln'), '.2f')} | {fmt(m('acc'), '.4f')} | {fmt(m('lacc'), '.4f')} |")
 
 
 # The servers' final transport line (server/ps_service.h, FormatTransportCounters), as pstrain-launch
@@ -334,7 +369,7 @@ def main(argv):
     elif cmd == "e2e-header":
         e2e_header(argv[2])
     elif cmd == "e2e-row":
-        e2e_row(argv[2], argv[3], argv[4], argv[5])
+        e2e_row(argv[2], argv[3])
     elif cmd == "compression" and len(argv) >= 4:
         compression_table(argv[2], argv[3:])
     elif cmd == "scaling" and len(argv) == 4:

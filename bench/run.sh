@@ -9,9 +9,12 @@
 #   E2E_BATCHES      per-worker batch sizes end to end (default: the demo's default batch, 64 and
 #                    256, duplicates dropped)
 #   E2E_TRAIN_LIMIT  use only the first N training samples end to end (default 0: all 60000)
+#   E2E_EPOCHS       epochs of each end-to-end run (default 2)
+#   E2E_REPEATS      repeats of each end-to-end pair, reported as medians (default 3)
 #   SKIP_E2E=1       skip the end-to-end runs (and so the scaling table)
 #   SKIP_SCALING=1   skip the scaling table (bench/scaling.sh; its SCALING_* knobs apply)
 #   SKIP_CHURN=1     skip the recovery-from-failures runs (churn_bench, about two minutes)
+#   SKIP_MICRO=1     skip the in-process benchmarks (a) and (b)
 #   SKIP_DEFAULT_MALLOC=1  skip the second ps_bench pass with glibc's default malloc settings
 # Raw outputs are kept in a temporary folder whose name is printed at the end.
 set -euo pipefail
@@ -49,14 +52,17 @@ echo
 
 # (a) gRPC: parameter server vs echo, with malloc set up as the role binaries do it, then with
 # glibc's defaults (fresh mmaps for every block >= 128 KiB) to show what that setting buys.
+if [[ "${SKIP_MICRO:-0}" != 1 ]]; then
 run_bench ps_bench "$OUT/ps_bench.json" && $REPORT ps "$OUT/ps_bench.json" --title "malloc as in the binaries"
-if [[ "${SKIP_DEFAULT_MALLOC:-0}" != 1 ]]; then
+fi
+if [[ "${SKIP_MICRO:-0}" != 1 && "${SKIP_DEFAULT_MALLOC:-0}" != 1 ]]; then
   run_bench ps_bench "$OUT/ps_bench_glibc.json" --glibc_default_malloc &&
     $REPORT ps "$OUT/ps_bench_glibc.json" --title "glibc default malloc"
 fi
 
 # (b) aggregation vs memcpy.
-run_bench aggregation_bench "$OUT/aggregation_bench.json" && $REPORT agg "$OUT/aggregation_bench.json"
+[[ "${SKIP_MICRO:-0}" == 1 ]] ||
+  { run_bench aggregation_bench "$OUT/aggregation_bench.json" && $REPORT agg "$OUT/aggregation_bench.json"; }
 
 # (c) end to end: cluster vs one process.
 if [[ "${SKIP_E2E:-0}" == 1 ]]; then
@@ -74,29 +80,36 @@ DEMO_BATCH="${DEMO_BATCH:-64}"
 BATCHES="${E2E_BATCHES:-$(printf '%s\n' "$DEMO_BATCH" 64 256 | awk '!seen[$0]++' | tr '\n' ' ')}"
 TRAIN_LIMIT="${E2E_TRAIN_LIMIT:-0}"
 
+EPOCHS="${E2E_EPOCHS:-2}"
+REPEATS="${E2E_REPEATS:-3}"
 echo "### (c) End to end: 2 servers x 2 workers (SYNC) vs one process"
 echo
-echo "1 epoch of Fashion-MNIST (train_limit=$TRAIN_LIMIT, 0 = all), MLP 784-256-128-10, Adam lr 0.002 with cosine decay (the demo's optimizer) on both sides."
-echo "Cluster: \`pstrain-launch --servers=2 --workers=2 --mode=sync --epochs=1 --eval_last_epoch_only\`,"
-echo "samples/s from its summary JSON. Single process: \`local_train\` at the same global batch"
-echo "(2 x per-worker batch), training time only. Ratio = cluster / single process."
+echo "$EPOCHS epochs of Fashion-MNIST (train_limit=$TRAIN_LIMIT, 0 = all), MLP 784-256-128-10, Adam lr 0.002 with cosine decay (the demo's optimizer) on both sides."
+echo "Cluster: \`pstrain-launch --servers=2 --workers=2 --mode=sync --epochs=$EPOCHS --eval_last_epoch_only\`."
+echo "Training samples/s = global batch / mean step time (compute + push + wait + pull, the summary's"
+echo "step_time_ms): training alone, as \`local_train\` times it; the whole-job figure also counts start-up,"
+echo "the barriers and the final evaluation. Single process: \`local_train\` at the same global batch"
+echo "(2 x per-worker batch), training time only. $REPEATS repeats, each the cluster then the single"
+echo "process back to back; medians of the figures and of each repeat's ratio."
 echo "The demo's default per-worker batch is $DEMO_BATCH."
 echo
 $REPORT e2e-header "$NPROC"
 for B in $BATCHES; do
   G=$((2 * B))
-  SUMMARY="$OUT/e2e-b$B.json"
-  if ! "$LAUNCH" --servers=2 --workers=2 --mode=sync --batch_size="$B" --epochs=1 \
-        --eval_last_epoch_only --train_limit="$TRAIN_LIMIT" --summary_json="$SUMMARY" \
-        > "$OUT/e2e-b$B.log" 2>&1; then
-    echo "| $B | $G | **pstrain-launch failed (exit $?), see e2e-b$B.log** | | | | | | |"
-    continue
-  fi
-  LOCAL1="$("$BIN/local_train" --batch_size="$G" --epochs=1 --train_limit="$TRAIN_LIMIT" \
-             --blas_threads=1 2> "$OUT/local-g$G-t1.log" | tail -1)"
-  LOCALN="$("$BIN/local_train" --batch_size="$G" --epochs=1 --train_limit="$TRAIN_LIMIT" \
-             --blas_threads="$NPROC" 2> "$OUT/local-g$G-t$NPROC.log" | tail -1)"
-  $REPORT e2e-row "$SUMMARY" "$B" "$LOCAL1" "$LOCALN"
+  for R in $(seq 1 "$REPEATS"); do
+    if ! "$LAUNCH" --servers=2 --workers=2 --mode=sync --batch_size="$B" --epochs="$EPOCHS" \
+          --eval_last_epoch_only --train_limit="$TRAIN_LIMIT" --summary_json="$OUT/e2e-b$B-r$R.json" \
+          > "$OUT/e2e-b$B-r$R.log" 2>&1; then
+      echo "(pstrain-launch failed at batch $B, repeat $R: see e2e-b$B-r$R.log)" >&2
+      rm -f "$OUT/e2e-b$B-r$R.json"
+      continue
+    fi
+    "$BIN/local_train" --batch_size="$G" --epochs="$EPOCHS" --train_limit="$TRAIN_LIMIT" \
+      --blas_threads=1 2> "$OUT/local-g$G-t1-r$R.log" | tail -1 > "$OUT/local1-b$B-r$R.txt"
+    "$BIN/local_train" --batch_size="$G" --epochs="$EPOCHS" --train_limit="$TRAIN_LIMIT" \
+      --blas_threads="$NPROC" 2> "$OUT/local-g$G-t$NPROC-r$R.log" | tail -1 > "$OUT/localn-b$B-r$R.txt"
+  done
+  $REPORT e2e-row "$OUT" "$B"
 done
 echo
 
