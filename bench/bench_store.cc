@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include <glog/logging.h>
+
 namespace pstrain::bench {
 
 ShardMap OneTensorShardMap(int64_t num_floats, int64_t max_chunk_bytes) {
@@ -58,6 +60,25 @@ PushRequest GradientPush(const ShardMap& map, int worker_rank, float value) {
     chunk->set_data(values.data(), values.size() * sizeof(float));
   }
   return push;
+}
+
+std::vector<PushRequest> PartialGradientPushes(const ShardMap& map, int worker_rank, float value, int parts) {
+  const PushRequest whole = GradientPush(map, worker_rank, value);
+  const int num_chunks = whole.chunks_size();
+  CHECK(parts >= 1 && parts <= num_chunks) << parts << " parts of " << num_chunks << " chunks";
+  std::vector<PushRequest> out(static_cast<size_t>(parts));
+  for (int i = 0; i < parts; ++i) {
+    // Chunks [first, end) of the whole push: the first num_chunks % parts parts get one more.
+    const int first = i * (num_chunks / parts) + std::min(i, num_chunks % parts);
+    const int end = first + num_chunks / parts + (i < num_chunks % parts ? 1 : 0);
+    PushRequest& part = out[static_cast<size_t>(i)];
+    part = whole;
+    part.clear_chunks();
+    for (int c = first; c < end; ++c) *part.add_chunks() = whole.chunks(c);
+    part.set_partial(true);
+    part.set_first_chunk(first);
+  }
+  return out;
 }
 
 }  // namespace pstrain::bench

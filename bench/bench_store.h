@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "proto/cluster.pb.h"
@@ -31,6 +32,12 @@ absl::StatusOr<std::unique_ptr<server::ParameterStore>> NewBenchStore(
 // A push from `worker_rank` for step 0 carrying every chunk of `map`, every element `value`
 // (small, so thousands of updates stay finite), for one sample. Callers set step and request id.
 PushRequest GradientPush(const ShardMap& map, int worker_rank, float value);
+
+// GradientPush cut into `parts` partial pushes (PushRequest.partial), as a worker that overlaps
+// sends a step: part i carries the i-th of `parts` contiguous runs of map's chunks, as equal in
+// count as they can be, with first_chunk set. Callers set step and a distinct request id per part.
+// REQUIRES: 1 <= parts <= map.chunks_size().
+std::vector<PushRequest> PartialGradientPushes(const ShardMap& map, int worker_rank, float value, int parts);
 
 }  // namespace pstrain::bench
 

@@ -2,8 +2,9 @@
 // payloads from 4 KiB to 64 MiB. Every benchmark starts its own server on 127.0.0.1:0 hosting the
 // echo service (bench/echo_service.h) and a ParameterServerService over a one-tensor store. The
 // parameter server is called the way workers call it, through worker::PsClient (raw tensor
-// payloads, common/tensor_wire.h), with the answer copied into a weights buffer as a worker
-// installs it; the echo baselines go through blocking protobuf stubs.
+// payloads, common/tensor_wire.h; its default 2 TCP connections, which a whole push, one call a
+// step, takes in turn), with the answer copied into a weights buffer as a worker installs it; the
+// echo baselines go through blocking protobuf stubs.
 //
 //   Echo      N bytes each way                    baseline for PushPull
 //   PushPull  SYNC, 1 worker: one SGD step + the weights back, N bytes each way
@@ -17,6 +18,11 @@
 //             (bench/socket_pingpong.h): the ceiling of one connection, the baseline the
 //             transport is judged against
 //   PushPullUnix  PushPull over a unix domain socket instead of TCP on 127.0.0.1
+//   PushPullConnsK, PushPullCallsK   (K = 1, 2, 4; 1 MiB and up) the step as K partial PushPulls
+//             started together, as the overlapping worker sends them (chunks of at most N/K
+//             bytes), over K connections or all over one: what more connections buy, apart from
+//             more calls in flight. PushPullUnixConnsK, PushPullUnixCallsK: the same over a
+//             unix socket.
 //
 // Counters: bytes_per_second counts payload bytes in both directions (2N per round trip for Echo
 // and PushPull, N otherwise); `payload_bytes` = N. Time is wall-clock per call (latency). Each
@@ -24,6 +30,7 @@
 // from the medians.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -38,6 +45,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/notification.h"
 #include "common/grpc_status.h"
 #include "common/malloc_tuning.h"
@@ -64,8 +72,10 @@ constexpr float kGradient = 1e-6f;
 class BenchServer {
  public:
   // `unix_socket`: listen and connect on a unix domain socket rather than 127.0.0.1.
-  static absl::StatusOr<std::unique_ptr<BenchServer>> Start(Mode mode, int64_t bytes, bool unix_socket = false) {
-    auto server = std::unique_ptr<BenchServer>(new BenchServer(bytes));
+  // `max_chunk_bytes`: the store's chunk bound (OneTensorShardMap).
+  static absl::StatusOr<std::unique_ptr<BenchServer>> Start(Mode mode, int64_t bytes, bool unix_socket = false,
+                                                            int64_t max_chunk_bytes = kMaxChunkBytes) {
+    auto server = std::unique_ptr<BenchServer>(new BenchServer(bytes, max_chunk_bytes));
     absl::StatusOr<std::unique_ptr<server::ParameterStore>> store =
         NewBenchStore(server->map_, mode, OptimizerSpec::SGD, /*num_workers=*/1);
     if (!store.ok()) return store.status();
@@ -94,15 +104,22 @@ class BenchServer {
                                                  grpc::InsecureChannelCredentials(), args);
     server->echo_ = Echo::NewStub(server->channel_);
     server->ps_ = ParameterServer::NewStub(server->channel_);
-    ClusterView view;
-    ServerInfo* info = view.add_servers();
-    info->set_rank(0);
-    info->set_address(unix_socket ? unix_address : absl::StrCat("127.0.0.1:", port));
-    absl::StatusOr<std::unique_ptr<worker::PsClient>> client =
-        worker::PsClient::Create(view, absl::Seconds(60), /*unix_sockets=*/false);
+    server->address_ = unix_socket ? unix_address : absl::StrCat("127.0.0.1:", port);
+    absl::StatusOr<std::unique_ptr<worker::PsClient>> client = server->NewClient();
     if (!client.ok()) return client.status();
     server->client_ = *std::move(client);
     return server;
+  }
+
+  // Another worker client of this server, with channels (so connections) of its own:
+  // `tcp_connections` over TCP, one over a unix socket (worker::PsClient). It must be destroyed
+  // before this server.
+  absl::StatusOr<std::unique_ptr<worker::PsClient>> NewClient(int tcp_connections = 2) const {
+    ClusterView view;
+    ServerInfo* info = view.add_servers();
+    info->set_rank(0);
+    info->set_address(address_);
+    return worker::PsClient::Create(view, absl::Seconds(60), /*unix_sockets=*/false, tcp_connections);
   }
 
   ~BenchServer() {
@@ -118,9 +135,11 @@ class BenchServer {
   worker::PsClient* client() { return client_.get(); }
 
  private:
-  explicit BenchServer(int64_t bytes) : map_(OneTensorShardMap(bytes / 4)), echo_service_(bytes) {}
+  BenchServer(int64_t bytes, int64_t max_chunk_bytes)
+      : map_(OneTensorShardMap(bytes / 4, max_chunk_bytes)), echo_service_(bytes) {}
 
   const ShardMap map_;
+  std::string address_;  // where clients dial: "127.0.0.1:port" or "unix:path"
   std::unique_ptr<server::ParameterStore> store_;
   EchoService echo_service_;
   server::ParameterServerService ps_service_;
@@ -166,8 +185,8 @@ void Measure(benchmark::State& state, int64_t payload_bytes, int64_t bytes_per_c
 }
 
 std::unique_ptr<BenchServer> StartOrSkip(benchmark::State& state, Mode mode, int64_t bytes,
-                                         bool unix_socket = false) {
-  absl::StatusOr<std::unique_ptr<BenchServer>> server = BenchServer::Start(mode, bytes, unix_socket);
+                                         bool unix_socket = false, int64_t max_chunk_bytes = kMaxChunkBytes) {
+  absl::StatusOr<std::unique_ptr<BenchServer>> server = BenchServer::Start(mode, bytes, unix_socket, max_chunk_bytes);
   if (!server.ok()) {
     state.SkipWithError(server.status().ToString().c_str());
     return nullptr;
@@ -228,6 +247,64 @@ void BM_PushPullProto(benchmark::State& state, int64_t bytes) {
 
 void BM_PushPull(benchmark::State& state, int64_t bytes) { PushPullOver(state, bytes, /*unix_socket=*/false); }
 void BM_PushPullUnix(benchmark::State& state, int64_t bytes) { PushPullOver(state, bytes, /*unix_socket=*/true); }
+
+// Copies a partial answer's values into `weights` at their chunks' offsets (the one tensor starts
+// at 0), as a worker installs each part as it arrives.
+void InstallChunks(const IncomingPull& answer, float* weights) {
+  for (int i = 0; i < answer.header.chunks_size(); ++i) {
+    answer.values[static_cast<size_t>(i)].CopyTo(weights + answer.header.chunks(i).offset());
+  }
+}
+
+// SYNC, 1 worker, the step sent as `parts` partial PushPulls started together (last part first,
+// as the overlapping worker sends them) over `connections` connections. Over TCP that is one
+// worker client with `connections` TCP connections, which takes them in turn; a client keeps one
+// connection to a unix socket, so there `connections` clients carry part i on client
+// i % connections. Each answer is installed in its callback, on a gRPC thread, as the worker
+// does. Separates "more concurrent calls" (many parts, one connection) from "more connections"
+// (as many connections as parts).
+void PartsOver(benchmark::State& state, int64_t bytes, int parts, int connections, bool unix_socket) {
+  // Chunks no bigger than a part, so that each part is a run of whole chunks.
+  std::unique_ptr<BenchServer> server =
+      StartOrSkip(state, SYNC, bytes, unix_socket, std::min(kMaxChunkBytes, bytes / parts));
+  if (server == nullptr) return;
+  std::vector<std::unique_ptr<worker::PsClient>> clients;
+  for (int i = 0; i < (unix_socket ? connections : 1); ++i) {
+    absl::StatusOr<std::unique_ptr<worker::PsClient>> client = server->NewClient(unix_socket ? 1 : connections);
+    if (!client.ok()) {
+      state.SkipWithError(client.status().ToString().c_str());
+      return;
+    }
+    clients.push_back(*std::move(client));
+  }
+  const std::vector<PushRequest> gradients = PartialGradientPushes(server->map(), /*worker_rank=*/0, kGradient, parts);
+  std::vector<OutgoingPush> requests;
+  for (const PushRequest& g : gradients) requests.push_back(ViewOf(g));
+  std::vector<IncomingPull> responses(static_cast<size_t>(parts));
+  std::vector<absl::Status> results(static_cast<size_t>(parts));
+  std::vector<float> weights(static_cast<size_t>(bytes / 4));
+  int64_t step = 0;
+  uint64_t request_id = 0;
+  Measure(state, bytes, 2 * bytes, [&] {
+    absl::BlockingCounter pending(parts);
+    for (int i = parts - 1; i >= 0; --i) {
+      requests[i].header.set_step(step);
+      requests[i].header.set_request_id(++request_id);
+      clients[i % clients.size()]->PushPullAsync(0, &requests[i], &responses[i], [&, i](absl::Status s) {
+        if (s.ok()) InstallChunks(responses[i], weights.data());
+        ReleaseValues(&responses[i]);
+        results[i] = std::move(s);
+        pending.DecrementCount();
+      });
+    }
+    pending.Wait();
+    for (const absl::Status& s : results) {
+      if (!s.ok()) return ToGrpcStatus(s);
+    }
+    step = responses[0].header.step();  // one worker: every step completes
+    return grpc::Status::OK;
+  });
+}
 
 void PingPongOver(benchmark::State& state, int64_t bytes, PingPong::Transport transport) {
   absl::StatusOr<std::unique_ptr<PingPong>> pp = PingPong::Start(transport, bytes);
@@ -315,6 +392,19 @@ std::string SizeName(int64_t bytes) {
   return bytes >= kMiB ? absl::StrCat(bytes / kMiB, "MiB") : absl::StrCat(bytes / kKiB, "KiB");
 }
 
+// Three repetitions; run.sh takes the medians, which shrugs off a burst of noise from other
+// processes. Big payloads take 10-500 ms a call: a fixed count keeps the whole run near a minute.
+void Configure(benchmark::internal::Benchmark* b, int64_t bytes) {
+  b->UseRealTime()->Unit(benchmark::kMicrosecond)->Repetitions(3)->ReportAggregatesOnly(true);
+  if (bytes >= 64 * kMiB) {
+    b->Iterations(4);
+  } else if (bytes >= 16 * kMiB) {
+    b->Iterations(12);
+  } else {
+    b->MinTime(0.1);
+  }
+}
+
 void RegisterAll() {
   using Fn = void (*)(benchmark::State&, int64_t);
   const std::pair<const char*, Fn> kinds[] = {
@@ -324,18 +414,22 @@ void RegisterAll() {
   };
   for (int64_t bytes : kSizes) {
     for (const auto& [name, fn] : kinds) {
-      benchmark::internal::Benchmark* b =
-          benchmark::RegisterBenchmark(absl::StrCat(name, "/", SizeName(bytes)).c_str(), fn, bytes);
-      // Three repetitions; run.sh takes the medians, which shrugs off a burst of noise from
-      // other processes. Big payloads take 10-500 ms a call: a fixed count keeps the whole run
-      // near a minute.
-      b->UseRealTime()->Unit(benchmark::kMicrosecond)->Repetitions(3)->ReportAggregatesOnly(true);
-      if (bytes >= 64 * kMiB) {
-        b->Iterations(4);
-      } else if (bytes >= 16 * kMiB) {
-        b->Iterations(12);
-      } else {
-        b->MinTime(0.1);
+      Configure(benchmark::RegisterBenchmark(absl::StrCat(name, "/", SizeName(bytes)).c_str(), fn, bytes), bytes);
+    }
+  }
+  // The step in K partial PushPulls: PushPull{Conns,Calls}K over K connections or over one.
+  for (int64_t bytes : kSizes) {
+    if (bytes < kMiB) continue;
+    for (const bool unix_socket : {false, true}) {
+      const std::string prefix = unix_socket ? "PushPullUnix" : "PushPull";
+      for (const int parts : {1, 2, 4}) {
+        Configure(benchmark::RegisterBenchmark(absl::StrCat(prefix, "Conns", parts, "/", SizeName(bytes)).c_str(),
+                                               PartsOver, bytes, parts, /*connections=*/parts, unix_socket),
+                  bytes);
+        if (parts == 1) continue;  // Conns1 is Calls1
+        Configure(benchmark::RegisterBenchmark(absl::StrCat(prefix, "Calls", parts, "/", SizeName(bytes)).c_str(),
+                                               PartsOver, bytes, parts, /*connections=*/1, unix_socket),
+                  bytes);
       }
     }
   }

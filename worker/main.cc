@@ -20,6 +20,9 @@ DEFINE_string(device, "cpu",
 DEFINE_bool(tf32, false, "With --device=cuda: let GEMMs use TF32 tensor cores (faster, ~1e-3 relative error)");
 DEFINE_int32(blas_threads, 1, "OpenBLAS threads for the CPU backend (1 suits several roles per machine)");
 DEFINE_int64(rpc_timeout_ms, 60000, "Deadline of each call to a parameter server");
+DEFINE_int32(tcp_connections, 2,
+             "TCP connections to each parameter server not on this host; calls take them in turn, so the "
+             "parts of an overlapped step travel side by side");
 DEFINE_int64(startup_timeout_ms, 120000, "How long to wait for the scheduler and the other roles");
 DEFINE_int32(health_port, 0,
              "Serve gRPC health checking (grpc.health.v1.Health) on this port: SERVING while the worker is in "
@@ -41,6 +44,10 @@ int main(int argc, char** argv) {
     std::cerr << "pstrain-worker: --rpc_timeout_ms and --startup_timeout_ms must be > 0\n";
     return 2;
   }
+  if (FLAGS_tcp_connections < 1) {
+    std::cerr << "pstrain-worker: --tcp_connections: got " << FLAGS_tcp_connections << ", expected >= 1\n";
+    return 2;
+  }
   if (FLAGS_health_port < 0 || FLAGS_health_port > 65535) {
     std::cerr << "pstrain-worker: --health_port: got " << FLAGS_health_port << ", expected 0..65535\n";
     return 2;
@@ -57,6 +64,7 @@ int main(int argc, char** argv) {
   options.device = FLAGS_device;
   options.allow_tf32 = FLAGS_tf32;
   options.rpc_timeout = absl::Milliseconds(FLAGS_rpc_timeout_ms);
+  options.tcp_connections = FLAGS_tcp_connections;
   options.startup_timeout = absl::Milliseconds(FLAGS_startup_timeout_ms);
   options.health_host = FLAGS_health_host;
   options.health_port = FLAGS_health_port;

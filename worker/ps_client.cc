@@ -30,53 +30,72 @@ std::string PsClient::DialAddress(const ServerInfo& server) const {
 }
 
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ClusterView& view, absl::Duration rpc_timeout,
-                                                          bool unix_sockets) {
-  std::unique_ptr<PsClient> client(new PsClient(rpc_timeout, unix_sockets ? HostId() : ""));
-  std::vector<std::string>& addresses = client->addresses_;
+                                                          bool unix_sockets, int tcp_connections) {
+  if (tcp_connections < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker client: ", tcp_connections, " TCP connections per server, expected 1 or more"));
+  }
+  std::unique_ptr<PsClient> client(new PsClient(rpc_timeout, unix_sockets ? HostId() : "", tcp_connections));
+  std::vector<std::unique_ptr<Server>>& servers = client->servers_;
   for (int i = 0; i < view.servers_size(); ++i) {
     const int rank = view.servers(i).rank();
-    if (rank < static_cast<int>(addresses.size())) {
+    if (rank < static_cast<int>(servers.size())) {
       return absl::InvalidArgumentError(absl::StrCat("cluster view: server at position ", i, " has rank ", rank,
                                                      ", expected ranks >= 0 in ascending order"));
     }
-    addresses.resize(rank + 1);
-    addresses[rank] = client->DialAddress(view.servers(i));
+    while (static_cast<int>(servers.size()) <= rank) servers.push_back(std::make_unique<Server>());
+    client->Connect(servers[rank].get(), client->DialAddress(view.servers(i)));
   }
-  if (addresses.empty()) return absl::InvalidArgumentError("cluster view lists no servers");
-  for (const std::string& address : addresses) {
-    client->stubs_.push_back(address.empty() ? Stubs() : Connect(address));
-    if (absl::StartsWith(address, "unix:")) LOG(INFO) << "a server on this host: dialling " << address;
-  }
+  if (servers.empty()) return absl::InvalidArgumentError("cluster view lists no servers");
   return client;
 }
 
-PsClient::PsClient(absl::Duration rpc_timeout, std::string host_id)
-    : rpc_timeout_(rpc_timeout), host_id_(std::move(host_id)) {}
+PsClient::PsClient(absl::Duration rpc_timeout, std::string host_id, int tcp_connections)
+    : rpc_timeout_(rpc_timeout), host_id_(std::move(host_id)), tcp_connections_(tcp_connections) {}
 
-PsClient::Stubs PsClient::Connect(const std::string& address) {
-  grpc::ChannelArguments args;
-  // Tensors can be large: lift gRPC's 4 MiB default on what we receive.
-  args.SetMaxReceiveMessageSize(-1);
-  args.SetMaxSendMessageSize(-1);
-  // A channel of its own per server, not a subchannel shared through the global pool.
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-  return Stubs{ParameterServer::NewStub(channel), std::make_unique<GenericStub>(channel)};
+void PsClient::Connect(Server* server, const std::string& address) const {
+  const bool unix_socket = absl::StartsWith(address, "unix:");
+  if (unix_socket) LOG(INFO) << "a server on this host: dialling " << address;
+  server->address = address;
+  server->channels.clear();
+  const int n = unix_socket ? 1 : tcp_connections_;
+  for (int i = 0; i < n; ++i) {
+    grpc::ChannelArguments args;
+    // Tensors can be large: lift gRPC's 4 MiB default on what we receive.
+    args.SetMaxReceiveMessageSize(-1);
+    args.SetMaxSendMessageSize(-1);
+    // A subchannel (so a TCP connection) of each channel's own, not one shared through the
+    // global pool; the index makes the channels' arguments differ too, so nothing can take them
+    // for the same channel and merge their connections.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetInt("pstrain.connection_index", i);
+    std::shared_ptr<grpc::Channel> channel =
+        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    server->channels.push_back(Stubs{ParameterServer::NewStub(channel), std::make_unique<GenericStub>(channel)});
+  }
+}
+
+int PsClient::num_connections(int server) const {
+  if (server < 0 || server >= num_servers()) return 0;
+  return static_cast<int>(servers_[server]->channels.size());
+}
+
+PsClient::Stubs& PsClient::NextChannel(int server) {
+  Server& s = *servers_[server];
+  // Relaxed: the counter only spreads calls, it orders nothing.
+  return s.channels[s.next.fetch_add(1, std::memory_order_relaxed) % s.channels.size()];
 }
 
 void PsClient::UpdateServers(const ClusterView& view) {
-  for (const ServerInfo& server : view.servers()) {
-    const int rank = server.rank();
+  for (const ServerInfo& info : view.servers()) {
+    const int rank = info.rank();
     if (rank < 0) continue;
-    if (rank >= num_servers()) {
-      addresses_.resize(rank + 1);
-      stubs_.resize(rank + 1);
-    }
-    const std::string address = DialAddress(server);
-    if (addresses_[rank] == address) continue;
-    LOG(INFO) << "server " << rank << " moved from " << addresses_[rank] << " to " << address;
-    addresses_[rank] = address;
-    stubs_[rank] = Connect(address);
+    while (num_servers() <= rank) servers_.push_back(std::make_unique<Server>());
+    Server& server = *servers_[rank];
+    const std::string address = DialAddress(info);
+    if (server.address == address && !server.channels.empty()) continue;
+    LOG(INFO) << "server " << rank << " moved from " << server.address << " to " << address;
+    Connect(&server, address);
   }
 }
 
@@ -85,16 +104,17 @@ PsClient::~PsClient() {
   // Callbacks of cancelled calls still run on gRPC threads; wait until none is left.
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(
-      +[](absl::flat_hash_set<Call*>* calls) { return calls->empty(); }, &in_flight_));
+      +[](PsClient* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) { return c->in_flight_.empty() && c->ending_ == 0; },
+      this));
 }
 
 PsClient::Call* PsClient::Begin(int server, const char* what, Done done, const void* group) {
-  if (server < 0 || server >= num_servers() || stubs_[server].typed == nullptr) {
+  if (server < 0 || server >= num_servers() || servers_[server]->channels.empty()) {
     done(absl::UnavailableError(absl::StrCat(what, " to server ", server, ": not in the cluster view")));
     return nullptr;
   }
   auto call = std::make_unique<Call>();
-  call->what = absl::StrCat(what, " to server ", server, " at ", addresses_[server]);
+  call->what = absl::StrCat(what, " to server ", server, " at ", servers_[server]->address);
   call->context.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_));
   call->done = std::move(done);
   call->group = group;
@@ -115,6 +135,7 @@ void PsClient::End(Call* call, const grpc::Status& status) {
   {
     absl::MutexLock lock(&mu_);
     in_flight_.erase(call);
+    ++ending_;
     cancelled_here = !cancelled_.empty();
   }
   std::unique_ptr<Call> owned(call);
@@ -125,7 +146,14 @@ void PsClient::End(Call* call, const grpc::Status& status) {
     // replacement recover from; CANCELLED would end the worker.
     result = absl::UnavailableError(absl::StrCat(result.message(), " (the server ended the call)"));
   }
-  owned->done(std::move(result));
+  Done done = std::move(owned->done);
+  // The call's context holds a reference to its channel: drop it before `done` lets the owner go
+  // on and destroy this client, so that the channel is never torn down from under a call that is
+  // still being destroyed on this gRPC thread (that tripped a reference count assertion in gRPC).
+  owned.reset();
+  done(std::move(result));
+  absl::MutexLock lock(&mu_);
+  --ending_;
 }
 
 namespace {
@@ -138,16 +166,15 @@ constexpr char kPushPullMethod[] = "/pstrain.ParameterServer/PushPull";
 
 void PsClient::StartRaw(int server, Call* call, const char* method,
                         std::function<absl::Status(const grpc::ByteBuffer&)> decode) {
-  stubs_[server].raw->UnaryCall(&call->context, method, grpc::StubOptions(), &call->request, &call->response,
-                                [this, call, decode = std::move(decode)](grpc::Status s) {
-                                  if (s.ok()) {
-                                    absl::Status decoded = decode(call->response);
-                                    if (!decoded.ok()) {
-                                      s = grpc::Status(grpc::StatusCode::DATA_LOSS, std::string(decoded.message()));
-                                    }
-                                  }
-                                  End(call, s);
-                                });
+  auto finished = [this, call, decode = std::move(decode)](grpc::Status s) {
+    if (s.ok()) {
+      absl::Status decoded = decode(call->response);
+      if (!decoded.ok()) s = grpc::Status(grpc::StatusCode::DATA_LOSS, std::string(decoded.message()));
+    }
+    End(call, s);
+  };
+  NextChannel(server).raw->UnaryCall(&call->context, method, grpc::StubOptions(), &call->request, &call->response,
+                                     std::move(finished));
 }
 
 void PsClient::PullAsync(int server, const PullRequest* request, IncomingPull* response, Done done) {
@@ -180,8 +207,8 @@ void PsClient::FinishEpochAsync(int server, const FinishEpochRequest* request,
                                 FinishEpochResponse* response, Done done) {
   Call* call = Begin(server, "finish-epoch", std::move(done));
   if (call == nullptr) return;
-  stubs_[server].typed->async()->FinishEpoch(&call->context, request, response,
-                                       [this, call](grpc::Status s) { End(call, s); });
+  NextChannel(server).typed->async()->FinishEpoch(&call->context, request, response,
+                                                  [this, call](grpc::Status s) { End(call, s); });
 }
 
 template <typename Request, typename Response, typename Start>

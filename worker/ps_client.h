@@ -1,8 +1,16 @@
 // The worker's connection to every parameter server.
 //
-// One gRPC channel per server. Calls are asynchronous underneath (the gRPC callback API), so a
+// Several TCP connections per server (tcp_connections channels, each with a subchannel of its
+// own), one over a unix socket. Calls are asynchronous underneath (the gRPC callback API), so a
 // fan-out to all servers has every request in flight at once; the *All methods wrap that fan-out
 // into one blocking call that returns when every server has answered.
+//
+// Each call takes the next of its server's connections in turn, so the parts of an overlapped
+// step (worker/layer_pusher.h) travel side by side. Why: on our 2-core machines a step of 4-64 MiB
+// sent as 2 partial pushes over TCP on 127.0.0.1 moved 1.05-1.15x faster over 2 connections than
+// over one, and 1.1-1.3x faster than as one push (medians of 5 runs of bench/ps_bench.cc,
+// PushPullConns2 vs PushPullCalls2 and PushPullConns1); 4 connections were no better than 2. A
+// whole push is one call a step, so it gains nothing.
 //
 // Tensors travel raw (common/tensor_wire.h): a push's values are sent from where the caller keeps
 // them (OutgoingPush), without a copy, and an answer's values are left in the received bytes
@@ -10,6 +18,8 @@
 #ifndef PSTRAIN_WORKER_PS_CLIENT_H_
 #define PSTRAIN_WORKER_PS_CLIENT_H_
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -39,19 +49,24 @@ class PsClient {
  public:
   using Done = std::function<void(absl::Status)>;
 
-  // One channel per server of `view`, by rank. Ranks missing from the view (a dead server, with
-  // replicas) get no channel: calls to them fail UNAVAILABLE at once. INVALID_ARGUMENT when the
-  // view lists no server, or ranks that are negative or not ascending. Every call gets
-  // `rpc_timeout` as deadline. With `unix_sockets`, a server on this host (ServerInfo.local with
-  // this process's common/host_id.h id) is dialled on its unix domain socket instead of TCP.
+  // Channels to every server of `view`, by rank: `tcp_connections` to a server dialled over
+  // TCP, one to a server dialled on its unix socket. Channels connect lazily, on their first
+  // call. Ranks missing from the view (a dead server, with replicas) get no channel: calls to
+  // them fail UNAVAILABLE at once. INVALID_ARGUMENT when the view lists no server, or ranks that
+  // are negative or not ascending, or tcp_connections < 1. Every call gets `rpc_timeout` as
+  // deadline. With `unix_sockets`, a server on this host (ServerInfo.local with this process's
+  // common/host_id.h id) is dialled on its unix domain socket instead of TCP.
   static absl::StatusOr<std::unique_ptr<PsClient>> Create(const ClusterView& view, absl::Duration rpc_timeout,
-                                                         bool unix_sockets = true);
+                                                         bool unix_sockets = true, int tcp_connections = 2);
   ~PsClient();
 
-  int num_servers() const { return static_cast<int>(stubs_.size()); }
+  int num_servers() const { return static_cast<int>(servers_.size()); }
+  // How many channels (connections) this client has to `server`: 0 when it is not in the view.
+  int num_connections(int server) const;
 
-  // Reconnects to every server whose address changed in `view` (a replacement took a dead server's
-  // rank). Servers missing from the view keep their old channel (calls to it fail UNAVAILABLE).
+  // Reconnects (all of its connections) to every server whose address changed in `view` (a
+  // replacement took a dead server's rank). Servers missing from the view keep their old
+  // channels (calls to them fail UNAVAILABLE).
   // Must not run concurrently with calls of this client (the trainer calls it between steps).
   void UpdateServers(const ClusterView& view);
 
@@ -97,16 +112,25 @@ class PsClient {
 
  private:
   struct Call;
-  PsClient(absl::Duration rpc_timeout, std::string host_id);
+  PsClient(absl::Duration rpc_timeout, std::string host_id, int tcp_connections);
   // Where to dial `server`: its unix socket when it is on this host, else its TCP address.
   std::string DialAddress(const ServerInfo& server) const;
   using GenericStub = grpc::TemplatedGenericStub<grpc::ByteBuffer, grpc::ByteBuffer>;
-  // The typed stub (FinishEpoch) and the raw one (the tensor methods) share one channel.
+  // One channel: the typed stub (FinishEpoch) and the raw one (the tensor methods) share it.
   struct Stubs {
     std::unique_ptr<ParameterServer::Stub> typed;
     std::unique_ptr<GenericStub> raw;
   };
-  static Stubs Connect(const std::string& address);
+  // A server's channels; `channels` is empty when the server is not in the view.
+  struct Server {
+    std::string address;
+    std::vector<Stubs> channels;
+    std::atomic<uint64_t> next{0};  // round robin over `channels`
+  };
+  // (Re)dials `server` at `address`: tcp_connections_ channels, or one for a unix socket.
+  void Connect(Server* server, const std::string& address) const;
+  // The channel for the next call to `server`. REQUIRES: the server has channels.
+  Stubs& NextChannel(int server);
   // Starts the raw call `method` with call->request already encoded; `decode` turns the answer's
   // bytes into the caller's response.
   void StartRaw(int server, Call* call, const char* method, std::function<absl::Status(const grpc::ByteBuffer&)> decode);
@@ -119,14 +143,17 @@ class PsClient {
   template <typename Request, typename Response, typename Start>
   absl::Status FanOut(int n, const Request* requests, Response* responses, Start start);
 
-  std::vector<std::string> addresses_;  // by rank; empty: not in the view (no channel)
   const absl::Duration rpc_timeout_;
   const std::string host_id_;  // this host's id; empty: never use unix sockets
-  std::vector<Stubs> stubs_;  // by rank; null stubs: no channel
+  const int tcp_connections_;
+  // By rank; changed only by Create and UpdateServers, which run while no call does.
+  std::vector<std::unique_ptr<Server>> servers_;
 
   absl::Mutex mu_;
   absl::flat_hash_set<Call*> in_flight_ ABSL_GUARDED_BY(mu_);
   std::string cancelled_ ABSL_GUARDED_BY(mu_);  // Non-empty once CancelAll ran.
+  // Calls out of in_flight_ whose End has not returned yet; the destructor waits for them too.
+  int ending_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace pstrain::worker

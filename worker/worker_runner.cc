@@ -52,7 +52,8 @@ absl::Status Train(const WorkerOptions& options, SchedulerClient* scheduler, int
                                    model::ImageModelInput(train.rows, train.cols, train.num_classes,
                                                           {job.hidden_sizes().begin(), job.hidden_sizes().end()}),
                                    backend));
-  ASSIGN_OR_RETURN(std::unique_ptr<PsClient> ps, PsClient::Create(view, options.rpc_timeout));
+  ASSIGN_OR_RETURN(std::unique_ptr<PsClient> ps, PsClient::Create(view, options.rpc_timeout, /*unix_sockets=*/true,
+                                                                             options.tcp_connections));
 
   // From here on, a failed job cancels whatever this worker is waiting for.
   Heartbeater heartbeater(

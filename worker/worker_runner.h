@@ -26,6 +26,8 @@ struct WorkerOptions {
   // Lets a CUDA device use TF32 tensor cores for GEMMs (model/cuda/cuda_backend.h).
   bool allow_tf32 = false;
   absl::Duration rpc_timeout = absl::Seconds(60);
+  // TCP connections to each server not on this host (worker/ps_client.h); >= 1.
+  int tcp_connections = 2;
   absl::Duration startup_timeout = absl::Minutes(2);
   // Set from another thread (SIGTERM) to leave the job gracefully; may be null.
   const std::atomic<bool>* leave = nullptr;

@@ -1,0 +1,187 @@
+// PsClient's connections: how many it opens to a server, how calls spread over them, and that
+// UpdateServers redials every one. A recording ParameterServer on 127.0.0.1 tells connections
+// apart by the peer address (the client's port) each call arrives from.
+#include "worker/ps_client.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <glog/logging.h>
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/mutex.h"
+#include "common/host_id.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/ps.grpc.pb.h"
+
+namespace pstrain::worker {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+
+// Answers Pull and FinishEpoch with empty messages and records the peer of every call.
+class RecordingServer : public ParameterServer::CallbackService {
+ public:
+  // Listens on 127.0.0.1:0, or on `unix_address` when given.
+  explicit RecordingServer(const std::string& unix_address = "") {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort(unix_address.empty() ? "127.0.0.1:0" : unix_address, grpc::InsecureServerCredentials(),
+                             &port);
+    builder.RegisterService(this);
+    server_ = builder.BuildAndStart();
+    CHECK(server_ != nullptr && port != 0) << "cannot listen";
+    address_ = unix_address.empty() ? absl::StrCat("127.0.0.1:", port) : unix_address;
+  }
+  ~RecordingServer() override { server_->Shutdown(); }
+
+  const std::string& address() const { return address_; }
+  std::vector<std::string> peers() {
+    absl::MutexLock lock(&mu_);
+    return peers_;
+  }
+
+  grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* context, const PullRequest*, PullResponse*) override {
+    return Record(context);
+  }
+  grpc::ServerUnaryReactor* FinishEpoch(grpc::CallbackServerContext* context, const FinishEpochRequest*,
+                                        FinishEpochResponse*) override {
+    return Record(context);
+  }
+
+ private:
+  grpc::ServerUnaryReactor* Record(grpc::CallbackServerContext* context) {
+    {
+      absl::MutexLock lock(&mu_);
+      peers_.push_back(context->peer());
+    }
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+  std::string address_;
+  std::unique_ptr<grpc::Server> server_;
+  absl::Mutex mu_;
+  std::vector<std::string> peers_ ABSL_GUARDED_BY(mu_);
+};
+
+ClusterView ViewOf(const std::string& address) {
+  ClusterView view;
+  ServerInfo* server = view.add_servers();
+  server->set_rank(0);
+  server->set_address(address);
+  return view;
+}
+
+std::unique_ptr<PsClient> NewClient(const ClusterView& view, int tcp_connections) {
+  absl::StatusOr<std::unique_ptr<PsClient>> client =
+      PsClient::Create(view, absl::Seconds(30), /*unix_sockets=*/true, tcp_connections);
+  CHECK(client.ok()) << client.status();
+  return *std::move(client);
+}
+
+// One call after another, so each takes the next connection in turn.
+void PullInTurn(PsClient* client, int calls) {
+  PullRequest request;
+  for (int i = 0; i < calls; ++i) {
+    IncomingPull response;
+    absl::Status result;
+    absl::BlockingCounter done(1);
+    client->PullAsync(0, &request, &response, [&](absl::Status s) {
+      result = std::move(s);
+      done.DecrementCount();
+    });
+    done.Wait();
+    ASSERT_TRUE(result.ok()) << result;
+  }
+}
+
+TEST(PsClientTest, CallsTakeATcpServersConnectionsInTurn) {
+  RecordingServer server;
+  std::unique_ptr<PsClient> client = NewClient(ViewOf(server.address()), /*tcp_connections=*/2);
+  EXPECT_EQ(client->num_connections(0), 2);
+  PullInTurn(client.get(), 3);
+  ASSERT_TRUE(client->FinishEpochAll(FinishEpochRequest()).ok());  // the typed stub, 4th call
+  const std::vector<std::string> peers = server.peers();
+  ASSERT_THAT(peers, SizeIs(4));
+  EXPECT_NE(peers[0], peers[1]) << "two channels that share one connection";
+  EXPECT_THAT(peers, ElementsAre(peers[0], peers[1], peers[0], peers[1]));
+}
+
+TEST(PsClientTest, OneTcpConnectionCarriesEveryCall) {
+  RecordingServer server;
+  std::unique_ptr<PsClient> client = NewClient(ViewOf(server.address()), /*tcp_connections=*/1);
+  EXPECT_EQ(client->num_connections(0), 1);
+  PullInTurn(client.get(), 3);
+  const std::vector<std::string> peers = server.peers();
+  EXPECT_THAT(peers, ElementsAre(peers[0], peers[0], peers[0]));
+}
+
+TEST(PsClientTest, UpdateServersRedialsEveryConnection) {
+  RecordingServer old_server;
+  RecordingServer new_server;
+  std::unique_ptr<PsClient> client = NewClient(ViewOf(old_server.address()), /*tcp_connections=*/2);
+  PullInTurn(client.get(), 2);
+  client->UpdateServers(ViewOf(new_server.address()));
+  EXPECT_EQ(client->num_connections(0), 2);
+  PullInTurn(client.get(), 4);
+  EXPECT_THAT(old_server.peers(), SizeIs(2));
+  const std::vector<std::string> peers = new_server.peers();
+  ASSERT_THAT(peers, SizeIs(4));
+  EXPECT_NE(peers[0], peers[1]);
+  EXPECT_THAT(peers, ElementsAre(peers[0], peers[1], peers[0], peers[1]));
+}
+
+TEST(PsClientTest, AServerOnThisHostGetsOneUnixSocketConnection) {
+  const std::string path = absl::StrCat("unix:/tmp/pstrain-ps-client-test-", getpid(), ".sock");
+  RecordingServer server(path);
+  ClusterView view = ViewOf("127.0.0.1:1");  // nothing listens there: the call must go to the socket
+  view.mutable_servers(0)->mutable_local()->set_unix_address(path);
+  view.mutable_servers(0)->mutable_local()->set_host_id(HostId());
+  std::unique_ptr<PsClient> client = NewClient(view, /*tcp_connections=*/4);
+  EXPECT_EQ(client->num_connections(0), 1);
+  PullInTurn(client.get(), 2);
+  EXPECT_THAT(server.peers(), SizeIs(2));
+}
+
+TEST(PsClientTest, CreateRejectsFewerThanOneConnection) {
+  absl::StatusOr<std::unique_ptr<PsClient>> client =
+      PsClient::Create(ViewOf("127.0.0.1:1"), absl::Seconds(1), /*unix_sockets=*/false, /*tcp_connections=*/0);
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(client.status().message(), HasSubstr("0 TCP connections per server, expected 1 or more"));
+}
+
+// Destroying the client as soon as the last answer is in must wait until gRPC is done with the
+// calls (their contexts hold the channels); the race tripped an assertion in gRPC.
+TEST(PsClientTest, DestroyingTheClientRightAfterItsAnswersIsSafe) {
+  RecordingServer server;
+  for (int round = 0; round < 50; ++round) {
+    std::unique_ptr<PsClient> client = NewClient(ViewOf(server.address()), /*tcp_connections=*/2);
+    PullRequest request;
+    std::vector<IncomingPull> responses(4);
+    std::atomic<int> ok{0};
+    absl::BlockingCounter done(4);
+    for (IncomingPull& response : responses) {
+      client->PullAsync(0, &request, &response, [&](absl::Status s) {
+        if (s.ok()) ++ok;
+        done.DecrementCount();
+      });
+    }
+    done.Wait();
+    client.reset();
+    ASSERT_EQ(ok.load(), 4) << "round " << round;
+  }
+}
+
+}  // namespace
+}  // namespace pstrain::worker
