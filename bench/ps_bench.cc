@@ -25,9 +25,11 @@
 //             unix socket.
 //
 // Counters: bytes_per_second counts payload bytes in both directions (2N per round trip for Echo
-// and PushPull, N otherwise); `payload_bytes` = N. Time is wall-clock per call (latency). Each
+// and PushPull, N otherwise); `payload_bytes` = N; `cpu_s_per_gb` the process's CPU seconds (both
+// ends: client, server and gRPC's threads) per 10^9 of those bytes. Time is wall-clock per call (latency). Each
 // benchmark runs three times and reports mean, median and stddev; bench/run.sh makes the ratios
 // from the medians.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -167,21 +169,41 @@ grpc::Status CallWithDeadline(Call call) {
   return call(&context);
 }
 
+// CPU time (user + system) of the whole process so far, every thread: both ends of a benchmark
+// run in this process, so a difference of two readings is what both ends spent.
+double ProcessCpuSeconds() {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+// Sets the counters of a benchmark that moved `bytes_per_iteration` per iteration, with
+// `cpu_seconds` of process CPU time over the timed loop: cpu_s_per_gb is CPU seconds (both ends,
+// gRPC's threads included) per 10^9 payload bytes moved.
+void SetCounters(benchmark::State& state, int64_t payload_bytes, int64_t bytes_per_iteration, double cpu_seconds) {
+  state.SetBytesProcessed(state.iterations() * bytes_per_iteration);
+  state.counters["payload_bytes"] = static_cast<double>(payload_bytes);
+  const double gigabytes = static_cast<double>(state.iterations()) * bytes_per_iteration / 1e9;
+  if (gigabytes > 0) state.counters["cpu_s_per_gb"] = cpu_seconds / gigabytes;
+}
+
 // Runs `call` once to warm up (connection, buffers), then once per iteration, and sets the
 // counters. `call` returns a grpc::Status; a failure stops the benchmark with its message.
 template <typename Call>
 void Measure(benchmark::State& state, int64_t payload_bytes, int64_t bytes_per_call, Call call) {
   grpc::Status status = call();
+  const double cpu_start = ProcessCpuSeconds();
   for (auto _ : state) {
     if (!status.ok()) break;
     status = call();
   }
+  const double cpu = ProcessCpuSeconds() - cpu_start;
   if (!status.ok()) {
     state.SkipWithError(absl::StrCat("rpc failed: ", status.error_message()).c_str());
     return;
   }
-  state.SetBytesProcessed(state.iterations() * bytes_per_call);
-  state.counters["payload_bytes"] = static_cast<double>(payload_bytes);
+  SetCounters(state, payload_bytes, bytes_per_call, cpu);
 }
 
 std::unique_ptr<BenchServer> StartOrSkip(benchmark::State& state, Mode mode, int64_t bytes,
@@ -313,16 +335,17 @@ void PingPongOver(benchmark::State& state, int64_t bytes, PingPong::Transport tr
     return;
   }
   absl::Status status = (*pp)->RoundTrip();
+  const double cpu_start = ProcessCpuSeconds();
   for (auto _ : state) {
     if (!status.ok()) break;
     status = (*pp)->RoundTrip();
   }
+  const double cpu = ProcessCpuSeconds() - cpu_start;
   if (!status.ok()) {
     state.SkipWithError(status.ToString().c_str());
     return;
   }
-  state.SetBytesProcessed(state.iterations() * 2 * bytes);
-  state.counters["payload_bytes"] = static_cast<double>(bytes);
+  SetCounters(state, bytes, 2 * bytes, cpu);
 }
 
 void BM_TcpPingPong(benchmark::State& state, int64_t bytes) { PingPongOver(state, bytes, PingPong::Transport::kTcp); }

@@ -46,6 +46,11 @@ def latency_us(by, kind, size):
     return r["real_time"] * TIME_SCALE_US[r["time_unit"]] if r else NAN
 
 
+def cpu_per_gb(by, kind, size):
+    r = by.get((kind, size))
+    return float(r.get("cpu_s_per_gb", NAN)) if r else NAN
+
+
 def ratio(a, b):
     return a / b if b and not math.isnan(b) else NAN
 
@@ -85,6 +90,26 @@ def ps_tables(path, title):
         tp, p = gbs(by, "TcpPingPong", s), gbs(by, "PushPull", s)
         up, pu = gbs(by, "UnixPingPong", s), gbs(by, "PushPullUnix", s)
         print(f"| {s} | {tp:.2f} | {p:.2f} | {ratio(p, tp):.2f} | {up:.2f} | {pu:.2f} | {ratio(pu, up):.2f} |")
+    print()
+    print(f"### (a3) CPU per GB moved, and several connections{suffix}")
+    print()
+    print("CPU: the process's CPU seconds (both ends, every thread) per 10^9 payload bytes moved (the target")
+    print("is <= 0.8). ConnsK: the step sent as K partial PushPulls over K TCP connections (the worker's")
+    print("client takes its connections in turn); CallsK: the same K parts over one connection. Ratios")
+    print("to the TCP ping-pong.")
+    print()
+    print("| Payload | CPU s/GB: TCP ping-pong | PushPull | PushPull over unix | PushPull ratio "
+          "| Conns1 | Calls2 | Conns2 | Conns4 | Conns2 / Calls2 |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for s in sizes:
+        if ("PushPullConns2", s) not in by:
+            continue
+        tp = gbs(by, "TcpPingPong", s)
+        r = lambda kind: fmt(ratio(gbs(by, kind, s), tp), ".2f")
+        print(f"| {s} | {fmt(cpu_per_gb(by, 'TcpPingPong', s), '.2f')} | {fmt(cpu_per_gb(by, 'PushPull', s), '.2f')} "
+              f"| {fmt(cpu_per_gb(by, 'PushPullUnix', s), '.2f')} | {r('PushPull')} | {r('PushPullConns1')} "
+              f"| {r('PushPullCalls2')} | {r('PushPullConns2')} | {r('PushPullConns4')} "
+              f"| {fmt(ratio(gbs(by, 'PushPullConns2', s), gbs(by, 'PushPullCalls2', s)), '.2f')} |")
     print()
     print(f"### (a') One way: Push vs Send, Pull vs Fetch{suffix}")
     print()

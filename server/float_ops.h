@@ -10,6 +10,10 @@ namespace pstrain::server {
 // sum[i] += weight * x[i] for i in [0, n).
 void AddScaled(float weight, const float* x, int64_t n, float* sum);
 
+// out[i] = weight * x[i] for i in [0, n): the first term of a sum, without zeroing it first (the
+// same values as AddScaled onto zeros, but for the sign of a zero).
+void Scale(float weight, const float* x, int64_t n, float* out);
+
 }  // namespace pstrain::server
 
 #endif  // PSTRAIN_SERVER_FLOAT_OPS_H_

@@ -114,14 +114,22 @@ void ParameterStore::ApplySyncStepLocked() {
   if (total_samples > 0) {
     // Ascending rank order (workers_ is a std::map) and fixed weights make the sum, and so the
     // whole run, bitwise repeatable. A worker with no samples is skipped rather than multiplied by
-    // zero, so it cannot inject NaN.
-    std::fill(sum_.begin(), sum_.end(), 0.0f);
+    // zero, so it cannot inject NaN. The first term is written rather than added to zeros, and a
+    // lone contributor's gradient (weight 1) is applied as it is: one or two passes fewer over
+    // the shard, the same values.
+    const Worker* first = nullptr;
+    int contributors = 0;
     for (const auto& [r, w] : workers_) {
       if (w.samples == 0) continue;
       const float weight = static_cast<float>(static_cast<double>(w.samples) / total_samples);
-      AddScaled(weight, w.grad.data(), total_elements_, sum_.data());
+      if (contributors++ == 0) {
+        first = &w;
+        if (w.samples != total_samples) Scale(weight, w.grad.data(), total_elements_, sum_.data());
+      } else {
+        AddScaled(weight, w.grad.data(), total_elements_, sum_.data());
+      }
     }
-    ApplyGradientLocked(sum_.data());
+    ApplyGradientLocked(contributors == 1 ? first->grad.data() : sum_.data());
   }
   ++step_;
   MaybeSnapshotLocked(checkpoint_asked);
