@@ -64,6 +64,15 @@ absl::Status PushEncoder::Encode(int server, int first, OutgoingPush* push) {
   return absl::OkStatus();
 }
 
+void PushEncoder::Reset() {
+  for (std::vector<ChunkState>& server : chunks_) {
+    for (ChunkState& state : server) {
+      if (state.topk != nullptr) state.topk->Reset();
+      state.encoded = false;
+    }
+  }
+}
+
 absl::StatusOr<ValueEncoding> PushEncoder::EncodeHalf(const float* grad, int64_t n, ChunkState& state) {
   state.words.resize((n + 1) / 2);
   const absl::Span<uint16_t> codes(reinterpret_cast<uint16_t*>(state.words.data()), n);

@@ -51,6 +51,11 @@ class PushEncoder {
   // be sent).
   absl::Status Encode(int server, int first, OutgoingPush* push);
 
+  // Forgets every chunk's residual and last encoding. For when the servers rolled back to a
+  // checkpoint: the residual then holds gradient of steps that were undone, and the steps are sent
+  // again with new gradients under the same step numbers.
+  void Reset();
+
  private:
   // One chunk's encoded bytes, and its top-k state.
   struct ChunkState {

@@ -129,6 +129,9 @@ TEST(PushEncoderTest, TopKSendsTheLargestAndFeedsTheRestBack) {
   // Residual {2, 0, 3, 0} + gradient: {3, -2, 6, 4}.
   EXPECT_THAT(step(2), ElementsAre(0, 0, 6, 4));
   // Over the three steps: sent {0, -4, 9, 12} + residual {3, -2, 0, 0} = 3 x gradient.
+  // After a rollback the residual is gone and step 2 is compressed afresh.
+  encoder->Reset();
+  EXPECT_THAT(step(2), ElementsAre(0, 0, 3, 4));
 }
 
 TEST(PushEncoderTest, PartialPushesEncodeTheirOwnChunks) {

@@ -121,6 +121,7 @@ absl::Status Trainer::RunSync() {
                 << ", where the servers restored their checkpoints";
       global_step_ = *rewind_to_;
       rewind_to_.reset();
+      encoder_->Reset();
       RETURN_IF_ERROR(PullWeightsWhenCurrent(global_step_, epoch).status());
       continue;
     }
