@@ -182,11 +182,28 @@ def median(values):
     return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
 
 
-def training_sps(summary):
-    """Global batch / mean step time (compute + push + wait + pull): training alone, without the
-    start-up and the final evaluation that the whole-job figure includes."""
+def load_run(stem):
+    """The run summary of pstrain-launch run `stem` (stem.json; stem.failed holds its exit code when
+    it failed), or {"failed": why}."""
+    if os.path.exists(stem + ".failed"):
+        code = open(stem + ".failed").read().strip()
+        return {"failed": f"pstrain-launch failed (exit {code}), see {os.path.basename(stem)}.log"}
+    try:
+        return json.load(open(stem + ".json"))
+    except (OSError, ValueError) as e:
+        return {"failed": f"no summary ({e.__class__.__name__})"}
+
+
+def mean_step_ms(summary):
+    """A summary's mean step time, compute + push + wait + pull (NaN without steps)."""
     st = summary.get("step_time_ms") or {}
-    step_ms = sum(float(st.get(k, 0)) for k in ("compute", "push", "wait", "pull")) if st.get("steps") else NAN
+    return sum(float(st.get(k, 0)) for k in ("compute", "push", "wait", "pull")) if st.get("steps") else NAN
+
+
+def training_sps(summary):
+    """Global batch / mean step time: training alone, without the start-up and the final
+    evaluation that the whole-job figure includes."""
+    step_ms = mean_step_ms(summary)
     global_batch = float((summary.get("job") or {}).get("global_batch") or NAN)
     return global_batch / (step_ms / 1000.0) if step_ms > 0 else NAN
 
@@ -269,17 +286,13 @@ def fmt(value, spec):
 def scaling_run(out_dir, servers, workers, batch):
     """One row's figures, or a failure note."""
     stem = os.path.join(out_dir, f"s{servers}-w{workers}")
-    if os.path.exists(stem + ".failed"):
-        code = open(stem + ".failed").read().strip()
-        return {"failed": f"pstrain-launch failed (exit {code}), see {os.path.basename(stem)}.log"}
-    try:
-        summary = json.load(open(stem + ".json"))
-    except (OSError, ValueError) as e:
-        return {"failed": f"no summary ({e.__class__.__name__})"}
+    summary = load_run(stem)
+    if "failed" in summary:
+        return summary
     by_rank, params = parse_launch_log(stem + ".log")
     global_batch = workers * batch
     st = summary.get("step_time_ms") or {}
-    step_ms = sum(float(st.get(k, 0)) for k in ("compute", "push", "wait", "pull")) if st.get("steps") else NAN
+    step_ms = mean_step_ms(summary)
     acc = summary.get("final_test_accuracy")
     row = {
         "global_batch": global_batch,
@@ -341,25 +354,18 @@ def scaling_table(out_dir, batch):
 def compression_run(out_dir, kind):
     """One compression setting's figures, or a failure note."""
     stem = os.path.join(out_dir, "c-" + kind.replace(":", "_"))
-    if os.path.exists(stem + ".failed"):
-        code = open(stem + ".failed").read().strip()
-        return {"failed": f"pstrain-launch failed (exit {code}), see {os.path.basename(stem)}.log"}
-    try:
-        summary = json.load(open(stem + ".json"))
-    except (OSError, ValueError) as e:
-        return {"failed": f"no summary ({e.__class__.__name__})"}
+    summary = load_run(stem)
+    if "failed" in summary:
+        return summary
     by_rank, _ = parse_launch_log(stem + ".log")
     st = summary.get("step_time_ms") or {}
-    step_ms = sum(float(st.get(k, 0)) for k in ("compute", "push", "wait", "pull")) if st.get("steps") else NAN
-    job = summary.get("job") or {}
-    global_batch = float(job.get("global_batch") or NAN)
     acc = summary.get("final_test_accuracy")
     return {
         "pushed": sum(c.get("bytes_in", 0) for c in by_rank.values()) if by_rank else NAN,
         "pulled": sum(c.get("bytes_out", 0) for c in by_rank.values()) if by_rank else NAN,
         "steps": max((c.get("steps", 0) for c in by_rank.values()), default=0),
         "push_ms": float(st.get("push", NAN)),
-        "train_sps": global_batch / (step_ms / 1000.0) if step_ms > 0 else NAN,
+        "train_sps": training_sps(summary),
         "acc": acc if isinstance(acc, (int, float)) else NAN,
     }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/parameter_store.h"
 
@@ -155,6 +156,25 @@ inline std::vector<float> Filled(float first, float step) {
   return v;
 }
 
+
+// On a SYNC store of 2 workers where worker 0 pushed `grad` for step 0: worker 1's `bad` push is
+// refused with `code` and a message containing `message`, and changes nothing (no step, the same
+// weights); worker 1's good push of `grad` then completes the step with worker 0's gradient intact.
+inline void ExpectBadPushChangesNothing(const PushRequest& bad, absl::StatusCode code, const std::string& message,
+                                        const std::vector<float>& grad) {
+  auto store = MakeStore(MakeOptions(SYNC, 2));
+  ASSERT_TRUE(PushNow(*store, MakePush(0, 0, 1, grad)).ok());
+  const std::vector<float> before = Flat(store->Snapshot());
+  const absl::Status status = PushNow(*store, bad);
+  EXPECT_EQ(status.code(), code) << status;
+  EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr(message));
+  EXPECT_EQ(store->step(), 0);
+  EXPECT_EQ(Flat(store->Snapshot()), before);
+  ASSERT_TRUE(PushNow(*store, MakePush(1, 0, 1, grad)).ok());
+  EXPECT_EQ(store->step(), 1);
+  const std::vector<float> after = Flat(store->Snapshot());
+  for (int i = 0; i < 25; ++i) EXPECT_EQ(after[i], before[i] - kLr * grad[i]) << i;
+}
 
 // A gradient that differs per worker, step and element, with values that do not sum exactly.
 inline std::vector<float> WorkerGradient(int rank, int64_t step) {

@@ -7,6 +7,7 @@
 #include "glog/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/layout_test_util.h"
 
 namespace pstrain::worker {
 namespace {
@@ -14,36 +15,10 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-// Two tensors, 6 + 4 elements; server 0 owns a[0..4), server 1 owns a[4..6) and b[0..4).
-struct Fixture {
-  std::vector<model::ParamSpec> params;
-  ShardMap map;
+// The two-tensor map, laid out.
+struct Fixture : TwoTensorMap {
   ShardLayout layout;
-
-  static ShardMap Map(const std::vector<model::ParamSpec>& params) {
-    ShardMap map;
-    for (int i = 0; i < 2; ++i) {
-      TensorSpec* t = map.add_tensors();
-      t->set_id(i);
-      t->set_name(params[i].name);
-      t->set_num_elements(params[i].num_elements);
-    }
-    auto add = [&](int tensor, int64_t offset, int64_t length, int server) {
-      ChunkSpec* c = map.add_chunks();
-      c->set_tensor_id(tensor);
-      c->set_offset(offset);
-      c->set_length(length);
-      c->set_server_rank(server);
-    };
-    add(0, 0, 4, 0);
-    add(0, 4, 2, 1);
-    add(1, 0, 4, 1);
-    return map;
-  }
-  static std::vector<model::ParamSpec> Params() {
-    return {{"a", {6}, 6, 0, model::InitKind::kZeros, 0, 0}, {"b", {4}, 4, 6, model::InitKind::kZeros, 0, 0}};
-  }
-  Fixture() : params(Params()), map(Map(params)), layout(*ShardLayout::Create(map, 2, params)) {}
+  Fixture() : layout(*ShardLayout::Create(map, 2, params)) {}
 
   std::unique_ptr<PushEncoder> Encoder(const std::string& compression) {
     absl::StatusOr<std::unique_ptr<PushEncoder>> encoder = PushEncoder::Create(*ParseCompression(compression), &layout);

@@ -5,37 +5,14 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/layout_test_util.h"
 
 namespace pstrain::worker {
 namespace {
 
 using ::testing::HasSubstr;
 
-// Two tensors, 6 + 4 elements; server 0 owns a[0..4), server 1 owns a[4..6) and b[0..4).
-struct Fixture {
-  std::vector<model::ParamSpec> params;
-  ShardMap map;
-  Fixture() {
-    params.push_back({"a", {6}, 6, 0, model::InitKind::kZeros, 0, 0});
-    params.push_back({"b", {4}, 4, 6, model::InitKind::kZeros, 0, 0});
-    for (int i = 0; i < 2; ++i) {
-      TensorSpec* t = map.add_tensors();
-      t->set_id(i);
-      t->set_name(params[i].name);
-      t->set_num_elements(params[i].num_elements);
-    }
-    auto add = [&](int tensor, int64_t offset, int64_t length, int server) {
-      ChunkSpec* c = map.add_chunks();
-      c->set_tensor_id(tensor);
-      c->set_offset(offset);
-      c->set_length(length);
-      c->set_server_rank(server);
-    };
-    add(0, 0, 4, 0);
-    add(0, 4, 2, 1);
-    add(1, 0, 4, 1);
-  }
-};
+using Fixture = TwoTensorMap;
 
 // The answer a server would give with the values of `push`, as the worker receives it.
 IncomingPull AnswerWith(const OutgoingPush& push) {
