@@ -78,11 +78,7 @@ void LayerPusher::Send(int first, int end) {
     req.set_wait_until_applied(route.backup >= 0);
     if (encoder_ != nullptr) {
       if (absl::Status encoded = encoder_->Encode(shard, run.first, &push); !encoded.ok()) {
-        {
-          absl::MutexLock lock(&mu_);
-          if (first_error_.ok()) first_error_ = encoded;
-        }
-        ps_->CancelGroup(this);
+        Fail(encoded);
         return;
       }
     }
@@ -116,18 +112,21 @@ bool LayerPusher::failed() const {
 }
 
 void LayerPusher::CallDone(const absl::Status& status) {
-  bool cancel = false;
+  // The error first: Finish returns as soon as nothing is in flight, and must see it.
+  if (!status.ok()) Fail(status);
+  absl::MutexLock lock(&mu_);
+  --in_flight_;
+}
+
+void LayerPusher::Fail(const absl::Status& error) {
   {
     absl::MutexLock lock(&mu_);
-    --in_flight_;
-    if (!status.ok() && first_error_.ok()) {
-      first_error_ = status;
-      cancel = true;
-    }
+    if (!first_error_.ok()) return;  // the first error already ended the step
+    first_error_ = error;
   }
   // Set before cancelling, so Send, which checks after starting a call, cancels any call this
   // misses.
-  if (cancel) ps_->CancelGroup(this);
+  ps_->CancelGroup(this);
 }
 
 absl::Status LayerPusher::Finish() {

@@ -100,6 +100,9 @@ class LayerPusher : public model::GradientSink {
   void Send(int first, int end);
   // Called once per finished call with its outcome; the first failure cancels the others.
   void CallDone(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends the step with `error` unless it failed already: records it for Finish and cancels the
+  // step's calls in flight.
+  void Fail(const absl::Status& error) ABSL_LOCKS_EXCLUDED(mu_);
 
 
   const ShardLayout* const layout_;
