@@ -18,17 +18,15 @@ if [[ $# -ne 1 ]]; then
   exit 2
 fi
 HERE="$(cd "$(dirname "$0")" && pwd)"
-LAUNCH="$(cd "$1" && pwd)/bin/pstrain-launch"
-[[ -x "$LAUNCH" ]] || { echo "$0: $LAUNCH not found; build it first (cmake --build $1)" >&2; exit 1; }
+source "$HERE/lib.sh"
+find_launcher "$0" "$1"
 KINDS="${COMPRESSION_KINDS:-none fp16 bf16 topk:0.1 topk:0.01}"
 read -r -a EXTRA <<< "${COMPRESSION_FLAGS:-}"
 OUT="$(mktemp -d -t pstrain-compression.XXXXXX)"
 
 echo "### (f) Gradient compression on the demo job"
 echo
-echo "- Machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-echo "- Load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+print_machine
 echo
 echo "Each run: \`pstrain-launch --compression=C ${EXTRA[*]:-}\` (the demo otherwise). Pushed: the"\
      "bytes the servers received (gradients, and the few bytes of pull requests), summed over"\

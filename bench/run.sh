@@ -24,6 +24,8 @@ if [[ $# -ne 1 ]]; then
   exit 2
 fi
 HERE="$(cd "$(dirname "$0")" && pwd)"
+source "$HERE/lib.sh"
+[[ -d "$1" ]] || { echo "$0: build folder $1 not found; build first (cmake -S . -B $1 && cmake --build $1)" >&2; exit 1; }
 BIN="$(cd "$1" && pwd)/bin"
 REPORT="python3 $HERE/report.py"
 for b in ps_bench aggregation_bench local_train; do
@@ -44,10 +46,7 @@ run_bench() {
 
 echo "## pstrain benchmarks"
 echo
-echo "- Machine: $NPROC cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'),"\
-     "$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo) memory"
-echo "- Load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+print_machine
 echo
 
 # (a) gRPC: parameter server vs echo, with malloc set up as the role binaries do it, then with
@@ -70,8 +69,7 @@ if [[ "${SKIP_E2E:-0}" == 1 ]]; then
   echo; echo "Raw outputs: $OUT"
   exit 0
 fi
-LAUNCH="$BIN/pstrain-launch"
-[[ -x "$LAUNCH" ]] || { echo "$0: $LAUNCH not found; build it first" >&2; exit 1; }
+find_launcher "$0" "$1"
 
 # The demo runs pstrain-launch with its defaults; read its default per-worker batch from its help.
 DEMO_BATCH="$("$LAUNCH" --helpfull 2>&1 | grep -A1 -- '-batch_size ' | grep -o 'default: [0-9]*' |

@@ -19,8 +19,8 @@ if [[ $# -ne 1 ]]; then
   exit 2
 fi
 HERE="$(cd "$(dirname "$0")" && pwd)"
-LAUNCH="$(cd "$1" && pwd)/bin/pstrain-launch"
-[[ -x "$LAUNCH" ]] || { echo "$0: $LAUNCH not found; build it first (cmake --build $1)" >&2; exit 1; }
+source "$HERE/lib.sh"
+find_launcher "$0" "$1"
 EPOCHS="${SCALING_EPOCHS:-2}"
 BATCH="${SCALING_BATCH:-64}"
 TRAIN_LIMIT="${SCALING_TRAIN_LIMIT:-0}"
@@ -30,9 +30,7 @@ OUT="$(mktemp -d -t pstrain-scaling.XXXXXX)"
 
 echo "### (e) Scaling: workers x servers (SYNC)"
 echo
-echo "- Machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-echo "- Load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+print_machine
 echo
 echo "Each run: \`pstrain-launch --servers=S --workers=W --mode=sync --epochs=$EPOCHS --batch_size=$BATCH"\
      "--train_limit=$TRAIN_LIMIT --eval_last_epoch_only\` (train_limit 0 = all 60000 samples), MLP"\

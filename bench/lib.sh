@@ -1,0 +1,17 @@
+# Shell helpers shared by the bench scripts (sourced, not run).
+
+# Prints the Markdown lines that say where and when a table was measured.
+print_machine() {
+  echo "- Machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'),"\
+       "$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo) memory"
+  echo "- Load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+}
+
+# Sets LAUNCH to BUILD_DIR/bin/pstrain-launch, or exits with a message when it is not built.
+# Usage: find_launcher "$0" BUILD_DIR
+find_launcher() {
+  [[ -d "$2" ]] || { echo "$1: build folder $2 not found; build first (cmake -S . -B $2 && cmake --build $2)" >&2; exit 1; }
+  LAUNCH="$(cd "$2" && pwd)/bin/pstrain-launch"
+  [[ -x "$LAUNCH" ]] || { echo "$1: $LAUNCH not found; build it first (cmake --build $2)" >&2; exit 1; }
+}
