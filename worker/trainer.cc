@@ -54,8 +54,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerOptions options,
   const int num_shards = options.job.num_servers() > 0 ? options.job.num_servers() : ps->num_servers();
   ASSIGN_OR_RETURN(ShardLayout layout, ShardLayout::Create(options.view.shard_map(), num_shards, model->params()));
   RETURN_IF_ERROR(ShardRoutes(options.view, num_shards).status());
-  ASSIGN_OR_RETURN(const Compression compression, ParseCompression(options.job.compression().empty()
-                                                                       ? "none" : options.job.compression()));
+  ASSIGN_OR_RETURN(const Compression compression, ParseCompression(options.job.compression()));
   auto trainer = std::unique_ptr<Trainer>(
       new Trainer(std::move(options), scheduler, ps, model, train, test, std::move(layout)));
   ASSIGN_OR_RETURN(trainer->encoder_, PushEncoder::Create(compression, &trainer->layout_));

@@ -52,7 +52,7 @@ namespace pstrain::worker {
 
 struct TrainerOptions {
   int rank = 0;
-  JobSpec job;
+  JobSpec job;  // with its defaults applied (common/job_spec.h)
   ClusterView view;
   // How often to send training statistics to the scheduler (besides every epoch end).
   absl::Duration report_interval = absl::Milliseconds(500);

@@ -10,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/barriers.h"
 #include "common/health.h"
+#include "common/job_spec.h"
 #include "common/scheduler_client.h"
 #include "common/status_macros.h"
 #include "data/idx_reader.h"
@@ -41,7 +42,13 @@ class Outcome {
 
 absl::Status Train(const WorkerOptions& options, SchedulerClient* scheduler, int rank,
                    const RegisterResponse& registration, model::Backend* backend, Outcome* outcome) {
-  const JobSpec& job = registration.job();
+  // As a server does: fields a scheduler left unset take their defaults, and a job that is not
+  // valid stops here with the field named, not somewhere in training.
+  JobSpec job = registration.job();
+  ApplyJobDefaults(&job);
+  if (absl::Status valid = ValidateJobSpec(job); !valid.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("the job from the scheduler: ", valid.message()));
+  }
   ASSIGN_OR_RETURN(ClusterView view, scheduler->WaitUntilRunning(options.startup_timeout));
   ASSIGN_OR_RETURN(data::Dataset train,
                    data::LoadFashionMnist(job.data().data_dir(), data::Split::kTrain, job.data().train_limit()));
