@@ -81,6 +81,10 @@ absl::StatusOr<ValueEncoding> PushEncoder::EncodeHalf(const float* grad, int64_t
                                     : EncodeBf16(absl::MakeConstSpan(grad, n), codes);
   if (encoded.ok()) return EncodingOf(compression_.kind);
   // Only a finite value beyond the format's range fails: send this chunk exactly instead.
+  // Said once: a job whose gradients overflow fp16 ought to use bf16, and the user should know.
+  LOG_FIRST_N(WARNING, 1) << "a chunk beyond " << CompressionName(compression_)
+                          << "'s range goes as float32 (" << encoded.message()
+                          << "); later ones are logged at -v=1";
   VLOG(1) << "chunk sent as float32: " << encoded.message();
   return FLOAT32;
 }
