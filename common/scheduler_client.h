@@ -1,5 +1,6 @@
-// A client of the scheduler's service (proto/scheduler.proto), shared by servers, workers and the
-// launcher, plus a heartbeat thread.
+// The gRPC implementation of SchedulerApi (common/scheduler_api.h): a client of the scheduler's
+// service (proto/scheduler.proto), shared by servers, workers and the launcher, plus a heartbeat
+// thread.
 //
 // Every call carries a deadline. Calls that the scheduler parks (WaitUntilRunning, Barrier) take
 // their own timeout; the rest use the rpc timeout given at creation.
@@ -31,12 +32,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/scheduler_api.h"
 #include "proto/scheduler.grpc.pb.h"
 
 namespace pstrain {
 
 // Thread-safe: any method may be called from any thread at the same time.
-class SchedulerClient {
+class SchedulerClient : public SchedulerApi {
  public:
   // Does not connect yet; the first call does. `address` is host:port.
   static absl::StatusOr<std::unique_ptr<SchedulerClient>> Create(const std::string& address,
@@ -52,37 +54,37 @@ class SchedulerClient {
   // Registers this role. Retries UNAVAILABLE (the scheduler may start after us) until `timeout`;
   // other errors (e.g. FAILED_PRECONDITION: the job is full) are returned at once.
   absl::StatusOr<RegisterResponse> Register(Role role, const std::string& address,
-                                            absl::Duration timeout, const LocalEndpoint& local = {});
+                                            absl::Duration timeout, const LocalEndpoint& local = {}) override;
 
   // Waits until every role has registered and returns the complete view. A job that failed while
   // waiting gives ABORTED; no answer within `timeout` gives DEADLINE_EXCEEDED.
-  absl::StatusOr<ClusterView> WaitUntilRunning(absl::Duration timeout);
+  absl::StatusOr<ClusterView> WaitUntilRunning(absl::Duration timeout) override;
 
   // The current view, without waiting.
-  absl::StatusOr<ClusterView> GetClusterView();
+  absl::StatusOr<ClusterView> GetClusterView() override;
 
   // Blocks until every participant has entered barrier `name`, the job fails (ABORTED) or
   // `timeout` passes (DEADLINE_EXCEEDED).
   absl::Status Barrier(const std::string& name, BarrierRequest::Participants who, Role role,
-                       int rank, absl::Duration timeout);
+                       int rank, absl::Duration timeout) override;
 
-  absl::StatusOr<HeartbeatResponse> Heartbeat(Role role, int rank);
-  absl::StatusOr<LeaseResponse> LeaseWork(int worker_rank, int epoch);
-  absl::Status ReportProgress(const ProgressReport& report);
-  absl::Status ReportFailure(Role role, int rank, const std::string& message);
-  absl::StatusOr<JobStatus> GetJobStatus();
-  absl::Status Leave(Role role, int rank, const std::string& reason);
+  absl::StatusOr<HeartbeatResponse> Heartbeat(Role role, int rank) override;
+  absl::StatusOr<LeaseResponse> LeaseWork(int worker_rank, int epoch) override;
+  absl::Status ReportProgress(const ProgressReport& report) override;
+  absl::Status ReportFailure(Role role, int rank, const std::string& message) override;
+  absl::StatusOr<JobStatus> GetJobStatus() override;
+  absl::Status Leave(Role role, int rank, const std::string& reason) override;
   // LeaseWork for evaluation: a range of the test set to evaluate after `epoch`.
-  absl::StatusOr<LeaseResponse> LeaseEval(int worker_rank, int epoch);
+  absl::StatusOr<LeaseResponse> LeaseEval(int worker_rank, int epoch) override;
   // Server `server_rank` holds checkpoints of `steps` (ascending); sent after registering and
   // after each checkpoint written, for the scheduler's choice of a restore step.
-  absl::Status ReportCheckpoints(int server_rank, const std::vector<int64_t>& steps);
+  absl::Status ReportCheckpoints(int server_rank, const std::vector<int64_t>& steps) override;
   // A SYNC step of this server waits for `report.waiting_for` (server/slow_step_watch.h).
-  absl::Status ReportSlowStep(const SlowStepReport& report);
+  absl::Status ReportSlowStep(const SlowStepReport& report) override;
   // Sends the final model file (model::SerializeModelFile) for the scheduler to write; returns
   // once it is written. Retried like ReportProgress; its deadline is at least a minute (a large
   // model is written and fsynced before the answer).
-  absl::Status SubmitFinalModel(int worker_rank, std::string model_file);
+  absl::Status SubmitFinalModel(int worker_rank, std::string model_file) override;
 
  private:
   SchedulerClient(std::string address, absl::Duration rpc_timeout);

@@ -242,6 +242,22 @@ absl::Status DecodeChunk(Reader& reader, uint64_t size, int index, TensorChunk* 
   return absl::OkStatus();
 }
 
+// The received bytes of a decoded message: gRPC's slices, kept in the message's holder (reused
+// from the last message decoded into it when that was one of ours).
+struct GrpcSlices : ReceivedBytes {
+  std::vector<grpc::Slice> slices;
+};
+
+std::vector<grpc::Slice>* SlicesOf(std::unique_ptr<ReceivedBytes>* bytes) {
+  auto* held = dynamic_cast<GrpcSlices*>(bytes->get());
+  if (held == nullptr) {
+    auto fresh = std::make_unique<GrpcSlices>();
+    held = fresh.get();
+    *bytes = std::move(fresh);
+  }
+  return &held->slices;
+}
+
 template <typename Message>
 absl::Status DecodeWithValues(const grpc::ByteBuffer& in, absl::string_view what, int chunks_field, Message* header,
                               std::vector<PayloadView>* values, std::vector<grpc::Slice>* slices) {
@@ -310,16 +326,11 @@ void EncodePull(const PullResponse& header, PooledBuffer values, grpc::ByteBuffe
 }
 
 absl::Status DecodePush(const grpc::ByteBuffer& in, absl::string_view what, IncomingPush* out) {
-  return DecodeWithValues(in, what, kPushChunksField, &out->header, &out->values, &out->slices);
+  return DecodeWithValues(in, what, kPushChunksField, &out->header, &out->values, SlicesOf(&out->bytes));
 }
 
 absl::Status DecodePull(const grpc::ByteBuffer& in, absl::string_view what, IncomingPull* out) {
-  return DecodeWithValues(in, what, kPullChunksField, &out->header, &out->values, &out->slices);
-}
-
-void ReleaseValues(IncomingPull* pull) {
-  pull->values.clear();
-  pull->slices.clear();
+  return DecodeWithValues(in, what, kPullChunksField, &out->header, &out->values, SlicesOf(&out->bytes));
 }
 
 void EncodeMessage(const google::protobuf::MessageLite& message, grpc::ByteBuffer* out) {
@@ -337,34 +348,6 @@ absl::Status DecodeMessage(const grpc::ByteBuffer& in, absl::string_view what, g
     if (out->ParseFromString(bytes)) return absl::OkStatus();
   }
   return absl::InvalidArgumentError(absl::StrCat(what, ": not a valid ", out->GetTypeName()));
-}
-
-PushRequest Materialize(const OutgoingPush& push) {
-  PushRequest request = push.header;
-  for (int i = 0; i < request.chunks_size(); ++i) {
-    request.mutable_chunks(i)->set_data(push.values[i].data(), push.values[i].size());
-  }
-  return request;
-}
-
-PullResponse Materialize(const IncomingPull& pull) {
-  PullResponse response = pull.header;
-  for (int i = 0; i < response.chunks_size(); ++i) {
-    std::string* data = response.mutable_chunks(i)->mutable_data();
-    data->resize(pull.values[i].size());
-    pull.values[i].CopyTo(data->data());
-  }
-  return response;
-}
-
-OutgoingPush ViewOf(const PushRequest& request) {
-  OutgoingPush push;
-  push.header = request;
-  for (int i = 0; i < request.chunks_size(); ++i) {
-    push.header.mutable_chunks(i)->clear_data();
-    push.values.push_back(request.chunks(i).data());
-  }
-  return push;
 }
 
 }  // namespace pstrain

@@ -33,37 +33,10 @@
 #include "absl/types/span.h"
 #include "common/buffer_pool.h"
 #include "common/payload_view.h"
+#include "common/tensor_messages.h"
 #include "proto/ps.pb.h"
 
 namespace pstrain {
-
-// A PushRequest to send: `header` with chunks that carry tensor_id, offset and length but no
-// data, and values[i] the bytes of chunk i's data (normally its length floats, see Floats). The
-// bytes are not copied: they must stay alive and unchanged until the call that sends them ends.
-struct OutgoingPush {
-  PushRequest header;
-  std::vector<absl::string_view> values;
-};
-
-// The bytes of n floats at p, as an OutgoingPush value.
-inline absl::string_view Floats(const float* p, int64_t n) {
-  return absl::string_view(reinterpret_cast<const char*>(p), static_cast<size_t>(n) * sizeof(float));
-}
-
-// A PullResponse as received: `header` (chunks without data) and each chunk's values, viewing
-// into `slices`, which this object keeps alive.
-struct IncomingPull {
-  PullResponse header;
-  std::vector<PayloadView> values;
-  std::vector<grpc::Slice> slices;
-};
-
-// A PushRequest as received (the server's side of OutgoingPush).
-struct IncomingPush {
-  PushRequest header;
-  std::vector<PayloadView> values;
-  std::vector<grpc::Slice> slices;
-};
 
 // Encodes `push` into `out` (zero-copy: see OutgoingPush).
 // REQUIRES: push.values.size() == push.header.chunks_size(), and the header's chunks carry no data.
@@ -82,22 +55,10 @@ void EncodePull(const PullResponse& header, PooledBuffer values, grpc::ByteBuffe
 absl::Status DecodePush(const grpc::ByteBuffer& in, absl::string_view what, IncomingPush* out);
 absl::Status DecodePull(const grpc::ByteBuffer& in, absl::string_view what, IncomingPull* out);
 
-// Drops an answer's values and the received bytes they point into, keeping the header: once the
-// values are installed, holding gRPC's receive buffers until the next answer only costs memory.
-void ReleaseValues(IncomingPull* pull);
-
 // Messages without tensors (PullRequest, PushResponse) go through protobuf as usual.
 void EncodeMessage(const google::protobuf::MessageLite& message, grpc::ByteBuffer* out);
 // INVALID_ARGUMENT "<what>: not a valid <type>" when the bytes do not parse.
 absl::Status DecodeMessage(const grpc::ByteBuffer& in, absl::string_view what, google::protobuf::MessageLite* out);
-
-// The reverse of the zero-copy forms, for tests and tools: a PushRequest whose chunks hold their
-// data (copied), and a PullResponse likewise.
-PushRequest Materialize(const OutgoingPush& push);
-PullResponse Materialize(const IncomingPull& pull);
-// An OutgoingPush that points into `request`'s chunk data (which must outlive the result); the
-// header is a copy without data.
-OutgoingPush ViewOf(const PushRequest& request);
 
 }  // namespace pstrain
 

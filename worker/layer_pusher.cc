@@ -9,7 +9,7 @@
 
 namespace pstrain::worker {
 
-LayerPusher::LayerPusher(const ShardLayout* layout, PsClient* ps, std::vector<int64_t> tensor_elements,
+LayerPusher::LayerPusher(const ShardLayout* layout, PsApi* ps, std::vector<int64_t> tensor_elements,
                          int64_t min_part_bytes)
     : layout_(layout), ps_(ps), tensor_elements_(std::move(tensor_elements)), min_part_bytes_(min_part_bytes) {}
 
@@ -74,7 +74,7 @@ void LayerPusher::Send(int first, int end) {
     CHECK_LT(part_index, kIdsPerStep) << "more parts in one step than request ids reserved for it";
     req.set_request_id(first_request_id_ + part_index);
     const ShardRoute& route = (*routes_)[shard];
-    // The copy must have applied the step before this worker moves on (see PsClient).
+    // The copy must have applied the step before this worker moves on (see PsApi).
     req.set_wait_until_applied(route.backup >= 0);
     if (encoder_ != nullptr) {
       if (absl::Status encoded = encoder_->Encode(shard, run.first, &push); !encoded.ok()) {

@@ -14,7 +14,7 @@
 // layers are small, this means one part per shard; for the CNN, fc1's 1.6 MB goes out while the
 // convolutions' backward runs).
 //
-// A failed call ends the step's other calls (PsClient::CancelGroup) and no further part is sent:
+// A failed call ends the step's other calls (PsApi::CancelGroup) and no further part is sent:
 // otherwise a part parked on a server that never gets this worker's refused part (the server
 // learnt a new membership epoch between two parts) would wait for its deadline. Part i of a step
 // carries request id first_request_id + i, so when the trainer sends the same step again under the
@@ -39,7 +39,7 @@
 #include "absl/time/time.h"
 #include "model/model.h"
 #include "proto/ps.pb.h"
-#include "worker/ps_client.h"
+#include "worker/ps_api.h"
 #include "worker/shard_layout.h"
 #include "worker/push_encoder.h"
 #include "worker/shard_routing.h"
@@ -55,7 +55,7 @@ class LayerPusher : public model::GradientSink {
 
   // `layout` and `ps` are borrowed and must outlive the pusher. `tensor_elements[t]` is tensor t's
   // size (the model's params() order); `min_part_bytes` is kMinPartBytes but for tests.
-  LayerPusher(const ShardLayout* layout, PsClient* ps, std::vector<int64_t> tensor_elements,
+  LayerPusher(const ShardLayout* layout, PsApi* ps, std::vector<int64_t> tensor_elements,
               int64_t min_part_bytes = kMinPartBytes);
   // REQUIRES: no step in flight (Finish returned).
   ~LayerPusher() override;
@@ -106,7 +106,7 @@ class LayerPusher : public model::GradientSink {
 
 
   const ShardLayout* const layout_;
-  PsClient* const ps_;
+  PsApi* const ps_;
   const std::vector<int64_t> tensor_elements_;
   const int64_t min_part_bytes_;
 

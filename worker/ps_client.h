@@ -1,4 +1,5 @@
-// The worker's connection to every parameter server.
+// The worker's connection to every parameter server over gRPC: the implementation of PsApi
+// (worker/ps_api.h) that the worker processes use.
 //
 // Several TCP connections per server (tcp_connections channels, each with a subchannel of its
 // own), one over a unix socket. Calls are asynchronous underneath (the gRPC callback API), so a
@@ -33,6 +34,7 @@
 #include "proto/cluster.pb.h"
 #include "common/tensor_wire.h"
 #include "proto/ps.grpc.pb.h"
+#include "worker/ps_api.h"
 #include "worker/shard_routing.h"
 
 namespace grpc {
@@ -45,9 +47,8 @@ class ByteBuffer;
 namespace pstrain::worker {
 
 // Thread-safe.
-class PsClient {
+class PsClient : public PsApi {
  public:
-  using Done = std::function<void(absl::Status)>;
 
   // Channels to every server of `view`, by rank: `tcp_connections` to a server dialled over
   // TCP, one to a server dialled on its unix socket. Channels connect lazily, on their first
@@ -58,9 +59,9 @@ class PsClient {
   // common/host_id.h id) is dialled on its unix domain socket instead of TCP.
   static absl::StatusOr<std::unique_ptr<PsClient>> Create(const ClusterView& view, absl::Duration rpc_timeout,
                                                          bool unix_sockets = true, int tcp_connections = 2);
-  ~PsClient();
+  ~PsClient() override;
 
-  int num_servers() const { return static_cast<int>(servers_.size()); }
+  int num_servers() const override { return static_cast<int>(servers_.size()); }
   // How many channels (connections) this client has to `server`: 0 when it is not in the view.
   int num_connections(int server) const;
 
@@ -68,19 +69,19 @@ class PsClient {
   // replacement took a dead server's rank). Servers missing from the view keep their old
   // channels (calls to them fail UNAVAILABLE).
   // Must not run concurrently with calls of this client (the trainer calls it between steps).
-  void UpdateServers(const ClusterView& view);
+  void UpdateServers(const ClusterView& view) override;
 
   // Start one call; `done` runs once on a gRPC thread when it ends. Errors carry the server's
   // rank and address; an answer that does not decode is DATA_LOSS. `request` (and the values it
   // points at) and `response` are borrowed until `done` runs.
-  void PullAsync(int server, const PullRequest* request, IncomingPull* response, Done done);
+  void PullAsync(int server, const PullRequest* request, IncomingPull* response, Done done) override;
   // `group` (any non-null tag) lets CancelGroup end the call early.
   void PushAsync(int server, const OutgoingPush* request, PushResponse* response, Done done,
-                 const void* group = nullptr);
+                 const void* group = nullptr) override;
   void PushPullAsync(int server, const OutgoingPush* request, IncomingPull* response, Done done,
-                     const void* group = nullptr);
+                     const void* group = nullptr) override;
   void FinishEpochAsync(int server, const FinishEpochRequest* request, FinishEpochResponse* response,
-                        Done done);
+                        Done done) override;
 
   // Fan-outs: requests[i] goes to server i; blocks until all answered. Returns the first error
   // (in server order) or OK.
@@ -88,27 +89,13 @@ class PsClient {
   absl::Status PushPullAll(const std::vector<OutgoingPush>& requests, std::vector<IncomingPull>* responses);
   absl::Status FinishEpochAll(const FinishEpochRequest& request);
 
-  // Fan-outs over shards (see worker/shard_routing.h): request i is for shard i (the caller sets
-  // its `shard`) and goes to server routes[i].primary, whose answer is responses[i].
-  // PushPullShards also sends request i as a Push to routes[i].backup where there is one; the
-  // caller sets wait_until_applied, so that answer comes once the backup applied the step too.
-  // Block until every call answered; return the first error (primaries in shard order, then
-  // backups) or OK.
-  absl::Status PullShards(const std::vector<ShardRoute>& routes, const std::vector<PullRequest>& requests,
-                          std::vector<IncomingPull>* responses);
-  absl::Status PushPullShards(const std::vector<ShardRoute>& routes, const std::vector<OutgoingPush>& requests,
-                              std::vector<IncomingPull>* responses);
-  // FinishEpoch for every shard on its primary and its backup; requests[i] is for shard i.
-  absl::Status FinishEpochShards(const std::vector<ShardRoute>& routes,
-                                 const std::vector<FinishEpochRequest>& requests);
-
   // Cancels the calls in flight that were started with `group` (their `done` runs with
   // UNAVAILABLE, see End); later calls are not affected.
-  void CancelGroup(const void* group);
+  void CancelGroup(const void* group) override;
 
   // Cancels every call in flight and makes later calls fail at once with CANCELLED `reason`.
   // Used when the job fails while this worker is parked in a sync step.
-  void CancelAll(const std::string& reason);
+  void CancelAll(const std::string& reason) override;
 
  private:
   struct Call;

@@ -28,7 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/compression.h"
-#include "common/tensor_wire.h"
+#include "common/tensor_messages.h"
 #include "worker/shard_layout.h"
 
 namespace pstrain::worker {

@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "model/param_spec.h"
 #include "proto/cluster.pb.h"
-#include "common/tensor_wire.h"
+#include "common/tensor_messages.h"
 #include "proto/ps.pb.h"
 
 namespace pstrain::worker {
