@@ -72,7 +72,7 @@ absl::Status Train(const WorkerOptions& options, SchedulerClient* scheduler, int
       });
 
   RETURN_IF_ERROR(scheduler->Barrier(kServersReadyBarrier, BarrierRequest::ALL, WORKER, rank, options.startup_timeout));
-  TrainerOptions trainer_options;
+  SessionOptions trainer_options;
   trainer_options.rank = rank;
   trainer_options.job = job;
   trainer_options.view = view;
@@ -82,7 +82,7 @@ absl::Status Train(const WorkerOptions& options, SchedulerClient* scheduler, int
     // pod). The first live worker sends it (worker 0 may have died on the way), before its last
     // report, so the job finishes only once the file is written. Should two see different views
     // here, both send the same weights and the scheduler writes the first.
-    trainer_options.before_done = [&](const std::vector<float>& weights) -> absl::Status {
+    trainer_options.before_done = [&](absl::Span<const float> weights) -> absl::Status {
       ASSIGN_OR_RETURN(ClusterView final_view, scheduler->GetClusterView());
       if (final_view.workers_size() == 0 || final_view.workers(0).rank() != rank) return absl::OkStatus();
       ASSIGN_OR_RETURN(std::string bytes, model::SerializeModelFile(model->params(), weights));

@@ -1,0 +1,555 @@
+#include "worker/training_session.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <glog/logging.h>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "common/step_times.h"
+#include "data/permutation.h"
+
+namespace pstrain::worker {
+namespace {
+
+// How long to wait before asking again when a server has not yet learnt the newest membership
+// epoch, or the scheduler has no lease free yet.
+constexpr absl::Duration kRetryPause = absl::Milliseconds(25);
+// How long a worker watches the view for a server that stopped answering before it tries again.
+constexpr absl::Duration kUnavailablePatience = absl::Seconds(1);
+
+std::string LiveRanks(const ClusterView& view) {
+  std::vector<int> ranks;
+  for (const WorkerInfo& w : view.workers()) ranks.push_back(w.rank());
+  return absl::StrJoin(ranks, ",");
+}
+
+std::vector<int64_t> TensorElements(const std::vector<model::ParamSpec>& params) {
+  std::vector<int64_t> elements;
+  for (const model::ParamSpec& p : params) elements.push_back(p.num_elements);
+  return elements;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::Create(SessionOptions options,
+                                                                        SchedulerApi* scheduler, PsApi* ps) {
+  if (options.view.workers_size() < 1) return absl::InvalidArgumentError("cluster view lists no workers");
+  if (options.job.mode() == SYNC && options.view.global_batch() < 1) {
+    return absl::InvalidArgumentError("cluster view: global_batch is not set for a sync job");
+  }
+  if (options.clock == nullptr) return absl::InvalidArgumentError("session options: no clock");
+  // Shards are the job's server ranks; with replicas a dead server's rank may be missing from the
+  // view (and so from the client), its shard served by another server.
+  const int num_shards = options.job.num_servers() > 0 ? options.job.num_servers() : ps->num_servers();
+  ASSIGN_OR_RETURN(ShardLayout layout, ShardLayout::Create(options.view.shard_map(), num_shards, options.params));
+  RETURN_IF_ERROR(ShardRoutes(options.view, num_shards).status());
+  ASSIGN_OR_RETURN(const Compression compression, ParseCompression(options.job.compression()));
+  auto session =
+      std::unique_ptr<TrainingSession>(new TrainingSession(std::move(options), scheduler, ps, std::move(layout)));
+  ASSIGN_OR_RETURN(session->encoder_, PushEncoder::Create(compression, &session->layout_));
+  return session;
+}
+
+TrainingSession::TrainingSession(SessionOptions options, SchedulerApi* scheduler, PsApi* ps, ShardLayout layout)
+    : options_(std::move(options)),
+      scheduler_(scheduler),
+      ps_(ps),
+      layout_(std::move(layout)),
+      overlap_(OverlapOn(options_.job)),
+      view_(options_.view),
+      weights_(model::TotalElements(options_.params)),
+      grad_(weights_.size()),
+      push_(layout_.num_servers()),
+      pulled_(layout_.num_servers()),
+      pusher_(&layout_, ps, TensorElements(options_.params)),
+      // Request ids only need to differ between the pushes of one rank (ranks are never reused);
+      // a random start also keeps ids of different jobs apart in logs.
+      next_request_id_(absl::Uniform<uint64_t>(absl::BitGen()) | 1),
+      last_checkpoint_ask_(options_.clock->Now()) {
+  pending_.set_worker_rank(options_.rank);
+}
+
+absl::Status TrainingSession::Start() {
+  LOG(INFO) << "worker " << options_.rank << " (live workers " << LiveRanks(view_) << "): training "
+            << weights_.size() << " parameters on " << view_.train_samples() << " samples, mode "
+            << Mode_Name(options_.job.mode());
+  ASSIGN_OR_RETURN(routes_, ShardRoutes(view_, layout_.num_servers()));
+  // A worker joining a running sync job starts where the servers are. (If it catches them
+  // mid-step, some shards may be one step ahead; the first gradient then uses those slightly
+  // newer weights.)
+  ASSIGN_OR_RETURN(const int64_t step, PullWeightsWhenCurrent(/*step=*/0, /*epoch=*/0));
+  if (Sync()) {
+    global_step_ = step;
+    if (global_step_ > 0) {
+      LOG(INFO) << "starting at step " << global_step_ << ", where the servers are (a running or resumed job)";
+    }
+  }
+  phase_ = global_step_ < view_.total_steps() || !Sync() ? Phase::kTrain : Phase::kDone;
+  return absl::OkStatus();
+}
+
+absl::Status TrainingSession::Next(Work* work) {
+  if (step_.active) {
+    // The loop asks again without ending the step: it gave up on it.
+    AbandonStep();
+  }
+  *work = Work();
+  while (true) {
+    switch (phase_) {
+      case Phase::kStart:
+        RETURN_IF_ERROR(Start());
+        break;
+      case Phase::kTrain: {
+        ASSIGN_OR_RETURN(const bool got, Sync() ? NextSyncBatch(work) : NextLeasedBatch(work));
+        if (got) return absl::OkStatus();
+        break;  // the phase moved on
+      }
+      case Phase::kEvaluate: {
+        ASSIGN_OR_RETURN(const bool got, NextEvaluation(work));
+        if (got) return absl::OkStatus();
+        break;
+      }
+      case Phase::kDone:
+        work->kind = Work::kDone;
+        work->left = left_;
+        return absl::OkStatus();
+    }
+  }
+}
+
+void TrainingSession::SetPermutation(int epoch) {
+  if (epoch == perm_epoch_) return;
+  perm_ = data::EpochPermutation(options_.job.seed(), epoch, view_.train_samples());
+  perm_epoch_ = epoch;
+}
+
+absl::StatusOr<bool> TrainingSession::NextSyncBatch(Work* work) {
+  const int64_t n = view_.train_samples();
+  const int64_t steps_per_epoch = data::SyncStepsPerEpoch(n, view_.global_batch());
+  const int epoch = static_cast<int>(global_step_ / steps_per_epoch);
+  SetPermutation(epoch);
+  epoch_ = epoch;
+  ASSIGN_OR_RETURN(const int slot, Slot());
+  const data::Range slice =
+      data::SyncSliceOfGlobalBatch(n, view_.global_batch(), view_.workers_size(), slot, global_step_ % steps_per_epoch);
+  const double every = options_.job.checkpoint_every_seconds();
+  ask_checkpoint_ = slot == 0 && every > 0 && Now() - last_checkpoint_ask_ >= absl::Seconds(every);
+  work->kind = Work::kTrain;
+  work->epoch = epoch;
+  work->step = global_step_;
+  work->samples = absl::MakeConstSpan(perm_).subspan(slice.begin, slice.size());
+  if (!step_.active && give_up_ == absl::InfiniteFuture()) give_up_ = Now() + options_.membership_timeout;
+  step_ = Pending{true, false, global_step_, slice.size(), 0, 0, Now()};
+  return true;
+}
+
+absl::StatusOr<bool> TrainingSession::NextLeasedBatch(Work* work) {
+  const JobSpec& job = options_.job;
+  const int64_t n = view_.train_samples();
+  SetPermutation(epoch_);
+  while (!lease_.has_value() || lease_->next_batch >= lease_->batches) {
+    lease_.reset();
+    if (LeaveRequested()) {
+      RETURN_IF_ERROR(Leave(epoch_));
+      return false;
+    }
+    ASSIGN_OR_RETURN(LeaseResponse lease, scheduler_->LeaseWork(options_.rank, epoch_));
+    if (lease.epoch_done() || lease.wait()) {
+      if (!finished_epoch_) {
+        RETURN_IF_ERROR(FinishEpoch(epoch_));
+        finished_epoch_ = true;
+      }
+      if (lease.epoch_done()) {
+        RETURN_IF_ERROR(scheduler_->Barrier(absl::StrCat("epoch-", epoch_, "-trained"), BarrierRequest::WORKERS,
+                                            WORKER, options_.rank, options_.barrier_timeout));
+        // Every push of the epoch is applied now; everyone evaluates the same weights.
+        RETURN_IF_ERROR(PullWeightsWhenCurrent(/*step=*/0, epoch_).status());
+        StartEpochEnd(epoch_, epoch_ == job.epochs() - 1);
+        return false;
+      }
+      options_.clock->SleepFor(kRetryPause);  // Leases are out; one may come back if its holder dies.
+      continue;
+    }
+    const data::Range range{lease.begin(), lease.end()};
+    const int64_t batches = range.begin >= 0 && range.end <= n && range.begin < range.end
+                                ? data::NumBatches(range, job.batch_size())
+                                : 0;
+    if (batches == 0 || lease.first_batch() < 0 || lease.first_batch() >= batches) {
+      return absl::DataLossError(absl::StrCat("lease ", lease.lease_id(), " covers [", range.begin, ", ", range.end,
+                                              ") from batch ", lease.first_batch(), ", outside the epoch of ", n,
+                                              " samples"));
+    }
+    lease_ = Lease{lease.lease_id(), range, batches, lease.first_batch()};
+  }
+  const data::Range batch = data::BatchOf(lease_->range, job.batch_size(), lease_->next_batch);
+  work->kind = Work::kTrain;
+  work->epoch = epoch_;
+  work->step = clock_;
+  work->samples = absl::MakeConstSpan(perm_).subspan(batch.begin, batch.size());
+  if (!step_.active && give_up_ == absl::InfiniteFuture()) give_up_ = Now() + options_.membership_timeout;
+  step_ = Pending{true, false, clock_, batch.size(), lease_->id, lease_->next_batch, Now()};
+  return true;
+}
+
+void TrainingSession::StartEpochEnd(int epoch, bool last) {
+  eval_epoch_ = epoch;
+  eval_last_ = last;
+  phase_ = Phase::kEvaluate;
+}
+
+absl::StatusOr<bool> TrainingSession::NextEvaluation(Work* work) {
+  if (eval_last_ || !options_.job.eval_last_epoch_only()) {
+    while (true) {
+      ASSIGN_OR_RETURN(LeaseResponse lease, scheduler_->LeaseEval(options_.rank, eval_epoch_));
+      if (lease.epoch_done()) break;
+      if (lease.wait()) {
+        options_.clock->SleepFor(kRetryPause);
+        continue;
+      }
+      if (lease.begin() < 0 || lease.end() > view_.test_samples() || lease.begin() >= lease.end()) {
+        return absl::DataLossError(absl::StrCat("evaluation lease ", lease.lease_id(), " covers [", lease.begin(),
+                                                ", ", lease.end(), "), outside the test set of ",
+                                                view_.test_samples(), " samples"));
+      }
+      eval_lease_id_ = lease.lease_id();
+      work->kind = Work::kEvaluate;
+      work->epoch = eval_epoch_;
+      work->begin = lease.begin();
+      work->end = lease.end();
+      return true;
+    }
+  }
+  RETURN_IF_ERROR(EndEpoch());
+  return false;
+}
+
+absl::Status TrainingSession::ReportEvaluation(const model::BatchStats& stats) {
+  if (phase_ != Phase::kEvaluate || eval_lease_id_ == 0) {
+    return absl::FailedPreconditionError("ReportEvaluation: no evaluation lease was handed out by Next()");
+  }
+  EvalStats* eval = pending_.add_evals();
+  eval->set_lease_id(eval_lease_id_);
+  eval->set_loss_sum(stats.loss_sum);
+  eval->set_correct(stats.correct);
+  eval->set_samples(stats.samples);
+  eval_lease_id_ = 0;
+  // Reported before the next lease is asked for, so a lease is never held unreported for long.
+  return MaybeReport(eval_epoch_, /*force=*/true);
+}
+
+absl::Status TrainingSession::EndEpoch() {
+  if (eval_last_ && options_.before_done) RETURN_IF_ERROR(options_.before_done(weights_));
+  pending_.set_done(eval_last_);
+  RETURN_IF_ERROR(MaybeReport(eval_epoch_, /*force=*/true));
+  if (eval_last_) {
+    phase_ = Phase::kDone;
+    return absl::OkStatus();
+  }
+  phase_ = Phase::kTrain;
+  if (!Sync()) {
+    ++epoch_;
+    clock_ = 0;
+    finished_epoch_ = false;
+  }
+  return absl::OkStatus();
+}
+
+model::GradientSink* TrainingSession::BeginStep() {
+  CHECK(step_.active && !step_.begun) << "BeginStep without a training step from Next()";
+  step_.begun = true;
+  if (!overlap_) return nullptr;
+  FillPushHeader(&header_);
+  pusher_.Begin(routes_, header_, grad_.data(), weights_.data(), AttemptRequestIds(), encoder_.get());
+  return &pusher_;
+}
+
+uint64_t TrainingSession::AttemptRequestIds() {
+  const AttemptIds key{step_.step, view_.membership_epoch(), epoch_, step_.lease_id, step_.lease_batch, 0};
+  if (key.step != attempt_ids_.step || key.membership_epoch != attempt_ids_.membership_epoch ||
+      key.epoch != attempt_ids_.epoch || key.lease_id != attempt_ids_.lease_id ||
+      key.lease_batch != attempt_ids_.lease_batch) {
+    attempt_ids_ = key;
+    attempt_ids_.first = next_request_id_;
+    next_request_id_ += LayerPusher::kIdsPerStep;
+  }
+  return attempt_ids_.first;
+}
+
+void TrainingSession::AbandonStep() {
+  // Calls already started must end before the pusher is used again, whatever happened.
+  if (step_.active && step_.begun && overlap_) pusher_.Finish().IgnoreError();
+  step_.active = false;
+}
+
+absl::StatusOr<TrainingSession::StepResult> TrainingSession::EndStep(const model::BatchStats& stats) {
+  CHECK(step_.active && step_.begun) << "EndStep without BeginStep";
+  StepTimes times;
+  const absl::Status pushed = overlap_ ? FinishPushDuringBackward(&times) : PushAfterBackward(&times);
+  step_.active = false;
+  if (!pushed.ok()) {
+    RETURN_IF_ERROR(StepRefused(pushed));
+    return StepResult::kRecompute;
+  }
+  // Counted only now: a refused step is recomputed, and its samples must count once.
+  TrainStats* train = pending_.mutable_train();
+  train->set_loss_sum(train->loss_sum() + stats.loss_sum);
+  train->set_samples(train->samples() + step_.num_samples);
+  train->set_steps(train->steps() + 1);
+  times.set_steps(1);
+  AddStepTimes(times, pending_.mutable_step_times());
+  RETURN_IF_ERROR(StepApplied());
+  return StepResult::kApplied;
+}
+
+absl::Status TrainingSession::StepApplied() {
+  give_up_ = absl::InfiniteFuture();
+  if (ask_checkpoint_) last_checkpoint_ask_ = Now();
+  ask_checkpoint_ = false;
+  ++global_step_;
+  if (Sync()) {
+    const int64_t steps_per_epoch = data::SyncStepsPerEpoch(view_.train_samples(), view_.global_batch());
+    const int epoch = epoch_;
+    if (LeaveRequested()) return Leave(epoch);
+    RETURN_IF_ERROR(MaybeReport(epoch, /*force=*/false));
+    if (global_step_ % steps_per_epoch == 0 || global_step_ == view_.total_steps()) {
+      StartEpochEnd(epoch, epoch == options_.job.epochs() - 1 || global_step_ == view_.total_steps());
+    }
+    return absl::OkStatus();
+  }
+  ++clock_;
+  ++lease_->next_batch;
+  RecordLeaseProgress(lease_->id, lease_->next_batch);
+  // A completed lease is reported at once: only complete leases count, and the epoch ends when
+  // every lease is complete.
+  return MaybeReport(epoch_, /*force=*/lease_->next_batch == lease_->batches);
+}
+
+absl::Status TrainingSession::StepRefused(const absl::Status& status) {
+  ask_checkpoint_ = false;
+  // ABORTED: the membership changed (or a server has not learnt the newest epoch yet).
+  // UNAVAILABLE: a server is down. SYNC: with checkpoints the scheduler waits for a replacement;
+  // ASYNC/SSP: a membership change only when its shard's copy is promoted (replicas) or a
+  // replacement restores its checkpoint.
+  const bool membership = absl::IsAborted(status) || (absl::IsUnavailable(status) && (Sync() || ServersRecover()));
+  if (!membership) return status;
+  RETURN_IF_ERROR(AwaitMembership(status, give_up_));
+  if (!Sync()) rewind_to_.reset();  // a rollback to a common step exists only in SYNC
+  if (rewind_to_.has_value()) {
+    // The servers rolled back to a checkpoint: go back to its step and its data position.
+    LOG(INFO) << "rewinding from step " << global_step_ << " to step " << *rewind_to_
+              << ", where the servers restored their checkpoints";
+    global_step_ = *rewind_to_;
+    rewind_to_.reset();
+    give_up_ = absl::InfiniteFuture();
+    encoder_->Reset();
+    RETURN_IF_ERROR(PullWeightsWhenCurrent(global_step_, epoch_).status());
+  }
+  // Otherwise the same batch (SYNC: the same global batch under the new view) is handed out again.
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ClusterView> TrainingSession::FetchView(absl::Time give_up) {
+  ASSIGN_OR_RETURN(ClusterView view, scheduler_->GetClusterView());
+  // A dead server's rank waits for a replacement (no replicas): until one registers, a retry would
+  // only recompute the step and push it again to the servers that already have it.
+  while (view.state() == RUNNING && view.shard_hosts_size() == 0 && view.servers_size() < layout_.num_servers()) {
+    if (Now() > give_up) {
+      return absl::DeadlineExceededError(absl::StrCat("step ", global_step_, ": ", view.servers_size(), " of ",
+                                                      layout_.num_servers(), " servers live for ",
+                                                      absl::FormatDuration(options_.membership_timeout)));
+    }
+    options_.clock->SleepFor(kRetryPause);
+    ASSIGN_OR_RETURN(view, scheduler_->GetClusterView());
+  }
+  if (view.state() == FAILED) return absl::AbortedError(absl::StrCat("job failed: ", view.failure()));
+  return view;
+}
+
+absl::Status TrainingSession::AwaitMembership(const absl::Status& aborted, absl::Time give_up) {
+  if (Now() > give_up) {
+    return absl::DeadlineExceededError(absl::StrCat("step ", global_step_, " kept failing for ",
+                                                    absl::FormatDuration(options_.membership_timeout),
+                                                    "; last: ", aborted.message()));
+  }
+  ASSIGN_OR_RETURN(ClusterView view, FetchView(give_up));
+  if (absl::IsUnavailable(aborted)) {
+    // A server that does not answer is most likely dead, and the scheduler says so within
+    // dead_after. Watching the view meanwhile is cheap; pushing the step again every pause would
+    // repeat it on every other server. Past kUnavailablePatience the step is tried again anyway
+    // (the server may have been only slow).
+    const absl::Time patience_end = Now() + kUnavailablePatience;
+    while (view.membership_epoch() <= view_.membership_epoch() && Now() < patience_end) {
+      options_.clock->SleepFor(kRetryPause);
+      ASSIGN_OR_RETURN(view, FetchView(give_up));
+    }
+  }
+  if (view.membership_epoch() > view_.membership_epoch()) {
+    LOG(INFO) << "step " << global_step_ << ": membership epoch " << view_.membership_epoch() << " -> "
+              << view.membership_epoch() << ", live workers " << LiveRanks(view);
+    if (view.has_restore_step() && view.restore_epoch() > view_.restore_epoch() &&
+        view.restore_step() < global_step_) {
+      rewind_to_ = view.restore_step();
+    }
+    ASSIGN_OR_RETURN(routes_, ShardRoutes(view, layout_.num_servers()));
+    ps_->UpdateServers(view);
+    view_ = std::move(view);
+  } else {
+    VLOG(1) << "step " << global_step_ << ": " << aborted.message() << "; retrying";
+    options_.clock->SleepFor(kRetryPause);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> TrainingSession::PullWeightsWhenCurrent(int64_t step, int epoch) {
+  const absl::Time give_up = Now() + options_.membership_timeout;
+  while (true) {
+    absl::StatusOr<int64_t> pulled = PullWeights(step, epoch);
+    if (!absl::IsAborted(pulled.status()) && !absl::IsUnavailable(pulled.status())) return pulled;
+    RETURN_IF_ERROR(AwaitMembership(pulled.status(), give_up));
+  }
+}
+
+absl::StatusOr<int> TrainingSession::Slot() const {
+  for (int i = 0; i < view_.workers_size(); ++i) {
+    if (view_.workers(i).rank() == options_.rank) return i;
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "worker ", options_.rank, " is no longer a member of the job (membership epoch ", view_.membership_epoch(),
+      ", live workers ", LiveRanks(view_), "): it was declared dead"));
+}
+
+absl::Status TrainingSession::FinishEpoch(int epoch) {
+  std::vector<FinishEpochRequest> finish(layout_.num_servers());
+  for (int s = 0; s < layout_.num_servers(); ++s) {
+    finish[s].set_worker_rank(options_.rank);
+    finish[s].set_data_epoch(epoch);
+    finish[s].set_shard(s);
+  }
+  const absl::Time give_up = Now() + options_.membership_timeout;
+  for (absl::Status s = ps_->FinishEpochShards(routes_, finish); !s.ok(); s = ps_->FinishEpochShards(routes_, finish)) {
+    if (!absl::IsAborted(s) && !(absl::IsUnavailable(s) && ServersRecover())) return s;
+    RETURN_IF_ERROR(AwaitMembership(s, give_up));  // A server has not learnt of this worker yet.
+  }
+  return absl::OkStatus();
+}
+
+void TrainingSession::RecordLeaseProgress(int64_t lease_id, int64_t batches_done) {
+  for (LeaseProgress& p : *pending_.mutable_leases()) {
+    if (p.lease_id() == lease_id) {
+      p.set_batches_done(batches_done);
+      return;
+    }
+  }
+  LeaseProgress* p = pending_.add_leases();
+  p->set_lease_id(lease_id);
+  p->set_batches_done(batches_done);
+}
+
+void TrainingSession::FillPushHeader(PushRequest* push) const {
+  push->set_worker_rank(options_.rank);
+  push->set_membership_epoch(view_.membership_epoch());
+  push->set_step(step_.step);
+  push->set_data_epoch(epoch_);
+  push->set_num_samples(step_.num_samples);
+  push->set_lease_id(step_.lease_id);
+  push->set_lease_batch(step_.lease_batch);
+  push->set_checkpoint(ask_checkpoint_);
+}
+
+absl::Status TrainingSession::PushAfterBackward(StepTimes* times) {
+  absl::Time t = Now();
+  times->set_compute_seconds(absl::ToDoubleSeconds(t - step_.handed_out));
+  const uint64_t request_id = AttemptRequestIds();
+  for (int s = 0; s < layout_.num_servers(); ++s) {
+    OutgoingPush& push = push_[s];
+    push.header.set_shard(s);
+    // The copy must have applied the step before this worker moves on (see PsApi).
+    push.header.set_wait_until_applied(routes_[s].backup >= 0);
+    push.header.set_request_id(request_id);
+    FillPushHeader(&push.header);
+    layout_.FillPush(s, grad_.data(), &push);
+    RETURN_IF_ERROR(encoder_->Encode(s, /*first=*/0, &push));
+  }
+  absl::Time now = Now();
+  times->set_push_seconds(absl::ToDoubleSeconds(now - t));
+  t = now;
+  RETURN_IF_ERROR(ps_->PushPullShards(routes_, push_, &pulled_));
+  now = Now();
+  times->set_wait_seconds(absl::ToDoubleSeconds(now - t));
+  t = now;
+  RETURN_IF_ERROR(InstallWeights());
+  times->set_pull_seconds(absl::ToDoubleSeconds(Now() - t));
+  return absl::OkStatus();
+}
+
+absl::Status TrainingSession::FinishPushDuringBackward(StepTimes* times) {
+  const absl::Time compute_end = Now();
+  absl::Status answered = pusher_.Finish();
+  const absl::Time now = Now();
+  // The pusher times its sends by the real clock; with a simulated one the difference means
+  // nothing, so it is kept from going negative.
+  times->set_compute_seconds(
+      absl::ToDoubleSeconds(std::max(absl::ZeroDuration(), compute_end - step_.handed_out - pusher_.send_time())));
+  times->set_push_seconds(absl::ToDoubleSeconds(pusher_.send_time()));
+  times->set_wait_seconds(absl::ToDoubleSeconds(now - compute_end));
+  times->set_overlapped_seconds(
+      absl::ToDoubleSeconds(std::max(absl::ZeroDuration(), compute_end - pusher_.first_sent())));
+  RETURN_IF_ERROR(answered);
+  // The answers are in weights_ already, copied as they arrived.
+  ++weights_version_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> TrainingSession::PullWeights(int64_t step, int epoch) {
+  std::vector<PullRequest> requests(layout_.num_servers());
+  for (int s = 0; s < layout_.num_servers(); ++s) {
+    PullRequest& r = requests[s];
+    r.set_shard(s);
+    r.set_worker_rank(options_.rank);
+    r.set_membership_epoch(view_.membership_epoch());
+    r.set_step(step);
+    r.set_data_epoch(epoch);
+  }
+  RETURN_IF_ERROR(ps_->PullShards(routes_, requests, &pulled_));
+  int64_t lowest = pulled_[0].header.step();
+  for (const IncomingPull& r : pulled_) lowest = std::min(lowest, r.header.step());
+  RETURN_IF_ERROR(InstallWeights());
+  return lowest;
+}
+
+absl::Status TrainingSession::InstallWeights() {
+  for (int s = 0; s < layout_.num_servers(); ++s) {
+    RETURN_IF_ERROR(layout_.ApplyPull(s, pulled_[s], weights_.data()));
+    ReleaseValues(&pulled_[s]);
+  }
+  ++weights_version_;
+  return absl::OkStatus();
+}
+
+absl::Status TrainingSession::Leave(int epoch) {
+  LOG(INFO) << "worker " << options_.rank << ": leaving the job at step " << global_step_;
+  // Statistics first: after Leave the scheduler no longer takes reports from this worker.
+  RETURN_IF_ERROR(MaybeReport(epoch, /*force=*/true));
+  RETURN_IF_ERROR(scheduler_->Leave(WORKER, options_.rank, "asked to stop (SIGTERM)"));
+  left_ = true;
+  phase_ = Phase::kDone;
+  return absl::OkStatus();
+}
+
+absl::Status TrainingSession::MaybeReport(int epoch, bool force) {
+  const absl::Time now = Now();
+  if (!force && now - last_report_ < options_.report_interval) return absl::OkStatus();
+  pending_.set_epoch(epoch);
+  pending_.set_step(global_step_);
+  RETURN_IF_ERROR(scheduler_->ReportProgress(pending_));
+  pending_.Clear();
+  pending_.set_worker_rank(options_.rank);
+  last_report_ = now;
+  return absl::OkStatus();
+}
+
+}  // namespace pstrain::worker

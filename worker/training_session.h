@@ -1,0 +1,298 @@
+// The worker library: the whole worker protocol behind a small API that a training loop drives.
+// The built-in trainer (worker/trainer.h) and the Python package (python/) are two such loops.
+//
+// A loop asks Next() what to do, does it, and says how it went:
+//
+//   session->Next(&work)                      blocks until there is something to do
+//     kTrain     gradient of work.samples ->  BeginStep(); compute into gradient(), calling the
+//                                             returned sink (if any) as layers finish;
+//                                             EndStep(stats) -> kApplied (new weights are in
+//                                             weights()) or kRecompute (compute it again:
+//                                             the next Next() says what)
+//     kEvaluate  test samples [begin, end) -> ReportEvaluation(stats)
+//     kDone      the job is over (or this worker left it): stop
+//
+// Everything else happens inside: which samples this worker trains on (SYNC: its slice of the
+// global batch under the current membership; ASYNC/SSP: batches of leases from the scheduler),
+// pulling the initial weights, pushing to every shard (and its backup) with the job's gradient
+// compression, per-layer pushes during backward (SYNC overlap), membership changes (a step
+// refused with ABORTED is recomputed under the new view; a dead server is waited out when its
+// shard has a copy or a checkpoint), rollbacks to a checkpoint, epoch barriers, evaluation
+// leases, progress reports (only for applied steps, so sample counts stay exact), the final
+// model, and leaving when asked to (`leave`).
+//
+//   SYNC        global batch t (view.global_batch samples of the epoch permutation) is split among
+//               the live workers by slot (data::SyncSliceOfGlobalBatch). Each step is one PushPull
+//               per server (push the step-t gradient, get the weights after update t+1). When the
+//               membership changes mid-step the servers answer ABORTED: the session fetches the
+//               new view and hands out the same global batch under it, so the maths is unchanged
+//               and the step is applied once. A worker that joins a running job starts at the
+//               servers' current step.
+//   ASYNC, SSP  the scheduler leases ranges of the permutation; each batch is one PushPull whose
+//               `step` is this worker's clock in the epoch and which names its (lease, batch), so a
+//               server applies it once even when a dead worker's lease is re-leased. The session
+//               reports each lease's progress; once it is idle it tells the servers (FinishEpoch);
+//               when every lease of the epoch is complete it waits at the epoch barrier, then
+//               pulls the epoch's final weights.
+//   Evaluation  after each epoch (or only the last), the session hands out leased ranges of the
+//               test set and reports each lease's results once, so every test sample counts once
+//               even if a worker dies mid-evaluation.
+//
+// It talks to the scheduler and the servers only through SchedulerApi and PsApi, and tells time
+// only through a Clock, so it holds no gRPC and its recovery paths are unit-tested in-process.
+//
+// Not thread-safe: one thread drives it. The gradient sink's calls come from that thread too.
+#ifndef PSTRAIN_WORKER_TRAINING_SESSION_H_
+#define PSTRAIN_WORKER_TRAINING_SESSION_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/clock.h"
+#include "common/job_spec.h"
+#include "common/scheduler_api.h"
+#include "data/assignment.h"
+#include "model/model.h"
+#include "proto/cluster.pb.h"
+#include "proto/job.pb.h"
+#include "worker/layer_pusher.h"
+#include "worker/ps_api.h"
+#include "worker/push_encoder.h"
+#include "worker/shard_layout.h"
+#include "worker/shard_routing.h"
+
+namespace pstrain::worker {
+
+struct SessionOptions {
+  int rank = 0;
+  JobSpec job;  // with its defaults applied (common/job_spec.h)
+  ClusterView view;
+  // The model's tensors, in the shard map's order: their sizes must match the view's shard map.
+  std::vector<model::ParamSpec> params;
+  // How often to send training statistics to the scheduler (besides every epoch end).
+  absl::Duration report_interval = absl::Milliseconds(500);
+  // How long the epoch barrier may wait for the other workers.
+  absl::Duration barrier_timeout = absl::Minutes(10);
+  // How long one step may keep being aborted by membership changes (or find a server down,
+  // waiting for its replacement) before giving up.
+  absl::Duration membership_timeout = absl::Minutes(2);
+  // Set (from another thread) to ask the worker to leave the job gracefully. May be null.
+  const std::atomic<bool>* leave = nullptr;
+  // Called once with the final weights, after the last epoch's evaluation and before the last
+  // (done) report, so that what it sends (the final model) reaches the scheduler before the job
+  // can finish. An error ends the session with it. May be empty.
+  std::function<absl::Status(absl::Span<const float> weights)> before_done;
+  // Borrowed; must outlive the session.
+  Clock* clock = Clock::Real();
+};
+
+class TrainingSession {
+ public:
+  // What to do next (see the file comment). Valid until the next call of Next().
+  struct Work {
+    enum Kind { kTrain, kEvaluate, kDone };
+    Kind kind = kDone;
+    int epoch = 0;
+    // kTrain: the update this gradient is for (SYNC: the global step; ASYNC/SSP: this worker's
+    // clock in the epoch), and the training samples, by index into the data set, in batch order.
+    int64_t step = 0;
+    absl::Span<const int64_t> samples;
+    // kEvaluate: the test samples [begin, end).
+    int64_t begin = 0;
+    int64_t end = 0;
+    // kDone: true when this worker left the job (`leave`) rather than saw it to its end.
+    bool left = false;
+  };
+
+  enum class StepResult {
+    kApplied,    // the servers took the step; weights() holds the weights after it
+    kRecompute,  // the step was refused (membership changed, rollback): ask Next() again
+  };
+
+  // Checks the options against each other: INVALID_ARGUMENT when the params do not match the
+  // view's shard map, the view lists no worker, a SYNC view has no global batch, or the job's
+  // compression is malformed. Borrowed pointers must outlive the session.
+  static absl::StatusOr<std::unique_ptr<TrainingSession>> Create(SessionOptions options, SchedulerApi* scheduler,
+                                                                PsApi* ps);
+
+  // The model's weights and the gradient buffer, flat, in the params' layout. The loop reads
+  // weights() and writes gradient(); both stay at the same address for the session's life, so a
+  // caller may alias its tensors to them.
+  absl::Span<float> weights() { return absl::MakeSpan(weights_); }
+  absl::Span<float> gradient() { return absl::MakeSpan(grad_); }
+  // Bumped each time new values are written into weights(), so a loop whose model keeps its own
+  // copy knows when to reload it.
+  int64_t weights_version() const { return weights_version_; }
+
+  const SessionOptions& options() const { return options_; }
+  int rank() const { return options_.rank; }
+  const JobSpec& job() const { return options_.job; }
+  // The latest view this worker knows.
+  const ClusterView& view() const { return view_; }
+  // Steps this worker has pushed and had applied (SYNC: the global step it is at).
+  int64_t global_step() const { return global_step_; }
+
+  // Fills *work with the next thing to do; blocks while there is none yet (waiting for a lease,
+  // a barrier, the others' evaluation). The first call pulls the initial weights. After kDone
+  // it keeps answering kDone. Errors are final: a failed job (ABORTED), this worker declared dead
+  // (FAILED_PRECONDITION), a timeout (DEADLINE_EXCEEDED), or the failing call's error.
+  absl::Status Next(Work* work);
+
+  // kTrain: starts pushing the step. Returns where to report gradients that are ready, layer by
+  // layer, while backward runs (SYNC with overlap; descending tensor order, each tensor once), or
+  // nullptr when the whole gradient is pushed by EndStep. REQUIRES: Next gave kTrain.
+  model::GradientSink* BeginStep();
+  // kTrain: the gradient of the step's samples is in gradient() (stats.loss_sum over them):
+  // pushes it (what BeginStep's sink has not sent yet) and installs the new weights.
+  // REQUIRES: BeginStep was called for this step. Errors other than a refused step are final.
+  absl::StatusOr<StepResult> EndStep(const model::BatchStats& stats);
+  // Drops a step that the loop could not compute (e.g. its own error): calls in flight end first.
+  void AbandonStep();
+
+  // kEvaluate: the results of the work's test samples. Errors are the scheduler's.
+  absl::Status ReportEvaluation(const model::BatchStats& stats);
+
+ private:
+  enum class Phase { kStart, kTrain, kEvaluate, kDone };
+  // ASYNC/SSP: the lease being trained.
+  struct Lease {
+    int64_t id = 0;
+    data::Range range;
+    int64_t batches = 0;
+    int64_t next_batch = 0;
+  };
+
+  TrainingSession(SessionOptions options, SchedulerApi* scheduler, PsApi* ps, ShardLayout layout);
+
+  absl::Time Now() const { return options_.clock->Now(); }
+  bool Sync() const { return options_.job.mode() == SYNC; }
+  absl::Status Start();
+  // kTrain work for the current sync step / lease batch; false when there is none (the epoch
+  // ended, or the worker left).
+  absl::StatusOr<bool> NextSyncBatch(Work* work);
+  absl::StatusOr<bool> NextLeasedBatch(Work* work);
+  // kEvaluate work; false once the epoch's evaluation is complete (the epoch end is done then).
+  absl::StatusOr<bool> NextEvaluation(Work* work);
+  // Counts an applied step and moves on.
+  absl::Status StepApplied();
+  // The step was refused with `status`: waits out the membership change, or returns `status`
+  // when it is not one.
+  absl::Status StepRefused(const absl::Status& status);
+  // The epoch's training is over: evaluate (if due), then EndEpoch.
+  void StartEpochEnd(int epoch, bool last);
+  absl::Status EndEpoch();
+  absl::Status PushAfterBackward(StepTimes* times);
+  absl::Status FinishPushDuringBackward(StepTimes* times);
+  // The push fields every shard's request of a step shares.
+  void FillPushHeader(PushRequest* push) const;
+  // ASYNC/SSP: tells every server this worker has no work in `epoch` for now (retried while a
+  // server has not learnt of this worker yet).
+  absl::Status FinishEpoch(int epoch);
+  // Notes in pending_ that `batches_done` batches of lease `lease_id` are pushed.
+  void RecordLeaseProgress(int64_t lease_id, int64_t batches_done);
+  // Pulls from every server; returns the smallest step the servers answered with.
+  absl::StatusOr<int64_t> PullWeights(int64_t step, int epoch);
+  // PullWeights, retried while servers answer ABORTED because the membership is changing.
+  absl::StatusOr<int64_t> PullWeightsWhenCurrent(int64_t step, int epoch);
+  // After an ABORTED answer (or UNAVAILABLE from a server that may have died): adopts the
+  // scheduler's newer view if there is one, else pauses briefly (a server has not learnt the
+  // newest epoch yet). UNAVAILABLE: watches the view for up to a second for the server to be
+  // declared dead first. DEADLINE_EXCEEDED past `give_up`; ABORTED if the job failed.
+  absl::Status AwaitMembership(const absl::Status& aborted, absl::Time give_up);
+  // The scheduler's view, once no server rank is vacant (a replacement registered); ABORTED if
+  // the job failed; DEADLINE_EXCEEDED past `give_up`.
+  absl::StatusOr<ClusterView> FetchView(absl::Time give_up);
+  absl::Status InstallWeights();
+  // This worker's position among the live workers of view_, or FAILED_PRECONDITION if it is gone.
+  absl::StatusOr<int> Slot() const;
+  absl::Status MaybeReport(int epoch, bool force);
+  // Replicas: a dead server's shard is served by its promoted copy, so the job goes on.
+  bool Replicated() const { return view_.shard_hosts_size() > 0; }
+  // Whether a server's death (UNAVAILABLE) is a membership change to wait out rather than an
+  // error: its shard's copy is promoted (replicas) or a replacement restores a checkpoint.
+  bool ServersRecover() const { return Replicated() || CheckpointsOn(options_.job); }
+  bool LeaveRequested() const { return options_.leave != nullptr && options_.leave->load(); }
+  absl::Status Leave(int epoch);
+  void SetPermutation(int epoch);
+
+  // Constant after construction.
+  const SessionOptions options_;
+  SchedulerApi* const scheduler_;
+  PsApi* const ps_;
+  const ShardLayout layout_;
+  const bool overlap_;
+
+  ClusterView view_;  // The latest view this worker knows; replaced on membership changes.
+  std::vector<ShardRoute> routes_;  // By shard, from view_.
+  std::vector<float> weights_;
+  std::vector<float> grad_;
+  int64_t weights_version_ = 0;
+  std::vector<OutgoingPush> push_;    // One per server, reused every step.
+  std::vector<IncomingPull> pulled_;  // One per server.
+  PushRequest header_;                // SYNC with overlap: the fields every part carries.
+  LayerPusher pusher_;
+  std::unique_ptr<PushEncoder> encoder_;
+  // The request ids of the push being sent. The same step under the same view (and, ASYNC/SSP,
+  // the same leased batch) is sent with the same ids, however often it is sent: a server that
+  // stored it (or some of its parts) before the step was refused elsewhere, or whose answer was
+  // lost on the way, then takes the copy for a retry rather than a second, conflicting push.
+  struct AttemptIds {
+    int64_t step = -1;
+    int64_t membership_epoch = -1;
+    int epoch = -1;
+    int64_t lease_id = -1;
+    int64_t lease_batch = -1;
+    uint64_t first = 0;
+  } attempt_ids_;
+  // The first request id of the step being sent (LayerPusher::kIdsPerStep of them).
+  uint64_t AttemptRequestIds();
+  uint64_t next_request_id_;
+
+  Phase phase_ = Phase::kStart;
+  std::vector<int64_t> perm_;  // The epoch permutation of perm_epoch_.
+  int perm_epoch_ = -1;
+  int epoch_ = 0;  // The data epoch being trained (SYNC: of global_step_).
+  int64_t global_step_ = 0;
+  // The kTrain work handed out and not yet ended.
+  struct Pending {
+    bool active = false;
+    bool begun = false;
+    int64_t step = 0;
+    int64_t num_samples = 0;
+    int64_t lease_id = 0;
+    int64_t lease_batch = 0;
+    absl::Time handed_out;
+  } step_;
+  // When the step being retried gives up (set when it is first handed out).
+  absl::Time give_up_ = absl::InfiniteFuture();
+  // ASYNC/SSP.
+  std::optional<Lease> lease_;
+  int64_t clock_ = 0;          // Pushes this epoch: the SSP clock.
+  bool finished_epoch_ = false;  // FinishEpoch sent: this worker no longer holds others back.
+  // The epoch end in progress (Phase::kEvaluate).
+  int eval_epoch_ = 0;
+  bool eval_last_ = false;
+  int64_t eval_lease_id_ = 0;  // The evaluation lease handed out and not reported yet; 0: none.
+  // Set by AwaitMembership when the servers rolled back to a checkpoint of this step.
+  std::optional<int64_t> rewind_to_;
+  // SYNC with checkpoint_every_seconds: the worker in slot 0 marks a step's pushes with
+  // PushRequest.checkpoint once the interval has passed since the last step it marked.
+  absl::Time last_checkpoint_ask_;
+  bool ask_checkpoint_ = false;
+  bool left_ = false;
+  // Training statistics not yet reported.
+  ProgressReport pending_;
+  absl::Time last_report_ = absl::InfinitePast();
+};
+
+}  // namespace pstrain::worker
+
+#endif  // PSTRAIN_WORKER_TRAINING_SESSION_H_
