@@ -1,0 +1,423 @@
+// Unit tests of the worker library's protocol (worker/training_session.h) on a whole job in one
+// process: a real scheduler core and real parameter stores behind the in-process SchedulerApi and
+// PsApi, a simulated clock, and faults injected where the multi-process tests can only hope to
+// hit them (a refused step, a lost answer, a dead worker holding a lease, a dead server).
+//
+// The "model" is 8 floats in two tensors, and a sample's gradient is a fixed function of its
+// index, in multiples of 1/8 with power-of-two batch sizes and learning rate, so every sum is
+// exact and runs can be compared bit for bit.
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "tests/in_process/in_process_cluster.h"
+#include "worker/training_session.h"
+
+namespace pstrain::in_process {
+namespace {
+
+using worker::TrainingSession;
+using Work = TrainingSession::Work;
+using ::testing::ElementsAreArray;
+
+constexpr int64_t kTrain = 32;
+constexpr int64_t kTest = 10;
+
+std::vector<model::ParamSpec> TinyParams() {
+  model::ParamSpec w;
+  w.name = "w";
+  w.shape = {2, 3};
+  w.num_elements = 6;
+  w.init = model::InitKind::kHeUniform;
+  w.fan_in = 2;
+  w.fan_out = 3;
+  model::ParamSpec b;
+  b.name = "b";
+  b.shape = {2};
+  b.num_elements = 2;
+  b.flat_offset = 6;
+  return {w, b};
+}
+
+JobSpec TinyJob(Mode mode, int workers, int batch_size) {
+  JobSpec job;
+  job.set_mode(mode);
+  job.set_num_servers(2);
+  job.set_num_workers(workers);
+  job.set_batch_size(batch_size);
+  job.set_epochs(2);
+  job.set_seed(3);
+  job.set_lease_batches(2);
+  job.set_overlap(false);
+  job.mutable_optimizer()->set_type(OptimizerSpec::SGD);
+  job.mutable_optimizer()->set_lr(0.5f);
+  job.mutable_optimizer()->mutable_schedule()->set_type(LrSchedule::CONSTANT);
+  return job;
+}
+
+// Sample i's gradient for element k: a multiple of 1/8 in [-5/8, 5/8].
+float SampleGradient(int64_t i, int k) { return static_cast<float>((i * 7 + k) % 11 - 5) / 8.0f; }
+
+// What one worker's loop saw.
+struct Driven {
+  absl::Status status;
+  int64_t applied = 0;
+  int64_t recomputed = 0;
+  std::vector<size_t> batch_sizes;                     // of every kTrain work, in order
+  std::map<int, std::vector<int64_t>> applied_samples;  // by epoch, samples of applied steps
+  bool left = false;
+};
+
+// Hooks a test may set to act at points of the loop.
+struct Hooks {
+  // Before the gradient is computed; returning false stops the loop there (the worker "dies").
+  std::function<bool(const Work&, const Driven&)> before_step;
+  bool overlap_in_descending_parts = false;
+};
+
+// Drives `session` as a training loop would, computing the mean of SampleGradient over the batch.
+Driven Drive(TrainingSession* session, const Hooks& hooks = {}) {
+  Driven d;
+  Work work;
+  while (true) {
+    d.status = session->Next(&work);
+    if (!d.status.ok()) return d;
+    if (work.kind == Work::kDone) {
+      d.left = work.left;
+      return d;
+    }
+    if (work.kind == Work::kEvaluate) {
+      model::BatchStats stats;
+      for (int64_t i = work.begin; i < work.end; ++i) {
+        stats.loss_sum += static_cast<double>(i);
+        stats.correct += i < 3 ? 1 : 0;
+      }
+      stats.samples = work.end - work.begin;
+      d.status = session->ReportEvaluation(stats);
+      if (!d.status.ok()) return d;
+      continue;
+    }
+    if (hooks.before_step && !hooks.before_step(work, d)) return d;
+    d.batch_sizes.push_back(work.samples.size());
+    model::GradientSink* sink = session->BeginStep();
+    absl::Span<float> grad = session->gradient();
+    const float n = static_cast<float>(work.samples.size());
+    for (int k = 0; k < static_cast<int>(grad.size()); ++k) {
+      float sum = 0;
+      for (int64_t i : work.samples) sum += SampleGradient(i, k);
+      grad[k] = sum / n;
+    }
+    if (sink != nullptr) {
+      sink->GradientReady(1, 2);  // "b" first, as backward reaches the last layer first
+      sink->GradientReady(0, 1);
+    }
+    model::BatchStats stats;
+    stats.loss_sum = n;
+    absl::StatusOr<TrainingSession::StepResult> result = session->EndStep(stats);
+    if (!result.ok()) {
+      d.status = result.status();
+      return d;
+    }
+    if (*result == TrainingSession::StepResult::kRecompute) {
+      ++d.recomputed;
+      continue;
+    }
+    ++d.applied;
+    auto& seen = d.applied_samples[work.epoch];
+    seen.insert(seen.end(), work.samples.begin(), work.samples.end());
+  }
+}
+
+std::unique_ptr<InProcessCluster> StartCluster(const JobSpec& job) {
+  auto cluster = InProcessCluster::Create(job, TinyParams(), kTrain, kTest);
+  EXPECT_TRUE(cluster.ok()) << cluster.status();
+  EXPECT_TRUE((*cluster)->Start().ok());
+  return std::move(cluster).value();
+}
+
+std::unique_ptr<TrainingSession> Session(InProcessCluster& cluster, int rank,
+                                         const std::atomic<bool>* leave = nullptr) {
+  worker::SessionOptions options = cluster.SessionOptionsFor(rank);
+  options.leave = leave;
+  auto session = TrainingSession::Create(options, &cluster.scheduler(), &cluster.ps());
+  EXPECT_TRUE(session.ok()) << session.status();
+  return std::move(session).value();
+}
+
+// Runs every worker's loop on a thread of its own, to the end.
+std::vector<Driven> RunWorkers(InProcessCluster& cluster, const std::vector<int>& ranks,
+                               std::map<int, Hooks> hooks = {}) {
+  std::vector<std::unique_ptr<TrainingSession>> sessions;
+  for (int rank : ranks) sessions.push_back(Session(cluster, rank));
+  std::vector<Driven> driven(ranks.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    threads.emplace_back([&, i]() {
+      driven[i] = Drive(sessions[i].get(), hooks[ranks[i]]);
+      if (!driven[i].status.ok()) {
+        // As a worker process reports its failure: the job fails, and nobody waits for it.
+        cluster.core().Fail(driven[i].status);
+        cluster.ps().CancelAll(std::string(driven[i].status.message()));
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return driven;
+}
+
+std::vector<int64_t> AllSamples() {
+  std::vector<int64_t> all(kTrain);
+  for (int64_t i = 0; i < kTrain; ++i) all[i] = i;
+  return all;
+}
+
+// Every epoch's applied samples, over all workers, are the training set exactly once.
+void ExpectEachSampleOncePerEpoch(const std::vector<Driven>& driven, int epochs) {
+  for (int e = 0; e < epochs; ++e) {
+    std::vector<int64_t> seen;
+    for (const Driven& d : driven) {
+      auto it = d.applied_samples.find(e);
+      if (it != d.applied_samples.end()) seen.insert(seen.end(), it->second.begin(), it->second.end());
+    }
+    std::sort(seen.begin(), seen.end());
+    EXPECT_THAT(seen, ElementsAreArray(AllSamples())) << "epoch " << e;
+  }
+}
+
+// The scheduler counted every epoch's samples once and every test sample once.
+void ExpectSummaryExact(InProcessCluster& cluster) {
+  const JobStatus status = cluster.core().Status();
+  EXPECT_EQ(status.state(), FINISHED) << status.failure();
+  ASSERT_EQ(status.epochs_done_size(), 2);
+  for (const EpochSummary& e : status.epochs_done()) {
+    EXPECT_EQ(e.samples(), kTrain) << "epoch " << e.epoch();
+    EXPECT_DOUBLE_EQ(e.test_accuracy(), 0.3) << "epoch " << e.epoch();  // indices 0, 1, 2 of 10
+    EXPECT_DOUBLE_EQ(e.test_loss(), 4.5) << "epoch " << e.epoch();      // the mean index
+  }
+}
+
+// The weights a sync job ends with when one worker computes every global batch of `global` samples.
+std::vector<float> OneWorkerWeights(Mode mode, int global, bool overlap = false) {
+  JobSpec job = TinyJob(mode, 1, global);
+  job.set_overlap(overlap);
+  auto cluster = StartCluster(job);
+  std::vector<Driven> driven = RunWorkers(*cluster, {0});
+  EXPECT_TRUE(driven[0].status.ok()) << driven[0].status;
+  return cluster->ServerWeights();
+}
+
+TEST(TrainingSessionTest, SyncWorkersTrainEverySampleOnceAndMatchOneWorkerWithTheWholeBatch) {
+  auto cluster = StartCluster(TinyJob(SYNC, 2, 4));
+  std::vector<Driven> driven = RunWorkers(*cluster, {0, 1});
+  for (const Driven& d : driven) {
+    ASSERT_TRUE(d.status.ok()) << d.status;
+    EXPECT_EQ(d.applied, 8);  // 2 epochs x 4 global batches of 8
+    EXPECT_EQ(d.recomputed, 0);
+    EXPECT_THAT(d.batch_sizes, ::testing::Each(4u));
+  }
+  ExpectEachSampleOncePerEpoch(driven, 2);
+  ExpectSummaryExact(*cluster);
+  EXPECT_EQ(cluster->ServerWeights(), OneWorkerWeights(SYNC, 8));
+}
+
+TEST(TrainingSessionTest, SyncOverlapPushesLayerByLayerToTheSameModel) {
+  JobSpec job = TinyJob(SYNC, 2, 4);
+  job.set_overlap(true);
+  auto cluster = StartCluster(job);
+  std::vector<Driven> driven = RunWorkers(*cluster, {0, 1});
+  for (const Driven& d : driven) ASSERT_TRUE(d.status.ok()) << d.status;
+  ExpectEachSampleOncePerEpoch(driven, 2);
+  ExpectSummaryExact(*cluster);
+  EXPECT_GT(cluster->ps().calls("PushPull"), 0);
+  EXPECT_EQ(cluster->ServerWeights(), OneWorkerWeights(SYNC, 8, /*overlap=*/false));
+}
+
+TEST(TrainingSessionTest, StepRefusedByAMembershipChangeIsRecomputedUnderTheNewView) {
+  auto cluster = StartCluster(TinyJob(SYNC, 2, 4));
+  // Worker 1 registered but never trains: worker 0's first step waits for it until it is
+  // declared dead, then is refused (ABORTED) and recomputed over the whole global batch.
+  std::unique_ptr<TrainingSession> session = Session(*cluster, 0);
+  Driven driven;
+  std::thread worker([&]() { driven = Drive(session.get()); });
+  while (cluster->ps().calls("PushPull") < 2) absl::SleepFor(absl::Milliseconds(1));
+  cluster->HeartbeatAndAdvance(absl::Seconds(4), /*silent=*/{1});
+  worker.join();
+  ASSERT_TRUE(driven.status.ok()) << driven.status;
+  EXPECT_EQ(driven.recomputed, 1);
+  ASSERT_GE(driven.batch_sizes.size(), 2u);
+  EXPECT_EQ(driven.batch_sizes[0], 4u);  // its half of global batch 0 under the first view
+  EXPECT_EQ(driven.batch_sizes[1], 8u);  // the whole of it, alone
+  ExpectEachSampleOncePerEpoch({driven}, 2);
+  ExpectSummaryExact(*cluster);
+  EXPECT_EQ(cluster->ServerWeights(), OneWorkerWeights(SYNC, 8));
+}
+
+TEST(TrainingSessionTest, LostPushAnswerIsRetriedAndAppliedOnce) {
+  using Fault = InProcessPs::Fault;
+  for (Fault::When when : {Fault::kWhenServerAnswers, Fault::kWhileServerHolds}) {
+    for (bool overlap : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(overlap ? "overlap" : "whole pushes", ", fault ", when));
+      JobSpec job = TinyJob(SYNC, 2, 4);
+      job.set_overlap(overlap);
+      auto cluster = StartCluster(job);
+      // Server 0 takes worker 0's push of step 3, but the worker hears "connection reset".
+      std::atomic<int> pushes{0};
+      cluster->ps().set_fault_rule([&](const InProcessPs::CallInfo& call) -> std::optional<Fault> {
+        if (call.push == nullptr || call.server != 0 || call.push->worker_rank() != 0 || call.push->step() != 3) {
+          return std::nullopt;
+        }
+        if (pushes.fetch_add(1) > 0) return std::nullopt;
+        return Fault{absl::UnavailableError("connection reset"), when};
+      });
+      std::vector<Driven> driven = RunWorkers(*cluster, {0, 1});
+      for (const Driven& d : driven) ASSERT_TRUE(d.status.ok()) << d.status;
+      EXPECT_GE(pushes.load(), 2);  // the retry went through
+      ExpectEachSampleOncePerEpoch(driven, 2);
+      ExpectSummaryExact(*cluster);
+      EXPECT_EQ(cluster->ServerWeights(), OneWorkerWeights(SYNC, 8));
+    }
+  }
+}
+
+TEST(TrainingSessionTest, PushRetriedWhileItsStepIsStillOpenIsTakenAsARetry) {
+  using Fault = InProcessPs::Fault;
+  for (bool overlap : {false, true}) {
+    SCOPED_TRACE(overlap ? "overlap" : "whole pushes");
+    JobSpec job = TinyJob(SYNC, 2, 4);
+    job.set_overlap(overlap);
+    job.set_num_servers(1);  // one call a step: nothing else of the step is parked elsewhere
+    auto cluster = StartCluster(job);
+    // Worker 0's push of step 3 reaches the server and its connection resets at once; worker 1
+    // holds step 3 back until worker 0 has sent it again, so the server still holds the first
+    // copy when the second arrives.
+    std::atomic<int> pushes{0};
+    cluster->ps().set_fault_rule([&](const InProcessPs::CallInfo& call) -> std::optional<Fault> {
+      if (call.push == nullptr || call.server != 0 || call.push->worker_rank() != 0 || call.push->step() != 3) {
+        return std::nullopt;
+      }
+      if (pushes.fetch_add(1) > 0) return std::nullopt;
+      return Fault{absl::UnavailableError("connection reset"), Fault::kWhileServerHolds};
+    });
+    std::map<int, Hooks> hooks;
+    hooks[1].before_step = [&](const Work& work, const Driven&) {
+      while (work.step == 3 && pushes.load() < 2) absl::SleepFor(absl::Milliseconds(1));
+      return true;
+    };
+    std::vector<Driven> driven = RunWorkers(*cluster, {0, 1}, hooks);
+    for (const Driven& d : driven) ASSERT_TRUE(d.status.ok()) << d.status;
+    ExpectEachSampleOncePerEpoch(driven, 2);
+    ExpectSummaryExact(*cluster);
+    EXPECT_EQ(cluster->ServerWeights(), OneWorkerWeights(SYNC, 8));
+  }
+}
+
+TEST(TrainingSessionTest, LeaveFinishesTheStepThenLeavesAndTheOthersTakeOver) {
+  auto cluster = StartCluster(TinyJob(SYNC, 2, 4));
+  std::atomic<bool> leave{false};
+  std::unique_ptr<TrainingSession> s0 = Session(*cluster, 0);
+  std::unique_ptr<TrainingSession> s1 = Session(*cluster, 1, &leave);
+  Hooks leaving;
+  leaving.before_step = [&](const Work&, const Driven& d) {
+    if (d.applied == 3) leave.store(true);  // SIGTERM during step 3
+    return true;
+  };
+  Driven d0, d1;
+  std::thread t0([&]() { d0 = Drive(s0.get()); });
+  std::thread t1([&]() { d1 = Drive(s1.get(), leaving); });
+  t0.join();
+  t1.join();
+  ASSERT_TRUE(d0.status.ok()) << d0.status;
+  ASSERT_TRUE(d1.status.ok()) << d1.status;
+  EXPECT_TRUE(d1.left);
+  EXPECT_FALSE(d0.left);
+  EXPECT_EQ(d1.applied, 4);  // it finished the step it was in
+  ExpectEachSampleOncePerEpoch({d0, d1}, 2);
+  ExpectSummaryExact(*cluster);
+  EXPECT_EQ(cluster->ServerWeights(), OneWorkerWeights(SYNC, 8));
+}
+
+TEST(TrainingSessionTest, AsyncLeaseOfADeadWorkerIsFinishedByAnotherAndEachBatchAppliedOnce) {
+  auto cluster = StartCluster(TinyJob(ASYNC, 2, 4));
+  std::unique_ptr<TrainingSession> s0 = Session(*cluster, 0);
+  std::unique_ptr<TrainingSession> s1 = Session(*cluster, 1);
+  // Worker 1 dies after one batch of its first lease (2 batches): the other must train the rest.
+  Hooks dies;
+  dies.before_step = [](const Work&, const Driven& d) { return d.applied < 1; };
+  Driven d1 = Drive(s1.get(), dies);
+  ASSERT_TRUE(d1.status.ok()) << d1.status;
+  Driven d0;
+  std::thread t0([&]() { d0 = Drive(s0.get()); });
+  // Worker 0 trains what is free, then waits for the dead worker's lease to come back.
+  while (cluster->scheduler().calls("LeaseWork") < 6) absl::SleepFor(absl::Milliseconds(1));
+  cluster->HeartbeatAndAdvance(absl::Seconds(4), /*silent=*/{1});
+  t0.join();
+  ASSERT_TRUE(d0.status.ok()) << d0.status;
+  ExpectEachSampleOncePerEpoch({d0, d1}, 2);
+  ExpectSummaryExact(*cluster);
+  // Every batch of both epochs was applied once on each server: 2 x 8 updates.
+  EXPECT_EQ(cluster->store(0).step(), 16);
+  EXPECT_EQ(cluster->store(1).step(), 16);
+}
+
+TEST(TrainingSessionTest, DeadServerWithoutCopiesOrCheckpointsEndsTheAsyncJob) {
+  auto cluster = StartCluster(TinyJob(ASYNC, 1, 4));
+  std::unique_ptr<TrainingSession> session = Session(*cluster, 0);
+  Hooks kill;
+  kill.before_step = [&](const Work&, const Driven& d) {
+    if (d.applied == 2) cluster->ps().Kill(1);
+    return true;
+  };
+  Driven d = Drive(session.get(), kill);
+  EXPECT_EQ(d.status.code(), absl::StatusCode::kUnavailable) << d.status;
+  EXPECT_THAT(d.status.message(), ::testing::HasSubstr("server 1 is dead"));
+  EXPECT_EQ(d.applied, 2);
+}
+
+TEST(TrainingSessionTest, SyncStepThatKeepsFailingGivesUpAfterTheMembershipTimeout) {
+  auto cluster = StartCluster(TinyJob(SYNC, 1, 4));
+  cluster->ps().Kill(1);  // dead, but never declared dead: the step cannot complete
+  std::unique_ptr<TrainingSession> session = Session(*cluster, 0);
+  Driven d = Drive(session.get());
+  EXPECT_EQ(d.status.code(), absl::StatusCode::kDeadlineExceeded) << d.status;
+  EXPECT_THAT(d.status.message(), ::testing::HasSubstr("kept failing"));
+}
+
+TEST(TrainingSessionTest, FailedJobEndsTheSessionWithAborted) {
+  auto cluster = StartCluster(TinyJob(ASYNC, 1, 4));
+  std::unique_ptr<TrainingSession> session = Session(*cluster, 0);
+  Hooks fail;
+  fail.before_step = [&](const Work&, const Driven& d) {
+    if (d.applied == 2) cluster->core().Fail(absl::InternalError("a server broke"));
+    return true;
+  };
+  Driven d = Drive(session.get(), fail);
+  EXPECT_EQ(d.status.code(), absl::StatusCode::kAborted) << d.status;
+  EXPECT_THAT(d.status.message(), ::testing::HasSubstr("a server broke"));
+}
+
+TEST(TrainingSessionTest, EvaluationReportWithoutALeaseIsRefused) {
+  auto cluster = StartCluster(TinyJob(SYNC, 1, 4));
+  std::unique_ptr<TrainingSession> session = Session(*cluster, 0);
+  const absl::Status status = session->ReportEvaluation(model::BatchStats{});
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(TrainingSessionTest, ParamsThatDoNotMatchTheShardMapAreRefused) {
+  auto cluster = StartCluster(TinyJob(SYNC, 1, 4));
+  worker::SessionOptions options = cluster->SessionOptionsFor(0);
+  options.params[1].shape = {3};
+  options.params[1].num_elements = 3;
+  auto session = TrainingSession::Create(options, &cluster->scheduler(), &cluster->ps());
+  EXPECT_EQ(session.status().code(), absl::StatusCode::kInvalidArgument) << session.status();
+}
+
+}  // namespace
+}  // namespace pstrain::in_process
