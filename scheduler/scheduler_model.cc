@@ -52,7 +52,13 @@ absl::Status Scheduler::DeclareModel(const ModelDeclaration& declaration) {
     RETURN_IF_ERROR(MatchDeclaration(who, file.params, declaration.train_samples(), declaration.test_samples(),
                                      job_map.tensors(), job_train, job_test));
     LOG(INFO) << who << " declares the job's model (accepted from worker " << accepted->worker_rank << ")";
-    return absl::OkStatus();
+    // In case saving the state failed after the first acceptance (the caller's retry lands here).
+    Deferred deferred;
+    {
+      absl::MutexLock lock(&mu_);
+      SaveLocked(&deferred);
+    }
+    return Run(std::move(deferred));
   }
   RETURN_IF_ERROR(CheckPinnedSizes(options_.job, rank, declaration.train_samples(), declaration.test_samples()));
   ASSIGN_OR_RETURN(JobSetup setup, SetUpDeclaredJob(options_.job, file.params, declaration.train_samples(),
