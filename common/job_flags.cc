@@ -9,11 +9,13 @@
 #include "common/status_macros.h"
 
 DEFINE_string(config, "", "JobSpec textproto file; flags given on the command line override it");
-DEFINE_string(model, "mlp", "Model: mlp or cnn (two conv+pool blocks, two fully connected layers)");
+DEFINE_string(model, "mlp", "Model: mlp, cnn (two conv+pool blocks, two fully connected layers) or external (declared by the workers)");
 DEFINE_string(hidden, "256,128", "Hidden layer widths of the MLP, comma-separated");
 DEFINE_string(data_dir, pstrain::kDefaultDataDir, "Folder with the Fashion-MNIST (or MNIST) IDX files");
 DEFINE_int64(train_limit, 0, "Use only the first N training samples (0: all)");
 DEFINE_int64(test_limit, 0, "Use only the first N test samples (0: all)");
+DEFINE_int64(train_samples, 0, "--model=external: the training set's size (0: the first model declaration gives it)");
+DEFINE_int64(test_samples, 0, "--model=external: the test set's size (0: the first model declaration gives it)");
 DEFINE_string(mode, "sync", "Training mode: sync, async or ssp");
 DEFINE_int32(staleness, 2, "SSP: how many steps a worker may run ahead of the slowest");
 DEFINE_int32(batch_size, 256, "Samples per worker per step");
@@ -58,6 +60,7 @@ namespace {
 // The job flags, by name, in the order they are documented.
 const char* const kJobFlags[] = {
     "model",        "hidden",         "data_dir",      "train_limit",  "test_limit",
+    "train_samples", "test_samples",
     "mode",         "staleness",      "batch_size",    "epochs",       "seed",
     "max_steps",    "servers",        "workers",       "optimizer",    "lr",
     "momentum",     "beta1",          "beta2",         "epsilon",      "weight_decay",
@@ -88,6 +91,8 @@ absl::Status ApplyFlags(JobSpec* job) {
   if (Given("data_dir")) data->set_data_dir(FLAGS_data_dir);
   if (Given("train_limit")) data->set_train_limit(FLAGS_train_limit);
   if (Given("test_limit")) data->set_test_limit(FLAGS_test_limit);
+  if (Given("train_samples")) data->set_train_samples(FLAGS_train_samples);
+  if (Given("test_samples")) data->set_test_samples(FLAGS_test_samples);
   if (Given("mode")) {
     ASSIGN_OR_RETURN(Mode mode, ParseMode(FLAGS_mode));
     job->set_mode(mode);

@@ -90,8 +90,8 @@ void ApplyJobDefaults(JobSpec* job) {
 }
 
 absl::Status ValidateJobSpec(const JobSpec& job) {
-  if (job.model() != "mlp" && job.model() != "cnn") {
-    return Invalid("model", absl::StrCat("'", job.model(), "'"), "'mlp' or 'cnn'");
+  if (job.model() != "mlp" && job.model() != "cnn" && !IsExternalModel(job)) {
+    return Invalid("model", absl::StrCat("'", job.model(), "'"), "'mlp', 'cnn' or 'external'");
   }
   for (int i = 0; i < job.hidden_sizes_size(); ++i) {
     if (job.hidden_sizes(i) <= 0) {
@@ -138,6 +138,15 @@ absl::Status ValidateJobSpec(const JobSpec& job) {
   if (absl::StatusOr<Compression> c = ParseCompression(job.compression()); !c.ok()) return c.status();
   if (job.data().train_limit() < 0) return Invalid("data.train_limit", absl::StrCat(job.data().train_limit()), ">= 0");
   if (job.data().test_limit() < 0) return Invalid("data.test_limit", absl::StrCat(job.data().test_limit()), ">= 0");
+  // Pinned data set sizes: only an external model's (0: the first model declaration sets them).
+  auto check_size = [&job](const char* field, int64_t value) -> absl::Status {
+    if (IsExternalModel(job)) return value >= 0 ? absl::OkStatus() : Invalid(field, absl::StrCat(value), ">= 0");
+    if (value == 0) return absl::OkStatus();
+    return Invalid(field, absl::StrCat(value),
+                   absl::StrCat("0 for model '", job.model(), "' (only model 'external' pins the data set sizes)"));
+  };
+  if (absl::Status s = check_size("data.train_samples", job.data().train_samples()); !s.ok()) return s;
+  if (absl::Status s = check_size("data.test_samples", job.data().test_samples()); !s.ok()) return s;
   if (job.mode() == MODE_UNSPECIFIED || !Mode_IsValid(job.mode())) {
     return Invalid("mode", absl::StrCat(static_cast<int>(job.mode())), "sync, async or ssp");
   }

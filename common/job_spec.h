@@ -16,6 +16,12 @@ namespace pstrain {
 // The folder Debian's dataset-fashion-mnist package installs.
 inline constexpr char kDefaultDataDir[] = "/usr/share/datasets/fashion-mnist";
 
+// JobSpec.model for a model the workers declare (Scheduler.DeclareModel) instead of a built-in one.
+inline constexpr char kExternalModel[] = "external";
+
+// Whether the job's model is declared by its workers (JobSpec.model "external").
+inline bool IsExternalModel(const JobSpec& job) { return job.model() == kExternalModel; }
+
 // Parses a JobSpec textproto file. Errors name the file and, for syntax errors, line and column.
 absl::StatusOr<JobSpec> ReadJobSpecFile(const std::string& path);
 

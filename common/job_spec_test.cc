@@ -78,6 +78,34 @@ TEST(JobSpecTest, ReplicasDefaultToOneAndTwoNeedTwoServers) {
   EXPECT_THAT(ValidateJobSpec(job).message(), HasSubstr("replicas: got 3, expected 1 or 2"));
 }
 
+TEST(JobSpecTest, ExternalModelMayPinTheDataSetSizes) {
+  JobSpec job = Defaults();
+  job.set_model("external");
+  job.mutable_data()->set_train_samples(60000);
+  job.mutable_data()->set_test_samples(0);
+  EXPECT_TRUE(ValidateJobSpec(job).ok());
+  EXPECT_TRUE(IsExternalModel(job));
+  job.mutable_data()->set_test_samples(-1);
+  absl::Status s = ValidateJobSpec(job);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("data.test_samples: got -1, expected >= 0"));
+}
+
+TEST(JobSpecTest, BuiltInModelsRefusePinnedDataSetSizes) {
+  JobSpec job = Defaults();
+  job.mutable_data()->set_train_samples(100);
+  absl::Status s = ValidateJobSpec(job);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("data.train_samples: got 100, expected 0 for model 'mlp'"));
+  job = Defaults();
+  job.set_model("cnn");
+  job.mutable_data()->set_test_samples(5);
+  EXPECT_THAT(ValidateJobSpec(job).message(), HasSubstr("data.test_samples: got 5, expected 0 for model 'cnn'"));
+  job = Defaults();
+  job.set_model("torch");
+  EXPECT_THAT(ValidateJobSpec(job).message(), HasSubstr("model: got 'torch', expected 'mlp', 'cnn' or 'external'"));
+}
+
 TEST(JobSpecTest, CompressionDefaultsToNoneAndIsChecked) {
   EXPECT_EQ(Defaults().compression(), "none");
   JobSpec job = Defaults();

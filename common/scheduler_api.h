@@ -53,6 +53,12 @@ class SchedulerApi {
   virtual absl::Status ReportSlowStep(const SlowStepReport& report) = 0;
   // Sends the final model file (model::SerializeModelFile); returns once the scheduler wrote it.
   virtual absl::Status SubmitFinalModel(int worker_rank, std::string model_file) = 0;
+  // JobSpec.model "external": declares the model a worker trains (model file bytes: names,
+  // shapes, initial values) and the data set's sizes; the first declaration defines the job.
+  virtual absl::Status DeclareModel(int worker_rank, std::string model_file, int64_t train_samples,
+                                    int64_t test_samples) = 0;
+  // JobSpec.model "external": the accepted declaration's model file (the initial weights).
+  virtual absl::StatusOr<std::string> GetInitialModel() = 0;
 };
 
 }  // namespace pstrain

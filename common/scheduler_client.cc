@@ -40,6 +40,10 @@ grpc::ChannelArguments ChannelArgs() {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // Model files travel both ways (DeclareModel, GetInitialModel, SubmitFinalModel); the scheduler
+  // takes up to 1 GiB too.
+  args.SetMaxReceiveMessageSize(1 << 30);
+  args.SetMaxSendMessageSize(1 << 30);
   return args;
 }
 
@@ -255,6 +259,25 @@ absl::Status SchedulerClient::SubmitFinalModel(int worker_rank, std::string mode
                       absl::StrCat("submit the final model of worker ", worker_rank),
                       std::max(rpc_timeout_, absl::Minutes(1)), /*parked=*/false)
       .status();
+}
+
+absl::Status SchedulerClient::DeclareModel(int worker_rank, std::string model_file, int64_t train_samples,
+                                           int64_t test_samples) {
+  ModelDeclaration request;
+  request.set_worker_rank(worker_rank);
+  request.set_model_file(std::move(model_file));
+  request.set_train_samples(train_samples);
+  request.set_test_samples(test_samples);
+  return CallRetrying(&Scheduler::Stub::DeclareModel, request, absl::StrCat("declare the model of worker ", worker_rank),
+                      std::max(rpc_timeout_, absl::Minutes(1)), /*parked=*/false)
+      .status();
+}
+
+absl::StatusOr<std::string> SchedulerClient::GetInitialModel() {
+  ASSIGN_OR_RETURN(InitialModel answer, CallRetrying(&Scheduler::Stub::GetInitialModel, InitialModelRequest(),
+                                                     "get the initial model", std::max(rpc_timeout_, absl::Minutes(1)),
+                                                     /*parked=*/false));
+  return std::move(*answer.mutable_model_file());
 }
 
 absl::StatusOr<JobStatus> SchedulerClient::GetJobStatus() {

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/job_spec.h"
 #include "common/status_macros.h"
 #include "data/assignment.h"
 #include "data/idx_reader.h"
@@ -12,38 +13,15 @@
 
 namespace pstrain {
 namespace scheduler {
-namespace {
-
-InitKind ToProto(model::InitKind kind) {
-  switch (kind) {
-    case model::InitKind::kZeros: return ZEROS;
-    case model::InitKind::kHeUniform: return HE_UNIFORM;
-    case model::InitKind::kGlorotUniform: return GLOROT_UNIFORM;
-  }
-  return INIT_UNSPECIFIED;
-}
-
-}  // namespace
-
-std::vector<TensorSpec> TensorSpecsOf(const std::vector<model::ParamSpec>& params) {
-  std::vector<TensorSpec> tensors;
-  for (int i = 0; i < static_cast<int>(params.size()); ++i) {
-    const model::ParamSpec& p = params[i];
-    TensorSpec t;
-    t.set_id(i);
-    t.set_name(p.name);
-    for (int64_t d : p.shape) t.add_shape(d);
-    t.set_num_elements(p.num_elements);
-    t.set_init(ToProto(p.init));
-    t.set_fan_in(p.fan_in);
-    t.set_fan_out(p.fan_out);
-    t.set_flat_offset(p.flat_offset);
-    tensors.push_back(std::move(t));
-  }
-  return tensors;
-}
-
 absl::StatusOr<JobSetup> SetUpJob(const JobSpec& job) {
+  if (IsExternalModel(job)) {
+    // The workers declare the model and the sizes (declared_model.h); the data is theirs.
+    JobSetup setup;
+    setup.train_samples = job.data().train_samples();
+    setup.test_samples = job.data().test_samples();
+    setup.model_line = absl::StrCat(job.model(), ": declared by the first worker to call DeclareModel");
+    return setup;
+  }
   const std::string& dir = job.data().data_dir();
   ASSIGN_OR_RETURN(const data::DatasetInfo train,
                    data::ReadDatasetInfo(dir, data::Split::kTrain, job.data().train_limit()));

@@ -28,10 +28,10 @@ struct JobSetup {
   int64_t total_steps = 0;
 };
 
-// The model's tensors as protos, in the model's order (ids = indices), for BuildShardMap.
-std::vector<TensorSpec> TensorSpecsOf(const std::vector<model::ParamSpec>& params);
-
-// Reads the headers of the job's training and test sets and builds everything above.
+// Reads the headers of the job's training and test sets and builds everything above. For an
+// external model (JobSpec.model "external") reads nothing: the sizes are the job's pinned ones
+// (data.train_samples / test_samples, 0 when not pinned), and the shard map and total steps stay
+// empty until a worker declares the model (scheduler/declared_model.h).
 // Errors: the data reader's (NOT_FOUND, DATA_LOSS, ...) for a missing or corrupt data dir;
 // INVALID_ARGUMENT when the job's training set is empty, the two splits disagree on image size
 // or class count, the model refuses the data's sizes, or the shard map cannot be built.

@@ -161,6 +161,13 @@ bool Membership::is_live(Role role, int rank) const {
   return ever_registered(role, rank) && (*MembersOf(role))[rank].live;
 }
 
+void Membership::SetModel(ShardMap shard_map, int64_t train_samples, int64_t test_samples, int64_t total_steps) {
+  options_.shard_map = std::move(shard_map);
+  options_.train_samples = train_samples;
+  options_.test_samples = test_samples;
+  options_.total_steps = total_steps;
+}
+
 ClusterView Membership::View() const {
   ClusterView view;
   view.set_membership_epoch(epoch_);

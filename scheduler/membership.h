@@ -116,6 +116,10 @@ class Membership {
   // never registered, or "worker 1 is no longer a member ..." when it was removed.
   absl::Status Heartbeat(Role role, int rank, absl::Time now);
 
+  // The model's part of the view (Options: shard_map, train_samples, test_samples, total_steps),
+  // set when it becomes known after construction: an external model's declaration.
+  void SetModel(ShardMap shard_map, int64_t train_samples, int64_t test_samples, int64_t total_steps);
+
   // True once every configured server and worker has registered; stays true (the job runs) when
   // workers leave later.
   bool running() const { return running_; }
@@ -182,7 +186,7 @@ class Membership {
   const std::vector<Member>* MembersOf(Role role) const;
   void Record(Role role, int rank, ChangeKind kind, absl::Time now);
 
-  const Options options_;
+  Options options_;  // constant but for SetModel
   std::vector<Member> servers_;
   std::vector<Member> workers_;
   int64_t epoch_ = 1;

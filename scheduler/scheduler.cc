@@ -29,9 +29,11 @@ Membership::Options MembershipOptions(const Scheduler::Options& o) {
   return m;
 }
 
-LeasePool::Options LeaseOptions(const Scheduler::Options& o) {
+}  // namespace
+
+LeasePool::Options Scheduler::LeaseOptions(const Options& o, int64_t train_samples) {
   LeasePool::Options l;
-  l.train_samples = o.train_samples;
+  l.train_samples = train_samples;
   l.batch_size = o.job.batch_size();
   l.lease_batches = o.job.lease_batches();
   l.epochs = o.job.epochs();
@@ -39,7 +41,10 @@ LeasePool::Options LeaseOptions(const Scheduler::Options& o) {
   return l;
 }
 
-}  // namespace
+Progress::Options Scheduler::ProgressOptions(const Options& o, absl::Time created, int64_t train_samples,
+                                             int64_t test_samples, int64_t total_steps) {
+  return Progress::Options{o.job, total_steps, created, test_samples, train_samples, o.job.global_batch()};
+}
 
 int64_t TotalSteps(const JobSpec& job, int64_t train_samples, int64_t sync_steps_per_epoch) {
   int64_t per_epoch = sync_steps_per_epoch;
@@ -76,10 +81,12 @@ Scheduler::Scheduler(Options options)
     : options_(std::move(options)),
       created_(options_.created.value_or(options_.clock())),
       membership_(MembershipOptions(options_)),
-      leases_(LeaseOptions(options_)),
-      progress_(Progress::Options{options_.job, options_.total_steps, created_, options_.test_samples,
-                                  options_.train_samples,
-                                  options_.job.global_batch()}),
+      train_samples_(options_.train_samples),
+      test_samples_(options_.test_samples),
+      total_steps_(options_.total_steps),
+      leases_(std::make_unique<LeasePool>(LeaseOptions(options_, options_.train_samples))),
+      progress_(std::make_unique<Progress>(ProgressOptions(options_, created_, options_.train_samples,
+                                                           options_.test_samples, options_.total_steps))),
       checkpoints_(options_.job.num_servers()) {
   if (options_.job.replicas() == 2) {
     // Shard s on server s, its copy on the next server (ring order).
@@ -98,6 +105,8 @@ absl::Status Scheduler::JobFailedError() const {
 
 ClusterView Scheduler::ViewLocked() const {
   ClusterView view = membership_.View();
+  // Every role may have registered while an external model is not declared yet.
+  if (state_ == WAITING_FOR_ROLES) view.set_state(WAITING_FOR_ROLES);
   for (const ShardHost& host : shard_hosts_) *view.add_shard_hosts() = host;
   if (restore_step_.has_value()) {
     view.set_restore_step(*restore_step_);
@@ -188,16 +197,11 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
                   << membership_.num_live(SERVER) << "/" << options_.job.num_servers() << " servers, "
                   << membership_.num_live(WORKER) << "/" << options_.job.num_workers()
                   << " workers, membership epoch " << membership_.epoch() << ")";
-        if (membership_.running()) {
-          state_ = RUNNING;
-          if (options_.resume_step.has_value()) {
-            restore_step_ = *options_.resume_step;
-            restore_epoch_ = membership_.epoch();
-          }
-          LOG(INFO) << "every role registered; job RUNNING; " << MembershipLine();
-          deferred.view_waiters.swap(view_waiters_);
-          deferred.view_answer = ViewLocked();
-          PublishParticipantsLocked(&deferred);
+        if (membership_.running() && ModelKnownLocked()) {
+          StartRunningLocked(&deferred);
+        } else if (membership_.running()) {
+          LOG(INFO) << "every role registered; the job runs once a worker declares the model ("
+                    << options_.job.model() << " model)";
         }
       }
     }
@@ -216,6 +220,19 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
   }
   if (absl::Status saved = Run(std::move(deferred)); !saved.ok()) return saved;
   return response;
+}
+
+void Scheduler::StartRunningLocked(Deferred* deferred) {
+  state_ = RUNNING;
+  if (options_.resume_step.has_value()) {
+    restore_step_ = *options_.resume_step;
+    restore_epoch_ = membership_.epoch();
+  }
+  LOG(INFO) << "every role registered" << (declared_.has_value() ? " and the model is declared" : "")
+            << "; job RUNNING; " << MembershipLine();
+  deferred->view_waiters.swap(view_waiters_);
+  deferred->view_answer = ViewLocked();
+  PublishParticipantsLocked(deferred);
 }
 
 void Scheduler::WhenRunning(ViewDone done) {
@@ -286,7 +303,7 @@ void Scheduler::Barrier(const BarrierRequest& request, BarrierSet::Done done) {
     done = [this, done = std::move(done)](absl::Status status) {
       if (status.ok()) {
         absl::MutexLock lock(&mu_);
-        progress_.Start(Now());
+        progress_->Start(Now());
       }
       done(std::move(status));
     };
@@ -364,7 +381,7 @@ absl::StatusOr<LeaseResponse> Scheduler::LeaseWorkLocked(const LeaseRequest& req
   if (absl::Status s = CheckLive(WORKER, request.worker_rank(), what); !s.ok()) return s;
   LeaseResponse response;
   if (request.eval()) {
-    absl::StatusOr<EvalLease> lease = progress_.LeaseEval(request.worker_rank(), request.epoch(), Now());
+    absl::StatusOr<EvalLease> lease = progress_->LeaseEval(request.worker_rank(), request.epoch(), Now());
     if (!lease.ok()) return lease.status();
     response.set_wait(lease->wait);
     response.set_epoch_done(lease->epoch_done);
@@ -376,7 +393,7 @@ absl::StatusOr<LeaseResponse> Scheduler::LeaseWorkLocked(const LeaseRequest& req
             << (lease->wait ? " wait" : "") << (lease->epoch_done ? " epoch done" : "");
     return response;
   }
-  absl::StatusOr<Lease> lease = leases_.Next(request.worker_rank(), request.epoch());
+  absl::StatusOr<Lease> lease = leases_->Next(request.worker_rank(), request.epoch());
   if (!lease.ok()) return lease.status();
   response.set_wait(lease->wait);
   response.set_epoch_done(lease->epoch_done);
@@ -412,10 +429,10 @@ absl::Status Scheduler::ReportProgress(const ProgressReport& report) {
     } else {
       // A removed worker's applied steps and evaluations count. Its done is recorded but never
       // read: only live workers' done flags end the job, and a worker's rank is never reused.
-      if (absl::Status s = leases_.Check(report); !s.ok()) return s;
-      if (absl::Status s = progress_.Add(report, Now()); !s.ok()) return s;
-      for (const LeaseRecord& lease : leases_.Record(report)) {
-        progress_.CountLease(lease.id, lease.epoch, lease.samples());
+      if (absl::Status s = leases_->Check(report); !s.ok()) return s;
+      if (absl::Status s = progress_->Add(report, Now()); !s.ok()) return s;
+      for (const LeaseRecord& lease : leases_->Record(report)) {
+        progress_->CountLease(lease.id, lease.epoch, lease.samples());
       }
       if (seq > 0) worker_calls_[rank].progress_seq = seq;
       if (report.evals_size() > 0) {
@@ -453,8 +470,8 @@ absl::Status Scheduler::Leave(const LeaveRequest& request) {
 void Scheduler::RemoveWorkerLocked(int rank, ChangeKind kind, absl::string_view reason, Deferred* deferred) {
   absl::StatusOr<bool> removed = membership_.Remove(WORKER, rank, kind, Now());
   if (!removed.ok() || !*removed) return;
-  const int returned = progress_.WorkerGone(rank);
-  const int remainders = leases_.Release(rank);
+  const int returned = progress_->WorkerGone(rank);
+  const int remainders = leases_->Release(rank);
   LOG(INFO) << "worker " << rank << " " << ChangeKindName(kind) << " (" << reason << ")"
             << (returned > 0 ? absl::StrCat("; ", returned, " evaluation leases back in the pool") : "")
             << (remainders > 0 ? absl::StrCat("; ", remainders, " training leases back as remainders") : "")
@@ -478,7 +495,7 @@ void Scheduler::MaybeFinishLocked(Deferred* deferred) {
   const std::vector<int> live = membership_.LiveRanks(WORKER);
   if (NeedsFinalModel() && !final_model_written_) {
     // The first live worker sends the model before its done report, so this means it is gone.
-    if (progress_.AllDone(live)) {
+    if (progress_->AllDone(live)) {
       EndLocked(FAILED,
                 absl::FailedPreconditionError(absl::StrCat(
                     "every live worker is done, but none sent the final model for ", options_.job.final_model_path(),
@@ -487,7 +504,7 @@ void Scheduler::MaybeFinishLocked(Deferred* deferred) {
     }
     return;
   }
-  if (!progress_.TryFinish(live, Now())) return;
+  if (!progress_->TryFinish(live, Now())) return;
   LOG(INFO) << "every live worker is done; job FINISHED; " << MembershipLine();
   EndLocked(FINISHED, absl::OkStatus(), deferred);
 }
@@ -616,10 +633,15 @@ void Scheduler::CheckHealth() {
       EndLocked(FAILED, absl::UnavailableError(absl::StrJoin(unreplaced, "; ")), &deferred);
     } else if (state_ == WAITING_FOR_ROLES && now - created_ > options_.startup_timeout) {
       EndLocked(FAILED,
-                absl::DeadlineExceededError(absl::StrFormat(
-                    "only %d of %d servers and %d of %d workers registered within %s",
-                    membership_.num_live(SERVER), options_.job.num_servers(), membership_.num_live(WORKER),
-                    options_.job.num_workers(), absl::FormatDuration(options_.startup_timeout))),
+                absl::DeadlineExceededError(
+                    membership_.running()
+                        ? absl::StrCat("every role registered, but no worker declared the model (model '",
+                                       options_.job.model(), "') within ",
+                                       absl::FormatDuration(options_.startup_timeout))
+                        : absl::StrFormat("only %d of %d servers and %d of %d workers registered within %s",
+                                          membership_.num_live(SERVER), options_.job.num_servers(),
+                                          membership_.num_live(WORKER), options_.job.num_workers(),
+                                          absl::FormatDuration(options_.startup_timeout))),
                 &deferred);
     } else {
       for (const SilentMember& server : replaceable_servers) RemoveServerLocked(server.rank, server.message, &deferred);
@@ -637,7 +659,7 @@ void Scheduler::CheckHealth() {
 
 JobStatus Scheduler::Status() const {
   absl::MutexLock lock(&mu_);
-  JobStatus status = progress_.Status(Now());
+  JobStatus status = progress_->Status(Now());
   status.set_state(state_);
   if (state_ == FAILED) status.set_failure(std::string(failure_.message()));
   status.set_registered_servers(membership_.num_live(SERVER));
@@ -677,7 +699,7 @@ std::string Scheduler::SummaryJson() const {
                     absl::StrJoin(report.waiting_for(), ", "), "]}");
   }
   slow += "],\n";
-  return progress_.SummaryJson(state_, failure_.message(), Now(), membership_.events(),
+  return progress_->SummaryJson(state_, failure_.message(), Now(), membership_.events(),
                                membership_.LiveRanks(WORKER), slow);
 }
 
@@ -686,12 +708,12 @@ std::string Scheduler::OutcomeLine() const {
   const absl::Time now = Now();
   std::string line = absl::StrCat("job ", JobState_Name(state_));
   if (state_ == FAILED) absl::StrAppend(&line, " (", failure_.message(), ")");
-  const std::optional<double> accuracy = progress_.final_test_accuracy();
-  const std::optional<double> loss = progress_.final_test_loss();
+  const std::optional<double> accuracy = progress_->final_test_accuracy();
+  const std::optional<double> loss = progress_->final_test_loss();
   if (accuracy.has_value()) absl::StrAppendFormat(&line, ": test accuracy %.4f", *accuracy);
   else absl::StrAppend(&line, ": no test accuracy");
   if (loss.has_value()) absl::StrAppendFormat(&line, ", test loss %.4f", *loss);
-  absl::StrAppendFormat(&line, ", %.0f samples/s", progress_.samples_per_second(now));
+  absl::StrAppendFormat(&line, ", %.0f samples/s", progress_->samples_per_second(now));
   return line;
 }
 

@@ -37,6 +37,13 @@
 // A server registering while the job runs (a restarted one) gets ALREADY_EXISTS: it is not needed.
 // This takes precedence over server recovery by checkpoints.
 //
+// Declared models (JobSpec.model "external"). The job's tensors, initial values and data set sizes
+// come from the first model declaration a live worker sends (DeclareModel) instead of the
+// Options: until one is accepted the view has no shard map and the job stays WAITING_FOR_ROLES,
+// even with every role registered; it runs once both hold. Later declarations are compared with
+// the accepted one and change nothing. The accepted model file is kept (GetInitialModel, for the
+// servers' initial weights) and persists (Options::save_declared_model) before the state does.
+//
 // FINISHED and FAILED are final. When the job ends every parked call is answered: view waiters get
 // the view (FINISHED) or ABORTED "job failed: <reason>"; parked barriers get ABORTED.
 //
@@ -86,7 +93,8 @@ class Scheduler {
   struct Options {
     // The job after ApplyJobDefaults; Create validates it.
     JobSpec job;
-    // From BuildShardMap for the job's model and num_servers.
+    // From BuildShardMap for the job's model and num_servers. An external model's job has none
+    // until its declaration (empty here), and pinned data set sizes or 0 (see SetUpJob).
     ShardMap shard_map;
     int64_t train_samples = 0;
     int64_t test_samples = 0;
@@ -126,6 +134,21 @@ class Scheduler {
     // only once a model was written. Empty: the core takes no model (SubmitFinalModel answers
     // FAILED_PRECONDITION) and does not wait for one.
     std::function<absl::Status(absl::string_view model_file)> write_final_model;
+    // External model with persistence (--state_dir): makes the model file of the first accepted
+    // declaration durable before the state records it (state_file.h). Called outside the lock,
+    // one call at a time. An error refuses the declaration with UNAVAILABLE (nothing changes; the
+    // worker retries). Empty: the declaration is kept in memory only.
+    std::function<absl::Status(absl::string_view model_file)> save_declared_model;
+    // Restore of an external model's job whose state records an accepted declaration: the model
+    // file save_declared_model saved. Ignored otherwise.
+    std::string declared_model_file;
+  };
+
+  // An accepted model declaration (external model).
+  struct DeclaredModel {
+    int worker_rank = 0;
+    // The declared model file, byte for byte (model/model_file.h). Shared, never changed.
+    std::shared_ptr<const std::string> model_file;
   };
 
   using ViewDone = std::function<void(absl::StatusOr<ClusterView>)>;
@@ -225,6 +248,21 @@ class Scheduler {
   // never registered as a worker; ABORTED once the job has failed. Blocks on the write.
   absl::Status SubmitFinalModel(const FinalModel& model);
 
+  // A worker declares the model of an external model's job (see "Declared models" above and
+  // proto/scheduler.proto): the first valid declaration sets the job's tensors, shard map, initial
+  // values, data set sizes and total steps, and starts the job when every role has registered;
+  // a later one is compared with it. Errors, changing nothing: INVALID_ARGUMENT (mismatch,
+  // disagreement with the job's pinned sizes, no tensors, an empty tensor, a non-finite value,
+  // bad sample counts) or DATA_LOSS (a damaged model file), naming what is wrong;
+  // FAILED_PRECONDITION for a built-in model's job or a rank that is not a live worker; ABORTED
+  // once the job has failed; UNAVAILABLE when the model file or the state cannot be saved.
+  // Blocks on parsing the model file and on saving it.
+  absl::Status DeclareModel(const ModelDeclaration& declaration);
+
+  // The accepted declaration (external model). FAILED_PRECONDITION "no model declared yet" before
+  // one, and for a built-in model's job. Never blocks beyond the lock; the bytes are shared.
+  absl::StatusOr<DeclaredModel> InitialModel() const;
+
   // Progress snapshot with state, failure and live role counts (registered_*).
   JobStatus Status() const;
 
@@ -273,8 +311,18 @@ class Scheduler {
   // Puts a snapshot of the state into `deferred` when the state persists.
   void SaveLocked(Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   SchedulerState SnapshotLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Restore's work on a fresh scheduler.
-  absl::Status RestoreFrom(const SchedulerState& state);
+  // The lease pool's and the progress's options for the given sizes.
+  static LeasePool::Options LeaseOptions(const Options& o, int64_t train_samples);
+  static Progress::Options ProgressOptions(const Options& o, absl::Time created, int64_t train_samples,
+                                           int64_t test_samples, int64_t total_steps);
+  // Restore's work on a fresh scheduler; `declared_model_file`: Options::declared_model_file.
+  absl::Status RestoreFrom(const SchedulerState& state, std::string declared_model_file);
+  // Every role registered (and, for an external model, a declaration was accepted): the job runs.
+  // Answers parked view waiters and tells the barriers who takes part.
+  void StartRunningLocked(Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the job's model is known: always for a built-in model, after the first accepted
+  // declaration for an external one.
+  bool ModelKnownLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // LeaseWork without the retry check.
   absl::StatusOr<LeaseResponse> LeaseWorkLocked(const LeaseRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -328,8 +376,19 @@ class Scheduler {
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   absl::Time ended_at_ ABSL_GUARDED_BY(mu_);
   Membership membership_ ABSL_GUARDED_BY(mu_);
-  LeasePool leases_ ABSL_GUARDED_BY(mu_);
-  Progress progress_ ABSL_GUARDED_BY(mu_);
+  // What the model gives: the data set sizes and total steps (the Options', or for an external
+  // model the accepted declaration's), and the lease pool and progress built from them (an
+  // external model's are built again when the declaration is accepted, before the job runs).
+  int64_t train_samples_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t test_samples_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t total_steps_ ABSL_GUARDED_BY(mu_) = 0;
+  std::unique_ptr<LeasePool> leases_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<Progress> progress_ ABSL_GUARDED_BY(mu_);
+  // External model: the accepted declaration; unset before.
+  std::optional<DeclaredModel> declared_ ABSL_GUARDED_BY(mu_);
+  // Serializes declarations, so that two first declarations cannot both be accepted (taken
+  // before mu_, never while holding it).
+  absl::Mutex declare_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::vector<ViewDone> view_waiters_ ABSL_GUARDED_BY(mu_);
   // Server recovery. By server rank: the checkpoint steps it reported last (ascending).
   std::vector<std::vector<int64_t>> checkpoints_ ABSL_GUARDED_BY(mu_);

@@ -115,10 +115,17 @@ absl::Status SchedulerRunner::Run() {
   }
   if (!job.checkpoint_dir().empty()) RETURN_IF_ERROR(WriteJobManifest(job));
   ASSIGN_OR_RETURN(JobSetup setup, SetUpJob(job));
-  LOG(INFO) << "data: " << setup.train_samples << " training and " << setup.test_samples
-            << " test samples; model " << setup.model_line << " in "
-            << setup.shard_map.chunks_size() << " chunks over " << job_.num_servers()
-            << " servers; " << setup.total_steps << " steps";
+  if (IsExternalModel(job)) {
+    LOG(INFO) << "model " << setup.model_line << "; data set sizes "
+              << (setup.train_samples > 0 ? absl::StrCat(setup.train_samples, " training") : "declared")
+              << " and " << (setup.test_samples > 0 ? absl::StrCat(setup.test_samples, " test") : "declared")
+              << " samples";
+  } else {
+    LOG(INFO) << "data: " << setup.train_samples << " training and " << setup.test_samples
+              << " test samples; model " << setup.model_line << " in "
+              << setup.shard_map.chunks_size() << " chunks over " << job_.num_servers()
+              << " servers; " << setup.total_steps << " steps";
+  }
 
   Scheduler::Options core_options;
   core_options.job = job;
@@ -143,6 +150,16 @@ absl::Status SchedulerRunner::Run() {
       return file->Save(version, state);
     };
     core_options.reconnect = options_.reconnect;
+    if (IsExternalModel(job)) {
+      core_options.save_declared_model = [file = state_file.get()](absl::string_view bytes) {
+        return file->SaveDeclaredModel(bytes);
+      };
+      if (saved.has_value() && saved->has_declared_model()) {
+        ASSIGN_OR_RETURN(core_options.declared_model_file, state_file->LoadDeclaredModel());
+        LOG(INFO) << "restoring the model declared by worker " << saved->declared_model().worker_rank() << " from "
+                  << state_file->declared_model_path();
+      }
+    }
   }
   std::unique_ptr<Scheduler> core;
   if (saved.has_value()) {

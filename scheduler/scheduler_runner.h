@@ -9,6 +9,9 @@
 // The port also serves gRPC health checking (common/health.h): SERVING from listening until the
 // job ends, NOT_SERVING after. The final model a worker sends (SubmitFinalModel) is checked
 // (model::ParseModelFile) and written to the job's final_model_path before the job can finish.
+// For an external model (JobSpec.model "external") no data is read and there is no shard map
+// until a worker declares the model (Scheduler::DeclareModel); with a state_dir the accepted
+// model file is kept there (StateFile::SaveDeclaredModel) and restored with the state.
 // Stop() with a state_dir ends Run without ending the job (nothing more is saved), so a
 // restarted scheduler goes on with it; without one, the job fails with CANCELLED.
 //

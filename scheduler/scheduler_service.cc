@@ -109,6 +109,25 @@ grpc::ServerUnaryReactor* SchedulerService::SubmitFinalModel(grpc::CallbackServe
   return Answer(ctx, core_->SubmitFinalModel(*request));
 }
 
+grpc::ServerUnaryReactor* SchedulerService::DeclareModel(grpc::CallbackServerContext* ctx,
+                                                         const ModelDeclaration* request,
+                                                         ModelDeclarationAck* response) {
+  VLOG(1) << "DeclareModel worker " << request->worker_rank() << ": " << request->model_file().size() << " bytes";
+  // Parses (and, the first time, saves) the model file on this callback thread: once per worker.
+  return Answer(ctx, core_->DeclareModel(*request));
+}
+
+grpc::ServerUnaryReactor* SchedulerService::GetInitialModel(grpc::CallbackServerContext* ctx,
+                                                            const InitialModelRequest* request,
+                                                            InitialModel* response) {
+  absl::StatusOr<Scheduler::DeclaredModel> model = core_->InitialModel();
+  if (model.ok()) {
+    response->set_model_file(*model->model_file);
+    response->set_declared_by(model->worker_rank);
+  }
+  return Answer(ctx, model.status());
+}
+
 grpc::ServerUnaryReactor* SchedulerService::GetJobStatus(grpc::CallbackServerContext* ctx,
                                                          const JobStatusRequest* request,
                                                          JobStatus* response) {

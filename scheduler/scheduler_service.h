@@ -48,6 +48,10 @@ class SchedulerService final : public pstrain::Scheduler::CallbackService {
                                            SlowStepAck* response) override;
   grpc::ServerUnaryReactor* SubmitFinalModel(grpc::CallbackServerContext* ctx, const FinalModel* request,
                                              FinalModelAck* response) override;
+  grpc::ServerUnaryReactor* DeclareModel(grpc::CallbackServerContext* ctx, const ModelDeclaration* request,
+                                         ModelDeclarationAck* response) override;
+  grpc::ServerUnaryReactor* GetInitialModel(grpc::CallbackServerContext* ctx, const InitialModelRequest* request,
+                                            InitialModel* response) override;
   grpc::ServerUnaryReactor* GetJobStatus(grpc::CallbackServerContext* ctx,
                                          const JobStatusRequest* request, JobStatus* response) override;
 

@@ -4,9 +4,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/job_spec.h"
+#include "common/status_macros.h"
 #include "glog/logging.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "scheduler/declared_model.h"
 #include "scheduler/scheduler.h"
 
 namespace pstrain {
@@ -35,8 +38,13 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Restore(Options options, c
         "scheduler state: it is of another job (saved -> this command line: ", diff,
         "); expected the same job flags as the scheduler that wrote it, or an empty --state_dir"));
   }
-  if (state.train_samples() != options.train_samples || state.test_samples() != options.test_samples ||
-      state.total_steps() != options.total_steps) {
+  if (IsExternalModel(options.job) && state.has_declared_model()) {
+    // The sizes are the declaration's (pinned ones were compared with the job above).
+    options.train_samples = state.train_samples();
+    options.test_samples = state.test_samples();
+    options.total_steps = state.total_steps();
+  } else if (state.train_samples() != options.train_samples || state.test_samples() != options.test_samples ||
+             state.total_steps() != options.total_steps) {
     return absl::FailedPreconditionError(absl::StrCat(
         "scheduler state: written for ", state.train_samples(), " training samples, ", state.test_samples(),
         " test samples and ", state.total_steps(), " steps; the data set now gives ", options.train_samples, ", ",
@@ -45,13 +53,14 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Restore(Options options, c
   // The view's shard map as the job left it, not as the job would build it today.
   if (state.membership().has_shard_map()) options.shard_map = state.membership().shard_map();
   options.created = absl::FromUnixMicros(state.created_us());
+  std::string declared_model_file = std::move(options.declared_model_file);
   absl::StatusOr<std::unique_ptr<Scheduler>> scheduler = Create(std::move(options));
   if (!scheduler.ok()) return scheduler.status();
-  if (absl::Status s = (*scheduler)->RestoreFrom(state); !s.ok()) return s;
+  if (absl::Status s = (*scheduler)->RestoreFrom(state, std::move(declared_model_file)); !s.ok()) return s;
   return scheduler;
 }
 
-absl::Status Scheduler::RestoreFrom(const SchedulerState& state) {
+absl::Status Scheduler::RestoreFrom(const SchedulerState& state, std::string declared_model_file) {
   absl::MutexLock lock(&mu_);
   const absl::Time now = Now();
   switch (state.state()) {
@@ -69,9 +78,23 @@ absl::Status Scheduler::RestoreFrom(const SchedulerState& state) {
     return absl::InvalidArgumentError(absl::StrCat("scheduler state: checkpoint lists of ", state.checkpoints_size(),
                                                    " servers, the job has ", options_.job.num_servers()));
   }
+  if (state.has_declared_model()) {
+    if (!IsExternalModel(options_.job)) {
+      return absl::InvalidArgumentError(absl::StrCat("scheduler state: a declared model for a job with model '",
+                                                     options_.job.model(), "'; expected none"));
+    }
+    const DeclaredModelState& saved = state.declared_model();
+    if (static_cast<int64_t>(declared_model_file.size()) != saved.model_file_bytes()) {
+      return absl::DataLossError(absl::StrCat("scheduler state: the declared model file holds ",
+                                              declared_model_file.size(), " bytes, the state says ",
+                                              saved.model_file_bytes(), ": it was changed or lost"));
+    }
+    RETURN_IF_ERROR(CheckSavedDeclaration(declared_model_file, state));
+    declared_ = DeclaredModel{saved.worker_rank(), std::make_shared<const std::string>(std::move(declared_model_file))};
+  }
   if (absl::Status s = membership_.Restore(state.membership(), now); !s.ok()) return s;
-  if (absl::Status s = leases_.Restore(state.leases()); !s.ok()) return s;
-  if (absl::Status s = progress_.Restore(state.progress()); !s.ok()) return s;
+  if (absl::Status s = leases_->Restore(state.leases()); !s.ok()) return s;
+  if (absl::Status s = progress_->Restore(state.progress()); !s.ok()) return s;
   barriers_.RestoreReleased({state.released_barriers().begin(), state.released_barriers().end()});
   state_ = state.state();
   failure_ = absl::OkStatus();
@@ -110,10 +133,10 @@ absl::Status Scheduler::RestoreFrom(const SchedulerState& state) {
   } else {
     PublishParticipantsLocked(&unused);
   }
-  const JobStatus status = progress_.Status(now);
+  const JobStatus status = progress_->Status(now);
   LOG(INFO) << "restored the scheduler state (restart " << restarts_ << "): job " << JobState_Name(state_)
             << ", " << MembershipLine() << ", step " << status.step() << ", epoch " << status.epoch() << ", "
-            << leases_.num_leases() << " training leases cut, " << state.released_barriers_size()
+            << leases_->num_leases() << " training leases cut, " << state.released_barriers_size()
             << " barriers released; every live role has " << absl::FormatDuration(options_.dead_after)
             << " from now to heartbeat again";
   return absl::OkStatus();
@@ -127,9 +150,9 @@ SchedulerState Scheduler::Snapshot() const {
 SchedulerState Scheduler::SnapshotLocked() const {
   SchedulerState state;
   *state.mutable_job() = options_.job;
-  state.set_train_samples(options_.train_samples);
-  state.set_test_samples(options_.test_samples);
-  state.set_total_steps(options_.total_steps);
+  state.set_train_samples(train_samples_);
+  state.set_test_samples(test_samples_);
+  state.set_total_steps(total_steps_);
   state.set_port(port_);
   state.set_created_us(absl::ToUnixMicros(created_));
   state.set_restarts(restarts_);
@@ -141,8 +164,8 @@ SchedulerState Scheduler::SnapshotLocked() const {
   state.set_ended_at_us(absl::ToUnixMicros(ended_at_));
   *state.mutable_membership() = membership_.ToProto();
   for (BarrierState& barrier : barriers_.Released()) *state.add_released_barriers() = std::move(barrier);
-  *state.mutable_leases() = leases_.ToProto();
-  *state.mutable_progress() = progress_.ToProto();
+  *state.mutable_leases() = leases_->ToProto();
+  *state.mutable_progress() = progress_->ToProto();
   for (const auto& [rank, calls] : worker_calls_) {
     WorkerCallsState* out = state.add_worker_calls();
     out->set_rank(rank);
@@ -165,6 +188,10 @@ SchedulerState Scheduler::SnapshotLocked() const {
   state.set_restore_epoch(restore_epoch_);
   state.set_final_model_written(final_model_written_);
   for (const ShardHost& host : shard_hosts_) *state.add_shard_hosts() = host;
+  if (declared_.has_value()) {
+    state.mutable_declared_model()->set_worker_rank(declared_->worker_rank);
+    state.mutable_declared_model()->set_model_file_bytes(static_cast<int64_t>(declared_->model_file->size()));
+  }
   return state;
 }
 

@@ -40,7 +40,34 @@ absl::Status CheckTensor(const TensorSpec& t, int index) {
   return absl::OkStatus();
 }
 
+InitKind ToProto(model::InitKind kind) {
+  switch (kind) {
+    case model::InitKind::kZeros: return ZEROS;
+    case model::InitKind::kHeUniform: return HE_UNIFORM;
+    case model::InitKind::kGlorotUniform: return GLOROT_UNIFORM;
+  }
+  return INIT_UNSPECIFIED;
+}
+
 }  // namespace
+
+std::vector<TensorSpec> TensorSpecsOf(const std::vector<model::ParamSpec>& params) {
+  std::vector<TensorSpec> tensors;
+  for (int i = 0; i < static_cast<int>(params.size()); ++i) {
+    const model::ParamSpec& p = params[i];
+    TensorSpec t;
+    t.set_id(i);
+    t.set_name(p.name);
+    for (int64_t d : p.shape) t.add_shape(d);
+    t.set_num_elements(p.num_elements);
+    t.set_init(ToProto(p.init));
+    t.set_fan_in(p.fan_in);
+    t.set_fan_out(p.fan_out);
+    t.set_flat_offset(p.flat_offset);
+    tensors.push_back(std::move(t));
+  }
+  return tensors;
+}
 
 absl::StatusOr<ShardMap> BuildShardMap(std::vector<TensorSpec> tensors, int num_servers,
                                        int64_t max_chunk_bytes) {

@@ -19,10 +19,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "model/param_spec.h"
 #include "proto/cluster.pb.h"
 
 namespace pstrain {
 namespace scheduler {
+
+// A model's tensors as protos, in the model's order (ids = indices), for BuildShardMap.
+std::vector<TensorSpec> TensorSpecsOf(const std::vector<model::ParamSpec>& params);
 
 // Builds version 1 of the shard map for `tensors` (in model order). Sets each tensor's `id` to its
 // index and `flat_offset` to its start in the flat vector; chunks come sorted by (tensor_id, offset).

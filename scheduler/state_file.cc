@@ -19,6 +19,7 @@ constexpr uint32_t kFormatVersion = 1;
 constexpr size_t kHeaderBytes = 8 + 4 + 8;
 constexpr size_t kCrcBytes = 4;
 constexpr char kFileName[] = "scheduler.state";
+constexpr char kDeclaredModelFileName[] = "declared_model.bin";
 
 uint32_t Crc(absl::string_view bytes) {
   uint32_t crc = static_cast<uint32_t>(crc32(0, Z_NULL, 0));
@@ -99,7 +100,8 @@ absl::StatusOr<std::unique_ptr<StateFile>> StateFile::Open(const std::string& di
   if (!std::filesystem::is_directory(dir, ec)) {
     return absl::FailedPreconditionError(absl::StrCat("--state_dir '", dir, "': not a folder"));
   }
-  return std::unique_ptr<StateFile>(new StateFile((std::filesystem::path(dir) / kFileName).string()));
+  return std::unique_ptr<StateFile>(new StateFile((std::filesystem::path(dir) / kFileName).string(),
+                                                  (std::filesystem::path(dir) / kDeclaredModelFileName).string()));
 }
 
 absl::StatusOr<std::optional<SchedulerState>> StateFile::Load() const {
@@ -124,6 +126,14 @@ absl::Status StateFile::Save(int64_t version, const SchedulerState& state) {
   saved_bytes_ = std::move(bytes);
   ++writes_;
   return absl::OkStatus();
+}
+
+absl::Status StateFile::SaveDeclaredModel(absl::string_view model_file) {
+  return WriteFileAtomically(declared_model_path_, "declared model file", model_file);
+}
+
+absl::StatusOr<std::string> StateFile::LoadDeclaredModel() const {
+  return ReadWholeFile(declared_model_path_, "declared model file");
 }
 
 int64_t StateFile::writes() const {

@@ -58,13 +58,25 @@ class StateFile {
   // fsyncs. The system's error when the file cannot be written; the previous file then stays.
   absl::Status Save(int64_t version, const SchedulerState& state);
 
+  // External model (JobSpec.model "external"): the model file of the accepted declaration, kept
+  // as <dir>/declared_model.bin beside the state (written atomically, as the state), so a
+  // restarted scheduler can hand the servers the same initial values. The state records that a
+  // declaration was accepted; SaveDeclaredModel comes first. Blocks for the write and its fsyncs;
+  // the system's error when it cannot be written.
+  absl::Status SaveDeclaredModel(absl::string_view model_file);
+  // The bytes SaveDeclaredModel saved; NOT_FOUND when there are none, the system's error otherwise.
+  absl::StatusOr<std::string> LoadDeclaredModel() const;
+  const std::string& declared_model_path() const { return declared_model_path_; }
+
   // Number of files written, for tests and logs.
   int64_t writes() const;
 
  private:
-  explicit StateFile(std::string path) : path_(std::move(path)) {}
+  StateFile(std::string path, std::string declared_model_path)
+      : path_(std::move(path)), declared_model_path_(std::move(declared_model_path)) {}
 
   const std::string path_;
+  const std::string declared_model_path_;
   mutable absl::Mutex mu_;
   int64_t saved_version_ ABSL_GUARDED_BY(mu_) = 0;
   std::string saved_bytes_ ABSL_GUARDED_BY(mu_);

@@ -524,6 +524,21 @@ TEST(StoreRecoveryTest, RollbackToCheckpointRestoresEverythingAndRedoesTheSameSt
   EXPECT_EQ(file->membership_epoch, 5);
 }
 
+TEST(StoreRecoveryTest, RollbackToStepZeroRestoresTheDeclaredInitialValues) {
+  const std::string dir = TestDir();
+  ParameterStore::Options options = CheckpointingOptions(dir, 2);
+  auto declared = std::make_shared<std::vector<float>>(25);
+  for (int i = 0; i < 25; ++i) (*declared)[i] = 0.125f * i - 1.0f;
+  options.initial_values = declared;
+  auto store = MakeStore(options);
+  ASSERT_TRUE(SameBits(Weights(*store), *declared));
+  for (int64_t t = 0; t < 3; ++t) SyncStep(*store, 2, t);
+  ASSERT_FALSE(SameBits(Weights(*store), *declared));
+  ASSERT_TRUE(store->RestoreAndUpdateMembership(nullptr, 4, {0, 1}).ok());
+  EXPECT_EQ(store->step(), 0);
+  EXPECT_TRUE(SameBits(Weights(*store), *declared));
+}
+
 TEST(StoreRecoveryTest, RollbackToStepZeroRestoresTheInitialState) {
   const std::string dir = TestDir();
   auto store = MakeStore(CheckpointingOptions(dir, 2));

@@ -102,13 +102,36 @@ absl::StatusOr<std::unique_ptr<ParameterStore>> ParameterStore::Create(const Opt
     total += chunks[i].length;
   }
 
+  if (options.initial_values != nullptr) {
+    const int64_t size = static_cast<int64_t>(options.initial_values->size());
+    int64_t model_elements = 0;
+    for (const model::ParamSpec& spec : specs) {
+      model_elements += spec.num_elements;
+      if (spec.flat_offset < 0 || spec.flat_offset + spec.num_elements > size) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "parameter store: tensor '", spec.name, "' covers [", spec.flat_offset, ", ",
+            spec.flat_offset + spec.num_elements, ") of the flat model, but there are ", size, " initial values"));
+      }
+    }
+    if (size != model_elements) {
+      return absl::InvalidArgumentError(absl::StrCat("parameter store: ", size, " initial values for a model of ",
+                                                     model_elements, " elements (", specs.size(), " tensors)"));
+    }
+  }
   // Values depend on (seed, tensor id, element index) only, so any split gives the same model.
+  // Declared values (initial_values) are one flat vector, also the same for any split.
   std::vector<float> weights(total);
   std::vector<std::unique_ptr<model::Optimizer>> optimizers;
   const model::OptimizerOptions optimizer_options = OptimizerOptionsFromProto(job.optimizer());
   for (const Chunk& c : chunks) {
-    model::FillInitialValues(job.seed(), c.tensor_id, specs[c.tensor_id], c.offset, c.length,
-                             weights.data() + c.base);
+    if (options.initial_values != nullptr) {
+      std::memcpy(weights.data() + c.base,
+                  options.initial_values->data() + specs[c.tensor_id].flat_offset + c.offset,
+                  sizeof(float) * c.length);
+    } else {
+      model::FillInitialValues(job.seed(), c.tensor_id, specs[c.tensor_id], c.offset, c.length,
+                               weights.data() + c.base);
+    }
     ASSIGN_OR_RETURN(std::unique_ptr<model::Optimizer> optimizer,
                      model::Optimizer::Create(optimizer_options, c.length));
     optimizers.push_back(std::move(optimizer));

@@ -120,15 +120,22 @@ class ParameterStore {
     // with rank = that shard): it writes no checkpoint files, since the files of the shard are its
     // primary's, until EnableCheckpoints (promotion).
     bool write_checkpoints = true;
+    // The initial values of the whole model in the shard map's flat layout (TensorSpec.flat_offset;
+    // the total of num_elements floats): an external model's declared values (GetInitialModel).
+    // When set, each chunk copies its part of it instead of drawing model::FillInitialValues, and
+    // so does the initial state a rollback to step 0 returns to. Shared, read only in Create.
+    // Null: the built-in initialisation.
+    std::shared_ptr<const std::vector<float>> initial_values;
   };
 
   // Called exactly once with the request's outcome; the response is filled only when OK.
   using Done = std::function<void(absl::Status)>;
 
   // Allocates and initialises this server's chunks (model::FillInitialValues with the job seed and
-  // the tensor id, so the model does not depend on the number of servers) and one optimizer per
-  // chunk. INVALID_ARGUMENT for an invalid job, a shard map that is inconsistent with its tensors,
-  // num_workers < 1, or bad worker_ranks (negative, repeated, or not num_workers of them). A server
+  // the tensor id, so the model does not depend on the number of servers; or Options::initial_values)
+  // and one optimizer per chunk. INVALID_ARGUMENT for an invalid job, a shard map that is
+  // inconsistent with its tensors, num_workers < 1, bad worker_ranks (negative, repeated, or not
+  // num_workers of them), or initial_values of another size than the shard map's tensors. A server
   // that owns no chunk is valid (it answers with no chunks).
   static absl::StatusOr<std::unique_ptr<ParameterStore>> Create(const Options& options);
 

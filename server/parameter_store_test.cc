@@ -30,6 +30,33 @@ TEST(ParameterStoreTest, InitialWeightsComeFromSeedAndTensorId) {
   EXPECT_EQ(store->step(), 0);
 }
 
+TEST(ParameterStoreTest, DeclaredInitialValuesReplaceTheSeededOnes) {
+  // Two servers: server 1 owns the last 13 floats of fc1.weight and all of fc1.bias.
+  const ShardMap map = MakeShardMap({Chunk(0, 0, 12, 0), Chunk(0, 12, 8, 1), Chunk(1, 0, 5, 1)});
+  auto values = std::make_shared<std::vector<float>>(25);
+  for (int i = 0; i < 25; ++i) (*values)[i] = 100.0f + i;
+  ParameterStore::Options options = MakeOptions(SYNC, 1, map);
+  options.rank = 1;
+  options.initial_values = values;
+  auto store = MakeStore(options);
+  std::vector<float> expected;
+  for (int i = 12; i < 25; ++i) expected.push_back(100.0f + i);
+  EXPECT_EQ(Flat(store->Snapshot()), expected);
+  options.rank = 0;
+  EXPECT_EQ(Flat(MakeStore(options)->Snapshot()), std::vector<float>(values->begin(), values->begin() + 12));
+}
+
+TEST(ParameterStoreTest, DeclaredInitialValuesOfAnotherSizeAreRefused) {
+  ParameterStore::Options options = MakeOptions(SYNC, 1);
+  options.initial_values = std::make_shared<std::vector<float>>(24, 1.0f);
+  absl::StatusOr<std::unique_ptr<ParameterStore>> store = ParameterStore::Create(options);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(store.status().message(), HasSubstr("tensor 'fc1.bias' covers [20, 25) of the flat model, but there are 24 initial values"));
+  options.initial_values = std::make_shared<std::vector<float>>(26, 1.0f);
+  EXPECT_THAT(ParameterStore::Create(options).status().message(),
+              HasSubstr("26 initial values for a model of 25 elements (2 tensors)"));
+}
+
 TEST(ParameterStoreTest, SyncAverageIsWeightedBySamplesInRankOrder) {
   auto store = MakeStore(MakeOptions(SYNC, 2));
   const std::vector<float> w0 = Flat(store->Snapshot());

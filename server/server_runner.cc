@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -19,6 +21,7 @@
 #include "common/job_spec.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "model/model_file.h"
 #include "server/checkpoint.h"
 #include "server/slow_step_watch.h"
 
@@ -49,6 +52,31 @@ absl::StatusOr<T> CallInSlices(absl::string_view what, absl::Duration timeout, C
                                                       ": ", status.message()));
     }
   }
+}
+
+// External model (JobSpec.model "external"): the declared initial values, in the flat layout of
+// `view`'s shard map. The model file must declare exactly the shard map's tensors (the scheduler
+// built the map from it); anything else is FAILED_PRECONDITION, a damaged file the parser's error.
+absl::StatusOr<std::shared_ptr<const std::vector<float>>> FetchInitialValues(SchedulerClient* client,
+                                                                            const ClusterView& view) {
+  ASSIGN_OR_RETURN(const std::string bytes, client->GetInitialModel());
+  ASSIGN_OR_RETURN(model::ModelFile file, model::ParseModelFile(bytes, "the declared initial model"));
+  const auto& tensors = view.shard_map().tensors();
+  if (static_cast<int>(file.params.size()) != tensors.size()) {
+    return absl::FailedPreconditionError(absl::StrCat("the declared initial model has ", file.params.size(),
+                                                      " tensors; the shard map has ", tensors.size()));
+  }
+  for (int i = 0; i < tensors.size(); ++i) {
+    const model::ParamSpec& p = file.params[i];
+    if (p.name != tensors[i].name() || p.num_elements != tensors[i].num_elements() ||
+        p.flat_offset != tensors[i].flat_offset()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the declared initial model's tensor ", i, " is '", p.name, "' with ", p.num_elements,
+          " elements at flat offset ", p.flat_offset, "; the shard map's is '", tensors[i].name(), "' with ",
+          tensors[i].num_elements(), " at ", tensors[i].flat_offset()));
+    }
+  }
+  return std::make_shared<const std::vector<float>>(std::move(file.values));
 }
 
 }  // namespace
@@ -195,6 +223,18 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   store_options.membership_epoch = view.membership_epoch();
   store_options.total_steps = view.total_steps();
   if (checkpointing) store_options.on_checkpoint_written = [this](int64_t) { NoteCheckpointsChanged(); };
+  if (IsExternalModel(job)) {
+    // The declared values: for the fresh store, its rollback to step 0 and the replica alike.
+    absl::StatusOr<std::shared_ptr<const std::vector<float>>> values = FetchInitialValues(client, view);
+    if (!values.ok()) {
+      return ReportFatal(client, rank, absl::Status(values.status().code(),
+                                                    absl::StrCat("server ", rank, ": fetching the initial model: ",
+                                                                 values.status().message())));
+    }
+    store_options.initial_values = *std::move(values);
+    LOG(INFO) << "server " << rank << ": initial weights from the declared model ("
+              << store_options.initial_values->size() << " floats)";
+  }
   absl::StatusOr<std::unique_ptr<ParameterStore>> created = ParameterStore::Create(store_options);
   if (!created.ok()) {
     // Fail the job now rather than when the workers time out on us.

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "proto/ps.grpc.pb.h"
 #include "proto/scheduler.grpc.pb.h"
+#include "model/model_file.h"
 #include "server/checkpoint.h"
 #include "server/parameter_store.h"
 
@@ -39,11 +40,28 @@ class FakeScheduler final : public Scheduler::Service {
     resp->mutable_job()->mutable_optimizer()->set_lr(0.5f);
     resp->set_heartbeat_ms(20);
     resp->set_dead_after_ms(5000);
+    if (!initial_model_.empty()) resp->mutable_job()->set_model("external");
     if (!checkpoint_dir_.empty()) {
       resp->mutable_job()->set_checkpoint_dir(checkpoint_dir_);
       resp->mutable_job()->set_checkpoint_every_steps(5);
     }
     return grpc::Status::OK;
+  }
+
+  grpc::Status GetInitialModel(grpc::ServerContext*, const InitialModelRequest*, InitialModel* resp) override {
+    absl::MutexLock lock(&mu_);
+    if (initial_model_.empty()) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "initial model: no model declared yet");
+    }
+    resp->set_model_file(initial_model_);
+    return grpc::Status::OK;
+  }
+
+  // Makes the job's model "external", declared with this model file; call before the server
+  // registers.
+  void SetInitialModel(std::string model_file) {
+    absl::MutexLock lock(&mu_);
+    initial_model_ = std::move(model_file);
   }
 
   grpc::Status ReportCheckpoints(grpc::ServerContext*, const CheckpointReport* req, CheckpointAck*) override {
@@ -161,7 +179,19 @@ class FakeScheduler final : public Scheduler::Service {
   int64_t restore_step_ ABSL_GUARDED_BY(mu_) = -1;
   int64_t restore_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::vector<int64_t>> reports_ ABSL_GUARDED_BY(mu_);
+  std::string initial_model_ ABSL_GUARDED_BY(mu_);
 };
+
+// A model file of one tensor `name` [values.size()].
+std::string ModelFile(const std::string& name, const std::vector<float>& values) {
+  model::ParamSpec p;
+  p.name = name;
+  p.shape = {static_cast<int64_t>(values.size())};
+  p.num_elements = static_cast<int64_t>(values.size());
+  absl::StatusOr<std::string> bytes = model::SerializeModelFile({p}, values);
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  return bytes.value_or("");
+}
 
 class ServerRunnerTest : public ::testing::Test {
  protected:
@@ -224,6 +254,36 @@ TEST_F(ServerRunnerTest, ServesUntilTheJobFinishes) {
   thread.join();
   EXPECT_TRUE(result.ok()) << result;
   EXPECT_FALSE(PullFrom(address, &pulled).ok());  // no longer listening
+}
+
+TEST_F(ServerRunnerTest, AnExternalModelStartsFromTheDeclaredValues) {
+  StartScheduler();
+  const std::vector<float> declared = {1.5f, -2.0f, 3.0f, 0.25f};
+  scheduler_->SetInitialModel(ModelFile("w", declared));
+  std::unique_ptr<ServerRunner> runner = MakeRunner();
+  absl::Status result = absl::UnknownError("Run did not return");
+  std::thread thread([&] { result = runner->Run(); });
+  const std::string address = scheduler_->WaitUntilReady();
+  ASSERT_FALSE(address.empty());
+  PullResponse pulled;
+  grpc::Status pull = PullFrom(address, &pulled);
+  ASSERT_TRUE(pull.ok()) << pull.error_message();
+  ASSERT_EQ(pulled.chunks_size(), 1);
+  EXPECT_EQ(pulled.chunks(0).data(), std::string(reinterpret_cast<const char*>(declared.data()), 16));
+  scheduler_->SetState(FINISHED);
+  thread.join();
+  EXPECT_TRUE(result.ok()) << result;
+}
+
+TEST_F(ServerRunnerTest, ADeclaredModelThatDoesNotFitTheShardMapFailsTheJob) {
+  StartScheduler();
+  scheduler_->SetInitialModel(ModelFile("v", {1, 2, 3, 4}));
+  std::unique_ptr<ServerRunner> runner = MakeRunner();
+  const absl::Status result = runner->Run();
+  EXPECT_EQ(result.code(), absl::StatusCode::kFailedPrecondition) << result;
+  EXPECT_THAT(result.message(), HasSubstr("the declared initial model's tensor 0 is 'v'"));
+  ASSERT_EQ(scheduler_->failures().size(), 1u);
+  EXPECT_THAT(scheduler_->failures()[0], HasSubstr("fetching the initial model"));
 }
 
 TEST_F(ServerRunnerTest, FollowsMembershipChangesFromHeartbeats) {

@@ -8,7 +8,6 @@
 #include "common/job_spec.h"
 #include "common/status_macros.h"
 #include "data/assignment.h"
-#include "scheduler/job_setup.h"
 #include "scheduler/shard_map.h"
 
 namespace pstrain::in_process {

@@ -211,4 +211,23 @@ absl::Status InProcessScheduler::SubmitFinalModel(int worker_rank, std::string m
   return answer;
 }
 
+absl::Status InProcessScheduler::DeclareModel(int worker_rank, std::string model_file, int64_t train_samples,
+                                              int64_t test_samples) {
+  RETURN_IF_ERROR(Enter("DeclareModel"));
+  ModelDeclaration declaration;
+  declaration.set_worker_rank(worker_rank);
+  declaration.set_model_file(std::move(model_file));
+  declaration.set_train_samples(train_samples);
+  declaration.set_test_samples(test_samples);
+  absl::Status answer = core_->DeclareModel(declaration);
+  After();
+  return answer;
+}
+
+absl::StatusOr<std::string> InProcessScheduler::GetInitialModel() {
+  RETURN_IF_ERROR(Enter("GetInitialModel"));
+  ASSIGN_OR_RETURN(const scheduler::Scheduler::DeclaredModel model, core_->InitialModel());
+  return *model.model_file;
+}
+
 }  // namespace pstrain::in_process

@@ -1,0 +1,136 @@
+#include "scheduler/declared_model.h"
+
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "data/assignment.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/shard_map.h"
+
+namespace pstrain {
+namespace scheduler {
+namespace {
+
+std::string ShapeText(const std::vector<int64_t>& shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
+
+std::string ShapeText(const TensorSpec& tensor) {
+  return ShapeText(std::vector<int64_t>(tensor.shape().begin(), tensor.shape().end()));
+}
+
+}  // namespace
+
+absl::StatusOr<model::ModelFile> ParseDeclaration(const ModelDeclaration& declaration) {
+  const std::string who = absl::StrCat("worker ", declaration.worker_rank());
+  const std::string what = absl::StrCat("model declaration from ", who);
+  if (declaration.train_samples() < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", declaration.train_samples(),
+                                                   " training samples, expected at least 1"));
+  }
+  if (declaration.test_samples() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", declaration.test_samples(),
+                                                   " test samples, expected >= 0"));
+  }
+  ASSIGN_OR_RETURN(model::ModelFile file,
+                   model::ParseModelFile(declaration.model_file(),
+                                         absl::StrCat(what, " (", declaration.model_file().size(), " bytes)")));
+  if (file.params.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": the model has no tensors, expected at least one"));
+  }
+  for (size_t i = 0; i < file.params.size(); ++i) {
+    const model::ParamSpec& p = file.params[i];
+    if (p.shape.empty()) {
+      // The shard map and the servers describe every tensor by a non-empty shape.
+      return absl::InvalidArgumentError(absl::StrCat(what, ": tensor ", i, " '", p.name,
+                                                     "' has no dimensions (a scalar); declare it with shape [1]"));
+    }
+    if (p.num_elements == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": tensor ", i, " '", p.name, "' with shape ",
+                                                     ShapeText(p.shape), " has no elements, expected at least one"));
+    }
+    for (int64_t e = 0; e < p.num_elements; ++e) {
+      const float v = file.values[p.flat_offset + e];
+      if (!std::isfinite(v)) {
+        return absl::InvalidArgumentError(absl::StrCat(what, ": tensor ", i, " '", p.name, "' element ", e,
+                                                       " has initial value ", v, ", expected a finite value"));
+      }
+    }
+  }
+  return file;
+}
+
+absl::Status CheckPinnedSizes(const JobSpec& job, int worker_rank, int64_t train_samples, int64_t test_samples) {
+  const int64_t pinned_train = job.data().train_samples();
+  const int64_t pinned_test = job.data().test_samples();
+  if (pinned_train > 0 && train_samples != pinned_train) {
+    return absl::InvalidArgumentError(absl::StrCat("worker ", worker_rank, " declares ", train_samples,
+                                                   " training samples; the job pins ", pinned_train,
+                                                   " (data.train_samples)"));
+  }
+  if (pinned_test > 0 && test_samples != pinned_test) {
+    return absl::InvalidArgumentError(absl::StrCat("worker ", worker_rank, " declares ", test_samples,
+                                                   " test samples; the job pins ", pinned_test, " (data.test_samples)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<JobSetup> SetUpDeclaredJob(const JobSpec& job, const std::vector<model::ParamSpec>& params,
+                                          int64_t train_samples, int64_t test_samples, int worker_rank) {
+  JobSetup setup;
+  setup.train_samples = train_samples;
+  setup.test_samples = test_samples;
+  setup.model_line = absl::StrCat(job.model(), ": ", params.size(), " tensors, ", model::TotalElements(params),
+                                  " parameters (declared by worker ", worker_rank, ")");
+  ASSIGN_OR_RETURN(setup.shard_map, BuildShardMap(TensorSpecsOf(params), job.num_servers(), job.max_chunk_bytes()));
+  setup.total_steps =
+      TotalSteps(job, train_samples, data::SyncStepsPerEpoch(train_samples, job.global_batch()));
+  return setup;
+}
+
+absl::Status MatchDeclaration(absl::string_view who, const std::vector<model::ParamSpec>& declared,
+                              int64_t train_samples, int64_t test_samples,
+                              const google::protobuf::RepeatedPtrField<TensorSpec>& tensors,
+                              int64_t job_train_samples, int64_t job_test_samples) {
+  if (static_cast<int>(declared.size()) != tensors.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(who, " declares ", declared.size(), " tensors; the job's model has ",
+                                                   tensors.size()));
+  }
+  for (int i = 0; i < tensors.size(); ++i) {
+    const model::ParamSpec& d = declared[i];
+    const TensorSpec& t = tensors[i];
+    if (d.name != t.name()) {
+      return absl::InvalidArgumentError(absl::StrCat(who, " declares tensor ", i, " as '", d.name,
+                                                     "'; the job's tensor ", i, " is '", t.name(), "'"));
+    }
+    if (d.shape != std::vector<int64_t>(t.shape().begin(), t.shape().end())) {
+      return absl::InvalidArgumentError(absl::StrCat(who, " declares tensor ", i, " '", d.name, "' with shape ",
+                                                     ShapeText(d.shape), "; the job's is ", ShapeText(t)));
+    }
+  }
+  if (train_samples != job_train_samples) {
+    return absl::InvalidArgumentError(absl::StrCat(who, " declares ", train_samples, " training samples; the job has ",
+                                                   job_train_samples));
+  }
+  if (test_samples != job_test_samples) {
+    return absl::InvalidArgumentError(absl::StrCat(who, " declares ", test_samples, " test samples; the job has ",
+                                                   job_test_samples));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSavedDeclaration(absl::string_view model_file, const SchedulerState& state) {
+  const std::string what = "scheduler state: the declared model file beside it";
+  ASSIGN_OR_RETURN(const model::ModelFile file, model::ParseModelFile(model_file, what));
+  absl::Status match = MatchDeclaration(what, file.params, state.train_samples(), state.test_samples(),
+                                        state.membership().shard_map().tensors(), state.train_samples(),
+                                        state.test_samples());
+  if (!match.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(match.message(), " (the state's shard map)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace scheduler
+}  // namespace pstrain
