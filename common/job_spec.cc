@@ -75,7 +75,8 @@ void ApplyJobDefaults(JobSpec* job) {
   if (opt->type() == OptimizerSpec::TYPE_UNSPECIFIED) opt->set_type(OptimizerSpec::ADAM);
   if (!opt->has_lr()) {
     switch (opt->type()) {
-      case OptimizerSpec::ADAM: opt->set_lr(0.002f); break;
+      case OptimizerSpec::ADAM:
+      case OptimizerSpec::ADAMW: opt->set_lr(0.002f); break;
       case OptimizerSpec::ADAGRAD: opt->set_lr(0.01f); break;
       default: opt->set_lr(0.05f); break;
     }
@@ -84,6 +85,8 @@ void ApplyJobDefaults(JobSpec* job) {
   if (!opt->has_beta1()) opt->set_beta1(0.9f);
   if (!opt->has_beta2()) opt->set_beta2(0.999f);
   if (!opt->has_epsilon()) opt->set_epsilon(opt->type() == OptimizerSpec::ADAGRAD ? 1e-10f : 1e-8f);
+  // Unset decay is 0 (no decay) except for ADAMW, which follows torch.optim.AdamW.
+  if (opt->type() == OptimizerSpec::ADAMW && !opt->has_weight_decay()) opt->set_weight_decay(0.01f);
   LrSchedule* schedule = opt->mutable_schedule();
   if (schedule->type() == LrSchedule::TYPE_UNSPECIFIED) schedule->set_type(LrSchedule::COSINE);
   if (!schedule->has_gamma()) schedule->set_gamma(0.1f);
@@ -145,7 +148,7 @@ absl::Status ValidateJobSpec(const JobSpec& job) {
   const OptimizerSpec& opt = job.optimizer();
   if (opt.type() == OptimizerSpec::TYPE_UNSPECIFIED || !OptimizerSpec::Type_IsValid(opt.type())) {
     return Invalid("optimizer.type", absl::StrCat(static_cast<int>(opt.type())),
-                   "sgd, momentum, nesterov, adam or adagrad");
+                   "sgd, momentum, nesterov, adam, adamw or adagrad");
   }
   if (!(opt.lr() > 0) || !std::isfinite(opt.lr())) return Invalid("optimizer.lr", absl::StrCat(opt.lr()), "> 0");
   if (!InUnitInterval(opt.momentum())) return Invalid("optimizer.momentum", absl::StrCat(opt.momentum()), "in [0, 1)");
@@ -153,7 +156,11 @@ absl::Status ValidateJobSpec(const JobSpec& job) {
   if (!InUnitInterval(opt.beta2())) return Invalid("optimizer.beta2", absl::StrCat(opt.beta2()), "in [0, 1)");
   if (!(opt.epsilon() > 0)) return Invalid("optimizer.epsilon", absl::StrCat(opt.epsilon()), "> 0");
   if (!(opt.weight_decay() >= 0) || !std::isfinite(opt.weight_decay())) {
-    return Invalid("optimizer.weight_decay", absl::StrCat(opt.weight_decay()), ">= 0");
+    return Invalid("optimizer.weight_decay", absl::StrCat(opt.weight_decay()), "a finite value >= 0");
+  }
+  if (!(opt.clip_grad_norm() >= 0) || !std::isfinite(opt.clip_grad_norm())) {
+    return Invalid("optimizer.clip_grad_norm", absl::StrCat(opt.clip_grad_norm()),
+                   "a finite value >= 0 (0: off)");
   }
   const LrSchedule& s = opt.schedule();
   if (s.warmup_steps() < 0) return Invalid("optimizer.schedule.warmup_steps", absl::StrCat(s.warmup_steps()), ">= 0");
@@ -185,9 +192,10 @@ absl::StatusOr<OptimizerSpec::Type> ParseOptimizer(absl::string_view name) {
   if (n == "momentum") return OptimizerSpec::MOMENTUM;
   if (n == "nesterov") return OptimizerSpec::NESTEROV;
   if (n == "adam") return OptimizerSpec::ADAM;
+  if (n == "adamw") return OptimizerSpec::ADAMW;
   if (n == "adagrad") return OptimizerSpec::ADAGRAD;
   return absl::InvalidArgumentError(
-      absl::StrCat("optimizer: got '", name, "', expected sgd, momentum, nesterov, adam or adagrad"));
+      absl::StrCat("optimizer: got '", name, "', expected sgd, momentum, nesterov, adam, adamw or adagrad"));
 }
 
 absl::StatusOr<LrSchedule::Type> ParseLrSchedule(absl::string_view name) {

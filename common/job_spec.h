@@ -31,9 +31,12 @@ absl::Status ValidateJobSpec(const JobSpec& job);
 bool CheckpointsOn(const JobSpec& job);
 
 // Whether SYNC workers push layer by layer during backward (JobSpec.overlap; unset means on).
-inline bool OverlapOn(const JobSpec& job) { return job.mode() == SYNC && (!job.has_overlap() || job.overlap()); }
+// Never with gradient clipping, which must see the whole gradient before anything is pushed.
+inline bool OverlapOn(const JobSpec& job) {
+  return job.mode() == SYNC && job.optimizer().clip_grad_norm() == 0 && (!job.has_overlap() || job.overlap());
+}
 
-// Flag spellings of the enums: "sync"/"async"/"ssp", "sgd"/"momentum"/"nesterov"/"adam"/"adagrad",
+// Flag spellings of the enums: "sync"/"async"/"ssp", "sgd"/"momentum"/"nesterov"/"adam"/"adamw"/"adagrad",
 // "constant"/"step"/"cosine". Unknown names give INVALID_ARGUMENT listing the accepted ones.
 absl::StatusOr<Mode> ParseMode(absl::string_view name);
 absl::StatusOr<OptimizerSpec::Type> ParseOptimizer(absl::string_view name);

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -48,6 +49,42 @@ TEST(JobSpecTest, DefaultsKeepExplicitValues) {
   EXPECT_FLOAT_EQ(job.optimizer().momentum(), 0.0f);
   EXPECT_FLOAT_EQ(job.optimizer().lr(), 0.05f);
   EXPECT_EQ(job.batch_size(), 16);
+}
+
+TEST(JobSpecTest, AdamWDecaysByDefaultAndKeepsAnExplicitZero) {
+  JobSpec job;
+  job.mutable_optimizer()->set_type(OptimizerSpec::ADAMW);
+  ApplyJobDefaults(&job);
+  EXPECT_TRUE(ValidateJobSpec(job).ok());
+  EXPECT_FLOAT_EQ(job.optimizer().weight_decay(), 0.01f);
+  EXPECT_FLOAT_EQ(job.optimizer().lr(), 0.002f);
+  EXPECT_FLOAT_EQ(job.optimizer().beta1(), 0.9f);
+  EXPECT_FLOAT_EQ(job.optimizer().epsilon(), 1e-8f);
+
+  JobSpec none;
+  none.mutable_optimizer()->set_type(OptimizerSpec::ADAMW);
+  none.mutable_optimizer()->set_weight_decay(0.0f);
+  ApplyJobDefaults(&none);
+  EXPECT_FLOAT_EQ(none.optimizer().weight_decay(), 0.0f);
+
+  // Other optimizers keep no decay when unset.
+  EXPECT_FLOAT_EQ(Defaults().optimizer().weight_decay(), 0.0f);
+  EXPECT_EQ(*ParseOptimizer("AdamW"), OptimizerSpec::ADAMW);
+  EXPECT_EQ(OptimizerName(OptimizerSpec::ADAMW), "adamw");
+}
+
+TEST(JobSpecTest, ClipGradNormIsOffByDefaultAndMustBeFiniteAndNonNegative) {
+  JobSpec job = Defaults();
+  EXPECT_EQ(job.optimizer().clip_grad_norm(), 0.0f);
+  EXPECT_TRUE(OverlapOn(job));
+  job.mutable_optimizer()->set_clip_grad_norm(1.0f);
+  EXPECT_TRUE(ValidateJobSpec(job).ok());
+  EXPECT_FALSE(OverlapOn(job));  // clipping needs the whole gradient first
+  job.mutable_optimizer()->set_clip_grad_norm(-0.5f);
+  EXPECT_THAT(ValidateJobSpec(job).message(),
+              HasSubstr("optimizer.clip_grad_norm: got -0.5, expected a finite value >= 0"));
+  job.mutable_optimizer()->set_clip_grad_norm(std::numeric_limits<float>::infinity());
+  EXPECT_THAT(ValidateJobSpec(job).message(), HasSubstr("optimizer.clip_grad_norm: got inf"));
 }
 
 TEST(JobSpecTest, NegativeLearningRateIsRefusedWithFieldAndValue) {
@@ -103,7 +140,8 @@ TEST(JobSpecTest, UnknownNamesListTheAcceptedOnes) {
   EXPECT_EQ(*ParseMode("SSP"), SSP);
   EXPECT_THAT(ParseMode("fast").status().message(), HasSubstr("expected sync, async or ssp"));
   EXPECT_EQ(*ParseOptimizer("nesterov"), OptimizerSpec::NESTEROV);
-  EXPECT_THAT(ParseOptimizer("lion").status().message(), HasSubstr("got 'lion'"));
+  EXPECT_THAT(ParseOptimizer("lion").status().message(),
+              HasSubstr("got 'lion', expected sgd, momentum, nesterov, adam, adamw or adagrad"));
   EXPECT_EQ(*ParseLrSchedule("cosine"), LrSchedule::COSINE);
 }
 
