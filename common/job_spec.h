@@ -19,7 +19,10 @@ inline constexpr char kDefaultDataDir[] = "/usr/share/datasets/fashion-mnist";
 // Parses a JobSpec textproto file. Errors name the file and, for syntax errors, line and column.
 absl::StatusOr<JobSpec> ReadJobSpecFile(const std::string& path);
 
-// Fills every unset field with its documented default (proto/job.proto). Idempotent.
+// Fills every unset field with its documented default (proto/job.proto). Some defaults depend on
+// other fields, which are completed first: batch_size, epochs and optimizer.lr on the model (mlp:
+// 256, 10; cnn: 64, 8; lr by optimizer type, the same for both models), optimizer.weight_decay on
+// the optimizer type (0.01 for ADAMW, else 0), global_batch on batch_size. Idempotent.
 void ApplyJobDefaults(JobSpec* job);
 
 // Checks a job after ApplyJobDefaults. INVALID_ARGUMENT names the field, the value and what was

@@ -51,6 +51,36 @@ TEST(JobSpecTest, DefaultsKeepExplicitValues) {
   EXPECT_EQ(job.batch_size(), 16);
 }
 
+TEST(JobSpecTest, EachModelHasItsOwnBatchAndEpochDefaults) {
+  JobSpec cnn;
+  cnn.set_model("cnn");
+  ApplyJobDefaults(&cnn);
+  EXPECT_TRUE(ValidateJobSpec(cnn).ok());
+  EXPECT_EQ(cnn.batch_size(), 64);
+  EXPECT_EQ(cnn.epochs(), 8);
+  EXPECT_EQ(cnn.global_batch(), 64 * 2);  // follows the model's batch
+  EXPECT_FLOAT_EQ(cnn.optimizer().lr(), 0.002f);
+
+  JobSpec mlp = Defaults();
+  EXPECT_EQ(mlp.batch_size(), 256);
+  EXPECT_EQ(mlp.epochs(), 10);
+  EXPECT_EQ(mlp.global_batch(), 256 * 2);
+
+  // What the user sets wins over the model's defaults, and applying them again changes nothing.
+  JobSpec explicit_cnn;
+  explicit_cnn.set_model("cnn");
+  explicit_cnn.set_batch_size(128);
+  explicit_cnn.set_epochs(3);
+  explicit_cnn.mutable_optimizer()->set_lr(0.001f);
+  ApplyJobDefaults(&explicit_cnn);
+  EXPECT_EQ(explicit_cnn.batch_size(), 128);
+  EXPECT_EQ(explicit_cnn.epochs(), 3);
+  EXPECT_FLOAT_EQ(explicit_cnn.optimizer().lr(), 0.001f);
+  JobSpec again = explicit_cnn;
+  ApplyJobDefaults(&again);
+  EXPECT_EQ(again.SerializeAsString(), explicit_cnn.SerializeAsString());
+}
+
 TEST(JobSpecTest, AdamWDecaysByDefaultAndKeepsAnExplicitZero) {
   JobSpec job;
   job.mutable_optimizer()->set_type(OptimizerSpec::ADAMW);
