@@ -42,7 +42,7 @@ struct ModelDefaults {
 
 ModelDefaults DefaultsFor(absl::string_view model) {
   if (model == "cnn") return {/*batch_size=*/64, /*epochs=*/8};
-  return {/*batch_size=*/256, /*epochs=*/10};  // mlp, and unknown names (refused by validation)
+  return {/*batch_size=*/256, /*epochs=*/10};  // mlp and every other model
 }
 
 // The base learning rate when the job leaves it unset. Both models use the same rates today.

@@ -20,8 +20,8 @@ inline constexpr char kDefaultDataDir[] = "/usr/share/datasets/fashion-mnist";
 absl::StatusOr<JobSpec> ReadJobSpecFile(const std::string& path);
 
 // Fills every unset field with its documented default (proto/job.proto). Some defaults depend on
-// other fields, which are completed first: batch_size, epochs and optimizer.lr on the model (mlp:
-// 256, 10; cnn: 64, 8; lr by optimizer type, the same for both models), optimizer.weight_decay on
+// other fields, which are completed first: batch_size, epochs and optimizer.lr on the model (cnn:
+// 64, 8; every other model: 256, 10; lr by optimizer type, the same for both models), optimizer.weight_decay on
 // the optimizer type (0.01 for ADAMW, else 0), global_batch on batch_size. Idempotent.
 void ApplyJobDefaults(JobSpec* job);
 
