@@ -18,19 +18,24 @@ DEFINE_int64(train_samples, 0, "--model=external: the training set's size (0: th
 DEFINE_int64(test_samples, 0, "--model=external: the test set's size (0: the first model declaration gives it)");
 DEFINE_string(mode, "sync", "Training mode: sync, async or ssp");
 DEFINE_int32(staleness, 2, "SSP: how many steps a worker may run ahead of the slowest");
-DEFINE_int32(batch_size, 256, "Samples per worker per step");
-DEFINE_int32(epochs, 10, "Passes over the training set");
+DEFINE_int32(batch_size, 256, "Samples per worker per step (default depends on the model: mlp 256, cnn 64)");
+DEFINE_int32(epochs, 10, "Passes over the training set (default depends on the model: mlp 10, cnn 8)");
 DEFINE_uint64(seed, 1, "Seed for initial weights and epoch permutations");
 DEFINE_int64(max_steps, 0, "Stop after this many steps (0: no limit)");
 DEFINE_int32(servers, 2, "Number of parameter servers");
 DEFINE_int32(workers, 2, "Number of workers");
-DEFINE_string(optimizer, "adam", "Optimizer: sgd, momentum, nesterov, adam or adagrad");
-DEFINE_double(lr, 0.002, "Learning rate (default depends on the optimizer: adam 0.002, adagrad 0.01, else 0.05)");
+DEFINE_string(optimizer, "adam", "Optimizer: sgd, momentum, nesterov, adam, adamw or adagrad");
+DEFINE_double(lr, 0.002, "Learning rate (default depends on the optimizer: adam and adamw 0.002, adagrad 0.01, else 0.05)");
 DEFINE_double(momentum, 0.9, "Momentum coefficient (momentum, nesterov)");
 DEFINE_double(beta1, 0.9, "Adam beta1");
 DEFINE_double(beta2, 0.999, "Adam beta2");
-DEFINE_double(epsilon, 1e-8, "Adam/Adagrad epsilon");
-DEFINE_double(weight_decay, 0.0, "L2 weight decay");
+DEFINE_double(epsilon, 1e-8, "Adam/AdamW/Adagrad epsilon");
+DEFINE_double(weight_decay, 0.0,
+              "Weight decay: L2, added to the gradient (default 0); adamw: decoupled, as torch.optim.AdamW "
+              "(default 0.01; 0: none)");
+DEFINE_double(clip_grad_norm, 0.0,
+              "Workers scale each gradient they push to an L2 norm of at most this, over all tensors, before "
+              "compression (0: off; turns overlap off)");
 DEFINE_string(lr_schedule, "cosine", "Learning-rate schedule: constant, step or cosine");
 DEFINE_int64(warmup_steps, 0, "Linear warm-up steps");
 DEFINE_int64(lr_step_size, 0, "Step schedule: steps between decays");
@@ -64,7 +69,7 @@ const char* const kJobFlags[] = {
     "mode",         "staleness",      "batch_size",    "epochs",       "seed",
     "max_steps",    "servers",        "workers",       "optimizer",    "lr",
     "momentum",     "beta1",          "beta2",         "epsilon",      "weight_decay",
-    "lr_schedule",  "warmup_steps",   "lr_step_size",  "lr_gamma",     "lr_min_factor",
+    "clip_grad_norm", "lr_schedule",  "warmup_steps",  "lr_step_size", "lr_gamma",     "lr_min_factor",
     "allow_nonfinite_gradients", "lease_batches", "max_chunk_bytes", "final_model",
     "eval_last_epoch_only", "checkpoint_dir", "checkpoint_every_steps", "min_workers",
     "checkpoint_every_seconds", "global_batch", "resume", "replicas", "overlap", "compression"};
@@ -115,6 +120,7 @@ absl::Status ApplyFlags(JobSpec* job) {
   if (Given("beta2")) opt->set_beta2(static_cast<float>(FLAGS_beta2));
   if (Given("epsilon")) opt->set_epsilon(static_cast<float>(FLAGS_epsilon));
   if (Given("weight_decay")) opt->set_weight_decay(static_cast<float>(FLAGS_weight_decay));
+  if (Given("clip_grad_norm")) opt->set_clip_grad_norm(static_cast<float>(FLAGS_clip_grad_norm));
   LrSchedule* schedule = opt->mutable_schedule();
   if (Given("lr_schedule")) {
     ASSIGN_OR_RETURN(LrSchedule::Type type, ParseLrSchedule(FLAGS_lr_schedule));

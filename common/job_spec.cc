@@ -32,6 +32,32 @@ absl::Status Invalid(absl::string_view field, absl::string_view got, absl::strin
 
 bool InUnitInterval(float v) { return v >= 0.0f && v < 1.0f; }
 
+// What a built-in model trains with when the job leaves these unset (0). Chosen per model because
+// the CNN learns best with smaller batches: at the MLP's 256 x 10 epochs it stops at 0.9075 test
+// accuracy, at 64 x 8 it reaches 0.91+ (README, "Accuracy").
+struct ModelDefaults {
+  int32_t batch_size;
+  int32_t epochs;
+};
+
+ModelDefaults DefaultsFor(absl::string_view model) {
+  if (model == "cnn") return {/*batch_size=*/64, /*epochs=*/8};
+  return {/*batch_size=*/256, /*epochs=*/10};  // mlp and every other model
+}
+
+// The base learning rate when the job leaves it unset. Both models use the same rates today.
+float DefaultLr(absl::string_view /*model*/, OptimizerSpec::Type type) {
+  switch (type) {
+    case OptimizerSpec::ADAM:
+    case OptimizerSpec::ADAMW:
+      return 0.002f;
+    case OptimizerSpec::ADAGRAD:
+      return 0.01f;
+    default:
+      return 0.05f;
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<JobSpec> ReadJobSpecFile(const std::string& path) {
@@ -58,8 +84,9 @@ void ApplyJobDefaults(JobSpec* job) {
   }
   if (job->data().data_dir().empty()) job->mutable_data()->set_data_dir(kDefaultDataDir);
   if (job->mode() == MODE_UNSPECIFIED) job->set_mode(SYNC);
-  if (job->batch_size() == 0) job->set_batch_size(256);
-  if (job->epochs() == 0) job->set_epochs(10);
+  const ModelDefaults model_defaults = DefaultsFor(job->model());
+  if (job->batch_size() == 0) job->set_batch_size(model_defaults.batch_size);
+  if (job->epochs() == 0) job->set_epochs(model_defaults.epochs);
   if (job->seed() == 0) job->set_seed(1);
   if (job->num_servers() == 0) job->set_num_servers(2);
   if (job->num_workers() == 0) job->set_num_workers(2);
@@ -73,17 +100,13 @@ void ApplyJobDefaults(JobSpec* job) {
 
   OptimizerSpec* opt = job->mutable_optimizer();
   if (opt->type() == OptimizerSpec::TYPE_UNSPECIFIED) opt->set_type(OptimizerSpec::ADAM);
-  if (!opt->has_lr()) {
-    switch (opt->type()) {
-      case OptimizerSpec::ADAM: opt->set_lr(0.002f); break;
-      case OptimizerSpec::ADAGRAD: opt->set_lr(0.01f); break;
-      default: opt->set_lr(0.05f); break;
-    }
-  }
+  if (!opt->has_lr()) opt->set_lr(DefaultLr(job->model(), opt->type()));
   if (!opt->has_momentum()) opt->set_momentum(0.9f);
   if (!opt->has_beta1()) opt->set_beta1(0.9f);
   if (!opt->has_beta2()) opt->set_beta2(0.999f);
   if (!opt->has_epsilon()) opt->set_epsilon(opt->type() == OptimizerSpec::ADAGRAD ? 1e-10f : 1e-8f);
+  // Unset decay is 0 (no decay) except for ADAMW, which follows torch.optim.AdamW.
+  if (opt->type() == OptimizerSpec::ADAMW && !opt->has_weight_decay()) opt->set_weight_decay(0.01f);
   LrSchedule* schedule = opt->mutable_schedule();
   if (schedule->type() == LrSchedule::TYPE_UNSPECIFIED) schedule->set_type(LrSchedule::COSINE);
   if (!schedule->has_gamma()) schedule->set_gamma(0.1f);
@@ -154,7 +177,7 @@ absl::Status ValidateJobSpec(const JobSpec& job) {
   const OptimizerSpec& opt = job.optimizer();
   if (opt.type() == OptimizerSpec::TYPE_UNSPECIFIED || !OptimizerSpec::Type_IsValid(opt.type())) {
     return Invalid("optimizer.type", absl::StrCat(static_cast<int>(opt.type())),
-                   "sgd, momentum, nesterov, adam or adagrad");
+                   "sgd, momentum, nesterov, adam, adamw or adagrad");
   }
   if (!(opt.lr() > 0) || !std::isfinite(opt.lr())) return Invalid("optimizer.lr", absl::StrCat(opt.lr()), "> 0");
   if (!InUnitInterval(opt.momentum())) return Invalid("optimizer.momentum", absl::StrCat(opt.momentum()), "in [0, 1)");
@@ -162,7 +185,11 @@ absl::Status ValidateJobSpec(const JobSpec& job) {
   if (!InUnitInterval(opt.beta2())) return Invalid("optimizer.beta2", absl::StrCat(opt.beta2()), "in [0, 1)");
   if (!(opt.epsilon() > 0)) return Invalid("optimizer.epsilon", absl::StrCat(opt.epsilon()), "> 0");
   if (!(opt.weight_decay() >= 0) || !std::isfinite(opt.weight_decay())) {
-    return Invalid("optimizer.weight_decay", absl::StrCat(opt.weight_decay()), ">= 0");
+    return Invalid("optimizer.weight_decay", absl::StrCat(opt.weight_decay()), "a finite value >= 0");
+  }
+  if (!(opt.clip_grad_norm() >= 0) || !std::isfinite(opt.clip_grad_norm())) {
+    return Invalid("optimizer.clip_grad_norm", absl::StrCat(opt.clip_grad_norm()),
+                   "a finite value >= 0 (0: off)");
   }
   const LrSchedule& s = opt.schedule();
   if (s.warmup_steps() < 0) return Invalid("optimizer.schedule.warmup_steps", absl::StrCat(s.warmup_steps()), ">= 0");
@@ -194,9 +221,10 @@ absl::StatusOr<OptimizerSpec::Type> ParseOptimizer(absl::string_view name) {
   if (n == "momentum") return OptimizerSpec::MOMENTUM;
   if (n == "nesterov") return OptimizerSpec::NESTEROV;
   if (n == "adam") return OptimizerSpec::ADAM;
+  if (n == "adamw") return OptimizerSpec::ADAMW;
   if (n == "adagrad") return OptimizerSpec::ADAGRAD;
   return absl::InvalidArgumentError(
-      absl::StrCat("optimizer: got '", name, "', expected sgd, momentum, nesterov, adam or adagrad"));
+      absl::StrCat("optimizer: got '", name, "', expected sgd, momentum, nesterov, adam, adamw or adagrad"));
 }
 
 absl::StatusOr<LrSchedule::Type> ParseLrSchedule(absl::string_view name) {

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -48,6 +49,72 @@ TEST(JobSpecTest, DefaultsKeepExplicitValues) {
   EXPECT_FLOAT_EQ(job.optimizer().momentum(), 0.0f);
   EXPECT_FLOAT_EQ(job.optimizer().lr(), 0.05f);
   EXPECT_EQ(job.batch_size(), 16);
+}
+
+TEST(JobSpecTest, EachModelHasItsOwnBatchAndEpochDefaults) {
+  JobSpec cnn;
+  cnn.set_model("cnn");
+  ApplyJobDefaults(&cnn);
+  EXPECT_TRUE(ValidateJobSpec(cnn).ok());
+  EXPECT_EQ(cnn.batch_size(), 64);
+  EXPECT_EQ(cnn.epochs(), 8);
+  EXPECT_EQ(cnn.global_batch(), 64 * 2);  // follows the model's batch
+  EXPECT_FLOAT_EQ(cnn.optimizer().lr(), 0.002f);
+
+  JobSpec mlp = Defaults();
+  EXPECT_EQ(mlp.batch_size(), 256);
+  EXPECT_EQ(mlp.epochs(), 10);
+  EXPECT_EQ(mlp.global_batch(), 256 * 2);
+
+  // What the user sets wins over the model's defaults, and applying them again changes nothing.
+  JobSpec explicit_cnn;
+  explicit_cnn.set_model("cnn");
+  explicit_cnn.set_batch_size(128);
+  explicit_cnn.set_epochs(3);
+  explicit_cnn.mutable_optimizer()->set_lr(0.001f);
+  ApplyJobDefaults(&explicit_cnn);
+  EXPECT_EQ(explicit_cnn.batch_size(), 128);
+  EXPECT_EQ(explicit_cnn.epochs(), 3);
+  EXPECT_FLOAT_EQ(explicit_cnn.optimizer().lr(), 0.001f);
+  JobSpec again = explicit_cnn;
+  ApplyJobDefaults(&again);
+  EXPECT_EQ(again.SerializeAsString(), explicit_cnn.SerializeAsString());
+}
+
+TEST(JobSpecTest, AdamWDecaysByDefaultAndKeepsAnExplicitZero) {
+  JobSpec job;
+  job.mutable_optimizer()->set_type(OptimizerSpec::ADAMW);
+  ApplyJobDefaults(&job);
+  EXPECT_TRUE(ValidateJobSpec(job).ok());
+  EXPECT_FLOAT_EQ(job.optimizer().weight_decay(), 0.01f);
+  EXPECT_FLOAT_EQ(job.optimizer().lr(), 0.002f);
+  EXPECT_FLOAT_EQ(job.optimizer().beta1(), 0.9f);
+  EXPECT_FLOAT_EQ(job.optimizer().epsilon(), 1e-8f);
+
+  JobSpec none;
+  none.mutable_optimizer()->set_type(OptimizerSpec::ADAMW);
+  none.mutable_optimizer()->set_weight_decay(0.0f);
+  ApplyJobDefaults(&none);
+  EXPECT_FLOAT_EQ(none.optimizer().weight_decay(), 0.0f);
+
+  // Other optimizers keep no decay when unset.
+  EXPECT_FLOAT_EQ(Defaults().optimizer().weight_decay(), 0.0f);
+  EXPECT_EQ(*ParseOptimizer("AdamW"), OptimizerSpec::ADAMW);
+  EXPECT_EQ(OptimizerName(OptimizerSpec::ADAMW), "adamw");
+}
+
+TEST(JobSpecTest, ClipGradNormIsOffByDefaultAndMustBeFiniteAndNonNegative) {
+  JobSpec job = Defaults();
+  EXPECT_EQ(job.optimizer().clip_grad_norm(), 0.0f);
+  EXPECT_TRUE(OverlapOn(job));
+  job.mutable_optimizer()->set_clip_grad_norm(1.0f);
+  EXPECT_TRUE(ValidateJobSpec(job).ok());
+  EXPECT_FALSE(OverlapOn(job));  // clipping needs the whole gradient first
+  job.mutable_optimizer()->set_clip_grad_norm(-0.5f);
+  EXPECT_THAT(ValidateJobSpec(job).message(),
+              HasSubstr("optimizer.clip_grad_norm: got -0.5, expected a finite value >= 0"));
+  job.mutable_optimizer()->set_clip_grad_norm(std::numeric_limits<float>::infinity());
+  EXPECT_THAT(ValidateJobSpec(job).message(), HasSubstr("optimizer.clip_grad_norm: got inf"));
 }
 
 TEST(JobSpecTest, NegativeLearningRateIsRefusedWithFieldAndValue) {
@@ -131,7 +198,8 @@ TEST(JobSpecTest, UnknownNamesListTheAcceptedOnes) {
   EXPECT_EQ(*ParseMode("SSP"), SSP);
   EXPECT_THAT(ParseMode("fast").status().message(), HasSubstr("expected sync, async or ssp"));
   EXPECT_EQ(*ParseOptimizer("nesterov"), OptimizerSpec::NESTEROV);
-  EXPECT_THAT(ParseOptimizer("lion").status().message(), HasSubstr("got 'lion'"));
+  EXPECT_THAT(ParseOptimizer("lion").status().message(),
+              HasSubstr("got 'lion', expected sgd, momentum, nesterov, adam, adamw or adagrad"));
   EXPECT_EQ(*ParseLrSchedule("cosine"), LrSchedule::COSINE);
 }
 

@@ -8,8 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -40,8 +42,8 @@ absl::Status ErrnoStatus(int err, absl::string_view what) {
 
 // Runs in the child between fork and exec: async-signal-safe calls only (no allocation, no
 // locks), because other threads of the parent may have held locks at the time of fork.
-[[noreturn]] void ExecChild(char* const* argv, pid_t parent, int devnull, int out_w, int err_w,
-                            int exec_error_w) {
+[[noreturn]] void ExecChild(char* const* argv, char* const* envp, pid_t parent, int devnull, int out_w,
+                            int err_w, int exec_error_w) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   // The parent may have died before prctl took effect.
   if (getppid() != parent) _exit(127);
@@ -57,7 +59,7 @@ absl::Status ErrnoStatus(int err, absl::string_view what) {
     (void)!write(exec_error_w, &err, sizeof(err));
     _exit(127);
   }
-  execv(argv[0], argv);
+  execve(argv[0], argv, envp);
   int err = errno;
   (void)!write(exec_error_w, &err, sizeof(err));
   _exit(127);
@@ -91,6 +93,25 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const Options&
   std::vector<char*> argv;
   for (const std::string& arg : options.argv) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
+  // The launcher's environment without the variables options.env replaces, then those.
+  std::vector<std::string> env_strings;
+  for (const auto& [name, value] : options.env) {
+    if (name.empty() || name.find('=') != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("spawn '", command, "': bad environment variable name '",
+                                                     name, "'"));
+    }
+    env_strings.push_back(absl::StrCat(name, "=", value));
+  }
+  std::vector<char*> envp;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const absl::string_view entry(*e);
+    const bool replaced = std::any_of(options.env.begin(), options.env.end(), [&](const auto& var) {
+      return absl::StartsWith(entry, var.first) && entry.size() > var.first.size() && entry[var.first.size()] == '=';
+    });
+    if (!replaced) envp.push_back(*e);
+  }
+  for (std::string& entry : env_strings) envp.push_back(entry.data());
+  envp.push_back(nullptr);
 
   // All fds are close-on-exec: the child's dup2 copies are the only ones that survive exec, so
   // no child inherits another's pipes (which would keep them open past that child's end).
@@ -115,7 +136,7 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const Options&
     close_all();
     return absl::InternalError(absl::StrCat("spawn '", command, "': fork failed: ", strerror(e)));
   }
-  if (pid == 0) ExecChild(argv.data(), parent, devnull, out[1], err[1], exec_error[1]);
+  if (pid == 0) ExecChild(argv.data(), envp.data(), parent, devnull, out[1], err[1], exec_error[1]);
 
   CloseFd(&out[1]);
   CloseFd(&err[1]);

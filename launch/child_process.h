@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -49,9 +50,12 @@ class ChildProcess {
   struct Options {
     // argv[0] is the program's path; it is not looked up in PATH. Must not be empty.
     std::vector<std::string> argv;
+    // Variables (name, value) set in the child's environment, which is otherwise the launcher's:
+    // each replaces a variable of the same name. Names must not contain '='.
+    std::vector<std::pair<std::string, std::string>> env = {};
   };
 
-  // Starts the child. INVALID_ARGUMENT for an empty argv; NOT_FOUND / PERMISSION_DENIED /
+  // Starts the child. INVALID_ARGUMENT for an empty argv or a bad env name; NOT_FOUND / PERMISSION_DENIED /
   // INTERNAL when the program cannot be executed (the exec error is reported here, not as a
   // child exit status); INTERNAL when pipes or fork fail.
   static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(const Options& options);

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
 
 #include <string>
 
@@ -51,6 +52,25 @@ TEST(ChildProcessTest, CapturesOutputAndExitStatus) {
   EXPECT_FALSE(status.ok());
   EXPECT_EQ(status.ToString(), "exited with status 3");
   EXPECT_EQ(child->fd(Stream::kStdout), -1);
+}
+
+TEST(ChildProcessTest, EnvAddsAndReplacesVariablesAndKeepsTheRest) {
+  setenv("PSTRAIN_CHILD_TEST_KEPT", "kept", 1);
+  setenv("PSTRAIN_CHILD_TEST_REPLACED", "old", 1);
+  ChildProcess::Options options;
+  options.argv = {"/bin/sh", "-c",
+                  "echo \"$PSTRAIN_CHILD_TEST_KEPT $PSTRAIN_CHILD_TEST_REPLACED $PSTRAIN_CHILD_TEST_NEW\"; "
+                  "env | grep -c '^PSTRAIN_CHILD_TEST_REPLACED='"};
+  options.env = {{"PSTRAIN_CHILD_TEST_REPLACED", "new"}, {"PSTRAIN_CHILD_TEST_NEW", "a=b c"}};
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Spawn(options);
+  ASSERT_TRUE(child.ok()) << child.status();
+  std::string out, err;
+  ReadAll(**child, &out, &err);
+  EXPECT_EQ(out, "kept new a=b c\n1\n");
+  EXPECT_TRUE((*child)->Wait().ok());
+
+  options.env = {{"BAD=NAME", "x"}};
+  EXPECT_EQ(ChildProcess::Spawn(options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ChildProcessTest, ZeroExitIsOk) {

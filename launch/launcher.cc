@@ -68,16 +68,16 @@ enum class Role { kScheduler, kServer, kWorker };
 
 // One launch slot: its command line and the process now (or last) running it.
 struct Child {
-  Child(std::string name, Role role, std::vector<std::string> argv, std::unique_ptr<ChildProcess> process)
+  Child(std::string name, Role role, ChildProcess::Options command, std::unique_ptr<ChildProcess> process)
       : name(name),
         role(role),
-        argv(std::move(argv)),
+        command(std::move(command)),
         process(std::move(process)),
         out(absl::StrCat("[", name, "] ")),
         err(absl::StrCat("[", name, "] ")) {}
   std::string name;  // "scheduler", "server 0", "worker 1".
   Role role;
-  std::vector<std::string> argv;  // What a restart runs.
+  ChildProcess::Options command;  // What a restart runs.
   std::unique_ptr<ChildProcess> process;
   LinePrefixer out, err;
   bool ended = false;
@@ -122,6 +122,7 @@ class Cluster {
 
   absl::Status CheckBinaries() const {
     for (const char* name : {"pstrain-scheduler", "pstrain-server", "pstrain-worker"}) {
+      if (!options_.worker_cmd.empty() && absl::string_view(name) == "pstrain-worker") continue;
       if (access(Binary(name).c_str(), X_OK) != 0) {
         return absl::NotFoundError(absl::StrCat("no executable ", name, " in '", options_.bin_dir,
                                                 "' (", strerror(errno), "); set --bin_dir"));
@@ -155,18 +156,20 @@ class Cluster {
     if (!keep_summary) std::filesystem::remove(temp_dir_, ec);
   }
 
-  absl::Status Spawn(std::string name, Role role, std::vector<std::string> argv) {
-    VLOG(1) << "starting " << name << ": " << absl::StrJoin(argv, " ");
-    ASSIGN_OR_RETURN(std::unique_ptr<ChildProcess> process, ChildProcess::Spawn({argv}));
-    children_.push_back(std::make_unique<Child>(std::move(name), role, std::move(argv), std::move(process)));
+  absl::Status Spawn(std::string name, Role role, std::vector<std::string> argv,
+                     std::vector<std::pair<std::string, std::string>> env = {}) {
+    ChildProcess::Options command{std::move(argv), std::move(env)};
+    VLOG(1) << "starting " << name << ": " << absl::StrJoin(command.argv, " ");
+    ASSIGN_OR_RETURN(std::unique_ptr<ChildProcess> process, ChildProcess::Spawn(command));
+    children_.push_back(std::make_unique<Child>(std::move(name), role, std::move(command), std::move(process)));
     return absl::OkStatus();
   }
 
   // Starts an ended child's command line again in its slot.
   absl::Status Restart(Child& child) {
     FlushPartialLines(child);  // The old process's last words keep their own line.
-    VLOG(1) << "restarting " << child.name << ": " << absl::StrJoin(child.argv, " ");
-    ASSIGN_OR_RETURN(child.process, ChildProcess::Spawn({child.argv}));
+    VLOG(1) << "restarting " << child.name << ": " << absl::StrJoin(child.command.argv, " ");
+    ASSIGN_OR_RETURN(child.process, ChildProcess::Spawn(child.command));
     child.ended = false;
     return absl::OkStatus();
   }
@@ -202,7 +205,7 @@ class Cluster {
     if (stopping_) return absl::OkStatus();
     scheduler_address_ = absl::StrCat(options_.host, ":", port);
     // A restarted scheduler must come back where the others look for it.
-    for (std::string& arg : children_.front()->argv) {
+    for (std::string& arg : children_.front()->command.argv) {
       if (arg == "--port=0") arg = absl::StrCat("--port=", port);
     }
     console_.Print(Stream::kStdout, absl::StrCat(kSelf, "scheduler listening on ", scheduler_address_,
@@ -219,12 +222,35 @@ class Cluster {
     }
     const std::vector<std::string> devices = absl::StrSplit(options_.device, ',');
     for (int i = 0; i < options_.num_workers; ++i) {
-      std::vector<std::string> args = {Binary("pstrain-worker"), scheduler_flag,
-                                       absl::StrCat("--device=", devices[i % devices.size()])};
+      const std::string& device = devices[i % devices.size()];
+      if (!options_.worker_cmd.empty()) {
+        RETURN_IF_ERROR(Spawn(absl::StrCat("worker ", i), Role::kWorker,
+                              {"/bin/sh", "-c", absl::StrCat("exec ", options_.worker_cmd)},
+                              WorkerCmdEnv(i, device)));
+        continue;
+      }
+      std::vector<std::string> args = {Binary("pstrain-worker"), scheduler_flag, absl::StrCat("--device=", device)};
       if (options_.tf32) args.push_back("--tf32");
       RETURN_IF_ERROR(Spawn(absl::StrCat("worker ", i), Role::kWorker, std::move(args)));
     }
     return absl::OkStatus();
+  }
+
+  // The environment of worker slot `index` running the worker_cmd (see LaunchOptions).
+  std::vector<std::pair<std::string, std::string>> WorkerCmdEnv(int index, const std::string& device) const {
+    std::vector<std::pair<std::string, std::string>> env = {{"PSTRAIN_SCHEDULER", scheduler_address_},
+                                                            {"PSTRAIN_WORKER_INDEX", absl::StrCat(index)},
+                                                            {"PSTRAIN_DEVICE", device}};
+    std::error_code ec;
+    const std::filesystem::path python = std::filesystem::path(options_.bin_dir) / ".." / "python";
+    if (std::filesystem::is_directory(python, ec)) {
+      std::filesystem::path absolute = std::filesystem::canonical(python, ec);
+      if (ec) absolute = std::filesystem::absolute(python, ec).lexically_normal();
+      env.emplace_back("PYTHONPATH", options_.pythonpath.empty()
+                                         ? absolute.string()
+                                         : absl::StrCat(absolute.string(), ":", options_.pythonpath));
+    }
+    return env;
   }
 
   // The port in `path`, or 0 while the file is missing or incomplete.

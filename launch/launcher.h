@@ -39,7 +39,8 @@ namespace pstrain {
 namespace launch {
 
 struct LaunchOptions {
-  // Folder holding pstrain-scheduler, pstrain-server and pstrain-worker.
+  // Folder holding pstrain-scheduler, pstrain-server and pstrain-worker (not needed with a
+  // worker_cmd).
   std::string bin_dir;
   int num_servers = 2;
   int num_workers = 2;
@@ -56,6 +57,22 @@ struct LaunchOptions {
   std::string device = "cpu";
   // Pass --tf32 to the workers.
   bool tf32 = false;
+  // When set, each worker slot runs `/bin/sh -c 'exec <worker_cmd>'` (a PyTorch script, say)
+  // instead of pstrain-worker. worker_cmd is one command line in shell syntax (a program and its
+  // arguments; quotes, variables and redirections work, but after `;` or `&&` nothing would run:
+  // put several commands in a script). It gets these environment variables:
+  //   PSTRAIN_SCHEDULER     the scheduler's "host:port"
+  //   PSTRAIN_WORKER_INDEX  the launch slot, 0 .. num_workers - 1 (not the rank the scheduler
+  //                         assigns)
+  //   PSTRAIN_DEVICE        the slot's entry of `device`, as pstrain-worker's --device would be
+  //   PYTHONPATH            <bin_dir>/../python (made absolute) in front of `pythonpath`, when
+  //                         that folder exists, so `import pstrain` finds the build's package
+  // Everything else is as for pstrain-worker: the "[worker i]" prefix, restarts, the exit-code
+  // rules below. The exec makes the stop signals reach the command itself, not a shell.
+  // `tf32` does not apply. Empty: pstrain-worker.
+  std::string worker_cmd;
+  // The PYTHONPATH a worker_cmd extends (main.cc passes the launcher's own); empty: none.
+  std::string pythonpath;
   // How often each launch slot (the scheduler, server i, worker i) is started again after its
   // child failed. 0: never.
   int max_restarts = 0;
@@ -95,7 +112,8 @@ struct LaunchOptions {
 //   128 + N  the launcher got signal N (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP).
 // A non-OK status means the cluster could not be brought up by the launcher's own fault or the
 // scheduler's silence; any children started were stopped first:
-//   NOT_FOUND            a binary is missing from bin_dir (nothing was started);
+//   NOT_FOUND            a binary is missing from bin_dir (nothing was started; pstrain-worker
+//                        is not looked for with a worker_cmd);
 //   INTERNAL             no temp dir, or a child could not be spawned;
 //   DEADLINE_EXCEEDED    the scheduler wrote no port file within port_timeout;
 //   FAILED_PRECONDITION  the scheduler exited 0 without writing its port file.

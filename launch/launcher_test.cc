@@ -157,6 +157,59 @@ TEST_F(LauncherTest, WorkersTakeACommaListOfDevicesInTurnAndGetTf32) {
   EXPECT_THAT(out, HasSubstr("[worker 2] worker --scheduler=127.0.0.1:4321 --device=cuda:0 --tf32\n"));
 }
 
+TEST_F(LauncherTest, WorkerCmdRunsWithTheSlotsEnvironmentAndTheBuildsPythonPackage) {
+  // A build tree: <dir>/bin holds the roles (no pstrain-worker needed), <dir>/python the package.
+  std::filesystem::create_directories(dir_ + "/bin");
+  std::filesystem::create_directories(dir_ + "/python/pstrain");
+  WriteScript("bin/pstrain-scheduler", absl::StrCat(kWritePort, "sleep 1"));
+  WriteScript("bin/pstrain-server", "true");
+  WriteScript("worker script.sh", R"(echo "scheduler=$PSTRAIN_SCHEDULER index=$PSTRAIN_WORKER_INDEX device=$PSTRAIN_DEVICE"
+echo "pythonpath=$PYTHONPATH"
+echo "args=$*"
+echo "ppid=$PPID")");
+  options_.bin_dir = dir_ + "/bin";
+  options_.worker_cmd = absl::StrCat("'", dir_, "/worker script.sh' one 'two words'");
+  options_.pythonpath = "/elsewhere/lib";
+  options_.device = "cuda:0,cuda:1";
+  options_.tf32 = true;  // for pstrain-worker only
+  status_.set_state(FINISHED);
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << Out() << Err();
+  const std::string out = Out();
+  EXPECT_THAT(out, HasSubstr("[worker 0] scheduler=127.0.0.1:4321 index=0 device=cuda:0\n"));
+  EXPECT_THAT(out, HasSubstr("[worker 1] scheduler=127.0.0.1:4321 index=1 device=cuda:1\n"));
+  const std::string python = std::filesystem::canonical(dir_ + "/python").string();
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("[worker 0] pythonpath=", python, ":/elsewhere/lib\n")));
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("[worker 1] pythonpath=", python, ":/elsewhere/lib\n")));
+  EXPECT_THAT(out, HasSubstr("[worker 0] args=one two words\n"));
+  // exec: the command is the launcher's own child, not a shell's.
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("[worker 1] ppid=", getpid(), "\n")));
+  EXPECT_THAT(out, Not(HasSubstr("--tf32")));
+}
+
+TEST_F(LauncherTest, FailingWorkerCmdIsRestartedThenDroppedLikeAFailingWorker) {
+  WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, "sleep 1.5"));
+  WriteScript("pstrain-server", "exit 0");
+  options_.num_workers = 1;
+  options_.max_restarts = 1;
+  // No <bin_dir>/../python here: PYTHONPATH is left as the launcher's.
+  WriteScript("fails.sh", absl::StrCat("echo \"run $PSTRAIN_WORKER_INDEX $PSTRAIN_SCHEDULER\" >> '", dir_,
+                                       "/worker.runs'; echo 'cmd broke' >&2; exit 3"));
+  options_.worker_cmd = dir_ + "/fails.sh";
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << Err();
+  const std::string err = Err();
+  EXPECT_THAT(err, HasSubstr("[worker 0] cmd broke\n"));
+  EXPECT_THAT(err, HasSubstr("[launch] worker 0 died (exited with status 3); restarting (1 of 1)\n"));
+  EXPECT_THAT(err, HasSubstr("[launch] worker 0 exited with status 3; the job continues without it\n"));
+  std::ifstream runs(dir_ + "/worker.runs");
+  std::stringstream text;
+  text << runs.rdbuf();
+  EXPECT_EQ(text.str(), "run 0 127.0.0.1:4321\nrun 0 127.0.0.1:4321\n");
+}
+
 TEST_F(LauncherTest, FailingWorkersLeaveTheJobRunningAndExitZero) {
   WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, "sleep 1"));
   WriteScript("pstrain-server", "sleep 0.5");

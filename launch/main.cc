@@ -3,10 +3,12 @@
 //   pstrain-launch                          # the demo job: 2 servers, 2 workers, sync, MLP
 //   pstrain-launch --mode=async --workers=4 --epochs=3
 //   pstrain-launch --workers=4 --min_workers=2 --max_restarts=3   # survive workers failing
+//   pstrain-launch --worker_cmd="python3 train.py"                 # PyTorch scripts as workers
 //
 // Takes every job flag of pstrain-scheduler (see common/job_flags.h) plus the launcher's own.
 #include <limits.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -32,6 +34,10 @@ DEFINE_bool(tf32, false, "Pass --tf32 to each worker (TF32 GEMMs on CUDA devices
 DEFINE_string(state_dir, "",
               "The scheduler's --state_dir (default with --max_restarts > 0: a folder in the run's temporary "
               "folder), so that a restarted scheduler goes on with the job");
+DEFINE_string(worker_cmd, "",
+              "Run each worker as /bin/sh -c 'exec CMD' instead of pstrain-worker, with PSTRAIN_SCHEDULER, "
+              "PSTRAIN_WORKER_INDEX and PSTRAIN_DEVICE set and <bin_dir>/../python in front of PYTHONPATH "
+              "(empty: pstrain-worker)");
 DEFINE_int32(max_restarts, 0,
              "Start a failed child (any role) again up to this many times per launch slot; a worker that fails "
              "with none left is dropped and the job goes on (the scheduler fails it below --min_workers)");
@@ -70,6 +76,10 @@ int main(int argc, char** argv) {
             FLAGS_progress_interval_s);
     return 2;
   }
+  if (!FLAGS_worker_cmd.empty() && FLAGS_tf32) {
+    fprintf(stderr, "pstrain-launch: --tf32 is passed to pstrain-worker only; a --worker_cmd sets TF32 itself\n");
+    return 2;
+  }
   // Output goes to pipes that may close (pstrain-launch | head); losing it must not kill us.
   signal(SIGPIPE, SIG_IGN);
 
@@ -83,6 +93,8 @@ int main(int argc, char** argv) {
   options.dead_after_ms = FLAGS_dead_after_ms;
   options.device = FLAGS_device;
   options.tf32 = FLAGS_tf32;
+  options.worker_cmd = FLAGS_worker_cmd;
+  if (const char* pythonpath = getenv("PYTHONPATH")) options.pythonpath = pythonpath;
   options.max_restarts = FLAGS_max_restarts;
   options.state_dir = FLAGS_state_dir;
   options.progress_interval = absl::Seconds(FLAGS_progress_interval_s);

@@ -55,6 +55,19 @@ void AdamLoop(int64_t n, float step_size, float inv_bc2, float wd, float b1, flo
   }
 }
 
+// AdamLoop with decoupled decay: `shrink` = 1 - lr * weight_decay multiplies the weights before
+// the step, as torch.optim.AdamW does (param.mul_(1 - lr * weight_decay), then addcdiv_).
+void AdamWLoop(int64_t n, float step_size, float inv_bc2, float shrink, float b1, float b2, float eps,
+               const float* __restrict grad, float* __restrict w, float* __restrict m,
+               float* __restrict v) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = grad[i];
+    m[i] = b1 * m[i] + (1.0f - b1) * g;
+    v[i] = b2 * v[i] + (1.0f - b2) * g * g;
+    w[i] = w[i] * shrink - step_size * m[i] / (std::sqrt(v[i] * inv_bc2) + eps);
+  }
+}
+
 void AdagradLoop(int64_t n, float lr, float wd, float eps, const float* __restrict grad,
                  float* __restrict w, float* __restrict sum_sq) {
   for (int64_t i = 0; i < n; ++i) {
@@ -87,6 +100,7 @@ int NumStateVectors(OptimizerOptions::Type type) {
     case OptimizerOptions::Type::kAdagrad:
       return 1;
     case OptimizerOptions::Type::kAdam:
+    case OptimizerOptions::Type::kAdamW:
       return 2;
   }
   LOG(FATAL) << "unknown optimizer type " << static_cast<int>(type);
@@ -165,6 +179,7 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerOpti
     case Type::kNesterov:
     case Type::kAdam:
     case Type::kAdagrad:
+    case Type::kAdamW:
       break;
     default:
       return absl::InvalidArgumentError(
@@ -178,11 +193,12 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerOpti
   if (options.type == Type::kMomentum || options.type == Type::kNesterov) {
     RETURN_IF_ERROR(CheckRange("momentum", options.momentum, 0.0f, 1.0f, false));
   }
-  if (options.type == Type::kAdam) {
+  const bool adam = options.type == Type::kAdam || options.type == Type::kAdamW;
+  if (adam) {
     RETURN_IF_ERROR(CheckRange("beta1", options.beta1, 0.0f, 1.0f, false));
     RETURN_IF_ERROR(CheckRange("beta2", options.beta2, 0.0f, 1.0f, false));
   }
-  if (options.type == Type::kAdam || options.type == Type::kAdagrad) {
+  if (adam || options.type == Type::kAdagrad) {
     RETURN_IF_ERROR(CheckPositive("epsilon", options.epsilon));
   }
   RETURN_IF_ERROR(ValidateLrSchedule(options.schedule));
@@ -207,12 +223,20 @@ void Optimizer::Apply(int64_t step, float lr, const float* grad, float* weights)
     case OptimizerOptions::Type::kNesterov:
       NesterovLoop(n, lr, o.weight_decay, o.momentum, grad, weights, state_[0].data());
       return;
-    case OptimizerOptions::Type::kAdam: {
+    case OptimizerOptions::Type::kAdam:
+    case OptimizerOptions::Type::kAdamW: {
       const double t = static_cast<double>(step + 1);
       const double bc1 = 1.0 - std::pow(static_cast<double>(o.beta1), t);
       const double bc2 = 1.0 - std::pow(static_cast<double>(o.beta2), t);
-      AdamLoop(n, static_cast<float>(lr / bc1), static_cast<float>(1.0 / bc2), o.weight_decay,
-               o.beta1, o.beta2, o.epsilon, grad, weights, state_[0].data(), state_[1].data());
+      const float step_size = static_cast<float>(lr / bc1);
+      const float inv_bc2 = static_cast<float>(1.0 / bc2);
+      if (o.type == OptimizerOptions::Type::kAdam) {
+        AdamLoop(n, step_size, inv_bc2, o.weight_decay, o.beta1, o.beta2, o.epsilon, grad, weights,
+                 state_[0].data(), state_[1].data());
+      } else {
+        AdamWLoop(n, step_size, inv_bc2, 1.0f - lr * o.weight_decay, o.beta1, o.beta2, o.epsilon, grad,
+                  weights, state_[0].data(), state_[1].data());
+      }
       return;
     }
     case OptimizerOptions::Type::kAdagrad:

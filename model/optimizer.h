@@ -45,14 +45,14 @@ float ScheduledLearningRate(float base_lr, const LrScheduleOptions& schedule, in
                             int64_t total_steps);
 
 struct OptimizerOptions {
-  enum class Type { kSgd, kMomentum, kNesterov, kAdam, kAdagrad };
+  enum class Type { kSgd, kMomentum, kNesterov, kAdam, kAdagrad, kAdamW };
   Type type = Type::kSgd;
   float lr = 0.01f;            // base rate, > 0 (Apply takes the scheduled rate)
   float momentum = 0.9f;       // kMomentum, kNesterov: [0, 1)
-  float beta1 = 0.9f;          // kAdam: [0, 1)
-  float beta2 = 0.999f;        // kAdam: [0, 1)
-  float epsilon = 1e-8f;       // kAdam, kAdagrad: > 0
-  float weight_decay = 0.0f;   // >= 0, coupled (added to the gradient)
+  float beta1 = 0.9f;          // kAdam, kAdamW: [0, 1)
+  float beta2 = 0.999f;        // kAdam, kAdamW: [0, 1)
+  float epsilon = 1e-8f;       // kAdam, kAdamW, kAdagrad: > 0
+  float weight_decay = 0.0f;   // >= 0; kAdamW: decoupled, others: coupled (added to the gradient)
   LrScheduleOptions schedule;
 };
 
@@ -76,11 +76,15 @@ class Optimizer {
   //   kAdam:     m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
   //              w -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
   //   kAdagrad:  G += g^2;  w -= lr g / (sqrt(G) + eps)
+  // kAdamW decays the weights apart from the gradient (decoupled, torch.optim.AdamW's order), so
+  // with g = grad:
+  //   kAdamW:    w *= 1 - lr weight_decay;  then kAdam's step
+  //              -- in one line, w -= lr (m^ / (sqrt(v^) + eps) + weight_decay w_old)
   // grad and weights must not overlap.
   void Apply(int64_t step, float lr, const float* grad, float* weights);
 
   // The per-element state, for checkpoints: 0 vectors (SGD), 1 (momentum/Nesterov: v; Adagrad:
-  // G) or 2 (Adam: m, v), each num_elements floats. Writable so a checkpoint can be restored.
+  // G) or 2 (Adam, AdamW: m, v), each num_elements floats. Writable so a checkpoint can be restored.
   int num_state_vectors() const { return static_cast<int>(state_.size()); }
   absl::Span<float> state_vector(int i) { return absl::MakeSpan(state_[i]); }
 

@@ -93,6 +93,68 @@ TEST(OptimizerTest, AdamBiasCorrection) {
   ExpectTrajectory(decayed.get(), {1.0f}, {{0}, {0}, {0}}, {{0.9}, {0.80041223}, {0.70158628}});
 }
 
+TEST(OptimizerTest, AdamWDecaysTheWeightsApartFromTheMoments) {
+  OptimizerOptions options;
+  options.type = Type::kAdamW;
+  options.weight_decay = 0.1f;
+  std::unique_ptr<Optimizer> opt = Make(options, 2);
+  // w *= 1 - 0.1 * 0.1, then Adam's step on the plain gradient: element 0 (g = 2 throughout)
+  // moves by lr per step after the shrink: 0.99 - 0.1 = 0.89, 0.8811 - 0.1 = 0.7811, ...
+  ExpectTrajectory(opt.get(), {1.0f, 1.0f}, {{2, 1}, {2, -2}, {2, 0.5f}},
+                   {{0.89, 0.89}, {0.781100001, 0.917710353}, {0.673289001, 0.922202316}});
+
+  // Zero gradient: the moments stay 0 and the weights only shrink, w *= 1 - 0.1 * 0.5 per step
+  // (coupled Adam moves by lr per step instead: 0.9, 0.8004, ...).
+  options.weight_decay = 0.5f;
+  std::unique_ptr<Optimizer> decayed = Make(options, 1);
+  ExpectTrajectory(decayed.get(), {1.0f}, {{0}, {0}, {0}}, {{0.95}, {0.9025}, {0.857375}});
+}
+
+TEST(OptimizerTest, AdamWFollowsTheScheduledRateInStepAndDecay) {
+  OptimizerOptions options;
+  options.type = Type::kAdamW;
+  options.weight_decay = 0.2f;
+  options.schedule.type = LrScheduleOptions::Type::kCosine;
+  options.schedule.warmup_steps = 2;
+  options.schedule.min_factor = 0.1f;
+  std::unique_ptr<Optimizer> opt = Make(options, 2);
+  // Base rate 0.1 over 6 steps: 0.05, 0.1 (warm-up), then cosine 0.1, 0.0868198, 0.055, 0.0231802.
+  // Each step shrinks by 1 - lr_t * 0.2 and moves by lr_t times the bias-corrected Adam ratio.
+  const std::vector<std::vector<float>> grads = {{1, -0.5f}, {-2, 0.25f}, {0.5f, 1},
+                                                 {3, -1},    {-1, 2},     {0.1f, 0.3f}};
+  const std::vector<std::vector<double>> expected = {
+      {0.4450000005, -0.940000001}, {0.472710353, -0.894566298}, {0.476925212, -0.922408150},
+      {0.434428225, -0.897695334},  {0.419629812, -0.908894347}, {0.413735774, -0.913717555}};
+  std::vector<float> w = {0.5f, -1.0f};
+  for (int64_t step = 0; step < 6; ++step) {
+    const float lr = ScheduledLearningRate(0.1f, options.schedule, step, /*total_steps=*/6);
+    opt->Apply(step, lr, grads[step].data(), w.data());
+    for (size_t i = 0; i < w.size(); ++i) {
+      EXPECT_NEAR(w[i], expected[step][i], 2e-6) << "step " << step << " element " << i;
+    }
+  }
+}
+
+TEST(OptimizerTest, AdamWWithoutDecayIsAdam) {
+  OptimizerOptions options;
+  options.type = Type::kAdam;
+  std::unique_ptr<Optimizer> adam = Make(options, 3);
+  options.type = Type::kAdamW;
+  std::unique_ptr<Optimizer> adamw = Make(options, 3);
+  ASSERT_EQ(adamw->num_state_vectors(), 2);
+  std::vector<float> a = {1, -2, 0.5f}, b = a;
+  for (int64_t step = 0; step < 5; ++step) {
+    const std::vector<float> g = {0.3f * step - 1, 2.0f / (step + 1), -0.7f};
+    adam->Apply(step, 0.05f, g.data(), a.data());
+    adamw->Apply(step, 0.05f, g.data(), b.data());
+  }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_FLOAT_EQ(a[i], b[i]) << "element " << i;
+    EXPECT_FLOAT_EQ(adam->state_vector(0)[i], adamw->state_vector(0)[i]);
+    EXPECT_FLOAT_EQ(adam->state_vector(1)[i], adamw->state_vector(1)[i]);
+  }
+}
+
 TEST(OptimizerTest, AdagradDividesBySquaredSum) {
   OptimizerOptions options;
   options.type = Type::kAdagrad;
@@ -148,6 +210,12 @@ TEST(OptimizerTest, CreateRefusesBadOptions) {
   options = OptimizerOptions();
   options.type = Type::kAdam;
   options.beta2 = 1.5f;
+  EXPECT_EQ(Optimizer::Create(options, 4).status().code(), absl::StatusCode::kInvalidArgument);
+  options.type = Type::kAdamW;
+  EXPECT_EQ(Optimizer::Create(options, 4).status().code(), absl::StatusCode::kInvalidArgument);
+  options = OptimizerOptions();
+  options.type = Type::kAdamW;
+  options.weight_decay = std::nanf("");
   EXPECT_EQ(Optimizer::Create(options, 4).status().code(), absl::StatusCode::kInvalidArgument);
   options = OptimizerOptions();
   options.type = Type::kAdagrad;

@@ -139,6 +139,40 @@ ShardCheckpoint SampleCheckpoint() {
   return ckpt;
 }
 
+// Trains a store of `options` (SYNC, 2 workers, an Adam-like optimizer) for 3 steps, checkpoints
+// it through a file, restores a fresh store from it and checks both take the same next step.
+void ExpectRestoredStoreContinuesBitwise(const ParameterStore::Options& options) {
+  constexpr int kWorkers = 2;
+  auto trained = MakeStore(options);
+  for (int64_t t = 0; t < 3; ++t) SyncStep(*trained, kWorkers, t);
+  auto ckpt = trained->Checkpoint();
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_EQ(ckpt->step, 3);
+  EXPECT_EQ(ckpt->num_state_vectors, 2);  // m and v
+  const std::string path = CheckpointPath(TestDir(), 0, ckpt->step);
+  ASSERT_TRUE(WriteCheckpoint(path, *ckpt).ok());
+  auto loaded = ReadCheckpoint(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+
+  auto fresh = MakeStore(options);
+  ASSERT_FALSE(SameBits(Weights(*fresh), Weights(*trained)));
+  ASSERT_TRUE(fresh->Restore(*loaded).ok());
+  EXPECT_EQ(fresh->step(), 3);
+  EXPECT_TRUE(SameBits(Weights(*fresh), Weights(*trained)));
+
+  // Weights alone are not enough: with zeroed moments the next step differs.
+  ShardCheckpoint weights_only = *loaded;
+  for (std::vector<float>& s : weights_only.state) std::fill(s.begin(), s.end(), 0.0f);
+  auto amnesiac = MakeStore(options);
+  ASSERT_TRUE(amnesiac->Restore(weights_only).ok());
+
+  SyncStep(*trained, kWorkers, 3);
+  SyncStep(*fresh, kWorkers, 3);
+  SyncStep(*amnesiac, kWorkers, 3);
+  EXPECT_TRUE(SameBits(Weights(*fresh), Weights(*trained)));
+  EXPECT_FALSE(SameBits(Weights(*amnesiac), Weights(*trained)));
+}
+
 TEST(CheckpointFileTest, PathIsRankAndZeroPaddedStep) {
   EXPECT_EQ(CheckpointPath("ckpts", 3, 42), "ckpts/server-3-step-0000000042.ckpt");
 }
@@ -254,35 +288,14 @@ TEST(CheckpointFileTest, LatestConsistentStepIsNewestStepEveryServerHas) {
 }
 
 TEST(StoreCheckpointTest, RestoredStoreMatchesBitwiseAndTakesTheSameNextStep) {
-  constexpr int kWorkers = 2;
-  auto trained = MakeStore(AdamOptions(SYNC, kWorkers));
-  for (int64_t t = 0; t < 3; ++t) SyncStep(*trained, kWorkers, t);
-  auto ckpt = trained->Checkpoint();
-  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-  EXPECT_EQ(ckpt->step, 3);
-  EXPECT_EQ(ckpt->num_state_vectors, 2);  // Adam: m and v
-  const std::string path = CheckpointPath(TestDir(), 0, ckpt->step);
-  ASSERT_TRUE(WriteCheckpoint(path, *ckpt).ok());
-  auto loaded = ReadCheckpoint(path);
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-
-  auto fresh = MakeStore(AdamOptions(SYNC, kWorkers));
-  ASSERT_FALSE(SameBits(Weights(*fresh), Weights(*trained)));
-  ASSERT_TRUE(fresh->Restore(*loaded).ok());
-  EXPECT_EQ(fresh->step(), 3);
-  EXPECT_TRUE(SameBits(Weights(*fresh), Weights(*trained)));
-
-  // Weights alone are not enough: with zeroed Adam moments the next step differs.
-  ShardCheckpoint weights_only = *loaded;
-  for (std::vector<float>& s : weights_only.state) std::fill(s.begin(), s.end(), 0.0f);
-  auto amnesiac = MakeStore(AdamOptions(SYNC, kWorkers));
-  ASSERT_TRUE(amnesiac->Restore(weights_only).ok());
-
-  SyncStep(*trained, kWorkers, 3);
-  SyncStep(*fresh, kWorkers, 3);
-  SyncStep(*amnesiac, kWorkers, 3);
-  EXPECT_TRUE(SameBits(Weights(*fresh), Weights(*trained)));
-  EXPECT_FALSE(SameBits(Weights(*amnesiac), Weights(*trained)));
+  // Adam, and AdamW whose decoupled decay keeps the same two moments.
+  for (OptimizerSpec::Type type : {OptimizerSpec::ADAM, OptimizerSpec::ADAMW}) {
+    SCOPED_TRACE(OptimizerSpec::Type_Name(type));
+    ParameterStore::Options options = AdamOptions(SYNC, 2);
+    options.job.mutable_optimizer()->set_type(type);
+    if (type == OptimizerSpec::ADAMW) options.job.mutable_optimizer()->set_weight_decay(0.1f);
+    ExpectRestoredStoreContinuesBitwise(options);
+  }
 }
 
 TEST(StoreCheckpointTest, RestoreRefusesAnotherServerOrLayoutAndChangesNothing) {

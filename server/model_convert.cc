@@ -61,6 +61,7 @@ model::OptimizerOptions OptimizerOptionsFromProto(const OptimizerSpec& spec) {
     case OptimizerSpec::MOMENTUM: out.type = Type::kMomentum; break;
     case OptimizerSpec::NESTEROV: out.type = Type::kNesterov; break;
     case OptimizerSpec::ADAGRAD: out.type = Type::kAdagrad; break;
+    case OptimizerSpec::ADAMW: out.type = Type::kAdamW; break;
     default: out.type = Type::kAdam; break;  // TYPE_UNSPECIFIED means ADAM.
   }
   if (spec.has_lr()) out.lr = spec.lr();
