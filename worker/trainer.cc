@@ -9,7 +9,7 @@
 
 namespace pstrain::worker {
 
-absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(SessionOptions options, SchedulerApi* scheduler, PsApi* ps,
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(std::unique_ptr<TrainingSession> session,
                                                         model::Model* model, const data::Dataset* train,
                                                         const data::Dataset* test) {
   if (train->features() != model->input_size() || test->features() != model->input_size()) {
@@ -17,14 +17,12 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(SessionOptions options,
                                                    " features per sample, the model expects ",
                                                    model->input_size()));
   }
-  if (train->num_samples != options.view.train_samples() || test->num_samples != options.view.test_samples()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "data has ", train->num_samples, " training and ", test->num_samples, " test samples, the job has ",
-        options.view.train_samples(), " and ", options.view.test_samples()));
+  const ClusterView& view = session->view();
+  if (train->num_samples != view.train_samples() || test->num_samples != view.test_samples()) {
+    return absl::InvalidArgumentError(absl::StrCat("data has ", train->num_samples, " training and ",
+                                                   test->num_samples, " test samples, the job has ",
+                                                   view.train_samples(), " and ", view.test_samples()));
   }
-  options.params = model->params();
-  ASSIGN_OR_RETURN(std::unique_ptr<TrainingSession> session,
-                   TrainingSession::Create(std::move(options), scheduler, ps));
   return std::unique_ptr<Trainer>(new Trainer(std::move(session), model, train, test));
 }
 

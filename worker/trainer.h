@@ -19,20 +19,17 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/scheduler_api.h"
 #include "data/dataset.h"
 #include "model/model.h"
-#include "worker/ps_api.h"
 #include "worker/training_session.h"
 
 namespace pstrain::worker {
 
 class Trainer {
  public:
-  // `options.params` is taken from the model. Everything borrowed must outlive the Trainer.
-  // INVALID_ARGUMENT when the model does not match the view's shard map, the data set does not
-  // match the model or the view's sample counts, or the session refuses its options.
-  static absl::StatusOr<std::unique_ptr<Trainer>> Create(SessionOptions options, SchedulerApi* scheduler, PsApi* ps,
+  // `session` was created for the model's params(). Everything borrowed must outlive the Trainer.
+  // INVALID_ARGUMENT when the data set does not match the model or the job's sample counts.
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(std::unique_ptr<TrainingSession> session,
                                                         model::Model* model, const data::Dataset* train,
                                                         const data::Dataset* test);
 

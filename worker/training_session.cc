@@ -1,6 +1,7 @@
 #include "worker/training_session.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include <glog/logging.h>
@@ -279,6 +280,10 @@ uint64_t TrainingSession::AttemptRequestIds() {
   return attempt_ids_.first;
 }
 
+void TrainingSession::GradientReady(int first, int end) {
+  if (overlap_ && step_.active && step_.begun) pusher_.GradientReady(first, end);
+}
+
 void TrainingSession::AbandonStep() {
   // Calls already started must end before the pusher is used again, whatever happened.
   if (step_.active && step_.begun && overlap_) pusher_.Finish().IgnoreError();
@@ -460,9 +465,23 @@ void TrainingSession::FillPushHeader(PushRequest* push) const {
   push->set_checkpoint(ask_checkpoint_);
 }
 
+void TrainingSession::ClipGradient() {
+  const float max_norm = options_.job.optimizer().clip_grad_norm();
+  if (max_norm <= 0) return;
+  double squares = 0;
+  for (float g : grad_) squares += static_cast<double>(g) * g;
+  const double norm = std::sqrt(squares);
+  // As torch.nn.utils.clip_grad_norm_: scaled by max_norm / (norm + 1e-6) when that is below 1.
+  // A non-finite norm is left alone: the servers refuse the push and say which value.
+  if (!std::isfinite(norm) || norm <= max_norm) return;
+  const float scale = static_cast<float>(max_norm / (norm + 1e-6));
+  for (float& g : grad_) g *= scale;
+}
+
 absl::Status TrainingSession::PushAfterBackward(StepTimes* times) {
   absl::Time t = Now();
   times->set_compute_seconds(absl::ToDoubleSeconds(t - step_.handed_out));
+  ClipGradient();
   const uint64_t request_id = AttemptRequestIds();
   for (int s = 0; s < layout_.num_servers(); ++s) {
     OutgoingPush& push = push_[s];

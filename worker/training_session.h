@@ -15,7 +15,7 @@
 // Everything else happens inside: which samples this worker trains on (SYNC: its slice of the
 // global batch under the current membership; ASYNC/SSP: batches of leases from the scheduler),
 // pulling the initial weights, pushing to every shard (and its backup) with the job's gradient
-// compression, per-layer pushes during backward (SYNC overlap), membership changes (a step
+// clipping and compression, per-layer pushes during backward (SYNC overlap), membership changes (a step
 // refused with ABORTED is recomputed under the new view; a dead server is waited out when its
 // shard has a copy or a checkpoint), rollbacks to a checkpoint, epoch barriers, evaluation
 // leases, progress reports (only for applied steps, so sample counts stay exact), the final
@@ -150,6 +150,9 @@ class TrainingSession {
   // layer, while backward runs (SYNC with overlap; descending tensor order, each tensor once), or
   // nullptr when the whole gradient is pushed by EndStep. REQUIRES: Next gave kTrain.
   model::GradientSink* BeginStep();
+  // The same as BeginStep's sink: the gradients of tensors [first, end) are in gradient(). For
+  // loops that cannot hold the sink (the Python package). No-op when BeginStep returned nullptr.
+  void GradientReady(int first, int end);
   // kTrain: the gradient of the step's samples is in gradient() (stats.loss_sum over them):
   // pushes it (what BeginStep's sink has not sent yet) and installs the new weights.
   // REQUIRES: BeginStep was called for this step. Errors other than a refused step are final.
@@ -190,6 +193,9 @@ class TrainingSession {
   void StartEpochEnd(int epoch, bool last);
   absl::Status EndEpoch();
   absl::Status PushAfterBackward(StepTimes* times);
+  // optimizer.clip_grad_norm > 0: scales gradient() to that L2 norm over every tensor when it is
+  // longer (overlap is off then: the whole gradient must be known first).
+  void ClipGradient();
   absl::Status FinishPushDuringBackward(StepTimes* times);
   // The push fields every shard's request of a step shares.
   void FillPushHeader(PushRequest* push) const;

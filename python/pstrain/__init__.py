@@ -1,0 +1,62 @@
+"""pstrain: be a worker of a pstrain parameter-server job from Python.
+
+The job is described and started by pstrain-scheduler or pstrain-launch; a Python process joins it
+as a worker and trains on the servers' weights:
+
+    import pstrain
+    member = pstrain.join()                # --scheduler=HOST:PORT or PSTRAIN_SCHEDULER
+    member.declare_model(names, shapes, initial_values, train_samples, test_samples)
+    member.start()
+    session = member.new_session(names, shapes)
+    while True:
+        work = session.next()              # 'train', 'evaluate' or 'done'
+        ...
+
+This package needs only NumPy: the protocol is the C++ worker library (pstrain._core). For
+PyTorch models, use pstrain.torch, which does all of the above for a torch.nn.Module.
+"""
+
+import os
+import sys
+
+from pstrain._core import (  # noqa: F401  (re-exported)
+    AbortedError,
+    DeadlineExceededError,
+    Error,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    Member,
+    Session,
+    UnavailableError,
+    Work,
+)
+from pstrain.model_file import read_model_file, write_model_file  # noqa: F401
+
+__all__ = [
+    "AbortedError", "DeadlineExceededError", "Error", "FailedPreconditionError", "InvalidArgumentError",
+    "Member", "Session", "UnavailableError", "Work", "join", "read_model_file", "scheduler_address",
+    "write_model_file",
+]
+
+
+def scheduler_address(argv=None):
+    """The scheduler's host:port: --scheduler=ADDR (or --scheduler ADDR) in argv, else the
+    environment's PSTRAIN_SCHEDULER. argv is left as it is, for the script's own parser."""
+    argv = sys.argv[1:] if argv is None else argv
+    for i, arg in enumerate(argv):
+        if arg.startswith("--scheduler="):
+            return arg.split("=", 1)[1]
+        if arg == "--scheduler" and i + 1 < len(argv):
+            return argv[i + 1]
+    address = os.environ.get("PSTRAIN_SCHEDULER", "")
+    if not address:
+        raise InvalidArgumentError(
+            "no scheduler: pass --scheduler=HOST:PORT or set PSTRAIN_SCHEDULER "
+            "(pstrain-launch --worker_cmd sets it for the workers it starts)")
+    return address
+
+
+def join(scheduler=None, rpc_timeout_s=60.0, startup_timeout_s=120.0, tcp_connections=2):
+    """Registers this process as a worker of the job at `scheduler` (default: scheduler_address())
+    and returns its Member (rank, job). Blocks until the scheduler answers."""
+    return Member.join(scheduler or scheduler_address(), rpc_timeout_s, startup_timeout_s, tcp_connections)

@@ -1,0 +1,291 @@
+"""Train a PyTorch model as a worker of a pstrain job.
+
+    import pstrain.torch as pst
+
+    model = Net()
+    trainer = pst.Trainer(model, train_set, test_set)   # joins the job (--scheduler / PSTRAIN_SCHEDULER)
+    for x, y in trainer:                                # this worker's batches, in the job's order
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        trainer.step(loss)                              # push the gradients, install the new weights
+
+What the Trainer does for the script:
+
+- Parameters live on the servers. The first worker's initial values become the job's initial
+  weights; every other worker's parameter names and shapes are checked against them. The
+  parameters' memory becomes a view of the worker library's flat weight buffer, and their
+  gradients a view of its gradient buffer, so nothing is copied between PyTorch and the wire.
+- The optimizer is the servers' (the job's --optimizer, --lr, schedule, AdamW, ...): the script
+  steps no torch optimizer. One that does is caught at the next step (the parameters changed in
+  place outside pstrain) with an InvalidArgumentError.
+- SYNC with overlap: each parameter's gradient is pushed as soon as autograd has accumulated it
+  (a hook on its AccumulateGrad node), last layer first, while backward goes on.
+- Data: the scheduler assigns the samples (SYNC: this worker's slice of each global batch;
+  ASYNC/SSP: leased batches). Every epoch covers the training set exactly once, with no padding
+  and no set_epoch; a dead worker's share is handed to the others. A step refused because the
+  membership changed is computed again on the batch the iterator yields next.
+- Evaluation is leased too: at each epoch's end the iterator evaluates the test ranges given to
+  this worker (`evaluate(model, x, y) -> (loss_sum, correct)`, cross-entropy and top-1 accuracy by
+  default) and reports them; the run summary has the job's test loss and accuracy.
+- SIGTERM makes the worker finish its step, leave the job and end the iteration.
+- Buffers that are not parameters (BatchNorm's running statistics) stay local to each worker;
+  see buffers="..." below.
+"""
+
+import signal
+import threading
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.data import TensorDataset, default_collate
+
+import pstrain
+from pstrain import FailedPreconditionError, InvalidArgumentError
+from pstrain.model_file import read_model_file
+
+__all__ = ["Trainer", "load_state_dict", "default_evaluate"]
+
+
+def default_evaluate(model, x, y):
+    """(sum of the cross-entropy losses, number of correct top-1 predictions) of a test batch."""
+    logits = model(x)
+    loss_sum = F.cross_entropy(logits, y, reduction="sum").item()
+    correct = (logits.argmax(dim=1) == y).sum().item()
+    return loss_sum, correct
+
+
+def load_state_dict(path, model=None):
+    """The tensors of a pstrain model file (the job's --final_model) as a state_dict; loaded into
+    `model` when given (strict: every parameter, no other)."""
+    state = {name: torch.from_numpy(value) for name, value in read_model_file(path).items()}
+    if model is not None:
+        params = dict(model.named_parameters())
+        missing = sorted(set(params) - set(state))
+        unexpected = sorted(set(state) - set(params))
+        if missing or unexpected:
+            raise InvalidArgumentError(
+                f"{path}: missing parameters {missing}, unexpected tensors {unexpected}")
+        with torch.no_grad():
+            for name, value in state.items():
+                if tuple(params[name].shape) != tuple(value.shape):
+                    raise InvalidArgumentError(
+                        f"{path}: tensor '{name}' has shape {list(value.shape)}, the model's is "
+                        f"{list(params[name].shape)}")
+                params[name].copy_(value)
+    return state
+
+
+class _Batches:
+    """Gathers a batch of a map-style dataset by sample indices."""
+
+    def __init__(self, dataset, collate_fn):
+        self.dataset = dataset
+        self.collate_fn = collate_fn or default_collate
+        self.tensors = dataset.tensors if isinstance(dataset, TensorDataset) and collate_fn is None else None
+
+    def __call__(self, indices):
+        if self.tensors is not None:
+            index = torch.as_tensor(indices, dtype=torch.long)
+            return tuple(t[index] for t in self.tensors)
+        if hasattr(self.dataset, "__getitems__"):
+            return self.collate_fn(self.dataset.__getitems__(list(indices)))
+        return self.collate_fn([self.dataset[int(i)] for i in indices])
+
+
+class Trainer:
+    """One worker of a pstrain job, training `model` on `train_set` (any map-style Dataset).
+
+    model        a torch.nn.Module on the CPU; its trainable parameters, in named_parameters()
+                 order, are the job's tensors (0-d parameters travel as shape [1]).
+    train_set    the training data; len() must be the job's (the first worker's) sample count.
+    test_set     the test data for the leased evaluation; None: no evaluation.
+    scheduler    host:port; default --scheduler in sys.argv or PSTRAIN_SCHEDULER.
+    evaluate     (model, x, y) -> (loss_sum, correct) for a test batch; default_evaluate.
+    collate_fn   builds a batch from samples; default: PyTorch's default_collate (a TensorDataset
+                 is indexed directly).
+    eval_batch   test samples per evaluation forward pass.
+    """
+
+    def __init__(self, model, train_set, test_set=None, *, scheduler=None, evaluate=None, collate_fn=None,
+                 eval_batch=1000, member=None):
+        self.model = model
+        self.evaluate = evaluate or default_evaluate
+        self.eval_batch = eval_batch
+        self._train = _Batches(train_set, collate_fn)
+        self._test = _Batches(test_set, collate_fn) if test_set is not None else None
+        self.member = member if member is not None else pstrain.join(scheduler)
+        self.rank = self.member.rank
+        self.left = False
+        self.epoch = 0
+        self._pending = None
+        if self.member.finished:
+            self.session = None
+            return
+        job = self.member.job
+        self.job = job
+        if job["model"] != "external":
+            raise InvalidArgumentError(
+                f"the job trains the built-in model '{job['model']}'; start it with --model=external "
+                "to train a PyTorch model")
+        self._params = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+        if not self._params:
+            raise InvalidArgumentError("the model has no trainable parameters")
+        for name, p in self._params:
+            if p.device.type != "cpu":
+                raise InvalidArgumentError(
+                    f"parameter '{name}' is on {p.device}; this worker trains on the CPU: move the model "
+                    "with model.cpu()")
+            if p.dtype != torch.float32:
+                raise InvalidArgumentError(f"parameter '{name}' is {p.dtype}, expected torch.float32")
+        names = [name for name, _ in self._params]
+        shapes = [list(p.shape) if p.dim() > 0 else [1] for _, p in self._params]
+        initial = np.concatenate([p.detach().reshape(-1).numpy() for _, p in self._params]).astype(np.float32)
+        self.member.declare_model(names, shapes, initial, len(train_set),
+                                  len(test_set) if test_set is not None else 0)
+        self.view = self.member.start()
+        self.session = self.member.new_session(names, shapes)
+        self._alias_parameters()
+        self._install_hooks()
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, lambda *_: self.member.request_leave())
+
+    # -- the parameters as views of the session's buffers ------------------------------------
+
+    def _alias_parameters(self):
+        weights = torch.from_numpy(self.session.weights)
+        self._grad_flat = torch.from_numpy(self.session.gradient)
+        self._views = []
+        offset = 0
+        with torch.no_grad():
+            for name, p in self._params:
+                n = p.numel()
+                w = weights[offset:offset + n].view(p.shape)
+                g = self._grad_flat[offset:offset + n].view(p.shape)
+                p.data = w
+                p.grad = g
+                self._views.append((p, w, g))
+                offset += n
+        self._versions = [p._version for p, _, _ in self._views]
+
+    def _prepare_gradients(self):
+        """Zeroes the gradient buffer and points every .grad at its part of it again (a script's
+        zero_grad(set_to_none=True) drops them)."""
+        self._grad_flat.zero_()
+        for p, _, g in self._views:
+            if p.grad is None or p.grad.data_ptr() != g.data_ptr():
+                p.grad = g
+
+    def _check_untouched(self):
+        for (p, w, _), version in zip(self._views, self._versions):
+            if p.data_ptr() != w.data_ptr():
+                name = self._name_of(p)
+                raise InvalidArgumentError(
+                    f"parameter '{name}' was replaced outside pstrain (its memory is no longer the job's); "
+                    "load weights before creating the Trainer")
+            if p._version != version:
+                name = self._name_of(p)
+                raise InvalidArgumentError(
+                    f"parameter '{name}' was changed in place outside pstrain (a torch optimizer's step()?): "
+                    "the servers apply the job's optimizer, so the script must not step one")
+
+    def _name_of(self, param):
+        for name, p in self._params:
+            if p is param:
+                return name
+        return "?"
+
+    def _record_versions(self):
+        self._versions = [p._version for p, _, _ in self._views]
+
+    # -- overlap: gradients pushed as autograd accumulates them ------------------------------
+
+    def _install_hooks(self):
+        self._overlapping = False
+        self._accumulators = []  # kept alive: a hook lives as long as its node
+        self._ready = [False] * len(self._params)
+        self._watermark = len(self._params)
+        if not self.job["overlap"]:
+            return
+        for t, (_, p) in enumerate(self._params):
+            accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
+            accumulator.register_hook(lambda *_, t=t: self._gradient_ready(t))
+            self._accumulators.append(accumulator)
+
+    def _gradient_ready(self, t):
+        if not self._overlapping:
+            return
+        self._ready[t] = True
+        high = self._watermark
+        while self._watermark > 0 and self._ready[self._watermark - 1]:
+            self._watermark -= 1
+        if self._watermark < high:
+            # Tensors [watermark, high) are final: the pusher sends them while backward goes on.
+            self.session.gradient_ready(self._watermark, high)
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def __iter__(self):
+        if self.session is None:
+            return
+        while True:
+            work = self.session.next()
+            if work.kind == "done":
+                self.left = work.left
+                self.member.finish(None)
+                return
+            self.epoch = work.epoch
+            if work.kind == "evaluate":
+                self._evaluate(work.begin, work.end)
+                continue
+            self._check_untouched()
+            batch = self._train(work.samples)
+            self._prepare_gradients()
+            self._ready = [False] * len(self._params)
+            self._watermark = len(self._params)
+            self._overlapping = self.session.begin_step()
+            self._pending = len(work.samples)
+            yield batch
+            if self._pending is not None:
+                self.session.abandon_step()
+                self._pending = None
+                raise FailedPreconditionError(
+                    "the loop asked for the next batch without calling trainer.step(loss) for this one")
+
+    def step(self, loss):
+        """Pushes the gradients of the batch just yielded (its loss: the batch mean) and installs
+        the new weights. True when the servers took the step; False when it must be computed
+        again (a membership change): the iterator then yields the batch to compute."""
+        if self._pending is None:
+            raise FailedPreconditionError("trainer.step(loss) without a batch from the trainer's iterator")
+        self._check_untouched()
+        count = self._pending
+        self._pending = None
+        if self._overlapping and self._watermark > 0:
+            self.session.gradient_ready(0, self._watermark)  # unused parameters, and the end of backward
+        self._overlapping = False
+        loss_value = float(loss.detach()) if torch.is_tensor(loss) else float(loss)
+        applied = self.session.end_step(loss_value * count)
+        self._record_versions()
+        return applied
+
+    def _evaluate(self, begin, end):
+        if self._test is None:
+            self.session.report_evaluation(0.0, 0, 0)
+            return
+        was_training = self.model.training
+        self.model.eval()
+        loss_sum, correct = 0.0, 0
+        with torch.no_grad():
+            for first in range(begin, end, self.eval_batch):
+                x, y = self._test(range(first, min(end, first + self.eval_batch)))
+                batch_loss, batch_correct = self.evaluate(self.model, x, y)
+                loss_sum += float(batch_loss)
+                correct += int(batch_correct)
+        self.model.train(was_training)
+        self.session.report_evaluation(loss_sum, correct, end - begin)
+        self._record_versions()
+
+    def state_dict(self):
+        """The model's current weights (those of the servers after the last step), by name."""
+        return {name: p.detach().clone() for name, p in self._params}

@@ -1,0 +1,129 @@
+#include "worker/job_member.h"
+
+#include <utility>
+
+#include <glog/logging.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/barriers.h"
+#include "common/job_spec.h"
+#include "common/scheduler_client.h"
+#include "common/status_macros.h"
+#include "model/model_file.h"
+#include "worker/ps_client.h"
+
+namespace pstrain::worker {
+
+absl::StatusOr<std::unique_ptr<JobMember>> JobMember::Join(const MemberOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<SchedulerClient> scheduler,
+                   SchedulerClient::Create(options.scheduler_address, absl::Seconds(10)));
+  std::unique_ptr<JobMember> member(new JobMember(std::move(scheduler), options));
+  absl::StatusOr<RegisterResponse> registered =
+      member->scheduler_->Register(WORKER, "", options.startup_timeout);
+  if (!registered.ok()) {
+    if (absl::IsAborted(registered.status())) {
+      LOG(ERROR) << "the job failed before this worker joined: " << registered.status().message();
+    }
+    return registered.status();
+  }
+  if (registered->job_state() == FINISHED) {
+    // E.g. an orchestrator restarted this worker after the end: there is nothing left to do.
+    LOG(INFO) << "the job is over (FINISHED); nothing to do";
+    member->finished_ = true;
+    return member;
+  }
+  member->rank_ = registered->rank();
+  member->heartbeat_ms_ = registered->heartbeat_ms();
+  member->dead_after_ms_ = registered->dead_after_ms();
+  // As a server does: fields a scheduler left unset take their defaults, and a job that is not
+  // valid stops here with the field named, not somewhere in training.
+  member->job_ = registered->job();
+  ApplyJobDefaults(&member->job_);
+  if (absl::Status valid = ValidateJobSpec(member->job_); !valid.ok()) {
+    return member->Finish(absl::InvalidArgumentError(absl::StrCat("the job from the scheduler: ", valid.message())));
+  }
+  LOG(INFO) << "registered as worker " << member->rank_ << " with the scheduler at " << options.scheduler_address;
+  return member;
+}
+
+JobMember::JobMember(std::unique_ptr<SchedulerClient> scheduler, const MemberOptions& options)
+    : options_(options), scheduler_(std::move(scheduler)) {}
+
+JobMember::~JobMember() {
+  // The heartbeat thread may cancel the client's calls: stop it first.
+  heartbeater_.reset();
+  ps_.reset();
+}
+
+absl::Status JobMember::DeclareModel(const std::vector<model::ParamSpec>& params,
+                                     absl::Span<const float> initial_values, int64_t train_samples,
+                                     int64_t test_samples) {
+  if (ps_ != nullptr) return absl::FailedPreconditionError("declare the model before the job starts, not after");
+  ASSIGN_OR_RETURN(std::string file, model::SerializeModelFile(params, initial_values));
+  return scheduler_->DeclareModel(rank_, std::move(file), train_samples, test_samples);
+}
+
+absl::StatusOr<ClusterView> JobMember::Start() {
+  ASSIGN_OR_RETURN(view_, scheduler_->WaitUntilRunning(options_.startup_timeout));
+  ASSIGN_OR_RETURN(ps_, PsClient::Create(view_, options_.rpc_timeout, /*unix_sockets=*/true, options_.tcp_connections));
+  // From here on, a failed job cancels whatever this worker is waiting for.
+  heartbeater_ = std::make_unique<Heartbeater>(
+      scheduler_.get(), WORKER, rank_, absl::Milliseconds(heartbeat_ms_), absl::Milliseconds(dead_after_ms_),
+      [this](absl::Status end) {
+        if (end.ok()) return;
+        {
+          absl::MutexLock lock(&mu_);
+          if (outcome_.ok()) outcome_ = end;
+        }
+        ps_->CancelAll(std::string(end.message()));
+      });
+  RETURN_IF_ERROR(
+      scheduler_->Barrier(kServersReadyBarrier, BarrierRequest::ALL, WORKER, rank_, options_.startup_timeout));
+  return view_;
+}
+
+absl::StatusOr<std::unique_ptr<TrainingSession>> JobMember::NewSession(std::vector<model::ParamSpec> params) {
+  if (ps_ == nullptr) return absl::FailedPreconditionError("the job has not started: call Start() first");
+  SessionOptions options;
+  options.rank = rank_;
+  options.job = job_;
+  options.view = view_;
+  options.params = std::move(params);
+  options.leave = options_.leave != nullptr ? options_.leave : &leave_;
+  if (!job_.final_model_path().empty()) {
+    // The scheduler writes the final model (this worker's files may not outlive it, e.g. in a
+    // pod). The first live worker sends it (worker 0 may have died on the way), before its last
+    // report, so the job finishes only once the file is written. Should two see different views
+    // here, both send the same weights and the scheduler writes the first.
+    options.before_done = [this, params = options.params](absl::Span<const float> weights) -> absl::Status {
+      ASSIGN_OR_RETURN(ClusterView final_view, scheduler_->GetClusterView());
+      if (final_view.workers_size() == 0 || final_view.workers(0).rank() != rank_) return absl::OkStatus();
+      ASSIGN_OR_RETURN(std::string bytes, model::SerializeModelFile(params, weights));
+      const size_t size = bytes.size();
+      RETURN_IF_ERROR(scheduler_->SubmitFinalModel(rank_, std::move(bytes)));
+      LOG(INFO) << "sent the final model (" << size << " bytes) to the scheduler, which wrote it to "
+                << job_.final_model_path();
+      return absl::OkStatus();
+    };
+  }
+  return TrainingSession::Create(std::move(options), scheduler_.get(), ps_.get());
+}
+
+absl::Status JobMember::outcome() const {
+  absl::MutexLock lock(&mu_);
+  return outcome_;
+}
+
+absl::Status JobMember::Finish(absl::Status status) {
+  // A failure seen by the heartbeat explains a cancelled call better than the cancellation does.
+  const absl::Status cause = outcome();
+  if (!status.ok() && !cause.ok()) status = cause;
+  if (!status.ok() && !absl::IsAborted(status) && rank_ >= 0) {
+    // Tell the scheduler so the whole job fails now rather than at the heartbeat timeout.
+    absl::Status reported = scheduler_->ReportFailure(WORKER, rank_, std::string(status.message()));
+    if (!reported.ok()) VLOG(1) << "could not report the failure: " << reported;
+  }
+  return status;
+}
+
+}  // namespace pstrain::worker
