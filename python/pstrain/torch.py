@@ -239,6 +239,9 @@ class Trainer:
                 self._evaluate(work.begin, work.end)
                 continue
             self._check_untouched()
+            if len(work.samples) == 0:
+                self._push_empty_step()
+                continue
             batch = self._train(work.samples)
             self._prepare_gradients()
             self._ready = [False] * len(self._params)
@@ -251,6 +254,15 @@ class Trainer:
                 self._pending = None
                 raise FailedPreconditionError(
                     "the loop asked for the next batch without calling trainer.step(loss) for this one")
+
+    def _push_empty_step(self):
+        """SYNC: this worker's slice of a short last global batch can be empty. It still takes
+        part in the step (with no samples, so it weighs nothing), without bothering the loop."""
+        self._prepare_gradients()
+        if self.session.begin_step():
+            self.session.gradient_ready(0, len(self._params))
+        self.session.end_step(0.0)
+        self._record_versions()
 
     def step(self, loss):
         """Pushes the gradients of the batch just yielded (its loss: the batch mean) and installs

@@ -32,7 +32,7 @@ class Roles:
         self.log = open(os.path.join(self.dir, "roles.log"), "w")
         self.procs = [subprocess.Popen(
             [binary("pstrain-scheduler"), "--host=127.0.0.1", "--port=0", f"--port_file={port_file}",
-             f"--summary_json={self.summary}", "--heartbeat_ms=200", "--dead_after_ms=3000", f"--num_servers={servers}",
+             f"--summary_json={self.summary}", "--heartbeat_ms=200", "--dead_after_ms=3000", f"--servers={servers}",
              *flags], stdout=self.log, stderr=subprocess.STDOUT)]
         deadline = time.time() + 20
         while not (os.path.exists(port_file) and open(port_file).read().strip()):

@@ -32,7 +32,7 @@ def declare(member, model, n_train=64, n_test=0):
 
 class BadInputTest(unittest.TestCase):
     def test_module_that_does_not_match_the_job_is_refused(self):
-        with Roles(["--model=external", "--num_workers=2"]) as job:
+        with Roles(["--model=external", "--workers=3"]) as job:
             first = pstrain.join(job.address)
             declare(first, tiny_model(out=3))
             with self.assertRaises(pstrain.InvalidArgumentError) as caught:
@@ -43,14 +43,14 @@ class BadInputTest(unittest.TestCase):
             declare(pstrain.join(job.address), tiny_model(out=3))
 
     def test_data_set_of_another_length_than_the_job_is_refused(self):
-        with Roles(["--model=external", "--num_workers=1", "--train_samples=100"]) as job:
+        with Roles(["--model=external", "--workers=1", "--train_samples=100"]) as job:
             with self.assertRaises(pstrain.InvalidArgumentError) as caught:
                 pst.Trainer(tiny_model(), tiny_data(64), scheduler=job.address)
             self.assertIn("64", str(caught.exception))
             self.assertIn("100", str(caught.exception))
 
     def test_wrong_dtype_and_device_name_the_parameter(self):
-        with Roles(["--model=external", "--num_workers=1"]) as job:
+        with Roles(["--model=external", "--workers=2"]) as job:
             with self.assertRaisesRegex(pstrain.InvalidArgumentError, r"parameter '0.weight' is torch.float64"):
                 pst.Trainer(tiny_model().double(), tiny_data(), scheduler=job.address)
             meta = nn.Linear(4, 3, device="meta")
@@ -58,7 +58,7 @@ class BadInputTest(unittest.TestCase):
                 pst.Trainer(meta, tiny_data(), scheduler=job.address)
 
     def test_initial_values_must_be_contiguous_float32(self):
-        with Roles(["--model=external", "--num_workers=1"]) as job:
+        with Roles(["--model=external", "--workers=1"]) as job:
             member = pstrain.join(job.address)
             with self.assertRaisesRegex(pstrain.InvalidArgumentError, "dtype float64, expected float32"):
                 member.declare_model(["w"], [[4]], np.zeros(4, np.float64), 10, 0)
@@ -68,12 +68,12 @@ class BadInputTest(unittest.TestCase):
                 member.declare_model(["w"], [[4]], np.zeros(3, np.float32), 10, 0)
 
     def test_builtin_model_job_is_refused_with_the_flag_to_use(self):
-        with Roles(["--model=mlp", "--num_workers=1"]) as job:
+        with Roles(["--model=mlp", "--workers=1"]) as job:
             with self.assertRaisesRegex(pstrain.InvalidArgumentError, "--model=external"):
                 pst.Trainer(tiny_model(), tiny_data(), scheduler=job.address)
 
     def test_script_that_also_steps_a_torch_optimizer_is_stopped_before_it_pushes(self):
-        with Roles(["--model=external", "--num_workers=1", "--batch_size=16", "--epochs=1"]) as job:
+        with Roles(["--model=external", "--workers=1", "--batch_size=16", "--epochs=1"]) as job:
             model = tiny_model()
             trainer = pst.Trainer(model, tiny_data(), scheduler=job.address)
             optimizer = torch.optim.SGD(model.parameters(), lr=0.1)

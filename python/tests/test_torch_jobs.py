@@ -2,6 +2,7 @@
 its final model loads as a state_dict, and a worker killed mid-epoch loses and duplicates nothing."""
 
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -11,7 +12,7 @@ import uuid
 import torch
 
 import pstrain.torch as pst
-from local_job import example, launch
+from local_job import PYTHON, example, launch
 
 TRAIN, TEST = 6000, 2000
 
@@ -29,6 +30,7 @@ class TorchJobTest(unittest.TestCase):
         self.assertEqual(code, 0, output[-3000:])
         self.assertEqual(summary["state"], "FINISHED")
         self.assertEqual(epoch_samples(summary), [TRAIN] * 3)
+        self.assertTrue(all(e["train_loss"] is not None for e in summary["epochs"]), summary["epochs"])
         self.assertGreater(summary["final_test_accuracy"], 0.75, output[-2000:])
         # The final model is the servers' weights, by the module's own parameter names.
         import fashion_data
@@ -47,23 +49,28 @@ class TorchJobTest(unittest.TestCase):
         killed = []
 
         def kill_one(proc, output):
-            # Once training is under way (a progress line of epoch 1), kill one of the three.
-            if killed or "epoch 1/" not in output:
+            # Once the progress line passes a third of the steps, kill one of the three: mid-epoch 2.
+            steps = re.findall(r"step (\d+)/(\d+)", output)
+            if killed or not steps or int(steps[-1][0]) * 3 < int(steps[-1][1]) + 30:
                 return
             pids = subprocess.run(["pgrep", "-f", tag], capture_output=True, text=True).stdout.split()
-            python = [p for p in pids if "python3" in open(f"/proc/{p}/cmdline").read()]
+            # The workers themselves (exec'ed by their shell), not the launcher whose flag names them.
+            python = [p for p in pids if open(f"/proc/{p}/cmdline").read().split("\0")[0] == PYTHON]
             if len(python) == 3:
                 os.kill(int(python[-1]), signal.SIGKILL)
                 killed.append(python[-1])
 
+        # Small batches make an epoch last a few seconds, so the kill lands inside one.
+        train = 12000
         code, output, summary = launch(
-            ["--model=external", "--servers=2", "--workers=3", "--epochs=3", "--batch_size=64"],
-            example("fashion_mlp.py", f"--train_limit={TRAIN}", f"--test_limit={TEST}", f"--tag={tag}"),
+            ["--model=external", "--servers=2", "--workers=3", "--epochs=3", "--batch_size=16"],
+            example("fashion_mlp.py", f"--train_limit={train}", f"--test_limit={TEST}", f"--tag={tag}"),
             on_progress=kill_one)
         self.assertTrue(killed, "no worker was killed: " + output[-2000:])
         self.assertEqual(code, 0, output[-3000:])
         self.assertEqual(summary["state"], "FINISHED")
-        self.assertEqual(epoch_samples(summary), [TRAIN] * 3)
+        self.assertEqual(epoch_samples(summary), [train] * 3)
+        self.assertTrue(all(e["train_loss"] is not None for e in summary["epochs"]), summary["epochs"])
         kinds = [e["kind"] for e in summary.get("membership_events", [])]
         self.assertIn("died", kinds, summary.get("membership_events"))
 
