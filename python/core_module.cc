@@ -246,9 +246,12 @@ PYBIND11_MODULE(_core, m) {
   py::class_<JobMember>(m, "Member", "This process's membership of a job, as a worker.")
       .def_static(
           "join",
-          [](const std::string& scheduler, double rpc_timeout_s, double startup_timeout_s, int tcp_connections) {
+          [](const std::string& scheduler, double rpc_timeout_s, double startup_timeout_s, int tcp_connections,
+             const std::string& health_host, int health_port) {
             worker::MemberOptions options;
             options.scheduler_address = scheduler;
+            options.health_host = health_host;
+            options.health_port = health_port;
             options.rpc_timeout = absl::Seconds(rpc_timeout_s);
             options.startup_timeout = absl::Seconds(startup_timeout_s);
             options.tcp_connections = tcp_connections;
@@ -261,7 +264,7 @@ PYBIND11_MODULE(_core, m) {
             return std::move(member).value();
           },
           py::arg("scheduler"), py::arg("rpc_timeout_s") = 60.0, py::arg("startup_timeout_s") = 120.0,
-          py::arg("tcp_connections") = 2)
+          py::arg("tcp_connections") = 2, py::arg("health_host") = "0.0.0.0", py::arg("health_port") = 0)
       .def_property_readonly("rank", &JobMember::rank)
       .def_property_readonly("finished", &JobMember::finished)
       .def_property_readonly("job", [](const JobMember& m) { return JobDict(m.job()); })

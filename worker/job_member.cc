@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/barriers.h"
+#include "common/health.h"
 #include "common/job_spec.h"
 #include "common/scheduler_client.h"
 #include "common/status_macros.h"
@@ -18,6 +19,10 @@ absl::StatusOr<std::unique_ptr<JobMember>> JobMember::Join(const MemberOptions& 
   ASSIGN_OR_RETURN(std::unique_ptr<SchedulerClient> scheduler,
                    SchedulerClient::Create(options.scheduler_address, absl::Seconds(10)));
   std::unique_ptr<JobMember> member(new JobMember(std::move(scheduler), options));
+  if (options.health_port > 0) {
+    ASSIGN_OR_RETURN(member->health_, HealthServer::Start(options.health_host, options.health_port));
+    LOG(INFO) << "health service on " << JoinHostPort(options.health_host, member->health_->port());
+  }
   absl::StatusOr<RegisterResponse> registered =
       member->scheduler_->Register(WORKER, "", options.startup_timeout);
   if (!registered.ok()) {
@@ -43,6 +48,7 @@ absl::StatusOr<std::unique_ptr<JobMember>> JobMember::Join(const MemberOptions& 
     return member->Finish(absl::InvalidArgumentError(absl::StrCat("the job from the scheduler: ", valid.message())));
   }
   LOG(INFO) << "registered as worker " << member->rank_ << " with the scheduler at " << options.scheduler_address;
+  if (member->health_ != nullptr) member->health_->SetServing(true);
   return member;
 }
 
@@ -115,6 +121,7 @@ absl::Status JobMember::outcome() const {
 }
 
 absl::Status JobMember::Finish(absl::Status status) {
+  if (health_ != nullptr) health_->SetServing(false);
   // A failure seen by the heartbeat explains a cancelled call better than the cancellation does.
   const absl::Status cause = outcome();
   if (!status.ok() && !cause.ok()) status = cause;

@@ -36,6 +36,7 @@
 #include "worker/training_session.h"
 
 namespace pstrain {
+class HealthServer;
 class Heartbeater;
 class SchedulerClient;
 }  // namespace pstrain
@@ -54,6 +55,11 @@ struct MemberOptions {
   // Set from another thread (SIGTERM) to leave the job gracefully; may be null, in which case
   // RequestLeave is the way to ask.
   const std::atomic<bool>* leave = nullptr;
+  // With health_port > 0, a gRPC health service (common/health.h) listens on
+  // health_host:health_port: NOT_SERVING until the worker has registered, SERVING while it is in
+  // the job, NOT_SERVING once it is done (Finish). 0: none.
+  std::string health_host = "0.0.0.0";
+  int health_port = 0;
 };
 
 class JobMember {
@@ -95,9 +101,10 @@ class JobMember {
   // The first reason the job ended badly that the heartbeat saw (OK while none).
   absl::Status outcome() const;
 
-  // Ends this worker's part with `status`: a failure is reported to the scheduler (unless it is
-  // the job's own failure, ABORTED), and explained by outcome() when the heartbeat saw the job
-  // fail first. Returns the status the process should end with.
+  // Ends this worker's part with `status`: the health service (if any) says NOT_SERVING, a
+  // failure is reported to the scheduler (unless it is the job's own failure, ABORTED), and
+  // explained by outcome() when the heartbeat saw the job fail first. Returns the status the
+  // process should end with.
   absl::Status Finish(absl::Status status);
 
  private:
@@ -113,6 +120,7 @@ class JobMember {
   ClusterView view_;
   std::unique_ptr<PsClient> ps_;
   std::unique_ptr<Heartbeater> heartbeater_;
+  std::unique_ptr<HealthServer> health_;
   std::atomic<bool> leave_{false};
 
   mutable absl::Mutex mu_;

@@ -6,7 +6,6 @@
 
 #include <glog/logging.h>
 
-#include "common/health.h"
 #include "common/status_macros.h"
 #include "data/idx_reader.h"
 #include "model/device.h"
@@ -41,23 +40,17 @@ absl::Status RunWorker(const WorkerOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend,
                    model::NewBackendForDevice(options.device, options.allow_tf32));
   LOG(INFO) << "computing on " << backend->name() << (options.allow_tf32 ? " (TF32 allowed)" : "");
-  std::unique_ptr<HealthServer> health;
-  if (options.health_port > 0) {
-    ASSIGN_OR_RETURN(health, HealthServer::Start(options.health_host, options.health_port));
-    LOG(INFO) << "health service on " << JoinHostPort(options.health_host, health->port());
-  }
   MemberOptions member_options;
   member_options.scheduler_address = options.scheduler_address;
   member_options.rpc_timeout = options.rpc_timeout;
   member_options.tcp_connections = options.tcp_connections;
   member_options.startup_timeout = options.startup_timeout;
   member_options.leave = options.leave;
+  member_options.health_host = options.health_host;
+  member_options.health_port = options.health_port;
   ASSIGN_OR_RETURN(std::unique_ptr<JobMember> member, JobMember::Join(member_options));
   if (member->finished()) return absl::OkStatus();
-  if (health != nullptr) health->SetServing(true);
-  absl::Status status = Train(options, member.get(), backend.get());
-  if (health != nullptr) health->SetServing(false);
-  return member->Finish(std::move(status));
+  return member->Finish(Train(options, member.get(), backend.get()));
 }
 
 }  // namespace pstrain::worker
