@@ -8,26 +8,11 @@ of a pstrain job: the same network as pstrain-worker --model=cnn, written in PyT
 import argparse
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 import pstrain.torch as pst  # pstrain
 from fashion_data import load_fashion_mnist
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 32, 5, padding=2)
-        self.conv2 = nn.Conv2d(32, 64, 5, padding=2)
-        self.fc1 = nn.Linear(64 * 7 * 7, 128)
-        self.fc2 = nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        x = F.relu(self.fc1(torch.flatten(x, 1)))
-        return self.fc2(x)
+from fashion_models import Cnn
 
 
 def main():
@@ -40,7 +25,7 @@ def main():
     torch.manual_seed(1)
     train_set = load_fashion_mnist("train", args.data_dir, args.train_limit)
     test_set = load_fashion_mnist("test", args.data_dir, args.test_limit)
-    model = Net()
+    model = Cnn()
 
     trainer = pst.Trainer(model, train_set, test_set)  # pstrain: join the job; the servers hold the weights
     for x, y in trainer:  # pstrain: this worker's batches

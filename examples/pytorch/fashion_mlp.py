@@ -12,16 +12,11 @@ this script only says what the model is and where the data comes from.
 import argparse
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 import pstrain.torch as pst  # pstrain
 from fashion_data import load_fashion_mnist
-
-
-def make_model():
-    return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
-                         nn.Linear(128, 10))
+from fashion_models import make_mlp
 
 
 def main():
@@ -34,7 +29,7 @@ def main():
     torch.manual_seed(1)
     train_set = load_fashion_mnist("train", args.data_dir, args.train_limit)
     test_set = load_fashion_mnist("test", args.data_dir, args.test_limit)
-    model = make_model()
+    model = make_mlp()
 
     trainer = pst.Trainer(model, train_set, test_set)  # pstrain: join the job; the servers hold the weights
     for x, y in trainer:  # pstrain: this worker's batches

@@ -22,7 +22,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler
 
 from fashion_data import load_fashion_mnist
-from fashion_mlp import make_model
+from fashion_models import make_mlp
 
 
 def run(rank, args):
@@ -32,7 +32,7 @@ def run(rank, args):
     torch.manual_seed(1)
     train_set = load_fashion_mnist("train", args.data_dir, args.train_limit)
     test_set = load_fashion_mnist("test", args.data_dir, args.test_limit)
-    model = DDP(make_model())
+    model = DDP(make_mlp())
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     sampler = DistributedSampler(train_set, seed=1)
     loader = DataLoader(train_set, batch_size=args.batch_size, sampler=sampler)

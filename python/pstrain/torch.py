@@ -12,9 +12,10 @@
 What the Trainer does for the script:
 
 - Parameters live on the servers. The first worker's initial values become the job's initial
-  weights; every other worker's parameter names and shapes are checked against them. The
-  parameters' memory becomes a view of the worker library's flat weight buffer, and their
-  gradients a view of its gradient buffer, so nothing is copied between PyTorch and the wire.
+  weights; every other worker's parameter names and shapes are checked against them. On the CPU
+  the parameters' memory becomes a view of the worker library's flat weight buffer, and their
+  gradients a view of its gradient buffer, so nothing is copied between PyTorch and the wire. On
+  a CUDA device those buffers, page-locked, stage one copy each way per step.
 - The optimizer is the servers' (the job's --optimizer, --lr, schedule, AdamW, ...): the script
   steps no torch optimizer. One that does is caught at the next step (the parameters changed in
   place outside pstrain) with an InvalidArgumentError.
@@ -76,6 +77,20 @@ def load_state_dict(path, model=None):
     return state
 
 
+def _to_device(batch, device):
+    """`batch` with its tensors (in tuples, lists and dicts, as collate functions build them) on
+    `device`; unchanged on the CPU."""
+    if device.type == "cpu":
+        return batch
+    if torch.is_tensor(batch):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(_to_device(b, device) for b in batch)
+    if isinstance(batch, dict):
+        return {k: _to_device(v, device) for k, v in batch.items()}
+    return batch
+
+
 class _Batches:
     """Gathers a batch of a map-style dataset by sample indices."""
 
@@ -96,8 +111,9 @@ class _Batches:
 class Trainer:
     """One worker of a pstrain job, training `model` on `train_set` (any map-style Dataset).
 
-    model        a torch.nn.Module on the CPU; its trainable parameters, in named_parameters()
-                 order, are the job's tensors (0-d parameters travel as shape [1]).
+    model        a torch.nn.Module on the CPU or one CUDA device; its trainable float32
+                 parameters, in named_parameters() order, are the job's tensors (0-d parameters
+                 travel as shape [1]). Batches are moved to the model's device.
     train_set    the training data; len() must be the job's (the first worker's) sample count.
     test_set     the test data for the leased evaluation; None: no evaluation.
     scheduler    host:port; default --scheduler in sys.argv or PSTRAIN_SCHEDULER.
@@ -131,16 +147,21 @@ class Trainer:
         self._params = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
         if not self._params:
             raise InvalidArgumentError("the model has no trainable parameters")
+        self.device = self._params[0][1].device
         for name, p in self._params:
-            if p.device.type != "cpu":
+            if p.device != self.device:
                 raise InvalidArgumentError(
-                    f"parameter '{name}' is on {p.device}; this worker trains on the CPU: move the model "
-                    "with model.cpu()")
+                    f"parameter '{name}' is on {p.device}, '{self._params[0][0]}' on {self.device}: "
+                    "a worker trains on one device")
             if p.dtype != torch.float32:
                 raise InvalidArgumentError(f"parameter '{name}' is {p.dtype}, expected torch.float32")
+        if self.device.type not in ("cpu", "cuda"):
+            raise InvalidArgumentError(
+                f"parameter '{self._params[0][0]}' is on {self.device}; a worker trains on the CPU or a CUDA "
+                "device: move the model with model.cpu() or model.cuda()")
         names = [name for name, _ in self._params]
         shapes = [list(p.shape) if p.dim() > 0 else [1] for _, p in self._params]
-        initial = np.concatenate([p.detach().reshape(-1).numpy() for _, p in self._params]).astype(np.float32)
+        initial = np.concatenate([p.detach().reshape(-1).cpu().numpy() for _, p in self._params]).astype(np.float32)
         self.member.declare_model(names, shapes, initial, len(train_set),
                                   len(test_set) if test_set is not None else 0)
         self.view = self.member.start()
@@ -153,9 +174,25 @@ class Trainer:
     # -- the parameters as views of the session's buffers ------------------------------------
 
     def _alias_parameters(self):
-        weights = torch.from_numpy(self.session.weights)
-        self._grad_flat = torch.from_numpy(self.session.gradient)
+        """CPU: parameters and .grad become views of the session's own buffers (no copies at all).
+        CUDA: they become views of device buffers of the same layout, and the session's buffers
+        (page-locked, so the copies are DMA) stage them: weights in after each update, gradients
+        out before each push (per tensor as autograd finishes it, with overlap)."""
+        self._host_weights = torch.from_numpy(self.session.weights)
+        self._host_grad = torch.from_numpy(self.session.gradient)
+        if self.device.type == "cuda":
+            for host in (self._host_weights, self._host_grad):
+                # 0 is cudaSuccess; unpinned memory still works, only slower.
+                torch.cuda.cudart().cudaHostRegister(host.data_ptr(), host.numel() * host.element_size(), 0)
+            weights = torch.zeros_like(self._host_weights, device=self.device)
+            self._grad_flat = torch.zeros_like(self._host_grad, device=self.device)
+        else:
+            weights = self._host_weights
+            self._grad_flat = self._host_grad
+        self._device_weights = weights
+        self._loaded_version = -1
         self._views = []
+        self._offsets = []
         offset = 0
         with torch.no_grad():
             for name, p in self._params:
@@ -165,11 +202,28 @@ class Trainer:
                 p.data = w
                 p.grad = g
                 self._views.append((p, w, g))
+                self._offsets.append(offset)
                 offset += n
+        self._offsets.append(offset)
         self._versions = [p._version for p, _, _ in self._views]
 
+    def _load_weights(self):
+        """CUDA: copies the session's weights to the device when they changed."""
+        if self.device.type != "cuda" or self.session.weights_version == self._loaded_version:
+            return
+        with torch.no_grad():
+            self._device_weights.copy_(self._host_weights)
+        self._loaded_version = self.session.weights_version
+        self._record_versions()
+
+    def _stage_gradients(self, first, end):
+        """CUDA: copies the gradients of tensors [first, end) to the session's buffer (blocking)."""
+        if self.device.type == "cuda" and first < end:
+            lo, hi = self._offsets[first], self._offsets[end]
+            self._host_grad[lo:hi].copy_(self._grad_flat[lo:hi])
+
     def _prepare_gradients(self):
-        """Zeroes the gradient buffer and points every .grad at its part of it again (a script's
+        """Zeroes the gradients and points every .grad at its part of the buffer again (a script's
         zero_grad(set_to_none=True) drops them)."""
         self._grad_flat.zero_()
         for p, _, g in self._views:
@@ -221,6 +275,7 @@ class Trainer:
             self._watermark -= 1
         if self._watermark < high:
             # Tensors [watermark, high) are final: the pusher sends them while backward goes on.
+            self._stage_gradients(self._watermark, high)
             self.session.gradient_ready(self._watermark, high)
 
     # -- the loop ----------------------------------------------------------------------------
@@ -238,11 +293,12 @@ class Trainer:
             if work.kind == "evaluate":
                 self._evaluate(work.begin, work.end)
                 continue
+            self._load_weights()
             self._check_untouched()
             if len(work.samples) == 0:
                 self._push_empty_step()
                 continue
-            batch = self._train(work.samples)
+            batch = _to_device(self._train(work.samples), self.device)
             self._prepare_gradients()
             self._ready = [False] * len(self._params)
             self._watermark = len(self._params)
@@ -259,6 +315,7 @@ class Trainer:
         """SYNC: this worker's slice of a short last global batch can be empty. It still takes
         part in the step (with no samples, so it weighs nothing), without bothering the loop."""
         self._prepare_gradients()
+        self._host_grad.zero_()
         if self.session.begin_step():
             self.session.gradient_ready(0, len(self._params))
         self.session.end_step(0.0)
@@ -274,7 +331,10 @@ class Trainer:
         count = self._pending
         self._pending = None
         if self._overlapping and self._watermark > 0:
+            self._stage_gradients(0, self._watermark)
             self.session.gradient_ready(0, self._watermark)  # unused parameters, and the end of backward
+        elif not self._overlapping:
+            self._stage_gradients(0, len(self._params))
         self._overlapping = False
         loss_value = float(loss.detach()) if torch.is_tensor(loss) else float(loss)
         applied = self.session.end_step(loss_value * count)
@@ -285,12 +345,14 @@ class Trainer:
         if self._test is None:
             self.session.report_evaluation(0.0, 0, 0)
             return
+        self._load_weights()
         was_training = self.model.training
         self.model.eval()
         loss_sum, correct = 0.0, 0
         with torch.no_grad():
             for first in range(begin, end, self.eval_batch):
                 x, y = self._test(range(first, min(end, first + self.eval_batch)))
+                x, y = _to_device((x, y), self.device)
                 batch_loss, batch_correct = self.evaluate(self.model, x, y)
                 loss_sum += float(batch_loss)
                 correct += int(batch_correct)

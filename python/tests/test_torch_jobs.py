@@ -34,8 +34,8 @@ class TorchJobTest(unittest.TestCase):
         self.assertGreater(summary["final_test_accuracy"], 0.75, output[-2000:])
         # The final model is the servers' weights, by the module's own parameter names.
         import fashion_data
-        import fashion_mlp
-        model = fashion_mlp.make_model()
+        import fashion_models
+        model = fashion_models.make_mlp()
         state = pst.load_state_dict(model_path, model)
         self.assertEqual(list(state), [n for n, _ in model.named_parameters()])
         test = fashion_data.load_fashion_mnist("test", limit=TEST)
