@@ -10,7 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev zlib1g-dev
   python3-grpcio python3-protobuf
-  # The Python package (python/): bindings, and the PyTorch workers and their tests.
+  # The Python package (python/): its bindings, and the NumPy and PyTorch it uses.
   pybind11-dev python3-dev python3-numpy python3-torch
   dataset-fashion-mnist
 )

@@ -71,6 +71,72 @@ TEST(MultiHostTest, RolesOnFiveHostsTrainTogether) {
   EXPECT_GT(JsonNumber(summary, "final_test_accuracy"), 0.7) << summary;
 }
 
+// PyTorch workers (the pstrain Python package), started by hand as README.md says: the scheduler
+// with --model=external, each worker the example script with --scheduler. The first worker's
+// declaration is the job's model; each epoch covers the script's training set exactly once. Skips
+// where the package is not built or PyTorch is missing.
+TEST(MultiHostTest, PythonWorkersOnTwoHostsTrainADeclaredModel) {
+  const std::string bin = BinDir();
+  const std::string python_path = "PYTHONPATH=" + bin + "/../python";
+  absl::StatusOr<RunResult> probe =
+      pstrain::testing::Run({"/usr/bin/env", python_path, "/usr/bin/python3", "-c", "import pstrain.torch"},
+                            absl::Seconds(60));
+  if (!probe.ok() || probe->exit_code != 0) {
+    GTEST_SKIP() << "the pstrain Python package or PyTorch is missing: "
+                 << (probe.ok() ? probe->output : probe.status().ToString());
+  }
+  absl::StatusOr<std::unique_ptr<TestHosts>> made = TestHosts::Create(5);
+  if (!made.ok()) GTEST_SKIP() << "cannot make test hosts in network namespaces: " << made.status();
+  TestHosts& hosts = **made;
+  const std::string dir = MakeTempDir("multihost-python");
+  const std::string source = std::string(__FILE__).substr(0, std::string(__FILE__).rfind("/tests/"));
+  const std::string scheduler_address = hosts.address(0) + ":7000";
+
+  std::vector<std::unique_ptr<Child>> roles;
+  auto start = [&](int host, const std::vector<std::string>& argv, const std::string& name) {
+    absl::StatusOr<Child> child = Child::Start(hosts.Command(host, argv), dir + "/" + name + ".log");
+    ASSERT_TRUE(child.ok()) << child.status();
+    roles.push_back(std::make_unique<Child>(std::move(*child)));
+  };
+  start(0,
+        {bin + "/pstrain-scheduler", "--host=0.0.0.0", "--port=7000", "--model=external", "--servers=2",
+         "--workers=2", "--mode=sync", "--epochs=2", "--summary_json=" + dir + "/summary.json",
+         "--final_model=" + dir + "/model.bin"},
+        "scheduler");
+  for (int host : {1, 2}) {
+    start(host, {bin + "/pstrain-server", "--scheduler=" + scheduler_address, "--host=" + hosts.address(host),
+                 "--port=7001"},
+          "server-" + std::to_string(host));
+  }
+  // The data limits are the script's: the scheduler of an external model reads no data.
+  for (int host : {3, 4}) {
+    start(host,
+          {"/usr/bin/env", python_path, "PYTHONDONTWRITEBYTECODE=1", "/usr/bin/python3",
+           source + "/examples/pytorch/fashion_mlp.py", "--train_limit=" + std::to_string(kTrainSamples),
+           "--test_limit=1000", "--scheduler=" + scheduler_address},
+          "worker-" + std::to_string(host));
+  }
+
+  for (auto& role : roles) {
+    absl::StatusOr<int> code = role->Wait(absl::Minutes(3));
+    ASSERT_TRUE(code.ok()) << code.status() << "\n" << role->Output();
+    EXPECT_EQ(*code, 0) << role->Output();
+  }
+  for (int i : {3, 4}) EXPECT_THAT(roles[i]->Output(), HasSubstr(": done at epoch 1")) << roles[i]->Output();
+  const std::string scheduler_log = roles[0]->Output();
+  EXPECT_THAT(scheduler_log, HasSubstr("at " + hosts.address(1) + ":7001")) << scheduler_log;
+  EXPECT_THAT(scheduler_log, HasSubstr("at " + hosts.address(2) + ":7001")) << scheduler_log;
+  const std::string summary = ReadFile(dir + "/summary.json");
+  EXPECT_THAT(summary, HasSubstr("\"state\": \"FINISHED\"")) << summary;
+  const std::vector<double> samples = JsonNumbers(summary, "samples");
+  ASSERT_GE(samples.size(), 2u) << summary;
+  EXPECT_EQ(samples[0], kTrainSamples) << summary;
+  EXPECT_EQ(samples[1], kTrainSamples) << summary;
+  EXPECT_GT(JsonNumber(summary, "final_test_accuracy"), 0.7) << summary;
+  // The declared model, sent by a Python worker and written by the scheduler.
+  EXPECT_FALSE(ReadFile(dir + "/model.bin").empty());
+}
+
 // The pods' way (deploy/k8s/): every setting from PSTRAIN_* variables as the manifests set them,
 // the job from the manifests' own job.textproto (shortened by variables), servers listening on
 // 0.0.0.0 and advertising their host's address, workers serving health. Then a worker started
