@@ -44,6 +44,15 @@ class TorchJobTest(unittest.TestCase):
             accuracy = (model(x).argmax(dim=1) == y).float().mean().item()
         self.assertAlmostEqual(accuracy, summary["final_test_accuracy"], places=3)
 
+    def test_cnn_example_trains(self):
+        # A short run: the example's network, data and loop work; bench/pytorch.sh measures it.
+        code, output, summary = launch(
+            ["--model=external", "--servers=2", "--workers=2", "--epochs=1", "--batch_size=64"],
+            example("fashion_cnn.py", "--train_limit=2000", "--test_limit=500"))
+        self.assertEqual(code, 0, output[-3000:])
+        self.assertEqual(epoch_samples(summary), [2000])
+        self.assertGreater(summary["final_test_accuracy"], 0.5, output[-2000:])
+
     def test_killed_worker_loses_and_duplicates_no_sample(self):
         tag = uuid.uuid4().hex
         killed = []
