@@ -60,17 +60,17 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   pstrain::worker::WorkerOptions options;
-  options.scheduler_address = FLAGS_scheduler;
+  options.member.scheduler_address = FLAGS_scheduler;
   options.device = FLAGS_device;
   options.allow_tf32 = FLAGS_tf32;
-  options.rpc_timeout = absl::Milliseconds(FLAGS_rpc_timeout_ms);
-  options.tcp_connections = FLAGS_tcp_connections;
-  options.startup_timeout = absl::Milliseconds(FLAGS_startup_timeout_ms);
-  options.health_host = FLAGS_health_host;
-  options.health_port = FLAGS_health_port;
+  options.member.rpc_timeout = absl::Milliseconds(FLAGS_rpc_timeout_ms);
+  options.member.tcp_connections = FLAGS_tcp_connections;
+  options.member.startup_timeout = absl::Milliseconds(FLAGS_startup_timeout_ms);
+  options.member.health_host = FLAGS_health_host;
+  options.member.health_port = FLAGS_health_port;
   // SIGTERM/SIGINT: finish the current step, leave the job, exit 0.
   std::atomic<bool> leave{false};
-  options.leave = &leave;
+  options.member.leave = &leave;
   absl::Status status;
   {
     pstrain::StopSignals signals([&leave] { leave = true; });

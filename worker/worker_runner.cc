@@ -40,15 +40,7 @@ absl::Status RunWorker(const WorkerOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend,
                    model::NewBackendForDevice(options.device, options.allow_tf32));
   LOG(INFO) << "computing on " << backend->name() << (options.allow_tf32 ? " (TF32 allowed)" : "");
-  MemberOptions member_options;
-  member_options.scheduler_address = options.scheduler_address;
-  member_options.rpc_timeout = options.rpc_timeout;
-  member_options.tcp_connections = options.tcp_connections;
-  member_options.startup_timeout = options.startup_timeout;
-  member_options.leave = options.leave;
-  member_options.health_host = options.health_host;
-  member_options.health_port = options.health_port;
-  ASSIGN_OR_RETURN(std::unique_ptr<JobMember> member, JobMember::Join(member_options));
+  ASSIGN_OR_RETURN(std::unique_ptr<JobMember> member, JobMember::Join(options.member));
   if (member->finished()) return absl::OkStatus();
   return member->Finish(Train(options, member.get(), backend.get()));
 }

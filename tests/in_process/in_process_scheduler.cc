@@ -120,24 +120,19 @@ absl::StatusOr<HeartbeatResponse> InProcessScheduler::Heartbeat(Role role, int r
 
 absl::StatusOr<LeaseResponse> InProcessScheduler::LeaseWork(int worker_rank, int epoch) {
   RETURN_IF_ERROR(Enter("LeaseWork"));
-  LeaseRequest request;
-  request.set_worker_rank(worker_rank);
-  request.set_epoch(epoch);
-  {
-    absl::MutexLock lock(&mu_);
-    request.set_request_seq(next_seq_++);
-  }
-  absl::StatusOr<LeaseResponse> answer = core_->LeaseWork(request);
-  After();
-  return answer;
+  return Lease(worker_rank, epoch, /*eval=*/false);
 }
 
 absl::StatusOr<LeaseResponse> InProcessScheduler::LeaseEval(int worker_rank, int epoch) {
   RETURN_IF_ERROR(Enter("LeaseEval"));
+  return Lease(worker_rank, epoch, /*eval=*/true);
+}
+
+absl::StatusOr<LeaseResponse> InProcessScheduler::Lease(int worker_rank, int epoch, bool eval) {
   LeaseRequest request;
   request.set_worker_rank(worker_rank);
   request.set_epoch(epoch);
-  request.set_eval(true);
+  request.set_eval(eval);
   {
     absl::MutexLock lock(&mu_);
     request.set_request_seq(next_seq_++);

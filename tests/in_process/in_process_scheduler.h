@@ -58,6 +58,8 @@ class InProcessScheduler : public SchedulerApi {
   // Counts the call; the injected failure for it, or OK to go on to the core.
   absl::Status Enter(const std::string& method);
   void After();
+  // LeaseWork and LeaseEval: one LeaseRequest, stamped like the gRPC client's.
+  absl::StatusOr<LeaseResponse> Lease(int worker_rank, int epoch, bool eval);
 
   scheduler::Scheduler* const core_;
   mutable absl::Mutex mu_;

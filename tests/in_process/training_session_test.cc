@@ -7,6 +7,7 @@
 // index, in multiples of 1/8 with power-of-two batch sizes and learning rate, so every sum is
 // exact and runs can be compared bit for bit.
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -260,6 +261,20 @@ TEST(TrainingSessionTest, StepRefusedByAMembershipChangeIsRecomputedUnderTheNewV
   EXPECT_EQ(cluster->ServerWeights(), OneWorkerWeights(SYNC, 8));
 }
 
+// Server 0 takes worker 0's first push (or part) of step 3, but the worker hears "connection
+// reset" (`when`: as the server answers, or at once). `pushes` counts worker 0's pushes of step 3
+// to server 0.
+void ResetWorker0sFirstPushOfStep3(InProcessCluster& cluster, InProcessPs::Fault::When when,
+                                   std::atomic<int>* pushes) {
+  cluster.ps().set_fault_rule([when, pushes](const InProcessPs::CallInfo& call) -> std::optional<InProcessPs::Fault> {
+    if (call.push == nullptr || call.server != 0 || call.push->worker_rank() != 0 || call.push->step() != 3) {
+      return std::nullopt;
+    }
+    if (pushes->fetch_add(1) > 0) return std::nullopt;
+    return InProcessPs::Fault{absl::UnavailableError("connection reset"), when};
+  });
+}
+
 TEST(TrainingSessionTest, LostPushAnswerIsRetriedAndAppliedOnce) {
   using Fault = InProcessPs::Fault;
   for (Fault::When when : {Fault::kWhenServerAnswers, Fault::kWhileServerHolds}) {
@@ -268,15 +283,8 @@ TEST(TrainingSessionTest, LostPushAnswerIsRetriedAndAppliedOnce) {
       JobSpec job = TinyJob(SYNC, 2, 4);
       job.set_overlap(overlap);
       auto cluster = StartCluster(job);
-      // Server 0 takes worker 0's push of step 3, but the worker hears "connection reset".
       std::atomic<int> pushes{0};
-      cluster->ps().set_fault_rule([&](const InProcessPs::CallInfo& call) -> std::optional<Fault> {
-        if (call.push == nullptr || call.server != 0 || call.push->worker_rank() != 0 || call.push->step() != 3) {
-          return std::nullopt;
-        }
-        if (pushes.fetch_add(1) > 0) return std::nullopt;
-        return Fault{absl::UnavailableError("connection reset"), when};
-      });
+      ResetWorker0sFirstPushOfStep3(*cluster, when, &pushes);
       std::vector<Driven> driven = RunWorkers(*cluster, {0, 1});
       for (const Driven& d : driven) ASSERT_TRUE(d.status.ok()) << d.status;
       EXPECT_GE(pushes.load(), 2);  // the retry went through
@@ -299,13 +307,7 @@ TEST(TrainingSessionTest, PushRetriedWhileItsStepIsStillOpenIsTakenAsARetry) {
     // holds step 3 back until worker 0 has sent it again, so the server still holds the first
     // copy when the second arrives.
     std::atomic<int> pushes{0};
-    cluster->ps().set_fault_rule([&](const InProcessPs::CallInfo& call) -> std::optional<Fault> {
-      if (call.push == nullptr || call.server != 0 || call.push->worker_rank() != 0 || call.push->step() != 3) {
-        return std::nullopt;
-      }
-      if (pushes.fetch_add(1) > 0) return std::nullopt;
-      return Fault{absl::UnavailableError("connection reset"), Fault::kWhileServerHolds};
-    });
+    ResetWorker0sFirstPushOfStep3(*cluster, Fault::kWhileServerHolds, &pushes);
     std::map<int, Hooks> hooks;
     hooks[1].before_step = [&](const Work& work, const Driven&) {
       while (work.step == 3 && pushes.load() < 2) absl::SleepFor(absl::Milliseconds(1));
@@ -401,6 +403,28 @@ TEST(TrainingSessionTest, FailedJobEndsTheSessionWithAborted) {
   Driven d = Drive(session.get(), fail);
   EXPECT_EQ(d.status.code(), absl::StatusCode::kAborted) << d.status;
   EXPECT_THAT(d.status.message(), ::testing::HasSubstr("a server broke"));
+}
+
+TEST(TrainingSessionTest, GradientLongerThanClipGradNormIsScaledToItBeforeThePush) {
+  JobSpec job = TinyJob(SYNC, 1, 8);
+  job.mutable_optimizer()->set_clip_grad_norm(0.25f);
+  auto cluster = StartCluster(job);
+  std::unique_ptr<TrainingSession> session = Session(*cluster, 0);
+  Work work;
+  ASSERT_TRUE(session->Next(&work).ok());
+  ASSERT_EQ(work.kind, Work::kTrain);
+  const std::vector<float> before(session->weights().begin(), session->weights().end());
+  EXPECT_EQ(session->BeginStep(), nullptr);  // clipping needs the whole gradient: no overlap
+  absl::Span<float> grad = session->gradient();
+  for (size_t k = 0; k < grad.size(); ++k) grad[k] = k % 2 == 0 ? 0.5f : -0.5f;  // norm sqrt(8)/2
+  auto applied = session->EndStep(model::BatchStats{});
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  const double scale = 0.25 / (std::sqrt(8.0) / 2 + 1e-6);
+  const std::vector<float> after = cluster->ServerWeights();
+  for (size_t k = 0; k < after.size(); ++k) {
+    const float g = static_cast<float>((k % 2 == 0 ? 0.5 : -0.5) * scale);
+    EXPECT_FLOAT_EQ(after[k], before[k] - 0.5f * g) << k;  // SGD, lr 0.5
+  }
 }
 
 TEST(TrainingSessionTest, EvaluationReportWithoutALeaseIsRefused) {
