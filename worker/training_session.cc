@@ -1,7 +1,6 @@
 #include "worker/training_session.h"
 
 #include <algorithm>
-#include <cmath>
 #include <utility>
 
 #include <glog/logging.h>
@@ -16,18 +15,6 @@
 namespace pstrain::worker {
 namespace {
 
-// How long to wait before asking again when a server has not yet learnt the newest membership
-// epoch, or the scheduler has no lease free yet.
-constexpr absl::Duration kRetryPause = absl::Milliseconds(25);
-// How long a worker watches the view for a server that stopped answering before it tries again.
-constexpr absl::Duration kUnavailablePatience = absl::Seconds(1);
-
-std::string LiveRanks(const ClusterView& view) {
-  std::vector<int> ranks;
-  for (const WorkerInfo& w : view.workers()) ranks.push_back(w.rank());
-  return absl::StrJoin(ranks, ",");
-}
-
 std::vector<int64_t> TensorElements(const std::vector<model::ParamSpec>& params) {
   std::vector<int64_t> elements;
   for (const model::ParamSpec& p : params) elements.push_back(p.num_elements);
@@ -35,6 +22,12 @@ std::vector<int64_t> TensorElements(const std::vector<model::ParamSpec>& params)
 }
 
 }  // namespace
+
+std::string TrainingSession::LiveRanks(const ClusterView& view) {
+  std::vector<int> ranks;
+  for (const WorkerInfo& w : view.workers()) ranks.push_back(w.rank());
+  return absl::StrJoin(ranks, ",");
+}
 
 absl::StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::Create(SessionOptions options,
                                                                         SchedulerApi* scheduler, PsApi* ps) {
@@ -259,37 +252,6 @@ absl::Status TrainingSession::EndEpoch() {
   return absl::OkStatus();
 }
 
-model::GradientSink* TrainingSession::BeginStep() {
-  CHECK(step_.active && !step_.begun) << "BeginStep without a training step from Next()";
-  step_.begun = true;
-  if (!overlap_) return nullptr;
-  FillPushHeader(&header_);
-  pusher_.Begin(routes_, header_, grad_.data(), weights_.data(), AttemptRequestIds(), encoder_.get());
-  return &pusher_;
-}
-
-uint64_t TrainingSession::AttemptRequestIds() {
-  const AttemptIds key{step_.step, view_.membership_epoch(), epoch_, step_.lease_id, step_.lease_batch, 0};
-  if (key.step != attempt_ids_.step || key.membership_epoch != attempt_ids_.membership_epoch ||
-      key.epoch != attempt_ids_.epoch || key.lease_id != attempt_ids_.lease_id ||
-      key.lease_batch != attempt_ids_.lease_batch) {
-    attempt_ids_ = key;
-    attempt_ids_.first = next_request_id_;
-    next_request_id_ += LayerPusher::kIdsPerStep;
-  }
-  return attempt_ids_.first;
-}
-
-void TrainingSession::GradientReady(int first, int end) {
-  if (overlap_ && step_.active && step_.begun) pusher_.GradientReady(first, end);
-}
-
-void TrainingSession::AbandonStep() {
-  // Calls already started must end before the pusher is used again, whatever happened.
-  if (step_.active && step_.begun && overlap_) pusher_.Finish().IgnoreError();
-  step_.active = false;
-}
-
 absl::StatusOr<TrainingSession::StepResult> TrainingSession::EndStep(const model::BatchStats& stats) {
   CHECK(step_.active && step_.begun) << "EndStep without BeginStep";
   StepTimes times;
@@ -333,91 +295,6 @@ absl::Status TrainingSession::StepApplied() {
   return MaybeReport(epoch_, /*force=*/lease_->next_batch == lease_->batches);
 }
 
-absl::Status TrainingSession::StepRefused(const absl::Status& status) {
-  ask_checkpoint_ = false;
-  // ABORTED: the membership changed (or a server has not learnt the newest epoch yet).
-  // UNAVAILABLE: a server is down. SYNC: with checkpoints the scheduler waits for a replacement;
-  // ASYNC/SSP: a membership change only when its shard's copy is promoted (replicas) or a
-  // replacement restores its checkpoint.
-  const bool membership = absl::IsAborted(status) || (absl::IsUnavailable(status) && (Sync() || ServersRecover()));
-  if (!membership) return status;
-  RETURN_IF_ERROR(AwaitMembership(status, give_up_));
-  if (!Sync()) rewind_to_.reset();  // a rollback to a common step exists only in SYNC
-  if (rewind_to_.has_value()) {
-    // The servers rolled back to a checkpoint: go back to its step and its data position.
-    LOG(INFO) << "rewinding from step " << global_step_ << " to step " << *rewind_to_
-              << ", where the servers restored their checkpoints";
-    global_step_ = *rewind_to_;
-    rewind_to_.reset();
-    give_up_ = absl::InfiniteFuture();
-    encoder_->Reset();
-    RETURN_IF_ERROR(PullWeightsWhenCurrent(global_step_, epoch_).status());
-  }
-  // Otherwise the same batch (SYNC: the same global batch under the new view) is handed out again.
-  return absl::OkStatus();
-}
-
-absl::StatusOr<ClusterView> TrainingSession::FetchView(absl::Time give_up) {
-  ASSIGN_OR_RETURN(ClusterView view, scheduler_->GetClusterView());
-  // A dead server's rank waits for a replacement (no replicas): until one registers, a retry would
-  // only recompute the step and push it again to the servers that already have it.
-  while (view.state() == RUNNING && view.shard_hosts_size() == 0 && view.servers_size() < layout_.num_servers()) {
-    if (Now() > give_up) {
-      return absl::DeadlineExceededError(absl::StrCat("step ", global_step_, ": ", view.servers_size(), " of ",
-                                                      layout_.num_servers(), " servers live for ",
-                                                      absl::FormatDuration(options_.membership_timeout)));
-    }
-    options_.clock->SleepFor(kRetryPause);
-    ASSIGN_OR_RETURN(view, scheduler_->GetClusterView());
-  }
-  if (view.state() == FAILED) return absl::AbortedError(absl::StrCat("job failed: ", view.failure()));
-  return view;
-}
-
-absl::Status TrainingSession::AwaitMembership(const absl::Status& aborted, absl::Time give_up) {
-  if (Now() > give_up) {
-    return absl::DeadlineExceededError(absl::StrCat("step ", global_step_, " kept failing for ",
-                                                    absl::FormatDuration(options_.membership_timeout),
-                                                    "; last: ", aborted.message()));
-  }
-  ASSIGN_OR_RETURN(ClusterView view, FetchView(give_up));
-  if (absl::IsUnavailable(aborted)) {
-    // A server that does not answer is most likely dead, and the scheduler says so within
-    // dead_after. Watching the view meanwhile is cheap; pushing the step again every pause would
-    // repeat it on every other server. Past kUnavailablePatience the step is tried again anyway
-    // (the server may have been only slow).
-    const absl::Time patience_end = Now() + kUnavailablePatience;
-    while (view.membership_epoch() <= view_.membership_epoch() && Now() < patience_end) {
-      options_.clock->SleepFor(kRetryPause);
-      ASSIGN_OR_RETURN(view, FetchView(give_up));
-    }
-  }
-  if (view.membership_epoch() > view_.membership_epoch()) {
-    LOG(INFO) << "step " << global_step_ << ": membership epoch " << view_.membership_epoch() << " -> "
-              << view.membership_epoch() << ", live workers " << LiveRanks(view);
-    if (view.has_restore_step() && view.restore_epoch() > view_.restore_epoch() &&
-        view.restore_step() < global_step_) {
-      rewind_to_ = view.restore_step();
-    }
-    ASSIGN_OR_RETURN(routes_, ShardRoutes(view, layout_.num_servers()));
-    ps_->UpdateServers(view);
-    view_ = std::move(view);
-  } else {
-    VLOG(1) << "step " << global_step_ << ": " << aborted.message() << "; retrying";
-    options_.clock->SleepFor(kRetryPause);
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<int64_t> TrainingSession::PullWeightsWhenCurrent(int64_t step, int epoch) {
-  const absl::Time give_up = Now() + options_.membership_timeout;
-  while (true) {
-    absl::StatusOr<int64_t> pulled = PullWeights(step, epoch);
-    if (!absl::IsAborted(pulled.status()) && !absl::IsUnavailable(pulled.status())) return pulled;
-    RETURN_IF_ERROR(AwaitMembership(pulled.status(), give_up));
-  }
-}
-
 absl::StatusOr<int> TrainingSession::Slot() const {
   for (int i = 0; i < view_.workers_size(); ++i) {
     if (view_.workers(i).rank() == options_.rank) return i;
@@ -452,101 +329,6 @@ void TrainingSession::RecordLeaseProgress(int64_t lease_id, int64_t batches_done
   LeaseProgress* p = pending_.add_leases();
   p->set_lease_id(lease_id);
   p->set_batches_done(batches_done);
-}
-
-void TrainingSession::FillPushHeader(PushRequest* push) const {
-  push->set_worker_rank(options_.rank);
-  push->set_membership_epoch(view_.membership_epoch());
-  push->set_step(step_.step);
-  push->set_data_epoch(epoch_);
-  push->set_num_samples(step_.num_samples);
-  push->set_lease_id(step_.lease_id);
-  push->set_lease_batch(step_.lease_batch);
-  push->set_checkpoint(ask_checkpoint_);
-}
-
-void TrainingSession::ClipGradient() {
-  const float max_norm = options_.job.optimizer().clip_grad_norm();
-  if (max_norm <= 0) return;
-  double squares = 0;
-  for (float g : grad_) squares += static_cast<double>(g) * g;
-  const double norm = std::sqrt(squares);
-  // As torch.nn.utils.clip_grad_norm_: scaled by max_norm / (norm + 1e-6) when that is below 1.
-  // A non-finite norm is left alone: the servers refuse the push and say which value.
-  if (!std::isfinite(norm) || norm <= max_norm) return;
-  const float scale = static_cast<float>(max_norm / (norm + 1e-6));
-  for (float& g : grad_) g *= scale;
-}
-
-absl::Status TrainingSession::PushAfterBackward(StepTimes* times) {
-  absl::Time t = Now();
-  times->set_compute_seconds(absl::ToDoubleSeconds(t - step_.handed_out));
-  ClipGradient();
-  const uint64_t request_id = AttemptRequestIds();
-  for (int s = 0; s < layout_.num_servers(); ++s) {
-    OutgoingPush& push = push_[s];
-    push.header.set_shard(s);
-    // The copy must have applied the step before this worker moves on (see PsApi).
-    push.header.set_wait_until_applied(routes_[s].backup >= 0);
-    push.header.set_request_id(request_id);
-    FillPushHeader(&push.header);
-    layout_.FillPush(s, grad_.data(), &push);
-    RETURN_IF_ERROR(encoder_->Encode(s, /*first=*/0, &push));
-  }
-  absl::Time now = Now();
-  times->set_push_seconds(absl::ToDoubleSeconds(now - t));
-  t = now;
-  RETURN_IF_ERROR(ps_->PushPullShards(routes_, push_, &pulled_));
-  now = Now();
-  times->set_wait_seconds(absl::ToDoubleSeconds(now - t));
-  t = now;
-  RETURN_IF_ERROR(InstallWeights());
-  times->set_pull_seconds(absl::ToDoubleSeconds(Now() - t));
-  return absl::OkStatus();
-}
-
-absl::Status TrainingSession::FinishPushDuringBackward(StepTimes* times) {
-  const absl::Time compute_end = Now();
-  absl::Status answered = pusher_.Finish();
-  const absl::Time now = Now();
-  // The pusher times its sends by the real clock; with a simulated one the difference means
-  // nothing, so it is kept from going negative.
-  times->set_compute_seconds(
-      absl::ToDoubleSeconds(std::max(absl::ZeroDuration(), compute_end - step_.handed_out - pusher_.send_time())));
-  times->set_push_seconds(absl::ToDoubleSeconds(pusher_.send_time()));
-  times->set_wait_seconds(absl::ToDoubleSeconds(now - compute_end));
-  times->set_overlapped_seconds(
-      absl::ToDoubleSeconds(std::max(absl::ZeroDuration(), compute_end - pusher_.first_sent())));
-  RETURN_IF_ERROR(answered);
-  // The answers are in weights_ already, copied as they arrived.
-  ++weights_version_;
-  return absl::OkStatus();
-}
-
-absl::StatusOr<int64_t> TrainingSession::PullWeights(int64_t step, int epoch) {
-  std::vector<PullRequest> requests(layout_.num_servers());
-  for (int s = 0; s < layout_.num_servers(); ++s) {
-    PullRequest& r = requests[s];
-    r.set_shard(s);
-    r.set_worker_rank(options_.rank);
-    r.set_membership_epoch(view_.membership_epoch());
-    r.set_step(step);
-    r.set_data_epoch(epoch);
-  }
-  RETURN_IF_ERROR(ps_->PullShards(routes_, requests, &pulled_));
-  int64_t lowest = pulled_[0].header.step();
-  for (const IncomingPull& r : pulled_) lowest = std::min(lowest, r.header.step());
-  RETURN_IF_ERROR(InstallWeights());
-  return lowest;
-}
-
-absl::Status TrainingSession::InstallWeights() {
-  for (int s = 0; s < layout_.num_servers(); ++s) {
-    RETURN_IF_ERROR(layout_.ApplyPull(s, pulled_[s], weights_.data()));
-    ReleaseValues(&pulled_[s]);
-  }
-  ++weights_version_;
-  return absl::OkStatus();
 }
 
 absl::Status TrainingSession::Leave(int epoch) {

@@ -42,6 +42,9 @@
 // only through a Clock, so it holds no gRPC and its recovery paths are unit-tested in-process.
 //
 // Not thread-safe: one thread drives it. The gradient sink's calls come from that thread too.
+//
+// Implementation: the work and its bookkeeping in training_session.cc, membership changes in
+// training_session_membership.cc, pushes and pulls in training_session_push.cc.
 #ifndef PSTRAIN_WORKER_TRAINING_SESSION_H_
 #define PSTRAIN_WORKER_TRAINING_SESSION_H_
 
@@ -173,7 +176,16 @@ class TrainingSession {
     int64_t next_batch = 0;
   };
 
+  // How long to wait before asking again when a server has not yet learnt the newest membership
+  // epoch, or the scheduler has no lease free yet.
+  static constexpr absl::Duration kRetryPause = absl::Milliseconds(25);
+  // How long a worker watches the view for a server that stopped answering before it tries again.
+  static constexpr absl::Duration kUnavailablePatience = absl::Seconds(1);
+
   TrainingSession(SessionOptions options, SchedulerApi* scheduler, PsApi* ps, ShardLayout layout);
+
+  // "0,1,3": the live workers' ranks, for the log.
+  static std::string LiveRanks(const ClusterView& view);
 
   absl::Time Now() const { return options_.clock->Now(); }
   bool Sync() const { return options_.job.mode() == SYNC; }

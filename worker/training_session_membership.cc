@@ -1,0 +1,99 @@
+// TrainingSession (worker/training_session.h): waiting out membership changes. A refused step,
+// a server that stopped answering, a rollback to a checkpoint: the session learns the new view
+// from the scheduler, follows it, and says whether the step is to be computed again.
+#include <utility>
+
+#include <glog/logging.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/training_session.h"
+
+namespace pstrain::worker {
+
+absl::Status TrainingSession::StepRefused(const absl::Status& status) {
+  ask_checkpoint_ = false;
+  // ABORTED: the membership changed (or a server has not learnt the newest epoch yet).
+  // UNAVAILABLE: a server is down. SYNC: with checkpoints the scheduler waits for a replacement;
+  // ASYNC/SSP: a membership change only when its shard's copy is promoted (replicas) or a
+  // replacement restores its checkpoint.
+  const bool membership = absl::IsAborted(status) || (absl::IsUnavailable(status) && (Sync() || ServersRecover()));
+  if (!membership) return status;
+  RETURN_IF_ERROR(AwaitMembership(status, give_up_));
+  if (!Sync()) rewind_to_.reset();  // a rollback to a common step exists only in SYNC
+  if (rewind_to_.has_value()) {
+    // The servers rolled back to a checkpoint: go back to its step and its data position.
+    LOG(INFO) << "rewinding from step " << global_step_ << " to step " << *rewind_to_
+              << ", where the servers restored their checkpoints";
+    global_step_ = *rewind_to_;
+    rewind_to_.reset();
+    give_up_ = absl::InfiniteFuture();
+    encoder_->Reset();
+    RETURN_IF_ERROR(PullWeightsWhenCurrent(global_step_, epoch_).status());
+  }
+  // Otherwise the same batch (SYNC: the same global batch under the new view) is handed out again.
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ClusterView> TrainingSession::FetchView(absl::Time give_up) {
+  ASSIGN_OR_RETURN(ClusterView view, scheduler_->GetClusterView());
+  // A dead server's rank waits for a replacement (no replicas): until one registers, a retry would
+  // only recompute the step and push it again to the servers that already have it.
+  while (view.state() == RUNNING && view.shard_hosts_size() == 0 && view.servers_size() < layout_.num_servers()) {
+    if (Now() > give_up) {
+      return absl::DeadlineExceededError(absl::StrCat("step ", global_step_, ": ", view.servers_size(), " of ",
+                                                      layout_.num_servers(), " servers live for ",
+                                                      absl::FormatDuration(options_.membership_timeout)));
+    }
+    options_.clock->SleepFor(kRetryPause);
+    ASSIGN_OR_RETURN(view, scheduler_->GetClusterView());
+  }
+  if (view.state() == FAILED) return absl::AbortedError(absl::StrCat("job failed: ", view.failure()));
+  return view;
+}
+
+absl::Status TrainingSession::AwaitMembership(const absl::Status& aborted, absl::Time give_up) {
+  if (Now() > give_up) {
+    return absl::DeadlineExceededError(absl::StrCat("step ", global_step_, " kept failing for ",
+                                                    absl::FormatDuration(options_.membership_timeout),
+                                                    "; last: ", aborted.message()));
+  }
+  ASSIGN_OR_RETURN(ClusterView view, FetchView(give_up));
+  if (absl::IsUnavailable(aborted)) {
+    // A server that does not answer is most likely dead, and the scheduler says so within
+    // dead_after. Watching the view meanwhile is cheap; pushing the step again every pause would
+    // repeat it on every other server. Past kUnavailablePatience the step is tried again anyway
+    // (the server may have been only slow).
+    const absl::Time patience_end = Now() + kUnavailablePatience;
+    while (view.membership_epoch() <= view_.membership_epoch() && Now() < patience_end) {
+      options_.clock->SleepFor(kRetryPause);
+      ASSIGN_OR_RETURN(view, FetchView(give_up));
+    }
+  }
+  if (view.membership_epoch() > view_.membership_epoch()) {
+    LOG(INFO) << "step " << global_step_ << ": membership epoch " << view_.membership_epoch() << " -> "
+              << view.membership_epoch() << ", live workers " << LiveRanks(view);
+    if (view.has_restore_step() && view.restore_epoch() > view_.restore_epoch() &&
+        view.restore_step() < global_step_) {
+      rewind_to_ = view.restore_step();
+    }
+    ASSIGN_OR_RETURN(routes_, ShardRoutes(view, layout_.num_servers()));
+    ps_->UpdateServers(view);
+    view_ = std::move(view);
+  } else {
+    VLOG(1) << "step " << global_step_ << ": " << aborted.message() << "; retrying";
+    options_.clock->SleepFor(kRetryPause);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> TrainingSession::PullWeightsWhenCurrent(int64_t step, int epoch) {
+  const absl::Time give_up = Now() + options_.membership_timeout;
+  while (true) {
+    absl::StatusOr<int64_t> pulled = PullWeights(step, epoch);
+    if (!absl::IsAborted(pulled.status()) && !absl::IsUnavailable(pulled.status())) return pulled;
+    RETURN_IF_ERROR(AwaitMembership(pulled.status(), give_up));
+  }
+}
+
+}  // namespace pstrain::worker

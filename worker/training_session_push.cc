@@ -1,0 +1,141 @@
+// TrainingSession (worker/training_session.h): moving tensors. A step's push, whole after
+// backward or layer by layer during it (LayerPusher), with the same request ids however often it
+// is sent; clipping; pulls, and installing what the servers answer into the weights.
+#include <algorithm>
+#include <cmath>
+
+#include <glog/logging.h>
+
+#include "common/status_macros.h"
+#include "common/step_times.h"
+#include "worker/training_session.h"
+
+namespace pstrain::worker {
+
+model::GradientSink* TrainingSession::BeginStep() {
+  CHECK(step_.active && !step_.begun) << "BeginStep without a training step from Next()";
+  step_.begun = true;
+  if (!overlap_) return nullptr;
+  FillPushHeader(&header_);
+  pusher_.Begin(routes_, header_, grad_.data(), weights_.data(), AttemptRequestIds(), encoder_.get());
+  return &pusher_;
+}
+
+uint64_t TrainingSession::AttemptRequestIds() {
+  const AttemptIds key{step_.step, view_.membership_epoch(), epoch_, step_.lease_id, step_.lease_batch, 0};
+  if (key.step != attempt_ids_.step || key.membership_epoch != attempt_ids_.membership_epoch ||
+      key.epoch != attempt_ids_.epoch || key.lease_id != attempt_ids_.lease_id ||
+      key.lease_batch != attempt_ids_.lease_batch) {
+    attempt_ids_ = key;
+    attempt_ids_.first = next_request_id_;
+    next_request_id_ += LayerPusher::kIdsPerStep;
+  }
+  return attempt_ids_.first;
+}
+
+void TrainingSession::GradientReady(int first, int end) {
+  if (overlap_ && step_.active && step_.begun) pusher_.GradientReady(first, end);
+}
+
+void TrainingSession::AbandonStep() {
+  // Calls already started must end before the pusher is used again, whatever happened.
+  if (step_.active && step_.begun && overlap_) pusher_.Finish().IgnoreError();
+  step_.active = false;
+}
+
+void TrainingSession::FillPushHeader(PushRequest* push) const {
+  push->set_worker_rank(options_.rank);
+  push->set_membership_epoch(view_.membership_epoch());
+  push->set_step(step_.step);
+  push->set_data_epoch(epoch_);
+  push->set_num_samples(step_.num_samples);
+  push->set_lease_id(step_.lease_id);
+  push->set_lease_batch(step_.lease_batch);
+  push->set_checkpoint(ask_checkpoint_);
+}
+
+void TrainingSession::ClipGradient() {
+  const float max_norm = options_.job.optimizer().clip_grad_norm();
+  if (max_norm <= 0) return;
+  double squares = 0;
+  for (float g : grad_) squares += static_cast<double>(g) * g;
+  const double norm = std::sqrt(squares);
+  // As torch.nn.utils.clip_grad_norm_: scaled by max_norm / (norm + 1e-6) when that is below 1.
+  // A non-finite norm is left alone: the servers refuse the push and say which value.
+  if (!std::isfinite(norm) || norm <= max_norm) return;
+  const float scale = static_cast<float>(max_norm / (norm + 1e-6));
+  for (float& g : grad_) g *= scale;
+}
+
+absl::Status TrainingSession::PushAfterBackward(StepTimes* times) {
+  absl::Time t = Now();
+  times->set_compute_seconds(absl::ToDoubleSeconds(t - step_.handed_out));
+  ClipGradient();
+  const uint64_t request_id = AttemptRequestIds();
+  for (int s = 0; s < layout_.num_servers(); ++s) {
+    OutgoingPush& push = push_[s];
+    push.header.set_shard(s);
+    // The copy must have applied the step before this worker moves on (see PsApi).
+    push.header.set_wait_until_applied(routes_[s].backup >= 0);
+    push.header.set_request_id(request_id);
+    FillPushHeader(&push.header);
+    layout_.FillPush(s, grad_.data(), &push);
+    RETURN_IF_ERROR(encoder_->Encode(s, /*first=*/0, &push));
+  }
+  absl::Time now = Now();
+  times->set_push_seconds(absl::ToDoubleSeconds(now - t));
+  t = now;
+  RETURN_IF_ERROR(ps_->PushPullShards(routes_, push_, &pulled_));
+  now = Now();
+  times->set_wait_seconds(absl::ToDoubleSeconds(now - t));
+  t = now;
+  RETURN_IF_ERROR(InstallWeights());
+  times->set_pull_seconds(absl::ToDoubleSeconds(Now() - t));
+  return absl::OkStatus();
+}
+
+absl::Status TrainingSession::FinishPushDuringBackward(StepTimes* times) {
+  const absl::Time compute_end = Now();
+  absl::Status answered = pusher_.Finish();
+  const absl::Time now = Now();
+  // The pusher times its sends by the real clock; with a simulated one the difference means
+  // nothing, so it is kept from going negative.
+  times->set_compute_seconds(
+      absl::ToDoubleSeconds(std::max(absl::ZeroDuration(), compute_end - step_.handed_out - pusher_.send_time())));
+  times->set_push_seconds(absl::ToDoubleSeconds(pusher_.send_time()));
+  times->set_wait_seconds(absl::ToDoubleSeconds(now - compute_end));
+  times->set_overlapped_seconds(
+      absl::ToDoubleSeconds(std::max(absl::ZeroDuration(), compute_end - pusher_.first_sent())));
+  RETURN_IF_ERROR(answered);
+  // The answers are in weights_ already, copied as they arrived.
+  ++weights_version_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> TrainingSession::PullWeights(int64_t step, int epoch) {
+  std::vector<PullRequest> requests(layout_.num_servers());
+  for (int s = 0; s < layout_.num_servers(); ++s) {
+    PullRequest& r = requests[s];
+    r.set_shard(s);
+    r.set_worker_rank(options_.rank);
+    r.set_membership_epoch(view_.membership_epoch());
+    r.set_step(step);
+    r.set_data_epoch(epoch);
+  }
+  RETURN_IF_ERROR(ps_->PullShards(routes_, requests, &pulled_));
+  int64_t lowest = pulled_[0].header.step();
+  for (const IncomingPull& r : pulled_) lowest = std::min(lowest, r.header.step());
+  RETURN_IF_ERROR(InstallWeights());
+  return lowest;
+}
+
+absl::Status TrainingSession::InstallWeights() {
+  for (int s = 0; s < layout_.num_servers(); ++s) {
+    RETURN_IF_ERROR(layout_.ApplyPull(s, pulled_[s], weights_.data()));
+    ReleaseValues(&pulled_[s]);
+  }
+  ++weights_version_;
+  return absl::OkStatus();
+}
+
+}  // namespace pstrain::worker
