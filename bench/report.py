@@ -7,6 +7,7 @@
   report.py e2e-row DIR PER_WORKER_BATCH   bench/run.sh's end-to-end runs in DIR -> one row of table (c)
   report.py scaling DIR PER_WORKER_BATCH   bench/scaling.sh's runs in DIR -> the scaling table
   report.py compression DIR KIND...       bench/compression.sh's runs in DIR -> the compression table
+  report.py pytorch DIR REPEATS            bench/pytorch.sh's runs in DIR -> the PyTorch worker tables
 """
 import glob
 import json
@@ -388,6 +389,47 @@ def compression_table(out_dir, kinds):
     print()
 
 
+def pytorch_tables(out_dir, repeats):
+    """bench/pytorch.sh: the C++ worker, the PyTorch script through pstrain and under DDP; medians
+    of the repeats. Then the PyTorch worker's step split beside the C++ worker's."""
+    rows = {}
+    for name in ("cpp", "torch", "ddp"):
+        runs = [load_run(os.path.join(out_dir, f"{name}-{r}")) for r in range(1, repeats + 1)]
+        ok = [run for run in runs if "failed" not in run]
+        if not ok:
+            rows[name] = {"failed": runs[0]["failed"]}
+            continue
+        if name == "ddp":
+            sps = [float(run["samples_per_second"]) for run in ok]
+        else:
+            sps = [training_sps(run) for run in ok]
+        rows[name] = {"acc": median([float(run["final_test_accuracy"]) for run in ok]), "sps": median(sps),
+                      "runs": ok}
+    ddp = rows["ddp"].get("sps", NAN)
+    labels = {"cpp": "C++ worker (pstrain-worker), pstrain", "torch": "PyTorch script, pstrain",
+              "ddp": "PyTorch script, DDP (gloo)"}
+    print()
+    print("| worker | test accuracy | training samples/s | vs DDP |")
+    print("|---|---|---|---|")
+    for name in ("cpp", "torch", "ddp"):
+        row = rows[name]
+        if "failed" in row:
+            print(f"| {labels[name]} | failed: {row['failed']} | | |")
+            continue
+        print(f"| {labels[name]} | {row['acc']:.4f} | {row['sps']:.0f} | {ratio(row['sps'], ddp):.2f}x |")
+    print()
+    print("Mean step time split (ms, per worker step):")
+    print()
+    print("| worker | compute | push | wait | pull | overlapped |")
+    print("|---|---|---|---|---|---|")
+    for name in ("cpp", "torch"):
+        if "failed" in rows[name]:
+            continue
+        st = rows[name]["runs"][0].get("step_time_ms") or {}
+        print(f"| {labels[name]} | " + " | ".join(f"{float(st.get(k, NAN)):.2f}" for k in
+                                                  ("compute", "push", "wait", "pull", "overlapped")) + " |")
+
+
 def main(argv):
     if len(argv) < 2:
         sys.exit(__doc__)
@@ -403,6 +445,8 @@ def main(argv):
         e2e_row(argv[2], argv[3])
     elif cmd == "compression" and len(argv) >= 4:
         compression_table(argv[2], argv[3:])
+    elif cmd == "pytorch" and len(argv) == 4:
+        pytorch_tables(argv[2], int(argv[3]))
     elif cmd == "scaling" and len(argv) == 4:
         scaling_table(argv[2], int(argv[3]))
     else:

@@ -27,6 +27,14 @@ bool IsWeightShape(const std::vector<int64_t>& shape) {
          });
 }
 
+// Every tensor of a model file, for the message that says it is not a built-in model.
+std::string Contents(const std::vector<model::ParamSpec>& params) {
+  std::vector<std::string> tensors;
+  for (const model::ParamSpec& p : params) tensors.push_back(Describe(p));
+  return absl::StrCat(params.size(), " tensors, ", model::TotalElements(params),
+                      " parameters: ", absl::StrJoin(tensors, ", "));
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<int>> LayerSizesFromParams(const std::vector<model::ParamSpec>& params) {
@@ -116,7 +124,11 @@ absl::StatusOr<model::BatchStats> EvaluateModelFile(const std::string& model_pat
   } else {
     absl::StatusOr<std::vector<int>> sizes = LayerSizesFromParams(file.params);
     if (!sizes.ok()) {
-      return absl::Status(sizes.status().code(), absl::StrCat(model_path, ": ", sizes.status().message()));
+      // Any model can be in a model file (a PyTorch worker's, for one); say what this one holds.
+      return absl::Status(sizes.status().code(),
+                          absl::StrCat(model_path, ": not the built-in MLP or CNN (", sizes.status().message(),
+                                       "); it holds ", Contents(file.params),
+                                       ". A PyTorch model's file loads with pstrain.torch.load_state_dict"));
     }
     if (test.features() != sizes->front()) {
       return absl::InvalidArgumentError(absl::StrCat(

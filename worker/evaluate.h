@@ -44,7 +44,8 @@ absl::StatusOr<model::CnnShape> CnnShapeFromParams(const std::vector<model::Para
 // samples, <= 0 all). On OK the stats sum over every kept test sample. Errors name the file:
 // those of model::ReadModelFile and data::LoadFashionMnist pass through (NOT_FOUND, DATA_LOSS,
 // ...); INVALID_ARGUMENT, prefixed with the model path, for tensors that are not an MLP layout
-// (see LayerSizesFromParams), or a model whose input width differs from the test images'
+// (see LayerSizesFromParams; the message then also lists every tensor of the file, which may be
+// any model, e.g. a PyTorch worker's), or a model whose input width differs from the test images'
 // rows * cols. Blocks on disk I/O and the forward passes.
 absl::StatusOr<model::BatchStats> EvaluateModelFile(const std::string& model_path,
                                                     const std::string& data_dir, int64_t test_limit);

@@ -189,7 +189,11 @@ TEST_F(EvaluateModelFileTest, TensorsThatAreNotAnMlpFailNamingFileAndTensor) {
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument) << got.status();
   EXPECT_THAT(got.status().message(),
-              HasSubstr(model_path_ + ": model tensor 3: got 'head.bias' {10}, expected 'fc2.bias' {10}"));
+              HasSubstr(model_path_ + ": not the built-in MLP or CNN (model tensor 3: got 'head.bias' {10}, "
+                                      "expected 'fc2.bias' {10})"));
+  // What the file does hold, for a model of another kind (a PyTorch worker's).
+  EXPECT_THAT(got.status().message(), HasSubstr("it holds 4 tensors, 12730 parameters: 'fc1.weight' {784, 16}"));
+  EXPECT_THAT(got.status().message(), HasSubstr("pstrain.torch.load_state_dict"));
 }
 
 }  // namespace
