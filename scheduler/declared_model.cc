@@ -1,5 +1,6 @@
 #include "scheduler/declared_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -39,6 +40,21 @@ absl::StatusOr<model::ModelFile> ParseDeclaration(const ModelDeclaration& declar
   if (file.params.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": the model has no tensors, expected at least one"));
   }
+  for (int i = 0; i < declaration.averaged_tensors_size(); ++i) {
+    const std::string& name = declaration.averaged_tensors(i);
+    const bool declared = std::any_of(file.params.begin(), file.params.end(),
+                                      [&](const model::ParamSpec& p) { return p.name == name; });
+    if (!declared) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": averaged tensor '", name, "' is not a declared tensor"));
+    }
+    for (int j = 0; j < i; ++j) {
+      if (declaration.averaged_tensors(j) == name) {
+        return absl::InvalidArgumentError(absl::StrCat(what, ": averaged tensor '", name, "' is listed twice (at ",
+                                                       j, " and ", i, ")"));
+      }
+    }
+  }
   for (size_t i = 0; i < file.params.size(); ++i) {
     const model::ParamSpec& p = file.params[i];
     if (p.shape.empty()) {
@@ -77,13 +93,16 @@ absl::Status CheckPinnedSizes(const JobSpec& job, int worker_rank, int64_t train
 }
 
 absl::StatusOr<JobSetup> SetUpDeclaredJob(const JobSpec& job, const std::vector<model::ParamSpec>& params,
-                                          int64_t train_samples, int64_t test_samples, int worker_rank) {
+                                          const std::vector<std::string>& averaged, int64_t train_samples,
+                                          int64_t test_samples, int worker_rank) {
   JobSetup setup;
   setup.train_samples = train_samples;
   setup.test_samples = test_samples;
-  setup.model_line = absl::StrCat(job.model(), ": ", params.size(), " tensors, ", model::TotalElements(params),
-                                  " parameters (declared by worker ", worker_rank, ")");
-  ASSIGN_OR_RETURN(setup.shard_map, BuildShardMap(TensorSpecsOf(params), job.num_servers(), job.max_chunk_bytes()));
+  setup.model_line = absl::StrCat(job.model(), ": ", params.size(), " tensors",
+                                  averaged.empty() ? "" : absl::StrCat(" (", averaged.size(), " averaged)"), ", ",
+                                  model::TotalElements(params), " parameters (declared by worker ", worker_rank, ")");
+  ASSIGN_OR_RETURN(setup.shard_map,
+                   BuildShardMap(TensorSpecsOf(params, averaged), job.num_servers(), job.max_chunk_bytes()));
   setup.total_steps =
       TotalSteps(job, train_samples, data::SyncStepsPerEpoch(train_samples, job.global_batch()));
   return setup;
@@ -116,6 +135,23 @@ absl::Status MatchDeclaration(absl::string_view who, const std::vector<model::Pa
   if (test_samples != job_test_samples) {
     return absl::InvalidArgumentError(absl::StrCat(who, " declares ", test_samples, " test samples; the job has ",
                                                    job_test_samples));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MatchAveragedTensors(absl::string_view who,
+                                  const google::protobuf::RepeatedPtrField<std::string>& averaged,
+                                  const google::protobuf::RepeatedPtrField<TensorSpec>& tensors) {
+  for (const TensorSpec& t : tensors) {
+    const bool declared = std::find(averaged.begin(), averaged.end(), t.name()) != averaged.end();
+    if (declared && !t.averaged()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(who, " declares tensor '", t.name(), "' as averaged; the job trains it"));
+    }
+    if (!declared && t.averaged()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(who, " declares tensor '", t.name(), "' as trained; the job averages it"));
+    }
   }
   return absl::OkStatus();
 }

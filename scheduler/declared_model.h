@@ -11,6 +11,10 @@
 //   worker 2: DeclareModel(file B, 58000, 10000) -> INVALID_ARGUMENT "worker 2 declares 58000
 //                                                   training samples; the job has 60000"
 //
+// A declaration also names the tensors that are averaged rather than trained
+// (ModelDeclaration.averaged_tensors); the first accepted set is the job's (TensorSpec.averaged in
+// the shard map) and later declarations must name the same set.
+//
 // Thread-compatible free functions with no shared state.
 #ifndef PSTRAIN_SCHEDULER_DECLARED_MODEL_H_
 #define PSTRAIN_SCHEDULER_DECLARED_MODEL_H_
@@ -37,7 +41,8 @@ namespace scheduler {
 // Errors name the declaring worker: model::ParseModelFile's INVALID_ARGUMENT (not a model file,
 // unsupported version) or DATA_LOSS (truncated, damaged); INVALID_ARGUMENT for no tensors, a
 // tensor with zero elements, a non-finite initial value (naming the tensor and the element),
-// train_samples < 1 or test_samples < 0. Blocks on nothing; reads the whole file (its checksum).
+// train_samples < 1 or test_samples < 0, an averaged tensor (averaged_tensors) that names no
+// declared tensor or is listed twice. Blocks on nothing; reads the whole file (its checksum).
 absl::StatusOr<model::ModelFile> ParseDeclaration(const ModelDeclaration& declaration);
 
 // OK when `train_samples` / `test_samples` agree with the sizes `job` pins
@@ -46,12 +51,13 @@ absl::StatusOr<model::ModelFile> ParseDeclaration(const ModelDeclaration& declar
 absl::Status CheckPinnedSizes(const JobSpec& job, int worker_rank, int64_t train_samples, int64_t test_samples);
 
 // The job's setup from the first accepted declaration of worker `worker_rank`: its tensors (ids
-// in order, laid out back to back) and the shard map cut from them (num_servers, max_chunk_bytes),
-// the declared sizes, total_steps (TotalSteps, as for a built-in model) and a model line such as
-// "external: 4 tensors, 203530 parameters (declared by worker 0)". INVALID_ARGUMENT when the
-// shard map cannot be built.
+// in order, laid out back to back; those named in `averaged` with TensorSpec.averaged) and the
+// shard map cut from them (num_servers, max_chunk_bytes), the declared sizes, total_steps
+// (TotalSteps, as for a built-in model) and a model line such as "external: 4 tensors, 203530
+// parameters (declared by worker 0)". INVALID_ARGUMENT when the shard map cannot be built.
 absl::StatusOr<JobSetup> SetUpDeclaredJob(const JobSpec& job, const std::vector<model::ParamSpec>& params,
-                                          int64_t train_samples, int64_t test_samples, int worker_rank);
+                                          const std::vector<std::string>& averaged, int64_t train_samples,
+                                          int64_t test_samples, int worker_rank);
 
 // OK when `who` (e.g. "worker 2") declares the job's model: the same tensor count, names and
 // shapes in the same order as `tensors` (the job's shard map), and the job's sizes. Values are not
@@ -62,6 +68,15 @@ absl::Status MatchDeclaration(absl::string_view who, const std::vector<model::Pa
                               int64_t train_samples, int64_t test_samples,
                               const google::protobuf::RepeatedPtrField<TensorSpec>& tensors,
                               int64_t job_train_samples, int64_t job_test_samples);
+
+// OK when `who` declares as averaged exactly the job's averaged tensors (TensorSpec.averaged of
+// `tensors`, the job's shard map, whose names `averaged` was checked against by ParseDeclaration
+// and MatchDeclaration). Otherwise INVALID_ARGUMENT naming the first such tensor in model order:
+// "worker 1 declares tensor 'bn.running_mean' as averaged; the job trains it" or "worker 1
+// declares tensor 'bn.running_var' as trained; the job averages it".
+absl::Status MatchAveragedTensors(absl::string_view who,
+                                  const google::protobuf::RepeatedPtrField<std::string>& averaged,
+                                  const google::protobuf::RepeatedPtrField<TensorSpec>& tensors);
 
 // A restarted scheduler's check of the model file saved beside `state` for its accepted
 // declaration (state.declared_model): it parses, and its tensors are those of the state's shard

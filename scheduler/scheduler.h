@@ -250,10 +250,11 @@ class Scheduler {
 
   // A worker declares the model of an external model's job (see "Declared models" above and
   // proto/scheduler.proto): the first valid declaration sets the job's tensors, shard map, initial
-  // values, data set sizes and total steps, and starts the job when every role has registered;
-  // a later one is compared with it. Errors, changing nothing: INVALID_ARGUMENT (mismatch,
-  // disagreement with the job's pinned sizes, no tensors, an empty tensor, a non-finite value,
-  // bad sample counts) or DATA_LOSS (a damaged model file), naming what is wrong;
+  // values, data set sizes, total steps and averaged tensors (TensorSpec.averaged in the shard
+  // map), and starts the job when every role has registered; a later one is compared with it.
+  // Errors, changing nothing: INVALID_ARGUMENT (mismatch, disagreement with the job's pinned
+  // sizes, no tensors, an empty tensor, a non-finite value, bad sample counts, an averaged tensor
+  // that is not declared or is listed twice) or DATA_LOSS (a damaged model file), naming what is wrong;
   // FAILED_PRECONDITION for a built-in model's job or a rank that is not a live worker; ABORTED
   // once the job has failed; UNAVAILABLE when the model file or the state cannot be saved.
   // Blocks on parsing the model file and on saving it.

@@ -1,6 +1,7 @@
 // Declared models (JobSpec.model "external"): the first valid declaration of a live worker sets
 // the job's model and sizes, later ones must match it, refused ones change nothing, the job runs
-// only once a model is declared, and a restarted scheduler keeps the declaration.
+// only once a model is declared, and a restarted scheduler keeps the declaration; averaged
+// tensors are checked, flagged in the shard map and compared like the rest.
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -56,6 +57,25 @@ ModelDeclaration Declaration(int rank, std::string bytes, int64_t train = 100, i
   d.set_train_samples(train);
   d.set_test_samples(test);
   return d;
+}
+
+// fc1.weight [4, 3], bn.running_mean [3], bn.running_var [3], fc2.weight [3, 2].
+std::vector<Tensor> BnModel() {
+  return {{"fc1.weight", {4, 3}}, {"bn.running_mean", {3}}, {"bn.running_var", {3}}, {"fc2.weight", {3, 2}}};
+}
+
+// A declaration of BnModel() by worker `rank` with `averaged` as its averaged tensors.
+ModelDeclaration BnDeclaration(int rank, const std::vector<std::string>& averaged) {
+  ModelDeclaration d = Declaration(rank, ModelBytes(BnModel()));
+  for (const std::string& name : averaged) d.add_averaged_tensors(name);
+  return d;
+}
+
+// TensorSpec.averaged of each tensor of `map`, in model order.
+std::vector<bool> AveragedFlags(const ShardMap& map) {
+  std::vector<bool> flags;
+  for (const TensorSpec& t : map.tensors()) flags.push_back(t.averaged());
+  return flags;
 }
 
 class DeclaredModelTest : public ::testing::Test {
@@ -358,6 +378,73 @@ TEST_F(DeclaredModelTest, ARestartBeforeADeclarationWaitsForOne) {
   EXPECT_EQ((*restarted)->state(), WAITING_FOR_ROLES);
   ASSERT_TRUE((*restarted)->DeclareModel(Declaration(1, ModelBytes(Mlp()))).ok());
   EXPECT_EQ((*restarted)->state(), RUNNING);
+}
+
+TEST_F(DeclaredModelTest, AveragedTensorsAreFlaggedInTheShardMapAndLaterDeclarationsMayListThemInAnyOrder) {
+  auto s = Make(Opts());
+  RegisterAll(s.get());
+  ASSERT_TRUE(s->DeclareModel(BnDeclaration(0, {"bn.running_var", "bn.running_mean"})).ok());
+  EXPECT_EQ(s->state(), RUNNING);
+  EXPECT_THAT(AveragedFlags(s->View().shard_map()), ::testing::ElementsAre(false, true, true, false));
+  EXPECT_THAT(AveragedFlags(saved_.membership().shard_map()), ::testing::ElementsAre(false, true, true, false));
+  EXPECT_TRUE(s->DeclareModel(BnDeclaration(1, {"bn.running_mean", "bn.running_var"})).ok());
+  // A job without averaged tensors flags none.
+  auto plain = Make(Opts());
+  RegisterAll(plain.get());
+  ASSERT_TRUE(plain->DeclareModel(BnDeclaration(0, {})).ok());
+  EXPECT_THAT(AveragedFlags(plain->View().shard_map()), ::testing::ElementsAre(false, false, false, false));
+}
+
+TEST_F(DeclaredModelTest, AveragedTensorsMustBeDeclaredTensorsListedOnce) {
+  auto s = Make(Opts());
+  RegisterAll(s.get());
+  absl::Status unknown = s->DeclareModel(BnDeclaration(0, {"bn.running_mean", "bn.running_mea"}));
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(unknown.message(), "model declaration from worker 0: averaged tensor 'bn.running_mea' is not a declared tensor");
+  absl::Status twice = s->DeclareModel(BnDeclaration(0, {"bn.running_var", "bn.running_mean", "bn.running_var"}));
+  EXPECT_EQ(twice.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(twice.message(), "model declaration from worker 0: averaged tensor 'bn.running_var' is listed twice (at 0 and 2)");
+  ExpectNothingDeclared(s.get());
+  ASSERT_TRUE(s->DeclareModel(BnDeclaration(0, {"bn.running_var"})).ok());
+  EXPECT_THAT(AveragedFlags(s->View().shard_map()), ::testing::ElementsAre(false, false, true, false));
+}
+
+TEST_F(DeclaredModelTest, ALaterDeclarationWithOtherAveragedTensorsIsRefusedNamingTheFirstDifference) {
+  auto s = Make(Opts());
+  RegisterAll(s.get());
+  ASSERT_TRUE(s->DeclareModel(BnDeclaration(0, {"bn.running_mean", "bn.running_var"})).ok());
+  absl::Status more = s->DeclareModel(BnDeclaration(1, {"bn.running_mean", "bn.running_var", "fc2.weight"}));
+  EXPECT_EQ(more.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(more.message(), "worker 1 declares tensor 'fc2.weight' as averaged; the job trains it");
+  absl::Status fewer = s->DeclareModel(BnDeclaration(1, {"bn.running_mean"}));
+  EXPECT_EQ(fewer.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(fewer.message(), "worker 1 declares tensor 'bn.running_var' as trained; the job averages it");
+  // Both differ: the first tensor in model order is named.
+  absl::Status swapped = s->DeclareModel(BnDeclaration(1, {"fc1.weight", "bn.running_var"}));
+  EXPECT_EQ(swapped.message(), "worker 1 declares tensor 'fc1.weight' as averaged; the job trains it");
+  // The job's set is as it was.
+  EXPECT_THAT(AveragedFlags(s->View().shard_map()), ::testing::ElementsAre(false, true, true, false));
+  EXPECT_EQ(s->InitialModel()->worker_rank, 0);
+}
+
+TEST_F(DeclaredModelTest, ARestartedSchedulerKeepsTheAveragedTensors) {
+  {
+    auto s = Make(Opts());
+    RegisterAll(s.get());
+    ASSERT_TRUE(s->DeclareModel(BnDeclaration(1, {"bn.running_mean", "bn.running_var"})).ok());
+  }
+  Scheduler::Options options = Opts();
+  options.declared_model_file = *saved_model_;
+  absl::StatusOr<std::unique_ptr<Scheduler>> restarted = Scheduler::Restore(options, saved_);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  Scheduler& s = **restarted;
+  EXPECT_THAT(AveragedFlags(s.View().shard_map()), ::testing::ElementsAre(false, true, true, false));
+  EXPECT_THAT(AveragedFlags(s.Snapshot().membership().shard_map()), ::testing::ElementsAre(false, true, true, false));
+  // Later declarations are still compared with the set.
+  EXPECT_TRUE(s.DeclareModel(BnDeclaration(0, {"bn.running_var", "bn.running_mean"})).ok());
+  absl::Status none = s.DeclareModel(BnDeclaration(0, {}));
+  EXPECT_EQ(none.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(none.message(), "worker 0 declares tensor 'bn.running_mean' as trained; the job averages it");
 }
 
 }  // namespace

@@ -51,6 +51,7 @@ absl::Status Scheduler::DeclareModel(const ModelDeclaration& declaration) {
   if (accepted.has_value()) {
     RETURN_IF_ERROR(MatchDeclaration(who, file.params, declaration.train_samples(), declaration.test_samples(),
                                      job_map.tensors(), job_train, job_test));
+    RETURN_IF_ERROR(MatchAveragedTensors(who, declaration.averaged_tensors(), job_map.tensors()));
     LOG(INFO) << who << " declares the job's model (accepted from worker " << accepted->worker_rank << ")";
     // In case saving the state failed after the first acceptance (the caller's retry lands here).
     Deferred deferred;
@@ -61,8 +62,10 @@ absl::Status Scheduler::DeclareModel(const ModelDeclaration& declaration) {
     return Run(std::move(deferred));
   }
   RETURN_IF_ERROR(CheckPinnedSizes(options_.job, rank, declaration.train_samples(), declaration.test_samples()));
-  ASSIGN_OR_RETURN(JobSetup setup, SetUpDeclaredJob(options_.job, file.params, declaration.train_samples(),
-                                                    declaration.test_samples(), rank));
+  const std::vector<std::string> averaged(declaration.averaged_tensors().begin(),
+                                          declaration.averaged_tensors().end());
+  ASSIGN_OR_RETURN(JobSetup setup, SetUpDeclaredJob(options_.job, file.params, averaged,
+                                                    declaration.train_samples(), declaration.test_samples(), rank));
   if (options_.save_declared_model) {
     // Durable before the state names it, so a restarted scheduler always finds the file.
     if (absl::Status saved = options_.save_declared_model(declaration.model_file()); !saved.ok()) {

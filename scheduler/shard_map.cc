@@ -51,7 +51,8 @@ InitKind ToProto(model::InitKind kind) {
 
 }  // namespace
 
-std::vector<TensorSpec> TensorSpecsOf(const std::vector<model::ParamSpec>& params) {
+std::vector<TensorSpec> TensorSpecsOf(const std::vector<model::ParamSpec>& params,
+                                      const std::vector<std::string>& averaged) {
   std::vector<TensorSpec> tensors;
   for (int i = 0; i < static_cast<int>(params.size()); ++i) {
     const model::ParamSpec& p = params[i];
@@ -64,6 +65,7 @@ std::vector<TensorSpec> TensorSpecsOf(const std::vector<model::ParamSpec>& param
     t.set_fan_in(p.fan_in);
     t.set_fan_out(p.fan_out);
     t.set_flat_offset(p.flat_offset);
+    t.set_averaged(std::find(averaged.begin(), averaged.end(), p.name) != averaged.end());
     tensors.push_back(std::move(t));
   }
   return tensors;

@@ -16,6 +16,7 @@
 #define PSTRAIN_SCHEDULER_SHARD_MAP_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -25,8 +26,11 @@
 namespace pstrain {
 namespace scheduler {
 
-// A model's tensors as protos, in the model's order (ids = indices), for BuildShardMap.
-std::vector<TensorSpec> TensorSpecsOf(const std::vector<model::ParamSpec>& params);
+// A model's tensors as protos, in the model's order (ids = indices), for BuildShardMap. Tensors
+// whose name is in `averaged` get TensorSpec.averaged (names of no tensor are ignored: callers
+// check them, scheduler/declared_model.h).
+std::vector<TensorSpec> TensorSpecsOf(const std::vector<model::ParamSpec>& params,
+                                      const std::vector<std::string>& averaged = {});
 
 // Builds version 1 of the shard map for `tensors` (in model order). Sets each tensor's `id` to its
 // index and `flat_offset` to its start in the flat vector; chunks come sorted by (tensor_id, offset).
