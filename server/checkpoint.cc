@@ -196,6 +196,16 @@ uint64_t LayoutFingerprint(const ShardMap& map, int rank) {
     h.Add<uint64_t>(t.shape_size());
     for (int64_t d : t.shape()) h.Add<int64_t>(d);
   }
+  // An averaged tensor's chunks have another optimizer (and no state): a checkpoint of the same
+  // tensors trained another way is another layout.
+  std::vector<int32_t> averaged;
+  for (const TensorSpec& t : map.tensors()) {
+    if (t.averaged()) averaged.push_back(t.id());
+  }
+  if (!averaged.empty()) {
+    h.Add<uint64_t>(averaged.size());
+    for (int32_t id : averaged) h.Add<int32_t>(id);
+  }
   std::vector<const ChunkSpec*> mine;
   for (const ChunkSpec& c : map.chunks()) {
     if (c.server_rank() == rank) mine.push_back(&c);

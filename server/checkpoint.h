@@ -13,7 +13,8 @@
 //   36      8             uint64 layout fingerprint (LayoutFingerprint)
 //   44      4             uint32 chunk count C
 //   48      20 * C        per chunk: int32 tensor id, int64 offset, int64 length
-//           4             uint32 state-vector count S (the optimizer's, same for every chunk)
+//           4             uint32 state-vector count S (the job optimizer's, same for every chunk;
+//                         an averaged tensor's chunk, which has no optimizer state, stores zeros)
 //                         then per chunk, in order:
 //             4 * length    float32 weights
 //             4 * length    float32 state vector 0, ..., S-1
@@ -63,8 +64,10 @@ using ::pstrain::CheckpointPath;
 using ::pstrain::LatestConsistentStep;
 using ::pstrain::ListCheckpointSteps;
 
-// A fingerprint of the layout a checkpoint belongs to: every tensor's id, name and shape, and the
-// (tensor_id, offset, length) of each chunk `rank` owns, in (tensor_id, offset) order. Stable
+// A fingerprint of the layout a checkpoint belongs to: every tensor's id, name and shape, which
+// tensors are averaged (TensorSpec.averaged; nothing is added when none is, so fingerprints of
+// models without any are unchanged), and the (tensor_id, offset, length) of each chunk `rank`
+// owns, in (tensor_id, offset) order. Stable
 // across processes and builds (FNV-1a over a fixed encoding), so a checkpoint is never restored
 // into a different model or split.
 uint64_t LayoutFingerprint(const ShardMap& map, int rank);

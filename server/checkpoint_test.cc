@@ -298,6 +298,30 @@ TEST(StoreCheckpointTest, RestoredStoreMatchesBitwiseAndTakesTheSameNextStep) {
   }
 }
 
+TEST(StoreCheckpointTest, AStoreWithAnAveragedTensorRestoresBitwise) {
+  // fc1.bias averaged (plain SGD, no state), fc1.weight trained with Adam.
+  ShardMap map = OneServerMap();
+  map.mutable_tensors(1)->set_averaged(true);
+  const ParameterStore::Options options = AdamOptions(SYNC, 2, map);
+  ExpectRestoredStoreContinuesBitwise(options);
+
+  auto store = MakeStore(options);
+  SyncStep(*store, 2, 0);
+  auto ckpt = store->Checkpoint();
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  ASSERT_EQ(ckpt->num_state_vectors, 2);
+  for (const std::vector<float>& state : ckpt->state) {
+    EXPECT_NE(state[0], 0.0f);  // Adam's moments of fc1.weight
+    EXPECT_THAT(std::vector<float>(state.begin() + 20, state.end()), ElementsAre(0, 0, 0, 0, 0));
+  }
+  // The same tensors with fc1.bias trained are another layout: neither restores the other's.
+  auto trained = MakeStore(AdamOptions(SYNC, 2));
+  absl::Status status = trained->Restore(*ckpt);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(), HasSubstr("fingerprint"));
+  EXPECT_NE(LayoutFingerprint(map, 0), LayoutFingerprint(OneServerMap(), 0));
+}
+
 TEST(StoreCheckpointTest, RestoreRefusesAnotherServerOrLayoutAndChangesNothing) {
   auto store = MakeStore(AdamOptions(SYNC, 1));
   SyncStep(*store, 1, 0);

@@ -84,7 +84,9 @@ absl::StatusOr<std::unique_ptr<ParameterStore>> ParameterStore::Create(const Opt
           "shard map: chunk ", i, " of tensor '", names[c.tensor_id()], "' covers [", c.offset(), ", ",
           c.offset() + c.length(), "), expected a non-empty range within [0, ", n, ")"));
     }
-    if (c.server_rank() == options.rank) chunks.push_back({c.tensor_id(), c.offset(), c.length(), 0});
+    if (c.server_rank() == options.rank) {
+      chunks.push_back({c.tensor_id(), c.offset(), c.length(), 0, map.tensors(c.tensor_id()).averaged()});
+    }
   }
   std::sort(chunks.begin(), chunks.end(), [](const Chunk& a, const Chunk& b) {
     return std::make_pair(a.tensor_id, a.offset) < std::make_pair(b.tensor_id, b.offset);
@@ -123,6 +125,13 @@ absl::StatusOr<std::unique_ptr<ParameterStore>> ParameterStore::Create(const Opt
   std::vector<float> weights(total);
   std::vector<std::unique_ptr<model::Optimizer>> optimizers;
   const model::OptimizerOptions optimizer_options = OptimizerOptionsFromProto(job.optimizer());
+  // Averaged tensors (TensorSpec.averaged): w -= 1 * g, whatever the job's optimizer, so that the
+  // workers' pushes of (pulled - local) make the weighted mean of their values (ApplyGradientLocked
+  // gives these chunks lr 1 at every step).
+  model::OptimizerOptions averaging_options;
+  averaging_options.type = model::OptimizerOptions::Type::kSgd;
+  averaging_options.lr = 1.0f;
+  averaging_options.weight_decay = 0.0f;
   for (const Chunk& c : chunks) {
     if (options.initial_values != nullptr) {
       std::memcpy(weights.data() + c.base,
@@ -133,12 +142,13 @@ absl::StatusOr<std::unique_ptr<ParameterStore>> ParameterStore::Create(const Opt
                                weights.data() + c.base);
     }
     ASSIGN_OR_RETURN(std::unique_ptr<model::Optimizer> optimizer,
-                     model::Optimizer::Create(optimizer_options, c.length));
+                     model::Optimizer::Create(c.averaged ? averaging_options : optimizer_options, c.length));
     optimizers.push_back(std::move(optimizer));
   }
 
-  // The state-vector count depends only on the optimizer type; a server with no chunk still
-  // records it, so its checkpoints match those of any other server of the job.
+  // The state-vector count depends only on the job's optimizer type; a server with no chunk still
+  // records it, so its checkpoints match those of any other server of the job. (Averaged chunks
+  // have no state: their part of the checkpoint's state vectors is zeros.)
   ASSIGN_OR_RETURN(std::unique_ptr<model::Optimizer> probe, model::Optimizer::Create(optimizer_options, 0));
 
   Options effective = options;
@@ -515,7 +525,8 @@ void ParameterStore::InstallCheckpointLocked(const ShardCheckpoint& ckpt) {
   std::copy(ckpt.weights.begin(), ckpt.weights.end(), weights_.begin());
   for (size_t i = 0; i < chunks_.size(); ++i) {
     const Chunk& c = chunks_[i];
-    for (int s = 0; s < num_state_vectors_; ++s) {
+    // An averaged chunk's optimizer has no state (its part of the vectors is zeros).
+    for (int s = 0; s < optimizers_[i]->num_state_vectors(); ++s) {
       const float* src = ckpt.state[s].data() + c.base;
       std::copy(src, src + c.length, optimizers_[i]->state_vector(s).begin());
     }

@@ -50,6 +50,13 @@
 // A worker that finished the epoch (FinishEpoch) and then gets a remainder pushes as usual: its
 // pushes are applied and it stays finished, so it still holds nobody back.
 //
+// Averaged tensors (TensorSpec.averaged, ModelDeclaration.averaged_tensors): their chunks are
+// updated by plain SGD at lr 1 (constant, no momentum, no weight decay), whatever the job's
+// optimizer; the workers push (value last pulled) - (local value) for them. So in SYNC, with every
+// worker having pulled w, a step leaves w - sum_r (n_r / N)(w - b_r) = sum_r (n_r / N) b_r, the
+// sample-weighted mean of the workers' values (exact up to float rounding); in ASYNC/SSP a push
+// made right after pulling the current value sets the worker's own (the last push wins).
+//
 // Checkpoints (JobSpec.checkpoint_dir, checkpoint_every_steps = N > 0): the update that makes the
 // step a multiple of N (SYNC: every server at the same step, so one step's files form a consistent
 // cut; ASYNC/SSP: every N updates) copies weights and optimizer state under the lock; the public
@@ -292,6 +299,7 @@ class ParameterStore {
     int64_t offset = 0;  // within the tensor
     int64_t length = 0;
     int64_t base = 0;  // first element in this server's local arrays (weights_, grads_, sum_)
+    bool averaged = false;  // TensorSpec.averaged: plain SGD at lr 1, not the job's optimizer
   };
 
   // The chunks a pull answers with: chunks_[first, first + count); count < 0 means all.
@@ -456,7 +464,7 @@ class ParameterStore {
   const std::vector<Chunk> chunks_;
   const std::vector<std::string> tensor_names_;  // by tensor id
   const int64_t total_elements_;
-  const int num_state_vectors_;  // per chunk optimizer, the same for all
+  const int num_state_vectors_;  // the job's optimizer's (averaged chunks' optimizers have none)
   const uint64_t layout_fingerprint_;
   const std::string checkpoint_dir_;
   const int64_t checkpoint_every_;  // 0: no checkpoints every N steps

@@ -185,7 +185,8 @@ void ParameterStore::ApplyGradientLocked(const float* grad) {
   const float lr = model::ScheduledLearningRate(base_lr_, schedule_, step_, total_steps_);
   for (size_t i = 0; i < chunks_.size(); ++i) {
     const int64_t base = chunks_[i].base;
-    optimizers_[i]->Apply(step_, lr, grad + base, weights_.data() + base);
+    // Averaged chunks: plain SGD at lr 1 (see Create), so w - sum_r (n_r / N)(w - b_r) is the mean.
+    optimizers_[i]->Apply(step_, chunks_[i].averaged ? 1.0f : lr, grad + base, weights_.data() + base);
   }
 }
 
@@ -280,7 +281,8 @@ ShardCheckpoint ParameterStore::CheckpointLocked() const {
     spec.set_offset(c.offset);
     spec.set_length(c.length);
     spec.set_server_rank(rank_);
-    for (int s = 0; s < num_state_vectors_; ++s) {
+    // An averaged chunk's optimizer has no state: its part of the vectors stays zeros.
+    for (int s = 0; s < optimizers_[i]->num_state_vectors(); ++s) {
       const absl::Span<const float> v = optimizers_[i]->state_vector(s);
       std::copy(v.begin(), v.end(), ckpt.state[s].begin() + c.base);
     }
