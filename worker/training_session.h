@@ -205,8 +205,9 @@ class TrainingSession {
   void StartEpochEnd(int epoch, bool last);
   absl::Status EndEpoch();
   absl::Status PushAfterBackward(StepTimes* times);
-  // optimizer.clip_grad_norm > 0: scales gradient() to that L2 norm over every tensor when it is
-  // longer (overlap is off then: the whole gradient must be known first).
+  // optimizer.clip_grad_norm > 0: scales gradient() to that L2 norm over the trained tensors when
+  // it is longer (overlap is off then: the whole gradient must be known first). Averaged tensors
+  // (TensorSpec.averaged) carry (pulled - local value), not a gradient: neither counted nor scaled.
   void ClipGradient();
   absl::Status FinishPushDuringBackward(StepTimes* times);
   // The push fields every shard's request of a step shares.

@@ -57,14 +57,29 @@ void TrainingSession::FillPushHeader(PushRequest* push) const {
 void TrainingSession::ClipGradient() {
   const float max_norm = options_.job.optimizer().clip_grad_norm();
   if (max_norm <= 0) return;
+  // The trained tensors' elements: averaged ones carry (pulled - local value), which the servers
+  // must see unscaled. Tensors lie back to back in id order, so without averaged tensors this is
+  // the whole gradient in order (the same sum).
+  const ShardMap& map = options_.view.shard_map();
+  auto for_each_trained = [&](auto&& fn) {
+    for (size_t i = 0; i < options_.params.size(); ++i) {
+      if (static_cast<int>(i) < map.tensors_size() && map.tensors(i).averaged()) continue;
+      const model::ParamSpec& p = options_.params[i];
+      fn(absl::MakeSpan(grad_.data() + p.flat_offset, p.num_elements));
+    }
+  };
   double squares = 0;
-  for (float g : grad_) squares += static_cast<double>(g) * g;
+  for_each_trained([&](absl::Span<float> part) {
+    for (float g : part) squares += static_cast<double>(g) * g;
+  });
   const double norm = std::sqrt(squares);
   // As torch.nn.utils.clip_grad_norm_: scaled by max_norm / (norm + 1e-6) when that is below 1.
   // A non-finite norm is left alone: the servers refuse the push and say which value.
   if (!std::isfinite(norm) || norm <= max_norm) return;
   const float scale = static_cast<float>(max_norm / (norm + 1e-6));
-  for (float& g : grad_) g *= scale;
+  for_each_trained([&](absl::Span<float> part) {
+    for (float& g : part) g *= scale;
+  });
 }
 
 absl::Status TrainingSession::PushAfterBackward(StepTimes* times) {

@@ -26,12 +26,13 @@ std::vector<int> LiveWorkers(const ClusterView& view) {
 absl::StatusOr<std::unique_ptr<InProcessCluster>> InProcessCluster::Create(JobSpec job,
                                                                            std::vector<model::ParamSpec> params,
                                                                            int64_t train_samples,
-                                                                           int64_t test_samples) {
+                                                                           int64_t test_samples,
+                                                                           const std::vector<std::string>& averaged) {
   ApplyJobDefaults(&job);
   RETURN_IF_ERROR(ValidateJobSpec(job));
   std::unique_ptr<InProcessCluster> cluster(new InProcessCluster(job, std::move(params)));
   scheduler::Scheduler::Options options;
-  ASSIGN_OR_RETURN(options.shard_map, scheduler::BuildShardMap(scheduler::TensorSpecsOf(cluster->params_),
+  ASSIGN_OR_RETURN(options.shard_map, scheduler::BuildShardMap(scheduler::TensorSpecsOf(cluster->params_, averaged),
                                                                job.num_servers(), job.max_chunk_bytes()));
   options.job = job;
   options.train_samples = train_samples;

@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -36,9 +37,11 @@ class InProcessCluster {
  public:
   // A job over `params` (model/param_spec.h; init and fan-in as the servers should initialise
   // them) with the given data set sizes. The job's defaults are applied; num_servers and
-  // num_workers say how many roles the scheduler waits for.
+  // num_workers say how many roles the scheduler waits for. The params named in `averaged` are
+  // averaged tensors (TensorSpec.averaged in the shard map).
   static absl::StatusOr<std::unique_ptr<InProcessCluster>> Create(JobSpec job, std::vector<model::ParamSpec> params,
-                                                                 int64_t train_samples, int64_t test_samples);
+                                                                 int64_t train_samples, int64_t test_samples,
+                                                                 const std::vector<std::string>& averaged = {});
   ~InProcessCluster();
 
   // Registers every server and num_workers workers (ranks 0..W-1), creates the stores from the

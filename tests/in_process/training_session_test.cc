@@ -434,6 +434,38 @@ TEST(TrainingSessionTest, EvaluationReportWithoutALeaseIsRefused) {
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
 }
 
+TEST(TrainingSessionTest, GradientClippingLeavesAveragedTensorsOutOfTheNormAndUnscaled) {
+  // "b" is averaged: its part of the push is (pulled - local), applied by the servers at lr 1.
+  JobSpec job = TinyJob(SYNC, 1, 4);
+  job.mutable_optimizer()->set_clip_grad_norm(2.5f);
+  auto created = InProcessCluster::Create(job, TinyParams(), kTrain, kTest, /*averaged=*/{"b"});
+  ASSERT_TRUE(created.ok()) << created.status();
+  InProcessCluster& cluster = **created;
+  ASSERT_TRUE(cluster.Start().ok());
+  ASSERT_TRUE(cluster.core().View().shard_map().tensors(1).averaged());
+  std::unique_ptr<TrainingSession> session = Session(cluster, 0);
+  Work work;
+  ASSERT_TRUE(session->Next(&work).ok());
+  ASSERT_EQ(work.kind, Work::kTrain);
+  const std::vector<float> before = cluster.ServerWeights();
+  EXPECT_EQ(before[6], 0.0f);  // "b" starts at zeros
+  ASSERT_EQ(session->BeginStep(), nullptr);  // clipping turns overlap off
+  // "w": norm 5, clipped to 2.5; "b": local values -100 and 40 (pulled 0), far longer.
+  const std::vector<float> grad = {3, 4, 0, 0, 0, 0, 100, -40};
+  std::copy(grad.begin(), grad.end(), session->gradient().begin());
+  model::BatchStats stats;
+  stats.loss_sum = 1;
+  absl::StatusOr<TrainingSession::StepResult> result = session->EndStep(stats);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(*result, TrainingSession::StepResult::kApplied);
+  const std::vector<float> after = cluster.ServerWeights();
+  const float scale = static_cast<float>(2.5 / (5.0 + 1e-6));
+  for (int k = 0; k < 6; ++k) EXPECT_FLOAT_EQ(after[k], before[k] - 0.5f * grad[k] * scale) << k;
+  EXPECT_EQ(after[6], -100.0f);
+  EXPECT_EQ(after[7], 40.0f);
+  EXPECT_EQ(std::vector<float>(session->weights().begin(), session->weights().end()), after);
+}
+
 TEST(TrainingSessionTest, ParamsThatDoNotMatchTheShardMapAreRefused) {
   auto cluster = StartCluster(TinyJob(SYNC, 1, 4));
   worker::SessionOptions options = cluster->SessionOptionsFor(0);
