@@ -106,17 +106,19 @@ TEST_F(DeclaredJobRunnerTest, AWorkersDeclarationRunsTheJobAndSurvivesARestart) 
   EXPECT_EQ(early.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(early.message(), HasSubstr("no model declared yet"));
 
-  // The job pins 10 test samples.
-  absl::Status refused = worker->DeclareModel(registered->rank(), model_file, 64, 12);
+  // The job pins 10 test samples. The bias is averaged, not trained.
+  absl::Status refused = worker->DeclareModel(registered->rank(), model_file, 64, 12, {"emb.bias"});
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(refused.message(), HasSubstr("worker 0 declares 12 test samples; the job pins 10"));
-  ASSERT_TRUE(worker->DeclareModel(registered->rank(), model_file, 64, 10).ok());
+  ASSERT_TRUE(worker->DeclareModel(registered->rank(), model_file, 64, 10, {"emb.bias"}).ok());
 
   absl::StatusOr<ClusterView> view = server->WaitUntilRunning(absl::Seconds(20));
   ASSERT_TRUE(view.ok()) << view.status();
   EXPECT_EQ(view->state(), RUNNING);
   ASSERT_EQ(view->shard_map().tensors_size(), 2);
   EXPECT_EQ(view->shard_map().tensors(1).name(), "emb.bias");
+  EXPECT_FALSE(view->shard_map().tensors(0).averaged());
+  EXPECT_TRUE(view->shard_map().tensors(1).averaged());
   EXPECT_EQ(view->shard_map().chunks_size(), 4);  // 12 MiB in 4 MiB chunks, and the bias
   EXPECT_EQ(view->train_samples(), 64);
   EXPECT_EQ(view->test_samples(), 10);
@@ -137,8 +139,12 @@ TEST_F(DeclaredJobRunnerTest, AWorkersDeclarationRunsTheJobAndSurvivesARestart) 
   absl::StatusOr<ClusterView> view2 = Client(port)->WaitUntilRunning(absl::Seconds(20));
   ASSERT_TRUE(view2.ok()) << view2.status();
   EXPECT_EQ(view2->shard_map().chunks_size(), 4);
-  // A second declaration still has to match.
-  EXPECT_TRUE(worker->DeclareModel(registered->rank(), model_file, 64, 10).ok());
+  EXPECT_TRUE(view2->shard_map().tensors(1).averaged());
+  // A second declaration still has to match, averaged tensors included.
+  EXPECT_TRUE(worker->DeclareModel(registered->rank(), model_file, 64, 10, {"emb.bias"}).ok());
+  absl::Status trained = worker->DeclareModel(registered->rank(), model_file, 64, 10, {});
+  EXPECT_EQ(trained.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(trained.message(), HasSubstr("worker 0 declares tensor 'emb.bias' as trained; the job averages it"));
   restarted->Stop();
   EXPECT_EQ(result2.get().code(), absl::StatusCode::kCancelled);
 }
