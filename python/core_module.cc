@@ -271,17 +271,22 @@ PYBIND11_MODULE(_core, m) {
       .def(
           "declare_model",
           [](JobMember& m, const std::vector<std::string>& names, const std::vector<std::vector<int64_t>>& shapes,
-             const py::array& values, int64_t train_samples, int64_t test_samples) {
+             const py::array& values, int64_t train_samples, int64_t test_samples,
+             const std::vector<std::string>& averaged) {
             std::vector<model::ParamSpec> params = ParamsOf(names, shapes);
             const float* data = ContiguousFloats(values, "initial values", model::TotalElements(params));
             absl::Status status;
             {
               py::gil_scoped_release release;
-              status = m.DeclareModel(params, absl::MakeConstSpan(data, values.size()), train_samples, test_samples);
+              status = m.DeclareModel(params, absl::MakeConstSpan(data, values.size()), train_samples, test_samples,
+                                      averaged);
             }
             ThrowIfError(status);
           },
-          py::arg("names"), py::arg("shapes"), py::arg("values"), py::arg("train_samples"), py::arg("test_samples"))
+          py::arg("names"), py::arg("shapes"), py::arg("values"), py::arg("train_samples"), py::arg("test_samples"),
+          py::arg("averaged") = std::vector<std::string>(),
+          "Declares the model (external jobs): names, shapes, float32 initial values (C-contiguous), the "
+          "data set's sizes, and the names of tensors the servers average instead of training.")
       .def("start",
            [](JobMember& m) {
              absl::StatusOr<ClusterView> view;

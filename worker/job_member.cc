@@ -63,10 +63,10 @@ JobMember::~JobMember() {
 
 absl::Status JobMember::DeclareModel(const std::vector<model::ParamSpec>& params,
                                      absl::Span<const float> initial_values, int64_t train_samples,
-                                     int64_t test_samples) {
+                                     int64_t test_samples, const std::vector<std::string>& averaged) {
   if (ps_ != nullptr) return absl::FailedPreconditionError("declare the model before the job starts, not after");
   ASSIGN_OR_RETURN(std::string file, model::SerializeModelFile(params, initial_values));
-  return scheduler_->DeclareModel(rank_, std::move(file), train_samples, test_samples);
+  return scheduler_->DeclareModel(rank_, std::move(file), train_samples, test_samples, averaged);
 }
 
 absl::StatusOr<ClusterView> JobMember::Start() {

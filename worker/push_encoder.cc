@@ -11,8 +11,9 @@
 namespace pstrain::worker {
 
 absl::StatusOr<std::unique_ptr<PushEncoder>> PushEncoder::Create(const Compression& compression,
-                                                                const ShardLayout* layout) {
-  auto encoder = std::unique_ptr<PushEncoder>(new PushEncoder(compression, layout));
+                                                                const ShardLayout* layout,
+                                                                absl::flat_hash_set<int> exact) {
+  auto encoder = std::unique_ptr<PushEncoder>(new PushEncoder(compression, layout, std::move(exact)));
   if (compression.kind == Compression::kTopK) {
     for (int s = 0; s < layout->num_servers(); ++s) {
       for (size_t i = 0; i < layout->chunks(s).size(); ++i) {
@@ -29,8 +30,8 @@ absl::StatusOr<std::unique_ptr<PushEncoder>> PushEncoder::Create(const Compressi
   return encoder;
 }
 
-PushEncoder::PushEncoder(const Compression& compression, const ShardLayout* layout)
-    : compression_(compression), layout_(layout), chunks_(layout->num_servers()) {
+PushEncoder::PushEncoder(const Compression& compression, const ShardLayout* layout, absl::flat_hash_set<int> exact)
+    : compression_(compression), layout_(layout), exact_(std::move(exact)), chunks_(layout->num_servers()) {
   for (int s = 0; s < layout->num_servers(); ++s) chunks_[s] = std::vector<ChunkState>(layout->chunks(s).size());
 }
 
@@ -40,6 +41,7 @@ absl::Status PushEncoder::Encode(int server, int first, OutgoingPush* push) {
   CHECK_LE(first + push->values.size(), refs.size()) << "server " << server << "'s chunks";
   for (size_t i = 0; i < push->values.size(); ++i) {
     const ChunkRef& ref = refs[first + i];
+    if (exact_.contains(ref.tensor_id)) continue;  // float32, as it is
     ChunkState& state = chunks_[server][first + i];
     CHECK_EQ(push->values[i].size(), 4 * static_cast<size_t>(ref.length)) << "float32 values of chunk " << first + i;
     const float* grad = reinterpret_cast<const float*>(push->values[i].data());

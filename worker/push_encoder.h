@@ -25,6 +25,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/compression.h"
@@ -36,10 +37,13 @@ namespace pstrain::worker {
 class PushEncoder {
  public:
   // An encoder for pushes laid out by `layout` (borrowed; must outlive the encoder). With
-  // Compression::kNone, Encode leaves pushes as they are. INVALID_ARGUMENT when a chunk is too
-  // large for top-k's uint32 indices.
+  // Compression::kNone, Encode leaves pushes as they are. The tensors in `exact` (ids) always go
+  // as float32: averaged tensors (TensorSpec.averaged), whose pushes are differences the servers
+  // average, not gradients that tolerate rounding or a residual carried to later steps.
+  // INVALID_ARGUMENT when a chunk is too large for top-k's uint32 indices.
   static absl::StatusOr<std::unique_ptr<PushEncoder>> Create(const Compression& compression,
-                                                            const ShardLayout* layout);
+                                                            const ShardLayout* layout,
+                                                            absl::flat_hash_set<int> exact = {});
 
   const Compression& compression() const { return compression_; }
 
@@ -70,7 +74,7 @@ class PushEncoder {
     int64_t lease_batch = 0;
   };
 
-  PushEncoder(const Compression& compression, const ShardLayout* layout);
+  PushEncoder(const Compression& compression, const ShardLayout* layout, absl::flat_hash_set<int> exact);
 
   // Encodes chunk `state` from the `n` floats at `grad` into state.words; returns the encoding
   // used (FLOAT32 when a half-precision encoding would overflow).
@@ -79,6 +83,7 @@ class PushEncoder {
 
   const Compression compression_;
   const ShardLayout* layout_;
+  const absl::flat_hash_set<int> exact_;  // tensor ids always sent as float32
   std::vector<std::vector<ChunkState>> chunks_;  // by server, then by the server's chunk index
 };
 

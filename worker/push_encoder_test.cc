@@ -20,8 +20,9 @@ struct Fixture : TwoTensorMap {
   ShardLayout layout;
   Fixture() : layout(*ShardLayout::Create(map, 2, params)) {}
 
-  std::unique_ptr<PushEncoder> Encoder(const std::string& compression) {
-    absl::StatusOr<std::unique_ptr<PushEncoder>> encoder = PushEncoder::Create(*ParseCompression(compression), &layout);
+  std::unique_ptr<PushEncoder> Encoder(const std::string& compression, absl::flat_hash_set<int> exact = {}) {
+    absl::StatusOr<std::unique_ptr<PushEncoder>> encoder =
+        PushEncoder::Create(*ParseCompression(compression), &layout, std::move(exact));
     CHECK(encoder.ok()) << encoder.status();
     return *std::move(encoder);
   }
@@ -66,6 +67,21 @@ TEST(PushEncoderTest, HalfPrecisionSendsTwoBytesPerValue) {
     EXPECT_EQ(got[2], 3.0f);
     EXPECT_NEAR(got[3], 1.0f / 3.0f, std::string(kind) == "fp16" ? 1e-3 : 2e-3);
     EXPECT_NE(got[3], 1.0f / 3.0f);  // really rounded
+  }
+}
+
+TEST(PushEncoderTest, AveragedTensorsGoAsFloat32WhateverTheCompression) {
+  Fixture f;
+  std::vector<float> grad = {0.5f, -1.25f, 3.0f, 1.0f / 3.0f, 0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f};
+  for (const char* kind : {"fp16", "topk:0.5"}) {
+    SCOPED_TRACE(kind);
+    OutgoingPush push;
+    f.layout.FillPush(1, grad.data(), &push);  // server 1: the rest of tensor 0, then tensor 1
+    auto encoder = f.Encoder(kind, /*exact=*/{1});
+    ASSERT_TRUE(encoder->Encode(1, 0, &push).ok());
+    EXPECT_NE(push.header.chunks(0).encoding(), FLOAT32);  // tensor 0: compressed
+    EXPECT_EQ(push.header.chunks(1).encoding(), FLOAT32);  // tensor 1: as it is
+    EXPECT_EQ(push.values[1].data(), reinterpret_cast<const char*>(grad.data() + 6));
   }
 }
 

@@ -44,7 +44,11 @@ absl::StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::Create(Session
   ASSIGN_OR_RETURN(const Compression compression, ParseCompression(options.job.compression()));
   auto session =
       std::unique_ptr<TrainingSession>(new TrainingSession(std::move(options), scheduler, ps, std::move(layout)));
-  ASSIGN_OR_RETURN(session->encoder_, PushEncoder::Create(compression, &session->layout_));
+  absl::flat_hash_set<int> averaged;  // sent as float32: see PushEncoder::Create
+  for (const TensorSpec& t : session->view_.shard_map().tensors()) {
+    if (t.averaged()) averaged.insert(t.id());
+  }
+  ASSIGN_OR_RETURN(session->encoder_, PushEncoder::Create(compression, &session->layout_, std::move(averaged)));
   return session;
 }
 

@@ -29,8 +29,8 @@ What the Trainer does for the script:
   this worker (`evaluate(model, x, y) -> (loss_sum, correct)`, cross-entropy and top-1 accuracy by
   default) and reports them; the run summary has the job's test loss and accuracy.
 - SIGTERM makes the worker finish its step, leave the job and end the iteration.
-- Buffers that are not parameters (BatchNorm's running statistics) stay local to each worker;
-  see buffers="..." below.
+- Buffers that are not parameters (BatchNorm's running statistics) are averaged over the workers
+  by the servers after every step, where DDP copies rank 0's; see buffers="..." below.
 """
 
 import signal
@@ -62,6 +62,7 @@ def load_state_dict(path, model=None):
     state = {name: torch.from_numpy(value) for name, value in read_model_file(path).items()}
     if model is not None:
         params = dict(model.named_parameters())
+        params.update((name, b) for name, b in model.named_buffers() if name in state)
         missing = sorted(set(params) - set(state))
         unexpected = sorted(set(state) - set(params))
         if missing or unexpected:
@@ -121,10 +122,15 @@ class Trainer:
     collate_fn   builds a batch from samples; default: PyTorch's default_collate (a TensorDataset
                  is indexed directly).
     eval_batch   test samples per evaluation forward pass.
+    buffers      "average" (default): the module's floating-point buffers (BatchNorm's running
+                 statistics) are tensors of the job too, held by the servers as the sample-weighted
+                 mean of every worker's values after each step (SYNC; ASYNC/SSP: the latest push),
+                 and loaded into the module after each step and before evaluation. "local": each
+                 worker keeps its own. Integer buffers (num_batches_tracked) always stay local.
     """
 
     def __init__(self, model, train_set, test_set=None, *, scheduler=None, evaluate=None, collate_fn=None,
-                 eval_batch=1000, member=None):
+                 eval_batch=1000, member=None, buffers="average"):
         self.model = model
         self.evaluate = evaluate or default_evaluate
         self.eval_batch = eval_batch
@@ -159,13 +165,21 @@ class Trainer:
             raise InvalidArgumentError(
                 f"parameter '{self._params[0][0]}' is on {self.device}; a worker trains on the CPU or a CUDA "
                 "device: move the model with model.cpu() or model.cuda()")
-        names = [name for name, _ in self._params]
-        shapes = [list(p.shape) if p.dim() > 0 else [1] for _, p in self._params]
-        initial = np.concatenate([p.detach().reshape(-1).cpu().numpy() for _, p in self._params]).astype(np.float32)
+        if buffers not in ("average", "local"):
+            raise InvalidArgumentError(f"buffers='{buffers}', expected 'average' or 'local'")
+        # Averaged buffers come after the parameters: the last tensors of the layout.
+        self._buffers = [] if buffers == "local" else [
+            (name, b) for name, b in model.named_buffers() if b.dtype == torch.float32]
+        tensors = self._params + self._buffers
+        names = [name for name, _ in tensors]
+        shapes = [list(t.shape) if t.dim() > 0 else [1] for _, t in tensors]
+        initial = np.concatenate([t.detach().reshape(-1).cpu().numpy() for _, t in tensors]).astype(np.float32)
         self.member.declare_model(names, shapes, initial, len(train_set),
-                                  len(test_set) if test_set is not None else 0)
+                                  len(test_set) if test_set is not None else 0,
+                                  averaged=[name for name, _ in self._buffers])
         self.view = self.member.start()
         self.session = self.member.new_session(names, shapes)
+        self._tensors = len(self._params) + len(self._buffers)
         self._alias_parameters()
         self._install_hooks()
         if threading.current_thread() is threading.main_thread():
@@ -204,20 +218,41 @@ class Trainer:
                 self._views.append((p, w, g))
                 self._offsets.append(offset)
                 offset += n
+            for _, b in self._buffers:  # not aliased: the module updates them in forward
+                self._offsets.append(offset)
+                offset += b.numel()
         self._offsets.append(offset)
         self._versions = [p._version for p, _, _ in self._views]
 
     def _load_weights(self):
-        """CUDA: copies the session's weights to the device when they changed."""
-        if self.device.type != "cuda" or self.session.weights_version == self._loaded_version:
+        """After the session wrote new weights: CUDA parameters are copied to the device, and the
+        averaged buffers (every device) into the module."""
+        if self.session.weights_version == self._loaded_version:
             return
         with torch.no_grad():
-            self._device_weights.copy_(self._host_weights)
+            if self.device.type == "cuda":
+                self._device_weights.copy_(self._host_weights)
+            for t, (_, b) in enumerate(self._buffers, start=len(self._params)):
+                lo, hi = self._offsets[t], self._offsets[t + 1]
+                b.copy_(self._host_weights[lo:hi].view(b.shape))
         self._loaded_version = self.session.weights_version
         self._record_versions()
 
+    def _stage_buffers(self):
+        """The averaged buffers' "gradients": (the value last pulled) - (this worker's value), which
+        the servers' fixed SGD step of rate 1 turns into the weighted mean of the workers' values."""
+        if self._buffers_staged:
+            return
+        self._buffers_staged = True
+        with torch.no_grad():
+            for t, (_, b) in enumerate(self._buffers, start=len(self._params)):
+                lo, hi = self._offsets[t], self._offsets[t + 1]
+                torch.sub(self._host_weights[lo:hi], b.detach().reshape(-1).cpu(), out=self._host_grad[lo:hi])
+                self._ready[t] = True
+
     def _stage_gradients(self, first, end):
         """CUDA: copies the gradients of tensors [first, end) to the session's buffer (blocking)."""
+        end = min(end, len(self._params))  # averaged buffers are staged by _stage_buffers
         if self.device.type == "cuda" and first < end:
             lo, hi = self._offsets[first], self._offsets[end]
             self._host_grad[lo:hi].copy_(self._grad_flat[lo:hi])
@@ -257,8 +292,9 @@ class Trainer:
     def _install_hooks(self):
         self._overlapping = False
         self._accumulators = []  # kept alive: a hook lives as long as its node
-        self._ready = [False] * len(self._params)
-        self._watermark = len(self._params)
+        self._ready = [False] * self._tensors
+        self._watermark = self._tensors
+        self._buffers_staged = False
         if not self.job["overlap"]:
             return
         for t, (_, p) in enumerate(self._params):
@@ -269,6 +305,7 @@ class Trainer:
     def _gradient_ready(self, t):
         if not self._overlapping:
             return
+        self._stage_buffers()  # backward has begun, so forward is done: the buffers are final
         self._ready[t] = True
         high = self._watermark
         while self._watermark > 0 and self._ready[self._watermark - 1]:
@@ -287,6 +324,7 @@ class Trainer:
             work = self.session.next()
             if work.kind == "done":
                 self.left = work.left
+                self._load_weights()
                 self.member.finish(None)
                 return
             self.epoch = work.epoch
@@ -300,8 +338,9 @@ class Trainer:
                 continue
             batch = _to_device(self._train(work.samples), self.device)
             self._prepare_gradients()
-            self._ready = [False] * len(self._params)
-            self._watermark = len(self._params)
+            self._ready = [False] * self._tensors
+            self._watermark = self._tensors
+            self._buffers_staged = False
             self._overlapping = self.session.begin_step()
             self._pending = len(work.samples)
             yield batch
@@ -315,9 +354,9 @@ class Trainer:
         """SYNC: this worker's slice of a short last global batch can be empty. It still takes
         part in the step (with no samples, so it weighs nothing), without bothering the loop."""
         self._prepare_gradients()
-        self._host_grad.zero_()
+        self._host_grad.zero_()  # averaged buffers too: no samples, no vote
         if self.session.begin_step():
-            self.session.gradient_ready(0, len(self._params))
+            self.session.gradient_ready(0, self._tensors)
         self.session.end_step(0.0)
         self._record_versions()
 
@@ -330,6 +369,7 @@ class Trainer:
         self._check_untouched()
         count = self._pending
         self._pending = None
+        self._stage_buffers()
         if self._overlapping and self._watermark > 0:
             self._stage_gradients(0, self._watermark)
             self.session.gradient_ready(0, self._watermark)  # unused parameters, and the end of backward
@@ -362,4 +402,4 @@ class Trainer:
 
     def state_dict(self):
         """The model's current weights (those of the servers after the last step), by name."""
-        return {name: p.detach().clone() for name, p in self._params}
+        return {name: t.detach().clone() for name, t in self._params + self._buffers}

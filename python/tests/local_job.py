@@ -14,6 +14,15 @@ EXAMPLES = os.path.join(SOURCE_DIR, "examples", "pytorch")
 PYTHON = "/usr/bin/python3"
 
 
+def _read(path):
+    """The file's text, stripped; '' while it does not exist."""
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except FileNotFoundError:
+        return ""
+
+
 def binary(name):
     path = os.path.join(BIN_DIR, name)
     if not os.path.exists(path):
@@ -35,11 +44,11 @@ class Roles:
              f"--summary_json={self.summary}", "--heartbeat_ms=200", "--dead_after_ms=3000", f"--servers={servers}",
              *flags], stdout=self.log, stderr=subprocess.STDOUT)]
         deadline = time.time() + 20
-        while not (os.path.exists(port_file) and open(port_file).read().strip()):
+        while not _read(port_file):
             if time.time() > deadline or self.procs[0].poll() is not None:
                 raise RuntimeError(f"the scheduler did not start: {self.output()}")
             time.sleep(0.05)
-        self.address = f"127.0.0.1:{open(port_file).read().strip()}"
+        self.address = f"127.0.0.1:{_read(port_file)}"
         for _ in range(servers):
             self.procs.append(subprocess.Popen(
                 [binary("pstrain-server"), f"--scheduler={self.address}", "--host=127.0.0.1", "--port=0"],
