@@ -53,14 +53,24 @@ class TorchJobTest(unittest.TestCase):
         self.assertEqual(epoch_samples(summary), [2000])
         self.assertGreater(summary["final_test_accuracy"], 0.5, output[-2000:])
 
-    def test_killed_worker_loses_and_duplicates_no_sample(self):
+    def test_async_and_ssp_workers_train_every_sample_once(self):
+        for mode in ("async", "ssp"):
+            with self.subTest(mode=mode):
+                code, output, summary = launch(
+                    [f"--mode={mode}", "--model=external", "--servers=2", "--workers=2", "--epochs=2"],
+                    example("fashion_mlp.py", f"--train_limit={TRAIN}", f"--test_limit={TEST}"))
+                self.assertEqual(code, 0, output[-3000:])
+                self.assertEqual(epoch_samples(summary), [TRAIN] * 2)
+                self.assertGreater(summary["final_test_accuracy"], 0.7, output[-2000:])
+
+    def _run_and_signal_one(self, sig):
+        """A 3-worker sync job; a second after all three started training, one gets `sig`."""
         tag = uuid.uuid4().hex
-        killed = []
+        signalled = []
         started = []
 
-        def kill_one(proc, output):
-            # A second after all three workers started training (an epoch takes a few), kill one.
-            if killed:
+        def signal_one(proc, output):
+            if signalled:
                 return
             if not started:
                 if output.count("parameters on") == 3:
@@ -72,23 +82,30 @@ class TorchJobTest(unittest.TestCase):
             # The workers themselves (exec'ed by their shell), not the launcher whose flag names them.
             python = [p for p in pids if open(f"/proc/{p}/cmdline").read().split("\0")[0] == PYTHON]
             if len(python) == 3:
-                os.kill(int(python[-1]), signal.SIGKILL)
-                killed.append(python[-1])
+                os.kill(int(python[-1]), sig)
+                signalled.append(python[-1])
 
-        # Small batches make an epoch last a few seconds, so the kill lands inside one.
-        train = 12000
+        # Small batches make an epoch last a few seconds, so the signal lands inside one.
         code, output, summary = launch(
             ["--model=external", "--servers=2", "--workers=3", "--epochs=3", "--batch_size=16"],
-            example("fashion_mlp.py", f"--train_limit={train}", f"--test_limit={TEST}", f"--tag={tag}"),
-            on_progress=kill_one)
-        self.assertTrue(killed, "no worker was killed: " + output[-2000:])
+            example("fashion_mlp.py", "--train_limit=12000", f"--test_limit={TEST}", f"--tag={tag}"),
+            on_progress=signal_one)
+        self.assertTrue(signalled, "no worker was signalled: " + output[-2000:])
         self.assertEqual(code, 0, output[-3000:])
         self.assertEqual(summary["state"], "FINISHED")
-        self.assertEqual(epoch_samples(summary), [train] * 3)
+        self.assertEqual(epoch_samples(summary), [12000] * 3)
         self.assertTrue(all(e["train_loss"] is not None for e in summary["epochs"]), summary["epochs"])
-        kinds = [e["kind"] for e in summary.get("membership_events", [])]
-        self.assertIn("died", kinds, summary.get("membership_events"))
+        return output, [e["kind"] for e in summary.get("membership_events", [])]
 
+    def test_killed_worker_loses_and_duplicates_no_sample(self):
+        _, kinds = self._run_and_signal_one(signal.SIGKILL)
+        self.assertIn("died", kinds)
+
+    def test_sigterm_makes_a_worker_leave_cleanly(self):
+        output, kinds = self._run_and_signal_one(signal.SIGTERM)
+        self.assertIn("left", kinds)
+        self.assertNotIn("died", kinds)
+        self.assertIn("(left the job)", output)
 
 if __name__ == "__main__":
     unittest.main()

@@ -241,6 +241,23 @@ TEST(TrainingSessionTest, SyncOverlapPushesLayerByLayerToTheSameModel) {
   EXPECT_EQ(cluster->ServerWeights(), OneWorkerWeights(SYNC, 8, /*overlap=*/false));
 }
 
+TEST(TrainingSessionTest, DelayedCallsAnsweredOutOfOrderChangeNothing) {
+  for (bool overlap : {false, true}) {
+    SCOPED_TRACE(overlap ? "overlap" : "whole pushes");
+    JobSpec job = TinyJob(SYNC, 2, 4);
+    job.set_overlap(overlap);
+    auto cluster = StartCluster(job);
+    // Every call reaches its server 2 ms late, from a thread of its own: answers arrive out of
+    // order and on other threads than the worker's.
+    cluster->ps().set_delay(absl::Milliseconds(2));
+    std::vector<Driven> driven = RunWorkers(*cluster, {0, 1});
+    for (const Driven& d : driven) ASSERT_TRUE(d.status.ok()) << d.status;
+    ExpectEachSampleOncePerEpoch(driven, 2);
+    ExpectSummaryExact(*cluster);
+    EXPECT_EQ(cluster->ServerWeights(), OneWorkerWeights(SYNC, 8));
+  }
+}
+
 TEST(TrainingSessionTest, StepRefusedByAMembershipChangeIsRecomputedUnderTheNewView) {
   auto cluster = StartCluster(TinyJob(SYNC, 2, 4));
   // Worker 1 registered but never trains: worker 0's first step waits for it until it is
