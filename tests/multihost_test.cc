@@ -19,6 +19,29 @@ using ::testing::HasSubstr;
 
 constexpr int kTrainSamples = 6000;
 
+// What a job started by hand on the hosts promises: every role exits 0 when it ends; the servers
+// (hosts 1 and 2, port 7001) were reached at their hosts' addresses, not over loopback; the job
+// finished with each of its two epochs' samples trained once, to a plausible accuracy. The
+// summary is in `dir`.
+void ExpectHandStartedJobFinished(std::vector<std::unique_ptr<Child>>& roles, TestHosts& hosts,
+                                  const std::string& dir) {
+  for (auto& role : roles) {
+    absl::StatusOr<int> code = role->Wait(absl::Minutes(3));
+    ASSERT_TRUE(code.ok()) << code.status() << "\n" << role->Output();
+    EXPECT_EQ(*code, 0) << role->Output();
+  }
+  const std::string scheduler_log = roles[0]->Output();
+  EXPECT_THAT(scheduler_log, HasSubstr("at " + hosts.address(1) + ":7001")) << scheduler_log;
+  EXPECT_THAT(scheduler_log, HasSubstr("at " + hosts.address(2) + ":7001")) << scheduler_log;
+  const std::string summary = ReadFile(dir + "/summary.json");
+  EXPECT_THAT(summary, HasSubstr("\"state\": \"FINISHED\"")) << summary;
+  const std::vector<double> samples = JsonNumbers(summary, "samples");
+  ASSERT_GE(samples.size(), 2u) << summary;
+  EXPECT_EQ(samples[0], kTrainSamples) << summary;
+  EXPECT_EQ(samples[1], kTrainSamples) << summary;
+  EXPECT_GT(JsonNumber(summary, "final_test_accuracy"), 0.7) << summary;
+}
+
 TEST(MultiHostTest, RolesOnFiveHostsTrainTogether) {
   absl::StatusOr<std::unique_ptr<TestHosts>> made = TestHosts::Create(5);
   if (!made.ok()) GTEST_SKIP() << "cannot make test hosts in network namespaces: " << made.status();
@@ -50,25 +73,9 @@ TEST(MultiHostTest, RolesOnFiveHostsTrainTogether) {
     start(host, {bin + "/pstrain-worker", "--scheduler=" + scheduler_address}, "worker-" + std::to_string(host));
   }
 
-  // Every role exits 0 when the job ends.
-  for (auto& role : roles) {
-    absl::StatusOr<int> code = role->Wait(absl::Minutes(3));
-    ASSERT_TRUE(code.ok()) << code.status() << "\n" << role->Output();
-    EXPECT_EQ(*code, 0) << role->Output();
-  }
+  ExpectHandStartedJobFinished(roles, hosts, dir);
   // Different hosts: the workers dialled the servers over TCP, never their unix sockets.
   for (int i : {3, 4}) EXPECT_THAT(roles[i]->Output(), ::testing::Not(HasSubstr("dialling unix:")));
-  const std::string scheduler_log = roles[0]->Output();
-  // The servers were reached at their hosts' addresses, not over loopback.
-  EXPECT_THAT(scheduler_log, HasSubstr("at " + hosts.address(1) + ":7001")) << scheduler_log;
-  EXPECT_THAT(scheduler_log, HasSubstr("at " + hosts.address(2) + ":7001")) << scheduler_log;
-  const std::string summary = ReadFile(dir + "/summary.json");
-  EXPECT_THAT(summary, HasSubstr("\"state\": \"FINISHED\"")) << summary;
-  const std::vector<double> samples = JsonNumbers(summary, "samples");
-  ASSERT_GE(samples.size(), 2u) << summary;
-  EXPECT_EQ(samples[0], kTrainSamples) << summary;
-  EXPECT_EQ(samples[1], kTrainSamples) << summary;
-  EXPECT_GT(JsonNumber(summary, "final_test_accuracy"), 0.7) << summary;
 }
 
 // PyTorch workers (the pstrain Python package), started by hand as README.md says: the scheduler
@@ -117,22 +124,8 @@ TEST(MultiHostTest, PythonWorkersOnTwoHostsTrainADeclaredModel) {
           "worker-" + std::to_string(host));
   }
 
-  for (auto& role : roles) {
-    absl::StatusOr<int> code = role->Wait(absl::Minutes(3));
-    ASSERT_TRUE(code.ok()) << code.status() << "\n" << role->Output();
-    EXPECT_EQ(*code, 0) << role->Output();
-  }
+  ExpectHandStartedJobFinished(roles, hosts, dir);
   for (int i : {3, 4}) EXPECT_THAT(roles[i]->Output(), HasSubstr(": done at epoch 1")) << roles[i]->Output();
-  const std::string scheduler_log = roles[0]->Output();
-  EXPECT_THAT(scheduler_log, HasSubstr("at " + hosts.address(1) + ":7001")) << scheduler_log;
-  EXPECT_THAT(scheduler_log, HasSubstr("at " + hosts.address(2) + ":7001")) << scheduler_log;
-  const std::string summary = ReadFile(dir + "/summary.json");
-  EXPECT_THAT(summary, HasSubstr("\"state\": \"FINISHED\"")) << summary;
-  const std::vector<double> samples = JsonNumbers(summary, "samples");
-  ASSERT_GE(samples.size(), 2u) << summary;
-  EXPECT_EQ(samples[0], kTrainSamples) << summary;
-  EXPECT_EQ(samples[1], kTrainSamples) << summary;
-  EXPECT_GT(JsonNumber(summary, "final_test_accuracy"), 0.7) << summary;
   // The declared model, sent by a Python worker and written by the scheduler.
   EXPECT_FALSE(ReadFile(dir + "/model.bin").empty());
 }
