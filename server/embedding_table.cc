@@ -1,0 +1,189 @@
+#include "server/embedding_table.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+#include <glog/logging.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/key_hash.h"
+
+namespace pstrain::server {
+namespace {
+
+// The key of one table: every element hash starts from it.
+inline uint64_t TableKey(uint64_t seed, int32_t table_id) {
+  return MixKey64(MixKey64(seed) ^ (static_cast<uint64_t>(table_id) * 0xd6e8feb86659fd93ULL));
+}
+
+// Uniform in [-bound, bound) from the top 24 bits of the hash of (table key, row key, element).
+inline float UniformValue(uint64_t table_key, uint64_t key, int element, float bound) {
+  const uint64_t row_key = MixKey64(table_key ^ MixKey64(key));
+  const uint64_t h = MixKey64(row_key ^ MixKey64(static_cast<uint64_t>(element)));
+  const float u = static_cast<float>(h >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+  return bound * (2.0f * u - 1.0f);
+}
+
+std::string Where(const TableOptions& options, const char* op) {
+  return absl::StrCat("table '", options.name, "' ", op);
+}
+
+}  // namespace
+
+float EmbeddingInitialValue(uint64_t seed, int32_t table_id, uint64_t key, int element,
+                            float bound) {
+  if (bound == 0.0f) return 0.0f;
+  return UniformValue(TableKey(seed, table_id), key, element, bound);
+}
+
+absl::Status CheckSortedUniqueKeys(absl::Span<const uint64_t> keys, absl::string_view what) {
+  for (size_t i = 1; i < keys.size(); ++i) {
+    if (keys[i] <= keys[i - 1]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": key ", keys[i], " at position ", i,
+          keys[i] == keys[i - 1] ? " repeats the key before it" : " is less than the key before it (",
+          keys[i] == keys[i - 1] ? "" : absl::StrCat(keys[i - 1], ")"),
+          "; keys must be sorted ascending and unique"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<EmbeddingTable>> EmbeddingTable::Create(
+    const TableOptions& options) {
+  if (options.name.empty()) return absl::InvalidArgumentError("table name: empty");
+  if (options.id < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(options, "id"), ": got ", options.id, ", expected >= 0"));
+  }
+  if (options.dim <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(options, "dim"), ": got ", options.dim, ", expected > 0"));
+  }
+  if (options.init_bound.has_value() &&
+      !(*options.init_bound >= 0 && std::isfinite(*options.init_bound))) {
+    return absl::InvalidArgumentError(absl::StrCat(Where(options, "init_bound"), ": got ",
+                                                   *options.init_bound,
+                                                   ", expected a finite value >= 0"));
+  }
+  if (absl::Status s = ValidateSparseOptimizer(options.optimizer); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("table '", options.name, "': ", s.message()));
+  }
+  return std::unique_ptr<EmbeddingTable>(new EmbeddingTable(options));
+}
+
+EmbeddingTable::EmbeddingTable(const TableOptions& options)
+    : options_(options),
+      bound_(options.init_bound.has_value()
+                 ? *options.init_bound
+                 : static_cast<float>(1.0 / std::sqrt(static_cast<double>(options.dim)))),
+      state_floats_(StateFloatsPerElement(options.optimizer.type) * options.dim),
+      has_step_(HasRowStepCount(options.optimizer.type)),
+      record_floats_(options.dim + state_floats_ + (has_step_ ? 1 : 0)) {
+  static_assert(sizeof(float) == sizeof(uint32_t), "the step count shares a float's slot");
+}
+
+int64_t EmbeddingTable::bytes_used() const {
+  using Slot = std::pair<const uint64_t, uint32_t>;
+  const int64_t blocks = static_cast<int64_t>(blocks_.size()) * kRowsPerBlock * record_floats_ *
+                         static_cast<int64_t>(sizeof(float));
+  const int64_t block_list = static_cast<int64_t>(blocks_.capacity() * sizeof(blocks_[0]));
+  const int64_t capacity = static_cast<int64_t>(index_.capacity());
+  // absl's raw_hash_set: one slot and one control byte per capacity, plus 16 cloned control
+  // bytes for the SIMD group probe; nothing at all while empty.
+  const int64_t map = capacity == 0 ? 0 : capacity * static_cast<int64_t>(sizeof(Slot) + 1) + 16;
+  return blocks + block_list + map;
+}
+
+std::unique_ptr<float[]> EmbeddingTable::NewBlock() const {
+  // Uninitialized on purpose: a record is written in full when its row is created.
+  return std::unique_ptr<float[]>(new float[kRowsPerBlock * record_floats_]);
+}
+
+uint32_t EmbeddingTable::FindOrCreateRow(uint64_t key) {
+  auto [it, inserted] = index_.try_emplace(key, 0);
+  if (!inserted) return it->second;
+  // Rows are numbered in creation order; index_ already counts the new key.
+  const uint32_t row = static_cast<uint32_t>(index_.size() - 1);
+  if (row / kRowsPerBlock >= blocks_.size()) {
+    CHECK_LT(int64_t{row}, int64_t{std::numeric_limits<uint32_t>::max()})
+        << Where(options_, "") << "holds 2^32 - 1 rows, the most a shard can index";
+    blocks_.push_back(NewBlock());
+  }
+  it->second = row;
+  float* record = Record(row);
+  if (bound_ == 0.0f) {
+    std::memset(record, 0, sizeof(float) * options_.dim);
+  } else {
+    const uint64_t table_key = TableKey(options_.seed, options_.id);
+    for (int i = 0; i < options_.dim; ++i) record[i] = UniformValue(table_key, key, i, bound_);
+  }
+  uint32_t step = 0;
+  InitRowState(options_.optimizer, options_.dim, record + options_.dim, &step);
+  if (has_step_) std::memcpy(record + options_.dim + state_floats_, &step, sizeof(step));
+  return row;
+}
+
+absl::Status EmbeddingTable::Pull(absl::Span<const uint64_t> keys, absl::Span<float> out) {
+  const int dim = options_.dim;
+  if (out.size() != keys.size() * dim) {
+    return absl::InvalidArgumentError(absl::StrCat(Where(options_, "pull"), ": output holds ",
+                                                   out.size(), " floats, expected ", keys.size(),
+                                                   " keys * dim ", dim));
+  }
+  if (absl::Status s = CheckSortedUniqueKeys(keys, Where(options_, "pull")); !s.ok()) return s;
+  float* dst = out.data();
+  for (uint64_t key : keys) {
+    std::memcpy(dst, Record(FindOrCreateRow(key)), sizeof(float) * dim);
+    dst += dim;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> keys, absl::Span<const float> grads,
+                                   float lr) {
+  const int dim = options_.dim;
+  if (!(lr > 0 && std::isfinite(lr))) {
+    return absl::InvalidArgumentError(absl::StrCat(Where(options_, "apply"), ": lr ", lr,
+                                                   ", expected a finite value > 0"));
+  }
+  if (grads.size() != keys.size() * dim) {
+    return absl::InvalidArgumentError(absl::StrCat(Where(options_, "apply"), ": got ",
+                                                   grads.size(), " gradient floats, expected ",
+                                                   keys.size(), " keys * dim ", dim));
+  }
+  if (absl::Status s = CheckSortedUniqueKeys(keys, Where(options_, "apply")); !s.ok()) return s;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (!std::isfinite(grads[i])) {
+      const size_t pos = i / dim;
+      return absl::InvalidArgumentError(absl::StrCat(
+          Where(options_, "apply"), ": gradient of key ", keys[pos], " (position ", pos,
+          ") element ", i % dim, " is ", grads[i], "; expected finite values"));
+    }
+  }
+  for (size_t k = 0; k < keys.size(); ++k) {
+    float* record = Record(FindOrCreateRow(keys[k]));
+    float* state = record + dim;
+    if (has_step_) {
+      uint32_t step;
+      std::memcpy(&step, state + state_floats_, sizeof(step));
+      ApplyRowUpdate(options_.optimizer, dim, lr, grads.data() + k * dim, record, state, &step);
+      std::memcpy(state + state_floats_, &step, sizeof(step));
+    } else {
+      ApplyRowUpdate(options_.optimizer, dim, lr, grads.data() + k * dim, record, state, nullptr);
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool EmbeddingTable::Lookup(uint64_t key, absl::Span<float> out) const {
+  CHECK_EQ(out.size(), static_cast<size_t>(options_.dim));
+  auto it = index_.find(key);
+  if (it == index_.end()) return false;
+  std::memcpy(out.data(), Record(it->second), sizeof(float) * options_.dim);
+  return true;
+}
+
+}  // namespace pstrain::server

@@ -1,0 +1,157 @@
+// One shard of an embedding table: rows of `dim` float32 keyed by uint64, created on first touch.
+//
+// A table has no fixed vocabulary. A row that was never written holds its initial value, a
+// function of (seed, table id, key, element) only (EmbeddingInitialValue), so the model is the
+// same whatever the number of servers and whatever order the keys arrive in. Which server holds
+// a key is common/key_hash.h's business; this class holds whatever keys it is given.
+//
+// Layout and memory. A flat_hash_map<uint64_t, uint32_t> maps a key to its row index; rows live
+// in fixed blocks of kRowsPerBlock records, never moved once created (so growth never copies
+// the table or doubles its memory). One record is
+//
+//   [ w: dim floats ][ optimizer state: StateFloatsPerElement * dim floats ][ step: 1 uint32 ]
+//                                                                 (the step only for lazy Adam)
+//
+// so an update touches one contiguous record. Per row that is the floor (dim * 4 bytes for the
+// value plus the optimizer's state) plus the map's slot (12 bytes padded to 16, and 1 control
+// byte, at a load factor between 7/16 and 7/8) plus at most one partly filled block per table.
+// bytes_used() reports this estimate; embedding_table_test measures it against the heap.
+//
+// Requests name keys sorted ascending and unique (the worker de-duplicates a batch's keys and
+// sums their gradients), which the table checks: a bad request changes nothing.
+//
+// Checkpoints: Serialize/Restore (embedding_table_io.cc) write every row with its optimizer
+// state in key order, in the format described at Serialize.
+//
+// Thread safety: not thread-safe. The store that owns a table serializes calls (one lock per
+// table shard); const methods may run concurrently with each other.
+#ifndef PSTRAIN_SERVER_EMBEDDING_TABLE_H_
+#define PSTRAIN_SERVER_EMBEDDING_TABLE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "server/sparse_optimizer.h"
+
+namespace pstrain::server {
+
+struct TableOptions {
+  std::string name;         // for messages and checkpoints; not empty
+  int32_t id = 0;           // >= 0: the table's position in the job's table list (part of the init hash)
+  int dim = 0;              // > 0
+  uint64_t seed = 0;        // the job's seed
+  // Initial values are uniform in [-init_bound, init_bound); unset means 1/sqrt(dim), 0 means
+  // zeros (the usual start for FTRL). >= 0 and finite.
+  std::optional<float> init_bound;
+  SparseOptimizerOptions optimizer;
+};
+
+// The initial value of element `element` of row `key` of table `table_id`: uniform in
+// [-bound, bound) from a counter-based hash (splitmix64 rounds over the four inputs, as
+// model/init.h does for dense tensors); 0 when bound == 0. Stable across builds and machines.
+float EmbeddingInitialValue(uint64_t seed, int32_t table_id, uint64_t key, int element,
+                            float bound);
+
+class EmbeddingTable {
+ public:
+  static constexpr int64_t kRowsPerBlock = 1024;
+
+  // An empty table. INVALID_ARGUMENT names the bad option (empty name, id < 0, dim <= 0, a bad
+  // init_bound, or the optimizer's field as ValidateSparseOptimizer words it).
+  static absl::StatusOr<std::unique_ptr<EmbeddingTable>> Create(const TableOptions& options);
+
+  const TableOptions& options() const { return options_; }
+  const std::string& name() const { return options_.name; }
+  int dim() const { return options_.dim; }
+  // The bound the rows were initialized with (init_bound, or 1/sqrt(dim) when unset).
+  float init_bound() const { return bound_; }
+
+  int64_t num_rows() const { return static_cast<int64_t>(index_.size()); }
+
+  // Bytes held: the row blocks allocated, the block list, and the hash map's slots and control
+  // bytes (capacity * (sizeof(slot) + 1) + one group of cloned control bytes). An estimate of
+  // the heap used, not counting the allocator's own headers.
+  int64_t bytes_used() const;
+
+  // Writes the rows of `keys` to out[0, keys.size() * dim), row after row, creating the rows
+  // that are missing with their initial values. INVALID_ARGUMENT, with nothing created, when
+  // keys are not sorted ascending and unique (naming the position and both keys) or out does not
+  // hold keys.size() * dim floats.
+  absl::Status Pull(absl::Span<const uint64_t> keys, absl::Span<float> out);
+
+  // Applies one optimizer update per key with its gradient row grads[i * dim, (i + 1) * dim) at
+  // rate `lr` (the scheduled rate for this update; FTRL's alpha). A key without a row gets one
+  // with its initial value first, so an update never depends on whether a pull came before it.
+  // Everything is validated before anything changes: INVALID_ARGUMENT when keys are not sorted
+  // and unique, grads does not hold keys.size() * dim floats, a gradient is NaN or infinite
+  // (naming the key, its position and the element), or lr is not finite and > 0.
+  absl::Status Apply(absl::Span<const uint64_t> keys, absl::Span<const float> grads, float lr);
+
+  // Copies row `key` (its weights, not its optimizer state) to out[0, dim) and returns true, or
+  // returns false, creating nothing, when the key has no row. REQUIRES: out.size() == dim.
+  bool Lookup(uint64_t key, absl::Span<float> out) const;
+
+  // Appends the whole table to *out (which it does not clear), rows in ascending key order, so
+  // two tables with the same rows serialize to the same bytes whatever their history.
+  // Format (little-endian):
+  //
+  //   offset  size        field
+  //   0       8           magic "PSTRAINE"
+  //   8       4           uint32 version = 1
+  //   12      4           int32 table id
+  //   16      4           int32 dim
+  //   20      4           int32 optimizer type (SparseOptimizerOptions::Type)
+  //   24      4           uint32 record bytes R = 4 * (dim * (1 + state vectors) + has step)
+  //   28      4           uint32 name length L, then L bytes of name
+  //   32+L    8           uint64 row count N
+  //           N * (8 + R) per row: uint64 key, then its record as laid out in memory
+  //   end-4   4           uint32 CRC-32 (zlib crc32) of every byte before it
+  void Serialize(std::string* out) const;
+
+  // Replaces every row with those of `data` (a Serialize output). On error nothing changes:
+  // DATA_LOSS for a truncated or corrupt buffer (bad magic, size or CRC, keys out of order);
+  // FAILED_PRECONDITION when it belongs to another table (name, id, dim or optimizer type
+  // differ), naming both values; UNIMPLEMENTED for an unknown version.
+  absl::Status Restore(absl::string_view data);
+
+ private:
+  explicit EmbeddingTable(const TableOptions& options);
+
+  // Index of key's row, creating and initializing it when missing.
+  uint32_t FindOrCreateRow(uint64_t key);
+  float* Record(uint32_t row) {
+    return blocks_[row / kRowsPerBlock].get() + (row % kRowsPerBlock) * record_floats_;
+  }
+  const float* Record(uint32_t row) const {
+    return blocks_[row / kRowsPerBlock].get() + (row % kRowsPerBlock) * record_floats_;
+  }
+  // A block of kRowsPerBlock uninitialized records.
+  std::unique_ptr<float[]> NewBlock() const;
+
+  // Constant after construction.
+  TableOptions options_;
+  float bound_;
+  int state_floats_;   // optimizer state floats per row (StateFloatsPerElement * dim)
+  bool has_step_;      // the record ends with a uint32 step count
+  int record_floats_;  // dim + state_floats_ + has_step_
+
+  // The rows: index_[key] = row number; row r lives in blocks_[r / kRowsPerBlock].
+  absl::flat_hash_map<uint64_t, uint32_t> index_;
+  std::vector<std::unique_ptr<float[]>> blocks_;
+};
+
+// OK, or INVALID_ARGUMENT naming the position of the first key that is not greater than the one
+// before it. `what` starts the message ("table 'user' pull").
+absl::Status CheckSortedUniqueKeys(absl::Span<const uint64_t> keys, absl::string_view what);
+
+}  // namespace pstrain::server
+
+#endif  // PSTRAIN_SERVER_EMBEDDING_TABLE_H_
