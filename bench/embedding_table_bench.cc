@@ -1,0 +1,106 @@
+// One embedding-table shard in process (server/embedding_table.h), no network: the baseline the
+// sparse pull/push throughput target of issue 14 is compared against.
+//
+//   Pull/<keys>/<dim>    EmbeddingTable::Pull of `keys` sorted unique keys (rows that exist)
+//   Apply/<keys>/<dim>   EmbeddingTable::Apply of one Adagrad gradient row per key
+//
+// The table holds kUniverse rows, created before timing starts; each call takes the next of
+// kBatches precomputed random samples of the universe, sorted, so the rows touched are spread
+// over the whole table as a real batch's are (cache misses included). items_per_second = keys/s;
+// bytes_per_second counts what such a request carries on the wire, 8 bytes of key plus
+// dim * 4 bytes of row per key.
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "common/key_hash.h"
+#include "server/embedding_table.h"
+
+namespace pstrain::bench {
+namespace {
+
+constexpr int64_t kUniverse = 1000000;
+constexpr int kBatches = 8;
+
+struct Fixture {
+  std::unique_ptr<server::EmbeddingTable> table;
+  std::vector<std::vector<uint64_t>> batches;
+};
+
+Fixture MakeFixture(int64_t num_keys, int dim) {
+  server::TableOptions options;
+  options.name = "bench";
+  options.dim = dim;
+  Fixture f;
+  f.table = server::EmbeddingTable::Create(options).value();
+  std::vector<uint64_t> keys(kUniverse);
+  for (int64_t i = 0; i < kUniverse; ++i) keys[i] = MixKey64(static_cast<uint64_t>(i));
+  std::vector<uint64_t> sorted = keys;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<float> out(sorted.size() * dim);
+  if (!f.table->Pull(sorted, absl::MakeSpan(out)).ok()) std::abort();
+  std::mt19937_64 rng(1);
+  for (int b = 0; b < kBatches; ++b) {
+    std::shuffle(keys.begin(), keys.end(), rng);
+    std::vector<uint64_t> batch(keys.begin(), keys.begin() + num_keys);
+    std::sort(batch.begin(), batch.end());
+    f.batches.push_back(std::move(batch));
+  }
+  return f;
+}
+
+void SetCounters(benchmark::State& state, int64_t num_keys, int dim) {
+  state.SetItemsProcessed(state.iterations() * num_keys);
+  state.SetBytesProcessed(state.iterations() * num_keys * (8 + 4 * dim));
+}
+
+void BM_Pull(benchmark::State& state) {
+  const int64_t num_keys = state.range(0);
+  const int dim = static_cast<int>(state.range(1));
+  Fixture f = MakeFixture(num_keys, dim);
+  std::vector<float> out(num_keys * dim);
+  int b = 0;
+  for (auto _ : state) {
+    if (!f.table->Pull(f.batches[b], absl::MakeSpan(out)).ok()) state.SkipWithError("pull failed");
+    benchmark::DoNotOptimize(out.data());
+    b = (b + 1) % kBatches;
+  }
+  SetCounters(state, num_keys, dim);
+}
+
+void BM_Apply(benchmark::State& state) {
+  const int64_t num_keys = state.range(0);
+  const int dim = static_cast<int>(state.range(1));
+  Fixture f = MakeFixture(num_keys, dim);
+  std::vector<float> grads(num_keys * dim);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> dist(0.0f, 1e-2f);
+  for (float& g : grads) g = dist(rng);
+  int b = 0;
+  for (auto _ : state) {
+    if (!f.table->Apply(f.batches[b], grads, 0.01f).ok()) state.SkipWithError("apply failed");
+    b = (b + 1) % kBatches;
+  }
+  SetCounters(state, num_keys, dim);
+}
+
+void Shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"keys", "dim"});
+  for (int64_t keys : {10000, 100000}) {
+    for (int64_t dim : {8, 16, 64}) b->Args({keys, dim});
+  }
+  b->Unit(benchmark::kMicrosecond);
+}
+
+BENCHMARK(BM_Pull)->Apply(Shapes);
+BENCHMARK(BM_Apply)->Apply(Shapes);
+
+}  // namespace
+}  // namespace pstrain::bench
+
+BENCHMARK_MAIN();
