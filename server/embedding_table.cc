@@ -2,7 +2,7 @@
 
 #include <cmath>
 #include <cstring>
-#include <limits>
+#include <string>
 #include <utility>
 
 #include <glog/logging.h>
@@ -40,13 +40,14 @@ float EmbeddingInitialValue(uint64_t seed, int32_t table_id, uint64_t key, int e
 
 absl::Status CheckSortedUniqueKeys(absl::Span<const uint64_t> keys, absl::string_view what) {
   for (size_t i = 1; i < keys.size(); ++i) {
-    if (keys[i] <= keys[i - 1]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": key ", keys[i], " at position ", i,
-          keys[i] == keys[i - 1] ? " repeats the key before it" : " is less than the key before it (",
-          keys[i] == keys[i - 1] ? "" : absl::StrCat(keys[i - 1], ")"),
-          "; keys must be sorted ascending and unique"));
-    }
+    if (keys[i] > keys[i - 1]) continue;
+    const std::string problem =
+        keys[i] == keys[i - 1]
+            ? std::string("repeats the key before it")
+            : absl::StrCat("is less than the key before it (", keys[i - 1], ")");
+    return absl::InvalidArgumentError(absl::StrCat(what, ": key ", keys[i], " at position ", i,
+                                                   " ", problem,
+                                                   "; keys must be sorted ascending and unique"));
   }
   return absl::OkStatus();
 }
@@ -103,15 +104,12 @@ std::unique_ptr<float[]> EmbeddingTable::NewBlock() const {
 }
 
 uint32_t EmbeddingTable::FindOrCreateRow(uint64_t key) {
+  DCHECK_LT(index_.size(), size_t{kMaxRows});  // CheckRoomFor ran
   auto [it, inserted] = index_.try_emplace(key, 0);
   if (!inserted) return it->second;
   // Rows are numbered in creation order; index_ already counts the new key.
   const uint32_t row = static_cast<uint32_t>(index_.size() - 1);
-  if (row / kRowsPerBlock >= blocks_.size()) {
-    CHECK_LT(int64_t{row}, int64_t{std::numeric_limits<uint32_t>::max()})
-        << Where(options_, "") << "holds 2^32 - 1 rows, the most a shard can index";
-    blocks_.push_back(NewBlock());
-  }
+  if (row / kRowsPerBlock >= static_cast<int64_t>(blocks_.size())) blocks_.push_back(NewBlock());
   it->second = row;
   float* record = Record(row);
   if (bound_ == 0.0f) {
@@ -126,6 +124,14 @@ uint32_t EmbeddingTable::FindOrCreateRow(uint64_t key) {
   return row;
 }
 
+absl::Status EmbeddingTable::CheckRoomFor(size_t num_keys, const char* op) const {
+  if (index_.size() + num_keys <= size_t{kMaxRows}) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(Where(options_, op), ": ", index_.size(),
+                                                   " rows plus ", num_keys,
+                                                   " keys could pass the shard's limit of ",
+                                                   kMaxRows, " rows"));
+}
+
 absl::Status EmbeddingTable::Pull(absl::Span<const uint64_t> keys, absl::Span<float> out) {
   const int dim = options_.dim;
   if (out.size() != keys.size() * dim) {
@@ -134,6 +140,7 @@ absl::Status EmbeddingTable::Pull(absl::Span<const uint64_t> keys, absl::Span<fl
                                                    " keys * dim ", dim));
   }
   if (absl::Status s = CheckSortedUniqueKeys(keys, Where(options_, "pull")); !s.ok()) return s;
+  if (absl::Status s = CheckRoomFor(keys.size(), "pull"); !s.ok()) return s;
   float* dst = out.data();
   for (uint64_t key : keys) {
     std::memcpy(dst, Record(FindOrCreateRow(key)), sizeof(float) * dim);
@@ -155,6 +162,7 @@ absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> keys, absl::Span<c
                                                    keys.size(), " keys * dim ", dim));
   }
   if (absl::Status s = CheckSortedUniqueKeys(keys, Where(options_, "apply")); !s.ok()) return s;
+  if (absl::Status s = CheckRoomFor(keys.size(), "apply"); !s.ok()) return s;
   for (size_t i = 0; i < grads.size(); ++i) {
     if (!std::isfinite(grads[i])) {
       const size_t pos = i / dim;

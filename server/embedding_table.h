@@ -63,6 +63,8 @@ float EmbeddingInitialValue(uint64_t seed, int32_t table_id, uint64_t key, int e
 class EmbeddingTable {
  public:
   static constexpr int64_t kRowsPerBlock = 1024;
+  // Row numbers are uint32: a shard holds at most this many rows.
+  static constexpr uint32_t kMaxRows = 0xffffffffu;
 
   // An empty table. INVALID_ARGUMENT names the bad option (empty name, id < 0, dim <= 0, a bad
   // init_bound, or the optimizer's field as ValidateSparseOptimizer words it).
@@ -84,7 +86,7 @@ class EmbeddingTable {
   // Writes the rows of `keys` to out[0, keys.size() * dim), row after row, creating the rows
   // that are missing with their initial values. INVALID_ARGUMENT, with nothing created, when
   // keys are not sorted ascending and unique (naming the position and both keys) or out does not
-  // hold keys.size() * dim floats.
+  // hold keys.size() * dim floats; RESOURCE_EXHAUSTED when the new rows could pass kMaxRows.
   absl::Status Pull(absl::Span<const uint64_t> keys, absl::Span<float> out);
 
   // Applies one optimizer update per key with its gradient row grads[i * dim, (i + 1) * dim) at
@@ -92,7 +94,8 @@ class EmbeddingTable {
   // with its initial value first, so an update never depends on whether a pull came before it.
   // Everything is validated before anything changes: INVALID_ARGUMENT when keys are not sorted
   // and unique, grads does not hold keys.size() * dim floats, a gradient is NaN or infinite
-  // (naming the key, its position and the element), or lr is not finite and > 0.
+  // (naming the key, its position and the element), or lr is not finite and > 0;
+  // RESOURCE_EXHAUSTED when the new rows could pass kMaxRows.
   absl::Status Apply(absl::Span<const uint64_t> keys, absl::Span<const float> grads, float lr);
 
   // Copies row `key` (its weights, not its optimizer state) to out[0, dim) and returns true, or
@@ -125,7 +128,9 @@ class EmbeddingTable {
  private:
   explicit EmbeddingTable(const TableOptions& options);
 
-  // Index of key's row, creating and initializing it when missing.
+  // OK, or RESOURCE_EXHAUSTED when num_keys new rows could pass kMaxRows.
+  absl::Status CheckRoomFor(size_t num_keys, const char* op) const;
+  // Index of key's row, creating and initializing it when missing. REQUIRES: CheckRoomFor.
   uint32_t FindOrCreateRow(uint64_t key);
   float* Record(uint32_t row) {
     return blocks_[row / kRowsPerBlock].get() + (row % kRowsPerBlock) * record_floats_;
