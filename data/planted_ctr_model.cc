@@ -27,7 +27,11 @@ double UnitUniform(uint64_t bits) {
   return (static_cast<double>(bits >> 11) * 0x1.0p-53 * 2 - 1) * 1.7320508075688772;
 }
 
-constexpr double kRankScale = 1000;  // Ranks beyond this have smaller parameters.
+// Parameters shrink as 1 / (1 + rank / kRankScale). Chosen so that the planted AUC is nearly
+// learnable from the default 2M samples: a one-pass FM with Adagrad reaches 0.863 where the
+// planted model has 0.874 (0.867 from 8M samples). With slower decay the rare keys, seen too few
+// times to be learned, carry much of the signal and the gap widens (0.05 at 1 / sqrt(1 + r/1000)).
+constexpr double kRankScale = 50;
 
 }  // namespace
 
@@ -115,7 +119,7 @@ double PlantedCtrModel::Logit(const CtrSample& sample) const {
   for (int f = 0; f < kCriteoCategorical; ++f) {
     const bool missing = (sample.categorical_missing >> f) & 1;
     const double rank = missing ? 0 : static_cast<double>(Rank(f, sample.categorical[f]));
-    const double scale = 1 / std::sqrt(1 + rank / kRankScale);
+    const double scale = 1 / (1 + rank / kRankScale);
     const uint64_t h = Mix64(seed_hash_ ^ sample.keys[f]);
     logit += kWeightStd * scale * UnitUniform(h);
     for (int d = 0; d < kEmbeddingDim; ++d) {
