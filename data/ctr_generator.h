@@ -1,0 +1,55 @@
+// Writes a synthetic CTR data set in the Criteo format (criteo_reader.h) from a planted model
+// (planted_ctr_model.h): the library behind pstrain-gen-ctr.
+//
+// Files: <out_dir>/train.tsv and <out_dir>/test.tsv (".tsv.gz", gzip level 1, with options.gzip).
+// Each is written atomically (common/file_io.h), streaming, in 1 MiB blocks: memory stays small
+// whatever the sample counts, except 9 bytes per test sample kept for the AUC.
+//
+// Determinism: the same options give byte-identical files. Train and test draw from separate
+// streams of the seed, so the test set does not depend on train_samples.
+//
+// Thread-compatible free functions; they block on file I/O.
+#ifndef PSTRAIN_DATA_CTR_GENERATOR_H_
+#define PSTRAIN_DATA_CTR_GENERATOR_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "data/criteo_reader.h"
+#include "data/planted_ctr_model.h"
+
+namespace pstrain {
+namespace data {
+
+struct CtrGeneratorOptions {
+  PlantedCtrOptions model;
+  int64_t train_samples = 2000000;
+  int64_t test_samples = 200000;  // >= 2, so that the AUC can be defined.
+  bool gzip = false;
+};
+
+struct CtrGeneratorResult {
+  std::string train_path;
+  std::string test_path;
+  int64_t train_positives = 0;
+  int64_t test_positives = 0;
+  // The exact AUC (auc.h) of the planted probabilities on the test set written.
+  double planted_test_auc = 0;
+};
+
+// Writes both files into `out_dir` (created if missing, one level). INVALID_ARGUMENT for bad
+// options; the errors of WriteFileAtomically; INVALID_ARGUMENT if the test set drew only one
+// class (the AUC is undefined: write more test samples).
+absl::StatusOr<CtrGeneratorResult> GenerateCtrData(const std::string& out_dir,
+                                                   const CtrGeneratorOptions& options);
+
+// Appends `sample` as one Criteo line with its '\n': categorical values as 8 lowercase hex
+// digits, dense values as integers, missing ones empty. REQUIRES: label 0 or 1, dense values
+// integers.
+void AppendCriteoLine(const CtrSample& sample, std::string* out);
+
+}  // namespace data
+}  // namespace pstrain
+
+#endif  // PSTRAIN_DATA_CTR_GENERATOR_H_
