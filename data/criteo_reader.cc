@@ -1,5 +1,6 @@
 #include "data/criteo_reader.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -119,11 +120,7 @@ absl::Status ParseCriteoLine(absl::string_view line, bool has_label, CtrSample* 
 
 absl::StatusOr<std::unique_ptr<CriteoReader>> CriteoReader::Open(const std::string& path,
                                                                  const Options& options) {
-  ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines, LineReader::Open(path));
-  if (options.range.first > 0) {
-    ASSIGN_OR_RETURN(const int64_t skipped, lines->Skip(options.range.first));
-    (void)skipped;  // A range past the end is empty, not an error.
-  }
+  ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines, LineReader::Open(path, std::max<int64_t>(options.range.first, 0)));
   return std::unique_ptr<CriteoReader>(new CriteoReader(std::move(lines), options));
 }
 

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "data/text_reader_test_util.h"
 #include "absl/strings/str_join.h"
 
 namespace pstrain {
@@ -26,32 +27,8 @@ std::string Line(const std::vector<std::pair<int, std::string>>& edits = {}) {
   return absl::StrJoin(fields, "\t");
 }
 
-std::string WriteFile(const std::string& name, const std::string& contents, bool gzip = false) {
-  const std::string path = testing::TempDir() + "/" + name;
-  if (gzip) {
-    gzFile f = gzopen(path.c_str(), "wb");
-    gzwrite(f, contents.data(), static_cast<unsigned>(contents.size()));
-    gzclose(f);
-  } else {
-    std::ofstream(path, std::ios::binary) << contents;
-  }
-  return path;
-}
-
-std::vector<CtrSample> ReadAll(const std::string& path, CriteoReader::Options options = {},
-                               int64_t* skipped = nullptr) {
-  auto reader = CriteoReader::Open(path, options);
-  EXPECT_TRUE(reader.ok()) << reader.status();
-  std::vector<CtrSample> samples;
-  CtrSample sample;
-  while (true) {
-    absl::StatusOr<bool> more = (*reader)->Next(&sample);
-    EXPECT_TRUE(more.ok()) << more.status();
-    if (!more.ok() || !*more) break;
-    samples.push_back(sample);
-  }
-  if (skipped != nullptr) *skipped = (*reader)->skipped();
-  return samples;
+std::vector<CtrSample> ReadAll(const std::string& path, CriteoReader::Options options = {}, int64_t* skipped = nullptr) {
+  return ReadAllSamples<CriteoReader, CtrSample>(path, options, skipped);
 }
 
 absl::Status FirstError(const std::string& path) {

@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
+#include "data/zlib_file.h"
 
 namespace pstrain {
 namespace data {
@@ -57,18 +58,7 @@ struct GzCloser {
 class InputFile {
  public:
   static absl::StatusOr<InputFile> Open(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      const int err = errno;
-      return absl::Status(absl::ErrnoToStatusCode(err),
-                          absl::StrCat(path, ": cannot open: ", std::strerror(err)));
-    }
-    gzFile file = gzdopen(fd, "rb");
-    if (file == nullptr) {
-      ::close(fd);
-      return absl::ResourceExhaustedError(absl::StrCat(path, ": cannot allocate a zlib stream"));
-    }
-    gzbuffer(file, kBlockBytes);  // Must precede the first read.
+    ASSIGN_OR_RETURN(gzFile file, OpenThroughZlib(path, kBlockBytes));
     return InputFile(path, file);
   }
 

@@ -1,5 +1,6 @@
 #include "data/libsvm_reader.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/escaping.h"
@@ -69,11 +70,7 @@ absl::StatusOr<bool> ParseLibsvmLine(absl::string_view line, LibsvmSample* sampl
 
 absl::StatusOr<std::unique_ptr<LibsvmReader>> LibsvmReader::Open(const std::string& path,
                                                                  const Options& options) {
-  ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines, LineReader::Open(path));
-  if (options.range.first > 0) {
-    ASSIGN_OR_RETURN(const int64_t skipped, lines->Skip(options.range.first));
-    (void)skipped;  // A range past the end is empty, not an error.
-  }
+  ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines, LineReader::Open(path, std::max<int64_t>(options.range.first, 0)));
   return std::unique_ptr<LibsvmReader>(new LibsvmReader(std::move(lines), options));
 }
 

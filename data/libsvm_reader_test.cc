@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "data/text_reader_test_util.h"
 
 namespace pstrain {
 namespace data {
@@ -17,32 +18,8 @@ namespace {
 
 using Features = std::vector<std::pair<uint64_t, float>>;
 
-std::string WriteFile(const std::string& name, const std::string& contents, bool gzip = false) {
-  const std::string path = testing::TempDir() + "/" + name;
-  if (gzip) {
-    gzFile f = gzopen(path.c_str(), "wb");
-    gzwrite(f, contents.data(), static_cast<unsigned>(contents.size()));
-    gzclose(f);
-  } else {
-    std::ofstream(path, std::ios::binary) << contents;
-  }
-  return path;
-}
-
-std::vector<LibsvmSample> ReadAll(const std::string& path, LibsvmReader::Options options = {},
-                                  int64_t* skipped = nullptr) {
-  auto reader = LibsvmReader::Open(path, options);
-  EXPECT_TRUE(reader.ok()) << reader.status();
-  std::vector<LibsvmSample> samples;
-  LibsvmSample sample;
-  while (true) {
-    absl::StatusOr<bool> more = (*reader)->Next(&sample);
-    EXPECT_TRUE(more.ok()) << more.status();
-    if (!more.ok() || !*more) break;
-    samples.push_back(sample);
-  }
-  if (skipped != nullptr) *skipped = (*reader)->skipped();
-  return samples;
+std::vector<LibsvmSample> ReadAll(const std::string& path, LibsvmReader::Options options = {}, int64_t* skipped = nullptr) {
+  return ReadAllSamples<LibsvmReader, LibsvmSample>(path, options, skipped);
 }
 
 TEST(LibsvmReaderTest, ReadsLabelsFeaturesCommentsPlainAndGzip) {

@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "data/zlib_file.h"
 
 namespace pstrain {
 namespace data {
@@ -31,20 +32,14 @@ absl::string_view StripZlibPrefix(absl::string_view message) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<LineReader>> LineReader::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    return absl::Status(absl::ErrnoToStatusCode(err),
-                        absl::StrCat(path, ": cannot open: ", std::strerror(err)));
+absl::StatusOr<std::unique_ptr<LineReader>> LineReader::Open(const std::string& path, int64_t first_line) {
+  ASSIGN_OR_RETURN(gzFile file, OpenThroughZlib(path, kBlockBytes));
+  std::unique_ptr<LineReader> reader(new LineReader(path, file));
+  if (first_line > 0) {
+    ASSIGN_OR_RETURN(const int64_t skipped, reader->Skip(first_line));
+    (void)skipped;  // A start past the end gives an empty reader, not an error.
   }
-  gzFile file = gzdopen(fd, "rb");
-  if (file == nullptr) {
-    ::close(fd);
-    return absl::ResourceExhaustedError(absl::StrCat(path, ": cannot allocate a zlib stream"));
-  }
-  gzbuffer(file, kBlockBytes);  // Must precede the first read.
-  return std::unique_ptr<LineReader>(new LineReader(path, file));
+  return reader;
 }
 
 LineReader::LineReader(std::string path, gzFile_s* file)

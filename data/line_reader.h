@@ -30,9 +30,10 @@ class LineReader {
   // input cannot make the reader buffer it whole.
   static constexpr size_t kMaxLineBytes = size_t{16} << 20;
 
-  // Opens `path`. NOT_FOUND / PERMISSION_DENIED / ... (code from errno) if it cannot be opened:
-  // "<path>: cannot open: <strerror>".
-  static absl::StatusOr<std::unique_ptr<LineReader>> Open(const std::string& path);
+  // Opens `path` and skips its first `first_line` lines (a record range's start; a start past the
+  // end gives a reader at the end, not an error). NOT_FOUND / PERMISSION_DENIED / ... (code from
+  // errno) if it cannot be opened: "<path>: cannot open: <strerror>"; errors of Skip.
+  static absl::StatusOr<std::unique_ptr<LineReader>> Open(const std::string& path, int64_t first_line = 0);
 
   ~LineReader();
   LineReader(const LineReader&) = delete;

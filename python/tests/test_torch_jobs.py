@@ -17,6 +17,15 @@ from local_job import PYTHON, example, launch
 TRAIN, TEST = 6000, 2000
 
 
+def argv0(pid):
+    """The program a process runs, from /proc ('' once it has gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline") as f:
+            return f.read().split("\0")[0]
+    except OSError:
+        return ""
+
+
 def epoch_samples(summary):
     return [e["samples"] for e in summary["epochs"]]
 
@@ -56,8 +65,10 @@ class TorchJobTest(unittest.TestCase):
     def test_async_and_ssp_workers_train_every_sample_once(self):
         for mode in ("async", "ssp"):
             with self.subTest(mode=mode):
+                # Batches of 64: enough updates in 2 epochs for a stable accuracy in every mode.
                 code, output, summary = launch(
-                    [f"--mode={mode}", "--model=external", "--servers=2", "--workers=2", "--epochs=2"],
+                    [f"--mode={mode}", "--model=external", "--servers=2", "--workers=2", "--epochs=2",
+                     "--batch_size=64"],
                     example("fashion_mlp.py", f"--train_limit={TRAIN}", f"--test_limit={TEST}"))
                 self.assertEqual(code, 0, output[-3000:])
                 self.assertEqual(epoch_samples(summary), [TRAIN] * 2)
@@ -80,7 +91,7 @@ class TorchJobTest(unittest.TestCase):
                 return
             pids = subprocess.run(["pgrep", "-f", tag], capture_output=True, text=True).stdout.split()
             # The workers themselves (exec'ed by their shell), not the launcher whose flag names them.
-            python = [p for p in pids if open(f"/proc/{p}/cmdline").read().split("\0")[0] == PYTHON]
+            python = [p for p in pids if argv0(p) == PYTHON]
             if len(python) == 3:
                 os.kill(int(python[-1]), sig)
                 signalled.append(python[-1])
