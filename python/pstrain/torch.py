@@ -320,6 +320,16 @@ class Trainer:
     def __iter__(self):
         if self.session is None:
             return
+        try:
+            yield from self._batches()
+        except pstrain.Error as e:
+            # As pstrain-worker does: the scheduler hears of it now, so the job fails at once
+            # rather than when this worker's heartbeats stop (the job's own failure, ABORTED, is
+            # not reported back).
+            self.member.finish(e)
+            raise
+
+    def _batches(self):
         while True:
             work = self.session.next()
             if work.kind == "done":
@@ -377,7 +387,11 @@ class Trainer:
             self._stage_gradients(0, len(self._params))
         self._overlapping = False
         loss_value = float(loss.detach()) if torch.is_tensor(loss) else float(loss)
-        applied = self.session.end_step(loss_value * count)
+        try:
+            applied = self.session.end_step(loss_value * count)
+        except pstrain.Error as e:
+            self.member.finish(e)  # see __iter__
+            raise
         self._record_versions()
         return applied
 

@@ -87,6 +87,20 @@ class BadInputTest(unittest.TestCase):
             # The step was not pushed: the servers are still at step 0.
             self.assertEqual(trainer.session.global_step, 0)
 
+    def test_nan_gradient_is_refused_and_fails_the_job_at_once(self):
+        with Roles(["--model=external", "--workers=1", "--batch_size=16", "--epochs=1"]) as job:
+            model = tiny_model()
+            trainer = pst.Trainer(model, tiny_data(), scheduler=job.address)
+            x, y = next(iter(trainer))
+            loss = F.cross_entropy(model(x) * float("nan"), y)
+            loss.backward()
+            with self.assertRaisesRegex(pstrain.InvalidArgumentError, "nan"):
+                trainer.step(loss)
+            self.assertEqual(trainer.session.global_step, 0)  # nothing applied
+            # The worker told the scheduler, as pstrain-worker does: the job failed with its reason.
+            with self.assertRaisesRegex(pstrain.AbortedError, "nan"):
+                pstrain.join(job.address)
+
 
 if __name__ == "__main__":
     unittest.main()
