@@ -10,13 +10,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/chunk_codec.h"
 #include "common/job_spec.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
-#include "model/init.h"
-#include "server/float_ops.h"
-#include "server/model_convert.h"
+#include "server/dense_shard.h"
 
 namespace pstrain::server {
 namespace {
@@ -56,134 +53,36 @@ absl::StatusOr<std::unique_ptr<ParameterStore>> ParameterStore::Create(const Opt
   }
   RETURN_IF_ERROR(CheckRanks("parameter store: worker ranks", &worker_ranks));
 
-  const ShardMap& map = options.shard_map;
-  std::vector<model::ParamSpec> specs;
-  std::vector<std::string> names;
-  for (int i = 0; i < map.tensors_size(); ++i) {
-    const TensorSpec& t = map.tensors(i);
-    if (t.id() != i) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("shard map: tensor at index ", i, " has id ", t.id(), ", expected ", i));
-    }
-    ASSIGN_OR_RETURN(model::ParamSpec spec, ParamSpecFromProto(t));
-    specs.push_back(std::move(spec));
-    names.push_back(t.name());
-  }
-
-  std::vector<Chunk> chunks;
-  for (int i = 0; i < map.chunks_size(); ++i) {
-    const ChunkSpec& c = map.chunks(i);
-    if (c.tensor_id() < 0 || c.tensor_id() >= map.tensors_size()) {
-      return absl::InvalidArgumentError(absl::StrCat("shard map: chunk ", i, " names tensor id ",
-                                                     c.tensor_id(), ", the model has ",
-                                                     map.tensors_size(), " tensors"));
-    }
-    const int64_t n = specs[c.tensor_id()].num_elements;
-    if (c.offset() < 0 || c.length() <= 0 || c.offset() + c.length() > n) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shard map: chunk ", i, " of tensor '", names[c.tensor_id()], "' covers [", c.offset(), ", ",
-          c.offset() + c.length(), "), expected a non-empty range within [0, ", n, ")"));
-    }
-    if (c.server_rank() == options.rank) {
-      chunks.push_back({c.tensor_id(), c.offset(), c.length(), 0, map.tensors(c.tensor_id()).averaged()});
-    }
-  }
-  std::sort(chunks.begin(), chunks.end(), [](const Chunk& a, const Chunk& b) {
-    return std::make_pair(a.tensor_id, a.offset) < std::make_pair(b.tensor_id, b.offset);
-  });
-  int64_t total = 0;
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    if (i > 0 && chunks[i].tensor_id == chunks[i - 1].tensor_id &&
-        chunks[i - 1].offset + chunks[i - 1].length > chunks[i].offset) {
-      return absl::InvalidArgumentError(absl::StrCat("shard map: server ", options.rank,
-                                                     "'s chunks of tensor '", names[chunks[i].tensor_id],
-                                                     "' at offsets ", chunks[i - 1].offset, " and ",
-                                                     chunks[i].offset, " overlap"));
-    }
-    chunks[i].base = total;
-    total += chunks[i].length;
-  }
-
-  if (options.initial_values != nullptr) {
-    const int64_t size = static_cast<int64_t>(options.initial_values->size());
-    int64_t model_elements = 0;
-    for (const model::ParamSpec& spec : specs) {
-      model_elements += spec.num_elements;
-      if (spec.flat_offset < 0 || spec.flat_offset + spec.num_elements > size) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "parameter store: tensor '", spec.name, "' covers [", spec.flat_offset, ", ",
-            spec.flat_offset + spec.num_elements, ") of the flat model, but there are ", size, " initial values"));
-      }
-    }
-    if (size != model_elements) {
-      return absl::InvalidArgumentError(absl::StrCat("parameter store: ", size, " initial values for a model of ",
-                                                     model_elements, " elements (", specs.size(), " tensors)"));
-    }
-  }
-  // Values depend on (seed, tensor id, element index) only, so any split gives the same model.
-  // Declared values (initial_values) are one flat vector, also the same for any split.
-  std::vector<float> weights(total);
-  std::vector<std::unique_ptr<model::Optimizer>> optimizers;
-  const model::OptimizerOptions optimizer_options = OptimizerOptionsFromProto(job.optimizer());
-  // Averaged tensors (TensorSpec.averaged): w -= 1 * g, whatever the job's optimizer, so that the
-  // workers' pushes of (pulled - local) make the weighted mean of their values (ApplyGradientLocked
-  // gives these chunks lr 1 at every step).
-  model::OptimizerOptions averaging_options;
-  averaging_options.type = model::OptimizerOptions::Type::kSgd;
-  averaging_options.lr = 1.0f;
-  averaging_options.weight_decay = 0.0f;
-  for (const Chunk& c : chunks) {
-    if (options.initial_values != nullptr) {
-      std::memcpy(weights.data() + c.base,
-                  options.initial_values->data() + specs[c.tensor_id].flat_offset + c.offset,
-                  sizeof(float) * c.length);
-    } else {
-      model::FillInitialValues(job.seed(), c.tensor_id, specs[c.tensor_id], c.offset, c.length,
-                               weights.data() + c.base);
-    }
-    ASSIGN_OR_RETURN(std::unique_ptr<model::Optimizer> optimizer,
-                     model::Optimizer::Create(c.averaged ? averaging_options : optimizer_options, c.length));
-    optimizers.push_back(std::move(optimizer));
-  }
-
-  // The state-vector count depends only on the job's optimizer type; a server with no chunk still
-  // records it, so its checkpoints match those of any other server of the job. (Averaged chunks
-  // have no state: their part of the checkpoint's state vectors is zeros.)
-  ASSIGN_OR_RETURN(std::unique_ptr<model::Optimizer> probe, model::Optimizer::Create(optimizer_options, 0));
+  DenseShard::Options shard_options;
+  shard_options.rank = options.rank;
+  shard_options.job = job;
+  shard_options.shard_map = options.shard_map;
+  shard_options.total_steps = options.total_steps;
+  shard_options.initial_values = options.initial_values;
+  ASSIGN_OR_RETURN(std::unique_ptr<DenseShard> storage, DenseShard::Create(shard_options));
 
   Options effective = options;
   effective.job = std::move(job);
-  LOG(INFO) << "server " << options.rank << ": " << chunks.size() << " chunks, " << total
+  LOG(INFO) << "server " << options.rank << ": " << storage->num_parts() << " chunks, " << storage->num_elements()
             << " floats; mode " << ModeName(EffectiveMode(effective.job.mode())) << ", "
             << options.num_workers << " workers [" << absl::StrJoin(worker_ranks, ", ")
             << "], membership epoch " << options.membership_epoch;
-  return std::unique_ptr<ParameterStore>(new ParameterStore(
-      effective, std::move(worker_ranks), std::move(chunks), std::move(names), std::move(weights),
-      std::move(optimizers), probe->num_state_vectors(), LayoutFingerprint(map, options.rank)));
+  return std::unique_ptr<ParameterStore>(new ParameterStore(effective, std::move(worker_ranks), std::move(storage)));
 }
 
-ParameterStore::ParameterStore(const Options& options, std::vector<int> worker_ranks, std::vector<Chunk> chunks,
-                               std::vector<std::string> names, std::vector<float> weights,
-                               std::vector<std::unique_ptr<model::Optimizer>> optimizers,
-                               int num_state_vectors, uint64_t layout_fingerprint)
+ParameterStore::ParameterStore(const Options& options, std::vector<int> worker_ranks,
+                               std::unique_ptr<ShardStorage> storage)
     : rank_(options.rank),
       mode_(EffectiveMode(options.job.mode())),
       staleness_(options.job.staleness()),
       allow_nonfinite_(options.job.allow_nonfinite_gradients()),
-      total_steps_(options.total_steps),
-      base_lr_(options.job.optimizer().lr()),
-      schedule_(LrScheduleFromProto(options.job.optimizer().schedule())),
-      chunks_(std::move(chunks)),
-      tensor_names_(std::move(names)),
-      total_elements_(static_cast<int64_t>(weights.size())),
-      num_state_vectors_(num_state_vectors),
-      layout_fingerprint_(layout_fingerprint),
+      storage_(std::move(storage)),
+      total_elements_(storage_->num_elements()),
+      num_chunks_(storage_->num_parts()),
       checkpoint_dir_(options.job.checkpoint_dir()),
       checkpoint_every_(options.job.checkpoint_every_steps()),
       checkpoint_interval_(absl::Seconds(options.job.checkpoint_every_seconds())),
       on_checkpoint_written_(options.on_checkpoint_written),
-      weights_(std::move(weights)),
-      optimizers_(std::move(optimizers)),
       membership_epoch_(options.membership_epoch),
       sum_(total_elements_) {
   absl::MutexLock lock(&mu_);
@@ -221,57 +120,11 @@ absl::Status ParameterStore::ValidatePush(const PushRequest& req, absl::Span<con
     return absl::InvalidArgumentError(absl::StrCat(what, ": batch ", req.lease_batch(), " of lease ",
                                                    req.lease_id(), ", expected both >= 0"));
   }
-  // A whole push holds every chunk of the shard; a partial one a contiguous run of them.
-  const int num_chunks = static_cast<int>(chunks_.size());
-  const int first = req.partial() ? req.first_chunk() : 0;
-  if (req.partial()) {
-    if (mode_ != SYNC) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": a partial push (a part of the step's gradient) is ",
-                                                     "for SYNC mode only; this job is ", Mode_Name(mode_)));
-    }
-    if (first < 0 || req.chunks_size() < 1 || req.chunks_size() > num_chunks - first) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": partial push of ", req.chunks_size(),
-                                                     " chunks from chunk ", first, ", expected 1 or more of the ",
-                                                     num_chunks, " chunks server ", rank_, " owns"));
-    }
-  } else if (req.chunks_size() != num_chunks) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": got ", req.chunks_size(), " chunks, expected ",
-                                                   chunks_.size(), " (the chunks server ", rank_, " owns)"));
+  if (req.partial() && mode_ != SYNC) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": a partial push (a part of the step's gradient) is ",
+                                                   "for SYNC mode only; this job is ", Mode_Name(mode_)));
   }
-  for (int i = 0; i < req.chunks_size(); ++i) {
-    const TensorChunk& got = req.chunks(i);
-    const Chunk& want = chunks_[first + i];
-    if (got.tensor_id() < 0 || got.tensor_id() >= static_cast<int>(tensor_names_.size())) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": unknown tensor id ", got.tensor_id(),
-                                                     " (the model has ", tensor_names_.size(), " tensors)"));
-    }
-    const std::string& name = tensor_names_[want.tensor_id];
-    if (got.tensor_id() != want.tensor_id || got.offset() != want.offset) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": chunk ", first + i, " is tensor '", tensor_names_[got.tensor_id()], "' at offset ", got.offset(),
-          ", expected tensor '", name, "' at offset ", want.offset, " (server ", rank_,
-          "'s chunks in shard-map order)"));
-    }
-    if (got.length() != want.length) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " for tensor '", name, "' chunk at offset ",
-                                                     want.offset, ": got ", got.length(),
-                                                     " floats, expected ", want.length));
-    }
-    const PayloadView& data = values[i];
-    if (absl::Status shape = CheckChunkShape(got.encoding(), data, want.length); !shape.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " for tensor '", name, "' chunk at offset ", want.offset,
-                                                     ": ", shape.message()));
-    }
-    if (!allow_nonfinite_) {
-      float value = 0;
-      const int64_t bad = FindNonFiniteValue(got.encoding(), data, want.length, &value);
-      if (bad >= 0) {
-        return absl::InvalidArgumentError(absl::StrCat(what, " for tensor '", name, "': element ",
-                                                       want.offset + bad, " is ", NonFiniteName(value)));
-      }
-    }
-  }
-  return absl::OkStatus();
+  return storage_->ValidateGradient(what, req, values, allow_nonfinite_);
 }
 
 absl::Status ParameterStore::ValidatePull(const PullRequest& req) const {
@@ -436,15 +289,7 @@ std::optional<ParameterStore::PendingStep> ParameterStore::Pending(absl::Time no
 
 std::vector<TensorChunk> ParameterStore::Snapshot() const {
   absl::MutexLock lock(&mu_);
-  std::vector<TensorChunk> out(chunks_.size());
-  for (size_t i = 0; i < chunks_.size(); ++i) {
-    const Chunk& c = chunks_[i];
-    out[i].set_tensor_id(c.tensor_id);
-    out[i].set_offset(c.offset);
-    out[i].set_length(c.length);
-    out[i].set_data(reinterpret_cast<const char*>(weights_.data() + c.base), 4 * c.length);
-  }
-  return out;
+  return storage_->Snapshot();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -461,45 +306,7 @@ absl::Status ParameterStore::ValidateCheckpoint(const ShardCheckpoint& ckpt) con
     return absl::FailedPreconditionError(absl::StrCat(what, ": the checkpoint is server ", ckpt.rank, "'s"));
   }
   if (ckpt.step < 0) return absl::InvalidArgumentError(absl::StrCat(what, ": negative step"));
-  if (ckpt.chunks.size() != chunks_.size()) {
-    return absl::FailedPreconditionError(absl::StrCat(what, ": it has ", ckpt.chunks.size(),
-                                                      " chunks, this server owns ", chunks_.size()));
-  }
-  for (size_t i = 0; i < chunks_.size(); ++i) {
-    const ChunkSpec& got = ckpt.chunks[i];
-    const Chunk& want = chunks_[i];
-    if (got.tensor_id() != want.tensor_id || got.offset() != want.offset || got.length() != want.length) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          what, ": chunk ", i, " is tensor ", got.tensor_id(), " [", got.offset(), ", ",
-          got.offset() + got.length(), "), expected tensor '", tensor_names_[want.tensor_id], "' [",
-          want.offset, ", ", want.offset + want.length, ")"));
-    }
-  }
-  if (ckpt.layout_fingerprint != layout_fingerprint_) {
-    return absl::FailedPreconditionError(absl::StrCat(what, ": layout fingerprint ", ckpt.layout_fingerprint,
-                                                      ", this server's is ", layout_fingerprint_,
-                                                      " (the model's tensors differ)"));
-  }
-  if (ckpt.num_state_vectors != num_state_vectors_) {
-    return absl::FailedPreconditionError(absl::StrCat(what, ": ", ckpt.num_state_vectors,
-                                                      " optimizer state vectors, this server's optimizer has ",
-                                                      num_state_vectors_));
-  }
-  if (static_cast<int64_t>(ckpt.weights.size()) != total_elements_) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": ", ckpt.weights.size(), " weights, expected ",
-                                                   total_elements_));
-  }
-  if (static_cast<int>(ckpt.state.size()) != num_state_vectors_) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": ", ckpt.state.size(), " state vectors, expected ",
-                                                   num_state_vectors_));
-  }
-  for (size_t s = 0; s < ckpt.state.size(); ++s) {
-    if (static_cast<int64_t>(ckpt.state[s].size()) != total_elements_) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": state vector ", s, " has ", ckpt.state[s].size(),
-                                                     " floats, expected ", total_elements_));
-    }
-  }
-  return absl::OkStatus();
+  return storage_->ValidateCheckpoint(what, ckpt);
 }
 
 absl::Status ParameterStore::Restore(const ShardCheckpoint& ckpt) {
@@ -522,15 +329,7 @@ absl::Status ParameterStore::Restore(const ShardCheckpoint& ckpt) {
 }
 
 void ParameterStore::InstallCheckpointLocked(const ShardCheckpoint& ckpt) {
-  std::copy(ckpt.weights.begin(), ckpt.weights.end(), weights_.begin());
-  for (size_t i = 0; i < chunks_.size(); ++i) {
-    const Chunk& c = chunks_[i];
-    // An averaged chunk's optimizer has no state (its part of the vectors is zeros).
-    for (int s = 0; s < optimizers_[i]->num_state_vectors(); ++s) {
-      const float* src = ckpt.state[s].data() + c.base;
-      std::copy(src, src + c.length, optimizers_[i]->state_vector(s).begin());
-    }
-  }
+  storage_->Install(ckpt);
   step_ = ckpt.step;
   for (auto& [r, worker] : workers_) worker.has_last_push = false;
 }

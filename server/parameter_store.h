@@ -1,5 +1,15 @@
-// The parameter server's core: this server's chunks of the model, gradient aggregation and the
-// optimizer. No gRPC in here; server/ps_service.h adapts it to the ParameterServer service.
+// The parameter server's core: the consistency protocol over this server's part of the model.
+// No gRPC in here; server/ps_service.h adapts it to the ParameterServer service.
+//
+// Protocol and storage. This class keeps the protocol: membership epochs and fencing, request ids
+// and de-duplication, the SYNC step (each worker's stored gradient and their rank-ordered weighted
+// sum), ASYNC/SSP clocks, leased batches, parked requests, checkpoint cuts and replica behaviour.
+// The values themselves (weights, per-chunk optimizers, applying an update with the scheduled
+// learning rate, reading chunks into an answer, checkpoint copy and restore) live in a
+// ShardStorage (server/shard_storage.h; today server::DenseShard), which this class owns and calls
+// only under its mutex. The SYNC sum stays here: it is a rule of the step (which workers, which
+// weights, which order), done over the storage's dense local layout; see shard_storage.h for how
+// a sparse table would take it over.
 //
 // Requests that must wait (a SYNC pull for the step being aggregated, an SSP pull held back by the
 // staleness bound) are parked, not blocked on: each call takes a `Done` callback that is invoked
@@ -93,11 +103,11 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/payload_view.h"
-#include "model/optimizer.h"
 #include "proto/cluster.pb.h"
 #include "proto/job.pb.h"
 #include "proto/ps.pb.h"
 #include "server/checkpoint.h"
+#include "server/shard_storage.h"
 
 namespace pstrain::server {
 
@@ -293,16 +303,7 @@ class ParameterStore {
                                           std::vector<int> live_worker_ranks);
 
  private:
-  // One chunk this server owns; constant after Create.
-  struct Chunk {
-    int32_t tensor_id = 0;
-    int64_t offset = 0;  // within the tensor
-    int64_t length = 0;
-    int64_t base = 0;  // first element in this server's local arrays (weights_, grads_, sum_)
-    bool averaged = false;  // TensorSpec.averaged: plain SGD at lr 1, not the job's optimizer
-  };
-
-  // The chunks a pull answers with: chunks_[first, first + count); count < 0 means all.
+  // The chunks a pull answers with: the storage's parts [first, first + count); count < 0: all.
   struct ChunkRange {
     // A constructor rather than member initializers, so `ChunkRange()` can be a default argument
     // inside this class.
@@ -361,10 +362,7 @@ class ParameterStore {
   // Inline: a request usually completes itself and at most a few parked pulls, so no allocation.
   using Completions = absl::InlinedVector<Completion, 4>;
 
-  ParameterStore(const Options& options, std::vector<int> worker_ranks, std::vector<Chunk> chunks,
-                 std::vector<std::string> names, std::vector<float> weights,
-                 std::vector<std::unique_ptr<model::Optimizer>> optimizers, int num_state_vectors,
-                 uint64_t layout_fingerprint);
+  ParameterStore(const Options& options, std::vector<int> worker_ranks, std::unique_ptr<ShardStorage> storage);
 
   // Installs `epoch` and the live set `sorted_ranks` (UpdateMembership's bookkeeping, without
   // the SYNC drop of the pending step); returns " (joined [..], left [..])" for the log.
@@ -421,10 +419,8 @@ class ParameterStore {
   void ApplySyncStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // SYNC: forgets the gradients stored for step_ (after applying or dropping the step).
   void DropStoredGradientsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // ASYNC/SSP: one optimizer update with `grad` (this server's elements, local order).
+  // One optimizer update with `grad` (this server's elements, local order) as update step_.
   void ApplyGradientLocked(const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Copies the gradient bytes of a validated push (whole or partial) into `dst` (local order).
-  void CopyGradient(const PushRequest& req, absl::Span<const PayloadView> values, float* dst) const;
   // `values` non-null: the values go there, in chunk order, and the chunks carry no data.
   void FillResponseLocked(PullResponse* resp, float* values, ChunkRange range = ChunkRange()) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -444,7 +440,7 @@ class ParameterStore {
   void WriteCheckpointFile(const ShardCheckpoint& ckpt, int64_t rollbacks) ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
   // The write and the pruning to the `keep` newest files; false (logged) when the write failed.
   bool WriteAndPruneLocked(const ShardCheckpoint& ckpt, size_t keep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
-  // Copies the weights, optimizer state and step of a validated checkpoint into the store.
+  // Installs the weights and optimizer state (the storage) and step of a validated checkpoint.
   void InstallCheckpointLocked(const ShardCheckpoint& ckpt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   static void Run(Completions* completions);
@@ -458,14 +454,11 @@ class ParameterStore {
   const Mode mode_;
   const int staleness_;
   const bool allow_nonfinite_;
-  const int64_t total_steps_;
-  const float base_lr_;
-  const model::LrScheduleOptions schedule_;
-  const std::vector<Chunk> chunks_;
-  const std::vector<std::string> tensor_names_;  // by tensor id
-  const int64_t total_elements_;
-  const int num_state_vectors_;  // the job's optimizer's (averaged chunks' optimizers have none)
-  const uint64_t layout_fingerprint_;
+  // The values. The pointer is constant; the storage is not thread-safe: its value methods are
+  // called only under mu_, its layout methods (constant data) also without it.
+  const std::unique_ptr<ShardStorage> storage_;
+  const int64_t total_elements_;  // storage_->num_elements()
+  const int num_chunks_;          // storage_->num_parts()
   const std::string checkpoint_dir_;
   const int64_t checkpoint_every_;  // 0: no checkpoints every N steps
   // JobSpec.checkpoint_every_seconds; zero: none by time. SYNC: asked for by the workers' pushes;
@@ -481,8 +474,6 @@ class ParameterStore {
   // Options.write_checkpoints, until EnableCheckpoints.
   bool writes_checkpoints_ ABSL_GUARDED_BY(mu_) = true;
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<float> weights_ ABSL_GUARDED_BY(mu_);  // total_elements_, local order
-  std::vector<std::unique_ptr<model::Optimizer>> optimizers_ ABSL_GUARDED_BY(mu_);  // per chunk
   std::vector<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   int64_t membership_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // The live workers by rank; std::map iterates in ascending rank, the SYNC summation order.

@@ -53,7 +53,7 @@ ParameterStore::Worker ParameterStore::NewWorkerLocked() const {
   Worker w;
   if (mode_ == SYNC) {
     w.grad.assign(total_elements_, 0.0f);
-    w.have.assign(chunks_.size(), false);
+    w.have.assign(num_chunks_, false);
   }
   return w;
 }

@@ -1,7 +1,7 @@
-// ParameterStore, part two: the step rules of SYNC, ASYNC and SSP, the aggregation and the
-// optimizer update, the parking of pulls, and checkpoint snapshots. Every function here runs under
-// mu_ and only queues callbacks or snapshots; the public entry points in parameter_store.cc run and
-// write them after unlocking.
+// ParameterStore, part two: the step rules of SYNC, ASYNC and SSP, the aggregation (the update
+// itself is the storage's), the parking of pulls, and checkpoint snapshots. Every function here
+// runs under mu_ and only queues callbacks or snapshots; the public entry points in
+// parameter_store.cc run and write them after unlocking.
 #include "server/parameter_store.h"
 
 #include <algorithm>
@@ -50,7 +50,7 @@ absl::Status ParameterStore::PushSyncLocked(const PushRequest& req, absl::Span<c
                                                  req.request_id(), ": the worker already pushed (part of) this "
                                                  "step with request id ", w.last_push_id));
   }
-  CopyGradient(req, values, w.grad.data());
+  storage_->DecodeGradient(req, values, w.grad.data());
   w.samples = req.num_samples();
   w.wants_checkpoint = req.checkpoint();
   w.has_last_push = true;
@@ -72,15 +72,14 @@ absl::Status ParameterStore::StorePartLocked(const PushRequest& req, absl::Span<
     if (known_id) return absl::OkStatus();
     return absl::AlreadyExistsError(absl::StrCat(
         "partial push from worker ", r, " for step ", req.step(), " with request id ", req.request_id(),
-        ": chunk ", i, " (tensor '", tensor_names_[chunks_[i].tensor_id], "' at offset ", chunks_[i].offset,
-        ") is already stored for this step"));
+        ": chunk ", i, " (", storage_->PartName(i), ") is already stored for this step"));
   }
   if (w.stored_chunks > 0 && req.num_samples() != w.samples) {
     return absl::InvalidArgumentError(absl::StrCat("partial push from worker ", r, " for step ", req.step(),
                                                    ": num_samples is ", req.num_samples(), ", but an earlier part of ",
                                                    "the step said ", w.samples));
   }
-  CopyGradient(req, values, w.grad.data());
+  storage_->DecodeGradient(req, values, w.grad.data());
   for (int i = first; i < first + count; ++i) w.have[i] = true;
   w.stored_chunks += count;
   w.part_ids.push_back(req.request_id());
@@ -89,7 +88,7 @@ absl::Status ParameterStore::StorePartLocked(const PushRequest& req, absl::Span<
   w.has_last_push = true;
   w.last_push_step = req.step();
   w.last_push_id = req.request_id();
-  if (w.stored_chunks == static_cast<int>(chunks_.size())) CompletePushLocked(w, out);
+  if (w.stored_chunks == num_chunks_) CompletePushLocked(w, out);
   return absl::OkStatus();
 }
 
@@ -157,7 +156,7 @@ absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, absl::Span<
             << " in data epoch " << req.data_epoch() << " (push from worker " << r
             << ") is already applied; skipped";
   } else if (req.num_samples() > 0) {
-    CopyGradient(req, values, sum_.data());
+    storage_->DecodeGradient(req, values, sum_.data());
     ApplyGradientLocked(sum_.data());
     ++step_;
     MaybeSnapshotLocked();
@@ -181,22 +180,7 @@ absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, absl::Span<
   return absl::OkStatus();
 }
 
-void ParameterStore::ApplyGradientLocked(const float* grad) {
-  const float lr = model::ScheduledLearningRate(base_lr_, schedule_, step_, total_steps_);
-  for (size_t i = 0; i < chunks_.size(); ++i) {
-    const int64_t base = chunks_[i].base;
-    // Averaged chunks: plain SGD at lr 1 (see Create), so w - sum_r (n_r / N)(w - b_r) is the mean.
-    optimizers_[i]->Apply(step_, chunks_[i].averaged ? 1.0f : lr, grad + base, weights_.data() + base);
-  }
-}
-
-void ParameterStore::CopyGradient(const PushRequest& req, absl::Span<const PayloadView> values, float* dst) const {
-  const int first = req.partial() ? req.first_chunk() : 0;
-  for (int i = 0; i < req.chunks_size(); ++i) {
-    const Chunk& chunk = chunks_[first + i];
-    DecodeChunkValues(req.chunks(i).encoding(), values[i], chunk.length, dst + chunk.base);
-  }
-}
+void ParameterStore::ApplyGradientLocked(const float* grad) { storage_->Apply(step_, grad); }
 
 absl::Status ParameterStore::EnterDataEpochLocked(absl::string_view what, int worker_rank, int32_t data_epoch,
                                                   Completions* out) {
@@ -270,23 +254,7 @@ ShardCheckpoint ParameterStore::CheckpointLocked() const {
   ckpt.step = step_;
   ckpt.mode = mode_;
   ckpt.membership_epoch = membership_epoch_;
-  ckpt.layout_fingerprint = layout_fingerprint_;
-  ckpt.num_state_vectors = num_state_vectors_;
-  ckpt.weights = weights_;
-  ckpt.state.assign(num_state_vectors_, std::vector<float>(total_elements_));
-  for (size_t i = 0; i < chunks_.size(); ++i) {
-    const Chunk& c = chunks_[i];
-    ChunkSpec& spec = ckpt.chunks.emplace_back();
-    spec.set_tensor_id(c.tensor_id);
-    spec.set_offset(c.offset);
-    spec.set_length(c.length);
-    spec.set_server_rank(rank_);
-    // An averaged chunk's optimizer has no state: its part of the vectors stays zeros.
-    for (int s = 0; s < optimizers_[i]->num_state_vectors(); ++s) {
-      const absl::Span<const float> v = optimizers_[i]->state_vector(s);
-      std::copy(v.begin(), v.end(), ckpt.state[s].begin() + c.base);
-    }
-  }
+  storage_->Save(&ckpt);
   return ckpt;
 }
 
@@ -312,21 +280,7 @@ void ParameterStore::FillWaiterLocked(const Waiter& w) const {
 void ParameterStore::FillResponseLocked(PullResponse* resp, float* values, ChunkRange range) const {
   resp->set_step(step_);
   resp->clear_chunks();
-  const int count = range.count < 0 ? static_cast<int>(chunks_.size()) : range.count;
-  resp->mutable_chunks()->Reserve(count);
-  for (int i = range.first; i < range.first + count; ++i) {
-    const Chunk& c = chunks_[i];
-    TensorChunk* chunk = resp->add_chunks();
-    chunk->set_tensor_id(c.tensor_id);
-    chunk->set_offset(c.offset);
-    chunk->set_length(c.length);
-    if (values != nullptr) {
-      std::memcpy(values, weights_.data() + c.base, 4 * c.length);
-      values += c.length;
-    } else {
-      chunk->mutable_data()->assign(reinterpret_cast<const char*>(weights_.data() + c.base), 4 * c.length);
-    }
-  }
+  storage_->Read(range.first, range.count, resp, values);
 }
 
 }  // namespace pstrain::server
