@@ -184,8 +184,13 @@ PYBIND11_MODULE(_core, m) {
       .def(
           "begin_step",
           [](TrainingSession& s) {
-            py::gil_scoped_release release;
-            return s.BeginStep() != nullptr;
+            absl::StatusOr<model::GradientSink*> sink;
+            {
+              py::gil_scoped_release release;
+              sink = s.BeginStep();
+            }
+            ThrowIfError(sink.status());
+            return *sink != nullptr;
           },
           "Starts pushing the step; True when gradients are to be reported layer by layer "
           "(gradient_ready) while backward runs.")
@@ -234,7 +239,12 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("kind", &PyWork::kind)
       .def_readonly("epoch", &PyWork::epoch)
       .def_readonly("step", &PyWork::step)
-      .def_readonly("samples", &PyWork::samples)
+      // One int64 NumPy array (a single copy), not a list of Python ints: it is made every step.
+      .def_property_readonly("samples",
+                             [](const PyWork& w) {
+                               return py::array_t<int64_t>(static_cast<py::ssize_t>(w.samples.size()),
+                                                           w.samples.data());
+                             })
       .def_readonly("begin", &PyWork::begin)
       .def_readonly("end", &PyWork::end)
       .def_readonly("left", &PyWork::left)

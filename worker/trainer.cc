@@ -75,7 +75,7 @@ absl::Status Trainer::Train(const TrainingSession::Work& work) {
     batch_y_.resize(count);
   }
   data::GatherBatch(*train_, work.samples, batch_x_.data(), batch_y_.data());
-  model::GradientSink* sink = session_->BeginStep();
+  ASSIGN_OR_RETURN(model::GradientSink* const sink, session_->BeginStep());
   model::BatchStats stats;
   absl::Status computed =
       model_->ComputeGradient(batch_x_.data(), batch_y_.data(), count, session_->gradient(), &stats, sink);

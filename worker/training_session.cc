@@ -257,7 +257,9 @@ absl::Status TrainingSession::EndEpoch() {
 }
 
 absl::StatusOr<TrainingSession::StepResult> TrainingSession::EndStep(const model::BatchStats& stats) {
-  CHECK(step_.active && step_.begun) << "EndStep without BeginStep";
+  if (!step_.active || !step_.begun) {
+    return absl::FailedPreconditionError("EndStep: no step was begun (BeginStep after a training step from Next())");
+  }
   StepTimes times;
   const absl::Status pushed = overlap_ ? FinishPushDuringBackward(&times) : PushAfterBackward(&times);
   step_.active = false;

@@ -151,14 +151,17 @@ class TrainingSession {
 
   // kTrain: starts pushing the step. Returns where to report gradients that are ready, layer by
   // layer, while backward runs (SYNC with overlap; descending tensor order, each tensor once), or
-  // nullptr when the whole gradient is pushed by EndStep. REQUIRES: Next gave kTrain.
-  model::GradientSink* BeginStep();
+  // nullptr when the whole gradient is pushed by EndStep. FAILED_PRECONDITION, changing nothing,
+  // unless Next just handed out kTrain work that has not begun (the Python package lets any
+  // script call this, so misuse is an error, not a crash).
+  absl::StatusOr<model::GradientSink*> BeginStep();
   // The same as BeginStep's sink: the gradients of tensors [first, end) are in gradient(). For
   // loops that cannot hold the sink (the Python package). No-op when BeginStep returned nullptr.
   void GradientReady(int first, int end);
   // kTrain: the gradient of the step's samples is in gradient() (stats.loss_sum over them):
   // pushes it (what BeginStep's sink has not sent yet) and installs the new weights.
-  // REQUIRES: BeginStep was called for this step. Errors other than a refused step are final.
+  // FAILED_PRECONDITION, changing nothing, unless BeginStep began this step. Other errors are
+  // final.
   absl::StatusOr<StepResult> EndStep(const model::BatchStats& stats);
   // Drops a step that the loop could not compute (e.g. its own error): calls in flight end first.
   void AbandonStep();

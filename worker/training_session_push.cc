@@ -12,10 +12,13 @@
 
 namespace pstrain::worker {
 
-model::GradientSink* TrainingSession::BeginStep() {
-  CHECK(step_.active && !step_.begun) << "BeginStep without a training step from Next()";
+absl::StatusOr<model::GradientSink*> TrainingSession::BeginStep() {
+  if (!step_.active || step_.begun) {
+    return absl::FailedPreconditionError(step_.active ? "BeginStep: this step has begun already"
+                                                      : "BeginStep: Next() handed out no training step");
+  }
   step_.begun = true;
-  if (!overlap_) return nullptr;
+  if (!overlap_) return static_cast<model::GradientSink*>(nullptr);
   FillPushHeader(&header_);
   pusher_.Begin(routes_, header_, grad_.data(), weights_.data(), AttemptRequestIds(), encoder_.get());
   return &pusher_;

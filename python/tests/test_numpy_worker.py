@@ -52,6 +52,11 @@ class NumpyWorkerTest(unittest.TestCase):
             weights, grad = session.weights, session.gradient  # views of the session's buffers
             w = weights[:FEATURES * CLASSES].reshape(FEATURES, CLASSES)
             b = weights[FEATURES * CLASSES:]
+            # Calls out of order are errors the script can catch, not a crash of the interpreter.
+            with self.assertRaises(pstrain.FailedPreconditionError):
+                session.begin_step()
+            with self.assertRaises(pstrain.FailedPreconditionError):
+                session.end_step(0.0)
             trained = 0
             while True:
                 work = session.next()

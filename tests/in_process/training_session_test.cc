@@ -108,7 +108,12 @@ Driven Drive(TrainingSession* session, const Hooks& hooks = {}) {
     }
     if (hooks.before_step && !hooks.before_step(work, d)) return d;
     d.batch_sizes.push_back(work.samples.size());
-    model::GradientSink* sink = session->BeginStep();
+    absl::StatusOr<model::GradientSink*> begun = session->BeginStep();
+    if (!begun.ok()) {
+      d.status = begun.status();
+      return d;
+    }
+    model::GradientSink* sink = *begun;
     absl::Span<float> grad = session->gradient();
     const float n = static_cast<float>(work.samples.size());
     for (int k = 0; k < static_cast<int>(grad.size()); ++k) {
@@ -431,7 +436,7 @@ TEST(TrainingSessionTest, GradientLongerThanClipGradNormIsScaledToItBeforeThePus
   ASSERT_TRUE(session->Next(&work).ok());
   ASSERT_EQ(work.kind, Work::kTrain);
   const std::vector<float> before(session->weights().begin(), session->weights().end());
-  EXPECT_EQ(session->BeginStep(), nullptr);  // clipping needs the whole gradient: no overlap
+  EXPECT_EQ(*session->BeginStep(), nullptr);  // clipping needs the whole gradient: no overlap
   absl::Span<float> grad = session->gradient();
   for (size_t k = 0; k < grad.size(); ++k) grad[k] = k % 2 == 0 ? 0.5f : -0.5f;  // norm sqrt(8)/2
   auto applied = session->EndStep(model::BatchStats{});
@@ -442,6 +447,22 @@ TEST(TrainingSessionTest, GradientLongerThanClipGradNormIsScaledToItBeforeThePus
     const float g = static_cast<float>((k % 2 == 0 ? 0.5 : -0.5) * scale);
     EXPECT_FLOAT_EQ(after[k], before[k] - 0.5f * g) << k;  // SGD, lr 0.5
   }
+}
+
+TEST(TrainingSessionTest, StepCallsOutOfOrderAreRefusedNotFatal) {
+  auto cluster = StartCluster(TinyJob(SYNC, 1, 4));
+  std::unique_ptr<TrainingSession> session = Session(*cluster, 0);
+  EXPECT_EQ(session->BeginStep().status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(session->EndStep(model::BatchStats{}).status().code(), absl::StatusCode::kFailedPrecondition);
+  Work work;
+  ASSERT_TRUE(session->Next(&work).ok());
+  EXPECT_EQ(session->EndStep(model::BatchStats{}).status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(session->BeginStep().ok());
+  EXPECT_EQ(session->BeginStep().status().code(), absl::StatusCode::kFailedPrecondition);
+  // The step is still the one handed out: it completes as usual.
+  auto applied = session->EndStep(model::BatchStats{});
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_EQ(*applied, TrainingSession::StepResult::kApplied);
 }
 
 TEST(TrainingSessionTest, EvaluationReportWithoutALeaseIsRefused) {
@@ -466,7 +487,7 @@ TEST(TrainingSessionTest, GradientClippingLeavesAveragedTensorsOutOfTheNormAndUn
   ASSERT_EQ(work.kind, Work::kTrain);
   const std::vector<float> before = cluster.ServerWeights();
   EXPECT_EQ(before[6], 0.0f);  // "b" starts at zeros
-  ASSERT_EQ(session->BeginStep(), nullptr);  // clipping turns overlap off
+  ASSERT_EQ(*session->BeginStep(), nullptr);  // clipping turns overlap off
   // "w": norm 5, clipped to 2.5; "b": local values -100 and 40 (pulled 0), far longer.
   const std::vector<float> grad = {3, 4, 0, 0, 0, 0, 100, -40};
   std::copy(grad.begin(), grad.end(), session->gradient().begin());
