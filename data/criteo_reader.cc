@@ -125,20 +125,11 @@ absl::StatusOr<std::unique_ptr<CriteoReader>> CriteoReader::Open(const std::stri
 }
 
 absl::StatusOr<bool> CriteoReader::Next(CtrSample* sample) {
-  const RecordRange& range = options_.range;
-  while (range.count < 0 || lines_->lines() < range.first + range.count) {
-    absl::string_view line;
-    ASSIGN_OR_RETURN(const bool more, lines_->Next(&line));
-    if (!more) return false;
-    const absl::Status parsed = ParseCriteoLine(line, options_.has_label, sample);
-    if (parsed.ok()) return true;
-    if (options_.bad_records == BadRecords::kFail) {
-      return absl::DataLossError(
-          absl::StrCat(lines_->path(), ":", lines_->lines(), ": ", parsed.message()));
-    }
-    ++skipped_;
-  }
-  return false;
+  return NextRecord(*lines_, options_.range, options_.bad_records, &skipped_,
+                    [this, sample](absl::string_view line) -> absl::StatusOr<bool> {
+                      RETURN_IF_ERROR(ParseCriteoLine(line, options_.has_label, sample));
+                      return true;
+                    });
 }
 
 }  // namespace data

@@ -75,23 +75,9 @@ absl::StatusOr<std::unique_ptr<LibsvmReader>> LibsvmReader::Open(const std::stri
 }
 
 absl::StatusOr<bool> LibsvmReader::Next(LibsvmSample* sample) {
-  const RecordRange& range = options_.range;
-  while (range.count < 0 || lines_->lines() < range.first + range.count) {
-    absl::string_view line;
-    ASSIGN_OR_RETURN(const bool more, lines_->Next(&line));
-    if (!more) return false;
-    const absl::StatusOr<bool> parsed = ParseLibsvmLine(line, sample);
-    if (parsed.ok()) {
-      if (*parsed) return true;
-      continue;  // Empty or comment only.
-    }
-    if (options_.bad_records == BadRecords::kFail) {
-      return absl::DataLossError(
-          absl::StrCat(lines_->path(), ":", lines_->lines(), ": ", parsed.status().message()));
-    }
-    ++skipped_;
-  }
-  return false;
+  // An empty or comment-only line parses to false: no sample, not a bad record.
+  return NextRecord(*lines_, options_.range, options_.bad_records, &skipped_,
+                    [sample](absl::string_view line) { return ParseLibsvmLine(line, sample); });
 }
 
 }  // namespace data

@@ -5,8 +5,13 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/status_macros.h"
+#include "data/line_reader.h"
 
 namespace pstrain {
 namespace data {
@@ -28,6 +33,31 @@ struct RecordRange {
   int64_t first = 0;
   int64_t count = -1;
 };
+
+// One reader's Next: the next line of `range` (from `lines`, which the reader opened at
+// range.first) that `parse(line)` turns into a sample. `parse` returns true for a sample, false
+// for a line that holds none (a comment), or an error for a bad line, which is DATA_LOSS
+// "FILE:LINE: <error>" with BadRecords::kFail and counted in *skipped with kSkip. False at the
+// end of the range or the file; errors of LineReader pass through.
+template <typename Parse>
+absl::StatusOr<bool> NextRecord(LineReader& lines, const RecordRange& range, BadRecords bad_records,
+                                int64_t* skipped, Parse parse) {
+  while (range.count < 0 || lines.lines() < range.first + range.count) {
+    absl::string_view line;
+    ASSIGN_OR_RETURN(const bool more, lines.Next(&line));
+    if (!more) return false;
+    const absl::StatusOr<bool> parsed = parse(line);
+    if (parsed.ok()) {
+      if (*parsed) return true;
+      continue;
+    }
+    if (bad_records == BadRecords::kFail) {
+      return absl::DataLossError(absl::StrCat(lines.path(), ":", lines.lines(), ": ", parsed.status().message()));
+    }
+    ++*skipped;
+  }
+  return false;
+}
 
 }  // namespace data
 }  // namespace pstrain
