@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/compression.h"
+#include "common/table_spec.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 
@@ -83,6 +84,8 @@ void ApplyJobDefaults(JobSpec* job) {
     job->add_hidden_sizes(128);
   }
   if (job->data().data_dir().empty()) job->mutable_data()->set_data_dir(kDefaultDataDir);
+  if (job->data().format().empty()) job->mutable_data()->set_format(job->model() == kCtrModel ? "criteo" : "idx");
+  if (job->data().bad_records().empty()) job->mutable_data()->set_bad_records("fail");
   if (job->mode() == MODE_UNSPECIFIED) job->set_mode(SYNC);
   const ModelDefaults model_defaults = DefaultsFor(job->model());
   if (job->batch_size() == 0) job->set_batch_size(model_defaults.batch_size);
@@ -110,12 +113,28 @@ void ApplyJobDefaults(JobSpec* job) {
   LrSchedule* schedule = opt->mutable_schedule();
   if (schedule->type() == LrSchedule::TYPE_UNSPECIFIED) schedule->set_type(LrSchedule::COSINE);
   if (!schedule->has_gamma()) schedule->set_gamma(0.1f);
+  ApplyTableDefaults(job);
 }
 
 absl::Status ValidateJobSpec(const JobSpec& job) {
-  if (job.model() != "mlp" && job.model() != "cnn" && !IsExternalModel(job)) {
-    return Invalid("model", absl::StrCat("'", job.model(), "'"), "'mlp', 'cnn' or 'external'");
+  if (job.model() != "mlp" && job.model() != "cnn" && job.model() != kCtrModel && !IsExternalModel(job)) {
+    return Invalid("model", absl::StrCat("'", job.model(), "'"), "'mlp', 'cnn', 'ctr' or 'external'");
   }
+  const std::string& format = job.data().format();
+  if (format != "idx" && format != "criteo" && format != "libsvm") {
+    return Invalid("data.format", absl::StrCat("'", format, "'"), "'idx', 'criteo' or 'libsvm'");
+  }
+  if ((job.model() == "mlp" || job.model() == "cnn") && format != "idx") {
+    return Invalid("data.format", absl::StrCat("'", format, "'"),
+                   absl::StrCat("'idx' for model '", job.model(), "' (an image classifier)"));
+  }
+  if (job.model() == kCtrModel && format == "idx") {
+    return Invalid("data.format", "'idx'", "'criteo' or 'libsvm' for model 'ctr'");
+  }
+  if (job.data().bad_records() != "fail" && job.data().bad_records() != "skip") {
+    return Invalid("data.bad_records", absl::StrCat("'", job.data().bad_records(), "'"), "'fail' or 'skip'");
+  }
+  if (absl::Status s = ValidateTables(job); !s.ok()) return s;
   for (int i = 0; i < job.hidden_sizes_size(); ++i) {
     if (job.hidden_sizes(i) <= 0) {
       return Invalid(absl::StrCat("hidden_sizes[", i, "]"), absl::StrCat(job.hidden_sizes(i)), "> 0");

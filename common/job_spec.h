@@ -40,9 +40,11 @@ absl::Status ValidateJobSpec(const JobSpec& job);
 bool CheckpointsOn(const JobSpec& job);
 
 // Whether SYNC workers push layer by layer during backward (JobSpec.overlap; unset means on).
-// Never with gradient clipping, which must see the whole gradient before anything is pushed.
+// Never with gradient clipping, which must see the whole gradient before anything is pushed, nor
+// with embedding tables, whose row gradients travel with the whole push.
 inline bool OverlapOn(const JobSpec& job) {
-  return job.mode() == SYNC && job.optimizer().clip_grad_norm() == 0 && (!job.has_overlap() || job.overlap());
+  return job.mode() == SYNC && job.optimizer().clip_grad_norm() == 0 && job.tables().empty() &&
+         (!job.has_overlap() || job.overlap());
 }
 
 // Flag spellings of the enums: "sync"/"async"/"ssp", "sgd"/"momentum"/"nesterov"/"adam"/"adamw"/"adagrad",

@@ -170,7 +170,7 @@ TEST(JobSpecTest, BuiltInModelsRefusePinnedDataSetSizes) {
   EXPECT_THAT(ValidateJobSpec(job).message(), HasSubstr("data.test_samples: got 5, expected 0 for model 'cnn'"));
   job = Defaults();
   job.set_model("torch");
-  EXPECT_THAT(ValidateJobSpec(job).message(), HasSubstr("model: got 'torch', expected 'mlp', 'cnn' or 'external'"));
+  EXPECT_THAT(ValidateJobSpec(job).message(), HasSubstr("model: got 'torch', expected 'mlp', 'cnn', 'ctr' or 'external'"));
 }
 
 TEST(JobSpecTest, CompressionDefaultsToNoneAndIsChecked) {

@@ -132,7 +132,8 @@ absl::Status CheckShape(const std::string& path, const ShardCheckpoint& ckpt) {
 
 std::string EncodeHeader(const ShardCheckpoint& ckpt) {
   std::string header(kCheckpointMagic, kMagicSize);
-  Append<uint32_t>(kCheckpointVersion, &header);
+  // Version 1 when there are no tables, so dense-only files stay what they always were.
+  Append<uint32_t>(ckpt.tables.empty() ? kCheckpointVersionDense : kCheckpointVersion, &header);
   Append<int32_t>(ckpt.rank, &header);
   Append<int64_t>(ckpt.step, &header);
   Append<int32_t>(ckpt.mode, &header);
@@ -158,6 +159,17 @@ absl::Status WriteContents(int fd, const std::string& path, const ShardCheckpoin
     RETURN_IF_ERROR(writer.Write(ckpt.weights.data() + base, bytes));
     for (const std::vector<float>& s : ckpt.state) RETURN_IF_ERROR(writer.Write(s.data() + base, bytes));
     base += c.length();
+  }
+  if (!ckpt.tables.empty()) {
+    std::string count;
+    Append<uint32_t>(static_cast<uint32_t>(ckpt.tables.size()), &count);
+    RETURN_IF_ERROR(writer.Write(count.data(), count.size()));
+    for (const std::string& table : ckpt.tables) {
+      std::string length;
+      Append<uint64_t>(table.size(), &length);
+      RETURN_IF_ERROR(writer.Write(length.data(), length.size()));
+      RETURN_IF_ERROR(writer.Write(table.data(), table.size()));
+    }
   }
   return writer.WriteCrc();
 }
@@ -223,8 +235,13 @@ uint64_t LayoutFingerprint(const ShardMap& map, int rank) {
 }
 
 int64_t CheckpointFileSize(const ShardCheckpoint& ckpt) {
+  int64_t tables = 0;
+  if (!ckpt.tables.empty()) {
+    tables = 4;
+    for (const std::string& t : ckpt.tables) tables += 8 + static_cast<int64_t>(t.size());
+  }
   return static_cast<int64_t>(kFixedHeaderSize + kChunkEntrySize * ckpt.chunks.size() + 4) +
-         4 * TotalLength(ckpt) * (1 + ckpt.num_state_vectors) + 4;
+         4 * TotalLength(ckpt) * (1 + ckpt.num_state_vectors) + tables + 4;
 }
 
 absl::Status WriteCheckpoint(const std::string& path, const ShardCheckpoint& ckpt) {
@@ -254,9 +271,9 @@ absl::StatusOr<ShardCheckpoint> ReadCheckpoint(const std::string& path) {
   };
   RETURN_IF_ERROR(need(kFixedHeaderSize, "the header"));
   const uint32_t version = Load<uint32_t>(data + 8);
-  if (version != kCheckpointVersion) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": version ", version, ", expected ", kCheckpointVersion));
+  if (version != kCheckpointVersion && version != kCheckpointVersionDense) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": version ", version, ", expected ",
+                                                   kCheckpointVersionDense, " or ", kCheckpointVersion));
   }
   ShardCheckpoint ckpt;
   ckpt.rank = Load<int32_t>(data + 12);
@@ -293,7 +310,34 @@ absl::StatusOr<ShardCheckpoint> ReadCheckpoint(const std::string& path) {
   }
   ckpt.num_state_vectors = static_cast<int>(num_state);
 
-  const size_t expected = pos + 4 * static_cast<size_t>(total) * (1 + num_state) + 4;
+  const size_t dense_end = pos + 4 * static_cast<size_t>(total) * (1 + num_state);
+  if (size < dense_end + 4) {
+    return absl::DataLossError(absl::StrCat(where, ": truncated: the header describes ", dense_end + 4,
+                                            " bytes, the file has ", size));
+  }
+  // Version 2: the embedding tables after the dense values, each a length and its bytes.
+  std::vector<std::pair<size_t, size_t>> table_spans;  // (offset, size)
+  size_t expected = dense_end + 4;
+  if (version == kCheckpointVersion) {
+    size_t p = dense_end;
+    auto fits = [&](size_t bytes) { return size - 4 >= p && size - 4 - p >= bytes; };
+    if (!fits(4)) return absl::DataLossError(absl::StrCat(where, ": truncated at byte ", p, " reading the table count"));
+    const uint32_t num_tables = Load<uint32_t>(data + p);
+    p += 4;
+    for (uint32_t t = 0; t < num_tables; ++t) {
+      if (!fits(8)) {
+        return absl::DataLossError(absl::StrCat(where, ": truncated at byte ", p, " reading table ", t, "'s length"));
+      }
+      const uint64_t length = Load<uint64_t>(data + p);
+      p += 8;
+      if (!fits(length)) {
+        return absl::DataLossError(absl::StrCat(where, ": table ", t, " of ", length, " bytes runs past the end"));
+      }
+      table_spans.emplace_back(p, static_cast<size_t>(length));
+      p += static_cast<size_t>(length);
+    }
+    expected = p + 4;
+  }
   if (size < expected) {
     return absl::DataLossError(absl::StrCat(where, ": truncated: the header describes ", expected,
                                             " bytes, the file has ", size));
@@ -321,6 +365,9 @@ absl::StatusOr<ShardCheckpoint> ReadCheckpoint(const std::string& path) {
       pos += bytes;
     }
     base += c.length();
+  }
+  for (const auto& [offset, length] : table_spans) {
+    ckpt.tables.emplace_back(reinterpret_cast<const char*>(data) + offset, length);
   }
   return ckpt;
 }

@@ -5,7 +5,7 @@
 //
 //   offset  size          field
 //   0       8             magic "PSTRAINC"
-//   8       4             uint32 version = 1
+//   8       4             uint32 version: 1 without embedding tables, 2 with
 //   12      4             int32 server rank
 //   16      8             int64 step (updates applied)
 //   24      4             int32 mode (proto Mode)
@@ -18,6 +18,10 @@
 //                         then per chunk, in order:
 //             4 * length    float32 weights
 //             4 * length    float32 state vector 0, ..., S-1
+//           version 2 only:
+//           4             uint32 table count T
+//                         then per table, in job order: uint64 length N, then N bytes, the
+//                         table's rows as EmbeddingTable::Serialize writes them (its own CRC)
 //   end-4   4             uint32 CRC-32 (zlib crc32) of every byte before it
 //
 // Files are named `<dir>/server-<rank>-step-<step, 10 digits>.ckpt` and written atomically (to
@@ -40,7 +44,9 @@
 namespace pstrain::server {
 
 inline constexpr char kCheckpointMagic[] = "PSTRAINC";  // 8 bytes on disk, no terminator
-inline constexpr uint32_t kCheckpointVersion = 1;
+// Version 2 adds the embedding tables; a shard without tables is still written as version 1.
+inline constexpr uint32_t kCheckpointVersion = 2;
+inline constexpr uint32_t kCheckpointVersionDense = 1;
 
 struct ShardCheckpoint {
   int rank = 0;
@@ -56,6 +62,9 @@ struct ShardCheckpoint {
   std::vector<float> weights;
   // num_state_vectors vectors, each laid out like `weights`.
   std::vector<std::vector<float>> state;
+  // The shard's rows of each embedding table (JobSpec.tables order), EmbeddingTable::Serialize's
+  // bytes; empty for a job without tables.
+  std::vector<std::string> tables;
 };
 
 // CheckpointPath, LatestConsistentStep and ListCheckpointSteps (file names only) are in

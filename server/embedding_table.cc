@@ -149,6 +149,29 @@ absl::Status EmbeddingTable::Pull(absl::Span<const uint64_t> keys, absl::Span<fl
   return absl::OkStatus();
 }
 
+absl::Status EmbeddingTable::Read(absl::Span<const uint64_t> keys, absl::Span<float> out) const {
+  const int dim = options_.dim;
+  if (out.size() != keys.size() * dim) {
+    return absl::InvalidArgumentError(absl::StrCat(Where(options_, "read"), ": output holds ",
+                                                   out.size(), " floats, expected ", keys.size(),
+                                                   " keys * dim ", dim));
+  }
+  if (absl::Status s = CheckSortedUniqueKeys(keys, Where(options_, "read")); !s.ok()) return s;
+  const uint64_t table_key = TableKey(options_.seed, options_.id);
+  float* dst = out.data();
+  for (uint64_t key : keys) {
+    if (auto it = index_.find(key); it != index_.end()) {
+      std::memcpy(dst, Record(it->second), sizeof(float) * dim);
+    } else if (bound_ == 0.0f) {
+      std::memset(dst, 0, sizeof(float) * dim);
+    } else {
+      for (int i = 0; i < dim; ++i) dst[i] = UniformValue(table_key, key, i, bound_);
+    }
+    dst += dim;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> keys, absl::Span<const float> grads,
                                    float lr) {
   const int dim = options_.dim;

@@ -89,6 +89,11 @@ class EmbeddingTable {
   // hold keys.size() * dim floats; RESOURCE_EXHAUSTED when the new rows could pass kMaxRows.
   absl::Status Pull(absl::Span<const uint64_t> keys, absl::Span<float> out);
 
+  // Like Pull, but creates nothing: a key without a row reads as its initial value. For the
+  // server's answers, so that reading keys never grows the table (only updates do), and so that
+  // reads may run under a shared lock. Errors as Pull's (no RESOURCE_EXHAUSTED).
+  absl::Status Read(absl::Span<const uint64_t> keys, absl::Span<float> out) const;
+
   // Applies one optimizer update per key with its gradient row grads[i * dim, (i + 1) * dim) at
   // rate `lr` (the scheduled rate for this update; FTRL's alpha). A key without a row gets one
   // with its initial value first, so an update never depends on whether a pull came before it.

@@ -107,6 +107,19 @@ TEST(EmbeddingTableTest, ZeroBoundStartsFromZeros) {
   EXPECT_EQ(Pull(*table, {10, 20}), std::vector<float>(8, 0.0f));
 }
 
+TEST(EmbeddingTableTest, ReadGivesPullsValuesWithoutCreatingRows) {
+  auto read = MakeTable(Options(3));
+  auto pulled = MakeTable(Options(3));
+  ASSERT_TRUE(read->Apply({5}, std::vector<float>{1.0f, 1.0f, 1.0f}, 0.1f).ok());
+  ASSERT_TRUE(pulled->Apply({5}, std::vector<float>{1.0f, 1.0f, 1.0f}, 0.1f).ok());
+  std::vector<float> out(9);
+  ASSERT_TRUE(read->Read({1, 5, 9}, absl::MakeSpan(out)).ok());
+  EXPECT_EQ(out, Pull(*pulled, {1, 5, 9}));
+  EXPECT_EQ(read->num_rows(), 1);  // the written row only
+  EXPECT_THAT(read->Read({9, 1}, absl::MakeSpan(out).subspan(0, 6)).message(), HasSubstr("sorted ascending"));
+  EXPECT_THAT(read->Read({1}, absl::MakeSpan(out)).message(), HasSubstr("expected 1 keys * dim 3"));
+}
+
 TEST(EmbeddingTableTest, ApplyCreatesAMissingRowFromItsInitialValue) {
   TableOptions options = Options(2, Type::kSgd);
   auto pulled = MakeTable(options);

@@ -60,23 +60,37 @@ absl::StatusOr<std::unique_ptr<ParameterStore>> ParameterStore::Create(const Opt
   shard_options.total_steps = options.total_steps;
   shard_options.initial_values = options.initial_values;
   ASSIGN_OR_RETURN(std::unique_ptr<DenseShard> storage, DenseShard::Create(shard_options));
+  ASSIGN_OR_RETURN(std::unique_ptr<SparseShard> sparse, SparseShard::Create(job, options.rank, job.num_servers()));
 
   Options effective = options;
   effective.job = std::move(job);
   LOG(INFO) << "server " << options.rank << ": " << storage->num_parts() << " chunks, " << storage->num_elements()
             << " floats; mode " << ModeName(EffectiveMode(effective.job.mode())) << ", "
             << options.num_workers << " workers [" << absl::StrJoin(worker_ranks, ", ")
-            << "], membership epoch " << options.membership_epoch;
-  return std::unique_ptr<ParameterStore>(new ParameterStore(effective, std::move(worker_ranks), std::move(storage)));
+            << "], membership epoch " << options.membership_epoch
+            << (sparse->num_tables() > 0 ? absl::StrCat("; ", sparse->num_tables(), " embedding tables") : "");
+  return std::unique_ptr<ParameterStore>(
+      new ParameterStore(effective, std::move(worker_ranks), std::move(storage), std::move(sparse)));
 }
 
+namespace {
+
+std::vector<int> DimsOf(const SparseShard& sparse) {
+  std::vector<int> dims;
+  for (int t = 0; t < sparse.num_tables(); ++t) dims.push_back(sparse.dim(t));
+  return dims;
+}
+
+}  // namespace
+
 ParameterStore::ParameterStore(const Options& options, std::vector<int> worker_ranks,
-                               std::unique_ptr<ShardStorage> storage)
+                               std::unique_ptr<ShardStorage> storage, std::unique_ptr<SparseShard> sparse)
     : rank_(options.rank),
       mode_(EffectiveMode(options.job.mode())),
       staleness_(options.job.staleness()),
       allow_nonfinite_(options.job.allow_nonfinite_gradients()),
       storage_(std::move(storage)),
+      sparse_(std::move(sparse)),
       total_elements_(storage_->num_elements()),
       num_chunks_(storage_->num_parts()),
       checkpoint_dir_(options.job.checkpoint_dir()),
@@ -84,7 +98,8 @@ ParameterStore::ParameterStore(const Options& options, std::vector<int> worker_r
       checkpoint_interval_(absl::Seconds(options.job.checkpoint_every_seconds())),
       on_checkpoint_written_(options.on_checkpoint_written),
       membership_epoch_(options.membership_epoch),
-      sum_(total_elements_) {
+      sum_(total_elements_),
+      sparse_sum_(DimsOf(*sparse_)) {
   absl::MutexLock lock(&mu_);
   for (int r : worker_ranks) workers_.emplace(r, NewWorkerLocked());
   writes_checkpoints_ = options.write_checkpoints;
@@ -124,6 +139,13 @@ absl::Status ParameterStore::ValidatePush(const PushRequest& req, absl::Span<con
     return absl::InvalidArgumentError(absl::StrCat(what, ": a partial push (a part of the step's gradient) is ",
                                                    "for SYNC mode only; this job is ", Mode_Name(mode_)));
   }
+  if (req.partial() && req.sparse_size() > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": a partial push carries ", req.sparse_size(),
+                                                   " embedding-row entries; rows travel with whole pushes only"));
+  }
+  RETURN_IF_ERROR(sparse_->Validate(what, req.sparse(), SparseShard::Expect::kRows, allow_nonfinite_));
+  RETURN_IF_ERROR(sparse_->Validate(absl::StrCat(what, " (pull_sparse)"), req.pull_sparse(),
+                                    SparseShard::Expect::kKeys, false));
   return storage_->ValidateGradient(what, req, values, allow_nonfinite_);
 }
 
@@ -141,7 +163,7 @@ absl::Status ParameterStore::ValidatePull(const PullRequest& req) const {
     return absl::InvalidArgumentError(
         absl::StrCat("pull from worker ", r, ": data_epoch is ", req.data_epoch(), ", expected >= 0"));
   }
-  return absl::OkStatus();
+  return sparse_->Validate(absl::StrCat("pull from worker ", r), req.sparse(), SparseShard::Expect::kKeys, false);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -158,7 +180,11 @@ void ParameterStore::Pull(const PullRequest& req, PullResponse* resp, Done done,
     }
     if (status.ok()) {
       VLOG(2) << "server " << rank_ << ": pull from worker " << req.worker_rank() << " for step " << req.step();
-      PullLocked(req.worker_rank(), req.step(), req.data_epoch(), resp, values, std::move(done), &out);
+      PullAsk ask;
+      if (req.sparse_size() > 0) ask.keys = std::make_shared<const SparseList>(req.sparse());
+      ask.rows_only = req.rows_only();
+      PullLocked(req.worker_rank(), req.step(), req.data_epoch(), resp, values, std::move(done), &out,
+                 /*push_resp=*/nullptr, std::move(ask));
     }
   }
   if (!status.ok()) out.push_back({std::move(done), std::move(status)});
@@ -183,7 +209,7 @@ void ParameterStore::Push(const PushRequest& req, absl::Span<const PayloadView> 
     if (status.ok() && mode_ == SYNC && req.wait_until_applied()) {
       // A backup's copy of the step: answered once applied, so the worker moves on only then.
       handed_on = true;
-      PullLocked(req.worker_rank(), req.step() + 1, req.data_epoch(), nullptr, nullptr, std::move(done), &out, resp);
+      PullLocked(req.worker_rank(), req.step() + 1, req.data_epoch(), nullptr, nullptr, std::move(done), &out, resp, PullAsk());
     } else if (status.ok()) {
       resp->set_step(step_);
     }
@@ -210,8 +236,11 @@ void ParameterStore::PushPull(const PushRequest& req, absl::Span<const PayloadVi
     status = CheckLive("push", req.worker_rank(), req.membership_epoch());
     if (status.ok()) status = PushLocked(req, values, &out);
     if (status.ok()) {
+      PullAsk ask;
+      ask.range = RangeOf(req);
+      if (req.pull_sparse_size() > 0) ask.keys = std::make_shared<const SparseList>(req.pull_sparse());
       PullLocked(req.worker_rank(), req.step() + 1, req.data_epoch(), resp, answer_values, std::move(done), &out,
-                 /*push_resp=*/nullptr, RangeOf(req));
+                 /*push_resp=*/nullptr, std::move(ask));
     }
     due.swap(due_checkpoint_);
     rollbacks = rollbacks_.load();
@@ -292,6 +321,11 @@ std::vector<TensorChunk> ParameterStore::Snapshot() const {
   return storage_->Snapshot();
 }
 
+std::vector<SparseShard::TableStats> ParameterStore::TableStats() const {
+  absl::MutexLock lock(&mu_);
+  return sparse_->Stats();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Checkpoints.
 
@@ -300,17 +334,21 @@ absl::StatusOr<ShardCheckpoint> ParameterStore::Checkpoint() const {
   return CheckpointLocked();
 }
 
-absl::Status ParameterStore::ValidateCheckpoint(const ShardCheckpoint& ckpt) const {
+absl::StatusOr<std::unique_ptr<SparseShard::Prepared>> ParameterStore::PrepareCheckpoint(
+    const ShardCheckpoint& ckpt) const {
   const std::string what = absl::StrCat("restoring server ", rank_, " from a checkpoint of step ", ckpt.step);
   if (ckpt.rank != rank_) {
     return absl::FailedPreconditionError(absl::StrCat(what, ": the checkpoint is server ", ckpt.rank, "'s"));
   }
   if (ckpt.step < 0) return absl::InvalidArgumentError(absl::StrCat(what, ": negative step"));
-  return storage_->ValidateCheckpoint(what, ckpt);
+  RETURN_IF_ERROR(storage_->ValidateCheckpoint(what, ckpt));
+  absl::StatusOr<std::unique_ptr<SparseShard::Prepared>> tables = sparse_->Prepare(ckpt.tables);
+  if (!tables.ok()) return absl::Status(tables.status().code(), absl::StrCat(what, ": ", tables.status().message()));
+  return tables;
 }
 
 absl::Status ParameterStore::Restore(const ShardCheckpoint& ckpt) {
-  RETURN_IF_ERROR(ValidateCheckpoint(ckpt));
+  ASSIGN_OR_RETURN(std::unique_ptr<SparseShard::Prepared> tables, PrepareCheckpoint(ckpt));
   Completions out;
   {
     absl::MutexLock lock(&mu_);
@@ -320,7 +358,7 @@ absl::Status ParameterStore::Restore(const ShardCheckpoint& ckpt) {
                                                         num_pushed_, " of ", workers_.size(),
                                                         " workers already pushed step ", step_));
     }
-    InstallCheckpointLocked(ckpt);
+    InstallCheckpointLocked(ckpt, std::move(tables));
     ReleaseReadyLocked(&out);
   }
   LOG(INFO) << "server " << rank_ << ": restored step " << ckpt.step << " from a checkpoint";
@@ -328,8 +366,10 @@ absl::Status ParameterStore::Restore(const ShardCheckpoint& ckpt) {
   return absl::OkStatus();
 }
 
-void ParameterStore::InstallCheckpointLocked(const ShardCheckpoint& ckpt) {
+void ParameterStore::InstallCheckpointLocked(const ShardCheckpoint& ckpt,
+                                             std::unique_ptr<SparseShard::Prepared> tables) {
   storage_->Install(ckpt);
+  sparse_->Install(std::move(tables));
   step_ = ckpt.step;
   for (auto& [r, worker] : workers_) worker.has_last_push = false;
 }

@@ -108,6 +108,7 @@
 #include "proto/ps.pb.h"
 #include "server/checkpoint.h"
 #include "server/shard_storage.h"
+#include "server/sparse_shard.h"
 
 namespace pstrain::server {
 
@@ -268,6 +269,10 @@ class ParameterStore {
   // length little-endian floats). For tests and checkpoints.
   std::vector<TensorChunk> Snapshot() const;
 
+  // Rows and bytes of each embedding table on this shard (empty without tables), for logs and the
+  // run summary.
+  std::vector<SparseShard::TableStats> TableStats() const;
+
   // A copy, taken under the lock, of everything a restarted server needs: step, weights and every
   // chunk optimizer's state vectors, with the layout fingerprint. Parked requests and gradients
   // stored for an unfinished SYNC step are not part of it (workers push them again). Always OK
@@ -321,6 +326,16 @@ class ParameterStore {
     PushResponse* push_resp = nullptr;  // a push's answer (wait_until_applied): only the step
     Done done;
     ChunkRange range;  // the PushPull of a partial push answers with its part only
+    // Embedding rows the answer carries (PullRequest.sparse, PushRequest.pull_sparse); null: none.
+    std::shared_ptr<const SparseList> keys;
+    bool rows_only = false;  // PullRequest.rows_only: no dense chunks
+  };
+
+  // What a pull answers with besides the step: a chunk range, and embedding rows.
+  struct PullAsk {
+    ChunkRange range;
+    std::shared_ptr<const SparseList> keys;
+    bool rows_only = false;
   };
 
   // A live worker's state, created when it joins the live set and freed when it leaves it.
@@ -340,6 +355,8 @@ class ParameterStore {
     std::vector<bool> have;
     int stored_chunks = 0;
     absl::InlinedVector<uint64_t, 8> part_ids;
+    // SYNC: the embedding-row gradients stored for step_ (PushRequest.sparse).
+    SparseGradient sparse_grad;
     // SYNC: the stored push asks for a checkpoint after the step (PushRequest.checkpoint).
     bool wants_checkpoint = false;
     // SSP: the worker's pushes in the current data epoch (plus its starting clock when it joined
@@ -362,7 +379,8 @@ class ParameterStore {
   // Inline: a request usually completes itself and at most a few parked pulls, so no allocation.
   using Completions = absl::InlinedVector<Completion, 4>;
 
-  ParameterStore(const Options& options, std::vector<int> worker_ranks, std::unique_ptr<ShardStorage> storage);
+  ParameterStore(const Options& options, std::vector<int> worker_ranks, std::unique_ptr<ShardStorage> storage,
+                 std::unique_ptr<SparseShard> sparse);
 
   // Installs `epoch` and the live set `sorted_ranks` (UpdateMembership's bookkeeping, without
   // the SYNC drop of the pending step); returns " (joined [..], left [..])" for the log.
@@ -400,7 +418,7 @@ class ParameterStore {
   // `push_resp` instead of `resp`: a push waiting until applied (only the step is answered).
   // `range`: the chunks to answer with (a partial push's part).
   void PullLocked(int worker_rank, int64_t step, int32_t data_epoch, PullResponse* resp, float* values, Done done,
-                  Completions* out, PushResponse* push_resp = nullptr, ChunkRange range = ChunkRange())
+                  Completions* out, PushResponse* push_resp, PullAsk ask)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The part of a push: all chunks for a whole push.
   static ChunkRange RangeOf(const PushRequest& req) {
@@ -422,13 +440,14 @@ class ParameterStore {
   // One optimizer update with `grad` (this server's elements, local order) as update step_.
   void ApplyGradientLocked(const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `values` non-null: the values go there, in chunk order, and the chunks carry no data.
-  void FillResponseLocked(PullResponse* resp, float* values, ChunkRange range = ChunkRange()) const
+  void FillResponseLocked(PullResponse* resp, float* values, const PullAsk& ask) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Fills whichever answer a released waiter has.
   void FillWaiterLocked(const Waiter& w) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
-  // Checks a checkpoint against the constant layout; the caller holds no lock.
-  absl::Status ValidateCheckpoint(const ShardCheckpoint& ckpt) const;
+  // Checks a checkpoint against the constant layout and builds its embedding tables; the caller
+  // holds no lock. Nothing changes.
+  absl::StatusOr<std::unique_ptr<SparseShard::Prepared>> PrepareCheckpoint(const ShardCheckpoint& ckpt) const;
   ShardCheckpoint CheckpointLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // After step_ advanced: takes a snapshot into due_checkpoint_ when a checkpoint is due: `asked`
   // (SYNC: a push of the step carried PushRequest.checkpoint), a multiple of checkpoint_every_
@@ -441,7 +460,8 @@ class ParameterStore {
   // The write and the pruning to the `keep` newest files; false (logged) when the write failed.
   bool WriteAndPruneLocked(const ShardCheckpoint& ckpt, size_t keep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // Installs the weights and optimizer state (the storage) and step of a validated checkpoint.
-  void InstallCheckpointLocked(const ShardCheckpoint& ckpt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void InstallCheckpointLocked(const ShardCheckpoint& ckpt, std::unique_ptr<SparseShard::Prepared> tables)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   static void Run(Completions* completions);
   // Whether this store writes checkpoints at all (a folder and a step or time interval).
@@ -457,6 +477,9 @@ class ParameterStore {
   // The values. The pointer is constant; the storage is not thread-safe: its value methods are
   // called only under mu_, its layout methods (constant data) also without it.
   const std::unique_ptr<ShardStorage> storage_;
+  // The shard's embedding-table rows (a job without tables: none). Its layout methods are
+  // constant; everything else runs under mu_.
+  const std::unique_ptr<SparseShard> sparse_;
   const int64_t total_elements_;  // storage_->num_elements()
   const int num_chunks_;          // storage_->num_parts()
   const std::string checkpoint_dir_;
@@ -486,6 +509,8 @@ class ParameterStore {
   absl::Duration typical_wait_ ABSL_GUARDED_BY(mu_);
   // SYNC: the aggregation buffer. ASYNC/SSP: scratch for the gradient being applied.
   std::vector<float> sum_ ABSL_GUARDED_BY(mu_);
+  // SYNC: the aggregation of the step's embedding-row gradients.
+  SparseSum sparse_sum_ ABSL_GUARDED_BY(mu_);
   // ASYNC/SSP: the current data epoch (SSP: the workers' clocks count pushes in it).
   int32_t data_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // ASYNC/SSP: the (lease_id, lease_batch) pairs applied in data_epoch_.

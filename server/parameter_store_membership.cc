@@ -66,6 +66,7 @@ void ParameterStore::DropStoredGradientsLocked() {
     if (w.stored_chunks > 0) std::fill(w.have.begin(), w.have.end(), false);
     w.stored_chunks = 0;
     w.part_ids.clear();
+    w.sparse_grad.clear();
   }
   num_pushed_ = 0;
 }
@@ -149,9 +150,8 @@ absl::Status ParameterStore::RestoreAndUpdateMembership(const ShardCheckpoint* c
           "rolling server ", rank_, " back to its initial state: none was kept (checkpointing is off)"));
     }
     ckpt = initial_.get();
-  } else {
-    RETURN_IF_ERROR(ValidateCheckpoint(*ckpt));
   }
+  ASSIGN_OR_RETURN(std::unique_ptr<SparseShard::Prepared> tables, PrepareCheckpoint(*ckpt));
   Completions out;
   std::string changes, dropped;
   // write_mu_ first: no checkpoint of the abandoned run is being written while the files are
@@ -178,7 +178,7 @@ absl::Status ParameterStore::RestoreAndUpdateMembership(const ShardCheckpoint* c
       waiters_.clear();
       if (mode_ == SYNC) DropStoredGradientsLocked();
       changes = InstallMembershipLocked(epoch, live_worker_ranks);
-      InstallCheckpointLocked(*ckpt);
+      InstallCheckpointLocked(*ckpt, std::move(tables));
       applied_batches_.clear();
       // SSP (a replacement server in async recovery): the workers' clocks are not in the
       // checkpoint; each is learnt from the worker's next push, and until then holds nobody back.

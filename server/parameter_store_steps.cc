@@ -51,6 +51,7 @@ absl::Status ParameterStore::PushSyncLocked(const PushRequest& req, absl::Span<c
                                                  "step with request id ", w.last_push_id));
   }
   storage_->DecodeGradient(req, values, w.grad.data());
+  w.sparse_grad = sparse_->Decode(req.sparse());
   w.samples = req.num_samples();
   w.wants_checkpoint = req.checkpoint();
   w.has_last_push = true;
@@ -129,6 +130,14 @@ void ParameterStore::ApplySyncStepLocked() {
       }
     }
     ApplyGradientLocked(contributors == 1 ? first->grad.data() : sum_.data());
+    if (sparse_->num_tables() > 0) {
+      // The same weights and rank order, per key: a key only some workers touched sums theirs.
+      for (const auto& [r, w] : workers_) {
+        if (w.samples == 0) continue;
+        sparse_sum_.Add(w.sparse_grad, static_cast<float>(static_cast<double>(w.samples) / total_samples));
+      }
+      sparse_->Apply(sparse_sum_.Take());
+    }
   }
   ++step_;
   MaybeSnapshotLocked(checkpoint_asked);
@@ -158,6 +167,7 @@ absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, absl::Span<
   } else if (req.num_samples() > 0) {
     storage_->DecodeGradient(req, values, sum_.data());
     ApplyGradientLocked(sum_.data());
+    if (req.sparse_size() > 0) sparse_->Apply(sparse_->Decode(req.sparse()));
     ++step_;
     MaybeSnapshotLocked();
   }
@@ -204,14 +214,15 @@ absl::Status ParameterStore::EnterDataEpochLocked(absl::string_view what, int wo
 }
 
 void ParameterStore::PullLocked(int worker_rank, int64_t step, int32_t data_epoch, PullResponse* resp, float* values,
-                                Done done, Completions* out, PushResponse* push_resp, ChunkRange range) {
+                                Done done, Completions* out, PushResponse* push_resp, PullAsk ask) {
   if (mode_ == SYNC && step > step_ + 1) {
     out->push_back({std::move(done), absl::FailedPreconditionError(absl::StrCat(
                                          "pull from worker ", worker_rank, " for step ", step, ": server ", rank_,
                                          " is at step ", step_, " and parks pulls at most one step ahead"))});
     return;
   }
-  Waiter waiter{step, data_epoch, resp, values, push_resp, std::move(done), range};
+  Waiter waiter{step, data_epoch, resp, values, push_resp, std::move(done), ask.range, std::move(ask.keys),
+                ask.rows_only};
   if (ReadyLocked(waiter)) {
     FillWaiterLocked(waiter);
     out->push_back({std::move(waiter.done), absl::OkStatus(), waiter.range.first});
@@ -255,6 +266,7 @@ ShardCheckpoint ParameterStore::CheckpointLocked() const {
   ckpt.mode = mode_;
   ckpt.membership_epoch = membership_epoch_;
   storage_->Save(&ckpt);
+  if (sparse_->num_tables() > 0) ckpt.tables = sparse_->Save();
   return ckpt;
 }
 
@@ -273,14 +285,16 @@ void ParameterStore::MaybeSnapshotLocked(bool asked) {
 }
 
 void ParameterStore::FillWaiterLocked(const Waiter& w) const {
-  if (w.resp != nullptr) FillResponseLocked(w.resp, w.values, w.range);
+  if (w.resp != nullptr) FillResponseLocked(w.resp, w.values, PullAsk{w.range, w.keys, w.rows_only});
   if (w.push_resp != nullptr) w.push_resp->set_step(step_);
 }
 
-void ParameterStore::FillResponseLocked(PullResponse* resp, float* values, ChunkRange range) const {
+void ParameterStore::FillResponseLocked(PullResponse* resp, float* values, const PullAsk& ask) const {
   resp->set_step(step_);
   resp->clear_chunks();
-  storage_->Read(range.first, range.count, resp, values);
+  resp->clear_sparse();
+  if (!ask.rows_only) storage_->Read(ask.range.first, ask.range.count, resp, values);
+  if (ask.keys != nullptr) sparse_->Read(*ask.keys, resp->mutable_sparse());
 }
 
 }  // namespace pstrain::server

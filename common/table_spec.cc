@@ -1,0 +1,132 @@
+#include "common/table_spec.h"
+
+#include <cmath>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace pstrain {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view got, absl::string_view expected) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": got ", got, ", expected ", expected));
+}
+
+bool ValidName(absl::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') return false;
+  }
+  return true;
+}
+
+// The categorical fields of each text format (data/criteo_reader.h, data/libsvm_reader.h).
+int CtrFieldsOf(absl::string_view format) { return format == "libsvm" ? 1 : 26; }
+
+absl::Status ValidateSparseOptimizer(absl::string_view field, const SparseOptimizerSpec& o) {
+  if (o.type() == SparseOptimizerSpec::TYPE_UNSPECIFIED || !SparseOptimizerSpec::Type_IsValid(o.type())) {
+    return Invalid(absl::StrCat(field, ".type"), absl::StrCat(static_cast<int>(o.type())),
+                   "adagrad, sgd, lazy_adam or ftrl");
+  }
+  auto positive = [&](const char* name, float v) -> absl::Status {
+    if (v > 0 && std::isfinite(v)) return absl::OkStatus();
+    return Invalid(absl::StrCat(field, ".", name), absl::StrCat(v), "a finite value > 0");
+  };
+  auto non_negative = [&](const char* name, float v) -> absl::Status {
+    if (v >= 0 && std::isfinite(v)) return absl::OkStatus();
+    return Invalid(absl::StrCat(field, ".", name), absl::StrCat(v), "a finite value >= 0");
+  };
+  auto unit = [&](const char* name, float v) -> absl::Status {
+    if (v >= 0 && v < 1) return absl::OkStatus();
+    return Invalid(absl::StrCat(field, ".", name), absl::StrCat(v), "in [0, 1)");
+  };
+  for (absl::Status s : {positive("lr", o.lr()), non_negative("initial_accumulator", o.initial_accumulator()),
+                         positive("epsilon", o.epsilon()), unit("beta1", o.beta1()), unit("beta2", o.beta2()),
+                         non_negative("ftrl_beta", o.ftrl_beta()), non_negative("l1", o.l1()),
+                         non_negative("l2", o.l2())}) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void ApplySparseOptimizerDefaults(SparseOptimizerSpec* o) {
+  if (o->type() == SparseOptimizerSpec::TYPE_UNSPECIFIED) o->set_type(SparseOptimizerSpec::ADAGRAD);
+  if (!o->has_lr()) o->set_lr(o->type() == SparseOptimizerSpec::LAZY_ADAM ? 0.001f : 0.05f);
+  if (!o->has_initial_accumulator()) o->set_initial_accumulator(0.1f);
+  if (!o->has_epsilon()) o->set_epsilon(1e-8f);
+  if (!o->has_beta1()) o->set_beta1(0.9f);
+  if (!o->has_beta2()) o->set_beta2(0.999f);
+  if (!o->has_ftrl_beta()) o->set_ftrl_beta(1.0f);
+}
+
+void ApplyTableDefaults(JobSpec* job) {
+  if (job->embedding_dim() == 0) job->set_embedding_dim(16);
+  ApplySparseOptimizerDefaults(job->mutable_table_optimizer());
+  if (job->model() == kCtrModel && job->tables().empty()) {
+    const int fields = CtrFieldsOf(job->data().format());
+    for (int f = 0; f < fields; ++f) {
+      TableSpec* table = job->add_tables();
+      table->set_name(fields == 1 ? "features" : absl::StrCat("C", f + 1));
+      table->set_dim(job->embedding_dim());
+      *table->mutable_optimizer() = job->table_optimizer();
+    }
+  }
+  for (TableSpec& table : *job->mutable_tables()) ApplySparseOptimizerDefaults(table.mutable_optimizer());
+}
+
+absl::Status ValidateTables(const JobSpec& job) {
+  if (job.embedding_dim() < 1 || job.embedding_dim() > kMaxTableDim) {
+    return Invalid("embedding_dim", absl::StrCat(job.embedding_dim()), absl::StrCat("in [1, ", kMaxTableDim, "]"));
+  }
+  if (absl::Status s = ValidateSparseOptimizer("table_optimizer", job.table_optimizer()); !s.ok()) return s;
+  absl::flat_hash_set<std::string> names;
+  for (int i = 0; i < job.tables_size(); ++i) {
+    const TableSpec& t = job.tables(i);
+    const std::string field = absl::StrCat("tables[", i, "]");
+    if (!ValidName(t.name())) {
+      return Invalid(absl::StrCat(field, ".name"), absl::StrCat("'", t.name(), "'"), "a name of [A-Za-z0-9_.-]+");
+    }
+    if (!names.insert(t.name()).second) {
+      return Invalid(absl::StrCat(field, ".name"), absl::StrCat("'", t.name(), "'"), "a name no other table has");
+    }
+    if (t.dim() < 1 || t.dim() > kMaxTableDim) {
+      return Invalid(absl::StrCat(field, ".dim"), absl::StrCat(t.dim()), absl::StrCat("in [1, ", kMaxTableDim, "]"));
+    }
+    if (t.has_init_bound() && !(t.init_bound() >= 0 && std::isfinite(t.init_bound()))) {
+      return Invalid(absl::StrCat(field, ".init_bound"), absl::StrCat(t.init_bound()), "a finite value >= 0");
+    }
+    if (absl::Status s = ValidateSparseOptimizer(absl::StrCat(field, ".optimizer"), t.optimizer()); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SparseOptimizerSpec::Type> ParseSparseOptimizer(absl::string_view name) {
+  const std::string n = absl::AsciiStrToLower(name);
+  if (n == "adagrad") return SparseOptimizerSpec::ADAGRAD;
+  if (n == "sgd") return SparseOptimizerSpec::SGD;
+  if (n == "lazy_adam") return SparseOptimizerSpec::LAZY_ADAM;
+  if (n == "ftrl") return SparseOptimizerSpec::FTRL;
+  return absl::InvalidArgumentError(
+      absl::StrCat("table_optimizer: got '", name, "', expected adagrad, sgd, lazy_adam or ftrl"));
+}
+
+std::string SparseOptimizerTypeName(SparseOptimizerSpec::Type type) {
+  return absl::AsciiStrToLower(SparseOptimizerSpec::Type_Name(type));
+}
+
+int64_t TableRowFloorBytes(const TableSpec& table) {
+  int vectors = 1;
+  switch (table.optimizer().type()) {
+    case SparseOptimizerSpec::SGD: break;
+    case SparseOptimizerSpec::LAZY_ADAM:
+    case SparseOptimizerSpec::FTRL: vectors += 2; break;
+    default: vectors += 1; break;  // ADAGRAD
+  }
+  const int64_t step = table.optimizer().type() == SparseOptimizerSpec::LAZY_ADAM ? 4 : 0;
+  return int64_t{table.dim()} * 4 * vectors + step;
+}
+
+}  // namespace pstrain

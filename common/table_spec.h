@@ -1,0 +1,48 @@
+// Embedding-table declarations of a job (JobSpec.tables, proto/job.proto): their defaults, their
+// checks, and the tables model "ctr" declares for its data.
+//
+// common/job_spec.h calls these from ApplyJobDefaults and ValidateJobSpec, so a bad table fails
+// before any process starts.
+#ifndef PSTRAIN_COMMON_TABLE_SPEC_H_
+#define PSTRAIN_COMMON_TABLE_SPEC_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/job.pb.h"
+
+namespace pstrain {
+
+// The built-in CTR model (model/ctr_model.h).
+inline constexpr char kCtrModel[] = "ctr";
+
+// Largest TableSpec.dim accepted.
+inline constexpr int kMaxTableDim = 4096;
+
+// Fills a sparse optimizer's unset fields with their documented defaults. Idempotent.
+void ApplySparseOptimizerDefaults(SparseOptimizerSpec* spec);
+
+// Completes the job's tables: model "ctr" with no tables gets one per categorical field of its
+// data format (criteo: "C1".."C26"; libsvm: "features"), each of embedding_dim floats (default 16)
+// updated by table_optimizer; every table's optimizer gets its defaults. Idempotent.
+void ApplyTableDefaults(JobSpec* job);
+
+// Checks the tables after ApplyTableDefaults: names unique and of [A-Za-z0-9_.-], dim in
+// [1, kMaxTableDim], init_bound finite and >= 0, the optimizer's fields in range. INVALID_ARGUMENT
+// names the field ("tables[2].dim: got 0, expected in [1, 4096]").
+absl::Status ValidateTables(const JobSpec& job);
+
+// "adagrad", "sgd", "lazy_adam", "ftrl" (the spelling of --table_optimizer); INVALID_ARGUMENT
+// listing them otherwise.
+absl::StatusOr<SparseOptimizerSpec::Type> ParseSparseOptimizer(absl::string_view name);
+std::string SparseOptimizerTypeName(SparseOptimizerSpec::Type type);
+
+// Bytes of one row's weights and optimizer state (the memory floor per row): dim x 4 x (1 +
+// state vectors), plus 4 for lazy Adam's step count.
+int64_t TableRowFloorBytes(const TableSpec& table);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_COMMON_TABLE_SPEC_H_

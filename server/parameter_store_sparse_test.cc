@@ -1,0 +1,271 @@
+// ParameterStore with embedding tables: sparse pushes and pulls under the SYNC, ASYNC and
+// checkpoint rules the dense chunks follow, and every malformed sparse request refused with
+// nothing changed.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/key_hash.h"
+#include "common/sparse_rows.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/checkpoint.h"
+#include "server/store_test_util.h"
+
+namespace pstrain::server {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace store_test;  // NOLINT: the shared helpers of the store tests
+
+constexpr int kDim = 2;
+constexpr float kTableLr = 0.5f;
+
+// A job with two tables ("user", dim 2; "item", dim 2), both plain SGD at 0.5, over `num_servers`.
+ParameterStore::Options SparseOptions(Mode mode, int num_workers, int num_servers = 1, int rank = 0) {
+  ParameterStore::Options options = MakeOptions(mode, num_workers);
+  options.job.set_num_servers(num_servers);
+  options.rank = rank;
+  for (const char* name : {"user", "item"}) {
+    TableSpec* t = options.job.add_tables();
+    t->set_name(name);
+    t->set_dim(kDim);
+    t->mutable_optimizer()->set_type(SparseOptimizerSpec::SGD);
+    t->mutable_optimizer()->set_lr(kTableLr);
+  }
+  if (num_servers > 1) {
+    // The dense chunks all on server 0: these tests are about the rows.
+    options.shard_map = MakeShardMap({Chunk(0, 0, 20, 0), Chunk(1, 0, 5, 0)});
+  }
+  return options;
+}
+
+SparseRows Rows(int table, const std::vector<uint64_t>& keys, const std::vector<float>& rows = {}) {
+  SparseRows entry;
+  SetKeys(table, keys, &entry);
+  if (!rows.empty()) SetRows(rows, &entry);
+  return entry;
+}
+
+// A push of zero dense gradient plus `sparse` rows.
+PushRequest SparsePush(int rank, int64_t step, int64_t samples, std::vector<SparseRows> sparse) {
+  PushRequest req = MakePush(rank, step, samples, std::vector<float>(25, 0.0f));
+  for (SparseRows& s : sparse) *req.add_sparse() = std::move(s);
+  return req;
+}
+
+// The rows of `keys` of `table`, pulled at `step` (answered at once).
+std::vector<float> PullRows(ParameterStore& store, int table, const std::vector<uint64_t>& keys, int64_t step = 0,
+                            int rank = 0) {
+  PullRequest req = MakePull(rank, step);
+  *req.add_sparse() = Rows(table, keys);
+  req.set_rows_only(true);
+  PullResponse resp;
+  Outcome outcome;
+  store.Pull(req, &resp, outcome.done());
+  EXPECT_TRUE(outcome.status.has_value() && outcome.status->ok()) << outcome.status.value_or(absl::OkStatus());
+  EXPECT_EQ(resp.chunks_size(), 0) << "rows_only answers without dense chunks";
+  if (resp.sparse_size() != 1) return {};
+  EXPECT_EQ(KeysOf(resp.sparse(0)), keys);
+  std::vector<float> out(keys.size() * kDim);
+  CopyRows(resp.sparse(0), absl::MakeSpan(out));
+  return out;
+}
+
+// Keys that the key hash gives server `shard` of `n`: the first `count` from 1 up.
+std::vector<uint64_t> KeysOfShard(int shard, int n, int count) {
+  std::vector<uint64_t> keys;
+  for (uint64_t k = 1; static_cast<int>(keys.size()) < count; ++k) {
+    if (ServerOfKey(k, n) == shard) keys.push_back(k);
+  }
+  return keys;
+}
+
+TEST(ParameterStoreSparseTest, SyncSumsRowGradientsPerKeyWeightedBySamples) {
+  auto store = MakeStore(SparseOptions(SYNC, 2));
+  const std::vector<float> init = PullRows(*store, 0, {3, 5, 9});
+  // Worker 0 (3 samples) touches keys 3 and 5; worker 1 (1 sample) keys 5 and 9.
+  ASSERT_TRUE(PushNow(*store, SparsePush(1, 0, 1, {Rows(0, {5, 9}, {1, 2, 3, 4})})).ok());
+  EXPECT_EQ(PullRows(*store, 0, {3, 5, 9}), init) << "nothing applies before every worker pushed";
+  ASSERT_TRUE(PushNow(*store, SparsePush(0, 0, 3, {Rows(0, {3, 5}, {4, 8, 8, 4})})).ok());
+  EXPECT_EQ(store->step(), 1);
+  const std::vector<float> expected = {
+      init[0] - kTableLr * (0.75f * 4), init[1] - kTableLr * (0.75f * 8),
+      init[2] - kTableLr * (0.75f * 8 + 0.25f * 1), init[3] - kTableLr * (0.75f * 4 + 0.25f * 2),
+      init[4] - kTableLr * (0.25f * 3), init[5] - kTableLr * (0.25f * 4)};
+  EXPECT_EQ(PullRows(*store, 0, {3, 5, 9}, 1), expected);
+  EXPECT_EQ(PullRows(*store, 1, {3}, 1), PullRows(*MakeStore(SparseOptions(SYNC, 2)), 1, {3}))
+      << "the other table is untouched";
+}
+
+TEST(ParameterStoreSparseTest, SyncResultIsBitwiseTheSameInAnyArrivalOrderAndAsOneWorkerWithTheMean) {
+  const std::vector<float> g0 = {0.1f, -0.3f, 0.7f, 1.1f}, g1 = {0.9f, 0.2f, -0.6f, 0.05f};
+  auto forward = MakeStore(SparseOptions(SYNC, 2));
+  ASSERT_TRUE(PushNow(*forward, SparsePush(0, 0, 1, {Rows(0, {4, 6}, g0)})).ok());
+  ASSERT_TRUE(PushNow(*forward, SparsePush(1, 0, 1, {Rows(0, {4, 6}, g1)})).ok());
+  auto backward = MakeStore(SparseOptions(SYNC, 2));
+  ASSERT_TRUE(PushNow(*backward, SparsePush(1, 0, 1, {Rows(0, {4, 6}, g1)})).ok());
+  ASSERT_TRUE(PushNow(*backward, SparsePush(0, 0, 1, {Rows(0, {4, 6}, g0)})).ok());
+  std::vector<float> mean(4);
+  for (int i = 0; i < 4; ++i) mean[i] = (g0[i] + g1[i]) / 2;
+  auto single = MakeStore(SparseOptions(SYNC, 1));
+  ASSERT_TRUE(PushNow(*single, SparsePush(0, 0, 2, {Rows(0, {4, 6}, mean)})).ok());
+  const std::vector<float> a = PullRows(*forward, 0, {4, 6}, 1);
+  EXPECT_EQ(0, std::memcmp(a.data(), PullRows(*backward, 0, {4, 6}, 1).data(), a.size() * 4));
+  EXPECT_EQ(0, std::memcmp(a.data(), PullRows(*single, 0, {4, 6}, 1).data(), a.size() * 4));
+}
+
+TEST(ParameterStoreSparseTest, AsyncAppliesOnArrivalAndALeasedBatchOnce) {
+  auto store = MakeStore(SparseOptions(ASYNC, 2));
+  const std::vector<float> init = PullRows(*store, 1, {7});
+  PushRequest push = SparsePush(0, 0, 4, {Rows(1, {7}, {2, -2})});
+  push.set_lease_id(3);
+  push.set_lease_batch(0);
+  ASSERT_TRUE(PushNow(*store, push).ok());
+  const std::vector<float> once = {init[0] - kTableLr * 2, init[1] + kTableLr * 2};
+  EXPECT_EQ(PullRows(*store, 1, {7}), once);
+  // The same batch from the worker that inherited the lease: OK, not applied again.
+  push.set_worker_rank(1);
+  push.set_request_id(99);
+  ASSERT_TRUE(PushNow(*store, push).ok());
+  EXPECT_EQ(PullRows(*store, 1, {7}), once);
+}
+
+TEST(ParameterStoreSparseTest, PushPullAnswersTheNextBatchsRowsAfterTheUpdate) {
+  auto store = MakeStore(SparseOptions(SYNC, 1));
+  const std::vector<float> init = PullRows(*store, 0, {2, 8});
+  PushRequest push = SparsePush(0, 0, 1, {Rows(0, {2}, {1, 1})});
+  *push.add_pull_sparse() = Rows(0, {2, 8});
+  PullResponse resp;
+  Outcome outcome;
+  store->PushPull(push, &resp, outcome.done());
+  ASSERT_TRUE(outcome.status.has_value() && outcome.status->ok());
+  EXPECT_EQ(resp.step(), 1);
+  EXPECT_EQ(resp.chunks_size(), 2) << "the dense weights come too";
+  ASSERT_EQ(resp.sparse_size(), 1);
+  std::vector<float> rows(4);
+  CopyRows(resp.sparse(0), absl::MakeSpan(rows));
+  EXPECT_EQ(rows, (std::vector<float>{init[0] - kTableLr, init[1] - kTableLr, init[2], init[3]}));
+}
+
+TEST(ParameterStoreSparseTest, ReadingRowsCreatesNoneAndStatsCountWrittenRows) {
+  auto store = MakeStore(SparseOptions(ASYNC, 1));
+  PullRows(*store, 0, {1, 2, 3});
+  EXPECT_EQ(store->TableStats()[0].rows, 0);
+  ASSERT_TRUE(PushNow(*store, SparsePush(0, 0, 1, {Rows(0, {1, 2}, {1, 1, 1, 1})})).ok());
+  const std::vector<SparseShard::TableStats> stats = store->TableStats();
+  ASSERT_EQ(stats.size(), 2u);
+  EXPECT_EQ(stats[0].name, "user");
+  EXPECT_EQ(stats[0].rows, 2);
+  EXPECT_EQ(stats[1].rows, 0);
+  EXPECT_EQ(stats[0].floor_bytes_per_row, kDim * 4);  // SGD keeps no state
+  EXPECT_GT(stats[0].bytes_used, 2 * kDim * 4);
+}
+
+// Each malformed sparse push is INVALID_ARGUMENT naming the problem, and changes nothing: the
+// other worker's stored push and the rows stay as they were, and the step completes afterwards.
+TEST(ParameterStoreSparseTest, BadSparsePushesAreRefusedAndChangeNothing) {
+  const std::vector<uint64_t> mine = KeysOfShard(0, 2, 2), theirs = KeysOfShard(1, 2, 1);
+  struct Case {
+    std::string name;
+    PushRequest push;
+    std::string message;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"foreign key", SparsePush(1, 0, 1, {Rows(0, {mine[0], theirs[0]}, {1, 1, 1, 1})}),
+                   "belongs to shard 1, not to shard 0"});
+  cases.push_back({"unsorted", SparsePush(1, 0, 1, {Rows(0, {mine[1], mine[0]}, {1, 1, 1, 1})}), "sorted ascending"});
+  cases.push_back({"repeated", SparsePush(1, 0, 1, {Rows(0, {mine[0], mine[0]}, {1, 1, 1, 1})}), "repeats the key"});
+  cases.push_back({"row size", SparsePush(1, 0, 1, {Rows(0, {mine[0]}, {1, 1, 1})}), "expected 1 keys x dim 2"});
+  cases.push_back({"nan", SparsePush(1, 0, 1, {Rows(0, {mine[0]}, {1, std::nanf("")})}), "expected finite values"});
+  cases.push_back({"unknown table", SparsePush(1, 0, 1, {Rows(5, {mine[0]}, {1, 1})}), "names table 5"});
+  cases.push_back({"table twice", SparsePush(1, 0, 1, {Rows(0, {mine[0]}, {1, 1}), Rows(0, {mine[1]}, {1, 1})}),
+                   "appears twice"});
+  PushRequest ragged = SparsePush(1, 0, 1, {Rows(0, {mine[0]}, {1, 1})});
+  ragged.mutable_sparse(0)->mutable_keys()->push_back('x');
+  cases.push_back({"ragged keys", ragged, "multiple of 8"});
+  PushRequest partial = SparsePush(1, 0, 1, {Rows(0, {mine[0]}, {1, 1})});
+  partial.set_partial(true);
+  cases.push_back({"partial", partial, "whole pushes only"});
+  PushRequest pull_rows = SparsePush(1, 0, 1, {});
+  *pull_rows.add_pull_sparse() = Rows(0, {mine[0]}, {1, 1});
+  cases.push_back({"rows in pull_sparse", pull_rows, "expected none"});
+
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto store = MakeStore(SparseOptions(SYNC, 2, /*num_servers=*/2));
+    const std::vector<float> before = PullRows(*store, 0, mine);
+    ASSERT_TRUE(PushNow(*store, SparsePush(0, 0, 1, {Rows(0, {mine[0]}, {2, 2})})).ok());
+    const absl::Status status = PushNow(*store, c.push);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_THAT(status.message(), HasSubstr(c.message));
+    EXPECT_EQ(store->step(), 0);
+    EXPECT_EQ(PullRows(*store, 0, mine), before);
+    ASSERT_TRUE(PushNow(*store, SparsePush(1, 0, 1, {})).ok());
+    EXPECT_EQ(store->step(), 1);
+    EXPECT_EQ(PullRows(*store, 0, {mine[0]}, 1),
+              (std::vector<float>{before[0] - kTableLr * 0.5f * 2, before[1] - kTableLr * 0.5f * 2}));
+  }
+}
+
+TEST(ParameterStoreSparseTest, BadSparsePullsAreRefused) {
+  auto store = MakeStore(SparseOptions(SYNC, 1, /*num_servers=*/2));
+  PullRequest req = MakePull(0, 0);
+  *req.add_sparse() = Rows(0, {KeysOfShard(1, 2, 1)[0]});
+  PullResponse resp;
+  Outcome outcome;
+  store->Pull(req, &resp, outcome.done());
+  ASSERT_TRUE(outcome.status.has_value());
+  EXPECT_EQ(outcome.status->code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(outcome.status->message(), HasSubstr("pull from worker 0: table 'user' (id 0): key"));
+}
+
+TEST(ParameterStoreSparseTest, CheckpointsCarryTheRowsThroughAFileAndRestoreThem) {
+  ParameterStore::Options options = SparseOptions(ASYNC, 1);
+  auto store = MakeStore(options);
+  ASSERT_TRUE(PushNow(*store, SparsePush(0, 0, 1, {Rows(0, {1, 4}, {1, 2, 3, 4}), Rows(1, {9}, {5, 6})})).ok());
+  absl::StatusOr<ShardCheckpoint> ckpt = store->Checkpoint();
+  ASSERT_TRUE(ckpt.ok());
+  ASSERT_EQ(ckpt->tables.size(), 2u);
+  const std::string path = ::testing::TempDir() + "/sparse.ckpt";
+  ASSERT_TRUE(WriteCheckpoint(path, *ckpt).ok());
+  absl::StatusOr<ShardCheckpoint> read = ReadCheckpoint(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->tables, ckpt->tables);
+
+  auto restored = MakeStore(options);
+  ASSERT_TRUE(restored->Restore(*read).ok());
+  EXPECT_EQ(restored->step(), 1);
+  EXPECT_EQ(PullRows(*restored, 0, {1, 4}), PullRows(*store, 0, {1, 4}));
+  EXPECT_EQ(PullRows(*restored, 1, {9}), PullRows(*store, 1, {9}));
+  EXPECT_EQ(restored->TableStats()[0].rows, 2);
+
+  // A checkpoint of a job without these tables does not fit, and changes nothing.
+  ShardCheckpoint dense_only = *ckpt;
+  dense_only.tables.clear();
+  const absl::Status status = restored->Restore(dense_only);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_THAT(status.message(), HasSubstr("holds 0 embedding tables, the job has 2"));
+  EXPECT_EQ(restored->TableStats()[0].rows, 2);
+  // A corrupt table: DATA_LOSS naming it, nothing changed.
+  ShardCheckpoint corrupt = *ckpt;
+  corrupt.tables[1][20] ^= 1;
+  EXPECT_THAT(restored->Restore(corrupt).message(), HasSubstr("embedding table 'item'"));
+  EXPECT_EQ(PullRows(*restored, 1, {9}), PullRows(*store, 1, {9}));
+}
+
+TEST(ParameterStoreSparseTest, RollbackToTheStartForgetsEveryRow) {
+  ParameterStore::Options options = SparseOptions(SYNC, 1);
+  options.job.set_checkpoint_dir(::testing::TempDir() + "/sparse-rollback");
+  options.job.set_checkpoint_every_steps(100);
+  auto store = MakeStore(options);
+  const std::vector<float> init = PullRows(*store, 0, {3});
+  ASSERT_TRUE(PushNow(*store, SparsePush(0, 0, 1, {Rows(0, {3}, {1, 1})})).ok());
+  ASSERT_NE(PullRows(*store, 0, {3}, 1), init);
+  ASSERT_TRUE(store->RestoreAndUpdateMembership(nullptr, 5, {0}).ok());
+  EXPECT_EQ(store->TableStats()[0].rows, 0);
+}
+
+}  // namespace
+}  // namespace pstrain::server

@@ -1,0 +1,254 @@
+#include "server/sparse_shard.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <utility>
+
+#include <glog/logging.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/key_hash.h"
+#include "common/sparse_rows.h"
+#include "common/table_spec.h"
+
+namespace pstrain::server {
+namespace {
+
+SparseOptimizerOptions OptimizerOf(const SparseOptimizerSpec& spec) {
+  SparseOptimizerOptions o;
+  switch (spec.type()) {
+    case SparseOptimizerSpec::SGD: o.type = SparseOptimizerOptions::Type::kSgd; break;
+    case SparseOptimizerSpec::LAZY_ADAM: o.type = SparseOptimizerOptions::Type::kLazyAdam; break;
+    case SparseOptimizerSpec::FTRL: o.type = SparseOptimizerOptions::Type::kFtrl; break;
+    default: o.type = SparseOptimizerOptions::Type::kAdagrad; break;
+  }
+  o.initial_accumulator = spec.initial_accumulator();
+  o.epsilon = spec.epsilon();
+  o.beta1 = spec.beta1();
+  o.beta2 = spec.beta2();
+  o.ftrl_beta = spec.ftrl_beta();
+  o.l1 = spec.l1();
+  o.l2 = spec.l2();
+  return o;
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<EmbeddingTable>>> MakeTables(const JobSpec& job) {
+  std::vector<std::unique_ptr<EmbeddingTable>> tables;
+  for (int t = 0; t < job.tables_size(); ++t) {
+    const TableSpec& spec = job.tables(t);
+    TableOptions options;
+    options.name = spec.name();
+    options.id = t;
+    options.dim = spec.dim();
+    options.seed = job.seed();
+    if (spec.has_init_bound()) options.init_bound = spec.init_bound();
+    options.optimizer = OptimizerOf(spec.optimizer());
+    absl::StatusOr<std::unique_ptr<EmbeddingTable>> table = EmbeddingTable::Create(options);
+    if (!table.ok()) return table.status();
+    tables.push_back(std::move(table).value());
+  }
+  return tables;
+}
+
+}  // namespace
+
+const SparseRows* FindTable(const SparseList& list, int table) {
+  for (const SparseRows& rows : list) {
+    if (rows.table_id() == table) return &rows;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<std::unique_ptr<SparseShard>> SparseShard::Create(const JobSpec& job, int shard, int num_shards) {
+  if (job.tables_size() > 0 && (num_shards < 1 || shard < 0 || shard >= num_shards)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sparse shard ", shard, " of ", num_shards, ": expected 0 <= shard < num_shards"));
+  }
+  absl::StatusOr<std::vector<std::unique_ptr<EmbeddingTable>>> tables = MakeTables(job);
+  if (!tables.ok()) return tables.status();
+  return std::unique_ptr<SparseShard>(new SparseShard(job, shard, num_shards, std::move(tables).value()));
+}
+
+SparseShard::SparseShard(const JobSpec& job, int shard, int num_shards,
+                         std::vector<std::unique_ptr<EmbeddingTable>> tables)
+    : job_(job), shard_(shard), num_shards_(num_shards), tables_(std::move(tables)) {
+  for (const TableSpec& spec : job_.tables()) lr_.push_back(spec.optimizer().lr());
+}
+
+absl::Status SparseShard::Validate(absl::string_view what, const SparseList& list, Expect expect,
+                                   bool allow_nonfinite) const {
+  std::vector<bool> seen(tables_.size(), false);
+  std::vector<uint64_t> keys;
+  for (int i = 0; i < list.size(); ++i) {
+    const SparseRows& entry = list.Get(i);
+    const int t = entry.table_id();
+    if (t < 0 || t >= num_tables()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": sparse entry ", i, " names table ", t, ", expected a table id in [0, ", num_tables(),
+          ") (the job's tables", num_tables() == 0 ? "; this job has none" : "", ")"));
+    }
+    const std::string where = absl::StrCat(what, ": table '", tables_[t]->name(), "' (id ", t, ")");
+    if (seen[t]) return absl::InvalidArgumentError(absl::StrCat(where, " appears twice, expected one entry per table"));
+    seen[t] = true;
+    if (entry.keys().size() % 8 != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": keys hold ", entry.keys().size(), " bytes, expected a multiple of 8 (uint64 keys)"));
+    }
+    KeysOf(entry, &keys);
+    if (absl::Status s = CheckSortedUniqueKeys(keys, where); !s.ok()) return s;
+    for (size_t k = 0; k < keys.size(); ++k) {
+      const int owner = ServerOfKey(keys[k], num_shards_);
+      if (owner != shard_) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": key ", keys[k], " at position ", k,
+                                                       " belongs to shard ", owner, ", not to shard ", shard_,
+                                                       " (ServerOfKey(key, ", num_shards_, "))"));
+      }
+    }
+    const int dim = tables_[t]->dim();
+    if (expect == Expect::kKeys) {
+      if (!entry.rows().empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": a request of keys carries ", entry.rows().size(), " bytes of rows, expected none"));
+      }
+      continue;
+    }
+    const size_t expected = keys.size() * dim * sizeof(float);
+    if (entry.rows().size() != expected) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": rows hold ", entry.rows().size(), " bytes, expected ",
+                                                     keys.size(), " keys x dim ", dim, " x 4 = ", expected));
+    }
+    if (allow_nonfinite) continue;
+    const char* bytes = entry.rows().data();
+    for (size_t e = 0; e < keys.size() * dim; ++e) {
+      float v;
+      std::memcpy(&v, bytes + e * sizeof(float), sizeof(float));
+      if (!std::isfinite(v)) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": gradient of key ", keys[e / dim], " (position ",
+                                                       e / dim, ") element ", e % dim, " is ", v,
+                                                       ", expected finite values"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+SparseGradient SparseShard::Decode(const SparseList& list) const {
+  SparseGradient grad;
+  grad.reserve(list.size());
+  for (const SparseRows& entry : list) {
+    TableGradient& g = grad.emplace_back();
+    g.table = entry.table_id();
+    KeysOf(entry, &g.keys);
+    g.rows.resize(entry.rows().size() / sizeof(float));
+    CopyRows(entry, absl::MakeSpan(g.rows));
+  }
+  return grad;
+}
+
+void SparseShard::Read(const SparseList& keys, SparseList* out) const {
+  std::vector<uint64_t> k;
+  for (const SparseRows& entry : keys) {
+    SparseRows* answer = out->Add();
+    answer->set_table_id(entry.table_id());
+    answer->set_keys(entry.keys());
+    KeysOf(entry, &k);
+    const EmbeddingTable& table = *tables_[entry.table_id()];
+    std::string* rows = answer->mutable_rows();
+    rows->resize(k.size() * table.dim() * sizeof(float));
+    // A std::string's buffer comes from operator new, aligned for any scalar type.
+    const absl::Status s =
+        table.Read(k, absl::MakeSpan(reinterpret_cast<float*>(rows->data()), k.size() * table.dim()));
+    CHECK(s.ok()) << "validated keys failed to read: " << s;
+  }
+}
+
+void SparseShard::Apply(const SparseGradient& grad) {
+  for (const TableGradient& g : grad) {
+    const absl::Status s = tables_[g.table]->Apply(g.keys, g.rows, lr_[g.table]);
+    // Validation ran before anything changed; what is left is a table past kMaxRows rows.
+    LOG_IF(ERROR, !s.ok()) << "shard " << shard_ << ": " << s;
+  }
+}
+
+std::vector<std::string> SparseShard::Save() const {
+  std::vector<std::string> out(tables_.size());
+  for (size_t t = 0; t < tables_.size(); ++t) tables_[t]->Serialize(&out[t]);
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<SparseShard::Prepared>> SparseShard::Prepare(
+    const std::vector<std::string>& tables) const {
+  if (tables.size() != tables_.size()) {
+    return absl::FailedPreconditionError(absl::StrCat("checkpoint holds ", tables.size(), " embedding tables, the job has ",
+                                                      tables_.size()));
+  }
+  absl::StatusOr<std::vector<std::unique_ptr<EmbeddingTable>>> fresh = MakeTables(job_);
+  if (!fresh.ok()) return fresh.status();
+  for (size_t t = 0; t < tables.size(); ++t) {
+    if (absl::Status s = (*fresh)[t]->Restore(tables[t]); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("embedding table '", tables_[t]->name(), "': ", s.message()));
+    }
+  }
+  return std::make_unique<Prepared>(std::move(fresh).value());
+}
+
+void SparseShard::Install(std::unique_ptr<Prepared> prepared) {
+  CHECK_EQ(prepared->tables.size(), tables_.size());
+  tables_ = std::move(prepared->tables);
+}
+
+std::vector<SparseShard::TableStats> SparseShard::Stats() const {
+  std::vector<TableStats> stats;
+  for (int t = 0; t < num_tables(); ++t) {
+    stats.push_back({tables_[t]->name(), tables_[t]->num_rows(), tables_[t]->bytes_used(),
+                     TableRowFloorBytes(job_.tables(t))});
+  }
+  return stats;
+}
+
+SparseSum::SparseSum(std::vector<int> dims) : dims_(std::move(dims)), tables_(dims_.size()) {}
+
+void SparseSum::Add(const SparseGradient& grad, float weight) {
+  for (const TableGradient& g : grad) {
+    Table& t = tables_[g.table];
+    const int dim = dims_[g.table];
+    for (size_t k = 0; k < g.keys.size(); ++k) {
+      auto [it, inserted] = t.index.try_emplace(g.keys[k], static_cast<uint32_t>(t.keys.size()));
+      if (inserted) {
+        t.keys.push_back(g.keys[k]);
+        t.sum.resize(t.sum.size() + dim, 0.0f);
+      }
+      float* dst = t.sum.data() + size_t{it->second} * dim;
+      const float* src = g.rows.data() + k * dim;
+      for (int e = 0; e < dim; ++e) dst[e] += weight * src[e];
+    }
+  }
+}
+
+SparseGradient SparseSum::Take() {
+  SparseGradient out;
+  for (size_t id = 0; id < tables_.size(); ++id) {
+    Table& t = tables_[id];
+    if (t.keys.empty()) continue;
+    const int dim = dims_[id];
+    std::vector<uint32_t> order(t.keys.size());
+    std::iota(order.begin(), order.end(), 0u);
+    std::sort(order.begin(), order.end(), [&t](uint32_t a, uint32_t b) { return t.keys[a] < t.keys[b]; });
+    TableGradient& g = out.emplace_back();
+    g.table = static_cast<int>(id);
+    g.keys.resize(order.size());
+    g.rows.resize(order.size() * dim);
+    for (size_t i = 0; i < order.size(); ++i) {
+      g.keys[i] = t.keys[order[i]];
+      std::memcpy(g.rows.data() + i * dim, t.sum.data() + size_t{order[i]} * dim, sizeof(float) * dim);
+    }
+    t.index.clear();
+    t.keys.clear();
+    t.sum.clear();
+  }
+  return out;
+}
+
+}  // namespace pstrain::server

@@ -1,0 +1,136 @@
+// The embedding-table rows of one shard: for every table of the job (JobSpec.tables), the rows
+// whose keys the key hash gives this shard (ServerOfKey(key, num_servers) == shard,
+// common/key_hash.h), each an EmbeddingTable with its per-row optimizer.
+//
+// ParameterStore (server/parameter_store.h) drives it next to the dense storage, under the same
+// protocol: it validates a request's SparseRows here before taking its lock, decodes a push's row
+// gradients, sums a SYNC step's gradients with SparseSum, applies them, answers pulls with Read,
+// and puts the tables into checkpoints. Tables are updated at their optimizer's constant rate.
+//
+// Validation (Validate) checks every entry against the job, not just its type: a table id the job
+// declares, at most one entry per table, keys that are whole uint64s, strictly ascending and owned
+// by this shard, rows of exactly keys x dim floats (or none, for a request of keys), and finite
+// gradients. Messages say what, where and what was expected.
+//
+// Thread safety: none; the store calls everything but the layout methods (marked) under its lock.
+#ifndef PSTRAIN_SERVER_SPARSE_SHARD_H_
+#define PSTRAIN_SERVER_SPARSE_SHARD_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "google/protobuf/repeated_ptr_field.h"
+#include "proto/job.pb.h"
+#include "proto/ps.pb.h"
+#include "server/embedding_table.h"
+
+namespace pstrain::server {
+
+using SparseList = google::protobuf::RepeatedPtrField<SparseRows>;
+
+// The row gradients of one push (or the sum of a step's), decoded: per table, keys strictly
+// ascending and keys x dim floats.
+struct TableGradient {
+  int table = 0;
+  std::vector<uint64_t> keys;
+  std::vector<float> rows;
+};
+using SparseGradient = std::vector<TableGradient>;
+
+class SparseShard {
+ public:
+  // The shard `shard` of `num_shards` of every table in job.tables (after ApplyJobDefaults), with
+  // the job's seed. INVALID_ARGUMENT for a table the EmbeddingTable refuses, naming it.
+  static absl::StatusOr<std::unique_ptr<SparseShard>> Create(const JobSpec& job, int shard, int num_shards);
+
+  // Layout: the number of tables (0 for a job without any).
+  int num_tables() const { return static_cast<int>(tables_.size()); }
+  // Layout: table `id`'s name and dim.
+  const std::string& name(int id) const { return tables_[id]->name(); }
+  int dim(int id) const { return tables_[id]->dim(); }
+
+  // What a list must hold: keys only (a pull), or keys and rows (a push's gradients).
+  enum class Expect { kKeys, kRows };
+  // Layout: checks `list` as described above; INVALID_ARGUMENT starting with `what`.
+  absl::Status Validate(absl::string_view what, const SparseList& list, Expect expect, bool allow_nonfinite) const;
+
+  // Decodes a validated push's row gradients.
+  SparseGradient Decode(const SparseList& list) const;
+
+  // Appends to `out` one entry per entry of validated `keys`, with its rows (rows never written
+  // read as their initial values, and are not created).
+  void Read(const SparseList& keys, SparseList* out) const;
+
+  // One update of each table's rows in `grad` (validated, keys ascending) at the table's rate.
+  void Apply(const SparseGradient& grad);
+
+  // Every table serialized (EmbeddingTable::Serialize), in table order, for a checkpoint.
+  std::vector<std::string> Save() const;
+  // Restores from Save's output in two steps, so a bad table changes nothing: Prepare builds new
+  // tables (DATA_LOSS / FAILED_PRECONDITION from EmbeddingTable::Restore, naming the table;
+  // FAILED_PRECONDITION for another number of tables), Install swaps them in.
+  class Prepared;
+  absl::StatusOr<std::unique_ptr<Prepared>> Prepare(const std::vector<std::string>& tables) const;
+  void Install(std::unique_ptr<Prepared> prepared);
+
+  // Rows and bytes of each table, for logs and the run summary.
+  struct TableStats {
+    std::string name;
+    int64_t rows = 0;
+    int64_t bytes_used = 0;
+    // dim x 4 x (1 + optimizer state vectors) (+ 4 for lazy Adam): the floor per row.
+    int64_t floor_bytes_per_row = 0;
+  };
+  std::vector<TableStats> Stats() const;
+
+ private:
+  SparseShard(const JobSpec& job, int shard, int num_shards, std::vector<std::unique_ptr<EmbeddingTable>> tables);
+
+  JobSpec job_;
+  int shard_;
+  int num_shards_;
+  std::vector<float> lr_;  // per table
+  std::vector<std::unique_ptr<EmbeddingTable>> tables_;
+};
+
+class SparseShard::Prepared {
+ public:
+  explicit Prepared(std::vector<std::unique_ptr<EmbeddingTable>> tables) : tables(std::move(tables)) {}
+  std::vector<std::unique_ptr<EmbeddingTable>> tables;
+};
+
+// SYNC: the weighted sum of a step's row gradients, per key, in the order they are added (the
+// store adds workers in ascending rank), so the result is bitwise repeatable whatever the arrival
+// order. Keeps its buffers between steps.
+class SparseSum {
+ public:
+  // REQUIRES: dims[t] is table t's dim.
+  explicit SparseSum(std::vector<int> dims);
+
+  // Adds weight x every row of `grad`.
+  void Add(const SparseGradient& grad, float weight);
+  // The sum so far, keys ascending per table (tables without rows are left out), and a reset.
+  SparseGradient Take();
+
+ private:
+  struct Table {
+    absl::flat_hash_map<uint64_t, uint32_t> index;  // key -> row of `sum`
+    std::vector<uint64_t> keys;                     // in first-seen order
+    std::vector<float> sum;
+  };
+  std::vector<int> dims_;
+  std::vector<Table> tables_;
+};
+
+// The SparseRows of `table` (a job table id) in a list, or nullptr.
+const SparseRows* FindTable(const SparseList& list, int table);
+
+}  // namespace pstrain::server
+
+#endif  // PSTRAIN_SERVER_SPARSE_SHARD_H_
