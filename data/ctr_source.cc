@@ -1,0 +1,131 @@
+#include "data/ctr_source.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace pstrain {
+namespace data {
+namespace {
+
+// Capacity reserved up front is capped: a range may be a whole lease of millions of records, or
+// run past the end of the file, and a batch must not grow to the size of the request.
+constexpr int64_t kMaxReserve = 1 << 16;
+
+int NumFields(DataFormat format) { return format == DataFormat::kCriteo ? kCriteoCategorical : 1; }
+
+}  // namespace
+
+void ClearCtrBatch(DataFormat format, CtrBatch* out) {
+  const int fields = NumFields(format);
+  out->size = 0;
+  out->num_dense = format == DataFormat::kCriteo ? kCriteoDense : 0;
+  out->labels.clear();
+  out->dense.clear();
+  out->keys.resize(fields);
+  out->offsets.resize(fields);
+  out->weights.resize(fields);
+  for (int f = 0; f < fields; ++f) {
+    out->keys[f].clear();
+    out->offsets[f].assign(1, 0);
+    out->weights[f].clear();
+  }
+}
+
+absl::StatusOr<std::unique_ptr<CtrSource>> CtrSource::Open(const std::string& path,
+                                                           const Options& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines, LineReader::Open(path));
+  return std::unique_ptr<CtrSource>(new CtrSource(path, options, std::move(lines)));
+}
+
+absl::Status CtrSource::ReadBatch(int64_t first, int64_t count, CtrBatch* out) {
+  ClearCtrBatch(options_.format, out);
+  if (first < 0 || count < 0 || count > std::numeric_limits<int64_t>::max() - first) {
+    return absl::InvalidArgumentError(absl::StrCat("records [", first, ", +", count, ") of ", path_,
+                                                   ": expected first >= 0, count >= 0 and first + "
+                                                   "count <= 2^63 - 1"));
+  }
+  const RecordRange range{first, count};
+  absl::Status status = Seek(first);
+  if (status.ok()) {
+    status = options_.format == DataFormat::kCriteo ? AppendCriteo(range, out)
+                                                     : AppendLibsvm(range, out);
+  }
+  if (!status.ok()) {
+    // The reader stopped somewhere inside the range (or inside a corrupt block): drop it rather
+    // than reason about where, and do not hand out the samples read before the error.
+    lines_.reset();
+    ClearCtrBatch(options_.format, out);
+  }
+  return status;
+}
+
+absl::Status CtrSource::Seek(int64_t first) {
+  if (lines_ != nullptr && first >= lines_->lines()) {
+    // A reader that hit the end of the file skips nothing more: the range is then empty.
+    ASSIGN_OR_RETURN(const int64_t skipped, lines_->Skip(first - lines_->lines()));
+    (void)skipped;
+    return absl::OkStatus();
+  }
+  ++reopens_;
+  lines_.reset();  // Close before opening again: one file handle and one buffer at a time.
+  ASSIGN_OR_RETURN(lines_, LineReader::Open(path_, first));
+  return absl::OkStatus();
+}
+
+absl::Status CtrSource::AppendCriteo(const RecordRange& range, CtrBatch* out) {
+  const int64_t reserve = std::min(range.count, kMaxReserve);
+  out->labels.reserve(reserve);
+  out->dense.reserve(reserve * kCriteoDense);
+  for (int f = 0; f < kCriteoCategorical; ++f) {
+    out->keys[f].reserve(reserve);
+    out->offsets[f].reserve(reserve + 1);
+  }
+  CtrSample& sample = criteo_sample_;
+  const auto parse = [&sample](absl::string_view line) -> absl::StatusOr<bool> {
+    RETURN_IF_ERROR(ParseCriteoLine(line, /*has_label=*/true, &sample));
+    return true;
+  };
+  while (true) {
+    ASSIGN_OR_RETURN(const bool more,
+                     NextRecord(*lines_, range, options_.bad_records, &skipped_, parse));
+    if (!more) return absl::OkStatus();
+    out->labels.push_back(static_cast<float>(sample.label));
+    // Missing values parse as 0, and LogTransform(0) is 0: the batch's "0 when missing".
+    for (int i = 0; i < kCriteoDense; ++i) out->dense.push_back(LogTransform(sample.dense[i]));
+    ++out->size;
+    for (int f = 0; f < kCriteoCategorical; ++f) {
+      out->keys[f].push_back(sample.keys[f]);
+      out->offsets[f].push_back(out->size);
+    }
+  }
+}
+
+absl::Status CtrSource::AppendLibsvm(const RecordRange& range, CtrBatch* out) {
+  const int64_t reserve = std::min(range.count, kMaxReserve);
+  out->labels.reserve(reserve);
+  out->offsets[0].reserve(reserve + 1);
+  std::vector<uint64_t>& keys = out->keys[0];
+  std::vector<float>& weights = out->weights[0];
+  LibsvmSample& sample = libsvm_sample_;
+  const auto parse = [&sample](absl::string_view line) { return ParseLibsvmLine(line, &sample); };
+  while (true) {
+    ASSIGN_OR_RETURN(const bool more,
+                     NextRecord(*lines_, range, options_.bad_records, &skipped_, parse));
+    if (!more) return absl::OkStatus();
+    out->labels.push_back(sample.label > 0 ? 1.0f : 0.0f);
+    for (const auto& [index, value] : sample.features) {
+      keys.push_back(index);
+      weights.push_back(value);
+    }
+    ++out->size;
+    out->offsets[0].push_back(static_cast<int64_t>(keys.size()));
+  }
+}
+
+}  // namespace data
+}  // namespace pstrain
