@@ -1,6 +1,7 @@
 #include "worker/training_session.h"
 
 #include <algorithm>
+#include <numeric>
 #include <utility>
 
 #include <glog/logging.h>
@@ -69,6 +70,11 @@ TrainingSession::TrainingSession(SessionOptions options, SchedulerApi* scheduler
       next_request_id_(absl::Uniform<uint64_t>(absl::BitGen()) | 1),
       last_checkpoint_ask_(options_.clock->Now()) {
   pending_.set_worker_rank(options_.rank);
+  if (options_.job.tables_size() > 0) {
+    std::vector<int> dims;
+    for (const TableSpec& t : options_.job.tables()) dims.push_back(t.dim());
+    sparse_ = std::make_unique<SparseRowsCache>(std::move(dims), layout_.num_servers());
+  }
 }
 
 absl::Status TrainingSession::Start() {
@@ -121,7 +127,15 @@ absl::Status TrainingSession::Next(Work* work) {
 
 void TrainingSession::SetPermutation(int epoch) {
   if (epoch == perm_epoch_) return;
-  perm_ = data::EpochPermutation(options_.job.seed(), epoch, view_.train_samples());
+  const std::string& format = options_.job.data().format();
+  if (format == "criteo" || format == "libsvm") {
+    // Streamed text files are read in file order (records are lines; no random access), so a
+    // batch is a contiguous run of records.
+    perm_.resize(view_.train_samples());
+    std::iota(perm_.begin(), perm_.end(), int64_t{0});
+  } else {
+    perm_ = data::EpochPermutation(options_.job.seed(), epoch, view_.train_samples());
+  }
   perm_epoch_ = epoch;
 }
 
@@ -261,6 +275,12 @@ absl::StatusOr<TrainingSession::StepResult> TrainingSession::EndStep(const model
     return absl::FailedPreconditionError("EndStep: no step was begun (BeginStep after a training step from Next())");
   }
   StepTimes times;
+  if (!rows_refused_.ok()) {
+    // The rows this gradient was computed on never came: the step is recomputed, nothing pushed.
+    step_.active = false;
+    RETURN_IF_ERROR(StepRefused(std::exchange(rows_refused_, absl::OkStatus())));
+    return StepResult::kRecompute;
+  }
   const absl::Status pushed = overlap_ ? FinishPushDuringBackward(&times) : PushAfterBackward(&times);
   step_.active = false;
   if (!pushed.ok()) {

@@ -71,6 +71,7 @@
 #include "worker/push_encoder.h"
 #include "worker/shard_layout.h"
 #include "worker/shard_routing.h"
+#include "worker/sparse_rows_cache.h"
 
 namespace pstrain::worker {
 
@@ -169,6 +170,21 @@ class TrainingSession {
   // kEvaluate: the results of the work's test samples. Errors are the scheduler's.
   absl::Status ReportEvaluation(const model::BatchStats& stats);
 
+  // Embedding tables (JobSpec.tables; their ids are their positions there). A loop whose model
+  // has tables calls PullRows with the batch's keys once per kTrain step (after BeginStep, before
+  // computing) and per kEvaluate piece: keys[t] are table t's keys, strictly ascending. The rows
+  // at the step's weights land in rows(t) (keys[t].size() x dim floats, row i for key i), and
+  // row_gradient(t) is zeroed to the same size; the loop writes there the gradient of the mean
+  // loss per row, which EndStep pushes with the dense gradient (to each key's server: the key
+  // hash). A training pull refused by a membership change is not an error here: the loop
+  // computes on, and EndStep answers kRecompute. INVALID_ARGUMENT (nothing changes) for keys out
+  // of order or a wrong table count; FAILED_PRECONDITION outside a begun step or an evaluation;
+  // other errors are final.
+  int num_tables() const { return sparse_ == nullptr ? 0 : sparse_->num_tables(); }
+  absl::Status PullRows(const std::vector<absl::Span<const uint64_t>>& keys);
+  absl::Span<float> rows(int table) { return sparse_->rows(table); }
+  absl::Span<float> row_gradient(int table) { return sparse_->row_gradient(table); }
+
  private:
   enum class Phase { kStart, kTrain, kEvaluate, kDone };
   // ASYNC/SSP: the lease being trained.
@@ -233,6 +249,8 @@ class TrainingSession {
   // the job failed; DEADLINE_EXCEEDED past `give_up`.
   absl::StatusOr<ClusterView> FetchView(absl::Time give_up);
   absl::Status InstallWeights();
+  // One rows-only pull of the cached keys from every shard at `step`.
+  absl::Status PullCachedRows(int64_t step);
   // This worker's position among the live workers of view_, or FAILED_PRECONDITION if it is gone.
   absl::StatusOr<int> Slot() const;
   absl::Status MaybeReport(int epoch, bool force);
@@ -262,6 +280,10 @@ class TrainingSession {
   PushRequest header_;                // SYNC with overlap: the fields every part carries.
   LayerPusher pusher_;
   std::unique_ptr<PushEncoder> encoder_;
+  // The batch's embedding rows (null for a model without tables), and a training pull of them
+  // that was refused (the step is then recomputed).
+  std::unique_ptr<SparseRowsCache> sparse_;
+  absl::Status rows_refused_;
   // The request ids of the push being sent. The same step under the same view (and, ASYNC/SSP,
   // the same leased batch) is sent with the same ids, however often it is sent: a server that
   // stored it (or some of its parts) before the step was refused elsewhere, or whose answer was

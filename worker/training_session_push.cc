@@ -3,6 +3,7 @@
 // is sent; clipping; pulls, and installing what the servers answer into the weights.
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include <glog/logging.h>
 
@@ -99,6 +100,8 @@ absl::Status TrainingSession::PushAfterBackward(StepTimes* times) {
     FillPushHeader(&push.header);
     layout_.FillPush(s, grad_.data(), &push);
     RETURN_IF_ERROR(encoder_->Encode(s, /*first=*/0, &push));
+    push.header.clear_sparse();
+    if (sparse_ != nullptr) sparse_->AddPushRows(s, push.header.mutable_sparse());
   }
   absl::Time now = Now();
   times->set_push_seconds(absl::ToDoubleSeconds(now - t));
@@ -145,6 +148,51 @@ absl::StatusOr<int64_t> TrainingSession::PullWeights(int64_t step, int epoch) {
   for (const IncomingPull& r : pulled_) lowest = std::min(lowest, r.header.step());
   RETURN_IF_ERROR(InstallWeights());
   return lowest;
+}
+
+absl::Status TrainingSession::PullRows(const std::vector<absl::Span<const uint64_t>>& keys) {
+  const bool training = step_.active && step_.begun;
+  if (!training && phase_ != Phase::kEvaluate) {
+    return absl::FailedPreconditionError("PullRows: neither a begun training step nor an evaluation");
+  }
+  if (sparse_ == nullptr) {
+    return absl::FailedPreconditionError("PullRows: the job declares no embedding tables");
+  }
+  RETURN_IF_ERROR(sparse_->SetKeys(keys));
+  if (training) {
+    // SYNC: the rows of the weights this step's gradient is computed on; ASYNC/SSP: the latest
+    // (the dense weights came with the previous answer, under the same staleness rule).
+    rows_refused_ = PullCachedRows(Sync() ? step_.step : 0);
+    if (absl::IsAborted(rows_refused_) || absl::IsUnavailable(rows_refused_) ||
+        absl::IsFailedPrecondition(rows_refused_)) {
+      return absl::OkStatus();  // EndStep recomputes
+    }
+    return std::exchange(rows_refused_, absl::OkStatus());
+  }
+  const absl::Time give_up = Now() + options_.membership_timeout;
+  while (true) {
+    const absl::Status pulled = PullCachedRows(Sync() ? global_step_ : 0);
+    if (!absl::IsAborted(pulled) && !absl::IsUnavailable(pulled)) return pulled;
+    RETURN_IF_ERROR(AwaitMembership(pulled, give_up));
+  }
+}
+
+absl::Status TrainingSession::PullCachedRows(int64_t step) {
+  std::vector<PullRequest> requests(layout_.num_servers());
+  for (int s = 0; s < layout_.num_servers(); ++s) {
+    PullRequest& r = requests[s];
+    r.set_shard(s);
+    r.set_worker_rank(options_.rank);
+    r.set_membership_epoch(view_.membership_epoch());
+    r.set_step(step);
+    r.set_data_epoch(epoch_);
+    r.set_rows_only(true);
+    sparse_->AddPullKeys(s, r.mutable_sparse());
+  }
+  std::vector<IncomingPull> answers;
+  RETURN_IF_ERROR(ps_->PullShards(routes_, requests, &answers));
+  for (int s = 0; s < layout_.num_servers(); ++s) RETURN_IF_ERROR(sparse_->ScatterRows(s, answers[s].header.sparse()));
+  return absl::OkStatus();
 }
 
 absl::Status TrainingSession::InstallWeights() {

@@ -7,6 +7,7 @@
 // index, in multiples of 1/8 with power-of-two batch sizes and learning rate, so every sum is
 // exact and runs can be compared bit for bit.
 #include <algorithm>
+#include <numeric>
 #include <cmath>
 #include <atomic>
 #include <functional>
@@ -17,6 +18,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/key_hash.h"
+#include "common/sparse_rows.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "tests/in_process/in_process_cluster.h"
@@ -67,6 +70,20 @@ JobSpec TinyJob(Mode mode, int workers, int batch_size) {
 // Sample i's gradient for element k: a multiple of 1/8 in [-5/8, 5/8].
 float SampleGradient(int64_t i, int k) { return static_cast<float>((i * 7 + k) % 11 - 5) / 8.0f; }
 
+// Sparse jobs (SparseJob): the keys sample i touches in table 0, and the batch's sorted unique
+// keys with, per key, the mean over the batch of SampleGradient of the samples that touch it.
+std::vector<uint64_t> SampleKeys(int64_t i) { return {static_cast<uint64_t>(i % 5), static_cast<uint64_t>(10 + i % 3)}; }
+
+std::vector<uint64_t> BatchKeys(absl::Span<const int64_t> samples) {
+  std::vector<uint64_t> keys;
+  for (int64_t i : samples) {
+    for (uint64_t k : SampleKeys(i)) keys.push_back(k);
+  }
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  return keys;
+}
+
 // What one worker's loop saw.
 struct Driven {
   absl::Status status;
@@ -102,6 +119,13 @@ Driven Drive(TrainingSession* session, const Hooks& hooks = {}) {
         stats.correct += i < 3 ? 1 : 0;
       }
       stats.samples = work.end - work.begin;
+      if (session->num_tables() > 0) {
+        std::vector<int64_t> test(work.end - work.begin);
+        std::iota(test.begin(), test.end(), work.begin);
+        const std::vector<uint64_t> keys = BatchKeys(test);
+        d.status = session->PullRows({keys});
+        if (!d.status.ok()) return d;
+      }
       d.status = session->ReportEvaluation(stats);
       if (!d.status.ok()) return d;
       continue;
@@ -120,6 +144,19 @@ Driven Drive(TrainingSession* session, const Hooks& hooks = {}) {
       float sum = 0;
       for (int64_t i : work.samples) sum += SampleGradient(i, k);
       grad[k] = sum / n;
+    }
+    if (session->num_tables() > 0) {
+      const std::vector<uint64_t> keys = BatchKeys(work.samples);
+      d.status = session->PullRows({keys});
+      if (!d.status.ok()) return d;
+      absl::Span<float> rows = session->row_gradient(0);
+      EXPECT_EQ(rows.size(), keys.size() * 2);
+      for (int64_t i : work.samples) {
+        for (uint64_t key : SampleKeys(i)) {
+          const size_t pos = std::lower_bound(keys.begin(), keys.end(), key) - keys.begin();
+          for (int e = 0; e < 2; ++e) rows[pos * 2 + e] += SampleGradient(i, e + 3) / n;
+        }
+      }
     }
     if (sink != nullptr) {
       sink->GradientReady(1, 2);  // "b" first, as backward reaches the last layer first
@@ -218,6 +255,107 @@ std::vector<float> OneWorkerWeights(Mode mode, int global, bool overlap = false)
   std::vector<Driven> driven = RunWorkers(*cluster, {0});
   EXPECT_TRUE(driven[0].status.ok()) << driven[0].status;
   return cluster->ServerWeights();
+}
+
+// TinyJob with an embedding table "t" of dim 2 (SGD at 0.5) that the loop's samples touch.
+JobSpec SparseJob(Mode mode, int workers, int batch_size) {
+  JobSpec job = TinyJob(mode, workers, batch_size);
+  TableSpec* t = job.add_tables();
+  t->set_name("t");
+  t->set_dim(2);
+  t->mutable_optimizer()->set_type(SparseOptimizerSpec::SGD);
+  t->mutable_optimizer()->set_lr(0.5f);
+  return job;
+}
+
+// Every row the loop touches (keys 0..4 and 10..12 of table 0), as the servers hold them.
+std::vector<float> ServerRows(InProcessCluster& cluster) {
+  std::vector<float> out;
+  for (uint64_t key : {0, 1, 2, 3, 4, 10, 11, 12}) {
+    const int shard = ServerOfKey(key, cluster.job().num_servers());
+    PullRequest req;
+    req.set_worker_rank(cluster.core().View().workers(0).rank());
+    req.set_membership_epoch(cluster.store(shard).membership_epoch());
+    req.set_step(0);
+    req.set_rows_only(true);
+    SetKeys(0, std::vector<uint64_t>{key}, req.add_sparse());
+    PullResponse resp;
+    absl::Status status = absl::UnknownError("no answer");
+    cluster.store(shard).Pull(req, &resp, [&](absl::Status s) { status = s; });
+    EXPECT_TRUE(status.ok()) << status;
+    if (resp.sparse_size() != 1) return {};
+    std::vector<float> row(2);
+    CopyRows(resp.sparse(0), absl::MakeSpan(row));
+    out.insert(out.end(), row.begin(), row.end());
+  }
+  return out;
+}
+
+TEST(TrainingSessionTest, SparseSyncWorkersMatchOneWorkerWithTheWholeBatchRowForRow) {
+  auto one = StartCluster(SparseJob(SYNC, 1, 8));
+  ASSERT_TRUE(RunWorkers(*one, {0})[0].status.ok());
+  auto two = StartCluster(SparseJob(SYNC, 2, 4));
+  std::vector<Driven> driven = RunWorkers(*two, {0, 1});
+  for (const Driven& d : driven) ASSERT_TRUE(d.status.ok()) << d.status;
+  ExpectEachSampleOncePerEpoch(driven, 2);
+  ExpectSummaryExact(*two);
+  EXPECT_EQ(two->ServerWeights(), one->ServerWeights());
+  const std::vector<float> rows = ServerRows(*two);
+  EXPECT_EQ(rows, ServerRows(*one));
+  // The rows moved: 2 epochs of updates, not the initial values.
+  auto fresh = StartCluster(SparseJob(SYNC, 1, 8));
+  EXPECT_NE(rows, ServerRows(*fresh));
+  int64_t total_rows = 0;
+  for (int s = 0; s < 2; ++s) total_rows += two->store(s).TableStats()[0].rows;
+  EXPECT_EQ(total_rows, 8) << "every touched key has one row, on the server its hash names";
+}
+
+TEST(TrainingSessionTest, SparseStepRefusedByAMembershipChangeIsRecomputedAndAppliedOnce) {
+  auto cluster = StartCluster(SparseJob(SYNC, 2, 4));
+  std::unique_ptr<TrainingSession> session = Session(*cluster, 0);
+  Driven driven;
+  std::thread worker([&]() { driven = Drive(session.get()); });
+  while (cluster->ps().calls("PushPull") < 2) absl::SleepFor(absl::Milliseconds(1));
+  cluster->HeartbeatAndAdvance(absl::Seconds(4), /*silent=*/{1});
+  worker.join();
+  ASSERT_TRUE(driven.status.ok()) << driven.status;
+  EXPECT_EQ(driven.recomputed, 1);
+  ExpectSummaryExact(*cluster);
+  auto one = StartCluster(SparseJob(SYNC, 1, 8));
+  ASSERT_TRUE(RunWorkers(*one, {0})[0].status.ok());
+  EXPECT_EQ(ServerRows(*cluster), ServerRows(*one));
+}
+
+TEST(TrainingSessionTest, SparseAsyncLeaseOfADeadWorkerIsFinishedByAnotherAndEachBatchAppliedOnce) {
+  auto cluster = StartCluster(SparseJob(ASYNC, 2, 4));
+  const std::vector<float> init = ServerRows(*cluster);
+  std::unique_ptr<TrainingSession> s0 = Session(*cluster, 0);
+  std::unique_ptr<TrainingSession> s1 = Session(*cluster, 1);
+  Hooks dies;
+  dies.before_step = [](const Work&, const Driven& d) { return d.applied < 1; };
+  Driven d1 = Drive(s1.get(), dies);
+  ASSERT_TRUE(d1.status.ok()) << d1.status;
+  Driven d0;
+  std::thread t0([&]() { d0 = Drive(s0.get()); });
+  while (cluster->scheduler().calls("LeaseWork") < 6) absl::SleepFor(absl::Milliseconds(1));
+  cluster->HeartbeatAndAdvance(absl::Seconds(4), /*silent=*/{1});
+  t0.join();
+  ASSERT_TRUE(d0.status.ok()) << d0.status;
+  ExpectEachSampleOncePerEpoch({d0, d1}, 2);
+  ExpectSummaryExact(*cluster);
+  // SGD rows take each batch's gradient once, whatever the order: 2 epochs of every sample's
+  // share (1/4 per batch of 4) at lr 0.5.
+  const std::vector<uint64_t> keys = {0, 1, 2, 3, 4, 10, 11, 12};
+  const std::vector<float> rows = ServerRows(*cluster);
+  for (size_t k = 0; k < keys.size(); ++k) {
+    for (int e = 0; e < 2; ++e) {
+      double sum = 0;
+      for (int64_t i = 0; i < kTrain; ++i) {
+        for (uint64_t key : SampleKeys(i)) sum += key == keys[k] ? SampleGradient(i, e + 3) / 4.0 : 0.0;
+      }
+      EXPECT_NEAR(rows[k * 2 + e], init[k * 2 + e] - 0.5 * 2 * sum, 1e-5) << "key " << keys[k];
+    }
+  }
 }
 
 TEST(TrainingSessionTest, SyncWorkersTrainEverySampleOnceAndMatchOneWorkerWithTheWholeBatch) {

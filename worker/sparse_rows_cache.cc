@@ -1,0 +1,103 @@
+#include "worker/sparse_rows_cache.h"
+
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/key_hash.h"
+#include "common/sparse_rows.h"
+
+namespace pstrain::worker {
+
+SparseRowsCache::SparseRowsCache(std::vector<int> dims, int num_shards) : num_shards_(num_shards) {
+  for (int dim : dims) {
+    Table& t = tables_.emplace_back();
+    t.dim = dim;
+    t.by_shard.resize(num_shards);
+  }
+}
+
+absl::Status SparseRowsCache::SetKeys(const std::vector<absl::Span<const uint64_t>>& keys) {
+  if (keys.size() != tables_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch keys: got ", keys.size(), " tables' keys, expected ", tables_.size(), " (the job's tables)"));
+  }
+  for (size_t t = 0; t < keys.size(); ++t) {
+    for (size_t i = 1; i < keys[t].size(); ++i) {
+      if (keys[t][i] <= keys[t][i - 1]) {
+        return absl::InvalidArgumentError(absl::StrCat("batch keys of table ", t, ": key ", keys[t][i], " at position ",
+                                                       i, " is not greater than the one before (", keys[t][i - 1],
+                                                       "); expected strictly ascending keys"));
+      }
+    }
+  }
+  for (size_t t = 0; t < keys.size(); ++t) {
+    Table& table = tables_[t];
+    table.keys.assign(keys[t].begin(), keys[t].end());
+    table.rows.assign(table.keys.size() * table.dim, 0.0f);
+    table.grads.assign(table.keys.size() * table.dim, 0.0f);
+    for (std::vector<uint32_t>& positions : table.by_shard) positions.clear();
+    for (size_t i = 0; i < table.keys.size(); ++i) {
+      table.by_shard[ServerOfKey(table.keys[i], num_shards_)].push_back(static_cast<uint32_t>(i));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void SparseRowsCache::AddPullKeys(int shard, google::protobuf::RepeatedPtrField<SparseRows>* out) const {
+  std::vector<uint64_t> subset;
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    const Table& table = tables_[t];
+    const std::vector<uint32_t>& positions = table.by_shard[shard];
+    if (positions.empty()) continue;
+    subset.clear();
+    for (uint32_t p : positions) subset.push_back(table.keys[p]);
+    ::pstrain::SetKeys(static_cast<int32_t>(t), subset, out->Add());
+  }
+}
+
+absl::Status SparseRowsCache::ScatterRows(int shard, const google::protobuf::RepeatedPtrField<SparseRows>& answer) {
+  int entry = 0;
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    Table& table = tables_[t];
+    const std::vector<uint32_t>& positions = table.by_shard[shard];
+    if (positions.empty()) continue;
+    if (entry >= answer.size() || answer.Get(entry).table_id() != static_cast<int>(t)) {
+      return absl::DataLossError(absl::StrCat("rows from shard ", shard, ": table ", t, "'s entry is missing"));
+    }
+    const SparseRows& rows = answer.Get(entry++);
+    const size_t row_bytes = sizeof(float) * table.dim;
+    if (rows.rows().size() != positions.size() * row_bytes) {
+      return absl::DataLossError(absl::StrCat("rows from shard ", shard, " for table ", t, ": ", rows.rows().size(),
+                                              " bytes, expected ", positions.size(), " keys x ", row_bytes));
+    }
+    for (size_t i = 0; i < positions.size(); ++i) {
+      std::memcpy(table.rows.data() + size_t{positions[i]} * table.dim, rows.rows().data() + i * row_bytes, row_bytes);
+    }
+  }
+  if (entry != answer.size()) {
+    return absl::DataLossError(absl::StrCat("rows from shard ", shard, ": ", answer.size(), " entries, expected ", entry));
+  }
+  return absl::OkStatus();
+}
+
+void SparseRowsCache::AddPushRows(int shard, google::protobuf::RepeatedPtrField<SparseRows>* out) const {
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    const Table& table = tables_[t];
+    const std::vector<uint32_t>& positions = table.by_shard[shard];
+    if (positions.empty()) continue;
+    SparseRows* entry = out->Add();
+    entry->set_table_id(static_cast<int32_t>(t));
+    std::string* keys = entry->mutable_keys();
+    keys->resize(positions.size() * sizeof(uint64_t));
+    std::string* rows = entry->mutable_rows();
+    const size_t row_bytes = sizeof(float) * table.dim;
+    rows->resize(positions.size() * row_bytes);
+    for (size_t i = 0; i < positions.size(); ++i) {
+      std::memcpy(keys->data() + i * sizeof(uint64_t), &table.keys[positions[i]], sizeof(uint64_t));
+      std::memcpy(rows->data() + i * row_bytes, table.grads.data() + size_t{positions[i]} * table.dim, row_bytes);
+    }
+  }
+}
+
+}  // namespace pstrain::worker

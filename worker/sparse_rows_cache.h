@@ -1,0 +1,64 @@
+// A worker's embedding rows for one batch: the keys of each table split by the server that owns
+// them (common/key_hash.h), the rows pulled for them, and the row gradients to push back.
+//
+// The session (worker/training_session.h) fills the pull requests from it, scatters the answers
+// into rows(t), and gathers row_gradient(t) into each shard's push. Keys stay in the order the
+// loop gave them (strictly ascending), so each shard's subset is ascending too, as the servers
+// require.
+//
+// Thread safety: none (the session's thread).
+#ifndef PSTRAIN_WORKER_SPARSE_ROWS_CACHE_H_
+#define PSTRAIN_WORKER_SPARSE_ROWS_CACHE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "google/protobuf/repeated_ptr_field.h"
+#include "proto/ps.pb.h"
+
+namespace pstrain::worker {
+
+class SparseRowsCache {
+ public:
+  // Tables of dims[t] floats per row over `num_shards` servers.
+  SparseRowsCache(std::vector<int> dims, int num_shards);
+
+  int num_tables() const { return static_cast<int>(tables_.size()); }
+
+  // Takes a batch's keys: keys[t] for table t, strictly ascending (may be empty). Sizes rows and
+  // row gradients (zeroed). INVALID_ARGUMENT, keeping the previous batch, for a wrong number of
+  // tables or keys out of order (naming the table and position).
+  absl::Status SetKeys(const std::vector<absl::Span<const uint64_t>>& keys);
+
+  // Appends shard `shard`'s keys (rows empty) to `out`: one entry per table that has keys there.
+  void AddPullKeys(int shard, google::protobuf::RepeatedPtrField<SparseRows>* out) const;
+  // Installs an answer of shard `shard` (entries as AddPullKeys asked). DATA_LOSS when it does
+  // not match what was asked (a table, key count or row size), naming what differs.
+  absl::Status ScatterRows(int shard, const google::protobuf::RepeatedPtrField<SparseRows>& answer);
+  // Appends shard `shard`'s row gradients (keys and rows) to `out`.
+  void AddPushRows(int shard, google::protobuf::RepeatedPtrField<SparseRows>* out) const;
+
+  // The batch's rows and row gradients of table t: keys[t].size() x dim floats, row i for key i.
+  absl::Span<float> rows(int t) { return absl::MakeSpan(tables_[t].rows); }
+  absl::Span<float> row_gradient(int t) { return absl::MakeSpan(tables_[t].grads); }
+  absl::Span<const uint64_t> keys(int t) const { return tables_[t].keys; }
+
+ private:
+  struct Table {
+    int dim = 0;
+    std::vector<uint64_t> keys;
+    std::vector<float> rows;
+    std::vector<float> grads;
+    // by_shard[s]: positions (into keys) of the keys shard s owns, ascending.
+    std::vector<std::vector<uint32_t>> by_shard;
+  };
+  int num_shards_;
+  std::vector<Table> tables_;
+};
+
+}  // namespace pstrain::worker
+
+#endif  // PSTRAIN_WORKER_SPARSE_ROWS_CACHE_H_
