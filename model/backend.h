@@ -25,10 +25,23 @@
 namespace pstrain {
 namespace model {
 
-// What SoftmaxCrossEntropy returns to the host.
+// What the loss kernels (SoftmaxCrossEntropy, SigmoidCrossEntropy) return to the host.
 struct XentResult {
-  double loss_sum = 0;  // sum over rows of -log softmax(logits)[label]
-  int64_t correct = 0;  // rows whose arg-max logit (first on ties) equals the label
+  double loss_sum = 0;  // sum over rows of the loss: -log of the probability of the label
+  int64_t correct = 0;  // rows whose prediction equals the label (see each kernel)
+};
+
+// A sparse matrix in compressed sparse row (CSR) form, its three arrays in backend memory
+// (borrowed). Row r holds the entries [offsets[r], offsets[r + 1]): value values[j] in column
+// indices[j]. A column may repeat within a row; its values then add. REQUIRES (checked where the
+// matrix is built, not by the kernels): offsets has rows + 1 entries, starts at 0 and never
+// decreases; every index lies in [0, cols).
+struct CsrMatrix {
+  int rows = 0;
+  int cols = 0;
+  const int32_t* offsets = nullptr;
+  const int32_t* indices = nullptr;
+  const float* values = nullptr;
 };
 
 // A KxK window sliding over a batch of images laid out NCHW (image-major, then channel, row,
@@ -103,10 +116,42 @@ class Backend {
   // Row-wise softmax cross-entropy of logits (rows x cols) against labels (rows int32 in backend
   // memory). REQUIRES: every label in [0, cols) (callers check on the host first). If dlogits is
   // not null it receives grad_scale * (softmax(logits) - onehot(label)), e.g. grad_scale = 1/n for
-  // the gradient of the mean loss. dlogits may equal logits. Blocks until the result is known.
+  // the gradient of the mean loss. dlogits may equal logits. A row is correct when its arg-max
+  // logit (first on ties) is the label. Blocks until the result is known.
   virtual XentResult SoftmaxCrossEntropy(int rows, int cols, const float* logits,
                                          const int32_t* labels, float grad_scale,
                                          float* dlogits) = 0;
+
+  // Binary cross-entropy with logits, the loss of a one-logit classifier: for logit z and label y
+  // in [0, 1], loss = -y log sigmoid(z) - (1 - y) log(1 - sigmoid(z)), computed as
+  // max(z, 0) - z y + log1p(exp(-|z|)) so no logit overflows. A row is correct when
+  // (sigmoid(z) > 0.5) == (y > 0.5), i.e. (z > 0) == (y > 0.5). labels: n floats in backend memory
+  // (callers check the range on the host). If dlogits is not null it receives
+  // grad_scale * (sigmoid(z) - y); dlogits may equal logits. Blocks until the result is known.
+  virtual XentResult SigmoidCrossEntropy(int n, const float* logits, const float* labels,
+                                         float grad_scale, float* dlogits) = 0;
+
+  // y = 1 / (1 + exp(-x)) over n elements, without overflow for large |x|. x == y is allowed.
+  virtual void Sigmoid(int64_t n, const float* x, float* y) = 0;
+
+  // ---- Sparse rows and strided copies -------------------------------------------------------
+
+  // c = a * b (accumulate == false) or c += a * b (accumulate == true), with a sparse
+  // (a.rows x a.cols), b dense a.cols x cols with row stride b_stride, c dense a.rows x cols with
+  // row stride c_stride (strides >= cols, so b and c may be column blocks of wider matrices). Each
+  // output element sums values[j] * b[indices[j]][col] over its row's entries in order, starting
+  // from 0, and is then stored or added: every backend rounds the same way. This is the embedding
+  // bag (model/embedding_bag.h): forward pools pulled rows with a sample x row matrix, backward
+  // sends gradients back through its transpose, a gather per row instead of a scatter with atomics,
+  // so the result does not depend on scheduling. c must not overlap b.
+  virtual void CsrMatMul(const CsrMatrix& a, int cols, const float* b, int b_stride,
+                         bool accumulate, float* c, int c_stride) = 0;
+
+  // dst[r][c] = src[r][c] for r < rows, c < cols, with row strides src_stride and dst_stride
+  // (>= cols): moves a block into or out of a column range of a wider matrix. The blocks must not
+  // overlap.
+  virtual void CopyMatrix(int rows, int cols, const float* src, int src_stride, float* dst,
+                          int dst_stride) = 0;
 
   // ---- Convolution and pooling (NCHW, see Window2d) -----------------------------------------
 

@@ -119,6 +119,55 @@ class CpuBackend : public Backend {
     return result;
   }
 
+  XentResult SigmoidCrossEntropy(int n, const float* logits, const float* labels,
+                                 float grad_scale, float* dlogits) override {
+    XentResult result;
+    for (int i = 0; i < n; ++i) {
+      const double z = logits[i];
+      const double y = labels[i];
+      result.loss_sum += std::max(z, 0.0) - z * y + std::log1p(std::exp(-std::fabs(z)));
+      if ((z > 0) == (y > 0.5)) ++result.correct;
+      if (dlogits != nullptr) dlogits[i] = static_cast<float>(grad_scale * (StableSigmoid(z) - y));
+    }
+    return result;
+  }
+
+  void Sigmoid(int64_t n, const float* x, float* y) override {
+    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(StableSigmoid(x[i]));
+  }
+
+  void CsrMatMul(const CsrMatrix& a, int cols, const float* b, int b_stride, bool accumulate,
+                 float* c, int c_stride) override {
+    // One output row at a time in a scratch row, so the inner loop is a contiguous axpy that
+    // vectorizes; the per-element order (entries in order, from 0, then store or add) is the
+    // contract every backend keeps.
+    row_.resize(cols);
+    float* acc = row_.data();
+    for (int r = 0; r < a.rows; ++r) {
+      std::fill(acc, acc + cols, 0.0f);
+      for (int32_t j = a.offsets[r]; j < a.offsets[r + 1]; ++j) {
+        const float v = a.values[j];
+        const float* src = b + static_cast<int64_t>(a.indices[j]) * b_stride;
+        for (int k = 0; k < cols; ++k) acc[k] += v * src[k];
+      }
+      float* out = c + static_cast<int64_t>(r) * c_stride;
+      if (accumulate) {
+        for (int k = 0; k < cols; ++k) out[k] += acc[k];
+      } else {
+        std::copy(acc, acc + cols, out);
+      }
+    }
+  }
+
+  void CopyMatrix(int rows, int cols, const float* src, int src_stride, float* dst,
+                  int dst_stride) override {
+    for (int r = 0; r < rows; ++r) {
+      std::copy(src + static_cast<int64_t>(r) * src_stride,
+                src + static_cast<int64_t>(r) * src_stride + cols,
+                dst + static_cast<int64_t>(r) * dst_stride);
+    }
+  }
+
   void Im2Col(int n, const Window2d& window, const float* x, float* col) override {
     ForEachColEntry(n, window, [&](int64_t col_index, int64_t x_index) {
       col[col_index] = x_index < 0 ? 0.0f : x[x_index];
@@ -195,7 +244,15 @@ class CpuBackend : public Backend {
     }
   }
 
-  std::vector<float> sums_;  // ColumnSums scratch, kept to avoid an allocation per call
+  // 1 / (1 + exp(-z)) written so that exp never overflows: exp(-|z|) <= 1.
+  static double StableSigmoid(double z) {
+    const double e = std::exp(-std::fabs(z));
+    return z >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
+  }
+
+  // Scratch kept to avoid an allocation per call.
+  std::vector<float> sums_;  // ColumnSums
+  std::vector<float> row_;   // CsrMatMul
 };
 
 }  // namespace

@@ -33,7 +33,8 @@ namespace model {
 //   0 fc1.weight {784, 256} He       1 fc1.bias {256} zeros
 //   2 fc2.weight {256, 128} He       3 fc2.bias {128} zeros
 //   4 fc3.weight {128, 10}  Glorot   5 fc3.bias {10}  zeros
-// tensor_id (for model/init.h) = index in this list. REQUIRES: sizes valid (see Mlp::Create).
+// tensor_id (for model/init.h) = index in this list. REQUIRES: at least 2 sizes, all > 0 (a
+// classifier also needs classes >= 2, see Mlp::Create; the CTR model's tower ends in 1 logit).
 std::vector<ParamSpec> MlpParamSpecs(const std::vector<int>& layer_sizes);
 
 // OK for layer sizes an Mlp can be built with: at least 2 entries, all > 0, classes >= 2;

@@ -2,7 +2,7 @@
 //
 // Streams and ordering:
 //
-//   compute_  kernels, cuBLAS, the softmax result copy  ----record compute_done_---.
+//   compute_  kernels, cuBLAS, the loss result copies  ----record compute_done_---.
 //                                                                                  v
 //   copy_     Upload/Download through the pinned staging buffer (waits for compute_done_ first,
 //             so a copy never overtakes a kernel that still reads or writes its memory)
@@ -83,12 +83,12 @@ class CudaBackend : public Backend {
     }
     if (status.ok()) {
       status = Check(cudaMalloc(reinterpret_cast<void**>(&xent_device_), sizeof(cuda::XentSums)),
-                     "cudaMalloc (softmax result)");
+                     "cudaMalloc (loss result)");
     }
     if (status.ok()) {
       status =
           Check(cudaMallocHost(reinterpret_cast<void**>(&xent_host_), sizeof(cuda::XentSums)),
-                "cudaMallocHost (softmax result)");
+                "cudaMallocHost (loss result)");
     }
     return status;
   }
@@ -225,23 +225,40 @@ class CudaBackend : public Backend {
 
   XentResult SoftmaxCrossEntropy(int rows, int cols, const float* logits, const int32_t* labels,
                                  float grad_scale, float* dlogits) override {
-    XentResult result;
     Bind();
     cuda::LaunchSoftmaxCrossEntropy(compute_, rows, cols, logits, labels, grad_scale, dlogits,
                                     xent_device_);
     NoteLaunch("SoftmaxCrossEntropy");
-    // One small copy on the compute stream (ordered after the kernel), then wait for it.
-    Note(cudaMemcpyAsync(xent_host_, xent_device_, sizeof(cuda::XentSums), cudaMemcpyDeviceToHost,
-                         compute_),
-         "cudaMemcpyAsync (softmax result)");
-    const cudaError_t err = cudaStreamSynchronize(compute_);
-    Note(err, "SoftmaxCrossEntropy");
-    // On failure the result is zero; the error comes from the next Download or Synchronize.
-    if (err == cudaSuccess && pending_.ok()) {
-      result.loss_sum = xent_host_->loss_sum;
-      result.correct = xent_host_->correct;
-    }
-    return result;
+    return FetchXentSums("SoftmaxCrossEntropy");
+  }
+
+  XentResult SigmoidCrossEntropy(int n, const float* logits, const float* labels,
+                                 float grad_scale, float* dlogits) override {
+    Bind();
+    cuda::LaunchSigmoidCrossEntropy(compute_, n, logits, labels, grad_scale, dlogits,
+                                    xent_device_);
+    NoteLaunch("SigmoidCrossEntropy");
+    return FetchXentSums("SigmoidCrossEntropy");
+  }
+
+  void Sigmoid(int64_t n, const float* x, float* y) override {
+    Bind();
+    cuda::LaunchSigmoid(compute_, n, x, y);
+    NoteLaunch("Sigmoid");
+  }
+
+  void CsrMatMul(const CsrMatrix& a, int cols, const float* b, int b_stride, bool accumulate,
+                 float* c, int c_stride) override {
+    Bind();
+    cuda::LaunchCsrMatMul(compute_, a, cols, b, b_stride, accumulate, c, c_stride);
+    NoteLaunch("CsrMatMul");
+  }
+
+  void CopyMatrix(int rows, int cols, const float* src, int src_stride, float* dst,
+                  int dst_stride) override {
+    Bind();
+    cuda::LaunchCopyMatrix(compute_, rows, cols, src, src_stride, dst, dst_stride);
+    NoteLaunch("CopyMatrix");
   }
 
   void Im2Col(int n, const Window2d& window, const float* x, float* col) override {
@@ -274,6 +291,23 @@ class CudaBackend : public Backend {
   // The calling thread's current device may be another one (CUDA keeps it per thread, and a
   // backend may be driven from any one thread at a time): make it ours before every call.
   void Bind() { Note(cudaSetDevice(device_), "cudaSetDevice"); }
+
+  // Copies the sums a loss kernel left in xent_device_ to the host: one small copy on the compute
+  // stream (ordered after the kernel), then a wait for it. On failure the result is zero; the
+  // error comes from the next Download or Synchronize.
+  XentResult FetchXentSums(absl::string_view kernel) {
+    XentResult result;
+    Note(cudaMemcpyAsync(xent_host_, xent_device_, sizeof(cuda::XentSums), cudaMemcpyDeviceToHost,
+                         compute_),
+         "cudaMemcpyAsync (loss result)");
+    const cudaError_t err = cudaStreamSynchronize(compute_);
+    Note(err, kernel);
+    if (err == cudaSuccess && pending_.ok()) {
+      result.loss_sum = xent_host_->loss_sum;
+      result.correct = xent_host_->correct;
+    }
+    return result;
+  }
 
   // OK, or INTERNAL naming the backend, the call and CUDA's error text.
   absl::Status Check(cudaError_t err, absl::string_view what) const {
@@ -330,7 +364,7 @@ class CudaBackend : public Backend {
   cudaEvent_t compute_done_ = nullptr;  // recorded on compute_ before a copy
   cudaEvent_t copy_done_ = nullptr;     // recorded on copy_ after each chunk
   cublasHandle_t blas_ = nullptr;
-  cuda::XentSums* xent_device_ = nullptr;  // the softmax kernel's sums (device memory)
+  cuda::XentSums* xent_device_ = nullptr;  // the loss kernels' sums (device memory)
   cuda::XentSums* xent_host_ = nullptr;    // where they are copied (pinned host memory)
 
   // Grown on demand.

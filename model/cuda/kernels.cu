@@ -148,6 +148,84 @@ __global__ void SoftmaxXentKernel(int rows, int cols, const float* logits, const
   }
 }
 
+// ---- Binary cross-entropy and sigmoid -----------------------------------------------------------
+//
+// One block; thread t takes rows t, t + kBceThreads, ... in double, then a tree reduction in shared
+// memory with a fixed shape: the result does not depend on scheduling. A batch of logits is a few
+// thousand rows at most, so one block is plenty.
+
+constexpr int kBceThreads = 512;
+
+// 1 / (1 + exp(-z)) with exp(-|z|) <= 1, as on the CPU.
+__device__ double StableSigmoid(double z) {
+  const double e = exp(-fabs(z));
+  return z >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
+}
+
+__global__ void SigmoidXentKernel(int n, const float* logits, const float* labels,
+                                  float grad_scale, float* dlogits, XentSums* sums) {
+  __shared__ double loss[kBceThreads];
+  __shared__ long long correct[kBceThreads];
+  double my_loss = 0;
+  long long my_correct = 0;
+  for (int i = threadIdx.x; i < n; i += kBceThreads) {
+    const double z = logits[i];
+    const double y = labels[i];
+    my_loss += fmax(z, 0.0) - z * y + log1p(exp(-fabs(z)));
+    if ((z > 0) == (y > 0.5)) ++my_correct;
+    if (dlogits != nullptr) dlogits[i] = static_cast<float>(grad_scale * (StableSigmoid(z) - y));
+  }
+  loss[threadIdx.x] = my_loss;
+  correct[threadIdx.x] = my_correct;
+  __syncthreads();
+  for (int half = kBceThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      loss[threadIdx.x] += loss[threadIdx.x + half];
+      correct[threadIdx.x] += correct[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    sums->loss_sum = loss[0];
+    sums->correct = correct[0];
+  }
+}
+
+__global__ void SigmoidKernel(int64_t n, const float* x, float* y) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
+    y[i] = static_cast<float>(StableSigmoid(x[i]));
+  }
+}
+
+// ---- Sparse rows and strided copies ---------------------------------------------------------------
+
+// One thread per output element, summing its row's entries in order from 0 with explicit
+// roundings (no FMA), then storing or adding: the CPU's arithmetic, bit for bit. Threads of a warp
+// share a row for cols >= 32, so the entry reads are broadcasts and the b reads coalesce.
+__global__ void CsrMatMulKernel(int64_t total, int cols, const int32_t* offsets,
+                                const int32_t* indices, const float* values, const float* b,
+                                int b_stride, bool accumulate, float* c, int c_stride) {
+  for (int64_t index = FirstIndex(); index < total; index += GridStride()) {
+    const int64_t r = index / cols;
+    const int col = static_cast<int>(index % cols);
+    float acc = 0.0f;
+    for (int32_t j = offsets[r]; j < offsets[r + 1]; ++j) {
+      acc = __fadd_rn(acc, __fmul_rn(values[j], b[static_cast<int64_t>(indices[j]) * b_stride + col]));
+    }
+    float* out = c + r * c_stride + col;
+    *out = accumulate ? __fadd_rn(*out, acc) : acc;
+  }
+}
+
+__global__ void CopyMatrixKernel(int64_t total, int cols, const float* src, int src_stride,
+                                 float* dst, int dst_stride) {
+  for (int64_t index = FirstIndex(); index < total; index += GridStride()) {
+    const int64_t r = index / cols;
+    const int col = static_cast<int>(index % cols);
+    dst[r * dst_stride + col] = src[r * src_stride + col];
+  }
+}
+
 // ---- Convolution and pooling ----------------------------------------------------------------
 
 // One thread per col entry, in the order of the CPU's walk (image, c, kh, kw, oh, ow).
@@ -284,6 +362,34 @@ void LaunchSoftmaxCrossEntropy(cudaStream_t stream, int rows, int cols, const fl
                                XentSums* sums) {
   SoftmaxXentKernel<<<1, kXentWarps * 32, 0, stream>>>(rows, cols, logits, labels, grad_scale,
                                                        dlogits, sums);
+}
+
+void LaunchSigmoidCrossEntropy(cudaStream_t stream, int n, const float* logits,
+                               const float* labels, float grad_scale, float* dlogits,
+                               XentSums* sums) {
+  SigmoidXentKernel<<<1, kBceThreads, 0, stream>>>(n, logits, labels, grad_scale, dlogits, sums);
+}
+
+void LaunchSigmoid(cudaStream_t stream, int64_t n, const float* x, float* y) {
+  if (n > 0) SigmoidKernel<<<Blocks(n), kThreads, 0, stream>>>(n, x, y);
+}
+
+void LaunchCsrMatMul(cudaStream_t stream, const CsrMatrix& a, int cols, const float* b,
+                     int b_stride, bool accumulate, float* c, int c_stride) {
+  const int64_t total = static_cast<int64_t>(a.rows) * cols;
+  if (total > 0) {
+    CsrMatMulKernel<<<Blocks(total), kThreads, 0, stream>>>(
+        total, cols, a.offsets, a.indices, a.values, b, b_stride, accumulate, c, c_stride);
+  }
+}
+
+void LaunchCopyMatrix(cudaStream_t stream, int rows, int cols, const float* src, int src_stride,
+                      float* dst, int dst_stride) {
+  const int64_t total = static_cast<int64_t>(rows) * cols;
+  if (total > 0) {
+    CopyMatrixKernel<<<Blocks(total), kThreads, 0, stream>>>(total, cols, src, src_stride, dst,
+                                                              dst_stride);
+  }
 }
 
 void LaunchIm2Col(cudaStream_t stream, int n, const Window2d& window, const float* x, float* col) {

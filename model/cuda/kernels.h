@@ -4,8 +4,9 @@
 // method of the same name (model/backend.h); all pointers are device memory.
 //
 // Every kernel mirrors the CPU backend's arithmetic order where that is cheap, so results match
-// the CPU bit for bit except in GEMMs and the softmax sums: Col2Im and MaxPoolBackward gather per
-// input element, adding contributions in the CPU's order, instead of scattering with atomics.
+// the CPU bit for bit except in GEMMs, the loss sums and the sigmoid (CUDA's exp and log1p may
+// differ from the C library's in the last bit): Col2Im, MaxPoolBackward and CsrMatMul gather per
+// output element, adding contributions in the CPU's order, instead of scattering with atomics.
 #ifndef PSTRAIN_MODEL_CUDA_KERNELS_H_
 #define PSTRAIN_MODEL_CUDA_KERNELS_H_
 
@@ -38,6 +39,16 @@ void LaunchReluBackward(cudaStream_t stream, int64_t n, const float* y, const fl
 void LaunchSoftmaxCrossEntropy(cudaStream_t stream, int rows, int cols, const float* logits,
                                const int32_t* labels, float grad_scale, float* dlogits,
                                XentSums* sums);
+// Writes the loss sum and correct count over all n rows into *sums (device memory); dlogits may
+// be null or equal logits.
+void LaunchSigmoidCrossEntropy(cudaStream_t stream, int n, const float* logits,
+                               const float* labels, float grad_scale, float* dlogits,
+                               XentSums* sums);
+void LaunchSigmoid(cudaStream_t stream, int64_t n, const float* x, float* y);
+void LaunchCsrMatMul(cudaStream_t stream, const CsrMatrix& a, int cols, const float* b,
+                     int b_stride, bool accumulate, float* c, int c_stride);
+void LaunchCopyMatrix(cudaStream_t stream, int rows, int cols, const float* src, int src_stride,
+                      float* dst, int dst_stride);
 void LaunchIm2Col(cudaStream_t stream, int n, const Window2d& window, const float* x, float* col);
 void LaunchCol2Im(cudaStream_t stream, int n, const Window2d& window, const float* col, float* x);
 void LaunchMaxPoolForward(cudaStream_t stream, int n, const Window2d& window, const float* x,
