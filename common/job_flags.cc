@@ -6,10 +6,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/job_spec.h"
+#include "common/table_spec.h"
 #include "common/status_macros.h"
 
 DEFINE_string(config, "", "JobSpec textproto file; flags given on the command line override it");
-DEFINE_string(model, "mlp", "Model: mlp, cnn (two conv+pool blocks, two fully connected layers) or external (declared by the workers)");
+DEFINE_string(model, "mlp",
+              "Model: mlp, cnn (two conv+pool blocks, two fully connected layers), ctr (embedding tables + MLP "
+              "over Criteo or libsvm data) or external (declared by the workers)");
 DEFINE_string(hidden, "256,128", "Hidden layer widths of the MLP, comma-separated");
 DEFINE_string(data_dir, pstrain::kDefaultDataDir, "Folder with the Fashion-MNIST (or MNIST) IDX files");
 DEFINE_int64(train_limit, 0, "Use only the first N training samples (0: all)");
@@ -57,6 +60,13 @@ DEFINE_string(compression, "none",
               "How workers send gradients: none (float32), fp16 or bf16 (half the bytes, float32 sums on "
               "the servers), or topk:RATIO (the largest RATIO of each chunk, the rest carried to the next "
               "step), e.g. topk:0.01");
+DEFINE_string(data_format, "idx", "Data files: idx (Fashion-MNIST), criteo or libsvm (default: criteo for --model=ctr)");
+DEFINE_string(bad_records, "fail", "criteo/libsvm: a line that does not parse stops the job (fail) or is skipped and counted (skip)");
+DEFINE_int32(embedding_dim, 16, "--model=ctr: floats per embedding row");
+DEFINE_string(table_optimizer, "adagrad", "--model=ctr: how embedding rows are updated: adagrad, sgd, lazy_adam or ftrl");
+DEFINE_double(table_lr, 0.05, "--model=ctr: the embedding rows' learning rate (default: 0.05; lazy_adam 0.001)");
+DEFINE_double(table_l1, 0.0, "--table_optimizer=ftrl: L1 strength");
+DEFINE_double(table_l2, 0.0, "--table_optimizer=ftrl: L2 strength");
 DEFINE_int32(replicas, 1, "Copies of each server's shard: 1, or 2 (a live copy on the next server survives one server's loss)");
 
 namespace pstrain {
@@ -72,7 +82,8 @@ const char* const kJobFlags[] = {
     "clip_grad_norm", "lr_schedule",  "warmup_steps",  "lr_step_size", "lr_gamma",     "lr_min_factor",
     "allow_nonfinite_gradients", "lease_batches", "max_chunk_bytes", "final_model",
     "eval_last_epoch_only", "checkpoint_dir", "checkpoint_every_steps", "min_workers",
-    "checkpoint_every_seconds", "global_batch", "resume", "replicas", "overlap", "compression"};
+    "checkpoint_every_seconds", "global_batch", "resume", "replicas", "overlap", "compression",
+    "data_format", "bad_records", "embedding_dim", "table_optimizer", "table_lr", "table_l1", "table_l2"};
 
 bool Given(const char* name) {
   gflags::CommandLineFlagInfo info;
@@ -144,6 +155,17 @@ absl::Status ApplyFlags(JobSpec* job) {
   if (Given("replicas")) job->set_replicas(FLAGS_replicas);
   if (Given("overlap")) job->set_overlap(FLAGS_overlap);
   if (Given("compression")) job->set_compression(FLAGS_compression);
+  if (Given("data_format")) data->set_format(FLAGS_data_format);
+  if (Given("bad_records")) data->set_bad_records(FLAGS_bad_records);
+  if (Given("embedding_dim")) job->set_embedding_dim(FLAGS_embedding_dim);
+  SparseOptimizerSpec* table_opt = job->mutable_table_optimizer();
+  if (Given("table_optimizer")) {
+    ASSIGN_OR_RETURN(SparseOptimizerSpec::Type type, ParseSparseOptimizer(FLAGS_table_optimizer));
+    table_opt->set_type(type);
+  }
+  if (Given("table_lr")) table_opt->set_lr(static_cast<float>(FLAGS_table_lr));
+  if (Given("table_l1")) table_opt->set_l1(static_cast<float>(FLAGS_table_l1));
+  if (Given("table_l2")) table_opt->set_l2(static_cast<float>(FLAGS_table_l2));
   return absl::OkStatus();
 }
 
@@ -155,7 +177,8 @@ absl::Status RejectExplicitZeros() {
       {"servers", FLAGS_servers},       {"workers", FLAGS_workers},
       {"batch_size", FLAGS_batch_size}, {"epochs", FLAGS_epochs},
       {"lease_batches", FLAGS_lease_batches}, {"max_chunk_bytes", FLAGS_max_chunk_bytes},
-      {"min_workers", FLAGS_min_workers}, {"replicas", FLAGS_replicas}};
+      {"min_workers", FLAGS_min_workers}, {"replicas", FLAGS_replicas},
+      {"embedding_dim", FLAGS_embedding_dim}};
   for (const IntFlag& f : must_be_positive) {
     if (Given(f.name) && f.value <= 0) {
       return absl::InvalidArgumentError(absl::StrCat("--", f.name, ": got ", f.value, ", expected >= 1"));

@@ -99,6 +99,15 @@ absl::Status ValidateTables(const JobSpec& job) {
       return Invalid(absl::StrCat(field, ".init_bound"), absl::StrCat(t.init_bound()), "a finite value >= 0");
     }
     if (absl::Status s = ValidateSparseOptimizer(absl::StrCat(field, ".optimizer"), t.optimizer()); !s.ok()) return s;
+    if (job.model() == kCtrModel && t.dim() != job.embedding_dim()) {
+      return Invalid(absl::StrCat(field, ".dim"), absl::StrCat(t.dim()),
+                     absl::StrCat("embedding_dim = ", job.embedding_dim(), " (model 'ctr' pools every field alike)"));
+    }
+  }
+  if (job.model() == kCtrModel && job.tables_size() != CtrFieldsOf(job.data().format())) {
+    return Invalid("tables", absl::StrCat(job.tables_size(), " tables"),
+                   absl::StrCat(CtrFieldsOf(job.data().format()), " for model 'ctr' on ", job.data().format(),
+                                " data (one per categorical field)"));
   }
   return absl::OkStatus();
 }
@@ -115,6 +124,15 @@ absl::StatusOr<SparseOptimizerSpec::Type> ParseSparseOptimizer(absl::string_view
 
 std::string SparseOptimizerTypeName(SparseOptimizerSpec::Type type) {
   return absl::AsciiStrToLower(SparseOptimizerSpec::Type_Name(type));
+}
+
+CtrShape CtrShapeOf(const JobSpec& job) {
+  CtrShape shape;
+  shape.num_fields = job.tables_size();
+  shape.num_dense = job.data().format() == "libsvm" ? 0 : 13;
+  shape.dim = job.embedding_dim();
+  shape.hidden_sizes.assign(job.hidden_sizes().begin(), job.hidden_sizes().end());
+  return shape;
 }
 
 int64_t TableRowFloorBytes(const TableSpec& table) {

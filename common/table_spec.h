@@ -7,6 +7,7 @@
 #define PSTRAIN_COMMON_TABLE_SPEC_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -38,6 +39,16 @@ absl::Status ValidateTables(const JobSpec& job);
 // listing them otherwise.
 absl::StatusOr<SparseOptimizerSpec::Type> ParseSparseOptimizer(absl::string_view name);
 std::string SparseOptimizerTypeName(SparseOptimizerSpec::Type type);
+
+// The shape of model "ctr" for a job (after ApplyJobDefaults): what the scheduler lays out and the
+// workers build (model/ctr_model.h), so both derive it here.
+struct CtrShape {
+  int num_fields = 0;  // categorical fields: one table each (job.tables, in order)
+  int num_dense = 0;   // dense features: 13 for criteo, 0 for libsvm
+  int dim = 0;         // every table's dim (embedding_dim)
+  std::vector<int> hidden_sizes;
+};
+CtrShape CtrShapeOf(const JobSpec& job);
 
 // Bytes of one row's weights and optimizer state (the memory floor per row): dim x 4 x (1 +
 // state vectors), plus 4 for lazy Adam's step count.

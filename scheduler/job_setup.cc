@@ -1,19 +1,61 @@
 #include "scheduler/job_setup.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/job_spec.h"
 #include "common/status_macros.h"
 #include "data/assignment.h"
+#include "common/table_spec.h"
+#include "data/ctr_files.h"
 #include "data/idx_reader.h"
+#include "model/ctr_model.h"
 #include "model/model.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/shard_map.h"
 
 namespace pstrain {
 namespace scheduler {
+namespace {
+
+int64_t Limited(int64_t count, int64_t limit) { return limit > 0 ? std::min(count, limit) : count; }
+
+// Model "ctr": the record counts of the text files (one streaming pass each) and the MLP's tensors.
+absl::StatusOr<JobSetup> SetUpCtrJob(const JobSpec& job) {
+  ASSIGN_OR_RETURN(const data::DataFormat format, data::ParseDataFormat(job.data().format()));
+  ASSIGN_OR_RETURN(const data::CtrFiles files, data::FindCtrFiles(job.data().data_dir(), format));
+  data::RecordCounter counter;
+  ASSIGN_OR_RETURN(const int64_t train, counter.Count(files.train));
+  ASSIGN_OR_RETURN(const int64_t test, counter.Count(files.test));
+  JobSetup setup;
+  setup.train_samples = Limited(train, job.data().train_limit());
+  setup.test_samples = Limited(test, job.data().test_limit());
+  if (setup.train_samples <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("training file ", files.train, ": no records, expected at least one"));
+  }
+  const CtrShape shape = CtrShapeOf(job);
+  model::CtrModelOptions options;
+  options.num_fields = shape.num_fields;
+  options.num_dense = shape.num_dense;
+  options.dim = shape.dim;
+  options.hidden_sizes = shape.hidden_sizes;
+  RETURN_IF_ERROR(model::ValidateCtrModelOptions(options));
+  const std::vector<model::ParamSpec> params = model::CtrDenseParamSpecs(options);
+  setup.model_line = absl::StrCat(job.model(), ": ", job.tables_size(), " embedding tables of dim ", shape.dim, ", ",
+                                  params.size(), " dense tensors, ", model::TotalElements(params),
+                                  " dense parameters; data ", files.train, " (", setup.train_samples, " records), ",
+                                  files.test, " (", setup.test_samples, ")");
+  ASSIGN_OR_RETURN(setup.shard_map, BuildShardMap(TensorSpecsOf(params), job.num_servers(), job.max_chunk_bytes()));
+  setup.total_steps =
+      TotalSteps(job, setup.train_samples, data::SyncStepsPerEpoch(setup.train_samples, job.global_batch()));
+  return setup;
+}
+
+}  // namespace
+
 absl::StatusOr<JobSetup> SetUpJob(const JobSpec& job) {
+  if (job.model() == kCtrModel) return SetUpCtrJob(job);
   if (IsExternalModel(job)) {
     // The workers declare the model and the sizes (declared_model.h); the data is theirs.
     JobSetup setup;

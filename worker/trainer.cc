@@ -1,44 +1,12 @@
 #include "worker/trainer.h"
 
-#include <algorithm>
-#include <utility>
-
-#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "data/batch.h"
 
 namespace pstrain::worker {
 
-absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(std::unique_ptr<TrainingSession> session,
-                                                        model::Model* model, const data::Dataset* train,
-                                                        const data::Dataset* test) {
-  if (train->features() != model->input_size() || test->features() != model->input_size()) {
-    return absl::InvalidArgumentError(absl::StrCat("data has ", train->features(),
-                                                   " features per sample, the model expects ",
-                                                   model->input_size()));
-  }
-  const ClusterView& view = session->view();
-  if (train->num_samples != view.train_samples() || test->num_samples != view.test_samples()) {
-    return absl::InvalidArgumentError(absl::StrCat("data has ", train->num_samples, " training and ",
-                                                   test->num_samples, " test samples, the job has ",
-                                                   view.train_samples(), " and ", view.test_samples()));
-  }
-  return std::unique_ptr<Trainer>(new Trainer(std::move(session), model, train, test));
-}
-
-Trainer::Trainer(std::unique_ptr<TrainingSession> session, model::Model* model, const data::Dataset* train,
-                 const data::Dataset* test)
-    : session_(std::move(session)), model_(model), train_(train), test_(test) {
-  // A sync slice grows when workers leave (the global batch is shared by fewer); at most the
-  // whole global batch.
-  const int64_t largest = std::max<int64_t>(session_->job().batch_size(), session_->view().global_batch());
-  batch_x_.resize(static_cast<size_t>(largest) * train_->features());
-  batch_y_.resize(largest);
-}
-
 absl::Status Trainer::SyncModel() {
   if (session_->weights_version() == loaded_version_) return absl::OkStatus();
-  RETURN_IF_ERROR(model_->SetParameters(session_->weights()));
+  RETURN_IF_ERROR(workload_->SetParameters(session_->weights()));
   loaded_version_ = session_->weights_version();
   return absl::OkStatus();
 }
@@ -54,9 +22,7 @@ absl::Status Trainer::Run() {
       case TrainingSession::Work::kEvaluate: {
         RETURN_IF_ERROR(SyncModel());
         model::BatchStats stats;
-        RETURN_IF_ERROR(model_->Evaluate(test_->images.data() + work.begin * test_->features(),
-                                         test_->labels.data() + work.begin, static_cast<int>(work.end - work.begin),
-                                         &stats));
+        RETURN_IF_ERROR(workload_->Evaluate(session_.get(), work.begin, work.end, &stats));
         RETURN_IF_ERROR(session_->ReportEvaluation(stats));
         break;
       }
@@ -69,16 +35,10 @@ absl::Status Trainer::Run() {
 
 absl::Status Trainer::Train(const TrainingSession::Work& work) {
   RETURN_IF_ERROR(SyncModel());
-  const int count = static_cast<int>(work.samples.size());
-  if (count > static_cast<int64_t>(batch_y_.size())) {
-    batch_x_.resize(static_cast<size_t>(count) * train_->features());
-    batch_y_.resize(count);
-  }
-  data::GatherBatch(*train_, work.samples, batch_x_.data(), batch_y_.data());
+  RETURN_IF_ERROR(workload_->LoadBatch(work.samples));
   ASSIGN_OR_RETURN(model::GradientSink* const sink, session_->BeginStep());
   model::BatchStats stats;
-  absl::Status computed =
-      model_->ComputeGradient(batch_x_.data(), batch_y_.data(), count, session_->gradient(), &stats, sink);
+  absl::Status computed = workload_->ComputeGradient(session_.get(), sink, &stats);
   if (!computed.ok()) {
     session_->AbandonStep();
     return computed;

@@ -1,13 +1,13 @@
-// The built-in models' training loop: a TrainingSession (worker/training_session.h) driven with a
-// model::Model on an in-memory data set.
+// The training loop of pstrain-worker: a TrainingSession (worker/training_session.h) driven with a
+// Workload (worker/workload.h), the same loop for every built-in model.
 //
-//   Next() -> kTrain:    gather the samples, compute the gradient into the session's buffer
+//   Next() -> kTrain:    LoadBatch, BeginStep, ComputeGradient into the session's buffers
 //                        (reporting each layer to the session's sink while backward runs), EndStep
-//          -> kEvaluate: evaluate the test range, ReportEvaluation
+//          -> kEvaluate: Evaluate the test range, ReportEvaluation
 //          -> kDone:     return
 //
-// The model keeps its own copy of the weights (on its device), so the loop reloads it whenever
-// the session has written new ones.
+// The workload's model keeps its own copy of the dense weights (on its device), so the loop
+// reloads it whenever the session has written new ones.
 //
 // Not thread-safe: Run() is called once, on one thread.
 #ifndef PSTRAIN_WORKER_TRAINER_H_
@@ -15,23 +15,19 @@
 
 #include <cstdint>
 #include <memory>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "data/dataset.h"
-#include "model/model.h"
 #include "worker/training_session.h"
+#include "worker/workload.h"
 
 namespace pstrain::worker {
 
 class Trainer {
  public:
-  // `session` was created for the model's params(). Everything borrowed must outlive the Trainer.
-  // INVALID_ARGUMENT when the data set does not match the model or the job's sample counts.
-  static absl::StatusOr<std::unique_ptr<Trainer>> Create(std::unique_ptr<TrainingSession> session,
-                                                        model::Model* model, const data::Dataset* train,
-                                                        const data::Dataset* test);
+  // `workload` computes what `session` was created for; borrowed, it must outlive the Trainer.
+  Trainer(std::unique_ptr<TrainingSession> session, Workload* workload)
+      : session_(std::move(session)), workload_(workload) {}
 
   // Trains the whole job (or until asked to leave) and sends the final report. Blocks. Errors name
   // the failing call.
@@ -44,19 +40,12 @@ class Trainer {
   bool left() const { return left_; }
 
  private:
-  Trainer(std::unique_ptr<TrainingSession> session, model::Model* model, const data::Dataset* train,
-          const data::Dataset* test);
-
-  // Loads the session's weights into the model if they changed since the last load.
+  // Loads the session's weights into the workload if they changed since the last load.
   absl::Status SyncModel();
   absl::Status Train(const TrainingSession::Work& work);
 
   const std::unique_ptr<TrainingSession> session_;
-  model::Model* const model_;
-  const data::Dataset* const train_;
-  const data::Dataset* const test_;
-  std::vector<float> batch_x_;
-  std::vector<int32_t> batch_y_;
+  Workload* const workload_;
   int64_t loaded_version_ = -1;
   bool left_ = false;
 };

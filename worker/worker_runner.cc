@@ -1,5 +1,6 @@
 #include "worker/worker_runner.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,14 +11,31 @@
 #include "data/idx_reader.h"
 #include "model/device.h"
 #include "model/model.h"
+#include "common/table_spec.h"
+#include "worker/ctr_workload.h"
+#include "worker/image_workload.h"
 #include "worker/job_member.h"
 #include "worker/trainer.h"
 
 namespace pstrain::worker {
 namespace {
 
+// Model "ctr": embedding tables and an MLP over streamed Criteo or libsvm records.
+absl::Status TrainCtr(JobMember* member, model::Backend* backend) {
+  const JobSpec& job = member->job();
+  // The view (with the data sizes) comes with Start; the files are opened against it.
+  ASSIGN_OR_RETURN(const ClusterView view, member->Start());
+  ASSIGN_OR_RETURN(std::unique_ptr<CtrWorkload> workload, CtrWorkload::Create(job, view, backend));
+  ASSIGN_OR_RETURN(std::unique_ptr<TrainingSession> session, member->NewSession(workload->params()));
+  Trainer trainer(std::move(session), workload.get());
+  RETURN_IF_ERROR(trainer.Run());
+  if (workload->skipped() > 0) LOG(WARNING) << "skipped " << workload->skipped() << " bad records (--bad_records=skip)";
+  return absl::OkStatus();
+}
+
 absl::Status Train(const WorkerOptions& options, JobMember* member, model::Backend* backend) {
   const JobSpec& job = member->job();
+  if (job.model() == kCtrModel) return TrainCtr(member, backend);
   ASSIGN_OR_RETURN(data::Dataset train,
                    data::LoadFashionMnist(job.data().data_dir(), data::Split::kTrain, job.data().train_limit()));
   ASSIGN_OR_RETURN(data::Dataset test,
@@ -29,8 +47,11 @@ absl::Status Train(const WorkerOptions& options, JobMember* member, model::Backe
                                    backend));
   RETURN_IF_ERROR(member->Start().status());
   ASSIGN_OR_RETURN(std::unique_ptr<TrainingSession> session, member->NewSession(model->params()));
-  ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(std::move(session), model.get(), &train, &test));
-  return trainer->Run();
+  const int64_t largest = std::max<int64_t>(job.batch_size(), session->view().global_batch());
+  ASSIGN_OR_RETURN(std::unique_ptr<ImageWorkload> workload,
+                   ImageWorkload::Create(model.get(), &train, &test, session->view(), largest));
+  Trainer trainer(std::move(session), workload.get());
+  return trainer.Run();
 }
 
 }  // namespace

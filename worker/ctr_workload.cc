@@ -1,0 +1,89 @@
+#include "worker/ctr_workload.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "common/table_spec.h"
+#include "data/ctr_files.h"
+#include "data/text_records.h"
+
+namespace pstrain::worker {
+
+absl::StatusOr<std::unique_ptr<CtrWorkload>> CtrWorkload::Create(const JobSpec& job, const ClusterView& view,
+                                                                model::Backend* backend) {
+  const CtrShape shape = CtrShapeOf(job);
+  model::CtrModelOptions options;
+  options.num_fields = shape.num_fields;
+  options.num_dense = shape.num_dense;
+  options.dim = shape.dim;
+  options.hidden_sizes = shape.hidden_sizes;
+  ASSIGN_OR_RETURN(std::unique_ptr<model::CtrModel> model, model::CtrModel::Create(options, backend));
+  ASSIGN_OR_RETURN(const data::DataFormat format, data::ParseDataFormat(job.data().format()));
+  ASSIGN_OR_RETURN(const data::BadRecords bad_records, data::ParseBadRecords(job.data().bad_records()));
+  ASSIGN_OR_RETURN(const data::CtrFiles files, data::FindCtrFiles(job.data().data_dir(), format));
+  data::CtrSource::Options source;
+  source.format = format;
+  source.bad_records = bad_records;
+  ASSIGN_OR_RETURN(std::unique_ptr<data::CtrSource> train, data::CtrSource::Open(files.train, source));
+  ASSIGN_OR_RETURN(std::unique_ptr<data::CtrSource> test, data::CtrSource::Open(files.test, source));
+  return std::unique_ptr<CtrWorkload>(new CtrWorkload(std::move(model), std::move(train), std::move(test)));
+}
+
+CtrWorkload::CtrWorkload(std::unique_ptr<model::CtrModel> model, std::unique_ptr<data::CtrSource> train,
+                         std::unique_ptr<data::CtrSource> test)
+    : model_(std::move(model)), train_(std::move(train)), test_(std::move(test)) {}
+
+absl::Status CtrWorkload::SetParameters(absl::Span<const float> weights) { return model_->SetParameters(weights); }
+
+absl::Status CtrWorkload::LoadBatch(absl::Span<const int64_t> samples) {
+  const int64_t first = samples.empty() ? 0 : samples.front();
+  if (!samples.empty() && samples.back() - first + 1 != static_cast<int64_t>(samples.size())) {
+    return absl::InternalError(absl::StrCat("ctr batch of ", samples.size(), " samples from ", first, " to ",
+                                            samples.back(), ": expected a contiguous run of records"));
+  }
+  RETURN_IF_ERROR(train_->ReadBatch(first, static_cast<int64_t>(samples.size()), &batch_));
+  ASSIGN_OR_RETURN(keys_, model_->TableKeys(batch_));
+  return absl::OkStatus();
+}
+
+absl::Status CtrWorkload::PullRows(TrainingSession* session, const std::vector<absl::Span<const uint64_t>>& keys) {
+  RETURN_IF_ERROR(session->PullRows(keys));
+  rows_.clear();
+  row_grads_.clear();
+  for (int t = 0; t < session->num_tables(); ++t) {
+    rows_.push_back(session->rows(t));
+    row_grads_.push_back(session->row_gradient(t));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CtrWorkload::ComputeGradient(TrainingSession* session, model::GradientSink* /*sink*/,
+                                          model::BatchStats* stats) {
+  RETURN_IF_ERROR(PullRows(session, keys_));
+  return model_->ComputeGradient(batch_, rows_, session->gradient(), row_grads_, stats);
+}
+
+absl::Status CtrWorkload::Evaluate(TrainingSession* session, int64_t begin, int64_t end, model::BatchStats* stats) {
+  for (int64_t first = begin; first < end; first += kEvalPiece) {
+    const int64_t count = std::min(kEvalPiece, end - first);
+    RETURN_IF_ERROR(test_->ReadBatch(first, count, &batch_));
+    ASSIGN_OR_RETURN(const std::vector<absl::Span<const uint64_t>> keys, model_->TableKeys(batch_));
+    RETURN_IF_ERROR(PullRows(session, keys));
+    probabilities_.resize(batch_.size);
+    RETURN_IF_ERROR(model_->Predict(batch_, rows_, absl::MakeSpan(probabilities_)));
+    for (int64_t i = 0; i < batch_.size; ++i) {
+      // Log loss with p kept off 0 and 1, so a confident mistake costs a large but finite amount.
+      const double p = std::clamp(static_cast<double>(probabilities_[i]), 1e-12, 1.0 - 1e-12);
+      const bool click = batch_.labels[i] > 0.5f;
+      stats->loss_sum -= click ? std::log(p) : std::log1p(-p);
+      stats->correct += (p > 0.5) == click ? 1 : 0;
+    }
+    stats->samples += batch_.size;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pstrain::worker

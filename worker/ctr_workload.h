@@ -1,0 +1,67 @@
+// Model "ctr" (model/ctr_model.h) on streamed Criteo or libsvm records (data/ctr_source.h), as a
+// Workload (worker/workload.h). Each step reads its records, asks the model for the batch's keys
+// per table, pulls their rows through the session, and hands the session the dense gradient and
+// one gradient row per key. Evaluation reads the test range in pieces of kEvalPiece records, pulls
+// each piece's rows, and scores it.
+//
+// Records are read in file order (the session hands text data out unshuffled), so a step's
+// samples are one contiguous range of records. A skipped bad record (--bad_records=skip) still
+// counts as a record of the epoch but adds no sample to the gradient.
+#ifndef PSTRAIN_WORKER_CTR_WORKLOAD_H_
+#define PSTRAIN_WORKER_CTR_WORKLOAD_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "data/ctr_batch.h"
+#include "data/ctr_source.h"
+#include "model/backend.h"
+#include "model/ctr_model.h"
+#include "proto/cluster.pb.h"
+#include "proto/job.pb.h"
+#include "worker/workload.h"
+
+namespace pstrain::worker {
+
+class CtrWorkload : public Workload {
+ public:
+  static constexpr int64_t kEvalPiece = 8192;
+
+  // Opens the job's training and test files and builds the model on `backend` (borrowed; must
+  // outlive the workload). NOT_FOUND for missing files; INVALID_ARGUMENT when the model's dense
+  // tensors do not match the view's shard map or the files hold fewer records than the view says.
+  static absl::StatusOr<std::unique_ptr<CtrWorkload>> Create(const JobSpec& job, const ClusterView& view,
+                                                            model::Backend* backend);
+
+  const std::vector<model::ParamSpec>& params() const { return model_->params(); }
+
+  absl::Status SetParameters(absl::Span<const float> weights) override;
+  absl::Status LoadBatch(absl::Span<const int64_t> samples) override;
+  absl::Status ComputeGradient(TrainingSession* session, model::GradientSink* sink, model::BatchStats* stats) override;
+  absl::Status Evaluate(TrainingSession* session, int64_t begin, int64_t end, model::BatchStats* stats) override;
+
+  // Bad records skipped so far (training and test files).
+  int64_t skipped() const { return train_->skipped() + test_->skipped(); }
+
+ private:
+  CtrWorkload(std::unique_ptr<model::CtrModel> model, std::unique_ptr<data::CtrSource> train,
+              std::unique_ptr<data::CtrSource> test);
+
+  // Pulls the rows of `batch`'s keys (TableKeys ran on it) through the session.
+  absl::Status PullRows(TrainingSession* session, const std::vector<absl::Span<const uint64_t>>& keys);
+
+  std::unique_ptr<model::CtrModel> model_;
+  std::unique_ptr<data::CtrSource> train_;
+  std::unique_ptr<data::CtrSource> test_;
+  data::CtrBatch batch_;
+  std::vector<absl::Span<const uint64_t>> keys_;  // of batch_, from TableKeys
+  std::vector<absl::Span<const float>> rows_;
+  std::vector<absl::Span<float>> row_grads_;
+  std::vector<float> probabilities_;
+};
+
+}  // namespace pstrain::worker
+
+#endif  // PSTRAIN_WORKER_CTR_WORKLOAD_H_
