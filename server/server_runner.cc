@@ -14,6 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/barriers.h"
 #include "common/health.h"
@@ -27,6 +28,24 @@
 
 namespace pstrain::server {
 namespace {
+
+// "shard 0: embedding rows C1 812, C2 790, ...; 40123 rows in 6.1 MiB, 159.2 bytes/row (floor 128)".
+void LogTableStats(const ParameterStore& store) {
+  const std::vector<SparseShard::TableStats> stats = store.TableStats();
+  if (stats.empty()) return;
+  int64_t rows = 0, bytes = 0, floor = 0;
+  std::vector<std::string> parts;
+  for (const SparseShard::TableStats& t : stats) {
+    parts.push_back(absl::StrCat(t.name, " ", t.rows));
+    rows += t.rows;
+    bytes += t.bytes_used;
+    floor += t.rows * t.floor_bytes_per_row;
+  }
+  LOG(INFO) << "server: shard " << store.rank() << ": embedding rows " << absl::StrJoin(parts, ", ") << "; " << rows
+            << " rows in " << absl::StrFormat("%.1f", bytes / 1048576.0) << " MiB, "
+            << absl::StrFormat("%.1f bytes/row (floor %.1f)", rows > 0 ? double(bytes) / rows : 0.0,
+                               rows > 0 ? double(floor) / rows : 0.0);
+}
 
 // A server's pull answer holds its whole share of the model; keep gRPC's 4 MiB default out of the way.
 constexpr int kMaxMessageBytes = 1 << 30;
@@ -149,7 +168,10 @@ absl::Status ServerRunner::Run() {
   // The store first: it finishes every parked call, and the gRPC server's shutdown waits for all
   // open calls. The store outlives the server, which may still route a late call to it.
   // The step counters, so a test can check that no step was applied twice.
-  if (store != nullptr) LOG(INFO) << "server: shard " << store->rank() << " ends at step " << store->step();
+  if (store != nullptr) {
+    LOG(INFO) << "server: shard " << store->rank() << " ends at step " << store->step();
+    LogTableStats(*store);
+  }
   if (replica_ != nullptr) {
     LOG(INFO) << "server: " << (replica_promoted_ ? "promoted copy" : "copy") << " of shard " << replica_->rank()
               << " ends at step " << replica_->step();

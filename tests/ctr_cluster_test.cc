@@ -1,0 +1,129 @@
+// Model "ctr" on data made by pstrain-gen-ctr, as a user runs it: real processes over real
+// sockets. SYNC and ASYNC jobs learn (their test log loss beats predicting the click rate), count
+// every record once per epoch, survive a worker killed mid-epoch, and a malformed line either
+// stops the job naming its file and line or is skipped and counted.
+#include <signal.h>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/cluster.h"
+#include "tests/process.h"
+
+namespace pstrain::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int64_t kTrain = 30000;
+constexpr int64_t kTest = 4000;
+
+// Generated once for the whole binary: kTrain + kTest records, 20k distinct keys.
+const std::string& DataDir() {
+  static const std::string* dir = [] {
+    auto* d = new std::string(MakeTempDir("ctr-data"));
+    absl::StatusOr<RunResult> gen =
+        Run({BinDir() + "/pstrain-gen-ctr", "--out_dir=" + *d, "--train_samples=" + std::to_string(kTrain),
+             "--test_samples=" + std::to_string(kTest), "--unique_keys=20000", "--seed=3"},
+            absl::Minutes(1));
+    EXPECT_TRUE(gen.ok() && gen->exit_code == 0) << (gen.ok() ? gen->output : gen.status().ToString());
+    return d;
+  }();
+  return *dir;
+}
+
+// The share of clicks in the test file.
+double TestClickRate() {
+  std::ifstream in(DataDir() + "/test.tsv");
+  std::string line;
+  int64_t clicks = 0, all = 0;
+  while (std::getline(in, line)) {
+    clicks += line[0] == '1';
+    ++all;
+  }
+  return static_cast<double>(clicks) / all;
+}
+
+std::vector<std::string> Job(const std::string& data_dir, std::vector<std::string> extra = {}) {
+  std::vector<std::string> flags = {"--model=ctr", "--data_dir=" + data_dir, "--epochs=2", "--batch_size=256",
+                                    "--seed=5", "--embedding_dim=8", "--hidden=64,32"};
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  return flags;
+}
+
+void ExpectEveryRecordOncePerEpoch(const std::string& summary) {
+  const std::vector<double> samples = JsonNumbers(summary, "samples");
+  ASSERT_GE(samples.size(), 2u) << summary;
+  for (int e = 0; e < 2; ++e) EXPECT_EQ(samples[e], kTrain) << "epoch " << e << "\n" << summary;
+}
+
+ClusterRun Launch(const std::string& name, const std::vector<std::string>& flags) {
+  absl::StatusOr<ClusterRun> run = LaunchCluster(name, flags, absl::Minutes(4));
+  EXPECT_TRUE(run.ok()) << run.status();
+  return run.ok() ? *run : ClusterRun{};
+}
+
+TEST(CtrClusterTest, SyncAndAsyncJobsLearnAndCountEveryRecordOnce) {
+  // The log loss of predicting the click rate for everyone: what a model that learnt nothing scores.
+  const double p = TestClickRate();
+  const double base_loss = -(p * std::log(p) + (1 - p) * std::log(1 - p));
+  for (const std::string mode : {"sync", "async"}) {
+    SCOPED_TRACE(mode);
+    const ClusterRun run = Launch("ctr-" + mode, Job(DataDir(), {"--mode=" + mode}));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    ExpectEveryRecordOncePerEpoch(run.summary_json);
+    EXPECT_LT(JsonNumber(run.summary_json, "final_test_loss"), base_loss - 0.01) << run.summary_json;
+    // Every server says how many rows of each table it holds.
+    EXPECT_THAT(run.output, HasSubstr("embedding rows")) << run.output.substr(run.output.size() - 3000);
+  }
+}
+
+TEST(CtrClusterTest, KilledWorkerLosesAndDuplicatesNothing) {
+  ManualCluster reference("ctr-reference");
+  reference.Start(2, 3, Job(DataDir()));
+  const std::string expected = RunToEnd(reference);
+
+  ManualCluster cluster("ctr-kill");
+  cluster.Start(2, 3, Job(DataDir()));
+  cluster.WaitForSteps(40);
+  cluster.workers[1]->Kill(SIGKILL);
+  ASSERT_EQ(cluster.scheduler->Wait(absl::Minutes(3)).value_or(-1), 0) << cluster.scheduler->Output();
+  const std::string summary = ReadFile(cluster.summary_path());
+  ExpectEveryRecordOncePerEpoch(summary);
+  EXPECT_NEAR(JsonNumber(summary, "final_test_loss"), JsonNumber(expected, "final_test_loss"), 0.005)
+      << summary;
+}
+
+// A copy of the data whose training file has a malformed record at line kTrain / 2 + 1 (1-based).
+std::string DataWithBadLine() {
+  const std::string dir = MakeTempDir("ctr-bad");
+  std::ifstream in(DataDir() + "/train.tsv");
+  std::ofstream out(dir + "/train.tsv");
+  std::string line;
+  for (int64_t i = 0; std::getline(in, line); ++i) {
+    if (i == kTrain / 2) line = "1\tnot-a-number" + line.substr(line.find('\t', 2));
+    out << line << "\n";
+  }
+  std::ifstream test_in(DataDir() + "/test.tsv");
+  std::ofstream test_out(dir + "/test.tsv");
+  test_out << test_in.rdbuf();
+  return dir;
+}
+
+TEST(CtrClusterTest, MalformedLineStopsTheJobNamingFileAndLineOrIsSkipped) {
+  const std::string dir = DataWithBadLine();
+  const ClusterRun failed = Launch("ctr-bad-fail", Job(dir, {"--epochs=1"}));
+  EXPECT_NE(failed.exit_code, 0);
+  EXPECT_THAT(failed.output, HasSubstr("train.tsv:" + std::to_string(kTrain / 2 + 1) + ":")) << failed.output;
+
+  const ClusterRun skipped = Launch("ctr-bad-skip", Job(dir, {"--epochs=1", "--bad_records=skip"}));
+  EXPECT_EQ(skipped.exit_code, 0) << skipped.output;
+  EXPECT_THAT(skipped.output, HasSubstr("skipped 1 bad records"));
+}
+
+}  // namespace
+}  // namespace pstrain::testing
