@@ -12,6 +12,8 @@ anything but little-endian float32, this fails.
          ──start──> pstrain-server (registers itself)
   client ──Register / GetClusterView / Heartbeat / Barrier──> scheduler
   client ──Pull(0), PushPull(0), bad PushPulls, Pull(1)──> server
+  client ──Pull(rows of keys), PushPull(row gradients), bad sparse pushes──> server (embedding
+         table "user", declared in the job's textproto; proto/ps.proto SparseRows)
   client ──LeaseWork(eval) / ReportProgress(done)──> scheduler; both processes exit 0
 
 Exit status: 0 passed, 1 failed (with both processes' output), 77 skipped (no grpc or protobuf
@@ -97,12 +99,19 @@ class Processes:
                 print("----- %s (exit status %s) -----\n%s" % (name, p.poll(), f.read()))
 
 
+TABLE_DIM = 4  # The job's embedding table "user" (id 0): rows of 4 floats, plain SGD at LR.
+
+
 def start_cluster(procs, bin_dir):
     """Starts the scheduler on a free port (it writes the port it got) and a server; returns the
-    scheduler's address."""
+    scheduler's address. The job declares one embedding table, which only this client uses."""
     port_file = os.path.join(procs.workdir, "scheduler.port")
+    config = os.path.join(procs.workdir, "job.textproto")
+    with open(config, "w") as f:
+        f.write('tables { name: "user" dim: %d optimizer { type: SGD lr: %g } }\n' % (TABLE_DIM, LR))
     scheduler = procs.start("scheduler", [
         os.path.join(bin_dir, "pstrain-scheduler"), "--host=127.0.0.1", "--port=0", "--port_file=" + port_file,
+        "--config=" + config,
         "--servers=1", "--workers=1", "--mode=sync", "--epochs=1", "--batch_size=%d" % BATCH,
         "--train_limit=%d" % TRAIN_LIMIT, "--test_limit=%d" % TEST_LIMIT, "--max_chunk_bytes=%d" % MAX_CHUNK_BYTES,
         "--optimizer=sgd", "--lr=%g" % LR, "--lr_schedule=constant", "--warmup_steps=0", "--weight_decay=0",
@@ -196,6 +205,78 @@ def check_sgd_step(before, after, tensors):
     return n
 
 
+def keys_bytes(keys):
+    return struct.pack("<%dQ" % len(keys), *keys)
+
+
+def row_gradient(key, element):
+    """A multiple of 1/8 (exact in float32 and after lr * g) that differs per key and element."""
+    return ((key * 5 + element * 3) % 13 - 6) / 8.0
+
+
+def sparse_push(pb, rank, view, step, request_id, keys, rows=None, table_id=0, pull_keys=None):
+    """A push of no dense gradient (an empty list of chunks is not a valid push, so every chunk
+    carries zeros) and row gradients of `keys` (rows: flat floats; default row_gradient)."""
+    P = pb.ps_pb2
+    push = P.PushRequest(worker_rank=rank, membership_epoch=view.membership_epoch, step=step, data_epoch=0,
+                         num_samples=BATCH, request_id=request_id)
+    for c in pc.chunks_of_server(view, view.servers[0].rank):
+        push.chunks.add(tensor_id=c.tensor_id, offset=c.offset, length=c.length, data=b"\0" * (4 * c.length))
+    if rows is None:
+        rows = [row_gradient(k, e) for k in keys for e in range(TABLE_DIM)]
+    push.sparse.add(table_id=table_id, keys=keys_bytes(keys), rows=pc.floats_to_bytes(rows))
+    if pull_keys is not None:
+        push.pull_sparse.add(table_id=0, keys=keys_bytes(pull_keys))
+    return push
+
+
+def pull_rows(server, pb, rank, view, step, keys):
+    P = pb.ps_pb2
+    req = P.PullRequest(worker_rank=rank, membership_epoch=view.membership_epoch, step=step, rows_only=True)
+    req.sparse.add(table_id=0, keys=keys_bytes(keys))
+    resp = server.pull(req)
+    check(len(resp.chunks) == 0, "a rows_only pull answered %d dense chunks" % len(resp.chunks))
+    check(len(resp.sparse) == 1 and resp.sparse[0].keys == keys_bytes(keys), "rows answered for other keys")
+    return pc.bytes_to_floats(resp.sparse[0].rows)
+
+
+def check_sparse(server, pb, rank, view, step):
+    """Embedding rows over the same wire: pull the rows of some keys, push their gradients with a
+    PushPull that also asks for the rows after the update, and check every float; then every kind
+    of malformed sparse push is refused with a precise message and changes nothing. Returns the
+    step after, and the messages."""
+    keys = [3, 17, 40, 1 << 63]
+    before = pull_rows(server, pb, rank, view, step, keys)
+    check(len(before) == len(keys) * TABLE_DIM, "%d row floats for %d keys" % (len(before), len(keys)))
+    check(all(abs(v) <= 0.5 + 1e-7 for v in before), "initial rows outside [-1/sqrt(dim), 1/sqrt(dim)]")
+    answer = server.push_pull(sparse_push(pb, rank, view, step, 100, keys, pull_keys=keys))
+    check(answer.step == step + 1, "sparse PushPull answered step %d" % answer.step)
+    check(len(answer.sparse) == 1, "PushPull with pull_sparse answered %d row entries" % len(answer.sparse))
+    after = pc.bytes_to_floats(answer.sparse[0].rows)
+    want = pc.bytes_to_floats(pc.floats_to_bytes(
+        before[i] - LR * row_gradient(keys[i // TABLE_DIM], i % TABLE_DIM) for i in range(len(before))))
+    check(after == want, "rows after one SGD step: %s, expected %s" % (after[:4], want[:4]))
+    step += 1
+
+    nan_rows = [0.0] * TABLE_DIM
+    nan_rows[2] = float("nan")
+    cases = [
+        ("unsorted keys", sparse_push(pb, rank, view, step, 101, [17, 3]), ["key 3 at position 1", "sorted ascending"]),
+        ("repeated keys", sparse_push(pb, rank, view, step, 102, [3, 3]), ["key 3 at position 1", "repeats"]),
+        ("short rows", sparse_push(pb, rank, view, step, 103, [3], rows=[0.5] * (TABLE_DIM - 1)),
+         ["table 'user'", "expected 1 keys x dim %d" % TABLE_DIM]),
+        ("NaN gradient", sparse_push(pb, rank, view, step, 104, [3], rows=nan_rows),
+         ["key 3", "element 2", "nan"]),
+        ("unknown table", sparse_push(pb, rank, view, step, 105, [3], table_id=7), ["names table 7", "[0, 1)"]),
+    ]
+    messages = []
+    for what, push, fragments in cases:
+        messages.append("%s: %s" % (what, expect_rpc_error(server.push_pull, push, grpc.StatusCode.INVALID_ARGUMENT,
+                                                           fragments)))
+    check(pull_rows(server, pb, rank, view, step, keys) == after, "a refused sparse push changed the rows")
+    return step, messages
+
+
 def finish_job(scheduler, pb, rank):
     """Ends the job cleanly as a worker does after its last step: every evaluation lease of epoch 0
     is reported (with made-up results), then a done report; the scheduler then finishes the job."""
@@ -276,9 +357,11 @@ def run(args, workdir, procs):
         pull1 = server.pull(P.PullRequest(worker_rank=rank, membership_epoch=view.membership_epoch, step=2))
         check(pull1.step == 2, "pull after the bad pushes answered step %d, expected 2" % pull1.step)
         check(pull1.SerializeToString() == pushed.SerializeToString(), "the bad pushes changed the weights")
+        # 6. Embedding rows: pull, push, bad sparse pushes.
+        _, sparse_errors = check_sparse(server, pb, rank, view, 2)
         check(heart.error is None, "heartbeat failed: %s" % heart.error)
 
-        # 6. Finish the job; both processes must then exit 0 by themselves.
+        # 7. Finish the job; both processes must then exit 0 by themselves.
         finish_job(scheduler, pb, rank)
     finally:
         heart.stop()
@@ -295,6 +378,7 @@ def run(args, workdir, procs):
           % (len(chunks), n))
     print("  short chunk refused: %s" % short_error)
     print("  NaN refused: %s" % nan_error)
+    print("  embedding rows: pulled, one SGD step exact; refused: %s" % "; ".join(sparse_errors))
 
 
 def main():
