@@ -52,9 +52,11 @@ std::string FormatProgressLine(const JobStatus& status, int num_servers, int num
 }
 
 std::string FormatEpochLine(const EpochSummary& epoch, int epochs) {
-  std::string line = absl::StrFormat(
-      "epoch %d/%d done: train_loss %.4f  test_loss %.4f  test_acc %.4f  %.1f s", epoch.epoch() + 1,
-      epochs, epoch.train_loss(), epoch.test_loss(), epoch.test_accuracy(), epoch.seconds());
+  std::string line = absl::StrFormat("epoch %d/%d done: train_loss %.4f  test_loss %.4f  test_acc %.4f",
+                                     epoch.epoch() + 1, epochs, epoch.train_loss(), epoch.test_loss(),
+                                     epoch.test_accuracy());
+  if (epoch.has_test_auc()) absl::StrAppendFormat(&line, "  test_auc %.4f", epoch.test_auc());
+  absl::StrAppendFormat(&line, "  %.1f s", epoch.seconds());
   if (epoch.step_times().steps() > 0) absl::StrAppend(&line, "  ", FormatStepTimes(epoch.step_times()));
   return line;
 }
@@ -65,7 +67,9 @@ std::string FormatFinalResult(const JobStatus& status, double wall_seconds,
   int64_t samples = 0;
   double seconds = 0;
   if (status.epochs_done_size() > 0) {
-    accuracy = absl::StrFormat("%.4f", status.epochs_done(status.epochs_done_size() - 1).test_accuracy());
+    const EpochSummary& last = status.epochs_done(status.epochs_done_size() - 1);
+    accuracy = absl::StrFormat("%.4f", last.test_accuracy());
+    if (last.has_test_auc()) absl::StrAppendFormat(&accuracy, "  test_auc %.4f", last.test_auc());
     for (const EpochSummary& e : status.epochs_done()) {
       samples += e.samples();
       seconds += e.seconds();

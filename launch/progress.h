@@ -30,6 +30,7 @@ std::string FormatProgressLine(const JobStatus& status, int num_servers, int num
 
 // The line printed once per completed epoch, e.g.
 //   "epoch 3/10 done: train_loss 0.3121  test_loss 0.3344  test_acc 0.8812  9.7 s"
+// (with "  test_auc 0.7893" before the seconds when the epoch has a test AUC: CTR models),
 // followed, when workers reported step times, by their per-step means over the epoch's steps of
 // all workers (common/step_times.h), e.g.
 //   "  step 5.0 ms = compute 3.1 + push 0.2 + wait 1.4 + pull 0.3 (0.9 overlapped)"
@@ -38,9 +39,9 @@ std::string FormatEpochLine(const EpochSummary& epoch, int epochs);
 
 // The result of a finished job, e.g.
 //   "final test_acc 0.8812  12.3k samples/s  wall 1m23s  summary /tmp/pstrain-x/summary.json"
-// The accuracy is the last completed epoch's ("n/a" if `status` has none); samples/s is the
-// total over completed epochs divided by their time (falling back to the status's current rate,
-// then to "--").
+// The accuracy is the last completed epoch's ("n/a" if `status` has none), followed by
+// "  test_auc 0.7893" when that epoch has a test AUC; samples/s is the total over completed
+// epochs divided by their time (falling back to the status's current rate, then to "--").
 // An empty `summary_path` leaves the summary part out.
 std::string FormatFinalResult(const JobStatus& status, double wall_seconds,
                               absl::string_view summary_path);

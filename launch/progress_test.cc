@@ -91,12 +91,27 @@ TEST(FormatEpochLineTest, OneBasedEpochAndFourDecimals) {
             "epoch 3/10 done: train_loss 0.3121  test_loss 0.3344  test_acc 0.8812  9.7 s");
 }
 
+TEST(FormatEpochLineTest, TestAucWhenTheWorkersReportedScores) {
+  EpochSummary e = Epoch(2, 0.88123, 60000, 9.71);
+  e.set_test_auc(0.78934);
+  e.set_test_auc_error_bound(2e-5);
+  EXPECT_EQ(FormatEpochLine(e, 10),
+            "epoch 3/10 done: train_loss 0.3121  test_loss 0.3344  test_acc 0.8812  test_auc 0.7893  9.7 s");
+}
+
 TEST(FormatFinalResultTest, LastAccuracyAndOverallRate) {
   JobStatus s = Running();
   *s.add_epochs_done() = Epoch(0, 0.80, 60000, 5.0);
   *s.add_epochs_done() = Epoch(1, 0.85, 60000, 7.0);
   EXPECT_EQ(FormatFinalResult(s, 83.2, "/tmp/x/summary.json"),
             "final test_acc 0.8500  10.0k samples/s  wall 1m23s  summary /tmp/x/summary.json");
+}
+
+TEST(FormatFinalResultTest, LastTestAucWhenTheWorkersReportedScores) {
+  JobStatus s = Running();
+  *s.add_epochs_done() = Epoch(0, 0.80, 60000, 5.0);
+  s.mutable_epochs_done(0)->set_test_auc(0.75);
+  EXPECT_EQ(FormatFinalResult(s, 5, ""), "final test_acc 0.8000  test_auc 0.7500  12.0k samples/s  wall 5s");
 }
 
 TEST(FormatFinalResultTest, WithoutEpochsOrSummary) {

@@ -80,6 +80,7 @@ absl::Status EvalPool::Check(const ProgressReport& report) const {
       return absl::InvalidArgumentError(absl::StrCat(where, ": got ", eval.correct(),
                                                      " correct, expected 0..", eval.samples()));
     }
+    if (absl::Status s = EvalScores::Check(eval, where); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -91,7 +92,10 @@ std::vector<int> EvalPool::Record(const ProgressReport& report) {
     if (slot.state == State::kReported) continue;
     slot.state = State::kReported;
     slot.result = eval;
-    ++epochs_[slot.epoch].reported;
+    slot.result.clear_scores();
+    EpochPool& pool = epochs_[slot.epoch];
+    pool.scores.Add(eval);
+    if (++pool.reported == pool.count) pool.scores.Finish(slot.epoch);
     changed.push_back(slot.epoch);
   }
   std::sort(changed.begin(), changed.end());
@@ -120,6 +124,11 @@ bool EvalPool::any_incomplete() const {
     if (pool.reported < pool.count) return true;
   }
   return false;
+}
+
+const EvalScores* EvalPool::scores(int epoch) const {
+  auto it = epochs_.find(epoch);
+  return it == epochs_.end() ? nullptr : &it->second.scores;
 }
 
 EvalPool::Totals EvalPool::totals(int epoch) const {

@@ -12,7 +12,8 @@
 // Next hands out the free lease with the lowest start; with none free it answers `wait` while some
 // are out, and `epoch_done` once all are reported. Results count once per lease id, whoever
 // sends them (the old holder of a lease handed on, a retried report): later results for a
-// reported lease are ignored. An epoch's results are the sums over its leases.
+// reported lease are ignored. An epoch's results are the sums over its leases, and its test AUC
+// the merge of their score histograms (EvalScores), when they carry them.
 //
 // Lease ids are 1, 2, ... over the whole job, in the order pools were cut.
 //
@@ -28,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "proto/scheduler.pb.h"
 #include "proto/scheduler_state.pb.h"
+#include "scheduler/eval_scores.h"
 
 namespace pstrain {
 namespace scheduler {
@@ -63,7 +65,8 @@ class EvalPool {
   absl::StatusOr<EvalLease> Next(int worker_rank, int epoch);
 
   // Checks the results in `report.evals` without recording anything: INVALID_ARGUMENT for an
-  // unknown lease id, a sample count other than the lease's, or correct outside [0, samples).
+  // unknown lease id, a sample count other than the lease's, correct outside [0, samples), or
+  // scores that are malformed or not one per sample (EvalScores::Check).
   absl::Status Check(const ProgressReport& report) const;
 
   // Records `report.evals` (REQUIRES: Check was OK); results for an already reported lease are
@@ -87,9 +90,12 @@ class EvalPool {
   };
   // Sums over the reported leases of `epoch`.
   Totals totals(int epoch) const;
+  // The test AUC of `epoch` (its leases' scores); null when the epoch's pool is not open.
+  const EvalScores* scores(int epoch) const;
 
   // The pool as a proto, and back (scheduler/snapshot.cc). Restore replaces the pool's state;
-  // INVALID_ARGUMENT, changing nothing, when an epoch's slot range is outside the slots.
+  // INVALID_ARGUMENT, changing nothing, when an epoch's slot range is outside the slots or its
+  // scores do not restore (EvalScores::Restore).
   EvalPoolState ToProto() const;
   absl::Status Restore(const EvalPoolState& state);
 
@@ -101,6 +107,7 @@ class EvalPool {
     int64_t end = 0;
     State state = State::kFree;
     int holder = -1;
+    // Without its scores, which are merged into the epoch's once.
     EvalStats result;
   };
   struct EpochPool {
@@ -108,6 +115,7 @@ class EvalPool {
     size_t first = 0;
     size_t count = 0;
     size_t reported = 0;
+    EvalScores scores;
   };
 
   const Options options_;

@@ -1,7 +1,10 @@
 #include "scheduler/eval_pool.h"
 
+#include <cmath>
 #include <vector>
 
+#include "data/score_histogram.h"
+#include "data/score_histogram_proto.h"
 #include "gtest/gtest.h"
 
 namespace pstrain {
@@ -26,6 +29,24 @@ ProgressReport Result(int rank, const EvalLease& lease, int64_t correct) {
   e->set_samples(lease.end - lease.begin);
   e->set_correct(correct);
   e->set_loss_sum(0.5 * static_cast<double>(lease.end - lease.begin));
+  return r;
+}
+
+// A CTR model's prediction and label for test sample i: many distinct probabilities, some tied.
+double Probability(int64_t i) { return 1 / (1 + std::exp(-static_cast<double>(i % 17 - 8) / 3)); }
+bool Clicked(int64_t i) { return (i * 37) % 100 < 20 + 3 * (i % 17); }
+
+// The histogram of test samples [begin, end).
+data::ScoreHistogram Histogram(int64_t begin, int64_t end) {
+  data::ScoreHistogram h;
+  for (int64_t i = begin; i < end; ++i) EXPECT_TRUE(h.Add(Probability(i), Clicked(i)).ok());
+  return h;
+}
+
+// Result() with the lease's scores.
+ProgressReport Scored(int rank, const EvalLease& lease) {
+  ProgressReport r = Result(rank, lease, 0);
+  *r.mutable_evals(0)->mutable_scores() = data::ScoreHistogramToProto(Histogram(lease.begin, lease.end));
   return r;
 }
 
@@ -143,6 +164,92 @@ TEST(EvalPoolTest, RejectsUnknownLeasesAndWrongCounts) {
   EXPECT_EQ(pool.Check(r).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(pool.Next(0, 2).status().code(), absl::StatusCode::kOutOfRange);
   EXPECT_EQ(pool.Next(0, -1).status().code(), absl::StatusCode::kOutOfRange);
+}
+
+TEST(EvalPoolTest, ScoresOfEveryLeaseMergeOnceIntoTheWholeTestSetsAuc) {
+  EvalPool pool(Opts(100, 3, 1));  // Leases of 9: 12 of them.
+  std::vector<EvalLease> leases;
+  for (int i = 0; i < 12; ++i) leases.push_back(*pool.Next(i % 3, 0));
+  for (int i = 0; i < 11; ++i) {
+    ASSERT_TRUE(pool.Check(Scored(i % 3, leases[i])).ok());
+    pool.Record(Scored(i % 3, leases[i]));
+  }
+  // A retried report of lease 1 and the old holder's results for it: ignored, scores included.
+  ProgressReport again = Scored(2, leases[0]);
+  *again.mutable_evals(0)->mutable_scores() = data::ScoreHistogramToProto(Histogram(50, 59));
+  ASSERT_TRUE(pool.Check(again).ok());
+  EXPECT_TRUE(pool.Record(again).empty());
+  ASSERT_NE(pool.scores(0), nullptr);
+  EXPECT_TRUE(pool.scores(0)->any());
+  EXPECT_FALSE(pool.scores(0)->finished());
+  EXPECT_TRUE(std::isnan(pool.scores(0)->auc()));  // Not before every lease is in.
+
+  pool.Record(Scored(0, leases[11]));
+  ASSERT_TRUE(pool.complete(0));
+  const data::ScoreHistogram whole = Histogram(0, 100);
+  EXPECT_TRUE(pool.scores(0)->finished());
+  EXPECT_EQ(pool.scores(0)->auc(), *whole.Auc());
+  EXPECT_EQ(pool.scores(0)->error_bound(), *whole.ErrorBound());
+  EXPECT_GT(pool.scores(0)->auc(), 0.5);
+  EXPECT_GT(pool.scores(0)->error_bound(), 0);  // Samples 17 apart share a probability.
+  EXPECT_EQ(pool.scores(1), nullptr);
+}
+
+TEST(EvalPoolTest, AnEpochWhereSomeLeaseCameWithoutScoresHasNoAuc) {
+  EvalPool pool(Opts(8, 1));  // Leases of 2.
+  for (int i = 0; i < 4; ++i) {
+    const EvalLease lease = *pool.Next(0, 0);
+    pool.Record(i == 2 ? Result(0, lease, 1) : Scored(0, lease));
+  }
+  ASSERT_TRUE(pool.complete(0));
+  EXPECT_TRUE(pool.scores(0)->any());
+  EXPECT_TRUE(std::isnan(pool.scores(0)->auc()));
+  EXPECT_TRUE(std::isnan(pool.scores(0)->error_bound()));
+  // Image models report no scores at all: no AUC either.
+  for (int i = 0; i < 4; ++i) pool.Record(Result(0, *pool.Next(0, 1), 1));
+  ASSERT_TRUE(pool.complete(1));
+  EXPECT_FALSE(pool.scores(1)->any());
+}
+
+TEST(EvalPoolTest, OneLabelOnlyLeavesTheAucUndefined) {
+  EvalPool pool(Opts(2, 1, 1));  // Leases of 1.
+  for (int i = 0; i < 2; ++i) {
+    const EvalLease lease = *pool.Next(0, 0);
+    ProgressReport r = Result(0, lease, 1);
+    data::ScoreHistogram h;
+    ASSERT_TRUE(h.Add(0.1 + 0.5 * i, true).ok());
+    *r.mutable_evals(0)->mutable_scores() = data::ScoreHistogramToProto(h);
+    pool.Record(r);
+  }
+  EXPECT_TRUE(pool.scores(0)->any());
+  EXPECT_TRUE(std::isnan(pool.scores(0)->auc()));
+}
+
+TEST(EvalPoolTest, RejectsMalformedScoresAndScoresThatAreNotOnePerSample) {
+  EvalPool pool(Opts(10, 1));  // Leases of 3.
+  const EvalLease a = *pool.Next(0, 0);
+  ProgressReport r = Scored(0, a);
+  r.mutable_evals(0)->mutable_scores()->set_bins(0, 70000);
+  absl::Status s = pool.Check(r);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "evaluation report from worker 0 for lease 1: score histogram: entry 0 is bin 70000, expected a bin "
+            "below 65536");
+  r = Scored(0, a);
+  r.mutable_evals(0)->mutable_scores()->add_positives(1);
+  s = pool.Check(r);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "evaluation report from worker 0 for lease 1: score histogram: 3 bins, 4 positive counts and 3 "
+            "negative counts, expected as many of each");
+  r = Scored(0, a);
+  r.mutable_evals(0)->mutable_scores()->set_negatives(0, r.evals(0).scores().negatives(0) + 1);
+  s = pool.Check(r);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "evaluation report from worker 0 for lease 1: score histogram holds 4 predictions, expected one per "
+            "sample (3)");
+  EXPECT_TRUE(pool.Check(Scored(0, a)).ok());
 }
 
 TEST(EvalPoolTest, EmptyTestSetIsCompleteAtOnce) {

@@ -187,6 +187,10 @@ EpochSummary Progress::Summarize(int epoch, const Epoch& data) const {
   const double samples = static_cast<double>(eval.samples);
   summary.set_test_loss(evaluated ? Ratio(eval.loss_sum, samples) : kNaN);
   summary.set_test_accuracy(evaluated ? Ratio(static_cast<double>(eval.correct), samples) : kNaN);
+  if (const EvalScores* scores = eval_.scores(epoch); evaluated && scores != nullptr && scores->any()) {
+    summary.set_test_auc(scores->auc());
+    summary.set_test_auc_error_bound(scores->error_bound());
+  }
   summary.set_samples(counts_applied() ? data.applied_samples : data.train_samples);
   summary.set_seconds(data.seconds);
   *summary.mutable_step_times() = data.step_times;
@@ -207,6 +211,17 @@ std::optional<double> Progress::final_test_loss() const {
     if (!it->second.complete) continue;
     const EpochSummary summary = Summarize(it->first, it->second);
     if (std::isfinite(summary.test_accuracy())) return summary.test_loss();
+  }
+  return std::nullopt;
+}
+
+std::optional<Progress::FinalAuc> Progress::final_test_auc() const {
+  for (auto it = epochs_.rbegin(); it != epochs_.rend(); ++it) {
+    if (!it->second.complete) continue;
+    const EpochSummary summary = Summarize(it->first, it->second);
+    if (summary.has_test_auc()) {
+      return FinalAuc{summary.test_auc(), summary.test_auc_error_bound(), summary.test_loss()};
+    }
   }
   return std::nullopt;
 }
@@ -262,15 +277,19 @@ JobStatus Progress::Status(absl::Time now) const {
 }
 
 // {"state": "FINISHED", "failure": null, "final_test_accuracy": 0.87, "final_test_loss": 0.36,
-//  "epochs": [{"epoch": 0, "train_loss": .., "test_loss": .., "test_accuracy": .., "samples": ..,
-//              "seconds": .., "complete": true, "step_time_ms": {..}}, ...],
+//  ["final_test_auc": 0.79, "final_test_auc_error_bound": 2e-05, "final_test_logloss": 0.45,]
+//  "epochs": [{"epoch": 0, "train_loss": .., "test_loss": .., "test_accuracy": .., ["test_auc": ..,
+//              "test_auc_error_bound": ..,] "samples": .., "seconds": .., "complete": true,
+//              "step_time_ms": {..}}, ...],
 //  "samples_per_second": .., "step_time_ms": {"steps": .., "compute": .., "push": .., "wait": ..,
 //  "pull": .., "overlapped": ..}, "wall_seconds": .., "workers": [{"rank": 0, "samples": ..}, ...],
 //  "membership_events": [{"seconds": 12.5, "role": "worker", "rank": 1, "kind": "died"}, ...],
 //  "live_workers": [0, 2], "mode": "sync", "job": {...}}
 // Event seconds count from the scheduler's start, like wall_seconds.
 // Epochs that got training reports but never completed are listed too, with complete = false and
-// null test numbers.
+// null test numbers. The AUC members [..] are there only for jobs whose workers reported scores
+// (some epoch has a test AUC), so other jobs' summaries are as they were; in such a job an epoch
+// without an AUC has null there.
 std::string Progress::SummaryJson(JobState state, absl::string_view failure, absl::Time now,
                                   const std::vector<MembershipEvent>& events,
                                   const std::vector<int>& live_workers, absl::string_view more) const {
@@ -281,14 +300,26 @@ std::string Progress::SummaryJson(JobState state, absl::string_view failure, abs
   absl::StrAppend(&out, "  \"final_test_accuracy\": ", JsonNumber(final_test_accuracy().value_or(kNaN)),
                   ",\n");
   absl::StrAppend(&out, "  \"final_test_loss\": ", JsonNumber(final_test_loss().value_or(kNaN)), ",\n");
+  const std::optional<FinalAuc> auc = final_test_auc();
+  if (auc.has_value()) {
+    absl::StrAppend(&out, "  \"final_test_auc\": ", JsonNumber(auc->auc), ",\n");
+    absl::StrAppend(&out, "  \"final_test_auc_error_bound\": ", JsonNumber(auc->error_bound), ",\n");
+    absl::StrAppend(&out, "  \"final_test_logloss\": ", JsonNumber(auc->logloss), ",\n");
+  }
   out += "  \"epochs\": [";
   bool first = true;
   for (const auto& [epoch, data] : epochs_) {
     const EpochSummary s = Summarize(epoch, data);
+    std::string auc_members;
+    if (auc.has_value()) {
+      auc_members = absl::StrCat(", \"test_auc\": ", JsonNumber(s.has_test_auc() ? s.test_auc() : kNaN),
+                                 ", \"test_auc_error_bound\": ",
+                                 JsonNumber(s.has_test_auc() ? s.test_auc_error_bound() : kNaN));
+    }
     absl::StrAppend(&out, first ? "\n" : ",\n", "    {\"epoch\": ", epoch,
                     ", \"train_loss\": ", JsonNumber(s.train_loss()),
                     ", \"test_loss\": ", JsonNumber(s.test_loss()),
-                    ", \"test_accuracy\": ", JsonNumber(s.test_accuracy()),
+                    ", \"test_accuracy\": ", JsonNumber(s.test_accuracy()), auc_members,
                     ", \"samples\": ", s.samples(), ", \"seconds\": ", JsonNumber(s.seconds()),
                     ", \"complete\": ", data.complete ? "true" : "false",
                     ", \"step_time_ms\": ", StepTimesJson(data.step_times), "}");

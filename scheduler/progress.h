@@ -93,7 +93,8 @@ class Progress {
 
   // epoch, epochs, step, total_steps, recent_loss, samples_per_second, eta_seconds and
   // epochs_done (complete epochs; test_loss and test_accuracy are NaN when the epoch was not
-  // evaluated). State, failure and registration counts are the caller's to fill.
+  // evaluated; test_auc and its bound are set when its workers reported scores, see EvalScores).
+  // State, failure and registration counts are the caller's to fill.
   JobStatus Status(absl::Time now) const;
 
   // The run summary as JSON text (see the .cc for the layout). `failure` is empty unless the job
@@ -107,6 +108,15 @@ class Progress {
   // Test accuracy and loss of the last evaluated complete epoch, if any.
   std::optional<double> final_test_accuracy() const;
   std::optional<double> final_test_loss() const;
+  // Jobs whose workers report scores (EvalStats.scores): the last complete epoch with a test AUC,
+  // its bound (NaN: no AUC, see EvalScores) and its mean test loss, which is the log loss when the
+  // model's loss is binary cross-entropy. Unset for other jobs.
+  struct FinalAuc {
+    double auc = 0;
+    double error_bound = 0;
+    double logloss = 0;
+  };
+  std::optional<FinalAuc> final_test_auc() const;
   // Training samples per second of the whole run up to the finish (or `now`).
   double samples_per_second(absl::Time now) const;
 

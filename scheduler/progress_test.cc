@@ -2,10 +2,14 @@
 
 #include <cctype>
 #include <cmath>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/job_spec.h"
+#include "data/score_histogram.h"
+#include "data/score_histogram_proto.h"
 #include "gtest/gtest.h"
 
 namespace pstrain {
@@ -146,6 +150,36 @@ int EvaluateEpoch(Progress* p, int epoch, const std::vector<int>& ranks, int64_t
     e->set_correct(correct);
     e->set_loss_sum(0.2 * static_cast<double>(lease->end - lease->begin));
     EXPECT_TRUE(p->Add(r, now).ok());
+    ++leases;
+  }
+}
+
+// A CTR model's evaluation report of `lease`: test sample i predicted (i + 1) / 100, each in a bin
+// of its own, clicked as `clicked` says; loss 0.2 per sample.
+ProgressReport ScoredReport(int rank, const EvalLease& lease, const std::function<bool(int64_t)>& clicked) {
+  ProgressReport r;
+  r.set_worker_rank(rank);
+  r.set_epoch(lease.epoch);
+  EvalStats* e = r.add_evals();
+  e->set_lease_id(lease.id);
+  e->set_samples(lease.end - lease.begin);
+  e->set_loss_sum(0.2 * static_cast<double>(lease.end - lease.begin));
+  data::ScoreHistogram h;
+  for (int64_t i = lease.begin; i < lease.end; ++i) EXPECT_TRUE(h.Add((i + 1) / 100.0, clicked(i)).ok());
+  *e->mutable_scores() = data::ScoreHistogramToProto(h);
+  return r;
+}
+
+// EvaluateEpoch for a CTR model: every lease of `epoch` reported by `ranks` in turn, with scores.
+int ScoreEpoch(Progress* p, int epoch, const std::vector<int>& ranks, const std::function<bool(int64_t)>& clicked,
+               absl::Time now) {
+  int leases = 0;
+  for (int i = 0;; ++i) {
+    const int rank = ranks[i % ranks.size()];
+    absl::StatusOr<EvalLease> lease = p->LeaseEval(rank, epoch, now);
+    EXPECT_TRUE(lease.ok()) << lease.status();
+    if (!lease.ok() || lease->epoch_done || lease->wait) return leases;
+    EXPECT_TRUE(p->Add(ScoredReport(rank, *lease, clicked), now).ok());
     ++leases;
   }
 }
@@ -401,6 +435,71 @@ TEST(ProgressTest, SummaryJsonParsesAndHoldsTheNumbers) {
   EXPECT_TRUE(Contains(json, "\"job\": {")) << json;
   EXPECT_TRUE(Contains(json, "\"batch_size\":256")) << json;
   EXPECT_TRUE(Contains(json, "\"failure\": null")) << json;
+  // Workers that report no scores (image models): no AUC members at all.
+  EXPECT_FALSE(Contains(json, "auc")) << json;
+  EXPECT_FALSE(Contains(json, "logloss")) << json;
+}
+
+TEST(ProgressTest, ScoresOfAnEpochsLeasesGiveItsTestAucAndTheSummarysAucMembers) {
+  Progress p(Opts(Job(2, 3), 10, 32));  // Leases of 4 test samples: 8 per epoch.
+  p.Start(kT0);
+  ASSERT_TRUE(p.Add(Train(0, 0, 5, 10.0, 100), kT0 + absl::Seconds(1)).ok());
+  // Epoch 0: odd samples clicked. The positive 2k + 1 outranks k + 1 negatives: 136 of 256 pairs.
+  EXPECT_EQ(ScoreEpoch(&p, 0, {0, 1}, [](int64_t i) { return i % 2 == 1; }, kT0 + absl::Seconds(2)), 8);
+  // Epoch 1: the upper half clicked, ranked perfectly.
+  EXPECT_EQ(ScoreEpoch(&p, 1, {1, 0}, [](int64_t i) { return i >= 16; }, kT0 + absl::Seconds(3)), 8);
+  ASSERT_TRUE(p.Add(Train(0, 2, 15, 5.0, 40), kT0 + absl::Seconds(4)).ok());
+
+  const JobStatus status = p.Status(kT0 + absl::Seconds(4));
+  ASSERT_EQ(status.epochs_done_size(), 2);
+  ASSERT_TRUE(status.epochs_done(0).has_test_auc());
+  EXPECT_DOUBLE_EQ(status.epochs_done(0).test_auc(), 136.0 / 256);
+  EXPECT_EQ(status.epochs_done(0).test_auc_error_bound(), 0);  // One prediction per bin.
+  EXPECT_DOUBLE_EQ(status.epochs_done(1).test_auc(), 1.0);
+  const std::optional<Progress::FinalAuc> final_auc = p.final_test_auc();
+  ASSERT_TRUE(final_auc.has_value());
+  EXPECT_DOUBLE_EQ(final_auc->auc, 1.0);
+  EXPECT_DOUBLE_EQ(final_auc->logloss, 0.2);
+
+  const std::string json = p.SummaryJson(RUNNING, "", kT0 + absl::Seconds(4));
+  EXPECT_TRUE(JsonChecker(json).Valid()) << json;
+  EXPECT_TRUE(Contains(json, "\"final_test_auc\": 1,\n  \"final_test_auc_error_bound\": 0,\n"
+                             "  \"final_test_logloss\": 0.2,\n"))
+      << json;
+  EXPECT_TRUE(Contains(json, "{\"epoch\": 0, \"train_loss\": 0.1, \"test_loss\": 0.2, \"test_accuracy\": 0, "
+                             "\"test_auc\": 0.53125, \"test_auc_error_bound\": 0, \"samples\": 100"))
+      << json;
+  EXPECT_TRUE(Contains(json, "\"test_auc\": 1, \"test_auc_error_bound\": 0, \"samples\""))
+      << json;
+  // Epoch 2 is not evaluated yet: null, like its other test numbers.
+  EXPECT_TRUE(Contains(json, "\"test_accuracy\": null, \"test_auc\": null, \"test_auc_error_bound\": null"))
+      << json;
+}
+
+TEST(ProgressTest, AReportWithBadScoresIsRefusedAndRecordsNothing) {
+  Progress p(Opts(Job(1, 1), 10, 8));  // Leases of 2.
+  const EvalLease lease = *p.LeaseEval(0, 0, kT0);
+  ProgressReport bad = ScoredReport(0, lease, [](int64_t i) { return i == 0; });
+  bad.mutable_train()->set_samples(10);
+  bad.mutable_train()->set_steps(1);
+  bad.set_step(1);
+  bad.mutable_evals(0)->mutable_scores()->set_bins(1, 65536);
+  absl::Status s = p.Add(bad, kT0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "evaluation report from worker 0 for lease 1: score histogram: entry 1 is bin 65536, expected a bin "
+            "below 65536");
+  bad.mutable_evals(0)->mutable_scores()->set_bins(1, 7);
+  bad.mutable_evals(0)->mutable_scores()->mutable_bins()->RemoveLast();
+  EXPECT_EQ(p.Add(bad, kT0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(p.Status(kT0).step(), 0);
+  // The lease is still unreported: its good results count, and once.
+  ASSERT_TRUE(p.Add(ScoredReport(0, lease, [](int64_t i) { return i == 0; }), kT0).ok());
+  EXPECT_EQ(ScoreEpoch(&p, 0, {0}, [](int64_t i) { return i < 4; }, kT0), 3);
+  const JobStatus status = p.Status(kT0);
+  ASSERT_EQ(status.epochs_done_size(), 1);
+  // Samples 0..7, clicked 0, 2 and 3: of the 3 x 5 pairs, only 2 and 3 outrank a negative (1).
+  EXPECT_DOUBLE_EQ(status.epochs_done(0).test_auc(), 2.0 / 15);
 }
 
 TEST(ProgressTest, SummaryJsonOfAFailedJobWithNothingReportedParses) {

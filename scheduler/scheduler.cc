@@ -713,6 +713,9 @@ std::string Scheduler::OutcomeLine() const {
   if (accuracy.has_value()) absl::StrAppendFormat(&line, ": test accuracy %.4f", *accuracy);
   else absl::StrAppend(&line, ": no test accuracy");
   if (loss.has_value()) absl::StrAppendFormat(&line, ", test loss %.4f", *loss);
+  if (const std::optional<Progress::FinalAuc> auc = progress_->final_test_auc(); auc.has_value()) {
+    absl::StrAppendFormat(&line, ", test AUC %.4f", auc->auc);
+  }
   absl::StrAppendFormat(&line, ", %.0f samples/s", progress_->samples_per_second(now));
   return line;
 }

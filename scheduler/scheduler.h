@@ -289,7 +289,8 @@ class Scheduler {
   bool ServersKnowTheEnd() const;
 
   // The run summary (Progress::SummaryJson) and a one-line outcome for the log, e.g.
-  // "job FINISHED: test accuracy 0.8712, test loss 0.3621, 41234 samples/s".
+  // "job FINISHED: test accuracy 0.8712, test loss 0.3621, 41234 samples/s" (with ", test AUC
+  // 0.7893" after the loss when workers reported scores).
   std::string SummaryJson() const;
   std::string OutcomeLine() const;
 

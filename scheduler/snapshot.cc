@@ -248,6 +248,7 @@ EvalPoolState EvalPool::ToProto() const {
     out->set_epoch(epoch);
     out->set_first(static_cast<int64_t>(pool.first));
     out->set_count(static_cast<int64_t>(pool.count));
+    *out->mutable_scores() = pool.scores.ToProto();
   }
   return state;
 }
@@ -280,7 +281,8 @@ absl::Status EvalPool::Restore(const EvalPoolState& state) {
     for (size_t i = pool.first; i < pool.first + pool.count; ++i) {
       pool.reported += slots[i].state == State::kReported ? 1 : 0;
     }
-    epochs[e.epoch()] = pool;
+    if (absl::Status s = pool.scores.Restore(e.scores()); !s.ok()) return s;
+    epochs[e.epoch()] = std::move(pool);
   }
   slots_ = std::move(slots);
   epochs_ = std::move(epochs);

@@ -4,9 +4,12 @@
 #include <vector>
 
 #include "common/job_spec.h"
+#include "data/score_histogram.h"
+#include "data/score_histogram_proto.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "scheduler/barrier.h"
+#include "scheduler/eval_pool.h"
 #include "scheduler/lease_pool.h"
 #include "scheduler/membership.h"
 #include "scheduler/progress.h"
@@ -136,6 +139,70 @@ TEST(SnapshotTest, ProgressAndItsEvaluationPoolRoundTrip) {
   ASSERT_TRUE(restored.Add(r, now).ok());
   EXPECT_NE(restored.SummaryJson(RUNNING, "", now).find("\"samples\": 60, \"seconds\""), std::string::npos)
       << restored.SummaryJson(RUNNING, "", now);
+}
+
+// Lease `lease`'s results with the scores of a CTR model: sample i predicted 1 / (2 + i % 7),
+// clicked when i % 3 == 0.
+ProgressReport ScoredResult(const EvalLease& lease) {
+  ProgressReport r;
+  r.set_epoch(lease.epoch);
+  EvalStats* e = r.add_evals();
+  e->set_lease_id(lease.id);
+  e->set_samples(lease.end - lease.begin);
+  data::ScoreHistogram h;
+  for (int64_t i = lease.begin; i < lease.end; ++i) EXPECT_TRUE(h.Add(1.0 / (2 + i % 7), i % 3 == 0).ok());
+  *e->mutable_scores() = data::ScoreHistogramToProto(h);
+  return r;
+}
+
+TEST(SnapshotTest, AnEpochsMergedScoresSurviveARestoreAndOnlyTheAucStaysOnceComplete) {
+  EvalPool::Options o;
+  o.test_samples = 40;
+  o.num_workers = 1;
+  o.epochs = 1;
+  EvalPool pool(o);  // Leases of 10.
+  std::vector<EvalLease> leases;
+  for (int i = 0; i < 4; ++i) leases.push_back(*pool.Next(0, 0));
+  pool.Record(ScoredResult(leases[0]));
+  pool.Record(ScoredResult(leases[1]));
+  const EvalPoolState half = pool.ToProto();
+  ASSERT_EQ(half.epochs_size(), 1);
+  EXPECT_EQ(half.epochs(0).scores().scored_leases(), 2);
+  EXPECT_EQ(half.epochs(0).scores().merged().bins_size(), 7);  // 7 distinct predictions
+  EXPECT_FALSE(half.epochs(0).scores().has_auc());
+  // A lease's scores are kept once, in the merge, not again with its other results.
+  EXPECT_FALSE(half.slots(0).result().has_scores());
+
+  EvalPool restored(o);
+  ASSERT_TRUE(restored.Restore(half).ok());
+  EXPECT_TRUE(MessageDifferencer::Equals(restored.ToProto(), half));
+  for (EvalPool* p : {&pool, &restored}) {
+    p->Record(ScoredResult(leases[2]));
+    p->Record(ScoredResult(leases[3]));
+  }
+  data::ScoreHistogram whole;
+  for (int64_t i = 0; i < 40; ++i) ASSERT_TRUE(whole.Add(1.0 / (2 + i % 7), i % 3 == 0).ok());
+  EXPECT_EQ(restored.scores(0)->auc(), *whole.Auc());
+  EXPECT_EQ(restored.scores(0)->error_bound(), *whole.ErrorBound());
+  EXPECT_EQ(pool.scores(0)->auc(), restored.scores(0)->auc());
+
+  const EvalPoolState done = restored.ToProto();
+  EXPECT_FALSE(done.epochs(0).scores().has_merged());
+  EXPECT_TRUE(done.epochs(0).scores().finished());
+  EXPECT_EQ(done.epochs(0).scores().auc(), *whole.Auc());
+  EvalPool again(o);
+  ASSERT_TRUE(again.Restore(done).ok());
+  EXPECT_EQ(again.scores(0)->auc(), *whole.Auc());
+  EXPECT_EQ(again.scores(0)->error_bound(), *whole.ErrorBound());
+
+  // A damaged histogram in the state is refused, and the pool stays as it was.
+  EvalPoolState bad = half;
+  bad.mutable_epochs(0)->mutable_scores()->mutable_merged()->set_bins(0, 65536);
+  const absl::Status s = again.Restore(bad);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "scheduler state, evaluation scores: score histogram: entry 0 is bin 65536, expected a bin below 65536");
+  EXPECT_TRUE(MessageDifferencer::Equals(again.ToProto(), done));
 }
 
 TEST(SnapshotTest, ReleasedBarriersStayReleased) {

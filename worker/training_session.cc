@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "common/step_times.h"
 #include "data/permutation.h"
+#include "data/score_histogram_proto.h"
 
 namespace pstrain::worker {
 namespace {
@@ -239,15 +240,23 @@ absl::StatusOr<bool> TrainingSession::NextEvaluation(Work* work) {
   return false;
 }
 
-absl::Status TrainingSession::ReportEvaluation(const model::BatchStats& stats) {
+absl::Status TrainingSession::ReportEvaluation(const model::BatchStats& stats, const data::ScoreHistogram* scores) {
   if (phase_ != Phase::kEvaluate || eval_lease_id_ == 0) {
     return absl::FailedPreconditionError("ReportEvaluation: no evaluation lease was handed out by Next()");
+  }
+  // Checked here, where the loop can still fix it; the scheduler would refuse the report and,
+  // with it, the job's progress.
+  if (scores != nullptr && scores->count() != stats.samples) {
+    return absl::InvalidArgumentError(absl::StrCat("ReportEvaluation for lease ", eval_lease_id_, ": ",
+                                                   scores->count(), " scores for ", stats.samples,
+                                                   " samples, expected one per sample"));
   }
   EvalStats* eval = pending_.add_evals();
   eval->set_lease_id(eval_lease_id_);
   eval->set_loss_sum(stats.loss_sum);
   eval->set_correct(stats.correct);
   eval->set_samples(stats.samples);
+  if (scores != nullptr) *eval->mutable_scores() = data::ScoreHistogramToProto(*scores);
   eval_lease_id_ = 0;
   // Reported before the next lease is asked for, so a lease is never held unreported for long.
   return MaybeReport(eval_epoch_, /*force=*/true);

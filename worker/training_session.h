@@ -63,6 +63,7 @@
 #include "common/job_spec.h"
 #include "common/scheduler_api.h"
 #include "data/assignment.h"
+#include "data/score_histogram.h"
 #include "model/model.h"
 #include "proto/cluster.pb.h"
 #include "proto/job.pb.h"
@@ -167,8 +168,12 @@ class TrainingSession {
   // Drops a step that the loop could not compute (e.g. its own error): calls in flight end first.
   void AbandonStep();
 
-  // kEvaluate: the results of the work's test samples. Errors are the scheduler's.
-  absl::Status ReportEvaluation(const model::BatchStats& stats);
+  // kEvaluate: the results of the work's test samples. A CTR model also passes `scores`, its
+  // predictions on those samples (one each; borrowed for the call), from which the scheduler
+  // computes the test AUC of the whole test set (EpochSummary.test_auc); other models pass none.
+  // INVALID_ARGUMENT, reporting nothing (the lease stays with this worker, to be reported again),
+  // when `scores` holds other than stats.samples predictions. Other errors are the scheduler's.
+  absl::Status ReportEvaluation(const model::BatchStats& stats, const data::ScoreHistogram* scores = nullptr);
 
   // Embedding tables (JobSpec.tables; their ids are their positions there). A loop whose model
   // has tables calls PullRows with the batch's keys once per kTrain step (after BeginStep, before

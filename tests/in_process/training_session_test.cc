@@ -22,6 +22,7 @@
 #include "common/sparse_rows.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "data/score_histogram.h"
 #include "tests/in_process/in_process_cluster.h"
 #include "worker/training_session.h"
 
@@ -99,7 +100,16 @@ struct Hooks {
   // Before the gradient is computed; returning false stops the loop there (the worker "dies").
   std::function<bool(const Work&, const Driven&)> before_step;
   bool overlap_in_descending_parts = false;
+  // Evaluate as a CTR model: report the scores of TestPrediction with the results.
+  bool report_scores = false;
+  // Before each evaluation report.
+  std::function<void(TrainingSession*, const Work&)> before_evaluation_report;
 };
+
+// A CTR model's prediction for test sample i, each in a bin of its own, and its label: of the 10
+// test samples, 1, 4, 6 and 9 are clicked.
+double TestPrediction(int64_t i) { return static_cast<double>(i + 1) / (kTest + 1); }
+bool TestClicked(int64_t i) { return i == 1 || i == 4 || i == 6 || i == 9; }
 
 // Drives `session` as a training loop would, computing the mean of SampleGradient over the batch.
 Driven Drive(TrainingSession* session, const Hooks& hooks = {}) {
@@ -126,7 +136,14 @@ Driven Drive(TrainingSession* session, const Hooks& hooks = {}) {
         d.status = session->PullRows({keys});
         if (!d.status.ok()) return d;
       }
-      d.status = session->ReportEvaluation(stats);
+      if (hooks.before_evaluation_report) hooks.before_evaluation_report(session, work);
+      data::ScoreHistogram scores;
+      if (hooks.report_scores) {
+        for (int64_t i = work.begin; i < work.end; ++i) {
+          EXPECT_TRUE(scores.Add(TestPrediction(i), TestClicked(i)).ok());
+        }
+      }
+      d.status = session->ReportEvaluation(stats, hooks.report_scores ? &scores : nullptr);
       if (!d.status.ok()) return d;
       continue;
     }
@@ -244,6 +261,7 @@ void ExpectSummaryExact(InProcessCluster& cluster) {
     EXPECT_EQ(e.samples(), kTrain) << "epoch " << e.epoch();
     EXPECT_DOUBLE_EQ(e.test_accuracy(), 0.3) << "epoch " << e.epoch();  // indices 0, 1, 2 of 10
     EXPECT_DOUBLE_EQ(e.test_loss(), 4.5) << "epoch " << e.epoch();      // the mean index
+    EXPECT_FALSE(e.has_test_auc()) << "epoch " << e.epoch();            // no scores reported
   }
 }
 
@@ -601,6 +619,46 @@ TEST(TrainingSessionTest, StepCallsOutOfOrderAreRefusedNotFatal) {
   auto applied = session->EndStep(model::BatchStats{});
   ASSERT_TRUE(applied.ok()) << applied.status();
   EXPECT_EQ(*applied, TrainingSession::StepResult::kApplied);
+}
+
+TEST(TrainingSessionTest, ScoresReportedWithEachEvaluationLeaseGiveTheWholeTestSetsAuc) {
+  for (Mode mode : {SYNC, ASYNC}) {
+    auto cluster = StartCluster(TinyJob(mode, 2, 4));
+    Hooks ctr;
+    ctr.report_scores = true;
+    // The first evaluation report, whichever worker makes it, is tried first one score short:
+    // refused by the worker itself, and the lease is still to be reported.
+    std::atomic<bool> tried{false};
+    ctr.before_evaluation_report = [&](TrainingSession* session, const Work& work) {
+      if (tried.exchange(true)) return;
+      data::ScoreHistogram short_scores;
+      for (int64_t i = work.begin + 1; i < work.end; ++i) ASSERT_TRUE(short_scores.Add(0.5, true).ok());
+      const absl::Status status = session->ReportEvaluation({0, 0, work.end - work.begin}, &short_scores);
+      EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_NE(status.message().find(absl::StrCat(work.end - work.begin - 1, " scores for ", work.end - work.begin,
+                                                   " samples, expected one per sample")),
+                absl::string_view::npos)
+          << status;
+    };
+    std::vector<Driven> driven = RunWorkers(*cluster, {0, 1}, {{0, ctr}, {1, ctr}});
+    EXPECT_TRUE(tried);
+    for (const Driven& d : driven) ASSERT_TRUE(d.status.ok()) << d.status;
+    ExpectEachSampleOncePerEpoch(driven, 2);
+    const JobStatus status = cluster->core().Status();
+    EXPECT_EQ(status.state(), FINISHED) << status.failure();
+    ASSERT_EQ(status.epochs_done_size(), 2);
+    for (const EpochSummary& e : status.epochs_done()) {
+      // Each clicked sample outranks the unclicked ones below it: 1 + 3 + 4 + 6 of the 4 x 6 pairs,
+      // however the test set was split into leases and among the workers.
+      ASSERT_TRUE(e.has_test_auc()) << "epoch " << e.epoch();
+      EXPECT_DOUBLE_EQ(e.test_auc(), 14.0 / 24) << "epoch " << e.epoch();
+      EXPECT_EQ(e.test_auc_error_bound(), 0) << "epoch " << e.epoch();
+      EXPECT_DOUBLE_EQ(e.test_loss(), 4.5) << "epoch " << e.epoch();
+    }
+    const std::string summary = cluster->core().SummaryJson();
+    EXPECT_NE(summary.find("\"final_test_auc\": 0.5833333333,"), std::string::npos) << summary;
+    EXPECT_NE(summary.find("\"final_test_logloss\": 4.5,"), std::string::npos) << summary;
+  }
 }
 
 TEST(TrainingSessionTest, EvaluationReportWithoutALeaseIsRefused) {
