@@ -77,6 +77,11 @@ TEST(CtrClusterTest, SyncAndAsyncJobsLearnAndCountEveryRecordOnce) {
     ASSERT_EQ(run.exit_code, 0) << run.output;
     ExpectEveryRecordOncePerEpoch(run.summary_json);
     EXPECT_LT(JsonNumber(run.summary_json, "final_test_loss"), base_loss - 0.01) << run.summary_json;
+    EXPECT_NEAR(JsonNumber(run.summary_json, "final_test_logloss"), JsonNumber(run.summary_json, "final_test_loss"),
+                1e-9);
+    // AUC over the whole test set, merged from every evaluation lease's score histogram.
+    EXPECT_GT(JsonNumber(run.summary_json, "final_test_auc"), 0.65) << run.summary_json;
+    EXPECT_LT(JsonNumber(run.summary_json, "final_test_auc_error_bound"), 1e-3) << run.summary_json;
     // Every server says how many rows of each table it holds.
     EXPECT_THAT(run.output, HasSubstr("embedding rows")) << run.output.substr(run.output.size() - 3000);
   }

@@ -66,7 +66,8 @@ absl::Status CtrWorkload::ComputeGradient(TrainingSession* session, model::Gradi
   return model_->ComputeGradient(batch_, rows_, session->gradient(), row_grads_, stats);
 }
 
-absl::Status CtrWorkload::Evaluate(TrainingSession* session, int64_t begin, int64_t end, model::BatchStats* stats) {
+absl::Status CtrWorkload::Evaluate(TrainingSession* session, int64_t begin, int64_t end, model::BatchStats* stats,
+                                   data::ScoreHistogram* scores) {
   for (int64_t first = begin; first < end; first += kEvalPiece) {
     const int64_t count = std::min(kEvalPiece, end - first);
     RETURN_IF_ERROR(test_->ReadBatch(first, count, &batch_));
@@ -80,6 +81,7 @@ absl::Status CtrWorkload::Evaluate(TrainingSession* session, int64_t begin, int6
       const bool click = batch_.labels[i] > 0.5f;
       stats->loss_sum -= click ? std::log(p) : std::log1p(-p);
       stats->correct += (p > 0.5) == click ? 1 : 0;
+      RETURN_IF_ERROR(scores->Add(probabilities_[i], click));
     }
     stats->samples += batch_.size;
   }

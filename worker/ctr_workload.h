@@ -40,7 +40,9 @@ class CtrWorkload : public Workload {
   absl::Status SetParameters(absl::Span<const float> weights) override;
   absl::Status LoadBatch(absl::Span<const int64_t> samples) override;
   absl::Status ComputeGradient(TrainingSession* session, model::GradientSink* sink, model::BatchStats* stats) override;
-  absl::Status Evaluate(TrainingSession* session, int64_t begin, int64_t end, model::BatchStats* stats) override;
+  bool ScoresPredictions() const override { return true; }
+  absl::Status Evaluate(TrainingSession* session, int64_t begin, int64_t end, model::BatchStats* stats,
+                        data::ScoreHistogram* scores) override;
 
   // Bad records skipped so far (training and test files).
   int64_t skipped() const { return train_->skipped() + test_->skipped(); }

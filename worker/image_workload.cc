@@ -45,7 +45,7 @@ absl::Status ImageWorkload::ComputeGradient(TrainingSession* session, model::Gra
 }
 
 absl::Status ImageWorkload::Evaluate(TrainingSession* /*session*/, int64_t begin, int64_t end,
-                                     model::BatchStats* stats) {
+                                     model::BatchStats* stats, data::ScoreHistogram* /*scores*/) {
   return model_->Evaluate(test_->images.data() + begin * test_->features(), test_->labels.data() + begin,
                           static_cast<int>(end - begin), stats);
 }

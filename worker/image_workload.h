@@ -26,7 +26,8 @@ class ImageWorkload : public Workload {
   absl::Status SetParameters(absl::Span<const float> weights) override;
   absl::Status LoadBatch(absl::Span<const int64_t> samples) override;
   absl::Status ComputeGradient(TrainingSession* session, model::GradientSink* sink, model::BatchStats* stats) override;
-  absl::Status Evaluate(TrainingSession* session, int64_t begin, int64_t end, model::BatchStats* stats) override;
+  absl::Status Evaluate(TrainingSession* session, int64_t begin, int64_t end, model::BatchStats* stats,
+                        data::ScoreHistogram* scores) override;
 
  private:
   ImageWorkload(model::Model* model, const data::Dataset* train, const data::Dataset* test, int64_t largest_batch);

@@ -1,5 +1,7 @@
 #include "worker/trainer.h"
 
+#include <optional>
+
 #include "common/status_macros.h"
 
 namespace pstrain::worker {
@@ -22,8 +24,11 @@ absl::Status Trainer::Run() {
       case TrainingSession::Work::kEvaluate: {
         RETURN_IF_ERROR(SyncModel());
         model::BatchStats stats;
-        RETURN_IF_ERROR(workload_->Evaluate(session_.get(), work.begin, work.end, &stats));
-        RETURN_IF_ERROR(session_->ReportEvaluation(stats));
+        std::optional<data::ScoreHistogram> scores;
+        if (workload_->ScoresPredictions()) scores.emplace();
+        RETURN_IF_ERROR(workload_->Evaluate(session_.get(), work.begin, work.end, &stats,
+                                            scores.has_value() ? &*scores : nullptr));
+        RETURN_IF_ERROR(session_->ReportEvaluation(stats, scores.has_value() ? &*scores : nullptr));
         break;
       }
       case TrainingSession::Work::kDone:

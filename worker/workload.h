@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "data/score_histogram.h"
 #include "model/model.h"
 #include "worker/training_session.h"
 
@@ -37,8 +38,13 @@ class Workload {
   virtual absl::Status ComputeGradient(TrainingSession* session, model::GradientSink* sink,
                                        model::BatchStats* stats) = 0;
 
-  // Evaluates test samples [begin, end) at the current weights; adds to *stats.
-  virtual absl::Status Evaluate(TrainingSession* session, int64_t begin, int64_t end, model::BatchStats* stats) = 0;
+  // Whether Evaluate scores each test sample's prediction (a click probability) for the AUC.
+  virtual bool ScoresPredictions() const { return false; }
+
+  // Evaluates test samples [begin, end) at the current weights; adds to *stats and, when
+  // ScoresPredictions(), every sample's prediction to *scores (otherwise `scores` is null).
+  virtual absl::Status Evaluate(TrainingSession* session, int64_t begin, int64_t end, model::BatchStats* stats,
+                                data::ScoreHistogram* scores) = 0;
 };
 
 }  // namespace pstrain::worker
