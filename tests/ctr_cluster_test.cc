@@ -7,11 +7,13 @@
 #include <cmath>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/cluster.h"
+#include "tests/ctr_data.h"
 #include "tests/process.h"
 
 namespace pstrain::testing {
@@ -19,40 +21,12 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr int64_t kTrain = 30000;
-constexpr int64_t kTest = 4000;
+constexpr int64_t kTrain = kCtrTrain;
 
-// Generated once for the whole binary: kTrain + kTest records, 20k distinct keys.
-const std::string& DataDir() {
-  static const std::string* dir = [] {
-    auto* d = new std::string(MakeTempDir("ctr-data"));
-    absl::StatusOr<RunResult> gen =
-        Run({BinDir() + "/pstrain-gen-ctr", "--out_dir=" + *d, "--train_samples=" + std::to_string(kTrain),
-             "--test_samples=" + std::to_string(kTest), "--unique_keys=20000", "--seed=3"},
-            absl::Minutes(1));
-    EXPECT_TRUE(gen.ok() && gen->exit_code == 0) << (gen.ok() ? gen->output : gen.status().ToString());
-    return d;
-  }();
-  return *dir;
-}
-
-// The share of clicks in the test file.
-double TestClickRate() {
-  std::ifstream in(DataDir() + "/test.tsv");
-  std::string line;
-  int64_t clicks = 0, all = 0;
-  while (std::getline(in, line)) {
-    clicks += line[0] == '1';
-    ++all;
-  }
-  return static_cast<double>(clicks) / all;
-}
-
+const std::string& DataDir() { return CtrDataDir(); }
+double TestClickRate() { return CtrTestClickRate(CtrDataDir()); }
 std::vector<std::string> Job(const std::string& data_dir, std::vector<std::string> extra = {}) {
-  std::vector<std::string> flags = {"--model=ctr", "--data_dir=" + data_dir, "--epochs=2", "--batch_size=256",
-                                    "--seed=5", "--embedding_dim=8", "--hidden=64,32"};
-  flags.insert(flags.end(), extra.begin(), extra.end());
-  return flags;
+  return CtrJob(data_dir, std::move(extra));
 }
 
 void ExpectEveryRecordOncePerEpoch(const std::string& summary) {

@@ -1,0 +1,117 @@
+// The dense path's failure guarantees, for a CTR job with embedding tables (SYNC, real processes
+// killed with SIGKILL): a server replaced from the newest consistent checkpoint, a server whose
+// shard has a live copy (--replicas=2), and a whole job resumed from its checkpoints with more
+// workers. Each counts every record once per epoch and ends where an undisturbed run ends.
+#include <signal.h>
+
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/cluster.h"
+#include "tests/ctr_data.h"
+#include "tests/process.h"
+
+namespace pstrain::testing {
+namespace {
+
+using ::testing::ContainsRegex;
+using ::testing::HasSubstr;
+
+constexpr int kEpochs = 3;
+constexpr int64_t kGlobalBatch = 128;  // 64 per worker x 2 workers
+constexpr int64_t kStepsPerEpoch = (kCtrTrain + kGlobalBatch - 1) / kGlobalBatch;
+
+std::vector<std::string> Job(std::vector<std::string> extra) {
+  extra.push_back("--epochs=" + std::to_string(kEpochs));
+  extra.push_back("--batch_size=64");
+  return CtrJob(CtrDataDir(), extra);
+}
+
+std::vector<std::string> CheckpointedJob(const std::string& dir) {
+  return Job({"--checkpoint_dir=" + dir, "--checkpoint_every_steps=50", "--server_recovery_timeout_ms=30000"});
+}
+
+std::string Undisturbed(const std::string& name, const std::vector<std::string>& job) {
+  ManualCluster reference(name);
+  reference.Start(2, 2, job);
+  return RunToEnd(reference);
+}
+
+void ExpectEveryRecordOncePerEpoch(const std::string& summary) {
+  const std::vector<double> samples = JsonNumbers(summary, "samples");
+  ASSERT_GE(samples.size(), static_cast<size_t>(kEpochs)) << summary;
+  for (int e = 0; e < kEpochs; ++e) EXPECT_EQ(samples[e], kCtrTrain) << "epoch " << e << "\n" << summary;
+}
+
+// The same model as the undisturbed run: the whole test set's AUC and log loss.
+void ExpectSameModel(const std::string& summary, const std::string& undisturbed, double tolerance) {
+  EXPECT_NEAR(JsonNumber(summary, "final_test_auc"), JsonNumber(undisturbed, "final_test_auc"), tolerance)
+      << summary;
+  EXPECT_NEAR(JsonNumber(summary, "final_test_logloss"), JsonNumber(undisturbed, "final_test_logloss"), tolerance)
+      << summary;
+}
+
+TEST(CtrFaultTest, KilledServerIsReplacedFromACheckpointWithItsRows) {
+  const std::string undisturbed = Undisturbed("ctr-recovery-reference", CheckpointedJob(MakeTempDir("ckpt-ref")));
+  ManualCluster cluster("ctr-recovery");
+  cluster.Start(2, 2, CheckpointedJob(MakeTempDir("ckpt")));
+  cluster.WaitForSteps(150);
+  cluster.servers[1]->Kill(SIGKILL);
+  absl::SleepFor(absl::Milliseconds(300));
+  cluster.AddServer();  // takes the dead rank and restores its shard, rows included
+  const std::string summary = RunToEnd(cluster);
+  ExpectEveryRecordOncePerEpoch(summary);
+  EXPECT_THAT(summary, ContainsRegex("\"role\": *\"server\", *\"rank\": *[01], *\"kind\": *\"died\""));
+  EXPECT_THAT(cluster.workers[0]->Output() + cluster.workers[1]->Output(), HasSubstr("rewinding"));
+  // The rollback replays the same global batches from the cut: the same maths.
+  ExpectSameModel(summary, undisturbed, 1e-6);
+}
+
+TEST(CtrFaultTest, KilledServersRowsLiveOnInItsReplica) {
+  const std::vector<std::string> job = Job({"--replicas=2"});
+  const std::string undisturbed = Undisturbed("ctr-replica-reference", job);
+  ManualCluster cluster("ctr-replica");
+  cluster.Start(2, 2, job);
+  cluster.WaitForSteps(150);
+  cluster.servers[1]->Kill(SIGKILL);
+  absl::SleepFor(absl::Milliseconds(300));
+  cluster.AddServer();
+  const std::string summary = RunToEnd(cluster);
+  ExpectEveryRecordOncePerEpoch(summary);
+  EXPECT_THAT(summary, ContainsRegex("\"role\": *\"server\", *\"rank\": *[01], *\"kind\": *\"died\""));
+  EXPECT_THAT(cluster.workers[0]->Output() + cluster.workers[1]->Output(), ::testing::Not(HasSubstr("rewinding")));
+  ExpectSameModel(summary, undisturbed, 1e-6);
+}
+
+TEST(CtrFaultTest, KilledJobResumesWithMoreWorkersAndItsRows) {
+  const std::string undisturbed = Undisturbed("ctr-resume-reference", CheckpointedJob(MakeTempDir("ckpt-ref2")));
+  const std::string dir = MakeTempDir("ckpt-resume");
+  {
+    ManualCluster first("ctr-resume-first");
+    first.Start(2, 2, CheckpointedJob(dir));
+    first.WaitForSteps(120);
+    first.scheduler->Kill(SIGKILL);
+    for (auto& s : first.servers) s->Kill(SIGKILL);
+    for (auto& w : first.workers) w->Kill(SIGKILL);
+  }
+  std::vector<std::string> job = CheckpointedJob(dir);
+  job.push_back("--resume");
+  ManualCluster second("ctr-resume-second");
+  second.Start(2, 3, job);
+  const std::string summary = RunToEnd(second);
+  std::smatch m;
+  const std::string log = second.scheduler->Output();
+  ASSERT_TRUE(std::regex_search(log, m, std::regex("continuing from step ([0-9]+)"))) << log;
+  const int64_t resumed_at = std::stoll(m[1].str());
+  EXPECT_GE(resumed_at, 50);
+  ASSERT_LT(resumed_at / kStepsPerEpoch, kEpochs - 1) << "killed too late: step " << resumed_at;
+  // The same global batches in the same order, rows restored: only the split among workers (and
+  // so the float summation of the dense gradient) differs.
+  ExpectSameModel(summary, undisturbed, 2e-3);
+}
+
+}  // namespace
+}  // namespace pstrain::testing
