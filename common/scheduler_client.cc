@@ -192,6 +192,10 @@ absl::StatusOr<HeartbeatResponse> SchedulerClient::Heartbeat(Role role, int rank
   HeartbeatRequest request;
   request.set_role(role);
   request.set_rank(rank);
+  return Heartbeat(request);
+}
+
+absl::StatusOr<HeartbeatResponse> SchedulerClient::Heartbeat(const HeartbeatRequest& request) {
   return Call(&Scheduler::Stub::Heartbeat, request, "heartbeat", rpc_timeout_);
 }
 
@@ -287,7 +291,8 @@ absl::StatusOr<JobStatus> SchedulerClient::GetJobStatus() {
 
 Heartbeater::Heartbeater(SchedulerClient* client, Role role, int rank, absl::Duration interval,
                          absl::Duration give_up_after, std::function<void(absl::Status)> on_end,
-                         std::function<void(int64_t)> on_membership_change)
+                         std::function<void(int64_t)> on_membership_change,
+                         std::function<void(HeartbeatRequest*)> describe)
     : client_(client),
       role_(role),
       rank_(rank),
@@ -295,6 +300,7 @@ Heartbeater::Heartbeater(SchedulerClient* client, Role role, int rank, absl::Dur
       give_up_after_(give_up_after),
       on_end_(std::move(on_end)),
       on_membership_change_(std::move(on_membership_change)),
+      describe_(std::move(describe)),
       thread_([this] { Loop(); }) {}
 
 Heartbeater::~Heartbeater() {
@@ -311,7 +317,11 @@ void Heartbeater::Loop() {
   absl::Time last_ok = absl::Now();
   int failures_in_a_row = 0;
   do {
-    absl::StatusOr<HeartbeatResponse> response = client_->Heartbeat(role_, rank_);
+    HeartbeatRequest request;
+    request.set_role(role_);
+    request.set_rank(rank_);
+    if (describe_) describe_(&request);
+    absl::StatusOr<HeartbeatResponse> response = client_->Heartbeat(request);
     const bool unreachable = !response.ok() && (absl::IsUnavailable(response.status()) ||
                                                 absl::IsDeadlineExceeded(response.status()));
     if (!response.ok() && !unreachable) {

@@ -69,6 +69,8 @@ class SchedulerClient : public SchedulerApi {
                        int rank, absl::Duration timeout) override;
 
   absl::StatusOr<HeartbeatResponse> Heartbeat(Role role, int rank) override;
+  // The same with a whole request (a server's table usage).
+  absl::StatusOr<HeartbeatResponse> Heartbeat(const HeartbeatRequest& request);
   absl::StatusOr<LeaseResponse> LeaseWork(int worker_rank, int epoch) override;
   absl::Status ReportProgress(const ProgressReport& report) override;
   absl::Status ReportFailure(Role role, int rank, const std::string& message) override;
@@ -143,9 +145,11 @@ class SchedulerClient : public SchedulerApi {
 // is borrowed and must outlive this object.
 class Heartbeater {
  public:
+  // `describe` (may be empty) adds what a role reports with each beat, on the heartbeat thread.
   Heartbeater(SchedulerClient* client, Role role, int rank, absl::Duration interval,
               absl::Duration give_up_after, std::function<void(absl::Status)> on_end,
-              std::function<void(int64_t)> on_membership_change = nullptr);
+              std::function<void(int64_t)> on_membership_change = nullptr,
+              std::function<void(HeartbeatRequest*)> describe = nullptr);
   ~Heartbeater();
 
   Heartbeater(const Heartbeater&) = delete;
@@ -164,6 +168,7 @@ class Heartbeater {
   const absl::Duration give_up_after_;
   const std::function<void(absl::Status)> on_end_;
   const std::function<void(int64_t)> on_membership_change_;
+  const std::function<void(HeartbeatRequest*)> describe_;
 
   absl::Notification stop_;
   mutable absl::Mutex mu_;

@@ -262,6 +262,9 @@ absl::StatusOr<HeartbeatResponse> Scheduler::Heartbeat(const HeartbeatRequest& r
     if (absl::Status s = membership_.Heartbeat(request.role(), request.rank(), now); !s.ok()) {
       return s;
     }
+    if (request.role() == SERVER && request.tables_size() > 0) {
+      table_usage_[request.rank()].assign(request.tables().begin(), request.tables().end());
+    }
     response.set_state(state_);
     response.set_membership_epoch(membership_.epoch());
     if (state_ == FAILED) response.set_failure(std::string(failure_.message()));
@@ -688,6 +691,35 @@ bool Scheduler::ServersKnowTheEnd() const {
   return Ended() && membership_.AllServersHeardSince(ended_at_);
 }
 
+std::string Scheduler::TableUsageJsonLocked() const {
+  if (table_usage_.empty()) return "";
+  // Totals count each (shard, table) once: its primary's rows, or its live copy's once the
+  // primary is gone.
+  std::map<std::pair<int, std::string>, const TableUsage*> by_shard;
+  std::string stores;
+  const std::vector<int> live = membership_.LiveRanks(SERVER);
+  for (const auto& [server, usages] : table_usage_) {
+    if (std::find(live.begin(), live.end(), server) == live.end()) continue;
+    for (const TableUsage& u : usages) {
+      absl::StrAppend(&stores, stores.empty() ? "" : ",\n", "      {\"server\": ", server, ", \"shard\": ", u.shard(),
+                      ", \"replica\": ", u.replica() ? "true" : "false", ", \"table\": \"", u.table(),
+                      "\", \"rows\": ", u.rows(), ", \"bytes\": ", u.bytes(), "}");
+      const TableUsage*& slot = by_shard[{u.shard(), u.table()}];
+      if (slot == nullptr || (slot->replica() && !u.replica())) slot = &u;
+    }
+  }
+  int64_t rows = 0, bytes = 0, floor = 0;
+  for (const auto& [key, u] : by_shard) {
+    rows += u->rows();
+    bytes += u->bytes();
+    floor += u->floor_bytes();
+  }
+  return absl::StrCat("  \"embedding_tables\": {\"rows\": ", rows, ", \"bytes\": ", bytes,
+                      ", \"bytes_per_row\": ", JsonNumber(rows > 0 ? static_cast<double>(bytes) / rows : 0),
+                      ", \"floor_bytes_per_row\": ", JsonNumber(rows > 0 ? static_cast<double>(floor) / rows : 0),
+                      ", \"stores\": [\n", stores, "\n    ]},\n");
+}
+
 std::string Scheduler::SummaryJson() const {
   absl::MutexLock lock(&mu_);
   std::string slow = "  \"slow_steps\": [";
@@ -700,7 +732,7 @@ std::string Scheduler::SummaryJson() const {
   }
   slow += "],\n";
   return progress_->SummaryJson(state_, failure_.message(), Now(), membership_.events(),
-                               membership_.LiveRanks(WORKER), slow);
+                               membership_.LiveRanks(WORKER), slow + TableUsageJsonLocked());
 }
 
 std::string Scheduler::OutcomeLine() const {

@@ -292,6 +292,9 @@ class Scheduler {
   // "job FINISHED: test accuracy 0.8712, test loss 0.3621, 41234 samples/s" (with ", test AUC
   // 0.7893" after the loss when workers reported scores).
   std::string SummaryJson() const;
+  // The summary's "embedding_tables" member (rows and bytes per table per server, from the
+  // servers' latest heartbeats), or "" for a job without tables.
+  std::string TableUsageJsonLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   std::string OutcomeLine() const;
 
  private:
@@ -423,6 +426,8 @@ class Scheduler {
   absl::Mutex model_write_mu_;
   // The newest slow-step reports (ReportSlowStep), with when they arrived.
   std::vector<std::pair<absl::Time, SlowStepReport>> slow_steps_ ABSL_GUARDED_BY(mu_);
+  // Each server's latest embedding-table usage (HeartbeatRequest.tables), by rank.
+  std::map<int, std::vector<TableUsage>> table_usage_ ABSL_GUARDED_BY(mu_);
 };
 
 // The newest step that every list holds (each list ascending), i.e. the newest consistent cut of

@@ -29,6 +29,19 @@
 namespace pstrain::server {
 namespace {
 
+// The store's rows per table, for the scheduler's run summary.
+void AddTableUsage(const ParameterStore& store, bool replica, HeartbeatRequest* request) {
+  for (const SparseShard::TableStats& t : store.TableStats()) {
+    TableUsage* usage = request->add_tables();
+    usage->set_table(t.name);
+    usage->set_shard(store.rank());
+    usage->set_replica(replica);
+    usage->set_rows(t.rows);
+    usage->set_bytes(t.bytes_used);
+    usage->set_floor_bytes(t.rows * t.floor_bytes_per_row);
+  }
+}
+
 // "shard 0: embedding rows C1 812, C2 790, ...; 40123 rows in 6.1 MiB, 159.2 bytes/row (floor 128)".
 void LogTableStats(const ParameterStore& store) {
   const std::vector<SparseShard::TableStats> stats = store.TableStats();
@@ -307,7 +320,11 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   // Destroyed after the lock below is released: its thread may be calling EndJob.
   Heartbeater heartbeater(
       client, SERVER, rank, interval, give_up, [this](absl::Status s) { EndJob(std::move(s)); },
-      [this](int64_t epoch) { NoteMembershipEpoch(epoch); });
+      [this](int64_t epoch) { NoteMembershipEpoch(epoch); },
+      [primary = store->get(), replica = replica_.get()](HeartbeatRequest* request) {
+        AddTableUsage(*primary, /*replica=*/false, request);
+        if (replica != nullptr) AddTableUsage(*replica, /*replica=*/true, request);
+      });
   // Not on the heartbeat thread: a slow GetClusterView must not delay the heartbeats.
   std::thread membership([&] {
     FollowMembership(client, &heartbeater, store->get(), rank, checkpointing ? job.checkpoint_dir() : "", interval);

@@ -56,8 +56,12 @@ TEST(CtrClusterTest, SyncAndAsyncJobsLearnAndCountEveryRecordOnce) {
     // AUC over the whole test set, merged from every evaluation lease's score histogram.
     EXPECT_GT(JsonNumber(run.summary_json, "final_test_auc"), 0.65) << run.summary_json;
     EXPECT_LT(JsonNumber(run.summary_json, "final_test_auc_error_bound"), 1e-3) << run.summary_json;
-    // Every server says how many rows of each table it holds.
+    // Every server says how many rows of each table it holds, in its log and in the summary.
     EXPECT_THAT(run.output, HasSubstr("embedding rows")) << run.output.substr(run.output.size() - 3000);
+    EXPECT_THAT(run.summary_json, HasSubstr("\"embedding_tables\": {\"rows\": ")) << run.summary_json;
+    EXPECT_GT(JsonNumber(run.summary_json, "bytes_per_row"), JsonNumber(run.summary_json, "floor_bytes_per_row"));
+    EXPECT_THAT(run.summary_json, ::testing::ContainsRegex("\"server\": 1, \"shard\": 1, \"replica\": false, "
+                                                           "\"table\": \"C26\", \"rows\": [1-9]"));
   }
 }
 
