@@ -1,5 +1,5 @@
 // Model "ctr" on data made by pstrain-gen-ctr, as a user runs it: real processes over real
-// sockets. SYNC and ASYNC jobs learn (their test log loss beats predicting the click rate), count
+// sockets. SYNC, ASYNC and SSP jobs learn (their test log loss beats predicting the click rate), count
 // every record once per epoch, survive a worker killed mid-epoch, and a malformed line either
 // stops the job naming its file and line or is skipped and counted.
 #include <signal.h>
@@ -41,11 +41,11 @@ ClusterRun Launch(const std::string& name, const std::vector<std::string>& flags
   return run.ok() ? *run : ClusterRun{};
 }
 
-TEST(CtrClusterTest, SyncAndAsyncJobsLearnAndCountEveryRecordOnce) {
+TEST(CtrClusterTest, JobsInEveryModeLearnAndCountEveryRecordOnce) {
   // The log loss of predicting the click rate for everyone: what a model that learnt nothing scores.
   const double p = TestClickRate();
   const double base_loss = -(p * std::log(p) + (1 - p) * std::log(1 - p));
-  for (const std::string mode : {"sync", "async"}) {
+  for (const std::string mode : {"sync", "async", "ssp"}) {
     SCOPED_TRACE(mode);
     const ClusterRun run = Launch("ctr-" + mode, Job(DataDir(), {"--mode=" + mode}));
     ASSERT_EQ(run.exit_code, 0) << run.output;
