@@ -43,6 +43,8 @@ struct ModelDefaults {
 
 ModelDefaults DefaultsFor(absl::string_view model) {
   if (model == "cnn") return {/*batch_size=*/64, /*epochs=*/8};
+  // CTR data sets are large and their rare keys overfit: a few passes of larger batches.
+  if (model == "ctr") return {/*batch_size=*/512, /*epochs=*/3};
   return {/*batch_size=*/256, /*epochs=*/10};  // mlp and every other model
 }
 

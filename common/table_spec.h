@@ -19,6 +19,9 @@ namespace pstrain {
 // The built-in CTR model (model/ctr_model.h).
 inline constexpr char kCtrModel[] = "ctr";
 
+// Model ctr's default rate for its Adagrad rows (table_optimizer.lr).
+inline constexpr float kCtrAdagradLr = 2.0f;
+
 // Largest TableSpec.dim accepted.
 inline constexpr int kMaxTableDim = 4096;
 

@@ -44,6 +44,12 @@ TEST(TableSpecTest, LibsvmHasOneTableAndDefaultsAreAdagrad) {
   EXPECT_EQ(job.tables(0).dim(), 16);
   EXPECT_EQ(job.tables(0).optimizer().type(), SparseOptimizerSpec::ADAGRAD);
   EXPECT_FLOAT_EQ(job.tables(0).optimizer().initial_accumulator(), 0.1f);
+  EXPECT_FLOAT_EQ(job.tables(0).optimizer().lr(), kCtrAdagradLr) << "model ctr's Adagrad rate";
+  JobSpec external;
+  external.set_model("external");
+  external.add_tables()->set_name("t");
+  ApplyJobDefaults(&external);
+  EXPECT_FLOAT_EQ(external.tables(0).optimizer().lr(), 0.05f) << "the generic Adagrad rate";
 }
 
 TEST(TableSpecTest, OverlapIsOffWithTables) {
