@@ -62,9 +62,9 @@ DEFINE_string(compression, "none",
               "step), e.g. topk:0.01");
 DEFINE_string(data_format, "idx", "Data files: idx (Fashion-MNIST), criteo or libsvm (default: criteo for --model=ctr)");
 DEFINE_string(bad_records, "fail", "criteo/libsvm: a line that does not parse stops the job (fail) or is skipped and counted (skip)");
-DEFINE_int32(embedding_dim, 16, "--model=ctr: floats per embedding row");
-DEFINE_string(table_optimizer, "adagrad", "--model=ctr: how embedding rows are updated: adagrad, sgd, lazy_adam or ftrl");
-DEFINE_double(table_lr, 0.05, "--model=ctr: the embedding rows' learning rate (default: adagrad 2.0, lazy_adam 0.001, others 0.05)");
+DEFINE_int32(embedding_dim, 16, "--model=ctr (and examples/pytorch/ctr.py): floats per embedding row");
+DEFINE_string(table_optimizer, "adagrad", "--model=ctr, and declared tables that name none: how embedding rows are updated: adagrad, sgd, lazy_adam or ftrl");
+DEFINE_double(table_lr, 0.05, "--table_optimizer's learning rate (default: adagrad 2.0 for --model=ctr, lazy_adam 0.001, else 0.05)");
 DEFINE_double(table_l1, 0.0, "--table_optimizer=ftrl: L1 strength");
 DEFINE_double(table_l2, 0.0, "--table_optimizer=ftrl: L2 strength");
 DEFINE_int32(replicas, 1, "Copies of each server's shard: 1, or 2 (a live copy on the next server survives one server's loss)");

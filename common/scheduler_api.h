@@ -53,11 +53,11 @@ class SchedulerApi {
   virtual absl::Status ReportSlowStep(const SlowStepReport& report) = 0;
   // Sends the final model file (model::SerializeModelFile); returns once the scheduler wrote it.
   virtual absl::Status SubmitFinalModel(int worker_rank, std::string model_file) = 0;
-  // JobSpec.model "external": declares the model a worker trains (model file bytes: names,
-  // shapes, initial values), the data set's sizes and the names of the tensors that are averaged
-  // rather than trained (ModelDeclaration.averaged_tensors); the first declaration defines the job.
-  virtual absl::Status DeclareModel(int worker_rank, std::string model_file, int64_t train_samples,
-                                    int64_t test_samples, const std::vector<std::string>& averaged_tensors) = 0;
+  // JobSpec.model "external": declares the model a worker trains (proto/scheduler.proto
+  // ModelDeclaration: the model file's names, shapes and initial values, the data set's sizes, the
+  // tensors averaged rather than trained, the embedding tables); the first declaration defines the
+  // job.
+  virtual absl::Status DeclareModel(ModelDeclaration declaration) = 0;
   // JobSpec.model "external": the accepted declaration's model file (the initial weights).
   virtual absl::StatusOr<std::string> GetInitialModel() = 0;
 };

@@ -265,15 +265,9 @@ absl::Status SchedulerClient::SubmitFinalModel(int worker_rank, std::string mode
       .status();
 }
 
-absl::Status SchedulerClient::DeclareModel(int worker_rank, std::string model_file, int64_t train_samples,
-                                           int64_t test_samples, const std::vector<std::string>& averaged_tensors) {
-  ModelDeclaration request;
-  request.set_worker_rank(worker_rank);
-  request.set_model_file(std::move(model_file));
-  request.set_train_samples(train_samples);
-  request.set_test_samples(test_samples);
-  for (const std::string& name : averaged_tensors) request.add_averaged_tensors(name);
-  return CallRetrying(&Scheduler::Stub::DeclareModel, request, absl::StrCat("declare the model of worker ", worker_rank),
+absl::Status SchedulerClient::DeclareModel(ModelDeclaration declaration) {
+  const std::string what = absl::StrCat("declare the model of worker ", declaration.worker_rank());
+  return CallRetrying(&Scheduler::Stub::DeclareModel, declaration, what,
                       std::max(rpc_timeout_, absl::Minutes(1)), /*parked=*/false)
       .status();
 }

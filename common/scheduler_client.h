@@ -88,15 +88,15 @@ class SchedulerClient : public SchedulerApi {
   // model is written and fsynced before the answer).
   absl::Status SubmitFinalModel(int worker_rank, std::string model_file) override;
   // JobSpec.model "external": declares the model this worker trains (Scheduler.DeclareModel):
-  // `model_file` as model::SerializeModelFile writes it (names, shapes, initial values), the
-  // data set sizes and the tensors averaged rather than trained (`averaged_tensors`, names of
-  // tensors of the file; see ModelDeclaration.averaged_tensors for what to push for them). Call after Register and before WaitUntilRunning: the job runs only once a
+  // its model_file as model::SerializeModelFile writes it (names, shapes, initial values), the
+  // data set sizes, the tensors averaged rather than trained (names of tensors of the file; see
+  // ModelDeclaration.averaged_tensors for what to push for them) and the embedding tables the
+  // model looks rows up in. Call after Register and before WaitUntilRunning: the job runs only once a
   // declaration was accepted. OK when it is the first accepted or matches the accepted one;
   // INVALID_ARGUMENT or DATA_LOSS saying what is wrong (a mismatch, a bad file), FAILED_PRECONDITION
   // for a built-in model's job. Retried like ReportProgress (a retry of an accepted declaration
   // matches it); its deadline is at least a minute (the scheduler parses and saves the file).
-  absl::Status DeclareModel(int worker_rank, std::string model_file, int64_t train_samples, int64_t test_samples,
-                            const std::vector<std::string>& averaged_tensors) override;
+  absl::Status DeclareModel(ModelDeclaration declaration) override;
   // JobSpec.model "external": the accepted declaration's model file, whose values are the initial
   // weights. FAILED_PRECONDITION before a declaration was accepted. Retried like GetClusterView;
   // its deadline is at least a minute (the file may be large).

@@ -2,7 +2,8 @@
 // extension. It adds no protocol of its own: each method is one call of the C++ API, with the GIL
 // released while it may block, and tensors cross as NumPy views of the session's own buffers (no
 // copies). An absl::Status error becomes a pstrain.Error (or a subclass by its code) whose message
-// is the status message.
+// is the status message. Embedding tables are in table_bindings.cc; the CTR reader and the score
+// histogram in ctr_bindings.cc.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -17,7 +18,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/job_spec.h"
+#include "data/score_histogram.h"
+#include "python/ctr_bindings.h"
 #include "python/status_errors.h"
+#include "python/table_bindings.h"
 #include "worker/job_member.h"
 #include "worker/training_session.h"
 
@@ -47,6 +51,18 @@ py::dict JobDict(const JobSpec& job) {
   d["train_samples"] = job.data().train_samples();
   d["test_samples"] = job.data().test_samples();
   d["final_model_path"] = job.final_model_path();
+  // The data as the job names it: a script that reads the job's files (examples/pytorch/ctr.py)
+  // reads what the built-in models would.
+  d["data_dir"] = job.data().data_dir();
+  d["data_format"] = job.data().format();
+  d["bad_records"] = job.data().bad_records();
+  d["train_limit"] = job.data().train_limit();
+  d["test_limit"] = job.data().test_limit();
+  d["hidden_sizes"] = std::vector<int>(job.hidden_sizes().begin(), job.hidden_sizes().end());
+  d["embedding_dim"] = job.embedding_dim();
+  py::list tables;
+  for (const TableSpec& t : job.tables()) tables.append(TableDict(t));
+  d["tables"] = tables;
   return d;
 }
 
@@ -137,9 +153,12 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "pstrain's worker library (C++), for the pstrain package. Use pstrain or pstrain.torch.";
   RegisterStatusErrors(m);
 
-  py::class_<TrainingSession>(m, "Session",
-                              "One worker's training session: next() says what to do, the loop does it "
-                              "and reports (end_step, report_evaluation).")
+  BindCtrData(m);
+  py::class_<TrainingSession> session(m, "Session",
+                                      "One worker's training session: next() says what to do, the loop does it "
+                                      "and reports (end_step, report_evaluation).");
+  BindTables(m, session);
+  session
       .def_property_readonly(
           "weights",
           [](py::object self) {
@@ -224,16 +243,19 @@ PYBIND11_MODULE(_core, m) {
       })
       .def(
           "report_evaluation",
-          [](TrainingSession& s, double loss_sum, int64_t correct, int64_t samples) {
+          [](TrainingSession& s, double loss_sum, int64_t correct, int64_t samples,
+             const data::ScoreHistogram* scores) {
             model::BatchStats stats{loss_sum, correct, samples};
             absl::Status status;
             {
               py::gil_scoped_release release;
-              status = s.ReportEvaluation(stats);
+              status = s.ReportEvaluation(stats, scores);
             }
             ThrowIfError(status);
           },
-          py::arg("loss_sum"), py::arg("correct"), py::arg("samples"));
+          py::arg("loss_sum"), py::arg("correct"), py::arg("samples"), py::arg("scores") = py::none(),
+          "The results of the evaluation work; scores: a ScoreHistogram of the samples' predictions (one "
+          "each), for the job's test AUC.");
 
   py::class_<PyWork>(m, "Work", "What to do next: kind 'train' (samples), 'evaluate' ([begin, end)) or 'done'.")
       .def_readonly("kind", &PyWork::kind)
@@ -282,21 +304,24 @@ PYBIND11_MODULE(_core, m) {
           "declare_model",
           [](JobMember& m, const std::vector<std::string>& names, const std::vector<std::vector<int64_t>>& shapes,
              const py::array& values, int64_t train_samples, int64_t test_samples,
-             const std::vector<std::string>& averaged) {
+             const std::vector<std::string>& averaged, const py::list& tables) {
             std::vector<model::ParamSpec> params = ParamsOf(names, shapes);
             const float* data = ContiguousFloats(values, "initial values", model::TotalElements(params));
+            const std::vector<TableSpec> specs = TableSpecsOf(tables);
             absl::Status status;
             {
               py::gil_scoped_release release;
               status = m.DeclareModel(params, absl::MakeConstSpan(data, values.size()), train_samples, test_samples,
-                                      averaged);
+                                      averaged, specs);
             }
             ThrowIfError(status);
           },
           py::arg("names"), py::arg("shapes"), py::arg("values"), py::arg("train_samples"), py::arg("test_samples"),
-          py::arg("averaged") = std::vector<std::string>(),
+          py::arg("averaged") = std::vector<std::string>(), py::arg("tables") = py::list(),
           "Declares the model (external jobs): names, shapes, float32 initial values (C-contiguous), the "
-          "data set's sizes, and the names of tensors the servers average instead of training.")
+          "data set's sizes, the names of tensors the servers average instead of training, and the embedding "
+          "tables the model looks rows up in (dicts: name, dim, optionally init_bound and optimizer). The job's "
+          "tables must match them; a job without tables adopts the first declaration's.")
       .def("start",
            [](JobMember& m) {
              absl::StatusOr<ClusterView> view;

@@ -108,6 +108,11 @@ ClusterView Scheduler::ViewLocked() const {
   // Every role may have registered while an external model is not declared yet.
   if (state_ == WAITING_FOR_ROLES) view.set_state(WAITING_FOR_ROLES);
   for (const ShardHost& host : shard_hosts_) *view.add_shard_hosts() = host;
+  if (options_.job.tables_size() > 0) {
+    *view.mutable_tables() = options_.job.tables();
+  } else if (declared_.has_value()) {
+    *view.mutable_tables() = declared_->tables;
+  }
   if (restore_step_.has_value()) {
     view.set_restore_step(*restore_step_);
     view.set_restore_epoch(restore_epoch_);

@@ -43,6 +43,9 @@
 // even with every role registered; it runs once both hold. Later declarations are compared with
 // the accepted one and change nothing. The accepted model file is kept (GetInitialModel, for the
 // servers' initial weights) and persists (Options::save_declared_model) before the state does.
+// A declaration may list embedding tables (ModelDeclaration.tables): they must be the job's when
+// the job declares tables; otherwise the first accepted declaration's become the job's, in the
+// view (ClusterView.tables) and the state, like its tensors.
 //
 // FINISHED and FAILED are final. When the job ends every parked call is answered: view waiters get
 // the view (FINISHED) or ABORTED "job failed: <reason>"; parked barriers get ABORTED.
@@ -149,6 +152,8 @@ class Scheduler {
     int worker_rank = 0;
     // The declared model file, byte for byte (model/model_file.h). Shared, never changed.
     std::shared_ptr<const std::string> model_file;
+    // The tables a job that declares none adopted from it (declared_tables.h); empty otherwise.
+    google::protobuf::RepeatedPtrField<TableSpec> tables;
   };
 
   using ViewDone = std::function<void(absl::StatusOr<ClusterView>)>;

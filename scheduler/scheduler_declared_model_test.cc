@@ -1,7 +1,8 @@
 // Declared models (JobSpec.model "external"): the first valid declaration of a live worker sets
 // the job's model and sizes, later ones must match it, refused ones change nothing, the job runs
 // only once a model is declared, and a restarted scheduler keeps the declaration; averaged
-// tensors are checked, flagged in the shard map and compared like the rest.
+// tensors are checked, flagged in the shard map and compared like the rest; declared embedding
+// tables are matched with the job's, or become the job's (in the view, across a restart).
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -68,6 +69,14 @@ std::vector<Tensor> BnModel() {
 ModelDeclaration BnDeclaration(int rank, const std::vector<std::string>& averaged) {
   ModelDeclaration d = Declaration(rank, ModelBytes(BnModel()));
   for (const std::string& name : averaged) d.add_averaged_tensors(name);
+  return d;
+}
+
+// `d` with a table `name` of `dim` floats per row.
+ModelDeclaration WithTable(ModelDeclaration d, const std::string& name, int dim) {
+  TableSpec* t = d.add_tables();
+  t->set_name(name);
+  t->set_dim(dim);
   return d;
 }
 
@@ -448,4 +457,67 @@ TEST_F(DeclaredModelTest, ARestartedSchedulerKeepsTheAveragedTensors) {
 }
 
 }  // namespace
+TEST_F(DeclaredModelTest, AJobWithoutTablesAdoptsTheFirstDeclarationsAndKeepsThemAcrossARestart) {
+  {
+    auto s = Make(Opts());
+    RegisterAll(s.get());
+    EXPECT_EQ(s->View().tables_size(), 0);
+    ModelDeclaration bad = WithTable(Declaration(0, ModelBytes(Mlp())), "user", 0);
+    absl::Status refused = s->DeclareModel(bad);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(refused.message(), HasSubstr("model declaration from worker 0: tables[0].dim: got 0"));
+    ExpectNothingDeclared(s.get());
+    ASSERT_TRUE(s->DeclareModel(WithTable(WithTable(Declaration(0, ModelBytes(Mlp())), "user", 8), "item", 4)).ok());
+    const ClusterView view = s->View();
+    ASSERT_EQ(view.tables_size(), 2);
+    EXPECT_EQ(view.tables(0).name(), "user");
+    EXPECT_EQ(view.tables(1).dim(), 4);
+    // Unset optimizers take the job's table_optimizer, with its defaults.
+    EXPECT_EQ(view.tables(1).optimizer().type(), SparseOptimizerSpec::ADAGRAD);
+    EXPECT_FLOAT_EQ(view.tables(1).optimizer().lr(), 0.05f);
+    // Later declarations list the same tables (in any order) or none.
+    EXPECT_TRUE(s->DeclareModel(WithTable(WithTable(Declaration(1, ModelBytes(Mlp())), "item", 4), "user", 8)).ok());
+    EXPECT_TRUE(s->DeclareModel(Declaration(1, ModelBytes(Mlp()))).ok());
+    absl::Status missing = s->DeclareModel(WithTable(Declaration(1, ModelBytes(Mlp())), "user", 8));
+    EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(missing.message(), HasSubstr("worker 1 declares 1 of the job's 2 tables: table 'item' is missing"));
+  }
+  Scheduler::Options options = Opts();
+  options.declared_model_file = *saved_model_;
+  absl::StatusOr<std::unique_ptr<Scheduler>> restarted = Scheduler::Restore(options, saved_);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  ASSERT_EQ((*restarted)->View().tables_size(), 2);
+  EXPECT_EQ((*restarted)->View().tables(1).name(), "item");
+  absl::Status wider = (*restarted)->DeclareModel(
+      WithTable(WithTable(Declaration(0, ModelBytes(Mlp())), "user", 16), "item", 4));
+  EXPECT_THAT(wider.message(), HasSubstr("worker 0 declares table 'user' with dim 16; the job's table 'user' has dim 8"));
+}
+
+TEST_F(DeclaredModelTest, AJobsOwnTablesMustBeDeclaredAsTheyAre) {
+  Scheduler::Options options = Opts();
+  TableSpec* table = options.job.add_tables();
+  table->set_name("user");
+  table->set_dim(8);
+  ApplyJobDefaults(&options.job);
+  auto s = Make(options);
+  RegisterAll(s.get());
+  EXPECT_EQ(s->View().tables_size(), 1);  // the job's, before any declaration
+  absl::Status foreign = s->DeclareModel(WithTable(Declaration(0, ModelBytes(Mlp())), "item", 8));
+  EXPECT_EQ(foreign.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(foreign.message(), HasSubstr("worker 0 declares table 'item'; the job has no such table (its tables: user)"));
+  ModelDeclaration sgd = WithTable(Declaration(0, ModelBytes(Mlp())), "user", 8);
+  sgd.mutable_tables(0)->mutable_optimizer()->set_type(SparseOptimizerSpec::SGD);
+  EXPECT_THAT(s->DeclareModel(sgd).message(),
+              HasSubstr("worker 0 declares table 'user' with optimizer {type: SGD lr: 0.05"));
+  ExpectNothingDeclared(s.get());
+  // The job's table with its own settings left unset (or equal), and a model that lists none.
+  ModelDeclaration same = WithTable(Declaration(0, ModelBytes(Mlp())), "user", 8);
+  same.mutable_tables(0)->set_init_bound(1.0f / std::sqrt(8.0f));
+  ASSERT_TRUE(s->DeclareModel(same).ok());
+  EXPECT_TRUE(s->DeclareModel(Declaration(1, ModelBytes(Mlp()))).ok());
+  EXPECT_EQ(s->Snapshot().declared_model().tables_size(), 0);  // nothing adopted: the job has its own
+  ASSERT_EQ(s->View().tables_size(), 1);
+  EXPECT_EQ(s->View().tables(0).dim(), 8);
+}
+
 }  // namespace pstrain::scheduler

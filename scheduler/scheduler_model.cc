@@ -11,6 +11,7 @@
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "scheduler/declared_model.h"
+#include "scheduler/declared_tables.h"
 #include "scheduler/scheduler.h"
 
 namespace pstrain {
@@ -47,11 +48,15 @@ absl::Status Scheduler::DeclareModel(const ModelDeclaration& declaration) {
   }
   // Parsing reads the whole file (a large model takes a while): outside the lock.
   ASSIGN_OR_RETURN(const model::ModelFile file, ParseDeclaration(declaration));
+  RETURN_IF_ERROR(CheckDeclaredTables(declaration));
   const std::string who = absl::StrCat("worker ", rank);
+  const bool job_has_tables = options_.job.tables_size() > 0;
   if (accepted.has_value()) {
     RETURN_IF_ERROR(MatchDeclaration(who, file.params, declaration.train_samples(), declaration.test_samples(),
                                      job_map.tensors(), job_train, job_test));
     RETURN_IF_ERROR(MatchAveragedTensors(who, declaration.averaged_tensors(), job_map.tensors()));
+    RETURN_IF_ERROR(
+        MatchDeclaredTables(who, declaration.tables(), job_has_tables ? options_.job.tables() : accepted->tables));
     LOG(INFO) << who << " declares the job's model (accepted from worker " << accepted->worker_rank << ")";
     // In case saving the state failed after the first acceptance (the caller's retry lands here).
     Deferred deferred;
@@ -62,6 +67,7 @@ absl::Status Scheduler::DeclareModel(const ModelDeclaration& declaration) {
     return Run(std::move(deferred));
   }
   RETURN_IF_ERROR(CheckPinnedSizes(options_.job, rank, declaration.train_samples(), declaration.test_samples()));
+  if (job_has_tables) RETURN_IF_ERROR(MatchDeclaredTables(who, declaration.tables(), options_.job.tables()));
   const std::vector<std::string> averaged(declaration.averaged_tensors().begin(),
                                           declaration.averaged_tensors().end());
   ASSIGN_OR_RETURN(JobSetup setup, SetUpDeclaredJob(options_.job, file.params, averaged,
@@ -77,13 +83,16 @@ absl::Status Scheduler::DeclareModel(const ModelDeclaration& declaration) {
   {
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(check());  // The job may have failed, or the worker died, meanwhile.
-    declared_ = DeclaredModel{rank, std::make_shared<const std::string>(declaration.model_file())};
+    declared_ = DeclaredModel{rank, std::make_shared<const std::string>(declaration.model_file()),
+                              job_has_tables ? TableList() : AdoptDeclaredTables(options_.job, declaration.tables())};
     train_samples_ = setup.train_samples;
     test_samples_ = setup.test_samples;
     total_steps_ = setup.total_steps;
     LOG(INFO) << "model " << setup.model_line << " in " << setup.shard_map.chunks_size() << " chunks over "
               << options_.job.num_servers() << " servers; data: " << train_samples_ << " training and "
-              << test_samples_ << " test samples; " << total_steps_ << " steps";
+              << test_samples_ << " test samples; " << total_steps_ << " steps"
+              << (declared_->tables.empty() ? ""
+                                            : absl::StrCat("; ", declared_->tables.size(), " embedding tables declared"));
     membership_.SetModel(std::move(setup.shard_map), train_samples_, test_samples_, total_steps_);
     // Nothing was leased or reported yet: the job has not run (it needs this declaration).
     leases_ = std::make_unique<LeasePool>(LeaseOptions(options_, train_samples_));

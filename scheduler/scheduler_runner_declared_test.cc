@@ -1,7 +1,8 @@
 // A job of an external model through the whole scheduler process logic (SchedulerRunner) over
 // real gRPC, with the test playing a server and a worker through SchedulerClient: the worker
-// declares a model larger than gRPC's default message limit, the job runs, the server fetches
-// the initial model, and a restarted scheduler (--state_dir) still has it.
+// declares a model larger than gRPC's default message limit, and an embedding table, the job
+// runs, the server fetches the initial model and sees the table in the view, and a restarted
+// scheduler (--state_dir) still has both.
 #include <unistd.h>
 
 #include <chrono>
@@ -47,6 +48,22 @@ std::string BigModel() {
   std::vector<float> values(params[1].flat_offset + 3);
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 1000) * 0.001f;
   return *model::SerializeModelFile(params, values);
+}
+
+// Worker `rank`'s declaration of `model_file` with the bias averaged and one embedding table
+// "user" of `table_dim` floats per row.
+ModelDeclaration Declaration(int rank, const std::string& model_file, int64_t test_samples,
+                             std::vector<std::string> averaged, int table_dim) {
+  ModelDeclaration d;
+  d.set_worker_rank(rank);
+  d.set_model_file(model_file);
+  d.set_train_samples(64);
+  d.set_test_samples(test_samples);
+  for (std::string& name : averaged) d.add_averaged_tensors(std::move(name));
+  TableSpec* table = d.add_tables();
+  table->set_name("user");
+  table->set_dim(table_dim);
+  return d;
 }
 
 class DeclaredJobRunnerTest : public ::testing::Test {
@@ -107,10 +124,11 @@ TEST_F(DeclaredJobRunnerTest, AWorkersDeclarationRunsTheJobAndSurvivesARestart) 
   EXPECT_THAT(early.message(), HasSubstr("no model declared yet"));
 
   // The job pins 10 test samples. The bias is averaged, not trained.
-  absl::Status refused = worker->DeclareModel(registered->rank(), model_file, 64, 12, {"emb.bias"});
+  const int rank = registered->rank();
+  absl::Status refused = worker->DeclareModel(Declaration(rank, model_file, 12, {"emb.bias"}, 8));
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(refused.message(), HasSubstr("worker 0 declares 12 test samples; the job pins 10"));
-  ASSERT_TRUE(worker->DeclareModel(registered->rank(), model_file, 64, 10, {"emb.bias"}).ok());
+  ASSERT_TRUE(worker->DeclareModel(Declaration(rank, model_file, 10, {"emb.bias"}, 8)).ok());
 
   absl::StatusOr<ClusterView> view = server->WaitUntilRunning(absl::Seconds(20));
   ASSERT_TRUE(view.ok()) << view.status();
@@ -123,6 +141,11 @@ TEST_F(DeclaredJobRunnerTest, AWorkersDeclarationRunsTheJobAndSurvivesARestart) 
   EXPECT_EQ(view->train_samples(), 64);
   EXPECT_EQ(view->test_samples(), 10);
   EXPECT_EQ(view->total_steps(), 2 * 64 / 8);
+  // The job declares no tables: the declaration's is the job's, with the job's table optimizer.
+  ASSERT_EQ(view->tables_size(), 1);
+  EXPECT_EQ(view->tables(0).name(), "user");
+  EXPECT_EQ(view->tables(0).dim(), 8);
+  EXPECT_EQ(view->tables(0).optimizer().type(), SparseOptimizerSpec::ADAGRAD);
   absl::StatusOr<std::string> fetched = server->GetInitialModel();
   ASSERT_TRUE(fetched.ok()) << fetched.status();
   EXPECT_TRUE(*fetched == model_file);
@@ -140,11 +163,16 @@ TEST_F(DeclaredJobRunnerTest, AWorkersDeclarationRunsTheJobAndSurvivesARestart) 
   ASSERT_TRUE(view2.ok()) << view2.status();
   EXPECT_EQ(view2->shard_map().chunks_size(), 4);
   EXPECT_TRUE(view2->shard_map().tensors(1).averaged());
-  // A second declaration still has to match, averaged tensors included.
-  EXPECT_TRUE(worker->DeclareModel(registered->rank(), model_file, 64, 10, {"emb.bias"}).ok());
-  absl::Status trained = worker->DeclareModel(registered->rank(), model_file, 64, 10, {});
+  ASSERT_EQ(view2->tables_size(), 1);
+  EXPECT_EQ(view2->tables(0).dim(), 8);
+  // A second declaration still has to match, averaged tensors and tables included.
+  EXPECT_TRUE(worker->DeclareModel(Declaration(rank, model_file, 10, {"emb.bias"}, 8)).ok());
+  absl::Status trained = worker->DeclareModel(Declaration(rank, model_file, 10, {}, 8));
   EXPECT_EQ(trained.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(trained.message(), HasSubstr("worker 0 declares tensor 'emb.bias' as trained; the job averages it"));
+  absl::Status wider = worker->DeclareModel(Declaration(rank, model_file, 10, {"emb.bias"}, 16));
+  EXPECT_EQ(wider.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(wider.message(), HasSubstr("worker 0 declares table 'user' with dim 16; the job's table 'user' has dim 8"));
   restarted->Stop();
   EXPECT_EQ(result2.get().code(), absl::StatusCode::kCancelled);
 }

@@ -90,7 +90,12 @@ absl::Status Scheduler::RestoreFrom(const SchedulerState& state, std::string dec
                                               saved.model_file_bytes(), ": it was changed or lost"));
     }
     RETURN_IF_ERROR(CheckSavedDeclaration(declared_model_file, state));
-    declared_ = DeclaredModel{saved.worker_rank(), std::make_shared<const std::string>(std::move(declared_model_file))};
+    if (saved.tables_size() > 0 && options_.job.tables_size() > 0) {
+      return absl::InvalidArgumentError(absl::StrCat("scheduler state: the declared model adopted ", saved.tables_size(),
+                                                     " tables for a job that declares its own"));
+    }
+    declared_ = DeclaredModel{saved.worker_rank(), std::make_shared<const std::string>(std::move(declared_model_file)),
+                              saved.tables()};
   }
   if (absl::Status s = membership_.Restore(state.membership(), now); !s.ok()) return s;
   if (absl::Status s = leases_->Restore(state.leases()); !s.ok()) return s;
@@ -191,6 +196,7 @@ SchedulerState Scheduler::SnapshotLocked() const {
   if (declared_.has_value()) {
     state.mutable_declared_model()->set_worker_rank(declared_->worker_rank);
     state.mutable_declared_model()->set_model_file_bytes(static_cast<int64_t>(declared_->model_file->size()));
+    *state.mutable_declared_model()->mutable_tables() = declared_->tables;
   }
   return state;
 }

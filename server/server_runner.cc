@@ -252,6 +252,8 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   ParameterStore::Options store_options;
   store_options.rank = rank;
   store_options.job = registration.job();
+  // The view's tables are the job's: a declared model's (external) reach the servers only there.
+  if (view.tables_size() > 0) *store_options.job.mutable_tables() = view.tables();
   store_options.shard_map = view.shard_map();
   store_options.num_workers = view.workers_size() > 0 ? view.workers_size() : registration.job().num_workers();
   for (const WorkerInfo& w : view.workers()) store_options.worker_ranks.push_back(w.rank());

@@ -63,14 +63,23 @@ JobMember::~JobMember() {
 
 absl::Status JobMember::DeclareModel(const std::vector<model::ParamSpec>& params,
                                      absl::Span<const float> initial_values, int64_t train_samples,
-                                     int64_t test_samples, const std::vector<std::string>& averaged) {
+                                     int64_t test_samples, const std::vector<std::string>& averaged,
+                                     const std::vector<TableSpec>& tables) {
   if (ps_ != nullptr) return absl::FailedPreconditionError("declare the model before the job starts, not after");
-  ASSIGN_OR_RETURN(std::string file, model::SerializeModelFile(params, initial_values));
-  return scheduler_->DeclareModel(rank_, std::move(file), train_samples, test_samples, averaged);
+  ModelDeclaration declaration;
+  declaration.set_worker_rank(rank_);
+  ASSIGN_OR_RETURN(*declaration.mutable_model_file(), model::SerializeModelFile(params, initial_values));
+  declaration.set_train_samples(train_samples);
+  declaration.set_test_samples(test_samples);
+  for (const std::string& name : averaged) declaration.add_averaged_tensors(name);
+  for (const TableSpec& table : tables) *declaration.add_tables() = table;
+  return scheduler_->DeclareModel(std::move(declaration));
 }
 
 absl::StatusOr<ClusterView> JobMember::Start() {
   ASSIGN_OR_RETURN(view_, scheduler_->WaitUntilRunning(options_.startup_timeout));
+  // The tables the servers serve: a declared model's reach this worker only through the view.
+  if (view_.tables_size() > 0) *job_.mutable_tables() = view_.tables();
   ASSIGN_OR_RETURN(ps_, PsClient::Create(view_, options_.rpc_timeout, /*unix_sockets=*/true, options_.tcp_connections));
   // From here on, a failed job cancels whatever this worker is waiting for.
   heartbeater_ = std::make_unique<Heartbeater>(

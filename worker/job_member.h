@@ -80,15 +80,19 @@ class JobMember {
   // and shapes, in order) with `initial_values` (their flat layout), and the data set's sizes.
   // `averaged` names tensors that are not trained but averaged over the workers by the servers
   // (a module's buffers, e.g. BatchNorm's running statistics; proto/scheduler.proto
-  // ModelDeclaration). The first worker's declaration defines the job; every later one must match
-  // it (the scheduler's INVALID_ARGUMENT names the first difference). FAILED_PRECONDITION for a
-  // built-in model's job or after Start. REQUIRES: Join succeeded and the job is not finished.
+  // ModelDeclaration). `tables` are the embedding tables the model looks rows up in
+  // (ModelDeclaration.tables: the job's, or adopted when the job declares none). The first
+  // worker's declaration defines the job; every later one must match it (the scheduler's
+  // INVALID_ARGUMENT names the first difference). FAILED_PRECONDITION for a built-in model's job
+  // or after Start. REQUIRES: Join succeeded and the job is not finished.
   absl::Status DeclareModel(const std::vector<model::ParamSpec>& params, absl::Span<const float> initial_values,
                             int64_t train_samples, int64_t test_samples,
-                            const std::vector<std::string>& averaged = {});
+                            const std::vector<std::string>& averaged = {},
+                            const std::vector<TableSpec>& tables = {});
 
   // Waits until the job runs (every role registered, the model declared), connects to every
-  // server, starts heartbeating and waits until every server holds its shard. The view.
+  // server, starts heartbeating and waits until every server holds its shard. The view. From
+  // here on job() holds the view's tables (ClusterView.tables: a declared model's too).
   absl::StatusOr<ClusterView> Start();
 
   // A training session for `params` (the job's tensors, in the shard map's order) under the

@@ -22,31 +22,61 @@ absl::Status SparseRowsCache::SetKeys(const std::vector<absl::Span<const uint64_
     return absl::InvalidArgumentError(
         absl::StrCat("batch keys: got ", keys.size(), " tables' keys, expected ", tables_.size(), " (the job's tables)"));
   }
-  for (size_t t = 0; t < keys.size(); ++t) {
-    for (size_t i = 1; i < keys[t].size(); ++i) {
-      if (keys[t][i] <= keys[t][i - 1]) {
-        return absl::InvalidArgumentError(absl::StrCat("batch keys of table ", t, ": key ", keys[t][i], " at position ",
-                                                       i, " is not greater than the one before (", keys[t][i - 1],
-                                                       "); expected strictly ascending keys"));
+  std::vector<int> all(tables_.size());
+  for (size_t t = 0; t < all.size(); ++t) all[t] = static_cast<int>(t);
+  return SetKeys(all, keys);
+}
+
+absl::Status SparseRowsCache::SetKeys(absl::Span<const int> tables,
+                                      const std::vector<absl::Span<const uint64_t>>& keys) {
+  if (keys.size() != tables.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch keys: got ", keys.size(), " tables' keys for ", tables.size(), " table ids"));
+  }
+  std::vector<bool> seen(tables_.size());
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const int t = tables[i];
+    if (t < 0 || t >= num_tables()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("batch keys: table id ", t, ", expected one in [0, ", num_tables(), ") (the job's tables)"));
+    }
+    if (seen[t]) return absl::InvalidArgumentError(absl::StrCat("batch keys: table ", t, " is listed twice"));
+    seen[t] = true;
+    for (size_t k = 1; k < keys[i].size(); ++k) {
+      if (keys[i][k] <= keys[i][k - 1]) {
+        return absl::InvalidArgumentError(absl::StrCat("batch keys of table ", t, ": key ", keys[i][k],
+                                                       " at position ", k, " is not greater than the one before (",
+                                                       keys[i][k - 1], "); expected strictly ascending keys"));
       }
     }
   }
-  for (size_t t = 0; t < keys.size(); ++t) {
-    Table& table = tables_[t];
-    table.keys.assign(keys[t].begin(), keys[t].end());
-    table.rows.assign(table.keys.size() * table.dim, 0.0f);
-    table.grads.assign(table.keys.size() * table.dim, 0.0f);
-    for (std::vector<uint32_t>& positions : table.by_shard) positions.clear();
-    for (size_t i = 0; i < table.keys.size(); ++i) {
-      table.by_shard[ServerOfKey(table.keys[i], num_shards_)].push_back(static_cast<uint32_t>(i));
-    }
+  for (size_t i = 0; i < tables.size(); ++i) Assign(tables[i], keys[i]);
+  pulling_.clear();
+  for (int t = 0; t < num_tables(); ++t) {
+    if (seen[t]) pulling_.push_back(t);
   }
   return absl::OkStatus();
 }
 
+void SparseRowsCache::Assign(int t, absl::Span<const uint64_t> keys) {
+  Table& table = tables_[t];
+  table.keys.assign(keys.begin(), keys.end());
+  table.rows.assign(table.keys.size() * table.dim, 0.0f);
+  table.grads.assign(table.keys.size() * table.dim, 0.0f);
+  for (std::vector<uint32_t>& positions : table.by_shard) positions.clear();
+  for (size_t i = 0; i < table.keys.size(); ++i) {
+    table.by_shard[ServerOfKey(table.keys[i], num_shards_)].push_back(static_cast<uint32_t>(i));
+  }
+}
+
+void SparseRowsCache::Clear() {
+  for (int t = 0; t < num_tables(); ++t) Assign(t, {});
+  pulling_.clear();
+}
+
 void SparseRowsCache::AddPullKeys(int shard, google::protobuf::RepeatedPtrField<SparseRows>* out) const {
   std::vector<uint64_t> subset;
-  for (size_t t = 0; t < tables_.size(); ++t) {
+  for (int t : pulling_) {
     const Table& table = tables_[t];
     const std::vector<uint32_t>& positions = table.by_shard[shard];
     if (positions.empty()) continue;
@@ -58,11 +88,11 @@ void SparseRowsCache::AddPullKeys(int shard, google::protobuf::RepeatedPtrField<
 
 absl::Status SparseRowsCache::ScatterRows(int shard, const google::protobuf::RepeatedPtrField<SparseRows>& answer) {
   int entry = 0;
-  for (size_t t = 0; t < tables_.size(); ++t) {
+  for (int t : pulling_) {
     Table& table = tables_[t];
     const std::vector<uint32_t>& positions = table.by_shard[shard];
     if (positions.empty()) continue;
-    if (entry >= answer.size() || answer.Get(entry).table_id() != static_cast<int>(t)) {
+    if (entry >= answer.size() || answer.Get(entry).table_id() != t) {
       return absl::DataLossError(absl::StrCat("rows from shard ", shard, ": table ", t, "'s entry is missing"));
     }
     const SparseRows& rows = answer.Get(entry++);

@@ -30,15 +30,24 @@ class SparseRowsCache {
 
   // Takes a batch's keys: keys[t] for table t, strictly ascending (may be empty). Sizes rows and
   // row gradients (zeroed). INVALID_ARGUMENT, keeping the previous batch, for a wrong number of
-  // tables or keys out of order (naming the table and position).
+  // tables or keys out of order (naming the table and position). The next pull is of every table.
   absl::Status SetKeys(const std::vector<absl::Span<const uint64_t>>& keys);
+  // The same for some tables only: keys[i] for table tables[i] (distinct ids). Those tables'
+  // rows and row gradients are sized and zeroed; every other table keeps its keys, rows and row
+  // gradients, so a batch's tables may be looked up one by one (a module per table). The next
+  // pull is of these tables only. INVALID_ARGUMENT, changing nothing, for an unknown or repeated
+  // table id, a count of key lists other than of ids, or keys out of order.
+  absl::Status SetKeys(absl::Span<const int> tables, const std::vector<absl::Span<const uint64_t>>& keys);
+  // Drops every table's keys, rows and row gradients: a step that looks nothing up pushes no rows.
+  void Clear();
 
-  // Appends shard `shard`'s keys (rows empty) to `out`: one entry per table that has keys there.
+  // Appends shard `shard`'s keys (rows empty) of the tables of the last SetKeys to `out`: one
+  // entry per such table that has keys there.
   void AddPullKeys(int shard, google::protobuf::RepeatedPtrField<SparseRows>* out) const;
   // Installs an answer of shard `shard` (entries as AddPullKeys asked). DATA_LOSS when it does
   // not match what was asked (a table, key count or row size), naming what differs.
   absl::Status ScatterRows(int shard, const google::protobuf::RepeatedPtrField<SparseRows>& answer);
-  // Appends shard `shard`'s row gradients (keys and rows) to `out`.
+  // Appends shard `shard`'s row gradients (keys and rows) of every table to `out`.
   void AddPushRows(int shard, google::protobuf::RepeatedPtrField<SparseRows>* out) const;
 
   // The batch's rows and row gradients of table t: keys[t].size() x dim floats, row i for key i.
@@ -55,8 +64,13 @@ class SparseRowsCache {
     // by_shard[s]: positions (into keys) of the keys shard s owns, ascending.
     std::vector<std::vector<uint32_t>> by_shard;
   };
+  // Sets table t's keys (already checked) and sizes its buffers.
+  void Assign(int t, absl::Span<const uint64_t> keys);
+
   int num_shards_;
   std::vector<Table> tables_;
+  // The tables of the last SetKeys, ascending: what the next pull asks for.
+  std::vector<int> pulling_;
 };
 
 }  // namespace pstrain::worker

@@ -185,8 +185,15 @@ class TrainingSession {
   // computes on, and EndStep answers kRecompute. INVALID_ARGUMENT (nothing changes) for keys out
   // of order or a wrong table count; FAILED_PRECONDITION outside a begun step or an evaluation;
   // other errors are final.
+  //
+  // A loop may also pull some tables at a time (a module per table, each pulling as its forward
+  // runs): PullRows(tables, keys) pulls table tables[i]'s keys[i] only, keeping the rows and row
+  // gradients of the step's other tables. BeginStep forgets the last step's keys, so a table not
+  // pulled in a step has no rows to push. Pulling a table again in a step replaces its keys, rows
+  // and row gradients. INVALID_ARGUMENT also for an unknown or repeated table id.
   int num_tables() const { return sparse_ == nullptr ? 0 : sparse_->num_tables(); }
   absl::Status PullRows(const std::vector<absl::Span<const uint64_t>>& keys);
+  absl::Status PullRows(absl::Span<const int> tables, const std::vector<absl::Span<const uint64_t>>& keys);
   absl::Span<float> rows(int table) { return sparse_->rows(table); }
   absl::Span<float> row_gradient(int table) { return sparse_->row_gradient(table); }
 
@@ -254,6 +261,8 @@ class TrainingSession {
   // the job failed; DEADLINE_EXCEEDED past `give_up`.
   absl::StatusOr<ClusterView> FetchView(absl::Time give_up);
   absl::Status InstallWeights();
+  // FAILED_PRECONDITION unless rows may be pulled now (see PullRows).
+  absl::Status CheckPullable() const;
   // One rows-only pull of the cached keys from every shard at `step`.
   absl::Status PullCachedRows(int64_t step);
   // This worker's position among the live workers of view_, or FAILED_PRECONDITION if it is gone.

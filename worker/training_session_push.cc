@@ -7,6 +7,7 @@
 
 #include <glog/logging.h>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/step_times.h"
 #include "worker/training_session.h"
@@ -19,6 +20,9 @@ absl::StatusOr<model::GradientSink*> TrainingSession::BeginStep() {
                                                       : "BeginStep: Next() handed out no training step");
   }
   step_.begun = true;
+  // Rows of the last step must not be pushed again with this one, nor its refusal count here.
+  if (sparse_ != nullptr) sparse_->Clear();
+  rows_refused_ = absl::OkStatus();
   if (!overlap_) return static_cast<model::GradientSink*>(nullptr);
   FillPushHeader(&header_);
   pusher_.Begin(routes_, header_, grad_.data(), weights_.data(), AttemptRequestIds(), encoder_.get());
@@ -150,16 +154,35 @@ absl::StatusOr<int64_t> TrainingSession::PullWeights(int64_t step, int epoch) {
   return lowest;
 }
 
-absl::Status TrainingSession::PullRows(const std::vector<absl::Span<const uint64_t>>& keys) {
-  const bool training = step_.active && step_.begun;
-  if (!training && phase_ != Phase::kEvaluate) {
+absl::Status TrainingSession::CheckPullable() const {
+  if (!(step_.active && step_.begun) && phase_ != Phase::kEvaluate) {
     return absl::FailedPreconditionError("PullRows: neither a begun training step nor an evaluation");
   }
   if (sparse_ == nullptr) {
     return absl::FailedPreconditionError("PullRows: the job declares no embedding tables");
   }
-  RETURN_IF_ERROR(sparse_->SetKeys(keys));
+  return absl::OkStatus();
+}
+
+absl::Status TrainingSession::PullRows(const std::vector<absl::Span<const uint64_t>>& keys) {
+  RETURN_IF_ERROR(CheckPullable());
+  if (static_cast<int>(keys.size()) != num_tables()) {
+    return absl::InvalidArgumentError(absl::StrCat("batch keys: got ", keys.size(), " tables' keys, expected ",
+                                                   num_tables(), " (the job's tables)"));
+  }
+  std::vector<int> all(num_tables());
+  for (int t = 0; t < num_tables(); ++t) all[t] = t;
+  return PullRows(all, keys);
+}
+
+absl::Status TrainingSession::PullRows(absl::Span<const int> tables,
+                                       const std::vector<absl::Span<const uint64_t>>& keys) {
+  RETURN_IF_ERROR(CheckPullable());
+  const bool training = step_.active && step_.begun;
+  RETURN_IF_ERROR(sparse_->SetKeys(tables, keys));
   if (training) {
+    // A pull refused earlier in this step already decided the step: it is recomputed.
+    if (!rows_refused_.ok()) return absl::OkStatus();
     // SYNC: the rows of the weights this step's gradient is computed on; ASYNC/SSP: the latest
     // (the dense weights came with the previous answer, under the same staleness rule).
     rows_refused_ = PullCachedRows(Sync() ? step_.step : 0);

@@ -12,6 +12,11 @@ as a worker and trains on the servers' weights:
         work = session.next()              # 'train', 'evaluate' or 'done'
         ...
 
+Models with embedding tables declare them too (declare_model(..., tables=[{"name": "user", "dim":
+16}])) and, in each step, pull the rows of the batch's keys (session.pull_rows, rows, row_gradient;
+unique_keys de-duplicates them). CtrReader reads Criteo and libsvm files as the C++ worker does, and
+a ScoreHistogram of predictions, given to report_evaluation, gets the job a test AUC.
+
 This package needs only NumPy: the protocol is the C++ worker library (pstrain._core). For
 PyTorch models, use pstrain.torch, which does all of the above for a torch.nn.Module.
 """
@@ -21,21 +26,26 @@ import sys
 
 from pstrain._core import (  # noqa: F401  (re-exported)
     AbortedError,
+    CtrReader,
     DeadlineExceededError,
     Error,
     FailedPreconditionError,
     InvalidArgumentError,
     Member,
+    ScoreHistogram,
     Session,
     UnavailableError,
     Work,
+    count_records,
+    find_ctr_file,
+    unique_keys,
 )
 from pstrain.model_file import read_model_file, write_model_file  # noqa: F401
 
 __all__ = [
-    "AbortedError", "DeadlineExceededError", "Error", "FailedPreconditionError", "InvalidArgumentError",
-    "Member", "Session", "UnavailableError", "Work", "join", "read_model_file", "scheduler_address",
-    "write_model_file",
+    "AbortedError", "CtrReader", "DeadlineExceededError", "Error", "FailedPreconditionError", "InvalidArgumentError",
+    "Member", "ScoreHistogram", "Session", "UnavailableError", "Work", "count_records", "find_ctr_file", "join",
+    "read_model_file", "scheduler_address", "unique_keys", "write_model_file",
 ]
 
 

@@ -31,6 +31,12 @@ What the Trainer does for the script:
 - SIGTERM makes the worker finish its step, leave the job and end the iteration.
 - Buffers that are not parameters (BatchNorm's running statistics) are averaged over the workers
   by the servers after every step, where DDP copies rank 0's; see buffers="..." below.
+- Embedding tables (sparse models): pstrain.torch.Embedding and EmbeddingBag modules of the model
+  are tables on the servers, declared with the model, whose rows a step pulls for its batch's keys
+  only (embedding_bags: many tables in one round trip) and whose row gradients it pushes with
+  the dense gradient. CtrDataset reads Criteo or libsvm files as the C++ worker does; an
+  `evaluate` that also returns the predicted probabilities gets the job a test AUC
+  (examples/pytorch/ctr.py).
 """
 
 import signal
@@ -42,10 +48,13 @@ import torch.nn.functional as F
 from torch.utils.data import TensorDataset, default_collate
 
 import pstrain
-from pstrain import FailedPreconditionError, InvalidArgumentError
+from pstrain import FailedPreconditionError, InvalidArgumentError, ScoreHistogram
+from pstrain._torch_ctr import CtrBatch, CtrDataset
+from pstrain._torch_tables import Embedding, EmbeddingBag, _TableBinding, _TableModule, embedding_bags
 from pstrain.model_file import read_model_file
 
-__all__ = ["Trainer", "load_state_dict", "default_evaluate"]
+__all__ = ["CtrBatch", "CtrDataset", "Embedding", "EmbeddingBag", "Trainer", "default_evaluate",
+           "embedding_bags", "load_state_dict"]
 
 
 def default_evaluate(model, x, y):
@@ -79,11 +88,11 @@ def load_state_dict(path, model=None):
 
 
 def _to_device(batch, device):
-    """`batch` with its tensors (in tuples, lists and dicts, as collate functions build them) on
-    `device`; unchanged on the CPU."""
+    """`batch` with its tensors (in tuples, lists and dicts, as collate functions build them, or a
+    CtrBatch) on `device`; unchanged on the CPU."""
     if device.type == "cpu":
         return batch
-    if torch.is_tensor(batch):
+    if torch.is_tensor(batch) or isinstance(batch, CtrBatch):
         return batch.to(device, non_blocking=True)
     if isinstance(batch, (tuple, list)):
         return type(batch)(_to_device(b, device) for b in batch)
@@ -93,14 +102,19 @@ def _to_device(batch, device):
 
 
 class _Batches:
-    """Gathers a batch of a map-style dataset by sample indices."""
+    """Gathers a batch of a map-style dataset by sample indices (a dataset with a batch(indices)
+    method, such as CtrDataset, builds whole batches itself)."""
 
     def __init__(self, dataset, collate_fn):
         self.dataset = dataset
         self.collate_fn = collate_fn or default_collate
         self.tensors = dataset.tensors if isinstance(dataset, TensorDataset) and collate_fn is None else None
+        batch = getattr(dataset, "batch", None)
+        self.batches = batch if callable(batch) and collate_fn is None else None
 
     def __call__(self, indices):
+        if self.batches is not None:
+            return self.batches(indices)
         if self.tensors is not None:
             index = torch.as_tensor(indices, dtype=torch.long)
             return tuple(t[index] for t in self.tensors)
@@ -114,11 +128,16 @@ class Trainer:
 
     model        a torch.nn.Module on the CPU or one CUDA device; its trainable float32
                  parameters, in named_parameters() order, are the job's tensors (0-d parameters
-                 travel as shape [1]). Batches are moved to the model's device.
+                 travel as shape [1]), and its Embedding / EmbeddingBag modules the job's tables
+                 (the job's own tables, if it declares any, must be the same). Batches are moved
+                 to the model's device.
     train_set    the training data; len() must be the job's (the first worker's) sample count.
     test_set     the test data for the leased evaluation; None: no evaluation.
     scheduler    host:port; default --scheduler in sys.argv or PSTRAIN_SCHEDULER.
-    evaluate     (model, x, y) -> (loss_sum, correct) for a test batch; default_evaluate.
+    evaluate     (model, x, y) -> (loss_sum, correct) for a test batch; default_evaluate. It may
+                 return (loss_sum, correct, probabilities) instead: the predicted probability of
+                 the positive class per sample (labels: y > 0.5), reported as a score histogram
+                 so that the job's summary has the test AUC (test_auc, final_test_auc).
     collate_fn   builds a batch from samples; default: PyTorch's default_collate (a TensorDataset
                  is indexed directly).
     eval_batch   test samples per evaluation forward pass.
@@ -153,6 +172,7 @@ class Trainer:
         self._params = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
         if not self._params:
             raise InvalidArgumentError("the model has no trainable parameters")
+        table_modules = self._table_modules(model)
         self.device = self._params[0][1].device
         for name, p in self._params:
             if p.device != self.device:
@@ -176,14 +196,30 @@ class Trainer:
         initial = np.concatenate([t.detach().reshape(-1).cpu().numpy() for _, t in tensors]).astype(np.float32)
         self.member.declare_model(names, shapes, initial, len(train_set),
                                   len(test_set) if test_set is not None else 0,
-                                  averaged=[name for name, _ in self._buffers])
+                                  averaged=[name for name, _ in self._buffers],
+                                  tables=[m.table_spec() for _, m in table_modules])
         self.view = self.member.start()
+        self.job = self.member.job  # now with the job's tables (and overlap off if it has any)
         self.session = self.member.new_session(names, shapes)
+        self._tables = _TableBinding(self.session, table_modules, self.device)
         self._tensors = len(self._params) + len(self._buffers)
         self._alias_parameters()
         self._install_hooks()
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, lambda *_: self.member.request_leave())
+
+    @staticmethod
+    def _table_modules(model):
+        """(name, module) of the model's table modules; a table belongs to one module."""
+        modules = [(name, m) for name, m in model.named_modules() if isinstance(m, _TableModule)]
+        owner = {}
+        for name, m in modules:
+            if m.table in owner:
+                raise InvalidArgumentError(
+                    f"modules '{owner[m.table]}' and '{name}' both look up table '{m.table}': a table belongs to "
+                    "one module (call that module wherever the table is needed, once per batch)")
+            owner[m.table] = name
+        return modules
 
     # -- the parameters as views of the session's buffers ------------------------------------
 
@@ -353,8 +389,10 @@ class Trainer:
             self._buffers_staged = False
             self._overlapping = self.session.begin_step()
             self._pending = len(work.samples)
+            self._tables.begin_step()
             yield batch
             if self._pending is not None:
+                self._tables.end_step()
                 self.session.abandon_step()
                 self._pending = None
                 raise FailedPreconditionError(
@@ -379,6 +417,7 @@ class Trainer:
         self._check_untouched()
         count = self._pending
         self._pending = None
+        self._tables.end_step()
         self._stage_buffers()
         if self._overlapping and self._watermark > 0:
             self._stage_gradients(0, self._watermark)
@@ -403,17 +442,34 @@ class Trainer:
         was_training = self.model.training
         self.model.eval()
         loss_sum, correct = 0.0, 0
+        scores = None
         with torch.no_grad():
             for first in range(begin, end, self.eval_batch):
                 x, y = self._test(range(first, min(end, first + self.eval_batch)))
                 x, y = _to_device((x, y), self.device)
-                batch_loss, batch_correct = self.evaluate(self.model, x, y)
-                loss_sum += float(batch_loss)
-                correct += int(batch_correct)
+                result = self.evaluate(self.model, x, y)
+                if len(result) == 3:
+                    if scores is None:
+                        scores = ScoreHistogram()
+                    scores.add(_numpy(result[2]), _numpy(y))
+                loss_sum += float(result[0])
+                correct += int(result[1])
         self.model.train(was_training)
-        self.session.report_evaluation(loss_sum, correct, end - begin)
+        # With scores, the samples are the predictions made: a text file's skipped bad records
+        # (bad_records=skip) are records of the range but no samples, as for --model=ctr.
+        self.session.report_evaluation(loss_sum, correct, scores.count if scores is not None else end - begin,
+                                       scores=scores)
         self._record_versions()
 
     def state_dict(self):
-        """The model's current weights (those of the servers after the last step), by name."""
+        """The model's current dense weights (the servers' after the last step), by name. Embedding
+        tables are not in it: their rows stay on the servers."""
         return {name: t.detach().clone() for name, t in self._params + self._buffers}
+
+
+
+def _numpy(values):
+    """A tensor or array of numbers as a float64 NumPy vector (for the score histogram)."""
+    if torch.is_tensor(values):
+        values = values.detach().to("cpu", torch.float64).numpy()
+    return np.asarray(values, dtype=np.float64).reshape(-1)

@@ -206,15 +206,8 @@ absl::Status InProcessScheduler::SubmitFinalModel(int worker_rank, std::string m
   return answer;
 }
 
-absl::Status InProcessScheduler::DeclareModel(int worker_rank, std::string model_file, int64_t train_samples,
-                                              int64_t test_samples, const std::vector<std::string>& averaged_tensors) {
+absl::Status InProcessScheduler::DeclareModel(ModelDeclaration declaration) {
   RETURN_IF_ERROR(Enter("DeclareModel"));
-  ModelDeclaration declaration;
-  declaration.set_worker_rank(worker_rank);
-  declaration.set_model_file(std::move(model_file));
-  declaration.set_train_samples(train_samples);
-  declaration.set_test_samples(test_samples);
-  for (const std::string& name : averaged_tensors) declaration.add_averaged_tensors(name);
   absl::Status answer = core_->DeclareModel(declaration);
   After();
   return answer;

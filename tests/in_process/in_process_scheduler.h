@@ -50,8 +50,7 @@ class InProcessScheduler : public SchedulerApi {
   absl::Status ReportCheckpoints(int server_rank, const std::vector<int64_t>& steps) override;
   absl::Status ReportSlowStep(const SlowStepReport& report) override;
   absl::Status SubmitFinalModel(int worker_rank, std::string model_file) override;
-  absl::Status DeclareModel(int worker_rank, std::string model_file, int64_t train_samples, int64_t test_samples,
-                            const std::vector<std::string>& averaged_tensors) override;
+  absl::Status DeclareModel(ModelDeclaration declaration) override;
   absl::StatusOr<std::string> GetInitialModel() override;
 
  private:

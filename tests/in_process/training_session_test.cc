@@ -104,6 +104,10 @@ struct Hooks {
   bool report_scores = false;
   // Before each evaluation report.
   std::function<void(TrainingSession*, const Work&)> before_evaluation_report;
+  // Sparse jobs: whether a training step looks rows up at all (unset: every step does).
+  std::function<bool(const Work&)> look_up_rows;
+  // Sparse jobs: pull table 0 by its id (PullRows(tables, keys)), as a module per table does.
+  bool pull_by_table = false;
 };
 
 // A CTR model's prediction for test sample i, each in a bin of its own, and its label: of the 10
@@ -162,9 +166,9 @@ Driven Drive(TrainingSession* session, const Hooks& hooks = {}) {
       for (int64_t i : work.samples) sum += SampleGradient(i, k);
       grad[k] = sum / n;
     }
-    if (session->num_tables() > 0) {
+    if (session->num_tables() > 0 && (!hooks.look_up_rows || hooks.look_up_rows(work))) {
       const std::vector<uint64_t> keys = BatchKeys(work.samples);
-      d.status = session->PullRows({keys});
+      d.status = hooks.pull_by_table ? session->PullRows(std::vector<int>{0}, {keys}) : session->PullRows({keys});
       if (!d.status.ok()) return d;
       absl::Span<float> rows = session->row_gradient(0);
       EXPECT_EQ(rows.size(), keys.size() * 2);
@@ -326,6 +330,34 @@ TEST(TrainingSessionTest, SparseSyncWorkersMatchOneWorkerWithTheWholeBatchRowFor
   int64_t total_rows = 0;
   for (int s = 0; s < 2; ++s) total_rows += two->store(s).TableStats()[0].rows;
   EXPECT_EQ(total_rows, 8) << "every touched key has one row, on the server its hash names";
+}
+
+TEST(TrainingSessionTest, SparseTablePulledByItsIdTrainsAsAPullOfEveryTable) {
+  auto all = StartCluster(SparseJob(SYNC, 1, 8));
+  ASSERT_TRUE(RunWorkers(*all, {0})[0].status.ok());
+  auto by_id = StartCluster(SparseJob(SYNC, 1, 8));
+  std::unique_ptr<TrainingSession> session = Session(*by_id, 0);
+  Hooks hooks;
+  hooks.pull_by_table = true;
+  ASSERT_TRUE(Drive(session.get(), hooks).status.ok());
+  EXPECT_EQ(ServerRows(*by_id), ServerRows(*all));
+}
+
+TEST(TrainingSessionTest, SparseStepThatLooksNothingUpPushesNoRows) {
+  // Rows looked up in the first step only: the servers' rows move once, as after a one-step job
+  // (the first step's row gradients must not be pushed again with the later steps).
+  auto first_only = StartCluster(SparseJob(SYNC, 1, 8));
+  std::unique_ptr<TrainingSession> session = Session(*first_only, 0);
+  Hooks hooks;
+  hooks.look_up_rows = [](const Work& work) { return work.step == 0; };
+  ASSERT_TRUE(Drive(session.get(), hooks).status.ok());
+  JobSpec one_step = SparseJob(SYNC, 1, 8);
+  one_step.set_max_steps(1);
+  auto reference = StartCluster(one_step);
+  ASSERT_TRUE(RunWorkers(*reference, {0})[0].status.ok());
+  EXPECT_EQ(ServerRows(*first_only), ServerRows(*reference));
+  auto fresh = StartCluster(SparseJob(SYNC, 1, 8));
+  EXPECT_NE(ServerRows(*first_only), ServerRows(*fresh));
 }
 
 TEST(TrainingSessionTest, SparseStepRefusedByAMembershipChangeIsRecomputedAndAppliedOnce) {

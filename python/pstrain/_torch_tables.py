@@ -1,0 +1,284 @@
+"""Embedding tables held by the parameter servers, as PyTorch modules (pstrain.torch.Embedding and
+pstrain.torch.EmbeddingBag).
+
+A table has no vocabulary and no weight tensor in the worker: its rows live on the servers, keyed
+by any 64-bit key, and a step moves only the rows its batch touches:
+
+    forward(keys)     the distinct keys of the batch (uint64 order) -> the session pulls exactly
+                      those rows (one round trip to the servers per table)
+                      -> torch.embedding / embedding_bag over the pulled rows
+    backward          the gradient of each distinct key's row (a key used several times in the
+                      batch gets the sum) -> the session's row gradient, pushed with the dense
+                      gradient by trainer.step(loss)
+
+The Trainer declares the modules' tables with the model (name, dim, and optionally init_bound and
+optimizer), binds each module to its table of the job, and tells the modules when a training
+step or an evaluation is under way. Each table is looked up at most once per training step (a
+second lookup would replace the first one's rows under autograd's feet), by one module.
+
+A model with many tables (one per field of a CTR record) pays one round trip per module;
+embedding_bags() looks up the bags of several EmbeddingBag modules in a single one.
+"""
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from pstrain import FailedPreconditionError, InvalidArgumentError, _core
+
+__all__ = ["Embedding", "EmbeddingBag", "embedding_bags"]
+
+
+class _TableModule(torch.nn.Module):
+    """What Embedding and EmbeddingBag share: the table's declaration and the lookup of a batch's
+    rows through the Trainer's session."""
+
+    def __init__(self, table, dim, init_bound=None, optimizer=None):
+        super().__init__()
+        kind = type(self).__name__
+        if not isinstance(table, str) or not table:
+            raise InvalidArgumentError(f"{kind}: table name {table!r}, expected a non-empty str")
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+            raise InvalidArgumentError(f"{kind} '{table}': dim {dim!r}, expected an int >= 1")
+        if init_bound is not None and (isinstance(init_bound, bool) or not isinstance(init_bound, (int, float))):
+            raise InvalidArgumentError(f"{kind} '{table}': init_bound {init_bound!r}, expected a number or None")
+        if optimizer is not None and not isinstance(optimizer, (str, dict)):
+            raise InvalidArgumentError(
+                f"{kind} '{table}': optimizer {optimizer!r}, expected None (the job's), a type name such as "
+                "'sgd', or a dict such as {'type': 'adagrad', 'lr': 0.05}")
+        self.table = table
+        self.dim = dim
+        self.init_bound = init_bound
+        self.optimizer = optimizer
+        self._binding = None  # _TableBinding, set by the Trainer
+        self._table_id = -1
+
+    def table_spec(self):
+        """The table's declaration, as the Trainer sends it with the model."""
+        return {"name": self.table, "dim": self.dim, "init_bound": self.init_bound, "optimizer": self.optimizer}
+
+    def extra_repr(self):
+        return f"table='{self.table}', dim={self.dim}"
+
+    def _what(self):
+        return f"{type(self).__name__} '{self.table}'"
+
+    def _keys(self, keys):
+        """The keys as a C-contiguous int64/uint64 NumPy array on the CPU (int64 taken bit for bit)."""
+        if torch.is_tensor(keys):
+            if keys.dtype != torch.int64:
+                raise InvalidArgumentError(
+                    f"{self._what()}: keys are {keys.dtype}, expected torch.int64 (or a NumPy uint64 or int64 array)")
+            return np.ascontiguousarray(keys.detach().cpu().numpy())
+        if isinstance(keys, np.ndarray):
+            if keys.dtype not in (np.uint64, np.int64):
+                raise InvalidArgumentError(
+                    f"{self._what()}: keys are a NumPy {keys.dtype} array, expected uint64 or int64")
+            return np.ascontiguousarray(keys)
+        raise InvalidArgumentError(
+            f"{self._what()}: keys are a {type(keys).__name__}, expected a torch.int64 tensor or a NumPy uint64 or "
+            "int64 array")
+
+
+def _lookup(modules, keys):
+    """[(rows, index)] per module: the distinct rows of its keys (a NumPy array) as a (distinct
+    keys x dim) tensor on the model's device, and for every key its row, shaped like the keys; all
+    the modules' tables pulled in one round trip."""
+    for m in modules:
+        if m._binding is None:
+            raise FailedPreconditionError(
+                f"{m._what()} is not bound to a job: create the pstrain.torch.Trainer of its model first "
+                "(its rows live on the job's servers)")
+    binding = modules[0]._binding
+    unique = [_core.unique_keys(k) for k in keys]
+    rows = binding.pull(modules, [distinct for distinct, _ in unique])
+    return [(r, torch.from_numpy(index).to(binding.device)) for r, (_, index) in zip(rows, unique)]
+
+
+class Embedding(_TableModule):
+    """A lookup table like torch.nn.Embedding, whose rows the servers hold.
+
+    table        the table's name in the job, [A-Za-z0-9_.-]+
+    dim          floats per row
+    init_bound   rows start uniform in [-init_bound, init_bound); None: the job's (1/sqrt(dim))
+    optimizer    how the servers update the rows: None (the job's, --table_optimizer), a type name
+                 ("adagrad", "sgd", "lazy_adam", "ftrl") or a dict of proto/job.proto
+                 SparseOptimizerSpec fields ({"type": "sgd", "lr": 0.1})
+
+    forward(keys): keys of any shape (torch.int64, or a NumPy uint64/int64 array; any 64-bit value
+    is a key) -> the rows, shaped keys.shape + (dim,).
+    """
+
+    def forward(self, keys):
+        rows, index = _lookup([self], [self._keys(keys)])[0]
+        return F.embedding(index, rows)
+
+
+class EmbeddingBag(_TableModule):
+    """Sums, means or maxima of bags of rows, like torch.nn.EmbeddingBag, whose rows the servers hold.
+
+    table, dim, init_bound, optimizer: as Embedding.
+    mode                 "sum", "mean" (torch's default) or "max"
+    include_last_offset  offsets has one more entry, the end of the last bag (CSR style, as
+                         pstrain.torch.CtrDataset gives them)
+
+    forward(keys, offsets=None, per_sample_weights=None), as torch.nn.EmbeddingBag: 2-D keys
+    (bags x keys per bag) without offsets, or 1-D keys with 1-D int64 offsets (bag i starts at
+    offsets[i]); per_sample_weights (mode "sum" only): floats shaped like keys. -> (bags, dim).
+    """
+
+    def __init__(self, table, dim, mode="mean", init_bound=None, optimizer=None, include_last_offset=False):
+        super().__init__(table, dim, init_bound, optimizer)
+        if mode not in ("sum", "mean", "max"):
+            raise InvalidArgumentError(f"EmbeddingBag '{table}': mode {mode!r}, expected 'sum', 'mean' or 'max'")
+        self.mode = mode
+        self.include_last_offset = bool(include_last_offset)
+
+    def extra_repr(self):
+        return f"{super().extra_repr()}, mode='{self.mode}'"
+
+    def forward(self, keys, offsets=None, per_sample_weights=None):
+        keys, offsets, per_sample_weights = self._inputs(keys, offsets, per_sample_weights)
+        return self._pool(*_lookup([self], [keys])[0], keys.shape, offsets, per_sample_weights)
+
+    def _inputs(self, keys, offsets, per_sample_weights):
+        """The forward's inputs checked: keys as NumPy, offsets and weights as tensors (or None)."""
+        what = self._what()
+        keys = self._keys(keys)
+        key_dims = keys.ndim
+        if offsets is None:
+            if key_dims != 2:
+                raise InvalidArgumentError(f"{what}: {key_dims}-D keys without offsets, expected 2-D (bags x keys)")
+        else:
+            if key_dims != 1:
+                raise InvalidArgumentError(f"{what}: {key_dims}-D keys with offsets, expected 1-D")
+            if not torch.is_tensor(offsets):
+                offsets = torch.as_tensor(offsets)
+            if offsets.dtype not in (torch.int64, torch.int32) or offsets.ndim != 1:
+                raise InvalidArgumentError(
+                    f"{what}: offsets are {offsets.ndim}-D {offsets.dtype}, expected 1-D torch.int64")
+        if per_sample_weights is not None:
+            if self.mode != "sum":
+                raise InvalidArgumentError(f"{what}: per_sample_weights need mode 'sum', this bag's is '{self.mode}'")
+            if not torch.is_tensor(per_sample_weights):
+                per_sample_weights = torch.as_tensor(per_sample_weights)
+            if not per_sample_weights.is_floating_point() or tuple(per_sample_weights.shape) != tuple(keys.shape):
+                raise InvalidArgumentError(
+                    f"{what}: per_sample_weights are {per_sample_weights.dtype} {list(per_sample_weights.shape)}, "
+                    f"expected floats shaped like the keys {list(keys.shape)}")
+        return keys, offsets, per_sample_weights
+
+    def _pool(self, rows, index, shape, offsets, per_sample_weights):
+        device = rows.device
+        if offsets is not None:
+            offsets = offsets.to(device=device, dtype=torch.int64)
+        if per_sample_weights is not None:
+            per_sample_weights = per_sample_weights.to(device=device, dtype=rows.dtype)
+        if rows.shape[0] == 0:
+            # No keys at all: every bag is empty (torch cannot index a table of no rows).
+            bags = shape[0] if offsets is None else offsets.numel() - (1 if self.include_last_offset else 0)
+            return rows.new_zeros((bags, self.dim))
+        return F.embedding_bag(index, rows, offsets, mode=self.mode,
+                               per_sample_weights=per_sample_weights, include_last_offset=self.include_last_offset)
+
+
+def embedding_bags(bags, keys, offsets=None, per_sample_weights=None):
+    """[bags[i](keys[i], offsets[i], per_sample_weights[i])] for EmbeddingBag modules of one model,
+    with every table's rows pulled in one round trip to the servers instead of one per module.
+    offsets and per_sample_weights: lists like keys, or None for none at all."""
+    n = len(bags)
+    offsets = [None] * n if offsets is None else list(offsets)
+    per_sample_weights = [None] * n if per_sample_weights is None else list(per_sample_weights)
+    if not all(isinstance(b, EmbeddingBag) for b in bags):
+        raise InvalidArgumentError("embedding_bags: expected pstrain.torch.EmbeddingBag modules")
+    if not (len(keys) == len(offsets) == len(per_sample_weights) == n):
+        raise InvalidArgumentError(
+            f"embedding_bags: {n} bags, {len(keys)} key lists, {len(offsets)} offset lists and "
+            f"{len(per_sample_weights)} weight lists, expected one each")
+    if n == 0:
+        return []
+    inputs = [b._inputs(k, o, w) for b, k, o, w in zip(bags, keys, offsets, per_sample_weights)]
+    looked_up = _lookup(bags, [k for k, _, _ in inputs])
+    return [b._pool(rows, index, k.shape, o, w) for b, (rows, index), (k, o, w) in zip(bags, looked_up, inputs)]
+
+
+class _TableBinding:
+    """The Trainer's side of its model's table modules: which job table each one is, and what the
+    trainer is doing (a training step, an evaluation, neither), so that lookups pull through the
+    session at the right time and gradients land in the step they belong to."""
+
+    def __init__(self, session, modules, device):
+        self.session = session
+        self.device = device
+        self.modules = modules
+        job_tables = session.tables
+        ids = {t["name"]: i for i, t in enumerate(job_tables)}
+        names = ", ".join(t["name"] for t in job_tables) or "none"
+        for name, module in modules:
+            where = f"{type(module).__name__} '{name}'" if name else module._what()
+            table_id = ids.get(module.table)
+            if table_id is None:
+                raise InvalidArgumentError(
+                    f"{where} looks up table '{module.table}'; the job has no such table (its tables: {names})")
+            dim = job_tables[table_id]["dim"]
+            if dim != module.dim:
+                raise InvalidArgumentError(
+                    f"{where} has dim {module.dim}; the job's table '{module.table}' has dim {dim}")
+        for _, module in modules:
+            module._binding = self
+            module._table_id = ids[module.table]
+        self.step = 0           # bumped for every training batch handed to the loop
+        self.training = False   # a training step is under way (its rows may get gradients)
+        self.pulled = set()     # tables looked up in this training step
+
+    def begin_step(self):
+        self.step += 1
+        self.training = True
+        self.pulled = set()
+
+    def end_step(self):
+        self.training = False
+
+    def pull(self, modules, distincts):
+        """The rows of each module's `distinct` keys (pulled now, all in one round trip), as
+        tensors on the device; with autograd on in a training step, their gradients go to the
+        session's row gradients."""
+        tables = [m._table_id for m in modules]
+        for m in modules:
+            if m._binding is not self:
+                raise InvalidArgumentError(f"{m._what()} belongs to another Trainer's model")
+        grad = self.training and torch.is_grad_enabled()
+        seen = set(self.pulled) if self.training else set()
+        for m, table in zip(modules, tables):
+            if table in seen:
+                raise FailedPreconditionError(
+                    f"{m._what()} was looked up twice in one {'training step' if self.training else 'call'}: look "
+                    "each table up once per batch (a second lookup would replace the rows of the first)")
+            seen.add(table)
+        if self.training:
+            self.pulled = seen
+        try:
+            self.session.pull_rows(distincts, tables)
+        except FailedPreconditionError as e:
+            raise FailedPreconditionError(
+                f"{modules[0]._what()}: {e} (rows are pulled for a batch of the trainer's iterator, before "
+                "trainer.step, or in its evaluation)") from None
+        out = []
+        for m, table in zip(modules, tables):
+            # A copy: the session's buffer is reused by the next pull of the table.
+            rows = torch.from_numpy(self.session.rows(table)).to(self.device, copy=True)
+            if grad:
+                rows.requires_grad_(True)
+                step = self.step
+                rows.register_hook(lambda g, m=m, table=table, step=step: self._gradient(m, table, step, g))
+            out.append(rows)
+        return out
+
+    def _gradient(self, module, table, step, grad):
+        if step != self.step or not self.training:
+            raise FailedPreconditionError(
+                f"{module._what()}: backward ran after its step ended (trainer.step was called before "
+                "loss.backward()?)")
+        target = torch.from_numpy(self.session.row_gradient(table))
+        target.add_(grad.detach().to("cpu", torch.float32))
+        return None

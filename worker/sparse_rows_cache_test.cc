@@ -1,0 +1,101 @@
+// SparseRowsCache: a batch's keys split by shard, pulled all at once or table by table (the
+// other tables keep their rows and row gradients), and every table's row gradients pushed.
+#include "worker/sparse_rows_cache.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "common/key_hash.h"
+#include "common/sparse_rows.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pstrain::worker {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Tables of dims 2 and 3 over 2 shards.
+SparseRowsCache TwoTables() { return SparseRowsCache({2, 3}, 2); }
+
+// The table ids of the entries `cache` asks every shard for.
+std::vector<int> PulledTables(const SparseRowsCache& cache) {
+  std::vector<int> tables;
+  for (int shard = 0; shard < 2; ++shard) {
+    google::protobuf::RepeatedPtrField<SparseRows> out;
+    cache.AddPullKeys(shard, &out);
+    for (const SparseRows& r : out) tables.push_back(r.table_id());
+  }
+  return tables;
+}
+
+// Answers the pull of `cache` with rows whose every float is `value`.
+void AnswerAll(SparseRowsCache* cache, float value, const std::vector<int>& dims) {
+  for (int shard = 0; shard < 2; ++shard) {
+    google::protobuf::RepeatedPtrField<SparseRows> asked;
+    cache->AddPullKeys(shard, &asked);
+    for (SparseRows& r : asked) {
+      const std::vector<float> rows(NumKeys(r) * dims[r.table_id()], value);
+      SetRows(rows, &r);
+    }
+    ASSERT_TRUE(cache->ScatterRows(shard, asked).ok());
+  }
+}
+
+TEST(SparseRowsCacheTest, TablesPulledOneByOneKeepEachOthersRowsAndGradients) {
+  SparseRowsCache cache = TwoTables();
+  const std::vector<uint64_t> a = {1, 2, 3, 4};
+  const std::vector<uint64_t> b = {5, 6};
+  ASSERT_TRUE(cache.SetKeys(std::vector<int>{0}, {a}).ok());
+  EXPECT_THAT(PulledTables(cache), ::testing::Each(0));
+  AnswerAll(&cache, 1.5f, {2, 3});
+  cache.row_gradient(0)[0] = 7;
+  ASSERT_TRUE(cache.SetKeys(std::vector<int>{1}, {b}).ok());
+  EXPECT_THAT(PulledTables(cache), ::testing::Each(1));  // table 0 is not asked for again
+  AnswerAll(&cache, -2.0f, {2, 3});
+  EXPECT_THAT(cache.rows(0), ::testing::Each(1.5f));
+  EXPECT_EQ(cache.row_gradient(0)[0], 7);
+  EXPECT_THAT(cache.rows(1), ::testing::Each(-2.0f));
+  EXPECT_EQ(cache.rows(1).size(), 2u * 3);
+  // The push carries both tables' row gradients, each key on its shard.
+  int pushed = 0;
+  for (int shard = 0; shard < 2; ++shard) {
+    google::protobuf::RepeatedPtrField<SparseRows> out;
+    cache.AddPushRows(shard, &out);
+    for (const SparseRows& r : out) {
+      for (uint64_t key : KeysOf(r)) EXPECT_EQ(ServerOfKey(key, 2), shard);
+      pushed += static_cast<int>(NumKeys(r));
+    }
+  }
+  EXPECT_EQ(pushed, 6);
+  cache.Clear();
+  EXPECT_TRUE(cache.keys(0).empty());
+  EXPECT_TRUE(cache.rows(1).empty());
+  for (int shard = 0; shard < 2; ++shard) {
+    google::protobuf::RepeatedPtrField<SparseRows> out;
+    cache.AddPushRows(shard, &out);
+    EXPECT_EQ(out.size(), 0);
+  }
+}
+
+TEST(SparseRowsCacheTest, BadTableListsChangeNothing) {
+  SparseRowsCache cache = TwoTables();
+  const std::vector<uint64_t> a = {1, 2};
+  ASSERT_TRUE(cache.SetKeys(std::vector<int>{0}, {a}).ok());
+  const std::vector<uint64_t> b = {3};
+  const std::vector<uint64_t> unsorted = {4, 3};
+  absl::Status unknown = cache.SetKeys(std::vector<int>{2}, {b});
+  EXPECT_THAT(unknown.message(), HasSubstr("table id 2, expected one in [0, 2)"));
+  absl::Status twice = cache.SetKeys(std::vector<int>{1, 1}, {b, b});
+  EXPECT_THAT(twice.message(), HasSubstr("table 1 is listed twice"));
+  absl::Status order = cache.SetKeys(std::vector<int>{1}, {unsorted});
+  EXPECT_THAT(order.message(), HasSubstr("batch keys of table 1: key 3 at position 1"));
+  absl::Status count = cache.SetKeys(std::vector<int>{0, 1}, {b});
+  EXPECT_THAT(count.message(), HasSubstr("1 tables' keys for 2 table ids"));
+  for (const absl::Status& s : {unknown, twice, order, count}) EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cache.keys(0).size(), 2u);
+  EXPECT_THAT(PulledTables(cache), ::testing::Each(0));
+}
+
+}  // namespace
+}  // namespace pstrain::worker
