@@ -8,6 +8,7 @@
   report.py scaling DIR PER_WORKER_BATCH   bench/scaling.sh's runs in DIR -> the scaling table
   report.py compression DIR KIND...       bench/compression.sh's runs in DIR -> the compression table
   report.py pytorch DIR REPEATS            bench/pytorch.sh's runs in DIR -> the PyTorch worker tables
+  report.py sparse JSON                    sparse_bench JSON -> the sparse pull and push tables
 """
 import glob
 import json
@@ -430,6 +431,51 @@ def pytorch_tables(out_dir, repeats):
                                                   ("compute", "push", "wait", "pull", "overlapped")) + " |")
 
 
+def load_sparse(path):
+    """sparse_bench runs by (kind, keys, dim), medians when repetitions ran, plus failures."""
+    by, shapes, failures = {}, [], []
+    for r in json.load(open(path))["benchmarks"]:
+        if r.get("error_occurred"):
+            failures.append(f"{r['name']}: {r.get('error_message')}")
+            continue
+        if r.get("run_type") == "aggregate" and r.get("aggregate_name") != "median":
+            continue
+        kind, keys, dim = r["name"].split("/")[:3]
+        shape = (int(keys), int(dim))
+        by[(kind,) + shape] = r
+        if shape not in shapes:
+            shapes.append(shape)
+    return by, sorted(shapes), failures
+
+
+def sparse_tables(path):
+    by, shapes, failures = load_sparse(path)
+    print_failures(failures)
+    get = lambda kind, shape, field: float(by[(kind,) + shape].get(field, NAN)) if (kind,) + shape in by else NAN
+    for op, table_op, what in (("Pull", "TableRead", "keys up, keys and rows back; EmbeddingTable::Read"),
+                               ("Push", "TableApply", "keys and row gradients up, applied (Adagrad) before the "
+                                                      "answer; EmbeddingTable::Apply")):
+        print(f"#### {op}: {what}")
+        print()
+        print("| keys | dim | MiB of keys + rows | gRPC Mkeys/s | gRPC GB/s | TCP ping-pong GB/s | table GB/s "
+              "| vs ping-pong | vs table | vs ping-pong + table | CPU s/GB: gRPC | ping-pong | table |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for shape in shapes:
+            g = get(op, shape, "bytes_per_second") / 1e9
+            pp = get(op + "PingPong", shape, "bytes_per_second") / 1e9
+            tb = get(table_op, shape, "bytes_per_second") / 1e9
+            # The two baselines one after the other: what a server that only read the socket and ran
+            # the table, with no other cost, would reach.
+            serial = 1 / (1 / pp + 1 / tb) if pp > 0 and tb > 0 else NAN
+            mib = get(op, shape, "payload_bytes") / MIB
+            print(f"| {shape[0]} | {shape[1]} | {fmt(mib, '.2f')} | {fmt(get(op, shape, 'items_per_second') / 1e6, '.2f')} "
+                  f"| {fmt(g, '.3f')} | {fmt(pp, '.2f')} | {fmt(tb, '.2f')} | {fmt(ratio(g, pp), '.2f')} "
+                  f"| {fmt(ratio(g, tb), '.2f')} | {fmt(ratio(g, serial), '.2f')} "
+                  f"| {fmt(get(op, shape, 'cpu_s_per_gb'), '.2f')} | {fmt(get(op + 'PingPong', shape, 'cpu_s_per_gb'), '.2f')} "
+                  f"| {fmt(get(table_op, shape, 'cpu_s_per_gb'), '.2f')} |")
+        print()
+
+
 def main(argv):
     if len(argv) < 2:
         sys.exit(__doc__)
@@ -447,6 +493,8 @@ def main(argv):
         compression_table(argv[2], argv[3:])
     elif cmd == "pytorch" and len(argv) == 4:
         pytorch_tables(argv[2], int(argv[3]))
+    elif cmd == "sparse" and len(argv) == 3:
+        sparse_tables(argv[2])
     elif cmd == "scaling" and len(argv) == 4:
         scaling_table(argv[2], int(argv[3]))
     else:
