@@ -17,6 +17,7 @@
 #   SKIP_MICRO=1     skip the in-process benchmarks (a) and (b)
 #   SKIP_DEFAULT_MALLOC=1  skip the second ps_bench pass with glibc's default malloc settings
 #   SKIP_SPARSE=1    skip the sparse pull/push table (bench/sparse.sh; its SPARSE_* knobs apply)
+# The CTR tables take their own data and minutes each: bench/ctr.sh and bench/scale_ctr.sh.
 # Raw outputs are kept in a temporary folder whose name is printed at the end.
 set -euo pipefail
 
