@@ -8,6 +8,9 @@
   report.py scaling DIR PER_WORKER_BATCH   bench/scaling.sh's runs in DIR -> the scaling table
   report.py compression DIR KIND...       bench/compression.sh's runs in DIR -> the compression table
   report.py pytorch DIR REPEATS            bench/pytorch.sh's runs in DIR -> the PyTorch worker tables
+  report.py sparse JSON                    sparse_bench JSON -> the sparse pull and push tables
+  report.py ctr DIR REPEATS NPROC          bench/ctr.sh's runs in DIR -> the CTR end-to-end table
+  report.py scale-ctr DIR                  bench/scale_ctr.sh's run in DIR -> bytes per row per server
 """
 import glob
 import json
@@ -430,6 +433,167 @@ def pytorch_tables(out_dir, repeats):
                                                   ("compute", "push", "wait", "pull", "overlapped")) + " |")
 
 
+def load_sparse(path):
+    """sparse_bench runs by (kind, keys, dim), medians when repetitions ran, plus failures."""
+    by, shapes, failures = {}, [], []
+    for r in json.load(open(path))["benchmarks"]:
+        if r.get("error_occurred"):
+            failures.append(f"{r['name']}: {r.get('error_message')}")
+            continue
+        if r.get("run_type") == "aggregate" and r.get("aggregate_name") != "median":
+            continue
+        kind, keys, dim = r["name"].split("/")[:3]
+        shape = (int(keys), int(dim))
+        by[(kind,) + shape] = r
+        if shape not in shapes:
+            shapes.append(shape)
+    return by, sorted(shapes), failures
+
+
+def sparse_tables(path):
+    by, shapes, failures = load_sparse(path)
+    print_failures(failures)
+    get = lambda kind, shape, field: float(by[(kind,) + shape].get(field, NAN)) if (kind,) + shape in by else NAN
+    for op, table_op, what in (("Pull", "TableRead", "keys up, keys and rows back; EmbeddingTable::Read"),
+                               ("Push", "TableApply", "keys and row gradients up, applied (Adagrad) before the "
+                                                      "answer; EmbeddingTable::Apply")):
+        print(f"#### {op}: {what}")
+        print()
+        print("| keys | dim | MiB of keys + rows | gRPC Mkeys/s | gRPC GB/s | TCP ping-pong GB/s | table GB/s "
+              "| vs ping-pong | vs table | vs ping-pong + table | CPU s/GB: gRPC | ping-pong | table |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for shape in shapes:
+            g = get(op, shape, "bytes_per_second") / 1e9
+            pp = get(op + "PingPong", shape, "bytes_per_second") / 1e9
+            tb = get(table_op, shape, "bytes_per_second") / 1e9
+            # The two baselines one after the other: what a server that only read the socket and ran
+            # the table, with no other cost, would reach.
+            serial = 1 / (1 / pp + 1 / tb) if pp > 0 and tb > 0 else NAN
+            mib = get(op, shape, "payload_bytes") / MIB
+            print(f"| {shape[0]} | {shape[1]} | {fmt(mib, '.2f')} | {fmt(get(op, shape, 'items_per_second') / 1e6, '.2f')} "
+                  f"| {fmt(g, '.3f')} | {fmt(pp, '.2f')} | {fmt(tb, '.2f')} | {fmt(ratio(g, pp), '.2f')} "
+                  f"| {fmt(ratio(g, tb), '.2f')} | {fmt(ratio(g, serial), '.2f')} "
+                  f"| {fmt(get(op, shape, 'cpu_s_per_gb'), '.2f')} | {fmt(get(op + 'PingPong', shape, 'cpu_s_per_gb'), '.2f')} "
+                  f"| {fmt(get(table_op, shape, 'cpu_s_per_gb'), '.2f')} |")
+        print()
+
+
+# A server's tables at shutdown (server/server_runner.cc), as pstrain-launch prefixes it.
+SERVER_ROWS_RE = re.compile(r"\] server: shard (\d+): embedding rows .*; (\d+) rows in ([0-9.]+) MiB, "
+                            r"([0-9.]+) bytes/row \(floor ([0-9.]+)\)")
+
+
+def parse_table_rows(path):
+    """Per shard: rows, MiB, bytes per row and the floor, from a launch log's servers' last lines."""
+    shards = {}
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = SERVER_ROWS_RE.search(line)
+            if m:
+                shards[int(m.group(1))] = {"rows": int(m.group(2)), "mib": float(m.group(3)),
+                                           "bytes_per_row": float(m.group(4)), "floor": float(m.group(5))}
+    return shards
+
+
+def read_cpu_seconds(path):
+    """User + system seconds from a bash `time` line "USER SYS REAL" (NaN when missing)."""
+    try:
+        user, system = open(path).read().split()[:2]
+        return float(user) + float(system)
+    except (OSError, ValueError):
+        return NAN
+
+
+def ctr_table(out_dir, repeats, nproc):
+    """bench/ctr.sh: cluster-r{i}.json/.log against local-t1-r{i}.txt and local-t{nproc}-r{i}.txt."""
+    rows = []
+    for r in range(1, repeats + 1):
+        summary = load_run(os.path.join(out_dir, f"cluster-r{r}"))
+        read = lambda name: (parse_kv(open(os.path.join(out_dir, f"{name}-r{r}.txt")).read())
+                             if os.path.exists(os.path.join(out_dir, f"{name}-r{r}.txt")) else {})
+        l1, ln = read("local-t1"), read(f"local-t{nproc}")
+        if "failed" in summary:
+            print(f"**repeat {r}: {summary['failed']}**\n")
+            continue
+        st = summary.get("step_time_ms") or {}
+        auc = summary.get("final_test_auc")
+        logloss = summary.get("final_test_logloss")
+        shards = parse_table_rows(os.path.join(out_dir, f"cluster-r{r}.log"))
+        cpu = lambda name: read_cpu_seconds(os.path.join(out_dir, f"{name}-r{r}.time"))
+        rows.append({"train": training_sps(summary), "job": float(summary.get("samples_per_second") or NAN),
+                     "l1": l1.get("samples_per_second", NAN), "ln": ln.get("samples_per_second", NAN),
+                     "auc": auc if isinstance(auc, (int, float)) else NAN,
+                     "lauc": l1.get("test_auc", NAN), "lauc_n": ln.get("test_auc", NAN),
+                     "logloss": logloss if isinstance(logloss, (int, float)) else NAN,
+                     "llogloss": l1.get("test_logloss", NAN),
+                     "parts": [float(st.get(k, NAN)) for k in ("compute", "push", "wait", "pull")],
+                     "global_batch": float((summary.get("job") or {}).get("global_batch") or NAN),
+                     "rows": sum(s["rows"] for s in shards.values()) if shards else NAN,
+                     "lrows": l1.get("rows", NAN), "cpu": cpu("cluster"), "lcpu": cpu("local-t1")})
+    if not rows:
+        print("**no cluster run finished**")
+        return
+    m = lambda key: median([r[key] for r in rows])
+    mr = lambda a, b: median([ratio(r[a], r[b]) for r in rows])
+    gb = m("global_batch")
+    print(f"| Global batch | Cluster training samples/s | (whole job) | One process, 1 thread | Ratio "
+          f"| Ratio, whole job | One process, {nproc} threads | Ratio | Test AUC: cluster | one process "
+          f"| Test log loss: cluster | one process | CPU s: cluster | one process, 1 thread | Ratio |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(f"| {fmt(gb, '.0f')} | {fmt(m('train'), '.0f')} | {fmt(m('job'), '.0f')} | {fmt(m('l1'), '.0f')} "
+          f"| {fmt(mr('train', 'l1'), '.2f')} | {fmt(mr('job', 'l1'), '.2f')} | {fmt(m('ln'), '.0f')} "
+          f"| {fmt(mr('train', 'ln'), '.2f')} | {fmt(m('auc'), '.4f')} | {fmt(m('lauc'), '.4f')} "
+          f"| {fmt(m('logloss'), '.4f')} | {fmt(m('llogloss'), '.4f')} | {fmt(m('cpu'), '.1f')} "
+          f"| {fmt(m('lcpu'), '.1f')} | {fmt(mr('lcpu', 'cpu'), '.2f')} |")
+    print()
+    parts = [median([r["parts"][i] for r in rows]) for i in range(4)]
+    print(f"Cluster step (ms, medians over the repeats of each worker's mean): {fmt(sum(parts), '.2f')} = "
+          + " + ".join(f"{fmt(p, '.2f')} {name}" for p, name in zip(parts, ("compute", "push", "wait", "pull")))
+          + f". Rows the tables hold at the end: cluster {fmt(m('rows'), '.0f')} (both servers), one process "
+          f"{fmt(m('lrows'), '.0f')}. Each repeat's ratio (training, 1 thread): "
+          + ", ".join(fmt(ratio(r['train'], r['l1']), '.2f') for r in rows) + ".")
+    print()
+
+
+def scale_ctr_table(out_dir):
+    """bench/scale_ctr.sh: each server's rows and bytes per row against the floor, and its peak RSS."""
+    summary = load_run(os.path.join(out_dir, "scale"))
+    shards = parse_table_rows(os.path.join(out_dir, "scale.log"))
+    rss = {}
+    rss_path = os.path.join(out_dir, "rss.txt")
+    if os.path.exists(rss_path):
+        for line in open(rss_path):
+            parts = line.split()
+            if len(parts) == 2:
+                rss[parts[0]] = max(rss.get(parts[0], 0), int(parts[1]))
+    if "failed" in summary:
+        print(f"**{summary['failed']}**\n")
+    print("| Server shard | Rows | MiB (table estimate) | Bytes/row | Floor bytes/row | vs floor |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for shard in sorted(shards):
+        s = shards[shard]
+        print(f"| {shard} | {s['rows']:,} | {s['mib']:.1f} | {s['bytes_per_row']:.1f} | {s['floor']:.1f} "
+              f"| {ratio(s['bytes_per_row'], s['floor']):.2f} |")
+    total_rows = sum(s["rows"] for s in shards.values())
+    total_mib = sum(s["mib"] for s in shards.values())
+    print(f"| all | {total_rows:,} | {total_mib:.1f} | {fmt(ratio(total_mib * MIB, total_rows), '.1f')} "
+          f"| | |")
+    print()
+    if rss:
+        peaks = sorted(rss.values())
+        print("Peak resident memory of the server processes (sampled every 2 s; the tables plus the process "
+              "itself, gRPC buffers and the dense shard): "
+              + ", ".join(f"{kib / 1024:.0f} MiB" for kib in peaks)
+              + (f"; {sum(peaks) * 1024 / total_rows:.1f} bytes per row over both." if total_rows else "."))
+        print()
+    if "failed" not in summary:
+        auc = summary.get("final_test_auc")
+        print(f"Job: {fmt(float(summary.get('samples_per_second') or NAN), '.0f')} samples/s over the whole job, "
+              f"training {fmt(training_sps(summary), '.0f')} samples/s, test AUC {fmt(auc if isinstance(auc, (int, float)) else NAN, '.4f')}, "
+              f"{fmt(float(summary.get('wall_seconds') or NAN), '.0f')} s of wall time.")
+        print()
+
+
 def main(argv):
     if len(argv) < 2:
         sys.exit(__doc__)
@@ -447,6 +611,12 @@ def main(argv):
         compression_table(argv[2], argv[3:])
     elif cmd == "pytorch" and len(argv) == 4:
         pytorch_tables(argv[2], int(argv[3]))
+    elif cmd == "ctr" and len(argv) == 5:
+        ctr_table(argv[2], int(argv[3]), int(argv[4]))
+    elif cmd == "scale-ctr" and len(argv) == 3:
+        scale_ctr_table(argv[2])
+    elif cmd == "sparse" and len(argv) == 3:
+        sparse_tables(argv[2])
     elif cmd == "scaling" and len(argv) == 4:
         scaling_table(argv[2], int(argv[3]))
     else:

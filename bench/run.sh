@@ -16,6 +16,8 @@
 #   SKIP_CHURN=1     skip the recovery-from-failures runs (churn_bench, about two minutes)
 #   SKIP_MICRO=1     skip the in-process benchmarks (a) and (b)
 #   SKIP_DEFAULT_MALLOC=1  skip the second ps_bench pass with glibc's default malloc settings
+#   SKIP_SPARSE=1    skip the sparse pull/push table (bench/sparse.sh; its SPARSE_* knobs apply)
+# The CTR tables take their own data and minutes each: bench/ctr.sh and bench/scale_ctr.sh.
 # Raw outputs are kept in a temporary folder whose name is printed at the end.
 set -euo pipefail
 
@@ -62,6 +64,12 @@ fi
 # (b) aggregation vs memcpy.
 [[ "${SKIP_MICRO:-0}" == 1 ]] ||
   { run_bench aggregation_bench "$OUT/aggregation_bench.json" && $REPORT agg "$OUT/aggregation_bench.json"; }
+
+# (g) sparse pull and push vs a socket ping-pong and the table in process.
+if [[ "${SKIP_MICRO:-0}" != 1 && "${SKIP_SPARSE:-0}" != 1 && -x "$BIN/sparse_bench" ]]; then
+  "$HERE/sparse.sh" "$1" || echo "**sparse.sh failed (exit $?)**"
+  echo
+fi
 
 # (c) end to end: cluster vs one process.
 if [[ "${SKIP_E2E:-0}" == 1 ]]; then

@@ -51,8 +51,9 @@ std::atomic<int> next_path{0};
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PingPong>> PingPong::Start(Transport transport, int64_t bytes) {
-  std::unique_ptr<PingPong> p(new PingPong(bytes));
+absl::StatusOr<std::unique_ptr<PingPong>> PingPong::Start(Transport transport, int64_t request_bytes,
+                                                          int64_t reply_bytes) {
+  std::unique_ptr<PingPong> p(new PingPong(request_bytes, reply_bytes));
   sockaddr_storage address{};
   socklen_t length = 0;
   if (transport == Transport::kTcp) {
@@ -90,15 +91,16 @@ absl::StatusOr<std::unique_ptr<PingPong>> PingPong::Start(Transport transport, i
 }
 
 void PingPong::Echo(int fd) {
-  std::vector<char> buffer(buffer_.size());
-  while (ReadAll(fd, buffer.data(), buffer.size()) && WriteAll(fd, buffer.data(), buffer.size())) {
+  std::vector<char> request(request_.size());
+  const std::vector<char> reply(reply_.size(), '\x03');
+  while (ReadAll(fd, request.data(), request.size()) && WriteAll(fd, reply.data(), reply.size())) {
   }
   close(fd);
 }
 
 absl::Status PingPong::RoundTrip() {
-  if (!WriteAll(client_fd_, buffer_.data(), buffer_.size())) return Errno("write");
-  if (!ReadAll(client_fd_, buffer_.data(), buffer_.size())) return Errno("read");
+  if (!WriteAll(client_fd_, request_.data(), request_.size())) return Errno("write");
+  if (!ReadAll(client_fd_, reply_.data(), reply_.size())) return Errno("read");
   return absl::OkStatus();
 }
 
