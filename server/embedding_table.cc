@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <glog/logging.h>
 
@@ -24,6 +25,16 @@ inline float UniformValue(uint64_t table_key, uint64_t key, int element, float b
   const uint64_t h = MixKey64(row_key ^ MixKey64(static_cast<uint64_t>(element)));
   const float u = static_cast<float>(h >> 40) * (1.0f / 16777216.0f);  // [0, 1)
   return bound * (2.0f * u - 1.0f);
+}
+
+// How many keys ahead the loops below prefetch. A request's keys are random accesses into a table
+// far larger than the cache, so each lookup and each row is a cache miss; issuing them this far
+// ahead lets several misses overlap instead of paying them one after the other.
+constexpr size_t kPrefetchAhead = 8;
+
+inline void PrefetchRecord(const float* record) {
+  __builtin_prefetch(record);
+  __builtin_prefetch(reinterpret_cast<const char*>(record) + 64);
 }
 
 std::string Where(const TableOptions& options, const char* op) {
@@ -158,10 +169,23 @@ absl::Status EmbeddingTable::Read(absl::Span<const uint64_t> keys, absl::Span<fl
   }
   if (absl::Status s = CheckSortedUniqueKeys(keys, Where(options_, "read")); !s.ok()) return s;
   const uint64_t table_key = TableKey(options_.seed, options_.id);
+  // First every key's row number (kNoRow: none), the map's buckets prefetched ahead; then the
+  // rows, prefetched ahead too.
+  constexpr uint32_t kNoRow = kMaxRows;
+  std::vector<uint32_t> rows(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (i + kPrefetchAhead < keys.size()) index_.prefetch(keys[i + kPrefetchAhead]);
+    auto it = index_.find(keys[i]);
+    rows[i] = it == index_.end() ? kNoRow : it->second;
+  }
   float* dst = out.data();
-  for (uint64_t key : keys) {
-    if (auto it = index_.find(key); it != index_.end()) {
-      std::memcpy(dst, Record(it->second), sizeof(float) * dim);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (i + kPrefetchAhead < keys.size() && rows[i + kPrefetchAhead] != kNoRow) {
+      PrefetchRecord(Record(rows[i + kPrefetchAhead]));
+    }
+    const uint64_t key = keys[i];
+    if (rows[i] != kNoRow) {
+      std::memcpy(dst, Record(rows[i]), sizeof(float) * dim);
     } else if (bound_ == 0.0f) {
       std::memset(dst, 0, sizeof(float) * dim);
     } else {
@@ -194,8 +218,16 @@ absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> keys, absl::Span<c
           ") element ", i % dim, " is ", grads[i], "; expected finite values"));
     }
   }
+  // Rows first (found or created, the map prefetched ahead), then the updates (rows prefetched
+  // ahead); see kPrefetchAhead.
+  std::vector<uint32_t> rows(keys.size());
   for (size_t k = 0; k < keys.size(); ++k) {
-    float* record = Record(FindOrCreateRow(keys[k]));
+    if (k + kPrefetchAhead < keys.size()) index_.prefetch(keys[k + kPrefetchAhead]);
+    rows[k] = FindOrCreateRow(keys[k]);
+  }
+  for (size_t k = 0; k < keys.size(); ++k) {
+    if (k + kPrefetchAhead < keys.size()) PrefetchRecord(Record(rows[k + kPrefetchAhead]));
+    float* record = Record(rows[k]);
     float* state = record + dim;
     if (has_step_) {
       uint32_t step;
