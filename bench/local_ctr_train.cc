@@ -41,6 +41,7 @@
 #include "model/ctr_model.h"
 #include "model/optimizer.h"
 #include "server/embedding_table.h"
+#include "server/sparse_shard.h"
 #include "server/model_convert.h"
 
 DEFINE_string(data_dir, "", "Folder with train.tsv and test.tsv (pstrain-gen-ctr's output, or Criteo's files)");
@@ -77,26 +78,6 @@ absl::StatusOr<JobSpec> JobOfFlags() {
   ApplyJobDefaults(&job);
   RETURN_IF_ERROR(ValidateTables(job));
   return job;
-}
-
-// server::SparseShard's reading of a table's optimizer.
-server::SparseOptimizerOptions SparseOptimizerOf(const SparseOptimizerSpec& spec) {
-  server::SparseOptimizerOptions o;
-  using Type = server::SparseOptimizerOptions::Type;
-  switch (spec.type()) {
-    case SparseOptimizerSpec::SGD: o.type = Type::kSgd; break;
-    case SparseOptimizerSpec::LAZY_ADAM: o.type = Type::kLazyAdam; break;
-    case SparseOptimizerSpec::FTRL: o.type = Type::kFtrl; break;
-    default: o.type = Type::kAdagrad; break;
-  }
-  o.initial_accumulator = spec.initial_accumulator();
-  o.epsilon = spec.epsilon();
-  o.beta1 = spec.beta1();
-  o.beta2 = spec.beta2();
-  o.ftrl_beta = spec.ftrl_beta();
-  o.l1 = spec.l1();
-  o.l2 = spec.l2();
-  return o;
 }
 
 // The tables' rows for the keys of the batch last indexed: one buffer per table, read (not
@@ -167,21 +148,10 @@ absl::Status Run(Result* result) {
   ASSIGN_OR_RETURN(std::unique_ptr<model::CtrModel> net, model::CtrModel::Create(options, backend.get()));
   RETURN_IF_ERROR(net->InitializeParameters(job.seed()));
 
-  std::vector<std::unique_ptr<server::EmbeddingTable>> tables;
+  // The same tables the servers build.
+  ASSIGN_OR_RETURN(std::vector<std::unique_ptr<server::EmbeddingTable>> tables, server::MakeJobTables(job));
   std::vector<float> table_lr;
-  for (int t = 0; t < job.tables_size(); ++t) {
-    const TableSpec& spec = job.tables(t);
-    server::TableOptions table;
-    table.name = spec.name();
-    table.id = t;
-    table.dim = spec.dim();
-    table.seed = job.seed();
-    if (spec.has_init_bound()) table.init_bound = spec.init_bound();
-    table.optimizer = SparseOptimizerOf(spec.optimizer());
-    ASSIGN_OR_RETURN(std::unique_ptr<server::EmbeddingTable> created, server::EmbeddingTable::Create(table));
-    tables.push_back(std::move(created));
-    table_lr.push_back(spec.optimizer().lr());
-  }
+  for (const TableSpec& spec : job.tables()) table_lr.push_back(spec.optimizer().lr());
 
   const model::OptimizerOptions dense = server::OptimizerOptionsFromProto(job.optimizer());
   ASSIGN_OR_RETURN(std::unique_ptr<model::Optimizer> optimizer, model::Optimizer::Create(dense, net->num_parameters()));

@@ -34,7 +34,9 @@ SparseOptimizerOptions OptimizerOf(const SparseOptimizerSpec& spec) {
   return o;
 }
 
-absl::StatusOr<std::vector<std::unique_ptr<EmbeddingTable>>> MakeTables(const JobSpec& job) {
+}  // namespace
+
+absl::StatusOr<std::vector<std::unique_ptr<EmbeddingTable>>> MakeJobTables(const JobSpec& job) {
   std::vector<std::unique_ptr<EmbeddingTable>> tables;
   for (int t = 0; t < job.tables_size(); ++t) {
     const TableSpec& spec = job.tables(t);
@@ -52,8 +54,6 @@ absl::StatusOr<std::vector<std::unique_ptr<EmbeddingTable>>> MakeTables(const Jo
   return tables;
 }
 
-}  // namespace
-
 const SparseRows* FindTable(const SparseList& list, int table) {
   for (const SparseRows& rows : list) {
     if (rows.table_id() == table) return &rows;
@@ -66,7 +66,7 @@ absl::StatusOr<std::unique_ptr<SparseShard>> SparseShard::Create(const JobSpec& 
     return absl::InvalidArgumentError(
         absl::StrCat("sparse shard ", shard, " of ", num_shards, ": expected 0 <= shard < num_shards"));
   }
-  absl::StatusOr<std::vector<std::unique_ptr<EmbeddingTable>>> tables = MakeTables(job);
+  absl::StatusOr<std::vector<std::unique_ptr<EmbeddingTable>>> tables = MakeJobTables(job);
   if (!tables.ok()) return tables.status();
   return std::unique_ptr<SparseShard>(new SparseShard(job, shard, num_shards, std::move(tables).value()));
 }
@@ -184,7 +184,7 @@ absl::StatusOr<std::unique_ptr<SparseShard::Prepared>> SparseShard::Prepare(
     return absl::FailedPreconditionError(absl::StrCat("checkpoint holds ", tables.size(), " embedding tables, the job has ",
                                                       tables_.size()));
   }
-  absl::StatusOr<std::vector<std::unique_ptr<EmbeddingTable>>> fresh = MakeTables(job_);
+  absl::StatusOr<std::vector<std::unique_ptr<EmbeddingTable>>> fresh = MakeJobTables(job_);
   if (!fresh.ok()) return fresh.status();
   for (size_t t = 0; t < tables.size(); ++t) {
     if (absl::Status s = (*fresh)[t]->Restore(tables[t]); !s.ok()) {

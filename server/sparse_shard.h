@@ -128,6 +128,11 @@ class SparseSum {
   std::vector<Table> tables_;
 };
 
+// The job's tables (after ApplyJobDefaults), empty, as every server builds them: table t of
+// JobSpec.tables with id t, the job's seed and its optimizer. INVALID_ARGUMENT as
+// EmbeddingTable::Create. Also for tools that train with in-process tables (bench/).
+absl::StatusOr<std::vector<std::unique_ptr<EmbeddingTable>>> MakeJobTables(const JobSpec& job);
+
 // The SparseRows of `table` (a job table id) in a list, or nullptr.
 const SparseRows* FindTable(const SparseList& list, int table);
 
