@@ -279,6 +279,26 @@ std::vector<float> OneWorkerWeights(Mode mode, int global, bool overlap = false)
   return cluster->ServerWeights();
 }
 
+// An ASYNC job of workers 0 and 1 where worker 1 dies after one batch of its first lease (2
+// batches): worker 0 trains what is free, then waits for the dead worker's lease to come back and
+// trains the rest. Every sample counts once per epoch, and the summary is exact.
+void RunAsyncJobWhereWorker1DiesMidLease(InProcessCluster& cluster) {
+  std::unique_ptr<TrainingSession> s0 = Session(cluster, 0);
+  std::unique_ptr<TrainingSession> s1 = Session(cluster, 1);
+  Hooks dies;
+  dies.before_step = [](const Work&, const Driven& d) { return d.applied < 1; };
+  Driven d1 = Drive(s1.get(), dies);
+  ASSERT_TRUE(d1.status.ok()) << d1.status;
+  Driven d0;
+  std::thread t0([&]() { d0 = Drive(s0.get()); });
+  while (cluster.scheduler().calls("LeaseWork") < 6) absl::SleepFor(absl::Milliseconds(1));
+  cluster.HeartbeatAndAdvance(absl::Seconds(4), /*silent=*/{1});
+  t0.join();
+  ASSERT_TRUE(d0.status.ok()) << d0.status;
+  ExpectEachSampleOncePerEpoch({d0, d1}, 2);
+  ExpectSummaryExact(cluster);
+}
+
 // TinyJob with an embedding table "t" of dim 2 (SGD at 0.5) that the loop's samples touch.
 JobSpec SparseJob(Mode mode, int workers, int batch_size) {
   JobSpec job = TinyJob(mode, workers, batch_size);
@@ -379,20 +399,7 @@ TEST(TrainingSessionTest, SparseStepRefusedByAMembershipChangeIsRecomputedAndApp
 TEST(TrainingSessionTest, SparseAsyncLeaseOfADeadWorkerIsFinishedByAnotherAndEachBatchAppliedOnce) {
   auto cluster = StartCluster(SparseJob(ASYNC, 2, 4));
   const std::vector<float> init = ServerRows(*cluster);
-  std::unique_ptr<TrainingSession> s0 = Session(*cluster, 0);
-  std::unique_ptr<TrainingSession> s1 = Session(*cluster, 1);
-  Hooks dies;
-  dies.before_step = [](const Work&, const Driven& d) { return d.applied < 1; };
-  Driven d1 = Drive(s1.get(), dies);
-  ASSERT_TRUE(d1.status.ok()) << d1.status;
-  Driven d0;
-  std::thread t0([&]() { d0 = Drive(s0.get()); });
-  while (cluster->scheduler().calls("LeaseWork") < 6) absl::SleepFor(absl::Milliseconds(1));
-  cluster->HeartbeatAndAdvance(absl::Seconds(4), /*silent=*/{1});
-  t0.join();
-  ASSERT_TRUE(d0.status.ok()) << d0.status;
-  ExpectEachSampleOncePerEpoch({d0, d1}, 2);
-  ExpectSummaryExact(*cluster);
+  RunAsyncJobWhereWorker1DiesMidLease(*cluster);
   // SGD rows take each batch's gradient once, whatever the order: 2 epochs of every sample's
   // share (1/4 per batch of 4) at lr 0.5.
   const std::vector<uint64_t> keys = {0, 1, 2, 3, 4, 10, 11, 12};
@@ -558,22 +565,7 @@ TEST(TrainingSessionTest, LeaveFinishesTheStepThenLeavesAndTheOthersTakeOver) {
 
 TEST(TrainingSessionTest, AsyncLeaseOfADeadWorkerIsFinishedByAnotherAndEachBatchAppliedOnce) {
   auto cluster = StartCluster(TinyJob(ASYNC, 2, 4));
-  std::unique_ptr<TrainingSession> s0 = Session(*cluster, 0);
-  std::unique_ptr<TrainingSession> s1 = Session(*cluster, 1);
-  // Worker 1 dies after one batch of its first lease (2 batches): the other must train the rest.
-  Hooks dies;
-  dies.before_step = [](const Work&, const Driven& d) { return d.applied < 1; };
-  Driven d1 = Drive(s1.get(), dies);
-  ASSERT_TRUE(d1.status.ok()) << d1.status;
-  Driven d0;
-  std::thread t0([&]() { d0 = Drive(s0.get()); });
-  // Worker 0 trains what is free, then waits for the dead worker's lease to come back.
-  while (cluster->scheduler().calls("LeaseWork") < 6) absl::SleepFor(absl::Milliseconds(1));
-  cluster->HeartbeatAndAdvance(absl::Seconds(4), /*silent=*/{1});
-  t0.join();
-  ASSERT_TRUE(d0.status.ok()) << d0.status;
-  ExpectEachSampleOncePerEpoch({d0, d1}, 2);
-  ExpectSummaryExact(*cluster);
+  RunAsyncJobWhereWorker1DiesMidLease(*cluster);
   // Every batch of both epochs was applied once on each server: 2 x 8 updates.
   EXPECT_EQ(cluster->store(0).step(), 16);
   EXPECT_EQ(cluster->store(1).step(), 16);
