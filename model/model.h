@@ -29,6 +29,9 @@ struct BatchStats {
   double loss_sum = 0;
   int64_t correct = 0;
   int64_t samples = 0;
+  // Records of the range that held no sample (bad records skipped under --bad_records=skip), so
+  // samples + skipped is the range's size.
+  int64_t skipped = 0;
 };
 
 // Receives each layer's gradient while ComputeGradient is still running, so the caller can send

@@ -70,11 +70,13 @@ absl::Status EvalPool::Check(const ProgressReport& report) const {
                        " evaluation leases handed out (1..", slots_.size(), ")"));
     }
     const Slot& slot = slots_[eval.lease_id() - 1];
-    if (eval.samples() != slot.end - slot.begin) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": got ", eval.samples(),
-                                                     " samples, expected ", slot.end - slot.begin,
-                                                     " (test samples [", slot.begin, ", ", slot.end,
-                                                     ") of epoch ", slot.epoch, ")"));
+    // A skipped bad record holds no sample, but is one of the lease's records all the same.
+    if (eval.skipped_records() < 0 || eval.samples() < 0 ||
+        eval.samples() + eval.skipped_records() != slot.end - slot.begin) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": got ", eval.samples(), " samples and ",
+                                                     eval.skipped_records(), " skipped records, expected ",
+                                                     slot.end - slot.begin, " in all (test samples [",
+                                                     slot.begin, ", ", slot.end, ") of epoch ", slot.epoch, ")"));
     }
     if (eval.correct() < 0 || eval.correct() > eval.samples()) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": got ", eval.correct(),

@@ -157,7 +157,13 @@ TEST(EvalPoolTest, RejectsUnknownLeasesAndWrongCounts) {
   r.mutable_evals(0)->set_samples(2);
   s = pool.Check(r);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("got 2 samples, expected 3"), absl::string_view::npos) << s;
+  EXPECT_NE(s.message().find("got 2 samples and 0 skipped records, expected 3"), absl::string_view::npos) << s;
+  // A record skipped as bad holds no sample but is the lease's: 2 + 1 is the whole lease.
+  r.mutable_evals(0)->set_skipped_records(1);
+  EXPECT_TRUE(pool.Check(r).ok()) << pool.Check(r);
+  r.mutable_evals(0)->set_skipped_records(-1);
+  r.mutable_evals(0)->set_samples(4);
+  EXPECT_EQ(pool.Check(r).code(), absl::StatusCode::kInvalidArgument);
   r = Result(0, a, 4);
   EXPECT_EQ(pool.Check(r).code(), absl::StatusCode::kInvalidArgument);
   r = Result(0, a, -1);

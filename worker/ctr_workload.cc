@@ -84,6 +84,7 @@ absl::Status CtrWorkload::Evaluate(TrainingSession* session, int64_t begin, int6
       RETURN_IF_ERROR(scores->Add(probabilities_[i], click));
     }
     stats->samples += batch_.size;
+    stats->skipped += count - batch_.size;
   }
   return absl::OkStatus();
 }

@@ -256,6 +256,7 @@ absl::Status TrainingSession::ReportEvaluation(const model::BatchStats& stats, c
   eval->set_loss_sum(stats.loss_sum);
   eval->set_correct(stats.correct);
   eval->set_samples(stats.samples);
+  eval->set_skipped_records(stats.skipped);
   if (scores != nullptr) *eval->mutable_scores() = data::ScoreHistogramToProto(*scores);
   eval_lease_id_ = 0;
   // Reported before the next lease is asked for, so a lease is never held unreported for long.
