@@ -195,7 +195,7 @@ absl::Status Run(Result* result) {
   // The whole test set, scored as the workers score it (a 2^16-bin histogram per evaluation).
   RETURN_IF_ERROR(net->SetParameters(weights));
   data::ScoreHistogram scores;
-  double loss_sum = 0;
+  data::PredictionTotals totals;
   int64_t scored = 0;
   std::vector<float> probabilities;
   for (int64_t first = 0; first < test_records; first += kEvalPiece) {
@@ -204,16 +204,11 @@ absl::Status Run(Result* result) {
     RETURN_IF_ERROR(rows.Read(tables, keys));
     probabilities.resize(records.size);
     RETURN_IF_ERROR(net->Predict(records, rows.rows(), absl::MakeSpan(probabilities)));
-    for (int64_t i = 0; i < records.size; ++i) {
-      const double p = std::clamp(static_cast<double>(probabilities[i]), 1e-12, 1.0 - 1e-12);
-      const bool click = records.labels[i] > 0.5f;
-      loss_sum -= click ? std::log(p) : std::log1p(-p);
-      RETURN_IF_ERROR(scores.Add(probabilities[i], click));
-    }
+    RETURN_IF_ERROR(data::ScorePredictions(probabilities, records.labels, &scores, &totals));
     scored += records.size;
   }
   ASSIGN_OR_RETURN(result->test_auc, scores.Auc());
-  result->test_logloss = scored > 0 ? loss_sum / scored : 0;
+  result->test_logloss = scored > 0 ? totals.log_loss_sum / scored : 0;
   return absl::OkStatus();
 }
 

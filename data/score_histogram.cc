@@ -149,5 +149,21 @@ absl::Status ScoreHistogram::AddBins(absl::Span<const uint32_t> bins, absl::Span
   return absl::OkStatus();
 }
 
+absl::Status ScorePredictions(absl::Span<const float> probabilities, absl::Span<const float> labels,
+                              ScoreHistogram* scores, PredictionTotals* totals) {
+  if (probabilities.size() != labels.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("scoring predictions: ", probabilities.size(),
+                                                   " probabilities for ", labels.size(), " labels"));
+  }
+  for (size_t i = 0; i < probabilities.size(); ++i) {
+    const bool click = labels[i] > 0.5f;
+    if (absl::Status s = scores->Add(probabilities[i], click); !s.ok()) return s;
+    const double p = std::clamp(static_cast<double>(probabilities[i]), 1e-12, 1.0 - 1e-12);
+    totals->log_loss_sum -= click ? std::log(p) : std::log1p(-p);
+    totals->correct += (p > 0.5) == click ? 1 : 0;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace data
 }  // namespace pstrain

@@ -94,6 +94,20 @@ class ScoreHistogram {
   int64_t negatives_ = 0;
 };
 
+// What a batch of click predictions scores besides the AUC: the sum of their log losses (each p
+// kept within [1e-12, 1 - 1e-12], so a confident mistake costs a large but finite amount) and how
+// many are right (p > 0.5 for a click).
+struct PredictionTotals {
+  double log_loss_sum = 0;
+  int64_t correct = 0;
+};
+
+// Adds prediction i (probabilities[i], a click when labels[i] > 0.5) to *scores and *totals.
+// INVALID_ARGUMENT for spans of different lengths or a NaN prediction; the predictions before it
+// are added then. Every evaluation of a CTR model scores its predictions this way.
+absl::Status ScorePredictions(absl::Span<const float> probabilities, absl::Span<const float> labels,
+                              ScoreHistogram* scores, PredictionTotals* totals);
+
 }  // namespace data
 }  // namespace pstrain
 

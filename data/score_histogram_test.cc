@@ -262,5 +262,20 @@ TEST(ScoreHistogramTest, BadCompactFormsAreRefusedAndAddNothing) {
 }
 
 }  // namespace
+TEST(ScorePredictionsTest, AddsEveryPredictionsLogLossCorrectnessAndBin) {
+  ScoreHistogram scores;
+  PredictionTotals totals;
+  const std::vector<float> p = {0.9f, 0.2f, 0.6f, 0.0f};
+  const std::vector<float> labels = {1, 0, 0, 1};
+  ASSERT_TRUE(ScorePredictions(p, labels, &scores, &totals).ok());
+  EXPECT_EQ(scores.count(), 4);
+  EXPECT_EQ(totals.correct, 2);  // 0.9 for a click, 0.2 for none
+  const double expected = -std::log(double{0.9f}) - std::log1p(-double{0.2f}) - std::log1p(-double{0.6f}) -
+                          std::log(1e-12);  // p = 0 for a click costs log(1e-12), not infinity
+  EXPECT_NEAR(totals.log_loss_sum, expected, 1e-9);
+  EXPECT_EQ(ScorePredictions(p, std::vector<float>{1}, &scores, &totals).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace data
 }  // namespace pstrain

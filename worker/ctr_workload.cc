@@ -1,7 +1,6 @@
 #include "worker/ctr_workload.h"
 
 #include <algorithm>
-#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -75,14 +74,10 @@ absl::Status CtrWorkload::Evaluate(TrainingSession* session, int64_t begin, int6
     RETURN_IF_ERROR(PullRows(session, keys));
     probabilities_.resize(batch_.size);
     RETURN_IF_ERROR(model_->Predict(batch_, rows_, absl::MakeSpan(probabilities_)));
-    for (int64_t i = 0; i < batch_.size; ++i) {
-      // Log loss with p kept off 0 and 1, so a confident mistake costs a large but finite amount.
-      const double p = std::clamp(static_cast<double>(probabilities_[i]), 1e-12, 1.0 - 1e-12);
-      const bool click = batch_.labels[i] > 0.5f;
-      stats->loss_sum -= click ? std::log(p) : std::log1p(-p);
-      stats->correct += (p > 0.5) == click ? 1 : 0;
-      RETURN_IF_ERROR(scores->Add(probabilities_[i], click));
-    }
+    data::PredictionTotals totals;
+    RETURN_IF_ERROR(data::ScorePredictions(probabilities_, batch_.labels, scores, &totals));
+    stats->loss_sum += totals.log_loss_sum;
+    stats->correct += totals.correct;
     stats->samples += batch_.size;
     stats->skipped += count - batch_.size;
   }
