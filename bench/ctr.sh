@@ -23,11 +23,7 @@ if [[ $# -ne 1 ]]; then
 fi
 HERE="$(cd "$(dirname "$0")" && pwd)"
 source "$HERE/lib.sh"
-find_launcher "$0" "$1"
-BIN="$(dirname "$LAUNCH")"
-for b in pstrain-gen-ctr local_ctr_train; do
-  [[ -x "$BIN/$b" ]] || { echo "$0: $BIN/$b not found; build it first (cmake --build $1 --target $b)" >&2; exit 1; }
-done
+find_binaries "$0" "$1" pstrain-gen-ctr local_ctr_train
 BATCH="${CTR_BATCH:-512}"
 EPOCHS="${CTR_EPOCHS:-1}"
 REPEATS="${CTR_REPEATS:-3}"

@@ -15,14 +15,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
 BUILD="${1:-build}"
-find_launcher "$0" "$BUILD"
+find_binaries "$0" "$BUILD" pstrain-gen-ctr
 EPOCHS="${EPOCHS:-3}"
 BATCH="${BATCH:-512}"
 OUT="$(mktemp -d -t pstrain-bench-ctr-XXXXXX)"
 DATA="${DATA:-$OUT/data}"
 if [[ ! -f "$DATA/planted.json" ]]; then
   # The generator's last line is the planted model's own test AUC.
-  "$(dirname "$LAUNCH")/pstrain-gen-ctr" --out_dir="$DATA" | tail -n 1 > "$DATA/planted.json"
+  "$BIN/pstrain-gen-ctr" --out_dir="$DATA" | tail -n 1 > "$DATA/planted.json"
 fi
 PLANTED="$(grep -o '"planted_test_auc": [0-9.]*' "$DATA/planted.json" | cut -d' ' -f2)"
 JOB=(--model=ctr --data_dir="$DATA" --epochs="$EPOCHS")

@@ -15,3 +15,16 @@ find_launcher() {
   LAUNCH="$(cd "$2" && pwd)/bin/pstrain-launch"
   [[ -x "$LAUNCH" ]] || { echo "$1: $LAUNCH not found; build it first (cmake --build $2)" >&2; exit 1; }
 }
+
+# find_launcher, then checks that each of the other binaries named is built; sets BIN to their folder.
+# Usage: find_binaries "$0" BUILD_DIR NAME...
+find_binaries() {
+  local script="$1" build="$2"
+  shift 2
+  find_launcher "$script" "$build"
+  BIN="$(dirname "$LAUNCH")"
+  local b
+  for b in "$@"; do
+    [[ -x "$BIN/$b" ]] || { echo "$script: $BIN/$b not found; build it first (cmake --build $build --target $b)" >&2; exit 1; }
+  done
+}

@@ -30,9 +30,7 @@ if [[ $# -ne 1 ]]; then
 fi
 HERE="$(cd "$(dirname "$0")" && pwd)"
 source "$HERE/lib.sh"
-find_launcher "$0" "$1"
-BIN="$(dirname "$LAUNCH")"
-[[ -x "$BIN/pstrain-gen-ctr" ]] || { echo "$0: $BIN/pstrain-gen-ctr not found; build it first" >&2; exit 1; }
+find_binaries "$0" "$1" pstrain-gen-ctr
 TRAIN="${SCALE_TRAIN:-3000000}"
 UNIQUE="${SCALE_UNIQUE_KEYS:-1000000000}"
 ZIPF="${SCALE_ZIPF:-1.0}"
