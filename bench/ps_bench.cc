@@ -18,6 +18,8 @@
 //             (bench/socket_pingpong.h): the ceiling of one connection, the baseline the
 //             transport is judged against
 //   PushPullUnix  PushPull over a unix domain socket instead of TCP on 127.0.0.1
+//   PushPullTls   (1 MiB and up) PushPull with mutual TLS and a job token, as pstrain-launch
+//             secures a job by default (common/transport_security.h): what security costs
 //   PushPullConnsK, PushPullCallsK   (K = 1, 2, 4; 1 MiB and up) the step as K partial PushPulls
 //             started together, as the overlapping worker sends them (chunks of at most N/K
 //             bytes), over K connections or all over one: what more connections buy, apart from
@@ -50,6 +52,7 @@
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/notification.h"
 #include "common/grpc_status.h"
+#include "common/job_credentials.h"
 #include "common/malloc_tuning.h"
 #include "bench/bench_store.h"
 #include "bench/echo.grpc.pb.h"
@@ -57,6 +60,7 @@
 #include "bench/socket_pingpong.h"
 #include "proto/ps.grpc.pb.h"
 #include "common/tensor_wire.h"
+#include "common/transport_security.h"
 #include "server/parameter_store.h"
 #include "server/ps_service.h"
 #include "worker/ps_client.h"
@@ -75,9 +79,12 @@ class BenchServer {
  public:
   // `unix_socket`: listen and connect on a unix domain socket rather than 127.0.0.1.
   // `max_chunk_bytes`: the store's chunk bound (OneTensorShardMap).
+  // `security`: how the listener and the channels are secured (null: plaintext).
   static absl::StatusOr<std::unique_ptr<BenchServer>> Start(Mode mode, int64_t bytes, bool unix_socket = false,
-                                                            int64_t max_chunk_bytes = kMaxChunkBytes) {
+                                                            int64_t max_chunk_bytes = kMaxChunkBytes,
+                                                            std::shared_ptr<const TransportSecurity> security = nullptr) {
     auto server = std::unique_ptr<BenchServer>(new BenchServer(bytes, max_chunk_bytes));
+    server->security_ = security != nullptr ? std::move(security) : TransportSecurity::Loopback();
     absl::StatusOr<std::unique_ptr<server::ParameterStore>> store =
         NewBenchStore(server->map_, mode, OptimizerSpec::SGD, /*num_workers=*/1);
     if (!store.ok()) return store.status();
@@ -88,7 +95,10 @@ class BenchServer {
     grpc::ServerBuilder builder;
     static std::atomic<int> next_socket{0};
     const std::string unix_address = absl::StrCat("unix:/tmp/pstrain-ps-bench-", getpid(), "-", next_socket++, ".sock");
-    builder.AddListeningPort(unix_socket ? unix_address : "127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    const std::string listen = unix_socket ? unix_address : "127.0.0.1:0";
+    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = server->security_->ServerCredentials(listen);
+    if (!credentials.ok()) return credentials.status();
+    builder.AddListeningPort(listen, *credentials, &port);
     builder.SetMaxReceiveMessageSize(-1);
     builder.SetMaxSendMessageSize(-1);
     builder.RegisterService(&server->echo_service_);
@@ -102,8 +112,8 @@ class BenchServer {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(-1);
     args.SetMaxSendMessageSize(-1);
-    server->channel_ = grpc::CreateCustomChannel(unix_socket ? unix_address : absl::StrCat("127.0.0.1:", port),
-                                                 grpc::InsecureChannelCredentials(), args);
+    server->channel_ =
+        server->security_->NewChannel(unix_socket ? unix_address : absl::StrCat("127.0.0.1:", port), args);
     server->echo_ = Echo::NewStub(server->channel_);
     server->ps_ = ParameterServer::NewStub(server->channel_);
     server->address_ = unix_socket ? unix_address : absl::StrCat("127.0.0.1:", port);
@@ -121,7 +131,7 @@ class BenchServer {
     ServerInfo* info = view.add_servers();
     info->set_rank(0);
     info->set_address(address_);
-    return worker::PsClient::Create(view, absl::Seconds(60), /*unix_sockets=*/false, tcp_connections);
+    return worker::PsClient::Create(view, absl::Seconds(60), /*unix_sockets=*/false, tcp_connections, security_);
   }
 
   ~BenchServer() {
@@ -142,6 +152,7 @@ class BenchServer {
 
   const ShardMap map_;
   std::string address_;  // where clients dial: "127.0.0.1:port" or "unix:path"
+  std::shared_ptr<const TransportSecurity> security_;
   std::unique_ptr<server::ParameterStore> store_;
   EchoService echo_service_;
   server::ParameterServerService ps_service_;
@@ -206,9 +217,35 @@ void Measure(benchmark::State& state, int64_t payload_bytes, int64_t bytes_per_c
   SetCounters(state, payload_bytes, bytes_per_call, cpu);
 }
 
+// Throwaway job credentials (a CA, a certificate and a token), made once per process in a
+// temporary folder, as pstrain-launch makes them for a local job.
+absl::StatusOr<std::shared_ptr<const TransportSecurity>> JobSecurity() {
+  static absl::StatusOr<std::shared_ptr<const TransportSecurity>>* security = [] {
+    char pattern[] = "/tmp/pstrain-ps-bench-tls-XXXXXX";
+    if (mkdtemp(pattern) == nullptr) {
+      return new absl::StatusOr<std::shared_ptr<const TransportSecurity>>(absl::InternalError("mkdtemp failed"));
+    }
+    absl::StatusOr<TransportSecurityOptions> made = MakeJobCredentials(pattern);
+    if (!made.ok()) return new absl::StatusOr<std::shared_ptr<const TransportSecurity>>(made.status());
+    return new absl::StatusOr<std::shared_ptr<const TransportSecurity>>(TransportSecurity::Create(*made));
+  }();
+  return *security;
+}
+
 std::unique_ptr<BenchServer> StartOrSkip(benchmark::State& state, Mode mode, int64_t bytes,
-                                         bool unix_socket = false, int64_t max_chunk_bytes = kMaxChunkBytes) {
-  absl::StatusOr<std::unique_ptr<BenchServer>> server = BenchServer::Start(mode, bytes, unix_socket, max_chunk_bytes);
+                                         bool unix_socket = false, int64_t max_chunk_bytes = kMaxChunkBytes,
+                                         bool tls = false) {
+  std::shared_ptr<const TransportSecurity> security;
+  if (tls) {
+    absl::StatusOr<std::shared_ptr<const TransportSecurity>> made = JobSecurity();
+    if (!made.ok()) {
+      state.SkipWithError(made.status().ToString().c_str());
+      return nullptr;
+    }
+    security = *made;
+  }
+  absl::StatusOr<std::unique_ptr<BenchServer>> server =
+      BenchServer::Start(mode, bytes, unix_socket, max_chunk_bytes, std::move(security));
   if (!server.ok()) {
     state.SkipWithError(server.status().ToString().c_str());
     return nullptr;
@@ -227,8 +264,8 @@ void BM_Echo(benchmark::State& state, int64_t bytes) {
   });
 }
 
-void PushPullOver(benchmark::State& state, int64_t bytes, bool unix_socket) {
-  std::unique_ptr<BenchServer> server = StartOrSkip(state, SYNC, bytes, unix_socket);
+void PushPullOver(benchmark::State& state, int64_t bytes, bool unix_socket, bool tls = false) {
+  std::unique_ptr<BenchServer> server = StartOrSkip(state, SYNC, bytes, unix_socket, kMaxChunkBytes, tls);
   if (server == nullptr) return;
   const PushRequest gradient = GradientPush(server->map(), /*worker_rank=*/0, kGradient);
   std::vector<OutgoingPush> request = {ViewOf(gradient)};
@@ -269,6 +306,9 @@ void BM_PushPullProto(benchmark::State& state, int64_t bytes) {
 
 void BM_PushPull(benchmark::State& state, int64_t bytes) { PushPullOver(state, bytes, /*unix_socket=*/false); }
 void BM_PushPullUnix(benchmark::State& state, int64_t bytes) { PushPullOver(state, bytes, /*unix_socket=*/true); }
+void BM_PushPullTls(benchmark::State& state, int64_t bytes) {
+  PushPullOver(state, bytes, /*unix_socket=*/false, /*tls=*/true);
+}
 
 // Copies a partial answer's values into `weights` at their chunks' offsets (the one tensor starts
 // at 0), as a worker installs each part as it arrives.
@@ -439,6 +479,11 @@ void RegisterAll() {
     for (const auto& [name, fn] : kinds) {
       Configure(benchmark::RegisterBenchmark(absl::StrCat(name, "/", SizeName(bytes)).c_str(), fn, bytes), bytes);
     }
+  }
+  for (int64_t bytes : kSizes) {
+    if (bytes < kMiB) continue;
+    Configure(benchmark::RegisterBenchmark(absl::StrCat("PushPullTls/", SizeName(bytes)).c_str(), BM_PushPullTls, bytes),
+              bytes);
   }
   // The step in K partial PushPulls: PushPull{Conns,Calls}K over K connections or over one.
   for (int64_t bytes : kSizes) {

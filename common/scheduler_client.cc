@@ -49,21 +49,21 @@ grpc::ChannelArguments ChannelArgs() {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<SchedulerClient>> SchedulerClient::Create(const std::string& address,
-                                                                        absl::Duration rpc_timeout) {
+absl::StatusOr<std::unique_ptr<SchedulerClient>> SchedulerClient::Create(
+    const std::string& address, absl::Duration rpc_timeout, std::shared_ptr<const TransportSecurity> security) {
   if (address.empty() || address.find(':') == std::string::npos) {
     return absl::InvalidArgumentError(
         absl::StrCat("scheduler address: got '", address, "', expected host:port"));
   }
-  return std::unique_ptr<SchedulerClient>(new SchedulerClient(address, rpc_timeout));
+  if (security == nullptr) security = TransportSecurity::Loopback();
+  return std::unique_ptr<SchedulerClient>(new SchedulerClient(address, rpc_timeout, *security));
 }
 
-SchedulerClient::SchedulerClient(std::string address, absl::Duration rpc_timeout)
+SchedulerClient::SchedulerClient(std::string address, absl::Duration rpc_timeout, const TransportSecurity& security)
     : address_(std::move(address)),
       rpc_timeout_(rpc_timeout),
       instance_id_(MakeInstanceId()),
-      stub_(Scheduler::NewStub(
-          grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), ChannelArgs()))) {}
+      stub_(Scheduler::NewStub(security.NewChannel(address_, ChannelArgs()))) {}
 
 absl::Duration SchedulerClient::reconnect_window() const {
   return absl::Nanoseconds(reconnect_window_ns_.load());

@@ -33,6 +33,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/scheduler_api.h"
+#include "common/transport_security.h"
 #include "proto/scheduler.grpc.pb.h"
 
 namespace pstrain {
@@ -41,8 +42,10 @@ namespace pstrain {
 class SchedulerClient : public SchedulerApi {
  public:
   // Does not connect yet; the first call does. `address` is host:port.
-  static absl::StatusOr<std::unique_ptr<SchedulerClient>> Create(const std::string& address,
-                                                                absl::Duration rpc_timeout);
+  // `security` secures the channel (common/transport_security.h); null: plaintext.
+  static absl::StatusOr<std::unique_ptr<SchedulerClient>> Create(
+      const std::string& address, absl::Duration rpc_timeout,
+      std::shared_ptr<const TransportSecurity> security = nullptr);
 
   const std::string& address() const { return address_; }
 
@@ -103,7 +106,7 @@ class SchedulerClient : public SchedulerApi {
   absl::StatusOr<std::string> GetInitialModel() override;
 
  private:
-  SchedulerClient(std::string address, absl::Duration rpc_timeout);
+  SchedulerClient(std::string address, absl::Duration rpc_timeout, const TransportSecurity& security);
 
   // Sets the deadline and returns a "what" prefix for errors, e.g. "heartbeat to scheduler at X".
   // One unary call of `method` with deadline `timeout`; errors are prefixed "<what> to scheduler

@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/job_credentials.h"
 #include "common/status_macros.h"
 #include "launch/child_process.h"
 #include "launch/console.h"
@@ -95,6 +96,7 @@ class Cluster {
     start_ = absl::Now();
     RETURN_IF_ERROR(CheckBinaries());
     RETURN_IF_ERROR(MakeTempDir());
+    RETURN_IF_ERROR(SetUpSecurity());
     absl::Status started = Start();
     if (!started.ok()) BeginStop(1);
     while (!AllEnded()) Step();
@@ -144,6 +146,27 @@ class Cluster {
     return absl::OkStatus();
   }
 
+  // The job's transport security: the options given, or throwaway credentials made in the temp
+  // folder (see LaunchOptions::security).
+  absl::Status SetUpSecurity() {
+    security_options_ = options_.security;
+    const bool given = !security_options_.cert_file.empty() || !security_options_.key_file.empty() ||
+                       !security_options_.ca_file.empty();
+    if (!given && !security_options_.insecure) {
+      const std::string dir = temp_dir_ + "/tls";
+      std::error_code ec;
+      std::filesystem::create_directory(dir, ec);
+      if (ec) return absl::InternalError(absl::StrCat("creating '", dir, "': ", ec.message()));
+      std::filesystem::permissions(dir, std::filesystem::perms::owner_all, ec);
+      ASSIGN_OR_RETURN(TransportSecurityOptions made, MakeJobCredentials(dir));
+      made.reload_interval = security_options_.reload_interval;
+      security_options_ = made;
+    }
+    ASSIGN_OR_RETURN(security_, TransportSecurity::Create(security_options_));
+    security_flags_ = TransportSecurityFlags(security_options_);
+    return absl::OkStatus();
+  }
+
   // Keeps the default summary (and so its folder); removes everything else the run left there.
   void RemoveTempDir() {
     if (temp_dir_.empty()) return;
@@ -184,6 +207,7 @@ class Cluster {
     std::string state_dir = options_.state_dir;
     if (state_dir.empty() && options_.max_restarts > 0) state_dir = temp_dir_ + "/scheduler-state";
     if (!state_dir.empty()) argv.push_back(absl::StrCat("--state_dir=", state_dir));
+    argv.insert(argv.end(), security_flags_.begin(), security_flags_.end());
     argv.insert(argv.end(), options_.job_flags.begin(), options_.job_flags.end());
     RETURN_IF_ERROR(Spawn("scheduler", Role::kScheduler, std::move(argv)));
 
@@ -213,12 +237,13 @@ class Cluster {
                                                  options_.num_workers, " workers"));
     status_source_ = options_.status_source
                          ? options_.status_source(scheduler_address_)
-                         : NewSchedulerStatusSource(scheduler_address_, options_.status_deadline);
+                         : NewSchedulerStatusSource(scheduler_address_, options_.status_deadline, security_);
     const std::string scheduler_flag = absl::StrCat("--scheduler=", scheduler_address_);
     for (int i = 0; i < options_.num_servers; ++i) {
-      RETURN_IF_ERROR(Spawn(absl::StrCat("server ", i), Role::kServer,
-                            {Binary("pstrain-server"), scheduler_flag, absl::StrCat("--host=", options_.host),
-                             "--port=0"}));
+      std::vector<std::string> args = {Binary("pstrain-server"), scheduler_flag,
+                                       absl::StrCat("--host=", options_.host), "--port=0"};
+      args.insert(args.end(), security_flags_.begin(), security_flags_.end());
+      RETURN_IF_ERROR(Spawn(absl::StrCat("server ", i), Role::kServer, std::move(args)));
     }
     const std::vector<std::string> devices = absl::StrSplit(options_.device, ',');
     for (int i = 0; i < options_.num_workers; ++i) {
@@ -231,6 +256,7 @@ class Cluster {
       }
       std::vector<std::string> args = {Binary("pstrain-worker"), scheduler_flag, absl::StrCat("--device=", device)};
       if (options_.tf32) args.push_back("--tf32");
+      args.insert(args.end(), security_flags_.begin(), security_flags_.end());
       RETURN_IF_ERROR(Spawn(absl::StrCat("worker ", i), Role::kWorker, std::move(args)));
     }
     return absl::OkStatus();
@@ -241,6 +267,7 @@ class Cluster {
     std::vector<std::pair<std::string, std::string>> env = {{"PSTRAIN_SCHEDULER", scheduler_address_},
                                                             {"PSTRAIN_WORKER_INDEX", absl::StrCat(index)},
                                                             {"PSTRAIN_DEVICE", device}};
+    for (auto& variable : TransportSecurityEnvironment(security_options_)) env.push_back(std::move(variable));
     std::error_code ec;
     const std::filesystem::path python = std::filesystem::path(options_.bin_dir) / ".." / "python";
     if (std::filesystem::is_directory(python, ec)) {
@@ -451,6 +478,9 @@ class Cluster {
   std::string temp_dir_;
   std::string summary_path_;
   std::string scheduler_address_;
+  TransportSecurityOptions security_options_;
+  std::shared_ptr<const TransportSecurity> security_;
+  std::vector<std::string> security_flags_;
   std::unique_ptr<JobStatusSource> status_source_;
   // children_[0] is the scheduler, then servers, then workers.
   std::vector<std::unique_ptr<Child>> children_;

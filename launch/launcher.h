@@ -33,6 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/transport_security.h"
 #include "launch/status_source.h"
 
 namespace pstrain {
@@ -57,6 +58,12 @@ struct LaunchOptions {
   std::string device = "cpu";
   // Pass --tf32 to the workers.
   bool tf32 = false;
+  // How the job's channels are secured (common/transport_security.h), handed to every child as
+  // flags (a worker_cmd: as PSTRAIN_TLS_CERT etc.). With no TLS files and not `insecure`, the
+  // launcher makes throwaway credentials for the job in its temporary folder
+  // (common/job_credentials.h): a CA, a certificate and a token, so that even a local job is
+  // closed to other users of the machine.
+  TransportSecurityOptions security;
   // When set, each worker slot runs `/bin/sh -c 'exec <worker_cmd>'` (a PyTorch script, say)
   // instead of pstrain-worker. worker_cmd is one command line in shell syntax (a program and its
   // arguments; quotes, variables and redirections work, but after `;` or `&&` nothing would run:

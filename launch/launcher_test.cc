@@ -59,6 +59,9 @@ class LauncherTest : public ::testing::Test {
     options_.job_flags = {"--epochs=2"};
     options_.stop_grace = absl::Seconds(2);
     options_.status_interval = absl::Milliseconds(50);
+    // Plaintext, so the command lines below stay short; MakesThrowawayCredentialsByDefault covers
+    // the default.
+    options_.security.insecure = true;
     out_ = tmpfile();
     err_ = tmpfile();
     options_.out_fd = fileno(out_);
@@ -101,6 +104,37 @@ class LauncherTest : public ::testing::Test {
   std::string address_;
 };
 
+// Unless told otherwise, every child gets the same throwaway CA, certificate and token, made for
+// this job in the launcher's temporary folder: files that belong together.
+TEST_F(LauncherTest, MakesThrowawayCredentialsByDefault) {
+  options_.security = TransportSecurityOptions();
+  // The scheduler keeps a copy of the credentials it was given (the launcher removes its own).
+  WriteScript("pstrain-scheduler",
+              absl::StrCat(kWritePort, "for a in \"$@\"; do case $a in --tls_*=*|--job_token_file=*) "
+                                       "f=${a#*=}; [ -f \"$f\" ] && cp \"$f\" ", dir_, "/;; esac; done; "
+                                       "echo \"args $*\"; sleep 1"));
+  WriteScript("pstrain-server", R"(echo "server $*")");
+  WriteScript("pstrain-worker", R"(echo "worker $*")");
+  status_.set_state(FINISHED);
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << Out() << Err();
+  const std::string out = Out();
+  for (const char* flag : {"--tls_cert=", "--tls_key=", "--tls_ca=", "--tls_server_name=pstrain",
+                           "--job_token_file="}) {
+    EXPECT_THAT(out, ::testing::ContainsRegex(absl::StrCat("scheduler.*", flag))) << flag;
+    EXPECT_THAT(out, ::testing::ContainsRegex(absl::StrCat("server 0. server .*", flag))) << flag;
+    EXPECT_THAT(out, ::testing::ContainsRegex(absl::StrCat("worker 1. worker .*", flag))) << flag;
+  }
+  TransportSecurityOptions copied;
+  copied.cert_file = dir_ + "/cert.pem";
+  copied.key_file = dir_ + "/key.pem";
+  copied.ca_file = dir_ + "/ca.pem";
+  copied.token_file = dir_ + "/token";
+  absl::StatusOr<std::shared_ptr<const TransportSecurity>> security = TransportSecurity::Create(copied);
+  EXPECT_TRUE(security.ok()) << security.status() << "\n" << out;
+}
+
 TEST_F(LauncherTest, SuccessfulJobPrintsPrefixedOutputEpochsAndResult) {
   WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, R"(echo "args $*"; echo "to stderr" >&2; sleep 1)"));
   WriteScript("pstrain-server", R"(echo "server $*")");
@@ -122,12 +156,12 @@ TEST_F(LauncherTest, SuccessfulJobPrintsPrefixedOutputEpochsAndResult) {
   EXPECT_EQ(address_, "127.0.0.1:4321");
   EXPECT_THAT(out, HasSubstr("[scheduler] args --host=127.0.0.1 --port=0 --port_file="));
   EXPECT_THAT(out, HasSubstr(absl::StrCat("--summary_json=", dir_, "/summary.json --heartbeat_ms=500 "
-                                          "--dead_after_ms=3000 --epochs=2\n")));
+                                          "--dead_after_ms=3000 --insecure --epochs=2\n")));
   EXPECT_THAT(Err(), HasSubstr("[scheduler] to stderr\n"));
-  EXPECT_THAT(out, HasSubstr("[server 0] server --scheduler=127.0.0.1:4321 --host=127.0.0.1 --port=0\n"));
+  EXPECT_THAT(out, HasSubstr("[server 0] server --scheduler=127.0.0.1:4321 --host=127.0.0.1 --port=0 --insecure\n"));
   EXPECT_THAT(out, HasSubstr("[server 1] server --scheduler=127.0.0.1:4321"));
-  EXPECT_THAT(out, HasSubstr("[worker 0] worker --scheduler=127.0.0.1:4321 --device=cpu\n"));
-  EXPECT_THAT(out, HasSubstr("[worker 1] worker --scheduler=127.0.0.1:4321 --device=cpu\n"));
+  EXPECT_THAT(out, HasSubstr("[worker 0] worker --scheduler=127.0.0.1:4321 --device=cpu --insecure\n"));
+  EXPECT_THAT(out, HasSubstr("[worker 1] worker --scheduler=127.0.0.1:4321 --device=cpu --insecure\n"));
   EXPECT_THAT(out, HasSubstr("epoch 1/2 done: train_loss 0.0000  test_loss 0.0000  test_acc 0.8000  0.5 s\n"));
   EXPECT_THAT(out, HasSubstr("epoch 2/2 done: "));
   EXPECT_THAT(out, HasSubstr("final test_acc 0.9000  2.0k samples/s  wall "));
@@ -152,9 +186,9 @@ TEST_F(LauncherTest, WorkersTakeACommaListOfDevicesInTurnAndGetTf32) {
   absl::StatusOr<int> code = RunLocalCluster(options_);
   ASSERT_TRUE(code.ok()) << code.status();
   const std::string out = Out();
-  EXPECT_THAT(out, HasSubstr("[worker 0] worker --scheduler=127.0.0.1:4321 --device=cuda:0 --tf32\n"));
-  EXPECT_THAT(out, HasSubstr("[worker 1] worker --scheduler=127.0.0.1:4321 --device=cuda:1 --tf32\n"));
-  EXPECT_THAT(out, HasSubstr("[worker 2] worker --scheduler=127.0.0.1:4321 --device=cuda:0 --tf32\n"));
+  EXPECT_THAT(out, HasSubstr("[worker 0] worker --scheduler=127.0.0.1:4321 --device=cuda:0 --tf32 --insecure\n"));
+  EXPECT_THAT(out, HasSubstr("[worker 1] worker --scheduler=127.0.0.1:4321 --device=cuda:1 --tf32 --insecure\n"));
+  EXPECT_THAT(out, HasSubstr("[worker 2] worker --scheduler=127.0.0.1:4321 --device=cuda:0 --tf32 --insecure\n"));
 }
 
 TEST_F(LauncherTest, WorkerCmdRunsWithTheSlotsEnvironmentAndTheBuildsPythonPackage) {
@@ -275,7 +309,7 @@ TEST_F(LauncherTest, WorkerFailingOnceIsRestartedOnceWithTheSameCommandLine) {
   EXPECT_THAT(err, HasSubstr("[launch] worker 0 died (was killed by signal 9 (SIGKILL)); restarting (1 of 1)\n"));
   EXPECT_EQ(err.find("restarting"), err.rfind("restarting")) << err;
   EXPECT_THAT(err, Not(HasSubstr("continues")));
-  EXPECT_THAT(Out(), HasSubstr("[worker 0] again --scheduler=127.0.0.1:4321 --device=cpu\n"));
+  EXPECT_THAT(Out(), HasSubstr("[worker 0] again --scheduler=127.0.0.1:4321 --device=cpu --insecure\n"));
   std::ifstream runs(dir_ + "/worker.runs");
   std::stringstream text;
   text << runs.rdbuf();

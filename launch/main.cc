@@ -20,6 +20,7 @@
 
 #include "common/binary_init.h"
 #include "common/job_flags.h"
+#include "common/security_flags.h"
 #include "launch/launcher.h"
 
 DEFINE_string(bin_dir, "", "Folder with pstrain-scheduler, pstrain-server and pstrain-worker (default: the launcher's own)");
@@ -93,6 +94,11 @@ int main(int argc, char** argv) {
   options.dead_after_ms = FLAGS_dead_after_ms;
   options.device = FLAGS_device;
   options.tf32 = FLAGS_tf32;
+  options.security = pstrain::TransportSecurityOptionsFromFlags();
+  if (absl::Status checked = pstrain::TransportSecurity::Create(options.security).status(); !checked.ok()) {
+    fprintf(stderr, "pstrain-launch: %s\n", std::string(checked.message()).c_str());
+    return 2;
+  }
   options.worker_cmd = FLAGS_worker_cmd;
   if (const char* pythonpath = getenv("PYTHONPATH")) options.pythonpath = pythonpath;
   options.max_restarts = FLAGS_max_restarts;

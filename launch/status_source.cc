@@ -14,10 +14,10 @@ namespace {
 
 class SchedulerStatusSource : public JobStatusSource {
  public:
-  SchedulerStatusSource(const std::string& address, absl::Duration deadline)
+  SchedulerStatusSource(const std::string& address, absl::Duration deadline, const TransportSecurity& security)
       : address_(address),
         deadline_(deadline),
-        stub_(Scheduler::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {}
+        stub_(Scheduler::NewStub(security.NewChannel(address, grpc::ChannelArguments()))) {}
 
   absl::StatusOr<JobStatus> Get() override {
     grpc::ClientContext context;
@@ -36,9 +36,10 @@ class SchedulerStatusSource : public JobStatusSource {
 
 }  // namespace
 
-std::unique_ptr<JobStatusSource> NewSchedulerStatusSource(const std::string& address,
-                                                          absl::Duration deadline) {
-  return std::make_unique<SchedulerStatusSource>(address, deadline);
+std::unique_ptr<JobStatusSource> NewSchedulerStatusSource(const std::string& address, absl::Duration deadline,
+                                                          std::shared_ptr<const TransportSecurity> security) {
+  if (security == nullptr) security = TransportSecurity::Loopback();
+  return std::make_unique<SchedulerStatusSource>(address, deadline, *security);
 }
 
 }  // namespace launch

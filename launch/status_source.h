@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/transport_security.h"
 #include "proto/scheduler.pb.h"
 
 namespace pstrain {
@@ -27,9 +28,10 @@ class JobStatusSource {
 };
 
 // Asks the scheduler at `address` ("host:port") with its GetJobStatus rpc; each call has
-// `deadline` and fails fast when the scheduler is not listening.
-std::unique_ptr<JobStatusSource> NewSchedulerStatusSource(const std::string& address,
-                                                          absl::Duration deadline);
+// `deadline` and fails fast when the scheduler is not listening. `security` secures the channel
+// (null: plaintext).
+std::unique_ptr<JobStatusSource> NewSchedulerStatusSource(const std::string& address, absl::Duration deadline,
+                                                          std::shared_ptr<const TransportSecurity> security = nullptr);
 
 }  // namespace launch
 }  // namespace pstrain

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/job_spec.h"
+#include "common/transport_security.h"
 #include "data/score_histogram.h"
 #include "python/ctr_bindings.h"
 #include "python/status_errors.h"
@@ -279,8 +280,20 @@ PYBIND11_MODULE(_core, m) {
       .def_static(
           "join",
           [](const std::string& scheduler, double rpc_timeout_s, double startup_timeout_s, int tcp_connections,
-             const std::string& health_host, int health_port) {
+             const std::string& health_host, int health_port, const std::string& tls_cert, const std::string& tls_key,
+             const std::string& tls_ca, const std::string& tls_server_name, const std::string& job_token_file,
+             bool insecure) {
+            TransportSecurityOptions security;
+            security.cert_file = tls_cert;
+            security.key_file = tls_key;
+            security.ca_file = tls_ca;
+            if (!tls_server_name.empty()) security.server_name = tls_server_name;
+            security.token_file = job_token_file;
+            security.insecure = insecure;
+            absl::StatusOr<std::shared_ptr<const TransportSecurity>> secured = TransportSecurity::Create(security);
+            ThrowIfError(secured.status());
             worker::MemberOptions options;
+            options.security = *secured;
             options.scheduler_address = scheduler;
             options.health_host = health_host;
             options.health_port = health_port;
@@ -296,7 +309,9 @@ PYBIND11_MODULE(_core, m) {
             return std::move(member).value();
           },
           py::arg("scheduler"), py::arg("rpc_timeout_s") = 60.0, py::arg("startup_timeout_s") = 120.0,
-          py::arg("tcp_connections") = 2, py::arg("health_host") = "0.0.0.0", py::arg("health_port") = 0)
+          py::arg("tcp_connections") = 2, py::arg("health_host") = "0.0.0.0", py::arg("health_port") = 0,
+          py::arg("tls_cert") = "", py::arg("tls_key") = "", py::arg("tls_ca") = "", py::arg("tls_server_name") = "",
+          py::arg("job_token_file") = "", py::arg("insecure") = false)
       .def_property_readonly("rank", &JobMember::rank)
       .def_property_readonly("finished", &JobMember::finished)
       .def_property_readonly("job", [](const JobMember& m) { return JobDict(m.job()); })

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/binary_init.h"
+#include "common/security_flags.h"
 #include "common/job_flags.h"
 #include "common/job_spec.h"
 #include "common/stop_signals.h"
@@ -44,7 +45,13 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  absl::StatusOr<std::shared_ptr<const pstrain::TransportSecurity>> security = pstrain::TransportSecurityFromFlags();
+  if (!security.ok()) {
+    std::cerr << "pstrain-scheduler: " << security.status().message() << "\n";
+    return 2;
+  }
   pstrain::scheduler::SchedulerRunner::Options options;
+  options.security = *security;
   options.host = FLAGS_host;
   options.port = FLAGS_port;
   options.port_file = FLAGS_port_file;

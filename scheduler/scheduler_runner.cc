@@ -173,8 +173,10 @@ absl::Status SchedulerRunner::Run() {
   const std::string address = JoinHostPort(options_.host, port);
   int selected_port = 0;
   EnableHealthService();
+  const TransportSecurity& security = options_.security != nullptr ? *options_.security : *TransportSecurity::Loopback();
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials, security.ServerCredentials(address));
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &selected_port);
+  builder.AddListeningPort(address, credentials, &selected_port);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);

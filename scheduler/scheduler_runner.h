@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/transport_security.h"
 #include "proto/job.pb.h"
 
 namespace pstrain {
@@ -61,6 +62,8 @@ class SchedulerRunner {
     // the end, up to 2 x dead_after), so that roles started late (e.g. restarted by an
     // orchestrator) learn the outcome: FINISHED lets them exit 0. Stop() cuts it short.
     absl::Duration linger = absl::ZeroDuration();
+    // How the listener is secured (common/transport_security.h); null: plaintext on loopback only.
+    std::shared_ptr<const TransportSecurity> security;
   };
 
   // INVALID_ARGUMENT for a bad job (after ApplyJobDefaults) or bad options (port outside

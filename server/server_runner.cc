@@ -133,17 +133,20 @@ absl::StatusOr<std::unique_ptr<ServerRunner>> ServerRunner::Create(const Options
 
 absl::Status ServerRunner::Run() {
   ASSIGN_OR_RETURN(std::unique_ptr<SchedulerClient> client,
-                   SchedulerClient::Create(options_.scheduler_address, options_.rpc_timeout));
+                   SchedulerClient::Create(options_.scheduler_address, options_.rpc_timeout, options_.security));
   // Declared before the gRPC server, so it outlives it.
   ParameterServerService service;
   const std::string listen = JoinHostPort(options_.host, options_.port);
   int selected_port = 0;
   EnableHealthService();
+  const TransportSecurity& security = options_.security != nullptr ? *options_.security : *TransportSecurity::Loopback();
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials, security.ServerCredentials(listen));
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &selected_port);
-  // Workers on this host move tensors faster over a unix socket than over loopback TCP.
+  builder.AddListeningPort(listen, credentials, &selected_port);
+  // Workers on this host move tensors faster over a unix socket than over loopback TCP. The same
+  // credentials: file permissions alone would let any local user in.
   const std::string unix_path = UnixSocketPath();
-  if (!unix_path.empty()) builder.AddListeningPort("unix:" + unix_path, grpc::InsecureServerCredentials());
+  if (!unix_path.empty()) builder.AddListeningPort("unix:" + unix_path, credentials);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);

@@ -76,6 +76,9 @@ class ServerRunner {
     absl::Duration rpc_timeout = absl::Seconds(30);
     // Bound on each startup phase: registering, waiting for every role, the servers-ready barrier.
     absl::Duration startup_timeout = absl::Minutes(2);
+    // How the listener and the channel to the scheduler are secured (common/transport_security.h);
+    // null: plaintext on loopback only.
+    std::shared_ptr<const TransportSecurity> security;
   };
 
   // INVALID_ARGUMENT for an empty scheduler address or host, a port outside [0, 65535] or a

@@ -3,10 +3,13 @@
 // as README.md's "Run on a cluster by hand" says. Skips, saying why, where namespaces cannot be
 // made (not root, no iproute2).
 #include <csignal>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "common/job_credentials.h"
+#include "common/transport_security.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/process.h"
@@ -42,18 +45,35 @@ void ExpectHandStartedJobFinished(std::vector<std::unique_ptr<Child>>& roles, Te
   EXPECT_GT(JsonNumber(summary, "final_test_accuracy"), 0.7) << summary;
 }
 
+// The job's credentials (mutual TLS and a token), made in `dir`: every multi-host job runs secured,
+// as a job on a shared network must.
+TransportSecurityOptions JobCredentials(const std::string& dir) {
+  std::filesystem::create_directories(dir + "/tls");
+  absl::StatusOr<TransportSecurityOptions> made = MakeJobCredentials(dir + "/tls");
+  EXPECT_TRUE(made.ok()) << made.status();
+  return made.ok() ? *made : TransportSecurityOptions();
+}
+
+// `argv` with the security flags of `credentials` appended.
+std::vector<std::string> Secured(std::vector<std::string> argv, const TransportSecurityOptions& credentials) {
+  for (const std::string& flag : TransportSecurityFlags(credentials)) argv.push_back(flag);
+  return argv;
+}
+
 TEST(MultiHostTest, RolesOnFiveHostsTrainTogether) {
   absl::StatusOr<std::unique_ptr<TestHosts>> made = TestHosts::Create(5);
   if (!made.ok()) GTEST_SKIP() << "cannot make test hosts in network namespaces: " << made.status();
   TestHosts& hosts = **made;
   const std::string dir = MakeTempDir("multihost");
+  const TransportSecurityOptions credentials = JobCredentials(dir);
   const std::string bin = BinDir();
   const std::string scheduler_address = hosts.address(0) + ":7000";
 
   // Host A: the scheduler, with every job flag.
   std::vector<std::unique_ptr<Child>> roles;
   auto start = [&](int host, const std::vector<std::string>& argv, const std::string& name) {
-    absl::StatusOr<Child> child = Child::Start(hosts.Command(host, argv), dir + "/" + name + ".log");
+    absl::StatusOr<Child> child =
+        Child::Start(hosts.Command(host, Secured(argv, credentials)), dir + "/" + name + ".log");
     ASSERT_TRUE(child.ok()) << child.status();
     roles.push_back(std::make_unique<Child>(std::move(*child)));
   };
@@ -96,12 +116,14 @@ TEST(MultiHostTest, PythonWorkersOnTwoHostsTrainADeclaredModel) {
   if (!made.ok()) GTEST_SKIP() << "cannot make test hosts in network namespaces: " << made.status();
   TestHosts& hosts = **made;
   const std::string dir = MakeTempDir("multihost-python");
+  const TransportSecurityOptions credentials = JobCredentials(dir);
   const std::string source = std::string(__FILE__).substr(0, std::string(__FILE__).rfind("/tests/"));
   const std::string scheduler_address = hosts.address(0) + ":7000";
 
   std::vector<std::unique_ptr<Child>> roles;
   auto start = [&](int host, const std::vector<std::string>& argv, const std::string& name) {
-    absl::StatusOr<Child> child = Child::Start(hosts.Command(host, argv), dir + "/" + name + ".log");
+    absl::StatusOr<Child> child =
+        Child::Start(hosts.Command(host, Secured(argv, credentials)), dir + "/" + name + ".log");
     ASSERT_TRUE(child.ok()) << child.status();
     roles.push_back(std::make_unique<Child>(std::move(*child)));
   };
@@ -142,10 +164,17 @@ TEST(MultiHostTest, RolesConfiguredOnlyByEnvironmentLikeThePods) {
   const std::string bin = BinDir();
   const std::string source = std::string(__FILE__).substr(0, std::string(__FILE__).rfind("/tests/"));
   const std::string scheduler_env = "PSTRAIN_SCHEDULER=" + hosts.address(0) + ":7000";
+  // The pods take their certificates and token from a Secret, named by PSTRAIN_* variables.
+  const TransportSecurityOptions credentials = JobCredentials(dir);
+  std::vector<std::string> security_env;
+  for (const auto& [name, value] : TransportSecurityEnvironment(credentials)) {
+    security_env.push_back(name + "=" + value);
+  }
 
   std::vector<std::unique_ptr<Child>> roles;
   auto start = [&](int host, std::vector<std::string> env, const std::string& binary, const std::string& name) {
     std::vector<std::string> argv = {"/usr/bin/env"};
+    argv.insert(argv.end(), security_env.begin(), security_env.end());
     argv.insert(argv.end(), env.begin(), env.end());
     argv.push_back(bin + "/" + binary);  // no flags: the environment says everything
     absl::StatusOr<Child> child = Child::Start(hosts.Command(host, argv), dir + "/" + name + ".log");
@@ -175,7 +204,8 @@ TEST(MultiHostTest, RolesConfiguredOnlyByEnvironmentLikeThePods) {
   }
   // A worker restarted after the end learns it from the lingering scheduler.
   absl::StatusOr<RunResult> late = pstrain::testing::Run(
-      hosts.Command(3, {"/usr/bin/env", scheduler_env, bin + "/pstrain-worker"}), absl::Seconds(30));
+      hosts.Command(3, Secured({"/usr/bin/env", scheduler_env, bin + "/pstrain-worker"}, credentials)),
+      absl::Seconds(30));
   ASSERT_TRUE(late.ok()) << late.status();
   EXPECT_EQ(late->exit_code, 0) << late->output;
   EXPECT_THAT(late->output, HasSubstr("the job is over (FINISHED)"));

@@ -5,6 +5,7 @@
 // (in SYNC mode the very same model, since nothing is recomputed).
 #include <signal.h>
 
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <string>
@@ -12,7 +13,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/job_credentials.h"
 #include "common/scheduler_client.h"
+#include "common/transport_security.h"
 #include "model/model_file.h"
 #include "tests/cluster.h"
 #include "tests/process.h"
@@ -109,6 +112,14 @@ TEST(SchedulerRestartLaunchTest, LauncherRestartsAKilledSchedulerAndTheJobFinish
                                    "--max_restarts=1", "--heartbeat_ms=200", "--dead_after_ms=2000",
                                    "--summary_json=" + dir + "/summary.json", "--mode=sync", "--epochs=6",
                                    "--train_limit=12000", "--test_limit=2000", "--batch_size=32", "--seed=3"};
+  // The job's credentials, given to the launcher, so the test can ask the (restarted) scheduler
+  // too: every role keeps its TLS across a restart.
+  std::filesystem::create_directories(dir + "/tls");
+  absl::StatusOr<TransportSecurityOptions> credentials = MakeJobCredentials(dir + "/tls");
+  ASSERT_TRUE(credentials.ok()) << credentials.status();
+  for (const std::string& flag : TransportSecurityFlags(*credentials)) argv.push_back(flag);
+  absl::StatusOr<std::shared_ptr<const TransportSecurity>> security = TransportSecurity::Create(*credentials);
+  ASSERT_TRUE(security.ok()) << security.status();
   absl::StatusOr<Child> launcher = Child::Start(argv, dir + "/launch.log");
   ASSERT_TRUE(launcher.ok());
   // "[launch] scheduler listening on 127.0.0.1:PORT; ..."
@@ -124,7 +135,7 @@ TEST(SchedulerRestartLaunchTest, LauncherRestartsAKilledSchedulerAndTheJobFinish
   int64_t step = 0;
   for (int i = 0; i < 1200 && step < 300; ++i) {  // Into epoch 1 of 6 (188 steps each).
     absl::SleepFor(absl::Milliseconds(50));
-    absl::StatusOr<JobStatus> status = (*SchedulerClient::Create(address, absl::Seconds(2)))->GetJobStatus();
+    absl::StatusOr<JobStatus> status = (*SchedulerClient::Create(address, absl::Seconds(2), *security))->GetJobStatus();
     if (status.ok()) step = status->step();
   }
   ASSERT_GE(step, 300) << launcher->Output();

@@ -17,7 +17,7 @@ namespace pstrain::worker {
 
 absl::StatusOr<std::unique_ptr<JobMember>> JobMember::Join(const MemberOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<SchedulerClient> scheduler,
-                   SchedulerClient::Create(options.scheduler_address, absl::Seconds(10)));
+                   SchedulerClient::Create(options.scheduler_address, absl::Seconds(10), options.security));
   std::unique_ptr<JobMember> member(new JobMember(std::move(scheduler), options));
   if (options.health_port > 0) {
     ASSIGN_OR_RETURN(member->health_, HealthServer::Start(options.health_host, options.health_port));
@@ -80,7 +80,8 @@ absl::StatusOr<ClusterView> JobMember::Start() {
   ASSIGN_OR_RETURN(view_, scheduler_->WaitUntilRunning(options_.startup_timeout));
   // The tables the servers serve: a declared model's reach this worker only through the view.
   if (view_.tables_size() > 0) *job_.mutable_tables() = view_.tables();
-  ASSIGN_OR_RETURN(ps_, PsClient::Create(view_, options_.rpc_timeout, /*unix_sockets=*/true, options_.tcp_connections));
+  ASSIGN_OR_RETURN(ps_, PsClient::Create(view_, options_.rpc_timeout, /*unix_sockets=*/true, options_.tcp_connections,
+                                        options_.security));
   // From here on, a failed job cancels whatever this worker is waiting for.
   heartbeater_ = std::make_unique<Heartbeater>(
       scheduler_.get(), WORKER, rank_, absl::Milliseconds(heartbeat_ms_), absl::Milliseconds(dead_after_ms_),

@@ -30,6 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/transport_security.h"
 #include "model/param_spec.h"
 #include "proto/cluster.pb.h"
 #include "proto/job.pb.h"
@@ -60,6 +61,9 @@ struct MemberOptions {
   // the job, NOT_SERVING once it is done (Finish). 0: none.
   std::string health_host = "0.0.0.0";
   int health_port = 0;
+  // How the channels to the scheduler and the servers are secured (common/transport_security.h);
+  // null: plaintext.
+  std::shared_ptr<const TransportSecurity> security;
 };
 
 class JobMember {

@@ -30,12 +30,15 @@ std::string PsClient::DialAddress(const ServerInfo& server) const {
 }
 
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ClusterView& view, absl::Duration rpc_timeout,
-                                                          bool unix_sockets, int tcp_connections) {
+                                                          bool unix_sockets, int tcp_connections,
+                                                          std::shared_ptr<const TransportSecurity> security) {
   if (tcp_connections < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("worker client: ", tcp_connections, " TCP connections per server, expected 1 or more"));
   }
-  std::unique_ptr<PsClient> client(new PsClient(rpc_timeout, unix_sockets ? HostId() : "", tcp_connections));
+  if (security == nullptr) security = TransportSecurity::Loopback();
+  std::unique_ptr<PsClient> client(
+      new PsClient(rpc_timeout, unix_sockets ? HostId() : "", tcp_connections, std::move(security)));
   std::vector<std::unique_ptr<Server>>& servers = client->servers_;
   for (int i = 0; i < view.servers_size(); ++i) {
     const int rank = view.servers(i).rank();
@@ -50,8 +53,12 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ClusterView& vi
   return client;
 }
 
-PsClient::PsClient(absl::Duration rpc_timeout, std::string host_id, int tcp_connections)
-    : rpc_timeout_(rpc_timeout), host_id_(std::move(host_id)), tcp_connections_(tcp_connections) {}
+PsClient::PsClient(absl::Duration rpc_timeout, std::string host_id, int tcp_connections,
+                   std::shared_ptr<const TransportSecurity> security)
+    : rpc_timeout_(rpc_timeout),
+      host_id_(std::move(host_id)),
+      tcp_connections_(tcp_connections),
+      security_(std::move(security)) {}
 
 void PsClient::Connect(Server* server, const std::string& address) const {
   const bool unix_socket = absl::StartsWith(address, "unix:");
@@ -69,8 +76,7 @@ void PsClient::Connect(Server* server, const std::string& address) const {
     // for the same channel and merge their connections.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetInt("pstrain.connection_index", i);
-    std::shared_ptr<grpc::Channel> channel =
-        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    std::shared_ptr<grpc::Channel> channel = security_->NewChannel(address, args);
     server->channels.push_back(Stubs{ParameterServer::NewStub(channel), std::make_unique<GenericStub>(channel)});
   }
 }

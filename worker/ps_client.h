@@ -33,6 +33,7 @@
 #include "absl/time/time.h"
 #include "proto/cluster.pb.h"
 #include "common/tensor_wire.h"
+#include "common/transport_security.h"
 #include "proto/ps.grpc.pb.h"
 #include "worker/ps_api.h"
 #include "worker/shard_routing.h"
@@ -56,9 +57,11 @@ class PsClient : public PsApi {
   // them fail UNAVAILABLE at once. INVALID_ARGUMENT when the view lists no server, or ranks that
   // are negative or not ascending, or tcp_connections < 1. Every call gets `rpc_timeout` as
   // deadline. With `unix_sockets`, a server on this host (ServerInfo.local with this process's
-  // common/host_id.h id) is dialled on its unix domain socket instead of TCP.
+  // common/host_id.h id) is dialled on its unix domain socket instead of TCP. `security` secures
+  // every channel (common/transport_security.h); null: plaintext.
   static absl::StatusOr<std::unique_ptr<PsClient>> Create(const ClusterView& view, absl::Duration rpc_timeout,
-                                                         bool unix_sockets = true, int tcp_connections = 2);
+                                                         bool unix_sockets = true, int tcp_connections = 2,
+                                                         std::shared_ptr<const TransportSecurity> security = nullptr);
   ~PsClient() override;
 
   int num_servers() const override { return static_cast<int>(servers_.size()); }
@@ -99,7 +102,8 @@ class PsClient : public PsApi {
 
  private:
   struct Call;
-  PsClient(absl::Duration rpc_timeout, std::string host_id, int tcp_connections);
+  PsClient(absl::Duration rpc_timeout, std::string host_id, int tcp_connections,
+           std::shared_ptr<const TransportSecurity> security);
   // Where to dial `server`: its unix socket when it is on this host, else its TCP address.
   std::string DialAddress(const ServerInfo& server) const;
   using GenericStub = grpc::TemplatedGenericStub<grpc::ByteBuffer, grpc::ByteBuffer>;
@@ -133,6 +137,7 @@ class PsClient : public PsApi {
   const absl::Duration rpc_timeout_;
   const std::string host_id_;  // this host's id; empty: never use unix sockets
   const int tcp_connections_;
+  const std::shared_ptr<const TransportSecurity> security_;
   // By rank; changed only by Create and UpdateServers, which run while no call does.
   std::vector<std::unique_ptr<Server>> servers_;
 

@@ -45,7 +45,7 @@ from pstrain.model_file import read_model_file, write_model_file  # noqa: F401
 __all__ = [
     "AbortedError", "CtrReader", "DeadlineExceededError", "Error", "FailedPreconditionError", "InvalidArgumentError",
     "Member", "ScoreHistogram", "Session", "UnavailableError", "Work", "count_records", "find_ctr_file", "join",
-    "read_model_file", "scheduler_address", "unique_keys", "write_model_file",
+    "read_model_file", "scheduler_address", "security_options", "unique_keys", "write_model_file",
 ]
 
 
@@ -66,6 +66,29 @@ def scheduler_address(argv=None):
     return address
 
 
+_SECURITY_FLAGS = ("tls_cert", "tls_key", "tls_ca", "tls_server_name", "job_token_file", "insecure")
+
+
+def security_options(argv=None):
+    """The transport security a worker script uses, as keyword arguments of Member.join:
+    --tls_cert, --tls_key, --tls_ca, --tls_server_name, --job_token_file and --insecure in argv
+    (--name=value), else the environment's PSTRAIN_TLS_CERT etc. (pstrain-launch sets them)."""
+    argv = sys.argv[1:] if argv is None else argv
+    options = {}
+    for name in _SECURITY_FLAGS:
+        value = os.environ.get("PSTRAIN_" + name.upper(), "")
+        for arg in argv:
+            if arg.startswith("--" + name + "="):
+                value = arg.split("=", 1)[1]
+            elif arg == "--" + name and name == "insecure":
+                value = "true"
+        if name == "insecure":
+            options[name] = value.lower() in ("1", "true", "yes")
+        else:
+            options[name] = value
+    return options
+
+
 def join(scheduler=None, rpc_timeout_s=60.0, startup_timeout_s=120.0, tcp_connections=2, health_port=None):
     """Registers this process as a worker of the job at `scheduler` (default: scheduler_address())
     and returns its Member (rank, job). Blocks until the scheduler answers.
@@ -77,4 +100,4 @@ def join(scheduler=None, rpc_timeout_s=60.0, startup_timeout_s=120.0, tcp_connec
         health_port = int(os.environ.get("PSTRAIN_HEALTH_PORT", "0") or 0)
     health_host = os.environ.get("PSTRAIN_HEALTH_HOST", "0.0.0.0")
     return Member.join(scheduler or scheduler_address(), rpc_timeout_s, startup_timeout_s, tcp_connections,
-                       health_host, health_port)
+                       health_host, health_port, **security_options())

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# What transport security costs: push+pull through a real parameter server with mutual TLS and a
+# job token against plaintext (ps_bench's PushPullTls and PushPull, 1 to 64 MiB), and the demo job
+# end to end as pstrain-launch runs it by default (TLS) against --insecure. Both pairs run in one
+# invocation with their repetitions interleaved, so a burst of load hits both sides alike; medians.
+#
+#   bench/tls.sh BUILD_DIR            e.g. bench/tls.sh build
+#
+# Environment knobs:
+#   TLS_REPEATS   repetitions of each side (default 5)
+#   TLS_EPOCHS    epochs of each end-to-end run (default 3)
+set -euo pipefail
+
+if [[ $# -ne 1 ]]; then
+  echo "usage: $0 BUILD_DIR" >&2
+  exit 2
+fi
+HERE="$(cd "$(dirname "$0")" && pwd)"
+source "$HERE/lib.sh"
+find_binaries "$0" "$1" ps_bench
+REPEATS="${TLS_REPEATS:-5}"
+EPOCHS="${TLS_EPOCHS:-3}"
+OUT="$(mktemp -d -t pstrain-tls.XXXXXX)"
+
+echo "### (h) Mutual TLS and the job token against plaintext"
+echo
+print_machine
+echo
+"$BIN/ps_bench" --benchmark_filter='^PushPull(Tls)?/(1|4|16|64)MiB$' --benchmark_repetitions="$REPEATS" \
+  --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true \
+  --benchmark_out="$OUT/ps_bench.json" --benchmark_out_format=json > "$OUT/ps_bench.txt" 2>&1 ||
+  { echo "ps_bench failed:" >&2; tail -20 "$OUT/ps_bench.txt" >&2; exit 1; }
+
+# End to end: the demo job, alternating TLS (the default) and --insecure.
+for ((i = 0; i < REPEATS; ++i)); do
+  for side in tls insecure; do
+    flags=(--epochs="$EPOCHS" --summary_json="$OUT/$side-$i.json")
+    [[ "$side" == insecure ]] && flags+=(--insecure)
+    "$LAUNCH" "${flags[@]}" > "$OUT/$side-$i.log" 2>&1 || { echo "$side run $i failed: see $OUT/$side-$i.log" >&2; exit 1; }
+  done
+done
+
+python3 - "$OUT" "$REPEATS" "$EPOCHS" <<'EOF'
+import json, statistics, sys
+
+out, repeats, epochs = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+medians = {}
+for b in json.load(open(f"{out}/ps_bench.json"))["benchmarks"]:
+    if b.get("aggregate_name") == "median":
+        medians[b["run_name"]] = b["bytes_per_second"] / 1e9
+
+print("Push+pull through `worker::PsClient` to one in-process server on 127.0.0.1 (SYNC, 1 worker, SGD:"
+      " each call one step, N bytes up and N back; GB/s counts both). TLS: a P-256 certificate signed"
+      " by the job's throwaway CA on both ends (gRPC's TLS defaults), and the job token checked on every call."
+      f" `ps_bench`, medians of {repeats} interleaved repetitions.")
+print()
+print("| payload | plaintext GB/s | TLS GB/s | TLS / plaintext |")
+print("|---:|---:|---:|---:|")
+for size in ("1MiB", "4MiB", "16MiB", "64MiB"):
+    plain, tls = medians.get(f"PushPull/{size}"), medians.get(f"PushPullTls/{size}")
+    if plain and tls:
+        print(f"| {size.replace('MiB', ' MiB')} | {plain:.2f} | {tls:.2f} | {tls / plain:.2f}x |")
+print()
+
+def runs(side):
+    values = []
+    for i in range(repeats):
+        s = json.load(open(f"{out}/{side}-{i}.json"))
+        values.append((s["samples_per_second"], s.get("final_test_accuracy", 0.0)))
+    return values
+
+tls, insecure = runs("tls"), runs("insecure")
+t = statistics.median(v[0] for v in tls)
+p = statistics.median(v[0] for v in insecure)
+print(f"End to end: the demo job (`pstrain-launch --epochs={epochs}`: 2 servers, 2 workers, sync MLP on"
+      f" Fashion-MNIST), {repeats} runs a side alternating; training samples/s from the run summary, medians.")
+print()
+print("| run | samples/s | vs --insecure | test accuracy (median) |")
+print("|---|---:|---:|---:|")
+print(f"| TLS + token (default) | {t:,.0f} | {t / p:.2f}x | {statistics.median(v[1] for v in tls):.4f} |")
+print(f"| --insecure | {p:,.0f} | 1.00x | {statistics.median(v[1] for v in insecure):.4f} |")
+EOF
+echo
+echo "Load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "Raw outputs: $OUT"

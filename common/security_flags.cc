@@ -1,0 +1,33 @@
+#include "common/security_flags.h"
+
+#include <gflags/gflags.h>
+
+
+DEFINE_string(tls_cert, "", "PEM certificate of this role, signed by --tls_ca (with --tls_key and --tls_ca: mutual TLS)");
+DEFINE_string(tls_key, "", "PEM private key of --tls_cert");
+DEFINE_string(tls_ca, "", "PEM certificate of the job's CA: peers must present a certificate it signed");
+DEFINE_string(tls_server_name, "pstrain",
+              "The name (subject alternative name) every role's certificate carries, checked by clients");
+DEFINE_string(job_token_file, "", "File holding the job token, sent and checked on every call (needs TLS)");
+DEFINE_bool(insecure, false,
+            "Plaintext and no token, on any address: only for a network you trust. Without TLS flags and without "
+            "--insecure a role listens only on loopback addresses");
+
+namespace pstrain {
+
+TransportSecurityOptions TransportSecurityOptionsFromFlags() {
+  TransportSecurityOptions options;
+  options.cert_file = FLAGS_tls_cert;
+  options.key_file = FLAGS_tls_key;
+  options.ca_file = FLAGS_tls_ca;
+  options.server_name = FLAGS_tls_server_name;
+  options.token_file = FLAGS_job_token_file;
+  options.insecure = FLAGS_insecure;
+  return options;
+}
+
+absl::StatusOr<std::shared_ptr<const TransportSecurity>> TransportSecurityFromFlags() {
+  return TransportSecurity::Create(TransportSecurityOptionsFromFlags());
+}
+
+}  // namespace pstrain

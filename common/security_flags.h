@@ -1,0 +1,24 @@
+// The transport-security flags every listening or dialling binary takes (common/transport_security.h
+// says what each does): --tls_cert, --tls_key, --tls_ca, --tls_server_name, --job_token_file and
+// --insecure, also as PSTRAIN_TLS_CERT etc. in the environment.
+//
+// Only binaries link this (library `pstrain_security_flags`): libraries take a TransportSecurity.
+#ifndef PSTRAIN_COMMON_SECURITY_FLAGS_H_
+#define PSTRAIN_COMMON_SECURITY_FLAGS_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "common/transport_security.h"
+
+namespace pstrain {
+
+// The options the flags give. Call after gflags has parsed the command line.
+TransportSecurityOptions TransportSecurityOptionsFromFlags();
+
+// TransportSecurity::Create of those options (INVALID_ARGUMENT naming the flag).
+absl::StatusOr<std::shared_ptr<const TransportSecurity>> TransportSecurityFromFlags();
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_COMMON_SECURITY_FLAGS_H_

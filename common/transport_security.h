@@ -1,0 +1,99 @@
+// How a role's gRPC channels and listeners are secured: mutual TLS against the job's CA, and the
+// job token on every call.
+//
+// With TLS (--tls_cert, --tls_key, --tls_ca):
+//   - every listener asks for and verifies the peer's certificate against the CA, so a client
+//     without a certificate the job's CA signed never gets past the handshake;
+//   - every channel verifies the server's certificate against the same CA and checks that it names
+//     `server_name` (a subject alternative name; "pstrain" unless --tls_server_name says
+//     otherwise), so one certificate can serve any address a role is reached at;
+//   - certificate, key and CA are re-read when their files change (gRPC's file watcher, every
+//     `reload_interval`), so a rotated Kubernetes Secret takes effect without a restart;
+//   - with a job token (--job_token_file), channels send it as "authorization: Bearer <token>" and
+//     listeners refuse a call without it (UNAUTHENTICATED) before the request is read, in the
+//     transport's authentication step.
+// Without TLS, traffic is plaintext and unauthenticated, so a listener is allowed only on a
+// loopback address (127.0.0.0/8, ::1, localhost, a unix socket) unless `insecure` says the
+// network is trusted. A job token without TLS is refused: it would travel in the clear.
+//
+// Thread safety: immutable after Create; shared by every channel and listener of a process.
+#ifndef PSTRAIN_COMMON_TRANSPORT_SECURITY_H_
+#define PSTRAIN_COMMON_TRANSPORT_SECURITY_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/support/channel_arguments.h>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace pstrain {
+
+struct TransportSecurityOptions {
+  // PEM files; all three or none.
+  std::string cert_file;
+  std::string key_file;
+  std::string ca_file;
+  // The name every role's certificate carries as a subject alternative name, checked by clients.
+  std::string server_name = "pstrain";
+  // A file holding the job token (surrounding whitespace ignored); empty: no token.
+  std::string token_file;
+  // Plaintext on any address (no TLS flags given). Refused together with TLS flags.
+  bool insecure = false;
+  absl::Duration reload_interval = absl::Seconds(10);
+};
+
+class TransportSecurity {
+ public:
+  // Checks the options: TLS files all or none and readable (a PEM certificate, key and CA), the
+  // token file readable and non-empty, no token without TLS, not both TLS and `insecure`.
+  // INVALID_ARGUMENT naming the flag and what was expected.
+  static absl::StatusOr<std::shared_ptr<const TransportSecurity>> Create(const TransportSecurityOptions& options);
+
+  // Plaintext, loopback only: what in-process tests and benchmarks use.
+  static std::shared_ptr<const TransportSecurity> Loopback();
+
+  bool tls() const { return !options_.cert_file.empty(); }
+  bool has_token() const { return !token_.empty(); }
+  const TransportSecurityOptions& options() const { return options_; }
+
+  // Credentials for a listener on `address` (host:port, or unix:PATH). FAILED_PRECONDITION for a
+  // plaintext listener on a non-loopback address without `insecure`, saying how to fix it.
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(absl::string_view address) const;
+
+  // Credentials for a channel to any role of the job, with the token attached to every call.
+  std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials() const;
+
+  // Sets what a channel needs besides its credentials (the name checked in the server's
+  // certificate). Call on every channel's arguments.
+  void ConfigureChannel(grpc::ChannelArguments* args) const;
+
+  // A channel to `address` with ChannelCredentials and ConfigureChannel applied to `args`.
+  std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, grpc::ChannelArguments args) const;
+
+ private:
+  explicit TransportSecurity(TransportSecurityOptions options, std::string token)
+      : options_(std::move(options)), token_(std::move(token)) {}
+
+  TransportSecurityOptions options_;
+  std::string token_;
+};
+
+// The flags (--tls_cert=..., --insecure) that give a child process `options`, file paths made
+// absolute so the child may run in another folder; and the same as environment variables
+// (PSTRAIN_TLS_CERT=...), for a worker command that is not a pstrain binary.
+std::vector<std::string> TransportSecurityFlags(const TransportSecurityOptions& options);
+std::vector<std::pair<std::string, std::string>> TransportSecurityEnvironment(const TransportSecurityOptions& options);
+
+// True for 127.0.0.0/8, ::1, localhost (with or without a port, brackets allowed) and unix: paths.
+bool IsLoopbackAddress(absl::string_view address);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_COMMON_TRANSPORT_SECURITY_H_

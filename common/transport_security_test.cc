@@ -1,0 +1,234 @@
+#include "common/transport_security.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/job_credentials.h"
+#include "glog/logging.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/health.grpc.pb.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string FreshDir(const std::string& name) {
+  const std::string dir = absl::StrCat(testing::TempDir(), "/tls-", name, "-", getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+TransportSecurityOptions Credentials(const std::string& name) {
+  absl::StatusOr<TransportSecurityOptions> options = MakeJobCredentials(FreshDir(name));
+  CHECK(options.ok()) << options.status();
+  return *options;
+}
+
+std::shared_ptr<const TransportSecurity> Secure(const TransportSecurityOptions& options) {
+  auto security = TransportSecurity::Create(options);
+  CHECK(security.ok()) << security.status();
+  return *security;
+}
+
+TEST(LoopbackTest, RecognizesLoopbackAddresses) {
+  for (const char* address : {"127.0.0.1:80", "127.3.4.5:1", "localhost:9", "LOCALHOST", "[::1]:5", "::1",
+                              "unix:/tmp/x.sock", "127.0.0.1"}) {
+    EXPECT_TRUE(IsLoopbackAddress(address)) << address;
+  }
+  for (const char* address : {"0.0.0.0:80", "10.0.0.1:5", "[::]:5", "host:1", "128.0.0.1:1", "[fe80::1]:2"}) {
+    EXPECT_FALSE(IsLoopbackAddress(address)) << address;
+  }
+}
+
+TEST(TransportSecurityCreateTest, RefusesBadFlagCombinationsAndFiles) {
+  TransportSecurityOptions a = Credentials("a");
+  TransportSecurityOptions b = Credentials("b");
+
+  TransportSecurityOptions partial = a;
+  partial.key_file.clear();
+  EXPECT_THAT(TransportSecurity::Create(partial).status().message(),
+              HasSubstr("needs all of --tls_cert, --tls_key and --tls_ca; got --tls_cert --tls_ca only"));
+
+  TransportSecurityOptions both = a;
+  both.insecure = true;
+  EXPECT_THAT(TransportSecurity::Create(both).status().message(), HasSubstr("contradict"));
+
+  TransportSecurityOptions token_only;
+  token_only.token_file = a.token_file;
+  EXPECT_THAT(TransportSecurity::Create(token_only).status().message(), HasSubstr("travel in the clear"));
+
+  TransportSecurityOptions wrong_key = a;
+  wrong_key.key_file = b.key_file;
+  EXPECT_THAT(TransportSecurity::Create(wrong_key).status().message(), HasSubstr("is not the key of --tls_cert"));
+
+  TransportSecurityOptions foreign = a;
+  foreign.ca_file = b.ca_file;
+  EXPECT_THAT(TransportSecurity::Create(foreign).status().message(), HasSubstr("does not verify against --tls_ca"));
+
+  TransportSecurityOptions missing = a;
+  missing.cert_file += ".missing";
+  EXPECT_THAT(TransportSecurity::Create(missing).status().message(), HasSubstr("--tls_cert"));
+
+  TransportSecurityOptions not_pem = a;
+  not_pem.ca_file = a.token_file;
+  EXPECT_THAT(TransportSecurity::Create(not_pem).status().message(), HasSubstr("not a PEM file"));
+
+  const std::string short_token = FreshDir("short") + "/token";
+  std::ofstream(short_token) << "abc\n";
+  TransportSecurityOptions weak = a;
+  weak.token_file = short_token;
+  EXPECT_THAT(TransportSecurity::Create(weak).status().message(), HasSubstr("expected at least 16"));
+
+  for (const auto& options : {partial, both, token_only, wrong_key, foreign, missing, not_pem, weak}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(TransportSecurity::Create(options).status()));
+  }
+  EXPECT_TRUE(TransportSecurity::Create(a).ok());
+}
+
+TEST(TransportSecurityTest, SecretFilesAreOwnerOnly) {
+  TransportSecurityOptions a = Credentials("modes");
+  struct stat st;
+  ASSERT_EQ(stat(a.key_file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600);
+  ASSERT_EQ(stat(a.token_file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600);
+}
+
+TEST(TransportSecurityTest, PlaintextOnlyOnLoopbackUnlessInsecure) {
+  auto plain = TransportSecurity::Loopback();
+  EXPECT_TRUE(plain->ServerCredentials("127.0.0.1:0").ok());
+  EXPECT_TRUE(plain->ServerCredentials("unix:/tmp/a.sock").ok());
+  absl::Status refused = plain->ServerCredentials("0.0.0.0:7000").status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused));
+  EXPECT_THAT(refused.message(), HasSubstr("refusing to listen on 0.0.0.0:7000 without TLS"));
+  EXPECT_THAT(refused.message(), HasSubstr("--insecure"));
+
+  TransportSecurityOptions insecure;
+  insecure.insecure = true;
+  EXPECT_TRUE(Secure(insecure)->ServerCredentials("0.0.0.0:0").ok());
+  EXPECT_TRUE(Secure(Credentials("any"))->ServerCredentials("0.0.0.0:0").ok());
+}
+
+// A real gRPC server (the built-in health service) behind `security`, on loopback.
+class SecuredServer {
+ public:
+  explicit SecuredServer(const TransportSecurity& security) {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", *security.ServerCredentials("127.0.0.1:0"), &port_);
+    builder.RegisterCallbackGenericService(&unknown_);  // The health service needs a callback server.
+    server_ = builder.BuildAndStart();
+    CHECK(server_ != nullptr);
+  }
+  ~SecuredServer() { server_->Shutdown(std::chrono::system_clock::now()); }
+
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+ private:
+  int port_ = 0;
+  grpc::CallbackGenericService unknown_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+grpc::Status Check(const std::shared_ptr<grpc::Channel>& channel) {
+  auto stub = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::health::v1::HealthCheckRequest request;
+  grpc::health::v1::HealthCheckResponse response;
+  return stub->Check(&context, request, &response);
+}
+
+grpc::Status CheckWith(const TransportSecurity& security, const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // A fresh handshake for every client.
+  return Check(security.NewChannel(address, args));
+}
+
+TEST(TransportSecurityTest, MutualTlsAndTokenKeepStrangersOut) {
+  TransportSecurityOptions job = Credentials("job");
+  SecuredServer server(*Secure(job));
+
+  EXPECT_TRUE(CheckWith(*Secure(job), server.address()).ok());
+
+  // No certificate at all: the handshake fails, nothing reaches a service.
+  grpc::Status plaintext = CheckWith(*TransportSecurity::Loopback(), server.address());
+  EXPECT_EQ(plaintext.error_code(), grpc::StatusCode::UNAVAILABLE) << plaintext.error_message();
+
+  // A certificate of another CA, even with the job's token.
+  TransportSecurityOptions stranger = Credentials("stranger");
+  stranger.token_file = job.token_file;
+  EXPECT_EQ(CheckWith(*Secure(stranger), server.address()).error_code(), grpc::StatusCode::UNAVAILABLE);
+
+  // The job's certificate without the token, and with another token.
+  TransportSecurityOptions no_token = job;
+  no_token.token_file.clear();
+  grpc::Status missing = CheckWith(*Secure(no_token), server.address());
+  EXPECT_EQ(missing.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(missing.error_message(), HasSubstr("no job token"));
+
+  TransportSecurityOptions other_token = job;
+  other_token.token_file = Credentials("other").token_file;
+  grpc::Status wrong = CheckWith(*Secure(other_token), server.address());
+  EXPECT_EQ(wrong.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(wrong.error_message(), HasSubstr("wrong job token"));
+}
+
+TEST(TransportSecurityTest, ClientRefusesServerOfAnotherJob) {
+  TransportSecurityOptions job = Credentials("job2");
+  TransportSecurityOptions impostor = Credentials("impostor");
+  SecuredServer server(*Secure(impostor));
+  // The impostor's server accepts no client of the job either way; what matters is that the
+  // job's client never sends it anything: the handshake fails on the client's check.
+  EXPECT_EQ(CheckWith(*Secure(job), server.address()).error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST(TransportSecurityTest, ReloadsRotatedCertificates) {
+  const std::string dir = FreshDir("rotate");
+  absl::StatusOr<TransportSecurityOptions> first = MakeJobCredentials(dir);
+  ASSERT_TRUE(first.ok());
+  TransportSecurityOptions watched = *first;
+  watched.reload_interval = absl::Seconds(1);
+  SecuredServer server(*Secure(watched));
+  // A copy of the first credentials elsewhere, as a client that was not rotated holds them.
+  const std::string old_dir = FreshDir("rotate-old");
+  TransportSecurityOptions old = *first;
+  for (std::string* file : {&old.ca_file, &old.cert_file, &old.key_file, &old.token_file}) {
+    const std::string copy = old_dir + "/" + std::filesystem::path(*file).filename().string();
+    std::filesystem::copy_file(*file, copy);
+    *file = copy;
+  }
+  ASSERT_TRUE(CheckWith(*Secure(old), server.address()).ok());
+
+  // Rotate everything but the token (a new CA too), as a renewed Kubernetes Secret would.
+  const std::string token = first->token_file;
+  absl::StatusOr<TransportSecurityOptions> second = MakeJobCredentials(dir);
+  ASSERT_TRUE(second.ok());
+  std::filesystem::copy_file(old.token_file, token, std::filesystem::copy_options::overwrite_existing);
+  TransportSecurityOptions rotated = *second;
+
+  bool took = false;
+  for (int i = 0; i < 100 && !took; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    took = CheckWith(*Secure(rotated), server.address()).ok();
+  }
+  EXPECT_TRUE(took) << "the server never took the rotated certificate";
+  EXPECT_EQ(CheckWith(*Secure(old), server.address()).error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+}  // namespace
+}  // namespace pstrain

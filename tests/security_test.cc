@@ -1,0 +1,298 @@
+// Outsiders against a real job secured with mutual TLS and a job token (real pstrain-scheduler and
+// pstrain-server processes, real sockets): a client without the job's certificate, with a
+// certificate of another CA, or without the token, gets nowhere on any method, and nothing it
+// tries changes the job. Roles refuse to listen in plaintext beyond loopback, and bad security
+// flags stop a role at once with a message.
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/barriers.h"
+#include "common/grpc_status.h"
+#include "common/job_credentials.h"
+#include "common/scheduler_client.h"
+#include "common/transport_security.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/ps.grpc.pb.h"
+#include "proto/scheduler.grpc.pb.h"
+#include "tests/process.h"
+
+namespace pstrain::testing {
+namespace {
+
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+
+std::shared_ptr<const TransportSecurity> Secure(const TransportSecurityOptions& options) {
+  auto security = TransportSecurity::Create(options);
+  EXPECT_TRUE(security.ok()) << security.status();
+  return *security;
+}
+
+TransportSecurityOptions MakeCredentials(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  absl::StatusOr<TransportSecurityOptions> made = MakeJobCredentials(dir);
+  EXPECT_TRUE(made.ok()) << made.status();
+  return *made;
+}
+
+class SecurityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir("security");
+    job_ = MakeCredentials(dir_ + "/job");
+    security_flags_ = TransportSecurityFlags(job_);
+    const std::string port_file = dir_ + "/scheduler.port";
+    std::vector<std::string> argv = {BinDir() + "/pstrain-scheduler", "--port=0", "--port_file=" + port_file,
+                                     "--servers=1", "--workers=1", "--train_limit=256", "--test_limit=64",
+                                     "--optimizer=sgd", "--lr=0.5", "--epochs=1", "--heartbeat_ms=200"};
+    argv.insert(argv.end(), security_flags_.begin(), security_flags_.end());
+    auto scheduler = Child::Start(argv, dir_ + "/scheduler.log");
+    ASSERT_TRUE(scheduler.ok()) << scheduler.status();
+    scheduler_ = std::make_unique<Child>(*scheduler);
+    std::string port;
+    for (int i = 0; i < 300 && port.empty(); ++i) {
+      absl::SleepFor(absl::Milliseconds(50));
+      port = std::string(absl::StripAsciiWhitespace(ReadFile(port_file)));
+    }
+    ASSERT_FALSE(port.empty()) << scheduler_->Output();
+    address_ = absl::StrCat("127.0.0.1:", port);
+    std::vector<std::string> server_argv = {BinDir() + "/pstrain-server", "--scheduler=" + address_, "--port=0"};
+    server_argv.insert(server_argv.end(), security_flags_.begin(), security_flags_.end());
+    auto server = Child::Start(server_argv, dir_ + "/server.log");
+    ASSERT_TRUE(server.ok());
+    server_ = std::make_unique<Child>(*server);
+
+    // This test plays the only worker, with the job's credentials.
+    client_ = *SchedulerClient::Create(address_, absl::Seconds(10), Secure(job_));
+    auto registration = client_->Register(WORKER, "", absl::Seconds(30));
+    ASSERT_TRUE(registration.ok()) << registration.status();
+    heartbeater_ = std::make_unique<Heartbeater>(client_.get(), WORKER, registration->rank(),
+                                                 absl::Milliseconds(200), absl::Seconds(30), [](absl::Status) {});
+    auto view = client_->WaitUntilRunning(absl::Seconds(30));
+    ASSERT_TRUE(view.ok()) << view.status();
+    view_ = *view;
+    ASSERT_TRUE(client_->Barrier(kServersReadyBarrier, BarrierRequest::ALL, WORKER, 0, absl::Seconds(30)).ok());
+    server_stub_ = ServerStub(*Secure(job_));
+  }
+
+  void TearDown() override {
+    if (client_ != nullptr) {
+      for (int i = 0; i < 1000; ++i) {
+        absl::StatusOr<LeaseResponse> lease = client_->LeaseEval(0, 0);
+        ASSERT_TRUE(lease.ok()) << lease.status();
+        if (lease->epoch_done()) break;
+        if (lease->wait()) continue;
+        ProgressReport report;
+        report.set_worker_rank(0);
+        EvalStats* eval = report.add_evals();
+        eval->set_lease_id(lease->lease_id());
+        eval->set_samples(lease->end() - lease->begin());
+        ASSERT_TRUE(client_->ReportProgress(report).ok());
+      }
+      ProgressReport done;
+      done.set_worker_rank(0);
+      done.set_done(true);
+      ASSERT_TRUE(client_->ReportProgress(done).ok());
+    }
+    heartbeater_.reset();
+    for (std::unique_ptr<Child>* child : {&server_, &scheduler_}) {
+      if (*child == nullptr) continue;
+      auto code = (*child)->Wait(absl::Seconds(20));
+      EXPECT_TRUE(code.ok() && *code == 0) << (*child)->Output();
+      (*child)->Kill(SIGKILL);
+    }
+  }
+
+  static grpc::ChannelArguments FreshChannel() {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // Its own connection and handshake.
+    args.SetMaxReceiveMessageSize(-1);
+    return args;
+  }
+  std::unique_ptr<ParameterServer::Stub> ServerStub(const TransportSecurity& security) const {
+    return ParameterServer::NewStub(security.NewChannel(view_.servers(0).address(), FreshChannel()));
+  }
+  std::unique_ptr<Scheduler::Stub> SchedulerStub(const TransportSecurity& security) const {
+    return Scheduler::NewStub(security.NewChannel(address_, FreshChannel()));
+  }
+  static std::unique_ptr<grpc::ClientContext> Context() {
+    auto context = std::make_unique<grpc::ClientContext>();
+    context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    return context;
+  }
+
+  PushRequest GoodPush(int64_t step, float value) const {
+    PushRequest push;
+    push.set_worker_rank(0);
+    push.set_membership_epoch(view_.membership_epoch());
+    push.set_step(step);
+    push.set_num_samples(8);
+    push.set_request_id(1000 + step);
+    for (const ChunkSpec& c : view_.shard_map().chunks()) {
+      TensorChunk* chunk = push.add_chunks();
+      chunk->set_tensor_id(c.tensor_id());
+      chunk->set_offset(c.offset());
+      chunk->set_length(c.length());
+      std::vector<float> values(c.length(), value);
+      chunk->set_data(values.data(), values.size() * sizeof(float));
+    }
+    return push;
+  }
+
+  PullResponse Pull(ParameterServer::Stub* stub, grpc::Status* status) const {
+    PullRequest request;
+    request.set_membership_epoch(view_.membership_epoch());
+    PullResponse response;
+    *status = stub->Pull(Context().get(), request, &response);
+    return response;
+  }
+
+  // Every method an outsider might try, through `security`: each must fail with one of `codes`
+  // and say `text`, and the model, step and membership are what they were.
+  void ExpectShutOut(const TransportSecurity& security, std::vector<grpc::StatusCode> codes,
+                     const std::string& text) {
+    grpc::Status ok;
+    const PullResponse before = Pull(server_stub_.get(), &ok);
+    ASSERT_TRUE(ok.ok()) << ok.error_message();
+    const ClusterView view_before = *client_->GetClusterView();
+
+    auto expect_refused = [&](const grpc::Status& s, const std::string& method) {
+      EXPECT_THAT(s.error_code(), ::testing::AnyOfArray(codes)) << method << ": " << s.error_message();
+      EXPECT_THAT(s.error_message(), HasSubstr(text)) << method;
+    };
+    auto server = ServerStub(security);
+    grpc::Status s;
+    Pull(server.get(), &s);
+    expect_refused(s, "Pull");
+    PushResponse push_response;
+    expect_refused(server->Push(Context().get(), GoodPush(before.step(), 0.1f), &push_response), "Push");
+    PullResponse pushpull_response;
+    expect_refused(server->PushPull(Context().get(), GoodPush(before.step(), 0.1f), &pushpull_response), "PushPull");
+
+    auto scheduler = SchedulerStub(security);
+    RegisterRequest join;
+    join.set_role(WORKER);
+    RegisterResponse registered;
+    expect_refused(scheduler->Register(Context().get(), join, &registered), "Register");
+    GetClusterViewRequest view_request;
+    ClusterView view;
+    expect_refused(scheduler->GetClusterView(Context().get(), view_request, &view), "GetClusterView");
+    JobStatus job_status;
+    expect_refused(scheduler->GetJobStatus(Context().get(), JobStatusRequest(), &job_status), "GetJobStatus");
+    FailureReport failure;
+    failure.set_role(WORKER);
+    failure.set_rank(0);
+    failure.set_message("an outsider says rank 0 failed");
+    FailureResponse failure_response;
+    expect_refused(scheduler->ReportFailure(Context().get(), failure, &failure_response), "ReportFailure");
+    LeaveRequest leave;
+    leave.set_role(WORKER);
+    leave.set_rank(0);
+    LeaveResponse leave_response;
+    expect_refused(scheduler->Leave(Context().get(), leave, &leave_response), "Leave");
+
+    const PullResponse after = Pull(server_stub_.get(), &ok);
+    ASSERT_TRUE(ok.ok()) << ok.error_message();
+    EXPECT_EQ(after.SerializeAsString(), before.SerializeAsString());
+    const ClusterView view_after = *client_->GetClusterView();
+    EXPECT_EQ(view_after.membership_epoch(), view_before.membership_epoch());
+    EXPECT_EQ(view_after.workers_size(), view_before.workers_size());
+  }
+
+  std::string dir_;
+  std::string address_;
+  TransportSecurityOptions job_;
+  std::vector<std::string> security_flags_;
+  std::unique_ptr<Child> scheduler_, server_;
+  std::unique_ptr<SchedulerClient> client_;
+  std::unique_ptr<Heartbeater> heartbeater_;
+  ClusterView view_;
+  std::unique_ptr<ParameterServer::Stub> server_stub_;
+};
+
+TEST_F(SecurityTest, OutsidersGetNowhereAndChangeNothing) {
+  // Plaintext: the TLS handshake never completes.
+  ExpectShutOut(*TransportSecurity::Loopback(), {grpc::StatusCode::UNAVAILABLE}, "");
+
+  // A certificate that another CA signed, even with the job's token.
+  TransportSecurityOptions stranger = MakeCredentials(dir_ + "/stranger");
+  stranger.token_file = job_.token_file;
+  ExpectShutOut(*Secure(stranger), {grpc::StatusCode::UNAVAILABLE}, "");
+
+  // The job's certificate and key (say, copied off a node) without the token, or with another.
+  TransportSecurityOptions no_token = job_;
+  no_token.token_file.clear();
+  ExpectShutOut(*Secure(no_token), {grpc::StatusCode::UNAUTHENTICATED}, "no job token");
+  TransportSecurityOptions other_token = job_;
+  other_token.token_file = MakeCredentials(dir_ + "/other").token_file;
+  ExpectShutOut(*Secure(other_token), {grpc::StatusCode::UNAUTHENTICATED}, "wrong job token");
+
+  // The job itself goes on: its worker's push is applied. SGD, lr 0.5, gradient 0.1.
+  grpc::Status s;
+  PullResponse before = Pull(server_stub_.get(), &s);
+  PushResponse response;
+  ASSERT_TRUE(server_stub_->Push(Context().get(), GoodPush(before.step(), 0.1f), &response).ok());
+  PullResponse after = Pull(server_stub_.get(), &s);
+  EXPECT_EQ(after.step(), before.step() + 1);
+  float w_before, w_after;
+  std::memcpy(&w_before, before.chunks(0).data().data(), sizeof(float));
+  std::memcpy(&w_after, after.chunks(0).data().data(), sizeof(float));
+  EXPECT_NEAR(w_after - w_before, -0.05f, 1e-6);
+}
+
+// Roles that would listen in plaintext beyond loopback, or whose security flags are wrong, stop
+// at once and say why.
+TEST(SecurityFlagsTest, RolesRefuseUnsafeListenersAndBadFlags) {
+  const std::string dir = MakeTempDir("security-flags");
+  TransportSecurityOptions job = MakeCredentials(dir + "/job");
+  struct Case {
+    std::vector<std::string> argv;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{BinDir() + "/pstrain-scheduler", "--host=0.0.0.0", "--port=0"}, "refusing to listen on 0.0.0.0"},
+      {{BinDir() + "/pstrain-server", "--scheduler=127.0.0.1:1", "--host=0.0.0.0", "--advertise_host=127.0.0.1",
+        "--startup_timeout_ms=2000"},
+       "refusing to listen on 0.0.0.0"},
+      {{BinDir() + "/pstrain-scheduler", "--port=0", "--tls_cert=" + job.cert_file}, "needs all of --tls_cert"},
+      {{BinDir() + "/pstrain-server", "--scheduler=127.0.0.1:1", "--job_token_file=" + job.token_file},
+       "travel in the clear"},
+      {{BinDir() + "/pstrain-worker", "--scheduler=127.0.0.1:1", "--tls_cert=" + job.cert_file,
+        "--tls_key=" + job.cert_file, "--tls_ca=" + job.ca_file},
+       "no private key"},
+      {{BinDir() + "/pstrain-launch", "--insecure", "--tls_cert=" + job.cert_file, "--tls_key=" + job.key_file,
+        "--tls_ca=" + job.ca_file},
+       "contradict"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    auto child = Child::Start(cases[i].argv, absl::StrCat(dir, "/case", i, ".log"));
+    ASSERT_TRUE(child.ok()) << child.status();
+    absl::StatusOr<int> code = child->Wait(absl::Seconds(30));
+    ASSERT_TRUE(code.ok()) << cases[i].argv[0];
+    EXPECT_NE(*code, 0) << cases[i].argv[0];
+    EXPECT_THAT(child->Output(), HasSubstr(cases[i].says)) << cases[i].argv[0];
+  }
+  // With --insecure the same listener is allowed (the scheduler then waits for roles: stop it).
+  auto insecure = Child::Start({BinDir() + "/pstrain-scheduler", "--host=0.0.0.0", "--port=0", "--insecure",
+                                "--port_file=" + dir + "/port"},
+                               dir + "/insecure.log");
+  ASSERT_TRUE(insecure.ok());
+  std::string port;
+  for (int i = 0; i < 200 && port.empty(); ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+    port = std::string(absl::StripAsciiWhitespace(ReadFile(dir + "/port")));
+  }
+  EXPECT_FALSE(port.empty()) << insecure->Output();
+  insecure->Kill(SIGKILL);
+}
+
+}  // namespace
+}  // namespace pstrain::testing
