@@ -8,7 +8,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgoogle-glog-dev libgflags-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-dev zlib1g-dev
+  libopenblas-dev zlib1g-dev libssl-dev
   python3-grpcio python3-protobuf
   # The Python package (python/): its bindings, and the NumPy and PyTorch it uses.
   pybind11-dev python3-dev python3-numpy python3-torch
