@@ -52,6 +52,10 @@ DEFINE_bool(eval_last_epoch_only, false, "Evaluate only after the last epoch");
 DEFINE_string(checkpoint_dir, "", "Where servers write checkpoints of their shards (empty: none)");
 DEFINE_int64(checkpoint_every_steps, 0, "Checkpoint every this many steps (0: never)");
 DEFINE_int32(min_workers, 1, "Below this many live workers the job stops with an error");
+DEFINE_int32(max_workers, 0,
+             "At most this many live workers; registrations beyond are refused (0: --workers + --spare_workers)");
+DEFINE_int32(spare_workers, pstrain::kDefaultSpareWorkers,
+             "With --max_workers left at 0: how many workers beyond --workers may join (replacements, additions)");
 DEFINE_double(checkpoint_every_seconds, 0, "Also checkpoint after this many seconds (0: never)");
 DEFINE_int64(global_batch, 0, "sync: samples per step over all workers (0: batch_size x workers)");
 DEFINE_bool(resume, false, "Continue the job whose checkpoints are in --checkpoint_dir");
@@ -81,7 +85,7 @@ const char* const kJobFlags[] = {
     "momentum",     "beta1",          "beta2",         "epsilon",      "weight_decay",
     "clip_grad_norm", "lr_schedule",  "warmup_steps",  "lr_step_size", "lr_gamma",     "lr_min_factor",
     "allow_nonfinite_gradients", "lease_batches", "max_chunk_bytes", "final_model",
-    "eval_last_epoch_only", "checkpoint_dir", "checkpoint_every_steps", "min_workers",
+    "eval_last_epoch_only", "checkpoint_dir", "checkpoint_every_steps", "min_workers", "max_workers", "spare_workers",
     "checkpoint_every_seconds", "global_batch", "resume", "replicas", "overlap", "compression",
     "data_format", "bad_records", "embedding_dim", "table_optimizer", "table_lr", "table_l1", "table_l2"};
 
@@ -149,6 +153,12 @@ absl::Status ApplyFlags(JobSpec* job) {
   if (Given("checkpoint_dir")) job->set_checkpoint_dir(FLAGS_checkpoint_dir);
   if (Given("checkpoint_every_steps")) job->set_checkpoint_every_steps(FLAGS_checkpoint_every_steps);
   if (Given("min_workers")) job->set_min_workers(FLAGS_min_workers);
+  if (Given("max_workers")) job->set_max_workers(FLAGS_max_workers);
+  if (Given("spare_workers") && !Given("max_workers")) {
+    if (FLAGS_spare_workers < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--spare_workers: got ", FLAGS_spare_workers, ", expected >= 0"));
+    }
+  }
   if (Given("checkpoint_every_seconds")) job->set_checkpoint_every_seconds(FLAGS_checkpoint_every_seconds);
   if (Given("global_batch")) job->set_global_batch(FLAGS_global_batch);
   if (Given("resume")) job->set_resume(FLAGS_resume);
@@ -203,6 +213,8 @@ absl::StatusOr<JobSpec> JobSpecFromFlags() {
   RETURN_IF_ERROR(RejectExplicitZeros());
   RETURN_IF_ERROR(ApplyFlags(&job));
   ApplyJobDefaults(&job);
+  // After the defaults, which settle the worker count the spares are added to.
+  if (Given("spare_workers") && !Given("max_workers")) job.set_max_workers(job.num_workers() + FLAGS_spare_workers);
   RETURN_IF_ERROR(ValidateJobSpec(job));
   return job;
 }

@@ -99,6 +99,7 @@ void ApplyJobDefaults(JobSpec* job) {
   if (job->max_chunk_bytes() == 0) job->set_max_chunk_bytes(4 << 20);
   if (job->mode() == SSP && job->staleness() == 0) job->set_staleness(2);
   if (job->min_workers() == 0) job->set_min_workers(1);
+  if (job->max_workers() == 0) job->set_max_workers(job->num_workers() + kDefaultSpareWorkers);
   if (job->replicas() == 0) job->set_replicas(1);
   if (job->global_batch() == 0) job->set_global_batch(int64_t{job->batch_size()} * job->num_workers());
   if (job->compression().empty()) job->set_compression("none");
@@ -147,6 +148,10 @@ absl::Status ValidateJobSpec(const JobSpec& job) {
   if (job.min_workers() < 1 || job.min_workers() > job.num_workers()) {
     return Invalid("min_workers", absl::StrCat(job.min_workers()),
                    absl::StrCat("in [1, num_workers = ", job.num_workers(), "]"));
+  }
+  if (job.max_workers() < job.num_workers()) {
+    return Invalid("max_workers", absl::StrCat(job.max_workers()),
+                   absl::StrCat(">= num_workers = ", job.num_workers()));
   }
   if (job.batch_size() < 1) return Invalid("batch_size", absl::StrCat(job.batch_size()), ">= 1");
   if (job.epochs() < 1) return Invalid("epochs", absl::StrCat(job.epochs()), ">= 1");

@@ -19,6 +19,9 @@ inline constexpr char kDefaultDataDir[] = "/usr/share/datasets/fashion-mnist";
 // JobSpec.model for a model the workers declare (Scheduler.DeclareModel) instead of a built-in one.
 inline constexpr char kExternalModel[] = "external";
 
+// Workers a job admits beyond num_workers unless max_workers says otherwise (JobSpec.max_workers).
+inline constexpr int kDefaultSpareWorkers = 2;
+
 // Whether the job's model is declared by its workers (JobSpec.model "external").
 inline bool IsExternalModel(const JobSpec& job) { return job.model() == kExternalModel; }
 

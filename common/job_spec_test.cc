@@ -125,6 +125,21 @@ TEST(JobSpecTest, NegativeLearningRateIsRefusedWithFieldAndValue) {
   EXPECT_THAT(s.message(), HasSubstr("optimizer.lr: got -0.1, expected > 0"));
 }
 
+TEST(JobSpecTest, MaxWorkersDefaultsToTwoSparesAndMayNotBeBelowTheWorkers) {
+  EXPECT_EQ(Defaults().max_workers(), 4);
+  JobSpec job;
+  job.set_num_workers(5);
+  ApplyJobDefaults(&job);
+  EXPECT_EQ(job.max_workers(), 7);
+  job.set_max_workers(4);
+  absl::Status status = ValidateJobSpec(job);
+  EXPECT_TRUE(absl::IsInvalidArgument(status));
+  EXPECT_THAT(std::string(status.message()), testing::HasSubstr("max_workers"));
+  EXPECT_THAT(std::string(status.message()), testing::HasSubstr(">= num_workers = 5"));
+  job.set_max_workers(5);
+  EXPECT_TRUE(ValidateJobSpec(job).ok());
+}
+
 TEST(JobSpecTest, ZeroWorkersIsRefused) {
   JobSpec job = Defaults();
   job.set_num_workers(-1);

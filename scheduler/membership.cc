@@ -76,6 +76,11 @@ absl::StatusOr<int> Membership::Register(Role role, const std::string& address,
         "register ", RoleName(role), " at '", address, "': job already has ", capacity, " ",
         RoleName(role), "s"));
   }
+  if (role == WORKER && running_ && options_.max_workers > 0 && num_live(WORKER) >= options_.max_workers) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "register worker at '", address, "': the job admits at most ", options_.max_workers,
+        " live workers (--max_workers, or --workers + --spare_workers) and has ", num_live(WORKER)));
+  }
   // Servers fill the lowest vacant rank. A worker always gets a rank never used before: a stopped
   // process that was declared dead (SIGSTOP, a partition) and comes back must not pass for the new
   // worker under its old rank, and with fresh ranks every request it makes names a removed member.

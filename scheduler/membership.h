@@ -77,6 +77,9 @@ class Membership {
   struct Options {
     int num_servers = 1;
     int num_workers = 1;
+    // While the job runs, a worker registering when this many are live is refused
+    // (JobSpec.max_workers); 0: no bound beyond num_workers before the start.
+    int max_workers = 0;
     // The view's SYNC global batch (JobSpec.global_batch), whatever the live set.
     int64_t global_batch = 1;
     // A member silent for longer than this is dead.
@@ -94,7 +97,8 @@ class Membership {
   // `now` and returns its rank (see the ranks above). INVALID_ARGUMENT for a role other than SERVER
   // or WORKER, or a server without an address; FAILED_PRECONDITION "job already has 2 workers" when
   // every slot of the role is taken by another process (servers: no rank is vacant; workers: only
-  // before the job runs). `local`: a server's unix-socket endpoint for workers on its host
+  // before the job runs); PERMISSION_DENIED for a worker joining a running job that already has
+  // max_workers live workers. `local`: a server's unix-socket endpoint for workers on its host
   // (ServerInfo.local in the view); kept only for servers, the only role peers dial.
   absl::StatusOr<int> Register(Role role, const std::string& address, const std::string& instance_id,
                                absl::Time now, const LocalEndpoint& local = LocalEndpoint());

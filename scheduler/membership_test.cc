@@ -29,6 +29,27 @@ TEST(MembershipTest, RanksFollowRegistrationOrderPerRole) {
   EXPECT_EQ(*m.Register(WORKER, "127.0.0.1:5002", kT0), 1);
 }
 
+TEST(MembershipTest, WorkersBeyondMaxWorkersAreRefusedWhileTheJobRuns) {
+  Membership::Options o = TwoAndTwo();
+  o.max_workers = 3;
+  Membership m(o);
+  ASSERT_TRUE(m.Register(SERVER, "127.0.0.1:4001", kT0).ok());
+  ASSERT_TRUE(m.Register(SERVER, "127.0.0.1:4002", kT0).ok());
+  ASSERT_TRUE(m.Register(WORKER, "127.0.0.1:5001", kT0).ok());
+  ASSERT_TRUE(m.Register(WORKER, "127.0.0.1:5002", kT0).ok());
+  ASSERT_TRUE(m.running());
+  EXPECT_EQ(*m.Register(WORKER, "127.0.0.1:5003", kT0), 2);  // One spare.
+  const int64_t epoch = m.epoch();
+  absl::StatusOr<int> refused = m.Register(WORKER, "127.0.0.1:5004", kT0);
+  EXPECT_TRUE(absl::IsPermissionDenied(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find("at most 3 live workers"), std::string::npos) << refused.status();
+  EXPECT_EQ(m.epoch(), epoch);  // Nothing changed.
+  EXPECT_EQ(m.num_live(WORKER), 3);
+  // A departure frees a place.
+  ASSERT_TRUE(m.Remove(WORKER, 0, ChangeKind::kLeft, kT0).ok());
+  EXPECT_EQ(*m.Register(WORKER, "127.0.0.1:5004", kT0), 3);
+}
+
 TEST(MembershipTest, ReRegisteringTheSameAddressReturnsTheSameRank) {
   Membership m(TwoAndTwo());
   ASSERT_EQ(*m.Register(SERVER, "127.0.0.1:4001", kT0), 0);

@@ -20,6 +20,7 @@ Membership::Options MembershipOptions(const Scheduler::Options& o) {
   Membership::Options m;
   m.num_servers = o.job.num_servers();
   m.num_workers = o.job.num_workers();
+  m.max_workers = o.job.max_workers();
   m.global_batch = o.job.global_batch();
   m.dead_after = o.dead_after;
   m.shard_map = o.shard_map;
