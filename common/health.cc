@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "glog/logging.h"
 
 namespace pstrain {
@@ -29,6 +30,7 @@ absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(const std::str
   int selected_port = 0;
   auto unknown = std::make_unique<grpc::CallbackGenericService>();
   grpc::ServerBuilder builder;
+  // Plaintext on any address, by design (see the header): it serves the health status only.
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &selected_port);
   builder.RegisterCallbackGenericService(unknown.get());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -44,6 +46,22 @@ HealthServer::~HealthServer() {
   pstrain::SetServing(server_.get(), false);
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server_->Wait();
+}
+
+absl::StatusOr<std::unique_ptr<HealthServer>> StartHealthListener(const std::string& host, int port) {
+  if (port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("health port: got ", port, ", expected 0..65535 (0: none)"));
+  }
+  if (port == 0) return std::unique_ptr<HealthServer>();
+  if (host.empty()) return absl::InvalidArgumentError("health host is empty, expected an address to listen on");
+  ASSIGN_OR_RETURN(std::unique_ptr<HealthServer> listener, HealthServer::Start(host, port));
+  LOG(INFO) << "health service (plaintext, health status only) on " << JoinHostPort(host, listener->port());
+  return listener;
+}
+
+void SetServing(grpc::Server* server, HealthServer* listener, bool serving) {
+  if (server != nullptr) SetServing(server, serving);
+  if (listener != nullptr) listener->SetServing(serving);
 }
 
 std::string JoinHostPort(const std::string& host, int port) {

@@ -5,6 +5,12 @@
 // are useful (scheduler: listening; server: registered and its shard ready; worker: registered),
 // SERVING while they are, and NOT_SERVING again once the job has ended and they shut down.
 //
+// Where a probe asks: the scheduler and the servers serve it on their main port, which with TLS
+// demands a client certificate that a kubelet cannot present; so every role can also serve it on a
+// separate plaintext port (HealthServer, --health_port). That listener is allowed on any address,
+// unlike a plaintext main port (common/transport_security.h): it answers nothing but the health
+// status, which tells an outsider only whether the role is up and in the job: no data, no way in.
+//
 // Thread-safe: gRPC's health service takes status changes from any thread.
 #ifndef PSTRAIN_COMMON_HEALTH_H_
 #define PSTRAIN_COMMON_HEALTH_H_
@@ -27,8 +33,9 @@ void EnableHealthService();
 // nothing (but log) otherwise.
 void SetServing(grpc::Server* server, bool serving);
 
-// A gRPC server that serves only the health service: for a role with no server of its own (a
-// worker). Starts NOT_SERVING; shuts down (within a second) when destroyed.
+// A plaintext gRPC server that serves only the health service: for a role with no server of its
+// own (a worker), or one whose server a probe cannot reach (TLS). Starts NOT_SERVING; shuts down
+// (within a second) when destroyed.
 class HealthServer {
  public:
   // Listens on host:port (port 0: any free port). UNAVAILABLE when it cannot listen there.
@@ -51,6 +58,15 @@ class HealthServer {
   const std::unique_ptr<grpc::Server> server_;
   const int port_;
 };
+
+// The separate health listener a role was asked for: null (OK) for port 0, meaning none; otherwise
+// HealthServer::Start(host, port), logged. INVALID_ARGUMENT for a port outside [0, 65535] or an
+// empty host.
+absl::StatusOr<std::unique_ptr<HealthServer>> StartHealthListener(const std::string& host, int port);
+
+// Sets the status of a role's main server (may be null: none, or not yet listening) and of its
+// health listener (may be null: none) together, so a probe gets the same answer on either port.
+void SetServing(grpc::Server* server, HealthServer* listener, bool serving);
 
 // "host:port", with IPv6 literals in brackets ("[::1]:7001").
 std::string JoinHostPort(const std::string& host, int port);

@@ -47,6 +47,12 @@ absl::StatusOr<std::unique_ptr<SchedulerRunner>> SchedulerRunner::Create(JobSpec
   if (options.port < 0 || options.port > 65535) {
     return Invalid(absl::StrCat("port is ", options.port, ", expected 0..65535"));
   }
+  if (options.health_port < 0 || options.health_port > 65535) {
+    return Invalid(absl::StrCat("health port is ", options.health_port, ", expected 0..65535 (0: none)"));
+  }
+  if (options.health_port > 0 && options.health_host.empty()) {
+    return Invalid("health host is empty, expected an address to listen on");
+  }
   if (options.heartbeat_interval <= absl::ZeroDuration() || options.startup_timeout <= absl::ZeroDuration()) {
     return Invalid(absl::StrCat("heartbeat interval ", absl::FormatDuration(options.heartbeat_interval),
                                 " and startup timeout ", absl::FormatDuration(options.startup_timeout),
@@ -168,6 +174,9 @@ absl::Status SchedulerRunner::Run() {
     ASSIGN_OR_RETURN(core, Scheduler::Create(std::move(core_options)));
   }
 
+  // NOT_SERVING until the main server listens.
+  ASSIGN_OR_RETURN(std::unique_ptr<HealthServer> health,
+                   StartHealthListener(options_.health_host, options_.health_port));
   // Declared before the server, so the server (which borrows it) goes first.
   SchedulerService service(core.get());
   const std::string address = JoinHostPort(options_.host, port);
@@ -185,7 +194,7 @@ absl::Status SchedulerRunner::Run() {
     return absl::UnavailableError(absl::StrCat("scheduler: cannot listen on ", address));
   }
   port_.store(selected_port);
-  SetServing(server.get(), true);
+  SetServing(server.get(), health.get(), true);
   if (state_file != nullptr) {
     // Also the first save of a fresh job's state.
     if (absl::Status s = core->RecordPort(selected_port); !s.ok()) core->Fail(s);
@@ -208,7 +217,7 @@ absl::Status SchedulerRunner::Run() {
     core->CheckHealth();
     if (stop_requested() && state_file != nullptr) {
       // The job goes on under a restarted scheduler: end nothing, save nothing more.
-      SetServing(server.get(), false);
+      SetServing(server.get(), health.get(), false);
       LOG(INFO) << "scheduler stopped; the job's state stays in " << state_file->path()
                 << " for a scheduler started again with --state_dir=" << options_.state_dir;
       server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
@@ -221,7 +230,7 @@ absl::Status SchedulerRunner::Run() {
       core->Fail(absl::CancelledError("scheduler stopped"));
     }
   }
-  SetServing(server.get(), false);
+  SetServing(server.get(), health.get(), false);
 
   absl::Status summary_written;
   if (!options_.summary_json.empty()) {

@@ -7,7 +7,8 @@
 //          -> grace period / linger -> shut down
 //
 // The port also serves gRPC health checking (common/health.h): SERVING from listening until the
-// job ends, NOT_SERVING after. The final model a worker sends (SubmitFinalModel) is checked
+// job ends, NOT_SERVING after; so does the separate plaintext health port, if any (health_port),
+// which a probe can reach when the main port demands TLS. The final model a worker sends (SubmitFinalModel) is checked
 // (model::ParseModelFile) and written to the job's final_model_path before the job can finish.
 // For an external model (JobSpec.model "external") no data is read and there is no shard map
 // until a worker declares the model (Scheduler::DeclareModel); with a state_dir the accepted
@@ -62,20 +63,24 @@ class SchedulerRunner {
     // the end, up to 2 x dead_after), so that roles started late (e.g. restarted by an
     // orchestrator) learn the outcome: FINISHED lets them exit 0. Stop() cuts it short.
     absl::Duration linger = absl::ZeroDuration();
+    // With health_port > 0, a plaintext listener on health_host:health_port serving only
+    // grpc.health.v1.Health, with the main port's status (common/health.h HealthServer). 0: none.
+    std::string health_host = "0.0.0.0";
+    int health_port = 0;
     // How the listener is secured (common/transport_security.h); null: plaintext on loopback only.
     std::shared_ptr<const TransportSecurity> security;
   };
 
-  // INVALID_ARGUMENT for a bad job (after ApplyJobDefaults) or bad options (port outside
-  // [0, 65535], non-positive durations, dead_after <= heartbeat_interval, reconnect below
+  // INVALID_ARGUMENT for a bad job (after ApplyJobDefaults) or bad options (port or health_port
+  // outside [0, 65535], non-positive durations, dead_after <= heartbeat_interval, reconnect below
   // dead_after with a state_dir).
   static absl::StatusOr<std::unique_ptr<SchedulerRunner>> Create(JobSpec job, Options options);
 
   // Runs the job to its end; blocks. OK when the job FINISHED; otherwise why it did not: the data
   // reader's error for a bad data dir, the state file's error (DATA_LOSS for a damaged file,
-  // FAILED_PRECONDITION for another job's), UNAVAILABLE when the port cannot be bound, or the job's
-  // failure (UNAVAILABLE for a dead role, DEADLINE_EXCEEDED for the startup timeout, ABORTED for
-  // a reported failure, CANCELLED after Stop()). Call once.
+  // FAILED_PRECONDITION for another job's), UNAVAILABLE when the port or the health port cannot
+  // be bound, or the job's failure (UNAVAILABLE for a dead role, DEADLINE_EXCEEDED for the
+  // startup timeout, ABORTED for a reported failure, CANCELLED after Stop()). Call once.
   absl::Status Run();
 
   // Ends Run() early: the job fails with CANCELLED "scheduler stopped" (with a state_dir the job's

@@ -28,6 +28,13 @@ DEFINE_string(advertise_host, "",
               "host name or address workers dial this server at, registered with the scheduler with the port "
               "(empty: --host; required when --host listens everywhere, 0.0.0.0 or ::)");
 DEFINE_int32(port, 0, "port to listen on; 0 picks a free one");
+DEFINE_int32(health_port, 0,
+             "Also serve gRPC health checking (grpc.health.v1.Health, nothing else) in plaintext on this port, "
+             "with the main port's status: for probes that cannot present a TLS client certificate "
+             "(0: none; the main port serves it too)");
+DEFINE_string(health_host, "0.0.0.0",
+              "With --health_port: the address the health service listens on (plaintext is allowed beyond "
+              "loopback here: it serves only the health status)");
 DEFINE_int64(rpc_timeout_ms, 30000, "deadline of each scheduler rpc, milliseconds");
 DEFINE_int64(startup_timeout_ms, 120000, "bound on each startup phase (register, wait for the job), milliseconds");
 
@@ -60,6 +67,8 @@ int main(int argc, char** argv) {
   options.port = FLAGS_port;
   options.advertise_host = FLAGS_advertise_host;
   options.unix_socket_dir = FLAGS_unix_socket_dir;
+  options.health_host = FLAGS_health_host;
+  options.health_port = FLAGS_health_port;
   options.rpc_timeout = absl::Milliseconds(FLAGS_rpc_timeout_ms);
   options.startup_timeout = absl::Milliseconds(FLAGS_startup_timeout_ms);
   auto runner = pstrain::server::ServerRunner::Create(options);

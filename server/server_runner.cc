@@ -118,6 +118,13 @@ absl::StatusOr<std::unique_ptr<ServerRunner>> ServerRunner::Create(const Options
     return absl::InvalidArgumentError("parameter server: scheduler address is empty, expected host:port");
   }
   if (options.host.empty()) return absl::InvalidArgumentError("parameter server: host is empty");
+  if (options.health_port < 0 || options.health_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameter server: health port ", options.health_port, " is outside [0, 65535] (0: none)"));
+  }
+  if (options.health_port > 0 && options.health_host.empty()) {
+    return absl::InvalidArgumentError("parameter server: health host is empty, expected an address to listen on");
+  }
   if (options.port < 0 || options.port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("parameter server: port ", options.port, " is outside [0, 65535]"));
@@ -134,6 +141,9 @@ absl::StatusOr<std::unique_ptr<ServerRunner>> ServerRunner::Create(const Options
 absl::Status ServerRunner::Run() {
   ASSIGN_OR_RETURN(std::unique_ptr<SchedulerClient> client,
                    SchedulerClient::Create(options_.scheduler_address, options_.rpc_timeout, options_.security));
+  // NOT_SERVING until the servers-ready barrier.
+  ASSIGN_OR_RETURN(std::unique_ptr<HealthServer> health,
+                   StartHealthListener(options_.health_host, options_.health_port));
   // Declared before the gRPC server, so it outlives it.
   ParameterServerService service;
   const std::string listen = JoinHostPort(options_.host, options_.port);
@@ -154,11 +164,12 @@ absl::Status ServerRunner::Run() {
   if (server == nullptr || selected_port == 0) {
     return absl::UnavailableError(absl::StrCat("parameter server: cannot listen on ", listen));
   }
-  SetServing(server.get(), false);  // Until registered with its shard ready.
+  SetServing(server.get(), health.get(), false);  // Until registered with its shard ready.
   {
     absl::MutexLock lock(&mu_);
     port_ = selected_port;
     grpc_server_ = server.get();
+    health_listener_ = health.get();
   }
   // Workers dial what the server registers: the advertised host (e.g. the pod's name) with the
   // port it listens on.
@@ -175,10 +186,11 @@ absl::Status ServerRunner::Run() {
   }
   std::unique_ptr<ParameterStore> store;
   absl::Status status = ServeJob(client.get(), address, local, &service, &store);
-  SetServing(server.get(), false);
+  SetServing(server.get(), health.get(), false);
   {
     absl::MutexLock lock(&mu_);
     grpc_server_ = nullptr;
+    health_listener_ = nullptr;
   }
 
   // The store first: it finishes every parked call, and the gRPC server's shutdown waits for all
@@ -314,7 +326,7 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   LOG(INFO) << "server " << rank << " serving " << view.workers_size() << " workers";
   {
     absl::MutexLock lock(&mu_);
-    if (grpc_server_ != nullptr) SetServing(grpc_server_, true);
+    SetServing(grpc_server_, health_listener_, true);
   }
 
   const absl::Duration interval =

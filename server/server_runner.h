@@ -23,8 +23,10 @@
 // ALREADY_EXISTS (it replaces a dead server whose shards are served by promoted copies) is not
 // needed: Run logs it and returns OK.
 //
-// Health (grpc.health.v1, common/health.h) on the same port: NOT_SERVING until the servers-ready
-// barrier (registered, shard ready), SERVING while the job runs, NOT_SERVING once it has ended.
+// Health (grpc.health.v1, common/health.h) on the same port, and on the separate plaintext health
+// port if any (health_port, which a probe can reach when the main port demands TLS): NOT_SERVING
+// until the servers-ready barrier (registered, shard ready), SERVING while the job runs,
+// NOT_SERVING once it has ended.
 // A server that registers after the job FINISHED (an orchestrator restarted it) returns OK at
 // once; after the job FAILED, the scheduler's ABORTED.
 //
@@ -54,6 +56,10 @@ namespace grpc {
 class Server;
 }  // namespace grpc
 
+namespace pstrain {
+class HealthServer;
+}  // namespace pstrain
+
 namespace pstrain::server {
 
 class ServerRunner {
@@ -76,20 +82,24 @@ class ServerRunner {
     absl::Duration rpc_timeout = absl::Seconds(30);
     // Bound on each startup phase: registering, waiting for every role, the servers-ready barrier.
     absl::Duration startup_timeout = absl::Minutes(2);
+    // With health_port > 0, a plaintext listener on health_host:health_port serving only
+    // grpc.health.v1.Health, with the main port's status (common/health.h HealthServer). 0: none.
+    std::string health_host = "0.0.0.0";
+    int health_port = 0;
     // How the listener and the channel to the scheduler are secured (common/transport_security.h);
     // null: plaintext on loopback only.
     std::shared_ptr<const TransportSecurity> security;
   };
 
-  // INVALID_ARGUMENT for an empty scheduler address or host, a port outside [0, 65535] or a
-  // timeout <= 0.
+  // INVALID_ARGUMENT for an empty scheduler address or host, a port or health_port outside
+  // [0, 65535] or a timeout <= 0.
   static absl::StatusOr<std::unique_ptr<ServerRunner>> Create(const Options& options);
 
   ServerRunner(const ServerRunner&) = delete;
   ServerRunner& operator=(const ServerRunner&) = delete;
 
   // Blocks until the job ends. OK when it FINISHED or Stop was called; ABORTED when the job failed;
-  // UNAVAILABLE when the port cannot be bound or the scheduler was lost; DEADLINE_EXCEEDED when a
+  // UNAVAILABLE when the port or the health port cannot be bound or the scheduler was lost; DEADLINE_EXCEEDED when a
   // startup phase timed out; other errors from building the store, which are also reported to the
   // scheduler so the job fails at once. Stop during startup is noticed within a few seconds,
   // except during the servers-ready barrier (bounded by startup_timeout).
@@ -157,8 +167,10 @@ class ServerRunner {
   bool job_ended_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status job_status_ ABSL_GUARDED_BY(mu_);
   int port_ ABSL_GUARDED_BY(mu_) = 0;
-  // The gRPC server while Run serves (for its health status); null before and after.
+  // The gRPC server and the health listener (null if none) while Run serves, for their health
+  // status; null before and after.
   grpc::Server* grpc_server_ ABSL_GUARDED_BY(mu_) = nullptr;
+  HealthServer* health_listener_ ABSL_GUARDED_BY(mu_) = nullptr;
   // The newest membership epoch a heartbeat answer announced.
   int64_t membership_hint_ ABSL_GUARDED_BY(mu_) = 0;
   // This server's checkpoint files changed since the membership thread last reported them.

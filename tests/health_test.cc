@@ -1,16 +1,20 @@
 // Every role serves gRPC health checking (grpc.health.v1.Health, what Kubernetes' grpc probe asks):
-// SERVING while the job runs, NOT_SERVING once it has ended. Real processes, real gRPC.
+// SERVING while the job runs, NOT_SERVING once it has ended; with TLS on the main ports, on
+// separate plaintext health ports. Real processes, real gRPC.
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/job_credentials.h"
 #include "common/scheduler_client.h"
+#include "common/transport_security.h"
 #include "gtest/gtest.h"
 #include "proto/health.grpc.pb.h"
 #include "tests/cluster.h"
@@ -96,6 +100,55 @@ TEST(HealthTest, EveryRoleIsServingDuringTheJobAndNotServingAfterIt) {
   ASSERT_TRUE(worker_exit.ok() && *worker_exit == 0) << cluster.workers[0]->Output();
   // Ended: the lingering scheduler still answers, NOT_SERVING.
   AwaitStatus(cluster.address, "NOT_SERVING", "the scheduler after the end");
+  absl::StatusOr<int> server_exit = cluster.servers[0]->Wait(absl::Seconds(30));
+  EXPECT_TRUE(server_exit.ok() && *server_exit == 0) << cluster.servers[0]->Output();
+  cluster.scheduler->Kill(SIGTERM);  // Cuts the linger short.
+  absl::StatusOr<int> scheduler_exit = cluster.scheduler->Wait(absl::Seconds(10));
+  EXPECT_TRUE(scheduler_exit.ok() && *scheduler_exit == 0) << cluster.scheduler->Output();
+}
+
+// Kubernetes' grpc probe cannot present a client certificate, so with TLS on the main ports it asks
+// the scheduler's and the server's plaintext health ports, which follow the main ports' status.
+TEST(HealthTest, TlsSecuredRolesAnswerPlaintextProbesOnTheirHealthPorts) {
+  ManualCluster cluster("health-tls");
+  absl::StatusOr<TransportSecurityOptions> job = MakeJobCredentials(cluster.dir());
+  ASSERT_TRUE(job.ok()) << job.status();
+  absl::StatusOr<std::shared_ptr<const TransportSecurity>> security = TransportSecurity::Create(*job);
+  ASSERT_TRUE(security.ok()) << security.status();
+  const std::vector<std::string> tls = TransportSecurityFlags(*job);
+  auto secured = [&tls](std::vector<std::string> flags) {
+    flags.insert(flags.end(), tls.begin(), tls.end());
+    return flags;
+  };
+  const int scheduler_health = FreePort();
+  const int server_health = FreePort();
+  // The health ports listen everywhere (the default --health_host) without --insecure: allowed,
+  // they serve nothing but the health status. The main ports stay on loopback, with TLS.
+  cluster.Start(/*servers=*/1, /*workers=*/1,
+                secured({"--health_port=" + std::to_string(scheduler_health), "--linger_ms=20000", "--epochs=2",
+                         "--train_limit=12000", "--test_limit=500", "--batch_size=16", "--eval_last_epoch_only"}),
+                /*server_flags=*/secured({"--health_port=" + std::to_string(server_health)}),
+                /*worker_flags=*/secured({}));
+
+  const std::string scheduler_probe = absl::StrCat("127.0.0.1:", scheduler_health);
+  const std::string server_probe = absl::StrCat("127.0.0.1:", server_health);
+  AwaitStatus(scheduler_probe, "SERVING", "the scheduler's health port");
+  AwaitStatus(server_probe, "SERVING", "the server's health port");
+  // The main port asks for a certificate the probe does not have.
+  EXPECT_EQ(Check(cluster.address).rfind("error ", 0), 0u) << "a plaintext probe got through the TLS port";
+  // Both were SERVING while the job ran.
+  {
+    auto client = SchedulerClient::Create(cluster.address, absl::Seconds(2), *security);
+    ASSERT_TRUE(client.ok()) << client.status();
+    absl::StatusOr<JobStatus> status = (*client)->GetJobStatus();
+    ASSERT_TRUE(status.ok()) << status.status();
+    EXPECT_EQ(status->state(), RUNNING) << "the job ended before both roles were seen SERVING; make it longer";
+  }
+
+  absl::StatusOr<int> worker_exit = cluster.workers[0]->Wait(absl::Seconds(120));
+  ASSERT_TRUE(worker_exit.ok() && *worker_exit == 0) << cluster.workers[0]->Output();
+  // Ended: the lingering scheduler's health port says so.
+  AwaitStatus(scheduler_probe, "NOT_SERVING", "the scheduler's health port after the end");
   absl::StatusOr<int> server_exit = cluster.servers[0]->Wait(absl::Seconds(30));
   EXPECT_TRUE(server_exit.ok() && *server_exit == 0) << cluster.servers[0]->Output();
   cluster.scheduler->Kill(SIGTERM);  // Cuts the linger short.

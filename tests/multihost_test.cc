@@ -154,7 +154,8 @@ TEST(MultiHostTest, PythonWorkersOnTwoHostsTrainADeclaredModel) {
 
 // The pods' way (deploy/k8s/): every setting from PSTRAIN_* variables as the manifests set them,
 // the job from the manifests' own job.textproto (shortened by variables), servers listening on
-// 0.0.0.0 and advertising their host's address, workers serving health. Then a worker started
+// 0.0.0.0 and advertising their host's address, every role serving health on a plaintext health
+// port (7002) beside its TLS port, as the probes need. Then a worker started
 // after the end (what a StatefulSet does to a pod that exited 0) learns the job is over and exits 0.
 TEST(MultiHostTest, RolesConfiguredOnlyByEnvironmentLikeThePods) {
   absl::StatusOr<std::unique_ptr<TestHosts>> made = TestHosts::Create(4);
@@ -182,7 +183,8 @@ TEST(MultiHostTest, RolesConfiguredOnlyByEnvironmentLikeThePods) {
     roles.push_back(std::make_unique<Child>(std::move(*child)));
   };
   start(0,
-        {"PSTRAIN_HOST=0.0.0.0", "PSTRAIN_PORT=7000", "PSTRAIN_CONFIG=" + source + "/deploy/k8s/base/job.textproto",
+        {"PSTRAIN_HOST=0.0.0.0", "PSTRAIN_PORT=7000", "PSTRAIN_HEALTH_PORT=7002",
+         "PSTRAIN_CONFIG=" + source + "/deploy/k8s/base/job.textproto",
          "PSTRAIN_STATE_DIR=" + dir + "/state", "PSTRAIN_SUMMARY_JSON=" + dir + "/summary.json",
          "PSTRAIN_LINGER_MS=20000", "PSTRAIN_EPOCHS=1", "PSTRAIN_TRAIN_LIMIT=" + std::to_string(kTrainSamples),
          "PSTRAIN_TEST_LIMIT=1000", "PSTRAIN_CHECKPOINT_DIR=" + dir + "/checkpoints",
@@ -190,7 +192,8 @@ TEST(MultiHostTest, RolesConfiguredOnlyByEnvironmentLikeThePods) {
         "pstrain-scheduler", "scheduler");
   for (int host : {1, 2}) {
     start(host,
-          {scheduler_env, "PSTRAIN_HOST=0.0.0.0", "PSTRAIN_PORT=7001", "PSTRAIN_ADVERTISE_HOST=" + hosts.address(host)},
+          {scheduler_env, "PSTRAIN_HOST=0.0.0.0", "PSTRAIN_PORT=7001", "PSTRAIN_HEALTH_PORT=7002",
+           "PSTRAIN_ADVERTISE_HOST=" + hosts.address(host)},
           "pstrain-server", "server-" + std::to_string(host));
   }
   start(3, {scheduler_env, "PSTRAIN_HEALTH_PORT=7002"}, "pstrain-worker", "worker-a");
@@ -216,6 +219,9 @@ TEST(MultiHostTest, RolesConfiguredOnlyByEnvironmentLikeThePods) {
   EXPECT_EQ(*code, 0) << roles[0]->Output();
   const std::string scheduler_log = roles[0]->Output();
   EXPECT_THAT(scheduler_log, HasSubstr("at " + hosts.address(1) + ":7001")) << scheduler_log;
+  // Plaintext beyond loopback, beside a TLS port: allowed for the health port alone.
+  EXPECT_THAT(scheduler_log, HasSubstr("health service (plaintext, health status only) on 0.0.0.0:7002"));
+  EXPECT_THAT(roles[1]->Output(), HasSubstr("health service (plaintext, health status only) on 0.0.0.0:7002"));
   const std::string summary = ReadFile(dir + "/summary.json");
   EXPECT_THAT(summary, HasSubstr("\"state\": \"FINISHED\"")) << summary;
   EXPECT_EQ(JsonNumber(summary, "samples"), kTrainSamples) << summary;

@@ -7,7 +7,14 @@
 //   - workloads: spec.selector is present and matches the pod template's labels;
 //   - across objects: a Service's selector matches some pod template, a StatefulSet's serviceName
 //     names a Service, probes use ports the container declares, a Job's restartPolicy is allowed,
-//     no object appears twice.
+//     no object appears twice;
+//   - pstrain's roles (pod templates labelled app.kubernetes.io/name: pstrain with component
+//     scheduler, server or worker): every container mounts the TLS Secret (pstrain-tls, or a
+//     projected volume holding it) read-only, as a whole (a subPath mount never sees a rotated
+//     Secret), and points PSTRAIN_TLS_CERT,
+//     PSTRAIN_TLS_KEY, PSTRAIN_TLS_CA and PSTRAIN_JOB_TOKEN_FILE at files in it; its gRPC probes
+//     ask the port named "health", the plaintext health listener (a kubelet cannot pass the main
+//     port's mutual TLS).
 //
 // Usage: node validate.mjs [FILE...]   (no FILE or "-": standard input)
 // Prints one line per problem, `<Kind> <name>: <path>: <what>`, and exits 1 if there is any;
@@ -224,7 +231,59 @@ function podProblems(obj) {
       (c.volumeMounts ?? []).forEach((m, j) => {
         if (!volumes.has(m.name)) out.push(`${path}.volumeMounts[${j}].name: no volume ${JSON.stringify(m.name)}`);
       });
+      if (kind === "containers" && isRole(template)) out.push(...roleContainerProblems(pod, c, path));
     });
+  }
+  return out;
+}
+
+// --- pstrain's roles ---
+
+const ROLES = new Set(["scheduler", "server", "worker"]);
+const TLS_SECRET = "pstrain-tls";
+const TLS_ENV = ["PSTRAIN_TLS_CERT", "PSTRAIN_TLS_KEY", "PSTRAIN_TLS_CA", "PSTRAIN_JOB_TOKEN_FILE"];
+
+function isRole(template) {
+  const labels = template?.metadata?.labels ?? {};
+  return labels["app.kubernetes.io/name"] === "pstrain" && ROLES.has(labels["app.kubernetes.io/component"]);
+}
+
+// What container `c` (at `path`) of a role's pod `pod` lacks: the TLS Secret and the variables
+// that point at it, and gRPC probes on the health port.
+function roleContainerProblems(pod, c, path) {
+  const out = [];
+  const holdsTls = (v) => v.secret?.secretName === TLS_SECRET ||
+    (v.projected?.sources ?? []).some((source) => source.secret?.name === TLS_SECRET);
+  const tlsVolumes = new Set((pod.volumes ?? []).filter(holdsTls).map((v) => v.name));
+  const mounts = (c.volumeMounts ?? []).filter((m) => tlsVolumes.has(m.name));
+  if (mounts.length === 0) {
+    out.push(`${path}.volumeMounts: does not mount the Secret ${JSON.stringify(TLS_SECRET)} (the TLS credentials)`);
+  }
+  (c.volumeMounts ?? []).forEach((m, j) => {
+    if (!tlsVolumes.has(m.name)) return;
+    if (m.readOnly !== true) out.push(`${path}.volumeMounts[${j}].readOnly: the TLS Secret must be mounted read-only`);
+    if (m.subPath !== undefined || m.subPathExpr !== undefined) {
+      out.push(`${path}.volumeMounts[${j}].subPath: mount the whole TLS Secret; a subPath mount never sees a rotated one`);
+    }
+  });
+  const dirs = mounts.map((m) => (m.mountPath ?? "").replace(/\/+$/, "") + "/");
+  const env = new Map((c.env ?? []).map((e) => [e.name, e]));
+  for (const name of TLS_ENV) {
+    const e = env.get(name);
+    if (e === undefined) {
+      out.push(`${path}.env: ${name} is not set`);
+    } else if (typeof e.value !== "string" || !dirs.some((d) => e.value.startsWith(d) && e.value.length > d.length)) {
+      out.push(`${path}.env.${name}: ${JSON.stringify(e.value ?? null)} is not a file of the mounted TLS Secret`);
+    }
+  }
+  const byNumber = new Map((c.ports ?? []).map((p) => [p.containerPort, p.name]));
+  for (const probe of ["startupProbe", "readinessProbe", "livenessProbe"]) {
+    const port = c[probe]?.grpc?.port;
+    if (port === undefined || !byNumber.has(port)) continue;  // none, or not a port at all: said above
+    if (byNumber.get(port) !== "health") {
+      out.push(`${path}.${probe}.grpc.port: ${port} is not the container's health port (the port named "health"); ` +
+               "a kubelet cannot pass the main port's mutual TLS");
+    }
   }
   return out;
 }
