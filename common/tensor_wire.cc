@@ -456,7 +456,8 @@ absl::Status DecodeRaw(const grpc::ByteBuffer& in, absl::string_view what, const
       routes.values->emplace_back();
       RETURN_IF_ERROR(DecodeChunk(reader, size, ChunksSize(*header), AddChunk(header), &routes.values->back()));
     } else {
-      RETURN_IF_ERROR(DecodeRows(reader, size, static_cast<int>(sparse->size()), &sparse->emplace_back()));
+      const int index = static_cast<int>(sparse->size());
+      RETURN_IF_ERROR(DecodeRows(reader, size, index, &sparse->emplace_back()));
     }
   }
   // Chunks parsed above come first; protobuf merges the scalar fields in after.
