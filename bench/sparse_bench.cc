@@ -161,14 +161,14 @@ class SparseServer {
     r.set_rows_only(true);
     cache->AddPullKeys(0, r.mutable_sparse());
     if (absl::Status s = client_->PullAll(requests, &answers_); !s.ok()) return s;
-    return cache->ScatterRows(0, answers_[0].header.sparse());
+    return cache->ScatterRows(0, answers_[0].sparse);
   }
 
   // One push of `cache`'s row gradients, applied before the answer (ASYNC).
-  absl::Status Push(const worker::SparseRowsCache& cache) {
+  absl::Status Push(worker::SparseRowsCache& cache) {
     push_.header.set_request_id(++request_id_);
-    push_.header.clear_sparse();
-    cache.AddPushRows(0, push_.header.mutable_sparse());
+    push_.sparse.clear();
+    cache.AddPushRows(0, &push_.sparse);
     absl::Notification done;
     absl::Status result;
     PushResponse response;

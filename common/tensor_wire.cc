@@ -2,8 +2,10 @@
 
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -23,6 +25,13 @@ constexpr int kChunkOffsetField = 2;    // TensorChunk.offset
 constexpr int kChunkLengthField = 3;    // TensorChunk.length
 constexpr int kChunkDataField = 4;      // TensorChunk.data
 constexpr int kChunkEncodingField = 5;  // TensorChunk.encoding
+constexpr int kPushSparseField = 25;      // PushRequest.sparse
+constexpr int kPushPullSparseField = 26;  // PushRequest.pull_sparse
+constexpr int kPullSparseField = 3;       // PullResponse.sparse
+constexpr int kPullRequestSparseField = 11;  // PullRequest.sparse
+constexpr int kRowsTableIdField = 1;  // SparseRows.table_id
+constexpr int kRowsKeysField = 2;     // SparseRows.keys
+constexpr int kRowsRowsField = 3;     // SparseRows.rows
 
 void PutVarint(uint64_t v, std::string* out) {
   while (v >= 0x80) {
@@ -63,48 +72,127 @@ void SkipValue(absl::string_view s, int wire_type, size_t* pos) {
   }
 }
 
-// Serializes `header` (whose chunks carry no data) and splices each chunk's values in after its
-// header fields: the chunk's length prefix grows by the data field, and the values follow as a
-// slice of their own.
-template <typename Message, typename BytesOf, typename MakeSlice>
-void EncodeWithValues(const Message& header, int chunks_field, BytesOf bytes_of, MakeSlice make_slice,
-                      grpc::ByteBuffer* out) {
+// Bytes the encoder sends without copying them into the message: a LEN field of an embedded
+// message (a chunk's data, a sparse entry's keys or rows) whose value is one slice.
+struct Tail {
+  int field;
+  grpc::Slice slice;
+};
+using Tails = absl::InlinedVector<Tail, 2>;
+
+// A top-level LEN field the encoder adds after the serialized header: an embedded message whose
+// scalar fields are `fields` (serialized) followed by `tails`.
+struct Extra {
+  int field;
+  std::string fields;
+  Tails tails;
+};
+
+// The encoded size of `tails` (empty ones are left out, as protobuf does for an empty proto3
+// bytes field).
+size_t TailsSize(const Tails& tails) {
+  size_t n = 0;
+  for (const Tail& t : tails) {
+    if (t.slice.size() == 0) continue;
+    n += VarintSize((t.field << 3) | kLen) + VarintSize(t.slice.size()) + t.slice.size();
+  }
+  return n;
+}
+
+// Builds a ByteBuffer from header bytes (copied, they are few) and tails (not copied).
+class SliceList {
+ public:
+  std::string& pending() { return pending_; }
+  void AddTails(Tails tails) {
+    for (Tail& t : tails) {
+      if (t.slice.size() == 0) continue;
+      PutVarint((t.field << 3) | kLen, &pending_);
+      PutVarint(t.slice.size(), &pending_);
+      Flush();
+      slices_.push_back(std::move(t.slice));
+    }
+  }
+  void AddExtra(Extra extra) {
+    PutVarint((extra.field << 3) | kLen, &pending_);
+    PutVarint(extra.fields.size() + TailsSize(extra.tails), &pending_);
+    pending_.append(extra.fields);
+    AddTails(std::move(extra.tails));
+  }
+  void Finish(grpc::ByteBuffer* out) {
+    Flush();
+    grpc::ByteBuffer buffer(slices_.data(), slices_.size());
+    out->Swap(&buffer);
+  }
+
+ private:
+  void Flush() {
+    if (pending_.empty()) return;
+    slices_.emplace_back(pending_.data(), pending_.size());  // copies the few header bytes
+    pending_.clear();
+  }
+  std::vector<grpc::Slice> slices_;
+  std::string pending_;  // header bytes not yet in a slice
+};
+
+// Serializes `header` and splices in what protobuf would not hold without a copy: inside the
+// index-th occurrence of each top-level LEN field `field`, after the fields the header has there,
+// tails_of(field, index); and `extras` (ascending by field) as more top-level fields, each before
+// the first header field of a higher number, so the fields stay in protobuf's own order.
+template <typename TailsOf>
+void Splice(const google::protobuf::MessageLite& header, TailsOf tails_of, std::vector<Extra> extras,
+            grpc::ByteBuffer* out) {
   const std::string serialized = header.SerializeAsString();
-  std::vector<grpc::Slice> slices;
-  std::string pending;  // header bytes not yet in a slice
-  int chunk = 0;
+  SliceList list;
+  size_t next_extra = 0;
+  absl::InlinedVector<int, 32> seen;  // occurrences so far, by field number
   size_t pos = 0;
   while (pos < serialized.size()) {
     const size_t field_start = pos;
     const uint64_t tag = GetVarint(serialized, &pos);
     const int field = static_cast<int>(tag >> 3);
     const int wire_type = static_cast<int>(tag & 7);
-    if (field != chunks_field || wire_type != kLen) {
+    while (next_extra < extras.size() && extras[next_extra].field < field) list.AddExtra(std::move(extras[next_extra++]));
+    if (wire_type != kLen) {
       SkipValue(serialized, wire_type, &pos);
-      pending.append(serialized, field_start, pos - field_start);
+      list.pending().append(serialized, field_start, pos - field_start);
       continue;
     }
+    if (static_cast<size_t>(field) >= seen.size()) seen.resize(field + 1, 0);
+    Tails tails = tails_of(field, seen[field]++);
     const uint64_t sub_size = GetVarint(serialized, &pos);
-    const size_t bytes = bytes_of(chunk);
-    const uint64_t data_field = (kChunkDataField << 3) | kLen;
-    PutVarint(tag, &pending);
-    // Empty data is left out, as protobuf does for an empty proto3 bytes field.
-    PutVarint(bytes == 0 ? sub_size : sub_size + VarintSize(data_field) + VarintSize(bytes) + bytes, &pending);
-    pending.append(serialized, pos, sub_size);
-    if (bytes > 0) {
-      PutVarint(data_field, &pending);
-      PutVarint(bytes, &pending);
-    }
+    PutVarint(tag, &list.pending());
+    PutVarint(sub_size + TailsSize(tails), &list.pending());
+    list.pending().append(serialized, pos, sub_size);
     pos += sub_size;
-    slices.emplace_back(pending.data(), pending.size());  // copies the few header bytes
-    pending.clear();
-    if (bytes > 0) slices.push_back(make_slice(chunk, bytes));
-    ++chunk;
+    list.AddTails(std::move(tails));
   }
-  if (!pending.empty()) slices.emplace_back(pending.data(), pending.size());
-  CHECK_EQ(chunk, header.chunks_size());
-  grpc::ByteBuffer buffer(slices.data(), slices.size());
-  out->Swap(&buffer);
+  while (next_extra < extras.size()) list.AddExtra(std::move(extras[next_extra++]));
+  list.Finish(out);
+}
+
+// A sparse entry as an Extra of top-level field `field`, its keys and rows in the given slices.
+Extra SparseExtra(int field, int32_t table_id, grpc::Slice keys, grpc::Slice rows) {
+  Extra extra{field, {}, {}};
+  if (table_id != 0) {
+    PutVarint((kRowsTableIdField << 3) | kVarint, &extra.fields);
+    // int32 on the wire: a negative id is sign-extended to 64 bits, as protobuf does.
+    PutVarint(static_cast<uint64_t>(static_cast<int64_t>(table_id)), &extra.fields);
+  }
+  extra.tails.push_back({kRowsKeysField, std::move(keys)});
+  extra.tails.push_back({kRowsRowsField, std::move(rows)});
+  return extra;
+}
+
+grpc::Slice Borrowed(absl::string_view bytes) {
+  return grpc::Slice(bytes.data(), bytes.size(), grpc::Slice::STATIC_SLICE);
+}
+
+// One refcounted slice that owns `buffer`; sub-slices of it keep it alive, and it goes back to
+// its pool when the last of them is released.
+grpc::Slice Owning(PooledBuffer buffer) {
+  const size_t size = buffer.size();
+  auto* owned = new PooledBuffer(std::move(buffer));
+  return grpc::Slice(owned->data(), size, [](void* p) { delete static_cast<PooledBuffer*>(p); }, owned);
 }
 
 // Reads a received message over its slices, keeping track of the absolute byte position for
@@ -242,6 +330,49 @@ absl::Status DecodeChunk(Reader& reader, uint64_t size, int index, TensorChunk* 
   return absl::OkStatus();
 }
 
+// Decodes one SparseRows of `size` bytes: its table id, and views of its keys and rows.
+absl::Status DecodeRows(Reader& reader, uint64_t size, int index, IncomingRows* rows) {
+  const size_t start = reader.position();
+  std::string ignored;
+  while (reader.position() - start < size) {
+    const size_t field_start = reader.position();
+    uint64_t tag;
+    RETURN_IF_ERROR(reader.Varint(&tag));
+    const int field = static_cast<int>(tag >> 3);
+    const int wire_type = static_cast<int>(tag & 7);
+    if (field == kRowsTableIdField && wire_type == kVarint) {
+      uint64_t v;
+      RETURN_IF_ERROR(reader.Varint(&v));
+      rows->table_id = static_cast<int32_t>(v);
+      continue;
+    }
+    if ((field == kRowsKeysField || field == kRowsRowsField) && wire_type == kLen) {
+      uint64_t n;
+      RETURN_IF_ERROR(reader.Varint(&n));
+      if (reader.position() - start + n > size) {
+        return reader.Error(field_start, absl::StrCat("sparse entry ", index, ": ",
+                                                      field == kRowsKeysField ? "keys" : "rows", " of ", n,
+                                                      " bytes run past the entry"));
+      }
+      PayloadView* view = field == kRowsKeysField ? &rows->keys : &rows->rows;
+      view->Clear();  // the last occurrence wins, as in protobuf
+      RETURN_IF_ERROR(reader.Take(n, view));
+      continue;
+    }
+    if (field == 0 || field <= kRowsRowsField) {
+      return reader.Error(field_start, absl::StrCat("sparse entry ", index, ": field ", field, " with wire type ",
+                                                    wire_type, " is not a field of SparseRows"));
+    }
+    // A field a newer peer may send: skipped (SparseRows has no room for it).
+    ignored.clear();
+    RETURN_IF_ERROR(reader.CopyValue(wire_type, &ignored));
+  }
+  if (reader.position() - start != size) {
+    return reader.Error(start, absl::StrCat("sparse entry ", index, ": fields run past its length of ", size, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
 // The received bytes of a decoded message: gRPC's slices, kept in the message's holder (reused
 // from the last message decoded into it when that was one of ours).
 struct GrpcSlices : ReceivedBytes {
@@ -258,15 +389,46 @@ std::vector<grpc::Slice>* SlicesOf(std::unique_ptr<ReceivedBytes>* bytes) {
   return &held->slices;
 }
 
+// Where a message's raw fields go: its chunks (field `chunks_field`, 0: none) and the values of
+// each, and up to two repeated SparseRows fields.
+struct Routes {
+  int chunks_field = 0;
+  std::vector<PayloadView>* values = nullptr;
+  int sparse_field[2] = {0, 0};
+  std::vector<IncomingRows>* sparse[2] = {nullptr, nullptr};
+};
+
+// Adds the chunk fields of `header` when it has them (PullRequest has none).
 template <typename Message>
-absl::Status DecodeWithValues(const grpc::ByteBuffer& in, absl::string_view what, int chunks_field, Message* header,
-                              std::vector<PayloadView>* values, std::vector<grpc::Slice>* slices) {
+TensorChunk* AddChunk(Message* header) {
+  if constexpr (std::is_same_v<Message, PullRequest>) {
+    LOG(FATAL) << "PullRequest has no chunks";
+    return nullptr;
+  } else {
+    return header->add_chunks();
+  }
+}
+template <typename Message>
+int ChunksSize(const Message& header) {
+  if constexpr (std::is_same_v<Message, PullRequest>) {
+    return 0;
+  } else {
+    return header.chunks_size();
+  }
+}
+
+template <typename Message>
+absl::Status DecodeRaw(const grpc::ByteBuffer& in, absl::string_view what, const Routes& routes, Message* header,
+                       std::vector<grpc::Slice>* slices) {
   header->Clear();
-  values->clear();
+  if (routes.values != nullptr) routes.values->clear();
+  for (std::vector<IncomingRows>* list : routes.sparse) {
+    if (list != nullptr) list->clear();
+  }
   slices->clear();
   if (!in.Dump(slices).ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": unreadable message"));
   Reader reader(*slices, what);
-  std::string rest;  // every field but the chunks, for protobuf to parse
+  std::string rest;  // every other field, for protobuf to parse
   while (!reader.done()) {
     const size_t field_start = reader.position();
     uint64_t tag;
@@ -274,19 +436,29 @@ absl::Status DecodeWithValues(const grpc::ByteBuffer& in, absl::string_view what
     const int field = static_cast<int>(tag >> 3);
     const int wire_type = static_cast<int>(tag & 7);
     if (field == 0) return reader.Error(field_start, "field number 0");
-    if (field != chunks_field) {
+    std::vector<IncomingRows>* sparse = nullptr;
+    for (int i = 0; i < 2; ++i) {
+      if (routes.sparse[i] != nullptr && field == routes.sparse_field[i]) sparse = routes.sparse[i];
+    }
+    const bool chunk = routes.chunks_field != 0 && field == routes.chunks_field;
+    if (!chunk && sparse == nullptr) {
       PutVarint(tag, &rest);
       RETURN_IF_ERROR(reader.CopyValue(wire_type, &rest));
       continue;
     }
     if (wire_type != kLen) {
-      return reader.Error(field_start, absl::StrCat("chunks (field ", chunks_field, ") with wire type ", wire_type,
-                                                    ", expected 2 (a message)"));
+      return reader.Error(field_start, absl::StrCat(chunk ? "chunks" : "sparse entries", " (field ", field,
+                                                    ") with wire type ", wire_type, ", expected 2 (a message)"));
     }
     uint64_t size;
     RETURN_IF_ERROR(reader.Varint(&size));
-    values->emplace_back();
-    RETURN_IF_ERROR(DecodeChunk(reader, size, header->chunks_size(), header->add_chunks(), &values->back()));
+    if (chunk) {
+      routes.values->emplace_back();
+      RETURN_IF_ERROR(DecodeChunk(reader, size, ChunksSize(*header), AddChunk(header), &routes.values->back()));
+    } else {
+      const int index = static_cast<int>(sparse->size());
+      RETURN_IF_ERROR(DecodeRows(reader, size, index, &sparse->emplace_back()));
+    }
   }
   // Chunks parsed above come first; protobuf merges the scalar fields in after.
   if (!header->MergeFromString(rest)) {
@@ -299,38 +471,81 @@ absl::Status DecodeWithValues(const grpc::ByteBuffer& in, absl::string_view what
 
 void EncodePush(const OutgoingPush& push, grpc::ByteBuffer* out) {
   CHECK_EQ(static_cast<int>(push.values.size()), push.header.chunks_size());
-  EncodeWithValues(
-      push.header, kPushChunksField, [&push](int chunk) { return push.values[chunk].size(); },
-      [&push](int chunk, size_t bytes) {
-        return grpc::Slice(push.values[chunk].data(), bytes, grpc::Slice::STATIC_SLICE);
+  std::vector<Extra> extras;
+  for (const OutgoingRows& rows : push.sparse) {
+    extras.push_back(SparseExtra(kPushSparseField, rows.table_id, Borrowed(rows.keys), Borrowed(rows.rows)));
+  }
+  for (const OutgoingRows& rows : push.pull_sparse) {
+    extras.push_back(SparseExtra(kPushPullSparseField, rows.table_id, Borrowed(rows.keys), Borrowed(rows.rows)));
+  }
+  Splice(
+      push.header,
+      [&push](int field, int index) {
+        Tails tails;
+        if (field == kPushChunksField) tails.push_back({kChunkDataField, Borrowed(push.values[index])});
+        return tails;
       },
-      out);
+      std::move(extras), out);
 }
 
 void EncodePull(const PullResponse& header, PooledBuffer values, grpc::ByteBuffer* out) {
-  // One refcounted slice owns the buffer; every chunk is a sub-slice of it, so the buffer goes back
-  // to the pool when the last of them is released.
+  EncodePull(header, std::move(values), OutgoingRowsAnswer(), out);
+}
+
+void EncodePull(const PullResponse& header, PooledBuffer values, OutgoingRowsAnswer rows, grpc::ByteBuffer* out) {
   const size_t total = values.size();
-  auto* owned = new PooledBuffer(std::move(values));
-  grpc::Slice whole(owned->data(), total, [](void* p) { delete static_cast<PooledBuffer*>(p); }, owned);
+  grpc::Slice whole = Owning(std::move(values));
   size_t offset = 0;
-  EncodeWithValues(
-      header, kPullChunksField, [&header](int chunk) { return 4 * static_cast<size_t>(header.chunks(chunk).length()); },
-      [&whole, &offset](int, size_t bytes) {
-        grpc::Slice s = whole.sub(offset, offset + bytes);
+  std::vector<Extra> extras;
+  if (!rows.entries.empty()) {
+    const size_t rows_total = rows.bytes.size();
+    grpc::Slice all_rows = Owning(std::move(rows.bytes));
+    for (const OutgoingRowsAnswer::Entry& e : rows.entries) {
+      CHECK_LE(e.keys_offset + e.keys_size, rows_total);
+      CHECK_LE(e.rows_offset + e.rows_size, rows_total);
+      extras.push_back(SparseExtra(kPullSparseField, e.table_id, all_rows.sub(e.keys_offset, e.keys_offset + e.keys_size),
+                                   all_rows.sub(e.rows_offset, e.rows_offset + e.rows_size)));
+    }
+  }
+  Splice(
+      header,
+      [&](int field, int index) {
+        Tails tails;
+        if (field != kPullChunksField) return tails;
+        const size_t bytes = 4 * static_cast<size_t>(header.chunks(index).length());
+        CHECK_LE(offset + bytes, total);
+        tails.push_back({kChunkDataField, whole.sub(offset, offset + bytes)});
         offset += bytes;
-        return s;
+        return tails;
       },
-      out);
-  CHECK_LE(offset, total);
+      std::move(extras), out);
 }
 
 absl::Status DecodePush(const grpc::ByteBuffer& in, absl::string_view what, IncomingPush* out) {
-  return DecodeWithValues(in, what, kPushChunksField, &out->header, &out->values, SlicesOf(&out->bytes));
+  Routes routes;
+  routes.chunks_field = kPushChunksField;
+  routes.values = &out->values;
+  routes.sparse_field[0] = kPushSparseField;
+  routes.sparse[0] = &out->sparse;
+  routes.sparse_field[1] = kPushPullSparseField;
+  routes.sparse[1] = &out->pull_sparse;
+  return DecodeRaw(in, what, routes, &out->header, SlicesOf(&out->bytes));
 }
 
 absl::Status DecodePull(const grpc::ByteBuffer& in, absl::string_view what, IncomingPull* out) {
-  return DecodeWithValues(in, what, kPullChunksField, &out->header, &out->values, SlicesOf(&out->bytes));
+  Routes routes;
+  routes.chunks_field = kPullChunksField;
+  routes.values = &out->values;
+  routes.sparse_field[0] = kPullSparseField;
+  routes.sparse[0] = &out->sparse;
+  return DecodeRaw(in, what, routes, &out->header, SlicesOf(&out->bytes));
+}
+
+absl::Status DecodePullRequest(const grpc::ByteBuffer& in, absl::string_view what, IncomingPullRequest* out) {
+  Routes routes;
+  routes.sparse_field[0] = kPullRequestSparseField;
+  routes.sparse[0] = &out->sparse;
+  return DecodeRaw(in, what, routes, &out->header, SlicesOf(&out->bytes));
 }
 
 void EncodeMessage(const google::protobuf::MessageLite& message, grpc::ByteBuffer* out) {

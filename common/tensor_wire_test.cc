@@ -2,6 +2,7 @@
 #include "common/tensor_wire.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -200,6 +201,184 @@ TEST(TensorWireTest, FindsNonFiniteValuesAcrossRunBoundaries) {
   PayloadView clean(absl::string_view(bytes).substr(0, 4 * 2049));
   float bad = 0;
   EXPECT_EQ(clean.FindNonFinite(&bad), -1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Embedding rows (SparseRows) outside protobuf.
+
+std::string KeyBytes(const std::vector<uint64_t>& keys) {
+  return std::string(reinterpret_cast<const char*>(keys.data()), 8 * keys.size());
+}
+std::string FloatBytes(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), 4 * v.size());
+}
+std::string Copy(const PayloadView& view) {
+  std::string out(view.size(), '\0');
+  view.CopyTo(out.data());
+  return out;
+}
+
+TEST(TensorWireTest, EncodedPushWithRowsIsExactlyTheProtobufEncoding) {
+  const std::vector<std::vector<float>> values = {Ramp(5, 1), Ramp(3, 2)};
+  OutgoingPush push = SamplePush(values);
+  push.header.set_partial(false);
+  // An entry the header holds itself comes first, as it would in protobuf.
+  SparseRows* own = push.header.add_sparse();
+  own->set_table_id(4);
+  own->set_keys(KeyBytes({1}));
+  own->set_rows(FloatBytes({0.5f}));
+  const std::string keys_a = KeyBytes({3, 9, 12});
+  const std::string rows_a = FloatBytes(Ramp(6, -1));
+  const std::string keys_b = KeyBytes({7});
+  push.sparse.push_back({0, keys_a, rows_a});  // table 0: no table_id on the wire
+  push.sparse.push_back({2, keys_b, ""});      // no rows: left out
+  push.pull_sparse.push_back({1, keys_a, ""});
+  grpc::ByteBuffer buffer;
+  EncodePush(push, &buffer);
+  EXPECT_TRUE(Flatten(buffer) == Materialize(push).SerializeAsString());
+}
+
+TEST(TensorWireTest, EncodedPullWithRowsIsExactlyTheProtobufEncodingAndReturnsItsBuffers) {
+  BufferPool pool;
+  PullResponse header;
+  header.set_step(4);
+  header.add_chunks()->set_length(3);
+  const std::vector<float> weights = Ramp(3, 1);
+  PooledBuffer values = pool.Acquire(12);
+  std::memcpy(values.data(), weights.data(), 12);
+  // Two tables' keys and rows back to back in one buffer, as SparseShard::Read lays them out.
+  const std::string bytes = KeyBytes({5, 6}) + FloatBytes(Ramp(4, 9)) + KeyBytes({8}) + FloatBytes(Ramp(2, -3));
+  OutgoingRowsAnswer rows;
+  rows.bytes = pool.Acquire(bytes.size());
+  std::memcpy(rows.bytes.data(), bytes.data(), bytes.size());
+  rows.entries.push_back({1, 0, 16, 16, 16});
+  rows.entries.push_back({0, 32, 8, 40, 8});
+  grpc::ByteBuffer buffer;
+  EncodePull(header, std::move(values), std::move(rows), &buffer);
+  PullResponse expected = header;
+  expected.mutable_chunks(0)->set_data(FloatBytes(weights));
+  SparseRows* a = expected.add_sparse();
+  a->set_table_id(1);
+  a->set_keys(KeyBytes({5, 6}));
+  a->set_rows(FloatBytes(Ramp(4, 9)));
+  SparseRows* b = expected.add_sparse();
+  b->set_keys(KeyBytes({8}));
+  b->set_rows(FloatBytes(Ramp(2, -3)));
+  EXPECT_TRUE(Flatten(buffer) == expected.SerializeAsString());
+  buffer.Clear();
+  // Both buffers went back to the pool: the same sizes come from it again without allocating.
+  const int64_t allocated = pool.allocations();
+  PooledBuffer again = pool.Acquire(12);
+  PooledBuffer again_rows = pool.Acquire(bytes.size());
+  EXPECT_EQ(pool.allocations(), allocated);
+}
+
+TEST(TensorWireTest, PushRowsRoundTripWhereverTheMessageIsCut) {
+  OutgoingPush push = SamplePush({Ramp(4, 0)});
+  push.header.set_partial(false);
+  const std::string keys = KeyBytes({11, 13, 17});
+  const std::string rows = FloatBytes(Ramp(12, 0.5f));
+  push.sparse.push_back({3, keys, rows});
+  push.pull_sparse.push_back({0, keys, ""});
+  grpc::ByteBuffer buffer;
+  EncodePush(push, &buffer);
+  const std::string bytes = Flatten(buffer);
+  for (size_t piece : {size_t{1}, size_t{3}, size_t{7}, bytes.size()}) {
+    IncomingPush in;
+    ASSERT_TRUE(DecodePush(Pieces(bytes, piece), "push", &in).ok()) << piece;
+    EXPECT_EQ(in.header.sparse_size(), 0);  // the rows are in `sparse`, not copied into the header
+    EXPECT_EQ(in.header.num_samples(), 64);
+    ASSERT_EQ(in.sparse.size(), 1u);
+    EXPECT_EQ(in.sparse[0].table_id, 3);
+    EXPECT_EQ(Copy(in.sparse[0].keys), keys);
+    EXPECT_EQ(Copy(in.sparse[0].rows), rows);
+    ASSERT_EQ(in.pull_sparse.size(), 1u);
+    EXPECT_EQ(in.pull_sparse[0].table_id, 0);
+    EXPECT_EQ(Copy(in.pull_sparse[0].keys), keys);
+    EXPECT_EQ(in.pull_sparse[0].rows.size(), 0u);
+    ASSERT_EQ(in.values.size(), 1u);
+    EXPECT_EQ(in.values[0].size(), 16u);
+  }
+}
+
+TEST(TensorWireTest, PullRequestKeysArriveAsViews) {
+  PullRequest req;  // as any protobuf client (tests/py_client) sends it
+  req.set_worker_rank(2);
+  req.set_step(5);
+  req.set_shard(1);
+  req.set_rows_only(true);
+  SparseRows* entry = req.add_sparse();
+  entry->set_table_id(1);
+  entry->set_keys(KeyBytes({1, 2, 3, 4}));
+  const std::string bytes = req.SerializeAsString();
+  for (size_t piece : {size_t{1}, size_t{5}, bytes.size()}) {
+    IncomingPullRequest in;
+    ASSERT_TRUE(DecodePullRequest(Pieces(bytes, piece), "pull", &in).ok()) << piece;
+    EXPECT_EQ(in.header.worker_rank(), 2);
+    EXPECT_EQ(in.header.step(), 5);
+    EXPECT_EQ(in.header.shard(), 1);
+    EXPECT_TRUE(in.header.rows_only());
+    EXPECT_EQ(in.header.sparse_size(), 0);
+    ASSERT_EQ(in.sparse.size(), 1u);
+    EXPECT_EQ(in.sparse[0].table_id, 1);
+    EXPECT_EQ(Copy(in.sparse[0].keys), KeyBytes({1, 2, 3, 4}));
+  }
+}
+
+TEST(TensorWireTest, PulledRowsRoundTripAndMaterialize) {
+  PullResponse answer;
+  answer.set_step(3);
+  SparseRows* entry = answer.add_sparse();
+  entry->set_table_id(2);
+  entry->set_keys(KeyBytes({40, 41}));
+  entry->set_rows(FloatBytes(Ramp(6, 2)));
+  const std::string bytes = answer.SerializeAsString();
+  IncomingPull in;
+  ASSERT_TRUE(DecodePull(Pieces(bytes, 6), "answer", &in).ok());
+  EXPECT_EQ(in.header.sparse_size(), 0);
+  ASSERT_EQ(in.sparse.size(), 1u);
+  EXPECT_TRUE(Materialize(in).SerializeAsString() == bytes);
+  // SparseOf gives the same views whichever place a transport put the rows in.
+  ASSERT_EQ(SparseOf(in).size(), 1u);
+  IncomingPull in_header;
+  in_header.header = answer;
+  ASSERT_EQ(SparseOf(in_header).size(), 1u);
+  EXPECT_EQ(Copy(SparseOf(in_header)[0].rows), FloatBytes(Ramp(6, 2)));
+}
+
+TEST(TensorWireTest, MalformedSparseEntriesGetAPreciseError) {
+  IncomingPush in;
+  // Sparse entries (field 25, tag 0xca 0x01) sent as a varint.
+  absl::Status s = DecodePush(Pieces(std::string("\xc8\x01\x01", 3), 1), "push from worker 1", &in);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("push from worker 1: malformed message at byte 0: sparse entries (field 25) "
+                                     "with wire type 0"));
+  // An entry of 4 bytes whose keys claim 8.
+  s = DecodePush(Pieces(std::string("\xca\x01\x04\x12\x08\x01\x02", 7), 2), "push", &in);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("sparse entry 0: keys of 8 bytes run past the entry"));
+  // The message ends inside the rows.
+  PullResponse answer;
+  answer.add_sparse()->set_rows(FloatBytes(Ramp(4, 0)));
+  const std::string good = answer.SerializeAsString();
+  IncomingPull pull;
+  s = DecodePull(Pieces(good.substr(0, good.size() - 5), 3), "answer", &pull);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("runs past the end of the message"));
+  // table_id (field 1) as bytes.
+  IncomingPullRequest req;
+  s = DecodePullRequest(Pieces(std::string("\x5a\x03\x0a\x01\x00", 5), 1), "pull", &req);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("sparse entry 0: field 1 with wire type 2 is not a field of SparseRows"));
+  // Garbage: a truncated varint inside an entry.
+  s = DecodePullRequest(Pieces(std::string("\x5a\x02\x08\xff", 4), 1), "pull", &req);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("truncated varint"));
+  // A field a newer peer may add to SparseRows is skipped.
+  s = DecodePullRequest(Pieces(std::string("\x5a\x04\x08\x02\x20\x07", 6), 1), "pull", &req);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(req.sparse.size(), 1u);
+  EXPECT_EQ(req.sparse[0].table_id, 2);
 }
 
 }  // namespace

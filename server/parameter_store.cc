@@ -112,7 +112,10 @@ ParameterStore::~ParameterStore() { Shutdown(); }
 // ---------------------------------------------------------------------------------------------
 // Validation that needs no lock.
 
-absl::Status ParameterStore::ValidatePush(const PushRequest& req, absl::Span<const PayloadView> values) const {
+absl::Status ParameterStore::ValidatePush(const PushRequest& req, absl::Span<const PayloadView> values,
+                                          absl::Span<const IncomingRows> sparse,
+                                          absl::Span<const IncomingRows> pull_sparse, SparseGradient* rows,
+                                          SparseGradient* pull_keys) const {
   CHECK_EQ(values.size(), static_cast<size_t>(req.chunks_size())) << "one value view per chunk";
   const int r = req.worker_rank();
   if (r < 0) {
@@ -139,17 +142,18 @@ absl::Status ParameterStore::ValidatePush(const PushRequest& req, absl::Span<con
     return absl::InvalidArgumentError(absl::StrCat(what, ": a partial push (a part of the step's gradient) is ",
                                                    "for SYNC mode only; this job is ", Mode_Name(mode_)));
   }
-  if (req.partial() && req.sparse_size() > 0) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": a partial push carries ", req.sparse_size(),
+  if (req.partial() && !sparse.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": a partial push carries ", sparse.size(),
                                                    " embedding-row entries; rows travel with whole pushes only"));
   }
-  RETURN_IF_ERROR(sparse_->Validate(what, req.sparse(), SparseShard::Expect::kRows, allow_nonfinite_));
-  RETURN_IF_ERROR(sparse_->Validate(absl::StrCat(what, " (pull_sparse)"), req.pull_sparse(),
-                                    SparseShard::Expect::kKeys, false));
+  RETURN_IF_ERROR(sparse_->Check(what, sparse, SparseShard::Expect::kRows, allow_nonfinite_, rows));
+  RETURN_IF_ERROR(
+      sparse_->Check(absl::StrCat(what, " (pull_sparse)"), pull_sparse, SparseShard::Expect::kKeys, false, pull_keys));
   return storage_->ValidateGradient(what, req, values, allow_nonfinite_);
 }
 
-absl::Status ParameterStore::ValidatePull(const PullRequest& req) const {
+absl::Status ParameterStore::ValidatePull(const PullRequest& req, absl::Span<const IncomingRows> sparse,
+                                          SparseGradient* keys) const {
   const int r = req.worker_rank();
   if (r < 0) {
     return absl::InvalidArgumentError(
@@ -163,14 +167,20 @@ absl::Status ParameterStore::ValidatePull(const PullRequest& req) const {
     return absl::InvalidArgumentError(
         absl::StrCat("pull from worker ", r, ": data_epoch is ", req.data_epoch(), ", expected >= 0"));
   }
-  return sparse_->Validate(absl::StrCat("pull from worker ", r), req.sparse(), SparseShard::Expect::kKeys, false);
+  return sparse_->Check(absl::StrCat("pull from worker ", r), sparse, SparseShard::Expect::kKeys, false, keys);
 }
 
 // ---------------------------------------------------------------------------------------------
 // The three calls.
 
 void ParameterStore::Pull(const PullRequest& req, PullResponse* resp, Done done, float* values) {
-  absl::Status status = ValidatePull(req);
+  Pull(req, RowsOf(req.sparse()), resp, std::move(done), values, /*rows_out=*/nullptr);
+}
+
+void ParameterStore::Pull(const PullRequest& req, absl::Span<const IncomingRows> sparse, PullResponse* resp,
+                          Done done, float* values, OutgoingRowsAnswer* rows_out) {
+  SparseGradient keys;
+  absl::Status status = ValidatePull(req, sparse, &keys);
   Completions out;
   if (status.ok()) {
     absl::MutexLock lock(&mu_);
@@ -181,7 +191,8 @@ void ParameterStore::Pull(const PullRequest& req, PullResponse* resp, Done done,
     if (status.ok()) {
       VLOG(2) << "server " << rank_ << ": pull from worker " << req.worker_rank() << " for step " << req.step();
       PullAsk ask;
-      if (req.sparse_size() > 0) ask.keys = std::make_shared<const SparseList>(req.sparse());
+      if (!keys.empty()) ask.keys = std::make_shared<const SparseGradient>(std::move(keys));
+      ask.rows_out = rows_out;
       ask.rows_only = req.rows_only();
       PullLocked(req.worker_rank(), req.step(), req.data_epoch(), resp, values, std::move(done), &out,
                  /*push_resp=*/nullptr, std::move(ask));
@@ -197,7 +208,15 @@ void ParameterStore::Push(const PushRequest& req, PushResponse* resp, Done done)
 
 void ParameterStore::Push(const PushRequest& req, absl::Span<const PayloadView> values, PushResponse* resp,
                           Done done) {
-  absl::Status status = ValidatePush(req, values);
+  Push(req, values, RowsOf(req.sparse()), RowsOf(req.pull_sparse()), resp, std::move(done));
+}
+
+void ParameterStore::Push(const PushRequest& req, absl::Span<const PayloadView> values,
+                          absl::Span<const IncomingRows> sparse, absl::Span<const IncomingRows> pull_sparse,
+                          PushResponse* resp, Done done) {
+  SparseGradient rows;
+  SparseGradient pull_keys;  // checked, then unused: Push answers with no rows
+  absl::Status status = ValidatePush(req, values, sparse, pull_sparse, &rows, &pull_keys);
   Completions out;
   bool handed_on = false;  // `done` went to PullLocked, which answers it
   std::optional<ShardCheckpoint> due;
@@ -205,7 +224,7 @@ void ParameterStore::Push(const PushRequest& req, absl::Span<const PayloadView> 
   if (status.ok()) {
     absl::MutexLock lock(&mu_);
     status = CheckLive("push", req.worker_rank(), req.membership_epoch());
-    if (status.ok()) status = PushLocked(req, values, &out);
+    if (status.ok()) status = PushLocked(req, values, &rows, &out);
     if (status.ok() && mode_ == SYNC && req.wait_until_applied()) {
       // A backup's copy of the step: answered once applied, so the worker moves on only then.
       handed_on = true;
@@ -227,18 +246,28 @@ void ParameterStore::PushPull(const PushRequest& req, PullResponse* resp, Done d
 
 void ParameterStore::PushPull(const PushRequest& req, absl::Span<const PayloadView> values, PullResponse* resp,
                               Done done, float* answer_values) {
-  absl::Status status = ValidatePush(req, values);
+  PushPull(req, values, RowsOf(req.sparse()), RowsOf(req.pull_sparse()), resp, std::move(done), answer_values,
+           /*rows_out=*/nullptr);
+}
+
+void ParameterStore::PushPull(const PushRequest& req, absl::Span<const PayloadView> values,
+                              absl::Span<const IncomingRows> sparse, absl::Span<const IncomingRows> pull_sparse,
+                              PullResponse* resp, Done done, float* answer_values, OutgoingRowsAnswer* rows_out) {
+  SparseGradient rows;
+  SparseGradient pull_keys;
+  absl::Status status = ValidatePush(req, values, sparse, pull_sparse, &rows, &pull_keys);
   Completions out;
   std::optional<ShardCheckpoint> due;
   int64_t rollbacks = 0;
   if (status.ok()) {
     absl::MutexLock lock(&mu_);
     status = CheckLive("push", req.worker_rank(), req.membership_epoch());
-    if (status.ok()) status = PushLocked(req, values, &out);
+    if (status.ok()) status = PushLocked(req, values, &rows, &out);
     if (status.ok()) {
       PullAsk ask;
       ask.range = RangeOf(req);
-      if (req.pull_sparse_size() > 0) ask.keys = std::make_shared<const SparseList>(req.pull_sparse());
+      if (!pull_keys.empty()) ask.keys = std::make_shared<const SparseGradient>(std::move(pull_keys));
+      ask.rows_out = rows_out;
       PullLocked(req.worker_rank(), req.step() + 1, req.data_epoch(), resp, answer_values, std::move(done), &out,
                  /*push_resp=*/nullptr, std::move(ask));
     }

@@ -173,6 +173,11 @@ class ParameterStore {
   // for every float this server owns (num_elements()); the chunks then carry no data. The raw
   // transport (server/ps_service.h) sends them from there without another copy.
   void Pull(const PullRequest& req, PullResponse* resp, Done done, float* values = nullptr);
+  // The raw transport's form: the request's embedding keys are `sparse` (as received; the
+  // header's PullRequest.sparse is not read) and the answer's rows go to `rows_out` (see
+  // SparseShard::Read; borrowed like `resp`) instead of resp->sparse.
+  void Pull(const PullRequest& req, absl::Span<const IncomingRows> sparse, PullResponse* resp, Done done,
+            float* values, OutgoingRowsAnswer* rows_out);
 
   // Stores (SYNC) or applies (ASYNC/SSP) a gradient; `resp->step` is the server step afterwards.
   // The request is fully validated before anything changes; on error nothing changes.
@@ -197,6 +202,10 @@ class ParameterStore {
   // REQUIRES: values.size() == req.chunks_size().
   void Push(const PushRequest& req, absl::Span<const PayloadView> values, PushResponse* resp, Done done);
   void Push(const PushRequest& req, PushResponse* resp, Done done);
+  // The raw transport's form: PushRequest.sparse and .pull_sparse are `sparse` and `pull_sparse`
+  // as received (the header's are not read); read before Push returns, like `values`.
+  void Push(const PushRequest& req, absl::Span<const PayloadView> values, absl::Span<const IncomingRows> sparse,
+            absl::Span<const IncomingRows> pull_sparse, PushResponse* resp, Done done);
 
   // PushRequest.wait_until_applied (SYNC): the answer waits, like PushPull's, until this step is
   // applied (parked; ABORTED if the membership changes first), and carries only the step.
@@ -208,6 +217,11 @@ class ParameterStore {
   void PushPull(const PushRequest& req, absl::Span<const PayloadView> values, PullResponse* resp, Done done,
                 float* answer_values = nullptr);
   void PushPull(const PushRequest& req, PullResponse* resp, Done done);
+  // The raw transport's form: sparse entries as in the raw Push, the answer's rows to `rows_out`
+  // as in the raw Pull.
+  void PushPull(const PushRequest& req, absl::Span<const PayloadView> values, absl::Span<const IncomingRows> sparse,
+                absl::Span<const IncomingRows> pull_sparse, PullResponse* resp, Done done, float* answer_values,
+                OutgoingRowsAnswer* rows_out);
 
   // The number of floats this server owns: the size of a whole answer.
   int64_t num_elements() const { return total_elements_; }
@@ -326,15 +340,18 @@ class ParameterStore {
     PushResponse* push_resp = nullptr;  // a push's answer (wait_until_applied): only the step
     Done done;
     ChunkRange range;  // the PushPull of a partial push answers with its part only
-    // Embedding rows the answer carries (PullRequest.sparse, PushRequest.pull_sparse); null: none.
-    std::shared_ptr<const SparseList> keys;
+    // Embedding rows the answer carries (PullRequest.sparse, PushRequest.pull_sparse), checked
+    // and decoded; null: none. Shared, not copied, with the PullAsk it came from.
+    std::shared_ptr<const SparseGradient> keys;
+    OutgoingRowsAnswer* rows_out = nullptr;  // where those rows go; null: into resp->sparse
     bool rows_only = false;  // PullRequest.rows_only: no dense chunks
   };
 
   // What a pull answers with besides the step: a chunk range, and embedding rows.
   struct PullAsk {
     ChunkRange range;
-    std::shared_ptr<const SparseList> keys;
+    std::shared_ptr<const SparseGradient> keys;
+    OutgoingRowsAnswer* rows_out = nullptr;
     bool rows_only = false;
   };
 
@@ -391,8 +408,11 @@ class ParameterStore {
   static absl::Status CheckRanks(absl::string_view what, std::vector<int>* ranks);
 
   // Checks everything that does not depend on mutable state; the caller holds no lock.
-  absl::Status ValidatePush(const PushRequest& req, absl::Span<const PayloadView> values) const;
-  absl::Status ValidatePull(const PullRequest& req) const;
+  // The sparse entries are checked and decoded into *rows and *pull_keys (*keys).
+  absl::Status ValidatePush(const PushRequest& req, absl::Span<const PayloadView> values,
+                            absl::Span<const IncomingRows> sparse, absl::Span<const IncomingRows> pull_sparse,
+                            SparseGradient* rows, SparseGradient* pull_keys) const;
+  absl::Status ValidatePull(const PullRequest& req, absl::Span<const IncomingRows> sparse, SparseGradient* keys) const;
   // Checks shutdown, the membership epoch and that the worker is live.
   absl::Status CheckLive(absl::string_view what, int worker_rank, int64_t membership_epoch) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -402,9 +422,11 @@ class ParameterStore {
   Worker NewWorkerLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // Push after validation; appends released waiters to `out`.
-  absl::Status PushLocked(const PushRequest& req, absl::Span<const PayloadView> values, Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status PushSyncLocked(const PushRequest& req, absl::Span<const PayloadView> values, Completions* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `rows`: the push's checked row gradients, taken over (SYNC stores them until the step).
+  absl::Status PushLocked(const PushRequest& req, absl::Span<const PayloadView> values, SparseGradient* rows,
+                          Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PushSyncLocked(const PushRequest& req, absl::Span<const PayloadView> values, SparseGradient* rows,
+                              Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // PushSyncLocked for a partial push of step_ from live worker `w` (rank r); stores the part.
   absl::Status StorePartLocked(const PushRequest& req, absl::Span<const PayloadView> values, Worker& w,
                                Completions* out)
@@ -412,8 +434,8 @@ class ParameterStore {
   // SYNC: worker `w`'s gradient for step_ is now complete; applies the step once every live
   // worker's is.
   void CompletePushLocked(Worker& w, Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status PushAsyncLocked(const PushRequest& req, absl::Span<const PayloadView> values, Completions* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PushAsyncLocked(const PushRequest& req, absl::Span<const PayloadView> values, SparseGradient* rows,
+                               Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers now, parks, or fails a pull that waits for `step` (see Waiter::step).
   // `push_resp` instead of `resp`: a push waiting until applied (only the step is answered).
   // `range`: the chunks to answer with (a partial push's part).

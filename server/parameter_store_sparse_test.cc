@@ -221,6 +221,71 @@ TEST(ParameterStoreSparseTest, BadSparsePullsAreRefused) {
   EXPECT_THAT(outcome.status->message(), HasSubstr("pull from worker 0: table 'user' (id 0): key"));
 }
 
+// The raw transport's form: rows as views cut anywhere (unaligned, a float split between runs)
+// are applied as the same push in protobuf form, a NaN split between runs is still refused, and
+// an answer's keys and rows land in one pooled buffer.
+TEST(ParameterStoreSparseTest, RawViewsCutAnywhereActLikeTheProtobufForm) {
+  const std::vector<uint64_t> keys = {2, 3, 8};
+  const std::vector<float> grads = {0.5f, -1, 2, 0.25f, 3, -4};
+  const PushRequest proto = SparsePush(0, 0, 1, {Rows(1, keys, grads)});
+  auto reference = MakeStore(SparseOptions(ASYNC, 1));
+  ASSERT_TRUE(PushNow(*reference, proto).ok());
+
+  // The received bytes, one byte off alignment and cut every 5 bytes.
+  const std::string key_bytes = "x" + proto.sparse(0).keys();
+  const std::string row_bytes = "x" + proto.sparse(0).rows();
+  auto cut = [](absl::string_view bytes) {
+    PayloadView view;
+    for (size_t at = 1; at < bytes.size(); at += 5) view.Append(bytes.substr(at, 5));
+    return view;
+  };
+  std::vector<IncomingRows> sparse(1);
+  sparse[0].table_id = 1;
+  sparse[0].keys = cut(key_bytes);
+  sparse[0].rows = cut(row_bytes);
+  PushRequest header = proto;
+  header.clear_sparse();
+  std::vector<PayloadView> values;
+  for (const TensorChunk& c : header.chunks()) values.emplace_back(c.data());
+  auto raw = MakeStore(SparseOptions(ASYNC, 1));
+  PushResponse pushed;
+  Outcome push_outcome;
+  raw->Push(header, values, sparse, {}, &pushed, push_outcome.done());
+  ASSERT_TRUE(push_outcome.status.has_value() && push_outcome.status->ok()) << *push_outcome.status;
+  EXPECT_EQ(PullRows(*raw, 1, keys), PullRows(*reference, 1, keys));
+
+  PullRequest pull = MakePull(0, 0);
+  pull.set_rows_only(true);
+  std::vector<IncomingRows> ask(1);
+  ask[0].table_id = 1;
+  ask[0].keys = cut(key_bytes);
+  PullResponse resp;
+  OutgoingRowsAnswer rows;
+  Outcome pull_outcome;
+  raw->Pull(pull, ask, &resp, pull_outcome.done(), nullptr, &rows);
+  ASSERT_TRUE(pull_outcome.status.has_value() && pull_outcome.status->ok());
+  EXPECT_EQ(resp.sparse_size(), 0);
+  ASSERT_EQ(rows.entries.size(), 1u);
+  const OutgoingRowsAnswer::Entry& e = rows.entries[0];
+  EXPECT_EQ(e.table_id, 1);
+  EXPECT_EQ(std::string(rows.bytes.data() + e.keys_offset, e.keys_size), proto.sparse(0).keys());
+  const std::vector<float> expected = PullRows(*reference, 1, keys);
+  ASSERT_EQ(e.rows_size, expected.size() * 4);
+  EXPECT_EQ(0, std::memcmp(rows.bytes.data() + e.rows_offset, expected.data(), e.rows_size));
+
+  std::vector<float> bad = grads;
+  bad[3] = std::nanf("");
+  const std::string bad_bytes = "x" + std::string(reinterpret_cast<const char*>(bad.data()), 4 * bad.size());
+  sparse[0].rows = cut(bad_bytes);  // the NaN's bytes straddle two runs
+  Outcome refused;
+  raw->Push(header, values, sparse, {}, &pushed, refused.done());
+  ASSERT_TRUE(refused.status.has_value());
+  EXPECT_EQ(refused.status->code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status->message(),
+              HasSubstr("table 'item' (id 1): gradient of key 3 (position 1) element 1 is nan, expected finite"));
+  EXPECT_EQ(PullRows(*raw, 1, keys), PullRows(*reference, 1, keys));
+}
+
 TEST(ParameterStoreSparseTest, CheckpointsCarryTheRowsThroughAFileAndRestoreThem) {
   ParameterStore::Options options = SparseOptions(ASYNC, 1);
   auto store = MakeStore(options);

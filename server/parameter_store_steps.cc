@@ -16,14 +16,16 @@
 namespace pstrain::server {
 
 absl::Status ParameterStore::PushLocked(const PushRequest& req, absl::Span<const PayloadView> values,
+                                        SparseGradient* rows,
                                         Completions* out) {
-  absl::Status status = mode_ == SYNC ? PushSyncLocked(req, values, out) : PushAsyncLocked(req, values, out);
+  absl::Status status = mode_ == SYNC ? PushSyncLocked(req, values, rows, out) : PushAsyncLocked(req, values, rows, out);
   VLOG(2) << "server " << rank_ << ": push from worker " << req.worker_rank() << " for step " << req.step()
           << " (" << req.num_samples() << " samples, id " << req.request_id() << "): " << status;
   return status;
 }
 
 absl::Status ParameterStore::PushSyncLocked(const PushRequest& req, absl::Span<const PayloadView> values,
+                                            SparseGradient* rows,
                                             Completions* out) {
   const int r = req.worker_rank();
   const int64_t t = req.step();
@@ -51,7 +53,7 @@ absl::Status ParameterStore::PushSyncLocked(const PushRequest& req, absl::Span<c
                                                  "step with request id ", w.last_push_id));
   }
   storage_->DecodeGradient(req, values, w.grad.data());
-  w.sparse_grad = sparse_->Decode(req.sparse());
+  w.sparse_grad = std::move(*rows);
   w.samples = req.num_samples();
   w.wants_checkpoint = req.checkpoint();
   w.has_last_push = true;
@@ -146,6 +148,7 @@ void ParameterStore::ApplySyncStepLocked() {
 }
 
 absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, absl::Span<const PayloadView> values,
+                                             SparseGradient* rows,
                                              Completions* out) {
   const int r = req.worker_rank();
   Worker& w = workers_.at(r);  // CheckLive passed
@@ -167,7 +170,7 @@ absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, absl::Span<
   } else if (req.num_samples() > 0) {
     storage_->DecodeGradient(req, values, sum_.data());
     ApplyGradientLocked(sum_.data());
-    if (req.sparse_size() > 0) sparse_->Apply(sparse_->Decode(req.sparse()));
+    if (!rows->empty()) sparse_->Apply(*rows);
     ++step_;
     MaybeSnapshotLocked();
   }
@@ -222,7 +225,7 @@ void ParameterStore::PullLocked(int worker_rank, int64_t step, int32_t data_epoc
     return;
   }
   Waiter waiter{step, data_epoch, resp, values, push_resp, std::move(done), ask.range, std::move(ask.keys),
-                ask.rows_only};
+                ask.rows_out, ask.rows_only};
   if (ReadyLocked(waiter)) {
     FillWaiterLocked(waiter);
     out->push_back({std::move(waiter.done), absl::OkStatus(), waiter.range.first});
@@ -285,7 +288,7 @@ void ParameterStore::MaybeSnapshotLocked(bool asked) {
 }
 
 void ParameterStore::FillWaiterLocked(const Waiter& w) const {
-  if (w.resp != nullptr) FillResponseLocked(w.resp, w.values, PullAsk{w.range, w.keys, w.rows_only});
+  if (w.resp != nullptr) FillResponseLocked(w.resp, w.values, PullAsk{w.range, w.keys, w.rows_out, w.rows_only});
   if (w.push_resp != nullptr) w.push_resp->set_step(step_);
 }
 
@@ -294,7 +297,12 @@ void ParameterStore::FillResponseLocked(PullResponse* resp, float* values, const
   resp->clear_chunks();
   resp->clear_sparse();
   if (!ask.rows_only) storage_->Read(ask.range.first, ask.range.count, resp, values);
-  if (ask.keys != nullptr) sparse_->Read(*ask.keys, resp->mutable_sparse());
+  if (ask.keys == nullptr) return;
+  if (ask.rows_out != nullptr) {
+    sparse_->Read(*ask.keys, ask.rows_out);
+  } else {
+    sparse_->Read(*ask.keys, resp->mutable_sparse());
+  }
 }
 
 }  // namespace pstrain::server

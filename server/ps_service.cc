@@ -30,6 +30,7 @@ struct RawAnswer {
   PullResponse header;    // the answer, without the values
   PushResponse pushed;    // Push's answer
   PooledBuffer values;    // the answer's values
+  OutgoingRowsAnswer rows;  // the answer's embedding rows
 };
 
 // Room for the answer to `push`: the floats of its chunks, which a valid push (checked by the
@@ -155,27 +156,27 @@ grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerConte
                                                        const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   CountRequest(&pull_, request->Length());
-  PullRequest req;
-  if (absl::Status s = DecodeMessage(*request, "pull", &req); !s.ok()) {
+  IncomingPullRequest req;
+  if (absl::Status s = DecodePullRequest(*request, "pull", &req); !s.ok()) {
     reactor->Finish(ToGrpcStatus(s));
     return reactor;
   }
-  ParameterStore* store = StoreOrFinish(ShardOf(req), reactor);
+  ParameterStore* store = StoreOrFinish(ShardOf(req.header), reactor);
   if (store == nullptr) return reactor;
   auto* answer = new RawAnswer;
   answer->values = BufferPool::Default().Acquire(4 * static_cast<size_t>(store->num_elements()));
   float* values = answer->values.floats();
   store->Pull(
-      req, &answer->header,
+      req.header, req.sparse, &answer->header,
       [this, reactor, answer, response](absl::Status status) {
         std::unique_ptr<RawAnswer> owned(answer);
         if (status.ok()) {
-          EncodePull(owned->header, std::move(owned->values), response);
+          EncodePull(owned->header, std::move(owned->values), std::move(owned->rows), response);
           CountResponse(&pull_, response->Length());
         }
         reactor->Finish(ToGrpcStatus(status));
       },
-      values);
+      values, &answer->rows);
   return reactor;
 }
 
@@ -187,7 +188,8 @@ grpc::ServerUnaryReactor* ParameterServerService::Push(grpc::CallbackServerConte
   ParameterStore* store = DecodePushOrFinish(*request, &push, reactor);
   if (store == nullptr) return reactor;
   auto* answer = new RawAnswer;
-  store->Push(push.header, push.values, &answer->pushed, [this, reactor, answer, response](absl::Status status) {
+  store->Push(push.header, push.values, push.sparse, push.pull_sparse, &answer->pushed,
+              [this, reactor, answer, response](absl::Status status) {
     std::unique_ptr<RawAnswer> owned(answer);
     if (status.ok()) {
       EncodeMessage(owned->pushed, response);
@@ -210,16 +212,16 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
   answer->values = BufferPool::Default().Acquire(AnswerBytes(push.header, *store));
   float* values = answer->values.floats();
   store->PushPull(
-      push.header, push.values, &answer->header,
+      push.header, push.values, push.sparse, push.pull_sparse, &answer->header,
       [this, reactor, answer, response](absl::Status status) {
         std::unique_ptr<RawAnswer> owned(answer);
         if (status.ok()) {
-          EncodePull(owned->header, std::move(owned->values), response);
+          EncodePull(owned->header, std::move(owned->values), std::move(owned->rows), response);
           CountResponse(&push_pull_, response->Length());
         }
         reactor->Finish(ToGrpcStatus(status));
       },
-      values);
+      values, &answer->rows);
   return reactor;
 }
 

@@ -8,9 +8,10 @@
 
 #include <glog/logging.h>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "common/payload_view.h"
 #include "common/key_hash.h"
-#include "common/sparse_rows.h"
 #include "common/table_spec.h"
 
 namespace pstrain::server {
@@ -77,96 +78,117 @@ SparseShard::SparseShard(const JobSpec& job, int shard, int num_shards,
   for (const TableSpec& spec : job_.tables()) lr_.push_back(spec.optimizer().lr());
 }
 
-absl::Status SparseShard::Validate(absl::string_view what, const SparseList& list, Expect expect,
-                                   bool allow_nonfinite) const {
-  std::vector<bool> seen(tables_.size(), false);
-  std::vector<uint64_t> keys;
-  for (int i = 0; i < list.size(); ++i) {
-    const SparseRows& entry = list.Get(i);
-    const int t = entry.table_id();
+absl::Status SparseShard::Check(absl::string_view what, absl::Span<const IncomingRows> list, Expect expect,
+                               bool allow_nonfinite, SparseGradient* out) const {
+  out->clear();
+  absl::InlinedVector<bool, 8> seen(tables_.size(), false);
+  for (size_t i = 0; i < list.size(); ++i) {
+    const IncomingRows& entry = list[i];
+    const int t = entry.table_id;
     if (t < 0 || t >= num_tables()) {
       return absl::InvalidArgumentError(absl::StrCat(
           what, ": sparse entry ", i, " names table ", t, ", expected a table id in [0, ", num_tables(),
           ") (the job's tables", num_tables() == 0 ? "; this job has none" : "", ")"));
     }
-    const std::string where = absl::StrCat(what, ": table '", tables_[t]->name(), "' (id ", t, ")");
-    if (seen[t]) return absl::InvalidArgumentError(absl::StrCat(where, " appears twice, expected one entry per table"));
+    const auto where = [&] { return absl::StrCat(what, ": table '", tables_[t]->name(), "' (id ", t, ")"); };
+    if (seen[t]) return absl::InvalidArgumentError(absl::StrCat(where(), " appears twice, expected one entry per table"));
     seen[t] = true;
-    if (entry.keys().size() % 8 != 0) {
+    if (entry.keys.size() % 8 != 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat(where, ": keys hold ", entry.keys().size(), " bytes, expected a multiple of 8 (uint64 keys)"));
+          absl::StrCat(where(), ": keys hold ", entry.keys.size(), " bytes, expected a multiple of 8 (uint64 keys)"));
     }
-    KeysOf(entry, &keys);
-    if (absl::Status s = CheckSortedUniqueKeys(keys, where); !s.ok()) return s;
-    for (size_t k = 0; k < keys.size(); ++k) {
+    TableGradient& g = out->emplace_back();
+    g.table = t;
+    g.num_keys = static_cast<int64_t>(entry.keys.size() / 8);
+    // The one copy of the keys: out of the received bytes (any alignment) into aligned memory.
+    g.key_bytes = BufferPool::Default().Acquire(entry.keys.size());
+    entry.keys.CopyTo(g.key_bytes.data());
+    const absl::Span<const uint64_t> keys = g.keys();
+    // Order first, then owners, as before; the message is the tables' own.
+    for (size_t k = 1; k < keys.size(); ++k) {
+      if (keys[k] <= keys[k - 1]) return CheckSortedUniqueKeys(keys, where());
+    }
+    // One shard owns every key (jump hash of one bucket); more: each key's owner, hashed.
+    for (size_t k = 0; num_shards_ > 1 && k < keys.size(); ++k) {
       const int owner = ServerOfKey(keys[k], num_shards_);
       if (owner != shard_) {
-        return absl::InvalidArgumentError(absl::StrCat(where, ": key ", keys[k], " at position ", k,
+        return absl::InvalidArgumentError(absl::StrCat(where(), ": key ", keys[k], " at position ", k,
                                                        " belongs to shard ", owner, ", not to shard ", shard_,
                                                        " (ServerOfKey(key, ", num_shards_, "))"));
       }
     }
     const int dim = tables_[t]->dim();
     if (expect == Expect::kKeys) {
-      if (!entry.rows().empty()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ": a request of keys carries ", entry.rows().size(), " bytes of rows, expected none"));
+      if (entry.rows.size() != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(where(), ": a request of keys carries ", entry.rows.size(),
+                                                       " bytes of rows, expected none"));
       }
       continue;
     }
     const size_t expected = keys.size() * dim * sizeof(float);
-    if (entry.rows().size() != expected) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": rows hold ", entry.rows().size(), " bytes, expected ",
+    if (entry.rows.size() != expected) {
+      return absl::InvalidArgumentError(absl::StrCat(where(), ": rows hold ", entry.rows.size(), " bytes, expected ",
                                                      keys.size(), " keys x dim ", dim, " x 4 = ", expected));
     }
+    // The one copy of the rows, straight from the received bytes to where the update reads them.
+    g.row_bytes = BufferPool::Default().Acquire(expected);
+    entry.rows.CopyTo(g.row_bytes.data());
     if (allow_nonfinite) continue;
-    const char* bytes = entry.rows().data();
-    for (size_t e = 0; e < keys.size() * dim; ++e) {
-      float v;
-      std::memcpy(&v, bytes + e * sizeof(float), sizeof(float));
-      if (!std::isfinite(v)) {
-        return absl::InvalidArgumentError(absl::StrCat(where, ": gradient of key ", keys[e / dim], " (position ",
-                                                       e / dim, ") element ", e % dim, " is ", v,
-                                                       ", expected finite values"));
-      }
+    const int64_t e = FindNonFinite(g.row_bytes.data(), static_cast<int64_t>(keys.size()) * dim);
+    if (e >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(where(), ": gradient of key ", keys[e / dim], " (position ",
+                                                     e / dim, ") element ", e % dim, " is ", g.rows()[e],
+                                                     ", expected finite values"));
     }
   }
   return absl::OkStatus();
 }
 
-SparseGradient SparseShard::Decode(const SparseList& list) const {
-  SparseGradient grad;
-  grad.reserve(list.size());
-  for (const SparseRows& entry : list) {
-    TableGradient& g = grad.emplace_back();
-    g.table = entry.table_id();
-    KeysOf(entry, &g.keys);
-    g.rows.resize(entry.rows().size() / sizeof(float));
-    CopyRows(entry, absl::MakeSpan(g.rows));
+void SparseShard::Read(const SparseGradient& keys, OutgoingRowsAnswer* out) const {
+  size_t total = 0;
+  for (const TableGradient& entry : keys) {
+    total += entry.num_keys * (sizeof(uint64_t) + tables_[entry.table]->dim() * sizeof(float));
   }
-  return grad;
+  out->entries.clear();
+  // Written in full below, so never zeroed first; a reused buffer is not even touched twice.
+  out->bytes = BufferPool::Default().Acquire(total);
+  size_t offset = 0;
+  for (const TableGradient& entry : keys) {
+    const EmbeddingTable& table = *tables_[entry.table];
+    OutgoingRowsAnswer::Entry& e = out->entries.emplace_back();
+    e.table_id = entry.table;
+    e.keys_offset = offset;
+    e.keys_size = entry.num_keys * sizeof(uint64_t);
+    std::memcpy(out->bytes.data() + offset, entry.key_bytes.data(), e.keys_size);
+    offset += e.keys_size;
+    e.rows_offset = offset;
+    e.rows_size = entry.num_keys * table.dim() * sizeof(float);
+    // Pool buffers are 64-byte aligned and every offset here is a multiple of 4.
+    const absl::Status s = table.Read(
+        entry.keys(), absl::MakeSpan(reinterpret_cast<float*>(out->bytes.data() + offset), e.rows_size / sizeof(float)));
+    CHECK(s.ok()) << "checked keys failed to read: " << s;
+    offset += e.rows_size;
+  }
 }
 
-void SparseShard::Read(const SparseList& keys, SparseList* out) const {
-  std::vector<uint64_t> k;
-  for (const SparseRows& entry : keys) {
+void SparseShard::Read(const SparseGradient& keys, SparseList* out) const {
+  for (const TableGradient& entry : keys) {
     SparseRows* answer = out->Add();
-    answer->set_table_id(entry.table_id());
-    answer->set_keys(entry.keys());
-    KeysOf(entry, &k);
-    const EmbeddingTable& table = *tables_[entry.table_id()];
+    answer->set_table_id(entry.table);
+    answer->set_keys(entry.key_bytes.data(), entry.num_keys * sizeof(uint64_t));
+    const EmbeddingTable& table = *tables_[entry.table];
     std::string* rows = answer->mutable_rows();
-    rows->resize(k.size() * table.dim() * sizeof(float));
+    rows->resize(entry.num_keys * table.dim() * sizeof(float));
     // A std::string's buffer comes from operator new, aligned for any scalar type.
-    const absl::Status s =
-        table.Read(k, absl::MakeSpan(reinterpret_cast<float*>(rows->data()), k.size() * table.dim()));
-    CHECK(s.ok()) << "validated keys failed to read: " << s;
+    const absl::Status s = table.Read(
+        entry.keys(), absl::MakeSpan(reinterpret_cast<float*>(rows->data()), entry.num_keys * table.dim()));
+    CHECK(s.ok()) << "checked keys failed to read: " << s;
   }
 }
 
 void SparseShard::Apply(const SparseGradient& grad) {
   for (const TableGradient& g : grad) {
-    const absl::Status s = tables_[g.table]->Apply(g.keys, g.rows, lr_[g.table]);
+    const absl::Status s = tables_[g.table]->Apply(g.keys(), g.rows(), lr_[g.table]);
     // Validation ran before anything changed; what is left is a table past kMaxRows rows.
     LOG_IF(ERROR, !s.ok()) << "shard " << shard_ << ": " << s;
   }
@@ -214,14 +236,16 @@ void SparseSum::Add(const SparseGradient& grad, float weight) {
   for (const TableGradient& g : grad) {
     Table& t = tables_[g.table];
     const int dim = dims_[g.table];
-    for (size_t k = 0; k < g.keys.size(); ++k) {
-      auto [it, inserted] = t.index.try_emplace(g.keys[k], static_cast<uint32_t>(t.keys.size()));
+    const absl::Span<const uint64_t> keys = g.keys();
+    const float* rows = g.rows().data();
+    for (size_t k = 0; k < keys.size(); ++k) {
+      auto [it, inserted] = t.index.try_emplace(keys[k], static_cast<uint32_t>(t.keys.size()));
       if (inserted) {
-        t.keys.push_back(g.keys[k]);
+        t.keys.push_back(keys[k]);
         t.sum.resize(t.sum.size() + dim, 0.0f);
       }
       float* dst = t.sum.data() + size_t{it->second} * dim;
-      const float* src = g.rows.data() + k * dim;
+      const float* src = rows + k * dim;
       for (int e = 0; e < dim; ++e) dst[e] += weight * src[e];
     }
   }
@@ -233,16 +257,20 @@ SparseGradient SparseSum::Take() {
     Table& t = tables_[id];
     if (t.keys.empty()) continue;
     const int dim = dims_[id];
-    std::vector<uint32_t> order(t.keys.size());
+    std::vector<uint32_t>& order = t.order;
+    order.resize(t.keys.size());
     std::iota(order.begin(), order.end(), 0u);
     std::sort(order.begin(), order.end(), [&t](uint32_t a, uint32_t b) { return t.keys[a] < t.keys[b]; });
     TableGradient& g = out.emplace_back();
     g.table = static_cast<int>(id);
-    g.keys.resize(order.size());
-    g.rows.resize(order.size() * dim);
+    g.num_keys = static_cast<int64_t>(order.size());
+    g.key_bytes = BufferPool::Default().Acquire(order.size() * sizeof(uint64_t));
+    g.row_bytes = BufferPool::Default().Acquire(order.size() * dim * sizeof(float));
+    auto* keys = reinterpret_cast<uint64_t*>(g.key_bytes.data());
+    float* rows = g.row_bytes.floats();
     for (size_t i = 0; i < order.size(); ++i) {
-      g.keys[i] = t.keys[order[i]];
-      std::memcpy(g.rows.data() + i * dim, t.sum.data() + size_t{order[i]} * dim, sizeof(float) * dim);
+      keys[i] = t.keys[order[i]];
+      std::memcpy(rows + i * dim, t.sum.data() + size_t{order[i]} * dim, sizeof(float) * dim);
     }
     t.index.clear();
     t.keys.clear();

@@ -3,11 +3,11 @@
 // common/key_hash.h), each an EmbeddingTable with its per-row optimizer.
 //
 // ParameterStore (server/parameter_store.h) drives it next to the dense storage, under the same
-// protocol: it validates a request's SparseRows here before taking its lock, decodes a push's row
-// gradients, sums a SYNC step's gradients with SparseSum, applies them, answers pulls with Read,
+// protocol: it checks a request's SparseRows here before taking its lock (Check, which also
+// decodes the keys and copies a push's row gradients out of the received bytes, once), sums a SYNC step's gradients with SparseSum, applies them, answers pulls with Read,
 // and puts the tables into checkpoints. Tables are updated at their optimizer's constant rate.
 //
-// Validation (Validate) checks every entry against the job, not just its type: a table id the job
+// Validation (Check) checks every entry against the job, not just its type: a table id the job
 // declares, at most one entry per table, keys that are whole uint64s, strictly ascending and owned
 // by this shard, rows of exactly keys x dim floats (or none, for a request of keys), and finite
 // gradients. Messages say what, where and what was expected.
@@ -25,6 +25,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "common/buffer_pool.h"
+#include "common/tensor_messages.h"
 #include "google/protobuf/repeated_ptr_field.h"
 #include "proto/job.pb.h"
 #include "proto/ps.pb.h"
@@ -34,13 +37,22 @@ namespace pstrain::server {
 
 using SparseList = google::protobuf::RepeatedPtrField<SparseRows>;
 
-// The row gradients of one push (or the sum of a step's), decoded: per table, keys strictly
-// ascending and keys x dim floats.
+// One table's entry of a request, checked and decoded: keys strictly ascending and owned by the
+// shard, and (a push's row gradients) keys x dim floats, or no rows (a request of keys). The
+// bytes sit in pooled buffers (common/buffer_pool.h), so a steady stream of requests allocates
+// nothing; move-only.
 struct TableGradient {
   int table = 0;
-  std::vector<uint64_t> keys;
-  std::vector<float> rows;
+  int64_t num_keys = 0;
+  PooledBuffer key_bytes;  // num_keys uint64
+  PooledBuffer row_bytes;  // num_keys x dim floats, or empty
+
+  absl::Span<const uint64_t> keys() const {
+    return {reinterpret_cast<const uint64_t*>(key_bytes.data()), static_cast<size_t>(num_keys)};
+  }
+  absl::Span<const float> rows() const { return {row_bytes.floats(), row_bytes.size() / sizeof(float)}; }
 };
+// A request's entries (one per table named), or a SYNC step's summed gradients.
 using SparseGradient = std::vector<TableGradient>;
 
 class SparseShard {
@@ -57,17 +69,20 @@ class SparseShard {
 
   // What a list must hold: keys only (a pull), or keys and rows (a push's gradients).
   enum class Expect { kKeys, kRows };
-  // Layout: checks `list` as described above; INVALID_ARGUMENT starting with `what`.
-  absl::Status Validate(absl::string_view what, const SparseList& list, Expect expect, bool allow_nonfinite) const;
+  // Layout: checks `list` (entries as received, see IncomingRows) as described above and decodes
+  // it into *out, entry for entry: each entry's keys are copied out of the received bytes once,
+  // and so are its rows with Expect::kRows; the finite check runs on that copy. INVALID_ARGUMENT
+  // starting with `what` (*out is then unspecified). Touches no table, so it runs outside the lock.
+  absl::Status Check(absl::string_view what, absl::Span<const IncomingRows> list, Expect expect,
+                     bool allow_nonfinite, SparseGradient* out) const;
 
-  // Decodes a validated push's row gradients.
-  SparseGradient Decode(const SparseList& list) const;
+  // The rows of checked `keys` (rows never written read as their initial values, and are not
+  // created): into one pooled buffer of *out, keys and rows of each entry, which the raw transport
+  // sends as they are; or, in the second form, appended to `out` as protobuf entries.
+  void Read(const SparseGradient& keys, OutgoingRowsAnswer* out) const;
+  void Read(const SparseGradient& keys, SparseList* out) const;
 
-  // Appends to `out` one entry per entry of validated `keys`, with its rows (rows never written
-  // read as their initial values, and are not created).
-  void Read(const SparseList& keys, SparseList* out) const;
-
-  // One update of each table's rows in `grad` (validated, keys ascending) at the table's rate.
+  // One update of each table's rows in `grad` (checked, keys ascending) at the table's rate.
   void Apply(const SparseGradient& grad);
 
   // Every table serialized (EmbeddingTable::Serialize), in table order, for a checkpoint.
@@ -123,6 +138,7 @@ class SparseSum {
     absl::flat_hash_map<uint64_t, uint32_t> index;  // key -> row of `sum`
     std::vector<uint64_t> keys;                     // in first-seen order
     std::vector<float> sum;
+    std::vector<uint32_t> order;  // Take's sort, kept for its capacity
   };
   std::vector<int> dims_;
   std::vector<Table> tables_;

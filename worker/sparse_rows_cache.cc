@@ -5,15 +5,24 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/key_hash.h"
-#include "common/sparse_rows.h"
 
 namespace pstrain::worker {
+namespace {
+
+template <typename T>
+absl::string_view Bytes(const std::vector<T>& v) {
+  return absl::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+}  // namespace
 
 SparseRowsCache::SparseRowsCache(std::vector<int> dims, int num_shards) : num_shards_(num_shards) {
   for (int dim : dims) {
     Table& t = tables_.emplace_back();
     t.dim = dim;
     t.by_shard.resize(num_shards);
+    t.push_keys.resize(num_shards);
+    t.push_rows.resize(num_shards);
   }
 }
 
@@ -75,34 +84,45 @@ void SparseRowsCache::Clear() {
 }
 
 void SparseRowsCache::AddPullKeys(int shard, google::protobuf::RepeatedPtrField<SparseRows>* out) const {
-  std::vector<uint64_t> subset;
   for (int t : pulling_) {
     const Table& table = tables_[t];
     const std::vector<uint32_t>& positions = table.by_shard[shard];
     if (positions.empty()) continue;
-    subset.clear();
-    for (uint32_t p : positions) subset.push_back(table.keys[p]);
-    ::pstrain::SetKeys(static_cast<int32_t>(t), subset, out->Add());
+    SparseRows* entry = out->Add();
+    entry->set_table_id(static_cast<int32_t>(t));
+    // Gathered straight into the message (keys are little-endian uint64 on the wire, as here).
+    std::string* keys = entry->mutable_keys();
+    keys->resize(positions.size() * sizeof(uint64_t));
+    char* dst = keys->data();
+    for (size_t i = 0; i < positions.size(); ++i) {
+      std::memcpy(dst + i * sizeof(uint64_t), &table.keys[positions[i]], sizeof(uint64_t));
+    }
   }
 }
 
-absl::Status SparseRowsCache::ScatterRows(int shard, const google::protobuf::RepeatedPtrField<SparseRows>& answer) {
-  int entry = 0;
+absl::Status SparseRowsCache::ScatterRows(int shard, absl::Span<const IncomingRows> answer) {
+  size_t entry = 0;
   for (int t : pulling_) {
     Table& table = tables_[t];
     const std::vector<uint32_t>& positions = table.by_shard[shard];
     if (positions.empty()) continue;
-    if (entry >= answer.size() || answer.Get(entry).table_id() != t) {
+    if (entry >= answer.size() || answer[entry].table_id != t) {
       return absl::DataLossError(absl::StrCat("rows from shard ", shard, ": table ", t, "'s entry is missing"));
     }
-    const SparseRows& rows = answer.Get(entry++);
+    const PayloadView& rows = answer[entry++].rows;
     const size_t row_bytes = sizeof(float) * table.dim;
-    if (rows.rows().size() != positions.size() * row_bytes) {
-      return absl::DataLossError(absl::StrCat("rows from shard ", shard, " for table ", t, ": ", rows.rows().size(),
+    if (rows.size() != positions.size() * row_bytes) {
+      return absl::DataLossError(absl::StrCat("rows from shard ", shard, " for table ", t, ": ", rows.size(),
                                               " bytes, expected ", positions.size(), " keys x ", row_bytes));
     }
+    if (positions.size() == table.keys.size()) {
+      // Every key of the table is this shard's (one server): the rows arrive in place.
+      rows.CopyTo(table.rows.data());
+      continue;
+    }
+    PayloadReader reader(rows);
     for (size_t i = 0; i < positions.size(); ++i) {
-      std::memcpy(table.rows.data() + size_t{positions[i]} * table.dim, rows.rows().data() + i * row_bytes, row_bytes);
+      reader.Read(row_bytes, table.rows.data() + size_t{positions[i]} * table.dim);
     }
   }
   if (entry != answer.size()) {
@@ -111,22 +131,26 @@ absl::Status SparseRowsCache::ScatterRows(int shard, const google::protobuf::Rep
   return absl::OkStatus();
 }
 
-void SparseRowsCache::AddPushRows(int shard, google::protobuf::RepeatedPtrField<SparseRows>* out) const {
+void SparseRowsCache::AddPushRows(int shard, std::vector<OutgoingRows>* out) {
   for (size_t t = 0; t < tables_.size(); ++t) {
-    const Table& table = tables_[t];
+    Table& table = tables_[t];
     const std::vector<uint32_t>& positions = table.by_shard[shard];
     if (positions.empty()) continue;
-    SparseRows* entry = out->Add();
-    entry->set_table_id(static_cast<int32_t>(t));
-    std::string* keys = entry->mutable_keys();
-    keys->resize(positions.size() * sizeof(uint64_t));
-    std::string* rows = entry->mutable_rows();
-    const size_t row_bytes = sizeof(float) * table.dim;
-    rows->resize(positions.size() * row_bytes);
-    for (size_t i = 0; i < positions.size(); ++i) {
-      std::memcpy(keys->data() + i * sizeof(uint64_t), &table.keys[positions[i]], sizeof(uint64_t));
-      std::memcpy(rows->data() + i * row_bytes, table.grads.data() + size_t{positions[i]} * table.dim, row_bytes);
+    std::vector<uint64_t>& keys = table.push_keys[shard];
+    std::vector<float>& rows = table.push_rows[shard];
+    const size_t dim = table.dim;
+    if (positions.size() == table.keys.size()) {
+      // One server: the batch's own keys and gradients are the entry, no gather.
+      out->push_back({static_cast<int32_t>(t), Bytes(table.keys), Bytes(table.grads)});
+      continue;
     }
+    keys.resize(positions.size());
+    rows.resize(positions.size() * dim);
+    for (size_t i = 0; i < positions.size(); ++i) {
+      keys[i] = table.keys[positions[i]];
+      std::memcpy(rows.data() + i * dim, table.grads.data() + size_t{positions[i]} * dim, dim * sizeof(float));
+    }
+    out->push_back({static_cast<int32_t>(t), Bytes(keys), Bytes(rows)});
   }
 }
 

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "common/tensor_messages.h"
 #include "google/protobuf/repeated_ptr_field.h"
 #include "proto/ps.pb.h"
 
@@ -44,11 +45,14 @@ class SparseRowsCache {
   // Appends shard `shard`'s keys (rows empty) of the tables of the last SetKeys to `out`: one
   // entry per such table that has keys there.
   void AddPullKeys(int shard, google::protobuf::RepeatedPtrField<SparseRows>* out) const;
-  // Installs an answer of shard `shard` (entries as AddPullKeys asked). DATA_LOSS when it does
-  // not match what was asked (a table, key count or row size), naming what differs.
-  absl::Status ScatterRows(int shard, const google::protobuf::RepeatedPtrField<SparseRows>& answer);
-  // Appends shard `shard`'s row gradients (keys and rows) of every table to `out`.
-  void AddPushRows(int shard, google::protobuf::RepeatedPtrField<SparseRows>* out) const;
+  // Installs an answer of shard `shard` (entries as AddPullKeys asked), copying each row once,
+  // straight from the received bytes to its place in rows(t). DATA_LOSS when it does not match
+  // what was asked (a table, key count or row size), naming what differs.
+  absl::Status ScatterRows(int shard, absl::Span<const IncomingRows> answer);
+  // Appends shard `shard`'s row gradients (keys and rows) of every table to `out`, gathered into
+  // buffers of this cache that the entries point at: they stay valid until the next AddPushRows
+  // for the same shard, SetKeys or Clear (the push is sent before any of those).
+  void AddPushRows(int shard, std::vector<OutgoingRows>* out);
 
   // The batch's rows and row gradients of table t: keys[t].size() x dim floats, row i for key i.
   absl::Span<float> rows(int t) { return absl::MakeSpan(tables_[t].rows); }
@@ -63,6 +67,9 @@ class SparseRowsCache {
     std::vector<float> grads;
     // by_shard[s]: positions (into keys) of the keys shard s owns, ascending.
     std::vector<std::vector<uint32_t>> by_shard;
+    // AddPushRows' gathered keys and row gradients per shard, reused from push to push.
+    std::vector<std::vector<uint64_t>> push_keys;
+    std::vector<std::vector<float>> push_rows;
   };
   // Sets table t's keys (already checked) and sizes its buffers.
   void Assign(int t, absl::Span<const uint64_t> keys);

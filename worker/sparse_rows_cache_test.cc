@@ -2,11 +2,13 @@
 // other tables keep their rows and row gradients), and every table's row gradients pushed.
 #include "worker/sparse_rows_cache.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "common/key_hash.h"
 #include "common/sparse_rows.h"
+#include "common/tensor_messages.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -29,6 +31,13 @@ std::vector<int> PulledTables(const SparseRowsCache& cache) {
   return tables;
 }
 
+// Shard `shard`'s push entries of `cache`, as protobuf would carry them.
+google::protobuf::RepeatedPtrField<SparseRows> Pushed(SparseRowsCache& cache, int shard) {
+  OutgoingPush push;
+  cache.AddPushRows(shard, &push.sparse);
+  return Materialize(push).sparse();
+}
+
 // Answers the pull of `cache` with rows whose every float is `value`.
 void AnswerAll(SparseRowsCache* cache, float value, const std::vector<int>& dims) {
   for (int shard = 0; shard < 2; ++shard) {
@@ -38,7 +47,7 @@ void AnswerAll(SparseRowsCache* cache, float value, const std::vector<int>& dims
       const std::vector<float> rows(NumKeys(r) * dims[r.table_id()], value);
       SetRows(rows, &r);
     }
-    ASSERT_TRUE(cache->ScatterRows(shard, asked).ok());
+    ASSERT_TRUE(cache->ScatterRows(shard, RowsOf(asked)).ok());
   }
 }
 
@@ -60,9 +69,7 @@ TEST(SparseRowsCacheTest, TablesPulledOneByOneKeepEachOthersRowsAndGradients) {
   // The push carries both tables' row gradients, each key on its shard.
   int pushed = 0;
   for (int shard = 0; shard < 2; ++shard) {
-    google::protobuf::RepeatedPtrField<SparseRows> out;
-    cache.AddPushRows(shard, &out);
-    for (const SparseRows& r : out) {
+    for (const SparseRows& r : Pushed(cache, shard)) {
       for (uint64_t key : KeysOf(r)) EXPECT_EQ(ServerOfKey(key, 2), shard);
       pushed += static_cast<int>(NumKeys(r));
     }
@@ -72,9 +79,42 @@ TEST(SparseRowsCacheTest, TablesPulledOneByOneKeepEachOthersRowsAndGradients) {
   EXPECT_TRUE(cache.keys(0).empty());
   EXPECT_TRUE(cache.rows(1).empty());
   for (int shard = 0; shard < 2; ++shard) {
-    google::protobuf::RepeatedPtrField<SparseRows> out;
-    cache.AddPushRows(shard, &out);
-    EXPECT_EQ(out.size(), 0);
+    EXPECT_EQ(Pushed(cache, shard).size(), 0);
+  }
+}
+
+// Rows land at their key's place whether a shard holds some keys (gathered) or all (in place),
+// and a push carries each key's own gradient row.
+TEST(SparseRowsCacheTest, ScatteredRowsAndPushedGradientsFollowTheirKeys) {
+  for (int shards : {1, 2}) {
+    SparseRowsCache cache({2}, shards);
+    const std::vector<uint64_t> keys = {3, 10, 11, 40, 77};
+    ASSERT_TRUE(cache.SetKeys({keys}).ok());
+    for (size_t i = 0; i < keys.size() * 2; ++i) cache.row_gradient(0)[i] = static_cast<float>(i);
+    for (int shard = 0; shard < shards; ++shard) {
+      google::protobuf::RepeatedPtrField<SparseRows> asked;
+      cache.AddPullKeys(shard, &asked);
+      for (SparseRows& r : asked) {
+        std::vector<float> rows;
+        for (uint64_t key : KeysOf(r)) rows.insert(rows.end(), {key * 1.0f, key * -1.0f});
+        SetRows(rows, &r);
+      }
+      ASSERT_TRUE(cache.ScatterRows(shard, RowsOf(asked)).ok());
+      for (const SparseRows& r : Pushed(cache, shard)) {
+        const std::vector<uint64_t> pushed_keys = KeysOf(r);
+        std::vector<float> grads(pushed_keys.size() * 2);
+        CopyRows(r, absl::MakeSpan(grads));
+        for (size_t i = 0; i < pushed_keys.size(); ++i) {
+          const size_t at = std::find(keys.begin(), keys.end(), pushed_keys[i]) - keys.begin();
+          EXPECT_EQ(grads[2 * i], 2.0f * at);
+          EXPECT_EQ(grads[2 * i + 1], 2.0f * at + 1);
+        }
+      }
+    }
+    for (size_t i = 0; i < keys.size(); ++i) {
+      EXPECT_EQ(cache.rows(0)[2 * i], keys[i] * 1.0f) << shards << " shards";
+      EXPECT_EQ(cache.rows(0)[2 * i + 1], keys[i] * -1.0f);
+    }
   }
 }
 

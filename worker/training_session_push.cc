@@ -104,8 +104,8 @@ absl::Status TrainingSession::PushAfterBackward(StepTimes* times) {
     FillPushHeader(&push.header);
     layout_.FillPush(s, grad_.data(), &push);
     RETURN_IF_ERROR(encoder_->Encode(s, /*first=*/0, &push));
-    push.header.clear_sparse();
-    if (sparse_ != nullptr) sparse_->AddPushRows(s, push.header.mutable_sparse());
+    push.sparse.clear();
+    if (sparse_ != nullptr) sparse_->AddPushRows(s, &push.sparse);
   }
   absl::Time now = Now();
   times->set_push_seconds(absl::ToDoubleSeconds(now - t));
@@ -214,7 +214,7 @@ absl::Status TrainingSession::PullCachedRows(int64_t step) {
   }
   std::vector<IncomingPull> answers;
   RETURN_IF_ERROR(ps_->PullShards(routes_, requests, &answers));
-  for (int s = 0; s < layout_.num_servers(); ++s) RETURN_IF_ERROR(sparse_->ScatterRows(s, answers[s].header.sparse()));
+  for (int s = 0; s < layout_.num_servers(); ++s) RETURN_IF_ERROR(sparse_->ScatterRows(s, SparseOf(answers[s])));
   return absl::OkStatus();
 }
 

@@ -152,7 +152,16 @@ namespace {
 // Copies an outgoing push into `call`'s own request (header and values).
 template <typename CallT>
 void CopyPush(const OutgoingPush& push, CallT* call) {
+  // Materialize copies the sparse entries' keys and rows into the header's own, as protobuf would.
   call->push = push.header;
+  if (!push.sparse.empty() || !push.pull_sparse.empty()) {
+    OutgoingPush rows_only;
+    rows_only.sparse = push.sparse;
+    rows_only.pull_sparse = push.pull_sparse;
+    const PushRequest rows = Materialize(rows_only);
+    call->push.mutable_sparse()->MergeFrom(rows.sparse());
+    call->push.mutable_pull_sparse()->MergeFrom(rows.pull_sparse());
+  }
   call->push_bytes.clear();
   for (absl::string_view bytes : push.values) call->push_bytes.emplace_back(bytes);
   call->push_values.clear();
