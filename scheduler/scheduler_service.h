@@ -1,5 +1,6 @@
 // The Scheduler gRPC service: a thin adapter that turns requests into calls on a Scheduler core
-// and absl::Status into grpc::Status.
+// and absl::Status into grpc::Status. Requests arrive as bytes and are parsed here, so a malformed
+// one gets INVALID_ARGUMENT naming the method (gRPC's own parsing would answer UNIMPLEMENTED).
 //
 // GetClusterView(wait_until_running) and Barrier park their reactor in the core without holding a
 // thread; whoever releases them (the last registration or barrier entry, or the job's end)
@@ -17,43 +18,57 @@
 namespace pstrain {
 namespace scheduler {
 
-class SchedulerService final : public pstrain::Scheduler::CallbackService {
+// Every method raw (common/parsed_unary.h): a request that does not parse is INVALID_ARGUMENT.
+using RawSchedulerBase =
+    pstrain::Scheduler::WithRawCallbackMethod_Register<
+    pstrain::Scheduler::WithRawCallbackMethod_GetClusterView<
+    pstrain::Scheduler::WithRawCallbackMethod_Heartbeat<
+    pstrain::Scheduler::WithRawCallbackMethod_Barrier<
+    pstrain::Scheduler::WithRawCallbackMethod_LeaseWork<
+    pstrain::Scheduler::WithRawCallbackMethod_ReportProgress<
+    pstrain::Scheduler::WithRawCallbackMethod_ReportFailure<
+    pstrain::Scheduler::WithRawCallbackMethod_Leave<
+    pstrain::Scheduler::WithRawCallbackMethod_ReportCheckpoints<
+    pstrain::Scheduler::WithRawCallbackMethod_ReportSlowStep<
+    pstrain::Scheduler::WithRawCallbackMethod_SubmitFinalModel<
+    pstrain::Scheduler::WithRawCallbackMethod_DeclareModel<
+    pstrain::Scheduler::WithRawCallbackMethod_GetInitialModel<
+    pstrain::Scheduler::WithRawCallbackMethod_GetJobStatus<
+    pstrain::Scheduler::Service>>>>>>>>>>>>>>;
+
+class SchedulerService final : public RawSchedulerBase {
  public:
   // `core` is borrowed; it must outlive the server this service is registered with.
   explicit SchedulerService(Scheduler* core) : core_(core) {}
 
-  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx, const RegisterRequest* request,
-                                     RegisterResponse* response) override;
-  grpc::ServerUnaryReactor* GetClusterView(grpc::CallbackServerContext* ctx,
-                                           const GetClusterViewRequest* request,
-                                           ClusterView* response) override;
-  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx, const HeartbeatRequest* request,
-                                      HeartbeatResponse* response) override;
-  grpc::ServerUnaryReactor* Barrier(grpc::CallbackServerContext* ctx, const BarrierRequest* request,
-                                    BarrierResponse* response) override;
-  grpc::ServerUnaryReactor* LeaseWork(grpc::CallbackServerContext* ctx, const LeaseRequest* request,
-                                      LeaseResponse* response) override;
-  grpc::ServerUnaryReactor* ReportProgress(grpc::CallbackServerContext* ctx,
-                                           const ProgressReport* request,
-                                           ProgressResponse* response) override;
-  grpc::ServerUnaryReactor* ReportFailure(grpc::CallbackServerContext* ctx,
-                                          const FailureReport* request,
-                                          FailureResponse* response) override;
-  grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* ctx, const LeaveRequest* request,
-                                  LeaveResponse* response) override;
-  grpc::ServerUnaryReactor* ReportCheckpoints(grpc::CallbackServerContext* ctx,
-                                              const CheckpointReport* request,
-                                              CheckpointAck* response) override;
-  grpc::ServerUnaryReactor* ReportSlowStep(grpc::CallbackServerContext* ctx, const SlowStepReport* request,
-                                           SlowStepAck* response) override;
-  grpc::ServerUnaryReactor* SubmitFinalModel(grpc::CallbackServerContext* ctx, const FinalModel* request,
-                                             FinalModelAck* response) override;
-  grpc::ServerUnaryReactor* DeclareModel(grpc::CallbackServerContext* ctx, const ModelDeclaration* request,
-                                         ModelDeclarationAck* response) override;
-  grpc::ServerUnaryReactor* GetInitialModel(grpc::CallbackServerContext* ctx, const InitialModelRequest* request,
-                                            InitialModel* response) override;
-  grpc::ServerUnaryReactor* GetJobStatus(grpc::CallbackServerContext* ctx,
-                                         const JobStatusRequest* request, JobStatus* response) override;
+  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetClusterView(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Barrier(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* LeaseWork(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ReportProgress(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ReportFailure(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ReportCheckpoints(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                            grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ReportSlowStep(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* SubmitFinalModel(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* DeclareModel(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetInitialModel(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetJobStatus(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
 
  private:
   Scheduler* const core_;

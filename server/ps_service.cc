@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "common/buffer_pool.h"
 #include "common/grpc_status.h"
+#include "common/parsed_unary.h"
 #include "common/tensor_wire.h"
 #include "glog/logging.h"
 
@@ -225,12 +226,14 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
   return reactor;
 }
 
-grpc::ServerUnaryReactor* ParameterServerService::FinishEpoch(grpc::CallbackServerContext* context,
-                                                              const FinishEpochRequest* request,
-                                                              FinishEpochResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (ParameterStore* store = StoreOrFinish(ShardOf(*request), reactor)) reactor->Finish(ToGrpcStatus(store->FinishEpoch(*request)));
-  return reactor;
+grpc::ServerUnaryReactor* ParameterServerService::FinishEpoch(grpc::CallbackServerContext* /*context*/,
+                                                              const grpc::ByteBuffer* request,
+                                                              grpc::ByteBuffer* response) {
+  return ServeParsed<FinishEpochRequest, FinishEpochResponse>(request, response, "FinishEpoch", [this](auto* call) {
+    if (ParameterStore* store = StoreOrFinish(ShardOf(call->request), call)) {
+      call->Reply(store->FinishEpoch(call->request));
+    }
+  });
 }
 
 }  // namespace pstrain::server

@@ -4,7 +4,8 @@
 // place with common/tensor_wire.h, so a gradient's values are copied once, from the received
 // slices into the store, and the weights of an answer once, from the store into a pooled buffer
 // that gRPC sends from. The bytes are the protobuf encoding of the messages all the same, so any
-// protobuf client can call them. FinishEpoch carries no tensor and is an ordinary typed method.
+// protobuf client can call them. FinishEpoch carries no tensor; it is raw only so that
+// a request that does not parse gets INVALID_ARGUMENT (common/parsed_unary.h).
 //
 // Handlers never block: a request the store parks keeps its reactor open without a thread and is
 // finished by whichever thread releases it (see server/parameter_store.h). A client that cancels a
@@ -71,7 +72,7 @@ struct TransportCounters {
 std::string FormatTransportCounters(int rank, const TransportCounters& counters);
 
 using RawParameterServerBase = ParameterServer::WithRawCallbackMethod_Pull<ParameterServer::WithRawCallbackMethod_Push<
-    ParameterServer::WithRawCallbackMethod_PushPull<ParameterServer::WithCallbackMethod_FinishEpoch<ParameterServer::Service>>>>;
+    ParameterServer::WithRawCallbackMethod_PushPull<ParameterServer::WithRawCallbackMethod_FinishEpoch<ParameterServer::Service>>>>;
 
 class ParameterServerService final : public RawParameterServerBase {
  public:
@@ -98,9 +99,9 @@ class ParameterServerService final : public RawParameterServerBase {
   // Raw: a PushRequest in, a PullResponse out.
   grpc::ServerUnaryReactor* PushPull(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* FinishEpoch(grpc::CallbackServerContext* context,
-                                        const FinishEpochRequest* request,
-                                        FinishEpochResponse* response) override;
+  // Raw too, parsed by common/parsed_unary.h: a request that does not parse is INVALID_ARGUMENT.
+  grpc::ServerUnaryReactor* FinishEpoch(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
 
   // What the tensor methods moved so far. Each field is exact, but read while calls run they are
   // not one snapshot (a request may be counted and its answer not yet). Never blocks.

@@ -277,6 +277,27 @@ def check_sparse(server, pb, rank, view, step):
     return step, messages
 
 
+GARBAGE = b"\xff\xff\xff\xff\x0f\x08"  # a field number beyond protobuf's range: no message parses
+
+
+def check_garbage(scheduler_address, server_address, pb):
+    """Sends GARBAGE to every method of the Scheduler and ParameterServer services; returns one
+    error message per service (scheduler: "<Method> request: not a valid <type>"; the server's
+    tensor methods: where the bytes stopped making sense)."""
+    examples = []
+    for address, module, service in ((scheduler_address, pb.scheduler_pb2, "Scheduler"),
+                                      (server_address, pb.ps_pb2, "ParameterServer")):
+        descriptor = module.DESCRIPTOR.services_by_name[service]
+        with grpc.insecure_channel(address) as channel:
+            for method in descriptor.methods:
+                call = channel.unary_unary("/%s/%s" % (descriptor.full_name, method.name),
+                                           request_serializer=lambda b: b, response_deserializer=lambda b: b)
+                error = expect_rpc_error(lambda r: call(r, timeout=10), GARBAGE, grpc.StatusCode.INVALID_ARGUMENT, [])
+                check(len(error) > 10, "%s.%s: garbage refused without a message" % (service, method.name))
+        examples.append("%s.%s: %s" % (service, descriptor.methods[-1].name, error))
+    return examples
+
+
 def finish_job(scheduler, pb, rank):
     """Ends the job cleanly as a worker does after its last step: every evaluation lease of epoch 0
     is reported (with made-up results), then a done report; the scheduler then finishes the job."""
@@ -357,6 +378,12 @@ def run(args, workdir, procs):
         pull1 = server.pull(P.PullRequest(worker_rank=rank, membership_epoch=view.membership_epoch, step=2))
         check(pull1.step == 2, "pull after the bad pushes answered step %d, expected 2" % pull1.step)
         check(pull1.SerializeToString() == pushed.SerializeToString(), "the bad pushes changed the weights")
+        # 5b. Bytes that are no message at all, on every method of both services: INVALID_ARGUMENT
+        # naming what was expected (never UNIMPLEMENTED, as if the method did not exist), and the
+        # weights stay as they were.
+        garbage_errors = check_garbage(address, server_info.address, pb)
+        pull2 = server.pull(P.PullRequest(worker_rank=rank, membership_epoch=view.membership_epoch, step=2))
+        check(pull2.SerializeToString() == pushed.SerializeToString(), "garbage requests changed the weights")
         # 6. Embedding rows: pull, push, bad sparse pushes.
         _, sparse_errors = check_sparse(server, pb, rank, view, 2)
         check(heart.error is None, "heartbeat failed: %s" % heart.error)
@@ -379,6 +406,7 @@ def run(args, workdir, procs):
     print("  short chunk refused: %s" % short_error)
     print("  NaN refused: %s" % nan_error)
     print("  embedding rows: pulled, one SGD step exact; refused: %s" % "; ".join(sparse_errors))
+    print("  garbage on every method refused: %s" % "; ".join(garbage_errors))
 
 
 def main():
