@@ -1,7 +1,10 @@
 #include "common/security_flags.h"
 
-#include <gflags/gflags.h>
+#include <cstdlib>
+#include <iostream>
+#include <utility>
 
+#include <gflags/gflags.h>
 
 DEFINE_string(tls_cert, "", "PEM certificate of this role, signed by --tls_ca (with --tls_key and --tls_ca: mutual TLS)");
 DEFINE_string(tls_key, "", "PEM private key of --tls_cert");
@@ -28,6 +31,15 @@ TransportSecurityOptions TransportSecurityOptionsFromFlags() {
 
 absl::StatusOr<std::shared_ptr<const TransportSecurity>> TransportSecurityFromFlags() {
   return TransportSecurity::Create(TransportSecurityOptionsFromFlags());
+}
+
+std::shared_ptr<const TransportSecurity> TransportSecurityFromFlagsOrExit(const char* binary) {
+  absl::StatusOr<std::shared_ptr<const TransportSecurity>> security = TransportSecurityFromFlags();
+  if (!security.ok()) {
+    std::cerr << binary << ": " << security.status().message() << "\n";
+    std::exit(2);
+  }
+  return *std::move(security);
 }
 
 }  // namespace pstrain

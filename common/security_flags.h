@@ -19,6 +19,10 @@ TransportSecurityOptions TransportSecurityOptionsFromFlags();
 // TransportSecurity::Create of those options (INVALID_ARGUMENT naming the flag).
 absl::StatusOr<std::shared_ptr<const TransportSecurity>> TransportSecurityFromFlags();
 
+// The same for a binary's main(): on a bad flag prints "<binary>: <message>" to stderr and exits 2,
+// as every binary does for bad flags.
+std::shared_ptr<const TransportSecurity> TransportSecurityFromFlagsOrExit(const char* binary);
+
 }  // namespace pstrain
 
 #endif  // PSTRAIN_COMMON_SECURITY_FLAGS_H_

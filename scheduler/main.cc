@@ -52,13 +52,8 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  absl::StatusOr<std::shared_ptr<const pstrain::TransportSecurity>> security = pstrain::TransportSecurityFromFlags();
-  if (!security.ok()) {
-    std::cerr << "pstrain-scheduler: " << security.status().message() << "\n";
-    return 2;
-  }
   pstrain::scheduler::SchedulerRunner::Options options;
-  options.security = *security;
+  options.security = pstrain::TransportSecurityFromFlagsOrExit("pstrain-scheduler");
   options.host = FLAGS_host;
   options.port = FLAGS_port;
   options.port_file = FLAGS_port_file;

@@ -55,13 +55,8 @@ int main(int argc, char** argv) {
               << " listens everywhere; say with --advertise_host which address the workers should dial\n";
     return 2;
   }
-  absl::StatusOr<std::shared_ptr<const pstrain::TransportSecurity>> security = pstrain::TransportSecurityFromFlags();
-  if (!security.ok()) {
-    std::cerr << "pstrain-server: " << security.status().message() << "\n";
-    return 2;
-  }
   pstrain::server::ServerRunner::Options options;
-  options.security = *security;
+  options.security = pstrain::TransportSecurityFromFlagsOrExit("pstrain-server");
   options.scheduler_address = FLAGS_scheduler;
   options.host = FLAGS_host;
   options.port = FLAGS_port;

@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/ps.grpc.pb.h"
+#include "tests/played_worker_job.h"
 #include "tests/process.h"
 
 namespace pstrain::testing {
@@ -27,95 +28,17 @@ using ::testing::HasSubstr;
 class BadInputTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = MakeTempDir("bad-input");
-    std::string port_file = dir_ + "/scheduler.port";
-    auto scheduler = Child::Start({BinDir() + "/pstrain-scheduler", "--port=0", "--port_file=" + port_file,
-                                   "--servers=1", "--workers=1", "--train_limit=256", "--test_limit=64",
-                                   "--optimizer=sgd", "--lr=0.5", "--epochs=1", "--heartbeat_ms=200"},
-                                  dir_ + "/scheduler.log");
-    ASSERT_TRUE(scheduler.ok()) << scheduler.status();
-    scheduler_ = std::make_unique<Child>(*scheduler);
-    std::string port;
-    for (int i = 0; i < 300 && port.empty(); ++i) {
-      absl::SleepFor(absl::Milliseconds(50));
-      port = std::string(absl::StripAsciiWhitespace(ReadFile(port_file)));
-    }
-    ASSERT_FALSE(port.empty()) << scheduler_->Output();
-    address_ = absl::StrCat("127.0.0.1:", port);
-    auto server = Child::Start({BinDir() + "/pstrain-server", "--scheduler=" + address_, "--port=0"},
-                               dir_ + "/server.log");
-    ASSERT_TRUE(server.ok());
-    server_ = std::make_unique<Child>(*server);
-
-    // This test plays the only worker.
-    client_ = *SchedulerClient::Create(address_, absl::Seconds(10));
-    auto registration = client_->Register(WORKER, "", absl::Seconds(30));
-    ASSERT_TRUE(registration.ok()) << registration.status();
-    heartbeater_ = std::make_unique<Heartbeater>(client_.get(), WORKER, registration->rank(),
-                                                 absl::Milliseconds(200), absl::Seconds(30),
-                                                 [](absl::Status) {});
-    auto view = client_->WaitUntilRunning(absl::Seconds(30));
-    ASSERT_TRUE(view.ok()) << view.status();
-    view_ = *view;
-    ASSERT_TRUE(client_->Barrier(kServersReadyBarrier, BarrierRequest::ALL, WORKER, 0, absl::Seconds(30)).ok());
+    ASSERT_NO_FATAL_FAILURE(job_.Start(MakeTempDir("bad-input"), {}));
+    view_ = job_.view;
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(-1);
     stub_ = ParameterServer::NewStub(grpc::CreateCustomChannel(view_.servers(0).address(),
                                                                grpc::InsecureChannelCredentials(), args));
   }
 
-  void TearDown() override {
-    if (client_ != nullptr) {
-      // Finish the job so both processes exit on their own: evaluate (pretend to) every evaluation
-      // lease of the only epoch, then report done.
-      for (int i = 0; i < 1000; ++i) {
-        absl::StatusOr<LeaseResponse> lease = client_->LeaseEval(0, 0);
-        ASSERT_TRUE(lease.ok()) << lease.status();
-        if (lease->epoch_done()) break;
-        if (lease->wait()) continue;
-        ProgressReport report;
-        report.set_worker_rank(0);
-        EvalStats* eval = report.add_evals();
-        eval->set_lease_id(lease->lease_id());
-        eval->set_samples(lease->end() - lease->begin());
-        ASSERT_TRUE(client_->ReportProgress(report).ok());
-      }
-      ProgressReport done;
-      done.set_worker_rank(0);
-      done.set_done(true);
-      ASSERT_TRUE(client_->ReportProgress(done).ok());
-    }
-    heartbeater_.reset();
-    if (server_ != nullptr) {
-      auto code = server_->Wait(absl::Seconds(20));
-      EXPECT_TRUE(code.ok() && *code == 0) << server_->Output();
-      server_->Kill(SIGKILL);
-    }
-    if (scheduler_ != nullptr) {
-      auto code = scheduler_->Wait(absl::Seconds(20));
-      EXPECT_TRUE(code.ok() && *code == 0) << scheduler_->Output();
-      scheduler_->Kill(SIGKILL);
-    }
-  }
+  void TearDown() override { job_.Finish(); }
 
-  // A well-formed push of `value` everywhere for `step`.
-  PushRequest GoodPush(int64_t step, float value) {
-    PushRequest push;
-    push.set_worker_rank(0);
-    push.set_membership_epoch(view_.membership_epoch());
-    push.set_step(step);
-    push.set_num_samples(8);
-    push.set_request_id(1000 + step);
-    for (const ChunkSpec& c : view_.shard_map().chunks()) {
-      TensorChunk* chunk = push.add_chunks();
-      chunk->set_tensor_id(c.tensor_id());
-      chunk->set_offset(c.offset());
-      chunk->set_length(c.length());
-      std::vector<float> values(c.length(), value);
-      chunk->set_data(values.data(), values.size() * sizeof(float));
-    }
-    return push;
-  }
+  PushRequest GoodPush(int64_t step, float value) const { return job_.GoodPush(step, value); }
 
   absl::Status Push(const PushRequest& push) {
     grpc::ClientContext context;
@@ -145,11 +68,7 @@ class BadInputTest : public ::testing::Test {
     EXPECT_EQ(after.SerializeAsString(), before.SerializeAsString());
   }
 
-  std::string dir_;
-  std::string address_;
-  std::unique_ptr<Child> scheduler_, server_;
-  std::unique_ptr<SchedulerClient> client_;
-  std::unique_ptr<Heartbeater> heartbeater_;
+  PlayedWorkerJob job_;
   ClusterView view_;
   std::unique_ptr<ParameterServer::Stub> stub_;
 };

@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "proto/ps.grpc.pb.h"
 #include "proto/scheduler.grpc.pb.h"
+#include "tests/played_worker_job.h"
 #include "tests/process.h"
 
 namespace pstrain::testing {
@@ -48,68 +49,14 @@ class SecurityTest : public ::testing::Test {
   void SetUp() override {
     dir_ = MakeTempDir("security");
     job_ = MakeCredentials(dir_ + "/job");
-    security_flags_ = TransportSecurityFlags(job_);
-    const std::string port_file = dir_ + "/scheduler.port";
-    std::vector<std::string> argv = {BinDir() + "/pstrain-scheduler", "--port=0", "--port_file=" + port_file,
-                                     "--servers=1", "--workers=1", "--train_limit=256", "--test_limit=64",
-                                     "--optimizer=sgd", "--lr=0.5", "--epochs=1", "--heartbeat_ms=200"};
-    argv.insert(argv.end(), security_flags_.begin(), security_flags_.end());
-    auto scheduler = Child::Start(argv, dir_ + "/scheduler.log");
-    ASSERT_TRUE(scheduler.ok()) << scheduler.status();
-    scheduler_ = std::make_unique<Child>(*scheduler);
-    std::string port;
-    for (int i = 0; i < 300 && port.empty(); ++i) {
-      absl::SleepFor(absl::Milliseconds(50));
-      port = std::string(absl::StripAsciiWhitespace(ReadFile(port_file)));
-    }
-    ASSERT_FALSE(port.empty()) << scheduler_->Output();
-    address_ = absl::StrCat("127.0.0.1:", port);
-    std::vector<std::string> server_argv = {BinDir() + "/pstrain-server", "--scheduler=" + address_, "--port=0"};
-    server_argv.insert(server_argv.end(), security_flags_.begin(), security_flags_.end());
-    auto server = Child::Start(server_argv, dir_ + "/server.log");
-    ASSERT_TRUE(server.ok());
-    server_ = std::make_unique<Child>(*server);
-
-    // This test plays the only worker, with the job's credentials.
-    client_ = *SchedulerClient::Create(address_, absl::Seconds(10), Secure(job_));
-    auto registration = client_->Register(WORKER, "", absl::Seconds(30));
-    ASSERT_TRUE(registration.ok()) << registration.status();
-    heartbeater_ = std::make_unique<Heartbeater>(client_.get(), WORKER, registration->rank(),
-                                                 absl::Milliseconds(200), absl::Seconds(30), [](absl::Status) {});
-    auto view = client_->WaitUntilRunning(absl::Seconds(30));
-    ASSERT_TRUE(view.ok()) << view.status();
-    view_ = *view;
-    ASSERT_TRUE(client_->Barrier(kServersReadyBarrier, BarrierRequest::ALL, WORKER, 0, absl::Seconds(30)).ok());
+    ASSERT_NO_FATAL_FAILURE(played_.Start(dir_, TransportSecurityFlags(job_), Secure(job_)));
+    view_ = played_.view;
+    address_ = played_.address;
+    client_ = played_.client.get();
     server_stub_ = ServerStub(*Secure(job_));
   }
 
-  void TearDown() override {
-    if (client_ != nullptr) {
-      for (int i = 0; i < 1000; ++i) {
-        absl::StatusOr<LeaseResponse> lease = client_->LeaseEval(0, 0);
-        ASSERT_TRUE(lease.ok()) << lease.status();
-        if (lease->epoch_done()) break;
-        if (lease->wait()) continue;
-        ProgressReport report;
-        report.set_worker_rank(0);
-        EvalStats* eval = report.add_evals();
-        eval->set_lease_id(lease->lease_id());
-        eval->set_samples(lease->end() - lease->begin());
-        ASSERT_TRUE(client_->ReportProgress(report).ok());
-      }
-      ProgressReport done;
-      done.set_worker_rank(0);
-      done.set_done(true);
-      ASSERT_TRUE(client_->ReportProgress(done).ok());
-    }
-    heartbeater_.reset();
-    for (std::unique_ptr<Child>* child : {&server_, &scheduler_}) {
-      if (*child == nullptr) continue;
-      auto code = (*child)->Wait(absl::Seconds(20));
-      EXPECT_TRUE(code.ok() && *code == 0) << (*child)->Output();
-      (*child)->Kill(SIGKILL);
-    }
-  }
+  void TearDown() override { played_.Finish(); }
 
   static grpc::ChannelArguments FreshChannel() {
     grpc::ChannelArguments args;
@@ -129,23 +76,7 @@ class SecurityTest : public ::testing::Test {
     return context;
   }
 
-  PushRequest GoodPush(int64_t step, float value) const {
-    PushRequest push;
-    push.set_worker_rank(0);
-    push.set_membership_epoch(view_.membership_epoch());
-    push.set_step(step);
-    push.set_num_samples(8);
-    push.set_request_id(1000 + step);
-    for (const ChunkSpec& c : view_.shard_map().chunks()) {
-      TensorChunk* chunk = push.add_chunks();
-      chunk->set_tensor_id(c.tensor_id());
-      chunk->set_offset(c.offset());
-      chunk->set_length(c.length());
-      std::vector<float> values(c.length(), value);
-      chunk->set_data(values.data(), values.size() * sizeof(float));
-    }
-    return push;
-  }
+  PushRequest GoodPush(int64_t step, float value) const { return played_.GoodPush(step, value); }
 
   PullResponse Pull(ParameterServer::Stub* stub, grpc::Status* status) const {
     PullRequest request;
@@ -208,13 +139,11 @@ class SecurityTest : public ::testing::Test {
   }
 
   std::string dir_;
-  std::string address_;
   TransportSecurityOptions job_;
-  std::vector<std::string> security_flags_;
-  std::unique_ptr<Child> scheduler_, server_;
-  std::unique_ptr<SchedulerClient> client_;
-  std::unique_ptr<Heartbeater> heartbeater_;
+  PlayedWorkerJob played_;
+  std::string address_;
   ClusterView view_;
+  SchedulerClient* client_ = nullptr;
   std::unique_ptr<ParameterServer::Stub> server_stub_;
 };
 

@@ -60,13 +60,8 @@ int main(int argc, char** argv) {
   // Ignore SIGPIPE from closed log pipes.
   std::signal(SIGPIPE, SIG_IGN);
 
-  absl::StatusOr<std::shared_ptr<const pstrain::TransportSecurity>> security = pstrain::TransportSecurityFromFlags();
-  if (!security.ok()) {
-    std::cerr << "pstrain-worker: " << security.status().message() << "\n";
-    return 2;
-  }
   pstrain::worker::WorkerOptions options;
-  options.member.security = *security;
+  options.member.security = pstrain::TransportSecurityFromFlagsOrExit("pstrain-worker");
   options.member.scheduler_address = FLAGS_scheduler;
   options.device = FLAGS_device;
   options.allow_tf32 = FLAGS_tf32;
