@@ -228,7 +228,8 @@ absl::StatusOr<ModelFile> ParseModelFile(absl::string_view contents, absl::strin
   file.values.resize(static_cast<size_t>(total));
   const unsigned char* v = data + pos;
   if (kLittleEndianHost) {
-    std::memcpy(file.values.data(), v, file.values.size() * 4);
+    // Not for a model without values: memcpy from or to a null pointer is undefined even for 0 bytes.
+    if (!file.values.empty()) std::memcpy(file.values.data(), v, file.values.size() * 4);
   } else {
     for (size_t i = 0; i < file.values.size(); ++i) {
       const uint32_t u = LoadU32(v + 4 * i);

@@ -144,6 +144,19 @@ TEST_F(ModelFileTest, EmptyModelRoundTrips) {
   EXPECT_TRUE(file->values.empty());
 }
 
+// Found by model_file_fuzz (fuzz/corpus/model_file_fuzz/crash-c1ab1f70...): a model without
+// tensors was parsed with memcpy(nullptr, ..., 0), undefined behaviour that UBSan stops at; the
+// fuzz build replays that input, this checks the outcome.
+TEST(ParseModelFileTest, ModelWithoutTensorsParsesToNothing) {
+  absl::StatusOr<std::string> bytes = SerializeModelFile({}, {});
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  ASSERT_EQ(bytes->size(), 20u);  // magic, version, tensor count 0, CRC
+  absl::StatusOr<ModelFile> file = ParseModelFile(*bytes, "empty");
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_TRUE(file->params.empty());
+  EXPECT_TRUE(file->values.empty());
+}
+
 }  // namespace
 }  // namespace model
 }  // namespace pstrain
