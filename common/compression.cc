@@ -5,6 +5,7 @@
 #include <cstring>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -154,7 +155,12 @@ void AccumulateFp16Portable(const uint16_t* in, float weight, float* out, size_t
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define PSTRAIN_F16C 1
 
-bool HaveF16c() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"); }
+// F16C from CPUID leaf 1 rather than __builtin_cpu_supports("f16c"), which clang 14 (the fuzz
+// build's compiler) does not know.
+bool HaveF16c() {
+  unsigned eax, ebx, ecx, edx;
+  return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+}
 
 // Sets *special when a code is Inf or NaN.
 __attribute__((target("avx2,f16c"))) size_t EncodeFp16F16c(const float* in, uint16_t* out, size_t n,

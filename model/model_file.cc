@@ -46,6 +46,41 @@ int64_t LoadI64(const unsigned char* p) {
   return static_cast<int64_t>(u);
 }
 
+// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
+bool IsValidUtf8(absl::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    int extra;
+    uint32_t code;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xe0) == 0xc0) {
+      extra = 1;
+      code = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      extra = 2;
+      code = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      extra = 3;
+      code = c & 0x07;
+    } else {
+      return false;
+    }
+    if (s.size() - i <= static_cast<size_t>(extra)) return false;
+    for (int k = 1; k <= extra; ++k) {
+      const unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) return false;
+      code = (code << 6) | (cc & 0x3f);
+    }
+    static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+    if (code < kMin[extra] || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return false;
+    i += extra + 1;
+  }
+  return true;
+}
+
 uint32_t Crc(uint32_t crc, const void* data, size_t size) {
   // zlib's crc32 takes a uInt length; feed large buffers in pieces.
   const unsigned char* p = static_cast<const unsigned char*>(data);
@@ -176,6 +211,11 @@ absl::StatusOr<ModelFile> ParseModelFile(absl::string_view contents, absl::strin
     ParamSpec spec;
     spec.name.assign(reinterpret_cast<const char*>(data + pos), name_length);
     pos += name_length;
+    // Names end up in proto3 strings (the shard map, error messages the scheduler persists),
+    // which refuse to parse anything but UTF-8; and they are quoted in the messages below.
+    if (!IsValidUtf8(spec.name)) {
+      return absl::DataLossError(absl::StrCat(where, ": ", field, " name is not valid UTF-8"));
+    }
     RETURN_IF_ERROR(need(4, field + " ndim"));
     const uint32_t ndim = LoadU32(data + pos);
     pos += 4;
@@ -228,7 +268,8 @@ absl::StatusOr<ModelFile> ParseModelFile(absl::string_view contents, absl::strin
   file.values.resize(static_cast<size_t>(total));
   const unsigned char* v = data + pos;
   if (kLittleEndianHost) {
-    std::memcpy(file.values.data(), v, file.values.size() * 4);
+    // Not for a model without values: memcpy from or to a null pointer is undefined even for 0 bytes.
+    if (!file.values.empty()) std::memcpy(file.values.data(), v, file.values.size() * 4);
   } else {
     for (size_t i = 0; i < file.values.size(); ++i) {
       const uint32_t u = LoadU32(v + 4 * i);

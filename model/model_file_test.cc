@@ -144,6 +144,43 @@ TEST_F(ModelFileTest, EmptyModelRoundTrips) {
   EXPECT_TRUE(file->values.empty());
 }
 
+// Found by model_file_fuzz (fuzz/corpus/model_file_fuzz/crash-c1ab1f70...): a model without
+// tensors was parsed with memcpy(nullptr, ..., 0), undefined behaviour that UBSan stops at; the
+// fuzz build replays that input, this checks the outcome.
+TEST(ParseModelFileTest, ModelWithoutTensorsParsesToNothing) {
+  absl::StatusOr<std::string> bytes = SerializeModelFile({}, {});
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  ASSERT_EQ(bytes->size(), 20u);  // magic, version, tensor count 0, CRC
+  absl::StatusOr<ModelFile> file = ParseModelFile(*bytes, "empty");
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_TRUE(file->params.empty());
+  EXPECT_TRUE(file->values.empty());
+}
+
+// Found by scheduler_request_fuzz (fuzz/corpus/scheduler_request_fuzz/crash-3f694cf0...): a final
+// model whose tensor name was the byte 0xff was refused with a message quoting the name; the
+// scheduler failed the job with it, and its persisted state, whose failure is a proto3 string,
+// no longer parsed, so a restarted scheduler could not read its own state file.
+TEST(ParseModelFileTest, NameThatIsNotUtf8IsDataLossWithoutQuotingIt) {
+  std::vector<ParamSpec> params(1);
+  params[0].name = "\xff";
+  params[0].shape = {2};
+  params[0].num_elements = 2;
+  absl::StatusOr<std::string> bytes = SerializeModelFile(params, std::vector<float>{1, 2});
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  absl::StatusOr<ModelFile> file = ParseModelFile(*bytes, "sent model");
+  ASSERT_EQ(file.status().code(), absl::StatusCode::kDataLoss) << file.status();
+  EXPECT_THAT(file.status().message(), HasSubstr("sent model: tensor 0 name is not valid UTF-8"));
+  EXPECT_EQ(std::string(file.status().message()).find('\xff'), std::string::npos);
+
+  params[0].name = "caf\xc3\xa9.w";  // UTF-8 beyond ASCII is fine
+  bytes = SerializeModelFile(params, std::vector<float>{1, 2});
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  file = ParseModelFile(*bytes, "sent model");
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->params[0].name, "caf\xc3\xa9.w");
+}
+
 }  // namespace
 }  // namespace model
 }  // namespace pstrain

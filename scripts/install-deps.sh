@@ -13,6 +13,8 @@ packages=(
   # The Python package (python/): its bindings, and the NumPy and PyTorch it uses.
   pybind11-dev python3-dev python3-numpy python3-torch
   dataset-fashion-mnist
+  # The fuzz targets (fuzz/, scripts/fuzz.sh): clang with libFuzzer and the sanitizer runtimes.
+  clang libclang-rt-14-dev
 )
 
 missing=()
