@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "common/barriers.h"
 #include "common/job_spec.h"
+#include "common/utf8.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "scheduler/json.h"
@@ -574,6 +575,9 @@ void Scheduler::ReportFailure(const FailureReport& report) {
 
 void Scheduler::Fail(absl::Status reason) {
   if (reason.ok()) reason = absl::UnknownError("job failed without a reason");
+  // The reason is kept in the state file's `string` field, which protobuf refuses to parse unless
+  // it is UTF-8: a message quoting a peer's bytes must not make the saved state unreadable.
+  if (!IsValidUtf8(reason.message())) reason = absl::Status(reason.code(), ToValidUtf8(reason.message()));
   Deferred deferred;
   {
     absl::MutexLock lock(&mu_);

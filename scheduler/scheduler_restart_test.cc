@@ -100,6 +100,18 @@ class SchedulerRestartTest : public ::testing::Test {
   absl::Status persist_error_;
 };
 
+TEST_F(SchedulerRestartTest, AFailureQuotingBytesThatAreNotUtf8StillSavesAParsableState) {
+  std::unique_ptr<Scheduler> s = Start(SYNC);
+  // A reason quoting a peer's bytes (a tensor name, say) that are not UTF-8.
+  s->Fail(absl::InvalidArgumentError("bad tensor name '\xff\xfe'"));
+  ASSERT_EQ(saved_.state(), FAILED);
+  SchedulerState reparsed;
+  ASSERT_TRUE(reparsed.ParseFromString(saved_.SerializeAsString())) << "the saved state does not parse";
+  EXPECT_NE(reparsed.failure().find("\\xff\\xfe"), std::string::npos) << reparsed.failure();
+  std::unique_ptr<Scheduler> restarted = Restart(SYNC);
+  EXPECT_EQ(restarted->state(), FAILED);
+}
+
 TEST_F(SchedulerRestartTest, RestoredSchedulerHasTheSameStateAndGoesOn) {
   std::unique_ptr<Scheduler> s = Start(ASYNC);
   absl::StatusOr<LeaseResponse> a = s->LeaseWork(Lease(0, 0, 1));
