@@ -7,7 +7,7 @@
 #   bench/tls.sh BUILD_DIR            e.g. bench/tls.sh build
 #
 # Environment knobs:
-#   TLS_REPEATS   repetitions of each side (default 5)
+#   TLS_REPEATS   end-to-end runs of each side (default 5; ps_bench repeats each benchmark 3 times)
 #   TLS_EPOCHS    epochs of each end-to-end run (default 3)
 set -euo pipefail
 
@@ -26,7 +26,7 @@ echo "### (h) Mutual TLS and the job token against plaintext"
 echo
 print_machine
 echo
-"$BIN/ps_bench" --benchmark_filter='^PushPull(Tls)?/(1|4|16|64)MiB$' --benchmark_repetitions="$REPEATS" \
+"$BIN/ps_bench" --benchmark_filter='^PushPull(Tls)?/(1|4|16|64)MiB(/|$)' \
   --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true \
   --benchmark_out="$OUT/ps_bench.json" --benchmark_out_format=json > "$OUT/ps_bench.txt" 2>&1 ||
   { echo "ps_bench failed:" >&2; tail -20 "$OUT/ps_bench.txt" >&2; exit 1; }
@@ -40,19 +40,21 @@ for ((i = 0; i < REPEATS; ++i)); do
   done
 done
 
-python3 - "$OUT" "$REPEATS" "$EPOCHS" <<'EOF'
+/usr/bin/python3 - "$OUT" "$REPEATS" "$EPOCHS" <<'EOF'
 import json, statistics, sys
 
 out, repeats, epochs = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-medians = {}
+medians, reps = {}, 0
 for b in json.load(open(f"{out}/ps_bench.json"))["benchmarks"]:
     if b.get("aggregate_name") == "median":
-        medians[b["run_name"]] = b["bytes_per_second"] / 1e9
+        # "PushPull/1MiB/min_time:0.100/real_time" -> "PushPull/1MiB"
+        medians["/".join(b["run_name"].split("/")[:2])] = b["bytes_per_second"] / 1e9
+        reps = b.get("repetitions", reps)
 
 print("Push+pull through `worker::PsClient` to one in-process server on 127.0.0.1 (SYNC, 1 worker, SGD:"
       " each call one step, N bytes up and N back; GB/s counts both). TLS: a P-256 certificate signed"
       " by the job's throwaway CA on both ends (gRPC's TLS defaults), and the job token checked on every call."
-      f" `ps_bench`, medians of {repeats} interleaved repetitions.")
+      f" `ps_bench`, medians of its {reps} interleaved repetitions.")
 print()
 print("| payload | plaintext GB/s | TLS GB/s | TLS / plaintext |")
 print("|---:|---:|---:|---:|")
