@@ -17,6 +17,7 @@
 #   SKIP_MICRO=1     skip the in-process benchmarks (a) and (b)
 #   SKIP_DEFAULT_MALLOC=1  skip the second ps_bench pass with glibc's default malloc settings
 #   SKIP_SPARSE=1    skip the sparse pull/push table (bench/sparse.sh; its SPARSE_* knobs apply)
+#   SKIP_TLS=1       skip the TLS cost tables (bench/tls.sh; its TLS_* knobs apply)
 # The CTR tables take their own data and minutes each: bench/ctr.sh and bench/scale_ctr.sh.
 # Raw outputs are kept in a temporary folder whose name is printed at the end.
 set -euo pipefail
@@ -68,6 +69,12 @@ fi
 # (g) sparse pull and push vs a socket ping-pong and the table in process.
 if [[ "${SKIP_MICRO:-0}" != 1 && "${SKIP_SPARSE:-0}" != 1 && -x "$BIN/sparse_bench" ]]; then
   "$HERE/sparse.sh" "$1" || echo "**sparse.sh failed (exit $?)**"
+  echo
+fi
+
+# (h) what mutual TLS and the job token cost, raw and end to end.
+if [[ "${SKIP_TLS:-0}" != 1 && "${SKIP_E2E:-0}" != 1 ]]; then
+  "$HERE/tls.sh" "$1" || echo "**tls.sh failed (exit $?)**"
   echo
 fi
 
