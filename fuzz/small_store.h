@@ -9,35 +9,13 @@
 #include <memory>
 
 #include "server/parameter_store.h"
+#include "server/test_shard_map.h"
 
 namespace pstrain::fuzz {
 
 inline server::ParameterStore::Options SmallStoreOptions(Mode mode) {
-  ShardMap map;
-  map.set_version(1);
-  TensorSpec* w = map.add_tensors();
-  w->set_id(0);
-  w->set_name("fc1.weight");
-  w->add_shape(4);
-  w->add_shape(5);
-  w->set_num_elements(20);
-  w->set_init(HE_UNIFORM);
-  w->set_fan_in(4);
-  w->set_fan_out(5);
-  TensorSpec* b = map.add_tensors();
-  b->set_id(1);
-  b->set_name("fc1.bias");
-  b->add_shape(5);
-  b->set_num_elements(5);
-  b->set_init(ZEROS);
-  b->set_flat_offset(20);
-  for (auto [tensor, offset, length] : {std::tuple{0, 0, 12}, {0, 12, 8}, {1, 0, 5}}) {
-    ChunkSpec* c = map.add_chunks();
-    c->set_tensor_id(tensor);
-    c->set_offset(offset);
-    c->set_length(length);
-    c->set_server_rank(0);
-  }
+  using server::store_test::Chunk;
+  ShardMap map = server::store_test::MakeShardMap({Chunk(0, 0, 12, 0), Chunk(0, 12, 8, 0), Chunk(1, 0, 5, 0)});
   server::ParameterStore::Options options;
   options.rank = 0;
   options.job.set_mode(mode);
