@@ -89,6 +89,8 @@ ParameterStore::ParameterStore(const Options& options, std::vector<int> worker_r
       mode_(EffectiveMode(options.job.mode())),
       staleness_(options.job.staleness()),
       allow_nonfinite_(options.job.allow_nonfinite_gradients()),
+      max_samples_(mode_ == SYNC ? options.job.global_batch() : options.job.batch_size()),
+      num_data_epochs_(options.job.epochs()),
       storage_(std::move(storage)),
       sparse_(std::move(sparse)),
       total_elements_(storage_->num_elements()),
@@ -123,17 +125,15 @@ absl::Status ParameterStore::ValidatePush(const PushRequest& req, absl::Span<con
         absl::StrCat("push from worker ", r, ": worker rank out of range, expected >= 0"));
   }
   const std::string what = absl::StrCat("push from worker ", r);
-  if (req.num_samples() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": num_samples is ", req.num_samples(), ", expected >= 0"));
+  if (req.num_samples() < 0 || req.num_samples() > max_samples_) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": num_samples is ", req.num_samples(), ", expected 0 to ",
+                                                   max_samples_, " (the job's ",
+                                                   mode_ == SYNC ? "global batch" : "batch size", ")"));
   }
   if (req.step() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": step is ", req.step(), ", expected >= 0"));
   }
-  if (req.data_epoch() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": data_epoch is ", req.data_epoch(), ", expected >= 0"));
-  }
+  RETURN_IF_ERROR(CheckDataEpoch(what, req.data_epoch()));
   if (req.lease_id() < 0 || req.lease_batch() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": batch ", req.lease_batch(), " of lease ",
                                                    req.lease_id(), ", expected both >= 0"));
@@ -152,6 +152,17 @@ absl::Status ParameterStore::ValidatePush(const PushRequest& req, absl::Span<con
   return storage_->ValidateGradient(what, req, values, allow_nonfinite_);
 }
 
+absl::Status ParameterStore::CheckDataEpoch(absl::string_view what, int32_t data_epoch) const {
+  // An epoch past the job's was never handed out; entering it would leave the server deaf to every
+  // push of the real epochs.
+  if (data_epoch < 0 || data_epoch >= num_data_epochs_) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": data_epoch is ", data_epoch, ", expected 0 to ",
+                                                   num_data_epochs_ - 1, " (the job has ", num_data_epochs_,
+                                                   " epochs)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParameterStore::ValidatePull(const PullRequest& req, absl::Span<const IncomingRows> sparse,
                                           SparseGradient* keys) const {
   const int r = req.worker_rank();
@@ -163,10 +174,7 @@ absl::Status ParameterStore::ValidatePull(const PullRequest& req, absl::Span<con
     return absl::InvalidArgumentError(
         absl::StrCat("pull from worker ", r, ": step is ", req.step(), ", expected >= 0"));
   }
-  if (req.data_epoch() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pull from worker ", r, ": data_epoch is ", req.data_epoch(), ", expected >= 0"));
-  }
+  RETURN_IF_ERROR(CheckDataEpoch(absl::StrCat("pull from worker ", r), req.data_epoch()));
   return sparse_->Check(absl::StrCat("pull from worker ", r), sparse, SparseShard::Expect::kKeys, false, keys);
 }
 
@@ -285,10 +293,7 @@ absl::Status ParameterStore::FinishEpoch(const FinishEpochRequest& req) {
     return absl::InvalidArgumentError(
         absl::StrCat("finish epoch from worker ", r, ": worker rank out of range, expected >= 0"));
   }
-  if (req.data_epoch() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("finish epoch from worker ", r, ": data_epoch is ",
-                                                   req.data_epoch(), ", expected >= 0"));
-  }
+  RETURN_IF_ERROR(CheckDataEpoch(absl::StrCat("finish epoch from worker ", r), req.data_epoch()));
   Completions out;
   absl::Status status;
   {

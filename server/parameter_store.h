@@ -413,6 +413,8 @@ class ParameterStore {
                             absl::Span<const IncomingRows> sparse, absl::Span<const IncomingRows> pull_sparse,
                             SparseGradient* rows, SparseGradient* pull_keys) const;
   absl::Status ValidatePull(const PullRequest& req, absl::Span<const IncomingRows> sparse, SparseGradient* keys) const;
+  // INVALID_ARGUMENT unless 0 <= data_epoch < the job's epochs; `what` names the request.
+  absl::Status CheckDataEpoch(absl::string_view what, int32_t data_epoch) const;
   // Checks shutdown, the membership epoch and that the worker is live.
   absl::Status CheckLive(absl::string_view what, int worker_rank, int64_t membership_epoch) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -496,6 +498,11 @@ class ParameterStore {
   const Mode mode_;
   const int staleness_;
   const bool allow_nonfinite_;
+  // What the job can hand a worker: samples in one push (SYNC: the global batch, a single worker's
+  // share at most; ASYNC/SSP: one lease batch) and data epochs. Pushes claiming more were never
+  // handed out and are refused, so a forged sample count cannot outweigh the real ones.
+  const int64_t max_samples_;
+  const int32_t num_data_epochs_;
   // The values. The pointer is constant; the storage is not thread-safe: its value methods are
   // called only under mu_, its layout methods (constant data) also without it.
   const std::unique_ptr<ShardStorage> storage_;

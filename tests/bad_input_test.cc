@@ -106,6 +106,15 @@ TEST_F(BadInputTest, EveryMalformedPushIsRefusedAndChangesNothing) {
   negative.set_num_samples(-4);
   ExpectRefusedAndUnchanged(negative, absl::StatusCode::kInvalidArgument, "");
 
+  // Well-formed, but never handed out: more samples than the job's global batch, a data epoch
+  // past the job's last.
+  PushRequest inflated = GoodPush(0, 0.1f);
+  inflated.set_num_samples(1'000'000);
+  ExpectRefusedAndUnchanged(inflated, absl::StatusCode::kInvalidArgument, "num_samples is 1000000, expected 0 to 256");
+  PushRequest far_epoch = GoodPush(0, 0.1f);
+  far_epoch.set_data_epoch(1000);
+  ExpectRefusedAndUnchanged(far_epoch, absl::StatusCode::kInvalidArgument, "data_epoch is 1000, expected 0 to 0");
+
   // After all that, a good push is applied: the only worker pushed, so step 0 completes.
   PullResponse before = Pull();
   ASSERT_TRUE(Push(GoodPush(0, 0.1f)).ok());
