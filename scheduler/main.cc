@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/binary_init.h"
+#include "common/health_flags.h"
 #include "common/security_flags.h"
 #include "common/job_flags.h"
 #include "common/job_spec.h"
@@ -18,13 +19,6 @@
 
 DEFINE_string(host, "127.0.0.1", "Address to listen on");
 DEFINE_int32(port, 0, "Port to listen on (0: pick a free one)");
-DEFINE_int32(health_port, 0,
-             "Also serve gRPC health checking (grpc.health.v1.Health, nothing else) in plaintext on this port, "
-             "with the main port's status: for probes that cannot present a TLS client certificate "
-             "(0: none; the main port serves it too)");
-DEFINE_string(health_host, "0.0.0.0",
-              "With --health_port: the address the health service listens on (plaintext is allowed beyond "
-              "loopback here: it serves only the health status)");
 DEFINE_string(port_file, "", "Write the chosen port to this file once listening (atomically)");
 DEFINE_string(summary_json, "", "Write the run summary (JSON) to this file when the job ends");
 DEFINE_int64(heartbeat_ms, 500, "How often roles heartbeat, milliseconds");

@@ -15,6 +15,7 @@
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "common/binary_init.h"
+#include "common/health_flags.h"
 #include "common/security_flags.h"
 #include "common/stop_signals.h"
 #include "server/server_runner.h"
@@ -28,13 +29,6 @@ DEFINE_string(advertise_host, "",
               "host name or address workers dial this server at, registered with the scheduler with the port "
               "(empty: --host; required when --host listens everywhere, 0.0.0.0 or ::)");
 DEFINE_int32(port, 0, "port to listen on; 0 picks a free one");
-DEFINE_int32(health_port, 0,
-             "Also serve gRPC health checking (grpc.health.v1.Health, nothing else) in plaintext on this port, "
-             "with the main port's status: for probes that cannot present a TLS client certificate "
-             "(0: none; the main port serves it too)");
-DEFINE_string(health_host, "0.0.0.0",
-              "With --health_port: the address the health service listens on (plaintext is allowed beyond "
-              "loopback here: it serves only the health status)");
 DEFINE_int64(rpc_timeout_ms, 30000, "deadline of each scheduler rpc, milliseconds");
 DEFINE_int64(startup_timeout_ms, 120000, "bound on each startup phase (register, wait for the job), milliseconds");
 

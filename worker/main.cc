@@ -9,6 +9,7 @@
 
 
 #include "common/binary_init.h"
+#include "common/health_flags.h"
 #include "common/security_flags.h"
 #include "common/stop_signals.h"
 #include "model/cpu_backend.h"
@@ -25,10 +26,6 @@ DEFINE_int32(tcp_connections, 2,
              "TCP connections to each parameter server not on this host; calls take them in turn, so the "
              "parts of an overlapped step travel side by side");
 DEFINE_int64(startup_timeout_ms, 120000, "How long to wait for the scheduler and the other roles");
-DEFINE_int32(health_port, 0,
-             "Serve gRPC health checking (grpc.health.v1.Health) on this port: SERVING while the worker is in "
-             "the job (0: no health service)");
-DEFINE_string(health_host, "0.0.0.0", "With --health_port: the address the health service listens on");
 
 int main(int argc, char** argv) {
   pstrain::InitBinary("pstrain-worker --scheduler=HOST:PORT [--device=cpu|cuda|cuda:N] [--tf32]", &argc, &argv);
