@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Soak: a secured sync job under its own load plus a steady stream of calls that must be refused,
+# for about SECONDS (default 600). Not part of `make test`.
+#
+#   scripts/soak.sh BUILD_DIR [SECONDS]
+#
+# It runs the same job twice with the same credentials and seed: once undisturbed, once while
+# scripts/soak_attacker.py hammers every role's port with calls that must all be refused
+# (plaintext, a certificate of another CA, the job's certificate without the token or with a
+# wrong one; pushes carry 1 MiB of garbage). Meanwhile it samples every role's RSS every 5 s.
+# It prints the RSS table and exits non-zero when a role's RSS after warm-up (the first quarter)
+# moves by more than 5%, when any refused call was accepted, or when the two final models differ
+# (a sync job is bitwise repeatable, so the stream must have changed nothing).
+#
+# Environment: SOAK_EPOCHS (default: calibrated so that one run lasts about SECONDS),
+# SOAK_BATCH (default 32: small steps, many calls).
+set -euo pipefail
+
+if [[ $# -lt 1 || $# -gt 2 ]]; then
+  echo "usage: $0 BUILD_DIR [SECONDS]" >&2
+  exit 2
+fi
+HERE="$(cd "$(dirname "$0")" && pwd)"
+BIN="$(cd "$1" && pwd)/bin"
+SECONDS_WANTED="${2:-600}"
+BATCH="${SOAK_BATCH:-32}"
+[[ -x "$BIN/pstrain-launch" ]] || { echo "$0: $BIN/pstrain-launch not found; build first" >&2; exit 1; }
+OUT="$(mktemp -d -t pstrain-soak.XXXXXX)"
+echo "soak: outputs in $OUT"
+
+# The job's credentials and a stranger's, as README.md's "Security" makes them.
+make_credentials() {
+  local dir="$1"
+  mkdir -p "$dir"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=soak CA" \
+    -keyout "$dir/ca.key" -out "$dir/ca.pem" 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=pstrain" \
+    -addext "subjectAltName=DNS:pstrain" -keyout "$dir/key.pem" -out "$dir/role.csr" 2>/dev/null
+  openssl x509 -req -in "$dir/role.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" -CAcreateserial -days 2 \
+    -copy_extensions copy -out "$dir/cert.pem" 2>/dev/null
+  openssl rand -hex 32 > "$dir/token"
+  chmod 600 "$dir/key.pem" "$dir/token"
+}
+make_credentials "$OUT/job"
+make_credentials "$OUT/stranger"
+SEC=(--tls_cert="$OUT/job/cert.pem" --tls_key="$OUT/job/key.pem" --tls_ca="$OUT/job/ca.pem"
+     --job_token_file="$OUT/job/token")
+
+run_job() {  # NAME EPOCHS: the job, in the background; sets JOB_PID
+  "$BIN/pstrain-launch" "${SEC[@]}" --mode=sync --batch_size="$BATCH" --epochs="$2" --seed=11 \
+    --eval_last_epoch_only --summary_json="$OUT/$1.json" --final_model="$OUT/$1.model" > "$OUT/$1.log" 2>&1 &
+  JOB_PID=$!
+}
+
+# Calibration: one epoch's wall time sets the epochs of a run of about SECONDS.
+EPOCHS="${SOAK_EPOCHS:-}"
+if [[ -z "$EPOCHS" ]]; then
+  start=$(date +%s.%N)
+  run_job calibrate 1
+  wait "$JOB_PID"
+  per_epoch=$(echo "$(date +%s.%N) - $start" | bc)
+  EPOCHS=$(echo "e = $SECONDS_WANTED / $per_epoch; if (e < 2) 2 else e / 1" | bc)
+fi
+echo "soak: $EPOCHS epochs a run (batch $BATCH), about ${SECONDS_WANTED} s each"
+
+echo "soak: undisturbed reference run"
+run_job reference "$EPOCHS"
+wait "$JOB_PID" || { echo "soak: the reference run failed; see $OUT/reference.log" >&2; exit 1; }
+
+echo "soak: the same job under a stream of refused calls"
+run_job soak "$EPOCHS"
+LAUNCHER=$JOB_PID
+# Every role's pid and, once listening, port.
+roles() { ps -o pid=,comm= --ppid "$LAUNCHER" 2>/dev/null | awk '$2 ~ /^pstrain-/ {print $1, $2}'; }
+for _ in $(seq 1 100); do
+  [[ $(roles | wc -l) -ge 5 ]] && break
+  sleep 0.2
+done
+ports=""
+for _ in $(seq 1 100); do
+  ports=$(for pid in $(roles | awk '$2 != "pstrain-worker" {print $1}'); do
+            ss -ltnpH 2>/dev/null | grep "pid=$pid," | awk '{print $4}' | sed 's/.*://'
+          done | sort -u | tr '\n' ' ')
+  [[ $(echo "$ports" | wc -w) -ge 3 ]] && break
+  sleep 0.2
+done
+echo "soak: roles $(roles | tr '\n' ' '); ports $ports"
+/usr/bin/python3 "$HERE/soak_attacker.py" --job_dir="$OUT/job" --stranger_dir="$OUT/stranger" \
+  --ports="$ports" --until_pid="$LAUNCHER" > "$OUT/attacker.txt" 2>&1 &
+ATTACKER=$!
+
+echo "seconds,pid,role,rss_kib" > "$OUT/rss.csv"
+start=$(date +%s)
+while kill -0 "$LAUNCHER" 2>/dev/null; do
+  now=$(( $(date +%s) - start ))
+  roles | while read -r pid role; do
+    rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
+    [[ -n "$rss" ]] && echo "$now,$pid,$role,$rss" >> "$OUT/rss.csv"
+  done
+  sleep 5
+done
+wait "$LAUNCHER" || { echo "soak: the disturbed run failed; see $OUT/soak.log" >&2; exit 1; }
+wait "$ATTACKER" || true
+
+/usr/bin/python3 - "$OUT" <<'EOF'
+import collections, csv, filecmp, sys
+out = sys.argv[1]
+rows = list(csv.DictReader(open(f"{out}/rss.csv")))
+by_pid = collections.defaultdict(list)
+names = {}
+for r in rows:
+    by_pid[r["pid"]].append((int(r["seconds"]), int(r["rss_kib"])))
+    names[r["pid"]] = r["role"]
+failed = []
+print("| role (pid) | samples | RSS at warm-up end MiB | max after MiB | last MiB | last vs warm-up |")
+print("|---|---:|---:|---:|---:|---:|")
+for pid, samples in sorted(by_pid.items(), key=lambda kv: names[kv[0]]):
+    if len(samples) < 4:
+        continue
+    warm = samples[len(samples) // 4]
+    after = [rss for t, rss in samples if t >= warm[0]]
+    last = samples[-1][1]
+    change = (last - warm[1]) / warm[1]
+    peak = (max(after) - warm[1]) / warm[1]
+    flat = abs(change) <= 0.05 and peak <= 0.05
+    if not flat:
+        failed.append(f"{names[pid]} ({pid}) RSS moved {change:+.1%} (peak {peak:+.1%}) after warm-up")
+    print(f"| {names[pid]} ({pid}) | {len(samples)} | {warm[1] / 1024:.1f} | {max(after) / 1024:.1f} | "
+          f"{last / 1024:.1f} | {change:+.1%} |")
+print()
+print(open(f"{out}/attacker.txt").read().strip())
+if "accepted 0" not in open(f"{out}/attacker.txt").read():
+    failed.append("a call that should have been refused was accepted")
+same = filecmp.cmp(f"{out}/reference.model", f"{out}/soak.model", shallow=False)
+print(f"final model equal to the undisturbed run's: {'yes, bitwise' if same else 'NO'}")
+if not same:
+    failed.append("the final model differs from the undisturbed run's")
+for f in failed:
+    print("FAIL:", f)
+sys.exit(1 if failed else 0)
+EOF
