@@ -40,13 +40,13 @@ absl::Status WriteAll(int fd, const void* data, size_t size, const std::string& 
 }
 
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view what,
-                                 const std::function<absl::Status(int fd)>& write) {
+                                 const std::function<absl::Status(int fd)>& write, mode_t mode) {
   // mkstemp: two writers of the same path never share a temporary file.
   std::string temp = path + ".tmp.XXXXXX";
   const int fd = ::mkstemp(temp.data());
   if (fd < 0) return ErrnoStatus(errno, absl::StrCat("creating a temporary file for ", what, " '", path, "'"));
   absl::Status status = write(fd);
-  if (status.ok() && ::fchmod(fd, 0644) != 0) {
+  if (status.ok() && ::fchmod(fd, mode) != 0) {
     status = ErrnoStatus(errno, absl::StrCat("chmod of ", what, " '", temp, "'"));
   }
   if (status.ok() && ::fsync(fd) != 0) {
@@ -73,8 +73,9 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view what
 }
 
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view what,
-                                 absl::string_view contents) {
-  return WriteFileAtomically(path, what, [&](int fd) { return WriteAll(fd, contents.data(), contents.size(), path); });
+                                 absl::string_view contents, mode_t mode) {
+  return WriteFileAtomically(
+      path, what, [&](int fd) { return WriteAll(fd, contents.data(), contents.size(), path); }, mode);
 }
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path, absl::string_view what) {

@@ -3,6 +3,8 @@
 #ifndef PSTRAIN_COMMON_FILE_IO_H_
 #define PSTRAIN_COMMON_FILE_IO_H_
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <functional>
 #include <string>
@@ -19,15 +21,15 @@ absl::Status ErrnoStatus(int err, absl::string_view what);
 
 // Writes `path` so that a reader never sees it partly written, and it survives a crash once this
 // returns OK: `write` fills a fresh temporary file beside `path` (given its descriptor), which is
-// then fsynced, made world-readable (0644), renamed over `path`, and the folder fsynced. On any
-// error the temporary file is removed and `path` is untouched. `what` names the file in errors
-// ("model file", "checkpoint").
+// then fsynced, given `mode` (world-readable 0644 unless the file holds a secret), renamed over
+// `path`, and the folder fsynced. On any error the temporary file is removed and `path` is
+// untouched. `what` names the file in errors ("model file", "checkpoint").
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view what,
-                                 const std::function<absl::Status(int fd)>& write);
+                                 const std::function<absl::Status(int fd)>& write, mode_t mode = 0644);
 
 // The same for contents already in memory.
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view what,
-                                 absl::string_view contents);
+                                 absl::string_view contents, mode_t mode = 0644);
 
 // Writes all `size` bytes to `fd` (retrying short writes and EINTR). Errors name `path`.
 absl::Status WriteAll(int fd, const void* data, size_t size, const std::string& path);

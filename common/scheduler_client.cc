@@ -12,6 +12,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/session_metadata.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
@@ -73,9 +74,15 @@ void SchedulerClient::set_reconnect_window(absl::Duration window) {
   reconnect_window_ns_.store(absl::ToInt64Nanoseconds(std::max(window, absl::ZeroDuration())));
 }
 
+std::string SchedulerClient::session_credential() const {
+  absl::MutexLock lock(&mu_);
+  return session_credential_;
+}
+
 std::string SchedulerClient::Prepare(grpc::ClientContext* context, absl::string_view what,
                                      absl::Duration timeout) const {
   context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  AttachSession(context, session_credential());
   // While the scheduler may be restarting, a call waits (up to its deadline) for the connection
   // instead of failing at once, which also keeps gRPC trying to reconnect.
   if (reconnect_window() > absl::ZeroDuration()) context->set_wait_for_ready(true);
@@ -97,6 +104,8 @@ absl::StatusOr<RegisterResponse> SchedulerClient::Register(Role role, const std:
              std::min(rpc_timeout_, std::max(give_up - absl::Now(), absl::Milliseconds(1))));
     if (response.ok()) {
       set_reconnect_window(absl::Milliseconds(response->reconnect_ms()));
+      absl::MutexLock lock(&mu_);
+      session_credential_ = response->session_credential();
       return response;
     }
     const absl::Status& status = response.status();

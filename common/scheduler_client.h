@@ -54,8 +54,13 @@ class SchedulerClient : public SchedulerApi {
   absl::Duration reconnect_window() const;
   void set_reconnect_window(absl::Duration window);
 
+  // The session credential Register got (empty before): what the role's other clients (a
+  // worker's PsClient) send to act as its rank.
+  std::string session_credential() const;
+
   // Registers this role. Retries UNAVAILABLE (the scheduler may start after us) until `timeout`;
-  // other errors (e.g. FAILED_PRECONDITION: the job is full) are returned at once.
+  // other errors (e.g. FAILED_PRECONDITION: the job is full) are returned at once. On success every
+  // later call carries the session credential the answer holds (common/session_credential.h).
   absl::StatusOr<RegisterResponse> Register(Role role, const std::string& address,
                                             absl::Duration timeout, const LocalEndpoint& local = {}) override;
 
@@ -132,6 +137,8 @@ class SchedulerClient : public SchedulerApi {
   const std::string instance_id_;
   const std::unique_ptr<Scheduler::Stub> stub_;
   std::atomic<int64_t> reconnect_window_ns_{0};
+  mutable absl::Mutex mu_;
+  std::string session_credential_ ABSL_GUARDED_BY(mu_);
   // The next sequence number for ReportProgress and LeaseWork.
   std::atomic<int64_t> next_seq_{1};
 };

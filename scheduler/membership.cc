@@ -43,6 +43,12 @@ void Membership::Record(Role role, int rank, ChangeKind kind, absl::Time now) {
   events_.push_back(MembershipEvent{now, role, rank, kind, epoch_});
 }
 
+std::optional<std::string> Membership::InstanceOf(Role role, int rank) const {
+  const std::vector<Member>* members = MembersOf(role);
+  if (members == nullptr || rank < 0 || rank >= static_cast<int>(members->size())) return std::nullopt;
+  return (*members)[rank].instance_id;
+}
+
 std::optional<int> Membership::Lookup(Role role, const std::string& address,
                                       const std::string& instance_id) const {
   const std::vector<Member>* members = MembersOf(role);

@@ -133,6 +133,9 @@ class Membership {
   bool is_live(Role role, int rank) const;
   // True when (role, rank) registered at some time, live or not.
   bool ever_registered(Role role, int rank) const;
+  // The instance id of the process that registered last at (role, rank), live or not; nullopt when
+  // none ever did.
+  std::optional<std::string> InstanceOf(Role role, int rank) const;
   int64_t epoch() const { return epoch_; }
   const std::vector<MembershipEvent>& events() const { return events_; }
 

@@ -76,7 +76,14 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(Options options) {
                                                    ", expected > 0"));
   }
   if (!options.clock) options.clock = [] { return absl::Now(); };
-  return std::unique_ptr<Scheduler>(new Scheduler(std::move(options)));
+  absl::StatusOr<std::unique_ptr<SessionSigner>> signer = SessionSigner::Generate();
+  if (!signer.ok()) return signer.status();
+  std::unique_ptr<Scheduler> scheduler(new Scheduler(std::move(options)));
+  {
+    absl::MutexLock lock(&scheduler->mu_);
+    scheduler->UseSessionKey(*std::move(signer));
+  }
+  return scheduler;
 }
 
 Scheduler::Scheduler(Options options)
@@ -107,6 +114,7 @@ absl::Status Scheduler::JobFailedError() const {
 
 ClusterView Scheduler::ViewLocked() const {
   ClusterView view = membership_.View();
+  view.set_session_public_key(signer_->public_key());
   // Every role may have registered while an external model is not declared yet.
   if (state_ == WAITING_FOR_ROLES) view.set_state(WAITING_FOR_ROLES);
   for (const ShardHost& host : shard_hosts_) *view.add_shard_hosts() = host;
@@ -213,6 +221,7 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
       }
     }
     response.set_rank(*rank);
+    response.set_session_credential(signer_->Sign({request.role(), *rank, request.instance_id()}));
     response.set_job_state(state_);
     *response.mutable_job() = options_.job;
     response.set_heartbeat_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));

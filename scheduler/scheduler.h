@@ -79,6 +79,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/session_credential.h"
 #include "proto/cluster.pb.h"
 #include "proto/job.pb.h"
 #include "proto/scheduler.pb.h"
@@ -187,6 +188,14 @@ class Scheduler {
 
   // The current view; its state is the job's state.
   ClusterView View() const;
+
+  // The caller a session credential (RegisterResponse.session_credential, common/session_credential.h)
+  // names, checked: signed by this scheduler (or the one it was restored from) and issued to the
+  // process that registered at that rank last. UNAUTHENTICATED for a missing, malformed or forged
+  // credential; PERMISSION_DENIED for the credential of an earlier process at a rank another one
+  // has taken since (a replaced server). The caller compares the claims with the rank a request
+  // names (CheckActsAs). Does not block but for the mutex.
+  absl::StatusOr<SessionClaims> Authenticate(absl::string_view credential) const;
 
   // Calls `done` with the view once every role has registered (at once if they have), with the
   // view when the job finished, or ABORTED "job failed: <reason>" when it failed. Never blocks.
@@ -325,6 +334,8 @@ class Scheduler {
   static LeasePool::Options LeaseOptions(const Options& o, int64_t train_samples);
   static Progress::Options ProgressOptions(const Options& o, absl::Time created, int64_t train_samples,
                                            int64_t test_samples, int64_t total_steps);
+  // Signs session credentials with `signer` from now on (Create: a fresh key; Restore: the saved one).
+  void UseSessionKey(std::unique_ptr<SessionSigner> signer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Restore's work on a fresh scheduler; `declared_model_file`: Options::declared_model_file.
   absl::Status RestoreFrom(const SchedulerState& state, std::string declared_model_file);
   // Every role registered (and, for an external model, a declaration was accepted): the job runs.
@@ -429,6 +440,9 @@ class Scheduler {
   bool final_model_written_ ABSL_GUARDED_BY(mu_) = false;
   // Serializes final model writes (taken before mu_, never while holding it).
   absl::Mutex model_write_mu_;
+  // Issues and checks session credentials; its key is in the state, so a restart keeps it.
+  std::unique_ptr<SessionSigner> signer_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<SessionVerifier> verifier_ ABSL_GUARDED_BY(mu_);
   // The newest slow-step reports (ReportSlowStep), with when they arrived.
   std::vector<std::pair<absl::Time, SlowStepReport>> slow_steps_ ABSL_GUARDED_BY(mu_);
   // Each server's latest embedding-table usage (HeartbeatRequest.tables), by rank.

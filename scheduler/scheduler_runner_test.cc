@@ -10,14 +10,18 @@
 #include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <map>
 #include <future>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/session_metadata.h"
 #include "gtest/gtest.h"
 #include "proto/scheduler.grpc.pb.h"
 
@@ -78,17 +82,28 @@ class Roles {
       : stub_(pstrain::Scheduler::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
                                                               grpc::InsecureChannelCredentials()))) {}
 
+  // One call; it carries the session credential of the role and rank the request acts as, as the
+  // registrations so far answered it.
   template <typename Req, typename Resp, typename Method>
   grpc::Status Call(Method method, const Req& req, Resp* resp) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-    return (stub_.get()->*method)(&ctx, req, resp);
+    if constexpr (std::is_same_v<Req, HeartbeatRequest>) AttachSession(&ctx, credentials_[{req.role(), req.rank()}]);
+    if constexpr (std::is_same_v<Req, ProgressReport> || std::is_same_v<Req, LeaseRequest>) {
+      AttachSession(&ctx, credentials_[{WORKER, req.worker_rank()}]);
+    }
+    grpc::Status status = (stub_.get()->*method)(&ctx, req, resp);
+    if constexpr (std::is_same_v<Resp, RegisterResponse>) {
+      credentials_[{req.role(), resp->rank()}] = resp->session_credential();
+    }
+    return status;
   }
 
   pstrain::Scheduler::Stub* stub() { return stub_.get(); }
 
  private:
   std::unique_ptr<pstrain::Scheduler::Stub> stub_;
+  std::map<std::pair<Role, int>, std::string> credentials_;
 };
 
 // Waits (bounded) until the runner listens; 0 if it never does.

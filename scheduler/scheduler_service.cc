@@ -3,10 +3,57 @@
 #include <utility>
 
 #include "common/parsed_unary.h"
+#include "common/session_metadata.h"
 #include "glog/logging.h"
 
 namespace pstrain {
 namespace scheduler {
+namespace {
+
+// Who a request says it acts as.
+struct Acting {
+  Role role;
+  int rank;
+};
+
+// ServeParsed for a method that acts as a rank: the call's session credential is checked
+// (Scheduler::Authenticate) before the request is parsed, and must name the role and rank
+// `acting_as(request)` gives. A refused call changes nothing: the handler never runs.
+template <typename Request, typename Response, typename ActingAs, typename Handler>
+grpc::ServerUnaryReactor* ServeAs(const Scheduler& core, grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
+                                  grpc::ByteBuffer* out, absl::string_view method, ActingAs acting_as,
+                                  Handler&& handle) {
+  absl::StatusOr<SessionClaims> caller = core.Authenticate(SessionCredentialOf(*ctx));
+  if (!caller.ok()) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(
+        ToGrpcStatus(absl::Status(caller.status().code(), absl::StrCat(method, ": ", caller.status().message()))));
+    return reactor;
+  }
+  return ServeParsed<Request, Response>(in, out, method, [&](auto* call) {
+    const Acting as = acting_as(call->request);
+    if (absl::Status s = CheckActsAs(*caller, as.role, as.rank, method); !s.ok()) {
+      LOG(WARNING) << "refused: " << s.message();
+      return call->Reply(s);
+    }
+    std::forward<Handler>(handle)(call);
+  });
+}
+
+template <typename Request>
+Acting AsRoleRank(const Request& r) {
+  return {r.role(), r.rank()};
+}
+template <typename Request>
+Acting AsWorker(const Request& r) {
+  return {WORKER, r.worker_rank()};
+}
+template <typename Request>
+Acting AsServer(const Request& r) {
+  return {SERVER, r.server_rank()};
+}
+
+}  // namespace
 
 grpc::ServerUnaryReactor* SchedulerService::Register(grpc::CallbackServerContext*, const grpc::ByteBuffer* in,
                                                      grpc::ByteBuffer* out) {
@@ -26,30 +73,30 @@ grpc::ServerUnaryReactor* SchedulerService::GetClusterView(grpc::CallbackServerC
   });
 }
 
-grpc::ServerUnaryReactor* SchedulerService::Heartbeat(grpc::CallbackServerContext*, const grpc::ByteBuffer* in,
+grpc::ServerUnaryReactor* SchedulerService::Heartbeat(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
                                                       grpc::ByteBuffer* out) {
-  return ServeParsed<HeartbeatRequest, HeartbeatResponse>(in, out, "Heartbeat", [this](auto* call) {
+  return ServeAs<HeartbeatRequest, HeartbeatResponse>(*core_, ctx, in, out, "Heartbeat", AsRoleRank<HeartbeatRequest>, [this](auto* call) {
     VLOG(3) << "Heartbeat " << RoleName(call->request.role()) << " " << call->request.rank();
     call->Reply(core_->Heartbeat(call->request));
   });
 }
 
-grpc::ServerUnaryReactor* SchedulerService::Barrier(grpc::CallbackServerContext*, const grpc::ByteBuffer* in,
+grpc::ServerUnaryReactor* SchedulerService::Barrier(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
                                                     grpc::ByteBuffer* out) {
-  return ServeParsed<BarrierRequest, BarrierResponse>(in, out, "Barrier", [this](auto* call) {
+  return ServeAs<BarrierRequest, BarrierResponse>(*core_, ctx, in, out, "Barrier", AsRoleRank<BarrierRequest>, [this](auto* call) {
     core_->Barrier(call->request, [call](absl::Status status) { call->Reply(status); });
   });
 }
 
-grpc::ServerUnaryReactor* SchedulerService::LeaseWork(grpc::CallbackServerContext*, const grpc::ByteBuffer* in,
+grpc::ServerUnaryReactor* SchedulerService::LeaseWork(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
                                                       grpc::ByteBuffer* out) {
-  return ServeParsed<LeaseRequest, LeaseResponse>(in, out, "LeaseWork",
+  return ServeAs<LeaseRequest, LeaseResponse>(*core_, ctx, in, out, "LeaseWork", AsWorker<LeaseRequest>,
                                                   [this](auto* call) { call->Reply(core_->LeaseWork(call->request)); });
 }
 
-grpc::ServerUnaryReactor* SchedulerService::ReportProgress(grpc::CallbackServerContext*, const grpc::ByteBuffer* in,
+grpc::ServerUnaryReactor* SchedulerService::ReportProgress(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
                                                            grpc::ByteBuffer* out) {
-  return ServeParsed<ProgressReport, ProgressResponse>(in, out, "ReportProgress", [this](auto* call) {
+  return ServeAs<ProgressReport, ProgressResponse>(*core_, ctx, in, out, "ReportProgress", AsWorker<ProgressReport>, [this](auto* call) {
     const ProgressReport& r = call->request;
     VLOG(2) << "ReportProgress worker " << r.worker_rank() << " epoch " << r.epoch() << " step " << r.step()
             << " evals " << r.evals_size();
@@ -57,41 +104,41 @@ grpc::ServerUnaryReactor* SchedulerService::ReportProgress(grpc::CallbackServerC
   });
 }
 
-grpc::ServerUnaryReactor* SchedulerService::ReportFailure(grpc::CallbackServerContext*, const grpc::ByteBuffer* in,
+grpc::ServerUnaryReactor* SchedulerService::ReportFailure(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
                                                           grpc::ByteBuffer* out) {
-  return ServeParsed<FailureReport, FailureResponse>(in, out, "ReportFailure", [this](auto* call) {
+  return ServeAs<FailureReport, FailureResponse>(*core_, ctx, in, out, "ReportFailure", AsRoleRank<FailureReport>, [this](auto* call) {
     core_->ReportFailure(call->request);
     call->Reply(absl::OkStatus());
   });
 }
 
-grpc::ServerUnaryReactor* SchedulerService::Leave(grpc::CallbackServerContext*, const grpc::ByteBuffer* in,
+grpc::ServerUnaryReactor* SchedulerService::Leave(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
                                                   grpc::ByteBuffer* out) {
-  return ServeParsed<LeaveRequest, LeaveResponse>(in, out, "Leave", [this](auto* call) {
+  return ServeAs<LeaveRequest, LeaveResponse>(*core_, ctx, in, out, "Leave", AsRoleRank<LeaveRequest>, [this](auto* call) {
     const LeaveRequest& r = call->request;
     VLOG(1) << "Leave " << RoleName(r.role()) << " " << r.rank() << ": " << r.reason();
     call->Reply(core_->Leave(r));
   });
 }
 
-grpc::ServerUnaryReactor* SchedulerService::ReportCheckpoints(grpc::CallbackServerContext*, const grpc::ByteBuffer* in,
+grpc::ServerUnaryReactor* SchedulerService::ReportCheckpoints(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
                                                               grpc::ByteBuffer* out) {
-  return ServeParsed<CheckpointReport, CheckpointAck>(in, out, "ReportCheckpoints", [this](auto* call) {
+  return ServeAs<CheckpointReport, CheckpointAck>(*core_, ctx, in, out, "ReportCheckpoints", AsServer<CheckpointReport>, [this](auto* call) {
     VLOG(2) << "ReportCheckpoints server " << call->request.server_rank() << ": " << call->request.steps_size()
             << " steps";
     call->Reply(core_->ReportCheckpoints(call->request));
   });
 }
 
-grpc::ServerUnaryReactor* SchedulerService::ReportSlowStep(grpc::CallbackServerContext*, const grpc::ByteBuffer* in,
+grpc::ServerUnaryReactor* SchedulerService::ReportSlowStep(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
                                                            grpc::ByteBuffer* out) {
-  return ServeParsed<SlowStepReport, SlowStepAck>(
-      in, out, "ReportSlowStep", [this](auto* call) { call->Reply(core_->ReportSlowStep(call->request)); });
+  return ServeAs<SlowStepReport, SlowStepAck>(*core_, ctx, in, out, "ReportSlowStep", AsServer<SlowStepReport>,
+                                                 [this](auto* call) { call->Reply(core_->ReportSlowStep(call->request)); });
 }
 
-grpc::ServerUnaryReactor* SchedulerService::SubmitFinalModel(grpc::CallbackServerContext*, const grpc::ByteBuffer* in,
+grpc::ServerUnaryReactor* SchedulerService::SubmitFinalModel(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
                                                              grpc::ByteBuffer* out) {
-  return ServeParsed<FinalModel, FinalModelAck>(in, out, "SubmitFinalModel", [this](auto* call) {
+  return ServeAs<FinalModel, FinalModelAck>(*core_, ctx, in, out, "SubmitFinalModel", AsWorker<FinalModel>, [this](auto* call) {
     VLOG(1) << "SubmitFinalModel worker " << call->request.worker_rank() << ": "
             << call->request.model_file().size() << " bytes";
     // Writes (and fsyncs) the file on this callback thread: rare, and the caller waits for it anyway.
@@ -99,9 +146,9 @@ grpc::ServerUnaryReactor* SchedulerService::SubmitFinalModel(grpc::CallbackServe
   });
 }
 
-grpc::ServerUnaryReactor* SchedulerService::DeclareModel(grpc::CallbackServerContext*, const grpc::ByteBuffer* in,
+grpc::ServerUnaryReactor* SchedulerService::DeclareModel(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
                                                          grpc::ByteBuffer* out) {
-  return ServeParsed<ModelDeclaration, ModelDeclarationAck>(in, out, "DeclareModel", [this](auto* call) {
+  return ServeAs<ModelDeclaration, ModelDeclarationAck>(*core_, ctx, in, out, "DeclareModel", AsWorker<ModelDeclaration>, [this](auto* call) {
     VLOG(1) << "DeclareModel worker " << call->request.worker_rank() << ": " << call->request.model_file().size()
             << " bytes";
     // Parses (and, the first time, saves) the model file on this callback thread: once per worker.

@@ -2,6 +2,15 @@
 // and absl::Status into grpc::Status. Requests arrive as bytes and are parsed here, so a malformed
 // one gets INVALID_ARGUMENT naming the method (gRPC's own parsing would answer UNIMPLEMENTED).
 //
+// Sessions. Register answers a session credential (common/session_credential.h). Every method that
+// acts as a rank (Heartbeat, Barrier, ReportFailure, Leave as the request's role and rank;
+// LeaseWork, ReportProgress, SubmitFinalModel, DeclareModel as its worker_rank; ReportCheckpoints
+// and ReportSlowStep as its server_rank) checks the call's credential (Scheduler::Authenticate)
+// before parsing the request, then that it names that role and rank: UNAUTHENTICATED without a
+// valid one, PERMISSION_DENIED for another rank or role, and the core never sees a refused call.
+// Register, GetClusterView, GetJobStatus and GetInitialModel act as nobody and need the job's
+// transport credentials only (the launcher polls GetJobStatus without registering).
+//
 // GetClusterView(wait_until_running) and Barrier park their reactor in the core without holding a
 // thread; whoever releases them (the last registration or barrier entry, or the job's end)
 // finishes the call. When the job fails, parked calls end with ABORTED "job failed: <reason>".

@@ -5,12 +5,16 @@
 
 #include <chrono>
 #include <future>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/job_spec.h"
+#include "common/session_metadata.h"
 #include "gtest/gtest.h"
 #include "scheduler/shard_map.h"
 
@@ -67,8 +71,20 @@ class SchedulerServiceTest : public ::testing::Test {
     RegisterResponse resp;
     grpc::Status s = stub_->Register(&ctx, req, &resp);
     EXPECT_TRUE(s.ok()) << s.error_message();
+    absl::MutexLock lock(&mu_);
+    credentials_[{role, resp.rank()}] = resp.session_credential();
     return resp.rank();
   }
+
+  // SetDeadline, and the session credential `role` `rank` registered with.
+  void As(grpc::ClientContext* ctx, Role role, int rank) {
+    SetDeadline(ctx);
+    absl::MutexLock lock(&mu_);
+    AttachSession(ctx, credentials_[{role, rank}]);
+  }
+
+  absl::Mutex mu_;
+  std::map<std::pair<Role, int>, std::string> credentials_ ABSL_GUARDED_BY(mu_);
 
   // Starts a blocking call on another thread; the future holds its status.
   template <typename Call>
@@ -122,7 +138,7 @@ TEST_F(SchedulerServiceTest, BarrierReleasesWhenBothEnter) {
   auto enter = [this](Role role) {
     return Async([this, role] {
       grpc::ClientContext ctx;
-      SetDeadline(&ctx);
+      As(&ctx, role, 0);
       BarrierRequest req;
       req.set_name("init");
       req.set_participants(BarrierRequest::ALL);
@@ -152,7 +168,7 @@ TEST_F(SchedulerServiceTest, ReportFailureAbortsParkedCalls) {
   });
   auto barrier = Async([&] {
     grpc::ClientContext ctx;
-    SetDeadline(&ctx);
+    As(&ctx, SERVER, 0);
     BarrierRequest req;
     req.set_name("init");
     req.set_participants(BarrierRequest::ALL);
@@ -164,7 +180,7 @@ TEST_F(SchedulerServiceTest, ReportFailureAbortsParkedCalls) {
   EXPECT_TRUE(Pending(barrier));
 
   grpc::ClientContext ctx;
-  SetDeadline(&ctx);
+  As(&ctx, SERVER, 0);
   FailureReport report;
   report.set_role(SERVER);
   report.set_rank(0);
@@ -179,7 +195,7 @@ TEST_F(SchedulerServiceTest, ReportFailureAbortsParkedCalls) {
   EXPECT_EQ(b.error_message(), a.error_message());
 
   grpc::ClientContext hb_ctx;
-  SetDeadline(&hb_ctx);
+  As(&hb_ctx, SERVER, 0);
   HeartbeatRequest hb;
   hb.set_role(SERVER);
   HeartbeatResponse hb_resp;
@@ -213,7 +229,7 @@ TEST_F(SchedulerServiceTest, ReportCheckpointsIsCheckedAndAnswered) {
   Register(SERVER, "127.0.0.1:4001");
   for (const std::vector<int64_t>& steps : {std::vector<int64_t>{10, 20}, std::vector<int64_t>{20, 10}}) {
     grpc::ClientContext ctx;
-    SetDeadline(&ctx);
+    As(&ctx, SERVER, 0);
     CheckpointReport req;
     req.set_server_rank(0);
     for (int64_t step : steps) req.add_steps(step);
@@ -226,11 +242,11 @@ TEST_F(SchedulerServiceTest, ReportCheckpointsIsCheckedAndAnswered) {
     }
   }
   grpc::ClientContext ctx;
-  SetDeadline(&ctx);
+  As(&ctx, SERVER, 0);
   CheckpointReport req;
   req.set_server_rank(3);
   CheckpointAck resp;
-  EXPECT_EQ(stub_->ReportCheckpoints(&ctx, req, &resp).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(stub_->ReportCheckpoints(&ctx, req, &resp).error_code(), grpc::StatusCode::PERMISSION_DENIED);
 }
 
 TEST_F(SchedulerServiceTest, LeaveRemovesTheWorkerAndItsHeartbeatsAreRefused) {
@@ -239,7 +255,7 @@ TEST_F(SchedulerServiceTest, LeaveRemovesTheWorkerAndItsHeartbeatsAreRefused) {
   const int64_t epoch = core_->View().membership_epoch();
   for (int attempt = 0; attempt < 2; ++attempt) {  // Idempotent.
     grpc::ClientContext ctx;
-    SetDeadline(&ctx);
+    As(&ctx, WORKER, 0);
     LeaveRequest req;
     req.set_role(WORKER);
     req.set_rank(0);
@@ -258,7 +274,7 @@ TEST_F(SchedulerServiceTest, LeaveRemovesTheWorkerAndItsHeartbeatsAreRefused) {
       << core_->failure();
 
   grpc::ClientContext hb_ctx;
-  SetDeadline(&hb_ctx);
+  As(&hb_ctx, WORKER, 0);
   HeartbeatRequest hb;
   hb.set_role(WORKER);
   hb.set_rank(0);
@@ -266,6 +282,65 @@ TEST_F(SchedulerServiceTest, LeaveRemovesTheWorkerAndItsHeartbeatsAreRefused) {
   grpc::Status s = stub_->Heartbeat(&hb_ctx, hb, &hb_resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_EQ(s.error_message().substr(0, 30), "worker 0 is no longer a member") << s.error_message();
+}
+
+// Every method that acts as a rank, called without a credential, with a forged one, and with a
+// real one for another rank or role: refused with the precise code, and the core never sees it.
+TEST_F(SchedulerServiceTest, CallsActOnlyAsTheRankTheirSessionNames) {
+  Register(SERVER, "127.0.0.1:4001");
+  Register(WORKER, "127.0.0.1:5001");
+  const int64_t epoch = core_->View().membership_epoch();
+  const std::string forged = (*SessionSigner::Generate())->Sign({WORKER, 0, ""});
+  struct Attempt {
+    std::string credential;
+    grpc::StatusCode code;
+    std::string message;
+  };
+  std::string worker0, server0;
+  {
+    absl::MutexLock lock(&mu_);
+    worker0 = credentials_[{WORKER, 0}];
+    server0 = credentials_[{SERVER, 0}];
+  }
+  const std::vector<Attempt> attempts = {
+      {"", grpc::StatusCode::UNAUTHENTICATED, "Leave: no session credential"},
+      {forged, grpc::StatusCode::UNAUTHENTICATED, "Leave: session credential: the signature does not verify"},
+      {server0, grpc::StatusCode::PERMISSION_DENIED, "Leave: server 0's session may not act as worker 0"},
+  };
+  for (const Attempt& a : attempts) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    AttachSession(&ctx, a.credential);
+    LeaveRequest req;
+    req.set_role(WORKER);
+    req.set_rank(0);
+    LeaveResponse resp;
+    grpc::Status s = stub_->Leave(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), a.code) << s.error_message();
+    EXPECT_EQ(s.error_message().substr(0, a.message.size()), a.message) << s.error_message();
+  }
+  // A worker may not report as a server, nor as another worker.
+  grpc::ClientContext slow_ctx;
+  SetDeadline(&slow_ctx);
+  AttachSession(&slow_ctx, worker0);
+  SlowStepReport slow;
+  slow.set_server_rank(0);
+  SlowStepAck slow_ack;
+  grpc::Status s = stub_->ReportSlowStep(&slow_ctx, slow, &slow_ack);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(s.error_message(), "ReportSlowStep: worker 0's session may not act as server 0");
+  grpc::ClientContext progress_ctx;
+  SetDeadline(&progress_ctx);
+  AttachSession(&progress_ctx, worker0);
+  ProgressReport progress;
+  progress.set_worker_rank(1);
+  ProgressResponse progress_ack;
+  EXPECT_EQ(stub_->ReportProgress(&progress_ctx, progress, &progress_ack).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+
+  EXPECT_EQ(core_->View().membership_epoch(), epoch);
+  EXPECT_EQ(core_->View().workers_size(), 1);
+  EXPECT_NE(core_->state(), FAILED);
 }
 
 }  // namespace

@@ -97,6 +97,13 @@ absl::Status Scheduler::RestoreFrom(const SchedulerState& state, std::string dec
     declared_ = DeclaredModel{saved.worker_rank(), std::make_shared<const std::string>(std::move(declared_model_file)),
                               saved.tables()};
   }
+  if (!state.session_key().empty()) {
+    // The predecessor's key, so the credentials the roles hold stay good. A state without one
+    // (written before session credentials) keeps the fresh key Create made.
+    absl::StatusOr<std::unique_ptr<SessionSigner>> signer = SessionSigner::FromPrivateKey(state.session_key());
+    if (!signer.ok()) return absl::InvalidArgumentError(absl::StrCat("scheduler state: ", signer.status().message()));
+    UseSessionKey(*std::move(signer));
+  }
   if (absl::Status s = membership_.Restore(state.membership(), now); !s.ok()) return s;
   if (absl::Status s = leases_->Restore(state.leases()); !s.ok()) return s;
   if (absl::Status s = progress_->Restore(state.progress()); !s.ok()) return s;
@@ -161,6 +168,7 @@ SchedulerState Scheduler::SnapshotLocked() const {
   state.set_port(port_);
   state.set_created_us(absl::ToUnixMicros(created_));
   state.set_restarts(restarts_);
+  state.set_session_key(signer_->private_key());
   state.set_state(state_);
   if (!failure_.ok()) {
     state.set_failure_code(static_cast<int>(failure_.code()));

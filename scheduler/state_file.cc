@@ -121,7 +121,8 @@ absl::Status StateFile::Save(int64_t version, const SchedulerState& state) {
     saved_version_ = version;
     return absl::OkStatus();
   }
-  if (absl::Status s = WriteFileAtomically(path_, "scheduler state file", bytes); !s.ok()) return s;
+  // 0600: the state holds the scheduler's session signing key.
+  if (absl::Status s = WriteFileAtomically(path_, "scheduler state file", bytes, 0600); !s.ok()) return s;
   saved_version_ = version;
   saved_bytes_ = std::move(bytes);
   ++writes_;

@@ -12,6 +12,7 @@
 #include "common/buffer_pool.h"
 #include "common/grpc_status.h"
 #include "common/parsed_unary.h"
+#include "common/session_metadata.h"
 #include "common/tensor_wire.h"
 #include "glog/logging.h"
 
@@ -125,6 +126,31 @@ void ParameterServerService::SetStores(ParameterStore* own, ParameterStore* repl
   CHECK(store_.compare_exchange_strong(expected, own)) << "SetStore called twice";
 }
 
+void ParameterServerService::RequireSessions(std::unique_ptr<SessionVerifier> verifier) {
+  CHECK(store_.load(std::memory_order_acquire) == nullptr) << "RequireSessions after SetStore";
+  CHECK(sessions_ == nullptr) << "RequireSessions called twice";
+  sessions_ = std::move(verifier);
+}
+
+absl::StatusOr<std::optional<int>> ParameterServerService::CallerRank(const grpc::CallbackServerContext& context,
+                                                                     absl::string_view method) const {
+  // sessions_ is published by the release store of store_.
+  if (store_.load(std::memory_order_acquire) == nullptr || sessions_ == nullptr) return std::nullopt;
+  absl::StatusOr<SessionClaims> caller = sessions_->Verify(SessionCredentialOf(context));
+  if (!caller.ok()) return absl::Status(caller.status().code(), absl::StrCat(method, ": ", caller.status().message()));
+  if (caller->role != WORKER) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(method, ": ", DescribeCaller(*caller), " may not call a parameter server; only workers do"));
+  }
+  return caller->rank;
+}
+
+absl::Status ParameterServerService::CheckActsAsWorker(std::optional<int> caller, int worker_rank,
+                                                       absl::string_view method) {
+  if (!caller.has_value()) return absl::OkStatus();
+  return CheckActsAs(SessionClaims{WORKER, *caller, ""}, WORKER, worker_rank, method);
+}
+
 ParameterStore* ParameterServerService::StoreOrFinish(std::optional<int> shard,
                                                       grpc::ServerUnaryReactor* reactor) const {
   ParameterStore* store = store_.load(std::memory_order_acquire);
@@ -144,9 +170,14 @@ ParameterStore* ParameterServerService::StoreOrFinish(std::optional<int> shard,
   return nullptr;
 }
 
-ParameterStore* ParameterServerService::DecodePushOrFinish(const grpc::ByteBuffer& request, IncomingPush* push,
-                                                          grpc::ServerUnaryReactor* reactor) const {
-  if (absl::Status s = DecodePush(request, "push", push); !s.ok()) {
+ParameterStore* ParameterServerService::DecodePushOrFinish(const grpc::CallbackServerContext& context,
+                                                          absl::string_view method, const grpc::ByteBuffer& request,
+                                                          IncomingPush* push, grpc::ServerUnaryReactor* reactor) const {
+  absl::StatusOr<std::optional<int>> caller = CallerRank(context, method);
+  absl::Status s = caller.status();
+  if (s.ok()) s = DecodePush(request, "push", push);
+  if (s.ok()) s = CheckActsAsWorker(*caller, push->header.worker_rank(), method);
+  if (!s.ok()) {
     reactor->Finish(ToGrpcStatus(s));
     return nullptr;
   }
@@ -157,8 +188,12 @@ grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerConte
                                                        const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   CountRequest(&pull_, request->Length());
+  absl::StatusOr<std::optional<int>> caller = CallerRank(*context, "Pull");
   IncomingPullRequest req;
-  if (absl::Status s = DecodePullRequest(*request, "pull", &req); !s.ok()) {
+  absl::Status s = caller.status();
+  if (s.ok()) s = DecodePullRequest(*request, "pull", &req);
+  if (s.ok()) s = CheckActsAsWorker(*caller, req.header.worker_rank(), "Pull");
+  if (!s.ok()) {
     reactor->Finish(ToGrpcStatus(s));
     return reactor;
   }
@@ -186,7 +221,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Push(grpc::CallbackServerConte
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   CountRequest(&push_, request->Length());
   IncomingPush push;
-  ParameterStore* store = DecodePushOrFinish(*request, &push, reactor);
+  ParameterStore* store = DecodePushOrFinish(*context, "Push", *request, &push, reactor);
   if (store == nullptr) return reactor;
   auto* answer = new RawAnswer;
   store->Push(push.header, push.values, push.sparse, push.pull_sparse, &answer->pushed,
@@ -207,7 +242,7 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   CountRequest(&push_pull_, request->Length());
   IncomingPush push;
-  ParameterStore* store = DecodePushOrFinish(*request, &push, reactor);
+  ParameterStore* store = DecodePushOrFinish(*context, "PushPull", *request, &push, reactor);
   if (store == nullptr) return reactor;
   auto* answer = new RawAnswer;
   answer->values = BufferPool::Default().Acquire(AnswerBytes(push.header, *store));
@@ -226,10 +261,19 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
   return reactor;
 }
 
-grpc::ServerUnaryReactor* ParameterServerService::FinishEpoch(grpc::CallbackServerContext* /*context*/,
+grpc::ServerUnaryReactor* ParameterServerService::FinishEpoch(grpc::CallbackServerContext* context,
                                                               const grpc::ByteBuffer* request,
                                                               grpc::ByteBuffer* response) {
-  return ServeParsed<FinishEpochRequest, FinishEpochResponse>(request, response, "FinishEpoch", [this](auto* call) {
+  absl::StatusOr<std::optional<int>> caller = CallerRank(*context, "FinishEpoch");
+  if (!caller.ok()) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(caller.status()));
+    return reactor;
+  }
+  return ServeParsed<FinishEpochRequest, FinishEpochResponse>(request, response, "FinishEpoch", [&](auto* call) {
+    if (absl::Status s = CheckActsAsWorker(*caller, call->request.worker_rank(), "FinishEpoch"); !s.ok()) {
+      return call->Reply(s);
+    }
     if (ParameterStore* store = StoreOrFinish(ShardOf(call->request), call)) {
       call->Reply(store->FinishEpoch(call->request));
     }

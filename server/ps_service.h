@@ -25,18 +25,27 @@
 // FAILED_PRECONDITION "server 1 does not host shard 3 (it hosts shards 1 and 0)". Which store is
 // primary and which a backup does not matter here: both take the same requests.
 //
+// Sessions: only workers call a server, each as its own rank. With RequireSessions (what every
+// server process does, with the scheduler's public key from the view), every call must carry a
+// worker's session credential (common/session_credential.h), checked before its request is
+// decoded: none, a forged one or a server's is UNAUTHENTICATED or PERMISSION_DENIED; and a
+// request naming another worker_rank than the credential's is PERMISSION_DENIED. Refused calls
+// reach no store. Without it (in-process tests of the service) callers are not checked.
+//
 // Thread safety: all methods may be called from any thread.
 #ifndef PSTRAIN_SERVER_PS_SERVICE_H_
 #define PSTRAIN_SERVER_PS_SERVICE_H_
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/time/time.h"
+#include "common/session_credential.h"
 #include "common/tensor_wire.h"
 #include "proto/ps.grpc.pb.h"
 #include "server/parameter_store.h"
@@ -89,6 +98,9 @@ class ParameterServerService final : public RawParameterServerBase {
   // `replica`, when not null, for shard replica->rank(). Both borrowed like SetStore's.
   // REQUIRES: called at most once (either form), own != nullptr, ranks differ.
   void SetStores(ParameterStore* own, ParameterStore* replica);
+  // Checks every caller's session credential with `verifier` (see above).
+  // REQUIRES: called at most once, before SetStore(s).
+  void RequireSessions(std::unique_ptr<SessionVerifier> verifier);
 
   // Raw: a PullRequest in, a PullResponse out.
   grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
@@ -130,9 +142,21 @@ class ParameterServerService final : public RawParameterServerBase {
   // Decodes a push into `push` (its views borrow the request's bytes) and returns the store of its
   // shard, or nullptr after finishing `reactor` with INVALID_ARGUMENT (bytes that do not decode)
   // or as StoreOrFinish does.
-  ParameterStore* DecodePushOrFinish(const grpc::ByteBuffer& request, IncomingPush* push,
+  // The caller is checked first (CallerRank, CheckActsAsWorker: finished with their error).
+  ParameterStore* DecodePushOrFinish(const grpc::CallbackServerContext& context, absl::string_view method,
+                                     const grpc::ByteBuffer& request, IncomingPush* push,
                                      grpc::ServerUnaryReactor* reactor) const;
 
+  // The worker rank the call's session credential names; nullopt when callers are not checked
+  // (no RequireSessions, or the store is not set yet: the call is then refused UNAVAILABLE). Errors
+  // as the file comment says, prefixed with `method`.
+  absl::StatusOr<std::optional<int>> CallerRank(const grpc::CallbackServerContext& context,
+                                                absl::string_view method) const;
+  // PERMISSION_DENIED unless a checked `caller` is `worker_rank`.
+  static absl::Status CheckActsAsWorker(std::optional<int> caller, int worker_rank, absl::string_view method);
+
+  // Written before store_, like replica_; null: callers are not checked.
+  std::unique_ptr<SessionVerifier> sessions_;
   // replica_ is written before store_, and store_ is read first: a non-null store_ means both are set.
   std::atomic<ParameterStore*> store_{nullptr};
   std::atomic<ParameterStore*> replica_{nullptr};

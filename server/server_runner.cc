@@ -318,6 +318,14 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
     replica_ = std::move(replica).value();
     LOG(INFO) << "server " << rank << " also holds the live copy of shard " << replica_options.rank;
   }
+  // Workers prove their rank with the credential the scheduler signed (common/session_credential.h).
+  absl::StatusOr<std::unique_ptr<SessionVerifier>> sessions = SessionVerifier::Create(view.session_public_key());
+  if (!sessions.ok()) {
+    return ReportFatal(client, rank,
+                       absl::FailedPreconditionError(absl::StrCat("server ", rank, ": the cluster view's ",
+                                                                  sessions.status().message())));
+  }
+  service->RequireSessions(*std::move(sessions));
   service->SetStores(store->get(), replica_.get());
   RETURN_IF_ERROR(RefreshMembership(client, rank, job.checkpoint_dir(), store->get()));
 

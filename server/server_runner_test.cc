@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/session_metadata.h"
 #include "proto/ps.grpc.pb.h"
 #include "proto/scheduler.grpc.pb.h"
 #include "model/model_file.h"
@@ -78,6 +80,7 @@ class FakeScheduler final : public Scheduler::Service {
     view->add_servers()->set_address(server_address_);
     for (int rank : worker_ranks_) view->add_workers()->set_rank(rank);
     *view->mutable_shard_map() = Map(valid_shard_map_);
+    view->set_session_public_key(signer_->public_key());
     if (restore_step_ >= 0) {
       view->set_restore_step(restore_step_);
       view->set_restore_epoch(restore_epoch_);
@@ -165,8 +168,12 @@ class FakeScheduler final : public Scheduler::Service {
     return failures_;
   }
 
+  // What Register would give worker `rank`: its session credential.
+  std::string WorkerCredential(int rank) const { return signer_->Sign({WORKER, rank, ""}); }
+
  private:
   const bool valid_shard_map_;
+  const std::unique_ptr<SessionSigner> signer_ = *SessionSigner::Generate();
   absl::Mutex mu_;
   std::string server_address_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> barriers_ ABSL_GUARDED_BY(mu_);
@@ -219,9 +226,12 @@ class ServerRunnerTest : public ::testing::Test {
   }
 
   // Pulls step 0 from the server at `address` as worker `rank` at membership epoch `epoch`.
-  static grpc::Status PullFrom(const std::string& address, PullResponse* resp, int rank = 0, int64_t epoch = 1) {
+  // `credential`: what the call carries instead of worker `rank`'s own session credential.
+  grpc::Status PullFrom(const std::string& address, PullResponse* resp, int rank = 0, int64_t epoch = 1,
+                        std::optional<std::string> credential = std::nullopt) const {
     auto stub = ParameterServer::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
     grpc::ClientContext context;
+    AttachSession(&context, credential.value_or(scheduler_->WorkerCredential(rank)));
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     PullRequest req;
     req.set_worker_rank(rank);
@@ -254,6 +264,32 @@ TEST_F(ServerRunnerTest, ServesUntilTheJobFinishes) {
   thread.join();
   EXPECT_TRUE(result.ok()) << result;
   EXPECT_FALSE(PullFrom(address, &pulled).ok());  // no longer listening
+}
+
+TEST_F(ServerRunnerTest, CallersMustBeTheWorkerTheirSessionNames) {
+  StartScheduler();
+  scheduler_->SetMembership(1, {0, 1});
+  std::unique_ptr<ServerRunner> runner = MakeRunner();
+  absl::Status result = absl::UnknownError("Run did not return");
+  std::thread thread([&] { result = runner->Run(); });
+  const std::string address = scheduler_->WaitUntilReady();
+  ASSERT_FALSE(address.empty());
+
+  PullResponse pulled;
+  grpc::Status none = PullFrom(address, &pulled, 0, 1, "");
+  EXPECT_EQ(none.error_code(), grpc::StatusCode::UNAUTHENTICATED) << none.error_message();
+  EXPECT_THAT(none.error_message(), HasSubstr("Pull: no session credential"));
+  grpc::Status other = PullFrom(address, &pulled, 0, 1, scheduler_->WorkerCredential(1));
+  EXPECT_EQ(other.error_code(), grpc::StatusCode::PERMISSION_DENIED) << other.error_message();
+  EXPECT_EQ(other.error_message(), "Pull: worker 1's session may not act as worker 0");
+  const std::string foreign = (*SessionSigner::Generate())->Sign({WORKER, 0, ""});
+  grpc::Status forged = PullFrom(address, &pulled, 0, 1, foreign);
+  EXPECT_EQ(forged.error_code(), grpc::StatusCode::UNAUTHENTICATED) << forged.error_message();
+  EXPECT_TRUE(PullFrom(address, &pulled, 1, 1).ok());
+
+  scheduler_->SetState(FINISHED);
+  thread.join();
+  EXPECT_TRUE(result.ok()) << result;
 }
 
 TEST_F(ServerRunnerTest, AnExternalModelStartsFromTheDeclaredValues) {

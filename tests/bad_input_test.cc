@@ -14,6 +14,7 @@
 #include "common/grpc_status.h"
 #include "common/barriers.h"
 #include "common/scheduler_client.h"
+#include "common/session_metadata.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/ps.grpc.pb.h"
@@ -43,6 +44,7 @@ class BadInputTest : public ::testing::Test {
   absl::Status Push(const PushRequest& push) {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    AttachSession(&context, job_.client->session_credential());
     PushResponse response;
     return FromGrpcStatus(stub_->Push(&context, push, &response));
   }
@@ -50,6 +52,7 @@ class BadInputTest : public ::testing::Test {
   PullResponse Pull() {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    AttachSession(&context, job_.client->session_credential());
     PullRequest request;
     request.set_membership_epoch(view_.membership_epoch());
     PullResponse response;
@@ -94,9 +97,11 @@ TEST_F(BadInputTest, EveryMalformedPushIsRefusedAndChangesNothing) {
   std::memcpy(nan.mutable_chunks(1)->mutable_data()->data(), &bad, sizeof(bad));
   ExpectRefusedAndUnchanged(nan, absl::StatusCode::kInvalidArgument, "nan");
 
+  // Another rank than the session's: refused before the store sees it (tests/security_test.cc
+  // tries every method this way).
   PushRequest stranger = GoodPush(0, 0.1f);
   stranger.set_worker_rank(3);
-  ExpectRefusedAndUnchanged(stranger, absl::StatusCode::kAborted, "not a live member");
+  ExpectRefusedAndUnchanged(stranger, absl::StatusCode::kPermissionDenied, "worker 0's session may not act as worker 3");
 
   PushRequest old_epoch = GoodPush(0, 0.1f);
   old_epoch.set_membership_epoch(view_.membership_epoch() - 1);

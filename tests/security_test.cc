@@ -1,11 +1,14 @@
 // Outsiders against a real job secured with mutual TLS and a job token (real pstrain-scheduler and
 // pstrain-server processes, real sockets): a client without the job's certificate, with a
 // certificate of another CA, or without the token, gets nowhere on any method, and nothing it
-// tries changes the job. Roles refuse to listen in plaintext beyond loopback, and bad security
-// flags stop a role at once with a message.
+// tries changes the job. An insider (the job's certificate and token, registered as a worker of
+// its own) can act only as its own rank: as another worker or a server, or with no or a forged
+// session credential, every method refuses it, and nothing changes. Roles refuse to listen in
+// plaintext beyond loopback, and bad security flags stop a role at once with a message.
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +20,8 @@
 #include "common/grpc_status.h"
 #include "common/job_credentials.h"
 #include "common/scheduler_client.h"
+#include "common/session_credential.h"
+#include "common/session_metadata.h"
 #include "common/transport_security.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -70,20 +75,113 @@ class SecurityTest : public ::testing::Test {
   std::unique_ptr<Scheduler::Stub> SchedulerStub(const TransportSecurity& security) const {
     return Scheduler::NewStub(security.NewChannel(address_, FreshChannel()));
   }
-  static std::unique_ptr<grpc::ClientContext> Context() {
+  // A call's context carrying `session` (none when empty); by default the played worker's own.
+  std::unique_ptr<grpc::ClientContext> Context(std::optional<std::string> session = std::nullopt) const {
     auto context = std::make_unique<grpc::ClientContext>();
     context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    AttachSession(context.get(), session.value_or(client_->session_credential()));
     return context;
   }
 
   PushRequest GoodPush(int64_t step, float value) const { return played_.GoodPush(step, value); }
 
+  // Worker 0's pull, at the membership epoch of the current view.
   PullResponse Pull(ParameterServer::Stub* stub, grpc::Status* status) const {
     PullRequest request;
-    request.set_membership_epoch(view_.membership_epoch());
+    request.set_membership_epoch(client_->GetClusterView()->membership_epoch());
     PullResponse response;
     *status = stub->Pull(Context().get(), request, &response);
     return response;
+  }
+
+  // Every method that acts as a rank, each acting as worker 0 (the played worker) or server 0,
+  // through the job's own certificate and token but with `session`: each must fail with `code`
+  // and say `text`, and the model, step, membership and job state are what they were.
+  void ExpectCannotActAsOthers(const std::string& session, grpc::StatusCode code, const std::string& text) {
+    grpc::Status ok;
+    PullResponse before = Pull(server_stub_.get(), &ok);
+    // A join moved the membership on; the server learns it within a poll or two.
+    for (int i = 0; i < 100 && ok.error_code() == grpc::StatusCode::ABORTED; ++i) {
+      absl::SleepFor(absl::Milliseconds(100));
+      before = Pull(server_stub_.get(), &ok);
+    }
+    ASSERT_TRUE(ok.ok()) << ok.error_message();
+    const ClusterView view_before = *client_->GetClusterView();
+    auto expect_refused = [&](const grpc::Status& s, const std::string& method) {
+      EXPECT_EQ(s.error_code(), code) << method << ": " << s.error_message();
+      EXPECT_THAT(s.error_message(), HasSubstr(text)) << method;
+      EXPECT_THAT(s.error_message(), HasSubstr(method)) << "the message names the method";
+    };
+
+    PullRequest pull;
+    pull.set_worker_rank(0);
+    pull.set_membership_epoch(view_before.membership_epoch());
+    pull.set_step(before.step());
+    PullResponse pulled;
+    expect_refused(server_stub_->Pull(Context(session).get(), pull, &pulled), "Pull");
+    PushRequest push = GoodPush(before.step(), 0.1f);
+    push.set_membership_epoch(view_before.membership_epoch());
+    PushResponse pushed;
+    expect_refused(server_stub_->Push(Context(session).get(), push, &pushed), "Push");
+    expect_refused(server_stub_->PushPull(Context(session).get(), push, &pulled), "PushPull");
+    FinishEpochRequest finish;
+    finish.set_worker_rank(0);
+    FinishEpochResponse finished;
+    expect_refused(server_stub_->FinishEpoch(Context(session).get(), finish, &finished), "FinishEpoch");
+
+    auto scheduler = SchedulerStub(*Secure(job_));
+    HeartbeatRequest heartbeat;
+    heartbeat.set_role(WORKER);
+    HeartbeatResponse heartbeat_response;
+    expect_refused(scheduler->Heartbeat(Context(session).get(), heartbeat, &heartbeat_response), "Heartbeat");
+    BarrierRequest barrier;
+    barrier.set_name("an-insiders-barrier");
+    barrier.set_role(WORKER);
+    BarrierResponse barrier_response;
+    expect_refused(scheduler->Barrier(Context(session).get(), barrier, &barrier_response), "Barrier");
+    LeaseRequest lease;
+    LeaseResponse lease_response;
+    expect_refused(scheduler->LeaseWork(Context(session).get(), lease, &lease_response), "LeaseWork");
+    ProgressReport progress;
+    progress.set_done(true);
+    progress.mutable_train()->set_samples(256);
+    ProgressResponse progress_response;
+    expect_refused(scheduler->ReportProgress(Context(session).get(), progress, &progress_response), "ReportProgress");
+    FailureReport failure;
+    failure.set_role(WORKER);
+    failure.set_message("an insider says worker 0 failed");
+    FailureResponse failure_response;
+    expect_refused(scheduler->ReportFailure(Context(session).get(), failure, &failure_response), "ReportFailure");
+    LeaveRequest leave;
+    leave.set_role(WORKER);
+    LeaveResponse leave_response;
+    expect_refused(scheduler->Leave(Context(session).get(), leave, &leave_response), "Leave");
+    FinalModel model;
+    model.set_model_file("not the job's model");
+    FinalModelAck model_ack;
+    expect_refused(scheduler->SubmitFinalModel(Context(session).get(), model, &model_ack), "SubmitFinalModel");
+    ModelDeclaration declaration;
+    ModelDeclarationAck declaration_ack;
+    expect_refused(scheduler->DeclareModel(Context(session).get(), declaration, &declaration_ack), "DeclareModel");
+    CheckpointReport checkpoints;
+    checkpoints.add_steps(1000);
+    CheckpointAck checkpoints_ack;
+    expect_refused(scheduler->ReportCheckpoints(Context(session).get(), checkpoints, &checkpoints_ack),
+                   "ReportCheckpoints");
+    SlowStepReport slow;
+    slow.add_waiting_for(0);
+    SlowStepAck slow_ack;
+    expect_refused(scheduler->ReportSlowStep(Context(session).get(), slow, &slow_ack), "ReportSlowStep");
+
+    const PullResponse after = Pull(server_stub_.get(), &ok);
+    ASSERT_TRUE(ok.ok()) << ok.error_message();
+    EXPECT_EQ(after.SerializeAsString(), before.SerializeAsString());
+    const ClusterView view_after = *client_->GetClusterView();
+    EXPECT_EQ(view_after.membership_epoch(), view_before.membership_epoch());
+    EXPECT_EQ(view_after.workers_size(), view_before.workers_size());
+    const JobStatus status = *client_->GetJobStatus();
+    EXPECT_EQ(status.state(), RUNNING) << status.failure();
+    EXPECT_EQ(status.step(), 0);
   }
 
   // Every method an outsider might try, through `security`: each must fail with one of `codes`
@@ -175,6 +273,32 @@ TEST_F(SecurityTest, OutsidersGetNowhereAndChangeNothing) {
   std::memcpy(&w_before, before.chunks(0).data().data(), sizeof(float));
   std::memcpy(&w_after, after.chunks(0).data().data(), sizeof(float));
   EXPECT_NEAR(w_after - w_before, -0.05f, 1e-6);
+}
+
+TEST_F(SecurityTest, AMemberActsOnlyAsItsOwnRank) {
+  // An insider: the job's certificate, key and token, registered as a worker of its own.
+  std::unique_ptr<SchedulerClient> insider = *SchedulerClient::Create(address_, absl::Seconds(10), Secure(job_));
+  absl::StatusOr<RegisterResponse> joined = insider->Register(WORKER, "", absl::Seconds(10));
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  ASSERT_NE(joined->rank(), 0);
+  const std::string session = insider->session_credential();
+  ASSERT_FALSE(session.empty());
+
+  // Its own session, acting as the played worker (worker 0) or as server 0.
+  ExpectCannotActAsOthers(session, grpc::StatusCode::PERMISSION_DENIED, "'s session may not act as");
+  // No session at all: the job's certificate and token alone act as nobody.
+  ExpectCannotActAsOthers("", grpc::StatusCode::UNAUTHENTICATED, "no session credential");
+  // A credential for worker 0 that another scheduler signed.
+  std::unique_ptr<SessionSigner> other = *SessionSigner::Generate();
+  ExpectCannotActAsOthers(other->Sign({WORKER, 0, ""}), grpc::StatusCode::UNAUTHENTICATED,
+                          "signature does not verify");
+  // Worker 0's credential with its claims altered: still not verified.
+  std::string altered = client_->session_credential();
+  altered[3] = altered[3] == 'A' ? 'B' : 'A';
+  ExpectCannotActAsOthers(altered, grpc::StatusCode::UNAUTHENTICATED, "session credential");
+
+  // As itself it is a worker like any other: it may leave.
+  EXPECT_TRUE(insider->Leave(WORKER, joined->rank(), "the test is over").ok());
 }
 
 // Roles that would listen in plaintext beyond loopback, or whose security flags are wrong, stop

@@ -81,7 +81,7 @@ absl::StatusOr<ClusterView> JobMember::Start() {
   // The tables the servers serve: a declared model's reach this worker only through the view.
   if (view_.tables_size() > 0) *job_.mutable_tables() = view_.tables();
   ASSIGN_OR_RETURN(ps_, PsClient::Create(view_, options_.rpc_timeout, /*unix_sockets=*/true, options_.tcp_connections,
-                                        options_.security));
+                                        options_.security, scheduler_->session_credential()));
   // From here on, a failed job cancels whatever this worker is waiting for.
   heartbeater_ = std::make_unique<Heartbeater>(
       scheduler_.get(), WORKER, rank_, absl::Milliseconds(heartbeat_ms_), absl::Milliseconds(dead_after_ms_),

@@ -11,6 +11,7 @@
 #include "absl/synchronization/blocking_counter.h"
 #include "common/grpc_status.h"
 #include "common/host_id.h"
+#include "common/session_metadata.h"
 
 namespace pstrain::worker {
 
@@ -31,14 +32,16 @@ std::string PsClient::DialAddress(const ServerInfo& server) const {
 
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ClusterView& view, absl::Duration rpc_timeout,
                                                           bool unix_sockets, int tcp_connections,
-                                                          std::shared_ptr<const TransportSecurity> security) {
+                                                          std::shared_ptr<const TransportSecurity> security,
+                                                          std::string session_credential) {
   if (tcp_connections < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("worker client: ", tcp_connections, " TCP connections per server, expected 1 or more"));
   }
   if (security == nullptr) security = TransportSecurity::Loopback();
   std::unique_ptr<PsClient> client(
-      new PsClient(rpc_timeout, unix_sockets ? HostId() : "", tcp_connections, std::move(security)));
+      new PsClient(rpc_timeout, unix_sockets ? HostId() : "", tcp_connections, std::move(security),
+                   std::move(session_credential)));
   std::vector<std::unique_ptr<Server>>& servers = client->servers_;
   for (int i = 0; i < view.servers_size(); ++i) {
     const int rank = view.servers(i).rank();
@@ -54,11 +57,12 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ClusterView& vi
 }
 
 PsClient::PsClient(absl::Duration rpc_timeout, std::string host_id, int tcp_connections,
-                   std::shared_ptr<const TransportSecurity> security)
+                   std::shared_ptr<const TransportSecurity> security, std::string session_credential)
     : rpc_timeout_(rpc_timeout),
       host_id_(std::move(host_id)),
       tcp_connections_(tcp_connections),
-      security_(std::move(security)) {}
+      security_(std::move(security)),
+      session_credential_(std::move(session_credential)) {}
 
 void PsClient::Connect(Server* server, const std::string& address) const {
   const bool unix_socket = absl::StartsWith(address, "unix:");
@@ -122,6 +126,7 @@ PsClient::Call* PsClient::Begin(int server, const char* what, Done done, const v
   auto call = std::make_unique<Call>();
   call->what = absl::StrCat(what, " to server ", server, " at ", servers_[server]->address);
   call->context.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_));
+  AttachSession(&call->context, session_credential_);
   call->done = std::move(done);
   call->group = group;
   {

@@ -58,10 +58,13 @@ class PsClient : public PsApi {
   // are negative or not ascending, or tcp_connections < 1. Every call gets `rpc_timeout` as
   // deadline. With `unix_sockets`, a server on this host (ServerInfo.local with this process's
   // common/host_id.h id) is dialled on its unix domain socket instead of TCP. `security` secures
-  // every channel (common/transport_security.h); null: plaintext.
+  // every channel (common/transport_security.h); null: plaintext. `session_credential`, the one
+  // this worker's registration got (SchedulerClient::session_credential), goes with every call:
+  // servers refuse calls without it, or acting as another worker (common/session_credential.h).
   static absl::StatusOr<std::unique_ptr<PsClient>> Create(const ClusterView& view, absl::Duration rpc_timeout,
                                                          bool unix_sockets = true, int tcp_connections = 2,
-                                                         std::shared_ptr<const TransportSecurity> security = nullptr);
+                                                         std::shared_ptr<const TransportSecurity> security = nullptr,
+                                                         std::string session_credential = "");
   ~PsClient() override;
 
   int num_servers() const override { return static_cast<int>(servers_.size()); }
@@ -103,7 +106,7 @@ class PsClient : public PsApi {
  private:
   struct Call;
   PsClient(absl::Duration rpc_timeout, std::string host_id, int tcp_connections,
-           std::shared_ptr<const TransportSecurity> security);
+           std::shared_ptr<const TransportSecurity> security, std::string session_credential);
   // Where to dial `server`: its unix socket when it is on this host, else its TCP address.
   std::string DialAddress(const ServerInfo& server) const;
   using GenericStub = grpc::TemplatedGenericStub<grpc::ByteBuffer, grpc::ByteBuffer>;
@@ -138,6 +141,7 @@ class PsClient : public PsApi {
   const std::string host_id_;  // this host's id; empty: never use unix sockets
   const int tcp_connections_;
   const std::shared_ptr<const TransportSecurity> security_;
+  const std::string session_credential_;
   // By rank; changed only by Create and UpdateServers, which run while no call does.
   std::vector<std::unique_ptr<Server>> servers_;
 

@@ -70,7 +70,21 @@ def _channel(address):
                                                    ("grpc.max_send_message_length", -1)])
 
 
-def _method(channel, service, name, request_cls, response_cls):
+class Session:
+    """The session credential Register answers (RegisterResponse.session_credential), which every
+    later call carries as metadata "pstrain-session": it lets this client act as its rank, and
+    only that one."""
+
+    KEY = "pstrain-session"
+
+    def __init__(self):
+        self.credential = ""
+
+    def metadata(self):
+        return [(Session.KEY, self.credential)] if self.credential else []
+
+
+def _method(channel, service, name, request_cls, response_cls, session):
     """A callable for one unary method: what a generated stub would hold, made by hand."""
     call = channel.unary_unary("/pstrain.%s/%s" % (service, name),
                                request_serializer=request_cls.SerializeToString,
@@ -78,7 +92,7 @@ def _method(channel, service, name, request_cls, response_cls):
 
     def invoke(request, timeout=RPC_TIMEOUT_S):
         # No wait_for_ready: a peer that is gone should fail the call at once (UNAVAILABLE).
-        return call(request, timeout=timeout)
+        return call(request, timeout=timeout, metadata=session.metadata())
 
     return invoke
 
@@ -88,17 +102,26 @@ class SchedulerClient:
 
     def __init__(self, address, pb):
         self.pb = pb
+        self.session = Session()
         self._channel = _channel(address)
         s, c = pb.scheduler_pb2, pb.cluster_pb2
-        self.register = _method(self._channel, "Scheduler", "Register", s.RegisterRequest, s.RegisterResponse)
-        self.cluster_view = _method(self._channel, "Scheduler", "GetClusterView", s.GetClusterViewRequest,
-                                    c.ClusterView)
-        self.heartbeat = _method(self._channel, "Scheduler", "Heartbeat", s.HeartbeatRequest, s.HeartbeatResponse)
-        self.barrier = _method(self._channel, "Scheduler", "Barrier", s.BarrierRequest, s.BarrierResponse)
-        self.lease_work = _method(self._channel, "Scheduler", "LeaseWork", s.LeaseRequest, s.LeaseResponse)
-        self.report_progress = _method(self._channel, "Scheduler", "ReportProgress", s.ProgressReport,
-                                       s.ProgressResponse)
-        self.leave = _method(self._channel, "Scheduler", "Leave", s.LeaveRequest, s.LeaveResponse)
+
+        def method(name, request_cls, response_cls):
+            return _method(self._channel, "Scheduler", name, request_cls, response_cls, self.session)
+
+        self._register = method("Register", s.RegisterRequest, s.RegisterResponse)
+        self.cluster_view = method("GetClusterView", s.GetClusterViewRequest, c.ClusterView)
+        self.heartbeat = method("Heartbeat", s.HeartbeatRequest, s.HeartbeatResponse)
+        self.barrier = method("Barrier", s.BarrierRequest, s.BarrierResponse)
+        self.lease_work = method("LeaseWork", s.LeaseRequest, s.LeaseResponse)
+        self.report_progress = method("ReportProgress", s.ProgressReport, s.ProgressResponse)
+        self.leave = method("Leave", s.LeaveRequest, s.LeaveResponse)
+
+    def register(self, request, timeout=RPC_TIMEOUT_S):
+        """Registers, and keeps the answer's session credential for every later call."""
+        response = self._register(request, timeout=timeout)
+        self.session.credential = response.session_credential
+        return response
 
     def close(self):
         self._channel.close()
@@ -107,12 +130,14 @@ class SchedulerClient:
 class ServerClient:
     """The ParameterServer service (proto/ps.proto) of one server."""
 
-    def __init__(self, address, pb):
+    def __init__(self, address, pb, session):
+        """`session`: the registered worker's (SchedulerClient.session)."""
         self._channel = _channel(address)
         p = pb.ps_pb2
-        self.pull = _method(self._channel, "ParameterServer", "Pull", p.PullRequest, p.PullResponse)
-        self.push = _method(self._channel, "ParameterServer", "Push", p.PushRequest, p.PushResponse)
-        self.push_pull = _method(self._channel, "ParameterServer", "PushPull", p.PushRequest, p.PullResponse)
+        self.pull = _method(self._channel, "ParameterServer", "Pull", p.PullRequest, p.PullResponse, session)
+        self.push = _method(self._channel, "ParameterServer", "Push", p.PushRequest, p.PushResponse, session)
+        self.push_pull = _method(self._channel, "ParameterServer", "PushPull", p.PushRequest, p.PullResponse,
+                                 session)
 
     def close(self):
         self._channel.close()

@@ -280,10 +280,11 @@ def check_sparse(server, pb, rank, view, step):
 GARBAGE = b"\xff\xff\xff\xff\x0f\x08"  # a field number beyond protobuf's range: no message parses
 
 
-def check_garbage(scheduler_address, server_address, pb):
-    """Sends GARBAGE to every method of the Scheduler and ParameterServer services; returns one
-    error message per service (scheduler: "<Method> request: not a valid <type>"; the server's
-    tensor methods: where the bytes stopped making sense)."""
+def check_garbage(scheduler_address, server_address, pb, session):
+    """Sends GARBAGE to every method of the Scheduler and ParameterServer services, as the
+    registered worker (`session`, so that it is the bytes that are refused, not the caller);
+    returns one error message per service (scheduler: "<Method> request: not a valid <type>"; the
+    server's tensor methods: where the bytes stopped making sense)."""
     examples = []
     for address, module, service in ((scheduler_address, pb.scheduler_pb2, "Scheduler"),
                                       (server_address, pb.ps_pb2, "ParameterServer")):
@@ -292,7 +293,8 @@ def check_garbage(scheduler_address, server_address, pb):
             for method in descriptor.methods:
                 call = channel.unary_unary("/%s/%s" % (descriptor.full_name, method.name),
                                            request_serializer=lambda b: b, response_deserializer=lambda b: b)
-                error = expect_rpc_error(lambda r: call(r, timeout=10), GARBAGE, grpc.StatusCode.INVALID_ARGUMENT, [])
+                error = expect_rpc_error(lambda r: call(r, timeout=10, metadata=session.metadata()), GARBAGE,
+                                         grpc.StatusCode.INVALID_ARGUMENT, [])
                 check(len(error) > 10, "%s.%s: garbage refused without a message" % (service, method.name))
         examples.append("%s.%s: %s" % (service, descriptor.methods[-1].name, error))
     return examples
@@ -337,7 +339,7 @@ def run(args, workdir, procs):
         server_info = view.servers[0]
         chunks = pc.chunks_of_server(view, server_info.rank)
         check(len(chunks) > len(tensors), "expected tensors split into several chunks, got %d" % len(chunks))
-        server = pc.ServerClient(server_info.address, pb)
+        server = pc.ServerClient(server_info.address, pb, scheduler.session)
 
         # 3. The weights of step 0: the shard map's chunks, whole, and plausible values.
         pull0 = server.pull(P.PullRequest(worker_rank=rank, membership_epoch=view.membership_epoch, step=0))
@@ -381,7 +383,13 @@ def run(args, workdir, procs):
         # 5b. Bytes that are no message at all, on every method of both services: INVALID_ARGUMENT
         # naming what was expected (never UNIMPLEMENTED, as if the method did not exist), and the
         # weights stay as they were.
-        garbage_errors = check_garbage(address, server_info.address, pb)
+        garbage_errors = check_garbage(address, server_info.address, pb, scheduler.session)
+        # 5c. A call without the session credential Register gave acts as nobody.
+        anonymous = pc.ServerClient(server_info.address, pb, pc.Session())
+        session_error = expect_rpc_error(
+            anonymous.pull, P.PullRequest(worker_rank=rank, membership_epoch=view.membership_epoch, step=2),
+            grpc.StatusCode.UNAUTHENTICATED, ["Pull: no session credential"])
+        anonymous.close()
         pull2 = server.pull(P.PullRequest(worker_rank=rank, membership_epoch=view.membership_epoch, step=2))
         check(pull2.SerializeToString() == pushed.SerializeToString(), "garbage requests changed the weights")
         # 6. Embedding rows: pull, push, bad sparse pushes.
@@ -407,6 +415,7 @@ def run(args, workdir, procs):
     print("  NaN refused: %s" % nan_error)
     print("  embedding rows: pulled, one SGD step exact; refused: %s" % "; ".join(sparse_errors))
     print("  garbage on every method refused: %s" % "; ".join(garbage_errors))
+    print("  a pull without the session credential refused: %s" % session_error)
 
 
 def main():

@@ -1,0 +1,179 @@
+#include "common/session_credential.h"
+
+#include <openssl/evp.h>
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "glog/logging.h"
+
+namespace pstrain {
+namespace {
+
+constexpr size_t kKeyBytes = 32;
+constexpr size_t kSignatureBytes = 64;
+constexpr char kVersion[] = "pstrain-session-v1";
+// Enough for every rank of a large job and its replacements; past it the cache starts over
+// rather than grow with a stream of distinct (valid) credentials.
+constexpr size_t kMaxRemembered = 4096;
+// A credential is short; anything much longer is refused before it is decoded.
+constexpr size_t kMaxCredentialBytes = 2048;
+
+struct PkeyFree {
+  void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
+};
+struct MdCtxFree {
+  void operator()(EVP_MD_CTX* p) const { EVP_MD_CTX_free(p); }
+};
+using Pkey = std::unique_ptr<EVP_PKEY, PkeyFree>;
+using MdCtx = std::unique_ptr<EVP_MD_CTX, MdCtxFree>;
+
+std::string Payload(const SessionClaims& claims) {
+  return absl::StrCat(kVersion, "\n", static_cast<int>(claims.role), "\n", claims.rank, "\n", claims.instance_id);
+}
+
+std::string RawKey(EVP_PKEY* key, bool private_part) {
+  std::string raw(kKeyBytes, '\0');
+  size_t len = raw.size();
+  const int ok = private_part ? EVP_PKEY_get_raw_private_key(key, reinterpret_cast<unsigned char*>(raw.data()), &len)
+                              : EVP_PKEY_get_raw_public_key(key, reinterpret_cast<unsigned char*>(raw.data()), &len);
+  CHECK(ok == 1 && len == kKeyBytes) << "an Ed25519 key without its raw bytes";
+  return raw;
+}
+
+}  // namespace
+
+struct SessionSigner::Key {
+  Pkey pkey;
+};
+struct SessionVerifier::Key {
+  Pkey pkey;
+};
+
+std::string DescribeCaller(const SessionClaims& claims) {
+  const char* role = claims.role == SERVER ? "server" : claims.role == WORKER ? "worker" : "role";
+  return absl::StrCat(role, " ", claims.rank);
+}
+
+SessionSigner::SessionSigner(std::unique_ptr<Key> key, std::string private_key, std::string public_key)
+    : key_(std::move(key)), private_key_(std::move(private_key)), public_key_(std::move(public_key)) {}
+SessionSigner::~SessionSigner() = default;
+
+absl::StatusOr<std::unique_ptr<SessionSigner>> SessionSigner::Generate() {
+  EVP_PKEY* raw = nullptr;
+  std::unique_ptr<EVP_PKEY_CTX, void (*)(EVP_PKEY_CTX*)> ctx(EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, nullptr),
+                                                             EVP_PKEY_CTX_free);
+  if (ctx == nullptr || EVP_PKEY_keygen_init(ctx.get()) != 1 || EVP_PKEY_keygen(ctx.get(), &raw) != 1) {
+    return absl::InternalError("session credentials: cannot generate an Ed25519 key");
+  }
+  Pkey pkey(raw);
+  std::string private_key = RawKey(pkey.get(), true);
+  std::string public_key = RawKey(pkey.get(), false);
+  return std::unique_ptr<SessionSigner>(
+      new SessionSigner(std::make_unique<Key>(Key{std::move(pkey)}), std::move(private_key), std::move(public_key)));
+}
+
+absl::StatusOr<std::unique_ptr<SessionSigner>> SessionSigner::FromPrivateKey(absl::string_view raw) {
+  if (raw.size() != kKeyBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("session signing key: got ", raw.size(), " bytes, expected ", kKeyBytes));
+  }
+  Pkey pkey(EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nullptr,
+                                         reinterpret_cast<const unsigned char*>(raw.data()), raw.size()));
+  if (pkey == nullptr) return absl::InvalidArgumentError("session signing key: not an Ed25519 private key");
+  std::string public_key = RawKey(pkey.get(), false);
+  return std::unique_ptr<SessionSigner>(
+      new SessionSigner(std::make_unique<Key>(Key{std::move(pkey)}), std::string(raw), std::move(public_key)));
+}
+
+std::string SessionSigner::Sign(const SessionClaims& claims) const {
+  const std::string payload = Payload(claims);
+  unsigned char signature[kSignatureBytes];
+  size_t len = sizeof(signature);
+  MdCtx ctx(EVP_MD_CTX_new());
+  // Ed25519 signs the message itself (no digest), and cannot fail with a valid key and buffer.
+  CHECK(ctx != nullptr && EVP_DigestSignInit(ctx.get(), nullptr, nullptr, nullptr, key_->pkey.get()) == 1 &&
+        EVP_DigestSign(ctx.get(), signature, &len, reinterpret_cast<const unsigned char*>(payload.data()),
+                       payload.size()) == 1 &&
+        len == kSignatureBytes)
+      << "Ed25519 signing failed";
+  return absl::StrCat(absl::WebSafeBase64Escape(payload), ".",
+                      absl::WebSafeBase64Escape(absl::string_view(reinterpret_cast<char*>(signature), len)));
+}
+
+SessionVerifier::SessionVerifier(std::unique_ptr<Key> key) : key_(std::move(key)) {}
+SessionVerifier::~SessionVerifier() = default;
+
+absl::StatusOr<std::unique_ptr<SessionVerifier>> SessionVerifier::Create(absl::string_view public_key) {
+  if (public_key.size() != kKeyBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("session public key: got ", public_key.size(), " bytes, expected ", kKeyBytes));
+  }
+  Pkey pkey(EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr,
+                                        reinterpret_cast<const unsigned char*>(public_key.data()), public_key.size()));
+  if (pkey == nullptr) return absl::InvalidArgumentError("session public key: not an Ed25519 public key");
+  return std::unique_ptr<SessionVerifier>(new SessionVerifier(std::make_unique<Key>(Key{std::move(pkey)})));
+}
+
+absl::StatusOr<SessionClaims> SessionVerifier::Verify(absl::string_view credential) const {
+  if (credential.empty()) {
+    return absl::UnauthenticatedError(absl::StrCat("no session credential: register first and send the credential "
+                                                   "Register answered as '",
+                                                   kSessionMetadataKey, "' metadata"));
+  }
+  const std::string key(credential);
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = verified_.find(key); it != verified_.end()) return it->second;
+  }
+  const auto malformed = [](absl::string_view why) {
+    return absl::UnauthenticatedError(absl::StrCat("malformed session credential: ", why));
+  };
+  if (credential.size() > kMaxCredentialBytes) {
+    return malformed(absl::StrCat(credential.size(), " bytes, at most ", kMaxCredentialBytes, " expected"));
+  }
+  const std::vector<absl::string_view> parts = absl::StrSplit(credential, '.');
+  std::string payload, signature;
+  if (parts.size() != 2 || !absl::WebSafeBase64Unescape(parts[0], &payload) ||
+      !absl::WebSafeBase64Unescape(parts[1], &signature)) {
+    return malformed("expected two web-safe base64 parts joined by '.'");
+  }
+  if (signature.size() != kSignatureBytes) {
+    return malformed(absl::StrCat("a ", signature.size(), "-byte signature, expected ", kSignatureBytes));
+  }
+  MdCtx ctx(EVP_MD_CTX_new());
+  if (ctx == nullptr || EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, key_->pkey.get()) != 1) {
+    return absl::InternalError("session credentials: cannot set up Ed25519 verification");
+  }
+  if (EVP_DigestVerify(ctx.get(), reinterpret_cast<const unsigned char*>(signature.data()), signature.size(),
+                       reinterpret_cast<const unsigned char*>(payload.data()), payload.size()) != 1) {
+    return absl::UnauthenticatedError(
+        "session credential: the signature does not verify (not issued by this job's scheduler, or altered)");
+  }
+  // Signed by the scheduler, so the payload is one it wrote; still parsed with care.
+  const std::vector<std::string> fields = absl::StrSplit(payload, absl::MaxSplits('\n', 3));
+  SessionClaims claims;
+  int role = 0;
+  if (fields.size() != 4 || fields[0] != kVersion || !absl::SimpleAtoi(fields[1], &role) ||
+      !absl::SimpleAtoi(fields[2], &claims.rank) || (role != SERVER && role != WORKER)) {
+    return malformed(absl::StrCat("a payload that is not ", kVersion));
+  }
+  claims.role = static_cast<Role>(role);
+  claims.instance_id = fields[3];
+  absl::MutexLock lock(&mu_);
+  if (verified_.size() >= kMaxRemembered) verified_.clear();
+  verified_.emplace(key, claims);
+  return claims;
+}
+
+absl::Status CheckActsAs(const SessionClaims& claims, Role role, int rank, absl::string_view method) {
+  if (claims.role == role && claims.rank == rank) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(method, ": ", DescribeCaller(claims), "'s session may not act as ",
+                                                  DescribeCaller(SessionClaims{role, rank, ""})));
+}
+
+}  // namespace pstrain
