@@ -25,6 +25,16 @@
 // FAILED_PRECONDITION "server 1 does not host shard 3 (it hosts shards 1 and 0)". Which store is
 // primary and which a backup does not matter here: both take the same requests.
 //
+// Memory bounds (server/inflight_budget.h): once SetLimits has the job's limits, a tensor call
+// whose request is larger than the job's largest legitimate one is INVALID_ARGUMENT, and a call
+// that would take the bytes held by calls in flight (requests and answer buffers, parked SYNC calls
+// included) past the job's bound is RESOURCE_EXHAUSTED with trailing metadata
+// "pstrain-retry-after-ms" (kRetryAfterMsKey), which clients retry with the same request id.
+// Refused calls change nothing. gRPC has read a request in full before a handler runs (its own
+// receive limit, set when the server starts listening, cannot know the job yet), so these checks
+// bound what a caller makes the server keep and work on, not what it makes it read; the bytes of
+// refused calls are counted (TakeRefusedBytes) so the runner can hand them back to the system.
+//
 // Thread safety: all methods may be called from any thread.
 #ifndef PSTRAIN_SERVER_PS_SERVICE_H_
 #define PSTRAIN_SERVER_PS_SERVICE_H_
@@ -39,6 +49,7 @@
 #include "absl/time/time.h"
 #include "common/tensor_wire.h"
 #include "proto/ps.grpc.pb.h"
+#include "server/inflight_budget.h"
 #include "server/parameter_store.h"
 
 namespace pstrain::server {
@@ -89,6 +100,12 @@ class ParameterServerService final : public RawParameterServerBase {
   // `replica`, when not null, for shard replica->rank(). Both borrowed like SetStore's.
   // REQUIRES: called at most once (either form), own != nullptr, ranks differ.
   void SetStores(ParameterStore* own, ParameterStore* replica);
+  // Bounds requests from now on (see above); before it, none apply. May be called again.
+  void SetLimits(const RequestLimits& limits);
+  // Request bytes of refused calls since the last call (then zero).
+  int64_t TakeRefusedBytes() { return budget_.TakeRefusedBytes(); }
+  // Bytes held by calls in flight now. For tests and logs.
+  int64_t inflight_bytes() const { return budget_.inflight_bytes(); }
 
   // Raw: a PullRequest in, a PullResponse out.
   grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
@@ -126,6 +143,14 @@ class ParameterServerService final : public RawParameterServerBase {
 
   // The store of `shard` (nullopt: the server's own), or nullptr after finishing `reactor` with
   // UNAVAILABLE (not ready yet) or FAILED_PRECONDITION (a shard this server does not host).
+  // False after finishing `reactor` with INVALID_ARGUMENT when `request` exceeds the job's limit.
+  bool SizeOkOrFinish(const char* what, const grpc::ByteBuffer& request, grpc::ServerUnaryReactor* reactor);
+  // Admits the call (`reading`: a pull, see InflightBudget::Admit), holding its request and
+  // `answer_bytes` in `ticket`, or returns false after finishing `reactor` with RESOURCE_EXHAUSTED
+  // and the retry hint.
+  bool AdmitOrFinish(const char* what, grpc::CallbackServerContext* context, const grpc::ByteBuffer& request,
+                     size_t answer_bytes, bool reading, grpc::ServerUnaryReactor* reactor,
+                     InflightBudget::Ticket* ticket);
   ParameterStore* StoreOrFinish(std::optional<int> shard, grpc::ServerUnaryReactor* reactor) const;
   // Decodes a push into `push` (its views borrow the request's bytes) and returns the store of its
   // shard, or nullptr after finishing `reactor` with INVALID_ARGUMENT (bytes that do not decode)
@@ -137,6 +162,7 @@ class ParameterServerService final : public RawParameterServerBase {
   std::atomic<ParameterStore*> store_{nullptr};
   std::atomic<ParameterStore*> replica_{nullptr};
 
+  InflightBudget budget_;
   MethodCounters pull_;
   MethodCounters push_;
   MethodCounters push_pull_;
