@@ -11,6 +11,10 @@
 
 namespace pstrain {
 
+// Trailing metadata of a RESOURCE_EXHAUSTED answer that may be retried: the milliseconds to wait
+// first (decimal). Without it, RESOURCE_EXHAUSTED is final (e.g. gRPC's own message size limit).
+inline constexpr char kRetryAfterMsKey[] = "pstrain-retry-after-ms";
+
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
 // `context` (e.g. "pull from server 1 at 127.0.0.1:4001") is prefixed to the message so a caller

@@ -11,4 +11,6 @@ bool KeepFreedMemoryForReuse() {
   return ok;
 }
 
+void ReturnFreedMemoryToSystem() { malloc_trim(0); }
+
 }  // namespace pstrain

@@ -13,6 +13,11 @@ namespace pstrain {
 // Returns false if glibc refused a setting (harmless: only speed is at stake).
 bool KeepFreedMemoryForReuse();
 
+// Returns the free memory of every heap to the kernel (glibc's malloc_trim). For after a burst of
+// calls a role refused: their buffers would otherwise stay mapped below the trim threshold above.
+// Costs a walk over the heaps (milliseconds); call it off the hot path.
+void ReturnFreedMemoryToSystem();
+
 }  // namespace pstrain
 
 #endif  // PSTRAIN_COMMON_MALLOC_TUNING_H_

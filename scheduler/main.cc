@@ -37,6 +37,10 @@ DEFINE_int64(linger_ms, 0,
              "After the job ended, keep answering this long, so that roles started late (e.g. restarted by an "
              "orchestrator) learn that the job is over and exit (0 when it FINISHED), ms");
 
+DEFINE_int64(max_model_bytes, 256 << 20,
+             "External models: the largest model file a worker may declare or submit, bytes (about 4 per "
+             "parameter); larger requests are refused. A built-in model's limit follows from its size");
+
 int main(int argc, char** argv) {
   pstrain::InitBinary("pstrain-scheduler --servers=2 --workers=2 [job flags]", &argc, &argv);
 
@@ -61,6 +65,7 @@ int main(int argc, char** argv) {
   options.state_dir = FLAGS_state_dir;
   options.reconnect = absl::Milliseconds(FLAGS_scheduler_reconnect_ms);
   options.linger = absl::Milliseconds(FLAGS_linger_ms);
+  options.max_model_bytes = FLAGS_max_model_bytes;
   auto runner = pstrain::scheduler::SchedulerRunner::Create(*job, options);
   if (!runner.ok()) {
     std::cerr << "pstrain-scheduler: " << runner.status().message() << std::endl;

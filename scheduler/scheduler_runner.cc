@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <utility>
 
@@ -28,8 +29,25 @@ namespace pstrain {
 namespace scheduler {
 namespace {
 
-// Messages are small today, but a cluster view carries the whole shard map; leave ample room.
-constexpr int kMaxMessageBytes = 1 << 30;
+// What the scheduler sends is ours: a cluster view carries the whole shard map; leave ample room.
+constexpr int kMaxSendBytes = 1 << 30;
+
+// The largest request the job can legitimately send the scheduler: a model file (DeclareModel,
+// SubmitFinalModel) of the job's model, i.e. its floats and a header per tensor, plus an eighth and
+// 1 MiB for every other field and message (heartbeats, progress reports: small). An external
+// model's size is unknown until it is declared, so `max_model_bytes` stands for it. The listener
+// applies it as gRPC's receive limit: the job is known before the scheduler listens.
+int64_t MaxRequestBytes(const JobSpec& job, const ShardMap& shard_map, int64_t max_model_bytes) {
+  int64_t model = 0;
+  if (IsExternalModel(job)) {
+    model = max_model_bytes;
+  } else {
+    for (const TensorSpec& t : shard_map.tensors()) {
+      model += 4 * t.num_elements() + static_cast<int64_t>(t.name().size()) + 16 * t.shape_size() + 64;
+    }
+  }
+  return std::min<int64_t>(model + model / 8 + (1 << 20), std::numeric_limits<int>::max());
+}
 
 // How often the watchdog looks at heartbeats and the stop flag.
 constexpr absl::Duration kTick = absl::Milliseconds(100);
@@ -65,6 +83,9 @@ absl::StatusOr<std::unique_ptr<SchedulerRunner>> SchedulerRunner::Create(JobSpec
   if (!options.state_dir.empty() && options.reconnect < options.dead_after) {
     return Invalid(absl::StrCat("scheduler reconnect time is ", absl::FormatDuration(options.reconnect),
                                 ", expected at least dead_after (", absl::FormatDuration(options.dead_after), ")"));
+  }
+  if (options.max_model_bytes <= 0 || options.max_model_bytes >= (int64_t{1} << 31)) {
+    return Invalid(absl::StrCat("max model bytes is ", options.max_model_bytes, ", expected 1..2^31-1"));
   }
   if (options.linger < absl::ZeroDuration()) {
     return Invalid(absl::StrCat("linger is ", absl::FormatDuration(options.linger), ", expected >= 0"));
@@ -136,6 +157,7 @@ absl::Status SchedulerRunner::Run() {
   Scheduler::Options core_options;
   core_options.job = job;
   core_options.resume_step = resume_step;
+  const int64_t max_request_bytes = MaxRequestBytes(job, setup.shard_map, options_.max_model_bytes);
   core_options.shard_map = std::move(setup.shard_map);
   core_options.train_samples = setup.train_samples;
   core_options.test_samples = setup.test_samples;
@@ -187,8 +209,8 @@ absl::Status SchedulerRunner::Run() {
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, credentials, &selected_port);
   builder.RegisterService(&service);
-  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(max_request_bytes));
+  builder.SetMaxSendMessageSize(kMaxSendBytes);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || selected_port == 0) {
     return absl::UnavailableError(absl::StrCat("scheduler: cannot listen on ", address));
@@ -203,7 +225,8 @@ absl::Status SchedulerRunner::Run() {
     LOG(INFO) << "scheduler listening on " << options_.host << ":" << selected_port
               << "; going on with the restored job (" << JobState_Name(core->state()) << ")";
   } else {
-    LOG(INFO) << "scheduler listening on " << options_.host << ":" << selected_port << "; waiting for "
+    LOG(INFO) << "scheduler listening on " << options_.host << ":" << selected_port << " (requests up to "
+              << max_request_bytes << " bytes); waiting for "
               << job_.num_servers() << " servers and " << job_.num_workers() << " workers";
   }
   if (!options_.port_file.empty()) {

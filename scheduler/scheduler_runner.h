@@ -10,6 +10,8 @@
 // job ends, NOT_SERVING after; so does the separate plaintext health port, if any (health_port),
 // which a probe can reach when the main port demands TLS. The final model a worker sends (SubmitFinalModel) is checked
 // (model::ParseModelFile) and written to the job's final_model_path before the job can finish.
+// No request may be larger than the job's largest model file (Options::max_model_bytes for an
+// external model) plus slack.
 // For an external model (JobSpec.model "external") no data is read and there is no shard map
 // until a worker declares the model (Scheduler::DeclareModel); with a state_dir the accepted
 // model file is kept there (StateFile::SaveDeclaredModel) and restored with the state.
@@ -69,6 +71,11 @@ class SchedulerRunner {
     int health_port = 0;
     // How the listener is secured (common/transport_security.h); null: plaintext on loopback only.
     std::shared_ptr<const TransportSecurity> security;
+    // External models (JobSpec.model "external"): the largest model file a worker may declare or
+    // submit as the final model, in bytes (4 per float plus a little per tensor). A built-in
+    // model's limit follows from its size. Requests beyond the limit are refused by gRPC with
+    // RESOURCE_EXHAUSTED before any handler runs.
+    int64_t max_model_bytes = int64_t{256} << 20;
   };
 
   // INVALID_ARGUMENT for a bad job (after ApplyJobDefaults) or bad options (port or health_port

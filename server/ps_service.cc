@@ -33,6 +33,7 @@ struct RawAnswer {
   PushResponse pushed;    // Push's answer
   PooledBuffer values;    // the answer's values
   OutgoingRowsAnswer rows;  // the answer's embedding rows
+  InflightBudget::Ticket ticket;  // the call's bytes, held until it is finished
 };
 
 // Room for the answer to `push`: the floats of its chunks, which a valid push (checked by the
@@ -170,13 +171,41 @@ ParameterStore* ParameterServerService::StoreOrFinish(std::optional<int> shard,
   return nullptr;
 }
 
-ParameterStore* ParameterServerService::DecodePushOrFinish(const grpc::CallbackServerContext& context,
-                                                          absl::string_view method, const grpc::ByteBuffer& request,
-                                                          IncomingPush* push, grpc::ServerUnaryReactor* reactor) const {
-  absl::StatusOr<std::optional<int>> caller = CallerRank(context, method);
-  absl::Status s = caller.status();
-  if (s.ok()) s = DecodePush(request, "push", push);
-  if (s.ok()) s = CheckActsAsWorker(*caller, push->header.worker_rank(), method);
+void ParameterServerService::SetLimits(const RequestLimits& limits) { budget_.SetLimits(limits); }
+
+bool ParameterServerService::SizeOkOrFinish(const char* what, const grpc::ByteBuffer& request,
+                                            grpc::ServerUnaryReactor* reactor) {
+  absl::Status s = budget_.CheckSize(what, static_cast<int64_t>(request.Length()));
+  if (!s.ok()) reactor->Finish(ToGrpcStatus(s));
+  return s.ok();
+}
+
+bool ParameterServerService::AdmitOrFinish(const char* what, grpc::CallbackServerContext* context,
+                                           const grpc::ByteBuffer& request, size_t answer_bytes,
+                                           bool reading, grpc::ServerUnaryReactor* reactor,
+                                           InflightBudget::Ticket* ticket) {
+  const auto request_bytes = static_cast<int64_t>(request.Length());
+  absl::StatusOr<InflightBudget::Ticket> admitted =
+      budget_.Admit(what, request_bytes + static_cast<int64_t>(answer_bytes), request_bytes, reading);
+  if (!admitted.ok()) {
+    context->AddTrailingMetadata(kRetryAfterMsKey, absl::StrCat(absl::ToInt64Milliseconds(budget_.retry_after())));
+    reactor->Finish(ToGrpcStatus(admitted.status()));
+    return false;
+  }
+  *ticket = *std::move(admitted);
+  return true;
+}
+
+bool ParameterServerService::CallerOkOrFinish(const absl::Status& caller, grpc::ServerUnaryReactor* reactor) {
+  if (!caller.ok()) reactor->Finish(ToGrpcStatus(caller));
+  return caller.ok();
+}
+
+ParameterStore* ParameterServerService::DecodePushOrFinish(std::optional<int> caller, absl::string_view method,
+                                                          const grpc::ByteBuffer& request, IncomingPush* push,
+                                                          grpc::ServerUnaryReactor* reactor) const {
+  absl::Status s = DecodePush(request, "push", push);
+  if (s.ok()) s = CheckActsAsWorker(caller, push->header.worker_rank(), method);
   if (!s.ok()) {
     reactor->Finish(ToGrpcStatus(s));
     return nullptr;
@@ -189,9 +218,9 @@ grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerConte
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   CountRequest(&pull_, request->Length());
   absl::StatusOr<std::optional<int>> caller = CallerRank(*context, "Pull");
+  if (!CallerOkOrFinish(caller.status(), reactor) || !SizeOkOrFinish("pull", *request, reactor)) return reactor;
   IncomingPullRequest req;
-  absl::Status s = caller.status();
-  if (s.ok()) s = DecodePullRequest(*request, "pull", &req);
+  absl::Status s = DecodePullRequest(*request, "pull", &req);
   if (s.ok()) s = CheckActsAsWorker(*caller, req.header.worker_rank(), "Pull");
   if (!s.ok()) {
     reactor->Finish(ToGrpcStatus(s));
@@ -199,8 +228,12 @@ grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerConte
   }
   ParameterStore* store = StoreOrFinish(ShardOf(req.header), reactor);
   if (store == nullptr) return reactor;
+  const size_t answer_bytes = 4 * static_cast<size_t>(store->num_elements());
+  InflightBudget::Ticket ticket;
+  if (!AdmitOrFinish("pull", context, *request, answer_bytes, /*reading=*/true, reactor, &ticket)) return reactor;
   auto* answer = new RawAnswer;
-  answer->values = BufferPool::Default().Acquire(4 * static_cast<size_t>(store->num_elements()));
+  answer->ticket = std::move(ticket);
+  answer->values = BufferPool::Default().Acquire(answer_bytes);
   float* values = answer->values.floats();
   store->Pull(
       req.header, req.sparse, &answer->header,
@@ -220,10 +253,15 @@ grpc::ServerUnaryReactor* ParameterServerService::Push(grpc::CallbackServerConte
                                                        const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   CountRequest(&push_, request->Length());
+  absl::StatusOr<std::optional<int>> caller = CallerRank(*context, "Push");
+  if (!CallerOkOrFinish(caller.status(), reactor) || !SizeOkOrFinish("push", *request, reactor)) return reactor;
   IncomingPush push;
-  ParameterStore* store = DecodePushOrFinish(*context, "Push", *request, &push, reactor);
+  ParameterStore* store = DecodePushOrFinish(*caller, "Push", *request, &push, reactor);
   if (store == nullptr) return reactor;
+  InflightBudget::Ticket ticket;
+  if (!AdmitOrFinish("push", context, *request, 0, /*reading=*/false, reactor, &ticket)) return reactor;
   auto* answer = new RawAnswer;
+  answer->ticket = std::move(ticket);
   store->Push(push.header, push.values, push.sparse, push.pull_sparse, &answer->pushed,
               [this, reactor, answer, response](absl::Status status) {
     std::unique_ptr<RawAnswer> owned(answer);
@@ -241,11 +279,17 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
                                                            grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   CountRequest(&push_pull_, request->Length());
+  absl::StatusOr<std::optional<int>> caller = CallerRank(*context, "PushPull");
+  if (!CallerOkOrFinish(caller.status(), reactor) || !SizeOkOrFinish("push-pull", *request, reactor)) return reactor;
   IncomingPush push;
-  ParameterStore* store = DecodePushOrFinish(*context, "PushPull", *request, &push, reactor);
+  ParameterStore* store = DecodePushOrFinish(*caller, "PushPull", *request, &push, reactor);
   if (store == nullptr) return reactor;
+  const size_t answer_bytes = AnswerBytes(push.header, *store);
+  InflightBudget::Ticket ticket;
+  if (!AdmitOrFinish("push-pull", context, *request, answer_bytes, /*reading=*/false, reactor, &ticket)) return reactor;
   auto* answer = new RawAnswer;
-  answer->values = BufferPool::Default().Acquire(AnswerBytes(push.header, *store));
+  answer->ticket = std::move(ticket);
+  answer->values = BufferPool::Default().Acquire(answer_bytes);
   float* values = answer->values.floats();
   store->PushPull(
       push.header, push.values, push.sparse, push.pull_sparse, &answer->header,
@@ -265,9 +309,9 @@ grpc::ServerUnaryReactor* ParameterServerService::FinishEpoch(grpc::CallbackServ
                                                               const grpc::ByteBuffer* request,
                                                               grpc::ByteBuffer* response) {
   absl::StatusOr<std::optional<int>> caller = CallerRank(*context, "FinishEpoch");
-  if (!caller.ok()) {
+  if (!caller.ok()) {  // The default reactor only then: ServeParsed brings its own.
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(ToGrpcStatus(caller.status()));
+    CallerOkOrFinish(caller.status(), reactor);
     return reactor;
   }
   return ServeParsed<FinishEpochRequest, FinishEpochResponse>(request, response, "FinishEpoch", [&](auto* call) {

@@ -32,6 +32,16 @@
 // request naming another worker_rank than the credential's is PERMISSION_DENIED. Refused calls
 // reach no store. Without it (in-process tests of the service) callers are not checked.
 //
+// Memory bounds (server/inflight_budget.h): once SetLimits has the job's limits, a tensor call
+// whose request is larger than the job's largest legitimate one is INVALID_ARGUMENT, and a call
+// that would take the bytes held by calls in flight (requests and answer buffers, parked SYNC calls
+// included) past the job's bound is RESOURCE_EXHAUSTED with trailing metadata
+// "pstrain-retry-after-ms" (kRetryAfterMsKey), which clients retry with the same request id.
+// Refused calls change nothing. gRPC has read a request in full before a handler runs (its own
+// receive limit, set when the server starts listening, cannot know the job yet), so these checks
+// bound what a caller makes the server keep and work on, not what it makes it read; the bytes of
+// refused calls are counted (TakeRefusedBytes) so the runner can hand them back to the system.
+//
 // Thread safety: all methods may be called from any thread.
 #ifndef PSTRAIN_SERVER_PS_SERVICE_H_
 #define PSTRAIN_SERVER_PS_SERVICE_H_
@@ -48,6 +58,7 @@
 #include "common/session_credential.h"
 #include "common/tensor_wire.h"
 #include "proto/ps.grpc.pb.h"
+#include "server/inflight_budget.h"
 #include "server/parameter_store.h"
 
 namespace pstrain::server {
@@ -101,6 +112,12 @@ class ParameterServerService final : public RawParameterServerBase {
   // Checks every caller's session credential with `verifier` (see above).
   // REQUIRES: called at most once, before SetStore(s).
   void RequireSessions(std::unique_ptr<SessionVerifier> verifier);
+  // Bounds requests from now on (see above); before it, none apply. May be called again.
+  void SetLimits(const RequestLimits& limits);
+  // Request bytes of refused calls since the last call (then zero).
+  int64_t TakeRefusedBytes() { return budget_.TakeRefusedBytes(); }
+  // Bytes held by calls in flight now. For tests and logs.
+  int64_t inflight_bytes() const { return budget_.inflight_bytes(); }
 
   // Raw: a PullRequest in, a PullResponse out.
   grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
@@ -138,14 +155,25 @@ class ParameterServerService final : public RawParameterServerBase {
 
   // The store of `shard` (nullopt: the server's own), or nullptr after finishing `reactor` with
   // UNAVAILABLE (not ready yet) or FAILED_PRECONDITION (a shard this server does not host).
+  // False after finishing `reactor` with INVALID_ARGUMENT when `request` exceeds the job's limit.
+  bool SizeOkOrFinish(const char* what, const grpc::ByteBuffer& request, grpc::ServerUnaryReactor* reactor);
+  // Admits the call (`reading`: a pull, see InflightBudget::Admit), holding its request and
+  // `answer_bytes` in `ticket`, or returns false after finishing `reactor` with RESOURCE_EXHAUSTED
+  // and the retry hint.
+  bool AdmitOrFinish(const char* what, grpc::CallbackServerContext* context, const grpc::ByteBuffer& request,
+                     size_t answer_bytes, bool reading, grpc::ServerUnaryReactor* reactor,
+                     InflightBudget::Ticket* ticket);
   ParameterStore* StoreOrFinish(std::optional<int> shard, grpc::ServerUnaryReactor* reactor) const;
   // Decodes a push into `push` (its views borrow the request's bytes) and returns the store of its
   // shard, or nullptr after finishing `reactor` with INVALID_ARGUMENT (bytes that do not decode)
   // or as StoreOrFinish does.
-  // The caller is checked first (CallerRank, CheckActsAsWorker: finished with their error).
-  ParameterStore* DecodePushOrFinish(const grpc::CallbackServerContext& context, absl::string_view method,
+  // `caller` (CallerRank's) must be the push's worker_rank (CheckActsAsWorker: finished with its
+  // error).
+  ParameterStore* DecodePushOrFinish(std::optional<int> caller, absl::string_view method,
                                      const grpc::ByteBuffer& request, IncomingPush* push,
                                      grpc::ServerUnaryReactor* reactor) const;
+  // False after finishing `reactor` with `caller` (CallerRank's status) when it is not OK.
+  static bool CallerOkOrFinish(const absl::Status& caller, grpc::ServerUnaryReactor* reactor);
 
   // The worker rank the call's session credential names; nullopt when callers are not checked
   // (no RequireSessions, or the store is not set yet: the call is then refused UNAVAILABLE). Errors
@@ -161,6 +189,7 @@ class ParameterServerService final : public RawParameterServerBase {
   std::atomic<ParameterStore*> store_{nullptr};
   std::atomic<ParameterStore*> replica_{nullptr};
 
+  InflightBudget budget_;
   MethodCounters pull_;
   MethodCounters push_;
   MethodCounters push_pull_;

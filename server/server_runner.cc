@@ -20,6 +20,7 @@
 #include "common/health.h"
 #include "common/host_id.h"
 #include "common/job_spec.h"
+#include "common/malloc_tuning.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "model/model_file.h"
@@ -326,6 +327,15 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
                                                                   sessions.status().message())));
   }
   service->RequireSessions(*std::move(sessions));
+  // The job's bounds on request size and bytes in flight, before the first call is served.
+  std::vector<int> hosted = {rank};
+  if (replica_ != nullptr) hosted.push_back(replica_->rank());
+  JobSpec limits_job = store_options.job;
+  ApplyJobDefaults(&limits_job);
+  const RequestLimits limits = RequestLimitsForJob(limits_job, view.shard_map(), hosted);
+  service->SetLimits(limits);
+  LOG(INFO) << "server " << rank << ": requests up to " << limits.max_request_bytes << " bytes, "
+            << limits.max_inflight_bytes << " bytes in flight";
   service->SetStores(store->get(), replica_.get());
   RETURN_IF_ERROR(RefreshMembership(client, rank, job.checkpoint_dir(), store->get()));
 
@@ -352,7 +362,8 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
       });
   // Not on the heartbeat thread: a slow GetClusterView must not delay the heartbeats.
   std::thread membership([&] {
-    FollowMembership(client, &heartbeater, store->get(), rank, checkpointing ? job.checkpoint_dir() : "", interval);
+    FollowMembership(client, &heartbeater, service, store->get(), rank, checkpointing ? job.checkpoint_dir() : "",
+                     interval);
   });
   {
     absl::MutexLock lock(&mu_);
@@ -363,11 +374,14 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   return job_ended_ ? job_status_ : absl::OkStatus();
 }
 
-void ServerRunner::FollowMembership(SchedulerClient* client, const Heartbeater* heartbeater, ParameterStore* store,
-                                    int rank, const std::string& checkpoint_dir, absl::Duration poll) {
+void ServerRunner::FollowMembership(SchedulerClient* client, const Heartbeater* heartbeater,
+                                    ParameterServerService* service, ParameterStore* store, int rank,
+                                    const std::string& checkpoint_dir, absl::Duration poll) {
   int64_t tried = 0;  // the newest epoch a refresh was made for; a failed one is retried after `poll`
   bool report_failed = false;  // a failed checkpoint report is retried after `poll`
   SlowStepWatch slow_steps(rank);
+  int refusing_polls = 0;  // consecutive polls that saw refused calls
+  int quiet_polls = -1;    // polls without refused calls since the last that had some; -1: none pending
   while (true) {
     int64_t hint = 0;
     bool report = false;
@@ -392,6 +406,23 @@ void ServerRunner::FollowMembership(SchedulerClient* client, const Heartbeater* 
         return;
       }
       tried = std::max(tried, target);
+    }
+    // gRPC had read the refused calls' requests in full and has freed them by the next poll, but
+    // the allocator, told to keep freed memory (common/malloc_tuning.h), would hold on to it.
+    // Hand it back a poll after the burst is over, and again 10 polls later (what calls held then
+    // has been freed since); under a steady stream, every 10 polls.
+    if (service->TakeRefusedBytes() > 0) {
+      quiet_polls = 0;
+      ++refusing_polls;
+    } else if (quiet_polls >= 0) {
+      ++quiet_polls;
+      refusing_polls = 0;
+    }
+    if (refusing_polls >= 10 || quiet_polls == 1 || quiet_polls == 10) {
+      ReturnFreedMemoryToSystem();
+      VLOG(1) << "server " << rank << ": returned freed memory after refused calls";
+      refusing_polls = 0;
+      if (quiet_polls == 10) quiet_polls = -1;
     }
     if (report && !checkpoint_dir.empty()) report_failed = !ReportCheckpoints(client, rank, checkpoint_dir).ok();
     if (std::optional<SlowStepReport> slow = slow_steps.Check(store->Pending(absl::Now())); slow.has_value()) {

@@ -1,5 +1,7 @@
 #include "worker/ps_client.h"
 
+#include <algorithm>
+#include <optional>
 #include <utility>
 
 #include <glog/logging.h>
@@ -7,6 +9,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "common/grpc_status.h"
@@ -16,13 +19,43 @@
 namespace pstrain::worker {
 
 struct PsClient::Call {
-  grpc::ClientContext context;
-  grpc::ByteBuffer request;   // raw calls: the encoded request
+  // One per attempt: a retry needs a fresh one. Replaced only under mu_ (CancelAll reads it).
+  std::unique_ptr<grpc::ClientContext> context = std::make_unique<grpc::ClientContext>();
+  grpc::ByteBuffer request;   // raw calls: the encoded request, sent again as is by a retry
   grpc::ByteBuffer response;  // and the answer's bytes
   std::string what;
   Done done;
   const void* group = nullptr;  // for CancelGroup
+  // Raw calls, for a retry: where and what to call again, and how to decode the answer.
+  int server = -1;
+  const char* method = nullptr;
+  std::function<absl::Status(const grpc::ByteBuffer&)> decode;
+  absl::Time deadline;  // of the whole call, retries included
+  int retries = 0;
+  bool group_cancelled = false;  // CancelGroup hit it while it waited to be retried (mu_)
 };
+
+namespace {
+
+// A server that is busy answers RESOURCE_EXHAUSTED with a delay to wait (kRetryAfterMsKey). The
+// call is sent again after that delay, at most this many times and within its deadline.
+constexpr int kMaxRetries = 50;
+// A server's hint is honoured up to this; a larger one is read as this.
+constexpr absl::Duration kMaxRetryAfter = absl::Seconds(1);
+
+// The server's retry hint, if `status` is a retryable RESOURCE_EXHAUSTED.
+std::optional<absl::Duration> RetryAfter(const grpc::Status& status, const grpc::ClientContext& context) {
+  if (status.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) return std::nullopt;
+  const auto& trailers = context.GetServerTrailingMetadata();
+  auto it = trailers.find(kRetryAfterMsKey);
+  int64_t ms = 0;
+  if (it == trailers.end() || !absl::SimpleAtoi(absl::string_view(it->second.data(), it->second.size()), &ms)) {
+    return std::nullopt;
+  }
+  return std::clamp(absl::Milliseconds(ms), absl::Milliseconds(1), kMaxRetryAfter);
+}
+
+}  // namespace
 
 std::string PsClient::DialAddress(const ServerInfo& server) const {
   const LocalEndpoint& local = server.local();
@@ -62,7 +95,8 @@ PsClient::PsClient(absl::Duration rpc_timeout, std::string host_id, int tcp_conn
       host_id_(std::move(host_id)),
       tcp_connections_(tcp_connections),
       security_(std::move(security)),
-      session_credential_(std::move(session_credential)) {}
+      session_credential_(std::move(session_credential)),
+      retry_thread_([this] { RetryLoop(); }) {}
 
 void PsClient::Connect(Server* server, const std::string& address) const {
   const bool unix_socket = absl::StartsWith(address, "unix:");
@@ -111,11 +145,16 @@ void PsClient::UpdateServers(const ClusterView& view) {
 
 PsClient::~PsClient() {
   CancelAll("worker shutting down");
-  // Callbacks of cancelled calls still run on gRPC threads; wait until none is left.
-  absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(
-      +[](PsClient* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) { return c->in_flight_.empty() && c->ending_ == 0; },
-      this));
+  {
+    // Callbacks of cancelled calls still run on gRPC threads (and the retry thread ends the calls
+    // that waited to be retried); wait until none is left.
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](PsClient* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) { return c->in_flight_.empty() && c->ending_ == 0; },
+        this));
+    stopping_ = true;
+  }
+  retry_thread_.join();
 }
 
 PsClient::Call* PsClient::Begin(int server, const char* what, Done done, const void* group) {
@@ -125,8 +164,9 @@ PsClient::Call* PsClient::Begin(int server, const char* what, Done done, const v
   }
   auto call = std::make_unique<Call>();
   call->what = absl::StrCat(what, " to server ", server, " at ", servers_[server]->address);
-  call->context.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_));
-  AttachSession(&call->context, session_credential_);
+  call->deadline = absl::Now() + rpc_timeout_;
+  call->context->set_deadline(absl::ToChronoTime(call->deadline));
+  AttachSession(call->context.get(), session_credential_);
   call->done = std::move(done);
   call->group = group;
   {
@@ -177,15 +217,78 @@ constexpr char kPushPullMethod[] = "/pstrain.ParameterServer/PushPull";
 
 void PsClient::StartRaw(int server, Call* call, const char* method,
                         std::function<absl::Status(const grpc::ByteBuffer&)> decode) {
-  auto finished = [this, call, decode = std::move(decode)](grpc::Status s) {
+  call->server = server;
+  call->method = method;
+  call->decode = std::move(decode);
+  SendRaw(call);
+}
+
+void PsClient::SendRaw(Call* call) {
+  auto finished = [this, call](grpc::Status s) {
     if (s.ok()) {
-      absl::Status decoded = decode(call->response);
+      absl::Status decoded = call->decode(call->response);
       if (!decoded.ok()) s = grpc::Status(grpc::StatusCode::DATA_LOSS, std::string(decoded.message()));
     }
+    if (!s.ok() && MaybeRetry(call, s)) return;
     End(call, s);
   };
-  NextChannel(server).raw->UnaryCall(&call->context, method, grpc::StubOptions(), &call->request, &call->response,
-                                     std::move(finished));
+  NextChannel(call->server).raw->UnaryCall(call->context.get(), call->method, grpc::StubOptions(), &call->request,
+                                           &call->response, std::move(finished));
+}
+
+bool PsClient::MaybeRetry(Call* call, const grpc::Status& status) {
+  const std::optional<absl::Duration> after = RetryAfter(status, *call->context);
+  if (!after.has_value()) return false;
+  const absl::Time at = absl::Now() + *after;
+  if (call->retries >= kMaxRetries || at >= call->deadline) return false;
+  ++call->retries;
+  VLOG(1) << call->what << ": " << status.error_message() << "; retry " << call->retries;
+  absl::MutexLock lock(&mu_);
+  if (!cancelled_.empty() || stopping_) return false;
+  waiting_.emplace_back(at, call);
+  return true;
+}
+
+void PsClient::RetryLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    absl::Time next = absl::InfiniteFuture();
+    for (const auto& [at, call] : waiting_) next = std::min(next, at);
+    const size_t waiting = waiting_.size();
+    // Wakes for a new call to wait, a cancellation, the destructor, or the earliest retry.
+    auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      if (stopping_ || waiting_.size() != waiting || !cancelled_.empty() && !waiting_.empty()) return true;
+      for (const auto& [at, call] : waiting_) {
+        if (call->group_cancelled) return true;
+      }
+      return false;
+    };
+    mu_.AwaitWithDeadline(absl::Condition(&changed), next);
+    const absl::Time now = absl::Now();
+    std::vector<Call*> send, end;
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      Call* call = it->second;
+      if (!cancelled_.empty() || call->group_cancelled) {
+        end.push_back(call);
+      } else if (it->first <= now) {
+        // A fresh context, with the call's original deadline, swapped in under mu_ so CancelAll
+        // always cancels the one in use; cancelled before it starts, the call ends at once.
+        call->context = std::make_unique<grpc::ClientContext>();
+        call->context->set_deadline(absl::ToChronoTime(call->deadline));
+        AttachSession(call->context.get(), session_credential_);
+        send.push_back(call);
+      } else {
+        ++it;
+        continue;
+      }
+      it = waiting_.erase(it);
+    }
+    if (send.empty() && end.empty()) continue;
+    mu_.Unlock();
+    for (Call* call : send) SendRaw(call);
+    for (Call* call : end) End(call, grpc::Status(grpc::StatusCode::CANCELLED, "cancelled while waiting to retry"));
+    mu_.Lock();
+  }
 }
 
 void PsClient::PullAsync(int server, const PullRequest* request, IncomingPull* response, Done done) {
@@ -218,7 +321,7 @@ void PsClient::FinishEpochAsync(int server, const FinishEpochRequest* request,
                                 FinishEpochResponse* response, Done done) {
   Call* call = Begin(server, "finish-epoch", std::move(done));
   if (call == nullptr) return;
-  NextChannel(server).typed->async()->FinishEpoch(&call->context, request, response,
+  NextChannel(server).typed->async()->FinishEpoch(call->context.get(), request, response,
                                                   [this, call](grpc::Status s) { End(call, s); });
 }
 
@@ -268,7 +371,10 @@ absl::Status PsClient::FinishEpochAll(const FinishEpochRequest& request) {
 void PsClient::CancelGroup(const void* group) {
   absl::MutexLock lock(&mu_);
   for (Call* call : in_flight_) {
-    if (call->group == group) call->context.TryCancel();
+    if (call->group == group) {
+      call->context->TryCancel();
+      call->group_cancelled = true;  // ends it if it waits to be retried (RetryLoop)
+    }
   }
 }
 
@@ -276,7 +382,7 @@ void PsClient::CancelAll(const std::string& reason) {
   absl::MutexLock lock(&mu_);
   if (cancelled_.empty()) cancelled_ = reason.empty() ? "cancelled" : reason;
   // TryCancel makes each call end with CANCELLED through its own callback, which erases it.
-  for (Call* call : in_flight_) call->context.TryCancel();
+  for (Call* call : in_flight_) call->context->TryCancel();
 }
 
 }  // namespace pstrain::worker

@@ -13,6 +13,13 @@
 // PushPullConns2 vs PushPullCalls2 and PushPullConns1); 4 connections were no better than 2. A
 // whole push is one call a step, so it gains nothing.
 //
+// Backpressure: a tensor call that a server refuses with RESOURCE_EXHAUSTED and a retry hint
+// (trailing metadata kRetryAfterMsKey, common/grpc_status.h: the server holds too many bytes in
+// flight) is sent again, the same bytes and so the same request id, after the hinted delay (at
+// most 1 s), up to 50 times and within the call's deadline; then the caller gets the
+// RESOURCE_EXHAUSTED. The server changed nothing when it refused, so the retry is safe. A
+// RESOURCE_EXHAUSTED without the hint (e.g. gRPC's own message size limit) is final.
+//
 // Tensors travel raw (common/tensor_wire.h): a push's values are sent from where the caller keeps
 // them (OutgoingPush), without a copy, and an answer's values are left in the received bytes
 // (IncomingPull) for the caller to copy once, straight into its weights.
@@ -24,6 +31,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -128,6 +137,13 @@ class PsClient : public PsApi {
   // Starts the raw call `method` with call->request already encoded; `decode` turns the answer's
   // bytes into the caller's response.
   void StartRaw(int server, Call* call, const char* method, std::function<absl::Status(const grpc::ByteBuffer&)> decode);
+  // Sends the raw call as StartRaw set it up (again, for a retry).
+  void SendRaw(Call* call);
+  // After a failed attempt: true when the call waits for a retry (the server's hint, the retry
+  // count and the deadline allow it, and nothing was cancelled); false to end it with `status`.
+  bool MaybeRetry(Call* call, const grpc::Status& status);
+  // The retry thread: sends waiting calls when their delay is over, ends cancelled ones.
+  void RetryLoop();
 
   // Prepares a call's context and bookkeeping; nullptr (after calling done) if cancelled or
   // `server` has no channel.
@@ -150,6 +166,11 @@ class PsClient : public PsApi {
   std::string cancelled_ ABSL_GUARDED_BY(mu_);  // Non-empty once CancelAll ran.
   // Calls out of in_flight_ whose End has not returned yet; the destructor waits for them too.
   int ending_ ABSL_GUARDED_BY(mu_) = 0;
+  // Calls (still in in_flight_) waiting until the time beside them to be sent again.
+  std::vector<std::pair<absl::Time, Call*>> waiting_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // the destructor ends the retry thread
+  // Last member: it starts once everything it uses is constructed.
+  std::thread retry_thread_;
 };
 
 }  // namespace pstrain::worker

@@ -16,6 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/grpc_status.h"
 #include "common/host_id.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -45,12 +47,31 @@ class RecordingServer : public ParameterServer::CallbackService {
   ~RecordingServer() override { server_->Shutdown(); }
 
   const std::string& address() const { return address_; }
+  // The next `calls` pushes and pulls are refused with RESOURCE_EXHAUSTED, with a retry hint of
+  // `retry_after_ms` unless it is negative.
+  void Refuse(int calls, int retry_after_ms) {
+    absl::MutexLock lock(&mu_);
+    refuse_ = calls;
+    retry_after_ms_ = retry_after_ms;
+  }
+  std::vector<uint64_t> push_ids() {
+    absl::MutexLock lock(&mu_);
+    return push_ids_;
+  }
   std::vector<std::string> peers() {
     absl::MutexLock lock(&mu_);
     return peers_;
   }
 
   grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* context, const PullRequest*, PullResponse*) override {
+    return Record(context);
+  }
+  grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* context, const PushRequest* request,
+                                 PushResponse*) override {
+    {
+      absl::MutexLock lock(&mu_);
+      push_ids_.push_back(request->request_id());
+    }
     return Record(context);
   }
   grpc::ServerUnaryReactor* FinishEpoch(grpc::CallbackServerContext* context, const FinishEpochRequest*,
@@ -60,12 +81,16 @@ class RecordingServer : public ParameterServer::CallbackService {
 
  private:
   grpc::ServerUnaryReactor* Record(grpc::CallbackServerContext* context) {
-    {
-      absl::MutexLock lock(&mu_);
-      peers_.push_back(context->peer());
-    }
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(grpc::Status::OK);
+    absl::MutexLock lock(&mu_);
+    peers_.push_back(context->peer());
+    if (refuse_ > 0) {
+      --refuse_;
+      if (retry_after_ms_ >= 0) context->AddTrailingMetadata(kRetryAfterMsKey, absl::StrCat(retry_after_ms_));
+      reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "busy"));
+    } else {
+      reactor->Finish(grpc::Status::OK);
+    }
     return reactor;
   }
 
@@ -73,6 +98,9 @@ class RecordingServer : public ParameterServer::CallbackService {
   std::unique_ptr<grpc::Server> server_;
   absl::Mutex mu_;
   std::vector<std::string> peers_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> push_ids_ ABSL_GUARDED_BY(mu_);
+  int refuse_ ABSL_GUARDED_BY(mu_) = 0;
+  int retry_after_ms_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 ClusterView ViewOf(const std::string& address) {
@@ -181,6 +209,74 @@ TEST(PsClientTest, DestroyingTheClientRightAfterItsAnswersIsSafe) {
     client.reset();
     ASSERT_EQ(ok.load(), 4) << "round " << round;
   }
+}
+
+absl::Status PushOnce(PsClient* client, uint64_t request_id) {
+  OutgoingPush push;
+  push.header.set_request_id(request_id);
+  PushResponse response;
+  absl::Status result;
+  absl::BlockingCounter done(1);
+  client->PushAsync(0, &push, &response, [&](absl::Status s) {
+    result = std::move(s);
+    done.DecrementCount();
+  });
+  done.Wait();
+  return result;
+}
+
+TEST(PsClientTest, RefusedPushIsSentAgainAfterTheHintWithTheSameRequestId) {
+  RecordingServer server;
+  server.Refuse(3, /*retry_after_ms=*/30);
+  std::unique_ptr<PsClient> client = NewClient(ViewOf(server.address()), /*tcp_connections=*/2);
+  const absl::Time start = absl::Now();
+  { absl::Status r = PushOnce(client.get(), 77); EXPECT_TRUE(r.ok()) << r; }
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(90));
+  EXPECT_THAT(server.push_ids(), ElementsAre(77u, 77u, 77u, 77u));
+}
+
+TEST(PsClientTest, ResourceExhaustedWithoutHintIsFinal) {
+  RecordingServer server;
+  server.Refuse(1, /*retry_after_ms=*/-1);
+  std::unique_ptr<PsClient> client = NewClient(ViewOf(server.address()), /*tcp_connections=*/1);
+  const absl::Status s = PushOnce(client.get(), 5);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(s.message(), HasSubstr("busy"));
+  EXPECT_THAT(server.push_ids(), SizeIs(1));
+}
+
+TEST(PsClientTest, RetriesStopAtTheCallsDeadline) {
+  RecordingServer server;
+  server.Refuse(1000, /*retry_after_ms=*/100);
+  absl::StatusOr<std::unique_ptr<PsClient>> client =
+      PsClient::Create(ViewOf(server.address()), absl::Milliseconds(450), /*unix_sockets=*/false, 1);
+  ASSERT_TRUE(client.ok());
+  const absl::Time start = absl::Now();
+  const absl::Status s = PushOnce(client->get(), 9);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(450));
+  EXPECT_THAT(server.push_ids().size(), ::testing::AllOf(::testing::Ge(3u), ::testing::Le(5u)));
+}
+
+TEST(PsClientTest, CancelAllEndsACallWaitingToBeRetried) {
+  RecordingServer server;
+  server.Refuse(1000, /*retry_after_ms=*/1000);
+  std::unique_ptr<PsClient> client = NewClient(ViewOf(server.address()), /*tcp_connections=*/1);
+  PullRequest request;
+  IncomingPull response;
+  absl::Status result;
+  absl::BlockingCounter done(1);
+  client->PullAsync(0, &request, &response, [&](absl::Status s) {
+    result = std::move(s);
+    done.DecrementCount();
+  });
+  absl::SleepFor(absl::Milliseconds(200));  // refused once, waiting for its retry
+  const absl::Time start = absl::Now();
+  client->CancelAll("job failed");
+  done.Wait();
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(500));
+  EXPECT_EQ(result.code(), absl::StatusCode::kCancelled) << result;
+  EXPECT_THAT(server.peers(), SizeIs(1));
 }
 
 }  // namespace
