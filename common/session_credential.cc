@@ -8,6 +8,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "glog/logging.h"
 
@@ -16,7 +17,8 @@ namespace {
 
 constexpr size_t kKeyBytes = 32;
 constexpr size_t kSignatureBytes = 64;
-constexpr char kVersion[] = "pstrain-session-v1";
+constexpr char kSessionVersion[] = "pstrain-session-v1";
+constexpr char kLeaseVersion[] = "pstrain-lease-v1";
 // Enough for every rank of a large job and its replacements; past it the cache starts over
 // rather than grow with a stream of distinct (valid) credentials.
 constexpr size_t kMaxRemembered = 4096;
@@ -33,7 +35,15 @@ using Pkey = std::unique_ptr<EVP_PKEY, PkeyFree>;
 using MdCtx = std::unique_ptr<EVP_MD_CTX, MdCtxFree>;
 
 std::string Payload(const SessionClaims& claims) {
-  return absl::StrCat(kVersion, "\n", static_cast<int>(claims.role), "\n", claims.rank, "\n", claims.instance_id);
+  return absl::StrCat(kSessionVersion, "\n", static_cast<int>(claims.role), "\n", claims.rank, "\n",
+                      claims.instance_id);
+}
+
+std::string Payload(const LeaseGrant& lease) {
+  return absl::StrJoin({std::string(kLeaseVersion), absl::StrCat(lease.worker_rank), absl::StrCat(lease.epoch),
+                        absl::StrCat(lease.lease_id), absl::StrCat(lease.begin), absl::StrCat(lease.end),
+                        absl::StrCat(lease.first_batch)},
+                       "\n");
 }
 
 std::string RawKey(EVP_PKEY* key, bool private_part) {
@@ -90,8 +100,11 @@ absl::StatusOr<std::unique_ptr<SessionSigner>> SessionSigner::FromPrivateKey(abs
       new SessionSigner(std::make_unique<Key>(Key{std::move(pkey)}), std::string(raw), std::move(public_key)));
 }
 
-std::string SessionSigner::Sign(const SessionClaims& claims) const {
-  const std::string payload = Payload(claims);
+std::string SessionSigner::Sign(const SessionClaims& claims) const { return SignPayload(Payload(claims)); }
+
+std::string SessionSigner::SignLease(const LeaseGrant& lease) const { return SignPayload(Payload(lease)); }
+
+std::string SessionSigner::SignPayload(const std::string& payload) const {
   unsigned char signature[kSignatureBytes];
   size_t len = sizeof(signature);
   MdCtx ctx(EVP_MD_CTX_new());
@@ -119,24 +132,19 @@ absl::StatusOr<std::unique_ptr<SessionVerifier>> SessionVerifier::Create(absl::s
   return std::unique_ptr<SessionVerifier>(new SessionVerifier(std::make_unique<Key>(Key{std::move(pkey)})));
 }
 
-absl::StatusOr<SessionClaims> SessionVerifier::Verify(absl::string_view credential) const {
-  if (credential.empty()) {
-    return absl::UnauthenticatedError(absl::StrCat("no session credential: register first and send the credential "
-                                                   "Register answered as '",
-                                                   kSessionMetadataKey, "' metadata"));
-  }
-  const std::string key(credential);
+absl::StatusOr<std::string> SessionVerifier::VerifiedPayload(absl::string_view text, absl::string_view what) const {
+  const std::string key(text);
   {
     absl::MutexLock lock(&mu_);
     if (auto it = verified_.find(key); it != verified_.end()) return it->second;
   }
-  const auto malformed = [](absl::string_view why) {
-    return absl::UnauthenticatedError(absl::StrCat("malformed session credential: ", why));
+  const auto malformed = [what](absl::string_view why) {
+    return absl::UnauthenticatedError(absl::StrCat("malformed ", what, ": ", why));
   };
-  if (credential.size() > kMaxCredentialBytes) {
-    return malformed(absl::StrCat(credential.size(), " bytes, at most ", kMaxCredentialBytes, " expected"));
+  if (text.size() > kMaxCredentialBytes) {
+    return malformed(absl::StrCat(text.size(), " bytes, at most ", kMaxCredentialBytes, " expected"));
   }
-  const std::vector<absl::string_view> parts = absl::StrSplit(credential, '.');
+  const std::vector<absl::string_view> parts = absl::StrSplit(text, '.');
   std::string payload, signature;
   if (parts.size() != 2 || !absl::WebSafeBase64Unescape(parts[0], &payload) ||
       !absl::WebSafeBase64Unescape(parts[1], &signature)) {
@@ -151,23 +159,54 @@ absl::StatusOr<SessionClaims> SessionVerifier::Verify(absl::string_view credenti
   }
   if (EVP_DigestVerify(ctx.get(), reinterpret_cast<const unsigned char*>(signature.data()), signature.size(),
                        reinterpret_cast<const unsigned char*>(payload.data()), payload.size()) != 1) {
-    return absl::UnauthenticatedError(
-        "session credential: the signature does not verify (not issued by this job's scheduler, or altered)");
+    return absl::UnauthenticatedError(absl::StrCat(
+        what, ": the signature does not verify (not issued by this job's scheduler, or altered)"));
   }
-  // Signed by the scheduler, so the payload is one it wrote; still parsed with care.
-  const std::vector<std::string> fields = absl::StrSplit(payload, absl::MaxSplits('\n', 3));
+  absl::MutexLock lock(&mu_);
+  if (verified_.size() >= kMaxRemembered) verified_.clear();
+  verified_.emplace(key, payload);
+  return payload;
+}
+
+absl::StatusOr<SessionClaims> SessionVerifier::Verify(absl::string_view credential) const {
+  if (credential.empty()) {
+    return absl::UnauthenticatedError(absl::StrCat("no session credential: register first and send the credential "
+                                                   "Register answered as '",
+                                                   kSessionMetadataKey, "' metadata"));
+  }
+  absl::StatusOr<std::string> payload = VerifiedPayload(credential, "session credential");
+  if (!payload.ok()) return payload.status();
+  // Signed by the scheduler, so the payload is one it wrote; still parsed with care (a lease
+  // grant passed off as a credential is refused here).
+  const std::vector<std::string> fields = absl::StrSplit(*payload, absl::MaxSplits('\n', 3));
   SessionClaims claims;
   int role = 0;
-  if (fields.size() != 4 || fields[0] != kVersion || !absl::SimpleAtoi(fields[1], &role) ||
+  if (fields.size() != 4 || fields[0] != kSessionVersion || !absl::SimpleAtoi(fields[1], &role) ||
       !absl::SimpleAtoi(fields[2], &claims.rank) || (role != SERVER && role != WORKER)) {
-    return malformed(absl::StrCat("a payload that is not ", kVersion));
+    return absl::UnauthenticatedError(
+        absl::StrCat("malformed session credential: a payload that is not ", kSessionVersion));
   }
   claims.role = static_cast<Role>(role);
   claims.instance_id = fields[3];
-  absl::MutexLock lock(&mu_);
-  if (verified_.size() >= kMaxRemembered) verified_.clear();
-  verified_.emplace(key, claims);
   return claims;
+}
+
+absl::StatusOr<LeaseGrant> SessionVerifier::VerifyLease(absl::string_view grant) const {
+  if (grant.empty()) {
+    return absl::UnauthenticatedError(
+        "no lease grant: a push of an ASYNC/SSP batch carries the grant LeaseWork answered with its lease");
+  }
+  absl::StatusOr<std::string> payload = VerifiedPayload(grant, "lease grant");
+  if (!payload.ok()) return payload.status();
+  const std::vector<absl::string_view> fields = absl::StrSplit(*payload, '\n');
+  LeaseGrant lease;
+  if (fields.size() != 7 || fields[0] != kLeaseVersion || !absl::SimpleAtoi(fields[1], &lease.worker_rank) ||
+      !absl::SimpleAtoi(fields[2], &lease.epoch) || !absl::SimpleAtoi(fields[3], &lease.lease_id) ||
+      !absl::SimpleAtoi(fields[4], &lease.begin) || !absl::SimpleAtoi(fields[5], &lease.end) ||
+      !absl::SimpleAtoi(fields[6], &lease.first_batch)) {
+    return absl::UnauthenticatedError(absl::StrCat("malformed lease grant: a payload that is not ", kLeaseVersion));
+  }
+  return lease;
 }
 
 absl::Status CheckActsAs(const SessionClaims& claims, Role role, int rank, absl::string_view method) {

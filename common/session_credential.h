@@ -20,9 +20,16 @@
 // carries no expiry: it is good for the job's life, and a rank that is removed is refused by the
 // membership checks that already exist (a worker rank is never reused; a server's rank may be,
 // which is why the claims name the registering process and the scheduler compares it).
+//
+// Lease grants. The same key signs each ASYNC/SSP training lease the scheduler hands out
+// (LeaseResponse.grant, payload "pstrain-lease-v1"): the worker, the data epoch, the lease id,
+// its range and its first batch. A worker's pushes carry the grant of their lease, so a server
+// can tell, without asking the scheduler, that a (data_epoch, lease_id, lease_batch) was handed
+// to that worker and how many samples its batch holds.
 #ifndef PSTRAIN_COMMON_SESSION_CREDENTIAL_H_
 #define PSTRAIN_COMMON_SESSION_CREDENTIAL_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -53,6 +60,23 @@ struct SessionClaims {
 // "worker 3", "server 0".
 std::string DescribeCaller(const SessionClaims& claims);
 
+// An ASYNC/SSP training lease as the scheduler handed it out: positions [begin, end) of data epoch
+// `epoch`'s permutation, to worker `worker_rank`, to be trained from batch `first_batch` on (a
+// remainder of a dead worker's lease starts past 0).
+struct LeaseGrant {
+  int worker_rank = -1;
+  int epoch = 0;
+  int64_t lease_id = 0;
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t first_batch = 0;
+
+  bool operator==(const LeaseGrant& o) const {
+    return worker_rank == o.worker_rank && epoch == o.epoch && lease_id == o.lease_id && begin == o.begin &&
+           end == o.end && first_batch == o.first_batch;
+  }
+};
+
 // The scheduler's signing key. Thread-safe (signing is stateless).
 class SessionSigner {
  public:
@@ -72,8 +96,12 @@ class SessionSigner {
 
   // The credential for `claims`. Deterministic (Ed25519): the same claims give the same text.
   std::string Sign(const SessionClaims& claims) const;
+  // The grant of `lease`, deterministic too.
+  std::string SignLease(const LeaseGrant& lease) const;
 
  private:
+  std::string SignPayload(const std::string& payload) const;
+
   struct Key;
   SessionSigner(std::unique_ptr<Key> key, std::string private_key, std::string public_key);
 
@@ -98,14 +126,22 @@ class SessionVerifier {
   // (never registered), text that is no credential, or a signature that does not verify (forged,
   // altered, or from another job's scheduler).
   absl::StatusOr<SessionClaims> Verify(absl::string_view credential) const;
+  // The lease a grant names. UNAUTHENTICATED for an empty grant ("a push of an ASYNC/SSP batch
+  // carries its lease's grant"), text that is no grant, or a signature that does not verify.
+  absl::StatusOr<LeaseGrant> VerifyLease(absl::string_view grant) const;
 
  private:
   struct Key;
   explicit SessionVerifier(std::unique_ptr<Key> key);
 
+  // The payload `text` carries when its signature verifies; `what` ("session credential", "lease
+  // grant") names it in errors.
+  absl::StatusOr<std::string> VerifiedPayload(absl::string_view text, absl::string_view what) const;
+
   const std::unique_ptr<Key> key_;
   mutable absl::Mutex mu_;
-  mutable absl::flat_hash_map<std::string, SessionClaims> verified_ ABSL_GUARDED_BY(mu_);
+  // Text verified before -> its payload.
+  mutable absl::flat_hash_map<std::string, std::string> verified_ ABSL_GUARDED_BY(mu_);
 };
 
 // The check every role-bound call makes: `claims` (a verified credential) must be `role` `rank`.

@@ -81,6 +81,22 @@ TEST(SessionCredentialTest, KeysOfTheWrongLengthAreRefused) {
   EXPECT_TRUE(absl::IsInvalidArgument(SessionSigner::FromPrivateKey(std::string(31, 'k')).status()));
 }
 
+TEST(SessionCredentialTest, LeaseGrantsVerifyAndAreNoCredentials) {
+  auto signer = NewSigner();
+  auto verifier = VerifierOf(*signer);
+  const LeaseGrant lease{3, 2, 17, 4096, 8192, 5};
+  const std::string grant = signer->SignLease(lease);
+  absl::StatusOr<LeaseGrant> got = verifier->VerifyLease(grant);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, lease);
+  // One kind of signed text never passes for the other.
+  EXPECT_TRUE(absl::IsUnauthenticated(verifier->Verify(grant).status()));
+  EXPECT_TRUE(absl::IsUnauthenticated(verifier->VerifyLease(signer->Sign({WORKER, 3, ""})).status()));
+  EXPECT_THAT(verifier->VerifyLease("").status().message(), HasSubstr("no lease grant"));
+  EXPECT_THAT(VerifierOf(*NewSigner())->VerifyLease(grant).status().message(),
+              HasSubstr("lease grant: the signature does not verify"));
+}
+
 TEST(SessionCredentialTest, CheckActsAsNamesBothSides) {
   const SessionClaims worker1{WORKER, 1, ""};
   EXPECT_TRUE(CheckActsAs(worker1, WORKER, 1, "Leave").ok());

@@ -21,6 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/file_io.h"
+#include "common/grpc_status.h"
+#include "common/session_credential.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
@@ -31,14 +33,33 @@ constexpr char kBearer[] = "Bearer ";
 
 // Refuses, before the request is read, a call that does not carry the job token. Runs inline on
 // the transport's thread (IsBlocking false): a comparison needs no thread of its own.
-class TokenChecker final : public grpc::AuthMetadataProcessor {
+// The transport's authentication step for every call, before its request is read: the job token
+// (when the job has one), then the session gate (when the listener has one).
+class CallChecker final : public grpc::AuthMetadataProcessor {
  public:
-  explicit TokenChecker(std::string token) : expected_(absl::StrCat(kBearer, token)) {}
+  // `token` empty: no token check. `gate` may be null; borrowed, it outlives the listener.
+  CallChecker(const std::string& token, const SessionGate* gate)
+      : expected_(token.empty() ? "" : absl::StrCat(kBearer, token)), gate_(gate) {}
 
   bool IsBlocking() const override { return false; }
 
   grpc::Status Process(const InputMetadata& metadata, grpc::AuthContext* /*context*/, OutputMetadata* consumed,
                        OutputMetadata* /*response*/) override {
+    if (!expected_.empty()) {
+      if (grpc::Status s = CheckToken(metadata, consumed); !s.ok()) return s;
+    }
+    if (gate_ == nullptr) return grpc::Status::OK;
+    auto path = metadata.find(":path");
+    auto session = metadata.find(kSessionMetadataKey);
+    const absl::Status admitted = gate_->Admit(
+        path == metadata.end() ? absl::string_view() : absl::string_view(path->second.data(), path->second.size()),
+        session == metadata.end() ? absl::string_view()
+                                  : absl::string_view(session->second.data(), session->second.size()));
+    return ToGrpcStatus(admitted);
+  }
+
+ private:
+  grpc::Status CheckToken(const InputMetadata& metadata, OutputMetadata* consumed) const {
     auto it = metadata.find(kTokenHeader);
     if (it == metadata.end()) {
       return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
@@ -56,8 +77,8 @@ class TokenChecker final : public grpc::AuthMetadataProcessor {
     return grpc::Status::OK;
   }
 
- private:
   const std::string expected_;
+  const SessionGate* const gate_;
 };
 
 struct BioDeleter {
@@ -222,7 +243,7 @@ std::shared_ptr<const TransportSecurity> TransportSecurity::Loopback() {
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TransportSecurity::ServerCredentials(
-    absl::string_view address) const {
+    absl::string_view address, const SessionGate* gate) const {
   if (!tls()) {
     if (!options_.insecure && !IsLoopbackAddress(address)) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -237,7 +258,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TransportSecurity::Serv
   tls.watch_identity_key_cert_pairs();
   tls.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::experimental::TlsServerCredentials(tls);
-  if (has_token()) credentials->SetAuthMetadataProcessor(std::make_shared<TokenChecker>(token_));
+  if (has_token() || gate != nullptr) credentials->SetAuthMetadataProcessor(std::make_shared<CallChecker>(token_, gate));
   return credentials;
 }
 

@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/session_gate.h"
 
 namespace pstrain {
 
@@ -64,8 +65,11 @@ class TransportSecurity {
   const TransportSecurityOptions& options() const { return options_; }
 
   // Credentials for a listener on `address` (host:port, or unix:PATH). FAILED_PRECONDITION for a
-  // plaintext listener on a non-loopback address without `insecure`, saying how to fix it.
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(absl::string_view address) const;
+  // plaintext listener on a non-loopback address without `insecure`, saying how to fix it. With
+  // TLS, `gate` (may be null; borrowed, it must outlive the listener) judges every call's session
+  // credential after the token and before the request is read (common/session_gate.h).
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
+      absl::string_view address, const SessionGate* gate = nullptr) const;
 
   // Credentials for a channel to any role of the job, with the token attached to every call.
   std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials() const;

@@ -8,13 +8,16 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/job_credentials.h"
+#include "common/session_credential.h"
 #include "glog/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -126,10 +129,10 @@ TEST(TransportSecurityTest, PlaintextOnlyOnLoopbackUnlessInsecure) {
 // A real gRPC server (the built-in health service) behind `security`, on loopback.
 class SecuredServer {
  public:
-  explicit SecuredServer(const TransportSecurity& security) {
+  explicit SecuredServer(const TransportSecurity& security, const SessionGate* gate = nullptr) {
     grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", *security.ServerCredentials("127.0.0.1:0"), &port_);
+    builder.AddListeningPort("127.0.0.1:0", *security.ServerCredentials("127.0.0.1:0", gate), &port_);
     builder.RegisterCallbackGenericService(&unknown_);  // The health service needs a callback server.
     server_ = builder.BuildAndStart();
     CHECK(server_ != nullptr);
@@ -186,6 +189,56 @@ TEST(TransportSecurityTest, MutualTlsAndTokenKeepStrangersOut) {
   grpc::Status wrong = CheckWith(*Secure(other_token), server.address());
   EXPECT_EQ(wrong.error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_THAT(wrong.error_message(), HasSubstr("wrong job token"));
+}
+
+// Admits a call only with the session credential "let-me-in", and remembers what it was asked.
+class TestGate final : public SessionGate {
+ public:
+  absl::Status Admit(absl::string_view method, absl::string_view credential) const override {
+    absl::MutexLock lock(&mu_);
+    asked_.push_back(absl::StrCat(method, " ", credential));
+    if (credential == "let-me-in") return absl::OkStatus();
+    return absl::PermissionDeniedError(absl::StrCat(method, ": not with '", credential, "'"));
+  }
+  std::vector<std::string> asked() const {
+    absl::MutexLock lock(&mu_);
+    return asked_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  mutable std::vector<std::string> asked_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST(TransportSecurityTest, SessionGateJudgesEveryCallAfterTheToken) {
+  TransportSecurityOptions job = Credentials("gate");
+  TestGate gate;
+  SecuredServer server(*Secure(job), &gate);
+  auto check = [&](const std::string& session) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    auto stub = grpc::health::v1::Health::NewStub(Secure(job)->NewChannel(server.address(), args));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    if (!session.empty()) context.AddMetadata(kSessionMetadataKey, session);
+    grpc::health::v1::HealthCheckRequest request;
+    grpc::health::v1::HealthCheckResponse response;
+    return stub->Check(&context, request, &response);
+  };
+  grpc::Status refused = check("forged");
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(refused.error_message(), "/grpc.health.v1.Health/Check: not with 'forged'");
+  EXPECT_EQ(check("").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(check("let-me-in").ok());
+  EXPECT_EQ(gate.asked(), (std::vector<std::string>{"/grpc.health.v1.Health/Check forged",
+                                                    "/grpc.health.v1.Health/Check ",
+                                                    "/grpc.health.v1.Health/Check let-me-in"}));
+
+  // Without the job's token the gate is never asked.
+  TransportSecurityOptions no_token = job;
+  no_token.token_file.clear();
+  EXPECT_EQ(CheckWith(*Secure(no_token), server.address()).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(gate.asked().size(), 3u);
 }
 
 TEST(TransportSecurityTest, ClientRefusesServerOfAnotherJob) {

@@ -420,6 +420,11 @@ absl::StatusOr<LeaseResponse> Scheduler::LeaseWorkLocked(const LeaseRequest& req
   response.set_begin(lease->begin);
   response.set_end(lease->end);
   response.set_first_batch(lease->first_batch);
+  if (!lease->wait && !lease->epoch_done) {
+    // What the worker's pushes of this lease show the servers (common/session_credential.h).
+    response.set_grant(signer_->SignLease(
+        {request.worker_rank(), lease->epoch, lease->id, lease->begin, lease->end, lease->first_batch}));
+  }
   if (lease->first_batch > 0) {
     LOG(INFO) << "worker " << request.worker_rank() << " takes over lease " << lease->id << " of epoch "
               << request.epoch() << " from batch " << lease->first_batch;

@@ -205,7 +205,7 @@ absl::Status SchedulerRunner::Run() {
   int selected_port = 0;
   EnableHealthService();
   const TransportSecurity& security = options_.security != nullptr ? *options_.security : *TransportSecurity::Loopback();
-  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials, security.ServerCredentials(address));
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials, security.ServerCredentials(address, &service));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, credentials, &selected_port);
   builder.RegisterService(&service);

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/strip.h"
 #include "common/parsed_unary.h"
 #include "common/session_metadata.h"
 #include "glog/logging.h"
@@ -53,7 +54,21 @@ Acting AsServer(const Request& r) {
   return {SERVER, r.server_rank()};
 }
 
+// The methods that act as nobody: they need the job's transport credentials only.
+constexpr absl::string_view kOpenMethods[] = {"Register", "GetClusterView", "GetJobStatus", "GetInitialModel"};
+
 }  // namespace
+
+absl::Status SchedulerService::Admit(absl::string_view method, absl::string_view credential) const {
+  // Other services on this listener (gRPC health) need no session.
+  if (!absl::ConsumePrefix(&method, "/pstrain.Scheduler/")) return absl::OkStatus();
+  for (absl::string_view open : kOpenMethods) {
+    if (method == open) return absl::OkStatus();
+  }
+  absl::Status caller = core_->Authenticate(credential).status();
+  if (caller.ok()) return caller;
+  return absl::Status(caller.code(), absl::StrCat(method, ": ", caller.message()));
+}
 
 grpc::ServerUnaryReactor* SchedulerService::Register(grpc::CallbackServerContext*, const grpc::ByteBuffer* in,
                                                      grpc::ByteBuffer* out) {

@@ -21,6 +21,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "common/session_gate.h"
 #include "proto/scheduler.grpc.pb.h"
 #include "scheduler/scheduler.h"
 
@@ -45,10 +46,15 @@ using RawSchedulerBase =
     pstrain::Scheduler::WithRawCallbackMethod_GetJobStatus<
     pstrain::Scheduler::Service>>>>>>>>>>>>>>;
 
-class SchedulerService final : public RawSchedulerBase {
+class SchedulerService final : public RawSchedulerBase, public SessionGate {
  public:
   // `core` is borrowed; it must outlive the server this service is registered with.
   explicit SchedulerService(Scheduler* core) : core_(core) {}
+
+  // SessionGate, for the transport (common/session_gate.h): with TLS, a call of a method that acts
+  // as a rank without a valid session credential (Scheduler::Authenticate) is refused before its
+  // request is read. The handlers check the rank the request names.
+  absl::Status Admit(absl::string_view method, absl::string_view credential) const override;
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                    grpc::ByteBuffer* response) override;

@@ -44,6 +44,16 @@ absl::Status ParameterStore::PushSyncLocked(const PushRequest& req, absl::Span<c
     return absl::FailedPreconditionError(absl::StrCat("push for step ", t, " from the future: server ", rank_,
                                                       " is at step ", step_, " (worker ", r, ")"));
   }
+  // The global batch is split evenly among the live workers (data/assignment.h), so no worker's
+  // share is larger than this; a claim above it was never handed out and would outweigh the
+  // others' gradients in the weighted sum.
+  const auto live = static_cast<int64_t>(workers_.size());
+  const int64_t share = (max_samples_ + live - 1) / live;
+  if (req.num_samples() > share) {
+    return absl::InvalidArgumentError(absl::StrCat("push from worker ", r, " for step ", t, ": num_samples is ",
+                                                   req.num_samples(), ", expected at most ", share, " (a share of the ",
+                                                   "global batch of ", max_samples_, " among ", live, " live workers)"));
+  }
   if (req.partial()) return StorePartLocked(req, values, w, out);
   if (w.pushed || w.stored_chunks > 0) {
     const bool retry = w.pushed && w.stored_chunks == 0 && w.last_push_id == req.request_id();

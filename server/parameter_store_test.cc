@@ -178,6 +178,10 @@ TEST(ParameterStoreTest, BadPushesAreRefusedAndChangeNothing) {
       {"samples never handed out", [](PushRequest* r) { r->set_num_samples(1 << 20); },
        absl::StatusCode::kInvalidArgument,
        "push from worker 1: num_samples is 1048576, expected 0 to 512 (the job's global batch)"},
+      {"more than a worker's share", [](PushRequest* r) { r->set_num_samples(300); },
+       absl::StatusCode::kInvalidArgument,
+       "push from worker 1 for step 0: num_samples is 300, expected at most 256 (a share of the global batch of 512 "
+       "among 2 live workers)"},
       {"data epoch never handed out", [](PushRequest* r) { r->set_data_epoch(1000); },
        absl::StatusCode::kInvalidArgument, "push from worker 1: data_epoch is 1000, expected 0 to 9 (the job has 10 epochs)"},
       {"old membership", [](PushRequest* r) { r->set_membership_epoch(3); }, absl::StatusCode::kAborted,

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "common/buffer_pool.h"
 #include "common/grpc_status.h"
 #include "common/parsed_unary.h"
@@ -127,23 +128,63 @@ void ParameterServerService::SetStores(ParameterStore* own, ParameterStore* repl
   CHECK(store_.compare_exchange_strong(expected, own)) << "SetStore called twice";
 }
 
-void ParameterServerService::RequireSessions(std::unique_ptr<SessionVerifier> verifier) {
+void ParameterServerService::RequireSessions(std::unique_ptr<SessionVerifier> verifier, SessionRules rules) {
   CHECK(store_.load(std::memory_order_acquire) == nullptr) << "RequireSessions after SetStore";
   CHECK(sessions_ == nullptr) << "RequireSessions called twice";
+  CHECK_GE(rules.batch_size, 1);
   sessions_ = std::move(verifier);
+  rules_ = rules;
+}
+
+absl::Status ParameterServerService::CheckLeaseGrant(const PushRequest& push, absl::string_view method) const {
+  if (sessions_ == nullptr || !rules_.leased_pushes) return absl::OkStatus();
+  absl::StatusOr<LeaseGrant> lease = sessions_->VerifyLease(push.lease_grant());
+  if (!lease.ok()) return absl::Status(lease.status().code(), absl::StrCat(method, ": ", lease.status().message()));
+  const std::string batch = absl::StrCat(method, ": batch ", push.lease_batch(), " of lease ", push.lease_id(),
+                                         " in data epoch ", push.data_epoch(), " from worker ", push.worker_rank());
+  if (lease->worker_rank != push.worker_rank() || lease->epoch != push.data_epoch() ||
+      lease->lease_id != push.lease_id()) {
+    return absl::PermissionDeniedError(absl::StrCat(batch, " was not handed to it: its grant is for lease ",
+                                                    lease->lease_id, " in data epoch ", lease->epoch, " to worker ",
+                                                    lease->worker_rank));
+  }
+  const int64_t b = rules_.batch_size;
+  const int64_t batches = lease->end > lease->begin ? (lease->end - lease->begin + b - 1) / b : 0;
+  if (push.lease_batch() < lease->first_batch || push.lease_batch() >= batches) {
+    return absl::PermissionDeniedError(absl::StrCat(batch, ": the lease handed it batches ", lease->first_batch,
+                                                    " to ", batches - 1));
+  }
+  const int64_t first = lease->begin + push.lease_batch() * b;
+  const int64_t samples = std::min(first + b, lease->end) - first;
+  if (push.num_samples() > samples) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(batch, ": num_samples is ", push.num_samples(), ", the batch holds ", samples));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::optional<int>> ParameterServerService::CallerRank(const grpc::CallbackServerContext& context,
                                                                      absl::string_view method) const {
+  return WorkerOf(SessionCredentialOf(context), method);
+}
+
+absl::StatusOr<std::optional<int>> ParameterServerService::WorkerOf(absl::string_view credential,
+                                                                   absl::string_view method) const {
   // sessions_ is published by the release store of store_.
   if (store_.load(std::memory_order_acquire) == nullptr || sessions_ == nullptr) return std::nullopt;
-  absl::StatusOr<SessionClaims> caller = sessions_->Verify(SessionCredentialOf(context));
+  absl::StatusOr<SessionClaims> caller = sessions_->Verify(credential);
   if (!caller.ok()) return absl::Status(caller.status().code(), absl::StrCat(method, ": ", caller.status().message()));
   if (caller->role != WORKER) {
     return absl::PermissionDeniedError(
         absl::StrCat(method, ": ", DescribeCaller(*caller), " may not call a parameter server; only workers do"));
   }
   return caller->rank;
+}
+
+absl::Status ParameterServerService::Admit(absl::string_view method, absl::string_view credential) const {
+  // Other services on this listener (gRPC health) need no session.
+  if (!absl::ConsumePrefix(&method, "/pstrain.ParameterServer/")) return absl::OkStatus();
+  return WorkerOf(credential, method).status();
 }
 
 absl::Status ParameterServerService::CheckActsAsWorker(std::optional<int> caller, int worker_rank,
@@ -206,6 +247,7 @@ ParameterStore* ParameterServerService::DecodePushOrFinish(std::optional<int> ca
                                                           grpc::ServerUnaryReactor* reactor) const {
   absl::Status s = DecodePush(request, "push", push);
   if (s.ok()) s = CheckActsAsWorker(caller, push->header.worker_rank(), method);
+  if (s.ok()) s = CheckLeaseGrant(push->header, method);
   if (!s.ok()) {
     reactor->Finish(ToGrpcStatus(s));
     return nullptr;

@@ -56,6 +56,7 @@
 
 #include "absl/time/time.h"
 #include "common/session_credential.h"
+#include "common/session_gate.h"
 #include "common/tensor_wire.h"
 #include "proto/ps.grpc.pb.h"
 #include "server/inflight_budget.h"
@@ -94,7 +95,7 @@ std::string FormatTransportCounters(int rank, const TransportCounters& counters)
 using RawParameterServerBase = ParameterServer::WithRawCallbackMethod_Pull<ParameterServer::WithRawCallbackMethod_Push<
     ParameterServer::WithRawCallbackMethod_PushPull<ParameterServer::WithRawCallbackMethod_FinishEpoch<ParameterServer::Service>>>>;
 
-class ParameterServerService final : public RawParameterServerBase {
+class ParameterServerService final : public RawParameterServerBase, public SessionGate {
  public:
   ParameterServerService() = default;
   ParameterServerService(const ParameterServerService&) = delete;
@@ -109,9 +110,21 @@ class ParameterServerService final : public RawParameterServerBase {
   // `replica`, when not null, for shard replica->rank(). Both borrowed like SetStore's.
   // REQUIRES: called at most once (either form), own != nullptr, ranks differ.
   void SetStores(ParameterStore* own, ParameterStore* replica);
-  // Checks every caller's session credential with `verifier` (see above).
-  // REQUIRES: called at most once, before SetStore(s).
-  void RequireSessions(std::unique_ptr<SessionVerifier> verifier);
+  // What a session may push, beyond acting as its own rank.
+  struct SessionRules {
+    // ASYNC/SSP: every push carries the grant of its lease (PushRequest.lease_grant), which must
+    // name the pushing worker, the push's data epoch and lease id, a batch of the lease from its
+    // first batch on, and at least as many samples as that batch of `batch_size` positions holds.
+    bool leased_pushes = false;
+    int batch_size = 1;
+  };
+  // Checks every caller's session credential with `verifier` (see above), and pushes by `rules`.
+  // REQUIRES: called at most once, before SetStore(s); rules.batch_size >= 1.
+  void RequireSessions(std::unique_ptr<SessionVerifier> verifier, SessionRules rules);
+  // SessionGate, for the transport (common/session_gate.h): with TLS, a ParameterServer call
+  // without a worker's valid session credential is refused before its request is read, once
+  // sessions are required (before that, the handlers answer UNAVAILABLE anyway).
+  absl::Status Admit(absl::string_view method, absl::string_view credential) const override;
   // Bounds requests from now on (see above); before it, none apply. May be called again.
   void SetLimits(const RequestLimits& limits);
   // Request bytes of refused calls since the last call (then zero).
@@ -180,11 +193,18 @@ class ParameterServerService final : public RawParameterServerBase {
   // as the file comment says, prefixed with `method`.
   absl::StatusOr<std::optional<int>> CallerRank(const grpc::CallbackServerContext& context,
                                                 absl::string_view method) const;
+  // CallerRank for a credential.
+  absl::StatusOr<std::optional<int>> WorkerOf(absl::string_view credential, absl::string_view method) const;
   // PERMISSION_DENIED unless a checked `caller` is `worker_rank`.
   static absl::Status CheckActsAsWorker(std::optional<int> caller, int worker_rank, absl::string_view method);
+  // With sessions and rules_.leased_pushes: the push's lease grant (see SessionRules).
+  // UNAUTHENTICATED for a missing or forged grant, PERMISSION_DENIED for a batch not handed to the
+  // pusher, INVALID_ARGUMENT for more samples than the batch holds.
+  absl::Status CheckLeaseGrant(const PushRequest& push, absl::string_view method) const;
 
   // Written before store_, like replica_; null: callers are not checked.
   std::unique_ptr<SessionVerifier> sessions_;
+  SessionRules rules_;
   // replica_ is written before store_, and store_ is read first: a non-null store_ means both are set.
   std::atomic<ParameterStore*> store_{nullptr};
   std::atomic<ParameterStore*> replica_{nullptr};

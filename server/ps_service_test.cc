@@ -10,6 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/session_credential.h"
+#include "common/session_metadata.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -102,6 +104,73 @@ class PsServiceTest : public ::testing::Test {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<ParameterServer::Stub> stub_;
 };
+
+// ASYNC with sessions: a push must come from its own session and carry a grant of its lease that
+// covers its batch and sample count. Batch size 4; worker 1 holds lease 7 = [0, 10) of data epoch
+// 0 from batch 1 on (batches 1 and 2, of 4 and 2 samples).
+TEST_F(PsServiceTest, LeasedPushesNeedTheirGrant) {
+  std::unique_ptr<SessionSigner> signer = *SessionSigner::Generate();
+  ParameterStore::Options options = StoreOptions();
+  options.job.set_mode(ASYNC);
+  options.job.set_batch_size(4);
+  options.job.set_epochs(1);
+  auto store = ParameterStore::Create(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  store_ = std::move(store).value();
+  service_.RequireSessions(*SessionVerifier::Create(signer->public_key()), {/*leased_pushes=*/true, 4});
+  service_.SetStore(store_.get());
+
+  const LeaseGrant lease{1, 0, 7, 0, 10, 1};
+  auto push = [&](const std::string& session, const std::string& grant, int64_t batch, int64_t samples) {
+    PushRequest req = MakePush(1, 0, 1.0f);
+    req.set_lease_id(7);
+    req.set_lease_batch(batch);
+    req.set_num_samples(samples);
+    req.set_lease_grant(grant);
+    auto context = Context();
+    AttachSession(context.get(), session);
+    PushResponse pushed;
+    return stub_->Push(context.get(), req, &pushed);
+  };
+  const std::string worker1 = signer->Sign({WORKER, 1, ""});
+  const std::string grant = signer->SignLease(lease);
+  struct Case {
+    std::string name, session, grant;
+    int64_t batch, samples;
+    grpc::StatusCode code;
+    std::string message;
+  };
+  LeaseGrant others = lease;
+  others.worker_rank = 0;
+  const std::vector<Case> cases = {
+      {"no session", "", grant, 1, 4, grpc::StatusCode::UNAUTHENTICATED, "Push: no session credential"},
+      {"a server's session", signer->Sign({SERVER, 1, ""}), grant, 1, 4, grpc::StatusCode::PERMISSION_DENIED,
+       "Push: server 1 may not call a parameter server; only workers do"},
+      {"another worker's session", signer->Sign({WORKER, 0, ""}), grant, 1, 4, grpc::StatusCode::PERMISSION_DENIED,
+       "Push: worker 0's session may not act as worker 1"},
+      {"no grant", worker1, "", 1, 4, grpc::StatusCode::UNAUTHENTICATED, "Push: no lease grant"},
+      {"forged grant", worker1, (*SessionSigner::Generate())->SignLease(lease), 1, 4,
+       grpc::StatusCode::UNAUTHENTICATED, "Push: lease grant: the signature does not verify"},
+      {"another worker's grant", worker1, signer->SignLease(others), 1, 4, grpc::StatusCode::PERMISSION_DENIED,
+       "Push: batch 1 of lease 7 in data epoch 0 from worker 1 was not handed to it: its grant is for lease 7 in data "
+       "epoch 0 to worker 0"},
+      {"a batch before the grant's first", worker1, grant, 0, 4, grpc::StatusCode::PERMISSION_DENIED,
+       "Push: batch 0 of lease 7 in data epoch 0 from worker 1: the lease handed it batches 1 to 2"},
+      {"a batch past the lease", worker1, grant, 3, 4, grpc::StatusCode::PERMISSION_DENIED,
+       "the lease handed it batches 1 to 2"},
+      {"more samples than the batch", worker1, grant, 2, 3, grpc::StatusCode::INVALID_ARGUMENT,
+       "Push: batch 2 of lease 7 in data epoch 0 from worker 1: num_samples is 3, the batch holds 2"},
+  };
+  for (const Case& c : cases) {
+    grpc::Status s = push(c.session, c.grant, c.batch, c.samples);
+    EXPECT_EQ(s.error_code(), c.code) << c.name << ": " << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr(c.message)) << c.name;
+  }
+  EXPECT_EQ(store_->step(), 0) << "a refused push was applied";
+  grpc::Status good = push(worker1, grant, 2, 2);
+  EXPECT_TRUE(good.ok()) << good.error_message();
+  EXPECT_EQ(store_->step(), 1);
+}
 
 TEST_F(PsServiceTest, BeforeSetStoreEveryRpcIsUnavailable) {
   PullRequest pull;

@@ -151,7 +151,7 @@ absl::Status ServerRunner::Run() {
   int selected_port = 0;
   EnableHealthService();
   const TransportSecurity& security = options_.security != nullptr ? *options_.security : *TransportSecurity::Loopback();
-  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials, security.ServerCredentials(listen));
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials, security.ServerCredentials(listen, &service));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen, credentials, &selected_port);
   // Workers on this host move tensors faster over a unix socket than over loopback TCP. The same
@@ -326,7 +326,7 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
                        absl::FailedPreconditionError(absl::StrCat("server ", rank, ": the cluster view's ",
                                                                   sessions.status().message())));
   }
-  service->RequireSessions(*std::move(sessions));
+  service->RequireSessions(*std::move(sessions), {job.mode() != SYNC, std::max(1, job.batch_size())});
   // The job's bounds on request size and bytes in flight, before the first call is served.
   std::vector<int> hosted = {rank};
   if (replica_ != nullptr) hosted.push_back(replica_->rank());

@@ -196,7 +196,7 @@ absl::StatusOr<bool> TrainingSession::NextLeasedBatch(Work* work) {
                                               ") from batch ", lease.first_batch(), ", outside the epoch of ", n,
                                               " samples"));
     }
-    lease_ = Lease{lease.lease_id(), range, batches, lease.first_batch()};
+    lease_ = Lease{lease.lease_id(), range, batches, lease.first_batch(), lease.grant()};
   }
   const data::Range batch = data::BatchOf(lease_->range, job.batch_size(), lease_->next_batch);
   work->kind = Work::kTrain;
@@ -204,7 +204,7 @@ absl::StatusOr<bool> TrainingSession::NextLeasedBatch(Work* work) {
   work->step = clock_;
   work->samples = absl::MakeConstSpan(perm_).subspan(batch.begin, batch.size());
   if (!step_.active && give_up_ == absl::InfiniteFuture()) give_up_ = Now() + options_.membership_timeout;
-  step_ = Pending{true, false, clock_, batch.size(), lease_->id, lease_->next_batch, Now()};
+  step_ = Pending{true, false, clock_, batch.size(), lease_->id, lease_->next_batch, Now(), lease_->grant};
   return true;
 }
 

@@ -53,6 +53,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -205,6 +206,7 @@ class TrainingSession {
     data::Range range;
     int64_t batches = 0;
     int64_t next_batch = 0;
+    std::string grant;  // LeaseResponse.grant: every push of the lease carries it
   };
 
   // How long to wait before asking again when a server has not yet learnt the newest membership
@@ -328,6 +330,7 @@ class TrainingSession {
     int64_t lease_id = 0;
     int64_t lease_batch = 0;
     absl::Time handed_out;
+    std::string lease_grant;
   } step_;
   // When the step being retried gives up (set when it is first handed out).
   absl::Time give_up_ = absl::InfiniteFuture();
