@@ -70,6 +70,15 @@ absl::Status EvalPool::Check(const ProgressReport& report) const {
                        " evaluation leases handed out (1..", slots_.size(), ")"));
     }
     const Slot& slot = slots_[eval.lease_id() - 1];
+    // Results count only from the worker the lease is out with: another member reporting first
+    // would decide the epoch's test numbers with results of a lease it never evaluated. (A
+    // reported lease's later results are ignored, whoever sends them: a retry.)
+    if (slot.state == State::kFree || (slot.state == State::kOut && slot.holder != report.worker_rank())) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          where, ": the lease was not handed to it (",
+          slot.state == State::kFree ? std::string("it is not out") : absl::StrCat("it is out with worker ", slot.holder),
+          ")"));
+    }
     // A skipped bad record holds no sample, but is one of the lease's records all the same.
     if (eval.skipped_records() < 0 || eval.samples() < 0 ||
         eval.samples() + eval.skipped_records() != slot.end - slot.begin) {

@@ -10,9 +10,9 @@
 //     +--(Release: its holder died/left)--+
 //
 // Next hands out the free lease with the lowest start; with none free it answers `wait` while some
-// are out, and `epoch_done` once all are reported. Results count once per lease id, whoever
-// sends them (the old holder of a lease handed on, a retried report): later results for a
-// reported lease are ignored. An epoch's results are the sums over its leases, and its test AUC
+// are out, and `epoch_done` once all are reported. Results count once per lease id, and only
+// from the worker the lease is out with; later results for a reported lease (a retried report)
+// are ignored. An epoch's results are the sums over its leases, and its test AUC
 // the merge of their score histograms (EvalScores), when they carry them.
 //
 // Lease ids are 1, 2, ... over the whole job, in the order pools were cut.
@@ -66,7 +66,8 @@ class EvalPool {
 
   // Checks the results in `report.evals` without recording anything: INVALID_ARGUMENT for an
   // unknown lease id, a sample count other than the lease's, correct outside [0, samples), or
-  // scores that are malformed or not one per sample (EvalScores::Check).
+  // scores that are malformed or not one per sample (EvalScores::Check); PERMISSION_DENIED for a
+  // lease that is not out with report.worker_rank (free, or out with another worker).
   absl::Status Check(const ProgressReport& report) const;
 
   // Records `report.evals` (REQUIRES: Check was OK); results for an already reported lease are

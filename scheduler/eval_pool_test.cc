@@ -145,6 +145,24 @@ TEST(EvalPoolTest, ResultsCountOncePerLease) {
   EXPECT_EQ(pool.totals(0).correct, 1);
 }
 
+TEST(EvalPoolTest, ResultsCountOnlyFromTheWorkerTheLeaseIsOutWith) {
+  EvalPool pool(Opts(4, 1));  // Leases of 1.
+  const EvalLease a = *pool.Next(0, 0);
+  // Worker 1 reports worker 0's lease, then a lease nobody was handed: refused, nothing counted.
+  absl::Status theirs = pool.Check(Result(1, a, 1));
+  EXPECT_EQ(theirs.code(), absl::StatusCode::kPermissionDenied) << theirs;
+  EXPECT_EQ(theirs.message(), "evaluation report from worker 1 for lease 1: the lease was not handed to it (it is "
+                              "out with worker 0)");
+  EvalLease free = a;
+  free.id = 2;
+  free.begin = 1;
+  free.end = 2;
+  EXPECT_EQ(pool.Check(Result(1, free, 1)).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(pool.totals(0).samples, 0);
+  // The holder's own report counts.
+  EXPECT_TRUE(pool.Check(Result(0, a, 1)).ok());
+}
+
 TEST(EvalPoolTest, RejectsUnknownLeasesAndWrongCounts) {
   EvalPool pool(Opts(10, 1));  // Leases of 3.
   const EvalLease a = *pool.Next(0, 0);

@@ -17,9 +17,14 @@ absl::Status TrainingSession::StepRefused(const absl::Status& status) {
   // UNAVAILABLE: a server is down. SYNC: with checkpoints the scheduler waits for a replacement;
   // ASYNC/SSP: a membership change only when its shard's copy is promoted (replicas) or a
   // replacement restores its checkpoint.
-  const bool membership = absl::IsAborted(status) || (absl::IsUnavailable(status) && (Sync() || ServersRecover()));
+  // A rollback this worker learnt of elsewhere (a rows pull between steps waited out the new view)
+  // and has not applied yet: the servers are back at the restored step, so a request for a later
+  // step is FAILED_PRECONDITION ("server 0 is at step 200"). The rewind below is the answer.
+  const bool behind_rewind = absl::IsFailedPrecondition(status) && Sync() && rewind_to_.has_value();
+  const bool membership = absl::IsAborted(status) ||
+                          (absl::IsUnavailable(status) && (Sync() || ServersRecover())) || behind_rewind;
   if (!membership) return status;
-  RETURN_IF_ERROR(AwaitMembership(status, give_up_));
+  if (!behind_rewind) RETURN_IF_ERROR(AwaitMembership(status, give_up_));
   if (!Sync()) rewind_to_.reset();  // a rollback to a common step exists only in SYNC
   if (rewind_to_.has_value()) {
     // The servers rolled back to a checkpoint: go back to its step and its data position.

@@ -195,7 +195,9 @@ absl::Status TrainingSession::PullRows(absl::Span<const int> tables,
   }
   const absl::Time give_up = Now() + options_.membership_timeout;
   while (true) {
-    const absl::Status pulled = PullCachedRows(Sync() ? global_step_ : 0);
+    // A rollback learnt of and not applied yet (it is applied when the step is refused): the
+    // servers serve the restored step only.
+    const absl::Status pulled = PullCachedRows(Sync() ? rewind_to_.value_or(global_step_) : 0);
     if (!absl::IsAborted(pulled) && !absl::IsUnavailable(pulled)) return pulled;
     RETURN_IF_ERROR(AwaitMembership(pulled, give_up));
   }
