@@ -84,6 +84,16 @@ absl::Status Progress::Add(const ProgressReport& report, absl::Time now) {
                                                    report.epoch(), ": negative counts (train samples ",
                                                    train.samples(), ", steps ", train.steps(), ")"));
   }
+  // SYNC steps count from reports: a step the job never has would add samples to no epoch of it.
+  if (counts_steps() && report.step() > options_.total_steps) {
+    return absl::InvalidArgumentError(absl::StrCat("progress report from worker ", rank, ": step ", report.step(),
+                                                   " is past the job's ", options_.total_steps, " steps"));
+  }
+  if (counts_steps() && train.steps() > report.step()) {
+    return absl::InvalidArgumentError(absl::StrCat("progress report from worker ", rank, ": ", train.steps(),
+                                                   " steps done by step ", report.step(), ", expected at most ",
+                                                   report.step()));
+  }
   if (absl::Status s = eval_.Check(report); !s.ok()) return s;
   if (absl::Status s = CheckStepTimes(report.step_times(), absl::StrCat("progress report from worker ", rank));
       !s.ok()) {

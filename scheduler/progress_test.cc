@@ -265,6 +265,18 @@ TEST(ProgressTest, TrainLossIsTheSampleWeightedMean) {
   EXPECT_FALSE(p.final_test_accuracy().has_value());
 }
 
+TEST(ProgressTest, SyncStepsPastTheJobsAreRefused) {
+  Progress::Options options = Opts(Job(2, 1), 10, 0);
+  options.train_samples = 640;
+  options.global_batch = 64;  // 10 steps in the one epoch
+  Progress p(options);
+  ASSERT_TRUE(p.Add(Train(0, 0, 10, 2.0, 320, 10), kT0).ok());
+  absl::Status past = p.Add(Train(1, 0, 1000, 2.0, 32, 1000), kT0);
+  EXPECT_EQ(past.code(), absl::StatusCode::kInvalidArgument) << past;
+  EXPECT_EQ(past.message(), "progress report from worker 1: step 1000 is past the job's 10 steps");
+  EXPECT_EQ(p.Add(Train(1, 0, 3, 2.0, 32, 5), kT0).code(), absl::StatusCode::kInvalidArgument);  // 5 steps to step 3
+}
+
 TEST(ProgressTest, EpochSecondsRunFromThePreviousEpochsEnd) {
   Progress p(Opts(Job(1, 2), 10, 8));
   p.Start(kT0 + absl::Seconds(1));
