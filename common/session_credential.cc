@@ -55,6 +55,19 @@ std::string RawKey(EVP_PKEY* key, bool private_part) {
   return raw;
 }
 
+// An Ed25519 key from its 32 raw bytes. INVALID_ARGUMENT naming which key for any other input.
+absl::StatusOr<Pkey> KeyFromRaw(absl::string_view raw, bool private_key) {
+  const char* what = private_key ? "session signing key" : "session public key";
+  if (raw.size() != kKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": got ", raw.size(), " bytes, expected ", kKeyBytes));
+  }
+  const auto* bytes = reinterpret_cast<const unsigned char*>(raw.data());
+  Pkey pkey(private_key ? EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nullptr, bytes, raw.size())
+                        : EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr, bytes, raw.size()));
+  if (pkey == nullptr) return absl::InvalidArgumentError(absl::StrCat(what, ": not an Ed25519 key"));
+  return pkey;
+}
+
 }  // namespace
 
 struct SessionSigner::Key {
@@ -88,16 +101,11 @@ absl::StatusOr<std::unique_ptr<SessionSigner>> SessionSigner::Generate() {
 }
 
 absl::StatusOr<std::unique_ptr<SessionSigner>> SessionSigner::FromPrivateKey(absl::string_view raw) {
-  if (raw.size() != kKeyBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("session signing key: got ", raw.size(), " bytes, expected ", kKeyBytes));
-  }
-  Pkey pkey(EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nullptr,
-                                         reinterpret_cast<const unsigned char*>(raw.data()), raw.size()));
-  if (pkey == nullptr) return absl::InvalidArgumentError("session signing key: not an Ed25519 private key");
-  std::string public_key = RawKey(pkey.get(), false);
+  absl::StatusOr<Pkey> pkey = KeyFromRaw(raw, /*private_key=*/true);
+  if (!pkey.ok()) return pkey.status();
+  std::string public_key = RawKey(pkey->get(), false);
   return std::unique_ptr<SessionSigner>(
-      new SessionSigner(std::make_unique<Key>(Key{std::move(pkey)}), std::string(raw), std::move(public_key)));
+      new SessionSigner(std::make_unique<Key>(Key{*std::move(pkey)}), std::string(raw), std::move(public_key)));
 }
 
 std::string SessionSigner::Sign(const SessionClaims& claims) const { return SignPayload(Payload(claims)); }
@@ -122,14 +130,9 @@ SessionVerifier::SessionVerifier(std::unique_ptr<Key> key) : key_(std::move(key)
 SessionVerifier::~SessionVerifier() = default;
 
 absl::StatusOr<std::unique_ptr<SessionVerifier>> SessionVerifier::Create(absl::string_view public_key) {
-  if (public_key.size() != kKeyBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("session public key: got ", public_key.size(), " bytes, expected ", kKeyBytes));
-  }
-  Pkey pkey(EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr,
-                                        reinterpret_cast<const unsigned char*>(public_key.data()), public_key.size()));
-  if (pkey == nullptr) return absl::InvalidArgumentError("session public key: not an Ed25519 public key");
-  return std::unique_ptr<SessionVerifier>(new SessionVerifier(std::make_unique<Key>(Key{std::move(pkey)})));
+  absl::StatusOr<Pkey> pkey = KeyFromRaw(public_key, /*private_key=*/false);
+  if (!pkey.ok()) return pkey.status();
+  return std::unique_ptr<SessionVerifier>(new SessionVerifier(std::make_unique<Key>(Key{*std::move(pkey)})));
 }
 
 absl::StatusOr<std::string> SessionVerifier::VerifiedPayload(absl::string_view text, absl::string_view what) const {

@@ -7,7 +7,8 @@
 # It runs the same job twice with the same credentials and seed: once undisturbed, once while
 # scripts/soak_attacker.py hammers every role's port with calls that must all be refused
 # (plaintext, a certificate of another CA, the job's certificate without the token or with a
-# wrong one; pushes carry 1 MiB of garbage). Meanwhile it samples every role's RSS every 5 s.
+# wrong one, and a member's certificate and token without a session credential or with a forged
+# one; pushes carry 1 MiB of garbage). Meanwhile it samples every role's RSS every 5 s.
 # It prints the RSS table and exits non-zero when a role's RSS after warm-up (the first quarter)
 # moves by more than 5%, when any refused call was accepted, or when the two final models differ
 # (a sync job is bitwise repeatable, so the stream must have changed nothing).

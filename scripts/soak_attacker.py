@@ -5,9 +5,12 @@ port in --ports the ways an outsider would, each of which a secured job must ref
   stranger        a certificate that another CA signed, with the job's token
   no-token        the job's own certificate and key, no token
   wrong-token     the job's certificate with a token of its own
+  no-session      the job's certificate and token (a member), but no session credential
+  forged-session  the same with a worker-0 session credential no scheduler of this job signed
 
-Each round calls Scheduler.Register (a few bytes) and ParameterServer.Push (1 MiB of garbage) on
-every port over a fresh connection. Prints how many calls each kind made, the status codes they
+Each round calls, on every port over a fresh connection, Scheduler.Register (a few bytes; the
+members call Scheduler.Leave for worker 0 instead, since a member may register) and
+ParameterServer.Push (1 MiB of garbage). Prints how many calls each kind made, the status codes they
 got, and "accepted N": calls that succeeded, which must be 0. Debian's python3-grpcio only."""
 
 import argparse
@@ -45,12 +48,27 @@ def channel(port, kind, job, stranger):
     return grpc.secure_channel(address, credentials, options + [("grpc.ssl_target_name_override", "pstrain")])
 
 
+# A well-formed credential (payload "pstrain-session-v1", worker, rank 0) with a signature of zeros.
+FORGED_SESSION = "cHN0cmFpbi1zZXNzaW9uLXYxCjIKMAo." + "A" * 86
+
+
 def metadata(kind, job, stranger):
+    job_token = [("authorization", "Bearer " + read(os.path.join(job, "token")).decode().strip())]
     if kind == "stranger":
-        return [("authorization", "Bearer " + read(os.path.join(job, "token")).decode().strip())]
+        return job_token
     if kind == "wrong-token":
         return [("authorization", "Bearer " + read(os.path.join(stranger, "token")).decode().strip())]
+    if kind == "no-session":
+        return job_token
+    if kind == "forged-session":
+        return job_token + [("pstrain-session", FORGED_SESSION)]
     return []
+
+
+def methods(kind):
+    first = ("/pstrain.Scheduler/Leave", b"\x08\x02") if kind.endswith("session") else \
+        ("/pstrain.Scheduler/Register", b"\x08\x02")
+    return (first, ("/pstrain.ParameterServer/Push", PUSH_BYTES))
 
 
 def main():
@@ -62,7 +80,7 @@ def main():
     parser.add_argument("--pause_s", type=float, default=0.05)
     args = parser.parse_args()
     ports = args.ports.split()
-    kinds = ("plaintext", "stranger", "no-token", "wrong-token")
+    kinds = ("plaintext", "stranger", "no-token", "wrong-token", "no-session", "forged-session")
     calls = collections.Counter()
     codes = collections.defaultdict(collections.Counter)
     accepted = 0
@@ -71,8 +89,7 @@ def main():
         for port in ports:
             for kind in kinds:
                 with channel(port, kind, args.job_dir, args.stranger_dir) as ch:
-                    for method, payload in (("/pstrain.Scheduler/Register", b"\x08\x02"),
-                                            ("/pstrain.ParameterServer/Push", PUSH_BYTES)):
+                    for method, payload in methods(kind):
                         call = ch.unary_unary(method, request_serializer=lambda b: b,
                                               response_deserializer=lambda b: b)
                         calls[kind] += 1
