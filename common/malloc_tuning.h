@@ -9,7 +9,8 @@
 
 namespace pstrain {
 
-// Raises the mmap threshold to glibc's maximum (32 MiB) and stops trimming the heap below 1 GiB.
+// Raises the mmap threshold to glibc's maximum (32 MiB), stops trimming the heap below 1 GiB, and
+// limits glibc to two arenas, so that the memory kept is not multiplied by every thread's arena.
 // Returns false if glibc refused a setting (harmless: only speed is at stake).
 bool KeepFreedMemoryForReuse();
 

@@ -136,10 +136,10 @@ absl::StatusOr<std::unique_ptr<SessionVerifier>> SessionVerifier::Create(absl::s
 }
 
 absl::StatusOr<std::string> SessionVerifier::VerifiedPayload(absl::string_view text, absl::string_view what) const {
-  const std::string key(text);
   {
     absl::MutexLock lock(&mu_);
-    if (auto it = verified_.find(key); it != verified_.end()) return it->second;
+    // Heterogeneous lookup: a worker's every call after its first costs no copy of its credential.
+    if (auto it = verified_.find(text); it != verified_.end()) return it->second;
   }
   const auto malformed = [what](absl::string_view why) {
     return absl::UnauthenticatedError(absl::StrCat("malformed ", what, ": ", why));
@@ -167,7 +167,7 @@ absl::StatusOr<std::string> SessionVerifier::VerifiedPayload(absl::string_view t
   }
   absl::MutexLock lock(&mu_);
   if (verified_.size() >= kMaxRemembered) verified_.clear();
-  verified_.emplace(key, payload);
+  verified_.emplace(std::string(text), payload);
   return payload;
 }
 

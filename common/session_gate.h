@@ -14,6 +14,10 @@
 
 namespace pstrain {
 
+// The path prefix of gRPC's health service, which every listener serves and no gate asks a
+// session of (probes and load balancers call it).
+inline constexpr absl::string_view kHealthServicePrefix = "/grpc.health.v1.Health/";
+
 class SessionGate {
  public:
   virtual ~SessionGate() = default;

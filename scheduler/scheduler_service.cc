@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/strip.h"
 #include "common/parsed_unary.h"
 #include "common/session_metadata.h"
@@ -60,10 +61,14 @@ constexpr absl::string_view kOpenMethods[] = {"Register", "GetClusterView", "Get
 }  // namespace
 
 absl::Status SchedulerService::Admit(absl::string_view method, absl::string_view credential) const {
-  // Other services on this listener (gRPC health) need no session.
-  if (!absl::ConsumePrefix(&method, "/pstrain.Scheduler/")) return absl::OkStatus();
-  for (absl::string_view open : kOpenMethods) {
-    if (method == open) return absl::OkStatus();
+  // gRPC health needs no session; neither do the open methods. Anything else, a method of no
+  // service here included, is read only for a session: a member without one cannot make the
+  // scheduler read a payload only to answer UNIMPLEMENTED.
+  if (absl::StartsWith(method, kHealthServicePrefix)) return absl::OkStatus();
+  if (absl::ConsumePrefix(&method, "/pstrain.Scheduler/")) {
+    for (absl::string_view open : kOpenMethods) {
+      if (method == open) return absl::OkStatus();
+    }
   }
   absl::Status caller = core_->Authenticate(credential).status();
   if (caller.ok()) return caller;

@@ -92,7 +92,9 @@ ATTACKER=$!
 
 echo "seconds,pid,role,rss_kib" > "$OUT/rss.csv"
 start=$(date +%s)
-while kill -0 "$LAUNCHER" 2>/dev/null; do
+# While the job trains: once a role has exited (the workers, at the end) the job is over, and what
+# its end does (the final model sent and written, the summary) is no soak.
+while kill -0 "$LAUNCHER" 2>/dev/null && [[ $(roles | wc -l) -ge 5 ]]; do
   now=$(( $(date +%s) - start ))
   roles | while read -r pid role; do
     rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)

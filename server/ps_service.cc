@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
@@ -182,9 +183,13 @@ absl::StatusOr<std::optional<int>> ParameterServerService::WorkerOf(absl::string
 }
 
 absl::Status ParameterServerService::Admit(absl::string_view method, absl::string_view credential) const {
-  // Other services on this listener (gRPC health) need no session.
-  if (!absl::ConsumePrefix(&method, "/pstrain.ParameterServer/")) return absl::OkStatus();
-  return WorkerOf(credential, method).status();
+  // gRPC health needs no session. Anything else, a method of no service here included, is read
+  // only for a worker's session.
+  if (absl::StartsWith(method, kHealthServicePrefix)) return absl::OkStatus();
+  absl::ConsumePrefix(&method, "/pstrain.ParameterServer/");
+  absl::Status caller = WorkerOf(credential, method).status();
+  if (!caller.ok()) refused_sessions_.fetch_add(1, std::memory_order_relaxed);
+  return caller;
 }
 
 absl::Status ParameterServerService::CheckActsAsWorker(std::optional<int> caller, int worker_rank,

@@ -129,6 +129,9 @@ class ParameterServerService final : public RawParameterServerBase, public Sessi
   void SetLimits(const RequestLimits& limits);
   // Request bytes of refused calls since the last call (then zero).
   int64_t TakeRefusedBytes() { return budget_.TakeRefusedBytes(); }
+  // Calls the transport refused for their session (Admit) since the last call (then zero). Their
+  // requests were never read, but the transport had buffered the start of each.
+  int64_t TakeRefusedSessions() { return refused_sessions_.exchange(0, std::memory_order_relaxed); }
   // Bytes held by calls in flight now. For tests and logs.
   int64_t inflight_bytes() const { return budget_.inflight_bytes(); }
 
@@ -205,6 +208,8 @@ class ParameterServerService final : public RawParameterServerBase, public Sessi
   // Written before store_, like replica_; null: callers are not checked.
   std::unique_ptr<SessionVerifier> sessions_;
   SessionRules rules_;
+  // Admit's refusals, for TakeRefusedSessions; relaxed: it orders nothing.
+  mutable std::atomic<int64_t> refused_sessions_{0};
   // replica_ is written before store_, and store_ is read first: a non-null store_ means both are set.
   std::atomic<ParameterStore*> store_{nullptr};
   std::atomic<ParameterStore*> replica_{nullptr};

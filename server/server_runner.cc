@@ -411,7 +411,8 @@ void ServerRunner::FollowMembership(SchedulerClient* client, const Heartbeater* 
     // the allocator, told to keep freed memory (common/malloc_tuning.h), would hold on to it.
     // Hand it back a poll after the burst is over, and again 10 polls later (what calls held then
     // has been freed since); under a steady stream, every 10 polls.
-    if (service->TakeRefusedBytes() > 0) {
+    // (TakeRefusedSessions first: both counters are taken every poll.)
+    if (service->TakeRefusedSessions() + service->TakeRefusedBytes() > 0) {
       quiet_polls = 0;
       ++refusing_polls;
     } else if (quiet_polls >= 0) {
