@@ -136,11 +136,6 @@ absl::StatusOr<std::unique_ptr<SessionVerifier>> SessionVerifier::Create(absl::s
 }
 
 absl::StatusOr<std::string> SessionVerifier::VerifiedPayload(absl::string_view text, absl::string_view what) const {
-  {
-    absl::MutexLock lock(&mu_);
-    // Heterogeneous lookup: a worker's every call after its first costs no copy of its credential.
-    if (auto it = verified_.find(text); it != verified_.end()) return it->second;
-  }
   const auto malformed = [what](absl::string_view why) {
     return absl::UnauthenticatedError(absl::StrCat("malformed ", what, ": ", why));
   };
@@ -165,10 +160,13 @@ absl::StatusOr<std::string> SessionVerifier::VerifiedPayload(absl::string_view t
     return absl::UnauthenticatedError(absl::StrCat(
         what, ": the signature does not verify (not issued by this job's scheduler, or altered)"));
   }
-  absl::MutexLock lock(&mu_);
-  if (verified_.size() >= kMaxRemembered) verified_.clear();
-  verified_.emplace(std::string(text), payload);
   return payload;
+}
+
+template <typename T>
+void SessionVerifier::Remember(absl::string_view text, const T& value, absl::flat_hash_map<std::string, T>* cache) const {
+  if (cache->size() >= kMaxRemembered) cache->clear();
+  cache->emplace(std::string(text), value);
 }
 
 absl::StatusOr<SessionClaims> SessionVerifier::Verify(absl::string_view credential) const {
@@ -176,6 +174,11 @@ absl::StatusOr<SessionClaims> SessionVerifier::Verify(absl::string_view credenti
     return absl::UnauthenticatedError(absl::StrCat("no session credential: register first and send the credential "
                                                    "Register answered as '",
                                                    kSessionMetadataKey, "' metadata"));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    // Heterogeneous lookup: a worker's every call after its first costs no copy of its credential.
+    if (auto it = sessions_.find(credential); it != sessions_.end()) return it->second;
   }
   absl::StatusOr<std::string> payload = VerifiedPayload(credential, "session credential");
   if (!payload.ok()) return payload.status();
@@ -191,6 +194,8 @@ absl::StatusOr<SessionClaims> SessionVerifier::Verify(absl::string_view credenti
   }
   claims.role = static_cast<Role>(role);
   claims.instance_id = fields[3];
+  absl::MutexLock lock(&mu_);
+  Remember(credential, claims, &sessions_);
   return claims;
 }
 
@@ -198,6 +203,10 @@ absl::StatusOr<LeaseGrant> SessionVerifier::VerifyLease(absl::string_view grant)
   if (grant.empty()) {
     return absl::UnauthenticatedError(
         "no lease grant: a push of an ASYNC/SSP batch carries the grant LeaseWork answered with its lease");
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = leases_.find(grant); it != leases_.end()) return it->second;
   }
   absl::StatusOr<std::string> payload = VerifiedPayload(grant, "lease grant");
   if (!payload.ok()) return payload.status();
@@ -209,6 +218,8 @@ absl::StatusOr<LeaseGrant> SessionVerifier::VerifyLease(absl::string_view grant)
       !absl::SimpleAtoi(fields[6], &lease.first_batch)) {
     return absl::UnauthenticatedError(absl::StrCat("malformed lease grant: a payload that is not ", kLeaseVersion));
   }
+  absl::MutexLock lock(&mu_);
+  Remember(grant, lease, &leases_);
   return lease;
 }
 

@@ -110,9 +110,9 @@ class SessionSigner {
   const std::string public_key_;
 };
 
-// Checks credentials against the scheduler's public key. Thread-safe. Remembers the credentials
-// it has verified (up to a bound), so a worker's calls after its first cost a hash lookup, not a
-// signature check.
+// Checks credentials against the scheduler's public key. Thread-safe. Remembers what it has
+// verified, parsed (up to a bound), so a worker's calls after its first cost a hash lookup, not a
+// signature check and a parse.
 class SessionVerifier {
  public:
   // INVALID_ARGUMENT unless `public_key` is 32 raw bytes.
@@ -137,11 +137,17 @@ class SessionVerifier {
   // The payload `text` carries when its signature verifies; `what` ("session credential", "lease
   // grant") names it in errors.
   absl::StatusOr<std::string> VerifiedPayload(absl::string_view text, absl::string_view what) const;
+  // Remembers a verified `text` as `value` in `cache`, starting the cache over when it is full
+  // (a stream of distinct valid texts must not grow it).
+  template <typename T>
+  void Remember(absl::string_view text, const T& value, absl::flat_hash_map<std::string, T>* cache) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::unique_ptr<Key> key_;
   mutable absl::Mutex mu_;
-  // Text verified before -> its payload.
-  mutable absl::flat_hash_map<std::string, std::string> verified_ ABSL_GUARDED_BY(mu_);
+  // Texts verified before -> what they say.
+  mutable absl::flat_hash_map<std::string, SessionClaims> sessions_ ABSL_GUARDED_BY(mu_);
+  mutable absl::flat_hash_map<std::string, LeaseGrant> leases_ ABSL_GUARDED_BY(mu_);
 };
 
 // The check every role-bound call makes: `claims` (a verified credential) must be `role` `rank`.

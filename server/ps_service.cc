@@ -16,6 +16,7 @@
 #include "common/parsed_unary.h"
 #include "common/session_metadata.h"
 #include "common/tensor_wire.h"
+#include "data/assignment.h"
 #include "glog/logging.h"
 
 namespace pstrain::server {
@@ -149,14 +150,13 @@ absl::Status ParameterServerService::CheckLeaseGrant(const PushRequest& push, ab
                                                     lease->lease_id, " in data epoch ", lease->epoch, " to worker ",
                                                     lease->worker_rank));
   }
-  const int64_t b = rules_.batch_size;
-  const int64_t batches = lease->end > lease->begin ? (lease->end - lease->begin + b - 1) / b : 0;
-  if (push.lease_batch() < lease->first_batch || push.lease_batch() >= batches) {
+  const data::Range range{lease->begin, std::max(lease->begin, lease->end)};
+  const int64_t batches = data::NumBatches(range, rules_.batch_size);
+  if (push.lease_batch() < std::max<int64_t>(0, lease->first_batch) || push.lease_batch() >= batches) {
     return absl::PermissionDeniedError(absl::StrCat(batch, ": the lease handed it batches ", lease->first_batch,
                                                     " to ", batches - 1));
   }
-  const int64_t first = lease->begin + push.lease_batch() * b;
-  const int64_t samples = std::min(first + b, lease->end) - first;
+  const int64_t samples = data::BatchOf(range, rules_.batch_size, push.lease_batch()).size();
   if (push.num_samples() > samples) {
     return absl::InvalidArgumentError(
         absl::StrCat(batch, ": num_samples is ", push.num_samples(), ", the batch holds ", samples));
