@@ -13,6 +13,9 @@ packages=(
   # The Python package (python/): its bindings, and the NumPy and PyTorch it uses.
   pybind11-dev python3-dev python3-numpy python3-torch
   dataset-fashion-mnist
+  # Observability: the HTTP server of /metrics and the dashboard; a real Prometheus and a real
+  # browser for their tests.
+  libcpp-httplib-dev prometheus chromium
   # The fuzz targets (fuzz/, scripts/fuzz.sh): clang with libFuzzer and the sanitizer runtimes.
   clang libclang-rt-14-dev
 )

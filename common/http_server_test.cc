@@ -1,0 +1,76 @@
+// The HTTP server and /metrics over a real socket on loopback.
+#include "common/http_server.h"
+
+#include <httplib.h>
+
+#include "common/metrics_endpoint.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(HttpServerTest, ServesRoutesOverLoopback) {
+  metrics::Registry registry;
+  registry.AddCounter("pstrain_test_total", "A test counter").Get()->Add(42);
+  AddProcessMetrics(&registry);
+  std::vector<HttpRoute> more = {
+      {"/api/echo", false,
+       [](const HttpRequest& r) {
+         HttpResponse out;
+         out.content_type = "application/json";
+         out.body = "{\"q\":\"" + (r.params.count("q") ? r.params.at("q") : std::string()) + "\"}";
+         return out;
+       }},
+      {"/static/", true, [](const HttpRequest& r) {
+         HttpResponse out;
+         out.body = r.path;
+         return out;
+       }}};
+  auto server = ServeMetrics(&registry, "127.0.0.1", 0, more);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_GT((*server)->port(), 0);
+
+  httplib::Client client("127.0.0.1", (*server)->port());
+  auto metrics = client.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
+  EXPECT_EQ(metrics->get_header_value("Content-Type"), kPrometheusContentType);
+  EXPECT_THAT(metrics->body, HasSubstr("pstrain_test_total 42\n"));
+  EXPECT_THAT(metrics->body, HasSubstr("process_resident_memory_bytes "));
+  EXPECT_THAT(metrics->body, HasSubstr("process_start_time_seconds "));
+
+  auto echo = client.Get("/api/echo?q=abc");
+  ASSERT_TRUE(echo);
+  EXPECT_EQ(echo->body, "{\"q\":\"abc\"}");
+  auto file = client.Get("/static/app.js");
+  ASSERT_TRUE(file);
+  EXPECT_EQ(file->body, "/static/app.js");
+
+  auto missing = client.Get("/nope");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_THAT(missing->body, HasSubstr("/nope"));
+  auto post = client.Post("/metrics", "x", "text/plain");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 405);
+
+  (*server)->Stop();
+  (*server)->Stop();  // idempotent
+  EXPECT_FALSE(client.Get("/metrics"));
+}
+
+TEST(HttpServerTest, PortInUseIsUnavailable) {
+  metrics::Registry registry;
+  auto first = ServeMetrics(&registry, "127.0.0.1", 0);
+  ASSERT_TRUE(first.ok());
+  auto second = ServeMetrics(&registry, "127.0.0.1", (*first)->port());
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(second.status().message(), HasSubstr("127.0.0.1:"));
+}
+
+}  // namespace
+}  // namespace pstrain
