@@ -247,6 +247,7 @@ def _draw_membership(ax, runs):
             ax.axvline(run.wall_seconds, color=f"C{i}", linestyle=":", linewidth=1, label=f"{run.label} end")
     ax.set_yticks(range(len(rows)), [f"{role} {rank}" for role, rank in rows])
     ax.set_ylim(-0.5, max(len(rows), 1) - 0.5)
+    ax.set_xlim(left=0)  # the whole run, from the scheduler's start
     ax.set(title="Membership events", xlabel="seconds since the scheduler started")
     ax.legend(fontsize="small")
     if not rows:
