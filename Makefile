@@ -13,9 +13,11 @@ configure: deps
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The main job: a local cluster (1 scheduler, 2 servers, 2 workers) training an MLP on Fashion-MNIST.
+# The main job: a local cluster (1 scheduler, 2 servers, 2 workers) training an MLP on Fashion-MNIST,
+# then its summary drawn as a PNG.
 demo: build
 	$(BUILD)/bin/pstrain-launch --summary_json=$(BUILD)/demo-summary.json
+	$(BUILD)/bin/pstrain-plot $(BUILD)/demo-summary.json -o $(BUILD)/demo-plot.png
 
 # Every test: unit, integration and end to end.
 test: build

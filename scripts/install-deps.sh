@@ -12,6 +12,8 @@ packages=(
   python3-grpcio python3-protobuf
   # The Python package (python/): its bindings, and the NumPy and PyTorch it uses.
   pybind11-dev python3-dev python3-numpy python3-torch
+  # pstrain-plot (tools/plot/): run summaries as PNG figures.
+  python3-matplotlib
   dataset-fashion-mnist
   # Observability: the HTTP server of /metrics and the dashboard; a real Prometheus and a real
   # browser for their tests.

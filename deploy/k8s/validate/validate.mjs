@@ -14,13 +14,15 @@
 //     Secret), and points PSTRAIN_TLS_CERT,
 //     PSTRAIN_TLS_KEY, PSTRAIN_TLS_CA and PSTRAIN_JOB_TOKEN_FILE at files in it; its gRPC probes
 //     ask the port named "health", the plaintext health listener (a kubelet cannot pass the main
-//     port's mutual TLS).
+//     port's mutual TLS); it is scraped by Prometheus on the port it names "metrics" (monitoring.mjs);
+//   - the Prometheus Operator's PodMonitor, which kubernetes-models does not know (monitoring.mjs).
 //
 // Usage: node validate.mjs [FILE...]   (no FILE or "-": standard input)
 // Prints one line per problem, `<Kind> <name>: <path>: <what>`, and exits 1 if there is any;
 // otherwise prints `ok: N objects` and exits 0. Exit 2: a file cannot be read.
 import { readFileSync } from "node:fs";
 import { parseAllDocuments } from "yaml";
+import { isCustomKind, podMonitorProblems, podMonitorTargetProblems, roleScrapeProblems } from "./monitoring.mjs";
 
 // Only the client's generated models (a third of its load time); the whole client if a future
 // version moves them.
@@ -234,6 +236,7 @@ function podProblems(obj) {
       if (kind === "containers" && isRole(template)) out.push(...roleContainerProblems(pod, c, path));
     });
   }
+  if (isRole(template)) out.push(...roleScrapeProblems(template, base.replace(/\.spec$/, "")));
   return out;
 }
 
@@ -322,6 +325,13 @@ async function main() {
     const key = `${obj.apiVersion}/${obj.kind}/${obj.metadata?.namespace ?? ""}/${name}`;
     if (seen.has(key)) report("defined twice");
     seen.add(key);
+    if (isCustomKind(obj)) {
+      podMonitorProblems(obj).forEach(report);
+      const unknown = [];
+      unknownFields(obj.metadata, "V1ObjectMeta", "metadata", unknown);
+      unknown.forEach(report);
+      continue;
+    }
     const cls = await schemaClass(obj.apiVersion, obj.kind);
     if (cls === null) {
       report(`apiVersion ${obj.apiVersion} kind ${obj.kind}: not a Kubernetes API type`);
@@ -352,6 +362,9 @@ async function main() {
       const selected = templates.some((t) => t.namespace === namespace &&
         matches({ matchLabels: obj.spec.selector }, t.template.metadata?.labels));
       if (!selected) problems.push(`${label}: spec.selector: matches no pod template in the input`);
+    }
+    if (isCustomKind(obj)) {
+      podMonitorTargetProblems(obj, templates, matches).forEach((line) => problems.push(`${label}: ${line}`));
     }
     if (obj.kind === "StatefulSet" && typeof obj.spec?.serviceName === "string" &&
         !services.has(`${namespace ?? ""}/${obj.spec.serviceName}`)) {
