@@ -74,6 +74,11 @@ void SchedulerClient::set_reconnect_window(absl::Duration window) {
   reconnect_window_ns_.store(absl::ToInt64Nanoseconds(std::max(window, absl::ZeroDuration())));
 }
 
+void SchedulerClient::set_metrics_address(const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  metrics_address_ = address;
+}
+
 std::string SchedulerClient::session_credential() const {
   absl::MutexLock lock(&mu_);
   return session_credential_;
@@ -96,6 +101,10 @@ absl::StatusOr<RegisterResponse> SchedulerClient::Register(Role role, const std:
   request.set_address(address);
   if (!local.unix_address().empty()) *request.mutable_local() = local;
   request.set_instance_id(instance_id_);
+  {
+    absl::MutexLock lock(&mu_);
+    request.set_metrics_address(metrics_address_);
+  }
   const absl::Time give_up = absl::Now() + timeout;
   absl::Duration backoff = absl::Milliseconds(50);
   while (true) {

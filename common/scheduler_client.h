@@ -54,6 +54,11 @@ class SchedulerClient : public SchedulerApi {
   absl::Duration reconnect_window() const;
   void set_reconnect_window(absl::Duration window);
 
+  // Where this role serves Prometheus metrics ("host:port", common/metrics_flags.h), sent with
+  // Register so the scheduler can list every role's metrics; empty (the default): none. Call before
+  // Register.
+  void set_metrics_address(const std::string& address);
+
   // The session credential Register got (empty before): what the role's other clients (a
   // worker's PsClient) send to act as its rank.
   std::string session_credential() const;
@@ -139,6 +144,7 @@ class SchedulerClient : public SchedulerApi {
   std::atomic<int64_t> reconnect_window_ns_{0};
   mutable absl::Mutex mu_;
   std::string session_credential_ ABSL_GUARDED_BY(mu_);
+  std::string metrics_address_ ABSL_GUARDED_BY(mu_);
   // The next sequence number for ReportProgress and LeaseWork.
   std::atomic<int64_t> next_seq_{1};
 };
