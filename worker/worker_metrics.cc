@@ -52,11 +52,14 @@ void WorkerMetrics::StepApplied(const StepTimes& times, int64_t samples, double 
   steps_->Increment();
   samples_->Add(static_cast<double>(samples));
 
-  if (current_.start == absl::InfinitePast()) current_.start = now - absl::Seconds(whole);
-  if (now - current_.start >= kWindow) {
+  // Windows split time at step ends, so each step's samples fall into the one it ended in.
+  if (current_.start == absl::InfinitePast()) {
+    current_.start = now - absl::Seconds(whole);
+  } else if (last_end_ - current_.start >= kWindow) {
     previous_ = current_;
-    current_ = Window{now, 0, 0};
+    current_ = Window{last_end_, 0, 0};
   }
+  last_end_ = now;
   current_.samples += samples;
   current_.loss_sum += loss_sum;
   const absl::Time from = previous_.start != absl::InfinitePast() ? previous_.start : current_.start;

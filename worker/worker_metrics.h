@@ -71,6 +71,7 @@ class WorkerMetrics {
   metrics::Histogram* const staleness_;
   Window previous_;
   Window current_;
+  absl::Time last_end_;  // of the last step counted
 };
 
 }  // namespace pstrain::worker
