@@ -338,15 +338,9 @@ void PsClient::FinishEpochAsync(int server, const FinishEpochRequest* request,
                                 FinishEpochResponse* response, Done done) {
   Call* call = Begin(server, "finish-epoch", std::move(done));
   if (call == nullptr) return;
-  if (traffic_ != nullptr) traffic_->Sent(server, static_cast<int64_t>(request->ByteSizeLong()));
+  // Its few bytes are not counted, as on the server (proto/scheduler.proto: WorkerTraffic).
   NextChannel(server).typed->async()->FinishEpoch(call->context.get(), request, response,
-                                                  [this, call, server, response](grpc::Status s) {
-                                                    if (s.ok() && traffic_ != nullptr) {
-                                                      traffic_->Received(server,
-                                                                         static_cast<int64_t>(response->ByteSizeLong()));
-                                                    }
-                                                    End(call, s);
-                                                  });
+                                                  [this, call](grpc::Status s) { End(call, s); });
 }
 
 template <typename Request, typename Response, typename Start>
