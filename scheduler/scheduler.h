@@ -88,6 +88,7 @@
 #include "scheduler/lease_pool.h"
 #include "scheduler/membership.h"
 #include "scheduler/progress.h"
+#include "scheduler/status_json.h"
 
 namespace pstrain {
 namespace scheduler {
@@ -311,6 +312,19 @@ class Scheduler {
   std::string TableUsageJsonLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   std::string OutcomeLine() const;
 
+  // --- The dashboard and metrics (scheduler/scheduler_dashboard.cc) ---
+  // Each copies what it needs under the mutex and returns plain data; formatting (status_json.h)
+  // happens outside, in the caller.
+
+  // The dashboard's status: job state, progress, members (with metrics addresses), per-worker
+  // and per-server statistics, membership events, slow steps and stuck barriers. The scheduler
+  // itself is not among the members (the HTTP layer knows its addresses).
+  scheduler::DashboardStatus DashboardStatus() const;
+  // The timeline points from `since` on (Timeline::Since).
+  std::vector<TimelinePoint> TimelineSince(int64_t since, size_t max_points, int64_t* next) const;
+  // A scrape target for every live server and worker that serves metrics, labelled role and rank.
+  std::vector<MetricsTarget> MetricsTargets() const;
+
  private:
   explicit Scheduler(Options options);
 
@@ -447,6 +461,9 @@ class Scheduler {
   std::vector<std::pair<absl::Time, SlowStepReport>> slow_steps_ ABSL_GUARDED_BY(mu_);
   // Each server's latest embedding-table usage (HeartbeatRequest.tables), by rank.
   std::map<int, std::vector<TableUsage>> table_usage_ ABSL_GUARDED_BY(mu_);
+  // Each server's latest traffic counters (HeartbeatRequest.traffic), by rank. Not persisted: a
+  // restarted scheduler has them again from the servers' next heartbeats.
+  std::map<int, ServerTraffic> server_traffic_ ABSL_GUARDED_BY(mu_);
 };
 
 // The newest step that every list holds (each list ascending), i.e. the newest consistent cut of
