@@ -339,7 +339,7 @@ void Scheduler::Barrier(const BarrierRequest& request, BarrierSet::Done done) {
       VLOG(1) << "barrier '" << request.name() << "': " << RoleName(role) << " " << request.rank()
               << " entered (" << BarrierRequest::Participants_Name(group) << ")";
       barriers_.Enter(request.name(), group, absl::StrCat(RoleName(role), " ", request.rank()),
-                      std::move(done), &deferred.barrier_answers);
+                      std::move(done), &deferred.barrier_answers, Now());
       SaveLocked(&deferred);
     }
   }
@@ -680,6 +680,7 @@ void Scheduler::CheckHealth() {
         RemoveWorkerLocked(worker.rank, ChangeKind::kDied, worker.message, &deferred);
       }
     }
+    if (!Ended()) stuck_log_.Update(StuckBarriersLocked(now), now);
     // Most ticks change nothing; those that do persist (EndLocked saves on its own).
     if (membership_.epoch() != epoch_before || vacant_servers_.size() != vacant_before) SaveLocked(&deferred);
   }
@@ -765,6 +766,7 @@ std::string Scheduler::SummaryJson() const {
   }
   servers += "],\n";
   slow += servers;
+  absl::StrAppend(&slow, "  \"stuck_barriers\": ", StuckBarriersJson(stuck_log_.Kept()), ",\n");
   return progress_->SummaryJson(state_, failure_.message(), Now(), membership_.events(),
                                membership_.LiveRanks(WORKER), slow + TableUsageJsonLocked());
 }

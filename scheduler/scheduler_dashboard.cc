@@ -1,5 +1,6 @@
 // The Scheduler's read-only views for the dashboard's JSON API and the metrics: copies of the
 // state, taken under the mutex and formatted elsewhere (status_json.h).
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,7 +48,32 @@ scheduler::DashboardStatus Scheduler::DashboardStatus() const {
                                             report.waited_ms() / 1e3,
                                             {report.waiting_for().begin(), report.waiting_for().end()}});
   }
+  out.stuck_barriers = StuckBarriersLocked(now);
   return out;
+}
+
+std::vector<StuckBarrierStatus> Scheduler::StuckBarriersLocked(absl::Time now) const {
+  const std::vector<BarrierSet::Pending> pending = barriers_.PendingBarriers();
+  if (pending.empty()) return {};
+  // Barrier keys are "<role> <rank>" (PublishParticipantsLocked).
+  std::map<std::string, MemberStatus> by_key;
+  for (MemberStatus& m : membership_.Members(now, created_)) {
+    std::string key = absl::StrCat(m.role, " ", m.rank);
+    by_key.emplace(std::move(key), std::move(m));
+  }
+  return FindStuckBarriers(pending, now, created_, options_.stuck_barrier_after, [&](const std::string& key) {
+    MissingParticipant p;
+    auto it = by_key.find(key);
+    if (it == by_key.end()) {
+      p.role = key;  // Not a member key: show it as it is.
+      return p;
+    }
+    p.role = it->second.role;
+    p.rank = it->second.rank;
+    p.address = it->second.address;
+    p.last_heartbeat_seconds_ago = it->second.last_heartbeat_seconds_ago;
+    return p;
+  });
 }
 
 std::vector<TimelinePoint> Scheduler::TimelineSince(int64_t since, size_t max_points, int64_t* next) const {

@@ -171,6 +171,8 @@ absl::Status SchedulerRunner::Run() {
   core_options.total_steps = setup.total_steps;
   core_options.heartbeat_interval = options_.heartbeat_interval;
   core_options.dead_after = options_.dead_after;
+  // A barrier normally opens within a few heartbeats; much longer is worth naming who is missing.
+  core_options.stuck_barrier_after = std::max(absl::Seconds(10), 4 * options_.heartbeat_interval);
   core_options.startup_timeout = options_.startup_timeout;
   core_options.server_recovery_timeout = options_.server_recovery_timeout;
   if (!job.final_model_path().empty()) {
