@@ -119,6 +119,9 @@ class Progress {
     return timeline_.Since(since, max_points, next);
   }
 
+  // Evaluation leases handed out and not reported yet.
+  int64_t eval_leases_out() const { return eval_.num_out(); }
+
   // Test accuracy and loss of the last evaluated complete epoch, if any.
   std::optional<double> final_test_accuracy() const;
   std::optional<double> final_test_loss() const;

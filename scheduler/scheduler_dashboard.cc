@@ -35,6 +35,9 @@ scheduler::DashboardStatus Scheduler::DashboardStatus() const {
   out.now_seconds = absl::ToDoubleSeconds(now - created_);
   out.membership_epoch = membership_.epoch();
   progress_->FillStatus(now, &out);
+  out.training_leases_out = leases_->num_out();
+  out.eval_leases_out = progress_->eval_leases_out();
+  out.barriers_waiting = static_cast<int>(barriers_.PendingBarriers().size());
   out.members = membership_.Members(now, created_);
   for (const auto& [rank, t] : server_traffic_) {
     out.servers.push_back(ServerStatus{rank, t.bytes_received(), t.bytes_sent(), t.requests(), t.refused()});

@@ -22,6 +22,7 @@
 #include "scheduler/dashboard_http.h"
 #include "scheduler/job_setup.h"
 #include "scheduler/resume.h"
+#include "scheduler/scheduler_metrics.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/scheduler_service.h"
 #include "scheduler/state_file.h"
@@ -246,6 +247,8 @@ absl::Status SchedulerRunner::Run() {
   // The dashboard. Declared after the core, so it stops (destruction) before the core goes.
   metrics::Registry own_registry;
   metrics::Registry* registry = options_.metrics != nullptr ? options_.metrics : &own_registry;
+  SchedulerMetrics scheduler_metrics(registry);
+  scheduler_metrics.Attach(core.get());
   DashboardApi dashboard(core.get(), registry);
   std::unique_ptr<HttpServer> http;
   if (options_.http_port != 0) {

@@ -333,6 +333,13 @@ TEST(SchedulerRunnerTest, ServesTheDashboardApiAndMetrics) {
   EXPECT_EQ(Member(Member(list[1], "labels"), "rank").string_value(), "0");
   EXPECT_EQ(Member(Member(list[2], "labels"), "role").string_value(), "worker");
 
+  auto scrape = client.Get("/metrics");
+  ASSERT_TRUE(scrape);
+  EXPECT_EQ(scrape->status, 200);
+  EXPECT_NE(scrape->body.find("pstrain_scheduler_live_members{member_role=\"worker\"} 1\n"), std::string::npos)
+      << scrape->body;
+  EXPECT_NE(scrape->body.find("pstrain_scheduler_step 2\n"), std::string::npos) << scrape->body;
+
   auto index = client.Get("/");
   ASSERT_TRUE(index);
   EXPECT_EQ(index->status, 200);

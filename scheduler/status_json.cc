@@ -95,6 +95,8 @@ std::string StatusJson(const DashboardStatus& s) {
       ",\"step\":", s.step, ",\"total_steps\":", s.total_steps,
       ",\"samples_per_second\":", JsonNumber(s.samples_per_second), ",\"eta_seconds\":", JsonNumber(s.eta_seconds),
       ",\"recent_loss\":", JsonNumber(s.recent_loss), ",\"membership_epoch\":", s.membership_epoch,
+      ",\"leases_out\":{\"training\":", s.training_leases_out, ",\"evaluation\":", s.eval_leases_out,
+      "},\"barriers_waiting\":", s.barriers_waiting,
       ",\"epochs_done\":", Array(s.epochs_done, Epoch), ",\"members\":", Array(s.members, Member),
       ",\"workers\":", Array(s.workers, Worker), ",\"servers\":", Array(s.servers, Server),
       ",\"membership_events\":", Array(s.membership_events, Event), ",\"slow_steps\":", Array(s.slow_steps, SlowStep),

@@ -121,6 +121,11 @@ struct DashboardStatus {
   double eta_seconds = 0;
   double recent_loss = kUnknown;
   int64_t membership_epoch = 0;
+  // Leases handed out and not complete / not reported yet ("leases_out").
+  int64_t training_leases_out = 0;
+  int64_t eval_leases_out = 0;
+  // Barriers waiting for participants ("barriers_waiting"); the stuck ones are listed below.
+  int barriers_waiting = 0;
   std::vector<EpochStatus> epochs_done;
   std::vector<MemberStatus> members;
   std::vector<WorkerStatus> workers;
@@ -157,7 +162,8 @@ struct MetricsTarget {
 
 // {"state": .., "failure": .., "mode": .., "now_seconds": .., "epoch": .., "epochs": .., "step": ..,
 //  "total_steps": .., "samples_per_second": .., "eta_seconds": .., "recent_loss": ..,
-//  "membership_epoch": .., "epochs_done": [..], "members": [..], "workers": [..], "servers": [..],
+//  "membership_epoch": .., "leases_out": {"training": .., "evaluation": ..}, "barriers_waiting": ..,
+//  "epochs_done": [..], "members": [..], "workers": [..], "servers": [..],
 //  "membership_events": [..], "slow_steps": [..], "stuck_barriers": [..]}; see docs/DESIGN.md.
 std::string StatusJson(const DashboardStatus& status);
 
