@@ -95,14 +95,14 @@ class SchedulerRunner {
   };
 
   // INVALID_ARGUMENT for a bad job (after ApplyJobDefaults) or bad options (port or health_port
-  // outside [0, 65535], non-positive durations, dead_after <= heartbeat_interval, reconnect below
+  // outside [0, 65535], http_port outside [-1, 65535], non-positive durations, dead_after <= heartbeat_interval, reconnect below
   // dead_after with a state_dir).
   static absl::StatusOr<std::unique_ptr<SchedulerRunner>> Create(JobSpec job, Options options);
 
   // Runs the job to its end; blocks. OK when the job FINISHED; otherwise why it did not: the data
   // reader's error for a bad data dir, the state file's error (DATA_LOSS for a damaged file,
   // FAILED_PRECONDITION for another job's), UNAVAILABLE when the port or the health port cannot
-  // be bound, or the job's failure (UNAVAILABLE for a dead role, DEADLINE_EXCEEDED for the
+  // be bound (the http port too: the job fails with it), or the job's failure (UNAVAILABLE for a dead role, DEADLINE_EXCEEDED for the
   // startup timeout, ABORTED for a reported failure, CANCELLED after Stop()). Call once.
   absl::Status Run();
 

@@ -409,6 +409,9 @@ TEST(SchedulerRunnerTest, RejectsBadOptions) {
   options.port = 70000;
   EXPECT_EQ(SchedulerRunner::Create(Job("x"), options).status().code(), absl::StatusCode::kInvalidArgument);
   options = SchedulerRunner::Options();
+  options.http_port = -2;
+  EXPECT_EQ(SchedulerRunner::Create(Job("x"), options).status().code(), absl::StatusCode::kInvalidArgument);
+  options = SchedulerRunner::Options();
   options.server_recovery_timeout = absl::ZeroDuration();
   EXPECT_EQ(SchedulerRunner::Create(Job("x"), options).status().code(), absl::StatusCode::kInvalidArgument);
   JobSpec bad = Job("x");
