@@ -141,7 +141,11 @@ absl::Status Progress::Add(const ProgressReport& report, absl::Time now) {
   worker.staleness.set_max(std::max(worker.staleness.max(), report.staleness().max()));
   if (train.samples() > 0) worker.recent.emplace_back(now, train.samples());
   while (!worker.recent.empty() && worker.recent.front().first < now - kRecentWindow) worker.recent.pop_front();
-  timeline_.Add(TimelinePointOf(report, absl::ToDoubleSeconds(now - options_.created)));
+  // Only training goes on the charts: evaluation results and the final done report would be
+  // points without a loss or step times.
+  if (train.steps() > 0 || train.samples() > 0 || report.step_times().steps() > 0) {
+    timeline_.Add(TimelinePointOf(report, absl::ToDoubleSeconds(now - options_.created)));
+  }
   max_epoch_ = std::max(max_epoch_, report.epoch());
   max_step_ = std::max(max_step_, report.step());
   batches_ += train.steps();

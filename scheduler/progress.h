@@ -114,7 +114,8 @@ class Progress {
   // A worker's samples/s in the dashboard count the samples it reported this long before `now`.
   static constexpr absl::Duration kRecentWindow = absl::Seconds(10);
 
-  // The timeline of reports (Timeline::Since): one point per report that Add accepted.
+  // The timeline of reports (Timeline::Since): one point per report that Add accepted and that
+  // carries training (steps or samples); evaluation-only and bare done reports make none.
   std::vector<TimelinePoint> TimelineSince(int64_t since, size_t max_points, int64_t* next) const {
     return timeline_.Since(since, max_points, next);
   }
@@ -206,7 +207,7 @@ class Progress {
   int64_t batches_ = 0;      // ASYNC/SSP: batches trained by all workers.
   // (loss_sum, samples) of the last few reports, for recent_loss.
   std::deque<std::pair<double, int64_t>> recent_;
-  // One point per accepted report; not persisted.
+  // One point per accepted training report; not persisted.
   Timeline timeline_;
 };
 

@@ -608,8 +608,14 @@ TEST(ProgressTest, EachReportBecomesATimelinePoint) {
   EXPECT_DOUBLE_EQ(points[0].push, 0.25);
   EXPECT_DOUBLE_EQ(points[0].staleness_mean, 1.5);
   EXPECT_EQ(points[0].staleness_max, 2);
-  // A rejected report adds no point.
+  // A rejected report adds no point, nor does one without training (evaluation, done).
   EXPECT_FALSE(p.Add(Train(0, 5, 7, 1.0, 4), kT0).ok());
+  ProgressReport done;
+  done.set_worker_rank(0);
+  done.set_epoch(1);
+  done.set_step(7);
+  done.set_done(true);
+  ASSERT_TRUE(p.Add(done, kT0 + absl::Seconds(4)).ok());
   EXPECT_TRUE(p.TimelineSince(1, 10, &next).empty());
 }
 
