@@ -322,6 +322,12 @@ absl::Status SchedulerRunner::Run() {
     absl::MutexLock lock(&mu_);
     if (mu_.AwaitWithTimeout(absl::Condition(&stop_), kTick)) break;
   }
+  // A server's heartbeat after the end carries its final traffic (the summary's "servers"), which
+  // the first write may have missed by up to a heartbeat: write the summary again with it.
+  if (!options_.summary_json.empty() && summary_written.ok() && core->ServersKnowTheEnd()) {
+    summary_written = WriteFileAtomically(options_.summary_json, "run summary", core->SummaryJson());
+    if (!summary_written.ok()) LOG(ERROR) << "run summary: " << summary_written;
+  }
   if (http != nullptr) http->Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server->Wait();

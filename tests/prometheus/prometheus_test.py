@@ -121,8 +121,9 @@ class Checks:
 def run_job(args, folder, http_port, prometheus, checks):
     summary_path = os.path.join(folder, "summary.json")
     env = dict(os.environ)
-    # Every role keeps /metrics up a little after its work, so the final counts get scraped.
-    env["PSTRAIN_METRICS_LINGER_MS"] = "1500"
+    # Prometheus applies newly discovered targets at most every 5 s, so the job runs ~10 s and
+    # every role keeps /metrics up 3 s after its work, so the final counts get scraped.
+    env["PSTRAIN_METRICS_LINGER_MS"] = "3000"
     out_path = os.path.join(folder, "launch.out")
     with open(out_path, "w") as out:
         launch = subprocess.Popen(
@@ -199,7 +200,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bin_dir", required=True)
     parser.add_argument("--prometheus", default=shutil.which("prometheus") or "/usr/bin/prometheus")
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--timeout", type=float, default=240)
     args = parser.parse_args()
     if not os.access(args.prometheus, os.X_OK):
