@@ -132,7 +132,8 @@ function lineChart({series, xLabel, yLabel, markers = [], xDomain, yDomain, yFor
     const pts = s.points.filter((p) => isNum(p[0]) && isNum(p[1]));
     if (pts.length === 0) continue;
     const d = pts.map((p, i) => `${i ? 'L' : 'M'}${sx(p[0]).toFixed(1)},${sy(p[1]).toFixed(1)}`).join('');
-    const path = svg('path', {d, stroke: s.color, class: 'series', 'data-series': s.name});
+    const path = svg('path', {d, stroke: s.color, class: 'series', 'data-series': s.name,
+                              'data-last-x': pts[pts.length - 1][0]});
     if (s.dash) path.setAttribute('stroke-dasharray', s.dash);
     path.append(svg('title', {}, s.name));
     root.append(path);
