@@ -436,7 +436,8 @@ function renderSlowSteps(s) {
 
 function renderStuckBarriers(s) {
   const rows = (s.stuck_barriers || []).map((b) => el('tr', {},
-      el('td', {text: b.name}), el('td', {text: fmtSeconds(b.waiting_seconds)}),
+      el('td', {text: b.name}),
+      el('td', {text: `${fmtSeconds(b.waiting_seconds)}${b.released ? ' (released)' : ''}`}),
       el('td', {text: (b.missing || []).map((x) => `${x.role} ${x.rank}${x.address ? ' (' + x.address + ')' : ''}` +
                                                    (isNum(x.last_heartbeat_seconds_ago)
                                                         ? `, heartbeat ${fmtSeconds(x.last_heartbeat_seconds_ago)} ago` : ''))
