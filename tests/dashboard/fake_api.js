@@ -25,8 +25,8 @@ const lastReport = {0: 0, 1: 0, 2: 0};
 
 function simulate(now) {
   for (const w of [0, 1, 2]) {
-    if (w === 2 && now > KILL_AT) continue;
-    while (lastReport[w] + 0.5 <= now) {
+    const end = w === 2 ? Math.min(now, KILL_AT) : now;
+    while (lastReport[w] + 0.5 <= end) {
       const t = (lastReport[w] += 0.5);
       const slow = w === 1 ? 1.8 : 1;
       const step = Math.floor(t * 12);
