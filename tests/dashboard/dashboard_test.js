@@ -95,13 +95,16 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function waitFor(what, fn, timeoutMs = 30000, everyMs = 250) {
   const end = Date.now() + timeoutMs;
-  let last;
+  let last = null;
   for (;;) {
     const died = children.find((c) => c.exited !== null && !c.killed);
     if (died) throw new Error(`${died.name} exited (${died.exited}) while waiting for ${what}`);
     last = await fn();
     if (last) return last;
-    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what} (last: ${last})`);
+    if (Date.now() > end) {
+      throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}; the page showed ` +
+                      JSON.stringify(lastSnapshot));
+    }
     await sleep(everyMs);
   }
 }
@@ -144,8 +147,9 @@ async function startJob() {
 }
 
 // What the test reads off the page.
+let lastSnapshot = null;  // For the message of a failed wait.
 async function snapshot(page) {
-  return page.evaluate(() => {
+  lastSnapshot = await page.evaluate(() => {
     const rows = [...document.querySelectorAll('#members tbody tr')].map((tr) => ({
       role: tr.dataset.role, rank: Number(tr.dataset.rank), state: tr.dataset.state}));
     const lines = (sel) => [...document.querySelectorAll(`${sel} svg path.series`)]
@@ -169,6 +173,7 @@ async function snapshot(page) {
       failureShown: !document.getElementById('failure').hidden,
     };
   });
+  return lastSnapshot;
 }
 
 const count = (s, role, state) => s.members.filter((m) => m.role === role && (!state || m.state === state)).length;
