@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "common/status_macros.h"
 #include "launch/child_process.h"
 #include "launch/console.h"
+#include "launch/free_port.h"
 #include "launch/line_prefixer.h"
 #include "launch/progress.h"
 
@@ -197,7 +199,53 @@ class Cluster {
     return absl::OkStatus();
   }
 
+  // Picks the dashboard's and every role's metrics port (see LaunchOptions::metrics).
+  absl::Status PickObservabilityPorts() {
+    std::set<int> taken;
+    auto pick = [&](int* port) -> absl::Status {
+      ASSIGN_OR_RETURN(*port, PickFreePort(options_.host, taken));
+      taken.insert(*port);
+      return absl::OkStatus();
+    };
+    if (options_.http_port > 0) {
+      http_port_ = options_.http_port;
+      taken.insert(http_port_);
+    } else if (options_.http_port < 0) {
+      RETURN_IF_ERROR(pick(&http_port_));
+    }
+    if (!options_.metrics) return absl::OkStatus();
+    RETURN_IF_ERROR(pick(&scheduler_metrics_port_));
+    server_metrics_ports_.resize(options_.num_servers);
+    for (int& port : server_metrics_ports_) RETURN_IF_ERROR(pick(&port));
+    worker_metrics_ports_.resize(options_.num_workers);
+    for (int& port : worker_metrics_ports_) RETURN_IF_ERROR(pick(&port));
+    return absl::OkStatus();
+  }
+
+  // --metrics_port and --metrics_host for a role with metrics port `port` (none when 0).
+  std::vector<std::string> MetricsFlags(int port) const {
+    if (port == 0) return {};
+    return {absl::StrCat("--metrics_port=", port), absl::StrCat("--metrics_host=", options_.host)};
+  }
+
+  void PrintObservabilityUrls() {
+    auto url = [&](int port, absl::string_view path) { return absl::StrCat("http://", options_.host, ":", port, path); };
+    if (http_port_ > 0) console_.Print(Stream::kStdout, absl::StrCat(kSelf, "dashboard ", url(http_port_, "/")));
+    if (!options_.metrics) return;
+    console_.Print(Stream::kStdout,
+                   absl::StrCat(kSelf, "metrics scheduler ", url(scheduler_metrics_port_, "/metrics")));
+    for (size_t i = 0; i < server_metrics_ports_.size(); ++i) {
+      console_.Print(Stream::kStdout,
+                     absl::StrCat(kSelf, "metrics server ", i, " ", url(server_metrics_ports_[i], "/metrics")));
+    }
+    for (size_t i = 0; i < worker_metrics_ports_.size(); ++i) {
+      console_.Print(Stream::kStdout,
+                     absl::StrCat(kSelf, "metrics worker ", i, " ", url(worker_metrics_ports_[i], "/metrics")));
+    }
+  }
+
   absl::Status Start() {
+    RETURN_IF_ERROR(PickObservabilityPorts());
     const std::string port_file = temp_dir_ + "/scheduler.port";
     std::vector<std::string> argv = {
         Binary("pstrain-scheduler"), absl::StrCat("--host=", options_.host), "--port=0",
@@ -207,6 +255,8 @@ class Cluster {
     std::string state_dir = options_.state_dir;
     if (state_dir.empty() && options_.max_restarts > 0) state_dir = temp_dir_ + "/scheduler-state";
     if (!state_dir.empty()) argv.push_back(absl::StrCat("--state_dir=", state_dir));
+    for (std::string& flag : MetricsFlags(scheduler_metrics_port_)) argv.push_back(std::move(flag));
+    if (http_port_ > 0) argv.push_back(absl::StrCat("--http_port=", http_port_));
     argv.insert(argv.end(), security_flags_.begin(), security_flags_.end());
     argv.insert(argv.end(), options_.job_flags.begin(), options_.job_flags.end());
     RETURN_IF_ERROR(Spawn("scheduler", Role::kScheduler, std::move(argv)));
@@ -235,6 +285,7 @@ class Cluster {
     console_.Print(Stream::kStdout, absl::StrCat(kSelf, "scheduler listening on ", scheduler_address_,
                                                  "; starting ", options_.num_servers, " servers and ",
                                                  options_.num_workers, " workers"));
+    PrintObservabilityUrls();
     status_source_ = options_.status_source
                          ? options_.status_source(scheduler_address_)
                          : NewSchedulerStatusSource(scheduler_address_, options_.status_deadline, security_);
@@ -242,6 +293,9 @@ class Cluster {
     for (int i = 0; i < options_.num_servers; ++i) {
       std::vector<std::string> args = {Binary("pstrain-server"), scheduler_flag,
                                        absl::StrCat("--host=", options_.host), "--port=0"};
+      if (options_.metrics) {
+        for (std::string& flag : MetricsFlags(server_metrics_ports_[i])) args.push_back(std::move(flag));
+      }
       args.insert(args.end(), security_flags_.begin(), security_flags_.end());
       RETURN_IF_ERROR(Spawn(absl::StrCat("server ", i), Role::kServer, std::move(args)));
     }
@@ -256,6 +310,9 @@ class Cluster {
       }
       std::vector<std::string> args = {Binary("pstrain-worker"), scheduler_flag, absl::StrCat("--device=", device)};
       if (options_.tf32) args.push_back("--tf32");
+      if (options_.metrics) {
+        for (std::string& flag : MetricsFlags(worker_metrics_ports_[i])) args.push_back(std::move(flag));
+      }
       args.insert(args.end(), security_flags_.begin(), security_flags_.end());
       RETURN_IF_ERROR(Spawn(absl::StrCat("worker ", i), Role::kWorker, std::move(args)));
     }
@@ -267,6 +324,10 @@ class Cluster {
     std::vector<std::pair<std::string, std::string>> env = {{"PSTRAIN_SCHEDULER", scheduler_address_},
                                                             {"PSTRAIN_WORKER_INDEX", absl::StrCat(index)},
                                                             {"PSTRAIN_DEVICE", device}};
+    if (options_.metrics) {
+      env.emplace_back("PSTRAIN_METRICS_PORT", absl::StrCat(worker_metrics_ports_[index]));
+      env.emplace_back("PSTRAIN_METRICS_HOST", options_.host);
+    }
     for (auto& variable : TransportSecurityEnvironment(security_options_)) env.push_back(std::move(variable));
     std::error_code ec;
     const std::filesystem::path python = std::filesystem::path(options_.bin_dir) / ".." / "python";
@@ -478,6 +539,11 @@ class Cluster {
   std::string temp_dir_;
   std::string summary_path_;
   std::string scheduler_address_;
+  // Observability ports (0: none), picked in Start.
+  int http_port_ = 0;
+  int scheduler_metrics_port_ = 0;
+  std::vector<int> server_metrics_ports_;
+  std::vector<int> worker_metrics_ports_;
   TransportSecurityOptions security_options_;
   std::shared_ptr<const TransportSecurity> security_;
   std::vector<std::string> security_flags_;

@@ -88,6 +88,17 @@ struct LaunchOptions {
   // the temp dir), none otherwise.
   std::string state_dir;
 
+  // Observability (issue 16). With `metrics`, every role serves Prometheus metrics at
+  // http://host:PORT/metrics on a port the launcher picks (launch/free_port.h), passed as
+  // --metrics_port (a worker_cmd: PSTRAIN_METRICS_PORT). `http_port` is the scheduler's dashboard
+  // and JSON API: -1 picks a free port, 0 turns it off. The URLs are printed once the scheduler
+  // listens, one per line:
+  //   [launch] dashboard http://127.0.0.1:PORT/
+  //   [launch] metrics scheduler http://127.0.0.1:PORT/metrics
+  //   [launch] metrics server 0 http://127.0.0.1:PORT/metrics   (and so on for each role)
+  bool metrics = true;
+  int http_port = -1;
+
   absl::Duration status_interval = absl::Milliseconds(500);
   absl::Duration status_deadline = absl::Milliseconds(300);
   // Without live progress, a plain progress line this often.
@@ -122,6 +133,7 @@ struct LaunchOptions {
 //   NOT_FOUND            a binary is missing from bin_dir (nothing was started; pstrain-worker
 //                        is not looked for with a worker_cmd);
 //   INTERNAL             no temp dir, or a child could not be spawned;
+//   UNAVAILABLE          no free port for the metrics or the dashboard;
 //   DEADLINE_EXCEEDED    the scheduler wrote no port file within port_timeout;
 //   FAILED_PRECONDITION  the scheduler exited 0 without writing its port file.
 //

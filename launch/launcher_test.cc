@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <set>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -62,6 +63,9 @@ class LauncherTest : public ::testing::Test {
     // Plaintext, so the command lines below stay short; MakesThrowawayCredentialsByDefault covers
     // the default.
     options_.security.insecure = true;
+    // No metrics or dashboard, for the same reason; PrintsTheDashboardAndEveryMetricsUrl covers them.
+    options_.metrics = false;
+    options_.http_port = 0;
     out_ = tmpfile();
     err_ = tmpfile();
     options_.out_fd = fileno(out_);
@@ -173,6 +177,36 @@ TEST_F(LauncherTest, SuccessfulJobPrintsPrefixedOutputEpochsAndResult) {
   ASSERT_NE(at, std::string::npos);
   std::string port_file = out.substr(at + 10, out.find('\n', at) - at - 10);
   EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(port_file).parent_path())) << port_file;
+}
+
+// Every role gets a metrics port of its own and the scheduler the dashboard's; the URLs are printed
+// one per line once the scheduler listens, and the ports are distinct.
+TEST_F(LauncherTest, PrintsTheDashboardAndEveryMetricsUrl) {
+  WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, R"(echo "args $*"; sleep 1)"));
+  WriteScript("pstrain-server", R"(echo "server $*")");
+  WriteScript("pstrain-worker", R"(echo "worker $*")");
+  options_.metrics = true;
+  options_.http_port = -1;
+  status_.set_state(FINISHED);
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  ASSERT_TRUE(code.ok()) << code.status();
+  const std::string out = Out();
+  std::set<std::string> ports;
+  for (absl::string_view role : {"dashboard ", "metrics scheduler ", "metrics server 0 ", "metrics server 1 ",
+                                 "metrics worker 0 ", "metrics worker 1 "}) {
+    const std::string prefix = absl::StrCat("[launch] ", role, "http://127.0.0.1:");
+    const size_t at = out.find(prefix);
+    ASSERT_NE(at, std::string::npos) << role << " in:\n" << out;
+    const size_t end = out.find('\n', at);
+    const std::string url = out.substr(at + prefix.size() - 17, end - at - prefix.size() + 17);
+    const std::string port = url.substr(17, url.find('/', 17) - 17);
+    EXPECT_TRUE(ports.insert(port).second) << "port " << port << " given twice";
+    EXPECT_TRUE(absl::EndsWith(url, role == "dashboard " ? "/" : "/metrics")) << url;
+    if (role == "dashboard ") EXPECT_THAT(out, HasSubstr(absl::StrCat("--http_port=", port)));
+    if (role != "dashboard ") {
+      EXPECT_THAT(out, HasSubstr(absl::StrCat("--metrics_port=", port, " --metrics_host=127.0.0.1")));
+    }
+  }
 }
 
 TEST_F(LauncherTest, WorkersTakeACommaListOfDevicesInTurnAndGetTf32) {

@@ -4,6 +4,7 @@
 //   pstrain-launch --mode=async --workers=4 --epochs=3
 //   pstrain-launch --workers=4 --min_workers=2 --max_restarts=3   # survive workers failing
 //   pstrain-launch --worker_cmd="python3 train.py"                 # PyTorch scripts as workers
+//   pstrain-launch --http_port=8080                                # the dashboard on a fixed port
 //
 // Takes every job flag of pstrain-scheduler (see common/job_flags.h) plus the launcher's own.
 #include <limits.h>
@@ -43,6 +44,13 @@ DEFINE_int32(max_restarts, 0,
              "Start a failed child (any role) again up to this many times per launch slot; a worker that fails "
              "with none left is dropped and the job goes on (the scheduler fails it below --min_workers)");
 
+DEFINE_bool(metrics, true,
+            "Every role serves Prometheus metrics at /metrics on a port of its own; the URLs are printed at the "
+            "start (--nometrics: none)");
+DEFINE_int32(http_port, -1,
+             "The scheduler's live dashboard and JSON API on this port (-1: a free port, printed at the start; "
+             "0: none)");
+
 namespace {
 
 std::string OwnDir() {
@@ -77,6 +85,11 @@ int main(int argc, char** argv) {
             FLAGS_progress_interval_s);
     return 2;
   }
+  if (FLAGS_http_port < -1 || FLAGS_http_port > 65535) {
+    fprintf(stderr, "pstrain-launch: --http_port=%d: expected -1 (a free port), 0 (none) or 1..65535\n",
+            FLAGS_http_port);
+    return 2;
+  }
   if (!FLAGS_worker_cmd.empty() && FLAGS_tf32) {
     fprintf(stderr, "pstrain-launch: --tf32 is passed to pstrain-worker only; a --worker_cmd sets TF32 itself\n");
     return 2;
@@ -102,6 +115,8 @@ int main(int argc, char** argv) {
   options.worker_cmd = FLAGS_worker_cmd;
   if (const char* pythonpath = getenv("PYTHONPATH")) options.pythonpath = pythonpath;
   options.max_restarts = FLAGS_max_restarts;
+  options.metrics = FLAGS_metrics;
+  options.http_port = FLAGS_http_port;
   options.state_dir = FLAGS_state_dir;
   options.progress_interval = absl::Seconds(FLAGS_progress_interval_s);
   options.live_progress = isatty(STDOUT_FILENO);

@@ -1,5 +1,6 @@
 #include "scheduler/barrier.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -32,7 +33,7 @@ void BarrierSet::SetParticipants(Group group, const std::vector<std::string>& ke
 }
 
 void BarrierSet::Enter(const std::string& name, Group group, const std::string& key, Done done,
-                       Answers* out) {
+                       Answers* out, absl::Time now) {
   if (!failure_.ok()) {
     out->push_back({std::move(done), failure_});
     return;
@@ -41,6 +42,7 @@ void BarrierSet::Enter(const std::string& name, Group group, const std::string& 
   Barrier& barrier = it->second;
   if (created) {
     barrier.group = group;
+    barrier.since = now;
     if (auto known = participants_.find(group); known != participants_.end()) barrier.awaited = known->second;
   }
   if (barrier.group != group) {
@@ -66,6 +68,21 @@ void BarrierSet::FailAll(absl::Status status, Answers* out) {
     for (Done& done : barrier.parked) out->push_back({std::move(done), failure_});
     barrier.parked.clear();
   }
+}
+
+std::vector<BarrierSet::Pending> BarrierSet::PendingBarriers() const {
+  std::vector<Pending> out;
+  for (const auto& [name, barrier] : barriers_) {
+    if (barrier.released || barrier.parked.empty() || !barrier.awaited.has_value()) continue;
+    Pending pending{name, barrier.since, {}};
+    for (const std::string& key : *barrier.awaited) {
+      if (!barrier.entered.contains(key)) pending.missing.push_back(key);
+    }
+    std::sort(pending.missing.begin(), pending.missing.end());
+    out.push_back(std::move(pending));
+  }
+  std::sort(out.begin(), out.end(), [](const Pending& a, const Pending& b) { return a.name < b.name; });
+  return out;
 }
 
 int BarrierSet::num_pending() const {

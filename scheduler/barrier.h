@@ -30,6 +30,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "proto/scheduler.pb.h"
 #include "proto/scheduler_state.pb.h"
 
@@ -57,8 +58,19 @@ class BarrierSet {
 
   // Enters participant `key` into barrier `name` of `group`. `done` is answered exactly once: OK on
   // release; INVALID_ARGUMENT at once when the barrier was created for another group; the FailAll
-  // status when the set has failed.
-  void Enter(const std::string& name, Group group, const std::string& key, Done done, Answers* out);
+  // status when the set has failed. `now`: when, kept as the barrier's start by its first Enter
+  // (see Pending).
+  void Enter(const std::string& name, Group group, const std::string& key, Done done, Answers* out,
+             absl::Time now = absl::InfinitePast());
+
+  // A barrier that is waiting: first entered at `since`, still missing the `missing` keys (sorted).
+  struct Pending {
+    std::string name;
+    absl::Time since;
+    std::vector<std::string> missing;
+  };
+  // The barriers with parked callbacks whose participants are known, sorted by name.
+  std::vector<Pending> PendingBarriers() const;
 
   // Answers every parked callback, and every later Enter, with `status` (not OK). Idempotent: the
   // first status stays.
@@ -82,6 +94,7 @@ class BarrierSet {
     std::optional<absl::flat_hash_set<std::string>> awaited;
     absl::flat_hash_set<std::string> entered;
     std::vector<Done> parked;
+    absl::Time since = absl::InfinitePast();
   };
 
   // Releases `barrier` if every awaited participant has entered.

@@ -54,6 +54,30 @@ TEST(BarrierTest, ReleasesEveryoneWhenEveryLiveParticipantEntered) {
   EXPECT_EQ(b.set.num_pending(), 0);
 }
 
+TEST(BarrierTest, PendingBarriersListWhenTheyStartedAndWhoIsMissing) {
+  Barriers b;
+  const absl::Time t0 = absl::FromUnixSeconds(50);
+  BarrierSet::Answers answers;
+  b.set.Enter("later", kWorkers, "worker 0", b.For("w0"), &answers, t0);  // Participants unknown yet.
+  EXPECT_TRUE(b.set.PendingBarriers().empty());
+  b.SetParticipants(kWorkers, kThreeWorkers);
+  b.set.Enter("epoch 0", kWorkers, "worker 1", b.For("w1"), &answers, t0 + absl::Seconds(1));
+  b.set.Enter("epoch 0", kWorkers, "worker 0", b.For("w0"), &answers, t0 + absl::Seconds(2));
+  const std::vector<BarrierSet::Pending> pending = b.set.PendingBarriers();
+  ASSERT_EQ(pending.size(), 2u);
+  EXPECT_EQ(pending[0].name, "epoch 0");
+  EXPECT_EQ(pending[0].since, t0 + absl::Seconds(1));  // Its first Enter.
+  EXPECT_EQ(pending[0].missing, (std::vector<std::string>{"worker 2"}));
+  EXPECT_EQ(pending[1].name, "later");
+  EXPECT_EQ(pending[1].missing, (std::vector<std::string>{"worker 1", "worker 2"}));
+  b.SetParticipants(kWorkers, {"worker 0", "worker 1"});  // worker 2 died: "epoch 0" opens.
+  const std::vector<BarrierSet::Pending> left = b.set.PendingBarriers();
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].name, "later");
+  EXPECT_EQ(left[0].missing, (std::vector<std::string>{"worker 1"}));
+  RunAnswers(std::move(answers));
+}
+
 TEST(BarrierTest, DeathOfTheLastMissingParticipantReleasesTheBarrier) {
   Barriers b;
   b.SetParticipants(kWorkers, kThreeWorkers);

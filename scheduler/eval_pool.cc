@@ -137,6 +137,12 @@ bool EvalPool::any_incomplete() const {
   return false;
 }
 
+int64_t EvalPool::num_out() const {
+  int64_t out = 0;
+  for (const Slot& slot : slots_) out += slot.state == State::kOut ? 1 : 0;
+  return out;
+}
+
 const EvalScores* EvalPool::scores(int epoch) const {
   auto it = epochs_.find(epoch);
   return it == epochs_.end() ? nullptr : &it->second.scores;

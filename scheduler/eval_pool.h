@@ -83,6 +83,8 @@ class EvalPool {
   bool complete(int epoch) const;
   // True when some opened pool is not complete.
   bool any_incomplete() const;
+  // Evaluation leases handed out and not reported yet.
+  int64_t num_out() const;
 
   struct Totals {
     double loss_sum = 0;

@@ -117,6 +117,9 @@ class LeasePool {
   int current_epoch() const { return epoch_; }
   // Batches cut so far (for max_batches).
   int64_t batches_leased() const { return batches_leased_; }
+  // Leases of the current epoch handed out and not complete yet (remainders waiting in the pool
+  // are not out).
+  int64_t num_out() const { return incomplete_ - static_cast<int64_t>(remainders_.size()); }
   // Leases cut so far; their ids are 1..num_leases().
   int64_t num_leases() const { return static_cast<int64_t>(leases_.size()); }
   // REQUIRES: 1 <= id <= num_leases().

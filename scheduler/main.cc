@@ -13,7 +13,11 @@
 #include "common/security_flags.h"
 #include "common/job_flags.h"
 #include "common/job_spec.h"
+#include "common/metrics.h"
+#include "common/metrics_endpoint.h"
+#include "common/metrics_flags.h"
 #include "common/stop_signals.h"
+#include "common/health.h"
 #include "glog/logging.h"
 #include "scheduler/scheduler_runner.h"
 
@@ -41,6 +45,13 @@ DEFINE_int64(max_model_bytes, 256 << 20,
              "External models: the largest model file a worker may declare or submit, bytes (about 4 per "
              "parameter); larger requests are refused. A built-in model's limit follows from its size");
 
+DEFINE_int32(http_port, 0,
+             "Serve the live dashboard, its JSON API (/api/status, /api/timeline, /api/targets) and /metrics "
+             "on this port (0: off, -1: any free port)");
+DEFINE_string(http_host, "", "With --http_port: the address the dashboard binds (empty: --host)");
+DEFINE_string(http_port_file, "",
+              "With --http_port: write the dashboard's port to this file once listening (atomically)");
+
 int main(int argc, char** argv) {
   pstrain::InitBinary("pstrain-scheduler --servers=2 --workers=2 [job flags]", &argc, &argv);
 
@@ -66,6 +77,27 @@ int main(int argc, char** argv) {
   options.reconnect = absl::Milliseconds(FLAGS_scheduler_reconnect_ms);
   options.linger = absl::Milliseconds(FLAGS_linger_ms);
   options.max_model_bytes = FLAGS_max_model_bytes;
+  options.http_host = FLAGS_http_host.empty() ? FLAGS_host : FLAGS_http_host;
+  options.http_port = FLAGS_http_port;
+  options.http_port_file = FLAGS_http_port_file;
+
+  // The scheduler's metrics, on --metrics_port and at the dashboard's /metrics.
+  pstrain::metrics::Registry registry;
+  registry.SetConstantLabels({{"role", "scheduler"}});
+  absl::StatusOr<std::unique_ptr<pstrain::HttpServer>> metrics_server = pstrain::ServeMetricsFromFlags(&registry);
+  if (!metrics_server.ok()) {
+    std::cerr << "pstrain-scheduler: " << metrics_server.status().message() << std::endl;
+    return 2;
+  }
+  if (*metrics_server != nullptr) {
+    // Scrapers need an address they can dial: a wildcard bind is reached at --host.
+    const bool wildcard = FLAGS_metrics_host.empty() || FLAGS_metrics_host == "0.0.0.0" || FLAGS_metrics_host == "::";
+    options.metrics_address =
+        pstrain::JoinHostPort(wildcard ? FLAGS_host : FLAGS_metrics_host, (*metrics_server)->port());
+  } else if (FLAGS_http_port != 0) {
+    pstrain::AddProcessMetrics(&registry);  // The dashboard's /metrics is then the only one.
+  }
+  options.metrics = &registry;
   auto runner = pstrain::scheduler::SchedulerRunner::Create(*job, options);
   if (!runner.ok()) {
     std::cerr << "pstrain-scheduler: " << runner.status().message() << std::endl;
@@ -78,6 +110,7 @@ int main(int argc, char** argv) {
     pstrain::StopSignals signals([r] { r->Stop(); });
     status = r->Run();
   }
+  pstrain::LingerAndStopMetrics(metrics_server->get());
   if (!status.ok()) {
     LOG(ERROR) << "pstrain-scheduler: " << status;
     return 1;

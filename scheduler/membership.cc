@@ -256,5 +256,31 @@ std::string Membership::Describe(Role role, int rank) const {
   return text;
 }
 
+void Membership::SetMetricsAddress(Role role, int rank, const std::string& metrics_address) {
+  std::vector<Member>* members = MembersOf(role);
+  if (members == nullptr || rank < 0 || rank >= static_cast<int>(members->size())) return;
+  (*members)[rank].metrics_address = metrics_address;
+}
+
+std::vector<MemberStatus> Membership::Members(absl::Time now, absl::Time created) const {
+  std::vector<MemberStatus> out;
+  for (Role role : {SERVER, WORKER}) {
+    const std::vector<Member>& members = *MembersOf(role);
+    for (int rank = 0; rank < static_cast<int>(members.size()); ++rank) {
+      const Member& m = members[rank];
+      MemberStatus status;
+      status.role = RoleName(role);
+      status.rank = rank;
+      status.address = m.address;
+      status.metrics_address = m.metrics_address;
+      status.state = m.live ? "live" : (m.removed == ChangeKind::kLeft ? "left" : "dead");
+      if (m.heard) status.last_heartbeat_seconds_ago = absl::ToDoubleSeconds(now - m.last_heartbeat);
+      status.joined_seconds = absl::ToDoubleSeconds(m.registered - created);
+      out.push_back(std::move(status));
+    }
+  }
+  return out;
+}
+
 }  // namespace scheduler
 }  // namespace pstrain

@@ -43,6 +43,7 @@
 #include "absl/time/time.h"
 #include "proto/cluster.pb.h"
 #include "proto/scheduler_state.pb.h"
+#include "scheduler/status_json.h"
 
 namespace pstrain {
 namespace scheduler {
@@ -120,6 +121,15 @@ class Membership {
   // never registered, or "worker 1 is no longer a member ..." when it was removed.
   absl::Status Heartbeat(Role role, int rank, absl::Time now);
 
+  // Records where the live member (role, rank) serves Prometheus metrics ("host:port"; empty:
+  // nowhere). Kept with the member (and its state) until another process takes the rank. Does
+  // nothing for an unknown member.
+  void SetMetricsAddress(Role role, int rank, const std::string& metrics_address);
+
+  // Every member that ever registered, servers then workers by rank, with state "live", "dead"
+  // (died) or "left", for the dashboard; times count from `created`.
+  std::vector<MemberStatus> Members(absl::Time now, absl::Time created) const;
+
   // The model's part of the view (Options: shard_map, train_samples, test_samples, total_steps),
   // set when it becomes known after construction: an external model's declaration.
   void SetModel(ShardMap shard_map, int64_t train_samples, int64_t test_samples, int64_t total_steps);
@@ -185,6 +195,8 @@ class Membership {
     bool live = true;
     // Why it is gone, once !live.
     ChangeKind removed = ChangeKind::kDied;
+    // RegisterRequest.metrics_address; empty: none.
+    std::string metrics_address;
   };
 
   // Members of `role`, indexed by rank (removed ones too; a server's vacant rank is refilled); nullptr

@@ -37,6 +37,27 @@ EvalPool::Options EvalOptions(const Progress::Options& o) {
   return e;
 }
 
+// The timeline's point for `report`, received `t` seconds after the scheduler started.
+TimelinePoint TimelinePointOf(const ProgressReport& report, double t) {
+  TimelinePoint p;
+  p.t = t;
+  p.worker = report.worker_rank();
+  p.epoch = report.epoch();
+  p.step = report.step();
+  p.loss = Ratio(report.train().loss_sum(), static_cast<double>(report.train().samples()));
+  p.samples = report.train().samples();
+  const StepTimes& times = report.step_times();
+  p.steps = times.steps();
+  const double steps = static_cast<double>(times.steps());
+  p.compute = Ratio(times.compute_seconds(), steps);
+  p.push = Ratio(times.push_seconds(), steps);
+  p.wait = Ratio(times.wait_seconds(), steps);
+  p.pull = Ratio(times.pull_seconds(), steps);
+  p.staleness_mean = Ratio(static_cast<double>(report.staleness().sum()), static_cast<double>(report.staleness().pulls()));
+  p.staleness_max = report.staleness().max();
+  return p;
+}
+
 }  // namespace
 
 Progress::Progress(Options options)
@@ -53,6 +74,7 @@ void Progress::Start(absl::Time now) {
 void Progress::Complete(Epoch* epoch, absl::Time now) {
   epoch->complete = true;
   epoch->seconds = absl::ToDoubleSeconds(now - last_epoch_end_);
+  epoch->end = now;
   last_epoch_end_ = now;
 }
 
@@ -109,6 +131,21 @@ absl::Status Progress::Add(const ProgressReport& report, absl::Time now) {
   if (counts_steps()) CountSteps(report.step() - train.steps(), report.step());
   Worker& worker = workers_[rank];
   worker.samples += train.samples();
+  worker.step = report.step();
+  worker.traffic.set_bytes_sent(worker.traffic.bytes_sent() + report.traffic().bytes_sent());
+  worker.traffic.set_bytes_received(worker.traffic.bytes_received() + report.traffic().bytes_received());
+  worker.traffic.set_compression_saved_bytes(worker.traffic.compression_saved_bytes() +
+                                             report.traffic().compression_saved_bytes());
+  worker.staleness.set_pulls(worker.staleness.pulls() + report.staleness().pulls());
+  worker.staleness.set_sum(worker.staleness.sum() + report.staleness().sum());
+  worker.staleness.set_max(std::max(worker.staleness.max(), report.staleness().max()));
+  if (train.samples() > 0) worker.recent.emplace_back(now, train.samples());
+  while (!worker.recent.empty() && worker.recent.front().first < now - kRecentWindow) worker.recent.pop_front();
+  // Only training goes on the charts: evaluation results and the final done report would be
+  // points without a loss or step times.
+  if (train.steps() > 0 || train.samples() > 0 || report.step_times().steps() > 0) {
+    timeline_.Add(TimelinePointOf(report, absl::ToDoubleSeconds(now - options_.created)));
+  }
   max_epoch_ = std::max(max_epoch_, report.epoch());
   max_step_ = std::max(max_step_, report.step());
   batches_ += train.steps();
@@ -286,13 +323,59 @@ JobStatus Progress::Status(absl::Time now) const {
   return status;
 }
 
+void Progress::FillStatus(absl::Time now, DashboardStatus* out) const {
+  const JobStatus status = Status(now);
+  out->epoch = status.epoch();
+  out->epochs = status.epochs();
+  out->step = status.step();
+  out->total_steps = status.total_steps();
+  out->samples_per_second = status.samples_per_second();
+  out->eta_seconds = status.eta_seconds();
+  out->recent_loss = recent_.empty() ? kNaN : status.recent_loss();
+  for (const auto& [epoch, data] : epochs_) {
+    if (!data.complete) continue;
+    const EpochSummary s = Summarize(epoch, data);
+    EpochStatus e;
+    e.epoch = epoch;
+    e.train_loss = s.train_loss();
+    e.test_loss = s.test_loss();
+    e.test_accuracy = s.test_accuracy();
+    if (s.has_test_auc()) e.test_auc = s.test_auc();
+    e.samples = s.samples();
+    e.seconds = s.seconds();
+    // A restored epoch from before end times were kept has none (unknown).
+    if (data.end != absl::Time()) e.end_seconds = absl::ToDoubleSeconds(data.end - options_.created);
+    out->epochs_done.push_back(e);
+  }
+  // The window is shorter while training has run for less than a window.
+  const absl::Duration window = start_.has_value() ? std::min(kRecentWindow, now - *start_) : kRecentWindow;
+  for (const auto& [rank, worker] : workers_) {
+    WorkerStatus w;
+    w.rank = rank;
+    w.samples = worker.samples;
+    int64_t recent = 0;
+    for (const auto& [at, n] : worker.recent) recent += at >= now - kRecentWindow ? n : 0;
+    w.samples_per_second = window > absl::ZeroDuration() ? recent / absl::ToDoubleSeconds(window) : 0;
+    w.step = worker.step;
+    w.bytes_sent = worker.traffic.bytes_sent();
+    w.bytes_received = worker.traffic.bytes_received();
+    w.compression_saved_bytes = worker.traffic.compression_saved_bytes();
+    w.staleness_pulls = worker.staleness.pulls();
+    w.staleness_mean = Ratio(static_cast<double>(worker.staleness.sum()), static_cast<double>(worker.staleness.pulls()));
+    w.staleness_max = worker.staleness.max();
+    out->workers.push_back(w);
+  }
+}
+
 // {"state": "FINISHED", "failure": null, "final_test_accuracy": 0.87, "final_test_loss": 0.36,
 //  ["final_test_auc": 0.79, "final_test_auc_error_bound": 2e-05, "final_test_logloss": 0.45,]
 //  "epochs": [{"epoch": 0, "train_loss": .., "test_loss": .., "test_accuracy": .., ["test_auc": ..,
 //              "test_auc_error_bound": ..,] "samples": .., "seconds": .., "complete": true,
 //              "step_time_ms": {..}}, ...],
 //  "samples_per_second": .., "step_time_ms": {"steps": .., "compute": .., "push": .., "wait": ..,
-//  "pull": .., "overlapped": ..}, "wall_seconds": .., "workers": [{"rank": 0, "samples": ..}, ...],
+//  "pull": .., "overlapped": ..}, "wall_seconds": .., "workers": [{"rank": 0, "samples": ..,
+//  "bytes_sent": .., "bytes_received": .., "compression_saved_bytes": .., "staleness": {"pulls": ..,
+//  "mean": .. (null without pulls), "max": ..}}, ...],
 //  "membership_events": [{"seconds": 12.5, "role": "worker", "rank": 1, "kind": "died"}, ...],
 //  "live_workers": [0, 2], "mode": "sync", "job": {...}}
 // Event seconds count from the scheduler's start, like wall_seconds.
@@ -344,7 +427,14 @@ std::string Progress::SummaryJson(JobState state, absl::string_view failure, abs
   out += "  \"workers\": [";
   first = true;
   for (const auto& [rank, worker] : workers_) {
-    absl::StrAppend(&out, first ? "" : ", ", "{\"rank\": ", rank, ", \"samples\": ", worker.samples, "}");
+    const Staleness& st = worker.staleness;
+    absl::StrAppend(&out, first ? "" : ", ", "{\"rank\": ", rank, ", \"samples\": ", worker.samples,
+                    ", \"bytes_sent\": ", worker.traffic.bytes_sent(),
+                    ", \"bytes_received\": ", worker.traffic.bytes_received(),
+                    ", \"compression_saved_bytes\": ", worker.traffic.compression_saved_bytes(),
+                    ", \"staleness\": {\"pulls\": ", st.pulls(), ", \"mean\": ",
+                    JsonNumber(Ratio(static_cast<double>(st.sum()), static_cast<double>(st.pulls()))),
+                    ", \"max\": ", st.max(), "}}");
     first = false;
   }
   out += "],\n";

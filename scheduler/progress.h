@@ -35,6 +35,8 @@
 #include "proto/scheduler_state.pb.h"
 #include "scheduler/eval_pool.h"
 #include "scheduler/membership.h"
+#include "scheduler/status_json.h"
+#include "scheduler/timeline.h"
 
 namespace pstrain {
 namespace scheduler {
@@ -105,6 +107,22 @@ class Progress {
                           const std::vector<MembershipEvent>& events = {},
                           const std::vector<int>& live_workers = {}, absl::string_view more = "") const;
 
+  // The progress part of the dashboard's status: epoch, epochs, step, total_steps,
+  // samples_per_second, eta_seconds, recent_loss, epochs_done and workers (every worker that ever
+  // reported or was configured, with its traffic and staleness sums). The rest is the caller's.
+  void FillStatus(absl::Time now, DashboardStatus* out) const;
+  // A worker's samples/s in the dashboard count the samples it reported this long before `now`.
+  static constexpr absl::Duration kRecentWindow = absl::Seconds(10);
+
+  // The timeline of reports (Timeline::Since): one point per report that Add accepted and that
+  // carries training (steps or samples); evaluation-only and bare done reports make none.
+  std::vector<TimelinePoint> TimelineSince(int64_t since, size_t max_points, int64_t* next) const {
+    return timeline_.Since(since, max_points, next);
+  }
+
+  // Evaluation leases handed out and not reported yet.
+  int64_t eval_leases_out() const { return eval_.num_out(); }
+
   // Test accuracy and loss of the last evaluated complete epoch, if any.
   std::optional<double> final_test_accuracy() const;
   std::optional<double> final_test_loss() const;
@@ -136,12 +154,21 @@ class Progress {
     int64_t applied_samples = 0;
     bool complete = false;
     double seconds = 0;
+    // When it completed (meaningful once complete).
+    absl::Time end;
     // Summed over the workers' reports for this epoch.
     StepTimes step_times;
   };
   struct Worker {
     int64_t samples = 0;
     bool done = false;
+    // The step of its latest report, and the sums of its reports' traffic and staleness (the
+    // staleness max is the maximum).
+    int64_t step = 0;
+    WorkerTraffic traffic;
+    Staleness staleness;
+    // (arrival, samples) of its reports in the last kRecentWindow; not persisted.
+    std::deque<std::pair<absl::Time, int64_t>> recent;
   };
 
   const JobSpec& job() const { return options_.job; }
@@ -180,6 +207,8 @@ class Progress {
   int64_t batches_ = 0;      // ASYNC/SSP: batches trained by all workers.
   // (loss_sum, samples) of the last few reports, for recent_loss.
   std::deque<std::pair<double, int64_t>> recent_;
+  // One point per accepted training report; not persisted.
+  Timeline timeline_;
 };
 
 }  // namespace scheduler

@@ -390,7 +390,9 @@ TEST(ProgressTest, AsyncEpochSamplesAreTheCompleteLeasesEachCountedOnce) {
                              "\"test_accuracy\": null, \"samples\": 40,"))
       << json;
   // The per-worker numbers stay what the workers reported.
-  EXPECT_TRUE(Contains(json, "\"workers\": [{\"rank\": 0, \"samples\": 40}, {\"rank\": 1, \"samples\": 10}]"))
+  EXPECT_TRUE(Contains(json, "\"workers\": [{\"rank\": 0, \"samples\": 40, "))
+      << json;
+  EXPECT_TRUE(Contains(json, "}}, {\"rank\": 1, \"samples\": 10, "))
       << json;
 }
 
@@ -433,8 +435,9 @@ TEST(ProgressTest, SummaryJsonParsesAndHoldsTheNumbers) {
                              "\"test_accuracy\": null, \"samples\": 48"))
       << json;
   EXPECT_FALSE(Contains(json, "nan")) << json;
-  EXPECT_TRUE(Contains(json, "\"workers\": [{\"rank\": 0, \"samples\": 140}, {\"rank\": 1, \"samples\": 60}, "
-                             "{\"rank\": 2, \"samples\": 8}]"))
+  EXPECT_TRUE(Contains(json, "\"workers\": [{\"rank\": 0, \"samples\": 140, "));
+  EXPECT_TRUE(Contains(json, "}}, {\"rank\": 1, \"samples\": 60, "));
+  EXPECT_TRUE(Contains(json, "}}, {\"rank\": 2, \"samples\": 8, "))
       << json;
   EXPECT_TRUE(Contains(json, "\"membership_events\": [{\"seconds\": 2.5, \"role\": \"worker\", \"rank\": 1, "
                              "\"kind\": \"died\"}, {\"seconds\": 3, \"role\": \"worker\", \"rank\": 2, "
@@ -526,6 +529,94 @@ TEST(ProgressTest, SummaryJsonOfAFailedJobWithNothingReportedParses) {
   EXPECT_TRUE(Contains(json, "\"epochs\": []")) << json;
   EXPECT_TRUE(Contains(json, "\"membership_events\": [],")) << json;
   EXPECT_TRUE(Contains(json, "\"live_workers\": [],")) << json;
+}
+
+}  // namespace
+}  // namespace scheduler
+}  // namespace pstrain
+
+namespace pstrain {
+namespace scheduler {
+namespace {
+
+ProgressReport WithTraffic(ProgressReport r, int64_t sent, int64_t received, int64_t saved, int64_t pulls,
+                           int64_t staleness_sum, int64_t staleness_max) {
+  r.mutable_traffic()->set_bytes_sent(sent);
+  r.mutable_traffic()->set_bytes_received(received);
+  r.mutable_traffic()->set_compression_saved_bytes(saved);
+  r.mutable_staleness()->set_pulls(pulls);
+  r.mutable_staleness()->set_sum(staleness_sum);
+  r.mutable_staleness()->set_max(staleness_max);
+  return r;
+}
+
+TEST(ProgressTest, TrafficAndStalenessAddUpPerWorkerAndSurviveARestore) {
+  const JobSpec job = Job(2, 1, ASYNC);
+  Progress p(Opts(job, 100, 0));
+  p.Start(kT0);
+  ASSERT_TRUE(p.Add(WithTraffic(Train(0, 0, 1, 1.0, 8), 100, 200, 30, 4, 6, 3), kT0 + absl::Seconds(1)).ok());
+  ASSERT_TRUE(p.Add(WithTraffic(Train(0, 0, 2, 1.0, 8), 50, 20, 5, 2, 0, 0), kT0 + absl::Seconds(2)).ok());
+  ASSERT_TRUE(p.Add(Train(1, 0, 1, 1.0, 8), kT0 + absl::Seconds(2)).ok());
+
+  DashboardStatus status;
+  p.FillStatus(kT0 + absl::Seconds(4), &status);
+  ASSERT_EQ(status.workers.size(), 2u);
+  EXPECT_EQ(status.workers[0].bytes_sent, 150);
+  EXPECT_EQ(status.workers[0].bytes_received, 220);
+  EXPECT_EQ(status.workers[0].compression_saved_bytes, 35);
+  EXPECT_EQ(status.workers[0].staleness_pulls, 6);
+  EXPECT_DOUBLE_EQ(status.workers[0].staleness_mean, 1.0);
+  EXPECT_EQ(status.workers[0].staleness_max, 3);
+  EXPECT_EQ(status.workers[0].step, 2);
+  EXPECT_DOUBLE_EQ(status.workers[0].samples_per_second, 16.0 / 4);  // 16 samples in 4 s of training
+  EXPECT_TRUE(std::isnan(status.workers[1].staleness_mean));           // no pulls
+
+  const std::string json = p.SummaryJson(RUNNING, "", kT0 + absl::Seconds(4));
+  EXPECT_TRUE(Contains(json, "{\"rank\": 0, \"samples\": 16, \"bytes_sent\": 150, \"bytes_received\": 220, "
+                             "\"compression_saved_bytes\": 35, \"staleness\": {\"pulls\": 6, \"mean\": 1, "
+                             "\"max\": 3}}"))
+      << json;
+  EXPECT_TRUE(Contains(json, "\"staleness\": {\"pulls\": 0, \"mean\": null, \"max\": 0}}")) << json;
+  EXPECT_TRUE(JsonChecker(json).Valid()) << json;
+
+  Progress restored(Opts(job, 100, 0));
+  ASSERT_TRUE(restored.Restore(p.ToProto()).ok());
+  DashboardStatus again;
+  restored.FillStatus(kT0 + absl::Seconds(4), &again);
+  ASSERT_EQ(again.workers.size(), 2u);
+  EXPECT_EQ(again.workers[0].bytes_sent, 150);
+  EXPECT_EQ(again.workers[0].staleness_max, 3);
+  EXPECT_EQ(again.workers[0].step, 2);
+}
+
+TEST(ProgressTest, EachReportBecomesATimelinePoint) {
+  Progress p(Opts(Job(1, 2), 100, 0));
+  ProgressReport r = WithTraffic(Train(0, 1, 7, 6.0, 4, 2), 0, 0, 0, 2, 3, 2);
+  r.mutable_step_times()->set_steps(2);
+  r.mutable_step_times()->set_compute_seconds(1.0);
+  r.mutable_step_times()->set_push_seconds(0.5);
+  ASSERT_TRUE(p.Add(r, kT0 + absl::Seconds(3)).ok());
+  int64_t next = 0;
+  std::vector<TimelinePoint> points = p.TimelineSince(0, 10, &next);
+  ASSERT_EQ(points.size(), 1u);
+  EXPECT_EQ(next, 1);
+  EXPECT_DOUBLE_EQ(points[0].t, 3);  // kT0 is the scheduler's start
+  EXPECT_EQ(points[0].epoch, 1);
+  EXPECT_EQ(points[0].step, 7);
+  EXPECT_DOUBLE_EQ(points[0].loss, 1.5);
+  EXPECT_DOUBLE_EQ(points[0].compute, 0.5);
+  EXPECT_DOUBLE_EQ(points[0].push, 0.25);
+  EXPECT_DOUBLE_EQ(points[0].staleness_mean, 1.5);
+  EXPECT_EQ(points[0].staleness_max, 2);
+  // A rejected report adds no point, nor does one without training (evaluation, done).
+  EXPECT_FALSE(p.Add(Train(0, 5, 7, 1.0, 4), kT0).ok());
+  ProgressReport done;
+  done.set_worker_rank(0);
+  done.set_epoch(1);
+  done.set_step(7);
+  done.set_done(true);
+  ASSERT_TRUE(p.Add(done, kT0 + absl::Seconds(4)).ok());
+  EXPECT_TRUE(p.TimelineSince(1, 10, &next).empty());
 }
 
 }  // namespace

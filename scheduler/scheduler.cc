@@ -220,6 +220,7 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
         }
       }
     }
+    membership_.SetMetricsAddress(request.role(), *rank, request.metrics_address());
     response.set_rank(*rank);
     response.set_session_credential(signer_->Sign({request.role(), *rank, request.instance_id()}));
     response.set_job_state(state_);
@@ -281,6 +282,7 @@ absl::StatusOr<HeartbeatResponse> Scheduler::Heartbeat(const HeartbeatRequest& r
     if (request.role() == SERVER && request.tables_size() > 0) {
       table_usage_[request.rank()].assign(request.tables().begin(), request.tables().end());
     }
+    if (request.role() == SERVER && request.has_traffic()) server_traffic_[request.rank()] = request.traffic();
     response.set_state(state_);
     response.set_membership_epoch(membership_.epoch());
     if (state_ == FAILED) response.set_failure(std::string(failure_.message()));
@@ -337,7 +339,7 @@ void Scheduler::Barrier(const BarrierRequest& request, BarrierSet::Done done) {
       VLOG(1) << "barrier '" << request.name() << "': " << RoleName(role) << " " << request.rank()
               << " entered (" << BarrierRequest::Participants_Name(group) << ")";
       barriers_.Enter(request.name(), group, absl::StrCat(RoleName(role), " ", request.rank()),
-                      std::move(done), &deferred.barrier_answers);
+                      std::move(done), &deferred.barrier_answers, Now());
       SaveLocked(&deferred);
     }
   }
@@ -678,6 +680,7 @@ void Scheduler::CheckHealth() {
         RemoveWorkerLocked(worker.rank, ChangeKind::kDied, worker.message, &deferred);
       }
     }
+    if (!Ended()) stuck_log_.Update(StuckBarriersLocked(now), now);
     // Most ticks change nothing; those that do persist (EndLocked saves on its own).
     if (membership_.epoch() != epoch_before || vacant_servers_.size() != vacant_before) SaveLocked(&deferred);
   }
@@ -755,6 +758,15 @@ std::string Scheduler::SummaryJson() const {
                     absl::StrJoin(report.waiting_for(), ", "), "]}");
   }
   slow += "],\n";
+  std::string servers = "  \"servers\": [";
+  for (const auto& [rank, t] : server_traffic_) {
+    absl::StrAppend(&servers, servers.back() == '[' ? "" : ", ", "{\"rank\": ", rank,
+                    ", \"bytes_received\": ", t.bytes_received(), ", \"bytes_sent\": ", t.bytes_sent(),
+                    ", \"requests\": ", t.requests(), ", \"refused\": ", t.refused(), "}");
+  }
+  servers += "],\n";
+  slow += servers;
+  absl::StrAppend(&slow, "  \"stuck_barriers\": ", StuckBarriersJson(stuck_log_.Kept()), ",\n");
   return progress_->SummaryJson(state_, failure_.message(), Now(), membership_.events(),
                                membership_.LiveRanks(WORKER), slow + TableUsageJsonLocked());
 }

@@ -88,6 +88,8 @@
 #include "scheduler/lease_pool.h"
 #include "scheduler/membership.h"
 #include "scheduler/progress.h"
+#include "scheduler/status_json.h"
+#include "scheduler/stuck_barriers.h"
 
 namespace pstrain {
 namespace scheduler {
@@ -146,6 +148,10 @@ class Scheduler {
     // Restore of an external model's job whose state records an accepted declaration: the model
     // file save_declared_model saved. Ignored otherwise.
     std::string declared_model_file;
+    // A barrier still waiting this long after its first participant entered is stuck: the
+    // watchdog (CheckHealth) logs who it waits for (scheduler/stuck_barriers.h), the dashboard
+    // and the run summary ("stuck_barriers") list it.
+    absl::Duration stuck_barrier_after = absl::Seconds(10);
   };
 
   // An accepted model declaration (external model).
@@ -291,7 +297,7 @@ class Scheduler {
   // role registering within startup_timeout, fail the job (DEADLINE_EXCEEDED). A worker in either
   // case is removed as "died"; fewer than min_workers live workers then fail the job
   // (UNAVAILABLE "only 1 live worker left; the job needs at least 2 (--min_workers); ..."). Does
-  // nothing once the job has ended.
+  // nothing once the job has ended. Also logs barriers that are stuck (Options::stuck_barrier_after).
   void CheckHealth();
 
   JobState state() const;
@@ -310,6 +316,19 @@ class Scheduler {
   // servers' latest heartbeats), or "" for a job without tables.
   std::string TableUsageJsonLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   std::string OutcomeLine() const;
+
+  // --- The dashboard and metrics (scheduler/scheduler_dashboard.cc) ---
+  // Each copies what it needs under the mutex and returns plain data; formatting (status_json.h)
+  // happens outside, in the caller.
+
+  // The dashboard's status: job state, progress, members (with metrics addresses), per-worker
+  // and per-server statistics, membership events, slow steps and stuck barriers. The scheduler
+  // itself is not among the members (the HTTP layer knows its addresses).
+  scheduler::DashboardStatus DashboardStatus() const;
+  // The timeline points from `since` on (Timeline::Since).
+  std::vector<TimelinePoint> TimelineSince(int64_t since, size_t max_points, int64_t* next) const;
+  // A scrape target for every live server and worker that serves metrics, labelled role and rank.
+  std::vector<MetricsTarget> MetricsTargets() const;
 
  private:
   explicit Scheduler(Options options);
@@ -385,6 +404,8 @@ class Scheduler {
   // "membership epoch 7, live workers [0, 2]" (and ", live servers [0]" while a server rank is
   // vacant), for log lines.
   std::string MembershipLine() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The barriers waiting longer than stuck_barrier_after at `now`, with who they wait for.
+  std::vector<StuckBarrierStatus> StuckBarriersLocked(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   const Options options_;
@@ -447,6 +468,11 @@ class Scheduler {
   std::vector<std::pair<absl::Time, SlowStepReport>> slow_steps_ ABSL_GUARDED_BY(mu_);
   // Each server's latest embedding-table usage (HeartbeatRequest.tables), by rank.
   std::map<int, std::vector<TableUsage>> table_usage_ ABSL_GUARDED_BY(mu_);
+  // Each server's latest traffic counters (HeartbeatRequest.traffic), by rank. Not persisted: a
+  // restarted scheduler has them again from the servers' next heartbeats.
+  std::map<int, ServerTraffic> server_traffic_ ABSL_GUARDED_BY(mu_);
+  // Barriers that were stuck: logged by the watchdog, kept for the run summary.
+  StuckBarrierLog stuck_log_ ABSL_GUARDED_BY(mu_);
 };
 
 // The newest step that every list holds (each list ascending), i.e. the newest consistent cut of

@@ -19,8 +19,10 @@
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "model/model_file.h"
+#include "scheduler/dashboard_http.h"
 #include "scheduler/job_setup.h"
 #include "scheduler/resume.h"
+#include "scheduler/scheduler_metrics.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/scheduler_service.h"
 #include "scheduler/state_file.h"
@@ -67,6 +69,12 @@ absl::StatusOr<std::unique_ptr<SchedulerRunner>> SchedulerRunner::Create(JobSpec
   }
   if (options.health_port < 0 || options.health_port > 65535) {
     return Invalid(absl::StrCat("health port is ", options.health_port, ", expected 0..65535 (0: none)"));
+  }
+  if (options.http_port < -1 || options.http_port > 65535) {
+    return Invalid(absl::StrCat("http port is ", options.http_port, ", expected -1..65535 (0: off, -1: any free port)"));
+  }
+  if (options.http_port != 0 && options.http_host.empty()) {
+    return Invalid("http host is empty, expected an address to serve the dashboard on");
   }
   if (options.health_port > 0 && options.health_host.empty()) {
     return Invalid("health host is empty, expected an address to listen on");
@@ -164,6 +172,8 @@ absl::Status SchedulerRunner::Run() {
   core_options.total_steps = setup.total_steps;
   core_options.heartbeat_interval = options_.heartbeat_interval;
   core_options.dead_after = options_.dead_after;
+  // A barrier normally opens within a few heartbeats; much longer is worth naming who is missing.
+  core_options.stuck_barrier_after = std::max(absl::Seconds(10), 4 * options_.heartbeat_interval);
   core_options.startup_timeout = options_.startup_timeout;
   core_options.server_recovery_timeout = options_.server_recovery_timeout;
   if (!job.final_model_path().empty()) {
@@ -234,6 +244,36 @@ absl::Status SchedulerRunner::Run() {
     if (!written.ok()) core->Fail(written);
   }
 
+  // The dashboard. Declared after the core, so it stops (destruction) before the core goes.
+  metrics::Registry own_registry;
+  metrics::Registry* registry = options_.metrics != nullptr ? options_.metrics : &own_registry;
+  SchedulerMetrics scheduler_metrics(registry);
+  scheduler_metrics.Attach(core.get());
+  DashboardApi dashboard(core.get(), registry);
+  std::unique_ptr<HttpServer> http;
+  if (options_.http_port != 0) {
+    absl::StatusOr<std::unique_ptr<HttpServer>> started =
+        HttpServer::Start(options_.http_host, std::max(options_.http_port, 0), dashboard.Routes());
+    if (!started.ok()) {
+      core->Fail(started.status());
+    } else {
+      http = *std::move(started);
+      http_port_.store(http->port());
+      MemberStatus self;
+      self.role = "scheduler";
+      self.address = JoinHostPort(options_.host, selected_port);
+      self.metrics_address = options_.metrics_address.empty() ? http->address() : options_.metrics_address;
+      self.state = "live";
+      dashboard.SetSelf(std::move(self));
+      LOG(INFO) << "dashboard at http://" << http->address() << "/";
+      if (!options_.http_port_file.empty()) {
+        absl::Status written =
+            WriteFileAtomically(options_.http_port_file, "http port file", absl::StrCat(http->port(), "\n"));
+        if (!written.ok()) core->Fail(written);
+      }
+    }
+  }
+
   // Watchdog: dead roles, the startup timeout and Stop() end the job.
   bool stopped = false;
   while (!core->AwaitEnd(kTick)) {
@@ -243,6 +283,7 @@ absl::Status SchedulerRunner::Run() {
       SetServing(server.get(), health.get(), false);
       LOG(INFO) << "scheduler stopped; the job's state stays in " << state_file->path()
                 << " for a scheduler started again with --state_dir=" << options_.state_dir;
+      if (http != nullptr) http->Stop();
       server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
       server->Wait();
       return absl::CancelledError(absl::StrCat("scheduler stopped; the job goes on when a scheduler is started "
@@ -281,6 +322,7 @@ absl::Status SchedulerRunner::Run() {
     absl::MutexLock lock(&mu_);
     if (mu_.AwaitWithTimeout(absl::Condition(&stop_), kTick)) break;
   }
+  if (http != nullptr) http->Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server->Wait();
   LOG(INFO) << "scheduler shut down";

@@ -18,6 +18,9 @@
 // Stop() with a state_dir ends Run without ending the job (nothing more is saved), so a
 // restarted scheduler goes on with it; without one, the job fails with CANCELLED.
 //
+// With http_port set, the dashboard and its JSON API are served while Run() runs, also during the
+// linger. The scheduler's metrics (scheduler/scheduler_metrics.h) go to Options::metrics.
+//
 // Thread-safe: Run() is called once, from one thread; Stop() and port() from any thread.
 #ifndef PSTRAIN_SCHEDULER_SCHEDULER_RUNNER_H_
 #define PSTRAIN_SCHEDULER_SCHEDULER_RUNNER_H_
@@ -31,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/metrics.h"
 #include "common/transport_security.h"
 #include "proto/job.pb.h"
 
@@ -76,17 +80,29 @@ class SchedulerRunner {
     // model's limit follows from its size. Requests beyond the limit are refused by gRPC with
     // RESOURCE_EXHAUSTED before any handler runs.
     int64_t max_model_bytes = int64_t{256} << 20;
+    // The dashboard and JSON API (scheduler/dashboard_http.h), with /metrics beside them, on
+    // http_host:http_port. 0: off; -1: any free port (written to http_port_file if set, like
+    // port_file).
+    std::string http_host = "127.0.0.1";
+    int http_port = 0;
+    std::string http_port_file;
+    // Where the scheduler's metrics go (borrowed; must outlive Run). The caller may serve it on
+    // a port of its own (--metrics_port) and names that listener's "host:port" in
+    // metrics_address, for /api/targets. Null: a registry of the runner's own, served only at
+    // the dashboard's /metrics.
+    metrics::Registry* metrics = nullptr;
+    std::string metrics_address;
   };
 
   // INVALID_ARGUMENT for a bad job (after ApplyJobDefaults) or bad options (port or health_port
-  // outside [0, 65535], non-positive durations, dead_after <= heartbeat_interval, reconnect below
+  // outside [0, 65535], http_port outside [-1, 65535], non-positive durations, dead_after <= heartbeat_interval, reconnect below
   // dead_after with a state_dir).
   static absl::StatusOr<std::unique_ptr<SchedulerRunner>> Create(JobSpec job, Options options);
 
   // Runs the job to its end; blocks. OK when the job FINISHED; otherwise why it did not: the data
   // reader's error for a bad data dir, the state file's error (DATA_LOSS for a damaged file,
   // FAILED_PRECONDITION for another job's), UNAVAILABLE when the port or the health port cannot
-  // be bound, or the job's failure (UNAVAILABLE for a dead role, DEADLINE_EXCEEDED for the
+  // be bound (the http port too: the job fails with it), or the job's failure (UNAVAILABLE for a dead role, DEADLINE_EXCEEDED for the
   // startup timeout, ABORTED for a reported failure, CANCELLED after Stop()). Call once.
   absl::Status Run();
 
@@ -98,6 +114,8 @@ class SchedulerRunner {
 
   // The port the server listens on, once Run() has started it; 0 before.
   int port() const { return port_.load(); }
+  // The dashboard's port (Options::http_port), once Run() has started it; 0 before and without.
+  int http_port() const { return http_port_.load(); }
 
  private:
   SchedulerRunner(JobSpec job, Options options) : job_(std::move(job)), options_(std::move(options)) {}
@@ -107,6 +125,7 @@ class SchedulerRunner {
   const JobSpec job_;
   const Options options_;
   std::atomic<int> port_{0};
+  std::atomic<int> http_port_{0};
 
   mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

@@ -20,10 +20,13 @@
 #include <utility>
 #include <vector>
 
+#include <httplib.h>
+
 #include "absl/strings/str_cat.h"
 #include "common/session_metadata.h"
 #include "gtest/gtest.h"
 #include "proto/scheduler.grpc.pb.h"
+#include "scheduler/json_test_util.h"
 
 namespace pstrain {
 namespace scheduler {
@@ -214,6 +217,138 @@ TEST(SchedulerRunnerTest, RunsAJobToTheEndAndWritesTheSummary) {
   EXPECT_NE(summary.find("\"live_workers\": [0],"), std::string::npos) << summary;
 }
 
+// Waits (bounded) until the runner's dashboard listens; 0 if it never does.
+int AwaitHttpPort(const SchedulerRunner& runner) {
+  for (int i = 0; i < 600 && runner.http_port() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return runner.http_port();
+}
+
+// GETs `path` from the dashboard and parses the JSON answer, checking its headers.
+google::protobuf::Value GetJson(httplib::Client* client, const std::string& path, int expected_status = 200) {
+  google::protobuf::Value value;
+  auto response = client->Get(path.c_str());
+  EXPECT_TRUE(response) << path;
+  if (!response) return value;
+  EXPECT_EQ(response->status, expected_status) << path << ": " << response->body;
+  EXPECT_EQ(response->get_header_value("Content-Type"), "application/json") << path;
+  EXPECT_EQ(response->get_header_value("Cache-Control"), "no-store") << path;
+  std::string error;
+  EXPECT_TRUE(ParseJson(response->body, &value, &error)) << path << ": " << error << "\n" << response->body;
+  return value;
+}
+
+TEST(SchedulerRunnerTest, ServesTheDashboardApiAndMetrics) {
+  const std::string dir = MakeDataDir("runner-http", 20, 10);
+  SchedulerRunner::Options options = FastOptions(dir);
+  options.http_port = -1;
+  options.http_port_file = dir + "/http_port";
+  auto runner = SchedulerRunner::Create(Job(dir), options);
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  std::future<absl::Status> result = std::async(std::launch::async, [&] { return (*runner)->Run(); });
+  const int port = AwaitPort(**runner);
+  ASSERT_GT(port, 0);
+  const int http_port = AwaitHttpPort(**runner);
+  ASSERT_GT(http_port, 0);
+  EXPECT_EQ(ReadFile(dir + "/http_port"), absl::StrCat(http_port, "\n"));
+
+  Roles roles(port);
+  RegisterRequest reg;
+  RegisterResponse reg_resp;
+  reg.set_role(SERVER);
+  reg.set_address("127.0.0.1:1");
+  reg.set_metrics_address("127.0.0.1:9101");
+  ASSERT_TRUE(roles.Call(&pstrain::Scheduler::Stub::Register, reg, &reg_resp).ok());
+  reg.set_role(WORKER);
+  reg.set_address("");
+  reg.set_metrics_address("127.0.0.1:9102");
+  ASSERT_TRUE(roles.Call(&pstrain::Scheduler::Stub::Register, reg, &reg_resp).ok());
+  HeartbeatRequest hb;
+  hb.set_role(SERVER);
+  hb.mutable_traffic()->set_bytes_received(1000);
+  hb.mutable_traffic()->set_requests(7);
+  HeartbeatResponse hb_resp;
+  ASSERT_TRUE(roles.Call(&pstrain::Scheduler::Stub::Heartbeat, hb, &hb_resp).ok());
+  ProgressReport report;
+  report.set_worker_rank(0);
+  report.set_step(2);
+  report.mutable_train()->set_loss_sum(16.0);
+  report.mutable_train()->set_samples(8);
+  report.mutable_train()->set_steps(2);
+  report.mutable_step_times()->set_steps(2);
+  report.mutable_step_times()->set_compute_seconds(0.5);
+  report.mutable_traffic()->set_bytes_sent(300);
+  ProgressResponse progress_resp;
+  ASSERT_TRUE(roles.Call(&pstrain::Scheduler::Stub::ReportProgress, report, &progress_resp).ok());
+
+  httplib::Client client("127.0.0.1", http_port);
+  const google::protobuf::Value status = GetJson(&client, "/api/status");
+  EXPECT_EQ(Member(status, "state").string_value(), "RUNNING");
+  EXPECT_EQ(Member(status, "mode").string_value(), "sync");
+  EXPECT_EQ(Member(status, "step").number_value(), 2);
+  EXPECT_EQ(Member(status, "total_steps").number_value(), 3);
+  const auto& members = Member(status, "members").list_value().values();
+  ASSERT_EQ(members.size(), 3);  // The scheduler, the server and the worker.
+  EXPECT_EQ(Member(members[0], "role").string_value(), "scheduler");
+  EXPECT_EQ(Member(members[0], "address").string_value(), absl::StrCat("127.0.0.1:", port));
+  EXPECT_EQ(Member(members[1], "role").string_value(), "server");
+  EXPECT_EQ(Member(members[1], "metrics_address").string_value(), "127.0.0.1:9101");
+  EXPECT_EQ(Member(members[1], "state").string_value(), "live");
+  EXPECT_GE(Member(members[1], "last_heartbeat_seconds_ago").number_value(), 0);
+  EXPECT_EQ(Member(members[2], "role").string_value(), "worker");
+  EXPECT_EQ(Member(members[2], "metrics_address").string_value(), "127.0.0.1:9102");
+  // The worker never heartbeated: its age is unknown (null).
+  EXPECT_EQ(Member(members[2], "last_heartbeat_seconds_ago").kind_case(), google::protobuf::Value::kNullValue);
+  const auto& workers = Member(status, "workers").list_value().values();
+  ASSERT_EQ(workers.size(), 1);
+  EXPECT_EQ(Member(workers[0], "samples").number_value(), 8);
+  EXPECT_EQ(Member(workers[0], "bytes_sent").number_value(), 300);
+  const auto& servers = Member(status, "servers").list_value().values();
+  ASSERT_EQ(servers.size(), 1);
+  EXPECT_EQ(Member(servers[0], "bytes_received").number_value(), 1000);
+  EXPECT_EQ(Member(servers[0], "requests").number_value(), 7);
+  EXPECT_EQ(Member(status, "stuck_barriers").list_value().values_size(), 0);
+
+  const google::protobuf::Value timeline = GetJson(&client, "/api/timeline?since=0");
+  EXPECT_EQ(Member(timeline, "next").number_value(), 1);
+  const auto& points = Member(timeline, "points").list_value().values();
+  ASSERT_EQ(points.size(), 1);
+  EXPECT_EQ(Member(points[0], "worker").number_value(), 0);
+  EXPECT_EQ(Member(points[0], "loss").number_value(), 2);
+  EXPECT_EQ(Member(points[0], "compute").number_value(), 0.25);
+  EXPECT_EQ(Member(GetJson(&client, "/api/timeline?since=1"), "points").list_value().values_size(), 0);
+  const google::protobuf::Value bad = GetJson(&client, "/api/timeline?since=x", 400);
+  EXPECT_NE(Member(bad, "error").string_value().find("since"), std::string::npos);
+  GetJson(&client, "/api/nothing", 404);
+
+  const google::protobuf::Value targets = GetJson(&client, "/api/targets");
+  const auto& list = targets.list_value().values();
+  ASSERT_EQ(list.size(), 3);
+  // The scheduler's own metrics are at its dashboard's /metrics.
+  EXPECT_EQ(Member(list[0], "targets").list_value().values(0).string_value(), absl::StrCat("127.0.0.1:", http_port));
+  EXPECT_EQ(Member(Member(list[0], "labels"), "role").string_value(), "scheduler");
+  EXPECT_EQ(Member(list[1], "targets").list_value().values(0).string_value(), "127.0.0.1:9101");
+  EXPECT_EQ(Member(Member(list[1], "labels"), "role").string_value(), "server");
+  EXPECT_EQ(Member(Member(list[1], "labels"), "rank").string_value(), "0");
+  EXPECT_EQ(Member(Member(list[2], "labels"), "role").string_value(), "worker");
+
+  auto scrape = client.Get("/metrics");
+  ASSERT_TRUE(scrape);
+  EXPECT_EQ(scrape->status, 200);
+  EXPECT_NE(scrape->body.find("pstrain_scheduler_live_members{member_role=\"worker\"} 1\n"), std::string::npos)
+      << scrape->body;
+  EXPECT_NE(scrape->body.find("pstrain_scheduler_step 2\n"), std::string::npos) << scrape->body;
+
+  auto index = client.Get("/");
+  ASSERT_TRUE(index);
+  EXPECT_EQ(index->status, 200);
+  EXPECT_NE(index->get_header_value("Content-Type").find("text/html"), std::string::npos);
+
+  (*runner)->Stop();
+  EXPECT_EQ(result.get().code(), absl::StatusCode::kCancelled);
+}
+
 TEST(SchedulerRunnerTest, MissingDataFailsAtStartWithTheReadersMessage) {
   const std::string dir = absl::StrCat(::testing::TempDir(), "/no-such-data-", getpid());
   auto runner = SchedulerRunner::Create(Job(dir), SchedulerRunner::Options());
@@ -272,6 +407,9 @@ TEST(SchedulerRunnerTest, RejectsBadOptions) {
   EXPECT_EQ(SchedulerRunner::Create(Job("x"), options).status().code(), absl::StatusCode::kInvalidArgument);
   options = SchedulerRunner::Options();
   options.port = 70000;
+  EXPECT_EQ(SchedulerRunner::Create(Job("x"), options).status().code(), absl::StatusCode::kInvalidArgument);
+  options = SchedulerRunner::Options();
+  options.http_port = -2;
   EXPECT_EQ(SchedulerRunner::Create(Job("x"), options).status().code(), absl::StatusCode::kInvalidArgument);
   options = SchedulerRunner::Options();
   options.server_recovery_timeout = absl::ZeroDuration();

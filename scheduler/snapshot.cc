@@ -68,6 +68,7 @@ MembershipState Membership::ToProto() const {
       out->set_address(m.address);
       out->set_instance_id(m.instance_id);
       *out->mutable_local() = m.local;
+      out->set_metrics_address(m.metrics_address);
       out->set_registered_us(absl::ToUnixMicros(m.registered));
       out->set_heard(m.heard);
       out->set_live(m.live);
@@ -99,6 +100,7 @@ absl::Status Membership::Restore(const MembershipState& state, absl::Time now) {
       member.address = m.address();
       member.instance_id = m.instance_id();
       member.local = m.local();
+      member.metrics_address = m.metrics_address();
       member.registered = absl::FromUnixMicros(m.registered_us());
       // Heartbeat times are not kept: a member that was watched gets dead_after from now.
       member.last_heartbeat = now;
@@ -305,6 +307,7 @@ ProgressState Progress::ToProto() const {
     out->set_complete(data.complete);
     out->set_seconds(data.seconds);
     *out->mutable_step_times() = data.step_times;
+    if (data.complete) out->set_end_us(absl::ToUnixMicros(data.end));
   }
   state.set_counted_steps(PackBools(counted_steps_));
   state.set_counted_leases(PackBools(counted_leases_));
@@ -314,6 +317,9 @@ ProgressState Progress::ToProto() const {
     out->set_rank(rank);
     out->set_samples(worker.samples);
     out->set_done(worker.done);
+    out->set_step(worker.step);
+    *out->mutable_traffic() = worker.traffic;
+    *out->mutable_staleness() = worker.staleness;
   }
   state.set_max_epoch(max_epoch_);
   state.set_max_step(max_step_);
@@ -339,11 +345,17 @@ absl::Status Progress::Restore(const ProgressState& state) {
     data.complete = e.complete();
     data.seconds = e.seconds();
     data.step_times = e.step_times();
+    if (e.has_end_us()) data.end = absl::FromUnixMicros(e.end_us());
   }
   std::map<int, Worker> workers;
   for (const ProgressWorkerState& w : state.workers()) {
     if (w.rank() < 0) return Bad("progress", absl::StrCat("worker rank ", w.rank(), ", expected >= 0"));
-    workers[w.rank()] = Worker{w.samples(), w.done()};
+    Worker& worker = workers[w.rank()];
+    worker.samples = w.samples();
+    worker.done = w.done();
+    worker.step = w.step();
+    worker.traffic = w.traffic();
+    worker.staleness = w.staleness();
   }
   // The evaluation pool last: its Restore changes nothing when it fails, and nothing fails after it.
   if (absl::Status s = eval_.Restore(state.eval()); !s.ok()) return s;

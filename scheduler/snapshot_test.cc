@@ -34,6 +34,7 @@ TEST(SnapshotTest, MembershipRoundTripsAndRestoredMembersGetAFreshGracePeriod) {
   ASSERT_TRUE(m.Heartbeat(WORKER, 0, kT0).ok());
   ASSERT_TRUE(m.Heartbeat(WORKER, 1, kT0).ok());
   ASSERT_TRUE(m.Remove(WORKER, 1, ChangeKind::kDied, kT0 + absl::Seconds(4)).value());
+  m.SetMetricsAddress(SERVER, 0, "h:9101");
   const MembershipState saved = m.ToProto();
 
   Membership restored(o);
@@ -41,6 +42,10 @@ TEST(SnapshotTest, MembershipRoundTripsAndRestoredMembersGetAFreshGracePeriod) {
   ASSERT_TRUE(restored.Restore(saved, restart).ok());
   EXPECT_TRUE(MessageDifferencer::Equals(restored.ToProto(), saved));
   EXPECT_EQ(restored.epoch(), m.epoch());
+  const std::vector<MemberStatus> members = restored.Members(restart, kT0);
+  ASSERT_EQ(members.size(), 3u);
+  EXPECT_EQ(members[0].metrics_address, "h:9101");
+  EXPECT_EQ(members[2].state, "dead");
   EXPECT_EQ(restored.LiveRanks(WORKER), std::vector<int>({0}));
   ASSERT_EQ(restored.events().size(), 1u);
   // Worker 0 last heartbeated a minute ago, but has dead_after from the restart.

@@ -1,6 +1,7 @@
 // pstrain-server: one parameter server. Everything about the job comes from the scheduler.
 //
 //   pstrain-server --scheduler=HOST:PORT [--host=127.0.0.1] [--port=0] [--advertise_host=NAME]
+//                  [--metrics_port=0]
 //
 // Exit status: 0 when the job finished (or on SIGTERM/SIGINT), 1 when it failed, 2 for bad flags.
 #include <pthread.h>
@@ -16,8 +17,11 @@
 #include "glog/logging.h"
 #include "common/binary_init.h"
 #include "common/health_flags.h"
+#include "common/metrics.h"
+#include "common/metrics_flags.h"
 #include "common/security_flags.h"
 #include "common/stop_signals.h"
+#include "server/server_metrics.h"
 #include "server/server_runner.h"
 
 DEFINE_string(scheduler, "", "host:port of the scheduler (required)");
@@ -60,6 +64,18 @@ int main(int argc, char** argv) {
   options.health_port = FLAGS_health_port;
   options.rpc_timeout = absl::Milliseconds(FLAGS_rpc_timeout_ms);
   options.startup_timeout = absl::Milliseconds(FLAGS_startup_timeout_ms);
+  // The rank comes with registration; the runner adds it to these labels then.
+  pstrain::metrics::Registry registry;
+  registry.SetConstantLabels({{"role", "server"}});
+  pstrain::server::ServerMetrics server_metrics(&registry);
+  auto metrics_server = pstrain::ServeMetricsFromFlags(&registry);
+  if (!metrics_server.ok()) {
+    std::cerr << "pstrain-server: " << metrics_server.status().message() << "\n";
+    return absl::IsInvalidArgument(metrics_server.status()) ? 2 : 1;
+  }
+  options.metrics = &server_metrics;
+  options.metrics_port = *metrics_server != nullptr ? (*metrics_server)->port() : 0;
+  options.metrics_host = FLAGS_metrics_host;
   auto runner = pstrain::server::ServerRunner::Create(options);
   if (!runner.ok()) {
     std::cerr << "pstrain-server: " << runner.status().message() << "\n";
@@ -72,6 +88,7 @@ int main(int argc, char** argv) {
     pstrain::StopSignals signals([r] { r->Stop(); });
     status = r->Run();
   }
+  pstrain::LingerAndStopMetrics(metrics_server->get());
   if (!status.ok()) {
     LOG(ERROR) << "pstrain-server: " << status;
     return 1;

@@ -99,6 +99,7 @@ ParameterStore::ParameterStore(const Options& options, std::vector<int> worker_r
       checkpoint_every_(options.job.checkpoint_every_steps()),
       checkpoint_interval_(absl::Seconds(options.job.checkpoint_every_seconds())),
       on_checkpoint_written_(options.on_checkpoint_written),
+      metrics_(options.metrics),
       membership_epoch_(options.membership_epoch),
       sum_(total_elements_),
       sparse_sum_(DimsOf(*sparse_)) {
@@ -337,6 +338,11 @@ int64_t ParameterStore::step() const {
   return step_;
 }
 
+int ParameterStore::num_parked() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(waiters_.size());
+}
+
 std::optional<ParameterStore::PendingStep> ParameterStore::Pending(absl::Time now) const {
   absl::MutexLock lock(&mu_);
   if (mode_ != SYNC || num_pushed_ == 0) return std::nullopt;
@@ -433,9 +439,14 @@ bool ParameterStore::WriteAndPruneLocked(const ShardCheckpoint& ckpt, size_t kee
                << "' failed: " << status;
     return false;
   }
+  const absl::Time written = absl::Now();
   LOG(INFO) << "server " << rank_ << ": wrote checkpoint '" << path << "' (step " << ckpt.step << ", "
-            << CheckpointFileSize(ckpt) << " bytes, " << absl::ToInt64Milliseconds(absl::Now() - start)
-            << " ms)";
+            << CheckpointFileSize(ckpt) << " bytes, " << absl::ToInt64Milliseconds(written - start) << " ms)";
+  if (metrics_.checkpoint_duration != nullptr) {
+    metrics_.checkpoint_duration->Observe(absl::ToDoubleSeconds(written - start));
+  }
+  if (metrics_.checkpoints_written != nullptr) metrics_.checkpoints_written->Increment();
+  if (metrics_.last_checkpoint_time != nullptr) metrics_.last_checkpoint_time->Set(absl::ToUnixMicros(written) / 1e6);
   const std::vector<int64_t> steps = ListCheckpointSteps(checkpoint_dir_, rank_);
   for (size_t i = 0; i + keep < steps.size(); ++i) {
     const std::string old = CheckpointPath(checkpoint_dir_, rank_, steps[i]);

@@ -107,6 +107,7 @@
 #include "proto/job.pb.h"
 #include "proto/ps.pb.h"
 #include "server/checkpoint.h"
+#include "server/server_metrics.h"
 #include "server/shard_storage.h"
 #include "server/sparse_shard.h"
 
@@ -134,6 +135,9 @@ class ParameterStore {
     // older files pruned), from the thread of the request that wrote it, outside every lock of the
     // store. It runs on the push path, so it must not block (e.g. only set a flag).
     std::function<void(int64_t step)> on_checkpoint_written;
+    // Where the store records step waits and checkpoint writes (server/server_metrics.h); null
+    // series are skipped. One observation per step or file, never per request.
+    StoreMetrics metrics;
     // False for a replica (JobSpec.replicas = 2: the live copy of another server's shard, created
     // with rank = that shard): it writes no checkpoint files, since the files of the shard are its
     // primary's, until EnableCheckpoints (promotion).
@@ -263,6 +267,10 @@ class ParameterStore {
 
   // Updates applied so far (SYNC: completed steps; ASYNC/SSP: pushes with samples applied).
   int64_t step() const;
+
+  // Requests parked now (SYNC pulls for the step being aggregated, SSP pulls held back by the
+  // staleness bound, pushes waiting until applied). For metrics; takes the lock.
+  int num_parked() const;
 
   // A SYNC step some live workers have pushed and others not yet.
   struct PendingStep {
@@ -517,6 +525,7 @@ class ParameterStore {
   // ASYNC/SSP: measured here from last_snapshot_.
   const absl::Duration checkpoint_interval_;
   const std::function<void(int64_t)> on_checkpoint_written_;
+  const StoreMetrics metrics_;
   // The state at creation (step 0), for a rollback to "no checkpoint"; kept only when
   // checkpointing (checkpoints_on()). Set in the constructor, constant afterwards.
   std::unique_ptr<const ShardCheckpoint> initial_;

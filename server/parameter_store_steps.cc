@@ -111,6 +111,7 @@ void ParameterStore::CompletePushLocked(Worker& w, Completions* out) {
   if (num_pushed_ == static_cast<int>(workers_.size())) {
     const absl::Duration waited = absl::Now() - first_push_at_;
     typical_wait_ = typical_wait_ == absl::ZeroDuration() ? waited : typical_wait_ + (waited - typical_wait_) / 8;
+    if (metrics_.step_wait != nullptr) metrics_.step_wait->Observe(absl::ToDoubleSeconds(waited));
     ApplySyncStepLocked();
     ReleaseReadyLocked(out);
   }

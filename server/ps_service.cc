@@ -32,12 +32,32 @@ std::optional<int> ShardOf(const Request& request) {
 // done with a request when its call returns, so the received bytes go back to gRPC then, not when
 // a parked answer is finally released.
 struct RawAnswer {
+  explicit RawAnswer(const ServerMetrics::Call& call) : meter(call) {}
+
   PullResponse header;    // the answer, without the values
   PushResponse pushed;    // Push's answer
   PooledBuffer values;    // the answer's values
   OutgoingRowsAnswer rows;  // the answer's embedding rows
   InflightBudget::Ticket ticket;  // the call's bytes, held until it is finished
+  ServerMetrics::Call meter;      // routed to the answering store's shard
 };
+
+// Counts a refusal and finishes the call with it.
+void Refuse(ServerMetrics::Call* meter, grpc::ServerUnaryReactor* reactor, const grpc::Status& status) {
+  meter->Refused(static_cast<absl::StatusCode>(status.error_code()));
+  reactor->Finish(status);
+}
+
+// Counts a store's answer (OK: `response`'s bytes for the shard) and finishes the call with it.
+void Answer(ServerMetrics::Call* meter, const absl::Status& status, const grpc::ByteBuffer& response,
+            grpc::ServerUnaryReactor* reactor) {
+  if (status.ok()) {
+    meter->Answered(static_cast<int64_t>(response.Length()));
+  } else {
+    meter->Refused(status.code());
+  }
+  reactor->Finish(ToGrpcStatus(status));
+}
 
 // Room for the answer to `push`: the floats of its chunks, which a valid push (checked by the
 // store) matches exactly; never more than the store holds, whatever the lengths claim.
@@ -122,9 +142,20 @@ void ParameterServerService::NoteActivity() {
   }
 }
 
+ParameterServerService::ParameterServerService(ServerMetrics* metrics) {
+  if (metrics == nullptr) {
+    own_registry_ = std::make_unique<metrics::Registry>();
+    own_metrics_ = std::make_unique<ServerMetrics>(own_registry_.get());
+    metrics = own_metrics_.get();
+  }
+  metrics_ = metrics;
+}
+
 void ParameterServerService::SetStores(ParameterStore* own, ParameterStore* replica) {
   CHECK(own != nullptr);
   CHECK(replica == nullptr || replica->rank() != own->rank()) << "a replica of the server's own shard";
+  // Before store_ is published: calls route to these series only once they see a store.
+  metrics_->SetShards(own->rank(), replica == nullptr ? std::nullopt : std::optional<int>(replica->rank()));
   replica_.store(replica, std::memory_order_release);
   ParameterStore* expected = nullptr;
   CHECK(store_.compare_exchange_strong(expected, own)) << "SetStore called twice";
@@ -188,7 +219,10 @@ absl::Status ParameterServerService::Admit(absl::string_view method, absl::strin
   if (absl::StartsWith(method, kHealthServicePrefix)) return absl::OkStatus();
   absl::ConsumePrefix(&method, "/pstrain.ParameterServer/");
   absl::Status caller = WorkerOf(credential, method).status();
-  if (!caller.ok()) refused_sessions_.fetch_add(1, std::memory_order_relaxed);
+  if (!caller.ok()) {
+    refused_sessions_.fetch_add(1, std::memory_order_relaxed);
+    metrics_->RefusedUnread(caller.code());
+  }
   return caller;
 }
 
@@ -198,17 +232,24 @@ absl::Status ParameterServerService::CheckActsAsWorker(std::optional<int> caller
   return CheckActsAs(SessionClaims{WORKER, *caller, ""}, WORKER, worker_rank, method);
 }
 
-ParameterStore* ParameterServerService::StoreOrFinish(std::optional<int> shard,
-                                                      grpc::ServerUnaryReactor* reactor) const {
+ParameterStore* ParameterServerService::StoreOrFinish(std::optional<int> shard, grpc::ServerUnaryReactor* reactor,
+                                                      ServerMetrics::Call* meter) const {
   ParameterStore* store = store_.load(std::memory_order_acquire);
   if (store == nullptr) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server not ready: waiting for the cluster view"));
+    Refuse(meter, reactor,
+           grpc::Status(grpc::StatusCode::UNAVAILABLE, "server not ready: waiting for the cluster view"));
     return nullptr;
   }
-  if (!shard.has_value() || *shard == store->rank()) return store;
+  if (!shard.has_value() || *shard == store->rank()) {
+    meter->Route(ServerMetrics::kOwn);
+    return store;
+  }
   ParameterStore* replica = replica_.load(std::memory_order_acquire);
-  if (replica != nullptr && *shard == replica->rank()) return replica;
-  reactor->Finish(grpc::Status(
+  if (replica != nullptr && *shard == replica->rank()) {
+    meter->Route(ServerMetrics::kReplica);
+    return replica;
+  }
+  Refuse(meter, reactor, grpc::Status(
       grpc::StatusCode::FAILED_PRECONDITION,
       absl::StrCat("server ", store->rank(), " does not host shard ", *shard, " (it hosts shard",
                    replica == nullptr ? absl::StrCat(" ", store->rank())
@@ -220,65 +261,72 @@ ParameterStore* ParameterServerService::StoreOrFinish(std::optional<int> shard,
 void ParameterServerService::SetLimits(const RequestLimits& limits) { budget_.SetLimits(limits); }
 
 bool ParameterServerService::SizeOkOrFinish(const char* what, const grpc::ByteBuffer& request,
-                                            grpc::ServerUnaryReactor* reactor) {
+                                            grpc::ServerUnaryReactor* reactor, ServerMetrics::Call* meter) {
   absl::Status s = budget_.CheckSize(what, static_cast<int64_t>(request.Length()));
-  if (!s.ok()) reactor->Finish(ToGrpcStatus(s));
+  if (!s.ok()) Refuse(meter, reactor, ToGrpcStatus(s));
   return s.ok();
 }
 
 bool ParameterServerService::AdmitOrFinish(const char* what, grpc::CallbackServerContext* context,
                                            const grpc::ByteBuffer& request, size_t answer_bytes,
                                            bool reading, grpc::ServerUnaryReactor* reactor,
-                                           InflightBudget::Ticket* ticket) {
+                                           ServerMetrics::Call* meter, InflightBudget::Ticket* ticket) {
   const auto request_bytes = static_cast<int64_t>(request.Length());
   absl::StatusOr<InflightBudget::Ticket> admitted =
       budget_.Admit(what, request_bytes + static_cast<int64_t>(answer_bytes), request_bytes, reading);
   if (!admitted.ok()) {
     context->AddTrailingMetadata(kRetryAfterMsKey, absl::StrCat(absl::ToInt64Milliseconds(budget_.retry_after())));
-    reactor->Finish(ToGrpcStatus(admitted.status()));
+    Refuse(meter, reactor, ToGrpcStatus(admitted.status()));
     return false;
   }
   *ticket = *std::move(admitted);
   return true;
 }
 
-bool ParameterServerService::CallerOkOrFinish(const absl::Status& caller, grpc::ServerUnaryReactor* reactor) {
-  if (!caller.ok()) reactor->Finish(ToGrpcStatus(caller));
+bool ParameterServerService::CallerOkOrFinish(const absl::Status& caller, grpc::ServerUnaryReactor* reactor,
+                                              ServerMetrics::Call* meter) {
+  if (!caller.ok()) Refuse(meter, reactor, ToGrpcStatus(caller));
   return caller.ok();
 }
 
 ParameterStore* ParameterServerService::DecodePushOrFinish(std::optional<int> caller, absl::string_view method,
                                                           const grpc::ByteBuffer& request, IncomingPush* push,
-                                                          grpc::ServerUnaryReactor* reactor) const {
+                                                          grpc::ServerUnaryReactor* reactor,
+                                                          ServerMetrics::Call* meter) const {
   absl::Status s = DecodePush(request, "push", push);
   if (s.ok()) s = CheckActsAsWorker(caller, push->header.worker_rank(), method);
   if (s.ok()) s = CheckLeaseGrant(push->header, method);
   if (!s.ok()) {
-    reactor->Finish(ToGrpcStatus(s));
+    Refuse(meter, reactor, ToGrpcStatus(s));
     return nullptr;
   }
-  return StoreOrFinish(ShardOf(push->header), reactor);
+  return StoreOrFinish(ShardOf(push->header), reactor, meter);
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   CountRequest(&pull_, request->Length());
+  ServerMetrics::Call meter(metrics_, RpcMethod::kPull, static_cast<int64_t>(request->Length()));
   absl::StatusOr<std::optional<int>> caller = CallerRank(*context, "Pull");
-  if (!CallerOkOrFinish(caller.status(), reactor) || !SizeOkOrFinish("pull", *request, reactor)) return reactor;
+  if (!CallerOkOrFinish(caller.status(), reactor, &meter) || !SizeOkOrFinish("pull", *request, reactor, &meter)) {
+    return reactor;
+  }
   IncomingPullRequest req;
   absl::Status s = DecodePullRequest(*request, "pull", &req);
   if (s.ok()) s = CheckActsAsWorker(*caller, req.header.worker_rank(), "Pull");
   if (!s.ok()) {
-    reactor->Finish(ToGrpcStatus(s));
+    Refuse(&meter, reactor, ToGrpcStatus(s));
     return reactor;
   }
-  ParameterStore* store = StoreOrFinish(ShardOf(req.header), reactor);
+  ParameterStore* store = StoreOrFinish(ShardOf(req.header), reactor, &meter);
   if (store == nullptr) return reactor;
   const size_t answer_bytes = 4 * static_cast<size_t>(store->num_elements());
   InflightBudget::Ticket ticket;
-  if (!AdmitOrFinish("pull", context, *request, answer_bytes, /*reading=*/true, reactor, &ticket)) return reactor;
-  auto* answer = new RawAnswer;
+  if (!AdmitOrFinish("pull", context, *request, answer_bytes, /*reading=*/true, reactor, &meter, &ticket)) {
+    return reactor;
+  }
+  auto* answer = new RawAnswer(meter);
   answer->ticket = std::move(ticket);
   answer->values = BufferPool::Default().Acquire(answer_bytes);
   float* values = answer->values.floats();
@@ -290,7 +338,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerConte
           EncodePull(owned->header, std::move(owned->values), std::move(owned->rows), response);
           CountResponse(&pull_, response->Length());
         }
-        reactor->Finish(ToGrpcStatus(status));
+        Answer(&owned->meter, status, *response, reactor);
       },
       values, &answer->rows);
   return reactor;
@@ -300,14 +348,17 @@ grpc::ServerUnaryReactor* ParameterServerService::Push(grpc::CallbackServerConte
                                                        const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   CountRequest(&push_, request->Length());
+  ServerMetrics::Call meter(metrics_, RpcMethod::kPush, static_cast<int64_t>(request->Length()));
   absl::StatusOr<std::optional<int>> caller = CallerRank(*context, "Push");
-  if (!CallerOkOrFinish(caller.status(), reactor) || !SizeOkOrFinish("push", *request, reactor)) return reactor;
+  if (!CallerOkOrFinish(caller.status(), reactor, &meter) || !SizeOkOrFinish("push", *request, reactor, &meter)) {
+    return reactor;
+  }
   IncomingPush push;
-  ParameterStore* store = DecodePushOrFinish(*caller, "Push", *request, &push, reactor);
+  ParameterStore* store = DecodePushOrFinish(*caller, "Push", *request, &push, reactor, &meter);
   if (store == nullptr) return reactor;
   InflightBudget::Ticket ticket;
-  if (!AdmitOrFinish("push", context, *request, 0, /*reading=*/false, reactor, &ticket)) return reactor;
-  auto* answer = new RawAnswer;
+  if (!AdmitOrFinish("push", context, *request, 0, /*reading=*/false, reactor, &meter, &ticket)) return reactor;
+  auto* answer = new RawAnswer(meter);
   answer->ticket = std::move(ticket);
   store->Push(push.header, push.values, push.sparse, push.pull_sparse, &answer->pushed,
               [this, reactor, answer, response](absl::Status status) {
@@ -316,7 +367,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Push(grpc::CallbackServerConte
       EncodeMessage(owned->pushed, response);
       CountResponse(&push_, response->Length());
     }
-    reactor->Finish(ToGrpcStatus(status));
+    Answer(&owned->meter, status, *response, reactor);
   });
   return reactor;
 }
@@ -326,15 +377,21 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
                                                            grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   CountRequest(&push_pull_, request->Length());
+  ServerMetrics::Call meter(metrics_, RpcMethod::kPushPull, static_cast<int64_t>(request->Length()));
   absl::StatusOr<std::optional<int>> caller = CallerRank(*context, "PushPull");
-  if (!CallerOkOrFinish(caller.status(), reactor) || !SizeOkOrFinish("push-pull", *request, reactor)) return reactor;
+  if (!CallerOkOrFinish(caller.status(), reactor, &meter) ||
+      !SizeOkOrFinish("push-pull", *request, reactor, &meter)) {
+    return reactor;
+  }
   IncomingPush push;
-  ParameterStore* store = DecodePushOrFinish(*caller, "PushPull", *request, &push, reactor);
+  ParameterStore* store = DecodePushOrFinish(*caller, "PushPull", *request, &push, reactor, &meter);
   if (store == nullptr) return reactor;
   const size_t answer_bytes = AnswerBytes(push.header, *store);
   InflightBudget::Ticket ticket;
-  if (!AdmitOrFinish("push-pull", context, *request, answer_bytes, /*reading=*/false, reactor, &ticket)) return reactor;
-  auto* answer = new RawAnswer;
+  if (!AdmitOrFinish("push-pull", context, *request, answer_bytes, /*reading=*/false, reactor, &meter, &ticket)) {
+    return reactor;
+  }
+  auto* answer = new RawAnswer(meter);
   answer->ticket = std::move(ticket);
   answer->values = BufferPool::Default().Acquire(answer_bytes);
   float* values = answer->values.floats();
@@ -346,7 +403,7 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
           EncodePull(owned->header, std::move(owned->values), std::move(owned->rows), response);
           CountResponse(&push_pull_, response->Length());
         }
-        reactor->Finish(ToGrpcStatus(status));
+        Answer(&owned->meter, status, *response, reactor);
       },
       values, &answer->rows);
   return reactor;
@@ -355,20 +412,34 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
 grpc::ServerUnaryReactor* ParameterServerService::FinishEpoch(grpc::CallbackServerContext* context,
                                                               const grpc::ByteBuffer* request,
                                                               grpc::ByteBuffer* response) {
+  // Its few bytes are not counted (as in TransportCounters); its requests, answers and time are.
+  ServerMetrics::Call meter(metrics_, RpcMethod::kFinishEpoch, 0);
   absl::StatusOr<std::optional<int>> caller = CallerRank(*context, "FinishEpoch");
   if (!caller.ok()) {  // The default reactor only then: ServeParsed brings its own.
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    CallerOkOrFinish(caller.status(), reactor);
+    CallerOkOrFinish(caller.status(), reactor, &meter);
     return reactor;
   }
-  return ServeParsed<FinishEpochRequest, FinishEpochResponse>(request, response, "FinishEpoch", [&](auto* call) {
-    if (absl::Status s = CheckActsAsWorker(*caller, call->request.worker_rank(), "FinishEpoch"); !s.ok()) {
-      return call->Reply(s);
-    }
-    if (ParameterStore* store = StoreOrFinish(ShardOf(call->request), call)) {
-      call->Reply(store->FinishEpoch(call->request));
-    }
-  });
+  bool parsed = false;
+  grpc::ServerUnaryReactor* reactor = ServeParsed<FinishEpochRequest, FinishEpochResponse>(
+      request, response, "FinishEpoch", [&](auto* call) {
+        parsed = true;
+        absl::Status s = CheckActsAsWorker(*caller, call->request.worker_rank(), "FinishEpoch");
+        if (s.ok()) {
+          ParameterStore* store = StoreOrFinish(ShardOf(call->request), call, &meter);
+          if (store == nullptr) return;
+          s = store->FinishEpoch(call->request);
+        }
+        if (s.ok()) {
+          meter.Answered(0);
+        } else {
+          meter.Refused(s.code());
+        }
+        call->Reply(s);
+      });
+  // ServeParsed answered a request that does not parse itself.
+  if (!parsed) meter.Refused(absl::StatusCode::kInvalidArgument);
+  return reactor;
 }
 
 }  // namespace pstrain::server

@@ -17,7 +17,9 @@
 //
 // Transport counters: the service counts the bytes of every tensor request it receives and every
 // answer it sends (counters()), with relaxed atomics and no allocation, so a server can report
-// what it actually moved (FormatTransportCounters) instead of what the model size implies.
+// what it actually moved (FormatTransportCounters) instead of what the model size implies. The
+// same sizes, at the same points, go to its Prometheus series (server/server_metrics.h), by shard,
+// with each call's latency and the status code of every refused call.
 //
 // Replicas (JobSpec.replicas = 2): the server hosts two stores, its own shard and the live copy of
 // the shard before it (server/server_runner.h). A request goes to the store of the shard it names
@@ -61,6 +63,7 @@
 #include "proto/ps.grpc.pb.h"
 #include "server/inflight_budget.h"
 #include "server/parameter_store.h"
+#include "server/server_metrics.h"
 
 namespace pstrain::server {
 
@@ -97,7 +100,9 @@ using RawParameterServerBase = ParameterServer::WithRawCallbackMethod_Pull<Param
 
 class ParameterServerService final : public RawParameterServerBase, public SessionGate {
  public:
-  ParameterServerService() = default;
+  // `metrics` (borrowed; must outlive the service) is where calls are metered; null: a private
+  // registry nobody scrapes, so counters() works the same.
+  explicit ParameterServerService(ServerMetrics* metrics = nullptr);
   ParameterServerService(const ParameterServerService&) = delete;
   ParameterServerService& operator=(const ParameterServerService&) = delete;
 
@@ -172,14 +177,17 @@ class ParameterServerService final : public RawParameterServerBase, public Sessi
   // The store of `shard` (nullopt: the server's own), or nullptr after finishing `reactor` with
   // UNAVAILABLE (not ready yet) or FAILED_PRECONDITION (a shard this server does not host).
   // False after finishing `reactor` with INVALID_ARGUMENT when `request` exceeds the job's limit.
-  bool SizeOkOrFinish(const char* what, const grpc::ByteBuffer& request, grpc::ServerUnaryReactor* reactor);
+  // Every *OrFinish counts its refusal in `meter` (and StoreOrFinish routes it to the store's shard).
+  bool SizeOkOrFinish(const char* what, const grpc::ByteBuffer& request, grpc::ServerUnaryReactor* reactor,
+                      ServerMetrics::Call* meter);
   // Admits the call (`reading`: a pull, see InflightBudget::Admit), holding its request and
   // `answer_bytes` in `ticket`, or returns false after finishing `reactor` with RESOURCE_EXHAUSTED
   // and the retry hint.
   bool AdmitOrFinish(const char* what, grpc::CallbackServerContext* context, const grpc::ByteBuffer& request,
                      size_t answer_bytes, bool reading, grpc::ServerUnaryReactor* reactor,
-                     InflightBudget::Ticket* ticket);
-  ParameterStore* StoreOrFinish(std::optional<int> shard, grpc::ServerUnaryReactor* reactor) const;
+                     ServerMetrics::Call* meter, InflightBudget::Ticket* ticket);
+  ParameterStore* StoreOrFinish(std::optional<int> shard, grpc::ServerUnaryReactor* reactor,
+                                ServerMetrics::Call* meter) const;
   // Decodes a push into `push` (its views borrow the request's bytes) and returns the store of its
   // shard, or nullptr after finishing `reactor` with INVALID_ARGUMENT (bytes that do not decode)
   // or as StoreOrFinish does.
@@ -187,9 +195,10 @@ class ParameterServerService final : public RawParameterServerBase, public Sessi
   // error).
   ParameterStore* DecodePushOrFinish(std::optional<int> caller, absl::string_view method,
                                      const grpc::ByteBuffer& request, IncomingPush* push,
-                                     grpc::ServerUnaryReactor* reactor) const;
+                                     grpc::ServerUnaryReactor* reactor, ServerMetrics::Call* meter) const;
   // False after finishing `reactor` with `caller` (CallerRank's status) when it is not OK.
-  static bool CallerOkOrFinish(const absl::Status& caller, grpc::ServerUnaryReactor* reactor);
+  static bool CallerOkOrFinish(const absl::Status& caller, grpc::ServerUnaryReactor* reactor,
+                               ServerMetrics::Call* meter);
 
   // The worker rank the call's session credential names; nullopt when callers are not checked
   // (no RequireSessions, or the store is not set yet: the call is then refused UNAVAILABLE). Errors
@@ -204,6 +213,11 @@ class ParameterServerService final : public RawParameterServerBase, public Sessi
   // UNAUTHENTICATED for a missing or forged grant, PERMISSION_DENIED for a batch not handed to the
   // pusher, INVALID_ARGUMENT for more samples than the batch holds.
   absl::Status CheckLeaseGrant(const PushRequest& push, absl::string_view method) const;
+
+  // Constant after construction: metrics_ is own_metrics_ (over own_registry_) or the caller's.
+  std::unique_ptr<metrics::Registry> own_registry_;
+  std::unique_ptr<ServerMetrics> own_metrics_;
+  ServerMetrics* metrics_ = nullptr;
 
   // Written before store_, like replica_; null: callers are not checked.
   std::unique_ptr<SessionVerifier> sessions_;

@@ -145,8 +145,16 @@ absl::Status ServerRunner::Run() {
   // NOT_SERVING until the servers-ready barrier.
   ASSIGN_OR_RETURN(std::unique_ptr<HealthServer> health,
                    StartHealthListener(options_.health_host, options_.health_port));
+  // Declared before the service, which meters calls into them.
+  metrics::Registry own_registry;
+  std::unique_ptr<ServerMetrics> own_metrics;
+  metrics_ = options_.metrics;
+  if (metrics_ == nullptr) {
+    own_metrics = std::make_unique<ServerMetrics>(&own_registry);
+    metrics_ = own_metrics.get();
+  }
   // Declared before the gRPC server, so it outlives it.
-  ParameterServerService service;
+  ParameterServerService service(metrics_);
   const std::string listen = JoinHostPort(options_.host, options_.port);
   int selected_port = 0;
   EnableHealthService();
@@ -178,6 +186,12 @@ absl::Status ServerRunner::Run() {
       JoinHostPort(options_.advertise_host.empty() ? options_.host : options_.advertise_host, selected_port);
   LOG(INFO) << "parameter server listening on " << JoinHostPort(options_.host, selected_port) << " (advertised as "
             << address << "), scheduler at " << options_.scheduler_address;
+  if (options_.metrics_port > 0) {
+    const std::string& h = options_.metrics_host;
+    const bool everywhere = h.empty() || h == "0.0.0.0" || h == "::" || h == "[::]";
+    const std::string& advertised = options_.advertise_host.empty() ? options_.host : options_.advertise_host;
+    client->set_metrics_address(JoinHostPort(everywhere ? advertised : h, options_.metrics_port));
+  }
 
   LocalEndpoint local;
   if (!unix_path.empty()) {
@@ -209,6 +223,8 @@ absl::Status ServerRunner::Run() {
   if (store != nullptr) store->Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
   server->Wait();
+  // The stores and the service go with this call; scrapes keep their final values.
+  metrics_->Unwatch();
   // After Wait no call is open, so the counts are final.
   if (store != nullptr) LOG(INFO) << FormatTransportCounters(store->rank(), service.counters());
   if (!unix_path.empty()) unlink(unix_path.c_str());
@@ -252,6 +268,7 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   }
   const int rank = registration.rank();
   LOG(INFO) << "registered as server " << rank;
+  metrics_->registry()->SetConstantLabels({{"role", "server"}, {"rank", absl::StrCat(rank)}});
   const JobSpec& job = registration.job();
   const bool checkpointing = CheckpointsOn(job);
   // The scheduler picks a restore step from every server's list when a server must be replaced;
@@ -275,6 +292,7 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   for (const WorkerInfo& w : view.workers()) store_options.worker_ranks.push_back(w.rank());
   store_options.membership_epoch = view.membership_epoch();
   store_options.total_steps = view.total_steps();
+  store_options.metrics = metrics_->ForShard(rank);
   if (checkpointing) store_options.on_checkpoint_written = [this](int64_t) { NoteCheckpointsChanged(); };
   if (IsExternalModel(job)) {
     // The declared values: for the fresh store, its rollback to step 0 and the replica alike.
@@ -309,6 +327,7 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
     replica_options.rank = (rank + job.num_servers() - 1) % job.num_servers();
     replica_options.on_checkpoint_written = nullptr;
     replica_options.write_checkpoints = false;
+    replica_options.metrics = metrics_->ForShard(replica_options.rank);
     absl::StatusOr<std::unique_ptr<ParameterStore>> replica = ParameterStore::Create(replica_options);
     if (!replica.ok()) {
       return ReportFatal(client, rank, absl::Status(replica.status().code(),
@@ -337,6 +356,7 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   LOG(INFO) << "server " << rank << ": requests up to " << limits.max_request_bytes << " bytes, "
             << limits.max_inflight_bytes << " bytes in flight";
   service->SetStores(store->get(), replica_.get());
+  metrics_->Watch(store->get(), replica_.get(), [service] { return service->inflight_bytes(); });
   RETURN_IF_ERROR(RefreshMembership(client, rank, job.checkpoint_dir(), store->get()));
 
   if (stopped()) return absl::OkStatus();
@@ -356,7 +376,8 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   Heartbeater heartbeater(
       client, SERVER, rank, interval, give_up, [this](absl::Status s) { EndJob(std::move(s)); },
       [this](int64_t epoch) { NoteMembershipEpoch(epoch); },
-      [primary = store->get(), replica = replica_.get()](HeartbeatRequest* request) {
+      [primary = store->get(), replica = replica_.get(), metrics = metrics_](HeartbeatRequest* request) {
+        *request->mutable_traffic() = metrics->Traffic();
         AddTableUsage(*primary, /*replica=*/false, request);
         if (replica != nullptr) AddTableUsage(*replica, /*replica=*/true, request);
       });

@@ -51,6 +51,7 @@
 #include "proto/cluster.pb.h"
 #include "server/parameter_store.h"
 #include "server/ps_service.h"
+#include "server/server_metrics.h"
 
 namespace grpc {
 class Server;
@@ -89,6 +90,15 @@ class ServerRunner {
     // How the listener and the channel to the scheduler are secured (common/transport_security.h);
     // null: plaintext on loopback only.
     std::shared_ptr<const TransportSecurity> security;
+    // Where the server's Prometheus series go (server/server_metrics.h); borrowed, must outlive
+    // Run. Null: a private set nobody scrapes. Run sets the registry's constant labels (role,
+    // rank) once it is registered.
+    ServerMetrics* metrics = nullptr;
+    // The port the process serves those metrics on (0: none), registered with the scheduler as
+    // metrics_host:metrics_port; a host that listens everywhere (empty, 0.0.0.0, ::) is replaced
+    // by the host the server registers with.
+    int metrics_port = 0;
+    std::string metrics_host;
   };
 
   // INVALID_ARGUMENT for an empty scheduler address or host, a port or health_port outside
@@ -157,6 +167,8 @@ class ServerRunner {
   bool StoppedOrEnded() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_requested_ || job_ended_; }
 
   const Options options_;
+  // Options::metrics, or Run's own; set at the start of Run.
+  ServerMetrics* metrics_ = nullptr;
 
   // Replicas: the copy of the shard before this server's. Set by ServeJob before serving, never
   // reset until Run returns.

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -11,17 +12,23 @@
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
+#include <httplib.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/metrics.h"
+#include "common/metrics_endpoint.h"
 #include "common/session_metadata.h"
 #include "proto/ps.grpc.pb.h"
 #include "proto/scheduler.grpc.pb.h"
 #include "model/model_file.h"
 #include "server/checkpoint.h"
 #include "server/parameter_store.h"
+#include "server/server_metrics.h"
 
 namespace pstrain::server {
 namespace {
@@ -36,6 +43,7 @@ class FakeScheduler final : public Scheduler::Service {
   grpc::Status Register(grpc::ServerContext*, const RegisterRequest* req, RegisterResponse* resp) override {
     absl::MutexLock lock(&mu_);
     server_address_ = req->address();
+    metrics_address_ = req->metrics_address();
     resp->set_rank(0);
     resp->mutable_job()->set_mode(SYNC);
     resp->mutable_job()->mutable_optimizer()->set_type(OptimizerSpec::SGD);
@@ -124,8 +132,9 @@ class FakeScheduler final : public Scheduler::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Heartbeat(grpc::ServerContext*, const HeartbeatRequest*, HeartbeatResponse* resp) override {
+  grpc::Status Heartbeat(grpc::ServerContext*, const HeartbeatRequest* req, HeartbeatResponse* resp) override {
     absl::MutexLock lock(&mu_);
+    traffic_ = req->traffic();
     resp->set_state(state_);
     resp->set_failure(failure_);
     resp->set_membership_epoch(membership_epoch_);
@@ -159,6 +168,18 @@ class FakeScheduler final : public Scheduler::Service {
     return barriers_.empty() ? "" : server_address_;
   }
 
+  std::string metrics_address() {
+    absl::MutexLock lock(&mu_);
+    return metrics_address_;
+  }
+  // Waits (bounded) for a heartbeat reporting `requests` requests; returns the latest traffic.
+  ServerTraffic WaitForTraffic(int64_t requests) {
+    absl::MutexLock lock(&mu_);
+    auto seen = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return traffic_.requests() >= requests; };
+    mu_.AwaitWithTimeout(absl::Condition(&seen), absl::Seconds(30));
+    return traffic_;
+  }
+
   std::vector<std::string> barriers() {
     absl::MutexLock lock(&mu_);
     return barriers_;
@@ -176,6 +197,8 @@ class FakeScheduler final : public Scheduler::Service {
   const std::unique_ptr<SessionSigner> signer_ = *SessionSigner::Generate();
   absl::Mutex mu_;
   std::string server_address_ ABSL_GUARDED_BY(mu_);
+  std::string metrics_address_ ABSL_GUARDED_BY(mu_);
+  ServerTraffic traffic_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> barriers_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> failures_ ABSL_GUARDED_BY(mu_);
   JobState state_ ABSL_GUARDED_BY(mu_) = RUNNING;
@@ -215,8 +238,11 @@ class ServerRunnerTest : public ::testing::Test {
     if (scheduler_server_) scheduler_server_->Shutdown();
   }
 
-  std::unique_ptr<ServerRunner> MakeRunner() {
+  std::unique_ptr<ServerRunner> MakeRunner(ServerMetrics* metrics = nullptr, int metrics_port = 0) {
     ServerRunner::Options options;
+    options.metrics = metrics;
+    options.metrics_port = metrics_port;
+    options.metrics_host = "0.0.0.0";
     options.scheduler_address = absl::StrCat("127.0.0.1:", scheduler_port_);
     options.rpc_timeout = absl::Seconds(10);
     options.startup_timeout = absl::Seconds(30);
@@ -237,6 +263,25 @@ class ServerRunnerTest : public ::testing::Test {
     req.set_worker_rank(rank);
     req.set_membership_epoch(epoch);
     return stub->Pull(&context, req, resp);
+  }
+
+  // Pushes a gradient of 4 `value`s for SYNC step `step` as worker 0.
+  grpc::Status PushTo(const std::string& address, int64_t step, float value, PushRequest* sent,
+                      PushResponse* pushed) const {
+    auto stub = ParameterServer::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    AttachSession(&context, scheduler_->WorkerCredential(0));
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    sent->set_worker_rank(0);
+    sent->set_membership_epoch(1);
+    sent->set_step(step);
+    sent->set_num_samples(1);
+    sent->set_request_id(step + 1);
+    TensorChunk* chunk = sent->add_chunks();
+    chunk->set_length(4);
+    const std::vector<float> grad(4, value);
+    chunk->set_data(reinterpret_cast<const char*>(grad.data()), 16);
+    return stub->Push(&context, *sent, pushed);
   }
 
   std::unique_ptr<FakeScheduler> scheduler_;
@@ -264,6 +309,116 @@ TEST_F(ServerRunnerTest, ServesUntilTheJobFinishes) {
   thread.join();
   EXPECT_TRUE(result.ok()) << result;
   EXPECT_FALSE(PullFrom(address, &pulled).ok());  // no longer listening
+}
+
+// The value of the one series of `name` whose labels include each of `labels` (k="v"); NaN when
+// there is not exactly one.
+double SeriesValue(const std::string& text, const std::string& name, const std::vector<std::string>& labels) {
+  double value = std::nan("");
+  int found = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (!absl::StartsWith(line, name + "{") && !absl::StartsWith(line, name + " ")) continue;
+    const size_t space = line.rfind(' ');
+    const absl::string_view series = line.substr(0, space);
+    bool all = true;
+    for (const std::string& l : labels) all = all && absl::StrContains(series, l);
+    if (!all) continue;
+    ++found;
+    value = std::stod(std::string(line.substr(space + 1)));
+  }
+  return found == 1 ? value : std::nan("");
+}
+
+TEST_F(ServerRunnerTest, ServesMetricsThatMatchWhatItMoved) {
+  StartScheduler();
+  scheduler_->SetCheckpointDir(
+      (std::filesystem::path(::testing::TempDir()) / absl::StrCat("metrics-", getpid())).string());
+  metrics::Registry registry;
+  ServerMetrics server_metrics(&registry);
+  absl::StatusOr<std::unique_ptr<HttpServer>> http = ServeMetrics(&registry, "127.0.0.1", 0);
+  ASSERT_TRUE(http.ok()) << http.status();
+  std::unique_ptr<ServerRunner> runner = MakeRunner(&server_metrics, (*http)->port());
+  absl::Status result = absl::UnknownError("Run did not return");
+  std::thread thread([&] { result = runner->Run(); });
+  const std::string address = scheduler_->WaitUntilReady();
+  ASSERT_FALSE(address.empty());
+  // Listening everywhere: registered with the server's own host.
+  EXPECT_EQ(scheduler_->metrics_address(), absl::StrCat("127.0.0.1:", (*http)->port()));
+
+  // Five SYNC steps (the fifth writes a checkpoint), a pull after each, then refused calls.
+  int64_t received = 0, sent = 0;
+  for (int step = 0; step < 5; ++step) {
+    PushRequest push;
+    PushResponse pushed;
+    ASSERT_TRUE(PushTo(address, step, 1.0f, &push, &pushed).ok());
+    received += static_cast<int64_t>(push.ByteSizeLong());
+    sent += static_cast<int64_t>(pushed.ByteSizeLong());
+    PullResponse pulled;
+    PullRequest pull;
+    pull.set_worker_rank(0);
+    pull.set_membership_epoch(1);
+    ASSERT_TRUE(PullFrom(address, &pulled).ok());
+    received += static_cast<int64_t>(pull.ByteSizeLong());
+    sent += static_cast<int64_t>(pulled.ByteSizeLong());
+  }
+  PullResponse ignored;
+  PullRequest stale;
+  stale.set_worker_rank(0);
+  stale.set_membership_epoch(7);
+  EXPECT_EQ(PullFrom(address, &ignored, 0, 7).error_code(), grpc::StatusCode::ABORTED);  // reaches shard 0
+  received += static_cast<int64_t>(stale.ByteSizeLong());
+  PullRequest denied;
+  denied.set_worker_rank(0);
+  denied.set_membership_epoch(1);
+  EXPECT_EQ(PullFrom(address, &ignored, 0, 1, scheduler_->WorkerCredential(1)).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);  // refused before decoding: no shard
+  const int64_t none_bytes = static_cast<int64_t>(denied.ByteSizeLong());
+  received += none_bytes;
+
+  httplib::Client client("127.0.0.1", (*http)->port());
+  httplib::Result got = client.Get("/metrics");
+  ASSERT_TRUE(got) << httplib::to_string(got.error());
+  ASSERT_EQ(got->status, 200);
+  const std::string& text = got->body;
+  const std::string rank = "rank=\"0\"";
+  EXPECT_EQ(SeriesValue(text, "pstrain_server_requests_total", {rank, "role=\"server\"", "method=\"Push\""}), 5);
+  EXPECT_EQ(SeriesValue(text, "pstrain_server_requests_total", {"method=\"Pull\""}), 7);
+  EXPECT_EQ(SeriesValue(text, "pstrain_server_request_duration_seconds_count", {"method=\"Pull\""}), 7);
+  EXPECT_EQ(SeriesValue(text, "pstrain_server_refused_requests_total", {"cause=\"aborted\""}), 1);
+  EXPECT_EQ(SeriesValue(text, "pstrain_server_refused_requests_total", {"cause=\"permission_denied\""}), 1);
+  EXPECT_EQ(SeriesValue(text, "pstrain_server_refused_requests_total", {"cause=\"invalid_argument\""}), 0);
+  const double shard0 = SeriesValue(text, "pstrain_server_received_bytes_total", {"shard=\"0\""});
+  EXPECT_EQ(SeriesValue(text, "pstrain_server_received_bytes_total", {"shard=\"none\""}), none_bytes);
+  EXPECT_EQ(shard0 + none_bytes, received);
+  const double sent_bytes = SeriesValue(text, "pstrain_server_sent_bytes_total", {"shard=\"0\""});
+  EXPECT_EQ(sent_bytes, sent);
+  EXPECT_EQ(SeriesValue(text, "pstrain_server_step", {"shard=\"0\"", "replica=\"false\""}), 5);
+  EXPECT_EQ(SeriesValue(text, "pstrain_server_step_wait_seconds_count", {"shard=\"0\""}), 5);
+  EXPECT_EQ(SeriesValue(text, "pstrain_server_parked_calls", {"shard=\"0\""}), 0);
+  EXPECT_EQ(SeriesValue(text, "pstrain_server_inflight_requests", {rank}), 0);
+  EXPECT_EQ(SeriesValue(text, "pstrain_server_checkpoints_written_total", {"shard=\"0\""}), 1);
+  EXPECT_EQ(SeriesValue(text, "pstrain_server_checkpoint_duration_seconds_count", {"shard=\"0\""}), 1);
+  const double age = SeriesValue(text, "pstrain_server_checkpoint_age_seconds", {"shard=\"0\""});
+  EXPECT_GE(age, 0);
+  EXPECT_LT(age, 60);
+
+  // The scrape, the heartbeat and the server's own counters are one source.
+  const ServerTraffic traffic = server_metrics.Traffic();
+  EXPECT_EQ(traffic.bytes_received(), received);
+  EXPECT_EQ(traffic.bytes_sent(), static_cast<int64_t>(sent_bytes));
+  EXPECT_EQ(traffic.requests(), 12);
+  EXPECT_EQ(traffic.refused(), 2);
+  const ServerTraffic beat = scheduler_->WaitForTraffic(12);
+  EXPECT_EQ(beat.bytes_received(), received);
+  EXPECT_EQ(beat.refused(), 2);
+
+  scheduler_->SetState(FINISHED);
+  thread.join();
+  EXPECT_TRUE(result.ok()) << result;
+  // After Run the series keep their final values.
+  got = client.Get("/metrics");
+  ASSERT_TRUE(got);
+  EXPECT_EQ(SeriesValue(got->body, "pstrain_server_step", {"shard=\"0\""}), 5);
 }
 
 TEST_F(ServerRunnerTest, CallersMustBeTheWorkerTheirSessionNames) {

@@ -23,6 +23,7 @@ absl::StatusOr<std::unique_ptr<JobMember>> JobMember::Join(const MemberOptions& 
     ASSIGN_OR_RETURN(member->health_, HealthServer::Start(options.health_host, options.health_port));
     LOG(INFO) << "health service on " << JoinHostPort(options.health_host, member->health_->port());
   }
+  if (!options.metrics_address.empty()) member->scheduler_->set_metrics_address(options.metrics_address);
   absl::StatusOr<RegisterResponse> registered =
       member->scheduler_->Register(WORKER, "", options.startup_timeout);
   if (!registered.ok()) {
@@ -44,6 +45,13 @@ absl::StatusOr<std::unique_ptr<JobMember>> JobMember::Join(const MemberOptions& 
   // valid stops here with the field named, not somewhere in training.
   member->job_ = registered->job();
   ApplyJobDefaults(&member->job_);
+  metrics::Registry* registry = options.metrics;
+  if (registry == nullptr) {
+    member->own_registry_ = std::make_unique<metrics::Registry>();
+    registry = member->own_registry_.get();
+  }
+  registry->SetConstantLabels({{"role", "worker"}, {"rank", std::to_string(member->rank_)}});
+  member->metrics_ = std::make_unique<WorkerMetrics>(registry, member->job_.num_servers());
   if (absl::Status valid = ValidateJobSpec(member->job_); !valid.ok()) {
     return member->Finish(absl::InvalidArgumentError(absl::StrCat("the job from the scheduler: ", valid.message())));
   }
@@ -82,6 +90,7 @@ absl::StatusOr<ClusterView> JobMember::Start() {
   if (view_.tables_size() > 0) *job_.mutable_tables() = view_.tables();
   ASSIGN_OR_RETURN(ps_, PsClient::Create(view_, options_.rpc_timeout, /*unix_sockets=*/true, options_.tcp_connections,
                                         options_.security, scheduler_->session_credential()));
+  ps_->set_traffic_meter(metrics_->traffic());
   // From here on, a failed job cancels whatever this worker is waiting for.
   heartbeater_ = std::make_unique<Heartbeater>(
       scheduler_.get(), WORKER, rank_, absl::Milliseconds(heartbeat_ms_), absl::Milliseconds(dead_after_ms_),
@@ -106,6 +115,7 @@ absl::StatusOr<std::unique_ptr<TrainingSession>> JobMember::NewSession(std::vect
   options.view = view_;
   options.params = std::move(params);
   options.leave = options_.leave != nullptr ? options_.leave : &leave_;
+  options.metrics = metrics_.get();
   if (!job_.final_model_path().empty()) {
     // The scheduler writes the final model (this worker's files may not outlive it, e.g. in a
     // pod). The first live worker sends it (worker 0 may have died on the way), before its last

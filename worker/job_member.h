@@ -30,11 +30,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/metrics.h"
 #include "common/transport_security.h"
 #include "model/param_spec.h"
 #include "proto/cluster.pb.h"
 #include "proto/job.pb.h"
 #include "worker/training_session.h"
+#include "worker/worker_metrics.h"
 
 namespace pstrain {
 class HealthServer;
@@ -64,6 +66,14 @@ struct MemberOptions {
   // How the channels to the scheduler and the servers are secured (common/transport_security.h);
   // null: plaintext.
   std::shared_ptr<const TransportSecurity> security;
+  // Where the worker's metrics (worker/worker_metrics.h) are registered, borrowed for the
+  // member's life; the member sets its constant labels (role="worker", rank) once registered.
+  // Null: a registry of the member's own, which nothing serves (the reports still carry the
+  // traffic and staleness).
+  metrics::Registry* metrics = nullptr;
+  // "host:port" where `metrics` is served over HTTP, sent with Register for the scheduler to list
+  // (SchedulerClient::set_metrics_address); empty: not served.
+  std::string metrics_address;
 };
 
 class JobMember {
@@ -129,6 +139,8 @@ class JobMember {
   int64_t heartbeat_ms_ = 500;
   int64_t dead_after_ms_ = 3000;
   ClusterView view_;
+  std::unique_ptr<metrics::Registry> own_registry_;  // when options_.metrics is null
+  std::unique_ptr<WorkerMetrics> metrics_;           // once registered
   std::unique_ptr<PsClient> ps_;
   std::unique_ptr<Heartbeater> heartbeater_;
   std::unique_ptr<HealthServer> health_;

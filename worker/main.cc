@@ -9,7 +9,10 @@
 
 
 #include "common/binary_init.h"
+#include "common/health.h"
 #include "common/health_flags.h"
+#include "common/metrics.h"
+#include "common/metrics_flags.h"
 #include "common/security_flags.h"
 #include "common/stop_signals.h"
 #include "model/cpu_backend.h"
@@ -25,6 +28,9 @@ DEFINE_int64(rpc_timeout_ms, 60000, "Deadline of each call to a parameter server
 DEFINE_int32(tcp_connections, 2,
              "TCP connections to each parameter server not on this host; calls take them in turn, so the "
              "parts of an overlapped step travel side by side");
+DEFINE_string(advertise_host, "",
+              "With --metrics_port: the host the scheduler lists this worker's metrics at (default: "
+              "--metrics_host, or 127.0.0.1 when that listens everywhere)");
 DEFINE_int64(startup_timeout_ms, 120000, "How long to wait for the scheduler and the other roles");
 
 int main(int argc, char** argv) {
@@ -57,7 +63,23 @@ int main(int argc, char** argv) {
   // Ignore SIGPIPE from closed log pipes.
   std::signal(SIGPIPE, SIG_IGN);
 
+  // Served before registering, so the scheduler learns where (the port may be any free one).
+  pstrain::metrics::Registry registry;
+  absl::StatusOr<std::unique_ptr<pstrain::HttpServer>> metrics = pstrain::ServeMetricsFromFlags(&registry);
+  if (!metrics.ok()) {
+    std::cerr << "pstrain-worker: " << metrics.status().message() << "\n";
+    return 2;
+  }
+
   pstrain::worker::WorkerOptions options;
+  options.member.metrics = &registry;
+  if (*metrics != nullptr) {
+    std::string host = FLAGS_advertise_host;
+    if (host.empty()) host = FLAGS_metrics_host;
+    // A wildcard address is where to listen, not where to dial.
+    if (host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]") host = "127.0.0.1";
+    options.member.metrics_address = pstrain::JoinHostPort(host, (*metrics)->port());
+  }
   options.member.security = pstrain::TransportSecurityFromFlagsOrExit("pstrain-worker");
   options.member.scheduler_address = FLAGS_scheduler;
   options.device = FLAGS_device;
@@ -75,6 +97,7 @@ int main(int argc, char** argv) {
     pstrain::StopSignals signals([&leave] { leave = true; });
     status = pstrain::worker::RunWorker(options);
   }
+  pstrain::LingerAndStopMetrics(metrics->get());
   if (!status.ok()) {
     LOG(ERROR) << "worker failed: " << status;
     return 1;

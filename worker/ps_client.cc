@@ -32,6 +32,8 @@ struct PsClient::Call {
   std::function<absl::Status(const grpc::ByteBuffer&)> decode;
   absl::Time deadline;  // of the whole call, retries included
   int retries = 0;
+  // Pushes: the bytes compression saved (TrafficMeter), counted with each attempt.
+  int64_t saved = 0;
   bool group_cancelled = false;  // CancelGroup hit it while it waited to be retried (mu_)
 };
 
@@ -53,6 +55,16 @@ std::optional<absl::Duration> RetryAfter(const grpc::Status& status, const grpc:
     return std::nullopt;
   }
   return std::clamp(absl::Milliseconds(ms), absl::Milliseconds(1), kMaxRetryAfter);
+}
+
+// What compression kept off the wire: the push's chunks as float32 less the bytes of their values.
+int64_t CompressionSaved(const OutgoingPush& push) {
+  int64_t saved = 0;
+  const int n = std::min<int>(push.header.chunks_size(), static_cast<int>(push.values.size()));
+  for (int i = 0; i < n; ++i) {
+    saved += 4 * push.header.chunks(i).length() - static_cast<int64_t>(push.values[i].size());
+  }
+  return std::max<int64_t>(0, saved);
 }
 
 }  // namespace
@@ -226,12 +238,14 @@ void PsClient::StartRaw(int server, Call* call, const char* method,
 void PsClient::SendRaw(Call* call) {
   auto finished = [this, call](grpc::Status s) {
     if (s.ok()) {
+      if (traffic_ != nullptr) traffic_->Received(call->server, static_cast<int64_t>(call->response.Length()));
       absl::Status decoded = call->decode(call->response);
       if (!decoded.ok()) s = grpc::Status(grpc::StatusCode::DATA_LOSS, std::string(decoded.message()));
     }
     if (!s.ok() && MaybeRetry(call, s)) return;
     End(call, s);
   };
+  if (traffic_ != nullptr) traffic_->Sent(call->server, static_cast<int64_t>(call->request.Length()), call->saved);
   NextChannel(call->server).raw->UnaryCall(call->context.get(), call->method, grpc::StubOptions(), &call->request,
                                            &call->response, std::move(finished));
 }
@@ -242,6 +256,7 @@ bool PsClient::MaybeRetry(Call* call, const grpc::Status& status) {
   const absl::Time at = absl::Now() + *after;
   if (call->retries >= kMaxRetries || at >= call->deadline) return false;
   ++call->retries;
+  if (traffic_ != nullptr) traffic_->Retried(absl::StatusCode::kResourceExhausted);
   VLOG(1) << call->what << ": " << status.error_message() << "; retry " << call->retries;
   absl::MutexLock lock(&mu_);
   if (!cancelled_.empty() || stopping_) return false;
@@ -304,6 +319,7 @@ void PsClient::PushAsync(int server, const OutgoingPush* request, PushResponse* 
   Call* call = Begin(server, "push", std::move(done), group);
   if (call == nullptr) return;
   EncodePush(*request, &call->request);
+  if (traffic_ != nullptr) call->saved = CompressionSaved(*request);
   StartRaw(server, call, kPushMethod,
            [response](const grpc::ByteBuffer& bytes) { return DecodeMessage(bytes, "answer", response); });
 }
@@ -313,6 +329,7 @@ void PsClient::PushPullAsync(int server, const OutgoingPush* request, IncomingPu
   Call* call = Begin(server, "push-pull", std::move(done), group);
   if (call == nullptr) return;
   EncodePush(*request, &call->request);
+  if (traffic_ != nullptr) call->saved = CompressionSaved(*request);
   StartRaw(server, call, kPushPullMethod,
            [response](const grpc::ByteBuffer& bytes) { return DecodePull(bytes, "answer", response); });
 }
@@ -321,6 +338,7 @@ void PsClient::FinishEpochAsync(int server, const FinishEpochRequest* request,
                                 FinishEpochResponse* response, Done done) {
   Call* call = Begin(server, "finish-epoch", std::move(done));
   if (call == nullptr) return;
+  // Its few bytes are not counted, as on the server (proto/scheduler.proto: WorkerTraffic).
   NextChannel(server).typed->async()->FinishEpoch(call->context.get(), request, response,
                                                   [this, call](grpc::Status s) { End(call, s); });
 }

@@ -20,6 +20,9 @@
 // RESOURCE_EXHAUSTED. The server changed nothing when it refused, so the retry is safe. A
 // RESOURCE_EXHAUSTED without the hint (e.g. gRPC's own message size limit) is final.
 //
+// Traffic: with a TrafficMeter (set_traffic_meter), every request sent (each attempt) and every
+// answer decoded counts its serialized bytes there, and a push the bytes its compression saved.
+//
 // Tensors travel raw (common/tensor_wire.h): a push's values are sent from where the caller keeps
 // them (OutgoingPush), without a copy, and an answer's values are left in the received bytes
 // (IncomingPull) for the caller to copy once, straight into its weights.
@@ -46,6 +49,7 @@
 #include "proto/ps.grpc.pb.h"
 #include "worker/ps_api.h"
 #include "worker/shard_routing.h"
+#include "worker/traffic_meter.h"
 
 namespace grpc {
 class ClientContext;
@@ -75,6 +79,10 @@ class PsClient : public PsApi {
                                                          std::shared_ptr<const TransportSecurity> security = nullptr,
                                                          std::string session_credential = "");
   ~PsClient() override;
+
+  // Counts this client's traffic into `meter` (borrowed; must outlive the client; null: none).
+  // REQUIRES: no call has started yet.
+  void set_traffic_meter(TrafficMeter* meter) { traffic_ = meter; }
 
   int num_servers() const override { return static_cast<int>(servers_.size()); }
   // How many channels (connections) this client has to `server`: 0 when it is not in the view.
@@ -158,6 +166,7 @@ class PsClient : public PsApi {
   const int tcp_connections_;
   const std::shared_ptr<const TransportSecurity> security_;
   const std::string session_credential_;
+  TrafficMeter* traffic_ = nullptr;  // set before the first call
   // By rank; changed only by Create and UpdateServers, which run while no call does.
   std::vector<std::unique_ptr<Server>> servers_;
 

@@ -69,8 +69,17 @@ TrainingSession::TrainingSession(SessionOptions options, SchedulerApi* scheduler
       // Request ids only need to differ between the pushes of one rank (ranks are never reused);
       // a random start also keeps ids of different jobs apart in logs.
       next_request_id_(absl::Uniform<uint64_t>(absl::BitGen()) | 1),
-      last_checkpoint_ask_(options_.clock->Now()) {
+      last_checkpoint_ask_(options_.clock->Now()),
+      staleness_(layout_.num_servers()) {
   pending_.set_worker_rank(options_.rank);
+  metrics_ = options_.metrics;
+  if (metrics_ == nullptr) {
+    own_registry_ = std::make_unique<metrics::Registry>();
+    own_metrics_ = std::make_unique<WorkerMetrics>(own_registry_.get(), layout_.num_servers());
+    metrics_ = own_metrics_.get();
+  }
+  // Traffic before this session (another session of the same member) was reported by that one.
+  reported_traffic_ = metrics_->traffic()->totals();
   if (options_.job.tables_size() > 0) {
     std::vector<int> dims;
     for (const TableSpec& t : options_.job.tables()) dims.push_back(t.dim());
@@ -119,6 +128,7 @@ absl::Status TrainingSession::Next(Work* work) {
         break;
       }
       case Phase::kDone:
+        metrics_->Idle();
         work->kind = Work::kDone;
         work->left = left_;
         return absl::OkStatus();
@@ -146,6 +156,7 @@ absl::StatusOr<bool> TrainingSession::NextSyncBatch(Work* work) {
   const int epoch = static_cast<int>(global_step_ / steps_per_epoch);
   SetPermutation(epoch);
   epoch_ = epoch;
+  metrics_->SetEpoch(epoch);
   ASSIGN_OR_RETURN(const int slot, Slot());
   const data::Range slice =
       data::SyncSliceOfGlobalBatch(n, view_.global_batch(), view_.workers_size(), slot, global_step_ % steps_per_epoch);
@@ -199,6 +210,7 @@ absl::StatusOr<bool> TrainingSession::NextLeasedBatch(Work* work) {
     lease_ = Lease{lease.lease_id(), range, batches, lease.first_batch(), lease.grant()};
   }
   const data::Range batch = data::BatchOf(lease_->range, job.batch_size(), lease_->next_batch);
+  metrics_->SetEpoch(epoch_);
   work->kind = Work::kTrain;
   work->epoch = epoch_;
   work->step = clock_;
@@ -209,6 +221,7 @@ absl::StatusOr<bool> TrainingSession::NextLeasedBatch(Work* work) {
 }
 
 void TrainingSession::StartEpochEnd(int epoch, bool last) {
+  metrics_->Idle();
   eval_epoch_ = epoch;
   eval_last_ = last;
   phase_ = Phase::kEvaluate;
@@ -304,6 +317,7 @@ absl::StatusOr<TrainingSession::StepResult> TrainingSession::EndStep(const model
   train->set_steps(train->steps() + 1);
   times.set_steps(1);
   AddStepTimes(times, pending_.mutable_step_times());
+  metrics_->StepApplied(times, step_.num_samples, stats.loss_sum, Now());
   RETURN_IF_ERROR(StepApplied());
   return StepResult::kApplied;
 }
@@ -382,7 +396,14 @@ absl::Status TrainingSession::MaybeReport(int epoch, bool force) {
   if (!force && now - last_report_ < options_.report_interval) return absl::OkStatus();
   pending_.set_epoch(epoch);
   pending_.set_step(global_step_);
+  // Deltas of the running totals, so the reports add up to the Prometheus counters exactly.
+  const TrafficMeter::Totals traffic = metrics_->traffic()->totals();
+  WorkerTraffic* delta = pending_.mutable_traffic();
+  delta->set_bytes_sent(traffic.bytes_sent - reported_traffic_.bytes_sent);
+  delta->set_bytes_received(traffic.bytes_received - reported_traffic_.bytes_received);
+  delta->set_compression_saved_bytes(traffic.compression_saved_bytes - reported_traffic_.compression_saved_bytes);
   RETURN_IF_ERROR(scheduler_->ReportProgress(pending_));
+  reported_traffic_ = traffic;
   pending_.Clear();
   pending_.set_worker_rank(options_.rank);
   last_report_ = now;

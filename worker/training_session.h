@@ -70,10 +70,12 @@
 #include "proto/job.pb.h"
 #include "worker/layer_pusher.h"
 #include "worker/ps_api.h"
+#include "worker/pull_staleness.h"
 #include "worker/push_encoder.h"
 #include "worker/shard_layout.h"
 #include "worker/shard_routing.h"
 #include "worker/sparse_rows_cache.h"
+#include "worker/worker_metrics.h"
 
 namespace pstrain::worker {
 
@@ -98,6 +100,11 @@ struct SessionOptions {
   std::function<absl::Status(absl::Span<const float> weights)> before_done;
   // Borrowed; must outlive the session.
   Clock* clock = Clock::Real();
+  // Where the session counts its steps, samples and staleness, and whose traffic totals its
+  // reports carry (the transport counts the bytes: give it metrics->traffic()). Borrowed; must
+  // outlive the session. Null: the session keeps metrics of its own, unserved, so its reports
+  // still carry staleness (their traffic then stays 0).
+  WorkerMetrics* metrics = nullptr;
 };
 
 class TrainingSession {
@@ -270,6 +277,9 @@ class TrainingSession {
   // This worker's position among the live workers of view_, or FAILED_PRECONDITION if it is gone.
   absl::StatusOr<int> Slot() const;
   absl::Status MaybeReport(int epoch, bool force);
+  // ASYNC/SSP: the staleness of each shard's push-pull answer in pulled_, into the metrics and
+  // the pending report.
+  void CountStaleness();
   // Replicas: a dead server's shard is served by its promoted copy, so the job goes on.
   bool Replicated() const { return view_.shard_hosts_size() > 0; }
   // Whether a server's death (UNAVAILABLE) is a membership change to wait out rather than an
@@ -351,6 +361,13 @@ class TrainingSession {
   bool left_ = false;
   // Training statistics not yet reported.
   ProgressReport pending_;
+  // Metrics: metrics_ is options_.metrics or own_metrics_ (over own_registry_).
+  std::unique_ptr<metrics::Registry> own_registry_;
+  std::unique_ptr<WorkerMetrics> own_metrics_;
+  WorkerMetrics* metrics_ = nullptr;
+  PullStaleness staleness_;
+  // The traffic totals up to the last report: the next one carries what came since.
+  TrafficMeter::Totals reported_traffic_;
   absl::Time last_report_ = absl::InfinitePast();
 };
 

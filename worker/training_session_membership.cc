@@ -24,6 +24,7 @@ absl::Status TrainingSession::StepRefused(const absl::Status& status) {
   const bool membership = absl::IsAborted(status) ||
                           (absl::IsUnavailable(status) && (Sync() || ServersRecover())) || behind_rewind;
   if (!membership) return status;
+  metrics_->traffic()->Retried(status.code());
   if (!behind_rewind) RETURN_IF_ERROR(AwaitMembership(status, give_up_));
   if (!Sync()) rewind_to_.reset();  // a rollback to a common step exists only in SYNC
   if (rewind_to_.has_value()) {

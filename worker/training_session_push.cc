@@ -112,6 +112,7 @@ absl::Status TrainingSession::PushAfterBackward(StepTimes* times) {
   times->set_push_seconds(absl::ToDoubleSeconds(now - t));
   t = now;
   RETURN_IF_ERROR(ps_->PushPullShards(routes_, push_, &pulled_));
+  if (!Sync()) CountStaleness();
   now = Now();
   times->set_wait_seconds(absl::ToDoubleSeconds(now - t));
   t = now;
@@ -149,10 +150,23 @@ absl::StatusOr<int64_t> TrainingSession::PullWeights(int64_t step, int epoch) {
     r.set_data_epoch(epoch);
   }
   RETURN_IF_ERROR(ps_->PullShards(routes_, requests, &pulled_));
+  for (int s = 0; s < layout_.num_servers(); ++s) staleness_.Pulled(s, pulled_[s].header.step());
   int64_t lowest = pulled_[0].header.step();
   for (const IncomingPull& r : pulled_) lowest = std::min(lowest, r.header.step());
   RETURN_IF_ERROR(InstallWeights());
   return lowest;
+}
+
+void TrainingSession::CountStaleness() {
+  Staleness* report = pending_.mutable_staleness();
+  for (int s = 0; s < layout_.num_servers(); ++s) {
+    const std::optional<int64_t> staleness = staleness_.PushPulled(s, pulled_[s].header.step());
+    if (!staleness.has_value()) continue;
+    metrics_->Staleness(*staleness);
+    report->set_pulls(report->pulls() + 1);
+    report->set_sum(report->sum() + *staleness);
+    report->set_max(std::max(report->max(), *staleness));
+  }
 }
 
 absl::Status TrainingSession::CheckPullable() const {

@@ -142,12 +142,18 @@ absl::StatusOr<LeaseResponse> InProcessScheduler::Lease(int worker_rank, int epo
   return answer;
 }
 
+std::vector<ProgressReport> InProcessScheduler::reports() const {
+  absl::MutexLock lock(&mu_);
+  return reports_;
+}
+
 absl::Status InProcessScheduler::ReportProgress(const ProgressReport& report) {
   RETURN_IF_ERROR(Enter("ReportProgress"));
   ProgressReport stamped = report;
   {
     absl::MutexLock lock(&mu_);
     stamped.set_report_seq(next_seq_++);
+    reports_.push_back(stamped);
   }
   absl::Status answer = core_->ReportProgress(stamped);
   After();

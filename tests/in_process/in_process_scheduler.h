@@ -33,6 +33,8 @@ class InProcessScheduler : public SchedulerApi {
   void set_after_call(std::function<void()> after_call);
   // Calls of `method` so far (failed ones included).
   int64_t calls(const std::string& method) const;
+  // Every progress report that reached the core, in order, as stamped.
+  std::vector<ProgressReport> reports() const;
 
   absl::StatusOr<RegisterResponse> Register(Role role, const std::string& address, absl::Duration timeout,
                                             const LocalEndpoint& local = {}) override;
@@ -66,6 +68,7 @@ class InProcessScheduler : public SchedulerApi {
   std::map<std::string, int64_t> calls_ ABSL_GUARDED_BY(mu_);
   std::function<void()> after_call_ ABSL_GUARDED_BY(mu_);
   int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  std::vector<ProgressReport> reports_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pstrain::in_process

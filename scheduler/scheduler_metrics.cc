@@ -1,0 +1,147 @@
+#include "scheduler/scheduler_metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace pstrain {
+namespace scheduler {
+namespace {
+
+constexpr const char* kStates[] = {"WAITING", "RUNNING", "FINISHED", "FAILED"};
+constexpr const char* kRoles[] = {"server", "worker"};
+constexpr const char* kKinds[] = {"joined", "died", "left"};
+
+}  // namespace
+
+// Shared with the registry's collector, which may outlive the SchedulerMetrics.
+struct SchedulerMetrics::State {
+  absl::Mutex mu;
+  const Scheduler* scheduler ABSL_GUARDED_BY(mu) = nullptr;
+
+  metrics::GaugeFamily* job_state = nullptr;
+  metrics::Gauge* membership_epoch = nullptr;
+  metrics::GaugeFamily* live_members = nullptr;
+  metrics::CounterFamily* events = nullptr;
+  metrics::Gauge* training_leases = nullptr;
+  metrics::Gauge* eval_leases = nullptr;
+  metrics::Gauge* epoch = nullptr;
+  metrics::Gauge* step = nullptr;
+  metrics::Gauge* total_steps = nullptr;
+  metrics::Gauge* epoch_progress = nullptr;
+  metrics::GaugeFamily* train_loss = nullptr;
+  metrics::GaugeFamily* test_loss = nullptr;
+  metrics::GaugeFamily* test_accuracy = nullptr;
+  metrics::Gauge* samples_per_second = nullptr;
+  metrics::Gauge* eta_seconds = nullptr;
+  metrics::Gauge* barriers_waiting = nullptr;
+  metrics::Gauge* barriers_stuck = nullptr;
+
+  void Set(const DashboardStatus& s);
+  // Reads the attached scheduler, if any.
+  void Collect() {
+    absl::MutexLock lock(&mu);
+    if (scheduler != nullptr) Set(scheduler->DashboardStatus());
+  }
+};
+
+void SchedulerMetrics::State::Set(const DashboardStatus& s) {
+  for (const char* state : kStates) job_state->With({state})->Set(s.state == state ? 1 : 0);
+  membership_epoch->Set(static_cast<double>(s.membership_epoch));
+  for (const char* role : kRoles) {
+    live_members->With({role})->Set(static_cast<double>(
+        std::count_if(s.members.begin(), s.members.end(),
+                      [role](const MemberStatus& m) { return m.role == role && m.state == "live"; })));
+  }
+  for (const char* kind : kKinds) {
+    const double n = static_cast<double>(
+        std::count_if(s.membership_events.begin(), s.membership_events.end(),
+                      [kind](const MembershipEventStatus& e) { return e.kind == kind; }));
+    metrics::Counter* counter = events->With({kind});
+    counter->Add(n - counter->value());  // The events are kept whole: the counter follows their count.
+  }
+  training_leases->Set(static_cast<double>(s.training_leases_out));
+  eval_leases->Set(static_cast<double>(s.eval_leases_out));
+  epoch->Set(s.epoch);
+  step->Set(static_cast<double>(s.step));
+  total_steps->Set(static_cast<double>(s.total_steps));
+  double ratio = 0;
+  if (s.total_steps > 0 && s.epochs > 0) {
+    const double steps_per_epoch = static_cast<double>(s.total_steps) / s.epochs;
+    ratio = std::clamp(static_cast<double>(s.step) / steps_per_epoch - s.epoch, 0.0, 1.0);
+  }
+  epoch_progress->Set(ratio);
+  if (std::isfinite(s.recent_loss)) train_loss->Get()->Set(s.recent_loss);
+  for (auto it = s.epochs_done.rbegin(); it != s.epochs_done.rend(); ++it) {
+    if (!std::isfinite(it->test_loss)) continue;
+    test_loss->Get()->Set(it->test_loss);
+    if (std::isfinite(it->test_accuracy)) test_accuracy->Get()->Set(it->test_accuracy);
+    break;
+  }
+  samples_per_second->Set(s.samples_per_second);
+  eta_seconds->Set(s.eta_seconds);
+  barriers_waiting->Set(s.barriers_waiting);
+  barriers_stuck->Set(static_cast<double>(s.stuck_barriers.size()));
+}
+
+SchedulerMetrics::SchedulerMetrics(metrics::Registry* registry) : state_(std::make_shared<State>()) {
+  State& s = *state_;
+  s.job_state = &registry->AddGauge("pstrain_scheduler_job_state", "1 for the job's current state", {"state"});
+  s.membership_epoch =
+      registry->AddGauge("pstrain_scheduler_membership_epoch", "Bumped by every change of the live set").Get();
+  // Not "role": every series already has the constant label role="scheduler".
+  s.live_members =
+      &registry->AddGauge("pstrain_scheduler_live_members", "Live members by role", {"member_role"});
+  s.events = &registry->AddCounter("pstrain_scheduler_membership_events_total",
+                                   "Members that joined the running job, died or left", {"kind"});
+  metrics::GaugeFamily& leases =
+      registry->AddGauge("pstrain_scheduler_leases_outstanding", "Leases handed out and not complete yet", {"kind"});
+  s.training_leases = leases.With({"training"});
+  s.eval_leases = leases.With({"evaluation"});
+  s.epoch = registry->AddGauge("pstrain_scheduler_epoch", "The newest epoch workers report").Get();
+  s.step = registry->AddGauge("pstrain_scheduler_step", "Optimizer steps done (SYNC: global steps)").Get();
+  s.total_steps = registry->AddGauge("pstrain_scheduler_total_steps", "Optimizer steps the job makes").Get();
+  s.epoch_progress = registry
+                         ->AddGauge("pstrain_scheduler_epoch_progress_ratio",
+                                    "How far the current epoch is, 0..1, estimated from the steps")
+                         .Get();
+  s.train_loss = &registry->AddGauge("pstrain_scheduler_train_loss", "Mean training loss of the latest reports");
+  s.test_loss = &registry->AddGauge("pstrain_scheduler_test_loss", "Test loss of the last evaluated complete epoch");
+  s.test_accuracy =
+      &registry->AddGauge("pstrain_scheduler_test_accuracy", "Test accuracy of the last evaluated complete epoch");
+  s.samples_per_second =
+      registry->AddGauge("pstrain_scheduler_samples_per_second", "Training samples per second over the run").Get();
+  s.eta_seconds = registry->AddGauge("pstrain_scheduler_eta_seconds", "Estimated seconds until the last step").Get();
+  s.barriers_waiting =
+      registry->AddGauge("pstrain_scheduler_barriers_waiting", "Barriers waiting for participants").Get();
+  s.barriers_stuck = registry
+                         ->AddGauge("pstrain_scheduler_barriers_stuck",
+                                    "Barriers waiting longer than expected (the log names who is missing)")
+                         .Get();
+  registry->AddCollector([state = state_] { state->Collect(); });
+}
+
+SchedulerMetrics::~SchedulerMetrics() { Detach(); }
+
+void SchedulerMetrics::Attach(const Scheduler* scheduler) {
+  absl::MutexLock lock(&state_->mu);
+  state_->scheduler = scheduler;
+}
+
+void SchedulerMetrics::Detach() {
+  state_->Collect();
+  absl::MutexLock lock(&state_->mu);
+  state_->scheduler = nullptr;
+}
+
+void SchedulerMetrics::Update(const DashboardStatus& status) {
+  absl::MutexLock lock(&state_->mu);
+  state_->Set(status);
+}
+
+}  // namespace scheduler
+}  // namespace pstrain

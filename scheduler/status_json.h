@@ -1,0 +1,187 @@
+// The scheduler's JSON API as text: what GET /api/status, /api/timeline and /api/targets answer
+// (scheduler/dashboard_http.h serves them). Plain structs in, JSON text out; no gRPC, no locks.
+//
+// The Scheduler copies its state into these structs under its mutex (Scheduler::DashboardStatus,
+// Progress::TimelineSince, Scheduler::MetricsTargets) and the HTTP handler formats them here,
+// outside the mutex, so a slow client never holds up training.
+//
+// Numbers that are unknown or not finite (a test loss of an epoch nobody evaluated, a mean of
+// nothing) are written as null, which every JSON parser reads. Times are seconds since the
+// scheduler started ("now_seconds", "t", "seconds", "joined_seconds", "end_seconds") or ages in
+// seconds ("..._seconds_ago").
+#ifndef PSTRAIN_SCHEDULER_STATUS_JSON_H_
+#define PSTRAIN_SCHEDULER_STATUS_JSON_H_
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace pstrain {
+namespace scheduler {
+
+// An unknown number; written as null.
+inline constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();
+
+// One complete epoch (test numbers unknown when it was not evaluated).
+struct EpochStatus {
+  int epoch = 0;
+  double train_loss = kUnknown;
+  double test_loss = kUnknown;
+  double test_accuracy = kUnknown;
+  std::optional<double> test_auc;  // only for jobs whose workers report scores
+  int64_t samples = 0;
+  double seconds = 0;
+  double end_seconds = kUnknown;
+};
+
+// The scheduler itself, a server or a worker, live or gone.
+struct MemberStatus {
+  std::string role;  // "scheduler", "server", "worker"
+  int rank = 0;
+  std::string address;
+  std::string metrics_address;  // empty: serves no metrics
+  std::string state;            // "live", "dead", "left"
+  double last_heartbeat_seconds_ago = kUnknown;  // unknown: never heartbeated
+  double joined_seconds = 0;
+};
+
+// Sums over a worker's progress reports.
+struct WorkerStatus {
+  int rank = 0;
+  int64_t samples = 0;
+  double samples_per_second = 0;  // over the recent window (Progress::kRecentWindow)
+  int64_t step = 0;               // the step of its latest report
+  int64_t bytes_sent = 0;
+  int64_t bytes_received = 0;
+  int64_t compression_saved_bytes = 0;
+  int64_t staleness_pulls = 0;
+  double staleness_mean = kUnknown;  // unknown without pulls (SYNC)
+  int64_t staleness_max = 0;
+};
+
+// A server's traffic counters, as its latest heartbeat had them.
+struct ServerStatus {
+  int rank = 0;
+  int64_t bytes_received = 0;
+  int64_t bytes_sent = 0;
+  int64_t requests = 0;
+  int64_t refused = 0;
+};
+
+struct MembershipEventStatus {
+  double seconds = 0;
+  std::string role;
+  int rank = 0;
+  std::string kind;  // "joined", "died", "left"
+};
+
+// A server's slow SYNC step (Scheduler::ReportSlowStep).
+struct SlowStepStatus {
+  double seconds = 0;
+  int server = 0;
+  int64_t step = 0;
+  double waited_seconds = 0;
+  std::vector<int> waiting_for;
+};
+
+// A barrier participant that has not arrived.
+struct MissingParticipant {
+  std::string role;
+  int rank = 0;
+  std::string address;
+  double last_heartbeat_seconds_ago = kUnknown;
+};
+
+// A barrier that has waited longer than expected (scheduler/stuck_barriers.h).
+struct StuckBarrierStatus {
+  std::string name;
+  double since_seconds = 0;  // when it was first entered
+  double waiting_seconds = 0;
+  std::vector<MissingParticipant> missing;
+  // The run summary keeps barriers that were stuck and then released (or cut by the end) too.
+  bool released = false;
+};
+
+// Everything GET /api/status shows.
+struct DashboardStatus {
+  std::string state;    // "WAITING", "RUNNING", "FINISHED", "FAILED"
+  std::string failure;  // empty unless FAILED
+  std::string mode;     // "sync", "async", "ssp"
+  double now_seconds = 0;
+  int epoch = 0;
+  int epochs = 0;
+  int64_t step = 0;
+  int64_t total_steps = 0;
+  double samples_per_second = 0;
+  double eta_seconds = 0;
+  double recent_loss = kUnknown;
+  int64_t membership_epoch = 0;
+  // Leases handed out and not complete / not reported yet ("leases_out").
+  int64_t training_leases_out = 0;
+  int64_t eval_leases_out = 0;
+  // Barriers waiting for participants ("barriers_waiting"); the stuck ones are listed below.
+  int barriers_waiting = 0;
+  std::vector<EpochStatus> epochs_done;
+  std::vector<MemberStatus> members;
+  std::vector<WorkerStatus> workers;
+  std::vector<ServerStatus> servers;
+  std::vector<MembershipEventStatus> membership_events;
+  std::vector<SlowStepStatus> slow_steps;
+  std::vector<StuckBarrierStatus> stuck_barriers;
+};
+
+// One worker progress report, for the timeline. Per-step times are the report's step times
+// divided by its steps (unknown without steps).
+struct TimelinePoint {
+  int64_t seq = 0;  // ascending from 0 over the scheduler's life
+  double t = 0;     // seconds since the scheduler started
+  int worker = 0;
+  int epoch = 0;
+  int64_t step = 0;
+  double loss = kUnknown;  // the report's mean training loss
+  int64_t samples = 0;
+  int64_t steps = 0;
+  double compute = kUnknown;
+  double push = kUnknown;
+  double wait = kUnknown;
+  double pull = kUnknown;
+  double staleness_mean = kUnknown;
+  int64_t staleness_max = 0;
+};
+
+// One Prometheus scrape target: "host:port" and its labels (role, rank).
+struct MetricsTarget {
+  std::string address;
+  std::vector<std::pair<std::string, std::string>> labels;
+};
+
+// {"state": .., "failure": .., "mode": .., "now_seconds": .., "epoch": .., "epochs": .., "step": ..,
+//  "total_steps": .., "samples_per_second": .., "eta_seconds": .., "recent_loss": ..,
+//  "membership_epoch": .., "leases_out": {"training": .., "evaluation": ..}, "barriers_waiting": ..,
+//  "epochs_done": [..], "members": [..], "workers": [..], "servers": [..],
+//  "membership_events": [..], "slow_steps": [..], "stuck_barriers": [..]}; see docs/DESIGN.md.
+std::string StatusJson(const DashboardStatus& status);
+
+// {"next": N, "points": [{"seq": .., "t": .., "worker": .., ...}, ...]}: the client asks again with
+// since=N for the points after these.
+std::string TimelineJson(const std::vector<TimelinePoint>& points, int64_t next);
+
+// [{"targets": ["h:p"], "labels": {"role": "server", "rank": "0"}}, ...]: Prometheus' HTTP service
+// discovery format.
+std::string TargetsJson(const std::vector<MetricsTarget>& targets);
+
+// {"error": "<message>"}.
+std::string ErrorJson(absl::string_view message);
+
+// The "stuck_barriers" list alone (also a member of the run summary).
+std::string StuckBarriersJson(const std::vector<StuckBarrierStatus>& barriers);
+
+}  // namespace scheduler
+}  // namespace pstrain
+
+#endif  // PSTRAIN_SCHEDULER_STATUS_JSON_H_
