@@ -29,16 +29,22 @@ for p in "${packages[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    sudo=sudo
+  else
+    sudo=
+  fi
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq
+  $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-if [ "$(id -u)" -ne 0 ]; then
-  sudo=sudo
-else
-  sudo=
+# The dashboard's browser test drives Chromium through playwright-core (pinned by
+# tests/dashboard/package-lock.json). Only where Node and npm are installed; the test skips without.
+here=$(cd "$(dirname "$0")/.." && pwd)
+if command -v node >/dev/null && command -v npm >/dev/null && [ ! -d "$here/tests/dashboard/node_modules" ]; then
+  echo "install-deps: npm ci --prefix tests/dashboard"
+  npm ci --prefix "$here/tests/dashboard" --no-audit --no-fund --loglevel=error
 fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get -o DPkg::Lock::Timeout=600 update -qq
-$sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}"
