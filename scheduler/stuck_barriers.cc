@@ -42,8 +42,10 @@ std::string StuckBarrierLine(const StuckBarrierStatus& barrier) {
 }
 
 void StuckBarrierLog::Update(const std::vector<StuckBarrierStatus>& stuck, absl::Time now) {
-  for (auto& [name, entry] : entries_) {
+  for (auto& [barrier, entry] : entries_) {
     if (entry.status.released) continue;
+    // A named copy: clang (C++17) does not let a lambda capture a structured binding.
+    const std::string& name = barrier;
     const bool still = std::any_of(stuck.begin(), stuck.end(), [&](const StuckBarrierStatus& s) { return s.name == name; });
     if (still) continue;
     entry.status.released = true;
