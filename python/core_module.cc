@@ -282,7 +282,7 @@ PYBIND11_MODULE(_core, m) {
           [](const std::string& scheduler, double rpc_timeout_s, double startup_timeout_s, int tcp_connections,
              const std::string& health_host, int health_port, const std::string& tls_cert, const std::string& tls_key,
              const std::string& tls_ca, const std::string& tls_server_name, const std::string& job_token_file,
-             bool insecure) {
+             bool insecure, const std::string& metrics_host, int metrics_port) {
             TransportSecurityOptions security;
             security.cert_file = tls_cert;
             security.key_file = tls_key;
@@ -300,6 +300,8 @@ PYBIND11_MODULE(_core, m) {
             options.rpc_timeout = absl::Seconds(rpc_timeout_s);
             options.startup_timeout = absl::Seconds(startup_timeout_s);
             options.tcp_connections = tcp_connections;
+            options.metrics_host = metrics_host;
+            options.metrics_port = metrics_port;
             absl::StatusOr<std::unique_ptr<JobMember>> member;
             {
               py::gil_scoped_release release;
@@ -311,7 +313,8 @@ PYBIND11_MODULE(_core, m) {
           py::arg("scheduler"), py::arg("rpc_timeout_s") = 60.0, py::arg("startup_timeout_s") = 120.0,
           py::arg("tcp_connections") = 2, py::arg("health_host") = "0.0.0.0", py::arg("health_port") = 0,
           py::arg("tls_cert") = "", py::arg("tls_key") = "", py::arg("tls_ca") = "", py::arg("tls_server_name") = "",
-          py::arg("job_token_file") = "", py::arg("insecure") = false)
+          py::arg("job_token_file") = "", py::arg("insecure") = false, py::arg("metrics_host") = "0.0.0.0",
+          py::arg("metrics_port") = 0)
       .def_property_readonly("rank", &JobMember::rank)
       .def_property_readonly("finished", &JobMember::finished)
       .def_property_readonly("job", [](const JobMember& m) { return JobDict(m.job()); })

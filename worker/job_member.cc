@@ -8,6 +8,7 @@
 #include "common/barriers.h"
 #include "common/health.h"
 #include "common/job_spec.h"
+#include "common/metrics_endpoint.h"
 #include "common/scheduler_client.h"
 #include "common/status_macros.h"
 #include "model/model_file.h"
@@ -23,7 +24,27 @@ absl::StatusOr<std::unique_ptr<JobMember>> JobMember::Join(const MemberOptions& 
     ASSIGN_OR_RETURN(member->health_, HealthServer::Start(options.health_host, options.health_port));
     LOG(INFO) << "health service on " << JoinHostPort(options.health_host, member->health_->port());
   }
-  if (!options.metrics_address.empty()) member->scheduler_->set_metrics_address(options.metrics_address);
+  std::string metrics_address = options.metrics_address;
+  if (options.metrics == nullptr) {
+    member->own_registry_ = std::make_unique<metrics::Registry>();
+    if (options.metrics_port != 0) {
+      if (options.metrics_port < -1 || options.metrics_port > 65535) {
+        return absl::InvalidArgumentError(absl::StrCat("metrics port ", options.metrics_port,
+                                                       ": expected -1 (any free port), 0 (none) or 1..65535"));
+      }
+      AddProcessMetrics(member->own_registry_.get());
+      ASSIGN_OR_RETURN(member->metrics_server_,
+                       ServeMetrics(member->own_registry_.get(), options.metrics_host,
+                                    options.metrics_port == -1 ? 0 : options.metrics_port));
+      const bool wildcard = options.metrics_host.empty() || options.metrics_host == "0.0.0.0" ||
+                            options.metrics_host == "::";
+      if (metrics_address.empty()) {
+        metrics_address = JoinHostPort(wildcard ? "127.0.0.1" : options.metrics_host, member->metrics_server_->port());
+      }
+      LOG(INFO) << "metrics at http://" << metrics_address << "/metrics";
+    }
+  }
+  if (!metrics_address.empty()) member->scheduler_->set_metrics_address(metrics_address);
   absl::StatusOr<RegisterResponse> registered =
       member->scheduler_->Register(WORKER, "", options.startup_timeout);
   if (!registered.ok()) {
@@ -45,11 +66,7 @@ absl::StatusOr<std::unique_ptr<JobMember>> JobMember::Join(const MemberOptions& 
   // valid stops here with the field named, not somewhere in training.
   member->job_ = registered->job();
   ApplyJobDefaults(&member->job_);
-  metrics::Registry* registry = options.metrics;
-  if (registry == nullptr) {
-    member->own_registry_ = std::make_unique<metrics::Registry>();
-    registry = member->own_registry_.get();
-  }
+  metrics::Registry* registry = options.metrics != nullptr ? options.metrics : member->own_registry_.get();
   registry->SetConstantLabels({{"role", "worker"}, {"rank", std::to_string(member->rank_)}});
   member->metrics_ = std::make_unique<WorkerMetrics>(registry, member->job_.num_servers());
   if (absl::Status valid = ValidateJobSpec(member->job_); !valid.ok()) {

@@ -30,6 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/http_server.h"
 #include "common/metrics.h"
 #include "common/transport_security.h"
 #include "model/param_spec.h"
@@ -74,6 +75,12 @@ struct MemberOptions {
   // "host:port" where `metrics` is served over HTTP, sent with Register for the scheduler to list
   // (SchedulerClient::set_metrics_address); empty: not served.
   std::string metrics_address;
+  // With `metrics` null and metrics_port != 0, the member serves its own registry (with the
+  // process_* series) at http://metrics_host:metrics_port/metrics for its life (-1: any free port)
+  // and registers that address (metrics_address, unless set; a wildcard host registers as
+  // 127.0.0.1). For workers that have no main() of ours: the Python package.
+  std::string metrics_host = "0.0.0.0";
+  int metrics_port = 0;
 };
 
 class JobMember {
@@ -141,6 +148,8 @@ class JobMember {
   ClusterView view_;
   std::unique_ptr<metrics::Registry> own_registry_;  // when options_.metrics is null
   std::unique_ptr<WorkerMetrics> metrics_;           // once registered
+  // Serves own_registry_ (MemberOptions::metrics_port); declared after it, so it stops first.
+  std::unique_ptr<HttpServer> metrics_server_;
   std::unique_ptr<PsClient> ps_;
   std::unique_ptr<Heartbeater> heartbeater_;
   std::unique_ptr<HealthServer> health_;

@@ -89,15 +89,23 @@ def security_options(argv=None):
     return options
 
 
-def join(scheduler=None, rpc_timeout_s=60.0, startup_timeout_s=120.0, tcp_connections=2, health_port=None):
+def join(scheduler=None, rpc_timeout_s=60.0, startup_timeout_s=120.0, tcp_connections=2, health_port=None,
+         metrics_port=None):
     """Registers this process as a worker of the job at `scheduler` (default: scheduler_address())
     and returns its Member (rank, job). Blocks until the scheduler answers.
 
     health_port: serve gRPC health checking (grpc.health.v1.Health) there, SERVING while the
     worker is in the job, as pstrain-worker --health_port does (Kubernetes probes); default the
-    environment's PSTRAIN_HEALTH_PORT, else none. PSTRAIN_HEALTH_HOST sets the address (0.0.0.0)."""
+    environment's PSTRAIN_HEALTH_PORT, else none. PSTRAIN_HEALTH_HOST sets the address (0.0.0.0).
+    metrics_port: serve the worker's Prometheus metrics at /metrics there, as pstrain-worker
+    --metrics_port does (-1: any free port); default the environment's PSTRAIN_METRICS_PORT
+    (pstrain-launch sets it), else none. PSTRAIN_METRICS_HOST sets the address (0.0.0.0)."""
     if health_port is None:
         health_port = int(os.environ.get("PSTRAIN_HEALTH_PORT", "0") or 0)
     health_host = os.environ.get("PSTRAIN_HEALTH_HOST", "0.0.0.0")
+    if metrics_port is None:
+        metrics_port = int(os.environ.get("PSTRAIN_METRICS_PORT", "0") or 0)
+    metrics_host = os.environ.get("PSTRAIN_METRICS_HOST", "0.0.0.0")
     return Member.join(scheduler or scheduler_address(), rpc_timeout_s, startup_timeout_s, tcp_connections,
-                       health_host, health_port, **security_options())
+                       health_host, health_port, **security_options(), metrics_host=metrics_host,
+                       metrics_port=metrics_port)

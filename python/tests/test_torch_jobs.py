@@ -2,11 +2,13 @@
 its final model loads as a state_dict, and a worker killed mid-epoch loses and duplicates nothing."""
 
 import os
+import re
 import signal
 import subprocess
 import tempfile
 import time
 import unittest
+import urllib.request
 import uuid
 
 import torch
@@ -33,10 +35,31 @@ def epoch_samples(summary):
 class TorchJobTest(unittest.TestCase):
     def test_mlp_example_trains_and_its_model_loads_as_a_state_dict(self):
         model_path = os.path.join(tempfile.mkdtemp(), "model.bin")
+        # The launcher hands each Python worker a metrics port (PSTRAIN_METRICS_PORT): scrape them
+        # while they train.
+        scraped = {}
+
+        def scrape(proc, output):
+            for line in output.splitlines():
+                match = re.match(r"\[launch\] metrics worker (\d) (http://\S+/metrics)$", line)
+                if not match:
+                    continue
+                try:
+                    with urllib.request.urlopen(match.group(2), timeout=2) as r:
+                        text = r.read().decode()
+                except OSError:
+                    continue
+                steps = re.search(r"^pstrain_worker_steps_total\{[^}]*\} (\d+)$", text, re.M)
+                if steps and int(steps.group(1)) > 0:
+                    scraped[match.group(1)] = int(steps.group(1))
+
         code, output, summary = launch(
             ["--model=external", "--servers=2", "--workers=2", "--epochs=3", f"--final_model={model_path}"],
-            example("fashion_mlp.py", f"--train_limit={TRAIN}", f"--test_limit={TEST}"))
+            example("fashion_mlp.py", f"--train_limit={TRAIN}", f"--test_limit={TEST}"), on_progress=scrape)
         self.assertEqual(code, 0, output[-3000:])
+        self.assertEqual(sorted(scraped), ["0", "1"], "both Python workers served /metrics with steps")
+        self.assertTrue(all(w["bytes_sent"] > 0 and w["bytes_received"] > 0 for w in summary["workers"]),
+                        summary["workers"])
         self.assertEqual(summary["state"], "FINISHED")
         self.assertEqual(epoch_samples(summary), [TRAIN] * 3)
         self.assertTrue(all(e["train_loss"] is not None for e in summary["epochs"]), summary["epochs"])
