@@ -59,19 +59,26 @@ std::string LabelSet(const std::string& constant, const std::vector<std::string>
   return out.empty() ? out : absl::StrCat("{", out, "}");
 }
 
-std::string EscapeHelp(const std::string& help) {
+// Backslash and newline escaped, and the double quote too when `quote` (label values; HELP text
+// keeps its quotes).
+std::string Escape(const std::string& text, bool quote) {
   std::string out;
-  for (char c : help) {
+  out.reserve(text.size());
+  for (char c : text) {
     if (c == '\\') {
       out += "\\\\";
     } else if (c == '\n') {
       out += "\\n";
+    } else if (quote && c == '"') {
+      out += "\\\"";
     } else {
       out += c;
     }
   }
   return out;
 }
+
+std::string EscapeHelp(const std::string& help) { return Escape(help, /*quote=*/false); }
 
 void RenderSeries(const std::string& name, const std::string& labels, const Counter& c, std::string* out) {
   absl::StrAppend(out, name, labels, " ", FormatValue(c.value()), "\n");
@@ -257,22 +264,7 @@ std::string FormatValue(double v) {
   return buf;
 }
 
-std::string EscapeLabelValue(const std::string& v) {
-  std::string out;
-  out.reserve(v.size());
-  for (char c : v) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+std::string EscapeLabelValue(const std::string& v) { return Escape(v, /*quote=*/true); }
 
 }  // namespace metrics
 }  // namespace pstrain
