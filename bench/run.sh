@@ -18,6 +18,8 @@
 #   SKIP_DEFAULT_MALLOC=1  skip the second ps_bench pass with glibc's default malloc settings
 #   SKIP_SPARSE=1    skip the sparse pull/push table (bench/sparse.sh; its SPARSE_* knobs apply)
 #   SKIP_TLS=1       skip the TLS cost tables (bench/tls.sh; its TLS_* knobs apply)
+#   SKIP_METRICS=1   skip the metrics cost tables (bench/metrics.sh, metrics_scrape_bench; its
+#                    METRICS_* knobs apply)
 # The CTR tables take their own data and minutes each: bench/ctr.sh and bench/scale_ctr.sh.
 # Raw outputs are kept in a temporary folder whose name is printed at the end.
 set -euo pipefail
@@ -75,6 +77,14 @@ fi
 # (h) what mutual TLS and the job token cost, raw and end to end.
 if [[ "${SKIP_TLS:-0}" != 1 && "${SKIP_E2E:-0}" != 1 ]]; then
   "$HERE/tls.sh" "$1" || echo "**tls.sh failed (exit $?)**"
+  echo
+fi
+
+# (i) what metrics and the dashboard cost end to end, and how long a scrape takes.
+if [[ "${SKIP_METRICS:-0}" != 1 && "${SKIP_E2E:-0}" != 1 ]]; then
+  "$HERE/metrics.sh" "$1" || echo "**metrics.sh failed (exit $?)**"
+  echo
+  [[ -x "$BIN/metrics_scrape_bench" ]] && { "$BIN/metrics_scrape_bench" || echo "**metrics_scrape_bench failed (exit $?)**"; }
   echo
 fi
 

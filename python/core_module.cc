@@ -282,7 +282,8 @@ PYBIND11_MODULE(_core, m) {
           [](const std::string& scheduler, double rpc_timeout_s, double startup_timeout_s, int tcp_connections,
              const std::string& health_host, int health_port, const std::string& tls_cert, const std::string& tls_key,
              const std::string& tls_ca, const std::string& tls_server_name, const std::string& job_token_file,
-             bool insecure, const std::string& metrics_host, int metrics_port) {
+             bool insecure, const std::string& metrics_host, int metrics_port,
+             const std::string& metrics_advertise_host) {
             TransportSecurityOptions security;
             security.cert_file = tls_cert;
             security.key_file = tls_key;
@@ -302,6 +303,7 @@ PYBIND11_MODULE(_core, m) {
             options.tcp_connections = tcp_connections;
             options.metrics_host = metrics_host;
             options.metrics_port = metrics_port;
+            options.metrics_advertise_host = metrics_advertise_host;
             absl::StatusOr<std::unique_ptr<JobMember>> member;
             {
               py::gil_scoped_release release;
@@ -314,7 +316,7 @@ PYBIND11_MODULE(_core, m) {
           py::arg("tcp_connections") = 2, py::arg("health_host") = "0.0.0.0", py::arg("health_port") = 0,
           py::arg("tls_cert") = "", py::arg("tls_key") = "", py::arg("tls_ca") = "", py::arg("tls_server_name") = "",
           py::arg("job_token_file") = "", py::arg("insecure") = false, py::arg("metrics_host") = "0.0.0.0",
-          py::arg("metrics_port") = 0)
+          py::arg("metrics_port") = 0, py::arg("metrics_advertise_host") = "")
       .def_property_readonly("rank", &JobMember::rank)
       .def_property_readonly("finished", &JobMember::finished)
       .def_property_readonly("job", [](const JobMember& m) { return JobDict(m.job()); })

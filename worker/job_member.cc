@@ -39,7 +39,10 @@ absl::StatusOr<std::unique_ptr<JobMember>> JobMember::Join(const MemberOptions& 
       const bool wildcard = options.metrics_host.empty() || options.metrics_host == "0.0.0.0" ||
                             options.metrics_host == "::";
       if (metrics_address.empty()) {
-        metrics_address = JoinHostPort(wildcard ? "127.0.0.1" : options.metrics_host, member->metrics_server_->port());
+        const std::string advertised = !wildcard                                  ? options.metrics_host
+                                       : options.metrics_advertise_host.empty() ? std::string("127.0.0.1")
+                                                                                : options.metrics_advertise_host;
+        metrics_address = JoinHostPort(advertised, member->metrics_server_->port());
       }
       LOG(INFO) << "metrics at http://" << metrics_address << "/metrics";
     }

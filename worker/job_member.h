@@ -78,9 +78,11 @@ struct MemberOptions {
   // With `metrics` null and metrics_port != 0, the member serves its own registry (with the
   // process_* series) at http://metrics_host:metrics_port/metrics for its life (-1: any free port)
   // and registers that address (metrics_address, unless set; a wildcard host registers as
-  // 127.0.0.1). For workers that have no main() of ours: the Python package.
+  // metrics_advertise_host, or 127.0.0.1 when that is empty). For workers that have no main() of
+  // ours: the Python package.
   std::string metrics_host = "0.0.0.0";
   int metrics_port = 0;
+  std::string metrics_advertise_host;
 };
 
 class JobMember {

@@ -99,7 +99,8 @@ def join(scheduler=None, rpc_timeout_s=60.0, startup_timeout_s=120.0, tcp_connec
     environment's PSTRAIN_HEALTH_PORT, else none. PSTRAIN_HEALTH_HOST sets the address (0.0.0.0).
     metrics_port: serve the worker's Prometheus metrics at /metrics there, as pstrain-worker
     --metrics_port does (-1: any free port); default the environment's PSTRAIN_METRICS_PORT
-    (pstrain-launch sets it), else none. PSTRAIN_METRICS_HOST sets the address (0.0.0.0)."""
+    (pstrain-launch sets it), else none. PSTRAIN_METRICS_HOST sets the address (0.0.0.0), and
+    PSTRAIN_ADVERTISE_HOST the host the scheduler lists it at when that is a wildcard (127.0.0.1)."""
     if health_port is None:
         health_port = int(os.environ.get("PSTRAIN_HEALTH_PORT", "0") or 0)
     health_host = os.environ.get("PSTRAIN_HEALTH_HOST", "0.0.0.0")
@@ -108,4 +109,5 @@ def join(scheduler=None, rpc_timeout_s=60.0, startup_timeout_s=120.0, tcp_connec
     metrics_host = os.environ.get("PSTRAIN_METRICS_HOST", "0.0.0.0")
     return Member.join(scheduler or scheduler_address(), rpc_timeout_s, startup_timeout_s, tcp_connections,
                        health_host, health_port, **security_options(), metrics_host=metrics_host,
-                       metrics_port=metrics_port)
+                       metrics_port=metrics_port,
+                       metrics_advertise_host=os.environ.get("PSTRAIN_ADVERTISE_HOST", ""))
