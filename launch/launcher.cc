@@ -257,6 +257,9 @@ class Cluster {
     if (!state_dir.empty()) argv.push_back(absl::StrCat("--state_dir=", state_dir));
     for (std::string& flag : MetricsFlags(scheduler_metrics_port_)) argv.push_back(std::move(flag));
     if (http_port_ > 0) argv.push_back(absl::StrCat("--http_port=", http_port_));
+    if (http_port_ > 0 && options_.dashboard_linger > absl::ZeroDuration()) {
+      argv.push_back(absl::StrCat("--linger_ms=", absl::ToInt64Milliseconds(options_.dashboard_linger)));
+    }
     argv.insert(argv.end(), security_flags_.begin(), security_flags_.end());
     argv.insert(argv.end(), options_.job_flags.begin(), options_.job_flags.end());
     RETURN_IF_ERROR(Spawn("scheduler", Role::kScheduler, std::move(argv)));
@@ -522,6 +525,13 @@ class Cluster {
       failure_printed_ = true;
       console_.Print(Stream::kStderr, absl::StrCat(kSelf, "job failed: ", last_status_.failure()));
     }
+    const bool over = last_status_.state() == FINISHED || last_status_.state() == FAILED;
+    if (over && !linger_printed_ && http_port_ > 0 && options_.dashboard_linger > absl::ZeroDuration()) {
+      linger_printed_ = true;
+      console_.Print(Stream::kStdout,
+                     absl::StrCat(kSelf, "the dashboard stays up ", absl::FormatDuration(options_.dashboard_linger),
+                                  " at http://", options_.host, ":", http_port_, "/ (Ctrl-C ends it)"));
+    }
     if (stopping_) return;
     const std::string line = FormatProgressLine(last_status_, options_.num_servers, options_.num_workers);
     if (console_.live_progress()) {
@@ -541,6 +551,7 @@ class Cluster {
   std::string scheduler_address_;
   // Observability ports (0: none), picked in Start.
   int http_port_ = 0;
+  bool linger_printed_ = false;
   int scheduler_metrics_port_ = 0;
   std::vector<int> server_metrics_ports_;
   std::vector<int> worker_metrics_ports_;

@@ -98,6 +98,9 @@ struct LaunchOptions {
   //   [launch] metrics server 0 http://127.0.0.1:PORT/metrics   (and so on for each role)
   bool metrics = true;
   int http_port = -1;
+  // How long the scheduler keeps serving (the dashboard, its final numbers) after the job ended,
+  // passed as its --linger_ms; the launcher waits for it. Zero: it exits at once.
+  absl::Duration dashboard_linger = absl::ZeroDuration();
 
   absl::Duration status_interval = absl::Milliseconds(500);
   absl::Duration status_deadline = absl::Milliseconds(300);

@@ -187,6 +187,7 @@ TEST_F(LauncherTest, PrintsTheDashboardAndEveryMetricsUrl) {
   WriteScript("pstrain-worker", R"(echo "worker $*")");
   options_.metrics = true;
   options_.http_port = -1;
+  options_.dashboard_linger = absl::Seconds(2);
   status_.set_state(FINISHED);
   absl::StatusOr<int> code = RunLocalCluster(options_);
   ASSERT_TRUE(code.ok()) << code.status();
@@ -202,7 +203,10 @@ TEST_F(LauncherTest, PrintsTheDashboardAndEveryMetricsUrl) {
     const std::string port = url.substr(17, url.find('/', 17) - 17);
     EXPECT_TRUE(ports.insert(port).second) << "port " << port << " given twice";
     EXPECT_TRUE(absl::EndsWith(url, role == "dashboard " ? "/" : "/metrics")) << url;
-    if (role == "dashboard ") EXPECT_THAT(out, HasSubstr(absl::StrCat("--http_port=", port)));
+    if (role == "dashboard ") {
+      EXPECT_THAT(out, HasSubstr(absl::StrCat("--http_port=", port, " --linger_ms=2000")));
+      EXPECT_THAT(out, HasSubstr(absl::StrCat("[launch] the dashboard stays up 2s at http://127.0.0.1:", port, "/")));
+    }
     if (role != "dashboard ") {
       EXPECT_THAT(out, HasSubstr(absl::StrCat("--metrics_port=", port, " --metrics_host=127.0.0.1")));
     }

@@ -51,6 +51,10 @@ DEFINE_int32(http_port, -1,
              "The scheduler's live dashboard and JSON API on this port (-1: a free port, printed at the start; "
              "0: none)");
 
+DEFINE_int32(dashboard_linger_s, 0,
+             "Keep the scheduler's dashboard up this many seconds after the job ended, to look at the finished "
+             "run (Ctrl-C ends it sooner)");
+
 namespace {
 
 std::string OwnDir() {
@@ -90,6 +94,10 @@ int main(int argc, char** argv) {
             FLAGS_http_port);
     return 2;
   }
+  if (FLAGS_dashboard_linger_s < 0) {
+    fprintf(stderr, "pstrain-launch: --dashboard_linger_s=%d: expected 0 or more\n", FLAGS_dashboard_linger_s);
+    return 2;
+  }
   if (!FLAGS_worker_cmd.empty() && FLAGS_tf32) {
     fprintf(stderr, "pstrain-launch: --tf32 is passed to pstrain-worker only; a --worker_cmd sets TF32 itself\n");
     return 2;
@@ -117,6 +125,7 @@ int main(int argc, char** argv) {
   options.max_restarts = FLAGS_max_restarts;
   options.metrics = FLAGS_metrics;
   options.http_port = FLAGS_http_port;
+  options.dashboard_linger = absl::Seconds(FLAGS_dashboard_linger_s);
   options.state_dir = FLAGS_state_dir;
   options.progress_interval = absl::Seconds(FLAGS_progress_interval_s);
   options.live_progress = isatty(STDOUT_FILENO);
