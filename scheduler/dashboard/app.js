@@ -258,13 +258,14 @@ function renderThroughput(s, groups, xDomain) {
   const box = chartBox('throughput');
   const series = [];
   for (const [rank, pts] of groups) {
-    // A report's samples over the time since the worker's previous report, in windows of >= 2 s.
+    // A report's samples over the time since the worker's previous report, in windows of >= 1 s
+    // (reports come about every 0.5 s).
     const out = [];
     let t0 = null, samples = 0;
     for (const p of pts) {
       if (t0 === null) { t0 = p.t; continue; }
       samples += isNum(p.samples) ? p.samples : 0;
-      if (p.t - t0 >= 2) { out.push([p.t, samples / (p.t - t0)]); t0 = p.t; samples = 0; }
+      if (p.t - t0 >= 1) { out.push([p.t, samples / (p.t - t0)]); t0 = p.t; samples = 0; }
     }
     if (out.length) series.push({name: `worker ${rank}`, color: workerColor(rank), points: out});
   }
@@ -274,13 +275,17 @@ function renderThroughput(s, groups, xDomain) {
                                                  yFormat: fmtInt, width: 1160, zeroBased: true}));
 }
 
+// The steps a report covers: (step - steps, step], or just its step.
+function firstStep(p) { return isNum(p.steps) && p.steps > 0 ? p.step - p.steps + 1 : p.step; }
+
 // Rows: workers; columns: equal step ranges; colour: mean seconds per step (compute + push + wait +
-// pull), weighted by the steps each report covers.
+// pull). A report's mean counts in every column its steps fall in, weighted by how many fall there,
+// so a report covering many steps (a sync worker's, every half second) fills its whole range.
 function renderHeatmap(groups) {
   const box = chartBox('heatmap');
   const all = groups.flatMap(([, pts]) => pts).filter((p) => isNum(p.step) && isNum(stepSeconds(p)));
   if (!all.length) return showMessage(box, 'No step times reported yet.');
-  const lo = Math.min(...all.map((p) => p.step)), hi = Math.max(...all.map((p) => p.step));
+  const lo = Math.max(0, Math.min(...all.map(firstStep))), hi = Math.max(...all.map((p) => p.step));
   const columns = Math.min(60, hi - lo + 1);
   const width = Math.max(1, Math.ceil((hi - lo + 1) / columns));
   const cells = [];
@@ -289,12 +294,16 @@ function renderHeatmap(groups) {
     for (const p of pts) {
       const total = stepSeconds(p);
       if (!isNum(p.step) || !isNum(total)) continue;
-      const col = Math.floor((p.step - lo) / width);
-      const n = isNum(p.steps) && p.steps > 0 ? p.steps : 1;
-      const a = acc.get(col) || {n: 0, total: 0, compute: 0, push: 0, wait: 0, pull: 0};
-      a.n += n; a.total += n * total;
-      for (const k of ['compute', 'push', 'wait', 'pull']) a[k] += n * (isNum(p[k]) ? p[k] : 0);
-      acc.set(col, a);
+      const first = Math.max(lo, firstStep(p));
+      for (let col = Math.floor((first - lo) / width); col <= Math.floor((p.step - lo) / width); ++col) {
+        // Steps of [first, p.step] in this column.
+        const n = Math.min(p.step, lo + (col + 1) * width - 1) - Math.max(first, lo + col * width) + 1;
+        if (n <= 0) continue;
+        const a = acc.get(col) || {n: 0, total: 0, compute: 0, push: 0, wait: 0, pull: 0};
+        a.n += n; a.total += n * total;
+        for (const k of ['compute', 'push', 'wait', 'pull']) a[k] += n * (isNum(p[k]) ? p[k] : 0);
+        acc.set(col, a);
+      }
     }
     cells.push([rank, acc]);
   }
