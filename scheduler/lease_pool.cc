@@ -1,6 +1,7 @@
 #include "scheduler/lease_pool.h"
 
 #include <algorithm>
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -21,6 +22,15 @@ LeasePool::LeasePool(Options options) : options_(options) {
 bool LeasePool::Exhausted() const {
   if (options_.max_batches > 0 && batches_leased_ >= options_.max_batches) return true;
   return next_position_ >= options_.train_samples;
+}
+
+std::vector<int> LeasePool::EpochEndWaitsFor() const {
+  if (!Exhausted() || incomplete_ == 0) return {};
+  std::set<int> holders;
+  for (size_t i = epoch_first_; i < leases_.size(); ++i) {
+    if (!leases_[i].complete() && leases_[i].holder >= 0) holders.insert(leases_[i].holder);
+  }
+  return std::vector<int>(holders.begin(), holders.end());
 }
 
 absl::StatusOr<Lease> LeasePool::Next(int worker_rank, int epoch) {

@@ -120,6 +120,11 @@ class LeasePool {
   // Leases of the current epoch handed out and not complete yet (remainders waiting in the pool
   // are not out).
   int64_t num_out() const { return incomplete_ - static_cast<int64_t>(remainders_.size()); }
+  // The workers the end of the current epoch waits for: every position is cut, and these ranks
+  // hold leases of it that are not complete (sorted, once each). Empty while positions remain to
+  // be cut, and once the epoch is done. A worker asking for a lease meanwhile is told to wait, so
+  // this is a barrier in all but name (scheduler/stuck_barriers.h reports it when it lasts).
+  std::vector<int> EpochEndWaitsFor() const;
   // Leases cut so far; their ids are 1..num_leases().
   int64_t num_leases() const { return static_cast<int64_t>(leases_.size()); }
   // REQUIRES: 1 <= id <= num_leases().

@@ -680,6 +680,11 @@ void Scheduler::CheckHealth() {
         RemoveWorkerLocked(worker.rank, ChangeKind::kDied, worker.message, &deferred);
       }
     }
+    if (leases_ == nullptr || leases_->EpochEndWaitsFor().empty()) {
+      epoch_end_waiting_since_.reset();
+    } else if (!epoch_end_waiting_since_.has_value()) {
+      epoch_end_waiting_since_ = now;
+    }
     if (!Ended()) stuck_log_.Update(StuckBarriersLocked(now), now);
     // Most ticks change nothing; those that do persist (EndLocked saves on its own).
     if (membership_.epoch() != epoch_before || vacant_servers_.size() != vacant_before) SaveLocked(&deferred);

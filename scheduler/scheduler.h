@@ -473,6 +473,9 @@ class Scheduler {
   std::map<int, ServerTraffic> server_traffic_ ABSL_GUARDED_BY(mu_);
   // Barriers that were stuck: logged by the watchdog, kept for the run summary.
   StuckBarrierLog stuck_log_ ABSL_GUARDED_BY(mu_);
+  // ASYNC/SSP: since when the end of the current epoch has waited for leases still out
+  // (LeasePool::EpochEndWaitsFor); unset while it waits for none. Kept by the watchdog.
+  std::optional<absl::Time> epoch_end_waiting_since_ ABSL_GUARDED_BY(mu_);
 };
 
 // The newest step that every list holds (each list ascending), i.e. the newest consistent cut of

@@ -56,7 +56,14 @@ scheduler::DashboardStatus Scheduler::DashboardStatus() const {
 }
 
 std::vector<StuckBarrierStatus> Scheduler::StuckBarriersLocked(absl::Time now) const {
-  const std::vector<BarrierSet::Pending> pending = barriers_.PendingBarriers();
+  std::vector<BarrierSet::Pending> pending = barriers_.PendingBarriers();
+  if (epoch_end_waiting_since_.has_value() && leases_ != nullptr) {
+    // The end of an async/SSP epoch waiting for leases still out is a barrier of the holders.
+    BarrierSet::Pending leases{absl::StrCat("epoch-", leases_->current_epoch(), "-leases"),
+                               *epoch_end_waiting_since_, {}};
+    for (int rank : leases_->EpochEndWaitsFor()) leases.missing.push_back(absl::StrCat("worker ", rank));
+    if (!leases.missing.empty()) pending.push_back(std::move(leases));
+  }
   if (pending.empty()) return {};
   // Barrier keys are "<role> <rank>" (PublishParticipantsLocked).
   std::map<std::string, MemberStatus> by_key;

@@ -137,6 +137,66 @@ TEST_F(SchedulerDashboardTest, StatusListsMembersTrafficAndTargets) {
       << summary;
 }
 
+// ASYNC: the end of an epoch waits for leases still out; a worker that holds one and goes quiet is
+// named like a barrier's missing participant, until its lease completes.
+TEST_F(SchedulerDashboardTest, AnEpochEndWaitingForALeaseNamesItsHolder) {
+  JobSpec job;
+  job.set_num_servers(1);
+  job.set_num_workers(2);
+  job.set_epochs(2);
+  job.set_batch_size(10);
+  job.set_mode(ASYNC);
+  job.set_lease_batches(1);
+  Scheduler::Options options = TinyJobOptions(job, 8, /*train_samples=*/20, 40, 4, [this] { return now_; });
+  options.dead_after = absl::Seconds(60);
+  options.stuck_barrier_after = absl::Seconds(10);
+  auto created = Scheduler::Create(options);
+  ASSERT_TRUE(created.ok()) << created.status();
+  Scheduler& s = **created;
+  ASSERT_TRUE(s.Register(Reg(SERVER, "h:1")).ok());
+  ASSERT_TRUE(s.Register(Reg(WORKER, "h:2")).ok());
+  ASSERT_TRUE(s.Register(Reg(WORKER, "h:3")).ok());
+  for (auto [role, rank] : {std::pair{SERVER, 0}, {WORKER, 0}, {WORKER, 1}}) ASSERT_TRUE(s.Heartbeat(Hb(role, rank)).ok());
+  auto lease = [&](int rank) {
+    LeaseRequest r;
+    r.set_worker_rank(rank);
+    r.set_epoch(0);
+    absl::StatusOr<LeaseResponse> answer = s.LeaseWork(r);
+    EXPECT_TRUE(answer.ok()) << answer.status();
+    return answer.value_or(LeaseResponse());
+  };
+  auto complete = [&](int rank, int64_t lease_id) {
+    ProgressReport report;
+    report.set_worker_rank(rank);
+    report.set_epoch(0);
+    LeaseProgress* p = report.add_leases();
+    p->set_lease_id(lease_id);
+    p->set_batches_done(1);
+    EXPECT_TRUE(s.ReportProgress(report).ok());
+  };
+  const LeaseResponse first = lease(0), second = lease(1);  // the epoch's two leases
+  complete(0, first.lease_id());
+  EXPECT_TRUE(lease(0).wait());  // worker 1 still holds the other
+  s.CheckHealth();
+  now_ += absl::Seconds(9);
+  EXPECT_TRUE(s.Heartbeat(Hb(WORKER, 0)).ok());
+  s.CheckHealth();
+  EXPECT_TRUE(s.DashboardStatus().stuck_barriers.empty());  // 9 s since the watchdog first saw the wait
+  now_ += absl::Seconds(3);
+  s.CheckHealth();
+  const DashboardStatus status = s.DashboardStatus();
+  ASSERT_EQ(status.stuck_barriers.size(), 1u);
+  EXPECT_EQ(status.stuck_barriers[0].name, "epoch-0-leases");
+  ASSERT_EQ(status.stuck_barriers[0].missing.size(), 1u);
+  EXPECT_EQ(status.stuck_barriers[0].missing[0].rank, 1);
+  EXPECT_EQ(status.stuck_barriers[0].missing[0].address, "h:3");
+  EXPECT_DOUBLE_EQ(status.stuck_barriers[0].missing[0].last_heartbeat_seconds_ago, 12);
+
+  complete(1, second.lease_id());
+  s.CheckHealth();
+  EXPECT_TRUE(s.DashboardStatus().stuck_barriers.empty());
+}
+
 TEST(StuckBarrierLogTest, LogsOnceThenEveryRelogAndForgetsTheOldestReleased) {
   StuckBarrierLog log(absl::Seconds(30), /*max_kept=*/2);
   const absl::Time t0 = absl::FromUnixSeconds(100);
