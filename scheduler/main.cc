@@ -45,6 +45,10 @@ DEFINE_int64(max_model_bytes, 256 << 20,
              "External models: the largest model file a worker may declare or submit, bytes (about 4 per "
              "parameter); larger requests are refused. A built-in model's limit follows from its size");
 
+DEFINE_string(advertise_host, "",
+              "The host scrapers reach this scheduler at, listed in /api/targets with its metrics port when "
+              "--metrics_host is a wildcard (default: --host)");
+
 DEFINE_int32(http_port, 0,
              "Serve the live dashboard, its JSON API (/api/status, /api/timeline, /api/targets) and /metrics "
              "on this port (0: off, -1: any free port)");
@@ -92,8 +96,8 @@ int main(int argc, char** argv) {
   if (*metrics_server != nullptr) {
     // Scrapers need an address they can dial: a wildcard bind is reached at --host.
     const bool wildcard = FLAGS_metrics_host.empty() || FLAGS_metrics_host == "0.0.0.0" || FLAGS_metrics_host == "::";
-    options.metrics_address =
-        pstrain::JoinHostPort(wildcard ? FLAGS_host : FLAGS_metrics_host, (*metrics_server)->port());
+    const std::string& reachable = FLAGS_advertise_host.empty() ? FLAGS_host : FLAGS_advertise_host;
+    options.metrics_address = pstrain::JoinHostPort(wildcard ? reachable : FLAGS_metrics_host, (*metrics_server)->port());
   } else if (FLAGS_http_port != 0) {
     pstrain::AddProcessMetrics(&registry);  // The dashboard's /metrics is then the only one.
   }
