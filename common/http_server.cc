@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 namespace pstrain {
 namespace {
@@ -81,8 +82,16 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string&
   s->address_ = absl::StrCat(host, ":", s->port_);
   s->thread_ = std::thread([&server] { server.listen_after_bind(); });
   // httplib's stop() does nothing until the loop runs, so a Stop() right after Start() would leave
-  // the thread listening forever: wait for the loop (it starts at once).
-  while (!server.is_running()) absl::SleepFor(absl::Microseconds(100));
+  // the thread listening forever: wait for the loop (it starts at once; the deadline is for a loop
+  // that ended before it was seen running).
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (!server.is_running()) {
+    if (absl::Now() > deadline) {
+      s->Stop();
+      return absl::InternalError(absl::StrCat("HTTP: the listener on ", s->address_, " did not start"));
+    }
+    absl::SleepFor(absl::Microseconds(100));
+  }
   return s;
 }
 
