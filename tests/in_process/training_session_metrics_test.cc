@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "common/metrics.h"
 #include "tests/in_process/in_process_cluster.h"
+#include "tests/in_process/tiny_job.h"
 #include "worker/training_session.h"
 #include "worker/worker_metrics.h"
 
@@ -22,38 +23,6 @@ using Work = TrainingSession::Work;
 
 constexpr int64_t kTrain = 32;
 constexpr int64_t kTest = 8;
-
-std::vector<model::ParamSpec> TinyParams() {
-  model::ParamSpec w;
-  w.name = "w";
-  w.shape = {2, 3};
-  w.num_elements = 6;
-  w.init = model::InitKind::kHeUniform;
-  w.fan_in = 2;
-  w.fan_out = 3;
-  model::ParamSpec b;
-  b.name = "b";
-  b.shape = {2};
-  b.num_elements = 2;
-  b.flat_offset = 6;
-  return {w, b};
-}
-
-JobSpec TinyJob(Mode mode, int workers) {
-  JobSpec job;
-  job.set_mode(mode);
-  job.set_num_servers(2);
-  job.set_num_workers(workers);
-  job.set_batch_size(4);
-  job.set_epochs(2);
-  job.set_seed(3);
-  job.set_lease_batches(2);
-  job.set_overlap(false);
-  job.mutable_optimizer()->set_type(OptimizerSpec::SGD);
-  job.mutable_optimizer()->set_lr(0.125f);
-  job.mutable_optimizer()->mutable_schedule()->set_type(LrSchedule::CONSTANT);
-  return job;
-}
 
 // One worker: its metrics, its session, and what its loop did.
 struct Worker {
@@ -159,7 +128,7 @@ void CountTrafficOfEveryCall(InProcessCluster& cluster, std::vector<std::unique_
 }
 
 TEST(TrainingSessionMetricsTest, SyncPullsAreNeverStaleAndReportsAddUpToTheCounters) {
-  auto cluster = InProcessCluster::Create(TinyJob(SYNC, 2), TinyParams(), kTrain, kTest);
+  auto cluster = InProcessCluster::Create(TinyJob(SYNC, 2, 4, 0.125f), TinyParams(), kTrain, kTest);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   ASSERT_TRUE((*cluster)->Start().ok());
   auto workers = NewWorkers(**cluster, 2);
@@ -194,7 +163,7 @@ TEST(TrainingSessionMetricsTest, SyncPullsAreNeverStaleAndReportsAddUpToTheCount
 }
 
 TEST(TrainingSessionMetricsTest, AsyncWorkersTakingTurnsSeeEachOthersUpdatesAsStaleness) {
-  auto cluster = InProcessCluster::Create(TinyJob(ASYNC, 2), TinyParams(), kTrain, kTest);
+  auto cluster = InProcessCluster::Create(TinyJob(ASYNC, 2, 4, 0.125f), TinyParams(), kTrain, kTest);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   ASSERT_TRUE((*cluster)->Start().ok());
   auto workers = NewWorkers(**cluster, 2);

@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "data/score_histogram.h"
 #include "tests/in_process/in_process_cluster.h"
+#include "tests/in_process/tiny_job.h"
 #include "worker/training_session.h"
 
 namespace pstrain::in_process {
@@ -35,38 +36,6 @@ using ::testing::ElementsAreArray;
 
 constexpr int64_t kTrain = 32;
 constexpr int64_t kTest = 10;
-
-std::vector<model::ParamSpec> TinyParams() {
-  model::ParamSpec w;
-  w.name = "w";
-  w.shape = {2, 3};
-  w.num_elements = 6;
-  w.init = model::InitKind::kHeUniform;
-  w.fan_in = 2;
-  w.fan_out = 3;
-  model::ParamSpec b;
-  b.name = "b";
-  b.shape = {2};
-  b.num_elements = 2;
-  b.flat_offset = 6;
-  return {w, b};
-}
-
-JobSpec TinyJob(Mode mode, int workers, int batch_size) {
-  JobSpec job;
-  job.set_mode(mode);
-  job.set_num_servers(2);
-  job.set_num_workers(workers);
-  job.set_batch_size(batch_size);
-  job.set_epochs(2);
-  job.set_seed(3);
-  job.set_lease_batches(2);
-  job.set_overlap(false);
-  job.mutable_optimizer()->set_type(OptimizerSpec::SGD);
-  job.mutable_optimizer()->set_lr(0.5f);
-  job.mutable_optimizer()->mutable_schedule()->set_type(LrSchedule::CONSTANT);
-  return job;
-}
 
 // Sample i's gradient for element k: a multiple of 1/8 in [-5/8, 5/8].
 float SampleGradient(int64_t i, int k) { return static_cast<float>((i * 7 + k) % 11 - 5) / 8.0f; }
