@@ -94,6 +94,12 @@ void Counter::Add(double v) {
   AtomicAdd(&value_, v);
 }
 
+void Counter::RaiseTo(double total) {
+  double old = value_.load(std::memory_order_relaxed);
+  while (total > old && !value_.compare_exchange_weak(old, total, std::memory_order_relaxed)) {
+  }
+}
+
 void Gauge::Add(double v) { AtomicAdd(&value_, v); }
 
 Histogram::Histogram(std::vector<double> bounds)

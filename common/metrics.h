@@ -45,6 +45,9 @@ class Counter {
   // Adds `v`, which must be >= 0 (a negative amount is ignored: a counter never goes down).
   void Add(double v);
   void Increment() { Add(1); }
+  // For a count kept elsewhere (the kernel's CPU time): raises the value to `total` if that is
+  // higher, atomically, so two scrapes mirroring it at once cannot add the same increase twice.
+  void RaiseTo(double total);
   double value() const { return value_.load(std::memory_order_relaxed); }
 
  private:

@@ -100,7 +100,7 @@ void AddProcessMetrics(metrics::Registry* registry) {
   registry->AddCollector([=] {
     ProcStat stat;
     if (!ReadProcStat(&stat)) return;
-    cpu->Add(stat.cpu_seconds - cpu->value());
+    cpu->RaiseTo(stat.cpu_seconds);
     rss->Set(stat.resident_bytes);
     vsize->Set(stat.virtual_bytes);
     fds->Set(OpenFds());

@@ -36,6 +36,20 @@ TEST(MetricsTest, CounterNeverGoesDown) {
   EXPECT_EQ(c.value(), 2);
 }
 
+TEST(MetricsTest, RaiseToMirrorsATotalWithoutCountingItTwice) {
+  Counter c;
+  std::vector<std::thread> scrapes;
+  for (int t = 0; t < 4; ++t) {
+    scrapes.emplace_back([&] {
+      for (int i = 1; i <= 1000; ++i) c.RaiseTo(i * 0.5);
+    });
+  }
+  for (auto& t : scrapes) t.join();
+  EXPECT_EQ(c.value(), 500);
+  c.RaiseTo(3);  // lower: a counter never goes down
+  EXPECT_EQ(c.value(), 500);
+}
+
 TEST(MetricsTest, GaugeWithoutLabelsAndFamiliesWithoutSeriesAreLeftOut) {
   Registry r;
   r.AddGauge("pstrain_unused", "never set", {"x"});
