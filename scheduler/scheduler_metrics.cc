@@ -61,8 +61,8 @@ void SchedulerMetrics::State::Set(const DashboardStatus& s) {
     const double n = static_cast<double>(
         std::count_if(s.membership_events.begin(), s.membership_events.end(),
                       [kind](const MembershipEventStatus& e) { return e.kind == kind; }));
-    metrics::Counter* counter = events->With({kind});
-    counter->Add(n - counter->value());  // The events are kept whole: the counter follows their count.
+    // The events are kept whole: the counter follows their count.
+    events->With({kind})->RaiseTo(n);
   }
   training_leases->Set(static_cast<double>(s.training_leases_out));
   eval_leases->Set(static_cast<double>(s.eval_leases_out));
