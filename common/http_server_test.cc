@@ -62,6 +62,14 @@ TEST(HttpServerTest, ServesRoutesOverLoopback) {
   EXPECT_FALSE(client.Get("/metrics"));
 }
 
+TEST(MetricsAddressTest, AWildcardBindIsDialledAtTheAdvertisedHost) {
+  EXPECT_EQ(MetricsAddress("10.0.0.5", "pod-a", 9400), "10.0.0.5:9400");  // bound to one address: that
+  EXPECT_EQ(MetricsAddress("0.0.0.0", "pod-a", 9400), "pod-a:9400");
+  EXPECT_EQ(MetricsAddress("", "", 9400), "127.0.0.1:9400");
+  EXPECT_EQ(MetricsAddress("::", "0.0.0.0", 9400), "127.0.0.1:9400");  // both wildcards
+  EXPECT_EQ(MetricsAddress("[::]", "fd00::1", 9400), "[fd00::1]:9400");
+}
+
 TEST(HttpServerTest, PortInUseIsUnavailable) {
   metrics::Registry registry;
   auto first = ServeMetrics(&registry, "127.0.0.1", 0);

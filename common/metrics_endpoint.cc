@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/health.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 
@@ -66,6 +67,14 @@ int OpenFds() {
 }
 
 }  // namespace
+
+std::string MetricsAddress(const std::string& bind_host, const std::string& advertise_host, int port) {
+  auto wildcard = [](const std::string& h) { return h.empty() || h == "0.0.0.0" || h == "::" || h == "[::]"; };
+  const std::string& host = !wildcard(bind_host)       ? bind_host
+                            : !wildcard(advertise_host) ? advertise_host
+                                                        : std::string("127.0.0.1");
+  return JoinHostPort(host, port);
+}
 
 HttpRoute MetricsRoute(const metrics::Registry* registry) {
   return HttpRoute{"/metrics", false, [registry](const HttpRequest&) {

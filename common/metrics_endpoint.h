@@ -25,6 +25,11 @@ HttpRoute MetricsRoute(const metrics::Registry* registry);
 absl::StatusOr<std::unique_ptr<HttpServer>> ServeMetrics(const metrics::Registry* registry, const std::string& host,
                                                          int port, std::vector<HttpRoute> more = {});
 
+// The "host:port" a scraper dials for a metrics listener bound to `bind_host`:`port`: `bind_host`
+// itself, unless it listens everywhere (empty, 0.0.0.0, ::, [::]), then `advertise_host`, or
+// 127.0.0.1 when that is empty or a wildcard too. What roles register with the scheduler.
+std::string MetricsAddress(const std::string& bind_host, const std::string& advertise_host, int port);
+
 // Adds process_cpu_seconds_total, process_resident_memory_bytes, process_virtual_memory_bytes,
 // process_open_fds and process_start_time_seconds, read from /proc at each scrape.
 void AddProcessMetrics(metrics::Registry* registry);

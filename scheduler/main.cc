@@ -94,10 +94,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (*metrics_server != nullptr) {
-    // Scrapers need an address they can dial: a wildcard bind is reached at --host.
-    const bool wildcard = FLAGS_metrics_host.empty() || FLAGS_metrics_host == "0.0.0.0" || FLAGS_metrics_host == "::";
-    const std::string& reachable = FLAGS_advertise_host.empty() ? FLAGS_host : FLAGS_advertise_host;
-    options.metrics_address = pstrain::JoinHostPort(wildcard ? reachable : FLAGS_metrics_host, (*metrics_server)->port());
+    options.metrics_address =
+        pstrain::MetricsAddress(FLAGS_metrics_host, FLAGS_advertise_host.empty() ? FLAGS_host : FLAGS_advertise_host,
+                                (*metrics_server)->port());
   } else if (FLAGS_http_port != 0) {
     pstrain::AddProcessMetrics(&registry);  // The dashboard's /metrics is then the only one.
   }

@@ -21,6 +21,7 @@
 #include "common/host_id.h"
 #include "common/job_spec.h"
 #include "common/malloc_tuning.h"
+#include "common/metrics_endpoint.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "model/model_file.h"
@@ -187,10 +188,9 @@ absl::Status ServerRunner::Run() {
   LOG(INFO) << "parameter server listening on " << JoinHostPort(options_.host, selected_port) << " (advertised as "
             << address << "), scheduler at " << options_.scheduler_address;
   if (options_.metrics_port > 0) {
-    const std::string& h = options_.metrics_host;
-    const bool everywhere = h.empty() || h == "0.0.0.0" || h == "::" || h == "[::]";
-    const std::string& advertised = options_.advertise_host.empty() ? options_.host : options_.advertise_host;
-    client->set_metrics_address(JoinHostPort(everywhere ? advertised : h, options_.metrics_port));
+    client->set_metrics_address(MetricsAddress(
+        options_.metrics_host, options_.advertise_host.empty() ? options_.host : options_.advertise_host,
+        options_.metrics_port));
   }
 
   LocalEndpoint local;

@@ -36,13 +36,9 @@ absl::StatusOr<std::unique_ptr<JobMember>> JobMember::Join(const MemberOptions& 
       ASSIGN_OR_RETURN(member->metrics_server_,
                        ServeMetrics(member->own_registry_.get(), options.metrics_host,
                                     options.metrics_port == -1 ? 0 : options.metrics_port));
-      const bool wildcard = options.metrics_host.empty() || options.metrics_host == "0.0.0.0" ||
-                            options.metrics_host == "::";
       if (metrics_address.empty()) {
-        const std::string advertised = !wildcard                                  ? options.metrics_host
-                                       : options.metrics_advertise_host.empty() ? std::string("127.0.0.1")
-                                                                                : options.metrics_advertise_host;
-        metrics_address = JoinHostPort(advertised, member->metrics_server_->port());
+        metrics_address =
+            MetricsAddress(options.metrics_host, options.metrics_advertise_host, member->metrics_server_->port());
       }
       LOG(INFO) << "metrics at http://" << metrics_address << "/metrics";
     }

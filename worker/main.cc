@@ -12,6 +12,7 @@
 #include "common/health.h"
 #include "common/health_flags.h"
 #include "common/metrics.h"
+#include "common/metrics_endpoint.h"
 #include "common/metrics_flags.h"
 #include "common/security_flags.h"
 #include "common/stop_signals.h"
@@ -29,8 +30,8 @@ DEFINE_int32(tcp_connections, 2,
              "TCP connections to each parameter server not on this host; calls take them in turn, so the "
              "parts of an overlapped step travel side by side");
 DEFINE_string(advertise_host, "",
-              "With --metrics_port: the host the scheduler lists this worker's metrics at (default: "
-              "--metrics_host, or 127.0.0.1 when that listens everywhere)");
+              "With --metrics_port and a --metrics_host that listens everywhere: the host the scheduler lists "
+              "this worker's metrics at (default: 127.0.0.1)");
 DEFINE_int64(startup_timeout_ms, 120000, "How long to wait for the scheduler and the other roles");
 
 int main(int argc, char** argv) {
@@ -74,11 +75,7 @@ int main(int argc, char** argv) {
   pstrain::worker::WorkerOptions options;
   options.member.metrics = &registry;
   if (*metrics != nullptr) {
-    std::string host = FLAGS_advertise_host;
-    if (host.empty()) host = FLAGS_metrics_host;
-    // A wildcard address is where to listen, not where to dial.
-    if (host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]") host = "127.0.0.1";
-    options.member.metrics_address = pstrain::JoinHostPort(host, (*metrics)->port());
+    options.member.metrics_address = pstrain::MetricsAddress(FLAGS_metrics_host, FLAGS_advertise_host, (*metrics)->port());
   }
   options.member.security = pstrain::TransportSecurityFromFlagsOrExit("pstrain-worker");
   options.member.scheduler_address = FLAGS_scheduler;
