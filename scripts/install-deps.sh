@@ -1,26 +1,42 @@
 #!/usr/bin/env bash
-# Installs the Debian packages pstrain needs to build, test and run its demo.
+# Installs the Debian packages pstrain needs: `demo` for building and running the demo job, `all`
+# (the default) for every test as well.
 # Idempotent: installs only what is missing, so a second run is quick and offline.
 set -euo pipefail
 
-packages=(
+# What `make demo` needs: the compilers and libraries of the roles' binaries, the data set, and
+# matplotlib for pstrain-plot. Nothing else, so that a first demo is quick.
+demo_packages=(
   build-essential cmake pkg-config ccache
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgoogle-glog-dev libgflags-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev zlib1g-dev libssl-dev
-  python3-grpcio python3-protobuf
-  # The Python package (python/): its bindings, and the NumPy and PyTorch it uses.
-  pybind11-dev python3-dev python3-numpy python3-torch
+  # The HTTP server of /metrics and the dashboard.
+  libcpp-httplib-dev
+  # Small, and found by the CMake configure that both commands share.
+  libgtest-dev libgmock-dev libbenchmark-dev
   # pstrain-plot (tools/plot/): run summaries as PNG figures.
   python3-matplotlib
   dataset-fashion-mnist
-  # Observability: the HTTP server of /metrics and the dashboard; a real Prometheus and a real
-  # browser for their tests.
-  libcpp-httplib-dev prometheus chromium
+)
+
+# What `make test` adds: everything else the tests, the Python package and the fuzz targets use.
+test_packages=(
+  python3-grpcio python3-protobuf
+  # The Python package (python/): its bindings, and the NumPy and PyTorch it uses.
+  pybind11-dev python3-dev python3-numpy python3-torch
+  # A real Prometheus and a real browser for the observability tests.
+  prometheus chromium
   # The fuzz targets (fuzz/, scripts/fuzz.sh): clang with libFuzzer and the sanitizer runtimes.
   clang libclang-rt-14-dev
 )
+
+usage="usage: $0 [demo|all]  (default: all)"
+case "${1:-all}" in
+  demo) packages=("${demo_packages[@]}") ;;
+  all) packages=("${demo_packages[@]}" "${test_packages[@]}") ;;
+  *) echo "install-deps: unknown set '$1'; $usage" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
@@ -35,7 +51,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   else
     sudo=
   fi
-  echo "install-deps: installing ${missing[*]}"
+  echo "install-deps: installing ${#missing[@]} Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq
   $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}"
@@ -44,7 +60,7 @@ fi
 # The dashboard's browser test drives Chromium through playwright-core (pinned by
 # tests/dashboard/package-lock.json). Only where Node and npm are installed; the test skips without.
 here=$(cd "$(dirname "$0")/.." && pwd)
-if command -v node >/dev/null && command -v npm >/dev/null && [ ! -d "$here/tests/dashboard/node_modules" ]; then
+if [ "${1:-all}" = all ] && command -v node >/dev/null && command -v npm >/dev/null && [ ! -d "$here/tests/dashboard/node_modules" ]; then
   echo "install-deps: npm ci --prefix tests/dashboard"
   npm ci --prefix "$here/tests/dashboard" --no-audit --no-fund --loglevel=error
 fi
