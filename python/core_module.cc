@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "glog/logging.h"
 #include "common/job_spec.h"
 #include "common/transport_security.h"
 #include "data/score_histogram.h"
@@ -151,6 +152,13 @@ const char* KindName(TrainingSession::Work::Kind kind) {
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
+  // The worker library logs through glog. Started here, as a binary's main() would, so its lines go
+  // to stderr as before but without glog's "Logging before InitGoogleLogging()" warning; a host
+  // program that set glog up already keeps its own settings.
+  if (!google::IsGoogleLoggingInitialized()) {
+    FLAGS_logtostderr = true;
+    google::InitGoogleLogging("pstrain");
+  }
   m.doc() = "pstrain's worker library (C++), for the pstrain package. Use pstrain or pstrain.torch.";
   RegisterStatusErrors(m);
 
