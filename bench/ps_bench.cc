@@ -18,8 +18,11 @@
 //             (bench/socket_pingpong.h): the ceiling of one connection, the baseline the
 //             transport is judged against
 //   PushPullUnix  PushPull over a unix domain socket instead of TCP on 127.0.0.1
-//   PushPullTls   (1 MiB and up) PushPull with mutual TLS and a job token, as pstrain-launch
-//             secures a job by default (common/transport_security.h): what security costs
+//   PushPullTls   (1 MiB and up) PushPull with mutual TLS and a job token, as a secured job
+//             talks between hosts (common/transport_security.h): what encryption costs
+//   PushPullUnixSecured   (1 MiB and up) PushPullUnix with the job's TLS credentials given, so
+//             gRPC's local credentials and the job token, as pstrain-launch's workers reach the
+//             servers on their own host: what same-host security costs
 //   PushPullConnsK, PushPullCallsK   (K = 1, 2, 4; 1 MiB and up) the step as K partial PushPulls
 //             started together, as the overlapping worker sends them (chunks of at most N/K
 //             bytes), over K connections or all over one: what more connections buy, apart from
@@ -94,7 +97,13 @@ class BenchServer {
     int port = 0;
     grpc::ServerBuilder builder;
     static std::atomic<int> next_socket{0};
-    const std::string unix_address = absl::StrCat("unix:/tmp/pstrain-ps-bench-", getpid(), "-", next_socket++, ".sock");
+    std::string unix_address;
+    if (unix_socket) {
+      // A folder only this user may enter: what a secured unix listener requires.
+      absl::StatusOr<std::string> dir = PrivateSocketDir("/tmp", absl::StrCat("pstrain-ps-bench-", getpid()));
+      if (!dir.ok()) return dir.status();
+      unix_address = absl::StrCat("unix:", *dir, "/", next_socket++, ".sock");
+    }
     const std::string listen = unix_socket ? unix_address : "127.0.0.1:0";
     absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = server->security_->ServerCredentials(listen);
     if (!credentials.ok()) return credentials.status();
@@ -309,6 +318,9 @@ void BM_PushPullUnix(benchmark::State& state, int64_t bytes) { PushPullOver(stat
 void BM_PushPullTls(benchmark::State& state, int64_t bytes) {
   PushPullOver(state, bytes, /*unix_socket=*/false, /*tls=*/true);
 }
+void BM_PushPullUnixSecured(benchmark::State& state, int64_t bytes) {
+  PushPullOver(state, bytes, /*unix_socket=*/true, /*tls=*/true);
+}
 
 // Copies a partial answer's values into `weights` at their chunks' offsets (the one tensor starts
 // at 0), as a worker installs each part as it arrives.
@@ -483,6 +495,9 @@ void RegisterAll() {
   for (int64_t bytes : kSizes) {
     if (bytes < kMiB) continue;
     Configure(benchmark::RegisterBenchmark(absl::StrCat("PushPullTls/", SizeName(bytes)).c_str(), BM_PushPullTls, bytes),
+              bytes);
+    Configure(benchmark::RegisterBenchmark(absl::StrCat("PushPullUnixSecured/", SizeName(bytes)).c_str(),
+                                           BM_PushPullUnixSecured, bytes),
               bytes);
   }
   // The step in K partial PushPulls: PushPull{Conns,Calls}K over K connections or over one.

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # What transport security costs: push+pull through a real parameter server with mutual TLS and a
-# job token against plaintext (ps_bench's PushPullTls and PushPull, 1 to 64 MiB), and the demo job
-# end to end as pstrain-launch runs it by default (TLS) against --insecure. Both pairs run in one
-# invocation with their repetitions interleaved, so a burst of load hits both sides alike; medians.
+# job token (between hosts), and with local credentials and the job token over a unix socket
+# (same host), against plaintext (ps_bench's PushPullTls, PushPullUnixSecured, PushPull and
+# PushPullUnix, 1 to 64 MiB); and the demo job end to end as pstrain-launch runs it by default
+# (same-host workers on unix sockets), with TLS over loopback TCP (--unix_sockets=false), and
+# --insecure. Every side runs in one invocation with repetitions interleaved, so a burst of load
+# hits all alike; medians.
 #
 #   bench/tls.sh BUILD_DIR            e.g. bench/tls.sh build
 #
@@ -26,15 +29,16 @@ echo "### (h) Mutual TLS and the job token against plaintext"
 echo
 print_machine
 echo
-"$BIN/ps_bench" --benchmark_filter='^PushPull(Tls)?/(1|4|16|64)MiB(/|$)' \
+"$BIN/ps_bench" --benchmark_filter='^PushPull(Tls|Unix|UnixSecured)?/(1|4|16|64)MiB(/|$)' \
   --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true \
   --benchmark_out="$OUT/ps_bench.json" --benchmark_out_format=json > "$OUT/ps_bench.txt" 2>&1 ||
   { echo "ps_bench failed:" >&2; tail -20 "$OUT/ps_bench.txt" >&2; exit 1; }
 
-# End to end: the demo job, alternating TLS (the default) and --insecure.
+# End to end: the demo job, alternating the default, TLS over TCP and --insecure.
 for ((i = 0; i < REPEATS; ++i)); do
-  for side in tls insecure; do
+  for side in default tls insecure; do
     flags=(--epochs="$EPOCHS" --summary_json="$OUT/$side-$i.json")
+    [[ "$side" == tls ]] && flags+=(--unix_sockets=false)
     [[ "$side" == insecure ]] && flags+=(--insecure)
     "$LAUNCH" "${flags[@]}" > "$OUT/$side-$i.log" 2>&1 || { echo "$side run $i failed: see $OUT/$side-$i.log" >&2; exit 1; }
   done
@@ -56,12 +60,14 @@ print("Push+pull through `worker::PsClient` to one in-process server on 127.0.0.
       " by the job's throwaway CA on both ends (gRPC's TLS defaults), and the job token checked on every call."
       f" `ps_bench`, medians of its {reps} interleaved repetitions.")
 print()
-print("| payload | plaintext GB/s | TLS GB/s | TLS / plaintext |")
-print("|---:|---:|---:|---:|")
+print("| payload | TCP plaintext GB/s | TCP TLS GB/s | TLS / plaintext | unix plaintext GB/s | unix secured GB/s | secured / plaintext |")
+print("|---:|---:|---:|---:|---:|---:|---:|")
 for size in ("1MiB", "4MiB", "16MiB", "64MiB"):
     plain, tls = medians.get(f"PushPull/{size}"), medians.get(f"PushPullTls/{size}")
-    if plain and tls:
-        print(f"| {size.replace('MiB', ' MiB')} | {plain:.2f} | {tls:.2f} | {tls / plain:.2f}x |")
+    uplain, usec = medians.get(f"PushPullUnix/{size}"), medians.get(f"PushPullUnixSecured/{size}")
+    if plain and tls and uplain and usec:
+        print(f"| {size.replace('MiB', ' MiB')} | {plain:.2f} | {tls:.2f} | {tls / plain:.2f}x"
+              f" | {uplain:.2f} | {usec:.2f} | {usec / uplain:.2f}x |")
 print()
 
 def runs(side):
@@ -71,16 +77,19 @@ def runs(side):
         values.append((s["samples_per_second"], s.get("final_test_accuracy", 0.0)))
     return values
 
-tls, insecure = runs("tls"), runs("insecure")
-t = statistics.median(v[0] for v in tls)
-p = statistics.median(v[0] for v in insecure)
+sides = {side: runs(side) for side in ("default", "tls", "insecure")}
+speed = {side: statistics.median(v[0] for v in values) for side, values in sides.items()}
 print(f"End to end: the demo job (`pstrain-launch --epochs={epochs}`: 2 servers, 2 workers, sync MLP on"
       f" Fashion-MNIST), {repeats} runs a side alternating; training samples/s from the run summary, medians.")
 print()
 print("| run | samples/s | vs --insecure | test accuracy (median) |")
 print("|---|---:|---:|---:|")
-print(f"| TLS + token (default) | {t:,.0f} | {t / p:.2f}x | {statistics.median(v[1] for v in tls):.4f} |")
-print(f"| --insecure | {p:,.0f} | 1.00x | {statistics.median(v[1] for v in insecure):.4f} |")
+names = {"default": "secured, same-host unix sockets (the default)",
+         "tls": "secured, TLS over loopback TCP (`--unix_sockets=false`)",
+         "insecure": "`--insecure`"}
+for side in ("default", "tls", "insecure"):
+    print(f"| {names[side]} | {speed[side]:,.0f} | {speed[side] / speed['insecure']:.2f}x"
+          f" | {statistics.median(v[1] for v in sides[side]):.4f} |")
 EOF
 echo
 echo "Load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

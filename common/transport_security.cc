@@ -7,7 +7,12 @@
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <utility>
 
@@ -19,6 +24,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "common/file_io.h"
 #include "common/grpc_status.h"
@@ -244,6 +250,17 @@ std::shared_ptr<const TransportSecurity> TransportSecurity::Loopback() {
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TransportSecurity::ServerCredentials(
     absl::string_view address, const SessionGate* gate) const {
+  if (tls() && absl::StartsWith(address, "unix:")) {
+    // Same host: the folder keeps other users out, the token and the gate every caller without
+    // the job's credentials; nothing is encrypted (see the class comment).
+    const std::string path(absl::StripPrefix(address, "unix:"));
+    RETURN_IF_ERROR(CheckPrivateDir(std::filesystem::path(path).parent_path().string()));
+    std::shared_ptr<grpc::ServerCredentials> credentials = grpc::experimental::LocalServerCredentials(UDS);
+    if (has_token() || gate != nullptr) {
+      credentials->SetAuthMetadataProcessor(std::make_shared<CallChecker>(token_, gate));
+    }
+    return credentials;
+  }
   if (!tls()) {
     if (!options_.insecure && !IsLoopbackAddress(address)) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -262,8 +279,13 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TransportSecurity::Serv
   return credentials;
 }
 
-std::shared_ptr<grpc::ChannelCredentials> TransportSecurity::ChannelCredentials() const {
+std::shared_ptr<grpc::ChannelCredentials> TransportSecurity::ChannelCredentials(absl::string_view address) const {
   if (!tls()) return grpc::InsecureChannelCredentials();
+  if (absl::StartsWith(address, "unix:")) {
+    std::shared_ptr<grpc::ChannelCredentials> local = grpc::experimental::LocalCredentials(UDS);
+    if (!has_token()) return local;
+    return grpc::CompositeChannelCredentials(local, grpc::AccessTokenCredentials(token_));
+  }
   grpc::experimental::TlsChannelCredentialsOptions tls;
   tls.set_certificate_provider(FileProvider(options_));
   tls.watch_root_certs();
@@ -281,7 +303,42 @@ void TransportSecurity::ConfigureChannel(grpc::ChannelArguments* args) const {
 std::shared_ptr<grpc::Channel> TransportSecurity::NewChannel(const std::string& address,
                                                              grpc::ChannelArguments args) const {
   ConfigureChannel(&args);
-  return grpc::CreateCustomChannel(address, ChannelCredentials(), args);
+  return grpc::CreateCustomChannel(address, ChannelCredentials(address), args);
+}
+
+absl::Status CheckPrivateDir(const std::string& dir) {
+  struct stat st;
+  if (lstat(dir.c_str(), &st) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("unix socket folder '", dir, "': ", std::strerror(errno)));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat("unix socket folder '", dir, "' is not a folder"));
+  }
+  if (st.st_uid != geteuid()) {
+    return absl::FailedPreconditionError(absl::StrCat("unix socket folder '", dir, "' belongs to uid ", st.st_uid,
+                                                      ", not to this process's uid ", geteuid()));
+  }
+  if ((st.st_mode & 077) != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "unix socket folder '%s' has mode %04o: other users could connect to the job's sockets; expected no group or "
+        "other permissions (chmod 700)",
+        dir, st.st_mode & 07777));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> PrivateSocketDir(const std::string& parent, const std::string& name) {
+  if (access(parent.c_str(), W_OK | X_OK) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unix socket folder '", parent, "': not a writable folder (", std::strerror(errno), ")"));
+  }
+  const std::string dir = (std::filesystem::path(parent) / name).string();
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot make '", dir, "': ", std::strerror(errno)));
+  }
+  RETURN_IF_ERROR(CheckPrivateDir(dir));
+  return dir;
 }
 
 }  // namespace pstrain

@@ -12,6 +12,11 @@
 //   - with a job token (--job_token_file), channels send it as "authorization: Bearer <token>" and
 //     listeners refuse a call without it (UNAUTHENTICATED) before the request is read, in the
 //     transport's authentication step.
+// On a unix domain socket (same host) TLS gives way to gRPC's local credentials: no encryption,
+// since a process that can read this host's socket traffic can read the key files too, but the
+// same job token and session checks on every call. Such a socket must sit in a folder that only
+// this user can enter (owned by it, no group or other permissions), so no other user's process
+// can even connect; PrivateSocketDir makes one.
 // Without TLS, traffic is plaintext and unauthenticated, so a listener is allowed only on a
 // loopback address (127.0.0.0/8, ::1, localhost, a unix socket) unless `insecure` says the
 // network is trusted. A job token without TLS is refused: it would travel in the clear.
@@ -65,14 +70,16 @@ class TransportSecurity {
   const TransportSecurityOptions& options() const { return options_; }
 
   // Credentials for a listener on `address` (host:port, or unix:PATH). FAILED_PRECONDITION for a
-  // plaintext listener on a non-loopback address without `insecure`, saying how to fix it. With
-  // TLS, `gate` (may be null; borrowed, it must outlive the listener) judges every call's session
-  // credential after the token and before the request is read (common/session_gate.h).
+  // plaintext listener on a non-loopback address without `insecure`, saying how to fix it, and,
+  // with TLS, for a unix socket whose folder other users may enter. With TLS, `gate` (may be null;
+  // borrowed, it must outlive the listener) judges every call's session credential after the
+  // token and before the request is read (common/session_gate.h).
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
       absl::string_view address, const SessionGate* gate = nullptr) const;
 
-  // Credentials for a channel to any role of the job, with the token attached to every call.
-  std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials() const;
+  // Credentials for a channel to `address` (any role of the job), with the token attached to every
+  // call: TLS, or local credentials for a unix: address.
+  std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials(absl::string_view address) const;
 
   // Sets what a channel needs besides its credentials (the name checked in the server's
   // certificate). Call on every channel's arguments.
@@ -97,6 +104,16 @@ std::vector<std::pair<std::string, std::string>> TransportSecurityEnvironment(co
 
 // True for 127.0.0.0/8, ::1, localhost (with or without a port, brackets allowed) and unix: paths.
 bool IsLoopbackAddress(absl::string_view address);
+
+// Makes (or takes over) `parent`/`name`, a folder for this process's unix sockets that only its
+// user can enter (mode 0700, owned by the effective user), and returns its path. INVALID_ARGUMENT
+// when `parent` is missing or not writable, FAILED_PRECONDITION when `parent`/`name` exists but
+// is not a folder of this user's or others may enter it.
+absl::StatusOr<std::string> PrivateSocketDir(const std::string& parent, const std::string& name);
+
+// OK when `dir` is a folder owned by the effective user that no group or other user may enter;
+// otherwise FAILED_PRECONDITION saying what is wrong and how to fix it.
+absl::Status CheckPrivateDir(const std::string& dir);
 
 }  // namespace pstrain
 

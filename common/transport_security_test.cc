@@ -1,6 +1,14 @@
 #include "common/transport_security.h"
 
+#include <grp.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <chrono>
 #include <filesystem>
@@ -126,22 +134,29 @@ TEST(TransportSecurityTest, PlaintextOnlyOnLoopbackUnlessInsecure) {
   EXPECT_TRUE(Secure(Credentials("any"))->ServerCredentials("0.0.0.0:0").ok());
 }
 
-// A real gRPC server (the built-in health service) behind `security`, on loopback.
+// A real gRPC server (the built-in health service) behind `security`, on loopback TCP or, given
+// `unix_address` ("unix:PATH"), on that unix socket.
 class SecuredServer {
  public:
-  explicit SecuredServer(const TransportSecurity& security, const SessionGate* gate = nullptr) {
+  explicit SecuredServer(const TransportSecurity& security, const SessionGate* gate = nullptr,
+                         const std::string& unix_address = "")
+      : unix_address_(unix_address) {
     grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", *security.ServerCredentials("127.0.0.1:0", gate), &port_);
+    const std::string listen = unix_address.empty() ? "127.0.0.1:0" : unix_address;
+    auto credentials = security.ServerCredentials(listen, gate);
+    CHECK(credentials.ok()) << credentials.status();
+    builder.AddListeningPort(listen, *credentials, &port_);
     builder.RegisterCallbackGenericService(&unknown_);  // The health service needs a callback server.
     server_ = builder.BuildAndStart();
     CHECK(server_ != nullptr);
   }
   ~SecuredServer() { server_->Shutdown(std::chrono::system_clock::now()); }
 
-  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  std::string address() const { return unix_address_.empty() ? absl::StrCat("127.0.0.1:", port_) : unix_address_; }
 
  private:
+  std::string unix_address_;
   int port_ = 0;
   grpc::CallbackGenericService unknown_;
   std::unique_ptr<grpc::Server> server_;
@@ -239,6 +254,92 @@ TEST(TransportSecurityTest, SessionGateJudgesEveryCallAfterTheToken) {
   no_token.token_file.clear();
   EXPECT_EQ(CheckWith(*Secure(no_token), server.address()).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(gate.asked().size(), 3u);
+}
+
+TEST(TransportSecurityTest, SecuredUnixSocketNeedsAFolderOnlyThisUserMayEnter) {
+  auto secure = Secure(Credentials("folder"));
+  // /tmp is open to everyone (1777).
+  absl::Status open = secure->ServerCredentials("unix:/tmp/pstrain-test.sock").status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(open)) << open;
+  EXPECT_THAT(open.message(), HasSubstr("unix socket folder '/tmp' has mode 1777"));
+  EXPECT_THAT(open.message(), HasSubstr("chmod 700"));
+
+  const std::string parent = FreshDir("sockets");
+  absl::StatusOr<std::string> dir = PrivateSocketDir(parent, "mine");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  struct stat st;
+  ASSERT_EQ(stat(dir->c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_TRUE(secure->ServerCredentials(absl::StrCat("unix:", *dir, "/a.sock")).ok());
+  // Taken over when it is already private; refused once anyone else may enter it.
+  EXPECT_TRUE(PrivateSocketDir(parent, "mine").ok());
+  ASSERT_EQ(chmod(dir->c_str(), 0750), 0);
+  absl::StatusOr<std::string> opened = PrivateSocketDir(parent, "mine");
+  EXPECT_TRUE(absl::IsFailedPrecondition(opened.status())) << opened.status();
+  EXPECT_THAT(opened.status().message(), HasSubstr("has mode 0750"));
+  EXPECT_TRUE(absl::IsInvalidArgument(PrivateSocketDir(parent + "/missing", "x").status()));
+}
+
+TEST(TransportSecurityTest, SameHostSocketKeepsTheTokenAndGateWithoutEncryption) {
+  TransportSecurityOptions job = Credentials("local");
+  absl::StatusOr<std::string> dir = PrivateSocketDir(FreshDir("local-sockets"), "s");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  TestGate gate;
+  SecuredServer server(*Secure(job), &gate, absl::StrCat("unix:", *dir, "/ps.sock"));
+  auto check = [&](const TransportSecurity& security, const std::string& session) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    auto stub = grpc::health::v1::Health::NewStub(security.NewChannel(server.address(), args));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    if (!session.empty()) context.AddMetadata(kSessionMetadataKey, session);
+    grpc::health::v1::HealthCheckRequest request;
+    grpc::health::v1::HealthCheckResponse response;
+    return stub->Check(&context, request, &response);
+  };
+  EXPECT_TRUE(check(*Secure(job), "let-me-in").ok());
+  EXPECT_EQ(check(*Secure(job), "forged").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+
+  // The same user without the token, or with another job's.
+  TransportSecurityOptions no_token = job;
+  no_token.token_file.clear();
+  grpc::Status missing = check(*Secure(no_token), "let-me-in");
+  EXPECT_EQ(missing.error_code(), grpc::StatusCode::UNAUTHENTICATED) << missing.error_message();
+  EXPECT_THAT(missing.error_message(), HasSubstr("no job token"));
+  TransportSecurityOptions other_token = job;
+  other_token.token_file = Credentials("local-other").token_file;
+  EXPECT_EQ(check(*Secure(other_token), "let-me-in").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  // A plaintext client sends no token either.
+  EXPECT_FALSE(check(*TransportSecurity::Loopback(), "let-me-in").ok());
+  // Only the job's own calls reached the gate.
+  EXPECT_EQ(gate.asked().size(), 2u);
+}
+
+TEST(TransportSecurityTest, AnotherUserCannotConnectToTheSameHostSocket) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to run a process as another user";
+  absl::StatusOr<std::string> dir = PrivateSocketDir(FreshDir("other-user"), "s");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  // The test's TempDir may itself be closed to others; the private folder alone must do.
+  ASSERT_EQ(chmod(std::filesystem::path(*dir).parent_path().c_str(), 0755), 0);
+  const std::string path = *dir + "/ps.sock";
+  SecuredServer server(*Secure(Credentials("other-user-job")), nullptr, "unix:" + path);
+  auto connect_as = [&](uid_t uid, gid_t gid) {
+    const pid_t child = fork();
+    if (child == 0) {
+      if (setgroups(0, nullptr) != 0 || setresgid(gid, gid, gid) != 0 || setresuid(uid, uid, uid) != 0) _exit(3);
+      const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+      sockaddr_un address{};
+      address.sun_family = AF_UNIX;
+      std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+      if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) _exit(0);
+      _exit(errno == EACCES ? 1 : 2);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  EXPECT_EQ(connect_as(65534, 65534), 1) << "nobody should get EACCES (1); 0 means it connected";
+  EXPECT_EQ(connect_as(0, 0), 0) << "the job's own user connects";
 }
 
 TEST(TransportSecurityTest, ClientRefusesServerOfAnotherJob) {

@@ -64,6 +64,11 @@ struct LaunchOptions {
   // (common/job_credentials.h): a CA, a certificate and a token, so that even a local job is
   // closed to other users of the machine.
   TransportSecurityOptions security;
+  // Servers also listen on a unix socket in a private folder inside the launcher's temporary
+  // folder, and the workers (all on this host) dial it: with TLS, gRPC's local credentials
+  // instead of encryption, the job token and session checks unchanged (common/transport_security.h).
+  // False: loopback TCP only.
+  bool unix_sockets = true;
   // When set, each worker slot runs `/bin/sh -c 'exec <worker_cmd>'` (a PyTorch script, say)
   // instead of pstrain-worker. worker_cmd is one command line in shell syntax (a program and its
   // arguments; quotes, variables and redirections work, but after `;` or `&&` nothing would run:

@@ -32,6 +32,9 @@ DEFINE_int32(progress_interval_s, 5, "Seconds between progress lines when stdout
 DEFINE_string(device, "cpu",
               "Worker device, passed to each worker as --device: cpu, cuda, cuda:N, or a comma list "
               "(cuda:0,cuda:1) that the workers take in turn; all workers share one device otherwise");
+DEFINE_bool(unix_sockets, true,
+            "Servers also listen on a unix socket in a private folder, which the workers (all on this host) dial: "
+            "no TLS encryption there, the job token and session checks unchanged. false: loopback TCP only");
 DEFINE_bool(tf32, false, "Pass --tf32 to each worker (TF32 GEMMs on CUDA devices)");
 DEFINE_string(state_dir, "",
               "The scheduler's --state_dir (default with --max_restarts > 0: a folder in the run's temporary "
@@ -115,6 +118,7 @@ int main(int argc, char** argv) {
   options.dead_after_ms = FLAGS_dead_after_ms;
   options.device = FLAGS_device;
   options.tf32 = FLAGS_tf32;
+  options.unix_sockets = FLAGS_unix_sockets;
   options.security = pstrain::TransportSecurityOptionsFromFlags();
   if (absl::Status checked = pstrain::TransportSecurity::Create(options.security).status(); !checked.ok()) {
     fprintf(stderr, "pstrain-launch: %s\n", std::string(checked.message()).c_str());

@@ -27,8 +27,9 @@
 DEFINE_string(scheduler, "", "host:port of the scheduler (required)");
 DEFINE_string(host, "127.0.0.1", "address this server listens on (and registers with, unless --advertise_host)");
 DEFINE_string(unix_socket_dir, "",
-              "Also serve on a unix domain socket in this folder (e.g. /tmp), for workers on the same host "
-              "(default empty: TCP only)");
+              "Also serve on a unix domain socket in a private folder made inside this one (e.g. /tmp), for "
+              "workers on the same host; with TLS it uses local credentials: no encryption, the job token and "
+              "session checks unchanged (default empty: TCP only)");
 DEFINE_string(advertise_host, "",
               "host name or address workers dial this server at, registered with the scheduler with the port "
               "(empty: --host; required when --host listens everywhere, 0.0.0.0 or ::)");

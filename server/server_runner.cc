@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -163,10 +164,15 @@ absl::Status ServerRunner::Run() {
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials, security.ServerCredentials(listen, &service));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen, credentials, &selected_port);
-  // Workers on this host move tensors faster over a unix socket than over loopback TCP. The same
-  // credentials: file permissions alone would let any local user in.
+  // Workers on this host move tensors faster over a unix socket than over loopback TCP, and with
+  // TLS on, unencrypted: the socket's private folder keeps other users out, the job token and the
+  // session gate everyone else (TransportSecurity).
   const std::string unix_path = UnixSocketPath();
-  if (!unix_path.empty()) builder.AddListeningPort("unix:" + unix_path, credentials);
+  if (!unix_path.empty()) {
+    ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> local_credentials,
+                     security.ServerCredentials("unix:" + unix_path, &service));
+    builder.AddListeningPort("unix:" + unix_path, local_credentials);
+  }
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
@@ -227,17 +233,27 @@ absl::Status ServerRunner::Run() {
   metrics_->Unwatch();
   // After Wait no call is open, so the counts are final.
   if (store != nullptr) LOG(INFO) << FormatTransportCounters(store->rank(), service.counters());
-  if (!unix_path.empty()) unlink(unix_path.c_str());
+  if (!unix_path.empty()) {
+    unlink(unix_path.c_str());
+    rmdir(std::filesystem::path(unix_path).parent_path().c_str());
+  }
   LOG(INFO) << "parameter server at " << address << " stopped: " << status;
   return status;
 }
 
 std::string ServerRunner::UnixSocketPath() const {
   if (options_.unix_socket_dir.empty()) return "";
-  const std::string path = absl::StrCat(options_.unix_socket_dir, "/pstrain-server-", getpid(), ".sock");
+  // A folder of this process's own that only its user may enter, inside the one given.
+  absl::StatusOr<std::string> dir = PrivateSocketDir(options_.unix_socket_dir, absl::StrCat("pstrain-server-", getpid()));
+  if (!dir.ok()) {
+    LOG(WARNING) << "no unix socket for local workers: " << dir.status().message();
+    return "";
+  }
+  const std::string path = *dir + "/ps.sock";
   // sockaddr_un holds 108 bytes; gRPC would fail the whole server on a longer path.
-  if (path.size() >= 100 || access(options_.unix_socket_dir.c_str(), W_OK) != 0) {
-    LOG(WARNING) << "no unix socket for local workers: '" << path << "' is too long or its folder not writable";
+  if (path.size() >= 100) {
+    LOG(WARNING) << "no unix socket for local workers: '" << path << "' is longer than a socket address can be";
+    rmdir(dir->c_str());
     return "";
   }
   unlink(path.c_str());  // a socket left by an earlier process with this pid

@@ -74,10 +74,12 @@ class ServerRunner {
     // The host the server registers with the scheduler, i.e. where workers dial it (with the
     // port it listens on); empty: `host`. Needed when `host` listens everywhere (0.0.0.0, ::).
     std::string advertise_host;
-    // Also serve on a unix domain socket in this folder (pstrain-server-<pid>.sock), which
-    // workers on the same host dial instead of TCP (LocalEndpoint, common/host_id.h); empty:
-    // TCP only (the default: end to end it has not paid off yet, see DESIGN.md). A folder that
-    // cannot take the socket is logged and skipped, not an error.
+    // Also serve on a unix domain socket in this folder (pstrain-server-<pid>/ps.sock, inside a
+    // folder of its own only this user may enter), which workers on the same host dial instead of
+    // TCP (LocalEndpoint, common/host_id.h). With TLS configured the socket uses local credentials
+    // instead: no encryption, the job token and session checks unchanged
+    // (common/transport_security.h). Empty: TCP only. A folder that cannot take the socket is
+    // logged and skipped, not an error.
     std::string unix_socket_dir;
     // Deadline of each ordinary scheduler rpc.
     absl::Duration rpc_timeout = absl::Seconds(30);

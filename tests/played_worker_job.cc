@@ -10,7 +10,8 @@
 namespace pstrain::testing {
 
 void PlayedWorkerJob::Start(const std::string& dir, const std::vector<std::string>& role_flags,
-                            std::shared_ptr<const TransportSecurity> security) {
+                            std::shared_ptr<const TransportSecurity> security,
+                            const std::vector<std::string>& server_flags) {
   const std::string port_file = dir + "/scheduler.port";
   std::vector<std::string> argv = {BinDir() + "/pstrain-scheduler", "--port=0", "--port_file=" + port_file,
                                    "--servers=1", "--workers=1", "--train_limit=256", "--test_limit=64",
@@ -28,6 +29,7 @@ void PlayedWorkerJob::Start(const std::string& dir, const std::vector<std::strin
   address = absl::StrCat("127.0.0.1:", port);
   std::vector<std::string> server_argv = {BinDir() + "/pstrain-server", "--scheduler=" + address, "--port=0"};
   server_argv.insert(server_argv.end(), role_flags.begin(), role_flags.end());
+  server_argv.insert(server_argv.end(), server_flags.begin(), server_flags.end());
   started = Child::Start(server_argv, dir + "/server.log");
   ASSERT_TRUE(started.ok()) << started.status();
   server = std::make_unique<Child>(*started);

@@ -24,10 +24,12 @@ namespace pstrain::testing {
 class PlayedWorkerJob {
  public:
   // Starts the scheduler and the server in `dir`, both with `role_flags` appended (the security
-  // flags, say), and registers the test as the worker through `security` (null: plaintext).
-  // Failures are fatal gtest failures: call through ASSERT_NO_FATAL_FAILURE.
+  // flags, say), the server also with `server_flags`, and registers the test as the worker through
+  // `security` (null: plaintext). Failures are fatal gtest failures: call through
+  // ASSERT_NO_FATAL_FAILURE.
   void Start(const std::string& dir, const std::vector<std::string>& role_flags,
-             std::shared_ptr<const TransportSecurity> security = nullptr);
+             std::shared_ptr<const TransportSecurity> security = nullptr,
+             const std::vector<std::string>& server_flags = {});
   // Reports every evaluation lease of the only epoch as done and the worker as finished, then
   // expects both processes to exit 0 within 20 s (and kills what is left).
   void Finish();

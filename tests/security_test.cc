@@ -4,7 +4,9 @@
 // tries changes the job. An insider (the job's certificate and token, registered as a worker of
 // its own) can act only as its own rank: as another worker or a server, or with no or a forged
 // session credential, every method refuses it, and nothing changes. Roles refuse to listen in
-// plaintext beyond loopback, and bad security flags stop a role at once with a message.
+// plaintext beyond loopback, and bad security flags stop a role at once with a message. The job's
+// tests run over the server's TCP listener (TLS) and over its same-host unix socket (local
+// credentials, no encryption): the token and the sessions hold on both.
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -49,16 +51,28 @@ TransportSecurityOptions MakeCredentials(const std::string& dir) {
   return *made;
 }
 
-class SecurityTest : public ::testing::Test {
+// Each test runs twice: against the server's TCP listener (mutual TLS), and against its unix
+// socket, as a worker on the server's host reaches it (GetParam(): same host; gRPC's local
+// credentials, the same token and session checks). The scheduler is reached over TLS either way.
+class SecurityTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
-    dir_ = MakeTempDir("security");
+    dir_ = MakeTempDir(same_host() ? "security-unix" : "security");
     job_ = MakeCredentials(dir_ + "/job");
-    ASSERT_NO_FATAL_FAILURE(played_.Start(dir_, TransportSecurityFlags(job_), Secure(job_)));
+    std::vector<std::string> server_flags;
+    if (same_host()) server_flags.push_back("--unix_socket_dir=" + dir_);
+    ASSERT_NO_FATAL_FAILURE(played_.Start(dir_, TransportSecurityFlags(job_), Secure(job_), server_flags));
     view_ = played_.view;
     address_ = played_.address;
     client_ = played_.client.get();
+    if (same_host()) ASSERT_THAT(view_.servers(0).local().unix_address(), HasSubstr("/ps.sock"));
     server_stub_ = ServerStub(*Secure(job_));
+  }
+
+  bool same_host() const { return GetParam(); }
+  // Where this test dials the server: its unix socket on the same host, else its TCP address.
+  std::string ServerAddress() const {
+    return same_host() ? view_.servers(0).local().unix_address() : view_.servers(0).address();
   }
 
   void TearDown() override { played_.Finish(); }
@@ -70,7 +84,7 @@ class SecurityTest : public ::testing::Test {
     return args;
   }
   std::unique_ptr<ParameterServer::Stub> ServerStub(const TransportSecurity& security) const {
-    return ParameterServer::NewStub(security.NewChannel(view_.servers(0).address(), FreshChannel()));
+    return ParameterServer::NewStub(security.NewChannel(ServerAddress(), FreshChannel()));
   }
   std::unique_ptr<Scheduler::Stub> SchedulerStub(const TransportSecurity& security) const {
     return Scheduler::NewStub(security.NewChannel(address_, FreshChannel()));
@@ -245,14 +259,23 @@ class SecurityTest : public ::testing::Test {
   std::unique_ptr<ParameterServer::Stub> server_stub_;
 };
 
-TEST_F(SecurityTest, OutsidersGetNowhereAndChangeNothing) {
-  // Plaintext: the TLS handshake never completes.
-  ExpectShutOut(*TransportSecurity::Loopback(), {grpc::StatusCode::UNAVAILABLE}, "");
+TEST_P(SecurityTest, OutsidersGetNowhereAndChangeNothing) {
+  if (same_host()) {
+    // Plaintext: nothing to hand over a token, so every call to the server's socket is refused
+    // before its request is read (the scheduler, over TLS, never completes the handshake).
+    ExpectShutOut(*TransportSecurity::Loopback(),
+                  {grpc::StatusCode::UNAUTHENTICATED, grpc::StatusCode::UNAVAILABLE}, "");
+    // No certificate is asked for on the socket: the folder keeps other users out
+    // (common_transport_security_test runs one as uid 65534), the token everyone else.
+  } else {
+    // Plaintext: the TLS handshake never completes.
+    ExpectShutOut(*TransportSecurity::Loopback(), {grpc::StatusCode::UNAVAILABLE}, "");
 
-  // A certificate that another CA signed, even with the job's token.
-  TransportSecurityOptions stranger = MakeCredentials(dir_ + "/stranger");
-  stranger.token_file = job_.token_file;
-  ExpectShutOut(*Secure(stranger), {grpc::StatusCode::UNAVAILABLE}, "");
+    // A certificate that another CA signed, even with the job's token.
+    TransportSecurityOptions stranger = MakeCredentials(dir_ + "/stranger");
+    stranger.token_file = job_.token_file;
+    ExpectShutOut(*Secure(stranger), {grpc::StatusCode::UNAVAILABLE}, "");
+  }
 
   // The job's certificate and key (say, copied off a node) without the token, or with another.
   TransportSecurityOptions no_token = job_;
@@ -275,7 +298,7 @@ TEST_F(SecurityTest, OutsidersGetNowhereAndChangeNothing) {
   EXPECT_NEAR(w_after - w_before, -0.05f, 1e-6);
 }
 
-TEST_F(SecurityTest, AMemberActsOnlyAsItsOwnRank) {
+TEST_P(SecurityTest, AMemberActsOnlyAsItsOwnRank) {
   // An insider: the job's certificate, key and token, registered as a worker of its own.
   std::unique_ptr<SchedulerClient> insider = *SchedulerClient::Create(address_, absl::Seconds(10), Secure(job_));
   absl::StatusOr<RegisterResponse> joined = insider->Register(WORKER, "", absl::Seconds(10));
@@ -300,6 +323,11 @@ TEST_F(SecurityTest, AMemberActsOnlyAsItsOwnRank) {
   // As itself it is a worker like any other: it may leave.
   EXPECT_TRUE(insider->Leave(WORKER, joined->rank(), "the test is over").ok());
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, SecurityTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "SameHostUnixSocket" : "Tls";
+                         });
 
 // Roles that would listen in plaintext beyond loopback, or whose security flags are wrong, stop
 // at once and say why.
