@@ -83,6 +83,7 @@ struct Child {
   ChildProcess::Options command;  // What a restart runs.
   std::unique_ptr<ChildProcess> process;
   LinePrefixer out, err;
+  std::string last_err_line;  // The last whole line it wrote to stderr, prefixed; "" if none.
   bool ended = false;
   int restarts = 0;
 };
@@ -296,6 +297,7 @@ class Cluster {
     for (int i = 0; i < options_.num_servers; ++i) {
       std::vector<std::string> args = {Binary("pstrain-server"), scheduler_flag,
                                        absl::StrCat("--host=", options_.host), "--port=0"};
+      if (options_.unix_sockets) args.push_back(absl::StrCat("--unix_socket_dir=", temp_dir_));
       if (options_.metrics) {
         for (std::string& flag : MetricsFlags(server_metrics_ports_[i])) args.push_back(std::move(flag));
       }
@@ -428,6 +430,14 @@ class Cluster {
       // The scheduler sees it go and fails the job if too few workers are left.
       console_.Print(Stream::kStderr,
                      absl::StrCat(kSelf, child.name, " ", exit.ToString(), "; the job continues without it"));
+      if (NoWorkerLeftBeforeStart()) {
+        // Nobody can ever join, so the scheduler would only wait out its barrier deadline.
+        console_.Print(Stream::kStderr,
+                       absl::StrCat(kSelf, "job failed: every worker exited before the job started",
+                                    child.last_err_line.empty() ? "" : "; the last one said: ",
+                                    child.last_err_line));
+        BeginStop(1);
+      }
       return;
     }
     if (!exit.ok()) {
@@ -439,6 +449,15 @@ class Cluster {
       // The scheduler is done; the others should follow within a heartbeat or two.
       finish_deadline_ = absl::Now() + options_.finish_timeout;
     }
+  }
+
+  // True when every worker slot has ended for good while the scheduler still waits for its roles.
+  bool NoWorkerLeftBeforeStart() const {
+    if (last_status_.state() != WAITING_FOR_ROLES) return false;
+    for (const auto& child : children_) {
+      if (child->role == Role::kWorker && !child->ended) return false;
+    }
+    return true;
   }
 
   void CheckDeadlines() {
@@ -482,10 +501,10 @@ class Cluster {
       std::string bytes;
       absl::StatusOr<bool> open = child.process->Read(s, &bytes);
       LinePrefixer& prefixer = s == Stream::kStdout ? child.out : child.err;
-      for (const std::string& line : prefixer.Add(bytes)) console_.Print(s, line);
+      for (const std::string& line : prefixer.Add(bytes)) Print(child, s, line);
       if (!open.ok()) VLOG(1) << open.status();
       if (!open.ok() || !*open) {
-        if (std::optional<std::string> last = prefixer.Flush()) console_.Print(s, *last);
+        if (std::optional<std::string> last = prefixer.Flush()) Print(child, s, *last);
       }
     }
   }
@@ -501,8 +520,14 @@ class Cluster {
     Drain(child);
     for (Stream s : {Stream::kStdout, Stream::kStderr}) {
       LinePrefixer& prefixer = s == Stream::kStdout ? child.out : child.err;
-      if (std::optional<std::string> last = prefixer.Flush()) console_.Print(s, *last);
+      if (std::optional<std::string> last = prefixer.Flush()) Print(child, s, *last);
     }
+  }
+
+  // Prints one prefixed line of `child`'s output, remembering its last stderr line.
+  void Print(Child& child, Stream s, const std::string& line) {
+    if (s == Stream::kStderr) child.last_err_line = line;
+    console_.Print(s, line);
   }
 
   // Asks the scheduler for progress every status_interval (or now, with `force`) while it runs.

@@ -22,6 +22,7 @@ namespace pstrain {
 namespace launch {
 namespace {
 
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -162,7 +163,9 @@ TEST_F(LauncherTest, SuccessfulJobPrintsPrefixedOutputEpochsAndResult) {
   EXPECT_THAT(out, HasSubstr(absl::StrCat("--summary_json=", dir_, "/summary.json --heartbeat_ms=500 "
                                           "--dead_after_ms=3000 --insecure --epochs=2\n")));
   EXPECT_THAT(Err(), HasSubstr("[scheduler] to stderr\n"));
-  EXPECT_THAT(out, HasSubstr("[server 0] server --scheduler=127.0.0.1:4321 --host=127.0.0.1 --port=0 --insecure\n"));
+  // Servers also listen on a unix socket inside the launcher's private temporary folder.
+  EXPECT_THAT(out, ContainsRegex("\\[server 0\\] server --scheduler=127.0.0.1:4321 --host=127.0.0.1 --port=0 "
+                                 "--unix_socket_dir=/[^ ]*/pstrain-launch-[^ /]+ --insecure\n"));
   EXPECT_THAT(out, HasSubstr("[server 1] server --scheduler=127.0.0.1:4321"));
   EXPECT_THAT(out, HasSubstr("[worker 0] worker --scheduler=127.0.0.1:4321 --device=cpu --insecure\n"));
   EXPECT_THAT(out, HasSubstr("[worker 1] worker --scheduler=127.0.0.1:4321 --device=cpu --insecure\n"));
@@ -330,6 +333,33 @@ TEST_F(LauncherTest, FailingServerStopsEveryoneAndExitsOne) {
       << err;
   EXPECT_THAT(err, Not(HasSubstr("continues")));
   EXPECT_THAT(Out(), Not(HasSubstr("final test_acc")));
+}
+
+TEST_F(LauncherTest, EveryWorkerExitingBeforeTheJobStartsFailsItAtOnceWithTheirReason) {
+  WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, "exec sleep 100"));
+  WriteScript("pstrain-server", "exec sleep 100");
+  WriteScript("pstrain-worker", "echo 'pstrain: this job trains model mlp, not external' >&2; exit 2");
+  status_.set_state(WAITING_FOR_ROLES);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 1);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_THAT(Err(), HasSubstr("[launch] job failed: every worker exited before the job started; the last one "
+                               "said: [worker "));
+  EXPECT_THAT(Err(), HasSubstr("] pstrain: this job trains model mlp, not external\n"));
+}
+
+TEST_F(LauncherTest, OneWorkerOfTwoExitingBeforeTheJobStartsLeavesItWaiting) {
+  WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, "sleep 1"));
+  WriteScript("pstrain-server", "sleep 0.5");
+  // The first worker to start exits; the other one is still there to join.
+  WriteScript("pstrain-worker", absl::StrCat("mkdir '", dir_, "/first' 2>/dev/null && exit 2; sleep 0.5"));
+  status_.set_state(WAITING_FOR_ROLES);
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << Err();
+  EXPECT_THAT(Err(), Not(HasSubstr("every worker exited")));
 }
 
 TEST_F(LauncherTest, WorkerFailingOnceIsRestartedOnceWithTheSameCommandLine) {
