@@ -35,7 +35,7 @@ bool InUnitInterval(float v) { return v >= 0.0f && v < 1.0f; }
 
 // What a built-in model trains with when the job leaves these unset (0). Chosen per model because
 // the CNN learns best with smaller batches: at the MLP's 256 x 10 epochs it stops at 0.9075 test
-// accuracy, at 64 x 8 it reaches 0.91+ (README, "Accuracy").
+// accuracy, at 64 x 8 it reaches 0.91+ (docs/performance.md, "Accuracy").
 struct ModelDefaults {
   int32_t batch_size;
   int32_t epochs;

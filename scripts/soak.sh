@@ -29,7 +29,7 @@ BATCH="${SOAK_BATCH:-32}"
 OUT="$(mktemp -d -t pstrain-soak.XXXXXX)"
 echo "soak: outputs in $OUT"
 
-# The job's credentials and a stranger's, as README.md's "Security" makes them.
+# The job's credentials and a stranger's, as docs/guides/security.md makes them.
 make_credentials() {
   local dir="$1"
   mkdir -p "$dir"

@@ -1,6 +1,6 @@
 // A job whose roles run on five different hosts with real, non-loopback addresses (the project's
 // own test hosts: network namespaces on one virtual segment, tests/test_hosts.h), started exactly
-// as README.md's "Run on a cluster by hand" says. Skips, saying why, where namespaces cannot be
+// as docs/guides/cluster-by-hand.md says. Skips, saying why, where namespaces cannot be
 // made (not root, no iproute2).
 #include <csignal>
 #include <filesystem>
@@ -98,7 +98,7 @@ TEST(MultiHostTest, RolesOnFiveHostsTrainTogether) {
   for (int i : {3, 4}) EXPECT_THAT(roles[i]->Output(), ::testing::Not(HasSubstr("dialling unix:")));
 }
 
-// PyTorch workers (the pstrain Python package), started by hand as README.md says: the scheduler
+// PyTorch workers (the pstrain Python package), started by hand as docs/guides/cluster-by-hand.md says: the scheduler
 // with --model=external, each worker the example script with --scheduler. The first worker's
 // declaration is the job's model; each epoch covers the script's training set exactly once. Skips
 // where the package is not built or PyTorch is missing.

@@ -1,6 +1,6 @@
 """Fashion-MNIST, the same MLP as fashion_mlp.py, under PyTorch's DistributedDataParallel.
 
-The baseline the pstrain version is compared with (bench/pytorch.sh, and the diff in the README):
+The baseline the pstrain version is compared with (bench/pytorch.sh, and the diff in docs/guides/pytorch.md):
 
     torchrun-free, with gloo on one machine:
     /usr/bin/python3 examples/pytorch/fashion_mlp_ddp.py --world_size=2

@@ -15,8 +15,8 @@ Six panels, one color per summary, so several runs overlay for comparison:
 Epochs that never completed (a failed job) still show their train loss and step times.
 
 Reads Debian's python3-matplotlib with the Agg backend: no display is needed. The summary's layout
-is written by scheduler/progress.cc (Progress::SummaryJson) and described in README.md, "The run
-summary".
+is written by scheduler/progress.cc (Progress::SummaryJson) and described in
+docs/reference/run-summary.md.
 
 Exit status: 0 the PNG was written; 1 an input is missing, not JSON or not a run summary, nothing
 is left to plot, or the PNG cannot be written (each with a message on stderr naming the file and
