@@ -433,6 +433,44 @@ def pytorch_tables(out_dir, repeats):
                                                   ("compute", "push", "wait", "pull", "overlapped")) + " |")
 
 
+def pytorch_ddp_tables(out_dir, repeats, models):
+    """bench/pytorch_ddp.sh: per model, the PyTorch script through pstrain against DDP; medians of
+    the repeats (and of each alternating pair's ratio), then where a pstrain step goes."""
+    names = {"mlp": "MLP (784-256-128-10)", "cnn": "CNN (fashion_cnn.py)", "cnn_bn": "CNN with BatchNorm and dropout"}
+    print()
+    print("| model | pstrain samples/s | DDP samples/s | pstrain / DDP | pstrain accuracy | DDP accuracy |")
+    print("|---|---:|---:|---:|---:|---:|")
+    splits = []
+    for model in models:
+        pairs, pst_acc, ddp_acc, pst_runs = [], [], [], []
+        for r in range(1, repeats + 1):
+            run = load_run(os.path.join(out_dir, f"{model}-pstrain-{r}"))
+            ddp = load_run(os.path.join(out_dir, f"{model}-ddp-{r}"))
+            if "failed" in run or "failed" in ddp:
+                print(f"| {names.get(model, model)} | {run.get('failed', '')} | {ddp.get('failed', '')} | | | |")
+                continue
+            pairs.append((training_sps(run), float(ddp["samples_per_second"])))
+            pst_acc.append(float(run["final_test_accuracy"]))
+            ddp_acc.append(float(ddp["final_test_accuracy"]))
+            pst_runs.append(run)
+        if not pairs:
+            continue
+        ratios = [p / d for p, d in pairs]
+        print(f"| {names.get(model, model)} | {median([p for p, _ in pairs]):,.0f} | {median([d for _, d in pairs]):,.0f}"
+              f" | {median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) | {median(pst_acc):.4f} | {median(ddp_acc):.4f} |")
+        splits.append((model, pst_runs))
+    print()
+    print("Where a pstrain worker's step goes (ms, mean over the steps of every repeat):")
+    print()
+    print("| model | compute | push | wait | pull | overlapped | step |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for model, runs in splits:
+        keys = ("compute", "push", "wait", "pull", "overlapped")
+        values = {k: median([float((run.get("step_time_ms") or {}).get(k, NAN)) for run in runs]) for k in keys}
+        print(f"| {names.get(model, model)} | " + " | ".join(f"{values[k]:.2f}" for k in keys)
+              + f" | {median([mean_step_ms(run) for run in runs]):.2f} |")
+
+
 def load_sparse(path):
     """sparse_bench runs by (kind, keys, dim), medians when repetitions ran, plus failures."""
     by, shapes, failures = {}, [], []
@@ -609,6 +647,8 @@ def main(argv):
         e2e_row(argv[2], argv[3])
     elif cmd == "compression" and len(argv) >= 4:
         compression_table(argv[2], argv[3:])
+    elif cmd == "pytorch_ddp" and len(argv) >= 5:
+        pytorch_ddp_tables(argv[2], int(argv[3]), argv[4:])
     elif cmd == "pytorch" and len(argv) == 4:
         pytorch_tables(argv[2], int(argv[3]))
     elif cmd == "ctr" and len(argv) == 5:
