@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "common/listen_error.h"
 
 namespace pstrain {
 
@@ -35,7 +36,7 @@ absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(const std::str
   builder.RegisterCallbackGenericService(unknown.get());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || selected_port == 0) {
-    return absl::UnavailableError(absl::StrCat("health service: cannot listen on ", address));
+    return CannotListen("health service", address, "health_port");
   }
   // gRPC's service starts SERVING; nothing is useful yet.
   pstrain::SetServing(server.get(), false);

@@ -11,6 +11,7 @@
 #include "common/health.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/listen_error.h"
 
 namespace pstrain {
 namespace {
@@ -93,7 +94,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> ServeMetrics(const metrics::Registry
                              r.body = "pstrain: Prometheus metrics at /metrics\n";
                              return r;
                            }});
-  return HttpServer::Start(host, port, std::move(more));
+  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(host, port, std::move(more));
+  if (absl::IsUnavailable(server.status())) return CannotListen("metrics", JoinHostPort(host, port), "metrics_port");
+  return server;
 }
 
 void AddProcessMetrics(metrics::Registry* registry) {

@@ -105,7 +105,9 @@ absl::StatusOr<RegisterResponse> SchedulerClient::Register(Role role, const std:
     absl::MutexLock lock(&mu_);
     request.set_metrics_address(metrics_address_);
   }
-  const absl::Time give_up = absl::Now() + timeout;
+  const absl::Time start = absl::Now();
+  const absl::Time give_up = start + timeout;
+  absl::Time next_note = start + absl::Seconds(5);
   absl::Duration backoff = absl::Milliseconds(50);
   while (true) {
     absl::StatusOr<RegisterResponse> response =
@@ -119,8 +121,21 @@ absl::StatusOr<RegisterResponse> SchedulerClient::Register(Role role, const std:
     }
     const absl::Status& status = response.status();
     bool retryable = absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
-    if (!retryable || absl::Now() + backoff >= give_up) return status;
-    VLOG(1) << status << "; retrying";
+    if (!retryable) return status;
+    if (absl::Now() + backoff >= give_up) {
+      // The one line a newcomer sees when nothing answers: what to check.
+      return absl::Status(status.code(),
+                          absl::StrCat(status.message(), "; no scheduler answered at ", address_, " for ",
+                                       absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Seconds(1))),
+                                       ": start it first, or check --scheduler (PSTRAIN_SCHEDULER)"));
+    }
+    if (absl::Now() >= next_note) {
+      next_note = absl::Now() + absl::Seconds(10);
+      LOG(WARNING) << "still waiting for the scheduler at " << address_ << " (" << status.message()
+                   << "); giving up in " << absl::FormatDuration(absl::Trunc(give_up - absl::Now(), absl::Seconds(1)));
+    } else {
+      VLOG(1) << status << "; retrying";
+    }
     absl::SleepFor(backoff);
     backoff = std::min(backoff * 2, absl::Seconds(1));
   }

@@ -228,8 +228,9 @@ absl::StatusOr<std::string> ResolveIdxPath(const std::string& dir, const std::st
   if (::stat(gz.c_str(), &st) == 0) return gz;
   if (errno != ENOENT) return gz;  // Let the open report why (e.g. permission denied).
   if (::stat(plain.c_str(), &st) == 0 || errno != ENOENT) return plain;
-  return absl::NotFoundError(
-      absl::StrCat(gz, ": cannot open: ", std::strerror(ENOENT), " (also tried ", plain, ")"));
+  return absl::NotFoundError(absl::StrCat(gz, ": cannot open: ", std::strerror(ENOENT), " (also tried ", plain,
+                                          "); point --data_dir at the folder of the IDX files (Debian's "
+                                          "dataset-fashion-mnist installs them in /usr/share/datasets/fashion-mnist)"));
 }
 
 // An image file and a label file, opened, with both headers read and checked against each other.

@@ -18,6 +18,7 @@
 
 #include <glog/logging.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -435,7 +436,7 @@ class Cluster {
         console_.Print(Stream::kStderr,
                        absl::StrCat(kSelf, "job failed: every worker exited before the job started",
                                     child.last_err_line.empty() ? "" : "; the last one said: ",
-                                    child.last_err_line));
+                                    child.last_err_line, FixFor(child.last_err_line)));
         BeginStop(1);
       }
       return;
@@ -449,6 +450,19 @@ class Cluster {
       // The scheduler is done; the others should follow within a heartbeat or two.
       finish_deadline_ = absl::Now() + options_.finish_timeout;
     }
+  }
+
+  // What to do about a worker's last words, for the failures a newcomer meets first ("" if none
+  // is known).
+  static std::string FixFor(absl::string_view line) {
+    if (absl::StrContains(line, "No module named 'pstrain'")) {
+      return " (the pstrain package is not built: `make build` builds it into build/python, which the launcher "
+             "puts on PYTHONPATH; or install it, see python/README.md)";
+    }
+    if (absl::StrContains(line, "No module named 'torch'") || absl::StrContains(line, "No module named 'numpy'")) {
+      return " (Debian's python3-torch and python3-numpy are missing: scripts/install-deps.sh all installs them)";
+    }
+    return "";
   }
 
   // True when every worker slot has ended for good while the scheduler still waits for its roles.

@@ -350,6 +350,18 @@ TEST_F(LauncherTest, EveryWorkerExitingBeforeTheJobStartsFailsItAtOnceWithTheirR
   EXPECT_THAT(Err(), HasSubstr("] pstrain: this job trains model mlp, not external\n"));
 }
 
+TEST_F(LauncherTest, AWorkerCmdWithoutThePythonPackageSaysHowToBuildIt) {
+  WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, "exec sleep 100"));
+  WriteScript("pstrain-server", "exec sleep 100");
+  WriteScript("script.sh", "echo \"ModuleNotFoundError: No module named 'pstrain'\" >&2; exit 1");
+  options_.worker_cmd = dir_ + "/script.sh";
+  status_.set_state(WAITING_FOR_ROLES);
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 1);
+  EXPECT_THAT(Err(), HasSubstr("No module named 'pstrain' (the pstrain package is not built: `make build` builds"));
+}
+
 TEST_F(LauncherTest, OneWorkerOfTwoExitingBeforeTheJobStartsLeavesItWaiting) {
   WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, "sleep 1"));
   WriteScript("pstrain-server", "sleep 0.5");

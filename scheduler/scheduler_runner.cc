@@ -26,6 +26,7 @@
 #include "scheduler/scheduler.h"
 #include "scheduler/scheduler_service.h"
 #include "scheduler/state_file.h"
+#include "common/listen_error.h"
 
 namespace pstrain {
 namespace scheduler {
@@ -223,7 +224,7 @@ absl::Status SchedulerRunner::Run() {
   builder.SetMaxSendMessageSize(kMaxSendBytes);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || selected_port == 0) {
-    return absl::UnavailableError(absl::StrCat("scheduler: cannot listen on ", address));
+    return CannotListen("scheduler", address, "port");
   }
   port_.store(selected_port);
   SetServing(server.get(), health.get(), true);
@@ -255,7 +256,9 @@ absl::Status SchedulerRunner::Run() {
     absl::StatusOr<std::unique_ptr<HttpServer>> started =
         HttpServer::Start(options_.http_host, std::max(options_.http_port, 0), dashboard.Routes());
     if (!started.ok()) {
-      core->Fail(started.status());
+      core->Fail(absl::IsUnavailable(started.status())
+                     ? CannotListen("dashboard", JoinHostPort(options_.http_host, options_.http_port), "http_port")
+                     : started.status());
     } else {
       http = *std::move(started);
       http_port_.store(http->port());

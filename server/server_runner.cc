@@ -28,6 +28,7 @@
 #include "model/model_file.h"
 #include "server/checkpoint.h"
 #include "server/slow_step_watch.h"
+#include "common/listen_error.h"
 
 namespace pstrain::server {
 namespace {
@@ -178,7 +179,7 @@ absl::Status ServerRunner::Run() {
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || selected_port == 0) {
-    return absl::UnavailableError(absl::StrCat("parameter server: cannot listen on ", listen));
+    return CannotListen("parameter server", listen, "port");
   }
   SetServing(server.get(), health.get(), false);  // Until registered with its shard ready.
   {
