@@ -204,7 +204,7 @@ Family<T>& Registry::Add(const std::string& name, const std::string& help, Type 
   }
   std::shared_ptr<Family<T>> family(new Family<T>(name, help, type, label_names, std::move(bounds)));
   Family<T>* raw = family.get();
-  entries_.push_back(Entry{name, type, label_names, family,
+  entries_.push_back(Entry{name, help, type, label_names, family,
                            [raw](const std::string& constant, std::string* out) { raw->Render(constant, out); }});
   return *raw;
 }
@@ -256,6 +256,13 @@ std::string Registry::Render() const {
   std::string out;
   for (const auto& render : renders) render(constant, &out);
   return out;
+}
+
+std::vector<Registry::FamilyInfo> Registry::Families() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<FamilyInfo> families;
+  for (const Entry& e : entries_) families.push_back(FamilyInfo{e.name, e.help, TypeName(e.type), e.label_names});
+  return families;
 }
 
 std::string FormatValue(double v) {

@@ -150,9 +150,20 @@ class Registry {
   // out.
   std::string Render() const;
 
+  // What a family is, for its documentation (tools/metrics_doc).
+  struct FamilyInfo {
+    std::string name;
+    std::string help;
+    std::string type;  // "counter", "gauge" or "histogram"
+    std::vector<std::string> label_names;
+  };
+  // Every family in the order added, with or without series.
+  std::vector<FamilyInfo> Families() const;
+
  private:
   struct Entry {
     std::string name;
+    std::string help;
     Type type;
     std::vector<std::string> label_names;
     std::shared_ptr<void> family;  // a Family<T> of the type's T

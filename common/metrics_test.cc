@@ -60,6 +60,24 @@ TEST(MetricsTest, GaugeWithoutLabelsAndFamiliesWithoutSeriesAreLeftOut) {
             "pstrain_live_workers 3\n");
 }
 
+TEST(MetricsTest, FamiliesDescribeEveryFamilyInOrderWithOrWithoutSeries) {
+  Registry r;
+  r.AddGauge("pstrain_unused", "never set", {"x"});
+  r.AddCounter("pstrain_calls_total", "Calls", {"method", "code"}).With({"Pull", "ok"})->Add(1);
+  r.AddHistogram("pstrain_push_seconds", "Push latency", {}, {0.1});
+  r.AddCounter("pstrain_calls_total", "Calls", {"method", "code"});  // the same family again
+  const std::vector<Registry::FamilyInfo> families = r.Families();
+  ASSERT_EQ(families.size(), 3u);
+  EXPECT_EQ(families[0].name, "pstrain_unused");
+  EXPECT_EQ(families[0].type, "gauge");
+  EXPECT_EQ(families[0].help, "never set");
+  EXPECT_EQ(families[0].label_names, std::vector<std::string>{"x"});
+  EXPECT_EQ(families[1].type, "counter");
+  EXPECT_EQ(families[1].label_names, (std::vector<std::string>{"method", "code"}));
+  EXPECT_EQ(families[2].type, "histogram");
+  EXPECT_TRUE(families[2].label_names.empty());
+}
+
 TEST(MetricsTest, HistogramBucketsAreCumulativeAndCountMatchesInf) {
   Registry r;
   auto* h = r.AddHistogram("pstrain_push_seconds", "Push latency", {}, {0.001, 0.01, 0.1}).Get();
