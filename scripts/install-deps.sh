@@ -25,6 +25,8 @@ test_packages=(
   python3-grpcio python3-protobuf
   # The Python package (python/): its bindings, and the NumPy and PyTorch it uses.
   pybind11-dev python3-dev python3-numpy python3-torch
+  # Its wheel (python/pyproject.toml) built and installed into a venv, as python_wheel_test does.
+  python3-pip python3-setuptools python3-wheel python3-venv
   # A real Prometheus and a real browser for the observability tests.
   prometheus chromium
   # The fuzz targets (fuzz/, scripts/fuzz.sh): clang with libFuzzer and the sanitizer runtimes.
