@@ -21,8 +21,11 @@ This package needs only NumPy: the protocol is the C++ worker library (pstrain._
 PyTorch models, use pstrain.torch, which does all of the above for a torch.nn.Module.
 """
 
+from __future__ import annotations
+
 import os
 import sys
+from typing import Sequence, TypedDict
 
 from pstrain._core import (  # noqa: F401  (re-exported)
     AbortedError,
@@ -40,16 +43,18 @@ from pstrain._core import (  # noqa: F401  (re-exported)
     find_ctr_file,
     unique_keys,
 )
+from pstrain._version import __version__  # noqa: F401
 from pstrain.model_file import read_model_file, write_model_file  # noqa: F401
 
 __all__ = [
     "AbortedError", "CtrReader", "DeadlineExceededError", "Error", "FailedPreconditionError", "InvalidArgumentError",
-    "Member", "ScoreHistogram", "Session", "UnavailableError", "Work", "count_records", "find_ctr_file", "join",
-    "read_model_file", "scheduler_address", "security_options", "unique_keys", "write_model_file",
+    "Member", "ScoreHistogram", "SecurityOptions", "Session", "UnavailableError", "Work", "__version__",
+    "count_records", "find_ctr_file", "join", "read_model_file", "scheduler_address", "security_options",
+    "unique_keys", "write_model_file",
 ]
 
 
-def scheduler_address(argv=None):
+def scheduler_address(argv: Sequence[str] | None = None) -> str:
     """The scheduler's host:port: --scheduler=ADDR (or --scheduler ADDR) in argv, else the
     environment's PSTRAIN_SCHEDULER. argv is left as it is, for the script's own parser."""
     argv = sys.argv[1:] if argv is None else argv
@@ -66,31 +71,41 @@ def scheduler_address(argv=None):
     return address
 
 
-_SECURITY_FLAGS = ("tls_cert", "tls_key", "tls_ca", "tls_server_name", "job_token_file", "insecure")
+class SecurityOptions(TypedDict):
+    """What security_options returns: Member.join's keyword arguments of transport security."""
+
+    tls_cert: str
+    tls_key: str
+    tls_ca: str
+    tls_server_name: str
+    job_token_file: str
+    insecure: bool
 
 
-def security_options(argv=None):
+def _flag(argv: Sequence[str], name: str) -> str:
+    """--name=value in argv (the last one; a bare --insecure is "true"), else PSTRAIN_<NAME>, else ''."""
+    value = os.environ.get("PSTRAIN_" + name.upper(), "")
+    for arg in argv:
+        if arg.startswith("--" + name + "="):
+            value = arg.split("=", 1)[1]
+        elif arg == "--" + name and name == "insecure":
+            value = "true"
+    return value
+
+
+def security_options(argv: Sequence[str] | None = None) -> SecurityOptions:
     """The transport security a worker script uses, as keyword arguments of Member.join:
     --tls_cert, --tls_key, --tls_ca, --tls_server_name, --job_token_file and --insecure in argv
     (--name=value), else the environment's PSTRAIN_TLS_CERT etc. (pstrain-launch sets them)."""
     argv = sys.argv[1:] if argv is None else argv
-    options = {}
-    for name in _SECURITY_FLAGS:
-        value = os.environ.get("PSTRAIN_" + name.upper(), "")
-        for arg in argv:
-            if arg.startswith("--" + name + "="):
-                value = arg.split("=", 1)[1]
-            elif arg == "--" + name and name == "insecure":
-                value = "true"
-        if name == "insecure":
-            options[name] = value.lower() in ("1", "true", "yes")
-        else:
-            options[name] = value
-    return options
+    return SecurityOptions(tls_cert=_flag(argv, "tls_cert"), tls_key=_flag(argv, "tls_key"),
+                           tls_ca=_flag(argv, "tls_ca"), tls_server_name=_flag(argv, "tls_server_name"),
+                           job_token_file=_flag(argv, "job_token_file"),
+                           insecure=_flag(argv, "insecure").lower() in ("1", "true", "yes"))
 
 
-def join(scheduler=None, rpc_timeout_s=60.0, startup_timeout_s=120.0, tcp_connections=2, health_port=None,
-         metrics_port=None):
+def join(scheduler: str | None = None, rpc_timeout_s: float = 60.0, startup_timeout_s: float = 120.0,
+         tcp_connections: int = 2, health_port: int | None = None, metrics_port: int | None = None) -> Member:
     """Registers this process as a worker of the job at `scheduler` (default: scheduler_address())
     and returns its Member (rank, job). Blocks until the scheduler answers.
 

@@ -6,10 +6,17 @@ A job whose data_format is criteo or libsvm hands its records out in file order,
 is a run of consecutive records, read forward in one streaming pass per epoch.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
 import numpy as np
 import torch
 
 from pstrain import InvalidArgumentError, _core
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 __all__ = ["CtrBatch", "CtrDataset"]
 
@@ -25,24 +32,26 @@ class CtrBatch:
     weights   per field, float32 per key, or None (every key weighs 1; Criteo)
     """
 
-    def __init__(self, dense, keys, offsets, weights):
+    def __init__(self, dense: torch.Tensor, keys: list[torch.Tensor], offsets: list[torch.Tensor],
+                 weights: list[torch.Tensor | None]) -> None:
         self.dense = dense
         self.keys = keys
         self.offsets = offsets
         self.weights = weights
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.dense.shape[0]
 
     @property
-    def num_fields(self):
+    def num_fields(self) -> int:
         return len(self.keys)
 
-    def to(self, device, non_blocking=False):
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> CtrBatch:
         """The batch with its dense features, offsets and weights on `device` (keys stay)."""
-        def move(t):
-            return None if t is None else t.to(device, non_blocking=non_blocking)
-        return CtrBatch(move(self.dense), self.keys, [move(o) for o in self.offsets], [move(w) for w in self.weights])
+        def move(t: torch.Tensor) -> torch.Tensor:
+            return t.to(device, non_blocking=non_blocking)
+        return CtrBatch(move(self.dense), self.keys, [move(o) for o in self.offsets],
+                        [None if w is None else move(w) for w in self.weights])
 
 
 class CtrDataset:
@@ -57,21 +66,21 @@ class CtrDataset:
                  samples than records)
     """
 
-    def __init__(self, path, format="criteo", bad_records="fail", limit=0):
+    def __init__(self, path: str, format: str = "criteo", bad_records: str = "fail", limit: int = 0) -> None:
         self.path = path
         self.format = format
         self._reader = _core.CtrReader(path, format, bad_records)
         records = _core.count_records(path)
         self._len = min(records, limit) if limit and limit > 0 else records
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self._len
 
     @property
-    def skipped(self):
+    def skipped(self) -> int:
         return self._reader.skipped
 
-    def read(self, first, count):
+    def read(self, first: int, count: int) -> tuple[CtrBatch, torch.Tensor]:
         """Records [first, first + count) (clipped to len()) as (CtrBatch, labels)."""
         count = max(0, min(count, self._len - first))
         r = self._reader.read(first, count)
@@ -80,7 +89,7 @@ class CtrDataset:
         weights = [None if w is None else torch.from_numpy(w) for w in r["weights"]]
         return CtrBatch(torch.from_numpy(r["dense"]), keys, offsets, weights), torch.from_numpy(r["labels"])
 
-    def batch(self, indices):
+    def batch(self, indices: Sequence[int] | NDArray[np.int64]) -> tuple[CtrBatch, torch.Tensor]:
         """The Trainer's batch of records `indices`: a run of consecutive ones."""
         indices = np.asarray(indices, dtype=np.int64)
         if indices.size == 0:

@@ -20,11 +20,21 @@ A model with many tables (one per field of a CTR record) pays one round trip per
 embedding_bags() looks up the bags of several EmbeddingBag modules in a single one.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence, Union
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from pstrain import FailedPreconditionError, InvalidArgumentError, _core
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, NDArray
+
+    # A batch's keys: a torch.int64 tensor, or a NumPy uint64 or int64 array.
+    Keys = Union[torch.Tensor, NDArray[np.uint64], NDArray[np.int64]]
 
 __all__ = ["Embedding", "EmbeddingBag", "embedding_bags"]
 
@@ -33,7 +43,8 @@ class _TableModule(torch.nn.Module):
     """What Embedding and EmbeddingBag share: the table's declaration and the lookup of a batch's
     rows through the Trainer's session."""
 
-    def __init__(self, table, dim, init_bound=None, optimizer=None):
+    def __init__(self, table: str, dim: int, init_bound: float | None = None,
+                 optimizer: str | dict[str, Any] | None = None) -> None:
         super().__init__()
         kind = type(self).__name__
         if not isinstance(table, str) or not table:
@@ -53,11 +64,11 @@ class _TableModule(torch.nn.Module):
         self._binding = None  # _TableBinding, set by the Trainer
         self._table_id = -1
 
-    def table_spec(self):
+    def table_spec(self) -> dict[str, Any]:
         """The table's declaration, as the Trainer sends it with the model."""
         return {"name": self.table, "dim": self.dim, "init_bound": self.init_bound, "optimizer": self.optimizer}
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return f"table='{self.table}', dim={self.dim}"
 
     def _what(self):
@@ -109,7 +120,7 @@ class Embedding(_TableModule):
     is a key) -> the rows, shaped keys.shape + (dim,).
     """
 
-    def forward(self, keys):
+    def forward(self, keys: Keys) -> torch.Tensor:
         rows, index = _lookup([self], [self._keys(keys)])[0]
         return F.embedding(index, rows)
 
@@ -127,19 +138,22 @@ class EmbeddingBag(_TableModule):
     offsets[i]); per_sample_weights (mode "sum" only): floats shaped like keys. -> (bags, dim).
     """
 
-    def __init__(self, table, dim, mode="mean", init_bound=None, optimizer=None, include_last_offset=False):
+    def __init__(self, table: str, dim: int, mode: str = "mean", init_bound: float | None = None,
+                 optimizer: str | dict[str, Any] | None = None, include_last_offset: bool = False) -> None:
         super().__init__(table, dim, init_bound, optimizer)
         if mode not in ("sum", "mean", "max"):
             raise InvalidArgumentError(f"EmbeddingBag '{table}': mode {mode!r}, expected 'sum', 'mean' or 'max'")
         self.mode = mode
         self.include_last_offset = bool(include_last_offset)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return f"{super().extra_repr()}, mode='{self.mode}'"
 
-    def forward(self, keys, offsets=None, per_sample_weights=None):
+    def forward(self, keys: Keys, offsets: torch.Tensor | ArrayLike | None = None,
+                per_sample_weights: torch.Tensor | ArrayLike | None = None) -> torch.Tensor:
         keys, offsets, per_sample_weights = self._inputs(keys, offsets, per_sample_weights)
-        return self._pool(*_lookup([self], [keys])[0], keys.shape, offsets, per_sample_weights)
+        rows, index = _lookup([self], [keys])[0]
+        return self._pool(rows, index, keys.shape, offsets, per_sample_weights)
 
     def _inputs(self, keys, offsets, per_sample_weights):
         """The forward's inputs checked: keys as NumPy, offsets and weights as tensors (or None)."""
@@ -182,7 +196,9 @@ class EmbeddingBag(_TableModule):
                                per_sample_weights=per_sample_weights, include_last_offset=self.include_last_offset)
 
 
-def embedding_bags(bags, keys, offsets=None, per_sample_weights=None):
+def embedding_bags(bags: Sequence[EmbeddingBag], keys: Sequence[Keys],
+                   offsets: Sequence[torch.Tensor | ArrayLike | None] | None = None,
+                   per_sample_weights: Sequence[torch.Tensor | ArrayLike | None] | None = None) -> list[torch.Tensor]:
     """[bags[i](keys[i], offsets[i], per_sample_weights[i])] for EmbeddingBag modules of one model,
     with every table's rows pulled in one round trip to the servers instead of one per module.
     offsets and per_sample_weights: lists like keys, or None for none at all."""

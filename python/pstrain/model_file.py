@@ -11,10 +11,17 @@
 All integers and floats are little-endian. Needs only NumPy.
 """
 
+from __future__ import annotations
+
+import os
 import struct
 import zlib
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, NDArray
 
 MAGIC = b"PSTRAINM"
 VERSION = 1
@@ -24,14 +31,15 @@ class ModelFileError(ValueError):
     """A file that is not a valid pstrain model file; the message says what is wrong and where."""
 
 
-def read_model_file(path):
+def read_model_file(path: str | os.PathLike[str]) -> dict[str, NDArray[np.float32]]:
     """The tensors of the model file at `path`, as a dict name -> float32 ndarray (in file order)."""
     with open(path, "rb") as f:
         data = f.read()
-    return parse_model_file(data, path)
+    return parse_model_file(data, os.fspath(path))
 
 
-def parse_model_file(data, where="model file"):
+def parse_model_file(data: bytes, where: str = "model file") -> dict[str, NDArray[np.float32]]:
+    """The tensors of a model file's bytes (as read_model_file); `where` names it in errors."""
     if len(data) < 20 or data[:8] != MAGIC:
         raise ModelFileError(f"{where}: not a pstrain model file (no {MAGIC.decode()} magic)")
     stored_crc = struct.unpack_from("<I", data, len(data) - 4)[0]
@@ -41,7 +49,7 @@ def parse_model_file(data, where="model file"):
     if version != VERSION:
         raise ModelFileError(f"{where}: version {version}, expected {VERSION}")
     pos = 16
-    header = []
+    header: list[tuple[str, tuple[int, ...]]] = []
     try:
         for i in range(count):
             (name_len,) = struct.unpack_from("<I", data, pos)
@@ -68,7 +76,7 @@ def parse_model_file(data, where="model file"):
     return tensors
 
 
-def write_model_file(path, tensors):
+def write_model_file(path: str | os.PathLike[str], tensors: Mapping[str, ArrayLike]) -> None:
     """Writes `tensors` (name -> array-like of floats, in order) as a pstrain model file."""
     parts = [MAGIC, struct.pack("<II", VERSION, len(tensors))]
     values = []

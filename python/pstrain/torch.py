@@ -39,8 +39,12 @@ What the Trainer does for the script:
   (examples/pytorch/ctr.py).
 """
 
+from __future__ import annotations
+
+import os
 import signal
 import threading
+from typing import Any, Callable, Iterator, Sized, Tuple, Union
 
 import numpy as np
 import torch
@@ -48,29 +52,33 @@ import torch.nn.functional as F
 from torch.utils.data import TensorDataset, default_collate
 
 import pstrain
-from pstrain import FailedPreconditionError, InvalidArgumentError, ScoreHistogram
+from pstrain import FailedPreconditionError, InvalidArgumentError, Member, ScoreHistogram
 from pstrain._torch_ctr import CtrBatch, CtrDataset
 from pstrain._torch_tables import Embedding, EmbeddingBag, _TableBinding, _TableModule, embedding_bags
 from pstrain.model_file import read_model_file
 
-__all__ = ["CtrBatch", "CtrDataset", "Embedding", "EmbeddingBag", "Trainer", "default_evaluate",
+__all__ = ["CtrBatch", "CtrDataset", "Embedding", "EmbeddingBag", "EvaluateFn", "Trainer", "default_evaluate",
            "embedding_bags", "load_state_dict"]
 
+# A Trainer's `evaluate`: (model, x, y) of a test batch -> (loss_sum, correct), or (loss_sum,
+# correct, probabilities of the positive class per sample) for the job's test AUC.
+EvaluateFn = Callable[[torch.nn.Module, Any, Any], Union[Tuple[float, int], Tuple[float, int, Any]]]
 
-def default_evaluate(model, x, y):
+
+def default_evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> Tuple[float, int]:
     """(sum of the cross-entropy losses, number of correct top-1 predictions) of a test batch."""
     logits = model(x)
-    loss_sum = F.cross_entropy(logits, y, reduction="sum").item()
-    correct = (logits.argmax(dim=1) == y).sum().item()
+    loss_sum = float(F.cross_entropy(logits, y, reduction="sum").item())
+    correct = int((logits.argmax(dim=1) == y).sum().item())
     return loss_sum, correct
 
 
-def load_state_dict(path, model=None):
+def load_state_dict(path: str | os.PathLike[str], model: torch.nn.Module | None = None) -> dict[str, torch.Tensor]:
     """The tensors of a pstrain model file (the job's --final_model) as a state_dict; loaded into
     `model` when given (strict: every parameter, no other)."""
     state = {name: torch.from_numpy(value) for name, value in read_model_file(path).items()}
     if model is not None:
-        params = dict(model.named_parameters())
+        params: dict[str, torch.Tensor] = dict(model.named_parameters())
         params.update((name, b) for name, b in model.named_buffers() if name in state)
         missing = sorted(set(params) - set(state))
         unexpected = sorted(set(state) - set(params))
@@ -148,8 +156,10 @@ class Trainer:
                  worker keeps its own. Integer buffers (num_batches_tracked) always stay local.
     """
 
-    def __init__(self, model, train_set, test_set=None, *, scheduler=None, evaluate=None, collate_fn=None,
-                 eval_batch=1000, member=None, buffers="average"):
+    def __init__(self, model: torch.nn.Module, train_set: Sized, test_set: Sized | None = None, *,
+                 scheduler: str | None = None, evaluate: EvaluateFn | None = None,
+                 collate_fn: Callable[[list[Any]], Any] | None = None, eval_batch: int = 1000,
+                 member: Member | None = None, buffers: str = "average") -> None:
         self.model = model
         self.evaluate = evaluate or default_evaluate
         self.eval_batch = eval_batch
@@ -353,7 +363,7 @@ class Trainer:
 
     # -- the loop ----------------------------------------------------------------------------
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         if self.session is None:
             return
         try:
@@ -408,7 +418,7 @@ class Trainer:
         self.session.end_step(0.0)
         self._record_versions()
 
-    def step(self, loss):
+    def step(self, loss: torch.Tensor | float) -> bool:
         """Pushes the gradients of the batch just yielded (its loss: the batch mean) and installs
         the new weights. True when the servers took the step; False when it must be computed
         again (a membership change): the iterator then yields the batch to compute."""
@@ -461,7 +471,7 @@ class Trainer:
                                        scores=scores)
         self._record_versions()
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, torch.Tensor]:
         """The model's current dense weights (the servers' after the last step), by name. Embedding
         tables are not in it: their rows stay on the servers."""
         return {name: t.detach().clone() for name, t in self._params + self._buffers}
