@@ -5,7 +5,8 @@
 #   1. installs buildah, podman, runc and mmdebstrap with apt-get, if missing;
 #   2. makes the bases localhost/debian:12 (minbase) and localhost/debian:12-slim (minbase without
 #      documentation, man pages and locales, as Docker Hub's slim images), which the Dockerfiles'
-#      FROM lines resolve to. They are kept in the container storage: a later run reuses them;
+#      FROM lines resolve to; as in Docker Hub's, apt in them keeps no downloaded packages. They
+#      are kept in the container storage: a later run reuses them;
 #   3. builds deploy/docker/Dockerfile: localhost/pstrain:cpu (the C++ roles) and
 #      localhost/pstrain:cpu-pytorch (plus Python, PyTorch and the pstrain package);
 #   4. makes podman able to run them here: where a container cannot start because podman raises
@@ -48,6 +49,15 @@ die() { echo "build-images: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "needs root (rootful buildah and podman, mmdebstrap --mode=root); run it with sudo"
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# Before anything long: can the CUDA image's packages be had?
+cuda_repo=${CUDA_REPO:-$(sed -n 's/^ARG CUDA_REPO=//p' deploy/docker/Dockerfile.cuda)}
+cuda_keyring=$(sed -n 's/^ARG CUDA_KEYRING=//p' deploy/docker/Dockerfile.cuda)
+if $cuda && ! curl -fsSI --max-time 15 "$cuda_repo/$cuda_keyring" >/dev/null 2>&1; then
+  die "NVIDIA's repository $cuda_repo cannot be reached from here, so pstrain:cuda cannot be built (CUDA_REPO: a mirror of it)"
+fi
 
 # --- 1. the tools ---
 tools=(buildah podman runc mmdebstrap)
@@ -70,14 +80,24 @@ mirrors=()
 targets=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE) $(COMPONENT) $(IDENTIFIER)' 2>/dev/null || true)
 while read -r uri suite; do
   mirrors+=("deb $uri $suite main")
-done < <(awk '$2 ~ /^bookworm(-updates|-security)?$/ && $3 == "main" && $4 == "Packages" { print $1, $2 }' <<<"$targets" | sort -u)
+done < <(awk '$2 ~ /^bookworm(-updates|-security)?$/ && $3 == "main" && $4 == "Packages" { print $1, $2 }' <<<"$targets" | sort -u -k2)
+# As in Docker Hub's Debian images: apt keeps no downloaded packages, no binary caches and no
+# translations, so that an `apt-get install` layer holds only what it installed.
+mkdir "$tmp/apt"
+cat >"$tmp/apt/docker-clean" <<'EOF'
+DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+Dir::Cache::pkgcache "";
+Dir::Cache::srcpkgcache "";
+EOF
+echo 'Acquire::Languages "none";' >"$tmp/apt/docker-no-languages"
 slim_excludes=('/usr/share/doc/*' '/usr/share/man/*' '/usr/share/info/*' '/usr/share/groff/*'
   '/usr/share/lintian/*' '/usr/share/linda/*' '/usr/share/locale/*')
 
 # make_base TAG [MMDEBSTRAP OPTION...]: imports a bookworm minbase as localhost/debian:TAG, unless
 # there is one already (and no --rebuild-base).
 make_base() {
-  local tag=$1 tar from start
+  local tag=$1 tar="$tmp/base.tar" from start
   shift
   if ! $rebuild_base && podman image exists "localhost/debian:$tag"; then
     log "base localhost/debian:$tag: reusing the one made $(podman image inspect --format '{{.Created}}' "localhost/debian:$tag" | cut -d. -f1)"
@@ -86,15 +106,17 @@ make_base() {
   from="${mirrors[*]}"
   log "base localhost/debian:$tag: mmdebstrap bookworm from ${from:-deb.debian.org, the default}"
   start=$(date +%s)
-  tar=$(mktemp --suffix=.tar)
-  # merged-usr: the /usr merge without the usrmerge package and the Perl it pulls in.
+  # merged-usr: the /usr merge without the usrmerge package and the Perl it pulls in. The caches
+  # go by hand: with docker-clean in place mmdebstrap's clean-up no longer finds them.
+  # shellcheck disable=SC2016  # $1 is the hook's: the chroot
   if ! nice -n 10 mmdebstrap --quiet --mode=root --variant=minbase \
-      --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr "$@" bookworm "$tar" "${mirrors[@]}" >"$tar.log" 2>&1; then
-    cat "$tar.log" >&2
-    rm -f "$tar" "$tar.log"
+      --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
+      --customize-hook="copy-in $tmp/apt/docker-clean $tmp/apt/docker-no-languages /etc/apt/apt.conf.d" \
+      --customize-hook='rm -f "$1"/var/cache/apt/*.bin' \
+      "$@" bookworm "$tar" "${mirrors[@]}" >"$tmp/mmdebstrap.log" 2>&1; then
+    cat "$tmp/mmdebstrap.log" >&2
     die "mmdebstrap failed (see above)"
   fi
-  rm -f "$tar.log"
   podman import --quiet --change 'CMD ["bash"]' \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     "$tar" "localhost/debian:$tag" >/dev/null
@@ -113,8 +135,8 @@ make_base 12-slim "${slim_options[@]}" --dpkgopt='path-include=/usr/share/doc/*/
 # cache lets the second target reuse the first one's build stage. Outside a git checkout: the tree.
 context=$repo
 if git -C "$repo" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-  context=$(mktemp -d)
-  trap 'rm -rf "$context"' EXIT
+  context=$tmp/context
+  mkdir "$context"
   git -C "$repo" ls-files -z --cached --others --exclude-standard |
     grep -z -v -x -F -f <(git -C "$repo" ls-files --deleted) |
     tar -C "$repo" --null --files-from=- -cf - | tar -C "$context" -xf -
@@ -135,10 +157,7 @@ build() {
 build deploy/docker/Dockerfile cpu --target cpu
 $cpu_only || build deploy/docker/Dockerfile cpu-pytorch --target cpu-pytorch
 
-cuda_repo=${CUDA_REPO:-$(sed -n 's/^ARG CUDA_REPO=//p' deploy/docker/Dockerfile.cuda)}
 if $cuda; then
-  curl -fsSI --max-time 15 "$cuda_repo/" >/dev/null ||
-    die "NVIDIA's repository $cuda_repo cannot be reached from here: pstrain:cuda not built (set CUDA_REPO to a mirror)"
   build deploy/docker/Dockerfile.cuda cuda --build-arg "CUDA_REPO=$cuda_repo"
 else
   log "pstrain:cuda not built (--cuda builds it): Dockerfile.cuda installs the CUDA runtime from NVIDIA's repository, $cuda_repo"
