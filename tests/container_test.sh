@@ -113,10 +113,12 @@ print(" ".join(str(s.getsockname()[1]) for s in socks))')
 scheduler="127.0.0.1:${ports[0]}"
 
 # What every pod has (deploy/k8s/base/*.yaml): its securityContext, the Secret, the TLS settings.
+# The plaintext health and metrics listeners on loopback only: the host's network is the test's.
 common=(--detach --network=host --user=10001:10001 --read-only --cap-drop=all
   --security-opt=no-new-privileges --volume="$work/secret:/etc/pstrain-tls:ro"
   --env=PSTRAIN_TLS_CERT=/etc/pstrain-tls/cert.pem --env=PSTRAIN_TLS_KEY=/etc/pstrain-tls/key.pem
-  --env=PSTRAIN_TLS_CA=/etc/pstrain-tls/ca.pem --env=PSTRAIN_JOB_TOKEN_FILE=/etc/pstrain-tls/token)
+  --env=PSTRAIN_TLS_CA=/etc/pstrain-tls/ca.pem --env=PSTRAIN_JOB_TOKEN_FILE=/etc/pstrain-tls/token
+  --env=PSTRAIN_HEALTH_HOST=127.0.0.1 --env=PSTRAIN_METRICS_HOST=127.0.0.1)
 
 # run NAME PODMAN-ARGS...: starts container $prefix-NAME.
 run() {
