@@ -57,7 +57,11 @@ std::optional<int> Membership::Lookup(Role role, const std::string& address,
     const Member& m = (*members)[rank];
     if (!m.live) continue;
     if (!instance_id.empty() && m.instance_id == instance_id) return rank;
-    if (!address.empty() && m.address == address) return rank;
+    // The same address is the same process only when neither says otherwise: a server restarted
+    // in its pod (same IP and port) before its predecessor was declared dead is another process,
+    // which must wait for the rank rather than take over the dead one's session.
+    const bool other_process = !instance_id.empty() && !m.instance_id.empty() && m.instance_id != instance_id;
+    if (!address.empty() && m.address == address && !other_process) return rank;
   }
   return std::nullopt;
 }

@@ -11,7 +11,9 @@
 // `workers`).
 // Registering the same (role, instance id) or the same non-empty (role, address) as a LIVE member
 // again returns its rank, so a role may retry Register safely; a worker with neither cannot be told
-// apart from another one and always gets a fresh rank.
+// apart from another one and always gets a fresh rank. The same address with another instance id is
+// another process (a server restarted at its old address): it is a new member, refused while the
+// job's ranks are all live.
 //
 // The membership epoch starts at 1 (nobody registered) and is bumped by every change of the live
 // set: a registration, a death, a departure. Servers compare the epoch a push was computed under

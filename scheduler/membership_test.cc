@@ -61,6 +61,24 @@ TEST(MembershipTest, ReRegisteringTheSameAddressReturnsTheSameRank) {
   EXPECT_EQ(m.num_live(SERVER), 2);
 }
 
+TEST(MembershipTest, AServerRestartedAtItsAddressWaitsUntilItsPredecessorIsDead) {
+  Membership m(TwoAndTwo());
+  ASSERT_TRUE(m.Register(SERVER, "h:4001", "old-0", kT0).ok());
+  ASSERT_TRUE(m.Register(SERVER, "h:4002", "old-1", kT0).ok());
+  ASSERT_TRUE(m.Register(WORKER, "", "w0", kT0).ok());
+  ASSERT_TRUE(m.Register(WORKER, "", "w1", kT0).ok());
+  ASSERT_TRUE(m.running());
+  EXPECT_EQ(*m.Register(SERVER, "h:4001", "old-0", kT0), 0);  // its own retry
+  absl::StatusOr<int> early = m.Register(SERVER, "h:4001", "new-0", kT0 + absl::Seconds(1));
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition) << early.status();
+  EXPECT_EQ(m.num_live(SERVER), 2);
+  ASSERT_TRUE(*m.Remove(SERVER, 0, ChangeKind::kDied, kT0 + absl::Seconds(4)));
+  absl::StatusOr<int> later = m.Register(SERVER, "h:4001", "new-0", kT0 + absl::Seconds(5));
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_EQ(*later, 0);
+  EXPECT_EQ(m.InstanceOf(SERVER, 0).value_or(""), "new-0");
+}
+
 TEST(MembershipTest, WorkersWithoutAddressGetFreshRanks) {
   Membership m(TwoAndTwo());
   EXPECT_EQ(*m.Register(WORKER, "", kT0), 0);
