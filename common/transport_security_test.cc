@@ -162,19 +162,22 @@ class SecuredServer {
   std::unique_ptr<grpc::Server> server_;
 };
 
-grpc::Status Check(const std::shared_ptr<grpc::Channel>& channel) {
+// A health check over `channel`, with the session credential `session` unless it is empty.
+grpc::Status Check(const std::shared_ptr<grpc::Channel>& channel, const std::string& session = "") {
   auto stub = grpc::health::v1::Health::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  if (!session.empty()) context.AddMetadata(kSessionMetadataKey, session);
   grpc::health::v1::HealthCheckRequest request;
   grpc::health::v1::HealthCheckResponse response;
   return stub->Check(&context, request, &response);
 }
 
-grpc::Status CheckWith(const TransportSecurity& security, const std::string& address) {
+grpc::Status CheckWith(const TransportSecurity& security, const std::string& address,
+                       const std::string& session = "") {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // A fresh handshake for every client.
-  return Check(security.NewChannel(address, args));
+  return Check(security.NewChannel(address, args), session);
 }
 
 TEST(TransportSecurityTest, MutualTlsAndTokenKeepStrangersOut) {
@@ -229,17 +232,7 @@ TEST(TransportSecurityTest, SessionGateJudgesEveryCallAfterTheToken) {
   TransportSecurityOptions job = Credentials("gate");
   TestGate gate;
   SecuredServer server(*Secure(job), &gate);
-  auto check = [&](const std::string& session) {
-    grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    auto stub = grpc::health::v1::Health::NewStub(Secure(job)->NewChannel(server.address(), args));
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    if (!session.empty()) context.AddMetadata(kSessionMetadataKey, session);
-    grpc::health::v1::HealthCheckRequest request;
-    grpc::health::v1::HealthCheckResponse response;
-    return stub->Check(&context, request, &response);
-  };
+  auto check = [&](const std::string& session) { return CheckWith(*Secure(job), server.address(), session); };
   grpc::Status refused = check("forged");
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(refused.error_message(), "/grpc.health.v1.Health/Check: not with 'forged'");
@@ -287,15 +280,7 @@ TEST(TransportSecurityTest, SameHostSocketKeepsTheTokenAndGateWithoutEncryption)
   TestGate gate;
   SecuredServer server(*Secure(job), &gate, absl::StrCat("unix:", *dir, "/ps.sock"));
   auto check = [&](const TransportSecurity& security, const std::string& session) {
-    grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    auto stub = grpc::health::v1::Health::NewStub(security.NewChannel(server.address(), args));
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    if (!session.empty()) context.AddMetadata(kSessionMetadataKey, session);
-    grpc::health::v1::HealthCheckRequest request;
-    grpc::health::v1::HealthCheckResponse response;
-    return stub->Check(&context, request, &response);
+    return CheckWith(security, server.address(), session);
   };
   EXPECT_TRUE(check(*Secure(job), "let-me-in").ok());
   EXPECT_EQ(check(*Secure(job), "forged").error_code(), grpc::StatusCode::PERMISSION_DENIED);
