@@ -3,6 +3,9 @@
 # minutes; `make test` installs and builds everything else.
 BUILD ?= build
 JOBS ?= $(shell nproc)
+# ccache (when present) keys on paths relative to the checkout, so a clone in another folder (CI's)
+# reuses what an earlier build compiled.
+export CCACHE_BASEDIR ?= $(CURDIR)
 
 CONFIGURE = cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 
