@@ -168,11 +168,18 @@ absl::Status ServerRunner::Run() {
   // Workers on this host move tensors faster over a unix socket than over loopback TCP, and with
   // TLS on, unencrypted: the socket's private folder keeps other users out, the job token and the
   // session gate everyone else (TransportSecurity).
-  const std::string unix_path = UnixSocketPath();
+  // As for a folder that cannot take the socket (UnixSocketPath): logged and skipped, TCP serves.
+  std::string unix_path = UnixSocketPath();
   if (!unix_path.empty()) {
-    ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> local_credentials,
-                     security.ServerCredentials("unix:" + unix_path, &service));
-    builder.AddListeningPort("unix:" + unix_path, local_credentials);
+    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> local_credentials =
+        security.ServerCredentials("unix:" + unix_path, &service);
+    if (local_credentials.ok()) {
+      builder.AddListeningPort("unix:" + unix_path, *local_credentials);
+    } else {
+      LOG(WARNING) << "no unix socket for local workers: " << local_credentials.status().message();
+      rmdir(std::filesystem::path(unix_path).parent_path().c_str());
+      unix_path.clear();
+    }
   }
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
