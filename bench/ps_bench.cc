@@ -234,9 +234,12 @@ absl::StatusOr<std::shared_ptr<const TransportSecurity>> JobSecurity() {
     if (mkdtemp(pattern) == nullptr) {
       return new absl::StatusOr<std::shared_ptr<const TransportSecurity>>(absl::InternalError("mkdtemp failed"));
     }
-    absl::StatusOr<TransportSecurityOptions> made = MakeJobCredentials(pattern);
+    absl::StatusOr<JobCredentials> made = MakeJobCredentials(pattern);
     if (!made.ok()) return new absl::StatusOr<std::shared_ptr<const TransportSecurity>>(made.status());
-    return new absl::StatusOr<std::shared_ptr<const TransportSecurity>>(TransportSecurity::Create(*made));
+    // One process plays both ends with the server's certificate: the client checks the server presents
+    // it, and the listener, without a session gate, checks no client role.
+    return new absl::StatusOr<std::shared_ptr<const TransportSecurity>>(
+        TransportSecurity::Create(made->For(CertRole::kServer)));
   }();
   return *security;
 }

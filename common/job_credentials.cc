@@ -11,9 +11,11 @@
 #include <openssl/x509v3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <memory>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_io.h"
@@ -51,9 +53,10 @@ absl::Status AddExtension(X509* cert, X509* issuer, int nid, const std::string& 
 }
 
 // A certificate for `key`, named `common_name`, signed by `issuer_key` as `issuer` (itself when
-// null: a self-signed CA).
+// null: a self-signed CA); a role's (`role_uri` its URI SAN) unless `ca`.
 absl::StatusOr<Owned<X509>> MakeCertificate(EVP_PKEY* key, const std::string& common_name, X509* issuer,
-                                            EVP_PKEY* issuer_key, bool ca, const JobCredentialOptions& options) {
+                                            EVP_PKEY* issuer_key, bool ca, const std::string& role_uri,
+                                            const JobCredentialOptions& options) {
   Owned<X509> cert(X509_new());
   if (cert == nullptr) return OpenSslError("X509_new");
   X509_set_version(cert.get(), 2);
@@ -82,7 +85,7 @@ absl::StatusOr<Owned<X509>> MakeCertificate(EVP_PKEY* key, const std::string& co
     RETURN_IF_ERROR(AddExtension(cert.get(), signer, NID_key_usage, "critical,digitalSignature,keyEncipherment"));
     RETURN_IF_ERROR(AddExtension(cert.get(), signer, NID_ext_key_usage, "serverAuth,clientAuth"));
     RETURN_IF_ERROR(AddExtension(cert.get(), signer, NID_subject_alt_name,
-                                 absl::StrCat("DNS:", options.server_name, ",IP:127.0.0.1,IP:::1")));
+                                 absl::StrCat("DNS:", options.server_name, ",IP:127.0.0.1,IP:::1,URI:", role_uri)));
   }
   if (X509_sign(cert.get(), issuer_key, EVP_sha256()) == 0) return OpenSslError("signing the certificate");
   return cert;
@@ -109,35 +112,51 @@ absl::Status WriteNewFile(const std::string& path, const std::string& contents, 
 
 }  // namespace
 
-absl::StatusOr<TransportSecurityOptions> MakeJobCredentials(const std::string& dir,
-                                                            const JobCredentialOptions& options) {
+TransportSecurityOptions JobCredentials::For(CertRole role) const {
+  TransportSecurityOptions out;
+  const std::string name(CertRoleName(role));
+  out.ca_file = dir + "/ca.pem";
+  out.cert_file = absl::StrCat(dir, "/", name, ".pem");
+  out.key_file = absl::StrCat(dir, "/", name, "-key.pem");
+  out.token_file = dir + "/token";
+  out.server_name = server_name;
+  return out;
+}
+
+absl::StatusOr<JobCredentials> MakeJobCredentials(const std::string& dir, const JobCredentialOptions& options) {
+  if (options.job.empty() || options.job.size() > 128 ||
+      !std::all_of(options.job.begin(), options.job.end(),
+                   [](char c) { return absl::ascii_isalnum(c) || c == '-' || c == '.' || c == '_'; })) {
+    return absl::InvalidArgumentError(absl::StrCat("job credentials: job label '", options.job,
+                                                   "': expected 1 to 128 letters, digits, '-', '.' or '_'"));
+  }
   Owned<EVP_PKEY> ca_key(EVP_EC_gen("P-256"));
-  Owned<EVP_PKEY> key(EVP_EC_gen("P-256"));
-  if (ca_key == nullptr || key == nullptr) return OpenSslError("generating a P-256 key");
-  ASSIGN_OR_RETURN(Owned<X509> ca,
-                   MakeCertificate(ca_key.get(), "pstrain job CA", nullptr, ca_key.get(), /*ca=*/true, options));
-  ASSIGN_OR_RETURN(Owned<X509> cert,
-                   MakeCertificate(key.get(), options.server_name, ca.get(), ca_key.get(), /*ca=*/false, options));
+  if (ca_key == nullptr) return OpenSslError("generating a P-256 key");
+  ASSIGN_OR_RETURN(Owned<X509> ca, MakeCertificate(ca_key.get(), "pstrain job CA", nullptr, ca_key.get(),
+                                                   /*ca=*/true, "", options));
   ASSIGN_OR_RETURN(std::string ca_pem, ToPem([&](BIO* b) { return PEM_write_bio_X509(b, ca.get()); }));
-  ASSIGN_OR_RETURN(std::string cert_pem, ToPem([&](BIO* b) { return PEM_write_bio_X509(b, cert.get()); }));
-  ASSIGN_OR_RETURN(std::string key_pem, ToPem([&](BIO* b) {
-                     return PEM_write_bio_PrivateKey(b, key.get(), nullptr, nullptr, 0, nullptr, nullptr);
-                   }));
   unsigned char token_bytes[32];
   if (RAND_bytes(token_bytes, sizeof(token_bytes)) != 1) return OpenSslError("RAND_bytes");
   const std::string token =
       absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(token_bytes), sizeof(token_bytes)));
 
-  TransportSecurityOptions out;
-  out.ca_file = dir + "/ca.pem";
-  out.cert_file = dir + "/cert.pem";
-  out.key_file = dir + "/key.pem";
-  out.token_file = dir + "/token";
-  out.server_name = options.server_name;
-  RETURN_IF_ERROR(WriteNewFile(out.ca_file, ca_pem, 0644));
-  RETURN_IF_ERROR(WriteNewFile(out.cert_file, cert_pem, 0644));
-  RETURN_IF_ERROR(WriteNewFile(out.key_file, key_pem, 0600));
-  RETURN_IF_ERROR(WriteNewFile(out.token_file, token + "\n", 0600));
+  JobCredentials out{dir, options.server_name};
+  RETURN_IF_ERROR(WriteNewFile(dir + "/ca.pem", ca_pem, 0600));
+  RETURN_IF_ERROR(WriteNewFile(dir + "/token", token + "\n", 0600));
+  for (CertRole role : kCertRoles) {
+    Owned<EVP_PKEY> key(EVP_EC_gen("P-256"));
+    if (key == nullptr) return OpenSslError("generating a P-256 key");
+    ASSIGN_OR_RETURN(Owned<X509> cert,
+                     MakeCertificate(key.get(), absl::StrCat(options.server_name, " ", CertRoleName(role)), ca.get(),
+                                     ca_key.get(), /*ca=*/false, CertRoleUri(options.job, role), options));
+    ASSIGN_OR_RETURN(std::string cert_pem, ToPem([&](BIO* b) { return PEM_write_bio_X509(b, cert.get()); }));
+    ASSIGN_OR_RETURN(std::string key_pem, ToPem([&](BIO* b) {
+                       return PEM_write_bio_PrivateKey(b, key.get(), nullptr, nullptr, 0, nullptr, nullptr);
+                     }));
+    const TransportSecurityOptions files = out.For(role);
+    RETURN_IF_ERROR(WriteNewFile(files.cert_file, cert_pem, 0600));
+    RETURN_IF_ERROR(WriteNewFile(files.key_file, key_pem, 0600));
+  }
   return out;
 }
 

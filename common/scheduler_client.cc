@@ -64,7 +64,7 @@ SchedulerClient::SchedulerClient(std::string address, absl::Duration rpc_timeout
     : address_(std::move(address)),
       rpc_timeout_(rpc_timeout),
       instance_id_(MakeInstanceId()),
-      stub_(Scheduler::NewStub(security.NewChannel(address_, ChannelArgs()))) {}
+      stub_(Scheduler::NewStub(security.NewChannel(address_, ChannelArgs(), CertRole::kScheduler))) {}
 
 absl::Duration SchedulerClient::reconnect_window() const {
   return absl::Nanoseconds(reconnect_window_ns_.load());

@@ -6,7 +6,12 @@
 
 #include <gflags/gflags.h>
 
-DEFINE_string(tls_cert, "", "PEM certificate of this role, signed by --tls_ca (with --tls_key and --tls_ca: mutual TLS)");
+#include "absl/strings/string_view.h"
+
+DEFINE_string(tls_cert, "",
+              "PEM certificate of this role, signed by --tls_ca (with --tls_key and --tls_ca: mutual TLS). Each role has "
+              "its own, carrying its role as the URI spiffe://pstrain/<job>/<role> (scheduler, server, worker, "
+              "operator): a worker certificate cannot register a server");
 DEFINE_string(tls_key, "", "PEM private key of --tls_cert");
 DEFINE_string(tls_ca, "", "PEM certificate of the job's CA: peers must present a certificate it signed");
 DEFINE_string(tls_server_name, "pstrain",
@@ -34,7 +39,12 @@ absl::StatusOr<std::shared_ptr<const TransportSecurity>> TransportSecurityFromFl
 }
 
 std::shared_ptr<const TransportSecurity> TransportSecurityFromFlagsOrExit(const char* binary) {
-  absl::StatusOr<std::shared_ptr<const TransportSecurity>> security = TransportSecurityFromFlags();
+  TransportSecurityOptions options = TransportSecurityOptionsFromFlags();
+  const absl::string_view name = binary;
+  if (name == "pstrain-scheduler") options.role = CertRole::kScheduler;
+  if (name == "pstrain-server") options.role = CertRole::kServer;
+  if (name == "pstrain-worker") options.role = CertRole::kWorker;
+  absl::StatusOr<std::shared_ptr<const TransportSecurity>> security = TransportSecurity::Create(options);
   if (!security.ok()) {
     std::cerr << binary << ": " << security.status().message() << "\n";
     std::exit(2);

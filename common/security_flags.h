@@ -20,7 +20,8 @@ TransportSecurityOptions TransportSecurityOptionsFromFlags();
 absl::StatusOr<std::shared_ptr<const TransportSecurity>> TransportSecurityFromFlags();
 
 // The same for a binary's main(): on a bad flag prints "<binary>: <message>" to stderr and exits 2,
-// as every binary does for bad flags.
+// as every binary does for bad flags. pstrain-scheduler, pstrain-server and pstrain-worker act as
+// their role (TransportSecurityOptions::role): --tls_cert must be that role's certificate.
 std::shared_ptr<const TransportSecurity> TransportSecurityFromFlagsOrExit(const char* binary);
 
 }  // namespace pstrain

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "common/peer_role.h"
 
 namespace pstrain {
 
@@ -23,10 +24,11 @@ class SessionGate {
   virtual ~SessionGate() = default;
 
   // OK to let the call of `method` (its path, "/pstrain.Scheduler/Leave") with `credential`
-  // (empty when it carries none) on to its handler; otherwise the refusal, UNAUTHENTICATED or
-  // PERMISSION_DENIED with a message naming the method. Called on gRPC's threads for every call:
-  // must be thread-safe and must not block beyond a short mutex.
-  virtual absl::Status Admit(absl::string_view method, absl::string_view credential) const = 0;
+  // (empty when it carries none), from `peer` (its certificate's role, common/peer_role.h), on to
+  // its handler; otherwise the refusal, UNAUTHENTICATED or PERMISSION_DENIED with a message
+  // naming the method. Called on gRPC's threads for every call: must be thread-safe and must not
+  // block beyond a short mutex.
+  virtual absl::Status Admit(absl::string_view method, absl::string_view credential, const Peer& peer) const = 0;
 };
 
 }  // namespace pstrain

@@ -14,11 +14,13 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <utility>
 
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/auth_metadata_processor.h>
 #include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_certificate_verifier.h>
 #include <grpcpp/security/tls_credentials_options.h>
 
 #include "absl/strings/ascii.h"
@@ -49,7 +51,7 @@ class CallChecker final : public grpc::AuthMetadataProcessor {
 
   bool IsBlocking() const override { return false; }
 
-  grpc::Status Process(const InputMetadata& metadata, grpc::AuthContext* /*context*/, OutputMetadata* consumed,
+  grpc::Status Process(const InputMetadata& metadata, grpc::AuthContext* context, OutputMetadata* consumed,
                        OutputMetadata* /*response*/) override {
     if (!expected_.empty()) {
       if (grpc::Status s = CheckToken(metadata, consumed); !s.ok()) return s;
@@ -60,7 +62,8 @@ class CallChecker final : public grpc::AuthMetadataProcessor {
     const absl::Status admitted = gate_->Admit(
         path == metadata.end() ? absl::string_view() : absl::string_view(path->second.data(), path->second.size()),
         session == metadata.end() ? absl::string_view()
-                                  : absl::string_view(session->second.data(), session->second.size()));
+                                  : absl::string_view(session->second.data(), session->second.size()),
+        PeerOf(context));
     return ToGrpcStatus(admitted);
   }
 
@@ -153,8 +156,55 @@ absl::Status CheckTlsFiles(const TransportSecurityOptions& o) {
                                                    o.ca_file, ": ",
                                                    X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx.get()))));
   }
+  if (o.role != CertRole::kNone) {
+    ASSIGN_OR_RETURN(const CertRole carried, CertRoleOfPem(cert_pem));
+    if (carried != o.role) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tls_cert=", o.cert_file, " is ",
+          carried == CertRole::kNone ? "a certificate with no role" : absl::StrCat("the ", CertRoleName(carried), " certificate"),
+          "; this process is a ", CertRoleName(o.role), " and needs the job's ", CertRoleName(o.role),
+          " certificate (its URI spiffe://pstrain/<job>/", CertRoleName(o.role),
+          "; pstrain-launch and deploy/k8s/tools/make-tls-secret.sh issue one per role)"));
+    }
+  }
   return absl::OkStatus();
 }
+
+// The check a channel makes of the certificate a peer presents, after gRPC has verified it
+// against the job's CA: that it names `server_name` (what gRPC's own host name check would do)
+// and carries role `role`. Synchronous: string comparisons only.
+class RoleVerifier final : public grpc::experimental::ExternalCertificateVerifier {
+ public:
+  RoleVerifier(std::string server_name, CertRole role) : server_name_(std::move(server_name)), role_(role) {}
+
+  bool Verify(grpc::experimental::TlsCustomVerificationCheckRequest* request,
+              std::function<void(grpc::Status)> /*callback*/, grpc::Status* sync_status) override {
+    bool named = false;
+    for (const grpc::string_ref& dns : request->dns_names()) named |= dns == server_name_;
+    std::vector<std::string> uris;
+    for (const grpc::string_ref& uri : request->uri_names()) uris.emplace_back(uri.data(), uri.size());
+    const CertRole carried = CertRoleFromUris(uris);
+    if (!named) {
+      *sync_status = grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                                  absl::StrCat("the peer's certificate does not name '", server_name_,
+                                               "' (--tls_server_name)"));
+    } else if (carried != role_) {
+      *sync_status = grpc::Status(
+          grpc::StatusCode::UNAUTHENTICATED,
+          absl::StrCat("the peer's certificate is for ", carried == CertRole::kNone ? "no role" : CertRoleName(carried),
+                       "; expected the job's ", CertRoleName(role_), " certificate"));
+    } else {
+      *sync_status = grpc::Status::OK;
+    }
+    return true;
+  }
+
+  void Cancel(grpc::experimental::TlsCustomVerificationCheckRequest* /*request*/) override {}
+
+ private:
+  const std::string server_name_;
+  const CertRole role_;
+};
 
 std::shared_ptr<grpc::experimental::CertificateProviderInterface> FileProvider(const TransportSecurityOptions& o) {
   const auto seconds = static_cast<unsigned int>(std::max<int64_t>(1, absl::ToInt64Seconds(o.reload_interval)));
@@ -279,7 +329,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TransportSecurity::Serv
   return credentials;
 }
 
-std::shared_ptr<grpc::ChannelCredentials> TransportSecurity::ChannelCredentials(absl::string_view address) const {
+std::shared_ptr<grpc::ChannelCredentials> TransportSecurity::ChannelCredentials(absl::string_view address,
+                                                                             CertRole peer) const {
   if (!tls()) return grpc::InsecureChannelCredentials();
   if (absl::StartsWith(address, "unix:")) {
     std::shared_ptr<grpc::ChannelCredentials> local = grpc::experimental::LocalCredentials(UDS);
@@ -291,6 +342,12 @@ std::shared_ptr<grpc::ChannelCredentials> TransportSecurity::ChannelCredentials(
   tls.watch_root_certs();
   tls.watch_identity_key_cert_pairs();
   tls.set_verify_server_certs(true);
+  if (peer != CertRole::kNone) {
+    // Replaces gRPC's host name verifier, so RoleVerifier checks the name too.
+    tls.set_certificate_verifier(
+        grpc::experimental::ExternalCertificateVerifier::Create<RoleVerifier>(options_.server_name, peer));
+    tls.set_check_call_host(false);
+  }
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::experimental::TlsCredentials(tls);
   if (!has_token()) return credentials;
   return grpc::CompositeChannelCredentials(credentials, grpc::AccessTokenCredentials(token_));
@@ -300,10 +357,10 @@ void TransportSecurity::ConfigureChannel(grpc::ChannelArguments* args) const {
   if (tls()) args->SetSslTargetNameOverride(options_.server_name);
 }
 
-std::shared_ptr<grpc::Channel> TransportSecurity::NewChannel(const std::string& address,
-                                                             grpc::ChannelArguments args) const {
+std::shared_ptr<grpc::Channel> TransportSecurity::NewChannel(const std::string& address, grpc::ChannelArguments args,
+                                                             CertRole peer) const {
   ConfigureChannel(&args);
-  return grpc::CreateCustomChannel(address, ChannelCredentials(address), args);
+  return grpc::CreateCustomChannel(address, ChannelCredentials(address, peer), args);
 }
 
 absl::Status CheckPrivateDir(const std::string& dir) {

@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/peer_role.h"
 #include "common/session_gate.h"
 
 namespace pstrain {
@@ -52,14 +53,18 @@ struct TransportSecurityOptions {
   std::string token_file;
   // Plaintext on any address (no TLS flags given). Refused together with TLS flags.
   bool insecure = false;
+  // The role this process acts as (common/peer_role.h). With TLS, Create refuses a --tls_cert
+  // that does not carry it. kNone: not checked (a tool that acts as nobody). Not a flag: each
+  // binary knows its role.
+  CertRole role = CertRole::kNone;
   absl::Duration reload_interval = absl::Seconds(10);
 };
 
 class TransportSecurity {
  public:
   // Checks the options: TLS files all or none and readable (a PEM certificate, key and CA), the
-  // token file readable and non-empty, no token without TLS, not both TLS and `insecure`.
-  // INVALID_ARGUMENT naming the flag and what was expected.
+  // token file readable and non-empty, no token without TLS, not both TLS and `insecure`, and
+  // --tls_cert for `role` when one is set. INVALID_ARGUMENT naming the flag and what was expected.
   static absl::StatusOr<std::shared_ptr<const TransportSecurity>> Create(const TransportSecurityOptions& options);
 
   // Plaintext, loopback only: what in-process tests and benchmarks use.
@@ -77,16 +82,20 @@ class TransportSecurity {
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
       absl::string_view address, const SessionGate* gate = nullptr) const;
 
-  // Credentials for a channel to `address` (any role of the job), with the token attached to every
-  // call: TLS, or local credentials for a unix: address.
-  std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials(absl::string_view address) const;
+  // Credentials for a channel to `address`, with the token attached to every call: TLS, or local
+  // credentials for a unix: address. With TLS and `peer` set, the handshake fails unless the
+  // peer's certificate is for that role (and names `server_name`); kNone: any role of the job.
+  std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials(absl::string_view address,
+                                                               CertRole peer = CertRole::kNone) const;
 
   // Sets what a channel needs besides its credentials (the name checked in the server's
   // certificate). Call on every channel's arguments.
   void ConfigureChannel(grpc::ChannelArguments* args) const;
 
-  // A channel to `address` with ChannelCredentials and ConfigureChannel applied to `args`.
-  std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, grpc::ChannelArguments args) const;
+  // A channel to `address` (a process of role `peer`, kNone: any) with ChannelCredentials and
+  // ConfigureChannel applied to `args`.
+  std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, grpc::ChannelArguments args,
+                                            CertRole peer = CertRole::kNone) const;
 
  private:
   explicit TransportSecurity(TransportSecurityOptions options, std::string token)

@@ -299,6 +299,7 @@ PYBIND11_MODULE(_core, m) {
             if (!tls_server_name.empty()) security.server_name = tls_server_name;
             security.token_file = job_token_file;
             security.insecure = insecure;
+            security.role = CertRole::kWorker;  // This process joins as a worker.
             absl::StatusOr<std::shared_ptr<const TransportSecurity>> secured = TransportSecurity::Create(security);
             ThrowIfError(secured.status());
             worker::MemberOptions options;

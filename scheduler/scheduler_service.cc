@@ -1,16 +1,30 @@
 #include "scheduler/scheduler_service.h"
 
+#include <memory>
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/parsed_unary.h"
+#include "common/peer_role.h"
 #include "common/session_metadata.h"
 #include "glog/logging.h"
 
 namespace pstrain {
 namespace scheduler {
 namespace {
+
+// The certificate role that may act as (or register as) `role`.
+CertRole CertRoleFor(Role role) { return role == SERVER ? CertRole::kServer : CertRole::kWorker; }
+
+// OK when the call's peer may act as `role` by its certificate (common/peer_role.h): a server's
+// certificate for a server, a worker's for a worker; always on a unix socket or plaintext.
+absl::Status CheckCertificateFor(const grpc::CallbackServerContext& ctx, Role role, absl::string_view what) {
+  if (role != SERVER && role != WORKER) return absl::OkStatus();  // The core refuses any other role.
+  const std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
+  return CheckPeerRole(PeerOf(auth.get()), CertRoleFor(role), what);
+}
 
 // Who a request says it acts as.
 struct Acting {
@@ -34,7 +48,9 @@ grpc::ServerUnaryReactor* ServeAs(const Scheduler& core, grpc::CallbackServerCon
   }
   return ServeParsed<Request, Response>(in, out, method, [&](auto* call) {
     const Acting as = acting_as(call->request);
-    if (absl::Status s = CheckActsAs(*caller, as.role, as.rank, method); !s.ok()) {
+    absl::Status s = CheckActsAs(*caller, as.role, as.rank, method);
+    if (s.ok()) s = CheckCertificateFor(*ctx, as.role, method);
+    if (!s.ok()) {
       LOG(WARNING) << "refused: " << s.message();
       return call->Reply(s);
     }
@@ -60,7 +76,8 @@ constexpr absl::string_view kOpenMethods[] = {"Register", "GetClusterView", "Get
 
 }  // namespace
 
-absl::Status SchedulerService::Admit(absl::string_view method, absl::string_view credential) const {
+absl::Status SchedulerService::Admit(absl::string_view method, absl::string_view credential,
+                                     const Peer& /*peer*/) const {
   // gRPC health needs no session; neither do the open methods. Anything else, a method of no
   // service here included, is read only for a session: a member without one cannot make the
   // scheduler read a payload only to answer UNIMPLEMENTED.
@@ -70,15 +87,23 @@ absl::Status SchedulerService::Admit(absl::string_view method, absl::string_view
       if (method == open) return absl::OkStatus();
     }
   }
+  // The certificate's role is checked by the handlers (ServeAs), after the session and the rank
+  // the request names: a refusal then says first what the session may not do.
   absl::Status caller = core_->Authenticate(credential).status();
   if (caller.ok()) return caller;
   return absl::Status(caller.code(), absl::StrCat(method, ": ", caller.message()));
 }
 
-grpc::ServerUnaryReactor* SchedulerService::Register(grpc::CallbackServerContext*, const grpc::ByteBuffer* in,
+grpc::ServerUnaryReactor* SchedulerService::Register(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
                                                      grpc::ByteBuffer* out) {
-  return ServeParsed<RegisterRequest, RegisterResponse>(in, out, "Register", [this](auto* call) {
+  return ServeParsed<RegisterRequest, RegisterResponse>(in, out, "Register", [this, ctx](auto* call) {
     VLOG(1) << "Register " << RoleName(call->request.role()) << " at '" << call->request.address() << "'";
+    // A worker's certificate cannot register a server (and take its rank and address).
+    const Role role = call->request.role();
+    if (absl::Status s = CheckCertificateFor(*ctx, role, absl::StrCat("Register as ", RoleName(role))); !s.ok()) {
+      LOG(WARNING) << "refused: " << s.message();
+      return call->Reply(s);
+    }
     call->Reply(core_->Register(call->request));
   });
 }

@@ -11,6 +11,14 @@
 // Register, GetClusterView, GetJobStatus and GetInitialModel act as nobody and need the job's
 // transport credentials only (the launcher polls GetJobStatus without registering).
 //
+// Certificates (common/peer_role.h). With TLS, acting as a server (registering as one, its
+// heartbeats, barriers, ReportCheckpoints, ReportSlowStep, ...) needs the job's server
+// certificate, and acting as a worker the worker certificate, besides the session: otherwise
+// PERMISSION_DENIED "Register as server: the peer's certificate is for role worker; a server
+// needs the job's server certificate (--tls_cert)", and nothing changes. The check follows the
+// session's (the gate has refused a call without a valid session before its request was read).
+// On a unix socket (no certificate) the token and session alone decide.
+//
 // GetClusterView(wait_until_running) and Barrier park their reactor in the core without holding a
 // thread; whoever releases them (the last registration or barrier entry, or the job's end)
 // finishes the call. When the job fails, parked calls end with ABORTED "job failed: <reason>".
@@ -54,7 +62,7 @@ class SchedulerService final : public RawSchedulerBase, public SessionGate {
   // SessionGate, for the transport (common/session_gate.h): with TLS, a call of a method that acts
   // as a rank without a valid session credential (Scheduler::Authenticate) is refused before its
   // request is read. The handlers check the rank the request names.
-  absl::Status Admit(absl::string_view method, absl::string_view credential) const override;
+  absl::Status Admit(absl::string_view method, absl::string_view credential, const Peer& peer) const override;
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                    grpc::ByteBuffer* response) override;

@@ -213,12 +213,14 @@ absl::StatusOr<std::optional<int>> ParameterServerService::WorkerOf(absl::string
   return caller->rank;
 }
 
-absl::Status ParameterServerService::Admit(absl::string_view method, absl::string_view credential) const {
+absl::Status ParameterServerService::Admit(absl::string_view method, absl::string_view credential,
+                                           const Peer& peer) const {
   // gRPC health needs no session. Anything else, a method of no service here included, is read
-  // only for a worker's session.
+  // only for a worker's certificate and a worker's session.
   if (absl::StartsWith(method, kHealthServicePrefix)) return absl::OkStatus();
   absl::ConsumePrefix(&method, "/pstrain.ParameterServer/");
   absl::Status caller = WorkerOf(credential, method).status();
+  if (caller.ok()) caller = CheckPeerRole(peer, CertRole::kWorker, method);
   if (!caller.ok()) {
     refused_sessions_.fetch_add(1, std::memory_order_relaxed);
     metrics_->RefusedUnread(caller.code());

@@ -33,6 +33,9 @@
 // decoded: none, a forged one or a server's is UNAUTHENTICATED or PERMISSION_DENIED; and a
 // request naming another worker_rank than the credential's is PERMISSION_DENIED. Refused calls
 // reach no store. Without it (in-process tests of the service) callers are not checked.
+// With TLS the gate also asks for a worker certificate (common/peer_role.h): a call from any
+// other role's certificate is PERMISSION_DENIED before its request is read, whatever session it
+// carries. On a unix socket (no certificate) the session alone decides.
 //
 // Memory bounds (server/inflight_budget.h): once SetLimits has the job's limits, a tensor call
 // whose request is larger than the job's largest legitimate one is INVALID_ARGUMENT, and a call
@@ -129,7 +132,7 @@ class ParameterServerService final : public RawParameterServerBase, public Sessi
   // SessionGate, for the transport (common/session_gate.h): with TLS, a ParameterServer call
   // without a worker's valid session credential is refused before its request is read, once
   // sessions are required (before that, the handlers answer UNAVAILABLE anyway).
-  absl::Status Admit(absl::string_view method, absl::string_view credential) const override;
+  absl::Status Admit(absl::string_view method, absl::string_view credential, const Peer& peer) const override;
   // Bounds requests from now on (see above); before it, none apply. May be called again.
   void SetLimits(const RequestLimits& limits);
   // Request bytes of refused calls since the last call (then zero).

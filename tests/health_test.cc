@@ -111,13 +111,14 @@ TEST(HealthTest, EveryRoleIsServingDuringTheJobAndNotServingAfterIt) {
 // the scheduler's and the server's plaintext health ports, which follow the main ports' status.
 TEST(HealthTest, TlsSecuredRolesAnswerPlaintextProbesOnTheirHealthPorts) {
   ManualCluster cluster("health-tls");
-  absl::StatusOr<TransportSecurityOptions> job = MakeJobCredentials(cluster.dir());
+  absl::StatusOr<JobCredentials> job = MakeJobCredentials(cluster.dir());
   ASSERT_TRUE(job.ok()) << job.status();
-  absl::StatusOr<std::shared_ptr<const TransportSecurity>> security = TransportSecurity::Create(*job);
+  absl::StatusOr<std::shared_ptr<const TransportSecurity>> security =
+      TransportSecurity::Create(job->For(CertRole::kOperator));
   ASSERT_TRUE(security.ok()) << security.status();
-  const std::vector<std::string> tls = TransportSecurityFlags(*job);
-  auto secured = [&tls](std::vector<std::string> flags) {
-    flags.insert(flags.end(), tls.begin(), tls.end());
+  // Each role with its own certificate.
+  auto secured = [&job](CertRole role, std::vector<std::string> flags) {
+    for (std::string& flag : TransportSecurityFlags(job->For(role))) flags.push_back(std::move(flag));
     return flags;
   };
   const int scheduler_health = FreePort();
@@ -125,10 +126,11 @@ TEST(HealthTest, TlsSecuredRolesAnswerPlaintextProbesOnTheirHealthPorts) {
   // The health ports listen everywhere (the default --health_host) without --insecure: allowed,
   // they serve nothing but the health status. The main ports stay on loopback, with TLS.
   cluster.Start(/*servers=*/1, /*workers=*/1,
-                secured({"--health_port=" + std::to_string(scheduler_health), "--linger_ms=20000", "--epochs=2",
+                secured(CertRole::kScheduler,
+                        {"--health_port=" + std::to_string(scheduler_health), "--linger_ms=20000", "--epochs=2",
                          "--train_limit=12000", "--test_limit=500", "--batch_size=16", "--eval_last_epoch_only"}),
-                /*server_flags=*/secured({"--health_port=" + std::to_string(server_health)}),
-                /*worker_flags=*/secured({}));
+                /*server_flags=*/secured(CertRole::kServer, {"--health_port=" + std::to_string(server_health)}),
+                /*worker_flags=*/secured(CertRole::kWorker, {}));
 
   const std::string scheduler_probe = absl::StrCat("127.0.0.1:", scheduler_health);
   const std::string server_probe = absl::StrCat("127.0.0.1:", server_health);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "common/job_credentials.h"
 #include "common/transport_security.h"
 #include "gmock/gmock.h"
@@ -45,18 +46,28 @@ void ExpectHandStartedJobFinished(std::vector<std::unique_ptr<Child>>& roles, Te
   EXPECT_GT(JsonNumber(summary, "final_test_accuracy"), 0.7) << summary;
 }
 
-// The job's credentials (mutual TLS and a token), made in `dir`: every multi-host job runs secured,
-// as a job on a shared network must.
-TransportSecurityOptions JobCredentials(const std::string& dir) {
+// The job's credentials (mutual TLS, one certificate per role, and a token), made in `dir`: every
+// multi-host job runs secured, as a job on a shared network must.
+JobCredentials MakeCredentials(const std::string& dir) {
   std::filesystem::create_directories(dir + "/tls");
-  absl::StatusOr<TransportSecurityOptions> made = MakeJobCredentials(dir + "/tls");
+  absl::StatusOr<JobCredentials> made = MakeJobCredentials(dir + "/tls");
   EXPECT_TRUE(made.ok()) << made.status();
-  return made.ok() ? *made : TransportSecurityOptions();
+  return made.ok() ? *made : JobCredentials();
 }
 
-// `argv` with the security flags of `credentials` appended.
-std::vector<std::string> Secured(std::vector<std::string> argv, const TransportSecurityOptions& credentials) {
-  for (const std::string& flag : TransportSecurityFlags(credentials)) argv.push_back(flag);
+// The role a command runs as, by its binary: a pstrain-scheduler or pstrain-server; else a worker
+// (pstrain-worker or a Python worker).
+CertRole RoleOf(const std::vector<std::string>& argv) {
+  for (const std::string& arg : argv) {
+    if (absl::EndsWith(arg, "/pstrain-scheduler")) return CertRole::kScheduler;
+    if (absl::EndsWith(arg, "/pstrain-server")) return CertRole::kServer;
+  }
+  return CertRole::kWorker;
+}
+
+// `argv` with the security flags of its role's credentials appended.
+std::vector<std::string> Secured(std::vector<std::string> argv, const JobCredentials& credentials) {
+  for (const std::string& flag : TransportSecurityFlags(credentials.For(RoleOf(argv)))) argv.push_back(flag);
   return argv;
 }
 
@@ -65,7 +76,7 @@ TEST(MultiHostTest, RolesOnFiveHostsTrainTogether) {
   if (!made.ok()) GTEST_SKIP() << "cannot make test hosts in network namespaces: " << made.status();
   TestHosts& hosts = **made;
   const std::string dir = MakeTempDir("multihost");
-  const TransportSecurityOptions credentials = JobCredentials(dir);
+  const JobCredentials credentials = MakeCredentials(dir);
   const std::string bin = BinDir();
   const std::string scheduler_address = hosts.address(0) + ":7000";
 
@@ -116,7 +127,7 @@ TEST(MultiHostTest, PythonWorkersOnTwoHostsTrainADeclaredModel) {
   if (!made.ok()) GTEST_SKIP() << "cannot make test hosts in network namespaces: " << made.status();
   TestHosts& hosts = **made;
   const std::string dir = MakeTempDir("multihost-python");
-  const TransportSecurityOptions credentials = JobCredentials(dir);
+  const JobCredentials credentials = MakeCredentials(dir);
   const std::string source = std::string(__FILE__).substr(0, std::string(__FILE__).rfind("/tests/"));
   const std::string scheduler_address = hosts.address(0) + ":7000";
 
@@ -166,16 +177,14 @@ TEST(MultiHostTest, RolesConfiguredOnlyByEnvironmentLikeThePods) {
   const std::string source = std::string(__FILE__).substr(0, std::string(__FILE__).rfind("/tests/"));
   const std::string scheduler_env = "PSTRAIN_SCHEDULER=" + hosts.address(0) + ":7000";
   // The pods take their certificates and token from a Secret, named by PSTRAIN_* variables.
-  const TransportSecurityOptions credentials = JobCredentials(dir);
-  std::vector<std::string> security_env;
-  for (const auto& [name, value] : TransportSecurityEnvironment(credentials)) {
-    security_env.push_back(name + "=" + value);
-  }
+  const JobCredentials credentials = MakeCredentials(dir);
 
   std::vector<std::unique_ptr<Child>> roles;
   auto start = [&](int host, std::vector<std::string> env, const std::string& binary, const std::string& name) {
     std::vector<std::string> argv = {"/usr/bin/env"};
-    argv.insert(argv.end(), security_env.begin(), security_env.end());
+    for (const auto& [name, value] : TransportSecurityEnvironment(credentials.For(RoleOf({"/" + binary})))) {
+      argv.push_back(name + "=" + value);
+    }
     argv.insert(argv.end(), env.begin(), env.end());
     argv.push_back(bin + "/" + binary);  // no flags: the environment says everything
     absl::StatusOr<Child> child = Child::Start(hosts.Command(host, argv), dir + "/" + name + ".log");

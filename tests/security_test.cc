@@ -44,11 +44,19 @@ std::shared_ptr<const TransportSecurity> Secure(const TransportSecurityOptions& 
   return *security;
 }
 
-TransportSecurityOptions MakeCredentials(const std::string& dir) {
+// A job's per-role credentials in `dir`; the worker's options (what the played worker, and any
+// insider with a worker's files, uses), unless `role` says otherwise.
+TransportSecurityOptions MakeCredentials(const std::string& dir, CertRole role = CertRole::kWorker) {
   std::filesystem::create_directories(dir);
-  absl::StatusOr<TransportSecurityOptions> made = MakeJobCredentials(dir);
+  absl::StatusOr<JobCredentials> made = MakeJobCredentials(dir);
   EXPECT_TRUE(made.ok()) << made.status();
-  return *made;
+  return made->For(role);
+}
+
+// The same job's options for `role`, next to `worker`'s.
+TransportSecurityOptions SameJob(const TransportSecurityOptions& worker, CertRole role) {
+  JobCredentials job{std::filesystem::path(worker.ca_file).parent_path().string(), worker.server_name};
+  return job.For(role);
 }
 
 // Each test runs twice: against the server's TCP listener (mutual TLS), and against its unix
@@ -59,9 +67,11 @@ class SecurityTest : public ::testing::TestWithParam<bool> {
   void SetUp() override {
     dir_ = MakeTempDir(same_host() ? "security-unix" : "security");
     job_ = MakeCredentials(dir_ + "/job");
-    std::vector<std::string> server_flags;
+    // Each role its own certificate: the server's flags come last, so they win over the scheduler's.
+    std::vector<std::string> server_flags = TransportSecurityFlags(SameJob(job_, CertRole::kServer));
     if (same_host()) server_flags.push_back("--unix_socket_dir=" + dir_);
-    ASSERT_NO_FATAL_FAILURE(played_.Start(dir_, TransportSecurityFlags(job_), Secure(job_), server_flags));
+    ASSERT_NO_FATAL_FAILURE(played_.Start(dir_, TransportSecurityFlags(SameJob(job_, CertRole::kScheduler)),
+                                          Secure(job_), server_flags));
     view_ = played_.view;
     address_ = played_.address;
     client_ = played_.client.get();

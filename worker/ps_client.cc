@@ -126,7 +126,7 @@ void PsClient::Connect(Server* server, const std::string& address) const {
     // for the same channel and merge their connections.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetInt("pstrain.connection_index", i);
-    std::shared_ptr<grpc::Channel> channel = security_->NewChannel(address, args);
+    std::shared_ptr<grpc::Channel> channel = security_->NewChannel(address, args, CertRole::kServer);
     server->channels.push_back(Stubs{ParameterServer::NewStub(channel), std::make_unique<GenericStub>(channel)});
   }
 }
