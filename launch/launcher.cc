@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -150,26 +151,57 @@ class Cluster {
     return absl::OkStatus();
   }
 
-  // The job's transport security: the options given, or throwaway credentials made in the temp
-  // folder (see LaunchOptions::security).
+  // The job's transport security: per-role credentials from options_.tls_dir, or throwaway ones
+  // made in the temp folder (see LaunchOptions::security); or plaintext with --insecure.
   absl::Status SetUpSecurity() {
-    security_options_ = options_.security;
-    const bool given = !security_options_.cert_file.empty() || !security_options_.key_file.empty() ||
-                       !security_options_.ca_file.empty();
-    if (!given && !security_options_.insecure) {
-      const std::string dir = temp_dir_ + "/tls";
-      std::error_code ec;
-      std::filesystem::create_directory(dir, ec);
-      if (ec) return absl::InternalError(absl::StrCat("creating '", dir, "': ", ec.message()));
-      std::filesystem::permissions(dir, std::filesystem::perms::owner_all, ec);
-      ASSIGN_OR_RETURN(TransportSecurityOptions made, MakeJobCredentials(dir));
-      made.reload_interval = security_options_.reload_interval;
-      security_options_ = made;
+    const TransportSecurityOptions& given = options_.security;
+    if (!given.cert_file.empty() || !given.key_file.empty() || !given.ca_file.empty()) {
+      return absl::InvalidArgumentError(
+          "pstrain-launch gives each role its own certificate, so --tls_cert/--tls_key/--tls_ca (one certificate "
+          "for every role) are refused: give --tls_dir=DIR, a folder of the job's per-role credentials (ca.pem, "
+          "token, scheduler.pem, scheduler-key.pem, server.pem, server-key.pem, worker.pem, worker-key.pem, "
+          "operator.pem, operator-key.pem, as deploy/k8s/tools/make-tls-secret.sh --dir writes), or nothing for "
+          "throwaway ones");
     }
-    ASSIGN_OR_RETURN(security_, TransportSecurity::Create(security_options_));
-    security_flags_ = TransportSecurityFlags(security_options_);
+    if (given.insecure) {
+      if (!options_.tls_dir.empty()) {
+        return absl::InvalidArgumentError("--insecure and --tls_dir contradict each other: give one");
+      }
+      ASSIGN_OR_RETURN(security_, TransportSecurity::Create(given));
+      for (CertRole role : kCertRoles) role_security_[role] = given;
+      return absl::OkStatus();
+    }
+    JobCredentials credentials{options_.tls_dir, given.server_name};
+    if (credentials.dir.empty()) {
+      credentials.dir = temp_dir_ + "/tls";
+      std::error_code ec;
+      std::filesystem::create_directory(credentials.dir, ec);
+      if (ec) return absl::InternalError(absl::StrCat("creating '", credentials.dir, "': ", ec.message()));
+      std::filesystem::permissions(credentials.dir, std::filesystem::perms::owner_all, ec);
+      JobCredentialOptions made_options;
+      made_options.server_name = given.server_name;
+      made_options.job = std::filesystem::path(temp_dir_).filename().string();
+      ASSIGN_OR_RETURN(credentials, MakeJobCredentials(credentials.dir, made_options));
+    }
+    // Each role's files checked now (present, belonging together, for that role), so that a bad
+    // --tls_dir fails here rather than in a child.
+    for (CertRole role : kCertRoles) {
+      TransportSecurityOptions options = credentials.For(role);
+      options.reload_interval = given.reload_interval;
+      options.role = role;
+      absl::StatusOr<std::shared_ptr<const TransportSecurity>> checked = TransportSecurity::Create(options);
+      if (!checked.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("--tls_dir=", credentials.dir, ": the ", CertRoleName(role),
+                                                       "'s credentials: ", checked.status().message()));
+      }
+      if (role == CertRole::kOperator) security_ = *checked;  // The launcher polls the job as its operator.
+      role_security_[role] = std::move(options);
+    }
     return absl::OkStatus();
   }
+
+  // The flags that give a child of `role` its credentials.
+  std::vector<std::string> SecurityFlags(CertRole role) const { return TransportSecurityFlags(role_security_.at(role)); }
 
   // Keeps the default summary (and so its folder); removes everything else the run left there.
   void RemoveTempDir() {
@@ -262,7 +294,7 @@ class Cluster {
     if (http_port_ > 0 && options_.dashboard_linger > absl::ZeroDuration()) {
       argv.push_back(absl::StrCat("--linger_ms=", absl::ToInt64Milliseconds(options_.dashboard_linger)));
     }
-    argv.insert(argv.end(), security_flags_.begin(), security_flags_.end());
+    for (std::string& flag : SecurityFlags(CertRole::kScheduler)) argv.push_back(std::move(flag));
     argv.insert(argv.end(), options_.job_flags.begin(), options_.job_flags.end());
     RETURN_IF_ERROR(Spawn("scheduler", Role::kScheduler, std::move(argv)));
 
@@ -302,7 +334,7 @@ class Cluster {
       if (options_.metrics) {
         for (std::string& flag : MetricsFlags(server_metrics_ports_[i])) args.push_back(std::move(flag));
       }
-      args.insert(args.end(), security_flags_.begin(), security_flags_.end());
+      for (std::string& flag : SecurityFlags(CertRole::kServer)) args.push_back(std::move(flag));
       RETURN_IF_ERROR(Spawn(absl::StrCat("server ", i), Role::kServer, std::move(args)));
     }
     const std::vector<std::string> devices = absl::StrSplit(options_.device, ',');
@@ -319,7 +351,7 @@ class Cluster {
       if (options_.metrics) {
         for (std::string& flag : MetricsFlags(worker_metrics_ports_[i])) args.push_back(std::move(flag));
       }
-      args.insert(args.end(), security_flags_.begin(), security_flags_.end());
+      for (std::string& flag : SecurityFlags(CertRole::kWorker)) args.push_back(std::move(flag));
       RETURN_IF_ERROR(Spawn(absl::StrCat("worker ", i), Role::kWorker, std::move(args)));
     }
     return absl::OkStatus();
@@ -334,7 +366,9 @@ class Cluster {
       env.emplace_back("PSTRAIN_METRICS_PORT", absl::StrCat(worker_metrics_ports_[index]));
       env.emplace_back("PSTRAIN_METRICS_HOST", options_.host);
     }
-    for (auto& variable : TransportSecurityEnvironment(security_options_)) env.push_back(std::move(variable));
+    for (auto& variable : TransportSecurityEnvironment(role_security_.at(CertRole::kWorker))) {
+      env.push_back(std::move(variable));
+    }
     std::error_code ec;
     const std::filesystem::path python = std::filesystem::path(options_.bin_dir) / ".." / "python";
     if (std::filesystem::is_directory(python, ec)) {
@@ -594,9 +628,9 @@ class Cluster {
   int scheduler_metrics_port_ = 0;
   std::vector<int> server_metrics_ports_;
   std::vector<int> worker_metrics_ports_;
-  TransportSecurityOptions security_options_;
+  // Each role's credentials (all the same with --insecure); the launcher's own is the operator's.
+  std::map<CertRole, TransportSecurityOptions> role_security_;
   std::shared_ptr<const TransportSecurity> security_;
-  std::vector<std::string> security_flags_;
   std::unique_ptr<JobStatusSource> status_source_;
   // children_[0] is the scheduler, then servers, then workers.
   std::vector<std::unique_ptr<Child>> children_;

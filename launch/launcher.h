@@ -59,11 +59,17 @@ struct LaunchOptions {
   // Pass --tf32 to the workers.
   bool tf32 = false;
   // How the job's channels are secured (common/transport_security.h), handed to every child as
-  // flags (a worker_cmd: as PSTRAIN_TLS_CERT etc.). With no TLS files and not `insecure`, the
-  // launcher makes throwaway credentials for the job in its temporary folder
-  // (common/job_credentials.h): a CA, a certificate and a token, so that even a local job is
-  // closed to other users of the machine.
+  // flags (a worker_cmd: as PSTRAIN_TLS_CERT etc.). Each role gets its own certificate and key
+  // (common/peer_role.h: a worker's cannot register a server), from `tls_dir` when set, else from
+  // throwaway credentials the launcher makes for the job in its temporary folder
+  // (common/job_credentials.h: a CA, one certificate per role and a token, files 0600 in a 0700
+  // folder), so that even a local job is closed to other users of the machine. `security` gives
+  // --insecure, the server name and the reload interval; a certificate file in it (one
+  // certificate for every role) is refused: INVALID_ARGUMENT saying to give `tls_dir`.
   TransportSecurityOptions security;
+  // A folder of the job's per-role credentials in common/job_credentials.h's layout (ca.pem,
+  // token, scheduler.pem, scheduler-key.pem, server.pem, ...). Empty: throwaway ones.
+  std::string tls_dir;
   // Servers also listen on a unix socket in a private folder inside the launcher's temporary
   // folder, and the workers (all on this host) dial it: with TLS, gRPC's local credentials
   // instead of encryption, the job token and session checks unchanged (common/transport_security.h).

@@ -109,35 +109,66 @@ class LauncherTest : public ::testing::Test {
   std::string address_;
 };
 
-// Unless told otherwise, every child gets the same throwaway CA, certificate and token, made for
-// this job in the launcher's temporary folder: files that belong together.
-TEST_F(LauncherTest, MakesThrowawayCredentialsByDefault) {
+// Unless told otherwise, every child gets the same throwaway CA and token and its own role's
+// certificate and key, made for this job in the launcher's temporary folder: files that belong
+// together, 0600 in a 0700 folder.
+TEST_F(LauncherTest, MakesThrowawayPerRoleCredentialsByDefault) {
   options_.security = TransportSecurityOptions();
-  // The scheduler keeps a copy of the credentials it was given (the launcher removes its own).
-  WriteScript("pstrain-scheduler",
-              absl::StrCat(kWritePort, "for a in \"$@\"; do case $a in --tls_*=*|--job_token_file=*) "
-                                       "f=${a#*=}; [ -f \"$f\" ] && cp \"$f\" ", dir_, "/;; esac; done; "
-                                       "echo \"args $*\"; sleep 1"));
-  WriteScript("pstrain-server", R"(echo "server $*")");
-  WriteScript("pstrain-worker", R"(echo "worker $*")");
+  // Each role keeps a copy of the credentials it was given, with their modes and its folder's (the
+  // launcher removes its own), and says which they were.
+  const std::string copy = absl::StrCat(
+      "for a in \"$@\"; do case $a in --tls_*=*|--job_token_file=*) f=${a#*=}; [ -f \"$f\" ] && "
+      "cp \"$f\" ", dir_, "/$ROLE-$(basename \"$f\") && stat -c \"$ROLE %a %n\" \"$f\" \"$(dirname \"$f\")\";; "
+      "esac; done; ");
+  WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, "ROLE=scheduler; ", copy, "echo \"args $*\"; sleep 1"));
+  WriteScript("pstrain-server", absl::StrCat("ROLE=server; ", copy, "echo \"server $*\""));
+  WriteScript("pstrain-worker", absl::StrCat("ROLE=worker; ", copy, "echo \"worker $*\""));
   status_.set_state(FINISHED);
   absl::StatusOr<int> code = RunLocalCluster(options_);
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 0) << Out() << Err();
   const std::string out = Out();
-  for (const char* flag : {"--tls_cert=", "--tls_key=", "--tls_ca=", "--tls_server_name=pstrain",
-                           "--job_token_file="}) {
+  for (const char* flag : {"--tls_ca=", "--tls_server_name=pstrain", "--job_token_file="}) {
     EXPECT_THAT(out, ::testing::ContainsRegex(absl::StrCat("scheduler.*", flag))) << flag;
     EXPECT_THAT(out, ::testing::ContainsRegex(absl::StrCat("server 0. server .*", flag))) << flag;
     EXPECT_THAT(out, ::testing::ContainsRegex(absl::StrCat("worker 1. worker .*", flag))) << flag;
   }
-  TransportSecurityOptions copied;
-  copied.cert_file = dir_ + "/cert.pem";
-  copied.key_file = dir_ + "/key.pem";
-  copied.ca_file = dir_ + "/ca.pem";
-  copied.token_file = dir_ + "/token";
-  absl::StatusOr<std::shared_ptr<const TransportSecurity>> security = TransportSecurity::Create(copied);
-  EXPECT_TRUE(security.ok()) << security.status() << "\n" << out;
+  // Its own certificate and key, nobody else's.
+  EXPECT_THAT(out, ::testing::ContainsRegex("args [^\n]*--tls_cert=[^ ]*/scheduler.pem --tls_key=[^ ]*/scheduler-key.pem"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("server 0. server [^\n]*--tls_cert=[^ ]*/server.pem --tls_key=[^ ]*/server-key.pem"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("worker 1. worker [^\n]*--tls_cert=[^ ]*/worker.pem --tls_key=[^ ]*/worker-key.pem"));
+  EXPECT_THAT(out, ::testing::Not(::testing::ContainsRegex("worker 1. worker [^\n]*server.pem")));
+  // Every credential file 0600, the folder 0700.
+  EXPECT_THAT(out, ::testing::ContainsRegex("scheduler 600 [^ ]*/scheduler-key.pem"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("scheduler 600 [^ ]*/scheduler.pem"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("worker 600 [^ ]*/ca.pem"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("worker 600 [^ ]*/token"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("server 700 [^ ]*/tls\n"));
+  EXPECT_THAT(out, ::testing::Not(::testing::ContainsRegex("(scheduler|server|worker) 6[0-7][1-7] ")));
+  for (auto [role, cert_role] : {std::pair{"scheduler", CertRole::kScheduler}, std::pair{"server", CertRole::kServer},
+                                 std::pair{"worker", CertRole::kWorker}}) {
+    TransportSecurityOptions copied;
+    copied.cert_file = absl::StrCat(dir_, "/", role, "-", role, ".pem");
+    copied.key_file = absl::StrCat(dir_, "/", role, "-", role, "-key.pem");
+    copied.ca_file = absl::StrCat(dir_, "/", role, "-ca.pem");
+    copied.token_file = absl::StrCat(dir_, "/", role, "-token");
+    copied.role = cert_role;
+    absl::StatusOr<std::shared_ptr<const TransportSecurity>> security = TransportSecurity::Create(copied);
+    EXPECT_TRUE(security.ok()) << role << ": " << security.status() << "\n" << out;
+  }
+}
+
+// One certificate for every role is refused: the launcher says to give per-role ones.
+TEST_F(LauncherTest, RefusesOneCertificateForEveryRole) {
+  options_.security = TransportSecurityOptions();
+  options_.security.cert_file = dir_ + "/cert.pem";
+  options_.security.key_file = dir_ + "/key.pem";
+  options_.security.ca_file = dir_ + "/ca.pem";
+  for (const char* binary : {"pstrain-scheduler", "pstrain-server", "pstrain-worker"}) WriteScript(binary, "exit 0");
+  absl::StatusOr<int> code = RunLocalCluster(options_);
+  ASSERT_FALSE(code.ok());
+  EXPECT_EQ(code.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(code.status().message(), HasSubstr("give --tls_dir=DIR"));
 }
 
 TEST_F(LauncherTest, SuccessfulJobPrintsPrefixedOutputEpochsAndResult) {

@@ -35,6 +35,11 @@ DEFINE_string(device, "cpu",
 DEFINE_bool(unix_sockets, true,
             "Servers also listen on a unix socket in a private folder, which the workers (all on this host) dial: "
             "no TLS encryption there, the job token and session checks unchanged. false: loopback TCP only");
+DEFINE_string(tls_dir, "",
+              "Folder of the job's per-role credentials: ca.pem, token, and <role>.pem with <role>-key.pem for "
+              "scheduler, server, worker and operator (what deploy/k8s/tools/make-tls-secret.sh --dir writes). Each "
+              "role gets only its own certificate. Default: throwaway ones made for the job in its temporary folder "
+              "(files 0600, folder 0700). --tls_cert/--tls_key/--tls_ca, one certificate for every role, are refused");
 DEFINE_bool(tf32, false, "Pass --tf32 to each worker (TF32 GEMMs on CUDA devices)");
 DEFINE_string(state_dir, "",
               "The scheduler's --state_dir (default with --max_restarts > 0: a folder in the run's temporary "
@@ -120,6 +125,7 @@ int main(int argc, char** argv) {
   options.tf32 = FLAGS_tf32;
   options.unix_sockets = FLAGS_unix_sockets;
   options.security = pstrain::TransportSecurityOptionsFromFlags();
+  options.tls_dir = FLAGS_tls_dir;
   if (absl::Status checked = pstrain::TransportSecurity::Create(options.security).status(); !checked.ok()) {
     fprintf(stderr, "pstrain-launch: %s\n", std::string(checked.message()).c_str());
     return 2;

@@ -17,7 +17,7 @@ class SchedulerStatusSource : public JobStatusSource {
   SchedulerStatusSource(const std::string& address, absl::Duration deadline, const TransportSecurity& security)
       : address_(address),
         deadline_(deadline),
-        stub_(Scheduler::NewStub(security.NewChannel(address, grpc::ChannelArguments()))) {}
+        stub_(Scheduler::NewStub(security.NewChannel(address, grpc::ChannelArguments(), CertRole::kScheduler))) {}
 
   absl::StatusOr<JobStatus> Get() override {
     grpc::ClientContext context;

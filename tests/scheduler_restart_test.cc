@@ -115,10 +115,11 @@ TEST(SchedulerRestartLaunchTest, LauncherRestartsAKilledSchedulerAndTheJobFinish
   // The job's credentials, given to the launcher, so the test can ask the (restarted) scheduler
   // too: every role keeps its TLS across a restart.
   std::filesystem::create_directories(dir + "/tls");
-  absl::StatusOr<TransportSecurityOptions> credentials = MakeJobCredentials(dir + "/tls");
+  absl::StatusOr<JobCredentials> credentials = MakeJobCredentials(dir + "/tls");
   ASSERT_TRUE(credentials.ok()) << credentials.status();
-  for (const std::string& flag : TransportSecurityFlags(*credentials)) argv.push_back(flag);
-  absl::StatusOr<std::shared_ptr<const TransportSecurity>> security = TransportSecurity::Create(*credentials);
+  argv.push_back("--tls_dir=" + credentials->dir);  // Each role gets its own certificate.
+  absl::StatusOr<std::shared_ptr<const TransportSecurity>> security =
+      TransportSecurity::Create(credentials->For(CertRole::kOperator));
   ASSERT_TRUE(security.ok()) << security.status();
   absl::StatusOr<Child> launcher = Child::Start(argv, dir + "/launch.log");
   ASSERT_TRUE(launcher.ok());
