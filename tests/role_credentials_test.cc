@@ -1,0 +1,173 @@
+// Per-role credentials (common/peer_role.h) in a real secured job: scheduler, server and workers
+// are processes on 127.0.0.1 with mutual TLS, the job token and each its own certificate. An
+// insider holding one role's files (the worker's, say, copied off a node) tries to act as
+// another role over TCP: the scheduler refuses it, and the job goes on and finishes as if nothing
+// happened.
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/job_credentials.h"
+#include "common/scheduler_client.h"
+#include "common/transport_security.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/scheduler.grpc.pb.h"
+#include "tests/cluster.h"
+#include "tests/process.h"
+
+namespace pstrain::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A port nobody listens on now (the kernel's pick for a socket closed at once).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::shared_ptr<const TransportSecurity> Secure(const TransportSecurityOptions& options) {
+  absl::StatusOr<std::shared_ptr<const TransportSecurity>> security = TransportSecurity::Create(options);
+  EXPECT_TRUE(security.ok()) << security.status();
+  return security.ok() ? *security : TransportSecurity::Loopback();
+}
+
+// GET `path` from the scheduler's HTTP port: the body, or "" on failure.
+std::string HttpGet(int port, const std::string& path) {
+  httplib::Client client("127.0.0.1", port);
+  client.set_connection_timeout(5);
+  client.set_read_timeout(5);
+  httplib::Result res = client.Get(path);
+  EXPECT_TRUE(res) << path << ": " << httplib::to_string(res.error());
+  if (!res) return "";
+  EXPECT_EQ(res->status, 200) << path;
+  return res->body;
+}
+
+// A Register over a fresh TLS connection made with `security`, as `role` at `address`.
+grpc::Status RegisterAs(const TransportSecurity& security, const std::string& scheduler, Role role,
+                        const std::string& address, const std::string& metrics_address) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // Its own connection and handshake.
+  auto stub = Scheduler::NewStub(security.NewChannel(scheduler, args));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  RegisterRequest request;
+  request.set_role(role);
+  request.set_address(address);
+  request.set_metrics_address(metrics_address);
+  request.set_instance_id(absl::StrCat("role-credentials-test-", getpid()));
+  RegisterResponse response;
+  return stub->Register(&context, request, &response);
+}
+
+TEST(RoleCredentialsTest, AWorkerCertificateCannotRegisterAServerAndTheJobFinishes) {
+  ManualCluster cluster("role-credentials");
+  absl::StatusOr<JobCredentials> job = MakeJobCredentials(cluster.dir());
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto secured = [&job](CertRole role, std::vector<std::string> flags) {
+    for (std::string& flag : TransportSecurityFlags(job->For(role))) flags.push_back(std::move(flag));
+    return flags;
+  };
+  const int http_port = FreePort();
+  // Two epochs of 12k samples: long enough (several seconds) for the insider to try everything
+  // while the job runs. No unix sockets: the insider and the workers reach the server over TCP.
+  cluster.Start(/*servers=*/1, /*workers=*/2,
+                secured(CertRole::kScheduler,
+                        {"--http_port=" + std::to_string(http_port), "--epochs=2", "--train_limit=12000",
+                         "--test_limit=500", "--batch_size=16", "--eval_last_epoch_only"}),
+                secured(CertRole::kServer, {"--metrics_port=-1", "--metrics_host=127.0.0.1"}), secured(CertRole::kWorker, {}));
+
+  // The operator's credentials see the job (GetJobStatus acts as nobody) but act as no member.
+  auto operator_client = SchedulerClient::Create(cluster.address, absl::Seconds(5), Secure(job->For(CertRole::kOperator)));
+  ASSERT_TRUE(operator_client.ok()) << operator_client.status();
+  absl::StatusOr<ClusterView> view = (*operator_client)->WaitUntilRunning(absl::Seconds(60));
+  ASSERT_TRUE(view.ok()) << view.status();
+  ASSERT_EQ(view->servers_size(), 1);
+  const std::string server0 = view->servers(0).address();
+  const std::string targets_before = HttpGet(http_port, "/api/targets");
+  ASSERT_THAT(targets_before, HasSubstr("127.0.0.1")) << "the server's metrics should be listed";
+
+  // The probe's attack: a worker's certificate and token register a server at server 0's address,
+  // with a metrics address of the insider's choosing.
+  const std::string evil_metrics = "127.0.0.1:9";
+  grpc::Status as_server = RegisterAs(*Secure(job->For(CertRole::kWorker)), cluster.address, SERVER, server0,
+                                      evil_metrics);
+  EXPECT_EQ(as_server.error_code(), grpc::StatusCode::PERMISSION_DENIED) << as_server.error_message();
+  EXPECT_EQ(as_server.error_message(),
+            "Register as server: the peer's certificate is for role worker; a server needs the job's server "
+            "certificate (--tls_cert)");
+  // Nor does the operator's certificate, or the scheduler's.
+  for (CertRole role : {CertRole::kOperator, CertRole::kScheduler}) {
+    grpc::Status refused = RegisterAs(*Secure(job->For(role)), cluster.address, SERVER, server0, evil_metrics);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED) << CertRoleName(role);
+    EXPECT_THAT(refused.error_message(), HasSubstr(absl::StrCat("certificate is for role ", CertRoleName(role))));
+  }
+  // A server's certificate cannot join as a worker either.
+  grpc::Status as_worker = RegisterAs(*Secure(job->For(CertRole::kServer)), cluster.address, WORKER, "", "");
+  EXPECT_EQ(as_worker.error_code(), grpc::StatusCode::PERMISSION_DENIED) << as_worker.error_message();
+  EXPECT_THAT(as_worker.error_message(), HasSubstr("Register as worker: the peer's certificate is for role server"));
+  // A server certificate of another job's CA, with this job's token: the handshake fails.
+  const std::string stranger_dir = cluster.dir() + "/stranger";
+  std::filesystem::create_directories(stranger_dir);
+  absl::StatusOr<JobCredentials> stranger = MakeJobCredentials(stranger_dir);
+  ASSERT_TRUE(stranger.ok()) << stranger.status();
+  TransportSecurityOptions stranger_server = stranger->For(CertRole::kServer);
+  stranger_server.token_file = job->For(CertRole::kServer).token_file;
+  grpc::Status foreign = RegisterAs(*Secure(stranger_server), cluster.address, SERVER, server0, evil_metrics);
+  EXPECT_EQ(foreign.error_code(), grpc::StatusCode::UNAVAILABLE) << foreign.error_message();
+
+  // Nothing changed: one server, the same one, and the same scrape targets.
+  absl::StatusOr<ClusterView> after = (*operator_client)->GetClusterView();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->membership_epoch(), view->membership_epoch());
+  ASSERT_EQ(after->servers_size(), 1);
+  EXPECT_EQ(after->servers(0).address(), server0);
+  const std::string targets_after = HttpGet(http_port, "/api/targets");
+  EXPECT_EQ(targets_after, targets_before);
+  EXPECT_THAT(targets_after, ::testing::Not(HasSubstr(evil_metrics)));
+
+  // The job finishes normally.
+  const std::string summary = RunToEnd(cluster);
+  EXPECT_THAT(summary, HasSubstr("\"state\": \"FINISHED\"")) << summary;
+  for (auto& server : cluster.servers) {
+    absl::StatusOr<int> code = server->Wait(absl::Seconds(30));
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_EQ(*code, 0) << server->Output();
+  }
+}
+
+// A role started with another role's certificate stops at once and says which it needs.
+TEST(RoleCredentialsTest, ARoleRefusesToStartWithAnotherRolesCertificate) {
+  const std::string dir = MakeTempDir("role-credentials-flags");
+  absl::StatusOr<JobCredentials> job = MakeJobCredentials(dir);
+  ASSERT_TRUE(job.ok()) << job.status();
+  std::vector<std::string> argv = {BinDir() + "/pstrain-server", "--scheduler=127.0.0.1:1", "--port=0"};
+  for (std::string& flag : TransportSecurityFlags(job->For(CertRole::kWorker))) argv.push_back(std::move(flag));
+  absl::StatusOr<RunResult> run = pstrain::testing::Run(argv, absl::Seconds(30));
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->exit_code, 2) << run->output;
+  EXPECT_THAT(run->output, HasSubstr("is the worker certificate; this process is a server and needs the job's "
+                                     "server certificate"));
+}
+
+}  // namespace
+}  // namespace pstrain::testing
