@@ -3,8 +3,8 @@
 # servers, 2 workers, 10 epochs, checkpoints every 200 steps) run from the CPU image as one podman
 # container per role, the way the Kubernetes manifests (deploy/k8s/base/) run the pods: the same
 # PSTRAIN_* settings, entry points and mounts, user 10001, a read-only root file system with a tmpfs
-# /tmp, no capabilities, mutual TLS and the job token from a Secret-like folder mounted read-only
-# (made by deploy/k8s/tools/make-tls-secret.sh, group 10001, mode 0440), each server with its own
+# /tmp, no capabilities, mutual TLS and the job token from the role's own Secret-like folder mounted
+# read-only (made by deploy/k8s/tools/make-tls-secret.sh, group 10001, mode 0440), each server with its own
 # checkpoint folder. All on the host network, on free loopback ports.
 #
 # Once the first checkpoint is written, server 0's container is killed (SIGKILL) and started again
@@ -88,14 +88,19 @@ fail() {
 }
 elapsed() { echo $(($(date +%s) - start_s)); }
 
-# --- the job's files: credentials as the pstrain-tls Secret, the job's ConfigMap, the volumes ---
-mkdir -p "$work/logs" "$work/tls" "$work/secret" "$work/job"
+# --- the job's files: credentials as the pstrain-tls-ROLE Secrets, the job's ConfigMap, the volumes ---
+mkdir -p "$work/logs" "$work/tls" "$work/job"
 "$repo/deploy/k8s/tools/make-tls-secret.sh" --dir "$work/tls" --days 1 >/dev/null
-cp "$work/tls/ca.pem" "$work/tls/cert.pem" "$work/tls/key.pem" "$work/tls/token" "$work/secret/"
-# As the Secret's volume: group 10001 (the pods' fsGroup), mode 0440; the CA's key stays out.
-chgrp -R 10001 "$work/secret"
-chmod 0440 "$work/secret"/*
-chmod 0750 "$work/secret"
+for role in scheduler server worker; do
+  mkdir -p "$work/secret-$role"
+  cp "$work/tls/ca.pem" "$work/tls/token" "$work/secret-$role/"
+  cp "$work/tls/$role.pem" "$work/secret-$role/cert.pem"
+  cp "$work/tls/$role-key.pem" "$work/secret-$role/key.pem"
+  # As the Secret's volume: group 10001 (the pods' fsGroup), mode 0440; the CA's key stays out.
+  chgrp -R 10001 "$work/secret-$role"
+  chmod 0440 "$work/secret-$role"/*
+  chmod 0750 "$work/secret-$role"
+done
 cp "$repo/deploy/k8s/base/job.textproto" "$work/job/"
 chmod -R a+rX "$work/job"
 for volume in state scheduler-checkpoints server-0 server-1; do
@@ -115,17 +120,19 @@ scheduler="127.0.0.1:${ports[0]}"
 # What every pod has (deploy/k8s/base/*.yaml): its securityContext, the Secret, the TLS settings.
 # The plaintext health and metrics listeners on loopback only: the host's network is the test's.
 common=(--detach --network=host --user=10001:10001 --read-only --cap-drop=all
-  --security-opt=no-new-privileges --volume="$work/secret:/etc/pstrain-tls:ro"
+  --security-opt=no-new-privileges
   --env=PSTRAIN_TLS_CERT=/etc/pstrain-tls/cert.pem --env=PSTRAIN_TLS_KEY=/etc/pstrain-tls/key.pem
   --env=PSTRAIN_TLS_CA=/etc/pstrain-tls/ca.pem --env=PSTRAIN_JOB_TOKEN_FILE=/etc/pstrain-tls/token
   --env=PSTRAIN_HEALTH_HOST=127.0.0.1 --env=PSTRAIN_METRICS_HOST=127.0.0.1)
 
-# run NAME PODMAN-ARGS...: starts container $prefix-NAME.
+# run NAME PODMAN-ARGS...: starts container $prefix-NAME, with the Secret of its role (NAME up to
+# the first '-').
 run() {
-  local name="$prefix-$1"
+  local name="$prefix-$1" role=${1%%-*}
   shift
   started+=("$name")
-  podman run --name "$name" "${common[@]}" "$@" >/dev/null || fail "podman run $name failed"
+  podman run --name "$name" "${common[@]}" --volume="$work/secret-$role:/etc/pstrain-tls:ro" "$@" >/dev/null ||
+    fail "podman run $name failed"
 }
 
 # The scheduler as its Job runs it, but listening on loopback, a 3 s linger instead of 30 s (only

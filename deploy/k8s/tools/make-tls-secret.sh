@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
-# Makes the pstrain-tls Secret every pstrain pod mounts (deploy/k8s/base): a CA, one certificate it
-# signs for every role, and a random job token. Needs openssl (and kubectl for --apply).
+# Makes the Secrets the pstrain pods mount (deploy/k8s/base), one per role: a CA, one certificate
+# (and key) it signs for each role, and a random job token. Needs openssl (and kubectl for --apply).
 #
 # Usage: make-tls-secret.sh [--dir DIR] [--days N] [--renew] [--apply] [NAMESPACE]
 #   NAMESPACE  the job's namespace (default: pstrain, the overlays')
-#   --dir DIR  where the files go (default: ./pstrain-tls). ca.pem, cert.pem, key.pem and token go
-#              into the Secret; ca-key.pem, the CA's private key, stays here only (for --renew):
-#              keep it safe or delete it
-#   --days N   how long the certificate is valid (default: 90); the CA: 10 times as long
-#   --renew    keep DIR's CA and token and issue a new certificate and key. Applied to a running
-#              job, the roles take it up without a restart, once the kubelet has updated the
-#              mounted Secret (about a minute) and they re-read it (10 s); a new CA or token would
-#              need every role restarted at once
-#   --apply    run the kubectl command instead of printing it
+#   --dir DIR  where the files go (default: ./pstrain-tls): ca.pem, token, and ROLE.pem with
+#              ROLE-key.pem for scheduler, server, worker and operator (the layout pstrain-launch
+#              --tls_dir reads). Secret pstrain-tls-ROLE holds ca.pem, token and that role's
+#              certificate and key as cert.pem and key.pem, for the scheduler, the servers and the
+#              workers; the operator's files stay here, for tools you run (they can read the job's
+#              status but act as no member). ca-key.pem, the CA's private key, stays here only
+#              (for --renew): keep it safe or delete it
+#   --days N   how long the certificates are valid (default: 90); the CA: 10 times as long
+#   --renew    keep DIR's CA and token and issue new certificates and keys. Applied to a running
+#              job, the roles take them up without a restart, once the kubelet has updated the
+#              mounted Secrets (about a minute) and they re-read them (10 s); a new CA or token
+#              would need every role restarted at once
+#   --apply    run the kubectl commands instead of printing them
 #
-# The certificate names "pstrain" (what every role checks, --tls_server_name) and the scheduler's
-# Service names as DNS subject alternative names, so tools such as grpcurl can also check it.
-# The printed command creates the Secret, or replaces it when it exists (for --renew).
+# Each certificate carries its role as the URI spiffe://pstrain/NAMESPACE/ROLE, which the peers
+# check: a worker's certificate cannot register a server, nor act as one (see
+# docs/guides/security.md). Each also names "pstrain" (what every role checks, --tls_server_name)
+# and the scheduler's Service names as DNS subject alternative names, so tools such as grpcurl
+# can check it. The printed commands create the Secrets, or replace them when they exist.
 set -euo pipefail
 
 dir=./pstrain-tls
@@ -60,9 +66,9 @@ if $renew; then
     [ -s "$dir/$f" ] || { echo "make-tls-secret.sh: --renew needs $dir/$f (made by an earlier run)" >&2; exit 2; }
   done
 else
-  for f in ca.pem ca-key.pem cert.pem key.pem token; do
+  for f in ca.pem ca-key.pem token scheduler.pem server.pem worker.pem operator.pem; do
     if [ -e "$dir/$f" ]; then
-      echo "make-tls-secret.sh: $dir/$f exists; use --renew for a new certificate, or another --dir" >&2
+      echo "make-tls-secret.sh: $dir/$f exists; use --renew for new certificates, or another --dir" >&2
       exit 2
     fi
   done
@@ -72,32 +78,43 @@ else
   openssl rand -hex 32 >"$dir/token"
 fi
 
-# The role certificate: a fresh key, signed by the CA, usable as TLS server and client.
+roles=(scheduler server worker operator)
+# A role's certificate: a fresh key, signed by the CA, usable as TLS server and client, carrying
+# the role in its URI.
 extensions=$(mktemp)
-trap 'rm -f "$extensions" "$dir/cert.csr"' EXIT
-cat >"$extensions" <<EXT
+trap 'rm -f "$extensions" "$dir"/*.csr' EXIT
+for role in "${roles[@]}"; do
+  cat >"$extensions" <<EXT
 basicConstraints = critical, CA:FALSE
 keyUsage = critical, digitalSignature, keyEncipherment
 extendedKeyUsage = serverAuth, clientAuth
-subjectAltName = DNS:pstrain, DNS:pstrain-scheduler, DNS:pstrain-scheduler.$namespace.svc, DNS:pstrain-scheduler.$namespace.svc.cluster.local
+subjectAltName = DNS:pstrain, DNS:pstrain-scheduler, DNS:pstrain-scheduler.$namespace.svc, DNS:pstrain-scheduler.$namespace.svc.cluster.local, URI:spiffe://pstrain/$namespace/$role
 EXT
-quiet openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -sha256 \
-  -keyout "$dir/key.pem.new" -out "$dir/cert.csr" -subj "/O=pstrain job/CN=pstrain"
-quiet openssl x509 -req -in "$dir/cert.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca-key.pem" -sha256 \
-  -set_serial "0x$(openssl rand -hex 16)" -days "$days" -extfile "$extensions" -out "$dir/cert.pem.new"
-quiet openssl verify -CAfile "$dir/ca.pem" "$dir/cert.pem.new"
-mv "$dir/key.pem.new" "$dir/key.pem"
-mv "$dir/cert.pem.new" "$dir/cert.pem"
-chmod 0644 "$dir/ca.pem" "$dir/cert.pem"
+  quiet openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -sha256 \
+    -keyout "$dir/$role-key.pem.new" -out "$dir/$role.csr" -subj "/O=pstrain job/CN=pstrain $role"
+  quiet openssl x509 -req -in "$dir/$role.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca-key.pem" -sha256 \
+    -set_serial "0x$(openssl rand -hex 16)" -days "$days" -extfile "$extensions" -out "$dir/$role.pem.new"
+  quiet openssl verify -CAfile "$dir/ca.pem" "$dir/$role.pem.new"
+  mv "$dir/$role-key.pem.new" "$dir/$role-key.pem"
+  mv "$dir/$role.pem.new" "$dir/$role.pem"
+done
+chmod 0600 "$dir"/*.pem "$dir/token"
 
-# create --dry-run | apply: creates the Secret, or replaces the one there.
-command=(kubectl -n "$namespace" create secret generic pstrain-tls
-  "--from-file=ca.pem=$dir/ca.pem" "--from-file=cert.pem=$dir/cert.pem"
-  "--from-file=key.pem=$dir/key.pem" "--from-file=token=$dir/token" --dry-run=client -o yaml)
+# create --dry-run | apply: creates each role's Secret, or replaces the one there.
 if $apply; then
-  "${command[@]}" | kubectl apply -f -
+  for role in scheduler server worker; do
+    kubectl -n "$namespace" create secret generic "pstrain-tls-$role" \
+      "--from-file=ca.pem=$dir/ca.pem" "--from-file=cert.pem=$dir/$role.pem" \
+      "--from-file=key.pem=$dir/$role-key.pem" "--from-file=token=$dir/token" --dry-run=client -o yaml |
+      kubectl apply -f -
+  done
 else
-  echo "# In $dir: ca.pem, cert.pem, key.pem, token (the Secret) and ca-key.pem (stays here). Create or replace it with:"
-  printf '%q ' "${command[@]}"
-  echo "| kubectl apply -f -"
+  echo "# In $dir: ca.pem, token, and each role's ROLE.pem and ROLE-key.pem (the Secrets); the operator's files"
+  echo "# and ca-key.pem stay here. Create or replace the Secrets pstrain-tls-scheduler, -server and -worker with:"
+  for role in scheduler server worker; do
+    printf '%q ' kubectl -n "$namespace" create secret generic "pstrain-tls-$role" \
+      "--from-file=ca.pem=$dir/ca.pem" "--from-file=cert.pem=$dir/$role.pem" \
+      "--from-file=key.pem=$dir/$role-key.pem" "--from-file=token=$dir/token" --dry-run=client -o yaml
+    echo "| kubectl apply -f -"
+  done
 fi

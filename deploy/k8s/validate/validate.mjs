@@ -9,9 +9,10 @@
 //     names a Service, probes use ports the container declares, a Job's restartPolicy is allowed,
 //     no object appears twice;
 //   - pstrain's roles (pod templates labelled app.kubernetes.io/name: pstrain with component
-//     scheduler, server or worker): every container mounts the TLS Secret (pstrain-tls, or a
-//     projected volume holding it) read-only, as a whole (a subPath mount never sees a rotated
-//     Secret), and points PSTRAIN_TLS_CERT,
+//     scheduler, server or worker): every container mounts its own role's TLS Secret
+//     (pstrain-tls-<component>, or a projected volume holding it; another role's is refused: a
+//     worker's certificate cannot act as a server) read-only, as a whole (a subPath mount never
+//     sees a rotated Secret), and points PSTRAIN_TLS_CERT,
 //     PSTRAIN_TLS_KEY, PSTRAIN_TLS_CA and PSTRAIN_JOB_TOKEN_FILE at files in it; its gRPC probes
 //     ask the port named "health", the plaintext health listener (a kubelet cannot pass the main
 //     port's mutual TLS); it is scraped by Prometheus on the port it names "metrics" (monitoring.mjs);
@@ -233,7 +234,9 @@ function podProblems(obj) {
       (c.volumeMounts ?? []).forEach((m, j) => {
         if (!volumes.has(m.name)) out.push(`${path}.volumeMounts[${j}].name: no volume ${JSON.stringify(m.name)}`);
       });
-      if (kind === "containers" && isRole(template)) out.push(...roleContainerProblems(pod, c, path));
+      if (kind === "containers" && isRole(template)) {
+        out.push(...roleContainerProblems(pod, c, path, template.metadata.labels["app.kubernetes.io/component"]));
+      }
     });
   }
   if (isRole(template)) out.push(...roleScrapeProblems(template, base.replace(/\.spec$/, "")));
@@ -243,7 +246,8 @@ function podProblems(obj) {
 // --- pstrain's roles ---
 
 const ROLES = new Set(["scheduler", "server", "worker"]);
-const TLS_SECRET = "pstrain-tls";
+// Each role's own Secret (tools/make-tls-secret.sh): its certificate carries its role.
+const tlsSecretOf = (component) => `pstrain-tls-${component}`;
 const TLS_ENV = ["PSTRAIN_TLS_CERT", "PSTRAIN_TLS_KEY", "PSTRAIN_TLS_CA", "PSTRAIN_JOB_TOKEN_FILE"];
 
 function isRole(template) {
@@ -253,14 +257,26 @@ function isRole(template) {
 
 // What container `c` (at `path`) of a role's pod `pod` lacks: the TLS Secret and the variables
 // that point at it, and gRPC probes on the health port.
-function roleContainerProblems(pod, c, path) {
+function roleContainerProblems(pod, c, path, component) {
   const out = [];
-  const holdsTls = (v) => v.secret?.secretName === TLS_SECRET ||
-    (v.projected?.sources ?? []).some((source) => source.secret?.name === TLS_SECRET);
+  const TLS_SECRET = tlsSecretOf(component);
+  const secretsOf = (v) => [v.secret?.secretName, ...(v.projected?.sources ?? []).map((source) => source.secret?.name)];
+  const holdsTls = (v) => secretsOf(v).includes(TLS_SECRET);
   const tlsVolumes = new Set((pod.volumes ?? []).filter(holdsTls).map((v) => v.name));
   const mounts = (c.volumeMounts ?? []).filter((m) => tlsVolumes.has(m.name));
   if (mounts.length === 0) {
-    out.push(`${path}.volumeMounts: does not mount the Secret ${JSON.stringify(TLS_SECRET)} (the TLS credentials)`);
+    out.push(`${path}.volumeMounts: does not mount the Secret ${JSON.stringify(TLS_SECRET)} (the ${component}'s TLS credentials)`);
+  }
+  // Another role's credentials (or the old shared pstrain-tls) in a volume this container mounts.
+  const mounted = new Set((c.volumeMounts ?? []).map((m) => m.name));
+  for (const v of pod.volumes ?? []) {
+    if (!mounted.has(v.name)) continue;
+    for (const name of secretsOf(v)) {
+      if (name !== undefined && /^pstrain-tls(-|$)/.test(name) && name !== TLS_SECRET) {
+        out.push(`${path}.volumeMounts: mounts the Secret ${JSON.stringify(name)}; a ${component} mounts only its own, ` +
+                 `${JSON.stringify(TLS_SECRET)} (a certificate is for one role)`);
+      }
+    }
   }
   (c.volumeMounts ?? []).forEach((m, j) => {
     if (!tlsVolumes.has(m.name)) return;
