@@ -43,10 +43,11 @@ std::string FreshDir(const std::string& name) {
   return dir;
 }
 
-TransportSecurityOptions Credentials(const std::string& name) {
-  absl::StatusOr<TransportSecurityOptions> options = MakeJobCredentials(FreshDir(name));
-  CHECK(options.ok()) << options.status();
-  return *options;
+// A fresh job's credentials for `role` (common/job_credentials.h).
+TransportSecurityOptions Credentials(const std::string& name, CertRole role = CertRole::kWorker) {
+  absl::StatusOr<JobCredentials> made = MakeJobCredentials(FreshDir(name));
+  CHECK(made.ok()) << made.status();
+  return made->For(role);
 }
 
 std::shared_ptr<const TransportSecurity> Secure(const TransportSecurityOptions& options) {
@@ -174,10 +175,10 @@ grpc::Status Check(const std::shared_ptr<grpc::Channel>& channel, const std::str
 }
 
 grpc::Status CheckWith(const TransportSecurity& security, const std::string& address,
-                       const std::string& session = "") {
+                       const std::string& session = "", CertRole peer = CertRole::kNone) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // A fresh handshake for every client.
-  return Check(security.NewChannel(address, args), session);
+  return Check(security.NewChannel(address, args, peer), session);
 }
 
 TEST(TransportSecurityTest, MutualTlsAndTokenKeepStrangersOut) {
@@ -212,9 +213,10 @@ TEST(TransportSecurityTest, MutualTlsAndTokenKeepStrangersOut) {
 // Admits a call only with the session credential "let-me-in", and remembers what it was asked.
 class TestGate final : public SessionGate {
  public:
-  absl::Status Admit(absl::string_view method, absl::string_view credential) const override {
+  absl::Status Admit(absl::string_view method, absl::string_view credential, const Peer& peer) const override {
     absl::MutexLock lock(&mu_);
     asked_.push_back(absl::StrCat(method, " ", credential));
+    peers_.push_back(absl::StrCat(peer.has_certificate ? "certificate " : "none ", CertRoleName(peer.role)));
     if (credential == "let-me-in") return absl::OkStatus();
     return absl::PermissionDeniedError(absl::StrCat(method, ": not with '", credential, "'"));
   }
@@ -222,10 +224,16 @@ class TestGate final : public SessionGate {
     absl::MutexLock lock(&mu_);
     return asked_;
   }
+  // "certificate <role>" or "none no role" for each call, in order.
+  std::vector<std::string> peers() const {
+    absl::MutexLock lock(&mu_);
+    return peers_;
+  }
 
  private:
   mutable absl::Mutex mu_;
   mutable std::vector<std::string> asked_ ABSL_GUARDED_BY(mu_);
+  mutable std::vector<std::string> peers_ ABSL_GUARDED_BY(mu_);
 };
 
 TEST(TransportSecurityTest, SessionGateJudgesEveryCallAfterTheToken) {
@@ -338,7 +346,7 @@ TEST(TransportSecurityTest, ClientRefusesServerOfAnotherJob) {
 
 TEST(TransportSecurityTest, ReloadsRotatedCertificates) {
   const std::string dir = FreshDir("rotate");
-  absl::StatusOr<TransportSecurityOptions> first = MakeJobCredentials(dir);
+  absl::StatusOr<TransportSecurityOptions> first = MakeJobCredentials(dir)->For(CertRole::kWorker);
   ASSERT_TRUE(first.ok());
   TransportSecurityOptions watched = *first;
   watched.reload_interval = absl::Seconds(1);
@@ -355,7 +363,7 @@ TEST(TransportSecurityTest, ReloadsRotatedCertificates) {
 
   // Rotate everything but the token (a new CA too), as a renewed Kubernetes Secret would.
   const std::string token = first->token_file;
-  absl::StatusOr<TransportSecurityOptions> second = MakeJobCredentials(dir);
+  absl::StatusOr<TransportSecurityOptions> second = MakeJobCredentials(dir)->For(CertRole::kWorker);
   ASSERT_TRUE(second.ok());
   std::filesystem::copy_file(old.token_file, token, std::filesystem::copy_options::overwrite_existing);
   TransportSecurityOptions rotated = *second;
@@ -367,6 +375,55 @@ TEST(TransportSecurityTest, ReloadsRotatedCertificates) {
   }
   EXPECT_TRUE(took) << "the server never took the rotated certificate";
   EXPECT_EQ(CheckWith(*Secure(old), server.address()).error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+// Each role has its own certificate, and a process refuses to start with another role's.
+TEST(TransportSecurityCreateTest, RefusesAnotherRolesCertificate) {
+  TransportSecurityOptions worker = Credentials("role-files");
+  worker.role = CertRole::kWorker;
+  EXPECT_TRUE(TransportSecurity::Create(worker).ok());
+  TransportSecurityOptions as_server = worker;
+  as_server.role = CertRole::kServer;
+  absl::Status refused = TransportSecurity::Create(as_server).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.message(), HasSubstr("is the worker certificate; this process is a server and needs the "
+                                           "job's server certificate"));
+}
+
+// The gate learns the role of the certificate a TCP peer presented; a unix socket's peer has none.
+TEST(TransportSecurityTest, GateSeesThePeersCertificateRole) {
+  const std::string dir = FreshDir("peer-roles");
+  absl::StatusOr<JobCredentials> job = MakeJobCredentials(dir);
+  ASSERT_TRUE(job.ok()) << job.status();
+  TestGate gate;
+  SecuredServer server(*Secure(job->For(CertRole::kServer)), &gate);
+  EXPECT_TRUE(CheckWith(*Secure(job->For(CertRole::kWorker)), server.address(), "let-me-in").ok());
+  EXPECT_TRUE(CheckWith(*Secure(job->For(CertRole::kServer)), server.address(), "let-me-in").ok());
+  EXPECT_TRUE(CheckWith(*Secure(job->For(CertRole::kOperator)), server.address(), "let-me-in").ok());
+
+  absl::StatusOr<std::string> sockets = PrivateSocketDir(FreshDir("peer-roles-sockets"), "s");
+  ASSERT_TRUE(sockets.ok()) << sockets.status();
+  SecuredServer local(*Secure(job->For(CertRole::kServer)), &gate, absl::StrCat("unix:", *sockets, "/ps.sock"));
+  EXPECT_TRUE(CheckWith(*Secure(job->For(CertRole::kWorker)), local.address(), "let-me-in").ok());
+  EXPECT_EQ(gate.peers(), (std::vector<std::string>{"certificate worker", "certificate server",
+                                                    "certificate operator", "none no role"}));
+}
+
+// A client that says whom it dials refuses a peer whose certificate is another role's.
+TEST(TransportSecurityTest, ClientChecksTheRoleOfThePeerItDials) {
+  const std::string dir = FreshDir("dial-roles");
+  absl::StatusOr<JobCredentials> job = MakeJobCredentials(dir);
+  ASSERT_TRUE(job.ok()) << job.status();
+  SecuredServer scheduler(*Secure(job->For(CertRole::kScheduler)));
+  const auto worker = Secure(job->For(CertRole::kWorker));
+  EXPECT_TRUE(CheckWith(*worker, scheduler.address(), "", CertRole::kScheduler).ok());
+  EXPECT_TRUE(CheckWith(*worker, scheduler.address(), "", CertRole::kNone).ok());
+  // A worker's files serving as "the scheduler" or "a server": the dialler never sends a call.
+  SecuredServer impostor(*Secure(job->For(CertRole::kWorker)));
+  EXPECT_EQ(CheckWith(*worker, impostor.address(), "", CertRole::kScheduler).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(CheckWith(*worker, impostor.address(), "", CertRole::kServer).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
 }
 
 }  // namespace
