@@ -45,36 +45,34 @@ for i in 1 2 3; do
   ip -n "$NS-h$i" link set lo up
 done
 
-# The job's credentials, as docs/guides/security.md makes them.
-(
-  cd "$OUT"
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=pstrain job CA" \
-    -keyout ca.key -out ca.pem 2>/dev/null
-  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=pstrain" \
-    -addext "subjectAltName=DNS:pstrain" -keyout key.pem -out role.csr 2>/dev/null
-  openssl x509 -req -in role.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -copy_extensions copy \
-    -out cert.pem 2>/dev/null
-  openssl rand -hex 32 > token
-  chmod 600 key.pem token
-)
-SECURED=(--tls_cert="$OUT/cert.pem" --tls_key="$OUT/key.pem" --tls_ca="$OUT/ca.pem" --job_token_file="$OUT/token")
+# The job's credentials, one certificate per role (docs/guides/security.md).
+"$(dirname "$0")/../deploy/k8s/tools/make-tls-secret.sh" --dir "$OUT/tls" --days 2 >/dev/null
+# secured ROLE: the flags that give ROLE its own certificate.
+secured() {
+  echo --tls_cert="$OUT/tls/$1.pem" --tls_key="$OUT/tls/$1-key.pem" --tls_ca="$OUT/tls/ca.pem" \
+    --job_token_file="$OUT/tls/token"
+}
 
 # One job: $1 side (secured|insecure), $2 repeat.
 run_job() {
-  local side="$1" i="$2" flags=("${SECURED[@]}")
-  [[ "$side" == insecure ]] && flags=(--insecure)
+  local side="$1" i="$2"
+  # flags ROLE: that role's security flags on this side.
+  flags() { if [[ "$side" == insecure ]]; then echo --insecure; else secured "$1"; fi; }
   local s="$OUT/$side-$i"
+  # shellcheck disable=SC2046  # the flags are words without spaces
   ip netns exec "$NS-h1" "$BIN/pstrain-scheduler" --host=10.0.0.1 --port=7000 --servers=2 --workers=2 \
-    --epochs="$EPOCHS" --summary_json="$s.json" "${flags[@]}" > "$s.scheduler.log" 2>&1 &
+    --epochs="$EPOCHS" --summary_json="$s.json" $(flags scheduler) > "$s.scheduler.log" 2>&1 &
   local scheduler=$!
   local pids=()
   for k in 0 1; do
-    ip netns exec "$NS-h1" "$BIN/pstrain-server" --scheduler=10.0.0.1:7000 --host=10.0.0.1 --port=0 "${flags[@]}" \
+    # shellcheck disable=SC2046
+    ip netns exec "$NS-h1" "$BIN/pstrain-server" --scheduler=10.0.0.1:7000 --host=10.0.0.1 --port=0 $(flags server) \
       > "$s.server$k.log" 2>&1 &
     pids+=($!)
   done
   for h in 2 3; do
-    ip netns exec "$NS-h$h" "$BIN/pstrain-worker" --scheduler=10.0.0.1:7000 "${flags[@]}" > "$s.worker$h.log" 2>&1 &
+    # shellcheck disable=SC2046
+    ip netns exec "$NS-h$h" "$BIN/pstrain-worker" --scheduler=10.0.0.1:7000 $(flags worker) > "$s.worker$h.log" 2>&1 &
     pids+=($!)
   done
   if ! wait "$scheduler"; then

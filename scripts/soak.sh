@@ -29,23 +29,14 @@ BATCH="${SOAK_BATCH:-32}"
 OUT="$(mktemp -d -t pstrain-soak.XXXXXX)"
 echo "soak: outputs in $OUT"
 
-# The job's credentials and a stranger's, as docs/guides/security.md makes them.
+# The job's credentials (one certificate per role) and a stranger's, as docs/guides/security.md
+# makes them.
 make_credentials() {
-  local dir="$1"
-  mkdir -p "$dir"
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=soak CA" \
-    -keyout "$dir/ca.key" -out "$dir/ca.pem" 2>/dev/null
-  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=pstrain" \
-    -addext "subjectAltName=DNS:pstrain" -keyout "$dir/key.pem" -out "$dir/role.csr" 2>/dev/null
-  openssl x509 -req -in "$dir/role.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" -CAcreateserial -days 2 \
-    -copy_extensions copy -out "$dir/cert.pem" 2>/dev/null
-  openssl rand -hex 32 > "$dir/token"
-  chmod 600 "$dir/key.pem" "$dir/token"
+  "$(dirname "$0")/../deploy/k8s/tools/make-tls-secret.sh" --dir "$1" --days 2 >/dev/null
 }
 make_credentials "$OUT/job"
 make_credentials "$OUT/stranger"
-SEC=(--tls_cert="$OUT/job/cert.pem" --tls_key="$OUT/job/key.pem" --tls_ca="$OUT/job/ca.pem"
-     --job_token_file="$OUT/job/token")
+SEC=(--tls_dir="$OUT/job")
 
 run_job() {  # NAME EPOCHS: the job, in the background; sets JOB_PID
   "$BIN/pstrain-launch" "${SEC[@]}" --mode=sync --batch_size="$BATCH" --epochs="$2" --seed=11 \

@@ -43,8 +43,8 @@ def channel(port, kind, job, stranger):
         return grpc.insecure_channel(address, options=options)
     source = stranger if kind == "stranger" else job
     credentials = grpc.ssl_channel_credentials(root_certificates=read(os.path.join(job, "ca.pem")),
-                                               private_key=read(os.path.join(source, "key.pem")),
-                                               certificate_chain=read(os.path.join(source, "cert.pem")))
+                                               private_key=read(os.path.join(source, "worker-key.pem")),
+                                               certificate_chain=read(os.path.join(source, "worker.pem")))
     return grpc.secure_channel(address, credentials, options + [("grpc.ssl_target_name_override", "pstrain")])
 
 
