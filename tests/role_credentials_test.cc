@@ -22,8 +22,11 @@
 #include "common/transport_security.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/session_metadata.h"
+#include "proto/ps.grpc.pb.h"
 #include "proto/scheduler.grpc.pb.h"
 #include "tests/cluster.h"
+#include "tests/played_worker_job.h"
 #include "tests/process.h"
 
 namespace pstrain::testing {
@@ -153,6 +156,59 @@ TEST(RoleCredentialsTest, AWorkerCertificateCannotRegisterAServerAndTheJobFinish
     ASSERT_TRUE(code.ok()) << code.status();
     EXPECT_EQ(*code, 0) << server->Output();
   }
+}
+
+// A session is not enough: the certificate must be its role's too. With worker 0's own session (a
+// bearer token, say copied off the wire) but another role's certificate, the server serves
+// nothing and the scheduler takes no heartbeat; with the worker's certificate both answer.
+TEST(RoleCredentialsTest, AWorkersSessionNeedsTheWorkerCertificate) {
+  const std::string dir = MakeTempDir("role-credentials-session");
+  absl::StatusOr<JobCredentials> job = MakeJobCredentials(dir);
+  ASSERT_TRUE(job.ok()) << job.status();
+  PlayedWorkerJob played;
+  // The server's flags come after the scheduler's, so its own certificate wins.
+  ASSERT_NO_FATAL_FAILURE(played.Start(dir, TransportSecurityFlags(job->For(CertRole::kScheduler)),
+                                       Secure(job->For(CertRole::kWorker)),
+                                       TransportSecurityFlags(job->For(CertRole::kServer))));
+  const std::string session = played.client->session_credential();
+  auto call_with = [&](CertRole role, grpc::Status* pulled, grpc::Status* heartbeat) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    auto security = Secure(job->For(role));
+    auto server = ParameterServer::NewStub(security->NewChannel(played.view.servers(0).address(), args));
+    grpc::ClientContext pull_context;
+    pull_context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    AttachSession(&pull_context, session);
+    PullRequest pull;
+    pull.set_worker_rank(0);
+    pull.set_membership_epoch(played.view.membership_epoch());
+    PullResponse pull_response;
+    *pulled = server->Pull(&pull_context, pull, &pull_response);
+    auto scheduler = Scheduler::NewStub(security->NewChannel(played.address, args));
+    grpc::ClientContext heartbeat_context;
+    heartbeat_context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    AttachSession(&heartbeat_context, session);
+    HeartbeatRequest request;
+    request.set_role(WORKER);
+    request.set_rank(0);
+    HeartbeatResponse response;
+    *heartbeat = scheduler->Heartbeat(&heartbeat_context, request, &response);
+  };
+  for (CertRole role : {CertRole::kServer, CertRole::kOperator, CertRole::kScheduler}) {
+    grpc::Status pulled, heartbeat;
+    call_with(role, &pulled, &heartbeat);
+    const std::string is_for = absl::StrCat("the peer's certificate is for role ", CertRoleName(role),
+                                            "; a worker needs the job's worker certificate (--tls_cert)");
+    EXPECT_EQ(pulled.error_code(), grpc::StatusCode::PERMISSION_DENIED) << pulled.error_message();
+    EXPECT_EQ(pulled.error_message(), absl::StrCat("Pull: ", is_for));
+    EXPECT_EQ(heartbeat.error_code(), grpc::StatusCode::PERMISSION_DENIED) << heartbeat.error_message();
+    EXPECT_EQ(heartbeat.error_message(), absl::StrCat("Heartbeat: ", is_for));
+  }
+  grpc::Status pulled, heartbeat;
+  call_with(CertRole::kWorker, &pulled, &heartbeat);
+  EXPECT_TRUE(pulled.ok()) << pulled.error_message();
+  EXPECT_TRUE(heartbeat.ok()) << heartbeat.error_message();
+  played.Finish();
 }
 
 // A role started with another role's certificate stops at once and says which it needs.
