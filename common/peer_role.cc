@@ -33,6 +33,19 @@ CertRole RoleOfUri(absl::string_view uri) {
   return CertRoleFromName(uri.substr(slash + 1));
 }
 
+// The one role among `uris` (views or strings), kNone for none or several (ambiguous).
+template <typename Uris>
+CertRole OneRole(const Uris& uris) {
+  CertRole found = CertRole::kNone;
+  for (const auto& uri : uris) {
+    const CertRole role = RoleOfUri(absl::string_view(uri.data(), uri.size()));
+    if (role == CertRole::kNone) continue;
+    if (found != CertRole::kNone) return CertRole::kNone;
+    found = role;
+  }
+  return found;
+}
+
 }  // namespace
 
 absl::string_view CertRoleName(CertRole role) {
@@ -57,16 +70,7 @@ std::string CertRoleUri(absl::string_view job, CertRole role) {
   return absl::StrCat(kUriPrefix, job, "/", CertRoleName(role));
 }
 
-CertRole CertRoleFromUris(const std::vector<std::string>& uris) {
-  CertRole found = CertRole::kNone;
-  for (const std::string& uri : uris) {
-    const CertRole role = RoleOfUri(uri);
-    if (role == CertRole::kNone) continue;
-    if (found != CertRole::kNone) return CertRole::kNone;  // Several roles: ambiguous.
-    found = role;
-  }
-  return found;
-}
+CertRole CertRoleFromUris(const std::vector<std::string>& uris) { return OneRole(uris); }
 
 absl::StatusOr<CertRole> CertRoleOfPem(absl::string_view pem) {
   std::unique_ptr<BIO, Freer> bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
@@ -92,11 +96,7 @@ Peer PeerOf(const grpc::AuthContext* context) {
   // credentials) and a plaintext one's have none.
   if (context->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME).empty()) return peer;
   peer.has_certificate = true;
-  std::vector<std::string> uris;
-  for (const grpc::string_ref& uri : context->FindPropertyValues(GRPC_PEER_URI_PROPERTY_NAME)) {
-    uris.emplace_back(uri.data(), uri.size());
-  }
-  peer.role = CertRoleFromUris(uris);
+  peer.role = OneRole(context->FindPropertyValues(GRPC_PEER_URI_PROPERTY_NAME));
   return peer;
 }
 
