@@ -157,8 +157,8 @@ class Cluster {
     const TransportSecurityOptions& given = options_.security;
     if (!given.cert_file.empty() || !given.key_file.empty() || !given.ca_file.empty()) {
       return absl::InvalidArgumentError(
-          "pstrain-launch gives each role its own certificate, so --tls_cert/--tls_key/--tls_ca (one certificate "
-          "for every role) are refused: give --tls_dir=DIR, a folder of the job's per-role credentials (ca.pem, "
+          "--tls_cert/--tls_key/--tls_ca would give every role the same certificate, and each role needs its own "
+          "(a worker's cannot register a server): give --tls_dir=DIR, a folder of the job's per-role credentials (ca.pem, "
           "token, scheduler.pem, scheduler-key.pem, server.pem, server-key.pem, worker.pem, worker-key.pem, "
           "operator.pem, operator-key.pem, as deploy/k8s/tools/make-tls-secret.sh --dir writes), or nothing for "
           "throwaway ones");
