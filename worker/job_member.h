@@ -119,8 +119,8 @@ class JobMember {
   absl::StatusOr<ClusterView> Start();
 
   // A training session for `params` (the job's tensors, in the shard map's order) under the
-  // view Start() returned. When the job writes a final model, the first live worker at the end
-  // sends it to the scheduler (model file of `params` and the final weights).
+  // view Start() returned. (A job's final model is not the worker's to send: the scheduler
+  // assembles it from the servers' shards.)
   // REQUIRES: Start succeeded.
   absl::StatusOr<std::unique_ptr<TrainingSession>> NewSession(std::vector<model::ParamSpec> params);
 
