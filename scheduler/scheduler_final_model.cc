@@ -172,8 +172,8 @@ absl::Status Scheduler::SubmitFinalShard(const FinalShard& shard) {
   }
   const std::string& model_file = *bytes;
   if (absl::Status written = options_.write_final_model(model_file); !written.ok()) {
-    absl::Status reason(written.code(), absl::StrCat("final model assembled from ", options_.job.num_servers(),
-                                                     " shards (", model_file.size(), " bytes): ", written.message()));
+    absl::Status reason(written.code(), absl::StrCat("final model assembled from the servers' shards (",
+                                                     model_file.size(), " bytes): ", written.message()));
     Fail(reason);
     return reason;
   }
@@ -183,8 +183,9 @@ absl::Status Scheduler::SubmitFinalShard(const FinalShard& shard) {
     final_model_written_ = true;
     final_values_.clear();
     final_values_.shrink_to_fit();
-    LOG(INFO) << "final model assembled from " << options_.job.num_servers() << " shards (" << model_file.size()
-              << " bytes) written to " << options_.job.final_model_path();
+    const int shards = options_.job.num_servers();
+    LOG(INFO) << "final model assembled from " << shards << (shards == 1 ? " shard (" : " shards (")
+              << model_file.size() << " bytes) written to " << options_.job.final_model_path();
     MaybeFinishLocked(&deferred);
     SaveLocked(&deferred);
   }
