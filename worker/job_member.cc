@@ -111,9 +111,10 @@ absl::StatusOr<ClusterView> JobMember::Start() {
   heartbeater_ = std::make_unique<Heartbeater>(
       scheduler_.get(), WORKER, rank_, absl::Milliseconds(heartbeat_ms_), absl::Milliseconds(dead_after_ms_),
       [this](absl::Status end) {
-        if (end.ok()) return;
         {
           absl::MutexLock lock(&mu_);
+          job_ended_ = true;
+          if (end.ok()) return;
           if (outcome_.ok()) outcome_ = end;
         }
         ps_->CancelAll(std::string(end.message()));
@@ -142,7 +143,20 @@ absl::Status JobMember::outcome() const {
   return outcome_;
 }
 
+absl::Status JobMember::AwaitJobEnd() {
+  LOG(INFO) << "done; waiting for the job to end (the scheduler writes the final model from the servers' shards)";
+  absl::MutexLock lock(&mu_);
+  while (!job_ended_ && !LeaveRequested()) mu_.AwaitWithTimeout(absl::Condition(&job_ended_), absl::Milliseconds(100));
+  if (!job_ended_) return absl::OkStatus();  // asked to leave: its part is done anyway
+  if (absl::IsAborted(outcome_)) return outcome_;  // the job failed, e.g. the model could not be written
+  if (!outcome_.ok()) LOG(WARNING) << "after this worker was done: " << outcome_;
+  return absl::OkStatus();
+}
+
 absl::Status JobMember::Finish(absl::Status status) {
+  if (status.ok() && !job_.final_model_path().empty() && heartbeater_ != nullptr && !LeaveRequested()) {
+    status = AwaitJobEnd();
+  }
   if (health_ != nullptr) health_->SetServing(false);
   // A failure seen by the heartbeat explains a cancelled call better than the cancellation does.
   const absl::Status cause = outcome();
