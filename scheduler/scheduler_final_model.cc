@@ -1,5 +1,8 @@
 // Scheduler, part three: the final model, assembled from the servers' own shards once every live
 // worker is done (see "The final model" in scheduler.h). No member can submit it.
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -7,12 +10,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "model/model_file.h"
 #include "model/param_spec.h"
-#include "scheduler/scheduler.h"
 
 namespace pstrain {
 namespace scheduler {
