@@ -51,8 +51,9 @@ class SchedulerApi {
   // Server `server_rank` holds checkpoints of `steps` (ascending).
   virtual absl::Status ReportCheckpoints(int server_rank, const std::vector<int64_t>& steps) = 0;
   virtual absl::Status ReportSlowStep(const SlowStepReport& report) = 0;
-  // Sends the final model file (model::SerializeModelFile); returns once the scheduler wrote it.
-  virtual absl::Status SubmitFinalModel(int worker_rank, std::string model_file) = 0;
+  // Servers: one shard of the final model, when the scheduler asks for it (proto/scheduler.proto
+  // SubmitFinalShard); returns once the scheduler took it.
+  virtual absl::Status SubmitFinalShard(const FinalShard& shard) = 0;
   // JobSpec.model "external": declares the model a worker trains (proto/scheduler.proto
   // ModelDeclaration: the model file's names, shapes and initial values, the data set's sizes, the
   // tensors averaged rather than trained, the embedding tables); the first declaration defines the

@@ -41,7 +41,7 @@ grpc::ChannelArguments ChannelArgs() {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  // Model files travel both ways (DeclareModel, GetInitialModel, SubmitFinalModel); the scheduler
+  // Model files travel both ways (DeclareModel, GetInitialModel, SubmitFinalShard); the scheduler
   // takes up to 1 GiB too.
   args.SetMaxReceiveMessageSize(1 << 30);
   args.SetMaxSendMessageSize(1 << 30);
@@ -288,12 +288,9 @@ absl::Status SchedulerClient::ReportSlowStep(const SlowStepReport& report) {
       .status();
 }
 
-absl::Status SchedulerClient::SubmitFinalModel(int worker_rank, std::string model_file) {
-  FinalModel request;
-  request.set_worker_rank(worker_rank);
-  request.set_model_file(std::move(model_file));
-  return CallRetrying(&Scheduler::Stub::SubmitFinalModel, request,
-                      absl::StrCat("submit the final model of worker ", worker_rank),
+absl::Status SchedulerClient::SubmitFinalShard(const FinalShard& shard) {
+  return CallRetrying(&Scheduler::Stub::SubmitFinalShard, shard,
+                      absl::StrCat("submit final shard ", shard.shard(), " of server ", shard.server_rank()),
                       std::max(rpc_timeout_, absl::Minutes(1)), /*parked=*/false)
       .status();
 }
@@ -319,7 +316,8 @@ absl::StatusOr<JobStatus> SchedulerClient::GetJobStatus() {
 Heartbeater::Heartbeater(SchedulerClient* client, Role role, int rank, absl::Duration interval,
                          absl::Duration give_up_after, std::function<void(absl::Status)> on_end,
                          std::function<void(int64_t)> on_membership_change,
-                         std::function<void(HeartbeatRequest*)> describe)
+                         std::function<void(HeartbeatRequest*)> describe,
+                         std::function<void(const HeartbeatResponse&)> on_answer)
     : client_(client),
       role_(role),
       rank_(rank),
@@ -328,6 +326,7 @@ Heartbeater::Heartbeater(SchedulerClient* client, Role role, int rank, absl::Dur
       on_end_(std::move(on_end)),
       on_membership_change_(std::move(on_membership_change)),
       describe_(std::move(describe)),
+      on_answer_(std::move(on_answer)),
       thread_([this] { Loop(); }) {}
 
 Heartbeater::~Heartbeater() {
@@ -373,6 +372,7 @@ void Heartbeater::Loop() {
         on_end_(absl::AbortedError(absl::StrCat("job failed: ", response->failure())));
         return;
       }
+      if (on_answer_) on_answer_(*response);
       failures_in_a_row = 0;
     } else if (++failures_in_a_row >= 2 &&
                absl::Now() - last_ok > std::max(give_up_after_, client_->reconnect_window())) {

@@ -96,10 +96,11 @@ class SchedulerClient : public SchedulerApi {
   absl::Status ReportCheckpoints(int server_rank, const std::vector<int64_t>& steps) override;
   // A SYNC step of this server waits for `report.waiting_for` (server/slow_step_watch.h).
   absl::Status ReportSlowStep(const SlowStepReport& report) override;
-  // Sends the final model file (model::SerializeModelFile) for the scheduler to write; returns
-  // once it is written. Retried like ReportProgress; its deadline is at least a minute (a large
-  // model is written and fsynced before the answer).
-  absl::Status SubmitFinalModel(int worker_rank, std::string model_file) override;
+  // Sends one shard of the final model (its chunks' current values) when the scheduler asked for
+  // it (HeartbeatResponse.send_final_shards); returns once the scheduler took it, and for the last
+  // shard once the model is written. Retried like ReportProgress; its deadline is at least a
+  // minute (a large model is written and fsynced before the answer).
+  absl::Status SubmitFinalShard(const FinalShard& shard) override;
   // JobSpec.model "external": declares the model this worker trains (Scheduler.DeclareModel):
   // its model_file as model::SerializeModelFile writes it (names, shapes, initial values), the
   // data set sizes, the tensors averaged rather than trained (names of tensors of the file; see
@@ -161,11 +162,14 @@ class SchedulerClient : public SchedulerApi {
 // is borrowed and must outlive this object.
 class Heartbeater {
  public:
-  // `describe` (may be empty) adds what a role reports with each beat, on the heartbeat thread.
+  // `describe` (may be empty) adds what a role reports with each beat, on the heartbeat thread;
+  // `on_answer` (may be empty) sees every answer of a running job, on the same thread, after
+  // on_membership_change (servers learn there which final shards to send).
   Heartbeater(SchedulerClient* client, Role role, int rank, absl::Duration interval,
               absl::Duration give_up_after, std::function<void(absl::Status)> on_end,
               std::function<void(int64_t)> on_membership_change = nullptr,
-              std::function<void(HeartbeatRequest*)> describe = nullptr);
+              std::function<void(HeartbeatRequest*)> describe = nullptr,
+              std::function<void(const HeartbeatResponse&)> on_answer = nullptr);
   ~Heartbeater();
 
   Heartbeater(const Heartbeater&) = delete;
@@ -185,6 +189,7 @@ class Heartbeater {
   const std::function<void(absl::Status)> on_end_;
   const std::function<void(int64_t)> on_membership_change_;
   const std::function<void(HeartbeatRequest*)> describe_;
+  const std::function<void(const HeartbeatResponse&)> on_answer_;
 
   absl::Notification stop_;
   mutable absl::Mutex mu_;

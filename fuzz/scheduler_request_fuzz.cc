@@ -5,7 +5,7 @@
 // scheduler or leave a state that its snapshot (what --state_dir persists) cannot encode.
 //
 // Input: byte 0 bit 0: an external model's job (DeclareModel applies) rather than a built-in one;
-// bit 1: ASYNC rather than SYNC. Then frames (fuzz_util.h), tag % 13 picking the call; the body is
+// bit 1: ASYNC rather than SYNC. Then frames (fuzz_util.h), tag % 14 picking the call; the body is
 // the request's protobuf bytes (for the clock: seconds to move it by).
 #include <cstddef>
 #include <cstdint>
@@ -36,7 +36,8 @@ Scheduler::Options MakeOptions(uint8_t flags, const absl::Time* now) {
   job.set_mode(flags & 2 ? pstrain::ASYNC : pstrain::SYNC);
   job.set_batch_size(10);
   job.set_epochs(2);
-  job.set_final_model_path("final.model");  // never written: write_final_model only checks
+  job.set_final_model_path("final.model");  // never written: write_final_model only checks the
+                                            // model assembled from SubmitFinalShard's shards
   Scheduler::Options options;
   if (flags & 1) {
     job.set_model(pstrain::kExternalModel);
@@ -75,7 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   uint8_t tag;
   absl::string_view body;
   while (frames.Next(&tag, &body)) {
-    switch (tag % 13) {
+    switch (tag % 14) {
       case 0: {
         pstrain::RegisterRequest r;
         if (Parse(body, &r)) (void)s->Register(r);
@@ -142,6 +143,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         now += absl::Seconds(body.empty() ? 1 : static_cast<uint8_t>(body[0]));
         s->CheckHealth();
         break;
+      case 13: {
+        pstrain::FinalShard r;
+        if (Parse(body, &r)) (void)s->SubmitFinalShard(r);
+        break;
+      }
     }
   }
   (void)s->Snapshot();

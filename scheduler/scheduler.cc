@@ -286,6 +286,9 @@ absl::StatusOr<HeartbeatResponse> Scheduler::Heartbeat(const HeartbeatRequest& r
     response.set_state(state_);
     response.set_membership_epoch(membership_.epoch());
     if (state_ == FAILED) response.set_failure(std::string(failure_.message()));
+    if (request.role() == SERVER) {
+      for (int shard : FinalShardsWantedLocked(request.rank())) response.add_send_final_shards(shard);
+    }
     // Only a role's first heartbeat persists: from then on it is held to dead_after, also by a
     // restarted scheduler.
     if (first) SaveLocked(&deferred);
@@ -504,6 +507,8 @@ void Scheduler::RemoveWorkerLocked(int rank, ChangeKind kind, absl::string_view 
             << "; " << MembershipLine();
   PublishParticipantsLocked(deferred);
   if (state_ != RUNNING) return;  // Before the job runs, another worker may still take the slot.
+  // Training is over (the job waits for the final shards): a worker leaving costs nothing.
+  if (progress_->finished()) return;
   const int live = membership_.num_live(WORKER);
   if (live < options_.job.min_workers()) {
     EndLocked(FAILED,
@@ -518,59 +523,18 @@ void Scheduler::RemoveWorkerLocked(int rank, ChangeKind kind, absl::string_view 
 
 void Scheduler::MaybeFinishLocked(Deferred* deferred) {
   if (state_ != RUNNING) return;
-  const std::vector<int> live = membership_.LiveRanks(WORKER);
+  // Once true, TryFinish stays true: training is over even if done workers leave afterwards.
+  const bool trained_before = progress_->finished();
+  if (!progress_->TryFinish(membership_.LiveRanks(WORKER), Now())) return;
   if (NeedsFinalModel() && !final_model_written_) {
-    // The first live worker sends the model before its done report, so this means it is gone.
-    if (progress_->AllDone(live)) {
-      EndLocked(FAILED,
-                absl::FailedPreconditionError(absl::StrCat(
-                    "every live worker is done, but none sent the final model for ", options_.job.final_model_path(),
-                    " (the worker holding it left or died before sending it); ", MembershipLine())),
-                deferred);
+    if (!trained_before) {
+      LOG(INFO) << "every live worker is done; waiting for the servers' final shards to write "
+                << options_.job.final_model_path() << "; " << MembershipLine();
     }
     return;
   }
-  if (!progress_->TryFinish(live, Now())) return;
   LOG(INFO) << "every live worker is done; job FINISHED; " << MembershipLine();
   EndLocked(FINISHED, absl::OkStatus(), deferred);
-}
-
-absl::Status Scheduler::SubmitFinalModel(const FinalModel& model) {
-  const int rank = model.worker_rank();
-  const std::string what = absl::StrCat("final model from worker ", rank);
-  auto check = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-    if (!NeedsFinalModel()) {
-      return absl::FailedPreconditionError(absl::StrCat(what, ": the job has no final_model_path"));
-    }
-    if (state_ == FAILED) return JobFailedError();
-    if (!membership_.ever_registered(WORKER, rank)) {
-      return absl::FailedPreconditionError(absl::StrCat(what, ": not a registered worker"));
-    }
-    return absl::OkStatus();
-  };
-  // One write at a time: a second sender (or a retry) waits, then finds the model written.
-  absl::MutexLock write_lock(&model_write_mu_);
-  {
-    absl::MutexLock lock(&mu_);
-    RETURN_IF_ERROR(check());
-    if (final_model_written_) return absl::OkStatus();
-  }
-  if (absl::Status written = options_.write_final_model(model.model_file()); !written.ok()) {
-    absl::Status reason(written.code(), absl::StrCat(what, " (", model.model_file().size(), " bytes): ",
-                                                     written.message()));
-    Fail(reason);
-    return reason;
-  }
-  Deferred deferred;
-  {
-    absl::MutexLock lock(&mu_);
-    final_model_written_ = true;
-    LOG(INFO) << what << " (" << model.model_file().size() << " bytes) written to "
-              << options_.job.final_model_path();
-    MaybeFinishLocked(&deferred);
-    SaveLocked(&deferred);
-  }
-  return Run(std::move(deferred));
 }
 
 void Scheduler::ReportFailure(const FailureReport& report) {

@@ -4,7 +4,9 @@
 // job's state:
 //
 //   WAITING_FOR_ROLES --(last role registers)--> RUNNING --(every live worker sent done and
-//          |                                        |      no evaluation is outstanding)--> FINISHED
+//          |                                        |      no evaluation is outstanding, and with
+//          |                                        |      a final_model_path the model written
+//          |                                        |      from the servers' shards)--> FINISHED
 //          +--(startup timeout, dead or silent server (unless replaced, below), fewer than
 //              min_workers live workers, reported failure, Fail())--> FAILED
 //
@@ -46,6 +48,22 @@
 // A declaration may list embedding tables (ModelDeclaration.tables): they must be the job's when
 // the job declares tables; otherwise the first accepted declaration's become the job's, in the
 // view (ClusterView.tables) and the state, like its tensors.
+//
+// The final model (job.final_model_path with Options::write_final_model). No member submits it:
+// once every live worker is done, training ends (Progress::TryFinish) and the job waits, RUNNING,
+// for the servers' shards. Each live server's heartbeat answer lists the shards it is the primary
+// of that are still missing (HeartbeatResponse.send_final_shards); the server sends their chunks
+// (SubmitFinalShard), checked against the shard map; the last one completes the model, which is
+// written (the tensors of the shard map, in order) before the job is FINISHED:
+//
+//   workers done --> servers' heartbeat answers: send shards [0], [1], ... --> SubmitFinalShard
+//     x S --> model file written --> FINISHED
+//
+// Meanwhile a worker that leaves or dies costs nothing (its work is done: min_workers no longer
+// applies). A server that dies before its shard arrived: with replicas its copy is promoted and
+// sends it; with server recovery by checkpoints the job fails (a replacement would restore an
+// earlier step); otherwise its death fails the job as always. Shards are kept in memory only: a
+// restarted scheduler asks again.
 //
 // FINISHED and FAILED are final. When the job ends every parked call is answered: view waiters get
 // the view (FINISHED) or ABORTED "job failed: <reason>"; parked barriers get ABORTED.
@@ -133,11 +151,11 @@ class Scheduler {
     // Handed to roles at registration (RegisterResponse.reconnect_ms): how long they ride out an
     // outage of this scheduler. Zero unless the state persists.
     absl::Duration reconnect = absl::ZeroDuration();
-    // The final model (job.final_model_path): checks a model file a worker sent
-    // (SubmitFinalModel) and writes it to final_model_path; INVALID_ARGUMENT or DATA_LOSS for
+    // The final model (job.final_model_path): writes the model file assembled from the servers'
+    // shards (see "The final model" above) to final_model_path; INVALID_ARGUMENT or DATA_LOSS for
     // bytes that are not a model file (nothing written), the I/O error otherwise. Called outside
     // the lock, one call at a time. When set and the job has a final_model_path, the job finishes
-    // only once a model was written. Empty: the core takes no model (SubmitFinalModel answers
+    // only once a model was written. Empty: the core assembles no model (SubmitFinalShard answers
     // FAILED_PRECONDITION) and does not wait for one.
     std::function<absl::Status(absl::string_view model_file)> write_final_model;
     // External model with persistence (--state_dir): makes the model file of the first accepted
@@ -260,13 +278,19 @@ class Scheduler {
   absl::Status ReportSlowStep(const SlowStepReport& report);
   static constexpr int kMaxSlowSteps = 50;
 
-  // The final model from worker `model.worker_rank()` (see Options::write_final_model): written
-  // before this returns OK, and the job may finish from then on (an earlier report may have
-  // completed the finish condition). OK without writing once a model was written (a retry or a
-  // second sender). A model that cannot be written (bad bytes, I/O) fails the job and returns the
-  // error. FAILED_PRECONDITION without a final_model_path or write_final_model, or for a rank that
-  // never registered as a worker; ABORTED once the job has failed. Blocks on the write.
+  // A worker's final model: always PERMISSION_DENIED, changing nothing (the scheduler assembles
+  // the model from the servers' shards; see "The final model" above). For old workers.
   absl::Status SubmitFinalModel(const FinalModel& model);
+
+  // One shard of the final model from its primary server (see "The final model" above and
+  // proto/scheduler.proto SubmitFinalShard). The shard that completes the model has it written
+  // before this returns OK, and the job FINISHES. OK, changing nothing, for a shard already held
+  // or once the model is written. Errors, changing nothing: FAILED_PRECONDITION without a
+  // final_model_path or write_final_model, or before every live worker is done; PERMISSION_DENIED
+  // from a server that is not the shard's primary (or not live); INVALID_ARGUMENT for a shard that
+  // does not match the shard map or holds a non-finite value; ABORTED once the job has failed. A
+  // model that cannot be written fails the job and returns the error. Blocks on the write.
+  absl::Status SubmitFinalShard(const FinalShard& shard);
 
   // A worker declares the model of an external model's job (see "Declared models" above and
   // proto/scheduler.proto): the first valid declaration sets the job's tensors, shard map, initial
@@ -395,10 +419,23 @@ class Scheduler {
   bool NeedsFinalModel() const {
     return !options_.job.final_model_path().empty() && options_.write_final_model != nullptr;
   }
-  // Finishes the job when Progress::TryFinish says so and the final model, if needed, is written.
-  // Every live worker done without a final model (the worker that was to send it left or died
-  // first) fails the job.
+  // Finishes the job when Progress::TryFinish says so and the final model, if needed, is written;
+  // with one still to write, the job waits for the servers' shards from then on.
   void MaybeFinishLocked(Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the job waits for the servers' final shards: running, training over (every live
+  // worker was done), a final model needed and not yet written.
+  bool AwaitsFinalShardsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The server that answers for shard `shard` now: its primary with replicas, else that rank.
+  int ShardPrimaryLocked(int shard) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The shards still wanted from live server `rank` (HeartbeatResponse.send_final_shards).
+  std::vector<int> FinalShardsWantedLocked(int rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Checks `shard` against the shard map and copies its values into final_values_; nothing
+  // changes on error (see SubmitFinalShard).
+  absl::Status TakeFinalShardLocked(const FinalShard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Server recovery while the job waits for the final shards: a server that died before its shard
+  // arrived fails the job (its replacement would restore an earlier step). True when it did.
+  bool FailForLostFinalShardLocked(int rank, absl::string_view reason, Deferred* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FAILED_PRECONDITION unless (role, rank) is a live member.
   absl::Status CheckLive(Role role, int rank, absl::string_view what) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // "membership epoch 7, live workers [0, 2]" (and ", live servers [0]" while a server rank is
@@ -457,8 +494,12 @@ class Scheduler {
   int port_ ABSL_GUARDED_BY(mu_) = 0;
   int restarts_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t snapshot_version_ ABSL_GUARDED_BY(mu_) = 0;
-  // A final model was written (SubmitFinalModel).
+  // A final model was written (from the servers' shards).
   bool final_model_written_ ABSL_GUARDED_BY(mu_) = false;
+  // The final shards received so far (shard ranks) and their values, in the shard map's flat
+  // layout (allocated with the first shard). Not persisted: a restarted scheduler asks again.
+  std::vector<bool> final_shards_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> final_values_ ABSL_GUARDED_BY(mu_);
   // Serializes final model writes (taken before mu_, never while holding it).
   absl::Mutex model_write_mu_;
   // Issues and checks session credentials; its key is in the state, so a restart keeps it.

@@ -35,8 +35,8 @@ namespace {
 // What the scheduler sends is ours: a cluster view carries the whole shard map; leave ample room.
 constexpr int kMaxSendBytes = 1 << 30;
 
-// The largest request the job can legitimately send the scheduler: a model file (DeclareModel,
-// SubmitFinalModel) of the job's model, i.e. its floats and a header per tensor, plus an eighth and
+// The largest request the job can legitimately send the scheduler: a model file (DeclareModel) of
+// the job's model, or a server's share of it (SubmitFinalShard), i.e. its floats and a header per tensor, plus an eighth and
 // 1 MiB for every other field and message (heartbeats, progress reports: small). An external
 // model's size is unknown until it is declared, so `max_model_bytes` stands for it. The listener
 // applies it as gRPC's receive limit: the job is known before the scheduler listens.

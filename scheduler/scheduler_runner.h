@@ -8,8 +8,9 @@
 //
 // The port also serves gRPC health checking (common/health.h): SERVING from listening until the
 // job ends, NOT_SERVING after; so does the separate plaintext health port, if any (health_port),
-// which a probe can reach when the main port demands TLS. The final model a worker sends (SubmitFinalModel) is checked
-// (model::ParseModelFile) and written to the job's final_model_path before the job can finish.
+// which a probe can reach when the main port demands TLS. The final model, assembled from the servers' shards
+// (SubmitFinalShard), is checked (model::ParseModelFile) and written to the job's final_model_path
+// before the job can finish.
 // No request may be larger than the job's largest model file (Options::max_model_bytes for an
 // external model) plus slack.
 // For an external model (JobSpec.model "external") no data is read and there is no shard map

@@ -82,6 +82,7 @@ void Scheduler::RemoveServerLocked(int rank, absl::string_view reason, Deferred*
     PromoteReplicasLocked(rank, reason, deferred);
     return;
   }
+  if (FailForLostFinalShardLocked(rank, reason, deferred)) return;
   const absl::Time now = Now();
   absl::StatusOr<bool> removed = membership_.Remove(SERVER, rank, ChangeKind::kDied, now);
   if (!removed.ok() || !*removed) return;

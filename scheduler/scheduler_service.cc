@@ -185,9 +185,19 @@ grpc::ServerUnaryReactor* SchedulerService::SubmitFinalModel(grpc::CallbackServe
                                                              grpc::ByteBuffer* out) {
   return ServeAs<FinalModel, FinalModelAck>(*core_, ctx, in, out, "SubmitFinalModel", AsWorker<FinalModel>, [this](auto* call) {
     VLOG(1) << "SubmitFinalModel worker " << call->request.worker_rank() << ": "
-            << call->request.model_file().size() << " bytes";
-    // Writes (and fsyncs) the file on this callback thread: rare, and the caller waits for it anyway.
+            << call->request.model_file().size() << " bytes (refused)";
     call->Reply(core_->SubmitFinalModel(call->request));
+  });
+}
+
+grpc::ServerUnaryReactor* SchedulerService::SubmitFinalShard(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
+                                                             grpc::ByteBuffer* out) {
+  return ServeAs<FinalShard, FinalShardAck>(*core_, ctx, in, out, "SubmitFinalShard", AsServer<FinalShard>, [this](auto* call) {
+    VLOG(1) << "SubmitFinalShard server " << call->request.server_rank() << ": shard " << call->request.shard()
+            << ", " << call->request.chunks_size() << " chunks";
+    // The last shard writes (and fsyncs) the model on this callback thread: once per job, and the
+    // server waits for it anyway.
+    call->Reply(core_->SubmitFinalShard(call->request));
   });
 }
 

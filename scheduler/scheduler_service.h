@@ -4,8 +4,8 @@
 //
 // Sessions. Register answers a session credential (common/session_credential.h). Every method that
 // acts as a rank (Heartbeat, Barrier, ReportFailure, Leave as the request's role and rank;
-// LeaseWork, ReportProgress, SubmitFinalModel, DeclareModel as its worker_rank; ReportCheckpoints
-// and ReportSlowStep as its server_rank) checks the call's credential (Scheduler::Authenticate)
+// LeaseWork, ReportProgress, SubmitFinalModel, DeclareModel as its worker_rank; ReportCheckpoints,
+// ReportSlowStep and SubmitFinalShard as its server_rank) checks the call's credential (Scheduler::Authenticate)
 // before parsing the request, then that it names that role and rank: UNAUTHENTICATED without a
 // valid one, PERMISSION_DENIED for another rank or role, and the core never sees a refused call.
 // Register, GetClusterView, GetJobStatus and GetInitialModel act as nobody and need the job's
@@ -49,10 +49,11 @@ using RawSchedulerBase =
     pstrain::Scheduler::WithRawCallbackMethod_ReportCheckpoints<
     pstrain::Scheduler::WithRawCallbackMethod_ReportSlowStep<
     pstrain::Scheduler::WithRawCallbackMethod_SubmitFinalModel<
+    pstrain::Scheduler::WithRawCallbackMethod_SubmitFinalShard<
     pstrain::Scheduler::WithRawCallbackMethod_DeclareModel<
     pstrain::Scheduler::WithRawCallbackMethod_GetInitialModel<
     pstrain::Scheduler::WithRawCallbackMethod_GetJobStatus<
-    pstrain::Scheduler::Service>>>>>>>>>>>>>>;
+    pstrain::Scheduler::Service>>>>>>>>>>>>>>>;
 
 class SchedulerService final : public RawSchedulerBase, public SessionGate {
  public:
@@ -85,6 +86,8 @@ class SchedulerService final : public RawSchedulerBase, public SessionGate {
   grpc::ServerUnaryReactor* ReportSlowStep(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                          grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* SubmitFinalModel(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* SubmitFinalShard(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                            grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* DeclareModel(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response) override;

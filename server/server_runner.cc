@@ -404,7 +404,8 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
         *request->mutable_traffic() = metrics->Traffic();
         AddTableUsage(*primary, /*replica=*/false, request);
         if (replica != nullptr) AddTableUsage(*replica, /*replica=*/true, request);
-      });
+      },
+      [this](const HeartbeatResponse& answer) { NoteFinalShardsWanted(answer); });
   // Not on the heartbeat thread: a slow GetClusterView must not delay the heartbeats.
   std::thread membership([&] {
     FollowMembership(client, &heartbeater, service, store->get(), rank, checkpointing ? job.checkpoint_dir() : "",
@@ -430,16 +431,18 @@ void ServerRunner::FollowMembership(SchedulerClient* client, const Heartbeater* 
   while (true) {
     int64_t hint = 0;
     bool report = false;
+    std::vector<int> final_shards;
     {
       absl::MutexLock lock(&mu_);
       auto due = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return StoppedOrEnded() || membership_hint_ > tried || checkpoints_changed_;
+        return StoppedOrEnded() || membership_hint_ > tried || checkpoints_changed_ || !final_shards_wanted_.empty();
       };
       mu_.AwaitWithTimeout(absl::Condition(&due), poll);
       if (StoppedOrEnded()) return;
       hint = membership_hint_;
       report = checkpoints_changed_ || report_failed;
       checkpoints_changed_ = false;
+      final_shards.swap(final_shards_wanted_);
     }
     // The heartbeater reports no change on its first answer, so its epoch also covers a change
     // between the start-up refresh and that answer.
@@ -471,6 +474,13 @@ void ServerRunner::FollowMembership(SchedulerClient* client, const Heartbeater* 
       if (quiet_polls == 10) quiet_polls = -1;
     }
     if (report && !checkpoint_dir.empty()) report_failed = !ReportCheckpoints(client, rank, checkpoint_dir).ok();
+    // After the membership refresh above, so that a copy promoted by the same change sends its shard.
+    if (!final_shards.empty()) {
+      if (absl::Status s = SendFinalShards(client, rank, *store, final_shards); !s.ok()) {
+        EndJob(s);
+        return;
+      }
+    }
     if (std::optional<SlowStepReport> slow = slow_steps.Check(store->Pending(absl::Now())); slow.has_value()) {
       LOG(WARNING) << "server " << rank << ": step " << slow->step() << " has waited " << slow->waited_ms()
                    << " ms for workers [" << absl::StrJoin(slow->waiting_for(), ", ") << "]";
@@ -539,6 +549,47 @@ absl::Status ServerRunner::RollBack(SchedulerClient* client, int rank, const std
   return absl::OkStatus();
 }
 
+absl::Status ServerRunner::SendFinalShards(SchedulerClient* client, int rank, const ParameterStore& store,
+                                           const std::vector<int>& shards) {
+  for (int shard : shards) {
+    const ParameterStore* source = nullptr;
+    if (store.rank() == shard) {
+      source = &store;
+    } else if (replica_ != nullptr && replica_->rank() == shard && replica_promoted_) {
+      source = replica_.get();
+    }
+    if (source == nullptr) {
+      // E.g. the copy's promotion is not installed yet: the next heartbeat answer asks again.
+      LOG(WARNING) << "server " << rank << ": the scheduler asks for final shard " << shard
+                   << ", which this server does not serve (yet)";
+      continue;
+    }
+    FinalShard request;
+    request.set_server_rank(rank);
+    request.set_shard(shard);
+    for (TensorChunk& chunk : source->Snapshot()) {
+      FinalShard::Chunk* out = request.add_chunks();
+      out->set_tensor_id(chunk.tensor_id());
+      out->set_offset(chunk.offset());
+      out->set_length(chunk.length());
+      out->set_data(std::move(*chunk.mutable_data()));
+    }
+    const absl::Status sent = client->SubmitFinalShard(request);
+    if (absl::IsInvalidArgument(sent)) {
+      return ReportFatal(client, rank, absl::Status(sent.code(), absl::StrCat("server ", rank, ": final shard ", shard,
+                                                                             " refused: ", sent.message())));
+    }
+    if (!sent.ok()) {
+      LOG(WARNING) << "server " << rank << ": cannot send final shard " << shard << " (the next heartbeat asks again): "
+                   << sent;
+      continue;
+    }
+    LOG(INFO) << "server " << rank << ": sent final shard " << shard << " (" << request.chunks_size()
+              << " chunks, step " << source->step() << ") to the scheduler";
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ServerRunner::ReportCheckpoints(SchedulerClient* client, int rank, const std::string& checkpoint_dir) {
   const std::vector<int64_t> steps = ListCheckpointSteps(checkpoint_dir, rank);
   const absl::Status status = client->ReportCheckpoints(rank, steps);
@@ -566,6 +617,12 @@ void ServerRunner::NoteCheckpointsChanged() {
 void ServerRunner::NoteMembershipEpoch(int64_t epoch) {
   absl::MutexLock lock(&mu_);
   membership_hint_ = std::max(membership_hint_, epoch);
+}
+
+void ServerRunner::NoteFinalShardsWanted(const HeartbeatResponse& answer) {
+  if (answer.send_final_shards_size() == 0) return;
+  absl::MutexLock lock(&mu_);
+  final_shards_wanted_.assign(answer.send_final_shards().begin(), answer.send_final_shards().end());
 }
 
 void ServerRunner::EndJob(absl::Status status) {

@@ -23,6 +23,13 @@
 // ALREADY_EXISTS (it replaces a dead server whose shards are served by promoted copies) is not
 // needed: Run logs it and returns OK.
 //
+// The final model (a job with a final_model_path): once every worker is done, the scheduler's
+// heartbeat answers list the shards it wants from this server (HeartbeatResponse
+// .send_final_shards: those this server is the primary of); the membership thread sends each
+// one's chunks with their current values (SubmitFinalShard): its own store's, or its promoted
+// copy's. A shard the scheduler refuses as malformed (INVALID_ARGUMENT, e.g. a non-finite weight)
+// fails the job; any other failure is tried again when the next answer asks again.
+//
 // Health (grpc.health.v1, common/health.h) on the same port, and on the separate plaintext health
 // port if any (health_port, which a probe can reach when the main port demands TLS): NOT_SERVING
 // until the servers-ready barrier (registered, shard ready), SERVING while the job runs,
@@ -154,6 +161,11 @@ class ServerRunner {
   // returned.
   absl::Status RollBack(SchedulerClient* client, int rank, const std::string& checkpoint_dir, int64_t step,
                         const ClusterView& view, ParameterStore* store);
+  // Sends the final shards `shards` (each hosted here as primary: this server's own, or its
+  // promoted copy's) to the scheduler; see "The final model" above. Returns only an error that
+  // fails the job (reported to the scheduler already).
+  absl::Status SendFinalShards(SchedulerClient* client, int rank, const ParameterStore& store,
+                               const std::vector<int>& shards);
   // Sends ListCheckpointSteps(checkpoint_dir, rank); logs a failure.
   static absl::Status ReportCheckpoints(SchedulerClient* client, int rank, const std::string& checkpoint_dir);
   // Reports `status` to the scheduler as this server's failure (the job fails) and returns it.
@@ -165,6 +177,8 @@ class ServerRunner {
   void EndJob(absl::Status status);
   // A heartbeat answer carried membership epoch `epoch` (heartbeat thread).
   void NoteMembershipEpoch(int64_t epoch);
+  // A heartbeat answer asked for final shards (heartbeat thread).
+  void NoteFinalShardsWanted(const HeartbeatResponse& answer);
   bool stopped() const;
   bool StoppedOrEnded() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_requested_ || job_ended_; }
 
@@ -190,6 +204,8 @@ class ServerRunner {
   int64_t membership_hint_ ABSL_GUARDED_BY(mu_) = 0;
   // This server's checkpoint files changed since the membership thread last reported them.
   bool checkpoints_changed_ ABSL_GUARDED_BY(mu_) = false;
+  // The final shards the latest heartbeat answer asked for, not yet taken by the membership thread.
+  std::vector<int> final_shards_wanted_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pstrain::server

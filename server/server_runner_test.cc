@@ -138,7 +138,30 @@ class FakeScheduler final : public Scheduler::Service {
     resp->set_state(state_);
     resp->set_failure(failure_);
     resp->set_membership_epoch(membership_epoch_);
+    for (int shard : wanted_shards_) resp->add_send_final_shards(shard);
     return grpc::Status::OK;
+  }
+
+  grpc::Status SubmitFinalShard(grpc::ServerContext*, const FinalShard* req, FinalShardAck*) override {
+    absl::MutexLock lock(&mu_);
+    final_shards_.push_back(*req);
+    if (refuse_shards_) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "tensor 'w' element 0 is nan");
+    wanted_shards_.clear();
+    return grpc::Status::OK;
+  }
+
+  // Heartbeat answers ask for these final shards until one arrives; `refuse`: it is refused.
+  void WantShards(std::vector<int> shards, bool refuse = false) {
+    absl::MutexLock lock(&mu_);
+    wanted_shards_ = std::move(shards);
+    refuse_shards_ = refuse;
+  }
+  // Waits (bounded) for a final shard; returns those received.
+  std::vector<FinalShard> WaitForFinalShards() {
+    absl::MutexLock lock(&mu_);
+    auto seen = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !final_shards_.empty(); };
+    mu_.AwaitWithTimeout(absl::Condition(&seen), absl::Seconds(30));
+    return final_shards_;
   }
 
   grpc::Status ReportFailure(grpc::ServerContext*, const FailureReport* req, FailureResponse*) override {
@@ -210,6 +233,9 @@ class FakeScheduler final : public Scheduler::Service {
   int64_t restore_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::vector<int64_t>> reports_ ABSL_GUARDED_BY(mu_);
   std::string initial_model_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> wanted_shards_ ABSL_GUARDED_BY(mu_);
+  bool refuse_shards_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<FinalShard> final_shards_ ABSL_GUARDED_BY(mu_);
 };
 
 // A model file of one tensor `name` [values.size()].
@@ -309,6 +335,41 @@ TEST_F(ServerRunnerTest, ServesUntilTheJobFinishes) {
   thread.join();
   EXPECT_TRUE(result.ok()) << result;
   EXPECT_FALSE(PullFrom(address, &pulled).ok());  // no longer listening
+}
+
+TEST_F(ServerRunnerTest, SendsItsFinalShardWhenTheSchedulerAsks) {
+  StartScheduler();
+  std::unique_ptr<ServerRunner> runner = MakeRunner();
+  absl::Status result = absl::UnknownError("Run did not return");
+  std::thread thread([&] { result = runner->Run(); });
+  ASSERT_FALSE(scheduler_->WaitUntilReady().empty());
+  scheduler_->WantShards({0});
+  const std::vector<FinalShard> shards = scheduler_->WaitForFinalShards();
+  ASSERT_GE(shards.size(), 1u);
+  EXPECT_EQ(shards[0].server_rank(), 0);
+  EXPECT_EQ(shards[0].shard(), 0);
+  ASSERT_EQ(shards[0].chunks_size(), 1);
+  EXPECT_EQ(shards[0].chunks(0).tensor_id(), 0);
+  EXPECT_EQ(shards[0].chunks(0).length(), 4);
+  EXPECT_EQ(shards[0].chunks(0).data(), std::string(16, '\0'));  // the 4 initial zeros, float32
+  scheduler_->SetState(FINISHED);
+  thread.join();
+  EXPECT_TRUE(result.ok()) << result;
+}
+
+TEST_F(ServerRunnerTest, ARefusedFinalShardFailsTheJob) {
+  StartScheduler();
+  std::unique_ptr<ServerRunner> runner = MakeRunner();
+  absl::Status result = absl::UnknownError("Run did not return");
+  std::thread thread([&] { result = runner->Run(); });
+  ASSERT_FALSE(scheduler_->WaitUntilReady().empty());
+  scheduler_->WantShards({0}, /*refuse=*/true);
+  thread.join();
+  EXPECT_EQ(result.code(), absl::StatusCode::kInvalidArgument) << result;
+  EXPECT_THAT(result.message(), HasSubstr("server 0: final shard 0 refused: "));
+  EXPECT_THAT(result.message(), HasSubstr("tensor 'w' element 0 is nan"));
+  ASSERT_FALSE(scheduler_->failures().empty());
+  EXPECT_THAT(scheduler_->failures().back(), HasSubstr("final shard 0 refused"));
 }
 
 // The value of the one series of `name` whose labels include each of `labels` (k="v"); NaN when

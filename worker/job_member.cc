@@ -111,9 +111,10 @@ absl::StatusOr<ClusterView> JobMember::Start() {
   heartbeater_ = std::make_unique<Heartbeater>(
       scheduler_.get(), WORKER, rank_, absl::Milliseconds(heartbeat_ms_), absl::Milliseconds(dead_after_ms_),
       [this](absl::Status end) {
-        if (end.ok()) return;
         {
           absl::MutexLock lock(&mu_);
+          job_ended_ = true;
+          if (end.ok()) return;
           if (outcome_.ok()) outcome_ = end;
         }
         ps_->CancelAll(std::string(end.message()));
@@ -132,22 +133,8 @@ absl::StatusOr<std::unique_ptr<TrainingSession>> JobMember::NewSession(std::vect
   options.params = std::move(params);
   options.leave = options_.leave != nullptr ? options_.leave : &leave_;
   options.metrics = metrics_.get();
-  if (!job_.final_model_path().empty()) {
-    // The scheduler writes the final model (this worker's files may not outlive it, e.g. in a
-    // pod). The first live worker sends it (worker 0 may have died on the way), before its last
-    // report, so the job finishes only once the file is written. Should two see different views
-    // here, both send the same weights and the scheduler writes the first.
-    options.before_done = [this, params = options.params](absl::Span<const float> weights) -> absl::Status {
-      ASSIGN_OR_RETURN(ClusterView final_view, scheduler_->GetClusterView());
-      if (final_view.workers_size() == 0 || final_view.workers(0).rank() != rank_) return absl::OkStatus();
-      ASSIGN_OR_RETURN(std::string bytes, model::SerializeModelFile(params, weights));
-      const size_t size = bytes.size();
-      RETURN_IF_ERROR(scheduler_->SubmitFinalModel(rank_, std::move(bytes)));
-      LOG(INFO) << "sent the final model (" << size << " bytes) to the scheduler, which wrote it to "
-                << job_.final_model_path();
-      return absl::OkStatus();
-    };
-  }
+  // No final model is sent from here: the scheduler assembles it from the servers' shards once
+  // every worker is done, so no worker (this one or an impostor) can replace it.
   return TrainingSession::Create(std::move(options), scheduler_.get(), ps_.get());
 }
 
@@ -156,7 +143,20 @@ absl::Status JobMember::outcome() const {
   return outcome_;
 }
 
+absl::Status JobMember::AwaitJobEnd() {
+  LOG(INFO) << "done; waiting for the job to end (the scheduler writes the final model from the servers' shards)";
+  absl::MutexLock lock(&mu_);
+  while (!job_ended_ && !LeaveRequested()) mu_.AwaitWithTimeout(absl::Condition(&job_ended_), absl::Milliseconds(100));
+  if (!job_ended_) return absl::OkStatus();  // asked to leave: its part is done anyway
+  if (absl::IsAborted(outcome_)) return outcome_;  // the job failed, e.g. the model could not be written
+  if (!outcome_.ok()) LOG(WARNING) << "after this worker was done: " << outcome_;
+  return absl::OkStatus();
+}
+
 absl::Status JobMember::Finish(absl::Status status) {
+  if (status.ok() && !job_.final_model_path().empty() && heartbeater_ != nullptr && !LeaveRequested()) {
+    status = AwaitJobEnd();
+  }
   if (health_ != nullptr) health_->SetServing(false);
   // A failure seen by the heartbeat explains a cancelled call better than the cancellation does.
   const absl::Status cause = outcome();

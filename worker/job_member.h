@@ -9,7 +9,9 @@
 //                           Barrier("servers-ready")
 //   NewSession()            a TrainingSession over this member's clients
 //   Finish(status)          the end: a failure is reported to the scheduler (so the job fails
-//                           now, not at the heartbeat timeout)
+//                           now, not at the heartbeat timeout); with a final model, a worker
+//                           that is done waits for the job's end, so that once it returns the
+//                           model the scheduler assembles from the servers' shards is written
 //
 // While started, a heartbeat thread watches the job: when the job fails elsewhere, every call to
 // the servers is cancelled, so a worker parked in a step never hangs, and outcome() says why.
@@ -119,8 +121,8 @@ class JobMember {
   absl::StatusOr<ClusterView> Start();
 
   // A training session for `params` (the job's tensors, in the shard map's order) under the
-  // view Start() returned. When the job writes a final model, the first live worker at the end
-  // sends it to the scheduler (model file of `params` and the final weights).
+  // view Start() returned. (A job's final model is not the worker's to send: the scheduler
+  // assembles it from the servers' shards.)
   // REQUIRES: Start succeeded.
   absl::StatusOr<std::unique_ptr<TrainingSession>> NewSession(std::vector<model::ParamSpec> params);
 
@@ -134,7 +136,10 @@ class JobMember {
   // Ends this worker's part with `status`: the health service (if any) says NOT_SERVING, a
   // failure is reported to the scheduler (unless it is the job's own failure, ABORTED), and
   // explained by outcome() when the heartbeat saw the job fail first. Returns the status the
-  // process should end with.
+  // process should end with. With OK, a job with a final_model_path and no leave requested, it
+  // first blocks until the heartbeat sees the job end (the scheduler writes the model once every
+  // worker is done; about one heartbeat interval) or a leave is requested; a job that failed
+  // meanwhile is returned (ABORTED "job failed: ...").
   absl::Status Finish(absl::Status status);
 
  private:
@@ -157,8 +162,14 @@ class JobMember {
   std::unique_ptr<HealthServer> health_;
   std::atomic<bool> leave_{false};
 
+  // Finish's wait for the job's end (see Finish).
+  absl::Status AwaitJobEnd();
+  bool LeaveRequested() const { return options_.leave != nullptr ? options_.leave->load() : leave_.load(); }
+
   mutable absl::Mutex mu_;
   absl::Status outcome_ ABSL_GUARDED_BY(mu_);
+  // The heartbeat saw the job end (FINISHED or FAILED) or lost the scheduler.
+  bool job_ended_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace pstrain::worker

@@ -202,12 +202,9 @@ absl::Status InProcessScheduler::ReportSlowStep(const SlowStepReport& report) {
   return core_->ReportSlowStep(report);
 }
 
-absl::Status InProcessScheduler::SubmitFinalModel(int worker_rank, std::string model_file) {
-  RETURN_IF_ERROR(Enter("SubmitFinalModel"));
-  FinalModel model;
-  model.set_worker_rank(worker_rank);
-  model.set_model_file(std::move(model_file));
-  absl::Status answer = core_->SubmitFinalModel(model);
+absl::Status InProcessScheduler::SubmitFinalShard(const FinalShard& shard) {
+  RETURN_IF_ERROR(Enter("SubmitFinalShard"));
+  absl::Status answer = core_->SubmitFinalShard(shard);
   After();
   return answer;
 }

@@ -51,7 +51,7 @@ class InProcessScheduler : public SchedulerApi {
   absl::Status Leave(Role role, int rank, const std::string& reason) override;
   absl::Status ReportCheckpoints(int server_rank, const std::vector<int64_t>& steps) override;
   absl::Status ReportSlowStep(const SlowStepReport& report) override;
-  absl::Status SubmitFinalModel(int worker_rank, std::string model_file) override;
+  absl::Status SubmitFinalShard(const FinalShard& shard) override;
   absl::Status DeclareModel(ModelDeclaration declaration) override;
   absl::StatusOr<std::string> GetInitialModel() override;
 
