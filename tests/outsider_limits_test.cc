@@ -1,11 +1,12 @@
 // Every buffer a listener keeps for a caller is bounded before it is read (issue 24, items 1, 2
 // and 7), checked against real pstrain-scheduler and pstrain-server processes over real sockets:
-//   - the plaintext health port refuses 256 MiB Health.Check calls and the role's resident memory
-//     grows by less than kMaxGrowthKib, and the role still answers;
-//   - 200 idle or slow connections to the scheduler's dashboard do not keep a poll from being
-//     answered within a couple of seconds;
+//   - the plaintext health port refuses 256 MiB Health.Check calls, the role's resident memory
+//     grows by less than its bound (kHealthBoundKib), and the role still answers;
+//   - 300 idle or slow connections to the scheduler's dashboard do not keep a poll from being
+//     answered within a couple of seconds, and are closed within its timeouts;
 //   - a holder of the job's certificate and token without a session cannot grow the scheduler by
-//     sending 256 MiB GetJobStatus or Register calls: refused, memory bounded as above.
+//     sending 256 MiB GetJobStatus or Register calls: refused, memory within kSchedulerBoundKib, and
+//     the job, whose own calls may be reset meanwhile (and are retried), goes on and finishes.
 // The huge requests are sent from one shared buffer (a static gRPC slice), not a copy per call.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -40,10 +41,13 @@
 namespace pstrain::testing {
 namespace {
 
-// How much a role may grow for a burst of refused huge calls (docs/guides/security.md,
-// "Listeners and buffers"): the health port's quota is 1 MiB, the scheduler's two of its largest
-// requests and 16 MiB; the rest is what glibc and gRPC keep around.
-constexpr int64_t kMaxGrowthKib = 32 << 10;
+// How much a role may grow for bursts of refused huge calls (docs/guides/security.md, "Listeners
+// and buffers"): its listener's memory quota and 32 MiB for what gRPC, TLS and glibc keep around.
+// The health port's quota is 1 MiB; the scheduler's is two of its largest requests (2 MiB for this
+// job's model) and 16 MiB.
+constexpr int64_t kSlackKib = 32 << 10;
+constexpr int64_t kHealthBoundKib = (1 << 10) + kSlackKib;
+constexpr int64_t kSchedulerBoundKib = (2 * 2 + 16) * 1024 + kSlackKib;
 constexpr size_t kHugeBytes = size_t{256} << 20;
 
 int64_t ResidentKib(pid_t pid) {
@@ -100,6 +104,56 @@ std::vector<grpc::Status> HugeCalls(const std::shared_ptr<grpc::Channel>& channe
   return statuses;
 }
 
+// A connected TCP socket to 127.0.0.1:`port`, or -1.
+int Connect(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// GET `path` from 127.0.0.1:`port` on a fresh connection: the answer's status code, or -1 when no
+// whole answer came within `timeout`.
+int HttpGetStatus(int port, const std::string& path, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  const int fd = Connect(port);
+  if (fd < 0) return -1;
+  const std::string request = absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+  if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return -1;
+  }
+  std::string answer;
+  char buffer[4096];
+  while (true) {
+    pollfd p{fd, POLLIN, 0};
+    const int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
+    if (left <= 0 || poll(&p, 1, static_cast<int>(left)) <= 0) break;
+    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+    if (n <= 0) break;
+    answer.append(buffer, n);
+  }
+  close(fd);
+  // A whole answer ends with the peer closing (Connection: close); a cut one has no status line.
+  int code = -1;
+  if (absl::StartsWith(answer, "HTTP/1.1 ") && answer.size() > 12) code = std::atoi(answer.substr(9, 3).c_str());
+  return code;
+}
+
+// True once the peer has closed `fd` (EOF or reset), waiting for it up to `timeout`.
+bool ClosedByPeer(int fd, absl::Duration timeout) {
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) <= 0) return false;
+  char c;
+  return recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
 grpc::ChannelArguments UnlimitedChannel() {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
@@ -121,11 +175,11 @@ std::string HealthCheck(const std::string& address) {
 }
 
 // Sends `calls` concurrent 256 MiB calls of `method` to `channel` `rounds` times and checks that
-// each is refused and that `pid` grew by less than kMaxGrowthKib, measured 2 s after the last
-// round (the scheduler hands freed memory back on its watchdog's next ticks).
+// each is refused and that `pid` stays within `bound_kib` of `before_kib`, measured 2 s after the
+// last round (the scheduler hands freed memory back on its watchdog's next ticks).
 void ExpectRefusedAndBounded(pid_t pid, const std::string& who, const std::shared_ptr<grpc::Channel>& channel,
-                             const std::string& method, int calls, int rounds) {
-  const int64_t before_kib = ResidentKib(pid);
+                             const std::string& method, int calls, int rounds, int64_t before_kib,
+                             int64_t bound_kib) {
   ASSERT_GT(before_kib, 0) << who;
   for (int round = 0; round < rounds; ++round) {
     for (const grpc::Status& s : HugeCalls(channel, method, calls, kHugeBytes)) {
@@ -138,7 +192,7 @@ void ExpectRefusedAndBounded(pid_t pid, const std::string& who, const std::share
   }
   absl::SleepFor(absl::Seconds(2));
   const int64_t after_kib = ResidentKib(pid);
-  EXPECT_LT(after_kib - before_kib, kMaxGrowthKib)
+  EXPECT_LT(after_kib - before_kib, bound_kib)
       << who << " grew from " << before_kib << " KiB to " << after_kib << " KiB for " << rounds << " x " << calls
       << " refused 256 MiB calls of " << method;
   std::cerr << who << " " << method << ": resident " << before_kib << " -> " << after_kib << " KiB\n";
@@ -178,7 +232,8 @@ TEST(OutsiderLimitsTest, HealthPortsRefuseHugeChecksWithinAFewMiB) {
     EXPECT_EQ(HealthCheck(probe), who == "scheduler" ? "SERVING" : "NOT_SERVING") << who;
     ExpectRefusedAndBounded(pid, who + "'s health port",
                             grpc::CreateCustomChannel(probe, grpc::InsecureChannelCredentials(), UnlimitedChannel()),
-                            "/grpc.health.v1.Health/Check", /*calls=*/4, /*rounds=*/2);
+                            "/grpc.health.v1.Health/Check", /*calls=*/4, /*rounds=*/2, ResidentKib(pid),
+                            kHealthBoundKib);
     // A request just past the limit gets gRPC's size error; the role still answers after all that.
     const std::vector<grpc::Status> small = HugeCalls(
         grpc::CreateCustomChannel(probe, grpc::InsecureChannelCredentials(), UnlimitedChannel()),
@@ -187,6 +242,58 @@ TEST(OutsiderLimitsTest, HealthPortsRefuseHugeChecksWithinAFewMiB) {
     EXPECT_EQ(HealthCheck(probe), who == "scheduler" ? "SERVING" : "NOT_SERVING") << who;
   }
   server->Kill(SIGKILL);
+  scheduler->Kill(SIGKILL);
+}
+
+// 300 connections to the scheduler's dashboard (more than its 256), half idle, half with a request
+// head cut short: polls on fresh connections are still answered within 2 s each, and the slow
+// connections are closed within the idle and header timeouts (5 s) and a second of slack.
+TEST(OutsiderLimitsTest, SlowAndIdleConnectionsDoNotStopTheDashboard) {
+  const std::string dir = MakeTempDir("outsider-http");
+  const std::string port_file = dir + "/scheduler.port", http_port_file = dir + "/http.port";
+  absl::StatusOr<Child> scheduler =
+      Child::Start({BinDir() + "/pstrain-scheduler", "--port=0", "--port_file=" + port_file, "--servers=1",
+                    "--workers=1", "--train_limit=256", "--test_limit=64", "--http_port=-1",
+                    "--http_port_file=" + http_port_file},
+                   dir + "/scheduler.log");
+  ASSERT_TRUE(scheduler.ok()) << scheduler.status();
+  std::string http_port;
+  for (int i = 0; i < 300 && http_port.empty(); ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+    http_port = std::string(absl::StripAsciiWhitespace(ReadFile(http_port_file)));
+  }
+  ASSERT_FALSE(http_port.empty()) << scheduler->Output();
+  const int port = std::atoi(http_port.c_str());
+  ASSERT_EQ(HttpGetStatus(port, "/api/status", absl::Seconds(5)), 200);
+
+  const absl::Time opened = absl::Now();
+  std::vector<int> slow;
+  for (int i = 0; i < 300; ++i) {
+    const int fd = Connect(port);
+    ASSERT_GE(fd, 0) << "connection " << i;
+    if (i % 2 == 1) {
+      const std::string partial = "GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+      ASSERT_EQ(send(fd, partial.data(), partial.size(), MSG_NOSIGNAL), static_cast<ssize_t>(partial.size()));
+    }
+    slow.push_back(fd);
+  }
+  for (int i = 0; i < 10; ++i) {
+    const absl::Time start = absl::Now();
+    const std::string path = i % 2 == 0 ? "/api/status" : "/metrics";
+    EXPECT_EQ(HttpGetStatus(port, path, absl::Seconds(2)), 200) << "poll " << i << " of " << path;
+    std::cerr << "poll " << i << " of " << path << ": " << absl::FormatDuration(absl::Now() - start) << "\n";
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  int closed = 0;
+  absl::SleepFor(opened + absl::Seconds(6) - absl::Now());
+  for (size_t i = 0; i < slow.size(); ++i) {
+    const bool gone = ClosedByPeer(slow[i], absl::ZeroDuration());
+    closed += gone ? 1 : 0;
+    if (!gone && getenv("OUTSIDER_VERBOSE")) std::cerr << "still open: " << i << "\n";
+    close(slow[i]);
+  }
+  EXPECT_EQ(closed, 300) << "slow connections still open 6 s after they were opened";
+  EXPECT_EQ(HttpGetStatus(port, "/api/status", absl::Seconds(2)), 200);
   scheduler->Kill(SIGKILL);
 }
 
@@ -203,8 +310,10 @@ TEST(OutsiderLimitsTest, SchedulerRefusesHugeCallsFromCredentialHoldersWithinIts
   ASSERT_NO_FATAL_FAILURE(played.Start(dir, TransportSecurityFlags(*job), *security));
   absl::SleepFor(absl::Milliseconds(500));
   const std::shared_ptr<grpc::Channel> channel = (*security)->NewChannel(played.address, UnlimitedChannel());
+  const int64_t before_kib = ResidentKib(played.scheduler->pid());
   for (const std::string method : {"/pstrain.Scheduler/GetJobStatus", "/pstrain.Scheduler/Register"}) {
-    ExpectRefusedAndBounded(played.scheduler->pid(), "the scheduler", channel, method, /*calls=*/8, /*rounds=*/2);
+    ExpectRefusedAndBounded(played.scheduler->pid(), "the scheduler", channel, method, /*calls=*/8, /*rounds=*/2,
+                            before_kib, kSchedulerBoundKib);
   }
   // Nothing changed: the job still runs with its one worker, and finishes.
   absl::StatusOr<JobStatus> status = played.client->GetJobStatus();
