@@ -1,6 +1,7 @@
 #include "common/http_server.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -13,10 +14,12 @@
 #include <deque>
 #include <list>
 #include <mutex>
+#include <set>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -30,10 +33,24 @@ const HttpRoute* FindRoute(const std::vector<HttpRoute>& routes, const std::stri
   return nullptr;
 }
 
+// True once `head` holds a whole request line and headers (httplib accepts bare LF endings too).
+bool RequestHeadComplete(absl::string_view head) {
+  return absl::StrContains(head, "\n\r\n") || absl::StrContains(head, "\n\n");
+}
+
 // Milliseconds from now to `deadline`, for poll(): 0 when past.
 int MillisUntil(absl::Time deadline) {
   return static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(deadline - absl::Now()), 0, 1 << 30));
 }
+
+// The limits the header lists.
+constexpr int kMaxConnections = 256;
+constexpr absl::Duration kIdleTimeout = absl::Seconds(5);
+constexpr absl::Duration kHeaderTimeout = absl::Seconds(5);
+constexpr absl::Duration kRequestTimeout = absl::Seconds(10);
+constexpr size_t kMaxHeadBytes = 16 << 10;
+constexpr size_t kMaxBodyBytes = 64 << 10;
+constexpr int kMaxRequestsPerConnection = 100;
 
 // One connection as httplib's request processing reads and writes it: first the bytes the waiting
 // room already read (the request head, perhaps more), then the socket, each wait cut short at
@@ -105,6 +122,76 @@ class ConnectionStream final : public httplib::Stream {
   const absl::Time deadline_;
 };
 
+// A connection held in memory, for AnswerForTesting: reads `input`, collects what is written.
+class MemoryStream final : public httplib::Stream {
+ public:
+  explicit MemoryStream(absl::string_view input) : input_(input) {}
+
+  bool is_readable() const override { return pos_ < input_.size(); }
+  bool is_writable() const override { return true; }
+  ssize_t read(char* ptr, size_t size) override {
+    const size_t n = std::min(size, input_.size() - pos_);
+    std::copy_n(input_.data() + pos_, n, ptr);
+    pos_ += n;
+    return static_cast<ssize_t>(n);
+  }
+  ssize_t write(const char* ptr, size_t size) override {
+    output_.append(ptr, size);
+    return static_cast<ssize_t>(size);
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    ip = "127.0.0.1";
+    port = 1;
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    ip = "127.0.0.1";
+    port = 2;
+  }
+  socket_t socket() const override { return -1; }
+
+  absl::string_view rest() const { return input_.substr(pos_); }
+  const std::string& output() const { return output_; }
+
+ private:
+  const absl::string_view input_;
+  size_t pos_ = 0;
+  std::string output_;
+};
+
+// Serves `routes` on `server` (GET and HEAD; other methods 405), and sets its request limits.
+void InstallRoutes(httplib::Server& server, std::vector<HttpRoute> routes) {
+  // Requests are a line and a few headers: a body is refused past kMaxBodyBytes (and read, if at
+  // all, within the request's deadline).
+  server.set_payload_max_length(kMaxBodyBytes);
+  auto shared_routes = std::make_shared<const std::vector<HttpRoute>>(std::move(routes));
+  auto serve = [shared_routes](const httplib::Request& req, httplib::Response& res) {
+    const HttpRoute* route = FindRoute(*shared_routes, req.path);
+    if (route == nullptr) {
+      res.status = 404;
+      res.set_content(absl::StrCat("no such page: ", req.path, "\n"), "text/plain; charset=utf-8");
+      return;
+    }
+    HttpRequest request;
+    request.path = req.path;
+    for (const auto& [name, value] : req.params) request.params.emplace(name, value);
+    HttpResponse response = route->handler(request);
+    res.status = response.status;
+    for (const auto& [name, value] : response.headers) res.set_header(name, value);
+    res.set_content(std::move(response.body), response.content_type);
+  };
+  server.Get(".*", serve);
+  auto not_allowed = [](const httplib::Request& req, httplib::Response& res) {
+    res.status = 405;
+    res.set_header("Allow", "GET, HEAD");
+    res.set_content(absl::StrCat(req.method, " is not allowed here: this server is read-only\n"),
+                    "text/plain; charset=utf-8");
+  };
+  server.Post(".*", not_allowed);
+  server.Put(".*", not_allowed);
+  server.Delete(".*", not_allowed);
+  server.Patch(".*", not_allowed);
+}
+
 // httplib's accept loop hands each connection to the task queue; this one runs the task at once on
 // the accept thread, where GuardedServer passes the socket to the waiting room without blocking.
 class InlineTaskQueue final : public httplib::TaskQueue {
@@ -156,7 +243,8 @@ class HttpServer::GuardedServer final : public httplib::Server {
 class HttpServer::Connections {
  public:
   Connections(int threads, GuardedServer* server) : server_(server) {
-    if (pipe(wake_) != 0) wake_[0] = wake_[1] = -1;
+    // Non-blocking: a full pipe already wakes the poller, and Admit must never block.
+    if (pipe2(wake_, O_NONBLOCK | O_CLOEXEC) != 0) wake_[0] = wake_[1] = -1;
     poller_ = std::thread([this] { Poll(); });
     for (int i = 0; i < std::max(threads, 1); ++i) workers_.emplace_back([this] { Work(); });
   }
@@ -165,6 +253,8 @@ class HttpServer::Connections {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopping_ = true;
+      // Answers in progress end at once, not at their deadline.
+      for (int fd : in_service_) shutdown(fd, SHUT_RDWR);
     }
     ready_cv_.notify_all();
     Wake();
@@ -191,18 +281,6 @@ class HttpServer::Connections {
     bool started;       // its first byte has arrived
     int served;         // requests answered on it so far
   };
-
-  static constexpr int kMaxConnections = 256;
-  static constexpr absl::Duration kIdleTimeout = absl::Seconds(5);
-  static constexpr absl::Duration kHeaderTimeout = absl::Seconds(5);
-  static constexpr absl::Duration kRequestTimeout = absl::Seconds(10);
-  static constexpr size_t kMaxHeadBytes = 16 << 10;
-  static constexpr int kMaxRequestsPerConnection = 100;
-
-  // True once `head` holds a whole request line and headers (httplib accepts bare LF endings too).
-  static bool HeadComplete(const std::string& head) {
-    return head.find("\n\r\n") != std::string::npos || head.find("\n\n") != std::string::npos;
-  }
 
   void Wake() {
     const char c = 0;
@@ -283,7 +361,7 @@ class HttpServer::Connections {
             it->head.append(chunk, n);
             if (!it->started) it->deadline = now + kHeaderTimeout;
             it->started = true;
-            if (HeadComplete(it->head)) {
+            if (RequestHeadComplete(it->head)) {
               {
                 std::lock_guard<std::mutex> lock(mu_);
                 ready_.push_back(std::move(*it));
@@ -319,11 +397,16 @@ class HttpServer::Connections {
         if (stopping_) return;
         w = std::move(ready_.front());
         ready_.pop_front();
+        in_service_.insert(w.fd);
       }
       ConnectionStream stream(w.fd, std::move(w.head), absl::Now() + kRequestTimeout);
       const bool last = w.served + 1 >= kMaxRequestsPerConnection;
       bool closed = false;
       const bool ok = server_->Serve(stream, last, closed);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        in_service_.erase(w.fd);
+      }
       if (!ok || closed || last) {
         Close(w.fd);
         continue;
@@ -332,7 +415,7 @@ class HttpServer::Connections {
       w.deadline = absl::Now() + (w.head.empty() ? kIdleTimeout : kHeaderTimeout);
       w.started = !w.head.empty();
       ++w.served;
-      if (HeadComplete(w.head)) {
+      if (RequestHeadComplete(w.head)) {
         {
           std::lock_guard<std::mutex> lock(mu_);
           ready_.push_back(std::move(w));
@@ -353,6 +436,7 @@ class HttpServer::Connections {
   int evictions_wanted_ = 0;   // connections the poller is to close to make room
   std::vector<Waiting> arrived_;
   std::deque<Waiting> ready_;
+  std::set<int> in_service_;  // connections a worker is answering
   std::thread poller_;
   std::vector<std::thread> workers_;
 };
@@ -365,9 +449,6 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string&
   GuardedServer& server = *s->server_;
   s->connections_ = std::make_unique<Connections>(threads, s->server_.get());
   server.new_task_queue = [] { return new InlineTaskQueue(); };
-  // Requests are a line and a few headers: a body is refused past 64 KiB (and read, if at all,
-  // within the request's deadline).
-  server.set_payload_max_length(64 * 1024);
   // Applied by httplib to each accepted socket (SO_SNDTIMEO): a blocking write never outlives it.
   server.set_write_timeout(5, 0);
   // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would let a second process
@@ -376,33 +457,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string&
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
-  auto shared_routes = std::make_shared<const std::vector<HttpRoute>>(std::move(routes));
-  auto serve = [shared_routes](const httplib::Request& req, httplib::Response& res) {
-    const HttpRoute* route = FindRoute(*shared_routes, req.path);
-    if (route == nullptr) {
-      res.status = 404;
-      res.set_content(absl::StrCat("no such page: ", req.path, "\n"), "text/plain; charset=utf-8");
-      return;
-    }
-    HttpRequest request;
-    request.path = req.path;
-    for (const auto& [name, value] : req.params) request.params.emplace(name, value);
-    HttpResponse response = route->handler(request);
-    res.status = response.status;
-    for (const auto& [name, value] : response.headers) res.set_header(name, value);
-    res.set_content(std::move(response.body), response.content_type);
-  };
-  server.Get(".*", serve);
-  auto not_allowed = [](const httplib::Request& req, httplib::Response& res) {
-    res.status = 405;
-    res.set_header("Allow", "GET, HEAD");
-    res.set_content(absl::StrCat(req.method, " is not allowed here: this server is read-only\n"),
-                    "text/plain; charset=utf-8");
-  };
-  server.Post(".*", not_allowed);
-  server.Put(".*", not_allowed);
-  server.Delete(".*", not_allowed);
-  server.Patch(".*", not_allowed);
+  InstallRoutes(server, std::move(routes));
 
   if (port == 0) {
     s->port_ = server.bind_to_any_port(host);
@@ -440,5 +495,22 @@ void HttpServer::Stop() {
 }
 
 HttpServer::~HttpServer() { Stop(); }
+
+std::string HttpServer::AnswerForTesting(std::vector<HttpRoute> routes, absl::string_view bytes) {
+  GuardedServer server([](int fd) { close(fd); });
+  InstallRoutes(server, std::move(routes));
+  std::string output;
+  for (int served = 0; served < kMaxRequestsPerConnection; ++served) {
+    // What the waiting room would pass on: a complete head within kMaxHeadBytes.
+    if (!RequestHeadComplete(bytes.substr(0, kMaxHeadBytes))) break;
+    MemoryStream stream(bytes);
+    bool closed = false;
+    const bool ok = server.Serve(stream, served + 1 == kMaxRequestsPerConnection, closed);
+    output += stream.output();
+    bytes = stream.rest();
+    if (!ok || closed) break;
+  }
+  return output;
+}
 
 }  // namespace pstrain

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace pstrain {
 
@@ -69,6 +70,12 @@ class HttpServer {
 
   // Stops listening and waits for requests in progress. Idempotent.
   void Stop();
+
+  // Answers the requests in `bytes` as if they had arrived on one connection to a server of
+  // `routes`, and returns what it would have written back: the same head check, httplib parsing and
+  // routing as a socket's requests, without a socket or a thread. For the fuzz target
+  // (fuzz/http_request_fuzz.cc).
+  static std::string AnswerForTesting(std::vector<HttpRoute> routes, absl::string_view bytes);
 
  private:
   class GuardedServer;
