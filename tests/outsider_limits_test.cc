@@ -6,7 +6,8 @@
 //     answered within a couple of seconds, and are closed within its timeouts;
 //   - a holder of the job's certificate and token without a session cannot grow the scheduler by
 //     sending 256 MiB GetJobStatus or Register calls: refused, memory within kSchedulerBoundKib, and
-//     the job, whose own calls may be reset meanwhile (and are retried), goes on and finishes.
+//     the job, whose own calls may be reset meanwhile (and are retried), goes on and finishes;
+//   - a member sending 256 MiB pushes to a server: reset, the server within its stated quota.
 // The huge requests are sent from one shared buffer (a static gRPC slice), not a copy per call.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -27,14 +28,17 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/time/clock.h"
 #include "common/job_credentials.h"
+#include "common/session_metadata.h"
 #include "common/transport_security.h"
 #include "glog/logging.h"
 #include "gtest/gtest.h"
 #include "proto/health.grpc.pb.h"
+#include "proto/ps.grpc.pb.h"
 #include "tests/played_worker_job.h"
 #include "tests/process.h"
 
@@ -78,10 +82,10 @@ int FreePort() {
 }
 
 // `n` concurrent unary calls of `method` on `channel`, each carrying the same `bytes` zero bytes
-// (not a valid message of any kind; the listener must refuse it before parsing). Returns their
-// statuses.
+// (not a valid message of any kind; the listener must refuse it before parsing) and `session` (if
+// any). Returns their statuses.
 std::vector<grpc::Status> HugeCalls(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
-                                    int n, size_t bytes) {
+                                    int n, size_t bytes, const std::string& session = "") {
   static const std::vector<char>* const zeros = new std::vector<char>(kHugeBytes);
   CHECK_LE(bytes, zeros->size());
   grpc::Slice slice(zeros->data(), bytes, grpc::Slice::STATIC_SLICE);
@@ -94,6 +98,7 @@ std::vector<grpc::Status> HugeCalls(const std::shared_ptr<grpc::Channel>& channe
   for (int i = 0; i < n; ++i) {
     contexts.push_back(std::make_unique<grpc::ClientContext>());
     contexts.back()->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+    if (!session.empty()) AttachSession(contexts.back().get(), session);
     stub.UnaryCall(contexts.back().get(), method, grpc::StubOptions(), &request, &responses[i],
                    [&statuses, &done, i](grpc::Status s) {
                      statuses[i] = std::move(s);
@@ -179,13 +184,15 @@ std::string HealthCheck(const std::string& address) {
 // last round (the scheduler hands freed memory back on its watchdog's next ticks).
 void ExpectRefusedAndBounded(pid_t pid, const std::string& who, const std::shared_ptr<grpc::Channel>& channel,
                              const std::string& method, int calls, int rounds, int64_t before_kib,
-                             int64_t bound_kib) {
+                             int64_t bound_kib, const std::string& session = "") {
   ASSERT_GT(before_kib, 0) << who;
   for (int round = 0; round < rounds; ++round) {
-    for (const grpc::Status& s : HugeCalls(channel, method, calls, kHugeBytes)) {
+    for (const grpc::Status& s : HugeCalls(channel, method, calls, kHugeBytes, session)) {
       EXPECT_FALSE(s.ok()) << who << " " << method << ": a 256 MiB call was accepted";
+      // Reset for the quota or too large for gRPC's limit (RESOURCE_EXHAUSTED), the connection
+      // closed (UNAVAILABLE), or read within the quota and refused by the role (INVALID_ARGUMENT).
       EXPECT_TRUE(s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
-                  s.error_code() == grpc::StatusCode::UNAVAILABLE)
+                  s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::INVALID_ARGUMENT)
           << who << " " << method << ": " << s.error_code() << " " << s.error_message();
       if (getenv("OUTSIDER_VERBOSE")) std::cerr << s.error_code() << " " << s.error_message() << "\n";
     }
@@ -322,6 +329,51 @@ TEST(OutsiderLimitsTest, SchedulerRefusesHugeCallsFromCredentialHoldersWithinIts
   absl::StatusOr<ClusterView> view = played.client->GetClusterView();
   ASSERT_TRUE(view.ok()) << view.status();
   EXPECT_EQ(view->workers_size(), 1);
+  played.Finish();
+}
+
+// A member (the played worker, with its own session) sending 256 MiB pushes to a server: the
+// server's main port holds at most its quota, which its log states (twice the job's bytes in
+// flight and 256 MiB); the pushes are refused or reset, the server stays within that and
+// kSlackKib, and still answers the member's pull.
+TEST(OutsiderLimitsTest, ServerRefusesHugePushesFromAMemberWithinItsQuota) {
+  const std::string dir = MakeTempDir("outsider-server");
+  std::filesystem::create_directories(dir + "/job");
+  absl::StatusOr<TransportSecurityOptions> job = MakeJobCredentials(dir + "/job");
+  ASSERT_TRUE(job.ok()) << job.status();
+  absl::StatusOr<std::shared_ptr<const TransportSecurity>> security = TransportSecurity::Create(*job);
+  ASSERT_TRUE(security.ok()) << security.status();
+  PlayedWorkerJob played;
+  ASSERT_NO_FATAL_FAILURE(played.Start(dir, TransportSecurityFlags(*job), *security));
+  // "server 0: requests up to R bytes, F bytes in flight, Q bytes held by gRPC"
+  int64_t quota = 0;
+  for (int i = 0; i < 50 && quota == 0; ++i) {
+    const std::string log = played.server->Output();
+    const size_t end = log.find(" bytes held by gRPC");
+    const size_t start = log.rfind(", ", end);
+    if (end != std::string::npos && start != std::string::npos) {
+      ASSERT_TRUE(absl::SimpleAtoi(log.substr(start + 2, end - start - 2), &quota)) << log;
+    } else {
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+  }
+  ASSERT_GT(quota, 0) << played.server->Output();
+  ASSERT_GT(8 * (int64_t{256} << 20), 2 * quota) << "8 pushes of 256 MiB would nearly fit the quota: make them larger";
+  absl::SleepFor(absl::Milliseconds(500));
+  const std::shared_ptr<grpc::Channel> channel =
+      (*security)->NewChannel(played.view.servers(0).address(), UnlimitedChannel());
+  ExpectRefusedAndBounded(played.server->pid(), "the server", channel, "/pstrain.ParameterServer/Push",
+                          /*calls=*/8, /*rounds=*/1, ResidentKib(played.server->pid()), quota / 1024 + kSlackKib,
+                          played.client->session_credential());
+  std::unique_ptr<ParameterServer::Stub> stub = ParameterServer::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  AttachSession(&context, played.client->session_credential());
+  PullRequest pull;
+  pull.set_membership_epoch(played.view.membership_epoch());
+  PullResponse pulled;
+  const grpc::Status status = stub->Pull(&context, pull, &pulled);
+  EXPECT_TRUE(status.ok()) << status.error_message();
   played.Finish();
 }
 
