@@ -19,7 +19,7 @@ namespace {
 constexpr int kMaxHealthRequestBytes = 512;
 // What gRPC may hold for the whole listener: every connection's read buffers and every request in
 // flight. gRPC reads a message in full before it checks its size, opening the flow-control window
-// as far as the message's length prefix asks; past this quota it resets the largest streams
+// as far as the message's length prefix asks; past this quota it resets calls it is reading
 // (RST_STREAM ENHANCE_YOUR_CALM) instead. Measured: 8 concurrent 256 MiB calls grew the role's
 // RSS by 4 MB under this quota, by 1 GB without one.
 constexpr size_t kHealthMemoryQuotaBytes = 1 << 20;

@@ -58,8 +58,9 @@ int64_t MaxRequestBytes(const JobSpec& job, const ShardMap& shard_map, int64_t m
 // What gRPC may hold for the scheduler's port at once (a ResourceQuota: read buffers and requests
 // in flight): two requests of the job's largest size and 16 MiB for every small call. gRPC reads a
 // request in full before it checks it against the receive limit, so without this bound 4 calls of
-// 256 MiB took the scheduler to 927 MB whatever the limit; past the quota gRPC resets the largest
-// calls instead (RST_STREAM ENHANCE_YOUR_CALM, RESOURCE_EXHAUSTED at the client).
+// 256 MiB took the scheduler to 927 MB whatever the limit; past the quota gRPC resets calls
+// instead (RST_STREAM ENHANCE_YOUR_CALM, RESOURCE_EXHAUSTED at the client; members retry them,
+// common/scheduler_client.cc).
 size_t MemoryQuotaBytes(int64_t max_request_bytes) { return 2 * max_request_bytes + (16 << 20); }
 // Calls one connection may have open at once: a member parks a few (cluster view, barrier) and
 // makes one or two more; a connection with more is not a member's.
