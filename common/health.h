@@ -10,6 +10,10 @@
 // separate plaintext port (HealthServer, --health_port). That listener is allowed on any address,
 // unlike a plaintext main port (common/transport_security.h): it answers nothing but the health
 // status, which tells an outsider only whether the role is up and in the job: no data, no way in.
+// It takes a request of at most 512 bytes (a HealthCheckRequest is a service name), at most 4
+// streams a connection, and gRPC may hold at most 1 MiB for the whole listener (a ResourceQuota:
+// past it calls are reset), so that what an outsider sends cannot grow the role's
+// memory by more than a few MiB (docs/guides/security.md, "Listeners and buffers").
 //
 // Thread-safe: gRPC's health service takes status changes from any thread.
 #ifndef PSTRAIN_COMMON_HEALTH_H_

@@ -4,6 +4,15 @@
 //
 // It is plaintext and unauthenticated on purpose, like --health_port: it serves statistics, never
 // parameters, and nothing it answers changes the job. Bind it to loopback where that matters.
+//
+// Slow and idle clients cannot hold its threads (a slowloris attack): httplib accepts and parses,
+// but a connection gets a thread only once the head of its request (request line and headers) has
+// arrived in full; until then it waits in a poll() set, costing a file descriptor. Limits:
+//   - 256 open connections; past that, the waiting connection silent the longest is closed;
+//   - 5 s for the first byte of a request (a new connection, or keep-alive between requests);
+//   - 5 s from a request's first byte to the end of its head, and at most 16 KiB of head;
+//   - 10 s to read the rest and write the answer; a body of at most 64 KiB (none is needed);
+//   - 100 requests a connection.
 #ifndef PSTRAIN_COMMON_HTTP_SERVER_H_
 #define PSTRAIN_COMMON_HTTP_SERVER_H_
 
@@ -15,10 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-
-namespace httplib {
-class Server;
-}
+#include "absl/strings/string_view.h"
 
 namespace pstrain {
 
@@ -65,10 +71,20 @@ class HttpServer {
   // Stops listening and waits for requests in progress. Idempotent.
   void Stop();
 
+  // Answers the requests in `bytes` as if they had arrived on one connection to a server of
+  // `routes`, and returns what it would have written back: the same head check, httplib parsing and
+  // routing as a socket's requests, without a socket or a thread. For the fuzz target
+  // (fuzz/http_request_fuzz.cc).
+  static std::string AnswerForTesting(std::vector<HttpRoute> routes, absl::string_view bytes);
+
  private:
+  class GuardedServer;
+  class Connections;
   HttpServer() = default;
 
-  std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<GuardedServer> server_;
+  // Destroyed (in Stop) after the accept loop has ended, before server_.
+  std::unique_ptr<Connections> connections_;
   std::thread thread_;
   int port_ = 0;
   std::string address_;

@@ -62,6 +62,23 @@ TEST(HttpServerTest, ServesRoutesOverLoopback) {
   EXPECT_FALSE(client.Get("/metrics"));
 }
 
+TEST(HttpServerTest, AnswersPipelinedRequestsAndNothingBeforeAWholeHead) {
+  std::vector<HttpRoute> routes = {{"/a", false, [](const HttpRequest& r) {
+                                      HttpResponse out;
+                                      out.body = "a:" + (r.params.count("q") ? r.params.at("q") : std::string());
+                                      return out;
+                                    }}};
+  const std::string two = HttpServer::AnswerForTesting(
+      routes, "GET /a?q=1 HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_THAT(two, ::testing::StartsWith("HTTP/1.1 200 OK\r\n"));
+  EXPECT_THAT(two, HasSubstr("a:1"));
+  EXPECT_THAT(two, HasSubstr("HTTP/1.1 404 Not Found\r\n"));
+  // A head cut short gets nothing (a socket's would wait, then be closed at its deadline).
+  EXPECT_EQ(HttpServer::AnswerForTesting(routes, "GET /a HTTP/1.1\r\nHost: x\r\n"), "");
+  EXPECT_THAT(HttpServer::AnswerForTesting(routes, "POST /a HTTP/1.1\r\nContent-Length: 1\r\n\r\nx"),
+              ::testing::StartsWith("HTTP/1.1 405 "));
+}
+
 TEST(MetricsAddressTest, AWildcardBindIsDialledAtTheAdvertisedHost) {
   EXPECT_EQ(MetricsAddress("10.0.0.5", "pod-a", 9400), "10.0.0.5:9400");  // bound to one address: that
   EXPECT_EQ(MetricsAddress("0.0.0.0", "pod-a", 9400), "pod-a:9400");

@@ -10,6 +10,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/random/random.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/session_metadata.h"
@@ -154,6 +155,12 @@ absl::StatusOr<Response> SchedulerClient::Call(
     // with --state_dir a restarted one goes on. That is the scheduler being away, which callers
     // ride out for the reconnect window, not a verdict on the job.
     return absl::UnavailableError(absl::StrCat(status.message(), " (the scheduler ended the call)"));
+  }
+  if (absl::IsResourceExhausted(status) && absl::StrContains(status.message(), "RST_STREAM with error code 11")) {
+    // HTTP/2 ENHANCE_YOUR_CALM: the scheduler's transport reset the call to stay within its memory
+    // quota while others sent it more than it holds (scheduler_runner.cc). Not an answer to this
+    // call: the scheduler is briefly unavailable to it, as when it restarts.
+    return absl::UnavailableError(absl::StrCat(status.message(), " (the scheduler's buffers were full)"));
   }
   if (!status.ok()) return status;
   return response;

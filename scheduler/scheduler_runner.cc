@@ -1,6 +1,8 @@
 #include "scheduler/scheduler_runner.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/resource_quota.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -16,6 +18,7 @@
 #include "common/file_io.h"
 #include "common/health.h"
 #include "common/job_spec.h"
+#include "common/malloc_tuning.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "model/model_file.h"
@@ -51,6 +54,55 @@ int64_t MaxRequestBytes(const JobSpec& job, const ShardMap& shard_map, int64_t m
   }
   return std::min<int64_t>(model + model / 8 + (1 << 20), std::numeric_limits<int>::max());
 }
+
+// What gRPC may hold for the scheduler's port at once (a ResourceQuota: read buffers and requests
+// in flight): two requests of the job's largest size and 16 MiB for every small call. gRPC reads a
+// request in full before it checks it against the receive limit, so without this bound 4 calls of
+// 256 MiB took the scheduler to 927 MB whatever the limit; past the quota gRPC resets calls
+// instead (RST_STREAM ENHANCE_YOUR_CALM, RESOURCE_EXHAUSTED at the client; members retry them,
+// common/scheduler_client.cc).
+size_t MemoryQuotaBytes(int64_t max_request_bytes) { return 2 * max_request_bytes + (16 << 20); }
+// Calls one connection may have open at once: a member parks a few (cluster view, barrier) and
+// makes one or two more; a connection with more is not a member's.
+constexpr int kMaxStreamsPerConnection = 64;
+// After a burst of calls past the quota, glibc keeps what gRPC freed (common/malloc_tuning.h):
+// the watchdog hands it back once the process has grown this much (FreedMemoryReturner).
+constexpr int64_t kTrimAfterGrowthBytes = 16 << 20;
+
+// The process's resident memory in bytes (0 if unknown).
+int64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  if (!(statm >> pages >> resident)) return 0;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+// Hands freed memory back (ReturnFreedMemoryToSystem) when the process has grown by
+// kTrimAfterGrowthBytes since the last time, and again on the 3 seconds after that: what the
+// refused calls still held at the first time is freed by then. Costs a read of /proc per tick.
+class FreedMemoryReturner {
+ public:
+  void Tick() {
+    const int64_t resident = ResidentBytes();
+    const absl::Time now = absl::Now();
+    if (resident > after_trim_ + kTrimAfterGrowthBytes) {
+      follow_ups_ = 3;
+    } else if (follow_ups_ == 0 || now < next_follow_up_) {
+      return;
+    } else {
+      --follow_ups_;
+    }
+    ReturnFreedMemoryToSystem();
+    after_trim_ = ResidentBytes();
+    next_follow_up_ = now + absl::Seconds(1);
+    VLOG(1) << "scheduler: returned freed memory: resident " << resident << " -> " << after_trim_ << " bytes";
+  }
+
+ private:
+  int64_t after_trim_ = ResidentBytes();
+  int follow_ups_ = 0;
+  absl::Time next_follow_up_;
+};
 
 // How often the watchdog looks at heartbeats and the stop flag.
 constexpr absl::Duration kTick = absl::Milliseconds(100);
@@ -222,6 +274,10 @@ absl::Status SchedulerRunner::Run() {
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(static_cast<int>(max_request_bytes));
   builder.SetMaxSendMessageSize(kMaxSendBytes);
+  grpc::ResourceQuota quota("scheduler port");
+  quota.Resize(MemoryQuotaBytes(max_request_bytes));
+  builder.SetResourceQuota(quota);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxStreamsPerConnection);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || selected_port == 0) {
     return CannotListen("scheduler", address, "port");
@@ -237,7 +293,8 @@ absl::Status SchedulerRunner::Run() {
               << "; going on with the restored job (" << JobState_Name(core->state()) << ")";
   } else {
     LOG(INFO) << "scheduler listening on " << options_.host << ":" << selected_port << " (requests up to "
-              << max_request_bytes << " bytes); waiting for "
+              << max_request_bytes << " bytes, " << MemoryQuotaBytes(max_request_bytes)
+              << " bytes in flight); waiting for "
               << job_.num_servers() << " servers and " << job_.num_workers() << " workers";
   }
   if (!options_.port_file.empty()) {
@@ -279,8 +336,10 @@ absl::Status SchedulerRunner::Run() {
 
   // Watchdog: dead roles, the startup timeout and Stop() end the job.
   bool stopped = false;
+  FreedMemoryReturner returner;
   while (!core->AwaitEnd(kTick)) {
     core->CheckHealth();
+    returner.Tick();
     if (stop_requested() && state_file != nullptr) {
       // The job goes on under a restarted scheduler: end nothing, save nothing more.
       SetServing(server.get(), health.get(), false);

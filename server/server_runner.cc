@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -66,6 +67,31 @@ void LogTableStats(const ParameterStore& store) {
 
 // A server's pull answer holds its whole share of the model; keep gRPC's 4 MiB default out of the way.
 constexpr int kMaxMessageBytes = 1 << 30;
+// The main port's memory quota (ServerRunner::listener_quota_) beyond what the job's calls need:
+// room to read a few oversize requests in full, so that they get the server's precise refusal
+// (INVALID_ARGUMENT naming the job's limit) rather than a reset. Also the whole quota until the job
+// is known: nothing of the job's arrives before registration.
+constexpr size_t kOversizeRoomBytes = 256 << 20;
+
+// The main port's memory quota for a job: twice the bytes in flight it allows (what the workers'
+// calls may make gRPC hold before the server admits or refuses them, retries included) and
+// kOversizeRoomBytes.
+size_t ListenerQuotaBytes(const RequestLimits& limits) {
+  return static_cast<size_t>(2 * limits.max_inflight_bytes) + kOversizeRoomBytes;
+}
+
+// The membership thread hands freed memory back when the process has grown this much since the
+// last time (calls reset for the quota leave no other trace).
+constexpr int64_t kTrimAfterGrowthBytes = 16 << 20;
+
+// The process's resident memory in bytes (0 if unknown).
+int64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  if (!(statm >> pages >> resident)) return 0;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
 // Startup calls are made in slices of this length so that Stop is noticed while waiting.
 constexpr absl::Duration kStartupSlice = absl::Seconds(2);
 // How long the gRPC server lets open calls finish at the end.
@@ -184,6 +210,9 @@ absl::Status ServerRunner::Run() {
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  listener_quota_ = std::make_unique<grpc::ResourceQuota>("parameter server port");
+  listener_quota_->Resize(kOversizeRoomBytes);
+  builder.SetResourceQuota(*listener_quota_);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || selected_port == 0) {
     return CannotListen("parameter server", listen, "port");
@@ -377,8 +406,10 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   ApplyJobDefaults(&limits_job);
   const RequestLimits limits = RequestLimitsForJob(limits_job, view.shard_map(), hosted);
   service->SetLimits(limits);
+  listener_quota_->Resize(ListenerQuotaBytes(limits));
   LOG(INFO) << "server " << rank << ": requests up to " << limits.max_request_bytes << " bytes, "
-            << limits.max_inflight_bytes << " bytes in flight";
+            << limits.max_inflight_bytes << " bytes in flight, " << ListenerQuotaBytes(limits)
+            << " bytes held by gRPC";
   service->SetStores(store->get(), replica_.get());
   metrics_->Watch(store->get(), replica_.get(), [service] { return service->inflight_bytes(); });
   RETURN_IF_ERROR(RefreshMembership(client, rank, job.checkpoint_dir(), store->get()));
@@ -428,6 +459,7 @@ void ServerRunner::FollowMembership(SchedulerClient* client, const Heartbeater* 
   SlowStepWatch slow_steps(rank);
   int refusing_polls = 0;  // consecutive polls that saw refused calls
   int quiet_polls = -1;    // polls without refused calls since the last that had some; -1: none pending
+  int64_t resident_after_trim = ResidentBytes();
   while (true) {
     int64_t hint = 0;
     bool report = false;
@@ -460,7 +492,10 @@ void ServerRunner::FollowMembership(SchedulerClient* client, const Heartbeater* 
     // Hand it back a poll after the burst is over, and again 10 polls later (what calls held then
     // has been freed since); under a steady stream, every 10 polls.
     // (TakeRefusedSessions first: both counters are taken every poll.)
-    if (service->TakeRefusedSessions() + service->TakeRefusedBytes() > 0) {
+    // Calls the transport reset for the listener's quota (listener_quota_) never reach the
+    // service: growth since the last hand-back stands for them.
+    const bool grew = ResidentBytes() > resident_after_trim + kTrimAfterGrowthBytes;
+    if (service->TakeRefusedSessions() + service->TakeRefusedBytes() > 0 || grew) {
       quiet_polls = 0;
       ++refusing_polls;
     } else if (quiet_polls >= 0) {
@@ -469,6 +504,7 @@ void ServerRunner::FollowMembership(SchedulerClient* client, const Heartbeater* 
     }
     if (refusing_polls >= 10 || quiet_polls == 1 || quiet_polls == 10) {
       ReturnFreedMemoryToSystem();
+      resident_after_trim = ResidentBytes();
       VLOG(1) << "server " << rank << ": returned freed memory after refused calls";
       refusing_polls = 0;
       if (quiet_polls == 10) quiet_polls = -1;

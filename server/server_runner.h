@@ -49,6 +49,8 @@
 #include <memory>
 #include <string>
 
+#include <grpcpp/resource_quota.h>
+
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -185,6 +187,13 @@ class ServerRunner {
   const Options options_;
   // Options::metrics, or Run's own; set at the start of Run.
   ServerMetrics* metrics_ = nullptr;
+
+  // What gRPC may hold for the main port at once, read buffers and requests in flight (a receive
+  // limit alone bounds nothing: gRPC reads a request in full before comparing it). Made by Run
+  // before listening, with room for a few requests; resized by ServeJob once the job's bound on
+  // bytes in flight is known (ListenerQuotaBytes in server_runner.cc). Past it gRPC resets calls,
+  // which workers retry.
+  std::unique_ptr<grpc::ResourceQuota> listener_quota_;
 
   // Replicas: the copy of the shard before this server's. Set by ServeJob before serving, never
   // reset until Run returns.

@@ -45,9 +45,17 @@ constexpr int kMaxRetries = 50;
 // A server's hint is honoured up to this; a larger one is read as this.
 constexpr absl::Duration kMaxRetryAfter = absl::Seconds(1);
 
+// A call the server's transport reset for its memory quota carries no hint: wait this long.
+constexpr absl::Duration kQuotaResetRetryAfter = absl::Milliseconds(50);
+
 // The server's retry hint, if `status` is a retryable RESOURCE_EXHAUSTED.
 std::optional<absl::Duration> RetryAfter(const grpc::Status& status, const grpc::ClientContext& context) {
   if (status.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) return std::nullopt;
+  if (absl::StrContains(status.error_message(), "RST_STREAM with error code 11")) {
+    // HTTP/2 ENHANCE_YOUR_CALM: the server's transport reset the call to stay within its memory
+    // quota (server/server_runner.h) while others sent it more; the call was never read.
+    return kQuotaResetRetryAfter;
+  }
   const auto& trailers = context.GetServerTrailingMetadata();
   auto it = trailers.find(kRetryAfterMsKey);
   int64_t ms = 0;
