@@ -42,19 +42,22 @@ class FinalModelTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = MakeTempDir("final-model-credentials");
-    absl::StatusOr<TransportSecurityOptions> made = MakeJobCredentials(dir_);
+    absl::StatusOr<JobCredentials> made = MakeJobCredentials(dir_);
     ASSERT_TRUE(made.ok()) << made.status();
-    credentials_ = *made;
+    job_ = *made;
+    // The insider holds a worker's files.
+    credentials_ = job_.For(CertRole::kWorker);
     absl::StatusOr<std::shared_ptr<const TransportSecurity>> security = TransportSecurity::Create(credentials_);
     ASSERT_TRUE(security.ok()) << security.status();
     security_ = *security;
   }
 
   void Start(ManualCluster& cluster) {
-    const std::vector<std::string> tls = TransportSecurityFlags(credentials_);
+    const std::vector<std::string> tls = TransportSecurityFlags(job_.For(CertRole::kScheduler));
     std::vector<std::string> scheduler_flags = Job(cluster.dir());
     scheduler_flags.insert(scheduler_flags.end(), tls.begin(), tls.end());
-    cluster.Start(2, 2, scheduler_flags, tls, tls);
+    cluster.Start(2, 2, scheduler_flags, TransportSecurityFlags(job_.For(CertRole::kServer)),
+                  TransportSecurityFlags(job_.For(CertRole::kWorker)));
   }
 
   // Waits until the job (over TLS) has applied `steps` steps.
@@ -86,6 +89,7 @@ class FinalModelTest : public ::testing::Test {
   }
 
   std::string dir_;
+  JobCredentials job_;
   TransportSecurityOptions credentials_;
   std::shared_ptr<const TransportSecurity> security_;
 };
