@@ -4,7 +4,9 @@
 #ifndef PSTRAIN_COMMON_JOB_SPEC_H_
 #define PSTRAIN_COMMON_JOB_SPEC_H_
 
+#include <cstdint>
 #include <string>
+
 #include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
@@ -16,6 +18,16 @@ namespace pstrain {
 // The folder Debian's dataset-fashion-mnist package installs.
 inline constexpr char kDefaultDataDir[] = "/usr/share/datasets/fashion-mnist";
 
+// The largest model a job may describe, in parameters (float32 values: 4 GiB), and the widest
+// hidden layer. Checked before anything is allocated, so a typo such as --hidden=2000000000 is a
+// clear error instead of an allocation failure.
+inline constexpr int64_t kMaxModelParameters = int64_t{1} << 30;
+inline constexpr int32_t kMaxHiddenWidth = 1 << 20;
+
+// The largest file a binary reads whole for a flag: a job config (--config) or a TLS or token
+// file. Model files and checkpoints are bounded by kMaxModelParameters instead.
+inline constexpr int64_t kMaxConfigFileBytes = int64_t{16} << 20;
+
 // JobSpec.model for a model the workers declare (Scheduler.DeclareModel) instead of a built-in one.
 inline constexpr char kExternalModel[] = "external";
 
@@ -25,7 +37,9 @@ inline constexpr int kDefaultSpareWorkers = 2;
 // Whether the job's model is declared by its workers (JobSpec.model "external").
 inline bool IsExternalModel(const JobSpec& job) { return job.model() == kExternalModel; }
 
-// Parses a JobSpec textproto file. Errors name the file and, for syntax errors, line and column.
+// Parses a JobSpec textproto file (--config). Errors name the flag, the file and, for syntax errors,
+// line and column; FAILED_PRECONDITION for anything but a regular file of at most
+// kMaxConfigFileBytes (a folder, a FIFO, a device), which is never read.
 absl::StatusOr<JobSpec> ReadJobSpecFile(const std::string& path);
 
 // Fills every unset field with its documented default (proto/job.proto). Some defaults depend on
