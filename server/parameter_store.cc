@@ -202,6 +202,8 @@ absl::Status ParameterStore::CheckGradientNorm(absl::string_view what, const Pus
     }
   }
   const double norm = std::sqrt(sum);
+  VLOG(2) << what << " for step " << req.step() << ": gradient norm " << norm << " over server " << rank_
+          << "'s part (" << req.num_samples() << " samples)";
   if (norm <= max_grad_norm_) return absl::OkStatus();
   if (metrics_.refused_grad_norm != nullptr) metrics_.refused_grad_norm->Increment();
   return absl::InvalidArgumentError(absl::StrCat(
