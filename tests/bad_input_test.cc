@@ -29,6 +29,7 @@
 #include "gtest/gtest.h"
 #include "model/model_file.h"
 #include "proto/ps.grpc.pb.h"
+#include "server/checkpoint.h"
 #include "tests/cluster.h"
 #include "tests/played_worker_job.h"
 #include "tests/process.h"
@@ -189,6 +190,9 @@ TEST(BadFlagsTest, SchedulerAndLauncherRefuseBadFilesAndSizesBeforeStarting) {
       // 12: sizes checked before anything is allocated.
       {{"--hidden=2000000000,2000000000"}, "hidden_sizes[0] (--hidden): got 2000000000, expected in [1, 1048576]"},
       {{"--hidden=60000,60000"}, "a model of at most 1073741824 parameters"},
+      // With the input layer (known once the data is read): 784 x 1048576 + 1048576 x 1000 + ...
+      {{"--hidden=1048576,1000"}, "model 'mlp' with layers [784, 1048576, 1000, 10] has 1871709160 parameters, "
+                                  "expected at most 1073741824 (4 GiB of float32): make --hidden narrower"},
       // 13: no hang on a FIFO or a device.
       {{"--config=" + fifo}, "--config (job config): '" + fifo + "' is a FIFO, expected a regular file"},
       {{"--config=/dev/zero"}, "--config (job config): '/dev/zero' is a character device, expected a regular file"},
@@ -260,6 +264,36 @@ TEST(BadFlagsTest, LauncherFailsAtOnceWhenEveryWorkerCommandFails) {
   // Not the 300 s start-up timeout: as soon as the last worker is gone.
   EXPECT_LT(absl::Now() - start, absl::Seconds(30));
   EXPECT_FALSE(std::filesystem::exists(dir + "/model.bin"));
+}
+
+TEST(BadFilesTest, ResumeFromACheckpointOfNanFailsNamingTheChunkAndElement) {
+  const std::string checkpoints = MakeTempDir("nan-ckpt");
+  const std::vector<std::string> job = {"--servers=1", "--workers=1", "--epochs=2", "--batch_size=64",
+                                        "--train_limit=512", "--test_limit=64", "--seed=3",
+                                        "--checkpoint_dir=" + checkpoints, "--checkpoint_every_steps=4"};
+  absl::StatusOr<ClusterRun> first = LaunchCluster("nan-first", job, absl::Minutes(2));
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->exit_code, 0) << first->output;
+  // The newest checkpoint, rewritten with a NaN weight and a valid checksum (what a bit flip in
+  // memory before the write, or a hand-made file, would give).
+  absl::StatusOr<int64_t> step = server::LatestConsistentStep(checkpoints, 1);
+  ASSERT_TRUE(step.ok()) << step.status();
+  const std::string path = server::CheckpointPath(checkpoints, 0, *step);
+  absl::StatusOr<server::ShardCheckpoint> ckpt = server::ReadCheckpoint(path);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  ckpt->weights[7] = std::numeric_limits<float>::quiet_NaN();
+  ASSERT_TRUE(server::WriteCheckpoint(path, *ckpt).ok());
+
+  std::vector<std::string> resumed = job;
+  resumed.push_back("--resume");
+  absl::StatusOr<ClusterRun> second = LaunchCluster("nan-resumed", resumed, absl::Minutes(2));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_NE(second->exit_code, 0) << second->output;
+  EXPECT_THAT(second->output, HasSubstr(absl::StrCat("checkpoint '", path, "': chunk 0 (tensor id ",
+                                                     ckpt->chunks[0].tensor_id(), " at offset ",
+                                                     ckpt->chunks[0].offset(), "): weight element ",
+                                                     ckpt->chunks[0].offset() + 7, " is nan")));
+  EXPECT_FALSE(std::filesystem::exists(second->model_path)) << "a model trained from NaN was written";
 }
 
 // The mode of `path`'s permission bits, or -1 when it cannot be read.
