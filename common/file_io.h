@@ -45,6 +45,10 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view what
 // Writes all `size` bytes to `fd` (retrying short writes and EINTR). Errors name `path`.
 absl::Status WriteAll(int fd, const void* data, size_t size, const std::string& path);
 
+// The largest small file a binary reads whole for a flag: a job config (--config), a TLS
+// certificate, key or CA, a token file.
+inline constexpr int64_t kMaxFlagFileBytes = int64_t{16} << 20;
+
 // No limit on a file's size: ReadWholeFile's default.
 inline constexpr int64_t kNoSizeLimit = -1;
 

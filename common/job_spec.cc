@@ -64,7 +64,7 @@ float DefaultLr(absl::string_view /*model*/, OptimizerSpec::Type type) {
 }  // namespace
 
 absl::StatusOr<JobSpec> ReadJobSpecFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadRegularFile(path, "--config (job config)", kMaxConfigFileBytes);
+  absl::StatusOr<std::string> text = ReadRegularFile(path, "--config (job config)", kMaxFlagFileBytes);
   if (!text.ok()) return text.status();
   JobSpec job;
   google::protobuf::TextFormat::Parser parser;

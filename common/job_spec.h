@@ -24,10 +24,6 @@ inline constexpr char kDefaultDataDir[] = "/usr/share/datasets/fashion-mnist";
 inline constexpr int64_t kMaxModelParameters = int64_t{1} << 30;
 inline constexpr int32_t kMaxHiddenWidth = 1 << 20;
 
-// The largest file a binary reads whole for a flag: a job config (--config) or a TLS or token
-// file. Model files and checkpoints are bounded by kMaxModelParameters instead.
-inline constexpr int64_t kMaxConfigFileBytes = int64_t{16} << 20;
-
 // JobSpec.model for a model the workers declare (Scheduler.DeclareModel) instead of a built-in one.
 inline constexpr char kExternalModel[] = "external";
 
@@ -39,7 +35,7 @@ inline bool IsExternalModel(const JobSpec& job) { return job.model() == kExterna
 
 // Parses a JobSpec textproto file (--config). Errors name the flag, the file and, for syntax errors,
 // line and column; FAILED_PRECONDITION for anything but a regular file of at most
-// kMaxConfigFileBytes (a folder, a FIFO, a device), which is never read.
+// kMaxFlagFileBytes (common/file_io.h; a folder, a FIFO, a device), which is never read.
 absl::StatusOr<JobSpec> ReadJobSpecFile(const std::string& path);
 
 // Fills every unset field with its documented default (proto/job.proto). Some defaults depend on
