@@ -7,6 +7,7 @@
 
 #include "common/compression.h"
 #include "common/metrics.h"
+#include "common/sparse_rows.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/float_ops.h"
@@ -95,6 +96,34 @@ TEST(GradNormTest, RefusalsAreCountedInTheStoreMetrics) {
   EXPECT_FALSE(PushNow(*store, MakePush(0, 0, 1, kNormTen)).ok());
   EXPECT_FALSE(PushNow(*store, MakePush(1, 0, 1, kNormTen)).ok());
   EXPECT_EQ(refused->value(), 2);
+}
+
+TEST(GradNormTest, EmbeddingRowsCountTowardsTheNorm) {
+  ParameterStore::Options options = GuardedOptions(10.0, 1);
+  options.job.set_num_servers(1);  // every key on this store
+  TableSpec* table = options.job.add_tables();
+  table->set_name("user");
+  table->set_dim(2);
+  table->mutable_optimizer()->set_type(SparseOptimizerSpec::SGD);
+  table->mutable_optimizer()->set_lr(0.5f);
+  auto store = MakeStore(options);
+  // No dense gradient; two rows of (30, 40): norm 50 * sqrt(2).
+  PushRequest huge = MakePush(0, 0, 1, std::vector<float>(25, 0.0f));
+  SparseRows* rows = huge.add_sparse();
+  SetKeys(0, {3, 7}, rows);
+  SetRows({30.0f, 40.0f, 30.0f, 40.0f}, rows);
+  const absl::Status status = PushNow(*store, huge);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("gradient norm 70.7107"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("largest part the rows of table 'user', norm 70.7107"));
+  EXPECT_EQ(store->step(), 0);
+
+  PushRequest small = MakePush(0, 0, 1, std::vector<float>(25, 0.0f));
+  rows = small.add_sparse();
+  SetKeys(0, {3}, rows);
+  SetRows({3.0f, 4.0f}, rows);
+  ASSERT_TRUE(PushNow(*store, small).ok());
+  EXPECT_EQ(store->step(), 1);
 }
 
 TEST(FloatOpsTest, ChunkSumOfSquaresReadsEveryEncodingAndSplitRuns) {
