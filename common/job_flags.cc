@@ -240,7 +240,7 @@ absl::Status RejectExplicitZeros() {
 absl::StatusOr<JobSpec> JobSpecFromFlags() {
   JobSpec job;
   if (!FLAGS_config.empty()) {
-    ASSIGN_OR_RETURN(job, ReadJobSpecFile(FLAGS_config));
+    ASSIGN_OR_RETURN(job, ReadJobSpecFile(FLAGS_config, "--config (job config)"));
   }
   RETURN_IF_ERROR(RejectExplicitZeros());
   RETURN_IF_ERROR(ApplyFlags(&job));

@@ -63,8 +63,8 @@ float DefaultLr(absl::string_view /*model*/, OptimizerSpec::Type type) {
 
 }  // namespace
 
-absl::StatusOr<JobSpec> ReadJobSpecFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadRegularFile(path, "--config (job config)", kMaxFlagFileBytes);
+absl::StatusOr<JobSpec> ReadJobSpecFile(const std::string& path, absl::string_view what) {
+  absl::StatusOr<std::string> text = ReadRegularFile(path, what, kMaxFlagFileBytes);
   if (!text.ok()) return text.status();
   JobSpec job;
   google::protobuf::TextFormat::Parser parser;

@@ -33,10 +33,10 @@ inline constexpr int kDefaultSpareWorkers = 2;
 // Whether the job's model is declared by its workers (JobSpec.model "external").
 inline bool IsExternalModel(const JobSpec& job) { return job.model() == kExternalModel; }
 
-// Parses a JobSpec textproto file (--config). Errors name the flag, the file and, for syntax errors,
-// line and column; FAILED_PRECONDITION for anything but a regular file of at most
-// kMaxFlagFileBytes (common/file_io.h; a folder, a FIFO, a device), which is never read.
-absl::StatusOr<JobSpec> ReadJobSpecFile(const std::string& path);
+// Parses a JobSpec textproto file. Errors name `what` (e.g. "--config (job config)"), the file and,
+// for syntax errors, line and column; FAILED_PRECONDITION for anything but a regular file of at
+// most kMaxFlagFileBytes (common/file_io.h; a folder, a FIFO, a device), which is never read.
+absl::StatusOr<JobSpec> ReadJobSpecFile(const std::string& path, absl::string_view what = "job config");
 
 // Fills every unset field with its documented default (proto/job.proto). Some defaults depend on
 // other fields, which are completed first: batch_size, epochs and optimizer.lr on the model (cnn:

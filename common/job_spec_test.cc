@@ -242,7 +242,7 @@ TEST(JobSpecTest, MissingFileIsNotFound) {
 
 TEST(JobSpecTest, ConfigMustBeARegularFile) {
   for (const std::string& path : {testing::TempDir(), std::string("/dev/zero")}) {
-    absl::Status s = ReadJobSpecFile(path).status();
+    absl::Status s = ReadJobSpecFile(path, "--config (job config)").status();
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << path;
     EXPECT_THAT(s.message(), HasSubstr("--config (job config): '" + path + "' is a ")) << path;
     EXPECT_THAT(s.message(), HasSubstr("expected a regular file")) << path;
