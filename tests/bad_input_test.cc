@@ -182,6 +182,13 @@ TEST(BadFlagsTest, SchedulerAndLauncherRefuseBadFilesAndSizesBeforeStarting) {
   std::filesystem::create_directory(folder);
   const std::string plain = dir + "/plain.txt";
   { std::ofstream(plain) << "not a folder\n"; }
+  // A data folder whose files are FIFOs: reading one would block forever.
+  const std::string fifo_data = dir + "/fifo-data";
+  std::filesystem::create_directory(fifo_data);
+  for (const char* name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                           "t10k-labels-idx1-ubyte.gz"}) {
+    ASSERT_EQ(::mkfifo((fifo_data + "/" + name).c_str(), 0600), 0);
+  }
   const std::vector<std::string> before = Listing(dir);
   // Every run would write these if it got as far as the job.
   const std::vector<std::string> outputs = {"--summary_json=" + dir + "/summary.json",
@@ -196,6 +203,7 @@ TEST(BadFlagsTest, SchedulerAndLauncherRefuseBadFilesAndSizesBeforeStarting) {
       // 13: no hang on a FIFO or a device.
       {{"--config=" + fifo}, "--config (job config): '" + fifo + "' is a FIFO, expected a regular file"},
       {{"--config=/dev/zero"}, "--config (job config): '/dev/zero' is a character device, expected a regular file"},
+      {{"--data_dir=" + fifo_data}, "not a regular file (a FIFO, device or socket), expected a data file"},
       {{"--tls_cert=/dev/zero", "--tls_key=/dev/zero", "--tls_ca=/dev/zero", "--job_token_file=/dev/zero"},
        "'/dev/zero' is a character device, expected a regular file"},
       // 14: a folder as the config; --final_model where nothing can be written.
