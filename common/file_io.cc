@@ -78,6 +78,9 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view what
       path, what, [&](int fd) { return WriteAll(fd, contents.data(), contents.size(), path); }, mode);
 }
 
+namespace {
+
+// What a file that is not the expected kind is, for error messages: "a folder", "a FIFO", ...
 const char* FileTypeName(mode_t mode) {
   if (S_ISDIR(mode)) return "a folder";
   if (S_ISFIFO(mode)) return "a FIFO";
@@ -87,6 +90,8 @@ const char* FileTypeName(mode_t mode) {
   if (S_ISREG(mode)) return "a regular file";
   return "of an unknown type";
 }
+
+}  // namespace
 
 absl::StatusOr<int> OpenRegularFile(const std::string& path, absl::string_view what) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
