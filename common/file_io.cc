@@ -78,10 +78,61 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view what
       path, what, [&](int fd) { return WriteAll(fd, contents.data(), contents.size(), path); }, mode);
 }
 
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path, absl::string_view what) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("opening ", what, " '", path, "'"));
+namespace {
+
+// What a file that is not the expected kind is, for error messages: "a folder", "a FIFO", ...
+const char* FileTypeName(mode_t mode) {
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISREG(mode)) return "a regular file";
+  return "of an unknown type";
+}
+
+}  // namespace
+
+absl::StatusOr<int> OpenRegularFile(const std::string& path, absl::string_view what) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat(what, ": opening '", path, "'"));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoStatus(err, absl::StrCat(what, ": stat of '", path, "'"));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": '", path, "' is ", FileTypeName(st.st_mode), ", expected a regular file"));
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  return fd;
+}
+
+absl::StatusOr<std::string> ReadRegularFile(const std::string& path, absl::string_view what, int64_t max_bytes) {
+  absl::StatusOr<int> opened = OpenRegularFile(path, what);
+  if (!opened.ok()) return opened.status();
+  const int fd = *opened;
+  auto too_big = [&](int64_t size) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": '", path, "' is ", size, " bytes, expected at most ", max_bytes));
+  };
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoStatus(err, absl::StrCat(what, ": stat of '", path, "'"));
+  }
+  if (max_bytes >= 0 && st.st_size > max_bytes) {
+    ::close(fd);
+    return too_big(st.st_size);
+  }
   std::string contents;
+  contents.reserve(static_cast<size_t>(st.st_size));
   char buffer[1 << 16];
   while (true) {
     const ssize_t n = ::read(fd, buffer, sizeof(buffer));
@@ -89,13 +140,50 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path, absl::string_
       if (errno == EINTR) continue;
       const int err = errno;
       ::close(fd);
-      return ErrnoStatus(err, absl::StrCat("reading ", what, " '", path, "'"));
+      return ErrnoStatus(err, absl::StrCat(what, ": reading '", path, "'"));
     }
     if (n == 0) break;
     contents.append(buffer, static_cast<size_t>(n));
+    // A file that grows while it is read is still held to the limit.
+    if (max_bytes >= 0 && static_cast<int64_t>(contents.size()) > max_bytes) {
+      ::close(fd);
+      return too_big(static_cast<int64_t>(contents.size()));
+    }
   }
   ::close(fd);
   return contents;
+}
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path, absl::string_view what, int64_t max_bytes) {
+  return ReadRegularFile(path, what, max_bytes);
+}
+
+absl::Status CheckWritableFilePath(const std::string& path, absl::string_view flag) {
+  if (path.empty() || path.back() == '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": got '", path, "', expected the path of a file (not of a folder)"));
+  }
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(flag, ": '", path, "' is a folder, expected the path of a file to write"));
+  }
+  const std::string dir = DirectoryOf(path);
+  if (::stat(dir.c_str(), &st) != 0) {
+    return ErrnoStatus(errno, absl::StrCat(flag, ": the folder '", dir, "' of '", path,
+                                           "' cannot be used (it must exist before the job starts)"));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(flag, ": '", dir, "' (the folder of '", path, "') is ", FileTypeName(st.st_mode),
+                     ", expected a folder"));
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(flag, ": cannot create files in the folder '", dir, "' of '",
+                                                      path, "' (", std::strerror(errno),
+                                                      "); expected a folder this user may write"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace pstrain

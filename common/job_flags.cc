@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/file_io.h"
 #include "common/job_spec.h"
 #include "common/table_spec.h"
 #include "common/status_macros.h"
@@ -45,6 +46,13 @@ DEFINE_int64(lr_step_size, 0, "Step schedule: steps between decays");
 DEFINE_double(lr_gamma, 0.1, "Step schedule: decay factor");
 DEFINE_double(lr_min_factor, 0.0, "Cosine schedule: final lr as a fraction of lr");
 DEFINE_bool(allow_nonfinite_gradients, false, "Accept NaN/Inf gradients instead of refusing them");
+DEFINE_double(max_grad_norm_per_sample, 0.0,
+              "Servers refuse (and count in pstrain_server_refused_pushes_total{reason=\"grad_norm\"}) a push whose "
+              "gradient (the mean over its samples) has an L2 norm above this, on their part of it; not robust "
+              "aggregation, a guard against one huge push (0: off; docs/guides/security.md suggests a value)");
+DEFINE_string(output_mode, "0600",
+              "Permission bits, in octal, of the final model, the run summary and the servers' checkpoints, e.g. "
+              "0640 to let the group read them");
 DEFINE_int32(lease_batches, 4, "async/ssp: batches per work lease");
 DEFINE_int64(max_chunk_bytes, 4 << 20, "Largest tensor chunk in the shard map, bytes");
 DEFINE_string(final_model, "", "Where the scheduler writes the trained model (empty: not written)");
@@ -87,7 +95,22 @@ const char* const kJobFlags[] = {
     "allow_nonfinite_gradients", "lease_batches", "max_chunk_bytes", "final_model",
     "eval_last_epoch_only", "checkpoint_dir", "checkpoint_every_steps", "min_workers", "max_workers", "spare_workers",
     "checkpoint_every_seconds", "global_batch", "resume", "replicas", "overlap", "compression",
-    "data_format", "bad_records", "embedding_dim", "table_optimizer", "table_lr", "table_l1", "table_l2"};
+    "data_format", "bad_records", "embedding_dim", "table_optimizer", "table_lr", "table_l1", "table_l2",
+    "max_grad_norm_per_sample", "output_mode"};
+
+// "0640" or "640": octal digits only, the owner may at least read (a file its own job could not
+// read back is a mistake), at most 0777.
+bool ParseOctalMode(absl::string_view text, uint32_t* mode) {
+  if (text.empty() || text.size() > 4) return false;
+  uint32_t value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '7') return false;
+    value = value * 8 + static_cast<uint32_t>(c - '0');
+  }
+  if (value > 0777 || (value & 0400) == 0) return false;
+  *mode = value;
+  return true;
+}
 
 bool Given(const char* name) {
   gflags::CommandLineFlagInfo info;
@@ -176,6 +199,15 @@ absl::Status ApplyFlags(JobSpec* job) {
   if (Given("table_lr")) table_opt->set_lr(static_cast<float>(FLAGS_table_lr));
   if (Given("table_l1")) table_opt->set_l1(static_cast<float>(FLAGS_table_l1));
   if (Given("table_l2")) table_opt->set_l2(static_cast<float>(FLAGS_table_l2));
+  if (Given("max_grad_norm_per_sample")) job->set_max_grad_norm_per_sample(FLAGS_max_grad_norm_per_sample);
+  if (Given("output_mode")) {
+    uint32_t mode = 0;
+    if (!ParseOctalMode(FLAGS_output_mode, &mode)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--output_mode: got '", FLAGS_output_mode, "', expected permission bits in octal from 0400 to 0777, e.g. 0640"));
+    }
+    job->set_output_mode(mode);
+  }
   return absl::OkStatus();
 }
 
@@ -208,7 +240,7 @@ absl::Status RejectExplicitZeros() {
 absl::StatusOr<JobSpec> JobSpecFromFlags() {
   JobSpec job;
   if (!FLAGS_config.empty()) {
-    ASSIGN_OR_RETURN(job, ReadJobSpecFile(FLAGS_config));
+    ASSIGN_OR_RETURN(job, ReadJobSpecFile(FLAGS_config, "--config (job config)"));
   }
   RETURN_IF_ERROR(RejectExplicitZeros());
   RETURN_IF_ERROR(ApplyFlags(&job));
@@ -216,6 +248,10 @@ absl::StatusOr<JobSpec> JobSpecFromFlags() {
   // After the defaults, which settle the worker count the spares are added to.
   if (Given("spare_workers") && !Given("max_workers")) job.set_max_workers(job.num_workers() + FLAGS_spare_workers);
   RETURN_IF_ERROR(ValidateJobSpec(job));
+  // The model is written at the very end: a folder that cannot take it fails now, not after the job.
+  if (!job.final_model_path().empty()) {
+    RETURN_IF_ERROR(CheckWritableFilePath(job.final_model_path(), "--final_model"));
+  }
   return job;
 }
 

@@ -14,8 +14,9 @@
 
 namespace pstrain {
 
-// Builds the job from --config (if any) and the job flags, applies defaults and validates.
-// Call after gflags has parsed the command line.
+// Builds the job from --config (if any) and the job flags, applies defaults and validates; also
+// checks that --final_model's folder exists and is writable (CheckWritableFilePath), since the model
+// is written only when the job ends. Call after gflags has parsed the command line.
 absl::StatusOr<JobSpec> JobSpecFromFlags();
 
 // The job flags given explicitly on this command line, as "--name=value" strings, so that a

@@ -1,13 +1,13 @@
 #include "common/job_spec.h"
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/compression.h"
+#include "common/file_io.h"
 #include "common/table_spec.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
@@ -63,16 +63,14 @@ float DefaultLr(absl::string_view /*model*/, OptimizerSpec::Type type) {
 
 }  // namespace
 
-absl::StatusOr<JobSpec> ReadJobSpecFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("job config ", path, ": cannot open file"));
-  std::stringstream text;
-  text << in.rdbuf();
+absl::StatusOr<JobSpec> ReadJobSpecFile(const std::string& path, absl::string_view what) {
+  absl::StatusOr<std::string> text = ReadRegularFile(path, what, kMaxFlagFileBytes);
+  if (!text.ok()) return text.status();
   JobSpec job;
   google::protobuf::TextFormat::Parser parser;
   ErrorCollector errors;
   parser.RecordErrorsTo(&errors);
-  if (!parser.ParseFromString(text.str(), &job)) {
+  if (!parser.ParseFromString(*text, &job)) {
     return absl::InvalidArgumentError(
         absl::StrCat("job config ", path, ": not a valid JobSpec textproto: ", errors.first()));
   }
@@ -138,10 +136,19 @@ absl::Status ValidateJobSpec(const JobSpec& job) {
     return Invalid("data.bad_records", absl::StrCat("'", job.data().bad_records(), "'"), "'fail' or 'skip'");
   }
   if (absl::Status s = ValidateTables(job); !s.ok()) return s;
+  int64_t hidden_parameters = 0;  // the weights between hidden layers: a lower bound of the model's size
   for (int i = 0; i < job.hidden_sizes_size(); ++i) {
-    if (job.hidden_sizes(i) <= 0) {
-      return Invalid(absl::StrCat("hidden_sizes[", i, "]"), absl::StrCat(job.hidden_sizes(i)), "> 0");
+    if (job.hidden_sizes(i) <= 0 || job.hidden_sizes(i) > kMaxHiddenWidth) {
+      return Invalid(absl::StrCat("hidden_sizes[", i, "] (--hidden)"), absl::StrCat(job.hidden_sizes(i)),
+                     absl::StrCat("in [1, ", kMaxHiddenWidth, "]"));
     }
+    if (i > 0) hidden_parameters += int64_t{job.hidden_sizes(i - 1)} * job.hidden_sizes(i);
+  }
+  if (hidden_parameters > kMaxModelParameters) {
+    return Invalid("hidden_sizes (--hidden)",
+                   absl::StrCat(absl::StrJoin(job.hidden_sizes(), ","), ": ", hidden_parameters,
+                                " weights between the hidden layers alone"),
+                   absl::StrCat("a model of at most ", kMaxModelParameters, " parameters (4 GiB of float32)"));
   }
   if (job.num_servers() < 1) return Invalid("num_servers", absl::StrCat(job.num_servers()), ">= 1");
   if (job.num_workers() < 1) return Invalid("num_workers", absl::StrCat(job.num_workers()), ">= 1");
@@ -225,6 +232,14 @@ absl::Status ValidateJobSpec(const JobSpec& job) {
   if (!(s.gamma() > 0 && s.gamma() <= 1)) return Invalid("optimizer.schedule.gamma", absl::StrCat(s.gamma()), "in (0, 1]");
   if (!(s.min_factor() >= 0 && s.min_factor() <= 1)) {
     return Invalid("optimizer.schedule.min_factor", absl::StrCat(s.min_factor()), "in [0, 1]");
+  }
+  if (!(job.max_grad_norm_per_sample() >= 0) || !std::isfinite(job.max_grad_norm_per_sample())) {
+    return Invalid("max_grad_norm_per_sample", absl::StrCat(job.max_grad_norm_per_sample()),
+                   "a finite value >= 0 (0: off)");
+  }
+  if (job.output_mode() > 0777) {
+    return Invalid("output_mode (--output_mode)", absl::StrFormat("0%o", job.output_mode()),
+                   "permission bits in 0 to 0777 (0: 0600)");
   }
   return absl::OkStatus();
 }

@@ -4,7 +4,9 @@
 #ifndef PSTRAIN_COMMON_JOB_SPEC_H_
 #define PSTRAIN_COMMON_JOB_SPEC_H_
 
+#include <cstdint>
 #include <string>
+
 #include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
@@ -16,6 +18,12 @@ namespace pstrain {
 // The folder Debian's dataset-fashion-mnist package installs.
 inline constexpr char kDefaultDataDir[] = "/usr/share/datasets/fashion-mnist";
 
+// The largest model a job may describe, in parameters (float32 values: 4 GiB), and the widest
+// hidden layer. Checked before anything is allocated, so a typo such as --hidden=2000000000 is a
+// clear error instead of an allocation failure.
+inline constexpr int64_t kMaxModelParameters = int64_t{1} << 30;
+inline constexpr int32_t kMaxHiddenWidth = 1 << 20;
+
 // JobSpec.model for a model the workers declare (Scheduler.DeclareModel) instead of a built-in one.
 inline constexpr char kExternalModel[] = "external";
 
@@ -25,8 +33,10 @@ inline constexpr int kDefaultSpareWorkers = 2;
 // Whether the job's model is declared by its workers (JobSpec.model "external").
 inline bool IsExternalModel(const JobSpec& job) { return job.model() == kExternalModel; }
 
-// Parses a JobSpec textproto file. Errors name the file and, for syntax errors, line and column.
-absl::StatusOr<JobSpec> ReadJobSpecFile(const std::string& path);
+// Parses a JobSpec textproto file. Errors name `what` (e.g. "--config (job config)"), the file and,
+// for syntax errors, line and column; FAILED_PRECONDITION for anything but a regular file of at
+// most kMaxFlagFileBytes (common/file_io.h; a folder, a FIFO, a device), which is never read.
+absl::StatusOr<JobSpec> ReadJobSpecFile(const std::string& path, absl::string_view what = "job config");
 
 // Fills every unset field with its documented default (proto/job.proto). Some defaults depend on
 // other fields, which are completed first: batch_size, epochs and optimizer.lr on the model (cnn:

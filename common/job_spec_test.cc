@@ -240,5 +240,47 @@ TEST(JobSpecTest, MissingFileIsNotFound) {
   EXPECT_EQ(ReadJobSpecFile("/nonexistent/job.textproto").status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(JobSpecTest, ConfigMustBeARegularFile) {
+  for (const std::string& path : {testing::TempDir(), std::string("/dev/zero")}) {
+    absl::Status s = ReadJobSpecFile(path, "--config (job config)").status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << path;
+    EXPECT_THAT(s.message(), HasSubstr("--config (job config): '" + path + "' is a ")) << path;
+    EXPECT_THAT(s.message(), HasSubstr("expected a regular file")) << path;
+  }
+}
+
+TEST(JobSpecTest, ModelSizeIsBoundedBeforeAnythingIsAllocated) {
+  JobSpec job = Defaults();
+  job.set_hidden_sizes(0, kMaxHiddenWidth + 1);
+  EXPECT_THAT(ValidateJobSpec(job).message(),
+              HasSubstr("hidden_sizes[0] (--hidden): got 1048577, expected in [1, 1048576]"));
+  job.set_hidden_sizes(0, 40000);
+  job.set_hidden_sizes(1, 40000);  // 1.6e9 weights between them
+  EXPECT_THAT(ValidateJobSpec(job).message(),
+              HasSubstr("hidden_sizes (--hidden): got 40000,40000: 1600000000 weights between the hidden layers "
+                        "alone, expected a model of at most 1073741824 parameters"));
+  job.set_hidden_sizes(1, 20000);
+  EXPECT_TRUE(ValidateJobSpec(job).ok());
+}
+
+TEST(JobSpecTest, GradNormLimitIsOffByDefaultAndMustBeFiniteAndNonNegative) {
+  JobSpec job = Defaults();
+  EXPECT_EQ(job.max_grad_norm_per_sample(), 0);
+  job.set_max_grad_norm_per_sample(50);
+  EXPECT_TRUE(ValidateJobSpec(job).ok());
+  job.set_max_grad_norm_per_sample(-1);
+  EXPECT_THAT(ValidateJobSpec(job).message(), HasSubstr("max_grad_norm_per_sample: got -1, expected a finite value >= 0"));
+  job.set_max_grad_norm_per_sample(std::numeric_limits<double>::quiet_NaN());
+  EXPECT_FALSE(ValidateJobSpec(job).ok());
+}
+
+TEST(JobSpecTest, OutputModeIsPermissionBits) {
+  JobSpec job = Defaults();
+  job.set_output_mode(0640);
+  EXPECT_TRUE(ValidateJobSpec(job).ok());
+  job.set_output_mode(01777);
+  EXPECT_THAT(ValidateJobSpec(job).message(), HasSubstr("output_mode (--output_mode): got 01777"));
+}
+
 }  // namespace
 }  // namespace pstrain

@@ -107,7 +107,7 @@ struct StoreCtxDeleter {
 };
 
 absl::StatusOr<std::string> ReadPem(absl::string_view flag, const std::string& path) {
-  absl::StatusOr<std::string> text = ReadWholeFile(path, absl::StrCat("--", flag));
+  absl::StatusOr<std::string> text = ReadWholeFile(path, absl::StrCat("--", flag), kMaxFlagFileBytes);
   if (!text.ok()) return absl::InvalidArgumentError(text.status().message());
   if (!absl::StrContains(*text, "-----BEGIN ")) {
     return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", path, ": not a PEM file (no '-----BEGIN' line)"));
@@ -275,7 +275,7 @@ absl::StatusOr<std::shared_ptr<const TransportSecurity>> TransportSecurity::Crea
           "--job_token_file needs TLS (--tls_cert, --tls_key, --tls_ca): without it the token would travel in the "
           "clear");
     }
-    absl::StatusOr<std::string> text = ReadWholeFile(options.token_file, "--job_token_file");
+    absl::StatusOr<std::string> text = ReadWholeFile(options.token_file, "--job_token_file", kMaxFlagFileBytes);
     if (!text.ok()) return absl::InvalidArgumentError(text.status().message());
     token = std::string(absl::StripAsciiWhitespace(*text));
     if (token.size() < 16) {

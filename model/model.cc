@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "model/cnn.h"
 #include "model/mlp.h"
@@ -48,6 +49,16 @@ absl::StatusOr<std::vector<ParamSpec>> ModelParamSpecs(const std::string& name, 
   if (name == kMlpModel) {
     const std::vector<int> sizes = MlpLayerSizes(input);
     RETURN_IF_ERROR(ValidateMlpLayerSizes(sizes));
+    int64_t parameters = 0;
+    // Each term is below 2^63 and the sum stops growing once past the bound: no overflow.
+    for (size_t i = 0; i + 1 < sizes.size() && parameters <= kMaxParameters; ++i) {
+      parameters += (int64_t{sizes[i]} + 1) * sizes[i + 1];
+    }
+    if (parameters > kMaxParameters) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model 'mlp' with layers [", absl::StrJoin(sizes, ", "), "] has ", parameters,
+          " parameters, expected at most ", kMaxParameters, " (4 GiB of float32): make --hidden narrower"));
+    }
     return MlpParamSpecs(sizes);
   }
   if (name == kCnnModel) {

@@ -99,8 +99,13 @@ struct ModelInput {
 // parameter layout) and the workers (which build the model) must agree on it, so both call this.
 ModelInput ImageModelInput(int height, int width, int classes, std::vector<int> hidden_sizes);
 
+// The most parameters a built-in model may have (float32: 4 GiB), the same bound as the job's
+// (common/job_spec.h kMaxModelParameters, checked there before the data's input size is known).
+inline constexpr int64_t kMaxParameters = int64_t{1} << 30;
+
 // The parameter layout of model `name` for `input`. INVALID_ARGUMENT for an unknown name
-// ("model 'x': expected 'mlp' or 'cnn'") or sizes the model refuses.
+// ("model 'x': expected 'mlp' or 'cnn'"), sizes the model refuses, or more than kMaxParameters
+// parameters (naming --hidden), checked before anything is allocated.
 absl::StatusOr<std::vector<ParamSpec>> ModelParamSpecs(const std::string& name, const ModelInput& input);
 
 // A new model `name` on `backend` (borrowed; must outlive the model); errors as ModelParamSpecs,

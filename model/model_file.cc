@@ -6,6 +6,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -135,7 +136,7 @@ absl::StatusOr<std::string> SerializeModelFile(const std::vector<ParamSpec>& par
 }
 
 absl::StatusOr<ModelFile> ReadModelFile(const std::string& path) {
-  ASSIGN_OR_RETURN(const std::string contents, ReadWholeFile(path, "model file"));
+  ASSIGN_OR_RETURN(const std::string contents, ReadWholeFile(path, "model file", kMaxModelFileBytes));
   return ParseModelFile(contents, absl::StrCat("model file '", path, "'"));
 }
 
@@ -241,6 +242,17 @@ absl::StatusOr<ModelFile> ParseModelFile(absl::string_view contents, absl::strin
     for (size_t i = 0; i < file.values.size(); ++i) {
       const uint32_t u = LoadU32(v + 4 * i);
       std::memcpy(&file.values[i], &u, 4);
+    }
+  }
+  // The checksum only proves the bytes are the ones written; a model of NaN is still useless.
+  for (const ParamSpec& spec : file.params) {
+    for (int64_t i = 0; i < spec.num_elements; ++i) {
+      const float value = file.values[static_cast<size_t>(spec.flat_offset + i)];
+      if (!std::isfinite(value)) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": tensor '", spec.name, "' element ", i, " is ",
+                                                       std::isnan(value) ? "nan" : (value > 0 ? "inf" : "-inf"),
+                                                       ", expected finite values"));
+      }
     }
   }
   return file;

@@ -52,8 +52,14 @@ struct ModelFile {
 absl::Status WriteModelFile(const std::string& path, const std::vector<ParamSpec>& params,
                             absl::Span<const float> values);
 
+// The largest model file read: kMaxModelParameters (common/job_spec.h, 2^30) float32 values
+// and room for their names and shapes.
+inline constexpr int64_t kMaxModelFileBytes = (int64_t{4} << 30) + (int64_t{64} << 20);
+
 // Reads and verifies a model file. Errors name the file and what is wrong: NOT_FOUND (no file),
-// INVALID_ARGUMENT (bad magic: not a model file; unsupported version), DATA_LOSS (truncated,
+// FAILED_PRECONDITION (not a regular file, e.g. a FIFO or /dev/zero, or larger than
+// kMaxModelFileBytes: nothing is read), INVALID_ARGUMENT (bad magic: not a model file; unsupported
+// version; a NaN or infinite value, naming the tensor and the element), DATA_LOSS (truncated,
 // trailing bytes, malformed header, checksum mismatch). Blocks on disk I/O.
 absl::StatusOr<ModelFile> ReadModelFile(const std::string& path);
 
@@ -63,7 +69,9 @@ absl::StatusOr<std::string> SerializeModelFile(const std::vector<ParamSpec>& par
                                                absl::Span<const float> values);
 
 // ReadModelFile for bytes already in memory; `where` names them in errors (e.g. "final model
-// from worker 0"). Same checks and codes.
+// from worker 0"). Same checks and codes: a well-formed file whose values hold a NaN or an
+// infinity is refused too (INVALID_ARGUMENT "...: tensor 'fc1.weight' element 17 is nan"), since
+// training from it or evaluating it can only produce NaN.
 absl::StatusOr<ModelFile> ParseModelFile(absl::string_view contents, absl::string_view where);
 
 }  // namespace model

@@ -1,12 +1,16 @@
 #include "model/model_file.h"
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/mlp.h"
@@ -112,6 +116,33 @@ TEST_F(ModelFileTest, BadMagicIsRefused) {
 TEST_F(ModelFileTest, TrailingBytesAreRefused) {
   WriteBytes(path_, ReadBytes(path_) + "junk");
   EXPECT_EQ(ReadModelFile(path_).status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST_F(ModelFileTest, NanOrInfWithAValidChecksumIsRefusedNamingTensorAndElement) {
+  values_[params_[1].flat_offset + 2] = std::numeric_limits<float>::quiet_NaN();
+  ASSERT_TRUE(WriteModelFile(path_, params_, values_).ok());
+  absl::StatusOr<ModelFile> file = ReadModelFile(path_);
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(file.status().message(), HasSubstr(absl::StrCat("model file '", path_, "': tensor '", params_[1].name,
+                                                              "' element 2 is nan, expected finite values")));
+  values_[params_[1].flat_offset + 2] = 0;
+  values_[5] = std::numeric_limits<float>::infinity();
+  ASSERT_TRUE(WriteModelFile(path_, params_, values_).ok());
+  EXPECT_THAT(ReadModelFile(path_).status().message(), HasSubstr("tensor '" + params_[0].name + "' element 5 is inf"));
+}
+
+TEST_F(ModelFileTest, OnlyRegularFilesAreRead) {
+  for (const std::string& path : {std::string("/dev/zero"), ::testing::TempDir()}) {
+    absl::StatusOr<ModelFile> file = ReadModelFile(path);
+    EXPECT_EQ(file.status().code(), absl::StatusCode::kFailedPrecondition) << path;
+    EXPECT_THAT(file.status().message(), HasSubstr("expected a regular file")) << path;
+  }
+}
+
+TEST_F(ModelFileTest, WrittenForTheOwnerOnly) {
+  struct stat st;
+  ASSERT_EQ(::stat(path_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
 TEST_F(ModelFileTest, MissingFileIsNotFound) {

@@ -230,10 +230,11 @@ absl::Status SchedulerRunner::Run() {
   core_options.startup_timeout = options_.startup_timeout;
   core_options.server_recovery_timeout = options_.server_recovery_timeout;
   if (!job.final_model_path().empty()) {
-    core_options.write_final_model = [path = job.final_model_path()](absl::string_view bytes) -> absl::Status {
+    core_options.write_final_model = [path = job.final_model_path(),
+                                      mode = OutputMode(job.output_mode())](absl::string_view bytes) -> absl::Status {
       // Never write garbage: the bytes must be a whole, checksummed model file.
       RETURN_IF_ERROR(model::ParseModelFile(bytes, "the final model").status());
-      return WriteFileAtomically(path, "final model", bytes);
+      return WriteFileAtomically(path, "final model", bytes, mode);
     };
   }
   if (state_file != nullptr) {
@@ -360,7 +361,8 @@ absl::Status SchedulerRunner::Run() {
 
   absl::Status summary_written;
   if (!options_.summary_json.empty()) {
-    summary_written = WriteFileAtomically(options_.summary_json, "run summary", core->SummaryJson());
+    summary_written = WriteFileAtomically(options_.summary_json, "run summary", core->SummaryJson(),
+                                          OutputMode(job_.output_mode()));
     if (summary_written.ok()) {
       LOG(INFO) << "run summary written to " << options_.summary_json;
     } else {
@@ -387,7 +389,8 @@ absl::Status SchedulerRunner::Run() {
   // A server's heartbeat after the end carries its final traffic (the summary's "servers"), which
   // the first write may have missed by up to a heartbeat: write the summary again with it.
   if (!options_.summary_json.empty() && summary_written.ok() && core->ServersKnowTheEnd()) {
-    summary_written = WriteFileAtomically(options_.summary_json, "run summary", core->SummaryJson());
+    summary_written = WriteFileAtomically(options_.summary_json, "run summary", core->SummaryJson(),
+                                          OutputMode(job_.output_mode()));
     if (!summary_written.ok()) LOG(ERROR) << "run summary: " << summary_written;
   }
   if (http != nullptr) http->Stop();

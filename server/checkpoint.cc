@@ -6,6 +6,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -244,9 +245,9 @@ int64_t CheckpointFileSize(const ShardCheckpoint& ckpt) {
          4 * TotalLength(ckpt) * (1 + ckpt.num_state_vectors) + tables + 4;
 }
 
-absl::Status WriteCheckpoint(const std::string& path, const ShardCheckpoint& ckpt) {
+absl::Status WriteCheckpoint(const std::string& path, const ShardCheckpoint& ckpt, mode_t mode) {
   RETURN_IF_ERROR(CheckShape(path, ckpt));
-  return WriteFileAtomically(path, "checkpoint", [&](int fd) { return WriteContents(fd, path, ckpt); });
+  return WriteFileAtomically(path, "checkpoint", [&](int fd) { return WriteContents(fd, path, ckpt); }, mode);
 }
 
 absl::StatusOr<ShardCheckpoint> ReadCheckpoint(const std::string& path) {
@@ -363,6 +364,24 @@ absl::StatusOr<ShardCheckpoint> ReadCheckpoint(const std::string& path) {
     for (std::vector<float>& s : ckpt.state) {
       std::memcpy(s.data() + base, data + pos, bytes);
       pos += bytes;
+    }
+    base += c.length();
+  }
+  // The checksum only proves the bytes are the ones written: a shard of NaN would train to
+  // nothing, so it is refused, naming where the first bad value is.
+  base = 0;
+  for (size_t i = 0; i < ckpt.chunks.size(); ++i) {
+    const ChunkSpec& c = ckpt.chunks[i];
+    for (int v = -1; v < static_cast<int>(num_state); ++v) {
+      const float* values = (v < 0 ? ckpt.weights.data() : ckpt.state[v].data()) + base;
+      for (int64_t k = 0; k < c.length(); ++k) {
+        if (std::isfinite(values[k])) continue;
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": chunk ", i, " (tensor id ", c.tensor_id(), " at offset ", c.offset(), "): ",
+            v < 0 ? std::string("weight") : absl::StrCat("optimizer state vector ", v), " element ",
+            c.offset() + k, " is ", std::isnan(values[k]) ? "nan" : (values[k] > 0 ? "inf" : "-inf"),
+            ", expected finite values"));
+      }
     }
     base += c.length();
   }

@@ -38,6 +38,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/checkpoint_files.h"
+#include "common/file_io.h"
 #include "proto/cluster.pb.h"
 #include "proto/job.pb.h"
 
@@ -84,15 +85,17 @@ uint64_t LayoutFingerprint(const ShardMap& map, int rank);
 // Size in bytes of the file WriteCheckpoint writes for `ckpt`.
 int64_t CheckpointFileSize(const ShardCheckpoint& ckpt);
 
-// Writes `ckpt` to `path` atomically. INVALID_ARGUMENT when the vectors disagree with the chunk
+// Writes `ckpt` to `path` atomically, with permission bits `mode` (JobSpec.output_mode). INVALID_ARGUMENT when the vectors disagree with the chunk
 // list (weights or a state vector of the wrong size, state.size() != num_state_vectors); for I/O
 // failures the errno's code (NOT_FOUND for a missing folder, RESOURCE_EXHAUSTED for a full disk,
 // else INTERNAL) naming the path. Blocks on disk I/O including two fsyncs.
-absl::Status WriteCheckpoint(const std::string& path, const ShardCheckpoint& ckpt);
+absl::Status WriteCheckpoint(const std::string& path, const ShardCheckpoint& ckpt,
+                             mode_t mode = kDefaultOutputMode);
 
-// Reads and verifies a checkpoint file. Errors name the file: NOT_FOUND (no file), DATA_LOSS
-// (bad magic, truncated, trailing bytes, malformed header, checksum mismatch), INVALID_ARGUMENT
-// (unsupported version). Blocks on disk I/O.
+// Reads and verifies a checkpoint file. Errors name the file: NOT_FOUND (no file),
+// FAILED_PRECONDITION (not a regular file: nothing is read), DATA_LOSS (bad magic, truncated,
+// trailing bytes, malformed header, checksum mismatch), INVALID_ARGUMENT (unsupported version; a
+// NaN or infinite weight or optimizer state, naming the chunk and the element). Blocks on disk I/O.
 absl::StatusOr<ShardCheckpoint> ReadCheckpoint(const std::string& path);
 
 }  // namespace pstrain::server

@@ -130,11 +130,9 @@ ShardCheckpoint SampleCheckpoint() {
   ckpt.layout_fingerprint = 0xfedcba9876543210ull;
   ckpt.chunks = {Chunk(0, 10, 3, 1), Chunk(2, 0, 2, 1)};
   ckpt.num_state_vectors = 2;
-  float nan_payload;
-  const uint32_t bits = 0x7fc12345;
-  std::memcpy(&nan_payload, &bits, 4);
-  ckpt.weights = {-0.0f, std::numeric_limits<float>::denorm_min(), nan_payload,
-                  std::numeric_limits<float>::infinity(), 1.0f / 3.0f};
+  // Edge values that must survive bit for bit (NaN and Inf are refused on load: see below).
+  ckpt.weights = {-0.0f, std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::max(),
+                  std::numeric_limits<float>::lowest(), 1.0f / 3.0f};
   ckpt.state = {{1.5f, -2.5f, 3.25f, 4e-30f, 5e30f}, {0.1f, 0.2f, 0.3f, 0.4f, 0.5f}};
   return ckpt;
 }
@@ -203,6 +201,36 @@ TEST(CheckpointFileTest, RoundTripKeepsEveryFieldBitExact) {
   ASSERT_EQ(got->state.size(), 2u);
   EXPECT_TRUE(SameBits(got->state[0], want.state[0]));
   EXPECT_TRUE(SameBits(got->state[1], want.state[1]));
+}
+
+TEST(CheckpointFileTest, NanOrInfWithAValidChecksumIsRefusedNamingChunkAndElement) {
+  const std::string path = CheckpointPath(TestDir(), 1, 7);
+  ShardCheckpoint ckpt = SampleCheckpoint();
+  ckpt.weights[4] = std::numeric_limits<float>::quiet_NaN();  // chunk 1 (tensor 2 at offset 0), element 1
+  ASSERT_TRUE(WriteCheckpoint(path, ckpt).ok());
+  auto got = ReadCheckpoint(path);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(got.status().message(), HasSubstr(path));
+  EXPECT_THAT(got.status().message(), HasSubstr("chunk 1 (tensor id 2 at offset 0): weight element 1 is nan"));
+
+  ckpt = SampleCheckpoint();
+  ckpt.state[1][1] = -std::numeric_limits<float>::infinity();  // chunk 0 (tensor 0 at offset 10), element 11
+  ASSERT_TRUE(WriteCheckpoint(path, ckpt).ok());
+  got = ReadCheckpoint(path);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(got.status().message(),
+              HasSubstr("chunk 0 (tensor id 0 at offset 10): optimizer state vector 1 element 11 is -inf"));
+}
+
+TEST(CheckpointFileTest, WrittenForTheOwnerOnlyUnlessAModeIsGiven) {
+  const std::string path = CheckpointPath(TestDir(), 1, 8);
+  ASSERT_TRUE(WriteCheckpoint(path, SampleCheckpoint()).ok());
+  EXPECT_EQ(std::filesystem::status(path).permissions(),
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  ASSERT_TRUE(WriteCheckpoint(path, SampleCheckpoint(), 0640).ok());
+  EXPECT_EQ(std::filesystem::status(path).permissions(), std::filesystem::perms::owner_read |
+                                                             std::filesystem::perms::owner_write |
+                                                             std::filesystem::perms::group_read);
 }
 
 TEST(CheckpointFileTest, WriteRefusesVectorsThatDisagreeWithChunks) {

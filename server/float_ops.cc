@@ -1,5 +1,10 @@
 #include "server/float_ops.h"
 
+#include <algorithm>
+#include <vector>
+
+#include "common/chunk_codec.h"
+
 namespace pstrain::server {
 
 void AddScaled(float weight, const float* __restrict x, int64_t n, float* __restrict sum) {
@@ -8,6 +13,30 @@ void AddScaled(float weight, const float* __restrict x, int64_t n, float* __rest
 
 void Scale(float weight, const float* __restrict x, int64_t n, float* __restrict out) {
   for (int64_t i = 0; i < n; ++i) out[i] = weight * x[i];
+}
+
+double SumOfSquares(const float* x, int64_t n) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  return sum;
+}
+
+double ChunkSumOfSquares(ValueEncoding encoding, const PayloadView& data, int64_t length) {
+  if (encoding == FLOAT32) {
+    // The runs may split a float and need not be aligned: a piece at a time through this buffer.
+    alignas(64) float piece[1024];
+    PayloadReader reader(data);
+    double sum = 0;
+    while (reader.remaining() >= sizeof(float)) {
+      const size_t n = std::min(reader.remaining() / sizeof(float), sizeof(piece) / sizeof(float));
+      reader.Read(n * sizeof(float), piece);
+      sum += SumOfSquares(piece, static_cast<int64_t>(n));
+    }
+    return sum;
+  }
+  std::vector<float> values(static_cast<size_t>(length));
+  DecodeChunkValues(encoding, data, length, values.data());
+  return SumOfSquares(values.data(), length);
 }
 
 }  // namespace pstrain::server

@@ -1,6 +1,7 @@
 #include "server/parameter_store.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
@@ -10,10 +11,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/file_io.h"
 #include "common/job_spec.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "server/dense_shard.h"
+#include "server/float_ops.h"
 
 namespace pstrain::server {
 namespace {
@@ -81,6 +84,17 @@ std::vector<int> DimsOf(const SparseShard& sparse) {
   return dims;
 }
 
+// averaged[id] for each tensor id of the map: whether TensorSpec.averaged.
+std::vector<bool> AveragedTensors(const ShardMap& map) {
+  std::vector<bool> averaged;
+  for (const TensorSpec& t : map.tensors()) {
+    if (t.id() < 0) continue;
+    if (static_cast<size_t>(t.id()) >= averaged.size()) averaged.resize(static_cast<size_t>(t.id()) + 1, false);
+    averaged[static_cast<size_t>(t.id())] = t.averaged();
+  }
+  return averaged;
+}
+
 }  // namespace
 
 ParameterStore::ParameterStore(const Options& options, std::vector<int> worker_ranks,
@@ -91,6 +105,9 @@ ParameterStore::ParameterStore(const Options& options, std::vector<int> worker_r
       allow_nonfinite_(options.job.allow_nonfinite_gradients()),
       max_samples_(mode_ == SYNC ? options.job.global_batch() : options.job.batch_size()),
       num_data_epochs_(options.job.epochs()),
+      max_grad_norm_(options.job.max_grad_norm_per_sample()),
+      averaged_tensors_(AveragedTensors(options.shard_map)),
+      output_mode_(OutputMode(options.job.output_mode())),
       storage_(std::move(storage)),
       sparse_(std::move(sparse)),
       total_elements_(storage_->num_elements()),
@@ -150,7 +167,49 @@ absl::Status ParameterStore::ValidatePush(const PushRequest& req, absl::Span<con
   RETURN_IF_ERROR(sparse_->Check(what, sparse, SparseShard::Expect::kRows, allow_nonfinite_, rows));
   RETURN_IF_ERROR(
       sparse_->Check(absl::StrCat(what, " (pull_sparse)"), pull_sparse, SparseShard::Expect::kKeys, false, pull_keys));
-  return storage_->ValidateGradient(what, req, values, allow_nonfinite_);
+  RETURN_IF_ERROR(storage_->ValidateGradient(what, req, values, allow_nonfinite_));
+  return CheckGradientNorm(what, req, values, *rows);
+}
+
+absl::Status ParameterStore::CheckGradientNorm(absl::string_view what, const PushRequest& req,
+                                               absl::Span<const PayloadView> values,
+                                               const SparseGradient& rows) const {
+  if (max_grad_norm_ <= 0) return absl::OkStatus();
+  // A push carries the mean gradient of its samples, so its norm is at most the largest
+  // per-sample norm. This store sees only its part of the push, whose norm is at most the whole
+  // one's: above the limit here proves the whole is above it too.
+  double sum = 0;
+  double largest = -1;
+  std::string largest_name;
+  const int first = req.partial() ? req.first_chunk() : 0;
+  for (int i = 0; i < req.chunks_size(); ++i) {
+    const TensorChunk& chunk = req.chunks(i);
+    const size_t id = static_cast<size_t>(chunk.tensor_id());
+    if (id < averaged_tensors_.size() && averaged_tensors_[id]) continue;  // weights, not a gradient
+    const double squares = ChunkSumOfSquares(chunk.encoding(), values[i], chunk.length());
+    sum += squares;
+    if (squares > largest) {
+      largest = squares;
+      largest_name = storage_->PartName(first + i);
+    }
+  }
+  for (const TableGradient& table : rows) {
+    const double squares = SumOfSquares(table.rows().data(), static_cast<int64_t>(table.rows().size()));
+    sum += squares;
+    if (squares > largest) {
+      largest = squares;
+      largest_name = absl::StrCat("the rows of table '", sparse_->name(table.table), "'");
+    }
+  }
+  const double norm = std::sqrt(sum);
+  VLOG(2) << what << " for step " << req.step() << ": gradient norm " << norm << " over server " << rank_
+          << "'s part (" << req.num_samples() << " samples)";
+  if (norm <= max_grad_norm_) return absl::OkStatus();
+  if (metrics_.refused_grad_norm != nullptr) metrics_.refused_grad_norm->Increment();
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, " for step ", req.step(), ": gradient norm ", norm, " over server ", rank_, "'s part (",
+      req.num_samples(), " samples; largest part ", largest_name, ", norm ", std::sqrt(largest),
+      ") exceeds max_grad_norm_per_sample = ", max_grad_norm_, "; nothing applied"));
 }
 
 absl::Status ParameterStore::CheckDataEpoch(absl::string_view what, int32_t data_epoch) const {
@@ -433,7 +492,7 @@ bool ParameterStore::WriteAndPruneLocked(const ShardCheckpoint& ckpt, size_t kee
   const absl::Time start = absl::Now();
   std::error_code ignored;  // a folder that cannot be made fails the write below, which says why
   std::filesystem::create_directories(checkpoint_dir_, ignored);
-  const absl::Status status = WriteCheckpoint(path, ckpt);
+  const absl::Status status = WriteCheckpoint(path, ckpt, output_mode_);
   if (!status.ok()) {
     LOG(ERROR) << "server " << rank_ << ": checkpoint of step " << ckpt.step << " to '" << path
                << "' failed: " << status;

@@ -84,6 +84,8 @@
 #define PSTRAIN_SERVER_PARAMETER_STORE_H_
 
 #include <atomic>
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -415,6 +417,11 @@ class ParameterStore {
   // Sorts `ranks`; INVALID_ARGUMENT (prefixed with `what`) for a negative or repeated rank.
   static absl::Status CheckRanks(absl::string_view what, std::vector<int>* ranks);
 
+  // JobSpec.max_grad_norm_per_sample: INVALID_ARGUMENT (and a count in the store's metrics) when
+  // the L2 norm of the gradient part this push brings to this store (its dense chunks but the
+  // averaged tensors', and its embedding rows) is above the limit. OK when the limit is off.
+  absl::Status CheckGradientNorm(absl::string_view what, const PushRequest& req, absl::Span<const PayloadView> values,
+                                 const SparseGradient& rows) const;
   // Checks everything that does not depend on mutable state; the caller holds no lock.
   // The sparse entries are checked and decoded into *rows and *pull_keys (*keys).
   absl::Status ValidatePush(const PushRequest& req, absl::Span<const PayloadView> values,
@@ -511,6 +518,12 @@ class ParameterStore {
   // handed out and are refused, so a forged sample count cannot outweigh the real ones.
   const int64_t max_samples_;
   const int32_t num_data_epochs_;
+  // JobSpec.max_grad_norm_per_sample (0: off), and which tensor ids are averaged
+  // (TensorSpec.averaged: their pushes carry weights, not gradients, and are not checked).
+  const double max_grad_norm_;
+  const std::vector<bool> averaged_tensors_;
+  // Permission bits of the checkpoint files (JobSpec.output_mode).
+  const mode_t output_mode_;
   // The values. The pointer is constant; the storage is not thread-safe: its value methods are
   // called only under mu_, its layout methods (constant data) also without it.
   const std::unique_ptr<ShardStorage> storage_;

@@ -65,6 +65,10 @@ ServerMetrics::ServerMetrics(metrics::Registry* registry) : registry_(registry) 
                                                  "Writing one checkpoint file", {"shard"}, CheckpointBuckets());
   checkpoints_written_ =
       &registry->AddCounter("pstrain_server_checkpoints_written_total", "Checkpoint files written", {"shard"});
+  refused_pushes_ = &registry->AddCounter("pstrain_server_refused_pushes_total",
+                                          "Pushes refused for what they hold: reason=\"grad_norm\", a gradient "
+                                          "norm above the job's max_grad_norm_per_sample",
+                                          {"reason", "shard"});
   last_checkpoint_time_ = &registry->AddGauge("pstrain_server_last_checkpoint_timestamp_seconds",
                                               "Unix time the newest checkpoint file was written", {"shard"});
   checkpoint_age_ = &registry->AddGauge("pstrain_server_checkpoint_age_seconds",
@@ -107,6 +111,7 @@ StoreMetrics ServerMetrics::ForShard(int shard) {
   m.checkpoint_duration = checkpoint_duration_->With({label});
   m.checkpoints_written = checkpoints_written_->With({label});
   m.last_checkpoint_time = last_checkpoint_time_->With({label});
+  m.refused_grad_norm = refused_pushes_->With({"grad_norm", label});
   return m;
 }
 

@@ -16,6 +16,9 @@
 //   pstrain_server_step_wait_seconds{shard}                 SYNC step: first push to last push
 //   pstrain_server_checkpoint_duration_seconds{shard}       each checkpoint file written
 //   pstrain_server_checkpoints_written_total{shard}
+//   pstrain_server_refused_pushes_total{reason,shard}       a push refused for what it holds:
+//                                                           reason="grad_norm" (JobSpec.
+//                                                           max_grad_norm_per_sample)
 //   pstrain_server_step{shard,replica}                      scrape (collector)
 //   pstrain_server_parked_calls{shard}                      scrape
 //   pstrain_server_checkpoint_age_seconds{shard}            scrape; only after a first checkpoint
@@ -59,6 +62,7 @@ struct StoreMetrics {
   metrics::Histogram* checkpoint_duration = nullptr;  // writing one checkpoint file
   metrics::Counter* checkpoints_written = nullptr;
   metrics::Gauge* last_checkpoint_time = nullptr;     // Unix seconds of the newest file written
+  metrics::Counter* refused_grad_norm = nullptr;      // pushes above max_grad_norm_per_sample
 };
 
 enum class RpcMethod { kPull = 0, kPush, kPushPull, kFinishEpoch };
@@ -148,6 +152,7 @@ class ServerMetrics {
   metrics::HistogramFamily* step_wait_;
   metrics::HistogramFamily* checkpoint_duration_;
   metrics::CounterFamily* checkpoints_written_;
+  metrics::CounterFamily* refused_pushes_;
   metrics::GaugeFamily* last_checkpoint_time_;
   metrics::GaugeFamily* checkpoint_age_;
   metrics::GaugeFamily* step_;

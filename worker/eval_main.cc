@@ -39,7 +39,9 @@ int main(int argc, char** argv) {
   absl::StatusOr<pstrain::model::BatchStats> stats =
       pstrain::worker::EvaluateModelFile(FLAGS_model, FLAGS_data_dir, FLAGS_test_limit);
   if (!stats.ok()) {
-    LOG(ERROR) << "evaluation failed: " << stats.status();
+    // The model file is refused before anything is allocated for it: not a regular file (a FIFO,
+    // /dev/zero), too large, malformed, or holding NaN or Inf (model/model_file.h).
+    LOG(ERROR) << "evaluation failed: --model=" << FLAGS_model << ": " << stats.status();
     return 1;
   }
   if (stats->samples == 0) {
