@@ -309,12 +309,15 @@ TEST(OutsiderLimitsTest, SlowAndIdleConnectionsDoNotStopTheDashboard) {
 TEST(OutsiderLimitsTest, SchedulerRefusesHugeCallsFromCredentialHoldersWithinItsBound) {
   const std::string dir = MakeTempDir("outsider-scheduler");
   std::filesystem::create_directories(dir + "/job");
-  absl::StatusOr<TransportSecurityOptions> job = MakeJobCredentials(dir + "/job");
+  absl::StatusOr<JobCredentials> job = MakeJobCredentials(dir + "/job");
   ASSERT_TRUE(job.ok()) << job.status();
-  absl::StatusOr<std::shared_ptr<const TransportSecurity>> security = TransportSecurity::Create(*job);
+  // The test plays the worker, with a worker's files.
+  absl::StatusOr<std::shared_ptr<const TransportSecurity>> security =
+      TransportSecurity::Create(job->For(CertRole::kWorker));
   ASSERT_TRUE(security.ok()) << security.status();
   PlayedWorkerJob played;
-  ASSERT_NO_FATAL_FAILURE(played.Start(dir, TransportSecurityFlags(*job), *security));
+  ASSERT_NO_FATAL_FAILURE(played.Start(dir, TransportSecurityFlags(job->For(CertRole::kScheduler)), *security,
+                                       TransportSecurityFlags(job->For(CertRole::kServer))));
   absl::SleepFor(absl::Milliseconds(500));
   const std::shared_ptr<grpc::Channel> channel = (*security)->NewChannel(played.address, UnlimitedChannel());
   const int64_t before_kib = ResidentKib(played.scheduler->pid());
@@ -339,12 +342,15 @@ TEST(OutsiderLimitsTest, SchedulerRefusesHugeCallsFromCredentialHoldersWithinIts
 TEST(OutsiderLimitsTest, ServerRefusesHugePushesFromAMemberWithinItsQuota) {
   const std::string dir = MakeTempDir("outsider-server");
   std::filesystem::create_directories(dir + "/job");
-  absl::StatusOr<TransportSecurityOptions> job = MakeJobCredentials(dir + "/job");
+  absl::StatusOr<JobCredentials> job = MakeJobCredentials(dir + "/job");
   ASSERT_TRUE(job.ok()) << job.status();
-  absl::StatusOr<std::shared_ptr<const TransportSecurity>> security = TransportSecurity::Create(*job);
+  // The test plays the worker, with a worker's files.
+  absl::StatusOr<std::shared_ptr<const TransportSecurity>> security =
+      TransportSecurity::Create(job->For(CertRole::kWorker));
   ASSERT_TRUE(security.ok()) << security.status();
   PlayedWorkerJob played;
-  ASSERT_NO_FATAL_FAILURE(played.Start(dir, TransportSecurityFlags(*job), *security));
+  ASSERT_NO_FATAL_FAILURE(played.Start(dir, TransportSecurityFlags(job->For(CertRole::kScheduler)), *security,
+                                       TransportSecurityFlags(job->For(CertRole::kServer))));
   // "server 0: requests up to R bytes, F bytes in flight, Q bytes held by gRPC"
   int64_t quota = 0;
   for (int i = 0; i < 50 && quota == 0; ++i) {
