@@ -1,6 +1,7 @@
 #include "scheduler/eval_pool.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
@@ -90,6 +91,11 @@ absl::Status EvalPool::Check(const ProgressReport& report) const {
     if (eval.correct() < 0 || eval.correct() > eval.samples()) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": got ", eval.correct(),
                                                      " correct, expected 0..", eval.samples()));
+    }
+    // A sum of per-sample losses (cross-entropy, squared error) is finite and never negative.
+    if (!std::isfinite(eval.loss_sum()) || eval.loss_sum() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": loss sum ", eval.loss_sum(),
+                                                     ", expected a finite number >= 0"));
     }
     if (absl::Status s = EvalScores::Check(eval, where); !s.ok()) return s;
   }

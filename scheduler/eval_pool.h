@@ -65,7 +65,8 @@ class EvalPool {
   absl::StatusOr<EvalLease> Next(int worker_rank, int epoch);
 
   // Checks the results in `report.evals` without recording anything: INVALID_ARGUMENT for an
-  // unknown lease id, a sample count other than the lease's, correct outside [0, samples), or
+  // unknown lease id, a sample count other than the lease's, correct outside [0, samples], a loss
+  // sum that is negative, NaN or infinite, or
   // scores that are malformed or not one per sample (EvalScores::Check); PERMISSION_DENIED for a
   // lease that is not out with report.worker_rank (free, or out with another worker).
   absl::Status Check(const ProgressReport& report) const;

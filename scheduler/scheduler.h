@@ -66,6 +66,7 @@
 #define PSTRAIN_SCHEDULER_SCHEDULER_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -239,7 +240,13 @@ class Scheduler {
   // answered OK and not counted again.
   absl::Status ReportProgress(const ProgressReport& report);
 
-  // A role's unrecoverable error: fails the job with "<role> <rank> at <address>: <message>".
+  // A role's unrecoverable error. A worker's means that worker leaves: it is removed from the live
+  // set as for Leave (its leases back in the pool, the membership epoch bumped) and its message
+  // (cut to kMaxReasonBytes, member_limits.h) is logged, kept among the newest
+  // kMaxFailureMessages worker failures and listed in the run summary ("worker_failures"); the
+  // job fails only when fewer than min_workers live workers are left (running), quoting the
+  // messages. A server's fails the job with "<role> <rank> at <address>: <message>". Ignored for
+  // a member already removed, and once the job has ended.
   void ReportFailure(const FailureReport& report);
 
   // A worker leaves gracefully: it is removed at once ("left"), as for a death. OK when it is
@@ -363,6 +370,22 @@ class Scheduler {
   // Whether the job's model is known: always for a built-in model, after the first accepted
   // declaration for an external one.
   bool ModelKnownLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `epoch`'s training is over, so its evaluation leases may go out: ASYNC/SSP as
+  // LeasePool::EpochTrained; SYNC when every live worker that reported has reported the epoch's
+  // last step (SyncEpochEndStepLocked) and one at least has. Stays true once the epoch's first
+  // evaluation lease went out; true for an epoch outside the job.
+  bool EpochTrainedLocked(int epoch) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SYNC: the global step that ends `epoch` (capped by total_steps).
+  int64_t SyncEpochEndStepLocked(int epoch) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SYNC: the live workers whose latest report is of a step before `epoch`'s end (0 < step < end).
+  std::vector<int> SyncLaggingWorkersLocked(int epoch) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The watchdog's hold-up rule (CheckHealth): evicts, as "died", every live worker that holds
+  // the others up for longer than its limit while it may well heartbeat on: a barrier that waits
+  // for it (dead_after; the start barrier "servers-ready": startup_timeout, as loading data and
+  // building the model may take long), a SYNC step a server reported waiting for its push
+  // (ReportSlowStep; dead_after from the step's first push, unless the worker has since reported
+  // a later step), or a SYNC epoch end whose evaluation waits for its report (dead_after).
+  void EvictHoldUpsLocked(absl::Time now, Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // LeaseWork without the retry check.
   absl::StatusOr<LeaseResponse> LeaseWorkLocked(const LeaseRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -471,6 +494,19 @@ class Scheduler {
   // Each server's latest traffic counters (HeartbeatRequest.traffic), by rank. Not persisted: a
   // restarted scheduler has them again from the servers' next heartbeats.
   std::map<int, ServerTraffic> server_traffic_ ABSL_GUARDED_BY(mu_);
+  // The newest workers' failure messages (ReportFailure), at most kMaxFailureMessages, each
+  // bounded: for the log, the run summary and a min_workers failure. Not persisted.
+  std::deque<std::string> worker_failures_ ABSL_GUARDED_BY(mu_);
+  // SYNC steps servers reported waiting for a worker's push (ReportSlowStep), by worker rank: the
+  // step and when its wait began. Dropped once the worker reports a later step or is gone.
+  struct SlowWait {
+    int64_t step = 0;
+    absl::Time since;
+  };
+  std::map<int, SlowWait> slow_waits_ ABSL_GUARDED_BY(mu_);
+  // The epoch whose evaluation leases were first asked for before its training was over, and
+  // since when (EvictHoldUpsLocked). Not persisted.
+  std::optional<std::pair<int, absl::Time>> eval_waiting_ ABSL_GUARDED_BY(mu_);
   // Barriers that were stuck: logged by the watchdog, kept for the run summary.
   StuckBarrierLog stuck_log_ ABSL_GUARDED_BY(mu_);
   // ASYNC/SSP: since when the end of the current epoch has waited for leases still out
