@@ -166,6 +166,7 @@ absl::Status Progress::Add(const ProgressReport& report, absl::Time now, int64_t
   Worker& worker = workers_[rank];
   worker.samples += train.samples();
   worker.batches += train.steps();
+  if (worker.step != report.step()) worker.step_changed = now;
   worker.step = report.step();
   worker.traffic.set_bytes_sent(worker.traffic.bytes_sent() + report.traffic().bytes_sent());
   worker.traffic.set_bytes_received(worker.traffic.bytes_received() + report.traffic().bytes_received());

@@ -86,6 +86,11 @@ class Progress {
     auto it = workers_.find(rank);
     return it == workers_.end() ? 0 : it->second.step;
   }
+  // When worker `rank`'s reported step last changed (InfinitePast: not since this process started).
+  absl::Time worker_step_changed(int rank) const {
+    auto it = workers_.find(rank);
+    return it == workers_.end() ? absl::InfinitePast() : it->second.step_changed;
+  }
 
   // The next evaluation lease of `epoch` for `worker_rank` (EvalPool::Next); epoch_done for an epoch
   // already complete without evaluation. OUT_OF_RANGE when epoch is not in [0, epochs).
@@ -185,6 +190,8 @@ class Progress {
     // The step of its latest report, and the sums of its reports' traffic and staleness (the
     // staleness max is the maximum).
     int64_t step = 0;
+    // When `step` last changed; not persisted.
+    absl::Time step_changed = absl::InfinitePast();
     WorkerTraffic traffic;
     Staleness staleness;
     // (arrival, samples) of its reports in the last kRecentWindow; not persisted.

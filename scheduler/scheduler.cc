@@ -416,7 +416,11 @@ absl::StatusOr<LeaseResponse> Scheduler::LeaseWorkLocked(const LeaseRequest& req
     if (!EpochTrainedLocked(request.epoch())) {
       // Evaluation leases of an epoch go out only at its end: nobody can take (and score) an
       // epoch's test set before its training is over. Honest workers asking early ask again.
-      if (!eval_waiting_.has_value() || eval_waiting_->first != request.epoch()) {
+      // A SYNC worker that reported the epoch's end waits for the others from now on (the
+      // hold-up rule, EvictHoldUpsLocked); a request from one that did not starts no wait.
+      if (options_.job.mode() == SYNC &&
+          progress_->worker_step(request.worker_rank()) >= SyncEpochEndStepLocked(request.epoch()) &&
+          (!eval_waiting_.has_value() || eval_waiting_->first != request.epoch())) {
         eval_waiting_.emplace(request.epoch(), Now());
       }
       response.set_wait(true);

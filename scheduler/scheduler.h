@@ -384,7 +384,8 @@ class Scheduler {
   // for it (dead_after; the start barrier "servers-ready": startup_timeout, as loading data and
   // building the model may take long), a SYNC step a server reported waiting for its push
   // (ReportSlowStep; dead_after from the step's first push, unless the worker has since reported
-  // a later step), or a SYNC epoch end whose evaluation waits for its report (dead_after).
+  // a later step), or a SYNC epoch end that another worker reported reaching and whose evaluation
+  // waits for this one's report, its reported step unchanged for dead_after.
   void EvictHoldUpsLocked(absl::Time now, Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // LeaseWork without the retry check.
   absl::StatusOr<LeaseResponse> LeaseWorkLocked(const LeaseRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -504,8 +505,8 @@ class Scheduler {
     absl::Time since;
   };
   std::map<int, SlowWait> slow_waits_ ABSL_GUARDED_BY(mu_);
-  // The epoch whose evaluation leases were first asked for before its training was over, and
-  // since when (EvictHoldUpsLocked). Not persisted.
+  // SYNC: the epoch whose evaluation leases a worker that reported its end first asked for before
+  // every live worker had, and since when (EvictHoldUpsLocked). Not persisted.
   std::optional<std::pair<int, absl::Time>> eval_waiting_ ABSL_GUARDED_BY(mu_);
   // Barriers that were stuck: logged by the watchdog, kept for the run summary.
   StuckBarrierLog stuck_log_ ABSL_GUARDED_BY(mu_);

@@ -1,5 +1,6 @@
 // The Scheduler's hold-up rule (see EvictHoldUpsLocked in scheduler.h): a member that holds the
 // others up for longer than its limit is evicted as if it had died, even while it heartbeats.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -62,9 +63,14 @@ void Scheduler::EvictHoldUpsLocked(absl::Time now, Deferred* deferred) {
     const auto [epoch, since] = *eval_waiting_;
     if (EpochTrainedLocked(epoch)) {
       eval_waiting_.reset();
-    } else if (options_.job.mode() == SYNC && now - since > options_.dead_after) {
+    } else if (options_.job.mode() == SYNC) {
+      // Only a worker whose reported step stopped moving: one still training (its step moves
+      // with each report) is slow, not holding anyone up, whatever another worker claims.
       for (int rank : SyncLaggingWorkersLocked(epoch)) {
-        hold_up(rank, now - since, options_.dead_after, absl::StrCat("the end of epoch ", epoch));
+        const absl::Time stopped = std::max(since, progress_->worker_step_changed(rank));
+        if (now - stopped > options_.dead_after) {
+          hold_up(rank, now - stopped, options_.dead_after, absl::StrCat("the end of epoch ", epoch));
+        }
       }
     }
   }

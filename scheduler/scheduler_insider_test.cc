@@ -359,6 +359,27 @@ TEST_F(InsiderTest, AWorkerThatHoldsUpASyncEpochEndIsEvicted) {
   EXPECT_GT(lease->lease_id(), 0);
 }
 
+TEST_F(InsiderTest, AnEarlyEvaluationRequestEvictsNobody) {
+  auto s = Make(SYNC, 2);  // 3 steps.
+  ASSERT_TRUE(s->ReportProgress(StepReport(0, 1)).ok());
+  ASSERT_TRUE(s->ReportProgress(StepReport(1, 1)).ok());
+  EXPECT_TRUE(s->LeaseWork(EvalRequest(1, 0))->wait());  // Before it reached the end itself.
+  Pass(s.get(), absl::Seconds(10));
+  EXPECT_EQ(Workers(*s), (std::vector<int>{0, 1}));
+}
+
+TEST_F(InsiderTest, AClaimedEpochEndDoesNotEvictAWorkerStillTraining) {
+  auto s = Make(SYNC, 2, 1, /*epochs=*/4);  // 3 steps an epoch.
+  ASSERT_TRUE(s->ReportProgress(StepReport(0, 1)).ok());
+  ASSERT_TRUE(s->ReportProgress(StepReport(1, 3)).ok());  // A false claim, say.
+  EXPECT_TRUE(s->LeaseWork(EvalRequest(1, 0))->wait());
+  ASSERT_TRUE(s->ReportProgress(StepReport(0, 2)).ok());  // Worker 0 trains on, slowly.
+  Pass(s.get(), absl::Seconds(3));
+  EXPECT_EQ(Workers(*s), (std::vector<int>{0, 1}));
+  Pass(s.get(), absl::Seconds(1));  // Its step stopped moving for longer than dead_after.
+  EXPECT_EQ(Workers(*s), (std::vector<int>{1}));
+}
+
 // Item 11: progress reports claim no more than the scheduler handed out.
 TEST_F(InsiderTest, SyncProgressClaimsAreBoundedByTheJobsSteps) {
   auto s = Make(SYNC, 2);  // 3 steps of 20 samples.
