@@ -386,6 +386,9 @@ class Scheduler {
   // (ReportSlowStep; dead_after from the step's first push, unless the worker has since reported
   // a later step), or a SYNC epoch end that another worker reported reaching and whose evaluation
   // waits for this one's report, its reported step unchanged for dead_after.
+  // A hold-up counts only from the latest membership change or restore (the step or barrier is
+  // redone or re-entered then), and nobody is evicted while a live server has not heartbeated for
+  // 3 heartbeat intervals (a dying server holds every worker up; its death comes first).
   void EvictHoldUpsLocked(absl::Time now, Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // LeaseWork without the retry check.
   absl::StatusOr<LeaseResponse> LeaseWorkLocked(const LeaseRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -498,6 +501,8 @@ class Scheduler {
   // The newest workers' failure messages (ReportFailure), at most kMaxFailureMessages, each
   // bounded: for the log, the run summary and a min_workers failure. Not persisted.
   std::deque<std::string> worker_failures_ ABSL_GUARDED_BY(mu_);
+  // When this scheduler restored its predecessor's state; InfinitePast for a fresh one.
+  absl::Time restored_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // SYNC steps servers reported waiting for a worker's push (ReportSlowStep), by worker rank: the
   // step and when its wait began. Dropped once the worker reports a later step or is gone.
   struct SlowWait {

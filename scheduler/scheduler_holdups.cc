@@ -1,6 +1,7 @@
 // The Scheduler's hold-up rule (see EvictHoldUpsLocked in scheduler.h): a member that holds the
 // others up for longer than its limit is evicted as if it had died, even while it heartbeats.
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,14 @@ namespace scheduler {
 
 void Scheduler::EvictHoldUpsLocked(absl::Time now, Deferred* deferred) {
   if (state_ != RUNNING) return;
+  for (int rank : membership_.LiveRanks(SERVER)) {
+    const std::optional<absl::Duration> silent = membership_.SinceHeartbeat(SERVER, rank, now);
+    if (silent.has_value() && *silent > 3 * options_.heartbeat_interval) return;
+  }
+  // Hold-ups count from the latest membership change or restore.
+  absl::Time floor = restored_at_;
+  if (!membership_.events().empty()) floor = std::max(floor, membership_.events().back().at);
+  auto held_since = [floor](absl::Time since) { return std::max(since, floor); };
   struct Eviction {
     int rank;
     std::string reason;
@@ -37,12 +46,14 @@ void Scheduler::EvictHoldUpsLocked(absl::Time now, Deferred* deferred) {
   for (const BarrierSet::Pending& barrier : barriers_.PendingBarriers()) {
     const absl::Duration limit =
         barrier.name == kServersReadyBarrier ? options_.startup_timeout : options_.dead_after;
-    if (now - barrier.since <= limit) continue;
+    // The start barrier's limit is startup_timeout from its first entry, churn or not.
+    const absl::Time since = barrier.name == kServersReadyBarrier ? barrier.since : held_since(barrier.since);
+    if (now - since <= limit) continue;
     for (const std::string& key : barrier.missing) {
       absl::string_view rest = key;
       int rank = -1;
       if (!absl::ConsumePrefix(&rest, "worker ") || !absl::SimpleAtoi(rest, &rank)) continue;
-      hold_up(rank, now - barrier.since, limit, absl::StrCat("barrier '", barrier.name, "'"));
+      hold_up(rank, now - since, limit, absl::StrCat("barrier '", barrier.name, "'"));
     }
   }
   // SYNC steps the servers reported waiting for a worker's push.
@@ -53,8 +64,8 @@ void Scheduler::EvictHoldUpsLocked(absl::Time now, Deferred* deferred) {
       it = slow_waits_.erase(it);
       continue;
     }
-    if (now - wait.since > options_.dead_after) {
-      hold_up(rank, now - wait.since, options_.dead_after, absl::StrCat("sync step ", wait.step));
+    if (now - held_since(wait.since) > options_.dead_after) {
+      hold_up(rank, now - held_since(wait.since), options_.dead_after, absl::StrCat("sync step ", wait.step));
     }
     ++it;
   }
@@ -67,7 +78,7 @@ void Scheduler::EvictHoldUpsLocked(absl::Time now, Deferred* deferred) {
       // Only a worker whose reported step stopped moving: one still training (its step moves
       // with each report) is slow, not holding anyone up, whatever another worker claims.
       for (int rank : SyncLaggingWorkersLocked(epoch)) {
-        const absl::Time stopped = std::max(since, progress_->worker_step_changed(rank));
+        const absl::Time stopped = held_since(std::max(since, progress_->worker_step_changed(rank)));
         if (now - stopped > options_.dead_after) {
           hold_up(rank, now - stopped, options_.dead_after, absl::StrCat("the end of epoch ", epoch));
         }
