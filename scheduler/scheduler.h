@@ -6,10 +6,11 @@
 //   WAITING_FOR_ROLES --(last role registers)--> RUNNING --(every live worker sent done and
 //          |                                        |      no evaluation is outstanding)--> FINISHED
 //          +--(startup timeout, dead or silent server (unless replaced, below), fewer than
-//              min_workers live workers, reported failure, Fail())--> FAILED
+//              min_workers live workers, a server's reported failure, Fail())--> FAILED
 //
 // Churn. A worker that misses heartbeats for dead_after (or never heartbeats within the start-up
-// timeout) is removed as "died", one that calls Leave as "left"; either bumps the membership
+// timeout), or holds the others up for that long (EvictHoldUpsLocked), is removed as "died", one
+// that calls Leave or reports its failure as "left"; either bumps the membership
 // epoch, returns its evaluation leases to the pool and its incomplete training leases as
 // remainders (LeasePool), and stops barriers from waiting for it. A worker that registers while
 // the job runs takes a new rank ("joined"); worker ranks are never reused.
@@ -185,7 +186,9 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  // Registers a role; the answer carries its rank, the job and the heartbeat settings. A worker
+  // Registers a role; the answer carries its rank, the job and the heartbeat settings.
+  // INVALID_ARGUMENT, changing nothing, for strings past their limits (CheckRegisterRequest,
+  // member_limits.h). A worker
   // registering while the job runs joins it (Membership::Register); so does a server while a server
   // rank is vacant (server recovery: the last vacancy filled sets the view's restore_step). Errors as
   // Membership::Register; ABORTED "job failed: ..." once the job has failed. Once the job has
@@ -208,7 +211,8 @@ class Scheduler {
   // view when the job finished, or ABORTED "job failed: <reason>" when it failed. Never blocks.
   void WhenRunning(ViewDone done);
 
-  // Records a heartbeat and answers the job's state and membership epoch. FAILED_PRECONDITION for
+  // Records a heartbeat and answers the job's state and membership epoch. INVALID_ARGUMENT for
+  // table usages past their limits (CheckHeartbeatRequest). FAILED_PRECONDITION for
   // an unregistered role, or "worker 1 is no longer a member ..." for a removed worker (it should
   // exit).
   absl::StatusOr<HeartbeatResponse> Heartbeat(const HeartbeatRequest& request);
@@ -216,8 +220,10 @@ class Scheduler {
   // Enters the barrier `request.name` for WORKERS (every live worker) or ALL (every live server
   // and worker) as (request.role, request.rank), role unspecified meaning WORKER; `done` gets OK
   // when every live participant has entered (see BarrierSet: a worker that dies meanwhile is no
-  // longer waited for). FAILED_PRECONDITION at once for a role that is not live; ABORTED once the
-  // job has ended. Never blocks.
+  // longer waited for). INVALID_ARGUMENT at once, storing nothing, for a barrier that is not the
+  // job's (CheckBarrierRequest, barrier_names.h); FAILED_PRECONDITION at once for a role that is
+  // not live; ABORTED once the job has ended. A worker that keeps it waiting is evicted
+  // (EvictHoldUpsLocked). Never blocks.
   void Barrier(const BarrierRequest& request, BarrierSet::Done done);
 
   // A request repeating its worker's last request_seq gets the same answer again (its answer was
@@ -227,6 +233,7 @@ class Scheduler {
   // worker's remainder first (first_batch > 0 when part of it is done), `wait` while leases are out
   // with others, `epoch_done` once every lease of the epoch is complete; FAILED_PRECONDITION in
   // SYNC mode; otherwise as LeasePool::Next.
+  // Evaluation leases of an epoch whose training is not over yet (EpochTrainedLocked): `wait`.
   // Both: FAILED_PRECONDITION before every role has registered or for a worker that is not live;
   // ABORTED once the job has failed.
   absl::StatusOr<LeaseResponse> LeaseWork(const LeaseRequest& request);
@@ -234,7 +241,8 @@ class Scheduler {
   // Adds a worker's progress (also from a worker removed meanwhile: its applied steps, training
   // lease progress and evaluations count, its `done` does not); a training lease that becomes
   // complete counts its samples once. The report that completes the finish condition finishes the
-  // job. INVALID_ARGUMENT, with nothing recorded, as LeasePool::Check and Progress::Add;
+  // job. INVALID_ARGUMENT, with nothing recorded, as LeasePool::Check and Progress::Add (which
+  // bounds the claims by what was handed out: for ASYNC/SSP, LeasePool::BatchesHandedTo);
   // FAILED_PRECONDITION for a rank that never registered; ABORTED "job failed: ..." once the job
   // has failed. A report whose report_seq is not above the last one applied for its worker rank is
   // answered OK and not counted again.
