@@ -270,8 +270,9 @@ class Scheduler {
 
   // Logs a server's slow SYNC step: the ranks it waits for, with their addresses and how long ago
   // each last heartbeated, and keeps the newest kMaxSlowSteps reports for the run summary
-  // ("slow_steps"). FAILED_PRECONDITION for a rank that is not a live server; INVALID_ARGUMENT for
-  // a negative step or wait.
+  // ("slow_steps"). SYNC: each live worker it waits for is held to the hold-up rule from the
+  // step's first push (EvictHoldUpsLocked). FAILED_PRECONDITION for a rank that is not a live
+  // server; INVALID_ARGUMENT for a negative step or wait, or more than kMaxWaitingFor ranks.
   absl::Status ReportSlowStep(const SlowStepReport& report);
   static constexpr int kMaxSlowSteps = 50;
 
