@@ -41,10 +41,12 @@ inline constexpr size_t kMaxReasonBytes = 1024;
 // The workers' failure messages kept for the log, the summary and a job failure that quotes them.
 inline constexpr size_t kMaxFailureMessages = 8;
 // A heartbeat's embedding-table usages (one per table and store) and a slow-step report's
-// waiting_for list.
+// waiting_for list (INVALID_ARGUMENT beyond).
 inline constexpr int kMaxTableUsages = 4096;
 inline constexpr size_t kMaxTableNameBytes = 256;
 inline constexpr int kMaxWaitingFor = 100000;
+// A server's checkpoint report (the steps it holds checkpoints of; servers keep a few).
+inline constexpr int kMaxCheckpointSteps = 10000;
 
 // INVALID_ARGUMENT when `value` is longer than `limit` bytes: "register worker: address is 1048576
 // bytes, the limit is 300".

@@ -263,7 +263,8 @@ class Scheduler {
   absl::Status Leave(const LeaveRequest& request);
 
   // A server's checkpoint steps (strictly ascending, >= 0); they replace the rank's earlier list.
-  // INVALID_ARGUMENT, with nothing recorded, for steps not ascending or negative;
+  // INVALID_ARGUMENT, with nothing recorded, for steps not ascending or negative, or more than
+  // kMaxCheckpointSteps of them;
   // FAILED_PRECONDITION for a rank that is not a live server; ABORTED "job failed: ..." once the
   // job has failed.
   absl::Status ReportCheckpoints(const CheckpointReport& report);

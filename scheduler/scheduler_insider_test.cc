@@ -426,3 +426,21 @@ TEST_F(InsiderTest, AsyncProgressClaimsAreBoundedByTheLeasesHandedOut) {
 
 }  // namespace
 }  // namespace pstrain::scheduler
+
+namespace pstrain::scheduler {
+namespace {
+
+TEST_F(InsiderTest, ServerReportsHaveLimitsToo) {
+  auto s = Make(SYNC, 2);
+  CheckpointReport checkpoints;
+  checkpoints.set_server_rank(0);
+  for (int i = 0; i <= kMaxCheckpointSteps; ++i) checkpoints.add_steps(i);
+  EXPECT_THAT(s->ReportCheckpoints(checkpoints).message(), HasSubstr("10001 steps, the limit is 10000"));
+  SlowStepReport slow = Slow(1, 1000, {});
+  for (int i = 0; i <= kMaxWaitingFor; ++i) slow.add_waiting_for(i);
+  EXPECT_EQ(s->ReportSlowStep(slow).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s->SummaryJson(), HasSubstr("\"slow_steps\": [],"));
+}
+
+}  // namespace
+}  // namespace pstrain::scheduler

@@ -101,6 +101,10 @@ absl::Status Scheduler::ReportCheckpoints(const CheckpointReport& report) {
   if (state_ == FAILED) return JobFailedError();
   const int rank = report.server_rank();
   if (absl::Status s = CheckLive(SERVER, rank, "checkpoint report"); !s.ok()) return s;
+  if (report.steps_size() > kMaxCheckpointSteps) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint report from server ", rank, ": ", report.steps_size(),
+                                                   " steps, the limit is ", kMaxCheckpointSteps));
+  }
   for (int i = 0; i < report.steps_size(); ++i) {
     if (report.steps(i) < 0 || (i > 0 && report.steps(i) <= report.steps(i - 1))) {
       return absl::InvalidArgumentError(absl::StrCat(
