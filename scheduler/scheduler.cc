@@ -7,7 +7,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/barriers.h"
-#include "data/assignment.h"
 #include "common/job_spec.h"
 #include "common/utf8.h"
 #include "common/status_macros.h"
@@ -461,38 +460,6 @@ absl::StatusOr<LeaseResponse> Scheduler::LeaseWorkLocked(const LeaseRequest& req
           << request.epoch() << ": [" << lease->begin << ", " << lease->end << ") from batch "
           << lease->first_batch << (lease->wait ? " wait" : "") << (lease->epoch_done ? " epoch done" : "");
   return response;
-}
-
-int64_t Scheduler::SyncEpochEndStepLocked(int epoch) const {
-  const int64_t per_epoch = data::SyncStepsPerEpoch(train_samples_, options_.job.global_batch());
-  return std::min<int64_t>(total_steps_, (static_cast<int64_t>(epoch) + 1) * per_epoch);
-}
-
-std::vector<int> Scheduler::SyncLaggingWorkersLocked(int epoch) const {
-  const int64_t end = SyncEpochEndStepLocked(epoch);
-  std::vector<int> lagging;
-  for (int rank : membership_.LiveRanks(WORKER)) {
-    const int64_t step = progress_->worker_step(rank);
-    if (step > 0 && step < end) lagging.push_back(rank);
-  }
-  return lagging;
-}
-
-bool Scheduler::EpochTrainedLocked(int epoch) const {
-  if (epoch < 0 || epoch >= options_.job.epochs()) return true;  // Progress::LeaseEval says why not.
-  if (progress_->eval_opened(epoch)) return true;  // Found trained once: stays so.
-  if (options_.job.mode() != SYNC) return leases_->EpochTrained(epoch);
-  // SYNC: every live worker that reported has reached the epoch's last step (workers report at
-  // once when they complete an epoch), and one at least has; a worker that sent no report yet (a
-  // joiner) is not waited for.
-  const int64_t end = SyncEpochEndStepLocked(epoch);
-  bool reached = false;
-  for (int rank : membership_.LiveRanks(WORKER)) {
-    const int64_t step = progress_->worker_step(rank);
-    if (step > 0 && step < end) return false;
-    reached = reached || step >= end;
-  }
-  return reached;
 }
 
 absl::Status Scheduler::ReportProgress(const ProgressReport& report) {
