@@ -23,7 +23,7 @@ EvalPool::EvalPool(Options options) : options_(options), lease_size_(LeaseSize(o
   CHECK_GE(options_.epochs, 1);
 }
 
-absl::StatusOr<EvalLease> EvalPool::Next(int worker_rank, int epoch) {
+absl::StatusOr<EvalLease> EvalPool::Next(int worker_rank, int epoch, absl::Time now) {
   if (epoch < 0 || epoch >= options_.epochs) {
     return absl::OutOfRangeError(absl::StrCat("evaluation lease for worker ", worker_rank, ": epoch ",
                                               epoch, " is outside the job's epochs [0, ",
@@ -51,6 +51,7 @@ absl::StatusOr<EvalLease> EvalPool::Next(int worker_rank, int epoch) {
     if (slot.state != State::kFree) continue;
     slot.state = State::kOut;
     slot.holder = worker_rank;
+    slot.handed = now;
     lease.id = static_cast<int64_t>(i) + 1;
     lease.begin = slot.begin;
     lease.end = slot.end;
@@ -102,11 +103,22 @@ absl::Status EvalPool::Check(const ProgressReport& report) const {
   return absl::OkStatus();
 }
 
-std::vector<int> EvalPool::Record(const ProgressReport& report) {
+std::vector<EvalPool::OutLease> EvalPool::OutLeases() const {
+  std::vector<OutLease> out;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].state == State::kOut) out.push_back({static_cast<int64_t>(i) + 1, slots_[i].holder, slots_[i].handed});
+  }
+  return out;
+}
+
+std::vector<int> EvalPool::Record(const ProgressReport& report, absl::Time now) {
   std::vector<int> changed;
   for (const EvalStats& eval : report.evals()) {
     Slot& slot = slots_[eval.lease_id() - 1];
     if (slot.state == State::kReported) continue;
+    if (slot.handed != absl::InfinitePast() && now != absl::InfinitePast()) {
+      longest_ = std::max(longest_, now - slot.handed);
+    }
     slot.state = State::kReported;
     slot.result = eval;
     slot.result.clear_scores();

@@ -190,7 +190,7 @@ absl::Status Progress::Add(const ProgressReport& report, absl::Time now, int64_t
     const size_t window = std::max<size_t>(4, 2 * static_cast<size_t>(job().num_workers()));
     while (recent_.size() > window) recent_.pop_front();
   }
-  for (int e : eval_.Record(report)) UpdateCompletion(e, now);
+  for (int e : eval_.Record(report, now)) UpdateCompletion(e, now);
   if (report.done()) worker.done = true;
   return absl::OkStatus();
 }
@@ -231,7 +231,7 @@ absl::StatusOr<EvalLease> Progress::LeaseEval(int worker_rank, int epoch, absl::
     done.epoch_done = true;
     return done;
   }
-  absl::StatusOr<EvalLease> lease = eval_.Next(worker_rank, epoch);
+  absl::StatusOr<EvalLease> lease = eval_.Next(worker_rank, epoch, now);
   if (lease.ok()) UpdateCompletion(epoch, now);  // An empty test set is complete at once.
   return lease;
 }

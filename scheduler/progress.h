@@ -145,6 +145,9 @@ class Progress {
   int64_t eval_leases_out() const { return eval_.num_out(); }
   // Whether `epoch`'s evaluation pool was opened (its first lease went out).
   bool eval_opened(int epoch) const { return eval_.opened(epoch); }
+  // The evaluation pool's leases out (EvalPool::OutLeases) and its longest evaluation.
+  std::vector<EvalPool::OutLease> eval_leases_held() const { return eval_.OutLeases(); }
+  absl::Duration longest_evaluation() const { return eval_.longest_evaluation(); }
 
   // Test accuracy and loss of the last evaluated complete epoch, if any.
   std::optional<double> final_test_accuracy() const;

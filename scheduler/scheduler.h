@@ -394,8 +394,9 @@ class Scheduler {
   // for it (dead_after; the start barrier "servers-ready": startup_timeout, as loading data and
   // building the model may take long), a SYNC step a server reported waiting for its push
   // (ReportSlowStep; dead_after from the step's first push, unless the worker has since reported
-  // a later step), or a SYNC epoch end that another worker reported reaching and whose evaluation
-  // waits for this one's report, its reported step unchanged for dead_after.
+  // a later step), a SYNC epoch end that another worker reported reaching and whose evaluation
+  // waits for this one's report, its reported step unchanged for dead_after, or an evaluation
+  // lease it holds for longer than dead_after and 10 times the longest a reported lease took.
   // A hold-up counts only from the latest membership change or restore (the step or barrier is
   // redone or re-entered then), and nobody is evicted while a live server has not heartbeated for
   // 3 heartbeat intervals (a dying server holds every worker up; its death comes first).

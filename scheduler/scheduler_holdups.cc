@@ -120,6 +120,19 @@ void Scheduler::EvictHoldUpsLocked(absl::Time now, Deferred* deferred) {
       }
     }
   }
+  // Evaluation leases: a lease out for longer than dead_after and 10 times the longest any
+  // reported lease took (so only once one was reported) holds the epoch's results, and the
+  // job's end, up.
+  const absl::Duration longest = progress_->longest_evaluation();
+  if (longest > absl::ZeroDuration()) {
+    const absl::Duration limit = std::max(options_.dead_after, 10 * longest);
+    for (const EvalPool::OutLease& lease : progress_->eval_leases_held()) {
+      const absl::Time since = held_since(lease.since);
+      if (since != absl::InfinitePast() && now - since > limit) {
+        hold_up(lease.holder, now - since, limit, absl::StrCat("evaluation lease ", lease.id));
+      }
+    }
+  }
   for (const Eviction& e : evictions) {
     if (Ended()) break;
     LOG(WARNING) << e.reason;

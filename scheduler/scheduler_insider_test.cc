@@ -380,6 +380,36 @@ TEST_F(InsiderTest, AClaimedEpochEndDoesNotEvictAWorkerStillTraining) {
   EXPECT_EQ(Workers(*s), (std::vector<int>{1}));
 }
 
+TEST_F(InsiderTest, AWorkerSittingOnAnEvaluationLeaseIsEvicted) {
+  auto s = Make(SYNC, 3);  // 2 steps.
+  for (int rank : {0, 1, 2}) ASSERT_TRUE(s->ReportProgress(StepReport(rank, 2)).ok());
+  absl::StatusOr<LeaseResponse> honest = s->LeaseWork(EvalRequest(0, 0));
+  absl::StatusOr<LeaseResponse> held = s->LeaseWork(EvalRequest(2, 0));
+  ASSERT_TRUE(honest.ok() && held.ok() && held->lease_id() > 0);
+  Pass(s.get(), absl::Seconds(1));
+  ASSERT_TRUE(s->ReportProgress(EvalResult(0, *honest, 2)).ok());  // Took 1 s: the limit is 10 s.
+  Pass(s.get(), absl::Seconds(9));
+  EXPECT_EQ(Workers(*s), (std::vector<int>{0, 1, 2}));
+  Pass(s.get(), absl::Seconds(2));
+  EXPECT_EQ(Workers(*s), (std::vector<int>{0, 1}));
+  // Its lease goes to another worker.
+  bool found = false;
+  for (absl::StatusOr<LeaseResponse> l = s->LeaseWork(EvalRequest(1, 0)); l.ok() && l->lease_id() > 0 && !found;
+       l = s->LeaseWork(EvalRequest(1, 0))) {
+    found = l->lease_id() == held->lease_id();
+    if (!found) ASSERT_TRUE(s->ReportProgress(EvalResult(1, *l, 2)).ok());
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST_F(InsiderTest, EvaluationLeasesAreNotTimedBeforeOneWasReported) {
+  auto s = Make(SYNC, 2);
+  for (int rank : {0, 1}) ASSERT_TRUE(s->ReportProgress(StepReport(rank, 3)).ok());
+  ASSERT_TRUE(s->LeaseWork(EvalRequest(0, 0)).ok());
+  Pass(s.get(), absl::Seconds(30));  // A first, slow evaluation: nothing to compare it with.
+  EXPECT_EQ(Workers(*s), (std::vector<int>{0, 1}));
+}
+
 // Item 11: progress reports claim no more than the scheduler handed out.
 TEST_F(InsiderTest, SyncProgressClaimsAreBoundedByTheJobsSteps) {
   auto s = Make(SYNC, 2);  // 3 steps of 20 samples.
