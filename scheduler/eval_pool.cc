@@ -1,6 +1,7 @@
 #include "scheduler/eval_pool.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
@@ -22,7 +23,7 @@ EvalPool::EvalPool(Options options) : options_(options), lease_size_(LeaseSize(o
   CHECK_GE(options_.epochs, 1);
 }
 
-absl::StatusOr<EvalLease> EvalPool::Next(int worker_rank, int epoch) {
+absl::StatusOr<EvalLease> EvalPool::Next(int worker_rank, int epoch, absl::Time now) {
   if (epoch < 0 || epoch >= options_.epochs) {
     return absl::OutOfRangeError(absl::StrCat("evaluation lease for worker ", worker_rank, ": epoch ",
                                               epoch, " is outside the job's epochs [0, ",
@@ -50,6 +51,7 @@ absl::StatusOr<EvalLease> EvalPool::Next(int worker_rank, int epoch) {
     if (slot.state != State::kFree) continue;
     slot.state = State::kOut;
     slot.holder = worker_rank;
+    slot.handed = now;
     lease.id = static_cast<int64_t>(i) + 1;
     lease.begin = slot.begin;
     lease.end = slot.end;
@@ -91,16 +93,32 @@ absl::Status EvalPool::Check(const ProgressReport& report) const {
       return absl::InvalidArgumentError(absl::StrCat(where, ": got ", eval.correct(),
                                                      " correct, expected 0..", eval.samples()));
     }
+    // A sum of per-sample losses (cross-entropy, squared error) is finite and never negative.
+    if (!std::isfinite(eval.loss_sum()) || eval.loss_sum() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": loss sum ", eval.loss_sum(),
+                                                     ", expected a finite number >= 0"));
+    }
     if (absl::Status s = EvalScores::Check(eval, where); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
 
-std::vector<int> EvalPool::Record(const ProgressReport& report) {
+std::vector<EvalPool::OutLease> EvalPool::OutLeases() const {
+  std::vector<OutLease> out;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].state == State::kOut) out.push_back({static_cast<int64_t>(i) + 1, slots_[i].holder, slots_[i].handed});
+  }
+  return out;
+}
+
+std::vector<int> EvalPool::Record(const ProgressReport& report, absl::Time now) {
   std::vector<int> changed;
   for (const EvalStats& eval : report.evals()) {
     Slot& slot = slots_[eval.lease_id() - 1];
     if (slot.state == State::kReported) continue;
+    if (slot.handed != absl::InfinitePast() && now != absl::InfinitePast()) {
+      longest_ = std::max(longest_, now - slot.handed);
+    }
     slot.state = State::kReported;
     slot.result = eval;
     slot.result.clear_scores();

@@ -27,6 +27,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "proto/scheduler.pb.h"
 #include "proto/scheduler_state.pb.h"
 #include "scheduler/eval_scores.h"
@@ -60,19 +61,32 @@ class EvalPool {
 
   int64_t lease_size() const { return lease_size_; }
 
-  // The next lease of `epoch` for `worker_rank` (opening the epoch's pool on its first call).
-  // OUT_OF_RANGE when epoch is not in [0, epochs).
-  absl::StatusOr<EvalLease> Next(int worker_rank, int epoch);
+  // The next lease of `epoch` for `worker_rank` (opening the epoch's pool on its first call),
+  // handed out at `now`. OUT_OF_RANGE when epoch is not in [0, epochs).
+  absl::StatusOr<EvalLease> Next(int worker_rank, int epoch, absl::Time now = absl::InfinitePast());
 
   // Checks the results in `report.evals` without recording anything: INVALID_ARGUMENT for an
-  // unknown lease id, a sample count other than the lease's, correct outside [0, samples), or
+  // unknown lease id, a sample count other than the lease's, correct outside [0, samples], a loss
+  // sum that is negative, NaN or infinite, or
   // scores that are malformed or not one per sample (EvalScores::Check); PERMISSION_DENIED for a
   // lease that is not out with report.worker_rank (free, or out with another worker).
   absl::Status Check(const ProgressReport& report) const;
 
-  // Records `report.evals` (REQUIRES: Check was OK); results for an already reported lease are
-  // ignored. Returns the epochs that got new results, ascending, without repeats.
-  std::vector<int> Record(const ProgressReport& report);
+  // Records `report.evals` (REQUIRES: Check was OK), arrived at `now`; results for an already
+  // reported lease are ignored. Returns the epochs that got new results, ascending, without
+  // repeats.
+  std::vector<int> Record(const ProgressReport& report, absl::Time now = absl::InfinitePast());
+
+  // A lease out with a worker, and since when (InfinitePast: before this process restored it).
+  struct OutLease {
+    int64_t id = 0;
+    int holder = -1;
+    absl::Time since;
+  };
+  std::vector<OutLease> OutLeases() const;
+  // The longest a lease took from hand-out to result, over the leases handed out and reported by
+  // this process; zero before one was.
+  absl::Duration longest_evaluation() const { return longest_; }
 
   // The leases `worker_rank` holds unreported become free again. Returns how many.
   int Release(int worker_rank);
@@ -110,6 +124,8 @@ class EvalPool {
     int64_t end = 0;
     State state = State::kFree;
     int holder = -1;
+    // When it was handed out last; not persisted.
+    absl::Time handed = absl::InfinitePast();
     // Without its scores, which are merged into the epoch's once.
     EvalStats result;
   };
@@ -126,6 +142,7 @@ class EvalPool {
   // Indexed by lease id - 1.
   std::vector<Slot> slots_;
   std::map<int, EpochPool> epochs_;
+  absl::Duration longest_ = absl::ZeroDuration();
 };
 
 }  // namespace scheduler

@@ -24,6 +24,23 @@ bool LeasePool::Exhausted() const {
   return next_position_ >= options_.train_samples;
 }
 
+bool LeasePool::EpochTrained(int epoch) const {
+  if (epoch < epoch_) return true;
+  if (epoch == epoch_) return EpochDone();
+  return options_.max_batches > 0 && batches_leased_ >= options_.max_batches && incomplete_ == 0;
+}
+
+int64_t LeasePool::BatchesHandedTo(int worker_rank) const {
+  // A remainder handed on counts in full for each holder: a bound, not an exact count.
+  int64_t batches = 0;
+  for (const LeaseRecord& lease : leases_) {
+    for (int holder : lease.holders) {
+      if (holder == worker_rank) batches += lease.batches;
+    }
+  }
+  return batches;
+}
+
 std::vector<int> LeasePool::EpochEndWaitsFor() const {
   if (!Exhausted() || incomplete_ == 0) return {};
   std::set<int> holders;

@@ -115,6 +115,13 @@ class LeasePool {
 
   // The epoch leases are being handed out for.
   int current_epoch() const { return epoch_; }
+  // Whether `epoch`'s training is over: an epoch left behind, the current one once every position
+  // is cut and every lease of it complete, a later one once the job's batch budget is spent and
+  // every lease cut is complete. Evaluation leases of an epoch go out only then (Scheduler).
+  bool EpochTrained(int epoch) const;
+  // Batches of the leases handed to `worker_rank` (counted from each hand-out's first_batch): what
+  // its progress reports may claim at most.
+  int64_t BatchesHandedTo(int worker_rank) const;
   // Batches cut so far (for max_batches).
   int64_t batches_leased() const { return batches_leased_; }
   // Leases of the current epoch handed out and not complete yet (remainders waiting in the pool

@@ -307,3 +307,48 @@ TEST(LeasePoolTest, EmptyTrainingSetIsDoneAtOnce) {
 }  // namespace
 }  // namespace scheduler
 }  // namespace pstrain
+
+namespace pstrain::scheduler {
+namespace {
+
+TEST(LeasePoolTest, AnEpochIsTrainedOnceEveryLeaseOfItIsComplete) {
+  LeasePool pool(Opts(10, 5, 1, 3));
+  EXPECT_FALSE(pool.EpochTrained(0));
+  const Lease a = *pool.Next(0, 0);
+  const Lease b = *pool.Next(1, 0);
+  Complete(&pool, 0, a);
+  EXPECT_FALSE(pool.EpochTrained(0));  // b is out.
+  Complete(&pool, 1, b);
+  EXPECT_TRUE(pool.EpochTrained(0));
+  EXPECT_FALSE(pool.EpochTrained(1));
+  ASSERT_TRUE(pool.Next(0, 1).ok());  // Epoch 1 opens; epoch 0 stays trained.
+  EXPECT_TRUE(pool.EpochTrained(0));
+  EXPECT_FALSE(pool.EpochTrained(1));
+}
+
+TEST(LeasePoolTest, ABudgetSpentTrainsTheLaterEpochsOnceItsLeasesAreComplete) {
+  LeasePool pool(Opts(10, 5, 1, 3, /*max_batches=*/1));
+  const Lease a = *pool.Next(0, 0);
+  EXPECT_FALSE(pool.EpochTrained(2));
+  Complete(&pool, 0, a);
+  EXPECT_TRUE(pool.EpochTrained(0));
+  EXPECT_TRUE(pool.EpochTrained(2));
+}
+
+TEST(LeasePoolTest, BatchesHandedToAWorkerBoundItsClaims) {
+  LeasePool pool(Opts(25, 5, 2, 1));  // Leases of 2, 2 and 1 batches.
+  EXPECT_EQ(pool.BatchesHandedTo(0), 0);
+  ASSERT_TRUE(pool.Next(0, 0).ok());
+  ASSERT_TRUE(pool.Next(1, 0).ok());
+  ASSERT_TRUE(pool.Next(0, 0).ok());
+  EXPECT_EQ(pool.BatchesHandedTo(0), 3);
+  EXPECT_EQ(pool.BatchesHandedTo(1), 2);
+  // Worker 1 leaves: its lease goes to worker 0 as a remainder and counts for both.
+  EXPECT_EQ(pool.Release(1), 1);
+  ASSERT_TRUE(pool.Next(0, 0).ok());
+  EXPECT_EQ(pool.BatchesHandedTo(0), 5);
+  EXPECT_EQ(pool.BatchesHandedTo(1), 2);
+}
+
+}  // namespace
+}  // namespace pstrain::scheduler

@@ -41,6 +41,8 @@ const std::vector<Membership::Member>* Membership::MembersOf(Role role) const {
 
 void Membership::Record(Role role, int rank, ChangeKind kind, absl::Time now) {
   events_.push_back(MembershipEvent{now, role, rank, kind, epoch_});
+  // Members can join and leave without end: the oldest events go, a tenth at a time.
+  if (events_.size() > kMaxEvents) events_.erase(events_.begin(), events_.begin() + kMaxEvents / 10);
 }
 
 std::optional<std::string> Membership::InstanceOf(Role role, int rank) const {

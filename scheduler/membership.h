@@ -150,6 +150,9 @@ class Membership {
   std::optional<std::string> InstanceOf(Role role, int rank) const;
   int64_t epoch() const { return epoch_; }
   const std::vector<MembershipEvent>& events() const { return events_; }
+  // The events kept: the newest, at most this many (the state, the summary and /api/status list
+  // them).
+  static constexpr size_t kMaxEvents = 1000;
 
   // The view: epoch, WAITING_FOR_ROLES or RUNNING (the caller overrides the state once the job
   // has ended), live servers and workers sorted by rank, shard map, sample counts, total steps and

@@ -1,5 +1,6 @@
 #include "scheduler/membership.h"
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace pstrain {
@@ -367,3 +368,24 @@ TEST(MembershipTest, BeforeTheStartALeavingWorkerFreesItsSlot) {
 }  // namespace
 }  // namespace scheduler
 }  // namespace pstrain
+
+namespace pstrain::scheduler {
+namespace {
+
+TEST(MembershipTest, JoinAndLeaveWithoutEndKeepsTheNewestEventsOnly) {
+  Membership::Options o = TwoAndTwo();
+  o.num_servers = 0;
+  o.num_workers = 1;
+  Membership m(o);
+  ASSERT_TRUE(m.Register(WORKER, "127.0.0.1:5000", kT0).ok());
+  for (int i = 1; i <= 3000; ++i) {
+    absl::StatusOr<int> rank = m.Register(WORKER, absl::StrCat("127.0.0.1:", 6000 + i), kT0 + absl::Seconds(i));
+    ASSERT_TRUE(rank.ok()) << rank.status();
+    ASSERT_TRUE(m.Remove(WORKER, *rank, ChangeKind::kLeft, kT0 + absl::Seconds(i)).ok());
+  }
+  EXPECT_LE(m.events().size(), Membership::kMaxEvents);
+  EXPECT_EQ(m.events().back().at, kT0 + absl::Seconds(3000));
+}
+
+}  // namespace
+}  // namespace pstrain::scheduler

@@ -90,7 +90,40 @@ void Progress::CloseUnevaluatedBefore(int epoch, absl::Time now) {
   }
 }
 
-absl::Status Progress::Add(const ProgressReport& report, absl::Time now) {
+absl::Status Progress::CheckClaims(const ProgressReport& report, int64_t batch_budget) const {
+  const int rank = report.worker_rank();
+  const TrainStats& train = report.train();
+  const std::string where = absl::StrCat("progress report from worker ", rank, " for epoch ", report.epoch());
+  const bool sync = job().mode() == SYNC;
+  const int64_t per_step = sync ? options_.global_batch : job().batch_size();
+  // Written to not overflow: steps and samples are the sender's (Add checked them >= 0).
+  if (per_step > 0 && train.samples() / per_step + (train.samples() % per_step != 0) > train.steps()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", train.samples(), " samples in ", train.steps(),
+                                                   sync ? " steps" : " batches", ", expected at most ", per_step,
+                                                   sync ? " (the global batch) each" : " (the batch size) each"));
+  }
+  auto it = workers_.find(rank);
+  const int64_t samples_before = it == workers_.end() ? 0 : it->second.samples;
+  const int64_t batches_before = it == workers_.end() ? 0 : it->second.batches;
+  if (counts_steps()) {
+    const int64_t limit = options_.total_steps * options_.global_batch * (1 + redo_rounds_);
+    if (train.samples() > limit - samples_before) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", samples_before + train.samples(),
+                                                     " samples over the job, more than the job's ",
+                                                     options_.total_steps, " steps of ", options_.global_batch,
+                                                     " samples", redo_rounds_ > 0 ? " (and its redone steps)" : "",
+                                                     " hold"));
+    }
+  }
+  if (!sync && batch_budget >= 0 && train.steps() > batch_budget - batches_before) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", batches_before + train.steps(),
+                                                   " batches over the job, more than the ", batch_budget,
+                                                   " batches of the leases handed to it"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Progress::Add(const ProgressReport& report, absl::Time now, int64_t batch_budget) {
   const int rank = report.worker_rank();
   if (rank < 0) {
     return absl::InvalidArgumentError(absl::StrCat("progress report: worker rank ", rank, ", expected >= 0"));
@@ -116,6 +149,7 @@ absl::Status Progress::Add(const ProgressReport& report, absl::Time now) {
                                                    " steps done by step ", report.step(), ", expected at most ",
                                                    report.step()));
   }
+  if (absl::Status s = CheckClaims(report, batch_budget); !s.ok()) return s;
   if (absl::Status s = eval_.Check(report); !s.ok()) return s;
   if (absl::Status s = CheckStepTimes(report.step_times(), absl::StrCat("progress report from worker ", rank));
       !s.ok()) {
@@ -131,6 +165,8 @@ absl::Status Progress::Add(const ProgressReport& report, absl::Time now) {
   if (counts_steps()) CountSteps(report.step() - train.steps(), report.step());
   Worker& worker = workers_[rank];
   worker.samples += train.samples();
+  worker.batches += train.steps();
+  if (worker.step != report.step()) worker.step_changed = now;
   worker.step = report.step();
   worker.traffic.set_bytes_sent(worker.traffic.bytes_sent() + report.traffic().bytes_sent());
   worker.traffic.set_bytes_received(worker.traffic.bytes_received() + report.traffic().bytes_received());
@@ -154,7 +190,7 @@ absl::Status Progress::Add(const ProgressReport& report, absl::Time now) {
     const size_t window = std::max<size_t>(4, 2 * static_cast<size_t>(job().num_workers()));
     while (recent_.size() > window) recent_.pop_front();
   }
-  for (int e : eval_.Record(report)) UpdateCompletion(e, now);
+  for (int e : eval_.Record(report, now)) UpdateCompletion(e, now);
   if (report.done()) worker.done = true;
   return absl::OkStatus();
 }
@@ -195,7 +231,7 @@ absl::StatusOr<EvalLease> Progress::LeaseEval(int worker_rank, int epoch, absl::
     done.epoch_done = true;
     return done;
   }
-  absl::StatusOr<EvalLease> lease = eval_.Next(worker_rank, epoch);
+  absl::StatusOr<EvalLease> lease = eval_.Next(worker_rank, epoch, now);
   if (lease.ok()) UpdateCompletion(epoch, now);  // An empty test set is complete at once.
   return lease;
 }

@@ -69,7 +69,28 @@ class Progress {
   // is out of range, a count is negative or an evaluation result does not fit its lease
   // (EvalPool::Check). The caller checks that the rank is registered and drops `done` from a
   // worker that is no longer live.
-  absl::Status Add(const ProgressReport& report, absl::Time now);
+  //
+  // What the scheduler handed out bounds what a report may claim (INVALID_ARGUMENT otherwise):
+  // train samples <= train steps x global_batch (SYNC) or x batch_size (ASYNC/SSP); SYNC: a
+  // worker's samples over the job <= total_steps x global_batch x (1 + AllowRedo calls); ASYNC/SSP:
+  // a worker's batches over the job <= `batch_budget`, the batches of the leases handed to it
+  // (LeasePool::BatchesHandedTo; < 0: not checked).
+  absl::Status Add(const ProgressReport& report, absl::Time now, int64_t batch_budget = -1);
+
+  // SYNC: the job goes back to an earlier step (a server recovery's restore_step), so workers redo
+  // steps: each call allows every worker total_steps more steps' samples.
+  void AllowRedo() { ++redo_rounds_; }
+
+  // The step of worker `rank`'s latest report; 0 when it sent none (or only at step 0).
+  int64_t worker_step(int rank) const {
+    auto it = workers_.find(rank);
+    return it == workers_.end() ? 0 : it->second.step;
+  }
+  // When worker `rank`'s reported step last changed (InfinitePast: not since this process started).
+  absl::Time worker_step_changed(int rank) const {
+    auto it = workers_.find(rank);
+    return it == workers_.end() ? absl::InfinitePast() : it->second.step_changed;
+  }
 
   // The next evaluation lease of `epoch` for `worker_rank` (EvalPool::Next); epoch_done for an epoch
   // already complete without evaluation. OUT_OF_RANGE when epoch is not in [0, epochs).
@@ -122,6 +143,11 @@ class Progress {
 
   // Evaluation leases handed out and not reported yet.
   int64_t eval_leases_out() const { return eval_.num_out(); }
+  // Whether `epoch`'s evaluation pool was opened (its first lease went out).
+  bool eval_opened(int epoch) const { return eval_.opened(epoch); }
+  // The evaluation pool's leases out (EvalPool::OutLeases) and its longest evaluation.
+  std::vector<EvalPool::OutLease> eval_leases_held() const { return eval_.OutLeases(); }
+  absl::Duration longest_evaluation() const { return eval_.longest_evaluation(); }
 
   // Test accuracy and loss of the last evaluated complete epoch, if any.
   std::optional<double> final_test_accuracy() const;
@@ -161,10 +187,14 @@ class Progress {
   };
   struct Worker {
     int64_t samples = 0;
+    // ASYNC/SSP: batches reported (train.steps summed); not persisted.
+    int64_t batches = 0;
     bool done = false;
     // The step of its latest report, and the sums of its reports' traffic and staleness (the
     // staleness max is the maximum).
     int64_t step = 0;
+    // When `step` last changed; not persisted.
+    absl::Time step_changed = absl::InfinitePast();
     WorkerTraffic traffic;
     Staleness staleness;
     // (arrival, samples) of its reports in the last kRecentWindow; not persisted.
@@ -175,6 +205,8 @@ class Progress {
   bool counts_steps() const { return job().mode() == SYNC && options_.global_batch > 0; }
   // Whether an epoch's samples are applied_samples (steps or leases) rather than the reports' sum.
   bool counts_applied() const { return job().mode() != SYNC || counts_steps(); }
+  // Add's bounds on what a report claims (see Add).
+  absl::Status CheckClaims(const ProgressReport& report, int64_t batch_budget) const;
   // SYNC: counts the global steps [begin, end) not counted yet.
   void CountSteps(int64_t begin, int64_t end);
   // Marks `epoch` complete at `now`.
@@ -205,6 +237,7 @@ class Progress {
   int max_epoch_ = 0;
   int64_t max_step_ = 0;     // SYNC: the largest global step reported.
   int64_t batches_ = 0;      // ASYNC/SSP: batches trained by all workers.
+  int redo_rounds_ = 0;      // SYNC: AllowRedo calls; not persisted.
   // (loss_sum, samples) of the last few reports, for recent_loss.
   std::deque<std::pair<double, int64_t>> recent_;
   // One point per accepted training report; not persisted.

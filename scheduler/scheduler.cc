@@ -11,7 +11,9 @@
 #include "common/utf8.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "scheduler/barrier_names.h"
 #include "scheduler/json.h"
+#include "scheduler/member_limits.h"
 
 namespace pstrain {
 namespace scheduler {
@@ -149,6 +151,7 @@ std::string Scheduler::MembershipLine() const {
 }
 
 absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& request) {
+  RETURN_IF_ERROR(CheckRegisterRequest(request));
   Deferred deferred;
   RegisterResponse response;
   {
@@ -194,6 +197,7 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
         } else if (vacant_servers_.empty()) {
           restore_step_ = NewestCommonStep(checkpoints_);
           restore_epoch_ = membership_.epoch();
+          progress_->AllowRedo();  // The workers redo the steps after restore_step.
           LOG(INFO) << membership_.Describe(SERVER, *rank) << " replaces the dead server; every server rank "
                     << "is live again; servers restore the checkpoints of step " << *restore_step_
                     << " (restore_step, set at membership epoch " << restore_epoch_ << "); "
@@ -270,6 +274,7 @@ void Scheduler::WhenRunning(ViewDone done) {
 }
 
 absl::StatusOr<HeartbeatResponse> Scheduler::Heartbeat(const HeartbeatRequest& request) {
+  RETURN_IF_ERROR(CheckHeartbeatRequest(request));
   Deferred deferred;
   HeartbeatResponse response;
   {
@@ -321,6 +326,11 @@ void Scheduler::Barrier(const BarrierRequest& request, BarrierSet::Done done) {
   const Role role = request.role() == ROLE_UNSPECIFIED ? WORKER : request.role();
   const BarrierSet::Group group =
       request.participants() == BarrierRequest::ALL ? BarrierRequest::ALL : BarrierRequest::WORKERS;
+  // Refused before anything is stored: a barrier is the job's, never made from a caller's name.
+  if (absl::Status known = CheckBarrierRequest(request, options_.job.epochs()); !known.ok()) {
+    done(std::move(known));
+    return;
+  }
   if (request.name() == kServersReadyBarrier) {
     // Training starts when this barrier opens; throughput and ETA are measured from then, not
     // from registration (workers load their data in between).
@@ -405,6 +415,21 @@ absl::StatusOr<LeaseResponse> Scheduler::LeaseWorkLocked(const LeaseRequest& req
   if (absl::Status s = CheckLive(WORKER, request.worker_rank(), what); !s.ok()) return s;
   LeaseResponse response;
   if (request.eval()) {
+    if (!EpochTrainedLocked(request.epoch())) {
+      // Evaluation leases of an epoch go out only at its end: nobody can take (and score) an
+      // epoch's test set before its training is over. Honest workers asking early ask again.
+      // A SYNC worker that reported the epoch's end waits for the others from now on (the
+      // hold-up rule, EvictHoldUpsLocked); a request from one that did not starts no wait.
+      if (options_.job.mode() == SYNC &&
+          progress_->worker_step(request.worker_rank()) >= SyncEpochEndStepLocked(request.epoch()) &&
+          (!eval_waiting_.has_value() || eval_waiting_->first != request.epoch())) {
+        eval_waiting_.emplace(request.epoch(), Now());
+      }
+      response.set_wait(true);
+      VLOG(1) << "evaluation lease request from worker " << request.worker_rank() << " for epoch "
+              << request.epoch() << ": its training is not over yet; wait";
+      return response;
+    }
     absl::StatusOr<EvalLease> lease = progress_->LeaseEval(request.worker_rank(), request.epoch(), Now());
     if (!lease.ok()) return lease.status();
     response.set_wait(lease->wait);
@@ -459,7 +484,8 @@ absl::Status Scheduler::ReportProgress(const ProgressReport& report) {
       // A removed worker's applied steps and evaluations count. Its done is recorded but never
       // read: only live workers' done flags end the job, and a worker's rank is never reused.
       if (absl::Status s = leases_->Check(report); !s.ok()) return s;
-      if (absl::Status s = progress_->Add(report, Now()); !s.ok()) return s;
+      const int64_t batch_budget = options_.job.mode() == SYNC ? -1 : leases_->BatchesHandedTo(rank);
+      if (absl::Status s = progress_->Add(report, Now(), batch_budget); !s.ok()) return s;
       for (const LeaseRecord& lease : leases_->Record(report)) {
         progress_->CountLease(lease.id, lease.epoch, lease.samples());
       }
@@ -489,7 +515,7 @@ absl::Status Scheduler::Leave(const LeaveRequest& request) {
     if (Ended()) return absl::OkStatus();
     RemoveWorkerLocked(request.rank(), ChangeKind::kLeft,
                        absl::StrCat(membership_.Describe(WORKER, request.rank()), " left: ",
-                                    request.reason().empty() ? "no reason given" : request.reason()),
+                                    request.reason().empty() ? "no reason given" : BoundedReason(request.reason())),
                        &deferred);
     SaveLocked(&deferred);
   }
@@ -538,7 +564,9 @@ void Scheduler::MaybeFinishLocked(Deferred* deferred) {
 }
 
 void Scheduler::ReportFailure(const FailureReport& report) {
+  const std::string message = BoundedReason(report.message());
   std::string who;
+  Deferred deferred;
   {
     absl::MutexLock lock(&mu_);
     who = membership_.Describe(report.role(), report.rank());
@@ -546,11 +574,28 @@ void Scheduler::ReportFailure(const FailureReport& report) {
     if (removed && !membership_.is_live(report.role(), report.rank())) {
       // A worker the job already went on without (declared dead, or left), or a server declared
       // dead (its rank waits for a replacement): its failure is its own.
-      LOG(WARNING) << "ignoring the failure of " << who << ", no longer a member: " << report.message();
+      LOG(WARNING) << "ignoring the failure of " << who << ", no longer a member: " << message;
       return;
     }
+    if (report.role() == WORKER) {
+      // A worker speaks for itself only: it leaves, and the job fails only by a rule the
+      // scheduler checks (fewer than min_workers left), quoting the workers' messages.
+      if (Ended()) return;
+      const std::string reason = absl::StrCat(who, " failed: ", message);
+      std::string earlier;
+      for (const std::string& m : worker_failures_) absl::StrAppend(&earlier, earlier.empty() ? "" : "; ", m);
+      worker_failures_.push_back(reason);
+      if (worker_failures_.size() > kMaxFailureMessages) worker_failures_.pop_front();
+      RemoveWorkerLocked(report.rank(), ChangeKind::kLeft,
+                         earlier.empty() ? reason : absl::StrCat(reason, " (earlier: ", earlier, ")"), &deferred);
+      SaveLocked(&deferred);
+    }
   }
-  Fail(absl::AbortedError(absl::StrCat(who, ": ", report.message())));
+  if (report.role() == WORKER) {
+    Run(std::move(deferred)).IgnoreError();  // Run logs a failed save; the worker exits anyway.
+    return;
+  }
+  Fail(absl::AbortedError(absl::StrCat(who, ": ", message)));
 }
 
 void Scheduler::Fail(absl::Status reason) {
@@ -649,6 +694,7 @@ void Scheduler::CheckHealth() {
     } else if (!epoch_end_waiting_since_.has_value()) {
       epoch_end_waiting_since_ = now;
     }
+    if (!Ended()) EvictHoldUpsLocked(now, &deferred);
     if (!Ended()) stuck_log_.Update(StuckBarriersLocked(now), now);
     // Most ticks change nothing; those that do persist (EndLocked saves on its own).
     if (membership_.epoch() != epoch_before || vacant_servers_.size() != vacant_before) SaveLocked(&deferred);
@@ -736,6 +782,11 @@ std::string Scheduler::SummaryJson() const {
   servers += "],\n";
   slow += servers;
   absl::StrAppend(&slow, "  \"stuck_barriers\": ", StuckBarriersJson(stuck_log_.Kept()), ",\n");
+  absl::StrAppend(&slow, "  \"worker_failures\": [");
+  for (size_t i = 0; i < worker_failures_.size(); ++i) {
+    absl::StrAppend(&slow, i == 0 ? "" : ", ", JsonString(worker_failures_[i]));
+  }
+  slow += "],\n";
   return progress_->SummaryJson(state_, failure_.message(), Now(), membership_.events(),
                                membership_.LiveRanks(WORKER), slow + TableUsageJsonLocked());
 }

@@ -8,10 +8,11 @@
 //          |                                        |      a final_model_path the model written
 //          |                                        |      from the servers' shards)--> FINISHED
 //          +--(startup timeout, dead or silent server (unless replaced, below), fewer than
-//              min_workers live workers, reported failure, Fail())--> FAILED
+//              min_workers live workers, a server's reported failure, Fail())--> FAILED
 //
 // Churn. A worker that misses heartbeats for dead_after (or never heartbeats within the start-up
-// timeout) is removed as "died", one that calls Leave as "left"; either bumps the membership
+// timeout), or holds the others up for that long (EvictHoldUpsLocked), is removed as "died", one
+// that calls Leave or reports its failure as "left"; either bumps the membership
 // epoch, returns its evaluation leases to the pool and its incomplete training leases as
 // remainders (LeasePool), and stops barriers from waiting for it. A worker that registers while
 // the job runs takes a new rank ("joined"); worker ranks are never reused.
@@ -84,6 +85,7 @@
 #define PSTRAIN_SCHEDULER_SCHEDULER_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -202,7 +204,9 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  // Registers a role; the answer carries its rank, the job and the heartbeat settings. A worker
+  // Registers a role; the answer carries its rank, the job and the heartbeat settings.
+  // INVALID_ARGUMENT, changing nothing, for strings past their limits (CheckRegisterRequest,
+  // member_limits.h). A worker
   // registering while the job runs joins it (Membership::Register); so does a server while a server
   // rank is vacant (server recovery: the last vacancy filled sets the view's restore_step). Errors as
   // Membership::Register; ABORTED "job failed: ..." once the job has failed. Once the job has
@@ -225,7 +229,8 @@ class Scheduler {
   // view when the job finished, or ABORTED "job failed: <reason>" when it failed. Never blocks.
   void WhenRunning(ViewDone done);
 
-  // Records a heartbeat and answers the job's state and membership epoch. FAILED_PRECONDITION for
+  // Records a heartbeat and answers the job's state and membership epoch. INVALID_ARGUMENT for
+  // table usages past their limits (CheckHeartbeatRequest). FAILED_PRECONDITION for
   // an unregistered role, or "worker 1 is no longer a member ..." for a removed worker (it should
   // exit).
   absl::StatusOr<HeartbeatResponse> Heartbeat(const HeartbeatRequest& request);
@@ -233,8 +238,10 @@ class Scheduler {
   // Enters the barrier `request.name` for WORKERS (every live worker) or ALL (every live server
   // and worker) as (request.role, request.rank), role unspecified meaning WORKER; `done` gets OK
   // when every live participant has entered (see BarrierSet: a worker that dies meanwhile is no
-  // longer waited for). FAILED_PRECONDITION at once for a role that is not live; ABORTED once the
-  // job has ended. Never blocks.
+  // longer waited for). INVALID_ARGUMENT at once, storing nothing, for a barrier that is not the
+  // job's (CheckBarrierRequest, barrier_names.h); FAILED_PRECONDITION at once for a role that is
+  // not live; ABORTED once the job has ended. A worker that keeps it waiting is evicted
+  // (EvictHoldUpsLocked). Never blocks.
   void Barrier(const BarrierRequest& request, BarrierSet::Done done);
 
   // A request repeating its worker's last request_seq gets the same answer again (its answer was
@@ -244,6 +251,7 @@ class Scheduler {
   // worker's remainder first (first_batch > 0 when part of it is done), `wait` while leases are out
   // with others, `epoch_done` once every lease of the epoch is complete; FAILED_PRECONDITION in
   // SYNC mode; otherwise as LeasePool::Next.
+  // Evaluation leases of an epoch whose training is not over yet (EpochTrainedLocked): `wait`.
   // Both: FAILED_PRECONDITION before every role has registered or for a worker that is not live;
   // ABORTED once the job has failed.
   absl::StatusOr<LeaseResponse> LeaseWork(const LeaseRequest& request);
@@ -251,13 +259,20 @@ class Scheduler {
   // Adds a worker's progress (also from a worker removed meanwhile: its applied steps, training
   // lease progress and evaluations count, its `done` does not); a training lease that becomes
   // complete counts its samples once. The report that completes the finish condition finishes the
-  // job. INVALID_ARGUMENT, with nothing recorded, as LeasePool::Check and Progress::Add;
+  // job. INVALID_ARGUMENT, with nothing recorded, as LeasePool::Check and Progress::Add (which
+  // bounds the claims by what was handed out: for ASYNC/SSP, LeasePool::BatchesHandedTo);
   // FAILED_PRECONDITION for a rank that never registered; ABORTED "job failed: ..." once the job
   // has failed. A report whose report_seq is not above the last one applied for its worker rank is
   // answered OK and not counted again.
   absl::Status ReportProgress(const ProgressReport& report);
 
-  // A role's unrecoverable error: fails the job with "<role> <rank> at <address>: <message>".
+  // A role's unrecoverable error. A worker's means that worker leaves: it is removed from the live
+  // set as for Leave (its leases back in the pool, the membership epoch bumped) and its message
+  // (cut to kMaxReasonBytes, member_limits.h) is logged, kept among the newest
+  // kMaxFailureMessages worker failures and listed in the run summary ("worker_failures"); the
+  // job fails only when fewer than min_workers live workers are left (running), quoting the
+  // messages. A server's fails the job with "<role> <rank> at <address>: <message>". Ignored for
+  // a member already removed, and once the job has ended.
   void ReportFailure(const FailureReport& report);
 
   // A worker leaves gracefully: it is removed at once ("left"), as for a death. OK when it is
@@ -266,15 +281,17 @@ class Scheduler {
   absl::Status Leave(const LeaveRequest& request);
 
   // A server's checkpoint steps (strictly ascending, >= 0); they replace the rank's earlier list.
-  // INVALID_ARGUMENT, with nothing recorded, for steps not ascending or negative;
+  // INVALID_ARGUMENT, with nothing recorded, for steps not ascending or negative, or more than
+  // kMaxCheckpointSteps of them;
   // FAILED_PRECONDITION for a rank that is not a live server; ABORTED "job failed: ..." once the
   // job has failed.
   absl::Status ReportCheckpoints(const CheckpointReport& report);
 
   // Logs a server's slow SYNC step: the ranks it waits for, with their addresses and how long ago
   // each last heartbeated, and keeps the newest kMaxSlowSteps reports for the run summary
-  // ("slow_steps"). FAILED_PRECONDITION for a rank that is not a live server; INVALID_ARGUMENT for
-  // a negative step or wait.
+  // ("slow_steps"). SYNC: each live worker it waits for is held to the hold-up rule from the
+  // step's first push (EvictHoldUpsLocked). FAILED_PRECONDITION for a rank that is not a live
+  // server; INVALID_ARGUMENT for a negative step or wait, or more than kMaxWaitingFor ranks.
   absl::Status ReportSlowStep(const SlowStepReport& report);
   static constexpr int kMaxSlowSteps = 50;
 
@@ -387,6 +404,27 @@ class Scheduler {
   // Whether the job's model is known: always for a built-in model, after the first accepted
   // declaration for an external one.
   bool ModelKnownLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `epoch`'s training is over, so its evaluation leases may go out: ASYNC/SSP as
+  // LeasePool::EpochTrained; SYNC when every live worker that reported has reported the epoch's
+  // last step (SyncEpochEndStepLocked) and one at least has. Stays true once the epoch's first
+  // evaluation lease went out; true for an epoch outside the job.
+  bool EpochTrainedLocked(int epoch) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SYNC: the global step that ends `epoch` (capped by total_steps).
+  int64_t SyncEpochEndStepLocked(int epoch) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SYNC: the live workers whose latest report is of a step before `epoch`'s end (0 < step < end).
+  std::vector<int> SyncLaggingWorkersLocked(int epoch) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The watchdog's hold-up rule (CheckHealth): evicts, as "died", every live worker that holds
+  // the others up for longer than its limit while it may well heartbeat on: a barrier that waits
+  // for it (dead_after; the start barrier "servers-ready": startup_timeout, as loading data and
+  // building the model may take long), a SYNC step a server reported waiting for its push
+  // (ReportSlowStep; dead_after from the step's first push, unless the worker has since reported
+  // a later step), a SYNC epoch end that another worker reported reaching and whose evaluation
+  // waits for this one's report, its reported step unchanged for dead_after, or an evaluation
+  // lease it holds for longer than dead_after and 10 times the longest a reported lease took.
+  // A hold-up counts only from the latest membership change or restore (the step or barrier is
+  // redone or re-entered then), and nobody is evicted while a live server has not heartbeated for
+  // 3 heartbeat intervals (a dying server holds every worker up; its death comes first).
+  void EvictHoldUpsLocked(absl::Time now, Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // LeaseWork without the retry check.
   absl::StatusOr<LeaseResponse> LeaseWorkLocked(const LeaseRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -512,6 +550,21 @@ class Scheduler {
   // Each server's latest traffic counters (HeartbeatRequest.traffic), by rank. Not persisted: a
   // restarted scheduler has them again from the servers' next heartbeats.
   std::map<int, ServerTraffic> server_traffic_ ABSL_GUARDED_BY(mu_);
+  // The newest workers' failure messages (ReportFailure), at most kMaxFailureMessages, each
+  // bounded: for the log, the run summary and a min_workers failure. Not persisted.
+  std::deque<std::string> worker_failures_ ABSL_GUARDED_BY(mu_);
+  // When this scheduler restored its predecessor's state; InfinitePast for a fresh one.
+  absl::Time restored_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // SYNC steps servers reported waiting for a worker's push (ReportSlowStep), by worker rank: the
+  // step and when its wait began. Dropped once the worker reports a later step or is gone.
+  struct SlowWait {
+    int64_t step = 0;
+    absl::Time since;
+  };
+  std::map<int, SlowWait> slow_waits_ ABSL_GUARDED_BY(mu_);
+  // SYNC: the epoch whose evaluation leases a worker that reported its end first asked for before
+  // every live worker had, and since when (EvictHoldUpsLocked). Not persisted.
+  std::optional<std::pair<int, absl::Time>> eval_waiting_ ABSL_GUARDED_BY(mu_);
   // Barriers that were stuck: logged by the watchdog, kept for the run summary.
   StuckBarrierLog stuck_log_ ABSL_GUARDED_BY(mu_);
   // ASYNC/SSP: since when the end of the current epoch has waited for leases still out

@@ -48,7 +48,7 @@ class SchedulerDashboardTest : public ::testing::Test {
 
   static BarrierRequest Enter(int worker) {
     BarrierRequest b;
-    b.set_name("epoch 0 end");
+    b.set_name("epoch-0-trained");
     b.set_rank(worker);
     return b;
   }
@@ -71,7 +71,7 @@ TEST_F(SchedulerDashboardTest, AStuckBarrierNamesWhoIsMissingUntilItOpens) {
   const DashboardStatus status = s->DashboardStatus();
   ASSERT_EQ(status.stuck_barriers.size(), 1u);
   const StuckBarrierStatus& stuck = status.stuck_barriers[0];
-  EXPECT_EQ(stuck.name, "epoch 0 end");
+  EXPECT_EQ(stuck.name, "epoch-0-trained");
   EXPECT_DOUBLE_EQ(stuck.waiting_seconds, 12);
   ASSERT_EQ(stuck.missing.size(), 1u);
   EXPECT_EQ(stuck.missing[0].role, "worker");
@@ -79,9 +79,9 @@ TEST_F(SchedulerDashboardTest, AStuckBarrierNamesWhoIsMissingUntilItOpens) {
   EXPECT_EQ(stuck.missing[0].address, "h:3");
   EXPECT_DOUBLE_EQ(stuck.missing[0].last_heartbeat_seconds_ago, 1);
   EXPECT_EQ(StuckBarrierLine(stuck),
-            "barrier 'epoch 0 end' has waited 12.0 s for worker 1 at h:3 (last heartbeat 1.0 s ago)");
+            "barrier 'epoch-0-trained' has waited 12.0 s for worker 1 at h:3 (last heartbeat 1.0 s ago)");
   std::string summary = s->SummaryJson();
-  EXPECT_NE(summary.find("\"stuck_barriers\": [{\"name\":\"epoch 0 end\""), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"stuck_barriers\": [{\"name\":\"epoch-0-trained\""), std::string::npos) << summary;
 
   s->Barrier(Enter(1), [&](absl::Status st) { released += st.ok(); });
   EXPECT_EQ(released, 2);

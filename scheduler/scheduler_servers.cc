@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "common/job_spec.h"
 #include "glog/logging.h"
+#include "scheduler/member_limits.h"
 
 namespace pstrain {
 namespace scheduler {
@@ -101,6 +102,10 @@ absl::Status Scheduler::ReportCheckpoints(const CheckpointReport& report) {
   if (state_ == FAILED) return JobFailedError();
   const int rank = report.server_rank();
   if (absl::Status s = CheckLive(SERVER, rank, "checkpoint report"); !s.ok()) return s;
+  if (report.steps_size() > kMaxCheckpointSteps) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint report from server ", rank, ": ", report.steps_size(),
+                                                   " steps, the limit is ", kMaxCheckpointSteps));
+  }
   for (int i = 0; i < report.steps_size(); ++i) {
     if (report.steps(i) < 0 || (i > 0 && report.steps(i) <= report.steps(i - 1))) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -125,7 +130,22 @@ absl::Status Scheduler::ReportSlowStep(const SlowStepReport& report) {
                                                    ": step ", report.step(), ", waited ", report.waited_ms(),
                                                    " ms, typical ", report.typical_ms(), " ms; expected >= 0"));
   }
+  if (report.waiting_for_size() > kMaxWaitingFor) {
+    return absl::InvalidArgumentError(absl::StrCat("slow-step report from server ", report.server_rank(), ": ",
+                                                   report.waiting_for_size(), " workers waited for, the limit is ",
+                                                   kMaxWaitingFor));
+  }
   const absl::Time now = Now();
+  if (options_.job.mode() == SYNC) {
+    // Kept for the hold-up rule (EvictHoldUpsLocked): the wait began at the step's first push.
+    const absl::Time since = now - absl::Milliseconds(report.waited_ms());
+    for (int rank : report.waiting_for()) {
+      if (!membership_.is_live(WORKER, rank)) continue;
+      auto [it, added] = slow_waits_.try_emplace(rank, SlowWait{report.step(), since});
+      if (!added && it->second.step != report.step()) it->second = SlowWait{report.step(), since};
+      if (!added && it->second.step == report.step()) it->second.since = std::min(it->second.since, since);
+    }
+  }
   std::vector<std::string> whom;
   for (int rank : report.waiting_for()) {
     std::string who = membership_.Describe(WORKER, rank);

@@ -140,7 +140,7 @@ TEST_F(SchedulerServiceTest, BarrierReleasesWhenBothEnter) {
       grpc::ClientContext ctx;
       As(&ctx, role, 0);
       BarrierRequest req;
-      req.set_name("init");
+      req.set_name("servers-ready");
       req.set_participants(BarrierRequest::ALL);
       req.set_role(role);
       req.set_rank(0);
@@ -170,7 +170,7 @@ TEST_F(SchedulerServiceTest, ReportFailureAbortsParkedCalls) {
     grpc::ClientContext ctx;
     As(&ctx, SERVER, 0);
     BarrierRequest req;
-    req.set_name("init");
+    req.set_name("servers-ready");
     req.set_participants(BarrierRequest::ALL);
     req.set_role(SERVER);
     BarrierResponse resp;

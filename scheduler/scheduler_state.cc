@@ -145,6 +145,7 @@ absl::Status Scheduler::RestoreFrom(const SchedulerState& state, std::string dec
   } else {
     PublishParticipantsLocked(&unused);
   }
+  restored_at_ = now;  // Hold-ups count from here (EvictHoldUpsLocked): roles reconnect meanwhile.
   const JobStatus status = progress_->Status(now);
   LOG(INFO) << "restored the scheduler state (restart " << restarts_ << "): job " << JobState_Name(state_)
             << ", " << MembershipLine() << ", step " << status.step() << ", epoch " << status.epoch() << ", "

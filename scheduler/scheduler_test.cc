@@ -58,12 +58,24 @@ class SchedulerTest : public ::testing::Test {
   static ProgressReport EvalResult(int rank, const LeaseResponse& lease) {
     ProgressReport r;
     r.set_worker_rank(rank);
+    r.set_step(3);  // Evaluating after the last step (TrainEpoch0).
     EvalStats* e = r.add_evals();
     e->set_lease_id(lease.lease_id());
     e->set_samples(lease.end() - lease.begin());
     e->set_correct(4 * (lease.end() - lease.begin()) / 5);
     e->set_loss_sum(0.2 * static_cast<double>(lease.end() - lease.begin()));
     return r;
+  }
+
+  // SYNC: workers `ranks` report the job's last step (3): epoch 0's training is over, so its
+  // evaluation leases go out.
+  static void TrainEpoch0(Scheduler* s, std::vector<int> ranks = {0, 1}) {
+    for (int rank : ranks) {
+      ProgressReport r;
+      r.set_worker_rank(rank);
+      r.set_step(3);
+      ASSERT_TRUE(s->ReportProgress(r).ok());
+    }
   }
 
   // Worker `rank` leases and reports evaluation leases of epoch 0 until the pool says wait or
@@ -159,7 +171,7 @@ TEST_F(SchedulerTest, ViewWaitersAreReleasedWhenTheLastRoleRegisters) {
   EXPECT_EQ(s->state(), RUNNING);
 }
 
-TEST_F(SchedulerTest, FailureAbortsParkedCallsAndIsReportedEverywhere) {
+TEST_F(SchedulerTest, ServerFailureAbortsParkedCallsAndIsReportedEverywhere) {
   auto s = Make();
   ASSERT_TRUE(s->Register(Reg(SERVER, "h:1")).ok());
   ASSERT_TRUE(s->Register(Reg(WORKER, "h:2")).ok());
@@ -167,20 +179,21 @@ TEST_F(SchedulerTest, FailureAbortsParkedCallsAndIsReportedEverywhere) {
   std::optional<absl::Status> barrier;
   s->WhenRunning([&](absl::StatusOr<ClusterView> v) { view = std::move(v); });
   BarrierRequest b;
-  b.set_name("start");
+  b.set_name("servers-ready");
+  b.set_participants(BarrierRequest::ALL);
   b.set_role(WORKER);
   b.set_rank(0);
   s->Barrier(b, [&](absl::Status st) { barrier = st; });
   EXPECT_FALSE(view.has_value() || barrier.has_value());
 
   FailureReport f;
-  f.set_role(WORKER);
+  f.set_role(SERVER);
   f.set_rank(0);
   f.set_message("out of memory");
   s->ReportFailure(f);
   ASSERT_TRUE(view.has_value() && barrier.has_value());
   EXPECT_EQ(view->status().code(), absl::StatusCode::kAborted);
-  EXPECT_EQ(view->status().message(), "job failed: worker 0 at h:2: out of memory");
+  EXPECT_EQ(view->status().message(), "job failed: server 0 at h:1: out of memory");
   EXPECT_EQ(barrier->code(), absl::StatusCode::kAborted);
   EXPECT_EQ(s->state(), FAILED);
 
@@ -189,7 +202,7 @@ TEST_F(SchedulerTest, FailureAbortsParkedCallsAndIsReportedEverywhere) {
   absl::StatusOr<HeartbeatResponse> answer = s->Heartbeat(hb);
   ASSERT_TRUE(answer.ok());
   EXPECT_EQ(answer->state(), FAILED);
-  EXPECT_EQ(answer->failure(), "worker 0 at h:2: out of memory");
+  EXPECT_EQ(answer->failure(), "server 0 at h:1: out of memory");
   EXPECT_EQ(s->View().state(), FAILED);
   EXPECT_EQ(s->Register(Reg(WORKER, "h:3")).status().code(), absl::StatusCode::kAborted);
   EXPECT_NE(s->SummaryJson().find("out of memory"), std::string::npos);
@@ -201,7 +214,7 @@ TEST_F(SchedulerTest, BarrierForAllWaitsForServersToo) {
   ASSERT_TRUE(s->Register(Reg(WORKER, "h:2")).ok());
   int released = 0;
   BarrierRequest b;
-  b.set_name("end");
+  b.set_name("servers-ready");
   b.set_participants(BarrierRequest::ALL);
   b.set_role(WORKER);
   s->Barrier(b, [&](absl::Status st) { released += st.ok(); });
@@ -429,7 +442,7 @@ TEST_F(SchedulerTest, ServerNotReplacedInTimeFailsTheJob) {
   // Barriers of every live participant do not wait for the vacant rank.
   int released = 0;
   BarrierRequest b;
-  b.set_name("all");
+  b.set_name("servers-ready");
   b.set_participants(BarrierRequest::ALL);
   for (Role role : {SERVER, WORKER}) {
     for (int rank : {0, 1}) {
@@ -560,6 +573,7 @@ TEST_F(SchedulerTest, BarrierReleasesWhenTheLastMissingWorkerDies) {
 TEST_F(SchedulerTest, EvaluationLeasesOfADeadWorkerAreEvaluatedByOthers) {
   auto s = Make();
   RegisterAll(s.get());
+  TrainEpoch0(s.get());
   absl::StatusOr<LeaseResponse> held = s->LeaseWork(EvalRequest(1, 0));
   ASSERT_TRUE(held.ok()) << held.status();
   EXPECT_EQ(held->end() - held->begin(), 5);
@@ -599,6 +613,7 @@ TEST_F(SchedulerTest, EvaluationLeasesOfADeadWorkerAreEvaluatedByOthers) {
 TEST_F(SchedulerTest, BadEvaluationReportsAreRefused) {
   auto s = Make();
   RegisterAll(s.get());
+  TrainEpoch0(s.get());
   absl::StatusOr<LeaseResponse> lease = s->LeaseWork(EvalRequest(0, 0));
   ASSERT_TRUE(lease.ok());
   ProgressReport wrong = EvalResult(0, *lease);
@@ -653,6 +668,7 @@ TEST_F(SchedulerTest, JobFinishesWhenEveryWorkerIsDone) {
   ASSERT_TRUE(s->Register(Reg(SERVER, "h:1")).ok());
   ASSERT_TRUE(s->Register(Reg(WORKER, "h:2")).ok());
   ASSERT_TRUE(s->Register(Reg(WORKER, "h:3")).ok());
+  TrainEpoch0(s.get());
   EXPECT_EQ(EvaluateAll(s.get(), 0) + EvaluateAll(s.get(), 1), 8);
   ASSERT_TRUE(s->ReportProgress(Done(0)).ok());
   EXPECT_EQ(s->state(), RUNNING);
@@ -692,6 +708,7 @@ TEST_F(SchedulerTest, JobFinishesWhenEveryWorkerIsDone) {
 TEST_F(SchedulerTest, JobFinishesWhenEveryLiveWorkerIsDoneAfterADeath) {
   auto s = Make();
   RegisterAll(s.get());
+  TrainEpoch0(s.get());
   EXPECT_EQ(EvaluateAll(s.get(), 0), 8);
   ASSERT_TRUE(s->ReportProgress(Done(0)).ok());
   EXPECT_EQ(s->state(), RUNNING);  // Worker 1 is live and not done.
@@ -744,6 +761,7 @@ TEST_F(SchedulerTest, AsyncRemainderOfADeadWorkersLeaseIsTrainedOnceAndCountedOn
     ProgressReport r;
     r.set_worker_rank(rank);
     r.mutable_train()->set_samples(samples);
+    r.mutable_train()->set_steps((samples + 9) / 10);
     r.mutable_train()->set_loss_sum(0.5 * static_cast<double>(samples));
     LeaseProgress* p = r.add_leases();
     p->set_lease_id(lease_id);

@@ -47,6 +47,11 @@ void PlayedWorkerJob::Start(const std::string& dir, const std::vector<std::strin
 
 void PlayedWorkerJob::Finish() {
   if (client != nullptr) {
+    // The epoch's training is over (its last step reported), so its evaluation leases go out.
+    ProgressReport trained;
+    trained.set_worker_rank(0);
+    trained.set_step(view.total_steps());
+    ASSERT_TRUE(client->ReportProgress(trained).ok());
     for (int i = 0; i < 1000; ++i) {
       absl::StatusOr<LeaseResponse> lease = client->LeaseEval(0, 0);
       ASSERT_TRUE(lease.ok()) << lease.status();
@@ -57,6 +62,7 @@ void PlayedWorkerJob::Finish() {
       EvalStats* eval = report.add_evals();
       eval->set_lease_id(lease->lease_id());
       eval->set_samples(lease->end() - lease->begin());
+      report.set_step(view.total_steps());
       ASSERT_TRUE(client->ReportProgress(report).ok());
     }
     ProgressReport done;

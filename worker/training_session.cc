@@ -331,8 +331,11 @@ absl::Status TrainingSession::StepApplied() {
     const int64_t steps_per_epoch = data::SyncStepsPerEpoch(view_.train_samples(), view_.global_batch());
     const int epoch = epoch_;
     if (LeaveRequested()) return Leave(epoch);
-    RETURN_IF_ERROR(MaybeReport(epoch, /*force=*/false));
-    if (global_step_ % steps_per_epoch == 0 || global_step_ == view_.total_steps()) {
+    // The epoch's last step is reported at once: the scheduler hands out the epoch's evaluation
+    // leases only once every live worker has reported it.
+    const bool epoch_end = global_step_ % steps_per_epoch == 0 || global_step_ == view_.total_steps();
+    RETURN_IF_ERROR(MaybeReport(epoch, /*force=*/epoch_end));
+    if (epoch_end) {
       StartEpochEnd(epoch, epoch == options_.job.epochs() - 1 || global_step_ == view_.total_steps());
     }
     return absl::OkStatus();

@@ -300,10 +300,13 @@ def check_garbage(scheduler_address, server_address, pb, session):
     return examples
 
 
-def finish_job(scheduler, pb, rank):
-    """Ends the job cleanly as a worker does after its last step: every evaluation lease of epoch 0
-    is reported (with made-up results), then a done report; the scheduler then finishes the job."""
+def finish_job(scheduler, pb, rank, total_steps):
+    """Ends the job cleanly as a worker does after its last step: it reports that step (the
+    scheduler hands out an epoch's evaluation leases only once its training is over), every
+    evaluation lease of epoch 0 is reported (with made-up results), then a done report; the
+    scheduler then finishes the job."""
     S = pb.scheduler_pb2
+    scheduler.report_progress(S.ProgressReport(worker_rank=rank, epoch=0, step=total_steps))
     for _ in range(1000):
         lease = scheduler.lease_work(S.LeaseRequest(worker_rank=rank, epoch=0, eval=True))
         if lease.epoch_done:
@@ -311,7 +314,7 @@ def finish_job(scheduler, pb, rank):
         if lease.wait:
             time.sleep(0.05)
             continue
-        report = S.ProgressReport(worker_rank=rank, epoch=0)
+        report = S.ProgressReport(worker_rank=rank, epoch=0, step=total_steps)
         report.evals.add(lease_id=lease.lease_id, samples=lease.end - lease.begin)
         scheduler.report_progress(report)
     scheduler.report_progress(S.ProgressReport(worker_rank=rank, epoch=0, done=True))
@@ -397,7 +400,7 @@ def run(args, workdir, procs):
         check(heart.error is None, "heartbeat failed: %s" % heart.error)
 
         # 7. Finish the job; both processes must then exit 0 by themselves.
-        finish_job(scheduler, pb, rank)
+        finish_job(scheduler, pb, rank, view.total_steps)
     finally:
         heart.stop()
     for name, p, _ in procs.children:

@@ -1,0 +1,53 @@
+#include "scheduler/member_limits.h"
+
+#include "absl/strings/str_cat.h"
+#include "scheduler/membership.h"
+
+namespace pstrain {
+namespace scheduler {
+
+absl::Status CheckLength(absl::string_view what, absl::string_view field, absl::string_view value, size_t limit) {
+  if (value.size() <= limit) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, ": ", field, " is ", value.size(), " bytes, the limit is ", limit));
+}
+
+absl::Status CheckRegisterRequest(const RegisterRequest& request) {
+  const std::string what = absl::StrCat("register ", RoleName(request.role()));
+  if (absl::Status s = CheckLength(what, "address", request.address(), kMaxAddressBytes); !s.ok()) return s;
+  if (absl::Status s = CheckLength(what, "instance_id", request.instance_id(), kMaxInstanceIdBytes); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckLength(what, "metrics_address", request.metrics_address(), kMaxAddressBytes);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckLength(what, "local.unix_address", request.local().unix_address(), kMaxSocketPathBytes);
+      !s.ok()) {
+    return s;
+  }
+  return CheckLength(what, "local.host_id", request.local().host_id(), kMaxInstanceIdBytes);
+}
+
+absl::Status CheckHeartbeatRequest(const HeartbeatRequest& request) {
+  const std::string what = absl::StrCat("heartbeat from ", RoleName(request.role()), " ", request.rank());
+  if (request.tables_size() > kMaxTableUsages) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", request.tables_size(),
+                                                   " table usages, the limit is ", kMaxTableUsages));
+  }
+  for (const TableUsage& usage : request.tables()) {
+    if (absl::Status s = CheckLength(what, "table name", usage.table(), kMaxTableNameBytes); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+std::string BoundedReason(absl::string_view text) {
+  if (text.size() <= kMaxReasonBytes) return std::string(text);
+  size_t keep = kMaxReasonBytes;
+  // Back off continuation bytes (10xxxxxx), so a multi-byte character is not split.
+  while (keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xC0) == 0x80) --keep;
+  return absl::StrCat(text.substr(0, keep), "... (", text.size() - keep, " bytes cut)");
+}
+
+}  // namespace scheduler
+}  // namespace pstrain

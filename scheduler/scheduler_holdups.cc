@@ -1,0 +1,145 @@
+// Scheduler, the end of an epoch and the hold-up rule: when an epoch's training is over (so its
+// evaluation leases may go out, EpochTrainedLocked), and the eviction of a member that holds the
+// others up for longer than its limit, as if it had died, even while it heartbeats
+// (EvictHoldUpsLocked). See scheduler.h.
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "common/barriers.h"
+#include "data/assignment.h"
+#include "glog/logging.h"
+#include "scheduler/scheduler.h"
+
+namespace pstrain {
+namespace scheduler {
+
+int64_t Scheduler::SyncEpochEndStepLocked(int epoch) const {
+  const int64_t per_epoch = data::SyncStepsPerEpoch(train_samples_, options_.job.global_batch());
+  return std::min<int64_t>(total_steps_, (static_cast<int64_t>(epoch) + 1) * per_epoch);
+}
+
+std::vector<int> Scheduler::SyncLaggingWorkersLocked(int epoch) const {
+  const int64_t end = SyncEpochEndStepLocked(epoch);
+  std::vector<int> lagging;
+  for (int rank : membership_.LiveRanks(WORKER)) {
+    const int64_t step = progress_->worker_step(rank);
+    if (step > 0 && step < end) lagging.push_back(rank);
+  }
+  return lagging;
+}
+
+bool Scheduler::EpochTrainedLocked(int epoch) const {
+  if (epoch < 0 || epoch >= options_.job.epochs()) return true;  // Progress::LeaseEval says why not.
+  if (progress_->eval_opened(epoch)) return true;  // Found trained once: stays so.
+  if (options_.job.mode() != SYNC) return leases_->EpochTrained(epoch);
+  // SYNC: every live worker that reported has reached the epoch's last step (workers report at
+  // once when they complete an epoch), and one at least has; a worker that sent no report yet (a
+  // joiner) is not waited for.
+  const int64_t end = SyncEpochEndStepLocked(epoch);
+  bool reached = false;
+  for (int rank : membership_.LiveRanks(WORKER)) {
+    const int64_t step = progress_->worker_step(rank);
+    if (step > 0 && step < end) return false;
+    reached = reached || step >= end;
+  }
+  return reached;
+}
+
+void Scheduler::EvictHoldUpsLocked(absl::Time now, Deferred* deferred) {
+  if (state_ != RUNNING) return;
+  for (int rank : membership_.LiveRanks(SERVER)) {
+    const std::optional<absl::Duration> silent = membership_.SinceHeartbeat(SERVER, rank, now);
+    if (silent.has_value() && *silent > 3 * options_.heartbeat_interval) return;
+  }
+  // Hold-ups count from the latest membership change or restore.
+  absl::Time floor = restored_at_;
+  if (!membership_.events().empty()) floor = std::max(floor, membership_.events().back().at);
+  auto held_since = [floor](absl::Time since) { return std::max(since, floor); };
+  struct Eviction {
+    int rank;
+    std::string reason;
+  };
+  std::vector<Eviction> evictions;
+  auto hold_up = [&](int rank, absl::Duration held, absl::Duration limit, absl::string_view what) {
+    if (!membership_.is_live(WORKER, rank)) return;
+    for (const Eviction& e : evictions) {
+      if (e.rank == rank) return;
+    }
+    evictions.push_back({rank, absl::StrFormat("%s held up %s for %.1f s (limit %.1f s) while heartbeating: evicted",
+                                               membership_.Describe(WORKER, rank), what,
+                                               absl::ToDoubleSeconds(held), absl::ToDoubleSeconds(limit))});
+  };
+  // Barriers: the start barrier gets startup_timeout (workers load data and build models before
+  // they enter it), every other one dead_after. Servers are never evicted here.
+  for (const BarrierSet::Pending& barrier : barriers_.PendingBarriers()) {
+    const absl::Duration limit =
+        barrier.name == kServersReadyBarrier ? options_.startup_timeout : options_.dead_after;
+    // The start barrier's limit is startup_timeout from its first entry, churn or not.
+    const absl::Time since = barrier.name == kServersReadyBarrier ? barrier.since : held_since(barrier.since);
+    if (now - since <= limit) continue;
+    for (const std::string& key : barrier.missing) {
+      absl::string_view rest = key;
+      int rank = -1;
+      if (!absl::ConsumePrefix(&rest, "worker ") || !absl::SimpleAtoi(rest, &rank)) continue;
+      hold_up(rank, now - since, limit, absl::StrCat("barrier '", barrier.name, "'"));
+    }
+  }
+  // SYNC steps the servers reported waiting for a worker's push.
+  for (auto it = slow_waits_.begin(); it != slow_waits_.end();) {
+    const int rank = it->first;
+    const SlowWait wait = it->second;
+    if (!membership_.is_live(WORKER, rank) || progress_->worker_step(rank) > wait.step) {
+      it = slow_waits_.erase(it);
+      continue;
+    }
+    if (now - held_since(wait.since) > options_.dead_after) {
+      hold_up(rank, now - held_since(wait.since), options_.dead_after, absl::StrCat("sync step ", wait.step));
+    }
+    ++it;
+  }
+  // SYNC epoch ends: the epoch's evaluation waits for every live worker's report of its last step.
+  if (eval_waiting_.has_value()) {
+    const auto [epoch, since] = *eval_waiting_;
+    if (EpochTrainedLocked(epoch)) {
+      eval_waiting_.reset();
+    } else if (options_.job.mode() == SYNC) {
+      // Only a worker whose reported step stopped moving: one still training (its step moves
+      // with each report) is slow, not holding anyone up, whatever another worker claims.
+      for (int rank : SyncLaggingWorkersLocked(epoch)) {
+        const absl::Time stopped = held_since(std::max(since, progress_->worker_step_changed(rank)));
+        if (now - stopped > options_.dead_after) {
+          hold_up(rank, now - stopped, options_.dead_after, absl::StrCat("the end of epoch ", epoch));
+        }
+      }
+    }
+  }
+  // Evaluation leases: a lease out for longer than dead_after and 10 times the longest any
+  // reported lease took (so only once one was reported) holds the epoch's results, and the
+  // job's end, up.
+  const absl::Duration longest = progress_->longest_evaluation();
+  if (longest > absl::ZeroDuration()) {
+    const absl::Duration limit = std::max(options_.dead_after, 10 * longest);
+    for (const EvalPool::OutLease& lease : progress_->eval_leases_held()) {
+      const absl::Time since = held_since(lease.since);
+      if (since != absl::InfinitePast() && now - since > limit) {
+        hold_up(lease.holder, now - since, limit, absl::StrCat("evaluation lease ", lease.id));
+      }
+    }
+  }
+  for (const Eviction& e : evictions) {
+    if (Ended()) break;
+    LOG(WARNING) << e.reason;
+    slow_waits_.erase(e.rank);
+    RemoveWorkerLocked(e.rank, ChangeKind::kDied, e.reason, deferred);
+  }
+}
+
+}  // namespace scheduler
+}  // namespace pstrain
