@@ -68,23 +68,25 @@ class InsiderTest : public ::testing::Test {
  protected:
   // A SYNC job of 1 server and 2 workers over TLS + token: 3 epochs of 4096 samples, so that the
   // insider acts while epoch 0 is still training.
-  void StartJob(ManualCluster* cluster, const TransportSecurityOptions& credentials) {
-    std::vector<std::string> tls = TransportSecurityFlags(credentials);
-    auto secured = [&tls](std::vector<std::string> flags) {
+  void StartJob(ManualCluster* cluster, const JobCredentials& job) {
+    // Each role its own certificate.
+    auto secured = [&job](CertRole role, std::vector<std::string> flags) {
+      const std::vector<std::string> tls = TransportSecurityFlags(job.For(role));
       flags.insert(flags.end(), tls.begin(), tls.end());
       return flags;
     };
     cluster->Start(/*servers=*/1, /*workers=*/2,
-                   secured({"--mode=sync", "--epochs=3", "--train_limit=4096", "--test_limit=512", "--batch_size=32",
-                            "--optimizer=sgd", "--lr=0.1", "--dead_after_ms=4000", "--spare_workers=2"}),
-                   secured({}), secured({}));
+                   secured(CertRole::kScheduler, {"--mode=sync", "--epochs=3", "--train_limit=4096", "--test_limit=512",
+                                                  "--batch_size=32", "--optimizer=sgd", "--lr=0.1",
+                                                  "--dead_after_ms=4000", "--spare_workers=2"}),
+                   secured(CertRole::kServer, {}), secured(CertRole::kWorker, {}));
   }
 
-  static TransportSecurityOptions Credentials(const std::string& dir) {
+  static JobCredentials Credentials(const std::string& dir) {
     std::filesystem::create_directories(dir + "/job");
-    absl::StatusOr<TransportSecurityOptions> made = MakeJobCredentials(dir + "/job");
+    absl::StatusOr<JobCredentials> made = MakeJobCredentials(dir + "/job");
     EXPECT_TRUE(made.ok()) << made.status();
-    return *made;
+    return made.ok() ? *made : JobCredentials{};
   }
 };
 
@@ -97,9 +99,10 @@ TEST_F(InsiderTest, AWorkerCredentialDoesWhatAWorkerMustAndNoMore) {
   ASSERT_GT(reference_accuracy, 0) << reference_summary;
 
   ManualCluster cluster("insider");
-  const TransportSecurityOptions credentials = Credentials(cluster.dir());
-  ASSERT_NO_FATAL_FAILURE(StartJob(&cluster, credentials));
-  std::shared_ptr<const TransportSecurity> security = *TransportSecurity::Create(credentials);
+  const JobCredentials job = Credentials(cluster.dir());
+  ASSERT_NO_FATAL_FAILURE(StartJob(&cluster, job));
+  // The insiders hold a worker's files.
+  std::shared_ptr<const TransportSecurity> security = *TransportSecurity::Create(job.For(CertRole::kWorker));
   std::unique_ptr<SchedulerClient> insider = *SchedulerClient::Create(cluster.address, absl::Seconds(10), security);
   ASSERT_TRUE(insider->WaitUntilRunning(absl::Seconds(60)).ok());
   absl::StatusOr<RegisterResponse> joined = insider->Register(WORKER, "", absl::Seconds(10));
