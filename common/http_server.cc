@@ -38,6 +38,20 @@ bool RequestHeadComplete(absl::string_view head) {
   return absl::StrContains(head, "\n\r\n") || absl::StrContains(head, "\n\n");
 }
 
+// False as soon as `head` cannot begin an HTTP/1 request: its request line starts with a method of
+// capital letters and a space (after at most a couple of empty lines). A TLS ClientHello (first
+// byte 0x16) or other binary is closed at once rather than held until the header deadline.
+bool MayBeHttpRequest(absl::string_view head) {
+  size_t i = 0;
+  while (i < head.size() && i < 4 && (head[i] == '\r' || head[i] == '\n')) ++i;
+  for (size_t n = 0; i < head.size(); ++i, ++n) {
+    const char c = head[i];
+    if (c == ' ') return n > 0;
+    if (c < 'A' || c > 'Z' || n >= 16) return false;
+  }
+  return true;
+}
+
 // Milliseconds from now to `deadline`, for poll(): 0 when past.
 int MillisUntil(absl::Time deadline) {
   return static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(deadline - absl::Now()), 0, 1 << 30));
@@ -372,7 +386,7 @@ class HttpServer::Connections {
             }
           }
           const bool failed = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-          if (failed || it->head.size() >= kMaxHeadBytes) {
+          if (failed || it->head.size() >= kMaxHeadBytes || !MayBeHttpRequest(it->head)) {
             Close(it->fd);
             waiting.erase(it);
             continue;

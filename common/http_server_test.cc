@@ -1,7 +1,13 @@
 // The HTTP server and /metrics over a real socket on loopback.
 #include "common/http_server.h"
 
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "absl/time/clock.h"
 
 #include "common/metrics_endpoint.h"
 #include "gmock/gmock.h"
@@ -85,6 +91,37 @@ TEST(MetricsAddressTest, AWildcardBindIsDialledAtTheAdvertisedHost) {
   EXPECT_EQ(MetricsAddress("", "", 9400), "127.0.0.1:9400");
   EXPECT_EQ(MetricsAddress("::", "0.0.0.0", 9400), "127.0.0.1:9400");  // both wildcards
   EXPECT_EQ(MetricsAddress("[::]", "fd00::1", 9400), "[fd00::1]:9400");
+}
+
+// A connection whose first bytes cannot start an HTTP request (here a TLS ClientHello's record
+// header, as a gRPC client dialling the wrong port sends) is closed at once, not held for the
+// header deadline (5 s).
+TEST(HttpServerTest, ClosesAConnectionThatIsNotHttpAtOnce) {
+  metrics::Registry registry;
+  auto server = ServeMetrics(&registry, "127.0.0.1", 0, {});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>((*server)->port()));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  const char hello[] = {0x16, 0x03, 0x01, 0x02, 0x00, 0x01};
+  ASSERT_EQ(send(fd, hello, sizeof(hello), 0), static_cast<ssize_t>(sizeof(hello)));
+  timeval two_seconds{2, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &two_seconds, sizeof(two_seconds));
+  const absl::Time start = absl::Now();
+  char byte;
+  const ssize_t n = recv(fd, &byte, 1, 0);
+  EXPECT_EQ(n, 0) << "expected the server to close the connection";
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  close(fd);
+  // A real request still works.
+  httplib::Client client("127.0.0.1", (*server)->port());
+  auto metrics = client.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
 }
 
 TEST(HttpServerTest, PortInUseIsUnavailable) {

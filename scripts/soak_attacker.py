@@ -83,6 +83,7 @@ def main():
     kinds = ("plaintext", "stranger", "no-token", "wrong-token", "no-session", "forged-session")
     calls = collections.Counter()
     codes = collections.defaultdict(collections.Counter)
+    details = {}
     accepted = 0
     started = time.time()
     while alive(args.until_pid):
@@ -98,6 +99,7 @@ def main():
                             accepted += 1
                         except grpc.RpcError as e:
                             codes[kind][e.code().name] += 1
+                            details.setdefault((kind, e.code().name), e.details()[:160])
         time.sleep(args.pause_s)
     seconds = time.time() - started
     print("refused-call stream: %d calls in %.0f s (%.0f/s) on ports %s"
@@ -105,6 +107,9 @@ def main():
     for kind in kinds:
         print("  %-12s %6d calls: %s" % (kind, calls[kind],
                                         ", ".join("%s %d" % kv for kv in sorted(codes[kind].items()))))
+    print("first answer of each kind and code:")
+    for (kind, code), text in sorted(details.items()):
+        print("  %-12s %-18s %s" % (kind, code, text))
     print("accepted %d" % accepted)
 
 
