@@ -33,19 +33,7 @@ import grpc
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "py_client"))
 from pstrain_client import Protos  # noqa: E402 (the path above)
-
-
-def read(path):
-    with open(path, "rb") as f:
-        return f.read()
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-        return True
-    except OSError:
-        return False
+from soak_attacker import alive, read  # noqa: E402 (beside this file)
 
 
 class Insider:
