@@ -1,6 +1,9 @@
 #include "common/malloc_tuning.h"
 
 #include <malloc.h>
+#include <unistd.h>
+
+#include <fstream>
 
 namespace pstrain {
 
@@ -17,5 +20,12 @@ bool KeepFreedMemoryForReuse() {
 }
 
 void ReturnFreedMemoryToSystem() { malloc_trim(0); }
+
+int64_t ResidentMemoryBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  if (!(statm >> pages >> resident)) return 0;
+  return resident * sysconf(_SC_PAGESIZE);
+}
 
 }  // namespace pstrain

@@ -7,6 +7,8 @@
 #ifndef PSTRAIN_COMMON_MALLOC_TUNING_H_
 #define PSTRAIN_COMMON_MALLOC_TUNING_H_
 
+#include <cstdint>
+
 namespace pstrain {
 
 // Raises the mmap threshold to glibc's maximum (32 MiB), stops trimming the heap below 1 GiB, and
@@ -18,6 +20,10 @@ bool KeepFreedMemoryForReuse();
 // calls a role refused: their buffers would otherwise stay mapped below the trim threshold above.
 // Costs a walk over the heaps (milliseconds); call it off the hot path.
 void ReturnFreedMemoryToSystem();
+
+// The process's resident memory in bytes (/proc/self/statm); 0 if it cannot be read. For deciding
+// when to call ReturnFreedMemoryToSystem (after a role grew by a burst of refused calls).
+int64_t ResidentMemoryBytes();
 
 }  // namespace pstrain
 

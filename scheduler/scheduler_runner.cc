@@ -2,13 +2,11 @@
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/resource_quota.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <optional>
 #include <utility>
@@ -69,21 +67,13 @@ constexpr int kMaxStreamsPerConnection = 64;
 // the watchdog hands it back once the process has grown this much (FreedMemoryReturner).
 constexpr int64_t kTrimAfterGrowthBytes = 16 << 20;
 
-// The process's resident memory in bytes (0 if unknown).
-int64_t ResidentBytes() {
-  std::ifstream statm("/proc/self/statm");
-  int64_t pages = 0, resident = 0;
-  if (!(statm >> pages >> resident)) return 0;
-  return resident * sysconf(_SC_PAGESIZE);
-}
-
 // Hands freed memory back (ReturnFreedMemoryToSystem) when the process has grown by
 // kTrimAfterGrowthBytes since the last time, and again on the 3 seconds after that: what the
 // refused calls still held at the first time is freed by then. Costs a read of /proc per tick.
 class FreedMemoryReturner {
  public:
   void Tick() {
-    const int64_t resident = ResidentBytes();
+    const int64_t resident = ResidentMemoryBytes();
     const absl::Time now = absl::Now();
     if (resident > after_trim_ + kTrimAfterGrowthBytes) {
       follow_ups_ = 3;
@@ -93,13 +83,13 @@ class FreedMemoryReturner {
       --follow_ups_;
     }
     ReturnFreedMemoryToSystem();
-    after_trim_ = ResidentBytes();
+    after_trim_ = ResidentMemoryBytes();
     next_follow_up_ = now + absl::Seconds(1);
     VLOG(1) << "scheduler: returned freed memory: resident " << resident << " -> " << after_trim_ << " bytes";
   }
 
  private:
-  int64_t after_trim_ = ResidentBytes();
+  int64_t after_trim_ = ResidentMemoryBytes();
   int follow_ups_ = 0;
   absl::Time next_follow_up_;
 };

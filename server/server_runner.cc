@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -83,14 +82,6 @@ size_t ListenerQuotaBytes(const RequestLimits& limits) {
 // The membership thread hands freed memory back when the process has grown this much since the
 // last time (calls reset for the quota leave no other trace).
 constexpr int64_t kTrimAfterGrowthBytes = 16 << 20;
-
-// The process's resident memory in bytes (0 if unknown).
-int64_t ResidentBytes() {
-  std::ifstream statm("/proc/self/statm");
-  int64_t pages = 0, resident = 0;
-  if (!(statm >> pages >> resident)) return 0;
-  return resident * sysconf(_SC_PAGESIZE);
-}
 
 // Startup calls are made in slices of this length so that Stop is noticed while waiting.
 constexpr absl::Duration kStartupSlice = absl::Seconds(2);
@@ -459,7 +450,7 @@ void ServerRunner::FollowMembership(SchedulerClient* client, const Heartbeater* 
   SlowStepWatch slow_steps(rank);
   int refusing_polls = 0;  // consecutive polls that saw refused calls
   int quiet_polls = -1;    // polls without refused calls since the last that had some; -1: none pending
-  int64_t resident_after_trim = ResidentBytes();
+  int64_t resident_after_trim = ResidentMemoryBytes();
   while (true) {
     int64_t hint = 0;
     bool report = false;
@@ -494,7 +485,7 @@ void ServerRunner::FollowMembership(SchedulerClient* client, const Heartbeater* 
     // (TakeRefusedSessions first: both counters are taken every poll.)
     // Calls the transport reset for the listener's quota (listener_quota_) never reach the
     // service: growth since the last hand-back stands for them.
-    const bool grew = ResidentBytes() > resident_after_trim + kTrimAfterGrowthBytes;
+    const bool grew = ResidentMemoryBytes() > resident_after_trim + kTrimAfterGrowthBytes;
     if (service->TakeRefusedSessions() + service->TakeRefusedBytes() > 0 || grew) {
       quiet_polls = 0;
       ++refusing_polls;
@@ -504,7 +495,7 @@ void ServerRunner::FollowMembership(SchedulerClient* client, const Heartbeater* 
     }
     if (refusing_polls >= 10 || quiet_polls == 1 || quiet_polls == 10) {
       ReturnFreedMemoryToSystem();
-      resident_after_trim = ResidentBytes();
+      resident_after_trim = ResidentMemoryBytes();
       VLOG(1) << "server " << rank << ": returned freed memory after refused calls";
       refusing_polls = 0;
       if (quiet_polls == 10) quiet_polls = -1;
