@@ -26,20 +26,6 @@ namespace {
 using grpc::health::v1::HealthCheckRequest;
 using grpc::health::v1::HealthCheckResponse;
 
-// A port nobody listens on now (the kernel's pick for a socket closed at once).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 // The overall ("") status at `address`, or the gRPC error as text.
 std::string Check(const std::string& address) {
   auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
@@ -65,7 +51,7 @@ void AwaitStatus(const std::string& address, const std::string& want, const std:
 
 TEST(HealthTest, EveryRoleIsServingDuringTheJobAndNotServingAfterIt) {
   ManualCluster cluster("health");
-  const int worker_health = FreePort();
+  const int worker_health = FreeLoopbackPort();
   // Enough steps to look at every role while it trains; the scheduler lingers after the end.
   // The scheduler and the server listen everywhere (plaintext: --insecure); the server advertises
   // the loopback address.
@@ -121,8 +107,8 @@ TEST(HealthTest, TlsSecuredRolesAnswerPlaintextProbesOnTheirHealthPorts) {
     for (std::string& flag : TransportSecurityFlags(job->For(role))) flags.push_back(std::move(flag));
     return flags;
   };
-  const int scheduler_health = FreePort();
-  const int server_health = FreePort();
+  const int scheduler_health = FreeLoopbackPort();
+  const int server_health = FreeLoopbackPort();
   // The health ports listen everywhere (the default --health_host) without --insecure: allowed,
   // they serve nothing but the health status. The main ports stay on loopback, with TLS.
   cluster.Start(/*servers=*/1, /*workers=*/1,

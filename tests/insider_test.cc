@@ -36,16 +36,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Resident memory of process `pid`, in KiB (VmRSS); -1 when it cannot be read.
-int64_t RssKiB(pid_t pid) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
-  }
-  return -1;
-}
-
 double FinalTestAccuracy(const std::string& summary) {
   std::smatch m;
   if (!std::regex_search(summary, m, std::regex("\"final_test_accuracy\": ([0-9.eE+-]+)"))) return -1;
@@ -143,7 +133,7 @@ TEST_F(InsiderTest, AWorkerCredentialDoesWhatAWorkerMustAndNoMore) {
   EXPECT_THAT(refused.message(), HasSubstr("samples in 1 steps, expected at most 64"));
 
   // Item 6: barrier spam, with huge and with many names. Refused; memory stays.
-  const int64_t rss_before = RssKiB(cluster.scheduler->pid());
+  const int64_t rss_before = ResidentKib(cluster.scheduler->pid());
   ASSERT_GT(rss_before, 0);
   auto stub = pstrain::Scheduler::NewStub(security->NewChannel(cluster.address, grpc::ChannelArguments()));
   auto enter = [&](const std::string& name) {
@@ -169,7 +159,7 @@ TEST_F(InsiderTest, AWorkerCredentialDoesWhatAWorkerMustAndNoMore) {
     ASSERT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
   }
   EXPECT_THAT(enter("epoch-99-trained").error_message(), HasSubstr("names no epoch of the job"));
-  const int64_t rss_after = RssKiB(cluster.scheduler->pid());
+  const int64_t rss_after = ResidentKib(cluster.scheduler->pid());
   EXPECT_LT(rss_after - rss_before, 64 * 1024) << "scheduler RSS " << rss_before << " KiB -> " << rss_after << " KiB";
 
   // Item 8: its failure is its own: it leaves, and the job goes on.

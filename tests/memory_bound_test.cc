@@ -33,21 +33,6 @@ namespace {
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 
-// The process's resident memory in KiB (VmRSS or, for `field` "VmHWM:", its peak); -1 if unknown.
-int64_t ResidentKib(pid_t pid, const std::string& field = "VmRSS:") {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string key;
-  while (status >> key) {
-    if (key == field) {
-      int64_t kib = -1;
-      status >> kib;
-      return kib;
-    }
-    status.ignore(1 << 20, '\n');
-  }
-  return -1;
-}
-
 class MemoryBoundTest : public ::testing::Test {
  protected:
   void SetUp() override {

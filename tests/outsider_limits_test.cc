@@ -54,33 +54,6 @@ constexpr int64_t kHealthBoundKib = (1 << 10) + kSlackKib;
 constexpr int64_t kSchedulerBoundKib = (2 * 2 + 16) * 1024 + kSlackKib;
 constexpr size_t kHugeBytes = size_t{256} << 20;
 
-int64_t ResidentKib(pid_t pid) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string key;
-  while (status >> key) {
-    if (key == "VmRSS:") {
-      int64_t kib = -1;
-      status >> kib;
-      return kib;
-    }
-    status.ignore(1 << 20, '\n');
-  }
-  return -1;
-}
-
-// A port nobody listens on now (the kernel's pick for a socket closed at once).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 // `n` concurrent unary calls of `method` on `channel`, each carrying the same `bytes` zero bytes
 // (not a valid message of any kind; the listener must refuse it before parsing) and `session` (if
 // any). Returns their statuses.
@@ -208,7 +181,7 @@ void ExpectRefusedAndBounded(pid_t pid, const std::string& who, const std::share
 TEST(OutsiderLimitsTest, HealthPortsRefuseHugeChecksWithinAFewMiB) {
   const std::string dir = MakeTempDir("outsider-health");
   const std::string port_file = dir + "/scheduler.port";
-  const int scheduler_health = FreePort();
+  const int scheduler_health = FreeLoopbackPort();
   absl::StatusOr<Child> scheduler = Child::Start(
       {BinDir() + "/pstrain-scheduler", "--port=0", "--port_file=" + port_file, "--servers=1", "--workers=1",
        "--train_limit=256", "--test_limit=64", "--health_port=" + std::to_string(scheduler_health)},
@@ -220,7 +193,7 @@ TEST(OutsiderLimitsTest, HealthPortsRefuseHugeChecksWithinAFewMiB) {
     port = std::string(absl::StripAsciiWhitespace(ReadFile(port_file)));
   }
   ASSERT_FALSE(port.empty()) << scheduler->Output();
-  const int server_health = FreePort();
+  const int server_health = FreeLoopbackPort();
   absl::StatusOr<Child> server =
       Child::Start({BinDir() + "/pstrain-server", "--scheduler=127.0.0.1:" + port, "--port=0",
                     "--health_port=" + std::to_string(server_health)},

@@ -1,10 +1,13 @@
 #include "tests/process.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -140,6 +143,32 @@ std::string ReadFile(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+int64_t ResidentKib(pid_t pid, const std::string& field) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string key;
+  while (status >> key) {
+    if (key == field) {
+      int64_t kib = -1;
+      status >> kib;
+      return kib;
+    }
+    status.ignore(1 << 20, '\n');
+  }
+  return -1;
+}
+
+int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
 }
 
 }  // namespace pstrain::testing

@@ -64,6 +64,13 @@ std::string ReadFile(const std::string& path);
 // The pids of `parent`'s children whose command line contains `name` (e.g. "pstrain-server").
 std::vector<pid_t> ChildrenNamed(pid_t parent, const std::string& name);
 
+// Process `pid`'s resident memory in KiB (`field` "VmRSS:" of /proc/<pid>/status, or "VmHWM:" for
+// its peak); -1 if it cannot be read.
+int64_t ResidentKib(pid_t pid, const std::string& field = "VmRSS:");
+
+// A loopback TCP port nobody listens on now (the kernel's pick for a socket closed at once).
+int FreeLoopbackPort();
+
 }  // namespace pstrain::testing
 
 #endif  // PSTRAIN_TESTS_PROCESS_H_

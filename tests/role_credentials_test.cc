@@ -34,19 +34,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// A port nobody listens on now (the kernel's pick for a socket closed at once).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 std::shared_ptr<const TransportSecurity> Secure(const TransportSecurityOptions& options) {
   absl::StatusOr<std::shared_ptr<const TransportSecurity>> security = TransportSecurity::Create(options);
   EXPECT_TRUE(security.ok()) << security.status();
@@ -90,7 +77,7 @@ TEST(RoleCredentialsTest, AWorkerCertificateCannotRegisterAServerAndTheJobFinish
     for (std::string& flag : TransportSecurityFlags(job->For(role))) flags.push_back(std::move(flag));
     return flags;
   };
-  const int http_port = FreePort();
+  const int http_port = FreeLoopbackPort();
   // Two epochs of 12k samples: long enough (several seconds) for the insider to try everything
   // while the job runs. No unix sockets: the insider and the workers reach the server over TCP.
   cluster.Start(/*servers=*/1, /*workers=*/2,
