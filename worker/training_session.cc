@@ -277,7 +277,6 @@ absl::Status TrainingSession::ReportEvaluation(const model::BatchStats& stats, c
 }
 
 absl::Status TrainingSession::EndEpoch() {
-  if (eval_last_ && options_.before_done) RETURN_IF_ERROR(options_.before_done(weights_));
   pending_.set_done(eval_last_);
   RETURN_IF_ERROR(MaybeReport(eval_epoch_, /*force=*/true));
   if (eval_last_) {

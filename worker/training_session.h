@@ -50,7 +50,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -94,10 +93,6 @@ struct SessionOptions {
   absl::Duration membership_timeout = absl::Minutes(2);
   // Set (from another thread) to ask the worker to leave the job gracefully. May be null.
   const std::atomic<bool>* leave = nullptr;
-  // Called once with the final weights, after the last epoch's evaluation and before the last
-  // (done) report, so that what it sends (the final model) reaches the scheduler before the job
-  // can finish. An error ends the session with it. May be empty.
-  std::function<absl::Status(absl::Span<const float> weights)> before_done;
   // Borrowed; must outlive the session.
   Clock* clock = Clock::Real();
   // Where the session counts its steps, samples and staleness, and whose traffic totals its
