@@ -337,8 +337,27 @@ Heartbeater::Heartbeater(SchedulerClient* client, Role role, int rank, absl::Dur
       thread_([this] { Loop(); }) {}
 
 Heartbeater::~Heartbeater() {
-  stop_.Notify();
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
   thread_.join();
+}
+
+void Heartbeater::Nudge() {
+  absl::MutexLock lock(&mu_);
+  nudged_ = true;
+}
+
+bool Heartbeater::WaitForNextBeat(absl::Time last) {
+  absl::MutexLock lock(&mu_);
+  auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || nudged_; };
+  mu_.AwaitWithDeadline(absl::Condition(&woken), last + interval_);
+  if (!stopping_ && nudged_) {
+    mu_.AwaitWithDeadline(absl::Condition(&stopping_), last + kMinNudgeGap);
+  }
+  nudged_ = false;
+  return !stopping_;
 }
 
 int64_t Heartbeater::membership_epoch() const {
@@ -390,7 +409,7 @@ void Heartbeater::Loop() {
           absl::FormatDuration(absl::Now() - last_ok), " (last error: ", response.status().message(), ")")));
       return;
     }
-  } while (!stop_.WaitForNotificationWithTimeout(interval_));
+  } while (WaitForNextBeat(absl::Now()));
 }
 
 }  // namespace pstrain

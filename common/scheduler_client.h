@@ -178,8 +178,18 @@ class Heartbeater {
   // The membership epoch of the latest answer (0 before the first).
   int64_t membership_epoch() const;
 
+  // Asks for the next heartbeat now rather than a whole interval after the last one, but not
+  // sooner than kMinNudgeGap after it (servers: a leased batch was applied, and the scheduler
+  // should learn soon that a lease is complete). Cheap; callable from any thread and under
+  // other locks.
+  void Nudge();
+  static constexpr absl::Duration kMinNudgeGap = absl::Milliseconds(50);
+
  private:
   void Loop();
+  // Waits until the next heartbeat is due (an interval after `last`, the end of the last one, or
+  // kMinNudgeGap after it when nudged); false when the heartbeater is stopping.
+  bool WaitForNextBeat(absl::Time last);
 
   SchedulerClient* const client_;
   const Role role_;
@@ -191,8 +201,9 @@ class Heartbeater {
   const std::function<void(HeartbeatRequest*)> describe_;
   const std::function<void(const HeartbeatResponse&)> on_answer_;
 
-  absl::Notification stop_;
   mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool nudged_ ABSL_GUARDED_BY(mu_) = false;
   int64_t membership_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };

@@ -17,6 +17,31 @@ LeasePool::LeasePool(Options options) : options_(options) {
   CHECK_GE(options_.lease_batches, 1);
   CHECK_GE(options_.epochs, 1);
   CHECK_GE(options_.max_batches, 0);
+  CHECK_GE(options_.num_servers, 1);
+  report_from_.assign(static_cast<size_t>(options_.num_servers), 1);
+  counts_.assign(static_cast<size_t>(options_.num_servers), true);
+  reports_count_upto_.assign(static_cast<size_t>(options_.num_servers), 0);
+}
+
+int64_t LeasePool::Confirmed(const LeaseRecord& lease) const {
+  int64_t confirmed = -1;
+  for (size_t s = 0; s < counts_.size(); ++s) {
+    if (!counts_[s]) continue;
+    const int64_t applied =
+        lease.id <= reports_count_upto_[s] ? std::max(lease.applied[s], lease.batches_done) : lease.applied[s];
+    confirmed = confirmed < 0 ? applied : std::min(confirmed, applied);
+  }
+  return confirmed < 0 ? lease.batches_done : confirmed;
+}
+
+void LeasePool::MaybeComplete(LeaseRecord& lease, std::vector<LeaseRecord>* completed) {
+  if (lease.done || Confirmed(lease) < lease.batches) return;
+  // An epoch only ends when all its leases are complete, so this one is of the current epoch.
+  DCHECK_EQ(lease.epoch, epoch_);
+  lease.done = true;
+  --incomplete_;
+  remainders_.erase(lease.id);  // A late confirmation may complete a remainder.
+  completed->push_back(lease);
 }
 
 bool LeasePool::Exhausted() const {
@@ -48,6 +73,14 @@ std::vector<int> LeasePool::EpochEndWaitsFor() const {
     if (!leases_[i].complete() && leases_[i].holder >= 0) holders.insert(leases_[i].holder);
   }
   return std::vector<int>(holders.begin(), holders.end());
+}
+
+int64_t LeasePool::ConfirmedHeldBy(int worker_rank) const {
+  int64_t confirmed = 0;
+  for (size_t i = epoch_first_; i < leases_.size(); ++i) {
+    if (!leases_[i].done && leases_[i].holder == worker_rank) confirmed += Confirmed(leases_[i]);
+  }
+  return confirmed;
 }
 
 absl::StatusOr<Lease> LeasePool::Next(int worker_rank, int epoch) {
@@ -83,7 +116,7 @@ absl::StatusOr<Lease> LeasePool::Next(int worker_rank, int epoch) {
     lease.id = record.id;
     lease.begin = record.begin;
     lease.end = record.end;
-    lease.first_batch = record.batches_done;
+    lease.first_batch = Confirmed(record);
     return lease;
   }
   if (Exhausted()) {
@@ -101,6 +134,7 @@ absl::StatusOr<Lease> LeasePool::Next(int worker_rank, int epoch) {
   record.batches = (record.end - record.begin + options_.batch_size - 1) / options_.batch_size;
   record.holder = worker_rank;
   record.holders.push_back(worker_rank);
+  record.applied.assign(static_cast<size_t>(options_.num_servers), 0);
   next_position_ = record.end;
   batches_leased_ += record.batches;
   ++incomplete_;
@@ -144,15 +178,58 @@ std::vector<LeaseRecord> LeasePool::Record(const ProgressReport& report) {
   std::vector<LeaseRecord> completed;
   for (const LeaseProgress& progress : report.leases()) {
     LeaseRecord& record = leases_[static_cast<size_t>(progress.lease_id() - 1)];
-    if (record.complete() || progress.batches_done() <= record.batches_done) continue;
-    record.batches_done = progress.batches_done();
-    if (!record.complete()) continue;
-    // An epoch only ends when all its leases are complete, so this one is of the current epoch.
-    DCHECK_EQ(record.epoch, epoch_);
-    --incomplete_;
-    remainders_.erase(record.id);  // A late report of its dead holder may complete a remainder.
-    completed.push_back(record);
+    record.batches_done = std::max(record.batches_done, progress.batches_done());
+    MaybeComplete(record, &completed);
   }
+  return completed;
+}
+
+std::vector<LeaseRecord> LeasePool::Confirm(int server_rank, const AppliedLeases& applied, int* skipped) {
+  std::vector<LeaseRecord> completed;
+  int bad = 0;
+  int n = std::min(applied.lease_ids_size(), applied.batches_size());
+  bad += std::max(applied.lease_ids_size(), applied.batches_size()) - n;
+  if (server_rank < 0 || server_rank >= options_.num_servers) {
+    bad += n;
+    n = 0;
+  }
+  for (int i = 0; i < n; ++i) {
+    const int64_t id = applied.lease_ids(i);
+    const int64_t batches = applied.batches(i);
+    if (id < 1 || id > num_leases()) {
+      ++bad;
+      continue;
+    }
+    LeaseRecord& record = leases_[static_cast<size_t>(id - 1)];
+    if (record.epoch != applied.data_epoch() || batches < 0 || batches > record.batches) {
+      ++bad;
+      continue;
+    }
+    int64_t& count = record.applied[static_cast<size_t>(server_rank)];
+    count = std::max(count, batches);
+    MaybeComplete(record, &completed);
+  }
+  if (skipped != nullptr) *skipped = bad;
+  return completed;
+}
+
+int64_t LeasePool::ReportFrom(int server_rank) {
+  if (server_rank < 0 || server_rank >= options_.num_servers) return 0;
+  int64_t& from = report_from_[static_cast<size_t>(server_rank)];
+  from = std::max(from, static_cast<int64_t>(epoch_first_) + 1);
+  while (from <= num_leases() &&
+         (lease(from).done || lease(from).applied[static_cast<size_t>(server_rank)] == lease(from).batches)) {
+    ++from;
+  }
+  return from;
+}
+
+std::vector<LeaseRecord> LeasePool::SetServerCounts(int server_rank, bool counts) {
+  std::vector<LeaseRecord> completed;
+  if (server_rank < 0 || server_rank >= options_.num_servers || counts_[server_rank] == counts) return completed;
+  counts_[server_rank] = counts;
+  if (counts) reports_count_upto_[server_rank] = num_leases();
+  for (size_t i = epoch_first_; i < leases_.size(); ++i) MaybeComplete(leases_[i], &completed);
   return completed;
 }
 

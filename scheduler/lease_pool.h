@@ -5,16 +5,20 @@
 // computes the permutation from the seed and the epoch) are cut into leases of
 // lease_batches * batch_size positions, the last one shorter, and handed out in order to whoever
 // asks. A faster worker simply asks more often. Workers report how many batches of each lease they
-// pushed to every server (Record); a lease is complete when that reaches its number of batches.
+// pushed (Record), which counts their steps; a lease is complete only when every server confirms
+// it has applied each of the lease's batches (Confirm, from the servers' heartbeats). A worker
+// that claims a lease done without pushing it therefore completes nothing: the lease stays out
+// with it until it is evicted (Scheduler, holding up the epoch's end) and then goes to another.
 //
-//   cut --(Next)--> out --(Record: batches_done == batches)--> complete
+//   cut --(Next)--> out --(Confirm: every server applied all batches)--> complete
 //                   ^  |
 //                   |  +--(Release: its holder died or left)--> remainder
 //                   +-------------(Next, from first_batch)----------+
 //
-// A remainder keeps its id and its [begin, end) and restarts at the highest batches_done reported
-// for it; batches its dead holder pushed but never reported are pushed again, and the servers skip
-// them (they apply each (data_epoch, lease_id, lease_batch) once).
+// A remainder keeps its id and its [begin, end) and restarts at the lowest count of batches the
+// servers confirmed for it; batches its dead holder pushed but that were not confirmed yet are
+// pushed again, and the servers skip them (they apply each (data_epoch, lease_id, lease_batch)
+// once).
 //
 // Next answers, in this order: the remainder with the lowest id; a freshly cut lease; `wait` while
 // some lease of the epoch is out; `epoch_done` once the epoch's positions are cut and every lease
@@ -24,8 +28,8 @@
 // batch counts as one; remainders do not count again): once they are cut, an epoch is done when
 // the leases cut so far are complete, and later epochs are done at once.
 //
-// Reports only ever raise a lease's batches_done: a dead holder's last report may arrive after its
-// remainder moved on, and a report that would lower it is ignored.
+// Reports and confirmations only ever raise a count: a dead holder's last report may arrive after
+// its remainder moved on, and a server rolled back to a checkpoint confirms less than it did.
 //
 // Not thread-safe: the Scheduler guards it with its mutex.
 #ifndef PSTRAIN_SCHEDULER_LEASE_POOL_H_
@@ -56,7 +60,7 @@ struct Lease {
   // Positions [begin, end) of the epoch's permutation.
   int64_t begin = 0;
   int64_t end = 0;
-  // The batch to start at: 0 for a fresh lease, the reported batches_done for a remainder.
+  // The batch to start at: 0 for a fresh lease, the batches every server confirmed for a remainder.
   int64_t first_batch = 0;
 };
 
@@ -68,14 +72,18 @@ struct LeaseRecord {
   int64_t end = 0;
   // ceil((end - begin) / batch_size).
   int64_t batches = 0;
-  // The highest batches_done reported.
+  // The highest batches_done its holders reported.
   int64_t batches_done = 0;
+  // Batches applied on each server (index: server rank), as the servers confirmed.
+  std::vector<int64_t> applied;
+  // Every batch is applied on every server whose confirmations count (LeasePool::Confirm).
+  bool done = false;
   // The worker it is out with; -1 while it is a remainder in the pool.
   int holder = -1;
   // Every worker it was handed to, in order.
   std::vector<int> holders;
 
-  bool complete() const { return batches_done == batches; }
+  bool complete() const { return done; }
   int64_t samples() const { return end - begin; }
 };
 
@@ -88,10 +96,12 @@ class LeasePool {
     int epochs = 1;
     // Batches the whole job may cut; 0: no limit.
     int64_t max_batches = 0;
+    // Servers whose confirmations complete a lease (ranks 0 .. num_servers - 1).
+    int num_servers = 1;
   };
 
   // REQUIRES: train_samples >= 0, batch_size >= 1, lease_batches >= 1, epochs >= 1,
-  // max_batches >= 0 (the Scheduler validates the job first).
+  // max_batches >= 0, num_servers >= 1 (the Scheduler validates the job first).
   explicit LeasePool(Options options);
 
   // The next lease of `epoch` for `worker_rank`, a remainder first; or wait / epoch_done (see the
@@ -106,9 +116,30 @@ class LeasePool {
   absl::Status Check(const ProgressReport& report) const;
 
   // Records `report.leases` (REQUIRES: Check was OK): each lease's batches_done rises to the
-  // reported value, whoever holds it now. Returns the leases this report completed; over the job
-  // each lease is returned once.
+  // reported value, whoever holds it now. Completes a lease only where a replacement server
+  // counts the holders' reports (SetServerCounts); returns the leases it completed.
   std::vector<LeaseRecord> Record(const ProgressReport& report);
+
+  // Records what server `server_rank` has applied (HeartbeatRequest.applied_leases): each listed
+  // lease's count for that server rises to the reported one. Entries that do not fit (an unknown
+  // lease id, another epoch than the lease's, more batches than the lease has, a rank outside
+  // [0, num_servers)) are skipped and counted in *skipped (may be null): a server that restarted
+  // may report an epoch the pool left. Returns the leases this completed; over the job each lease
+  // is returned once.
+  std::vector<LeaseRecord> Confirm(int server_rank, const AppliedLeases& applied, int* skipped = nullptr);
+
+  // The lowest lease id of the current epoch that server `server_rank` has not confirmed in full
+  // (num_leases() + 1 when it confirmed every one): where its next report should start
+  // (HeartbeatResponse.report_leases_from).
+  int64_t ReportFrom(int server_rank);
+
+  // Whether server `server_rank`'s confirmations count (all do at first). A dead server's stop
+  // counting: its shard is served by a promoted copy, or by a replacement. A replacement restores
+  // an older checkpoint and never sees again the batches its predecessor applied (its count of a
+  // lease the predecessor had begun stops at that gap), so for the leases cut before a rank counts
+  // again, what their holders report stands in for that server's confirmation (the one place where
+  // a worker's word counts). Returns the leases this completed.
+  std::vector<LeaseRecord> SetServerCounts(int server_rank, bool counts);
 
   // The incomplete leases `worker_rank` holds become remainders. Returns how many.
   int Release(int worker_rank);
@@ -132,6 +163,9 @@ class LeasePool {
   // be cut, and once the epoch is done. A worker asking for a lease meanwhile is told to wait, so
   // this is a barrier in all but name (scheduler/stuck_barriers.h reports it when it lasts).
   std::vector<int> EpochEndWaitsFor() const;
+  // Batches applied on every server over the incomplete leases of the current epoch that
+  // `worker_rank` holds: rises while it trains them (the Scheduler's hold-up rule watches it).
+  int64_t ConfirmedHeldBy(int worker_rank) const;
   // Leases cut so far; their ids are 1..num_leases().
   int64_t num_leases() const { return static_cast<int64_t>(leases_.size()); }
   // REQUIRES: 1 <= id <= num_leases().
@@ -146,6 +180,11 @@ class LeasePool {
  private:
   // True when the current epoch's positions are all cut or the job's batch budget is spent.
   bool Exhausted() const;
+  // Batches applied on every server whose confirmations count (the holders' reports when none
+  // does).
+  int64_t Confirmed(const LeaseRecord& lease) const;
+  // Marks `lease` done when Confirmed reaches its batches; appends it to *completed then.
+  void MaybeComplete(LeaseRecord& lease, std::vector<LeaseRecord>* completed);
   // True when the current epoch is Exhausted and every lease of it is complete.
   bool EpochDone() const { return Exhausted() && incomplete_ == 0; }
 
@@ -160,6 +199,13 @@ class LeasePool {
   int64_t incomplete_ = 0;
   // Ids of the remainders waiting in the pool.
   std::set<int64_t> remainders_;
+  // Per server rank: no lease of the current epoch below this id lacks its confirmation (ReportFrom).
+  std::vector<int64_t> report_from_;
+  // Per server rank: whether its confirmations count (SetServerCounts).
+  std::vector<bool> counts_;
+  // Per server rank: leases with ids up to this one take their holders' reports for that server's
+  // confirmation (a replacement; SetServerCounts). 0: none.
+  std::vector<int64_t> reports_count_upto_;
 };
 
 }  // namespace scheduler

@@ -32,11 +32,24 @@ ProgressReport Progress(int rank, int epoch, int64_t id, int64_t batches_done) {
   return r;
 }
 
-// Checks and records the report; returns the ids of the leases it completed.
+// What a server that applied the report's batches confirms (HeartbeatRequest.applied_leases).
+AppliedLeases Applied(const ProgressReport& report) {
+  AppliedLeases applied;
+  applied.set_data_epoch(report.epoch());
+  for (const LeaseProgress& p : report.leases()) {
+    applied.add_lease_ids(p.lease_id());
+    applied.add_batches(p.batches_done());
+  }
+  return applied;
+}
+
+// Checks and records the report, and has server 0 confirm the batches it names, as a server does
+// once an honest worker pushed them; returns the ids of the leases that completed.
 std::vector<int64_t> Report(LeasePool* pool, const ProgressReport& report) {
   EXPECT_TRUE(pool->Check(report).ok()) << pool->Check(report);
+  pool->Record(report);
   std::vector<int64_t> ids;
-  for (const LeaseRecord& lease : pool->Record(report)) ids.push_back(lease.id);
+  for (const LeaseRecord& lease : pool->Confirm(0, Applied(report))) ids.push_back(lease.id);
   return ids;
 }
 
@@ -348,6 +361,138 @@ TEST(LeasePoolTest, BatchesHandedToAWorkerBoundItsClaims) {
   ASSERT_TRUE(pool.Next(0, 0).ok());
   EXPECT_EQ(pool.BatchesHandedTo(0), 5);
   EXPECT_EQ(pool.BatchesHandedTo(1), 2);
+}
+
+// Server `server`'s confirmation that it applied `batches` batches of lease `id` of `epoch`.
+AppliedLeases Applied(int epoch, int64_t id, int64_t batches) {
+  AppliedLeases applied;
+  applied.set_data_epoch(epoch);
+  applied.add_lease_ids(id);
+  applied.add_batches(batches);
+  return applied;
+}
+
+LeasePool::Options TwoServers(LeasePool::Options o) {
+  o.num_servers = 2;
+  return o;
+}
+
+TEST(LeasePoolTest, AWorkersClaimCompletesNothingUntilEveryServerConfirms) {
+  LeasePool pool(TwoServers(Opts(20, 10, 2, 2)));  // One lease of 2 batches an epoch.
+  const Lease a = *pool.Next(0, 0);
+  ASSERT_TRUE(pool.Check(Progress(0, 0, a.id, 2)).ok());
+  pool.Record(Progress(0, 0, a.id, 2));  // It claims both batches, pushed or not.
+  EXPECT_FALSE(pool.lease(a.id).complete());
+  EXPECT_TRUE(pool.Next(0, 0)->wait);
+  EXPECT_FALSE(pool.EpochTrained(0));
+  EXPECT_TRUE(pool.Confirm(0, Applied(0, a.id, 2)).empty());
+  EXPECT_TRUE(pool.Confirm(1, Applied(0, a.id, 1)).empty());  // Server 1 has only one so far.
+  EXPECT_TRUE(pool.Next(0, 0)->wait);
+  const std::vector<LeaseRecord> done = pool.Confirm(1, Applied(0, a.id, 2));
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].id, a.id);
+  EXPECT_TRUE(pool.Confirm(1, Applied(0, a.id, 2)).empty());  // Returned once.
+  EXPECT_TRUE(pool.EpochTrained(0));
+  EXPECT_TRUE(pool.Next(0, 0)->epoch_done);
+}
+
+TEST(LeasePoolTest, AServerConfirmsWithoutAnyClaimAndTheRemainderStartsAtTheConfirmedBatch) {
+  LeasePool pool(TwoServers(Opts(30, 10, 3, 1)));
+  const Lease a = *pool.Next(1, 0);
+  // Worker 1 claims 3 batches but the servers applied 2 and 1: it dies, and the remainder starts
+  // at the batch not applied everywhere.
+  pool.Record(Progress(1, 0, a.id, 3));
+  EXPECT_TRUE(pool.Confirm(0, Applied(0, a.id, 2)).empty());
+  EXPECT_TRUE(pool.Confirm(1, Applied(0, a.id, 1)).empty());
+  ASSERT_EQ(pool.Release(1), 1);
+  const Lease rest = *pool.Next(0, 0);
+  EXPECT_EQ(rest.id, a.id);
+  EXPECT_EQ(rest.first_batch, 1);
+  // Confirmations alone complete it; the new holder need not report.
+  EXPECT_TRUE(pool.Confirm(0, Applied(0, a.id, 3)).empty());
+  EXPECT_EQ(pool.Confirm(1, Applied(0, a.id, 3)).size(), 1u);
+  EXPECT_TRUE(pool.Next(0, 0)->epoch_done);
+}
+
+TEST(LeasePoolTest, ConfirmationsThatDoNotFitAreSkippedAndCounted) {
+  LeasePool pool(TwoServers(Opts(20, 10, 2, 1)));
+  const Lease a = *pool.Next(0, 0);
+  AppliedLeases bad;
+  bad.set_data_epoch(0);
+  for (auto [id, batches] : {std::pair<int64_t, int64_t>{7, 1}, {a.id, 3}, {a.id, -1}, {0, 1}}) {
+    bad.add_lease_ids(id);
+    bad.add_batches(batches);
+  }
+  bad.add_lease_ids(a.id);  // Without its count.
+  int skipped = 0;
+  EXPECT_TRUE(pool.Confirm(0, bad, &skipped).empty());
+  EXPECT_EQ(skipped, 5);
+  EXPECT_TRUE(pool.Confirm(0, Applied(1, a.id, 2), &skipped).empty());  // Another epoch.
+  EXPECT_EQ(skipped, 1);
+  EXPECT_TRUE(pool.Confirm(2, Applied(0, a.id, 2), &skipped).empty());  // No server 2.
+  EXPECT_EQ(skipped, 1);
+  EXPECT_EQ(pool.lease(a.id).applied, (std::vector<int64_t>{0, 0}));
+}
+
+TEST(LeasePoolTest, ReportFromMovesPastWhatTheServerConfirmedInFull) {
+  LeasePool pool(TwoServers(Opts(40, 10, 1, 2)));  // Four leases of one batch an epoch.
+  std::vector<Lease> leases;
+  for (int i = 0; i < 4; ++i) leases.push_back(*pool.Next(0, 0));
+  EXPECT_EQ(pool.ReportFrom(0), 1);
+  pool.Confirm(0, Applied(0, 1, 1));
+  pool.Confirm(0, Applied(0, 3, 1));
+  EXPECT_EQ(pool.ReportFrom(0), 2);  // Lease 2 is the first it has not confirmed.
+  EXPECT_EQ(pool.ReportFrom(1), 1);
+  pool.Confirm(0, Applied(0, 2, 1));
+  pool.Confirm(0, Applied(0, 4, 1));
+  EXPECT_EQ(pool.ReportFrom(0), 5);
+  for (int64_t id = 1; id <= 4; ++id) pool.Confirm(1, Applied(0, id, 1));
+  EXPECT_TRUE(pool.Next(0, 1).ok());  // Epoch 1: its first lease is 5.
+  EXPECT_EQ(pool.ReportFrom(1), 5);
+  EXPECT_EQ(pool.ReportFrom(5), 0);  // No such server.
+}
+
+TEST(LeasePoolTest, ADeadServersConfirmationsStopCountingAndAReplacementFallsBackOnClaims) {
+  LeasePool pool(TwoServers(Opts(40, 10, 2, 1)));
+  const Lease a = *pool.Next(0, 0);
+  const Lease b = *pool.Next(1, 0);
+  pool.Record(Progress(0, 0, a.id, 2));
+  pool.Record(Progress(1, 0, b.id, 1));
+  pool.Confirm(0, Applied(0, a.id, 2));
+  pool.Confirm(0, Applied(0, b.id, 1));
+  // Server 1 dies before confirming a: server 0's word is enough from now on.
+  const std::vector<LeaseRecord> done = pool.SetServerCounts(1, false);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].id, a.id);
+  // A replacement takes rank 1 back from an older checkpoint. It never sees b's first batch (its
+  // predecessor applied it), so its own count of b stays 0: for b, what b's holder reports counts
+  // as rank 1's confirmation.
+  EXPECT_TRUE(pool.SetServerCounts(1, true).empty());
+  EXPECT_TRUE(pool.SetServerCounts(1, true).empty());  // No change.
+  EXPECT_TRUE(pool.Confirm(0, Applied(0, b.id, 2)).empty());
+  EXPECT_TRUE(pool.Next(0, 0)->wait);
+  const std::vector<LeaseRecord> by_report = pool.Record(Progress(1, 0, b.id, 2));
+  ASSERT_EQ(by_report.size(), 1u);
+  EXPECT_EQ(by_report[0].id, b.id);
+  EXPECT_TRUE(pool.Next(0, 0)->epoch_done);
+}
+
+TEST(LeasePoolTest, AfterAReplacementOnlyLeasesCutBeforeItTakeReports) {
+  LeasePool pool(TwoServers(Opts(40, 10, 2, 1)));
+  const Lease a = *pool.Next(0, 0);
+  pool.SetServerCounts(1, false);
+  pool.SetServerCounts(1, true);
+  const Lease b = *pool.Next(0, 0);  // Cut after the replacement: its confirmations only.
+  pool.Confirm(0, Applied(0, a.id, 2));
+  pool.Confirm(0, Applied(0, b.id, 2));
+  EXPECT_EQ(pool.Record(Progress(0, 0, a.id, 2)).size(), 1u);
+  EXPECT_TRUE(pool.Record(Progress(0, 0, b.id, 2)).empty());
+  EXPECT_EQ(pool.Confirm(1, Applied(0, b.id, 2)).size(), 1u);
+  // The state keeps which leases take reports.
+  LeasePool restored(TwoServers(Opts(40, 10, 2, 1)));
+  ASSERT_TRUE(restored.Restore(pool.ToProto()).ok());
+  EXPECT_EQ(restored.ToProto().reports_count_upto_size(), 2);
+  EXPECT_EQ(restored.ToProto().reports_count_upto(1), a.id);
 }
 
 }  // namespace

@@ -38,6 +38,12 @@ absl::Status CheckHeartbeatRequest(const HeartbeatRequest& request) {
   for (const TableUsage& usage : request.tables()) {
     if (absl::Status s = CheckLength(what, "table name", usage.table(), kMaxTableNameBytes); !s.ok()) return s;
   }
+  const AppliedLeases& applied = request.applied_leases();
+  if (applied.lease_ids_size() > kMaxAppliedLeases || applied.lease_ids_size() != applied.batches_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": applied leases: ", applied.lease_ids_size(), " ids and ",
+                                                   applied.batches_size(), " counts, expected as many of each, at most ",
+                                                   kMaxAppliedLeases));
+  }
   return absl::OkStatus();
 }
 

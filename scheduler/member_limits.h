@@ -45,6 +45,9 @@ inline constexpr size_t kMaxFailureMessages = 8;
 inline constexpr int kMaxTableUsages = 4096;
 inline constexpr size_t kMaxTableNameBytes = 256;
 inline constexpr int kMaxWaitingFor = 100000;
+// A server's heartbeat confirms at most this many leases (AppliedLeases; servers send at most
+// server/applied_batches.h's kMaxReportedLeases, the same number); the rest come next time.
+inline constexpr int kMaxAppliedLeases = 4096;
 // A server's checkpoint report (the steps it holds checkpoints of; servers keep a few).
 inline constexpr int kMaxCheckpointSteps = 10000;
 

@@ -42,6 +42,7 @@ LeasePool::Options Scheduler::LeaseOptions(const Options& o, int64_t train_sampl
   l.lease_batches = o.job.lease_batches();
   l.epochs = o.job.epochs();
   l.max_batches = o.job.max_steps();
+  l.num_servers = std::max(1, o.job.num_servers());
   return l;
 }
 
@@ -188,6 +189,7 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
       if (state_ == RUNNING && request.role() == SERVER) {
         // Only possible with a vacant rank, i.e. during a server recovery.
         vacant_servers_.erase(*rank);
+        CountLeasesLocked(leases_->SetServerCounts(*rank, true), &deferred);
         if (options_.job.mode() != SYNC) {
           // Async updates need no common step: only the replacement goes back, to its own
           // newest checkpoint (restore_own_step below); the others and the workers go on.
@@ -291,15 +293,39 @@ absl::StatusOr<HeartbeatResponse> Scheduler::Heartbeat(const HeartbeatRequest& r
     response.set_state(state_);
     response.set_membership_epoch(membership_.epoch());
     if (state_ == FAILED) response.set_failure(std::string(failure_.message()));
+    bool completed = false;
     if (request.role() == SERVER) {
       for (int shard : FinalShardsWantedLocked(request.rank())) response.add_send_final_shards(shard);
+      if (options_.job.mode() != SYNC) {
+        completed = ConfirmLeasesLocked(request.rank(), request.applied_leases(), &deferred);
+        response.set_report_leases_from(leases_->ReportFrom(request.rank()));
+      }
     }
-    // Only a role's first heartbeat persists: from then on it is held to dead_after, also by a
-    // restarted scheduler.
-    if (first) SaveLocked(&deferred);
+    // Only a role's first heartbeat persists (from then on it is held to dead_after, also by a
+    // restarted scheduler), and one that completed leases (what they count must not be lost;
+    // confirmations that complete nothing are sent again after a restart).
+    if (first || completed) SaveLocked(&deferred);
   }
   if (absl::Status saved = Run(std::move(deferred)); !saved.ok()) return saved;
   return response;
+}
+
+bool Scheduler::ConfirmLeasesLocked(int server_rank, const AppliedLeases& applied, Deferred* deferred) {
+  if (applied.lease_ids_size() == 0) return false;
+  int skipped = 0;
+  const std::vector<LeaseRecord> completed = leases_->Confirm(server_rank, applied, &skipped);
+  if (skipped > 0) {
+    VLOG(1) << "server " << server_rank << " confirmed " << skipped << " leases that do not fit the pool (data epoch "
+            << applied.data_epoch() << "; the pool is in epoch " << leases_->current_epoch() << "): skipped";
+  }
+  return CountLeasesLocked(completed, deferred);
+}
+
+bool Scheduler::CountLeasesLocked(const std::vector<LeaseRecord>& completed, Deferred* deferred) {
+  for (const LeaseRecord& lease : completed) progress_->CountLease(lease.id, lease.epoch, lease.samples());
+  if (completed.empty()) return false;
+  MaybeFinishLocked(deferred);
+  return true;
 }
 
 absl::Status Scheduler::CheckLive(Role role, int rank, absl::string_view what) const {

@@ -460,6 +460,14 @@ class Scheduler {
   // Finishes the job when Progress::TryFinish says so and the final model, if needed, is written;
   // with one still to write, the job waits for the servers' shards from then on.
   void MaybeFinishLocked(Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ASYNC/SSP: records what server `server_rank` has applied (HeartbeatRequest.applied_leases);
+  // the leases this completes count their samples. Returns whether it completed any.
+  bool ConfirmLeasesLocked(int server_rank, const AppliedLeases& applied, Deferred* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts the samples of leases just completed, and finishes the job if that ends it. Returns
+  // whether there were any.
+  bool CountLeasesLocked(const std::vector<LeaseRecord>& completed, Deferred* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether the job waits for the servers' final shards: running, training over (every live
   // worker was done), a final model needed and not yet written.
   bool AwaitsFinalShardsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -565,6 +573,14 @@ class Scheduler {
   // SYNC: the epoch whose evaluation leases a worker that reported its end first asked for before
   // every live worker had, and since when (EvictHoldUpsLocked). Not persisted.
   std::optional<std::pair<int, absl::Time>> eval_waiting_ ABSL_GUARDED_BY(mu_);
+  // ASYNC/SSP: the workers the end of the epoch waits for (LeasePool::EpochEndWaitsFor), each with
+  // the batches its leases had applied on the servers when last seen and since when that count
+  // has not moved (EvictHoldUpsLocked). Not persisted.
+  struct LeaseHoldUp {
+    int64_t confirmed = 0;
+    absl::Time since;
+  };
+  std::map<int, LeaseHoldUp> lease_holdups_ ABSL_GUARDED_BY(mu_);
   // Barriers that were stuck: logged by the watchdog, kept for the run summary.
   StuckBarrierLog stuck_log_ ABSL_GUARDED_BY(mu_);
   // ASYNC/SSP: since when the end of the current epoch has waited for leases still out

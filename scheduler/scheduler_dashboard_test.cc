@@ -173,6 +173,7 @@ TEST_F(SchedulerDashboardTest, AnEpochEndWaitingForALeaseNamesItsHolder) {
     p->set_lease_id(lease_id);
     p->set_batches_done(1);
     EXPECT_TRUE(s.ReportProgress(report).ok());
+    EXPECT_TRUE(s.Heartbeat(test_util::ConfirmedBy(0, report)).ok());
   };
   const LeaseResponse first = lease(0), second = lease(1);  // the epoch's two leases
   complete(0, first.lease_id());

@@ -3,6 +3,7 @@
 // others up for longer than its limit, as if it had died, even while it heartbeats
 // (EvictHoldUpsLocked). See scheduler.h.
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -119,6 +120,26 @@ void Scheduler::EvictHoldUpsLocked(absl::Time now, Deferred* deferred) {
         }
       }
     }
+  }
+  // ASYNC/SSP epoch ends: the workers whose training leases are not complete, once every position
+  // is cut. One whose leases' batches stop reaching the servers (what the servers confirm, not
+  // what it reports) for dead_after holds the epoch up; its leases then go to the others.
+  if (options_.job.mode() != SYNC) {
+    std::map<int, LeaseHoldUp> waiting;
+    for (int rank : leases_->EpochEndWaitsFor()) {
+      const int64_t confirmed = leases_->ConfirmedHeldBy(rank);
+      auto it = lease_holdups_.find(rank);
+      const LeaseHoldUp held = it != lease_holdups_.end() && it->second.confirmed == confirmed
+                                   ? it->second
+                                   : LeaseHoldUp{confirmed, now};
+      waiting[rank] = held;
+      const absl::Time since = held_since(held.since);
+      if (now - since > options_.dead_after) {
+        hold_up(rank, now - since, options_.dead_after,
+                absl::StrCat("the end of epoch ", leases_->current_epoch(), " (training leases it holds)"));
+      }
+    }
+    lease_holdups_ = std::move(waiting);
   }
   // Evaluation leases: a lease out for longer than dead_after and 10 times the longest any
   // reported lease took (so only once one was reported) holds the epoch's results, and the

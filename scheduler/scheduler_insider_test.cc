@@ -19,6 +19,7 @@ namespace pstrain::scheduler {
 namespace {
 
 using ::testing::HasSubstr;
+using test_util::ConfirmedBy;
 using test_util::Hb;
 using test_util::Reg;
 using test_util::TinyJobOptions;
@@ -159,10 +160,61 @@ TEST_F(InsiderTest, AsyncEvaluationLeasesGoOutOnlyOnceEveryTrainingLeaseIsComple
     p->set_batches_done((l.end() - l.begin() + 9) / 10);
   }
   ASSERT_TRUE(s->ReportProgress(done).ok());
+  // The worker's word alone completes nothing: the server has not confirmed the batches.
+  EXPECT_TRUE(s->LeaseWork(EvalRequest(1, 0))->wait());
+  EXPECT_TRUE(s->LeaseWork(train)->wait());
+  ASSERT_TRUE(s->Heartbeat(ConfirmedBy(0, done)).ok());
   absl::StatusOr<LeaseResponse> eval = s->LeaseWork(EvalRequest(1, 0));
   ASSERT_TRUE(eval.ok());
   EXPECT_FALSE(eval->wait());
   EXPECT_GT(eval->lease_id(), 0);
+}
+
+// ASYNC epoch end: a worker whose leases' batches keep reaching the server is slow, not holding
+// anyone up; one whose leases stop moving on the server (whatever it reports) is evicted after
+// dead_after, and its lease goes to the other worker from the batch the server confirmed.
+TEST_F(InsiderTest, AnAsyncEpochEndEvictsOnlyAHolderWhoseLeasesStopReachingTheServer) {
+  auto s = Make(ASYNC, 2);
+  auto lease = [&](int rank) {
+    LeaseRequest r;
+    r.set_worker_rank(rank);
+    return s->LeaseWork(r).value_or(LeaseResponse());
+  };
+  auto applied = [&](int64_t id, int64_t batches) {
+    ProgressReport r;
+    r.set_worker_rank(0);
+    LeaseProgress* p = r.add_leases();
+    p->set_lease_id(id);
+    p->set_batches_done(batches);
+    return ConfirmedBy(0, r);
+  };
+  const LeaseResponse a = lease(0), b = lease(1), c = lease(0);  // [0, 20), [20, 40), [40, 50)
+  ASSERT_EQ(c.end(), 50);
+  ASSERT_TRUE(s->Heartbeat(applied(a.lease_id(), 2)).ok());
+  ASSERT_TRUE(s->Heartbeat(applied(c.lease_id(), 1)).ok());
+  ASSERT_TRUE(lease(0).wait());  // Every position is cut; a and c are complete, b is out with worker 1.
+  // Worker 1's first batch of b reaches the server after 2 s: it is slow, and stays.
+  Pass(s.get(), absl::Seconds(2));
+  ASSERT_TRUE(s->Heartbeat(applied(b.lease_id(), 1)).ok());
+  Pass(s.get(), absl::Seconds(2));
+  EXPECT_EQ(Workers(*s), (std::vector<int>{0, 1}));
+  // Then nothing more reaches the server, while worker 1 heartbeats and claims b done.
+  ProgressReport claim;
+  claim.set_worker_rank(1);
+  LeaseProgress* p = claim.add_leases();
+  p->set_lease_id(b.lease_id());
+  p->set_batches_done(2);
+  ASSERT_TRUE(s->ReportProgress(claim).ok());
+  Pass(s.get(), absl::Seconds(2));
+  EXPECT_EQ(Workers(*s), (std::vector<int>{0, 1}));
+  Pass(s.get(), absl::Seconds(2));
+  EXPECT_EQ(Workers(*s), (std::vector<int>{0}));
+  const LeaseResponse rest = lease(0);
+  EXPECT_EQ(rest.lease_id(), b.lease_id());
+  EXPECT_EQ(rest.first_batch(), 1);
+  EXPECT_TRUE(lease(0).wait());  // Until the server confirms b's second batch.
+  ASSERT_TRUE(s->Heartbeat(applied(b.lease_id(), 2)).ok());
+  EXPECT_TRUE(lease(0).epoch_done());
 }
 
 TEST_F(InsiderTest, ImpossibleEvaluationReportsAreRefusedAndChangeNothing) {

@@ -62,6 +62,8 @@ void Scheduler::PromoteReplicasLocked(int rank, absl::string_view reason, Deferr
   }
   absl::StatusOr<bool> removed = membership_.Remove(SERVER, rank, ChangeKind::kDied, Now());
   if (!removed.ok() || !*removed) return;
+  // The promoted copy's host confirms the shard's leases from now on.
+  CountLeasesLocked(leases_->SetServerCounts(rank, false), deferred);
   // The epoch bump aborts the unfinished step on every store; the workers recompute it against
   // the new hosts, so the promoted copy, which applied every step the dead primary answered, loses
   // nothing.
@@ -88,6 +90,7 @@ void Scheduler::RemoveServerLocked(int rank, absl::string_view reason, Deferred*
   absl::StatusOr<bool> removed = membership_.Remove(SERVER, rank, ChangeKind::kDied, now);
   if (!removed.ok() || !*removed) return;
   vacant_servers_[rank] = now;
+  CountLeasesLocked(leases_->SetServerCounts(rank, false), deferred);
   restore_step_.reset();
   LOG(WARNING) << "server " << rank << " died (" << reason << "); waiting up to "
                << absl::FormatDuration(options_.server_recovery_timeout)

@@ -128,6 +128,16 @@ absl::Status Scheduler::RestoreFrom(const SchedulerState& state, std::string dec
   restore_epoch_ = state.restore_epoch();
   final_model_written_ = state.final_model_written();
   if (state.shard_hosts_size() > 0) shard_hosts_.assign(state.shard_hosts().begin(), state.shard_hosts().end());
+  if (state_ == RUNNING) {
+    // Dead servers' confirmations do not count (LeasePool::SetServerCounts). The predecessor saved
+    // after each completion, so what completes here was counted already (counting is idempotent).
+    for (int rank = 0; rank < options_.job.num_servers(); ++rank) {
+      if (membership_.is_live(SERVER, rank)) continue;
+      for (const LeaseRecord& lease : leases_->SetServerCounts(rank, false)) {
+        progress_->CountLease(lease.id, lease.epoch, lease.samples());
+      }
+    }
+  }
   worker_calls_.clear();
   for (const WorkerCallsState& calls : state.worker_calls()) {
     worker_calls_[calls.rank()] =

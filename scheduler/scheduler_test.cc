@@ -766,7 +766,10 @@ TEST_F(SchedulerTest, AsyncRemainderOfADeadWorkersLeaseIsTrainedOnceAndCountedOn
     LeaseProgress* p = r.add_leases();
     p->set_lease_id(lease_id);
     p->set_batches_done(batches_done);
-    return s->ReportProgress(r);
+    absl::Status status = s->ReportProgress(r);
+    // The server applied what the worker pushed (a dead worker's server applied it too).
+    if (status.ok()) EXPECT_TRUE(s->Heartbeat(test_util::ConfirmedBy(0, r)).ok());
+    return status;
   };
   const LeaseResponse a = lease_for(0);
   const LeaseResponse b = lease_for(1);

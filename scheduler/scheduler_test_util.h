@@ -60,6 +60,19 @@ inline HeartbeatRequest Hb(Role role, int rank) {
   return hb;
 }
 
+// Server `server_rank`'s heartbeat confirming that it applied the batches `report` says its
+// worker pushed (what a server reports once an honest worker's pushes reached it).
+inline HeartbeatRequest ConfirmedBy(int server_rank, const ProgressReport& report) {
+  HeartbeatRequest hb = Hb(SERVER, server_rank);
+  AppliedLeases* applied = hb.mutable_applied_leases();
+  applied->set_data_epoch(report.epoch());
+  for (const LeaseProgress& p : report.leases()) {
+    applied->add_lease_ids(p.lease_id());
+    applied->add_batches(p.batches_done());
+  }
+  return hb;
+}
+
 }  // namespace pstrain::scheduler::test_util
 
 #endif  // PSTRAIN_SCHEDULER_SCHEDULER_TEST_UTIL_H_

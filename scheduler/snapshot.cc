@@ -166,6 +166,7 @@ LeasePoolState LeasePool::ToProto() const {
   state.set_next_position(next_position_);
   state.set_batches_leased(batches_leased_);
   state.set_epoch_first(static_cast<int64_t>(epoch_first_));
+  for (int64_t upto : reports_count_upto_) state.add_reports_count_upto(upto);
   for (const LeaseRecord& r : leases_) {
     LeaseState* out = state.add_leases();
     out->set_id(r.id);
@@ -176,6 +177,8 @@ LeasePoolState LeasePool::ToProto() const {
     out->set_batches_done(r.batches_done);
     out->set_holder(r.holder);
     for (int h : r.holders) out->add_holders(h);
+    for (int64_t a : r.applied) out->add_applied(a);
+    out->set_done(r.done);
   }
   return state;
 }
@@ -214,6 +217,22 @@ absl::Status LeasePool::Restore(const LeasePoolState& state) {
     r.batches_done = l.batches_done();
     r.holder = l.holder();
     r.holders.assign(l.holders().begin(), l.holders().end());
+    if (l.applied_size() == 0) {
+      // Written before servers confirmed leases: the workers' reports were what completed them.
+      r.applied.assign(static_cast<size_t>(options_.num_servers), l.batches_done());
+      r.done = l.batches_done() == l.batches();
+    } else if (l.applied_size() != options_.num_servers) {
+      return Bad(where, absl::StrCat(l.applied_size(), " servers' confirmations, the job has ", options_.num_servers,
+                                     " servers"));
+    } else {
+      for (int64_t a : l.applied()) {
+        if (a < 0 || a > l.batches()) {
+          return Bad(where, absl::StrCat(a, " batches applied on a server, expected 0..", l.batches()));
+        }
+      }
+      r.applied.assign(l.applied().begin(), l.applied().end());
+      r.done = l.done();
+    }
     if (i >= state.epoch_first() && !r.complete()) {
       ++incomplete;
       if (r.holder < 0) remainders.insert(r.id);
@@ -227,6 +246,10 @@ absl::Status LeasePool::Restore(const LeasePoolState& state) {
   epoch_first_ = static_cast<size_t>(state.epoch_first());
   incomplete_ = incomplete;
   remainders_ = std::move(remainders);
+  report_from_.assign(static_cast<size_t>(options_.num_servers), 1);
+  counts_.assign(static_cast<size_t>(options_.num_servers), true);  // The Scheduler sets the dead ones'.
+  reports_count_upto_.assign(state.reports_count_upto().begin(), state.reports_count_upto().end());
+  reports_count_upto_.resize(static_cast<size_t>(options_.num_servers), 0);
   return absl::OkStatus();
 }
 

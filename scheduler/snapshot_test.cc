@@ -87,6 +87,10 @@ TEST(SnapshotTest, LeasePoolRoundTripsWithARemainderAndGoesOnAsTheOriginal) {
   p->set_batches_done(1);
   ASSERT_TRUE(pool.Check(r).ok());
   pool.Record(r);
+  AppliedLeases applied;  // The server confirms that batch.
+  applied.add_lease_ids(b.id);
+  applied.add_batches(1);
+  EXPECT_TRUE(pool.Confirm(0, applied).empty());
   ASSERT_EQ(pool.Release(1), 1);  // b is a remainder from batch 1.
   const LeasePoolState saved = pool.ToProto();
 
@@ -100,6 +104,39 @@ TEST(SnapshotTest, LeasePoolRoundTripsWithARemainderAndGoesOnAsTheOriginal) {
     EXPECT_EQ(each->Next(0, 0)->begin, 40);
   }
   EXPECT_NE(a.id, b.id);
+}
+
+TEST(SnapshotTest, LeasePoolStateWithoutConfirmationsCountsTheReportsAndWrongCountsAreRefused) {
+  LeasePool::Options o;
+  o.train_samples = 40;
+  o.batch_size = 10;
+  o.lease_batches = 2;
+  o.num_servers = 2;
+  LeasePool pool(o);
+  ASSERT_TRUE(pool.Next(0, 0).ok());
+  ASSERT_TRUE(pool.Next(1, 0).ok());
+  LeasePoolState old = pool.ToProto();
+  for (LeaseState& l : *old.mutable_leases()) {
+    l.clear_applied();  // As written before servers confirmed leases.
+    l.clear_done();
+  }
+  old.mutable_leases(0)->set_batches_done(2);
+  LeasePool restored(o);
+  ASSERT_TRUE(restored.Restore(old).ok());
+  EXPECT_TRUE(restored.lease(1).complete());
+  EXPECT_FALSE(restored.lease(2).complete());
+  EXPECT_EQ(restored.lease(1).applied, (std::vector<int64_t>{2, 2}));
+
+  LeasePoolState wrong = pool.ToProto();
+  wrong.mutable_leases(1)->add_applied(0);  // Three servers' counts.
+  absl::Status s = restored.Restore(wrong);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("3 servers' confirmations, the job has 2 servers"), std::string::npos) << s;
+  wrong = pool.ToProto();
+  wrong.mutable_leases(1)->set_applied(0, 5);
+  s = restored.Restore(wrong);
+  EXPECT_NE(s.message().find("5 batches applied on a server, expected 0..2"), std::string::npos) << s;
+  EXPECT_TRUE(restored.lease(1).complete());  // Unchanged by the refused states.
 }
 
 TEST(SnapshotTest, LeasePoolRefusesLeasesOutOfOrder) {

@@ -397,6 +397,20 @@ int64_t ParameterStore::step() const {
   return step_;
 }
 
+AppliedLeases ParameterStore::AppliedLeasesFrom(int64_t first_lease_id, int max_leases) const {
+  AppliedLeases out;
+  absl::MutexLock lock(&mu_);
+  if (applied_batches_.num_leases() == 0) return out;
+  out.set_data_epoch(data_epoch_);
+  applied_batches_.Report(first_lease_id, max_leases, &out);
+  return out;
+}
+
+void ParameterStore::SetOnLeaseBatchApplied(std::function<void()> callback) {
+  absl::MutexLock lock(&mu_);
+  on_lease_batch_applied_ = std::move(callback);
+}
+
 int ParameterStore::num_parked() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(waiters_.size());

@@ -108,6 +108,8 @@
 #include "proto/cluster.pb.h"
 #include "proto/job.pb.h"
 #include "proto/ps.pb.h"
+#include "proto/scheduler.pb.h"
+#include "server/applied_batches.h"
 #include "server/checkpoint.h"
 #include "server/server_metrics.h"
 #include "server/shard_storage.h"
@@ -269,6 +271,17 @@ class ParameterStore {
 
   // Updates applied so far (SYNC: completed steps; ASYNC/SSP: pushes with samples applied).
   int64_t step() const;
+
+  // ASYNC/SSP: how far this store has applied the training leases of its data epoch, from lease
+  // `first_lease_id` on, at most `max_leases` of them (HeartbeatRequest.applied_leases; see
+  // server/applied_batches.h). Empty before any leased push.
+  AppliedLeases AppliedLeasesFrom(int64_t first_lease_id, int max_leases) const;
+
+  // `callback` runs each time a leased batch is applied (not for a repeat), under the store's lock:
+  // it must be quick and must not call the store. The server's runner sends its next heartbeat
+  // sooner then, so that the scheduler learns a lease is complete without waiting a whole period.
+  // Empty: none.
+  void SetOnLeaseBatchApplied(std::function<void()> callback);
 
   // Requests parked now (SYNC pulls for the step being aggregated, SSP pulls held back by the
   // staleness bound, pushes waiting until applied). For metrics; takes the lock.
@@ -565,7 +578,9 @@ class ParameterStore {
   // ASYNC/SSP: the current data epoch (SSP: the workers' clocks count pushes in it).
   int32_t data_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // ASYNC/SSP: the (lease_id, lease_batch) pairs applied in data_epoch_.
-  absl::flat_hash_set<std::pair<int64_t, int64_t>> applied_batches_ ABSL_GUARDED_BY(mu_);
+  AppliedBatches applied_batches_ ABSL_GUARDED_BY(mu_);
+  // Called under mu_ each time a leased batch is applied (SetOnLeaseBatchApplied).
+  std::function<void()> on_lease_batch_applied_ ABSL_GUARDED_BY(mu_);
   // A snapshot due for writing: set by the update that made it due, taken by the same public call
   // before it unlocks, so it is empty whenever mu_ is free.
   std::optional<ShardCheckpoint> due_checkpoint_ ABSL_GUARDED_BY(mu_);

@@ -179,7 +179,7 @@ absl::Status ParameterStore::RestoreAndUpdateMembership(const ShardCheckpoint* c
       if (mode_ == SYNC) DropStoredGradientsLocked();
       changes = InstallMembershipLocked(epoch, live_worker_ranks);
       InstallCheckpointLocked(*ckpt, std::move(tables));
-      applied_batches_.clear();
+      applied_batches_.Clear();
       // SSP (a replacement server in async recovery): the workers' clocks are not in the
       // checkpoint; each is learnt from the worker's next push, and until then holds nobody back.
       if (mode_ == SSP) {

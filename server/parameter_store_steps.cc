@@ -173,7 +173,8 @@ absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, absl::Span<
     absl::Status status = EnterDataEpochLocked("push", r, req.data_epoch(), out);
     if (!status.ok()) return status;
   }
-  const bool repeat = ended_epoch || (has_lease && !applied_batches_.emplace(req.lease_id(), req.lease_batch()).second);
+  const bool repeat = ended_epoch || (has_lease && !applied_batches_.Add(req.lease_id(), req.lease_batch()));
+  if (has_lease && !repeat && on_lease_batch_applied_) on_lease_batch_applied_();
   if (repeat) {
     VLOG(1) << "server " << rank_ << ": batch " << req.lease_batch() << " of lease " << req.lease_id()
             << " in data epoch " << req.data_epoch() << " (push from worker " << r
@@ -217,7 +218,7 @@ absl::Status ParameterStore::EnterDataEpochLocked(absl::string_view what, int wo
     LOG(INFO) << "server " << rank_ << ": data epoch " << data_epoch << " begins (" << what << " from worker "
               << worker_rank << ")";
     data_epoch_ = data_epoch;
-    applied_batches_.clear();
+    applied_batches_.Clear();
     for (auto& [r, w] : workers_) {
       w.clock = 0;
       w.finished = false;

@@ -13,6 +13,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/cleanup/cleanup.h"
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -26,6 +28,7 @@
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "model/model_file.h"
+#include "server/applied_batches.h"
 #include "server/checkpoint.h"
 #include "server/slow_step_watch.h"
 #include "common/listen_error.h"
@@ -34,6 +37,14 @@ namespace pstrain::server {
 namespace {
 
 // The store's rows per table, for the scheduler's run summary.
+// What this server confirms to the scheduler: its own shard's applied leases, and with a copy of
+// another shard, only what both stores applied.
+AppliedLeases AppliedLeasesOf(const ParameterStore& primary, const ParameterStore* replica, int64_t from) {
+  AppliedLeases own = primary.AppliedLeasesFrom(from, kMaxReportedLeases);
+  if (replica == nullptr) return own;
+  return AppliedOnBoth(own, replica->AppliedLeasesFrom(from, kMaxReportedLeases));
+}
+
 void AddTableUsage(const ParameterStore& store, bool replica, HeartbeatRequest* request) {
   for (const SparseShard::TableStats& t : store.TableStats()) {
     TableUsage* usage = request->add_tables();
@@ -418,16 +429,27 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   const absl::Duration give_up =
       registration.dead_after_ms() > 0 ? std::max(absl::Milliseconds(registration.dead_after_ms()), 3 * interval)
                                        : absl::Seconds(10);
+  // ASYNC/SSP: the lease the scheduler wants this server's confirmations from (AppliedLeases).
+  std::atomic<int64_t> report_leases_from{1};
   // Destroyed after the lock below is released: its thread may be calling EndJob.
   Heartbeater heartbeater(
       client, SERVER, rank, interval, give_up, [this](absl::Status s) { EndJob(std::move(s)); },
       [this](int64_t epoch) { NoteMembershipEpoch(epoch); },
-      [primary = store->get(), replica = replica_.get(), metrics = metrics_](HeartbeatRequest* request) {
+      [primary = store->get(), replica = replica_.get(), metrics = metrics_,
+       &report_leases_from](HeartbeatRequest* request) {
         *request->mutable_traffic() = metrics->Traffic();
         AddTableUsage(*primary, /*replica=*/false, request);
         if (replica != nullptr) AddTableUsage(*replica, /*replica=*/true, request);
+        const int64_t from = report_leases_from.load();
+        if (from > 0) *request->mutable_applied_leases() = AppliedLeasesOf(*primary, replica, from);
       },
-      [this](const HeartbeatResponse& answer) { NoteFinalShardsWanted(answer); });
+      [this, &report_leases_from](const HeartbeatResponse& answer) {
+        report_leases_from.store(answer.report_leases_from());
+        NoteFinalShardsWanted(answer);
+      });
+  // A lease's last batch reaches the scheduler within Heartbeater::kMinNudgeGap, not a period.
+  store->get()->SetOnLeaseBatchApplied([&heartbeater] { heartbeater.Nudge(); });
+  absl::Cleanup no_nudges = [&store] { store->get()->SetOnLeaseBatchApplied(nullptr); };
   // Not on the heartbeat thread: a slow GetClusterView must not delay the heartbeats.
   std::thread membership([&] {
     FollowMembership(client, &heartbeater, service, store->get(), rank, checkpointing ? job.checkpoint_dir() : "",

@@ -7,7 +7,10 @@
 //   - barriers: only the job's names; spam is refused before anything is stored, and the
 //     scheduler's memory, state and summary stay bounded;
 //   - ReportFailure: the insider leaves; the job goes on;
-//   - never pushing while heartbeating: evicted once it holds a SYNC step up for dead_after.
+//   - never pushing while heartbeating: evicted once it holds a SYNC step up for dead_after;
+//   - ASYNC leases reported done without a push: completed only by the servers' confirmations,
+//     so the insider holds the epoch's end up until it is evicted, and its leases are trained by
+//     the honest workers, each sample once.
 // The job then finishes as an undisturbed run of it does.
 #include <sys/types.h>
 
@@ -21,11 +24,13 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/barriers.h"
 #include "common/job_credentials.h"
 #include "common/scheduler_client.h"
 #include "common/session_metadata.h"
 #include "common/transport_security.h"
 #include "gmock/gmock.h"
+#include "glog/logging.h"
 #include "gtest/gtest.h"
 #include "proto/scheduler.grpc.pb.h"
 #include "tests/cluster.h"
@@ -194,6 +199,87 @@ TEST_F(InsiderTest, AWorkerCredentialDoesWhatAWorkerMustAndNoMore) {
   EXPECT_THAT(summary, HasSubstr("an insider says the job failed"));
   EXPECT_LT(summary.size(), 200000u);
   EXPECT_TRUE(NearAnyReference(FinalTestAccuracy(summary), {reference_accuracy}, 0.02)) << summary;
+}
+
+double JsonNumber(const std::string& json, const std::string& key, size_t from = 0) {
+  std::smatch m;
+  const std::string tail = json.substr(from);
+  if (!std::regex_search(tail, m, std::regex("\"" + key + "\": ([0-9.eE+-]+)"))) return -1;
+  return std::stod(m[1]);
+}
+
+// Item 11's ASYNC half: an insider takes training leases and reports each one done without pushing
+// a single batch. Before servers confirmed leases, the scheduler took its word: the leases counted
+// as trained, and their samples were never trained at all.
+TEST_F(InsiderTest, AsyncLeasesReportedDoneWithoutPushesAreTrainedByOthers) {
+  ManualCluster cluster("insider-async");
+  const JobCredentials job = Credentials(cluster.dir());
+  auto secured = [&job](CertRole role, std::vector<std::string> flags) {
+    const std::vector<std::string> tls = TransportSecurityFlags(job.For(role));
+    flags.insert(flags.end(), tls.begin(), tls.end());
+    return flags;
+  };
+  // Two servers, one honest worker; the job waits for a second worker, which the insider becomes.
+  constexpr int kSamples = 4096, kEpochs = 2;
+  cluster.Start(/*servers=*/2, /*workers=*/1,
+                secured(CertRole::kScheduler,
+                        {"--mode=async", "--workers=2", absl::StrCat("--epochs=", kEpochs),
+                         absl::StrCat("--train_limit=", kSamples), "--test_limit=512", "--batch_size=32",
+                         "--lease_batches=4", "--optimizer=sgd", "--lr=0.1", "--dead_after_ms=3000"}),
+                secured(CertRole::kServer, {}), secured(CertRole::kWorker, {}));
+  std::shared_ptr<const TransportSecurity> security = *TransportSecurity::Create(job.For(CertRole::kWorker));
+  std::unique_ptr<SchedulerClient> insider = *SchedulerClient::Create(cluster.address, absl::Seconds(10), security);
+  absl::StatusOr<RegisterResponse> joined = insider->Register(WORKER, "", absl::Seconds(30));
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  const int rank = joined->rank();
+  Heartbeater heartbeats(insider.get(), WORKER, rank, absl::Milliseconds(200), absl::Seconds(30),
+                         [](absl::Status) {});
+  const absl::Status ready = insider->Barrier(kServersReadyBarrier, BarrierRequest::ALL, WORKER, rank, absl::Seconds(60));
+  ASSERT_TRUE(ready.ok()) << ready;
+
+  // It takes every lease it can get in epoch 0 and reports each done at once, with the samples a
+  // worker would report for it; the scheduler accepts the reports (they are within what it handed
+  // out) but completes nothing on them.
+  int taken = 0;
+  int64_t claimed = 0;
+  const absl::Time start = absl::Now();
+  while (absl::Now() - start < absl::Seconds(30)) {
+    absl::StatusOr<LeaseResponse> lease = insider->LeaseWork(rank, 0);
+    if (!lease.ok()) break;  // Evicted.
+    if (lease->epoch_done()) break;
+    if (lease->wait()) {
+      absl::SleepFor(absl::Milliseconds(20));
+      continue;
+    }
+    const int64_t batches = (lease->end() - lease->begin() + 31) / 32;
+    ProgressReport report;
+    report.set_worker_rank(rank);
+    report.set_epoch(0);
+    report.set_step(taken + 1);
+    report.mutable_train()->set_steps(batches);
+    report.mutable_train()->set_samples(lease->end() - lease->begin());
+    LeaseProgress* progress = report.add_leases();
+    progress->set_lease_id(lease->lease_id());
+    progress->set_batches_done(batches);
+    ASSERT_TRUE(insider->ReportProgress(report).ok());
+    ++taken;
+    claimed += lease->end() - lease->begin();
+  }
+  EXPECT_GT(taken, 0);
+  // The epoch's end waited for the insider's leases until it was evicted.
+  EXPECT_FALSE(Contains(LiveWorkers(insider.get()), rank)) << cluster.scheduler->Output();
+
+  const std::string summary = RunToEnd(cluster);
+  ASSERT_THAT(summary, HasSubstr("\"state\": \"FINISHED\"")) << summary;
+  // Every epoch covers its samples once, and the honest worker trained all of them: the insider's
+  // claimed leases came back to it as remainders.
+  const size_t workers_at = summary.find("\"workers\": [");
+  ASSERT_NE(workers_at, std::string::npos);
+  const size_t honest_at = summary.find(absl::StrCat("{\"rank\": ", rank == 0 ? 1 : 0, ","), workers_at);
+  ASSERT_NE(honest_at, std::string::npos) << summary;
+  EXPECT_EQ(JsonNumber(summary, "samples", honest_at), kSamples * kEpochs) << summary;
+  EXPECT_EQ(JsonNumber(summary, "samples", summary.find("{\"epoch\": 0,")), kSamples) << summary;
+  LOG(INFO) << "the insider took " << taken << " leases and claimed " << claimed << " samples of epoch 0";
 }
 
 }  // namespace

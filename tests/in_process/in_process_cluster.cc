@@ -9,6 +9,7 @@
 #include "common/status_macros.h"
 #include "data/assignment.h"
 #include "scheduler/shard_map.h"
+#include "server/applied_batches.h"
 
 namespace pstrain::in_process {
 namespace {
@@ -82,6 +83,7 @@ absl::Status InProcessCluster::Start() {
   ps_ = std::make_unique<InProcessPs>(std::move(stores));
   scheduler_api_->set_after_call([this]() {
     if (follow_.load()) FollowMembership();
+    ConfirmLeases();
   });
   HeartbeatAndAdvance(absl::ZeroDuration());
   return absl::OkStatus();
@@ -101,6 +103,16 @@ void InProcessCluster::FollowMembership() {
   }
 }
 
+void InProcessCluster::ConfirmLeases() {
+  for (const auto& store : stores_) {
+    HeartbeatRequest hb;
+    hb.set_role(SERVER);
+    hb.set_rank(store->rank());
+    *hb.mutable_applied_leases() = store->AppliedLeasesFrom(1, server::kMaxReportedLeases);
+    if (hb.applied_leases().lease_ids_size() > 0) core_->Heartbeat(hb).IgnoreError();
+  }
+}
+
 void InProcessCluster::HeartbeatAndAdvance(absl::Duration d, const std::vector<int>& silent) {
   // In heartbeat-sized steps, so that no role that speaks looks silent for longer than one.
   absl::Duration left = d;
@@ -115,6 +127,9 @@ void InProcessCluster::HeartbeatAndAdvance(absl::Duration d, const std::vector<i
       HeartbeatRequest hb;
       hb.set_role(role);
       hb.set_rank(rank);
+      if (role == SERVER && rank < static_cast<int>(stores_.size())) {
+        *hb.mutable_applied_leases() = stores_[rank]->AppliedLeasesFrom(1, server::kMaxReportedLeases);
+      }
       core_->Heartbeat(hb).IgnoreError();
     }
     const absl::Duration tick = std::min(left, kHeartbeat);

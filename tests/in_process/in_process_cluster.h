@@ -8,7 +8,8 @@
 //
 // The servers follow the scheduler's membership at once: after every scheduler call, each store
 // installs the view's membership epoch and live workers (what pstrain-server learns from its
-// heartbeats). A test can hold that back (follow_membership(false)) to see workers meet a server
+// heartbeats), and tells the scheduler which leased batches it applied (what pstrain-server's
+// heartbeats confirm). A test can hold that back (follow_membership(false)) to see workers meet a server
 // that has not learnt the newest epoch yet.
 //
 // Not thread-safe to set up; once Start() returned, the scheduler and PS interfaces are.
@@ -57,6 +58,9 @@ class InProcessCluster {
   // Heartbeats every live role but the workers in `silent`, then advances the clock by `d` and
   // runs the scheduler's health check: a worker that stays silent past dead_after is removed.
   void HeartbeatAndAdvance(absl::Duration d, const std::vector<int>& silent = {});
+  // Every store confirms to the scheduler the leased batches it applied (HeartbeatRequest
+  // .applied_leases); done after every scheduler call.
+  void ConfirmLeases();
   // Installs the scheduler's current membership in every store (done after every scheduler call
   // while following).
   void FollowMembership();
