@@ -6,6 +6,24 @@
 #include <fstream>
 
 namespace pstrain {
+namespace {
+
+struct Statm {
+  int64_t resident = 0;  // bytes
+  int64_t shared = 0;    // bytes backed by a file or shared memory
+};
+
+bool ReadStatm(Statm* out) {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0, resident = 0, shared = 0;
+  if (!(statm >> pages >> resident >> shared)) return false;
+  const int64_t page = sysconf(_SC_PAGESIZE);
+  out->resident = resident * page;
+  out->shared = shared * page;
+  return true;
+}
+
+}  // namespace
 
 bool KeepFreedMemoryForReuse() {
   // 32 MiB is the largest threshold glibc accepts on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX).
@@ -22,10 +40,26 @@ bool KeepFreedMemoryForReuse() {
 void ReturnFreedMemoryToSystem() { malloc_trim(0); }
 
 int64_t ResidentMemoryBytes() {
-  std::ifstream statm("/proc/self/statm");
-  int64_t pages = 0, resident = 0;
-  if (!(statm >> pages >> resident)) return 0;
-  return resident * sysconf(_SC_PAGESIZE);
+  Statm statm;
+  return ReadStatm(&statm) ? statm.resident : 0;
+}
+
+int64_t KeptFreedBytes() {
+  Statm statm;
+  if (!ReadStatm(&statm)) return 0;
+  const struct mallinfo2 heap = mallinfo2();
+  // uordblks: the arenas' chunks in use; hblkhd: blocks served by mmap (always resident in full
+  // once written, and unmapped when freed).
+  return statm.resident - statm.shared - static_cast<int64_t>(heap.uordblks + heap.hblkhd);
+}
+
+FreedMemoryBound::FreedMemoryBound(int64_t bound_bytes) : bound_bytes_(bound_bytes), floor_(KeptFreedBytes()) {}
+
+bool FreedMemoryBound::Check() {
+  if (KeptFreedBytes() <= floor_ + bound_bytes_) return false;
+  ReturnFreedMemoryToSystem();
+  floor_ = KeptFreedBytes();
+  return true;
 }
 
 }  // namespace pstrain

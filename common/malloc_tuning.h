@@ -25,6 +25,31 @@ void ReturnFreedMemoryToSystem();
 // when to call ReturnFreedMemoryToSystem (after a role grew by a burst of refused calls).
 int64_t ResidentMemoryBytes();
 
+// An estimate of the freed memory the allocator keeps resident: the process's anonymous resident
+// memory (/proc/self/statm) less the heap in use (mallinfo2). It also counts the anonymous memory
+// malloc does not manage (thread stacks, the few pages a trim cannot return), a near-constant
+// floor; FreedMemoryBound compares it with its value after the last trim for that reason.
+// 0 if /proc/self/statm cannot be read. Costs a walk over the heaps' free lists.
+int64_t KeptFreedBytes();
+
+// Bounds the freed memory that KeepFreedMemoryForReuse keeps resident: Check() hands it back
+// (ReturnFreedMemoryToSystem) once KeptFreedBytes() is more than `bound_bytes` above its value
+// after the last hand-back (or construction). Under any stream of calls, refused or not, a role
+// calling Check() every T seconds then holds at most its memory in use, that floor and
+// `bound_bytes` at each check, and pays at most one trim (and the page faults of reusing what it
+// returned) every T seconds. Not thread-safe: one thread calls Check(), off the hot path.
+class FreedMemoryBound {
+ public:
+  explicit FreedMemoryBound(int64_t bound_bytes);
+
+  // Returns true if it handed memory back.
+  bool Check();
+
+ private:
+  const int64_t bound_bytes_;
+  int64_t floor_;  // KeptFreedBytes() after the last hand-back
+};
+
 }  // namespace pstrain
 
 #endif  // PSTRAIN_COMMON_MALLOC_TUNING_H_

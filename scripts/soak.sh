@@ -11,9 +11,17 @@
 # (plaintext, a certificate of another CA, the job's certificate without the token or with a
 # wrong one, and a member's certificate and token without a session credential or with a forged
 # one; pushes carry 1 MiB of garbage). Meanwhile it samples every role's RSS every 5 s.
-# It prints the RSS table and exits non-zero when a role's RSS after warm-up (the first quarter)
-# grows by more than 5%, when any refused call was accepted, or when the two final models differ
+# It prints the RSS table and exits non-zero when a role's RSS grew after warm-up (the first
+# quarter of the samples), when any refused call was accepted, or when the two final models differ
 # (a sync job is bitwise repeatable, so the stream must have changed nothing).
+#
+# "Grew" is judged against the warm-up's envelope, not one sample of it: under the stream a
+# server's RSS swings by 2-4 MiB from sample to sample with the calls in flight and the freed
+# memory not yet handed back (up to a request's worth; server/server_runner.cc), so one sample may
+# fall in a trough. A role fails if any sample after warm-up exceeds the warm-up's largest by more
+# than 5% (an excursion past the envelope), or if the median of the last quarter exceeds the
+# median of the quarter after warm-up by more than 5% (a level that rose while the job ran on:
+# what a leak does, whatever the swings). docs/performance.md "Soak" has the figures behind this.
 #
 # Environment: SOAK_EPOCHS (default: calibrated so that one run lasts about SECONDS),
 # SOAK_BATCH (default 32: small steps, many calls).
@@ -121,22 +129,25 @@ for r in rows:
     by_pid[r["pid"]].append((int(r["seconds"]), int(r["rss_kib"])))
     names[r["pid"]] = r["role"]
 failed = []
-print("| role (pid) | samples | RSS at warm-up end MiB | max after MiB | last MiB | last vs warm-up |")
-print("|---|---:|---:|---:|---:|---:|")
+median = lambda xs: sorted(xs)[len(xs) // 2]
+print("| role (pid) | samples | warm-up max MiB | max after MiB | peak vs warm-up max "
+      "| 2nd-quarter median MiB | last-quarter median MiB | level change |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for pid, samples in sorted(by_pid.items(), key=lambda kv: names[kv[0]]):
-    if len(samples) < 4:
+    if len(samples) < 8:
         continue
-    warm = samples[len(samples) // 4]
-    after = [rss for t, rss in samples if t >= warm[0]]
-    last = samples[-1][1]
-    change = (last - warm[1]) / warm[1]
-    peak = (max(after) - warm[1]) / warm[1]
+    rss = [r for _, r in samples]
+    quarter = len(rss) // 4
+    warm, after = rss[:quarter + 1], rss[quarter + 1:]
+    second, last = after[:quarter], rss[-quarter:]
+    peak = (max(after) - max(warm)) / max(warm)
+    level = (median(last) - median(second)) / median(second)
     # Growth is what abuse would cause; a drop (a done worker freeing its data) is not.
-    flat = change <= 0.05 and peak <= 0.05
-    if not flat:
-        failed.append(f"{names[pid]} ({pid}) RSS grew {change:+.1%} (peak {peak:+.1%}) after warm-up")
-    print(f"| {names[pid]} ({pid}) | {len(samples)} | {warm[1] / 1024:.1f} | {max(after) / 1024:.1f} | "
-          f"{last / 1024:.1f} | {change:+.1%} |")
+    if peak > 0.05 or level > 0.05:
+        failed.append(f"{names[pid]} ({pid}) RSS grew after warm-up: peak {peak:+.1%} over the warm-up's max, "
+                      f"level {level:+.1%} (last quarter's median over the second quarter's)")
+    print(f"| {names[pid]} ({pid}) | {len(rss)} | {max(warm) / 1024:.1f} | {max(after) / 1024:.1f} | {peak:+.1%} "
+          f"| {median(second) / 1024:.1f} | {median(last) / 1024:.1f} | {level:+.1%} |")
 print()
 print(open(f"{out}/attacker.txt").read().strip())
 if "accepted 0" not in open(f"{out}/attacker.txt").read():

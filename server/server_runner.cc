@@ -90,9 +90,18 @@ size_t ListenerQuotaBytes(const RequestLimits& limits) {
   return static_cast<size_t>(2 * limits.max_inflight_bytes) + kOversizeRoomBytes;
 }
 
-// The membership thread hands freed memory back when the process has grown this much since the
-// last time (calls reset for the quota leave no other trace).
-constexpr int64_t kTrimAfterGrowthBytes = 16 << 20;
+// The membership thread hands freed memory back each poll that finds more of it resident than the
+// job's largest request (KeptFreedBoundBytes), and at least this much.
+constexpr int64_t kMinKeptFreedBytes = 1 << 20;
+
+// The freed memory the server keeps for reuse between two polls of the membership thread: what
+// gRPC freed of the calls it read (refused ones included: gRPC reads a request in full before a
+// handler runs), and the heap's fragments. One request's worth: keeping freed memory is for speed
+// (common/malloc_tuning.h), and more than a request of it only grows the process. Handing it back
+// costs page faults when reused, at most once a poll rather than on every call.
+int64_t KeptFreedBoundBytes(const RequestLimits& limits) {
+  return std::max(kMinKeptFreedBytes, limits.max_request_bytes);
+}
 
 // Startup calls are made in slices of this length so that Stop is noticed while waiting.
 constexpr absl::Duration kStartupSlice = absl::Seconds(2);
@@ -452,8 +461,8 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   absl::Cleanup no_nudges = [&store] { store->get()->SetOnLeaseBatchApplied(nullptr); };
   // Not on the heartbeat thread: a slow GetClusterView must not delay the heartbeats.
   std::thread membership([&] {
-    FollowMembership(client, &heartbeater, service, store->get(), rank, checkpointing ? job.checkpoint_dir() : "",
-                     interval);
+    FollowMembership(client, &heartbeater, store->get(), rank, checkpointing ? job.checkpoint_dir() : "", interval,
+                     KeptFreedBoundBytes(limits));
   });
   {
     absl::MutexLock lock(&mu_);
@@ -464,15 +473,13 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   return job_ended_ ? job_status_ : absl::OkStatus();
 }
 
-void ServerRunner::FollowMembership(SchedulerClient* client, const Heartbeater* heartbeater,
-                                    ParameterServerService* service, ParameterStore* store, int rank,
-                                    const std::string& checkpoint_dir, absl::Duration poll) {
+void ServerRunner::FollowMembership(SchedulerClient* client, const Heartbeater* heartbeater, ParameterStore* store,
+                                    int rank, const std::string& checkpoint_dir, absl::Duration poll,
+                                    int64_t kept_freed_bound) {
   int64_t tried = 0;  // the newest epoch a refresh was made for; a failed one is retried after `poll`
   bool report_failed = false;  // a failed checkpoint report is retried after `poll`
   SlowStepWatch slow_steps(rank);
-  int refusing_polls = 0;  // consecutive polls that saw refused calls
-  int quiet_polls = -1;    // polls without refused calls since the last that had some; -1: none pending
-  int64_t resident_after_trim = ResidentMemoryBytes();
+  FreedMemoryBound kept_freed(kept_freed_bound);
   while (true) {
     int64_t hint = 0;
     bool report = false;
@@ -500,28 +507,7 @@ void ServerRunner::FollowMembership(SchedulerClient* client, const Heartbeater* 
       }
       tried = std::max(tried, target);
     }
-    // gRPC had read the refused calls' requests in full and has freed them by the next poll, but
-    // the allocator, told to keep freed memory (common/malloc_tuning.h), would hold on to it.
-    // Hand it back a poll after the burst is over, and again 10 polls later (what calls held then
-    // has been freed since); under a steady stream, every 10 polls.
-    // (TakeRefusedSessions first: both counters are taken every poll.)
-    // Calls the transport reset for the listener's quota (listener_quota_) never reach the
-    // service: growth since the last hand-back stands for them.
-    const bool grew = ResidentMemoryBytes() > resident_after_trim + kTrimAfterGrowthBytes;
-    if (service->TakeRefusedSessions() + service->TakeRefusedBytes() > 0 || grew) {
-      quiet_polls = 0;
-      ++refusing_polls;
-    } else if (quiet_polls >= 0) {
-      ++quiet_polls;
-      refusing_polls = 0;
-    }
-    if (refusing_polls >= 10 || quiet_polls == 1 || quiet_polls == 10) {
-      ReturnFreedMemoryToSystem();
-      resident_after_trim = ResidentMemoryBytes();
-      VLOG(1) << "server " << rank << ": returned freed memory after refused calls";
-      refusing_polls = 0;
-      if (quiet_polls == 10) quiet_polls = -1;
-    }
+    if (kept_freed.Check()) VLOG(1) << "server " << rank << ": returned freed memory";
     if (report && !checkpoint_dir.empty()) report_failed = !ReportCheckpoints(client, rank, checkpoint_dir).ok();
     // After the membership refresh above, so that a copy promoted by the same change sends its shard.
     if (!final_shards.empty()) {

@@ -145,11 +145,12 @@ class ServerRunner {
 
   // The membership thread: until the job ends or Stop, brings `store` to the membership epoch the
   // heartbeats report, and reports this server's checkpoint list to the scheduler whenever it
-  // changed (checkpoint_dir empty: checkpointing is off, nothing to report), and hands memory back
-  // to the system a poll after `service` refused calls. A failed rollback ends the job with its
-  // error. The pointers are borrowed for the thread's lifetime.
-  void FollowMembership(SchedulerClient* client, const Heartbeater* heartbeater, ParameterServerService* service,
-                        ParameterStore* store, int rank, const std::string& checkpoint_dir, absl::Duration poll);
+  // changed (checkpoint_dir empty: checkpointing is off, nothing to report), and hands freed
+  // memory back to the system whenever it finds more than `kept_freed_bound` bytes of it resident
+  // (FreedMemoryBound). A failed rollback ends the job with its error. The pointers are borrowed
+  // for the thread's lifetime.
+  void FollowMembership(SchedulerClient* client, const Heartbeater* heartbeater, ParameterStore* store, int rank,
+                        const std::string& checkpoint_dir, absl::Duration poll, int64_t kept_freed_bound);
   // Fetches the view and installs its epoch and live workers, rolling back first (RollBack) when
   // the view carries a recovery newer than the store's epoch. Logs and ignores a failed fetch (the
   // membership thread tries again, and a lost scheduler ends the job through the heartbeats);
