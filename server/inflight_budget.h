@@ -106,8 +106,8 @@ class InflightBudget {
   absl::Duration retry_after() const { return retry_after_; }
   // Bytes held by admitted calls now.
   int64_t inflight_bytes() const { return inflight_.load(std::memory_order_relaxed); }
-  // Request bytes of refused calls since the last call (then zero): memory gRPC read for nothing,
-  // which the caller may hand back to the system (common/malloc_tuning.h).
+  // Request bytes of refused calls since the last call (then zero): memory gRPC read for nothing.
+  // For tests; the server returns freed memory by its own bound (common/malloc_tuning.h).
   int64_t TakeRefusedBytes() { return refused_.exchange(0, std::memory_order_relaxed); }
   RequestLimits limits() const;
 

@@ -221,10 +221,7 @@ absl::Status ParameterServerService::Admit(absl::string_view method, absl::strin
   absl::ConsumePrefix(&method, "/pstrain.ParameterServer/");
   absl::Status caller = WorkerOf(credential, method).status();
   if (caller.ok()) caller = CheckPeerRole(peer, CertRole::kWorker, method);
-  if (!caller.ok()) {
-    refused_sessions_.fetch_add(1, std::memory_order_relaxed);
-    metrics_->RefusedUnread(caller.code());
-  }
+  if (!caller.ok()) metrics_->RefusedUnread(caller.code());
   return caller;
 }
 

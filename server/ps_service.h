@@ -44,8 +44,9 @@
 // "pstrain-retry-after-ms" (kRetryAfterMsKey), which clients retry with the same request id.
 // Refused calls change nothing. gRPC has read a request in full before a handler runs (its own
 // receive limit, set when the server starts listening, cannot know the job yet), so these checks
-// bound what a caller makes the server keep and work on, not what it makes it read; the bytes of
-// refused calls are counted (TakeRefusedBytes) so the runner can hand them back to the system.
+// bound what a caller makes the server keep and work on, not what it makes it read; the runner
+// hands freed memory back to the system once it grows past a bound (common/malloc_tuning.h,
+// FreedMemoryBound), whatever freed it.
 //
 // Thread safety: all methods may be called from any thread.
 #ifndef PSTRAIN_SERVER_PS_SERVICE_H_
@@ -135,11 +136,6 @@ class ParameterServerService final : public RawParameterServerBase, public Sessi
   absl::Status Admit(absl::string_view method, absl::string_view credential, const Peer& peer) const override;
   // Bounds requests from now on (see above); before it, none apply. May be called again.
   void SetLimits(const RequestLimits& limits);
-  // Request bytes of refused calls since the last call (then zero).
-  int64_t TakeRefusedBytes() { return budget_.TakeRefusedBytes(); }
-  // Calls the transport refused for their session (Admit) since the last call (then zero). Their
-  // requests were never read, but the transport had buffered the start of each.
-  int64_t TakeRefusedSessions() { return refused_sessions_.exchange(0, std::memory_order_relaxed); }
   // Bytes held by calls in flight now. For tests and logs.
   int64_t inflight_bytes() const { return budget_.inflight_bytes(); }
 
@@ -225,8 +221,6 @@ class ParameterServerService final : public RawParameterServerBase, public Sessi
   // Written before store_, like replica_; null: callers are not checked.
   std::unique_ptr<SessionVerifier> sessions_;
   SessionRules rules_;
-  // Admit's refusals, for TakeRefusedSessions; relaxed: it orders nothing.
-  mutable std::atomic<int64_t> refused_sessions_{0};
   // replica_ is written before store_, and store_ is read first: a non-null store_ means both are set.
   std::atomic<ParameterStore*> store_{nullptr};
   std::atomic<ParameterStore*> replica_{nullptr};
