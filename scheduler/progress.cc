@@ -144,10 +144,12 @@ absl::Status Progress::Add(const ProgressReport& report, absl::Time now, int64_t
     return absl::InvalidArgumentError(absl::StrCat("progress report from worker ", rank, ": step ", report.step(),
                                                    " is past the job's ", options_.total_steps, " steps"));
   }
-  if (counts_steps() && train.steps() > report.step()) {
+  // A rollback to a checkpoint (AllowRedo) makes the workers redo steps they had not reported yet.
+  const int64_t most_steps = report.step() + redo_rounds_ * options_.total_steps;
+  if (counts_steps() && train.steps() > most_steps) {
     return absl::InvalidArgumentError(absl::StrCat("progress report from worker ", rank, ": ", train.steps(),
                                                    " steps done by step ", report.step(), ", expected at most ",
-                                                   report.step()));
+                                                   most_steps, redo_rounds_ > 0 ? " (with its redone steps)" : ""));
   }
   if (absl::Status s = CheckClaims(report, batch_budget); !s.ok()) return s;
   if (absl::Status s = eval_.Check(report); !s.ok()) return s;

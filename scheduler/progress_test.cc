@@ -275,6 +275,13 @@ TEST(ProgressTest, SyncStepsPastTheJobsAreRefused) {
   EXPECT_EQ(past.code(), absl::StatusCode::kInvalidArgument) << past;
   EXPECT_EQ(past.message(), "progress report from worker 1: step 1000 is past the job's 10 steps");
   EXPECT_EQ(p.Add(Train(1, 0, 3, 2.0, 32, 5), kT0).code(), absl::StatusCode::kInvalidArgument);  // 5 steps to step 3
+  // After a rollback (a server's recovery) a worker redoes steps it had not reported: 5 steps done
+  // by step 3 may be 2 before the rollback and 3 after.
+  p.AllowRedo();
+  EXPECT_TRUE(p.Add(Train(1, 0, 3, 2.0, 32, 5), kT0).ok());
+  const absl::Status too_many = p.Add(Train(1, 0, 4, 2.0, 32, 15), kT0);
+  EXPECT_EQ(too_many.message(),
+            "progress report from worker 1: 15 steps done by step 4, expected at most 14 (with its redone steps)");
 }
 
 TEST(ProgressTest, EpochSecondsRunFromThePreviousEpochsEnd) {
