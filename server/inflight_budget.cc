@@ -90,13 +90,12 @@ RequestLimits InflightBudget::limits() const {
 absl::Status InflightBudget::CheckSize(absl::string_view what, int64_t request_bytes) {
   const int64_t most = max_request_.load(std::memory_order_relaxed);
   if (most == 0 || request_bytes <= most) return absl::OkStatus();
-  refused_.fetch_add(request_bytes, std::memory_order_relaxed);
   return absl::InvalidArgumentError(absl::StrCat(what, ": request of ", request_bytes,
                                                  " bytes exceeds this job's limit of ", most, " bytes"));
 }
 
 absl::StatusOr<InflightBudget::Ticket> InflightBudget::Admit(absl::string_view what, int64_t bytes,
-                                                             int64_t request_bytes, bool reading) {
+                                                             bool reading) {
   bytes = std::max<int64_t>(bytes, 0);
   const int64_t bound = max_inflight_.load(std::memory_order_relaxed);
   // Reading calls count against half the bound first; then every call against the whole.
@@ -109,7 +108,6 @@ absl::StatusOr<InflightBudget::Ticket> InflightBudget::Admit(absl::string_view w
     while (true) {
       if (bound != 0 && held != 0 && held + bytes > most) {
         if (i == 1 && reading) reading_.fetch_sub(bytes, std::memory_order_relaxed);  // undo the first count
-        refused_.fetch_add(request_bytes, std::memory_order_relaxed);
         return absl::ResourceExhaustedError(absl::StrCat(
             what, ": ", bytes, " bytes would exceed the server's bound of ", most, " bytes in flight (", held,
             " held); retry after ", absl::ToInt64Milliseconds(retry_after_), " ms"));

@@ -93,22 +93,19 @@ class InflightBudget {
   void SetLimits(const RequestLimits& limits);
 
   // OK when a request of `request_bytes` is within max_request_bytes; else INVALID_ARGUMENT
-  // "<what>: request of N bytes exceeds this job's limit of M bytes". Counts refused bytes.
+  // "<what>: request of N bytes exceeds this job's limit of M bytes".
   absl::Status CheckSize(absl::string_view what, int64_t request_bytes);
 
   // Admits a call that holds `bytes` (its request and its answer buffer) or refuses it with
   // RESOURCE_EXHAUSTED "<what>: N bytes would exceed the server's bound of M bytes in flight
   // (K held); retry after T ms" (for a `reading` call M is half the bound and K what reading calls
-  // hold). `request_bytes` (of `bytes`) count as refused when it is refused.
-  absl::StatusOr<Ticket> Admit(absl::string_view what, int64_t bytes, int64_t request_bytes, bool reading = false);
+  // hold).
+  absl::StatusOr<Ticket> Admit(absl::string_view what, int64_t bytes, bool reading = false);
 
   // How long a refused caller should wait before trying again.
   absl::Duration retry_after() const { return retry_after_; }
   // Bytes held by admitted calls now.
   int64_t inflight_bytes() const { return inflight_.load(std::memory_order_relaxed); }
-  // Request bytes of refused calls since the last call (then zero): memory gRPC read for nothing.
-  // For tests; the server returns freed memory by its own bound (common/malloc_tuning.h).
-  int64_t TakeRefusedBytes() { return refused_.exchange(0, std::memory_order_relaxed); }
   RequestLimits limits() const;
 
  private:
@@ -117,7 +114,6 @@ class InflightBudget {
   std::atomic<int64_t> max_inflight_{0};
   std::atomic<int64_t> inflight_{0};
   std::atomic<int64_t> reading_{0};  // the part of inflight_ that reading calls hold
-  std::atomic<int64_t> refused_{0};
 };
 
 }  // namespace pstrain::server

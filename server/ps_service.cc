@@ -272,7 +272,7 @@ bool ParameterServerService::AdmitOrFinish(const char* what, grpc::CallbackServe
                                            ServerMetrics::Call* meter, InflightBudget::Ticket* ticket) {
   const auto request_bytes = static_cast<int64_t>(request.Length());
   absl::StatusOr<InflightBudget::Ticket> admitted =
-      budget_.Admit(what, request_bytes + static_cast<int64_t>(answer_bytes), request_bytes, reading);
+      budget_.Admit(what, request_bytes + static_cast<int64_t>(answer_bytes), reading);
   if (!admitted.ok()) {
     context->AddTrailingMetadata(kRetryAfterMsKey, absl::StrCat(absl::ToInt64Milliseconds(budget_.retry_after())));
     Refuse(meter, reactor, ToGrpcStatus(admitted.status()));
