@@ -1,5 +1,6 @@
 // EmbeddingTable::Serialize and Restore: the table's checkpoint format (see embedding_table.h).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -139,8 +140,19 @@ absl::Status EmbeddingTable::Restore(absl::string_view data) {
                                               " is not greater than the key before it"));
     }
     if (row % kRowsPerBlock == 0) blocks.push_back(NewBlock());
-    std::memcpy(blocks.back().get() + (row % kRowsPerBlock) * record_floats_, p + 8,
-                record_bytes);
+    float* record = blocks.back().get() + (row % kRowsPerBlock) * record_floats_;
+    std::memcpy(record, p + 8, record_bytes);
+    // The checksum only proves the bytes are the ones written: a row of NaN would train to
+    // nothing, so it is refused, naming the row and element.
+    for (int i = 0; i < record_floats_; ++i) {
+      if (std::isfinite(record[i])) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": row ", row, " (key ", key, ") ",
+          i < options_.dim ? absl::StrCat("value element ", i)
+                           : absl::StrCat("optimizer state element ", i - options_.dim),
+          " is ", std::isnan(record[i]) ? "nan" : (record[i] > 0 ? "inf" : "-inf"),
+          ", expected finite values"));
+    }
     index.emplace(key, static_cast<uint32_t>(row));
     p += 8 + record_bytes;
   }
