@@ -5,6 +5,8 @@
 //   WeightedSum       sum = 0; sum += w_r g_r for 2 workers (float_ops), as the store does it
 //   SyncStep/sgd      a whole SYNC step through ParameterStore: 2 workers push directly (no gRPC);
 //   SyncStep/adam     validation, copy-in, weighted sum and one optimizer update
+//   SyncStepAdamNormGuard  SyncStep/adam with --max_grad_norm_per_sample=1000 (the suggested
+//                     value, docs/guides/security.md): what the guard's extra pass over a push costs
 //
 // bytes_per_second counts gradient bytes taken in: 4N per call for Memcpy, 2 x 4N for the rest
 // (two workers' gradients), so the ratio to Memcpy reads as "gradient bytes per second the step
@@ -72,10 +74,10 @@ absl::Status PushNow(server::ParameterStore* store, const PushRequest& req) {
   return result;
 }
 
-void BM_SyncStep(benchmark::State& state, int64_t n, OptimizerSpec::Type optimizer) {
+void BM_SyncStep(benchmark::State& state, int64_t n, OptimizerSpec::Type optimizer, double max_grad_norm = 0) {
   const ShardMap map = OneTensorShardMap(n);
   absl::StatusOr<std::unique_ptr<server::ParameterStore>> store =
-      NewBenchStore(map, SYNC, optimizer, kWorkers);
+      NewBenchStore(map, SYNC, optimizer, kWorkers, max_grad_norm);
   if (!store.ok()) {
     state.SkipWithError(store.status().ToString().c_str());
     return;
@@ -114,8 +116,10 @@ void RegisterAll() {
     benchmark::internal::Benchmark* benchmarks[] = {
         benchmark::RegisterBenchmark(("Memcpy/" + size).c_str(), BM_Memcpy, n),
         benchmark::RegisterBenchmark(("WeightedSum/" + size).c_str(), BM_WeightedSum, n),
-        benchmark::RegisterBenchmark(("SyncStepSgd/" + size).c_str(), BM_SyncStep, n, OptimizerSpec::SGD),
-        benchmark::RegisterBenchmark(("SyncStepAdam/" + size).c_str(), BM_SyncStep, n, OptimizerSpec::ADAM),
+        benchmark::RegisterBenchmark(("SyncStepSgd/" + size).c_str(), BM_SyncStep, n, OptimizerSpec::SGD, 0.0),
+        benchmark::RegisterBenchmark(("SyncStepAdam/" + size).c_str(), BM_SyncStep, n, OptimizerSpec::ADAM, 0.0),
+        benchmark::RegisterBenchmark(("SyncStepAdamNormGuard/" + size).c_str(), BM_SyncStep, n,
+                                     OptimizerSpec::ADAM, 1000.0),
     };
     for (benchmark::internal::Benchmark* b : benchmarks) {
       b->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2)->Repetitions(3)->ReportAggregatesOnly(true);

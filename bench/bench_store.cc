@@ -31,13 +31,15 @@ ShardMap OneTensorShardMap(int64_t num_floats, int64_t max_chunk_bytes) {
 }
 
 absl::StatusOr<std::unique_ptr<server::ParameterStore>> NewBenchStore(
-    const ShardMap& map, Mode mode, OptimizerSpec::Type optimizer, int num_workers) {
+    const ShardMap& map, Mode mode, OptimizerSpec::Type optimizer, int num_workers,
+    double max_grad_norm_per_sample) {
   server::ParameterStore::Options options;
   options.rank = 0;
   options.job.set_mode(mode);
   options.job.set_num_servers(1);
   options.job.set_num_workers(num_workers);
   options.job.mutable_optimizer()->set_type(optimizer);
+  options.job.set_max_grad_norm_per_sample(max_grad_norm_per_sample);
   options.shard_map = map;
   options.num_workers = num_workers;
   options.membership_epoch = 1;

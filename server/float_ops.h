@@ -18,7 +18,8 @@ void AddScaled(float weight, const float* x, int64_t n, float* sum);
 void Scale(float weight, const float* x, int64_t n, float* out);
 
 // The sum of x[i]^2 for i in [0, n), accumulated in double (a float32 square of 1e20 would
-// overflow to inf).
+// overflow to inf), in eight partial sums (element i into sum i % 8) added at the end: a fixed
+// order, so the result depends only on x.
 double SumOfSquares(const float* x, int64_t n);
 
 // The sum of the squares of a pushed chunk's `length` values as they arrived, in any encoding that
