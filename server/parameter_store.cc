@@ -98,7 +98,7 @@ std::vector<bool> AveragedTensors(const ShardMap& map) {
 }  // namespace
 
 ParameterStore::ParameterStore(const Options& options, std::vector<int> worker_ranks,
-                               std::unique_ptr<ShardStorage> storage, std::unique_ptr<SparseShard> sparse)
+                               std::unique_ptr<DenseShard> storage, std::unique_ptr<SparseShard> sparse)
     : rank_(options.rank),
       mode_(EffectiveMode(options.job.mode())),
       staleness_(options.job.staleness()),

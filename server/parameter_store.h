@@ -111,6 +111,7 @@
 #include "proto/scheduler.pb.h"
 #include "server/applied_batches.h"
 #include "server/checkpoint.h"
+#include "server/dense_shard.h"
 #include "server/server_metrics.h"
 #include "server/shard_storage.h"
 #include "server/sparse_shard.h"
@@ -419,7 +420,7 @@ class ParameterStore {
   // Inline: a request usually completes itself and at most a few parked pulls, so no allocation.
   using Completions = absl::InlinedVector<Completion, 4>;
 
-  ParameterStore(const Options& options, std::vector<int> worker_ranks, std::unique_ptr<ShardStorage> storage,
+  ParameterStore(const Options& options, std::vector<int> worker_ranks, std::unique_ptr<DenseShard> storage,
                  std::unique_ptr<SparseShard> sparse);
 
   // Installs `epoch` and the live set `sorted_ranks` (UpdateMembership's bookkeeping, without
@@ -539,7 +540,7 @@ class ParameterStore {
   const mode_t output_mode_;
   // The values. The pointer is constant; the storage is not thread-safe: its value methods are
   // called only under mu_, its layout methods (constant data) also without it.
-  const std::unique_ptr<ShardStorage> storage_;
+  const std::unique_ptr<DenseShard> storage_;
   // The shard's embedding-table rows (a job without tables: none). Its layout methods are
   // constant; everything else runs under mu_.
   const std::unique_ptr<SparseShard> sparse_;
