@@ -2,14 +2,14 @@
 // No gRPC in here; server/ps_service.h adapts it to the ParameterServer service.
 //
 // Protocol and storage. This class keeps the protocol: membership epochs and fencing, request ids
-// and de-duplication, the SYNC step (each worker's stored gradient and their rank-ordered weighted
-// sum), ASYNC/SSP clocks, leased batches, parked requests, checkpoint cuts and replica behaviour.
-// The values themselves (weights, per-chunk optimizers, applying an update with the scheduled
-// learning rate, reading chunks into an answer, checkpoint copy and restore) live in a
-// ShardStorage (server/shard_storage.h; today server::DenseShard), which this class owns and calls
-// only under its mutex. The SYNC sum stays here: it is a rule of the step (which workers, which
-// weights, which order), done over the storage's dense local layout; see shard_storage.h for how
-// a sparse table would take it over.
+// and de-duplication, the SYNC step (which workers' gradients count, their weights n_r / N and the
+// ascending-rank order), ASYNC/SSP clocks, leased batches, parked requests, checkpoint cuts and
+// replica behaviour. The values themselves (the dense chunks and the embedding-table rows, their
+// optimizers, checking and decoding a request's part, a worker's stored SYNC gradient, the float
+// work of the sum, updates with the scheduled learning rate, answers, checkpoint copy and restore)
+// live in a list of ShardStorages (server/shard_storage.h: server::DenseShard, then
+// server::SparseStorage), which this class owns and drives all alike, with no branch on their
+// kind: their checking calls before taking its mutex, everything else under it.
 //
 // Requests that must wait (a SYNC pull for the step being aggregated, an SSP pull held back by the
 // staleness bound) are parked, not blocked on: each call takes a `Done` callback that is invoked
@@ -76,7 +76,8 @@
 //
 // Cost: the SYNC aggregation and optimizer run on the thread of the push that completes the step,
 // under the store's lock; buffers are allocated in Create and when a worker joins, so steady state
-// allocates only the response messages. Non-finite checks run before the lock is taken.
+// allocates only the response messages and each request's small decoded parts (one per storage).
+// Checks (shapes, keys, non-finite values) run before the lock is taken.
 //
 // Thread safety: every method may be called from any thread at the same time. `done` callbacks
 // run outside the lock and may call back into the store.
@@ -111,10 +112,9 @@
 #include "proto/scheduler.pb.h"
 #include "server/applied_batches.h"
 #include "server/checkpoint.h"
-#include "server/dense_shard.h"
 #include "server/server_metrics.h"
 #include "server/shard_storage.h"
-#include "server/sparse_shard.h"
+#include "server/sparse_shard.h"  // SparseShard::TableStats, the name callers know TableStats() by
 
 namespace pstrain::server {
 
@@ -184,7 +184,7 @@ class ParameterStore {
   void Pull(const PullRequest& req, PullResponse* resp, Done done, float* values = nullptr);
   // The raw transport's form: the request's embedding keys are `sparse` (as received; the
   // header's PullRequest.sparse is not read) and the answer's rows go to `rows_out` (see
-  // SparseShard::Read; borrowed like `resp`) instead of resp->sparse.
+  // ReadTarget in server/shard_storage.h; borrowed like `resp`) instead of resp->sparse.
   void Pull(const PullRequest& req, absl::Span<const IncomingRows> sparse, PullResponse* resp, Done done,
             float* values, OutgoingRowsAnswer* rows_out);
 
@@ -233,7 +233,7 @@ class ParameterStore {
                 OutgoingRowsAnswer* rows_out);
 
   // The number of floats this server owns: the size of a whole answer.
-  int64_t num_elements() const { return total_elements_; }
+  int64_t num_elements() const { return num_values_; }
 
   // SSP: worker `worker_rank` has no more pushes in `data_epoch`, so it no longer holds back other
   // workers' pulls. A newer data epoch starts that epoch first; an older one is a no-op (the epoch
@@ -309,7 +309,7 @@ class ParameterStore {
 
   // Rows and bytes of each embedding table on this shard (empty without tables), for logs and the
   // run summary.
-  std::vector<SparseShard::TableStats> TableStats() const;
+  std::vector<server::TableStats> TableStats() const;
 
   // A copy, taken under the lock, of everything a restarted server needs: step, weights and every
   // chunk optimizer's state vectors, with the layout fingerprint. Parked requests and gradients
@@ -346,13 +346,18 @@ class ParameterStore {
                                           std::vector<int> live_worker_ranks);
 
  private:
-  // The chunks a pull answers with: the storage's parts [first, first + count); count < 0: all.
-  struct ChunkRange {
-    // A constructor rather than member initializers, so `ChunkRange()` can be a default argument
-    // inside this class.
-    constexpr ChunkRange(int first_chunk = 0, int num = -1) : first(first_chunk), count(num) {}
-    int first;
-    int count;
+  // A request's parts, one per storage in list order (CheckGradient or CheckRead).
+  using Parts = absl::InlinedVector<std::unique_ptr<StoragePart>, 2>;
+  // A checkpoint's parts, one per storage (PrepareRestore).
+  using PreparedParts = std::vector<std::unique_ptr<PreparedRestore>>;
+
+  // What a pull answers with besides the step: the storages' read parts (empty: nothing, a push
+  // waiting until applied) and where embedding rows go.
+  struct PullAsk {
+    // The first part the answer carries: a step's answers are run in this order (see Completion).
+    int first_part = 0;
+    Parts reads;
+    OutgoingRowsAnswer* rows_out = nullptr;  // null: into resp->sparse
   };
 
   // A parked request, answered once `ready` holds.
@@ -363,20 +368,7 @@ class ParameterStore {
     float* values = nullptr;       // where the answer's values go (nullptr: into resp's chunks)
     PushResponse* push_resp = nullptr;  // a push's answer (wait_until_applied): only the step
     Done done;
-    ChunkRange range;  // the PushPull of a partial push answers with its part only
-    // Embedding rows the answer carries (PullRequest.sparse, PushRequest.pull_sparse), checked
-    // and decoded; null: none. Shared, not copied, with the PullAsk it came from.
-    std::shared_ptr<const SparseGradient> keys;
-    OutgoingRowsAnswer* rows_out = nullptr;  // where those rows go; null: into resp->sparse
-    bool rows_only = false;  // PullRequest.rows_only: no dense chunks
-  };
-
-  // What a pull answers with besides the step: a chunk range, and embedding rows.
-  struct PullAsk {
-    ChunkRange range;
-    std::shared_ptr<const SparseGradient> keys;
-    OutgoingRowsAnswer* rows_out = nullptr;
-    bool rows_only = false;
+    PullAsk ask;
   };
 
   // A live worker's state, created when it joins the live set and freed when it leaves it.
@@ -386,18 +378,16 @@ class ParameterStore {
     int64_t last_push_step = 0;
     int32_t last_push_data_epoch = 0;  // ASYNC/SSP
     uint64_t last_push_id = 0;
-    // SYNC: the gradient stored for step_ (allocated once, reused every step). `pushed` once
-    // every chunk is stored; partial pushes fill it part by part.
+    // SYNC: the gradient stored for step_, one slot per storage (made when the worker joins,
+    // reused every step). `pushed` once every part is stored; partial pushes fill it part by part.
     bool pushed = false;
     int64_t samples = 0;
-    std::vector<float> grad;
-    // SYNC partial pushes: which chunks are stored for step_, how many, and the request ids of the
-    // parts that brought them (for retries). `have` is allocated once, like grad.
+    std::vector<std::unique_ptr<GradientSlot>> slots;
+    // SYNC partial pushes: which parts are stored for step_, how many, and the request ids of the
+    // pushes that brought them (for retries). `have` is allocated once, like the slots.
     std::vector<bool> have;
-    int stored_chunks = 0;
+    int stored_parts = 0;
     absl::InlinedVector<uint64_t, 8> part_ids;
-    // SYNC: the embedding-row gradients stored for step_ (PushRequest.sparse).
-    SparseGradient sparse_grad;
     // SYNC: the stored push asks for a checkpoint after the step (PushRequest.checkpoint).
     bool wants_checkpoint = false;
     // SSP: the worker's pushes in the current data epoch (plus its starting clock when it joined
@@ -420,8 +410,8 @@ class ParameterStore {
   // Inline: a request usually completes itself and at most a few parked pulls, so no allocation.
   using Completions = absl::InlinedVector<Completion, 4>;
 
-  ParameterStore(const Options& options, std::vector<int> worker_ranks, std::unique_ptr<DenseShard> storage,
-                 std::unique_ptr<SparseShard> sparse);
+  ParameterStore(const Options& options, std::vector<int> worker_ranks,
+                 std::vector<std::unique_ptr<ShardStorage>> storages);
 
   // Installs `epoch` and the live set `sorted_ranks` (UpdateMembership's bookkeeping, without
   // the SYNC drop of the pending step); returns " (joined [..], left [..])" for the log.
@@ -432,16 +422,17 @@ class ParameterStore {
   static absl::Status CheckRanks(absl::string_view what, std::vector<int>* ranks);
 
   // JobSpec.max_grad_norm_per_sample: INVALID_ARGUMENT (and a count in the store's metrics) when
-  // the L2 norm of the gradient part this push brings to this store (its dense chunks but the
-  // averaged tensors', and its embedding rows) is above the limit. OK when the limit is off.
-  absl::Status CheckGradientNorm(absl::string_view what, const PushRequest& req, absl::Span<const PayloadView> values,
-                                 const SparseGradient& rows) const;
-  // Checks everything that does not depend on mutable state; the caller holds no lock.
-  // The sparse entries are checked and decoded into *rows and *pull_keys (*keys).
+  // the L2 norm of the gradient part this push brings to this store (its `grads`, as the storages
+  // count it: the dense chunks but the averaged tensors', and the embedding rows) is above the
+  // limit. OK when the limit is off.
+  absl::Status CheckGradientNorm(absl::string_view what, const PushRequest& req, const Parts& grads) const;
+  // Checks everything that does not depend on mutable state; the caller holds no lock. Each
+  // storage checks and decodes its part of the gradient into *grads and of the answer's ask
+  // (PushRequest.pull_sparse, the pushed parts) into *reads, or of a pull's into *reads.
   absl::Status ValidatePush(const PushRequest& req, absl::Span<const PayloadView> values,
                             absl::Span<const IncomingRows> sparse, absl::Span<const IncomingRows> pull_sparse,
-                            SparseGradient* rows, SparseGradient* pull_keys) const;
-  absl::Status ValidatePull(const PullRequest& req, absl::Span<const IncomingRows> sparse, SparseGradient* keys) const;
+                            Parts* grads, Parts* reads) const;
+  absl::Status ValidatePull(const PullRequest& req, absl::Span<const IncomingRows> sparse, Parts* reads) const;
   // INVALID_ARGUMENT unless 0 <= data_epoch < the job's epochs; `what` names the request.
   absl::Status CheckDataEpoch(absl::string_view what, int32_t data_epoch) const;
   // Checks shutdown, the membership epoch and that the worker is live.
@@ -449,34 +440,36 @@ class ParameterStore {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // ABORTED "<what> rejected by server R: worker W is not a live member at membership epoch E".
   absl::Status NotLiveError(absl::string_view what, int worker_rank) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // A new Worker for a rank joining the live set (SYNC: with its gradient buffer).
+  // A new Worker for a rank joining the live set (SYNC: with its gradient slots).
   Worker NewWorkerLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // Push after validation; appends released waiters to `out`.
-  // `rows`: the push's checked row gradients, taken over (SYNC stores them until the step).
-  absl::Status PushLocked(const PushRequest& req, absl::Span<const PayloadView> values, SparseGradient* rows,
-                          Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status PushSyncLocked(const PushRequest& req, absl::Span<const PayloadView> values, SparseGradient* rows,
-                              Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // PushSyncLocked for a partial push of step_ from live worker `w` (rank r); stores the part.
-  absl::Status StorePartLocked(const PushRequest& req, absl::Span<const PayloadView> values, Worker& w,
-                               Completions* out)
+  // `grads`: the push's checked parts (SYNC stores them in the worker's slots until the step).
+  absl::Status PushLocked(const PushRequest& req, Parts* grads, Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PushSyncLocked(const PushRequest& req, Parts* grads, Completions* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // PushSyncLocked for a partial push of step_ from live worker `w` (rank r); stores the part.
+  absl::Status StorePartLocked(const PushRequest& req, Parts* grads, Worker& w, Completions* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SYNC: stores `grads` in worker `w`'s slots.
+  void StoreGradientsLocked(Parts* grads, Worker& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // SYNC: worker `w`'s gradient for step_ is now complete; applies the step once every live
   // worker's is.
   void CompletePushLocked(Worker& w, Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status PushAsyncLocked(const PushRequest& req, absl::Span<const PayloadView> values, SparseGradient* rows,
-                               Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PushAsyncLocked(const PushRequest& req, Parts* grads, Completions* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers now, parks, or fails a pull that waits for `step` (see Waiter::step).
   // `push_resp` instead of `resp`: a push waiting until applied (only the step is answered).
-  // `range`: the chunks to answer with (a partial push's part).
+  // `ask`: what the answer carries (a partial push's answer: its parts only).
   void PullLocked(int worker_rank, int64_t step, int32_t data_epoch, PullResponse* resp, float* values, Done done,
                   Completions* out, PushResponse* push_resp, PullAsk ask)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The part of a push: all chunks for a whole push.
-  static ChunkRange RangeOf(const PushRequest& req) {
-    return req.partial() ? ChunkRange{req.first_chunk(), req.chunks_size()} : ChunkRange{};
+  // What a push's answer carries: its parts (all for a whole push) and PushRequest.pull_sparse.
+  static ReadAsk AskOf(const PushRequest& req, absl::Span<const IncomingRows> pull_sparse) {
+    return req.partial() ? ReadAsk{req.first_chunk(), req.chunks_size(), pull_sparse} : ReadAsk{0, -1, pull_sparse};
   }
+  // The name of the store's part `part` (the storages' parts in list order), for messages.
+  std::string PartName(int part) const;
 
   // ASYNC/SSP: moves to `data_epoch` if it is newer (clocks 0, nobody finished, applied batches
   // forgotten); FAILED_PRECONDITION if it is older.
@@ -486,21 +479,19 @@ class ParameterStore {
   // Answers every parked waiter that is now ready.
   void ReleaseReadyLocked(Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // SYNC: the weighted rank-ordered sum and one optimizer update.
+  // SYNC: the weighted rank-ordered sum and one optimizer update, storage by storage.
   void ApplySyncStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // SYNC: forgets the gradients stored for step_ (after applying or dropping the step).
   void DropStoredGradientsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // One optimizer update with `grad` (this server's elements, local order) as update step_.
-  void ApplyGradientLocked(const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `values` non-null: the values go there, in chunk order, and the chunks carry no data.
+  // `values` non-null: the values go there, in part order, and the chunks carry no data.
   void FillResponseLocked(PullResponse* resp, float* values, const PullAsk& ask) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Fills whichever answer a released waiter has.
   void FillWaiterLocked(const Waiter& w) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
-  // Checks a checkpoint against the constant layout and builds its embedding tables; the caller
-  // holds no lock. Nothing changes.
-  absl::StatusOr<std::unique_ptr<SparseShard::Prepared>> PrepareCheckpoint(const ShardCheckpoint& ckpt) const;
+  // Checks a checkpoint against the constant layout and has each storage build what it installs
+  // (PrepareRestore); the caller holds no lock. Nothing changes.
+  absl::StatusOr<PreparedParts> PrepareCheckpoint(const ShardCheckpoint& ckpt) const;
   ShardCheckpoint CheckpointLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // After step_ advanced: takes a snapshot into due_checkpoint_ when a checkpoint is due: `asked`
   // (SYNC: a push of the step carried PushRequest.checkpoint), a multiple of checkpoint_every_
@@ -512,8 +503,8 @@ class ParameterStore {
   void WriteCheckpointFile(const ShardCheckpoint& ckpt, int64_t rollbacks) ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
   // The write and the pruning to the `keep` newest files; false (logged) when the write failed.
   bool WriteAndPruneLocked(const ShardCheckpoint& ckpt, size_t keep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
-  // Installs the weights and optimizer state (the storage) and step of a validated checkpoint.
-  void InstallCheckpointLocked(const ShardCheckpoint& ckpt, std::unique_ptr<SparseShard::Prepared> tables)
+  // Installs the values and optimizer state (the storages) and step of a validated checkpoint.
+  void InstallCheckpointLocked(const ShardCheckpoint& ckpt, PreparedParts prepared)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   static void Run(Completions* completions);
@@ -532,20 +523,17 @@ class ParameterStore {
   // handed out and are refused, so a forged sample count cannot outweigh the real ones.
   const int64_t max_samples_;
   const int32_t num_data_epochs_;
-  // JobSpec.max_grad_norm_per_sample (0: off), and which tensor ids are averaged
-  // (TensorSpec.averaged: their pushes carry weights, not gradients, and are not checked).
+  // JobSpec.max_grad_norm_per_sample (0: off).
   const double max_grad_norm_;
-  const std::vector<bool> averaged_tensors_;
   // Permission bits of the checkpoint files (JobSpec.output_mode).
   const mode_t output_mode_;
-  // The values. The pointer is constant; the storage is not thread-safe: its value methods are
-  // called only under mu_, its layout methods (constant data) also without it.
-  const std::unique_ptr<DenseShard> storage_;
-  // The shard's embedding-table rows (a job without tables: none). Its layout methods are
-  // constant; everything else runs under mu_.
-  const std::unique_ptr<SparseShard> sparse_;
-  const int64_t total_elements_;  // storage_->num_elements()
-  const int num_chunks_;          // storage_->num_parts()
+  // The values: the dense chunks, then the embedding-table rows. The list and the pointers are
+  // constant; the storages are not thread-safe: their value calls are made only under mu_, their
+  // layout and checking calls (constant data) also without it.
+  const std::vector<std::unique_ptr<ShardStorage>> storages_;
+  const int64_t num_values_;  // the storages' num_values(): the floats of a whole answer
+  const int num_parts_;       // the storages' num_parts(): a whole SYNC push
+
   const std::string checkpoint_dir_;
   const int64_t checkpoint_every_;  // 0: no checkpoints every N steps
   // JobSpec.checkpoint_every_seconds; zero: none by time. SYNC: asked for by the workers' pushes;
@@ -572,10 +560,6 @@ class ParameterStore {
   // last (PendingStep::typical).
   absl::Time first_push_at_ ABSL_GUARDED_BY(mu_);
   absl::Duration typical_wait_ ABSL_GUARDED_BY(mu_);
-  // SYNC: the aggregation buffer. ASYNC/SSP: scratch for the gradient being applied.
-  std::vector<float> sum_ ABSL_GUARDED_BY(mu_);
-  // SYNC: the aggregation of the step's embedding-row gradients.
-  SparseSum sparse_sum_ ABSL_GUARDED_BY(mu_);
   // ASYNC/SSP: the current data epoch (SSP: the workers' clocks count pushes in it).
   int32_t data_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // ASYNC/SSP: the (lease_id, lease_batch) pairs applied in data_epoch_.

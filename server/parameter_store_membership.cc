@@ -52,8 +52,8 @@ absl::Status ParameterStore::NotLiveError(absl::string_view what, int worker_ran
 ParameterStore::Worker ParameterStore::NewWorkerLocked() const {
   Worker w;
   if (mode_ == SYNC) {
-    w.grad.assign(total_elements_, 0.0f);
-    w.have.assign(num_chunks_, false);
+    for (const auto& storage : storages_) w.slots.push_back(storage->NewSlot());
+    w.have.assign(num_parts_, false);
   }
   return w;
 }
@@ -63,10 +63,10 @@ void ParameterStore::DropStoredGradientsLocked() {
     w.pushed = false;
     w.samples = 0;
     w.wants_checkpoint = false;
-    if (w.stored_chunks > 0) std::fill(w.have.begin(), w.have.end(), false);
-    w.stored_chunks = 0;
+    if (w.stored_parts > 0) std::fill(w.have.begin(), w.have.end(), false);
+    w.stored_parts = 0;
     w.part_ids.clear();
-    w.sparse_grad.clear();
+    for (size_t i = 0; i < w.slots.size(); ++i) storages_[i]->ClearSlot(w.slots[i].get());
   }
   num_pushed_ = 0;
 }
@@ -151,7 +151,7 @@ absl::Status ParameterStore::RestoreAndUpdateMembership(const ShardCheckpoint* c
     }
     ckpt = initial_.get();
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<SparseShard::Prepared> tables, PrepareCheckpoint(*ckpt));
+  ASSIGN_OR_RETURN(PreparedParts prepared, PrepareCheckpoint(*ckpt));
   Completions out;
   std::string changes, dropped;
   // write_mu_ first: no checkpoint of the abandoned run is being written while the files are
@@ -178,7 +178,7 @@ absl::Status ParameterStore::RestoreAndUpdateMembership(const ShardCheckpoint* c
       waiters_.clear();
       if (mode_ == SYNC) DropStoredGradientsLocked();
       changes = InstallMembershipLocked(epoch, live_worker_ranks);
-      InstallCheckpointLocked(*ckpt, std::move(tables));
+      InstallCheckpointLocked(*ckpt, std::move(prepared));
       applied_batches_.Clear();
       // SSP (a replacement server in async recovery): the workers' clocks are not in the
       // checkpoint; each is learnt from the worker's next push, and until then holds nobody back.
