@@ -327,7 +327,7 @@ void DenseShard::Install(const ShardCheckpoint& ckpt) {
 // The ShardStorage calls.
 
 absl::StatusOr<std::unique_ptr<StoragePart>> DenseShard::CheckGradient(absl::string_view what,
-                                                                       const PushPayload& push,
+                                                                       const DecodedPush& push,
                                                                        bool allow_nonfinite) const {
   RETURN_IF_ERROR(ValidateGradient(what, push.header, push.values, allow_nonfinite));
   return std::make_unique<DenseGradient>(push.header, push.values);
@@ -388,13 +388,13 @@ void DenseShard::ApplyGradient(int64_t step, StoragePart& gradient) {
   Apply(step, sum_.data());
 }
 
-void DenseShard::Read(const StoragePart& ask, ReadTarget* target) const {
+void DenseShard::Read(const StoragePart& ask, PullAnswer* answer) const {
   const auto& r = static_cast<const DenseRead&>(ask);
   const int count = r.count < 0 ? static_cast<int>(chunks_.size()) : r.count;
-  Read(r.first, count, target->resp, target->values);
-  if (target->values != nullptr && count > 0) {
+  Read(r.first, count, answer->resp, answer->values);
+  if (answer->values != nullptr && count > 0) {
     const Chunk& last = chunks_[r.first + count - 1];
-    target->values += last.base + last.length - chunks_[r.first].base;
+    answer->values += last.base + last.length - chunks_[r.first].base;
   }
 }
 

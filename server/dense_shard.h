@@ -51,7 +51,7 @@ class DenseShard : public ShardStorage {
   int num_parts() const override { return static_cast<int>(chunks_.size()); }
   std::string PartName(int i) const override;
   int64_t num_values() const override { return num_elements(); }
-  absl::StatusOr<std::unique_ptr<StoragePart>> CheckGradient(absl::string_view what, const PushPayload& push,
+  absl::StatusOr<std::unique_ptr<StoragePart>> CheckGradient(absl::string_view what, const DecodedPush& push,
                                                              bool allow_nonfinite) const override;
   void AddSquares(const StoragePart& gradient, GradientNorm* norm) const override;
   absl::StatusOr<std::unique_ptr<StoragePart>> CheckRead(absl::string_view what, const ReadAsk& ask) const override;
@@ -61,7 +61,7 @@ class DenseShard : public ShardStorage {
   void Accumulate(absl::Span<const WeightedSlot> terms) override;
   void ApplySum(int64_t step) override;
   void ApplyGradient(int64_t step, StoragePart& gradient) override;
-  void Read(const StoragePart& ask, ReadTarget* target) const override;
+  void Read(const StoragePart& ask, PullAnswer* answer) const override;
   void AppendSnapshot(std::vector<TensorChunk>* out) const override;
   void AppendTableStats(std::vector<TableStats>* out) const override {}
   void Save(ShardCheckpoint* ckpt) const override;

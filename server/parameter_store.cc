@@ -25,14 +25,6 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire format is lit
 
 Mode EffectiveMode(Mode mode) { return mode == MODE_UNSPECIFIED ? SYNC : mode; }
 
-// The values of a request that carries them in its chunks' data.
-std::vector<PayloadView> DataOf(const PushRequest& req) {
-  std::vector<PayloadView> views;
-  views.reserve(req.chunks_size());
-  for (const TensorChunk& c : req.chunks()) views.emplace_back(c.data());
-  return views;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ParameterStore>> ParameterStore::Create(const Options& options) {
@@ -126,11 +118,9 @@ ParameterStore::~ParameterStore() { Shutdown(); }
 // ---------------------------------------------------------------------------------------------
 // Validation that needs no lock.
 
-absl::Status ParameterStore::ValidatePush(const PushRequest& req, absl::Span<const PayloadView> values,
-                                          absl::Span<const IncomingRows> sparse,
-                                          absl::Span<const IncomingRows> pull_sparse, Parts* grads,
-                                          Parts* reads) const {
-  CHECK_EQ(values.size(), static_cast<size_t>(req.chunks_size())) << "one value view per chunk";
+absl::Status ParameterStore::ValidatePush(const DecodedPush& push, Parts* grads, Parts* reads) const {
+  const PushRequest& req = push.header;
+  CHECK_EQ(push.values.size(), static_cast<size_t>(req.chunks_size())) << "one value view per chunk";
   const int r = req.worker_rank();
   if (r < 0) {
     return absl::InvalidArgumentError(
@@ -154,13 +144,12 @@ absl::Status ParameterStore::ValidatePush(const PushRequest& req, absl::Span<con
     return absl::InvalidArgumentError(absl::StrCat(what, ": a partial push (a part of the step's gradient) is ",
                                                    "for SYNC mode only; this job is ", Mode_Name(mode_)));
   }
-  const PushPayload payload{req, values, sparse};
   for (const auto& storage : storages_) {
-    ASSIGN_OR_RETURN(std::unique_ptr<StoragePart> part, storage->CheckGradient(what, payload, allow_nonfinite_));
+    ASSIGN_OR_RETURN(std::unique_ptr<StoragePart> part, storage->CheckGradient(what, push, allow_nonfinite_));
     grads->push_back(std::move(part));
   }
   const std::string read_what = absl::StrCat(what, " (pull_sparse)");
-  const ReadAsk ask = AskOf(req, pull_sparse);
+  const ReadAsk ask = AskOf(req, push.pull_keys);
   for (const auto& storage : storages_) {
     ASSIGN_OR_RETURN(std::unique_ptr<StoragePart> part, storage->CheckRead(read_what, ask));
     reads->push_back(std::move(part));
@@ -198,8 +187,8 @@ absl::Status ParameterStore::CheckDataEpoch(absl::string_view what, int32_t data
   return absl::OkStatus();
 }
 
-absl::Status ParameterStore::ValidatePull(const PullRequest& req, absl::Span<const IncomingRows> sparse,
-                                          Parts* reads) const {
+absl::Status ParameterStore::ValidatePull(const DecodedPull& pull, Parts* reads) const {
+  const PullRequest& req = pull.header;
   const int r = req.worker_rank();
   if (r < 0) {
     return absl::InvalidArgumentError(
@@ -212,7 +201,7 @@ absl::Status ParameterStore::ValidatePull(const PullRequest& req, absl::Span<con
   const std::string what = absl::StrCat("pull from worker ", r);
   RETURN_IF_ERROR(CheckDataEpoch(what, req.data_epoch()));
   // PullRequest.rows_only: no dense chunks, i.e. none of the parts.
-  const ReadAsk ask{0, req.rows_only() ? 0 : -1, sparse};
+  const ReadAsk ask{0, req.rows_only() ? 0 : -1, pull.keys};
   for (const auto& storage : storages_) {
     ASSIGN_OR_RETURN(std::unique_ptr<StoragePart> part, storage->CheckRead(what, ask));
     reads->push_back(std::move(part));
@@ -223,15 +212,16 @@ absl::Status ParameterStore::ValidatePull(const PullRequest& req, absl::Span<con
 // ---------------------------------------------------------------------------------------------
 // The three calls.
 
-void ParameterStore::Pull(const PullRequest& req, PullResponse* resp, Done done, float* values) {
-  Pull(req, RowsOf(req.sparse()), resp, std::move(done), values, /*rows_out=*/nullptr);
+void ParameterStore::Pull(const PullRequest& req, PullResponse* resp, Done done) {
+  const InMemoryPull pull(req);
+  Pull(pull.decoded(), PullAnswer{resp}, std::move(done));
 }
 
-void ParameterStore::Pull(const PullRequest& req, absl::Span<const IncomingRows> sparse, PullResponse* resp,
-                          Done done, float* values, OutgoingRowsAnswer* rows_out) {
+void ParameterStore::Pull(const DecodedPull& pull, PullAnswer answer, Done done) {
+  const PullRequest& req = pull.header;
   PullAsk ask;
-  ask.rows_out = rows_out;
-  absl::Status status = ValidatePull(req, sparse, &ask.reads);
+  ask.rows_out = answer.rows;
+  absl::Status status = ValidatePull(pull, &ask.reads);
   Completions out;
   if (status.ok()) {
     absl::MutexLock lock(&mu_);
@@ -241,7 +231,7 @@ void ParameterStore::Pull(const PullRequest& req, absl::Span<const IncomingRows>
     }
     if (status.ok()) {
       VLOG(2) << "server " << rank_ << ": pull from worker " << req.worker_rank() << " for step " << req.step();
-      PullLocked(req.worker_rank(), req.step(), req.data_epoch(), resp, values, std::move(done), &out,
+      PullLocked(req.worker_rank(), req.step(), req.data_epoch(), answer.resp, answer.values, std::move(done), &out,
                  /*push_resp=*/nullptr, std::move(ask));
     }
   }
@@ -250,20 +240,15 @@ void ParameterStore::Pull(const PullRequest& req, absl::Span<const IncomingRows>
 }
 
 void ParameterStore::Push(const PushRequest& req, PushResponse* resp, Done done) {
-  Push(req, DataOf(req), resp, std::move(done));
+  const InMemoryPush push(req);
+  Push(push.decoded(), resp, std::move(done));
 }
 
-void ParameterStore::Push(const PushRequest& req, absl::Span<const PayloadView> values, PushResponse* resp,
-                          Done done) {
-  Push(req, values, RowsOf(req.sparse()), RowsOf(req.pull_sparse()), resp, std::move(done));
-}
-
-void ParameterStore::Push(const PushRequest& req, absl::Span<const PayloadView> values,
-                          absl::Span<const IncomingRows> sparse, absl::Span<const IncomingRows> pull_sparse,
-                          PushResponse* resp, Done done) {
+void ParameterStore::Push(const DecodedPush& push, PushResponse* resp, Done done) {
+  const PushRequest& req = push.header;
   Parts grads;
   Parts reads;  // checked, then unused: Push answers with no values
-  absl::Status status = ValidatePush(req, values, sparse, pull_sparse, &grads, &reads);
+  absl::Status status = ValidatePush(push, &grads, &reads);
   Completions out;
   bool handed_on = false;  // `done` went to PullLocked, which answers it
   std::optional<ShardCheckpoint> due;
@@ -288,23 +273,17 @@ void ParameterStore::Push(const PushRequest& req, absl::Span<const PayloadView> 
 }
 
 void ParameterStore::PushPull(const PushRequest& req, PullResponse* resp, Done done) {
-  PushPull(req, DataOf(req), resp, std::move(done));
+  const InMemoryPush push(req);
+  PushPull(push.decoded(), PullAnswer{resp}, std::move(done));
 }
 
-void ParameterStore::PushPull(const PushRequest& req, absl::Span<const PayloadView> values, PullResponse* resp,
-                              Done done, float* answer_values) {
-  PushPull(req, values, RowsOf(req.sparse()), RowsOf(req.pull_sparse()), resp, std::move(done), answer_values,
-           /*rows_out=*/nullptr);
-}
-
-void ParameterStore::PushPull(const PushRequest& req, absl::Span<const PayloadView> values,
-                              absl::Span<const IncomingRows> sparse, absl::Span<const IncomingRows> pull_sparse,
-                              PullResponse* resp, Done done, float* answer_values, OutgoingRowsAnswer* rows_out) {
+void ParameterStore::PushPull(const DecodedPush& push, PullAnswer answer, Done done) {
+  const PushRequest& req = push.header;
   Parts grads;
   PullAsk ask;
-  ask.first_part = AskOf(req, pull_sparse).first_part;
-  ask.rows_out = rows_out;
-  absl::Status status = ValidatePush(req, values, sparse, pull_sparse, &grads, &ask.reads);
+  ask.first_part = AskOf(req, push.pull_keys).first_part;
+  ask.rows_out = answer.rows;
+  absl::Status status = ValidatePush(push, &grads, &ask.reads);
   Completions out;
   std::optional<ShardCheckpoint> due;
   int64_t rollbacks = 0;
@@ -313,8 +292,8 @@ void ParameterStore::PushPull(const PushRequest& req, absl::Span<const PayloadVi
     status = CheckLive("push", req.worker_rank(), req.membership_epoch());
     if (status.ok()) status = PushLocked(req, &grads, &out);
     if (status.ok()) {
-      PullLocked(req.worker_rank(), req.step() + 1, req.data_epoch(), resp, answer_values, std::move(done), &out,
-                 /*push_resp=*/nullptr, std::move(ask));
+      PullLocked(req.worker_rank(), req.step() + 1, req.data_epoch(), answer.resp, answer.values, std::move(done),
+                 &out, /*push_resp=*/nullptr, std::move(ask));
     }
     due.swap(due_checkpoint_);
     rollbacks = rollbacks_.load();

@@ -115,6 +115,7 @@
 #include "server/server_metrics.h"
 #include "server/shard_storage.h"
 #include "server/sparse_shard.h"  // SparseShard::TableStats, the name callers know TableStats() by
+#include "server/store_request.h"
 
 namespace pstrain::server {
 
@@ -171,22 +172,23 @@ class ParameterStore {
   ParameterStore(const ParameterStore&) = delete;
   ParameterStore& operator=(const ParameterStore&) = delete;
 
-  // Fills `resp` with this server's chunks, sorted by (tensor_id, offset), and the server step.
+  // The three calls take their request as the transport decoded it (server/store_request.h: the
+  // header and views of the payload, read before the call returns, also when the answer is
+  // parked) and answer into a PullAnswer (borrowed until `done` runs). The forms taking a message
+  // built in memory (its chunks and entries carry their data) view it with InMemoryPush /
+  // InMemoryPull and answer into `resp` alone; they are for tests and tools.
+
+  // Fills answer.resp with this server's chunks, sorted by (tensor_id, offset), and the server
+  // step, and the rows of the request's embedding keys. PullRequest.rows_only: no chunks.
   // SYNC: step <= s answers now; step == s+1 parks until that update is applied; further ahead is
   // FAILED_PRECONDITION. SSP: parks until the staleness bound holds. ASYNC: answers now.
-  // Errors: INVALID_ARGUMENT (negative rank or step), ABORTED (worker not live, membership epoch
-  // other than the store's, or the membership changed while parked), FAILED_PRECONDITION (old data
-  // epoch, step too far ahead), UNAVAILABLE (shutting down).
-  // `req` is read before Pull returns; `resp` is borrowed until `done` runs.
-  // `values` (may be null): where the answer's values go instead of the chunks' data, with room
-  // for every float this server owns (num_elements()); the chunks then carry no data. The raw
-  // transport (server/ps_service.h) sends them from there without another copy.
-  void Pull(const PullRequest& req, PullResponse* resp, Done done, float* values = nullptr);
-  // The raw transport's form: the request's embedding keys are `sparse` (as received; the
-  // header's PullRequest.sparse is not read) and the answer's rows go to `rows_out` (see
-  // ReadTarget in server/shard_storage.h; borrowed like `resp`) instead of resp->sparse.
-  void Pull(const PullRequest& req, absl::Span<const IncomingRows> sparse, PullResponse* resp, Done done,
-            float* values, OutgoingRowsAnswer* rows_out);
+  // Errors: INVALID_ARGUMENT (negative rank or step, bad keys), ABORTED (worker not live,
+  // membership epoch other than the store's, or the membership changed while parked),
+  // FAILED_PRECONDITION (old data epoch, step too far ahead), UNAVAILABLE (shutting down).
+  // answer.values, when set, needs room for num_elements() floats; the raw transport
+  // (server/ps_service.h) sends them, and answer.rows, from there without another copy.
+  void Pull(const DecodedPull& req, PullAnswer answer, Done done);
+  void Pull(const PullRequest& req, PullResponse* resp, Done done);
 
   // Stores (SYNC) or applies (ASYNC/SSP) a gradient; `resp->step` is the server step afterwards.
   // The request is fully validated before anything changes; on error nothing changes.
@@ -203,34 +205,21 @@ class ParameterStore {
   // (unless it is a retry); the push that completes a step (every live worker pushed it) runs the
   // aggregation and the optimizer before `done` is called.
   // Errors: INVALID_ARGUMENT (negative rank, num_samples, step, lease_id, lease_batch, chunk layout
-  // or size, non-finite value), ABORTED (worker not live, membership epoch other than the store's), FAILED_PRECONDITION
-  // (wrong step, old data epoch), ALREADY_EXISTS (see above), UNAVAILABLE (shutting down).
-  // `values[i]` holds chunk i's data (the request's own chunks carry none): the raw transport's
-  // views into the received bytes. The form without `values` reads the chunks' data. `req` and
-  // `values` are read before Push returns, also when the answer is parked.
-  // REQUIRES: values.size() == req.chunks_size().
-  void Push(const PushRequest& req, absl::Span<const PayloadView> values, PushResponse* resp, Done done);
-  void Push(const PushRequest& req, PushResponse* resp, Done done);
-  // The raw transport's form: PushRequest.sparse and .pull_sparse are `sparse` and `pull_sparse`
-  // as received (the header's are not read); read before Push returns, like `values`.
-  void Push(const PushRequest& req, absl::Span<const PayloadView> values, absl::Span<const IncomingRows> sparse,
-            absl::Span<const IncomingRows> pull_sparse, PushResponse* resp, Done done);
-
+  // or size, bad keys or rows, non-finite value), ABORTED (worker not live, membership epoch other
+  // than the store's), FAILED_PRECONDITION (wrong step, old data epoch), ALREADY_EXISTS (see
+  // above), UNAVAILABLE (shutting down). The pull keys are checked too, though Push answers none.
+  //
   // PushRequest.wait_until_applied (SYNC): the answer waits, like PushPull's, until this step is
   // applied (parked; ABORTED if the membership changes first), and carries only the step.
-  //
-  // Push, then answer like Pull(step + 1): SYNC with the weights after this step's update; a parked
-  // answer ends with ABORTED if the membership changes before the step completes.
-  // `values` and `answer_values` as in Push and Pull; `answer_values` needs room for the floats of
-  // the pushed chunks (the answer covers the same chunks).
-  void PushPull(const PushRequest& req, absl::Span<const PayloadView> values, PullResponse* resp, Done done,
-                float* answer_values = nullptr);
+  void Push(const DecodedPush& req, PushResponse* resp, Done done);
+  void Push(const PushRequest& req, PushResponse* resp, Done done);
+
+  // Push, then answer like Pull(step + 1) with the pushed chunks and the rows of the pull keys:
+  // SYNC with the weights after this step's update; a parked answer ends with ABORTED if the
+  // membership changes before the step completes. answer.values, when set, needs room for the
+  // floats of the pushed chunks (the answer covers the same chunks).
+  void PushPull(const DecodedPush& req, PullAnswer answer, Done done);
   void PushPull(const PushRequest& req, PullResponse* resp, Done done);
-  // The raw transport's form: sparse entries as in the raw Push, the answer's rows to `rows_out`
-  // as in the raw Pull.
-  void PushPull(const PushRequest& req, absl::Span<const PayloadView> values, absl::Span<const IncomingRows> sparse,
-                absl::Span<const IncomingRows> pull_sparse, PullResponse* resp, Done done, float* answer_values,
-                OutgoingRowsAnswer* rows_out);
 
   // The number of floats this server owns: the size of a whole answer.
   int64_t num_elements() const { return num_values_; }
@@ -429,10 +418,8 @@ class ParameterStore {
   // Checks everything that does not depend on mutable state; the caller holds no lock. Each
   // storage checks and decodes its part of the gradient into *grads and of the answer's ask
   // (PushRequest.pull_sparse, the pushed parts) into *reads, or of a pull's into *reads.
-  absl::Status ValidatePush(const PushRequest& req, absl::Span<const PayloadView> values,
-                            absl::Span<const IncomingRows> sparse, absl::Span<const IncomingRows> pull_sparse,
-                            Parts* grads, Parts* reads) const;
-  absl::Status ValidatePull(const PullRequest& req, absl::Span<const IncomingRows> sparse, Parts* reads) const;
+  absl::Status ValidatePush(const DecodedPush& push, Parts* grads, Parts* reads) const;
+  absl::Status ValidatePull(const DecodedPull& pull, Parts* reads) const;
   // INVALID_ARGUMENT unless 0 <= data_epoch < the job's epochs; `what` names the request.
   absl::Status CheckDataEpoch(absl::string_view what, int32_t data_epoch) const;
   // Checks shutdown, the membership epoch and that the worker is live.
@@ -483,7 +470,7 @@ class ParameterStore {
   void ApplySyncStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // SYNC: forgets the gradients stored for step_ (after applying or dropping the step).
   void DropStoredGradientsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `values` non-null: the values go there, in part order, and the chunks carry no data.
+  // Fills `resp` (and `values` and ask.rows_out, see PullAnswer) with what `ask` asks for.
   void FillResponseLocked(PullResponse* resp, float* values, const PullAsk& ask) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Fills whichever answer a released waiter has.

@@ -287,7 +287,7 @@ void ParameterStore::FillResponseLocked(PullResponse* resp, float* values, const
   resp->set_step(step_);
   resp->clear_chunks();
   resp->clear_sparse();
-  ReadTarget target{resp, values, ask.rows_out};
+  PullAnswer target{resp, values, ask.rows_out};
   for (size_t i = 0; i < storages_.size(); ++i) storages_[i]->Read(*ask.reads[i], &target);
 }
 

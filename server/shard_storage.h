@@ -49,17 +49,9 @@
 #include "common/tensor_messages.h"
 #include "proto/ps.pb.h"
 #include "server/checkpoint.h"
+#include "server/store_request.h"
 
 namespace pstrain::server {
-
-// A push's payload as received, borrowed for the duration of the store's call: the header,
-// chunk i's data in values[i] (the header's chunks carry none), and the embedding-row gradients
-// (PushRequest.sparse; the header's own entries are not read).
-struct PushPayload {
-  const PushRequest& header;
-  absl::Span<const PayloadView> values;
-  absl::Span<const IncomingRows> rows;
-};
 
 // What an answer carries: parts [first_part, first_part + num_parts) (num_parts < 0: all, 0:
 // none) and the rows of `keys` (PullRequest.sparse, PushRequest.pull_sparse; as received,
@@ -68,16 +60,6 @@ struct ReadAsk {
   int first_part = 0;
   int num_parts = -1;
   absl::Span<const IncomingRows> keys;
-};
-
-// Where an answer goes, borrowed until the answer is filled. `values` non-null: the parts' values
-// go there, back to back, and resp's chunks carry no data; a storage that writes values advances
-// it past them, so the next storage's follow. `rows` non-null: the embedding rows go there (one
-// pooled buffer the raw transport sends as it is) instead of resp->sparse.
-struct ReadTarget {
-  PullResponse* resp = nullptr;
-  float* values = nullptr;
-  OutgoingRowsAnswer* rows = nullptr;
 };
 
 // A request's part for one storage, checked and decoded by that storage (CheckGradient,
@@ -133,14 +115,15 @@ class ShardStorage {
   // offset <offset>"); REQUIRES 0 <= i < num_parts().
   virtual int num_parts() const = 0;
   virtual std::string PartName(int i) const = 0;
-  // Layout: floats a whole answer writes to ReadTarget::values (0: none).
+  // Layout: floats a whole answer writes to PullAnswer::values (0: none).
   virtual int64_t num_values() const = 0;
 
-  // Checks this storage's part of a push (its shapes, keys and, unless allow_nonfinite, that every
-  // value is finite) and decodes it into a StoragePart for StoreGradient, AddSquares and
+  // Checks this storage's part of a push (server/store_request.h; its shapes, keys and, unless
+  // allow_nonfinite, that every value is finite; pull_keys are CheckRead's) and decodes it into a
+  // StoragePart for StoreGradient, AddSquares and
   // ApplyGradient; the part may borrow `push` (see StoragePart). A push that brings this storage
   // nothing decodes to an empty gradient. INVALID_ARGUMENT prefixed with `what`; nothing changes.
-  virtual absl::StatusOr<std::unique_ptr<StoragePart>> CheckGradient(absl::string_view what, const PushPayload& push,
+  virtual absl::StatusOr<std::unique_ptr<StoragePart>> CheckGradient(absl::string_view what, const DecodedPush& push,
                                                                      bool allow_nonfinite) const = 0;
   // Adds the squares of a CheckGradient part's gradient to `norm`, part by part (dense: the chunks
   // but the averaged tensors', which carry weights; rows: each table's).
@@ -167,9 +150,10 @@ class ShardStorage {
   // ASYNC/SSP: one optimizer update with a CheckGradient part, as update number `step`.
   virtual void ApplyGradient(int64_t step, StoragePart& gradient) = 0;
 
-  // Answers a CheckRead part with the current values into `target` (see ReadTarget); appends to
-  // resp's chunks or sparse entries, which the caller cleared.
-  virtual void Read(const StoragePart& ask, ReadTarget* target) const = 0;
+  // Answers a CheckRead part with the current values into `answer` (server/store_request.h);
+  // appends to resp's chunks or sparse entries, which the caller cleared, and advances
+  // answer->values past the values it wrote.
+  virtual void Read(const StoragePart& ask, PullAnswer* answer) const = 0;
   // Appends every part with its current values (TensorChunk.data: little-endian floats).
   virtual void AppendSnapshot(std::vector<TensorChunk>* out) const = 0;
   // Appends the rows and bytes of each embedding table it holds.

@@ -53,7 +53,7 @@ std::vector<PayloadView> ViewsOf(const PushRequest& req) {
 std::unique_ptr<GradientSlot> SlotWith(const ShardStorage& storage, const PushRequest& req) {
   const std::vector<PayloadView> views = ViewsOf(req);
   const std::vector<IncomingRows> rows = RowsOf(req.sparse());
-  absl::StatusOr<std::unique_ptr<StoragePart>> part = storage.CheckGradient("push", {req, views, rows}, false);
+  absl::StatusOr<std::unique_ptr<StoragePart>> part = storage.CheckGradient("push", {req, views, rows, {}}, false);
   EXPECT_TRUE(part.ok()) << part.status();
   std::unique_ptr<GradientSlot> slot = storage.NewSlot();
   storage.StoreGradient(**part, slot.get());
@@ -99,7 +99,7 @@ TEST(ShardStorageTest, DenseReadOfAPartAdvancesTheTargetPastItsValues) {
   ASSERT_TRUE(ask.ok());
   PullResponse resp;
   std::vector<float> values(25, -1.0f);
-  ReadTarget target{&resp, values.data(), nullptr};
+  PullAnswer target{&resp, values.data(), nullptr};
   shard->Read(**ask, &target);
   ASSERT_EQ(resp.chunks_size(), 1);
   EXPECT_EQ(resp.chunks(0).tensor_id(), 1);
@@ -142,7 +142,7 @@ std::vector<float> ReadRows(const SparseStorage& storage, const std::vector<uint
   absl::StatusOr<std::unique_ptr<StoragePart>> part = storage.CheckRead("pull", ReadAsk{0, -1, incoming});
   EXPECT_TRUE(part.ok()) << part.status();
   PullResponse resp;
-  ReadTarget target{&resp, nullptr, nullptr};
+  PullAnswer target{&resp, nullptr, nullptr};
   storage.Read(**part, &target);
   EXPECT_EQ(resp.sparse_size(), 1);
   std::vector<float> out(keys.size() * 2);
@@ -176,7 +176,7 @@ TEST(ShardStorageTest, RowSumMergesKeysInTheOrderGivenAndAppliesThemAscending) {
   auto reference = MakeRows();
   PushRequest push = RowPush({1, 2, 3}, sum);
   const std::vector<IncomingRows> rows = RowsOf(push.sparse());
-  absl::StatusOr<std::unique_ptr<StoragePart>> part = reference->CheckGradient("push", {push, {}, rows}, false);
+  absl::StatusOr<std::unique_ptr<StoragePart>> part = reference->CheckGradient("push", {push, {}, rows, {}}, false);
   ASSERT_TRUE(part.ok()) << part.status();
   reference->ApplyGradient(0, **part);
   EXPECT_TRUE(BitwiseEqual(ReadRows(*driven, {1, 2, 3}), ReadRows(*reference, {1, 2, 3})));
@@ -187,7 +187,7 @@ TEST(ShardStorageTest, RowsRefuseAPartialPushThatCarriesRowsAndAnswerNothingUnas
   PushRequest push = RowPush({1}, {0.5f, 0.5f});
   push.set_partial(true);
   const std::vector<IncomingRows> rows = RowsOf(push.sparse());
-  absl::StatusOr<std::unique_ptr<StoragePart>> refused = storage->CheckGradient("push", {push, {}, rows}, false);
+  absl::StatusOr<std::unique_ptr<StoragePart>> refused = storage->CheckGradient("push", {push, {}, rows, {}}, false);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(refused.status().message(), HasSubstr("rows travel with whole pushes only"));
 
@@ -195,7 +195,7 @@ TEST(ShardStorageTest, RowsRefuseAPartialPushThatCarriesRowsAndAnswerNothingUnas
   ASSERT_TRUE(none.ok());
   PullResponse resp;
   OutgoingRowsAnswer answer;
-  ReadTarget target{&resp, nullptr, &answer};
+  PullAnswer target{&resp, nullptr, &answer};
   storage->Read(**none, &target);
   EXPECT_TRUE(answer.entries.empty());
   EXPECT_EQ(answer.bytes.size(), 0u);

@@ -38,7 +38,7 @@ SparseStorage::SparseStorage(std::unique_ptr<SparseShard> shard, std::vector<int
     : shard_(std::move(shard)), sum_(std::move(dims)) {}
 
 absl::StatusOr<std::unique_ptr<StoragePart>> SparseStorage::CheckGradient(absl::string_view what,
-                                                                          const PushPayload& push,
+                                                                          const DecodedPush& push,
                                                                           bool allow_nonfinite) const {
   if (push.header.partial() && !push.rows.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": a partial push carries ", push.rows.size(),
@@ -90,13 +90,13 @@ void SparseStorage::ApplyGradient(int64_t /*step*/, StoragePart& gradient) {
   if (!rows.empty()) shard_->Apply(rows);
 }
 
-void SparseStorage::Read(const StoragePart& ask, ReadTarget* target) const {
+void SparseStorage::Read(const StoragePart& ask, PullAnswer* answer) const {
   const SparseGradient& keys = static_cast<const RowsPart&>(ask).rows;
-  if (keys.empty()) return;  // an answer without rows leaves target->rows untouched
-  if (target->rows != nullptr) {
-    shard_->Read(keys, target->rows);
+  if (keys.empty()) return;  // an answer without rows leaves answer->rows untouched
+  if (answer->rows != nullptr) {
+    shard_->Read(keys, answer->rows);
   } else {
-    shard_->Read(keys, target->resp->mutable_sparse());
+    shard_->Read(keys, answer->resp->mutable_sparse());
   }
 }
 
