@@ -91,7 +91,6 @@ ParameterStore::ParameterStore(const Options& options, std::vector<int> worker_r
                                std::vector<std::unique_ptr<ShardStorage>> storages)
     : rank_(options.rank),
       mode_(EffectiveMode(options.job.mode())),
-      staleness_(options.job.staleness()),
       allow_nonfinite_(options.job.allow_nonfinite_gradients()),
       max_samples_(mode_ == SYNC ? options.job.global_batch() : options.job.batch_size()),
       num_data_epochs_(options.job.epochs()),
@@ -105,9 +104,11 @@ ParameterStore::ParameterStore(const Options& options, std::vector<int> worker_r
       checkpoint_interval_(absl::Seconds(options.job.checkpoint_every_seconds())),
       on_checkpoint_written_(options.on_checkpoint_written),
       metrics_(options.metrics),
-      membership_epoch_(options.membership_epoch) {
+      membership_epoch_(options.membership_epoch),
+      ssp_(options.job.staleness()) {
   absl::MutexLock lock(&mu_);
   for (int r : worker_ranks) workers_.emplace(r, NewWorkerLocked());
+  ssp_.SetLive(worker_ranks);  // sorted by Create
   writes_checkpoints_ = options.write_checkpoints;
   last_snapshot_ = absl::Now();
   if (checkpoints_on()) initial_ = std::make_unique<const ShardCheckpoint>(CheckpointLocked());
@@ -320,7 +321,7 @@ absl::Status ParameterStore::FinishEpoch(const FinishEpochRequest& req) {
     if (mode_ != SSP || req.data_epoch() < data_epoch_) return absl::OkStatus();
     status = EnterDataEpochLocked("finish epoch", r, req.data_epoch(), &out);
     if (status.ok()) {
-      worker->second.finished = true;
+      ssp_.Finish(r);
       VLOG(1) << "server " << rank_ << ": worker " << r << " finished data epoch " << data_epoch_;
       ReleaseReadyLocked(&out);
     }

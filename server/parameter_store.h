@@ -39,7 +39,8 @@
 //   the current data epoch; Pull(step = c) waits until every worker that has not finished the epoch
 //   has clock >= c - K. A request with a newer data_epoch starts that epoch (all clocks 0). A
 //   worker that joins mid-epoch starts at the smallest clock of the live workers still in the
-//   epoch, so it holds nobody back more than the slowest worker already does.
+//   epoch, so it holds nobody back more than the slowest worker already does. The clocks and the
+//   gate are server/ssp_clocks.h; this class decides when they move.
 //
 // Leased batches (ASYNC/SSP). A push with lease_id != 0 is batch `lease_batch` of training lease
 // `lease_id` in its data epoch, and each such batch is applied at most once. When a worker dies
@@ -115,6 +116,7 @@
 #include "server/server_metrics.h"
 #include "server/shard_storage.h"
 #include "server/sparse_shard.h"  // SparseShard::TableStats, the name callers know TableStats() by
+#include "server/ssp_clocks.h"
 #include "server/store_request.h"
 
 namespace pstrain::server {
@@ -379,13 +381,6 @@ class ParameterStore {
     absl::InlinedVector<uint64_t, 8> part_ids;
     // SYNC: the stored push asks for a checkpoint after the step (PushRequest.checkpoint).
     bool wants_checkpoint = false;
-    // SSP: the worker's pushes in the current data epoch (plus its starting clock when it joined
-    // mid-epoch), and whether it finished the epoch.
-    int64_t clock = 0;
-    bool finished = false;
-    // False on a replacement server (async recovery) until the worker's first push tells its
-    // clock: an unknown clock holds nobody back.
-    bool clock_known = true;
   };
 
   // A callback to run once the lock is released. Run answers in ascending `order` (stable):
@@ -503,7 +498,6 @@ class ParameterStore {
   // Constant after construction.
   const int rank_;
   const Mode mode_;
-  const int staleness_;
   const bool allow_nonfinite_;
   // What the job can hand a worker: samples in one push (SYNC: the global batch, a single worker's
   // share at most; ASYNC/SSP: one lease batch) and data epochs. Pushes claiming more were never
@@ -549,6 +543,8 @@ class ParameterStore {
   absl::Duration typical_wait_ ABSL_GUARDED_BY(mu_);
   // ASYNC/SSP: the current data epoch (SSP: the workers' clocks count pushes in it).
   int32_t data_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  // SSP: the live workers' clocks in data_epoch_ and the staleness gate (JobSpec.staleness).
+  SspClocks ssp_ ABSL_GUARDED_BY(mu_);
   // ASYNC/SSP: the (lease_id, lease_batch) pairs applied in data_epoch_.
   AppliedBatches applied_batches_ ABSL_GUARDED_BY(mu_);
   // Called under mu_ each time a leased batch is applied (SetOnLeaseBatchApplied).

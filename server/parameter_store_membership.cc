@@ -72,19 +72,8 @@ void ParameterStore::DropStoredGradientsLocked() {
 }
 
 std::string ParameterStore::InstallMembershipLocked(int64_t epoch, const std::vector<int>& live_worker_ranks) {
-  // A joiner in SSP starts level with the slowest live worker still in the data epoch.
-  int64_t join_clock = 0;
-  if (mode_ == SSP) {
-    bool any = false;
-    for (const auto& [r, w] : workers_) {
-      if (w.finished || !w.clock_known ||
-          !std::binary_search(live_worker_ranks.begin(), live_worker_ranks.end(), r)) {
-        continue;
-      }
-      join_clock = any ? std::min(join_clock, w.clock) : w.clock;
-      any = true;
-    }
-  }
+  // SSP: a joiner starts level with the slowest live worker still in the data epoch.
+  ssp_.SetLive(live_worker_ranks);
   std::map<int, Worker> next;
   std::vector<int> joined, left;
   for (int r : live_worker_ranks) {
@@ -93,9 +82,7 @@ std::string ParameterStore::InstallMembershipLocked(int64_t epoch, const std::ve
       next.emplace(r, std::move(it->second));
       workers_.erase(it);
     } else {
-      Worker w = NewWorkerLocked();
-      w.clock = join_clock;
-      next.emplace(r, std::move(w));
+      next.emplace(r, NewWorkerLocked());
       joined.push_back(r);
     }
   }
@@ -182,9 +169,7 @@ absl::Status ParameterStore::RestoreAndUpdateMembership(const ShardCheckpoint* c
       applied_batches_.Clear();
       // SSP (a replacement server in async recovery): the workers' clocks are not in the
       // checkpoint; each is learnt from the worker's next push, and until then holds nobody back.
-      if (mode_ == SSP) {
-        for (auto& [r, w] : workers_) w.clock_known = false;
-      }
+      if (mode_ == SSP) ssp_.ForgetClocks();
       rollbacks_.fetch_add(1);
     }
     if (!checkpoint_dir_.empty()) {

@@ -181,8 +181,7 @@ absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, Parts* grad
   // clock, so a replacement server (async recovery) learns the clocks from it instead of holding
   // everyone back from zero.
   if (mode_ == SSP && !ended_epoch) {
-    if (!same_step) w.clock = std::max(w.clock + 1, req.step() + 1);
-    w.clock_known = true;
+    ssp_.Pushed(r, req.step(), same_step);
     ReleaseReadyLocked(out);
   }
   return absl::OkStatus();
@@ -200,10 +199,7 @@ absl::Status ParameterStore::EnterDataEpochLocked(absl::string_view what, int wo
               << worker_rank << ")";
     data_epoch_ = data_epoch;
     applied_batches_.Clear();
-    for (auto& [r, w] : workers_) {
-      w.clock = 0;
-      w.finished = false;
-    }
+    ssp_.NewEpoch();
     ReleaseReadyLocked(out);  // pulls parked in the old epoch
   }
   return absl::OkStatus();
@@ -232,11 +228,7 @@ bool ParameterStore::ReadyLocked(const Waiter& waiter) const {
     case SYNC:
       return step_ >= waiter.step;
     case SSP:
-      if (waiter.data_epoch < data_epoch_) return true;
-      for (const auto& [r, w] : workers_) {
-        if (!w.finished && w.clock_known && w.clock < waiter.step - staleness_) return false;
-      }
-      return true;
+      return waiter.data_epoch < data_epoch_ || ssp_.Ready(waiter.step);
     default:
       return true;
   }
