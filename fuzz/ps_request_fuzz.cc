@@ -48,9 +48,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         pstrain::IncomingPush push;
         if (!pstrain::DecodePush(in, "push", &push).ok()) break;
         if (tag % 4 == 0) {
-          store->Push(push.header, push.values, &pushed.emplace_back(), ignore);
+          store->Push(pstrain::server::DecodedPush::Of(push), &pushed.emplace_back(), ignore);
         } else {
-          store->PushPull(push.header, push.values, &pulled.emplace_back(), ignore);
+          store->PushPull(pstrain::server::DecodedPush::Of(push), pstrain::server::PullAnswer{&pulled.emplace_back()},
+                          ignore);
         }
         break;
       }

@@ -8,9 +8,33 @@
 #include "common/chunk_codec.h"
 #include "common/status_macros.h"
 #include "model/init.h"
+#include "server/float_ops.h"
 #include "server/model_convert.h"
 
 namespace pstrain::server {
+namespace {
+
+// A push's chunks, checked: views into the received bytes, valid during the store's call.
+struct DenseGradient : StoragePart {
+  DenseGradient(const PushRequest& r, absl::Span<const PayloadView> v) : req(&r), values(v) {}
+  const PushRequest* req;
+  absl::Span<const PayloadView> values;
+};
+
+// The chunks an answer carries.
+struct DenseRead : StoragePart {
+  DenseRead(int f, int n) : first(f), count(n) {}
+  int first;
+  int count;  // < 0: all
+};
+
+// A worker's SYNC gradient in the local layout.
+struct DenseSlot : GradientSlot {
+  explicit DenseSlot(int64_t n) : grad(static_cast<size_t>(n), 0.0f) {}
+  std::vector<float> grad;
+};
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<DenseShard>> DenseShard::Create(const Options& options) {
   const JobSpec& job = options.job;
@@ -125,7 +149,8 @@ DenseShard::DenseShard(const Options& options, std::vector<Chunk> chunks, std::v
       num_state_vectors_(num_state_vectors),
       layout_fingerprint_(layout_fingerprint),
       weights_(std::move(weights)),
-      optimizers_(std::move(optimizers)) {}
+      optimizers_(std::move(optimizers)),
+      sum_(weights_.size()) {}
 
 std::string DenseShard::PartName(int i) const {
   return absl::StrCat("tensor '", tensor_names_[chunks_[i].tensor_id], "' at offset ", chunks_[i].offset);
@@ -218,14 +243,8 @@ void DenseShard::Read(int first, int count, PullResponse* resp, float* values) c
 }
 
 std::vector<TensorChunk> DenseShard::Snapshot() const {
-  std::vector<TensorChunk> out(chunks_.size());
-  for (size_t i = 0; i < chunks_.size(); ++i) {
-    const Chunk& c = chunks_[i];
-    out[i].set_tensor_id(c.tensor_id);
-    out[i].set_offset(c.offset);
-    out[i].set_length(c.length);
-    out[i].set_data(reinterpret_cast<const char*>(weights_.data() + c.base), 4 * c.length);
-  }
+  std::vector<TensorChunk> out;
+  AppendSnapshot(&out);
   return out;
 }
 
@@ -302,6 +321,102 @@ void DenseShard::Install(const ShardCheckpoint& ckpt) {
       std::copy(src, src + c.length, optimizers_[i]->state_vector(s).begin());
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The ShardStorage calls.
+
+absl::StatusOr<std::unique_ptr<StoragePart>> DenseShard::CheckGradient(absl::string_view what,
+                                                                       const DecodedPush& push,
+                                                                       bool allow_nonfinite) const {
+  RETURN_IF_ERROR(ValidateGradient(what, push.header, push.values, allow_nonfinite));
+  return std::make_unique<DenseGradient>(push.header, push.values);
+}
+
+void DenseShard::AddSquares(const StoragePart& gradient, GradientNorm* norm) const {
+  const auto& g = static_cast<const DenseGradient&>(gradient);
+  const int first = g.req->partial() ? g.req->first_chunk() : 0;
+  for (int i = 0; i < g.req->chunks_size(); ++i) {
+    if (chunks_[first + i].averaged) continue;  // weights, not a gradient
+    const TensorChunk& chunk = g.req->chunks(i);
+    const double squares = ChunkSumOfSquares(chunk.encoding(), g.values[i], chunk.length());
+    norm->sum_of_squares += squares;
+    if (squares > norm->largest) {
+      norm->largest = squares;
+      norm->largest_name = PartName(first + i);
+    }
+  }
+}
+
+absl::StatusOr<std::unique_ptr<StoragePart>> DenseShard::CheckRead(absl::string_view what,
+                                                                   const ReadAsk& ask) const {
+  // The range is the protocol's: all, none, or a push's part, which CheckGradient checked.
+  return std::make_unique<DenseRead>(ask.first_part, ask.num_parts);
+}
+
+std::unique_ptr<GradientSlot> DenseShard::NewSlot() const { return std::make_unique<DenseSlot>(num_elements()); }
+
+void DenseShard::StoreGradient(StoragePart& gradient, GradientSlot* slot) const {
+  const auto& g = static_cast<const DenseGradient&>(gradient);
+  DecodeGradient(*g.req, g.values, static_cast<DenseSlot*>(slot)->grad.data());
+}
+
+void DenseShard::Accumulate(absl::Span<const WeightedSlot> terms) {
+  // The first term is written rather than added to zeros, and a lone term (weight 1) is applied as
+  // it is: one or two passes fewer over the shard, the same values.
+  const int64_t n = num_elements();
+  const float* first = static_cast<const DenseSlot*>(terms[0].slot)->grad.data();
+  if (terms.size() == 1) {
+    step_gradient_ = first;
+    return;
+  }
+  Scale(terms[0].weight, first, n, sum_.data());
+  for (size_t i = 1; i < terms.size(); ++i) {
+    AddScaled(terms[i].weight, static_cast<const DenseSlot*>(terms[i].slot)->grad.data(), n, sum_.data());
+  }
+  step_gradient_ = sum_.data();
+}
+
+void DenseShard::ApplySum(int64_t step) {
+  Apply(step, step_gradient_);
+  step_gradient_ = nullptr;
+}
+
+void DenseShard::ApplyGradient(int64_t step, StoragePart& gradient) {
+  const auto& g = static_cast<const DenseGradient&>(gradient);
+  DecodeGradient(*g.req, g.values, sum_.data());
+  Apply(step, sum_.data());
+}
+
+void DenseShard::Read(const StoragePart& ask, PullAnswer* answer) const {
+  const auto& r = static_cast<const DenseRead&>(ask);
+  const int count = r.count < 0 ? static_cast<int>(chunks_.size()) : r.count;
+  Read(r.first, count, answer->resp, answer->values);
+  if (answer->values != nullptr && count > 0) {
+    const Chunk& last = chunks_[r.first + count - 1];
+    answer->values += last.base + last.length - chunks_[r.first].base;
+  }
+}
+
+void DenseShard::AppendSnapshot(std::vector<TensorChunk>* out) const {
+  out->reserve(out->size() + chunks_.size());
+  for (const Chunk& c : chunks_) {
+    TensorChunk& chunk = out->emplace_back();
+    chunk.set_tensor_id(c.tensor_id);
+    chunk.set_offset(c.offset);
+    chunk.set_length(c.length);
+    chunk.set_data(reinterpret_cast<const char*>(weights_.data() + c.base), 4 * c.length);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<PreparedRestore>> DenseShard::PrepareRestore(absl::string_view what,
+                                                                            const ShardCheckpoint& ckpt) const {
+  RETURN_IF_ERROR(ValidateCheckpoint(what, ckpt));
+  return nullptr;  // installed straight from the checkpoint
+}
+
+void DenseShard::Install(const ShardCheckpoint& ckpt, std::unique_ptr<PreparedRestore> /*prepared*/) {
+  Install(ckpt);
 }
 
 }  // namespace pstrain::server

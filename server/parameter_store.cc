@@ -16,7 +16,7 @@
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "server/dense_shard.h"
-#include "server/float_ops.h"
+#include "server/sparse_storage.h"
 
 namespace pstrain::server {
 namespace {
@@ -24,14 +24,6 @@ namespace {
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire format is little-endian float32");
 
 Mode EffectiveMode(Mode mode) { return mode == MODE_UNSPECIFIED ? SYNC : mode; }
-
-// The values of a request that carries them in its chunks' data.
-std::vector<PayloadView> DataOf(const PushRequest& req) {
-  std::vector<PayloadView> views;
-  views.reserve(req.chunks_size());
-  for (const TensorChunk& c : req.chunks()) views.emplace_back(c.data());
-  return views;
-}
 
 }  // namespace
 
@@ -62,66 +54,61 @@ absl::StatusOr<std::unique_ptr<ParameterStore>> ParameterStore::Create(const Opt
   shard_options.shard_map = options.shard_map;
   shard_options.total_steps = options.total_steps;
   shard_options.initial_values = options.initial_values;
-  ASSIGN_OR_RETURN(std::unique_ptr<DenseShard> storage, DenseShard::Create(shard_options));
-  ASSIGN_OR_RETURN(std::unique_ptr<SparseShard> sparse, SparseShard::Create(job, options.rank, job.num_servers()));
+  ASSIGN_OR_RETURN(std::unique_ptr<DenseShard> dense, DenseShard::Create(shard_options));
+  ASSIGN_OR_RETURN(std::unique_ptr<SparseStorage> rows, SparseStorage::Create(job, options.rank, job.num_servers()));
 
   Options effective = options;
   effective.job = std::move(job);
-  LOG(INFO) << "server " << options.rank << ": " << storage->num_parts() << " chunks, " << storage->num_elements()
+  LOG(INFO) << "server " << options.rank << ": " << dense->num_parts() << " chunks, " << dense->num_elements()
             << " floats; mode " << ModeName(EffectiveMode(effective.job.mode())) << ", "
             << options.num_workers << " workers [" << absl::StrJoin(worker_ranks, ", ")
             << "], membership epoch " << options.membership_epoch
-            << (sparse->num_tables() > 0 ? absl::StrCat("; ", sparse->num_tables(), " embedding tables") : "");
-  return std::unique_ptr<ParameterStore>(
-      new ParameterStore(effective, std::move(worker_ranks), std::move(storage), std::move(sparse)));
+            << (rows->num_tables() > 0 ? absl::StrCat("; ", rows->num_tables(), " embedding tables") : "");
+  // The dense storage first: its parts are the store's parts (a partial push's chunk numbers).
+  std::vector<std::unique_ptr<ShardStorage>> storages;
+  storages.push_back(std::move(dense));
+  storages.push_back(std::move(rows));
+  return std::unique_ptr<ParameterStore>(new ParameterStore(effective, std::move(worker_ranks), std::move(storages)));
 }
 
 namespace {
 
-std::vector<int> DimsOf(const SparseShard& sparse) {
-  std::vector<int> dims;
-  for (int t = 0; t < sparse.num_tables(); ++t) dims.push_back(sparse.dim(t));
-  return dims;
+int64_t NumValues(const std::vector<std::unique_ptr<ShardStorage>>& storages) {
+  int64_t n = 0;
+  for (const auto& s : storages) n += s->num_values();
+  return n;
 }
 
-// averaged[id] for each tensor id of the map: whether TensorSpec.averaged.
-std::vector<bool> AveragedTensors(const ShardMap& map) {
-  std::vector<bool> averaged;
-  for (const TensorSpec& t : map.tensors()) {
-    if (t.id() < 0) continue;
-    if (static_cast<size_t>(t.id()) >= averaged.size()) averaged.resize(static_cast<size_t>(t.id()) + 1, false);
-    averaged[static_cast<size_t>(t.id())] = t.averaged();
-  }
-  return averaged;
+int NumParts(const std::vector<std::unique_ptr<ShardStorage>>& storages) {
+  int n = 0;
+  for (const auto& s : storages) n += s->num_parts();
+  return n;
 }
 
 }  // namespace
 
 ParameterStore::ParameterStore(const Options& options, std::vector<int> worker_ranks,
-                               std::unique_ptr<ShardStorage> storage, std::unique_ptr<SparseShard> sparse)
+                               std::vector<std::unique_ptr<ShardStorage>> storages)
     : rank_(options.rank),
       mode_(EffectiveMode(options.job.mode())),
-      staleness_(options.job.staleness()),
       allow_nonfinite_(options.job.allow_nonfinite_gradients()),
       max_samples_(mode_ == SYNC ? options.job.global_batch() : options.job.batch_size()),
       num_data_epochs_(options.job.epochs()),
       max_grad_norm_(options.job.max_grad_norm_per_sample()),
-      averaged_tensors_(AveragedTensors(options.shard_map)),
       output_mode_(OutputMode(options.job.output_mode())),
-      storage_(std::move(storage)),
-      sparse_(std::move(sparse)),
-      total_elements_(storage_->num_elements()),
-      num_chunks_(storage_->num_parts()),
+      storages_(std::move(storages)),
+      num_values_(NumValues(storages_)),
+      num_parts_(NumParts(storages_)),
       checkpoint_dir_(options.job.checkpoint_dir()),
       checkpoint_every_(options.job.checkpoint_every_steps()),
       checkpoint_interval_(absl::Seconds(options.job.checkpoint_every_seconds())),
       on_checkpoint_written_(options.on_checkpoint_written),
       metrics_(options.metrics),
       membership_epoch_(options.membership_epoch),
-      sum_(total_elements_),
-      sparse_sum_(DimsOf(*sparse_)) {
+      ssp_(options.job.staleness()) {
   absl::MutexLock lock(&mu_);
   for (int r : worker_ranks) workers_.emplace(r, NewWorkerLocked());
+  ssp_.SetLive(worker_ranks);  // sorted by Create
   writes_checkpoints_ = options.write_checkpoints;
   last_snapshot_ = absl::Now();
   if (checkpoints_on()) initial_ = std::make_unique<const ShardCheckpoint>(CheckpointLocked());
@@ -132,11 +119,9 @@ ParameterStore::~ParameterStore() { Shutdown(); }
 // ---------------------------------------------------------------------------------------------
 // Validation that needs no lock.
 
-absl::Status ParameterStore::ValidatePush(const PushRequest& req, absl::Span<const PayloadView> values,
-                                          absl::Span<const IncomingRows> sparse,
-                                          absl::Span<const IncomingRows> pull_sparse, SparseGradient* rows,
-                                          SparseGradient* pull_keys) const {
-  CHECK_EQ(values.size(), static_cast<size_t>(req.chunks_size())) << "one value view per chunk";
+absl::Status ParameterStore::ValidatePush(const DecodedPush& push, Parts* grads, Parts* reads) const {
+  const PushRequest& req = push.header;
+  CHECK_EQ(push.values.size(), static_cast<size_t>(req.chunks_size())) << "one value view per chunk";
   const int r = req.worker_rank();
   if (r < 0) {
     return absl::InvalidArgumentError(
@@ -160,55 +145,35 @@ absl::Status ParameterStore::ValidatePush(const PushRequest& req, absl::Span<con
     return absl::InvalidArgumentError(absl::StrCat(what, ": a partial push (a part of the step's gradient) is ",
                                                    "for SYNC mode only; this job is ", Mode_Name(mode_)));
   }
-  if (req.partial() && !sparse.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": a partial push carries ", sparse.size(),
-                                                   " embedding-row entries; rows travel with whole pushes only"));
+  for (const auto& storage : storages_) {
+    ASSIGN_OR_RETURN(std::unique_ptr<StoragePart> part, storage->CheckGradient(what, push, allow_nonfinite_));
+    grads->push_back(std::move(part));
   }
-  RETURN_IF_ERROR(sparse_->Check(what, sparse, SparseShard::Expect::kRows, allow_nonfinite_, rows));
-  RETURN_IF_ERROR(
-      sparse_->Check(absl::StrCat(what, " (pull_sparse)"), pull_sparse, SparseShard::Expect::kKeys, false, pull_keys));
-  RETURN_IF_ERROR(storage_->ValidateGradient(what, req, values, allow_nonfinite_));
-  return CheckGradientNorm(what, req, values, *rows);
+  const std::string read_what = absl::StrCat(what, " (pull_sparse)");
+  const ReadAsk ask = AskOf(req, push.pull_keys);
+  for (const auto& storage : storages_) {
+    ASSIGN_OR_RETURN(std::unique_ptr<StoragePart> part, storage->CheckRead(read_what, ask));
+    reads->push_back(std::move(part));
+  }
+  return CheckGradientNorm(what, req, *grads);
 }
 
 absl::Status ParameterStore::CheckGradientNorm(absl::string_view what, const PushRequest& req,
-                                               absl::Span<const PayloadView> values,
-                                               const SparseGradient& rows) const {
+                                               const Parts& grads) const {
   if (max_grad_norm_ <= 0) return absl::OkStatus();
   // A push carries the mean gradient of its samples, so its norm is at most the largest
   // per-sample norm. This store sees only its part of the push, whose norm is at most the whole
   // one's: above the limit here proves the whole is above it too.
-  double sum = 0;
-  double largest = -1;
-  std::string largest_name;
-  const int first = req.partial() ? req.first_chunk() : 0;
-  for (int i = 0; i < req.chunks_size(); ++i) {
-    const TensorChunk& chunk = req.chunks(i);
-    const size_t id = static_cast<size_t>(chunk.tensor_id());
-    if (id < averaged_tensors_.size() && averaged_tensors_[id]) continue;  // weights, not a gradient
-    const double squares = ChunkSumOfSquares(chunk.encoding(), values[i], chunk.length());
-    sum += squares;
-    if (squares > largest) {
-      largest = squares;
-      largest_name = storage_->PartName(first + i);
-    }
-  }
-  for (const TableGradient& table : rows) {
-    const double squares = SumOfSquares(table.rows().data(), static_cast<int64_t>(table.rows().size()));
-    sum += squares;
-    if (squares > largest) {
-      largest = squares;
-      largest_name = absl::StrCat("the rows of table '", sparse_->name(table.table), "'");
-    }
-  }
-  const double norm = std::sqrt(sum);
+  GradientNorm squares;
+  for (size_t i = 0; i < storages_.size(); ++i) storages_[i]->AddSquares(*grads[i], &squares);
+  const double norm = std::sqrt(squares.sum_of_squares);
   VLOG(2) << what << " for step " << req.step() << ": gradient norm " << norm << " over server " << rank_
           << "'s part (" << req.num_samples() << " samples)";
   if (norm <= max_grad_norm_) return absl::OkStatus();
   if (metrics_.refused_grad_norm != nullptr) metrics_.refused_grad_norm->Increment();
   return absl::InvalidArgumentError(absl::StrCat(
       what, " for step ", req.step(), ": gradient norm ", norm, " over server ", rank_, "'s part (",
-      req.num_samples(), " samples; largest part ", largest_name, ", norm ", std::sqrt(largest),
+      req.num_samples(), " samples; largest part ", squares.largest_name, ", norm ", std::sqrt(squares.largest),
       ") exceeds max_grad_norm_per_sample = ", max_grad_norm_, "; nothing applied"));
 }
 
@@ -223,8 +188,8 @@ absl::Status ParameterStore::CheckDataEpoch(absl::string_view what, int32_t data
   return absl::OkStatus();
 }
 
-absl::Status ParameterStore::ValidatePull(const PullRequest& req, absl::Span<const IncomingRows> sparse,
-                                          SparseGradient* keys) const {
+absl::Status ParameterStore::ValidatePull(const DecodedPull& pull, Parts* reads) const {
+  const PullRequest& req = pull.header;
   const int r = req.worker_rank();
   if (r < 0) {
     return absl::InvalidArgumentError(
@@ -234,21 +199,30 @@ absl::Status ParameterStore::ValidatePull(const PullRequest& req, absl::Span<con
     return absl::InvalidArgumentError(
         absl::StrCat("pull from worker ", r, ": step is ", req.step(), ", expected >= 0"));
   }
-  RETURN_IF_ERROR(CheckDataEpoch(absl::StrCat("pull from worker ", r), req.data_epoch()));
-  return sparse_->Check(absl::StrCat("pull from worker ", r), sparse, SparseShard::Expect::kKeys, false, keys);
+  const std::string what = absl::StrCat("pull from worker ", r);
+  RETURN_IF_ERROR(CheckDataEpoch(what, req.data_epoch()));
+  // PullRequest.rows_only: no dense chunks, i.e. none of the parts.
+  const ReadAsk ask{0, req.rows_only() ? 0 : -1, pull.keys};
+  for (const auto& storage : storages_) {
+    ASSIGN_OR_RETURN(std::unique_ptr<StoragePart> part, storage->CheckRead(what, ask));
+    reads->push_back(std::move(part));
+  }
+  return absl::OkStatus();
 }
 
 // ---------------------------------------------------------------------------------------------
 // The three calls.
 
-void ParameterStore::Pull(const PullRequest& req, PullResponse* resp, Done done, float* values) {
-  Pull(req, RowsOf(req.sparse()), resp, std::move(done), values, /*rows_out=*/nullptr);
+void ParameterStore::Pull(const PullRequest& req, PullResponse* resp, Done done) {
+  const InMemoryPull pull(req);
+  Pull(pull.decoded(), PullAnswer{resp}, std::move(done));
 }
 
-void ParameterStore::Pull(const PullRequest& req, absl::Span<const IncomingRows> sparse, PullResponse* resp,
-                          Done done, float* values, OutgoingRowsAnswer* rows_out) {
-  SparseGradient keys;
-  absl::Status status = ValidatePull(req, sparse, &keys);
+void ParameterStore::Pull(const DecodedPull& pull, PullAnswer answer, Done done) {
+  const PullRequest& req = pull.header;
+  PullAsk ask;
+  ask.rows_out = answer.rows;
+  absl::Status status = ValidatePull(pull, &ask.reads);
   Completions out;
   if (status.ok()) {
     absl::MutexLock lock(&mu_);
@@ -258,11 +232,7 @@ void ParameterStore::Pull(const PullRequest& req, absl::Span<const IncomingRows>
     }
     if (status.ok()) {
       VLOG(2) << "server " << rank_ << ": pull from worker " << req.worker_rank() << " for step " << req.step();
-      PullAsk ask;
-      if (!keys.empty()) ask.keys = std::make_shared<const SparseGradient>(std::move(keys));
-      ask.rows_out = rows_out;
-      ask.rows_only = req.rows_only();
-      PullLocked(req.worker_rank(), req.step(), req.data_epoch(), resp, values, std::move(done), &out,
+      PullLocked(req.worker_rank(), req.step(), req.data_epoch(), answer.resp, answer.values, std::move(done), &out,
                  /*push_resp=*/nullptr, std::move(ask));
     }
   }
@@ -271,20 +241,15 @@ void ParameterStore::Pull(const PullRequest& req, absl::Span<const IncomingRows>
 }
 
 void ParameterStore::Push(const PushRequest& req, PushResponse* resp, Done done) {
-  Push(req, DataOf(req), resp, std::move(done));
+  const InMemoryPush push(req);
+  Push(push.decoded(), resp, std::move(done));
 }
 
-void ParameterStore::Push(const PushRequest& req, absl::Span<const PayloadView> values, PushResponse* resp,
-                          Done done) {
-  Push(req, values, RowsOf(req.sparse()), RowsOf(req.pull_sparse()), resp, std::move(done));
-}
-
-void ParameterStore::Push(const PushRequest& req, absl::Span<const PayloadView> values,
-                          absl::Span<const IncomingRows> sparse, absl::Span<const IncomingRows> pull_sparse,
-                          PushResponse* resp, Done done) {
-  SparseGradient rows;
-  SparseGradient pull_keys;  // checked, then unused: Push answers with no rows
-  absl::Status status = ValidatePush(req, values, sparse, pull_sparse, &rows, &pull_keys);
+void ParameterStore::Push(const DecodedPush& push, PushResponse* resp, Done done) {
+  const PushRequest& req = push.header;
+  Parts grads;
+  Parts reads;  // checked, then unused: Push answers with no values
+  absl::Status status = ValidatePush(push, &grads, &reads);
   Completions out;
   bool handed_on = false;  // `done` went to PullLocked, which answers it
   std::optional<ShardCheckpoint> due;
@@ -292,7 +257,7 @@ void ParameterStore::Push(const PushRequest& req, absl::Span<const PayloadView> 
   if (status.ok()) {
     absl::MutexLock lock(&mu_);
     status = CheckLive("push", req.worker_rank(), req.membership_epoch());
-    if (status.ok()) status = PushLocked(req, values, &rows, &out);
+    if (status.ok()) status = PushLocked(req, &grads, &out);
     if (status.ok() && mode_ == SYNC && req.wait_until_applied()) {
       // A backup's copy of the step: answered once applied, so the worker moves on only then.
       handed_on = true;
@@ -309,35 +274,27 @@ void ParameterStore::Push(const PushRequest& req, absl::Span<const PayloadView> 
 }
 
 void ParameterStore::PushPull(const PushRequest& req, PullResponse* resp, Done done) {
-  PushPull(req, DataOf(req), resp, std::move(done));
+  const InMemoryPush push(req);
+  PushPull(push.decoded(), PullAnswer{resp}, std::move(done));
 }
 
-void ParameterStore::PushPull(const PushRequest& req, absl::Span<const PayloadView> values, PullResponse* resp,
-                              Done done, float* answer_values) {
-  PushPull(req, values, RowsOf(req.sparse()), RowsOf(req.pull_sparse()), resp, std::move(done), answer_values,
-           /*rows_out=*/nullptr);
-}
-
-void ParameterStore::PushPull(const PushRequest& req, absl::Span<const PayloadView> values,
-                              absl::Span<const IncomingRows> sparse, absl::Span<const IncomingRows> pull_sparse,
-                              PullResponse* resp, Done done, float* answer_values, OutgoingRowsAnswer* rows_out) {
-  SparseGradient rows;
-  SparseGradient pull_keys;
-  absl::Status status = ValidatePush(req, values, sparse, pull_sparse, &rows, &pull_keys);
+void ParameterStore::PushPull(const DecodedPush& push, PullAnswer answer, Done done) {
+  const PushRequest& req = push.header;
+  Parts grads;
+  PullAsk ask;
+  ask.first_part = AskOf(req, push.pull_keys).first_part;
+  ask.rows_out = answer.rows;
+  absl::Status status = ValidatePush(push, &grads, &ask.reads);
   Completions out;
   std::optional<ShardCheckpoint> due;
   int64_t rollbacks = 0;
   if (status.ok()) {
     absl::MutexLock lock(&mu_);
     status = CheckLive("push", req.worker_rank(), req.membership_epoch());
-    if (status.ok()) status = PushLocked(req, values, &rows, &out);
+    if (status.ok()) status = PushLocked(req, &grads, &out);
     if (status.ok()) {
-      PullAsk ask;
-      ask.range = RangeOf(req);
-      if (!pull_keys.empty()) ask.keys = std::make_shared<const SparseGradient>(std::move(pull_keys));
-      ask.rows_out = rows_out;
-      PullLocked(req.worker_rank(), req.step() + 1, req.data_epoch(), resp, answer_values, std::move(done), &out,
-                 /*push_resp=*/nullptr, std::move(ask));
+      PullLocked(req.worker_rank(), req.step() + 1, req.data_epoch(), answer.resp, answer.values, std::move(done),
+                 &out, /*push_resp=*/nullptr, std::move(ask));
     }
     due.swap(due_checkpoint_);
     rollbacks = rollbacks_.load();
@@ -364,7 +321,7 @@ absl::Status ParameterStore::FinishEpoch(const FinishEpochRequest& req) {
     if (mode_ != SSP || req.data_epoch() < data_epoch_) return absl::OkStatus();
     status = EnterDataEpochLocked("finish epoch", r, req.data_epoch(), &out);
     if (status.ok()) {
-      worker->second.finished = true;
+      ssp_.Finish(r);
       VLOG(1) << "server " << rank_ << ": worker " << r << " finished data epoch " << data_epoch_;
       ReleaseReadyLocked(&out);
     }
@@ -430,13 +387,25 @@ std::optional<ParameterStore::PendingStep> ParameterStore::Pending(absl::Time no
 }
 
 std::vector<TensorChunk> ParameterStore::Snapshot() const {
+  std::vector<TensorChunk> out;
   absl::MutexLock lock(&mu_);
-  return storage_->Snapshot();
+  for (const auto& storage : storages_) storage->AppendSnapshot(&out);
+  return out;
 }
 
-std::vector<SparseShard::TableStats> ParameterStore::TableStats() const {
+std::vector<TableStats> ParameterStore::TableStats() const {
+  std::vector<server::TableStats> out;
   absl::MutexLock lock(&mu_);
-  return sparse_->Stats();
+  for (const auto& storage : storages_) storage->AppendTableStats(&out);
+  return out;
+}
+
+std::string ParameterStore::PartName(int part) const {
+  for (const auto& storage : storages_) {
+    if (part < storage->num_parts()) return storage->PartName(part);
+    part -= storage->num_parts();
+  }
+  return absl::StrCat("part ", part);  // not reached: callers pass a checked part
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -447,21 +416,22 @@ absl::StatusOr<ShardCheckpoint> ParameterStore::Checkpoint() const {
   return CheckpointLocked();
 }
 
-absl::StatusOr<std::unique_ptr<SparseShard::Prepared>> ParameterStore::PrepareCheckpoint(
-    const ShardCheckpoint& ckpt) const {
+absl::StatusOr<ParameterStore::PreparedParts> ParameterStore::PrepareCheckpoint(const ShardCheckpoint& ckpt) const {
   const std::string what = absl::StrCat("restoring server ", rank_, " from a checkpoint of step ", ckpt.step);
   if (ckpt.rank != rank_) {
     return absl::FailedPreconditionError(absl::StrCat(what, ": the checkpoint is server ", ckpt.rank, "'s"));
   }
   if (ckpt.step < 0) return absl::InvalidArgumentError(absl::StrCat(what, ": negative step"));
-  RETURN_IF_ERROR(storage_->ValidateCheckpoint(what, ckpt));
-  absl::StatusOr<std::unique_ptr<SparseShard::Prepared>> tables = sparse_->Prepare(ckpt.tables);
-  if (!tables.ok()) return absl::Status(tables.status().code(), absl::StrCat(what, ": ", tables.status().message()));
-  return tables;
+  PreparedParts prepared;
+  for (const auto& storage : storages_) {
+    ASSIGN_OR_RETURN(std::unique_ptr<PreparedRestore> part, storage->PrepareRestore(what, ckpt));
+    prepared.push_back(std::move(part));
+  }
+  return prepared;
 }
 
 absl::Status ParameterStore::Restore(const ShardCheckpoint& ckpt) {
-  ASSIGN_OR_RETURN(std::unique_ptr<SparseShard::Prepared> tables, PrepareCheckpoint(ckpt));
+  ASSIGN_OR_RETURN(PreparedParts prepared, PrepareCheckpoint(ckpt));
   Completions out;
   {
     absl::MutexLock lock(&mu_);
@@ -471,7 +441,7 @@ absl::Status ParameterStore::Restore(const ShardCheckpoint& ckpt) {
                                                         num_pushed_, " of ", workers_.size(),
                                                         " workers already pushed step ", step_));
     }
-    InstallCheckpointLocked(ckpt, std::move(tables));
+    InstallCheckpointLocked(ckpt, std::move(prepared));
     ReleaseReadyLocked(&out);
   }
   LOG(INFO) << "server " << rank_ << ": restored step " << ckpt.step << " from a checkpoint";
@@ -479,10 +449,8 @@ absl::Status ParameterStore::Restore(const ShardCheckpoint& ckpt) {
   return absl::OkStatus();
 }
 
-void ParameterStore::InstallCheckpointLocked(const ShardCheckpoint& ckpt,
-                                             std::unique_ptr<SparseShard::Prepared> tables) {
-  storage_->Install(ckpt);
-  sparse_->Install(std::move(tables));
+void ParameterStore::InstallCheckpointLocked(const ShardCheckpoint& ckpt, PreparedParts prepared) {
+  for (size_t i = 0; i < storages_.size(); ++i) storages_[i]->Install(ckpt, std::move(prepared[i]));
   step_ = ckpt.step;
   for (auto& [r, worker] : workers_) worker.has_last_push = false;
 }

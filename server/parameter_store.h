@@ -2,14 +2,14 @@
 // No gRPC in here; server/ps_service.h adapts it to the ParameterServer service.
 //
 // Protocol and storage. This class keeps the protocol: membership epochs and fencing, request ids
-// and de-duplication, the SYNC step (each worker's stored gradient and their rank-ordered weighted
-// sum), ASYNC/SSP clocks, leased batches, parked requests, checkpoint cuts and replica behaviour.
-// The values themselves (weights, per-chunk optimizers, applying an update with the scheduled
-// learning rate, reading chunks into an answer, checkpoint copy and restore) live in a
-// ShardStorage (server/shard_storage.h; today server::DenseShard), which this class owns and calls
-// only under its mutex. The SYNC sum stays here: it is a rule of the step (which workers, which
-// weights, which order), done over the storage's dense local layout; see shard_storage.h for how
-// a sparse table would take it over.
+// and de-duplication, the SYNC step (which workers' gradients count, their weights n_r / N and the
+// ascending-rank order), ASYNC/SSP clocks, leased batches, parked requests, checkpoint cuts and
+// replica behaviour. The values themselves (the dense chunks and the embedding-table rows, their
+// optimizers, checking and decoding a request's part, a worker's stored SYNC gradient, the float
+// work of the sum, updates with the scheduled learning rate, answers, checkpoint copy and restore)
+// live in a list of ShardStorages (server/shard_storage.h: server::DenseShard, then
+// server::SparseStorage), which this class owns and drives all alike, with no branch on their
+// kind: their checking calls before taking its mutex, everything else under it.
 //
 // Requests that must wait (a SYNC pull for the step being aggregated, an SSP pull held back by the
 // staleness bound) are parked, not blocked on: each call takes a `Done` callback that is invoked
@@ -39,7 +39,8 @@
 //   the current data epoch; Pull(step = c) waits until every worker that has not finished the epoch
 //   has clock >= c - K. A request with a newer data_epoch starts that epoch (all clocks 0). A
 //   worker that joins mid-epoch starts at the smallest clock of the live workers still in the
-//   epoch, so it holds nobody back more than the slowest worker already does.
+//   epoch, so it holds nobody back more than the slowest worker already does. The clocks and the
+//   gate are server/ssp_clocks.h; this class decides when they move.
 //
 // Leased batches (ASYNC/SSP). A push with lease_id != 0 is batch `lease_batch` of training lease
 // `lease_id` in its data epoch, and each such batch is applied at most once. When a worker dies
@@ -76,7 +77,8 @@
 //
 // Cost: the SYNC aggregation and optimizer run on the thread of the push that completes the step,
 // under the store's lock; buffers are allocated in Create and when a worker joins, so steady state
-// allocates only the response messages. Non-finite checks run before the lock is taken.
+// allocates only the response messages and each request's small decoded parts (one per storage).
+// Checks (shapes, keys, non-finite values) run before the lock is taken.
 //
 // Thread safety: every method may be called from any thread at the same time. `done` callbacks
 // run outside the lock and may call back into the store.
@@ -113,7 +115,9 @@
 #include "server/checkpoint.h"
 #include "server/server_metrics.h"
 #include "server/shard_storage.h"
-#include "server/sparse_shard.h"
+#include "server/sparse_shard.h"  // SparseShard::TableStats, the name callers know TableStats() by
+#include "server/ssp_clocks.h"
+#include "server/store_request.h"
 
 namespace pstrain::server {
 
@@ -170,22 +174,23 @@ class ParameterStore {
   ParameterStore(const ParameterStore&) = delete;
   ParameterStore& operator=(const ParameterStore&) = delete;
 
-  // Fills `resp` with this server's chunks, sorted by (tensor_id, offset), and the server step.
+  // The three calls take their request as the transport decoded it (server/store_request.h: the
+  // header and views of the payload, read before the call returns, also when the answer is
+  // parked) and answer into a PullAnswer (borrowed until `done` runs). The forms taking a message
+  // built in memory (its chunks and entries carry their data) view it with InMemoryPush /
+  // InMemoryPull and answer into `resp` alone; they are for tests and tools.
+
+  // Fills answer.resp with this server's chunks, sorted by (tensor_id, offset), and the server
+  // step, and the rows of the request's embedding keys. PullRequest.rows_only: no chunks.
   // SYNC: step <= s answers now; step == s+1 parks until that update is applied; further ahead is
   // FAILED_PRECONDITION. SSP: parks until the staleness bound holds. ASYNC: answers now.
-  // Errors: INVALID_ARGUMENT (negative rank or step), ABORTED (worker not live, membership epoch
-  // other than the store's, or the membership changed while parked), FAILED_PRECONDITION (old data
-  // epoch, step too far ahead), UNAVAILABLE (shutting down).
-  // `req` is read before Pull returns; `resp` is borrowed until `done` runs.
-  // `values` (may be null): where the answer's values go instead of the chunks' data, with room
-  // for every float this server owns (num_elements()); the chunks then carry no data. The raw
-  // transport (server/ps_service.h) sends them from there without another copy.
-  void Pull(const PullRequest& req, PullResponse* resp, Done done, float* values = nullptr);
-  // The raw transport's form: the request's embedding keys are `sparse` (as received; the
-  // header's PullRequest.sparse is not read) and the answer's rows go to `rows_out` (see
-  // SparseShard::Read; borrowed like `resp`) instead of resp->sparse.
-  void Pull(const PullRequest& req, absl::Span<const IncomingRows> sparse, PullResponse* resp, Done done,
-            float* values, OutgoingRowsAnswer* rows_out);
+  // Errors: INVALID_ARGUMENT (negative rank or step, bad keys), ABORTED (worker not live,
+  // membership epoch other than the store's, or the membership changed while parked),
+  // FAILED_PRECONDITION (old data epoch, step too far ahead), UNAVAILABLE (shutting down).
+  // answer.values, when set, needs room for num_elements() floats; the raw transport
+  // (server/ps_service.h) sends them, and answer.rows, from there without another copy.
+  void Pull(const DecodedPull& req, PullAnswer answer, Done done);
+  void Pull(const PullRequest& req, PullResponse* resp, Done done);
 
   // Stores (SYNC) or applies (ASYNC/SSP) a gradient; `resp->step` is the server step afterwards.
   // The request is fully validated before anything changes; on error nothing changes.
@@ -202,37 +207,24 @@ class ParameterStore {
   // (unless it is a retry); the push that completes a step (every live worker pushed it) runs the
   // aggregation and the optimizer before `done` is called.
   // Errors: INVALID_ARGUMENT (negative rank, num_samples, step, lease_id, lease_batch, chunk layout
-  // or size, non-finite value), ABORTED (worker not live, membership epoch other than the store's), FAILED_PRECONDITION
-  // (wrong step, old data epoch), ALREADY_EXISTS (see above), UNAVAILABLE (shutting down).
-  // `values[i]` holds chunk i's data (the request's own chunks carry none): the raw transport's
-  // views into the received bytes. The form without `values` reads the chunks' data. `req` and
-  // `values` are read before Push returns, also when the answer is parked.
-  // REQUIRES: values.size() == req.chunks_size().
-  void Push(const PushRequest& req, absl::Span<const PayloadView> values, PushResponse* resp, Done done);
-  void Push(const PushRequest& req, PushResponse* resp, Done done);
-  // The raw transport's form: PushRequest.sparse and .pull_sparse are `sparse` and `pull_sparse`
-  // as received (the header's are not read); read before Push returns, like `values`.
-  void Push(const PushRequest& req, absl::Span<const PayloadView> values, absl::Span<const IncomingRows> sparse,
-            absl::Span<const IncomingRows> pull_sparse, PushResponse* resp, Done done);
-
+  // or size, bad keys or rows, non-finite value), ABORTED (worker not live, membership epoch other
+  // than the store's), FAILED_PRECONDITION (wrong step, old data epoch), ALREADY_EXISTS (see
+  // above), UNAVAILABLE (shutting down). The pull keys are checked too, though Push answers none.
+  //
   // PushRequest.wait_until_applied (SYNC): the answer waits, like PushPull's, until this step is
   // applied (parked; ABORTED if the membership changes first), and carries only the step.
-  //
-  // Push, then answer like Pull(step + 1): SYNC with the weights after this step's update; a parked
-  // answer ends with ABORTED if the membership changes before the step completes.
-  // `values` and `answer_values` as in Push and Pull; `answer_values` needs room for the floats of
-  // the pushed chunks (the answer covers the same chunks).
-  void PushPull(const PushRequest& req, absl::Span<const PayloadView> values, PullResponse* resp, Done done,
-                float* answer_values = nullptr);
+  void Push(const DecodedPush& req, PushResponse* resp, Done done);
+  void Push(const PushRequest& req, PushResponse* resp, Done done);
+
+  // Push, then answer like Pull(step + 1) with the pushed chunks and the rows of the pull keys:
+  // SYNC with the weights after this step's update; a parked answer ends with ABORTED if the
+  // membership changes before the step completes. answer.values, when set, needs room for the
+  // floats of the pushed chunks (the answer covers the same chunks).
+  void PushPull(const DecodedPush& req, PullAnswer answer, Done done);
   void PushPull(const PushRequest& req, PullResponse* resp, Done done);
-  // The raw transport's form: sparse entries as in the raw Push, the answer's rows to `rows_out`
-  // as in the raw Pull.
-  void PushPull(const PushRequest& req, absl::Span<const PayloadView> values, absl::Span<const IncomingRows> sparse,
-                absl::Span<const IncomingRows> pull_sparse, PullResponse* resp, Done done, float* answer_values,
-                OutgoingRowsAnswer* rows_out);
 
   // The number of floats this server owns: the size of a whole answer.
-  int64_t num_elements() const { return total_elements_; }
+  int64_t num_elements() const { return num_values_; }
 
   // SSP: worker `worker_rank` has no more pushes in `data_epoch`, so it no longer holds back other
   // workers' pulls. A newer data epoch starts that epoch first; an older one is a no-op (the epoch
@@ -308,7 +300,7 @@ class ParameterStore {
 
   // Rows and bytes of each embedding table on this shard (empty without tables), for logs and the
   // run summary.
-  std::vector<SparseShard::TableStats> TableStats() const;
+  std::vector<server::TableStats> TableStats() const;
 
   // A copy, taken under the lock, of everything a restarted server needs: step, weights and every
   // chunk optimizer's state vectors, with the layout fingerprint. Parked requests and gradients
@@ -345,13 +337,18 @@ class ParameterStore {
                                           std::vector<int> live_worker_ranks);
 
  private:
-  // The chunks a pull answers with: the storage's parts [first, first + count); count < 0: all.
-  struct ChunkRange {
-    // A constructor rather than member initializers, so `ChunkRange()` can be a default argument
-    // inside this class.
-    constexpr ChunkRange(int first_chunk = 0, int num = -1) : first(first_chunk), count(num) {}
-    int first;
-    int count;
+  // A request's parts, one per storage in list order (CheckGradient or CheckRead).
+  using Parts = absl::InlinedVector<std::unique_ptr<StoragePart>, 2>;
+  // A checkpoint's parts, one per storage (PrepareRestore).
+  using PreparedParts = std::vector<std::unique_ptr<PreparedRestore>>;
+
+  // What a pull answers with besides the step: the storages' read parts (empty: nothing, a push
+  // waiting until applied) and where embedding rows go.
+  struct PullAsk {
+    // The first part the answer carries: a step's answers are run in this order (see Completion).
+    int first_part = 0;
+    Parts reads;
+    OutgoingRowsAnswer* rows_out = nullptr;  // null: into resp->sparse
   };
 
   // A parked request, answered once `ready` holds.
@@ -362,20 +359,7 @@ class ParameterStore {
     float* values = nullptr;       // where the answer's values go (nullptr: into resp's chunks)
     PushResponse* push_resp = nullptr;  // a push's answer (wait_until_applied): only the step
     Done done;
-    ChunkRange range;  // the PushPull of a partial push answers with its part only
-    // Embedding rows the answer carries (PullRequest.sparse, PushRequest.pull_sparse), checked
-    // and decoded; null: none. Shared, not copied, with the PullAsk it came from.
-    std::shared_ptr<const SparseGradient> keys;
-    OutgoingRowsAnswer* rows_out = nullptr;  // where those rows go; null: into resp->sparse
-    bool rows_only = false;  // PullRequest.rows_only: no dense chunks
-  };
-
-  // What a pull answers with besides the step: a chunk range, and embedding rows.
-  struct PullAsk {
-    ChunkRange range;
-    std::shared_ptr<const SparseGradient> keys;
-    OutgoingRowsAnswer* rows_out = nullptr;
-    bool rows_only = false;
+    PullAsk ask;
   };
 
   // A live worker's state, created when it joins the live set and freed when it leaves it.
@@ -385,27 +369,18 @@ class ParameterStore {
     int64_t last_push_step = 0;
     int32_t last_push_data_epoch = 0;  // ASYNC/SSP
     uint64_t last_push_id = 0;
-    // SYNC: the gradient stored for step_ (allocated once, reused every step). `pushed` once
-    // every chunk is stored; partial pushes fill it part by part.
+    // SYNC: the gradient stored for step_, one slot per storage (made when the worker joins,
+    // reused every step). `pushed` once every part is stored; partial pushes fill it part by part.
     bool pushed = false;
     int64_t samples = 0;
-    std::vector<float> grad;
-    // SYNC partial pushes: which chunks are stored for step_, how many, and the request ids of the
-    // parts that brought them (for retries). `have` is allocated once, like grad.
+    std::vector<std::unique_ptr<GradientSlot>> slots;
+    // SYNC partial pushes: which parts are stored for step_, how many, and the request ids of the
+    // pushes that brought them (for retries). `have` is allocated once, like the slots.
     std::vector<bool> have;
-    int stored_chunks = 0;
+    int stored_parts = 0;
     absl::InlinedVector<uint64_t, 8> part_ids;
-    // SYNC: the embedding-row gradients stored for step_ (PushRequest.sparse).
-    SparseGradient sparse_grad;
     // SYNC: the stored push asks for a checkpoint after the step (PushRequest.checkpoint).
     bool wants_checkpoint = false;
-    // SSP: the worker's pushes in the current data epoch (plus its starting clock when it joined
-    // mid-epoch), and whether it finished the epoch.
-    int64_t clock = 0;
-    bool finished = false;
-    // False on a replacement server (async recovery) until the worker's first push tells its
-    // clock: an unknown clock holds nobody back.
-    bool clock_known = true;
   };
 
   // A callback to run once the lock is released. Run answers in ascending `order` (stable):
@@ -419,8 +394,8 @@ class ParameterStore {
   // Inline: a request usually completes itself and at most a few parked pulls, so no allocation.
   using Completions = absl::InlinedVector<Completion, 4>;
 
-  ParameterStore(const Options& options, std::vector<int> worker_ranks, std::unique_ptr<ShardStorage> storage,
-                 std::unique_ptr<SparseShard> sparse);
+  ParameterStore(const Options& options, std::vector<int> worker_ranks,
+                 std::vector<std::unique_ptr<ShardStorage>> storages);
 
   // Installs `epoch` and the live set `sorted_ranks` (UpdateMembership's bookkeeping, without
   // the SYNC drop of the pending step); returns " (joined [..], left [..])" for the log.
@@ -431,16 +406,15 @@ class ParameterStore {
   static absl::Status CheckRanks(absl::string_view what, std::vector<int>* ranks);
 
   // JobSpec.max_grad_norm_per_sample: INVALID_ARGUMENT (and a count in the store's metrics) when
-  // the L2 norm of the gradient part this push brings to this store (its dense chunks but the
-  // averaged tensors', and its embedding rows) is above the limit. OK when the limit is off.
-  absl::Status CheckGradientNorm(absl::string_view what, const PushRequest& req, absl::Span<const PayloadView> values,
-                                 const SparseGradient& rows) const;
-  // Checks everything that does not depend on mutable state; the caller holds no lock.
-  // The sparse entries are checked and decoded into *rows and *pull_keys (*keys).
-  absl::Status ValidatePush(const PushRequest& req, absl::Span<const PayloadView> values,
-                            absl::Span<const IncomingRows> sparse, absl::Span<const IncomingRows> pull_sparse,
-                            SparseGradient* rows, SparseGradient* pull_keys) const;
-  absl::Status ValidatePull(const PullRequest& req, absl::Span<const IncomingRows> sparse, SparseGradient* keys) const;
+  // the L2 norm of the gradient part this push brings to this store (its `grads`, as the storages
+  // count it: the dense chunks but the averaged tensors', and the embedding rows) is above the
+  // limit. OK when the limit is off.
+  absl::Status CheckGradientNorm(absl::string_view what, const PushRequest& req, const Parts& grads) const;
+  // Checks everything that does not depend on mutable state; the caller holds no lock. Each
+  // storage checks and decodes its part of the gradient into *grads and of the answer's ask
+  // (PushRequest.pull_sparse, the pushed parts) into *reads, or of a pull's into *reads.
+  absl::Status ValidatePush(const DecodedPush& push, Parts* grads, Parts* reads) const;
+  absl::Status ValidatePull(const DecodedPull& pull, Parts* reads) const;
   // INVALID_ARGUMENT unless 0 <= data_epoch < the job's epochs; `what` names the request.
   absl::Status CheckDataEpoch(absl::string_view what, int32_t data_epoch) const;
   // Checks shutdown, the membership epoch and that the worker is live.
@@ -448,34 +422,36 @@ class ParameterStore {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // ABORTED "<what> rejected by server R: worker W is not a live member at membership epoch E".
   absl::Status NotLiveError(absl::string_view what, int worker_rank) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // A new Worker for a rank joining the live set (SYNC: with its gradient buffer).
+  // A new Worker for a rank joining the live set (SYNC: with its gradient slots).
   Worker NewWorkerLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // Push after validation; appends released waiters to `out`.
-  // `rows`: the push's checked row gradients, taken over (SYNC stores them until the step).
-  absl::Status PushLocked(const PushRequest& req, absl::Span<const PayloadView> values, SparseGradient* rows,
-                          Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status PushSyncLocked(const PushRequest& req, absl::Span<const PayloadView> values, SparseGradient* rows,
-                              Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // PushSyncLocked for a partial push of step_ from live worker `w` (rank r); stores the part.
-  absl::Status StorePartLocked(const PushRequest& req, absl::Span<const PayloadView> values, Worker& w,
-                               Completions* out)
+  // `grads`: the push's checked parts (SYNC stores them in the worker's slots until the step).
+  absl::Status PushLocked(const PushRequest& req, Parts* grads, Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PushSyncLocked(const PushRequest& req, Parts* grads, Completions* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // PushSyncLocked for a partial push of step_ from live worker `w` (rank r); stores the part.
+  absl::Status StorePartLocked(const PushRequest& req, Parts* grads, Worker& w, Completions* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SYNC: stores `grads` in worker `w`'s slots.
+  void StoreGradientsLocked(Parts* grads, Worker& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // SYNC: worker `w`'s gradient for step_ is now complete; applies the step once every live
   // worker's is.
   void CompletePushLocked(Worker& w, Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status PushAsyncLocked(const PushRequest& req, absl::Span<const PayloadView> values, SparseGradient* rows,
-                               Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PushAsyncLocked(const PushRequest& req, Parts* grads, Completions* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers now, parks, or fails a pull that waits for `step` (see Waiter::step).
   // `push_resp` instead of `resp`: a push waiting until applied (only the step is answered).
-  // `range`: the chunks to answer with (a partial push's part).
+  // `ask`: what the answer carries (a partial push's answer: its parts only).
   void PullLocked(int worker_rank, int64_t step, int32_t data_epoch, PullResponse* resp, float* values, Done done,
                   Completions* out, PushResponse* push_resp, PullAsk ask)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The part of a push: all chunks for a whole push.
-  static ChunkRange RangeOf(const PushRequest& req) {
-    return req.partial() ? ChunkRange{req.first_chunk(), req.chunks_size()} : ChunkRange{};
+  // What a push's answer carries: its parts (all for a whole push) and PushRequest.pull_sparse.
+  static ReadAsk AskOf(const PushRequest& req, absl::Span<const IncomingRows> pull_sparse) {
+    return req.partial() ? ReadAsk{req.first_chunk(), req.chunks_size(), pull_sparse} : ReadAsk{0, -1, pull_sparse};
   }
+  // The name of the store's part `part` (the storages' parts in list order), for messages.
+  std::string PartName(int part) const;
 
   // ASYNC/SSP: moves to `data_epoch` if it is newer (clocks 0, nobody finished, applied batches
   // forgotten); FAILED_PRECONDITION if it is older.
@@ -485,21 +461,19 @@ class ParameterStore {
   // Answers every parked waiter that is now ready.
   void ReleaseReadyLocked(Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // SYNC: the weighted rank-ordered sum and one optimizer update.
+  // SYNC: the weighted rank-ordered sum and one optimizer update, storage by storage.
   void ApplySyncStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // SYNC: forgets the gradients stored for step_ (after applying or dropping the step).
   void DropStoredGradientsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // One optimizer update with `grad` (this server's elements, local order) as update step_.
-  void ApplyGradientLocked(const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `values` non-null: the values go there, in chunk order, and the chunks carry no data.
+  // Fills `resp` (and `values` and ask.rows_out, see PullAnswer) with what `ask` asks for.
   void FillResponseLocked(PullResponse* resp, float* values, const PullAsk& ask) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Fills whichever answer a released waiter has.
   void FillWaiterLocked(const Waiter& w) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
-  // Checks a checkpoint against the constant layout and builds its embedding tables; the caller
-  // holds no lock. Nothing changes.
-  absl::StatusOr<std::unique_ptr<SparseShard::Prepared>> PrepareCheckpoint(const ShardCheckpoint& ckpt) const;
+  // Checks a checkpoint against the constant layout and has each storage build what it installs
+  // (PrepareRestore); the caller holds no lock. Nothing changes.
+  absl::StatusOr<PreparedParts> PrepareCheckpoint(const ShardCheckpoint& ckpt) const;
   ShardCheckpoint CheckpointLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // After step_ advanced: takes a snapshot into due_checkpoint_ when a checkpoint is due: `asked`
   // (SYNC: a push of the step carried PushRequest.checkpoint), a multiple of checkpoint_every_
@@ -511,8 +485,8 @@ class ParameterStore {
   void WriteCheckpointFile(const ShardCheckpoint& ckpt, int64_t rollbacks) ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
   // The write and the pruning to the `keep` newest files; false (logged) when the write failed.
   bool WriteAndPruneLocked(const ShardCheckpoint& ckpt, size_t keep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
-  // Installs the weights and optimizer state (the storage) and step of a validated checkpoint.
-  void InstallCheckpointLocked(const ShardCheckpoint& ckpt, std::unique_ptr<SparseShard::Prepared> tables)
+  // Installs the values and optimizer state (the storages) and step of a validated checkpoint.
+  void InstallCheckpointLocked(const ShardCheckpoint& ckpt, PreparedParts prepared)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   static void Run(Completions* completions);
@@ -524,27 +498,23 @@ class ParameterStore {
   // Constant after construction.
   const int rank_;
   const Mode mode_;
-  const int staleness_;
   const bool allow_nonfinite_;
   // What the job can hand a worker: samples in one push (SYNC: the global batch, a single worker's
   // share at most; ASYNC/SSP: one lease batch) and data epochs. Pushes claiming more were never
   // handed out and are refused, so a forged sample count cannot outweigh the real ones.
   const int64_t max_samples_;
   const int32_t num_data_epochs_;
-  // JobSpec.max_grad_norm_per_sample (0: off), and which tensor ids are averaged
-  // (TensorSpec.averaged: their pushes carry weights, not gradients, and are not checked).
+  // JobSpec.max_grad_norm_per_sample (0: off).
   const double max_grad_norm_;
-  const std::vector<bool> averaged_tensors_;
   // Permission bits of the checkpoint files (JobSpec.output_mode).
   const mode_t output_mode_;
-  // The values. The pointer is constant; the storage is not thread-safe: its value methods are
-  // called only under mu_, its layout methods (constant data) also without it.
-  const std::unique_ptr<ShardStorage> storage_;
-  // The shard's embedding-table rows (a job without tables: none). Its layout methods are
-  // constant; everything else runs under mu_.
-  const std::unique_ptr<SparseShard> sparse_;
-  const int64_t total_elements_;  // storage_->num_elements()
-  const int num_chunks_;          // storage_->num_parts()
+  // The values: the dense chunks, then the embedding-table rows. The list and the pointers are
+  // constant; the storages are not thread-safe: their value calls are made only under mu_, their
+  // layout and checking calls (constant data) also without it.
+  const std::vector<std::unique_ptr<ShardStorage>> storages_;
+  const int64_t num_values_;  // the storages' num_values(): the floats of a whole answer
+  const int num_parts_;       // the storages' num_parts(): a whole SYNC push
+
   const std::string checkpoint_dir_;
   const int64_t checkpoint_every_;  // 0: no checkpoints every N steps
   // JobSpec.checkpoint_every_seconds; zero: none by time. SYNC: asked for by the workers' pushes;
@@ -571,12 +541,10 @@ class ParameterStore {
   // last (PendingStep::typical).
   absl::Time first_push_at_ ABSL_GUARDED_BY(mu_);
   absl::Duration typical_wait_ ABSL_GUARDED_BY(mu_);
-  // SYNC: the aggregation buffer. ASYNC/SSP: scratch for the gradient being applied.
-  std::vector<float> sum_ ABSL_GUARDED_BY(mu_);
-  // SYNC: the aggregation of the step's embedding-row gradients.
-  SparseSum sparse_sum_ ABSL_GUARDED_BY(mu_);
   // ASYNC/SSP: the current data epoch (SSP: the workers' clocks count pushes in it).
   int32_t data_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  // SSP: the live workers' clocks in data_epoch_ and the staleness gate (JobSpec.staleness).
+  SspClocks ssp_ ABSL_GUARDED_BY(mu_);
   // ASYNC/SSP: the (lease_id, lease_batch) pairs applied in data_epoch_.
   AppliedBatches applied_batches_ ABSL_GUARDED_BY(mu_);
   // Called under mu_ each time a leased batch is applied (SetOnLeaseBatchApplied).

@@ -52,8 +52,8 @@ absl::Status ParameterStore::NotLiveError(absl::string_view what, int worker_ran
 ParameterStore::Worker ParameterStore::NewWorkerLocked() const {
   Worker w;
   if (mode_ == SYNC) {
-    w.grad.assign(total_elements_, 0.0f);
-    w.have.assign(num_chunks_, false);
+    for (const auto& storage : storages_) w.slots.push_back(storage->NewSlot());
+    w.have.assign(num_parts_, false);
   }
   return w;
 }
@@ -63,28 +63,17 @@ void ParameterStore::DropStoredGradientsLocked() {
     w.pushed = false;
     w.samples = 0;
     w.wants_checkpoint = false;
-    if (w.stored_chunks > 0) std::fill(w.have.begin(), w.have.end(), false);
-    w.stored_chunks = 0;
+    if (w.stored_parts > 0) std::fill(w.have.begin(), w.have.end(), false);
+    w.stored_parts = 0;
     w.part_ids.clear();
-    w.sparse_grad.clear();
+    for (size_t i = 0; i < w.slots.size(); ++i) storages_[i]->ClearSlot(w.slots[i].get());
   }
   num_pushed_ = 0;
 }
 
 std::string ParameterStore::InstallMembershipLocked(int64_t epoch, const std::vector<int>& live_worker_ranks) {
-  // A joiner in SSP starts level with the slowest live worker still in the data epoch.
-  int64_t join_clock = 0;
-  if (mode_ == SSP) {
-    bool any = false;
-    for (const auto& [r, w] : workers_) {
-      if (w.finished || !w.clock_known ||
-          !std::binary_search(live_worker_ranks.begin(), live_worker_ranks.end(), r)) {
-        continue;
-      }
-      join_clock = any ? std::min(join_clock, w.clock) : w.clock;
-      any = true;
-    }
-  }
+  // SSP: a joiner starts level with the slowest live worker still in the data epoch.
+  ssp_.SetLive(live_worker_ranks);
   std::map<int, Worker> next;
   std::vector<int> joined, left;
   for (int r : live_worker_ranks) {
@@ -93,9 +82,7 @@ std::string ParameterStore::InstallMembershipLocked(int64_t epoch, const std::ve
       next.emplace(r, std::move(it->second));
       workers_.erase(it);
     } else {
-      Worker w = NewWorkerLocked();
-      w.clock = join_clock;
-      next.emplace(r, std::move(w));
+      next.emplace(r, NewWorkerLocked());
       joined.push_back(r);
     }
   }
@@ -151,7 +138,7 @@ absl::Status ParameterStore::RestoreAndUpdateMembership(const ShardCheckpoint* c
     }
     ckpt = initial_.get();
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<SparseShard::Prepared> tables, PrepareCheckpoint(*ckpt));
+  ASSIGN_OR_RETURN(PreparedParts prepared, PrepareCheckpoint(*ckpt));
   Completions out;
   std::string changes, dropped;
   // write_mu_ first: no checkpoint of the abandoned run is being written while the files are
@@ -178,13 +165,11 @@ absl::Status ParameterStore::RestoreAndUpdateMembership(const ShardCheckpoint* c
       waiters_.clear();
       if (mode_ == SYNC) DropStoredGradientsLocked();
       changes = InstallMembershipLocked(epoch, live_worker_ranks);
-      InstallCheckpointLocked(*ckpt, std::move(tables));
+      InstallCheckpointLocked(*ckpt, std::move(prepared));
       applied_batches_.Clear();
       // SSP (a replacement server in async recovery): the workers' clocks are not in the
       // checkpoint; each is learnt from the worker's next push, and until then holds nobody back.
-      if (mode_ == SSP) {
-        for (auto& [r, w] : workers_) w.clock_known = false;
-      }
+      if (mode_ == SSP) ssp_.ForgetClocks();
       rollbacks_.fetch_add(1);
     }
     if (!checkpoint_dir_.empty()) {

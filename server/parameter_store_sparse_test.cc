@@ -250,7 +250,7 @@ TEST(ParameterStoreSparseTest, RawViewsCutAnywhereActLikeTheProtobufForm) {
   auto raw = MakeStore(SparseOptions(ASYNC, 1));
   PushResponse pushed;
   Outcome push_outcome;
-  raw->Push(header, values, sparse, {}, &pushed, push_outcome.done());
+  raw->Push(DecodedPush{header, values, sparse, {}}, &pushed, push_outcome.done());
   ASSERT_TRUE(push_outcome.status.has_value() && push_outcome.status->ok()) << *push_outcome.status;
   EXPECT_EQ(PullRows(*raw, 1, keys), PullRows(*reference, 1, keys));
 
@@ -262,7 +262,7 @@ TEST(ParameterStoreSparseTest, RawViewsCutAnywhereActLikeTheProtobufForm) {
   PullResponse resp;
   OutgoingRowsAnswer rows;
   Outcome pull_outcome;
-  raw->Pull(pull, ask, &resp, pull_outcome.done(), nullptr, &rows);
+  raw->Pull(DecodedPull{pull, ask}, PullAnswer{&resp, nullptr, &rows}, pull_outcome.done());
   ASSERT_TRUE(pull_outcome.status.has_value() && pull_outcome.status->ok());
   EXPECT_EQ(resp.sparse_size(), 0);
   ASSERT_EQ(rows.entries.size(), 1u);
@@ -278,7 +278,7 @@ TEST(ParameterStoreSparseTest, RawViewsCutAnywhereActLikeTheProtobufForm) {
   const std::string bad_bytes = "x" + std::string(reinterpret_cast<const char*>(bad.data()), 4 * bad.size());
   sparse[0].rows = cut(bad_bytes);  // the NaN's bytes straddle two runs
   Outcome refused;
-  raw->Push(header, values, sparse, {}, &pushed, refused.done());
+  raw->Push(DecodedPush{header, values, sparse, {}}, &pushed, refused.done());
   ASSERT_TRUE(refused.status.has_value());
   EXPECT_EQ(refused.status->code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(refused.status->message(),

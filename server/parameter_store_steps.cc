@@ -1,32 +1,26 @@
-// ParameterStore, part two: the step rules of SYNC, ASYNC and SSP, the aggregation (the update
-// itself is the storage's), the parking of pulls, and checkpoint snapshots. Every function here
+// ParameterStore, part two: the step rules of SYNC, ASYNC and SSP (which gradients a step sums,
+// with which weights, in which order; the float work and the update are the storages'), the
+// parking of pulls, and checkpoint snapshots. Every function here
 // runs under mu_ and only queues callbacks or snapshots; the public entry points in
 // parameter_store.cc run and write them after unlocking.
 #include "server/parameter_store.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/chunk_codec.h"
 #include "glog/logging.h"
-#include "server/float_ops.h"
 
 namespace pstrain::server {
 
-absl::Status ParameterStore::PushLocked(const PushRequest& req, absl::Span<const PayloadView> values,
-                                        SparseGradient* rows,
-                                        Completions* out) {
-  absl::Status status = mode_ == SYNC ? PushSyncLocked(req, values, rows, out) : PushAsyncLocked(req, values, rows, out);
+absl::Status ParameterStore::PushLocked(const PushRequest& req, Parts* grads, Completions* out) {
+  absl::Status status = mode_ == SYNC ? PushSyncLocked(req, grads, out) : PushAsyncLocked(req, grads, out);
   VLOG(2) << "server " << rank_ << ": push from worker " << req.worker_rank() << " for step " << req.step()
           << " (" << req.num_samples() << " samples, id " << req.request_id() << "): " << status;
   return status;
 }
 
-absl::Status ParameterStore::PushSyncLocked(const PushRequest& req, absl::Span<const PayloadView> values,
-                                            SparseGradient* rows,
-                                            Completions* out) {
+absl::Status ParameterStore::PushSyncLocked(const PushRequest& req, Parts* grads, Completions* out) {
   const int r = req.worker_rank();
   const int64_t t = req.step();
   Worker& w = workers_.at(r);  // CheckLive passed
@@ -54,16 +48,15 @@ absl::Status ParameterStore::PushSyncLocked(const PushRequest& req, absl::Span<c
                                                    req.num_samples(), ", expected at most ", share, " (a share of the ",
                                                    "global batch of ", max_samples_, " among ", live, " live workers)"));
   }
-  if (req.partial()) return StorePartLocked(req, values, w, out);
-  if (w.pushed || w.stored_chunks > 0) {
-    const bool retry = w.pushed && w.stored_chunks == 0 && w.last_push_id == req.request_id();
+  if (req.partial()) return StorePartLocked(req, grads, w, out);
+  if (w.pushed || w.stored_parts > 0) {
+    const bool retry = w.pushed && w.stored_parts == 0 && w.last_push_id == req.request_id();
     if (retry) return absl::OkStatus();
     return absl::AlreadyExistsError(absl::StrCat("push from worker ", r, " for step ", t, " with request id ",
                                                  req.request_id(), ": the worker already pushed (part of) this "
                                                  "step with request id ", w.last_push_id));
   }
-  storage_->DecodeGradient(req, values, w.grad.data());
-  w.sparse_grad = std::move(*rows);
+  StoreGradientsLocked(grads, w);
   w.samples = req.num_samples();
   w.wants_checkpoint = req.checkpoint();
   w.has_last_push = true;
@@ -73,36 +66,39 @@ absl::Status ParameterStore::PushSyncLocked(const PushRequest& req, absl::Span<c
   return absl::OkStatus();
 }
 
-absl::Status ParameterStore::StorePartLocked(const PushRequest& req, absl::Span<const PayloadView> values,
-                                             Worker& w, Completions* out) {
+absl::Status ParameterStore::StorePartLocked(const PushRequest& req, Parts* grads, Worker& w, Completions* out) {
   const int r = req.worker_rank();
   const int first = req.first_chunk();
   const int count = req.chunks_size();
   const bool known_id = std::find(w.part_ids.begin(), w.part_ids.end(), req.request_id()) != w.part_ids.end();
   for (int i = first; i < first + count; ++i) {
-    if (!w.have[i] && !(w.pushed && w.stored_chunks == 0)) continue;
+    if (!w.have[i] && !(w.pushed && w.stored_parts == 0)) continue;
     // Stored already: the same part again is a retry (its answer was lost); anything else overlaps.
     if (known_id) return absl::OkStatus();
     return absl::AlreadyExistsError(absl::StrCat(
         "partial push from worker ", r, " for step ", req.step(), " with request id ", req.request_id(),
-        ": chunk ", i, " (", storage_->PartName(i), ") is already stored for this step"));
+        ": chunk ", i, " (", PartName(i), ") is already stored for this step"));
   }
-  if (w.stored_chunks > 0 && req.num_samples() != w.samples) {
+  if (w.stored_parts > 0 && req.num_samples() != w.samples) {
     return absl::InvalidArgumentError(absl::StrCat("partial push from worker ", r, " for step ", req.step(),
                                                    ": num_samples is ", req.num_samples(), ", but an earlier part of ",
                                                    "the step said ", w.samples));
   }
-  storage_->DecodeGradient(req, values, w.grad.data());
+  StoreGradientsLocked(grads, w);
   for (int i = first; i < first + count; ++i) w.have[i] = true;
-  w.stored_chunks += count;
+  w.stored_parts += count;
   w.part_ids.push_back(req.request_id());
   w.samples = req.num_samples();
   w.wants_checkpoint = w.wants_checkpoint || req.checkpoint();
   w.has_last_push = true;
   w.last_push_step = req.step();
   w.last_push_id = req.request_id();
-  if (w.stored_chunks == num_chunks_) CompletePushLocked(w, out);
+  if (w.stored_parts == num_parts_) CompletePushLocked(w, out);
   return absl::OkStatus();
+}
+
+void ParameterStore::StoreGradientsLocked(Parts* grads, Worker& w) {
+  for (size_t i = 0; i < storages_.size(); ++i) storages_[i]->StoreGradient(*(*grads)[i], w.slots[i].get());
 }
 
 void ParameterStore::CompletePushLocked(Worker& w, Completions* out) {
@@ -126,30 +122,21 @@ void ParameterStore::ApplySyncStepLocked() {
   }
   if (total_samples > 0) {
     // Ascending rank order (workers_ is a std::map) and fixed weights make the sum, and so the
-    // whole run, bitwise repeatable. A worker with no samples is skipped rather than multiplied by
-    // zero, so it cannot inject NaN. The first term is written rather than added to zeros, and a
-    // lone contributor's gradient (weight 1) is applied as it is: one or two passes fewer over
-    // the shard, the same values.
-    const Worker* first = nullptr;
-    int contributors = 0;
+    // whole run, bitwise repeatable. A worker with no samples is left out rather than multiplied
+    // by zero, so it cannot inject NaN. Each storage sums the terms in this order with its own
+    // fixed float order (see ShardStorage::Accumulate).
+    absl::InlinedVector<std::pair<const Worker*, float>, 8> contributors;
     for (const auto& [r, w] : workers_) {
       if (w.samples == 0) continue;
-      const float weight = static_cast<float>(static_cast<double>(w.samples) / total_samples);
-      if (contributors++ == 0) {
-        first = &w;
-        if (w.samples != total_samples) Scale(weight, w.grad.data(), total_elements_, sum_.data());
-      } else {
-        AddScaled(weight, w.grad.data(), total_elements_, sum_.data());
-      }
+      contributors.emplace_back(&w, static_cast<float>(static_cast<double>(w.samples) / total_samples));
     }
-    ApplyGradientLocked(contributors == 1 ? first->grad.data() : sum_.data());
-    if (sparse_->num_tables() > 0) {
-      // The same weights and rank order, per key: a key only some workers touched sums theirs.
-      for (const auto& [r, w] : workers_) {
-        if (w.samples == 0) continue;
-        sparse_sum_.Add(w.sparse_grad, static_cast<float>(static_cast<double>(w.samples) / total_samples));
+    absl::InlinedVector<WeightedSlot, 8> terms(contributors.size());
+    for (size_t s = 0; s < storages_.size(); ++s) {
+      for (size_t i = 0; i < contributors.size(); ++i) {
+        terms[i] = WeightedSlot{contributors[i].first->slots[s].get(), contributors[i].second};
       }
-      sparse_->Apply(sparse_sum_.Take());
+      storages_[s]->Accumulate(terms);
+      storages_[s]->ApplySum(step_);
     }
   }
   ++step_;
@@ -158,9 +145,7 @@ void ParameterStore::ApplySyncStepLocked() {
   VLOG(1) << "server " << rank_ << ": applied step " << step_ - 1 << " (" << total_samples << " samples)";
 }
 
-absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, absl::Span<const PayloadView> values,
-                                             SparseGradient* rows,
-                                             Completions* out) {
+absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, Parts* grads, Completions* out) {
   const int r = req.worker_rank();
   Worker& w = workers_.at(r);  // CheckLive passed
   // Request id 0 means "no id": such pushes are never taken for retries.
@@ -180,9 +165,7 @@ absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, absl::Span<
             << " in data epoch " << req.data_epoch() << " (push from worker " << r
             << ") is already applied; skipped";
   } else if (req.num_samples() > 0) {
-    storage_->DecodeGradient(req, values, sum_.data());
-    ApplyGradientLocked(sum_.data());
-    if (!rows->empty()) sparse_->Apply(*rows);
+    for (size_t i = 0; i < storages_.size(); ++i) storages_[i]->ApplyGradient(step_, *(*grads)[i]);
     ++step_;
     MaybeSnapshotLocked();
   }
@@ -198,14 +181,11 @@ absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, absl::Span<
   // clock, so a replacement server (async recovery) learns the clocks from it instead of holding
   // everyone back from zero.
   if (mode_ == SSP && !ended_epoch) {
-    if (!same_step) w.clock = std::max(w.clock + 1, req.step() + 1);
-    w.clock_known = true;
+    ssp_.Pushed(r, req.step(), same_step);
     ReleaseReadyLocked(out);
   }
   return absl::OkStatus();
 }
-
-void ParameterStore::ApplyGradientLocked(const float* grad) { storage_->Apply(step_, grad); }
 
 absl::Status ParameterStore::EnterDataEpochLocked(absl::string_view what, int worker_rank, int32_t data_epoch,
                                                   Completions* out) {
@@ -219,10 +199,7 @@ absl::Status ParameterStore::EnterDataEpochLocked(absl::string_view what, int wo
               << worker_rank << ")";
     data_epoch_ = data_epoch;
     applied_batches_.Clear();
-    for (auto& [r, w] : workers_) {
-      w.clock = 0;
-      w.finished = false;
-    }
+    ssp_.NewEpoch();
     ReleaseReadyLocked(out);  // pulls parked in the old epoch
   }
   return absl::OkStatus();
@@ -236,11 +213,10 @@ void ParameterStore::PullLocked(int worker_rank, int64_t step, int32_t data_epoc
                                          " is at step ", step_, " and parks pulls at most one step ahead"))});
     return;
   }
-  Waiter waiter{step, data_epoch, resp, values, push_resp, std::move(done), ask.range, std::move(ask.keys),
-                ask.rows_out, ask.rows_only};
+  Waiter waiter{step, data_epoch, resp, values, push_resp, std::move(done), std::move(ask)};
   if (ReadyLocked(waiter)) {
     FillWaiterLocked(waiter);
-    out->push_back({std::move(waiter.done), absl::OkStatus(), waiter.range.first});
+    out->push_back({std::move(waiter.done), absl::OkStatus(), waiter.ask.first_part});
     return;
   }
   VLOG(2) << "server " << rank_ << ": parking pull from worker " << worker_rank << " for step " << step;
@@ -252,11 +228,7 @@ bool ParameterStore::ReadyLocked(const Waiter& waiter) const {
     case SYNC:
       return step_ >= waiter.step;
     case SSP:
-      if (waiter.data_epoch < data_epoch_) return true;
-      for (const auto& [r, w] : workers_) {
-        if (!w.finished && w.clock_known && w.clock < waiter.step - staleness_) return false;
-      }
-      return true;
+      return waiter.data_epoch < data_epoch_ || ssp_.Ready(waiter.step);
     default:
       return true;
   }
@@ -269,7 +241,7 @@ void ParameterStore::ReleaseReadyLocked(Completions* out) {
                                          });
   for (auto it = ready_end; it != waiters_.end(); ++it) {
     FillWaiterLocked(*it);
-    out->push_back({std::move(it->done), absl::OkStatus(), it->range.first});
+    out->push_back({std::move(it->done), absl::OkStatus(), it->ask.first_part});
   }
   waiters_.erase(ready_end, waiters_.end());
 }
@@ -280,8 +252,7 @@ ShardCheckpoint ParameterStore::CheckpointLocked() const {
   ckpt.step = step_;
   ckpt.mode = mode_;
   ckpt.membership_epoch = membership_epoch_;
-  storage_->Save(&ckpt);
-  if (sparse_->num_tables() > 0) ckpt.tables = sparse_->Save();
+  for (const auto& storage : storages_) storage->Save(&ckpt);
   return ckpt;
 }
 
@@ -300,7 +271,7 @@ void ParameterStore::MaybeSnapshotLocked(bool asked) {
 }
 
 void ParameterStore::FillWaiterLocked(const Waiter& w) const {
-  if (w.resp != nullptr) FillResponseLocked(w.resp, w.values, PullAsk{w.range, w.keys, w.rows_out, w.rows_only});
+  if (w.resp != nullptr) FillResponseLocked(w.resp, w.values, w.ask);
   if (w.push_resp != nullptr) w.push_resp->set_step(step_);
 }
 
@@ -308,13 +279,8 @@ void ParameterStore::FillResponseLocked(PullResponse* resp, float* values, const
   resp->set_step(step_);
   resp->clear_chunks();
   resp->clear_sparse();
-  if (!ask.rows_only) storage_->Read(ask.range.first, ask.range.count, resp, values);
-  if (ask.keys == nullptr) return;
-  if (ask.rows_out != nullptr) {
-    sparse_->Read(*ask.keys, ask.rows_out);
-  } else {
-    sparse_->Read(*ask.keys, resp->mutable_sparse());
-  }
+  PullAnswer target{resp, values, ask.rows_out};
+  for (size_t i = 0; i < storages_.size(); ++i) storages_[i]->Read(*ask.reads[i], &target);
 }
 
 }  // namespace pstrain::server

@@ -330,7 +330,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerConte
   answer->values = BufferPool::Default().Acquire(answer_bytes);
   float* values = answer->values.floats();
   store->Pull(
-      req.header, req.sparse, &answer->header,
+      DecodedPull::Of(req), PullAnswer{&answer->header, values, &answer->rows},
       [this, reactor, answer, response](absl::Status status) {
         std::unique_ptr<RawAnswer> owned(answer);
         if (status.ok()) {
@@ -338,8 +338,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerConte
           CountResponse(&pull_, response->Length());
         }
         Answer(&owned->meter, status, *response, reactor);
-      },
-      values, &answer->rows);
+      });
   return reactor;
 }
 
@@ -359,8 +358,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Push(grpc::CallbackServerConte
   if (!AdmitOrFinish("push", context, *request, 0, /*reading=*/false, reactor, &meter, &ticket)) return reactor;
   auto* answer = new RawAnswer(meter);
   answer->ticket = std::move(ticket);
-  store->Push(push.header, push.values, push.sparse, push.pull_sparse, &answer->pushed,
-              [this, reactor, answer, response](absl::Status status) {
+  store->Push(DecodedPush::Of(push), &answer->pushed, [this, reactor, answer, response](absl::Status status) {
     std::unique_ptr<RawAnswer> owned(answer);
     if (status.ok()) {
       EncodeMessage(owned->pushed, response);
@@ -395,7 +393,7 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
   answer->values = BufferPool::Default().Acquire(answer_bytes);
   float* values = answer->values.floats();
   store->PushPull(
-      push.header, push.values, push.sparse, push.pull_sparse, &answer->header,
+      DecodedPush::Of(push), PullAnswer{&answer->header, values, &answer->rows},
       [this, reactor, answer, response](absl::Status status) {
         std::unique_ptr<RawAnswer> owned(answer);
         if (status.ok()) {
@@ -403,8 +401,7 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
           CountResponse(&push_pull_, response->Length());
         }
         Answer(&owned->meter, status, *response, reactor);
-      },
-      values, &answer->rows);
+      });
   return reactor;
 }
 

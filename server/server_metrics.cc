@@ -153,7 +153,7 @@ void ServerMetrics::CollectLocked() {
     parked_->With({shard})->Set(store->num_parked());
     const double written = last_checkpoint_time_->With({shard})->value();
     if (written > 0) checkpoint_age_->With({shard})->Set(std::max(0.0, now - written));
-    for (const SparseShard::TableStats& t : store->TableStats()) {
+    for (const TableStats& t : store->TableStats()) {
       table_rows_->With({t.name, shard})->Set(static_cast<double>(t.rows));
       table_bytes_->With({t.name, shard})->Set(static_cast<double>(t.bytes_used));
     }

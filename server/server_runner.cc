@@ -46,7 +46,7 @@ AppliedLeases AppliedLeasesOf(const ParameterStore& primary, const ParameterStor
 }
 
 void AddTableUsage(const ParameterStore& store, bool replica, HeartbeatRequest* request) {
-  for (const SparseShard::TableStats& t : store.TableStats()) {
+  for (const TableStats& t : store.TableStats()) {
     TableUsage* usage = request->add_tables();
     usage->set_table(t.name);
     usage->set_shard(store.rank());
@@ -59,11 +59,11 @@ void AddTableUsage(const ParameterStore& store, bool replica, HeartbeatRequest* 
 
 // "shard 0: embedding rows C1 812, C2 790, ...; 40123 rows in 6.1 MiB, 159.2 bytes/row (floor 128)".
 void LogTableStats(const ParameterStore& store) {
-  const std::vector<SparseShard::TableStats> stats = store.TableStats();
+  const std::vector<TableStats> stats = store.TableStats();
   if (stats.empty()) return;
   int64_t rows = 0, bytes = 0, floor = 0;
   std::vector<std::string> parts;
-  for (const SparseShard::TableStats& t : stats) {
+  for (const TableStats& t : stats) {
     parts.push_back(absl::StrCat(t.name, " ", t.rows));
     rows += t.rows;
     bytes += t.bytes_used;

@@ -2,10 +2,12 @@
 // whose keys the key hash gives this shard (ServerOfKey(key, num_servers) == shard,
 // common/key_hash.h), each an EmbeddingTable with its per-row optimizer.
 //
-// ParameterStore (server/parameter_store.h) drives it next to the dense storage, under the same
-// protocol: it checks a request's SparseRows here before taking its lock (Check, which also
-// decodes the keys and copies a push's row gradients out of the received bytes, once), sums a SYNC step's gradients with SparseSum, applies them, answers pulls with Read,
-// and puts the tables into checkpoints. Tables are updated at their optimizer's constant rate.
+// SparseStorage (server/sparse_storage.h) makes it one of the ParameterStore's storages, under the
+// same protocol as the dense chunks: requests' SparseRows are checked here before the store takes
+// its lock (Check, which also decodes the keys and copies a push's row gradients out of the
+// received bytes, once), a SYNC step's gradients are summed with SparseSum and applied, pulls are
+// answered with Read, and the tables go into checkpoints. Tables are updated at their optimizer's
+// constant rate.
 //
 // Validation (Check) checks every entry against the job, not just its type: a table id the job
 // declares, at most one entry per table, keys that are whole uint64s, strictly ascending and owned
@@ -32,6 +34,7 @@
 #include "proto/job.pb.h"
 #include "proto/ps.pb.h"
 #include "server/embedding_table.h"
+#include "server/shard_storage.h"
 
 namespace pstrain::server {
 
@@ -95,13 +98,7 @@ class SparseShard {
   void Install(std::unique_ptr<Prepared> prepared);
 
   // Rows and bytes of each table, for logs and the run summary.
-  struct TableStats {
-    std::string name;
-    int64_t rows = 0;
-    int64_t bytes_used = 0;
-    // dim x 4 x (1 + optimizer state vectors) (+ 4 for lazy Adam): the floor per row.
-    int64_t floor_bytes_per_row = 0;
-  };
+  using TableStats = server::TableStats;
   std::vector<TableStats> Stats() const;
 
  private:

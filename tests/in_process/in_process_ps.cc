@@ -142,8 +142,9 @@ void InProcessPs::PullAsync(int server, const PullRequest* request, IncomingPull
   Start(CallInfo{"Pull", server, nullptr, &call->pull}, call, [this, server, call]() {
     server::ParameterStore* store = stores_[server];
     call->answer_values.resize(store->num_elements());
-    store->Pull(call->pull, &call->pull_answer, [this, call](absl::Status s) { End(call, std::move(s)); },
-                call->answer_values.data());
+    const server::InMemoryPull pull(call->pull);
+    store->Pull(pull.decoded(), server::PullAnswer{&call->pull_answer, call->answer_values.data()},
+                [this, call](absl::Status s) { End(call, std::move(s)); });
   });
 }
 
@@ -178,8 +179,8 @@ void InProcessPs::PushAsync(int server, const OutgoingPush* request, PushRespons
   CopyPush(*request, call.get());
   call->finish = [call = call.get(), response]() { *response = call->push_answer; };
   Start(CallInfo{"Push", server, &call->push, nullptr}, call, [this, server, call]() {
-    stores_[server]->Push(call->push, call->push_values, &call->push_answer,
-                          [this, call](absl::Status s) { End(call, std::move(s)); });
+    const server::InMemoryPush push(call->push, call->push_values);
+    stores_[server]->Push(push.decoded(), &call->push_answer, [this, call](absl::Status s) { End(call, std::move(s)); });
   });
 }
 
@@ -196,8 +197,9 @@ void InProcessPs::PushPullAsync(int server, const OutgoingPush* request, Incomin
     int64_t floats = 0;
     for (const TensorChunk& c : call->push.chunks()) floats += c.length();
     call->answer_values.resize(floats);
-    stores_[server]->PushPull(call->push, call->push_values, &call->pull_answer,
-                              [this, call](absl::Status s) { End(call, std::move(s)); }, call->answer_values.data());
+    const server::InMemoryPush push(call->push, call->push_values);
+    stores_[server]->PushPull(push.decoded(), server::PullAnswer{&call->pull_answer, call->answer_values.data()},
+                              [this, call](absl::Status s) { End(call, std::move(s)); });
   });
 }
 
