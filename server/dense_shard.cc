@@ -337,9 +337,12 @@ void DenseShard::AddSquares(const StoragePart& gradient, GradientNorm* norm) con
   const auto& g = static_cast<const DenseGradient&>(gradient);
   const int first = g.req->partial() ? g.req->first_chunk() : 0;
   for (int i = 0; i < g.req->chunks_size(); ++i) {
-    if (chunks_[first + i].averaged) continue;  // weights, not a gradient
     const TensorChunk& chunk = g.req->chunks(i);
     const double squares = ChunkSumOfSquares(chunk.encoding(), g.values[i], chunk.length());
+    if (chunks_[first + i].averaged) {  // weights, not a gradient
+      norm->uncounted_squares += squares;
+      continue;
+    }
     norm->sum_of_squares += squares;
     if (squares > norm->largest) {
       norm->largest = squares;

@@ -145,8 +145,13 @@ absl::Status ParameterStore::ValidatePush(const DecodedPush& push, Parts* grads,
     return absl::InvalidArgumentError(absl::StrCat(what, ": a partial push (a part of the step's gradient) is ",
                                                    "for SYNC mode only; this job is ", Mode_Name(mode_)));
   }
+  // With the gradient-norm guard on, its sums of squares also tell whether every value is finite
+  // (GradientNorm): the storages skip their own pass, and only a push they show non-finite is
+  // checked again, for the message naming the first bad value.
+  const bool guard_checks_finite = max_grad_norm_ > 0 && !allow_nonfinite_;
   for (const auto& storage : storages_) {
-    ASSIGN_OR_RETURN(std::unique_ptr<StoragePart> part, storage->CheckGradient(what, push, allow_nonfinite_));
+    ASSIGN_OR_RETURN(std::unique_ptr<StoragePart> part,
+                     storage->CheckGradient(what, push, allow_nonfinite_ || guard_checks_finite));
     grads->push_back(std::move(part));
   }
   const std::string read_what = absl::StrCat(what, " (pull_sparse)");
@@ -155,17 +160,22 @@ absl::Status ParameterStore::ValidatePush(const DecodedPush& push, Parts* grads,
     ASSIGN_OR_RETURN(std::unique_ptr<StoragePart> part, storage->CheckRead(read_what, ask));
     reads->push_back(std::move(part));
   }
-  return CheckGradientNorm(what, req, *grads);
+  return CheckGradientNorm(what, push, *grads);
 }
 
-absl::Status ParameterStore::CheckGradientNorm(absl::string_view what, const PushRequest& req,
+absl::Status ParameterStore::CheckGradientNorm(absl::string_view what, const DecodedPush& push,
                                                const Parts& grads) const {
   if (max_grad_norm_ <= 0) return absl::OkStatus();
+  const PushRequest& req = push.header;
   // A push carries the mean gradient of its samples, so its norm is at most the largest
   // per-sample norm. This store sees only its part of the push, whose norm is at most the whole
   // one's: above the limit here proves the whole is above it too.
   GradientNorm squares;
   for (size_t i = 0; i < storages_.size(); ++i) storages_[i]->AddSquares(*grads[i], &squares);
+  if (!allow_nonfinite_ && !std::isfinite(squares.sum_of_squares + squares.uncounted_squares)) {
+    for (const auto& storage : storages_) RETURN_IF_ERROR(storage->CheckGradient(what, push, false).status());
+    return absl::InvalidArgumentError(absl::StrCat(what, ": a value is not finite, expected finite values"));
+  }
   const double norm = std::sqrt(squares.sum_of_squares);
   VLOG(2) << what << " for step " << req.step() << ": gradient norm " << norm << " over server " << rank_
           << "'s part (" << req.num_samples() << " samples)";

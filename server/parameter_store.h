@@ -408,8 +408,9 @@ class ParameterStore {
   // JobSpec.max_grad_norm_per_sample: INVALID_ARGUMENT (and a count in the store's metrics) when
   // the L2 norm of the gradient part this push brings to this store (its `grads`, as the storages
   // count it: the dense chunks but the averaged tensors', and the embedding rows) is above the
-  // limit. OK when the limit is off.
-  absl::Status CheckGradientNorm(absl::string_view what, const PushRequest& req, const Parts& grads) const;
+  // limit. OK when the limit is off. With the limit on, it also refuses a push holding a value that
+  // is not finite (unless the job allows them), with the storages' message naming the first.
+  absl::Status CheckGradientNorm(absl::string_view what, const DecodedPush& push, const Parts& grads) const;
   // Checks everything that does not depend on mutable state; the caller holds no lock. Each
   // storage checks and decodes its part of the gradient into *grads and of the answer's ask
   // (PushRequest.pull_sparse, the pushed parts) into *reads, or of a pull's into *reads.

@@ -2,9 +2,11 @@
 // averaged tensors left out) is above the limit is refused with nothing changed and counted; one
 // at or below it is applied as usual.
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/compression.h"
 #include "common/metrics.h"
 #include "common/sparse_rows.h"
@@ -124,6 +126,45 @@ TEST(GradNormTest, EmbeddingRowsCountTowardsTheNorm) {
   SetRows({3.0f, 4.0f}, rows);
   ASSERT_TRUE(PushNow(*store, small).ok());
   EXPECT_EQ(store->step(), 1);
+}
+
+// With the guard on, the stores learn that a value is not finite from the guard's sums of squares
+// instead of a pass of their own; the refusal must read as without the guard, wherever the value
+// is: a gradient, an averaged tensor's weights (which the norm leaves out), an embedding row.
+TEST(GradNormTest, NonFiniteValuesAreRefusedAsWithoutTheGuard) {
+  ShardMap map = OneServerMap();
+  map.mutable_tensors(1)->set_averaged(true);  // fc1.bias: values 20 to 24
+  auto options = [&map](double limit) {
+    ParameterStore::Options o = MakeOptions(SYNC, 1, map);
+    o.job.set_num_servers(1);
+    o.job.set_max_grad_norm_per_sample(limit);
+    TableSpec* table = o.job.add_tables();
+    table->set_name("user");
+    table->set_dim(2);
+    table->mutable_optimizer()->set_type(SparseOptimizerSpec::SGD);
+    return o;
+  };
+  struct Case {
+    int dense_index;  // -1: none
+    float row_value;  // 0: finite rows
+  };
+  for (const Case& c : {Case{3, 0.0f}, Case{22, 0.0f}, Case{-1, std::nanf("")},
+                        Case{-1, std::numeric_limits<float>::infinity()}}) {
+    SCOPED_TRACE(absl::StrCat("dense index ", c.dense_index, ", row value ", c.row_value));
+    std::vector<float> values(25, 0.5f);
+    if (c.dense_index >= 0) values[c.dense_index] = std::nanf("");
+    PushRequest push = MakePush(0, 0, 1, values);
+    SparseRows* rows = push.add_sparse();
+    SetKeys(0, {3, 7}, rows);
+    SetRows({1.0f, 2.0f, 3.0f, c.row_value}, rows);
+    auto unguarded = MakeStore(options(0));
+    auto guarded = MakeStore(options(1000));
+    const absl::Status want = PushNow(*unguarded, push);
+    ASSERT_EQ(want.code(), absl::StatusCode::kInvalidArgument) << want;
+    const absl::Status got = PushNow(*guarded, push);
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(guarded->step(), 0);
+  }
 }
 
 TEST(FloatOpsTest, ChunkSumOfSquaresReadsEveryEncodingAndSplitRuns) {

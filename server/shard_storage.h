@@ -94,6 +94,10 @@ struct WeightedSlot {
 // JobSpec.max_grad_norm_per_sample. Storages add to it in list order.
 struct GradientNorm {
   double sum_of_squares = 0;
+  // The squares of the values the norm leaves out (averaged tensors' weights). Only whether the
+  // total is finite counts: a sum of squares in double is finite exactly when every value is, so
+  // with the guard on the store checks finiteness through these sums instead of a pass of its own.
+  double uncounted_squares = 0;
   double largest = -1;  // the largest part's sum of squares
   std::string largest_name;
 };
