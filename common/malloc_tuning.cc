@@ -3,6 +3,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 
 namespace pstrain {
@@ -26,14 +27,19 @@ bool ReadStatm(Statm* out) {
 }  // namespace
 
 bool KeepFreedMemoryForReuse() {
+  // An operator's own glibc settings (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_,
+  // MALLOC_ARENA_MAX in the environment) win over these defaults.
+  auto set = [](int param, int value, const char* env) {
+    return std::getenv(env) != nullptr || mallopt(param, value) == 1;
+  };
   // 32 MiB is the largest threshold glibc accepts on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX).
-  bool ok = mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1;
-  ok = mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1 && ok;
+  bool ok = set(M_MMAP_THRESHOLD, 32 << 20, "MALLOC_MMAP_THRESHOLD_");
+  ok = set(M_TRIM_THRESHOLD, 1 << 30, "MALLOC_TRIM_THRESHOLD_") && ok;
   // Freed memory is kept per arena, and glibc opens up to 8 arenas a core as new threads (gRPC's)
   // allocate: each one warms up to the working set of the threads that passed through it, so RSS
   // crept up for minutes (a server: +5% in 90 s of a sync job). Two arenas cap what is kept at
   // two working sets; the demo's samples/s stayed within noise.
-  ok = mallopt(M_ARENA_MAX, 2) == 1 && ok;
+  ok = set(M_ARENA_MAX, 2, "MALLOC_ARENA_MAX") && ok;
   return ok;
 }
 
