@@ -13,6 +13,8 @@ namespace pstrain {
 
 // Raises the mmap threshold to glibc's maximum (32 MiB), stops trimming the heap below 1 GiB, and
 // limits glibc to two arenas, so that the memory kept is not multiplied by every thread's arena.
+// A setting that the environment already makes (glibc's MALLOC_MMAP_THRESHOLD_,
+// MALLOC_TRIM_THRESHOLD_, MALLOC_ARENA_MAX) is left as the environment made it.
 // Returns false if glibc refused a setting (harmless: only speed is at stake).
 bool KeepFreedMemoryForReuse();
 

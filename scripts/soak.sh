@@ -11,20 +11,27 @@
 # (plaintext, a certificate of another CA, the job's certificate without the token or with a
 # wrong one, and a member's certificate and token without a session credential or with a forged
 # one; pushes carry 1 MiB of garbage). Meanwhile it samples every role's RSS every 5 s.
-# It prints the RSS table and exits non-zero when a role's RSS grew after warm-up (the first
-# quarter of the samples), when any refused call was accepted, or when the two final models differ
-# (a sync job is bitwise repeatable, so the stream must have changed nothing).
+# It prints the RSS table and exits non-zero when a role's RSS grew after warm-up, when any refused
+# call was accepted, or when the two final models differ (a sync job is bitwise repeatable, so the
+# stream must have changed nothing).
+#
+# Warm-up is the first SOAK_WARMUP seconds of the disturbed run (default 300): under the streams a
+# server's heap takes 2 to 4 minutes to reach its plateau (docs/performance.md "Soak"), and the
+# bound is on what follows, over the SECONDS after it. Sampling stops when the job's training is
+# over (the scheduler logs that every live worker is done): the end of a job, which assembles and
+# writes the final model, is no soak.
 #
 # "Grew" is judged against the warm-up's envelope, not one sample of it: under the stream a
 # server's RSS swings by 2-4 MiB from sample to sample with the calls in flight and the freed
 # memory not yet handed back (up to a request's worth; server/server_runner.cc), so one sample may
 # fall in a trough. A role fails if any sample after warm-up exceeds the warm-up's largest by more
-# than 5% (an excursion past the envelope), or if the median of the last quarter exceeds the
-# median of the quarter after warm-up by more than 5% (a level that rose while the job ran on:
-# what a leak does, whatever the swings). docs/performance.md "Soak" has the figures behind this.
+# than 5% (an excursion past the envelope), or if the median of the last quarter of the samples
+# after warm-up exceeds the median of their first quarter by more than 5% (a level that rose while
+# the job ran on: what a leak does, whatever the swings).
 #
-# Environment: SOAK_EPOCHS (default: calibrated so that one run lasts about SECONDS),
-# SOAK_BATCH (default 32: small steps, many calls).
+# Environment: SOAK_EPOCHS (default: calibrated so that the disturbed run lasts about
+# SOAK_WARMUP + SECONDS), SOAK_WARMUP (seconds, default 300), SOAK_BATCH (default 32: small steps,
+# many calls).
 set -euo pipefail
 
 if [[ $# -lt 1 || $# -gt 2 ]]; then
@@ -35,6 +42,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 BIN="$(cd "$1" && pwd)/bin"
 SECONDS_WANTED="${2:-600}"
 BATCH="${SOAK_BATCH:-32}"
+WARMUP="${SOAK_WARMUP:-300}"
 [[ -x "$BIN/pstrain-launch" ]] || { echo "$0: $BIN/pstrain-launch not found; build first" >&2; exit 1; }
 OUT="$(mktemp -d -t pstrain-soak.XXXXXX)"
 echo "soak: outputs in $OUT"
@@ -61,9 +69,11 @@ if [[ -z "$EPOCHS" ]]; then
   run_job calibrate 1
   wait "$JOB_PID"
   per_epoch=$(echo "$(date +%s.%N) - $start" | bc)
-  EPOCHS=$(echo "e = $SECONDS_WANTED / $per_epoch; if (e < 2) 2 else e / 1" | bc)
+  # The streams about halve the job's speed (each staller holds it up, each joiner makes the others
+  # redo a step): an undisturbed epoch's time is about half a disturbed one's.
+  EPOCHS=$(echo "e = ($WARMUP + $SECONDS_WANTED) / (2 * $per_epoch); if (e < 2) 2 else e / 1" | bc)
 fi
-echo "soak: $EPOCHS epochs a run (batch $BATCH), about ${SECONDS_WANTED} s each"
+echo "soak: $EPOCHS epochs a run (batch $BATCH); warm-up ${WARMUP} s, then about ${SECONDS_WANTED} s measured"
 
 echo "soak: undisturbed reference run"
 run_job reference "$EPOCHS"
@@ -105,9 +115,10 @@ INSIDER=$!
 
 echo "seconds,pid,role,rss_kib" > "$OUT/rss.csv"
 start=$(date +%s)
-# While the job trains: once a role has exited (the workers, at the end) the job is over, and what
-# its end does (the final model sent and written, the summary) is no soak.
-while kill -0 "$LAUNCHER" 2>/dev/null && [[ $(roles | wc -l) -ge 5 ]]; do
+# While the job trains: once every live worker is done (or a role has exited) the job is over, and
+# what its end does (the final shards sent, the final model written, the summary) is no soak.
+while kill -0 "$LAUNCHER" 2>/dev/null && [[ $(roles | wc -l) -ge 5 ]] \
+      && ! grep -q 'every live worker is done' "$OUT/soak.log"; do
   now=$(( $(date +%s) - start ))
   roles | while read -r pid role; do
     rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
@@ -119,9 +130,9 @@ wait "$LAUNCHER" || { echo "soak: the disturbed run failed; see $OUT/soak.log" >
 wait "$ATTACKER" || true
 wait "$INSIDER" || true
 
-/usr/bin/python3 - "$OUT" <<'EOF'
+/usr/bin/python3 - "$OUT" "$WARMUP" <<'EOF'
 import collections, csv, filecmp, sys
-out = sys.argv[1]
+out, warmup = sys.argv[1], int(sys.argv[2])
 rows = list(csv.DictReader(open(f"{out}/rss.csv")))
 by_pid = collections.defaultdict(list)
 names = {}
@@ -130,23 +141,26 @@ for r in rows:
     names[r["pid"]] = r["role"]
 failed = []
 median = lambda xs: sorted(xs)[len(xs) // 2]
-print("| role (pid) | samples | warm-up max MiB | max after MiB | peak vs warm-up max "
-      "| 2nd-quarter median MiB | last-quarter median MiB | level change |")
+print("| role (pid) | samples (warm-up + after) | warm-up max MiB | max after MiB | peak vs warm-up max "
+      "| first-quarter median after MiB | last-quarter median MiB | level change |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for pid, samples in sorted(by_pid.items(), key=lambda kv: names[kv[0]]):
     if len(samples) < 8:
         continue
-    rss = [r for _, r in samples]
-    quarter = len(rss) // 4
-    warm, after = rss[:quarter + 1], rss[quarter + 1:]
-    second, last = after[:quarter], rss[-quarter:]
+    warm = [r for t, r in samples if t < warmup]
+    after = [r for t, r in samples if t >= warmup]
+    if not warm or len(after) < 8:
+        failed.append(f"{names[pid]} ({pid}): {len(after)} samples after the {warmup} s warm-up, too few to judge")
+        continue
+    quarter = len(after) // 4
+    second, last = after[:quarter], after[-quarter:]
     peak = (max(after) - max(warm)) / max(warm)
     level = (median(last) - median(second)) / median(second)
     # Growth is what abuse would cause; a drop (a done worker freeing its data) is not.
     if peak > 0.05 or level > 0.05:
         failed.append(f"{names[pid]} ({pid}) RSS grew after warm-up: peak {peak:+.1%} over the warm-up's max, "
-                      f"level {level:+.1%} (last quarter's median over the second quarter's)")
-    print(f"| {names[pid]} ({pid}) | {len(rss)} | {max(warm) / 1024:.1f} | {max(after) / 1024:.1f} | {peak:+.1%} "
+                      f"level {level:+.1%} (the last quarter's median over the first's, after warm-up)")
+    print(f"| {names[pid]} ({pid}) | {len(warm)} + {len(after)} | {max(warm) / 1024:.1f} | {max(after) / 1024:.1f} | {peak:+.1%} "
           f"| {median(second) / 1024:.1f} | {median(last) / 1024:.1f} | {level:+.1%} |")
 print()
 print(open(f"{out}/attacker.txt").read().strip())
