@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Soak: a secured sync job under its own load plus a steady stream of calls that must be refused,
-# for about SECONDS (default 600). Not part of `make test`.
+# for a warm-up (SOAK_WARMUP, default 300 s) and then about SECONDS (default 600) that the bound is
+# judged on. Not part of `make test`.
 #
 #   scripts/soak.sh BUILD_DIR [SECONDS]
 #
