@@ -559,7 +559,7 @@ class Scheduler {
   // restarted scheduler has them again from the servers' next heartbeats.
   std::map<int, ServerTraffic> server_traffic_ ABSL_GUARDED_BY(mu_);
   // The newest workers' failure messages (ReportFailure), at most kMaxFailureMessages, each
-  // bounded: for the log, the run summary and a min_workers failure. Not persisted.
+  // bounded: for the log, the run summary and a min_workers failure. Saved (SchedulerState).
   std::deque<std::string> worker_failures_ ABSL_GUARDED_BY(mu_);
   // When this scheduler restored its predecessor's state; InfinitePast for a fresh one.
   absl::Time restored_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

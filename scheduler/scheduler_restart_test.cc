@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/scheduler_test_util.h"
@@ -21,6 +22,7 @@ using test_util::Hb;
 using test_util::TinyJobOptions;
 
 using ::google::protobuf::util::MessageDifferencer;
+using ::testing::HasSubstr;
 
 class SchedulerRestartTest : public ::testing::Test {
  protected:
@@ -110,6 +112,25 @@ TEST_F(SchedulerRestartTest, AFailureQuotingBytesThatAreNotUtf8StillSavesAParsab
   EXPECT_NE(reparsed.failure().find("\\xff\\xfe"), std::string::npos) << reparsed.failure();
   std::unique_ptr<Scheduler> restarted = Restart(SYNC);
   EXPECT_EQ(restarted->state(), FAILED);
+}
+
+TEST_F(SchedulerRestartTest, WorkersFailureMessagesOutliveARestart) {
+  std::unique_ptr<Scheduler> s = Start(ASYNC);
+  FailureReport f;
+  f.set_role(WORKER);
+  f.set_rank(1);
+  f.set_message("cannot read the data");
+  s->ReportFailure(f);
+  ASSERT_EQ(s->state(), RUNNING);
+  ASSERT_EQ(saved_.worker_failures_size(), 1);
+  std::unique_ptr<Scheduler> r = Restart(ASYNC);
+  EXPECT_THAT(r->SummaryJson(), HasSubstr("\"worker_failures\": [\"worker 1 failed: cannot read the data\"]"));
+  // What a later failure quotes too: the restarted scheduler knows the earlier one.
+  f.set_rank(0);
+  f.set_message("out of memory");
+  r->ReportFailure(f);
+  EXPECT_THAT(r->SummaryJson(), HasSubstr("cannot read the data\", \"worker 0 failed: out of memory\"]"));
+  EXPECT_EQ(r->Snapshot().worker_failures_size(), 2);
 }
 
 TEST_F(SchedulerRestartTest, RestoredSchedulerHasTheSameStateAndGoesOn) {

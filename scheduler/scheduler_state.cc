@@ -10,6 +10,7 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "scheduler/declared_model.h"
+#include "scheduler/member_limits.h"
 #include "scheduler/scheduler.h"
 
 namespace pstrain {
@@ -127,6 +128,11 @@ absl::Status Scheduler::RestoreFrom(const SchedulerState& state, std::string dec
   if (state.has_restore_step()) restore_step_ = state.restore_step();
   restore_epoch_ = state.restore_epoch();
   final_model_written_ = state.final_model_written();
+  worker_failures_.clear();
+  for (const std::string& message : state.worker_failures()) {
+    worker_failures_.push_back(BoundedReason(message));
+    if (worker_failures_.size() > kMaxFailureMessages) worker_failures_.pop_front();
+  }
   if (state.shard_hosts_size() > 0) shard_hosts_.assign(state.shard_hosts().begin(), state.shard_hosts().end());
   if (state_ == RUNNING) {
     // Dead servers' confirmations do not count (LeasePool::SetServerCounts). The predecessor saved
@@ -211,6 +217,7 @@ SchedulerState Scheduler::SnapshotLocked() const {
   if (restore_step_.has_value()) state.set_restore_step(*restore_step_);
   state.set_restore_epoch(restore_epoch_);
   state.set_final_model_written(final_model_written_);
+  for (const std::string& message : worker_failures_) state.add_worker_failures(message);
   for (const ShardHost& host : shard_hosts_) *state.add_shard_hosts() = host;
   if (declared_.has_value()) {
     state.mutable_declared_model()->set_worker_rank(declared_->worker_rank);
