@@ -121,9 +121,13 @@ absl::StatusOr<RegisterResponse> SchedulerClient::Register(Role role, const std:
       return response;
     }
     const absl::Status& status = response.status();
-    bool retryable = absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
+    // RESOURCE_EXHAUSTED: too many workers joined the running job in the last minute; a place
+    // opens within the minute.
+    const bool busy = absl::IsResourceExhausted(status);
+    bool retryable = absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status) || busy;
     if (!retryable) return status;
     if (absl::Now() + backoff >= give_up) {
+      if (busy) return status;
       // The one line a newcomer sees when nothing answers: what to check.
       return absl::Status(status.code(),
                           absl::StrCat(status.message(), "; no scheduler answered at ", address_, " for ",

@@ -63,7 +63,8 @@ class SchedulerClient : public SchedulerApi {
   // worker's PsClient) send to act as its rank.
   std::string session_credential() const;
 
-  // Registers this role. Retries UNAVAILABLE (the scheduler may start after us) until `timeout`;
+  // Registers this role. Retries UNAVAILABLE (the scheduler may start after us) and
+  // RESOURCE_EXHAUSTED (too many workers joined the running job in the last minute) until `timeout`;
   // other errors (e.g. FAILED_PRECONDITION: the job is full) are returned at once. On success every
   // later call carries the session credential the answer holds (common/session_credential.h).
   absl::StatusOr<RegisterResponse> Register(Role role, const std::string& address,

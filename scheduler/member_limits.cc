@@ -1,5 +1,7 @@
 #include "scheduler/member_limits.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "scheduler/membership.h"
 
@@ -45,6 +47,10 @@ absl::Status CheckHeartbeatRequest(const HeartbeatRequest& request) {
                                                    kMaxAppliedLeases));
   }
   return absl::OkStatus();
+}
+
+int MaxWorkerJoinsPerMinute(const JobSpec& job) {
+  return std::max(10, 2 * std::max(job.max_workers(), job.num_workers()));
 }
 
 std::string BoundedReason(absl::string_view text) {

@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "proto/job.pb.h"
 #include "proto/scheduler.pb.h"
 
 namespace pstrain {
@@ -54,6 +55,11 @@ inline constexpr int kMaxCheckpointSteps = 10000;
 // INVALID_ARGUMENT when `value` is longer than `limit` bytes: "register worker: address is 1048576
 // bytes, the limit is 300".
 absl::Status CheckLength(absl::string_view what, absl::string_view field, absl::string_view value, size_t limit);
+
+// How many workers may join a running job within a minute (Membership::Options::
+// max_joins_per_minute): twice the most live workers it admits (JobSpec.max_workers, or
+// num_workers), at least 10. Enough to replace every worker at once, twice.
+int MaxWorkerJoinsPerMinute(const JobSpec& job);
 
 // The strings of a registration: address, instance_id, metrics_address and the local endpoint.
 absl::Status CheckRegisterRequest(const RegisterRequest& request);

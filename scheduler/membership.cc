@@ -27,15 +27,39 @@ const char* ChangeKindName(ChangeKind kind) {
 
 Membership::Membership(Options options) : options_(std::move(options)) {}
 
-std::vector<Membership::Member>* Membership::MembersOf(Role role) {
-  return const_cast<std::vector<Member>*>(static_cast<const Membership*>(this)->MembersOf(role));
+std::map<int, Membership::Member>* Membership::MembersOf(Role role) {
+  return const_cast<std::map<int, Member>*>(static_cast<const Membership*>(this)->MembersOf(role));
 }
 
-const std::vector<Membership::Member>* Membership::MembersOf(Role role) const {
+const std::map<int, Membership::Member>* Membership::MembersOf(Role role) const {
   switch (role) {
     case SERVER: return &servers_;
     case WORKER: return &workers_;
     default: return nullptr;
+  }
+}
+
+Membership::Member* Membership::Find(Role role, int rank) {
+  return const_cast<Member*>(static_cast<const Membership*>(this)->Find(role, rank));
+}
+
+const Membership::Member* Membership::Find(Role role, int rank) const {
+  const std::map<int, Member>* members = MembersOf(role);
+  if (members == nullptr) return nullptr;
+  auto it = members->find(rank);
+  return it == members->end() ? nullptr : &it->second;
+}
+
+void Membership::ForgetOldGoneWorkers() {
+  int gone = static_cast<int>(workers_.size()) - num_live(WORKER);
+  for (auto it = workers_.begin(); gone > kMaxGoneWorkers && it != workers_.end();) {
+    if (it->second.live) {
+      ++it;
+      continue;
+    }
+    it = workers_.erase(it);
+    --gone;
+    ++forgotten_workers_;
   }
 }
 
@@ -46,17 +70,16 @@ void Membership::Record(Role role, int rank, ChangeKind kind, absl::Time now) {
 }
 
 std::optional<std::string> Membership::InstanceOf(Role role, int rank) const {
-  const std::vector<Member>* members = MembersOf(role);
-  if (members == nullptr || rank < 0 || rank >= static_cast<int>(members->size())) return std::nullopt;
-  return (*members)[rank].instance_id;
+  const Member* m = Find(role, rank);
+  if (m == nullptr) return std::nullopt;
+  return m->instance_id;
 }
 
 std::optional<int> Membership::Lookup(Role role, const std::string& address,
                                       const std::string& instance_id) const {
-  const std::vector<Member>* members = MembersOf(role);
+  const std::map<int, Member>* members = MembersOf(role);
   if (members == nullptr) return std::nullopt;
-  for (int rank = 0; rank < static_cast<int>(members->size()); ++rank) {
-    const Member& m = (*members)[rank];
+  for (const auto& [rank, m] : *members) {
     if (!m.live) continue;
     if (!instance_id.empty() && m.instance_id == instance_id) return rank;
     // The same address is the same process only when neither says otherwise: a server restarted
@@ -71,7 +94,7 @@ std::optional<int> Membership::Lookup(Role role, const std::string& address,
 absl::StatusOr<int> Membership::Register(Role role, const std::string& address,
                                          const std::string& instance_id, absl::Time now,
                                          const LocalEndpoint& local) {
-  std::vector<Member>* members = MembersOf(role);
+  std::map<int, Member>* members = MembersOf(role);
   if (members == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("register: got ", RoleName(role),
                                                    ", expected server or worker"));
@@ -93,21 +116,32 @@ absl::StatusOr<int> Membership::Register(Role role, const std::string& address,
         "register worker at '", address, "': the job admits at most ", options_.max_workers,
         " live workers (--max_workers, or --workers + --spare_workers) and has ", num_live(WORKER)));
   }
+  if (role == WORKER && running_ && options_.max_joins_per_minute > 0) {
+    while (!recent_joins_.empty() && recent_joins_.front() <= now - absl::Minutes(1)) recent_joins_.pop_front();
+    if (static_cast<int>(recent_joins_.size()) >= options_.max_joins_per_minute) {
+      const absl::Duration wait = absl::Ceil(recent_joins_.front() + absl::Minutes(1) - now, absl::Seconds(1));
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "register worker at '", address, "': ", recent_joins_.size(),
+          " workers joined the running job in the last minute, and the job admits at most ",
+          options_.max_joins_per_minute, " a minute (twice its most live workers, at least 10); try again in ",
+          absl::FormatDuration(wait)));
+    }
+  }
   // Servers fill the lowest vacant rank. A worker always gets a rank never used before: a stopped
   // process that was declared dead (SIGSTOP, a partition) and comes back must not pass for the new
   // worker under its old rank, and with fresh ranks every request it makes names a removed member.
-  int rank = role == SERVER ? 0 : static_cast<int>(members->size());
-  while (rank < static_cast<int>(members->size()) && (*members)[rank].live) ++rank;
-  Member member{address, instance_id, role == SERVER ? local : LocalEndpoint(), now, now, false, true,
-                ChangeKind::kDied};
-  if (rank == static_cast<int>(members->size())) {
-    members->push_back(std::move(member));
+  int rank = 0;
+  if (role == SERVER) {
+    while (members->count(rank) > 0 && members->at(rank).live) ++rank;
   } else {
-    (*members)[rank] = std::move(member);
+    rank = next_worker_rank_++;
   }
+  (*members)[rank] = Member{address, instance_id, role == SERVER ? local : LocalEndpoint(), now, now, false, true,
+                            ChangeKind::kDied};
   ++epoch_;
   if (running_) {
     Record(role, rank, ChangeKind::kJoined, now);
+    if (role == WORKER) recent_joins_.push_back(now);
   } else if (num_live(SERVER) == options_.num_servers && num_live(WORKER) == options_.num_workers) {
     running_ = true;
   }
@@ -123,23 +157,28 @@ absl::StatusOr<bool> Membership::Remove(Role role, int rank, ChangeKind kind, ab
     return absl::FailedPreconditionError(
         absl::StrCat("remove ", RoleName(role), " ", rank, ": not registered"));
   }
-  Member& m = (*MembersOf(role))[rank];
-  if (!m.live) return false;
-  m.live = false;
-  m.removed = kind;
+  Member* m = Find(role, rank);
+  if (m == nullptr || !m->live) return false;  // Gone (and perhaps forgotten) already.
+  m->live = false;
+  m->removed = kind;
   ++epoch_;
   Record(role, rank, kind, now);
+  if (role == WORKER) ForgetOldGoneWorkers();
   return true;
 }
 
 absl::Status Membership::Heartbeat(Role role, int rank, absl::Time now) {
-  std::vector<Member>* members = MembersOf(role);
-  if (members == nullptr || rank < 0 || rank >= static_cast<int>(members->size())) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("heartbeat from ", RoleName(role), " ", rank, ": not registered (",
-                     members == nullptr ? 0 : num_live(role), " live)"));
+  if (!ever_registered(role, rank)) {
+    return absl::FailedPreconditionError(absl::StrCat("heartbeat from ", RoleName(role), " ", rank,
+                                                      ": not registered (", num_live(role), " live)"));
   }
-  Member& m = (*members)[rank];
+  Member* found = Find(role, rank);
+  if (found == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(RoleName(role), " ", rank,
+                                                      " is no longer a member of the job: it left or died long ago "
+                                                      "(membership epoch ", epoch_, ")"));
+  }
+  Member& m = *found;
   if (!m.live) {
     return absl::FailedPreconditionError(absl::StrCat(
         RoleName(role), " ", rank, " is no longer a member of the job: it ",
@@ -152,30 +191,31 @@ absl::Status Membership::Heartbeat(Role role, int rank, absl::Time now) {
 }
 
 int Membership::num_live(Role role) const {
-  const std::vector<Member>* members = MembersOf(role);
+  const std::map<int, Member>* members = MembersOf(role);
   if (members == nullptr) return 0;
   int live = 0;
-  for (const Member& m : *members) live += m.live ? 1 : 0;
+  for (const auto& [rank, m] : *members) live += m.live ? 1 : 0;
   return live;
 }
 
 std::vector<int> Membership::LiveRanks(Role role) const {
   std::vector<int> ranks;
-  const std::vector<Member>* members = MembersOf(role);
+  const std::map<int, Member>* members = MembersOf(role);
   if (members == nullptr) return ranks;
-  for (int rank = 0; rank < static_cast<int>(members->size()); ++rank) {
-    if ((*members)[rank].live) ranks.push_back(rank);
+  for (const auto& [rank, m] : *members) {
+    if (m.live) ranks.push_back(rank);
   }
   return ranks;
 }
 
 bool Membership::ever_registered(Role role, int rank) const {
-  const std::vector<Member>* members = MembersOf(role);
-  return members != nullptr && rank >= 0 && rank < static_cast<int>(members->size());
+  if (role == WORKER) return rank >= 0 && rank < next_worker_rank_;
+  return Find(role, rank) != nullptr;
 }
 
 bool Membership::is_live(Role role, int rank) const {
-  return ever_registered(role, rank) && (*MembersOf(role))[rank].live;
+  const Member* m = Find(role, rank);
+  return m != nullptr && m->live;
 }
 
 void Membership::SetModel(ShardMap shard_map, int64_t train_samples, int64_t test_samples, int64_t total_steps) {
@@ -192,13 +232,14 @@ ClusterView Membership::View() const {
   for (int rank : LiveRanks(SERVER)) {
     ServerInfo* info = view.add_servers();
     info->set_rank(rank);
-    info->set_address(servers_[rank].address);
-    if (!servers_[rank].local.unix_address().empty()) *info->mutable_local() = servers_[rank].local;
+    const Member& m = servers_.at(rank);
+    info->set_address(m.address);
+    if (!m.local.unix_address().empty()) *info->mutable_local() = m.local;
   }
   for (int rank : LiveRanks(WORKER)) {
     WorkerInfo* info = view.add_workers();
     info->set_rank(rank);
-    info->set_address(workers_[rank].address);
+    info->set_address(workers_.at(rank).address);
   }
   *view.mutable_shard_map() = options_.shard_map;
   view.set_train_samples(options_.train_samples);
@@ -211,10 +252,9 @@ ClusterView Membership::View() const {
 std::vector<SilentMember> Membership::FindDead(absl::Time now) const {
   std::vector<SilentMember> dead;
   for (Role role : {SERVER, WORKER}) {
-    const std::vector<Member>& members = *MembersOf(role);
-    for (int rank = 0; rank < static_cast<int>(members.size()); ++rank) {
-      if (!members[rank].live || !members[rank].heard) continue;
-      const absl::Duration silent = now - members[rank].last_heartbeat;
+    for (const auto& [rank, m] : *MembersOf(role)) {
+      if (!m.live || !m.heard) continue;
+      const absl::Duration silent = now - m.last_heartbeat;
       if (silent > options_.dead_after) {
         dead.push_back({role, rank, absl::StrFormat("%s sent no heartbeat for %.1f s", Describe(role, rank),
                                                     absl::ToDoubleSeconds(silent))});
@@ -227,9 +267,7 @@ std::vector<SilentMember> Membership::FindDead(absl::Time now) const {
 std::vector<SilentMember> Membership::FindNeverStarted(absl::Time now, absl::Duration limit) const {
   std::vector<SilentMember> silent;
   for (Role role : {SERVER, WORKER}) {
-    const std::vector<Member>& members = *MembersOf(role);
-    for (int rank = 0; rank < static_cast<int>(members.size()); ++rank) {
-      const Member& m = members[rank];
+    for (const auto& [rank, m] : *MembersOf(role)) {
       if (!m.live || m.heard || now - m.registered <= limit) continue;
       silent.push_back({role, rank,
                         absl::StrFormat("%s sent no heartbeat in the %.1f s since it registered",
@@ -240,15 +278,13 @@ std::vector<SilentMember> Membership::FindNeverStarted(absl::Time now, absl::Dur
 }
 
 std::optional<absl::Duration> Membership::SinceHeartbeat(Role role, int rank, absl::Time now) const {
-  const std::vector<Member>* members = MembersOf(role);
-  if (members == nullptr || rank < 0 || rank >= static_cast<int>(members->size())) return std::nullopt;
-  const Member& m = (*members)[rank];
-  if (!m.heard) return std::nullopt;
-  return now - m.last_heartbeat;
+  const Member* m = Find(role, rank);
+  if (m == nullptr || !m->heard) return std::nullopt;
+  return now - m->last_heartbeat;
 }
 
 bool Membership::AllServersHeardSince(absl::Time t) const {
-  for (const Member& m : servers_) {
+  for (const auto& [rank, m] : servers_) {
     if (m.live && (!m.heard || m.last_heartbeat < t)) return false;
   }
   return true;
@@ -256,24 +292,20 @@ bool Membership::AllServersHeardSince(absl::Time t) const {
 
 std::string Membership::Describe(Role role, int rank) const {
   std::string text = absl::StrCat(RoleName(role), " ", rank);
-  if (ever_registered(role, rank) && !(*MembersOf(role))[rank].address.empty()) {
-    absl::StrAppend(&text, " at ", (*MembersOf(role))[rank].address);
-  }
+  const Member* m = Find(role, rank);
+  if (m != nullptr && !m->address.empty()) absl::StrAppend(&text, " at ", m->address);
   return text;
 }
 
 void Membership::SetMetricsAddress(Role role, int rank, const std::string& metrics_address) {
-  std::vector<Member>* members = MembersOf(role);
-  if (members == nullptr || rank < 0 || rank >= static_cast<int>(members->size())) return;
-  (*members)[rank].metrics_address = metrics_address;
+  Member* m = Find(role, rank);
+  if (m != nullptr) m->metrics_address = metrics_address;
 }
 
 std::vector<MemberStatus> Membership::Members(absl::Time now, absl::Time created) const {
   std::vector<MemberStatus> out;
   for (Role role : {SERVER, WORKER}) {
-    const std::vector<Member>& members = *MembersOf(role);
-    for (int rank = 0; rank < static_cast<int>(members.size()); ++rank) {
-      const Member& m = members[rank];
+    for (const auto& [rank, m] : *MembersOf(role)) {
       MemberStatus status;
       status.role = RoleName(role);
       status.rank = rank;

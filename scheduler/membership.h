@@ -21,6 +21,11 @@
 //
 //   Register --> live --(Remove: died / left)--> gone (heartbeats refused; a worker's rank is never reused)
 //
+// Gone workers are remembered (their address for messages, their state for the dashboard), the
+// newest kMaxGoneWorkers of them: a job that runs for months sees workers come and go without end,
+// and the state, the summary and /api/status must stay bounded. A forgotten worker's rank stays
+// used (ever_registered), and its calls are still refused.
+//
 // Liveness. Roles start heartbeating only once they are set up, so a live member is watched from
 // its first heartbeat on: FindDead lists the live members whose last heartbeat is older than
 // `dead_after`. Live members that registered but never heartbeated are "starting";
@@ -36,6 +41,8 @@
 #define PSTRAIN_SCHEDULER_MEMBERSHIP_H_
 
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -83,6 +90,10 @@ class Membership {
     // While the job runs, a worker registering when this many are live is refused
     // (JobSpec.max_workers); 0: no bound beyond num_workers before the start.
     int max_workers = 0;
+    // While the job runs, a worker registering when this many workers joined in the last minute
+    // is refused (RESOURCE_EXHAUSTED): a member that joins and leaves in a loop bumps the
+    // membership epoch, and so aborts the SYNC step, each time. 0: no limit.
+    int max_joins_per_minute = 0;
     // The view's SYNC global batch (JobSpec.global_batch), whatever the live set.
     int64_t global_batch = 1;
     // A member silent for longer than this is dead.
@@ -101,7 +112,9 @@ class Membership {
   // or WORKER, or a server without an address; FAILED_PRECONDITION "job already has 2 workers" when
   // every slot of the role is taken by another process (servers: no rank is vacant; workers: only
   // before the job runs); PERMISSION_DENIED for a worker joining a running job that already has
-  // max_workers live workers. `local`: a server's unix-socket endpoint for workers on its host
+  // max_workers live workers; RESOURCE_EXHAUSTED ("... try again in 12s") for one that would be the
+  // (max_joins_per_minute + 1)th worker to join the running job within a minute (retries of a live
+  // member's registration do not count). `local`: a server's unix-socket endpoint for workers on its host
   // (ServerInfo.local in the view); kept only for servers, the only role peers dial.
   absl::StatusOr<int> Register(Role role, const std::string& address, const std::string& instance_id,
                                absl::Time now, const LocalEndpoint& local = LocalEndpoint());
@@ -128,7 +141,7 @@ class Membership {
   // nothing for an unknown member.
   void SetMetricsAddress(Role role, int rank, const std::string& metrics_address);
 
-  // Every member that ever registered, servers then workers by rank, with state "live", "dead"
+  // Every member that ever registered but the forgotten workers, servers then workers by rank, with state "live", "dead"
   // (died) or "left", for the dashboard; times count from `created`.
   std::vector<MemberStatus> Members(absl::Time now, absl::Time created) const;
 
@@ -153,6 +166,14 @@ class Membership {
   // The events kept: the newest, at most this many (the state, the summary and /api/status list
   // them).
   static constexpr size_t kMaxEvents = 1000;
+  // The gone workers remembered: the newest (highest ranks), at most this many.
+  static constexpr int kMaxGoneWorkers = 256;
+  // Gone workers forgotten so far (Members lists the others).
+  int64_t forgotten_workers() const { return forgotten_workers_; }
+  // True for a worker rank that was handed out and whose member was forgotten since.
+  bool forgotten(Role role, int rank) const {
+    return role == WORKER && ever_registered(role, rank) && Find(role, rank) == nullptr;
+  }
 
   // The view: epoch, WAITING_FOR_ROLES or RUNNING (the caller overrides the state once the job
   // has ended), live servers and workers sorted by rank, shard map, sample counts, total steps and
@@ -204,18 +225,29 @@ class Membership {
     std::string metrics_address;
   };
 
-  // Members of `role`, indexed by rank (removed ones too; a server's vacant rank is refilled); nullptr
-  // for an invalid role.
-  std::vector<Member>* MembersOf(Role role);
-  const std::vector<Member>* MembersOf(Role role) const;
+  // Members of `role` by rank (removed ones too, but the forgotten workers; a server's vacant rank
+  // is refilled); nullptr for an invalid role.
+  std::map<int, Member>* MembersOf(Role role);
+  const std::map<int, Member>* MembersOf(Role role) const;
+  // The member (role, rank), or nullptr when there is none (never registered, or forgotten).
+  Member* Find(Role role, int rank);
+  const Member* Find(Role role, int rank) const;
   void Record(Role role, int rank, ChangeKind kind, absl::Time now);
+  // Forgets the oldest gone workers beyond kMaxGoneWorkers.
+  void ForgetOldGoneWorkers();
 
   Options options_;  // constant but for SetModel
-  std::vector<Member> servers_;
-  std::vector<Member> workers_;
+  std::map<int, Member> servers_;
+  std::map<int, Member> workers_;
+  // The rank the next worker gets: every worker rank below it was handed out once.
+  int next_worker_rank_ = 0;
+  int64_t forgotten_workers_ = 0;
   int64_t epoch_ = 1;
   bool running_ = false;
   std::vector<MembershipEvent> events_;
+  // When workers joined the running job, within the last minute (max_joins_per_minute); not
+  // persisted: a restarted scheduler starts a fresh minute.
+  std::deque<absl::Time> recent_joins_;
 };
 
 }  // namespace scheduler

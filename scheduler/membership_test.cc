@@ -385,6 +385,46 @@ TEST(MembershipTest, JoinAndLeaveWithoutEndKeepsTheNewestEventsOnly) {
   }
   EXPECT_LE(m.events().size(), Membership::kMaxEvents);
   EXPECT_EQ(m.events().back().at, kT0 + absl::Seconds(3000));
+  // Only the newest gone workers are remembered: the state and the dashboard stay bounded.
+  EXPECT_EQ(m.Members(kT0, kT0).size(), 1u + Membership::kMaxGoneWorkers);
+  EXPECT_EQ(m.forgotten_workers(), 3000 - Membership::kMaxGoneWorkers);
+  const MembershipState saved = m.ToProto();
+  EXPECT_EQ(saved.workers_size(), 1 + Membership::kMaxGoneWorkers);
+  EXPECT_LT(saved.ByteSizeLong(), 100000u);
+  // A forgotten worker's rank stays used, and it is still refused.
+  EXPECT_TRUE(m.ever_registered(WORKER, 1));
+  EXPECT_FALSE(m.is_live(WORKER, 1));
+  EXPECT_EQ(m.Describe(WORKER, 1), "worker 1");
+  EXPECT_EQ(m.Heartbeat(WORKER, 1, kT0).message(),
+            "worker 1 is no longer a member of the job: it left or died long ago (membership epoch 6002)");
+  EXPECT_FALSE(*m.Remove(WORKER, 1, ChangeKind::kDied, kT0));
+  EXPECT_EQ(m.Describe(WORKER, 3000), "worker 3000 at 127.0.0.1:9000");
+  // A restored membership goes on with the next rank, not with the number of members it lists.
+  Membership restored(o);
+  ASSERT_TRUE(restored.Restore(saved, kT0).ok());
+  EXPECT_EQ(restored.ToProto().SerializeAsString(), saved.SerializeAsString());
+  EXPECT_EQ(*restored.Register(WORKER, "127.0.0.1:7000", kT0), 3001);
+  EXPECT_TRUE(restored.is_live(WORKER, 0));
+}
+
+TEST(MembershipTest, AStateWithoutRanksIndexesItsMembersByRank) {
+  // As written before MemberState.rank: workers 0 (gone) and 1 (live), no next_worker_rank.
+  Membership::Options o = TwoAndTwo();
+  o.num_servers = 0;
+  o.num_workers = 1;
+  MembershipState old;
+  old.set_epoch(4);
+  old.set_running(true);
+  old.add_workers()->set_address("h:1");
+  old.mutable_workers(0)->set_removed(MEMBER_LEFT);
+  MemberState* live = old.add_workers();
+  live->set_address("h:2");
+  live->set_live(true);
+  Membership m(o);
+  ASSERT_TRUE(m.Restore(old, kT0).ok());
+  EXPECT_EQ(m.LiveRanks(WORKER), std::vector<int>{1});
+  EXPECT_EQ(m.Describe(WORKER, 0), "worker 0 at h:1");
+  EXPECT_EQ(*m.Register(WORKER, "h:3", kT0), 2);
 }
 
 }  // namespace

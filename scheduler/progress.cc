@@ -315,8 +315,29 @@ absl::Time Progress::End(absl::Time now) const { return finished_at_.value_or(no
 
 int64_t Progress::Step() const { return job().mode() == SYNC ? max_step_ : batches_; }
 
+void Progress::ForgetWorkers(const std::function<bool(int rank)>& forgotten) {
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    if (!forgotten(it->first)) {
+      ++it;
+      continue;
+    }
+    const Worker& w = it->second;
+    forgotten_.samples += w.samples;
+    forgotten_.batches += w.batches;
+    forgotten_.traffic.set_bytes_sent(forgotten_.traffic.bytes_sent() + w.traffic.bytes_sent());
+    forgotten_.traffic.set_bytes_received(forgotten_.traffic.bytes_received() + w.traffic.bytes_received());
+    forgotten_.traffic.set_compression_saved_bytes(forgotten_.traffic.compression_saved_bytes() +
+                                                   w.traffic.compression_saved_bytes());
+    forgotten_.staleness.set_pulls(forgotten_.staleness.pulls() + w.staleness.pulls());
+    forgotten_.staleness.set_sum(forgotten_.staleness.sum() + w.staleness.sum());
+    forgotten_.staleness.set_max(std::max(forgotten_.staleness.max(), w.staleness.max()));
+    ++forgotten_workers_;
+    it = workers_.erase(it);
+  }
+}
+
 int64_t Progress::TotalTrainSamples() const {
-  int64_t total = 0;
+  int64_t total = forgotten_.samples;
   for (const auto& [rank, worker] : workers_) total += worker.samples;
   return total;
 }
@@ -476,6 +497,13 @@ std::string Progress::SummaryJson(JobState state, absl::string_view failure, abs
     first = false;
   }
   out += "],\n";
+  if (forgotten_workers_ > 0) {
+    // Workers gone long ago, summed (ForgetWorkers).
+    absl::StrAppend(&out, "  \"forgotten_workers\": {\"workers\": ", forgotten_workers_,
+                    ", \"samples\": ", forgotten_.samples, ", \"bytes_sent\": ", forgotten_.traffic.bytes_sent(),
+                    ", \"bytes_received\": ", forgotten_.traffic.bytes_received(),
+                    ", \"compression_saved_bytes\": ", forgotten_.traffic.compression_saved_bytes(), "},\n");
+  }
   out += "  \"membership_events\": [";
   first = true;
   for (const MembershipEvent& event : events) {

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -170,6 +171,11 @@ class Progress {
   ProgressState ToProto() const;
   absl::Status Restore(const ProgressState& state);
 
+  // Folds the statistics of every worker for which `forgotten(rank)` is true into one sum (the
+  // summary's "forgotten_workers"; totals stay the same) and drops them: the membership forgot
+  // them (Membership::kMaxGoneWorkers), and the summary and /api/status must stay bounded.
+  void ForgetWorkers(const std::function<bool(int rank)>& forgotten);
+
  private:
   struct Epoch {
     double train_loss_sum = 0;
@@ -234,6 +240,9 @@ class Progress {
   EvalPool eval_;
   // By worker rank; ranks 0..num_workers-1 always, later ones once they report.
   std::map<int, Worker> workers_;
+  // ForgetWorkers: how many were forgotten, and their statistics summed.
+  int64_t forgotten_workers_ = 0;
+  Worker forgotten_;
   int max_epoch_ = 0;
   int64_t max_step_ = 0;     // SYNC: the largest global step reported.
   int64_t batches_ = 0;      // ASYNC/SSP: batches trained by all workers.

@@ -596,6 +596,33 @@ TEST(ProgressTest, TrafficAndStalenessAddUpPerWorkerAndSurviveARestore) {
   EXPECT_EQ(again.workers[0].step, 2);
 }
 
+TEST(ProgressTest, ForgottenWorkersAreSummedAndTheTotalsStay) {
+  const JobSpec job = Job(2, 1, ASYNC);
+  Progress p(Opts(job, 100, 0));
+  p.Start(kT0);
+  ASSERT_TRUE(p.Add(WithTraffic(Train(0, 0, 1, 1.0, 8), 100, 200, 30, 4, 6, 3), kT0 + absl::Seconds(1)).ok());
+  ASSERT_TRUE(p.Add(WithTraffic(Train(1, 0, 1, 1.0, 8), 10, 20, 3, 2, 0, 5), kT0 + absl::Seconds(1)).ok());
+  ASSERT_TRUE(p.Add(WithTraffic(Train(2, 0, 1, 1.0, 4), 1, 2, 0, 1, 1, 7), kT0 + absl::Seconds(2)).ok());
+  const double rate = p.samples_per_second(kT0 + absl::Seconds(4));
+  p.ForgetWorkers([](int rank) { return rank >= 1; });
+
+  DashboardStatus status;
+  p.FillStatus(kT0 + absl::Seconds(4), &status);
+  ASSERT_EQ(status.workers.size(), 1u);
+  EXPECT_EQ(p.samples_per_second(kT0 + absl::Seconds(4)), rate);
+  const std::string json = p.SummaryJson(RUNNING, "", kT0 + absl::Seconds(4));
+  EXPECT_TRUE(Contains(json, "\"forgotten_workers\": {\"workers\": 2, \"samples\": 12, \"bytes_sent\": 11, "
+                             "\"bytes_received\": 22, \"compression_saved_bytes\": 3}"))
+      << json;
+  EXPECT_FALSE(Contains(json, "\"rank\": 1,")) << json;
+  EXPECT_TRUE(JsonChecker(json).Valid()) << json;
+
+  Progress restored(Opts(job, 100, 0));
+  ASSERT_TRUE(restored.Restore(p.ToProto()).ok());
+  EXPECT_EQ(restored.ToProto().SerializeAsString(), p.ToProto().SerializeAsString());
+  EXPECT_EQ(restored.SummaryJson(RUNNING, "", kT0 + absl::Seconds(4)), json);
+}
+
 TEST(ProgressTest, EachReportBecomesATimelinePoint) {
   Progress p(Opts(Job(1, 2), 100, 0));
   ProgressReport r = WithTraffic(Train(0, 1, 7, 6.0, 4, 2), 0, 0, 0, 2, 3, 2);

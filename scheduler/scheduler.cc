@@ -24,6 +24,7 @@ Membership::Options MembershipOptions(const Scheduler::Options& o) {
   m.num_servers = o.job.num_servers();
   m.num_workers = o.job.num_workers();
   m.max_workers = o.job.max_workers();
+  m.max_joins_per_minute = MaxWorkerJoinsPerMinute(o.job);
   m.global_batch = o.job.global_batch();
   m.dead_after = o.dead_after;
   m.shard_map = o.shard_map;
@@ -553,6 +554,11 @@ void Scheduler::RemoveWorkerLocked(int rank, ChangeKind kind, absl::string_view 
   if (!removed.ok() || !*removed) return;
   const int returned = progress_->WorkerGone(rank);
   const int remainders = leases_->Release(rank);
+  // The membership remembers only the newest gone workers: what is kept by rank goes with them.
+  progress_->ForgetWorkers([this](int r) { return membership_.forgotten(WORKER, r); });
+  for (auto it = worker_calls_.begin(); it != worker_calls_.end();) {
+    it = membership_.forgotten(WORKER, it->first) ? worker_calls_.erase(it) : std::next(it);
+  }
   LOG(INFO) << "worker " << rank << " " << ChangeKindName(kind) << " (" << reason << ")"
             << (returned > 0 ? absl::StrCat("; ", returned, " evaluation leases back in the pool") : "")
             << (remainders > 0 ? absl::StrCat("; ", remainders, " training leases back as remainders") : "")

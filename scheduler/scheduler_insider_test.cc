@@ -323,6 +323,80 @@ TEST_F(InsiderTest, BarrierSpamIsRefusedBeforeAnythingIsStored) {
   EXPECT_TRUE(s->DashboardStatus().stuck_barriers.empty());
 }
 
+TEST_F(InsiderTest, WorkersJoiningARunningJobAreLimitedPerMinute) {
+  auto s = Make(ASYNC, 2);  // At most 10 joins a minute: twice 2 workers, at least 10.
+  auto join_and_leave = [&](int i) -> absl::Status {
+    absl::StatusOr<RegisterResponse> r = s->Register(Reg(WORKER, absl::StrCat("h:", 100 + i)));
+    if (!r.ok()) return r.status();
+    EXPECT_TRUE(s->Heartbeat(Hb(WORKER, r->rank())).ok());
+    LeaveRequest leave;
+    leave.set_role(WORKER);
+    leave.set_rank(r->rank());
+    return s->Leave(leave);
+  };
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(join_and_leave(i).ok()) << i;
+    now_ += absl::Seconds(1);
+  }
+  const int64_t epoch = s->View().membership_epoch();
+  const size_t state = s->Snapshot().ByteSizeLong();
+  absl::Status refused = join_and_leave(10);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(refused.message(),
+            "register worker at 'h:110': 10 workers joined the running job in the last minute, and the job "
+            "admits at most 10 a minute (twice its most live workers, at least 10); try again in 50s");
+  // Refused before anything changed: no epoch bump (which would abort a SYNC step), nothing saved.
+  EXPECT_EQ(s->View().membership_epoch(), epoch);
+  EXPECT_EQ(s->Snapshot().ByteSizeLong(), state);
+  // A live member's retry is no join; and once the oldest join is a minute old, one more may join.
+  EXPECT_TRUE(s->Register(Reg(WORKER, "h:2")).ok());
+  now_ += absl::Seconds(50);
+  EXPECT_TRUE(join_and_leave(11).ok());
+  EXPECT_EQ(join_and_leave(12).code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST_F(InsiderTest, JoiningAndLeavingForMonthsKeepsStateSummaryAndStatusBounded) {
+  auto s = Make(ASYNC, 2);
+  auto cycle = [&](int i) {
+    absl::StatusOr<RegisterResponse> r = s->Register(Reg(WORKER, absl::StrCat("h:", 100 + i)));
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_TRUE(s->Heartbeat(Hb(WORKER, r->rank())).ok());
+    LeaseRequest lease;  // Leaves a record of its calls, as a worker does.
+    lease.set_worker_rank(r->rank());
+    lease.set_request_seq(1);
+    absl::StatusOr<LeaseResponse> leased = s->LeaseWork(lease);
+    ASSERT_TRUE(leased.ok()) << leased.status();
+    ProgressReport report;  // And statistics of its own in the summary.
+    report.set_worker_rank(r->rank());
+    report.set_report_seq(1);
+    report.mutable_train()->set_samples(1);
+    report.mutable_train()->set_steps(1);
+    ASSERT_TRUE(s->ReportProgress(report).ok());
+    LeaveRequest leave;
+    leave.set_role(WORKER);
+    leave.set_rank(r->rank());
+    ASSERT_TRUE(s->Leave(leave).ok());
+    now_ += absl::Seconds(6);  // Within the limit of 10 joins a minute.
+  };
+  // Past the events' bound (Membership::kMaxEvents, two a cycle) and the gone workers'.
+  const int first = Membership::kMaxGoneWorkers + 500;
+  for (int i = 0; i < first; ++i) cycle(i);
+  const size_t state = s->Snapshot().ByteSizeLong();
+  const size_t summary = s->SummaryJson().size();
+  const size_t members = s->DashboardStatus().members.size();
+  // 1000 more: without the bound, about 22 KB more state and 170 KB more summary. The events kept
+  // swing by a tenth of their bound (Membership::Record), hence the margins.
+  for (int i = 0; i < 1000; ++i) cycle(first + i);
+  EXPECT_LE(s->Snapshot().ByteSizeLong(), state * 105 / 100) << "was " << state;
+  EXPECT_LE(s->SummaryJson().size(), summary * 115 / 100) << "was " << summary;
+  EXPECT_EQ(s->DashboardStatus().members.size(), members);
+  EXPECT_EQ(members, 1u + 2u + Membership::kMaxGoneWorkers);
+  EXPECT_THAT(s->SummaryJson(), HasSubstr("\"forgotten_workers\": {\"workers\": "));
+  // The first joiner's rank is forgotten, and still refused.
+  EXPECT_EQ(s->Heartbeat(Hb(WORKER, 2)).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s->state(), RUNNING);
+}
+
 TEST_F(InsiderTest, OversizedRegistrationStringsAreRefused) {
   auto s = Make(SYNC, 2);
   const int64_t epoch = s->View().membership_epoch();

@@ -3,6 +3,7 @@
 // before it changes anything, so a state that does not fit gives INVALID_ARGUMENT and leaves the
 // component as it was. The Scheduler's own fields are in scheduler/scheduler_state.cc.
 #include <algorithm>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -62,9 +63,12 @@ MembershipState Membership::ToProto() const {
   MembershipState state;
   state.set_epoch(epoch_);
   state.set_running(running_);
+  state.set_next_worker_rank(next_worker_rank_);
+  state.set_forgotten_workers(forgotten_workers_);
   for (Role role : {SERVER, WORKER}) {
-    for (const Member& m : *MembersOf(role)) {
+    for (const auto& [rank, m] : *MembersOf(role)) {
       MemberState* out = role == SERVER ? state.add_servers() : state.add_workers();
+      out->set_rank(rank);
       out->set_address(m.address);
       out->set_instance_id(m.instance_id);
       *out->mutable_local() = m.local;
@@ -89,13 +93,21 @@ MembershipState Membership::ToProto() const {
 
 absl::Status Membership::Restore(const MembershipState& state, absl::Time now) {
   if (state.epoch() < 1) return Bad("membership", absl::StrCat("epoch ", state.epoch(), ", expected >= 1"));
-  std::vector<Member> members[2];
+  // States written before MemberState.rank index their members by rank.
+  const bool ranked = state.next_worker_rank() > 0;
+  std::map<int, Member> members[2];
   for (Role role : {SERVER, WORKER}) {
     const auto& in = role == SERVER ? state.servers() : state.workers();
     int live = 0;
-    for (int rank = 0; rank < in.size(); ++rank) {
-      const MemberState& m = in[rank];
+    for (int i = 0; i < in.size(); ++i) {
+      const MemberState& m = in[i];
+      const int rank = ranked ? m.rank() : i;
       const std::string where = absl::StrCat("membership, ", RoleName(role), " ", rank);
+      if (rank < 0 || (role == WORKER && ranked && rank >= state.next_worker_rank()) ||
+          members[role == SERVER ? 0 : 1].count(rank) > 0) {
+        return Bad(where, absl::StrCat("rank ", rank, " is negative, repeated or not below the next worker rank ",
+                                       state.next_worker_rank()));
+      }
       Member member;
       member.address = m.address();
       member.instance_id = m.instance_id();
@@ -112,7 +124,7 @@ absl::Status Membership::Restore(const MembershipState& state, absl::Time now) {
         member.removed = *kind;
       }
       live += m.live() ? 1 : 0;
-      members[role == SERVER ? 0 : 1].push_back(std::move(member));
+      members[role == SERVER ? 0 : 1][rank] = std::move(member);
     }
     if (role == SERVER && live > options_.num_servers) {
       return Bad("membership", absl::StrCat(live, " live servers, the job has ", options_.num_servers));
@@ -127,6 +139,8 @@ absl::Status Membership::Restore(const MembershipState& state, absl::Time now) {
   }
   servers_ = std::move(members[0]);
   workers_ = std::move(members[1]);
+  next_worker_rank_ = ranked ? state.next_worker_rank() : state.workers_size();
+  forgotten_workers_ = state.forgotten_workers();
   events_ = std::move(events);
   epoch_ = state.epoch();
   running_ = state.running();
@@ -344,6 +358,13 @@ ProgressState Progress::ToProto() const {
     *out->mutable_traffic() = worker.traffic;
     *out->mutable_staleness() = worker.staleness;
   }
+  state.set_forgotten_workers(forgotten_workers_);
+  if (forgotten_workers_ > 0) {
+    ProgressWorkerState* out = state.mutable_forgotten();
+    out->set_samples(forgotten_.samples);
+    *out->mutable_traffic() = forgotten_.traffic;
+    *out->mutable_staleness() = forgotten_.staleness;
+  }
   state.set_max_epoch(max_epoch_);
   state.set_max_step(max_step_);
   state.set_batches(batches_);
@@ -391,6 +412,11 @@ absl::Status Progress::Restore(const ProgressState& state) {
   counted_steps_ = UnpackBools(state.counted_steps());
   counted_leases_ = UnpackBools(state.counted_leases());
   workers_ = std::move(workers);
+  forgotten_workers_ = state.forgotten_workers();
+  forgotten_ = Worker();
+  forgotten_.samples = state.forgotten().samples();
+  forgotten_.traffic = state.forgotten().traffic();
+  forgotten_.staleness = state.forgotten().staleness();
   max_epoch_ = state.max_epoch();
   max_step_ = state.max_step();
   batches_ = state.batches();

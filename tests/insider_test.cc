@@ -193,6 +193,27 @@ TEST_F(InsiderTest, AWorkerCredentialDoesWhatAWorkerMustAndNoMore) {
   EXPECT_GE(absl::Now() - joined_at, absl::Seconds(4));  // Not before dead_after.
   EXPECT_THAT(cluster.scheduler->Output(), HasSubstr("while heartbeating: evicted"));
 
+  // Joining and leaving in a loop, which bumps the membership epoch (and so aborts the SYNC step)
+  // each time: a running job admits at most 10 joins a minute here (twice --workers plus
+  // --spare_workers, at least 10), two of them made above. Register retries the refusal until its
+  // timeout, then returns it.
+  std::unique_ptr<SchedulerClient> churner = *SchedulerClient::Create(cluster.address, absl::Seconds(10), security);
+  int joins = 0;
+  absl::Status busy;
+  for (int i = 0; i < 20; ++i) {
+    absl::StatusOr<RegisterResponse> joined_again = churner->Register(WORKER, "", absl::Seconds(1));
+    if (!joined_again.ok()) {
+      busy = joined_again.status();
+      break;
+    }
+    ++joins;
+    ASSERT_TRUE(churner->Leave(WORKER, joined_again->rank(), "churn").ok());
+  }
+  EXPECT_TRUE(absl::IsResourceExhausted(busy)) << busy;
+  EXPECT_THAT(busy.message(), HasSubstr("workers joined the running job in the last minute"));
+  EXPECT_GE(joins, 8);
+  EXPECT_LE(joins, 10);
+
   // The job finishes as the undisturbed one did.
   const std::string summary = RunToEnd(cluster);
   EXPECT_THAT(summary, HasSubstr("\"state\": \"FINISHED\""));
