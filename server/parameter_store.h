@@ -115,7 +115,6 @@
 #include "server/checkpoint.h"
 #include "server/server_metrics.h"
 #include "server/shard_storage.h"
-#include "server/sparse_shard.h"  // SparseShard::TableStats, the name callers know TableStats() by
 #include "server/ssp_clocks.h"
 #include "server/store_request.h"
 

@@ -154,7 +154,7 @@ TEST(ParameterStoreSparseTest, ReadingRowsCreatesNoneAndStatsCountWrittenRows) {
   PullRows(*store, 0, {1, 2, 3});
   EXPECT_EQ(store->TableStats()[0].rows, 0);
   ASSERT_TRUE(PushNow(*store, SparsePush(0, 0, 1, {Rows(0, {1, 2}, {1, 1, 1, 1})})).ok());
-  const std::vector<SparseShard::TableStats> stats = store->TableStats();
+  const std::vector<server::TableStats> stats = store->TableStats();
   ASSERT_EQ(stats.size(), 2u);
   EXPECT_EQ(stats[0].name, "user");
   EXPECT_EQ(stats[0].rows, 2);
