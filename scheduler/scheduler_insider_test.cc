@@ -357,9 +357,11 @@ TEST_F(InsiderTest, WorkersJoiningARunningJobAreLimitedPerMinute) {
 
 TEST_F(InsiderTest, JoiningAndLeavingForMonthsKeepsStateSummaryAndStatusBounded) {
   auto s = Make(ASYNC, 2);
+  std::string first_session;
   auto cycle = [&](int i) {
     absl::StatusOr<RegisterResponse> r = s->Register(Reg(WORKER, absl::StrCat("h:", 100 + i)));
     ASSERT_TRUE(r.ok()) << r.status();
+    if (i == 0) first_session = r->session_credential();
     ASSERT_TRUE(s->Heartbeat(Hb(WORKER, r->rank())).ok());
     LeaseRequest lease;  // Leaves a record of its calls, as a worker does.
     lease.set_worker_rank(r->rank());
@@ -394,6 +396,9 @@ TEST_F(InsiderTest, JoiningAndLeavingForMonthsKeepsStateSummaryAndStatusBounded)
   EXPECT_THAT(s->SummaryJson(), HasSubstr("\"forgotten_workers\": {\"workers\": "));
   // The first joiner's rank is forgotten, and still refused.
   EXPECT_EQ(s->Heartbeat(Hb(WORKER, 2)).status().code(), absl::StatusCode::kFailedPrecondition);
+  absl::StatusOr<SessionClaims> session = s->Authenticate(first_session);
+  EXPECT_EQ(session.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(session.status().message(), HasSubstr("worker 2: it left or died long ago"));
   EXPECT_EQ(s->state(), RUNNING);
 }
 
