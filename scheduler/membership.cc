@@ -132,7 +132,7 @@ absl::StatusOr<int> Membership::Register(Role role, const std::string& address,
   // worker under its old rank, and with fresh ranks every request it makes names a removed member.
   int rank = 0;
   if (role == SERVER) {
-    while (members->count(rank) > 0 && members->at(rank).live) ++rank;
+    while (is_live(SERVER, rank)) ++rank;
   } else {
     rank = next_worker_rank_++;
   }

@@ -58,6 +58,20 @@ TimelinePoint TimelinePointOf(const ProgressReport& report, double t) {
   return p;
 }
 
+// Adds `add` to `sum`: a report's traffic or staleness to its worker's, or a worker's to the
+// forgotten workers' (Progress::ForgetWorkers). Staleness max is the maximum.
+void AddTraffic(const WorkerTraffic& add, WorkerTraffic* sum) {
+  sum->set_bytes_sent(sum->bytes_sent() + add.bytes_sent());
+  sum->set_bytes_received(sum->bytes_received() + add.bytes_received());
+  sum->set_compression_saved_bytes(sum->compression_saved_bytes() + add.compression_saved_bytes());
+}
+
+void AddStaleness(const Staleness& add, Staleness* sum) {
+  sum->set_pulls(sum->pulls() + add.pulls());
+  sum->set_sum(sum->sum() + add.sum());
+  sum->set_max(std::max(sum->max(), add.max()));
+}
+
 }  // namespace
 
 Progress::Progress(Options options)
@@ -170,13 +184,8 @@ absl::Status Progress::Add(const ProgressReport& report, absl::Time now, int64_t
   worker.batches += train.steps();
   if (worker.step != report.step()) worker.step_changed = now;
   worker.step = report.step();
-  worker.traffic.set_bytes_sent(worker.traffic.bytes_sent() + report.traffic().bytes_sent());
-  worker.traffic.set_bytes_received(worker.traffic.bytes_received() + report.traffic().bytes_received());
-  worker.traffic.set_compression_saved_bytes(worker.traffic.compression_saved_bytes() +
-                                             report.traffic().compression_saved_bytes());
-  worker.staleness.set_pulls(worker.staleness.pulls() + report.staleness().pulls());
-  worker.staleness.set_sum(worker.staleness.sum() + report.staleness().sum());
-  worker.staleness.set_max(std::max(worker.staleness.max(), report.staleness().max()));
+  AddTraffic(report.traffic(), &worker.traffic);
+  AddStaleness(report.staleness(), &worker.staleness);
   if (train.samples() > 0) worker.recent.emplace_back(now, train.samples());
   while (!worker.recent.empty() && worker.recent.front().first < now - kRecentWindow) worker.recent.pop_front();
   // Only training goes on the charts: evaluation results and the final done report would be
@@ -321,16 +330,9 @@ void Progress::ForgetWorkers(const std::function<bool(int rank)>& forgotten) {
       ++it;
       continue;
     }
-    const Worker& w = it->second;
-    forgotten_.samples += w.samples;
-    forgotten_.batches += w.batches;
-    forgotten_.traffic.set_bytes_sent(forgotten_.traffic.bytes_sent() + w.traffic.bytes_sent());
-    forgotten_.traffic.set_bytes_received(forgotten_.traffic.bytes_received() + w.traffic.bytes_received());
-    forgotten_.traffic.set_compression_saved_bytes(forgotten_.traffic.compression_saved_bytes() +
-                                                   w.traffic.compression_saved_bytes());
-    forgotten_.staleness.set_pulls(forgotten_.staleness.pulls() + w.staleness.pulls());
-    forgotten_.staleness.set_sum(forgotten_.staleness.sum() + w.staleness.sum());
-    forgotten_.staleness.set_max(std::max(forgotten_.staleness.max(), w.staleness.max()));
+    forgotten_.samples += it->second.samples;
+    AddTraffic(it->second.traffic, &forgotten_.traffic);
+    AddStaleness(it->second.staleness, &forgotten_.staleness);
     ++forgotten_workers_;
     it = workers_.erase(it);
   }
