@@ -427,5 +427,29 @@ TEST(MembershipTest, AStateWithoutRanksIndexesItsMembersByRank) {
   EXPECT_EQ(*m.Register(WORKER, "h:3", kT0), 2);
 }
 
+TEST(MembershipTest, AStateWithBadWorkerRanksIsRefusedAndChangesNothing) {
+  Membership::Options o = TwoAndTwo();
+  o.num_servers = 0;
+  o.num_workers = 1;
+  MembershipState bad;
+  bad.set_epoch(4);
+  bad.set_running(true);
+  bad.set_next_worker_rank(3);
+  for (int i = 0; i < 2; ++i) {
+    MemberState* w = bad.add_workers();
+    w->set_rank(1);
+    w->set_live(true);
+  }
+  Membership m(o);
+  absl::Status refused = m.Restore(bad, kT0);
+  EXPECT_EQ(std::string(refused.message()), "scheduler state, membership, worker 1: the rank is listed twice");
+  bad.mutable_workers(1)->set_rank(3);
+  refused = m.Restore(bad, kT0);
+  EXPECT_EQ(std::string(refused.message()),
+            "scheduler state, membership, worker 3: rank not handed out yet (next_worker_rank 3)");
+  EXPECT_EQ(m.epoch(), 1);
+  EXPECT_EQ(*m.Register(WORKER, "h:1", kT0), 0);
+}
+
 }  // namespace
 }  // namespace pstrain::scheduler

@@ -103,10 +103,10 @@ absl::Status Membership::Restore(const MembershipState& state, absl::Time now) {
       const MemberState& m = in[i];
       const int rank = ranked ? m.rank() : i;
       const std::string where = absl::StrCat("membership, ", RoleName(role), " ", rank);
-      if (rank < 0 || (role == WORKER && ranked && rank >= state.next_worker_rank()) ||
-          members[role == SERVER ? 0 : 1].count(rank) > 0) {
-        return Bad(where, absl::StrCat("rank ", rank, " is negative, repeated or not below the next worker rank ",
-                                       state.next_worker_rank()));
+      if (rank < 0) return Bad(where, "negative rank, expected >= 0");
+      if (members[role == SERVER ? 0 : 1].count(rank) > 0) return Bad(where, "the rank is listed twice");
+      if (role == WORKER && ranked && rank >= state.next_worker_rank()) {
+        return Bad(where, absl::StrCat("rank not handed out yet (next_worker_rank ", state.next_worker_rank(), ")"));
       }
       Member member;
       member.address = m.address();
