@@ -79,12 +79,6 @@ int64_t NumValues(const std::vector<std::unique_ptr<ShardStorage>>& storages) {
   return n;
 }
 
-int NumParts(const std::vector<std::unique_ptr<ShardStorage>>& storages) {
-  int n = 0;
-  for (const auto& s : storages) n += s->num_parts();
-  return n;
-}
-
 }  // namespace
 
 ParameterStore::ParameterStore(const Options& options, std::vector<int> worker_ranks,
@@ -98,16 +92,17 @@ ParameterStore::ParameterStore(const Options& options, std::vector<int> worker_r
       output_mode_(OutputMode(options.job.output_mode())),
       storages_(std::move(storages)),
       num_values_(NumValues(storages_)),
-      num_parts_(NumParts(storages_)),
       checkpoint_dir_(options.job.checkpoint_dir()),
       checkpoint_every_(options.job.checkpoint_every_steps()),
       checkpoint_interval_(absl::Seconds(options.job.checkpoint_every_seconds())),
       on_checkpoint_written_(options.on_checkpoint_written),
       metrics_(options.metrics),
       membership_epoch_(options.membership_epoch),
+      sync_(rank_, max_samples_, &storages_),
       ssp_(options.job.staleness()) {
   absl::MutexLock lock(&mu_);
-  for (int r : worker_ranks) workers_.emplace(r, NewWorkerLocked());
+  for (int r : worker_ranks) workers_.emplace(r, LastPush());
+  if (mode_ == SYNC) sync_.SetLive(worker_ranks);  // sorted by Create
   ssp_.SetLive(worker_ranks);  // sorted by Create
   writes_checkpoints_ = options.write_checkpoints;
   last_snapshot_ = absl::Now();
@@ -385,15 +380,8 @@ int ParameterStore::num_parked() const {
 
 std::optional<ParameterStore::PendingStep> ParameterStore::Pending(absl::Time now) const {
   absl::MutexLock lock(&mu_);
-  if (mode_ != SYNC || num_pushed_ == 0) return std::nullopt;
-  PendingStep pending;
-  pending.step = step_;
-  pending.waited = now - first_push_at_;
-  pending.typical = typical_wait_;
-  for (const auto& [r, w] : workers_) {
-    if (!w.pushed) pending.missing.push_back(r);
-  }
-  return pending;
+  if (mode_ != SYNC) return std::nullopt;
+  return sync_.Pending(step_, now);
 }
 
 std::vector<TensorChunk> ParameterStore::Snapshot() const {
@@ -408,14 +396,6 @@ std::vector<TableStats> ParameterStore::TableStats() const {
   absl::MutexLock lock(&mu_);
   for (const auto& storage : storages_) storage->AppendTableStats(&out);
   return out;
-}
-
-std::string ParameterStore::PartName(int part) const {
-  for (const auto& storage : storages_) {
-    if (part < storage->num_parts()) return storage->PartName(part);
-    part -= storage->num_parts();
-  }
-  return absl::StrCat("part ", part);  // not reached: callers pass a checked part
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -446,9 +426,9 @@ absl::Status ParameterStore::Restore(const ShardCheckpoint& ckpt) {
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return absl::UnavailableError(absl::StrCat("server ", rank_, " shutting down"));
-    if (mode_ == SYNC && num_pushed_ > 0) {
+    if (mode_ == SYNC && sync_.num_pushed() > 0) {
       return absl::FailedPreconditionError(absl::StrCat("restoring server ", rank_, " to step ", ckpt.step, ": ",
-                                                        num_pushed_, " of ", workers_.size(),
+                                                        sync_.num_pushed(), " of ", workers_.size(),
                                                         " workers already pushed step ", step_));
     }
     InstallCheckpointLocked(ckpt, std::move(prepared));
@@ -462,7 +442,7 @@ absl::Status ParameterStore::Restore(const ShardCheckpoint& ckpt) {
 void ParameterStore::InstallCheckpointLocked(const ShardCheckpoint& ckpt, PreparedParts prepared) {
   for (size_t i = 0; i < storages_.size(); ++i) storages_[i]->Install(ckpt, std::move(prepared[i]));
   step_ = ckpt.step;
-  for (auto& [r, worker] : workers_) worker.has_last_push = false;
+  for (auto& [r, last] : workers_) last = LastPush();
 }
 
 void ParameterStore::WriteCheckpointFile(const ShardCheckpoint& ckpt, int64_t rollbacks) {

@@ -2,14 +2,16 @@
 // No gRPC in here; server/ps_service.h adapts it to the ParameterServer service.
 //
 // Protocol and storage. This class keeps the protocol: membership epochs and fencing, request ids
-// and de-duplication, the SYNC step (which workers' gradients count, their weights n_r / N and the
-// ascending-rank order), ASYNC/SSP clocks, leased batches, parked requests, checkpoint cuts and
-// replica behaviour. The values themselves (the dense chunks and the embedding-table rows, their
-// optimizers, checking and decoding a request's part, a worker's stored SYNC gradient, the float
-// work of the sum, updates with the scheduled learning rate, answers, checkpoint copy and restore)
-// live in a list of ShardStorages (server/shard_storage.h: server::DenseShard, then
-// server::SparseStorage), which this class owns and drives all alike, with no branch on their
-// kind: their checking calls before taking its mutex, everything else under it.
+// and de-duplication, data epochs and leased batches, parked requests, checkpoint cuts and replica
+// behaviour. Each mode's rule is a piece of its own that it drives under its mutex: the SYNC step
+// (server/sync_step.h: which workers' gradients a step sums, their weights n_r / N and the
+// ascending-rank order) and the SSP clock gate (server/ssp_clocks.h); ASYNC applies each push as it
+// comes. The values themselves (the dense chunks and the embedding-table rows, their optimizers,
+// checking and decoding a request's part, a worker's stored SYNC gradient, the float work of the
+// sum, updates with the scheduled learning rate, answers, checkpoint copy and restore) live in a
+// list of ShardStorages (server/shard_storage.h: server::DenseShard, then server::SparseStorage),
+// which this class owns and drives all alike, with no branch on their kind: their checking calls
+// before taking its mutex, everything else under it.
 //
 // Requests that must wait (a SYNC pull for the step being aggregated, an SSP pull held back by the
 // staleness bound) are parked, not blocked on: each call takes a `Done` callback that is invoked
@@ -116,6 +118,7 @@
 #include "server/server_metrics.h"
 #include "server/shard_storage.h"
 #include "server/ssp_clocks.h"
+#include "server/sync_step.h"
 #include "server/store_request.h"
 
 namespace pstrain::server {
@@ -278,17 +281,8 @@ class ParameterStore {
   // staleness bound, pushes waiting until applied). For metrics; takes the lock.
   int num_parked() const;
 
-  // A SYNC step some live workers have pushed and others not yet.
-  struct PendingStep {
-    int64_t step = 0;
-    // Since the step's first push arrived.
-    absl::Duration waited;
-    // Live workers whose push is missing, ascending.
-    std::vector<int> missing;
-    // A moving average (1/8 weight per step) of how long earlier steps waited from first to last
-    // push; zero before the first step completed.
-    absl::Duration typical;
-  };
+  // A SYNC step some live workers have pushed and others not yet (server/sync_step.h).
+  using PendingStep = server::PendingStep;
   // The pending SYNC step at `now`; nullopt in other modes and when no push of the current step is
   // stored. For the server's slow-step watch (server/slow_step_watch.h).
   std::optional<PendingStep> Pending(absl::Time now) const;
@@ -337,7 +331,7 @@ class ParameterStore {
 
  private:
   // A request's parts, one per storage in list order (CheckGradient or CheckRead).
-  using Parts = absl::InlinedVector<std::unique_ptr<StoragePart>, 2>;
+  using Parts = StorageParts;
   // A checkpoint's parts, one per storage (PrepareRestore).
   using PreparedParts = std::vector<std::unique_ptr<PreparedRestore>>;
 
@@ -361,26 +355,6 @@ class ParameterStore {
     PullAsk ask;
   };
 
-  // A live worker's state, created when it joins the live set and freed when it leaves it.
-  struct Worker {
-    // Retry memory: the worker's latest push (any mode).
-    bool has_last_push = false;
-    int64_t last_push_step = 0;
-    int32_t last_push_data_epoch = 0;  // ASYNC/SSP
-    uint64_t last_push_id = 0;
-    // SYNC: the gradient stored for step_, one slot per storage (made when the worker joins,
-    // reused every step). `pushed` once every part is stored; partial pushes fill it part by part.
-    bool pushed = false;
-    int64_t samples = 0;
-    std::vector<std::unique_ptr<GradientSlot>> slots;
-    // SYNC partial pushes: which parts are stored for step_, how many, and the request ids of the
-    // pushes that brought them (for retries). `have` is allocated once, like the slots.
-    std::vector<bool> have;
-    int stored_parts = 0;
-    absl::InlinedVector<uint64_t, 8> part_ids;
-    // SYNC: the stored push asks for a checkpoint after the step (PushRequest.checkpoint).
-    bool wants_checkpoint = false;
-  };
 
   // A callback to run once the lock is released. Run answers in ascending `order` (stable):
   // answers with weights carry their first chunk, everything else -1, so a step's parts go back
@@ -422,22 +396,13 @@ class ParameterStore {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // ABORTED "<what> rejected by server R: worker W is not a live member at membership epoch E".
   absl::Status NotLiveError(absl::string_view what, int worker_rank) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // A new Worker for a rank joining the live set (SYNC: with its gradient slots).
-  Worker NewWorkerLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // Push after validation; appends released waiters to `out`.
   // `grads`: the push's checked parts (SYNC stores them in the worker's slots until the step).
   absl::Status PushLocked(const PushRequest& req, Parts* grads, Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SYNC: has sync_ store the push, and applies the step when it is complete.
   absl::Status PushSyncLocked(const PushRequest& req, Parts* grads, Completions* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // PushSyncLocked for a partial push of step_ from live worker `w` (rank r); stores the part.
-  absl::Status StorePartLocked(const PushRequest& req, Parts* grads, Worker& w, Completions* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // SYNC: stores `grads` in worker `w`'s slots.
-  void StoreGradientsLocked(Parts* grads, Worker& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // SYNC: worker `w`'s gradient for step_ is now complete; applies the step once every live
-  // worker's is.
-  void CompletePushLocked(Worker& w, Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PushAsyncLocked(const PushRequest& req, Parts* grads, Completions* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers now, parks, or fails a pull that waits for `step` (see Waiter::step).
@@ -450,8 +415,6 @@ class ParameterStore {
   static ReadAsk AskOf(const PushRequest& req, absl::Span<const IncomingRows> pull_sparse) {
     return req.partial() ? ReadAsk{req.first_chunk(), req.chunks_size(), pull_sparse} : ReadAsk{0, -1, pull_sparse};
   }
-  // The name of the store's part `part` (the storages' parts in list order), for messages.
-  std::string PartName(int part) const;
 
   // ASYNC/SSP: moves to `data_epoch` if it is newer (clocks 0, nobody finished, applied batches
   // forgotten); FAILED_PRECONDITION if it is older.
@@ -461,10 +424,9 @@ class ParameterStore {
   // Answers every parked waiter that is now ready.
   void ReleaseReadyLocked(Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // SYNC: the weighted rank-ordered sum and one optimizer update, storage by storage.
-  void ApplySyncStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // SYNC: forgets the gradients stored for step_ (after applying or dropping the step).
-  void DropStoredGradientsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SYNC: applies the complete step (sync_.Apply), advances step_, snapshots when due and answers
+  // the parked requests it releases.
+  void ApplySyncStepLocked(Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fills `resp` (and `values` and ask.rows_out, see PullAnswer) with what `ask` asks for.
   void FillResponseLocked(PullResponse* resp, float* values, const PullAsk& ask) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -513,7 +475,6 @@ class ParameterStore {
   // layout and checking calls (constant data) also without it.
   const std::vector<std::unique_ptr<ShardStorage>> storages_;
   const int64_t num_values_;  // the storages' num_values(): the floats of a whole answer
-  const int num_parts_;       // the storages' num_parts(): a whole SYNC push
 
   const std::string checkpoint_dir_;
   const int64_t checkpoint_every_;  // 0: no checkpoints every N steps
@@ -533,14 +494,10 @@ class ParameterStore {
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   int64_t membership_epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  // The live workers by rank; std::map iterates in ascending rank, the SYNC summation order.
-  std::map<int, Worker> workers_ ABSL_GUARDED_BY(mu_);
-  // SYNC: live workers whose gradient for step_ is stored.
-  int num_pushed_ ABSL_GUARDED_BY(mu_) = 0;
-  // SYNC: when the first of them arrived, and the moving average of the wait from first push to
-  // last (PendingStep::typical).
-  absl::Time first_push_at_ ABSL_GUARDED_BY(mu_);
-  absl::Duration typical_wait_ ABSL_GUARDED_BY(mu_);
+  // The live workers by rank, with their latest push (retry memory, every mode).
+  std::map<int, LastPush> workers_ ABSL_GUARDED_BY(mu_);
+  // SYNC: the gradients stored for step_ and the rank-ordered weighted sum (unused otherwise).
+  SyncStep sync_ ABSL_GUARDED_BY(mu_);
   // ASYNC/SSP: the current data epoch (SSP: the workers' clocks count pushes in it).
   int32_t data_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // SSP: the live workers' clocks in data_epoch_ and the staleness gate (JobSpec.staleness).

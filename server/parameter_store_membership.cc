@@ -49,32 +49,11 @@ absl::Status ParameterStore::NotLiveError(absl::string_view what, int worker_ran
                                          " is not a live member at membership epoch ", membership_epoch_));
 }
 
-ParameterStore::Worker ParameterStore::NewWorkerLocked() const {
-  Worker w;
-  if (mode_ == SYNC) {
-    for (const auto& storage : storages_) w.slots.push_back(storage->NewSlot());
-    w.have.assign(num_parts_, false);
-  }
-  return w;
-}
-
-void ParameterStore::DropStoredGradientsLocked() {
-  for (auto& [r, w] : workers_) {
-    w.pushed = false;
-    w.samples = 0;
-    w.wants_checkpoint = false;
-    if (w.stored_parts > 0) std::fill(w.have.begin(), w.have.end(), false);
-    w.stored_parts = 0;
-    w.part_ids.clear();
-    for (size_t i = 0; i < w.slots.size(); ++i) storages_[i]->ClearSlot(w.slots[i].get());
-  }
-  num_pushed_ = 0;
-}
-
 std::string ParameterStore::InstallMembershipLocked(int64_t epoch, const std::vector<int>& live_worker_ranks) {
   // SSP: a joiner starts level with the slowest live worker still in the data epoch.
   ssp_.SetLive(live_worker_ranks);
-  std::map<int, Worker> next;
+  if (mode_ == SYNC) sync_.SetLive(live_worker_ranks);
+  std::map<int, LastPush> next;
   std::vector<int> joined, left;
   for (int r : live_worker_ranks) {
     auto it = workers_.find(r);
@@ -82,7 +61,7 @@ std::string ParameterStore::InstallMembershipLocked(int64_t epoch, const std::ve
       next.emplace(r, std::move(it->second));
       workers_.erase(it);
     } else {
-      next.emplace(r, NewWorkerLocked());
+      next.emplace(r, LastPush());
       joined.push_back(r);
     }
   }
@@ -105,8 +84,8 @@ absl::Status ParameterStore::UpdateMembership(int64_t epoch, std::vector<int> li
     if (mode_ == SYNC) {
       // Half a step's gradients were computed under the old split of the global batch; the live
       // workers of the new epoch recompute all of it, so nothing stored may be mixed in.
-      if (num_pushed_ > 0 || !waiters_.empty()) {
-        dropped = absl::StrCat("; dropped step ", step_, " (", num_pushed_, " of ", workers_.size(),
+      if (sync_.num_pushed() > 0 || !waiters_.empty()) {
+        dropped = absl::StrCat("; dropped step ", step_, " (", sync_.num_pushed(), " of ", workers_.size(),
                                " pushed, ", waiters_.size(), " parked calls)");
       }
       const absl::Status aborted = absl::AbortedError(absl::StrCat(
@@ -114,7 +93,7 @@ absl::Status ParameterStore::UpdateMembership(int64_t epoch, std::vector<int> li
           " was unfinished; recompute it"));
       for (Waiter& w : waiters_) out.push_back({std::move(w.done), aborted});
       waiters_.clear();
-      DropStoredGradientsLocked();
+      sync_.Drop();
     }
 
     const std::string changes = InstallMembershipLocked(epoch, live_worker_ranks);
@@ -154,8 +133,8 @@ absl::Status ParameterStore::RestoreAndUpdateMembership(const ShardCheckpoint* c
                                                           " at membership epoch ", epoch, ": the store is at epoch ",
                                                           membership_epoch_, " already"));
       }
-      if (num_pushed_ > 0 || !waiters_.empty()) {
-        dropped = absl::StrCat("; dropped step ", step_, " (", num_pushed_, " of ", workers_.size(), " pushed, ",
+      if (sync_.num_pushed() > 0 || !waiters_.empty()) {
+        dropped = absl::StrCat("; dropped step ", step_, " (", sync_.num_pushed(), " of ", workers_.size(), " pushed, ",
                                waiters_.size(), " parked calls)");
       }
       const absl::Status aborted = absl::AbortedError(absl::StrCat("server ", rank_, " rolled back to step ",
@@ -163,7 +142,7 @@ absl::Status ParameterStore::RestoreAndUpdateMembership(const ShardCheckpoint* c
                                                                    "; step ", step_, " is void"));
       for (Waiter& w : waiters_) out.push_back({std::move(w.done), aborted});
       waiters_.clear();
-      if (mode_ == SYNC) DropStoredGradientsLocked();
+      if (mode_ == SYNC) sync_.Drop();
       changes = InstallMembershipLocked(epoch, live_worker_ranks);
       InstallCheckpointLocked(*ckpt, std::move(prepared));
       applied_batches_.Clear();

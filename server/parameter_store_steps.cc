@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "glog/logging.h"
 
 namespace pstrain::server {
@@ -21,135 +22,31 @@ absl::Status ParameterStore::PushLocked(const PushRequest& req, Parts* grads, Co
 }
 
 absl::Status ParameterStore::PushSyncLocked(const PushRequest& req, Parts* grads, Completions* out) {
-  const int r = req.worker_rank();
-  const int64_t t = req.step();
-  Worker& w = workers_.at(r);  // CheckLive passed
-  if (t < step_) {
-    // The step just applied: this server moved on before (or without) learning of a membership
-    // change that made the worker recompute it, or the worker's answer was lost. The global batch
-    // is the same whoever computed it, so the applied update stands.
-    if (t == step_ - 1) return absl::OkStatus();
-    // A retry of an older push whose step has been applied since (its answer was lost).
-    if (w.has_last_push && w.last_push_step == t && w.last_push_id == req.request_id()) return absl::OkStatus();
-    return absl::FailedPreconditionError(absl::StrCat("push from worker ", r, " for step ", t,
-                                                      " is stale: server ", rank_, " is at step ", step_));
-  }
-  if (t > step_) {
-    return absl::FailedPreconditionError(absl::StrCat("push for step ", t, " from the future: server ", rank_,
-                                                      " is at step ", step_, " (worker ", r, ")"));
-  }
-  // The global batch is split evenly among the live workers (data/assignment.h), so no worker's
-  // share is larger than this; a claim above it was never handed out and would outweigh the
-  // others' gradients in the weighted sum.
-  const auto live = static_cast<int64_t>(workers_.size());
-  const int64_t share = (max_samples_ + live - 1) / live;
-  if (req.num_samples() > share) {
-    return absl::InvalidArgumentError(absl::StrCat("push from worker ", r, " for step ", t, ": num_samples is ",
-                                                   req.num_samples(), ", expected at most ", share, " (a share of the ",
-                                                   "global batch of ", max_samples_, " among ", live, " live workers)"));
-  }
-  if (req.partial()) return StorePartLocked(req, grads, w, out);
-  if (w.pushed || w.stored_parts > 0) {
-    const bool retry = w.pushed && w.stored_parts == 0 && w.last_push_id == req.request_id();
-    if (retry) return absl::OkStatus();
-    return absl::AlreadyExistsError(absl::StrCat("push from worker ", r, " for step ", t, " with request id ",
-                                                 req.request_id(), ": the worker already pushed (part of) this "
-                                                 "step with request id ", w.last_push_id));
-  }
-  StoreGradientsLocked(grads, w);
-  w.samples = req.num_samples();
-  w.wants_checkpoint = req.checkpoint();
-  w.has_last_push = true;
-  w.last_push_step = t;
-  w.last_push_id = req.request_id();
-  CompletePushLocked(w, out);
+  LastPush& last = workers_.at(req.worker_rank());  // CheckLive passed
+  absl::StatusOr<SyncStep::Stored> stored = sync_.Push(req, step_, last, grads);
+  if (!stored.ok()) return stored.status();
+  if (*stored == SyncStep::Stored::kNothing) return absl::OkStatus();
+  last.known = true;
+  last.step = req.step();
+  last.request_id = req.request_id();
+  if (*stored == SyncStep::Stored::kComplete) ApplySyncStepLocked(out);
   return absl::OkStatus();
 }
 
-absl::Status ParameterStore::StorePartLocked(const PushRequest& req, Parts* grads, Worker& w, Completions* out) {
-  const int r = req.worker_rank();
-  const int first = req.first_chunk();
-  const int count = req.chunks_size();
-  const bool known_id = std::find(w.part_ids.begin(), w.part_ids.end(), req.request_id()) != w.part_ids.end();
-  for (int i = first; i < first + count; ++i) {
-    if (!w.have[i] && !(w.pushed && w.stored_parts == 0)) continue;
-    // Stored already: the same part again is a retry (its answer was lost); anything else overlaps.
-    if (known_id) return absl::OkStatus();
-    return absl::AlreadyExistsError(absl::StrCat(
-        "partial push from worker ", r, " for step ", req.step(), " with request id ", req.request_id(),
-        ": chunk ", i, " (", PartName(i), ") is already stored for this step"));
-  }
-  if (w.stored_parts > 0 && req.num_samples() != w.samples) {
-    return absl::InvalidArgumentError(absl::StrCat("partial push from worker ", r, " for step ", req.step(),
-                                                   ": num_samples is ", req.num_samples(), ", but an earlier part of ",
-                                                   "the step said ", w.samples));
-  }
-  StoreGradientsLocked(grads, w);
-  for (int i = first; i < first + count; ++i) w.have[i] = true;
-  w.stored_parts += count;
-  w.part_ids.push_back(req.request_id());
-  w.samples = req.num_samples();
-  w.wants_checkpoint = w.wants_checkpoint || req.checkpoint();
-  w.has_last_push = true;
-  w.last_push_step = req.step();
-  w.last_push_id = req.request_id();
-  if (w.stored_parts == num_parts_) CompletePushLocked(w, out);
-  return absl::OkStatus();
-}
-
-void ParameterStore::StoreGradientsLocked(Parts* grads, Worker& w) {
-  for (size_t i = 0; i < storages_.size(); ++i) storages_[i]->StoreGradient(*(*grads)[i], w.slots[i].get());
-}
-
-void ParameterStore::CompletePushLocked(Worker& w, Completions* out) {
-  w.pushed = true;
-  if (num_pushed_++ == 0) first_push_at_ = absl::Now();
-  if (num_pushed_ == static_cast<int>(workers_.size())) {
-    const absl::Duration waited = absl::Now() - first_push_at_;
-    typical_wait_ = typical_wait_ == absl::ZeroDuration() ? waited : typical_wait_ + (waited - typical_wait_) / 8;
-    if (metrics_.step_wait != nullptr) metrics_.step_wait->Observe(absl::ToDoubleSeconds(waited));
-    ApplySyncStepLocked();
-    ReleaseReadyLocked(out);
-  }
-}
-
-void ParameterStore::ApplySyncStepLocked() {
-  int64_t total_samples = 0;
-  bool checkpoint_asked = false;
-  for (const auto& [r, w] : workers_) {
-    total_samples += w.samples;
-    checkpoint_asked = checkpoint_asked || w.wants_checkpoint;
-  }
-  if (total_samples > 0) {
-    // Ascending rank order (workers_ is a std::map) and fixed weights make the sum, and so the
-    // whole run, bitwise repeatable. A worker with no samples is left out rather than multiplied
-    // by zero, so it cannot inject NaN. Each storage sums the terms in this order with its own
-    // fixed float order (see ShardStorage::Accumulate).
-    absl::InlinedVector<std::pair<const Worker*, float>, 8> contributors;
-    for (const auto& [r, w] : workers_) {
-      if (w.samples == 0) continue;
-      contributors.emplace_back(&w, static_cast<float>(static_cast<double>(w.samples) / total_samples));
-    }
-    absl::InlinedVector<WeightedSlot, 8> terms(contributors.size());
-    for (size_t s = 0; s < storages_.size(); ++s) {
-      for (size_t i = 0; i < contributors.size(); ++i) {
-        terms[i] = WeightedSlot{contributors[i].first->slots[s].get(), contributors[i].second};
-      }
-      storages_[s]->Accumulate(terms);
-      storages_[s]->ApplySum(step_);
-    }
-  }
+void ParameterStore::ApplySyncStepLocked(Completions* out) {
+  const SyncStep::Applied applied = sync_.Apply(step_);
+  if (metrics_.step_wait != nullptr) metrics_.step_wait->Observe(absl::ToDoubleSeconds(applied.waited));
   ++step_;
-  MaybeSnapshotLocked(checkpoint_asked);
-  DropStoredGradientsLocked();
-  VLOG(1) << "server " << rank_ << ": applied step " << step_ - 1 << " (" << total_samples << " samples)";
+  MaybeSnapshotLocked(applied.checkpoint_asked);
+  VLOG(1) << "server " << rank_ << ": applied step " << step_ - 1 << " (" << applied.samples << " samples)";
+  ReleaseReadyLocked(out);
 }
 
 absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, Parts* grads, Completions* out) {
   const int r = req.worker_rank();
-  Worker& w = workers_.at(r);  // CheckLive passed
+  LastPush& last = workers_.at(r);  // CheckLive passed
   // Request id 0 means "no id": such pushes are never taken for retries.
-  if (req.request_id() != 0 && w.has_last_push && w.last_push_id == req.request_id()) return absl::OkStatus();
+  if (req.request_id() != 0 && last.known && last.request_id == req.request_id()) return absl::OkStatus();
   const bool has_lease = req.lease_id() != 0;
   // A data epoch begins only once every lease of the one before is complete, i.e. each of its
   // batches was applied on every server: a leased batch of an older epoch is a repeat.
@@ -170,12 +67,11 @@ absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, Parts* grad
     MaybeSnapshotLocked();
   }
   // The same step pushed again: the worker recomputed it because another server failed it.
-  const bool same_step =
-      w.has_last_push && w.last_push_step == req.step() && w.last_push_data_epoch == req.data_epoch();
-  w.has_last_push = true;
-  w.last_push_step = req.step();
-  w.last_push_data_epoch = req.data_epoch();
-  w.last_push_id = req.request_id();
+  const bool same_step = last.known && last.step == req.step() && last.data_epoch == req.data_epoch();
+  last.known = true;
+  last.step = req.step();
+  last.data_epoch = req.data_epoch();
+  last.request_id = req.request_id();
   // The clock counts the worker's steps in the current epoch, repeated batches included (the
   // worker did a step either way), a step pushed again not. The push's step is the worker's own
   // clock, so a replacement server (async recovery) learns the clocks from it instead of holding

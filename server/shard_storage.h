@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -69,6 +70,9 @@ class StoragePart {
  public:
   virtual ~StoragePart() = default;
 };
+
+// A request's parts, one per storage in the store's list order (CheckGradient or CheckRead).
+using StorageParts = absl::InlinedVector<std::unique_ptr<StoragePart>, 2>;
 
 // A live worker's SYNC gradient for the current step, made by one storage's NewSlot and given
 // back only to it. Allocated when the worker joins, reused every step.
