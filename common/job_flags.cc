@@ -79,6 +79,13 @@ DEFINE_string(table_optimizer, "adagrad", "--model=ctr, and declared tables that
 DEFINE_double(table_lr, 0.05, "--table_optimizer's learning rate (default: adagrad 2.0 for --model=ctr, lazy_adam 0.001, else 0.05)");
 DEFINE_double(table_l1, 0.0, "--table_optimizer=ftrl: L1 strength");
 DEFINE_double(table_l2, 0.0, "--table_optimizer=ftrl: L2 strength");
+DEFINE_string(table_admission, "always",
+              "--model=ctr: which keys become embedding rows: always, count:N (at a key's N-th update, counted "
+              "in a 1 MiB sketch per table per server) or probability:P (each update of a key without a row "
+              "admits it with probability P); the others' updates are dropped and counted");
+DEFINE_int64(table_sketch_bytes, 0,
+             "--table_admission=count:N: bytes of the sketch that counts keys without rows, per table per server "
+             "(0: 1 MiB; from 4096 to 2^30). Too small a sketch admits keys early: see docs/guides/sparse-models.md");
 DEFINE_int32(replicas, 1, "Copies of each server's shard: 1, or 2 (a live copy on the next server survives one server's loss)");
 
 namespace pstrain {
@@ -96,7 +103,7 @@ const char* const kJobFlags[] = {
     "eval_last_epoch_only", "checkpoint_dir", "checkpoint_every_steps", "min_workers", "max_workers", "spare_workers",
     "checkpoint_every_seconds", "global_batch", "resume", "replicas", "overlap", "compression",
     "data_format", "bad_records", "embedding_dim", "table_optimizer", "table_lr", "table_l1", "table_l2",
-    "max_grad_norm_per_sample", "output_mode"};
+    "table_admission", "table_sketch_bytes", "max_grad_norm_per_sample", "output_mode"};
 
 // "0640" or "640": octal digits only, the owner may at least read (a file its own job could not
 // read back is a mistake), at most 0777.
@@ -199,6 +206,12 @@ absl::Status ApplyFlags(JobSpec* job) {
   if (Given("table_lr")) table_opt->set_lr(static_cast<float>(FLAGS_table_lr));
   if (Given("table_l1")) table_opt->set_l1(static_cast<float>(FLAGS_table_l1));
   if (Given("table_l2")) table_opt->set_l2(static_cast<float>(FLAGS_table_l2));
+  if (Given("table_admission")) {
+    absl::StatusOr<AdmissionSpec> admission = ParseAdmission(FLAGS_table_admission);
+    if (!admission.ok()) return absl::InvalidArgumentError(absl::StrCat("--table_", admission.status().message()));
+    *job->mutable_table_admission() = *admission;
+  }
+  if (Given("table_sketch_bytes")) job->mutable_table_admission()->set_sketch_bytes(FLAGS_table_sketch_bytes);
   if (Given("max_grad_norm_per_sample")) job->set_max_grad_norm_per_sample(FLAGS_max_grad_norm_per_sample);
   if (Given("output_mode")) {
     uint32_t mode = 0;

@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace pstrain {
@@ -79,9 +80,17 @@ void ApplyTableDefaults(JobSpec* job) {
       table->set_name(fields == 1 ? "features" : absl::StrCat("C", f + 1));
       table->set_dim(job->embedding_dim());
       *table->mutable_optimizer() = job->table_optimizer();
+      if (job->has_table_admission()) *table->mutable_admission() = job->table_admission();
     }
   }
-  for (TableSpec& table : *job->mutable_tables()) ApplySparseOptimizerDefaults(table.mutable_optimizer());
+  for (TableSpec& table : *job->mutable_tables()) {
+    ApplySparseOptimizerDefaults(table.mutable_optimizer());
+    if (table.has_admission()) ApplyAdmissionDefaults(table.mutable_admission());
+  }
+}
+
+void ApplyAdmissionDefaults(AdmissionSpec* spec) {
+  if (spec->policy() == AdmissionSpec::COUNT && spec->sketch_bytes() == 0) spec->set_sketch_bytes(kDefaultSketchBytes);
 }
 
 absl::Status ValidateTables(const JobSpec& job) {
@@ -89,6 +98,7 @@ absl::Status ValidateTables(const JobSpec& job) {
     return Invalid("embedding_dim", absl::StrCat(job.embedding_dim()), absl::StrCat("in [1, ", kMaxTableDim, "]"));
   }
   if (absl::Status s = ValidateSparseOptimizer("table_optimizer", job.table_optimizer()); !s.ok()) return s;
+  if (absl::Status s = ValidateAdmission("table_admission", job.table_admission()); !s.ok()) return s;
   absl::flat_hash_set<std::string> names;
   for (int i = 0; i < job.tables_size(); ++i) {
     const TableSpec& t = job.tables(i);
@@ -106,6 +116,7 @@ absl::Status ValidateTables(const JobSpec& job) {
       return Invalid(absl::StrCat(field, ".init_bound"), absl::StrCat(t.init_bound()), "a finite value >= 0");
     }
     if (absl::Status s = ValidateSparseOptimizer(absl::StrCat(field, ".optimizer"), t.optimizer()); !s.ok()) return s;
+    if (absl::Status s = ValidateAdmission(absl::StrCat(field, ".admission"), t.admission()); !s.ok()) return s;
     if (job.model() == kCtrModel && t.dim() != job.embedding_dim()) {
       return Invalid(absl::StrCat(field, ".dim"), absl::StrCat(t.dim()),
                      absl::StrCat("embedding_dim = ", job.embedding_dim(), " (model 'ctr' pools every field alike)"));
@@ -115,6 +126,75 @@ absl::Status ValidateTables(const JobSpec& job) {
     return Invalid("tables", absl::StrCat(job.tables_size(), " tables"),
                    absl::StrCat(CtrFieldsOf(job.data().format()), " for model 'ctr' on ", job.data().format(),
                                 " data (one per categorical field)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<AdmissionSpec> ParseAdmission(absl::string_view text) {
+  const std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  const absl::string_view expected = "always, count:N (N in [1, 255]) or probability:P (P in (0, 1])";
+  AdmissionSpec spec;
+  if (t.empty() || t == "always") return spec;
+  const size_t colon = t.find(':');
+  const std::string policy = t.substr(0, colon);
+  const std::string value = colon == std::string::npos ? "" : t.substr(colon + 1);
+  if (policy == "count") {
+    int count = 0;
+    if (!absl::SimpleAtoi(value, &count)) return Invalid("admission", absl::StrCat("'", text, "'"), expected);
+    spec.set_policy(AdmissionSpec::COUNT);
+    spec.set_min_count(count);
+    return spec;
+  }
+  if (policy == "probability") {
+    float p = 0;
+    if (!absl::SimpleAtof(value, &p)) return Invalid("admission", absl::StrCat("'", text, "'"), expected);
+    spec.set_policy(AdmissionSpec::PROBABILITY);
+    spec.set_probability(p);
+    return spec;
+  }
+  return Invalid("admission", absl::StrCat("'", text, "'"), expected);
+}
+
+std::string AdmissionName(const AdmissionSpec& spec) {
+  switch (spec.policy()) {
+    case AdmissionSpec::COUNT:
+      return absl::StrCat("count:", spec.min_count());
+    case AdmissionSpec::PROBABILITY:
+      return absl::StrCat("probability:", spec.probability());
+    default:
+      return "always";
+  }
+}
+
+absl::Status ValidateAdmission(absl::string_view field, const AdmissionSpec& spec) {
+  if (!AdmissionSpec::Policy_IsValid(spec.policy())) {
+    return Invalid(absl::StrCat(field, ".policy"), absl::StrCat(static_cast<int>(spec.policy())),
+                   "ALWAYS, COUNT or PROBABILITY");
+  }
+  const bool count = spec.policy() == AdmissionSpec::COUNT;
+  const bool probability = spec.policy() == AdmissionSpec::PROBABILITY;
+  if (count && (spec.min_count() < 1 || spec.min_count() > kMaxAdmissionCount)) {
+    return Invalid(absl::StrCat(field, ".min_count"), absl::StrCat(spec.min_count()),
+                   absl::StrCat("in [1, ", kMaxAdmissionCount, "] for count:N"));
+  }
+  if (!count && spec.min_count() != 0) {
+    return Invalid(absl::StrCat(field, ".min_count"), absl::StrCat(spec.min_count()),
+                   absl::StrCat("0: the policy is ", AdmissionName(spec), ", not count:N"));
+  }
+  if (probability && !(spec.probability() > 0 && spec.probability() <= 1)) {
+    return Invalid(absl::StrCat(field, ".probability"), absl::StrCat(spec.probability()),
+                   "in (0, 1] for probability:P");
+  }
+  if (!probability && spec.probability() != 0) {
+    return Invalid(absl::StrCat(field, ".probability"), absl::StrCat(spec.probability()),
+                   absl::StrCat("0: the policy is ", AdmissionName(spec), ", not probability:P"));
+  }
+  if (spec.sketch_bytes() != 0 && (!count || spec.sketch_bytes() < kMinSketchBytes ||
+                                   spec.sketch_bytes() > kMaxSketchBytes)) {
+    return Invalid(absl::StrCat(field, ".sketch_bytes"), absl::StrCat(spec.sketch_bytes()),
+                   count ? absl::StrCat("0 (the default, ", kDefaultSketchBytes, ") or in [", kMinSketchBytes, ", ",
+                                        kMaxSketchBytes, "]")
+                         : absl::StrCat("0: only count:N keeps a sketch, the policy is ", AdmissionName(spec)));
   }
   return absl::OkStatus();
 }

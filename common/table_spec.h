@@ -6,6 +6,7 @@
 #ifndef PSTRAIN_COMMON_TABLE_SPEC_H_
 #define PSTRAIN_COMMON_TABLE_SPEC_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,25 @@ void ApplyTableDefaults(JobSpec* job);
 // [1, kMaxTableDim], init_bound finite and >= 0, the optimizer's fields in range. INVALID_ARGUMENT
 // names the field ("tables[2].dim: got 0, expected in [1, 4096]").
 absl::Status ValidateTables(const JobSpec& job);
+
+// Table admission (TableSpec.admission; server/row_admission.h says what each policy does).
+inline constexpr int kMaxAdmissionCount = 255;  // count:N saturates its one-byte counters here
+inline constexpr int64_t kDefaultSketchBytes = int64_t{1} << 20;
+inline constexpr int64_t kMinSketchBytes = 4096;
+inline constexpr int64_t kMaxSketchBytes = int64_t{1} << 30;
+
+// Fills count:N's unset sketch size (kDefaultSketchBytes). Idempotent.
+void ApplyAdmissionDefaults(AdmissionSpec* spec);
+// "always", "count:N" or "probability:P" (the spelling of --table_admission and of pstrain.torch's
+// admit=); INVALID_ARGUMENT saying what is expected otherwise. The numbers are checked by
+// ValidateAdmission.
+absl::StatusOr<AdmissionSpec> ParseAdmission(absl::string_view text);
+// The spelling ParseAdmission reads ("count:2").
+std::string AdmissionName(const AdmissionSpec& spec);
+// INVALID_ARGUMENT naming the field (prefixed with `field`, e.g. "tables[2].admission") for a
+// count outside [1, 255], a probability outside (0, 1], a sketch outside [4 KiB, 1 GiB], or a
+// count's or probability's field set for another policy.
+absl::Status ValidateAdmission(absl::string_view field, const AdmissionSpec& spec);
 
 // "adagrad", "sgd", "lazy_adam", "ftrl" (the spelling of --table_optimizer); INVALID_ARGUMENT
 // listing them otherwise.

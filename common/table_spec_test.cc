@@ -83,6 +83,66 @@ TEST(TableSpecTest, BadTablesAndFormatsNameTheField) {
   }
 }
 
+TEST(TableSpecTest, AdmissionIsParsedDefaultedAndCheckedNamingTheField) {
+  EXPECT_EQ(ParseAdmission("always")->policy(), AdmissionSpec::ALWAYS);
+  EXPECT_EQ(ParseAdmission("")->policy(), AdmissionSpec::ALWAYS);
+  const absl::StatusOr<AdmissionSpec> count = ParseAdmission("count:3");
+  ASSERT_TRUE(count.ok());
+  EXPECT_EQ(count->policy(), AdmissionSpec::COUNT);
+  EXPECT_EQ(count->min_count(), 3);
+  EXPECT_EQ(AdmissionName(*count), "count:3");
+  const absl::StatusOr<AdmissionSpec> coin = ParseAdmission(" Probability:0.25 ");
+  ASSERT_TRUE(coin.ok());
+  EXPECT_FLOAT_EQ(coin->probability(), 0.25f);
+  EXPECT_EQ(AdmissionName(*coin), "probability:0.25");
+  for (const char* bad : {"count", "count:two", "probability:", "lru:3", "count:2:3"}) {
+    const absl::StatusOr<AdmissionSpec> parsed = ParseAdmission(bad);
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(parsed.status().message(), HasSubstr("expected always, count:N (N in [1, 255]) or probability:P"));
+  }
+
+  // Model ctr's tables take the job's table_admission, with the sketch's default size.
+  JobSpec job;
+  job.set_model("ctr");
+  *job.mutable_table_admission() = *count;
+  ApplyJobDefaults(&job);
+  EXPECT_EQ(job.tables(7).admission().min_count(), 3);
+  EXPECT_EQ(job.tables(7).admission().sketch_bytes(), kDefaultSketchBytes);
+  EXPECT_TRUE(ValidateJobSpec(job).ok()) << ValidateJobSpec(job);
+  EXPECT_FALSE(CtrJob().tables(0).has_admission());  // the default admits every key, unset
+
+  struct Case {
+    std::function<void(JobSpec*)> edit;
+    const char* message;
+  } cases[] = {
+      {[](JobSpec* j) { j->mutable_tables(2)->mutable_admission()->set_min_count(0); },
+       "tables[2].admission.min_count: got 0, expected in [1, 255] for count:N"},
+      {[](JobSpec* j) { j->mutable_tables(2)->mutable_admission()->set_min_count(300); },
+       "tables[2].admission.min_count: got 300"},
+      {[](JobSpec* j) { j->mutable_tables(2)->mutable_admission()->set_sketch_bytes(16); },
+       "tables[2].admission.sketch_bytes: got 16, expected 0 (the default, 1048576) or in [4096, 1073741824]"},
+      {[](JobSpec* j) {
+         AdmissionSpec* a = j->mutable_tables(2)->mutable_admission();
+         a->set_policy(AdmissionSpec::PROBABILITY);
+         a->set_min_count(0);
+         a->set_sketch_bytes(0);
+         a->set_probability(-0.5f);
+       },
+       "tables[2].admission.probability: got -0.5, expected in (0, 1] for probability:P"},
+      {[](JobSpec* j) { j->mutable_tables(2)->mutable_admission()->set_probability(0.5f); },
+       "tables[2].admission.probability: got 0.5, expected 0: the policy is count:3, not probability:P"},
+      {[](JobSpec* j) { j->mutable_table_admission()->set_min_count(-1); },
+       "table_admission.min_count: got -1"},
+  };
+  for (const Case& c : cases) {
+    JobSpec edited = job;
+    c.edit(&edited);
+    const absl::Status status = ValidateJobSpec(edited);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.message;
+    EXPECT_THAT(status.message(), HasSubstr(c.message));
+  }
+}
+
 TEST(TableSpecTest, ParsesOptimizerNamesAndRowFloors) {
   EXPECT_EQ(*ParseSparseOptimizer("LAZY_ADAM"), SparseOptimizerSpec::LAZY_ADAM);
   EXPECT_THAT(ParseSparseOptimizer("adam").status().message(), HasSubstr("adagrad, sgd, lazy_adam or ftrl"));

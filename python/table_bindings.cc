@@ -146,8 +146,16 @@ std::vector<TableSpec> TableSpecsOf(const py::list& tables) {
         if (!value.is_none()) spec.set_init_bound(FloatField(value, absl::StrCat(what, ": init_bound")));
       } else if (name == "optimizer") {
         if (!value.is_none()) *spec.mutable_optimizer() = OptimizerOf(value, absl::StrCat(what, ": optimizer"));
+      } else if (name == "admit") {
+        if (value.is_none()) continue;
+        if (!py::isinstance<py::str>(value)) {
+          Invalid(absl::StrCat(what, ": admit is not a str (expected always, count:N or probability:P)"));
+        }
+        absl::StatusOr<AdmissionSpec> admission = ParseAdmission(value.cast<std::string>());
+        if (!admission.ok()) Invalid(absl::StrCat(what, ": ", admission.status().message()));
+        *spec.mutable_admission() = *admission;
       } else {
-        Invalid(absl::StrCat(what, ": unknown field '", name, "' (expected name, dim, init_bound, optimizer)"));
+        Invalid(absl::StrCat(what, ": unknown field '", name, "' (expected name, dim, init_bound, optimizer, admit)"));
       }
     }
     if (!d.contains("dim")) Invalid(absl::StrCat(what, ": expected a \"dim\""));
@@ -162,6 +170,7 @@ py::dict TableDict(const TableSpec& table) {
   d["init_bound"] = table.has_init_bound() ? py::object(py::float_(table.init_bound())) : py::object(py::none());
   d["optimizer"] = SparseOptimizerTypeName(table.optimizer().type());
   d["lr"] = table.optimizer().lr();
+  d["admit"] = AdmissionName(table.admission());
   return d;
 }
 

@@ -14,13 +14,14 @@
 namespace pstrain::python {
 
 // A table declaration from a dict: "name" and "dim" (required), "init_bound" (a float; None or
-// absent: unset) and "optimizer" (None or absent: unset; a type name such as "sgd"; or a dict of
-// SparseOptimizerSpec's fields by name, "type" a name). Throws StatusError (INVALID_ARGUMENT)
+// absent: unset), "optimizer" (None or absent: unset; a type name such as "sgd"; or a dict of
+// SparseOptimizerSpec's fields by name, "type" a name) and "admit" (None or absent: unset, the
+// job's; "always", "count:N" or "probability:P", common/table_spec.h ParseAdmission). Throws StatusError (INVALID_ARGUMENT)
 // naming the table and the field for an unknown key or a value of the wrong type.
 std::vector<TableSpec> TableSpecsOf(const pybind11::list& tables);
 
 // {"name", "dim", "init_bound" (None when unset: 1/sqrt(dim)), "optimizer" (its type's name),
-// "lr"}.
+// "lr", "admit" (AdmissionName)}.
 pybind11::dict TableDict(const TableSpec& table);
 
 // Adds to `session` the table methods (num_tables, tables, pull_rows, rows, row_gradient) and to

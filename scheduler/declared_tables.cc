@@ -54,6 +54,8 @@ TableList AdoptDeclaredTables(const JobSpec& job, const TableList& declared) {
   for (TableSpec& t : tables) {
     if (!t.has_optimizer()) *t.mutable_optimizer() = job.table_optimizer();
     ApplySparseOptimizerDefaults(t.mutable_optimizer());
+    if (!t.has_admission() && job.has_table_admission()) *t.mutable_admission() = job.table_admission();
+    if (t.has_admission()) ApplyAdmissionDefaults(t.mutable_admission());
   }
   return tables;
 }
@@ -88,6 +90,16 @@ absl::Status MatchDeclaredTables(absl::string_view who, const TableList& declare
         return absl::InvalidArgumentError(absl::StrCat(who, " declares table '", d.name(), "' with optimizer {",
                                                        mine.ShortDebugString(), "}; ", theirs, " has {",
                                                        t->optimizer().ShortDebugString(), "}"));
+      }
+    }
+    if (d.has_admission()) {
+      AdmissionSpec mine = d.admission();
+      ApplyAdmissionDefaults(&mine);
+      if (!google::protobuf::util::MessageDifferencer::Equals(mine, t->admission())) {
+        return absl::InvalidArgumentError(absl::StrCat(who, " declares table '", d.name(), "' with admission ",
+                                                       AdmissionName(mine), " {", mine.ShortDebugString(), "}; ",
+                                                       theirs, " has ", AdmissionName(t->admission()), " {",
+                                                       t->admission().ShortDebugString(), "}"));
       }
     }
   }

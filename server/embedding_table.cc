@@ -83,7 +83,16 @@ absl::StatusOr<std::unique_ptr<EmbeddingTable>> EmbeddingTable::Create(
   if (absl::Status s = ValidateSparseOptimizer(options.optimizer); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("table '", options.name, "': ", s.message()));
   }
-  return std::unique_ptr<EmbeddingTable>(new EmbeddingTable(options));
+  std::unique_ptr<RowAdmission> admission;
+  if (options.admission.policy() != AdmissionSpec::ALWAYS) {
+    absl::StatusOr<std::unique_ptr<RowAdmission>> made =
+        RowAdmission::Create(absl::StrCat("table '", options.name, "'"), options.admission, options.seed, options.id);
+    if (!made.ok()) return made.status();
+    admission = std::move(made).value();
+  }
+  std::unique_ptr<EmbeddingTable> table(new EmbeddingTable(options));
+  table->admission_ = std::move(admission);
+  return table;
 }
 
 EmbeddingTable::EmbeddingTable(const TableOptions& options)
@@ -106,7 +115,7 @@ int64_t EmbeddingTable::bytes_used() const {
   // absl's raw_hash_set: one slot and one control byte per capacity, plus 16 cloned control
   // bytes for the SIMD group probe; nothing at all while empty.
   const int64_t map = capacity == 0 ? 0 : capacity * static_cast<int64_t>(sizeof(Slot) + 1) + 16;
-  return blocks + block_list + map;
+  return blocks + block_list + map + (admission_ != nullptr ? admission_->bytes_used() : 0);
 }
 
 std::unique_ptr<float[]> EmbeddingTable::NewBlock() const {
@@ -197,7 +206,7 @@ absl::Status EmbeddingTable::Read(absl::Span<const uint64_t> keys, absl::Span<fl
 }
 
 absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> keys, absl::Span<const float> grads,
-                                   float lr) {
+                                   float lr, int64_t step) {
   const int dim = options_.dim;
   if (!(lr > 0 && std::isfinite(lr))) {
     return absl::InvalidArgumentError(absl::StrCat(Where(options_, "apply"), ": lr ", lr,
@@ -218,15 +227,27 @@ absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> keys, absl::Span<c
           ") element ", i % dim, " is ", grads[i], "; expected finite values"));
     }
   }
-  // Rows first (found or created, the map prefetched ahead), then the updates (rows prefetched
-  // ahead); see kPrefetchAhead.
+  // Rows first (found, or created if admitted; the map prefetched ahead), then the updates (rows
+  // prefetched ahead); see kPrefetchAhead. Admission is asked in key order, so its decisions
+  // depend only on the sequence of updates.
+  constexpr uint32_t kNoRow = kMaxRows;
   std::vector<uint32_t> rows(keys.size());
+  const size_t before = index_.size();
   for (size_t k = 0; k < keys.size(); ++k) {
     if (k + kPrefetchAhead < keys.size()) index_.prefetch(keys[k + kPrefetchAhead]);
+    if (admission_ != nullptr && !index_.contains(keys[k]) && !admission_->Admit(keys[k], step)) {
+      rows[k] = kNoRow;
+      ++counters_.refused;
+      continue;
+    }
     rows[k] = FindOrCreateRow(keys[k]);
   }
+  counters_.admitted += static_cast<int64_t>(index_.size() - before);
   for (size_t k = 0; k < keys.size(); ++k) {
-    if (k + kPrefetchAhead < keys.size()) PrefetchRecord(Record(rows[k + kPrefetchAhead]));
+    if (k + kPrefetchAhead < keys.size() && rows[k + kPrefetchAhead] != kNoRow) {
+      PrefetchRecord(Record(rows[k + kPrefetchAhead]));
+    }
+    if (rows[k] == kNoRow) continue;
     float* record = Record(rows[k]);
     float* state = record + dim;
     if (has_step_) {

@@ -17,6 +17,10 @@
 // byte, at a load factor between 7/16 and 7/8) plus at most one partly filled block per table.
 // bytes_used() reports this estimate; embedding_table_test measures it against the heap.
 //
+// Admission (TableOptions.admission, server/row_admission.h): an update of a key without a row
+// creates the row only if the table's policy admits the key; otherwise that key's gradient is
+// dropped and counted (stats().refused), and the key keeps reading as its initial value.
+//
 // Requests name keys sorted ascending and unique (the worker de-duplicates a batch's keys and
 // sums their gradients), which the table checks: a bad request changes nothing.
 //
@@ -39,6 +43,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "proto/job.pb.h"
+#include "server/row_admission.h"
 #include "server/sparse_optimizer.h"
 
 namespace pstrain::server {
@@ -52,6 +58,14 @@ struct TableOptions {
   // zeros (the usual start for FTRL). >= 0 and finite.
   std::optional<float> init_bound;
   SparseOptimizerOptions optimizer;
+  // Which keys become rows (TableSpec.admission; default: every key).
+  AdmissionSpec admission;
+};
+
+// What a table's updates did since it was created (not checkpointed: counts of this process).
+struct TableCounters {
+  int64_t admitted = 0;  // rows created by updates
+  int64_t refused = 0;   // key updates dropped because admission did not admit the key
 };
 
 // The initial value of element `element` of row `key` of table `table_id`: uniform in
@@ -67,7 +81,8 @@ class EmbeddingTable {
   static constexpr uint32_t kMaxRows = 0xffffffffu;
 
   // An empty table. INVALID_ARGUMENT names the bad option (empty name, id < 0, dim <= 0, a bad
-  // init_bound, or the optimizer's field as ValidateSparseOptimizer words it).
+  // init_bound, the optimizer's field as ValidateSparseOptimizer words it, or the admission's as
+  // ValidateAdmission does).
   static absl::StatusOr<std::unique_ptr<EmbeddingTable>> Create(const TableOptions& options);
 
   const TableOptions& options() const { return options_; }
@@ -79,12 +94,15 @@ class EmbeddingTable {
   int64_t num_rows() const { return static_cast<int64_t>(index_.size()); }
 
   // Bytes held: the row blocks allocated, the block list, and the hash map's slots and control
-  // bytes (capacity * (sizeof(slot) + 1) + one group of cloned control bytes). An estimate of
-  // the heap used, not counting the allocator's own headers.
+  // bytes (capacity * (sizeof(slot) + 1) + one group of cloned control bytes), and admission's
+  // sketch. An estimate of the heap used, not counting the allocator's own headers.
   int64_t bytes_used() const;
 
+  const TableCounters& counters() const { return counters_; }
+
   // Writes the rows of `keys` to out[0, keys.size() * dim), row after row, creating the rows
-  // that are missing with their initial values. INVALID_ARGUMENT, with nothing created, when
+  // that are missing with their initial values (whatever the admission policy: for in-process
+  // tools and tests; the server reads with Read). INVALID_ARGUMENT, with nothing created, when
   // keys are not sorted ascending and unique (naming the position and both keys) or out does not
   // hold keys.size() * dim floats; RESOURCE_EXHAUSTED when the new rows could pass kMaxRows.
   absl::Status Pull(absl::Span<const uint64_t> keys, absl::Span<float> out);
@@ -95,13 +113,15 @@ class EmbeddingTable {
   absl::Status Read(absl::Span<const uint64_t> keys, absl::Span<float> out) const;
 
   // Applies one optimizer update per key with its gradient row grads[i * dim, (i + 1) * dim) at
-  // rate `lr` (the scheduled rate for this update; FTRL's alpha). A key without a row gets one
-  // with its initial value first, so an update never depends on whether a pull came before it.
+  // rate `lr` (the scheduled rate for this update; FTRL's alpha), as update number `step` of the
+  // store (which admission's probability:p hashes; 0 for callers without a store). A key without a
+  // row gets one with its initial value first, so an update never depends on whether a pull came
+  // before it, if admission admits the key; otherwise its gradient is dropped (counters().refused).
   // Everything is validated before anything changes: INVALID_ARGUMENT when keys are not sorted
   // and unique, grads does not hold keys.size() * dim floats, a gradient is NaN or infinite
   // (naming the key, its position and the element), or lr is not finite and > 0;
   // RESOURCE_EXHAUSTED when the new rows could pass kMaxRows.
-  absl::Status Apply(absl::Span<const uint64_t> keys, absl::Span<const float> grads, float lr);
+  absl::Status Apply(absl::Span<const uint64_t> keys, absl::Span<const float> grads, float lr, int64_t step = 0);
 
   // Copies row `key` (its weights, not its optimizer state) to out[0, dim) and returns true, or
   // returns false, creating nothing, when the key has no row. REQUIRES: out.size() == dim.
@@ -121,11 +141,16 @@ class EmbeddingTable {
   //   28      4           uint32 name length L, then L bytes of name
   //   32+L    8           uint64 row count N
   //           N * (8 + R) per row: uint64 key, then its record as laid out in memory
+  //   (version 2 only: a table whose admission keeps state, count:N)
+  //           8           uint64 sketch bytes S, then the S bytes of admission's sketch
   //   end-4   4           uint32 CRC-32 (zlib crc32) of every byte before it
+  // A table without admission state writes version 1, as before admission existed.
   void Serialize(std::string* out) const;
 
-  // Replaces every row with those of `data` (a Serialize output). On error nothing changes:
-  // DATA_LOSS for a truncated or corrupt buffer (bad magic, size or CRC, keys out of order);
+  // Replaces every row (and admission's sketch) with those of `data` (a Serialize output); a
+  // version 1 buffer leaves count:N's sketch empty. On error nothing changes:
+  // DATA_LOSS for a truncated or corrupt buffer (bad magic, size or CRC, keys out of order, a
+  // sketch of another size);
   // FAILED_PRECONDITION when it belongs to another table (name, id, dim or optimizer type
   // differ), naming both values; UNIMPLEMENTED for an unknown version.
   absl::Status Restore(absl::string_view data);
@@ -153,9 +178,13 @@ class EmbeddingTable {
   bool has_step_;      // the record ends with a uint32 step count
   int record_floats_;  // dim + state_floats_ + has_step_
 
+  // Null for admission "always".
+  std::unique_ptr<RowAdmission> admission_;
+
   // The rows: index_[key] = row number; row r lives in blocks_[r / kRowsPerBlock].
   absl::flat_hash_map<uint64_t, uint32_t> index_;
   std::vector<std::unique_ptr<float[]>> blocks_;
+  TableCounters counters_;
 };
 
 // OK, or INVALID_ARGUMENT naming the position of the first key that is not greater than the one

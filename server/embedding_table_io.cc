@@ -14,7 +14,8 @@ namespace pstrain::server {
 namespace {
 
 constexpr char kMagic[] = "PSTRAINE";  // 8 bytes, no terminator
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 1;            // rows only
+constexpr uint32_t kVersionAdmission = 2;   // rows, then admission's sketch
 
 template <typename T>
 void Put(T value, std::string* out) {
@@ -52,7 +53,8 @@ void EmbeddingTable::Serialize(std::string* out) const {
 
   out->reserve(start + 44 + options_.name.size() + rows.size() * (8 + record_bytes));
   out->append(kMagic, 8);
-  Put<uint32_t>(kVersion, out);
+  const bool with_sketch = admission_ != nullptr && admission_->has_state();
+  Put<uint32_t>(with_sketch ? kVersionAdmission : kVersion, out);
   Put<int32_t>(options_.id, out);
   Put<int32_t>(options_.dim, out);
   Put<int32_t>(static_cast<int32_t>(options_.optimizer.type), out);
@@ -63,6 +65,10 @@ void EmbeddingTable::Serialize(std::string* out) const {
   for (const auto& [key, row] : rows) {
     Put<uint64_t>(key, out);
     out->append(reinterpret_cast<const char*>(Record(row)), record_bytes);
+  }
+  if (with_sketch) {
+    Put<uint64_t>(static_cast<uint64_t>(admission_->bytes_used()), out);
+    admission_->Serialize(out);
   }
   Put<uint32_t>(Crc32(out->data() + start, out->size() - start), out);
 }
@@ -85,9 +91,9 @@ absl::Status EmbeddingTable::Restore(absl::string_view data) {
   }
   const char* p = data.data() + 8;
   const uint32_t version = Get<uint32_t>(p);
-  if (version != kVersion) {
-    return absl::UnimplementedError(
-        absl::StrCat(where, ": format version ", version, ", this build reads ", kVersion));
+  if (version != kVersion && version != kVersionAdmission) {
+    return absl::UnimplementedError(absl::StrCat(where, ": format version ", version, ", this build reads ", kVersion,
+                                                 " and ", kVersionAdmission));
   }
   const int32_t id = Get<int32_t>(p + 4);
   const int32_t dim = Get<int32_t>(p + 8);
@@ -123,7 +129,18 @@ absl::Status EmbeddingTable::Restore(absl::string_view data) {
     return absl::DataLossError(absl::StrCat(where, ": record of ", record_bytes,
                                             " bytes, expected ", expected_record));
   }
-  const size_t body = data.size() - 4 - static_cast<size_t>(p - data.data());
+  size_t body = data.size() - 4 - static_cast<size_t>(p - data.data());
+  // Version 2: the sketch ends the body, after its size.
+  absl::string_view sketch;
+  if (version == kVersionAdmission) {
+    const size_t rows_bytes = num_rows > body / (8 + record_bytes) ? body : num_rows * (8 + record_bytes);
+    if (body < rows_bytes + 8 || Get<uint64_t>(p + rows_bytes) != body - rows_bytes - 8) {
+      return absl::DataLossError(absl::StrCat(where, ": ", num_rows, " rows of ", 8 + record_bytes,
+                                              " bytes and a sketch do not fill the ", body, "-byte body"));
+    }
+    sketch = absl::string_view(p + rows_bytes + 8, body - rows_bytes - 8);
+    body = rows_bytes;
+  }
   if (num_rows > body / (8 + record_bytes) || body != num_rows * (8 + record_bytes)) {
     return absl::DataLossError(absl::StrCat(where, ": ", num_rows, " rows of ", 8 + record_bytes,
                                             " bytes do not fill the ", body, "-byte body"));
@@ -156,8 +173,24 @@ absl::Status EmbeddingTable::Restore(absl::string_view data) {
     index.emplace(key, static_cast<uint32_t>(row));
     p += 8 + record_bytes;
   }
+  // Admission's state: the checkpoint's sketch, or an empty one (version 1, or a table that
+  // admitted every key when it was written).
+  std::unique_ptr<RowAdmission> admission;
+  if (admission_ != nullptr) {
+    absl::StatusOr<std::unique_ptr<RowAdmission>> fresh = RowAdmission::Create(
+        absl::StrCat("table '", options_.name, "'"), options_.admission, options_.seed, options_.id);
+    if (!fresh.ok()) return fresh.status();  // not reached: Create accepted the same spec
+    admission = std::move(fresh).value();
+    if (version == kVersionAdmission) {
+      if (absl::Status s = admission->Restore(where, sketch); !s.ok()) return s;
+    }
+  } else if (!sketch.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(where, ": the checkpoint carries an admission sketch of ",
+                                                      sketch.size(), " bytes; the table admits every key"));
+  }
   index_ = std::move(index);
   blocks_ = std::move(blocks);
+  if (admission_ != nullptr) admission_ = std::move(admission);
   return absl::OkStatus();
 }
 

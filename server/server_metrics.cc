@@ -84,6 +84,12 @@ ServerMetrics::ServerMetrics(metrics::Registry* registry) : registry_(registry) 
   table_rows_ = &registry->AddGauge("pstrain_server_table_rows", "Embedding rows held", {"table", "shard"});
   table_bytes_ =
       &registry->AddGauge("pstrain_server_table_bytes", "Memory used by embedding rows", {"table", "shard"});
+  table_admitted_ = &registry->AddCounter("pstrain_server_table_admitted_rows_total",
+                                          "Embedding rows created by updates (keys admission let in)",
+                                          {"table", "shard"});
+  table_refused_ = &registry->AddCounter("pstrain_server_table_refused_updates_total",
+                                         "Updates of embedding keys dropped because admission did not admit the key",
+                                         {"table", "shard"});
   inflight_requests_ =
       registry->AddGauge("pstrain_server_inflight_requests", "Calls received and not answered yet").Get();
   inflight_bytes_ = registry
@@ -156,6 +162,8 @@ void ServerMetrics::CollectLocked() {
     for (const TableStats& t : store->TableStats()) {
       table_rows_->With({t.name, shard})->Set(static_cast<double>(t.rows));
       table_bytes_->With({t.name, shard})->Set(static_cast<double>(t.bytes_used));
+      table_admitted_->With({t.name, shard})->RaiseTo(static_cast<double>(t.admitted));
+      table_refused_->With({t.name, shard})->RaiseTo(static_cast<double>(t.refused));
     }
   }
 }

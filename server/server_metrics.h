@@ -25,6 +25,9 @@
 //   pstrain_server_last_checkpoint_timestamp_seconds{shard}
 //   pstrain_server_table_rows{table,shard}                  scrape
 //   pstrain_server_table_bytes{table,shard}                 scrape
+//   pstrain_server_table_admitted_rows_total{table,shard}   scrape: rows created by updates
+//   pstrain_server_table_refused_updates_total{table,shard} scrape: key updates dropped, the key
+//                                                           not admitted (TableSpec.admission)
 //   pstrain_server_inflight_requests                        scrape: requests - answers
 //   pstrain_server_inflight_bytes                           scrape: server/inflight_budget.h
 //
@@ -159,6 +162,8 @@ class ServerMetrics {
   metrics::GaugeFamily* parked_;
   metrics::GaugeFamily* table_rows_;
   metrics::GaugeFamily* table_bytes_;
+  metrics::CounterFamily* table_admitted_;
+  metrics::CounterFamily* table_refused_;
   metrics::Gauge* inflight_requests_;
   metrics::Gauge* inflight_bytes_;
 

@@ -113,6 +113,10 @@ struct TableStats {
   int64_t bytes_used = 0;
   // dim x 4 x (1 + optimizer state vectors) (+ 4 for lazy Adam): the floor per row.
   int64_t floor_bytes_per_row = 0;
+  // Admission (TableSpec.admission) since the store was created: rows created by updates, and key
+  // updates dropped because the key was not admitted.
+  int64_t admitted = 0;
+  int64_t refused = 0;
 };
 
 class ShardStorage {

@@ -48,6 +48,7 @@ absl::StatusOr<std::vector<std::unique_ptr<EmbeddingTable>>> MakeJobTables(const
     options.seed = job.seed();
     if (spec.has_init_bound()) options.init_bound = spec.init_bound();
     options.optimizer = OptimizerOf(spec.optimizer());
+    options.admission = spec.admission();
     absl::StatusOr<std::unique_ptr<EmbeddingTable>> table = EmbeddingTable::Create(options);
     if (!table.ok()) return table.status();
     tables.push_back(std::move(table).value());
@@ -186,9 +187,9 @@ void SparseShard::Read(const SparseGradient& keys, SparseList* out) const {
   }
 }
 
-void SparseShard::Apply(const SparseGradient& grad) {
+void SparseShard::Apply(const SparseGradient& grad, int64_t step) {
   for (const TableGradient& g : grad) {
-    const absl::Status s = tables_[g.table]->Apply(g.keys(), g.rows(), lr_[g.table]);
+    const absl::Status s = tables_[g.table]->Apply(g.keys(), g.rows(), lr_[g.table], step);
     // Validation ran before anything changed; what is left is a table past kMaxRows rows.
     LOG_IF(ERROR, !s.ok()) << "shard " << shard_ << ": " << s;
   }
@@ -224,8 +225,9 @@ void SparseShard::Install(std::unique_ptr<Prepared> prepared) {
 std::vector<SparseShard::TableStats> SparseShard::Stats() const {
   std::vector<TableStats> stats;
   for (int t = 0; t < num_tables(); ++t) {
+    const TableCounters& counters = tables_[t]->counters();
     stats.push_back({tables_[t]->name(), tables_[t]->num_rows(), tables_[t]->bytes_used(),
-                     TableRowFloorBytes(job_.tables(t))});
+                     TableRowFloorBytes(job_.tables(t)), counters.admitted, counters.refused});
   }
   return stats;
 }

@@ -83,11 +83,11 @@ void SparseStorage::Accumulate(absl::Span<const WeightedSlot> terms) {
   for (const WeightedSlot& term : terms) sum_.Add(static_cast<const RowsSlot*>(term.slot)->rows, term.weight);
 }
 
-void SparseStorage::ApplySum(int64_t /*step*/) { shard_->Apply(sum_.Take()); }
+void SparseStorage::ApplySum(int64_t step) { shard_->Apply(sum_.Take(), step); }
 
-void SparseStorage::ApplyGradient(int64_t /*step*/, StoragePart& gradient) {
+void SparseStorage::ApplyGradient(int64_t step, StoragePart& gradient) {
   const SparseGradient& rows = static_cast<const RowsPart&>(gradient).rows;
-  if (!rows.empty()) shard_->Apply(rows);
+  if (!rows.empty()) shard_->Apply(rows, step);
 }
 
 void SparseStorage::Read(const StoragePart& ask, PullAnswer* answer) const {

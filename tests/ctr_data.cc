@@ -1,5 +1,6 @@
 #include "tests/ctr_data.h"
 
+#include <cmath>
 #include <fstream>
 
 #include "gtest/gtest.h"
@@ -36,6 +37,11 @@ std::vector<std::string> CtrJob(const std::string& data_dir, std::vector<std::st
                                     "--seed=5", "--embedding_dim=8", "--hidden=64,32"};
   flags.insert(flags.end(), extra.begin(), extra.end());
   return flags;
+}
+
+double TablesRefused(const std::string& summary) {
+  const size_t tables = summary.find("\"embedding_tables\"");
+  return tables == std::string::npos ? std::nan("") : JsonNumber(summary.substr(tables), "refused");
 }
 
 }  // namespace pstrain::testing

@@ -21,6 +21,10 @@ double CtrTestClickRate(const std::string& dir);
 // --model=ctr on `data_dir`, 2 epochs of batch 256 with small embeddings and MLP, then `extra`.
 std::vector<std::string> CtrJob(const std::string& data_dir, std::vector<std::string> extra = {});
 
+// The run summary's embedding_tables.refused: updates of keys the tables' admission dropped (NaN
+// without tables).
+double TablesRefused(const std::string& summary);
+
 }  // namespace pstrain::testing
 
 #endif  // PSTRAIN_TESTS_CTR_DATA_H_

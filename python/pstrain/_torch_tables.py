@@ -11,8 +11,8 @@ by any 64-bit key, and a step moves only the rows its batch touches:
                       batch gets the sum) -> the session's row gradient, pushed with the dense
                       gradient by trainer.step(loss)
 
-The Trainer declares the modules' tables with the model (name, dim, and optionally init_bound and
-optimizer), binds each module to its table of the job, and tells the modules when a training
+The Trainer declares the modules' tables with the model (name, dim, and optionally init_bound,
+optimizer and admit), binds each module to its table of the job, and tells the modules when a training
 step or an evaluation is under way. Each table is looked up at most once per training step (a
 second lookup would replace the first one's rows under autograd's feet), by one module.
 
@@ -44,7 +44,7 @@ class _TableModule(torch.nn.Module):
     rows through the Trainer's session."""
 
     def __init__(self, table: str, dim: int, init_bound: float | None = None,
-                 optimizer: str | dict[str, Any] | None = None) -> None:
+                 optimizer: str | dict[str, Any] | None = None, admit: str | None = None) -> None:
         super().__init__()
         kind = type(self).__name__
         if not isinstance(table, str) or not table:
@@ -57,16 +57,22 @@ class _TableModule(torch.nn.Module):
             raise InvalidArgumentError(
                 f"{kind} '{table}': optimizer {optimizer!r}, expected None (the job's), a type name such as "
                 "'sgd', or a dict such as {'type': 'adagrad', 'lr': 0.05}")
+        if admit is not None and not isinstance(admit, str):
+            raise InvalidArgumentError(
+                f"{kind} '{table}': admit {admit!r}, expected None (the job's, --table_admission), 'always', "
+                "'count:N' or 'probability:P'")
         self.table = table
         self.dim = dim
         self.init_bound = init_bound
         self.optimizer = optimizer
+        self.admit = admit
         self._binding = None  # _TableBinding, set by the Trainer
         self._table_id = -1
 
     def table_spec(self) -> dict[str, Any]:
         """The table's declaration, as the Trainer sends it with the model."""
-        return {"name": self.table, "dim": self.dim, "init_bound": self.init_bound, "optimizer": self.optimizer}
+        return {"name": self.table, "dim": self.dim, "init_bound": self.init_bound, "optimizer": self.optimizer,
+                "admit": self.admit}
 
     def extra_repr(self) -> str:
         return f"table='{self.table}', dim={self.dim}"
@@ -115,6 +121,10 @@ class Embedding(_TableModule):
     optimizer    how the servers update the rows: None (the job's, --table_optimizer), a type name
                  ("adagrad", "sgd", "lazy_adam", "ftrl") or a dict of proto/job.proto
                  SparseOptimizerSpec fields ({"type": "sgd", "lr": 0.1})
+    admit        which keys become rows: None (the job's, --table_admission), "always", "count:N" (at
+                 a key's N-th update) or "probability:P" (each update of a key without a row admits
+                 it with probability P); updates of keys not (yet) admitted are dropped, and such
+                 keys read as their initial value. Every worker must declare the same.
 
     forward(keys): keys of any shape (torch.int64, or a NumPy uint64/int64 array; any 64-bit value
     is a key) -> the rows, shaped keys.shape + (dim,).
@@ -128,7 +138,7 @@ class Embedding(_TableModule):
 class EmbeddingBag(_TableModule):
     """Sums, means or maxima of bags of rows, like torch.nn.EmbeddingBag, whose rows the servers hold.
 
-    table, dim, init_bound, optimizer: as Embedding.
+    table, dim, init_bound, optimizer, admit: as Embedding.
     mode                 "sum", "mean" (torch's default) or "max"
     include_last_offset  offsets has one more entry, the end of the last bag (CSR style, as
                          pstrain.torch.CtrDataset gives them)
@@ -139,8 +149,9 @@ class EmbeddingBag(_TableModule):
     """
 
     def __init__(self, table: str, dim: int, mode: str = "mean", init_bound: float | None = None,
-                 optimizer: str | dict[str, Any] | None = None, include_last_offset: bool = False) -> None:
-        super().__init__(table, dim, init_bound, optimizer)
+                 optimizer: str | dict[str, Any] | None = None, include_last_offset: bool = False,
+                 admit: str | None = None) -> None:
+        super().__init__(table, dim, init_bound, optimizer, admit)
         if mode not in ("sum", "mean", "max"):
             raise InvalidArgumentError(f"EmbeddingBag '{table}': mode {mode!r}, expected 'sum', 'mean' or 'max'")
         self.mode = mode

@@ -78,6 +78,29 @@ class SparseJobTest(unittest.TestCase):
             for _ in batches:
                 self.fail("two batches only")
 
+    def test_a_key_updated_once_under_count_two_admission_keeps_its_initial_row(self):
+        flags = ["--model=external", "--workers=1", f"--batch_size={BATCH}", "--epochs=1", "--optimizer=sgd",
+                 "--lr=0.1", "--lr_schedule=constant"]
+        with Roles(flags, servers=2) as job:
+            model = KeyModel(init_bound=0.0, optimizer={"type": "sgd", "lr": 1.0}, admit="count:2")
+            data, _ = key_data()
+            trainer = pst.Trainer(model, data, scheduler=job.address)
+            self.assertEqual([(t["name"], t["admit"]) for t in trainer.session.tables], [("user", "count:2")])
+            batches = iter(trainer)
+            x, _ = next(batches)
+            loss = model(x).mean()
+            loss.backward()
+            self.assertTrue(trainer.step(loss))
+            # Every key of the first batch had its first update: dropped, so every row still reads 0.
+            x, _ = next(batches)
+            rows = model.emb(x)
+            self.assertEqual(rows.abs().sum().item(), 0)
+            loss = (rows.sum(dim=(1, 2)) * model.scale).mean()
+            loss.backward()
+            self.assertTrue(trainer.step(loss))
+            for _ in batches:
+                self.fail("two batches only")
+
     def test_tables_of_a_model_must_be_the_jobs_when_the_job_declares_tables(self):
         config = os.path.join(tempfile.mkdtemp(), "job.textproto")
         with open(config, "w") as f:
@@ -91,6 +114,10 @@ class SparseJobTest(unittest.TestCase):
                 (KeyModel("user", 4, optimizer="sgd"), "declares table 'user' with optimizer {type: SGD"),
                 (KeyModel("user", 4, init_bound=0.25), r"with init_bound 0.25; the job's table 'user' has 0.5 "
                                                        r"\(1/sqrt\(dim\)\)"),
+                (KeyModel("user", 4, admit="count:2"), "declares table 'user' with admission count:2 .*; the job's "
+                                                       "table 'user' has always"),
+                (KeyModel("user", 4, admit="lru:3"), r"table 'user': admission: got 'lru:3', expected always, "
+                                                     r"count:N \(N in \[1, 255\]\) or probability:P"),
             ]
             for model, message in cases:
                 with self.subTest(message=message):

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Table policies against "always": the rows a CTR job's tables hold, their memory, the test AUC
+# and the training speed with admission (and, as they land, eviction) on, each policy run beside
+# the baseline in the same invocation and alternated, so that the ratios compare runs on the same
+# machine at the same time.
+#
+#   bench/table_policies.sh BUILD_DIR            e.g. bench/table_policies.sh build
+#
+# The data: pstrain-gen-ctr with 1M training records whose 26 fields draw from 10^9 distinct values
+# with Zipf exponent 1.0 (a long tail of keys seen once, as in Criteo: about 9.6 new keys a record).
+# The job: `pstrain-launch --model=ctr --servers=2 --workers=2 --mode=sync --epochs=1`, batch 1024
+# per worker, once per policy and round.
+#
+# Environment knobs:
+#   POLICIES_DATA_DIR   data to train on (default: generated as above into a temporary folder,
+#                       removed at the end)
+#   POLICIES_TRAIN      training records to generate (default 1000000)
+#   POLICIES_LIST       the policies besides "always", space-separated --table_admission values
+#                       (default "count:2")
+#   POLICIES_ROUNDS     rounds of (always, each policy) (default 2)
+# Summaries, logs and memory samples are kept in a temporary folder whose name is printed at the end.
+set -euo pipefail
+
+if [[ $# -ne 1 ]]; then
+  echo "usage: $0 BUILD_DIR" >&2
+  exit 2
+fi
+HERE="$(cd "$(dirname "$0")" && pwd)"
+source "$HERE/lib.sh"
+find_binaries "$0" "$1" pstrain-gen-ctr
+TRAIN="${POLICIES_TRAIN:-1000000}"
+read -r -a POLICIES <<< "${POLICIES_LIST:-count:2}"
+ROUNDS="${POLICIES_ROUNDS:-2}"
+OUT="$(mktemp -d -t pstrain-table-policies.XXXXXX)"
+DATA="${POLICIES_DATA_DIR:-}"
+GEN="given ($DATA)"
+if [[ -z "$DATA" ]]; then
+  DATA="$OUT/data"
+  trap 'rm -rf "$DATA"' EXIT
+  "$BIN/pstrain-gen-ctr" --out_dir="$DATA" --train_samples="$TRAIN" --unique_keys=1000000000 --zipf=1.0 \
+    > "$OUT/gen.log" 2>&1 || { echo "$0: pstrain-gen-ctr failed, see $OUT/gen.log" >&2; exit 1; }
+  GEN="\`pstrain-gen-ctr --train_samples=$TRAIN --unique_keys=1000000000 --zipf=1.0\`: $(tail -1 "$OUT/gen.log")"
+fi
+
+echo "### Table policies against always"
+echo
+print_machine
+echo
+echo "Data: $GEN."
+echo "Job: \`pstrain-launch --model=ctr --servers=2 --workers=2 --mode=sync --batch_size=1024 --epochs=1\`"\
+     "with \`--table_admission=POLICY\`; $ROUNDS rounds of (always ${POLICIES[*]}), alternated."
+echo
+
+# run NAME POLICY: one job, its summary in $OUT/NAME.json, the servers' peak RSS in $OUT/NAME.rss.
+run() {
+  local name="$1" policy="$2"
+  "$LAUNCH" --model=ctr --data_dir="$DATA" --servers=2 --workers=2 --mode=sync --batch_size=1024 --epochs=1 \
+    --table_admission="$policy" --summary_json="$OUT/$name.json" > "$OUT/$name.log" 2>&1 &
+  local job=$! peak=0 kib p
+  while kill -0 "$job" 2> /dev/null; do
+    for p in $(pgrep -P "$job" -x pstrain-server || true); do
+      kib="$(awk '/^VmRSS:/ {print $2}' "/proc/$p/status" 2> /dev/null || true)"
+      [[ -n "$kib" && "$kib" -gt "$peak" ]] && peak="$kib"
+    done
+    sleep 1
+  done
+  wait "$job" || { echo "$0: the $policy job failed, see $OUT/$name.log" >&2; exit 1; }
+  echo "$peak" > "$OUT/$name.rss"
+}
+
+for ((r = 1; r <= ROUNDS; r++)); do
+  run "always-$r" always
+  for policy in "${POLICIES[@]}"; do run "${policy//:/-}-$r" "$policy"; done
+done
+
+/usr/bin/python3 - "$OUT" "$ROUNDS" always "${POLICIES[@]}" <<'EOF'
+import json, statistics, sys
+out, rounds, policies = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+def load(policy, r):
+    name = f"{policy.replace(':', '-')}-{r}"
+    s = json.load(open(f"{out}/{name}.json"))
+    t = s["embedding_tables"]
+    return {"rows": t["rows"], "bytes": t["bytes"], "refused": t.get("refused", 0),
+            "auc": s["final_test_auc"], "sps": s["samples_per_second"],
+            "rss": int(open(f"{out}/{name}.rss").read()) / 1024}
+runs = {p: [load(p, r) for r in range(1, rounds + 1)] for p in policies}
+med = lambda p, k: statistics.median(x[k] for x in runs[p])
+print("| policy | rows | MiB | updates dropped | test AUC | samples/s | peak server RSS (MiB) |")
+print("|---|---:|---:|---:|---:|---:|---:|")
+for p in policies:
+    for r, x in enumerate(runs[p], 1):
+        print(f"| {p} (round {r}) | {x['rows']:,} | {x['bytes'] / 2**20:.1f} | {x['refused']:,} | {x['auc']:.4f} "
+              f"| {x['sps']:,.0f} | {x['rss']:.0f} |")
+print()
+print("Medians over the rounds, against always:")
+print()
+print("| policy | rows | MiB | test AUC (difference) | samples/s | peak server RSS |")
+print("|---|---:|---:|---:|---:|---:|")
+for p in policies[1:]:
+    print(f"| {p} | {med(p, 'rows') / med('always', 'rows'):.3f}x | {med(p, 'bytes') / med('always', 'bytes'):.3f}x "
+          f"| {med(p, 'auc') - med('always', 'auc'):+.4f} | {med(p, 'sps') / med('always', 'sps'):.3f}x "
+          f"| {med(p, 'rss') / med('always', 'rss'):.3f}x |")
+EOF
+echo
+echo "Load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "Raw outputs: $OUT"
