@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Table policies against "always": the rows a CTR job's tables hold, their memory, the test AUC
+# Table policies against the baseline (every key a row, no row leaves): the rows a CTR job's tables hold, their memory, the test AUC
 # and the training speed with admission (and, as they land, eviction) on, each policy run beside
 # the baseline in the same invocation and alternated, so that the ratios compare runs on the same
 # machine at the same time.
@@ -15,8 +15,9 @@
 #   POLICIES_DATA_DIR   data to train on (default: generated as above into a temporary folder,
 #                       removed at the end)
 #   POLICIES_TRAIN      training records to generate (default 1000000)
-#   POLICIES_LIST       the policies besides "always", space-separated --table_admission values
-#                       (default "count:2")
+#   POLICIES_LIST       the policies besides the baseline (every key a row, none leaves), separated
+#                       by ";", each the job flags that make it (default
+#                       "--table_admission=count:2;--table_ttl_updates=100")
 #   POLICIES_ROUNDS     rounds of (always, each policy) (default 2)
 # Summaries, logs and memory samples are kept in a temporary folder whose name is printed at the end.
 set -euo pipefail
@@ -29,7 +30,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 source "$HERE/lib.sh"
 find_binaries "$0" "$1" pstrain-gen-ctr
 TRAIN="${POLICIES_TRAIN:-1000000}"
-read -r -a POLICIES <<< "${POLICIES_LIST:-count:2}"
+IFS=';' read -r -a POLICIES <<< "${POLICIES_LIST:---table_admission=count:2;--table_ttl_updates=100}"
 ROUNDS="${POLICIES_ROUNDS:-2}"
 OUT="$(mktemp -d -t pstrain-table-policies.XXXXXX)"
 DATA="${POLICIES_DATA_DIR:-}"
@@ -48,14 +49,16 @@ print_machine
 echo
 echo "Data: $GEN."
 echo "Job: \`pstrain-launch --model=ctr --servers=2 --workers=2 --mode=sync --batch_size=1024 --epochs=1\`"\
-     "with \`--table_admission=POLICY\`; $ROUNDS rounds of (always ${POLICIES[*]}), alternated."
+     "and each policy's flags; $ROUNDS rounds of (baseline; ${POLICIES[*]}), alternated."
 echo
 
-# run NAME POLICY: one job, its summary in $OUT/NAME.json, the servers' peak RSS in $OUT/NAME.rss.
+# run NAME FLAGS: one job, its summary in $OUT/NAME.json, the servers' peak RSS in $OUT/NAME.rss.
 run() {
   local name="$1" policy="$2"
+  local -a flags
+  read -r -a flags <<< "$policy"
   "$LAUNCH" --model=ctr --data_dir="$DATA" --servers=2 --workers=2 --mode=sync --batch_size=1024 --epochs=1 \
-    --table_admission="$policy" --summary_json="$OUT/$name.json" > "$OUT/$name.log" 2>&1 &
+    "${flags[@]}" --summary_json="$OUT/$name.json" > "$OUT/$name.log" 2>&1 &
   local job=$! peak=0 kib p
   while kill -0 "$job" 2> /dev/null; do
     for p in $(pgrep -P "$job" -x pstrain-server || true); do
@@ -69,37 +72,38 @@ run() {
 }
 
 for ((r = 1; r <= ROUNDS; r++)); do
-  run "always-$r" always
-  for policy in "${POLICIES[@]}"; do run "${policy//:/-}-$r" "$policy"; done
+  run "p0-$r" ""
+  for i in "${!POLICIES[@]}"; do run "p$((i + 1))-$r" "${POLICIES[$i]}"; done
 done
 
-/usr/bin/python3 - "$OUT" "$ROUNDS" always "${POLICIES[@]}" <<'EOF'
+/usr/bin/python3 - "$OUT" "$ROUNDS" "baseline" "${POLICIES[@]}" <<'EOF'
 import json, statistics, sys
 out, rounds, policies = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 def load(policy, r):
-    name = f"{policy.replace(':', '-')}-{r}"
+    name = f"p{policies.index(policy)}-{r}"
     s = json.load(open(f"{out}/{name}.json"))
     t = s["embedding_tables"]
-    return {"rows": t["rows"], "bytes": t["bytes"], "refused": t.get("refused", 0),
+    return {"rows": t["rows"], "bytes": t["bytes"], "refused": t.get("refused", 0), "evicted": t.get("evicted", 0),
             "auc": s["final_test_auc"], "sps": s["samples_per_second"],
             "rss": int(open(f"{out}/{name}.rss").read()) / 1024}
 runs = {p: [load(p, r) for r in range(1, rounds + 1)] for p in policies}
 med = lambda p, k: statistics.median(x[k] for x in runs[p])
-print("| policy | rows | MiB | updates dropped | test AUC | samples/s | peak server RSS (MiB) |")
-print("|---|---:|---:|---:|---:|---:|---:|")
+print("| policy | rows | MiB | updates dropped | rows evicted | test AUC | samples/s | peak server RSS (MiB) |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for p in policies:
     for r, x in enumerate(runs[p], 1):
-        print(f"| {p} (round {r}) | {x['rows']:,} | {x['bytes'] / 2**20:.1f} | {x['refused']:,} | {x['auc']:.4f} "
+        print(f"| {p} (round {r}) | {x['rows']:,} | {x['bytes'] / 2**20:.1f} | {x['refused']:,} | {x['evicted']:,} | {x['auc']:.4f} "
               f"| {x['sps']:,.0f} | {x['rss']:.0f} |")
 print()
-print("Medians over the rounds, against always:")
+print("Medians over the rounds, against the baseline:")
 print()
 print("| policy | rows | MiB | test AUC (difference) | samples/s | peak server RSS |")
 print("|---|---:|---:|---:|---:|---:|")
 for p in policies[1:]:
-    print(f"| {p} | {med(p, 'rows') / med('always', 'rows'):.3f}x | {med(p, 'bytes') / med('always', 'bytes'):.3f}x "
-          f"| {med(p, 'auc') - med('always', 'auc'):+.4f} | {med(p, 'sps') / med('always', 'sps'):.3f}x "
-          f"| {med(p, 'rss') / med('always', 'rss'):.3f}x |")
+    b = "baseline"
+    print(f"| {p} | {med(p, 'rows') / med(b, 'rows'):.3f}x | {med(p, 'bytes') / med(b, 'bytes'):.3f}x "
+          f"| {med(p, 'auc') - med(b, 'auc'):+.4f} | {med(p, 'sps') / med(b, 'sps'):.3f}x "
+          f"| {med(p, 'rss') / med(b, 'rss'):.3f}x |")
 EOF
 echo
 echo "Load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

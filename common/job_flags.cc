@@ -2,6 +2,7 @@
 
 #include <gflags/gflags.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -86,6 +87,14 @@ DEFINE_string(table_admission, "always",
 DEFINE_int64(table_sketch_bytes, 0,
              "--table_admission=count:N: bytes of the sketch that counts keys without rows, per table per server "
              "(0: 1 MiB; from 4096 to 2^30). Too small a sketch admits keys early: see docs/guides/sparse-models.md");
+DEFINE_int64(table_ttl_updates, 0,
+             "--model=ctr: an embedding row not updated in this many of its server's updates (SYNC: steps) leaves (0: never)");
+DEFINE_int64(table_max_rows, 0,
+             "--model=ctr: at most this many rows per table per server; past it, rows leave in --table_evict_order (0: no cap)");
+DEFINE_string(table_evict_order, "lru", "--table_max_rows: which rows leave first: lru (least recently updated) or lfu (least often)");
+DEFINE_double(table_min_l2_norm, 0, "--model=ctr: a row whose value's L2 norm is below this leaves (0: off; e.g. FTRL's zeroed rows)");
+DEFINE_int64(table_keep_rows, 0, "--model=ctr: eviction never leaves fewer rows than this per table per server");
+DEFINE_int64(table_evict_every, 0, "--model=ctr: eviction runs after every this many updates (0: 100)");
 DEFINE_int32(replicas, 1, "Copies of each server's shard: 1, or 2 (a live copy on the next server survives one server's loss)");
 
 namespace pstrain {
@@ -103,7 +112,8 @@ const char* const kJobFlags[] = {
     "eval_last_epoch_only", "checkpoint_dir", "checkpoint_every_steps", "min_workers", "max_workers", "spare_workers",
     "checkpoint_every_seconds", "global_batch", "resume", "replicas", "overlap", "compression",
     "data_format", "bad_records", "embedding_dim", "table_optimizer", "table_lr", "table_l1", "table_l2",
-    "table_admission", "table_sketch_bytes", "max_grad_norm_per_sample", "output_mode"};
+    "table_admission", "table_sketch_bytes", "table_ttl_updates", "table_max_rows", "table_evict_order",
+    "table_min_l2_norm", "table_keep_rows", "table_evict_every", "max_grad_norm_per_sample", "output_mode"};
 
 // "0640" or "640": octal digits only, the owner may at least read (a file its own job could not
 // read back is a mistake), at most 0777.
@@ -212,6 +222,21 @@ absl::Status ApplyFlags(JobSpec* job) {
     *job->mutable_table_admission() = *admission;
   }
   if (Given("table_sketch_bytes")) job->mutable_table_admission()->set_sketch_bytes(FLAGS_table_sketch_bytes);
+  EvictionSpec* eviction = job->mutable_table_eviction();
+  if (Given("table_ttl_updates")) eviction->set_ttl_updates(FLAGS_table_ttl_updates);
+  if (Given("table_max_rows")) eviction->set_max_rows(FLAGS_table_max_rows);
+  if (Given("table_evict_order")) {
+    const std::string order = absl::AsciiStrToLower(FLAGS_table_evict_order);
+    if (order != "lru" && order != "lfu") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--table_evict_order: got '", FLAGS_table_evict_order, "', expected lru or lfu"));
+    }
+    eviction->set_order(order == "lfu" ? EvictionSpec::LFU : EvictionSpec::LRU);
+  }
+  if (Given("table_min_l2_norm")) eviction->set_min_l2_norm(static_cast<float>(FLAGS_table_min_l2_norm));
+  if (Given("table_keep_rows")) eviction->set_keep_rows(FLAGS_table_keep_rows);
+  if (Given("table_evict_every")) eviction->set_every_updates(FLAGS_table_evict_every);
+  if (job->table_eviction().ByteSizeLong() == 0) job->clear_table_eviction();
   if (Given("max_grad_norm_per_sample")) job->set_max_grad_norm_per_sample(FLAGS_max_grad_norm_per_sample);
   if (Given("output_mode")) {
     uint32_t mode = 0;

@@ -81,12 +81,48 @@ void ApplyTableDefaults(JobSpec* job) {
       table->set_dim(job->embedding_dim());
       *table->mutable_optimizer() = job->table_optimizer();
       if (job->has_table_admission()) *table->mutable_admission() = job->table_admission();
+      if (job->has_table_eviction()) *table->mutable_eviction() = job->table_eviction();
     }
   }
   for (TableSpec& table : *job->mutable_tables()) {
     ApplySparseOptimizerDefaults(table.mutable_optimizer());
     if (table.has_admission()) ApplyAdmissionDefaults(table.mutable_admission());
+    if (table.has_eviction()) ApplyEvictionDefaults(table.mutable_eviction());
   }
+}
+
+bool EvictionOn(const EvictionSpec& spec) {
+  return spec.ttl_updates() > 0 || spec.max_rows() > 0 || spec.min_l2_norm() > 0;
+}
+
+void ApplyEvictionDefaults(EvictionSpec* spec) {
+  if (EvictionOn(*spec) && spec->every_updates() == 0) spec->set_every_updates(kDefaultEvictEveryUpdates);
+}
+
+absl::Status ValidateEviction(absl::string_view field, const EvictionSpec& spec) {
+  auto non_negative = [&](const char* name, int64_t v) -> absl::Status {
+    if (v >= 0) return absl::OkStatus();
+    return Invalid(absl::StrCat(field, ".", name), absl::StrCat(v), ">= 0 (0: off)");
+  };
+  for (absl::Status s : {non_negative("ttl_updates", spec.ttl_updates()), non_negative("max_rows", spec.max_rows()),
+                         non_negative("keep_rows", spec.keep_rows())}) {
+    if (!s.ok()) return s;
+  }
+  if (!(spec.min_l2_norm() >= 0 && std::isfinite(spec.min_l2_norm()))) {
+    return Invalid(absl::StrCat(field, ".min_l2_norm"), absl::StrCat(spec.min_l2_norm()), "a finite value >= 0 (0: off)");
+  }
+  if (!EvictionSpec::Order_IsValid(spec.order())) {
+    return Invalid(absl::StrCat(field, ".order"), absl::StrCat(static_cast<int>(spec.order())), "LRU or LFU");
+  }
+  if (spec.max_rows() > 0 && spec.keep_rows() > spec.max_rows()) {
+    return Invalid(absl::StrCat(field, ".max_rows"), absl::StrCat(spec.max_rows()),
+                   absl::StrCat("at least keep_rows = ", spec.keep_rows(), " (a cap below the keep-floor)"));
+  }
+  if (spec.every_updates() < 0 || spec.every_updates() > kMaxEvictEveryUpdates) {
+    return Invalid(absl::StrCat(field, ".every_updates"), absl::StrCat(spec.every_updates()),
+                   absl::StrCat("0 (the default, ", kDefaultEvictEveryUpdates, ") or in [1, ", kMaxEvictEveryUpdates, "]"));
+  }
+  return absl::OkStatus();
 }
 
 void ApplyAdmissionDefaults(AdmissionSpec* spec) {
@@ -99,6 +135,7 @@ absl::Status ValidateTables(const JobSpec& job) {
   }
   if (absl::Status s = ValidateSparseOptimizer("table_optimizer", job.table_optimizer()); !s.ok()) return s;
   if (absl::Status s = ValidateAdmission("table_admission", job.table_admission()); !s.ok()) return s;
+  if (absl::Status s = ValidateEviction("table_eviction", job.table_eviction()); !s.ok()) return s;
   absl::flat_hash_set<std::string> names;
   for (int i = 0; i < job.tables_size(); ++i) {
     const TableSpec& t = job.tables(i);
@@ -117,6 +154,7 @@ absl::Status ValidateTables(const JobSpec& job) {
     }
     if (absl::Status s = ValidateSparseOptimizer(absl::StrCat(field, ".optimizer"), t.optimizer()); !s.ok()) return s;
     if (absl::Status s = ValidateAdmission(absl::StrCat(field, ".admission"), t.admission()); !s.ok()) return s;
+    if (absl::Status s = ValidateEviction(absl::StrCat(field, ".eviction"), t.eviction()); !s.ok()) return s;
     if (job.model() == kCtrModel && t.dim() != job.embedding_dim()) {
       return Invalid(absl::StrCat(field, ".dim"), absl::StrCat(t.dim()),
                      absl::StrCat("embedding_dim = ", job.embedding_dim(), " (model 'ctr' pools every field alike)"));

@@ -58,6 +58,17 @@ std::string AdmissionName(const AdmissionSpec& spec);
 // count's or probability's field set for another policy.
 absl::Status ValidateAdmission(absl::string_view field, const AdmissionSpec& spec);
 
+// Table eviction (TableSpec.eviction; server/row_eviction.h).
+inline constexpr int64_t kDefaultEvictEveryUpdates = 100;
+inline constexpr int64_t kMaxEvictEveryUpdates = 1000000;
+// Whether `spec` evicts anything at all.
+bool EvictionOn(const EvictionSpec& spec);
+// Fills every_updates (kDefaultEvictEveryUpdates) when eviction is on. Idempotent.
+void ApplyEvictionDefaults(EvictionSpec* spec);
+// INVALID_ARGUMENT naming the field (prefixed with `field`) for a negative TTL, cap, keep-floor or
+// norm, a cap below the keep-floor, an interval outside [1, 10^6] or an unknown order.
+absl::Status ValidateEviction(absl::string_view field, const EvictionSpec& spec);
+
 // "adagrad", "sgd", "lazy_adam", "ftrl" (the spelling of --table_optimizer); INVALID_ARGUMENT
 // listing them otherwise.
 absl::StatusOr<SparseOptimizerSpec::Type> ParseSparseOptimizer(absl::string_view name);

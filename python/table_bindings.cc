@@ -74,6 +74,42 @@ SparseOptimizerSpec OptimizerOf(const py::handle& value, const std::string& what
   return spec;
 }
 
+int64_t IntField(const py::handle& value, const std::string& what) {
+  if (py::isinstance<py::bool_>(value) || !py::isinstance<py::int_>(value)) Invalid(absl::StrCat(what, ": expected an int"));
+  return value.cast<int64_t>();
+}
+
+// An eviction policy from a dict of EvictionSpec's fields ("order": "lru" or "lfu").
+EvictionSpec EvictionOf(const py::handle& value, const std::string& what) {
+  if (!py::isinstance<py::dict>(value)) {
+    Invalid(absl::StrCat(what, ": expected None or a dict such as {'ttl_updates': 1000, 'max_rows': 100000}"));
+  }
+  EvictionSpec spec;
+  for (const auto& [key, field] : value.cast<py::dict>()) {
+    const std::string name = py::str(key);
+    const std::string where = absl::StrCat(what, ".", name);
+    if (name == "ttl_updates") {
+      spec.set_ttl_updates(IntField(field, where));
+    } else if (name == "max_rows") {
+      spec.set_max_rows(IntField(field, where));
+    } else if (name == "keep_rows") {
+      spec.set_keep_rows(IntField(field, where));
+    } else if (name == "every_updates") {
+      spec.set_every_updates(IntField(field, where));
+    } else if (name == "min_l2_norm") {
+      spec.set_min_l2_norm(FloatField(field, where));
+    } else if (name == "order") {
+      const std::string order = py::isinstance<py::str>(field) ? field.cast<std::string>() : "";
+      if (order != "lru" && order != "lfu") Invalid(absl::StrCat(where, ": expected 'lru' or 'lfu'"));
+      spec.set_order(order == "lfu" ? EvictionSpec::LFU : EvictionSpec::LRU);
+    } else {
+      Invalid(absl::StrCat(what, ": unknown field '", name,
+                           "' (expected ttl_updates, max_rows, order, min_l2_norm, keep_rows, every_updates)"));
+    }
+  }
+  return spec;
+}
+
 // A C-contiguous 1-D array of 64-bit keys as uint64 (int64 keys are taken bit for bit: torch has
 // no uint64 tensors, so keys above 2^63 arrive as negative int64s).
 absl::Span<const uint64_t> KeysOf(const py::array& keys, const std::string& what) {
@@ -154,8 +190,11 @@ std::vector<TableSpec> TableSpecsOf(const py::list& tables) {
         absl::StatusOr<AdmissionSpec> admission = ParseAdmission(value.cast<std::string>());
         if (!admission.ok()) Invalid(absl::StrCat(what, ": ", admission.status().message()));
         *spec.mutable_admission() = *admission;
+      } else if (name == "evict") {
+        if (!value.is_none()) *spec.mutable_eviction() = EvictionOf(value, absl::StrCat(what, ": evict"));
       } else {
-        Invalid(absl::StrCat(what, ": unknown field '", name, "' (expected name, dim, init_bound, optimizer, admit)"));
+        Invalid(absl::StrCat(what, ": unknown field '", name,
+                             "' (expected name, dim, init_bound, optimizer, admit, evict)"));
       }
     }
     if (!d.contains("dim")) Invalid(absl::StrCat(what, ": expected a \"dim\""));
@@ -171,6 +210,19 @@ py::dict TableDict(const TableSpec& table) {
   d["optimizer"] = SparseOptimizerTypeName(table.optimizer().type());
   d["lr"] = table.optimizer().lr();
   d["admit"] = AdmissionName(table.admission());
+  if (EvictionOn(table.eviction())) {
+    const EvictionSpec& e = table.eviction();
+    py::dict evict;
+    evict["ttl_updates"] = e.ttl_updates();
+    evict["max_rows"] = e.max_rows();
+    evict["order"] = e.order() == EvictionSpec::LFU ? "lfu" : "lru";
+    evict["min_l2_norm"] = e.min_l2_norm();
+    evict["keep_rows"] = e.keep_rows();
+    evict["every_updates"] = e.every_updates();
+    d["evict"] = evict;
+  } else {
+    d["evict"] = py::none();
+  }
   return d;
 }
 

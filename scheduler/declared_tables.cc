@@ -56,6 +56,8 @@ TableList AdoptDeclaredTables(const JobSpec& job, const TableList& declared) {
     ApplySparseOptimizerDefaults(t.mutable_optimizer());
     if (!t.has_admission() && job.has_table_admission()) *t.mutable_admission() = job.table_admission();
     if (t.has_admission()) ApplyAdmissionDefaults(t.mutable_admission());
+    if (!t.has_eviction() && job.has_table_eviction()) *t.mutable_eviction() = job.table_eviction();
+    if (t.has_eviction()) ApplyEvictionDefaults(t.mutable_eviction());
   }
   return tables;
 }
@@ -100,6 +102,15 @@ absl::Status MatchDeclaredTables(absl::string_view who, const TableList& declare
                                                        AdmissionName(mine), " {", mine.ShortDebugString(), "}; ",
                                                        theirs, " has ", AdmissionName(t->admission()), " {",
                                                        t->admission().ShortDebugString(), "}"));
+      }
+    }
+    if (d.has_eviction()) {
+      EvictionSpec mine = d.eviction();
+      ApplyEvictionDefaults(&mine);
+      if (!google::protobuf::util::MessageDifferencer::Equals(mine, t->eviction())) {
+        return absl::InvalidArgumentError(absl::StrCat(who, " declares table '", d.name(), "' with eviction {",
+                                                       mine.ShortDebugString(), "}; ", theirs, " has {",
+                                                       t->eviction().ShortDebugString(), "}"));
       }
     }
   }

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/key_hash.h"
+#include "common/table_spec.h"
 
 namespace pstrain::server {
 namespace {
@@ -90,8 +91,19 @@ absl::StatusOr<std::unique_ptr<EmbeddingTable>> EmbeddingTable::Create(
     if (!made.ok()) return made.status();
     admission = std::move(made).value();
   }
+  std::unique_ptr<RowEviction> eviction;
+  if (EvictionOn(options.eviction)) {
+    absl::StatusOr<std::unique_ptr<RowEviction>> made =
+        RowEviction::Create(absl::StrCat("table '", options.name, "'"), options.eviction);
+    if (!made.ok()) return made.status();
+    eviction = std::move(made).value();
+  } else if (absl::Status s = ValidateEviction(absl::StrCat("table '", options.name, "'.eviction"), options.eviction);
+             !s.ok()) {
+    return s;
+  }
   std::unique_ptr<EmbeddingTable> table(new EmbeddingTable(options));
   table->admission_ = std::move(admission);
+  table->eviction_ = std::move(eviction);
   return table;
 }
 
@@ -115,7 +127,9 @@ int64_t EmbeddingTable::bytes_used() const {
   // absl's raw_hash_set: one slot and one control byte per capacity, plus 16 cloned control
   // bytes for the SIMD group probe; nothing at all while empty.
   const int64_t map = capacity == 0 ? 0 : capacity * static_cast<int64_t>(sizeof(Slot) + 1) + 16;
-  return blocks + block_list + map + (admission_ != nullptr ? admission_->bytes_used() : 0);
+  return blocks + block_list + map + (admission_ != nullptr ? admission_->bytes_used() : 0) +
+         (eviction_ != nullptr ? eviction_->bytes_used() : 0) +
+         static_cast<int64_t>(free_rows_.capacity() * sizeof(uint32_t));
 }
 
 std::unique_ptr<float[]> EmbeddingTable::NewBlock() const {
@@ -123,14 +137,21 @@ std::unique_ptr<float[]> EmbeddingTable::NewBlock() const {
   return std::unique_ptr<float[]>(new float[kRowsPerBlock * record_floats_]);
 }
 
-uint32_t EmbeddingTable::FindOrCreateRow(uint64_t key) {
+uint32_t EmbeddingTable::FindOrCreateRow(uint64_t key, int64_t update) {
   DCHECK_LT(index_.size(), size_t{kMaxRows});  // CheckRoomFor ran
   auto [it, inserted] = index_.try_emplace(key, 0);
   if (!inserted) return it->second;
-  // Rows are numbered in creation order; index_ already counts the new key.
-  const uint32_t row = static_cast<uint32_t>(index_.size() - 1);
-  if (row / kRowsPerBlock >= static_cast<int64_t>(blocks_.size())) blocks_.push_back(NewBlock());
+  // A record an evicted row left, or the next one.
+  uint32_t row;
+  if (!free_rows_.empty()) {
+    row = free_rows_.back();
+    free_rows_.pop_back();
+  } else {
+    row = num_records_++;
+    if (row / kRowsPerBlock >= static_cast<int64_t>(blocks_.size())) blocks_.push_back(NewBlock());
+  }
   it->second = row;
+  if (eviction_ != nullptr) eviction_->Created(row, update);
   float* record = Record(row);
   if (bound_ == 0.0f) {
     std::memset(record, 0, sizeof(float) * options_.dim);
@@ -163,7 +184,7 @@ absl::Status EmbeddingTable::Pull(absl::Span<const uint64_t> keys, absl::Span<fl
   if (absl::Status s = CheckRoomFor(keys.size(), "pull"); !s.ok()) return s;
   float* dst = out.data();
   for (uint64_t key : keys) {
-    std::memcpy(dst, Record(FindOrCreateRow(key)), sizeof(float) * dim);
+    std::memcpy(dst, Record(FindOrCreateRow(key, 0)), sizeof(float) * dim);
     dst += dim;
   }
   return absl::OkStatus();
@@ -240,7 +261,7 @@ absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> keys, absl::Span<c
       ++counters_.refused;
       continue;
     }
-    rows[k] = FindOrCreateRow(keys[k]);
+    rows[k] = FindOrCreateRow(keys[k], step);
   }
   counters_.admitted += static_cast<int64_t>(index_.size() - before);
   for (size_t k = 0; k < keys.size(); ++k) {
@@ -248,6 +269,7 @@ absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> keys, absl::Span<c
       PrefetchRecord(Record(rows[k + kPrefetchAhead]));
     }
     if (rows[k] == kNoRow) continue;
+    if (eviction_ != nullptr) eviction_->Updated(rows[k], step);
     float* record = Record(rows[k]);
     float* state = record + dim;
     if (has_step_) {
@@ -260,6 +282,33 @@ absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> keys, absl::Span<c
     }
   }
   return absl::OkStatus();
+}
+
+void EmbeddingTable::AfterUpdate(int64_t update) {
+  if (eviction_ != nullptr && eviction_->Due(update)) Evict(update);
+}
+
+void EmbeddingTable::Evict(int64_t update) {
+  std::vector<std::pair<uint64_t, uint32_t>> rows(index_.begin(), index_.end());
+  const int dim = options_.dim;
+  const std::vector<std::pair<uint64_t, uint32_t>> leaving =
+      eviction_->Select(update, std::move(rows), [&](uint32_t row) {
+        const float* w = Record(row);
+        double sum = 0;
+        for (int i = 0; i < dim; ++i) sum += static_cast<double>(w[i]) * w[i];
+        return std::sqrt(sum);
+      });
+  for (const auto& [key, row] : leaving) {
+    index_.erase(key);
+    free_rows_.push_back(row);
+    eviction_->Evicted(key, update);
+  }
+  counters_.evicted += static_cast<int64_t>(leaving.size());
+}
+
+std::vector<Tombstone> EmbeddingTable::Tombstones() const {
+  if (eviction_ == nullptr) return {};
+  return {eviction_->tombstones().begin(), eviction_->tombstones().end()};
 }
 
 bool EmbeddingTable::Lookup(uint64_t key, absl::Span<float> out) const {

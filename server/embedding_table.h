@@ -21,6 +21,12 @@
 // creates the row only if the table's policy admits the key; otherwise that key's gradient is
 // dropped and counted (stats().refused), and the key keeps reading as its initial value.
 //
+// Eviction (TableOptions.eviction, server/row_eviction.h): after an update, when due, the rows the
+// policy picks leave (counters().evicted, a tombstone each); their row numbers are reused by the
+// next rows created. A key that comes back starts again from its initial value and fresh optimizer
+// state, like a key never seen (and, under count:N admission, is admitted at once: the sketch
+// still counts it).
+//
 // Requests name keys sorted ascending and unique (the worker de-duplicates a batch's keys and
 // sums their gradients), which the table checks: a bad request changes nothing.
 //
@@ -45,6 +51,7 @@
 #include "absl/types/span.h"
 #include "proto/job.pb.h"
 #include "server/row_admission.h"
+#include "server/row_eviction.h"
 #include "server/sparse_optimizer.h"
 
 namespace pstrain::server {
@@ -60,12 +67,15 @@ struct TableOptions {
   SparseOptimizerOptions optimizer;
   // Which keys become rows (TableSpec.admission; default: every key).
   AdmissionSpec admission;
+  // Which rows leave (TableSpec.eviction; default: none).
+  EvictionSpec eviction;
 };
 
 // What a table's updates did since it was created (not checkpointed: counts of this process).
 struct TableCounters {
   int64_t admitted = 0;  // rows created by updates
   int64_t refused = 0;   // key updates dropped because admission did not admit the key
+  int64_t evicted = 0;   // rows that left (eviction)
 };
 
 // The initial value of element `element` of row `key` of table `table_id`: uniform in
@@ -99,6 +109,8 @@ class EmbeddingTable {
   int64_t bytes_used() const;
 
   const TableCounters& counters() const { return counters_; }
+  // Eviction's newest tombstones (server/row_eviction.h), oldest first; empty without eviction.
+  std::vector<Tombstone> Tombstones() const;
 
   // Writes the rows of `keys` to out[0, keys.size() * dim), row after row, creating the rows
   // that are missing with their initial values (whatever the admission policy: for in-process
@@ -114,14 +126,19 @@ class EmbeddingTable {
 
   // Applies one optimizer update per key with its gradient row grads[i * dim, (i + 1) * dim) at
   // rate `lr` (the scheduled rate for this update; FTRL's alpha), as update number `step` of the
-  // store (which admission's probability:p hashes; 0 for callers without a store). A key without a
-  // row gets one with its initial value first, so an update never depends on whether a pull came
-  // before it, if admission admits the key; otherwise its gradient is dropped (counters().refused).
+  // store (which admission's probability:p hashes and eviction's clock counts; 0 for callers
+  // without a store). A key without a row gets one with its initial value first, so an update never
+  // depends on whether a pull came before it, if admission admits the key; otherwise its gradient
+  // is dropped (counters().refused).
   // Everything is validated before anything changes: INVALID_ARGUMENT when keys are not sorted
   // and unique, grads does not hold keys.size() * dim floats, a gradient is NaN or infinite
   // (naming the key, its position and the element), or lr is not finite and > 0;
   // RESOURCE_EXHAUSTED when the new rows could pass kMaxRows.
   absl::Status Apply(absl::Span<const uint64_t> keys, absl::Span<const float> grads, float lr, int64_t step = 0);
+
+  // The store's update `update` is applied (whether or not it brought this table keys): when
+  // eviction is due after it, the rows the policy picks leave.
+  void AfterUpdate(int64_t update);
 
   // Copies row `key` (its weights, not its optimizer state) to out[0, dim) and returns true, or
   // returns false, creating nothing, when the key has no row. REQUIRES: out.size() == dim.
@@ -141,14 +158,17 @@ class EmbeddingTable {
   //   28      4           uint32 name length L, then L bytes of name
   //   32+L    8           uint64 row count N
   //           N * (8 + R) per row: uint64 key, then its record as laid out in memory
-  //   (version 2 only: a table whose admission keeps state, count:N)
-  //           8           uint64 sketch bytes S, then the S bytes of admission's sketch
+  //   (version 2 only) sections, each a uint32 tag, a uint64 length L and L bytes:
+  //           tag 1       admission's sketch (count:N)
+  //           tag 2       eviction's metadata of every row, in the rows' order (RowEviction)
+  //           tag 3       eviction's tombstones (RowEviction)
   //   end-4   4           uint32 CRC-32 (zlib crc32) of every byte before it
-  // A table without admission state writes version 1, as before admission existed.
+  // A table with neither admission state nor eviction writes version 1, as before both existed.
   void Serialize(std::string* out) const;
 
-  // Replaces every row (and admission's sketch) with those of `data` (a Serialize output); a
-  // version 1 buffer leaves count:N's sketch empty. On error nothing changes:
+  // Replaces every row (and admission's sketch, eviction's metadata and tombstones) with those of
+  // `data` (a Serialize output); a version 1 buffer leaves count:N's sketch empty and every row as
+  // last updated before update 0. On error nothing changes:
   // DATA_LOSS for a truncated or corrupt buffer (bad magic, size or CRC, keys out of order, a
   // sketch of another size);
   // FAILED_PRECONDITION when it belongs to another table (name, id, dim or optimizer type
@@ -160,8 +180,11 @@ class EmbeddingTable {
 
   // OK, or RESOURCE_EXHAUSTED when num_keys new rows could pass kMaxRows.
   absl::Status CheckRoomFor(size_t num_keys, const char* op) const;
-  // Index of key's row, creating and initializing it when missing. REQUIRES: CheckRoomFor.
-  uint32_t FindOrCreateRow(uint64_t key);
+  // Index of key's row, creating and initializing it when missing (by update `update`: eviction's
+  // clock). REQUIRES: CheckRoomFor.
+  uint32_t FindOrCreateRow(uint64_t key, int64_t update);
+  // The rows eviction picks after update `update` leave.
+  void Evict(int64_t update);
   float* Record(uint32_t row) {
     return blocks_[row / kRowsPerBlock].get() + (row % kRowsPerBlock) * record_floats_;
   }
@@ -180,10 +203,15 @@ class EmbeddingTable {
 
   // Null for admission "always".
   std::unique_ptr<RowAdmission> admission_;
+  // Null without eviction.
+  std::unique_ptr<RowEviction> eviction_;
 
   // The rows: index_[key] = row number; row r lives in blocks_[r / kRowsPerBlock].
   absl::flat_hash_map<uint64_t, uint32_t> index_;
   std::vector<std::unique_ptr<float[]>> blocks_;
+  // Records handed out (rows plus free_rows_), and the row numbers evicted rows left.
+  uint32_t num_records_ = 0;
+  std::vector<uint32_t> free_rows_;
   TableCounters counters_;
 };
 

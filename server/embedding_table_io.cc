@@ -15,7 +15,11 @@ namespace {
 
 constexpr char kMagic[] = "PSTRAINE";  // 8 bytes, no terminator
 constexpr uint32_t kVersion = 1;            // rows only
-constexpr uint32_t kVersionAdmission = 2;   // rows, then admission's sketch
+constexpr uint32_t kVersionSections = 2;    // rows, then tagged sections
+// Section tags (see EmbeddingTable::Serialize).
+constexpr uint32_t kSketchSection = 1;
+constexpr uint32_t kRowMetaSection = 2;
+constexpr uint32_t kTombstoneSection = 3;
 
 template <typename T>
 void Put(T value, std::string* out) {
@@ -54,7 +58,8 @@ void EmbeddingTable::Serialize(std::string* out) const {
   out->reserve(start + 44 + options_.name.size() + rows.size() * (8 + record_bytes));
   out->append(kMagic, 8);
   const bool with_sketch = admission_ != nullptr && admission_->has_state();
-  Put<uint32_t>(with_sketch ? kVersionAdmission : kVersion, out);
+  const bool sections = with_sketch || eviction_ != nullptr;
+  Put<uint32_t>(sections ? kVersionSections : kVersion, out);
   Put<int32_t>(options_.id, out);
   Put<int32_t>(options_.dim, out);
   Put<int32_t>(static_cast<int32_t>(options_.optimizer.type), out);
@@ -66,9 +71,22 @@ void EmbeddingTable::Serialize(std::string* out) const {
     Put<uint64_t>(key, out);
     out->append(reinterpret_cast<const char*>(Record(row)), record_bytes);
   }
-  if (with_sketch) {
-    Put<uint64_t>(static_cast<uint64_t>(admission_->bytes_used()), out);
-    admission_->Serialize(out);
+  // A section: tag, then its length, filled in once written.
+  auto section = [out](uint32_t tag, const auto& write) {
+    Put<uint32_t>(tag, out);
+    const size_t length_at = out->size();
+    Put<uint64_t>(0, out);
+    write();
+    const uint64_t length = out->size() - length_at - sizeof(uint64_t);
+    std::memcpy(out->data() + length_at, &length, sizeof(length));
+  };
+  if (with_sketch) section(kSketchSection, [&] { admission_->Serialize(out); });
+  if (eviction_ != nullptr) {
+    std::vector<uint32_t> order;
+    order.reserve(rows.size());
+    for (const auto& [key, row] : rows) order.push_back(row);
+    section(kRowMetaSection, [&] { eviction_->SerializeRows(order, out); });
+    section(kTombstoneSection, [&] { eviction_->SerializeTombstones(out); });
   }
   Put<uint32_t>(Crc32(out->data() + start, out->size() - start), out);
 }
@@ -91,9 +109,9 @@ absl::Status EmbeddingTable::Restore(absl::string_view data) {
   }
   const char* p = data.data() + 8;
   const uint32_t version = Get<uint32_t>(p);
-  if (version != kVersion && version != kVersionAdmission) {
+  if (version != kVersion && version != kVersionSections) {
     return absl::UnimplementedError(absl::StrCat(where, ": format version ", version, ", this build reads ", kVersion,
-                                                 " and ", kVersionAdmission));
+                                                 " and ", kVersionSections));
   }
   const int32_t id = Get<int32_t>(p + 4);
   const int32_t dim = Get<int32_t>(p + 8);
@@ -130,15 +148,34 @@ absl::Status EmbeddingTable::Restore(absl::string_view data) {
                                             " bytes, expected ", expected_record));
   }
   size_t body = data.size() - 4 - static_cast<size_t>(p - data.data());
-  // Version 2: the sketch ends the body, after its size.
-  absl::string_view sketch;
-  if (version == kVersionAdmission) {
-    const size_t rows_bytes = num_rows > body / (8 + record_bytes) ? body : num_rows * (8 + record_bytes);
-    if (body < rows_bytes + 8 || Get<uint64_t>(p + rows_bytes) != body - rows_bytes - 8) {
+  // Version 2: tagged sections follow the rows.
+  absl::string_view sketch, row_meta, tombstones;
+  if (version == kVersionSections) {
+    if (num_rows > body / (8 + record_bytes)) {
       return absl::DataLossError(absl::StrCat(where, ": ", num_rows, " rows of ", 8 + record_bytes,
-                                              " bytes and a sketch do not fill the ", body, "-byte body"));
+                                              " bytes overrun the ", body, "-byte body"));
     }
-    sketch = absl::string_view(p + rows_bytes + 8, body - rows_bytes - 8);
+    const size_t rows_bytes = num_rows * (8 + record_bytes);
+    size_t at = rows_bytes;
+    while (at < body) {
+      if (body - at < 12 || Get<uint64_t>(p + at + 4) > body - at - 12) {
+        return absl::DataLossError(absl::StrCat(where, ": a section at byte ", at, " of the body overruns its ",
+                                                body, " bytes"));
+      }
+      const uint32_t tag = Get<uint32_t>(p + at);
+      const uint64_t length = Get<uint64_t>(p + at + 4);
+      const absl::string_view payload(p + at + 12, length);
+      if (tag == kSketchSection) {
+        sketch = payload;
+      } else if (tag == kRowMetaSection) {
+        row_meta = payload;
+      } else if (tag == kTombstoneSection) {
+        tombstones = payload;
+      } else {
+        return absl::DataLossError(absl::StrCat(where, ": unknown section ", tag));
+      }
+      at += 12 + length;
+    }
     body = rows_bytes;
   }
   if (num_rows > body / (8 + record_bytes) || body != num_rows * (8 + record_bytes)) {
@@ -181,16 +218,33 @@ absl::Status EmbeddingTable::Restore(absl::string_view data) {
         absl::StrCat("table '", options_.name, "'"), options_.admission, options_.seed, options_.id);
     if (!fresh.ok()) return fresh.status();  // not reached: Create accepted the same spec
     admission = std::move(fresh).value();
-    if (version == kVersionAdmission) {
+    if (admission->has_state() && sketch.data() != nullptr) {
       if (absl::Status s = admission->Restore(where, sketch); !s.ok()) return s;
     }
-  } else if (!sketch.empty()) {
+  }
+  if (!sketch.empty() && (admission == nullptr || !admission->has_state())) {
     return absl::FailedPreconditionError(absl::StrCat(where, ": the checkpoint carries an admission sketch of ",
-                                                      sketch.size(), " bytes; the table admits every key"));
+                                                      sketch.size(), " bytes; the table ",
+                                                      admission == nullptr ? "admits every key"
+                                                                           : "keeps no sketch"));
+  }
+  // Eviction's state: the rows' metadata (row i of the checkpoint is row number i here) and the
+  // tombstones. A checkpoint without them (written without eviction) starts every row as last
+  // updated before update 0. A table without eviction ignores them.
+  std::unique_ptr<RowEviction> eviction;
+  if (eviction_ != nullptr) {
+    absl::StatusOr<std::unique_ptr<RowEviction>> fresh =
+        RowEviction::Create(absl::StrCat("table '", options_.name, "'"), options_.eviction);
+    if (!fresh.ok()) return fresh.status();  // not reached: Create accepted the same spec
+    eviction = std::move(fresh).value();
+    if (absl::Status s = eviction->Restore(where, num_rows, row_meta, tombstones); !s.ok()) return s;
   }
   index_ = std::move(index);
   blocks_ = std::move(blocks);
+  num_records_ = static_cast<uint32_t>(num_rows);
+  free_rows_.clear();
   if (admission_ != nullptr) admission_ = std::move(admission);
+  if (eviction_ != nullptr) eviction_ = std::move(eviction);
   return absl::OkStatus();
 }
 

@@ -90,6 +90,8 @@ ServerMetrics::ServerMetrics(metrics::Registry* registry) : registry_(registry) 
   table_refused_ = &registry->AddCounter("pstrain_server_table_refused_updates_total",
                                          "Updates of embedding keys dropped because admission did not admit the key",
                                          {"table", "shard"});
+  table_evicted_ = &registry->AddCounter("pstrain_server_table_evicted_rows_total",
+                                         "Embedding rows that left by the table's eviction policy", {"table", "shard"});
   inflight_requests_ =
       registry->AddGauge("pstrain_server_inflight_requests", "Calls received and not answered yet").Get();
   inflight_bytes_ = registry
@@ -164,6 +166,7 @@ void ServerMetrics::CollectLocked() {
       table_bytes_->With({t.name, shard})->Set(static_cast<double>(t.bytes_used));
       table_admitted_->With({t.name, shard})->RaiseTo(static_cast<double>(t.admitted));
       table_refused_->With({t.name, shard})->RaiseTo(static_cast<double>(t.refused));
+      table_evicted_->With({t.name, shard})->RaiseTo(static_cast<double>(t.evicted));
     }
   }
 }

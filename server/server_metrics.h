@@ -28,6 +28,7 @@
 //   pstrain_server_table_admitted_rows_total{table,shard}   scrape: rows created by updates
 //   pstrain_server_table_refused_updates_total{table,shard} scrape: key updates dropped, the key
 //                                                           not admitted (TableSpec.admission)
+//   pstrain_server_table_evicted_rows_total{table,shard}    scrape: rows that left (eviction)
 //   pstrain_server_inflight_requests                        scrape: requests - answers
 //   pstrain_server_inflight_bytes                           scrape: server/inflight_budget.h
 //
@@ -164,6 +165,7 @@ class ServerMetrics {
   metrics::GaugeFamily* table_bytes_;
   metrics::CounterFamily* table_admitted_;
   metrics::CounterFamily* table_refused_;
+  metrics::CounterFamily* table_evicted_;
   metrics::Gauge* inflight_requests_;
   metrics::Gauge* inflight_bytes_;
 

@@ -56,6 +56,7 @@ void AddTableUsage(const ParameterStore& store, bool replica, HeartbeatRequest* 
     usage->set_floor_bytes(t.rows * t.floor_bytes_per_row);
     usage->set_admitted(t.admitted);
     usage->set_refused(t.refused);
+    usage->set_evicted(t.evicted);
   }
 }
 
@@ -63,7 +64,7 @@ void AddTableUsage(const ParameterStore& store, bool replica, HeartbeatRequest* 
 void LogTableStats(const ParameterStore& store) {
   const std::vector<TableStats> stats = store.TableStats();
   if (stats.empty()) return;
-  int64_t rows = 0, bytes = 0, floor = 0, refused = 0;
+  int64_t rows = 0, bytes = 0, floor = 0, refused = 0, evicted = 0;
   std::vector<std::string> parts;
   for (const TableStats& t : stats) {
     parts.push_back(absl::StrCat(t.name, " ", t.rows));
@@ -71,12 +72,14 @@ void LogTableStats(const ParameterStore& store) {
     bytes += t.bytes_used;
     floor += t.rows * t.floor_bytes_per_row;
     refused += t.refused;
+    evicted += t.evicted;
   }
   LOG(INFO) << "server: shard " << store.rank() << ": embedding rows " << absl::StrJoin(parts, ", ") << "; " << rows
             << " rows in " << absl::StrFormat("%.1f", bytes / 1048576.0) << " MiB, "
             << absl::StrFormat("%.1f bytes/row (floor %.1f)", rows > 0 ? double(bytes) / rows : 0.0,
                                rows > 0 ? double(floor) / rows : 0.0)
-            << (refused > 0 ? absl::StrCat("; ", refused, " updates of keys not admitted dropped") : "");
+            << (refused > 0 ? absl::StrCat("; ", refused, " updates of keys not admitted dropped") : "")
+            << (evicted > 0 ? absl::StrCat("; ", evicted, " rows evicted") : "");
 }
 
 // A server's pull answer holds its whole share of the model; keep gRPC's 4 MiB default out of the way.

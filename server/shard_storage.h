@@ -117,6 +117,8 @@ struct TableStats {
   // updates dropped because the key was not admitted.
   int64_t admitted = 0;
   int64_t refused = 0;
+  // Eviction (TableSpec.eviction) since the store was created: rows that left.
+  int64_t evicted = 0;
 };
 
 class ShardStorage {

@@ -49,6 +49,7 @@ absl::StatusOr<std::vector<std::unique_ptr<EmbeddingTable>>> MakeJobTables(const
     if (spec.has_init_bound()) options.init_bound = spec.init_bound();
     options.optimizer = OptimizerOf(spec.optimizer());
     options.admission = spec.admission();
+    options.eviction = spec.eviction();
     absl::StatusOr<std::unique_ptr<EmbeddingTable>> table = EmbeddingTable::Create(options);
     if (!table.ok()) return table.status();
     tables.push_back(std::move(table).value());
@@ -193,6 +194,8 @@ void SparseShard::Apply(const SparseGradient& grad, int64_t step) {
     // Validation ran before anything changed; what is left is a table past kMaxRows rows.
     LOG_IF(ERROR, !s.ok()) << "shard " << shard_ << ": " << s;
   }
+  // Every table's eviction clock moves, whether or not the update brought it keys.
+  for (const auto& table : tables_) table->AfterUpdate(step);
 }
 
 std::vector<std::string> SparseShard::Save() const {
@@ -227,7 +230,7 @@ std::vector<SparseShard::TableStats> SparseShard::Stats() const {
   for (int t = 0; t < num_tables(); ++t) {
     const TableCounters& counters = tables_[t]->counters();
     stats.push_back({tables_[t]->name(), tables_[t]->num_rows(), tables_[t]->bytes_used(),
-                     TableRowFloorBytes(job_.tables(t)), counters.admitted, counters.refused});
+                     TableRowFloorBytes(job_.tables(t)), counters.admitted, counters.refused, counters.evicted});
   }
   return stats;
 }

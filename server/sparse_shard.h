@@ -85,8 +85,9 @@ class SparseShard {
   void Read(const SparseGradient& keys, OutgoingRowsAnswer* out) const;
   void Read(const SparseGradient& keys, SparseList* out) const;
 
-  // One update of each table's rows in `grad` (checked, keys ascending) at the table's rate, as
-  // the store's update number `step` (for admission, EmbeddingTable::Apply).
+  // One update of each table's rows in `grad` (checked, keys ascending; possibly none) at the
+  // table's rate, as the store's update number `step` (for admission, EmbeddingTable::Apply), then
+  // every table's eviction when due (EmbeddingTable::AfterUpdate).
   void Apply(const SparseGradient& grad, int64_t step);
 
   // Every table serialized (EmbeddingTable::Serialize), in table order, for a checkpoint.

@@ -87,7 +87,7 @@ void SparseStorage::ApplySum(int64_t step) { shard_->Apply(sum_.Take(), step); }
 
 void SparseStorage::ApplyGradient(int64_t step, StoragePart& gradient) {
   const SparseGradient& rows = static_cast<const RowsPart&>(gradient).rows;
-  if (!rows.empty()) shard_->Apply(rows, step);
+  shard_->Apply(rows, step);  // also when it brings no rows: the tables' eviction clock moves
 }
 
 void SparseStorage::Read(const StoragePart& ask, PullAnswer* answer) const {

@@ -73,7 +73,7 @@ TEST(CtrClusterTest, KilledWorkerLosesAndDuplicatesNothing) {
   ManualCluster reference("ctr-reference");
   reference.Start(2, 3, job);
   const std::string expected = RunToEnd(reference);
-  EXPECT_GT(TablesRefused(expected), 0) << expected;
+  EXPECT_GT(TablesNumber(expected, "refused"), 0) << expected;
 
   ManualCluster cluster("ctr-kill");
   cluster.Start(2, 3, job);

@@ -39,9 +39,9 @@ std::vector<std::string> CtrJob(const std::string& data_dir, std::vector<std::st
   return flags;
 }
 
-double TablesRefused(const std::string& summary) {
+double TablesNumber(const std::string& summary, const std::string& key) {
   const size_t tables = summary.find("\"embedding_tables\"");
-  return tables == std::string::npos ? std::nan("") : JsonNumber(summary.substr(tables), "refused");
+  return tables == std::string::npos ? std::nan("") : JsonNumber(summary.substr(tables), key);
 }
 
 }  // namespace pstrain::testing

@@ -21,9 +21,9 @@ double CtrTestClickRate(const std::string& dir);
 // --model=ctr on `data_dir`, 2 epochs of batch 256 with small embeddings and MLP, then `extra`.
 std::vector<std::string> CtrJob(const std::string& data_dir, std::vector<std::string> extra = {});
 
-// The run summary's embedding_tables.refused: updates of keys the tables' admission dropped (NaN
-// without tables).
-double TablesRefused(const std::string& summary);
+// A number of the run summary's embedding_tables ("refused": updates of keys the tables' admission
+// dropped; "evicted": rows that left); NaN without tables.
+double TablesNumber(const std::string& summary, const std::string& key);
 
 }  // namespace pstrain::testing
 

@@ -2,8 +2,9 @@
 // killed with SIGKILL): a server replaced from the newest consistent checkpoint, a server whose
 // shard has a live copy (--replicas=2), and a whole job resumed from its checkpoints with more
 // workers. Each counts every record once per epoch and ends where an undisturbed run ends. The
-// tables admit a key at its second update (--table_admission=count:2), so the admission sketch
-// must survive the failure too: in the checkpoint, in the replica, in the resumed job.
+// tables admit a key at its second update (--table_admission=count:2) and evict rows not updated
+// in 60 steps (every 10 steps), so the admission sketch and the rows' eviction clocks must survive
+// the failure too: in the checkpoint, in the replica, in the resumed job.
 #include <signal.h>
 
 #include <regex>
@@ -30,6 +31,8 @@ std::vector<std::string> Job(std::vector<std::string> extra) {
   extra.push_back("--epochs=" + std::to_string(kEpochs));
   extra.push_back("--batch_size=64");
   extra.push_back("--table_admission=count:2");
+  extra.push_back("--table_ttl_updates=60");
+  extra.push_back("--table_evict_every=10");
   return CtrJob(CtrDataDir(), extra);
 }
 
@@ -44,8 +47,9 @@ std::string Undisturbed(const std::string& name, const std::vector<std::string>&
 }
 
 void ExpectEveryRecordOncePerEpoch(const std::string& summary) {
-  // Admission was at work: some keys' updates were dropped, as in the undisturbed run.
-  EXPECT_GT(TablesRefused(summary), 0) << summary;
+  // Admission and eviction were at work: some keys' updates were dropped, some rows left.
+  EXPECT_GT(TablesNumber(summary, "refused"), 0) << summary;
+  EXPECT_GT(TablesNumber(summary, "evicted"), 0) << summary;
   const std::vector<double> samples = JsonNumbers(summary, "samples");
   ASSERT_GE(samples.size(), static_cast<size_t>(kEpochs)) << summary;
   for (int e = 0; e < kEpochs; ++e) EXPECT_EQ(samples[e], kCtrTrain) << "epoch " << e << "\n" << summary;

@@ -12,7 +12,7 @@ by any 64-bit key, and a step moves only the rows its batch touches:
                       gradient by trainer.step(loss)
 
 The Trainer declares the modules' tables with the model (name, dim, and optionally init_bound,
-optimizer and admit), binds each module to its table of the job, and tells the modules when a training
+optimizer, admit and evict), binds each module to its table of the job, and tells the modules when a training
 step or an evaluation is under way. Each table is looked up at most once per training step (a
 second lookup would replace the first one's rows under autograd's feet), by one module.
 
@@ -44,7 +44,8 @@ class _TableModule(torch.nn.Module):
     rows through the Trainer's session."""
 
     def __init__(self, table: str, dim: int, init_bound: float | None = None,
-                 optimizer: str | dict[str, Any] | None = None, admit: str | None = None) -> None:
+                 optimizer: str | dict[str, Any] | None = None, admit: str | None = None,
+                 evict: dict[str, Any] | None = None) -> None:
         super().__init__()
         kind = type(self).__name__
         if not isinstance(table, str) or not table:
@@ -61,18 +62,23 @@ class _TableModule(torch.nn.Module):
             raise InvalidArgumentError(
                 f"{kind} '{table}': admit {admit!r}, expected None (the job's, --table_admission), 'always', "
                 "'count:N' or 'probability:P'")
+        if evict is not None and not isinstance(evict, dict):
+            raise InvalidArgumentError(
+                f"{kind} '{table}': evict {evict!r}, expected None (the job's) or a dict such as "
+                "{'ttl_updates': 1000, 'max_rows': 100000, 'order': 'lru'}")
         self.table = table
         self.dim = dim
         self.init_bound = init_bound
         self.optimizer = optimizer
         self.admit = admit
+        self.evict = evict
         self._binding = None  # _TableBinding, set by the Trainer
         self._table_id = -1
 
     def table_spec(self) -> dict[str, Any]:
         """The table's declaration, as the Trainer sends it with the model."""
         return {"name": self.table, "dim": self.dim, "init_bound": self.init_bound, "optimizer": self.optimizer,
-                "admit": self.admit}
+                "admit": self.admit, "evict": self.evict}
 
     def extra_repr(self) -> str:
         return f"table='{self.table}', dim={self.dim}"
@@ -125,6 +131,10 @@ class Embedding(_TableModule):
                  a key's N-th update) or "probability:P" (each update of a key without a row admits
                  it with probability P); updates of keys not (yet) admitted are dropped, and such
                  keys read as their initial value. Every worker must declare the same.
+    evict        which rows leave: None (the job's) or a dict of proto/job.proto EvictionSpec fields:
+                 ttl_updates (not updated in that many of the server's updates), max_rows (per
+                 server; "order": "lru" or "lfu" decides which go), min_l2_norm, keep_rows,
+                 every_updates. An evicted key that comes back starts from its initial value.
 
     forward(keys): keys of any shape (torch.int64, or a NumPy uint64/int64 array; any 64-bit value
     is a key) -> the rows, shaped keys.shape + (dim,).
@@ -138,7 +148,7 @@ class Embedding(_TableModule):
 class EmbeddingBag(_TableModule):
     """Sums, means or maxima of bags of rows, like torch.nn.EmbeddingBag, whose rows the servers hold.
 
-    table, dim, init_bound, optimizer, admit: as Embedding.
+    table, dim, init_bound, optimizer, admit, evict: as Embedding.
     mode                 "sum", "mean" (torch's default) or "max"
     include_last_offset  offsets has one more entry, the end of the last bag (CSR style, as
                          pstrain.torch.CtrDataset gives them)
@@ -150,8 +160,8 @@ class EmbeddingBag(_TableModule):
 
     def __init__(self, table: str, dim: int, mode: str = "mean", init_bound: float | None = None,
                  optimizer: str | dict[str, Any] | None = None, include_last_offset: bool = False,
-                 admit: str | None = None) -> None:
-        super().__init__(table, dim, init_bound, optimizer, admit)
+                 admit: str | None = None, evict: dict[str, Any] | None = None) -> None:
+        super().__init__(table, dim, init_bound, optimizer, admit, evict)
         if mode not in ("sum", "mean", "max"):
             raise InvalidArgumentError(f"EmbeddingBag '{table}': mode {mode!r}, expected 'sum', 'mean' or 'max'")
         self.mode = mode

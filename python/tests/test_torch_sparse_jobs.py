@@ -107,7 +107,7 @@ class SparseJobTest(unittest.TestCase):
             f.write('tables { name: "user" dim: 4 }\n')
         data, _ = key_data()
         # Room for a worker per attempt: the job never runs here.
-        with Roles(["--model=external", "--workers=6", f"--config={config}"]) as job:
+        with Roles(["--model=external", "--workers=10", f"--config={config}"]) as job:
             cases = [
                 (KeyModel("user", 3), "worker 0 declares table 'user' with dim 3; the job's table 'user' has dim 4"),
                 (KeyModel("items", 4), r"declares table 'items'; the job has no such table \(its tables: user\)"),
@@ -118,6 +118,13 @@ class SparseJobTest(unittest.TestCase):
                                                        "table 'user' has always"),
                 (KeyModel("user", 4, admit="lru:3"), r"table 'user': admission: got 'lru:3', expected always, "
                                                      r"count:N \(N in \[1, 255\]\) or probability:P"),
+                (KeyModel("user", 4, evict={"ttl_updates": 5}), r"declares table 'user' with eviction "
+                                                                r"\{ttl_updates: 5 every_updates: 100\}; the job's "
+                                                                r"table 'user' has \{\}"),
+                (KeyModel("user", 4, evict={"ttl": 5}), r"table 'user': evict: unknown field 'ttl' \(expected "
+                                                        r"ttl_updates, max_rows, order"),
+                (KeyModel("user", 4, evict={"max_rows": 10, "keep_rows": 20}),
+                 r"tables\[0\].eviction.max_rows: got 10, expected at least keep_rows = 20"),
             ]
             for model, message in cases:
                 with self.subTest(message=message):

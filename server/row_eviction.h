@@ -1,0 +1,104 @@
+// RowEviction: which rows of an embedding table leave (TableSpec.eviction, proto/job.proto), and
+// what the table must remember to decide it: per row, the update that last touched it and how many
+// did; per eviction, a tombstone (key, update).
+//
+//   ttl_updates = T     a row not updated in the last T updates leaves
+//   min_l2_norm = m     a row whose value's L2 norm is below m leaves (FTRL's zeroed rows)
+//   max_rows = R        past R rows, rows leave in `order` until R remain:
+//                         LRU  the least recently updated first
+//                         LFU  the least often updated first, then the least recently
+//                       ties by ascending key
+//   keep_rows = K       never fewer than K rows: of the rows the rules pick, those that come first
+//                       in the same order leave
+//
+// Eviction runs after update u when (u + 1) is a multiple of every_updates, on the table's update
+// clock (the store's update numbers: SYNC steps, ASYNC/SSP applied pushes). It depends only on the
+// rows, their metadata and u, so a replica (which applies the same updates) and a repeated SYNC run
+// evict exactly the same rows, and so does a server restored from a checkpoint, which carries the
+// metadata.
+//
+// Cost: 12 bytes a row (the last update as int64, the count as uint32) and, each time it runs, a
+// pass over the rows (plus a partial sort of the rows past the cap, and a sort of those leaving).
+// Tombstones: the newest kMaxTombstones (65,536, 1 MiB) per table are kept and checkpointed (the
+// table's counters count every eviction); delta checkpoints and a serving path are to read them to
+// drop the rows elsewhere. A checkpoint records every eviction since the one before only while
+// fewer than that many happened in between.
+//
+// Thread safety: none; the table that owns it serializes calls.
+#ifndef PSTRAIN_SERVER_ROW_EVICTION_H_
+#define PSTRAIN_SERVER_ROW_EVICTION_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/job.pb.h"
+
+namespace pstrain::server {
+
+// A row that left: its key and the update after which it did.
+struct Tombstone {
+  uint64_t key = 0;
+  int64_t update = 0;
+  bool operator==(const Tombstone& o) const { return key == o.key && update == o.update; }
+};
+
+class RowEviction {
+ public:
+  static constexpr size_t kMaxTombstones = size_t{1} << 16;
+
+  // The policy of `spec` (after ApplyTableDefaults). INVALID_ARGUMENT as ValidateEviction
+  // (common/table_spec.h), its fields prefixed with `what`.
+  static absl::StatusOr<std::unique_ptr<RowEviction>> Create(absl::string_view what, const EvictionSpec& spec);
+
+  const EvictionSpec& spec() const { return spec_; }
+
+  // Row number `row` (new, or reused after an eviction) was created by update `update`.
+  void Created(uint32_t row, int64_t update);
+  // Row `row` was updated by update `update` (after Created, for a new row).
+  void Updated(uint32_t row, int64_t update);
+  // Whether eviction runs after update `update`.
+  bool Due(int64_t update) const { return (update + 1) % spec_.every_updates() == 0; }
+
+  // The rows that leave after update `update`, in the order they leave (see above), among `rows`
+  // (every (key, row number) of the table, any order); `norm` gives a row's value's L2 norm.
+  std::vector<std::pair<uint64_t, uint32_t>> Select(int64_t update, std::vector<std::pair<uint64_t, uint32_t>> rows,
+                                                    const std::function<double(uint32_t)>& norm) const;
+  // Records that `key` left after update `update`.
+  void Evicted(uint64_t key, int64_t update);
+
+  const std::deque<Tombstone>& tombstones() const { return tombstones_; }
+  // Heap bytes held: the metadata and the tombstones.
+  int64_t bytes_used() const;
+
+  // Checkpoints. The metadata of `rows` (row numbers, in the order the table writes its rows):
+  // per row an int64 last update and a uint32 count, little-endian.
+  void SerializeRows(const std::vector<uint32_t>& rows, std::string* out) const;
+  // The tombstones, oldest first: per tombstone a uint64 key and an int64 update.
+  void SerializeTombstones(std::string* out) const;
+  // Installs what Serialize* wrote for a table whose i-th row (in that order) gets row number i.
+  // `rows` empty (a checkpoint without metadata): every row as last updated by update -1 with no
+  // count. DATA_LOSS (prefixed with `what`) when a section's size does not fit `num_rows`.
+  absl::Status Restore(absl::string_view what, uint64_t num_rows, absl::string_view rows,
+                       absl::string_view tombstones);
+
+ private:
+  explicit RowEviction(const EvictionSpec& spec) : spec_(spec) {}
+  void Grow(uint32_t row);
+
+  const EvictionSpec spec_;
+  std::vector<int64_t> last_;    // by row number: the update that last touched it
+  std::vector<uint32_t> count_;  // by row number: updates that touched it (saturating)
+  std::deque<Tombstone> tombstones_;
+};
+
+}  // namespace pstrain::server
+
+#endif  // PSTRAIN_SERVER_ROW_EVICTION_H_
