@@ -43,13 +43,13 @@ if [[ -z "$DATA" ]]; then
   GEN="\`pstrain-gen-ctr --train_samples=$TRAIN --unique_keys=1000000000 --zipf=1.0\`: $(tail -1 "$OUT/gen.log")"
 fi
 
-echo "### Table policies against always"
+echo "### Table policies against the baseline"
 echo
 print_machine
 echo
 echo "Data: $GEN."
 echo "Job: \`pstrain-launch --model=ctr --servers=2 --workers=2 --mode=sync --batch_size=1024 --epochs=1\`"\
-     "and each policy's flags; $ROUNDS rounds of (baseline; ${POLICIES[*]}), alternated."
+     "and each policy's flags; $ROUNDS rounds of (baseline$(printf '; %s' "${POLICIES[@]}")), alternated."
 echo
 
 # run NAME FLAGS: one job, its summary in $OUT/NAME.json, the servers' peak RSS in $OUT/NAME.rss.
