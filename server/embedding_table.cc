@@ -289,10 +289,13 @@ void EmbeddingTable::AfterUpdate(int64_t update) {
 }
 
 void EmbeddingTable::Evict(int64_t update) {
-  std::vector<std::pair<uint64_t, uint32_t>> rows(index_.begin(), index_.end());
   const int dim = options_.dim;
-  const std::vector<std::pair<uint64_t, uint32_t>> leaving =
-      eviction_->Select(update, std::move(rows), [&](uint32_t row) {
+  const std::vector<std::pair<uint64_t, uint32_t>> leaving = eviction_->Select(
+      update, num_rows(),
+      [&](const std::function<void(uint64_t, uint32_t)>& visit) {
+        for (const auto& [key, row] : index_) visit(key, row);
+      },
+      [&](uint32_t row) {
         const float* w = Record(row);
         double sum = 0;
         for (int i = 0; i < dim; ++i) sum += static_cast<double>(w[i]) * w[i];

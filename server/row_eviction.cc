@@ -54,34 +54,51 @@ void RowEviction::Updated(uint32_t row, int64_t update) {
   if (count_[row] < std::numeric_limits<uint32_t>::max()) ++count_[row];
 }
 
-std::vector<std::pair<uint64_t, uint32_t>> RowEviction::Select(int64_t update,
-                                                               std::vector<std::pair<uint64_t, uint32_t>> rows,
+std::vector<std::pair<uint64_t, uint32_t>> RowEviction::Select(int64_t update, int64_t num_rows,
+                                                               const RowVisitor& for_each_row,
                                                                const std::function<double(uint32_t)>& norm) const {
-  const auto n = static_cast<int64_t>(rows.size());
-  if (n <= spec_.keep_rows()) return {};
+  using Row = std::pair<uint64_t, uint32_t>;
+  if (num_rows <= spec_.keep_rows()) return {};
   // Eviction order: LRU (last update, key) or LFU (count, last update, key), ascending.
   const bool lfu = spec_.order() == EvictionSpec::LFU;
-  auto before = [&](const std::pair<uint64_t, uint32_t>& a, const std::pair<uint64_t, uint32_t>& b) {
+  auto before = [&](const Row& a, const Row& b) {
     const uint32_t ca = lfu ? count_[a.second] : 0, cb = lfu ? count_[b.second] : 0;
     return std::tie(ca, last_[a.second], a.first) < std::tie(cb, last_[b.second], b.first);
   };
-  // The rows the rules pick at once go first, the others after them.
-  auto picked = [&](const std::pair<uint64_t, uint32_t>& r) {
-    if (spec_.ttl_updates() > 0 && update - last_[r.second] >= spec_.ttl_updates()) return true;
-    return spec_.min_l2_norm() > 0 && norm(r.second) < spec_.min_l2_norm();
+  auto picked = [&](uint32_t row) {
+    if (spec_.ttl_updates() > 0 && update - last_[row] >= spec_.ttl_updates()) return true;
+    return spec_.min_l2_norm() > 0 && norm(row) < spec_.min_l2_norm();
   };
-  const auto rest = std::partition(rows.begin(), rows.end(), picked);
-  std::sort(rows.begin(), rest, before);
-  auto leaving = rest;
-  const int64_t remaining = rows.end() - rest;
+  // The rows the rules pick at once leave first, in order.
+  std::vector<Row> leaving;
+  for_each_row([&](uint64_t key, uint32_t row) {
+    if (picked(row)) leaving.emplace_back(key, row);
+  });
+  std::sort(leaving.begin(), leaving.end(), before);
+  // Past the cap, the first `over` of the others in order, kept in a heap whose top is the last
+  // of them so far.
+  const int64_t remaining = num_rows - static_cast<int64_t>(leaving.size());
   if (spec_.max_rows() > 0 && remaining > spec_.max_rows()) {
-    leaving = rest + (remaining - spec_.max_rows());
-    std::nth_element(rest, leaving, rows.end(), before);
-    std::sort(rest, leaving, before);
+    const auto over = static_cast<size_t>(remaining - spec_.max_rows());
+    std::vector<Row> heap;
+    heap.reserve(over + 1);
+    for_each_row([&](uint64_t key, uint32_t row) {
+      if (picked(row)) return;
+      const Row r{key, row};
+      if (heap.size() == over && !before(r, heap.front())) return;
+      heap.push_back(r);
+      std::push_heap(heap.begin(), heap.end(), before);
+      if (heap.size() > over) {
+        std::pop_heap(heap.begin(), heap.end(), before);
+        heap.pop_back();
+      }
+    });
+    std::sort_heap(heap.begin(), heap.end(), before);
+    leaving.insert(leaving.end(), heap.begin(), heap.end());
   }
-  const int64_t most = n - spec_.keep_rows();
-  rows.erase(rows.begin() + std::min<int64_t>(leaving - rows.begin(), most), rows.end());
-  return rows;
+  const int64_t most = num_rows - spec_.keep_rows();
+  if (static_cast<int64_t>(leaving.size()) > most) leaving.resize(static_cast<size_t>(most));
+  return leaving;
 }
 
 void RowEviction::Evicted(uint64_t key, int64_t update) {

@@ -18,7 +18,8 @@
 // metadata.
 //
 // Cost: 12 bytes a row (the last update as int64, the count as uint32) and, each time it runs, a
-// pass over the rows (plus a partial sort of the rows past the cap, and a sort of those leaving).
+// pass over the rows (a second one past the cap, keeping a heap of the rows it will take) and a
+// sort of those leaving; memory for those alone, not for every row.
 // Tombstones: the newest kMaxTombstones (65,536, 1 MiB) per table are kept and checkpointed (the
 // table's counters count every eviction); delta checkpoints and a serving path are to read them to
 // drop the rows elsewhere. A checkpoint records every eviction since the one before only while
@@ -67,9 +68,12 @@ class RowEviction {
   // Whether eviction runs after update `update`.
   bool Due(int64_t update) const { return (update + 1) % spec_.every_updates() == 0; }
 
-  // The rows that leave after update `update`, in the order they leave (see above), among `rows`
-  // (every (key, row number) of the table, any order); `norm` gives a row's value's L2 norm.
-  std::vector<std::pair<uint64_t, uint32_t>> Select(int64_t update, std::vector<std::pair<uint64_t, uint32_t>> rows,
+  // Calls its argument with (key, row number) for every row of the table, in any order.
+  using RowVisitor = std::function<void(const std::function<void(uint64_t, uint32_t)>&)>;
+  // The rows that leave after update `update`, in the order they leave (see above), among the
+  // table's `num_rows` rows, which `for_each_row` visits (at most twice); `norm` gives a row's
+  // value's L2 norm. Holds only the rows the rules pick and, past the cap, the ones it takes.
+  std::vector<std::pair<uint64_t, uint32_t>> Select(int64_t update, int64_t num_rows, const RowVisitor& for_each_row,
                                                     const std::function<double(uint32_t)>& norm) const;
   // Records that `key` left after update `update`.
   void Evicted(uint64_t key, int64_t update);
