@@ -116,6 +116,37 @@ TEST(ParameterStoreSparseTest, SyncResultIsBitwiseTheSameInAnyArrivalOrderAndAsO
   EXPECT_EQ(0, std::memcmp(a.data(), PullRows(*single, 0, {4, 6}, 1).data(), a.size() * 4));
 }
 
+TEST(ParameterStoreSparseTest, APrimaryAndItsReplicaKeepTheSameRowsUnderAdmissionAndEviction) {
+  // A replica takes the same pushes as its primary, in whatever order they reach it: both must
+  // admit and evict the same rows, with the same metadata, sketch and tombstones.
+  ParameterStore::Options options = SparseOptions(SYNC, 2);
+  for (TableSpec& t : *options.job.mutable_tables()) {
+    t.mutable_admission()->set_policy(AdmissionSpec::COUNT);
+    t.mutable_admission()->set_min_count(2);
+    t.mutable_eviction()->set_ttl_updates(3);
+    t.mutable_eviction()->set_max_rows(6);
+    t.mutable_eviction()->set_every_updates(2);
+  }
+  auto primary = MakeStore(options);
+  auto replica = MakeStore(options);
+  for (int64_t step = 0; step < 30; ++step) {
+    const uint64_t a = static_cast<uint64_t>(step % 7), b = static_cast<uint64_t>(step * 3 % 11) + 10;
+    const PushRequest p0 = SparsePush(0, step, 1, {Rows(0, {a, b}, {0.1f, 0.2f, 0.3f, 0.4f})});
+    const PushRequest p1 = SparsePush(1, step, 2, {Rows(0, {a, 30 + a}, {0.5f, 0.6f, 0.7f, 0.8f}), Rows(1, {b}, {1, 2})});
+    ASSERT_TRUE(PushNow(*primary, p0).ok());
+    ASSERT_TRUE(PushNow(*primary, p1).ok());
+    ASSERT_TRUE(PushNow(*replica, p1).ok());
+    ASSERT_TRUE(PushNow(*replica, p0).ok());
+  }
+  const std::vector<TableStats> stats = primary->TableStats();
+  EXPECT_GT(stats[0].refused, 0);
+  EXPECT_GT(stats[0].evicted, 0);
+  EXPECT_LE(stats[0].rows, 6);
+  const absl::StatusOr<ShardCheckpoint> a = primary->Checkpoint(), b = replica->Checkpoint();
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->tables, b->tables);  // rows, the sketch, the rows' eviction clocks, the tombstones
+}
+
 TEST(ParameterStoreSparseTest, AsyncAppliesOnArrivalAndALeasedBatchOnce) {
   auto store = MakeStore(SparseOptions(ASYNC, 2));
   const std::vector<float> init = PullRows(*store, 1, {7});
