@@ -85,26 +85,31 @@ absl::StatusOr<std::unique_ptr<EmbeddingTable>> EmbeddingTable::Create(
     return absl::InvalidArgumentError(absl::StrCat("table '", options.name, "': ", s.message()));
   }
   std::unique_ptr<RowAdmission> admission;
-  if (options.admission.policy() != AdmissionSpec::ALWAYS) {
-    absl::StatusOr<std::unique_ptr<RowAdmission>> made =
-        RowAdmission::Create(absl::StrCat("table '", options.name, "'"), options.admission, options.seed, options.id);
-    if (!made.ok()) return made.status();
-    admission = std::move(made).value();
-  }
   std::unique_ptr<RowEviction> eviction;
-  if (EvictionOn(options.eviction)) {
-    absl::StatusOr<std::unique_ptr<RowEviction>> made =
-        RowEviction::Create(absl::StrCat("table '", options.name, "'"), options.eviction);
-    if (!made.ok()) return made.status();
-    eviction = std::move(made).value();
-  } else if (absl::Status s = ValidateEviction(absl::StrCat("table '", options.name, "'.eviction"), options.eviction);
-             !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = MakePolicies(options, &admission, &eviction); !s.ok()) return s;
   std::unique_ptr<EmbeddingTable> table(new EmbeddingTable(options));
   table->admission_ = std::move(admission);
   table->eviction_ = std::move(eviction);
   return table;
+}
+
+absl::Status EmbeddingTable::MakePolicies(const TableOptions& options, std::unique_ptr<RowAdmission>* admission,
+                                          std::unique_ptr<RowEviction>* eviction) {
+  const std::string what = absl::StrCat("table '", options.name, "'");
+  // Validated even when off: a negative TTL is an error, not "no eviction".
+  if (absl::Status s = ValidateEviction(absl::StrCat(what, ".eviction"), options.eviction); !s.ok()) return s;
+  if (options.admission.policy() != AdmissionSpec::ALWAYS) {
+    absl::StatusOr<std::unique_ptr<RowAdmission>> made =
+        RowAdmission::Create(what, options.admission, options.seed, options.id);
+    if (!made.ok()) return made.status();
+    *admission = std::move(made).value();
+  }
+  if (EvictionOn(options.eviction)) {
+    absl::StatusOr<std::unique_ptr<RowEviction>> made = RowEviction::Create(what, options.eviction);
+    if (!made.ok()) return made.status();
+    *eviction = std::move(made).value();
+  }
+  return absl::OkStatus();
 }
 
 EmbeddingTable::EmbeddingTable(const TableOptions& options)
@@ -256,10 +261,17 @@ absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> keys, absl::Span<c
   const size_t before = index_.size();
   for (size_t k = 0; k < keys.size(); ++k) {
     if (k + kPrefetchAhead < keys.size()) index_.prefetch(keys[k + kPrefetchAhead]);
-    if (admission_ != nullptr && !index_.contains(keys[k]) && !admission_->Admit(keys[k], step)) {
-      rows[k] = kNoRow;
-      ++counters_.refused;
-      continue;
+    if (admission_ != nullptr) {
+      // One lookup for a key with a row; a new key asks admission first.
+      if (auto it = index_.find(keys[k]); it != index_.end()) {
+        rows[k] = it->second;
+        continue;
+      }
+      if (!admission_->Admit(keys[k], step)) {
+        rows[k] = kNoRow;
+        ++counters_.refused;
+        continue;
+      }
     }
     rows[k] = FindOrCreateRow(keys[k], step);
   }

@@ -167,16 +167,23 @@ class EmbeddingTable {
   void Serialize(std::string* out) const;
 
   // Replaces every row (and admission's sketch, eviction's metadata and tombstones) with those of
-  // `data` (a Serialize output); a version 1 buffer leaves count:N's sketch empty and every row as
-  // last updated before update 0. On error nothing changes:
+  // `data` (a Serialize output). A buffer without them (version 1, or written without admission or
+  // eviction) leaves count:N's sketch empty and every row as last updated by update
+  // `last_update` (the checkpoint's last update: its step - 1), so that turning eviction on at a
+  // resume gives every row a full TTL from there. On error nothing changes:
   // DATA_LOSS for a truncated or corrupt buffer (bad magic, size or CRC, keys out of order, a
   // sketch of another size);
   // FAILED_PRECONDITION when it belongs to another table (name, id, dim or optimizer type
   // differ), naming both values; UNIMPLEMENTED for an unknown version.
-  absl::Status Restore(absl::string_view data);
+  absl::Status Restore(absl::string_view data, int64_t last_update = -1);
 
  private:
   explicit EmbeddingTable(const TableOptions& options);
+
+  // Admission and eviction as `options` ask, each null when off; INVALID_ARGUMENT naming the
+  // field. For Create, and for Restore, which builds fresh ones so that an error changes nothing.
+  static absl::Status MakePolicies(const TableOptions& options, std::unique_ptr<RowAdmission>* admission,
+                                   std::unique_ptr<RowEviction>* eviction);
 
   // OK, or RESOURCE_EXHAUSTED when num_keys new rows could pass kMaxRows.
   absl::Status CheckRoomFor(size_t num_keys, const char* op) const;

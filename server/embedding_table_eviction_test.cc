@@ -185,6 +185,23 @@ TEST(EmbeddingTableEvictionTest, ARestoredTableEvictsExactlyWhatTheOriginalDoes)
   EXPECT_EQ(Bytes(*restored), Bytes(*original));  // rows, metadata and tombstones
 }
 
+TEST(EmbeddingTableEvictionTest, RowsOfACheckpointWithoutEvictionGetAFullTtlFromItsStep) {
+  // A job resumed with eviction newly on, from a checkpoint of step 100 written without it: its
+  // rows count as updated by update 99, not as never updated (which would evict them all at once).
+  std::unique_ptr<EmbeddingTable> before = Make(EvictionSpec());
+  Update(*before, 0, {1, 2});
+  EvictionSpec spec;
+  spec.set_ttl_updates(5);
+  spec.set_every_updates(1);
+  std::unique_ptr<EmbeddingTable> table = Make(spec);
+  ASSERT_TRUE(table->Restore(Bytes(*before), /*last_update=*/99).ok());
+  Update(*table, 100, {2});
+  Update(*table, 103, {});
+  EXPECT_THAT(Keys(*table), ElementsAre(1, 2));
+  Update(*table, 104, {});  // key 1: last updated by 99, 5 updates ago
+  EXPECT_THAT(Keys(*table), ElementsAre(2));
+}
+
 TEST(EmbeddingTableEvictionTest, BadPoliciesAreRefusedNamingTheField) {
   struct Case {
     void (*edit)(EvictionSpec*);

@@ -91,7 +91,7 @@ void EmbeddingTable::Serialize(std::string* out) const {
   Put<uint32_t>(Crc32(out->data() + start, out->size() - start), out);
 }
 
-absl::Status EmbeddingTable::Restore(absl::string_view data) {
+absl::Status EmbeddingTable::Restore(absl::string_view data, int64_t last_update) {
   const std::string where = absl::StrCat("restore of table '", options_.name, "'");
   constexpr size_t kFixed = 8 + 4 * 6;  // magic, version .. name length
   if (data.size() < kFixed + 8 + 4) {
@@ -210,41 +210,32 @@ absl::Status EmbeddingTable::Restore(absl::string_view data) {
     index.emplace(key, static_cast<uint32_t>(row));
     p += 8 + record_bytes;
   }
-  // Admission's state: the checkpoint's sketch, or an empty one (version 1, or a table that
-  // admitted every key when it was written).
+  // Admission's and eviction's state, built fresh so that an error changes nothing: the
+  // checkpoint's sketch (or an empty one), the rows' metadata (row i of the checkpoint is row
+  // number i here; without it every row as last updated by `last_update`) and the tombstones.
+  // A table without eviction ignores the latter two.
   std::unique_ptr<RowAdmission> admission;
-  if (admission_ != nullptr) {
-    absl::StatusOr<std::unique_ptr<RowAdmission>> fresh = RowAdmission::Create(
-        absl::StrCat("table '", options_.name, "'"), options_.admission, options_.seed, options_.id);
-    if (!fresh.ok()) return fresh.status();  // not reached: Create accepted the same spec
-    admission = std::move(fresh).value();
-    if (admission->has_state() && sketch.data() != nullptr) {
-      if (absl::Status s = admission->Restore(where, sketch); !s.ok()) return s;
-    }
-  }
-  if (!sketch.empty() && (admission == nullptr || !admission->has_state())) {
+  std::unique_ptr<RowEviction> eviction;
+  if (absl::Status s = MakePolicies(options_, &admission, &eviction); !s.ok()) return s;  // Create accepted them
+  const bool keeps_sketch = admission != nullptr && admission->has_state();
+  if (!sketch.empty() && !keeps_sketch) {
     return absl::FailedPreconditionError(absl::StrCat(where, ": the checkpoint carries an admission sketch of ",
                                                       sketch.size(), " bytes; the table ",
                                                       admission == nullptr ? "admits every key"
                                                                            : "keeps no sketch"));
   }
-  // Eviction's state: the rows' metadata (row i of the checkpoint is row number i here) and the
-  // tombstones. A checkpoint without them (written without eviction) starts every row as last
-  // updated before update 0. A table without eviction ignores them.
-  std::unique_ptr<RowEviction> eviction;
-  if (eviction_ != nullptr) {
-    absl::StatusOr<std::unique_ptr<RowEviction>> fresh =
-        RowEviction::Create(absl::StrCat("table '", options_.name, "'"), options_.eviction);
-    if (!fresh.ok()) return fresh.status();  // not reached: Create accepted the same spec
-    eviction = std::move(fresh).value();
-    if (absl::Status s = eviction->Restore(where, num_rows, row_meta, tombstones); !s.ok()) return s;
+  if (keeps_sketch && sketch.data() != nullptr) {
+    if (absl::Status s = admission->Restore(where, sketch); !s.ok()) return s;
+  }
+  if (eviction != nullptr) {
+    if (absl::Status s = eviction->Restore(where, num_rows, row_meta, tombstones, last_update); !s.ok()) return s;
   }
   index_ = std::move(index);
   blocks_ = std::move(blocks);
   num_records_ = static_cast<uint32_t>(num_rows);
   free_rows_.clear();
-  if (admission_ != nullptr) admission_ = std::move(admission);
-  if (eviction_ != nullptr) eviction_ = std::move(eviction);
+  admission_ = std::move(admission);
+  eviction_ = std::move(eviction);
   return absl::OkStatus();
 }
 

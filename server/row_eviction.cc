@@ -127,7 +127,7 @@ void RowEviction::SerializeTombstones(std::string* out) const {
 }
 
 absl::Status RowEviction::Restore(absl::string_view what, uint64_t num_rows, absl::string_view rows,
-                                  absl::string_view tombstones) {
+                                  absl::string_view tombstones, int64_t last_update) {
   if (!rows.empty() && rows.size() != num_rows * kRowMetaBytes) {
     return absl::DataLossError(absl::StrCat(what, ": eviction metadata of ", rows.size(), " bytes for ", num_rows,
                                             " rows, expected ", num_rows * kRowMetaBytes));
@@ -136,7 +136,7 @@ absl::Status RowEviction::Restore(absl::string_view what, uint64_t num_rows, abs
     return absl::DataLossError(absl::StrCat(what, ": tombstones of ", tombstones.size(), " bytes, expected a multiple of ",
                                             kTombstoneBytes, " up to ", kMaxTombstones, " of them"));
   }
-  std::vector<int64_t> last(num_rows, -1);
+  std::vector<int64_t> last(num_rows, last_update);
   std::vector<uint32_t> count(num_rows, 0);
   for (uint64_t i = 0; i < num_rows && !rows.empty(); ++i) {
     last[i] = Get<int64_t>(rows.data() + i * kRowMetaBytes);

@@ -88,10 +88,11 @@ class RowEviction {
   // The tombstones, oldest first: per tombstone a uint64 key and an int64 update.
   void SerializeTombstones(std::string* out) const;
   // Installs what Serialize* wrote for a table whose i-th row (in that order) gets row number i.
-  // `rows` empty (a checkpoint without metadata): every row as last updated by update -1 with no
-  // count. DATA_LOSS (prefixed with `what`) when a section's size does not fit `num_rows`.
+  // `rows` empty (a checkpoint without metadata): every row as last updated by update
+  // `last_update` with no count. DATA_LOSS (prefixed with `what`) when a section's size does not
+  // fit `num_rows`; then nothing changes.
   absl::Status Restore(absl::string_view what, uint64_t num_rows, absl::string_view rows,
-                       absl::string_view tombstones);
+                       absl::string_view tombstones, int64_t last_update);
 
  private:
   explicit RowEviction(const EvictionSpec& spec) : spec_(spec) {}

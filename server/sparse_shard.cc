@@ -205,7 +205,7 @@ std::vector<std::string> SparseShard::Save() const {
 }
 
 absl::StatusOr<std::unique_ptr<SparseShard::Prepared>> SparseShard::Prepare(
-    const std::vector<std::string>& tables) const {
+    const std::vector<std::string>& tables, int64_t step) const {
   if (tables.size() != tables_.size()) {
     return absl::FailedPreconditionError(absl::StrCat("checkpoint holds ", tables.size(), " embedding tables, the job has ",
                                                       tables_.size()));
@@ -213,7 +213,7 @@ absl::StatusOr<std::unique_ptr<SparseShard::Prepared>> SparseShard::Prepare(
   absl::StatusOr<std::vector<std::unique_ptr<EmbeddingTable>>> fresh = MakeJobTables(job_);
   if (!fresh.ok()) return fresh.status();
   for (size_t t = 0; t < tables.size(); ++t) {
-    if (absl::Status s = (*fresh)[t]->Restore(tables[t]); !s.ok()) {
+    if (absl::Status s = (*fresh)[t]->Restore(tables[t], step - 1); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("embedding table '", tables_[t]->name(), "': ", s.message()));
     }
   }

@@ -94,9 +94,10 @@ class SparseShard {
   std::vector<std::string> Save() const;
   // Restores from Save's output in two steps, so a bad table changes nothing: Prepare builds new
   // tables (DATA_LOSS / FAILED_PRECONDITION from EmbeddingTable::Restore, naming the table;
-  // FAILED_PRECONDITION for another number of tables), Install swaps them in.
+  // FAILED_PRECONDITION for another number of tables), Install swaps them in. `step`: the
+  // checkpoint's, whose last update rows without eviction metadata count as last updated by.
   class Prepared;
-  absl::StatusOr<std::unique_ptr<Prepared>> Prepare(const std::vector<std::string>& tables) const;
+  absl::StatusOr<std::unique_ptr<Prepared>> Prepare(const std::vector<std::string>& tables, int64_t step) const;
   void Install(std::unique_ptr<Prepared> prepared);
 
   // Rows and bytes of each table, for logs and the run summary.

@@ -108,7 +108,7 @@ void SparseStorage::Save(ShardCheckpoint* ckpt) const { ckpt->tables = shard_->S
 
 absl::StatusOr<std::unique_ptr<PreparedRestore>> SparseStorage::PrepareRestore(absl::string_view what,
                                                                                const ShardCheckpoint& ckpt) const {
-  absl::StatusOr<std::unique_ptr<SparseShard::Prepared>> tables = shard_->Prepare(ckpt.tables);
+  absl::StatusOr<std::unique_ptr<SparseShard::Prepared>> tables = shard_->Prepare(ckpt.tables, ckpt.step);
   if (!tables.ok()) return absl::Status(tables.status().code(), absl::StrCat(what, ": ", tables.status().message()));
   return std::make_unique<PreparedTables>(std::move(tables).value());
 }
