@@ -28,3 +28,22 @@ find_binaries() {
     [[ -x "$BIN/$b" ]] || { echo "$script: $BIN/$b not found; build it first (cmake --build $build --target $b)" >&2; exit 1; }
   done
 }
+
+# Sets DATA to GIVEN, when set, or to CTR data that pstrain-gen-ctr generates now into $OUT/data
+# with the flags that follow (removed when the script exits); sets GEN to what a table's caption
+# says of it. Needs BIN (find_binaries) and OUT.
+# Usage: ctr_data_or_generate "$0" GIVEN GEN_CTR_FLAG...
+ctr_data_or_generate() {
+  local script="$1" given="$2"
+  shift 2
+  if [[ -n "$given" ]]; then
+    DATA="$given"
+    GEN="given ($given)"
+    return
+  fi
+  DATA="$OUT/data"
+  trap 'rm -rf "$DATA"' EXIT
+  "$BIN/pstrain-gen-ctr" --out_dir="$DATA" "$@" > "$OUT/gen.log" 2>&1 \
+    || { echo "$script: pstrain-gen-ctr failed, see $OUT/gen.log" >&2; exit 1; }
+  GEN="\`pstrain-gen-ctr $*\`: $(tail -1 "$OUT/gen.log")"
+}

@@ -36,15 +36,7 @@ UNIQUE="${SCALE_UNIQUE_KEYS:-1000000000}"
 ZIPF="${SCALE_ZIPF:-1.0}"
 BATCH="${SCALE_BATCH:-1024}"
 OUT="$(mktemp -d -t pstrain-scale-ctr.XXXXXX)"
-DATA="${SCALE_DATA_DIR:-}"
-GEN="given"
-if [[ -z "$DATA" ]]; then
-  DATA="$OUT/data"
-  trap 'rm -rf "$DATA"' EXIT
-  "$BIN/pstrain-gen-ctr" --out_dir="$DATA" --train_samples="$TRAIN" --unique_keys="$UNIQUE" --zipf="$ZIPF" \
-    > "$OUT/gen.log" 2>&1 || { echo "$0: pstrain-gen-ctr failed, see $OUT/gen.log" >&2; exit 1; }
-  GEN="\`pstrain-gen-ctr --train_samples=$TRAIN --unique_keys=$UNIQUE --zipf=$ZIPF\`: $(tail -1 "$OUT/gen.log")"
-fi
+ctr_data_or_generate "$0" "${SCALE_DATA_DIR:-}" --train_samples="$TRAIN" --unique_keys="$UNIQUE" --zipf="$ZIPF"
 
 echo "### (i) Embedding tables at scale: bytes per row on each server"
 echo

@@ -33,15 +33,7 @@ TRAIN="${POLICIES_TRAIN:-1000000}"
 IFS=';' read -r -a POLICIES <<< "${POLICIES_LIST:---table_admission=count:2;--table_ttl_updates=100}"
 ROUNDS="${POLICIES_ROUNDS:-2}"
 OUT="$(mktemp -d -t pstrain-table-policies.XXXXXX)"
-DATA="${POLICIES_DATA_DIR:-}"
-GEN="given ($DATA)"
-if [[ -z "$DATA" ]]; then
-  DATA="$OUT/data"
-  trap 'rm -rf "$DATA"' EXIT
-  "$BIN/pstrain-gen-ctr" --out_dir="$DATA" --train_samples="$TRAIN" --unique_keys=1000000000 --zipf=1.0 \
-    > "$OUT/gen.log" 2>&1 || { echo "$0: pstrain-gen-ctr failed, see $OUT/gen.log" >&2; exit 1; }
-  GEN="\`pstrain-gen-ctr --train_samples=$TRAIN --unique_keys=1000000000 --zipf=1.0\`: $(tail -1 "$OUT/gen.log")"
-fi
+ctr_data_or_generate "$0" "${POLICIES_DATA_DIR:-}" --train_samples="$TRAIN" --unique_keys=1000000000 --zipf=1.0
 
 echo "### Table policies against the baseline"
 echo
