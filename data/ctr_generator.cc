@@ -21,11 +21,11 @@ namespace {
 
 constexpr size_t kBlockBytes = size_t{1} << 20;
 
-// Writes `samples` samples drawn from `rng` to `path`. Calls `on_sample` with each sample's
-// label and planted probability.
-template <typename OnSample>
+// Writes `samples` samples drawn from `rng` to `path`: sample i of day DayOf(i). Calls
+// `on_sample` with each sample's label and planted probability.
+template <typename DayOf, typename OnSample>
 absl::Status WriteSplit(const std::string& path, const PlantedCtrModel& model, SplitMix64 rng,
-                        int64_t samples, bool gzip, OnSample on_sample) {
+                        int64_t samples, bool gzip, DayOf day_of, OnSample on_sample) {
   return WriteFileAtomically(path, "CTR data file", [&](int fd) -> absl::Status {
     gzFile gz = nullptr;
     if (gzip) {
@@ -51,7 +51,7 @@ absl::Status WriteSplit(const std::string& path, const PlantedCtrModel& model, S
     CtrSample sample;
     absl::Status status;
     for (int64_t i = 0; i < samples && status.ok(); ++i) {
-      model.DrawFeatures(rng, &sample);
+      model.DrawFeatures(rng, &sample, day_of(i));
       const double p = PlantedCtrModel::Sigmoid(model.Logit(sample));
       sample.label = rng.Uniform() < p ? 1 : 0;
       on_sample(sample.label, p);
@@ -111,15 +111,23 @@ absl::StatusOr<CtrGeneratorResult> GenerateCtrData(const std::string& out_dir,
   result.test_path = absl::StrCat(out_dir, "/test", suffix);
   const uint64_t seed = options.model.seed;
 
+  // Training samples are split into days in order: sample i belongs to day i * days / samples.
+  const int days = options.model.days;
+  const int64_t train_samples = options.train_samples;
+  const auto train_day = [days, train_samples](int64_t i) {
+    return static_cast<int>(static_cast<__int128>(i) * days / train_samples);
+  };
   RETURN_IF_ERROR(WriteSplit(result.train_path, model, SplitMix64(Mix64(seed) ^ 1),
-                             options.train_samples, options.gzip,
+                             options.train_samples, options.gzip, train_day,
                              [&](int label, double) { result.train_positives += label; }));
   std::vector<double> scores;
   std::vector<uint8_t> labels;
   scores.reserve(options.test_samples);
   labels.reserve(options.test_samples);
+  // The test set is the last day's: what a model trained on every day is judged on.
   RETURN_IF_ERROR(WriteSplit(result.test_path, model, SplitMix64(Mix64(seed) ^ 2),
-                             options.test_samples, options.gzip, [&](int label, double p) {
+                             options.test_samples, options.gzip, [days](int64_t) { return days - 1; },
+                             [&](int label, double p) {
                                scores.push_back(p);
                                labels.push_back(static_cast<uint8_t>(label));
                                result.test_positives += label;

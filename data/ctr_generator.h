@@ -5,6 +5,10 @@
 // Each is written atomically (common/file_io.h), streaming, in 1 MiB blocks: memory stays small
 // whatever the sample counts, except 9 bytes per test sample kept for the AUC.
 //
+// Days (PlantedCtrOptions.days, new_key_rate): train.tsv holds the days in order, day d the
+// samples [d * train_samples / days, (d + 1) * train_samples / days); test.tsv is drawn from the
+// last day, so a trained model is judged on the ids of the days it trained on last.
+//
 // Determinism: the same options give byte-identical files. Train and test draw from separate
 // streams of the seed, so the test set does not depend on train_samples.
 //

@@ -119,6 +119,69 @@ TEST(CtrGeneratorTest, FormattedLinesParseBack) {
   EXPECT_EQ(parsed.keys[25], CriteoMissingKey(25));
 }
 
+TEST(CtrGeneratorTest, DaysWithoutNewKeysWriteTheSameFiles) {
+  const CtrGeneratorResult one_day = Generate("gen_day1", SmallOptions());
+  CtrGeneratorOptions options = SmallOptions();
+  options.model.days = 4;
+  const CtrGeneratorResult four_days = Generate("gen_day4", options);
+  EXPECT_EQ(ReadBytes(one_day.train_path), ReadBytes(four_days.train_path));
+  EXPECT_EQ(ReadBytes(one_day.test_path), ReadBytes(four_days.test_path));
+}
+
+// Reads every value of `path` and the day its id belongs to (-1: a lasting id), per record.
+std::vector<std::vector<int>> DaysOfValues(const std::string& path, const PlantedCtrModel& model) {
+  auto reader = CriteoReader::Open(path, {});
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  std::vector<std::vector<int>> days;
+  CtrSample sample;
+  while (reader.ok() && (*reader)->Next(&sample).value()) {
+    std::vector<int>& record = days.emplace_back();
+    for (int f = 0; f < kCriteoCategorical; ++f) {
+      if ((sample.categorical_missing >> f) & 1) continue;
+      record.push_back(model.DayOfValue(f, sample.categorical[f]));
+    }
+  }
+  return days;
+}
+
+// Each day draws about new_key_rate of its values from ids of its own, which no other day (and
+// no record of another day) draws; the test set is the last day's.
+TEST(CtrGeneratorTest, DriftingKeysComeFromTheirDayOnly) {
+  CtrGeneratorOptions options = SmallOptions();
+  options.model.days = 4;
+  options.model.new_key_rate = 0.3;
+  options.train_samples = 4000;
+  const CtrGeneratorResult result = Generate("gen_drift", options);
+  const PlantedCtrModel model = PlantedCtrModel::Create(options.model).value();
+
+  const std::vector<std::vector<int>> train = DaysOfValues(result.train_path, model);
+  ASSERT_EQ(train.size(), 4000u);
+  std::vector<int64_t> own(4, 0), values(4, 0);
+  for (size_t i = 0; i < train.size(); ++i) {
+    const int day = static_cast<int>(i / 1000);
+    for (int value_day : train[i]) {
+      ASSERT_TRUE(value_day == -1 || value_day == day) << "record " << i << " of day " << day
+                                                       << " has an id of day " << value_day;
+      own[day] += value_day == day;
+      ++values[day];
+    }
+  }
+  for (int day = 0; day < 4; ++day) {
+    EXPECT_NEAR(static_cast<double>(own[day]) / values[day], 0.3, 0.02) << "day " << day;
+  }
+  int64_t test_own = 0, test_values = 0;
+  for (const std::vector<int>& record : DaysOfValues(result.test_path, model)) {
+    for (int value_day : record) {
+      ASSERT_TRUE(value_day == -1 || value_day == 3) << "a test id of day " << value_day;
+      test_own += value_day == 3;
+      ++test_values;
+    }
+  }
+  EXPECT_NEAR(static_cast<double>(test_own) / test_values, 0.3, 0.02);
+  // The planted model still carries signal on the last day, new ids included.
+  EXPECT_GT(result.planted_test_auc, 0.7);
+}
+
 TEST(CtrGeneratorTest, RejectsBadOptions) {
   CtrGeneratorOptions options = SmallOptions();
   options.model.zipf = 0;
@@ -132,6 +195,23 @@ TEST(CtrGeneratorTest, RejectsBadOptions) {
   options.model.missing_rate = 1;
   EXPECT_EQ(GenerateCtrData(testing::TempDir() + "/gen_bad", options).status().message(),
             "missing_rate 1, expected in [0, 1)");
+  options = SmallOptions();
+  options.model.days = 0;
+  EXPECT_EQ(GenerateCtrData(testing::TempDir() + "/gen_bad", options).status().message(),
+            "days 0, expected >= 1");
+  options = SmallOptions();
+  options.model.new_key_rate = 1.5;
+  EXPECT_EQ(GenerateCtrData(testing::TempDir() + "/gen_bad", options).status().message(),
+            "new_key_rate 1.5, expected in [0, 1]");
+  options = SmallOptions();
+  options.model.unique_keys = uint64_t{26} << 30;  // 2^30 ids a field: room for 3 copies.
+  options.model.days = 4;
+  options.model.new_key_rate = 0.1;
+  EXPECT_EQ(GenerateCtrData(testing::TempDir() + "/gen_bad", options).status().message(),
+            "unique_keys 27917287424 with days 4 and new_key_rate > 0: each day needs its own copy "
+            "of a field's 1073741824 ids, and (days + 1) * 1073741824 must stay within 2^32");
+  options.model.days = 3;
+  EXPECT_TRUE(PlantedCtrModel::Create(options.model).ok());
   options = SmallOptions();
   options.test_samples = 1;
   EXPECT_EQ(GenerateCtrData(testing::TempDir() + "/gen_bad", options).status().message(),

@@ -3,9 +3,12 @@
 //
 //   pstrain-gen-ctr --out_dir=DIR [--train_samples=N] [--test_samples=N] [--unique_keys=N]
 //                   [--zipf=S] [--missing_rate=P] [--seed=N] [--gzip]
+//                   [--days=D --new_key_rate=F]
 //
 // Writes DIR/train.tsv and DIR/test.tsv (.tsv.gz with --gzip): 26 categorical fields, as the
-// format fixes. Prints a summary, then as its LAST stdout line the planted model's exact AUC on
+// format fixes. With --days and --new_key_rate the keys drift: train.tsv holds D days in order,
+// each drawing a fraction F of its values from ids of its own, never seen before and never seen
+// again (data/planted_ctr_model.h); test.tsv is drawn from the last day. Prints a summary, then as its LAST stdout line the planted model's exact AUC on
 // the test set written, the best a trained model can expect:
 //   {"planted_test_auc": 0.7912345678}
 // Exit status: 0 written; 1 the files could not be written; 2 bad flags.
@@ -28,6 +31,12 @@ DEFINE_double(zipf, 1.1, "Zipf exponent of each field's value frequencies (> 0)"
 DEFINE_double(missing_rate, 0.05, "Probability that a feature is empty, in [0, 1)");
 DEFINE_uint64(seed, 1, "Seed of the planted model and of the samples");
 DEFINE_bool(gzip, false, "Write train.tsv.gz and test.tsv.gz (gzip level 1)");
+DEFINE_int32(days, 1,
+             "Days the training samples are split into, in order (>= 1); the test set is the last "
+             "day's. With --new_key_rate > 0 each day brings ids of its own");
+DEFINE_double(new_key_rate, 0,
+              "Drifting keys: the probability, in [0, 1], that a categorical value is drawn from "
+              "its day's own ids (never seen on another day) instead of the field's lasting ones");
 
 int main(int argc, char** argv) {
   pstrain::InitBinary("pstrain-gen-ctr --out_dir=DIR [--train_samples=N] [--gzip] ...", &argc,
@@ -41,6 +50,8 @@ int main(int argc, char** argv) {
   options.model.zipf = FLAGS_zipf;
   options.model.missing_rate = FLAGS_missing_rate;
   options.model.seed = FLAGS_seed;
+  options.model.days = FLAGS_days;
+  options.model.new_key_rate = FLAGS_new_key_rate;
   options.train_samples = FLAGS_train_samples;
   options.test_samples = FLAGS_test_samples;
   options.gzip = FLAGS_gzip;

@@ -49,6 +49,22 @@ absl::StatusOr<PlantedCtrModel> PlantedCtrModel::Create(const PlantedCtrOptions&
     return absl::InvalidArgumentError(
         absl::StrCat("missing_rate ", options.missing_rate, ", expected in [0, 1)"));
   }
+  if (options.days < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("days ", options.days, ", expected >= 1"));
+  }
+  if (!(options.new_key_rate >= 0 && options.new_key_rate <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("new_key_rate ", options.new_key_rate, ", expected in [0, 1]"));
+  }
+  // The largest field has ceil(unique_keys / 26) ids; each day's own ids are one more copy.
+  const uint64_t largest_field = (options.unique_keys + kCriteoCategorical - 1) / kCriteoCategorical;
+  if (options.new_key_rate > 0 &&
+      largest_field * (static_cast<uint64_t>(options.days) + 1) > (uint64_t{1} << 32)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unique_keys ", options.unique_keys, " with days ", options.days,
+        " and new_key_rate > 0: each day needs its own copy of a field's ", largest_field,
+        " ids, and (days + 1) * ", largest_field, " must stay within 2^32"));
+  }
   return PlantedCtrModel(options);
 }
 
@@ -84,7 +100,11 @@ uint64_t PlantedCtrModel::Rank(int field, uint32_t value) const {
   return static_cast<uint32_t>((x - salt_[field]) * kInvA);
 }
 
-void PlantedCtrModel::DrawFeatures(SplitMix64& rng, CtrSample* sample) const {
+int PlantedCtrModel::DayOfValue(int field, uint32_t value) const {
+  return static_cast<int>(Rank(field, value) / samplers_[field].n()) - 1;
+}
+
+void PlantedCtrModel::DrawFeatures(SplitMix64& rng, CtrSample* sample, int day) const {
   sample->dense_missing = 0;
   for (int i = 0; i < kCriteoDense; ++i) {
     if (rng.Uniform() < options_.missing_rate) {
@@ -106,7 +126,13 @@ void PlantedCtrModel::DrawFeatures(SplitMix64& rng, CtrSample* sample) const {
       sample->keys[f] = CriteoMissingKey(f);
       continue;
     }
-    const uint32_t value = Value(f, samplers_[f].Sample(rng) - 1);
+    uint64_t rank = samplers_[f].Sample(rng) - 1;
+    // Only a drifting generator draws the extra uniform, so one without drift writes the files it
+    // always wrote.
+    if (options_.new_key_rate > 0 && rng.Uniform() < options_.new_key_rate) {
+      rank += samplers_[f].n() * (1 + static_cast<uint64_t>(day));
+    }
+    const uint32_t value = Value(f, rank);
     sample->categorical[f] = value;
     sample->keys[f] = CriteoKey(f, value);
   }
@@ -118,7 +144,9 @@ double PlantedCtrModel::Logit(const CtrSample& sample) const {
   double sum_sq = 0;
   for (int f = 0; f < kCriteoCategorical; ++f) {
     const bool missing = (sample.categorical_missing >> f) & 1;
-    const double rank = missing ? 0 : static_cast<double>(Rank(f, sample.categorical[f]));
+    // A day's own id of rank r has rank r's scale.
+    const double rank =
+        missing ? 0 : static_cast<double>(Rank(f, sample.categorical[f]) % samplers_[f].n());
     const double scale = 1 / (1 + rank / kRankScale);
     const uint64_t h = Mix64(seed_hash_ ^ sample.keys[f]);
     logit += kWeightStd * scale * UnitUniform(h);

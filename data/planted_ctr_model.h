@@ -13,6 +13,14 @@
 // in real logs where a rare value carries little evidence, and the planted AUC stays nearly
 // learnable from 2M samples. A missing field has its own parameters (at rank 0's scale).
 //
+// Drifting keys (days > 1 or new_key_rate > 0). Samples belong to a day d in [0, days). With
+// probability new_key_rate a present categorical value is drawn from day d's own ids instead of
+// the field's lasting ones: its rank r is drawn the same way, and it is written as
+// V_f(n_f * (1 + d) + r), an id no other day uses, so every day brings ids never seen before and
+// the ids of past days are never drawn again (they retire). A day's own id of rank r has its own
+// parameters (from its key, as every key) at rank r's scale. With new_key_rate 0 (the default)
+// every day draws the same ids, and the samples are exactly those of a generator without days.
+//
 // Dense features. I_i = floor(exp(mu_i + Z)) - 1, Z standard normal, mu_i in [0.5, 4] planted per
 // feature: count-like, heavy-tailed, at most 10^7; missing with probability missing_rate.
 //
@@ -41,6 +49,10 @@ struct PlantedCtrOptions {
   double zipf = 1.1;               // Exponent, > 0.
   double missing_rate = 0.05;      // In [0, 1).
   uint64_t seed = 1;
+  // Drifting keys (above): days >= 1, and new_key_rate in [0, 1]. With new_key_rate > 0,
+  // n_f * (days + 1) must stay below 2^32 (each day's ids are a copy of a field's id range).
+  int days = 1;
+  double new_key_rate = 0;
 };
 
 class PlantedCtrModel {
@@ -52,9 +64,9 @@ class PlantedCtrModel {
   // INVALID_ARGUMENT for an option out of its range, naming it.
   static absl::StatusOr<PlantedCtrModel> Create(const PlantedCtrOptions& options);
 
-  // Draws the features of one sample (not its label) into `*sample`, as the reader would
-  // return them.
-  void DrawFeatures(SplitMix64& rng, CtrSample* sample) const;
+  // Draws the features of one sample of day `day` (not its label) into `*sample`, as the reader
+  // would return them. REQUIRES: 0 <= day < days.
+  void DrawFeatures(SplitMix64& rng, CtrSample* sample, int day = 0) const;
 
   // The planted logit of a sample's features; depends only on what a Criteo line carries, so
   // it is the same for a drawn sample and for the sample read back from the file.
@@ -64,10 +76,15 @@ class PlantedCtrModel {
 
   uint64_t keys_in_field(int field) const { return samplers_[field].n(); }
 
+  // The day whose own id `value` of field `field` is (see drifting keys above), or -1 for one of
+  // the field's lasting ids.
+  int DayOfValue(int field, uint32_t value) const;
+
  private:
   explicit PlantedCtrModel(const PlantedCtrOptions& options);
 
-  // The rank r of value `value` of field `field`: the inverse of V_f.
+  // V_f(rank), and its inverse: the rank (r for a lasting id, n_f * (1 + d) + r for day d's own)
+  // of value `value` of field `field`.
   uint32_t Value(int field, uint64_t rank) const;
   uint64_t Rank(int field, uint32_t value) const;
 
