@@ -94,7 +94,10 @@ DEFINE_int64(table_max_rows, 0,
 DEFINE_string(table_evict_order, "lru", "--table_max_rows: which rows leave first: lru (least recently updated) or lfu (least often)");
 DEFINE_double(table_min_l2_norm, 0, "--model=ctr: a row whose value's L2 norm is below this leaves (0: off; e.g. FTRL's zeroed rows)");
 DEFINE_int64(table_keep_rows, 0, "--model=ctr: eviction never leaves fewer rows than this per table per server");
-DEFINE_int64(table_evict_every, 0, "--model=ctr: eviction runs after every this many updates (0: 100)");
+DEFINE_int64(table_evict_every, 0, "--model=ctr: eviction runs after every this many updates (0: 100, or a tenth of --table_ttl_updates when smaller)");
+DEFINE_string(table_memory_budget, "",
+              "--model=ctr: bytes each server may spend on its embedding rows, e.g. 512MiB (suffixes KiB, MiB, "
+              "GiB, or none for bytes): past it the least recently updated rows leave; empty or 0: no budget");
 DEFINE_int32(replicas, 1, "Copies of each server's shard: 1, or 2 (a live copy on the next server survives one server's loss)");
 
 namespace pstrain {
@@ -113,7 +116,7 @@ const char* const kJobFlags[] = {
     "checkpoint_every_seconds", "global_batch", "resume", "replicas", "overlap", "compression",
     "data_format", "bad_records", "embedding_dim", "table_optimizer", "table_lr", "table_l1", "table_l2",
     "table_admission", "table_sketch_bytes", "table_ttl_updates", "table_max_rows", "table_evict_order",
-    "table_min_l2_norm", "table_keep_rows", "table_evict_every", "max_grad_norm_per_sample", "output_mode"};
+    "table_min_l2_norm", "table_keep_rows", "table_evict_every", "table_memory_budget", "max_grad_norm_per_sample", "output_mode"};
 
 // "0640" or "640": octal digits only, the owner may at least read (a file its own job could not
 // read back is a mistake), at most 0777.
@@ -126,6 +129,30 @@ bool ParseOctalMode(absl::string_view text, uint32_t* mode) {
   }
   if (value > 0777 || (value & 0400) == 0) return false;
   *mode = value;
+  return true;
+}
+
+// "512MiB", "2GiB", "65536KiB" or plain bytes (also K, M, G, KB, MB, GB, all binary). Returns
+// false for anything else, or past 2^62 bytes.
+bool ParseByteCount(absl::string_view text, int64_t* bytes) {
+  const std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  size_t digits = 0;
+  while (digits < t.size() && absl::ascii_isdigit(static_cast<unsigned char>(t[digits]))) ++digits;
+  int64_t value = 0;
+  if (digits == 0 || digits > 18 || !absl::SimpleAtoi(t.substr(0, digits), &value)) return false;
+  const std::string unit = t.substr(digits);
+  int shift = 0;
+  if (unit == "k" || unit == "kb" || unit == "kib") {
+    shift = 10;
+  } else if (unit == "m" || unit == "mb" || unit == "mib") {
+    shift = 20;
+  } else if (unit == "g" || unit == "gb" || unit == "gib") {
+    shift = 30;
+  } else if (!unit.empty() && unit != "b") {
+    return false;
+  }
+  if (value > (int64_t{1} << (62 - shift))) return false;
+  *bytes = value << shift;
   return true;
 }
 
@@ -237,6 +264,14 @@ absl::Status ApplyFlags(JobSpec* job) {
   if (Given("table_keep_rows")) eviction->set_keep_rows(FLAGS_table_keep_rows);
   if (Given("table_evict_every")) eviction->set_every_updates(FLAGS_table_evict_every);
   if (job->table_eviction().ByteSizeLong() == 0) job->clear_table_eviction();
+  if (Given("table_memory_budget") && !FLAGS_table_memory_budget.empty()) {
+    int64_t budget = 0;
+    if (!ParseByteCount(FLAGS_table_memory_budget, &budget)) {
+      return absl::InvalidArgumentError(absl::StrCat("--table_memory_budget: got '", FLAGS_table_memory_budget,
+                                                     "', expected bytes, e.g. 536870912 or 512MiB"));
+    }
+    job->set_table_memory_budget(budget);
+  }
   if (Given("max_grad_norm_per_sample")) job->set_max_grad_norm_per_sample(FLAGS_max_grad_norm_per_sample);
   if (Given("output_mode")) {
     uint32_t mode = 0;

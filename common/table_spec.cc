@@ -1,5 +1,6 @@
 #include "common/table_spec.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/container/flat_hash_set.h"
@@ -96,7 +97,10 @@ bool EvictionOn(const EvictionSpec& spec) {
 }
 
 void ApplyEvictionDefaults(EvictionSpec* spec) {
-  if (EvictionOn(*spec) && spec->every_updates() == 0) spec->set_every_updates(kDefaultEvictEveryUpdates);
+  if (!EvictionOn(*spec) || spec->every_updates() != 0) return;
+  int64_t every = kDefaultEvictEveryUpdates;
+  if (spec->ttl_updates() > 0) every = std::min(every, std::max<int64_t>(1, spec->ttl_updates() / 10));
+  spec->set_every_updates(every);
 }
 
 absl::Status ValidateEviction(absl::string_view field, const EvictionSpec& spec) {
@@ -120,7 +124,7 @@ absl::Status ValidateEviction(absl::string_view field, const EvictionSpec& spec)
   }
   if (spec.every_updates() < 0 || spec.every_updates() > kMaxEvictEveryUpdates) {
     return Invalid(absl::StrCat(field, ".every_updates"), absl::StrCat(spec.every_updates()),
-                   absl::StrCat("0 (the default, ", kDefaultEvictEveryUpdates, ") or in [1, ", kMaxEvictEveryUpdates, "]"));
+                   absl::StrCat("0 (the default: ", kDefaultEvictEveryUpdates, ", or ttl_updates / 10 when smaller) or in [1, ", kMaxEvictEveryUpdates, "]"));
   }
   return absl::OkStatus();
 }
@@ -128,6 +132,29 @@ absl::Status ValidateEviction(absl::string_view field, const EvictionSpec& spec)
 void ApplyAdmissionDefaults(AdmissionSpec* spec) {
   if (spec->policy() == AdmissionSpec::COUNT && spec->sketch_bytes() == 0) spec->set_sketch_bytes(kDefaultSketchBytes);
 }
+
+namespace {
+
+// The least budget that holds one row of every table besides their fixed bytes.
+absl::Status ValidateMemoryBudget(const JobSpec& job) {
+  const int64_t budget = job.table_memory_budget();
+  if (budget == 0) return absl::OkStatus();
+  if (budget < 0) return Invalid("table_memory_budget", absl::StrCat(budget), ">= 0 bytes (0: no budget)");
+  if (job.tables_size() == 0) {
+    return Invalid("table_memory_budget", absl::StrCat(budget), "0 for a job without embedding tables");
+  }
+  int64_t least = 0;
+  for (const TableSpec& t : job.tables()) least += TableBudgetFixedBytes(t) + TableBudgetRowBytes(t);
+  if (budget < least) {
+    return Invalid("table_memory_budget", absl::StrCat(budget, " bytes"),
+                   absl::StrCat("at least ", least, " bytes a server: for each of the ", job.tables_size(),
+                                " tables a block of ", kTableRowsPerBlock,
+                                " rows, admission's sketch and one row (docs/guides/sparse-models.md)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status ValidateTables(const JobSpec& job) {
   if (job.embedding_dim() < 1 || job.embedding_dim() > kMaxTableDim) {
@@ -165,7 +192,7 @@ absl::Status ValidateTables(const JobSpec& job) {
                    absl::StrCat(CtrFieldsOf(job.data().format()), " for model 'ctr' on ", job.data().format(),
                                 " data (one per categorical field)"));
   }
-  return absl::OkStatus();
+  return ValidateMemoryBudget(job);
 }
 
 absl::StatusOr<AdmissionSpec> ParseAdmission(absl::string_view text) {
@@ -258,6 +285,19 @@ CtrShape CtrShapeOf(const JobSpec& job) {
   shape.dim = job.embedding_dim();
   shape.hidden_sizes.assign(job.hidden_sizes().begin(), job.hidden_sizes().end());
   return shape;
+}
+
+int64_t TableBudgetRowBytes(const TableSpec& table) {
+  constexpr int64_t kEvictionMeta = 8 + 4;
+  constexpr int64_t kIndexAtLowestLoad = (16 + 1) * 16 / 7 + 1;  // 39
+  return TableRowFloorBytes(table) + kEvictionMeta + kIndexAtLowestLoad;
+}
+
+int64_t TableBudgetFixedBytes(const TableSpec& table) {
+  const int64_t sketch = table.admission().policy() == AdmissionSpec::COUNT ? table.admission().sketch_bytes() : 0;
+  constexpr int64_t kEvictionMeta = 8 + 4;
+  return kTableRowsPerBlock * (TableRowFloorBytes(table) + kEvictionMeta) + sketch +
+         kMaxTableTombstones * kTableTombstoneBytes;
 }
 
 int64_t TableRowFloorBytes(const TableSpec& table) {

@@ -35,8 +35,9 @@ void ApplySparseOptimizerDefaults(SparseOptimizerSpec* spec);
 void ApplyTableDefaults(JobSpec* job);
 
 // Checks the tables after ApplyTableDefaults: names unique and of [A-Za-z0-9_.-], dim in
-// [1, kMaxTableDim], init_bound finite and >= 0, the optimizer's fields in range. INVALID_ARGUMENT
-// names the field ("tables[2].dim: got 0, expected in [1, 4096]").
+// [1, kMaxTableDim], init_bound finite and >= 0, the optimizer's fields in range, and a memory
+// budget (table_memory_budget) of at least every table's fixed bytes and one row of each.
+// INVALID_ARGUMENT names the field ("tables[2].dim: got 0, expected in [1, 4096]").
 absl::Status ValidateTables(const JobSpec& job);
 
 // Table admission (TableSpec.admission; server/row_admission.h says what each policy does).
@@ -63,7 +64,9 @@ inline constexpr int64_t kDefaultEvictEveryUpdates = 100;
 inline constexpr int64_t kMaxEvictEveryUpdates = 1000000;
 // Whether `spec` evicts anything at all.
 bool EvictionOn(const EvictionSpec& spec);
-// Fills every_updates (kDefaultEvictEveryUpdates) when eviction is on. Idempotent.
+// Fills every_updates when eviction is on: kDefaultEvictEveryUpdates, or a tenth of ttl_updates
+// when that is smaller (at least 1), so that no row outlives its TTL by more than a tenth.
+// Idempotent.
 void ApplyEvictionDefaults(EvictionSpec* spec);
 // INVALID_ARGUMENT naming the field (prefixed with `field`) for a negative TTL, cap, keep-floor or
 // norm, a cap below the keep-floor, an interval outside [1, 10^6] or an unknown order.
@@ -87,6 +90,23 @@ CtrShape CtrShapeOf(const JobSpec& job);
 // Bytes of one row's weights and optimizer state (the memory floor per row): dim x 4 x (1 +
 // state vectors), plus 4 for lazy Adam's step count.
 int64_t TableRowFloorBytes(const TableSpec& table);
+
+// The memory budget (JobSpec.table_memory_budget; server/table_budget.h) counts a table's shard
+// on a server as TableBudgetFixedBytes + rows x TableBudgetRowBytes: an upper bound of what the
+// table holds (EmbeddingTable::bytes_used), from its row count, which replicas and restored
+// servers share.
+//
+// Rows per block of a table's rows (EmbeddingTable allocates rows a block at a time).
+inline constexpr int64_t kTableRowsPerBlock = 1024;
+// Eviction's tombstones a table keeps (the newest; server/row_eviction.h), 16 bytes each.
+inline constexpr int64_t kMaxTableTombstones = int64_t{1} << 16;
+inline constexpr int64_t kTableTombstoneBytes = 16;
+// One row: its floor, eviction's metadata (an int64 last update and a uint32 count), and its
+// index slot (16 bytes and a control byte) at the index's lowest load factor (7/16).
+int64_t TableBudgetRowBytes(const TableSpec& table);
+// Whatever the rows: one block of rows (and of their eviction metadata) not yet used, count:N
+// admission's sketch, and the most tombstones eviction keeps (1 MiB).
+int64_t TableBudgetFixedBytes(const TableSpec& table);
 
 }  // namespace pstrain
 

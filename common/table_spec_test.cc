@@ -2,6 +2,7 @@
 
 #include <functional>
 
+#include "absl/strings/str_cat.h"
 #include "common/job_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -141,6 +142,51 @@ TEST(TableSpecTest, AdmissionIsParsedDefaultedAndCheckedNamingTheField) {
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.message;
     EXPECT_THAT(status.message(), HasSubstr(c.message));
   }
+}
+
+// A budget must hold every table's fixed bytes and one row of each: for ctr's 26 tables of dim 16
+// with Adagrad, 26 x (1024 x (128 + 12) + 2^16 x 16) fixed (a block of rows with their eviction
+// metadata, and the tombstones) and 26 x (128 + 12 + 39) for the rows.
+TEST(TableSpecTest, MemoryBudgetMustHoldOneRowOfEveryTable) {
+  JobSpec job = CtrJob();
+  EXPECT_EQ(TableBudgetRowBytes(job.tables(0)), 179);
+  EXPECT_EQ(TableBudgetFixedBytes(job.tables(0)), 1024 * 140 + (1 << 20));
+  const int64_t least = 26 * (1024 * 140 + (1 << 20) + 179);
+  job.set_table_memory_budget(least);
+  EXPECT_TRUE(ValidateJobSpec(job).ok()) << ValidateJobSpec(job);
+  job.set_table_memory_budget(least - 1);
+  EXPECT_THAT(ValidateJobSpec(job).message(),
+              HasSubstr(absl::StrCat("table_memory_budget: got ", least - 1, " bytes, expected at least ", least,
+                                     " bytes a server: for each of the 26 tables")));
+  job.set_table_memory_budget(-5);
+  EXPECT_THAT(ValidateJobSpec(job).message(), HasSubstr("table_memory_budget: got -5, expected >= 0"));
+  // count:N's sketch is fixed bytes too.
+  job = CtrJob();
+  job.mutable_tables(3)->mutable_admission()->set_policy(AdmissionSpec::COUNT);
+  job.mutable_tables(3)->mutable_admission()->set_min_count(2);
+  ApplyJobDefaults(&job);
+  EXPECT_EQ(TableBudgetFixedBytes(job.tables(3)), 1024 * 140 + (1 << 20) + kDefaultSketchBytes);
+  job.set_table_memory_budget(least);
+  EXPECT_EQ(ValidateJobSpec(job).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Eviction's interval defaults to 100 updates, or a tenth of a shorter TTL; one given is kept.
+TEST(TableSpecTest, EvictionIntervalDefaultsToATenthOfAShortTtl) {
+  auto every = [](int64_t ttl, int64_t max_rows, int64_t given) {
+    EvictionSpec spec;
+    spec.set_ttl_updates(ttl);
+    spec.set_max_rows(max_rows);
+    spec.set_every_updates(given);
+    ApplyEvictionDefaults(&spec);
+    ApplyEvictionDefaults(&spec);  // idempotent
+    return spec.every_updates();
+  };
+  EXPECT_EQ(every(0, 0, 0), 0);  // off: nothing to default
+  EXPECT_EQ(every(5000, 0, 0), 100);
+  EXPECT_EQ(every(250, 0, 0), 25);
+  EXPECT_EQ(every(5, 0, 0), 1);
+  EXPECT_EQ(every(0, 1000, 0), 100);
+  EXPECT_EQ(every(250, 0, 7), 7);
 }
 
 TEST(TableSpecTest, ParsesOptimizerNamesAndRowFloors) {

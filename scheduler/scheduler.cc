@@ -778,12 +778,13 @@ std::string Scheduler::TableUsageJsonLocked() const {
       absl::StrAppend(&stores, stores.empty() ? "" : ",\n", "      {\"server\": ", server, ", \"shard\": ", u.shard(),
                       ", \"replica\": ", u.replica() ? "true" : "false", ", \"table\": \"", u.table(),
                       "\", \"rows\": ", u.rows(), ", \"bytes\": ", u.bytes(), ", \"admitted\": ", u.admitted(),
-                      ", \"refused\": ", u.refused(), ", \"evicted\": ", u.evicted(), "}");
+                      ", \"refused\": ", u.refused(), ", \"evicted\": ", u.evicted(),
+                      ", \"tombstones\": ", u.tombstones(), "}");
       const TableUsage*& slot = by_shard[{u.shard(), u.table()}];
       if (slot == nullptr || (slot->replica() && !u.replica())) slot = &u;
     }
   }
-  int64_t rows = 0, bytes = 0, floor = 0, admitted = 0, refused = 0, evicted = 0;
+  int64_t rows = 0, bytes = 0, floor = 0, admitted = 0, refused = 0, evicted = 0, tombstones = 0;
   for (const auto& [key, u] : by_shard) {
     rows += u->rows();
     bytes += u->bytes();
@@ -791,9 +792,11 @@ std::string Scheduler::TableUsageJsonLocked() const {
     admitted += u->admitted();
     refused += u->refused();
     evicted += u->evicted();
+    tombstones += u->tombstones();
   }
   return absl::StrCat("  \"embedding_tables\": {\"rows\": ", rows, ", \"bytes\": ", bytes,
                       ", \"admitted\": ", admitted, ", \"refused\": ", refused, ", \"evicted\": ", evicted,
+                      ", \"tombstones\": ", tombstones,
                       ", \"bytes_per_row\": ", JsonNumber(rows > 0 ? static_cast<double>(bytes) / rows : 0),
                       ", \"floor_bytes_per_row\": ", JsonNumber(rows > 0 ? static_cast<double>(floor) / rows : 0),
                       ", \"stores\": [\n", stores, "\n    ]},\n");

@@ -104,7 +104,7 @@ absl::Status EmbeddingTable::MakePolicies(const TableOptions& options, std::uniq
     if (!made.ok()) return made.status();
     *admission = std::move(made).value();
   }
-  if (EvictionOn(options.eviction)) {
+  if (EvictionOn(options.eviction) || options.track_rows) {
     absl::StatusOr<std::unique_ptr<RowEviction>> made = RowEviction::Create(what, options.eviction);
     if (!made.ok()) return made.status();
     *eviction = std::move(made).value();
@@ -300,19 +300,34 @@ void EmbeddingTable::AfterUpdate(int64_t update) {
   if (eviction_ != nullptr && eviction_->Due(update)) Evict(update);
 }
 
+RowEviction::RowVisitor EmbeddingTable::EveryRow() const {
+  return [this](const std::function<void(uint64_t, uint32_t)>& visit) {
+    for (const auto& [key, row] : index_) visit(key, row);
+  };
+}
+
 void EmbeddingTable::Evict(int64_t update) {
   const int dim = options_.dim;
-  const std::vector<std::pair<uint64_t, uint32_t>> leaving = eviction_->Select(
-      update, num_rows(),
-      [&](const std::function<void(uint64_t, uint32_t)>& visit) {
-        for (const auto& [key, row] : index_) visit(key, row);
-      },
-      [&](uint32_t row) {
-        const float* w = Record(row);
-        double sum = 0;
-        for (int i = 0; i < dim; ++i) sum += static_cast<double>(w[i]) * w[i];
-        return std::sqrt(sum);
-      });
+  Remove(eviction_->Select(update, num_rows(), EveryRow(),
+                           [&](uint32_t row) {
+                             const float* w = Record(row);
+                             double sum = 0;
+                             for (int i = 0; i < dim; ++i) sum += static_cast<double>(w[i]) * w[i];
+                             return std::sqrt(sum);
+                           }),
+         update);
+}
+
+void EmbeddingTable::EvictToCap(int64_t cap, int64_t update) {
+  CHECK(eviction_ != nullptr) << "table '" << name() << "': EvictToCap without track_rows";
+  Remove(eviction_->SelectPastCap(cap, num_rows(), EveryRow()), update);
+}
+
+int64_t EmbeddingTable::num_tombstones() const {
+  return eviction_ != nullptr ? static_cast<int64_t>(eviction_->tombstones().size()) : 0;
+}
+
+void EmbeddingTable::Remove(const std::vector<RowEviction::Row>& leaving, int64_t update) {
   for (const auto& [key, row] : leaving) {
     index_.erase(key);
     free_rows_.push_back(row);

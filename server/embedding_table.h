@@ -49,6 +49,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "common/table_spec.h"
 #include "proto/job.pb.h"
 #include "server/row_admission.h"
 #include "server/row_eviction.h"
@@ -69,6 +70,9 @@ struct TableOptions {
   AdmissionSpec admission;
   // Which rows leave (TableSpec.eviction; default: none).
   EvictionSpec eviction;
+  // Keep eviction's per-row metadata even without an eviction rule, for EvictToCap (a server
+  // under a memory budget, server/table_budget.h).
+  bool track_rows = false;
 };
 
 // What a table's updates did since it was created (not checkpointed: counts of this process).
@@ -86,7 +90,7 @@ float EmbeddingInitialValue(uint64_t seed, int32_t table_id, uint64_t key, int e
 
 class EmbeddingTable {
  public:
-  static constexpr int64_t kRowsPerBlock = 1024;
+  static constexpr int64_t kRowsPerBlock = kTableRowsPerBlock;  // common/table_spec.h
   // Row numbers are uint32: a shard holds at most this many rows.
   static constexpr uint32_t kMaxRows = 0xffffffffu;
 
@@ -140,6 +144,14 @@ class EmbeddingTable {
   // eviction is due after it, the rows the policy picks leave.
   void AfterUpdate(int64_t update);
 
+  // After update `update`, rows leave until at most `cap` remain (a server's memory budget,
+  // server/table_budget.h): the least recently updated first (least often first under
+  // eviction.order LFU), ties by key; never fewer than eviction.keep_rows remain. Each leaves a
+  // tombstone and counts as evicted. REQUIRES: the table was made with track_rows or eviction on.
+  void EvictToCap(int64_t cap, int64_t update);
+  // The tombstones held (at most RowEviction::kMaxTombstones).
+  int64_t num_tombstones() const;
+
   // Copies row `key` (its weights, not its optimizer state) to out[0, dim) and returns true, or
   // returns false, creating nothing, when the key has no row. REQUIRES: out.size() == dim.
   bool Lookup(uint64_t key, absl::Span<float> out) const;
@@ -192,6 +204,11 @@ class EmbeddingTable {
   uint32_t FindOrCreateRow(uint64_t key, int64_t update);
   // The rows eviction picks after update `update` leave.
   void Evict(int64_t update);
+  // Rows `leaving` leave after update `update`: their numbers are freed, and each leaves a
+  // tombstone.
+  void Remove(const std::vector<RowEviction::Row>& leaving, int64_t update);
+  // Visits every (key, row number), for eviction's Select.
+  RowEviction::RowVisitor EveryRow() const;
   float* Record(uint32_t row) {
     return blocks_[row / kRowsPerBlock].get() + (row % kRowsPerBlock) * record_floats_;
   }

@@ -185,6 +185,36 @@ TEST(EmbeddingTableEvictionTest, ARestoredTableEvictsExactlyWhatTheOriginalDoes)
   EXPECT_EQ(Bytes(*restored), Bytes(*original));  // rows, metadata and tombstones
 }
 
+// A server's memory budget cuts a table to a cap (server/table_budget.h): the least recently
+// updated rows go, ties by key, the keep-floor holds, each leaves a tombstone; a table without an
+// eviction rule keeps the metadata for it (track_rows) and evicts nothing on its own.
+TEST(EmbeddingTableEvictionTest, EvictToCapTakesTheLeastRecentlyUpdatedAndKeepsTheFloor) {
+  TableOptions options = Options(EvictionSpec());
+  options.track_rows = true;
+  std::unique_ptr<EmbeddingTable> table = std::move(EmbeddingTable::Create(options)).value();
+  Update(*table, 0, {5, 6, 7});
+  Update(*table, 1, {1, 2});
+  Update(*table, 2, {6});
+  for (int64_t u = 3; u < 300; ++u) Update(*table, u, {});
+  EXPECT_EQ(table->num_rows(), 5);  // no rule, no eviction
+  table->EvictToCap(3, 300);
+  // Left first: 5 and 7 (update 0; by key), then 1 and 2 (update 1); 6 (update 2) last.
+  EXPECT_THAT(Keys(*table), ElementsAre(1, 2, 6));
+  EXPECT_THAT(table->Tombstones(), ElementsAre(Tombstone{5, 300}, Tombstone{7, 300}));
+  EXPECT_EQ(table->num_tombstones(), 2);
+  EXPECT_EQ(table->counters().evicted, 2);
+  table->EvictToCap(5, 301);  // within the cap: nothing
+  EXPECT_EQ(table->num_rows(), 3);
+
+  EvictionSpec floor;
+  floor.set_keep_rows(2);
+  options.eviction = floor;
+  table = std::move(EmbeddingTable::Create(options)).value();
+  Update(*table, 0, {1, 2, 3, 4});
+  table->EvictToCap(0, 1);
+  EXPECT_THAT(Keys(*table), ElementsAre(3, 4));  // ties at update 0: by key
+}
+
 TEST(EmbeddingTableEvictionTest, RowsOfACheckpointWithoutEvictionGetAFullTtlFromItsStep) {
   // A job resumed with eviction newly on, from a checkpoint of step 100 written without it: its
   // rows count as updated by update 99, not as never updated (which would evict them all at once).

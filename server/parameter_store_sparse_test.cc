@@ -1,6 +1,7 @@
 // ParameterStore with embedding tables: sparse pushes and pulls under the SYNC, ASYNC and
 // checkpoint rules the dense chunks follow, and every malformed sparse request refused with
 // nothing changed.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -8,6 +9,7 @@
 
 #include "common/key_hash.h"
 #include "common/sparse_rows.h"
+#include "common/table_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/checkpoint.h"
@@ -145,6 +147,43 @@ TEST(ParameterStoreSparseTest, APrimaryAndItsReplicaKeepTheSameRowsUnderAdmissio
   const absl::StatusOr<ShardCheckpoint> a = primary->Checkpoint(), b = replica->Checkpoint();
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(a->tables, b->tables);  // rows, the sketch, the rows' eviction clocks, the tombstones
+}
+
+TEST(ParameterStoreSparseTest, APrimaryAndItsReplicaEvictTheSameRowsUnderAMemoryBudget) {
+  // No eviction rule, only a budget of the tables' fixed bytes and 8 rows' worth: the store cuts
+  // the tables after the updates that pass it, the same rows on both copies.
+  ParameterStore::Options options = SparseOptions(SYNC, 2);
+  int64_t fixed = 0, row_bytes = 0;
+  for (const TableSpec& t : options.job.tables()) {
+    fixed += TableBudgetFixedBytes(t);
+    row_bytes = std::max(row_bytes, TableBudgetRowBytes(t));
+  }
+  const int64_t budget = fixed + 8 * row_bytes;
+  options.job.set_table_memory_budget(budget);
+  auto primary = MakeStore(options);
+  auto replica = MakeStore(options);
+  for (int64_t step = 0; step < 30; ++step) {
+    const uint64_t a = static_cast<uint64_t>(step % 7), b = static_cast<uint64_t>(step * 3 % 11) + 10;
+    const PushRequest p0 = SparsePush(0, step, 1, {Rows(0, {a, b}, {0.1f, 0.2f, 0.3f, 0.4f})});
+    const PushRequest p1 = SparsePush(1, step, 2, {Rows(0, {a, 30 + a}, {0.5f, 0.6f, 0.7f, 0.8f}), Rows(1, {b}, {1, 2})});
+    ASSERT_TRUE(PushNow(*primary, p0).ok());
+    ASSERT_TRUE(PushNow(*primary, p1).ok());
+    ASSERT_TRUE(PushNow(*replica, p1).ok());
+    ASSERT_TRUE(PushNow(*replica, p0).ok());
+  }
+  int64_t counted = 0, evicted = 0;
+  const std::vector<TableStats> stats = primary->TableStats();
+  for (size_t t = 0; t < stats.size(); ++t) {
+    const TableSpec& spec = options.job.tables(static_cast<int>(t));
+    counted += TableBudgetFixedBytes(spec) + stats[t].rows * TableBudgetRowBytes(spec);
+    evicted += stats[t].evicted;
+    EXPECT_EQ(stats[t].tombstones, stats[t].evicted);
+  }
+  EXPECT_GT(evicted, 0);
+  EXPECT_LE(counted, budget);
+  const absl::StatusOr<ShardCheckpoint> a = primary->Checkpoint(), b = replica->Checkpoint();
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->tables, b->tables);
 }
 
 TEST(ParameterStoreSparseTest, AsyncAppliesOnArrivalAndALeasedBatchOnce) {

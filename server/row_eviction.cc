@@ -36,10 +36,8 @@ absl::StatusOr<std::unique_ptr<RowEviction>> RowEviction::Create(absl::string_vi
 }
 
 void RowEviction::Grow(uint32_t row) {
-  if (row < last_.size()) return;
-  const size_t size = std::max<size_t>(row + size_t{1}, last_.size() * 2);
-  last_.resize(size, -1);
-  count_.resize(size, 0);
+  last_.GrowTo(row + size_t{1}, -1);
+  count_.GrowTo(row + size_t{1}, 0);
 }
 
 void RowEviction::Created(uint32_t row, int64_t update) {
@@ -54,17 +52,39 @@ void RowEviction::Updated(uint32_t row, int64_t update) {
   if (count_[row] < std::numeric_limits<uint32_t>::max()) ++count_[row];
 }
 
-std::vector<std::pair<uint64_t, uint32_t>> RowEviction::Select(int64_t update, int64_t num_rows,
-                                                               const RowVisitor& for_each_row,
-                                                               const std::function<double(uint32_t)>& norm) const {
-  using Row = std::pair<uint64_t, uint32_t>;
-  if (num_rows <= spec_.keep_rows()) return {};
+bool RowEviction::Before(const Row& a, const Row& b) const {
   // Eviction order: LRU (last update, key) or LFU (count, last update, key), ascending.
   const bool lfu = spec_.order() == EvictionSpec::LFU;
-  auto before = [&](const Row& a, const Row& b) {
-    const uint32_t ca = lfu ? count_[a.second] : 0, cb = lfu ? count_[b.second] : 0;
-    return std::tie(ca, last_[a.second], a.first) < std::tie(cb, last_[b.second], b.first);
-  };
+  const uint32_t ca = lfu ? count_[a.second] : 0, cb = lfu ? count_[b.second] : 0;
+  return std::tie(ca, last_[a.second], a.first) < std::tie(cb, last_[b.second], b.first);
+}
+
+void RowEviction::AppendFirst(size_t over, const RowVisitor& for_each_row, const std::function<bool(uint32_t)>& skip,
+                              std::vector<Row>* leaving) const {
+  if (over == 0) return;
+  auto before = [this](const Row& a, const Row& b) { return Before(a, b); };
+  // The first `over` rows in order, kept in a heap whose top is the last of them so far.
+  std::vector<Row> heap;
+  heap.reserve(over + 1);
+  for_each_row([&](uint64_t key, uint32_t row) {
+    if (skip(row)) return;
+    const Row r{key, row};
+    if (heap.size() == over && !before(r, heap.front())) return;
+    heap.push_back(r);
+    std::push_heap(heap.begin(), heap.end(), before);
+    if (heap.size() > over) {
+      std::pop_heap(heap.begin(), heap.end(), before);
+      heap.pop_back();
+    }
+  });
+  std::sort_heap(heap.begin(), heap.end(), before);
+  leaving->insert(leaving->end(), heap.begin(), heap.end());
+}
+
+std::vector<RowEviction::Row> RowEviction::Select(int64_t update, int64_t num_rows, const RowVisitor& for_each_row,
+                                                  const std::function<double(uint32_t)>& norm) const {
+  if (num_rows <= spec_.keep_rows()) return {};
+  auto before = [this](const Row& a, const Row& b) { return Before(a, b); };
   auto picked = [&](uint32_t row) {
     if (spec_.ttl_updates() > 0 && update - last_[row] >= spec_.ttl_updates()) return true;
     return spec_.min_l2_norm() > 0 && norm(row) < spec_.min_l2_norm();
@@ -75,29 +95,22 @@ std::vector<std::pair<uint64_t, uint32_t>> RowEviction::Select(int64_t update, i
     if (picked(row)) leaving.emplace_back(key, row);
   });
   std::sort(leaving.begin(), leaving.end(), before);
-  // Past the cap, the first `over` of the others in order, kept in a heap whose top is the last
-  // of them so far.
+  // Past the cap, the first of the others in order.
   const int64_t remaining = num_rows - static_cast<int64_t>(leaving.size());
   if (spec_.max_rows() > 0 && remaining > spec_.max_rows()) {
-    const auto over = static_cast<size_t>(remaining - spec_.max_rows());
-    std::vector<Row> heap;
-    heap.reserve(over + 1);
-    for_each_row([&](uint64_t key, uint32_t row) {
-      if (picked(row)) return;
-      const Row r{key, row};
-      if (heap.size() == over && !before(r, heap.front())) return;
-      heap.push_back(r);
-      std::push_heap(heap.begin(), heap.end(), before);
-      if (heap.size() > over) {
-        std::pop_heap(heap.begin(), heap.end(), before);
-        heap.pop_back();
-      }
-    });
-    std::sort_heap(heap.begin(), heap.end(), before);
-    leaving.insert(leaving.end(), heap.begin(), heap.end());
+    AppendFirst(static_cast<size_t>(remaining - spec_.max_rows()), for_each_row, picked, &leaving);
   }
   const int64_t most = num_rows - spec_.keep_rows();
   if (static_cast<int64_t>(leaving.size()) > most) leaving.resize(static_cast<size_t>(most));
+  return leaving;
+}
+
+std::vector<RowEviction::Row> RowEviction::SelectPastCap(int64_t cap, int64_t num_rows,
+                                                         const RowVisitor& for_each_row) const {
+  const int64_t keep = std::max(cap, spec_.keep_rows());
+  std::vector<Row> leaving;
+  if (num_rows <= keep) return leaving;
+  AppendFirst(static_cast<size_t>(num_rows - keep), for_each_row, [](uint32_t) { return false; }, &leaving);
   return leaving;
 }
 
@@ -107,8 +120,7 @@ void RowEviction::Evicted(uint64_t key, int64_t update) {
 }
 
 int64_t RowEviction::bytes_used() const {
-  return static_cast<int64_t>(last_.capacity() * sizeof(int64_t) + count_.capacity() * sizeof(uint32_t) +
-                              tombstones_.size() * sizeof(Tombstone));
+  return last_.bytes_used() + count_.bytes_used() + static_cast<int64_t>(tombstones_.size() * sizeof(Tombstone));
 }
 
 void RowEviction::SerializeRows(const std::vector<uint32_t>& rows, std::string* out) const {
@@ -136,8 +148,10 @@ absl::Status RowEviction::Restore(absl::string_view what, uint64_t num_rows, abs
     return absl::DataLossError(absl::StrCat(what, ": tombstones of ", tombstones.size(), " bytes, expected a multiple of ",
                                             kTombstoneBytes, " up to ", kMaxTombstones, " of them"));
   }
-  std::vector<int64_t> last(num_rows, last_update);
-  std::vector<uint32_t> count(num_rows, 0);
+  RowArray<int64_t> last;
+  RowArray<uint32_t> count;
+  last.GrowTo(num_rows, last_update);
+  count.GrowTo(num_rows, 0);
   for (uint64_t i = 0; i < num_rows && !rows.empty(); ++i) {
     last[i] = Get<int64_t>(rows.data() + i * kRowMetaBytes);
     count[i] = Get<uint32_t>(rows.data() + i * kRowMetaBytes + sizeof(int64_t));

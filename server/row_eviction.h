@@ -17,7 +17,8 @@
 // evict exactly the same rows, and so does a server restored from a checkpoint, which carries the
 // metadata.
 //
-// Cost: 12 bytes a row (the last update as int64, the count as uint32) and, each time it runs, a
+// Cost: 12 bytes a row (the last update as int64, the count as uint32; in chunks of 1,024 rows)
+// and, each time it runs, a
 // pass over the rows (a second one past the cap, keeping a heap of the rows it will take) and a
 // sort of those leaving; memory for those alone, not for every row.
 // Tombstones: the newest kMaxTombstones (65,536, 1 MiB) per table are kept and checkpointed (the
@@ -29,6 +30,7 @@
 #ifndef PSTRAIN_SERVER_ROW_EVICTION_H_
 #define PSTRAIN_SERVER_ROW_EVICTION_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -40,6 +42,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/table_spec.h"
 #include "proto/job.pb.h"
 
 namespace pstrain::server {
@@ -51,9 +54,33 @@ struct Tombstone {
   bool operator==(const Tombstone& o) const { return key == o.key && update == o.update; }
 };
 
+// Per-row values in chunks of kChunk rows: growing never copies, and holds at most one chunk
+// beyond the rows (a vector's doubling would hold up to twice them).
+template <typename T>
+class RowArray {
+ public:
+  static constexpr size_t kChunk = 1024;
+  size_t size() const { return chunks_.size() * kChunk; }
+  // Grows to at least n values, new ones `fill`.
+  void GrowTo(size_t n, T fill) {
+    while (size() < n) {
+      chunks_.push_back(std::make_unique<T[]>(kChunk));
+      std::fill_n(chunks_.back().get(), kChunk, fill);
+    }
+  }
+  T& operator[](size_t i) { return chunks_[i / kChunk][i % kChunk]; }
+  const T& operator[](size_t i) const { return chunks_[i / kChunk][i % kChunk]; }
+  int64_t bytes_used() const {
+    return static_cast<int64_t>(size() * sizeof(T) + chunks_.capacity() * sizeof(chunks_[0]));
+  }
+
+ private:
+  std::vector<std::unique_ptr<T[]>> chunks_;
+};
+
 class RowEviction {
  public:
-  static constexpr size_t kMaxTombstones = size_t{1} << 16;
+  static constexpr size_t kMaxTombstones = kMaxTableTombstones;  // common/table_spec.h
 
   // The policy of `spec` (after ApplyTableDefaults). INVALID_ARGUMENT as ValidateEviction
   // (common/table_spec.h), its fields prefixed with `what`.
@@ -65,16 +92,25 @@ class RowEviction {
   void Created(uint32_t row, int64_t update);
   // Row `row` was updated by update `update` (after Created, for a new row).
   void Updated(uint32_t row, int64_t update);
-  // Whether eviction runs after update `update`.
-  bool Due(int64_t update) const { return (update + 1) % spec_.every_updates() == 0; }
+  // Whether eviction runs after update `update` (never when the spec has no rule: a table under a
+  // memory budget keeps the metadata for SelectPastCap only).
+  bool Due(int64_t update) const {
+    return spec_.every_updates() > 0 && (update + 1) % spec_.every_updates() == 0;
+  }
 
+  // A row: its key and row number.
+  using Row = std::pair<uint64_t, uint32_t>;
   // Calls its argument with (key, row number) for every row of the table, in any order.
   using RowVisitor = std::function<void(const std::function<void(uint64_t, uint32_t)>&)>;
   // The rows that leave after update `update`, in the order they leave (see above), among the
   // table's `num_rows` rows, which `for_each_row` visits (at most twice); `norm` gives a row's
   // value's L2 norm. Holds only the rows the rules pick and, past the cap, the ones it takes.
-  std::vector<std::pair<uint64_t, uint32_t>> Select(int64_t update, int64_t num_rows, const RowVisitor& for_each_row,
-                                                    const std::function<double(uint32_t)>& norm) const;
+  std::vector<Row> Select(int64_t update, int64_t num_rows, const RowVisitor& for_each_row,
+                          const std::function<double(uint32_t)>& norm) const;
+  // The rows that leave when the table may keep only `cap` of its `num_rows` rows (a server's
+  // memory budget, server/table_budget.h): the first in the order max_rows uses, and never so
+  // many that fewer than keep_rows remain.
+  std::vector<Row> SelectPastCap(int64_t cap, int64_t num_rows, const RowVisitor& for_each_row) const;
   // Records that `key` left after update `update`.
   void Evicted(uint64_t key, int64_t update);
 
@@ -97,10 +133,16 @@ class RowEviction {
  private:
   explicit RowEviction(const EvictionSpec& spec) : spec_(spec) {}
   void Grow(uint32_t row);
+  // Whether row a leaves before row b (the order above).
+  bool Before(const Row& a, const Row& b) const;
+  // Appends to *leaving the first `over` rows in that order among those `skip` does not name,
+  // sorted.
+  void AppendFirst(size_t over, const RowVisitor& for_each_row, const std::function<bool(uint32_t)>& skip,
+                   std::vector<Row>* leaving) const;
 
   const EvictionSpec spec_;
-  std::vector<int64_t> last_;    // by row number: the update that last touched it
-  std::vector<uint32_t> count_;  // by row number: updates that touched it (saturating)
+  RowArray<int64_t> last_;    // by row number: the update that last touched it
+  RowArray<uint32_t> count_;  // by row number: updates that touched it (saturating)
   std::deque<Tombstone> tombstones_;
 };
 

@@ -92,6 +92,9 @@ ServerMetrics::ServerMetrics(metrics::Registry* registry) : registry_(registry) 
                                          {"table", "shard"});
   table_evicted_ = &registry->AddCounter("pstrain_server_table_evicted_rows_total",
                                          "Embedding rows that left by the table's eviction policy", {"table", "shard"});
+  table_tombstones_ = &registry->AddGauge("pstrain_server_table_tombstones",
+                                         "Tombstones of evicted embedding rows the table holds (the newest 65,536)",
+                                         {"table", "shard"});
   inflight_requests_ =
       registry->AddGauge("pstrain_server_inflight_requests", "Calls received and not answered yet").Get();
   inflight_bytes_ = registry
@@ -167,6 +170,7 @@ void ServerMetrics::CollectLocked() {
       table_admitted_->With({t.name, shard})->RaiseTo(static_cast<double>(t.admitted));
       table_refused_->With({t.name, shard})->RaiseTo(static_cast<double>(t.refused));
       table_evicted_->With({t.name, shard})->RaiseTo(static_cast<double>(t.evicted));
+      table_tombstones_->With({t.name, shard})->Set(static_cast<double>(t.tombstones));
     }
   }
 }

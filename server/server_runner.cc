@@ -57,6 +57,7 @@ void AddTableUsage(const ParameterStore& store, bool replica, HeartbeatRequest* 
     usage->set_admitted(t.admitted);
     usage->set_refused(t.refused);
     usage->set_evicted(t.evicted);
+    usage->set_tombstones(t.tombstones);
   }
 }
 

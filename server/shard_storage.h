@@ -119,6 +119,8 @@ struct TableStats {
   int64_t refused = 0;
   // Eviction (TableSpec.eviction) since the store was created: rows that left.
   int64_t evicted = 0;
+  // Eviction's tombstones held (the newest 65,536 per table; checkpointed).
+  int64_t tombstones = 0;
 };
 
 class ShardStorage {

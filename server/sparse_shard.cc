@@ -13,6 +13,7 @@
 #include "common/payload_view.h"
 #include "common/key_hash.h"
 #include "common/table_spec.h"
+#include "server/table_budget.h"
 
 namespace pstrain::server {
 namespace {
@@ -50,6 +51,7 @@ absl::StatusOr<std::vector<std::unique_ptr<EmbeddingTable>>> MakeJobTables(const
     options.optimizer = OptimizerOf(spec.optimizer());
     options.admission = spec.admission();
     options.eviction = spec.eviction();
+    options.track_rows = job.table_memory_budget() > 0;
     absl::StatusOr<std::unique_ptr<EmbeddingTable>> table = EmbeddingTable::Create(options);
     if (!table.ok()) return table.status();
     tables.push_back(std::move(table).value());
@@ -196,6 +198,21 @@ void SparseShard::Apply(const SparseGradient& grad, int64_t step) {
   }
   // Every table's eviction clock moves, whether or not the update brought it keys.
   for (const auto& table : tables_) table->AfterUpdate(step);
+  KeepWithinBudget(step);
+}
+
+void SparseShard::KeepWithinBudget(int64_t step) {
+  const int64_t budget = job_.table_memory_budget();
+  if (budget <= 0) return;
+  std::vector<BudgetedTable> counted(tables_.size());
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    const TableSpec& spec = job_.tables(static_cast<int>(t));
+    counted[t] = {tables_[t]->num_rows(), TableBudgetRowBytes(spec), TableBudgetFixedBytes(spec)};
+  }
+  const std::vector<int64_t> caps = BudgetCaps(budget, counted);
+  for (size_t t = 0; t < caps.size(); ++t) {
+    if (caps[t] < counted[t].rows) tables_[t]->EvictToCap(caps[t], step);
+  }
 }
 
 std::vector<std::string> SparseShard::Save() const {
@@ -230,7 +247,8 @@ std::vector<SparseShard::TableStats> SparseShard::Stats() const {
   for (int t = 0; t < num_tables(); ++t) {
     const TableCounters& counters = tables_[t]->counters();
     stats.push_back({tables_[t]->name(), tables_[t]->num_rows(), tables_[t]->bytes_used(),
-                     TableRowFloorBytes(job_.tables(t)), counters.admitted, counters.refused, counters.evicted});
+                     TableRowFloorBytes(job_.tables(t)), counters.admitted, counters.refused, counters.evicted,
+                     tables_[t]->num_tombstones()});
   }
   return stats;
 }

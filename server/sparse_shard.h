@@ -87,7 +87,8 @@ class SparseShard {
 
   // One update of each table's rows in `grad` (checked, keys ascending; possibly none) at the
   // table's rate, as the store's update number `step` (for admission, EmbeddingTable::Apply), then
-  // every table's eviction when due (EmbeddingTable::AfterUpdate).
+  // every table's eviction when due (EmbeddingTable::AfterUpdate), then the job's memory budget
+  // (table_memory_budget, server/table_budget.h): past it, rows leave (EmbeddingTable::EvictToCap).
   void Apply(const SparseGradient& grad, int64_t step);
 
   // Every table serialized (EmbeddingTable::Serialize), in table order, for a checkpoint.
@@ -106,6 +107,9 @@ class SparseShard {
 
  private:
   SparseShard(const JobSpec& job, int shard, int num_shards, std::vector<std::unique_ptr<EmbeddingTable>> tables);
+
+  // Evicts past the memory budget after update `step`, when the job sets one.
+  void KeepWithinBudget(int64_t step);
 
   JobSpec job_;
   int shard_;

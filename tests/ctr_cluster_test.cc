@@ -1,12 +1,13 @@
 // Model "ctr" on data made by pstrain-gen-ctr, as a user runs it: real processes over real
 // sockets. SYNC, ASYNC and SSP jobs learn (their test log loss beats predicting the click rate), count
-// every record once per epoch, survive a worker killed mid-epoch, repeat bit for bit with admission
-// and eviction on, and a malformed line either stops the job naming its file and line or is
+// every record once per epoch, survive a worker killed mid-epoch, repeat bit for bit with admission,
+// eviction and a memory budget on, and a malformed line either stops the job naming its file and line or is
 // skipped and counted.
 #include <signal.h>
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <string>
 #include <utility>
@@ -87,20 +88,56 @@ TEST(CtrClusterTest, KilledWorkerLosesAndDuplicatesNothing) {
       << summary;
 }
 
-TEST(CtrClusterTest, TwoSyncRunsWithAdmissionAndEvictionOnAreBitwiseEqual) {
+// The budget as server/table_budget.h counts a server's tables, from the summary's "stores"
+// entries of its own shard: for the job below (26 tables of dim 8, Adagrad, count:2) each table is
+// 1024 x (64 + 12) bytes of a block, 2^20 of sketch and 2^20 of tombstones fixed, and 64 + 12 +
+// 39 a row. Also the rows.
+struct BudgetedServer {
+  int64_t bytes = 0;
+  int64_t rows = 0;
+  int64_t tombstones = 0;
+};
+std::map<int, BudgetedServer> BudgetedByServer(const std::string& summary) {
+  std::map<int, BudgetedServer> servers;
+  const std::regex entry(R"re("server": (\d+), "shard": \d+, "replica": false, "table": "[^"]+", "rows": (\d+), )re"
+                         R"re("bytes": \d+, "admitted": \d+, "refused": \d+, "evicted": \d+, "tombstones": (\d+))re");
+  for (std::sregex_iterator it(summary.begin(), summary.end(), entry), end; it != end; ++it) {
+    BudgetedServer& s = servers[std::stoi((*it)[1])];
+    const int64_t rows = std::stoll((*it)[2]), tombstones = std::stoll((*it)[3]);
+    s.bytes += 1024 * (64 + 12) + (int64_t{2} << 20) + rows * (64 + 12 + 39);
+    s.rows += rows;
+    s.tombstones += tombstones;
+  }
+  return servers;
+}
+
+TEST(CtrClusterTest, TwoSyncRunsWithEveryTablePolicyOnAreBitwiseEqual) {
   // Every kind of table policy at once: admission at the second update; rows leave after 40
   // steps without an update, past 200 rows a table per server (least often updated first), never
-  // below 50, checked every 7 steps.
+  // below 50, checked every 7 steps; and each server's tables within a memory budget of 57.15 MB,
+  // 56.56 MB of it fixed (without it the tables reach 57.38 MB a server: 7,100 rows; with it
+  // they hold at most 5,200).
+  constexpr int64_t kBudget = 57150000;
   const std::vector<std::string> job =
       Job(DataDir(), {"--table_admission=count:2", "--table_ttl_updates=40", "--table_max_rows=200",
-                      "--table_evict_order=lfu", "--table_keep_rows=50", "--table_evict_every=7"});
+                      "--table_evict_order=lfu", "--table_keep_rows=50", "--table_evict_every=7",
+                      "--table_memory_budget=" + std::to_string(kBudget)});
   const ClusterRun first = Launch("ctr-policies-1", job);
   const ClusterRun second = Launch("ctr-policies-2", job);
   ASSERT_EQ(first.exit_code, 0) << first.output;
   ASSERT_EQ(second.exit_code, 0) << second.output;
   EXPECT_GT(TablesNumber(first.summary_json, "refused"), 0) << first.summary_json;
   EXPECT_GT(TablesNumber(first.summary_json, "evicted"), 0) << first.summary_json;
-  for (const char* key : {"rows", "admitted", "refused", "evicted"}) {
+  EXPECT_GT(TablesNumber(first.summary_json, "tombstones"), 0) << first.summary_json;
+  // After the last update each server's tables are within the budget, and above the keep-floor.
+  const std::map<int, BudgetedServer> servers = BudgetedByServer(first.summary_json);
+  ASSERT_EQ(servers.size(), 2u) << first.summary_json;
+  for (const auto& [server, s] : servers) {
+    EXPECT_LE(s.bytes, kBudget) << "server " << server << "\n" << first.summary_json;
+    EXPECT_GT(s.rows, 26 * 50) << "server " << server << "\n" << first.summary_json;
+    EXPECT_GT(s.tombstones, 0) << "server " << server;
+  }
+  for (const char* key : {"rows", "admitted", "refused", "evicted", "tombstones"}) {
     EXPECT_EQ(TablesNumber(first.summary_json, key), TablesNumber(second.summary_json, key)) << key;
   }
   // The dense weights learnt from the rows each step pulled: equal bytes only if both runs
