@@ -36,27 +36,29 @@ absl::StatusOr<std::unique_ptr<RowEviction>> RowEviction::Create(absl::string_vi
 }
 
 void RowEviction::Grow(uint32_t row) {
-  last_.GrowTo(row + size_t{1}, -1);
-  count_.GrowTo(row + size_t{1}, 0);
+  meta_.GrowTo(row + size_t{1}, RowMeta{-1, 0});
 }
 
 void RowEviction::Created(uint32_t row, int64_t update) {
   Grow(row);
-  last_[row] = update;
-  count_[row] = 0;
+  meta_[row] = RowMeta{update, 0};
 }
 
 void RowEviction::Updated(uint32_t row, int64_t update) {
   Grow(row);
-  last_[row] = update;
-  if (count_[row] < std::numeric_limits<uint32_t>::max()) ++count_[row];
+  RowMeta& m = meta_[row];
+  m.last = update;
+  if (m.count < std::numeric_limits<uint32_t>::max()) ++m.count;
 }
 
 bool RowEviction::Before(const Row& a, const Row& b) const {
   // Eviction order: LRU (last update, key) or LFU (count, last update, key), ascending.
   const bool lfu = spec_.order() == EvictionSpec::LFU;
-  const uint32_t ca = lfu ? count_[a.second] : 0, cb = lfu ? count_[b.second] : 0;
-  return std::tie(ca, last_[a.second], a.first) < std::tie(cb, last_[b.second], b.first);
+  const RowMeta& ma = meta_[a.second];
+  const RowMeta& mb = meta_[b.second];
+  const uint32_t ca = lfu ? ma.count : 0, cb = lfu ? mb.count : 0;
+  const int64_t la = ma.last, lb = mb.last;
+  return std::tie(ca, la, a.first) < std::tie(cb, lb, b.first);
 }
 
 void RowEviction::AppendFirst(size_t over, const RowVisitor& for_each_row, const std::function<bool(uint32_t)>& skip,
@@ -86,7 +88,7 @@ std::vector<RowEviction::Row> RowEviction::Select(int64_t update, int64_t num_ro
   if (num_rows <= spec_.keep_rows()) return {};
   auto before = [this](const Row& a, const Row& b) { return Before(a, b); };
   auto picked = [&](uint32_t row) {
-    if (spec_.ttl_updates() > 0 && update - last_[row] >= spec_.ttl_updates()) return true;
+    if (spec_.ttl_updates() > 0 && update - meta_[row].last >= spec_.ttl_updates()) return true;
     return spec_.min_l2_norm() > 0 && norm(row) < spec_.min_l2_norm();
   };
   // The rows the rules pick at once leave first, in order.
@@ -120,14 +122,15 @@ void RowEviction::Evicted(uint64_t key, int64_t update) {
 }
 
 int64_t RowEviction::bytes_used() const {
-  return last_.bytes_used() + count_.bytes_used() + static_cast<int64_t>(tombstones_.size() * sizeof(Tombstone));
+  return meta_.bytes_used() + static_cast<int64_t>(tombstones_.size() * sizeof(Tombstone));
 }
 
 void RowEviction::SerializeRows(const std::vector<uint32_t>& rows, std::string* out) const {
   out->reserve(out->size() + rows.size() * kRowMetaBytes);
   for (uint32_t row : rows) {
-    Put<int64_t>(row < last_.size() ? last_[row] : -1, out);
-    Put<uint32_t>(row < count_.size() ? count_[row] : 0, out);
+    const RowMeta m = row < meta_.size() ? meta_[row] : RowMeta{-1, 0};
+    Put<int64_t>(m.last, out);
+    Put<uint32_t>(m.count, out);
   }
 }
 
@@ -148,20 +151,17 @@ absl::Status RowEviction::Restore(absl::string_view what, uint64_t num_rows, abs
     return absl::DataLossError(absl::StrCat(what, ": tombstones of ", tombstones.size(), " bytes, expected a multiple of ",
                                             kTombstoneBytes, " up to ", kMaxTombstones, " of them"));
   }
-  RowArray<int64_t> last;
-  RowArray<uint32_t> count;
-  last.GrowTo(num_rows, last_update);
-  count.GrowTo(num_rows, 0);
+  RowArray<RowMeta> meta;
+  meta.GrowTo(num_rows, RowMeta{last_update, 0});
   for (uint64_t i = 0; i < num_rows && !rows.empty(); ++i) {
-    last[i] = Get<int64_t>(rows.data() + i * kRowMetaBytes);
-    count[i] = Get<uint32_t>(rows.data() + i * kRowMetaBytes + sizeof(int64_t));
+    meta[i] = RowMeta{Get<int64_t>(rows.data() + i * kRowMetaBytes),
+                      Get<uint32_t>(rows.data() + i * kRowMetaBytes + sizeof(int64_t))};
   }
   std::deque<Tombstone> dead;
   for (size_t i = 0; i < tombstones.size(); i += kTombstoneBytes) {
     dead.push_back({Get<uint64_t>(tombstones.data() + i), Get<int64_t>(tombstones.data() + i + sizeof(uint64_t))});
   }
-  last_ = std::move(last);
-  count_ = std::move(count);
+  meta_ = std::move(meta);
   tombstones_ = std::move(dead);
   return absl::OkStatus();
 }
