@@ -118,6 +118,21 @@ TEST(ParameterStoreSparseTest, SyncResultIsBitwiseTheSameInAnyArrivalOrderAndAsO
   EXPECT_EQ(0, std::memcmp(a.data(), PullRows(*single, 0, {4, 6}, 1).data(), a.size() * 4));
 }
 
+// 30 SYNC steps of two workers' pushes of rows of both tables, to the primary worker 0 first and
+// to the replica worker 1 first: a replica takes its primary's pushes in whatever order they reach
+// it.
+void PushToBothInOppositeOrders(ParameterStore& primary, ParameterStore& replica) {
+  for (int64_t step = 0; step < 30; ++step) {
+    const uint64_t a = static_cast<uint64_t>(step % 7), b = static_cast<uint64_t>(step * 3 % 11) + 10;
+    const PushRequest p0 = SparsePush(0, step, 1, {Rows(0, {a, b}, {0.1f, 0.2f, 0.3f, 0.4f})});
+    const PushRequest p1 = SparsePush(1, step, 2, {Rows(0, {a, 30 + a}, {0.5f, 0.6f, 0.7f, 0.8f}), Rows(1, {b}, {1, 2})});
+    ASSERT_TRUE(PushNow(primary, p0).ok());
+    ASSERT_TRUE(PushNow(primary, p1).ok());
+    ASSERT_TRUE(PushNow(replica, p1).ok());
+    ASSERT_TRUE(PushNow(replica, p0).ok());
+  }
+}
+
 TEST(ParameterStoreSparseTest, APrimaryAndItsReplicaKeepTheSameRowsUnderAdmissionAndEviction) {
   // A replica takes the same pushes as its primary, in whatever order they reach it: both must
   // admit and evict the same rows, with the same metadata, sketch and tombstones.
@@ -131,15 +146,7 @@ TEST(ParameterStoreSparseTest, APrimaryAndItsReplicaKeepTheSameRowsUnderAdmissio
   }
   auto primary = MakeStore(options);
   auto replica = MakeStore(options);
-  for (int64_t step = 0; step < 30; ++step) {
-    const uint64_t a = static_cast<uint64_t>(step % 7), b = static_cast<uint64_t>(step * 3 % 11) + 10;
-    const PushRequest p0 = SparsePush(0, step, 1, {Rows(0, {a, b}, {0.1f, 0.2f, 0.3f, 0.4f})});
-    const PushRequest p1 = SparsePush(1, step, 2, {Rows(0, {a, 30 + a}, {0.5f, 0.6f, 0.7f, 0.8f}), Rows(1, {b}, {1, 2})});
-    ASSERT_TRUE(PushNow(*primary, p0).ok());
-    ASSERT_TRUE(PushNow(*primary, p1).ok());
-    ASSERT_TRUE(PushNow(*replica, p1).ok());
-    ASSERT_TRUE(PushNow(*replica, p0).ok());
-  }
+  PushToBothInOppositeOrders(*primary, *replica);
   const std::vector<TableStats> stats = primary->TableStats();
   EXPECT_GT(stats[0].refused, 0);
   EXPECT_GT(stats[0].evicted, 0);
@@ -162,15 +169,7 @@ TEST(ParameterStoreSparseTest, APrimaryAndItsReplicaEvictTheSameRowsUnderAMemory
   options.job.set_table_memory_budget(budget);
   auto primary = MakeStore(options);
   auto replica = MakeStore(options);
-  for (int64_t step = 0; step < 30; ++step) {
-    const uint64_t a = static_cast<uint64_t>(step % 7), b = static_cast<uint64_t>(step * 3 % 11) + 10;
-    const PushRequest p0 = SparsePush(0, step, 1, {Rows(0, {a, b}, {0.1f, 0.2f, 0.3f, 0.4f})});
-    const PushRequest p1 = SparsePush(1, step, 2, {Rows(0, {a, 30 + a}, {0.5f, 0.6f, 0.7f, 0.8f}), Rows(1, {b}, {1, 2})});
-    ASSERT_TRUE(PushNow(*primary, p0).ok());
-    ASSERT_TRUE(PushNow(*primary, p1).ok());
-    ASSERT_TRUE(PushNow(*replica, p1).ok());
-    ASSERT_TRUE(PushNow(*replica, p0).ok());
-  }
+  PushToBothInOppositeOrders(*primary, *replica);
   int64_t counted = 0, evicted = 0;
   const std::vector<TableStats> stats = primary->TableStats();
   for (size_t t = 0; t < stats.size(); ++t) {
