@@ -119,7 +119,7 @@ class SparseJobTest(unittest.TestCase):
                 (KeyModel("user", 4, admit="lru:3"), r"table 'user': admission: got 'lru:3', expected always, "
                                                      r"count:N \(N in \[1, 255\]\) or probability:P"),
                 (KeyModel("user", 4, evict={"ttl_updates": 5}), r"declares table 'user' with eviction "
-                                                                r"\{ttl_updates: 5 every_updates: 100\}; the job's "
+                                                                r"\{ttl_updates: 5 every_updates: 1\}; the job's "
                                                                 r"table 'user' has \{\}"),
                 (KeyModel("user", 4, evict={"ttl": 5}), r"table 'user': evict: unknown field 'ttl' \(expected "
                                                         r"ttl_updates, max_rows, order"),
