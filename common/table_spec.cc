@@ -289,7 +289,7 @@ CtrShape CtrShapeOf(const JobSpec& job) {
 
 int64_t TableBudgetRowBytes(const TableSpec& table) {
   constexpr int64_t kEvictionMeta = 8 + 4;
-  constexpr int64_t kIndexAtLowestLoad = (16 + 1) * 16 / 7 + 1;  // 39
+  constexpr int64_t kIndexAtLowestLoad = (12 + 1) * 16 / 7 + 1;  // 30
   return TableRowFloorBytes(table) + kEvictionMeta + kIndexAtLowestLoad;
 }
 

@@ -102,7 +102,7 @@ inline constexpr int64_t kTableRowsPerBlock = 1024;
 inline constexpr int64_t kMaxTableTombstones = int64_t{1} << 16;
 inline constexpr int64_t kTableTombstoneBytes = 16;
 // One row: its floor, eviction's metadata (an int64 last update and a uint32 count), and its
-// index slot (16 bytes and a control byte) at the index's lowest load factor (7/16).
+// index slot (12 bytes and a control byte) at the index's lowest load factor (7/16).
 int64_t TableBudgetRowBytes(const TableSpec& table);
 // Whatever the rows: one block of rows (and of their eviction metadata) not yet used, count:N
 // admission's sketch, and the most tombstones eviction keeps (1 MiB).

@@ -146,12 +146,12 @@ TEST(TableSpecTest, AdmissionIsParsedDefaultedAndCheckedNamingTheField) {
 
 // A budget must hold every table's fixed bytes and one row of each: for ctr's 26 tables of dim 16
 // with Adagrad, 26 x (1024 x (128 + 12) + 2^16 x 16) fixed (a block of rows with their eviction
-// metadata, and the tombstones) and 26 x (128 + 12 + 39) for the rows.
+// metadata, and the tombstones) and 26 x (128 + 12 + 30) for the rows.
 TEST(TableSpecTest, MemoryBudgetMustHoldOneRowOfEveryTable) {
   JobSpec job = CtrJob();
-  EXPECT_EQ(TableBudgetRowBytes(job.tables(0)), 179);
+  EXPECT_EQ(TableBudgetRowBytes(job.tables(0)), 170);
   EXPECT_EQ(TableBudgetFixedBytes(job.tables(0)), 1024 * 140 + (1 << 20));
-  const int64_t least = 26 * (1024 * 140 + (1 << 20) + 179);
+  const int64_t least = 26 * (1024 * 140 + (1 << 20) + 170);
   job.set_table_memory_budget(least);
   EXPECT_TRUE(ValidateJobSpec(job).ok()) << ValidateJobSpec(job);
   job.set_table_memory_budget(least - 1);

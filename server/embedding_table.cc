@@ -124,7 +124,7 @@ EmbeddingTable::EmbeddingTable(const TableOptions& options)
 }
 
 int64_t EmbeddingTable::bytes_used() const {
-  using Slot = std::pair<const uint64_t, uint32_t>;
+  using Slot = KeyRow;
   const int64_t blocks = static_cast<int64_t>(blocks_.size()) * kRowsPerBlock * record_floats_ *
                          static_cast<int64_t>(sizeof(float));
   const int64_t block_list = static_cast<int64_t>(blocks_.capacity() * sizeof(blocks_[0]));
@@ -144,18 +144,22 @@ std::unique_ptr<float[]> EmbeddingTable::NewBlock() const {
 
 uint32_t EmbeddingTable::FindOrCreateRow(uint64_t key, int64_t update) {
   DCHECK_LT(index_.size(), size_t{kMaxRows});  // CheckRoomFor ran
-  auto [it, inserted] = index_.try_emplace(key, 0);
-  if (!inserted) return it->second;
-  // A record an evicted row left, or the next one.
-  uint32_t row;
-  if (!free_rows_.empty()) {
-    row = free_rows_.back();
-    free_rows_.pop_back();
-  } else {
-    row = num_records_++;
-    if (row / kRowsPerBlock >= static_cast<int64_t>(blocks_.size())) blocks_.push_back(NewBlock());
-  }
-  it->second = row;
+  bool created = false;
+  const auto it = index_.lazy_emplace(key, [&](const Index::constructor& construct) {
+    // A record an evicted row left, or the next one.
+    uint32_t row;
+    if (!free_rows_.empty()) {
+      row = free_rows_.back();
+      free_rows_.pop_back();
+    } else {
+      row = num_records_++;
+      if (row / kRowsPerBlock >= static_cast<int64_t>(blocks_.size())) blocks_.push_back(NewBlock());
+    }
+    construct(KeyRow{key, row});
+    created = true;
+  });
+  const uint32_t row = it->row;
+  if (!created) return row;
   if (eviction_ != nullptr) eviction_->Created(row, update);
   float* record = Record(row);
   if (bound_ == 0.0f) {
@@ -211,7 +215,7 @@ absl::Status EmbeddingTable::Read(absl::Span<const uint64_t> keys, absl::Span<fl
   for (size_t i = 0; i < keys.size(); ++i) {
     if (i + kPrefetchAhead < keys.size()) index_.prefetch(keys[i + kPrefetchAhead]);
     auto it = index_.find(keys[i]);
-    rows[i] = it == index_.end() ? kNoRow : it->second;
+    rows[i] = it == index_.end() ? kNoRow : it->row;
   }
   float* dst = out.data();
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -264,7 +268,7 @@ absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> keys, absl::Span<c
     if (admission_ != nullptr) {
       // One lookup for a key with a row; a new key asks admission first.
       if (auto it = index_.find(keys[k]); it != index_.end()) {
-        rows[k] = it->second;
+        rows[k] = it->row;
         continue;
       }
       if (!admission_->Admit(keys[k], step)) {
@@ -302,7 +306,7 @@ void EmbeddingTable::AfterUpdate(int64_t update) {
 
 RowEviction::RowVisitor EmbeddingTable::EveryRow() const {
   return [this](const std::function<void(uint64_t, uint32_t)>& visit) {
-    for (const auto& [key, row] : index_) visit(key, row);
+    for (const KeyRow& s : index_) visit(s.key, s.row);
   };
 }
 
@@ -345,7 +349,7 @@ bool EmbeddingTable::Lookup(uint64_t key, absl::Span<float> out) const {
   CHECK_EQ(out.size(), static_cast<size_t>(options_.dim));
   auto it = index_.find(key);
   if (it == index_.end()) return false;
-  std::memcpy(out.data(), Record(it->second), sizeof(float) * options_.dim);
+  std::memcpy(out.data(), Record(it->row), sizeof(float) * options_.dim);
   return true;
 }
 

@@ -5,16 +5,20 @@
 // same whatever the number of servers and whatever order the keys arrive in. Which server holds
 // a key is common/key_hash.h's business; this class holds whatever keys it is given.
 //
-// Layout and memory. A flat_hash_map<uint64_t, uint32_t> maps a key to its row index; rows live
-// in fixed blocks of kRowsPerBlock records, never moved once created (so growth never copies
-// the table or doubles its memory). One record is
+// Layout and memory. The index, a flat_hash_set of (key, row number) packed into 12 bytes and
+// searched by key, maps a key to its row; rows live in fixed blocks of kRowsPerBlock records,
+// never moved once created (so growth never copies the table or doubles its memory). One record
+// is
 //
 //   [ w: dim floats ][ optimizer state: StateFloatsPerElement * dim floats ][ step: 1 uint32 ]
 //                                                                 (the step only for lazy Adam)
 //
 // so an update touches one contiguous record. Per row that is the floor (dim * 4 bytes for the
-// value plus the optimizer's state) plus the map's slot (12 bytes padded to 16, and 1 control
-// byte, at a load factor between 7/16 and 7/8) plus at most one partly filled block per table.
+// value plus the optimizer's state) plus the index's slot (12 bytes, where a std::pair would be
+// padded to 16, and 1 control byte, at a load factor between 7/16 and 7/8: 14.9 to 29.7 bytes a
+// row) plus at most one partly filled block per table. The key stays in the slot, not in the
+// record, so that a lookup compares keys without touching the row (whose fetch the loops
+// prefetch ahead).
 // bytes_used() reports this estimate; embedding_table_test measures it against the heap.
 //
 // Admission (TableOptions.admission, server/row_admission.h): an update of a key without a row
@@ -44,7 +48,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -192,6 +197,26 @@ class EmbeddingTable {
  private:
   explicit EmbeddingTable(const TableOptions& options);
 
+  // One slot of the index: a key and its row number, 12 bytes.
+  struct __attribute__((packed)) KeyRow {
+    uint64_t key;
+    uint32_t row;
+  };
+  static_assert(sizeof(KeyRow) == 12, "a slot is 12 bytes");
+  // Hash and equality by key alone, and lookups by a bare key (heterogeneous lookup).
+  struct KeyRowHash {
+    using is_transparent = void;
+    size_t operator()(const KeyRow& s) const { return absl::Hash<uint64_t>()(s.key); }
+    size_t operator()(uint64_t key) const { return absl::Hash<uint64_t>()(key); }
+  };
+  struct KeyRowEq {
+    using is_transparent = void;
+    bool operator()(const KeyRow& a, const KeyRow& b) const { return a.key == b.key; }
+    bool operator()(const KeyRow& a, uint64_t b) const { return a.key == b; }
+    bool operator()(uint64_t a, const KeyRow& b) const { return a == b.key; }
+  };
+  using Index = absl::flat_hash_set<KeyRow, KeyRowHash, KeyRowEq>;
+
   // Admission and eviction as `options` ask, each null when off; INVALID_ARGUMENT naming the
   // field. For Create, and for Restore, which builds fresh ones so that an error changes nothing.
   static absl::Status MakePolicies(const TableOptions& options, std::unique_ptr<RowAdmission>* admission,
@@ -230,8 +255,8 @@ class EmbeddingTable {
   // Null without eviction.
   std::unique_ptr<RowEviction> eviction_;
 
-  // The rows: index_[key] = row number; row r lives in blocks_[r / kRowsPerBlock].
-  absl::flat_hash_map<uint64_t, uint32_t> index_;
+  // The rows: index_ holds (key, row number); row r lives in blocks_[r / kRowsPerBlock].
+  Index index_;
   std::vector<std::unique_ptr<float[]>> blocks_;
   // Records handed out (rows plus free_rows_), and the row numbers evicted rows left.
   uint32_t num_records_ = 0;

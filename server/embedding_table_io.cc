@@ -52,7 +52,9 @@ void EmbeddingTable::Serialize(std::string* out) const {
   static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the format is little-endian");
   const size_t start = out->size();
   const uint32_t record_bytes = static_cast<uint32_t>(record_floats_ * sizeof(float));
-  std::vector<std::pair<uint64_t, uint32_t>> rows(index_.begin(), index_.end());
+  std::vector<std::pair<uint64_t, uint32_t>> rows;
+  rows.reserve(index_.size());
+  for (const KeyRow& s : index_) rows.emplace_back(s.key, s.row);
   std::sort(rows.begin(), rows.end());
 
   out->reserve(start + 44 + options_.name.size() + rows.size() * (8 + record_bytes));
@@ -184,7 +186,7 @@ absl::Status EmbeddingTable::Restore(absl::string_view data, int64_t last_update
   }
 
   // Build the new rows aside and swap them in, so an error leaves the table as it was.
-  absl::flat_hash_map<uint64_t, uint32_t> index;
+  Index index;
   index.reserve(num_rows);
   std::vector<std::unique_ptr<float[]>> blocks;
   for (uint64_t row = 0; row < num_rows; ++row) {
@@ -207,7 +209,7 @@ absl::Status EmbeddingTable::Restore(absl::string_view data, int64_t last_update
           " is ", std::isnan(record[i]) ? "nan" : (record[i] > 0 ? "inf" : "-inf"),
           ", expected finite values"));
     }
-    index.emplace(key, static_cast<uint32_t>(row));
+    index.insert(KeyRow{key, static_cast<uint32_t>(row)});
     p += 8 + record_bytes;
   }
   // Admission's and eviction's state, built fresh so that an error changes nothing: the

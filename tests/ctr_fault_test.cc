@@ -4,7 +4,7 @@
 // workers. Each counts every record once per epoch and ends where an undisturbed run ends. The
 // tables admit a key at its second update (--table_admission=count:2), evict rows not updated
 // in 60 steps (every 10 steps), and keep each server's tables within a memory budget (57.15 MB, of
-// which 56.56 MB fixed: about 5,000 rows a server where the job would hold 8,500), so the admission
+// which 56.56 MB fixed: at most 5,600 rows a server where the job would hold 8,500), so the admission
 // sketch and the rows' eviction clocks must survive the failure too: in the checkpoint, in the
 // replica, in the resumed job.
 #include <signal.h>
