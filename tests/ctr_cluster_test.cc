@@ -1,8 +1,8 @@
 // Model "ctr" on data made by pstrain-gen-ctr, as a user runs it: real processes over real
-// sockets. SYNC, ASYNC and SSP jobs learn (their test log loss beats predicting the click rate), count
-// every record once per epoch, survive a worker killed mid-epoch, repeat bit for bit with admission,
-// eviction and a memory budget on, and a malformed line either stops the job naming its file and line or is
-// skipped and counted.
+// sockets. SYNC, ASYNC and SSP jobs learn (their test log loss beats predicting the click rate),
+// count every record once per epoch, survive a worker killed mid-epoch, repeat bit for bit with
+// admission (count:N and probability:P), eviction and a memory budget on, and a malformed line
+// either stops the job naming its file and line or is skipped and counted.
 #include <signal.h>
 
 #include <cmath>
@@ -142,6 +142,22 @@ TEST(CtrClusterTest, TwoSyncRunsWithEveryTablePolicyOnAreBitwiseEqual) {
   }
   // The dense weights learnt from the rows each step pulled: equal bytes only if both runs
   // admitted and evicted the same rows at the same steps.
+  EXPECT_EQ(ReadFile(first.model_path), ReadFile(second.model_path));
+}
+
+TEST(CtrClusterTest, ProbabilityAdmissionDecidesAlikeInTwoSyncRuns) {
+  // probability:P hashes (seed, table, key, update): the same keys are let in at the same steps
+  // in a repeated run, whatever the order the workers' pushes arrive in.
+  const std::vector<std::string> job = Job(DataDir(), {"--epochs=1", "--table_admission=probability:0.3"});
+  const ClusterRun first = Launch("ctr-probability-1", job);
+  const ClusterRun second = Launch("ctr-probability-2", job);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_GT(TablesNumber(first.summary_json, "refused"), 0) << first.summary_json;
+  EXPECT_GT(TablesNumber(first.summary_json, "admitted"), 0) << first.summary_json;
+  for (const char* key : {"rows", "admitted", "refused"}) {
+    EXPECT_EQ(TablesNumber(first.summary_json, key), TablesNumber(second.summary_json, key)) << key;
+  }
   EXPECT_EQ(ReadFile(first.model_path), ReadFile(second.model_path));
 }
 
