@@ -197,7 +197,8 @@ class EmbeddingTable {
  private:
   explicit EmbeddingTable(const TableOptions& options);
 
-  // One slot of the index: a key and its row number, 12 bytes.
+  // One slot of the index: a key and its row number, 12 bytes. Packed: read its members by value
+  // (no reference may bind to a misaligned member).
   struct __attribute__((packed)) KeyRow {
     uint64_t key;
     uint32_t row;
@@ -206,7 +207,7 @@ class EmbeddingTable {
   // Hash and equality by key alone, and lookups by a bare key (heterogeneous lookup).
   struct KeyRowHash {
     using is_transparent = void;
-    size_t operator()(const KeyRow& s) const { return absl::Hash<uint64_t>()(s.key); }
+    size_t operator()(const KeyRow& s) const { return absl::Hash<uint64_t>()(uint64_t{s.key}); }
     size_t operator()(uint64_t key) const { return absl::Hash<uint64_t>()(key); }
   };
   struct KeyRowEq {

@@ -54,7 +54,7 @@ void EmbeddingTable::Serialize(std::string* out) const {
   const uint32_t record_bytes = static_cast<uint32_t>(record_floats_ * sizeof(float));
   std::vector<std::pair<uint64_t, uint32_t>> rows;
   rows.reserve(index_.size());
-  for (const KeyRow& s : index_) rows.emplace_back(s.key, s.row);
+  for (const KeyRow& s : index_) rows.emplace_back(uint64_t{s.key}, uint32_t{s.row});
   std::sort(rows.begin(), rows.end());
 
   out->reserve(start + 44 + options_.name.size() + rows.size() * (8 + record_bytes));
