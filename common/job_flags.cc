@@ -96,8 +96,9 @@ DEFINE_double(table_min_l2_norm, 0, "--model=ctr: a row whose value's L2 norm is
 DEFINE_int64(table_keep_rows, 0, "--model=ctr: eviction never leaves fewer rows than this per table per server");
 DEFINE_int64(table_evict_every, 0, "--model=ctr: eviction runs after every this many updates (0: 100, or a tenth of --table_ttl_updates when smaller)");
 DEFINE_string(table_memory_budget, "",
-              "--model=ctr: bytes each server may spend on its embedding rows, e.g. 512MiB (suffixes KiB, MiB, "
-              "GiB, or none for bytes): past it the least recently updated rows leave; empty or 0: no budget");
+              "Bytes each server may spend on the rows of all the job's embedding tables, e.g. 512MiB (suffixes "
+              "KiB, MiB, GiB, or none for bytes): past it the least recently updated rows leave; empty or 0: no "
+              "budget");
 DEFINE_int32(replicas, 1, "Copies of each server's shard: 1, or 2 (a live copy on the next server survives one server's loss)");
 
 namespace pstrain {

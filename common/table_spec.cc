@@ -149,7 +149,7 @@ absl::Status ValidateMemoryBudget(const JobSpec& job) {
     return Invalid("table_memory_budget", absl::StrCat(budget, " bytes"),
                    absl::StrCat("at least ", least, " bytes a server: for each of the ", job.tables_size(),
                                 " tables a block of ", kTableRowsPerBlock,
-                                " rows, admission's sketch and one row (docs/guides/sparse-models.md)"));
+                                " rows, admission's sketch, the tombstones eviction keeps and one row (docs/guides/sparse-models.md)"));
   }
   return absl::OkStatus();
 }
