@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/table_spec.h"  // kExternalModel
 #include "proto/job.pb.h"
 
 namespace pstrain {
@@ -23,9 +24,6 @@ inline constexpr char kDefaultDataDir[] = "/usr/share/datasets/fashion-mnist";
 // clear error instead of an allocation failure.
 inline constexpr int64_t kMaxModelParameters = int64_t{1} << 30;
 inline constexpr int32_t kMaxHiddenWidth = 1 << 20;
-
-// JobSpec.model for a model the workers declare (Scheduler.DeclareModel) instead of a built-in one.
-inline constexpr char kExternalModel[] = "external";
 
 // Workers a job admits beyond num_workers unless max_workers says otherwise (JobSpec.max_workers).
 inline constexpr int kDefaultSpareWorkers = 2;

@@ -133,14 +133,13 @@ void ApplyAdmissionDefaults(AdmissionSpec* spec) {
   if (spec->policy() == AdmissionSpec::COUNT && spec->sketch_bytes() == 0) spec->set_sketch_bytes(kDefaultSketchBytes);
 }
 
-namespace {
-
-// The least budget that holds one row of every table besides their fixed bytes.
 absl::Status ValidateMemoryBudget(const JobSpec& job) {
   const int64_t budget = job.table_memory_budget();
   if (budget == 0) return absl::OkStatus();
   if (budget < 0) return Invalid("table_memory_budget", absl::StrCat(budget), ">= 0 bytes (0: no budget)");
   if (job.tables_size() == 0) {
+    // An external model's tables come with its declaration, which is checked then.
+    if (job.model() == kExternalModel) return absl::OkStatus();
     return Invalid("table_memory_budget", absl::StrCat(budget), "0 for a job without embedding tables");
   }
   int64_t least = 0;
@@ -153,8 +152,6 @@ absl::Status ValidateMemoryBudget(const JobSpec& job) {
   }
   return absl::OkStatus();
 }
-
-}  // namespace
 
 absl::Status ValidateTables(const JobSpec& job) {
   if (job.embedding_dim() < 1 || job.embedding_dim() > kMaxTableDim) {

@@ -20,6 +20,10 @@ namespace pstrain {
 // The built-in CTR model (model/ctr_model.h).
 inline constexpr char kCtrModel[] = "ctr";
 
+// JobSpec.model for a model the workers declare (Scheduler.DeclareModel) instead of a built-in one:
+// its tables, if any, come with the declaration.
+inline constexpr char kExternalModel[] = "external";
+
 // Model ctr's default rate for its Adagrad rows (table_optimizer.lr).
 inline constexpr float kCtrAdagradLr = 2.0f;
 
@@ -96,6 +100,12 @@ int64_t TableRowFloorBytes(const TableSpec& table);
 // table holds (EmbeddingTable::bytes_used), from its row count, which replicas and restored
 // servers share.
 //
+// OK without a budget, or with one of at least every table's fixed bytes and one row of each;
+// INVALID_ARGUMENT naming table_memory_budget (and the least it accepts) otherwise, and for a
+// budget without tables, except for an external model's job, whose tables come with its model's
+// declaration (the scheduler checks the budget against them then). ValidateTables calls it.
+absl::Status ValidateMemoryBudget(const JobSpec& job);
+
 // Rows per block of a table's rows (EmbeddingTable allocates rows a block at a time).
 inline constexpr int64_t kTableRowsPerBlock = 1024;
 // Eviction's tombstones a table keeps (the newest; server/row_eviction.h), 16 bytes each.

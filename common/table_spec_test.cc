@@ -167,7 +167,17 @@ TEST(TableSpecTest, MemoryBudgetMustHoldOneRowOfEveryTable) {
   ApplyJobDefaults(&job);
   EXPECT_EQ(TableBudgetFixedBytes(job.tables(3)), 1024 * 140 + (1 << 20) + kDefaultSketchBytes);
   job.set_table_memory_budget(least);
-  EXPECT_EQ(ValidateJobSpec(job).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ValidateMemoryBudget(job).code(), absl::StatusCode::kInvalidArgument);
+  // Without tables: an external model's come with its declaration (checked then); a built-in
+  // dense model has none to bound.
+  JobSpec external;
+  external.set_model(kExternalModel);
+  external.set_table_memory_budget(1 << 30);
+  EXPECT_TRUE(ValidateMemoryBudget(external).ok());
+  JobSpec mlp = external;
+  mlp.set_model("mlp");
+  EXPECT_THAT(ValidateMemoryBudget(mlp).message(),
+              HasSubstr("table_memory_budget: got 1073741824, expected 0 for a job without embedding tables"));
 }
 
 // Eviction's interval defaults to 100 updates, or a tenth of a shorter TTL; one given is kept.

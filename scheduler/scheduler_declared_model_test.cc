@@ -493,6 +493,34 @@ TEST_F(DeclaredModelTest, AJobWithoutTablesAdoptsTheFirstDeclarationsAndKeepsThe
   EXPECT_THAT(wider.message(), HasSubstr("worker 0 declares table 'user' with dim 16; the job's table 'user' has dim 8"));
 }
 
+// An external model's job may set a memory budget before it has tables; the first declaration's
+// tables must fit it (each table's fixed bytes and one row), or the declaration is refused.
+TEST_F(DeclaredModelTest, DeclaredTablesMustFitTheJobsMemoryBudget) {
+  // user: dim 8, Adagrad: 1024 x (64 + 12) + 2^20 fixed, 64 + 42 a row; item: dim 4, 1024 x
+  // (32 + 12) + 2^20 and 32 + 42.
+  constexpr int64_t kLeast = 1024 * 76 + (1 << 20) + 106 + 1024 * 44 + (1 << 20) + 74;
+  auto declare = [](Scheduler* s) {
+    return s->DeclareModel(WithTable(WithTable(Declaration(0, ModelBytes(Mlp())), "user", 8), "item", 4));
+  };
+  Scheduler::Options small = Opts();
+  small.job.set_table_memory_budget(kLeast - 1);
+  auto s = Make(small);
+  RegisterAll(s.get());
+  const absl::Status refused = declare(s.get());
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.message(),
+              HasSubstr(absl::StrCat("model declaration from worker 0: table_memory_budget: got ", kLeast - 1,
+                                     " bytes, expected at least ", kLeast, " bytes a server")));
+  ExpectNothingDeclared(s.get());
+
+  Scheduler::Options enough = Opts();
+  enough.job.set_table_memory_budget(kLeast);
+  auto t = Make(enough);
+  RegisterAll(t.get());
+  ASSERT_TRUE(declare(t.get()).ok());
+  EXPECT_EQ(t->View().tables_size(), 2);
+}
+
 TEST_F(DeclaredModelTest, AJobsOwnTablesMustBeDeclaredAsTheyAre) {
   Scheduler::Options options = Opts();
   TableSpec* table = options.job.add_tables();

@@ -68,6 +68,15 @@ absl::Status Scheduler::DeclareModel(const ModelDeclaration& declaration) {
   }
   RETURN_IF_ERROR(CheckPinnedSizes(options_.job, rank, declaration.train_samples(), declaration.test_samples()));
   if (job_has_tables) RETURN_IF_ERROR(MatchDeclaredTables(who, declaration.tables(), options_.job.tables()));
+  // The tables this declaration gives a job without its own, which the job's memory budget must hold.
+  TableList adopted = job_has_tables ? TableList() : AdoptDeclaredTables(options_.job, declaration.tables());
+  if (!adopted.empty()) {
+    JobSpec with_tables = options_.job;
+    *with_tables.mutable_tables() = adopted;
+    if (absl::Status budget = ValidateMemoryBudget(with_tables); !budget.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("model declaration from ", who, ": ", budget.message()));
+    }
+  }
   const std::vector<std::string> averaged(declaration.averaged_tensors().begin(),
                                           declaration.averaged_tensors().end());
   ASSIGN_OR_RETURN(JobSetup setup, SetUpDeclaredJob(options_.job, file.params, averaged,
@@ -84,7 +93,7 @@ absl::Status Scheduler::DeclareModel(const ModelDeclaration& declaration) {
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(check());  // The job may have failed, or the worker died, meanwhile.
     declared_ = DeclaredModel{rank, std::make_shared<const std::string>(declaration.model_file()),
-                              job_has_tables ? TableList() : AdoptDeclaredTables(options_.job, declaration.tables())};
+                              std::move(adopted)};
     train_samples_ = setup.train_samples;
     test_samples_ = setup.test_samples;
     total_steps_ = setup.total_steps;
