@@ -13,7 +13,6 @@
 #include "common/payload_view.h"
 #include "common/key_hash.h"
 #include "common/table_spec.h"
-#include "server/table_budget.h"
 
 namespace pstrain::server {
 namespace {
@@ -79,7 +78,10 @@ absl::StatusOr<std::unique_ptr<SparseShard>> SparseShard::Create(const JobSpec& 
 SparseShard::SparseShard(const JobSpec& job, int shard, int num_shards,
                          std::vector<std::unique_ptr<EmbeddingTable>> tables)
     : job_(job), shard_(shard), num_shards_(num_shards), tables_(std::move(tables)) {
-  for (const TableSpec& spec : job_.tables()) lr_.push_back(spec.optimizer().lr());
+  for (const TableSpec& spec : job_.tables()) {
+    lr_.push_back(spec.optimizer().lr());
+    budgeted_.push_back({0, TableBudgetRowBytes(spec), TableBudgetFixedBytes(spec)});
+  }
 }
 
 absl::Status SparseShard::Check(absl::string_view what, absl::Span<const IncomingRows> list, Expect expect,
@@ -204,14 +206,10 @@ void SparseShard::Apply(const SparseGradient& grad, int64_t step) {
 void SparseShard::KeepWithinBudget(int64_t step) {
   const int64_t budget = job_.table_memory_budget();
   if (budget <= 0) return;
-  std::vector<BudgetedTable> counted(tables_.size());
-  for (size_t t = 0; t < tables_.size(); ++t) {
-    const TableSpec& spec = job_.tables(static_cast<int>(t));
-    counted[t] = {tables_[t]->num_rows(), TableBudgetRowBytes(spec), TableBudgetFixedBytes(spec)};
-  }
-  const std::vector<int64_t> caps = BudgetCaps(budget, counted);
+  for (size_t t = 0; t < tables_.size(); ++t) budgeted_[t].rows = tables_[t]->num_rows();
+  const std::vector<int64_t> caps = BudgetCaps(budget, budgeted_);
   for (size_t t = 0; t < caps.size(); ++t) {
-    if (caps[t] < counted[t].rows) tables_[t]->EvictToCap(caps[t], step);
+    if (caps[t] < budgeted_[t].rows) tables_[t]->EvictToCap(caps[t], step);
   }
 }
 

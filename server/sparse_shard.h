@@ -35,6 +35,7 @@
 #include "proto/ps.pb.h"
 #include "server/embedding_table.h"
 #include "server/shard_storage.h"
+#include "server/table_budget.h"
 
 namespace pstrain::server {
 
@@ -115,6 +116,9 @@ class SparseShard {
   int shard_;
   int num_shards_;
   std::vector<float> lr_;  // per table
+  // Per table, as the memory budget counts it (server/table_budget.h): its costs, fixed by its
+  // spec, and its rows, set at each update.
+  std::vector<BudgetedTable> budgeted_;
   std::vector<std::unique_ptr<EmbeddingTable>> tables_;
 };
 
