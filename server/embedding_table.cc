@@ -105,7 +105,7 @@ absl::Status EmbeddingTable::MakePolicies(const TableOptions& options, std::uniq
     *admission = std::move(made).value();
   }
   if (EvictionOn(options.eviction) || options.track_rows) {
-    absl::StatusOr<std::unique_ptr<RowEviction>> made = RowEviction::Create(what, options.eviction);
+    absl::StatusOr<std::unique_ptr<RowEviction>> made = RowEviction::Create(what, options.eviction, options.keep_tombstones);
     if (!made.ok()) return made.status();
     *eviction = std::move(made).value();
   }
@@ -338,6 +338,14 @@ void EmbeddingTable::Remove(const std::vector<RowEviction::Row>& leaving, int64_
     eviction_->Evicted(key, update);
   }
   counters_.evicted += static_cast<int64_t>(leaving.size());
+}
+
+int64_t EmbeddingTable::tombstones_lost() const {
+  return eviction_ != nullptr ? eviction_->tombstones_lost() : 0;
+}
+
+void EmbeddingTable::DropTombstones() {
+  if (eviction_ != nullptr) eviction_->DropTombstones();
 }
 
 std::vector<Tombstone> EmbeddingTable::Tombstones() const {

@@ -78,6 +78,9 @@ struct TableOptions {
   // Keep eviction's per-row metadata even without an eviction rule, for EvictToCap (a server
   // under a memory budget, server/table_budget.h).
   bool track_rows = false;
+  // Record a tombstone per eviction, for the next checkpoint (on when the job checkpoints: without
+  // a checkpoint to record them they would only take memory).
+  bool keep_tombstones = false;
 };
 
 // What a table's updates did since it was created (not checkpointed: counts of this process).
@@ -118,8 +121,11 @@ class EmbeddingTable {
   int64_t bytes_used() const;
 
   const TableCounters& counters() const { return counters_; }
-  // Eviction's newest tombstones (server/row_eviction.h), oldest first; empty without eviction.
+  // Eviction's tombstones since the last DropTombstones (server/row_eviction.h), oldest first;
+  // empty without eviction or keep_tombstones.
   std::vector<Tombstone> Tombstones() const;
+  // A checkpoint recorded the tombstones (its cut): forgets them.
+  void DropTombstones();
 
   // Writes the rows of `keys` to out[0, keys.size() * dim), row after row, creating the rows
   // that are missing with their initial values (whatever the admission policy: for in-process
@@ -154,8 +160,10 @@ class EmbeddingTable {
   // eviction.order LFU), ties by key; never fewer than eviction.keep_rows remain. Each leaves a
   // tombstone and counts as evicted. REQUIRES: the table was made with track_rows or eviction on.
   void EvictToCap(int64_t cap, int64_t update);
-  // The tombstones held (at most RowEviction::kMaxTombstones).
+  // The tombstones held (at most RowEviction::kMaxTombstones), and how many went past that since
+  // the last DropTombstones.
   int64_t num_tombstones() const;
+  int64_t tombstones_lost() const;
 
   // Copies row `key` (its weights, not its optimizer state) to out[0, dim) and returns true, or
   // returns false, creating nothing, when the key has no row. REQUIRES: out.size() == dim.
@@ -179,6 +187,8 @@ class EmbeddingTable {
   //           tag 1       admission's sketch (count:N)
   //           tag 2       eviction's metadata of every row, in the rows' order (RowEviction)
   //           tag 3       eviction's tombstones (RowEviction)
+  //           tag 4       how many tombstones went past the cap since the last cut (uint64;
+  //                       only when not 0)
   //   end-4   4           uint32 CRC-32 (zlib crc32) of every byte before it
   // A table with neither admission state nor eviction writes version 1, as before both existed.
   void Serialize(std::string* out) const;

@@ -27,6 +27,7 @@ TableOptions Options(const EvictionSpec& eviction, SparseOptimizerOptions::Type 
   options.init_bound = 0.0f;  // rows start at 0, so an SGD update of g leaves -lr * g
   options.optimizer.type = type;
   options.eviction = eviction;
+  options.keep_tombstones = true;  // as in a job that checkpoints
   return options;
 }
 
@@ -183,6 +184,52 @@ TEST(EmbeddingTableEvictionTest, ARestoredTableEvictsExactlyWhatTheOriginalDoes)
   }
   EXPECT_GT(original->counters().evicted, 0);
   EXPECT_EQ(Bytes(*restored), Bytes(*original));  // rows, metadata and tombstones
+}
+
+TEST(EmbeddingTableEvictionTest, TombstonesAreKeptOnlyForACheckpointWhichTakesThem) {
+  EvictionSpec spec;
+  spec.set_ttl_updates(1);
+  spec.set_every_updates(1);
+  // Without a checkpoint to record them (keep_tombstones off) there are none.
+  TableOptions options = Options(spec);
+  options.keep_tombstones = false;
+  std::unique_ptr<EmbeddingTable> none = std::move(EmbeddingTable::Create(options)).value();
+  for (int64_t u = 0; u < 10; ++u) Update(*none, u, {static_cast<uint64_t>(u)});
+  EXPECT_EQ(none->counters().evicted, 9);  // after update u >= 1, key u - 1 leaves
+  EXPECT_EQ(none->num_tombstones(), 0);
+
+  // With it: the evictions since the last cut; the cut (a checkpoint recorded them) drops them.
+  std::unique_ptr<EmbeddingTable> table = Make(spec);
+  for (int64_t u = 0; u < 5; ++u) Update(*table, u, {static_cast<uint64_t>(u)});
+  EXPECT_THAT(table->Tombstones(),
+              ElementsAre(Tombstone{0, 1}, Tombstone{1, 2}, Tombstone{2, 3}, Tombstone{3, 4}));
+  table->DropTombstones();
+  EXPECT_EQ(table->num_tombstones(), 0);
+  Update(*table, 5, {5});
+  EXPECT_THAT(table->Tombstones(), ElementsAre(Tombstone{4, 5}));
+  EXPECT_EQ(table->counters().evicted, 5);
+}
+
+TEST(EmbeddingTableEvictionTest, PastTheCapTheOldestTombstonesGoAndTheCheckpointSaysHowMany) {
+  EvictionSpec spec;
+  spec.set_ttl_updates(1);
+  spec.set_every_updates(1);
+  std::unique_ptr<EmbeddingTable> table = Make(spec);
+  // One new key an update: after update u >= 1, key u - 1 leaves.
+  const int64_t kLost = 5;
+  const int64_t updates = static_cast<int64_t>(RowEviction::kMaxTombstones) + kLost + 1;
+  for (int64_t u = 0; u < updates; ++u) Update(*table, u, {static_cast<uint64_t>(u)});
+  EXPECT_EQ(table->num_tombstones(), static_cast<int64_t>(RowEviction::kMaxTombstones));
+  EXPECT_EQ(table->tombstones_lost(), kLost);
+  EXPECT_EQ(table->Tombstones().front(), (Tombstone{static_cast<uint64_t>(kLost), kLost + 1}));
+  // The count travels with the checkpoint, and a cut forgets it with the tombstones.
+  std::unique_ptr<EmbeddingTable> restored = Make(spec);
+  ASSERT_TRUE(restored->Restore(Bytes(*table)).ok());
+  EXPECT_EQ(restored->tombstones_lost(), kLost);
+  EXPECT_EQ(Bytes(*restored), Bytes(*table));
+  table->DropTombstones();
+  EXPECT_EQ(table->tombstones_lost(), 0);
+  EXPECT_EQ(table->num_tombstones(), 0);
 }
 
 // A server's memory budget cuts a table to a cap (server/table_budget.h): the least recently

@@ -20,6 +20,7 @@ constexpr uint32_t kVersionSections = 2;    // rows, then tagged sections
 constexpr uint32_t kSketchSection = 1;
 constexpr uint32_t kRowMetaSection = 2;
 constexpr uint32_t kTombstoneSection = 3;
+constexpr uint32_t kTombstonesLostSection = 4;
 
 template <typename T>
 void Put(T value, std::string* out) {
@@ -89,6 +90,9 @@ void EmbeddingTable::Serialize(std::string* out) const {
     for (const auto& [key, row] : rows) order.push_back(row);
     section(kRowMetaSection, [&] { eviction_->SerializeRows(order, out); });
     section(kTombstoneSection, [&] { eviction_->SerializeTombstones(out); });
+    if (eviction_->tombstones_lost() > 0) {
+      section(kTombstonesLostSection, [&] { eviction_->SerializeTombstonesLost(out); });
+    }
   }
   Put<uint32_t>(Crc32(out->data() + start, out->size() - start), out);
 }
@@ -151,7 +155,7 @@ absl::Status EmbeddingTable::Restore(absl::string_view data, int64_t last_update
   }
   size_t body = data.size() - 4 - static_cast<size_t>(p - data.data());
   // Version 2: tagged sections follow the rows.
-  absl::string_view sketch, row_meta, tombstones;
+  absl::string_view sketch, row_meta, tombstones, tombstones_lost;
   if (version == kVersionSections) {
     if (num_rows > body / (8 + record_bytes)) {
       return absl::DataLossError(absl::StrCat(where, ": ", num_rows, " rows of ", 8 + record_bytes,
@@ -173,6 +177,8 @@ absl::Status EmbeddingTable::Restore(absl::string_view data, int64_t last_update
         row_meta = payload;
       } else if (tag == kTombstoneSection) {
         tombstones = payload;
+      } else if (tag == kTombstonesLostSection) {
+        tombstones_lost = payload;
       } else {
         return absl::DataLossError(absl::StrCat(where, ": unknown section ", tag));
       }
@@ -230,7 +236,7 @@ absl::Status EmbeddingTable::Restore(absl::string_view data, int64_t last_update
     if (absl::Status s = admission->Restore(where, sketch); !s.ok()) return s;
   }
   if (eviction != nullptr) {
-    if (absl::Status s = eviction->Restore(where, num_rows, row_meta, tombstones, last_update); !s.ok()) return s;
+    if (absl::Status s = eviction->Restore(where, num_rows, row_meta, tombstones, tombstones_lost, last_update); !s.ok()) return s;
   }
   index_ = std::move(index);
   blocks_ = std::move(blocks);

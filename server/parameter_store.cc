@@ -440,7 +440,10 @@ absl::Status ParameterStore::Restore(const ShardCheckpoint& ckpt) {
 }
 
 void ParameterStore::InstallCheckpointLocked(const ShardCheckpoint& ckpt, PreparedParts prepared) {
-  for (size_t i = 0; i < storages_.size(); ++i) storages_[i]->Install(ckpt, std::move(prepared[i]));
+  for (size_t i = 0; i < storages_.size(); ++i) {
+    storages_[i]->Install(ckpt, std::move(prepared[i]));
+    storages_[i]->AfterCheckpointCut();
+  }
   step_ = ckpt.step;
   for (auto& [r, last] : workers_) last = LastPush();
 }

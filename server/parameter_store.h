@@ -439,7 +439,8 @@ class ParameterStore {
   ShardCheckpoint CheckpointLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // After step_ advanced: takes a snapshot into due_checkpoint_ when a checkpoint is due: `asked`
   // (SYNC: a push of the step carried PushRequest.checkpoint), a multiple of checkpoint_every_
-  // steps, or (ASYNC/SSP) checkpoint_interval_ passed since the last snapshot.
+  // steps, or (ASYNC/SSP) checkpoint_interval_ passed since the last snapshot; then cuts
+  // (ShardStorage::AfterCheckpointCut). A SYNC copy, which writes no file, cuts at the same steps.
   void MaybeSnapshotLocked(bool asked = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes `ckpt` and prunes this server's older files; logs the outcome. Blocks on disk under
   // write_mu_ only, so pushes proceed meanwhile. Skips the write when a rollback happened since the

@@ -1,8 +1,11 @@
 // ParameterStore with embedding tables: sparse pushes and pulls under the SYNC, ASYNC and
 // checkpoint rules the dense chunks follow, and every malformed sparse request refused with
 // nothing changed.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/checkpoint.h"
+#include "server/embedding_table.h"
 #include "server/store_test_util.h"
 
 namespace pstrain::server {
@@ -133,9 +137,28 @@ void PushToBothInOppositeOrders(ParameterStore& primary, ParameterStore& replica
   }
 }
 
+// A job that checkpoints every 7 steps into a fresh folder (so its tables keep tombstones), and
+// the same job for the replica of its shard, which writes no file.
+struct CheckpointedPair {
+  ParameterStore::Options primary;
+  ParameterStore::Options replica;
+  std::string dir;
+};
+CheckpointedPair Checkpointed(ParameterStore::Options options, const std::string& name) {
+  CheckpointedPair pair;
+  pair.dir = ::testing::TempDir() + "sparse-ckpt-" + name + "-" + std::to_string(getpid());
+  options.job.set_checkpoint_dir(pair.dir);
+  options.job.set_checkpoint_every_steps(7);
+  pair.primary = options;
+  options.write_checkpoints = false;
+  pair.replica = options;
+  return pair;
+}
+
 TEST(ParameterStoreSparseTest, APrimaryAndItsReplicaKeepTheSameRowsUnderAdmissionAndEviction) {
   // A replica takes the same pushes as its primary, in whatever order they reach it: both must
-  // admit and evict the same rows, with the same metadata, sketch and tombstones.
+  // admit and evict the same rows, with the same metadata, sketch and tombstones (the replica
+  // cuts them where its primary writes a checkpoint).
   ParameterStore::Options options = SparseOptions(SYNC, 2);
   for (TableSpec& t : *options.job.mutable_tables()) {
     t.mutable_admission()->set_policy(AdmissionSpec::COUNT);
@@ -144,8 +167,9 @@ TEST(ParameterStoreSparseTest, APrimaryAndItsReplicaKeepTheSameRowsUnderAdmissio
     t.mutable_eviction()->set_max_rows(6);
     t.mutable_eviction()->set_every_updates(2);
   }
-  auto primary = MakeStore(options);
-  auto replica = MakeStore(options);
+  const CheckpointedPair pair = Checkpointed(options, "policies");
+  auto primary = MakeStore(pair.primary);
+  auto replica = MakeStore(pair.replica);
   PushToBothInOppositeOrders(*primary, *replica);
   const std::vector<TableStats> stats = primary->TableStats();
   EXPECT_GT(stats[0].refused, 0);
@@ -154,6 +178,80 @@ TEST(ParameterStoreSparseTest, APrimaryAndItsReplicaKeepTheSameRowsUnderAdmissio
   const absl::StatusOr<ShardCheckpoint> a = primary->Checkpoint(), b = replica->Checkpoint();
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(a->tables, b->tables);  // rows, the sketch, the rows' eviction clocks, the tombstones
+}
+
+// The tombstones of a table in a serialized checkpoint table (`spec`'s, at position `id` in `job`).
+std::vector<Tombstone> TombstonesIn(const JobSpec& job, int id, const std::string& serialized, int64_t step) {
+  const TableSpec& spec = job.tables(id);
+  TableOptions options;
+  options.name = spec.name();
+  options.id = id;
+  options.dim = spec.dim();
+  options.seed = job.seed();
+  options.optimizer.type = SparseOptimizerOptions::Type::kSgd;  // SparseOptions' tables
+  options.eviction = spec.eviction();
+  options.keep_tombstones = true;
+  std::unique_ptr<EmbeddingTable> table = std::move(EmbeddingTable::Create(options)).value();
+  const absl::Status restored = table->Restore(serialized, step);
+  EXPECT_TRUE(restored.ok()) << restored;
+  return table->Tombstones();
+}
+
+TEST(ParameterStoreSparseTest, ACheckpointRecordsTheTombstonesSinceTheOneBeforeAndTheStoreThenForgetsThem) {
+  ParameterStore::Options options = SparseOptions(SYNC, 2);
+  for (TableSpec& t : *options.job.mutable_tables()) {
+    t.mutable_eviction()->set_ttl_updates(2);
+    t.mutable_eviction()->set_every_updates(1);
+  }
+  const CheckpointedPair pair = Checkpointed(options, "tombstones");
+  auto primary = MakeStore(pair.primary);
+  auto replica = MakeStore(pair.replica);
+  PushToBothInOppositeOrders(*primary, *replica);  // 30 steps: files at steps 21 and 28 remain
+  absl::StatusOr<ShardCheckpoint> file = ReadCheckpoint(CheckpointPath(pair.dir, 0, 28));
+  ASSERT_TRUE(file.ok()) << file.status();
+  absl::StatusOr<ShardCheckpoint> now = primary->Checkpoint();
+  ASSERT_TRUE(now.ok());
+  int64_t recorded = 0, held = 0;
+  for (int t = 0; t < 2; ++t) {
+    // The file at step 28 (after update 27): the evictions after updates 21 to 27.
+    for (const Tombstone& dead : TombstonesIn(options.job, t, file->tables[t], 28)) {
+      EXPECT_GE(dead.update, 21) << "table " << t << " key " << dead.key;
+      EXPECT_LE(dead.update, 27) << "table " << t << " key " << dead.key;
+      ++recorded;
+    }
+    // In memory: those since, after updates 28 and 29.
+    for (const Tombstone& dead : TombstonesIn(options.job, t, now->tables[t], 30)) {
+      EXPECT_GE(dead.update, 28) << "table " << t << " key " << dead.key;
+      ++held;
+    }
+    EXPECT_EQ(primary->TableStats()[t].tombstones,
+              static_cast<int64_t>(TombstonesIn(options.job, t, now->tables[t], 30).size()));
+  }
+  EXPECT_GT(recorded, 0);
+  EXPECT_GT(held, 0);
+  // The replica cut at the same steps without writing a file: it holds the same.
+  absl::StatusOr<ShardCheckpoint> copy = replica->Checkpoint();
+  ASSERT_TRUE(copy.ok());
+  EXPECT_EQ(copy->tables, now->tables);
+  // A store restored from the file stands just after its cut: the tombstones are the file's only.
+  auto restored = MakeStore(pair.replica);
+  ASSERT_TRUE(restored->Restore(*file).ok());
+  for (const TableStats& t : restored->TableStats()) EXPECT_EQ(t.tombstones, 0) << t.name;
+}
+
+TEST(ParameterStoreSparseTest, AJobThatNeverCheckpointsKeepsNoTombstones) {
+  ParameterStore::Options options = SparseOptions(SYNC, 2);
+  for (TableSpec& t : *options.job.mutable_tables()) {
+    t.mutable_eviction()->set_ttl_updates(2);
+    t.mutable_eviction()->set_every_updates(1);
+  }
+  auto primary = MakeStore(options);
+  auto replica = MakeStore(options);
+  PushToBothInOppositeOrders(*primary, *replica);
+  for (const TableStats& t : primary->TableStats()) {
+    EXPECT_GT(t.evicted, 0) << t.name;
+    EXPECT_EQ(t.tombstones, 0) << t.name;
+  }
 }
 
 TEST(ParameterStoreSparseTest, APrimaryAndItsReplicaEvictTheSameRowsUnderAMemoryBudget) {
@@ -167,7 +265,8 @@ TEST(ParameterStoreSparseTest, APrimaryAndItsReplicaEvictTheSameRowsUnderAMemory
   }
   const int64_t budget = fixed + 8 * row_bytes;
   options.job.set_table_memory_budget(budget);
-  auto primary = MakeStore(options);
+  options.job.set_checkpoint_dir(::testing::TempDir() + "sparse-ckpt-budget-" + std::to_string(getpid()));
+  auto primary = MakeStore(options);  // checkpoints asked only (none here): every tombstone kept
   auto replica = MakeStore(options);
   PushToBothInOppositeOrders(*primary, *replica);
   int64_t counted = 0, evicted = 0;

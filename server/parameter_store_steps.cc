@@ -153,8 +153,18 @@ ShardCheckpoint ParameterStore::CheckpointLocked() const {
 }
 
 void ParameterStore::MaybeSnapshotLocked(bool asked) {
-  if (checkpoint_dir_.empty() || !writes_checkpoints_) return;
+  if (checkpoint_dir_.empty()) return;
   bool due = asked || (checkpoint_every_ > 0 && step_ % checkpoint_every_ == 0);
+  if (!writes_checkpoints_) {
+    // A SYNC copy gets its primary's pushes, so it is due at the same steps: it cuts there too,
+    // without a file, and holds what its primary holds after the cut. An ASYNC/SSP copy never
+    // cuts (its primary cuts on its own clock): it keeps every tombstone up to the cap, so that
+    // promoted, its first checkpoint misses none since its primary's last.
+    if (due && mode_ == SYNC) {
+      for (const auto& storage : storages_) storage->AfterCheckpointCut();
+    }
+    return;
+  }
   // SYNC servers must agree on the step, so there the workers decide (asked); a clock here would
   // pick a different step on every server.
   const absl::Time now = absl::Now();
@@ -163,6 +173,7 @@ void ParameterStore::MaybeSnapshotLocked(bool asked) {
   }
   if (!due) return;
   due_checkpoint_ = CheckpointLocked();
+  for (const auto& storage : storages_) storage->AfterCheckpointCut();
   last_snapshot_ = now;
 }
 

@@ -28,11 +28,12 @@ constexpr size_t kTombstoneBytes = sizeof(uint64_t) + sizeof(int64_t);
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<RowEviction>> RowEviction::Create(absl::string_view what, const EvictionSpec& spec) {
+absl::StatusOr<std::unique_ptr<RowEviction>> RowEviction::Create(absl::string_view what, const EvictionSpec& spec,
+                                                                 bool keep_tombstones) {
   if (absl::Status s = ValidateEviction(absl::StrCat(what, ".eviction"), spec); !s.ok()) return s;
   EvictionSpec effective = spec;
   ApplyEvictionDefaults(&effective);
-  return std::unique_ptr<RowEviction>(new RowEviction(effective));
+  return std::unique_ptr<RowEviction>(new RowEviction(effective, keep_tombstones));
 }
 
 void RowEviction::Grow(uint32_t row) {
@@ -117,8 +118,17 @@ std::vector<RowEviction::Row> RowEviction::SelectPastCap(int64_t cap, int64_t nu
 }
 
 void RowEviction::Evicted(uint64_t key, int64_t update) {
-  if (tombstones_.size() == kMaxTombstones) tombstones_.pop_front();
+  if (!keep_tombstones_) return;
+  if (tombstones_.size() == kMaxTombstones) {
+    tombstones_.pop_front();
+    ++tombstones_lost_;
+  }
   tombstones_.push_back({key, update});
+}
+
+void RowEviction::DropTombstones() {
+  std::deque<Tombstone>().swap(tombstones_);  // hands the memory back, not only the elements
+  tombstones_lost_ = 0;
 }
 
 int64_t RowEviction::bytes_used() const {
@@ -141,8 +151,10 @@ void RowEviction::SerializeTombstones(std::string* out) const {
   }
 }
 
+void RowEviction::SerializeTombstonesLost(std::string* out) const { Put<uint64_t>(tombstones_lost_, out); }
+
 absl::Status RowEviction::Restore(absl::string_view what, uint64_t num_rows, absl::string_view rows,
-                                  absl::string_view tombstones, int64_t last_update) {
+                                  absl::string_view tombstones, absl::string_view lost, int64_t last_update) {
   if (!rows.empty() && rows.size() != num_rows * kRowMetaBytes) {
     return absl::DataLossError(absl::StrCat(what, ": eviction metadata of ", rows.size(), " bytes for ", num_rows,
                                             " rows, expected ", num_rows * kRowMetaBytes));
@@ -150,6 +162,11 @@ absl::Status RowEviction::Restore(absl::string_view what, uint64_t num_rows, abs
   if (tombstones.size() % kTombstoneBytes != 0 || tombstones.size() / kTombstoneBytes > kMaxTombstones) {
     return absl::DataLossError(absl::StrCat(what, ": tombstones of ", tombstones.size(), " bytes, expected a multiple of ",
                                             kTombstoneBytes, " up to ", kMaxTombstones, " of them"));
+  }
+  constexpr uint64_t kMaxLost = std::numeric_limits<int64_t>::max();
+  if (!lost.empty() && (lost.size() != sizeof(uint64_t) || Get<uint64_t>(lost.data()) > kMaxLost)) {
+    return absl::DataLossError(absl::StrCat(what, ": a count of lost tombstones of ", lost.size(),
+                                            " bytes, expected one uint64 below 2^63"));
   }
   RowArray<RowMeta> meta;
   meta.GrowTo(num_rows, RowMeta{last_update, 0});
@@ -163,6 +180,7 @@ absl::Status RowEviction::Restore(absl::string_view what, uint64_t num_rows, abs
   }
   meta_ = std::move(meta);
   tombstones_ = std::move(dead);
+  tombstones_lost_ = lost.empty() ? 0 : static_cast<int64_t>(Get<uint64_t>(lost.data()));
   return absl::OkStatus();
 }
 

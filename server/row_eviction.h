@@ -21,10 +21,14 @@
 // and, each time it runs, a
 // pass over the rows (a second one past the cap, keeping a heap of the rows it will take) and a
 // sort of those leaving; memory for those alone, not for every row.
-// Tombstones: the newest kMaxTombstones (65,536, 1 MiB) per table are kept and checkpointed (the
-// table's counters count every eviction); delta checkpoints and a serving path are to read them to
-// drop the rows elsewhere. A checkpoint records every eviction since the one before only while
-// fewer than that many happened in between.
+// Tombstones: only while something records them (keep_tombstones: the job checkpoints), the
+// evictions since the last checkpoint's cut. A checkpoint records them (delta checkpoints and a
+// serving path are to read them to drop the rows elsewhere), and its cut drops them from memory
+// (DropTombstones), so they stay bounded by the evictions between two checkpoints. At most
+// kMaxTombstones (65,536, 1 MiB) per table are held: past that the oldest go, and the checkpoint
+// records how many went (tombstones_lost), so that a reader knows its list is incomplete. The
+// table's counters count every eviction either way. A tombstone says the key left at its update;
+// a row of the same key in the checkpoint came back after it and supersedes it.
 //
 // Thread safety: none; the table that owns it serializes calls.
 #ifndef PSTRAIN_SERVER_ROW_EVICTION_H_
@@ -84,7 +88,9 @@ class RowEviction {
 
   // The policy of `spec` (after ApplyTableDefaults). INVALID_ARGUMENT as ValidateEviction
   // (common/table_spec.h), its fields prefixed with `what`.
-  static absl::StatusOr<std::unique_ptr<RowEviction>> Create(absl::string_view what, const EvictionSpec& spec);
+  // `keep_tombstones`: record a tombstone per eviction (see above).
+  static absl::StatusOr<std::unique_ptr<RowEviction>> Create(absl::string_view what, const EvictionSpec& spec,
+                                                             bool keep_tombstones);
 
   const EvictionSpec& spec() const { return spec_; }
 
@@ -115,6 +121,10 @@ class RowEviction {
   void Evicted(uint64_t key, int64_t update);
 
   const std::deque<Tombstone>& tombstones() const { return tombstones_; }
+  // Evictions since the last DropTombstones whose tombstones went to stay within kMaxTombstones.
+  int64_t tombstones_lost() const { return tombstones_lost_; }
+  // A checkpoint recorded the tombstones: forgets them (and the count of lost ones).
+  void DropTombstones();
   // Heap bytes held: the metadata and the tombstones.
   int64_t bytes_used() const;
 
@@ -123,15 +133,17 @@ class RowEviction {
   void SerializeRows(const std::vector<uint32_t>& rows, std::string* out) const;
   // The tombstones, oldest first: per tombstone a uint64 key and an int64 update.
   void SerializeTombstones(std::string* out) const;
+  // tombstones_lost() as a uint64 (written only when not 0).
+  void SerializeTombstonesLost(std::string* out) const;
   // Installs what Serialize* wrote for a table whose i-th row (in that order) gets row number i.
   // `rows` empty (a checkpoint without metadata): every row as last updated by update
-  // `last_update` with no count. DATA_LOSS (prefixed with `what`) when a section's size does not
-  // fit `num_rows`; then nothing changes.
+  // `last_update` with no count; `lost` empty: none lost. DATA_LOSS (prefixed with `what`) when a
+  // section's size does not fit `num_rows`; then nothing changes.
   absl::Status Restore(absl::string_view what, uint64_t num_rows, absl::string_view rows,
-                       absl::string_view tombstones, int64_t last_update);
+                       absl::string_view tombstones, absl::string_view lost, int64_t last_update);
 
  private:
-  explicit RowEviction(const EvictionSpec& spec) : spec_(spec) {}
+  RowEviction(const EvictionSpec& spec, bool keep_tombstones) : spec_(spec), keep_tombstones_(keep_tombstones) {}
   void Grow(uint32_t row);
   // Whether row a leaves before row b (the order above).
   bool Before(const Row& a, const Row& b) const;
@@ -149,7 +161,9 @@ class RowEviction {
   };
   static_assert(sizeof(RowMeta) == 12, "12 bytes a row");
   RowArray<RowMeta> meta_;
+  const bool keep_tombstones_;
   std::deque<Tombstone> tombstones_;
+  int64_t tombstones_lost_ = 0;
 };
 
 }  // namespace pstrain::server

@@ -92,9 +92,10 @@ ServerMetrics::ServerMetrics(metrics::Registry* registry) : registry_(registry) 
                                          {"table", "shard"});
   table_evicted_ = &registry->AddCounter("pstrain_server_table_evicted_rows_total",
                                          "Embedding rows that left by the table's eviction policy", {"table", "shard"});
-  table_tombstones_ = &registry->AddGauge("pstrain_server_table_tombstones",
-                                         "Tombstones of evicted embedding rows the table holds (the newest 65,536)",
-                                         {"table", "shard"});
+  table_tombstones_ = &registry->AddGauge(
+      "pstrain_server_table_tombstones",
+      "Tombstones of evicted embedding rows the table holds for the next checkpoint (at most 65,536)",
+      {"table", "shard"});
   inflight_requests_ =
       registry->AddGauge("pstrain_server_inflight_requests", "Calls received and not answered yet").Get();
   inflight_bytes_ = registry

@@ -29,7 +29,7 @@
 //   pstrain_server_table_refused_updates_total{table,shard} scrape: key updates dropped, the key
 //                                                           not admitted (TableSpec.admission)
 //   pstrain_server_table_evicted_rows_total{table,shard}    scrape: rows that left (eviction)
-//   pstrain_server_table_tombstones{table,shard}            scrape: eviction's tombstones held
+//   pstrain_server_table_tombstones{table,shard}            scrape: tombstones since the last checkpoint
 //   pstrain_server_inflight_requests                        scrape: requests - answers
 //   pstrain_server_inflight_bytes                           scrape: server/inflight_budget.h
 //

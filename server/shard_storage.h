@@ -12,7 +12,8 @@
 //                      ... or ClearSlot when the step is dropped (membership change, rollback)
 //   ASYNC/SSP push     ApplyGradient(step, part)
 //   answer             Read(read part, target)
-//   checkpoint         Save; PrepareRestore (no lock), then Install
+//   checkpoint         Save, then AfterCheckpointCut; PrepareRestore (no lock), then Install, then
+//                      AfterCheckpointCut
 //
 // A request's gradient or read ask is checked and decoded once, outside the lock, into an opaque
 // StoragePart that only the storage that made it reads; a worker's stored SYNC gradient lives in
@@ -119,7 +120,8 @@ struct TableStats {
   int64_t refused = 0;
   // Eviction (TableSpec.eviction) since the store was created: rows that left.
   int64_t evicted = 0;
-  // Eviction's tombstones held (the newest 65,536 per table; checkpointed).
+  // Eviction's tombstones held: the evictions since the last checkpoint's cut, when the job
+  // checkpoints (at most 65,536 per table; server/row_eviction.h).
   int64_t tombstones = 0;
 };
 
@@ -188,6 +190,11 @@ class ShardStorage {
   // Installs the values and optimizer state of a checkpoint PrepareRestore accepted, with what it
   // built.
   virtual void Install(const ShardCheckpoint& ckpt, std::unique_ptr<PreparedRestore> prepared) = 0;
+  // A checkpoint's cut: after Save for a checkpoint (on a SYNC copy, at the step its primary saves
+  // one, without a file) and after Install (a restored store stands just after the checkpoint's
+  // cut). Forgets what only the next checkpoint's readers need, once one has recorded it: the
+  // embedding tables' tombstones.
+  virtual void AfterCheckpointCut() {}
 };
 
 }  // namespace pstrain::server

@@ -51,6 +51,9 @@ absl::StatusOr<std::vector<std::unique_ptr<EmbeddingTable>>> MakeJobTables(const
     options.admission = spec.admission();
     options.eviction = spec.eviction();
     options.track_rows = job.table_memory_budget() > 0;
+    // A checkpoint (the only reader of tombstones today) may be cut: asked by the workers or on a
+    // clock, either only with a folder.
+    options.keep_tombstones = !job.checkpoint_dir().empty();
     absl::StatusOr<std::unique_ptr<EmbeddingTable>> table = EmbeddingTable::Create(options);
     if (!table.ok()) return table.status();
     tables.push_back(std::move(table).value());
@@ -217,6 +220,10 @@ std::vector<std::string> SparseShard::Save() const {
   std::vector<std::string> out(tables_.size());
   for (size_t t = 0; t < tables_.size(); ++t) tables_[t]->Serialize(&out[t]);
   return out;
+}
+
+void SparseShard::DropTombstones() {
+  for (const auto& table : tables_) table->DropTombstones();
 }
 
 absl::StatusOr<std::unique_ptr<SparseShard::Prepared>> SparseShard::Prepare(

@@ -94,6 +94,8 @@ class SparseShard {
 
   // Every table serialized (EmbeddingTable::Serialize), in table order, for a checkpoint.
   std::vector<std::string> Save() const;
+  // A checkpoint's cut: every table forgets the tombstones the checkpoint recorded.
+  void DropTombstones();
   // Restores from Save's output in two steps, so a bad table changes nothing: Prepare builds new
   // tables (DATA_LOSS / FAILED_PRECONDITION from EmbeddingTable::Restore, naming the table;
   // FAILED_PRECONDITION for another number of tables), Install swaps them in. `step`: the

@@ -106,6 +106,8 @@ void SparseStorage::AppendTableStats(std::vector<TableStats>* out) const {
 
 void SparseStorage::Save(ShardCheckpoint* ckpt) const { ckpt->tables = shard_->Save(); }
 
+void SparseStorage::AfterCheckpointCut() { shard_->DropTombstones(); }
+
 absl::StatusOr<std::unique_ptr<PreparedRestore>> SparseStorage::PrepareRestore(absl::string_view what,
                                                                                const ShardCheckpoint& ckpt) const {
   absl::StatusOr<std::unique_ptr<SparseShard::Prepared>> tables = shard_->Prepare(ckpt.tables, ckpt.step);

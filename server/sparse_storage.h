@@ -55,6 +55,7 @@ class SparseStorage : public ShardStorage {
   void AppendSnapshot(std::vector<TensorChunk>* out) const override {}
   void AppendTableStats(std::vector<TableStats>* out) const override;
   void Save(ShardCheckpoint* ckpt) const override;
+  void AfterCheckpointCut() override;
   absl::StatusOr<std::unique_ptr<PreparedRestore>> PrepareRestore(absl::string_view what,
                                                                   const ShardCheckpoint& ckpt) const override;
   void Install(const ShardCheckpoint& ckpt, std::unique_ptr<PreparedRestore> prepared) override;

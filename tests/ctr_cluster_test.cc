@@ -117,18 +117,24 @@ TEST(CtrClusterTest, TwoSyncRunsWithEveryTablePolicyOnAreBitwiseEqual) {
   // below 50, checked every 7 steps; and each server's tables within a memory budget of 57.15 MB,
   // 56.56 MB of it fixed (without it the tables reach 57.31 MB a server: 7,100 rows; with it
   // they hold at most 5,600).
+  // Checkpoints every 17 steps, each run into a folder of its own: each records the tombstones
+  // since the one before, and the servers hold only those since the last.
   constexpr int64_t kBudget = 57150000;
-  const std::vector<std::string> job =
-      Job(DataDir(), {"--table_admission=count:2", "--table_ttl_updates=40", "--table_max_rows=200",
-                      "--table_evict_order=lfu", "--table_keep_rows=50", "--table_evict_every=7",
-                      "--table_memory_budget=" + std::to_string(kBudget)});
-  const ClusterRun first = Launch("ctr-policies-1", job);
-  const ClusterRun second = Launch("ctr-policies-2", job);
+  auto job = [](const std::string& name) {
+    return Job(DataDir(), {"--table_admission=count:2", "--table_ttl_updates=40", "--table_max_rows=200",
+                           "--table_evict_order=lfu", "--table_keep_rows=50", "--table_evict_every=7",
+                           "--table_memory_budget=" + std::to_string(kBudget),
+                           "--checkpoint_dir=" + MakeTempDir(name + "-ckpt"), "--checkpoint_every_steps=17"});
+  };
+  const ClusterRun first = Launch("ctr-policies-1", job("ctr-policies-1"));
+  const ClusterRun second = Launch("ctr-policies-2", job("ctr-policies-2"));
   ASSERT_EQ(first.exit_code, 0) << first.output;
   ASSERT_EQ(second.exit_code, 0) << second.output;
   EXPECT_GT(TablesNumber(first.summary_json, "refused"), 0) << first.summary_json;
   EXPECT_GT(TablesNumber(first.summary_json, "evicted"), 0) << first.summary_json;
   EXPECT_GT(TablesNumber(first.summary_json, "tombstones"), 0) << first.summary_json;
+  EXPECT_LT(TablesNumber(first.summary_json, "tombstones"), TablesNumber(first.summary_json, "evicted"))
+      << "the checkpoints took theirs\n" << first.summary_json;
   // After the last update each server's tables are within the budget, and above the keep-floor.
   const std::map<int, BudgetedServer> servers = BudgetedByServer(first.summary_json);
   ASSERT_EQ(servers.size(), 2u) << first.summary_json;
