@@ -289,6 +289,7 @@ absl::StatusOr<HeartbeatResponse> Scheduler::Heartbeat(const HeartbeatRequest& r
     }
     if (request.role() == SERVER && request.tables_size() > 0) {
       table_usage_[request.rank()].assign(request.tables().begin(), request.tables().end());
+      table_history_.Add(request.rank(), absl::ToDoubleSeconds(now - created_), request.tables());
     }
     if (request.role() == SERVER && request.has_traffic()) server_traffic_[request.rank()] = request.traffic();
     response.set_state(state_);

@@ -110,6 +110,7 @@
 #include "scheduler/progress.h"
 #include "scheduler/status_json.h"
 #include "scheduler/stuck_barriers.h"
+#include "scheduler/table_history.h"
 
 namespace pstrain {
 namespace scheduler {
@@ -555,6 +556,9 @@ class Scheduler {
   std::vector<std::pair<absl::Time, SlowStepReport>> slow_steps_ ABSL_GUARDED_BY(mu_);
   // Each server's latest embedding-table usage (HeartbeatRequest.tables), by rank.
   std::map<int, std::vector<TableUsage>> table_usage_ ABSL_GUARDED_BY(mu_);
+  // The same over the run, bounded, for the dashboard. Not persisted: a restarted scheduler starts
+  // it again.
+  TableHistory table_history_ ABSL_GUARDED_BY(mu_);
   // Each server's latest traffic counters (HeartbeatRequest.traffic), by rank. Not persisted: a
   // restarted scheduler has them again from the servers' next heartbeats.
   std::map<int, ServerTraffic> server_traffic_ ABSL_GUARDED_BY(mu_);

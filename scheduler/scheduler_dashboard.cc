@@ -52,6 +52,7 @@ scheduler::DashboardStatus Scheduler::DashboardStatus() const {
                                             {report.waiting_for().begin(), report.waiting_for().end()}});
   }
   out.stuck_barriers = StuckBarriersLocked(now);
+  out.table_history = table_history_.Series();
   return out;
 }
 

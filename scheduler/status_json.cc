@@ -68,6 +68,13 @@ std::string Stuck(const StuckBarrierStatus& b) {
                       b.released ? "true" : "false", ",\"missing\":", Array(b.missing, Missing), "}");
 }
 
+std::string TableSeries(const TableSizeSeries& s) {
+  return absl::StrCat("{\"server\":", s.server, ",\"points\":", Array(s.points, [](const TableSizePoint& p) {
+                        return absl::StrCat("[", JsonNumber(p.seconds), ",", p.rows, ",", p.bytes, ",", p.evicted, "]");
+                      }),
+                      "}");
+}
+
 std::string Point(const TimelinePoint& p) {
   return absl::StrCat("{\"seq\":", p.seq, ",\"t\":", JsonNumber(p.t), ",\"worker\":", p.worker, ",\"epoch\":", p.epoch,
                       ",\"step\":", p.step, ",\"loss\":", JsonNumber(p.loss), ",\"samples\":", p.samples,
@@ -100,7 +107,8 @@ std::string StatusJson(const DashboardStatus& s) {
       ",\"epochs_done\":", Array(s.epochs_done, Epoch), ",\"members\":", Array(s.members, Member),
       ",\"workers\":", Array(s.workers, Worker), ",\"servers\":", Array(s.servers, Server),
       ",\"membership_events\":", Array(s.membership_events, Event), ",\"slow_steps\":", Array(s.slow_steps, SlowStep),
-      ",\"stuck_barriers\":", StuckBarriersJson(s.stuck_barriers), "}");
+      ",\"stuck_barriers\":", StuckBarriersJson(s.stuck_barriers),
+      ",\"table_history\":", Array(s.table_history, TableSeries), "}");
 }
 
 std::string TimelineJson(const std::vector<TimelinePoint>& points, int64_t next) {

@@ -107,6 +107,19 @@ struct StuckBarrierStatus {
   bool released = false;
 };
 
+// A server's embedding tables at one time (scheduler/table_history.h): summed over its tables.
+struct TableSizePoint {
+  double seconds = 0;
+  int64_t rows = 0;
+  int64_t bytes = 0;
+  int64_t evicted = 0;  // rows evicted so far
+};
+
+struct TableSizeSeries {
+  int server = 0;
+  std::vector<TableSizePoint> points;
+};
+
 // Everything GET /api/status shows.
 struct DashboardStatus {
   std::string state;    // "WAITING", "RUNNING", "FINISHED", "FAILED"
@@ -133,6 +146,9 @@ struct DashboardStatus {
   std::vector<MembershipEventStatus> membership_events;
   std::vector<SlowStepStatus> slow_steps;
   std::vector<StuckBarrierStatus> stuck_barriers;
+  // Per server, its embedding tables over time ("table_history": [{"server", "points": [[seconds,
+  // rows, bytes, evicted], ...]}]); empty in a job without tables.
+  std::vector<TableSizeSeries> table_history;
 };
 
 // One worker progress report, for the timeline. Per-step times are the report's step times

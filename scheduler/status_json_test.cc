@@ -49,6 +49,7 @@ DashboardStatus FullStatus() {
   b.waiting_seconds = 11;
   b.missing.push_back(MissingParticipant{"worker", 2, "h:5", 7});
   s.stuck_barriers.push_back(b);
+  s.table_history.push_back(TableSizeSeries{1, {TableSizePoint{2.5, 300, 40000, 12}, TableSizePoint{3.5, 310, 41000, 20}}});
   return s;
 }
 
@@ -56,7 +57,8 @@ TEST(StatusJsonTest, HasTheDocumentedShape) {
   const google::protobuf::Value v = Parse(StatusJson(FullStatus()));
   for (const char* name : {"state", "failure", "mode", "now_seconds", "epoch", "epochs", "step", "total_steps",
                            "samples_per_second", "eta_seconds", "recent_loss", "membership_epoch", "epochs_done",
-                           "members", "workers", "servers", "membership_events", "slow_steps", "stuck_barriers"}) {
+                           "members", "workers", "servers", "membership_events", "slow_steps", "stuck_barriers",
+                           "table_history"}) {
     EXPECT_NE(Member(v, name).kind_case(), google::protobuf::Value::KIND_NOT_SET) << name;
   }
   EXPECT_EQ(Member(v, "state").string_value(), "RUNNING");
@@ -75,6 +77,14 @@ TEST(StatusJsonTest, HasTheDocumentedShape) {
   EXPECT_EQ(Member(missing, "address").string_value(), "h:5");
   EXPECT_EQ(Member(missing, "last_heartbeat_seconds_ago").number_value(), 7);
   EXPECT_EQ(Member(Member(v, "membership_events").list_value().values(0), "kind").string_value(), "died");
+  const auto& tables = Member(v, "table_history").list_value().values(0);
+  EXPECT_EQ(Member(tables, "server").number_value(), 1);
+  const auto& point = Member(tables, "points").list_value().values(1).list_value();
+  ASSERT_EQ(point.values_size(), 4);
+  EXPECT_EQ(point.values(0).number_value(), 3.5);  // seconds, rows, bytes, evicted
+  EXPECT_EQ(point.values(1).number_value(), 310);
+  EXPECT_EQ(point.values(2).number_value(), 41000);
+  EXPECT_EQ(point.values(3).number_value(), 20);
 }
 
 TEST(StatusJsonTest, UnknownNumbersAreNull) {

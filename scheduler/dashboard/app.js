@@ -30,6 +30,15 @@ function fmtSeconds(s) {
   if (m < 90) return `${m} min ${Math.round(s - 60 * m)} s`;
   return `${Math.floor(m / 60)} h ${m % 60} min`;
 }
+// A count in at most four characters and a unit: 950, 12.3k, 4.5M.
+function fmtCount(x) {
+  if (!isNum(x)) return 'n/a';
+  const a = Math.abs(x);
+  if (a < 1e3) return String(Math.round(x));
+  if (a < 1e6) return `${+(x / 1e3).toPrecision(3)}k`;
+  if (a < 1e9) return `${+(x / 1e6).toPrecision(3)}M`;
+  return `${+(x / 1e9).toPrecision(3)}G`;
+}
 function fmtMs(s) { return isNum(s) ? `${(s * 1000).toFixed(s < 0.01 ? 2 : 1)} ms` : 'n/a'; }
 function fmtBytes(b) {
   if (!isNum(b)) return 'n/a';
@@ -417,6 +426,36 @@ function renderServerBytes(s) {
                       el('p', {class: 'note', text: extra.join(' · ')}));
 }
 
+// Each server's rows held over time, and the rows its tables evict per second, from /api/status's
+// table_history: [{server, points: [[seconds, rows, bytes, evicted so far], ...]}].
+function renderTables(s, xDomain) {
+  const box = chartBox('tables');
+  const history = (s.table_history || []).filter((x) => (x.points || []).length);
+  if (!history.length) return showMessage(box, 'No embedding tables reported (a job without tables, or none yet).');
+  const held = [], evicted = [];
+  for (const x of history) {
+    const color = workerColor(x.server), name = `server ${x.server}`;
+    held.push({name, color, points: x.points.map((p) => [p[0], p[1]])});
+    // Evictions between two points over the time between them; a replaced server counts from 0
+    // again, so a drop is no rate.
+    const rate = [];
+    for (let i = 1; i < x.points.length; ++i) {
+      const [t0, , , e0] = x.points[i - 1], [t1, , , e1] = x.points[i];
+      if (t1 > t0 && e1 >= e0) rate.push([t1, (e1 - e0) / (t1 - t0)]);
+    }
+    evicted.push({name, color, points: rate});
+  }
+  const common = {xLabel: 'time since the scheduler started (s)', markers: eventMarkers(s), xDomain, yFormat: fmtCount,
+                  zeroBased: true};
+  const pair = el('div', {class: 'pair'}, lineChart({series: held, yLabel: 'rows held', ...common}),
+                  lineChart({series: evicted, yLabel: 'rows evicted/s', ...common}));
+  const latest = history.map((x) => {
+    const p = x.points[x.points.length - 1];
+    return `server ${x.server}: ${fmtInt(p[1])} rows in ${fmtBytes(p[2])}, ${fmtInt(p[3])} evicted`;
+  });
+  box.replaceChildren(legend(held), pair, el('p', {class: 'note', 'data-testid': 'tables-latest', text: latest.join(' · ')}));
+}
+
 function describeWorker(s, rank) {
   const m = (s.members || []).find((x) => x.role === 'worker' && x.rank === rank);
   return m ? `worker ${rank} (${m.address || 'no address'}, ${m.state})` : `worker ${rank}`;
@@ -472,6 +511,7 @@ function render() {
   renderThroughput(s, groups, xDomain);
   renderHeatmap(groups);
   renderStaleness(s, groups, xDomain);
+  renderTables(s, xDomain);
   renderMembers(s);
   renderServerBytes(s);
   renderSlowSteps(s);

@@ -8,7 +8,10 @@
 // Checks: the per-epoch and per-step curves draw lines, the members table lists the scheduler, the
 // servers and the workers as live, the header's step grows, server traffic has bars; after the kill
 // the table shows that worker dead, a "died" marker is drawn on the per-step charts and the step and
-// the curves keep growing; the page throws no error. Saves OUT_DIR/dashboard-screenshot.png.
+// the curves keep growing; the page throws no error. Saves OUT_DIR/dashboard-screenshot.png. Then a
+// CTR job with TTL eviction (data from pstrain-gen-ctr): the embedding-table panel draws each
+// server's rows over time and the rows evicted, where the first job's panel said it has no tables;
+// saves that panel as OUT_DIR/dashboard-tables-screenshot.png.
 //
 // Exit codes: 0 passed, 1 failed, 77 skipped (no Chromium, or playwright-core not installed and
 // `npm ci` impossible). Every process it starts is killed on the way out.
@@ -97,7 +100,8 @@ async function waitFor(what, fn, timeoutMs = 30000, everyMs = 250) {
   const end = Date.now() + timeoutMs;
   let last = null;
   for (;;) {
-    const died = children.find((c) => c.exited !== null && !c.killed);
+    // A process of a job that may end (mayEnd) may exit with 0.
+    const died = children.find((c) => c.exited !== null && !c.killed && !(c.mayEnd && c.exited === 0));
     if (died) throw new Error(`${died.name} exited (${died.exited}) while waiting for ${what}`);
     last = await fn();
     if (last) return last;
@@ -125,12 +129,16 @@ function check(condition, message) {
 
 // ---- The test ----
 
-async function startJob() {
-  const job = ['--servers=2', '--workers=3', '--mode=async', '--epochs=20', '--test_limit=2000', '--batch_size=32',
-               '--min_workers=1'];
-  if (args.data_dir) job.push(`--data_dir=${args.data_dir}`);
-  const portFile = path.join(tmp, 'scheduler.port'), httpPortFile = path.join(tmp, 'http.port');
-  spawn('scheduler', 'pstrain-scheduler',
+// A job of 2 servers and `numWorkers` workers with the scheduler's flags `job`; process names start
+// with `prefix`.
+async function startJob(prefix = '', numWorkers = 3, job = null) {
+  if (job === null) {
+    job = ['--servers=2', '--workers=3', '--mode=async', '--epochs=20', '--test_limit=2000', '--batch_size=32',
+           '--min_workers=1'];
+    if (args.data_dir) job.push(`--data_dir=${args.data_dir}`);
+  }
+  const portFile = path.join(tmp, `${prefix}scheduler.port`), httpPortFile = path.join(tmp, `${prefix}http.port`);
+  spawn(`${prefix}scheduler`, 'pstrain-scheduler',
                           ['--port=0', `--port_file=${portFile}`, '--http_port=-1', `--http_port_file=${httpPortFile}`,
                            '--heartbeat_ms=200', '--dead_after_ms=2000', ...job]);
   const [port, httpPort] = await waitFor('the scheduler\'s port files', () => {
@@ -138,12 +146,54 @@ async function startJob() {
     return p && h ? [p, h] : null;
   }, 30000, 50);
   const address = `127.0.0.1:${port}`;
-  for (let i = 0; i < 2; ++i) spawn(`server${i}`, 'pstrain-server', [`--scheduler=${address}`, '--port=0']);
+  for (let i = 0; i < 2; ++i) spawn(`${prefix}server${i}`, 'pstrain-server', [`--scheduler=${address}`, '--port=0']);
   const workers = [];
-  for (let i = 0; i < 3; ++i) {
-    workers.push(spawn(`worker${i}`, 'pstrain-worker', [`--scheduler=${address}`, '--rpc_timeout_ms=60000']));
+  for (let i = 0; i < numWorkers; ++i) {
+    workers.push(spawn(`${prefix}worker${i}`, 'pstrain-worker', [`--scheduler=${address}`, '--rpc_timeout_ms=60000']));
   }
   return {url: `http://127.0.0.1:${httpPort}/`, workers};
+}
+
+// The second job: CTR over a small generated data set, sync, with TTL eviction. Checks the
+// embedding-table panel on its own page.
+async function checkTablesPanel(browser) {
+  const data = path.join(tmp, 'ctr-data');
+  const gen = childProcess.spawnSync(path.join(binDir, 'pstrain-gen-ctr'),
+                                     [`--out_dir=${data}`, '--train_samples=20000', '--test_samples=2000'],
+                                     {encoding: 'utf8'});
+  if (gen.status !== 0) throw new Error(`pstrain-gen-ctr failed: ${gen.stderr}`);
+  const {url} = await startJob('ctr-', 2, ['--model=ctr', `--data_dir=${data}`, '--servers=2', '--workers=2',
+                                           '--mode=sync', '--epochs=40', '--batch_size=64', '--embedding_dim=8',
+                                           '--hidden=16', '--table_ttl_updates=30', '--linger_ms=60000']);
+  for (const c of children) c.mayEnd = c.name.startsWith('ctr-');  // the page outlives it (--linger_ms)
+  const page = await browser.newPage({viewport: {width: 1280, height: 900}});
+  const pageErrors = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  await page.goto(url);
+  const tables = () => page.evaluate(() => {
+    // The panel's two charts: rows held, and rows evicted per second.
+    const lines = (n) => [...document.querySelectorAll(`#tables .pair svg:nth-child(${n}) path.series`)]
+        .filter((p) => (p.getAttribute('d') || '').includes('L'));
+    const note = document.querySelector('#tables [data-testid="tables-latest"]');
+    return {
+      state: document.getElementById('state').textContent,
+      rows: lines(1).length,
+      evicted: lines(2).length,
+      note: note ? note.textContent : '',
+    };
+  });
+  const t = await waitFor('the job\'s end, with both servers\' rows and some evictions drawn over time', async () => {
+    const x = await tables();
+    lastSnapshot = x;
+    return x.state === 'FINISHED' && x.rows === 2 && x.evicted === 2 ? x : null;
+  }, 120000, 500);
+  check(true, `embedding tables: ${t.rows} lines of rows held, ${t.evicted} of rows evicted per second; ${t.note}`);
+  check(/server 0: [\d,]+ rows in [\d.]+ [KMG]?i?B, [\d,]+ evicted/.test(t.note), 'the latest rows, bytes and evictions');
+  check(pageErrors.length === 0, `no page errors${pageErrors.length ? ': ' + pageErrors.join('; ') : ''}`);
+  const shot = path.join(outDir, 'dashboard-tables-screenshot.png');
+  await page.locator('#tables').screenshot({path: shot});
+  log(`screenshot: ${shot}`);
+  await page.close();
 }
 
 // What the test reads off the page.
@@ -171,6 +221,7 @@ async function snapshot(page) {
       diedMarkers: document.querySelectorAll('#loss-step line.marker[data-kind="died"]').length,
       diedEvents: document.querySelectorAll('#events li[data-kind="died"], #events li[data-kind="left"]').length,
       failureShown: !document.getElementById('failure').hidden,
+      tablesEmpty: (document.querySelector('#tables .empty') || {}).textContent || '',
     };
   });
   return lastSnapshot;
@@ -253,6 +304,7 @@ async function main() {
     check(grown.length === 2, `the survivors' per-step curves keep growing (${grown.join(', ')}): ` +
                               `${JSON.stringify(afterKill.stepLastX)} -> ${JSON.stringify(s.stepLastX)}`);
     check(!s.failureShown, 'no failure banner');
+    check(/No embedding tables/.test(s.tablesEmpty), `the table panel says the job has none ("${s.tablesEmpty}")`);
     check(pageErrors.length === 0, `no page errors${pageErrors.length ? ': ' + pageErrors.join('; ') : ''}`);
     check(children.every((c) => c.exited === null || c.killed), 'every other process is running');
 
@@ -260,6 +312,9 @@ async function main() {
     const shot = path.join(outDir, 'dashboard-screenshot.png');
     await page.screenshot({path: shot, fullPage: true});
     log(`screenshot: ${shot}`);
+    for (const c of children) c.killed = true;  // the first job is done with
+    killAll();
+    await checkTablesPanel(browser);
   } finally {
     await browser.close();
   }

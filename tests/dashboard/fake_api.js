@@ -71,6 +71,12 @@ function status(now) {
     slow_steps: mode === 'sync' && dead ? [{seconds: KILL_AT + 2, server: 0, step: KILL_AT * 12, waited_seconds: 2.1,
                                             waiting_for: [2]}] : [],
     stuck_barriers: [],
+    // Tables that fill, then hold steady under eviction: one point a second.
+    table_history: [0, 1].map((r) => ({server: r, points: Array.from({length: Math.floor(now) + 1}, (_, t) => {
+      const rows = Math.round(400000 * (1 - Math.exp(-t / 20)) + 1000 * r);
+      const evicted = Math.max(0, Math.round(9000 * (t - 25)));
+      return [t, rows, rows * 155, evicted];
+    })})),
   };
 }
 
