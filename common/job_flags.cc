@@ -99,6 +99,9 @@ DEFINE_string(table_memory_budget, "",
               "Bytes each server may spend on the rows of all the job's embedding tables, e.g. 512MiB (suffixes "
               "KiB, MiB, GiB, or none for bytes): past it the least recently updated rows leave; empty or 0: no "
               "budget");
+DEFINE_string(table_row_dtype, "fp32",
+              "--model=ctr: how embedding rows store their values: fp32, or fp16 / bf16 at half the bytes "
+              "(rounded after every update; the optimizer's state stays fp32)");
 DEFINE_int32(replicas, 1, "Copies of each server's shard: 1, or 2 (a live copy on the next server survives one server's loss)");
 
 namespace pstrain {
@@ -117,7 +120,7 @@ const char* const kJobFlags[] = {
     "checkpoint_every_seconds", "global_batch", "resume", "replicas", "overlap", "compression",
     "data_format", "bad_records", "embedding_dim", "table_optimizer", "table_lr", "table_l1", "table_l2",
     "table_admission", "table_sketch_bytes", "table_ttl_updates", "table_max_rows", "table_evict_order",
-    "table_min_l2_norm", "table_keep_rows", "table_evict_every", "table_memory_budget", "max_grad_norm_per_sample", "output_mode"};
+    "table_min_l2_norm", "table_keep_rows", "table_evict_every", "table_memory_budget", "table_row_dtype", "max_grad_norm_per_sample", "output_mode"};
 
 // "0640" or "640": octal digits only, the owner may at least read (a file its own job could not
 // read back is a mistake), at most 0777.
@@ -265,6 +268,11 @@ absl::Status ApplyFlags(JobSpec* job) {
   if (Given("table_keep_rows")) eviction->set_keep_rows(FLAGS_table_keep_rows);
   if (Given("table_evict_every")) eviction->set_every_updates(FLAGS_table_evict_every);
   if (job->table_eviction().ByteSizeLong() == 0) job->clear_table_eviction();
+  if (Given("table_row_dtype")) {
+    absl::StatusOr<TableSpec::RowDtype> dtype = ParseRowDtype(FLAGS_table_row_dtype);
+    if (!dtype.ok()) return absl::InvalidArgumentError(absl::StrCat("--table_", dtype.status().message()));
+    job->set_table_row_dtype(*dtype);
+  }
   if (Given("table_memory_budget") && !FLAGS_table_memory_budget.empty()) {
     int64_t budget = 0;
     if (!ParseByteCount(FLAGS_table_memory_budget, &budget)) {

@@ -83,6 +83,7 @@ void ApplyTableDefaults(JobSpec* job) {
       *table->mutable_optimizer() = job->table_optimizer();
       if (job->has_table_admission()) *table->mutable_admission() = job->table_admission();
       if (job->has_table_eviction()) *table->mutable_eviction() = job->table_eviction();
+      if (job->table_row_dtype() != TableSpec::FP32) table->set_row_dtype(job->table_row_dtype());
     }
   }
   for (TableSpec& table : *job->mutable_tables()) {
@@ -160,6 +161,9 @@ absl::Status ValidateTables(const JobSpec& job) {
   if (absl::Status s = ValidateSparseOptimizer("table_optimizer", job.table_optimizer()); !s.ok()) return s;
   if (absl::Status s = ValidateAdmission("table_admission", job.table_admission()); !s.ok()) return s;
   if (absl::Status s = ValidateEviction("table_eviction", job.table_eviction()); !s.ok()) return s;
+  if (!TableSpec::RowDtype_IsValid(job.table_row_dtype())) {
+    return Invalid("table_row_dtype", RowDtypeName(job.table_row_dtype()), "FP32, FP16 or BF16");
+  }
   absl::flat_hash_set<std::string> names;
   for (int i = 0; i < job.tables_size(); ++i) {
     const TableSpec& t = job.tables(i);
@@ -179,6 +183,9 @@ absl::Status ValidateTables(const JobSpec& job) {
     if (absl::Status s = ValidateSparseOptimizer(absl::StrCat(field, ".optimizer"), t.optimizer()); !s.ok()) return s;
     if (absl::Status s = ValidateAdmission(absl::StrCat(field, ".admission"), t.admission()); !s.ok()) return s;
     if (absl::Status s = ValidateEviction(absl::StrCat(field, ".eviction"), t.eviction()); !s.ok()) return s;
+    if (!TableSpec::RowDtype_IsValid(RowDtypeOf(t))) {
+      return Invalid(absl::StrCat(field, ".row_dtype"), RowDtypeName(RowDtypeOf(t)), "FP32, FP16 or BF16");
+    }
     if (job.model() == kCtrModel && t.dim() != job.embedding_dim()) {
       return Invalid(absl::StrCat(field, ".dim"), absl::StrCat(t.dim()),
                      absl::StrCat("embedding_dim = ", job.embedding_dim(), " (model 'ctr' pools every field alike)"));
@@ -275,6 +282,22 @@ std::string SparseOptimizerTypeName(SparseOptimizerSpec::Type type) {
   return absl::AsciiStrToLower(SparseOptimizerSpec::Type_Name(type));
 }
 
+absl::StatusOr<TableSpec::RowDtype> ParseRowDtype(absl::string_view name) {
+  const std::string n = absl::AsciiStrToLower(absl::StripAsciiWhitespace(name));
+  TableSpec::RowDtype dtype;
+  if (TableSpec::RowDtype_Parse(absl::AsciiStrToUpper(n), &dtype)) return dtype;
+  return absl::InvalidArgumentError(absl::StrCat("row_dtype: got '", name, "', expected fp32, fp16 or bf16"));
+}
+
+std::string RowDtypeName(TableSpec::RowDtype dtype) {
+  return TableSpec::RowDtype_IsValid(dtype) ? absl::AsciiStrToLower(TableSpec::RowDtype_Name(dtype))
+                                            : absl::StrCat("unknown (", static_cast<int>(dtype), ")");
+}
+
+int64_t TableRowValueBytes(int dim, TableSpec::RowDtype dtype) {
+  return dtype == TableSpec::FP32 ? int64_t{dim} * 4 : (int64_t{dim} * 2 + 3) / 4 * 4;
+}
+
 CtrShape CtrShapeOf(const JobSpec& job) {
   CtrShape shape;
   shape.num_fields = job.tables_size();
@@ -306,7 +329,7 @@ int64_t TableRowFloorBytes(const TableSpec& table) {
     default: vectors += 1; break;  // ADAGRAD
   }
   const int64_t step = table.optimizer().type() == SparseOptimizerSpec::LAZY_ADAM ? 4 : 0;
-  return int64_t{table.dim()} * 4 * vectors + step;
+  return TableRowValueBytes(table.dim(), RowDtypeOf(table)) + int64_t{table.dim()} * 4 * (vectors - 1) + step;
 }
 
 }  // namespace pstrain

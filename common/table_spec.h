@@ -81,6 +81,18 @@ absl::Status ValidateEviction(absl::string_view field, const EvictionSpec& spec)
 absl::StatusOr<SparseOptimizerSpec::Type> ParseSparseOptimizer(absl::string_view name);
 std::string SparseOptimizerTypeName(SparseOptimizerSpec::Type type);
 
+// "fp32", "fp16", "bf16" (the spelling of --table_row_dtype and pstrain.torch's row_dtype=);
+// INVALID_ARGUMENT listing them otherwise.
+absl::StatusOr<TableSpec::RowDtype> ParseRowDtype(absl::string_view name);
+std::string RowDtypeName(TableSpec::RowDtype dtype);
+// A table's effective row dtype: its own, else FP32 (ApplyTableDefaults fills it from the job's).
+inline TableSpec::RowDtype RowDtypeOf(const TableSpec& table) {
+  return table.has_row_dtype() ? table.row_dtype() : TableSpec::FP32;
+}
+// Bytes of one row's value as stored: dim x 4 in FP32; dim x 2, rounded up to 4, in FP16 / BF16
+// (the record stays 4-byte aligned for the fp32 state after it).
+int64_t TableRowValueBytes(int dim, TableSpec::RowDtype dtype);
+
 // The shape of model "ctr" for a job (after ApplyJobDefaults): what the scheduler lays out and the
 // workers build (model/ctr_model.h), so both derive it here.
 struct CtrShape {
@@ -91,8 +103,8 @@ struct CtrShape {
 };
 CtrShape CtrShapeOf(const JobSpec& job);
 
-// Bytes of one row's weights and optimizer state (the memory floor per row): dim x 4 x (1 +
-// state vectors), plus 4 for lazy Adam's step count.
+// Bytes of one row's weights and optimizer state (the memory floor per row): the value
+// (TableRowValueBytes) plus dim x 4 x state vectors, plus 4 for lazy Adam's step count.
 int64_t TableRowFloorBytes(const TableSpec& table);
 
 // The memory budget (JobSpec.table_memory_budget; server/table_budget.h) counts a table's shard

@@ -74,6 +74,10 @@ TEST(TableSpecTest, BadTablesAndFormatsNameTheField) {
       {[](JobSpec* j) { j->mutable_data()->set_format("csv"); }, "data.format: got 'csv'"},
       {[](JobSpec* j) { j->mutable_data()->set_bad_records("maybe"); }, "data.bad_records: got 'maybe'"},
       {[](JobSpec* j) { j->set_model("mlp"); }, "data.format: got 'criteo', expected 'idx' for model 'mlp'"},
+      {[](JobSpec* j) { j->mutable_tables(3)->set_row_dtype(static_cast<TableSpec::RowDtype>(7)); },
+       "tables[3].row_dtype: got unknown (7), expected FP32, FP16 or BF16"},
+      {[](JobSpec* j) { j->set_table_row_dtype(static_cast<TableSpec::RowDtype>(-1)); },
+       "table_row_dtype: got unknown (-1)"},
   };
   for (const Case& c : cases) {
     JobSpec job = CtrJob();
@@ -210,6 +214,28 @@ TEST(TableSpecTest, ParsesOptimizerNamesAndRowFloors) {
   EXPECT_EQ(TableRowFloorBytes(t), 196);
   t.mutable_optimizer()->set_type(SparseOptimizerSpec::SGD);
   EXPECT_EQ(TableRowFloorBytes(t), 64);
+  // Half-width values: 2 bytes an element, padded to a word; the state stays 4.
+  t.set_row_dtype(TableSpec::FP16);
+  EXPECT_EQ(TableRowFloorBytes(t), 32);
+  t.mutable_optimizer()->set_type(SparseOptimizerSpec::ADAGRAD);
+  t.set_dim(3);
+  t.set_row_dtype(TableSpec::BF16);
+  EXPECT_EQ(TableRowFloorBytes(t), 8 + 12);
+}
+
+TEST(TableSpecTest, RowDtypeIsParsedAndTheCtrTablesTakeTheJobs) {
+  EXPECT_EQ(*ParseRowDtype("FP16"), TableSpec::FP16);
+  EXPECT_EQ(*ParseRowDtype(" bf16"), TableSpec::BF16);
+  EXPECT_EQ(*ParseRowDtype("fp32"), TableSpec::FP32);
+  EXPECT_THAT(ParseRowDtype("int8").status().message(), HasSubstr("row_dtype: got 'int8', expected fp32, fp16 or bf16"));
+  EXPECT_EQ(RowDtypeName(TableSpec::BF16), "bf16");
+  JobSpec job;
+  job.set_model("ctr");
+  job.set_table_row_dtype(TableSpec::FP16);
+  ApplyJobDefaults(&job);
+  ASSERT_EQ(job.tables_size(), 26);
+  for (const TableSpec& t : job.tables()) EXPECT_EQ(RowDtypeOf(t), TableSpec::FP16) << t.name();
+  EXPECT_FALSE(CtrJob().tables(0).has_row_dtype());  // fp32 by default, as before the field existed
 }
 
 }  // namespace

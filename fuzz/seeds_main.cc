@@ -164,19 +164,23 @@ void FileSeeds() {
   if (!ckpt->tables.empty()) {
     Write("embedding_table_fuzz", "adagrad", std::string(1, '\0') + ckpt->tables[0]);
   }
-  for (int type = 0; type < 4; ++type) {
-    server::TableOptions options;
-    options.name = "user";
-    options.dim = 2;
-    options.seed = 7;
-    options.optimizer.type = static_cast<server::SparseOptimizerOptions::Type>(type);
-    auto table = server::EmbeddingTable::Create(options);
-    if (!table.ok()) std::abort();
-    std::vector<float> rows(6);
-    if (!(*table)->Pull({1, 5, 80}, absl::MakeSpan(rows)).ok()) std::abort();
-    std::string bytes;
-    (*table)->Serialize(&bytes);
-    Write("embedding_table_fuzz", absl::StrCat("type", type), std::string(1, static_cast<char>(type << 1)) + bytes);
+  for (int dtype = 0; dtype < 3; ++dtype) {  // fp32, fp16, bf16 (embedding_table_fuzz.cc's bits 3-4)
+    for (int type = 0; type < 4; ++type) {
+      server::TableOptions options;
+      options.name = "user";
+      options.dim = 2;
+      options.seed = 7;
+      options.optimizer.type = static_cast<server::SparseOptimizerOptions::Type>(type);
+      options.row_dtype = static_cast<TableSpec::RowDtype>(dtype);
+      auto table = server::EmbeddingTable::Create(options);
+      if (!table.ok()) std::abort();
+      std::vector<float> rows(6);
+      if (!(*table)->Pull({1, 5, 80}, absl::MakeSpan(rows)).ok()) std::abort();
+      std::string bytes;
+      (*table)->Serialize(&bytes);
+      Write("embedding_table_fuzz", dtype == 0 ? absl::StrCat("type", type) : absl::StrCat("type", type, "-dtype", dtype),
+            std::string(1, static_cast<char>(type << 1 | dtype << 3)) + bytes);
+    }
   }
 
   std::vector<model::ParamSpec> params(2);

@@ -192,9 +192,15 @@ std::vector<TableSpec> TableSpecsOf(const py::list& tables) {
         *spec.mutable_admission() = *admission;
       } else if (name == "evict") {
         if (!value.is_none()) *spec.mutable_eviction() = EvictionOf(value, absl::StrCat(what, ": evict"));
+      } else if (name == "row_dtype") {
+        if (value.is_none()) continue;
+        if (!py::isinstance<py::str>(value)) Invalid(absl::StrCat(what, ": row_dtype is not a str (expected fp32, fp16 or bf16)"));
+        absl::StatusOr<TableSpec::RowDtype> dtype = ParseRowDtype(value.cast<std::string>());
+        if (!dtype.ok()) Invalid(absl::StrCat(what, ": ", dtype.status().message()));
+        spec.set_row_dtype(*dtype);
       } else {
         Invalid(absl::StrCat(what, ": unknown field '", name,
-                             "' (expected name, dim, init_bound, optimizer, admit, evict)"));
+                             "' (expected name, dim, init_bound, optimizer, admit, evict, row_dtype)"));
       }
     }
     if (!d.contains("dim")) Invalid(absl::StrCat(what, ": expected a \"dim\""));
@@ -210,6 +216,7 @@ py::dict TableDict(const TableSpec& table) {
   d["optimizer"] = SparseOptimizerTypeName(table.optimizer().type());
   d["lr"] = table.optimizer().lr();
   d["admit"] = AdmissionName(table.admission());
+  d["row_dtype"] = RowDtypeName(RowDtypeOf(table));
   if (EvictionOn(table.eviction())) {
     const EvictionSpec& e = table.eviction();
     py::dict evict;

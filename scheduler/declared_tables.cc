@@ -58,6 +58,7 @@ TableList AdoptDeclaredTables(const JobSpec& job, const TableList& declared) {
     if (t.has_admission()) ApplyAdmissionDefaults(t.mutable_admission());
     if (!t.has_eviction() && job.has_table_eviction()) *t.mutable_eviction() = job.table_eviction();
     if (t.has_eviction()) ApplyEvictionDefaults(t.mutable_eviction());
+    if (!t.has_row_dtype() && job.table_row_dtype() != TableSpec::FP32) t.set_row_dtype(job.table_row_dtype());
   }
   return tables;
 }
@@ -112,6 +113,11 @@ absl::Status MatchDeclaredTables(absl::string_view who, const TableList& declare
                                                        mine.ShortDebugString(), "}; ", theirs, " has {",
                                                        t->eviction().ShortDebugString(), "}"));
       }
+    }
+    if (d.has_row_dtype() && d.row_dtype() != RowDtypeOf(*t)) {
+      return absl::InvalidArgumentError(absl::StrCat(who, " declares table '", d.name(), "' with row_dtype ",
+                                                     RowDtypeName(d.row_dtype()), "; ", theirs, " has ",
+                                                     RowDtypeName(RowDtypeOf(*t))));
     }
   }
   // Names are unique on both sides (checked), so equal counts mean the same set.

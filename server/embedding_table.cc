@@ -1,5 +1,6 @@
 #include "server/embedding_table.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -9,6 +10,7 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/compression.h"
 #include "common/key_hash.h"
 #include "common/table_spec.h"
 
@@ -117,10 +119,63 @@ EmbeddingTable::EmbeddingTable(const TableOptions& options)
       bound_(options.init_bound.has_value()
                  ? *options.init_bound
                  : static_cast<float>(1.0 / std::sqrt(static_cast<double>(options.dim)))),
+      value_words_(static_cast<int>(TableRowValueBytes(options.dim, options.row_dtype) / 4)),
       state_floats_(StateFloatsPerElement(options.optimizer.type) * options.dim),
       has_step_(HasRowStepCount(options.optimizer.type)),
-      record_floats_(options.dim + state_floats_ + (has_step_ ? 1 : 0)) {
+      record_floats_(value_words_ + state_floats_ + (has_step_ ? 1 : 0)) {
   static_assert(sizeof(float) == sizeof(uint32_t), "the step count shares a float's slot");
+  if (options.row_dtype != TableSpec::FP32) scratch_.resize(options.dim);
+}
+
+void EmbeddingTable::ReadValue(const float* record, float* out) const {
+  const int dim = options_.dim;
+  if (options_.row_dtype == TableSpec::FP32) {
+    std::memcpy(out, record, sizeof(float) * dim);
+    return;
+  }
+  // The codes copied out first: the record is floats, not uint16 (no aliasing), and the span
+  // decoders are vectorized (fp16 with F16C where the CPU has it).
+  uint16_t codes[kMaxTableDim];
+  std::memcpy(codes, record, sizeof(uint16_t) * dim);
+  const absl::Span<const uint16_t> in(codes, dim);
+  const absl::Status decoded = options_.row_dtype == TableSpec::FP16 ? DecodeFp16(in, absl::MakeSpan(out, dim))
+                                                                     : DecodeBf16(in, absl::MakeSpan(out, dim));
+  DCHECK(decoded.ok()) << decoded;  // sizes match
+}
+
+void EmbeddingTable::WriteValue(const float* value, float* record) const {
+  const int dim = options_.dim;
+  if (options_.row_dtype == TableSpec::FP32) {
+    std::memcpy(record, value, sizeof(float) * dim);
+    return;
+  }
+  // The largest finite values: a larger weight is kept at the largest rather than made Inf (which
+  // the encoders refuse).
+  const bool fp16 = options_.row_dtype == TableSpec::FP16;
+  const float largest = fp16 ? 65504.0f : 3.38953139e38f;
+  float clamped[kMaxTableDim];
+  for (int i = 0; i < dim; ++i) clamped[i] = std::clamp(value[i], -largest, largest);
+  uint16_t codes[kMaxTableDim + 1];
+  codes[dim] = 0;  // the padding code of an odd dim
+  const absl::Span<const float> in(clamped, dim);
+  const absl::Status encoded =
+      fp16 ? EncodeFp16(in, absl::MakeSpan(codes, dim)) : EncodeBf16(in, absl::MakeSpan(codes, dim));
+  DCHECK(encoded.ok()) << encoded;  // sizes match, and nothing overflows once clamped
+  std::memcpy(record, codes, sizeof(float) * value_words_);
+}
+
+void EmbeddingTable::InitialValue(uint64_t key, float* out) const {
+  const int dim = options_.dim;
+  if (bound_ == 0.0f) {
+    std::memset(out, 0, sizeof(float) * dim);
+    return;
+  }
+  const uint64_t table_key = TableKey(options_.seed, options_.id);
+  for (int i = 0; i < dim; ++i) out[i] = UniformValue(table_key, key, i, bound_);
+  if (options_.row_dtype == TableSpec::FP32) return;
+  // As a row would store it: |value| < 1/sqrt(dim) <= 1, so no clamp is needed.
+  const bool fp16 = options_.row_dtype == TableSpec::FP16;
+  for (int i = 0; i < dim; ++i) out[i] = fp16 ? Fp16ToFloat(FloatToFp16(out[i])) : Bf16ToFloat(FloatToBf16(out[i]));
 }
 
 int64_t EmbeddingTable::bytes_used() const {
@@ -162,15 +217,15 @@ uint32_t EmbeddingTable::FindOrCreateRow(uint64_t key, int64_t update) {
   if (!created) return row;
   if (eviction_ != nullptr) eviction_->Created(row, update);
   float* record = Record(row);
-  if (bound_ == 0.0f) {
-    std::memset(record, 0, sizeof(float) * options_.dim);
+  if (options_.row_dtype == TableSpec::FP32) {
+    InitialValue(key, record);
   } else {
-    const uint64_t table_key = TableKey(options_.seed, options_.id);
-    for (int i = 0; i < options_.dim; ++i) record[i] = UniformValue(table_key, key, i, bound_);
+    InitialValue(key, scratch_.data());
+    WriteValue(scratch_.data(), record);
   }
   uint32_t step = 0;
-  InitRowState(options_.optimizer, options_.dim, record + options_.dim, &step);
-  if (has_step_) std::memcpy(record + options_.dim + state_floats_, &step, sizeof(step));
+  InitRowState(options_.optimizer, options_.dim, State(record), &step);
+  if (has_step_) std::memcpy(State(record) + state_floats_, &step, sizeof(step));
   return row;
 }
 
@@ -193,7 +248,7 @@ absl::Status EmbeddingTable::Pull(absl::Span<const uint64_t> keys, absl::Span<fl
   if (absl::Status s = CheckRoomFor(keys.size(), "pull"); !s.ok()) return s;
   float* dst = out.data();
   for (uint64_t key : keys) {
-    std::memcpy(dst, Record(FindOrCreateRow(key, 0)), sizeof(float) * dim);
+    ReadValue(Record(FindOrCreateRow(key, 0)), dst);
     dst += dim;
   }
   return absl::OkStatus();
@@ -207,7 +262,6 @@ absl::Status EmbeddingTable::Read(absl::Span<const uint64_t> keys, absl::Span<fl
                                                    " keys * dim ", dim));
   }
   if (absl::Status s = CheckSortedUniqueKeys(keys, Where(options_, "read")); !s.ok()) return s;
-  const uint64_t table_key = TableKey(options_.seed, options_.id);
   // First every key's row number (kNoRow: none), the map's buckets prefetched ahead; then the
   // rows, prefetched ahead too.
   constexpr uint32_t kNoRow = kMaxRows;
@@ -222,13 +276,10 @@ absl::Status EmbeddingTable::Read(absl::Span<const uint64_t> keys, absl::Span<fl
     if (i + kPrefetchAhead < keys.size() && rows[i + kPrefetchAhead] != kNoRow) {
       PrefetchRecord(Record(rows[i + kPrefetchAhead]));
     }
-    const uint64_t key = keys[i];
     if (rows[i] != kNoRow) {
-      std::memcpy(dst, Record(rows[i]), sizeof(float) * dim);
-    } else if (bound_ == 0.0f) {
-      std::memset(dst, 0, sizeof(float) * dim);
+      ReadValue(Record(rows[i]), dst);
     } else {
-      for (int i = 0; i < dim; ++i) dst[i] = UniformValue(table_key, key, i, bound_);
+      InitialValue(keys[i], dst);
     }
     dst += dim;
   }
@@ -287,15 +338,20 @@ absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> keys, absl::Span<c
     if (rows[k] == kNoRow) continue;
     if (eviction_ != nullptr) eviction_->Updated(rows[k], step);
     float* record = Record(rows[k]);
-    float* state = record + dim;
+    float* state = State(record);
+    // The value in fp32: the record's own floats, or decoded and rounded back after the update.
+    const bool half = options_.row_dtype != TableSpec::FP32;
+    float* w = half ? scratch_.data() : record;
+    if (half) ReadValue(record, w);
     if (has_step_) {
-      uint32_t step;
-      std::memcpy(&step, state + state_floats_, sizeof(step));
-      ApplyRowUpdate(options_.optimizer, dim, lr, grads.data() + k * dim, record, state, &step);
-      std::memcpy(state + state_floats_, &step, sizeof(step));
+      uint32_t row_step;
+      std::memcpy(&row_step, state + state_floats_, sizeof(row_step));
+      ApplyRowUpdate(options_.optimizer, dim, lr, grads.data() + k * dim, w, state, &row_step);
+      std::memcpy(state + state_floats_, &row_step, sizeof(row_step));
     } else {
-      ApplyRowUpdate(options_.optimizer, dim, lr, grads.data() + k * dim, record, state, nullptr);
+      ApplyRowUpdate(options_.optimizer, dim, lr, grads.data() + k * dim, w, state, nullptr);
     }
+    if (half) WriteValue(w, record);
   }
   return absl::OkStatus();
 }
@@ -312,9 +368,14 @@ RowEviction::RowVisitor EmbeddingTable::EveryRow() const {
 
 void EmbeddingTable::Evict(int64_t update) {
   const int dim = options_.dim;
+  std::vector<float> decoded(options_.row_dtype == TableSpec::FP32 ? 0 : dim);
   Remove(eviction_->Select(update, num_rows(), EveryRow(),
                            [&](uint32_t row) {
                              const float* w = Record(row);
+                             if (!decoded.empty()) {
+                               ReadValue(w, decoded.data());
+                               w = decoded.data();
+                             }
                              double sum = 0;
                              for (int i = 0; i < dim; ++i) sum += static_cast<double>(w[i]) * w[i];
                              return std::sqrt(sum);
@@ -357,7 +418,7 @@ bool EmbeddingTable::Lookup(uint64_t key, absl::Span<float> out) const {
   CHECK_EQ(out.size(), static_cast<size_t>(options_.dim));
   auto it = index_.find(key);
   if (it == index_.end()) return false;
-  std::memcpy(out.data(), Record(it->row), sizeof(float) * options_.dim);
+  ReadValue(Record(it->row), out.data());
   return true;
 }
 

@@ -1,4 +1,5 @@
-// One shard of an embedding table: rows of `dim` float32 keyed by uint64, created on first touch.
+// One shard of an embedding table: rows of `dim` values keyed by uint64, created on first touch,
+// stored as float32 or (TableOptions.row_dtype) at half width, fp16 or bf16, and read as float32.
 //
 // A table has no fixed vocabulary. A row that was never written holds its initial value, a
 // function of (seed, table id, key, element) only (EmbeddingInitialValue), so the model is the
@@ -13,7 +14,13 @@
 //   [ w: dim floats ][ optimizer state: StateFloatsPerElement * dim floats ][ step: 1 uint32 ]
 //                                                                 (the step only for lazy Adam)
 //
-// so an update touches one contiguous record. Per row that is the floor (dim * 4 bytes for the
+// so an update touches one contiguous record. Under row_dtype FP16 or BF16, w is dim 16-bit
+// codes, padded to a multiple of 4 bytes (common/table_spec.h TableRowValueBytes), and the state
+// stays fp32: an update decodes w, runs the optimizer in fp32 exactly as for an fp32 row, and
+// rounds the new w to the nearest code (ties to even; fp16 saturates at +-65504 rather than
+// overflow). A row's initial value is rounded the same way, and a key without a row reads as that
+// rounded value, so creating a row never changes what a key reads. The rounding depends only on
+// the value, so replicas and repeated SYNC runs stay bitwise equal. Per row that is the floor (dim * 4 bytes for the
 // value plus the optimizer's state) plus the index's slot (12 bytes, where a std::pair would be
 // padded to 16, and 1 control byte, at a load factor between 7/16 and 7/8: 14.9 to 29.7 bytes a
 // row) plus at most one partly filled block per table. The key stays in the slot, not in the
@@ -75,6 +82,8 @@ struct TableOptions {
   AdmissionSpec admission;
   // Which rows leave (TableSpec.eviction; default: none).
   EvictionSpec eviction;
+  // How the values are stored (TableSpec.row_dtype; default FP32).
+  TableSpec::RowDtype row_dtype = TableSpec::FP32;
   // Keep eviction's per-row metadata even without an eviction rule, for EvictToCap (a server
   // under a memory budget, server/table_budget.h).
   bool track_rows = false;
@@ -179,7 +188,8 @@ class EmbeddingTable {
   //   12      4           int32 table id
   //   16      4           int32 dim
   //   20      4           int32 optimizer type (SparseOptimizerOptions::Type)
-  //   24      4           uint32 record bytes R = 4 * (dim * (1 + state vectors) + has step)
+  //   24      4           uint32 record bytes R = value bytes (4 * dim, or 2 * dim rounded up to
+  //                       4 under FP16 / BF16) + 4 * (dim * state vectors + has step)
   //   28      4           uint32 name length L, then L bytes of name
   //   32+L    8           uint64 row count N
   //           N * (8 + R) per row: uint64 key, then its record as laid out in memory
@@ -189,8 +199,10 @@ class EmbeddingTable {
   //           tag 3       eviction's tombstones (RowEviction)
   //           tag 4       how many tombstones went past the cap since the last cut (uint64;
   //                       only when not 0)
+  //           tag 5       the row dtype (uint32 TableSpec::RowDtype; only when not FP32)
   //   end-4   4           uint32 CRC-32 (zlib crc32) of every byte before it
-  // A table with neither admission state nor eviction writes version 1, as before both existed.
+  // A table with neither admission state, eviction nor a half-width dtype writes version 1, as
+  // before they existed.
   void Serialize(std::string* out) const;
 
   // Replaces every row (and admission's sketch, eviction's metadata and tombstones) with those of
@@ -200,8 +212,9 @@ class EmbeddingTable {
   // resume gives every row a full TTL from there. On error nothing changes:
   // DATA_LOSS for a truncated or corrupt buffer (bad magic, size or CRC, keys out of order, a
   // sketch of another size);
-  // FAILED_PRECONDITION when it belongs to another table (name, id, dim or optimizer type
-  // differ), naming both values; UNIMPLEMENTED for an unknown version.
+  // FAILED_PRECONDITION when it belongs to another table (name, id, dim, optimizer type or row
+  // dtype differ), naming both values; INVALID_ARGUMENT for a value or state that is NaN or
+  // infinite, naming the row and element; UNIMPLEMENTED for an unknown version.
   absl::Status Restore(absl::string_view data, int64_t last_update = -1);
 
  private:
@@ -253,13 +266,25 @@ class EmbeddingTable {
   }
   // A block of kRowsPerBlock uninitialized records.
   std::unique_ptr<float[]> NewBlock() const;
+  // A record's value as floats, to out[0, dim): a copy in FP32, decoded otherwise.
+  void ReadValue(const float* record, float* out) const;
+  // Stores value[0, dim) into a record: a copy in FP32, rounded to the row dtype otherwise.
+  void WriteValue(const float* value, float* record) const;
+  // The value a key without a row reads, to out[0, dim): its initial value, as stored.
+  void InitialValue(uint64_t key, float* out) const;
+  // The optimizer state of a record (after its value words).
+  float* State(float* record) const { return record + value_words_; }
+  const float* State(const float* record) const { return record + value_words_; }
 
   // Constant after construction.
   TableOptions options_;
   float bound_;
+  int value_words_;    // 4-byte words of the value: dim in FP32, ceil(dim / 2) otherwise
   int state_floats_;   // optimizer state floats per row (StateFloatsPerElement * dim)
   bool has_step_;      // the record ends with a uint32 step count
-  int record_floats_;  // dim + state_floats_ + has_step_
+  int record_floats_;  // value_words_ + state_floats_ + has_step_
+  // Apply's decoded value under a half-width dtype (dim floats).
+  std::vector<float> scratch_;
 
   // Null for admission "always".
   std::unique_ptr<RowAdmission> admission_;

@@ -8,6 +8,7 @@
 #include <zlib.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/table_spec.h"
 #include "server/embedding_table.h"
 
 namespace pstrain::server {
@@ -21,6 +22,7 @@ constexpr uint32_t kSketchSection = 1;
 constexpr uint32_t kRowMetaSection = 2;
 constexpr uint32_t kTombstoneSection = 3;
 constexpr uint32_t kTombstonesLostSection = 4;
+constexpr uint32_t kRowDtypeSection = 5;
 
 template <typename T>
 void Put(T value, std::string* out) {
@@ -61,7 +63,8 @@ void EmbeddingTable::Serialize(std::string* out) const {
   out->reserve(start + 44 + options_.name.size() + rows.size() * (8 + record_bytes));
   out->append(kMagic, 8);
   const bool with_sketch = admission_ != nullptr && admission_->has_state();
-  const bool sections = with_sketch || eviction_ != nullptr;
+  const bool half = options_.row_dtype != TableSpec::FP32;
+  const bool sections = with_sketch || eviction_ != nullptr || half;
   Put<uint32_t>(sections ? kVersionSections : kVersion, out);
   Put<int32_t>(options_.id, out);
   Put<int32_t>(options_.dim, out);
@@ -94,6 +97,7 @@ void EmbeddingTable::Serialize(std::string* out) const {
       section(kTombstonesLostSection, [&] { eviction_->SerializeTombstonesLost(out); });
     }
   }
+  if (half) section(kRowDtypeSection, [&] { Put<uint32_t>(static_cast<uint32_t>(options_.row_dtype), out); });
   Put<uint32_t>(Crc32(out->data() + start, out->size() - start), out);
 }
 
@@ -148,14 +152,9 @@ absl::Status EmbeddingTable::Restore(absl::string_view data, int64_t last_update
         SparseOptimizerName(static_cast<SparseOptimizerOptions::Type>(type)), " (", type,
         "), table optimizer ", SparseOptimizerName(options_.optimizer.type)));
   }
-  const size_t expected_record = record_floats_ * sizeof(float);
-  if (record_bytes != expected_record) {
-    return absl::DataLossError(absl::StrCat(where, ": record of ", record_bytes,
-                                            " bytes, expected ", expected_record));
-  }
   size_t body = data.size() - 4 - static_cast<size_t>(p - data.data());
   // Version 2: tagged sections follow the rows.
-  absl::string_view sketch, row_meta, tombstones, tombstones_lost;
+  absl::string_view sketch, row_meta, tombstones, tombstones_lost, row_dtype;
   if (version == kVersionSections) {
     if (num_rows > body / (8 + record_bytes)) {
       return absl::DataLossError(absl::StrCat(where, ": ", num_rows, " rows of ", 8 + record_bytes,
@@ -179,12 +178,29 @@ absl::Status EmbeddingTable::Restore(absl::string_view data, int64_t last_update
         tombstones = payload;
       } else if (tag == kTombstonesLostSection) {
         tombstones_lost = payload;
+      } else if (tag == kRowDtypeSection) {
+        row_dtype = payload;
       } else {
         return absl::DataLossError(absl::StrCat(where, ": unknown section ", tag));
       }
       at += 12 + length;
     }
     body = rows_bytes;
+  }
+  // The dtype before the record size, which it changes: a checkpoint of another dtype is another
+  // table's, not a corrupt one.
+  if (!row_dtype.empty() && row_dtype.size() != sizeof(uint32_t)) {
+    return absl::DataLossError(absl::StrCat(where, ": a row dtype section of ", row_dtype.size(), " bytes, expected 4"));
+  }
+  const auto dtype = row_dtype.empty() ? TableSpec::FP32 : static_cast<TableSpec::RowDtype>(Get<uint32_t>(row_dtype.data()));
+  if (dtype != options_.row_dtype) {
+    return absl::FailedPreconditionError(absl::StrCat(where, ": checkpoint row dtype ", RowDtypeName(dtype),
+                                                      ", table row dtype ", RowDtypeName(options_.row_dtype)));
+  }
+  const size_t expected_record = record_floats_ * sizeof(float);
+  if (record_bytes != expected_record) {
+    return absl::DataLossError(absl::StrCat(where, ": record of ", record_bytes,
+                                            " bytes, expected ", expected_record));
   }
   if (num_rows > body / (8 + record_bytes) || body != num_rows * (8 + record_bytes)) {
     return absl::DataLossError(absl::StrCat(where, ": ", num_rows, " rows of ", 8 + record_bytes,
@@ -194,6 +210,7 @@ absl::Status EmbeddingTable::Restore(absl::string_view data, int64_t last_update
   // Build the new rows aside and swap them in, so an error leaves the table as it was.
   Index index;
   index.reserve(num_rows);
+  std::vector<float> check(options_.dim);
   std::vector<std::unique_ptr<float[]>> blocks;
   for (uint64_t row = 0; row < num_rows; ++row) {
     const uint64_t key = Get<uint64_t>(p);
@@ -205,15 +222,19 @@ absl::Status EmbeddingTable::Restore(absl::string_view data, int64_t last_update
     float* record = blocks.back().get() + (row % kRowsPerBlock) * record_floats_;
     std::memcpy(record, p + 8, record_bytes);
     // The checksum only proves the bytes are the ones written: a row of NaN would train to
-    // nothing, so it is refused, naming the row and element.
-    for (int i = 0; i < record_floats_; ++i) {
-      if (std::isfinite(record[i])) continue;
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": row ", row, " (key ", key, ") ",
-          i < options_.dim ? absl::StrCat("value element ", i)
-                           : absl::StrCat("optimizer state element ", i - options_.dim),
-          " is ", std::isnan(record[i]) ? "nan" : (record[i] > 0 ? "inf" : "-inf"),
-          ", expected finite values"));
+    // nothing, so it is refused, naming the row and element. The value is checked as stored
+    // (decoded under a half-width dtype), the state and the step as floats.
+    auto bad = [&](const std::string& element, float v) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": row ", row, " (key ", key, ") ", element, " is ",
+                                                     std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf"),
+                                                     ", expected finite values"));
+    };
+    ReadValue(record, check.data());
+    for (int i = 0; i < options_.dim; ++i) {
+      if (!std::isfinite(check[i])) return bad(absl::StrCat("value element ", i), check[i]);
+    }
+    for (int i = value_words_; i < record_floats_; ++i) {
+      if (!std::isfinite(record[i])) return bad(absl::StrCat("optimizer state element ", i - value_words_), record[i]);
     }
     index.insert(KeyRow{key, static_cast<uint32_t>(row)});
     p += 8 + record_bytes;

@@ -50,6 +50,7 @@ absl::StatusOr<std::vector<std::unique_ptr<EmbeddingTable>>> MakeJobTables(const
     options.optimizer = OptimizerOf(spec.optimizer());
     options.admission = spec.admission();
     options.eviction = spec.eviction();
+    options.row_dtype = RowDtypeOf(spec);
     options.track_rows = job.table_memory_budget() > 0;
     // A checkpoint (the only reader of tombstones today) may be cut: asked by the workers or on a
     // clock, either only with a folder.

@@ -214,6 +214,8 @@ TEST(BadFlagsTest, SchedulerAndLauncherRefuseBadFilesAndSizesBeforeStarting) {
       // 15: the output mode is octal permission bits the owner can read.
       {{"--output_mode=0999"}, "--output_mode: got '0999'"},
       {{"--output_mode=0044"}, "--output_mode: got '0044'"},
+      // A table dtype that does not exist.
+      {{"--model=ctr", "--table_row_dtype=int8"}, "--table_row_dtype: got 'int8', expected fp32, fp16 or bf16"},
   };
   for (const auto& [flags, expected] : cases) {
     std::vector<std::string> args = {"--port=0"};

@@ -151,6 +151,21 @@ TEST(CtrClusterTest, TwoSyncRunsWithEveryTablePolicyOnAreBitwiseEqual) {
   EXPECT_EQ(ReadFile(first.model_path), ReadFile(second.model_path));
 }
 
+TEST(CtrClusterTest, RowsAtHalfWidthAreBitwiseRepeatableAndHalveTheValuesFloor) {
+  // dim 8, Adagrad: 32 bytes of value and 32 of state a row in fp32; 16 and 32 in fp16 or bf16.
+  for (const std::string dtype : {"fp16", "bf16"}) {
+    SCOPED_TRACE(dtype);
+    const std::vector<std::string> job = Job(DataDir(), {"--epochs=1", "--table_row_dtype=" + dtype});
+    const ClusterRun first = Launch("ctr-" + dtype + "-1", job);
+    const ClusterRun second = Launch("ctr-" + dtype + "-2", job);
+    ASSERT_EQ(first.exit_code, 0) << first.output;
+    ASSERT_EQ(second.exit_code, 0) << second.output;
+    EXPECT_EQ(JsonNumber(first.summary_json, "floor_bytes_per_row"), 48) << first.summary_json;
+    EXPECT_GT(JsonNumber(first.summary_json, "final_test_auc"), 0.65) << first.summary_json;
+    EXPECT_EQ(ReadFile(first.model_path), ReadFile(second.model_path));
+  }
+}
+
 TEST(CtrClusterTest, ProbabilityAdmissionDecidesAlikeInTwoSyncRuns) {
   // probability:P hashes (seed, table, key, update): the same keys are let in at the same steps
   // in a repeated run, whatever the order the workers' pushes arrive in.

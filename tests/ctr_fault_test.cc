@@ -36,6 +36,7 @@ std::vector<std::string> Job(std::vector<std::string> extra) {
   extra.push_back("--table_ttl_updates=60");
   extra.push_back("--table_evict_every=10");
   extra.push_back("--table_memory_budget=57150000");
+  extra.push_back("--table_row_dtype=fp16");  // rows at half width through checkpoints and replicas
   return CtrJob(CtrDataDir(), extra);
 }
 

@@ -45,7 +45,7 @@ class _TableModule(torch.nn.Module):
 
     def __init__(self, table: str, dim: int, init_bound: float | None = None,
                  optimizer: str | dict[str, Any] | None = None, admit: str | None = None,
-                 evict: dict[str, Any] | None = None) -> None:
+                 evict: dict[str, Any] | None = None, row_dtype: str | None = None) -> None:
         super().__init__()
         kind = type(self).__name__
         if not isinstance(table, str) or not table:
@@ -66,19 +66,24 @@ class _TableModule(torch.nn.Module):
             raise InvalidArgumentError(
                 f"{kind} '{table}': evict {evict!r}, expected None (the job's) or a dict such as "
                 "{'ttl_updates': 1000, 'max_rows': 100000, 'order': 'lru'}")
+        if row_dtype is not None and row_dtype not in ("fp32", "fp16", "bf16"):
+            raise InvalidArgumentError(
+                f"{kind} '{table}': row_dtype {row_dtype!r}, expected None (the job's, --table_row_dtype), "
+                "'fp32', 'fp16' or 'bf16'")
         self.table = table
         self.dim = dim
         self.init_bound = init_bound
         self.optimizer = optimizer
         self.admit = admit
         self.evict = evict
+        self.row_dtype = row_dtype
         self._binding = None  # _TableBinding, set by the Trainer
         self._table_id = -1
 
     def table_spec(self) -> dict[str, Any]:
         """The table's declaration, as the Trainer sends it with the model."""
         return {"name": self.table, "dim": self.dim, "init_bound": self.init_bound, "optimizer": self.optimizer,
-                "admit": self.admit, "evict": self.evict}
+                "admit": self.admit, "evict": self.evict, "row_dtype": self.row_dtype}
 
     def extra_repr(self) -> str:
         return f"table='{self.table}', dim={self.dim}"
@@ -135,6 +140,9 @@ class Embedding(_TableModule):
                  ttl_updates (not updated in that many of the server's updates), max_rows (per
                  server; "order": "lru" or "lfu" decides which go), min_l2_norm, keep_rows,
                  every_updates. An evicted key that comes back starts from its initial value.
+    row_dtype    how the servers store the rows' values: None (the job's, --table_row_dtype),
+                 "fp32", or "fp16" / "bf16" at half the bytes, rounded after every update (the
+                 optimizer's state stays fp32)
 
     forward(keys): keys of any shape (torch.int64, or a NumPy uint64/int64 array; any 64-bit value
     is a key) -> the rows, shaped keys.shape + (dim,).
@@ -148,7 +156,7 @@ class Embedding(_TableModule):
 class EmbeddingBag(_TableModule):
     """Sums, means or maxima of bags of rows, like torch.nn.EmbeddingBag, whose rows the servers hold.
 
-    table, dim, init_bound, optimizer, admit, evict: as Embedding.
+    table, dim, init_bound, optimizer, admit, evict, row_dtype: as Embedding.
     mode                 "sum", "mean" (torch's default) or "max"
     include_last_offset  offsets has one more entry, the end of the last bag (CSR style, as
                          pstrain.torch.CtrDataset gives them)
@@ -160,8 +168,9 @@ class EmbeddingBag(_TableModule):
 
     def __init__(self, table: str, dim: int, mode: str = "mean", init_bound: float | None = None,
                  optimizer: str | dict[str, Any] | None = None, include_last_offset: bool = False,
-                 admit: str | None = None, evict: dict[str, Any] | None = None) -> None:
-        super().__init__(table, dim, init_bound, optimizer, admit, evict)
+                 admit: str | None = None, evict: dict[str, Any] | None = None,
+                 row_dtype: str | None = None) -> None:
+        super().__init__(table, dim, init_bound, optimizer, admit, evict, row_dtype)
         if mode not in ("sum", "mean", "max"):
             raise InvalidArgumentError(f"EmbeddingBag '{table}': mode {mode!r}, expected 'sum', 'mean' or 'max'")
         self.mode = mode

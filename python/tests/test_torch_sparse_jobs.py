@@ -78,6 +78,36 @@ class SparseJobTest(unittest.TestCase):
             for _ in batches:
                 self.fail("two batches only")
 
+    def test_fp16_rows_hold_the_sgd_step_rounded_to_fp16(self):
+        flags = ["--model=external", "--workers=1", f"--batch_size={BATCH}", "--epochs=1", "--optimizer=sgd",
+                 "--lr=0.1", "--lr_schedule=constant"]
+        with Roles(flags, servers=2) as job:
+            model = KeyModel(init_bound=0.0, optimizer={"type": "sgd", "lr": 0.1}, row_dtype="fp16")
+            data, _ = key_data()
+            trainer = pst.Trainer(model, data, scheduler=job.address)
+            self.assertEqual([(t["name"], t["row_dtype"]) for t in trainer.session.tables], [("user", "fp16")])
+            batches = iter(trainer)
+            x, _ = next(batches)
+            loss = model(x).mean()
+            loss.backward()
+            self.assertTrue(trainer.step(loss))
+            counts = {}
+            for k in x.reshape(-1).tolist():
+                counts[k] = counts.get(k, 0) + 1
+            x, _ = next(batches)
+            rows = model.emb(x)
+            for i, sample in enumerate(x.tolist()):
+                for j, k in enumerate(sample):
+                    # In fp32 on the server, -lr * g, then rounded to the nearest fp16.
+                    step = -(torch.tensor(0.1) * torch.tensor(counts.get(k, 0) / BATCH))
+                    expected = step.to(torch.float16).to(torch.float32)
+                    self.assertEqual(rows[i, j].tolist(), [expected.item()] * DIM, msg=f"key {k}")
+            loss = (rows.sum(dim=(1, 2)) * model.scale).mean()
+            loss.backward()
+            self.assertTrue(trainer.step(loss))
+            for _ in batches:
+                self.fail("two batches only")
+
     def test_a_key_updated_once_under_count_two_admission_keeps_its_initial_row(self):
         flags = ["--model=external", "--workers=1", f"--batch_size={BATCH}", "--epochs=1", "--optimizer=sgd",
                  "--lr=0.1", "--lr_schedule=constant"]
@@ -125,7 +155,12 @@ class SparseJobTest(unittest.TestCase):
                                                         r"ttl_updates, max_rows, order"),
                 (KeyModel("user", 4, evict={"max_rows": 10, "keep_rows": 20}),
                  r"tables\[0\].eviction.max_rows: got 10, expected at least keep_rows = 20"),
+                (KeyModel("user", 4, row_dtype="bf16"), "declares table 'user' with row_dtype bf16; the job's "
+                                                        "table 'user' has fp32"),
             ]
+            with self.assertRaisesRegex(pstrain.InvalidArgumentError, r"Embedding 'user': row_dtype 'int8', expected "
+                                                                      r"None \(the job's, --table_row_dtype\)"):
+                KeyModel("user", 4, row_dtype="int8")
             for model, message in cases:
                 with self.subTest(message=message):
                     with self.assertRaisesRegex(pstrain.InvalidArgumentError, message):
