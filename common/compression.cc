@@ -156,10 +156,14 @@ void AccumulateFp16Portable(const uint16_t* in, float weight, float* out, size_t
 #define PSTRAIN_F16C 1
 
 // F16C from CPUID leaf 1 rather than __builtin_cpu_supports("f16c"), which clang 14 (the fuzz
-// build's compiler) does not know.
+// build's compiler) does not know. Asked once: CPUID costs hundreds of cycles, and traps to the
+// hypervisor in a VM (tens of microseconds), while a table row's value is 16 to 64 codes.
 bool HaveF16c() {
-  unsigned eax, ebx, ecx, edx;
-  return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+  static const bool have = [] {
+    unsigned eax, ebx, ecx, edx;
+    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+  }();
+  return have;
 }
 
 // Sets *special when a code is Inf or NaN.
