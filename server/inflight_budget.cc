@@ -26,11 +26,11 @@ RequestLimits RequestLimitsForJob(const JobSpec& job, const ShardMap& shard_map,
   // A job that got this far had its compression validated; an unknown one falls back to float32.
   const Compression compression = ParseCompression(job.compression()).value_or(Compression{});
   const int64_t samples = std::max<int64_t>({job.batch_size(), job.global_batch(), 1});
-  int64_t sparse = 0;
-  for (const TableSpec& table : job.tables()) {
-    sparse += samples * kKeysPerSampleAllowance * (8 + 4 * int64_t{std::max(table.dim(), 1)} + 8);
-  }
+  int64_t one_key_each = 0;  // a row per sample per table: key, row, the key asked back
+  for (const TableSpec& table : job.tables()) one_key_each += samples * (8 + 4 * int64_t{std::max(table.dim(), 1)} + 8);
+  const int64_t sparse = kKeysPerSampleAllowance * one_key_each;
   int64_t largest_push = 0;
+  int64_t largest_dense = 0;
   int64_t answers = 0;
   for (int shard : shards) {
     int64_t dense = 0;
@@ -41,10 +41,13 @@ RequestLimits RequestLimitsForJob(const JobSpec& job, const ShardMap& shard_map,
       floats += chunk.length();
     }
     largest_push = std::max(largest_push, dense + sparse);
+    largest_dense = std::max(largest_dense, dense);
     answers += 4 * floats;
   }
   RequestLimits limits;
   limits.max_request_bytes = largest_push + largest_push / 8 + kRequestHeadroomBytes;
+  const int64_t typical = largest_dense + one_key_each;
+  limits.typical_request_bytes = typical + typical / 8 + kRequestHeadroomBytes;
   const int64_t workers =
       (job.max_workers() > 0 ? job.max_workers() : job.num_workers() + kDefaultSpareWorkers) + 1;
   limits.max_inflight_bytes =

@@ -43,6 +43,11 @@ struct RequestLimits {
   int64_t max_request_bytes = 0;
   // The bytes all admitted calls together may hold; 0: no limit.
   int64_t max_inflight_bytes = 0;
+  // A usual push: as max_request_bytes, but with one embedding key per sample per table (a Criteo
+  // record's) instead of the allowance. What a server keeps of freed memory for reuse is bounded by
+  // it (server_runner.cc): the worst case of a sparse job is far above what it sends (308 MB
+  // against 4 MB for the default CTR job), and would let a server keep that much.
+  int64_t typical_request_bytes = 0;
 };
 
 // Embedding keys one sample may bring to one table, in the allowance for sparse rows: a Criteo
@@ -59,6 +64,7 @@ inline constexpr int64_t kRequestHeadroomBytes = 1 << 20;
 //   pairs when they take more), plus the embedding rows one push can carry (the push's samples,
 //   SYNC the global batch, x kKeysPerSampleAllowance keys x (key + row + the key asked back) per
 //   table), plus 1/8 and kRequestHeadroomBytes.
+// - typical_request_bytes: the same with one key per sample per table; equal without tables.
 // - max_inflight_bytes: every worker the job may admit (JobSpec.max_workers, plus one evaluator)
 //   holding two such requests and a whole answer per hosted shard at once: a SYNC step's pushes
 //   parked together, with a retry or a backup push beside each.

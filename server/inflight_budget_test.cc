@@ -124,6 +124,7 @@ TEST(RequestLimitsTest, DenseRequestLimitIsTheShardAsFloat32PlusSlack) {
   const RequestLimits limits = RequestLimitsForJob(DenseJob(), TwoServerMap(), {0});
   const int64_t push = 4 * 1000 + 2 * 40;  // floats and two chunk headers
   EXPECT_EQ(limits.max_request_bytes, push + push / 8 + kRequestHeadroomBytes);
+  EXPECT_EQ(limits.typical_request_bytes, limits.max_request_bytes);  // no tables
   // 6 workers and an evaluator, each two pushes and one answer of the shard.
   EXPECT_EQ(limits.max_inflight_bytes, 7 * (2 * limits.max_request_bytes + 4 * 1000));
 }
@@ -158,6 +159,10 @@ TEST(RequestLimitsTest, TablesAddRowsForEverySampleOfAPush) {
   const int64_t push = 4 * 1000 + 2 * 40 + sparse;
   EXPECT_EQ(RequestLimitsForJob(job, TwoServerMap(), {0}).max_request_bytes,
             push + push / 8 + kRequestHeadroomBytes);
+  // A usual push: one key per sample.
+  const int64_t typical = 4 * 1000 + 2 * 40 + 128 * (8 + 64 + 8);
+  EXPECT_EQ(RequestLimitsForJob(job, TwoServerMap(), {0}).typical_request_bytes,
+            typical + typical / 8 + kRequestHeadroomBytes);
 }
 
 }  // namespace
