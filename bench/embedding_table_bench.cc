@@ -3,6 +3,9 @@
 //
 //   Pull/<keys>/<dim>    EmbeddingTable::Pull of `keys` sorted unique keys (rows that exist)
 //   Apply/<keys>/<dim>   EmbeddingTable::Apply of one Adagrad gradient row per key
+//   ApplyTracked/...     the same, with eviction's per-row metadata kept (each update stamps the
+//                        row's last update and count: TableOptions.track_rows, as under a TTL)
+//   ApplyFp16/...        the same on rows stored as fp16 (TableOptions.row_dtype)
 //
 // The table holds kUniverse rows, created before timing starts; each call takes the next of
 // kBatches precomputed random samples of the universe, sorted, so the rows touched are spread
@@ -34,10 +37,13 @@ struct Fixture {
   std::vector<std::vector<uint64_t>> batches;
 };
 
-Fixture MakeFixture(int64_t num_keys, int dim) {
+Fixture MakeFixture(int64_t num_keys, int dim, bool tracked = false,
+                    TableSpec::RowDtype dtype = TableSpec::FP32) {
   server::TableOptions options;
   options.name = "bench";
   options.dim = dim;
+  options.track_rows = tracked;
+  options.row_dtype = dtype;
   Fixture f;
   f.table = server::EmbeddingTable::Create(options).value();
   std::vector<uint64_t> keys(kUniverse);
@@ -75,21 +81,26 @@ void BM_Pull(benchmark::State& state) {
   SetCounters(state, num_keys, dim);
 }
 
-void BM_Apply(benchmark::State& state) {
+void ApplyWith(benchmark::State& state, bool tracked, TableSpec::RowDtype dtype) {
   const int64_t num_keys = state.range(0);
   const int dim = static_cast<int>(state.range(1));
-  Fixture f = MakeFixture(num_keys, dim);
+  Fixture f = MakeFixture(num_keys, dim, tracked, dtype);
   std::vector<float> grads(num_keys * dim);
   std::mt19937 rng(2);
   std::normal_distribution<float> dist(0.0f, 1e-2f);
   for (float& g : grads) g = dist(rng);
   int b = 0;
+  int64_t update = 0;
   for (auto _ : state) {
-    if (!f.table->Apply(f.batches[b], grads, 0.01f).ok()) state.SkipWithError("apply failed");
+    if (!f.table->Apply(f.batches[b], grads, 0.01f, update++).ok()) state.SkipWithError("apply failed");
     b = (b + 1) % kBatches;
   }
   SetCounters(state, num_keys, dim);
 }
+
+void BM_Apply(benchmark::State& state) { ApplyWith(state, false, TableSpec::FP32); }
+void BM_ApplyTracked(benchmark::State& state) { ApplyWith(state, true, TableSpec::FP32); }
+void BM_ApplyFp16(benchmark::State& state) { ApplyWith(state, false, TableSpec::FP16); }
 
 void Shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"keys", "dim"});
@@ -101,6 +112,8 @@ void Shapes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_Pull)->Apply(Shapes);
 BENCHMARK(BM_Apply)->Apply(Shapes);
+BENCHMARK(BM_ApplyTracked)->Apply(Shapes);
+BENCHMARK(BM_ApplyFp16)->Apply(Shapes);
 
 }  // namespace
 }  // namespace pstrain::bench

@@ -334,6 +334,7 @@ absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> keys, absl::Span<c
   for (size_t k = 0; k < keys.size(); ++k) {
     if (k + kPrefetchAhead < keys.size() && rows[k + kPrefetchAhead] != kNoRow) {
       PrefetchRecord(Record(rows[k + kPrefetchAhead]));
+      if (eviction_ != nullptr) eviction_->Prefetch(rows[k + kPrefetchAhead]);
     }
     if (rows[k] == kNoRow) continue;
     if (eviction_ != nullptr) eviction_->Updated(rows[k], step);

@@ -98,6 +98,11 @@ class RowEviction {
   void Created(uint32_t row, int64_t update);
   // Row `row` was updated by update `update` (after Created, for a new row).
   void Updated(uint32_t row, int64_t update);
+  // Starts fetching row `row`'s metadata into the cache, for an Updated a few rows later (rows are
+  // random accesses, like their records).
+  void Prefetch(uint32_t row) const {
+    if (row < meta_.size()) __builtin_prefetch(&meta_[row]);
+  }
   // Whether eviction runs after update `update` (never when the spec has no rule: a table under a
   // memory budget keeps the metadata for SelectPastCap only).
   bool Due(int64_t update) const {
