@@ -154,7 +154,7 @@ void FileSeeds() {
   IncomingPush push;
   if (!DecodePush(grpc::ByteBuffer(&slice, 1), "seed", &push).ok()) std::abort();
   PushResponse answer;
-  store->Push(push.header, push.values, &answer, [](absl::Status s) { if (!s.ok()) Die(s); });
+  store->Push(server::DecodedPush::Of(push), &answer, [](absl::Status s) { if (!s.ok()) Die(s); });
   auto ckpt = store->Checkpoint();
   if (!ckpt.ok()) Die(ckpt.status());
   const std::string path = WriteScratch("seed.ckpt", "");
