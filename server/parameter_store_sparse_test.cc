@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "server/checkpoint.h"
 #include "server/embedding_table.h"
+#include "server/sparse_shard.h"
 #include "server/store_test_util.h"
 
 namespace pstrain::server {
@@ -180,21 +181,13 @@ TEST(ParameterStoreSparseTest, APrimaryAndItsReplicaKeepTheSameRowsUnderAdmissio
   EXPECT_EQ(a->tables, b->tables);  // rows, the sketch, the rows' eviction clocks, the tombstones
 }
 
-// The tombstones of a table in a serialized checkpoint table (`spec`'s, at position `id` in `job`).
+// The tombstones in table `id` of a checkpoint of `job` (one that checkpoints, so its tables keep
+// them), restored as a server builds the table.
 std::vector<Tombstone> TombstonesIn(const JobSpec& job, int id, const std::string& serialized, int64_t step) {
-  const TableSpec& spec = job.tables(id);
-  TableOptions options;
-  options.name = spec.name();
-  options.id = id;
-  options.dim = spec.dim();
-  options.seed = job.seed();
-  options.optimizer.type = SparseOptimizerOptions::Type::kSgd;  // SparseOptions' tables
-  options.eviction = spec.eviction();
-  options.keep_tombstones = true;
-  std::unique_ptr<EmbeddingTable> table = std::move(EmbeddingTable::Create(options)).value();
-  const absl::Status restored = table->Restore(serialized, step);
+  std::vector<std::unique_ptr<EmbeddingTable>> tables = std::move(MakeJobTables(job)).value();
+  const absl::Status restored = tables[id]->Restore(serialized, step);
   EXPECT_TRUE(restored.ok()) << restored;
-  return table->Tombstones();
+  return tables[id]->Tombstones();
 }
 
 TEST(ParameterStoreSparseTest, ACheckpointRecordsTheTombstonesSinceTheOneBeforeAndTheStoreThenForgetsThem) {
@@ -214,18 +207,18 @@ TEST(ParameterStoreSparseTest, ACheckpointRecordsTheTombstonesSinceTheOneBeforeA
   int64_t recorded = 0, held = 0;
   for (int t = 0; t < 2; ++t) {
     // The file at step 28 (after update 27): the evictions after updates 21 to 27.
-    for (const Tombstone& dead : TombstonesIn(options.job, t, file->tables[t], 28)) {
+    for (const Tombstone& dead : TombstonesIn(pair.primary.job, t, file->tables[t], 28)) {
       EXPECT_GE(dead.update, 21) << "table " << t << " key " << dead.key;
       EXPECT_LE(dead.update, 27) << "table " << t << " key " << dead.key;
       ++recorded;
     }
     // In memory: those since, after updates 28 and 29.
-    for (const Tombstone& dead : TombstonesIn(options.job, t, now->tables[t], 30)) {
+    for (const Tombstone& dead : TombstonesIn(pair.primary.job, t, now->tables[t], 30)) {
       EXPECT_GE(dead.update, 28) << "table " << t << " key " << dead.key;
       ++held;
     }
     EXPECT_EQ(primary->TableStats()[t].tombstones,
-              static_cast<int64_t>(TombstonesIn(options.job, t, now->tables[t], 30).size()));
+              static_cast<int64_t>(TombstonesIn(pair.primary.job, t, now->tables[t], 30).size()));
   }
   EXPECT_GT(recorded, 0);
   EXPECT_GT(held, 0);

@@ -42,41 +42,52 @@ def key_data():
     return TensorDataset(keys, torch.zeros(8)), keys
 
 
+def first_step(test, trainer, model):
+    """Trains the first batch: (the batches' iterator, how often each key of that batch appeared, the
+    sum of the absolute outputs before the step)."""
+    batches = iter(trainer)
+    x, _ = next(batches)
+    out = model(x)
+    before = out.abs().sum().item()
+    loss = out.mean()
+    loss.backward()
+    test.assertTrue(trainer.step(loss))
+    counts = {}
+    for k in x.reshape(-1).tolist():
+        counts[k] = counts.get(k, 0) + 1
+    return batches, counts, before
+
+
+def last_step(test, trainer, model, batches, rows):
+    """Trains the second and last batch from its rows."""
+    loss = (rows.sum(dim=(1, 2)) * model.scale).mean()
+    loss.backward()
+    test.assertTrue(trainer.step(loss))
+    for _ in batches:
+        test.fail("two batches only")
+
+
 class SparseJobTest(unittest.TestCase):
     def test_rows_move_by_the_tables_own_optimizer_and_the_job_adopts_the_table(self):
         flags = ["--model=external", "--workers=1", f"--batch_size={BATCH}", "--epochs=1", "--optimizer=sgd",
                  "--lr=0.1", "--lr_schedule=constant"]
         with Roles(flags, servers=2) as job:
             model = KeyModel(init_bound=0.0, optimizer={"type": "sgd", "lr": 1.0})
-            data, keys = key_data()
+            data, _ = key_data()
             trainer = pst.Trainer(model, data, scheduler=job.address)
             self.assertEqual([(t["name"], t["dim"], t["optimizer"], t["lr"]) for t in trainer.session.tables],
                              [("user", DIM, "sgd", 1.0)])
             self.assertFalse(trainer.job["overlap"])  # row gradients travel with the whole push
-            batches = iter(trainer)
-
-            x, _ = next(batches)
-            out = model(x)
-            self.assertEqual(out.abs().sum().item(), 0)  # init_bound 0: every row starts at zero
-            loss = out.mean()
-            loss.backward()
-            self.assertTrue(trainer.step(loss))
-
+            batches, counts, before = first_step(self, trainer, model)
+            self.assertEqual(before, 0)  # init_bound 0: every row starts at zero
             # d(mean loss)/d(row k) = (times k appears in the batch) / BATCH; SGD at lr 1 from 0.
-            counts = {}
-            for k in x.reshape(-1).tolist():
-                counts[k] = counts.get(k, 0) + 1
             x, _ = next(batches)
             rows = model.emb(x)
             for i, sample in enumerate(x.tolist()):
                 for j, k in enumerate(sample):
                     expected = -counts.get(k, 0) / BATCH
                     torch.testing.assert_close(rows[i, j], torch.full((DIM,), expected), msg=f"key {k}")
-            loss = (rows.sum(dim=(1, 2)) * model.scale).mean()
-            loss.backward()
-            self.assertTrue(trainer.step(loss))
-            for _ in batches:
-                self.fail("two batches only")
+            last_step(self, trainer, model, batches, rows)
 
     def test_fp16_rows_hold_the_sgd_step_rounded_to_fp16(self):
         flags = ["--model=external", "--workers=1", f"--batch_size={BATCH}", "--epochs=1", "--optimizer=sgd",
@@ -86,14 +97,7 @@ class SparseJobTest(unittest.TestCase):
             data, _ = key_data()
             trainer = pst.Trainer(model, data, scheduler=job.address)
             self.assertEqual([(t["name"], t["row_dtype"]) for t in trainer.session.tables], [("user", "fp16")])
-            batches = iter(trainer)
-            x, _ = next(batches)
-            loss = model(x).mean()
-            loss.backward()
-            self.assertTrue(trainer.step(loss))
-            counts = {}
-            for k in x.reshape(-1).tolist():
-                counts[k] = counts.get(k, 0) + 1
+            batches, counts, _ = first_step(self, trainer, model)
             x, _ = next(batches)
             rows = model.emb(x)
             for i, sample in enumerate(x.tolist()):
@@ -102,11 +106,7 @@ class SparseJobTest(unittest.TestCase):
                     step = -(torch.tensor(0.1) * torch.tensor(counts.get(k, 0) / BATCH))
                     expected = step.to(torch.float16).to(torch.float32)
                     self.assertEqual(rows[i, j].tolist(), [expected.item()] * DIM, msg=f"key {k}")
-            loss = (rows.sum(dim=(1, 2)) * model.scale).mean()
-            loss.backward()
-            self.assertTrue(trainer.step(loss))
-            for _ in batches:
-                self.fail("two batches only")
+            last_step(self, trainer, model, batches, rows)
 
     def test_a_key_updated_once_under_count_two_admission_keeps_its_initial_row(self):
         flags = ["--model=external", "--workers=1", f"--batch_size={BATCH}", "--epochs=1", "--optimizer=sgd",
