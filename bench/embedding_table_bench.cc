@@ -6,6 +6,9 @@
 //   ApplyTracked/...     the same, with eviction's per-row metadata kept (each update stamps the
 //                        row's last update and count: TableOptions.track_rows, as under a TTL)
 //   ApplyFp16/...        the same on rows stored as fp16 (TableOptions.row_dtype)
+//   EvictionPass/<rows>  one TTL eviction pass (EmbeddingTable::AfterUpdate when due) over a table
+//                        of `rows` rows with random last updates, of which none is old enough to
+//                        leave: the cost of checking every row, paid every eviction interval
 //
 // The table holds kUniverse rows, created before timing starts; each call takes the next of
 // kBatches precomputed random samples of the universe, sorted, so the rows touched are spread
@@ -102,6 +105,31 @@ void BM_Apply(benchmark::State& state) { ApplyWith(state, false, TableSpec::FP32
 void BM_ApplyTracked(benchmark::State& state) { ApplyWith(state, true, TableSpec::FP32); }
 void BM_ApplyFp16(benchmark::State& state) { ApplyWith(state, false, TableSpec::FP16); }
 
+void BM_EvictionPass(benchmark::State& state) {
+  const int64_t rows = state.range(0);
+  server::TableOptions options;
+  options.name = "bench";
+  options.dim = 16;
+  options.eviction.set_ttl_updates(1000000);  // nothing leaves: the pass checks every row
+  options.eviction.set_every_updates(1);
+  auto table = server::EmbeddingTable::Create(options).value();
+  // Rows created by 100 updates of random keys, so that their metadata is in random order.
+  std::vector<uint64_t> keys(rows);
+  for (int64_t i = 0; i < rows; ++i) keys[i] = MixKey64(static_cast<uint64_t>(i));
+  std::mt19937_64 rng(3);
+  std::shuffle(keys.begin(), keys.end(), rng);
+  const int64_t per_update = rows / 100;
+  for (int64_t u = 0; u < 100; ++u) {
+    std::vector<uint64_t> batch(keys.begin() + u * per_update, keys.begin() + (u + 1) * per_update);
+    std::sort(batch.begin(), batch.end());
+    if (!table->Apply(batch, std::vector<float>(batch.size() * 16, 0.01f), 0.01f, u).ok()) std::abort();
+  }
+  int64_t update = 100;
+  for (auto _ : state) table->AfterUpdate(update++);
+  if (table->num_rows() != per_update * 100) state.SkipWithError("rows left");
+  state.SetItemsProcessed(state.iterations() * table->num_rows());
+}
+
 void Shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"keys", "dim"});
   for (int64_t keys : {10000, 100000}) {
@@ -114,6 +142,7 @@ BENCHMARK(BM_Pull)->Apply(Shapes);
 BENCHMARK(BM_Apply)->Apply(Shapes);
 BENCHMARK(BM_ApplyTracked)->Apply(Shapes);
 BENCHMARK(BM_ApplyFp16)->Apply(Shapes);
+BENCHMARK(BM_EvictionPass)->Arg(20000)->Arg(500000)->ArgName("rows")->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace pstrain::bench
