@@ -164,7 +164,7 @@ void EmbeddingTable::WriteValue(const float* value, float* record) const {
   std::memcpy(record, codes, sizeof(float) * value_words_);
 }
 
-void EmbeddingTable::InitialValue(uint64_t key, float* out) const {
+void EmbeddingTable::UnroundedInitialValue(uint64_t key, float* out) const {
   const int dim = options_.dim;
   if (bound_ == 0.0f) {
     std::memset(out, 0, sizeof(float) * dim);
@@ -172,10 +172,15 @@ void EmbeddingTable::InitialValue(uint64_t key, float* out) const {
   }
   const uint64_t table_key = TableKey(options_.seed, options_.id);
   for (int i = 0; i < dim; ++i) out[i] = UniformValue(table_key, key, i, bound_);
+}
+
+void EmbeddingTable::InitialValue(uint64_t key, float* out) const {
+  UnroundedInitialValue(key, out);
   if (options_.row_dtype == TableSpec::FP32) return;
-  // As a row would store it: |value| < 1/sqrt(dim) <= 1, so no clamp is needed.
-  const bool fp16 = options_.row_dtype == TableSpec::FP16;
-  for (int i = 0; i < dim; ++i) out[i] = fp16 ? Fp16ToFloat(FloatToFp16(out[i])) : Bf16ToFloat(FloatToBf16(out[i]));
+  // Through the same rounding a row's value takes: stored, then read back.
+  float words[kMaxTableDim];
+  WriteValue(out, words);
+  ReadValue(words, out);
 }
 
 int64_t EmbeddingTable::bytes_used() const {
@@ -218,9 +223,9 @@ uint32_t EmbeddingTable::FindOrCreateRow(uint64_t key, int64_t update) {
   if (eviction_ != nullptr) eviction_->Created(row, update);
   float* record = Record(row);
   if (options_.row_dtype == TableSpec::FP32) {
-    InitialValue(key, record);
+    UnroundedInitialValue(key, record);
   } else {
-    InitialValue(key, scratch_.data());
+    UnroundedInitialValue(key, scratch_.data());
     WriteValue(scratch_.data(), record);
   }
   uint32_t step = 0;
@@ -331,6 +336,8 @@ absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> keys, absl::Span<c
     rows[k] = FindOrCreateRow(keys[k], step);
   }
   counters_.admitted += static_cast<int64_t>(index_.size() - before);
+  // Under a half-width dtype the update runs on the value decoded into scratch_, then rounded back.
+  const bool half = options_.row_dtype != TableSpec::FP32;
   for (size_t k = 0; k < keys.size(); ++k) {
     if (k + kPrefetchAhead < keys.size() && rows[k + kPrefetchAhead] != kNoRow) {
       PrefetchRecord(Record(rows[k + kPrefetchAhead]));
@@ -340,8 +347,6 @@ absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> keys, absl::Span<c
     if (eviction_ != nullptr) eviction_->Updated(rows[k], step);
     float* record = Record(rows[k]);
     float* state = State(record);
-    // The value in fp32: the record's own floats, or decoded and rounded back after the update.
-    const bool half = options_.row_dtype != TableSpec::FP32;
     float* w = half ? scratch_.data() : record;
     if (half) ReadValue(record, w);
     if (has_step_) {

@@ -270,7 +270,9 @@ class EmbeddingTable {
   void ReadValue(const float* record, float* out) const;
   // Stores value[0, dim) into a record: a copy in FP32, rounded to the row dtype otherwise.
   void WriteValue(const float* value, float* record) const;
-  // The value a key without a row reads, to out[0, dim): its initial value, as stored.
+  // A key's initial value in fp32, to out[0, dim): what a new row stores (rounded by WriteValue).
+  void UnroundedInitialValue(uint64_t key, float* out) const;
+  // The value a key without a row reads, to out[0, dim): its initial value as a row would store it.
   void InitialValue(uint64_t key, float* out) const;
   // The optimizer state of a record (after its value words).
   float* State(float* record) const { return record + value_words_; }
