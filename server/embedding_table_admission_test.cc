@@ -11,11 +11,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/embedding_table.h"
+#include "server/embedding_table_test_util.h"
 
 namespace pstrain::server {
 namespace {
 
 using ::testing::HasSubstr;
+using namespace table_test;  // NOLINT: the shared helpers of the table tests
 
 TableOptions Options(AdmissionSpec admission) {
   TableOptions options;
@@ -36,23 +38,7 @@ AdmissionSpec Count(int n) {
   return spec;
 }
 
-std::unique_ptr<EmbeddingTable> Make(const AdmissionSpec& admission) {
-  auto table = EmbeddingTable::Create(Options(admission));
-  EXPECT_TRUE(table.ok()) << table.status();
-  return std::move(table).value();
-}
-
-std::vector<float> Read(const EmbeddingTable& table, const std::vector<uint64_t>& keys) {
-  std::vector<float> out(keys.size() * table.dim());
-  EXPECT_TRUE(table.Read(keys, absl::MakeSpan(out)).ok());
-  return out;
-}
-
-std::string Bytes(const EmbeddingTable& table) {
-  std::string out;
-  table.Serialize(&out);
-  return out;
-}
+std::unique_ptr<EmbeddingTable> Make(const AdmissionSpec& admission) { return MakeTable(Options(admission)); }
 
 uint32_t VersionOf(const std::string& bytes) {
   uint32_t version;
@@ -63,10 +49,10 @@ uint32_t VersionOf(const std::string& bytes) {
 TEST(EmbeddingTableAdmissionTest, CountTwoDropsTheFirstUpdateAndStartsTheRowAtTheSecond) {
   std::unique_ptr<EmbeddingTable> table = Make(Count(2));
   std::unique_ptr<EmbeddingTable> always = Make(AdmissionSpec());
-  const std::vector<float> initial = Read(*table, {5});
+  const std::vector<float> initial = ReadRows(*table, {5});
   ASSERT_TRUE(table->Apply({5}, std::vector<float>{1.0f, -1.0f}, 0.1f, 0).ok());
   EXPECT_EQ(table->num_rows(), 0);
-  EXPECT_EQ(Read(*table, {5}), initial);  // not admitted: the initial value, nothing stored
+  EXPECT_EQ(ReadRows(*table, {5}), initial);  // not admitted: the initial value, nothing stored
   EXPECT_EQ(table->counters().refused, 1);
   EXPECT_EQ(table->counters().admitted, 0);
 
@@ -75,13 +61,13 @@ TEST(EmbeddingTableAdmissionTest, CountTwoDropsTheFirstUpdateAndStartsTheRowAtTh
   ASSERT_TRUE(table->Apply({5}, std::vector<float>{0.5f, 2.0f}, 0.1f, 1).ok());
   ASSERT_TRUE(always->Apply({5}, std::vector<float>{0.5f, 2.0f}, 0.1f, 1).ok());
   EXPECT_EQ(table->num_rows(), 1);
-  EXPECT_EQ(Read(*table, {5}), Read(*always, {5}));
+  EXPECT_EQ(ReadRows(*table, {5}), ReadRows(*always, {5}));
   EXPECT_EQ(table->counters().admitted, 1);
 
   // In one update, keys with rows are updated and new ones counted: key 5 moves, 6 and 7 wait.
-  const std::vector<float> before = Read(*table, {5, 6, 7});
+  const std::vector<float> before = ReadRows(*table, {5, 6, 7});
   ASSERT_TRUE(table->Apply({5, 6, 7}, std::vector<float>(6, 1.0f), 0.1f, 2).ok());
-  const std::vector<float> after = Read(*table, {5, 6, 7});
+  const std::vector<float> after = ReadRows(*table, {5, 6, 7});
   EXPECT_NE(after[0], before[0]);
   EXPECT_EQ(std::vector<float>(after.begin() + 2, after.end()), std::vector<float>(before.begin() + 2, before.end()));
   EXPECT_EQ(table->counters().refused, 3);

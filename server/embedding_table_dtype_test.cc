@@ -16,12 +16,14 @@
 #include "common/compression.h"
 #include "common/table_spec.h"
 #include "server/embedding_table.h"
+#include "server/embedding_table_test_util.h"
 
 namespace pstrain::server {
 namespace {
 
 using Type = SparseOptimizerOptions::Type;
 using ::testing::HasSubstr;
+using namespace table_test;  // NOLINT: the shared helpers of the table tests
 
 TableOptions Options(int dim, TableSpec::RowDtype dtype, Type type = Type::kSgd) {
   TableOptions options;
@@ -34,24 +36,6 @@ TableOptions Options(int dim, TableSpec::RowDtype dtype, Type type = Type::kSgd)
   return options;
 }
 
-std::unique_ptr<EmbeddingTable> Make(const TableOptions& options) {
-  auto table = EmbeddingTable::Create(options);
-  EXPECT_TRUE(table.ok()) << table.status();
-  return std::move(table).value();
-}
-
-std::vector<float> ReadRows(const EmbeddingTable& table, const std::vector<uint64_t>& keys) {
-  std::vector<float> out(keys.size() * table.dim());
-  EXPECT_TRUE(table.Read(keys, absl::MakeSpan(out)).ok());
-  return out;
-}
-
-std::string Bytes(const EmbeddingTable& table) {
-  std::string out;
-  table.Serialize(&out);
-  return out;
-}
-
 float Round(float v, TableSpec::RowDtype dtype) {
   return dtype == TableSpec::FP16 ? Fp16ToFloat(FloatToFp16(v)) : Bf16ToFloat(FloatToBf16(v));
 }
@@ -61,7 +45,7 @@ class RowDtypeTest : public ::testing::TestWithParam<TableSpec::RowDtype> {};
 TEST_P(RowDtypeTest, AnUpdateIsTheFp32UpdateRoundedToTheDtype) {
   const TableSpec::RowDtype dtype = GetParam();
   // Odd dim: the last word is half padding.
-  auto table = Make(Options(3, dtype));
+  auto table = MakeTable(Options(3, dtype));
   const std::vector<float> before = ReadRows(*table, {11});
   for (float v : before) EXPECT_EQ(v, Round(v, dtype)) << "a key without a row reads its rounded initial value";
   const std::vector<float> g = {0.1f, -0.7f, 3.3f};
@@ -77,7 +61,7 @@ TEST_P(RowDtypeTest, AnUpdateIsTheFp32UpdateRoundedToTheDtype) {
 }
 
 TEST_P(RowDtypeTest, CreatingARowChangesNothingAKeyReads) {
-  auto table = Make(Options(16, GetParam(), Type::kAdagrad));
+  auto table = MakeTable(Options(16, GetParam(), Type::kAdagrad));
   const std::vector<uint64_t> keys = {1, 5, 900, 1u << 30};
   const std::vector<float> unread = ReadRows(*table, keys);
   std::vector<float> pulled(keys.size() * 16);
@@ -90,8 +74,8 @@ TEST_P(RowDtypeTest, CreatingARowChangesNothingAKeyReads) {
 TEST_P(RowDtypeTest, TheOptimizersStateStaysFp32) {
   // Adagrad's accumulator G: 0.1 + g^2 over steps, which a 16-bit code could not hold exactly.
   const TableSpec::RowDtype dtype = GetParam();
-  auto half = Make(Options(4, dtype, Type::kAdagrad));
-  auto full = Make(Options(4, TableSpec::FP32, Type::kAdagrad));
+  auto half = MakeTable(Options(4, dtype, Type::kAdagrad));
+  auto full = MakeTable(Options(4, TableSpec::FP32, Type::kAdagrad));
   const std::vector<float> g = {1e-3f, 0.25f, -0.5f, 2.0f};
   for (int step = 0; step < 5; ++step) {
     ASSERT_TRUE(half->Apply({3}, g, 0.01f, step).ok());
@@ -111,8 +95,8 @@ TEST_P(RowDtypeTest, TheOptimizersStateStaysFp32) {
 }
 
 TEST_P(RowDtypeTest, HalvesTheValuesBytes) {
-  auto half = Make(Options(16, GetParam(), Type::kAdagrad));
-  auto full = Make(Options(16, TableSpec::FP32, Type::kAdagrad));
+  auto half = MakeTable(Options(16, GetParam(), Type::kAdagrad));
+  auto full = MakeTable(Options(16, TableSpec::FP32, Type::kAdagrad));
   std::vector<uint64_t> keys(5000);
   for (size_t i = 0; i < keys.size(); ++i) keys[i] = i * 7 + 1;
   std::vector<float> out(keys.size() * 16);
@@ -128,15 +112,15 @@ TEST_P(RowDtypeTest, HalvesTheValuesBytes) {
 
 TEST_P(RowDtypeTest, CheckpointsCarryTheDtypeAndRefuseAnother) {
   const TableSpec::RowDtype dtype = GetParam();
-  auto table = Make(Options(5, dtype, Type::kAdagrad));
+  auto table = MakeTable(Options(5, dtype, Type::kAdagrad));
   ASSERT_TRUE(table->Apply({1, 4, 9}, std::vector<float>(15, 0.3f), 0.1f, 0).ok());
   const std::string bytes = Bytes(*table);
-  auto restored = Make(Options(5, dtype, Type::kAdagrad));
+  auto restored = MakeTable(Options(5, dtype, Type::kAdagrad));
   ASSERT_TRUE(restored->Restore(bytes).ok());
   EXPECT_EQ(Bytes(*restored), bytes);
   EXPECT_EQ(ReadRows(*restored, {1, 4, 9}), ReadRows(*table, {1, 4, 9}));
   // Another dtype's checkpoint, either way: FAILED_PRECONDITION naming both, nothing changed.
-  auto fp32 = Make(Options(5, TableSpec::FP32, Type::kAdagrad));
+  auto fp32 = MakeTable(Options(5, TableSpec::FP32, Type::kAdagrad));
   ASSERT_TRUE(fp32->Apply({2}, std::vector<float>(5, 0.3f), 0.1f, 0).ok());
   const std::string fp32_bytes = Bytes(*fp32);
   absl::Status s = fp32->Restore(bytes);
@@ -150,7 +134,7 @@ TEST_P(RowDtypeTest, CheckpointsCarryTheDtypeAndRefuseAnother) {
 
 TEST_P(RowDtypeTest, RestoreRefusesANonFiniteCode) {
   const TableSpec::RowDtype dtype = GetParam();
-  auto table = Make(Options(4, dtype, Type::kSgd));
+  auto table = MakeTable(Options(4, dtype, Type::kSgd));
   ASSERT_TRUE(table->Apply({1, 2}, std::vector<float>(8, 0.5f), 0.1f, 0).ok());
   std::string bad = Bytes(*table);
   uint32_t record_bytes = 0, name_size = 0;
@@ -162,7 +146,7 @@ TEST_P(RowDtypeTest, RestoreRefusesANonFiniteCode) {
   const uint32_t crc =
       static_cast<uint32_t>(crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(bad.data()), bad.size() - 4));
   std::memcpy(bad.data() + bad.size() - 4, &crc, 4);
-  auto restored = Make(Options(4, dtype, Type::kSgd));
+  auto restored = MakeTable(Options(4, dtype, Type::kSgd));
   const absl::Status s = restored->Restore(bad);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(s.message(), HasSubstr("row 1 (key 2) value element 3 is nan"));
@@ -172,11 +156,11 @@ INSTANTIATE_TEST_SUITE_P(HalfWidth, RowDtypeTest, ::testing::Values(TableSpec::F
                          [](const auto& info) { return RowDtypeName(info.param); });
 
 TEST(RowDtypeTest, Fp16SaturatesAtItsLargestFiniteValue) {
-  auto table = Make(Options(2, TableSpec::FP16));
+  auto table = MakeTable(Options(2, TableSpec::FP16));
   ASSERT_TRUE(table->Apply({5}, {-1e6f, 1e6f}, 1.0f, 0).ok());
   EXPECT_EQ(ReadRows(*table, {5}), (std::vector<float>{65504.0f, -65504.0f}));
   // bf16 has fp32's range: the same update is only rounded.
-  auto bf16 = Make(Options(2, TableSpec::BF16));
+  auto bf16 = MakeTable(Options(2, TableSpec::BF16));
   ASSERT_TRUE(bf16->Apply({5}, {-1e6f, 1e6f}, 1.0f, 0).ok());
   const std::vector<float> row = ReadRows(*bf16, {5});
   EXPECT_NEAR(row[0], 1e6f, 1e6f / 128);

@@ -11,12 +11,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/embedding_table.h"
+#include "server/embedding_table_test_util.h"
 
 namespace pstrain::server {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using namespace table_test;  // NOLINT: the shared helpers of the table tests
 
 TableOptions Options(const EvictionSpec& eviction, SparseOptimizerOptions::Type type = SparseOptimizerOptions::Type::kSgd) {
   TableOptions options;
@@ -31,11 +33,7 @@ TableOptions Options(const EvictionSpec& eviction, SparseOptimizerOptions::Type 
   return options;
 }
 
-std::unique_ptr<EmbeddingTable> Make(const EvictionSpec& eviction) {
-  auto table = EmbeddingTable::Create(Options(eviction));
-  EXPECT_TRUE(table.ok()) << table.status();
-  return std::move(table).value();
-}
+std::unique_ptr<EmbeddingTable> Make(const EvictionSpec& eviction) { return MakeTable(Options(eviction)); }
 
 // One store update `update` bringing `keys` a gradient of `g` each, then the eviction clock.
 void Update(EmbeddingTable& table, int64_t update, const std::vector<uint64_t>& keys, float g = 1.0f) {
@@ -50,12 +48,6 @@ std::vector<uint64_t> Keys(const EmbeddingTable& table, uint64_t below = 100) {
     if (table.Lookup(k, absl::MakeSpan(row))) keys.push_back(k);
   }
   return keys;
-}
-
-std::string Bytes(const EmbeddingTable& table) {
-  std::string out;
-  table.Serialize(&out);
-  return out;
 }
 
 TEST(EmbeddingTableEvictionTest, TtlEvictsRowsNotUpdatedForTtlUpdatesAndLeavesTombstones) {

@@ -17,12 +17,14 @@
 #include <zlib.h>
 
 #include "common/key_hash.h"
+#include "server/embedding_table_test_util.h"
 
 namespace pstrain::server {
 namespace {
 
 using Type = SparseOptimizerOptions::Type;
 using ::testing::HasSubstr;
+using namespace table_test;  // NOLINT: the shared helpers of the table tests
 
 TableOptions Options(int dim, Type type = Type::kAdagrad) {
   TableOptions options;
@@ -32,12 +34,6 @@ TableOptions Options(int dim, Type type = Type::kAdagrad) {
   options.seed = 42;
   options.optimizer.type = type;
   return options;
-}
-
-std::unique_ptr<EmbeddingTable> MakeTable(const TableOptions& options) {
-  auto table = EmbeddingTable::Create(options);
-  EXPECT_TRUE(table.ok()) << table.status();
-  return std::move(table).value();
 }
 
 std::vector<float> Pull(EmbeddingTable& table, const std::vector<uint64_t>& keys) {
@@ -51,12 +47,6 @@ std::vector<float> Row(const EmbeddingTable& table, uint64_t key) {
   std::vector<float> row(table.dim());
   EXPECT_TRUE(table.Lookup(key, absl::MakeSpan(row))) << "key " << key;
   return row;
-}
-
-std::string Bytes(const EmbeddingTable& table) {
-  std::string out;
-  table.Serialize(&out);
-  return out;
 }
 
 TEST(EmbeddingTableTest, InitialValuesDependOnlyOnSeedTableKeyAndElement) {

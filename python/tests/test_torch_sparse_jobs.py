@@ -42,6 +42,18 @@ def key_data():
     return TensorDataset(keys, torch.zeros(8)), keys
 
 
+# One worker, two batches, the dense part at a constant SGD rate.
+SGD_JOB = ["--model=external", "--workers=1", f"--batch_size={BATCH}", "--epochs=1", "--optimizer=sgd", "--lr=0.1",
+           "--lr_schedule=constant"]
+
+
+def each_lookup(x, rows):
+    """(key, its row) for every key of a batch and the rows looked up for it."""
+    for i, sample in enumerate(x.tolist()):
+        for j, k in enumerate(sample):
+            yield k, rows[i, j]
+
+
 def first_step(test, trainer, model):
     """Trains the first batch: (the batches' iterator, how often each key of that batch appeared, the
     sum of the absolute outputs before the step)."""
@@ -69,9 +81,7 @@ def last_step(test, trainer, model, batches, rows):
 
 class SparseJobTest(unittest.TestCase):
     def test_rows_move_by_the_tables_own_optimizer_and_the_job_adopts_the_table(self):
-        flags = ["--model=external", "--workers=1", f"--batch_size={BATCH}", "--epochs=1", "--optimizer=sgd",
-                 "--lr=0.1", "--lr_schedule=constant"]
-        with Roles(flags, servers=2) as job:
+        with Roles(SGD_JOB, servers=2) as job:
             model = KeyModel(init_bound=0.0, optimizer={"type": "sgd", "lr": 1.0})
             data, _ = key_data()
             trainer = pst.Trainer(model, data, scheduler=job.address)
@@ -83,16 +93,12 @@ class SparseJobTest(unittest.TestCase):
             # d(mean loss)/d(row k) = (times k appears in the batch) / BATCH; SGD at lr 1 from 0.
             x, _ = next(batches)
             rows = model.emb(x)
-            for i, sample in enumerate(x.tolist()):
-                for j, k in enumerate(sample):
-                    expected = -counts.get(k, 0) / BATCH
-                    torch.testing.assert_close(rows[i, j], torch.full((DIM,), expected), msg=f"key {k}")
+            for k, row in each_lookup(x, rows):
+                torch.testing.assert_close(row, torch.full((DIM,), -counts.get(k, 0) / BATCH), msg=f"key {k}")
             last_step(self, trainer, model, batches, rows)
 
     def test_fp16_rows_hold_the_sgd_step_rounded_to_fp16(self):
-        flags = ["--model=external", "--workers=1", f"--batch_size={BATCH}", "--epochs=1", "--optimizer=sgd",
-                 "--lr=0.1", "--lr_schedule=constant"]
-        with Roles(flags, servers=2) as job:
+        with Roles(SGD_JOB, servers=2) as job:
             model = KeyModel(init_bound=0.0, optimizer={"type": "sgd", "lr": 0.1}, row_dtype="fp16")
             data, _ = key_data()
             trainer = pst.Trainer(model, data, scheduler=job.address)
@@ -100,36 +106,24 @@ class SparseJobTest(unittest.TestCase):
             batches, counts, _ = first_step(self, trainer, model)
             x, _ = next(batches)
             rows = model.emb(x)
-            for i, sample in enumerate(x.tolist()):
-                for j, k in enumerate(sample):
-                    # In fp32 on the server, -lr * g, then rounded to the nearest fp16.
-                    step = -(torch.tensor(0.1) * torch.tensor(counts.get(k, 0) / BATCH))
-                    expected = step.to(torch.float16).to(torch.float32)
-                    self.assertEqual(rows[i, j].tolist(), [expected.item()] * DIM, msg=f"key {k}")
+            for k, row in each_lookup(x, rows):
+                # In fp32 on the server, -lr * g, then rounded to the nearest fp16.
+                step = -(torch.tensor(0.1) * torch.tensor(counts.get(k, 0) / BATCH))
+                self.assertEqual(row.tolist(), [step.to(torch.float16).item()] * DIM, msg=f"key {k}")
             last_step(self, trainer, model, batches, rows)
 
     def test_a_key_updated_once_under_count_two_admission_keeps_its_initial_row(self):
-        flags = ["--model=external", "--workers=1", f"--batch_size={BATCH}", "--epochs=1", "--optimizer=sgd",
-                 "--lr=0.1", "--lr_schedule=constant"]
-        with Roles(flags, servers=2) as job:
+        with Roles(SGD_JOB, servers=2) as job:
             model = KeyModel(init_bound=0.0, optimizer={"type": "sgd", "lr": 1.0}, admit="count:2")
             data, _ = key_data()
             trainer = pst.Trainer(model, data, scheduler=job.address)
             self.assertEqual([(t["name"], t["admit"]) for t in trainer.session.tables], [("user", "count:2")])
-            batches = iter(trainer)
-            x, _ = next(batches)
-            loss = model(x).mean()
-            loss.backward()
-            self.assertTrue(trainer.step(loss))
+            batches, _, _ = first_step(self, trainer, model)
             # Every key of the first batch had its first update: dropped, so every row still reads 0.
             x, _ = next(batches)
             rows = model.emb(x)
             self.assertEqual(rows.abs().sum().item(), 0)
-            loss = (rows.sum(dim=(1, 2)) * model.scale).mean()
-            loss.backward()
-            self.assertTrue(trainer.step(loss))
-            for _ in batches:
-                self.fail("two batches only")
+            last_step(self, trainer, model, batches, rows)
 
     def test_tables_of_a_model_must_be_the_jobs_when_the_job_declares_tables(self):
         config = os.path.join(tempfile.mkdtemp(), "job.textproto")
