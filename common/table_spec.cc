@@ -283,9 +283,8 @@ std::string SparseOptimizerTypeName(SparseOptimizerSpec::Type type) {
 }
 
 absl::StatusOr<TableSpec::RowDtype> ParseRowDtype(absl::string_view name) {
-  const std::string n = absl::AsciiStrToLower(absl::StripAsciiWhitespace(name));
   TableSpec::RowDtype dtype;
-  if (TableSpec::RowDtype_Parse(absl::AsciiStrToUpper(n), &dtype)) return dtype;
+  if (TableSpec::RowDtype_Parse(absl::AsciiStrToUpper(absl::StripAsciiWhitespace(name)), &dtype)) return dtype;
   return absl::InvalidArgumentError(absl::StrCat("row_dtype: got '", name, "', expected fp32, fp16 or bf16"));
 }
 
