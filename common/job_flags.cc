@@ -89,6 +89,9 @@ DEFINE_int64(table_sketch_bytes, 0,
              "(0: 1 MiB; from 4096 to 2^30). Too small a sketch admits keys early: see docs/guides/sparse-models.md");
 DEFINE_int64(table_ttl_updates, 0,
              "--model=ctr: an embedding row not updated in this many of its server's updates (SYNC: steps) leaves (0: never)");
+DEFINE_int64(table_ttl_seconds, 0,
+             "--model=ctr, --mode=async or ssp: an embedding row not updated in this many seconds of the scheduler's clock "
+             "(the time its pushes' leases were handed out) leaves (0: never)");
 DEFINE_int64(table_max_rows, 0,
              "--model=ctr: at most this many rows per table per server; past it, rows leave in --table_evict_order (0: no cap)");
 DEFINE_string(table_evict_order, "lru", "--table_max_rows: which rows leave first: lru (least recently updated) or lfu (least often)");
@@ -119,7 +122,7 @@ const char* const kJobFlags[] = {
     "eval_last_epoch_only", "checkpoint_dir", "checkpoint_every_steps", "min_workers", "max_workers", "spare_workers",
     "checkpoint_every_seconds", "global_batch", "resume", "replicas", "overlap", "compression",
     "data_format", "bad_records", "embedding_dim", "table_optimizer", "table_lr", "table_l1", "table_l2",
-    "table_admission", "table_sketch_bytes", "table_ttl_updates", "table_max_rows", "table_evict_order",
+    "table_admission", "table_sketch_bytes", "table_ttl_updates", "table_ttl_seconds", "table_max_rows", "table_evict_order",
     "table_min_l2_norm", "table_keep_rows", "table_evict_every", "table_memory_budget", "table_row_dtype", "max_grad_norm_per_sample", "output_mode"};
 
 // "0640" or "640": octal digits only, the owner may at least read (a file its own job could not
@@ -255,6 +258,7 @@ absl::Status ApplyFlags(JobSpec* job) {
   if (Given("table_sketch_bytes")) job->mutable_table_admission()->set_sketch_bytes(FLAGS_table_sketch_bytes);
   EvictionSpec* eviction = job->mutable_table_eviction();
   if (Given("table_ttl_updates")) eviction->set_ttl_updates(FLAGS_table_ttl_updates);
+  if (Given("table_ttl_seconds")) eviction->set_ttl_seconds(FLAGS_table_ttl_seconds);
   if (Given("table_max_rows")) eviction->set_max_rows(FLAGS_table_max_rows);
   if (Given("table_evict_order")) {
     const std::string order = absl::AsciiStrToLower(FLAGS_table_evict_order);

@@ -18,7 +18,7 @@ namespace {
 constexpr size_t kKeyBytes = 32;
 constexpr size_t kSignatureBytes = 64;
 constexpr char kSessionVersion[] = "pstrain-session-v1";
-constexpr char kLeaseVersion[] = "pstrain-lease-v1";
+constexpr char kLeaseVersion[] = "pstrain-lease-v2";
 // Enough for every rank of a large job and its replacements; past it the cache starts over
 // rather than grow with a stream of distinct (valid) credentials.
 constexpr size_t kMaxRemembered = 4096;
@@ -42,7 +42,7 @@ std::string Payload(const SessionClaims& claims) {
 std::string Payload(const LeaseGrant& lease) {
   return absl::StrJoin({std::string(kLeaseVersion), absl::StrCat(lease.worker_rank), absl::StrCat(lease.epoch),
                         absl::StrCat(lease.lease_id), absl::StrCat(lease.begin), absl::StrCat(lease.end),
-                        absl::StrCat(lease.first_batch)},
+                        absl::StrCat(lease.first_batch), absl::StrCat(lease.granted_unix_ms)},
                        "\n");
 }
 
@@ -212,10 +212,10 @@ absl::StatusOr<LeaseGrant> SessionVerifier::VerifyLease(absl::string_view grant)
   if (!payload.ok()) return payload.status();
   const std::vector<absl::string_view> fields = absl::StrSplit(*payload, '\n');
   LeaseGrant lease;
-  if (fields.size() != 7 || fields[0] != kLeaseVersion || !absl::SimpleAtoi(fields[1], &lease.worker_rank) ||
+  if (fields.size() != 8 || fields[0] != kLeaseVersion || !absl::SimpleAtoi(fields[1], &lease.worker_rank) ||
       !absl::SimpleAtoi(fields[2], &lease.epoch) || !absl::SimpleAtoi(fields[3], &lease.lease_id) ||
       !absl::SimpleAtoi(fields[4], &lease.begin) || !absl::SimpleAtoi(fields[5], &lease.end) ||
-      !absl::SimpleAtoi(fields[6], &lease.first_batch)) {
+      !absl::SimpleAtoi(fields[6], &lease.first_batch) || !absl::SimpleAtoi(fields[7], &lease.granted_unix_ms)) {
     return absl::UnauthenticatedError(absl::StrCat("malformed lease grant: a payload that is not ", kLeaseVersion));
   }
   absl::MutexLock lock(&mu_);

@@ -70,10 +70,13 @@ struct LeaseGrant {
   int64_t begin = 0;
   int64_t end = 0;
   int64_t first_batch = 0;
+  // When the scheduler handed it out (milliseconds since the Unix epoch): the servers' clock for
+  // eviction's ttl_seconds (LeaseResponse.granted_unix_ms).
+  int64_t granted_unix_ms = 0;
 
   bool operator==(const LeaseGrant& o) const {
     return worker_rank == o.worker_rank && epoch == o.epoch && lease_id == o.lease_id && begin == o.begin &&
-           end == o.end && first_batch == o.first_batch;
+           end == o.end && first_batch == o.first_batch && granted_unix_ms == o.granted_unix_ms;
   }
 };
 

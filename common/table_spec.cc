@@ -94,7 +94,7 @@ void ApplyTableDefaults(JobSpec* job) {
 }
 
 bool EvictionOn(const EvictionSpec& spec) {
-  return spec.ttl_updates() > 0 || spec.max_rows() > 0 || spec.min_l2_norm() > 0;
+  return spec.ttl_updates() > 0 || spec.ttl_seconds() > 0 || spec.max_rows() > 0 || spec.min_l2_norm() > 0;
 }
 
 void ApplyEvictionDefaults(EvictionSpec* spec) {
@@ -112,6 +112,10 @@ absl::Status ValidateEviction(absl::string_view field, const EvictionSpec& spec)
   for (absl::Status s : {non_negative("ttl_updates", spec.ttl_updates()), non_negative("max_rows", spec.max_rows()),
                          non_negative("keep_rows", spec.keep_rows())}) {
     if (!s.ok()) return s;
+  }
+  if (spec.ttl_seconds() < 0 || spec.ttl_seconds() > kMaxTtlSeconds) {
+    return Invalid(absl::StrCat(field, ".ttl_seconds"), absl::StrCat(spec.ttl_seconds()),
+                   absl::StrCat("in [0, ", kMaxTtlSeconds, "] (0: off)"));
   }
   if (!(spec.min_l2_norm() >= 0 && std::isfinite(spec.min_l2_norm()))) {
     return Invalid(absl::StrCat(field, ".min_l2_norm"), absl::StrCat(spec.min_l2_norm()), "a finite value >= 0 (0: off)");
@@ -154,6 +158,19 @@ absl::Status ValidateMemoryBudget(const JobSpec& job) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// ttl_seconds runs on the lease times of ASYNC/SSP pushes (server/update_clock.h): a SYNC job's
+// pushes have no leases, and its clock is its steps.
+absl::Status CheckTtlSecondsMode(const JobSpec& job, absl::string_view field, const EvictionSpec& spec) {
+  if (spec.ttl_seconds() == 0 || job.mode() == ASYNC || job.mode() == SSP) return absl::OkStatus();
+  return Invalid(absl::StrCat(field, ".ttl_seconds"), absl::StrCat(spec.ttl_seconds()),
+                 absl::StrCat("0 in a ", Mode_Name(job.mode() == MODE_UNSPECIFIED ? SYNC : job.mode()),
+                              " job (its clock is its steps: use ttl_updates; ttl_seconds needs mode ASYNC or SSP)"));
+}
+
+}  // namespace
+
 absl::Status ValidateTables(const JobSpec& job) {
   if (job.embedding_dim() < 1 || job.embedding_dim() > kMaxTableDim) {
     return Invalid("embedding_dim", absl::StrCat(job.embedding_dim()), absl::StrCat("in [1, ", kMaxTableDim, "]"));
@@ -161,6 +178,7 @@ absl::Status ValidateTables(const JobSpec& job) {
   if (absl::Status s = ValidateSparseOptimizer("table_optimizer", job.table_optimizer()); !s.ok()) return s;
   if (absl::Status s = ValidateAdmission("table_admission", job.table_admission()); !s.ok()) return s;
   if (absl::Status s = ValidateEviction("table_eviction", job.table_eviction()); !s.ok()) return s;
+  if (absl::Status s = CheckTtlSecondsMode(job, "table_eviction", job.table_eviction()); !s.ok()) return s;
   if (!TableSpec::RowDtype_IsValid(job.table_row_dtype())) {
     return Invalid("table_row_dtype", RowDtypeName(job.table_row_dtype()), "FP32, FP16 or BF16");
   }
@@ -183,6 +201,7 @@ absl::Status ValidateTables(const JobSpec& job) {
     if (absl::Status s = ValidateSparseOptimizer(absl::StrCat(field, ".optimizer"), t.optimizer()); !s.ok()) return s;
     if (absl::Status s = ValidateAdmission(absl::StrCat(field, ".admission"), t.admission()); !s.ok()) return s;
     if (absl::Status s = ValidateEviction(absl::StrCat(field, ".eviction"), t.eviction()); !s.ok()) return s;
+    if (absl::Status s = CheckTtlSecondsMode(job, absl::StrCat(field, ".eviction"), t.eviction()); !s.ok()) return s;
     if (!TableSpec::RowDtype_IsValid(RowDtypeOf(t))) {
       return Invalid(absl::StrCat(field, ".row_dtype"), RowDtypeName(RowDtypeOf(t)), "FP32, FP16 or BF16");
     }

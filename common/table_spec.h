@@ -66,6 +66,8 @@ absl::Status ValidateAdmission(absl::string_view field, const AdmissionSpec& spe
 // Table eviction (TableSpec.eviction; server/row_eviction.h).
 inline constexpr int64_t kDefaultEvictEveryUpdates = 100;
 inline constexpr int64_t kMaxEvictEveryUpdates = 1000000;
+// The longest ttl_seconds: about 31 years (its milliseconds fit an int64 with room to spare).
+inline constexpr int64_t kMaxTtlSeconds = 1000000000;
 // Whether `spec` evicts anything at all.
 bool EvictionOn(const EvictionSpec& spec);
 // Fills every_updates when eviction is on: kDefaultEvictEveryUpdates, or a tenth of ttl_updates
@@ -73,7 +75,8 @@ bool EvictionOn(const EvictionSpec& spec);
 // Idempotent.
 void ApplyEvictionDefaults(EvictionSpec* spec);
 // INVALID_ARGUMENT naming the field (prefixed with `field`) for a negative TTL, cap, keep-floor or
-// norm, a cap below the keep-floor, an interval outside [1, 10^6] or an unknown order.
+// norm, a ttl_seconds past kMaxTtlSeconds, a cap below the keep-floor, an interval outside
+// [1, 10^6] or an unknown order. (ValidateTables also refuses ttl_seconds in a SYNC job.)
 absl::Status ValidateEviction(absl::string_view field, const EvictionSpec& spec);
 
 // "adagrad", "sgd", "lazy_adam", "ftrl" (the spelling of --table_optimizer); INVALID_ARGUMENT

@@ -78,6 +78,20 @@ TEST(TableSpecTest, BadTablesAndFormatsNameTheField) {
        "tables[3].row_dtype: got unknown (7), expected FP32, FP16 or BF16"},
       {[](JobSpec* j) { j->set_table_row_dtype(static_cast<TableSpec::RowDtype>(-1)); },
        "table_row_dtype: got unknown (-1)"},
+      // ttl_seconds needs the lease times of ASYNC/SSP pushes.
+      {[](JobSpec* j) { j->mutable_tables(5)->mutable_eviction()->set_ttl_seconds(60); },
+       "tables[5].eviction.ttl_seconds: got 60, expected 0 in a SYNC job (its clock is its steps: use "
+       "ttl_updates; ttl_seconds needs mode ASYNC or SSP)"},
+      {[](JobSpec* j) {
+         j->set_mode(SYNC);
+         j->mutable_table_eviction()->set_ttl_seconds(60);
+       },
+       "table_eviction.ttl_seconds: got 60, expected 0 in a SYNC job"},
+      {[](JobSpec* j) {
+         j->set_mode(ASYNC);
+         j->mutable_tables(0)->mutable_eviction()->set_ttl_seconds(-1);
+       },
+       "tables[0].eviction.ttl_seconds: got -1"},
   };
   for (const Case& c : cases) {
     JobSpec job = CtrJob();
@@ -182,6 +196,20 @@ TEST(TableSpecTest, MemoryBudgetMustHoldOneRowOfEveryTable) {
   mlp.set_model("mlp");
   EXPECT_THAT(ValidateMemoryBudget(mlp).message(),
               HasSubstr("table_memory_budget: got 1073741824, expected 0 for a job without embedding tables"));
+}
+TEST(TableSpecTest, TtlSecondsIsForAsyncAndSspJobs) {
+  for (Mode mode : {ASYNC, SSP}) {
+    JobSpec job = CtrJob();
+    job.set_mode(mode);
+    if (mode == SSP) job.set_staleness(2);
+    job.mutable_tables(5)->mutable_eviction()->set_ttl_seconds(3600);
+    EXPECT_TRUE(ValidateJobSpec(job).ok()) << Mode_Name(mode) << ": " << ValidateJobSpec(job);
+  }
+  EvictionSpec spec;
+  spec.set_ttl_seconds(3600);
+  EXPECT_TRUE(EvictionOn(spec));
+  ApplyEvictionDefaults(&spec);
+  EXPECT_EQ(spec.every_updates(), kDefaultEvictEveryUpdates);
 }
 
 // Eviction's interval defaults to 100 updates, or a tenth of a shorter TTL; one given is kept.

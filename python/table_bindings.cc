@@ -90,6 +90,8 @@ EvictionSpec EvictionOf(const py::handle& value, const std::string& what) {
     const std::string where = absl::StrCat(what, ".", name);
     if (name == "ttl_updates") {
       spec.set_ttl_updates(IntField(field, where));
+    } else if (name == "ttl_seconds") {
+      spec.set_ttl_seconds(IntField(field, where));
     } else if (name == "max_rows") {
       spec.set_max_rows(IntField(field, where));
     } else if (name == "keep_rows") {
@@ -104,7 +106,7 @@ EvictionSpec EvictionOf(const py::handle& value, const std::string& what) {
       spec.set_order(order == "lfu" ? EvictionSpec::LFU : EvictionSpec::LRU);
     } else {
       Invalid(absl::StrCat(what, ": unknown field '", name,
-                           "' (expected ttl_updates, max_rows, order, min_l2_norm, keep_rows, every_updates)"));
+                           "' (expected ttl_updates, ttl_seconds, max_rows, order, min_l2_norm, keep_rows, every_updates)"));
     }
   }
   return spec;
@@ -221,6 +223,7 @@ py::dict TableDict(const TableSpec& table) {
     const EvictionSpec& e = table.eviction();
     py::dict evict;
     evict["ttl_updates"] = e.ttl_updates();
+    evict["ttl_seconds"] = e.ttl_seconds();
     evict["max_rows"] = e.max_rows();
     evict["order"] = e.order() == EvictionSpec::LFU ? "lfu" : "lru";
     evict["min_l2_norm"] = e.min_l2_norm();

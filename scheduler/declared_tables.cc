@@ -35,11 +35,13 @@ const TableSpec* FindTable(const TableList& tables, const std::string& name) {
 
 }  // namespace
 
-absl::Status CheckDeclaredTables(const ModelDeclaration& declaration) {
-  // The same checks as a job's tables, on a job that holds only these (defaults filled in where
-  // the declaration leaves a field to the job: the values are checked, not the presence).
+absl::Status CheckDeclaredTables(const JobSpec& job, const ModelDeclaration& declaration) {
+  // The same checks as a job's tables, on a job of the same mode that holds only these (defaults
+  // filled in where the declaration leaves a field to the job: the values are checked, not the
+  // presence).
   JobSpec tables_only;
   tables_only.set_model(kExternalModel);
+  tables_only.set_mode(job.mode());
   *tables_only.mutable_tables() = declaration.tables();
   ApplyTableDefaults(&tables_only);
   if (absl::Status valid = ValidateTables(tables_only); !valid.ok()) {

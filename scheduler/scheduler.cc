@@ -479,9 +479,12 @@ absl::StatusOr<LeaseResponse> Scheduler::LeaseWorkLocked(const LeaseRequest& req
   response.set_end(lease->end);
   response.set_first_batch(lease->first_batch);
   if (!lease->wait && !lease->epoch_done) {
-    // What the worker's pushes of this lease show the servers (common/session_credential.h).
+    // What the worker's pushes of this lease show the servers (common/session_credential.h), with
+    // the time that is their eviction clock (EvictionSpec.ttl_seconds).
+    const int64_t granted = std::max<int64_t>(0, absl::ToUnixMillis(Now()));
+    response.set_granted_unix_ms(granted);
     response.set_grant(signer_->SignLease(
-        {request.worker_rank(), lease->epoch, lease->id, lease->begin, lease->end, lease->first_batch}));
+        {request.worker_rank(), lease->epoch, lease->id, lease->begin, lease->end, lease->first_batch, granted}));
   }
   if (lease->first_batch > 0) {
     LOG(INFO) << "worker " << request.worker_rank() << " takes over lease " << lease->id << " of epoch "

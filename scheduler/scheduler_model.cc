@@ -48,7 +48,7 @@ absl::Status Scheduler::DeclareModel(const ModelDeclaration& declaration) {
   }
   // Parsing reads the whole file (a large model takes a while): outside the lock.
   ASSIGN_OR_RETURN(const model::ModelFile file, ParseDeclaration(declaration));
-  RETURN_IF_ERROR(CheckDeclaredTables(declaration));
+  RETURN_IF_ERROR(CheckDeclaredTables(options_.job, declaration));
   const std::string who = absl::StrCat("worker ", rank);
   const bool job_has_tables = options_.job.tables_size() > 0;
   if (accepted.has_value()) {

@@ -160,6 +160,13 @@ class EmbeddingTable {
   // RESOURCE_EXHAUSTED when the new rows could pass kMaxRows.
   absl::Status Apply(absl::Span<const uint64_t> keys, absl::Span<const float> grads, float lr, int64_t step = 0);
 
+  // The store's update `update`, about to be applied, runs at the scheduler's time `unix_ms`
+  // (ASYNC/SSP: its push's lease time; 0: none): eviction's ttl_seconds clock
+  // (server/update_clock.h). Nothing without ttl_seconds.
+  void AdvanceClock(int64_t update, int64_t unix_ms) {
+    if (eviction_ != nullptr) eviction_->AdvanceClock(update, unix_ms);
+  }
+
   // The store's update `update` is applied (whether or not it brought this table keys): when
   // eviction is due after it, the rows the policy picks leave.
   void AfterUpdate(int64_t update);
@@ -200,6 +207,7 @@ class EmbeddingTable {
   //           tag 4       how many tombstones went past the cap since the last cut (uint64;
   //                       only when not 0)
   //           tag 5       the row dtype (uint32 TableSpec::RowDtype; only when not FP32)
+  //           tag 6       eviction's ttl_seconds clock (server/update_clock.h Serialize)
   //   end-4   4           uint32 CRC-32 (zlib crc32) of every byte before it
   // A table with neither admission state, eviction nor a half-width dtype writes version 1, as
   // before they existed.

@@ -271,6 +271,60 @@ TEST(EmbeddingTableEvictionTest, RowsOfACheckpointWithoutEvictionGetAFullTtlFrom
   EXPECT_THAT(Keys(*table), ElementsAre(2));
 }
 
+// One update at the scheduler's time `unix_ms` (its push's lease time): the clock, then the update.
+void UpdateAt(EmbeddingTable& table, int64_t update, int64_t unix_ms, const std::vector<uint64_t>& keys) {
+  table.AdvanceClock(update, unix_ms);
+  Update(table, update, keys);
+}
+
+TEST(EmbeddingTableEvictionTest, TtlInSecondsRunsOnTheLeaseTimesOfTheUpdates) {
+  constexpr int64_t kT0 = 1'800'000'000'000;  // ms
+  EvictionSpec spec;
+  spec.set_ttl_seconds(10);
+  spec.set_every_updates(1);
+  std::unique_ptr<EmbeddingTable> table = Make(spec);
+  UpdateAt(*table, 0, kT0, {1, 2});
+  UpdateAt(*table, 1, kT0 + 4000, {2, 3});
+  UpdateAt(*table, 2, kT0 + 9999, {4});
+  EXPECT_THAT(Keys(*table), ElementsAre(1, 2, 3, 4));
+  // Key 1 was last updated 10 s ago; key 2 only 6 s ago.
+  UpdateAt(*table, 3, kT0 + 10000, {});
+  EXPECT_THAT(Keys(*table), ElementsAre(2, 3, 4));
+  EXPECT_THAT(table->Tombstones(), ElementsAre(Tombstone{1, 3}));
+  // A push of an older lease, applied later, moves no clock backward and evicts nothing more; a
+  // push without a time neither.
+  UpdateAt(*table, 4, kT0 + 2000, {5});
+  UpdateAt(*table, 5, 0, {});
+  EXPECT_THAT(Keys(*table), ElementsAre(2, 3, 4, 5));
+  // Updates count for nothing: no time passes, no row leaves, however many there are.
+  for (int64_t u = 6; u < 100; ++u) UpdateAt(*table, u, kT0 + 10000, {});
+  EXPECT_THAT(Keys(*table), ElementsAre(2, 3, 4, 5));
+  // 14 s: keys 2 and 3 (4 s) are 10 s old; 4 and 5 (updates 2 and 4, at 9.999 s and 10 s) are not.
+  UpdateAt(*table, 100, kT0 + 14000, {});
+  EXPECT_THAT(Keys(*table), ElementsAre(4, 5));
+}
+
+TEST(EmbeddingTableEvictionTest, ARestoredTableKeepsTheClockOfTtlSeconds) {
+  constexpr int64_t kT0 = 1'800'000'000'000;
+  EvictionSpec spec;
+  spec.set_ttl_seconds(3);
+  spec.set_every_updates(2);
+  std::unique_ptr<EmbeddingTable> original = Make(spec);
+  auto keys_of = [](int64_t u) {
+    return std::vector<uint64_t>{static_cast<uint64_t>(u % 7), static_cast<uint64_t>(10 + u)};
+  };
+  for (int64_t u = 0; u < 20; ++u) UpdateAt(*original, u, kT0 + 250 * u, keys_of(u));
+  std::unique_ptr<EmbeddingTable> restored = Make(spec);
+  ASSERT_TRUE(restored->Restore(Bytes(*original)).ok());
+  EXPECT_EQ(Bytes(*restored), Bytes(*original));
+  for (int64_t u = 20; u < 60; ++u) {
+    UpdateAt(*original, u, kT0 + 250 * u, keys_of(u));
+    UpdateAt(*restored, u, kT0 + 250 * u, keys_of(u));
+  }
+  EXPECT_GT(original->counters().evicted, 30);
+  EXPECT_EQ(Bytes(*restored), Bytes(*original));  // rows, metadata, tombstones and the clock
+}
+
 TEST(EmbeddingTableEvictionTest, BadPoliciesAreRefusedNamingTheField) {
   struct Case {
     void (*edit)(EvictionSpec*);
@@ -283,6 +337,9 @@ TEST(EmbeddingTableEvictionTest, BadPoliciesAreRefusedNamingTheField) {
        },
        "table 'user'.eviction.max_rows: got 10, expected at least keep_rows = 20"},
       {[](EvictionSpec* e) { e->set_min_l2_norm(-0.5f); }, "table 'user'.eviction.min_l2_norm: got -0.5"},
+      {[](EvictionSpec* e) { e->set_ttl_seconds(-3); },
+       "table 'user'.eviction.ttl_seconds: got -3, expected in [0, 1000000000] (0: off)"},
+      {[](EvictionSpec* e) { e->set_ttl_seconds(int64_t{1} << 40); }, "table 'user'.eviction.ttl_seconds: got 1099511627776"},
       {[](EvictionSpec* e) {
          e->set_ttl_updates(5);
          e->set_every_updates(2000000);

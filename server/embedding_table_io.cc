@@ -23,6 +23,7 @@ constexpr uint32_t kRowMetaSection = 2;
 constexpr uint32_t kTombstoneSection = 3;
 constexpr uint32_t kTombstonesLostSection = 4;
 constexpr uint32_t kRowDtypeSection = 5;
+constexpr uint32_t kClockSection = 6;
 
 template <typename T>
 void Put(T value, std::string* out) {
@@ -96,6 +97,7 @@ void EmbeddingTable::Serialize(std::string* out) const {
     if (eviction_->tombstones_lost() > 0) {
       section(kTombstonesLostSection, [&] { eviction_->SerializeTombstonesLost(out); });
     }
+    if (eviction_->clock() != nullptr) section(kClockSection, [&] { eviction_->SerializeClock(out); });
   }
   if (half) section(kRowDtypeSection, [&] { Put<uint32_t>(static_cast<uint32_t>(options_.row_dtype), out); });
   Put<uint32_t>(Crc32(out->data() + start, out->size() - start), out);
@@ -154,7 +156,7 @@ absl::Status EmbeddingTable::Restore(absl::string_view data, int64_t last_update
   }
   size_t body = data.size() - 4 - static_cast<size_t>(p - data.data());
   // Version 2: tagged sections follow the rows.
-  absl::string_view sketch, row_meta, tombstones, tombstones_lost, row_dtype;
+  absl::string_view sketch, row_meta, tombstones, tombstones_lost, row_dtype, clock;
   if (version == kVersionSections) {
     if (num_rows > body / (8 + record_bytes)) {
       return absl::DataLossError(absl::StrCat(where, ": ", num_rows, " rows of ", 8 + record_bytes,
@@ -180,6 +182,8 @@ absl::Status EmbeddingTable::Restore(absl::string_view data, int64_t last_update
         tombstones_lost = payload;
       } else if (tag == kRowDtypeSection) {
         row_dtype = payload;
+      } else if (tag == kClockSection) {
+        clock = payload;
       } else {
         return absl::DataLossError(absl::StrCat(where, ": unknown section ", tag));
       }
@@ -257,7 +261,7 @@ absl::Status EmbeddingTable::Restore(absl::string_view data, int64_t last_update
     if (absl::Status s = admission->Restore(where, sketch); !s.ok()) return s;
   }
   if (eviction != nullptr) {
-    if (absl::Status s = eviction->Restore(where, num_rows, row_meta, tombstones, tombstones_lost, last_update); !s.ok()) return s;
+    if (absl::Status s = eviction->Restore(where, num_rows, row_meta, tombstones, tombstones_lost, clock, last_update); !s.ok()) return s;
   }
   index_ = std::move(index);
   blocks_ = std::move(blocks);

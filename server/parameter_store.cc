@@ -136,6 +136,10 @@ absl::Status ParameterStore::ValidatePush(const DecodedPush& push, Parts* grads,
     return absl::InvalidArgumentError(absl::StrCat(what, ": batch ", req.lease_batch(), " of lease ",
                                                    req.lease_id(), ", expected both >= 0"));
   }
+  if (req.lease_granted_unix_ms() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": lease_granted_unix_ms is ", req.lease_granted_unix_ms(),
+                                                   ", expected >= 0 (0: none)"));
+  }
   if (req.partial() && mode_ != SYNC) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": a partial push (a part of the step's gradient) is ",
                                                    "for SYNC mode only; this job is ", Mode_Name(mode_)));

@@ -247,6 +247,38 @@ TEST(ParameterStoreSparseTest, AJobThatNeverCheckpointsKeepsNoTombstones) {
   }
 }
 
+TEST(ParameterStoreSparseTest, AsyncRowsLeaveByTheLeaseTimesOfThePushesNotByTheServersClock) {
+  ParameterStore::Options options = SparseOptions(ASYNC, 2);
+  for (TableSpec& t : *options.job.mutable_tables()) {
+    t.mutable_eviction()->set_ttl_seconds(60);
+    t.mutable_eviction()->set_every_updates(1);
+  }
+  auto store = MakeStore(options);
+  constexpr int64_t kT0 = 1'800'000'000'000;  // ms
+  auto push = [&](int rank, int64_t lease, int64_t granted, const std::vector<uint64_t>& keys) {
+    PushRequest req = SparsePush(rank, 0, 1, {Rows(0, keys, std::vector<float>(keys.size() * kDim, 0.5f))});
+    req.set_lease_id(lease);
+    req.set_request_id(static_cast<uint64_t>(lease));  // one push a lease: not a retry of the last
+    req.set_lease_granted_unix_ms(granted);
+    return PushNow(*store, req);
+  };
+  ASSERT_TRUE(push(0, 1, kT0, {1, 2}).ok());
+  ASSERT_TRUE(push(1, 2, kT0 + 30'000, {2, 3}).ok());
+  EXPECT_EQ(store->TableStats()[0].rows, 3);
+  // A lease time that is not a time changes nothing.
+  const absl::Status bad = push(0, 3, -5, {7});
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.message(), HasSubstr("push from worker 0: lease_granted_unix_ms is -5, expected >= 0 (0: none)"));
+  EXPECT_EQ(store->step(), 2);
+  // A minute after key 1's update (whatever the time on this machine), it leaves.
+  ASSERT_TRUE(push(0, 3, kT0 + 60'000, {4}).ok());
+  EXPECT_EQ(store->TableStats()[0].rows, 3);
+  EXPECT_EQ(store->TableStats()[0].evicted, 1);
+  ASSERT_TRUE(push(1, 4, kT0 + 90'000, {}).ok());
+  EXPECT_EQ(store->TableStats()[0].rows, 1);  // keys 2 and 3, last updated at 30 s
+  EXPECT_EQ(store->TableStats()[0].evicted, 3);
+}
+
 TEST(ParameterStoreSparseTest, APrimaryAndItsReplicaEvictTheSameRowsUnderAMemoryBudget) {
   // No eviction rule, only a budget of the tables' fixed bytes and 8 rows' worth: the store cuts
   // the tables after the updates that pass it, the same rows on both copies.

@@ -62,7 +62,10 @@ absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, Parts* grad
             << " in data epoch " << req.data_epoch() << " (push from worker " << r
             << ") is already applied; skipped";
   } else if (req.num_samples() > 0) {
-    for (size_t i = 0; i < storages_.size(); ++i) storages_[i]->ApplyGradient(step_, *(*grads)[i]);
+    for (size_t i = 0; i < storages_.size(); ++i) {
+      storages_[i]->AdvanceClock(step_, req.lease_granted_unix_ms());
+      storages_[i]->ApplyGradient(step_, *(*grads)[i]);
+    }
     ++step_;
     MaybeSnapshotLocked();
   }

@@ -181,6 +181,10 @@ absl::Status ParameterServerService::CheckLeaseGrant(const PushRequest& push, ab
                                                     lease->lease_id, " in data epoch ", lease->epoch, " to worker ",
                                                     lease->worker_rank));
   }
+  if (lease->granted_unix_ms != push.lease_granted_unix_ms()) {
+    return absl::PermissionDeniedError(absl::StrCat(batch, ": lease_granted_unix_ms is ", push.lease_granted_unix_ms(),
+                                                    ", its grant says ", lease->granted_unix_ms));
+  }
   const data::Range range{lease->begin, std::max(lease->begin, lease->end)};
   const int64_t batches = data::NumBatches(range, rules_.batch_size);
   if (push.lease_batch() < std::max<int64_t>(0, lease->first_batch) || push.lease_batch() >= batches) {

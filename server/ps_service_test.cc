@@ -105,6 +105,8 @@ class PsServiceTest : public ::testing::Test {
   std::unique_ptr<ParameterServer::Stub> stub_;
 };
 
+constexpr int64_t kGranted = 1'800'000'000'000;  // when the scheduler handed lease 7 out (ms)
+
 // ASYNC with sessions: a push must come from its own session and carry a grant of its lease that
 // covers its batch and sample count. Batch size 4; worker 1 holds lease 7 = [0, 10) of data epoch
 // 0 from batch 1 on (batches 1 and 2, of 4 and 2 samples).
@@ -120,13 +122,15 @@ TEST_F(PsServiceTest, LeasedPushesNeedTheirGrant) {
   service_.RequireSessions(*SessionVerifier::Create(signer->public_key()), {/*leased_pushes=*/true, 4});
   service_.SetStore(store_.get());
 
-  const LeaseGrant lease{1, 0, 7, 0, 10, 1};
-  auto push = [&](const std::string& session, const std::string& grant, int64_t batch, int64_t samples) {
+  const LeaseGrant lease{1, 0, 7, 0, 10, 1, kGranted};
+  auto push = [&](const std::string& session, const std::string& grant, int64_t batch, int64_t samples,
+                  int64_t granted = kGranted) {
     PushRequest req = MakePush(1, 0, 1.0f);
     req.set_lease_id(7);
     req.set_lease_batch(batch);
     req.set_num_samples(samples);
     req.set_lease_grant(grant);
+    req.set_lease_granted_unix_ms(granted);
     auto context = Context();
     AttachSession(context.get(), session);
     PushResponse pushed;
@@ -166,6 +170,12 @@ TEST_F(PsServiceTest, LeasedPushesNeedTheirGrant) {
     EXPECT_EQ(s.error_code(), c.code) << c.name << ": " << s.error_message();
     EXPECT_THAT(s.error_message(), HasSubstr(c.message)) << c.name;
   }
+  // A lease time of its own choosing (eviction's ttl_seconds clock) is refused: it is signed.
+  grpc::Status later = push(worker1, grant, 1, 4, kGranted + 86'400'000);
+  EXPECT_EQ(later.error_code(), grpc::StatusCode::PERMISSION_DENIED) << later.error_message();
+  EXPECT_THAT(later.error_message(),
+              HasSubstr("Push: batch 1 of lease 7 in data epoch 0 from worker 1: lease_granted_unix_ms is "
+                        "1800086400000, its grant says 1800000000000"));
   EXPECT_EQ(store_->step(), 0) << "a refused push was applied";
   grpc::Status good = push(worker1, grant, 2, 2);
   EXPECT_TRUE(good.ok()) << good.error_message();

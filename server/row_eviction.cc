@@ -36,6 +36,11 @@ absl::StatusOr<std::unique_ptr<RowEviction>> RowEviction::Create(absl::string_vi
   return std::unique_ptr<RowEviction>(new RowEviction(effective, keep_tombstones));
 }
 
+RowEviction::RowEviction(const EvictionSpec& spec, bool keep_tombstones)
+    : spec_(spec), keep_tombstones_(keep_tombstones) {
+  if (spec_.ttl_seconds() > 0) clock_ = std::make_unique<UpdateClock>(spec_.ttl_seconds() * 1000);
+}
+
 void RowEviction::Grow(uint32_t row) {
   meta_.GrowTo(row + size_t{1}, RowMeta{-1, 0});
 }
@@ -88,8 +93,11 @@ std::vector<RowEviction::Row> RowEviction::Select(int64_t update, int64_t num_ro
                                                   const std::function<double(uint32_t)>& norm) const {
   if (num_rows <= spec_.keep_rows()) return {};
   auto before = [this](const Row& a, const Row& b) { return Before(a, b); };
+  // ttl_seconds as an update: rows last updated at or before it are at least the TTL old.
+  const int64_t expired_through = clock_ != nullptr ? clock_->ExpiredThrough() : UpdateClock::kNone;
   auto picked = [&](uint32_t row) {
     if (spec_.ttl_updates() > 0 && update - meta_[row].last >= spec_.ttl_updates()) return true;
+    if (meta_[row].last <= expired_through) return true;
     return spec_.min_l2_norm() > 0 && norm(row) < spec_.min_l2_norm();
   };
   // The rows the rules pick at once leave first, in order.
@@ -132,7 +140,8 @@ void RowEviction::DropTombstones() {
 }
 
 int64_t RowEviction::bytes_used() const {
-  return meta_.bytes_used() + static_cast<int64_t>(tombstones_.size() * sizeof(Tombstone));
+  const size_t clock_bytes = clock_ != nullptr ? sizeof(UpdateClock) + clock_->num_samples() * 2 * sizeof(int64_t) : 0;
+  return meta_.bytes_used() + static_cast<int64_t>(tombstones_.size() * sizeof(Tombstone) + clock_bytes);
 }
 
 void RowEviction::SerializeRows(const std::vector<uint32_t>& rows, std::string* out) const {
@@ -153,8 +162,13 @@ void RowEviction::SerializeTombstones(std::string* out) const {
 
 void RowEviction::SerializeTombstonesLost(std::string* out) const { Put<uint64_t>(tombstones_lost_, out); }
 
+void RowEviction::SerializeClock(std::string* out) const {
+  if (clock_ != nullptr) clock_->Serialize(out);
+}
+
 absl::Status RowEviction::Restore(absl::string_view what, uint64_t num_rows, absl::string_view rows,
-                                  absl::string_view tombstones, absl::string_view lost, int64_t last_update) {
+                                  absl::string_view tombstones, absl::string_view lost, absl::string_view clock,
+                                  int64_t last_update) {
   if (!rows.empty() && rows.size() != num_rows * kRowMetaBytes) {
     return absl::DataLossError(absl::StrCat(what, ": eviction metadata of ", rows.size(), " bytes for ", num_rows,
                                             " rows, expected ", num_rows * kRowMetaBytes));
@@ -168,6 +182,13 @@ absl::Status RowEviction::Restore(absl::string_view what, uint64_t num_rows, abs
     return absl::DataLossError(absl::StrCat(what, ": a count of lost tombstones of ", lost.size(),
                                             " bytes, expected one uint64 below 2^63"));
   }
+  std::unique_ptr<UpdateClock> restored_clock;
+  if (clock_ != nullptr) {
+    restored_clock = std::make_unique<UpdateClock>(spec_.ttl_seconds() * 1000);
+    if (!clock.empty()) {
+      if (absl::Status s = restored_clock->Restore(what, clock); !s.ok()) return s;
+    }
+  }
   RowArray<RowMeta> meta;
   meta.GrowTo(num_rows, RowMeta{last_update, 0});
   for (uint64_t i = 0; i < num_rows && !rows.empty(); ++i) {
@@ -179,6 +200,7 @@ absl::Status RowEviction::Restore(absl::string_view what, uint64_t num_rows, abs
     dead.push_back({Get<uint64_t>(tombstones.data() + i), Get<int64_t>(tombstones.data() + i + sizeof(uint64_t))});
   }
   meta_ = std::move(meta);
+  clock_ = std::move(restored_clock);
   tombstones_ = std::move(dead);
   tombstones_lost_ = lost.empty() ? 0 : static_cast<int64_t>(Get<uint64_t>(lost.data()));
   return absl::OkStatus();

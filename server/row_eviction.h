@@ -3,6 +3,8 @@
 // did; per eviction, a tombstone (key, update).
 //
 //   ttl_updates = T     a row not updated in the last T updates leaves
+//   ttl_seconds = S     (ASYNC/SSP) a row not updated in the last S seconds of the scheduler's
+//                       clock leaves (server/update_clock.h: the clock, and how late a row may go)
 //   min_l2_norm = m     a row whose value's L2 norm is below m leaves (FTRL's zeroed rows)
 //   max_rows = R        past R rows, rows leave in `order` until R remain:
 //                         LRU  the least recently updated first
@@ -48,6 +50,7 @@
 #include "absl/strings/string_view.h"
 #include "common/table_spec.h"
 #include "proto/job.pb.h"
+#include "server/update_clock.h"
 
 namespace pstrain::server {
 
@@ -98,6 +101,13 @@ class RowEviction {
   void Created(uint32_t row, int64_t update);
   // Row `row` was updated by update `update` (after Created, for a new row).
   void Updated(uint32_t row, int64_t update);
+  // Update `update` runs at the scheduler's time `unix_ms` (0: none): ttl_seconds's clock. Call
+  // before the update touches rows. Does nothing without ttl_seconds.
+  void AdvanceClock(int64_t update, int64_t unix_ms) {
+    if (clock_ != nullptr) clock_->Advance(update, unix_ms);
+  }
+  // The clock (null without ttl_seconds).
+  const UpdateClock* clock() const { return clock_.get(); }
   // Starts fetching row `row`'s metadata into the cache, for an Updated a few rows later (rows are
   // random accesses, like their records).
   void Prefetch(uint32_t row) const {
@@ -140,15 +150,20 @@ class RowEviction {
   void SerializeTombstones(std::string* out) const;
   // tombstones_lost() as a uint64 (written only when not 0).
   void SerializeTombstonesLost(std::string* out) const;
+  // ttl_seconds's clock (UpdateClock::Serialize; written only with ttl_seconds).
+  void SerializeClock(std::string* out) const;
   // Installs what Serialize* wrote for a table whose i-th row (in that order) gets row number i.
   // `rows` empty (a checkpoint without metadata): every row as last updated by update
-  // `last_update` with no count; `lost` empty: none lost. DATA_LOSS (prefixed with `what`) when a
-  // section's size does not fit `num_rows`; then nothing changes.
+  // `last_update` with no count; `lost` empty: none lost; `clock` empty: a clock that starts
+  // again from the next push's time (ignored without ttl_seconds). DATA_LOSS (prefixed with
+  // `what`) when a section's size does not fit `num_rows` or the clock is malformed; then nothing
+  // changes.
   absl::Status Restore(absl::string_view what, uint64_t num_rows, absl::string_view rows,
-                       absl::string_view tombstones, absl::string_view lost, int64_t last_update);
+                       absl::string_view tombstones, absl::string_view lost, absl::string_view clock,
+                       int64_t last_update);
 
  private:
-  RowEviction(const EvictionSpec& spec, bool keep_tombstones) : spec_(spec), keep_tombstones_(keep_tombstones) {}
+  RowEviction(const EvictionSpec& spec, bool keep_tombstones);
   void Grow(uint32_t row);
   // Whether row a leaves before row b (the order above).
   bool Before(const Row& a, const Row& b) const;
@@ -167,6 +182,8 @@ class RowEviction {
   static_assert(sizeof(RowMeta) == 12, "12 bytes a row");
   RowArray<RowMeta> meta_;
   const bool keep_tombstones_;
+  // ttl_seconds's clock; null without it.
+  std::unique_ptr<UpdateClock> clock_;
   std::deque<Tombstone> tombstones_;
   int64_t tombstones_lost_ = 0;
 };

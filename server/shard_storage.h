@@ -10,7 +10,7 @@
 //   SYNC push          StoreGradient(part, slot)     the worker's GradientSlot, until the step
 //   SYNC step          Accumulate(slots in ascending rank, weights n_r / N), then ApplySum(step)
 //                      ... or ClearSlot when the step is dropped (membership change, rollback)
-//   ASYNC/SSP push     ApplyGradient(step, part)
+//   ASYNC/SSP push     AdvanceClock(step, lease time), then ApplyGradient(step, part)
 //   answer             Read(read part, target)
 //   checkpoint         Save, then AfterCheckpointCut; PrepareRestore (no lock), then Install, then
 //                      AfterCheckpointCut
@@ -167,6 +167,10 @@ class ShardStorage {
   virtual void ApplySum(int64_t step) = 0;
   // ASYNC/SSP: one optimizer update with a CheckGradient part, as update number `step`.
   virtual void ApplyGradient(int64_t step, StoragePart& gradient) = 0;
+  // ASYNC/SSP: update number `step`, applied next, runs at the scheduler's time `unix_ms` (its
+  // push's lease time, PushRequest.lease_granted_unix_ms; 0: none). The embedding tables' clock
+  // for eviction's ttl_seconds (server/update_clock.h); storages without one ignore it.
+  virtual void AdvanceClock(int64_t step, int64_t unix_ms) {}
 
   // Answers a CheckRead part with the current values into `answer` (server/store_request.h);
   // appends to resp's chunks or sparse entries, which the caller cleared, and advances

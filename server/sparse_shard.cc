@@ -223,6 +223,10 @@ std::vector<std::string> SparseShard::Save() const {
   return out;
 }
 
+void SparseShard::AdvanceClock(int64_t step, int64_t unix_ms) {
+  for (const auto& table : tables_) table->AdvanceClock(step, unix_ms);
+}
+
 void SparseShard::DropTombstones() {
   for (const auto& table : tables_) table->DropTombstones();
 }

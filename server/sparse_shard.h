@@ -91,6 +91,9 @@ class SparseShard {
   // every table's eviction when due (EmbeddingTable::AfterUpdate), then the job's memory budget
   // (table_memory_budget, server/table_budget.h): past it, rows leave (EmbeddingTable::EvictToCap).
   void Apply(const SparseGradient& grad, int64_t step);
+  // Update `step`, applied next, runs at the scheduler's time `unix_ms`: every table's eviction
+  // clock (EmbeddingTable::AdvanceClock).
+  void AdvanceClock(int64_t step, int64_t unix_ms);
 
   // Every table serialized (EmbeddingTable::Serialize), in table order, for a checkpoint.
   std::vector<std::string> Save() const;

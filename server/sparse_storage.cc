@@ -106,6 +106,8 @@ void SparseStorage::AppendTableStats(std::vector<TableStats>* out) const {
 
 void SparseStorage::Save(ShardCheckpoint* ckpt) const { ckpt->tables = shard_->Save(); }
 
+void SparseStorage::AdvanceClock(int64_t step, int64_t unix_ms) { shard_->AdvanceClock(step, unix_ms); }
+
 void SparseStorage::AfterCheckpointCut() { shard_->DropTombstones(); }
 
 absl::StatusOr<std::unique_ptr<PreparedRestore>> SparseStorage::PrepareRestore(absl::string_view what,

@@ -51,6 +51,7 @@ class SparseStorage : public ShardStorage {
   void Accumulate(absl::Span<const WeightedSlot> terms) override;
   void ApplySum(int64_t step) override;
   void ApplyGradient(int64_t step, StoragePart& gradient) override;
+  void AdvanceClock(int64_t step, int64_t unix_ms) override;
   void Read(const StoragePart& ask, PullAnswer* answer) const override;
   void AppendSnapshot(std::vector<TensorChunk>* out) const override {}
   void AppendTableStats(std::vector<TableStats>* out) const override;

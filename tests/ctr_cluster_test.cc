@@ -1,7 +1,8 @@
 // Model "ctr" on data made by pstrain-gen-ctr, as a user runs it: real processes over real
 // sockets. SYNC, ASYNC and SSP jobs learn (their test log loss beats predicting the click rate),
 // count every record once per epoch, survive a worker killed mid-epoch, repeat bit for bit with
-// admission (count:N and probability:P), eviction and a memory budget on, and a malformed line
+// admission (count:N and probability:P), eviction and a memory budget on, evict rows by the
+// seconds of the scheduler's clock (ASYNC), and a malformed line
 // either stops the job naming its file and line or is skipped and counted.
 #include <signal.h>
 
@@ -180,6 +181,23 @@ TEST(CtrClusterTest, ProbabilityAdmissionDecidesAlikeInTwoSyncRuns) {
     EXPECT_EQ(TablesNumber(first.summary_json, key), TablesNumber(second.summary_json, key)) << key;
   }
   EXPECT_EQ(ReadFile(first.model_path), ReadFile(second.model_path));
+}
+
+TEST(CtrClusterTest, AsyncRowsLeaveAfterTtlSecondsOfTheSchedulersClock) {
+  // Rows not updated for a second of lease time leave, while every record still counts once. Batches
+  // of 16 in leases of one: epochs of about 2 s here, so the keys seen about once an epoch go
+  // untouched for more than the TTL; an eviction pass every 10 updates.
+  const ClusterRun run = Launch("ctr-ttl-seconds", Job(DataDir(), {"--mode=async", "--table_ttl_seconds=1",
+                                                                   "--batch_size=16", "--lease_batches=1",
+                                                                   "--table_evict_every=10"}));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  ExpectEveryRecordOncePerEpoch(run.summary_json);
+  EXPECT_GT(TablesNumber(run.summary_json, "evicted"), 0) << run.summary_json;
+  EXPECT_GT(JsonNumber(run.summary_json, "final_test_auc"), 0.6) << run.summary_json;
+  // A SYNC job has no lease times: refused before anything starts, naming the flag's field.
+  const ClusterRun sync = Launch("ctr-ttl-seconds-sync", Job(DataDir(), {"--table_ttl_seconds=1"}));
+  EXPECT_NE(sync.exit_code, 0);
+  EXPECT_THAT(sync.output, HasSubstr("table_eviction.ttl_seconds: got 1, expected 0 in a SYNC job"));
 }
 
 // Copies `name` of the data, with a malformed record at line `bad + 1` (1-based).

@@ -207,7 +207,7 @@ absl::StatusOr<bool> TrainingSession::NextLeasedBatch(Work* work) {
                                               ") from batch ", lease.first_batch(), ", outside the epoch of ", n,
                                               " samples"));
     }
-    lease_ = Lease{lease.lease_id(), range, batches, lease.first_batch(), lease.grant()};
+    lease_ = Lease{lease.lease_id(), range, batches, lease.first_batch(), lease.grant(), lease.granted_unix_ms()};
   }
   const data::Range batch = data::BatchOf(lease_->range, job.batch_size(), lease_->next_batch);
   metrics_->SetEpoch(epoch_);
@@ -216,7 +216,8 @@ absl::StatusOr<bool> TrainingSession::NextLeasedBatch(Work* work) {
   work->step = clock_;
   work->samples = absl::MakeConstSpan(perm_).subspan(batch.begin, batch.size());
   if (!step_.active && give_up_ == absl::InfiniteFuture()) give_up_ = Now() + options_.membership_timeout;
-  step_ = Pending{true, false, clock_, batch.size(), lease_->id, lease_->next_batch, Now(), lease_->grant};
+  step_ = Pending{true, false, clock_, batch.size(), lease_->id, lease_->next_batch, Now(), lease_->grant,
+                  lease_->granted_unix_ms};
   return true;
 }
 

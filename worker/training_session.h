@@ -209,6 +209,7 @@ class TrainingSession {
     int64_t batches = 0;
     int64_t next_batch = 0;
     std::string grant;  // LeaseResponse.grant: every push of the lease carries it
+    int64_t granted_unix_ms = 0;  // LeaseResponse.granted_unix_ms: so does every push
   };
 
   // How long to wait before asking again when a server has not yet learnt the newest membership
@@ -336,6 +337,7 @@ class TrainingSession {
     int64_t lease_batch = 0;
     absl::Time handed_out;
     std::string lease_grant;
+    int64_t lease_granted_unix_ms = 0;
   } step_;
   // When the step being retried gives up (set when it is first handed out).
   absl::Time give_up_ = absl::InfiniteFuture();

@@ -60,6 +60,7 @@ void TrainingSession::FillPushHeader(PushRequest* push) const {
   push->set_lease_id(step_.lease_id);
   push->set_lease_batch(step_.lease_batch);
   if (!step_.lease_grant.empty()) push->set_lease_grant(step_.lease_grant);
+  push->set_lease_granted_unix_ms(step_.lease_granted_unix_ms);
   push->set_checkpoint(ask_checkpoint_);
 }
 

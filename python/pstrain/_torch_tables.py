@@ -137,7 +137,8 @@ class Embedding(_TableModule):
                  it with probability P); updates of keys not (yet) admitted are dropped, and such
                  keys read as their initial value. Every worker must declare the same.
     evict        which rows leave: None (the job's) or a dict of proto/job.proto EvictionSpec fields:
-                 ttl_updates (not updated in that many of the server's updates), max_rows (per
+                 ttl_updates (not updated in that many of the server's updates), ttl_seconds
+                 (async/ssp jobs: not updated in that many seconds of the scheduler's clock), max_rows (per
                  server; "order": "lru" or "lfu" decides which go), min_l2_norm, keep_rows,
                  every_updates. An evicted key that comes back starts from its initial value.
     row_dtype    how the servers store the rows' values: None (the job's, --table_row_dtype),

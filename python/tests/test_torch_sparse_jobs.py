@@ -146,9 +146,11 @@ class SparseJobTest(unittest.TestCase):
                                                                 r"\{ttl_updates: 5 every_updates: 1\}; the job's "
                                                                 r"table 'user' has \{\}"),
                 (KeyModel("user", 4, evict={"ttl": 5}), r"table 'user': evict: unknown field 'ttl' \(expected "
-                                                        r"ttl_updates, max_rows, order"),
+                                                        r"ttl_updates, ttl_seconds, max_rows, order"),
                 (KeyModel("user", 4, evict={"max_rows": 10, "keep_rows": 20}),
                  r"tables\[0\].eviction.max_rows: got 10, expected at least keep_rows = 20"),
+                (KeyModel("user", 4, evict={"ttl_seconds": 60}),
+                 r"tables\[0\].eviction.ttl_seconds: got 60, expected 0 in a SYNC job \(its clock is its steps"),
                 (KeyModel("user", 4, row_dtype="bf16"), "declares table 'user' with row_dtype bf16; the job's "
                                                         "table 'user' has fp32"),
             ]
