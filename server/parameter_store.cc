@@ -99,7 +99,8 @@ ParameterStore::ParameterStore(const Options& options, std::vector<int> worker_r
       metrics_(options.metrics),
       membership_epoch_(options.membership_epoch),
       sync_(rank_, max_samples_, &storages_),
-      ssp_(options.job.staleness()) {
+      ssp_(options.job.staleness()),
+      async_(rank_, mode_ == SSP) {
   absl::MutexLock lock(&mu_);
   for (int r : worker_ranks) workers_.emplace(r, LastPush());
   if (mode_ == SYNC) sync_.SetLive(worker_ranks);  // sorted by Create
@@ -327,11 +328,11 @@ absl::Status ParameterStore::FinishEpoch(const FinishEpochRequest& req) {
     if (shutting_down_) return absl::UnavailableError(absl::StrCat("server ", rank_, " shutting down"));
     auto worker = workers_.find(r);
     if (worker == workers_.end()) return NotLiveError("finish epoch", r);
-    if (mode_ != SSP || req.data_epoch() < data_epoch_) return absl::OkStatus();
+    if (mode_ != SSP || req.data_epoch() < async_.data_epoch()) return absl::OkStatus();
     status = EnterDataEpochLocked("finish epoch", r, req.data_epoch(), &out);
     if (status.ok()) {
       ssp_.Finish(r);
-      VLOG(1) << "server " << rank_ << ": worker " << r << " finished data epoch " << data_epoch_;
+      VLOG(1) << "server " << rank_ << ": worker " << r << " finished data epoch " << async_.data_epoch();
       ReleaseReadyLocked(&out);
     }
   }
@@ -364,12 +365,8 @@ int64_t ParameterStore::step() const {
 }
 
 AppliedLeases ParameterStore::AppliedLeasesFrom(int64_t first_lease_id, int max_leases) const {
-  AppliedLeases out;
   absl::MutexLock lock(&mu_);
-  if (applied_batches_.num_leases() == 0) return out;
-  out.set_data_epoch(data_epoch_);
-  applied_batches_.Report(first_lease_id, max_leases, &out);
-  return out;
+  return async_.AppliedFrom(first_lease_id, max_leases);
 }
 
 void ParameterStore::SetOnLeaseBatchApplied(std::function<void()> callback) {

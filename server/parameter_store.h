@@ -113,7 +113,7 @@
 #include "proto/job.pb.h"
 #include "proto/ps.pb.h"
 #include "proto/scheduler.pb.h"
-#include "server/applied_batches.h"
+#include "server/async_step.h"
 #include "server/checkpoint.h"
 #include "server/server_metrics.h"
 #include "server/shard_storage.h"
@@ -416,10 +416,14 @@ class ParameterStore {
     return req.partial() ? ReadAsk{req.first_chunk(), req.chunks_size(), pull_sparse} : ReadAsk{0, -1, pull_sparse};
   }
 
-  // ASYNC/SSP: moves to `data_epoch` if it is newer (clocks 0, nobody finished, applied batches
-  // forgotten); FAILED_PRECONDITION if it is older.
+  // ASYNC/SSP: moves to `data_epoch` if it is newer (AsyncStep::EnterEpoch, then
+  // NewDataEpochLocked); FAILED_PRECONDITION if it is older.
   absl::Status EnterDataEpochLocked(absl::string_view what, int worker_rank, int32_t data_epoch,
                                     Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A data epoch began (the request `what` from `worker_rank` brought it): the SSP clocks restart
+  // and the pulls parked in the old epoch are answered.
+  void NewDataEpochLocked(absl::string_view what, int worker_rank, Completions* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ReadyLocked(const Waiter& w) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Answers every parked waiter that is now ready.
   void ReleaseReadyLocked(Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -499,12 +503,12 @@ class ParameterStore {
   std::map<int, LastPush> workers_ ABSL_GUARDED_BY(mu_);
   // SYNC: the gradients stored for step_ and the rank-ordered weighted sum (unused otherwise).
   SyncStep sync_ ABSL_GUARDED_BY(mu_);
-  // ASYNC/SSP: the current data epoch (SSP: the workers' clocks count pushes in it).
-  int32_t data_epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  // SSP: the live workers' clocks in data_epoch_ and the staleness gate (JobSpec.staleness).
+  // SSP: the live workers' clocks in the current data epoch and the staleness gate
+  // (JobSpec.staleness).
   SspClocks ssp_ ABSL_GUARDED_BY(mu_);
-  // ASYNC/SSP: the (lease_id, lease_batch) pairs applied in data_epoch_.
-  AppliedBatches applied_batches_ ABSL_GUARDED_BY(mu_);
+  // ASYNC/SSP: which pushes apply: the current data epoch (SSP: the workers' clocks count pushes
+  // in it) and the leased batches applied in it.
+  AsyncStep async_ ABSL_GUARDED_BY(mu_);
   // Called under mu_ each time a leased batch is applied (SetOnLeaseBatchApplied).
   std::function<void()> on_lease_batch_applied_ ABSL_GUARDED_BY(mu_);
   // A snapshot due for writing: set by the update that made it due, taken by the same public call

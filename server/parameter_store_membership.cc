@@ -145,7 +145,7 @@ absl::Status ParameterStore::RestoreAndUpdateMembership(const ShardCheckpoint* c
       if (mode_ == SYNC) sync_.Drop();
       changes = InstallMembershipLocked(epoch, live_worker_ranks);
       InstallCheckpointLocked(*ckpt, std::move(prepared));
-      applied_batches_.Clear();
+      async_.ForgetBatches();
       // SSP (a replacement server in async recovery): the workers' clocks are not in the
       // checkpoint; each is learnt from the worker's next push, and until then holds nobody back.
       if (mode_ == SSP) ssp_.ForgetClocks();

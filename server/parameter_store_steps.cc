@@ -47,17 +47,11 @@ absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, Parts* grad
   LastPush& last = workers_.at(r);  // CheckLive passed
   // Request id 0 means "no id": such pushes are never taken for retries.
   if (req.request_id() != 0 && last.known && last.request_id == req.request_id()) return absl::OkStatus();
-  const bool has_lease = req.lease_id() != 0;
-  // A data epoch begins only once every lease of the one before is complete, i.e. each of its
-  // batches was applied on every server: a leased batch of an older epoch is a repeat.
-  const bool ended_epoch = has_lease && req.data_epoch() < data_epoch_;
-  if (!ended_epoch && (mode_ == SSP || req.data_epoch() > data_epoch_)) {
-    absl::Status status = EnterDataEpochLocked("push", r, req.data_epoch(), out);
-    if (!status.ok()) return status;
-  }
-  const bool repeat = ended_epoch || (has_lease && !applied_batches_.Add(req.lease_id(), req.lease_batch()));
-  if (has_lease && !repeat && on_lease_batch_applied_) on_lease_batch_applied_();
-  if (repeat) {
+  const absl::StatusOr<AsyncStep::Verdict> verdict = async_.Push(req);
+  if (!verdict.ok()) return verdict.status();
+  if (verdict->new_epoch) NewDataEpochLocked("push", r, out);
+  if (req.lease_id() != 0 && verdict->apply && on_lease_batch_applied_) on_lease_batch_applied_();
+  if (!verdict->apply) {
     VLOG(1) << "server " << rank_ << ": batch " << req.lease_batch() << " of lease " << req.lease_id()
             << " in data epoch " << req.data_epoch() << " (push from worker " << r
             << ") is already applied; skipped";
@@ -79,7 +73,7 @@ absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, Parts* grad
   // worker did a step either way), a step pushed again not. The push's step is the worker's own
   // clock, so a replacement server (async recovery) learns the clocks from it instead of holding
   // everyone back from zero.
-  if (mode_ == SSP && !ended_epoch) {
+  if (mode_ == SSP && !verdict->ended_epoch) {
     ssp_.Pushed(r, req.step(), same_step);
     ReleaseReadyLocked(out);
   }
@@ -88,20 +82,17 @@ absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, Parts* grad
 
 absl::Status ParameterStore::EnterDataEpochLocked(absl::string_view what, int worker_rank, int32_t data_epoch,
                                                   Completions* out) {
-  if (data_epoch < data_epoch_) {
-    return absl::FailedPreconditionError(absl::StrCat(what, " from worker ", worker_rank, " for data epoch ",
-                                                      data_epoch, ": server ", rank_,
-                                                      " is already in data epoch ", data_epoch_));
-  }
-  if (data_epoch > data_epoch_) {
-    LOG(INFO) << "server " << rank_ << ": data epoch " << data_epoch << " begins (" << what << " from worker "
-              << worker_rank << ")";
-    data_epoch_ = data_epoch;
-    applied_batches_.Clear();
-    ssp_.NewEpoch();
-    ReleaseReadyLocked(out);  // pulls parked in the old epoch
-  }
+  const absl::StatusOr<bool> entered = async_.EnterEpoch(what, worker_rank, data_epoch);
+  if (!entered.ok()) return entered.status();
+  if (*entered) NewDataEpochLocked(what, worker_rank, out);
   return absl::OkStatus();
+}
+
+void ParameterStore::NewDataEpochLocked(absl::string_view what, int worker_rank, Completions* out) {
+  LOG(INFO) << "server " << rank_ << ": data epoch " << async_.data_epoch() << " begins (" << what
+            << " from worker " << worker_rank << ")";
+  ssp_.NewEpoch();
+  ReleaseReadyLocked(out);  // pulls parked in the old epoch
 }
 
 void ParameterStore::PullLocked(int worker_rank, int64_t step, int32_t data_epoch, PullResponse* resp, float* values,
@@ -127,7 +118,7 @@ bool ParameterStore::ReadyLocked(const Waiter& waiter) const {
     case SYNC:
       return step_ >= waiter.step;
     case SSP:
-      return waiter.data_epoch < data_epoch_ || ssp_.Ready(waiter.step);
+      return waiter.data_epoch < async_.data_epoch() || ssp_.Ready(waiter.step);
     default:
       return true;
   }
