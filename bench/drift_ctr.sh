@@ -8,7 +8,8 @@
 # each day draws a fifth of its values from ids of its own, never seen before or after (as new
 # items and users arrive and old ones go); test.tsv is the last day's. The job trains one epoch
 # over it in file order (`pstrain-launch --model=ctr --servers=2 --workers=2 --mode=sync
-# --batch_size=1024 --epochs=1`), so its step s trains on day floor(s * 2048 / records a day).
+# --batch_size=1024 --epochs=1`), so its step s trains on day floor(s * 2048 / records a day)
+# (ASYNC/SSP: each push is a step of 1024 records, so day floor(s * 1024 / records a day)).
 # While it runs, each server's /metrics is read every second: its RSS
 # (process_resident_memory_bytes), its step and its tables' rows. The table gives each server's
 # RSS and rows at the end of each day, and how far its RSS moved from the end of day 2 on.
@@ -22,6 +23,8 @@
 #   DRIFT_UNIQUE_KEYS   the lasting ids over all fields (default 1000000)
 #   DRIFT_POLICY        the policy's job flags (default: --table_ttl_updates=U, U the updates of
 #                       one day)
+#   DRIFT_MODE          the job's --mode (default sync; async or ssp for --table_ttl_seconds,
+#                       e.g. DRIFT_MODE=async DRIFT_POLICY=--table_ttl_seconds=4)
 # Summaries, logs and the series are kept in a temporary folder whose name is printed at the end.
 set -euo pipefail
 
@@ -37,6 +40,7 @@ TRAIN="${DRIFT_TRAIN:-2000000}"
 GLOBAL_BATCH=2048
 UPDATES_A_DAY=$(( (TRAIN / DAYS + GLOBAL_BATCH - 1) / GLOBAL_BATCH ))
 POLICY="${DRIFT_POLICY:---table_ttl_updates=$UPDATES_A_DAY}"
+MODE="${DRIFT_MODE:-sync}"
 OUT="$(mktemp -d -t pstrain-drift.XXXXXX)"
 ctr_data_or_generate "$0" "${DRIFT_DATA_DIR:-}" --train_samples="$TRAIN" --days="$DAYS" \
   --new_key_rate="${DRIFT_NEW_KEY_RATE:-0.2}" --unique_keys="${DRIFT_UNIQUE_KEYS:-1000000}" --zipf=1.0
@@ -46,7 +50,7 @@ echo
 print_machine
 echo
 echo "Data: $GEN."
-echo "Job: \`pstrain-launch --model=ctr --servers=2 --workers=2 --mode=sync --batch_size=1024 --epochs=1\`,"\
+echo "Job: \`pstrain-launch --model=ctr --servers=2 --workers=2 --mode=$MODE --batch_size=1024 --epochs=1\`,"\
      "without a policy and with \`$POLICY\`, one after the other."
 echo
 
@@ -56,7 +60,7 @@ run() {
   local name="$1" policy="$2"
   local -a flags
   read -r -a flags <<< "$policy"
-  "$LAUNCH" --model=ctr --data_dir="$DATA" --servers=2 --workers=2 --mode=sync --batch_size=1024 --epochs=1 \
+  "$LAUNCH" --model=ctr --data_dir="$DATA" --servers=2 --workers=2 --mode="$MODE" --batch_size=1024 --epochs=1 \
     --http_port=0 "${flags[@]}" --summary_json="$OUT/$name.json" > "$OUT/$name.log" 2>&1 &
   local job=$!
   /usr/bin/python3 - "$OUT/$name.log" "$job" > "$OUT/$name.series" <<'EOF'
@@ -94,7 +98,9 @@ EOF
 run none ""
 run policy "$POLICY"
 
-/usr/bin/python3 - "$OUT" "$DAYS" "$TRAIN" "$GLOBAL_BATCH" "$POLICY" <<'EOF'
+# A server's step counts global batches in SYNC, each worker's batches in ASYNC/SSP.
+STEP_RECORDS=$([[ "$MODE" == sync ]] && echo "$GLOBAL_BATCH" || echo 1024)
+/usr/bin/python3 - "$OUT" "$DAYS" "$TRAIN" "$STEP_RECORDS" "$POLICY" <<'EOF'
 import json, sys
 out, days, train, batch, policy = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 per_day = train / days
