@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/table_spec.h"
 #include "server/embedding_table.h"
+#include "server/le_bytes.h"
 
 namespace pstrain::server {
 namespace {
@@ -24,19 +25,6 @@ constexpr uint32_t kTombstoneSection = 3;
 constexpr uint32_t kTombstonesLostSection = 4;
 constexpr uint32_t kRowDtypeSection = 5;
 constexpr uint32_t kClockSection = 6;
-
-template <typename T>
-void Put(T value, std::string* out) {
-  static_assert(std::is_trivially_copyable_v<T>);
-  out->append(reinterpret_cast<const char*>(&value), sizeof(T));
-}
-
-template <typename T>
-T Get(const char* p) {
-  T value;
-  std::memcpy(&value, p, sizeof(T));
-  return value;
-}
 
 uint32_t Crc32(const char* data, size_t size) {
   uint32_t crc = static_cast<uint32_t>(crc32(0, Z_NULL, 0));
@@ -66,23 +54,23 @@ void EmbeddingTable::Serialize(std::string* out) const {
   const bool with_sketch = admission_ != nullptr && admission_->has_state();
   const bool half = options_.row_dtype != TableSpec::FP32;
   const bool sections = with_sketch || eviction_ != nullptr || half;
-  Put<uint32_t>(sections ? kVersionSections : kVersion, out);
-  Put<int32_t>(options_.id, out);
-  Put<int32_t>(options_.dim, out);
-  Put<int32_t>(static_cast<int32_t>(options_.optimizer.type), out);
-  Put<uint32_t>(record_bytes, out);
-  Put<uint32_t>(static_cast<uint32_t>(options_.name.size()), out);
+  PutBytes<uint32_t>(sections ? kVersionSections : kVersion, out);
+  PutBytes<int32_t>(options_.id, out);
+  PutBytes<int32_t>(options_.dim, out);
+  PutBytes<int32_t>(static_cast<int32_t>(options_.optimizer.type), out);
+  PutBytes<uint32_t>(record_bytes, out);
+  PutBytes<uint32_t>(static_cast<uint32_t>(options_.name.size()), out);
   out->append(options_.name);
-  Put<uint64_t>(rows.size(), out);
+  PutBytes<uint64_t>(rows.size(), out);
   for (const auto& [key, row] : rows) {
-    Put<uint64_t>(key, out);
+    PutBytes<uint64_t>(key, out);
     out->append(reinterpret_cast<const char*>(Record(row)), record_bytes);
   }
   // A section: tag, then its length, filled in once written.
   auto section = [out](uint32_t tag, const auto& write) {
-    Put<uint32_t>(tag, out);
+    PutBytes<uint32_t>(tag, out);
     const size_t length_at = out->size();
-    Put<uint64_t>(0, out);
+    PutBytes<uint64_t>(0, out);
     write();
     const uint64_t length = out->size() - length_at - sizeof(uint64_t);
     std::memcpy(out->data() + length_at, &length, sizeof(length));
@@ -99,8 +87,8 @@ void EmbeddingTable::Serialize(std::string* out) const {
     }
     if (eviction_->clock() != nullptr) section(kClockSection, [&] { eviction_->SerializeClock(out); });
   }
-  if (half) section(kRowDtypeSection, [&] { Put<uint32_t>(static_cast<uint32_t>(options_.row_dtype), out); });
-  Put<uint32_t>(Crc32(out->data() + start, out->size() - start), out);
+  if (half) section(kRowDtypeSection, [&] { PutBytes<uint32_t>(static_cast<uint32_t>(options_.row_dtype), out); });
+  PutBytes<uint32_t>(Crc32(out->data() + start, out->size() - start), out);
 }
 
 absl::Status EmbeddingTable::Restore(absl::string_view data, int64_t last_update) {
@@ -113,23 +101,23 @@ absl::Status EmbeddingTable::Restore(absl::string_view data, int64_t last_update
   if (std::memcmp(data.data(), kMagic, 8) != 0) {
     return absl::DataLossError(absl::StrCat(where, ": bad magic, not a table checkpoint"));
   }
-  const uint32_t stored_crc = Get<uint32_t>(data.data() + data.size() - 4);
+  const uint32_t stored_crc = GetBytes<uint32_t>(data.data() + data.size() - 4);
   const uint32_t crc = Crc32(data.data(), data.size() - 4);
   if (stored_crc != crc) {
     return absl::DataLossError(absl::StrCat(where, ": checksum mismatch (stored ", stored_crc,
                                             ", computed ", crc, ")"));
   }
   const char* p = data.data() + 8;
-  const uint32_t version = Get<uint32_t>(p);
+  const uint32_t version = GetBytes<uint32_t>(p);
   if (version != kVersion && version != kVersionSections) {
     return absl::UnimplementedError(absl::StrCat(where, ": format version ", version, ", this build reads ", kVersion,
                                                  " and ", kVersionSections));
   }
-  const int32_t id = Get<int32_t>(p + 4);
-  const int32_t dim = Get<int32_t>(p + 8);
-  const int32_t type = Get<int32_t>(p + 12);
-  const uint32_t record_bytes = Get<uint32_t>(p + 16);
-  const uint32_t name_size = Get<uint32_t>(p + 20);
+  const int32_t id = GetBytes<int32_t>(p + 4);
+  const int32_t dim = GetBytes<int32_t>(p + 8);
+  const int32_t type = GetBytes<int32_t>(p + 12);
+  const uint32_t record_bytes = GetBytes<uint32_t>(p + 16);
+  const uint32_t name_size = GetBytes<uint32_t>(p + 20);
   p += 24;
   if (data.size() < kFixed + name_size + 8 + 4) {
     return absl::DataLossError(absl::StrCat(where, ": name of ", name_size, " bytes overruns the ",
@@ -137,7 +125,7 @@ absl::Status EmbeddingTable::Restore(absl::string_view data, int64_t last_update
   }
   const absl::string_view name(p, name_size);
   p += name_size;
-  const uint64_t num_rows = Get<uint64_t>(p);
+  const uint64_t num_rows = GetBytes<uint64_t>(p);
   p += 8;
   if (name != options_.name || id != options_.id) {
     return absl::FailedPreconditionError(absl::StrCat(where, " (id ", options_.id,
@@ -165,12 +153,12 @@ absl::Status EmbeddingTable::Restore(absl::string_view data, int64_t last_update
     const size_t rows_bytes = num_rows * (8 + record_bytes);
     size_t at = rows_bytes;
     while (at < body) {
-      if (body - at < 12 || Get<uint64_t>(p + at + 4) > body - at - 12) {
+      if (body - at < 12 || GetBytes<uint64_t>(p + at + 4) > body - at - 12) {
         return absl::DataLossError(absl::StrCat(where, ": a section at byte ", at, " of the body overruns its ",
                                                 body, " bytes"));
       }
-      const uint32_t tag = Get<uint32_t>(p + at);
-      const uint64_t length = Get<uint64_t>(p + at + 4);
+      const uint32_t tag = GetBytes<uint32_t>(p + at);
+      const uint64_t length = GetBytes<uint64_t>(p + at + 4);
       const absl::string_view payload(p + at + 12, length);
       if (tag == kSketchSection) {
         sketch = payload;
@@ -196,7 +184,7 @@ absl::Status EmbeddingTable::Restore(absl::string_view data, int64_t last_update
   if (!row_dtype.empty() && row_dtype.size() != sizeof(uint32_t)) {
     return absl::DataLossError(absl::StrCat(where, ": a row dtype section of ", row_dtype.size(), " bytes, expected 4"));
   }
-  const auto dtype = row_dtype.empty() ? TableSpec::FP32 : static_cast<TableSpec::RowDtype>(Get<uint32_t>(row_dtype.data()));
+  const auto dtype = row_dtype.empty() ? TableSpec::FP32 : static_cast<TableSpec::RowDtype>(GetBytes<uint32_t>(row_dtype.data()));
   if (dtype != options_.row_dtype) {
     return absl::FailedPreconditionError(absl::StrCat(where, ": checkpoint row dtype ", RowDtypeName(dtype),
                                                       ", table row dtype ", RowDtypeName(options_.row_dtype)));
@@ -217,8 +205,8 @@ absl::Status EmbeddingTable::Restore(absl::string_view data, int64_t last_update
   std::vector<float> check(options_.dim);
   std::vector<std::unique_ptr<float[]>> blocks;
   for (uint64_t row = 0; row < num_rows; ++row) {
-    const uint64_t key = Get<uint64_t>(p);
-    if (row > 0 && key <= Get<uint64_t>(p - 8 - record_bytes)) {
+    const uint64_t key = GetBytes<uint64_t>(p);
+    if (row > 0 && key <= GetBytes<uint64_t>(p - 8 - record_bytes)) {
       return absl::DataLossError(absl::StrCat(where, ": row ", row, " key ", key,
                                               " is not greater than the key before it"));
     }

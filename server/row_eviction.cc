@@ -7,21 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/table_spec.h"
+#include "server/le_bytes.h"
 
 namespace pstrain::server {
 namespace {
-
-template <typename T>
-void Put(T value, std::string* out) {
-  out->append(reinterpret_cast<const char*>(&value), sizeof(T));
-}
-
-template <typename T>
-T Get(const char* p) {
-  T value;
-  std::memcpy(&value, p, sizeof(T));
-  return value;
-}
 
 constexpr size_t kRowMetaBytes = sizeof(int64_t) + sizeof(uint32_t);
 constexpr size_t kTombstoneBytes = sizeof(uint64_t) + sizeof(int64_t);
@@ -148,19 +137,19 @@ void RowEviction::SerializeRows(const std::vector<uint32_t>& rows, std::string* 
   out->reserve(out->size() + rows.size() * kRowMetaBytes);
   for (uint32_t row : rows) {
     const RowMeta m = row < meta_.size() ? meta_[row] : RowMeta{-1, 0};
-    Put<int64_t>(m.last, out);
-    Put<uint32_t>(m.count, out);
+    PutBytes<int64_t>(m.last, out);
+    PutBytes<uint32_t>(m.count, out);
   }
 }
 
 void RowEviction::SerializeTombstones(std::string* out) const {
   for (const Tombstone& t : tombstones_) {
-    Put<uint64_t>(t.key, out);
-    Put<int64_t>(t.update, out);
+    PutBytes<uint64_t>(t.key, out);
+    PutBytes<int64_t>(t.update, out);
   }
 }
 
-void RowEviction::SerializeTombstonesLost(std::string* out) const { Put<uint64_t>(tombstones_lost_, out); }
+void RowEviction::SerializeTombstonesLost(std::string* out) const { PutBytes<uint64_t>(tombstones_lost_, out); }
 
 void RowEviction::SerializeClock(std::string* out) const {
   if (clock_ != nullptr) clock_->Serialize(out);
@@ -178,7 +167,7 @@ absl::Status RowEviction::Restore(absl::string_view what, uint64_t num_rows, abs
                                             kTombstoneBytes, " up to ", kMaxTombstones, " of them"));
   }
   constexpr uint64_t kMaxLost = std::numeric_limits<int64_t>::max();
-  if (!lost.empty() && (lost.size() != sizeof(uint64_t) || Get<uint64_t>(lost.data()) > kMaxLost)) {
+  if (!lost.empty() && (lost.size() != sizeof(uint64_t) || GetBytes<uint64_t>(lost.data()) > kMaxLost)) {
     return absl::DataLossError(absl::StrCat(what, ": a count of lost tombstones of ", lost.size(),
                                             " bytes, expected one uint64 below 2^63"));
   }
@@ -192,17 +181,17 @@ absl::Status RowEviction::Restore(absl::string_view what, uint64_t num_rows, abs
   RowArray<RowMeta> meta;
   meta.GrowTo(num_rows, RowMeta{last_update, 0});
   for (uint64_t i = 0; i < num_rows && !rows.empty(); ++i) {
-    meta[i] = RowMeta{Get<int64_t>(rows.data() + i * kRowMetaBytes),
-                      Get<uint32_t>(rows.data() + i * kRowMetaBytes + sizeof(int64_t))};
+    meta[i] = RowMeta{GetBytes<int64_t>(rows.data() + i * kRowMetaBytes),
+                      GetBytes<uint32_t>(rows.data() + i * kRowMetaBytes + sizeof(int64_t))};
   }
   std::deque<Tombstone> dead;
   for (size_t i = 0; i < tombstones.size(); i += kTombstoneBytes) {
-    dead.push_back({Get<uint64_t>(tombstones.data() + i), Get<int64_t>(tombstones.data() + i + sizeof(uint64_t))});
+    dead.push_back({GetBytes<uint64_t>(tombstones.data() + i), GetBytes<int64_t>(tombstones.data() + i + sizeof(uint64_t))});
   }
   meta_ = std::move(meta);
   clock_ = std::move(restored_clock);
   tombstones_ = std::move(dead);
-  tombstones_lost_ = lost.empty() ? 0 : static_cast<int64_t>(Get<uint64_t>(lost.data()));
+  tombstones_lost_ = lost.empty() ? 0 : static_cast<int64_t>(GetBytes<uint64_t>(lost.data()));
   return absl::OkStatus();
 }
 

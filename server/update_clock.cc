@@ -4,21 +4,10 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "server/le_bytes.h"
 
 namespace pstrain::server {
 namespace {
-
-template <typename T>
-void Put(T value, std::string* out) {
-  out->append(reinterpret_cast<const char*>(&value), sizeof(T));
-}
-
-template <typename T>
-T Get(const char* p) {
-  T value;
-  std::memcpy(&value, p, sizeof(T));
-  return value;
-}
 
 constexpr size_t kHeaderBytes = sizeof(int64_t) + sizeof(uint64_t);
 constexpr size_t kSampleBytes = 2 * sizeof(int64_t);
@@ -48,24 +37,24 @@ int64_t UpdateClock::ExpiredThrough() const {
 }
 
 void UpdateClock::Serialize(std::string* out) const {
-  Put<int64_t>(now_ms_, out);
-  Put<uint64_t>(samples_.size(), out);
+  PutBytes<int64_t>(now_ms_, out);
+  PutBytes<uint64_t>(samples_.size(), out);
   for (const Sample& s : samples_) {
-    Put<int64_t>(s.update, out);
-    Put<int64_t>(s.unix_ms, out);
+    PutBytes<int64_t>(s.update, out);
+    PutBytes<int64_t>(s.unix_ms, out);
   }
 }
 
 absl::Status UpdateClock::Restore(absl::string_view what, absl::string_view data) {
   if (data.size() < kHeaderBytes || (data.size() - kHeaderBytes) % kSampleBytes != 0 ||
-      Get<uint64_t>(data.data() + sizeof(int64_t)) != (data.size() - kHeaderBytes) / kSampleBytes) {
+      GetBytes<uint64_t>(data.data() + sizeof(int64_t)) != (data.size() - kHeaderBytes) / kSampleBytes) {
     return absl::DataLossError(absl::StrCat(what, ": an eviction clock of ", data.size(),
                                             " bytes, expected 16 plus 16 a sample as its count says"));
   }
-  const int64_t now = Get<int64_t>(data.data());
+  const int64_t now = GetBytes<int64_t>(data.data());
   std::deque<Sample> samples;
   for (size_t at = kHeaderBytes; at < data.size(); at += kSampleBytes) {
-    const Sample s{Get<int64_t>(data.data() + at), Get<int64_t>(data.data() + at + sizeof(int64_t))};
+    const Sample s{GetBytes<int64_t>(data.data() + at), GetBytes<int64_t>(data.data() + at + sizeof(int64_t))};
     if (s.unix_ms <= 0 || s.unix_ms > now ||
         (!samples.empty() && (s.update < samples.back().update || s.unix_ms <= samples.back().unix_ms))) {
       return absl::DataLossError(absl::StrCat(what, ": eviction clock sample ", samples.size(), " (update ", s.update,
