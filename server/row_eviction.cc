@@ -56,6 +56,24 @@ bool RowEviction::Before(const Row& a, const Row& b) const {
   return std::tie(ca, la, a.first) < std::tie(cb, lb, b.first);
 }
 
+void RowEviction::SortInOrder(std::vector<Row>* rows) const {
+  // Each row's order key read once, then sorted without touching the metadata again (a
+  // comparison that read it would miss the cache about log n times a row).
+  const bool lfu = spec_.order() == EvictionSpec::LFU;
+  struct Keyed {
+    uint32_t count;
+    int64_t last;
+    Row row;
+  };
+  std::vector<Keyed> keyed;
+  keyed.reserve(rows->size());
+  for (const Row& r : *rows) keyed.push_back({lfu ? meta_[r.second].count : 0, meta_[r.second].last, r});
+  std::sort(keyed.begin(), keyed.end(), [](const Keyed& a, const Keyed& b) {
+    return std::tie(a.count, a.last, a.row.first) < std::tie(b.count, b.last, b.row.first);
+  });
+  for (size_t i = 0; i < keyed.size(); ++i) (*rows)[i] = keyed[i].row;
+}
+
 void RowEviction::AppendFirst(size_t over, const RowVisitor& for_each_row, const std::function<bool(uint32_t)>& skip,
                               std::vector<Row>* leaving) const {
   if (over == 0) return;
@@ -78,15 +96,29 @@ void RowEviction::AppendFirst(size_t over, const RowVisitor& for_each_row, const
   leaving->insert(leaving->end(), heap.begin(), heap.end());
 }
 
+std::vector<bool> RowEviction::ExpiredRows(int64_t update) const {
+  // ttl_seconds as an update: rows last updated at or before it are at least the TTL old.
+  const int64_t expired_through = clock_ != nullptr ? clock_->ExpiredThrough() : UpdateClock::kNone;
+  const int64_t ttl = spec_.ttl_updates();
+  std::vector<bool> expired;
+  if (ttl <= 0 && expired_through == UpdateClock::kNone) return expired;
+  // Last updated at or before `through`: by ttl_updates, update - last >= ttl.
+  const int64_t through = std::max(ttl > 0 ? update - ttl : UpdateClock::kNone, expired_through);
+  expired.resize(meta_.size());
+  for (size_t row = 0; row < meta_.size(); ++row) expired[row] = meta_[row].last <= through;
+  return expired;
+}
+
 std::vector<RowEviction::Row> RowEviction::Select(int64_t update, int64_t num_rows, const RowVisitor& for_each_row,
                                                   const std::function<double(uint32_t)>& norm) const {
   if (num_rows <= spec_.keep_rows()) return {};
-  auto before = [this](const Row& a, const Row& b) { return Before(a, b); };
-  // ttl_seconds as an update: rows last updated at or before it are at least the TTL old.
-  const int64_t expired_through = clock_ != nullptr ? clock_->ExpiredThrough() : UpdateClock::kNone;
+  // The TTL rules first, by row number in row order, into a bitmap: the metadata is read
+  // sequentially (in the index's order, each row's would be a cache miss), and the visit in the
+  // index's order below reads one bit a row. Row numbers without a row (freed, or not yet used)
+  // may get a bit; the visit never asks for them.
+  const std::vector<bool> expired = ExpiredRows(update);
   auto picked = [&](uint32_t row) {
-    if (spec_.ttl_updates() > 0 && update - meta_[row].last >= spec_.ttl_updates()) return true;
-    if (meta_[row].last <= expired_through) return true;
+    if (!expired.empty() && expired[row]) return true;
     return spec_.min_l2_norm() > 0 && norm(row) < spec_.min_l2_norm();
   };
   // The rows the rules pick at once leave first, in order.
@@ -94,7 +126,7 @@ std::vector<RowEviction::Row> RowEviction::Select(int64_t update, int64_t num_ro
   for_each_row([&](uint64_t key, uint32_t row) {
     if (picked(row)) leaving.emplace_back(key, row);
   });
-  std::sort(leaving.begin(), leaving.end(), before);
+  SortInOrder(&leaving);
   // Past the cap, the first of the others in order.
   const int64_t remaining = num_rows - static_cast<int64_t>(leaving.size());
   if (spec_.max_rows() > 0 && remaining > spec_.max_rows()) {

@@ -20,9 +20,10 @@
 // metadata.
 //
 // Cost: 12 bytes a row (the last update as int64, the count as uint32; in chunks of 1,024 rows)
-// and, each time it runs, a
-// pass over the rows (a second one past the cap, keeping a heap of the rows it will take) and a
-// sort of those leaving; memory for those alone, not for every row.
+// and, each time it runs, a pass over the metadata in row order for the TTL rules (a bit a row),
+// a walk over the rows for their keys (a second one past the cap, keeping a heap of the rows it
+// will take) and a sort of those leaving; memory for the bits and those rows, not a row's worth
+// for every row.
 // Tombstones: only while something records them (keep_tombstones: the job checkpoints), the
 // evictions since the last checkpoint's cut. A checkpoint records them (delta checkpoints and a
 // serving path are to read them to drop the rows elsewhere), and its cut drops them from memory
@@ -165,7 +166,12 @@ class RowEviction {
  private:
   RowEviction(const EvictionSpec& spec, bool keep_tombstones);
   void Grow(uint32_t row);
+  // By row number, whether the TTL rules (ttl_updates, ttl_seconds) pick the row after update
+  // `update`; empty when neither rule is on or can pick a row yet.
+  std::vector<bool> ExpiredRows(int64_t update) const;
   // Whether row a leaves before row b (the order above).
+  // Sorts *rows in that order.
+  void SortInOrder(std::vector<Row>* rows) const;
   bool Before(const Row& a, const Row& b) const;
   // Appends to *leaving the first `over` rows in that order among those `skip` does not name,
   // sorted.
