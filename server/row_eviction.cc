@@ -46,32 +46,23 @@ void RowEviction::Updated(uint32_t row, int64_t update) {
   if (m.count < std::numeric_limits<uint32_t>::max()) ++m.count;
 }
 
-bool RowEviction::Before(const Row& a, const Row& b) const {
+RowEviction::OrderKey RowEviction::KeyOf(const Row& r) const {
   // Eviction order: LRU (last update, key) or LFU (count, last update, key), ascending.
-  const bool lfu = spec_.order() == EvictionSpec::LFU;
-  const RowMeta& ma = meta_[a.second];
-  const RowMeta& mb = meta_[b.second];
-  const uint32_t ca = lfu ? ma.count : 0, cb = lfu ? mb.count : 0;
-  const int64_t la = ma.last, lb = mb.last;
-  return std::tie(ca, la, a.first) < std::tie(cb, lb, b.first);
+  const RowMeta& m = meta_[r.second];
+  return {spec_.order() == EvictionSpec::LFU ? m.count : 0, m.last, r.first};
 }
+
+bool RowEviction::Before(const Row& a, const Row& b) const { return KeyOf(a) < KeyOf(b); }
 
 void RowEviction::SortInOrder(std::vector<Row>* rows) const {
   // Each row's order key read once, then sorted without touching the metadata again (a
   // comparison that read it would miss the cache about log n times a row).
-  const bool lfu = spec_.order() == EvictionSpec::LFU;
-  struct Keyed {
-    uint32_t count;
-    int64_t last;
-    Row row;
-  };
-  std::vector<Keyed> keyed;
+  std::vector<std::pair<OrderKey, Row>> keyed;
   keyed.reserve(rows->size());
-  for (const Row& r : *rows) keyed.push_back({lfu ? meta_[r.second].count : 0, meta_[r.second].last, r});
-  std::sort(keyed.begin(), keyed.end(), [](const Keyed& a, const Keyed& b) {
-    return std::tie(a.count, a.last, a.row.first) < std::tie(b.count, b.last, b.row.first);
-  });
-  for (size_t i = 0; i < keyed.size(); ++i) (*rows)[i] = keyed[i].row;
+  for (const Row& r : *rows) keyed.emplace_back(KeyOf(r), r);
+  std::sort(keyed.begin(), keyed.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 0; i < keyed.size(); ++i) (*rows)[i] = keyed[i].second;
 }
 
 void RowEviction::AppendFirst(size_t over, const RowVisitor& for_each_row, const std::function<bool(uint32_t)>& skip,
@@ -161,8 +152,8 @@ void RowEviction::DropTombstones() {
 }
 
 int64_t RowEviction::bytes_used() const {
-  const size_t clock_bytes = clock_ != nullptr ? sizeof(UpdateClock) + clock_->num_samples() * 2 * sizeof(int64_t) : 0;
-  return meta_.bytes_used() + static_cast<int64_t>(tombstones_.size() * sizeof(Tombstone) + clock_bytes);
+  return meta_.bytes_used() + static_cast<int64_t>(tombstones_.size() * sizeof(Tombstone)) +
+         (clock_ != nullptr ? clock_->bytes_used() : 0);
 }
 
 void RowEviction::SerializeRows(const std::vector<uint32_t>& rows, std::string* out) const {

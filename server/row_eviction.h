@@ -43,6 +43,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -173,6 +174,14 @@ class RowEviction {
   // Sorts *rows in that order.
   void SortInOrder(std::vector<Row>* rows) const;
   bool Before(const Row& a, const Row& b) const;
+  // A row's place in that order: (count under LFU, else 0; last update; key), compared in turn.
+  struct OrderKey {
+    uint32_t count;
+    int64_t last;
+    uint64_t key;
+    bool operator<(const OrderKey& o) const { return std::tie(count, last, key) < std::tie(o.count, o.last, o.key); }
+  };
+  OrderKey KeyOf(const Row& r) const;
   // Appends to *leaving the first `over` rows in that order among those `skip` does not name,
   // sorted.
   void AppendFirst(size_t over, const RowVisitor& for_each_row, const std::function<bool(uint32_t)>& skip,

@@ -52,6 +52,7 @@ absl::Status UpdateClock::Restore(absl::string_view what, absl::string_view data
                                             " bytes, expected 16 plus 16 a sample as its count says"));
   }
   const int64_t now = GetBytes<int64_t>(data.data());
+  if (now < 0) return absl::DataLossError(absl::StrCat(what, ": an eviction clock at ", now, " ms, expected >= 0"));
   std::deque<Sample> samples;
   for (size_t at = kHeaderBytes; at < data.size(); at += kSampleBytes) {
     const Sample s{GetBytes<int64_t>(data.data() + at), GetBytes<int64_t>(data.data() + at + sizeof(int64_t))};

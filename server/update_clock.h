@@ -53,14 +53,16 @@ class UpdateClock {
   // surely is.
   int64_t ExpiredThrough() const;
 
-  // Samples held (for tests and bytes_used).
+  // Samples held.
   size_t num_samples() const { return samples_.size(); }
+  // Bytes held: this object and its samples.
+  int64_t bytes_used() const { return static_cast<int64_t>(sizeof(*this) + samples_.size() * sizeof(Sample)); }
 
   // Checkpoints: the clock, then the samples, little-endian:
   //   int64 now_ms, uint64 count N, N x (int64 update, int64 unix_ms).
   void Serialize(std::string* out) const;
   // Installs what Serialize wrote. DATA_LOSS (prefixed with `what`) for a size that does not fit,
-  // samples out of order or past the clock; then nothing changes.
+  // a negative clock, or samples out of order or past the clock; then nothing changes.
   absl::Status Restore(absl::string_view what, absl::string_view data);
 
  private:

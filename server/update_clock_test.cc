@@ -2,6 +2,7 @@
 // updates are surely older than the TTL, bounded memory, and checkpoints.
 #include "server/update_clock.h"
 
+#include <cstring>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -90,6 +91,11 @@ TEST(UpdateClockTest, ACorruptCheckpointChangesNothing) {
   absl::Status disorder = target.Restore("table 'user'", swapped);
   EXPECT_EQ(disorder.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(disorder.message(), HasSubstr("sample 1 (update 0"));
+  std::string negative(16, '\0');  // no samples, a clock of -1 ms
+  std::memset(negative.data(), 0xff, 8);
+  absl::Status before_epoch = target.Restore("table 'user'", negative);
+  EXPECT_EQ(before_epoch.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(before_epoch.message(), HasSubstr("table 'user': an eviction clock at -1 ms, expected >= 0"));
   EXPECT_EQ(target.now_ms(), kT0 + 9);
   EXPECT_EQ(target.num_samples(), 1u);
 }
