@@ -29,13 +29,14 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// SYNC, 2 servers, 2 workers: 4096 / (32 x 2) = 64 steps, a checkpoint every 16, so the servers'
-// files of step 64 hold what they ended with.
-constexpr int64_t kSteps = 64;
+// SYNC, 2 servers, 2 workers: 16384 / (32 x 2) = 256 steps (long enough that the insider, who
+// registers after step 8 on a loaded machine, still finds the job running), a checkpoint every 64,
+// so the servers' files of step 256 hold what they ended with.
+constexpr int64_t kSteps = 256;
 
 std::vector<std::string> Job(const std::string& dir) {
-  return {"--epochs=1", "--train_limit=4096", "--test_limit=1000", "--batch_size=32", "--seed=3",
-          "--checkpoint_dir=" + dir + "/ckpt", "--checkpoint_every_steps=16", "--final_model=" + dir + "/model.bin"};
+  return {"--epochs=1", "--train_limit=16384", "--test_limit=1000", "--batch_size=32", "--seed=3",
+          "--checkpoint_dir=" + dir + "/ckpt", "--checkpoint_every_steps=64", "--final_model=" + dir + "/model.bin"};
 }
 
 class FinalModelTest : public ::testing::Test {
