@@ -180,6 +180,9 @@ absl::Status ValidateJobSpec(const JobSpec& job) {
   if (job.checkpoint_every_seconds() > 0 && job.checkpoint_dir().empty()) {
     return Invalid("checkpoint_dir", "''", "a folder when checkpoint_every_seconds > 0");
   }
+  if (job.full_checkpoint_every() < 0) {
+    return Invalid("full_checkpoint_every", absl::StrCat(job.full_checkpoint_every()), ">= 0");
+  }
   if (job.global_batch() < 0) return Invalid("global_batch", absl::StrCat(job.global_batch()), ">= 0");
   if (job.resume() && job.checkpoint_dir().empty()) {
     return Invalid("checkpoint_dir", "''", "the folder of the job to resume (resume is set)");

@@ -183,6 +183,38 @@ void FileSeeds() {
     }
   }
 
+  // A whole table with eviction and a delta after it (table_delta_fuzz: flags, base length, base,
+  // delta).
+  {
+    server::TableOptions options;
+    options.name = "user";
+    options.dim = 2;
+    options.seed = 7;
+    options.track_changes = true;
+    options.keep_tombstones = true;
+    options.eviction.set_ttl_updates(2);
+    options.eviction.set_every_updates(1);
+    auto table = server::EmbeddingTable::Create(options);
+    if (!table.ok()) std::abort();
+    auto update = [&](std::vector<uint64_t> keys, int64_t step) {
+      if (!(*table)->Apply(keys, std::vector<float>(keys.size() * 2, 0.5f), 0.1f, step).ok()) std::abort();
+      (*table)->AfterUpdate(step);
+    };
+    update({1, 5, 80}, 0);
+    std::string base;
+    (*table)->Serialize(&base);
+    (*table)->ForgetChanges();
+    (*table)->DropTombstones();
+    update({5, 9}, 1);
+    update({9}, 2);  // key 1 and 80 leave: tombstones
+    std::string delta;
+    (*table)->SerializeDelta(&delta);
+    if (base.size() > 0xffff) std::abort();
+    const std::string length = {static_cast<char>(base.size() & 0xff), static_cast<char>(base.size() >> 8)};
+    Write("table_delta_fuzz", "ttl", std::string(1, '\0') + length + base + delta);
+    Write("table_delta_fuzz", "ttl-fixcrc", std::string(1, '\1') + length + base + delta);
+  }
+
   std::vector<model::ParamSpec> params(2);
   params[0].name = "fc1.weight";
   params[0].shape = {2, 3};

@@ -134,7 +134,9 @@ absl::Status CheckShape(const std::string& path, const ShardCheckpoint& ckpt) {
 std::string EncodeHeader(const ShardCheckpoint& ckpt) {
   std::string header(kCheckpointMagic, kMagicSize);
   // Version 1 when there are no tables, so dense-only files stay what they always were.
-  Append<uint32_t>(ckpt.tables.empty() ? kCheckpointVersionDense : kCheckpointVersion, &header);
+  Append<uint32_t>(ckpt.base_step >= 0 ? kCheckpointVersionDelta
+                                       : (ckpt.tables.empty() ? kCheckpointVersionDense : kCheckpointVersion),
+                   &header);
   Append<int32_t>(ckpt.rank, &header);
   Append<int64_t>(ckpt.step, &header);
   Append<int32_t>(ckpt.mode, &header);
@@ -161,7 +163,7 @@ absl::Status WriteContents(int fd, const std::string& path, const ShardCheckpoin
     for (const std::vector<float>& s : ckpt.state) RETURN_IF_ERROR(writer.Write(s.data() + base, bytes));
     base += c.length();
   }
-  if (!ckpt.tables.empty()) {
+  if (!ckpt.tables.empty() || ckpt.base_step >= 0) {
     std::string count;
     Append<uint32_t>(static_cast<uint32_t>(ckpt.tables.size()), &count);
     RETURN_IF_ERROR(writer.Write(count.data(), count.size()));
@@ -171,6 +173,11 @@ absl::Status WriteContents(int fd, const std::string& path, const ShardCheckpoin
       RETURN_IF_ERROR(writer.Write(length.data(), length.size()));
       RETURN_IF_ERROR(writer.Write(table.data(), table.size()));
     }
+  }
+  if (ckpt.base_step >= 0) {
+    std::string base_step;
+    Append<int64_t>(ckpt.base_step, &base_step);
+    RETURN_IF_ERROR(writer.Write(base_step.data(), base_step.size()));
   }
   return writer.WriteCrc();
 }
@@ -237,10 +244,11 @@ uint64_t LayoutFingerprint(const ShardMap& map, int rank) {
 
 int64_t CheckpointFileSize(const ShardCheckpoint& ckpt) {
   int64_t tables = 0;
-  if (!ckpt.tables.empty()) {
+  if (!ckpt.tables.empty() || ckpt.base_step >= 0) {
     tables = 4;
     for (const std::string& t : ckpt.tables) tables += 8 + static_cast<int64_t>(t.size());
   }
+  if (ckpt.base_step >= 0) tables += 8;
   return static_cast<int64_t>(kFixedHeaderSize + kChunkEntrySize * ckpt.chunks.size() + 4) +
          4 * TotalLength(ckpt) * (1 + ckpt.num_state_vectors) + tables + 4;
 }
@@ -272,9 +280,9 @@ absl::StatusOr<ShardCheckpoint> ReadCheckpoint(const std::string& path) {
   };
   RETURN_IF_ERROR(need(kFixedHeaderSize, "the header"));
   const uint32_t version = Load<uint32_t>(data + 8);
-  if (version != kCheckpointVersion && version != kCheckpointVersionDense) {
+  if (version != kCheckpointVersion && version != kCheckpointVersionDense && version != kCheckpointVersionDelta) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": version ", version, ", expected ",
-                                                   kCheckpointVersionDense, " or ", kCheckpointVersion));
+                                                   kCheckpointVersionDense, " to ", kCheckpointVersionDelta));
   }
   ShardCheckpoint ckpt;
   ckpt.rank = Load<int32_t>(data + 12);
@@ -319,7 +327,7 @@ absl::StatusOr<ShardCheckpoint> ReadCheckpoint(const std::string& path) {
   // Version 2: the embedding tables after the dense values, each a length and its bytes.
   std::vector<std::pair<size_t, size_t>> table_spans;  // (offset, size)
   size_t expected = dense_end + 4;
-  if (version == kCheckpointVersion) {
+  if (version == kCheckpointVersion || version == kCheckpointVersionDelta) {
     size_t p = dense_end;
     auto fits = [&](size_t bytes) { return size - 4 >= p && size - 4 - p >= bytes; };
     if (!fits(4)) return absl::DataLossError(absl::StrCat(where, ": truncated at byte ", p, " reading the table count"));
@@ -336,6 +344,11 @@ absl::StatusOr<ShardCheckpoint> ReadCheckpoint(const std::string& path) {
       }
       table_spans.emplace_back(p, static_cast<size_t>(length));
       p += static_cast<size_t>(length);
+    }
+    if (version == kCheckpointVersionDelta) {
+      if (!fits(8)) return absl::DataLossError(absl::StrCat(where, ": truncated at byte ", p, " reading the base step"));
+      ckpt.base_step = Load<int64_t>(data + p);
+      p += 8;
     }
     expected = p + 4;
   }
@@ -384,6 +397,10 @@ absl::StatusOr<ShardCheckpoint> ReadCheckpoint(const std::string& path) {
       }
     }
     base += c.length();
+  }
+  if (version == kCheckpointVersionDelta && !(ckpt.base_step >= 0 && ckpt.base_step < ckpt.step)) {
+    return absl::DataLossError(absl::StrCat(where, ": a delta of step ", ckpt.step, " on base step ", ckpt.base_step,
+                                            ", expected a base step in [0, ", ckpt.step, ")"));
   }
   for (const auto& [offset, length] : table_spans) {
     ckpt.tables.emplace_back(reinterpret_cast<const char*>(data) + offset, length);

@@ -5,7 +5,7 @@
 //
 //   offset  size          field
 //   0       8             magic "PSTRAINC"
-//   8       4             uint32 version: 1 without embedding tables, 2 with
+//   8       4             uint32 version: 1 without embedding tables, 2 with, 3 a delta
 //   12      4             int32 server rank
 //   16      8             int64 step (updates applied)
 //   24      4             int32 mode (proto Mode)
@@ -18,11 +18,19 @@
 //                         then per chunk, in order:
 //             4 * length    float32 weights
 //             4 * length    float32 state vector 0, ..., S-1
-//           version 2 only:
+//           versions 2 and 3:
 //           4             uint32 table count T
 //                         then per table, in job order: uint64 length N, then N bytes, the
-//                         table's rows as EmbeddingTable::Serialize writes them (its own CRC)
+//                         table's rows as EmbeddingTable::Serialize writes them (its own CRC);
+//                         version 3: as EmbeddingTable::SerializeDelta writes them
+//           version 3 only:
+//           8             int64 base step: the step of the cut this delta follows
 //   end-4   4             uint32 CRC-32 (zlib crc32) of every byte before it
+//
+// A delta (version 3; JobSpec.full_checkpoint_every > 1) holds the dense values whole (they are
+// small) and, per table, only the rows changed since the previous cut with that cut's tombstones:
+// it is read through the chain it ends (server/checkpoint_chain.h ReadCheckpointChain), back to
+// the last whole checkpoint (a base).
 //
 // Files are named `<dir>/server-<rank>-step-<step, 10 digits>.ckpt` and written atomically (to
 // `<name>.tmp`, fsync, rename, fsync of the folder), so a reader never sees a half-written file.
@@ -48,6 +56,8 @@ inline constexpr char kCheckpointMagic[] = "PSTRAINC";  // 8 bytes on disk, no t
 // Version 2 adds the embedding tables; a shard without tables is still written as version 1.
 inline constexpr uint32_t kCheckpointVersion = 2;
 inline constexpr uint32_t kCheckpointVersionDense = 1;
+// A delta on the checkpoint of base_step (see above).
+inline constexpr uint32_t kCheckpointVersionDelta = 3;
 
 struct ShardCheckpoint {
   int rank = 0;
@@ -64,8 +74,11 @@ struct ShardCheckpoint {
   // num_state_vectors vectors, each laid out like `weights`.
   std::vector<std::vector<float>> state;
   // The shard's rows of each embedding table (JobSpec.tables order), EmbeddingTable::Serialize's
-  // bytes; empty for a job without tables.
+  // bytes (a delta: SerializeDelta's); empty for a job without tables.
   std::vector<std::string> tables;
+  // -1: a whole checkpoint. >= 0: a delta on the checkpoint of this step (the previous cut), whose
+  // tables hold only what changed since; the dense values are whole all the same.
+  int64_t base_step = -1;
 };
 
 // CheckpointPath, LatestConsistentStep and ListCheckpointSteps (file names only) are in
@@ -92,10 +105,12 @@ int64_t CheckpointFileSize(const ShardCheckpoint& ckpt);
 absl::Status WriteCheckpoint(const std::string& path, const ShardCheckpoint& ckpt,
                              mode_t mode = kDefaultOutputMode);
 
-// Reads and verifies a checkpoint file. Errors name the file: NOT_FOUND (no file),
+// Reads and verifies one checkpoint file, whole or a delta (base_step >= 0; ReadCheckpointChain
+// reads one into a whole checkpoint). Errors name the file: NOT_FOUND (no file),
 // FAILED_PRECONDITION (not a regular file: nothing is read), DATA_LOSS (bad magic, truncated,
-// trailing bytes, malformed header, checksum mismatch), INVALID_ARGUMENT (unsupported version; a
-// NaN or infinite weight or optimizer state, naming the chunk and the element). Blocks on disk I/O.
+// trailing bytes, malformed header, checksum mismatch, a delta's base step not before its step),
+// INVALID_ARGUMENT (unsupported version; a NaN or infinite weight or optimizer state, naming the
+// chunk and the element). Blocks on disk I/O.
 absl::StatusOr<ShardCheckpoint> ReadCheckpoint(const std::string& path);
 
 }  // namespace pstrain::server

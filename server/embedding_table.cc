@@ -194,7 +194,7 @@ int64_t EmbeddingTable::bytes_used() const {
   const int64_t map = capacity == 0 ? 0 : capacity * static_cast<int64_t>(sizeof(Slot) + 1) + 16;
   return blocks + block_list + map + (admission_ != nullptr ? admission_->bytes_used() : 0) +
          (eviction_ != nullptr ? eviction_->bytes_used() : 0) +
-         static_cast<int64_t>(free_rows_.capacity() * sizeof(uint32_t));
+         static_cast<int64_t>(free_rows_.capacity() * sizeof(uint32_t) + changed_.capacity() * sizeof(uint64_t));
 }
 
 std::unique_ptr<float[]> EmbeddingTable::NewBlock() const {
@@ -220,6 +220,7 @@ uint32_t EmbeddingTable::FindOrCreateRow(uint64_t key, int64_t update) {
   });
   const uint32_t row = it->row;
   if (!created) return row;
+  MarkChanged(row);
   if (eviction_ != nullptr) eviction_->Created(row, update);
   float* record = Record(row);
   if (options_.row_dtype == TableSpec::FP32) {
@@ -344,6 +345,7 @@ absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> keys, absl::Span<c
       if (eviction_ != nullptr) eviction_->Prefetch(rows[k + kPrefetchAhead]);
     }
     if (rows[k] == kNoRow) continue;
+    MarkChanged(rows[k]);
     if (eviction_ != nullptr) eviction_->Updated(rows[k], step);
     float* record = Record(rows[k]);
     float* state = State(record);

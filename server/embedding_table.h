@@ -49,10 +49,12 @@
 #ifndef PSTRAIN_SERVER_EMBEDDING_TABLE_H_
 #define PSTRAIN_SERVER_EMBEDDING_TABLE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -90,6 +92,9 @@ struct TableOptions {
   // Record a tombstone per eviction, for the next checkpoint (on when the job checkpoints: without
   // a checkpoint to record them they would only take memory).
   bool keep_tombstones = false;
+  // Remember which rows changed since the last cut (a bit per row), for SerializeDelta (on when
+  // the job writes delta checkpoints, JobSpec.full_checkpoint_every > 1).
+  bool track_changes = false;
 };
 
 // What a table's updates did since it was created (not checkpointed: counts of this process).
@@ -210,8 +215,20 @@ class EmbeddingTable {
   //           tag 6       eviction's ttl_seconds clock (server/update_clock.h Serialize)
   //   end-4   4           uint32 CRC-32 (zlib crc32) of every byte before it
   // A table with neither admission state, eviction nor a half-width dtype writes version 1, as
-  // before they existed.
+  // before they existed. Version 3 is SerializeDelta's. server/table_format.h reads and writes
+  // this layout.
   void Serialize(std::string* out) const;
+
+  // Appends the rows created or updated since the last cut (ForgetChanges, or Restore), in the
+  // format of Serialize with version 3 (server/table_format.h): those rows in ascending key order
+  // with their records and eviction metadata, and the same sections as Serialize (the sketch and
+  // the clock whole, the tombstones since the cut). server/table_delta.h merges it onto the whole
+  // table of the previous cut, giving what Serialize would write now, byte for byte.
+  // REQUIRES: track_changes; and tombstones_lost() == 0, or the merge cannot drop the rows whose
+  // tombstones were lost (the store then writes a whole table instead).
+  void SerializeDelta(std::string* out) const;
+  // A checkpoint's cut: no row has changed since.
+  void ForgetChanges() { std::fill(changed_.begin(), changed_.end(), 0); }
 
   // Replaces every row (and admission's sketch, eviction's metadata and tombstones) with those of
   // `data` (a Serialize output). A buffer without them (version 1, or written without admission or
@@ -259,6 +276,15 @@ class EmbeddingTable {
   // Index of key's row, creating and initializing it when missing (by update `update`: eviction's
   // clock). REQUIRES: CheckRoomFor.
   uint32_t FindOrCreateRow(uint64_t key, int64_t update);
+  // Serialize's rows (all of them) or SerializeDelta's (the changed ones), as (key, row number).
+  void WriteRows(std::vector<std::pair<uint64_t, uint32_t>> rows, bool delta, std::string* out) const;
+  // Whether row number `row` changed since the last cut; and marks it changed (track_changes).
+  bool Changed(uint32_t row) const { return row / 64 < changed_.size() && (changed_[row / 64] >> (row % 64) & 1) != 0; }
+  void MarkChanged(uint32_t row) {
+    if (!options_.track_changes) return;
+    if (row / 64 >= changed_.size()) changed_.resize(row / 64 + 1, 0);
+    changed_[row / 64] |= uint64_t{1} << (row % 64);
+  }
   // The rows eviction picks after update `update` leave.
   void Evict(int64_t update);
   // Rows `leaving` leave after update `update`: their numbers are freed, and each leaves a
@@ -307,6 +333,8 @@ class EmbeddingTable {
   // Records handed out (rows plus free_rows_), and the row numbers evicted rows left.
   uint32_t num_records_ = 0;
   std::vector<uint32_t> free_rows_;
+  // track_changes: bit r set when row number r was created or updated since the last cut.
+  std::vector<uint64_t> changed_;
   TableCounters counters_;
 };
 

@@ -5,180 +5,92 @@
 #include <utility>
 #include <vector>
 
-#include <zlib.h>
+#include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "common/table_spec.h"
 #include "server/embedding_table.h"
 #include "server/le_bytes.h"
+#include "server/table_format.h"
 
 namespace pstrain::server {
-namespace {
-
-constexpr char kMagic[] = "PSTRAINE";  // 8 bytes, no terminator
-constexpr uint32_t kVersion = 1;            // rows only
-constexpr uint32_t kVersionSections = 2;    // rows, then tagged sections
-// Section tags (see EmbeddingTable::Serialize).
-constexpr uint32_t kSketchSection = 1;
-constexpr uint32_t kRowMetaSection = 2;
-constexpr uint32_t kTombstoneSection = 3;
-constexpr uint32_t kTombstonesLostSection = 4;
-constexpr uint32_t kRowDtypeSection = 5;
-constexpr uint32_t kClockSection = 6;
-
-uint32_t Crc32(const char* data, size_t size) {
-  uint32_t crc = static_cast<uint32_t>(crc32(0, Z_NULL, 0));
-  const auto* p = reinterpret_cast<const Bytef*>(data);
-  while (size > 0) {  // zlib takes a uInt length: feed large buffers in pieces
-    const uInt piece = static_cast<uInt>(std::min<size_t>(size, 1u << 30));
-    crc = static_cast<uint32_t>(crc32(crc, p, piece));
-    p += piece;
-    size -= piece;
-  }
-  return crc;
-}
-
-}  // namespace
 
 void EmbeddingTable::Serialize(std::string* out) const {
-  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the format is little-endian");
-  const size_t start = out->size();
-  const uint32_t record_bytes = static_cast<uint32_t>(record_floats_ * sizeof(float));
   std::vector<std::pair<uint64_t, uint32_t>> rows;
   rows.reserve(index_.size());
   for (const KeyRow& s : index_) rows.emplace_back(uint64_t{s.key}, uint32_t{s.row});
-  std::sort(rows.begin(), rows.end());
+  WriteRows(std::move(rows), /*delta=*/false, out);
+}
 
+void EmbeddingTable::SerializeDelta(std::string* out) const {
+  CHECK(options_.track_changes) << "table '" << name() << "': SerializeDelta without track_changes";
+  std::vector<std::pair<uint64_t, uint32_t>> rows;
+  for (const KeyRow& s : index_) {
+    if (Changed(s.row)) rows.emplace_back(uint64_t{s.key}, uint32_t{s.row});
+  }
+  WriteRows(std::move(rows), /*delta=*/true, out);
+}
+
+void EmbeddingTable::WriteRows(std::vector<std::pair<uint64_t, uint32_t>> rows, bool delta, std::string* out) const {
+  const size_t start = out->size();
+  const uint32_t record_bytes = static_cast<uint32_t>(record_floats_ * sizeof(float));
+  std::sort(rows.begin(), rows.end());
   out->reserve(start + 44 + options_.name.size() + rows.size() * (8 + record_bytes));
-  out->append(kMagic, 8);
   const bool with_sketch = admission_ != nullptr && admission_->has_state();
   const bool half = options_.row_dtype != TableSpec::FP32;
   const bool sections = with_sketch || eviction_ != nullptr || half;
-  PutBytes<uint32_t>(sections ? kVersionSections : kVersion, out);
-  PutBytes<int32_t>(options_.id, out);
-  PutBytes<int32_t>(options_.dim, out);
-  PutBytes<int32_t>(static_cast<int32_t>(options_.optimizer.type), out);
-  PutBytes<uint32_t>(record_bytes, out);
-  PutBytes<uint32_t>(static_cast<uint32_t>(options_.name.size()), out);
-  out->append(options_.name);
-  PutBytes<uint64_t>(rows.size(), out);
+  const uint32_t version = delta ? kTableVersionDelta : (sections ? kTableVersionSections : kTableVersionRows);
+  AppendTableHeader(version, options_.id, options_.dim, static_cast<int32_t>(options_.optimizer.type), record_bytes,
+                    options_.name, rows.size(), out);
   for (const auto& [key, row] : rows) {
     PutBytes<uint64_t>(key, out);
     out->append(reinterpret_cast<const char*>(Record(row)), record_bytes);
   }
-  // A section: tag, then its length, filled in once written.
-  auto section = [out](uint32_t tag, const auto& write) {
-    PutBytes<uint32_t>(tag, out);
-    const size_t length_at = out->size();
-    PutBytes<uint64_t>(0, out);
-    write();
-    const uint64_t length = out->size() - length_at - sizeof(uint64_t);
-    std::memcpy(out->data() + length_at, &length, sizeof(length));
-  };
-  if (with_sketch) section(kSketchSection, [&] { admission_->Serialize(out); });
+  if (with_sketch) AppendTableSection(kSketchSection, [&] { admission_->Serialize(out); }, out);
   if (eviction_ != nullptr) {
     std::vector<uint32_t> order;
     order.reserve(rows.size());
     for (const auto& [key, row] : rows) order.push_back(row);
-    section(kRowMetaSection, [&] { eviction_->SerializeRows(order, out); });
-    section(kTombstoneSection, [&] { eviction_->SerializeTombstones(out); });
+    AppendTableSection(kRowMetaSection, [&] { eviction_->SerializeRows(order, out); }, out);
+    AppendTableSection(kTombstoneSection, [&] { eviction_->SerializeTombstones(out); }, out);
     if (eviction_->tombstones_lost() > 0) {
-      section(kTombstonesLostSection, [&] { eviction_->SerializeTombstonesLost(out); });
+      AppendTableSection(kTombstonesLostSection, [&] { eviction_->SerializeTombstonesLost(out); }, out);
     }
-    if (eviction_->clock() != nullptr) section(kClockSection, [&] { eviction_->SerializeClock(out); });
+    if (eviction_->clock() != nullptr) AppendTableSection(kClockSection, [&] { eviction_->SerializeClock(out); }, out);
   }
-  if (half) section(kRowDtypeSection, [&] { PutBytes<uint32_t>(static_cast<uint32_t>(options_.row_dtype), out); });
-  PutBytes<uint32_t>(Crc32(out->data() + start, out->size() - start), out);
+  if (half) {
+    AppendTableSection(kRowDtypeSection, [&] { PutBytes<uint32_t>(static_cast<uint32_t>(options_.row_dtype), out); },
+                       out);
+  }
+  AppendTableCrc(start, out);
 }
 
 absl::Status EmbeddingTable::Restore(absl::string_view data, int64_t last_update) {
   const std::string where = absl::StrCat("restore of table '", options_.name, "'");
-  constexpr size_t kFixed = 8 + 4 * 6;  // magic, version .. name length
-  if (data.size() < kFixed + 8 + 4) {
-    return absl::DataLossError(
-        absl::StrCat(where, ": ", data.size(), " bytes, too short for a table checkpoint"));
-  }
-  if (std::memcmp(data.data(), kMagic, 8) != 0) {
-    return absl::DataLossError(absl::StrCat(where, ": bad magic, not a table checkpoint"));
-  }
-  const uint32_t stored_crc = GetBytes<uint32_t>(data.data() + data.size() - 4);
-  const uint32_t crc = Crc32(data.data(), data.size() - 4);
-  if (stored_crc != crc) {
-    return absl::DataLossError(absl::StrCat(where, ": checksum mismatch (stored ", stored_crc,
-                                            ", computed ", crc, ")"));
-  }
-  const char* p = data.data() + 8;
-  const uint32_t version = GetBytes<uint32_t>(p);
-  if (version != kVersion && version != kVersionSections) {
-    return absl::UnimplementedError(absl::StrCat(where, ": format version ", version, ", this build reads ", kVersion,
-                                                 " and ", kVersionSections));
-  }
-  const int32_t id = GetBytes<int32_t>(p + 4);
-  const int32_t dim = GetBytes<int32_t>(p + 8);
-  const int32_t type = GetBytes<int32_t>(p + 12);
-  const uint32_t record_bytes = GetBytes<uint32_t>(p + 16);
-  const uint32_t name_size = GetBytes<uint32_t>(p + 20);
-  p += 24;
-  if (data.size() < kFixed + name_size + 8 + 4) {
-    return absl::DataLossError(absl::StrCat(where, ": name of ", name_size, " bytes overruns the ",
-                                            data.size(), "-byte buffer"));
-  }
-  const absl::string_view name(p, name_size);
-  p += name_size;
-  const uint64_t num_rows = GetBytes<uint64_t>(p);
-  p += 8;
-  if (name != options_.name || id != options_.id) {
-    return absl::FailedPreconditionError(absl::StrCat(where, " (id ", options_.id,
-                                                      "): the checkpoint is of table '", name,
-                                                      "' (id ", id, ")"));
-  }
-  if (dim != options_.dim) {
+  ASSIGN_OR_RETURN(const TableBytes t, ParseTableBytes(data, where));
+  if (t.version == kTableVersionDelta) {
     return absl::FailedPreconditionError(
-        absl::StrCat(where, ": checkpoint dim ", dim, ", table dim ", options_.dim));
+        absl::StrCat(where, ": the buffer is a delta (the rows changed since a cut), not a whole table; merge it onto "
+                            "its base first (server/table_delta.h)"));
   }
-  if (type != static_cast<int32_t>(options_.optimizer.type)) {
+  if (t.name != options_.name || t.id != options_.id) {
+    return absl::FailedPreconditionError(absl::StrCat(where, " (id ", options_.id, "): the checkpoint is of table '",
+                                                      t.name, "' (id ", t.id, ")"));
+  }
+  if (t.dim != options_.dim) {
+    return absl::FailedPreconditionError(absl::StrCat(where, ": checkpoint dim ", t.dim, ", table dim ", options_.dim));
+  }
+  if (t.optimizer_type != static_cast<int32_t>(options_.optimizer.type)) {
     return absl::FailedPreconditionError(absl::StrCat(
-        where, ": checkpoint optimizer ",
-        SparseOptimizerName(static_cast<SparseOptimizerOptions::Type>(type)), " (", type,
-        "), table optimizer ", SparseOptimizerName(options_.optimizer.type)));
+        where, ": checkpoint optimizer ", SparseOptimizerName(static_cast<SparseOptimizerOptions::Type>(t.optimizer_type)),
+        " (", t.optimizer_type, "), table optimizer ", SparseOptimizerName(options_.optimizer.type)));
   }
-  size_t body = data.size() - 4 - static_cast<size_t>(p - data.data());
-  // Version 2: tagged sections follow the rows.
-  absl::string_view sketch, row_meta, tombstones, tombstones_lost, row_dtype, clock;
-  if (version == kVersionSections) {
-    if (num_rows > body / (8 + record_bytes)) {
-      return absl::DataLossError(absl::StrCat(where, ": ", num_rows, " rows of ", 8 + record_bytes,
-                                              " bytes overrun the ", body, "-byte body"));
-    }
-    const size_t rows_bytes = num_rows * (8 + record_bytes);
-    size_t at = rows_bytes;
-    while (at < body) {
-      if (body - at < 12 || GetBytes<uint64_t>(p + at + 4) > body - at - 12) {
-        return absl::DataLossError(absl::StrCat(where, ": a section at byte ", at, " of the body overruns its ",
-                                                body, " bytes"));
-      }
-      const uint32_t tag = GetBytes<uint32_t>(p + at);
-      const uint64_t length = GetBytes<uint64_t>(p + at + 4);
-      const absl::string_view payload(p + at + 12, length);
-      if (tag == kSketchSection) {
-        sketch = payload;
-      } else if (tag == kRowMetaSection) {
-        row_meta = payload;
-      } else if (tag == kTombstoneSection) {
-        tombstones = payload;
-      } else if (tag == kTombstonesLostSection) {
-        tombstones_lost = payload;
-      } else if (tag == kRowDtypeSection) {
-        row_dtype = payload;
-      } else if (tag == kClockSection) {
-        clock = payload;
-      } else {
-        return absl::DataLossError(absl::StrCat(where, ": unknown section ", tag));
-      }
-      at += 12 + length;
-    }
-    body = rows_bytes;
-  }
+  const absl::string_view sketch = t.sketch, row_meta = t.row_meta, tombstones = t.tombstones,
+                          tombstones_lost = t.tombstones_lost, row_dtype = t.row_dtype, clock = t.clock;
+  const uint64_t num_rows = t.num_rows;
+  const uint32_t record_bytes = t.record_bytes;
+  const char* p = t.rows.data();
   // The dtype before the record size, which it changes: a checkpoint of another dtype is another
   // table's, not a corrupt one.
   if (!row_dtype.empty() && row_dtype.size() != sizeof(uint32_t)) {
@@ -193,10 +105,6 @@ absl::Status EmbeddingTable::Restore(absl::string_view data, int64_t last_update
   if (record_bytes != expected_record) {
     return absl::DataLossError(absl::StrCat(where, ": record of ", record_bytes,
                                             " bytes, expected ", expected_record));
-  }
-  if (num_rows > body / (8 + record_bytes) || body != num_rows * (8 + record_bytes)) {
-    return absl::DataLossError(absl::StrCat(where, ": ", num_rows, " rows of ", 8 + record_bytes,
-                                            " bytes do not fill the ", body, "-byte body"));
   }
 
   // Build the new rows aside and swap them in, so an error leaves the table as it was.
@@ -255,6 +163,7 @@ absl::Status EmbeddingTable::Restore(absl::string_view data, int64_t last_update
   blocks_ = std::move(blocks);
   num_records_ = static_cast<uint32_t>(num_rows);
   free_rows_.clear();
+  changed_.clear();  // a restored table stands at its checkpoint's cut
   admission_ = std::move(admission);
   eviction_ = std::move(eviction);
   return absl::OkStatus();

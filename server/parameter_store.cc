@@ -15,6 +15,7 @@
 #include "common/job_spec.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "server/checkpoint_chain.h"
 #include "server/dense_shard.h"
 #include "server/sparse_storage.h"
 
@@ -100,7 +101,8 @@ ParameterStore::ParameterStore(const Options& options, std::vector<int> worker_r
       membership_epoch_(options.membership_epoch),
       sync_(rank_, max_samples_, &storages_),
       ssp_(options.job.staleness()),
-      async_(rank_, mode_ == SSP) {
+      async_(rank_, mode_ == SSP),
+      cadence_(options.job.full_checkpoint_every()) {
   absl::MutexLock lock(&mu_);
   for (int r : worker_ranks) workers_.emplace(r, LastPush());
   if (mode_ == SYNC) sync_.SetLive(worker_ranks);  // sorted by Create
@@ -413,6 +415,10 @@ absl::StatusOr<ParameterStore::PreparedParts> ParameterStore::PrepareCheckpoint(
     return absl::FailedPreconditionError(absl::StrCat(what, ": the checkpoint is server ", ckpt.rank, "'s"));
   }
   if (ckpt.step < 0) return absl::InvalidArgumentError(absl::StrCat(what, ": negative step"));
+  if (ckpt.base_step >= 0) {
+    return absl::FailedPreconditionError(absl::StrCat(what, ": it is a delta on step ", ckpt.base_step,
+                                                      "; read it with its chain (ReadCheckpointChain)"));
+  }
   PreparedParts prepared;
   for (const auto& storage : storages_) {
     ASSIGN_OR_RETURN(std::unique_ptr<PreparedRestore> part, storage->PrepareRestore(what, ckpt));
@@ -445,6 +451,7 @@ void ParameterStore::InstallCheckpointLocked(const ShardCheckpoint& ckpt, Prepar
     storages_[i]->Install(ckpt, std::move(prepared[i]));
     storages_[i]->AfterCheckpointCut();
   }
+  cadence_.Restored();
   step_ = ckpt.step;
   for (auto& [r, last] : workers_) last = LastPush();
 }
@@ -459,6 +466,7 @@ void ParameterStore::WriteCheckpointFile(const ShardCheckpoint& ckpt, int64_t ro
       return;
     }
     if (!WriteAndPruneLocked(ckpt, kKeep)) return;
+    cadence_.Written(ckpt.step);
   }
   if (on_checkpoint_written_) on_checkpoint_written_(ckpt.step);
 }
@@ -475,21 +483,16 @@ bool ParameterStore::WriteAndPruneLocked(const ShardCheckpoint& ckpt, size_t kee
     return false;
   }
   const absl::Time written = absl::Now();
-  LOG(INFO) << "server " << rank_ << ": wrote checkpoint '" << path << "' (step " << ckpt.step << ", "
+  LOG(INFO) << "server " << rank_ << ": wrote checkpoint '" << path << "' (step " << ckpt.step
+            << (ckpt.base_step >= 0 ? absl::StrCat(", a delta on step ", ckpt.base_step) : std::string()) << ", "
             << CheckpointFileSize(ckpt) << " bytes, " << absl::ToInt64Milliseconds(written - start) << " ms)";
   if (metrics_.checkpoint_duration != nullptr) {
     metrics_.checkpoint_duration->Observe(absl::ToDoubleSeconds(written - start));
   }
   if (metrics_.checkpoints_written != nullptr) metrics_.checkpoints_written->Increment();
   if (metrics_.last_checkpoint_time != nullptr) metrics_.last_checkpoint_time->Set(absl::ToUnixMicros(written) / 1e6);
-  const std::vector<int64_t> steps = ListCheckpointSteps(checkpoint_dir_, rank_);
-  for (size_t i = 0; i + keep < steps.size(); ++i) {
-    const std::string old = CheckpointPath(checkpoint_dir_, rank_, steps[i]);
-    std::error_code ec;
-    if (!std::filesystem::remove(old, ec) && ec) {
-      LOG(WARNING) << "server " << rank_ << ": cannot remove old checkpoint '" << old << "': " << ec.message();
-    }
-  }
+  // The newest `keep` steps stay restorable: their chains' files stay.
+  PruneCheckpoints(checkpoint_dir_, rank_, keep);
   return true;
 }
 

@@ -115,6 +115,7 @@
 #include "proto/scheduler.pb.h"
 #include "server/async_step.h"
 #include "server/checkpoint.h"
+#include "server/checkpoint_cadence.h"
 #include "server/server_metrics.h"
 #include "server/shard_storage.h"
 #include "server/ssp_clocks.h"
@@ -440,7 +441,8 @@ class ParameterStore {
   // Checks a checkpoint against the constant layout and has each storage build what it installs
   // (PrepareRestore); the caller holds no lock. Nothing changes.
   absl::StatusOr<PreparedParts> PrepareCheckpoint(const ShardCheckpoint& ckpt) const;
-  ShardCheckpoint CheckpointLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // A checkpoint of the store now: whole (base_step -1) or a delta on the cut of base_step.
+  ShardCheckpoint CheckpointLocked(int64_t base_step = -1) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // After step_ advanced: takes a snapshot into due_checkpoint_ when a checkpoint is due: `asked`
   // (SYNC: a push of the step carried PushRequest.checkpoint), a multiple of checkpoint_every_
   // steps, or (ASYNC/SSP) checkpoint_interval_ passed since the last snapshot; then cuts
@@ -516,6 +518,9 @@ class ParameterStore {
   std::optional<ShardCheckpoint> due_checkpoint_ ABSL_GUARDED_BY(mu_);
   // When the latest snapshot was taken (creation before the first), for checkpoint_interval_.
   absl::Time last_snapshot_ ABSL_GUARDED_BY(mu_);
+  // Which cuts write a whole shard and which a delta (JobSpec.full_checkpoint_every): Plan and
+  // Restored under mu_, Written (an atomic) under write_mu_ only.
+  CheckpointCadence cadence_;
   // Rollbacks (RestoreAndUpdateMembership) so far; changed under write_mu_ and mu_ together.
   std::atomic<int64_t> rollbacks_{0};
 

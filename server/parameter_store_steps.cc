@@ -136,8 +136,9 @@ void ParameterStore::ReleaseReadyLocked(Completions* out) {
   waiters_.erase(ready_end, waiters_.end());
 }
 
-ShardCheckpoint ParameterStore::CheckpointLocked() const {
+ShardCheckpoint ParameterStore::CheckpointLocked(int64_t base_step) const {
   ShardCheckpoint ckpt;
+  ckpt.base_step = base_step;
   ckpt.rank = rank_;
   ckpt.step = step_;
   ckpt.mode = mode_;
@@ -166,7 +167,9 @@ void ParameterStore::MaybeSnapshotLocked(bool asked) {
     due = true;
   }
   if (!due) return;
-  due_checkpoint_ = CheckpointLocked();
+  bool storages_can = true;
+  for (const auto& storage : storages_) storages_can = storages_can && storage->CanSaveDelta();
+  due_checkpoint_ = CheckpointLocked(cadence_.Plan(step_, storages_can));
   for (const auto& storage : storages_) storage->AfterCheckpointCut();
   last_snapshot_ = now;
 }

@@ -8,12 +8,13 @@
 #include "absl/strings/str_cat.h"
 #include "common/table_spec.h"
 #include "server/le_bytes.h"
+#include "server/table_format.h"
 
 namespace pstrain::server {
 namespace {
 
-constexpr size_t kRowMetaBytes = sizeof(int64_t) + sizeof(uint32_t);
-constexpr size_t kTombstoneBytes = sizeof(uint64_t) + sizeof(int64_t);
+constexpr size_t kRowMetaBytes = kTableRowMetaBytes;  // server/table_format.h
+constexpr size_t kTombstoneBytes = kTableTombstoneBytes;
 
 }  // namespace
 

@@ -30,6 +30,7 @@
 #include "model/model_file.h"
 #include "server/applied_batches.h"
 #include "server/checkpoint.h"
+#include "server/checkpoint_chain.h"
 #include "server/slow_step_watch.h"
 #include "common/listen_error.h"
 
@@ -571,10 +572,10 @@ absl::Status ServerRunner::RefreshMembership(SchedulerClient* client, int rank, 
 
 absl::Status ServerRunner::RollBack(SchedulerClient* client, int rank, const std::string& checkpoint_dir,
                                     int64_t step, const ClusterView& view, ParameterStore* store) {
-  const std::string path = CheckpointPath(checkpoint_dir, rank, step);
   const std::string what =
       absl::StrCat("server ", rank, ": rolling back to step ", step, " for membership epoch ", view.membership_epoch());
-  absl::StatusOr<ShardCheckpoint> ckpt = ReadCheckpoint(path);
+  // The step's file, and when it is a delta, its chain back to a base (server/checkpoint_chain.h).
+  absl::StatusOr<ShardCheckpoint> ckpt = ReadCheckpointChain(checkpoint_dir, rank, step);
   const bool initial = !ckpt.ok() && step == 0 && absl::IsNotFound(ckpt.status());
   if (!ckpt.ok() && !initial) {
     return ReportFatal(client, rank,

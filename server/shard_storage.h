@@ -182,9 +182,14 @@ class ShardStorage {
   virtual void AppendTableStats(std::vector<TableStats>* out) const = 0;
 
   // Fills the storage's part of a checkpoint (dense: chunks, layout fingerprint, state-vector
-  // count, weights and state; rows: the serialized tables). The protocol fills rank, step, mode
-  // and membership epoch.
+  // count, weights and state; rows: the serialized tables, or when ckpt->base_step >= 0 the rows
+  // changed since the last cut). The protocol fills rank, step, mode, membership epoch and
+  // base_step first.
   virtual void Save(ShardCheckpoint* ckpt) const = 0;
+  // Whether Save can write a delta now (a checkpoint with base_step >= 0: only what changed since
+  // the last cut; server/checkpoint_chain.h). Storages that save whole in every checkpoint (dense)
+  // always can.
+  virtual bool CanSaveDelta() const { return true; }
   // Checks that `ckpt`'s part fits this storage and builds what Install swaps in, so that a bad
   // checkpoint changes nothing: FAILED_PRECONDITION for another layout, optimizer or number of
   // tables, INVALID_ARGUMENT for a checkpoint inconsistent in itself, DATA_LOSS for a table that

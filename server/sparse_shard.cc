@@ -55,6 +55,8 @@ absl::StatusOr<std::vector<std::unique_ptr<EmbeddingTable>>> MakeJobTables(const
     // A checkpoint (the only reader of tombstones today) may be cut: asked by the workers or on a
     // clock, either only with a folder.
     options.keep_tombstones = !job.checkpoint_dir().empty();
+    // Delta checkpoints: the rows changed since the last cut.
+    options.track_changes = !job.checkpoint_dir().empty() && job.full_checkpoint_every() > 1;
     absl::StatusOr<std::unique_ptr<EmbeddingTable>> table = EmbeddingTable::Create(options);
     if (!table.ok()) return table.status();
     tables.push_back(std::move(table).value());
@@ -227,8 +229,24 @@ void SparseShard::AdvanceClock(int64_t step, int64_t unix_ms) {
   for (const auto& table : tables_) table->AdvanceClock(step, unix_ms);
 }
 
-void SparseShard::DropTombstones() {
-  for (const auto& table : tables_) table->DropTombstones();
+std::vector<std::string> SparseShard::SaveDelta() const {
+  std::vector<std::string> out(tables_.size());
+  for (size_t t = 0; t < tables_.size(); ++t) tables_[t]->SerializeDelta(&out[t]);
+  return out;
+}
+
+bool SparseShard::CanSaveDelta() const {
+  for (const auto& table : tables_) {
+    if (!table->options().track_changes || table->tombstones_lost() > 0) return false;
+  }
+  return true;
+}
+
+void SparseShard::AfterCut() {
+  for (const auto& table : tables_) {
+    table->DropTombstones();
+    table->ForgetChanges();
+  }
 }
 
 absl::StatusOr<std::unique_ptr<SparseShard::Prepared>> SparseShard::Prepare(

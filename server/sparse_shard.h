@@ -97,8 +97,15 @@ class SparseShard {
 
   // Every table serialized (EmbeddingTable::Serialize), in table order, for a checkpoint.
   std::vector<std::string> Save() const;
-  // A checkpoint's cut: every table forgets the tombstones the checkpoint recorded.
-  void DropTombstones();
+  // Every table's rows changed since the last cut (EmbeddingTable::SerializeDelta), in table
+  // order, for a delta checkpoint. REQUIRES: CanSaveDelta().
+  std::vector<std::string> SaveDelta() const;
+  // Whether every table can write a delta: it tracks its changes (the job writes deltas) and lost
+  // no tombstone since the last cut.
+  bool CanSaveDelta() const;
+  // A checkpoint's cut: every table forgets the tombstones the checkpoint recorded and which rows
+  // changed before it.
+  void AfterCut();
   // Restores from Save's output in two steps, so a bad table changes nothing: Prepare builds new
   // tables (DATA_LOSS / FAILED_PRECONDITION from EmbeddingTable::Restore, naming the table;
   // FAILED_PRECONDITION for another number of tables), Install swaps them in. `step`: the

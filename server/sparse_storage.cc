@@ -104,11 +104,15 @@ void SparseStorage::AppendTableStats(std::vector<TableStats>* out) const {
   for (TableStats& t : shard_->Stats()) out->push_back(std::move(t));
 }
 
-void SparseStorage::Save(ShardCheckpoint* ckpt) const { ckpt->tables = shard_->Save(); }
+void SparseStorage::Save(ShardCheckpoint* ckpt) const {
+  ckpt->tables = ckpt->base_step >= 0 ? shard_->SaveDelta() : shard_->Save();
+}
+
+bool SparseStorage::CanSaveDelta() const { return shard_->CanSaveDelta(); }
 
 void SparseStorage::AdvanceClock(int64_t step, int64_t unix_ms) { shard_->AdvanceClock(step, unix_ms); }
 
-void SparseStorage::AfterCheckpointCut() { shard_->DropTombstones(); }
+void SparseStorage::AfterCheckpointCut() { shard_->AfterCut(); }
 
 absl::StatusOr<std::unique_ptr<PreparedRestore>> SparseStorage::PrepareRestore(absl::string_view what,
                                                                                const ShardCheckpoint& ckpt) const {

@@ -9,7 +9,8 @@
 //   ApplySum        one update of the summed rows, keys ascending per table
 //   ApplyGradient   ASYNC/SSP: one update of the push's rows as they came
 //   Read            the rows of the asked keys (never-written keys read as their initial values)
-//   Save / Install  the serialized tables (ShardCheckpoint::tables)
+//   Save / Install  the serialized tables (ShardCheckpoint::tables); a delta checkpoint's Save
+//                   (base_step >= 0) the rows changed since the last cut
 //
 // A job without tables still has one: it refuses every row entry ("this job has none").
 //
@@ -56,6 +57,7 @@ class SparseStorage : public ShardStorage {
   void AppendSnapshot(std::vector<TensorChunk>* out) const override {}
   void AppendTableStats(std::vector<TableStats>* out) const override;
   void Save(ShardCheckpoint* ckpt) const override;
+  bool CanSaveDelta() const override;
   void AfterCheckpointCut() override;
   absl::StatusOr<std::unique_ptr<PreparedRestore>> PrepareRestore(absl::string_view what,
                                                                   const ShardCheckpoint& ckpt) const override;

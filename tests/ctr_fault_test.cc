@@ -6,7 +6,9 @@
 // in 60 steps (every 10 steps), and keep each server's tables within a memory budget (57.15 MB, of
 // which 56.56 MB fixed: at most 5,600 rows a server where the job would hold 8,500), so the admission
 // sketch and the rows' eviction clocks must survive the failure too: in the checkpoint, in the
-// replica, in the resumed job.
+// replica, in the resumed job. The checkpoints are a chain (--full_checkpoint_every=3: a whole
+// shard at step 50, deltas at 100 and 150), so the replaced server and the resumed job restore
+// from a base and its deltas.
 #include <signal.h>
 
 #include <regex>
@@ -41,7 +43,8 @@ std::vector<std::string> Job(std::vector<std::string> extra) {
 }
 
 std::vector<std::string> CheckpointedJob(const std::string& dir) {
-  return Job({"--checkpoint_dir=" + dir, "--checkpoint_every_steps=50", "--server_recovery_timeout_ms=30000"});
+  return Job({"--checkpoint_dir=" + dir, "--checkpoint_every_steps=50", "--full_checkpoint_every=3",
+              "--server_recovery_timeout_ms=30000"});
 }
 
 std::string Undisturbed(const std::string& name, const std::vector<std::string>& job) {
@@ -79,6 +82,7 @@ TEST(CtrFaultTest, KilledServerIsReplacedFromACheckpointWithItsRows) {
   cluster.AddServer();  // takes the dead rank and restores its shard, rows included
   const std::string summary = RunToEnd(cluster);
   ExpectEveryRecordOncePerEpoch(summary);
+  EXPECT_THAT(cluster.servers[0]->Output(), HasSubstr("a delta on step 50")) << "no delta checkpoint was written";
   EXPECT_THAT(summary, ContainsRegex("\"role\": *\"server\", *\"rank\": *[01], *\"kind\": *\"died\""));
   // The workers rewind to the restored checkpoint's step, unless the kill landed just after one
   // (the workers stopped at a checkpoint's step: nothing to rewind).
@@ -130,7 +134,9 @@ TEST(CtrFaultTest, KilledJobResumesWithMoreWorkersAndItsRows) {
   const std::string log = second.scheduler->Output();
   ASSERT_TRUE(std::regex_search(log, m, std::regex("continuing from step ([0-9]+)"))) << log;
   const int64_t resumed_at = std::stoll(m[1].str());
-  EXPECT_GE(resumed_at, 50);
+  // Killed past step 120: the cut of step 100 (or 150), a delta on the base of step 50, so the
+  // servers restored a chain.
+  EXPECT_GE(resumed_at, 100);
   ASSERT_LT(resumed_at / kStepsPerEpoch, kEpochs - 1) << "killed too late: step " << resumed_at;
   // The same global batches in the same order, rows restored: only the split among workers (and
   // so the float summation of the dense gradient) differs.
