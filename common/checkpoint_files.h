@@ -17,6 +17,10 @@
 
 namespace pstrain {
 
+// The job a checkpoint folder belongs to, as the scheduler writes it there (scheduler/resume.h):
+// `<dir>/job.textproto`.
+inline constexpr char kJobManifestName[] = "job.textproto";
+
 // `<dir>/server-<rank>-step-<step zero-padded to 10 digits>.ckpt`.
 std::string CheckpointPath(const std::string& dir, int rank, int64_t step);
 

@@ -21,6 +21,25 @@ namespace {
 
 int64_t Limited(int64_t count, int64_t limit) { return limit > 0 ? std::min(count, limit) : count; }
 
+// Model "ctr": the dense tensors of its MLP, from the job alone.
+absl::StatusOr<std::vector<model::ParamSpec>> CtrParams(const JobSpec& job) {
+  const CtrShape shape = CtrShapeOf(job);
+  model::CtrModelOptions options;
+  options.num_fields = shape.num_fields;
+  options.num_dense = shape.num_dense;
+  options.dim = shape.dim;
+  options.hidden_sizes = shape.hidden_sizes;
+  RETURN_IF_ERROR(model::ValidateCtrModelOptions(options));
+  return model::CtrDenseParamSpecs(options);
+}
+
+// An image model's tensors for images of `info`'s size and classes.
+absl::StatusOr<std::vector<model::ParamSpec>> ImageParams(const JobSpec& job, const data::DatasetInfo& info) {
+  const model::ModelInput input = model::ImageModelInput(info.rows, info.cols, info.num_classes,
+                                                         {job.hidden_sizes().begin(), job.hidden_sizes().end()});
+  return model::ModelParamSpecs(job.model(), input);
+}
+
 // Model "ctr": the record counts of the text files (one streaming pass each) and the MLP's tensors.
 absl::StatusOr<JobSetup> SetUpCtrJob(const JobSpec& job) {
   ASSIGN_OR_RETURN(const data::DataFormat format, data::ParseDataFormat(job.data().format()));
@@ -35,13 +54,7 @@ absl::StatusOr<JobSetup> SetUpCtrJob(const JobSpec& job) {
     return absl::InvalidArgumentError(absl::StrCat("training file ", files.train, ": no records, expected at least one"));
   }
   const CtrShape shape = CtrShapeOf(job);
-  model::CtrModelOptions options;
-  options.num_fields = shape.num_fields;
-  options.num_dense = shape.num_dense;
-  options.dim = shape.dim;
-  options.hidden_sizes = shape.hidden_sizes;
-  RETURN_IF_ERROR(model::ValidateCtrModelOptions(options));
-  const std::vector<model::ParamSpec> params = model::CtrDenseParamSpecs(options);
+  ASSIGN_OR_RETURN(const std::vector<model::ParamSpec> params, CtrParams(job));
   setup.model_line = absl::StrCat(job.model(), ": ", job.tables_size(), " embedding tables of dim ", shape.dim, ", ",
                                   params.size(), " dense tensors, ", model::TotalElements(params),
                                   " dense parameters; data ", files.train, " (", setup.train_samples, " records), ",
@@ -83,9 +96,7 @@ absl::StatusOr<JobSetup> SetUpJob(const JobSpec& job) {
   JobSetup setup;
   setup.train_samples = train.num_samples;
   setup.test_samples = test.num_samples;
-  const model::ModelInput input = model::ImageModelInput(
-      train.rows, train.cols, train.num_classes, {job.hidden_sizes().begin(), job.hidden_sizes().end()});
-  ASSIGN_OR_RETURN(const std::vector<model::ParamSpec> params, model::ModelParamSpecs(job.model(), input));
+  ASSIGN_OR_RETURN(const std::vector<model::ParamSpec> params, ImageParams(job, train));
   setup.model_line = absl::StrCat(job.model(), ": ", params.size(), " tensors, ", model::TotalElements(params),
                                   " parameters");
   ASSIGN_OR_RETURN(setup.shard_map, BuildShardMap(TensorSpecsOf(params), job.num_servers(), job.max_chunk_bytes()));
@@ -93,6 +104,18 @@ absl::StatusOr<JobSetup> SetUpJob(const JobSpec& job) {
       job, setup.train_samples,
       data::SyncStepsPerEpoch(setup.train_samples, job.global_batch()));
   return setup;
+}
+
+absl::StatusOr<std::vector<model::ParamSpec>> DenseParamSpecs(const JobSpec& job) {
+  if (job.model() == kCtrModel) return CtrParams(job);
+  if (IsExternalModel(job)) {
+    return absl::FailedPreconditionError(
+        "the job's model is declared by its workers (model: external): its tensors are not in the job; give them "
+        "from a model file of the same model");
+  }
+  ASSIGN_OR_RETURN(const data::DatasetInfo train,
+                   data::ReadDatasetInfo(job.data().data_dir(), data::Split::kTrain, job.data().train_limit()));
+  return ImageParams(job, train);
 }
 
 }  // namespace scheduler

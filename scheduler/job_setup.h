@@ -37,6 +37,12 @@ struct JobSetup {
 // or class count, the model refuses the data's sizes, or the shard map cannot be built.
 absl::StatusOr<JobSetup> SetUpJob(const JobSpec& job);
 
+// The dense tensors of the job's built-in model, as SetUpJob makes them, reading no more than the
+// training set's header (an image model's size and classes; nothing for "ctr"). For tools that
+// read a job's checkpoints (pstrain-export). FAILED_PRECONDITION for an external model (its
+// workers declare it); the errors of SetUpJob otherwise.
+absl::StatusOr<std::vector<model::ParamSpec>> DenseParamSpecs(const JobSpec& job);
+
 }  // namespace scheduler
 }  // namespace pstrain
 

@@ -22,12 +22,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/checkpoint_files.h"
 #include "proto/job.pb.h"
 
 namespace pstrain {
 namespace scheduler {
 
-inline constexpr char kJobManifestName[] = "job.textproto";
+// kJobManifestName ("job.textproto") is common/checkpoint_files.h's.
 
 // `<job.checkpoint_dir>/job.textproto`.
 std::string JobManifestPath(const JobSpec& job);

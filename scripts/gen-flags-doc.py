@@ -17,7 +17,7 @@ import xml.etree.ElementTree as ET
 # The binaries a user runs, in the order the page lists them.
 BINARIES = [
     "pstrain-launch", "pstrain-scheduler", "pstrain-server", "pstrain-worker", "pstrain-eval",
-    "pstrain-gen-ctr",
+    "pstrain-gen-ctr", "pstrain-export",
 ]
 
 # A shared flag file and the heading its group gets.
@@ -50,7 +50,7 @@ def read_flags(binary):
         path = f["file"]
         # Sources are compiled with absolute paths; keep what follows the checkout's root.
         for marker in ("/common/", "/server/", "/worker/", "/scheduler/", "/launch/", "/data/",
-                       "/model/", "/tools/", "/bench/"):
+                       "/model/", "/tools/", "/bench/", "/serving/"):
             i = path.rfind(marker)
             if i >= 0 and os.path.exists(os.path.join(REPO, path[i + 1:])):
                 f["file"] = path[i + 1:]

@@ -3,7 +3,8 @@
 // count every record once per epoch, survive a worker killed mid-epoch, repeat bit for bit with
 // admission (count:N and probability:P), eviction and a memory budget on, evict rows by the
 // seconds of the scheduler's clock (ASYNC), and a malformed line
-// either stops the job naming its file and line or is skipped and counted.
+// either stops the job naming its file and line or is skipped and counted. pstrain-export of a
+// chain of delta checkpoints holds the final model and every row.
 #include <signal.h>
 
 #include <cmath>
@@ -16,6 +17,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/model_file.h"
+#include "serving/model_export.h"
 #include "tests/cluster.h"
 #include "tests/ctr_data.h"
 #include "tests/process.h"
@@ -237,6 +240,47 @@ TEST(CtrClusterTest, MalformedLineStopsTheJobNamingFileAndLineOrIsSkipped) {
     total += std::stoll((*it)[1].str());
   }
   EXPECT_EQ(total, 2) << skipped.output;
+}
+
+// pstrain-export with `flags`.
+RunResult Export(std::vector<std::string> flags) {
+  flags.insert(flags.begin(), BinDir() + "/pstrain-export");
+  absl::StatusOr<RunResult> run = pstrain::testing::Run(flags, absl::Minutes(2));
+  EXPECT_TRUE(run.ok()) << run.status();
+  return run.ok() ? *run : RunResult{};
+}
+
+TEST(CtrClusterTest, TheExportOfTheLastCutIsTheFinalModelWithEveryRow) {
+  // A cut after every step, a whole shard every 5th (the rest deltas): pstrain-export of the
+  // newest cut, the job's last step, reads each server's chain and holds the final model's dense
+  // tensors bit for bit and every row the servers held at the end.
+  const std::string ckpt = MakeTempDir("ctr-export-ckpt");
+  const ClusterRun run = Launch("ctr-export", Job(DataDir(), {"--epochs=1", "--checkpoint_dir=" + ckpt,
+                                                              "--checkpoint_every_steps=1",
+                                                              "--full_checkpoint_every=5"}));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::string out = MakeTempDir("ctr-export-out") + "/model";
+  const RunResult exported = Export({"--checkpoint_dir=" + ckpt, "--out=" + out});
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  EXPECT_THAT(exported.output, HasSubstr("26 tables")) << exported.output;
+  absl::StatusOr<serving::ModelExport> e = serving::ReadModelExport(out);
+  ASSERT_TRUE(e.ok()) << e.status();
+  absl::StatusOr<model::ModelFile> final_model = model::ReadModelFile(run.model_path);
+  ASSERT_TRUE(final_model.ok()) << final_model.status();
+  EXPECT_EQ(e->dense.values, final_model->values) << "the export of step " << e->manifest.step();
+  ASSERT_EQ(e->dense.params.size(), final_model->params.size());
+  for (size_t i = 0; i < e->dense.params.size(); ++i) EXPECT_EQ(e->dense.params[i].name, final_model->params[i].name);
+  int64_t rows = 0;
+  for (const serving::TableRows& t : e->tables) rows += static_cast<int64_t>(t.keys.size());
+  EXPECT_EQ(rows, TablesNumber(run.summary_json, "rows")) << run.summary_json;
+  // Written once; and an earlier cut still kept (the newest chain: a base at 56, deltas after it)
+  // exports too.
+  const RunResult again = Export({"--checkpoint_dir=" + ckpt, "--out=" + out});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_THAT(again.output, HasSubstr("it exists"));
+  const RunResult earlier = Export({"--checkpoint_dir=" + ckpt, "--out=" + out + "-step-58", "--step=58"});
+  EXPECT_EQ(earlier.exit_code, 0) << earlier.output;
+  EXPECT_THAT(earlier.output, HasSubstr("exported step 58 "));
 }
 
 }  // namespace
