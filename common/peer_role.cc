@@ -54,6 +54,7 @@ absl::string_view CertRoleName(CertRole role) {
     case CertRole::kServer: return "server";
     case CertRole::kWorker: return "worker";
     case CertRole::kOperator: return "operator";
+    case CertRole::kServing: return "serving";
     case CertRole::kNone: break;
   }
   return "no role";

@@ -3,7 +3,7 @@
 // Every certificate the job's CA issues carries exactly one role, as a URI subject alternative
 // name (a SPIFFE ID):
 //
-//   spiffe://pstrain/<job>/<role>      <role>: scheduler | server | worker | operator
+//   spiffe://pstrain/<job>/<role>      <role>: scheduler | server | worker | operator | serving
 //
 // <job> is a label (pstrain-launch uses the temp folder's name; the Kubernetes script the job's
 // name); it only helps a person tell jobs apart, since each job has its own CA. The role is what
@@ -37,9 +37,9 @@ class AuthContext;
 
 namespace pstrain {
 
-enum class CertRole { kNone, kScheduler, kServer, kWorker, kOperator };
+enum class CertRole { kNone, kScheduler, kServer, kWorker, kOperator, kServing };
 
-// "scheduler", "server", "worker", "operator"; "no role" for kNone.
+// "scheduler", "server", "worker", "operator", "serving"; "no role" for kNone.
 absl::string_view CertRoleName(CertRole role);
 
 // kNone for a name that is no role.
@@ -47,7 +47,7 @@ CertRole CertRoleFromName(absl::string_view name);
 
 // The roles a job's CA issues a certificate for, in this order.
 inline constexpr CertRole kCertRoles[] = {CertRole::kScheduler, CertRole::kServer, CertRole::kWorker,
-                                          CertRole::kOperator};
+                                          CertRole::kOperator, CertRole::kServing};
 
 // "spiffe://pstrain/<job>/<role>". REQUIRES: role != kNone, `job` a non-empty URI path segment.
 std::string CertRoleUri(absl::string_view job, CertRole role);

@@ -11,7 +11,7 @@
 DEFINE_string(tls_cert, "",
               "PEM certificate of this role, signed by --tls_ca (with --tls_key and --tls_ca: mutual TLS). Each role has "
               "its own, carrying its role as the URI spiffe://pstrain/<job>/<role> (scheduler, server, worker, "
-              "operator): a worker certificate cannot register a server");
+              "operator, serving): a worker certificate cannot register a server");
 DEFINE_string(tls_key, "", "PEM private key of --tls_cert");
 DEFINE_string(tls_ca, "", "PEM certificate of the job's CA: peers must present a certificate it signed");
 DEFINE_string(tls_server_name, "pstrain",
@@ -44,6 +44,7 @@ std::shared_ptr<const TransportSecurity> TransportSecurityFromFlagsOrExit(const 
   if (name == "pstrain-scheduler") options.role = CertRole::kScheduler;
   if (name == "pstrain-server") options.role = CertRole::kServer;
   if (name == "pstrain-worker") options.role = CertRole::kWorker;
+  if (name == "pstrain-serve") options.role = CertRole::kServing;
   absl::StatusOr<std::shared_ptr<const TransportSecurity>> security = TransportSecurity::Create(options);
   if (!security.ok()) {
     std::cerr << binary << ": " << security.status().message() << "\n";

@@ -186,6 +186,7 @@ class Cluster {
     // Each role's files checked now (present, belonging together, for that role), so that a bad
     // --tls_dir fails here rather than in a child.
     for (CertRole role : kCertRoles) {
+      if (role == CertRole::kServing) continue;  // the launcher starts no pstrain-serve
       TransportSecurityOptions options = credentials.For(role);
       options.reload_interval = given.reload_interval;
       options.role = role;

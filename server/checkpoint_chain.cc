@@ -52,27 +52,7 @@ absl::StatusOr<std::vector<ShardCheckpoint>> ReadLinks(const std::string& dir, i
 absl::StatusOr<ShardCheckpoint> Merge(std::vector<ShardCheckpoint> links) {
   ShardCheckpoint whole = std::move(links.back());
   for (size_t i = links.size() - 1; i-- > 0;) {
-    ShardCheckpoint& delta = links[i];
-    if (delta.tables.size() != whole.tables.size()) {
-      return absl::DataLossError(absl::StrCat("the delta of step ", delta.step, " holds ", delta.tables.size(),
-                                              " tables, the checkpoint of step ", whole.step, " before it ",
-                                              whole.tables.size()));
-    }
-    for (size_t t = 0; t < delta.tables.size(); ++t) {
-      ASSIGN_OR_RETURN(whole.tables[t],
-                       MergeTableDelta(whole.tables[t], delta.tables[t],
-                                       absl::StrCat("table ", t, " of the delta of step ", delta.step, " on step ",
-                                                    whole.step)));
-    }
-    // The dense values are whole in every delta.
-    whole.step = delta.step;
-    whole.mode = delta.mode;
-    whole.membership_epoch = delta.membership_epoch;
-    whole.layout_fingerprint = delta.layout_fingerprint;
-    whole.chunks = std::move(delta.chunks);
-    whole.num_state_vectors = delta.num_state_vectors;
-    whole.weights = std::move(delta.weights);
-    whole.state = std::move(delta.state);
+    ASSIGN_OR_RETURN(whole, ApplyCheckpointDelta(std::move(whole), std::move(links[i])));
   }
   whole.base_step = -1;
   return whole;
@@ -84,6 +64,31 @@ absl::StatusOr<ShardCheckpoint> ReadChain(const std::string& dir, int rank, int6
 }
 
 }  // namespace
+
+absl::StatusOr<ShardCheckpoint> ApplyCheckpointDelta(ShardCheckpoint whole, ShardCheckpoint delta) {
+  if (delta.tables.size() != whole.tables.size()) {
+    return absl::DataLossError(absl::StrCat("the delta of step ", delta.step, " holds ", delta.tables.size(),
+                                            " tables, the checkpoint of step ", whole.step, " before it ",
+                                            whole.tables.size()));
+  }
+  for (size_t t = 0; t < delta.tables.size(); ++t) {
+    ASSIGN_OR_RETURN(whole.tables[t],
+                     MergeTableDelta(whole.tables[t], delta.tables[t],
+                                     absl::StrCat("table ", t, " of the delta of step ", delta.step, " on step ",
+                                                  whole.step)));
+  }
+  // The dense values are whole in every delta.
+  whole.step = delta.step;
+  whole.mode = delta.mode;
+  whole.membership_epoch = delta.membership_epoch;
+  whole.layout_fingerprint = delta.layout_fingerprint;
+  whole.chunks = std::move(delta.chunks);
+  whole.num_state_vectors = delta.num_state_vectors;
+  whole.weights = std::move(delta.weights);
+  whole.state = std::move(delta.state);
+  whole.base_step = -1;
+  return whole;
+}
 
 absl::StatusOr<ShardCheckpoint> ReadCheckpointChain(const std::string& dir, int rank, int64_t step) {
   absl::StatusOr<ShardCheckpoint> whole = ReadChain(dir, rank, step);

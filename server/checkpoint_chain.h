@@ -33,6 +33,13 @@ namespace pstrain::server {
 // more than kMaxChainLength files. Blocks on disk I/O: reads every file of the chain.
 absl::StatusOr<ShardCheckpoint> ReadCheckpointChain(const std::string& dir, int rank, int64_t step);
 
+// `delta` (a checkpoint whose base_step is whole.step) applied to `whole` (a whole checkpoint, or
+// one made whole by this function): the whole checkpoint of delta.step, as ReadCheckpointChain
+// gives it. For a reader that follows a chain cut by cut (serving/checkpoint_follower.h) without
+// reading it again. DATA_LOSS when the tables do not merge (MergeTableDelta), naming the step and
+// table. The caller checks that `delta` follows `whole`.
+absl::StatusOr<ShardCheckpoint> ApplyCheckpointDelta(ShardCheckpoint whole, ShardCheckpoint delta);
+
 // Files a chain may span: bounds the reading of a crafted folder.
 inline constexpr int kMaxChainLength = 10000;
 

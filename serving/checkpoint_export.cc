@@ -57,6 +57,25 @@ absl::StatusOr<ModelExport> ExportCheckpoints(const CheckpointExportOptions& opt
     ASSIGN_OR_RETURN(server::ShardCheckpoint ckpt, server::ReadCheckpointChain(dir, r, step));
     shards.push_back(std::move(ckpt));
   }
+  return AssembleExport(shards, options);
+}
+
+absl::StatusOr<ModelExport> AssembleExport(const std::vector<server::ShardCheckpoint>& shards,
+                                           const CheckpointExportOptions& options) {
+  const JobSpec& job = options.job;
+  const std::string& dir = options.checkpoint_dir;
+  if (shards.size() != static_cast<size_t>(job.num_servers()) || shards.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("an export needs every server's checkpoint: ", shards.size(),
+                                                   " of the job's ", job.num_servers()));
+  }
+  const int64_t step = shards[0].step;
+  for (size_t r = 0; r < shards.size(); ++r) {
+    if (shards[r].rank != static_cast<int>(r) || shards[r].step != step || shards[r].base_step >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("checkpoint ", r, " of the cut is server ", shards[r].rank,
+                                                     "'s step ", shards[r].step, (shards[r].base_step >= 0 ? " (a delta)" : ""),
+                                                     ", expected server ", r, "'s whole step ", step));
+    }
+  }
 
   ModelExport e;
   e.manifest.set_step(step);

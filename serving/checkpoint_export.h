@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "model/param_spec.h"
 #include "proto/job.pb.h"
+#include "server/checkpoint.h"
 #include "serving/model_export.h"
 
 namespace pstrain::serving {
@@ -35,6 +36,12 @@ struct CheckpointExportOptions {
 // not at all, another number of tables, a table of another dim); DATA_LOSS for a table that does
 // not parse or a key on two servers. Each names the server and step.
 absl::StatusOr<ModelExport> ExportCheckpoints(const CheckpointExportOptions& options);
+
+// The same from checkpoints already read: `shards` holds every server's whole checkpoint of one
+// cut (chains merged), in rank order; options.step is not used. INVALID_ARGUMENT when they are
+// not that; the other errors as ExportCheckpoints'.
+absl::StatusOr<ModelExport> AssembleExport(const std::vector<server::ShardCheckpoint>& shards,
+                                           const CheckpointExportOptions& options);
 
 }  // namespace pstrain::serving
 

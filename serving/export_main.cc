@@ -16,11 +16,8 @@
 #include <glog/logging.h>
 
 #include "common/binary_init.h"
-#include "common/checkpoint_files.h"
-#include "common/job_spec.h"
-#include "model/model_file.h"
-#include "scheduler/job_setup.h"
 #include "serving/checkpoint_export.h"
+#include "serving/job_checkpoints.h"
 
 DEFINE_string(checkpoint_dir, "", "The job's checkpoint folder (--checkpoint_dir of its run; required)");
 DEFINE_string(out, "", "The export folder to write; must not exist (required)");
@@ -38,32 +35,14 @@ int main(int argc, char** argv) {
     std::cerr << "pstrain-export: --step: got " << FLAGS_step << ", expected >= 0 (or -1: the newest)\n";
     return 2;
   }
-  pstrain::serving::CheckpointExportOptions options;
-  options.checkpoint_dir = FLAGS_checkpoint_dir;
-  options.step = FLAGS_step;
-  const std::string job_path = FLAGS_checkpoint_dir + "/" + pstrain::kJobManifestName;
-  absl::StatusOr<pstrain::JobSpec> job = pstrain::ReadJobSpecFile(job_path, "the job of the checkpoints");
-  if (!job.ok()) {
-    LOG(ERROR) << "export failed: " << job.status();
+  absl::StatusOr<pstrain::serving::CheckpointExportOptions> options =
+      pstrain::serving::ReadJobCheckpoints(FLAGS_checkpoint_dir, FLAGS_model_file);
+  if (!options.ok()) {
+    LOG(ERROR) << "export failed: " << options.status();
     return 1;
   }
-  options.job = *job;
-  if (!FLAGS_model_file.empty()) {
-    absl::StatusOr<pstrain::model::ModelFile> model = pstrain::model::ReadModelFile(FLAGS_model_file);
-    if (!model.ok()) {
-      LOG(ERROR) << "export failed: --model_file: " << model.status();
-      return 1;
-    }
-    options.params = model->params;
-  } else {
-    absl::StatusOr<std::vector<pstrain::model::ParamSpec>> params = pstrain::scheduler::DenseParamSpecs(*job);
-    if (!params.ok()) {
-      LOG(ERROR) << "export failed: the job's model (" << job_path << "): " << params.status();
-      return 1;
-    }
-    options.params = *params;
-  }
-  absl::StatusOr<pstrain::serving::ModelExport> exported = pstrain::serving::ExportCheckpoints(options);
+  options->step = FLAGS_step;
+  absl::StatusOr<pstrain::serving::ModelExport> exported = pstrain::serving::ExportCheckpoints(*options);
   if (!exported.ok()) {
     LOG(ERROR) << "export failed: " << exported.status();
     return 1;

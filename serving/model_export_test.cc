@@ -21,96 +21,14 @@
 #include "serving/checkpoint_export.h"
 #include "serving/model_export.h"
 #include "server/store_test_util.h"
+#include "serving/serving_test_util.h"
 
 namespace pstrain::serving {
 namespace {
 
 using ::testing::HasSubstr;
 using namespace server::store_test;  // NOLINT: the shared helpers of the store tests
-
-constexpr int kDim = 3;
-
-std::string Dir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "export-" + name + "-" + std::to_string(getpid());
-  std::filesystem::remove_all(dir);
-  return dir;
-}
-
-// fc1.weight {4, 5} on server 0, fc1.bias {5} on server 1; one table "ads" (dim 3, fp16 rows);
-// ASYNC with one worker, a checkpoint every 2 updates, a base every 3.
-server::ParameterStore::Options Options(int rank, const std::string& dir) {
-  server::ParameterStore::Options options =
-      MakeOptions(ASYNC, 1, MakeShardMap({Chunk(0, 0, 20, 0), Chunk(1, 0, 5, 1)}));
-  options.rank = rank;
-  options.job.set_num_servers(2);
-  TableSpec* t = options.job.add_tables();
-  t->set_name("ads");
-  t->set_dim(kDim);
-  t->set_row_dtype(TableSpec::FP16);
-  t->mutable_optimizer()->set_type(SparseOptimizerSpec::ADAGRAD);
-  t->mutable_optimizer()->set_lr(0.5f);
-  options.job.set_checkpoint_dir(dir);
-  options.job.set_checkpoint_every_steps(2);
-  options.job.set_full_checkpoint_every(3);
-  return options;
-}
-
-std::vector<model::ParamSpec> Params() {
-  std::vector<model::ParamSpec> params(2);
-  params[0].name = "fc1.weight";
-  params[0].shape = {4, 5};
-  params[0].num_elements = 20;
-  params[1].name = "fc1.bias";
-  params[1].shape = {5};
-  params[1].num_elements = 5;
-  params[1].flat_offset = 20;
-  return params;
-}
-
-struct Servers {
-  std::string dir;
-  std::vector<std::unique_ptr<server::ParameterStore>> stores;
-  std::vector<uint64_t> keys;  // every key pushed, ascending
-};
-
-// 7 updates on both servers (cuts at 2, 4, 6: a base, then deltas), each bringing its server's
-// dense chunk and rows of the keys it owns.
-Servers Train(const std::string& name) {
-  Servers s;
-  s.dir = Dir(name);
-  for (int rank = 0; rank < 2; ++rank) s.stores.push_back(MakeStore(Options(rank, s.dir)));
-  for (int64_t step = 0; step < 7; ++step) {
-    std::vector<uint64_t> keys;
-    for (uint64_t k = 1; k <= 12; ++k) keys.push_back(k * 1000 + static_cast<uint64_t>(step % 3));
-    for (int rank = 0; rank < 2; ++rank) {
-      PushRequest req = MakePush(0, step, 1, Filled(0.1f * step, 0.01f));
-      req.mutable_chunks()->DeleteSubrange(rank == 0 ? 1 : 0, 1);  // only this server's tensor
-      std::vector<uint64_t> mine;
-      for (uint64_t k : keys) {
-        if (ServerOfKey(k, 2) == rank) mine.push_back(k);
-      }
-      SparseRows* rows = req.add_sparse();
-      SetKeys(0, mine, rows);
-      std::vector<float> grads(mine.size() * kDim);
-      for (size_t i = 0; i < grads.size(); ++i) grads[i] = 0.05f * static_cast<float>(i % 5) - 0.1f;
-      SetRows(grads, rows);
-      const absl::Status pushed = PushNow(*s.stores[rank], req);
-      EXPECT_TRUE(pushed.ok()) << pushed;
-    }
-    s.keys.insert(s.keys.end(), keys.begin(), keys.end());
-  }
-  std::sort(s.keys.begin(), s.keys.end());
-  s.keys.erase(std::unique(s.keys.begin(), s.keys.end()), s.keys.end());
-  return s;
-}
-
-CheckpointExportOptions ExportOptions(const Servers& s) {
-  CheckpointExportOptions options;
-  options.checkpoint_dir = s.dir;
-  options.job = Options(0, s.dir).job;
-  options.params = Params();
-  return options;
-}
+using namespace test;                // NOLINT: the serving tests' job
 
 TEST(ModelExportTest, TheExportOfACutHoldsWhatEveryServerHoldsDenseAndRows) {
   Servers s = Train("cut");

@@ -66,7 +66,7 @@ if $renew; then
     [ -s "$dir/$f" ] || { echo "make-tls-secret.sh: --renew needs $dir/$f (made by an earlier run)" >&2; exit 2; }
   done
 else
-  for f in ca.pem ca-key.pem token scheduler.pem server.pem worker.pem operator.pem; do
+  for f in ca.pem ca-key.pem token scheduler.pem server.pem worker.pem operator.pem serving.pem; do
     if [ -e "$dir/$f" ]; then
       echo "make-tls-secret.sh: $dir/$f exists; use --renew for new certificates, or another --dir" >&2
       exit 2
@@ -78,7 +78,7 @@ else
   openssl rand -hex 32 >"$dir/token"
 fi
 
-roles=(scheduler server worker operator)
+roles=(scheduler server worker operator serving)
 # A role's certificate: a fresh key, signed by the CA, usable as TLS server and client, carrying
 # the role in its URI.
 extensions=$(mktemp)

@@ -1,0 +1,35 @@
+#include "serving/job_checkpoints.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/checkpoint_files.h"
+#include "common/job_spec.h"
+#include "common/status_macros.h"
+#include "model/model_file.h"
+#include "scheduler/job_setup.h"
+
+namespace pstrain::serving {
+
+absl::StatusOr<CheckpointExportOptions> ReadJobCheckpoints(const std::string& checkpoint_dir,
+                                                           const std::string& model_file) {
+  CheckpointExportOptions options;
+  options.checkpoint_dir = checkpoint_dir;
+  const std::string job_path = checkpoint_dir + "/" + kJobManifestName;
+  ASSIGN_OR_RETURN(options.job, ReadJobSpecFile(job_path, "the job of the checkpoints"));
+  if (!model_file.empty()) {
+    absl::StatusOr<model::ModelFile> model = model::ReadModelFile(model_file);
+    if (!model.ok()) {
+      return absl::Status(model.status().code(), absl::StrCat("--model_file: ", model.status().message()));
+    }
+    options.params = std::move(model->params);
+    return options;
+  }
+  absl::StatusOr<std::vector<model::ParamSpec>> params = scheduler::DenseParamSpecs(options.job);
+  if (!params.ok()) {
+    return absl::Status(params.status().code(),
+                        absl::StrCat("the job's model (", job_path, "): ", params.status().message()));
+  }
+  options.params = std::move(params).value();
+  return options;
+}
+
+}  // namespace pstrain::serving
