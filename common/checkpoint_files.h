@@ -21,6 +21,14 @@ namespace pstrain {
 // `<dir>/job.textproto`.
 inline constexpr char kJobManifestName[] = "job.textproto";
 
+// An external model's job (JobSpec.model "external"), whose workers declare the model: the first
+// accepted declaration's model file (its tensors' names, shapes and initial values,
+// docs/reference/model-file.md) and its tables (a JobSpec holding only `tables`, defaults
+// filled in), written beside the checkpoints by the scheduler (scheduler/resume.h
+// WriteDeclaration) so that tools that read them (pstrain-export, pstrain-serve) know the model.
+inline constexpr char kDeclaredModelName[] = "declared-model.bin";
+inline constexpr char kDeclaredTablesName[] = "declared-tables.textproto";
+
 // `<dir>/server-<rank>-step-<step zero-padded to 10 digits>.ckpt`.
 std::string CheckpointPath(const std::string& dir, int rank, int64_t step);
 

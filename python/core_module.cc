@@ -3,7 +3,7 @@
 // released while it may block, and tensors cross as NumPy views of the session's own buffers (no
 // copies). An absl::Status error becomes a pstrain.Error (or a subclass by its code) whose message
 // is the status message. Embedding tables are in table_bindings.cc; the CTR reader and the score
-// histogram in ctr_bindings.cc.
+// histogram in ctr_bindings.cc; the serving client and model exports in serving_bindings.cc.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -22,6 +22,7 @@
 #include "common/transport_security.h"
 #include "data/score_histogram.h"
 #include "python/ctr_bindings.h"
+#include "python/serving_bindings.h"
 #include "python/status_errors.h"
 #include "python/table_bindings.h"
 #include "worker/job_member.h"
@@ -163,6 +164,7 @@ PYBIND11_MODULE(_core, m) {
   RegisterStatusErrors(m);
 
   BindCtrData(m);
+  BindServing(m);
   py::class_<TrainingSession> session(m, "Session",
                                       "One worker's training session: next() says what to do, the loop does it "
                                       "and reports (end_step, report_evaluation).");

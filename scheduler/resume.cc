@@ -10,6 +10,7 @@
 #include "common/checkpoint_files.h"
 #include "common/file_io.h"
 #include "common/job_spec.h"
+#include "common/status_macros.h"
 #include "google/protobuf/text_format.h"
 
 namespace pstrain {
@@ -51,6 +52,22 @@ absl::Status WriteJobManifest(const JobSpec& job) {
   std::filesystem::create_directories(job.checkpoint_dir(), ignored);
   return WriteFileAtomically(JobManifestPath(job), "job manifest",
                              absl::StrCat("# Written by pstrain-scheduler; read back by --resume.\n", text));
+}
+
+absl::Status WriteDeclaration(const JobSpec& job, absl::string_view model_file,
+                              const google::protobuf::RepeatedPtrField<TableSpec>& tables) {
+  JobSpec tables_only;
+  *tables_only.mutable_tables() = tables;
+  std::string text;
+  if (!google::protobuf::TextFormat::PrintToString(tables_only, &text)) {
+    return absl::InternalError("declared tables: cannot print them as text");
+  }
+  const mode_t mode = OutputMode(job.output_mode());
+  RETURN_IF_ERROR(WriteFileAtomically(absl::StrCat(job.checkpoint_dir(), "/", kDeclaredModelName),
+                                      "declared model", model_file, mode));
+  return WriteFileAtomically(absl::StrCat(job.checkpoint_dir(), "/", kDeclaredTablesName), "declared tables",
+                             absl::StrCat("# Written by pstrain-scheduler: the tables the workers declared.\n", text),
+                             mode);
 }
 
 absl::Status CheckNoEarlierCheckpoints(const JobSpec& job) {

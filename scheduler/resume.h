@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/checkpoint_files.h"
 #include "proto/job.pb.h"
 
@@ -36,6 +37,12 @@ std::string JobManifestPath(const JobSpec& job);
 // Writes `job` (after ApplyJobDefaults) as the manifest, atomically, creating the folder.
 // Errors name the path.
 absl::Status WriteJobManifest(const JobSpec& job);
+
+// An external model's first accepted declaration, beside the checkpoints: its model file as
+// kDeclaredModelName and `tables` (adopted, defaults filled in) as kDeclaredTablesName
+// (common/checkpoint_files.h), each atomically with the job's output mode. Errors name the path.
+absl::Status WriteDeclaration(const JobSpec& job, absl::string_view model_file,
+                              const google::protobuf::RepeatedPtrField<TableSpec>& tables);
 
 // For a new job (resume not set): OK unless job.checkpoint_dir already holds shard checkpoints
 // of an earlier run for one of the job's server ranks; then FAILED_PRECONDITION naming the folder

@@ -105,6 +105,7 @@
 #include "proto/scheduler.pb.h"
 #include "proto/scheduler_state.pb.h"
 #include "scheduler/barrier.h"
+#include "scheduler/declared_tables.h"
 #include "scheduler/lease_pool.h"
 #include "scheduler/membership.h"
 #include "scheduler/progress.h"
@@ -166,6 +167,10 @@ class Scheduler {
     // one call at a time. An error refuses the declaration with UNAVAILABLE (nothing changes; the
     // worker retries). Empty: the declaration is kept in memory only.
     std::function<absl::Status(absl::string_view model_file)> save_declared_model;
+    // External model with a checkpoint folder: records the first accepted declaration's model file
+    // and tables beside the checkpoints (resume.h WriteDeclaration), called as save_declared_model
+    // is and refusing the declaration the same way on an error. Empty: not recorded.
+    std::function<absl::Status(absl::string_view model_file, const TableList& tables)> record_declaration;
     // Restore of an external model's job whose state records an accepted declaration: the model
     // file save_declared_model saved. Ignored otherwise.
     std::string declared_model_file;

@@ -88,6 +88,13 @@ absl::Status Scheduler::DeclareModel(const ModelDeclaration& declaration) {
       return absl::UnavailableError(absl::StrCat(what, ": the model file was not saved: ", saved.message()));
     }
   }
+  if (options_.record_declaration) {
+    if (absl::Status recorded = options_.record_declaration(declaration.model_file(), adopted); !recorded.ok()) {
+      LOG(ERROR) << what << ": cannot record the declaration beside the checkpoints: " << recorded;
+      return absl::UnavailableError(
+          absl::StrCat(what, ": the declaration was not recorded beside the checkpoints: ", recorded.message()));
+    }
+  }
   Deferred deferred;
   {
     absl::MutexLock lock(&mu_);

@@ -227,6 +227,11 @@ absl::Status SchedulerRunner::Run() {
       return WriteFileAtomically(path, "final model", bytes, mode);
     };
   }
+  if (IsExternalModel(job) && !job.checkpoint_dir().empty()) {
+    core_options.record_declaration = [job](absl::string_view model_file, const TableList& tables) {
+      return WriteDeclaration(job, model_file, tables);
+    };
+  }
   if (state_file != nullptr) {
     core_options.persist = [file = state_file.get()](int64_t version, const SchedulerState& state) {
       return file->Save(version, state);

@@ -15,10 +15,21 @@ absl::StatusOr<CheckpointExportOptions> ReadJobCheckpoints(const std::string& ch
   options.checkpoint_dir = checkpoint_dir;
   const std::string job_path = checkpoint_dir + "/" + kJobManifestName;
   ASSIGN_OR_RETURN(options.job, ReadJobSpecFile(job_path, "the job of the checkpoints"));
-  if (!model_file.empty()) {
-    absl::StatusOr<model::ModelFile> model = model::ReadModelFile(model_file);
+  std::string layout = model_file;
+  if (IsExternalModel(options.job)) {
+    // The workers declared the model: the scheduler recorded the declaration beside the
+    // checkpoints once it accepted it (NOT_FOUND until then, as for the job's own file).
+    const std::string tables_path = checkpoint_dir + "/" + kDeclaredTablesName;
+    ASSIGN_OR_RETURN(const JobSpec declared, ReadJobSpecFile(tables_path, "the declared tables"));
+    if (options.job.tables_size() == 0) *options.job.mutable_tables() = declared.tables();
+    if (layout.empty()) layout = checkpoint_dir + "/" + kDeclaredModelName;
+  }
+  if (!layout.empty()) {
+    absl::StatusOr<model::ModelFile> model = model::ReadModelFile(layout);
     if (!model.ok()) {
-      return absl::Status(model.status().code(), absl::StrCat("--model_file: ", model.status().message()));
+      return absl::Status(model.status().code(),
+                          absl::StrCat(model_file.empty() ? "the declared model: " : "--model_file: ",
+                                       model.status().message()));
     }
     options.params = std::move(model->params);
     return options;

@@ -14,10 +14,11 @@
 namespace pstrain::serving {
 
 // Options for ExportCheckpoints / CheckpointFollower over `checkpoint_dir` (step -1: the newest).
-// `model_file` empty: the built-in model's tensors (scheduler/job_setup.h DenseParamSpecs; an
-// image model reads its training set's header); else that model file's. Errors: the job file's
-// (NOT_FOUND when the scheduler has not written it), the model file's, DenseParamSpecs'; each
-// says which.
+// The dense tensors' layout: `model_file`'s when given; else an external model's declaration
+// (kDeclaredModelName), or the built-in model's (scheduler/job_setup.h DenseParamSpecs; an image
+// model reads its training set's header). An external model's tables are its declared ones
+// (kDeclaredTablesName). Errors: the files' (NOT_FOUND when the scheduler has not written them
+// yet), DenseParamSpecs'; each says which.
 absl::StatusOr<CheckpointExportOptions> ReadJobCheckpoints(const std::string& checkpoint_dir,
                                                            const std::string& model_file);
 

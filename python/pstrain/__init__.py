@@ -17,6 +17,9 @@ Models with embedding tables declare them too (declare_model(..., tables=[{"name
 unique_keys de-duplicates them). CtrReader reads Criteo and libsvm files as the C++ worker does, and
 a ScoreHistogram of predictions, given to report_evaluation, gets the job a test AUC.
 
+A trained model is read outside the job from an export (read_export) or from pstrain-serve while it
+trains (ServeClient(address, **security_options()).lookup(table, keys)).
+
 This package needs only NumPy: the protocol is the C++ worker library (pstrain._core). For
 PyTorch models, use pstrain.torch, which does all of the above for a torch.nn.Module.
 """
@@ -36,11 +39,13 @@ from pstrain._core import (  # noqa: F401  (re-exported)
     InvalidArgumentError,
     Member,
     ScoreHistogram,
+    ServeClient,
     Session,
     UnavailableError,
     Work,
     count_records,
     find_ctr_file,
+    read_export,
     unique_keys,
 )
 from pstrain._version import __version__  # noqa: F401
@@ -48,8 +53,9 @@ from pstrain.model_file import read_model_file, write_model_file  # noqa: F401
 
 __all__ = [
     "AbortedError", "CtrReader", "DeadlineExceededError", "Error", "FailedPreconditionError", "InvalidArgumentError",
-    "Member", "ScoreHistogram", "SecurityOptions", "Session", "UnavailableError", "Work", "__version__",
-    "count_records", "find_ctr_file", "join", "read_model_file", "scheduler_address", "security_options",
+    "Member", "ScoreHistogram", "SecurityOptions", "ServeClient", "Session", "UnavailableError", "Work",
+    "__version__", "count_records", "find_ctr_file", "join", "read_export", "read_model_file", "scheduler_address",
+    "security_options",
     "unique_keys", "write_model_file",
 ]
 

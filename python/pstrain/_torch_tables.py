@@ -329,3 +329,60 @@ class _TableBinding:
         target = torch.from_numpy(self.session.row_gradient(table))
         target.add_(grad.detach().to("cpu", torch.float32))
         return None
+
+
+class _RowsBinding:
+    """Table modules bound to rows outside a job, for serving a trained model in a user's own
+    process (pstrain.torch.load_export, serve_tables): lookups read rows, with no gradient, from
+    `rows_of(table, distinct_keys)` -> (distinct keys x dim float32). Looked up as often as the
+    caller likes."""
+
+    def __init__(self, modules, rows_of, tables, device, what):
+        for module in modules:
+            info = tables.get(module.table)
+            if info is None:
+                names = ", ".join(sorted(tables)) or "none"
+                raise InvalidArgumentError(
+                    f"{module._what()} looks up table '{module.table}'; {what} has no such table (its tables: {names})")
+            if info["dim"] != module.dim:
+                raise InvalidArgumentError(
+                    f"{module._what()} has dim {module.dim}; {what}'s table '{module.table}' has dim {info['dim']}")
+        self.rows_of = rows_of
+        self.device = device
+        for module in modules:
+            module._binding = self
+
+    def pull(self, modules, distincts):
+        return [torch.from_numpy(np.ascontiguousarray(self.rows_of(m.table, keys), dtype=np.float32)).to(self.device)
+                for m, keys in zip(modules, distincts)]
+
+
+def _table_modules(model: torch.nn.Module) -> list[_TableModule]:
+    return [m for m in model.modules() if isinstance(m, _TableModule)]
+
+
+def bind_export_rows(model: torch.nn.Module, export: dict[str, Any], device: torch.device, where: str) -> None:
+    """Binds `model`'s table modules to the rows of `export` (pstrain.read_export's dict): a key with
+    a row reads it, any other key its initial value, as on the servers."""
+    tables = export["tables"]
+
+    def rows_of(table, keys):
+        t = tables[table]
+        keys = np.ascontiguousarray(keys).view(np.uint64)
+        at = np.searchsorted(t["keys"], keys)
+        found = at < len(t["keys"])
+        found[found] = t["keys"][at[found]] == keys[found]
+        out = _core.initial_rows(keys, t["dim"], t["seed"], t["id"], t["init_bound"])
+        out[found] = t["values"][at[found]]
+        return out
+
+    _RowsBinding(_table_modules(model), rows_of, tables, device, where)
+
+
+def bind_served_rows(model: torch.nn.Module, client: Any, device: torch.device) -> None:
+    """Binds `model`'s table modules to a pstrain.ServeClient: each lookup asks pstrain-serve for
+    the rows of its distinct keys (one round trip per module)."""
+    info = client.model_info()
+    tables = {t["name"]: t for t in info["tables"]}
+    _RowsBinding(_table_modules(model), lambda table, keys: client.lookup(table, keys)[1], tables, device,
+                 "the served model")

@@ -54,11 +54,12 @@ from torch.utils.data import TensorDataset, default_collate
 import pstrain
 from pstrain import FailedPreconditionError, InvalidArgumentError, Member, ScoreHistogram
 from pstrain._torch_ctr import CtrBatch, CtrDataset
-from pstrain._torch_tables import Embedding, EmbeddingBag, _TableBinding, _TableModule, embedding_bags
+from pstrain._torch_tables import (Embedding, EmbeddingBag, _TableBinding, _TableModule, bind_export_rows,
+                                   bind_served_rows, embedding_bags)
 from pstrain.model_file import read_model_file
 
 __all__ = ["CtrBatch", "CtrDataset", "Embedding", "EmbeddingBag", "EvaluateFn", "Trainer", "default_evaluate",
-           "embedding_bags", "load_state_dict"]
+           "embedding_bags", "load_export", "load_state_dict", "serve_tables"]
 
 # A Trainer's `evaluate`: (model, x, y) of a test batch -> (loss_sum, correct), or (loss_sum,
 # correct, probabilities of the positive class per sample) for the job's test AUC.
@@ -93,6 +94,26 @@ def load_state_dict(path: str | os.PathLike[str], model: torch.nn.Module | None 
                         f"{list(params[name].shape)}")
                 params[name].copy_(value)
     return state
+
+
+def load_export(path: str | os.PathLike[str], model: torch.nn.Module, device: str | torch.device = "cpu"
+                ) -> dict[str, Any]:
+    """Loads a model export (pstrain-export's folder) into `model` to run it outside the job: the
+    dense tensors as load_state_dict does (the export's dense.model), and every pstrain.torch table
+    module bound to the export's rows, so that its lookups read them (keys without a row read their
+    initial value, as on the servers). Returns pstrain.read_export's dict of the export."""
+    from pstrain import read_export
+    export = read_export(os.fspath(path))
+    # The tables first: a model whose tables do not match is refused before any weight changes.
+    bind_export_rows(model, export, torch.device(device), f"the export {os.fspath(path)}")
+    load_state_dict(os.path.join(os.fspath(path), "dense.model"), model)
+    return export
+
+
+def serve_tables(model: torch.nn.Module, client: Any, device: str | torch.device = "cpu") -> None:
+    """Binds every pstrain.torch table module of `model` to a pstrain.ServeClient, so that its
+    lookups ask pstrain-serve for the rows of the newest cut it serves (one round trip per module)."""
+    bind_served_rows(model, client, torch.device(device))
 
 
 def _to_device(batch, device):
