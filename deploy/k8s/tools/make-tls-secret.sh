@@ -102,7 +102,7 @@ chmod 0600 "$dir"/*.pem "$dir/token"
 
 # create --dry-run | apply: creates each role's Secret, or replaces the one there.
 if $apply; then
-  for role in scheduler server worker; do
+  for role in scheduler server worker serving; do
     kubectl -n "$namespace" create secret generic "pstrain-tls-$role" \
       "--from-file=ca.pem=$dir/ca.pem" "--from-file=cert.pem=$dir/$role.pem" \
       "--from-file=key.pem=$dir/$role-key.pem" "--from-file=token=$dir/token" --dry-run=client -o yaml |
@@ -110,8 +110,9 @@ if $apply; then
   done
 else
   echo "# In $dir: ca.pem, token, and each role's ROLE.pem and ROLE-key.pem (the Secrets); the operator's files"
-  echo "# and ca-key.pem stay here. Create or replace the Secrets pstrain-tls-scheduler, -server and -worker with:"
-  for role in scheduler server worker; do
+  echo "# and ca-key.pem stay here. Create or replace the Secrets pstrain-tls-scheduler, -server, -worker and"
+  echo "# -serving (overlays/serving's pstrain-serve) with:"
+  for role in scheduler server worker serving; do
     printf '%q ' kubectl -n "$namespace" create secret generic "pstrain-tls-$role" \
       "--from-file=ca.pem=$dir/ca.pem" "--from-file=cert.pem=$dir/$role.pem" \
       "--from-file=key.pem=$dir/$role-key.pem" "--from-file=token=$dir/token" --dry-run=client -o yaml

@@ -245,7 +245,7 @@ function podProblems(obj) {
 
 // --- pstrain's roles ---
 
-const ROLES = new Set(["scheduler", "server", "worker"]);
+const ROLES = new Set(["scheduler", "server", "worker", "serving"]);
 // Each role's own Secret (tools/make-tls-secret.sh): its certificate carries its role.
 const tlsSecretOf = (component) => `pstrain-tls-${component}`;
 const TLS_ENV = ["PSTRAIN_TLS_CERT", "PSTRAIN_TLS_KEY", "PSTRAIN_TLS_CA", "PSTRAIN_JOB_TOKEN_FILE"];
