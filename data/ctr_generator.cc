@@ -21,11 +21,11 @@ namespace {
 
 constexpr size_t kBlockBytes = size_t{1} << 20;
 
-// Writes `samples` samples drawn from `rng` to `path`: sample i of day DayOf(i). Calls
-// `on_sample` with each sample's label and planted probability.
-template <typename DayOf, typename OnSample>
-absl::Status WriteSplit(const std::string& path, const PlantedCtrModel& model, SplitMix64 rng,
-                        int64_t samples, bool gzip, DayOf day_of, OnSample on_sample) {
+}  // namespace
+
+absl::Status WriteCtrSamples(const std::string& path, const PlantedCtrModel& model, SplitMix64 rng, int64_t samples,
+                             bool gzip, const std::function<int(int64_t)>& day_of,
+                             const std::function<void(int, double)>& on_sample) {
   return WriteFileAtomically(path, "CTR data file", [&](int fd) -> absl::Status {
     gzFile gz = nullptr;
     if (gzip) {
@@ -68,8 +68,6 @@ absl::Status WriteSplit(const std::string& path, const PlantedCtrModel& model, S
     return status;
   });
 }
-
-}  // namespace
 
 void AppendCriteoLine(const CtrSample& sample, std::string* out) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -117,7 +115,7 @@ absl::StatusOr<CtrGeneratorResult> GenerateCtrData(const std::string& out_dir,
   const auto train_day = [days, train_samples](int64_t i) {
     return static_cast<int>(static_cast<__int128>(i) * days / train_samples);
   };
-  RETURN_IF_ERROR(WriteSplit(result.train_path, model, SplitMix64(Mix64(seed) ^ 1),
+  RETURN_IF_ERROR(WriteCtrSamples(result.train_path, model, SplitMix64(Mix64(seed) ^ 1),
                              options.train_samples, options.gzip, train_day,
                              [&](int label, double) { result.train_positives += label; }));
   std::vector<double> scores;
@@ -125,7 +123,7 @@ absl::StatusOr<CtrGeneratorResult> GenerateCtrData(const std::string& out_dir,
   scores.reserve(options.test_samples);
   labels.reserve(options.test_samples);
   // The test set is the last day's: what a model trained on every day is judged on.
-  RETURN_IF_ERROR(WriteSplit(result.test_path, model, SplitMix64(Mix64(seed) ^ 2),
+  RETURN_IF_ERROR(WriteCtrSamples(result.test_path, model, SplitMix64(Mix64(seed) ^ 2),
                              options.test_samples, options.gzip, [days](int64_t) { return days - 1; },
                              [&](int label, double p) {
                                scores.push_back(p);

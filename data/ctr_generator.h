@@ -17,6 +17,7 @@
 #define PSTRAIN_DATA_CTR_GENERATOR_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -47,6 +48,13 @@ struct CtrGeneratorResult {
 // class (the AUC is undefined: write more test samples).
 absl::StatusOr<CtrGeneratorResult> GenerateCtrData(const std::string& out_dir,
                                                    const CtrGeneratorOptions& options);
+
+// Writes `samples` samples drawn from `rng` to `path` atomically (gzip level 1 when `gzip`):
+// sample i of day day_of(i), its label drawn from its planted probability; calls
+// on_sample(label, probability) for each. The errors of WriteFileAtomically, naming `path`.
+absl::Status WriteCtrSamples(const std::string& path, const PlantedCtrModel& model, SplitMix64 rng, int64_t samples,
+                             bool gzip, const std::function<int(int64_t)>& day_of,
+                             const std::function<void(int, double)>& on_sample);
 
 // Appends `sample` as one Criteo line with its '\n': categorical values as 8 lowercase hex
 // digits, dense values as integers, missing ones empty. REQUIRES: label 0 or 1, dense values

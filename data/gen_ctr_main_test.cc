@@ -1,9 +1,13 @@
 // Runs the real pstrain-gen-ctr binary: its last stdout line is the JSON the issue promises, and
-// the AUC in it is the one recomputed from the files it wrote.
+// the AUC in it is the one recomputed from the files it wrote; in stream mode it writes one ready
+// file per hour of drifting keys at the rate asked, then ends the stream, and resumes one.
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -13,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "data/auc.h"
 #include "data/criteo_reader.h"
+#include "data/ctr_stream_writer.h"
 #include "data/planted_ctr_model.h"
 
 namespace pstrain {
@@ -67,11 +72,65 @@ TEST(GenCtrMainTest, LastLineIsThePlantedAucOfTheFilesWritten) {
             absl::StrFormat("{\"planted_test_auc\": %.10g}", ExactAuc(scores, labels).value()));
 }
 
+TEST(GenCtrMainTest, AStreamIsOneReadyFilePerHourOfDriftingKeysAtTheRateThenEnds) {
+  const std::string dir = testing::TempDir() + "/gen_ctr_stream";
+  std::filesystem::remove_all(dir);
+  int code = 0;
+  const auto start = std::chrono::steady_clock::now();
+  const std::string out = RunGenCtr("--stream_dir=" + dir +
+                                        " --hours=3 --records_per_hour=600 --rate=3000 --unique_keys=2600"
+                                        " --new_key_rate=0.5 --seed=5",
+                                    &code);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_GE(seconds, 0.55) << "1,800 records at 3,000 a second are marked ready over 0.6 s";
+  std::vector<std::string> lines = absl::StrSplit(out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 3u) << out;
+  std::vector<std::set<uint64_t>> keys(3);
+  for (int hour = 0; hour < 3; ++hour) {
+    const std::string file = dir + "/" + CtrStreamFileName(hour, false);
+    EXPECT_TRUE(std::filesystem::exists(file + kStreamReadySuffix)) << file;
+    EXPECT_NE(lines[hour].find(absl::StrFormat("{\"hour\": %d, \"file\": \"%s\", \"records\": 600", hour, file)),
+              std::string::npos)
+        << lines[hour];
+    auto reader = CriteoReader::Open(file, {});
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    CtrSample sample;
+    int64_t records = 0;
+    while ((*reader)->Next(&sample).value()) {
+      ++records;
+      for (uint64_t k : sample.keys) keys[hour].insert(k);
+    }
+    EXPECT_EQ(records, 600);
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir + "/" + kStreamEndName));
+  // The keys drift: the last hour has ids the first never saw.
+  int unseen = 0;
+  for (uint64_t k : keys[2]) unseen += keys[0].count(k) == 0;
+  EXPECT_GT(unseen, 100);
+  // An ended stream is not written again; a folder with hours needs --resume_stream.
+  RunGenCtr("--stream_dir=" + dir + " --hours=3 --records_per_hour=600 --resume_stream", &code);
+  EXPECT_EQ(code, 1);
+  std::filesystem::remove(dir + "/" + kStreamEndName);
+  RunGenCtr("--stream_dir=" + dir + " --hours=4 --records_per_hour=600", &code);
+  EXPECT_EQ(code, 1);
+  const std::string resumed =
+      RunGenCtr("--stream_dir=" + dir + " --hours=4 --records_per_hour=600 --resume_stream --unique_keys=2600"
+                " --new_key_rate=0.5 --seed=5", &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(resumed.find("{\"hour\": 3,"), std::string::npos) << resumed;
+  EXPECT_EQ(resumed.find("{\"hour\": 2,"), std::string::npos) << "hours already there are kept";
+}
+
 TEST(GenCtrMainTest, BadFlagsExitTwo) {
   int code = 0;
   RunGenCtr("--out_dir=" + testing::TempDir() + "/gen_ctr_bad --zipf=0", &code);
   EXPECT_EQ(code, 2);
   RunGenCtr("", &code);  // No --out_dir.
+  EXPECT_EQ(code, 2);
+  RunGenCtr("--stream_dir=" + testing::TempDir() + "/gen_ctr_bad_stream --records_per_hour=1", &code);
+  EXPECT_EQ(code, 2);
+  RunGenCtr("--stream_dir=a --out_dir=b", &code);
   EXPECT_EQ(code, 2);
 }
 
