@@ -2,7 +2,8 @@
 // a job that writes bases and deltas restores, from any kept step's chain, byte for byte the whole
 // checkpoint a job writing only whole checkpoints has at that step; pruning keeps every file a kept
 // step needs; a rollback reads the chain and the next cut is a base; a broken chain names what
-// still restores; and a delta is never restored as if it were whole.
+// still restores; a base and ten deltas restore the whole checkpoint of their cut; and a delta is
+// never restored as if it were whole.
 #include <unistd.h>
 
 #include <cstdint>
@@ -125,6 +126,45 @@ TEST(ParameterStoreDeltaTest, EveryKeptStepsChainIsTheWholeCheckpointOfThatCutBy
   // A delta holds the few rows that changed: smaller than the whole shard of its step.
   EXPECT_LT(std::filesystem::file_size(CheckpointPath(delta_dir, 0, 36)),
             std::filesystem::file_size(CheckpointPath(whole_dir, 0, 36)));
+}
+
+TEST(ParameterStoreDeltaTest, ABaseAndTenDeltasRestoreTheWholeCheckpointOfTheirCutByteForByte) {
+  // A base every 11 cuts: the cut of step 33 is the base of step 3 and ten deltas (6, ..., 33),
+  // with rows admitted, updated and evicted between every two of them. Restored into a store, the
+  // chain gives the same whole checkpoint as the job that wrote only whole ones.
+  const std::string whole_dir = Dir("ten-whole"), delta_dir = Dir("ten-chain");
+  auto whole = MakeStore(Job(whole_dir, 0));
+  auto chained = MakeStore(Job(delta_dir, 11));
+  ASSERT_NO_FATAL_FAILURE(Train(*whole, 0, 34));
+  ASSERT_NO_FATAL_FAILURE(Train(*chained, 0, 34));
+  int64_t step = 33, links = 0;
+  while (true) {
+    absl::StatusOr<int64_t> base = ReadCheckpointBaseStep(CheckpointPath(delta_dir, 0, step));
+    ASSERT_TRUE(base.ok()) << base.status();
+    if (*base < 0) break;
+    ++links;
+    step = *base;
+  }
+  EXPECT_EQ(step, 3);
+  EXPECT_EQ(links, 10);
+  absl::StatusOr<ShardCheckpoint> chain = ReadCheckpointChain(delta_dir, 0, 33);
+  ASSERT_TRUE(chain.ok()) << chain.status();
+  EXPECT_EQ(AsFile(*chain, delta_dir), FileBytes(CheckpointPath(whole_dir, 0, 33)));
+  // And a store restored from it holds what one restored from the whole file holds.
+  auto from_chain = MakeStore(Job(Dir("ten-restored-chain"), 0));
+  auto from_whole = MakeStore(Job(Dir("ten-restored-whole"), 0));
+  ASSERT_TRUE(from_chain->Restore(*chain).ok());
+  absl::StatusOr<ShardCheckpoint> whole_file = ReadCheckpoint(CheckpointPath(whole_dir, 0, 33));
+  ASSERT_TRUE(whole_file.ok()) << whole_file.status();
+  ASSERT_TRUE(from_whole->Restore(*whole_file).ok());
+  EXPECT_EQ(from_chain->step(), 33);
+  ASSERT_NO_FATAL_FAILURE(Train(*from_chain, 33, 36));
+  ASSERT_NO_FATAL_FAILURE(Train(*from_whole, 33, 36));
+  absl::StatusOr<ShardCheckpoint> after_chain = from_chain->Checkpoint();
+  absl::StatusOr<ShardCheckpoint> after_whole = from_whole->Checkpoint();
+  ASSERT_TRUE(after_chain.ok() && after_whole.ok());
+  EXPECT_EQ(AsFile(*after_chain, delta_dir + "-after"), AsFile(*after_whole, whole_dir + "-after"))
+      << "three more steps from each restore end alike";
 }
 
 TEST(ParameterStoreDeltaTest, ARollbackReadsTheChainAndTheNextCutIsABase) {
