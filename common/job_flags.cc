@@ -69,6 +69,8 @@ DEFINE_double(checkpoint_every_seconds, 0, "Also checkpoint after this many seco
 DEFINE_int32(full_checkpoint_every, 0,
              "Write a server's whole shard every this many checkpoints and, between, deltas: the embedding "
              "rows changed since the previous checkpoint (0 or 1: every checkpoint whole)");
+DEFINE_int32(keep_checkpoints, 0,
+             "Checkpoint cuts each server keeps restorable, the newest (0: 2); older files are removed");
 DEFINE_int64(global_batch, 0, "sync: samples per step over all workers (0: batch_size x workers)");
 DEFINE_bool(resume, false, "Continue the job whose checkpoints are in --checkpoint_dir");
 DEFINE_bool(overlap, true, "sync: push each layer's gradient as soon as backward produces it (false: after backward)");
@@ -123,7 +125,7 @@ const char* const kJobFlags[] = {
     "clip_grad_norm", "lr_schedule",  "warmup_steps",  "lr_step_size", "lr_gamma",     "lr_min_factor",
     "allow_nonfinite_gradients", "lease_batches", "max_chunk_bytes", "final_model",
     "eval_last_epoch_only", "checkpoint_dir", "checkpoint_every_steps", "min_workers", "max_workers", "spare_workers",
-    "checkpoint_every_seconds", "full_checkpoint_every", "global_batch", "resume", "replicas", "overlap", "compression",
+    "checkpoint_every_seconds", "full_checkpoint_every", "keep_checkpoints", "global_batch", "resume", "replicas", "overlap", "compression",
     "data_format", "bad_records", "embedding_dim", "table_optimizer", "table_lr", "table_l1", "table_l2",
     "table_admission", "table_sketch_bytes", "table_ttl_updates", "table_ttl_seconds", "table_max_rows", "table_evict_order",
     "table_min_l2_norm", "table_keep_rows", "table_evict_every", "table_memory_budget", "table_row_dtype", "max_grad_norm_per_sample", "output_mode"};
@@ -238,6 +240,7 @@ absl::Status ApplyFlags(JobSpec* job) {
   }
   if (Given("checkpoint_every_seconds")) job->set_checkpoint_every_seconds(FLAGS_checkpoint_every_seconds);
   if (Given("full_checkpoint_every")) job->set_full_checkpoint_every(FLAGS_full_checkpoint_every);
+  if (Given("keep_checkpoints")) job->set_keep_checkpoints(FLAGS_keep_checkpoints);
   if (Given("global_batch")) job->set_global_batch(FLAGS_global_batch);
   if (Given("resume")) job->set_resume(FLAGS_resume);
   if (Given("replicas")) job->set_replicas(FLAGS_replicas);

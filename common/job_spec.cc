@@ -183,6 +183,11 @@ absl::Status ValidateJobSpec(const JobSpec& job) {
   if (job.full_checkpoint_every() < 0) {
     return Invalid("full_checkpoint_every", absl::StrCat(job.full_checkpoint_every()), ">= 0");
   }
+  if (job.keep_checkpoints() != 0 && (job.keep_checkpoints() < 2 || job.keep_checkpoints() > kMaxKeepCheckpoints)) {
+    return Invalid("keep_checkpoints", absl::StrCat(job.keep_checkpoints()),
+                   absl::StrCat("0 (2) or 2 to ", kMaxKeepCheckpoints,
+                                ": fewer than 2 could leave no cut every server has written"));
+  }
   if (job.global_batch() < 0) return Invalid("global_batch", absl::StrCat(job.global_batch()), ">= 0");
   if (job.resume() && job.checkpoint_dir().empty()) {
     return Invalid("checkpoint_dir", "''", "the folder of the job to resume (resume is set)");

@@ -28,6 +28,11 @@ inline constexpr int32_t kMaxHiddenWidth = 1 << 20;
 // Workers a job admits beyond num_workers unless max_workers says otherwise (JobSpec.max_workers).
 inline constexpr int kDefaultSpareWorkers = 2;
 
+// Checkpoint cuts a server keeps restorable: JobSpec.keep_checkpoints, 2 when unset (0), the fewest
+// that always leave a cut every server has written; at most kMaxKeepCheckpoints.
+inline constexpr int32_t kMaxKeepCheckpoints = 100000;
+inline int32_t KeptCheckpoints(const JobSpec& job) { return job.keep_checkpoints() > 0 ? job.keep_checkpoints() : 2; }
+
 // Whether the job's model is declared by its workers (JobSpec.model "external").
 inline bool IsExternalModel(const JobSpec& job) { return job.model() == kExternalModel; }
 

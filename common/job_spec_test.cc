@@ -146,6 +146,19 @@ TEST(JobSpecTest, ZeroWorkersIsRefused) {
   EXPECT_THAT(ValidateJobSpec(job).message(), HasSubstr("num_workers: got -1"));
 }
 
+TEST(JobSpecTest, KeepCheckpointsIsTwoUnlessSetAndNeverFewer) {
+  JobSpec job;
+  ApplyJobDefaults(&job);
+  EXPECT_EQ(KeptCheckpoints(job), 2);
+  job.set_keep_checkpoints(7);
+  EXPECT_TRUE(ValidateJobSpec(job).ok());
+  EXPECT_EQ(KeptCheckpoints(job), 7);
+  job.set_keep_checkpoints(1);
+  EXPECT_THAT(ValidateJobSpec(job).message(), HasSubstr("keep_checkpoints: got 1, expected 0 (2) or 2 to 100000"));
+  job.set_keep_checkpoints(-3);
+  EXPECT_EQ(ValidateJobSpec(job).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(JobSpecTest, ReplicasDefaultToOneAndTwoNeedTwoServers) {
   EXPECT_EQ(Defaults().replicas(), 1);
   JobSpec job = Defaults();

@@ -94,6 +94,7 @@ ParameterStore::ParameterStore(const Options& options, std::vector<int> worker_r
       storages_(std::move(storages)),
       num_values_(NumValues(storages_)),
       checkpoint_dir_(options.job.checkpoint_dir()),
+      keep_checkpoints_(static_cast<size_t>(KeptCheckpoints(options.job))),
       checkpoint_every_(options.job.checkpoint_every_steps()),
       checkpoint_interval_(absl::Seconds(options.job.checkpoint_every_seconds())),
       on_checkpoint_written_(options.on_checkpoint_written),
@@ -457,7 +458,6 @@ void ParameterStore::InstallCheckpointLocked(const ShardCheckpoint& ckpt, Prepar
 }
 
 void ParameterStore::WriteCheckpointFile(const ShardCheckpoint& ckpt, int64_t rollbacks) {
-  constexpr size_t kKeep = 2;
   {
     absl::MutexLock lock(&write_mu_);
     if (rollbacks != rollbacks_.load()) {
@@ -465,7 +465,7 @@ void ParameterStore::WriteCheckpointFile(const ShardCheckpoint& ckpt, int64_t ro
                 << " not written: the store was rolled back since";
       return;
     }
-    if (!WriteAndPruneLocked(ckpt, kKeep)) return;
+    if (!WriteAndPruneLocked(ckpt, keep_checkpoints_)) return;
     cadence_.Written(ckpt.step);
   }
   if (on_checkpoint_written_) on_checkpoint_written_(ckpt.step);

@@ -484,6 +484,7 @@ class ParameterStore {
   const int64_t num_values_;  // the storages' num_values(): the floats of a whole answer
 
   const std::string checkpoint_dir_;
+  const size_t keep_checkpoints_;  // the newest cuts kept restorable (JobSpec.keep_checkpoints)
   const int64_t checkpoint_every_;  // 0: no checkpoints every N steps
   // JobSpec.checkpoint_every_seconds; zero: none by time. SYNC: asked for by the workers' pushes;
   // ASYNC/SSP: measured here from last_snapshot_.

@@ -1,7 +1,7 @@
 // Delta checkpoints through the store (JobSpec.full_checkpoint_every; server/checkpoint_chain.h):
 // a job that writes bases and deltas restores, from any kept step's chain, byte for byte the whole
 // checkpoint a job writing only whole checkpoints has at that step; pruning keeps every file a kept
-// step needs; a rollback reads the chain and the next cut is a base; a broken chain names what
+// step needs, for the newest JobSpec.keep_checkpoints steps; a rollback reads the chain and the next cut is a base; a broken chain names what
 // still restores; a base and ten deltas restore the whole checkpoint of their cut; and a delta is
 // never restored as if it were whole.
 #include <unistd.h>
@@ -165,6 +165,24 @@ TEST(ParameterStoreDeltaTest, ABaseAndTenDeltasRestoreTheWholeCheckpointOfTheirC
   ASSERT_TRUE(after_chain.ok() && after_whole.ok());
   EXPECT_EQ(AsFile(*after_chain, delta_dir + "-after"), AsFile(*after_whole, whole_dir + "-after"))
       << "three more steps from each restore end alike";
+}
+
+TEST(ParameterStoreDeltaTest, KeepCheckpointsKeepsThatManyNewestCutsAndTheirChains) {
+  // Whole checkpoints: the newest 4 cuts (JobSpec.keep_checkpoints), not the default 2.
+  const std::string whole_dir = Dir("keep-whole");
+  ParameterStore::Options options = Job(whole_dir, 0);
+  options.job.set_keep_checkpoints(4);
+  auto whole = MakeStore(options);
+  ASSERT_NO_FATAL_FAILURE(Train(*whole, 0, 40));
+  EXPECT_THAT(ListCheckpointSteps(whole_dir, 0), ElementsAre(30, 33, 36, 39));
+  // A chain (a base every 4 cuts: 3, 15, 27, 39): the newest 6 cuts reach back to 24, whose chain
+  // starts at the base of 15.
+  const std::string chain_dir = Dir("keep-chain");
+  options = Job(chain_dir, 4);
+  options.job.set_keep_checkpoints(6);
+  auto chained = MakeStore(options);
+  ASSERT_NO_FATAL_FAILURE(Train(*chained, 0, 40));
+  EXPECT_THAT(ListCheckpointSteps(chain_dir, 0), ElementsAre(15, 18, 21, 24, 27, 30, 33, 36, 39));
 }
 
 TEST(ParameterStoreDeltaTest, ARollbackReadsTheChainAndTheNextCutIsABase) {
