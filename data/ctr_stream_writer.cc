@@ -43,12 +43,12 @@ absl::Status WriteCtrStream(const std::string& dir, const CtrStreamOptions& opti
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
     return ErrnoStatus(errno, absl::StrCat(dir, ": cannot create the stream folder"));
   }
-  if (Exists(dir + "/" + kStreamEndName)) {
-    return absl::FailedPreconditionError(absl::StrCat(dir, ": the stream has ended (", kStreamEndName, " is there)"));
+  if (Exists(dir + "/" + kStreamEndMarker)) {
+    return absl::FailedPreconditionError(absl::StrCat(dir, ": the stream has ended (", kStreamEndMarker, " is there)"));
   }
   const int hours = options.model.days;
   int first = 0;
-  while (first < hours && Exists(dir + "/" + CtrStreamFileName(first, options.gzip) + kStreamReadySuffix)) ++first;
+  while (first < hours && Exists(dir + "/" + CtrStreamFileName(first, options.gzip) + kStreamReadyMarker)) ++first;
   if (first > 0 && !options.resume) {
     return absl::FailedPreconditionError(absl::StrCat(dir, ": holds ", first,
                                                       " hours of a stream already; resume it, or use another folder"));
@@ -81,10 +81,10 @@ absl::Status WriteCtrStream(const std::string& dir, const CtrStreamOptions& opti
       const auto due = start + std::chrono::duration<double>(static_cast<double>(written) / options.records_per_second);
       std::this_thread::sleep_until(due);
     }
-    RETURN_IF_ERROR(WriteFileAtomically(out.path + kStreamReadySuffix, "stream ready marker", std::string()));
+    RETURN_IF_ERROR(WriteFileAtomically(out.path + kStreamReadyMarker, "stream ready marker", std::string()));
     on_hour(out);
   }
-  return WriteFileAtomically(dir + "/" + kStreamEndName, "stream end marker", std::string());
+  return WriteFileAtomically(dir + "/" + kStreamEndMarker, "stream end marker", std::string());
 }
 
 }  // namespace data

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "data/planted_ctr_model.h"
+#include "data/stream_catalog.h"
 
 namespace pstrain {
 namespace data {
@@ -46,8 +47,6 @@ struct CtrStreamHour {
 
 // `DIR/part-<hour, 5 digits>.tsv` (.tsv.gz with gzip).
 std::string CtrStreamFileName(int hour, bool gzip);
-inline constexpr char kStreamReadySuffix[] = ".ready";
-inline constexpr char kStreamEndName[] = "_END";
 
 // Writes the stream into `dir` (created if missing), calling `on_hour` after each hour is marked
 // ready. INVALID_ARGUMENT for bad options; FAILED_PRECONDITION when `dir` holds part files already

@@ -89,7 +89,7 @@ TEST(GenCtrMainTest, AStreamIsOneReadyFilePerHourOfDriftingKeysAtTheRateThenEnds
   std::vector<std::set<uint64_t>> keys(3);
   for (int hour = 0; hour < 3; ++hour) {
     const std::string file = dir + "/" + CtrStreamFileName(hour, false);
-    EXPECT_TRUE(std::filesystem::exists(file + kStreamReadySuffix)) << file;
+    EXPECT_TRUE(std::filesystem::exists(file + kStreamReadyMarker)) << file;
     EXPECT_NE(lines[hour].find(absl::StrFormat("{\"hour\": %d, \"file\": \"%s\", \"records\": 600", hour, file)),
               std::string::npos)
         << lines[hour];
@@ -103,7 +103,13 @@ TEST(GenCtrMainTest, AStreamIsOneReadyFilePerHourOfDriftingKeysAtTheRateThenEnds
     }
     EXPECT_EQ(records, 600);
   }
-  EXPECT_TRUE(std::filesystem::exists(dir + "/" + kStreamEndName));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/" + kStreamEndMarker));
+  // What a stream job's catalog takes of it.
+  StreamCatalog catalog(dir);
+  ASSERT_TRUE(catalog.Refresh(0).ok());
+  EXPECT_EQ(catalog.files().size(), 3u);
+  EXPECT_EQ(catalog.records(), 1800);
+  EXPECT_TRUE(catalog.ended());
   // The keys drift: the last hour has ids the first never saw.
   int unseen = 0;
   for (uint64_t k : keys[2]) unseen += keys[0].count(k) == 0;
@@ -111,7 +117,7 @@ TEST(GenCtrMainTest, AStreamIsOneReadyFilePerHourOfDriftingKeysAtTheRateThenEnds
   // An ended stream is not written again; a folder with hours needs --resume_stream.
   RunGenCtr("--stream_dir=" + dir + " --hours=3 --records_per_hour=600 --resume_stream", &code);
   EXPECT_EQ(code, 1);
-  std::filesystem::remove(dir + "/" + kStreamEndName);
+  std::filesystem::remove(dir + "/" + kStreamEndMarker);
   RunGenCtr("--stream_dir=" + dir + " --hours=4 --records_per_hour=600", &code);
   EXPECT_EQ(code, 1);
   const std::string resumed =
