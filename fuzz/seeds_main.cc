@@ -25,6 +25,7 @@
 #include "scheduler/state_file.h"
 #include "server/checkpoint.h"
 #include "server/embedding_table.h"
+#include "serving/model_export.h"
 
 namespace pstrain::fuzz {
 namespace {
@@ -227,6 +228,16 @@ void FileSeeds() {
   if (!model.ok()) std::abort();
   Write("model_file_fuzz", "mlp", std::string(1, '\0') + *model);
   Write("model_file_fuzz", "mlp-fixcrc", std::string(1, '\1') + *model);
+
+  // A model export's rows file: three rows of dim 3 in fp32, and in fp16 (odd dim: a padding code).
+  const std::vector<float> values = {0.5f, -1, 2, 0.25f, 0, -0.75f, 1, 1, 1};
+  const std::string fp32(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+  const std::string rows32 = serving::EncodeRowsFile(3, TableSpec::FP32, {3, 10, 77}, fp32);
+  Write("export_rows_fuzz", "fp32", std::string(1, '\0') + rows32);
+  Write("export_rows_fuzz", "fp32-fixcrc", std::string(1, '\1') + rows32);
+  const std::string fp16(3 * 8, '\x3c');  // codes 0x3c3c, and the padding code likewise
+  const std::string rows16 = serving::EncodeRowsFile(3, TableSpec::FP16, {3, 10, 77}, fp16);
+  Write("export_rows_fuzz", "fp16-fixcrc", std::string(1, '\1') + rows16);
 }
 
 // The scheduler of scheduler_state_fuzz (same job), after every role registered and a worker reported.

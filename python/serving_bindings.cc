@@ -47,6 +47,7 @@ py::array_t<float> Matrix(std::vector<float> values, int64_t rows, int dim) {
 py::dict InfoDict(const ModelInfo& info) {
   py::dict d;
   d["step"] = info.step();
+  d["newest_step"] = info.newest_step();
   d["model"] = info.model();
   d["dense_values"] = info.dense_values();
   d["loaded_at"] = info.loaded_at();

@@ -1,5 +1,6 @@
 #include "serving/checkpoint_follower.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -49,6 +50,7 @@ absl::StatusOr<std::optional<ModelExport>> CheckpointFollower::Poll() {
   absl::StatusOr<int64_t> newest = LatestConsistentStep(options_.checkpoint_dir, num_servers);
   if (absl::IsNotFound(newest.status())) return std::nullopt;
   RETURN_IF_ERROR(newest.status());
+  newest_seen_ = std::max(newest_seen_, *newest);
   if (*newest <= step()) return std::nullopt;
   // The cut held is consumed: on any failure below none is held, and the next poll reads chains.
   std::vector<server::ShardCheckpoint> old = std::move(held_);

@@ -40,6 +40,9 @@ class CheckpointFollower {
 
   // The cut held (-1: none yet).
   int64_t step() const { return held_.empty() ? -1 : held_[0].step; }
+  // The newest cut every server had written at the last poll (-1: none yet): what a poll that
+  // succeeds moves to.
+  int64_t newest_seen() const { return newest_seen_; }
 
   // How the cuts were read: delta files applied to a held cut, and whole chains read.
   int64_t deltas_applied() const { return deltas_applied_; }
@@ -52,6 +55,7 @@ class CheckpointFollower {
 
   const CheckpointExportOptions options_;
   std::vector<server::ShardCheckpoint> held_;  // every server's whole checkpoint of one cut, or none
+  int64_t newest_seen_ = -1;
   int64_t deltas_applied_ = 0;
   int64_t chains_read_ = 0;
 };

@@ -89,7 +89,17 @@ absl::Status WriteInto(const ModelExport& e, const std::string& dir) {
 
 absl::StatusOr<TableRows> ReadRows(const std::string& path, const ExportedTable& table, std::string* stored) {
   ASSIGN_OR_RETURN(const std::string bytes, ReadWholeFile(path, "table rows file"));
-  const std::string where = absl::StrCat("table rows file '", path, "'");
+  return ParseRowsFile(bytes, table, absl::StrCat("table rows file '", path, "'"), stored);
+}
+
+}  // namespace
+
+absl::StatusOr<TableRows> ParseRowsFile(absl::string_view bytes, const ExportedTable& table, const std::string& where,
+                                        std::string* stored) {
+  if (table.dim() < 1 || table.dim() > kMaxTableDim || table.rows() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": the manifest's table has dim ", table.dim(), " and ",
+                                                   table.rows(), " rows; expected a dim in [1, ", kMaxTableDim, "]"));
+  }
   if (bytes.size() < kRowsHeader + 4 || std::memcmp(bytes.data(), kRowsMagic, 8) != 0) {
     return absl::DataLossError(absl::StrCat(where, ": too short or bad magic, not a rows file"));
   }
@@ -114,7 +124,8 @@ absl::StatusOr<TableRows> ReadRows(const std::string& path, const ExportedTable&
                                             " rows"));
   }
   const uint64_t row_bytes = 8 + uint64_t{value_bytes};
-  if ((bytes.size() - kRowsHeader - 4) != rows * row_bytes) {
+  const uint64_t body = bytes.size() - kRowsHeader - 4;
+  if (body % row_bytes != 0 || body / row_bytes != rows) {  // no product: a crafted count cannot overflow
     return absl::DataLossError(absl::StrCat(where, ": ", rows, " rows of ", row_bytes, " bytes do not fill its ",
                                             bytes.size(), " bytes"));
   }
@@ -140,8 +151,6 @@ absl::StatusOr<TableRows> ReadRows(const std::string& path, const ExportedTable&
   }
   return out;
 }
-
-}  // namespace
 
 absl::StatusOr<std::vector<float>> DecodeStoredValues(absl::string_view stored, int32_t dim,
                                                       TableSpec::RowDtype dtype) {

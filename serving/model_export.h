@@ -75,6 +75,11 @@ absl::StatusOr<ModelExport> ReadModelExport(const std::string& dir);
 absl::StatusOr<std::vector<float>> DecodeStoredValues(absl::string_view stored, int32_t dim,
                                                       TableSpec::RowDtype dtype);
 
+// The rows of a rows file's `bytes` (the layout above) for the manifest's `table`, checked as
+// ReadModelExport checks them; the stored values go to *stored. Errors start with `where`.
+absl::StatusOr<TableRows> ParseRowsFile(absl::string_view bytes, const ExportedTable& table, const std::string& where,
+                                        std::string* stored);
+
 // The bytes of a table's rows file (the layout above).
 std::string EncodeRowsFile(int32_t dim, TableSpec::RowDtype dtype, const std::vector<uint64_t>& keys,
                            const std::string& stored_values);

@@ -49,6 +49,7 @@ absl::Status ServeRunner::LoadExport(ModelSlot* slot) {
   const absl::Duration took = absl::Now() - start;
   options_.metrics->Loaded(took);
   LogVersion(*model, took, nullptr);
+  slot->SetNewestSeen(model->step());
   slot->Set(std::move(model));
   return absl::OkStatus();
 }
@@ -69,6 +70,7 @@ absl::Status ServeRunner::Follow(ModelSlot* slot, const std::function<void(bool)
     if (follower.has_value()) {
       const absl::Time start = absl::Now();
       absl::StatusOr<std::optional<ModelExport>> next = follower->Poll();
+      slot->SetNewestSeen(follower->newest_seen());
       if (!next.ok()) {
         options_.metrics->LoadFailed();
         if (next.status() != last_error) LOG(WARNING) << "serving: keeping the version served: " << next.status();
@@ -84,6 +86,8 @@ absl::Status ServeRunner::Follow(ModelSlot* slot, const std::function<void(bool)
         set_serving(true);
         last_error = absl::OkStatus();
       }
+      const std::shared_ptr<const ServedModel> served = slot->Get();
+      if (served != nullptr) options_.metrics->Behind(std::max<int64_t>(0, follower->newest_seen() - served->step()));
     }
     stop_.WaitForNotificationWithTimeout(options_.poll_interval);
   }

@@ -44,6 +44,11 @@ ServingMetrics::ServingMetrics(metrics::Registry* registry) : registry_(registry
   step_->Set(-1);
   age_ = registry->AddGauge("pstrain_serving_version_age_seconds", "Seconds since the version served was loaded")
              .Get();
+  behind_ = registry
+                ->AddGauge("pstrain_serving_steps_behind",
+                           "Steps between the newest checkpoint cut every server has written (at the last poll) and "
+                           "the cut served")
+                .Get();
   rows_ = &registry->AddGauge("pstrain_serving_table_rows", "Rows of each table in the version served", {"table"});
 }
 

@@ -11,6 +11,8 @@
 //   pstrain_serving_load_duration_seconds               reading and indexing one new version
 //   pstrain_serving_step                                scrape: the cut served (-1: none yet)
 //   pstrain_serving_version_age_seconds                 scrape: since the version was loaded
+//   pstrain_serving_steps_behind                        each poll: the newest cut on disk less the
+//                                                       cut served (0: current)
 //   pstrain_serving_table_rows{table}                   scrape: rows of the version served
 //
 // Thread safety: every method may be called from any thread (relaxed atomics on cached series).
@@ -42,6 +44,7 @@ class ServingMetrics {
   void LookedUp(int64_t keys) { looked_up_->Add(static_cast<double>(keys)); }
   void Loaded(absl::Duration took);
   void LoadFailed() { load_errors_->Increment(); }
+  void Behind(int64_t steps) { behind_->Set(static_cast<double>(steps)); }
 
   // The version served now, read at every scrape (returns null before the first).
   void SetSource(std::function<std::shared_ptr<const ServedModel>()> current);
@@ -57,6 +60,7 @@ class ServingMetrics {
   metrics::Gauge* load_duration_;
   metrics::Gauge* step_;
   metrics::Gauge* age_;
+  metrics::Gauge* behind_;
   metrics::GaugeFamily* rows_;
 };
 

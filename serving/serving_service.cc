@@ -1,5 +1,6 @@
 #include "serving/serving_service.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,7 @@ grpc::Status ServingService::GetModelInfo(grpc::ServerContext*, const ModelInfoR
   return Metered(metrics_, ServingMethod::kGetModelInfo, [&]() -> absl::Status {
     ASSIGN_OR_RETURN(const std::shared_ptr<const ServedModel> model, Current());
     response->set_step(model->step());
+    response->set_newest_step(std::max(slot_->newest_seen(), model->step()));
     response->set_model(model->manifest().job().model());
     response->set_dense_values(model->dense_values());
     response->set_loaded_at(absl::ToDoubleSeconds(model->loaded_at() - absl::UnixEpoch()));

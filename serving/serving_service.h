@@ -13,6 +13,7 @@
 #ifndef PSTRAIN_SERVING_SERVING_SERVICE_H_
 #define PSTRAIN_SERVING_SERVING_SERVICE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -35,10 +36,14 @@ class ModelSlot {
     absl::MutexLock lock(&mu_);
     model_ = std::move(model);
   }
+  // The newest cut the source had at its last look (-1: unknown): how far behind the version is.
+  int64_t newest_seen() const { return newest_seen_.load(std::memory_order_relaxed); }
+  void SetNewestSeen(int64_t step) { newest_seen_.store(step, std::memory_order_relaxed); }
 
  private:
   mutable absl::Mutex mu_;
   std::shared_ptr<const ServedModel> model_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> newest_seen_{-1};
 };
 
 struct ServingLimits {

@@ -135,6 +135,7 @@ TEST(ServingTest, FollowsATrainingJobAndEndsOnItsLastCut) {
   }
   ASSERT_TRUE(info.ok()) << info.status();
   ASSERT_EQ(info->step(), e->manifest.step()) << serve->Output();
+  EXPECT_EQ(info->newest_step(), info->step()) << "caught up with the last cut";
   ASSERT_EQ(info->tables_size(), 26);
   for (int t = 0; t < 26; ++t) {
     SCOPED_TRACE(Table(t));
