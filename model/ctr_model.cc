@@ -1,6 +1,7 @@
 #include "model/ctr_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <utility>
@@ -291,6 +292,17 @@ absl::Status CtrModel::ComputeGradient(const data::CtrBatch& batch,
     stats->loss_sum += xent.loss_sum;
     stats->correct += xent.correct;
     stats->samples += n;
+    if (stats->want_predictions) {
+      // The logits of the forward pass above, unchanged by the backward pass.
+      const size_t at = stats->predictions.size();
+      stats->predictions.resize(at + n);
+      RETURN_IF_ERROR(backend_->Download(logits(), n * sizeof(float), stats->predictions.data() + at));
+      for (int i = 0; i < n; ++i) {
+        float& p = stats->predictions[at + i];
+        p = 1.0f / (1.0f + std::exp(-p));
+        stats->labels.push_back(batch.labels[i] > 0.5f ? 1 : 0);
+      }
+    }
   }
   return absl::OkStatus();
 }

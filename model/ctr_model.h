@@ -115,7 +115,8 @@ class CtrModel {
   // MEAN loss over the batch: the dense one into dense_grad (num_parameters() floats) and per table
   // one row per key into row_grads[t] (the size of rows[t]; a key repeated in the batch gets the
   // sum of its occurrences). Adds loss sum, correct count (p > 0.5 vs label > 0.5) and samples to
-  // *stats (may be null). An empty batch gives zero gradients.
+  // *stats (may be null), and with stats->want_predictions each sample's predicted probability
+  // (this forward pass's: before the update) and label. An empty batch gives zero gradients.
   // FAILED_PRECONDITION when `batch` is not the one the last TableKeys indexed; INVALID_ARGUMENT
   // for a wrong number or size of row buffers or a wrong dense_grad size (naming the table and the
   // sizes). Backend errors pass through. Outputs are unspecified and *stats unchanged on error.

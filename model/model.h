@@ -32,6 +32,12 @@ struct BatchStats {
   // Records of the range that held no sample (bad records skipped under --bad_records=skip), so
   // samples + skipped is the range's size.
   int64_t skipped = 0;
+  // Set by the caller: models that score predictions (CTR) append each trained sample's predicted
+  // probability, from the forward pass the gradient is computed on (before the update it leads
+  // to), and its label (0 or 1): progressive validation.
+  bool want_predictions = false;
+  std::vector<float> predictions;
+  std::vector<uint8_t> labels;
 };
 
 // Receives each layer's gradient while ComputeGradient is still running, so the caller can send

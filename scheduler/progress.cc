@@ -10,6 +10,7 @@
 #include "common/job_spec.h"
 #include "common/step_times.h"
 #include "data/assignment.h"
+#include "data/score_histogram_proto.h"
 #include "google/protobuf/util/json_util.h"
 #include "scheduler/json.h"
 
@@ -87,9 +88,19 @@ void Progress::Start(absl::Time now) {
 
 void Progress::Complete(Epoch* epoch, absl::Time now) {
   epoch->complete = true;
+  if (epoch->train_scores != nullptr) {
+    epoch->train_auc = TrainAuc(*epoch);
+    epoch->train_scores.reset();
+  }
   epoch->seconds = absl::ToDoubleSeconds(now - last_epoch_end_);
   epoch->end = now;
   last_epoch_end_ = now;
+}
+
+double Progress::TrainAuc(const Epoch& epoch) {
+  if (epoch.train_scores == nullptr) return kNaN;
+  const absl::StatusOr<double> auc = epoch.train_scores->Auc();
+  return auc.ok() ? *auc : kNaN;
 }
 
 void Progress::UpdateCompletion(int epoch, absl::Time now) {
@@ -166,6 +177,15 @@ absl::Status Progress::Add(const ProgressReport& report, absl::Time now, int64_t
                                                    most_steps, redo_rounds_ > 0 ? " (with its redone steps)" : ""));
   }
   if (absl::Status s = CheckClaims(report, batch_budget); !s.ok()) return s;
+  if (train.has_scores()) {
+    const std::string where = absl::StrCat("progress report from worker ", rank, ": training scores");
+    absl::StatusOr<int64_t> predictions = data::CheckScoreHistogramProto(train.scores());
+    if (!predictions.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", predictions.status().message()));
+    if (*predictions > train.samples()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", *predictions, " predictions for ", train.samples(),
+                                                     " samples, expected at most one a sample"));
+    }
+  }
   if (absl::Status s = eval_.Check(report); !s.ok()) return s;
   if (absl::Status s = CheckStepTimes(report.step_times(), absl::StrCat("progress report from worker ", rank));
       !s.ok()) {
@@ -175,6 +195,11 @@ absl::Status Progress::Add(const ProgressReport& report, absl::Time now, int64_t
   CloseUnevaluatedBefore(report.epoch(), now);
 
   Epoch& epoch = epochs_[report.epoch()];
+  if (train.has_scores() && !epoch.train_auc.has_value()) {  // a late report of a complete epoch adds none
+    if (epoch.train_scores == nullptr) epoch.train_scores = std::make_shared<data::ScoreHistogram>();
+    // Checked above: adds every bin.
+    (void)data::MergeScoreHistogramProto(train.scores(), epoch.train_scores.get());
+  }
   epoch.train_loss_sum += train.loss_sum();
   epoch.train_samples += train.samples();
   AddStepTimes(report.step_times(), &epoch.step_times);
@@ -284,6 +309,11 @@ EpochSummary Progress::Summarize(int epoch, const Epoch& data) const {
   if (const EvalScores* scores = eval_.scores(epoch); evaluated && scores != nullptr && scores->any()) {
     summary.set_test_auc(scores->auc());
     summary.set_test_auc_error_bound(scores->error_bound());
+  }
+  if (data.train_auc.has_value()) {
+    summary.set_train_auc(*data.train_auc);
+  } else if (data.train_scores != nullptr) {
+    summary.set_train_auc(TrainAuc(data));
   }
   summary.set_samples(counts_applied() ? data.applied_samples : data.train_samples);
   summary.set_seconds(data.seconds);
@@ -431,7 +461,7 @@ void Progress::FillStatus(absl::Time now, DashboardStatus* out) const {
 // {"state": "FINISHED", "failure": null, "final_test_accuracy": 0.87, "final_test_loss": 0.36,
 //  ["final_test_auc": 0.79, "final_test_auc_error_bound": 2e-05, "final_test_logloss": 0.45,]
 //  "epochs": [{"epoch": 0, "train_loss": .., "test_loss": .., "test_accuracy": .., ["test_auc": ..,
-//              "test_auc_error_bound": ..,] "samples": .., "seconds": .., "complete": true,
+//              "test_auc_error_bound": ..,] ["train_auc": ..,] "samples": .., "seconds": .., "complete": true,
 //              "step_time_ms": {..}}, ...],
 //  "samples_per_second": .., "step_time_ms": {"steps": .., "compute": .., "push": .., "wait": ..,
 //  "pull": .., "overlapped": ..}, "wall_seconds": .., "workers": [{"rank": 0, "samples": ..,
@@ -470,6 +500,7 @@ std::string Progress::SummaryJson(JobState state, absl::string_view failure, abs
                                  ", \"test_auc_error_bound\": ",
                                  JsonNumber(s.has_test_auc() ? s.test_auc_error_bound() : kNaN));
     }
+    if (s.has_train_auc()) absl::StrAppend(&auc_members, ", \"train_auc\": ", JsonNumber(s.train_auc()));
     absl::StrAppend(&out, first ? "\n" : ",\n", "    {\"epoch\": ", epoch,
                     ", \"train_loss\": ", JsonNumber(s.train_loss()),
                     ", \"test_loss\": ", JsonNumber(s.test_loss()),

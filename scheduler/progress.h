@@ -23,6 +23,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "data/score_histogram.h"
 #include "proto/job.pb.h"
 #include "proto/scheduler.pb.h"
 #include "proto/scheduler_state.pb.h"
@@ -190,6 +192,13 @@ class Progress {
     absl::Time end;
     // Summed over the workers' reports for this epoch.
     StepTimes step_times;
+    // Progressive validation (TrainStats.scores): the trained samples' predictions, each made
+    // before the update it led to, merged from the reports. Held while the job runs, not in the
+    // saved state (a restarted scheduler starts the epoch's anew: its train_auc then covers the
+    // reports since). Null until a report brings scores, and again once the epoch is complete: its
+    // AUC is then train_auc, so that at most the open epochs hold a histogram (1 MiB) each.
+    std::shared_ptr<data::ScoreHistogram> train_scores;
+    std::optional<double> train_auc;
   };
   struct Worker {
     int64_t samples = 0;
@@ -217,6 +226,8 @@ class Progress {
   void CountSteps(int64_t begin, int64_t end);
   // Marks `epoch` complete at `now`.
   void Complete(Epoch* epoch, absl::Time now);
+  // The AUC of the epoch's training scores; NaN without them or with one label only.
+  static double TrainAuc(const Epoch& epoch);
   // Completes `epoch` if its evaluation pool is open and fully reported.
   void UpdateCompletion(int epoch, absl::Time now);
   // Completes the epochs before `epoch` that nobody evaluates.

@@ -524,6 +524,39 @@ TEST(ProgressTest, AReportWithBadScoresIsRefusedAndRecordsNothing) {
   EXPECT_DOUBLE_EQ(status.epochs_done(0).test_auc(), 2.0 / 15);
 }
 
+TEST(ProgressTest, TrainingScoresOfTheReportsGiveTheEpochsProgressiveAuc) {
+  Progress p(Opts(Job(2, 1), 10, 0));
+  // Two workers' steps: predictions (i + 1) / 100 of samples 0..9 and 10..19, the odd ones clicked.
+  for (int rank = 0; rank < 2; ++rank) {
+    ProgressReport r = Train(rank, 0, 1, 2.0, 10);
+    data::ScoreHistogram h;
+    for (int64_t i = 10 * rank; i < 10 * rank + 10; ++i) ASSERT_TRUE(h.Add((i + 1) / 100.0, i % 2 == 1).ok());
+    *r.mutable_train()->mutable_scores() = data::ScoreHistogramToProto(h);
+    ASSERT_TRUE(p.Add(r, kT0).ok());
+  }
+  EXPECT_TRUE(p.LeaseEval(0, 0, kT0)->epoch_done);
+  // Odd i = 2k + 1 outranks the k + 1 even ones below it: 55 of the 100 pairs.
+  const JobStatus status = p.Status(kT0);
+  ASSERT_EQ(status.epochs_done_size(), 1);
+  ASSERT_TRUE(status.epochs_done(0).has_train_auc());
+  EXPECT_DOUBLE_EQ(status.epochs_done(0).train_auc(), 55.0 / 100);
+  EXPECT_TRUE(Contains(p.SummaryJson(RUNNING, "", kT0), "\"train_auc\": 0.55, \"samples\": 20"))
+      << p.SummaryJson(RUNNING, "", kT0);
+  // More predictions than samples, or a bin out of range: refused, nothing counted.
+  Progress q(Opts(Job(2, 1), 10, 0));
+  ProgressReport bad = Train(0, 0, 1, 2.0, 3);
+  data::ScoreHistogram h;
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(h.Add(0.5, true).ok());
+  *bad.mutable_train()->mutable_scores() = data::ScoreHistogramToProto(h);
+  const absl::Status s = q.Add(bad, kT0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "progress report from worker 0: training scores: 4 predictions for 3 samples, expected "
+                         "at most one a sample");
+  bad.mutable_train()->mutable_scores()->set_bins(0, 1 << 20);
+  EXPECT_EQ(q.Add(bad, kT0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(q.Status(kT0).step(), 0);
+}
+
 TEST(ProgressTest, SummaryJsonOfAFailedJobWithNothingReportedParses) {
   Progress p(Opts(Job(2, 2), 10, 8));
   const std::string json =

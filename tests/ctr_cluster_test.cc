@@ -1,5 +1,6 @@
 // Model "ctr" on data made by pstrain-gen-ctr, as a user runs it: real processes over real
-// sockets. SYNC, ASYNC and SSP jobs learn (their test log loss beats predicting the click rate),
+// sockets. SYNC, ASYNC and SSP jobs learn (their test log loss beats predicting the click rate, and
+// the progressive AUC of epoch 0 is well above chance),
 // count every record once per epoch, survive a worker killed mid-epoch, repeat bit for bit with
 // admission (count:N and probability:P), eviction and a memory budget on, evict rows by the
 // seconds of the scheduler's clock (ASYNC), and a malformed line
@@ -63,6 +64,11 @@ TEST(CtrClusterTest, JobsInEveryModeLearnAndCountEveryRecordOnce) {
     // AUC over the whole test set, merged from every evaluation lease's score histogram.
     EXPECT_GT(JsonNumber(run.summary_json, "final_test_auc"), 0.65) << run.summary_json;
     EXPECT_LT(JsonNumber(run.summary_json, "final_test_auc_error_bound"), 1e-3) << run.summary_json;
+    // Progressive validation: epoch 0's trained records, each scored before the update it led to,
+    // on records the model had not seen: well above chance, below the test AUC after two epochs.
+    const double progressive = JsonNumber(run.summary_json, "train_auc");
+    EXPECT_GT(progressive, 0.6) << run.summary_json;
+    EXPECT_LT(progressive, JsonNumber(run.summary_json, "final_test_auc") + 0.02) << run.summary_json;
     // Every server says how many rows of each table it holds, in its log and in the summary.
     EXPECT_THAT(run.output, HasSubstr("embedding rows")) << run.output.substr(run.output.size() - 3000);
     EXPECT_THAT(run.summary_json, HasSubstr("\"embedding_tables\": {\"rows\": ")) << run.summary_json;

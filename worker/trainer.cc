@@ -43,6 +43,8 @@ absl::Status Trainer::Train(const TrainingSession::Work& work) {
   RETURN_IF_ERROR(workload_->LoadBatch(work.samples));
   ASSIGN_OR_RETURN(model::GradientSink* const sink, session_->BeginStep());
   model::BatchStats stats;
+  // Progressive validation: each trained sample's prediction before the update it leads to.
+  stats.want_predictions = workload_->ScoresPredictions();
   absl::Status computed = workload_->ComputeGradient(session_.get(), sink, &stats);
   if (!computed.ok()) {
     session_->AbandonStep();

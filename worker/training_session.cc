@@ -1,5 +1,7 @@
 #include "worker/training_session.h"
 
+#include <cmath>
+
 #include <algorithm>
 #include <numeric>
 #include <utility>
@@ -315,6 +317,7 @@ absl::StatusOr<TrainingSession::StepResult> TrainingSession::EndStep(const model
   train->set_loss_sum(train->loss_sum() + stats.loss_sum);
   train->set_samples(train->samples() + step_.num_samples);
   train->set_steps(train->steps() + 1);
+  AddTrainScores(stats);
   times.set_steps(1);
   AddStepTimes(times, pending_.mutable_step_times());
   metrics_->StepApplied(times, step_.num_samples, stats.loss_sum, Now());
@@ -394,6 +397,15 @@ absl::Status TrainingSession::Leave(int epoch) {
   return absl::OkStatus();
 }
 
+void TrainingSession::AddTrainScores(const model::BatchStats& stats) {
+  for (size_t i = 0; i < stats.predictions.size() && i < stats.labels.size(); ++i) {
+    const float p = stats.predictions[i];
+    if (std::isnan(p)) continue;  // a NaN loss is reported as such; no bin holds it
+    auto& counts = train_bins_[static_cast<uint32_t>(data::ScoreHistogram::BinOf(p))];
+    (stats.labels[i] != 0 ? counts.first : counts.second) += 1;
+  }
+}
+
 absl::Status TrainingSession::MaybeReport(int epoch, bool force) {
   const absl::Time now = Now();
   if (!force && now - last_report_ < options_.report_interval) return absl::OkStatus();
@@ -405,7 +417,18 @@ absl::Status TrainingSession::MaybeReport(int epoch, bool force) {
   delta->set_bytes_sent(traffic.bytes_sent - reported_traffic_.bytes_sent);
   delta->set_bytes_received(traffic.bytes_received - reported_traffic_.bytes_received);
   delta->set_compression_saved_bytes(traffic.compression_saved_bytes - reported_traffic_.compression_saved_bytes);
+  if (!train_bins_.empty()) {
+    pstrain::ScoreHistogram* scores = pending_.mutable_train()->mutable_scores();
+    scores->set_num_bins(data::ScoreHistogram::kNumBins);
+    scores->set_max_logit(data::ScoreHistogram::kMaxLogit);
+    for (const auto& [bin, counts] : train_bins_) {
+      scores->add_bins(bin);
+      scores->add_positives(counts.first);
+      scores->add_negatives(counts.second);
+    }
+  }
   RETURN_IF_ERROR(scheduler_->ReportProgress(pending_));
+  train_bins_.clear();
   reported_traffic_ = traffic;
   pending_.Clear();
   pending_.set_worker_rank(options_.rank);

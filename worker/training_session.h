@@ -50,8 +50,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -273,6 +275,8 @@ class TrainingSession {
   // This worker's position among the live workers of view_, or FAILED_PRECONDITION if it is gone.
   absl::StatusOr<int> Slot() const;
   absl::Status MaybeReport(int epoch, bool force);
+  // Counts a step's predictions (BatchStats.predictions) into train_bins_.
+  void AddTrainScores(const model::BatchStats& stats);
   // ASYNC/SSP: the staleness of each shard's push-pull answer in pulled_, into the metrics and
   // the pending report.
   void CountStaleness();
@@ -358,6 +362,10 @@ class TrainingSession {
   bool left_ = false;
   // Training statistics not yet reported.
   ProgressReport pending_;
+  // Progressive validation: the predictions of the samples trained since the last report (each
+  // before the update it led to), by bin of data::ScoreHistogram: (positives, negatives). Sent as
+  // TrainStats.scores.
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> train_bins_;
   // Metrics: metrics_ is options_.metrics or own_metrics_ (over own_registry_).
   std::unique_ptr<metrics::Registry> own_registry_;
   std::unique_ptr<WorkerMetrics> own_metrics_;
