@@ -432,6 +432,7 @@ void Progress::FillStatus(absl::Time now, DashboardStatus* out) const {
     e.test_loss = s.test_loss();
     e.test_accuracy = s.test_accuracy();
     if (s.has_test_auc()) e.test_auc = s.test_auc();
+    if (s.has_train_auc()) e.train_auc = s.train_auc();
     e.samples = s.samples();
     e.seconds = s.seconds();
     // A restored epoch from before end times were kept has none (unknown).

@@ -35,6 +35,7 @@ struct SchedulerMetrics::State {
   metrics::Gauge* epoch_progress = nullptr;
   metrics::GaugeFamily* train_loss = nullptr;
   metrics::GaugeFamily* test_loss = nullptr;
+  metrics::GaugeFamily* progressive_auc = nullptr;
   metrics::GaugeFamily* test_accuracy = nullptr;
   metrics::Gauge* samples_per_second = nullptr;
   metrics::Gauge* eta_seconds = nullptr;
@@ -77,6 +78,11 @@ void SchedulerMetrics::State::Set(const DashboardStatus& s) {
   epoch_progress->Set(ratio);
   if (std::isfinite(s.recent_loss)) train_loss->Get()->Set(s.recent_loss);
   for (auto it = s.epochs_done.rbegin(); it != s.epochs_done.rend(); ++it) {
+    if (!it->train_auc.has_value() || !std::isfinite(*it->train_auc)) continue;
+    progressive_auc->Get()->Set(*it->train_auc);
+    break;
+  }
+  for (auto it = s.epochs_done.rbegin(); it != s.epochs_done.rend(); ++it) {
     if (!std::isfinite(it->test_loss)) continue;
     test_loss->Get()->Set(it->test_loss);
     if (std::isfinite(it->test_accuracy)) test_accuracy->Get()->Set(it->test_accuracy);
@@ -111,6 +117,9 @@ SchedulerMetrics::SchedulerMetrics(metrics::Registry* registry) : state_(std::ma
                          .Get();
   s.train_loss = &registry->AddGauge("pstrain_scheduler_train_loss", "Mean training loss of the latest reports");
   s.test_loss = &registry->AddGauge("pstrain_scheduler_test_loss", "Test loss of the last evaluated complete epoch");
+  s.progressive_auc = &registry->AddGauge(
+      "pstrain_scheduler_progressive_auc",
+      "AUC of the last complete epoch's trained records, each predicted before the update it led to (CTR)");
   s.test_accuracy =
       &registry->AddGauge("pstrain_scheduler_test_accuracy", "Test accuracy of the last evaluated complete epoch");
   s.samples_per_second =

@@ -11,6 +11,7 @@
 //   pstrain_scheduler_epoch_progress_ratio             0..1 within the current epoch (from steps)
 //   pstrain_scheduler_train_loss                       mean loss of the latest reports
 //   pstrain_scheduler_test_loss, _test_accuracy        of the last complete evaluated epoch
+//   pstrain_scheduler_progressive_auc                  of the last complete epoch with training scores
 //   pstrain_scheduler_samples_per_second               over the whole run
 //   pstrain_scheduler_eta_seconds                      estimated time left
 //   pstrain_scheduler_barriers_waiting                 barriers waiting for participants

@@ -21,6 +21,7 @@ std::string Epoch(const EpochStatus& e) {
   return absl::StrCat("{\"epoch\":", e.epoch, ",\"train_loss\":", JsonNumber(e.train_loss),
                       ",\"test_loss\":", JsonNumber(e.test_loss), ",\"test_accuracy\":", JsonNumber(e.test_accuracy),
                       e.test_auc.has_value() ? absl::StrCat(",\"test_auc\":", JsonNumber(*e.test_auc)) : "",
+                      e.train_auc.has_value() ? absl::StrCat(",\"train_auc\":", JsonNumber(*e.train_auc)) : "",
                       ",\"samples\":", e.samples, ",\"seconds\":", JsonNumber(e.seconds),
                       ",\"end_seconds\":", JsonNumber(e.end_seconds), "}");
 }

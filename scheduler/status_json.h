@@ -34,6 +34,7 @@ struct EpochStatus {
   double test_loss = kUnknown;
   double test_accuracy = kUnknown;
   std::optional<double> test_auc;  // only for jobs whose workers report scores
+  std::optional<double> train_auc;  // progressive validation: only when workers score training
   int64_t samples = 0;
   double seconds = 0;
   double end_seconds = kUnknown;

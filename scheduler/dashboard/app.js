@@ -246,6 +246,9 @@ function renderEpochCharts(s) {
                                                          xDomain, xFormat, dots: true, zeroBased: true}));
   const accSeries = [{name: 'test accuracy', color: '#2ca02c', points: at('test_accuracy')}];
   if (done.some((e) => isNum(e.test_auc))) accSeries.push({name: 'test AUC', color: '#9467bd', points: at('test_auc')});
+  if (done.some((e) => isNum(e.train_auc))) {
+    accSeries.push({name: 'progressive AUC', color: '#ff7f0e', points: at('train_auc')});
+  }
   const ys = accSeries.flatMap((x) => x.points.map((p) => p[1])).filter(isNum);
   const lo = ys.length ? Math.max(0, Math.floor(Math.min(...ys) * 20) / 20 - 0.05) : 0;
   accBox.replaceChildren(legend(accSeries), lineChart({series: accSeries, xLabel: 'epoch', yLabel: 'fraction',
