@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <tuple>
+#include <functional>
+#include <queue>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -112,25 +113,33 @@ absl::StatusOr<ModelExport> AssembleExport(const std::vector<server::ShardCheckp
       }
       parts.push_back(bytes);
     }
-    // (key, part, row), sorted by key: the parts are each sorted, and no key is on two servers.
-    std::vector<std::tuple<uint64_t, size_t, uint64_t>> rows;
-    for (size_t p = 0; p < parts.size(); ++p) {
-      for (uint64_t i = 0; i < parts[p].num_rows; ++i) rows.emplace_back(parts[p].key(i), p, i);
-    }
-    std::sort(rows.begin(), rows.end());
+    // Every server's rows in key order: a merge of the parts, each sorted by key (checked), no key
+    // on two servers.
+    uint64_t total = 0;
+    for (const server::TableBytes& part : parts) total += part.num_rows;
     TableRows out;
     std::string stored;
-    out.keys.reserve(rows.size());
-    stored.reserve(rows.size() * value_bytes);
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const auto& [key, p, row] = rows[i];
-      if (i > 0 && key == std::get<0>(rows[i - 1])) {
-        return absl::DataLossError(absl::StrCat("table '", spec.name(), "' at step ", step, ": key ", key,
-                                                " is on two servers"));
+    out.keys.reserve(total);
+    stored.reserve(total * value_bytes);
+    using Head = std::pair<uint64_t, size_t>;  // (key, part), smallest key on top
+    std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+    std::vector<uint64_t> next(parts.size(), 0);
+    for (size_t p = 0; p < parts.size(); ++p) {
+      if (parts[p].num_rows > 0) heads.emplace(parts[p].key(0), p);
+    }
+    while (!heads.empty()) {
+      const auto [key, p] = heads.top();
+      heads.pop();
+      if (!out.keys.empty() && key <= out.keys.back()) {
+        return absl::DataLossError(
+            absl::StrCat("table '", spec.name(), "' at step ", step, ": key ", key,
+                         key == out.keys.back() ? std::string(" is on two servers")
+                                                : absl::StrCat(" is out of order in server ", shards[p].rank, "'s rows")));
       }
       out.keys.push_back(key);
-      const absl::string_view value = parts[p].row(row).substr(8, value_bytes);
+      const absl::string_view value = parts[p].row(next[p]).substr(8, value_bytes);
       stored.append(value.data(), value.size());
+      if (++next[p] < parts[p].num_rows) heads.emplace(parts[p].key(next[p]), p);
     }
     ASSIGN_OR_RETURN(out.values, DecodeStoredValues(stored, spec.dim(), dtype));
     ExportedTable* info = e.manifest.add_tables();
