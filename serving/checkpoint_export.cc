@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint_files.h"
+#include "common/job_spec.h"
 #include "common/status_macros.h"
 #include "common/table_spec.h"
 #include "server/checkpoint_chain.h"
@@ -70,6 +71,14 @@ absl::StatusOr<ModelExport> AssembleExport(const std::vector<server::ShardCheckp
                                                    " of the job's ", job.num_servers()));
   }
   const int64_t step = shards[0].step;
+  for (const server::ShardCheckpoint& ckpt : shards) {
+    // Every table of the checkpoints is the job's: none is left out of the export.
+    if (static_cast<int>(ckpt.tables.size()) != job.tables_size()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "server ", ckpt.rank, "'s checkpoint of step ", step, " holds ", ckpt.tables.size(), " tables, the job ",
+          job.tables_size(), IsExternalModel(job) ? " (its workers' declared tables, recorded beside the checkpoints)" : ""));
+    }
+  }
   for (size_t r = 0; r < shards.size(); ++r) {
     if (shards[r].rank != static_cast<int>(r) || shards[r].step != step || shards[r].base_step >= 0) {
       return absl::InvalidArgumentError(absl::StrCat("checkpoint ", r, " of the cut is server ", shards[r].rank,
@@ -101,10 +110,6 @@ absl::StatusOr<ModelExport> AssembleExport(const std::vector<server::ShardCheckp
     std::vector<server::TableBytes> parts;
     for (const server::ShardCheckpoint& ckpt : shards) {
       const std::string where = absl::StrCat("table '", spec.name(), "' of server ", ckpt.rank, "'s step ", step);
-      if (static_cast<int>(ckpt.tables.size()) != job.tables_size()) {
-        return absl::FailedPreconditionError(absl::StrCat("server ", ckpt.rank, "'s checkpoint of step ", step, " holds ",
-                                                          ckpt.tables.size(), " tables, the job ", job.tables_size()));
-      }
       ASSIGN_OR_RETURN(server::TableBytes bytes, server::ParseTableBytes(ckpt.tables[t], where));
       if (bytes.name != spec.name() || bytes.dim != spec.dim() || bytes.record_bytes < value_bytes) {
         return absl::FailedPreconditionError(absl::StrCat(where, ": holds table '", bytes.name, "' of dim ",

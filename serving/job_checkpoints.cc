@@ -19,9 +19,11 @@ absl::StatusOr<CheckpointExportOptions> ReadJobCheckpoints(const std::string& ch
   if (IsExternalModel(options.job)) {
     // The workers declared the model: the scheduler recorded the declaration beside the
     // checkpoints once it accepted it (NOT_FOUND until then, as for the job's own file).
+    // A folder of a scheduler from before the record, with --model_file: the job's tables (none).
     const std::string tables_path = checkpoint_dir + "/" + kDeclaredTablesName;
-    ASSIGN_OR_RETURN(const JobSpec declared, ReadJobSpecFile(tables_path, "the declared tables"));
-    if (options.job.tables_size() == 0) *options.job.mutable_tables() = declared.tables();
+    absl::StatusOr<JobSpec> declared = ReadJobSpecFile(tables_path, "the declared tables");
+    if (!declared.ok() && !(absl::IsNotFound(declared.status()) && !model_file.empty())) return declared.status();
+    if (declared.ok() && options.job.tables_size() == 0) *options.job.mutable_tables() = declared->tables();
     if (layout.empty()) layout = checkpoint_dir + "/" + kDeclaredModelName;
   }
   if (!layout.empty()) {
