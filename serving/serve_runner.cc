@@ -65,6 +65,9 @@ absl::Status ServeRunner::Follow(ModelSlot* slot, const std::function<void(bool)
         follower.emplace(*std::move(job));
       } else if (!absl::IsNotFound(job.status())) {
         return job.status();  // a job file that does not parse, a model it cannot lay out
+      } else if (job.status() != last_error) {
+        LOG(INFO) << "serving: waiting: " << job.status().message();  // once per thing it waits for
+        last_error = job.status();
       }
     }
     if (follower.has_value()) {
