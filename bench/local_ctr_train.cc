@@ -31,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/types/span.h"
+#include "common/ctr_model_options.h"
 #include "common/job_spec.h"
 #include "common/status_macros.h"
 #include "common/table_spec.h"
@@ -138,12 +139,7 @@ absl::Status Run(Result* result) {
   ASSIGN_OR_RETURN(std::unique_ptr<data::CtrSource> train, data::CtrSource::Open(files.train, source));
   ASSIGN_OR_RETURN(std::unique_ptr<data::CtrSource> test, data::CtrSource::Open(files.test, source));
 
-  const CtrShape shape = CtrShapeOf(job);
-  model::CtrModelOptions options;
-  options.num_fields = shape.num_fields;
-  options.num_dense = shape.num_dense;
-  options.dim = shape.dim;
-  options.hidden_sizes = shape.hidden_sizes;
+  const model::CtrModelOptions options = CtrModelOptionsOf(job);
   std::unique_ptr<model::Backend> backend = model::NewCpuBackend();
   ASSIGN_OR_RETURN(std::unique_ptr<model::CtrModel> net, model::CtrModel::Create(options, backend.get()));
   RETURN_IF_ERROR(net->InitializeParameters(job.seed()));

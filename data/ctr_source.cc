@@ -94,14 +94,18 @@ absl::Status CtrSource::AppendCriteo(const RecordRange& range, CtrBatch* out) {
     ASSIGN_OR_RETURN(const bool more,
                      NextRecord(*lines_, range, options_.bad_records, &skipped_, parse));
     if (!more) return absl::OkStatus();
-    out->labels.push_back(static_cast<float>(sample.label));
-    // Missing values parse as 0, and LogTransform(0) is 0: the batch's "0 when missing".
-    for (int i = 0; i < kCriteoDense; ++i) out->dense.push_back(LogTransform(sample.dense[i]));
-    ++out->size;
-    for (int f = 0; f < kCriteoCategorical; ++f) {
-      out->keys[f].push_back(sample.keys[f]);
-      out->offsets[f].push_back(out->size);
-    }
+    AppendCriteoSample(sample, out);
+  }
+}
+
+void AppendCriteoSample(const CtrSample& sample, CtrBatch* out) {
+  out->labels.push_back(static_cast<float>(sample.label));
+  // Missing values parse as 0, and LogTransform(0) is 0: the batch's "0 when missing".
+  for (int i = 0; i < kCriteoDense; ++i) out->dense.push_back(LogTransform(sample.dense[i]));
+  ++out->size;
+  for (int f = 0; f < kCriteoCategorical; ++f) {
+    out->keys[f].push_back(sample.keys[f]);
+    out->offsets[f].push_back(out->size);
   }
 }
 
@@ -109,22 +113,24 @@ absl::Status CtrSource::AppendLibsvm(const RecordRange& range, CtrBatch* out) {
   const int64_t reserve = std::min(range.count, kMaxReserve);
   out->labels.reserve(reserve);
   out->offsets[0].reserve(reserve + 1);
-  std::vector<uint64_t>& keys = out->keys[0];
-  std::vector<float>& weights = out->weights[0];
   LibsvmSample& sample = libsvm_sample_;
   const auto parse = [&sample](absl::string_view line) { return ParseLibsvmLine(line, &sample); };
   while (true) {
     ASSIGN_OR_RETURN(const bool more,
                      NextRecord(*lines_, range, options_.bad_records, &skipped_, parse));
     if (!more) return absl::OkStatus();
-    out->labels.push_back(sample.label > 0 ? 1.0f : 0.0f);
-    for (const auto& [index, value] : sample.features) {
-      keys.push_back(index);
-      weights.push_back(value);
-    }
-    ++out->size;
-    out->offsets[0].push_back(static_cast<int64_t>(keys.size()));
+    AppendLibsvmSample(sample, out);
   }
+}
+
+void AppendLibsvmSample(const LibsvmSample& sample, CtrBatch* out) {
+  out->labels.push_back(sample.label > 0 ? 1.0f : 0.0f);
+  for (const auto& [index, value] : sample.features) {
+    out->keys[0].push_back(index);
+    out->weights[0].push_back(value);
+  }
+  ++out->size;
+  out->offsets[0].push_back(static_cast<int64_t>(out->keys[0].size()));
 }
 
 }  // namespace data

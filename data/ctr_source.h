@@ -107,6 +107,13 @@ class CtrSource {
 // field's offsets {0}), keeping the capacity of its vectors.
 void ClearCtrBatch(DataFormat format, CtrBatch* out);
 
+// Appends one parsed record to a batch of its format (ClearCtrBatch made it): the label (libsvm:
+// > 0 is a click), the dense features transformed for the model, each field's bag. What
+// CtrSource::ReadBatch does for every record it reads, for callers that parse lines themselves
+// (pstrain-serve's Predict).
+void AppendCriteoSample(const CtrSample& sample, CtrBatch* out);
+void AppendLibsvmSample(const LibsvmSample& sample, CtrBatch* out);
+
 }  // namespace data
 }  // namespace pstrain
 

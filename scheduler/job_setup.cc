@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/ctr_model_options.h"
 #include "common/job_spec.h"
 #include "common/status_macros.h"
 #include "data/assignment.h"
@@ -23,12 +24,7 @@ int64_t Limited(int64_t count, int64_t limit) { return limit > 0 ? std::min(coun
 
 // Model "ctr": the dense tensors of its MLP, from the job alone.
 absl::StatusOr<std::vector<model::ParamSpec>> CtrParams(const JobSpec& job) {
-  const CtrShape shape = CtrShapeOf(job);
-  model::CtrModelOptions options;
-  options.num_fields = shape.num_fields;
-  options.num_dense = shape.num_dense;
-  options.dim = shape.dim;
-  options.hidden_sizes = shape.hidden_sizes;
+  const model::CtrModelOptions options = CtrModelOptionsOf(job);
   RETURN_IF_ERROR(model::ValidateCtrModelOptions(options));
   return model::CtrDenseParamSpecs(options);
 }

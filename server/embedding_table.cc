@@ -114,11 +114,11 @@ absl::Status EmbeddingTable::MakePolicies(const TableOptions& options, std::uniq
   return absl::OkStatus();
 }
 
+float DefaultInitBound(int dim) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim))); }
+
 EmbeddingTable::EmbeddingTable(const TableOptions& options)
     : options_(options),
-      bound_(options.init_bound.has_value()
-                 ? *options.init_bound
-                 : static_cast<float>(1.0 / std::sqrt(static_cast<double>(options.dim)))),
+      bound_(options.init_bound.has_value() ? *options.init_bound : DefaultInitBound(options.dim)),
       value_words_(static_cast<int>(TableRowValueBytes(options.dim, options.row_dtype) / 4)),
       state_floats_(StateFloatsPerElement(options.optimizer.type) * options.dim),
       has_step_(HasRowStepCount(options.optimizer.type)),

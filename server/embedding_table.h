@@ -110,6 +110,10 @@ struct TableCounters {
 float EmbeddingInitialValue(uint64_t seed, int32_t table_id, uint64_t key, int element,
                             float bound);
 
+// The bound a table of `dim` draws its initial values within when TableSpec.init_bound is unset:
+// 1/sqrt(dim), as a table computes it.
+float DefaultInitBound(int dim);
+
 class EmbeddingTable {
  public:
   static constexpr int64_t kRowsPerBlock = kTableRowsPerBlock;  // common/table_spec.h

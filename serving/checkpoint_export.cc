@@ -1,7 +1,6 @@
 #include "serving/checkpoint_export.h"
 
 #include <algorithm>
-#include <cmath>
 #include <functional>
 #include <queue>
 #include <utility>
@@ -12,6 +11,7 @@
 #include "common/status_macros.h"
 #include "common/table_spec.h"
 #include "server/checkpoint_chain.h"
+#include "server/embedding_table.h"
 #include "server/le_bytes.h"
 #include "server/table_format.h"
 
@@ -152,8 +152,7 @@ absl::StatusOr<ModelExport> AssembleExport(const std::vector<server::ShardCheckp
     info->set_id(t);
     info->set_dim(spec.dim());
     info->set_row_dtype(dtype);
-    info->set_init_bound(spec.has_init_bound() ? spec.init_bound()
-                                               : static_cast<float>(1.0 / std::sqrt(static_cast<double>(spec.dim()))));
+    info->set_init_bound(spec.has_init_bound() ? spec.init_bound() : server::DefaultInitBound(spec.dim()));
     info->set_seed(job.seed());
     e.tables.push_back(std::move(out));
     e.stored_values.push_back(std::move(stored));

@@ -1,9 +1,11 @@
 #include "serving/served_model.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/ctr_model_options.h"
 #include "common/status_macros.h"
 #include "common/table_spec.h"
 #include "data/criteo_reader.h"
@@ -24,7 +26,7 @@ bool CriteoHasLabel(absl::string_view line) {
   return tabs != data::kCriteoDense + data::kCriteoCategorical - 1;
 }
 
-// `records` as one batch of `format`; labels are read and dropped (set to 0).
+// `records` as one batch of `format`, as CtrSource builds one; labels are read and dropped (set to 0).
 absl::StatusOr<data::CtrBatch> ParseRecords(data::DataFormat format, absl::Span<const std::string> records) {
   data::CtrBatch batch;
   data::ClearCtrBatch(format, &batch);
@@ -36,27 +38,18 @@ absl::StatusOr<data::CtrBatch> ParseRecords(data::DataFormat format, absl::Span<
       if (absl::Status s = data::ParseCriteoLine(line, CriteoHasLabel(line), &criteo); !s.ok()) {
         return absl::InvalidArgumentError(absl::StrCat("record ", i, ": ", s.message()));
       }
-      for (int d = 0; d < data::kCriteoDense; ++d) batch.dense.push_back(data::LogTransform(criteo.dense[d]));
-      ++batch.size;
-      for (int f = 0; f < data::kCriteoCategorical; ++f) {
-        batch.keys[f].push_back(criteo.keys[f]);
-        batch.offsets[f].push_back(batch.size);
-      }
+      data::AppendCriteoSample(criteo, &batch);
     } else {
       absl::StatusOr<bool> parsed = data::ParseLibsvmLine(line, &libsvm);
       if (!parsed.ok() || !*parsed) {
         return absl::InvalidArgumentError(absl::StrCat(
             "record ", i, ": ", parsed.ok() ? "empty or a comment, expected a libsvm record" : parsed.status().message()));
       }
-      for (const auto& [index, value] : libsvm.features) {
-        batch.keys[0].push_back(index);
-        batch.weights[0].push_back(value);
-      }
-      ++batch.size;
-      batch.offsets[0].push_back(static_cast<int64_t>(batch.keys[0].size()));
+      data::AppendLibsvmSample(libsvm, &batch);
     }
-    batch.labels.push_back(0.0f);
   }
+  // Predict reads no label.
+  std::fill(batch.labels.begin(), batch.labels.end(), 0.0f);
   return batch;
 }
 
@@ -91,12 +84,7 @@ absl::StatusOr<std::unique_ptr<const ServedModel>> ServedModel::Create(ModelExpo
   const JobSpec& job = m->manifest_.job();
   if (job.model() == kCtrModel) {
     ASSIGN_OR_RETURN(m->format_, data::ParseDataFormat(job.data().format()));
-    const CtrShape shape = CtrShapeOf(job);
-    model::CtrModelOptions options;
-    options.num_fields = shape.num_fields;
-    options.num_dense = shape.num_dense;
-    options.dim = shape.dim;
-    options.hidden_sizes = shape.hidden_sizes;
+    const model::CtrModelOptions options = CtrModelOptionsOf(job);
     m->backend_ = model::NewCpuBackend();
     absl::MutexLock lock(&m->predict_mu_);
     ASSIGN_OR_RETURN(m->ctr_, model::CtrModel::Create(options, m->backend_.get()));

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/ctr_model_options.h"
 #include "common/status_macros.h"
 #include "common/table_spec.h"
 #include "data/ctr_files.h"
@@ -13,12 +14,7 @@ namespace pstrain::worker {
 
 absl::StatusOr<std::unique_ptr<CtrWorkload>> CtrWorkload::Create(const JobSpec& job, const ClusterView& view,
                                                                 model::Backend* backend) {
-  const CtrShape shape = CtrShapeOf(job);
-  model::CtrModelOptions options;
-  options.num_fields = shape.num_fields;
-  options.num_dense = shape.num_dense;
-  options.dim = shape.dim;
-  options.hidden_sizes = shape.hidden_sizes;
+  const model::CtrModelOptions options = CtrModelOptionsOf(job);
   ASSIGN_OR_RETURN(std::unique_ptr<model::CtrModel> model, model::CtrModel::Create(options, backend));
   ASSIGN_OR_RETURN(const data::DataFormat format, data::ParseDataFormat(job.data().format()));
   ASSIGN_OR_RETURN(const data::BadRecords bad_records, data::ParseBadRecords(job.data().bad_records()));
