@@ -79,6 +79,10 @@ DEFINE_string(compression, "none",
               "the servers), or topk:RATIO (the largest RATIO of each chunk, the rest carried to the next "
               "step), e.g. topk:0.01");
 DEFINE_string(data_format, "idx", "Data files: idx (Fashion-MNIST), criteo or libsvm (default: criteo for --model=ctr)");
+DEFINE_string(data_stream, "",
+              "--model=ctr, sync: train on the files that keep arriving in this folder, once each in name order, "
+              "instead of --data_dir's training file (a file NAME is read once NAME.ready exists; an empty _END "
+              "ends the stream; docs/design/streaming.md)");
 DEFINE_string(bad_records, "fail", "criteo/libsvm: a line that does not parse stops the job (fail) or is skipped and counted (skip)");
 DEFINE_int32(embedding_dim, 16, "--model=ctr (and examples/pytorch/ctr.py): floats per embedding row");
 DEFINE_string(table_optimizer, "adagrad", "--model=ctr, and declared tables that name none: how embedding rows are updated: adagrad, sgd, lazy_adam or ftrl");
@@ -126,7 +130,7 @@ const char* const kJobFlags[] = {
     "allow_nonfinite_gradients", "lease_batches", "max_chunk_bytes", "final_model",
     "eval_last_epoch_only", "checkpoint_dir", "checkpoint_every_steps", "min_workers", "max_workers", "spare_workers",
     "checkpoint_every_seconds", "full_checkpoint_every", "keep_checkpoints", "global_batch", "resume", "replicas", "overlap", "compression",
-    "data_format", "bad_records", "embedding_dim", "table_optimizer", "table_lr", "table_l1", "table_l2",
+    "data_format", "data_stream", "bad_records", "embedding_dim", "table_optimizer", "table_lr", "table_l1", "table_l2",
     "table_admission", "table_sketch_bytes", "table_ttl_updates", "table_ttl_seconds", "table_max_rows", "table_evict_order",
     "table_min_l2_norm", "table_keep_rows", "table_evict_every", "table_memory_budget", "table_row_dtype", "max_grad_norm_per_sample", "output_mode"};
 
@@ -247,6 +251,7 @@ absl::Status ApplyFlags(JobSpec* job) {
   if (Given("overlap")) job->set_overlap(FLAGS_overlap);
   if (Given("compression")) job->set_compression(FLAGS_compression);
   if (Given("data_format")) data->set_format(FLAGS_data_format);
+  if (Given("data_stream")) data->set_stream_dir(FLAGS_data_stream);
   if (Given("bad_records")) data->set_bad_records(FLAGS_bad_records);
   if (Given("embedding_dim")) job->set_embedding_dim(FLAGS_embedding_dim);
   SparseOptimizerSpec* table_opt = job->mutable_table_optimizer();

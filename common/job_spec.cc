@@ -89,7 +89,8 @@ void ApplyJobDefaults(JobSpec* job) {
   if (job->mode() == MODE_UNSPECIFIED) job->set_mode(SYNC);
   const ModelDefaults model_defaults = DefaultsFor(job->model());
   if (job->batch_size() == 0) job->set_batch_size(model_defaults.batch_size);
-  if (job->epochs() == 0) job->set_epochs(model_defaults.epochs);
+  // A stream is trained once, in order: one data epoch.
+  if (job->epochs() == 0) job->set_epochs(IsStreamJob(*job) ? 1 : model_defaults.epochs);
   if (job->seed() == 0) job->set_seed(1);
   if (job->num_servers() == 0) job->set_num_servers(2);
   if (job->num_workers() == 0) job->set_num_workers(2);
@@ -112,10 +113,45 @@ void ApplyJobDefaults(JobSpec* job) {
   // Unset decay is 0 (no decay) except for ADAMW, which follows torch.optim.AdamW.
   if (opt->type() == OptimizerSpec::ADAMW && !opt->has_weight_decay()) opt->set_weight_decay(0.01f);
   LrSchedule* schedule = opt->mutable_schedule();
-  if (schedule->type() == LrSchedule::TYPE_UNSPECIFIED) schedule->set_type(LrSchedule::COSINE);
+  // A stream has no last step for a cosine to end at.
+  if (schedule->type() == LrSchedule::TYPE_UNSPECIFIED) {
+    schedule->set_type(IsStreamJob(*job) ? LrSchedule::CONSTANT : LrSchedule::COSINE);
+  }
   if (!schedule->has_gamma()) schedule->set_gamma(0.1f);
   ApplyTableDefaults(job);
 }
+
+namespace {
+
+// The limits of a job on a data stream (JobSpec.data.stream_dir); OK for any other job.
+absl::Status ValidateStreamJob(const JobSpec& job) {
+  if (!IsStreamJob(job)) return absl::OkStatus();
+  if (job.model() != kCtrModel) {
+    return Invalid("data.stream_dir", absl::StrCat("'", job.data().stream_dir(), "'"),
+                   absl::StrCat("empty for model '", job.model(), "' (only model 'ctr' trains on a stream)"));
+  }
+  if (job.mode() != SYNC) {
+    return Invalid("mode", Mode_Name(job.mode()), "SYNC for a job on a data stream (data.stream_dir)");
+  }
+  if (job.epochs() != 1) {
+    return Invalid("epochs", absl::StrCat(job.epochs()), "1 for a job on a data stream (each record is trained once)");
+  }
+  if (job.max_steps() != 0) {
+    return Invalid("max_steps", absl::StrCat(job.max_steps()), "0 for a job on a data stream (it ends with the stream)");
+  }
+  if (job.data().train_limit() != 0 || job.data().test_limit() != 0) {
+    return Invalid("data.train_limit", absl::StrCat(job.data().train_limit(), " (test_limit ", job.data().test_limit(), ")"),
+                   "0 for a job on a data stream");
+  }
+  if (job.optimizer().schedule().type() == LrSchedule::COSINE) {
+    return Invalid("optimizer.schedule", "cosine",
+                   "constant or step for a job on a data stream (a cosine decays to the job's last step, which a "
+                   "stream does not have)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status ValidateJobSpec(const JobSpec& job) {
   if (job.model() != "mlp" && job.model() != "cnn" && job.model() != kCtrModel && !IsExternalModel(job)) {
@@ -163,6 +199,7 @@ absl::Status ValidateJobSpec(const JobSpec& job) {
   if (job.batch_size() < 1) return Invalid("batch_size", absl::StrCat(job.batch_size()), ">= 1");
   if (job.epochs() < 1) return Invalid("epochs", absl::StrCat(job.epochs()), ">= 1");
   if (job.max_steps() < 0) return Invalid("max_steps", absl::StrCat(job.max_steps()), ">= 0");
+  if (absl::Status s = ValidateStreamJob(job); !s.ok()) return s;
   if (job.staleness() < 0) return Invalid("staleness", absl::StrCat(job.staleness()), ">= 0");
   if (job.lease_batches() < 1) return Invalid("lease_batches", absl::StrCat(job.lease_batches()), ">= 1");
   if (job.max_chunk_bytes() < 4 || job.max_chunk_bytes() % 4 != 0) {

@@ -36,6 +36,9 @@ inline int32_t KeptCheckpoints(const JobSpec& job) { return job.keep_checkpoints
 // Whether the job's model is declared by its workers (JobSpec.model "external").
 inline bool IsExternalModel(const JobSpec& job) { return job.model() == kExternalModel; }
 
+// Whether the job trains on a data stream (JobSpec.data.stream_dir) rather than a training file.
+inline bool IsStreamJob(const JobSpec& job) { return !job.data().stream_dir().empty(); }
+
 // Parses a JobSpec textproto file. Errors name `what` (e.g. "--config (job config)"), the file and,
 // for syntax errors, line and column; FAILED_PRECONDITION for anything but a regular file of at
 // most kMaxFlagFileBytes (common/file_io.h; a folder, a FIFO, a device), which is never read.

@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include <glog/logging.h>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -34,6 +36,32 @@ void ClearCtrBatch(DataFormat format, CtrBatch* out) {
     out->offsets[f].assign(1, 0);
     out->weights[f].clear();
   }
+}
+
+void AppendCtrBatch(const CtrBatch& from, CtrBatch* to) {
+  CHECK_EQ(from.num_dense, to->num_dense) << "appending batches of different formats";
+  CHECK_EQ(from.num_fields(), to->num_fields()) << "appending batches of different formats";
+  CHECK_NE(&from, to) << "appending a batch to itself";
+  to->labels.insert(to->labels.end(), from.labels.begin(), from.labels.end());
+  to->dense.insert(to->dense.end(), from.dense.begin(), from.dense.end());
+  for (int f = 0; f < from.num_fields(); ++f) {
+    std::vector<uint64_t>& keys = to->keys[f];
+    std::vector<float>& weights = to->weights[f];
+    if (!from.weights[f].empty() || !weights.empty()) {
+      // Empty weights mean 1 per key: spelled out for whichever side has none.
+      if (weights.empty()) weights.assign(keys.size(), 1.0f);
+      if (from.weights[f].empty()) {
+        weights.insert(weights.end(), from.keys[f].size(), 1.0f);
+      } else {
+        weights.insert(weights.end(), from.weights[f].begin(), from.weights[f].end());
+      }
+    }
+    const int64_t base = static_cast<int64_t>(keys.size());
+    keys.insert(keys.end(), from.keys[f].begin(), from.keys[f].end());
+    std::vector<int64_t>& offsets = to->offsets[f];
+    for (int64_t i = 1; i <= from.size; ++i) offsets.push_back(base + from.offsets[f][i]);
+  }
+  to->size += from.size;
 }
 
 absl::StatusOr<std::unique_ptr<CtrSource>> CtrSource::Open(const std::string& path,

@@ -107,6 +107,12 @@ class CtrSource {
 // field's offsets {0}), keeping the capacity of its vectors.
 void ClearCtrBatch(DataFormat format, CtrBatch* out);
 
+// Appends the samples of `from` after those of `*to`, in order: what reading the two ranges as
+// one would give. A field's weights stay empty only if both sides' are; otherwise the result has
+// one per key, 1 for each key of a side without weights.
+// REQUIRES: the same num_dense and number of fields (CHECKed); &from != to.
+void AppendCtrBatch(const CtrBatch& from, CtrBatch* to);
+
 // Appends one parsed record to a batch of its format (ClearCtrBatch made it): the label (libsvm:
 // > 0 is a click), the dense features transformed for the model, each field's bag. What
 // CtrSource::ReadBatch does for every record it reads, for callers that parse lines themselves

@@ -1,6 +1,8 @@
 #include "scheduler/job_setup.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -36,8 +38,25 @@ absl::StatusOr<std::vector<model::ParamSpec>> ImageParams(const JobSpec& job, co
   return model::ModelParamSpecs(job.model(), input);
 }
 
+// Model "ctr" on a data stream: the MLP's tensors. No file is read here: the scheduler takes the
+// ready files in (Scheduler::RefreshStream) before it serves, from where its saved state left off.
+absl::StatusOr<JobSetup> SetUpStreamJob(const JobSpec& job) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(job.data().stream_dir(), ec)) {
+    return absl::NotFoundError(absl::StrCat("data stream '", job.data().stream_dir(), "': no such folder"));
+  }
+  JobSetup setup;
+  ASSIGN_OR_RETURN(const std::vector<model::ParamSpec> params, CtrParams(job));
+  setup.model_line = absl::StrCat(job.model(), ": ", job.tables_size(), " embedding tables of dim ", CtrShapeOf(job).dim,
+                                  ", ", params.size(), " dense tensors, ", model::TotalElements(params),
+                                  " dense parameters; data stream ", job.data().stream_dir());
+  ASSIGN_OR_RETURN(setup.shard_map, BuildShardMap(TensorSpecsOf(params), job.num_servers(), job.max_chunk_bytes()));
+  return setup;
+}
+
 // Model "ctr": the record counts of the text files (one streaming pass each) and the MLP's tensors.
 absl::StatusOr<JobSetup> SetUpCtrJob(const JobSpec& job) {
+  if (IsStreamJob(job)) return SetUpStreamJob(job);
   ASSIGN_OR_RETURN(const data::DataFormat format, data::ParseDataFormat(job.data().format()));
   ASSIGN_OR_RETURN(const data::CtrFiles files, data::FindCtrFiles(job.data().data_dir(), format));
   data::RecordCounter counter;

@@ -28,7 +28,9 @@ struct JobSetup {
   int64_t total_steps = 0;
 };
 
-// Reads the headers of the job's training and test sets and builds everything above. For an
+// Reads the headers of the job's training and test sets and builds everything above. A job on a
+// data stream reads no file (its sizes start at 0 and grow as the scheduler takes files in; it has
+// no test set) and only checks that the stream's folder exists (NOT_FOUND). For an
 // external model (JobSpec.model "external") reads nothing: the sizes are the job's pinned ones
 // (data.train_samples / test_samples, 0 when not pinned), and the shard map and total steps stay
 // empty until a worker declares the model (scheduler/declared_model.h).

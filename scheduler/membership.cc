@@ -225,6 +225,11 @@ void Membership::SetModel(ShardMap shard_map, int64_t train_samples, int64_t tes
   options_.total_steps = total_steps;
 }
 
+void Membership::GrowData(int64_t train_samples, int64_t total_steps) {
+  options_.train_samples = train_samples;
+  options_.total_steps = total_steps;
+}
+
 ClusterView Membership::View() const {
   ClusterView view;
   view.set_membership_epoch(epoch_);

@@ -148,6 +148,9 @@ class Membership {
   // The model's part of the view (Options: shard_map, train_samples, test_samples, total_steps),
   // set when it becomes known after construction: an external model's declaration.
   void SetModel(ShardMap shard_map, int64_t train_samples, int64_t test_samples, int64_t total_steps);
+  // A data stream's newly ready records: the view's train_samples and total_steps grow (the
+  // membership epoch does not change: no member did).
+  void GrowData(int64_t train_samples, int64_t total_steps);
 
   // True once every configured server and worker has registered; stays true (the job runs) when
   // workers leave later.

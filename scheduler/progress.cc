@@ -5,6 +5,8 @@
 #include <limits>
 #include <utility>
 
+#include <glog/logging.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/job_spec.h"
@@ -101,6 +103,13 @@ double Progress::TrainAuc(const Epoch& epoch) {
   if (epoch.train_scores == nullptr) return kNaN;
   const absl::StatusOr<double> auc = epoch.train_scores->Auc();
   return auc.ok() ? *auc : kNaN;
+}
+
+void Progress::GrowData(int64_t train_samples, int64_t total_steps) {
+  CHECK_GE(train_samples, options_.train_samples);
+  CHECK_GE(total_steps, options_.total_steps);
+  options_.train_samples = train_samples;
+  options_.total_steps = total_steps;
 }
 
 void Progress::UpdateCompletion(int epoch, absl::Time now) {

@@ -63,6 +63,9 @@ class Progress {
 
   explicit Progress(Options options);
 
+  // A data stream's newly ready records (Options.train_samples, total_steps; neither shrinks).
+  void GrowData(int64_t train_samples, int64_t total_steps);
+
   // Training starts (every role registered): epoch 0's seconds and samples/s count from `now`.
   // Later calls are ignored. A report before Start() starts the clock itself.
   void Start(absl::Time now);
@@ -241,7 +244,7 @@ class Progress {
   // The step times of every epoch, summed.
   StepTimes TotalStepTimes() const;
 
-  const Options options_;
+  Options options_;  // constant but for GrowData
   std::optional<absl::Time> start_;
   absl::Time last_epoch_end_;
   std::optional<absl::Time> finished_at_;

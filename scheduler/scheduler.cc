@@ -101,6 +101,9 @@ Scheduler::Scheduler(Options options)
       progress_(std::make_unique<Progress>(ProgressOptions(options_, created_, options_.train_samples,
                                                            options_.test_samples, options_.total_steps))),
       checkpoints_(options_.job.num_servers()) {
+  if (IsStreamJob(options_.job)) {
+    stream_.emplace(options_.job.data().stream_dir(), options_.job.global_batch(), options_.stream);
+  }
   if (options_.job.replicas() == 2) {
     // Shard s on server s, its copy on the next server (ring order).
     for (int s = 0; s < options_.job.num_servers(); ++s) {
@@ -127,6 +130,7 @@ ClusterView Scheduler::ViewLocked() const {
   } else if (declared_.has_value()) {
     *view.mutable_tables() = declared_->tables;
   }
+  if (stream_.has_value()) *view.mutable_stream() = stream_->View();
   if (restore_step_.has_value()) {
     view.set_restore_step(*restore_step_);
     view.set_restore_epoch(restore_epoch_);

@@ -110,6 +110,7 @@
 #include "scheduler/membership.h"
 #include "scheduler/progress.h"
 #include "scheduler/status_json.h"
+#include "scheduler/stream_feed.h"
 #include "scheduler/stuck_barriers.h"
 #include "scheduler/table_history.h"
 
@@ -128,6 +129,10 @@ class Scheduler {
     int64_t test_samples = 0;
     // See TotalSteps().
     int64_t total_steps = 0;
+    // A job on a data stream (JobSpec.data.stream_dir): the catalog as far as it was taken (Restore
+    // sets the saved state's; empty for a new job); train_samples and total_steps are then its
+    // records and trainable steps (scheduler/stream_feed.h), and they grow with RefreshStream.
+    StreamState stream;
     // Handed to roles at registration.
     absl::Duration heartbeat_interval = absl::Milliseconds(500);
     // A role silent this long (after its first heartbeat) is dead: a server fails the job, a
@@ -222,6 +227,13 @@ class Scheduler {
 
   // The current view; its state is the job's state.
   ClusterView View() const;
+
+  // A job on a data stream: takes in the files made ready since the last call (StreamCatalog::
+  // Refresh, outside the lock: it lists the folder and counts new files), so that the views hand
+  // out their steps; persists. A stream the catalog refuses (a file that changed or vanished before
+  // it was trained, a file out of name order) fails the job with the catalog's message. Returns the
+  // files added (0 for a job without a stream, or one that has ended). One caller at a time.
+  int RefreshStream();
 
   // The caller a session credential (RegisterResponse.session_credential, common/session_credential.h)
   // names, checked: signed by this scheduler (or the one it was restored from) and issued to the
@@ -504,6 +516,8 @@ class Scheduler {
   mutable absl::Mutex mu_;
   BarrierSet barriers_ ABSL_GUARDED_BY(mu_);
   JobState state_ ABSL_GUARDED_BY(mu_) = WAITING_FOR_ROLES;
+  // A job on a data stream: its catalog (Options.stream, then RefreshStream).
+  std::optional<StreamFeed> stream_ ABSL_GUARDED_BY(mu_);
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   absl::Time ended_at_ ABSL_GUARDED_BY(mu_);
   Membership membership_ ABSL_GUARDED_BY(mu_);

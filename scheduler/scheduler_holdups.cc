@@ -3,6 +3,7 @@
 // others up for longer than its limit, as if it had died, even while it heartbeats
 // (EvictHoldUpsLocked). See scheduler.h.
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -22,6 +23,8 @@ namespace pstrain {
 namespace scheduler {
 
 int64_t Scheduler::SyncEpochEndStepLocked(int epoch) const {
+  // A stream's one epoch ends with the stream: until then no step is its last.
+  if (stream_.has_value()) return stream_->ended() ? total_steps_ : std::numeric_limits<int64_t>::max();
   const int64_t per_epoch = data::SyncStepsPerEpoch(train_samples_, options_.job.global_batch());
   return std::min<int64_t>(total_steps_, (static_cast<int64_t>(epoch) + 1) * per_epoch);
 }

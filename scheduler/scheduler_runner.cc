@@ -9,10 +9,12 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
 #include "common/file_io.h"
 #include "common/health.h"
 #include "common/job_spec.h"
@@ -97,6 +99,25 @@ class FreedMemoryReturner {
 // How often the watchdog looks at heartbeats and the stop flag.
 constexpr absl::Duration kTick = absl::Milliseconds(100);
 
+// A job on a data stream: a thread that takes in newly ready files every `every` (listing the folder
+// and counting a new file's records may take a while, so not on the watchdog's thread) until it is
+// destroyed.
+class StreamPoller {
+ public:
+  StreamPoller(Scheduler* core, absl::Duration every)
+      : thread_([this, core, every] {
+          while (!done_.WaitForNotificationWithTimeout(every)) core->RefreshStream();
+        }) {}
+  ~StreamPoller() {
+    done_.Notify();
+    thread_.join();
+  }
+
+ private:
+  absl::Notification done_;
+  std::thread thread_;  // last: starts once done_ exists
+};
+
 absl::Status Invalid(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("scheduler options: ", what));
 }
@@ -137,6 +158,9 @@ absl::StatusOr<std::unique_ptr<SchedulerRunner>> SchedulerRunner::Create(JobSpec
   }
   if (options.max_model_bytes <= 0 || options.max_model_bytes >= (int64_t{1} << 31)) {
     return Invalid(absl::StrCat("max model bytes is ", options.max_model_bytes, ", expected 1..2^31-1"));
+  }
+  if (options.stream_poll <= absl::ZeroDuration()) {
+    return Invalid(absl::StrCat("stream poll interval is ", absl::FormatDuration(options.stream_poll), ", expected > 0"));
   }
   if (options.linger < absl::ZeroDuration()) {
     return Invalid(absl::StrCat("linger is ", absl::FormatDuration(options.linger), ", expected >= 0"));
@@ -198,6 +222,9 @@ absl::Status SchedulerRunner::Run() {
               << (setup.train_samples > 0 ? absl::StrCat(setup.train_samples, " training") : "declared")
               << " and " << (setup.test_samples > 0 ? absl::StrCat(setup.test_samples, " test") : "declared")
               << " samples";
+  } else if (IsStreamJob(job)) {
+    LOG(INFO) << "model " << setup.model_line << " in " << setup.shard_map.chunks_size() << " chunks over "
+              << job_.num_servers() << " servers; data: the stream's files, taken in as they are ready";
   } else {
     LOG(INFO) << "data: " << setup.train_samples << " training and " << setup.test_samples
               << " test samples; model " << setup.model_line << " in "
@@ -255,6 +282,12 @@ absl::Status SchedulerRunner::Run() {
     ASSIGN_OR_RETURN(core, Scheduler::Create(std::move(core_options)));
   }
 
+  std::optional<StreamPoller> stream_poller;
+  if (IsStreamJob(job)) {
+    core->RefreshStream();  // the files ready now, before the first view goes out
+    stream_poller.emplace(core.get(), options_.stream_poll);
+  }
+
   // NOT_SERVING until the main server listens.
   ASSIGN_OR_RETURN(std::unique_ptr<HealthServer> health,
                    StartHealthListener(options_.health_host, options_.health_port));
@@ -278,7 +311,6 @@ absl::Status SchedulerRunner::Run() {
   if (server == nullptr || selected_port == 0) {
     return CannotListen("scheduler", address, "port");
   }
-  port_.store(selected_port);
   SetServing(server.get(), health.get(), true);
   if (state_file != nullptr) {
     // Also the first save of a fresh job's state.
@@ -297,6 +329,8 @@ absl::Status SchedulerRunner::Run() {
     absl::Status written = WriteFileAtomically(options_.port_file, "port file", absl::StrCat(selected_port, "\n"));
     if (!written.ok()) core->Fail(written);
   }
+  // Only now: whoever learns the port from port() finds the port file written too.
+  port_.store(selected_port);
 
   // The dashboard. Declared after the core, so it stops (destruction) before the core goes.
   metrics::Registry own_registry;

@@ -59,6 +59,8 @@ class SchedulerRunner {
     // SYNC with checkpoints: how long a dead server's rank may wait for a replacement before the
     // job fails (Scheduler::Options::server_recovery_timeout).
     absl::Duration server_recovery_timeout = absl::Seconds(60);
+    // A job on a data stream: how often the stream's folder is looked at for newly ready files.
+    absl::Duration stream_poll = absl::Milliseconds(500);
     // If set, the scheduler keeps its state in this folder (scheduler/state_file.h) and, started
     // again with a state there, goes on with that job instead of starting afresh (listening on the
     // port it had when `port` is 0). See "Restart" in scheduler/scheduler.h.

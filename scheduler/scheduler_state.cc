@@ -39,7 +39,14 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Restore(Options options, c
         "scheduler state: it is of another job (saved -> this command line: ", diff,
         "); expected the same job flags as the scheduler that wrote it, or an empty --state_dir"));
   }
-  if (IsExternalModel(options.job) && state.has_declared_model()) {
+  if (IsStreamJob(options.job)) {
+    // The stream's catalog as the job took it: the folder may have gained files since (the next
+    // RefreshStream takes them in) or lost trained ones (a writer's retention).
+    options.train_samples = state.train_samples();
+    options.test_samples = state.test_samples();
+    options.total_steps = state.total_steps();
+    options.stream = state.stream();
+  } else if (IsExternalModel(options.job) && state.has_declared_model()) {
     // The sizes are the declaration's (pinned ones were compared with the job above).
     options.train_samples = state.train_samples();
     options.test_samples = state.test_samples();
@@ -182,6 +189,7 @@ SchedulerState Scheduler::SnapshotLocked() const {
   state.set_train_samples(train_samples_);
   state.set_test_samples(test_samples_);
   state.set_total_steps(total_steps_);
+  if (stream_.has_value()) *state.mutable_stream() = stream_->Save();
   state.set_port(port_);
   state.set_created_us(absl::ToUnixMicros(created_));
   state.set_restarts(restarts_);

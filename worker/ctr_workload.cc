@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/ctr_model_options.h"
+#include "common/job_spec.h"
 #include "common/status_macros.h"
 #include "common/table_spec.h"
 #include "data/ctr_files.h"
@@ -18,18 +20,37 @@ absl::StatusOr<std::unique_ptr<CtrWorkload>> CtrWorkload::Create(const JobSpec& 
   ASSIGN_OR_RETURN(std::unique_ptr<model::CtrModel> model, model::CtrModel::Create(options, backend));
   ASSIGN_OR_RETURN(const data::DataFormat format, data::ParseDataFormat(job.data().format()));
   ASSIGN_OR_RETURN(const data::BadRecords bad_records, data::ParseBadRecords(job.data().bad_records()));
-  ASSIGN_OR_RETURN(const data::CtrFiles files, data::FindCtrFiles(job.data().data_dir(), format));
   data::CtrSource::Options source;
   source.format = format;
   source.bad_records = bad_records;
+  if (IsStreamJob(job)) {
+    std::unique_ptr<CtrWorkload> workload(
+        new CtrWorkload(std::move(model), nullptr, nullptr, std::make_unique<data::StreamSource>(source)));
+    workload->stream_dir_ = job.data().stream_dir();
+    return workload;
+  }
+  ASSIGN_OR_RETURN(const data::CtrFiles files, data::FindCtrFiles(job.data().data_dir(), format));
   ASSIGN_OR_RETURN(std::unique_ptr<data::CtrSource> train, data::CtrSource::Open(files.train, source));
   ASSIGN_OR_RETURN(std::unique_ptr<data::CtrSource> test, data::CtrSource::Open(files.test, source));
-  return std::unique_ptr<CtrWorkload>(new CtrWorkload(std::move(model), std::move(train), std::move(test)));
+  return std::unique_ptr<CtrWorkload>(new CtrWorkload(std::move(model), std::move(train), std::move(test), nullptr));
 }
 
 CtrWorkload::CtrWorkload(std::unique_ptr<model::CtrModel> model, std::unique_ptr<data::CtrSource> train,
-                         std::unique_ptr<data::CtrSource> test)
-    : model_(std::move(model)), train_(std::move(train)), test_(std::move(test)) {}
+                         std::unique_ptr<data::CtrSource> test, std::unique_ptr<data::StreamSource> stream)
+    : model_(std::move(model)), train_(std::move(train)), test_(std::move(test)), stream_(std::move(stream)) {}
+
+absl::Status CtrWorkload::ReadStream(int64_t first, int64_t count) {
+  if (view_ == nullptr) return absl::InternalError("ctr workload on a data stream: no view to follow (FollowView)");
+  const StreamView& stream = view_->stream();
+  if (!catalog_.has_value() || catalog_->files().size() != static_cast<size_t>(stream.files_size()) ||
+      catalog_->ended() != stream.ended()) {
+    std::vector<data::StreamFile> files;
+    files.reserve(stream.files_size());
+    for (const StreamFileView& f : stream.files()) files.push_back(data::StreamFile{f.name(), f.first(), f.records()});
+    catalog_.emplace(stream_dir_, std::move(files), stream.ended());
+  }
+  return stream_->ReadBatch(*catalog_, first, count, &batch_);
+}
 
 absl::Status CtrWorkload::SetParameters(absl::Span<const float> weights) { return model_->SetParameters(weights); }
 
@@ -39,7 +60,8 @@ absl::Status CtrWorkload::LoadBatch(absl::Span<const int64_t> samples) {
     return absl::InternalError(absl::StrCat("ctr batch of ", samples.size(), " samples from ", first, " to ",
                                             samples.back(), ": expected a contiguous run of records"));
   }
-  RETURN_IF_ERROR(train_->ReadBatch(first, static_cast<int64_t>(samples.size()), &batch_));
+  const int64_t count = static_cast<int64_t>(samples.size());
+  RETURN_IF_ERROR(stream_ != nullptr ? ReadStream(first, count) : train_->ReadBatch(first, count, &batch_));
   ASSIGN_OR_RETURN(keys_, model_->TableKeys(batch_));
   return absl::OkStatus();
 }
@@ -63,6 +85,10 @@ absl::Status CtrWorkload::ComputeGradient(TrainingSession* session, model::Gradi
 
 absl::Status CtrWorkload::Evaluate(TrainingSession* session, int64_t begin, int64_t end, model::BatchStats* stats,
                                    data::ScoreHistogram* scores) {
+  if (test_ == nullptr && end > begin) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("ctr workload: test samples [", begin, ", ", end, ") asked of a job on a data stream, which has none"));
+  }
   for (int64_t first = begin; first < end; first += kEvalPiece) {
     const int64_t count = std::min(kEvalPiece, end - first);
     RETURN_IF_ERROR(test_->ReadBatch(first, count, &batch_));

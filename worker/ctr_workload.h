@@ -7,16 +7,24 @@
 // Records are read in file order (the session hands text data out unshuffled), so a step's
 // samples are one contiguous range of records. A skipped bad record (--bad_records=skip) still
 // counts as a record of the epoch but adds no sample to the gradient.
+//
+// A job on a data stream (JobSpec.data.stream_dir) reads its steps from the stream's ready files
+// (data/stream_source.h), as the view the workload follows (FollowView) lists them; it has no
+// test set.
 #ifndef PSTRAIN_WORKER_CTR_WORKLOAD_H_
 #define PSTRAIN_WORKER_CTR_WORKLOAD_H_
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "data/ctr_batch.h"
 #include "data/ctr_source.h"
+#include "data/stream_catalog.h"
+#include "data/stream_source.h"
 #include "model/backend.h"
 #include "model/ctr_model.h"
 #include "proto/cluster.pb.h"
@@ -35,6 +43,11 @@ class CtrWorkload : public Workload {
   static absl::StatusOr<std::unique_ptr<CtrWorkload>> Create(const JobSpec& job, const ClusterView& view,
                                                             model::Backend* backend);
 
+  // A job on a data stream: the view whose ready files (ClusterView.stream) LoadBatch reads,
+  // the session's (TrainingSession::view(), which stays at one address); borrowed, must outlive
+  // the workload. Required before LoadBatch on a stream.
+  void FollowView(const ClusterView* view) { view_ = view; }
+
   const std::vector<model::ParamSpec>& params() const { return model_->params(); }
 
   absl::Status SetParameters(absl::Span<const float> weights) override;
@@ -45,18 +58,29 @@ class CtrWorkload : public Workload {
                         data::ScoreHistogram* scores) override;
 
   // Bad records skipped so far (training and test files).
-  int64_t skipped() const { return train_->skipped() + test_->skipped(); }
+  int64_t skipped() const {
+    return (train_ ? train_->skipped() : 0) + (test_ ? test_->skipped() : 0) + (stream_ ? stream_->skipped() : 0);
+  }
 
  private:
   CtrWorkload(std::unique_ptr<model::CtrModel> model, std::unique_ptr<data::CtrSource> train,
-              std::unique_ptr<data::CtrSource> test);
+              std::unique_ptr<data::CtrSource> test, std::unique_ptr<data::StreamSource> stream);
+
+  // A stream: reads records [first, first + count) from the followed view's files.
+  absl::Status ReadStream(int64_t first, int64_t count);
 
   // Pulls the rows of `batch`'s keys (TableKeys ran on it) through the session.
   absl::Status PullRows(TrainingSession* session, const std::vector<absl::Span<const uint64_t>>& keys);
 
   std::unique_ptr<model::CtrModel> model_;
-  std::unique_ptr<data::CtrSource> train_;
-  std::unique_ptr<data::CtrSource> test_;
+  std::unique_ptr<data::CtrSource> train_;  // null on a stream
+  std::unique_ptr<data::CtrSource> test_;   // null on a stream
+  // A stream: its reader, the view followed, and the catalog of that view's files (rebuilt when
+  // the view lists more).
+  std::unique_ptr<data::StreamSource> stream_;
+  std::string stream_dir_;
+  const ClusterView* view_ = nullptr;
+  std::optional<data::StreamCatalog> catalog_;
   data::CtrBatch batch_;
   std::vector<absl::Span<const uint64_t>> keys_;  // of batch_, from TableKeys
   std::vector<absl::Span<const float>> rows_;

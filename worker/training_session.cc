@@ -104,7 +104,7 @@ absl::Status TrainingSession::Start() {
       LOG(INFO) << "starting at step " << global_step_ << ", where the servers are (a running or resumed job)";
     }
   }
-  phase_ = global_step_ < view_.total_steps() || !Sync() ? Phase::kTrain : Phase::kDone;
+  phase_ = global_step_ < view_.total_steps() || !Sync() || Streaming() ? Phase::kTrain : Phase::kDone;
   return absl::OkStatus();
 }
 
@@ -138,21 +138,65 @@ absl::Status TrainingSession::Next(Work* work) {
   }
 }
 
-void TrainingSession::SetPermutation(int epoch) {
-  if (epoch == perm_epoch_) return;
+bool TrainingSession::InFileOrder() const {
   const std::string& format = options_.job.data().format();
-  if (format == "criteo" || format == "libsvm") {
-    // Streamed text files are read in file order (records are lines; no random access), so a
-    // batch is a contiguous run of records.
-    perm_.resize(view_.train_samples());
-    std::iota(perm_.begin(), perm_.end(), int64_t{0});
-  } else {
-    perm_ = data::EpochPermutation(options_.job.seed(), epoch, view_.train_samples());
-  }
+  return format == "criteo" || format == "libsvm";
+}
+
+void TrainingSession::SetPermutation(int epoch) {
+  if (epoch == perm_epoch_ || InFileOrder()) return;
+  perm_ = data::EpochPermutation(options_.job.seed(), epoch, view_.train_samples());
   perm_epoch_ = epoch;
 }
 
+absl::Span<const int64_t> TrainingSession::SamplesOf(data::Range range) {
+  if (!InFileOrder()) return absl::MakeConstSpan(perm_).subspan(range.begin, range.size());
+  // Streamed text files are read in file order (records are lines; no random access), so a batch
+  // is a contiguous run of records.
+  in_order_.resize(range.size());
+  std::iota(in_order_.begin(), in_order_.end(), range.begin);
+  return in_order_;
+}
+
+absl::StatusOr<bool> TrainingSession::AwaitStreamStep() {
+  bool said = false;
+  while (global_step_ >= view_.total_steps()) {
+    if (view_.stream().ended()) return false;
+    if (LeaveRequested()) return false;
+    if (!said) {
+      LOG(INFO) << "step " << global_step_ << ": caught up with the data stream (" << view_.train_samples()
+                << " records ready); waiting for the next file";
+      said = true;
+    }
+    metrics_->Idle();
+    RETURN_IF_ERROR(MaybeReport(epoch_, /*force=*/false));
+    options_.clock->SleepFor(kStreamPause);
+    ASSIGN_OR_RETURN(const ClusterView latest, scheduler_->GetClusterView());
+    if (latest.state() == FAILED) return absl::AbortedError(absl::StrCat("job failed: ", latest.failure()));
+    // Only the stream's part: membership changes are taken in where a step is refused for them.
+    if (latest.total_steps() >= view_.total_steps()) {
+      view_.set_train_samples(latest.train_samples());
+      view_.set_total_steps(latest.total_steps());
+      *view_.mutable_stream() = latest.stream();
+    }
+  }
+  return true;
+}
+
 absl::StatusOr<bool> TrainingSession::NextSyncBatch(Work* work) {
+  if (Streaming()) {
+    ASSIGN_OR_RETURN(const bool ready, AwaitStreamStep());
+    if (!ready) {
+      if (LeaveRequested()) {
+        RETURN_IF_ERROR(Leave(epoch_));
+        return false;
+      }
+      // The stream ended, and its last step is applied.
+      RETURN_IF_ERROR(MaybeReport(epoch_, /*force=*/true));
+      StartEpochEnd(epoch_, /*last=*/true);
+      return false;
+    }
+  }
   const int64_t n = view_.train_samples();
   const int64_t steps_per_epoch = data::SyncStepsPerEpoch(n, view_.global_batch());
   const int epoch = static_cast<int>(global_step_ / steps_per_epoch);
@@ -167,7 +211,7 @@ absl::StatusOr<bool> TrainingSession::NextSyncBatch(Work* work) {
   work->kind = Work::kTrain;
   work->epoch = epoch;
   work->step = global_step_;
-  work->samples = absl::MakeConstSpan(perm_).subspan(slice.begin, slice.size());
+  work->samples = SamplesOf(slice);
   if (!step_.active && give_up_ == absl::InfiniteFuture()) give_up_ = Now() + options_.membership_timeout;
   step_ = Pending{true, false, global_step_, slice.size(), 0, 0, Now()};
   return true;
@@ -216,7 +260,7 @@ absl::StatusOr<bool> TrainingSession::NextLeasedBatch(Work* work) {
   work->kind = Work::kTrain;
   work->epoch = epoch_;
   work->step = clock_;
-  work->samples = absl::MakeConstSpan(perm_).subspan(batch.begin, batch.size());
+  work->samples = SamplesOf(batch);
   if (!step_.active && give_up_ == absl::InfiniteFuture()) give_up_ = Now() + options_.membership_timeout;
   step_ = Pending{true, false, clock_, batch.size(), lease_->id, lease_->next_batch, Now(), lease_->grant,
                   lease_->granted_unix_ms};
@@ -336,7 +380,9 @@ absl::Status TrainingSession::StepApplied() {
     if (LeaveRequested()) return Leave(epoch);
     // The epoch's last step is reported at once: the scheduler hands out the epoch's evaluation
     // leases only once every live worker has reported it.
-    const bool epoch_end = global_step_ % steps_per_epoch == 0 || global_step_ == view_.total_steps();
+    // A stream's one epoch ends with the stream (NextSyncBatch sees it when this view does not yet).
+    const bool epoch_end = Streaming() ? view_.stream().ended() && global_step_ >= view_.total_steps()
+                                       : global_step_ % steps_per_epoch == 0 || global_step_ == view_.total_steps();
     RETURN_IF_ERROR(MaybeReport(epoch, /*force=*/epoch_end));
     if (epoch_end) {
       StartEpochEnd(epoch, epoch == options_.job.epochs() - 1 || global_step_ == view_.total_steps());

@@ -219,6 +219,8 @@ class TrainingSession {
   static constexpr absl::Duration kRetryPause = absl::Milliseconds(25);
   // How long a worker watches the view for a server that stopped answering before it tries again.
   static constexpr absl::Duration kUnavailablePatience = absl::Seconds(1);
+  // How often a worker caught up with a data stream asks for a newer view.
+  static constexpr absl::Duration kStreamPause = absl::Milliseconds(100);
 
   TrainingSession(SessionOptions options, SchedulerApi* scheduler, PsApi* ps, ShardLayout layout);
 
@@ -227,6 +229,16 @@ class TrainingSession {
 
   absl::Time Now() const { return options_.clock->Now(); }
   bool Sync() const { return options_.job.mode() == SYNC; }
+  // The job trains on a data stream (SYNC only): steps become trainable as files arrive.
+  bool Streaming() const { return IsStreamJob(options_.job); }
+  // Text formats are read in file order: a batch is a contiguous run of records.
+  bool InFileOrder() const;
+  // The samples of a range of positions: the epoch permutation's, or the records themselves in file
+  // order. Valid until the next call.
+  absl::Span<const int64_t> SamplesOf(data::Range range);
+  // A stream: waits (reporting, fetching the view every kStreamPause) until global_step_ is
+  // trainable; false when the stream ended before it, or the worker is asked to leave.
+  absl::StatusOr<bool> AwaitStreamStep();
   absl::Status Start();
   // kTrain work for the current sync step / lease batch; false when there is none (the epoch
   // ended, or the worker left).
@@ -327,7 +339,8 @@ class TrainingSession {
   uint64_t next_request_id_;
 
   Phase phase_ = Phase::kStart;
-  std::vector<int64_t> perm_;  // The epoch permutation of perm_epoch_.
+  std::vector<int64_t> perm_;  // The epoch permutation of perm_epoch_ (not for InFileOrder data).
+  std::vector<int64_t> in_order_;  // SamplesOf's answer for InFileOrder data.
   int perm_epoch_ = -1;
   int epoch_ = 0;  // The data epoch being trained (SYNC: of global_step_).
   int64_t global_step_ = 0;

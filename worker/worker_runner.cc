@@ -27,6 +27,7 @@ absl::Status TrainCtr(JobMember* member, model::Backend* backend) {
   ASSIGN_OR_RETURN(const ClusterView view, member->Start());
   ASSIGN_OR_RETURN(std::unique_ptr<CtrWorkload> workload, CtrWorkload::Create(job, view, backend));
   ASSIGN_OR_RETURN(std::unique_ptr<TrainingSession> session, member->NewSession(workload->params()));
+  workload->FollowView(&session->view());
   Trainer trainer(std::move(session), workload.get());
   RETURN_IF_ERROR(trainer.Run());
   if (workload->skipped() > 0) LOG(WARNING) << "skipped " << workload->skipped() << " bad records (--bad_records=skip)";

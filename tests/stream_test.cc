@@ -1,0 +1,160 @@
+// A CTR job on a data stream (--data_stream), as real processes, while pstrain-gen-ctr writes the
+// stream's hourly files at a set rate: the workers catch up with the stream and wait for its next
+// file, the scheduler takes each file in once it is marked ready, and the job ends on the end
+// marker. SYNC on a stream trains global batch t on stream positions [t*G, (t+1)*G), so it must end
+// with the model, byte for byte, of a one-epoch file job over the same records concatenated, and
+// count every record once: undisturbed, with the scheduler killed and restarted (a file arriving
+// while it is down), and within float rounding with a worker killed and replaced (its slices are
+// then cut among other workers).
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "model/model_file.h"
+#include "tests/cluster.h"
+#include "tests/process.h"
+
+namespace pstrain::testing {
+namespace {
+
+constexpr int kHours = 4;
+constexpr int64_t kPerHour = 3000;
+constexpr int64_t kRecords = kHours * kPerHour;
+
+// The stream's files: pstrain-gen-ctr writes the same records for the same flags, whatever the rate.
+std::vector<std::string> Generator(const std::string& dir, double rate) {
+  return {BinDir() + "/pstrain-gen-ctr", "--stream_dir=" + dir, absl::StrCat("--hours=", kHours),
+          absl::StrCat("--records_per_hour=", kPerHour), "--new_key_rate=0.2", "--unique_keys=20000", "--seed=7",
+          absl::StrCat("--rate=", rate)};
+}
+
+// The job, on the stream or on a folder of files; 2 workers x 128: 47 steps, the last one short.
+std::vector<std::string> Job(std::vector<std::string> extra) {
+  std::vector<std::string> flags = {"--model=ctr", "--batch_size=128", "--seed=5", "--embedding_dim=8",
+                                    "--hidden=32,16", "--lr_schedule=constant"};
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  return flags;
+}
+
+// The reference: the whole stream written at once, then trained as one epoch of one training file.
+struct Reference {
+  std::string stream_dir;
+  std::string model;  // the model file's bytes
+};
+
+const Reference& TheReference() {
+  static const Reference* reference = [] {
+    auto* r = new Reference;
+    r->stream_dir = MakeTempDir("stream-reference");
+    absl::StatusOr<RunResult> gen = Run(Generator(r->stream_dir, 0), absl::Minutes(1));
+    EXPECT_TRUE(gen.ok() && gen->exit_code == 0) << (gen.ok() ? gen->output : gen.status().ToString());
+    const std::string files = MakeTempDir("stream-as-files");
+    {
+      std::ofstream train(files + "/train.tsv"), test(files + "/test.tsv");
+      for (int h = 0; h < kHours; ++h) {
+        const std::string part = ReadFile(r->stream_dir + absl::StrFormat("/part-%05d.tsv", h));
+        train << part;
+        if (h == kHours - 1) test << part;
+      }
+    }
+    ManualCluster cluster("stream-reference-job");
+    const std::string model = cluster.dir() + "/model.bin";
+    cluster.Start(2, 2, Job({"--data_dir=" + files, "--epochs=1", "--final_model=" + model}));
+    const std::string summary = RunToEnd(cluster);
+    EXPECT_EQ(JsonNumbers(summary, "samples").at(0), kRecords) << summary;
+    r->model = ReadFile(model);
+    return r;
+  }();
+  return *reference;
+}
+
+// The stream's job in a cluster; the stream's folder exists (empty) before the scheduler starts.
+struct StreamJob {
+  explicit StreamJob(const std::string& name) : cluster(name), stream_dir(cluster.dir() + "/stream") {
+    std::filesystem::create_directories(stream_dir);
+  }
+  std::vector<std::string> Flags(std::vector<std::string> extra = {}) const {
+    extra.push_back("--data_stream=" + stream_dir);
+    extra.push_back("--final_model=" + model());
+    return Job(extra);
+  }
+  std::string model() const { return cluster.dir() + "/model.bin"; }
+  void StartWriting(double rate) {
+    absl::StatusOr<Child> child = Child::Start(Generator(stream_dir, rate), cluster.dir() + "/gen.log");
+    ASSERT_TRUE(child.ok()) << child.status();
+    writer = std::make_unique<Child>(*child);
+  }
+  void ExpectEveryRecordOnce(const std::string& summary) {
+    ASSERT_NE(writer, nullptr);
+    const absl::StatusOr<int> written = writer->Wait(absl::Minutes(1));
+    EXPECT_TRUE(written.ok() && *written == 0) << writer->Output();
+    EXPECT_EQ(JsonNumbers(summary, "samples").at(0), kRecords) << summary;
+    for (int h = 0; h < kHours; ++h) {
+      const std::string part = absl::StrFormat("/part-%05d.tsv", h);
+      EXPECT_EQ(ReadFile(stream_dir + part), ReadFile(TheReference().stream_dir + part)) << part;
+    }
+  }
+
+  ManualCluster cluster;
+  std::string stream_dir;
+  std::unique_ptr<Child> writer;
+};
+
+TEST(StreamTest, AStreamWrittenWhileItTrainsEndsAtTheFileJobsModel) {
+  const Reference& reference = TheReference();
+  StreamJob job("stream-live");
+  job.cluster.Start(2, 2, job.Flags());
+  job.StartWriting(/*rate=*/6000);  // a file every half second
+  const std::string summary = RunToEnd(job.cluster);
+  job.ExpectEveryRecordOnce(summary);
+  EXPECT_EQ(ReadFile(job.model()), reference.model) << "the stream's model differs from the file job's";
+  // The workers did catch up with the stream and wait for it.
+  EXPECT_NE(ReadFile(job.cluster.dir() + "/worker0.log").find("caught up with the data stream"), std::string::npos);
+}
+
+TEST(StreamTest, ASchedulerKilledMidStreamGoesOnFromItsStateAndTakesInWhatArrived) {
+  const Reference& reference = TheReference();
+  StreamJob job("stream-scheduler-restart");
+  job.cluster.Start(2, 2, job.Flags({"--state_dir=" + job.cluster.dir() + "/state"}));
+  job.StartWriting(/*rate=*/1500);  // a file every 2 s
+  job.cluster.WaitForSteps(12);  // past the first file, before the third
+  job.cluster.scheduler->Kill(SIGKILL);
+  EXPECT_TRUE(job.cluster.scheduler->Wait(absl::Seconds(10)).ok());
+  absl::SleepFor(absl::Milliseconds(2500));  // the next file is marked ready meanwhile
+  job.cluster.RestartScheduler();
+  const std::string summary = RunToEnd(job.cluster);
+  job.ExpectEveryRecordOnce(summary);
+  EXPECT_EQ(ReadFile(job.model()), reference.model) << "the restarted stream's model differs from the file job's";
+}
+
+TEST(StreamTest, AWorkerKilledMidStreamIsReplacedAndNoRecordIsLostOrRepeated) {
+  const Reference& reference = TheReference();
+  StreamJob job("stream-worker-killed");
+  job.cluster.Start(2, 2, job.Flags({"--min_workers=1"}));
+  job.StartWriting(/*rate=*/3000);
+  job.cluster.WaitForSteps(12);
+  job.cluster.workers[1]->Kill(SIGKILL);
+  EXPECT_TRUE(job.cluster.workers[1]->Wait(absl::Seconds(10)).ok());
+  job.cluster.AddWorker();
+  job.cluster.workers.erase(job.cluster.workers.begin() + 1);  // RunToEnd waits for the live ones
+  const std::string summary = RunToEnd(job.cluster);
+  job.ExpectEveryRecordOnce(summary);
+  // The killed worker's slices were cut among the others for a while: the same sums in another
+  // order, so the same model up to float rounding.
+  absl::StatusOr<model::ModelFile> got = model::ParseModelFile(ReadFile(job.model()), "the stream's model");
+  absl::StatusOr<model::ModelFile> want = model::ParseModelFile(reference.model, "the file job's model");
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(want.ok()) << want.status();
+  EXPECT_LT(MaxRelativeDifference(*got, *want), 1e-3);
+}
+
+}  // namespace
+}  // namespace pstrain::testing
