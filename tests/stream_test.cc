@@ -4,8 +4,9 @@
 // marker. SYNC on a stream trains global batch t on stream positions [t*G, (t+1)*G), so it must end
 // with the model, byte for byte, of a one-epoch file job over the same records concatenated, and
 // count every record once: undisturbed, with the scheduler killed and restarted (a file arriving
-// while it is down), and within float rounding with a worker killed and replaced (its slices are
-// then cut among other workers).
+// while it is down), with a server killed and replaced from a checkpoint (the job rewinds to the
+// cut's step, and so to its stream position), and within float rounding with a worker killed and
+// replaced (its slices are then cut among other workers).
 #include <signal.h>
 
 #include <filesystem>
@@ -154,6 +155,23 @@ TEST(StreamTest, AWorkerKilledMidStreamIsReplacedAndNoRecordIsLostOrRepeated) {
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_TRUE(want.ok()) << want.status();
   EXPECT_LT(MaxRelativeDifference(*got, *want), 1e-3);
+}
+
+TEST(StreamTest, AServerKilledMidStreamIsReplacedFromACheckpointAndTheStreamGoesOnFromItsStep) {
+  const Reference& reference = TheReference();
+  StreamJob job("stream-server-killed");
+  job.cluster.Start(2, 2,
+                    job.Flags({"--checkpoint_dir=" + job.cluster.dir() + "/ckpt", "--checkpoint_every_steps=5",
+                               "--full_checkpoint_every=3", "--server_recovery_timeout_ms=30000"}));
+  job.StartWriting(/*rate=*/3000);
+  job.cluster.WaitForSteps(17);
+  job.cluster.servers[1]->Kill(SIGKILL);
+  EXPECT_TRUE(job.cluster.servers[1]->Wait(absl::Seconds(10)).ok());
+  job.cluster.AddServer();  // takes rank 1 and restores the newest cut; the job rewinds to its step
+  const std::string summary = RunToEnd(job.cluster);
+  job.ExpectEveryRecordOnce(summary);
+  EXPECT_EQ(ReadFile(job.model()), reference.model) << "the recovered stream's model differs from the file job's";
+  EXPECT_NE(ReadFile(job.cluster.dir() + "/server2.log").find("from a checkpoint"), std::string::npos);
 }
 
 }  // namespace
