@@ -149,6 +149,11 @@ absl::Status ScoreHistogram::AddBins(absl::Span<const uint32_t> bins, absl::Span
   return absl::OkStatus();
 }
 
+double LogLoss(float p, bool click) {
+  const double q = std::clamp(static_cast<double>(p), 1e-12, 1.0 - 1e-12);
+  return click ? -std::log(q) : -std::log1p(-q);
+}
+
 absl::Status ScorePredictions(absl::Span<const float> probabilities, absl::Span<const float> labels,
                               ScoreHistogram* scores, PredictionTotals* totals) {
   if (probabilities.size() != labels.size()) {
@@ -158,9 +163,8 @@ absl::Status ScorePredictions(absl::Span<const float> probabilities, absl::Span<
   for (size_t i = 0; i < probabilities.size(); ++i) {
     const bool click = labels[i] > 0.5f;
     if (absl::Status s = scores->Add(probabilities[i], click); !s.ok()) return s;
-    const double p = std::clamp(static_cast<double>(probabilities[i]), 1e-12, 1.0 - 1e-12);
-    totals->log_loss_sum -= click ? std::log(p) : std::log1p(-p);
-    totals->correct += (p > 0.5) == click ? 1 : 0;
+    totals->log_loss_sum += LogLoss(probabilities[i], click);
+    totals->correct += (probabilities[i] > 0.5f) == click ? 1 : 0;
   }
   return absl::OkStatus();
 }

@@ -102,6 +102,10 @@ struct PredictionTotals {
   int64_t correct = 0;
 };
 
+// The log loss of predicting click probability `p` for a sample that is a click or not, with p kept
+// within [1e-12, 1 - 1e-12] as PredictionTotals says.
+double LogLoss(float p, bool click);
+
 // Adds prediction i (probabilities[i], a click when labels[i] > 0.5) to *scores and *totals.
 // INVALID_ARGUMENT for spans of different lengths or a NaN prediction; the predictions before it
 // are added then. Every evaluation of a CTR model scores its predictions this way.

@@ -24,15 +24,19 @@ absl::Status StreamSource::ReadBatch(const StreamCatalog& catalog, int64_t first
                      " (the records catalogued)"));
   }
   const std::vector<StreamPiece> pieces = catalog.Locate(first, first + count);
+  last_files_.clear();
   absl::Status status;
   for (size_t i = 0; i < pieces.size() && status.ok(); ++i) {
     // The first piece (often the only one) is read straight into the caller's batch.
     status = ReadPiece(catalog, pieces[i], first, count, i == 0 ? out : &piece_);
-    if (status.ok() && i > 0) AppendCtrBatch(piece_, out);
+    if (!status.ok()) break;
+    if (i > 0) AppendCtrBatch(piece_, out);
+    last_files_.push_back(FileSamples{pieces[i].file, i == 0 ? out->size : piece_.size});
   }
   if (!status.ok()) {
     Close();
     ClearCtrBatch(options_.format, out);
+    last_files_.clear();
   }
   return status;
 }

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "data/ctr_batch.h"
@@ -50,6 +51,15 @@ class StreamSource {
   // closed.
   absl::Status ReadBatch(const StreamCatalog& catalog, int64_t first, int64_t count, CtrBatch* out);
 
+  // Which files the samples of the last ReadBatch came from, in order: `samples` samples from
+  // catalog.files()[file] each (a range's piece of a file may hold fewer samples than lines, when
+  // bad records are skipped). Empty after an error.
+  struct FileSamples {
+    size_t file = 0;
+    int64_t samples = 0;
+  };
+  const std::vector<FileSamples>& last_files() const { return last_files_; }
+
   // Bad records skipped (BadRecords::kSkip) by all calls so far, over every file; a record read
   // twice counts twice.
   int64_t skipped() const;
@@ -78,6 +88,7 @@ class StreamSource {
   // A range's second and later pieces, read here before being appended to the caller's batch;
   // kept so that its buffers are reused from call to call.
   CtrBatch piece_;
+  std::vector<FileSamples> last_files_;
 };
 
 }  // namespace data

@@ -148,6 +148,11 @@ TEST(StreamSourceTest, RangeAcrossThreeFilesIsTheirConcatenation) {
   ASSERT_TRUE(source.ReadBatch(catalog, 3, 9, &batch).ok());  // [3, 5) + [5, 9) + [9, 12)
   EXPECT_EQ(Positions(batch), Iota(3, 9));
   ExpectSameBatch(batch, ReadFile(whole, 3, 9));
+  ASSERT_EQ(source.last_files().size(), 3u);
+  for (size_t f = 0; f < 3; ++f) EXPECT_EQ(source.last_files()[f].file, f);
+  EXPECT_EQ(source.last_files()[0].samples, 2);
+  EXPECT_EQ(source.last_files()[1].samples, 4);
+  EXPECT_EQ(source.last_files()[2].samples, 3);
   // The whole stream, after a batch that had left stale contents in the source's buffers.
   ASSERT_TRUE(source.ReadBatch(catalog, 0, 15, &batch).ok());
   ExpectSameBatch(batch, ReadFile(whole, 0, 15));
@@ -216,6 +221,10 @@ TEST(StreamSourceTest, BadRecordsSkippedAreSummedOverFiles) {
   CtrBatch batch;
   ASSERT_TRUE(source.ReadBatch(catalog, 0, 6, &batch).ok());
   EXPECT_EQ(Positions(batch), (std::vector<int>{0, 1, 4, 5}));
+  // Each file's samples, not its lines.
+  ASSERT_EQ(source.last_files().size(), 2u);
+  EXPECT_EQ(source.last_files()[0].samples, 2);
+  EXPECT_EQ(source.last_files()[1].samples, 2);
   EXPECT_EQ(source.skipped(), 2);  // the first file's source is closed by now
   ASSERT_TRUE(source.ReadBatch(catalog, 2, 1, &batch).ok());
   EXPECT_EQ(batch.size, 0);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -38,6 +39,10 @@ struct BatchStats {
   bool want_predictions = false;
   std::vector<float> predictions;
   std::vector<uint8_t> labels;
+  // Set by the caller for data read from a stream: the file each run of predictions came from, in
+  // order, as (file index in the stream's catalog, number of predictions) pairs whose numbers add
+  // up to predictions.size(). Empty otherwise.
+  std::vector<std::pair<int64_t, int64_t>> prediction_files;
 };
 
 // Receives each layer's gradient while ComputeGradient is still running, so the caller can send

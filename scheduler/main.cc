@@ -35,6 +35,9 @@ DEFINE_int64(scheduler_reconnect_ms, 30000,
              "With --state_dir: how long servers and workers ride out an outage of the scheduler (waiting for it "
              "to be restarted) before they give up, ms");
 DEFINE_int64(stream_poll_ms, 500, "--data_stream: how often the stream's folder is looked at for newly ready files, milliseconds");
+DEFINE_int32(progressive_window_files, 3,
+             "--data_stream: the window of progressive validation (AUC and log loss of records predicted before "
+             "they were trained on), in newest files");
 DEFINE_int64(server_recovery_timeout_ms, 60000,
              "Sync jobs with checkpoints: the job fails if a dead server is not replaced within this, ms");
 
@@ -79,6 +82,7 @@ int main(int argc, char** argv) {
   options.startup_timeout = absl::Milliseconds(FLAGS_startup_timeout_ms);
   options.server_recovery_timeout = absl::Milliseconds(FLAGS_server_recovery_timeout_ms);
   options.stream_poll = absl::Milliseconds(FLAGS_stream_poll_ms);
+  options.progressive_window_files = FLAGS_progressive_window_files;
   options.state_dir = FLAGS_state_dir;
   options.reconnect = absl::Milliseconds(FLAGS_scheduler_reconnect_ms);
   options.linger = absl::Milliseconds(FLAGS_linger_ms);

@@ -1,6 +1,7 @@
 #include "scheduler/scheduler.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -103,6 +104,7 @@ Scheduler::Scheduler(Options options)
       checkpoints_(options_.job.num_servers()) {
   if (IsStreamJob(options_.job)) {
     stream_.emplace(options_.job.data().stream_dir(), options_.job.global_batch(), options_.stream);
+    stream_scores_.emplace(options_.progressive_window_files, options_.stream);
   }
   if (options_.job.replicas() == 2) {
     // Shard s on server s, its copy on the next server (ring order).
@@ -519,10 +521,20 @@ absl::Status Scheduler::ReportProgress(const ProgressReport& report) {
       // A removed worker's applied steps and evaluations count. Its done is recorded but never
       // read: only live workers' done flags end the job, and a worker's rank is never reused.
       if (absl::Status s = leases_->Check(report); !s.ok()) return s;
+      if (stream_scores_.has_value()) {
+        const int64_t files = static_cast<int64_t>(stream_->catalog().files().size());
+        if (absl::Status s = stream_scores_->Check(report.train(), rank, files); !s.ok()) return s;
+      }
       const int64_t batch_budget = options_.job.mode() == SYNC ? -1 : leases_->BatchesHandedTo(rank);
       if (absl::Status s = progress_->Add(report, Now(), batch_budget); !s.ok()) return s;
       for (const LeaseRecord& lease : leases_->Record(report)) {
         progress_->CountLease(lease.id, lease.epoch, lease.samples());
+      }
+      if (stream_scores_.has_value()) {
+        stream_scores_->Add(report.train());
+        std::vector<int64_t> ends;
+        for (const data::StreamFile& f : stream_->catalog().files()) ends.push_back(f.first + f.records);
+        stream_scores_->CloseBefore(ends, StreamTrainedLocked());
       }
       if (seq > 0) worker_calls_[rank].progress_seq = seq;
       if (report.evals_size() > 0) {
@@ -835,6 +847,9 @@ std::string Scheduler::SummaryJson() const {
     absl::StrAppend(&slow, i == 0 ? "" : ", ", JsonString(worker_failures_[i]));
   }
   slow += "],\n";
+  if (stream_.has_value()) {
+    absl::StrAppend(&slow, "  \"stream\": ", StreamStatusJson(StreamStatusLocked(std::numeric_limits<size_t>::max())), ",\n");
+  }
   return progress_->SummaryJson(state_, failure_.message(), Now(), membership_.events(),
                                membership_.LiveRanks(WORKER), slow + TableUsageJsonLocked());
 }

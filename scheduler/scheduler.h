@@ -111,6 +111,7 @@
 #include "scheduler/progress.h"
 #include "scheduler/status_json.h"
 #include "scheduler/stream_feed.h"
+#include "scheduler/stream_scores.h"
 #include "scheduler/stuck_barriers.h"
 #include "scheduler/table_history.h"
 
@@ -133,6 +134,8 @@ class Scheduler {
     // sets the saved state's; empty for a new job); train_samples and total_steps are then its
     // records and trainable steps (scheduler/stream_feed.h), and they grow with RefreshStream.
     StreamState stream;
+    // A job on a data stream: progressive validation's window, in files (StreamScores).
+    int progressive_window_files = 3;
     // Handed to roles at registration.
     absl::Duration heartbeat_interval = absl::Milliseconds(500);
     // A role silent this long (after its first heartbeat) is dead: a server fails the job, a
@@ -518,6 +521,14 @@ class Scheduler {
   JobState state_ ABSL_GUARDED_BY(mu_) = WAITING_FOR_ROLES;
   // A job on a data stream: its catalog (Options.stream, then RefreshStream).
   std::optional<StreamFeed> stream_ ABSL_GUARDED_BY(mu_);
+  // ... and its progressive validation by file.
+  std::optional<StreamScores> stream_scores_ ABSL_GUARDED_BY(mu_);
+  // A stream: the position below which every record is trained (SYNC: the slowest live worker's
+  // reported step, in records).
+  int64_t StreamTrainedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A stream: where it stands, with the newest `max_files` files' progressive validation.
+  // REQUIRES: stream_.
+  StreamStatus StreamStatusLocked(size_t max_files) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   absl::Time ended_at_ ABSL_GUARDED_BY(mu_);
   Membership membership_ ABSL_GUARDED_BY(mu_);

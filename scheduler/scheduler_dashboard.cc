@@ -53,6 +53,7 @@ scheduler::DashboardStatus Scheduler::DashboardStatus() const {
   }
   out.stuck_barriers = StuckBarriersLocked(now);
   out.table_history = table_history_.Series();
+  if (stream_.has_value()) out.stream = StreamStatusLocked(kDashboardStreamFiles);
   return out;
 }
 

@@ -41,6 +41,15 @@ struct SchedulerMetrics::State {
   metrics::Gauge* eta_seconds = nullptr;
   metrics::Gauge* barriers_waiting = nullptr;
   metrics::Gauge* barriers_stuck = nullptr;
+  metrics::GaugeFamily* stream_records = nullptr;
+  metrics::GaugeFamily* stream_lag_records = nullptr;
+  metrics::GaugeFamily* stream_lag_files = nullptr;
+  metrics::GaugeFamily* stream_files_ready = nullptr;
+  metrics::GaugeFamily* stream_auc = nullptr;
+  metrics::GaugeFamily* stream_logloss = nullptr;
+
+  // A job on a data stream: the stream's series (absent otherwise).
+  void SetStream(const StreamStatus& s);
 
   void Set(const DashboardStatus& s);
   // Reads the attached scheduler, if any.
@@ -92,6 +101,25 @@ void SchedulerMetrics::State::Set(const DashboardStatus& s) {
   eta_seconds->Set(s.eta_seconds);
   barriers_waiting->Set(s.barriers_waiting);
   barriers_stuck->Set(static_cast<double>(s.stuck_barriers.size()));
+  if (s.stream.has_value()) SetStream(*s.stream);
+}
+
+void SchedulerMetrics::State::SetStream(const StreamStatus& s) {
+  stream_records->With({"ready"})->Set(static_cast<double>(s.records_ready));
+  stream_records->With({"trained"})->Set(static_cast<double>(s.trained_records));
+  stream_lag_records->Get()->Set(static_cast<double>(s.lag_records));
+  stream_lag_files->Get()->Set(static_cast<double>(s.lag_files));
+  stream_files_ready->Get()->Set(static_cast<double>(s.files_ready));
+  auto set = [this](const char* over, const ProgressiveStatus& p) {
+    if (p.auc.has_value() && std::isfinite(*p.auc)) stream_auc->With({over})->Set(*p.auc);
+    if (std::isfinite(p.logloss)) stream_logloss->With({over})->Set(p.logloss);
+  };
+  set("window", s.window);
+  for (auto it = s.files.rbegin(); it != s.files.rend(); ++it) {
+    if (!it->closed) continue;
+    set("last_file", *it);
+    break;
+  }
 }
 
 SchedulerMetrics::SchedulerMetrics(metrics::Registry* registry) : state_(std::make_shared<State>()) {
@@ -127,6 +155,21 @@ SchedulerMetrics::SchedulerMetrics(metrics::Registry* registry) : state_(std::ma
   s.eta_seconds = registry->AddGauge("pstrain_scheduler_eta_seconds", "Estimated seconds until the last step").Get();
   s.barriers_waiting =
       registry->AddGauge("pstrain_scheduler_barriers_waiting", "Barriers waiting for participants").Get();
+  s.stream_records = &registry->AddGauge("pstrain_scheduler_stream_records",
+                                         "A data stream's records ready (in files taken in) and trained", {"kind"});
+  s.stream_lag_records = &registry->AddGauge("pstrain_scheduler_stream_lag_records",
+                                             "A data stream's records ready and not trained yet");
+  s.stream_lag_files = &registry->AddGauge("pstrain_scheduler_stream_lag_files",
+                                           "A data stream's files holding records not trained yet");
+  s.stream_files_ready =
+      &registry->AddGauge("pstrain_scheduler_stream_files_ready", "A data stream's files taken in (marked ready)");
+  s.stream_auc = &registry->AddGauge(
+      "pstrain_scheduler_stream_progressive_auc",
+      "A data stream's progressive AUC (records predicted before the update they led to), over the window of the "
+      "newest files or of the newest wholly trained file",
+      {"over"});
+  s.stream_logloss = &registry->AddGauge("pstrain_scheduler_stream_progressive_logloss",
+                                         "The same, mean log loss", {"over"});
   s.barriers_stuck = registry
                          ->AddGauge("pstrain_scheduler_barriers_stuck",
                                     "Barriers waiting longer than expected (the log names who is missing)")

@@ -16,6 +16,14 @@
 //   pstrain_scheduler_eta_seconds                      estimated time left
 //   pstrain_scheduler_barriers_waiting                 barriers waiting for participants
 //   pstrain_scheduler_barriers_stuck                   of those, waiting longer than expected
+//   pstrain_scheduler_stream_records{kind}             a data stream's records: ready, trained
+//   pstrain_scheduler_stream_lag_records, _lag_files   ready and not trained yet (and their files)
+//   pstrain_scheduler_stream_files_ready               files taken in
+//   pstrain_scheduler_stream_progressive_auc{over}     progressive AUC over the window of the
+//                                                      newest files (over="window"), and of the
+//                                                      newest file whose records are all trained
+//                                                      (over="last_file")
+//   pstrain_scheduler_stream_progressive_logloss{over}  the same, mean log loss
 //
 // Unknown values (no test loss yet) are not exported until known: the series is absent rather
 // than NaN. Thread-safe.

@@ -162,6 +162,9 @@ absl::StatusOr<std::unique_ptr<SchedulerRunner>> SchedulerRunner::Create(JobSpec
   if (options.stream_poll <= absl::ZeroDuration()) {
     return Invalid(absl::StrCat("stream poll interval is ", absl::FormatDuration(options.stream_poll), ", expected > 0"));
   }
+  if (options.progressive_window_files < 1) {
+    return Invalid(absl::StrCat("progressive window is ", options.progressive_window_files, " files, expected >= 1"));
+  }
   if (options.linger < absl::ZeroDuration()) {
     return Invalid(absl::StrCat("linger is ", absl::FormatDuration(options.linger), ", expected >= 0"));
   }
@@ -240,6 +243,7 @@ absl::Status SchedulerRunner::Run() {
   core_options.train_samples = setup.train_samples;
   core_options.test_samples = setup.test_samples;
   core_options.total_steps = setup.total_steps;
+  core_options.progressive_window_files = options_.progressive_window_files;
   core_options.heartbeat_interval = options_.heartbeat_interval;
   core_options.dead_after = options_.dead_after;
   // A barrier normally opens within a few heartbeats; much longer is worth naming who is missing.

@@ -61,6 +61,8 @@ class SchedulerRunner {
     absl::Duration server_recovery_timeout = absl::Seconds(60);
     // A job on a data stream: how often the stream's folder is looked at for newly ready files.
     absl::Duration stream_poll = absl::Milliseconds(500);
+    // A job on a data stream: progressive validation's window, in files (>= 1).
+    int progressive_window_files = 3;
     // If set, the scheduler keeps its state in this folder (scheduler/state_file.h) and, started
     // again with a state there, goes on with that job instead of starting afresh (listening on the
     // port it had when `port` is 0). See "Restart" in scheduler/scheduler.h.

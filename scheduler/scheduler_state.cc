@@ -189,7 +189,10 @@ SchedulerState Scheduler::SnapshotLocked() const {
   state.set_train_samples(train_samples_);
   state.set_test_samples(test_samples_);
   state.set_total_steps(total_steps_);
-  if (stream_.has_value()) *state.mutable_stream() = stream_->Save();
+  if (stream_.has_value()) {
+    *state.mutable_stream() = stream_->Save();
+    stream_scores_->Save(state.mutable_stream());
+  }
   state.set_port(port_);
   state.set_created_us(absl::ToUnixMicros(created_));
   state.set_restarts(restarts_);

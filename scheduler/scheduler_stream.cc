@@ -2,6 +2,8 @@
 // scheduler.h and scheduler/stream_feed.h.
 #include <algorithm>
 #include <optional>
+#include <string>
+#include <vector>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +13,45 @@
 namespace pstrain {
 namespace scheduler {
 
+int64_t Scheduler::StreamTrainedLocked() const {
+  // SYNC: every step below the slowest live worker's reported one is applied.
+  std::optional<int64_t> slowest;
+  for (int rank : membership_.LiveRanks(WORKER)) {
+    const int64_t step = progress_->worker_step(rank);
+    slowest = slowest.has_value() ? std::min(*slowest, step) : step;
+  }
+  return std::min(slowest.value_or(0) * options_.job.global_batch(), train_samples_);
+}
+
+StreamStatus Scheduler::StreamStatusLocked(size_t max_files) const {
+  StreamStatus out;
+  const std::vector<data::StreamFile>& catalog = stream_->catalog().files();
+  out.dir = stream_->catalog().dir();
+  out.files_ready = static_cast<int64_t>(catalog.size());
+  out.records_ready = stream_->records();
+  out.ended = stream_->ended();
+  out.trained_records = StreamTrainedLocked();
+  out.lag_records = out.records_ready - out.trained_records;
+  for (const data::StreamFile& f : catalog) out.lag_files += f.first + f.records > out.trained_records ? 1 : 0;
+  auto progressive = [](const StreamScores::Figures& f) {
+    ProgressiveStatus p;
+    p.samples = f.samples;
+    p.auc = f.auc;
+    p.logloss = f.log_loss;
+    return p;
+  };
+  out.window_files = stream_scores_->window_files();
+  out.window = progressive(stream_scores_->Window());
+  const std::vector<StreamScores::File> files = stream_scores_->Files();
+  for (size_t i = files.size() > max_files ? files.size() - max_files : 0; i < files.size(); ++i) {
+    ProgressiveStatus p = progressive(files[i].figures);
+    p.file = files[i].index < out.files_ready ? catalog[files[i].index].name : absl::StrCat("#", files[i].index);
+    p.closed = files[i].closed;
+    out.files.push_back(std::move(p));
+  }
+  return out;
+}
+
 int Scheduler::RefreshStream() {
   std::optional<data::StreamCatalog> catalog;
   int64_t trained = 0;
@@ -18,14 +59,8 @@ int Scheduler::RefreshStream() {
     absl::MutexLock lock(&mu_);
     if (!stream_.has_value() || Ended() || stream_->ended()) return 0;
     catalog = stream_->catalog();
-    // SYNC: every step below the slowest live worker's is applied, so its records are trained;
-    // files wholly before them may be gone (a writer's retention).
-    std::optional<int64_t> slowest;
-    for (int rank : membership_.LiveRanks(WORKER)) {
-      const int64_t step = progress_->worker_step(rank);
-      slowest = slowest.has_value() ? std::min(*slowest, step) : step;
-    }
-    trained = slowest.value_or(0) * options_.job.global_batch();
+    // Files wholly before it may be gone (a writer's retention).
+    trained = StreamTrainedLocked();
   }
   const absl::StatusOr<int> added = catalog->Refresh(trained);  // lists and counts, unlocked
   Deferred deferred;

@@ -1,6 +1,7 @@
 // The scheduler core on a data stream (scheduler/stream_feed.h, Scheduler::RefreshStream), with
 // real files: what each refresh makes trainable, what the views and the saved state carry, and the
-// stream's errors failing the job.
+// stream's errors failing the job; and progressive validation by file (scheduler/stream_scores.h).
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -10,7 +11,10 @@
 #include "gtest/gtest.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/scheduler_test_util.h"
+#include "data/score_histogram.h"
+#include "data/score_histogram_proto.h"
 #include "scheduler/stream_feed.h"
+#include "scheduler/stream_scores.h"
 
 namespace pstrain::scheduler {
 namespace {
@@ -118,6 +122,98 @@ TEST(SchedulerStreamTest, AFileOutOfNameOrderFailsTheJobAndNamesIt) {
   const ClusterView view = scheduler->View();
   EXPECT_EQ(view.state(), FAILED);
   EXPECT_NE(view.failure().find("part-00003.tsv"), std::string::npos) << view.failure();
+}
+
+// A report's scores of `file`: `clicks` predictions of 0.9 that are clicks and `misses` of 0.2
+// that are not (a perfect ranking), or the reverse when `inverted`.
+FileScores ScoresOf(int64_t file, int clicks, int misses, bool inverted = false) {
+  data::ScoreHistogram h;
+  data::PredictionTotals totals;
+  for (int i = 0; i < clicks; ++i) {
+    EXPECT_TRUE(h.Add(inverted ? 0.2 : 0.9, true).ok());
+    totals.log_loss_sum += data::LogLoss(inverted ? 0.2f : 0.9f, true);
+  }
+  for (int i = 0; i < misses; ++i) {
+    EXPECT_TRUE(h.Add(inverted ? 0.9 : 0.2, false).ok());
+    totals.log_loss_sum += data::LogLoss(inverted ? 0.9f : 0.2f, false);
+  }
+  FileScores f;
+  f.set_file(file);
+  *f.mutable_scores() = data::ScoreHistogramToProto(h);
+  f.set_log_loss_sum(totals.log_loss_sum);
+  return f;
+}
+
+TEST(StreamScoresTest, FilesCloseOnceTrainedAndTheWindowCoversTheNewest) {
+  StreamScores scores(/*window_files=*/2);
+  TrainStats train;
+  train.set_samples(40);
+  *train.add_files() = ScoresOf(0, 5, 5);
+  *train.add_files() = ScoresOf(1, 5, 5, /*inverted=*/true);
+  ASSERT_TRUE(scores.Check(train, 0, 2).ok());
+  scores.Add(train);
+  TrainStats more;
+  more.set_samples(10);
+  *more.add_files() = ScoresOf(2, 5, 5);
+  ASSERT_TRUE(scores.Check(more, 1, 3).ok());
+  scores.Add(more);
+
+  const std::vector<int64_t> ends = {10, 20, 30};
+  scores.CloseBefore(ends, 20);  // files 0 and 1 are wholly trained
+  std::vector<StreamScores::File> files = scores.Files();
+  ASSERT_EQ(files.size(), 3u);
+  EXPECT_TRUE(files[0].closed);
+  EXPECT_TRUE(files[1].closed);
+  EXPECT_FALSE(files[2].closed);
+  EXPECT_DOUBLE_EQ(*files[0].figures.auc, 1.0);
+  EXPECT_DOUBLE_EQ(*files[1].figures.auc, 0.0);
+  EXPECT_EQ(files[1].figures.samples, 10);
+  EXPECT_NEAR(files[0].figures.log_loss, (5 * data::LogLoss(0.9f, true) + 5 * data::LogLoss(0.2f, false)) / 10, 1e-12);
+  // The window: files 1 and 2 together, one ranking the other's inverse.
+  const StreamScores::Figures window = scores.Window();
+  EXPECT_EQ(window.samples, 20);
+  EXPECT_NEAR(*window.auc, 0.5, 1e-9);
+
+  // A late report for a closed file changes nothing.
+  TrainStats late;
+  late.set_samples(10);
+  *late.add_files() = ScoresOf(0, 0, 10);
+  ASSERT_TRUE(scores.Check(late, 0, 3).ok());
+  scores.Add(late);
+  EXPECT_EQ(scores.Files()[0].figures.samples, 10);
+
+  // The saved state keeps the closed files' figures.
+  StreamState saved;
+  scores.Save(&saved);
+  ASSERT_EQ(saved.scores_size(), 2);
+  StreamScores restored(2, saved);
+  files = restored.Files();
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_DOUBLE_EQ(*files[0].figures.auc, 1.0);
+  EXPECT_EQ(files[1].figures.samples, 10);
+}
+
+TEST(StreamScoresTest, ScoresOfNoReadyFileOrTooManyAreRefused) {
+  StreamScores scores(3);
+  TrainStats train;
+  train.set_samples(10);
+  *train.add_files() = ScoresOf(4, 5, 5);
+  absl::Status s = scores.Check(train, 7, 2);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("worker 7"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("stream file 4"), std::string::npos) << s;
+  train.mutable_files(0)->set_file(1);
+  *train.add_files() = ScoresOf(0, 1, 1);
+  s = scores.Check(train, 7, 2);  // 12 predictions for 10 samples
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("12 predictions"), std::string::npos) << s;
+  train.set_samples(12);
+  *train.add_files() = ScoresOf(0, 1, 1);
+  EXPECT_NE(scores.Check(train, 7, 2).message().find("twice"), std::string::npos);
+  train.mutable_files()->RemoveLast();
+  train.mutable_files(0)->set_log_loss_sum(std::nan(""));
+  EXPECT_EQ(scores.Check(train, 7, 2).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(scores.Files().empty()) << "Check records nothing";
 }
 
 TEST(SchedulerStreamTest, AStreamJobIsSyncCtrWithOneEpochAndNoCosine) {

@@ -94,7 +94,22 @@ std::string Target(const MetricsTarget& t) {
   return absl::StrCat("{\"targets\":[", JsonString(t.address), "],\"labels\":", labels, "}");
 }
 
+std::string Progressive(const ProgressiveStatus& p) {
+  return absl::StrCat("{", p.file.empty() ? "" : absl::StrCat("\"file\":", JsonString(p.file), ",\"closed\":",
+                                                               p.closed ? "true" : "false", ","),
+                      "\"samples\":", p.samples, ",\"auc\":", p.auc.has_value() ? JsonNumber(*p.auc) : "null",
+                      ",\"logloss\":", JsonNumber(p.logloss), "}");
+}
+
 }  // namespace
+
+std::string StreamStatusJson(const StreamStatus& s) {
+  return absl::StrCat("{\"dir\":", JsonString(s.dir), ",\"files_ready\":", s.files_ready,
+                      ",\"records_ready\":", s.records_ready, ",\"ended\":", s.ended ? "true" : "false",
+                      ",\"trained_records\":", s.trained_records, ",\"lag_records\":", s.lag_records,
+                      ",\"lag_files\":", s.lag_files, ",\"window_files\":", s.window_files,
+                      ",\"window\":", Progressive(s.window), ",\"progressive\":", Array(s.files, Progressive), "}");
+}
 
 std::string StatusJson(const DashboardStatus& s) {
   return absl::StrCat(
@@ -109,7 +124,8 @@ std::string StatusJson(const DashboardStatus& s) {
       ",\"workers\":", Array(s.workers, Worker), ",\"servers\":", Array(s.servers, Server),
       ",\"membership_events\":", Array(s.membership_events, Event), ",\"slow_steps\":", Array(s.slow_steps, SlowStep),
       ",\"stuck_barriers\":", StuckBarriersJson(s.stuck_barriers),
-      ",\"table_history\":", Array(s.table_history, TableSeries), "}");
+      ",\"table_history\":", Array(s.table_history, TableSeries),
+      s.stream.has_value() ? absl::StrCat(",\"stream\":", StreamStatusJson(*s.stream)) : "", "}");
 }
 
 std::string TimelineJson(const std::vector<TimelinePoint>& points, int64_t next) {

@@ -121,6 +121,35 @@ struct TableSizeSeries {
   std::vector<TableSizePoint> points;
 };
 
+// Progressive validation of records scored before they were trained on: a data stream's file, or
+// its window of the newest files.
+struct ProgressiveStatus {
+  std::string file;  // the file's name; empty for the window
+  bool closed = false;  // every record of the file is trained: its figures are final
+  int64_t samples = 0;
+  std::optional<double> auc;
+  double logloss = kUnknown;
+};
+
+// A job on a data stream ("stream"): what is ready, how far training is behind it, and progressive
+// validation by file (scheduler/stream_scores.h).
+struct StreamStatus {
+  std::string dir;
+  int64_t files_ready = 0;
+  int64_t records_ready = 0;
+  bool ended = false;
+  int64_t trained_records = 0;
+  // Records ready and not trained yet, and the files they are in.
+  int64_t lag_records = 0;
+  int64_t lag_files = 0;
+  int window_files = 0;
+  ProgressiveStatus window;
+  std::vector<ProgressiveStatus> files;  // oldest first
+};
+
+// The "stream" object of the run summary and of /api/status.
+std::string StreamStatusJson(const StreamStatus& s);
+
 // Everything GET /api/status shows.
 struct DashboardStatus {
   std::string state;    // "WAITING", "RUNNING", "FINISHED", "FAILED"
@@ -150,7 +179,11 @@ struct DashboardStatus {
   // Per server, its embedding tables over time ("table_history": [{"server", "points": [[seconds,
   // rows, bytes, evicted], ...]}]); empty in a job without tables.
   std::vector<TableSizeSeries> table_history;
+  // A job on a data stream, with at most the newest kDashboardStreamFiles files (the run summary
+  // lists every one).
+  std::optional<StreamStatus> stream;
 };
+inline constexpr size_t kDashboardStreamFiles = 72;
 
 // One worker progress report, for the timeline. Per-step times are the report's step times
 // divided by its steps (unknown without steps).

@@ -117,6 +117,15 @@ TEST(StreamTest, AStreamWrittenWhileItTrainsEndsAtTheFileJobsModel) {
   const std::string summary = RunToEnd(job.cluster);
   job.ExpectEveryRecordOnce(summary);
   EXPECT_EQ(ReadFile(job.model()), reference.model) << "the stream's model differs from the file job's";
+  // Progressive validation: every record scored once, before it was trained on, by file; every file
+  // closed, with its AUC; nothing left behind.
+  EXPECT_EQ(JsonNumber(summary, "lag_records"), 0) << summary;
+  const size_t progressive = summary.find("\"progressive\"");
+  ASSERT_NE(progressive, std::string::npos) << summary;
+  EXPECT_EQ(JsonNumbers(summary.substr(progressive), "samples"), std::vector<double>(kHours, kPerHour)) << summary;
+  for (double auc : JsonNumbers(summary.substr(progressive), "auc")) EXPECT_GT(auc, 0.5) << summary;
+  EXPECT_EQ(summary.find("\"closed\":false"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"closed\":true"), std::string::npos) << summary;
   // The workers did catch up with the stream and wait for it.
   EXPECT_NE(ReadFile(job.cluster.dir() + "/worker0.log").find("caught up with the data stream"), std::string::npos);
 }

@@ -80,7 +80,15 @@ absl::Status CtrWorkload::PullRows(TrainingSession* session, const std::vector<a
 absl::Status CtrWorkload::ComputeGradient(TrainingSession* session, model::GradientSink* /*sink*/,
                                           model::BatchStats* stats) {
   RETURN_IF_ERROR(PullRows(session, keys_));
-  return model_->ComputeGradient(batch_, rows_, session->gradient(), row_grads_, stats);
+  const size_t before = stats->predictions.size();
+  RETURN_IF_ERROR(model_->ComputeGradient(batch_, rows_, session->gradient(), row_grads_, stats));
+  if (stream_ != nullptr && stats->predictions.size() > before) {
+    // Progressive validation per file of the stream.
+    for (const data::StreamSource::FileSamples& f : stream_->last_files()) {
+      if (f.samples > 0) stats->prediction_files.emplace_back(static_cast<int64_t>(f.file), f.samples);
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CtrWorkload::Evaluate(TrainingSession* session, int64_t begin, int64_t end, model::BatchStats* stats,

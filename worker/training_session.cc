@@ -444,11 +444,40 @@ absl::Status TrainingSession::Leave(int epoch) {
 }
 
 void TrainingSession::AddTrainScores(const model::BatchStats& stats) {
+  // A stream's predictions also go to their files' scores, run by run.
+  size_t run = 0;
+  int64_t left_in_run = stats.prediction_files.empty() ? 0 : stats.prediction_files[0].second;
   for (size_t i = 0; i < stats.predictions.size() && i < stats.labels.size(); ++i) {
+    FileScores* file = nullptr;
+    if (run < stats.prediction_files.size()) {
+      while (left_in_run == 0 && ++run < stats.prediction_files.size()) left_in_run = stats.prediction_files[run].second;
+      if (run < stats.prediction_files.size()) {
+        file = &file_scores_[stats.prediction_files[run].first];
+        --left_in_run;
+      }
+    }
     const float p = stats.predictions[i];
     if (std::isnan(p)) continue;  // a NaN loss is reported as such; no bin holds it
-    auto& counts = train_bins_[static_cast<uint32_t>(data::ScoreHistogram::BinOf(p))];
-    (stats.labels[i] != 0 ? counts.first : counts.second) += 1;
+    const uint32_t bin = static_cast<uint32_t>(data::ScoreHistogram::BinOf(p));
+    const bool click = stats.labels[i] != 0;
+    auto& counts = train_bins_[bin];
+    (click ? counts.first : counts.second) += 1;
+    if (file != nullptr) {
+      auto& file_counts = file->bins[bin];
+      (click ? file_counts.first : file_counts.second) += 1;
+      file->log_loss_sum += data::LogLoss(p, click);
+    }
+  }
+}
+
+void TrainingSession::BinsToProto(const std::map<uint32_t, std::pair<uint64_t, uint64_t>>& bins,
+                                  pstrain::ScoreHistogram* out) {
+  out->set_num_bins(data::ScoreHistogram::kNumBins);
+  out->set_max_logit(data::ScoreHistogram::kMaxLogit);
+  for (const auto& [bin, counts] : bins) {
+    out->add_bins(bin);
+    out->add_positives(counts.first);
+    out->add_negatives(counts.second);
   }
 }
 
@@ -463,18 +492,16 @@ absl::Status TrainingSession::MaybeReport(int epoch, bool force) {
   delta->set_bytes_sent(traffic.bytes_sent - reported_traffic_.bytes_sent);
   delta->set_bytes_received(traffic.bytes_received - reported_traffic_.bytes_received);
   delta->set_compression_saved_bytes(traffic.compression_saved_bytes - reported_traffic_.compression_saved_bytes);
-  if (!train_bins_.empty()) {
-    pstrain::ScoreHistogram* scores = pending_.mutable_train()->mutable_scores();
-    scores->set_num_bins(data::ScoreHistogram::kNumBins);
-    scores->set_max_logit(data::ScoreHistogram::kMaxLogit);
-    for (const auto& [bin, counts] : train_bins_) {
-      scores->add_bins(bin);
-      scores->add_positives(counts.first);
-      scores->add_negatives(counts.second);
-    }
+  if (!train_bins_.empty()) BinsToProto(train_bins_, pending_.mutable_train()->mutable_scores());
+  for (const auto& [index, scores] : file_scores_) {
+    pstrain::FileScores* file = pending_.mutable_train()->add_files();
+    file->set_file(index);
+    BinsToProto(scores.bins, file->mutable_scores());
+    file->set_log_loss_sum(scores.log_loss_sum);
   }
   RETURN_IF_ERROR(scheduler_->ReportProgress(pending_));
   train_bins_.clear();
+  file_scores_.clear();
   reported_traffic_ = traffic;
   pending_.Clear();
   pending_.set_worker_rank(options_.rank);

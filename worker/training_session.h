@@ -287,8 +287,11 @@ class TrainingSession {
   // This worker's position among the live workers of view_, or FAILED_PRECONDITION if it is gone.
   absl::StatusOr<int> Slot() const;
   absl::Status MaybeReport(int epoch, bool force);
-  // Counts a step's predictions (BatchStats.predictions) into train_bins_.
+  // Counts a step's predictions (BatchStats.predictions) into train_bins_, and a stream's into
+  // file_scores_ too.
   void AddTrainScores(const model::BatchStats& stats);
+  // Score bins as AddTrainScores counts them, as the wire's histogram.
+  static void BinsToProto(const std::map<uint32_t, std::pair<uint64_t, uint64_t>>& bins, pstrain::ScoreHistogram* out);
   // ASYNC/SSP: the staleness of each shard's push-pull answer in pulled_, into the metrics and
   // the pending report.
   void CountStaleness();
@@ -379,6 +382,13 @@ class TrainingSession {
   // before the update it led to), by bin of data::ScoreHistogram: (positives, negatives). Sent as
   // TrainStats.scores.
   std::map<uint32_t, std::pair<uint64_t, uint64_t>> train_bins_;
+  // A stream: the same by file (index in view_.stream()), with the predictions' log losses. Sent as
+  // TrainStats.files.
+  struct FileScores {
+    std::map<uint32_t, std::pair<uint64_t, uint64_t>> bins;
+    double log_loss_sum = 0;
+  };
+  std::map<int64_t, FileScores> file_scores_;
   // Metrics: metrics_ is options_.metrics or own_metrics_ (over own_registry_).
   std::unique_ptr<metrics::Registry> own_registry_;
   std::unique_ptr<WorkerMetrics> own_metrics_;

@@ -459,6 +459,32 @@ function renderTables(s, xDomain) {
   box.replaceChildren(legend(held), pair, el('p', {class: 'note', 'data-testid': 'tables-latest', text: latest.join(' · ')}));
 }
 
+// A job on a data stream: per file, the progressive AUC and log loss of its records (each predicted
+// before the update it led to), and how far training is behind the newest ready file, from
+// /api/status's stream: {files_ready, records_ready, ended, trained_records, lag_records, lag_files,
+// window_files, window: {samples, auc, logloss}, progressive: [{file, closed, samples, auc, logloss}]}.
+function renderStream(s) {
+  const box = chartBox('stream');
+  const st = s.stream;
+  if (!st) return showMessage(box, 'Not a job on a data stream (--data_stream).');
+  const files = st.progressive || [];
+  const first = files.length ? st.files_ready - files.length : 0;
+  const at = (key) => files.map((f, i) => [first + i, f[key]]).filter((p) => isNum(p[1]));
+  const common = {xLabel: 'stream file (in name order)', xFormat: (x) => fmtInt(x), dots: true};
+  const pair = el('div', {class: 'pair'},
+                  lineChart({series: [{name: 'AUC', color: '#ff7f0e', points: at('auc')}], yLabel: 'progressive AUC', ...common}),
+                  lineChart({series: [{name: 'log loss', color: '#1f77b4', points: at('logloss')}], yLabel: 'progressive log loss',
+                             ...common}));
+  const w = st.window || {};
+  const lag = `${fmtInt(st.lag_records)} records in ${fmtInt(st.lag_files)} files behind the newest ready file ` +
+              `(${fmtInt(st.trained_records)} of ${fmtInt(st.records_ready)} trained, ${fmtInt(st.files_ready)} files ready` +
+              `${st.ended ? ', the stream has ended' : ''})`;
+  const window = `last ${st.window_files} files: AUC ${isNum(w.auc) ? w.auc.toFixed(4) : '—'}, log loss ` +
+                 `${isNum(w.logloss) ? w.logloss.toFixed(4) : '—'} over ${fmtInt(w.samples || 0)} records`;
+  box.replaceChildren(pair, el('p', {class: 'note', 'data-testid': 'stream-lag', text: lag}),
+                      el('p', {class: 'note', 'data-testid': 'stream-window', text: window}));
+}
+
 function describeWorker(s, rank) {
   const m = (s.members || []).find((x) => x.role === 'worker' && x.rank === rank);
   return m ? `worker ${rank} (${m.address || 'no address'}, ${m.state})` : `worker ${rank}`;
@@ -515,6 +541,7 @@ function render() {
   renderHeatmap(groups);
   renderStaleness(s, groups, xDomain);
   renderTables(s, xDomain);
+  renderStream(s);
   renderMembers(s);
   renderServerBytes(s);
   renderSlowSteps(s);

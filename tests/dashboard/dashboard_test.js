@@ -196,6 +196,47 @@ async function checkTablesPanel(browser) {
   await page.close();
 }
 
+// The third job: CTR on a data stream that pstrain-gen-ctr writes while the job trains. Checks the
+// stream panel: a progressive AUC and log loss point per file, the lag, and the window.
+async function checkStreamPanel(browser) {
+  const stream = path.join(tmp, 'stream');
+  fs.mkdirSync(stream, {recursive: true});
+  const {url} = await startJob('stream-', 2, ['--model=ctr', `--data_stream=${stream}`, '--servers=2', '--workers=2',
+                                              '--batch_size=64', '--embedding_dim=8', '--hidden=16',
+                                              '--stream_poll_ms=200', '--linger_ms=60000']);
+  spawn('stream-writer', 'pstrain-gen-ctr', [`--stream_dir=${stream}`, '--hours=6', '--records_per_hour=4000',
+                                             '--new_key_rate=0.2', '--rate=8000']);
+  for (const c of children) c.mayEnd = c.name.startsWith('stream-');  // the page outlives it (--linger_ms)
+  const page = await browser.newPage({viewport: {width: 1280, height: 900}});
+  const pageErrors = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  await page.goto(url);
+  const panel = () => page.evaluate(() => {
+    const dots = (n) => document.querySelectorAll(`#stream .pair svg:nth-child(${n}) circle`).length;
+    const text = (id) => {
+      const e = document.querySelector(`#stream [data-testid="${id}"]`);
+      return e ? e.textContent : '';
+    };
+    return {state: document.getElementById('state').textContent, auc: dots(1), logloss: dots(2),
+            lag: text('stream-lag'), window: text('stream-window')};
+  });
+  const p = await waitFor('the stream job\'s end, with a progressive AUC and log loss point for each of its 6 files',
+                          async () => {
+    const x = await panel();
+    lastSnapshot = x;
+    return x.state === 'FINISHED' && x.auc === 6 && x.logloss === 6 ? x : null;
+  }, 120000, 500);
+  check(true, `stream: ${p.auc} AUC points, ${p.logloss} log loss points; ${p.lag}; ${p.window}`);
+  check(/^0 records in 0 files behind the newest ready file \(24,000 of 24,000 trained, 6 files ready, the stream has ended\)$/
+            .test(p.lag), 'the lag once the stream is trained');
+  check(/^last 3 files: AUC 0\.\d{4}, log loss 0\.\d{4} over 12,000 records$/.test(p.window), 'the window\'s figures');
+  check(pageErrors.length === 0, `no page errors${pageErrors.length ? ': ' + pageErrors.join('; ') : ''}`);
+  const shot = path.join(outDir, 'dashboard-stream-screenshot.png');
+  await page.locator('#stream').screenshot({path: shot});
+  log(`screenshot: ${shot}`);
+  await page.close();
+}
+
 // What the test reads off the page.
 let lastSnapshot = null;  // For the message of a failed wait.
 async function snapshot(page) {
@@ -315,6 +356,9 @@ async function main() {
     for (const c of children) c.killed = true;  // the first job is done with
     killAll();
     await checkTablesPanel(browser);
+    for (const c of children) c.killed = true;  // the second job is done with
+    killAll();
+    await checkStreamPanel(browser);
   } finally {
     await browser.close();
   }
