@@ -20,7 +20,8 @@
 #   SKIP_TLS=1       skip the TLS cost tables (bench/tls.sh; its TLS_* knobs apply)
 #   SKIP_METRICS=1   skip the metrics cost tables (bench/metrics.sh, metrics_scrape_bench; its
 #                    METRICS_* knobs apply)
-# The CTR tables take their own data and minutes each: bench/ctr.sh and bench/scale_ctr.sh.
+# The CTR tables take their own data and minutes each: bench/ctr.sh, bench/scale_ctr.sh and
+# bench/stream.sh (a stream against a file job).
 # Raw outputs are kept in a temporary folder whose name is printed at the end.
 set -euo pipefail
 
