@@ -29,6 +29,12 @@ inline constexpr char kJobManifestName[] = "job.textproto";
 inline constexpr char kDeclaredModelName[] = "declared-model.bin";
 inline constexpr char kDeclaredTablesName[] = "declared-tables.textproto";
 
+// A job on a data stream (JobSpec.data.stream_dir): the stream's catalog as the scheduler took it
+// (a SchedulerState's StreamState as text: each file with its first position), written beside the
+// checkpoints before a new file is handed out (scheduler/resume.h WriteStreamCatalog), so that a
+// resumed job maps positions to the same records even once a writer has removed trained files.
+inline constexpr char kStreamCatalogName[] = "stream-catalog.textproto";
+
 // `<dir>/server-<rank>-step-<step zero-padded to 10 digits>.ckpt`.
 std::string CheckpointPath(const std::string& dir, int rank, int64_t step);
 

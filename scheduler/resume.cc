@@ -70,6 +70,31 @@ absl::Status WriteDeclaration(const JobSpec& job, absl::string_view model_file,
                              mode);
 }
 
+absl::Status WriteStreamCatalog(const JobSpec& job, const StreamState& catalog) {
+  StreamState files_only = catalog;
+  files_only.clear_scores();
+  std::string text;
+  if (!google::protobuf::TextFormat::PrintToString(files_only, &text)) {
+    return absl::InternalError("stream catalog: cannot print it as text");
+  }
+  return WriteFileAtomically(
+      absl::StrCat(job.checkpoint_dir(), "/", kStreamCatalogName), "stream catalog",
+      absl::StrCat("# Written by pstrain-scheduler: the data stream's files and their first positions.\n", text),
+      OutputMode(job.output_mode()));
+}
+
+absl::StatusOr<StreamState> ReadStreamCatalog(const JobSpec& job) {
+  const std::string path = absl::StrCat(job.checkpoint_dir(), "/", kStreamCatalogName);
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return StreamState();
+  ASSIGN_OR_RETURN(const std::string text, ReadRegularFile(path, "stream catalog", int64_t{1} << 30));
+  StreamState catalog;
+  if (!google::protobuf::TextFormat::ParseFromString(text, &catalog)) {
+    return absl::DataLossError(absl::StrCat("stream catalog ", path, ": not a StreamState textproto"));
+  }
+  return catalog;
+}
+
 absl::Status CheckNoEarlierCheckpoints(const JobSpec& job) {
   for (int rank = 0; rank < job.num_servers(); ++rank) {
     const std::vector<int64_t> steps = ListCheckpointSteps(job.checkpoint_dir(), rank);

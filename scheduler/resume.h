@@ -25,6 +25,7 @@
 #include "absl/strings/string_view.h"
 #include "common/checkpoint_files.h"
 #include "proto/job.pb.h"
+#include "proto/scheduler_state.pb.h"
 
 namespace pstrain {
 namespace scheduler {
@@ -43,6 +44,13 @@ absl::Status WriteJobManifest(const JobSpec& job);
 // (common/checkpoint_files.h), each atomically with the job's output mode. Errors name the path.
 absl::Status WriteDeclaration(const JobSpec& job, absl::string_view model_file,
                               const google::protobuf::RepeatedPtrField<TableSpec>& tables);
+
+// A job on a data stream: `catalog` (its files and end; no scores) as kStreamCatalogName beside
+// the checkpoints, atomically with the job's output mode. Errors name the path.
+absl::Status WriteStreamCatalog(const JobSpec& job, const StreamState& catalog);
+// What WriteStreamCatalog wrote; an empty catalog when the folder holds none (a job stopped before
+// its first file). Errors name the path (DATA_LOSS for text that does not parse).
+absl::StatusOr<StreamState> ReadStreamCatalog(const JobSpec& job);
 
 // For a new job (resume not set): OK unless job.checkpoint_dir already holds shard checkpoints
 // of an earlier run for one of the job's server ranks; then FAILED_PRECONDITION naming the folder

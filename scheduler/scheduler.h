@@ -136,6 +136,10 @@ class Scheduler {
     StreamState stream;
     // A job on a data stream: progressive validation's window, in files (StreamScores).
     int progressive_window_files = 3;
+    // A job on a data stream with a checkpoint folder: records the catalog beside the checkpoints
+    // (resume.h WriteStreamCatalog) before newly ready files are handed out; called outside the
+    // lock by RefreshStream. An error keeps the new files back (the next refresh tries again).
+    std::function<absl::Status(const StreamState& catalog)> record_stream;
     // Handed to roles at registration.
     absl::Duration heartbeat_interval = absl::Milliseconds(500);
     // A role silent this long (after its first heartbeat) is dead: a server fails the job, a
@@ -524,8 +528,12 @@ class Scheduler {
   // ... and its progressive validation by file.
   std::optional<StreamScores> stream_scores_ ABSL_GUARDED_BY(mu_);
   // A stream: the position below which every record is trained (SYNC: the slowest live worker's
-  // reported step, in records).
+  // reported step, in records; a worker that reported nothing yet starts where the others are).
   int64_t StreamTrainedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A stream: the position below which no record will be read again, even after a rollback to a
+  // checkpoint (with checkpoints: the newest cut every server has, or the step resumed from), so
+  // that files wholly before it may be gone.
+  int64_t StreamKeptFromLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A stream: where it stands, with the newest `max_files` files' progressive validation.
   // REQUIRES: stream_.
   StreamStatus StreamStatusLocked(size_t max_files) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -29,6 +29,7 @@
 #include "scheduler/scheduler.h"
 #include "scheduler/scheduler_service.h"
 #include "scheduler/state_file.h"
+#include "scheduler/stream_feed.h"
 #include "common/listen_error.h"
 
 namespace pstrain {
@@ -257,6 +258,18 @@ absl::Status SchedulerRunner::Run() {
       RETURN_IF_ERROR(model::ParseModelFile(bytes, "the final model").status());
       return WriteFileAtomically(path, "final model", bytes, mode);
     };
+  }
+  if (IsStreamJob(job) && !job.checkpoint_dir().empty()) {
+    core_options.record_stream = [job](const StreamState& catalog) { return WriteStreamCatalog(job, catalog); };
+    if (job.resume() && !saved.has_value()) {
+      // The positions as the first run took them, whatever files a writer has removed since.
+      ASSIGN_OR_RETURN(core_options.stream, ReadStreamCatalog(job));
+      const StreamFeed feed(job.data().stream_dir(), job.global_batch(), core_options.stream);
+      core_options.train_samples = feed.records();
+      core_options.total_steps = feed.trainable_steps();
+      LOG(INFO) << "resume: the data stream's catalog from " << job.checkpoint_dir() << " ("
+                << core_options.stream.files_size() << " files)";
+    }
   }
   if (IsExternalModel(job) && !job.checkpoint_dir().empty()) {
     core_options.record_declaration = [job](absl::string_view model_file, const TableList& tables) {

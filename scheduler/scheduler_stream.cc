@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/job_spec.h"
 #include "glog/logging.h"
 #include "scheduler/scheduler.h"
 
@@ -18,9 +19,17 @@ int64_t Scheduler::StreamTrainedLocked() const {
   std::optional<int64_t> slowest;
   for (int rank : membership_.LiveRanks(WORKER)) {
     const int64_t step = progress_->worker_step(rank);
+    if (step == 0) continue;  // no report yet: it joined where the others are
     slowest = slowest.has_value() ? std::min(*slowest, step) : step;
   }
-  return std::min(slowest.value_or(0) * options_.job.global_batch(), train_samples_);
+  // Before any report, a resumed job's workers start at the step resumed from.
+  return std::min(slowest.value_or(options_.resume_step.value_or(0)) * options_.job.global_batch(), train_samples_);
+}
+
+int64_t Scheduler::StreamKeptFromLocked() const {
+  if (!CheckpointsOn(options_.job)) return StreamTrainedLocked();  // no rollback
+  const int64_t cut = std::max(NewestCommonStep(checkpoints_), options_.resume_step.value_or(0));
+  return std::min(cut * options_.job.global_batch(), StreamTrainedLocked());
 }
 
 StreamStatus Scheduler::StreamStatusLocked(size_t max_files) const {
@@ -60,9 +69,17 @@ int Scheduler::RefreshStream() {
     if (!stream_.has_value() || Ended() || stream_->ended()) return 0;
     catalog = stream_->catalog();
     // Files wholly before it may be gone (a writer's retention).
-    trained = StreamTrainedLocked();
+    trained = StreamKeptFromLocked();
   }
-  const absl::StatusOr<int> added = catalog->Refresh(trained);  // lists and counts, unlocked
+  absl::StatusOr<int> added = catalog->Refresh(trained);  // lists and counts, unlocked
+  if (added.ok() && *added > 0 && options_.record_stream) {
+    // Durable before any worker reads the new files: a resumed job must map positions the same way.
+    if (absl::Status recorded = options_.record_stream(CatalogState(*catalog)); !recorded.ok()) {
+      LOG(WARNING) << "data stream: the catalog was not recorded beside the checkpoints (" << recorded
+                   << "); its new files wait for the next look";
+      return 0;
+    }
+  }
   Deferred deferred;
   int taken = 0;
   {

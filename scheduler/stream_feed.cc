@@ -49,9 +49,11 @@ StreamView StreamFeed::View() const {
   return view;
 }
 
-StreamState StreamFeed::Save() const {
+StreamState StreamFeed::Save() const { return CatalogState(catalog_); }
+
+StreamState CatalogState(const data::StreamCatalog& catalog) {
   StreamState state;
-  for (const data::StreamFile& f : catalog_.files()) {
+  for (const data::StreamFile& f : catalog.files()) {
     StreamFileState* out = state.add_files();
     out->set_name(f.name);
     out->set_first(f.first);
@@ -59,7 +61,7 @@ StreamState StreamFeed::Save() const {
     out->set_size(f.size);
     out->set_modified_ns(f.modified_ns);
   }
-  state.set_ended(catalog_.ended());
+  state.set_ended(catalog.ended());
   return state;
 }
 

@@ -29,6 +29,9 @@ namespace scheduler {
 // batches, and the last short one when `ended`. REQUIRES: records >= 0, global_batch >= 1.
 int64_t StreamTrainableSteps(int64_t records, int64_t global_batch, bool ended);
 
+// `catalog`'s files and end, as saved (no scores).
+StreamState CatalogState(const data::StreamCatalog& catalog);
+
 class StreamFeed {
  public:
   // The stream of `dir`, as a saved state had it (empty: nothing taken yet).

@@ -6,12 +6,15 @@
 // count every record once: undisturbed, with the scheduler killed and restarted (a file arriving
 // while it is down), with a server killed and replaced from a checkpoint (the job rewinds to the
 // cut's step, and so to its stream position), and within float rounding with a worker killed and
-// replaced (its slices are then cut among other workers).
+// replaced (its slices are then cut among other workers); and a job killed whole, resumed from its
+// checkpoints after the writer removed a trained file (the catalog beside the checkpoints keeps
+// the positions).
 #include <signal.h>
 
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -25,6 +28,8 @@
 
 namespace pstrain::testing {
 namespace {
+
+namespace fs = std::filesystem;
 
 constexpr int kHours = 4;
 constexpr int64_t kPerHour = 3000;
@@ -181,6 +186,38 @@ TEST(StreamTest, AServerKilledMidStreamIsReplacedFromACheckpointAndTheStreamGoes
   job.ExpectEveryRecordOnce(summary);
   EXPECT_EQ(ReadFile(job.model()), reference.model) << "the recovered stream's model differs from the file job's";
   EXPECT_NE(ReadFile(job.cluster.dir() + "/server2.log").find("from a checkpoint"), std::string::npos);
+}
+
+TEST(StreamTest, AKilledStreamJobResumesFromItsCutAfterTrainedFilesWereRemoved) {
+  const Reference& reference = TheReference();
+  StreamJob job("stream-resume");
+  const std::vector<std::string> flags =
+      job.Flags({"--checkpoint_dir=" + job.cluster.dir() + "/ckpt", "--checkpoint_every_steps=5",
+                 "--full_checkpoint_every=3"});
+  job.cluster.Start(2, 2, flags);
+  job.StartWriting(/*rate=*/1500);  // a file every 2 s
+  job.cluster.WaitForSteps(25);     // the cut of step 20 (position 5,120) is past the first file
+  job.cluster.scheduler->Kill(SIGKILL);
+  for (auto& s : job.cluster.servers) s->Kill(SIGKILL);
+  for (auto& w : job.cluster.workers) w->Kill(SIGKILL);
+  // A writer's retention: the first hour is trained and in every cut, so it goes.
+  fs::remove(job.stream_dir + "/part-00000.tsv");
+  fs::remove(job.stream_dir + "/part-00000.tsv.ready");
+
+  ManualCluster resumed("stream-resumed");
+  std::vector<std::string> again = flags;
+  again.push_back("--resume");
+  resumed.Start(2, 2, again);
+  const std::string summary = RunToEnd(resumed);
+  const absl::StatusOr<int> written = job.writer->Wait(absl::Minutes(1));
+  EXPECT_TRUE(written.ok() && *written == 0) << job.writer->Output();
+  EXPECT_EQ(ReadFile(job.model()), reference.model) << "the resumed stream's model differs from the file job's";
+  // The resumed job trained every record after its cut, once.
+  const std::string log = ReadFile(resumed.dir() + "/scheduler.log");
+  EXPECT_NE(log.find("the data stream's catalog from"), std::string::npos) << log;
+  std::smatch cut;
+  ASSERT_TRUE(std::regex_search(log, cut, std::regex("continuing from step (\\d+)"))) << log;
+  EXPECT_EQ(JsonNumbers(summary, "samples").at(0), kRecords - std::stoll(cut[1]) * 256) << summary;
 }
 
 }  // namespace
