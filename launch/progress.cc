@@ -56,6 +56,9 @@ std::string FormatEpochLine(const EpochSummary& epoch, int epochs) {
                                      epoch.epoch() + 1, epochs, epoch.train_loss(), epoch.test_loss(),
                                      epoch.test_accuracy());
   if (epoch.has_test_auc()) absl::StrAppendFormat(&line, "  test_auc %.4f", epoch.test_auc());
+  if (epoch.has_train_auc() && std::isfinite(epoch.train_auc())) {
+    absl::StrAppendFormat(&line, "  progressive_auc %.4f", epoch.train_auc());
+  }
   absl::StrAppendFormat(&line, "  %.1f s", epoch.seconds());
   if (epoch.step_times().steps() > 0) absl::StrAppend(&line, "  ", FormatStepTimes(epoch.step_times()));
   return line;
@@ -68,8 +71,12 @@ std::string FormatFinalResult(const JobStatus& status, double wall_seconds,
   double seconds = 0;
   if (status.epochs_done_size() > 0) {
     const EpochSummary& last = status.epochs_done(status.epochs_done_size() - 1);
-    accuracy = absl::StrFormat("%.4f", last.test_accuracy());
+    // A job without a test set (a data stream) has none.
+    if (std::isfinite(last.test_accuracy())) accuracy = absl::StrFormat("%.4f", last.test_accuracy());
     if (last.has_test_auc()) absl::StrAppendFormat(&accuracy, "  test_auc %.4f", last.test_auc());
+    if (last.has_train_auc() && std::isfinite(last.train_auc())) {
+      absl::StrAppendFormat(&accuracy, "  progressive_auc %.4f", last.train_auc());
+    }
     for (const EpochSummary& e : status.epochs_done()) {
       samples += e.samples();
       seconds += e.seconds();

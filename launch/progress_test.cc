@@ -114,6 +114,16 @@ TEST(FormatFinalResultTest, LastTestAucWhenTheWorkersReportedScores) {
   EXPECT_EQ(FormatFinalResult(s, 5, ""), "final test_acc 0.8000  test_auc 0.7500  12.0k samples/s  wall 5s");
 }
 
+TEST(FormatFinalResultTest, ProgressiveAucWithoutATestSet) {
+  JobStatus s = Running();
+  EpochSummary e = Epoch(0, std::nan(""), 60000, 5.0);
+  e.set_train_auc(0.81423);
+  *s.add_epochs_done() = e;
+  EXPECT_EQ(FormatFinalResult(s, 5, ""), "final test_acc n/a  progressive_auc 0.8142  12.0k samples/s  wall 5s");
+  EXPECT_EQ(FormatEpochLine(e, 1),
+            "epoch 1/1 done: train_loss 0.3121  test_loss 0.3344  test_acc nan  progressive_auc 0.8142  5.0 s");
+}
+
 TEST(FormatFinalResultTest, WithoutEpochsOrSummary) {
   JobStatus s = Running();
   EXPECT_EQ(FormatFinalResult(s, 5, ""), "final test_acc n/a  12.3k samples/s  wall 5s");
