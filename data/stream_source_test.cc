@@ -231,6 +231,20 @@ TEST(StreamSourceTest, BadRecordsSkippedAreSummedOverFiles) {
   EXPECT_EQ(source.skipped(), 3);
 }
 
+TEST(StreamSourceTest, ABadRecordFailsNamingItsFileAndLine) {
+  const std::string folder = Folder("fail");
+  Put(folder, "part-00000.tsv", CriteoLines(0, 2));
+  Put(folder, "part-00001.tsv", CriteoLines(2, 1) + "not a record\n");
+  StreamCatalog catalog(Dir(folder));
+  ASSERT_TRUE(catalog.Refresh(0).ok());
+  StreamSource source(kCriteo);  // --bad_records=fail
+  CtrBatch batch;
+  const absl::Status s = source.ReadBatch(catalog, 1, 3, &batch);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(s.message().find("part-00001.tsv:2:"), std::string::npos) << s;
+  ExpectEmpty(batch);
+}
+
 TEST(StreamSourceTest, RangeOutsideTheCatalogIsInvalidArgumentWithAnEmptyBatch) {
   const std::string folder = Folder("range");
   const StreamCatalog catalog = ThreeHours(folder);

@@ -216,6 +216,12 @@ TEST(BadFlagsTest, SchedulerAndLauncherRefuseBadFilesAndSizesBeforeStarting) {
       {{"--output_mode=0044"}, "--output_mode: got '0044'"},
       // A table dtype that does not exist.
       {{"--model=ctr", "--table_row_dtype=int8"}, "--table_row_dtype: got 'int8', expected fp32, fp16 or bf16"},
+      // A data stream: its folder must exist, and the job must be one a stream can feed.
+      {{"--model=ctr", "--data_stream=" + dir + "/no-stream"}, "data stream '" + dir + "/no-stream': no such folder"},
+      {{"--model=ctr", "--data_stream=" + folder, "--mode=async"},
+       "got ASYNC, expected SYNC for a job on a data stream"},
+      {{"--model=ctr", "--data_stream=" + folder, "--lr_schedule=cosine"}, "optimizer.schedule"},
+      {{"--data_stream=" + folder}, "only model 'ctr' trains on a stream"},
   };
   for (const auto& [flags, expected] : cases) {
     std::vector<std::string> args = {"--port=0"};
