@@ -20,8 +20,9 @@
 #   SKIP_TLS=1       skip the TLS cost tables (bench/tls.sh; its TLS_* knobs apply)
 #   SKIP_METRICS=1   skip the metrics cost tables (bench/metrics.sh, metrics_scrape_bench; its
 #                    METRICS_* knobs apply)
-# The CTR tables take their own data and minutes each: bench/ctr.sh, bench/scale_ctr.sh and
-# bench/stream.sh (a stream against a file job) and bench/stream_memory.sh (many files through one job).
+# The CTR tables take their own data and minutes each: bench/ctr.sh, bench/scale_ctr.sh,
+# bench/stream.sh (a stream against a file job) and bench/stream_memory.sh (many files through one
+# job).
 # Raw outputs are kept in a temporary folder whose name is printed at the end.
 set -euo pipefail
 
