@@ -6,7 +6,8 @@
 // count every record once: undisturbed, with the scheduler killed and restarted (a file arriving
 // while it is down), with a server killed and replaced from a checkpoint (the job rewinds to the
 // cut's step, and so to its stream position), and within float rounding with a worker killed and
-// replaced (its slices are then cut among other workers); and a job killed whole, resumed from its
+// replaced or stopped (SIGTERM) while it waits for the next file (its slices are then cut among
+// other workers); and a job killed whole, resumed from its
 // checkpoints after the writer removed a trained file (the catalog beside the checkpoints keeps
 // the positions).
 #include <signal.h>
@@ -164,6 +165,26 @@ TEST(StreamTest, AWorkerKilledMidStreamIsReplacedAndNoRecordIsLostOrRepeated) {
   job.ExpectEveryRecordOnce(summary);
   // The killed worker's slices were cut among the others for a while: the same sums in another
   // order, so the same model up to float rounding.
+  absl::StatusOr<model::ModelFile> got = model::ParseModelFile(ReadFile(job.model()), "the stream's model");
+  absl::StatusOr<model::ModelFile> want = model::ParseModelFile(reference.model, "the file job's model");
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(want.ok()) << want.status();
+  EXPECT_LT(MaxRelativeDifference(*got, *want), 1e-3);
+}
+
+TEST(StreamTest, AWorkerStoppedWhileWaitingForTheNextFileLeavesAndTheOthersGoOn) {
+  const Reference& reference = TheReference();
+  StreamJob job("stream-worker-leaves");
+  job.cluster.Start(2, 2, job.Flags({"--min_workers=1"}));
+  job.StartWriting(/*rate=*/1500);  // a file every 2 s; the workers train one in a fraction of that
+  job.cluster.WaitForSteps(12);     // past the first file: waiting for the second
+  job.cluster.workers[1]->Kill(SIGTERM);
+  const absl::StatusOr<int> left = job.cluster.workers[1]->Wait(absl::Seconds(10));
+  EXPECT_TRUE(left.ok() && *left == 0) << job.cluster.workers[1]->Output();
+  EXPECT_NE(ReadFile(job.cluster.dir() + "/worker1.log").find("leaving the job"), std::string::npos);
+  job.cluster.workers.erase(job.cluster.workers.begin() + 1);
+  const std::string summary = RunToEnd(job.cluster);
+  job.ExpectEveryRecordOnce(summary);
   absl::StatusOr<model::ModelFile> got = model::ParseModelFile(ReadFile(job.model()), "the stream's model");
   absl::StatusOr<model::ModelFile> want = model::ParseModelFile(reference.model, "the file job's model");
   ASSERT_TRUE(got.ok()) << got.status();
