@@ -56,14 +56,13 @@ bool LeasePool::EpochTrained(int epoch) const {
 }
 
 int64_t LeasePool::BatchesHandedTo(int worker_rank) const {
+  auto it = handed_.find(worker_rank);
+  return it == handed_.end() ? 0 : it->second;
+}
+
+void LeasePool::CountHandedTo(int worker_rank, const LeaseRecord& lease) {
   // A remainder handed on counts in full for each holder: a bound, not an exact count.
-  int64_t batches = 0;
-  for (const LeaseRecord& lease : leases_) {
-    for (int holder : lease.holders) {
-      if (holder == worker_rank) batches += lease.batches;
-    }
-  }
-  return batches;
+  handed_[worker_rank] += lease.batches;
 }
 
 std::vector<int> LeasePool::EpochEndWaitsFor() const {
@@ -113,6 +112,7 @@ absl::StatusOr<Lease> LeasePool::Next(int worker_rank, int epoch) {
     remainders_.erase(remainders_.begin());
     record.holder = worker_rank;
     record.holders.push_back(worker_rank);
+    CountHandedTo(worker_rank, record);
     lease.id = record.id;
     lease.begin = record.begin;
     lease.end = record.end;
@@ -138,6 +138,7 @@ absl::StatusOr<Lease> LeasePool::Next(int worker_rank, int epoch) {
   next_position_ = record.end;
   batches_leased_ += record.batches;
   ++incomplete_;
+  CountHandedTo(worker_rank, record);
   leases_.push_back(record);
   lease.id = record.id;
   lease.begin = record.begin;

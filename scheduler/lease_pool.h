@@ -36,6 +36,7 @@
 #define PSTRAIN_SCHEDULER_LEASE_POOL_H_
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -185,6 +186,8 @@ class LeasePool {
   int64_t Confirmed(const LeaseRecord& lease) const;
   // Marks `lease` done when Confirmed reaches its batches; appends it to *completed then.
   void MaybeComplete(LeaseRecord& lease, std::vector<LeaseRecord>* completed);
+  // Adds `lease`'s batches to what `worker_rank` was handed (BatchesHandedTo).
+  void CountHandedTo(int worker_rank, const LeaseRecord& lease);
   // True when the current epoch is Exhausted and every lease of it is complete.
   bool EpochDone() const { return Exhausted() && incomplete_ == 0; }
 
@@ -206,6 +209,9 @@ class LeasePool {
   // Per server rank: leases with ids up to this one take their holders' reports for that server's
   // confirmation (a replacement; SetServerCounts). 0: none.
   std::vector<int64_t> reports_count_upto_;
+  // Per worker rank: BatchesHandedTo, kept as leases are handed out rather than summed over every
+  // lease of the job at each progress report.
+  std::map<int, int64_t> handed_;
 };
 
 }  // namespace scheduler

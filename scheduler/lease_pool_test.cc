@@ -361,6 +361,12 @@ TEST(LeasePoolTest, BatchesHandedToAWorkerBoundItsClaims) {
   ASSERT_TRUE(pool.Next(0, 0).ok());
   EXPECT_EQ(pool.BatchesHandedTo(0), 5);
   EXPECT_EQ(pool.BatchesHandedTo(1), 2);
+  // A restored pool (a restarted scheduler) bounds the same claims.
+  LeasePool restored(Opts(25, 5, 2, 1));
+  ASSERT_TRUE(restored.Restore(pool.ToProto()).ok());
+  EXPECT_EQ(restored.BatchesHandedTo(0), 5);
+  EXPECT_EQ(restored.BatchesHandedTo(1), 2);
+  EXPECT_EQ(restored.BatchesHandedTo(2), 0);
 }
 
 // Server `server`'s confirmation that it applied `batches` batches of lease `id` of `epoch`.

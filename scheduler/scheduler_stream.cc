@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <optional>
 #include <string>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/job_spec.h"

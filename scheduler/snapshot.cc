@@ -212,6 +212,7 @@ absl::Status LeasePool::Restore(const LeasePoolState& state) {
   std::vector<LeaseRecord> leases;
   int64_t incomplete = 0;
   std::set<int64_t> remainders;
+  std::map<int, int64_t> handed;
   for (int i = 0; i < state.leases_size(); ++i) {
     const LeaseState& l = state.leases(i);
     const std::string where = absl::StrCat("lease pool, lease ", l.id());
@@ -251,6 +252,7 @@ absl::Status LeasePool::Restore(const LeasePoolState& state) {
       ++incomplete;
       if (r.holder < 0) remainders.insert(r.id);
     }
+    for (int holder : r.holders) handed[holder] += r.batches;
     leases.push_back(std::move(r));
   }
   epoch_ = state.epoch();
@@ -260,6 +262,7 @@ absl::Status LeasePool::Restore(const LeasePoolState& state) {
   epoch_first_ = static_cast<size_t>(state.epoch_first());
   incomplete_ = incomplete;
   remainders_ = std::move(remainders);
+  handed_ = std::move(handed);
   report_from_.assign(static_cast<size_t>(options_.num_servers), 1);
   counts_.assign(static_cast<size_t>(options_.num_servers), true);  // The Scheduler sets the dead ones'.
   reports_count_upto_.assign(state.reports_count_upto().begin(), state.reports_count_upto().end());
