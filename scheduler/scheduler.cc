@@ -532,9 +532,7 @@ absl::Status Scheduler::ReportProgress(const ProgressReport& report) {
       }
       if (stream_scores_.has_value()) {
         stream_scores_->Add(report.train());
-        std::vector<int64_t> ends;
-        for (const data::StreamFile& f : stream_->catalog().files()) ends.push_back(f.first + f.records);
-        stream_scores_->CloseBefore(ends, StreamTrainedLocked());
+        stream_scores_->CloseBefore(stream_->catalog().files(), StreamTrainedLocked());
       }
       if (seq > 0) worker_calls_[rank].progress_seq = seq;
       if (report.evals_size() > 0) {

@@ -158,8 +158,8 @@ TEST(StreamScoresTest, FilesCloseOnceTrainedAndTheWindowCoversTheNewest) {
   ASSERT_TRUE(scores.Check(more, 1, 3).ok());
   scores.Add(more);
 
-  const std::vector<int64_t> ends = {10, 20, 30};
-  scores.CloseBefore(ends, 20);  // files 0 and 1 are wholly trained
+  const std::vector<data::StreamFile> catalog = {{"a", 0, 10}, {"b", 10, 10}, {"c", 20, 10}};
+  scores.CloseBefore(catalog, 20);  // files 0 and 1 are wholly trained
   std::vector<StreamScores::File> files = scores.Files();
   ASSERT_EQ(files.size(), 3u);
   EXPECT_TRUE(files[0].closed);

@@ -61,10 +61,11 @@ void StreamScores::Add(const TrainStats& train) {
   Trim();
 }
 
-void StreamScores::CloseBefore(const std::vector<int64_t>& ends, int64_t trained) {
+void StreamScores::CloseBefore(const std::vector<data::StreamFile>& files, int64_t trained) {
   bool closed_any = false;
   for (auto& [index, e] : files_) {
-    if (e.closed || index >= static_cast<int64_t>(ends.size()) || ends[index] > trained) continue;
+    if (e.closed || index >= static_cast<int64_t>(files.size())) continue;
+    if (files[index].first + files[index].records > trained) continue;
     e.closed = true;
     if (e.histogram != nullptr) {
       const absl::StatusOr<double> auc = e.histogram->Auc();

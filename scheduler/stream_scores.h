@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "data/score_histogram.h"
+#include "data/stream_catalog.h"
 #include "proto/scheduler.pb.h"
 #include "proto/scheduler_state.pb.h"
 
@@ -41,9 +42,9 @@ class StreamScores {
   absl::Status Check(const TrainStats& train, int worker_rank, int64_t files) const;
   // Adds a checked report's file scores. Scores of a closed file are dropped (a late report).
   void Add(const TrainStats& train);
-  // Closes every file that ends at or before stream position `trained`, given the files' end
-  // positions (file i holds positions [ends[i-1], ends[i])).
-  void CloseBefore(const std::vector<int64_t>& ends, int64_t trained);
+  // Closes every file of `files` (the stream's catalog) that ends at or before stream position
+  // `trained`.
+  void CloseBefore(const std::vector<data::StreamFile>& files, int64_t trained);
 
   struct Figures {
     int64_t samples = 0;          // predictions scored

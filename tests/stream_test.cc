@@ -110,6 +110,16 @@ struct StreamJob {
     }
   }
 
+  // The model of a run whose slices were cut among other workers for a while: the same sums in
+  // another order, so the reference's model up to float rounding.
+  void ExpectTheReferenceUpToRounding() const {
+    absl::StatusOr<model::ModelFile> got = model::ParseModelFile(ReadFile(model()), "the stream's model");
+    absl::StatusOr<model::ModelFile> want = model::ParseModelFile(TheReference().model, "the file job's model");
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(want.ok()) << want.status();
+    EXPECT_LT(MaxRelativeDifference(*got, *want), 1e-3);
+  }
+
   ManualCluster cluster;
   std::string stream_dir;
   std::unique_ptr<Child> writer;
@@ -152,7 +162,7 @@ TEST(StreamTest, ASchedulerKilledMidStreamGoesOnFromItsStateAndTakesInWhatArrive
 }
 
 TEST(StreamTest, AWorkerKilledMidStreamIsReplacedAndNoRecordIsLostOrRepeated) {
-  const Reference& reference = TheReference();
+  TheReference();  // made before this job's cluster starts
   StreamJob job("stream-worker-killed");
   job.cluster.Start(2, 2, job.Flags({"--min_workers=1"}));
   job.StartWriting(/*rate=*/3000);
@@ -163,17 +173,11 @@ TEST(StreamTest, AWorkerKilledMidStreamIsReplacedAndNoRecordIsLostOrRepeated) {
   job.cluster.workers.erase(job.cluster.workers.begin() + 1);  // RunToEnd waits for the live ones
   const std::string summary = RunToEnd(job.cluster);
   job.ExpectEveryRecordOnce(summary);
-  // The killed worker's slices were cut among the others for a while: the same sums in another
-  // order, so the same model up to float rounding.
-  absl::StatusOr<model::ModelFile> got = model::ParseModelFile(ReadFile(job.model()), "the stream's model");
-  absl::StatusOr<model::ModelFile> want = model::ParseModelFile(reference.model, "the file job's model");
-  ASSERT_TRUE(got.ok()) << got.status();
-  ASSERT_TRUE(want.ok()) << want.status();
-  EXPECT_LT(MaxRelativeDifference(*got, *want), 1e-3);
+  job.ExpectTheReferenceUpToRounding();
 }
 
 TEST(StreamTest, AWorkerStoppedWhileWaitingForTheNextFileLeavesAndTheOthersGoOn) {
-  const Reference& reference = TheReference();
+  TheReference();  // made before this job's cluster starts
   StreamJob job("stream-worker-leaves");
   job.cluster.Start(2, 2, job.Flags({"--min_workers=1"}));
   job.StartWriting(/*rate=*/1500);  // a file every 2 s; the workers train one in a fraction of that
@@ -185,11 +189,7 @@ TEST(StreamTest, AWorkerStoppedWhileWaitingForTheNextFileLeavesAndTheOthersGoOn)
   job.cluster.workers.erase(job.cluster.workers.begin() + 1);
   const std::string summary = RunToEnd(job.cluster);
   job.ExpectEveryRecordOnce(summary);
-  absl::StatusOr<model::ModelFile> got = model::ParseModelFile(ReadFile(job.model()), "the stream's model");
-  absl::StatusOr<model::ModelFile> want = model::ParseModelFile(reference.model, "the file job's model");
-  ASSERT_TRUE(got.ok()) << got.status();
-  ASSERT_TRUE(want.ok()) << want.status();
-  EXPECT_LT(MaxRelativeDifference(*got, *want), 1e-3);
+  job.ExpectTheReferenceUpToRounding();
 }
 
 TEST(StreamTest, AServerKilledMidStreamIsReplacedFromACheckpointAndTheStreamGoesOnFromItsStep) {
