@@ -18,6 +18,8 @@ LeasePool::LeasePool(Options options) : options_(options) {
   CHECK_GE(options_.epochs, 1);
   CHECK_GE(options_.max_batches, 0);
   CHECK_GE(options_.num_servers, 1);
+  CHECK(!options_.stream || (options_.epochs == 1 && options_.max_batches == 0));
+  train_samples_ = options_.train_samples;
   report_from_.assign(static_cast<size_t>(options_.num_servers), 1);
   counts_.assign(static_cast<size_t>(options_.num_servers), true);
   reports_count_upto_.assign(static_cast<size_t>(options_.num_servers), 0);
@@ -46,7 +48,32 @@ void LeasePool::MaybeComplete(LeaseRecord& lease, std::vector<LeaseRecord>* comp
 
 bool LeasePool::Exhausted() const {
   if (options_.max_batches > 0 && batches_leased_ >= options_.max_batches) return true;
-  return next_position_ >= options_.train_samples;
+  return next_position_ >= train_samples_;
+}
+
+void LeasePool::SetStream(int64_t records, bool ended) {
+  if (!options_.stream) return;
+  train_samples_ = std::max(train_samples_, records);
+  stream_ended_ = ended;
+}
+
+const LeaseRecord* LeasePool::Find(int64_t id) const {
+  if (id < first_id_ || id > num_leases()) return nullptr;
+  return &leases_[static_cast<size_t>(id - first_id_)];
+}
+
+void LeasePool::DropSettled() {
+  while (!leases_.empty()) {
+    const LeaseRecord& front = leases_.front();
+    if (!front.done || (front.batches_done < front.batches && front.holder >= 0)) return;
+    leases_.pop_front();
+    ++first_id_;
+  }
+}
+
+int64_t LeasePool::SettledPosition() const {
+  const int64_t first = EpochFirstKept();
+  return first <= num_leases() ? lease(first).begin : next_position_;
 }
 
 bool LeasePool::EpochTrained(int epoch) const {
@@ -66,18 +93,20 @@ void LeasePool::CountHandedTo(int worker_rank, const LeaseRecord& lease) {
 }
 
 std::vector<int> LeasePool::EpochEndWaitsFor() const {
-  if (!Exhausted() || incomplete_ == 0) return {};
+  if (!Exhausted() || incomplete_ == 0 || (options_.stream && !stream_ended_)) return {};
   std::set<int> holders;
-  for (size_t i = epoch_first_; i < leases_.size(); ++i) {
-    if (!leases_[i].complete() && leases_[i].holder >= 0) holders.insert(leases_[i].holder);
+  for (int64_t id = EpochFirstKept(); id <= num_leases(); ++id) {
+    const LeaseRecord& l = lease(id);
+    if (!l.complete() && l.holder >= 0) holders.insert(l.holder);
   }
   return std::vector<int>(holders.begin(), holders.end());
 }
 
 int64_t LeasePool::ConfirmedHeldBy(int worker_rank) const {
   int64_t confirmed = 0;
-  for (size_t i = epoch_first_; i < leases_.size(); ++i) {
-    if (!leases_[i].done && leases_[i].holder == worker_rank) confirmed += Confirmed(leases_[i]);
+  for (int64_t id = EpochFirstKept(); id <= num_leases(); ++id) {
+    const LeaseRecord& l = lease(id);
+    if (!l.done && l.holder == worker_rank) confirmed += Confirmed(l);
   }
   return confirmed;
 }
@@ -97,7 +126,7 @@ absl::StatusOr<Lease> LeasePool::Next(int worker_rank, int epoch) {
   }
   if (epoch > epoch_) {
     if (epoch > epoch_ + 1 || !EpochDone()) {
-      const int64_t uncut = Exhausted() ? 0 : options_.train_samples - next_position_;
+      const int64_t uncut = Exhausted() ? 0 : train_samples_ - next_position_;
       return absl::FailedPreconditionError(absl::StrCat(
           "lease for worker ", worker_rank, " in epoch ", epoch, ": epoch ", epoch_,
           " is not done (", uncut, " positions not leased yet, ", incomplete_,
@@ -105,10 +134,10 @@ absl::StatusOr<Lease> LeasePool::Next(int worker_rank, int epoch) {
     }
     epoch_ = epoch;
     next_position_ = 0;
-    epoch_first_ = leases_.size();
+    epoch_first_id_ = num_leases() + 1;
   }
   if (!remainders_.empty()) {
-    LeaseRecord& record = leases_[static_cast<size_t>(*remainders_.begin() - 1)];
+    LeaseRecord& record = *FindKept(*remainders_.begin());  // remainders are incomplete, so kept
     remainders_.erase(remainders_.begin());
     record.holder = worker_rank;
     record.holders.push_back(worker_rank);
@@ -120,17 +149,17 @@ absl::StatusOr<Lease> LeasePool::Next(int worker_rank, int epoch) {
     return lease;
   }
   if (Exhausted()) {
-    lease.wait = incomplete_ > 0;
-    lease.epoch_done = !lease.wait;
+    lease.epoch_done = EpochDone();
+    lease.wait = !lease.epoch_done;
     return lease;
   }
   int64_t batches = options_.lease_batches;
   if (options_.max_batches > 0) batches = std::min(batches, options_.max_batches - batches_leased_);
   LeaseRecord record;
-  record.id = static_cast<int64_t>(leases_.size()) + 1;
+  record.id = num_leases() + 1;
   record.epoch = epoch;
   record.begin = next_position_;
-  record.end = std::min(options_.train_samples, next_position_ + batches * options_.batch_size);
+  record.end = std::min(train_samples_, next_position_ + batches * options_.batch_size);
   record.batches = (record.end - record.begin + options_.batch_size - 1) / options_.batch_size;
   record.holder = worker_rank;
   record.holders.push_back(worker_rank);
@@ -155,6 +184,7 @@ absl::Status LeasePool::Check(const ProgressReport& report) const {
                                                      num_leases(), " leases handed out (1..",
                                                      num_leases(), ")"));
     }
+    if (progress.lease_id() < first_id_) continue;  // settled and dropped: nothing to change
     const LeaseRecord& record = lease(progress.lease_id());
     if (record.epoch != report.epoch()) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": the lease is of epoch ", record.epoch,
@@ -178,10 +208,12 @@ absl::Status LeasePool::Check(const ProgressReport& report) const {
 std::vector<LeaseRecord> LeasePool::Record(const ProgressReport& report) {
   std::vector<LeaseRecord> completed;
   for (const LeaseProgress& progress : report.leases()) {
-    LeaseRecord& record = leases_[static_cast<size_t>(progress.lease_id() - 1)];
-    record.batches_done = std::max(record.batches_done, progress.batches_done());
-    MaybeComplete(record, &completed);
+    LeaseRecord* record = FindKept(progress.lease_id());
+    if (record == nullptr) continue;  // settled and dropped
+    record->batches_done = std::max(record->batches_done, progress.batches_done());
+    MaybeComplete(*record, &completed);
   }
+  DropSettled();
   return completed;
 }
 
@@ -201,7 +233,8 @@ std::vector<LeaseRecord> LeasePool::Confirm(int server_rank, const AppliedLeases
       ++bad;
       continue;
     }
-    LeaseRecord& record = leases_[static_cast<size_t>(id - 1)];
+    if (id < first_id_) continue;  // settled and dropped: complete on every server that counts
+    LeaseRecord& record = *FindKept(id);
     if (record.epoch != applied.data_epoch() || batches < 0 || batches > record.batches) {
       ++bad;
       continue;
@@ -211,13 +244,14 @@ std::vector<LeaseRecord> LeasePool::Confirm(int server_rank, const AppliedLeases
     MaybeComplete(record, &completed);
   }
   if (skipped != nullptr) *skipped = bad;
+  DropSettled();
   return completed;
 }
 
 int64_t LeasePool::ReportFrom(int server_rank) {
   if (server_rank < 0 || server_rank >= options_.num_servers) return 0;
   int64_t& from = report_from_[static_cast<size_t>(server_rank)];
-  from = std::max(from, static_cast<int64_t>(epoch_first_) + 1);
+  from = std::max(from, EpochFirstKept());
   while (from <= num_leases() &&
          (lease(from).done || lease(from).applied[static_cast<size_t>(server_rank)] == lease(from).batches)) {
     ++from;
@@ -230,19 +264,22 @@ std::vector<LeaseRecord> LeasePool::SetServerCounts(int server_rank, bool counts
   if (server_rank < 0 || server_rank >= options_.num_servers || counts_[server_rank] == counts) return completed;
   counts_[server_rank] = counts;
   if (counts) reports_count_upto_[server_rank] = num_leases();
-  for (size_t i = epoch_first_; i < leases_.size(); ++i) MaybeComplete(leases_[i], &completed);
+  for (int64_t id = EpochFirstKept(); id <= num_leases(); ++id) MaybeComplete(*FindKept(id), &completed);
+  DropSettled();
   return completed;
 }
 
 int LeasePool::Release(int worker_rank) {
   int released = 0;
-  for (size_t i = epoch_first_; i < leases_.size(); ++i) {
-    LeaseRecord& record = leases_[i];
-    if (record.holder != worker_rank || record.complete()) continue;
+  for (LeaseRecord& record : leases_) {
+    if (record.holder != worker_rank) continue;
     record.holder = -1;
+    if (record.complete()) continue;  // settled now: its holder will report no more of it
     remainders_.insert(record.id);
     ++released;
   }
+  handed_.erase(worker_rank);  // a gone worker reports no more (ranks are not reused)
+  DropSettled();
   return released;
 }
 

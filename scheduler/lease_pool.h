@@ -31,13 +31,27 @@
 // Reports and confirmations only ever raise a count: a dead holder's last report may arrive after
 // its remainder moved on, and a server rolled back to a checkpoint confirms less than it did.
 //
+// Memory stays bounded however long the job: a lease is *settled* once it is complete and its
+// holder reported all of it or left, and the settled leases at the front of the id order are
+// dropped (first_id() rises: the watermark). What the pool keeps, and writes into the saved state,
+// is the leases from the lowest unsettled one on: those out, the remainders, and the complete ones
+// cut after them. A report or confirmation naming a dropped lease has nothing left to change and
+// is passed over.
+//
+// A data stream (Options::stream; docs/design/streaming.md) is one endless epoch over the records
+// ready so far (SetStream raises them): once they are all cut, Next answers `wait` until more are
+// ready, and `epoch_done` only after the stream ended and every lease is complete.
+//
 // Not thread-safe: the Scheduler guards it with its mutex.
 #ifndef PSTRAIN_SCHEDULER_LEASE_POOL_H_
 #define PSTRAIN_SCHEDULER_LEASE_POOL_H_
 
+#include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -99,11 +113,18 @@ class LeasePool {
     int64_t max_batches = 0;
     // Servers whose confirmations complete a lease (ranks 0 .. num_servers - 1).
     int num_servers = 1;
+    // A data stream: train_samples are the records ready at first (SetStream raises them), and
+    // the one epoch ends only once the stream has ended. REQUIRES: epochs == 1, max_batches == 0.
+    bool stream = false;
   };
 
   // REQUIRES: train_samples >= 0, batch_size >= 1, lease_batches >= 1, epochs >= 1,
   // max_batches >= 0, num_servers >= 1 (the Scheduler validates the job first).
   explicit LeasePool(Options options);
+
+  // A stream pool: `records` are ready now (never fewer than before; a smaller number is ignored),
+  // and whether the stream has ended. No effect on a pool that is not a stream's.
+  void SetStream(int64_t records, bool ended);
 
   // The next lease of `epoch` for `worker_rank`, a remainder first; or wait / epoch_done (see the
   // file comment). epoch_done also for an epoch already left behind. FAILED_PRECONDITION when
@@ -111,9 +132,10 @@ class LeasePool {
   // ahead; OUT_OF_RANGE when epoch is not in [0, epochs). Nothing changes on an error.
   absl::StatusOr<Lease> Next(int worker_rank, int epoch);
 
-  // Checks `report.leases` without recording anything: INVALID_ARGUMENT for an unknown lease id, a
-  // lease of an epoch other than report.epoch, batches_done outside [0, the lease's batches], or a
-  // worker the lease was never handed to.
+  // Checks `report.leases` without recording anything: INVALID_ARGUMENT for an unknown lease id (0,
+  // or one not cut yet), and for a lease the pool still keeps: of an epoch other than
+  // report.epoch, batches_done outside [0, the lease's batches], or a worker the lease was never
+  // handed to. A settled lease that was dropped passes (Record passes over it).
   absl::Status Check(const ProgressReport& report) const;
 
   // Records `report.leases` (REQUIRES: Check was OK): each lease's batches_done rises to the
@@ -142,7 +164,8 @@ class LeasePool {
   // a worker's word counts). Returns the leases this completed.
   std::vector<LeaseRecord> SetServerCounts(int server_rank, bool counts);
 
-  // The incomplete leases `worker_rank` holds become remainders. Returns how many.
+  // `worker_rank` is gone (ranks are not reused): the incomplete leases it holds become remainders,
+  // the complete ones settle, and what it was handed is forgotten. Returns how many remainders.
   int Release(int worker_rank);
 
   // The epoch leases are being handed out for.
@@ -161,16 +184,27 @@ class LeasePool {
   int64_t num_out() const { return incomplete_ - static_cast<int64_t>(remainders_.size()); }
   // The workers the end of the current epoch waits for: every position is cut, and these ranks
   // hold leases of it that are not complete (sorted, once each). Empty while positions remain to
-  // be cut, and once the epoch is done. A worker asking for a lease meanwhile is told to wait, so
+  // be cut, while a stream goes on, and once the epoch is done. A worker asking for a lease meanwhile is told to wait, so
   // this is a barrier in all but name (scheduler/stuck_barriers.h reports it when it lasts).
   std::vector<int> EpochEndWaitsFor() const;
   // Batches applied on every server over the incomplete leases of the current epoch that
   // `worker_rank` holds: rises while it trains them (the Scheduler's hold-up rule watches it).
   int64_t ConfirmedHeldBy(int worker_rank) const;
   // Leases cut so far; their ids are 1..num_leases().
-  int64_t num_leases() const { return static_cast<int64_t>(leases_.size()); }
-  // REQUIRES: 1 <= id <= num_leases().
-  const LeaseRecord& lease(int64_t id) const { return leases_[static_cast<size_t>(id - 1)]; }
+  int64_t num_leases() const { return first_id_ - 1 + static_cast<int64_t>(leases_.size()); }
+  // The watermark: every lease below this id is settled (complete, and reported by its holder or
+  // given up by it) and dropped; the pool keeps ids first_id() .. num_leases().
+  int64_t first_id() const { return first_id_; }
+  // Leases the pool keeps.
+  int64_t num_kept() const { return static_cast<int64_t>(leases_.size()); }
+  // REQUIRES: first_id() <= id <= num_leases().
+  const LeaseRecord& lease(int64_t id) const { return leases_[static_cast<size_t>(id - first_id_)]; }
+  // The lease with this id while the pool keeps it; nullptr for a dropped or unknown one.
+  const LeaseRecord* Find(int64_t id) const;
+  // The current epoch's positions below this one are trained and settled: the begin of the lowest
+  // lease kept of the epoch, or the next position to cut when none is kept. (A stream's records
+  // below it are trained, and every score of them reported, or lost with a holder that left.)
+  int64_t SettledPosition() const;
 
   // Everything above as a proto, and back (scheduler/snapshot.cc). Restore replaces the pool's
   // state; INVALID_ARGUMENT, changing nothing, for a state that is not consistent (ids out of
@@ -181,6 +215,11 @@ class LeasePool {
  private:
   // True when the current epoch's positions are all cut or the job's batch budget is spent.
   bool Exhausted() const;
+  LeaseRecord* FindKept(int64_t id) { return const_cast<LeaseRecord*>(std::as_const(*this).Find(id)); }
+  // Drops the settled leases at the front (the watermark rises past them).
+  void DropSettled();
+  // The first id of the current epoch the pool keeps (epoch_first_id_, or first_id_ when higher).
+  int64_t EpochFirstKept() const { return std::max(epoch_first_id_, first_id_); }
   // Batches applied on every server whose confirmations count (the holders' reports when none
   // does).
   int64_t Confirmed(const LeaseRecord& lease) const;
@@ -188,16 +227,22 @@ class LeasePool {
   void MaybeComplete(LeaseRecord& lease, std::vector<LeaseRecord>* completed);
   // Adds `lease`'s batches to what `worker_rank` was handed (BatchesHandedTo).
   void CountHandedTo(int worker_rank, const LeaseRecord& lease);
-  // True when the current epoch is Exhausted and every lease of it is complete.
-  bool EpochDone() const { return Exhausted() && incomplete_ == 0; }
+  // True when the current epoch is Exhausted and every lease of it is complete (a stream: and it
+  // has ended).
+  bool EpochDone() const { return Exhausted() && incomplete_ == 0 && (!options_.stream || stream_ended_); }
 
   const Options options_;
+  // options_.train_samples, or the stream's ready records (SetStream).
+  int64_t train_samples_ = 0;
+  bool stream_ended_ = false;
   int epoch_ = 0;
   int64_t next_position_ = 0;
   int64_t batches_leased_ = 0;
-  // Indexed by id - 1. Leases of the current epoch start at epoch_first_.
-  std::vector<LeaseRecord> leases_;
-  size_t epoch_first_ = 0;
+  // The leases kept: ids first_id_, first_id_ + 1, ... (indexed by id - first_id_).
+  std::deque<LeaseRecord> leases_;
+  int64_t first_id_ = 1;
+  // The id of the current epoch's first lease (it may have been dropped since).
+  int64_t epoch_first_id_ = 1;
   // Leases of the current epoch not complete yet (out or remainders).
   int64_t incomplete_ = 0;
   // Ids of the remainders waiting in the pool.
@@ -209,8 +254,8 @@ class LeasePool {
   // Per server rank: leases with ids up to this one take their holders' reports for that server's
   // confirmation (a replacement; SetServerCounts). 0: none.
   std::vector<int64_t> reports_count_upto_;
-  // Per worker rank: BatchesHandedTo, kept as leases are handed out rather than summed over every
-  // lease of the job at each progress report.
+  // Per worker rank: BatchesHandedTo, kept as leases are handed out (dropped leases count too), and
+  // saved with the pool.
   std::map<int, int64_t> handed_;
 };
 

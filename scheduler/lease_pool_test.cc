@@ -1,6 +1,7 @@
 #include "scheduler/lease_pool.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <utility>
 #include <vector>
@@ -61,6 +62,7 @@ void Complete(LeasePool* pool, int rank, const Lease& lease) {
 
 TEST(LeasePoolTest, CoversEveryPositionExactlyOncePerEpoch) {
   LeasePool pool(Opts(1000, 32, 4, 2));  // leases of 128 positions, the last 1000 - 7*128 = 104.
+  std::map<int64_t, LeaseRecord> cut;  // as each lease was complete
   for (int epoch = 0; epoch < 2; ++epoch) {
     std::vector<int> seen(1000, 0);
     int leases = 0;
@@ -78,16 +80,20 @@ TEST(LeasePoolTest, CoversEveryPositionExactlyOncePerEpoch) {
       }
       for (int64_t p = lease->begin; p < lease->end; ++p) ++seen[p];
       Complete(&pool, i % 3, *lease);
+      cut[lease->id] = pool.lease(lease->id);
     }
     EXPECT_EQ(leases, 8);
     for (int p = 0; p < 1000; ++p) ASSERT_EQ(seen[p], 1) << "epoch " << epoch << " position " << p;
   }
   ASSERT_EQ(pool.num_leases(), 16);
-  EXPECT_EQ(pool.lease(8).begin, 896);
-  EXPECT_EQ(pool.lease(8).end, 1000);
-  EXPECT_EQ(pool.lease(8).batches, 4);  // 104 positions: three batches of 32 and a tail of 8.
-  EXPECT_EQ(pool.lease(16).id, 16);
-  EXPECT_EQ(pool.lease(16).epoch, 1);
+  EXPECT_EQ(cut[8].begin, 896);
+  EXPECT_EQ(cut[8].end, 1000);
+  EXPECT_EQ(cut[8].batches, 4);  // 104 positions: three batches of 32 and a tail of 8.
+  EXPECT_EQ(cut[16].id, 16);
+  EXPECT_EQ(cut[16].epoch, 1);
+  // Every lease is complete and reported: the pool keeps none of them.
+  EXPECT_EQ(pool.first_id(), 17);
+  EXPECT_EQ(pool.num_kept(), 0);
 }
 
 TEST(LeasePoolTest, WaitWhileLeasesAreOutEpochDoneOnceAllAreComplete) {
@@ -356,16 +362,17 @@ TEST(LeasePoolTest, BatchesHandedToAWorkerBoundItsClaims) {
   ASSERT_TRUE(pool.Next(0, 0).ok());
   EXPECT_EQ(pool.BatchesHandedTo(0), 3);
   EXPECT_EQ(pool.BatchesHandedTo(1), 2);
-  // Worker 1 leaves: its lease goes to worker 0 as a remainder and counts for both.
+  // Worker 1 leaves: its lease goes to worker 0 as a remainder and counts in full for it; worker
+  // 1's count goes (a gone worker's reports are refused, and its rank is not reused).
   EXPECT_EQ(pool.Release(1), 1);
   ASSERT_TRUE(pool.Next(0, 0).ok());
   EXPECT_EQ(pool.BatchesHandedTo(0), 5);
-  EXPECT_EQ(pool.BatchesHandedTo(1), 2);
+  EXPECT_EQ(pool.BatchesHandedTo(1), 0);
   // A restored pool (a restarted scheduler) bounds the same claims.
   LeasePool restored(Opts(25, 5, 2, 1));
   ASSERT_TRUE(restored.Restore(pool.ToProto()).ok());
   EXPECT_EQ(restored.BatchesHandedTo(0), 5);
-  EXPECT_EQ(restored.BatchesHandedTo(1), 2);
+  EXPECT_EQ(restored.BatchesHandedTo(1), 0);
   EXPECT_EQ(restored.BatchesHandedTo(2), 0);
 }
 
@@ -499,6 +506,110 @@ TEST(LeasePoolTest, AfterAReplacementOnlyLeasesCutBeforeItTakeReports) {
   ASSERT_TRUE(restored.Restore(pool.ToProto()).ok());
   EXPECT_EQ(restored.ToProto().reports_count_upto_size(), 2);
   EXPECT_EQ(restored.ToProto().reports_count_upto(1), a.id);
+}
+
+// A lease leaves the pool once it is settled: complete on every server, and reported in full by
+// its holder or given up by it. Only the front of the id order goes (the watermark), and the saved
+// state holds what is kept and the watermark, with what each worker was handed.
+TEST(LeasePoolTest, SettledLeasesLeaveThePoolFromTheFront) {
+  LeasePool pool(Opts(60, 10, 1, 1));
+  const Lease a = *pool.Next(0, 0);
+  const Lease b = *pool.Next(1, 0);
+  const Lease c = *pool.Next(0, 0);
+  Complete(&pool, 1, b);
+  EXPECT_EQ(pool.first_id(), 1);  // a is still out: b waits behind it
+  EXPECT_EQ(pool.num_kept(), 3);
+  // Complete on the server, but its holder has not reported it: not settled.
+  EXPECT_EQ(pool.Confirm(0, Applied(0, a.id, 1)).size(), 1u);
+  EXPECT_EQ(pool.first_id(), 1);
+  EXPECT_EQ(pool.SettledPosition(), 0);
+  ASSERT_TRUE(pool.Check(Progress(0, 0, a.id, 1)).ok());
+  pool.Record(Progress(0, 0, a.id, 1));
+  EXPECT_EQ(pool.first_id(), c.id);
+  EXPECT_EQ(pool.num_kept(), 1);
+  EXPECT_EQ(pool.SettledPosition(), c.begin);
+  EXPECT_EQ(pool.Find(a.id), nullptr);
+  ASSERT_NE(pool.Find(c.id), nullptr);
+  // A late report or confirmation of a dropped lease passes and changes nothing.
+  EXPECT_TRUE(pool.Check(Progress(1, 0, b.id, 1)).ok());
+  EXPECT_TRUE(pool.Record(Progress(1, 0, b.id, 1)).empty());
+  int skipped = -1;
+  EXPECT_TRUE(pool.Confirm(0, Applied(0, a.id, 1), &skipped).empty());
+  EXPECT_EQ(skipped, 0);
+  // Ids never cut are still unknown.
+  EXPECT_EQ(pool.Check(Progress(0, 0, 9, 1)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pool.ReportFrom(0), c.id);
+
+  const LeasePoolState state = pool.ToProto();
+  EXPECT_EQ(state.first_lease_id(), c.id);
+  ASSERT_EQ(state.leases_size(), 1);
+  EXPECT_EQ(state.leases(0).id(), c.id);
+  LeasePool restored(Opts(60, 10, 1, 1));
+  ASSERT_TRUE(restored.Restore(state).ok());
+  EXPECT_EQ(restored.first_id(), c.id);
+  EXPECT_EQ(restored.num_leases(), 3);
+  EXPECT_EQ(restored.BatchesHandedTo(0), 2);  // a and c, though a is gone
+  EXPECT_EQ(restored.BatchesHandedTo(1), 1);
+  const Lease d = *restored.Next(1, 0);
+  EXPECT_EQ(d.id, 4);
+  EXPECT_EQ(d.begin, 30);
+  // A state whose ids do not follow its watermark is refused.
+  LeasePoolState bad = state;
+  bad.set_first_lease_id(c.id + 1);
+  EXPECT_EQ(LeasePool(Opts(60, 10, 1, 1)).Restore(bad).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A complete lease whose holder left before reporting it is settled by the leaving.
+TEST(LeasePoolTest, ACompleteLeaseOfAWorkerThatLeftIsSettled) {
+  LeasePool pool(Opts(20, 10, 1, 1));
+  const Lease a = *pool.Next(0, 0);
+  const Lease b = *pool.Next(1, 0);
+  pool.Confirm(0, Applied(0, a.id, 1));
+  EXPECT_EQ(pool.first_id(), 1);
+  EXPECT_EQ(pool.Release(0), 0);  // nothing to hand on: a is complete
+  EXPECT_EQ(pool.first_id(), b.id);
+  // b's holder leaves before pushing it: b goes back to the pool, kept.
+  EXPECT_EQ(pool.Release(1), 1);
+  EXPECT_EQ(pool.first_id(), b.id);
+  EXPECT_EQ(pool.Next(2, 0)->id, b.id);
+}
+
+// A stream's pool: one epoch over the records ready so far, waiting for more, done only once the
+// stream has ended and every lease is complete; settled leases leave as it goes.
+TEST(LeasePoolTest, AStreamWaitsForRecordsAndEndsWithTheStream) {
+  LeasePool::Options options = Opts(0, 10, 2, 1);
+  options.stream = true;
+  LeasePool pool(options);
+  EXPECT_TRUE(pool.Next(0, 0)->wait);  // nothing ready
+  pool.SetStream(25, false);
+  const Lease a = *pool.Next(0, 0);
+  const Lease b = *pool.Next(1, 0);
+  EXPECT_EQ(a.end, 20);
+  EXPECT_EQ(b.begin, 20);
+  EXPECT_EQ(b.end, 25);  // cut short at the ready end
+  Complete(&pool, 0, a);
+  Complete(&pool, 1, b);
+  // All ready records trained: wait, not epoch_done, while the stream goes on.
+  absl::StatusOr<Lease> next = pool.Next(0, 0);
+  ASSERT_TRUE(next.ok());
+  EXPECT_TRUE(next->wait);
+  EXPECT_FALSE(next->epoch_done);
+  EXPECT_FALSE(pool.EpochTrained(0));
+  EXPECT_EQ(pool.num_kept(), 0);
+  EXPECT_EQ(pool.SettledPosition(), 25);
+  pool.SetStream(10, false);  // never fewer
+  EXPECT_TRUE(pool.Next(0, 0)->wait);
+  pool.SetStream(40, false);
+  const Lease c = *pool.Next(1, 0);
+  EXPECT_EQ(c.begin, 25);
+  EXPECT_EQ(c.end, 40);
+  EXPECT_EQ(c.id, 3);
+  pool.SetStream(40, true);
+  EXPECT_TRUE(pool.Next(0, 0)->wait);  // c is out
+  Complete(&pool, 1, c);
+  EXPECT_TRUE(pool.Next(0, 0)->epoch_done);
+  EXPECT_TRUE(pool.EpochTrained(0));
+  EXPECT_EQ(pool.SettledPosition(), 40);
 }
 
 }  // namespace

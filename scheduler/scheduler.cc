@@ -45,6 +45,7 @@ LeasePool::Options Scheduler::LeaseOptions(const Options& o, int64_t train_sampl
   l.epochs = o.job.epochs();
   l.max_batches = o.job.max_steps();
   l.num_servers = std::max(1, o.job.num_servers());
+  l.stream = IsStreamJob(o.job);
   return l;
 }
 
@@ -105,6 +106,7 @@ Scheduler::Scheduler(Options options)
   if (IsStreamJob(options_.job)) {
     stream_.emplace(options_.job.data().stream_dir(), options_.job.global_batch(), options_.stream);
     stream_scores_.emplace(options_.progressive_window_files, options_.stream);
+    leases_->SetStream(options_.train_samples, stream_->ended());
   }
   if (options_.job.replicas() == 2) {
     // Shard s on server s, its copy on the next server (ring order).
@@ -307,6 +309,7 @@ absl::StatusOr<HeartbeatResponse> Scheduler::Heartbeat(const HeartbeatRequest& r
       if (options_.job.mode() != SYNC) {
         completed = ConfirmLeasesLocked(request.rank(), request.applied_leases(), &deferred);
         response.set_report_leases_from(leases_->ReportFrom(request.rank()));
+        response.set_leases_settled_below(leases_->first_id());
       }
     }
     // Only a role's first heartbeat persists (from then on it is held to dead_after, also by a
@@ -326,6 +329,8 @@ bool Scheduler::ConfirmLeasesLocked(int server_rank, const AppliedLeases& applie
     VLOG(1) << "server " << server_rank << " confirmed " << skipped << " leases that do not fit the pool (data epoch "
             << applied.data_epoch() << "; the pool is in epoch " << leases_->current_epoch() << "): skipped";
   }
+  // A confirmation settles the leases whose holders reported them already: their files may close.
+  if (stream_scores_.has_value()) stream_scores_->CloseBefore(stream_->catalog().files(), StreamTrainedLocked());
   return CountLeasesLocked(completed, deferred);
 }
 

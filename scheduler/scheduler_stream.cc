@@ -15,6 +15,8 @@ namespace pstrain {
 namespace scheduler {
 
 int64_t Scheduler::StreamTrainedLocked() const {
+  // ASYNC: every lease below the watermark is applied on every server and reported by its holder.
+  if (options_.job.mode() != SYNC) return std::min(leases_->SettledPosition(), train_samples_);
   // SYNC: every step below the slowest live worker's reported one is applied.
   std::optional<int64_t> slowest;
   for (int rank : membership_.LiveRanks(WORKER)) {
@@ -27,7 +29,9 @@ int64_t Scheduler::StreamTrainedLocked() const {
 }
 
 int64_t Scheduler::StreamKeptFromLocked() const {
-  if (!CheckpointsOn(options_.job)) return StreamTrainedLocked();  // no rollback
+  // No rollback: without checkpoints, and in ASYNC, where a replaced server's lost updates are not
+  // trained again (scheduler/lease_pool.h, SetServerCounts); the remainders are above the watermark.
+  if (!CheckpointsOn(options_.job) || options_.job.mode() != SYNC) return StreamTrainedLocked();
   const int64_t cut = std::max(NewestCommonStep(checkpoints_), options_.resume_step.value_or(0));
   return std::min(cut * options_.job.global_batch(), StreamTrainedLocked());
 }
@@ -95,6 +99,7 @@ int Scheduler::RefreshStream() {
       total_steps_ = stream_->trainable_steps();
       membership_.GrowData(train_samples_, total_steps_);
       progress_->GrowData(train_samples_, total_steps_);
+      leases_->SetStream(train_samples_, stream_->ended());
       LOG(INFO) << "data stream: " << taken << " new file(s), " << stream_->catalog().files().size() << " ready with "
                 << train_samples_ << " records: " << total_steps_ << " steps trainable"
                 << (stream_->ended() ? "; the stream has ended" : "");

@@ -20,6 +20,7 @@ namespace pstrain::scheduler {
 namespace {
 
 namespace fs = std::filesystem;
+using test_util::Reg;
 using test_util::TinyJobOptions;
 
 TEST(StreamTrainableStepsTest, WholeGlobalBatchesAndTheShortLastOnceEnded) {
@@ -54,9 +55,10 @@ class StreamDir {
   fs::path dir_;
 };
 
-Scheduler::Options StreamJobOptions(const std::string& dir) {
+Scheduler::Options StreamJobOptions(const std::string& dir, int servers = 0) {
   JobSpec job;
   job.set_model("ctr");
+  if (servers > 0) job.set_num_servers(servers);
   job.mutable_data()->set_stream_dir(dir);
   job.set_batch_size(50);  // 2 workers: a global batch of 100
   return TinyJobOptions(job, 8, 0, 0, 0, [] { return absl::Now(); });
@@ -89,6 +91,75 @@ TEST(SchedulerStreamTest, EachRefreshMakesTheReadyFilesWholeBatchesTrainable) {
   EXPECT_TRUE(view.stream().ended());
   EXPECT_EQ(view.membership_epoch(), epoch) << "a new file is no membership change";
   EXPECT_EQ(scheduler->RefreshStream(), 0) << "nothing comes after the end";
+}
+
+// ASYNC on a stream: leases of the ready records only, `wait` while the stream goes on, done once
+// it ended; a lease settled (confirmed by the server and reported by its worker) leaves the pool,
+// and the server hears the watermark in its heartbeat answer, so neither side grows with the stream.
+TEST(SchedulerStreamTest, AsyncLeasesFollowTheReadyRecordsAndSettledOnesLeaveThePool) {
+  StreamDir dir;
+  Scheduler::Options options = StreamJobOptions(dir.path(), /*servers=*/1);
+  options.job.set_mode(ASYNC);
+  options.job.set_lease_batches(2);  // leases of 100 records
+  auto s = *Scheduler::Create(options);
+  ASSERT_TRUE(s->Register(Reg(SERVER, "h:1")).ok());
+  for (const char* address : {"h:2", "h:3"}) ASSERT_TRUE(s->Register(Reg(WORKER, address)).ok());
+  ASSERT_EQ(s->state(), RUNNING);
+  auto lease_for = [&](int rank) {
+    LeaseRequest r;
+    r.set_worker_rank(rank);
+    absl::StatusOr<LeaseResponse> lease = s->LeaseWork(r);
+    EXPECT_TRUE(lease.ok()) << lease.status();
+    return lease.value_or(LeaseResponse());
+  };
+  // Worker `rank` pushed lease `id` whole and reports it; the server confirms it.
+  auto trained = [&](int rank, const LeaseResponse& lease, int64_t batches) {
+    ProgressReport r;
+    r.set_worker_rank(rank);
+    r.mutable_train()->set_samples(lease.end() - lease.begin());
+    r.mutable_train()->set_steps(batches);
+    LeaseProgress* p = r.add_leases();
+    p->set_lease_id(lease.lease_id());
+    p->set_batches_done(batches);
+    EXPECT_TRUE(s->ReportProgress(r).ok());
+    absl::StatusOr<HeartbeatResponse> answer = s->Heartbeat(test_util::ConfirmedBy(0, r));
+    EXPECT_TRUE(answer.ok()) << answer.status();
+    return answer.value_or(HeartbeatResponse()).leases_settled_below();
+  };
+
+  EXPECT_TRUE(lease_for(0).wait()) << "no record is ready";
+  dir.AddFile(0, 250);
+  ASSERT_EQ(s->RefreshStream(), 1);
+  const LeaseResponse a = lease_for(0);
+  const LeaseResponse b = lease_for(1);
+  const LeaseResponse c = lease_for(0);
+  EXPECT_EQ(a.end(), 100);
+  EXPECT_EQ(b.begin(), 100);
+  EXPECT_EQ(c.begin(), 200);
+  EXPECT_EQ(c.end(), 250) << "cut at the ready end";
+  const LeaseResponse caught_up = lease_for(1);
+  EXPECT_TRUE(caught_up.wait());
+  EXPECT_FALSE(caught_up.epoch_done());
+
+  EXPECT_EQ(trained(1, b, 2), 1) << "b is settled, but a, before it, is not";
+  EXPECT_EQ(trained(0, a, 2), 3);
+  EXPECT_EQ(trained(0, c, 1), 4);
+  EXPECT_TRUE(lease_for(0).wait()) << "every ready record is trained, but the stream goes on";
+  EXPECT_EQ(s->Snapshot().leases().leases_size(), 0) << "settled leases are not kept";
+
+  dir.AddFile(1, 100);
+  dir.End();
+  ASSERT_EQ(s->RefreshStream(), 1);
+  const LeaseResponse d = lease_for(1);
+  EXPECT_EQ(d.begin(), 250);
+  EXPECT_EQ(d.end(), 350);
+  EXPECT_TRUE(lease_for(0).wait()) << "d is out";
+  EXPECT_EQ(trained(1, d, 2), 5);
+  EXPECT_TRUE(lease_for(0).epoch_done());
+  const SchedulerState state = s->Snapshot();
+  EXPECT_EQ(state.leases().first_lease_id(), 5);
+  EXPECT_EQ(state.leases().leases_size(), 0);
+  EXPECT_NE(s->SummaryJson().find("\"samples\": 350"), std::string::npos) << s->SummaryJson();
 }
 
 TEST(SchedulerStreamTest, ARestoredSchedulerKeepsTheSavedCatalogAndTakesInWhatArrived) {
@@ -216,7 +287,7 @@ TEST(StreamScoresTest, ScoresOfNoReadyFileOrTooManyAreRefused) {
   EXPECT_TRUE(scores.Files().empty()) << "Check records nothing";
 }
 
-TEST(SchedulerStreamTest, AStreamJobIsSyncCtrWithOneEpochAndNoCosine) {
+TEST(SchedulerStreamTest, AStreamJobIsSyncOrAsyncCtrWithOneEpochAndNoCosine) {
   JobSpec job;
   job.set_model("ctr");
   job.mutable_data()->set_stream_dir("/somewhere");
@@ -231,7 +302,10 @@ TEST(SchedulerStreamTest, AStreamJobIsSyncCtrWithOneEpochAndNoCosine) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << field;
     EXPECT_NE(s.message().find(field), std::string::npos) << s;
   };
-  refused([](JobSpec* j) { j->set_mode(ASYNC); }, "mode");
+  JobSpec async = job;
+  async.set_mode(ASYNC);
+  EXPECT_TRUE(ValidateJobSpec(async).ok()) << ValidateJobSpec(async);
+  refused([](JobSpec* j) { j->set_mode(SSP); }, "mode");
   refused([](JobSpec* j) { j->set_epochs(2); }, "epochs");
   refused([](JobSpec* j) { j->set_max_steps(10); }, "max_steps");
   refused([](JobSpec* j) { j->mutable_optimizer()->mutable_schedule()->set_type(LrSchedule::COSINE); },

@@ -3,6 +3,7 @@
 // before it changes anything, so a state that does not fit gives INVALID_ARGUMENT and leaves the
 // component as it was. The Scheduler's own fields are in scheduler/scheduler_state.cc.
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <string>
 #include <utility>
@@ -179,8 +180,14 @@ LeasePoolState LeasePool::ToProto() const {
   state.set_epoch(epoch_);
   state.set_next_position(next_position_);
   state.set_batches_leased(batches_leased_);
-  state.set_epoch_first(static_cast<int64_t>(epoch_first_));
+  state.set_epoch_first(EpochFirstKept() - first_id_);
+  state.set_first_lease_id(first_id_);
   for (int64_t upto : reports_count_upto_) state.add_reports_count_upto(upto);
+  for (const auto& [rank, batches] : handed_) {
+    HandedBatches* out = state.add_handed();
+    out->set_worker_rank(rank);
+    out->set_batches(batches);
+  }
   for (const LeaseRecord& r : leases_) {
     LeaseState* out = state.add_leases();
     out->set_id(r.id);
@@ -201,24 +208,27 @@ absl::Status LeasePool::Restore(const LeasePoolState& state) {
   if (state.epoch() < 0 || state.epoch() >= options_.epochs) {
     return Bad("lease pool", absl::StrCat("epoch ", state.epoch(), ", expected 0..", options_.epochs - 1));
   }
-  if (state.next_position() < 0 || state.next_position() > options_.train_samples) {
-    return Bad("lease pool", absl::StrCat("next position ", state.next_position(), ", expected 0..",
-                                          options_.train_samples));
+  if (state.next_position() < 0 || state.next_position() > train_samples_) {
+    return Bad("lease pool", absl::StrCat("next position ", state.next_position(), ", expected 0..", train_samples_));
   }
+  if (state.first_lease_id() < 0) {
+    return Bad("lease pool", absl::StrCat("first lease id ", state.first_lease_id(), ", expected 1 or more"));
+  }
+  const int64_t first_id = std::max<int64_t>(1, state.first_lease_id());
   if (state.epoch_first() < 0 || state.epoch_first() > state.leases_size()) {
     return Bad("lease pool", absl::StrCat("current epoch starts at lease index ", state.epoch_first(),
                                           ", expected 0..", state.leases_size()));
   }
-  std::vector<LeaseRecord> leases;
+  std::deque<LeaseRecord> leases;
   int64_t incomplete = 0;
   std::set<int64_t> remainders;
   std::map<int, int64_t> handed;
   for (int i = 0; i < state.leases_size(); ++i) {
     const LeaseState& l = state.leases(i);
     const std::string where = absl::StrCat("lease pool, lease ", l.id());
-    if (l.id() != i + 1) return Bad(where, absl::StrCat("at index ", i, ", expected id ", i + 1));
+    if (l.id() != first_id + i) return Bad(where, absl::StrCat("at index ", i, ", expected id ", first_id + i));
     if (l.epoch() < 0 || l.epoch() > state.epoch() || l.begin() < 0 || l.end() < l.begin() ||
-        l.end() > options_.train_samples || l.batches_done() < 0 || l.batches_done() > l.batches()) {
+        l.end() > train_samples_ || l.batches_done() < 0 || l.batches_done() > l.batches()) {
       return Bad(where, absl::StrCat("epoch ", l.epoch(), ", positions [", l.begin(), ", ", l.end(), "), ",
                                      l.batches_done(), " of ", l.batches(),
                                      " batches done: does not fit the job or the pool's epoch ", state.epoch()));
@@ -252,14 +262,25 @@ absl::Status LeasePool::Restore(const LeasePoolState& state) {
       ++incomplete;
       if (r.holder < 0) remainders.insert(r.id);
     }
-    for (int holder : r.holders) handed[holder] += r.batches;
+    if (state.first_lease_id() == 0) {
+      for (int holder : r.holders) handed[holder] += r.batches;
+    }
     leases.push_back(std::move(r));
+  }
+  for (const HandedBatches& h : state.handed()) {
+    if (state.first_lease_id() == 0) break;
+    if (h.batches() < 0) {
+      return Bad("lease pool", absl::StrCat(h.batches(), " batches handed to worker ", h.worker_rank(),
+                                            ", expected 0 or more"));
+    }
+    handed[h.worker_rank()] = h.batches();
   }
   epoch_ = state.epoch();
   next_position_ = state.next_position();
   batches_leased_ = state.batches_leased();
   leases_ = std::move(leases);
-  epoch_first_ = static_cast<size_t>(state.epoch_first());
+  first_id_ = first_id;
+  epoch_first_id_ = first_id + state.epoch_first();
   incomplete_ = incomplete;
   remainders_ = std::move(remainders);
   handed_ = std::move(handed);

@@ -5,12 +5,19 @@
 namespace pstrain::server {
 
 bool AppliedBatches::Add(int64_t lease_id, int64_t batch) {
+  if (lease_id < settled_below_) return false;
   Lease& lease = leases_[lease_id];
   if (batch < lease.prefix) return false;
   if (batch > lease.prefix) return lease.ahead.insert(batch).second;
   ++lease.prefix;
   while (lease.ahead.erase(lease.prefix) > 0) ++lease.prefix;
   return true;
+}
+
+void AppliedBatches::SettleBelow(int64_t lease_id) {
+  if (lease_id <= settled_below_) return;
+  settled_below_ = lease_id;
+  leases_.erase(leases_.begin(), leases_.lower_bound(lease_id));
 }
 
 void AppliedBatches::Report(int64_t first_lease_id, int max_leases, AppliedLeases* out) const {

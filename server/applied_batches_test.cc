@@ -72,5 +72,30 @@ TEST(AppliedBatchesTest, AppliedOnBothKeepsCommonLeasesWithTheSmallerCount) {
   EXPECT_EQ(AppliedOnBoth(a, b).lease_ids_size(), 0);
 }
 
+// The scheduler's watermark drops the settled leases, and a later push of one is a repeat: an
+// endless data epoch keeps only the leases in flight.
+TEST(AppliedBatchesTest, SettledLeasesAreForgottenAndTheirPushesAreRepeats) {
+  AppliedBatches applied;
+  for (int64_t id = 1; id <= 5; ++id) ASSERT_TRUE(applied.Add(id, 0));
+  ASSERT_TRUE(applied.Add(5, 1));
+  applied.SettleBelow(4);
+  EXPECT_EQ(applied.num_leases(), 2u);
+  EXPECT_EQ(applied.settled_below(), 4);
+  EXPECT_FALSE(applied.Add(2, 1));  // settled: a repeat, not kept
+  EXPECT_EQ(applied.num_leases(), 2u);
+  EXPECT_FALSE(applied.Add(5, 1));
+  EXPECT_TRUE(applied.Add(5, 2));
+  applied.SettleBelow(3);  // lower: no change
+  EXPECT_EQ(applied.settled_below(), 4);
+  AppliedLeases report;
+  applied.Report(1, 100, &report);
+  EXPECT_THAT(Ids(report), ElementsAre(4, 5));
+  EXPECT_THAT(Counts(report), ElementsAre(1, 3));
+  // A rollback forgets the leases, not the watermark.
+  applied.Clear();
+  EXPECT_FALSE(applied.Add(3, 0));
+  EXPECT_TRUE(applied.Add(4, 0));
+}
+
 }  // namespace
 }  // namespace pstrain::server

@@ -54,6 +54,10 @@ class AsyncStep {
   int32_t data_epoch() const { return data_epoch_; }
   // Forgets the applied batches (a rollback to a checkpoint); the epoch stays.
   void ForgetBatches() { applied_.Clear(); }
+  // The scheduler's watermark: every lease below `lease_id` is settled (AppliedBatches::SettleBelow).
+  void SettleLeasesBelow(int64_t lease_id) { applied_.SettleBelow(lease_id); }
+  // Leases with a batch applied that are not settled yet.
+  size_t num_unsettled_leases() const { return applied_.num_leases(); }
   // The server's confirmation of its applied leases (AppliedBatches::Report) from
   // `first_lease_id` on, at most `max_leases`; empty when no batch of the epoch is applied.
   AppliedLeases AppliedFrom(int64_t first_lease_id, int max_leases) const;

@@ -372,6 +372,16 @@ AppliedLeases ParameterStore::AppliedLeasesFrom(int64_t first_lease_id, int max_
   return async_.AppliedFrom(first_lease_id, max_leases);
 }
 
+void ParameterStore::SettleLeasesBelow(int64_t lease_id) {
+  absl::MutexLock lock(&mu_);
+  async_.SettleLeasesBelow(lease_id);
+}
+
+size_t ParameterStore::num_unsettled_leases() const {
+  absl::MutexLock lock(&mu_);
+  return async_.num_unsettled_leases();
+}
+
 void ParameterStore::SetOnLeaseBatchApplied(std::function<void()> callback) {
   absl::MutexLock lock(&mu_);
   on_lease_batch_applied_ = std::move(callback);

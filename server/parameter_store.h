@@ -271,6 +271,11 @@ class ParameterStore {
   // `first_lease_id` on, at most `max_leases` of them (HeartbeatRequest.applied_leases; see
   // server/applied_batches.h). Empty before any leased push.
   AppliedLeases AppliedLeasesFrom(int64_t first_lease_id, int max_leases) const;
+  // The scheduler settled every lease below `lease_id` (HeartbeatResponse.leases_settled_below):
+  // the store forgets them, and skips any later push of one as a repeat (server/applied_batches.h).
+  void SettleLeasesBelow(int64_t lease_id);
+  // Leases with a batch applied that are not settled yet (ASYNC/SSP; for tests).
+  size_t num_unsettled_leases() const;
 
   // `callback` runs each time a leased batch is applied (not for a repeat), under the store's lock:
   // it must be quick and must not call the store. The server's runner sends its next heartbeat

@@ -464,8 +464,12 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
         const int64_t from = report_leases_from.load();
         if (from > 0) *request->mutable_applied_leases() = AppliedLeasesOf(*primary, replica, from);
       },
-      [this, &report_leases_from](const HeartbeatResponse& answer) {
+      [this, &report_leases_from, primary = store->get(), replica = replica_.get()](const HeartbeatResponse& answer) {
         report_leases_from.store(answer.report_leases_from());
+        if (answer.leases_settled_below() > 0) {
+          primary->SettleLeasesBelow(answer.leases_settled_below());
+          if (replica != nullptr) replica->SettleLeasesBelow(answer.leases_settled_below());
+        }
         NoteFinalShardsWanted(answer);
       });
   // A lease's last batch reaches the scheduler within Heartbeater::kMinNudgeGap, not a period.

@@ -9,7 +9,8 @@
 // replaced or stopped (SIGTERM) while it waits for the next file (its slices are then cut among
 // other workers); and a job killed whole, resumed from its
 // checkpoints after the writer removed a trained file (the catalog beside the checkpoints keeps
-// the positions).
+// the positions). ASYNC on a stream counts every record once, undisturbed and with a worker and
+// the scheduler killed.
 #include <signal.h>
 
 #include <filesystem>
@@ -239,6 +240,52 @@ TEST(StreamTest, AKilledStreamJobResumesFromItsCutAfterTrainedFilesWereRemoved) 
   std::smatch cut;
   ASSERT_TRUE(std::regex_search(log, cut, std::regex("continuing from step (\\d+)"))) << log;
   EXPECT_EQ(JsonNumbers(summary, "samples").at(0), kRecords - std::stoll(cut[1]) * 256) << summary;
+}
+
+// ASYNC on a stream: leases of the ready records, in order, while the writer writes; every record
+// applied once (counted by the leases every server confirmed), every record scored once by file,
+// and the workers wait for the next file when they are caught up.
+TEST(StreamTest, AnAsyncJobOnAStreamTrainsAndScoresEveryRecordOnce) {
+  StreamJob job("stream-async");
+  job.cluster.Start(2, 2, job.Flags({"--mode=async", "--lease_batches=2"}));
+  job.StartWriting(/*rate=*/3000);  // a file a second
+  const std::string summary = RunToEnd(job.cluster);
+  job.ExpectEveryRecordOnce(summary);
+  EXPECT_EQ(JsonNumber(summary, "lag_records"), 0) << summary;
+  const size_t progressive = summary.find("\"progressive\"");
+  ASSERT_NE(progressive, std::string::npos) << summary;
+  EXPECT_EQ(JsonNumbers(summary.substr(progressive), "samples"), std::vector<double>(kHours, kPerHour)) << summary;
+  for (double auc : JsonNumbers(summary.substr(progressive), "auc")) EXPECT_GT(auc, 0.5) << summary;
+  EXPECT_EQ(summary.find("\"closed\":false"), std::string::npos) << summary;
+  bool waited = false;
+  for (int w = 0; w < 2; ++w) {
+    waited |= ReadFile(absl::StrCat(job.cluster.dir(), "/worker", w, ".log")).find("caught up with the data stream") !=
+              std::string::npos;
+  }
+  EXPECT_TRUE(waited);
+  EXPECT_TRUE(model::ParseModelFile(ReadFile(job.model()), "the async stream's model").ok());
+}
+
+// ASYNC churn on a stream: a worker killed mid-lease (its leases go to the others, the servers
+// skip the batches it pushed) and the scheduler killed and restarted from its state (the lease
+// pool, with its watermark, and the catalog): every record applied once all the same.
+TEST(StreamTest, AnAsyncStreamLosesAndRepeatsNoRecordWhenAWorkerAndTheSchedulerAreKilled) {
+  StreamJob job("stream-async-churn");
+  job.cluster.Start(2, 2, job.Flags({"--mode=async", "--lease_batches=4", "--min_workers=1",
+                                     "--state_dir=" + job.cluster.dir() + "/state"}));
+  job.StartWriting(/*rate=*/6000);  // a file every half second: the workers are rarely idle
+  job.cluster.WaitForSteps(20);
+  job.cluster.workers[1]->Kill(SIGKILL);
+  EXPECT_TRUE(job.cluster.workers[1]->Wait(absl::Seconds(10)).ok());
+  job.cluster.workers.erase(job.cluster.workers.begin() + 1);  // RunToEnd waits for the live ones
+  job.cluster.scheduler->Kill(SIGKILL);
+  EXPECT_TRUE(job.cluster.scheduler->Wait(absl::Seconds(10)).ok());
+  absl::SleepFor(absl::Milliseconds(1000));  // the next file is marked ready meanwhile
+  job.cluster.RestartScheduler();
+  job.cluster.AddWorker();
+  const std::string summary = RunToEnd(job.cluster);
+  job.ExpectEveryRecordOnce(summary);
+  EXPECT_EQ(JsonNumber(summary, "lag_records"), 0) << summary;
 }
 
 }  // namespace

@@ -171,16 +171,20 @@ absl::StatusOr<bool> TrainingSession::AwaitStreamStep() {
     metrics_->Idle();
     RETURN_IF_ERROR(MaybeReport(epoch_, /*force=*/false));
     options_.clock->SleepFor(kStreamPause);
-    ASSIGN_OR_RETURN(const ClusterView latest, scheduler_->GetClusterView());
-    if (latest.state() == FAILED) return absl::AbortedError(absl::StrCat("job failed: ", latest.failure()));
-    // Only the stream's part: membership changes are taken in where a step is refused for them.
-    if (latest.total_steps() >= view_.total_steps()) {
-      view_.set_train_samples(latest.train_samples());
-      view_.set_total_steps(latest.total_steps());
-      *view_.mutable_stream() = latest.stream();
-    }
+    RETURN_IF_ERROR(FollowStream());
   }
   return true;
+}
+
+absl::Status TrainingSession::FollowStream() {
+  ASSIGN_OR_RETURN(const ClusterView latest, scheduler_->GetClusterView());
+  if (latest.state() == FAILED) return absl::AbortedError(absl::StrCat("job failed: ", latest.failure()));
+  if (latest.train_samples() >= view_.train_samples()) {
+    view_.set_train_samples(latest.train_samples());
+    view_.set_total_steps(latest.total_steps());
+    *view_.mutable_stream() = latest.stream();
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<bool> TrainingSession::NextSyncBatch(Work* work) {
@@ -219,7 +223,6 @@ absl::StatusOr<bool> TrainingSession::NextSyncBatch(Work* work) {
 
 absl::StatusOr<bool> TrainingSession::NextLeasedBatch(Work* work) {
   const JobSpec& job = options_.job;
-  const int64_t n = view_.train_samples();
   SetPermutation(epoch_);
   while (!lease_.has_value() || lease_->next_batch >= lease_->batches) {
     lease_.reset();
@@ -228,6 +231,20 @@ absl::StatusOr<bool> TrainingSession::NextLeasedBatch(Work* work) {
       return false;
     }
     ASSIGN_OR_RETURN(LeaseResponse lease, scheduler_->LeaseWork(options_.rank, epoch_));
+    if (lease.wait() && Streaming()) {
+      // Caught up with the stream: what this worker trained is reported (its files may close),
+      // and it asks again once more records may be ready. Not idle for the epoch: it goes on.
+      if (!waiting_for_stream_) {
+        LOG(INFO) << "caught up with the data stream (" << view_.train_samples() << " records ready); waiting for "
+                  << (view_.stream().ended() ? "the leases still out" : "the next file");
+        waiting_for_stream_ = true;
+        RETURN_IF_ERROR(MaybeReport(epoch_, /*force=*/true));
+      }
+      metrics_->Idle();
+      options_.clock->SleepFor(kStreamPause);
+      continue;
+    }
+    waiting_for_stream_ = false;
     if (lease.epoch_done() || lease.wait()) {
       if (!finished_epoch_) {
         RETURN_IF_ERROR(FinishEpoch(epoch_));
@@ -245,6 +262,9 @@ absl::StatusOr<bool> TrainingSession::NextLeasedBatch(Work* work) {
       continue;
     }
     const data::Range range{lease.begin(), lease.end()};
+    // A stream's lease may be of records that became ready after the view this worker holds.
+    if (Streaming() && range.end > view_.train_samples()) RETURN_IF_ERROR(FollowStream());
+    const int64_t n = view_.train_samples();
     const int64_t batches = range.begin >= 0 && range.end <= n && range.begin < range.end
                                 ? data::NumBatches(range, job.batch_size())
                                 : 0;

@@ -239,6 +239,10 @@ class TrainingSession {
   // A stream: waits (reporting, fetching the view every kStreamPause) until global_step_ is
   // trainable; false when the stream ended before it, or the worker is asked to leave.
   absl::StatusOr<bool> AwaitStreamStep();
+  // A stream: fetches the view and takes its stream part (ready files and records, total steps)
+  // when it is not behind the one held; ABORTED when the job failed. Membership changes are taken
+  // in where a push is refused for them.
+  absl::Status FollowStream();
   absl::Status Start();
   // kTrain work for the current sync step / lease batch; false when there is none (the epoch
   // ended, or the worker left).
@@ -365,6 +369,7 @@ class TrainingSession {
   std::optional<Lease> lease_;
   int64_t clock_ = 0;          // Pushes this epoch: the SSP clock.
   bool finished_epoch_ = false;  // FinishEpoch sent: this worker no longer holds others back.
+  bool waiting_for_stream_ = false;  // ASYNC on a stream: caught up, asking for leases until more are ready.
   // The epoch end in progress (Phase::kEvaluate).
   int eval_epoch_ = 0;
   bool eval_last_ = false;
