@@ -278,9 +278,12 @@ int LeasePool::Release(int worker_rank) {
     remainders_.insert(record.id);
     ++released;
   }
-  handed_.erase(worker_rank);  // a gone worker reports no more (ranks are not reused)
   DropSettled();
   return released;
+}
+
+void LeasePool::ForgetWorkers(const std::function<bool(int)>& forgotten) {
+  for (auto it = handed_.begin(); it != handed_.end();) it = forgotten(it->first) ? handed_.erase(it) : std::next(it);
 }
 
 }  // namespace scheduler

@@ -49,6 +49,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <set>
 #include <utility>
@@ -164,9 +165,13 @@ class LeasePool {
   // a worker's word counts). Returns the leases this completed.
   std::vector<LeaseRecord> SetServerCounts(int server_rank, bool counts);
 
-  // `worker_rank` is gone (ranks are not reused): the incomplete leases it holds become remainders,
-  // the complete ones settle, and what it was handed is forgotten. Returns how many remainders.
+  // `worker_rank` is gone: the incomplete leases it holds become remainders, and the complete ones
+  // settle (it will report no more of them). Returns how many remainders.
   int Release(int worker_rank);
+  // Forgets what was handed to the gone workers `forgotten` says the membership no longer
+  // remembers (their reports are refused by then), so the pool's state does not grow with every
+  // worker that ever came and went.
+  void ForgetWorkers(const std::function<bool(int)>& forgotten);
 
   // The epoch leases are being handed out for.
   int current_epoch() const { return epoch_; }

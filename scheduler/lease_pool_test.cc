@@ -362,18 +362,21 @@ TEST(LeasePoolTest, BatchesHandedToAWorkerBoundItsClaims) {
   ASSERT_TRUE(pool.Next(0, 0).ok());
   EXPECT_EQ(pool.BatchesHandedTo(0), 3);
   EXPECT_EQ(pool.BatchesHandedTo(1), 2);
-  // Worker 1 leaves: its lease goes to worker 0 as a remainder and counts in full for it; worker
-  // 1's count goes (a gone worker's reports are refused, and its rank is not reused).
+  // Worker 1 leaves: its lease goes to worker 0 as a remainder and counts for both.
   EXPECT_EQ(pool.Release(1), 1);
   ASSERT_TRUE(pool.Next(0, 0).ok());
   EXPECT_EQ(pool.BatchesHandedTo(0), 5);
-  EXPECT_EQ(pool.BatchesHandedTo(1), 0);
+  EXPECT_EQ(pool.BatchesHandedTo(1), 2);
   // A restored pool (a restarted scheduler) bounds the same claims.
   LeasePool restored(Opts(25, 5, 2, 1));
   ASSERT_TRUE(restored.Restore(pool.ToProto()).ok());
   EXPECT_EQ(restored.BatchesHandedTo(0), 5);
-  EXPECT_EQ(restored.BatchesHandedTo(1), 0);
+  EXPECT_EQ(restored.BatchesHandedTo(1), 2);
   EXPECT_EQ(restored.BatchesHandedTo(2), 0);
+  // Once the membership forgets worker 1, so does the pool.
+  restored.ForgetWorkers([](int rank) { return rank == 1; });
+  EXPECT_EQ(restored.BatchesHandedTo(1), 0);
+  EXPECT_EQ(restored.BatchesHandedTo(0), 5);
 }
 
 // Server `server`'s confirmation that it applied `batches` batches of lease `id` of `epoch`.

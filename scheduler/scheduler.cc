@@ -579,6 +579,7 @@ void Scheduler::RemoveWorkerLocked(int rank, ChangeKind kind, absl::string_view 
   const int remainders = leases_->Release(rank);
   // The membership remembers only the newest gone workers: what is kept by rank goes with them.
   progress_->ForgetWorkers([this](int r) { return membership_.forgotten(WORKER, r); });
+  leases_->ForgetWorkers([this](int r) { return membership_.forgotten(WORKER, r); });
   for (auto it = worker_calls_.begin(); it != worker_calls_.end();) {
     it = membership_.forgotten(WORKER, it->first) ? worker_calls_.erase(it) : std::next(it);
   }

@@ -131,7 +131,7 @@ class SparseJobTest(unittest.TestCase):
             f.write('tables { name: "user" dim: 4 }\n')
         data, _ = key_data()
         # Room for a worker per attempt: the job never runs here.
-        with Roles(["--model=external", "--workers=10", f"--config={config}"]) as job:
+        with Roles(["--model=external", "--workers=16", f"--config={config}"]) as job:
             cases = [
                 (KeyModel("user", 3), "worker 0 declares table 'user' with dim 3; the job's table 'user' has dim 4"),
                 (KeyModel("items", 4), r"declares table 'items'; the job has no such table \(its tables: user\)"),
