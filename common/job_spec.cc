@@ -130,9 +130,6 @@ absl::Status ValidateStreamJob(const JobSpec& job) {
     return Invalid("data.stream_dir", absl::StrCat("'", job.data().stream_dir(), "'"),
                    absl::StrCat("empty for model '", job.model(), "' (only model 'ctr' trains on a stream)"));
   }
-  if (job.mode() == SSP) {
-    return Invalid("mode", Mode_Name(job.mode()), "SYNC or ASYNC for a job on a data stream (data.stream_dir)");
-  }
   if (job.epochs() != 1) {
     return Invalid("epochs", absl::StrCat(job.epochs()), "1 for a job on a data stream (each record is trained once)");
   }

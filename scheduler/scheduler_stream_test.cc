@@ -287,7 +287,7 @@ TEST(StreamScoresTest, ScoresOfNoReadyFileOrTooManyAreRefused) {
   EXPECT_TRUE(scores.Files().empty()) << "Check records nothing";
 }
 
-TEST(SchedulerStreamTest, AStreamJobIsSyncOrAsyncCtrWithOneEpochAndNoCosine) {
+TEST(SchedulerStreamTest, AStreamJobIsCtrWithOneEpochAndNoCosine) {
   JobSpec job;
   job.set_model("ctr");
   job.mutable_data()->set_stream_dir("/somewhere");
@@ -302,10 +302,11 @@ TEST(SchedulerStreamTest, AStreamJobIsSyncOrAsyncCtrWithOneEpochAndNoCosine) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << field;
     EXPECT_NE(s.message().find(field), std::string::npos) << s;
   };
-  JobSpec async = job;
-  async.set_mode(ASYNC);
-  EXPECT_TRUE(ValidateJobSpec(async).ok()) << ValidateJobSpec(async);
-  refused([](JobSpec* j) { j->set_mode(SSP); }, "mode");
+  for (Mode mode : {ASYNC, SSP}) {
+    JobSpec leased = job;
+    leased.set_mode(mode);
+    EXPECT_TRUE(ValidateJobSpec(leased).ok()) << ValidateJobSpec(leased);
+  }
   refused([](JobSpec* j) { j->set_epochs(2); }, "epochs");
   refused([](JobSpec* j) { j->set_max_steps(10); }, "max_steps");
   refused([](JobSpec* j) { j->mutable_optimizer()->mutable_schedule()->set_type(LrSchedule::COSINE); },

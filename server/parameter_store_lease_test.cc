@@ -148,7 +148,7 @@ TEST(LeasedBatchSspTest, RepeatAdvancesTheClockAndPushPullWaitsForStaleness) {
   EXPECT_EQ(Flat(second_resp.chunks()), After(w0, {1.0f, 2.0f, 4.0f, 4.0f, 2.0f}));
 }
 
-TEST(LeasedBatchSspTest, FinishedWorkerPushingARemainderIsAppliedAndStaysFinished) {
+TEST(LeasedBatchSspTest, FinishedWorkerPushingARemainderIsAppliedAndCountsUntilItFinishesAgain) {
   ParameterStore::Options options = MakeOptions(SSP, 2);
   options.job.set_staleness(1);
   auto store = MakeStore(options);
@@ -163,13 +163,16 @@ TEST(LeasedBatchSspTest, FinishedWorkerPushingARemainderIsAppliedAndStaysFinishe
   EXPECT_EQ(store->step(), 1);
   EXPECT_EQ(Flat(store->Snapshot()), After(w0, {1.0f}));
 
-  // ...and it still holds nobody back: worker 0 at clock 3 needs every unfinished clock >= 2, and
-  // worker 1 is at 1.
+  // ...and it is back in (a stream's idle worker gets new records the same way), at clock 1: worker
+  // 0 at clock 3 needs every unfinished clock >= 2, so its pull waits for worker 1...
   for (int64_t t = 0; t < 3; ++t) ASSERT_TRUE(PushNow(*store, LeasedPush(0, t, 2.0f, 2, t, 11 + t)).ok());
   PullResponse resp;
   Outcome pull;
   store->Pull(MakePull(0, 3), &resp, pull.done());
-  ASSERT_TRUE(pull.status.has_value()) << "worker 1 finished the epoch but holds worker 0 back";
+  EXPECT_FALSE(pull.status.has_value()) << "worker 1 pushed again: it counts again";
+  // ...until worker 1, idle again, says so.
+  ASSERT_TRUE(store->FinishEpoch(finish).ok());
+  ASSERT_TRUE(pull.status.has_value()) << "worker 1 finished again but holds worker 0 back";
   EXPECT_TRUE(pull.status->ok()) << *pull.status;
   EXPECT_EQ(resp.step(), 4);
   EXPECT_EQ(Flat(resp.chunks()), After(w0, {1.0f, 2.0f, 2.0f, 2.0f}));

@@ -1,6 +1,7 @@
 #include "server/ssp_clocks.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 namespace pstrain::server {
@@ -36,6 +37,17 @@ void SspClocks::NewEpoch() {
 
 void SspClocks::Pushed(int rank, int64_t step, bool same_step) {
   Clock& c = clocks_.at(rank);
+  if (c.finished) {
+    // Back from idle (a remainder, or a stream's new records): in again where the others are, so
+    // it holds nobody back more than they already do.
+    c.finished = false;
+    std::optional<int64_t> slowest;
+    for (const auto& [r, other] : clocks_) {
+      if (r == rank || other.finished || !other.known) continue;
+      slowest = slowest.has_value() ? std::min(*slowest, other.clock) : other.clock;
+    }
+    if (slowest.has_value()) c.clock = std::max(c.clock, *slowest);
+  }
   if (!same_step) c.clock = std::max(c.clock + 1, step + 1);
   c.known = true;
 }

@@ -6,7 +6,11 @@
 //   push from r (a step r did)       clock_r := max(clock_r + 1, step + 1); the push's step is the
 //                                    worker's own clock, so a replacement server learns it
 //   the same step pushed again       unchanged (the worker recomputed it for another server)
-//   FinishEpoch from r               r holds nobody back until the next epoch
+//   FinishEpoch from r               r holds nobody back until it pushes again (idle: waiting for a
+//                                    lease while others hold the last ones, or for a stream's next
+//                                    records), or the next epoch
+//   a push from a finished r         r is back in, first raised to the smallest clock of the others
+//                                    still in (as a joiner), then as any push
 //   a new data epoch                 every clock 0, nobody finished
 //   r joins the live set             starts at the smallest clock of the live workers still in the
 //                                    epoch, so it holds nobody back more than they already do

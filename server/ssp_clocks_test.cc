@@ -47,5 +47,23 @@ TEST(SspClocksTest, AJoinerStartsAtTheSlowestClockOfTheLiveWorkersInTheEpoch) {
   EXPECT_FALSE(clocks.Ready(4));
 }
 
+// A worker idle for a while (it finished: no lease for it, or a stream with no new records) holds
+// nobody back; its next push brings it back in where the others are, and from then on it counts.
+TEST(SspClocksTest, AFinishedWorkerThatPushesAgainIsBackInWhereTheOthersAre) {
+  SspClocks clocks(/*staleness=*/1);
+  clocks.SetLive({0, 1});
+  clocks.Pushed(1, 0, false);
+  clocks.Finish(1);                                            // idle at clock 1
+  for (int64_t step = 0; step < 5; ++step) clocks.Pushed(0, step, false);  // worker 0 at 5
+  EXPECT_TRUE(clocks.Ready(6));                                // worker 1 holds nobody back
+  clocks.Pushed(1, 1, false);                                  // back: raised to 5, then its push: 6
+  EXPECT_TRUE(clocks.Ready(6));                                // both >= 5
+  EXPECT_FALSE(clocks.Ready(7));                               // worker 0 at 5 < 6
+  clocks.Pushed(0, 5, false);
+  clocks.Pushed(0, 6, false);                                  // worker 0 at 7
+  EXPECT_TRUE(clocks.Ready(7));
+  EXPECT_FALSE(clocks.Ready(8)) << "worker 1, at 6, counts again";
+}
+
 }  // namespace
 }  // namespace pstrain::server

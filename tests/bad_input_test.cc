@@ -218,8 +218,8 @@ TEST(BadFlagsTest, SchedulerAndLauncherRefuseBadFilesAndSizesBeforeStarting) {
       {{"--model=ctr", "--table_row_dtype=int8"}, "--table_row_dtype: got 'int8', expected fp32, fp16 or bf16"},
       // A data stream: its folder must exist, and the job must be one a stream can feed.
       {{"--model=ctr", "--data_stream=" + dir + "/no-stream"}, "data stream '" + dir + "/no-stream': no such folder"},
-      {{"--model=ctr", "--data_stream=" + folder, "--mode=ssp"},
-       "got SSP, expected SYNC or ASYNC for a job on a data stream"},
+      {{"--model=ctr", "--data_stream=" + folder, "--epochs=2"},
+       "got 2, expected 1 for a job on a data stream"},
       {{"--model=ctr", "--data_stream=" + folder, "--lr_schedule=cosine"}, "optimizer.schedule"},
       {{"--data_stream=" + folder}, "only model 'ctr' trains on a stream"},
   };

@@ -10,7 +10,7 @@
 // other workers); and a job killed whole, resumed from its
 // checkpoints after the writer removed a trained file (the catalog beside the checkpoints keeps
 // the positions). ASYNC on a stream counts every record once, undisturbed and with a worker and
-// the scheduler killed.
+// the scheduler killed; SSP too, undisturbed.
 #include <signal.h>
 
 #include <filesystem>
@@ -264,6 +264,20 @@ TEST(StreamTest, AnAsyncJobOnAStreamTrainsAndScoresEveryRecordOnce) {
   }
   EXPECT_TRUE(waited);
   EXPECT_TRUE(model::ParseModelFile(ReadFile(job.model()), "the async stream's model").ok());
+}
+
+// SSP on a stream: a worker caught up with the stream holds nobody back (it finished, for now), and
+// its next push brings it back in where the others are; every record applied and scored once.
+TEST(StreamTest, AnSspJobOnAStreamTrainsAndScoresEveryRecordOnce) {
+  StreamJob job("stream-ssp");
+  job.cluster.Start(2, 2, job.Flags({"--mode=ssp", "--staleness=2", "--lease_batches=2"}));
+  job.StartWriting(/*rate=*/3000);  // a file a second
+  const std::string summary = RunToEnd(job.cluster);
+  job.ExpectEveryRecordOnce(summary);
+  const size_t progressive = summary.find("\"progressive\"");
+  ASSERT_NE(progressive, std::string::npos) << summary;
+  EXPECT_EQ(JsonNumbers(summary.substr(progressive), "samples"), std::vector<double>(kHours, kPerHour)) << summary;
+  EXPECT_EQ(summary.find("\"closed\":false"), std::string::npos) << summary;
 }
 
 // ASYNC churn on a stream: a worker killed mid-lease (its leases go to the others, the servers

@@ -240,6 +240,10 @@ absl::StatusOr<bool> TrainingSession::NextLeasedBatch(Work* work) {
         waiting_for_stream_ = true;
         RETURN_IF_ERROR(MaybeReport(epoch_, /*force=*/true));
       }
+      if (!finished_epoch_) {  // SSP: idle, it holds nobody back until its next push
+        RETURN_IF_ERROR(FinishEpoch(epoch_));
+        finished_epoch_ = true;
+      }
       metrics_->Idle();
       options_.clock->SleepFor(kStreamPause);
       continue;
@@ -274,6 +278,7 @@ absl::StatusOr<bool> TrainingSession::NextLeasedBatch(Work* work) {
                                               " samples"));
     }
     lease_ = Lease{lease.lease_id(), range, batches, lease.first_batch(), lease.grant(), lease.granted_unix_ms()};
+    finished_epoch_ = false;  // its pushes bring it back in (SSP); it says so again when next idle
   }
   const data::Range batch = data::BatchOf(lease_->range, job.batch_size(), lease_->next_batch);
   metrics_->SetEpoch(epoch_);
