@@ -80,7 +80,7 @@ DEFINE_string(compression, "none",
               "step), e.g. topk:0.01");
 DEFINE_string(data_format, "idx", "Data files: idx (Fashion-MNIST), criteo or libsvm (default: criteo for --model=ctr)");
 DEFINE_string(data_stream, "",
-              "--model=ctr, sync: train on the files that keep arriving in this folder, once each in name order, "
+              "--model=ctr (any mode): train on the files that keep arriving in this folder, once each in name order, "
               "instead of --data_dir's training file (a file NAME is read once NAME.ready exists; an empty _END "
               "ends the stream; docs/design/streaming.md)");
 DEFINE_string(bad_records, "fail", "criteo/libsvm: a line that does not parse stops the job (fail) or is skipped and counted (skip)");
