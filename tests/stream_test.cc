@@ -9,8 +9,8 @@
 // replaced or stopped (SIGTERM) while it waits for the next file (its slices are then cut among
 // other workers); and a job killed whole, resumed from its
 // checkpoints after the writer removed a trained file (the catalog beside the checkpoints keeps
-// the positions). ASYNC on a stream counts every record once, undisturbed and with a worker and
-// the scheduler killed; SSP too, undisturbed.
+// the positions). ASYNC on a stream counts every record once, undisturbed, with a server replaced
+// from a checkpoint, and with a worker and the scheduler killed; SSP too, undisturbed.
 #include <signal.h>
 
 #include <filesystem>
@@ -278,6 +278,25 @@ TEST(StreamTest, AnSspJobOnAStreamTrainsAndScoresEveryRecordOnce) {
   ASSERT_NE(progressive, std::string::npos) << summary;
   EXPECT_EQ(JsonNumbers(summary.substr(progressive), "samples"), std::vector<double>(kHours, kPerHour)) << summary;
   EXPECT_EQ(summary.find("\"closed\":false"), std::string::npos) << summary;
+}
+
+// ASYNC on a stream with a server killed and replaced from its checkpoint: the lease pool stands in
+// the replacement's lost confirmations with the holders' reports, the replacement hears the
+// watermark in its first heartbeat answer, and every record is counted once.
+TEST(StreamTest, AnAsyncStreamCountsEveryRecordOnceWhenAServerIsReplacedFromACheckpoint) {
+  StreamJob job("stream-async-server");
+  job.cluster.Start(2, 2,
+                    job.Flags({"--mode=async", "--lease_batches=2", "--checkpoint_dir=" + job.cluster.dir() + "/ckpt",
+                               "--checkpoint_every_steps=10", "--server_recovery_timeout_ms=30000"}));
+  job.StartWriting(/*rate=*/3000);
+  job.cluster.WaitForSteps(30);
+  job.cluster.servers[1]->Kill(SIGKILL);
+  EXPECT_TRUE(job.cluster.servers[1]->Wait(absl::Seconds(10)).ok());
+  job.cluster.AddServer();
+  const std::string summary = RunToEnd(job.cluster);
+  job.ExpectEveryRecordOnce(summary);
+  EXPECT_EQ(JsonNumber(summary, "lag_records"), 0) << summary;
+  EXPECT_NE(ReadFile(job.cluster.dir() + "/server2.log").find("from a checkpoint"), std::string::npos);
 }
 
 // ASYNC churn on a stream: a worker killed mid-lease (its leases go to the others, the servers
