@@ -231,28 +231,24 @@ absl::StatusOr<bool> TrainingSession::NextLeasedBatch(Work* work) {
       return false;
     }
     ASSIGN_OR_RETURN(LeaseResponse lease, scheduler_->LeaseWork(options_.rank, epoch_));
-    if (lease.wait() && Streaming()) {
-      // Caught up with the stream: what this worker trained is reported (its files may close),
-      // and it asks again once more records may be ready. Not idle for the epoch: it goes on.
-      if (!waiting_for_stream_) {
-        LOG(INFO) << "caught up with the data stream (" << view_.train_samples() << " records ready); waiting for "
-                  << (view_.stream().ended() ? "the leases still out" : "the next file");
-        waiting_for_stream_ = true;
-        RETURN_IF_ERROR(MaybeReport(epoch_, /*force=*/true));
-      }
-      if (!finished_epoch_) {  // SSP: idle, it holds nobody back until its next push
-        RETURN_IF_ERROR(FinishEpoch(epoch_));
-        finished_epoch_ = true;
-      }
-      metrics_->Idle();
-      options_.clock->SleepFor(kStreamPause);
-      continue;
-    }
-    waiting_for_stream_ = false;
     if (lease.epoch_done() || lease.wait()) {
+      // Idle: it holds nobody back (SSP) until its next push, and says so again when next idle.
       if (!finished_epoch_) {
         RETURN_IF_ERROR(FinishEpoch(epoch_));
         finished_epoch_ = true;
+      }
+      if (lease.wait() && Streaming()) {
+        // Caught up with the stream: what it trained is reported at once (its files may close), and
+        // it asks again once more records may be ready.
+        if (!waiting_for_stream_) {
+          LOG(INFO) << "caught up with the data stream (" << view_.train_samples() << " records ready); waiting for "
+                    << (view_.stream().ended() ? "the leases still out" : "the next file");
+          waiting_for_stream_ = true;
+          RETURN_IF_ERROR(MaybeReport(epoch_, /*force=*/true));
+        }
+        metrics_->Idle();
+        options_.clock->SleepFor(kStreamPause);
+        continue;
       }
       if (lease.epoch_done()) {
         RETURN_IF_ERROR(scheduler_->Barrier(absl::StrCat("epoch-", epoch_, "-trained"), BarrierRequest::WORKERS,
@@ -265,6 +261,7 @@ absl::StatusOr<bool> TrainingSession::NextLeasedBatch(Work* work) {
       options_.clock->SleepFor(kRetryPause);  // Leases are out; one may come back if its holder dies.
       continue;
     }
+    waiting_for_stream_ = false;
     const data::Range range{lease.begin(), lease.end()};
     // A stream's lease may be of records that became ready after the view this worker holds.
     if (Streaming() && range.end > view_.train_samples()) RETURN_IF_ERROR(FollowStream());
@@ -278,7 +275,7 @@ absl::StatusOr<bool> TrainingSession::NextLeasedBatch(Work* work) {
                                               " samples"));
     }
     lease_ = Lease{lease.lease_id(), range, batches, lease.first_batch(), lease.grant(), lease.granted_unix_ms()};
-    finished_epoch_ = false;  // its pushes bring it back in (SSP); it says so again when next idle
+    finished_epoch_ = false;  // its pushes bring it back in (SSP)
   }
   const data::Range batch = data::BatchOf(lease_->range, job.batch_size(), lease_->next_batch);
   metrics_->SetEpoch(epoch_);

@@ -368,7 +368,7 @@ class TrainingSession {
   // ASYNC/SSP.
   std::optional<Lease> lease_;
   int64_t clock_ = 0;          // Pushes this epoch: the SSP clock.
-  bool finished_epoch_ = false;  // FinishEpoch sent: this worker no longer holds others back.
+  bool finished_epoch_ = false;  // FinishEpoch sent since its last lease: it holds nobody back (SSP).
   bool waiting_for_stream_ = false;  // ASYNC on a stream: caught up, asking for leases until more are ready.
   // The epoch end in progress (Phase::kEvaluate).
   int eval_epoch_ = 0;
