@@ -78,9 +78,10 @@ DEFINE_string(compression, "none",
               "How workers send gradients: none (float32), fp16 or bf16 (half the bytes, float32 sums on "
               "the servers), or topk:RATIO (the largest RATIO of each chunk, the rest carried to the next "
               "step), e.g. topk:0.01");
-DEFINE_string(data_format, "idx", "Data files: idx (Fashion-MNIST), criteo or libsvm (default: criteo for --model=ctr)");
+DEFINE_string(data_format, "idx", "Data files: idx (Fashion-MNIST), criteo or libsvm (default: criteo for --model=ctr, and for --model=external on a --data_stream)");
 DEFINE_string(data_stream, "",
-              "--model=ctr (any mode): train on the files that keep arriving in this folder, once each in name order, "
+              "--model=ctr or external (any mode): train on the files that keep arriving in this folder, once each in "
+              "name order, "
               "instead of --data_dir's training file (a file NAME is read once NAME.ready exists; an empty _END "
               "ends the stream; docs/design/streaming.md)");
 DEFINE_string(bad_records, "fail", "criteo/libsvm: a line that does not parse stops the job (fail) or is skipped and counted (skip)");

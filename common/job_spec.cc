@@ -84,7 +84,10 @@ void ApplyJobDefaults(JobSpec* job) {
     job->add_hidden_sizes(128);
   }
   if (job->data().data_dir().empty()) job->mutable_data()->set_data_dir(kDefaultDataDir);
-  if (job->data().format().empty()) job->mutable_data()->set_format(job->model() == kCtrModel ? "criteo" : "idx");
+  if (job->data().format().empty()) {
+    const bool ctr_text = job->model() == kCtrModel || (IsExternalModel(*job) && IsStreamJob(*job));
+    job->mutable_data()->set_format(ctr_text ? "criteo" : "idx");
+  }
   if (job->data().bad_records().empty()) job->mutable_data()->set_bad_records("fail");
   if (job->mode() == MODE_UNSPECIFIED) job->set_mode(SYNC);
   const ModelDefaults model_defaults = DefaultsFor(job->model());
@@ -126,9 +129,18 @@ namespace {
 // The limits of a job on a data stream (JobSpec.data.stream_dir); OK for any other job.
 absl::Status ValidateStreamJob(const JobSpec& job) {
   if (!IsStreamJob(job)) return absl::OkStatus();
-  if (job.model() != kCtrModel) {
+  if (job.model() != kCtrModel && !IsExternalModel(job)) {
     return Invalid("data.stream_dir", absl::StrCat("'", job.data().stream_dir(), "'"),
-                   absl::StrCat("empty for model '", job.model(), "' (only model 'ctr' trains on a stream)"));
+                   absl::StrCat("empty for model '", job.model(), "' (models 'ctr' and 'external' train on a stream)"));
+  }
+  if (job.data().format() != "criteo" && job.data().format() != "libsvm") {
+    return Invalid("data.format", absl::StrCat("'", job.data().format(), "'"),
+                   "'criteo' or 'libsvm' for a job on a data stream");
+  }
+  if (job.data().train_samples() != 0 || job.data().test_samples() != 0) {
+    return Invalid("data.train_samples",
+                   absl::StrCat(job.data().train_samples(), " (test_samples ", job.data().test_samples(), ")"),
+                   "0 for a job on a data stream (its records are the stream's; it has no test set)");
   }
   if (job.epochs() != 1) {
     return Invalid("epochs", absl::StrCat(job.epochs()), "1 for a job on a data stream (each record is trained once)");

@@ -9,6 +9,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -57,6 +58,7 @@ py::dict JobDict(const JobSpec& job) {
   // The data as the job names it: a script that reads the job's files (examples/pytorch/ctr.py)
   // reads what the built-in models would.
   d["data_dir"] = job.data().data_dir();
+  d["data_stream"] = job.data().stream_dir();
   d["data_format"] = job.data().format();
   d["bad_records"] = job.data().bad_records();
   d["train_limit"] = job.data().train_limit();
@@ -137,6 +139,48 @@ struct PyWork {
   int64_t end = 0;
   bool left = false;
 };
+
+using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>;
+
+// A step's predictions for the session's training scores (end_step's arguments), checked so that
+// a bad one counts nothing: INVALID_ARGUMENT for sizes that differ, or files whose samples do not
+// add up to the predictions or that name no file of the session's view of the stream.
+void TrainScores(const TrainingSession& session, const std::optional<FloatArray>& predictions,
+                 const std::optional<FloatArray>& labels, const std::vector<std::pair<int64_t, int64_t>>& files,
+                 model::BatchStats* stats) {
+  if (predictions.has_value() != labels.has_value()) {
+    throw StatusError(absl::InvalidArgumentError("end_step: predictions without labels or labels without "
+                                                 "predictions; expected both or neither"));
+  }
+  if (!predictions.has_value()) {
+    if (!files.empty()) throw StatusError(absl::InvalidArgumentError("end_step: files without predictions"));
+    return;
+  }
+  const py::ssize_t n = predictions->size();
+  if (labels->size() != n) {
+    throw StatusError(absl::InvalidArgumentError(
+        absl::StrCat("end_step: ", n, " predictions and ", labels->size(), " labels, expected one each")));
+  }
+  int64_t in_files = 0;
+  const int64_t stream_files = session.view().stream().files_size();
+  for (const auto& [file, samples] : files) {
+    if (file < 0 || file >= stream_files || samples < 0) {
+      throw StatusError(absl::InvalidArgumentError(absl::StrCat("end_step: files entry (", file, ", ", samples,
+                                                                "); expected a file of the stream's ", stream_files,
+                                                                " and samples >= 0")));
+    }
+    in_files += samples;
+  }
+  if (!files.empty() && in_files != n) {
+    throw StatusError(absl::InvalidArgumentError(
+        absl::StrCat("end_step: files hold ", in_files, " samples, the predictions ", n, "; expected the same")));
+  }
+  stats->want_predictions = true;
+  stats->predictions.assign(predictions->data(), predictions->data() + n);
+  stats->labels.resize(n);
+  for (py::ssize_t i = 0; i < n; ++i) stats->labels[i] = labels->data()[i] > 0.5f ? 1 : 0;
+  stats->prediction_files = files;
+}
 
 const char* KindName(TrainingSession::Work::Kind kind) {
   switch (kind) {
@@ -234,9 +278,11 @@ PYBIND11_MODULE(_core, m) {
           py::arg("first"), py::arg("end"))
       .def(
           "end_step",
-          [](TrainingSession& s, double loss_sum) {
+          [](TrainingSession& s, double loss_sum, const std::optional<FloatArray>& predictions,
+             const std::optional<FloatArray>& labels, const std::vector<std::pair<int64_t, int64_t>>& files) {
             model::BatchStats stats;
             stats.loss_sum = loss_sum;
+            TrainScores(s, predictions, labels, files, &stats);
             absl::StatusOr<TrainingSession::StepResult> result;
             {
               py::gil_scoped_release release;
@@ -245,9 +291,13 @@ PYBIND11_MODULE(_core, m) {
             ThrowIfError(result.status());
             return *result == TrainingSession::StepResult::kApplied;
           },
-          py::arg("loss_sum"),
+          py::arg("loss_sum"), py::arg("predictions") = py::none(), py::arg("labels") = py::none(),
+          py::arg("files") = std::vector<std::pair<int64_t, int64_t>>(),
           "Pushes the gradient and installs the new weights; False when the step must be "
-          "computed again (next() says what).")
+          "computed again (next() says what). predictions and labels: each sample's predicted probability "
+          "of the positive class, from the forward pass of this gradient (before its update), and its label "
+          "(> 0.5: positive), for the job's training AUC and, on a data stream, progressive validation; files: "
+          "on a stream, the samples' files in order as StreamReader.read gives them, [(file, samples)].")
       .def("abandon_step", [](TrainingSession& s) {
         py::gil_scoped_release release;
         s.AbandonStep();

@@ -19,6 +19,8 @@
 #include "data/score_histogram.h"
 #include "data/text_records.h"
 #include "python/status_errors.h"
+#include "worker/stream_reader.h"
+#include "worker/training_session.h"
 
 namespace py = pybind11;
 
@@ -35,19 +37,49 @@ py::array_t<T> Owned(std::vector<T>&& values, std::vector<py::ssize_t> shape) {
   return py::array_t<T>(std::move(shape), owned->data(), base);
 }
 
+// `batch`'s samples as the dict CtrReader.read and StreamReader.read return (see CtrReader.read's
+// doc); the arrays take over the batch's vectors.
+py::dict BatchDict(data::CtrBatch& batch) {
+  const py::ssize_t n = batch.size;
+  py::dict d;
+  d["labels"] = Owned(std::move(batch.labels), {n});
+  d["dense"] = Owned(std::move(batch.dense), {n, batch.num_dense});
+  py::list keys, offsets, weights;
+  for (int f = 0; f < batch.num_fields(); ++f) {
+    const py::ssize_t k = static_cast<py::ssize_t>(batch.keys[f].size());
+    keys.append(Owned(std::move(batch.keys[f]), {k}));
+    offsets.append(Owned(std::move(batch.offsets[f]), {n + 1}));
+    if (batch.weights[f].empty()) {
+      weights.append(py::none());
+    } else {
+      weights.append(Owned(std::move(batch.weights[f]), {k}));
+    }
+  }
+  d["keys"] = keys;
+  d["offsets"] = offsets;
+  d["weights"] = weights;
+  return d;
+}
+
+// The format and bad-record policy of a reader, from their Python names.
+data::CtrSource::Options SourceOptions(const std::string& format, const std::string& bad_records) {
+  absl::StatusOr<data::DataFormat> parsed = data::ParseDataFormat(format);
+  ThrowIfError(parsed.status());
+  absl::StatusOr<data::BadRecords> bad = data::ParseBadRecords(bad_records);
+  ThrowIfError(bad.status());
+  data::CtrSource::Options options;
+  options.format = *parsed;
+  options.bad_records = *bad;
+  return options;
+}
+
 // One reader of one file, used by one Python thread at a time (the GIL is released while it
 // reads, so the mutex keeps two threads from sharing the source).
 class PyCtrReader {
  public:
   PyCtrReader(const std::string& path, const std::string& format, const std::string& bad_records) {
-    absl::StatusOr<data::DataFormat> parsed = data::ParseDataFormat(format);
-    ThrowIfError(parsed.status());
-    absl::StatusOr<data::BadRecords> bad = data::ParseBadRecords(bad_records);
-    ThrowIfError(bad.status());
-    data::CtrSource::Options options;
-    options.format = *parsed;
-    options.bad_records = *bad;
-    absl::StatusOr<std::unique_ptr<data::CtrSource>> source = data::CtrSource::Open(path, options);
+    absl::StatusOr<std::unique_ptr<data::CtrSource>> source =
+        data::CtrSource::Open(path, SourceOptions(format, bad_records));
     ThrowIfError(source.status());
     source_ = std::move(source).value();
   }
@@ -62,25 +94,7 @@ class PyCtrReader {
       status = source_->ReadBatch(first, count, &batch);
     }
     ThrowIfError(status);
-    const py::ssize_t n = batch.size;
-    py::dict d;
-    d["labels"] = Owned(std::move(batch.labels), {n});
-    d["dense"] = Owned(std::move(batch.dense), {n, batch.num_dense});
-    py::list keys, offsets, weights;
-    for (int f = 0; f < batch.num_fields(); ++f) {
-      const py::ssize_t k = static_cast<py::ssize_t>(batch.keys[f].size());
-      keys.append(Owned(std::move(batch.keys[f]), {k}));
-      offsets.append(Owned(std::move(batch.offsets[f]), {n + 1}));
-      if (batch.weights[f].empty()) {
-        weights.append(py::none());
-      } else {
-        weights.append(Owned(std::move(batch.weights[f]), {k}));
-      }
-    }
-    d["keys"] = keys;
-    d["offsets"] = offsets;
-    d["weights"] = weights;
-    return d;
+    return BatchDict(batch);
   }
 
   int64_t skipped() const { return source_->skipped(); }
@@ -89,6 +103,39 @@ class PyCtrReader {
  private:
   std::mutex mu_;
   std::unique_ptr<data::CtrSource> source_;
+};
+
+// A reader of a data stream's record positions (worker/stream_reader.h), with the files a
+// session's view lists; one Python thread at a time, as PyCtrReader.
+class PyStreamReader {
+ public:
+  PyStreamReader(const std::string& dir, const std::string& format, const std::string& bad_records)
+      : reader_(dir, SourceOptions(format, bad_records)) {}
+
+  py::dict Read(const worker::TrainingSession& session, int64_t first, int64_t count) {
+    data::CtrBatch batch;
+    absl::Status status;
+    std::vector<std::pair<int64_t, int64_t>> files;
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mu_);
+      status = reader_.Read(session.view().stream(), first, count, &batch);
+      if (status.ok()) files = reader_.last_files();
+    }
+    ThrowIfError(status);
+    py::dict d = BatchDict(batch);
+    d["files"] = files;
+    return d;
+  }
+
+  int64_t skipped() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reader_.skipped();
+  }
+
+ private:
+  std::mutex mu_;
+  worker::StreamReader reader_;
 };
 
 void AddScores(data::ScoreHistogram& h, const py::array_t<double, py::array::c_style | py::array::forcecast>& p,
@@ -125,6 +172,18 @@ void BindCtrData(py::module_& m) {
            "weighs 1). A line that holds no sample (a skipped bad record) still counts in the range.")
       .def_property_readonly("skipped", &PyCtrReader::skipped, "Bad records skipped so far (bad_records='skip').")
       .def_property_readonly("path", &PyCtrReader::path);
+
+  py::class_<PyStreamReader>(m, "StreamReader",
+                             "Record positions of a data stream (a job's --data_stream folder), read from the ready "
+                             "files a session's view lists (worker/stream_reader.h), as the C++ worker reads them.")
+      .def(py::init<const std::string&, const std::string&, const std::string&>(), py::arg("dir"),
+           py::arg("format") = "criteo", py::arg("bad_records") = "fail")
+      .def("read", &PyStreamReader::Read, py::arg("session"), py::arg("first"), py::arg("count"),
+           "Stream positions [first, first + count) of the files `session`'s view lists, as CtrReader.read's dict, "
+           "with files: [(file, samples)], the samples' files in order (file: the index of the stream's file, "
+           "as Session.end_step takes it for progressive validation). InvalidArgumentError for positions past "
+           "the ready records; DataLossError or NotFoundError naming the file for one truncated, damaged or gone.")
+      .def_property_readonly("skipped", &PyStreamReader::skipped, "Bad records skipped so far (bad_records='skip').");
 
   m.def(
       "count_records",

@@ -9,7 +9,8 @@
 
 namespace pstrain::python {
 
-// Adds CtrReader, count_records, find_ctr_file and ScoreHistogram to `m`.
+// Adds CtrReader, StreamReader (a data stream's records, with the files a Session's view lists),
+// count_records, find_ctr_file and ScoreHistogram to `m`.
 void BindCtrData(pybind11::module_& m);
 
 }  // namespace pstrain::python

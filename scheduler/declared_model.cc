@@ -22,10 +22,17 @@ std::string ShapeText(const TensorSpec& tensor) {
 
 }  // namespace
 
-absl::StatusOr<model::ModelFile> ParseDeclaration(const ModelDeclaration& declaration) {
+absl::StatusOr<model::ModelFile> ParseDeclaration(const ModelDeclaration& declaration, bool stream) {
   const std::string who = absl::StrCat("worker ", declaration.worker_rank());
   const std::string what = absl::StrCat("model declaration from ", who);
-  if (declaration.train_samples() < 1) {
+  if (stream) {
+    if (declaration.train_samples() != 0 || declaration.test_samples() != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": ", declaration.train_samples(), " training and ", declaration.test_samples(),
+          " test samples; the job trains on a data stream, whose records it counts itself, with no test set: "
+          "expected 0 and 0"));
+    }
+  } else if (declaration.train_samples() < 1) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", declaration.train_samples(),
                                                    " training samples, expected at least 1"));
   }

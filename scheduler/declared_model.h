@@ -41,9 +41,11 @@ namespace scheduler {
 // Errors name the declaring worker: model::ParseModelFile's INVALID_ARGUMENT (not a model file,
 // unsupported version) or DATA_LOSS (truncated, damaged); INVALID_ARGUMENT for no tensors, a
 // tensor with zero elements, a non-finite initial value (naming the tensor and the element),
-// train_samples < 1 or test_samples < 0, an averaged tensor (averaged_tensors) that names no
-// declared tensor or is listed twice. Blocks on nothing; reads the whole file (its checksum).
-absl::StatusOr<model::ModelFile> ParseDeclaration(const ModelDeclaration& declaration);
+// train_samples < 1 or test_samples < 0 (for a job on a data stream, `stream`: sizes other than
+// 0 and 0, since the scheduler counts the stream's records and there is no test set), an averaged
+// tensor (averaged_tensors) that names no declared tensor or is listed twice. Blocks on nothing;
+// reads the whole file (its checksum).
+absl::StatusOr<model::ModelFile> ParseDeclaration(const ModelDeclaration& declaration, bool stream);
 
 // OK when `train_samples` / `test_samples` agree with the sizes `job` pins
 // (JobSpec.data.train_samples / test_samples when > 0); otherwise INVALID_ARGUMENT, e.g.

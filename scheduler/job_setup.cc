@@ -38,13 +38,19 @@ absl::StatusOr<std::vector<model::ParamSpec>> ImageParams(const JobSpec& job, co
   return model::ModelParamSpecs(job.model(), input);
 }
 
-// Model "ctr" on a data stream: the MLP's tensors. No file is read here: the scheduler takes the
-// ready files in (Scheduler::RefreshStream) before it serves, from where its saved state left off.
-absl::StatusOr<JobSetup> SetUpStreamJob(const JobSpec& job) {
+// A data stream's folder exists. No file is read here: the scheduler takes the ready files in
+// (Scheduler::RefreshStream) before it serves, from where its saved state left off.
+absl::Status CheckStreamDir(const JobSpec& job) {
   std::error_code ec;
   if (!std::filesystem::is_directory(job.data().stream_dir(), ec)) {
     return absl::NotFoundError(absl::StrCat("data stream '", job.data().stream_dir(), "': no such folder"));
   }
+  return absl::OkStatus();
+}
+
+// Model "ctr" on a data stream: the MLP's tensors.
+absl::StatusOr<JobSetup> SetUpStreamJob(const JobSpec& job) {
+  RETURN_IF_ERROR(CheckStreamDir(job));
   JobSetup setup;
   ASSIGN_OR_RETURN(const std::vector<model::ParamSpec> params, CtrParams(job));
   setup.model_line = absl::StrCat(job.model(), ": ", job.tables_size(), " embedding tables of dim ", CtrShapeOf(job).dim,
@@ -85,7 +91,9 @@ absl::StatusOr<JobSetup> SetUpCtrJob(const JobSpec& job) {
 absl::StatusOr<JobSetup> SetUpJob(const JobSpec& job) {
   if (job.model() == kCtrModel) return SetUpCtrJob(job);
   if (IsExternalModel(job)) {
-    // The workers declare the model and the sizes (declared_model.h); the data is theirs.
+    // The workers declare the model and the sizes (declared_model.h); the data is theirs, or the
+    // stream's.
+    if (IsStreamJob(job)) RETURN_IF_ERROR(CheckStreamDir(job));
     JobSetup setup;
     setup.train_samples = job.data().train_samples();
     setup.test_samples = job.data().test_samples();

@@ -42,12 +42,13 @@ absl::Status Scheduler::DeclareModel(const ModelDeclaration& declaration) {
     accepted = declared_;
     if (accepted.has_value()) {
       job_map = membership_.View().shard_map();
-      job_train = train_samples_;
+      // A stream's records are the scheduler's count, not the declared one (0).
+      job_train = stream_.has_value() ? 0 : train_samples_;
       job_test = test_samples_;
     }
   }
   // Parsing reads the whole file (a large model takes a while): outside the lock.
-  ASSIGN_OR_RETURN(const model::ModelFile file, ParseDeclaration(declaration));
+  ASSIGN_OR_RETURN(const model::ModelFile file, ParseDeclaration(declaration, IsStreamJob(options_.job)));
   RETURN_IF_ERROR(CheckDeclaredTables(options_.job, declaration));
   const std::string who = absl::StrCat("worker ", rank);
   const bool job_has_tables = options_.job.tables_size() > 0;
@@ -104,14 +105,21 @@ absl::Status Scheduler::DeclareModel(const ModelDeclaration& declaration) {
     train_samples_ = setup.train_samples;
     test_samples_ = setup.test_samples;
     total_steps_ = setup.total_steps;
+    if (stream_.has_value()) {
+      // The ready records so far; RefreshStream grows them.
+      train_samples_ = stream_->records();
+      total_steps_ = stream_->trainable_steps();
+    }
     LOG(INFO) << "model " << setup.model_line << " in " << setup.shard_map.chunks_size() << " chunks over "
               << options_.job.num_servers() << " servers; data: " << train_samples_ << " training and "
-              << test_samples_ << " test samples; " << total_steps_ << " steps"
+              << test_samples_ << " test samples" << (stream_.has_value() ? " (the data stream's ready ones)" : "")
+              << "; " << total_steps_ << " steps"
               << (declared_->tables.empty() ? ""
                                             : absl::StrCat("; ", declared_->tables.size(), " embedding tables declared"));
     membership_.SetModel(std::move(setup.shard_map), train_samples_, test_samples_, total_steps_);
     // Nothing was leased or reported yet: the job has not run (it needs this declaration).
     leases_ = std::make_unique<LeasePool>(LeaseOptions(options_, train_samples_));
+    if (stream_.has_value()) leases_->SetStream(train_samples_, stream_->ended());
     progress_ = std::make_unique<Progress>(
         ProgressOptions(options_, created_, train_samples_, test_samples_, total_steps_));
     if (state_ == WAITING_FOR_ROLES && membership_.running()) StartRunningLocked(&deferred);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
+#include "model/model_file.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/scheduler_test_util.h"
 #include "data/score_histogram.h"
@@ -287,7 +288,53 @@ TEST(StreamScoresTest, ScoresOfNoReadyFileOrTooManyAreRefused) {
   EXPECT_TRUE(scores.Files().empty()) << "Check records nothing";
 }
 
-TEST(SchedulerStreamTest, AStreamJobIsCtrWithOneEpochAndNoCosine) {
+// A PyTorch model on a stream (model "external"): the first declaration gives no sizes (0 and 0:
+// the scheduler counts the stream's records, and there is no test set); one that gives any is
+// refused and changes nothing. The job then trains the ready records, as a built-in model's does.
+TEST(SchedulerStreamTest, AnExternalModelDeclaresNoSizesAndTrainsTheReadyRecords) {
+  StreamDir dir;
+  Scheduler::Options options = StreamJobOptions(dir.path(), /*servers=*/1);
+  options.job.set_model("external");
+  options.shard_map = ShardMap();  // an external model's comes with its declaration
+  auto s = *Scheduler::Create(options);
+  dir.AddFile(0, 250);
+  EXPECT_EQ(s->RefreshStream(), 1);
+  ASSERT_TRUE(s->Register(Reg(SERVER, "h:1")).ok());
+  for (const char* address : {"h:2", "h:3"}) ASSERT_TRUE(s->Register(Reg(WORKER, address)).ok());
+  EXPECT_EQ(s->state(), WAITING_FOR_ROLES) << "no model declared yet";
+
+  model::ParamSpec w;
+  w.name = "w";
+  w.shape = {4};
+  w.num_elements = 4;
+  ModelDeclaration declaration;
+  declaration.set_worker_rank(0);
+  declaration.set_model_file(*model::SerializeModelFile({w}, std::vector<float>{1, 2, 3, 4}));
+  declaration.set_train_samples(250);
+  const absl::Status sized = s->DeclareModel(declaration);
+  EXPECT_EQ(sized.code(), absl::StatusCode::kInvalidArgument) << sized;
+  EXPECT_NE(sized.message().find("data stream"), std::string::npos) << sized;
+  EXPECT_EQ(s->state(), WAITING_FOR_ROLES);
+
+  declaration.set_train_samples(0);
+  ASSERT_TRUE(s->DeclareModel(declaration).ok());
+  EXPECT_EQ(s->state(), RUNNING);
+  ClusterView view = s->View();
+  EXPECT_EQ(view.train_samples(), 250);
+  EXPECT_EQ(view.total_steps(), 2);
+  EXPECT_EQ(view.shard_map().tensors_size(), 1);
+  declaration.set_worker_rank(1);
+  EXPECT_TRUE(s->DeclareModel(declaration).ok()) << "the second worker's matches";
+
+  dir.AddFile(1, 120);
+  dir.End();
+  EXPECT_EQ(s->RefreshStream(), 1);
+  view = s->View();
+  EXPECT_EQ(view.train_samples(), 370);
+  EXPECT_EQ(view.total_steps(), 4);
+}
+
+TEST(SchedulerStreamTest, AStreamJobIsCtrOrExternalWithOneEpochAndNoCosine) {
   JobSpec job;
   job.set_model("ctr");
   job.mutable_data()->set_stream_dir("/somewhere");
@@ -318,6 +365,17 @@ TEST(SchedulerStreamTest, AStreamJobIsCtrWithOneEpochAndNoCosine) {
         j->mutable_data()->set_format("idx");
       },
       "data.stream_dir");
+  JobSpec external = job;
+  external.set_model("external");
+  external.mutable_data()->clear_format();
+  ApplyJobDefaults(&external);
+  EXPECT_EQ(external.data().format(), "criteo") << "a stream's records are CTR text";
+  EXPECT_TRUE(ValidateJobSpec(external).ok()) << ValidateJobSpec(external);
+  external.mutable_data()->set_format("idx");
+  EXPECT_NE(ValidateJobSpec(external).message().find("data.format"), std::string::npos);
+  external.mutable_data()->set_format("criteo");
+  external.mutable_data()->set_train_samples(100);
+  EXPECT_NE(ValidateJobSpec(external).message().find("data.train_samples"), std::string::npos);
 }
 
 }  // namespace

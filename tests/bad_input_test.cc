@@ -221,7 +221,10 @@ TEST(BadFlagsTest, SchedulerAndLauncherRefuseBadFilesAndSizesBeforeStarting) {
       {{"--model=ctr", "--data_stream=" + folder, "--epochs=2"},
        "got 2, expected 1 for a job on a data stream"},
       {{"--model=ctr", "--data_stream=" + folder, "--lr_schedule=cosine"}, "optimizer.schedule"},
-      {{"--data_stream=" + folder}, "only model 'ctr' trains on a stream"},
+      {{"--data_stream=" + folder}, "models 'ctr' and 'external' train on a stream"},
+      {{"--model=external", "--data_stream=" + dir + "/no-stream"}, "data stream '" + dir + "/no-stream': no such folder"},
+      {{"--model=external", "--data_stream=" + folder, "--train_samples=100"},
+       "expected 0 for a job on a data stream"},
   };
   for (const auto& [flags, expected] : cases) {
     std::vector<std::string> args = {"--port=0"};

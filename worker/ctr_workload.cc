@@ -24,10 +24,8 @@ absl::StatusOr<std::unique_ptr<CtrWorkload>> CtrWorkload::Create(const JobSpec& 
   source.format = format;
   source.bad_records = bad_records;
   if (IsStreamJob(job)) {
-    std::unique_ptr<CtrWorkload> workload(
-        new CtrWorkload(std::move(model), nullptr, nullptr, std::make_unique<data::StreamSource>(source)));
-    workload->stream_dir_ = job.data().stream_dir();
-    return workload;
+    return std::unique_ptr<CtrWorkload>(new CtrWorkload(
+        std::move(model), nullptr, nullptr, std::make_unique<StreamReader>(job.data().stream_dir(), source)));
   }
   ASSIGN_OR_RETURN(const data::CtrFiles files, data::FindCtrFiles(job.data().data_dir(), format));
   ASSIGN_OR_RETURN(std::unique_ptr<data::CtrSource> train, data::CtrSource::Open(files.train, source));
@@ -36,21 +34,8 @@ absl::StatusOr<std::unique_ptr<CtrWorkload>> CtrWorkload::Create(const JobSpec& 
 }
 
 CtrWorkload::CtrWorkload(std::unique_ptr<model::CtrModel> model, std::unique_ptr<data::CtrSource> train,
-                         std::unique_ptr<data::CtrSource> test, std::unique_ptr<data::StreamSource> stream)
+                         std::unique_ptr<data::CtrSource> test, std::unique_ptr<StreamReader> stream)
     : model_(std::move(model)), train_(std::move(train)), test_(std::move(test)), stream_(std::move(stream)) {}
-
-absl::Status CtrWorkload::ReadStream(int64_t first, int64_t count) {
-  if (view_ == nullptr) return absl::InternalError("ctr workload on a data stream: no view to follow (FollowView)");
-  const StreamView& stream = view_->stream();
-  if (!catalog_.has_value() || catalog_->files().size() != static_cast<size_t>(stream.files_size()) ||
-      catalog_->ended() != stream.ended()) {
-    std::vector<data::StreamFile> files;
-    files.reserve(stream.files_size());
-    for (const StreamFileView& f : stream.files()) files.push_back(data::StreamFile{f.name(), f.first(), f.records()});
-    catalog_.emplace(stream_dir_, std::move(files), stream.ended());
-  }
-  return stream_->ReadBatch(*catalog_, first, count, &batch_);
-}
 
 absl::Status CtrWorkload::SetParameters(absl::Span<const float> weights) { return model_->SetParameters(weights); }
 
@@ -61,7 +46,12 @@ absl::Status CtrWorkload::LoadBatch(absl::Span<const int64_t> samples) {
                                             samples.back(), ": expected a contiguous run of records"));
   }
   const int64_t count = static_cast<int64_t>(samples.size());
-  RETURN_IF_ERROR(stream_ != nullptr ? ReadStream(first, count) : train_->ReadBatch(first, count, &batch_));
+  if (stream_ != nullptr) {
+    if (view_ == nullptr) return absl::InternalError("ctr workload on a data stream: no view to follow (FollowView)");
+    RETURN_IF_ERROR(stream_->Read(view_->stream(), first, count, &batch_));
+  } else {
+    RETURN_IF_ERROR(train_->ReadBatch(first, count, &batch_));
+  }
   ASSIGN_OR_RETURN(keys_, model_->TableKeys(batch_));
   return absl::OkStatus();
 }
@@ -84,9 +74,7 @@ absl::Status CtrWorkload::ComputeGradient(TrainingSession* session, model::Gradi
   RETURN_IF_ERROR(model_->ComputeGradient(batch_, rows_, session->gradient(), row_grads_, stats));
   if (stream_ != nullptr && stats->predictions.size() > before) {
     // Progressive validation per file of the stream.
-    for (const data::StreamSource::FileSamples& f : stream_->last_files()) {
-      if (f.samples > 0) stats->prediction_files.emplace_back(static_cast<int64_t>(f.file), f.samples);
-    }
+    for (const auto& run : stream_->last_files()) stats->prediction_files.push_back(run);
   }
   return absl::OkStatus();
 }

@@ -9,7 +9,7 @@
 // counts as a record of the epoch but adds no sample to the gradient.
 //
 // A job on a data stream (JobSpec.data.stream_dir) reads its steps from the stream's ready files
-// (data/stream_source.h), as the view the workload follows (FollowView) lists them; it has no
+// (worker/stream_reader.h), as the view the workload follows (FollowView) lists them; it has no
 // test set.
 #ifndef PSTRAIN_WORKER_CTR_WORKLOAD_H_
 #define PSTRAIN_WORKER_CTR_WORKLOAD_H_
@@ -23,12 +23,11 @@
 #include "absl/status/statusor.h"
 #include "data/ctr_batch.h"
 #include "data/ctr_source.h"
-#include "data/stream_catalog.h"
-#include "data/stream_source.h"
 #include "model/backend.h"
 #include "model/ctr_model.h"
 #include "proto/cluster.pb.h"
 #include "proto/job.pb.h"
+#include "worker/stream_reader.h"
 #include "worker/workload.h"
 
 namespace pstrain::worker {
@@ -64,10 +63,7 @@ class CtrWorkload : public Workload {
 
  private:
   CtrWorkload(std::unique_ptr<model::CtrModel> model, std::unique_ptr<data::CtrSource> train,
-              std::unique_ptr<data::CtrSource> test, std::unique_ptr<data::StreamSource> stream);
-
-  // A stream: reads records [first, first + count) from the followed view's files.
-  absl::Status ReadStream(int64_t first, int64_t count);
+              std::unique_ptr<data::CtrSource> test, std::unique_ptr<StreamReader> stream);
 
   // Pulls the rows of `batch`'s keys (TableKeys ran on it) through the session.
   absl::Status PullRows(TrainingSession* session, const std::vector<absl::Span<const uint64_t>>& keys);
@@ -75,12 +71,9 @@ class CtrWorkload : public Workload {
   std::unique_ptr<model::CtrModel> model_;
   std::unique_ptr<data::CtrSource> train_;  // null on a stream
   std::unique_ptr<data::CtrSource> test_;   // null on a stream
-  // A stream: its reader, the view followed, and the catalog of that view's files (rebuilt when
-  // the view lists more).
-  std::unique_ptr<data::StreamSource> stream_;
-  std::string stream_dir_;
+  // A stream: its reader and the view whose files it reads.
+  std::unique_ptr<StreamReader> stream_;
   const ClusterView* view_ = nullptr;
-  std::optional<data::StreamCatalog> catalog_;
   data::CtrBatch batch_;
   std::vector<absl::Span<const uint64_t>> keys_;  // of batch_, from TableKeys
   std::vector<absl::Span<const float>> rows_;

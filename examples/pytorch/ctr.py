@@ -14,7 +14,15 @@ key. Generate data and start the job and its workers:
     build/bin/pstrain-launch --model=external --data_format=criteo --data_dir=/tmp/ctr --epochs=2 \\
         --worker_cmd="/usr/bin/python3 examples/pytorch/ctr.py"
 
-The job says where the data is (--data_dir, --data_format, --train_limit, --test_limit), the
+Or on a data stream, files that keep arriving (pstrain-gen-ctr --stream_dir writes one; see
+docs/guides/streams.md): each record is trained once, and scored before it is trained on, for the
+job's progressive AUC and log loss per file:
+
+    build/bin/pstrain-gen-ctr --stream_dir=/tmp/stream --hours=4 --records_per_hour=5000
+    build/bin/pstrain-launch --model=external --data_stream=/tmp/stream \\
+        --worker_cmd="/usr/bin/python3 examples/pytorch/ctr.py"
+
+The job says where the data is (--data_dir or --data_stream, --data_format, --train_limit, --test_limit), the
 tables' width (--embedding_dim, default 16), the MLP (--hidden) and how the servers update the
 tables (--table_optimizer, --table_lr) and the MLP (--optimizer, --lr): the same flags, the same
 model and the same data as --model=ctr. The run summary has the test AUC (final_test_auc).
@@ -82,13 +90,16 @@ def make_trainer(member, args):
         raise pstrain.InvalidArgumentError(
             f"the job's data format is '{data_format}': start it with --data_format=criteo (or libsvm) and "
             "--data_dir=<folder with train.tsv and test.tsv>")
+    num_dense = 0 if data_format == "libsvm" else 13
+    model = CtrNet(field_names(job, data_format), num_dense, job["embedding_dim"], job["hidden_sizes"])
+    if job["data_stream"]:
+        stream = pst.CtrStream(job["data_stream"], data_format, job["bad_records"])
+        return model, pst.Trainer(model, stream, None, member=member)
     data_dir = args.data_dir or job["data_dir"]
     train = pst.CtrDataset(pstrain.find_ctr_file(data_dir, data_format, "train"), data_format, job["bad_records"],
                            job["train_limit"])
     test = pst.CtrDataset(pstrain.find_ctr_file(data_dir, data_format, "test"), data_format, job["bad_records"],
                           job["test_limit"])
-    num_dense = 0 if data_format == "libsvm" else 13
-    model = CtrNet(field_names(job, data_format), num_dense, job["embedding_dim"], job["hidden_sizes"])
     return model, pst.Trainer(model, train, test, member=member, evaluate=evaluate, eval_batch=args.eval_batch)
 
 
@@ -106,9 +117,12 @@ def main():
         member.finish(e)  # the job fails now, with this reason, not at its start-up timeout
         raise
     for batch, labels in trainer:
-        loss = F.binary_cross_entropy_with_logits(model(batch), labels)
+        logits = model(batch)
+        loss = F.binary_cross_entropy_with_logits(logits, labels)
         loss.backward()
-        trainer.step(loss)
+        # The predictions before this step's update: the job's training AUC, and on a stream its
+        # progressive validation.
+        trainer.step(loss, scores=torch.sigmoid(logits.detach()))
     print(f"worker {trainer.rank}: done at epoch {trainer.epoch}{' (left the job)' if trainer.left else ''}")
 
 if __name__ == "__main__":

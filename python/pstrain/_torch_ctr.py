@@ -1,9 +1,11 @@
-"""Criteo and libsvm files as a dataset of the Trainer (pstrain.torch.CtrDataset): the records are
-read by the C++ worker's own reader (pstrain._core.CtrReader over data/ctr_source.h), so a
-PyTorch worker trains on the same keys, dense features and labels as --model=ctr does.
+"""Criteo and libsvm files as a dataset of the Trainer (pstrain.torch.CtrDataset), and a job's data
+stream (pstrain.torch.CtrStream): the records are read by the C++ worker's own readers
+(pstrain._core.CtrReader over data/ctr_source.h, pstrain._core.StreamReader over
+worker/stream_reader.h), so a PyTorch worker trains on the same keys, dense features and labels as
+--model=ctr does.
 
 A job whose data_format is criteo or libsvm hands its records out in file order, so every batch
-is a run of consecutive records, read forward in one streaming pass per epoch.
+is a run of consecutive records, read forward in one streaming pass per epoch (a stream: once).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pstrain import InvalidArgumentError, _core
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ["CtrBatch", "CtrDataset"]
+__all__ = ["CtrBatch", "CtrDataset", "CtrStream"]
 
 
 class CtrBatch:
@@ -83,21 +85,69 @@ class CtrDataset:
     def read(self, first: int, count: int) -> tuple[CtrBatch, torch.Tensor]:
         """Records [first, first + count) (clipped to len()) as (CtrBatch, labels)."""
         count = max(0, min(count, self._len - first))
-        r = self._reader.read(first, count)
-        keys = [torch.from_numpy(k.view(np.int64)) for k in r["keys"]]
-        offsets = [torch.from_numpy(o) for o in r["offsets"]]
-        weights = [None if w is None else torch.from_numpy(w) for w in r["weights"]]
-        return CtrBatch(torch.from_numpy(r["dense"]), keys, offsets, weights), torch.from_numpy(r["labels"])
+        return _batch_of(self._reader.read(first, count))
 
     def batch(self, indices: Sequence[int] | NDArray[np.int64]) -> tuple[CtrBatch, torch.Tensor]:
         """The Trainer's batch of records `indices`: a run of consecutive ones."""
-        indices = np.asarray(indices, dtype=np.int64)
-        if indices.size == 0:
-            return self.read(0, 0)
-        first = int(indices[0])
-        if indices.size > 1 and not np.array_equal(indices, np.arange(first, first + indices.size)):
-            raise InvalidArgumentError(
-                f"{self.path}: records {indices[:4].tolist()}... are not consecutive; a CTR file is read in runs "
-                "of records, which the job hands out only when it is started with --data_format=criteo (or "
-                "libsvm)")
-        return self.read(first, int(indices.size))
+        first, count = _run(indices, self.path)
+        return self.read(first, count)
+
+
+def _batch_of(r: dict) -> tuple[CtrBatch, torch.Tensor]:
+    """A reader's dict of arrays (CtrReader.read, StreamReader.read) as (CtrBatch, labels)."""
+    keys = [torch.from_numpy(k.view(np.int64)) for k in r["keys"]]
+    offsets = [torch.from_numpy(o) for o in r["offsets"]]
+    weights = [None if w is None else torch.from_numpy(w) for w in r["weights"]]
+    return CtrBatch(torch.from_numpy(r["dense"]), keys, offsets, weights), torch.from_numpy(r["labels"])
+
+
+def _run(indices: Sequence[int] | NDArray[np.int64], what: str) -> tuple[int, int]:
+    """(first, count) of sample indices that must be a run of consecutive records."""
+    indices = np.asarray(indices, dtype=np.int64)
+    if indices.size == 0:
+        return 0, 0
+    first = int(indices[0])
+    if indices.size > 1 and not np.array_equal(indices, np.arange(first, first + indices.size)):
+        raise InvalidArgumentError(
+            f"{what}: records {indices[:4].tolist()}... are not consecutive; CTR records are read in runs, "
+            "which the job hands out only when it is started with --data_format=criteo (or libsvm)")
+    return first, int(indices.size)
+
+
+class CtrStream:
+    """A job's data stream (--data_stream=DIR, Criteo or libsvm files that keep arriving) as the
+    training data of pstrain.torch.Trainer, which declares no sample count for it (the scheduler
+    counts the stream's ready records) and lets it read the files its session's view lists. A batch
+    is a run of stream positions, possibly across files, as (CtrBatch, labels float32 [n]), read by
+    the C++ worker's reader; `last_files` says which files its samples came from, [(file, samples)]
+    in order, which the Trainer reports with the predictions given to step(loss, scores=...) for the
+    job's progressive validation (AUC and log loss per file, docs/guides/streams.md).
+
+    dir          the stream's folder (the job's data_stream)
+    format       "criteo" or "libsvm"
+    bad_records  "fail" or "skip", as CtrDataset's
+    """
+
+    def __init__(self, dir: str, format: str = "criteo", bad_records: str = "fail") -> None:
+        self.dir = dir
+        self.format = format
+        self._reader = _core.StreamReader(dir, format, bad_records)
+        self._session: _core.Session | None = None
+        self.last_files: list[tuple[int, int]] = []
+
+    def follow(self, session: _core.Session) -> None:
+        """Reads from the files `session`'s view lists (the Trainer calls it once it has joined)."""
+        self._session = session
+
+    @property
+    def skipped(self) -> int:
+        return self._reader.skipped
+
+    def batch(self, indices: Sequence[int] | NDArray[np.int64]) -> tuple[CtrBatch, torch.Tensor]:
+        """The Trainer's batch of stream positions `indices`: a run of consecutive ones."""
+        if self._session is None:
+            raise InvalidArgumentError(f"data stream {self.dir}: read before a Trainer follows it")
+        first, count = _run(indices, f"data stream {self.dir}")
+        r = self._reader.read(self._session, first, count)
+        self.last_files = [(int(f), int(n)) for f, n in r["files"]]
+        return _batch_of(r)

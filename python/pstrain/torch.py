@@ -37,6 +37,10 @@ What the Trainer does for the script:
   the dense gradient. CtrDataset reads Criteo or libsvm files as the C++ worker does; an
   `evaluate` that also returns the predicted probabilities gets the job a test AUC
   (examples/pytorch/ctr.py).
+- A data stream (a job started with --data_stream): give the Trainer a CtrStream as its training
+  set and no test set. It trains each record once, waiting for new files when it is caught up, and
+  trainer.step(loss, scores=probabilities) scores each prediction before its update: the job's
+  progressive AUC and log loss per file.
 """
 
 from __future__ import annotations
@@ -53,13 +57,13 @@ from torch.utils.data import TensorDataset, default_collate
 
 import pstrain
 from pstrain import FailedPreconditionError, InvalidArgumentError, Member, ScoreHistogram
-from pstrain._torch_ctr import CtrBatch, CtrDataset
+from pstrain._torch_ctr import CtrBatch, CtrDataset, CtrStream
 from pstrain._torch_tables import (Embedding, EmbeddingBag, _TableBinding, _TableModule, bind_export_rows,
                                    bind_served_rows, embedding_bags)
 from pstrain.model_file import read_model_file
 
-__all__ = ["CtrBatch", "CtrDataset", "Embedding", "EmbeddingBag", "EvaluateFn", "Trainer", "default_evaluate",
-           "embedding_bags", "load_export", "load_state_dict", "serve_tables"]
+__all__ = ["CtrBatch", "CtrDataset", "CtrStream", "Embedding", "EmbeddingBag", "EvaluateFn", "Trainer",
+           "default_evaluate", "embedding_bags", "load_export", "load_state_dict", "serve_tables"]
 
 # A Trainer's `evaluate`: (model, x, y) of a test batch -> (loss_sum, correct), or (loss_sum,
 # correct, probabilities of the positive class per sample) for the job's test AUC.
@@ -161,7 +165,8 @@ class Trainer:
                  (the job's own tables, if it declares any, must be the same). Batches are moved
                  to the model's device.
     train_set    the training data; len() must be the job's (the first worker's) sample count.
-    test_set     the test data for the leased evaluation; None: no evaluation.
+                 A job on a data stream (--data_stream) takes a CtrStream of it instead.
+    test_set     the test data for the leased evaluation; None: no evaluation (always on a stream).
     scheduler    host:port; default --scheduler in sys.argv or PSTRAIN_SCHEDULER.
     evaluate     (model, x, y) -> (loss_sum, correct) for a test batch; default_evaluate. It may
                  return (loss_sum, correct, probabilities) instead: the predicted probability of
@@ -177,7 +182,7 @@ class Trainer:
                  worker keeps its own. Integer buffers (num_batches_tracked) always stay local.
     """
 
-    def __init__(self, model: torch.nn.Module, train_set: Sized, test_set: Sized | None = None, *,
+    def __init__(self, model: torch.nn.Module, train_set: Sized | CtrStream, test_set: Sized | None = None, *,
                  scheduler: str | None = None, evaluate: EvaluateFn | None = None,
                  collate_fn: Callable[[list[Any]], Any] | None = None, eval_batch: int = 1000,
                  member: Member | None = None, buffers: str = "average") -> None:
@@ -191,6 +196,8 @@ class Trainer:
         self.left = False
         self.epoch = 0
         self._pending = None
+        self._labels: Any = None
+        self._files: list[tuple[int, int]] = []
         if self.member.finished:
             self.session = None
             return
@@ -200,6 +207,18 @@ class Trainer:
             raise InvalidArgumentError(
                 f"the job trains the built-in model '{job['model']}'; start it with --model=external "
                 "to train a PyTorch model")
+        self._stream = train_set if isinstance(train_set, CtrStream) else None
+        if job["data_stream"] and self._stream is None:
+            raise InvalidArgumentError(
+                f"the job trains on the data stream {job['data_stream']}: give the Trainer "
+                "pstrain.torch.CtrStream(job['data_stream'], job['data_format']) as its training set")
+        if self._stream is not None and not job["data_stream"]:
+            raise InvalidArgumentError(
+                f"a CtrStream of {self._stream.dir} for a job without a data stream: start the job with "
+                f"--data_stream={self._stream.dir}")
+        if self._stream is not None and test_set is not None:
+            raise InvalidArgumentError("a job on a data stream has no test set: pass test_set=None (its records "
+                                       "are scored before they are trained on: trainer.step(loss, scores=...))")
         self._params = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
         if not self._params:
             raise InvalidArgumentError("the model has no trainable parameters")
@@ -225,13 +244,16 @@ class Trainer:
         names = [name for name, _ in tensors]
         shapes = [list(t.shape) if t.dim() > 0 else [1] for _, t in tensors]
         initial = np.concatenate([t.detach().reshape(-1).cpu().numpy() for _, t in tensors]).astype(np.float32)
-        self.member.declare_model(names, shapes, initial, len(train_set),
+        # A stream's records are counted by the scheduler as its files arrive.
+        self.member.declare_model(names, shapes, initial, 0 if self._stream is not None else len(train_set),
                                   len(test_set) if test_set is not None else 0,
                                   averaged=[name for name, _ in self._buffers],
                                   tables=[m.table_spec() for _, m in table_modules])
         self.view = self.member.start()
         self.job = self.member.job  # now with the job's tables (and overlap off if it has any)
         self.session = self.member.new_session(names, shapes)
+        if self._stream is not None:
+            self._stream.follow(self.session)
         self._tables = _TableBinding(self.session, table_modules, self.device)
         self._tensors = len(self._params) + len(self._buffers)
         self._alias_parameters()
@@ -413,7 +435,12 @@ class Trainer:
             if len(work.samples) == 0:
                 self._push_empty_step()
                 continue
-            batch = _to_device(self._train(work.samples), self.device)
+            batch = self._train(work.samples)
+            # What step(loss, scores=...) scores the predictions against: the batch's labels, and
+            # on a stream the files its samples came from.
+            self._labels = batch[1] if isinstance(batch, (tuple, list)) and len(batch) == 2 else None
+            self._files = self._stream.last_files if self._stream is not None else []
+            batch = _to_device(batch, self.device)
             self._prepare_gradients()
             self._ready = [False] * self._tensors
             self._watermark = self._tensors
@@ -439,12 +466,29 @@ class Trainer:
         self.session.end_step(0.0)
         self._record_versions()
 
-    def step(self, loss: torch.Tensor | float) -> bool:
+    def step(self, loss: torch.Tensor | float, scores: Any = None, labels: Any = None) -> bool:
         """Pushes the gradients of the batch just yielded (its loss: the batch mean) and installs
         the new weights. True when the servers took the step; False when it must be computed
-        again (a membership change): the iterator then yields the batch to compute."""
+        again (a membership change): the iterator then yields the batch to compute.
+
+        scores: a binary classifier's predicted probability of the positive class per sample,
+        from the forward pass of this loss (before the update it leads to), scored against
+        `labels` (> 0.5: positive; default the batch's second element): the job's training AUC,
+        and on a data stream its progressive validation (AUC and log loss per file)."""
         if self._pending is None:
             raise FailedPreconditionError("trainer.step(loss) without a batch from the trainer's iterator")
+        predictions, truth = None, None
+        if scores is not None:
+            truth = labels if labels is not None else self._labels
+            if truth is None:
+                raise InvalidArgumentError("trainer.step(loss, scores=...): the batch has no labels to score them "
+                                           "against (not an (x, y) pair); pass labels=...")
+            predictions = _numpy(scores).astype(np.float32)
+            truth = _numpy(truth).astype(np.float32)
+            if predictions.size != truth.size:
+                raise InvalidArgumentError(
+                    f"trainer.step(loss, scores=...): {predictions.size} scores and {truth.size} labels; expected "
+                    "one each")
         self._check_untouched()
         count = self._pending
         self._pending = None
@@ -458,7 +502,10 @@ class Trainer:
         self._overlapping = False
         loss_value = float(loss.detach()) if torch.is_tensor(loss) else float(loss)
         try:
-            applied = self.session.end_step(loss_value * count)
+            if predictions is None:
+                applied = self.session.end_step(loss_value * count)
+            else:
+                applied = self.session.end_step(loss_value * count, predictions, truth, self._files)
         except pstrain.Error as e:
             self.member.finish(e)  # see __iter__
             raise

@@ -1,6 +1,7 @@
 """Bad input to pstrain.torch gets a clear Python exception naming the parameter or the cause, and
 changes nothing on the job: each case against a real scheduler (and server) on 127.0.0.1."""
 
+import tempfile
 import unittest
 
 import numpy as np
@@ -48,6 +49,22 @@ class BadInputTest(unittest.TestCase):
                 pst.Trainer(tiny_model(), tiny_data(64), scheduler=job.address)
             self.assertIn("64", str(caught.exception))
             self.assertIn("100", str(caught.exception))
+
+    def test_stream_job_takes_a_ctr_stream_and_no_sizes(self):
+        stream = tempfile.mkdtemp(prefix="pstrain-bad-stream-")
+        with Roles(["--model=external", "--workers=3", f"--data_stream={stream}"]) as job:
+            with self.assertRaisesRegex(pstrain.InvalidArgumentError, r"CtrStream"):
+                pst.Trainer(tiny_model(), tiny_data(), scheduler=job.address)
+            with self.assertRaisesRegex(pstrain.InvalidArgumentError, r"no test set"):
+                pst.Trainer(tiny_model(), pst.CtrStream(stream), tiny_data(), scheduler=job.address)
+            # A declaration with sizes (a script that counts its own records) changes nothing.
+            member = pstrain.join(job.address)
+            with self.assertRaisesRegex(pstrain.InvalidArgumentError, r"data stream.*expected 0 and 0"):
+                declare(member, tiny_model(), n_train=64)
+            declare(member, tiny_model(), n_train=0)
+        with Roles(["--model=external", "--workers=1"]) as job:
+            with self.assertRaisesRegex(pstrain.InvalidArgumentError, r"--data_stream="):
+                pst.Trainer(tiny_model(), pst.CtrStream(stream), scheduler=job.address)
 
     def test_wrong_dtype_and_device_name_the_parameter(self):
         with Roles(["--model=external", "--workers=2"]) as job:
