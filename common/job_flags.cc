@@ -72,7 +72,7 @@ DEFINE_int32(full_checkpoint_every, 0,
 DEFINE_int32(keep_checkpoints, 0,
              "Checkpoint cuts each server keeps restorable, the newest (0: 2); older files are removed");
 DEFINE_int64(global_batch, 0, "sync: samples per step over all workers (0: batch_size x workers)");
-DEFINE_bool(resume, false, "Continue the job whose checkpoints are in --checkpoint_dir");
+DEFINE_bool(resume, false, "Continue the job whose checkpoints are in --checkpoint_dir (async/ssp: also the first run's --state_dir)");
 DEFINE_bool(overlap, true, "sync: push each layer's gradient as soon as backward produces it (false: after backward)");
 DEFINE_string(compression, "none",
               "How workers send gradients: none (float32), fp16 or bf16 (half the bytes, float32 sums on "

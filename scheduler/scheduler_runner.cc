@@ -203,7 +203,20 @@ absl::Status SchedulerRunner::Run() {
   }
   JobSpec job = job_;
   std::optional<int64_t> resume_step;
-  if (job.resume()) {
+  if (job.resume() && job.mode() != SYNC) {
+    // ASYNC and SSP servers checkpoint at their own update counts: no common cut to go back to.
+    // The scheduler's saved state says which records were trained (its lease pool, and a stream's
+    // catalog); each server comes back from its newest checkpoint, as a replaced one does.
+    if (!saved.has_value()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "resume: mode is ", ModeName(job.mode()), ": an ", ModeName(job.mode()),
+          " job goes on from its scheduler's saved state, whose leases say which records were trained (its "
+          "servers' checkpoints form no common cut); expected the first run's --state_dir",
+          options_.state_dir.empty() ? " (none given)" : absl::StrCat(", but ", options_.state_dir, " holds none")));
+    }
+    LOG(INFO) << "resume: going on from the scheduler state in " << options_.state_dir
+              << "; each server restores its newest checkpoint in " << job.checkpoint_dir();
+  } else if (job.resume()) {
     ASSIGN_OR_RETURN(const ResumePoint point, FindResumePoint(job));
     if (point.global_batch != job.global_batch()) {
       LOG(INFO) << "resume: keeping the first run's global batch " << point.global_batch << " (not "

@@ -222,6 +222,9 @@ TEST(BadFlagsTest, SchedulerAndLauncherRefuseBadFilesAndSizesBeforeStarting) {
        "got 2, expected 1 for a job on a data stream"},
       {{"--model=ctr", "--data_stream=" + folder, "--lr_schedule=cosine"}, "optimizer.schedule"},
       {{"--data_stream=" + folder}, "models 'ctr' and 'external' train on a stream"},
+      // An ASYNC job resumes from its scheduler's saved state, which a job without --state_dir has not.
+      {{"--mode=async", "--checkpoint_dir=" + dir + "/no-checkpoints", "--resume"},
+       "expected the first run's --state_dir (none given)"},
       {{"--model=external", "--data_stream=" + dir + "/no-stream"}, "data stream '" + dir + "/no-stream': no such folder"},
       {{"--model=external", "--data_stream=" + folder, "--train_samples=100"},
        "expected 0 for a job on a data stream"},

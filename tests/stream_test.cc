@@ -321,5 +321,39 @@ TEST(StreamTest, AnAsyncStreamLosesAndRepeatsNoRecordWhenAWorkerAndTheSchedulerA
   EXPECT_EQ(JsonNumber(summary, "lag_records"), 0) << summary;
 }
 
+// A whole ASYNC stream job killed (every process, SIGKILL) and started again with --resume and the
+// first run's --state_dir: the scheduler goes on from its saved lease pool and catalog, each server
+// from its newest checkpoint (as a replaced one does), and every record is counted once. Scores
+// are counted at most once: the predictions a killed worker made but had not reported yet are lost
+// with it (its lease is complete on the servers, so no one predicts those records again).
+TEST(StreamTest, AKilledAsyncStreamJobResumesFromItsSchedulerState) {
+  StreamJob job("stream-async-resume");
+  const std::vector<std::string> flags =
+      job.Flags({"--mode=async", "--lease_batches=2", "--checkpoint_dir=" + job.cluster.dir() + "/ckpt",
+                 "--checkpoint_every_steps=10", "--state_dir=" + job.cluster.dir() + "/state"});
+  job.cluster.Start(2, 2, flags);
+  job.StartWriting(/*rate=*/3000);
+  job.cluster.WaitForSteps(30);
+  job.cluster.scheduler->Kill(SIGKILL);
+  for (auto& s : job.cluster.servers) s->Kill(SIGKILL);
+  for (auto& w : job.cluster.workers) w->Kill(SIGKILL);
+
+  ManualCluster resumed("stream-async-resumed");
+  std::vector<std::string> again = flags;
+  again.push_back("--resume");
+  resumed.Start(2, 2, again);
+  const std::string summary = RunToEnd(resumed);
+  job.ExpectEveryRecordOnce(summary);
+  const size_t progressive = summary.find("\"progressive\"");
+  ASSERT_NE(progressive, std::string::npos) << summary;
+  const std::vector<double> scored = JsonNumbers(summary.substr(progressive), "samples");
+  ASSERT_EQ(scored.size(), static_cast<size_t>(kHours)) << summary;
+  for (double n : scored) EXPECT_TRUE(n > 0 && n <= kPerHour) << summary;
+  EXPECT_EQ(summary.find("\"closed\":false"), std::string::npos) << summary;
+  const std::string log = ReadFile(resumed.dir() + "/scheduler.log");
+  EXPECT_NE(log.find("resume: going on from the scheduler state"), std::string::npos) << log;
+  EXPECT_TRUE(model::ParseModelFile(ReadFile(job.model()), "the resumed async stream's model").ok());
+}
+
 }  // namespace
 }  // namespace pstrain::testing
