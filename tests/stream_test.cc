@@ -299,13 +299,16 @@ TEST(StreamTest, AnAsyncStreamCountsEveryRecordOnceWhenAServerIsReplacedFromAChe
   EXPECT_NE(ReadFile(job.cluster.dir() + "/server2.log").find("from a checkpoint"), std::string::npos);
 }
 
-// ASYNC churn on a stream: a worker killed mid-lease (its leases go to the others, the servers
-// skip the batches it pushed) and the scheduler killed and restarted from its state (the lease
-// pool, with its watermark, and the catalog): every record applied once all the same.
-TEST(StreamTest, AnAsyncStreamLosesAndRepeatsNoRecordWhenAWorkerAndTheSchedulerAreKilled) {
-  StreamJob job("stream-async-churn");
-  job.cluster.Start(2, 2, job.Flags({"--mode=async", "--lease_batches=4", "--min_workers=1",
-                                     "--state_dir=" + job.cluster.dir() + "/state"}));
+// ASYNC or SSP churn on a stream (`mode_flags`): a worker killed mid-lease (its leases go to the
+// others, the servers skip the batches it pushed) and the scheduler killed and restarted from its
+// state (the lease pool, with its watermark, and the catalog): every record applied once all the
+// same.
+void ExpectNoRecordLostOrRepeatedWhenAWorkerAndTheSchedulerAreKilled(const std::string& name,
+                                                                     std::vector<std::string> mode_flags) {
+  StreamJob job(name);
+  mode_flags.insert(mode_flags.end(), {"--lease_batches=4", "--min_workers=1",
+                                       "--state_dir=" + job.cluster.dir() + "/state"});
+  job.cluster.Start(2, 2, job.Flags(mode_flags));
   job.StartWriting(/*rate=*/6000);  // a file every half second: the workers are rarely idle
   job.cluster.WaitForSteps(20);
   job.cluster.workers[1]->Kill(SIGKILL);
@@ -319,6 +322,16 @@ TEST(StreamTest, AnAsyncStreamLosesAndRepeatsNoRecordWhenAWorkerAndTheSchedulerA
   const std::string summary = RunToEnd(job.cluster);
   job.ExpectEveryRecordOnce(summary);
   EXPECT_EQ(JsonNumber(summary, "lag_records"), 0) << summary;
+}
+
+TEST(StreamTest, AnAsyncStreamLosesAndRepeatsNoRecordWhenAWorkerAndTheSchedulerAreKilled) {
+  ExpectNoRecordLostOrRepeatedWhenAWorkerAndTheSchedulerAreKilled("stream-async-churn", {"--mode=async"});
+}
+
+// SSP: the killed worker's clock leaves the gate with it, the replacement joins at the slowest
+// clock of the others, and a caught-up worker holds nobody back across the scheduler's restart.
+TEST(StreamTest, AnSspStreamLosesAndRepeatsNoRecordWhenAWorkerAndTheSchedulerAreKilled) {
+  ExpectNoRecordLostOrRepeatedWhenAWorkerAndTheSchedulerAreKilled("stream-ssp-churn", {"--mode=ssp", "--staleness=2"});
 }
 
 // A whole ASYNC stream job killed (every process, SIGKILL) and started again with --resume and the
