@@ -112,6 +112,9 @@ DEFINE_string(table_memory_budget, "",
               "Bytes each server may spend on the rows of all the job's embedding tables, e.g. 512MiB (suffixes "
               "KiB, MiB, GiB, or none for bytes): past it the least recently updated rows leave; empty or 0: no "
               "budget");
+DEFINE_double(table_init_bound, -1,
+              "--model=ctr: embedding rows start uniform in [-B, B) (-1: 1/sqrt(--embedding_dim), or 0 on a "
+              "--data_stream, where each record is predicted before it is trained on)");
 DEFINE_string(table_row_dtype, "fp32",
               "--model=ctr: how embedding rows store their values: fp32, or fp16 / bf16 at half the bytes "
               "(rounded after every update; the optimizer's state stays fp32)");
@@ -133,7 +136,7 @@ const char* const kJobFlags[] = {
     "checkpoint_every_seconds", "full_checkpoint_every", "keep_checkpoints", "global_batch", "resume", "replicas", "overlap", "compression",
     "data_format", "data_stream", "bad_records", "embedding_dim", "table_optimizer", "table_lr", "table_l1", "table_l2",
     "table_admission", "table_sketch_bytes", "table_ttl_updates", "table_ttl_seconds", "table_max_rows", "table_evict_order",
-    "table_min_l2_norm", "table_keep_rows", "table_evict_every", "table_memory_budget", "table_row_dtype", "max_grad_norm_per_sample", "output_mode"};
+    "table_min_l2_norm", "table_keep_rows", "table_evict_every", "table_memory_budget", "table_init_bound", "table_row_dtype", "max_grad_norm_per_sample", "output_mode"};
 
 // "0640" or "640": octal digits only, the owner may at least read (a file its own job could not
 // read back is a mistake), at most 0777.
@@ -285,6 +288,9 @@ absl::Status ApplyFlags(JobSpec* job) {
   if (Given("table_keep_rows")) eviction->set_keep_rows(FLAGS_table_keep_rows);
   if (Given("table_evict_every")) eviction->set_every_updates(FLAGS_table_evict_every);
   if (job->table_eviction().ByteSizeLong() == 0) job->clear_table_eviction();
+  if (Given("table_init_bound") && FLAGS_table_init_bound != -1) {
+    job->set_table_init_bound(static_cast<float>(FLAGS_table_init_bound));
+  }
   if (Given("table_row_dtype")) {
     absl::StatusOr<TableSpec::RowDtype> dtype = ParseRowDtype(FLAGS_table_row_dtype);
     if (!dtype.ok()) return absl::InvalidArgumentError(absl::StrCat("--table_", dtype.status().message()));

@@ -84,6 +84,12 @@ void ApplyTableDefaults(JobSpec* job) {
       if (job->has_table_admission()) *table->mutable_admission() = job->table_admission();
       if (job->has_table_eviction()) *table->mutable_eviction() = job->table_eviction();
       if (job->table_row_dtype() != TableSpec::FP32) table->set_row_dtype(job->table_row_dtype());
+      // A stream predicts each new id with its initial row before training on it: zeros add no noise.
+      if (job->has_table_init_bound()) {
+        table->set_init_bound(job->table_init_bound());
+      } else if (!job->data().stream_dir().empty()) {
+        table->set_init_bound(0);
+      }
     }
   }
   for (TableSpec& table : *job->mutable_tables()) {
@@ -179,6 +185,9 @@ absl::Status ValidateTables(const JobSpec& job) {
   if (absl::Status s = ValidateAdmission("table_admission", job.table_admission()); !s.ok()) return s;
   if (absl::Status s = ValidateEviction("table_eviction", job.table_eviction()); !s.ok()) return s;
   if (absl::Status s = CheckTtlSecondsMode(job, "table_eviction", job.table_eviction()); !s.ok()) return s;
+  if (job.has_table_init_bound() && !(job.table_init_bound() >= 0 && std::isfinite(job.table_init_bound()))) {
+    return Invalid("table_init_bound", absl::StrCat(job.table_init_bound()), "a finite value >= 0");
+  }
   if (!TableSpec::RowDtype_IsValid(job.table_row_dtype())) {
     return Invalid("table_row_dtype", RowDtypeName(job.table_row_dtype()), "FP32, FP16 or BF16");
   }

@@ -266,5 +266,29 @@ TEST(TableSpecTest, RowDtypeIsParsedAndTheCtrTablesTakeTheJobs) {
   EXPECT_FALSE(CtrJob().tables(0).has_row_dtype());  // fp32 by default, as before the field existed
 }
 
+// Model ctr's rows start at 1/sqrt(dim) (TableSpec.init_bound unset), at zero on a data stream,
+// and at --table_init_bound wherever it is given; a negative bound names the field.
+TEST(TableSpecTest, CtrRowsStartAtZeroOnAStreamAndAtTheGivenBound) {
+  EXPECT_FALSE(CtrJob().tables(0).has_init_bound());
+  JobSpec stream;
+  stream.set_model("ctr");
+  stream.mutable_data()->set_stream_dir("/somewhere");
+  ApplyJobDefaults(&stream);
+  ASSERT_EQ(stream.tables_size(), 26);
+  for (const TableSpec& t : stream.tables()) EXPECT_EQ(t.init_bound(), 0.0f) << t.name();
+  for (bool on_stream : {false, true}) {
+    JobSpec job;
+    job.set_model("ctr");
+    if (on_stream) job.mutable_data()->set_stream_dir("/somewhere");
+    job.set_table_init_bound(0.01f);
+    ApplyJobDefaults(&job);
+    for (const TableSpec& t : job.tables()) EXPECT_EQ(t.init_bound(), 0.01f) << t.name();
+    EXPECT_TRUE(ValidateJobSpec(job).ok());
+  }
+  JobSpec bad = CtrJob();
+  bad.set_table_init_bound(-0.5f);
+  EXPECT_THAT(ValidateJobSpec(bad).message(), HasSubstr("table_init_bound: got -0.5, expected a finite value >= 0"));
+}
+
 }  // namespace
 }  // namespace pstrain
