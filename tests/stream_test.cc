@@ -112,6 +112,22 @@ struct StreamJob {
     }
   }
 
+  // Progressive validation in `summary`: every file closed, each with its AUC, and each record
+  // scored once (`exactly`), or at most once (a killed worker's unreported predictions are lost).
+  static void ExpectEveryFileScored(const std::string& summary, bool exactly) {
+    const size_t progressive = summary.find("\"progressive\"");
+    ASSERT_NE(progressive, std::string::npos) << summary;
+    const std::vector<double> scored = JsonNumbers(summary.substr(progressive), "samples");
+    if (exactly) {
+      EXPECT_EQ(scored, std::vector<double>(kHours, kPerHour)) << summary;
+    } else {
+      ASSERT_EQ(scored.size(), static_cast<size_t>(kHours)) << summary;
+      for (double n : scored) EXPECT_TRUE(n > 0 && n <= kPerHour) << summary;
+    }
+    for (double auc : JsonNumbers(summary.substr(progressive), "auc")) EXPECT_GT(auc, 0.5) << summary;
+    EXPECT_EQ(summary.find("\"closed\":false"), std::string::npos) << summary;
+  }
+
   // The model of a run whose slices were cut among other workers for a while: the same sums in
   // another order, so the reference's model up to float rounding.
   void ExpectTheReferenceUpToRounding() const {
@@ -138,12 +154,7 @@ TEST(StreamTest, AStreamWrittenWhileItTrainsEndsAtTheFileJobsModel) {
   // Progressive validation: every record scored once, before it was trained on, by file; every file
   // closed, with its AUC; nothing left behind.
   EXPECT_EQ(JsonNumber(summary, "lag_records"), 0) << summary;
-  const size_t progressive = summary.find("\"progressive\"");
-  ASSERT_NE(progressive, std::string::npos) << summary;
-  EXPECT_EQ(JsonNumbers(summary.substr(progressive), "samples"), std::vector<double>(kHours, kPerHour)) << summary;
-  for (double auc : JsonNumbers(summary.substr(progressive), "auc")) EXPECT_GT(auc, 0.5) << summary;
-  EXPECT_EQ(summary.find("\"closed\":false"), std::string::npos) << summary;
-  EXPECT_NE(summary.find("\"closed\":true"), std::string::npos) << summary;
+  StreamJob::ExpectEveryFileScored(summary, /*exactly=*/true);
   // The workers did catch up with the stream and wait for it.
   EXPECT_NE(ReadFile(job.cluster.dir() + "/worker0.log").find("caught up with the data stream"), std::string::npos);
 }
@@ -253,11 +264,7 @@ TEST(StreamTest, AnAsyncJobOnAStreamTrainsAndScoresEveryRecordOnce) {
   const std::string summary = RunToEnd(job.cluster);
   job.ExpectEveryRecordOnce(summary);
   EXPECT_EQ(JsonNumber(summary, "lag_records"), 0) << summary;
-  const size_t progressive = summary.find("\"progressive\"");
-  ASSERT_NE(progressive, std::string::npos) << summary;
-  EXPECT_EQ(JsonNumbers(summary.substr(progressive), "samples"), std::vector<double>(kHours, kPerHour)) << summary;
-  for (double auc : JsonNumbers(summary.substr(progressive), "auc")) EXPECT_GT(auc, 0.5) << summary;
-  EXPECT_EQ(summary.find("\"closed\":false"), std::string::npos) << summary;
+  StreamJob::ExpectEveryFileScored(summary, /*exactly=*/true);
   bool waited = false;
   for (int w = 0; w < 2; ++w) {
     waited |= ReadFile(absl::StrCat(job.cluster.dir(), "/worker", w, ".log")).find("caught up with the data stream") !=
@@ -275,10 +282,7 @@ TEST(StreamTest, AnSspJobOnAStreamTrainsAndScoresEveryRecordOnce) {
   job.StartWriting(/*rate=*/3000);  // a file a second
   const std::string summary = RunToEnd(job.cluster);
   job.ExpectEveryRecordOnce(summary);
-  const size_t progressive = summary.find("\"progressive\"");
-  ASSERT_NE(progressive, std::string::npos) << summary;
-  EXPECT_EQ(JsonNumbers(summary.substr(progressive), "samples"), std::vector<double>(kHours, kPerHour)) << summary;
-  EXPECT_EQ(summary.find("\"closed\":false"), std::string::npos) << summary;
+  StreamJob::ExpectEveryFileScored(summary, /*exactly=*/true);
 }
 
 // ASYNC on a stream with a server killed and replaced from its checkpoint: the lease pool stands in
@@ -358,12 +362,7 @@ TEST(StreamTest, AKilledAsyncStreamJobResumesFromItsSchedulerState) {
   resumed.Start(2, 2, again);
   const std::string summary = RunToEnd(resumed);
   job.ExpectEveryRecordOnce(summary);
-  const size_t progressive = summary.find("\"progressive\"");
-  ASSERT_NE(progressive, std::string::npos) << summary;
-  const std::vector<double> scored = JsonNumbers(summary.substr(progressive), "samples");
-  ASSERT_EQ(scored.size(), static_cast<size_t>(kHours)) << summary;
-  for (double n : scored) EXPECT_TRUE(n > 0 && n <= kPerHour) << summary;
-  EXPECT_EQ(summary.find("\"closed\":false"), std::string::npos) << summary;
+  StreamJob::ExpectEveryFileScored(summary, /*exactly=*/false);
   const std::string log = ReadFile(resumed.dir() + "/scheduler.log");
   EXPECT_NE(log.find("resume: going on from the scheduler state"), std::string::npos) << log;
   EXPECT_TRUE(model::ParseModelFile(ReadFile(job.model()), "the resumed async stream's model").ok());
