@@ -52,9 +52,11 @@ std::string FormatProgressLine(const JobStatus& status, int num_servers, int num
 }
 
 std::string FormatEpochLine(const EpochSummary& epoch, int epochs) {
-  std::string line = absl::StrFormat("epoch %d/%d done: train_loss %.4f  test_loss %.4f  test_acc %.4f",
-                                     epoch.epoch() + 1, epochs, epoch.train_loss(), epoch.test_loss(),
-                                     epoch.test_accuracy());
+  std::string line = absl::StrFormat("epoch %d/%d done: train_loss %.4f", epoch.epoch() + 1, epochs, epoch.train_loss());
+  // A job without a test set (a data stream) has no test figures to show.
+  if (std::isfinite(epoch.test_accuracy())) {
+    absl::StrAppendFormat(&line, "  test_loss %.4f  test_acc %.4f", epoch.test_loss(), epoch.test_accuracy());
+  }
   if (epoch.has_test_auc()) absl::StrAppendFormat(&line, "  test_auc %.4f", epoch.test_auc());
   if (epoch.has_train_auc() && std::isfinite(epoch.train_auc())) {
     absl::StrAppendFormat(&line, "  progressive_auc %.4f", epoch.train_auc());

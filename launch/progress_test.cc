@@ -121,7 +121,7 @@ TEST(FormatFinalResultTest, ProgressiveAucWithoutATestSet) {
   *s.add_epochs_done() = e;
   EXPECT_EQ(FormatFinalResult(s, 5, ""), "final test_acc n/a  progressive_auc 0.8142  12.0k samples/s  wall 5s");
   EXPECT_EQ(FormatEpochLine(e, 1),
-            "epoch 1/1 done: train_loss 0.3121  test_loss 0.3344  test_acc nan  progressive_auc 0.8142  5.0 s");
+            "epoch 1/1 done: train_loss 0.3121  progressive_auc 0.8142  5.0 s");
 }
 
 TEST(FormatFinalResultTest, WithoutEpochsOrSummary) {
