@@ -196,9 +196,15 @@ class FakeScheduler final : public Scheduler::Service {
     return metrics_address_;
   }
   // Waits (bounded) for a heartbeat reporting `requests` requests; returns the latest traffic.
-  ServerTraffic WaitForTraffic(int64_t requests) {
+  // The traffic of the first heartbeat that counts `requests` calls, `refused` of them refused, and
+  // `bytes_received` bytes in (a call is counted when it arrives, its bytes and refusal when it is
+  // answered, so a heartbeat in between shows the one without the others).
+  ServerTraffic WaitForTraffic(int64_t requests, int64_t refused = 0, int64_t bytes_received = 0) {
     absl::MutexLock lock(&mu_);
-    auto seen = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return traffic_.requests() >= requests; };
+    auto seen = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return traffic_.requests() >= requests && traffic_.refused() >= refused &&
+             traffic_.bytes_received() >= bytes_received;
+    };
     mu_.AwaitWithTimeout(absl::Condition(&seen), absl::Seconds(30));
     return traffic_;
   }
@@ -469,7 +475,7 @@ TEST_F(ServerRunnerTest, ServesMetricsThatMatchWhatItMoved) {
   EXPECT_EQ(traffic.bytes_sent(), static_cast<int64_t>(sent_bytes));
   EXPECT_EQ(traffic.requests(), 12);
   EXPECT_EQ(traffic.refused(), 2);
-  const ServerTraffic beat = scheduler_->WaitForTraffic(12);
+  const ServerTraffic beat = scheduler_->WaitForTraffic(12, 2, received);
   EXPECT_EQ(beat.bytes_received(), received);
   EXPECT_EQ(beat.refused(), 2);
 
