@@ -102,20 +102,11 @@ Scheduler::Scheduler(Options options)
       leases_(std::make_unique<LeasePool>(LeaseOptions(options_, options_.train_samples))),
       progress_(std::make_unique<Progress>(ProgressOptions(options_, created_, options_.train_samples,
                                                            options_.test_samples, options_.total_steps))),
-      checkpoints_(options_.job.num_servers()) {
+      fleet_(options_.job.num_servers(), options_.job.replicas() == 2) {
   if (IsStreamJob(options_.job)) {
     stream_.emplace(options_.job.data().stream_dir(), options_.job.global_batch(), options_.stream);
     stream_scores_.emplace(options_.progressive_window_files, options_.stream);
     leases_->SetStream(options_.train_samples, stream_->ended());
-  }
-  if (options_.job.replicas() == 2) {
-    // Shard s on server s, its copy on the next server (ring order).
-    for (int s = 0; s < options_.job.num_servers(); ++s) {
-      ShardHost& host = shard_hosts_.emplace_back();
-      host.set_shard(s);
-      host.set_primary(s);
-      host.set_backup((s + 1) % options_.job.num_servers());
-    }
   }
 }
 
@@ -128,17 +119,13 @@ ClusterView Scheduler::ViewLocked() const {
   view.set_session_public_key(signer_->public_key());
   // Every role may have registered while an external model is not declared yet.
   if (state_ == WAITING_FOR_ROLES) view.set_state(WAITING_FOR_ROLES);
-  for (const ShardHost& host : shard_hosts_) *view.add_shard_hosts() = host;
+  fleet_.AddToView(&view);
   if (options_.job.tables_size() > 0) {
     *view.mutable_tables() = options_.job.tables();
   } else if (declared_.has_value()) {
     *view.mutable_tables() = declared_->tables;
   }
   if (stream_.has_value()) *view.mutable_stream() = stream_->View();
-  if (restore_step_.has_value()) {
-    view.set_restore_step(*restore_step_);
-    view.set_restore_epoch(restore_epoch_);
-  }
   if (Ended()) {
     view.set_state(state_);
     if (state_ == FAILED) view.set_failure(std::string(failure_.message()));
@@ -154,7 +141,7 @@ ClusterView Scheduler::View() const {
 std::string Scheduler::MembershipLine() const {
   std::string line = absl::StrCat("membership epoch ", membership_.epoch(), ", live workers [",
                                   absl::StrJoin(membership_.LiveRanks(WORKER), ", "), "]");
-  if (!vacant_servers_.empty() || membership_.num_live(SERVER) < options_.job.num_servers()) {
+  if (!fleet_.vacancies().empty() || membership_.num_live(SERVER) < options_.job.num_servers()) {
     absl::StrAppend(&line, ", live servers [", absl::StrJoin(membership_.LiveRanks(SERVER), ", "), "]");
   }
   return line;
@@ -180,7 +167,7 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
         !membership_.Lookup(SERVER, request.address(), request.instance_id()).has_value()) {
       // Replicas: a dead server's shards are served by promoted copies; its rank is not refilled.
       return absl::AlreadyExistsError(absl::StrCat("register server at '", request.address(),
-                                                   "': every shard is served (", ShardHostsLine(),
+                                                   "': every shard is served (", fleet_.HostsLine(),
                                                    "); with --replicas=2 a dead server's rank is not filled again"));
     }
     const int64_t epoch_before = membership_.epoch();
@@ -197,25 +184,24 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
     if (membership_.epoch() != epoch_before) {  // A new member, not a retry.
       if (state_ == RUNNING && request.role() == SERVER) {
         // Only possible with a vacant rank, i.e. during a server recovery.
-        vacant_servers_.erase(*rank);
+        fleet_.Fill(*rank);
         CountLeasesLocked(leases_->SetServerCounts(*rank, true), &deferred);
         if (options_.job.mode() != SYNC) {
           // Async updates need no common step: only the replacement goes back, to its own
           // newest checkpoint (restore_own_step below); the others and the workers go on.
           LOG(INFO) << membership_.Describe(SERVER, *rank) << " replaces the dead server " << *rank
                     << " and restores its checkpoint of step "
-                    << (checkpoints_[*rank].empty() ? 0 : checkpoints_[*rank].back()) << "; " << MembershipLine();
-        } else if (vacant_servers_.empty()) {
-          restore_step_ = NewestCommonStep(checkpoints_);
-          restore_epoch_ = membership_.epoch();
+                    << fleet_.NewestCheckpoint(*rank) << "; " << MembershipLine();
+        } else if (fleet_.vacancies().empty()) {
+          fleet_.SetRestoreStep(fleet_.NewestCommonStep(), membership_.epoch());
           progress_->AllowRedo();  // The workers redo the steps after restore_step.
           LOG(INFO) << membership_.Describe(SERVER, *rank) << " replaces the dead server; every server rank "
-                    << "is live again; servers restore the checkpoints of step " << *restore_step_
-                    << " (restore_step, set at membership epoch " << restore_epoch_ << "); "
+                    << "is live again; servers restore the checkpoints of step " << *fleet_.restore_step()
+                    << " (restore_step, set at membership epoch " << fleet_.restore_epoch() << "); "
                     << MembershipLine();
         } else {
           LOG(INFO) << membership_.Describe(SERVER, *rank) << " replaces a dead server; still vacant: "
-                    << vacant_servers_.size() << " server ranks; " << MembershipLine();
+                    << fleet_.vacancies().size() << " server ranks; " << MembershipLine();
         }
         PublishParticipantsLocked(&deferred);
       } else if (state_ == RUNNING) {
@@ -246,7 +232,7 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
     if (request.role() == SERVER && state_ == RUNNING && options_.job.mode() != SYNC && RecoversServersLocked()) {
       // A server registering while the job runs is a replacement (a retry gets the same answer:
       // the replacement reports new checkpoints only once it serves).
-      response.set_restore_own_step(checkpoints_[*rank].empty() ? 0 : checkpoints_[*rank].back());
+      response.set_restore_own_step(fleet_.NewestCheckpoint(*rank));
     }
     SaveLocked(&deferred);
   }
@@ -257,8 +243,7 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
 void Scheduler::StartRunningLocked(Deferred* deferred) {
   state_ = RUNNING;
   if (options_.resume_step.has_value()) {
-    restore_step_ = *options_.resume_step;
-    restore_epoch_ = membership_.epoch();
+    fleet_.SetRestoreStep(*options_.resume_step, membership_.epoch());
   }
   LOG(INFO) << "every role registered" << (declared_.has_value() ? " and the model is declared" : "")
             << "; job RUNNING; " << MembershipLine();
@@ -696,7 +681,7 @@ void Scheduler::CheckHealth() {
     absl::MutexLock lock(&mu_);
     if (Ended()) return;
     const int64_t epoch_before = membership_.epoch();
-    const size_t vacant_before = vacant_servers_.size();
+    const size_t vacant_before = fleet_.vacancies().size();
     const absl::Time now = Now();
     std::vector<SilentMember> silent = membership_.FindDead(now);
     const size_t dead = silent.size();
@@ -713,7 +698,7 @@ void Scheduler::CheckHealth() {
       }
     }
     std::vector<std::string> unreplaced;
-    for (const auto& [rank, died] : vacant_servers_) {
+    for (const auto& [rank, died] : fleet_.vacancies()) {
       if (now - died > options_.server_recovery_timeout) {
         unreplaced.push_back(absl::StrFormat("server %d died and no replacement registered within %g s", rank,
                                              absl::ToDoubleSeconds(options_.server_recovery_timeout)));
@@ -753,7 +738,7 @@ void Scheduler::CheckHealth() {
     if (!Ended()) EvictHoldUpsLocked(now, &deferred);
     if (!Ended()) stuck_log_.Update(StuckBarriersLocked(now), now);
     // Most ticks change nothing; those that do persist (EndLocked saves on its own).
-    if (membership_.epoch() != epoch_before || vacant_servers_.size() != vacant_before) SaveLocked(&deferred);
+    if (membership_.epoch() != epoch_before || fleet_.vacancies().size() != vacant_before) SaveLocked(&deferred);
   }
   Run(std::move(deferred)).IgnoreError();  // Run logs a failed save; nobody here could retry.
 }

@@ -109,6 +109,7 @@
 #include "scheduler/lease_pool.h"
 #include "scheduler/membership.h"
 #include "scheduler/progress.h"
+#include "scheduler/server_fleet.h"
 #include "scheduler/status_json.h"
 #include "scheduler/stream_feed.h"
 #include "scheduler/stream_scores.h"
@@ -476,8 +477,6 @@ class Scheduler {
   // fails the job when it held a shard's last copy.
   void PromoteReplicasLocked(int rank, absl::string_view reason, Deferred* deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // "shard 0 on server 1, no copy; shard 1 on server 1, no copy", for messages.
-  std::string ShardHostsLine() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether the job finishes only once a final model was written (Options::write_final_model).
   bool NeedsFinalModel() const {
     return !options_.job.final_model_path().empty() && options_.write_final_model != nullptr;
@@ -496,8 +495,6 @@ class Scheduler {
   // Whether the job waits for the servers' final shards: running, training over (every live
   // worker was done), a final model needed and not yet written.
   bool AwaitsFinalShardsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The server that answers for shard `shard` now: its primary with replicas, else that rank.
-  int ShardPrimaryLocked(int shard) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The shards still wanted from live server `rank` (HeartbeatResponse.send_final_shards).
   std::vector<int> FinalShardsWantedLocked(int rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Checks `shard` against the shard map and copies its values into final_values_; nothing
@@ -554,16 +551,8 @@ class Scheduler {
   // before mu_, never while holding it).
   absl::Mutex declare_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::vector<ViewDone> view_waiters_ ABSL_GUARDED_BY(mu_);
-  // Server recovery. By server rank: the checkpoint steps it reported last (ascending).
-  std::vector<std::vector<int64_t>> checkpoints_ ABSL_GUARDED_BY(mu_);
-  // Vacant server ranks and when each one's server was declared dead.
-  std::map<int, absl::Time> vacant_servers_ ABSL_GUARDED_BY(mu_);
-  // The view's restore_step and the membership epoch it was set at; unset before any recovery
-  // completed and while ranks are vacant.
-  std::optional<int64_t> restore_step_ ABSL_GUARDED_BY(mu_);
-  int64_t restore_epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  // Replicas: where each shard lives now (the view's shard_hosts), by shard; empty without.
-  std::vector<ShardHost> shard_hosts_ ABSL_GUARDED_BY(mu_);
+  // Server recovery and replicas: checkpoints, vacant ranks, the restore step, where shards live.
+  ServerFleet fleet_ ABSL_GUARDED_BY(mu_);
   // Idempotent retries, by worker rank: the sequence numbers of the last progress report applied
   // and of the last lease request answered, with that answer. Cleared when a new process takes the
   // rank.
@@ -629,11 +618,6 @@ class Scheduler {
   // (LeasePool::EpochEndWaitsFor); unset while it waits for none. Kept by the watchdog.
   std::optional<absl::Time> epoch_end_waiting_since_ ABSL_GUARDED_BY(mu_);
 };
-
-// The newest step that every list holds (each list ascending), i.e. the newest consistent cut of
-// the servers' checkpoints; 0 when there is none or `steps_by_server` is empty. E.g. {{10, 20},
-// {10}} -> 10; {{10, 20}, {}} -> 0.
-int64_t NewestCommonStep(const std::vector<std::vector<int64_t>>& steps_by_server);
 
 // Optimizer updates the job makes on each server. SYNC: epochs x SyncStepsPerEpoch(train_samples,
 // batch_size x num_workers), capped by max_steps when it is > 0. ASYNC/SSP: epochs x

@@ -53,17 +53,12 @@ bool Scheduler::AwaitsFinalShardsLocked() const {
   return state_ == RUNNING && NeedsFinalModel() && !final_model_written_ && progress_->finished();
 }
 
-int Scheduler::ShardPrimaryLocked(int shard) const {
-  if (shard >= 0 && shard < static_cast<int>(shard_hosts_.size())) return shard_hosts_[shard].primary();
-  return shard;
-}
-
 std::vector<int> Scheduler::FinalShardsWantedLocked(int rank) const {
   std::vector<int> wanted;
   if (!AwaitsFinalShardsLocked() || !membership_.is_live(SERVER, rank)) return wanted;
   for (int shard = 0; shard < options_.job.num_servers(); ++shard) {
     const bool held = shard < static_cast<int>(final_shards_.size()) && final_shards_[shard];
-    if (!held && ShardPrimaryLocked(shard) == rank) wanted.push_back(shard);
+    if (!held && fleet_.PrimaryOf(shard) == rank) wanted.push_back(shard);
   }
   return wanted;
 }
@@ -74,9 +69,9 @@ absl::Status Scheduler::TakeFinalShardLocked(const FinalShard& shard) {
   if (shard.shard() < 0 || shard.shard() >= num_servers) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": no such shard, expected 0..", num_servers - 1));
   }
-  if (!membership_.is_live(SERVER, shard.server_rank()) || ShardPrimaryLocked(shard.shard()) != shard.server_rank()) {
+  if (!membership_.is_live(SERVER, shard.server_rank()) || fleet_.PrimaryOf(shard.shard()) != shard.server_rank()) {
     return absl::PermissionDeniedError(absl::StrCat(what, ": shard ", shard.shard(), " is served by server ",
-                                                    ShardPrimaryLocked(shard.shard()), ", which alone sends it"));
+                                                    fleet_.PrimaryOf(shard.shard()), ", which alone sends it"));
   }
   const ClusterView view = membership_.View();
   const ShardMap& map = view.shard_map();

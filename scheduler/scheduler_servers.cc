@@ -1,6 +1,7 @@
-// Scheduler, part two: the servers. Their death (a vacant rank waiting for a replacement, or a
-// replica promoted), the checkpoint lists the recovery picks a restore step from, and the slow
-// steps they report. Everything here runs under mu_ or takes it; see scheduler.h.
+// Scheduler, part two: the servers. What their death means (a vacant rank waiting for a
+// replacement, or a replica promoted: the ServerFleet keeps which), the checkpoint lists they
+// report, and the slow steps they report. Everything here runs under mu_ or takes it; see
+// scheduler.h.
 #include "scheduler/scheduler.h"
 
 #include <algorithm>
@@ -19,39 +20,15 @@
 namespace pstrain {
 namespace scheduler {
 
-int64_t NewestCommonStep(const std::vector<std::vector<int64_t>>& steps_by_server) {
-  if (steps_by_server.empty()) return 0;
-  const std::vector<int64_t>& first = steps_by_server.front();
-  for (auto step = first.rbegin(); step != first.rend(); ++step) {
-    const bool everywhere = std::all_of(
-        steps_by_server.begin() + 1, steps_by_server.end(),
-        [&](const std::vector<int64_t>& steps) { return std::binary_search(steps.begin(), steps.end(), *step); });
-    if (everywhere) return *step;
-  }
-  return 0;
-}
-
 bool Scheduler::RecoversServersLocked() const {
   return state_ == RUNNING && CheckpointsOn(options_.job);
 }
 
-bool Scheduler::PromotesReplicasLocked() const { return state_ == RUNNING && !shard_hosts_.empty(); }
-
-std::string Scheduler::ShardHostsLine() const {
-  std::vector<std::string> parts;
-  for (const ShardHost& h : shard_hosts_) {
-    parts.push_back(absl::StrCat("shard ", h.shard(), " on server ", h.primary(),
-                                 h.has_backup() ? absl::StrCat(", copy on ", h.backup()) : ", no copy"));
-  }
-  return absl::StrJoin(parts, "; ");
-}
+bool Scheduler::PromotesReplicasLocked() const { return state_ == RUNNING && fleet_.replicated(); }
 
 void Scheduler::PromoteReplicasLocked(int rank, absl::string_view reason, Deferred* deferred) {
   if (Ended()) return;
-  std::vector<int> lost;
-  for (const ShardHost& h : shard_hosts_) {
-    if (h.primary() == rank && !h.has_backup()) lost.push_back(h.shard());
-  }
+  const std::vector<int> lost = fleet_.OnlyCopiesOn(rank);
   if (!lost.empty()) {
     EndLocked(FAILED,
               absl::UnavailableError(absl::StrCat(
@@ -67,16 +44,9 @@ void Scheduler::PromoteReplicasLocked(int rank, absl::string_view reason, Deferr
   // The epoch bump aborts the unfinished step on every store; the workers recompute it against
   // the new hosts, so the promoted copy, which applied every step the dead primary answered, loses
   // nothing.
-  for (ShardHost& h : shard_hosts_) {
-    if (h.primary() == rank) {
-      h.set_primary(h.backup());
-      h.clear_backup();
-    } else if (h.has_backup() && h.backup() == rank) {
-      h.clear_backup();
-    }
-  }
+  fleet_.Promote(rank);
   LOG(WARNING) << "server " << rank << " died (" << reason << "); its shard's copy is promoted, no rollback ("
-               << ShardHostsLine() << "); " << MembershipLine();
+               << fleet_.HostsLine() << "); " << MembershipLine();
   PublishParticipantsLocked(deferred);
 }
 
@@ -89,9 +59,8 @@ void Scheduler::RemoveServerLocked(int rank, absl::string_view reason, Deferred*
   const absl::Time now = Now();
   absl::StatusOr<bool> removed = membership_.Remove(SERVER, rank, ChangeKind::kDied, now);
   if (!removed.ok() || !*removed) return;
-  vacant_servers_[rank] = now;
+  fleet_.Vacate(rank, now);
   CountLeasesLocked(leases_->SetServerCounts(rank, false), deferred);
-  restore_step_.reset();
   LOG(WARNING) << "server " << rank << " died (" << reason << "); waiting up to "
                << absl::FormatDuration(options_.server_recovery_timeout)
                << " for a server to take its rank; " << MembershipLine();
@@ -105,20 +74,9 @@ absl::Status Scheduler::ReportCheckpoints(const CheckpointReport& report) {
   if (state_ == FAILED) return JobFailedError();
   const int rank = report.server_rank();
   if (absl::Status s = CheckLive(SERVER, rank, "checkpoint report"); !s.ok()) return s;
-  if (report.steps_size() > kMaxCheckpointSteps) {
-    return absl::InvalidArgumentError(absl::StrCat("checkpoint report from server ", rank, ": ", report.steps_size(),
-                                                   " steps, the limit is ", kMaxCheckpointSteps));
-  }
-  for (int i = 0; i < report.steps_size(); ++i) {
-    if (report.steps(i) < 0 || (i > 0 && report.steps(i) <= report.steps(i - 1))) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "checkpoint report from server ", rank, ": step ", report.steps(i), " at index ", i,
-          i > 0 ? absl::StrCat(" after ", report.steps(i - 1)) : std::string(),
-          ", expected strictly ascending steps >= 0"));
-    }
-  }
-  checkpoints_[rank].assign(report.steps().begin(), report.steps().end());
-  VLOG(1) << "server " << rank << " holds checkpoints of steps [" << absl::StrJoin(checkpoints_[rank], ", ")
+  if (absl::Status s = ServerFleet::CheckReport(report); !s.ok()) return s;
+  fleet_.SetCheckpoints(report);
+  VLOG(1) << "server " << rank << " holds checkpoints of steps [" << absl::StrJoin(fleet_.checkpoints(rank), ", ")
           << "]";
   SaveLocked(&deferred);
   }

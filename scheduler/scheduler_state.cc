@@ -82,10 +82,7 @@ absl::Status Scheduler::RestoreFrom(const SchedulerState& state, std::string dec
           absl::StrCat("scheduler state: job state ", static_cast<int>(state.state()),
                        ", expected WAITING_FOR_ROLES, RUNNING, FINISHED or FAILED"));
   }
-  if (state.checkpoints_size() > options_.job.num_servers()) {
-    return absl::InvalidArgumentError(absl::StrCat("scheduler state: checkpoint lists of ", state.checkpoints_size(),
-                                                   " servers, the job has ", options_.job.num_servers()));
-  }
+  RETURN_IF_ERROR(fleet_.Restore(state));
   if (state.has_declared_model()) {
     if (!IsExternalModel(options_.job)) {
       return absl::InvalidArgumentError(absl::StrCat("scheduler state: a declared model for a job with model '",
@@ -123,24 +120,12 @@ absl::Status Scheduler::RestoreFrom(const SchedulerState& state, std::string dec
     failure_ = absl::Status(code == absl::StatusCode::kOk ? absl::StatusCode::kUnknown : code, state.failure());
   }
   ended_at_ = absl::FromUnixMicros(state.ended_at_us());
-  for (const CheckpointReport& report : state.checkpoints()) {
-    if (report.server_rank() < 0 || report.server_rank() >= options_.job.num_servers()) continue;
-    checkpoints_[report.server_rank()].assign(report.steps().begin(), report.steps().end());
-  }
-  vacant_servers_.clear();
-  for (const VacantServerState& vacant : state.vacant_servers()) {
-    vacant_servers_[vacant.rank()] = absl::FromUnixMicros(vacant.died_us());
-  }
-  restore_step_.reset();
-  if (state.has_restore_step()) restore_step_ = state.restore_step();
-  restore_epoch_ = state.restore_epoch();
   final_model_written_ = state.final_model_written();
   worker_failures_.clear();
   for (const std::string& message : state.worker_failures()) {
     worker_failures_.push_back(BoundedReason(message));
     if (worker_failures_.size() > kMaxFailureMessages) worker_failures_.pop_front();
   }
-  if (state.shard_hosts_size() > 0) shard_hosts_.assign(state.shard_hosts().begin(), state.shard_hosts().end());
   if (state_ == RUNNING) {
     // Dead servers' confirmations do not count (LeasePool::SetServerCounts). The predecessor saved
     // after each completion, so what completes here was counted already (counting is idempotent).
@@ -215,21 +200,9 @@ SchedulerState Scheduler::SnapshotLocked() const {
     *out->mutable_lease_request() = calls.lease_request;
     *out->mutable_lease_answer() = calls.lease_answer;
   }
-  for (int rank = 0; rank < static_cast<int>(checkpoints_.size()); ++rank) {
-    CheckpointReport* out = state.add_checkpoints();
-    out->set_server_rank(rank);
-    for (int64_t step : checkpoints_[rank]) out->add_steps(step);
-  }
-  for (const auto& [rank, died] : vacant_servers_) {
-    VacantServerState* out = state.add_vacant_servers();
-    out->set_rank(rank);
-    out->set_died_us(absl::ToUnixMicros(died));
-  }
-  if (restore_step_.has_value()) state.set_restore_step(*restore_step_);
-  state.set_restore_epoch(restore_epoch_);
+  fleet_.Save(&state);
   state.set_final_model_written(final_model_written_);
   for (const std::string& message : worker_failures_) state.add_worker_failures(message);
-  for (const ShardHost& host : shard_hosts_) *state.add_shard_hosts() = host;
   if (declared_.has_value()) {
     state.mutable_declared_model()->set_worker_rank(declared_->worker_rank);
     state.mutable_declared_model()->set_model_file_bytes(static_cast<int64_t>(declared_->model_file->size()));
