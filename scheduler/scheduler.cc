@@ -102,7 +102,8 @@ Scheduler::Scheduler(Options options)
       leases_(std::make_unique<LeasePool>(LeaseOptions(options_, options_.train_samples))),
       progress_(std::make_unique<Progress>(ProgressOptions(options_, created_, options_.train_samples,
                                                            options_.test_samples, options_.total_steps))),
-      fleet_(options_.job.num_servers(), options_.job.replicas() == 2) {
+      fleet_(options_.job.num_servers(), options_.job.replicas() == 2),
+      final_model_(options_.job.num_servers()) {
   if (IsStreamJob(options_.job)) {
     stream_.emplace(options_.job.data().stream_dir(), options_.job.global_batch(), options_.stream);
     stream_scores_.emplace(options_.progressive_window_files, options_.stream);
@@ -593,7 +594,7 @@ void Scheduler::MaybeFinishLocked(Deferred* deferred) {
   // Once true, TryFinish stays true: training is over even if done workers leave afterwards.
   const bool trained_before = progress_->finished();
   if (!progress_->TryFinish(membership_.LiveRanks(WORKER), Now())) return;
-  if (NeedsFinalModel() && !final_model_written_) {
+  if (NeedsFinalModel() && !final_model_.written()) {
     if (!trained_before) {
       LOG(INFO) << "every live worker is done; waiting for the servers' final shards to write "
                 << options_.job.final_model_path() << "; " << MembershipLine();

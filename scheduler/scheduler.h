@@ -106,6 +106,7 @@
 #include "proto/scheduler_state.pb.h"
 #include "scheduler/barrier.h"
 #include "scheduler/declared_tables.h"
+#include "scheduler/final_model_assembly.h"
 #include "scheduler/lease_pool.h"
 #include "scheduler/membership.h"
 #include "scheduler/progress.h"
@@ -497,8 +498,8 @@ class Scheduler {
   bool AwaitsFinalShardsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The shards still wanted from live server `rank` (HeartbeatResponse.send_final_shards).
   std::vector<int> FinalShardsWantedLocked(int rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Checks `shard` against the shard map and copies its values into final_values_; nothing
-  // changes on error (see SubmitFinalShard).
+  // Checks who sent `shard` (its primary, live) and hands it to final_model_; nothing changes on
+  // error (see SubmitFinalShard).
   absl::Status TakeFinalShardLocked(const FinalShard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Server recovery while the job waits for the final shards: a server that died before its shard
   // arrived fails the job (its replacement would restore an earlier step). True when it did.
@@ -568,12 +569,8 @@ class Scheduler {
   int port_ ABSL_GUARDED_BY(mu_) = 0;
   int restarts_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t snapshot_version_ ABSL_GUARDED_BY(mu_) = 0;
-  // A final model was written (from the servers' shards).
-  bool final_model_written_ ABSL_GUARDED_BY(mu_) = false;
-  // The final shards received so far (shard ranks) and their values, in the shard map's flat
-  // layout (allocated with the first shard). Not persisted: a restarted scheduler asks again.
-  std::vector<bool> final_shards_ ABSL_GUARDED_BY(mu_);
-  std::vector<float> final_values_ ABSL_GUARDED_BY(mu_);
+  // The final model's shards as they arrive, and whether it was written.
+  FinalModelAssembly final_model_ ABSL_GUARDED_BY(mu_);
   // Serializes final model writes (taken before mu_, never while holding it).
   absl::Mutex model_write_mu_;
   // Issues and checks session credentials; its key is in the state, so a restart keeps it.

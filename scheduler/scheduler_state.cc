@@ -120,7 +120,7 @@ absl::Status Scheduler::RestoreFrom(const SchedulerState& state, std::string dec
     failure_ = absl::Status(code == absl::StatusCode::kOk ? absl::StatusCode::kUnknown : code, state.failure());
   }
   ended_at_ = absl::FromUnixMicros(state.ended_at_us());
-  final_model_written_ = state.final_model_written();
+  final_model_.set_written(state.final_model_written());
   worker_failures_.clear();
   for (const std::string& message : state.worker_failures()) {
     worker_failures_.push_back(BoundedReason(message));
@@ -201,7 +201,7 @@ SchedulerState Scheduler::SnapshotLocked() const {
     *out->mutable_lease_answer() = calls.lease_answer;
   }
   fleet_.Save(&state);
-  state.set_final_model_written(final_model_written_);
+  state.set_final_model_written(final_model_.written());
   for (const std::string& message : worker_failures_) state.add_worker_failures(message);
   if (declared_.has_value()) {
     state.mutable_declared_model()->set_worker_rank(declared_->worker_rank);
