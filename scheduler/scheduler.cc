@@ -103,7 +103,8 @@ Scheduler::Scheduler(Options options)
       progress_(std::make_unique<Progress>(ProgressOptions(options_, created_, options_.train_samples,
                                                            options_.test_samples, options_.total_steps))),
       fleet_(options_.job.num_servers(), options_.job.replicas() == 2),
-      final_model_(options_.job.num_servers()) {
+      final_model_(options_.job.num_servers()),
+      server_reports_(created_) {
   if (IsStreamJob(options_.job)) {
     stream_.emplace(options_.job.data().stream_dir(), options_.job.global_batch(), options_.stream);
     stream_scores_.emplace(options_.progressive_window_files, options_.stream);
@@ -281,11 +282,7 @@ absl::StatusOr<HeartbeatResponse> Scheduler::Heartbeat(const HeartbeatRequest& r
     if (absl::Status s = membership_.Heartbeat(request.role(), request.rank(), now); !s.ok()) {
       return s;
     }
-    if (request.role() == SERVER && request.tables_size() > 0) {
-      table_usage_[request.rank()].assign(request.tables().begin(), request.tables().end());
-      table_history_.Add(request.rank(), absl::ToDoubleSeconds(now - created_), request.tables());
-    }
-    if (request.role() == SERVER && request.has_traffic()) server_traffic_[request.rank()] = request.traffic();
+    if (request.role() == SERVER) server_reports_.AddHeartbeat(request, now);
     response.set_state(state_);
     response.set_membership_epoch(membership_.epoch());
     if (state_ == FAILED) response.set_failure(std::string(failure_.message()));
@@ -775,62 +772,9 @@ bool Scheduler::ServersKnowTheEnd() const {
   return Ended() && membership_.AllServersHeardSince(ended_at_);
 }
 
-std::string Scheduler::TableUsageJsonLocked() const {
-  if (table_usage_.empty()) return "";
-  // Totals count each (shard, table) once: its primary's rows, or its live copy's once the
-  // primary is gone.
-  std::map<std::pair<int, std::string>, const TableUsage*> by_shard;
-  std::string stores;
-  const std::vector<int> live = membership_.LiveRanks(SERVER);
-  for (const auto& [server, usages] : table_usage_) {
-    if (std::find(live.begin(), live.end(), server) == live.end()) continue;
-    for (const TableUsage& u : usages) {
-      absl::StrAppend(&stores, stores.empty() ? "" : ",\n", "      {\"server\": ", server, ", \"shard\": ", u.shard(),
-                      ", \"replica\": ", u.replica() ? "true" : "false", ", \"table\": \"", u.table(),
-                      "\", \"rows\": ", u.rows(), ", \"bytes\": ", u.bytes(), ", \"admitted\": ", u.admitted(),
-                      ", \"refused\": ", u.refused(), ", \"evicted\": ", u.evicted(),
-                      ", \"tombstones\": ", u.tombstones(), "}");
-      const TableUsage*& slot = by_shard[{u.shard(), u.table()}];
-      if (slot == nullptr || (slot->replica() && !u.replica())) slot = &u;
-    }
-  }
-  int64_t rows = 0, bytes = 0, floor = 0, admitted = 0, refused = 0, evicted = 0, tombstones = 0;
-  for (const auto& [key, u] : by_shard) {
-    rows += u->rows();
-    bytes += u->bytes();
-    floor += u->floor_bytes();
-    admitted += u->admitted();
-    refused += u->refused();
-    evicted += u->evicted();
-    tombstones += u->tombstones();
-  }
-  return absl::StrCat("  \"embedding_tables\": {\"rows\": ", rows, ", \"bytes\": ", bytes,
-                      ", \"admitted\": ", admitted, ", \"refused\": ", refused, ", \"evicted\": ", evicted,
-                      ", \"tombstones\": ", tombstones,
-                      ", \"bytes_per_row\": ", JsonNumber(rows > 0 ? static_cast<double>(bytes) / rows : 0),
-                      ", \"floor_bytes_per_row\": ", JsonNumber(rows > 0 ? static_cast<double>(floor) / rows : 0),
-                      ", \"stores\": [\n", stores, "\n    ]},\n");
-}
-
 std::string Scheduler::SummaryJson() const {
   absl::MutexLock lock(&mu_);
-  std::string slow = "  \"slow_steps\": [";
-  for (size_t i = 0; i < slow_steps_.size(); ++i) {
-    const auto& [at, report] = slow_steps_[i];
-    absl::StrAppend(&slow, i == 0 ? "" : ", ", "{\"seconds\": ", JsonNumber(absl::ToDoubleSeconds(at - created_)),
-                    ", \"server\": ", report.server_rank(), ", \"step\": ", report.step(),
-                    ", \"waited_seconds\": ", JsonNumber(report.waited_ms() / 1e3), ", \"waiting_for\": [",
-                    absl::StrJoin(report.waiting_for(), ", "), "]}");
-  }
-  slow += "],\n";
-  std::string servers = "  \"servers\": [";
-  for (const auto& [rank, t] : server_traffic_) {
-    absl::StrAppend(&servers, servers.back() == '[' ? "" : ", ", "{\"rank\": ", rank,
-                    ", \"bytes_received\": ", t.bytes_received(), ", \"bytes_sent\": ", t.bytes_sent(),
-                    ", \"requests\": ", t.requests(), ", \"refused\": ", t.refused(), "}");
-  }
-  servers += "],\n";
-  slow += servers;
+  std::string slow = server_reports_.SlowStepsJson() + server_reports_.ServersJson();
   absl::StrAppend(&slow, "  \"stuck_barriers\": ", StuckBarriersJson(stuck_log_.Kept()), ",\n");
   absl::StrAppend(&slow, "  \"worker_failures\": [");
   for (size_t i = 0; i < worker_failures_.size(); ++i) {
@@ -841,7 +785,8 @@ std::string Scheduler::SummaryJson() const {
     absl::StrAppend(&slow, "  \"stream\": ", StreamStatusJson(StreamStatusLocked(std::numeric_limits<size_t>::max())), ",\n");
   }
   return progress_->SummaryJson(state_, failure_.message(), Now(), membership_.events(),
-                               membership_.LiveRanks(WORKER), slow + TableUsageJsonLocked());
+                               membership_.LiveRanks(WORKER),
+                               slow + server_reports_.TableUsageJson(membership_.LiveRanks(SERVER)));
 }
 
 std::string Scheduler::OutcomeLine() const {

@@ -111,11 +111,11 @@
 #include "scheduler/membership.h"
 #include "scheduler/progress.h"
 #include "scheduler/server_fleet.h"
+#include "scheduler/server_reports.h"
 #include "scheduler/status_json.h"
 #include "scheduler/stream_feed.h"
 #include "scheduler/stream_scores.h"
 #include "scheduler/stuck_barriers.h"
-#include "scheduler/table_history.h"
 
 namespace pstrain {
 namespace scheduler {
@@ -320,7 +320,7 @@ class Scheduler {
   // step's first push (EvictHoldUpsLocked). FAILED_PRECONDITION for a rank that is not a live
   // server; INVALID_ARGUMENT for a negative step or wait, or more than kMaxWaitingFor ranks.
   absl::Status ReportSlowStep(const SlowStepReport& report);
-  static constexpr int kMaxSlowSteps = 50;
+  static constexpr int kMaxSlowSteps = ServerReports::kMaxSlowSteps;
 
   // A worker's final model: always PERMISSION_DENIED, changing nothing (the scheduler assembles
   // the model from the servers' shards; see "The final model" above). For old workers.
@@ -380,9 +380,6 @@ class Scheduler {
   // "job FINISHED: test accuracy 0.8712, test loss 0.3621, 41234 samples/s" (with ", test AUC
   // 0.7893" after the loss when workers reported scores).
   std::string SummaryJson() const;
-  // The summary's "embedding_tables" member (rows and bytes per table per server, from the
-  // servers' latest heartbeats), or "" for a job without tables.
-  std::string TableUsageJsonLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   std::string OutcomeLine() const;
 
   // --- The dashboard and metrics (scheduler/scheduler_dashboard.cc) ---
@@ -576,16 +573,8 @@ class Scheduler {
   // Issues and checks session credentials; its key is in the state, so a restart keeps it.
   std::unique_ptr<SessionSigner> signer_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<SessionVerifier> verifier_ ABSL_GUARDED_BY(mu_);
-  // The newest slow-step reports (ReportSlowStep), with when they arrived.
-  std::vector<std::pair<absl::Time, SlowStepReport>> slow_steps_ ABSL_GUARDED_BY(mu_);
-  // Each server's latest embedding-table usage (HeartbeatRequest.tables), by rank.
-  std::map<int, std::vector<TableUsage>> table_usage_ ABSL_GUARDED_BY(mu_);
-  // The same over the run, bounded, for the dashboard. Not persisted: a restarted scheduler starts
-  // it again.
-  TableHistory table_history_ ABSL_GUARDED_BY(mu_);
-  // Each server's latest traffic counters (HeartbeatRequest.traffic), by rank. Not persisted: a
-  // restarted scheduler has them again from the servers' next heartbeats.
-  std::map<int, ServerTraffic> server_traffic_ ABSL_GUARDED_BY(mu_);
+  // The servers' table usage, traffic and slow steps, for the summary and the dashboard.
+  ServerReports server_reports_ ABSL_GUARDED_BY(mu_);
   // The newest workers' failure messages (ReportFailure), at most kMaxFailureMessages, each
   // bounded: for the log, the run summary and a min_workers failure. Saved (SchedulerState).
   std::deque<std::string> worker_failures_ ABSL_GUARDED_BY(mu_);

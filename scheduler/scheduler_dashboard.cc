@@ -39,20 +39,12 @@ scheduler::DashboardStatus Scheduler::DashboardStatus() const {
   out.eval_leases_out = progress_->eval_leases_out();
   out.barriers_waiting = static_cast<int>(barriers_.PendingBarriers().size());
   out.members = membership_.Members(now, created_);
-  for (const auto& [rank, t] : server_traffic_) {
-    out.servers.push_back(ServerStatus{rank, t.bytes_received(), t.bytes_sent(), t.requests(), t.refused()});
-  }
+  server_reports_.FillDashboard(&out);
   for (const MembershipEvent& e : membership_.events()) {
     out.membership_events.push_back(MembershipEventStatus{absl::ToDoubleSeconds(e.at - created_), RoleName(e.role),
                                                           e.rank, ChangeKindName(e.kind)});
   }
-  for (const auto& [at, report] : slow_steps_) {
-    out.slow_steps.push_back(SlowStepStatus{absl::ToDoubleSeconds(at - created_), report.server_rank(), report.step(),
-                                            report.waited_ms() / 1e3,
-                                            {report.waiting_for().begin(), report.waiting_for().end()}});
-  }
   out.stuck_barriers = StuckBarriersLocked(now);
-  out.table_history = table_history_.Series();
   if (stream_.has_value()) out.stream = StreamStatusLocked(kDashboardStreamFiles);
   return out;
 }

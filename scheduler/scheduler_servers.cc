@@ -122,8 +122,7 @@ absl::Status Scheduler::ReportSlowStep(const SlowStepReport& report) {
                << absl::StrFormat("%.1f s", report.waited_ms() / 1e3) << " (steps usually wait "
                << absl::StrFormat("%.3f s", report.typical_ms() / 1e3) << ") for "
                << (whom.empty() ? "no worker" : absl::StrJoin(whom, ", "));
-  slow_steps_.emplace_back(now, report);
-  if (slow_steps_.size() > kMaxSlowSteps) slow_steps_.erase(slow_steps_.begin());
+  server_reports_.AddSlowStep(report, now);
   return absl::OkStatus();
 }
 
