@@ -387,35 +387,18 @@ absl::StatusOr<LeaseResponse> Scheduler::LeaseWork(const LeaseRequest& request) 
   {
     absl::MutexLock lock(&mu_);
     if (state_ == FAILED) return JobFailedError();
-    const int rank = request.worker_rank();
-    const int64_t seq = request.request_seq();
-    WorkerCalls* calls = nullptr;
-    if (seq > 0 && membership_.is_live(WORKER, rank)) {
-      calls = &worker_calls_[rank];
-      if (seq < calls->lease_seq) {
-        return absl::AbortedError(absl::StrCat("lease request ", seq, " from worker ", rank,
-                                               ": older than its last one (", calls->lease_seq, "), a stale retry"));
-      }
-      if (seq == calls->lease_seq) {
-        // A retry whose answer was lost (e.g. the scheduler restarted): the same answer again, so
-        // no lease goes out that the worker never learnt of.
-        if (request.epoch() != calls->lease_request.epoch() || request.eval() != calls->lease_request.eval()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "lease request ", seq, " from worker ", rank, " (epoch ", request.epoch(), request.eval() ? ", eval" : "",
-              "): the same sequence number as its last request, which was for epoch ",
-              calls->lease_request.epoch(), calls->lease_request.eval() ? ", eval" : ""));
-        }
-        answer = calls->lease_answer;
+    const bool numbered = request.request_seq() > 0 && membership_.is_live(WORKER, request.worker_rank());
+    if (numbered) {
+      absl::StatusOr<std::optional<LeaseResponse>> retry = retries_.LeaseRetry(request);
+      if (!retry.ok()) return retry.status();
+      if (retry->has_value()) {
+        answer = **retry;
         SaveLocked(&deferred);  // In case saving the first answer failed.
       }
     }
     if (!answer.ok()) {
       answer = LeaseWorkLocked(request);
-      if (answer.ok() && calls != nullptr) {
-        calls->lease_seq = seq;
-        calls->lease_request = request;
-        calls->lease_answer = *answer;
-      }
+      if (answer.ok() && numbered) retries_.RecordLease(request, *answer);
       SaveLocked(&deferred);
     }
   }
@@ -501,7 +484,7 @@ absl::Status Scheduler::ReportProgress(const ProgressReport& report) {
                                                         ": not registered"));
     }
     const int64_t seq = report.report_seq();
-    if (seq > 0 && seq <= worker_calls_[rank].progress_seq) {
+    if (retries_.ProgressApplied(rank, seq)) {
       // Applied already; its answer was lost (e.g. the scheduler restarted) and the worker retried.
       VLOG(1) << "progress report " << seq << " from worker " << rank << " was applied already";
       SaveLocked(&deferred);  // In case saving it the first time failed.
@@ -522,7 +505,7 @@ absl::Status Scheduler::ReportProgress(const ProgressReport& report) {
         stream_scores_->Add(report.train());
         stream_scores_->CloseBefore(stream_->catalog().files(), StreamTrainedLocked());
       }
-      if (seq > 0) worker_calls_[rank].progress_seq = seq;
+      retries_.RecordProgress(rank, seq);
       if (report.evals_size() > 0) {
         VLOG(1) << "worker " << rank << " reported " << report.evals_size() << " evaluation leases of epoch "
                 << report.epoch();
@@ -563,9 +546,7 @@ void Scheduler::RemoveWorkerLocked(int rank, ChangeKind kind, absl::string_view 
   // The membership remembers only the newest gone workers: what is kept by rank goes with them.
   progress_->ForgetWorkers([this](int r) { return membership_.forgotten(WORKER, r); });
   leases_->ForgetWorkers([this](int r) { return membership_.forgotten(WORKER, r); });
-  for (auto it = worker_calls_.begin(); it != worker_calls_.end();) {
-    it = membership_.forgotten(WORKER, it->first) ? worker_calls_.erase(it) : std::next(it);
-  }
+  retries_.Forget([this](int r) { return membership_.forgotten(WORKER, r); });
   LOG(INFO) << "worker " << rank << " " << ChangeKindName(kind) << " (" << reason << ")"
             << (returned > 0 ? absl::StrCat("; ", returned, " evaluation leases back in the pool") : "")
             << (remainders > 0 ? absl::StrCat("; ", remainders, " training leases back as remainders") : "")

@@ -110,6 +110,7 @@
 #include "scheduler/lease_pool.h"
 #include "scheduler/membership.h"
 #include "scheduler/progress.h"
+#include "scheduler/retry_log.h"
 #include "scheduler/server_fleet.h"
 #include "scheduler/server_reports.h"
 #include "scheduler/status_json.h"
@@ -551,16 +552,8 @@ class Scheduler {
   std::vector<ViewDone> view_waiters_ ABSL_GUARDED_BY(mu_);
   // Server recovery and replicas: checkpoints, vacant ranks, the restore step, where shards live.
   ServerFleet fleet_ ABSL_GUARDED_BY(mu_);
-  // Idempotent retries, by worker rank: the sequence numbers of the last progress report applied
-  // and of the last lease request answered, with that answer. Cleared when a new process takes the
-  // rank.
-  struct WorkerCalls {
-    int64_t progress_seq = 0;
-    int64_t lease_seq = 0;
-    LeaseRequest lease_request;
-    LeaseResponse lease_answer;
-  };
-  std::map<int, WorkerCalls> worker_calls_ ABSL_GUARDED_BY(mu_);
+  // Idempotent retries of progress reports and lease requests, by worker rank.
+  RetryLog retries_ ABSL_GUARDED_BY(mu_);
   // Persistence: the listening port, how often this state was restored, and the version of the
   // newest snapshot taken.
   int port_ ABSL_GUARDED_BY(mu_) = 0;

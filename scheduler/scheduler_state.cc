@@ -136,11 +136,7 @@ absl::Status Scheduler::RestoreFrom(const SchedulerState& state, std::string dec
       }
     }
   }
-  worker_calls_.clear();
-  for (const WorkerCallsState& calls : state.worker_calls()) {
-    worker_calls_[calls.rank()] =
-        WorkerCalls{calls.progress_seq(), calls.lease_seq(), calls.lease_request(), calls.lease_answer()};
-  }
+  retries_.Restore(state);
   port_ = state.port();
   restarts_ = state.restarts() + 1;
 
@@ -192,14 +188,7 @@ SchedulerState Scheduler::SnapshotLocked() const {
   for (BarrierState& barrier : barriers_.Released()) *state.add_released_barriers() = std::move(barrier);
   *state.mutable_leases() = leases_->ToProto();
   *state.mutable_progress() = progress_->ToProto();
-  for (const auto& [rank, calls] : worker_calls_) {
-    WorkerCallsState* out = state.add_worker_calls();
-    out->set_rank(rank);
-    out->set_progress_seq(calls.progress_seq);
-    out->set_lease_seq(calls.lease_seq);
-    *out->mutable_lease_request() = calls.lease_request;
-    *out->mutable_lease_answer() = calls.lease_answer;
-  }
+  retries_.Save(&state);
   fleet_.Save(&state);
   state.set_final_model_written(final_model_.written());
   for (const std::string& message : worker_failures_) state.add_worker_failures(message);
