@@ -1,7 +1,11 @@
 // The scheduler's core: the single source of truth of a job, free of gRPC.
 //
-// Holds the membership, the barriers, the lease pools and the progress of one job and decides the
-// job's state:
+// The Scheduler is the protocol over its parts (docs/DESIGN.md, "The scheduler: a protocol over
+// its parts"): Membership (ranks, the live set, the epoch), BarrierSet, LeasePool and StreamFeed
+// (the data handed out), Progress and StreamScores (what was trained and evaluated), ServerFleet
+// (checkpoints, vacant ranks, the restore step, replicas), FinalModelAssembly, ServerReports and
+// RetryLog. It decides what each event means for the job, tells the parts, and persists the state
+// before it answers. It decides the job's state:
 //
 //   WAITING_FOR_ROLES --(last role registers)--> RUNNING --(every live worker sent done and
 //          |                                        |      no evaluation is outstanding, and with
@@ -32,10 +36,9 @@
 // server_recovery_timeout fails the job (UNAVAILABLE "server 1 died and no replacement registered
 // within 60 s").
 //
-// Replicas (job.replicas = 2, once the job runs): shard s starts on server s with its live copy on
-// server (s + 1) mod S (the view's shard_hosts). A server that misses heartbeats for dead_after is
-// removed as "died" (epoch bump) and is not replaced: each shard it served is served by its copy
-// from then on (promoted), and each shard whose copy it held has none left. A death that takes
+// Replicas (job.replicas = 2, once the job runs; placement and promotion: server_fleet.h). A
+// server that misses heartbeats for dead_after is removed as "died" (epoch bump) and is not
+// replaced: its shards are served by their copies (the view's shard_hosts). A death that takes
 // the last copy of a shard fails the job (UNAVAILABLE "... held the only copy of shard 1 ...").
 // A server registering while the job runs (a restarted one) gets ALREADY_EXISTS: it is not needed.
 // This takes precedence over server recovery by checkpoints.
