@@ -1,0 +1,42 @@
+// Re-cutting the checkpoints of one consistent cut, taken under one shard map, into one server's
+// shard of another map: the building block of resuming a job on another server count
+// (docs/design/resharding.md, "Resuming on another server count").
+//
+// The cut is every old server's whole checkpoint of one step (a delta read through its chain,
+// server/checkpoint_chain.h). Every element of the model, with its optimizer state, is taken
+// from the one old checkpoint whose chunks hold it and placed into the new shard's chunks:
+//
+//   old (2 servers):  [ server 0: fc1.weight[0, 600) | server 1: fc1.weight[600, 800), fc1.bias ]
+//   new (3 servers):  [ 0: fc1.weight[0, 400) | 1: fc1.weight[400, 800) | 2: fc1.bias         ]
+//   new server 1 takes fc1.weight[400, 600) from old server 0 and [600, 800) from old server 1.
+//
+// Values are copied, never recomputed, so a model re-cut and trained on is the model trained on
+// under the old cut (docs/design/resharding.md, "Why it can be exact").
+//
+// Embedding tables are not re-cut yet: a cut holding tables is refused (UNIMPLEMENTED).
+//
+// Thread safety: a free function with no shared state.
+#ifndef PSTRAIN_SERVER_CHECKPOINT_RESHARD_H_
+#define PSTRAIN_SERVER_CHECKPOINT_RESHARD_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/cluster.pb.h"
+#include "server/checkpoint.h"
+
+namespace pstrain::server {
+
+// The checkpoint server `rank` of map `to` would hold at the cut's step: rank `rank`, the cut's
+// step, mode and membership epoch, `to`'s layout fingerprint for `rank`, and `to`'s chunks of
+// `rank` (in (tensor_id, offset) order) with their weights and optimizer state from `cut`.
+// Errors, naming the old checkpoint and the element: INVALID_ARGUMENT for an empty cut, a delta,
+// checkpoints of different steps, modes or optimizer state counts, a chunk outside `to`'s tensors,
+// an element held by two old checkpoints, or one that no old checkpoint holds (a server's
+// checkpoint missing from the cut); UNIMPLEMENTED for a cut holding embedding tables.
+absl::StatusOr<ShardCheckpoint> ReshardCheckpoints(const std::vector<ShardCheckpoint>& cut, const ShardMap& to,
+                                                   int rank);
+
+}  // namespace pstrain::server
+
+#endif  // PSTRAIN_SERVER_CHECKPOINT_RESHARD_H_
