@@ -106,7 +106,9 @@ class PyCtrReader {
 };
 
 // A reader of a data stream's record positions (worker/stream_reader.h), with the files a
-// session's view lists; one Python thread at a time, as PyCtrReader.
+// session's view lists; one Python thread at a time, as PyCtrReader. Read looks at the session's
+// view with the GIL released, so it must run on the thread that drives the session: the view
+// changes only inside the session's next().
 class PyStreamReader {
  public:
   PyStreamReader(const std::string& dir, const std::string& format, const std::string& bad_records)
@@ -182,7 +184,9 @@ void BindCtrData(py::module_& m) {
            "Stream positions [first, first + count) of the files `session`'s view lists, as CtrReader.read's dict, "
            "with files: [(file, samples)], the samples' files in order (file: the index of the stream's file, "
            "as Session.end_step takes it for progressive validation). InvalidArgumentError for positions past "
-           "the ready records; DataLossError or NotFoundError naming the file for one truncated, damaged or gone.")
+           "the ready records; DataLossError or NotFoundError naming the file for one truncated, damaged or gone. "
+           "It reads the session's view without the GIL: call it from the thread that drives the session (the "
+           "one calling its next()), as the Trainer does, never while another thread is inside next().")
       .def_property_readonly("skipped", &PyStreamReader::skipped, "Bad records skipped so far (bad_records='skip').");
 
   m.def(
