@@ -527,8 +527,13 @@ class Scheduler {
   // ... and its progressive validation by file.
   std::optional<StreamScores> stream_scores_ ABSL_GUARDED_BY(mu_);
   // A stream: the position below which every record is trained (SYNC: the slowest live worker's
-  // reported step, in records; a worker that reported nothing yet starts where the others are).
+  // reported step, in records; a worker that reported nothing yet counts from where it started:
+  // a joiner is not waited for, one there from the start holds it at the job's first step).
   int64_t StreamTrainedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether live worker `worker_rank` joined the job while it ran (a membership event says so;
+  // the newest Membership::kMaxEvents are kept, so a long-ago joiner reads as one there from the
+  // start, which only holds a stream's watermark back until its first report).
+  bool JoinedWhileRunningLocked(int worker_rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A stream: the position below which no record will be read again, even after a rollback to a
   // checkpoint (with checkpoints: the newest cut every server has, or the step resumed from), so
   // that files wholly before it may be gone.

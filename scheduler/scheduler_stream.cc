@@ -17,15 +17,29 @@ namespace scheduler {
 int64_t Scheduler::StreamTrainedLocked() const {
   // ASYNC: every lease below the watermark is applied on every server and reported by its holder.
   if (options_.job.mode() != SYNC) return std::min(leases_->SettledPosition(), train_samples_);
-  // SYNC: every step below the slowest live worker's reported one is applied.
+  // SYNC: every step below the slowest live worker's reported one is applied. A worker that has
+  // not reported yet counts from where it started: a joiner where the others were (so it is not
+  // waited for), one there from the start at the job's first step (0, or the step resumed from).
+  // The latter may have trained many steps unreported, and its predictions of the first files
+  // must still find them open.
+  const int64_t first_step = options_.resume_step.value_or(0);
   std::optional<int64_t> slowest;
   for (int rank : membership_.LiveRanks(WORKER)) {
-    const int64_t step = progress_->worker_step(rank);
-    if (step == 0) continue;  // no report yet: it joined where the others are
+    int64_t step = progress_->worker_step(rank);
+    if (step == 0) {
+      if (JoinedWhileRunningLocked(rank)) continue;
+      step = first_step;
+    }
     slowest = slowest.has_value() ? std::min(*slowest, step) : step;
   }
-  // Before any report, a resumed job's workers start at the step resumed from.
-  return std::min(slowest.value_or(options_.resume_step.value_or(0)) * options_.job.global_batch(), train_samples_);
+  return std::min(slowest.value_or(first_step) * options_.job.global_batch(), train_samples_);
+}
+
+bool Scheduler::JoinedWhileRunningLocked(int worker_rank) const {
+  for (const MembershipEvent& e : membership_.events()) {
+    if (e.role == WORKER && e.rank == worker_rank && e.kind == ChangeKind::kJoined) return true;
+  }
+  return false;
 }
 
 int64_t Scheduler::StreamKeptFromLocked() const {

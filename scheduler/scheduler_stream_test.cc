@@ -291,6 +291,51 @@ TEST(StreamScoresTest, ScoresOfNoReadyFileOrTooManyAreRefused) {
 // A PyTorch model on a stream (model "external"): the first declaration gives no sizes (0 and 0:
 // the scheduler counts the stream's records, and there is no test set); one that gives any is
 // refused and changes nothing. The job then trains the ready records, as a built-in model's does.
+// SYNC: a worker there from the start that has not reported yet may have trained many steps
+// unreported; the files it predicted stay open until it reports, so its scores count. A worker
+// that joins the running job is not waited for before its first report.
+TEST(SchedulerStreamTest, AFileStaysOpenUntilEveryWorkerThereFromTheStartHasReported) {
+  StreamDir dir;
+  auto s = *Scheduler::Create(StreamJobOptions(dir.path(), /*servers=*/1));
+  ASSERT_TRUE(s->Register(Reg(SERVER, "h:1")).ok());
+  for (const char* address : {"h:2", "h:3"}) ASSERT_TRUE(s->Register(Reg(WORKER, address)).ok());
+  ASSERT_EQ(s->state(), RUNNING);
+  dir.AddFile(0, 200);
+  dir.AddFile(1, 200);
+  ASSERT_EQ(s->RefreshStream(), 2);
+  int64_t seq[8] = {0};
+  // Worker `rank` reports global step `step` and its scores of `records` of file `file`.
+  auto report = [&](int rank, int64_t step, int64_t file, int records) {
+    ProgressReport r;
+    r.set_worker_rank(rank);
+    r.set_report_seq(++seq[rank]);
+    r.set_step(step);
+    r.mutable_train()->set_samples(records);
+    r.mutable_train()->set_steps(step);
+    *r.mutable_train()->add_files() = ScoresOf(file, records / 2, records - records / 2);
+    const absl::Status status = s->ReportProgress(r);
+    EXPECT_TRUE(status.ok()) << status;
+  };
+  auto file_samples = [&](int file) {
+    const std::optional<scheduler::StreamStatus> stream = s->DashboardStatus().stream;
+    EXPECT_TRUE(stream.has_value());
+    return stream.has_value() && file < static_cast<int>(stream->files.size())
+               ? std::make_pair(stream->files[file].closed, stream->files[file].samples)
+               : std::make_pair(false, int64_t{-1});
+  };
+
+  report(0, 3, 0, 100);  // worker 0 is past file 0 (steps of 100 records); worker 1 said nothing
+  EXPECT_EQ(file_samples(0), std::make_pair(false, int64_t{100})) << "file 0 must wait for worker 1";
+  report(1, 3, 0, 100);
+  EXPECT_EQ(file_samples(0), std::make_pair(true, int64_t{200})) << "every record of file 0 scored once";
+
+  // A joiner is not waited for: file 1 closes once the workers there from the start are past it.
+  ASSERT_TRUE(s->Register(Reg(WORKER, "h:4")).ok());
+  report(0, 4, 1, 100);
+  report(1, 4, 1, 100);
+  EXPECT_EQ(file_samples(1), std::make_pair(true, int64_t{200}));
+}
+
 TEST(SchedulerStreamTest, AnExternalModelDeclaresNoSizesAndTrainsTheReadyRecords) {
   StreamDir dir;
   Scheduler::Options options = StreamJobOptions(dir.path(), /*servers=*/1);
