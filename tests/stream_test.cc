@@ -126,6 +126,7 @@ struct StreamJob {
     }
     for (double auc : JsonNumbers(summary.substr(progressive), "auc")) EXPECT_GT(auc, 0.5) << summary;
     EXPECT_EQ(summary.find("\"closed\":false"), std::string::npos) << summary;
+    EXPECT_NE(summary.find("\"closed\":true"), std::string::npos) << summary;
   }
 
   // The model of a run whose slices were cut among other workers for a while: the same sums in
