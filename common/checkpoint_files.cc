@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -14,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "common/file_io.h"
+#include "common/status_macros.h"
 
 namespace pstrain {
 namespace {
@@ -58,18 +60,46 @@ absl::StatusOr<int64_t> LatestConsistentStep(const std::string& dir, int num_ser
     return absl::InvalidArgumentError(
         absl::StrCat("latest consistent checkpoint: num_servers is ", num_servers, ", expected >= 1"));
   }
+  ASSIGN_OR_RETURN(const ConsistentCut cut, LatestConsistentCut(dir, {{0, num_servers}}));
+  return cut.step;
+}
+
+int ServersAt(const std::vector<ServerCountEra>& eras, int64_t step) {
+  int servers = eras.front().num_servers;
+  for (size_t i = 1; i < eras.size() && eras[i].from_step < step; ++i) servers = eras[i].num_servers;
+  return servers;
+}
+
+absl::StatusOr<ConsistentCut> LatestConsistentCut(const std::string& dir, const std::vector<ServerCountEra>& eras) {
+  if (eras.empty()) return absl::InvalidArgumentError("latest consistent checkpoint: no server counts given");
+  int most = 0;
+  for (const ServerCountEra& era : eras) {
+    if (era.num_servers < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("latest consistent checkpoint: the server count from step ",
+                                                     era.from_step, " is ", era.num_servers, ", expected >= 1"));
+    }
+    most = std::max(most, era.num_servers);
+  }
   std::map<int64_t, std::set<int>> ranks_by_step;
   const bool listed = ForEachCheckpoint(dir, [&](int rank, int64_t step) {
-    if (rank < num_servers) ranks_by_step[step].insert(rank);
+    if (rank < most) ranks_by_step[step].insert(rank);
   });
   if (!listed) {
     return ErrnoStatus(errno, absl::StrCat("listing checkpoint folder '", dir, "'"));
   }
   for (auto it = ranks_by_step.rbegin(); it != ranks_by_step.rend(); ++it) {
-    if (static_cast<int>(it->second.size()) == num_servers) return it->first;
+    const int servers = ServersAt(eras, it->first);
+    // The ranks are sorted: the step's count is there when its first `servers` ranks are.
+    if (static_cast<int>(it->second.size()) >= servers && *std::next(it->second.begin(), servers - 1) == servers - 1) {
+      return ConsistentCut{it->first, servers};
+    }
   }
-  return absl::NotFoundError(absl::StrCat("no step in '", dir, "' has a checkpoint from all ",
-                                          num_servers, " servers"));
+  if (eras.size() == 1) {
+    return absl::NotFoundError(absl::StrCat("no step in '", dir, "' has a checkpoint from all ",
+                                            eras.front().num_servers, " servers"));
+  }
+  return absl::NotFoundError(absl::StrCat("no step in '", dir, "' has a checkpoint from all the servers of its ",
+                                          "server count (", eras.size(), " server counts since the job began)"));
 }
 
 std::vector<int64_t> ListCheckpointSteps(const std::string& dir, int rank) {

@@ -43,6 +43,30 @@ std::string CheckpointPath(const std::string& dir, int rank, int64_t step);
 // NOT_FOUND when there is none (or no folder); INVALID_ARGUMENT for num_servers < 1.
 absl::StatusOr<int64_t> LatestConsistentStep(const std::string& dir, int num_servers);
 
+// A stretch of a job's life on one server count: its checkpoints of the steps after from_step (up
+// to the next era's from_step) were taken under num_servers servers. The first era (from_step 0)
+// also holds a checkpoint of step 0. A job resumed on another count starts a new era at the step
+// it resumed from (common/server_counts.h keeps the list beside the checkpoints).
+struct ServerCountEra {
+  int64_t from_step = 0;
+  int num_servers = 0;
+};
+
+// The server count `step`'s checkpoints were taken under: the last era whose from_step is below
+// `step`, or the first era. `eras`: non-empty, from_step ascending.
+int ServersAt(const std::vector<ServerCountEra>& eras, int64_t step);
+
+struct ConsistentCut {
+  int64_t step = 0;
+  int num_servers = 0;  // the count its checkpoints were taken under
+};
+
+// The newest step s such that `server-<r>-step-<s>.ckpt` exists for every r in
+// [0, ServersAt(eras, s)): the newest consistent cut of a job whose server count changed (a file
+// of a rank the step's count does not have is ignored). Only file names are looked at. NOT_FOUND
+// when there is none (or no folder); INVALID_ARGUMENT for no eras or a count below 1.
+absl::StatusOr<ConsistentCut> LatestConsistentCut(const std::string& dir, const std::vector<ServerCountEra>& eras);
+
 // The steps of every checkpoint file of server `rank` in `dir`, ascending; empty when the folder
 // is missing or unreadable.
 std::vector<int64_t> ListCheckpointSteps(const std::string& dir, int rank);

@@ -10,6 +10,7 @@
 #include "common/checkpoint_files.h"
 #include "common/file_io.h"
 #include "common/job_spec.h"
+#include "common/server_counts.h"
 #include "common/status_macros.h"
 #include "google/protobuf/text_format.h"
 
@@ -27,7 +28,6 @@ struct Field {
 const Field kMustMatch[] = {
     {"model", [](const JobSpec& j) { return j.model(); }},
     {"hidden_sizes", [](const JobSpec& j) { return absl::StrJoin(j.hidden_sizes(), ","); }},
-    {"num_servers", [](const JobSpec& j) { return absl::StrCat(j.num_servers()); }},
     {"max_chunk_bytes", [](const JobSpec& j) { return absl::StrCat(j.max_chunk_bytes()); }},
     {"mode", [](const JobSpec& j) { return ModeName(j.mode()); }},
     {"seed", [](const JobSpec& j) { return absl::StrCat(j.seed()); }},
@@ -132,9 +132,16 @@ absl::StatusOr<ResumePoint> FindResumePoint(const JobSpec& job) {
                                                      path, " had ", then, "; expected the same"));
     }
   }
-  absl::StatusOr<int64_t> step = LatestConsistentStep(job.checkpoint_dir(), job.num_servers());
-  if (!step.ok()) return absl::NotFoundError(absl::StrCat("resume: ", step.status().message()));
-  return ResumePoint{*step, first->global_batch()};
+  absl::StatusOr<std::vector<ServerCountEra>> eras = ReadServerCounts(job.checkpoint_dir(), first->num_servers());
+  if (!eras.ok()) return absl::Status(eras.status().code(), absl::StrCat("resume: ", eras.status().message()));
+  absl::StatusOr<ConsistentCut> cut = LatestConsistentCut(job.checkpoint_dir(), *eras);
+  if (!cut.ok()) return absl::NotFoundError(absl::StrCat("resume: ", cut.status().message()));
+  ResumePoint point;
+  point.step = cut->step;
+  point.num_servers = cut->num_servers;
+  point.global_batch = first->global_batch();
+  point.server_counts = ContinueFrom(*eras, cut->step, job.num_servers());
+  return point;
 }
 
 }  // namespace scheduler

@@ -8,7 +8,10 @@
 //   - keep the global batch of the first run, so the step count and the data position of every
 //     step stay what they were even when the number of workers changes;
 // and takes the newest step every server has a checkpoint of (a consistent cut) as the step to
-// continue from. The scheduler then publishes it as the view's restore_step from the start: each
+// continue from. The cut may be of another server count than the resumed job's: the history of
+// server counts beside the checkpoints (common/server_counts.h) says which count each step's
+// files were taken under, and the servers re-cut such a cut into the new count's shards as they
+// restore it (server/checkpoint_reshard.h). The scheduler then publishes it as the view's restore_step from the start: each
 // server restores its shard of that step before it serves, and workers begin at that step's
 // data position.
 //
@@ -19,11 +22,13 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/checkpoint_files.h"
+#include "common/server_counts.h"
 #include "proto/job.pb.h"
 #include "proto/scheduler_state.pb.h"
 
@@ -58,17 +63,23 @@ absl::StatusOr<StreamState> ReadStreamCatalog(const JobSpec& job);
 absl::Status CheckNoEarlierCheckpoints(const JobSpec& job);
 
 struct ResumePoint {
-  // The newest consistent cut: every server has a checkpoint of this step.
+  // The newest consistent cut: every server of its count has a checkpoint of this step.
   int64_t step = 0;
+  // The server count the cut was taken under; another than job.num_servers() means re-sharding.
+  int num_servers = 0;
   // The first run's global batch, which the resumed job keeps.
   int64_t global_batch = 0;
+  // The history of server counts for the resumed job to write (ContinueFrom the cut on
+  // job.num_servers() servers).
+  std::vector<ServerCountEra> server_counts;
 };
 
 // For `job` (after ApplyJobDefaults, resume set): reads the manifest and checks that `job` can
-// continue it, then finds the newest consistent cut of job.num_servers servers. NOT_FOUND when the
-// manifest or a consistent cut is missing; INVALID_ARGUMENT "resume: num_servers is 3, but the job
-// in DIR/job.textproto had 2; expected the same" for an incompatible job or a malformed manifest,
-// and for a job whose mode is not SYNC.
+// continue it, then finds the newest consistent cut (LatestConsistentCut over the folder's history
+// of server counts). NOT_FOUND when the manifest or a consistent cut is missing; INVALID_ARGUMENT
+// "resume: seed is 3, but the job in DIR/job.textproto had 2; expected the same" for an
+// incompatible job or a malformed manifest, and for a job whose mode is not SYNC; the error of
+// ReadServerCounts for a bad history.
 absl::StatusOr<ResumePoint> FindResumePoint(const JobSpec& job);
 
 }  // namespace scheduler

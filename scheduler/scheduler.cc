@@ -105,6 +105,10 @@ Scheduler::Scheduler(Options options)
       fleet_(options_.job.num_servers(), options_.job.replicas() == 2),
       final_model_(options_.job.num_servers()),
       server_reports_(created_) {
+  if (options_.resume_step.has_value()) {
+    fleet_.SetResumeCut(*options_.resume_step,
+                        options_.resume_servers > 0 ? options_.resume_servers : options_.job.num_servers());
+  }
   if (IsStreamJob(options_.job)) {
     stream_.emplace(options_.job.data().stream_dir(), options_.job.global_batch(), options_.stream);
     stream_scores_.emplace(options_.progressive_window_files, options_.stream);
@@ -195,7 +199,7 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
                     << " and restores its checkpoint of step "
                     << fleet_.NewestCheckpoint(*rank) << "; " << MembershipLine();
         } else if (fleet_.vacancies().empty()) {
-          fleet_.SetRestoreStep(fleet_.NewestCommonStep(), membership_.epoch());
+          fleet_.SetRestoreStep(fleet_.RestorableStep(), membership_.epoch());
           progress_->AllowRedo();  // The workers redo the steps after restore_step.
           LOG(INFO) << membership_.Describe(SERVER, *rank) << " replaces the dead server; every server rank "
                     << "is live again; servers restore the checkpoints of step " << *fleet_.restore_step()

@@ -159,6 +159,10 @@ class Scheduler {
     // Resuming a job (scheduler/resume.h): the step every server restores before it serves. The
     // view carries it as restore_step (restore_epoch: the epoch at which the job starts running).
     std::optional<int64_t> resume_step;
+    // The server count resume_step's checkpoints were taken under, when it is not the job's: the
+    // view then carries it as restore_servers, and servers re-cut that cut into their shards. 0:
+    // the job's own count.
+    int resume_servers = 0;
     // Time source; tests inject their own. Default: absl::Now.
     std::function<absl::Time()> clock;
     // When the job started (wall_seconds and event times count from it); default: now. Restore

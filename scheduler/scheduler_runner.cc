@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -19,6 +20,7 @@
 #include "common/health.h"
 #include "common/job_spec.h"
 #include "common/malloc_tuning.h"
+#include "common/server_counts.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "model/model_file.h"
@@ -203,6 +205,8 @@ absl::Status SchedulerRunner::Run() {
   }
   JobSpec job = job_;
   std::optional<int64_t> resume_step;
+  int resume_servers = 0;
+  std::vector<ServerCountEra> server_counts = {{0, job.num_servers()}};
   if (job.resume() && job.mode() != SYNC) {
     // ASYNC and SSP servers checkpoint at their own update counts: no common cut to go back to.
     // The scheduler's saved state says which records were trained (its lease pool, and a stream's
@@ -224,15 +228,24 @@ absl::Status SchedulerRunner::Run() {
     }
     job.set_global_batch(point.global_batch);
     resume_step = point.step;
+    resume_servers = point.num_servers;
+    server_counts = point.server_counts;
     LOG(INFO) << "resume: continuing from step " << point.step << ", the newest checkpoint every server has in "
-              << job.checkpoint_dir();
+              << job.checkpoint_dir()
+              << (point.num_servers == job.num_servers()
+                      ? std::string()
+                      : absl::StrCat("; it was taken on ", point.num_servers, " servers, and the ", job.num_servers(),
+                                     " servers of this run re-shard it as they restore it"));
   }
   if (!job.resume() && !saved.has_value() && !job.checkpoint_dir().empty()) {
     // A new job must not mix its checkpoints with an earlier one's (a recovery would pick the
     // earlier run's newer steps, and pruning would keep them over the new run's).
     RETURN_IF_ERROR(CheckNoEarlierCheckpoints(job));
   }
-  if (!job.checkpoint_dir().empty()) RETURN_IF_ERROR(WriteJobManifest(job));
+  if (!job.checkpoint_dir().empty()) {
+    RETURN_IF_ERROR(WriteJobManifest(job));
+    RETURN_IF_ERROR(WriteServerCounts(job.checkpoint_dir(), server_counts, OutputMode(job.output_mode())));
+  }
   ASSIGN_OR_RETURN(JobSetup setup, SetUpJob(job));
   if (IsExternalModel(job)) {
     LOG(INFO) << "model " << setup.model_line << "; data set sizes "
@@ -252,6 +265,7 @@ absl::Status SchedulerRunner::Run() {
   Scheduler::Options core_options;
   core_options.job = job;
   core_options.resume_step = resume_step;
+  core_options.resume_servers = resume_servers;
   const int64_t max_request_bytes = MaxRequestBytes(job, setup.shard_map, options_.max_model_bytes);
   core_options.shard_map = std::move(setup.shard_map);
   core_options.train_samples = setup.train_samples;

@@ -46,7 +46,7 @@ int64_t Scheduler::StreamKeptFromLocked() const {
   // No rollback: without checkpoints, and in ASYNC, where a replaced server's lost updates are not
   // trained again (scheduler/lease_pool.h, SetServerCounts); the remainders are above the watermark.
   if (!CheckpointsOn(options_.job) || options_.job.mode() != SYNC) return StreamTrainedLocked();
-  const int64_t cut = std::max(fleet_.NewestCommonStep(), options_.resume_step.value_or(0));
+  const int64_t cut = fleet_.RestorableStep();
   return std::min(cut * options_.job.global_batch(), StreamTrainedLocked());
 }
 

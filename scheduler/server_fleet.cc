@@ -93,6 +93,13 @@ int64_t ServerFleet::NewestCheckpoint(int rank) const {
 
 int64_t ServerFleet::NewestCommonStep() const { return scheduler::NewestCommonStep(checkpoints_); }
 
+void ServerFleet::SetResumeCut(int64_t step, int servers) {
+  resume_step_ = step;
+  resume_servers_ = servers;
+}
+
+int64_t ServerFleet::RestorableStep() const { return std::max(NewestCommonStep(), resume_step_); }
+
 void ServerFleet::Vacate(int rank, absl::Time when) {
   vacancies_[rank] = when;
   restore_step_.reset();
@@ -110,6 +117,9 @@ void ServerFleet::AddToView(ClusterView* view) const {
   if (restore_step_.has_value()) {
     view->set_restore_step(*restore_step_);
     view->set_restore_epoch(restore_epoch_);
+    if (resume_servers_ > 0 && resume_servers_ != num_servers() && *restore_step_ == resume_step_) {
+      view->set_restore_servers(resume_servers_);
+    }
   }
 }
 

@@ -79,6 +79,16 @@ class ServerFleet {
   // The newest step every rank holds a checkpoint of (the free function above).
   int64_t NewestCommonStep() const;
 
+  // --- A job resumed from a cut (scheduler/resume.h) ---
+
+  // The job went on from the cut of `step`, taken under `servers` servers (possibly another
+  // count than num_servers(): its ranks' files then are not this layout's shards).
+  void SetResumeCut(int64_t step, int servers);
+  // The step a recovery goes back to: NewestCommonStep(), but never before the resumed cut. Every
+  // rank can restore the cut even without a file of its own at that step (it re-cuts the cut's
+  // files of the old count), and no step before it belongs to this run's layout.
+  int64_t RestorableStep() const;
+
   // --- Vacancies and the restore step ---
 
   // `rank`'s server died at `when` and waits for a replacement; drops the restore step.
@@ -92,7 +102,8 @@ class ServerFleet {
   const std::optional<int64_t>& restore_step() const { return restore_step_; }
   int64_t restore_epoch() const { return restore_epoch_; }
 
-  // Adds the shard hosts and, when set, the restore step and its epoch to `view`.
+  // Adds the shard hosts and, when set, the restore step and its epoch to `view`; and when the
+  // restore step is a resumed cut of another server count, that count (restore_servers).
   void AddToView(ClusterView* view) const;
 
   // --- The saved state ---
@@ -109,6 +120,8 @@ class ServerFleet {
   std::map<int, absl::Time> vacancies_;
   std::optional<int64_t> restore_step_;
   int64_t restore_epoch_ = 0;
+  int64_t resume_step_ = 0;
+  int resume_servers_ = 0;  // 0: not resumed
   std::vector<ShardHost> shard_hosts_;  // by shard; empty without replicas
 };
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/checkpoint_chain.h"
 
 namespace pstrain::server {
 namespace {
@@ -120,6 +121,22 @@ absl::StatusOr<ShardCheckpoint> ReshardCheckpoints(const std::vector<ShardCheckp
     at += chunk.length();
   }
   return out;
+}
+
+absl::StatusOr<ShardCheckpoint> ReadResharded(const std::string& dir, int from_servers, int64_t step,
+                                              const ShardMap& to, int rank) {
+  std::vector<ShardCheckpoint> cut;
+  cut.reserve(from_servers);
+  for (int old = 0; old < from_servers; ++old) {
+    absl::StatusOr<ShardCheckpoint> ckpt = ReadCheckpointChain(dir, old, step);
+    if (!ckpt.ok()) {
+      return absl::Status(ckpt.status().code(),
+                          absl::StrCat("reading the cut of step ", step, " taken on ", from_servers, " servers: server ",
+                                       old, "'s checkpoint: ", ckpt.status().message()));
+    }
+    cut.push_back(*std::move(ckpt));
+  }
+  return ReshardCheckpoints(cut, to, rank);
 }
 
 }  // namespace pstrain::server

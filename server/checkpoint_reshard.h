@@ -19,6 +19,8 @@
 #ifndef PSTRAIN_SERVER_CHECKPOINT_RESHARD_H_
 #define PSTRAIN_SERVER_CHECKPOINT_RESHARD_H_
 
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -36,6 +38,14 @@ namespace pstrain::server {
 // checkpoint missing from the cut); UNIMPLEMENTED for a cut holding embedding tables.
 absl::StatusOr<ShardCheckpoint> ReshardCheckpoints(const std::vector<ShardCheckpoint>& cut, const ShardMap& to,
                                                    int rank);
+
+// The checkpoint server `rank` of map `to` restores from the cut of `step` in `dir`, taken under
+// `from_servers` servers: every old rank's checkpoint of `step` read through its chain
+// (ReadCheckpointChain), then ReshardCheckpoints. Errors name the step and the old rank whose file
+// fails (ReadCheckpointChain's codes), or are ReshardCheckpoints'. Blocks on disk I/O: reads the
+// whole model.
+absl::StatusOr<ShardCheckpoint> ReadResharded(const std::string& dir, int from_servers, int64_t step,
+                                              const ShardMap& to, int rank);
 
 }  // namespace pstrain::server
 

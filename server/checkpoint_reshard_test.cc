@@ -1,11 +1,13 @@
 #include "server/checkpoint_reshard.h"
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/checkpoint_files.h"
 #include "model/mlp.h"
 #include "scheduler/shard_map.h"
 
@@ -121,6 +123,26 @@ TEST(ReshardCheckpointsTest, RefusesACutThatDoesNotHoldTheModelOnce) {
   EXPECT_TRUE(absl::IsUnimplemented(ReshardCheckpoints(tables, three, 0).status()));
 
   EXPECT_TRUE(absl::IsInvalidArgument(ReshardCheckpoints({}, three, 0).status()));
+}
+
+TEST(ReadReshardedTest, ReadsEveryOldServersFileOfTheStep) {
+  const std::string dir = ::testing::TempDir() + "/read_resharded";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const ShardMap two = MapOf(2), three = MapOf(3);
+  const std::vector<ShardCheckpoint> cut = CutOf(two, 2);
+  for (const ShardCheckpoint& ckpt : cut) ASSERT_TRUE(WriteCheckpoint(CheckpointPath(dir, ckpt.rank, kStep), ckpt).ok());
+  const std::vector<ShardCheckpoint> want = CutOf(three, 3);
+  for (int r = 0; r < 3; ++r) {
+    absl::StatusOr<ShardCheckpoint> got = ReadResharded(dir, 2, kStep, three, r);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->weights, want[r].weights);
+    EXPECT_EQ(got->state, want[r].state);
+  }
+  // A missing old file is named.
+  absl::Status missing = ReadResharded(dir, 3, kStep, three, 0).status();
+  EXPECT_TRUE(absl::IsNotFound(missing)) << missing;
+  EXPECT_THAT(missing.message(), HasSubstr("reading the cut of step 40 taken on 3 servers: server 2's checkpoint"));
 }
 
 }  // namespace

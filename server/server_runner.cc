@@ -31,6 +31,7 @@
 #include "server/applied_batches.h"
 #include "server/checkpoint.h"
 #include "server/checkpoint_chain.h"
+#include "server/checkpoint_reshard.h"
 #include "server/slow_step_watch.h"
 #include "common/listen_error.h"
 
@@ -578,8 +579,17 @@ absl::Status ServerRunner::RollBack(SchedulerClient* client, int rank, const std
                                     int64_t step, const ClusterView& view, ParameterStore* store) {
   const std::string what =
       absl::StrCat("server ", rank, ": rolling back to step ", step, " for membership epoch ", view.membership_epoch());
-  // The step's file, and when it is a delta, its chain back to a base (server/checkpoint_chain.h).
-  absl::StatusOr<ShardCheckpoint> ckpt = ReadCheckpointChain(checkpoint_dir, rank, step);
+  // The step's file, and when it is a delta, its chain back to a base (server/checkpoint_chain.h);
+  // or, for a job resumed from a cut of another server count, that cut's files re-cut into this
+  // server's shard (server/checkpoint_reshard.h).
+  const bool reshard = view.restore_servers() > 0 && step == view.restore_step();
+  absl::StatusOr<ShardCheckpoint> ckpt =
+      reshard ? ReadResharded(checkpoint_dir, view.restore_servers(), step, view.shard_map(), rank)
+              : ReadCheckpointChain(checkpoint_dir, rank, step);
+  if (reshard && ckpt.ok()) {
+    LOG(INFO) << what << ": re-cut the " << view.restore_servers() << " servers' checkpoints of step " << step
+              << " into this server's " << ckpt->chunks.size() << " chunks";
+  }
   const bool initial = !ckpt.ok() && step == 0 && absl::IsNotFound(ckpt.status());
   if (!ckpt.ok() && !initial) {
     return ReportFatal(client, rank,

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint_files.h"
 #include "common/job_spec.h"
+#include "common/server_counts.h"
 #include "common/status_macros.h"
 #include "common/table_spec.h"
 #include "server/checkpoint_chain.h"
@@ -51,11 +52,16 @@ absl::StatusOr<ModelExport> ExportCheckpoints(const CheckpointExportOptions& opt
   const JobSpec& job = options.job;
   const std::string& dir = options.checkpoint_dir;
   int64_t step = options.step;
+  // The server count the step's files were taken under (a job resumed on another count changes it).
+  ASSIGN_OR_RETURN(const std::vector<ServerCountEra> eras, ReadServerCounts(dir, job.num_servers()));
+  int servers = ServersAt(eras, step);
   if (step < 0) {
-    ASSIGN_OR_RETURN(step, LatestConsistentStep(dir, job.num_servers()));
+    ASSIGN_OR_RETURN(const ConsistentCut cut, LatestConsistentCut(dir, eras));
+    step = cut.step;
+    servers = cut.num_servers;
   }
   std::vector<server::ShardCheckpoint> shards;
-  for (int r = 0; r < job.num_servers(); ++r) {
+  for (int r = 0; r < servers; ++r) {
     ASSIGN_OR_RETURN(server::ShardCheckpoint ckpt, server::ReadCheckpointChain(dir, r, step));
     shards.push_back(std::move(ckpt));
   }
@@ -66,10 +72,7 @@ absl::StatusOr<ModelExport> AssembleExport(const std::vector<server::ShardCheckp
                                            const CheckpointExportOptions& options) {
   const JobSpec& job = options.job;
   const std::string& dir = options.checkpoint_dir;
-  if (shards.size() != static_cast<size_t>(job.num_servers()) || shards.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("an export needs every server's checkpoint: ", shards.size(),
-                                                   " of the job's ", job.num_servers()));
-  }
+  if (shards.empty()) return absl::InvalidArgumentError("an export needs every server's checkpoint of a cut: none given");
   const int64_t step = shards[0].step;
   for (const server::ShardCheckpoint& ckpt : shards) {
     // Every table of the checkpoints is the job's: none is left out of the export.

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint_files.h"
+#include "common/server_counts.h"
 #include "common/status_macros.h"
 #include "server/checkpoint_chain.h"
 
@@ -46,20 +47,26 @@ absl::StatusOr<server::ShardCheckpoint> CheckpointFollower::Advance(int rank, in
 }
 
 absl::StatusOr<std::optional<ModelExport>> CheckpointFollower::Poll() {
-  const int num_servers = options_.job.num_servers();
-  absl::StatusOr<int64_t> newest = LatestConsistentStep(options_.checkpoint_dir, num_servers);
-  if (absl::IsNotFound(newest.status())) return std::nullopt;
-  RETURN_IF_ERROR(newest.status());
-  newest_seen_ = std::max(newest_seen_, *newest);
-  if (*newest <= step()) return std::nullopt;
+  // The server count of each stretch of cuts (a job resumed on another count changes it).
+  ASSIGN_OR_RETURN(const std::vector<ServerCountEra> eras,
+                   ReadServerCounts(options_.checkpoint_dir, options_.job.num_servers()));
+  absl::StatusOr<ConsistentCut> cut = LatestConsistentCut(options_.checkpoint_dir, eras);
+  if (absl::IsNotFound(cut.status())) return std::nullopt;
+  RETURN_IF_ERROR(cut.status());
+  const int64_t newest = cut->step;
+  const int num_servers = cut->num_servers;
+  newest_seen_ = std::max(newest_seen_, newest);
+  if (newest <= step()) return std::nullopt;
   // The cut held is consumed: on any failure below none is held, and the next poll reads chains.
+  // A cut of another server count has other shards: its chains are read whole.
   std::vector<server::ShardCheckpoint> old = std::move(held_);
   held_.clear();
+  if (old.size() != static_cast<size_t>(num_servers)) old.clear();
   std::vector<server::ShardCheckpoint> next;
   for (int r = 0; r < num_servers; ++r) {
     std::optional<server::ShardCheckpoint> mine;
     if (static_cast<size_t>(r) < old.size()) mine = std::move(old[r]);
-    ASSIGN_OR_RETURN(server::ShardCheckpoint ckpt, Advance(r, *newest, std::move(mine)));
+    ASSIGN_OR_RETURN(server::ShardCheckpoint ckpt, Advance(r, newest, std::move(mine)));
     next.push_back(std::move(ckpt));
   }
   ASSIGN_OR_RETURN(ModelExport e, AssembleExport(next, options_));

@@ -4,12 +4,14 @@
 // the job ends as the undisturbed run does (SYNC mode).
 #include <signal.h>
 
+#include <filesystem>
 #include <regex>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/model_file.h"
 #include "tests/cluster.h"
 #include "tests/process.h"
 
@@ -17,6 +19,7 @@ namespace pstrain::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int64_t kTrainSamples = 12000;
 constexpr int64_t kGlobalBatch = 64;  // 32 per worker x the first run's 2 workers
@@ -37,11 +40,11 @@ std::vector<int64_t> EpochSamples(const std::string& summary) {
   return out;
 }
 
-// Runs `job` on 2 servers x 2 workers until it has made `steps` steps, then kills every process
-// of it with SIGKILL: the whole job dies at once, leaving only its checkpoint folder.
-void RunAndKillAt(const std::vector<std::string>& job, int64_t steps, const std::string& name) {
+// Runs `job` on `servers` servers x 2 workers until it has made `steps` steps, then kills every
+// process of it with SIGKILL: the whole job dies at once, leaving only its checkpoint folder.
+void RunAndKillAt(const std::vector<std::string>& job, int64_t steps, const std::string& name, int servers = 2) {
   ManualCluster cluster(name);
-  cluster.Start(2, 2, job);
+  cluster.Start(servers, 2, job);
   cluster.WaitForSteps(steps);
   cluster.scheduler->Kill(SIGKILL);
   for (auto& s : cluster.servers) s->Kill(SIGKILL);
@@ -83,18 +86,79 @@ TEST(ResumeTest, KilledJobResumesWithMoreWorkersAndEndsLikeAnUndisturbedRun) {
       << summary;
 }
 
+// Resumes the checkpoints in `dir` on `servers` servers x 2 workers to the end; returns the final
+// model and the scheduler's log.
+model::ModelFile ResumeOn(const std::string& dir, int servers, const std::string& name, std::string* log) {
+  ManualCluster cluster(name);
+  std::vector<std::string> job = Job(dir);
+  job.push_back("--resume");
+  job.push_back("--full_checkpoint_every=3");
+  job.push_back("--final_model=" + cluster.dir() + "/model.bin");
+  cluster.Start(servers, 2, job);
+  RunToEnd(cluster);
+  *log = cluster.scheduler->Output();
+  for (auto& s : cluster.servers) *log += s->Output();
+  absl::StatusOr<model::ModelFile> model = model::ReadModelFile(cluster.dir() + "/model.bin");
+  EXPECT_TRUE(model.ok()) << model.status() << "\n" << *log;
+  return model.ok() ? *model : model::ModelFile{};
+}
+
+std::string CopyOf(const std::string& dir, const std::string& name) {
+  const std::string copy = MakeTempDir(name);
+  std::filesystem::copy(dir, copy, std::filesystem::copy_options::recursive |
+                                       std::filesystem::copy_options::overwrite_existing);
+  return copy;
+}
+
+TEST(ResumeTest, ACheckpointOfTwoServersResumedOnThreeOrOneEndsBitwiseLikeGoingOnWithTwo) {
+  // The first run cuts every 25 steps, each third cut a base and the others deltas, so the
+  // re-cut reads chains.
+  const std::string dir = MakeTempDir("ckpt-reshard");
+  std::vector<std::string> first = Job(dir);
+  first.push_back("--full_checkpoint_every=3");
+  RunAndKillAt(first, 100, "reshard-first");
+  const std::string on_three = CopyOf(dir, "ckpt-reshard-3"), on_one = CopyOf(dir, "ckpt-reshard-1");
+
+  std::string log_two, log_three, log_one;
+  const model::ModelFile two = ResumeOn(dir, 2, "reshard-on-2", &log_two);
+  const model::ModelFile three = ResumeOn(on_three, 3, "reshard-on-3", &log_three);
+  const model::ModelFile one = ResumeOn(on_one, 1, "reshard-on-1", &log_one);
+  ASSERT_FALSE(two.values.empty());
+  EXPECT_EQ(three.values, two.values);  // Bitwise: float == on every element.
+  EXPECT_EQ(one.values, two.values);
+
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(log_three, m, std::regex("continuing from step ([0-9]+)"))) << log_three;
+  EXPECT_THAT(log_three, HasSubstr("it was taken on 2 servers, and the 3 servers of this run re-shard it"));
+  EXPECT_THAT(log_three, HasSubstr("re-cut the 2 servers' checkpoints of step " + m[1].str()));
+  EXPECT_THAT(log_one, HasSubstr("it was taken on 2 servers, and the 1 servers of this run re-shard it"));
+  EXPECT_THAT(log_one, HasSubstr("re-cut the 2 servers' checkpoints of step " + m[1].str()));
+  EXPECT_THAT(log_two, Not(HasSubstr("re-cut")));
+  // The history beside the checkpoints: steps up to the cut were taken on 2 servers, after it on 3.
+  EXPECT_THAT(ReadFile(on_three + "/server_counts.textproto"),
+              HasSubstr("eras {\n  from_step: " + m[1].str() + "\n  num_servers: 3\n}"));
+
+  // The 3-server run's own newest cut, resumed on 2 again, still ends with the same model: the
+  // history tells its 3-server cuts from the 2-server ones before them.
+  std::string log_back;
+  const model::ModelFile back = ResumeOn(on_three, 2, "reshard-3-on-2", &log_back);
+  EXPECT_EQ(back.values, two.values);
+  EXPECT_THAT(log_back, HasSubstr("it was taken on 3 servers, and the 2 servers of this run re-shard it"));
+}
+
 TEST(ResumeTest, ResumeRefusesAnotherJobOrAFolderWithoutOne) {
   const std::string dir = MakeTempDir("ckpt-refused");
   RunAndKillAt(Job(dir), 60, "resume-refused-first");
 
-  std::vector<std::string> argv = {BinDir() + "/pstrain-scheduler", "--port=0", "--servers=3", "--resume"};
+  std::vector<std::string> argv = {BinDir() + "/pstrain-scheduler", "--port=0", "--resume"};
   for (const std::string& flag : Job(dir)) argv.push_back(flag);
+  argv.push_back("--seed=12");
   absl::StatusOr<Child> other = Child::Start(argv, dir + "/other.log");
   ASSERT_TRUE(other.ok());
   absl::StatusOr<int> code = other->Wait(absl::Seconds(30));
   ASSERT_TRUE(code.ok());
   EXPECT_NE(*code, 0);
-  EXPECT_THAT(other->Output(), HasSubstr("resume: num_servers is 3, but the job in"));
+  EXPECT_THAT(other->Output(), HasSubstr("resume: seed is 12, but the job in"));
 
   // A new job (no --resume) refuses a folder that holds another run's checkpoints.
   argv = {BinDir() + "/pstrain-scheduler", "--port=0"};
