@@ -77,6 +77,40 @@ TEST(ServerFleetTest, AVacancyDropsTheRestoreStepUntilTheCallerSetsItAgain) {
   EXPECT_EQ(view.restore_epoch(), 7);
 }
 
+TEST(ServerFleetTest, AJobResumedOnAnotherCountGoesBackNoFurtherThanItsCutAndNamesItsCount) {
+  // Resumed on 3 servers from the cut of step 300 taken on 2: ranks 0 and 1 hold that run's files,
+  // rank 2 none yet.
+  ServerFleet fleet(3, /*replicas=*/false);
+  fleet.SetResumeCut(300, 2);
+  fleet.SetCheckpoints(Report(0, {275, 300}));
+  fleet.SetCheckpoints(Report(1, {275, 300}));
+  EXPECT_EQ(fleet.NewestCommonStep(), 0);
+  EXPECT_EQ(fleet.RestorableStep(), 300);
+  fleet.SetRestoreStep(fleet.RestorableStep(), 4);
+  ClusterView view;
+  fleet.AddToView(&view);
+  EXPECT_EQ(view.restore_step(), 300);
+  EXPECT_EQ(view.restore_servers(), 2);
+
+  // Once the new count has a cut of its own, a recovery goes back to it, with no old count.
+  for (int rank = 0; rank < 3; ++rank) fleet.SetCheckpoints(Report(rank, {300, 325}));
+  fleet.SetCheckpoints(Report(2, {325}));
+  EXPECT_EQ(fleet.RestorableStep(), 325);
+  fleet.SetRestoreStep(fleet.RestorableStep(), 5);
+  view.Clear();
+  fleet.AddToView(&view);
+  EXPECT_EQ(view.restore_step(), 325);
+  EXPECT_EQ(view.restore_servers(), 0);
+
+  // A job resumed on its own count names none.
+  ServerFleet same(2, /*replicas=*/false);
+  same.SetResumeCut(300, 2);
+  same.SetRestoreStep(300, 1);
+  view.Clear();
+  same.AddToView(&view);
+  EXPECT_EQ(view.restore_servers(), 0);
+}
+
 TEST(ServerFleetTest, RestoresWhatItSaved) {
   ServerFleet fleet(3, /*replicas=*/true);
   fleet.SetCheckpoints(Report(2, {4, 8}));
