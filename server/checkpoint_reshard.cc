@@ -6,7 +6,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "server/checkpoint_chain.h"
+#include "server/table_reshard.h"
 
 namespace pstrain::server {
 namespace {
@@ -26,7 +28,7 @@ std::string Name(const ShardCheckpoint& ckpt) {
 }  // namespace
 
 absl::StatusOr<ShardCheckpoint> ReshardCheckpoints(const std::vector<ShardCheckpoint>& cut, const ShardMap& to,
-                                                   int rank) {
+                                                   int to_servers, int rank) {
   if (cut.empty()) return absl::InvalidArgumentError("re-sharding a cut: no checkpoints in it");
   const ShardCheckpoint& first = cut.front();
   std::vector<Piece> pieces;
@@ -42,9 +44,10 @@ absl::StatusOr<ShardCheckpoint> ReshardCheckpoints(const std::vector<ShardCheckp
           " optimizer state vectors) is not of ", Name(first), "'s cut (mode ", Mode_Name(first.mode), ", ",
           first.num_state_vectors, ")"));
     }
-    if (!ckpt.tables.empty()) {
-      return absl::UnimplementedError(absl::StrCat("re-sharding: ", Name(ckpt), " holds ", ckpt.tables.size(),
-                                                   " embedding tables; re-cutting tables is not built yet"));
+    if (ckpt.tables.size() != first.tables.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("re-sharding: ", Name(ckpt), " holds ", ckpt.tables.size(),
+                                                     " embedding tables, but ", Name(first), " holds ",
+                                                     first.tables.size()));
     }
     int64_t at = 0;
     for (const ChunkSpec& chunk : ckpt.chunks) {
@@ -120,11 +123,19 @@ absl::StatusOr<ShardCheckpoint> ReshardCheckpoints(const std::vector<ShardCheckp
     }
     at += chunk.length();
   }
+  for (size_t t = 0; t < first.tables.size(); ++t) {
+    std::vector<absl::string_view> parts;
+    for (const ShardCheckpoint& ckpt : cut) parts.push_back(ckpt.tables[t]);
+    ASSIGN_OR_RETURN(std::string table,
+                     ReshardTable(parts, to_servers, rank,
+                                  absl::StrCat("re-sharding table ", t, " of the cut of step ", first.step)));
+    out.tables.push_back(std::move(table));
+  }
   return out;
 }
 
 absl::StatusOr<ShardCheckpoint> ReadResharded(const std::string& dir, int from_servers, int64_t step,
-                                              const ShardMap& to, int rank) {
+                                              const ShardMap& to, int to_servers, int rank) {
   std::vector<ShardCheckpoint> cut;
   cut.reserve(from_servers);
   for (int old = 0; old < from_servers; ++old) {
@@ -136,7 +147,7 @@ absl::StatusOr<ShardCheckpoint> ReadResharded(const std::string& dir, int from_s
     }
     cut.push_back(*std::move(ckpt));
   }
-  return ReshardCheckpoints(cut, to, rank);
+  return ReshardCheckpoints(cut, to, to_servers, rank);
 }
 
 }  // namespace pstrain::server

@@ -13,7 +13,9 @@
 // Values are copied, never recomputed, so a model re-cut and trained on is the model trained on
 // under the old cut (docs/design/resharding.md, "Why it can be exact").
 //
-// Embedding tables are not re-cut yet: a cut holding tables is refused (UNIMPLEMENTED).
+// Each embedding table is re-cut by key: the new server keeps the rows the jump hash gives it
+// among the new count (server/table_reshard.h, which also says what becomes of the tombstones,
+// the admission sketch and the ttl clock).
 //
 // Thread safety: a free function with no shared state.
 #ifndef PSTRAIN_SERVER_CHECKPOINT_RESHARD_H_
@@ -29,23 +31,24 @@
 
 namespace pstrain::server {
 
-// The checkpoint server `rank` of map `to` would hold at the cut's step: rank `rank`, the cut's
-// step, mode and membership epoch, `to`'s layout fingerprint for `rank`, and `to`'s chunks of
-// `rank` (in (tensor_id, offset) order) with their weights and optimizer state from `cut`.
-// Errors, naming the old checkpoint and the element: INVALID_ARGUMENT for an empty cut, a delta,
-// checkpoints of different steps, modes or optimizer state counts, a chunk outside `to`'s tensors,
-// an element held by two old checkpoints, or one that no old checkpoint holds (a server's
-// checkpoint missing from the cut); UNIMPLEMENTED for a cut holding embedding tables.
+// The checkpoint server `rank` of map `to` (of `to_servers` servers) would hold at the cut's step:
+// rank `rank`, the cut's step, mode and membership epoch, `to`'s layout fingerprint for `rank`,
+// `to`'s chunks of `rank` (in (tensor_id, offset) order) with their weights and optimizer state
+// from `cut`, and each table's rows of `rank` (ReshardTable). Errors, naming the old checkpoint
+// and the element: INVALID_ARGUMENT for an empty cut, a delta, checkpoints of different steps,
+// modes, optimizer state counts or table counts, a chunk outside `to`'s tensors, an element held
+// by two old checkpoints, or one that no old checkpoint holds (a server's checkpoint missing from
+// the cut); ReshardTable's errors for a table.
 absl::StatusOr<ShardCheckpoint> ReshardCheckpoints(const std::vector<ShardCheckpoint>& cut, const ShardMap& to,
-                                                   int rank);
+                                                   int to_servers, int rank);
 
-// The checkpoint server `rank` of map `to` restores from the cut of `step` in `dir`, taken under
+// The checkpoint server `rank` of map `to` (of `to_servers` servers) restores from the cut of `step` in `dir`, taken under
 // `from_servers` servers: every old rank's checkpoint of `step` read through its chain
 // (ReadCheckpointChain), then ReshardCheckpoints. Errors name the step and the old rank whose file
 // fails (ReadCheckpointChain's codes), or are ReshardCheckpoints'. Blocks on disk I/O: reads the
 // whole model.
 absl::StatusOr<ShardCheckpoint> ReadResharded(const std::string& dir, int from_servers, int64_t step,
-                                              const ShardMap& to, int rank);
+                                              const ShardMap& to, int to_servers, int rank);
 
 }  // namespace pstrain::server
 

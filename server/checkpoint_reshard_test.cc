@@ -61,7 +61,7 @@ TEST(ReshardCheckpointsTest, EveryNewServerGetsItsElementsWithTheirOptimizerStat
     const ShardMap to = MapOf(servers);
     const std::vector<ShardCheckpoint> want = CutOf(to, servers);
     for (int r = 0; r < servers; ++r) {
-      absl::StatusOr<ShardCheckpoint> got = ReshardCheckpoints(cut, to, r);
+      absl::StatusOr<ShardCheckpoint> got = ReshardCheckpoints(cut, to, servers, r);
       ASSERT_TRUE(got.ok()) << got.status();
       EXPECT_EQ(got->rank, r);
       EXPECT_EQ(got->step, kStep);
@@ -84,9 +84,9 @@ TEST(ReshardCheckpointsTest, TwoToThreeToTwoGivesBackTheFirstCut) {
   const ShardMap two = MapOf(2), three = MapOf(3);
   const std::vector<ShardCheckpoint> first = CutOf(two, 2);
   std::vector<ShardCheckpoint> middle;
-  for (int r = 0; r < 3; ++r) middle.push_back(*ReshardCheckpoints(first, three, r));
+  for (int r = 0; r < 3; ++r) middle.push_back(*ReshardCheckpoints(first, three, 3, r));
   for (int r = 0; r < 2; ++r) {
-    absl::StatusOr<ShardCheckpoint> back = ReshardCheckpoints(middle, two, r);
+    absl::StatusOr<ShardCheckpoint> back = ReshardCheckpoints(middle, two, 2, r);
     ASSERT_TRUE(back.ok()) << back.status();
     EXPECT_EQ(back->weights, first[r].weights);
     EXPECT_EQ(back->state, first[r].state);
@@ -98,31 +98,31 @@ TEST(ReshardCheckpointsTest, RefusesACutThatDoesNotHoldTheModelOnce) {
   std::vector<ShardCheckpoint> cut = CutOf(two, 2);
 
   std::vector<ShardCheckpoint> missing = {cut[0]};
-  absl::Status s = ReshardCheckpoints(missing, three, 2).status();
+  absl::Status s = ReshardCheckpoints(missing, three, 3, 2).status();
   EXPECT_TRUE(absl::IsInvalidArgument(s));
   EXPECT_THAT(s.message(), HasSubstr("no checkpoint holds element"));
   EXPECT_THAT(s.message(), HasSubstr("missing from the cut"));
 
   std::vector<ShardCheckpoint> twice = {cut[0], cut[1], cut[1]};
-  EXPECT_THAT(ReshardCheckpoints(twice, three, 0).status().message(), HasSubstr("is held by both"));
+  EXPECT_THAT(ReshardCheckpoints(twice, three, 3, 0).status().message(), HasSubstr("is held by both"));
 
   std::vector<ShardCheckpoint> steps = cut;
   steps[1].step = kStep + 10;
-  EXPECT_THAT(ReshardCheckpoints(steps, three, 0).status().message(), HasSubstr("is not of server 0's checkpoint"));
+  EXPECT_THAT(ReshardCheckpoints(steps, three, 3, 0).status().message(), HasSubstr("is not of server 0's checkpoint"));
 
   std::vector<ShardCheckpoint> delta = cut;
   delta[1].base_step = 20;
-  EXPECT_THAT(ReshardCheckpoints(delta, three, 0).status().message(), HasSubstr("is a delta on step 20"));
+  EXPECT_THAT(ReshardCheckpoints(delta, three, 3, 0).status().message(), HasSubstr("is a delta on step 20"));
 
   std::vector<ShardCheckpoint> short_weights = cut;
   short_weights[0].weights.pop_back();
-  EXPECT_THAT(ReshardCheckpoints(short_weights, three, 0).status().message(), HasSubstr("weights"));
+  EXPECT_THAT(ReshardCheckpoints(short_weights, three, 3, 0).status().message(), HasSubstr("weights"));
 
   std::vector<ShardCheckpoint> tables = cut;
   tables[0].tables.push_back("rows");
-  EXPECT_TRUE(absl::IsUnimplemented(ReshardCheckpoints(tables, three, 0).status()));
+  EXPECT_THAT(ReshardCheckpoints(tables, three, 3, 0).status().message(), HasSubstr("holds 0 embedding tables, but server 0's checkpoint of step 40 holds 1"));
 
-  EXPECT_TRUE(absl::IsInvalidArgument(ReshardCheckpoints({}, three, 0).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ReshardCheckpoints({}, three, 3, 0).status()));
 }
 
 TEST(ReadReshardedTest, ReadsEveryOldServersFileOfTheStep) {
@@ -134,13 +134,13 @@ TEST(ReadReshardedTest, ReadsEveryOldServersFileOfTheStep) {
   for (const ShardCheckpoint& ckpt : cut) ASSERT_TRUE(WriteCheckpoint(CheckpointPath(dir, ckpt.rank, kStep), ckpt).ok());
   const std::vector<ShardCheckpoint> want = CutOf(three, 3);
   for (int r = 0; r < 3; ++r) {
-    absl::StatusOr<ShardCheckpoint> got = ReadResharded(dir, 2, kStep, three, r);
+    absl::StatusOr<ShardCheckpoint> got = ReadResharded(dir, 2, kStep, three, 3, r);
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(got->weights, want[r].weights);
     EXPECT_EQ(got->state, want[r].state);
   }
   // A missing old file is named.
-  absl::Status missing = ReadResharded(dir, 3, kStep, three, 0).status();
+  absl::Status missing = ReadResharded(dir, 3, kStep, three, 3, 0).status();
   EXPECT_TRUE(absl::IsNotFound(missing)) << missing;
   EXPECT_THAT(missing.message(), HasSubstr("reading the cut of step 40 taken on 3 servers: server 2's checkpoint"));
 }

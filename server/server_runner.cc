@@ -362,6 +362,7 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   ParameterStore::Options store_options;
   store_options.rank = rank;
   store_options.job = registration.job();
+  job_servers_ = registration.job().num_servers();
   // The view's tables are the job's: a declared model's (external) reach the servers only there.
   if (view.tables_size() > 0) *store_options.job.mutable_tables() = view.tables();
   store_options.shard_map = view.shard_map();
@@ -584,7 +585,7 @@ absl::Status ServerRunner::RollBack(SchedulerClient* client, int rank, const std
   // server's shard (server/checkpoint_reshard.h).
   const bool reshard = view.restore_servers() > 0 && step == view.restore_step();
   absl::StatusOr<ShardCheckpoint> ckpt =
-      reshard ? ReadResharded(checkpoint_dir, view.restore_servers(), step, view.shard_map(), rank)
+      reshard ? ReadResharded(checkpoint_dir, view.restore_servers(), step, view.shard_map(), job_servers_, rank)
               : ReadCheckpointChain(checkpoint_dir, rank, step);
   if (reshard && ckpt.ok()) {
     LOG(INFO) << what << ": re-cut the " << view.restore_servers() << " servers' checkpoints of step " << step

@@ -199,6 +199,9 @@ class ServerRunner {
   // Replicas: the copy of the shard before this server's. Set by ServeJob before serving, never
   // reset until Run returns.
   std::unique_ptr<ParameterStore> replica_;
+  // JobSpec.num_servers: the count whose shards this job's stores hold. Set by ServeJob before any
+  // rollback.
+  int job_servers_ = 0;
   std::atomic<bool> replica_promoted_{false};
 
   mutable absl::Mutex mu_;

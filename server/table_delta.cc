@@ -14,33 +14,6 @@
 namespace pstrain::server {
 namespace {
 
-// Keys strictly ascending, or DATA_LOSS naming the first row out of order.
-absl::Status CheckKeyOrder(const TableBytes& t, absl::string_view where, absl::string_view which) {
-  for (uint64_t i = 1; i < t.num_rows; ++i) {
-    if (t.key(i) <= t.key(i - 1)) {
-      return absl::DataLossError(absl::StrCat(where, ": ", which, " row ", i, " key ", t.key(i),
-                                              " is not greater than the key before it"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// Metadata of every row or none, or DATA_LOSS.
-absl::Status CheckRowMeta(const TableBytes& t, absl::string_view where, absl::string_view which) {
-  if (t.row_meta.data() == nullptr || t.row_meta.size() == t.num_rows * kTableRowMetaBytes) return absl::OkStatus();
-  return absl::DataLossError(absl::StrCat(where, ": ", which, " eviction metadata of ", t.row_meta.size(),
-                                          " bytes for ", t.num_rows, " rows, expected ",
-                                          t.num_rows * kTableRowMetaBytes));
-}
-
-bool Present(absl::string_view section) { return section.data() != nullptr; }
-std::string Presence(absl::string_view section) { return Present(section) ? "present" : "absent"; }
-// The row dtype section's value (0, FP32, when absent; -1 when it is not 4 bytes).
-int64_t Dtype(absl::string_view section) {
-  if (!Present(section)) return 0;
-  return section.size() == sizeof(uint32_t) ? GetBytes<uint32_t>(section.data()) : -1;
-}
-
 template <typename T>
 absl::Status Same(absl::string_view where, absl::string_view field, const T& base, const T& delta) {
   if (base == delta) return absl::OkStatus();
@@ -66,10 +39,10 @@ absl::StatusOr<std::string> MergeTableDelta(absl::string_view base_bytes, absl::
   RETURN_IF_ERROR(Same(where, "dim", base.dim, delta.dim));
   RETURN_IF_ERROR(Same(where, "optimizer type", base.optimizer_type, delta.optimizer_type));
   RETURN_IF_ERROR(Same(where, "record bytes", base.record_bytes, delta.record_bytes));
-  RETURN_IF_ERROR(Same(where, "row dtype", Dtype(base.row_dtype), Dtype(delta.row_dtype)));
-  RETURN_IF_ERROR(Same(where, "eviction metadata", Presence(base.row_meta), Presence(delta.row_meta)));
-  RETURN_IF_ERROR(Same(where, "admission sketch", Presence(base.sketch), Presence(delta.sketch)));
-  if (Present(delta.tombstones_lost)) {
+  RETURN_IF_ERROR(Same(where, "row dtype", TableRowDtype(base.row_dtype), TableRowDtype(delta.row_dtype)));
+  RETURN_IF_ERROR(Same(where, "eviction metadata", TableSectionPresence(base.row_meta), TableSectionPresence(delta.row_meta)));
+  RETURN_IF_ERROR(Same(where, "admission sketch", TableSectionPresence(base.sketch), TableSectionPresence(delta.sketch)));
+  if (TableSectionPresent(delta.tombstones_lost)) {
     return absl::DataLossError(absl::StrCat(where, ": the delta lost tombstones past the cap; the rows they named "
                                                    "cannot be dropped (a delta is never written so)"));
   }
@@ -77,10 +50,10 @@ absl::StatusOr<std::string> MergeTableDelta(absl::string_view base_bytes, absl::
     return absl::DataLossError(absl::StrCat(where, ": tombstones of ", delta.tombstones.size(),
                                             " bytes, expected a multiple of ", kTableTombstoneBytes));
   }
-  RETURN_IF_ERROR(CheckKeyOrder(base, where, "base"));
-  RETURN_IF_ERROR(CheckKeyOrder(delta, where, "delta"));
-  RETURN_IF_ERROR(CheckRowMeta(base, where, "base"));
-  RETURN_IF_ERROR(CheckRowMeta(delta, where, "delta"));
+  RETURN_IF_ERROR(CheckTableKeyOrder(base, where, "base"));
+  RETURN_IF_ERROR(CheckTableKeyOrder(delta, where, "delta"));
+  RETURN_IF_ERROR(CheckTableRowMeta(base, where, "base"));
+  RETURN_IF_ERROR(CheckTableRowMeta(delta, where, "delta"));
 
   absl::flat_hash_set<uint64_t> gone;
   gone.reserve(delta.tombstones.size() / kTableTombstoneBytes);
@@ -112,10 +85,10 @@ absl::StatusOr<std::string> MergeTableDelta(absl::string_view base_bytes, absl::
   }
   // Sections in Serialize's order (embedding_table_io.cc WriteRows).
   auto copy = [&out](TableSection tag, absl::string_view payload) {
-    if (Present(payload)) AppendTableSection(tag, [&] { out.append(payload.data(), payload.size()); }, &out);
+    if (TableSectionPresent(payload)) AppendTableSection(tag, [&] { out.append(payload.data(), payload.size()); }, &out);
   };
   copy(kSketchSection, delta.sketch);
-  if (Present(delta.row_meta)) {
+  if (TableSectionPresent(delta.row_meta)) {
     AppendTableSection(
         kRowMetaSection,
         [&] {

@@ -30,6 +30,28 @@ uint32_t Crc32(const char* data, size_t size) {
 
 }  // namespace
 
+absl::Status CheckTableKeyOrder(const TableBytes& t, absl::string_view where, absl::string_view which) {
+  for (uint64_t i = 1; i < t.num_rows; ++i) {
+    if (t.key(i) <= t.key(i - 1)) {
+      return absl::DataLossError(absl::StrCat(where, ": ", which, " row ", i, " key ", t.key(i),
+                                              " is not greater than the key before it"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTableRowMeta(const TableBytes& t, absl::string_view where, absl::string_view which) {
+  if (t.row_meta.data() == nullptr || t.row_meta.size() == t.num_rows * kTableRowMetaBytes) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(where, ": ", which, " eviction metadata of ", t.row_meta.size(),
+                                          " bytes for ", t.num_rows, " rows, expected ",
+                                          t.num_rows * kTableRowMetaBytes));
+}
+
+int64_t TableRowDtype(absl::string_view section) {
+  if (!TableSectionPresent(section)) return 0;
+  return section.size() == sizeof(uint32_t) ? GetBytes<uint32_t>(section.data()) : -1;
+}
+
 uint64_t TableBytes::key(uint64_t i) const { return GetBytes<uint64_t>(rows.data() + i * (8 + record_bytes)); }
 
 absl::StatusOr<TableBytes> ParseTableBytes(absl::string_view data, absl::string_view where) {

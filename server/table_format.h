@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -73,6 +74,20 @@ struct TableBytes {
 // rows that do not fill the body; UNIMPLEMENTED for an unknown version. Keys are not checked for
 // order here (the readers do, naming the row).
 absl::StatusOr<TableBytes> ParseTableBytes(absl::string_view data, absl::string_view where);
+
+// Checks shared by the readers of several tables' bytes (server/table_delta.h,
+// server/table_reshard.h). `which` names the table in the message ("base", "server 1's").
+// Keys strictly ascending, or DATA_LOSS naming the first row out of order.
+absl::Status CheckTableKeyOrder(const TableBytes& t, absl::string_view where, absl::string_view which);
+// Eviction metadata of every row or none, or DATA_LOSS.
+absl::Status CheckTableRowMeta(const TableBytes& t, absl::string_view where, absl::string_view which);
+// Whether a section is there, and "present" / "absent" for messages.
+inline bool TableSectionPresent(absl::string_view section) { return section.data() != nullptr; }
+inline std::string TableSectionPresence(absl::string_view section) {
+  return TableSectionPresent(section) ? "present" : "absent";
+}
+// The row dtype section's value (0, FP32, when absent; -1 when it is not 4 bytes).
+int64_t TableRowDtype(absl::string_view section);
 
 // Appends the header through the row count.
 void AppendTableHeader(uint32_t version, int32_t id, int32_t dim, int32_t optimizer_type, uint32_t record_bytes,

@@ -11,12 +11,14 @@
 // from a base and its deltas.
 #include <signal.h>
 
+#include <filesystem>
 #include <regex>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/model_file.h"
 #include "tests/cluster.h"
 #include "tests/ctr_data.h"
 #include "tests/process.h"
@@ -146,6 +148,64 @@ TEST(CtrFaultTest, KilledJobResumesWithMoreWorkersAndItsRows) {
   // The same global batches in the same order, rows restored: only the split among workers (and
   // so the float summation of the dense gradient) differs.
   ExpectSameModel(summary, undisturbed, 2e-3);
+}
+
+// Resumes the checkpoints in `dir` with `job` on `servers` servers x 2 workers to the end; returns
+// the final model (its dense tensors, which trained on the rows, so any row that differed shows)
+// with the summary and the logs.
+model::ModelFile ResumeOn(std::vector<std::string> job, int servers, const std::string& name, std::string* summary,
+                          std::string* log) {
+  ManualCluster cluster(name);
+  job.push_back("--resume");
+  job.push_back("--final_model=" + cluster.dir() + "/model.bin");
+  cluster.Start(servers, 2, job);
+  *summary = RunToEnd(cluster);
+  *log = cluster.scheduler->Output();
+  for (auto& s : cluster.servers) *log += s->Output();
+  absl::StatusOr<model::ModelFile> model = model::ReadModelFile(cluster.dir() + "/model.bin");
+  EXPECT_TRUE(model.ok()) << model.status() << "\n" << *log;
+  return model.ok() ? *model : model::ModelFile{};
+}
+
+TEST(CtrFaultTest, ACheckpointOfTwoServersResumedOnThreeOrOneEndsBitwiseLikeGoingOnWithTwo) {
+  // Rows are re-cut by key with their optimizer state, eviction metadata and tombstones. No
+  // per-server limit (count admission's sketch, the memory budget): those would hold other rows on
+  // another count in a run that never changed it too (docs/design/resharding.md).
+  auto job = [](const std::string& dir) {
+    return CtrJob(CtrDataDir(), {"--epochs=2", "--batch_size=64", "--table_ttl_updates=60", "--table_evict_every=10",
+                                 "--table_row_dtype=fp16", "--checkpoint_dir=" + dir, "--checkpoint_every_steps=50",
+                                 "--full_checkpoint_every=3"});
+  };
+  const std::string dir = MakeTempDir("ckpt-ctr-reshard");
+  {
+    ManualCluster first("ctr-reshard-first");
+    first.Start(2, 2, job(dir));
+    first.WaitForSteps(120);
+    first.scheduler->Kill(SIGKILL);
+    for (auto& s : first.servers) s->Kill(SIGKILL);
+    for (auto& w : first.workers) w->Kill(SIGKILL);
+  }
+  const std::string on_three = MakeTempDir("ckpt-ctr-reshard-3"), on_one = MakeTempDir("ckpt-ctr-reshard-1");
+  for (const std::string& copy : {on_three, on_one}) {
+    std::filesystem::copy(dir, copy, std::filesystem::copy_options::recursive |
+                                         std::filesystem::copy_options::overwrite_existing);
+  }
+  std::string summary_two, summary_three, summary_one, log_two, log_three, log_one;
+  const model::ModelFile two = ResumeOn(job(dir), 2, "ctr-reshard-on-2", &summary_two, &log_two);
+  const model::ModelFile three = ResumeOn(job(on_three), 3, "ctr-reshard-on-3", &summary_three, &log_three);
+  const model::ModelFile one = ResumeOn(job(on_one), 1, "ctr-reshard-on-1", &summary_one, &log_one);
+  ASSERT_FALSE(two.values.empty());
+  EXPECT_EQ(three.values, two.values);  // Bitwise: float == on every element.
+  EXPECT_EQ(one.values, two.values);
+  EXPECT_EQ(JsonNumber(summary_three, "final_test_auc"), JsonNumber(summary_two, "final_test_auc"));
+  EXPECT_EQ(JsonNumber(summary_one, "final_test_logloss"), JsonNumber(summary_two, "final_test_logloss"));
+  // Rows left (ttl): tombstones were in the cut.
+  EXPECT_GT(TablesNumber(summary_two, "evicted"), 0) << summary_two;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(log_three, m, std::regex("continuing from step ([0-9]+)"))) << log_three;
+  EXPECT_GE(std::stoll(m[1].str()), 100);
+  EXPECT_THAT(log_three, HasSubstr("re-cut the 2 servers' checkpoints of step " + m[1].str()));
+  EXPECT_THAT(log_one, HasSubstr("re-cut the 2 servers' checkpoints of step " + m[1].str()));
 }
 
 }  // namespace
