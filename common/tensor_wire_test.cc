@@ -32,6 +32,7 @@ OutgoingPush SamplePush(const std::vector<std::vector<float>>& values) {
   push.header.set_shard(1);
   push.header.set_partial(true);
   push.header.set_first_chunk(2);
+  push.header.set_shard_map_version(5);  // field 29, after the chunks and rows
   for (size_t i = 0; i < values.size(); ++i) {
     TensorChunk* c = push.header.add_chunks();
     c->set_tensor_id(static_cast<int>(i));

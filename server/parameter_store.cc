@@ -100,6 +100,7 @@ ParameterStore::ParameterStore(const Options& options, std::vector<int> worker_r
       on_checkpoint_written_(options.on_checkpoint_written),
       metrics_(options.metrics),
       membership_epoch_(options.membership_epoch),
+      shard_map_version_(options.shard_map.version()),
       sync_(rank_, max_samples_, &storages_),
       ssp_(options.job.staleness()),
       async_(rank_, mode_ == SSP),
@@ -239,7 +240,7 @@ void ParameterStore::Pull(const DecodedPull& pull, PullAnswer answer, Done done)
   Completions out;
   if (status.ok()) {
     absl::MutexLock lock(&mu_);
-    status = CheckLive("pull", req.worker_rank(), req.membership_epoch());
+    status = CheckLive("pull", req.worker_rank(), req.membership_epoch(), req.shard_map_version());
     if (status.ok() && mode_ == SSP) {
       status = EnterDataEpochLocked("pull", req.worker_rank(), req.data_epoch(), &out);
     }
@@ -269,7 +270,7 @@ void ParameterStore::Push(const DecodedPush& push, PushResponse* resp, Done done
   int64_t rollbacks = 0;
   if (status.ok()) {
     absl::MutexLock lock(&mu_);
-    status = CheckLive("push", req.worker_rank(), req.membership_epoch());
+    status = CheckLive("push", req.worker_rank(), req.membership_epoch(), req.shard_map_version());
     if (status.ok()) status = PushLocked(req, &grads, &out);
     if (status.ok() && mode_ == SYNC && req.wait_until_applied()) {
       // A backup's copy of the step: answered once applied, so the worker moves on only then.
@@ -303,7 +304,7 @@ void ParameterStore::PushPull(const DecodedPush& push, PullAnswer answer, Done d
   int64_t rollbacks = 0;
   if (status.ok()) {
     absl::MutexLock lock(&mu_);
-    status = CheckLive("push", req.worker_rank(), req.membership_epoch());
+    status = CheckLive("push", req.worker_rank(), req.membership_epoch(), req.shard_map_version());
     if (status.ok()) status = PushLocked(req, &grads, &out);
     if (status.ok()) {
       PullLocked(req.worker_rank(), req.step() + 1, req.data_epoch(), answer.resp, answer.values, std::move(done),

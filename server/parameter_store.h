@@ -397,9 +397,10 @@ class ParameterStore {
   absl::Status ValidatePull(const DecodedPull& pull, Parts* reads) const;
   // INVALID_ARGUMENT unless 0 <= data_epoch < the job's epochs; `what` names the request.
   absl::Status CheckDataEpoch(absl::string_view what, int32_t data_epoch) const;
-  // Checks shutdown, the membership epoch and that the worker is live.
-  absl::Status CheckLive(absl::string_view what, int worker_rank, int64_t membership_epoch) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Checks shutdown, the shard-map epoch the request was routed under (FAILED_PRECONDITION naming
+  // both versions), the membership epoch and that the worker is live.
+  absl::Status CheckLive(absl::string_view what, int worker_rank, int64_t membership_epoch,
+                         int64_t shard_map_version) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // ABORTED "<what> rejected by server R: worker W is not a live member at membership epoch E".
   absl::Status NotLiveError(absl::string_view what, int worker_rank) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
@@ -507,6 +508,8 @@ class ParameterStore {
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   int64_t membership_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  // The shard map's version (its shard-map epoch) this store serves: Options::shard_map's.
+  const int64_t shard_map_version_;
   // The live workers by rank, with their latest push (retry memory, every mode).
   std::map<int, LastPush> workers_ ABSL_GUARDED_BY(mu_);
   // SYNC: the gradients stored for step_ and the rank-ordered weighted sum (unused otherwise).

@@ -230,5 +230,44 @@ TEST(ParameterStoreMembershipTest, AsyncKeepsApplyingAcrossAnEpochChange) {
   EXPECT_EQ(store->step(), 2);
 }
 
+PushRequest RoutedUnder(PushRequest req, int64_t version) {
+  req.set_shard_map_version(version);
+  return req;
+}
+
+TEST(ParameterStoreMembershipTest, RequestsRoutedUnderAnotherShardMapAreRefusedAndChangeNothing) {
+  ShardMap map = OneServerMap();
+  map.set_version(3);
+  auto store = MakeStore(MakeOptions(SYNC, 2, map));
+  const std::vector<float> w0 = Flat(store->Snapshot());
+  for (int64_t version : {int64_t{2}, int64_t{4}, int64_t{0}}) {
+    const absl::Status refused = PushNow(*store, RoutedUnder(MakePush(0, 0, 1, std::vector<float>(25, 9.0f)), version));
+    EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+    EXPECT_THAT(std::string(refused.message()),
+                HasSubstr("push from worker 0 was routed under shard map version " + std::to_string(version) +
+                          "; server 0 serves version 3; fetch the cluster view and route again"));
+    PullRequest pull = MakePull(1, 0);
+    pull.set_shard_map_version(version);
+    PullResponse resp;
+    Outcome outcome;
+    store->Pull(pull, &resp, outcome.done());
+    ASSERT_TRUE(outcome.status.has_value());
+    EXPECT_EQ(outcome.status->code(), absl::StatusCode::kFailedPrecondition);
+  }
+  EXPECT_EQ(Flat(store->Snapshot()), w0);
+  EXPECT_EQ(store->step(), 0);
+  // Routed under the map it serves: the step goes on.
+  ASSERT_TRUE(PushNow(*store, RoutedUnder(MakePush(0, 0, 1, std::vector<float>(25, 1.0f)), 3)).ok());
+  ASSERT_TRUE(PushNow(*store, RoutedUnder(MakePush(1, 0, 1, std::vector<float>(25, 1.0f)), 3)).ok());
+  EXPECT_EQ(store->step(), 1);
+
+  // A job's first map (version 1) also takes unstamped requests (callers from before the field).
+  map.set_version(1);
+  auto first = MakeStore(MakeOptions(SYNC, 1, map));
+  EXPECT_TRUE(PushNow(*first, MakePush(0, 0, 1, std::vector<float>(25, 1.0f))).ok());
+  EXPECT_EQ(PushNow(*first, RoutedUnder(MakePush(0, 1, 1, std::vector<float>(25, 1.0f), 77), 2)).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace pstrain::server::store_test

@@ -65,6 +65,7 @@ void LayerPusher::Send(int first, int end) {
     PushRequest& req = push.header;
     req.set_worker_rank(header_->worker_rank());
     req.set_membership_epoch(header_->membership_epoch());
+    req.set_shard_map_version(header_->shard_map_version());
     req.set_step(header_->step());
     req.set_data_epoch(header_->data_epoch());
     req.set_num_samples(header_->num_samples());

@@ -54,6 +54,7 @@ void TrainingSession::AbandonStep() {
 void TrainingSession::FillPushHeader(PushRequest* push) const {
   push->set_worker_rank(options_.rank);
   push->set_membership_epoch(view_.membership_epoch());
+  push->set_shard_map_version(view_.shard_map().version());
   push->set_step(step_.step);
   push->set_data_epoch(epoch_);
   push->set_num_samples(step_.num_samples);
@@ -147,6 +148,7 @@ absl::StatusOr<int64_t> TrainingSession::PullWeights(int64_t step, int epoch) {
     r.set_shard(s);
     r.set_worker_rank(options_.rank);
     r.set_membership_epoch(view_.membership_epoch());
+    r.set_shard_map_version(view_.shard_map().version());
     r.set_step(step);
     r.set_data_epoch(epoch);
   }
@@ -225,6 +227,7 @@ absl::Status TrainingSession::PullCachedRows(int64_t step) {
     r.set_shard(s);
     r.set_worker_rank(options_.rank);
     r.set_membership_epoch(view_.membership_epoch());
+    r.set_shard_map_version(view_.shard_map().version());
     r.set_step(step);
     r.set_data_epoch(epoch_);
     r.set_rows_only(true);
