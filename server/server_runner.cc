@@ -391,14 +391,6 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
                                                                                        created.status().message())));
   }
   *store = std::move(created).value();
-  // A replacement for a dead server: the view already asks for a rollback, which must be in place
-  // before the store serves anything.
-  if (view.has_restore_step()) {
-    RETURN_IF_ERROR(RollBack(client, rank, job.checkpoint_dir(), view.restore_step(), view, store->get()));
-  } else if (registration.has_restore_own_step()) {
-    // ASYNC/SSP: a replacement goes back to its predecessor's newest checkpoint, alone.
-    RETURN_IF_ERROR(RollBack(client, rank, job.checkpoint_dir(), registration.restore_own_step(), view, store->get()));
-  }
   if (job.replicas() == 2) {
     // The live copy of the shard before this server's; it writes no checkpoints until promoted.
     ParameterStore::Options replica_options = store_options;
@@ -415,6 +407,14 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
     }
     replica_ = std::move(replica).value();
     LOG(INFO) << "server " << rank << " also holds the live copy of shard " << replica_options.rank;
+  }
+  // A replacement for a dead server, or a resumed job: the view already asks for a rollback (of
+  // both stores: the copy too), which must be in place before the stores serve anything.
+  if (view.has_restore_step()) {
+    RETURN_IF_ERROR(RollBack(client, rank, job.checkpoint_dir(), view.restore_step(), view, store->get()));
+  } else if (registration.has_restore_own_step()) {
+    // ASYNC/SSP: a replacement goes back to its predecessor's newest checkpoint, alone.
+    RETURN_IF_ERROR(RollBack(client, rank, job.checkpoint_dir(), registration.restore_own_step(), view, store->get()));
   }
   // Workers prove their rank with the credential the scheduler signed (common/session_credential.h).
   absl::StatusOr<std::unique_ptr<SessionVerifier>> sessions = SessionVerifier::Create(view.session_public_key());
@@ -578,18 +578,34 @@ absl::Status ServerRunner::RefreshMembership(SchedulerClient* client, int rank, 
 
 absl::Status ServerRunner::RollBack(SchedulerClient* client, int rank, const std::string& checkpoint_dir,
                                     int64_t step, const ClusterView& view, ParameterStore* store) {
-  const std::string what =
-      absl::StrCat("server ", rank, ": rolling back to step ", step, " for membership epoch ", view.membership_epoch());
+  // SYNC (the view's restore step): the copy of the shard before this one goes back too, to the
+  // same cut, from its primary's files.
+  const bool sync_restore = view.has_restore_step() && step == view.restore_step();
+  RETURN_IF_ERROR(RestoreStore(client, rank, checkpoint_dir, step, view, store));
+  if (sync_restore && replica_ != nullptr) {
+    RETURN_IF_ERROR(RestoreStore(client, rank, checkpoint_dir, step, view, replica_.get()));
+  }
+  // Files of the abandoned run were removed; the scheduler gets the new list.
+  if (!checkpoint_dir.empty()) NoteCheckpointsChanged();
+  return absl::OkStatus();
+}
+
+absl::Status ServerRunner::RestoreStore(SchedulerClient* client, int rank, const std::string& checkpoint_dir,
+                                        int64_t step, const ClusterView& view, ParameterStore* store) {
+  const int shard = store->rank();
+  const std::string what = absl::StrCat("server ", rank, ": rolling back ",
+                                        shard == rank ? std::string("its shard") : absl::StrCat("its copy of shard ", shard),
+                                        " to step ", step, " for membership epoch ", view.membership_epoch());
   // The step's file, and when it is a delta, its chain back to a base (server/checkpoint_chain.h);
-  // or, for a job resumed from a cut of another server count, that cut's files re-cut into this
-  // server's shard (server/checkpoint_reshard.h).
+  // or, for a job resumed from a cut of another server count, that cut's files re-cut into the
+  // shard (server/checkpoint_reshard.h).
   const bool reshard = view.restore_servers() > 0 && step == view.restore_step();
   absl::StatusOr<ShardCheckpoint> ckpt =
-      reshard ? ReadResharded(checkpoint_dir, view.restore_servers(), step, view.shard_map(), job_servers_, rank)
-              : ReadCheckpointChain(checkpoint_dir, rank, step);
+      reshard ? ReadResharded(checkpoint_dir, view.restore_servers(), step, view.shard_map(), job_servers_, shard)
+              : ReadCheckpointChain(checkpoint_dir, shard, step);
   if (reshard && ckpt.ok()) {
     LOG(INFO) << what << ": re-cut the " << view.restore_servers() << " servers' checkpoints of step " << step
-              << " into this server's " << ckpt->chunks.size() << " chunks";
+              << " into the shard's " << ckpt->chunks.size() << " chunks";
   }
   const bool initial = !ckpt.ok() && step == 0 && absl::IsNotFound(ckpt.status());
   if (!ckpt.ok() && !initial) {
@@ -606,8 +622,6 @@ absl::Status ServerRunner::RollBack(SchedulerClient* client, int rank, const std
     return ReportFatal(client, rank, absl::Status(status.code(), absl::StrCat(what, ": ", status.message())));
   }
   LOG(INFO) << what << ": done" << (initial ? " (no checkpoint of step 0: initial weights)" : "");
-  // Files of the abandoned run were removed; the scheduler gets the new list.
-  if (!checkpoint_dir.empty()) NoteCheckpointsChanged();
   return absl::OkStatus();
 }
 

@@ -162,8 +162,15 @@ class ServerRunner {
   // installs it with the view's epoch and workers in one store call. A missing or corrupt file
   // (step > 0) or a refused checkpoint is reported to the scheduler, which fails the job, and
   // returned.
+  // With a copy of another shard (replicas) and a SYNC restore (the view's restore step), the copy
+  // goes back to the same step too, from its shard's files.
   absl::Status RollBack(SchedulerClient* client, int rank, const std::string& checkpoint_dir, int64_t step,
                         const ClusterView& view, ParameterStore* store);
+  // RollBack's work for one store: reads the checkpoint of `step` of the shard `store` holds (its
+  // chain, or a cut of another server count re-cut: ClusterView.restore_servers) and installs it
+  // with the view's epoch and workers. Failures as RollBack's.
+  absl::Status RestoreStore(SchedulerClient* client, int rank, const std::string& checkpoint_dir, int64_t step,
+                            const ClusterView& view, ParameterStore* store);
   // Sends the final shards `shards` (each hosted here as primary: this server's own, or its
   // promoted copy's) to the scheduler; see "The final model" above. Returns only an error that
   // fails the job (reported to the scheduler already).

@@ -86,11 +86,13 @@ TEST(ResumeTest, KilledJobResumesWithMoreWorkersAndEndsLikeAnUndisturbedRun) {
       << summary;
 }
 
-// Resumes the checkpoints in `dir` on `servers` servers x 2 workers to the end; returns the final
-// model and the scheduler's log.
-model::ModelFile ResumeOn(const std::string& dir, int servers, const std::string& name, std::string* log) {
+// Resumes the checkpoints in `dir` on `servers` servers x 2 workers, with `extra` flags, to the
+// end; returns the final model and the scheduler's and servers' logs.
+model::ModelFile ResumeOn(const std::string& dir, int servers, const std::string& name, std::string* log,
+                          const std::vector<std::string>& extra = {}) {
   ManualCluster cluster(name);
   std::vector<std::string> job = Job(dir);
+  job.insert(job.end(), extra.begin(), extra.end());
   job.push_back("--resume");
   job.push_back("--full_checkpoint_every=3");
   job.push_back("--final_model=" + cluster.dir() + "/model.bin");
@@ -121,7 +123,8 @@ TEST(ResumeTest, ACheckpointOfTwoServersResumedOnThreeOrOneEndsBitwiseLikeGoingO
 
   std::string log_two, log_three, log_one;
   const model::ModelFile two = ResumeOn(dir, 2, "reshard-on-2", &log_two);
-  const model::ModelFile three = ResumeOn(on_three, 3, "reshard-on-3", &log_three);
+  // With live copies (--replicas=2): each server's copy of the shard before its own is re-cut too.
+  const model::ModelFile three = ResumeOn(on_three, 3, "reshard-on-3", &log_three, {"--replicas=2"});
   const model::ModelFile one = ResumeOn(on_one, 1, "reshard-on-1", &log_one);
   ASSERT_FALSE(two.values.empty());
   EXPECT_EQ(three.values, two.values);  // Bitwise: float == on every element.
@@ -134,6 +137,7 @@ TEST(ResumeTest, ACheckpointOfTwoServersResumedOnThreeOrOneEndsBitwiseLikeGoingO
   EXPECT_THAT(log_one, HasSubstr("it was taken on 2 servers, and the 1 servers of this run re-shard it"));
   EXPECT_THAT(log_one, HasSubstr("re-cut the 2 servers' checkpoints of step " + m[1].str()));
   EXPECT_THAT(log_two, Not(HasSubstr("re-cut")));
+  EXPECT_THAT(log_three, HasSubstr("rolling back its copy of shard 2 to step " + m[1].str()));
   // The history beside the checkpoints: steps up to the cut were taken on 2 servers, after it on 3.
   EXPECT_THAT(ReadFile(on_three + "/server_counts.textproto"),
               HasSubstr("eras {\n  from_step: " + m[1].str() + "\n  num_servers: 3\n}"));
