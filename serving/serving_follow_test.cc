@@ -11,7 +11,11 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/checkpoint_files.h"
+#include "common/server_counts.h"
+#include "server/checkpoint.h"
 #include "server/checkpoint_chain.h"
+#include "server/checkpoint_reshard.h"
 #include "server/embedding_table.h"
 #include "serving/checkpoint_export.h"
 #include "serving/checkpoint_follower.h"
@@ -102,6 +106,49 @@ TEST(CheckpointFollowerTest, AFailedPollHoldsNoCutAndTheNextBaseRestoresIt) {
   ASSERT_TRUE(again->has_value());
   EXPECT_EQ(follower.step(), 14);
   ExpectExportOfStep(s, **again);
+}
+
+TEST(CheckpointFollowerTest, ACutOfAnotherServerCountIsReadWithItsOwnCount) {
+  // The job went on from step 6 on 3 servers (its manifest now says 3): until a 3-server cut exists,
+  // the newest cut is the 2-server one of step 6.
+  Servers s = Train("follow-recount", 7);
+  absl::StatusOr<ModelExport> two = ExportCheckpoints(ExportOptions(s));
+  ASSERT_TRUE(two.ok()) << two.status();
+  ASSERT_EQ(two->manifest.step(), 6);
+  ASSERT_TRUE(WriteServerCounts(s.dir, {{0, 2}, {6, 3}}, 0600).ok());
+  CheckpointExportOptions options = ExportOptions(s);
+  options.job.set_num_servers(3);
+  CheckpointFollower follower(options);
+  absl::StatusOr<std::optional<ModelExport>> first = follower.Poll();
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(first->has_value());
+  ExpectSameExport(**first, *two);
+
+  // The 3-server run's first cut, step 8: the same model re-cut onto 3 servers (as a resumed job
+  // restores it), each file whole.
+  const ShardMap three = MakeShardMap({Chunk(0, 0, 10, 0), Chunk(0, 10, 10, 1), Chunk(1, 0, 5, 2)});
+  for (int r = 0; r < 3; ++r) {
+    absl::StatusOr<server::ShardCheckpoint> ckpt = server::ReadResharded(s.dir, 2, 6, three, 3, r);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    ckpt->step = 8;
+    ASSERT_TRUE(server::WriteCheckpoint(CheckpointPath(s.dir, r, 8), *ckpt).ok());
+  }
+  absl::StatusOr<std::optional<ModelExport>> next = follower.Poll();
+  ASSERT_TRUE(next.ok()) << next.status();
+  ASSERT_TRUE(next->has_value());
+  EXPECT_EQ((*next)->manifest.step(), 8);
+  EXPECT_EQ((*next)->dense.values, two->dense.values);
+  ASSERT_EQ((*next)->tables.size(), two->tables.size());
+  EXPECT_EQ((*next)->tables[0].keys, two->tables[0].keys);
+  EXPECT_EQ((*next)->stored_values[0], two->stored_values[0]);
+  // pstrain-export reads the same cut, and a step by number with the count of its stretch.
+  absl::StatusOr<ModelExport> newest = ExportCheckpoints(options);
+  ASSERT_TRUE(newest.ok()) << newest.status();
+  EXPECT_EQ(newest->manifest.step(), 8);
+  options.step = 6;
+  absl::StatusOr<ModelExport> old = ExportCheckpoints(options);
+  ASSERT_TRUE(old.ok()) << old.status();
+  ExpectSameExport(*old, *two);
 }
 
 TEST(ServedModelTest, LookupGivesRowsOrInitialValuesAndRefusesUnknownTables) {
