@@ -769,6 +769,11 @@ std::string Scheduler::SummaryJson() const {
   if (stream_.has_value()) {
     absl::StrAppend(&slow, "  \"stream\": ", StreamStatusJson(StreamStatusLocked(std::numeric_limits<size_t>::max())), ",\n");
   }
+  if (options_.resume_step.has_value()) {
+    absl::StrAppend(&slow, "  \"resumed\": {\"step\": ", *options_.resume_step, ", \"from_servers\": ",
+                    options_.resume_servers > 0 ? options_.resume_servers : options_.job.num_servers(),
+                    ", \"servers\": ", options_.job.num_servers(), "},\n");
+  }
   return progress_->SummaryJson(state_, failure_.message(), Now(), membership_.events(),
                                membership_.LiveRanks(WORKER),
                                slow + server_reports_.TableUsageJson(membership_.LiveRanks(SERVER)));

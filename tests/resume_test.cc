@@ -87,7 +87,7 @@ TEST(ResumeTest, KilledJobResumesWithMoreWorkersAndEndsLikeAnUndisturbedRun) {
 }
 
 // Resumes the checkpoints in `dir` on `servers` servers x 2 workers, with `extra` flags, to the
-// end; returns the final model and the scheduler's and servers' logs.
+// end; returns the final model and the run summary with the scheduler's and servers' logs.
 model::ModelFile ResumeOn(const std::string& dir, int servers, const std::string& name, std::string* log,
                           const std::vector<std::string>& extra = {}) {
   ManualCluster cluster(name);
@@ -97,8 +97,8 @@ model::ModelFile ResumeOn(const std::string& dir, int servers, const std::string
   job.push_back("--full_checkpoint_every=3");
   job.push_back("--final_model=" + cluster.dir() + "/model.bin");
   cluster.Start(servers, 2, job);
-  RunToEnd(cluster);
-  *log = cluster.scheduler->Output();
+  const std::string summary = RunToEnd(cluster);
+  *log = summary + cluster.scheduler->Output();
   for (auto& s : cluster.servers) *log += s->Output();
   absl::StatusOr<model::ModelFile> model = model::ReadModelFile(cluster.dir() + "/model.bin");
   EXPECT_TRUE(model.ok()) << model.status() << "\n" << *log;
@@ -136,6 +136,7 @@ TEST(ResumeTest, ACheckpointOfTwoServersResumedOnThreeOrOneEndsBitwiseLikeGoingO
   EXPECT_THAT(log_three, HasSubstr("re-cut the 2 servers' checkpoints of step " + m[1].str()));
   EXPECT_THAT(log_one, HasSubstr("it was taken on 2 servers, and the 1 servers of this run re-shard it"));
   EXPECT_THAT(log_one, HasSubstr("re-cut the 2 servers' checkpoints of step " + m[1].str()));
+  EXPECT_THAT(log_three, HasSubstr("\"resumed\": {\"step\": " + m[1].str() + ", \"from_servers\": 2, \"servers\": 3}"));
   EXPECT_THAT(log_two, Not(HasSubstr("re-cut")));
   EXPECT_THAT(log_three, HasSubstr("rolling back its copy of shard 2 to step " + m[1].str()));
   // The history beside the checkpoints: steps up to the cut were taken on 2 servers, after it on 3.
