@@ -594,8 +594,8 @@ absl::Status ServerRunner::RestoreStore(SchedulerClient* client, int rank, const
                                         int64_t step, const ClusterView& view, ParameterStore* store) {
   const int shard = store->rank();
   const std::string what = absl::StrCat("server ", rank, ": rolling back ",
-                                        shard == rank ? std::string("its shard") : absl::StrCat("its copy of shard ", shard),
-                                        " to step ", step, " for membership epoch ", view.membership_epoch());
+                                        shard == rank ? std::string() : absl::StrCat("its copy of shard ", shard, " "),
+                                        "to step ", step, " for membership epoch ", view.membership_epoch());
   // The step's file, and when it is a delta, its chain back to a base (server/checkpoint_chain.h);
   // or, for a job resumed from a cut of another server count, that cut's files re-cut into the
   // shard (server/checkpoint_reshard.h).
