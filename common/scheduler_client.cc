@@ -80,6 +80,11 @@ void SchedulerClient::set_metrics_address(const std::string& address) {
   metrics_address_ = address;
 }
 
+void SchedulerClient::set_build_fingerprint(uint64_t fingerprint) {
+  absl::MutexLock lock(&mu_);
+  build_fingerprint_ = fingerprint;
+}
+
 std::string SchedulerClient::session_credential() const {
   absl::MutexLock lock(&mu_);
   return session_credential_;
@@ -105,6 +110,7 @@ absl::StatusOr<RegisterResponse> SchedulerClient::Register(Role role, const std:
   {
     absl::MutexLock lock(&mu_);
     request.set_metrics_address(metrics_address_);
+    request.set_build_fingerprint(build_fingerprint_);
   }
   const absl::Time start = absl::Now();
   const absl::Time give_up = start + timeout;

@@ -59,6 +59,10 @@ class SchedulerClient : public SchedulerApi {
   // Register.
   void set_metrics_address(const std::string& address);
 
+  // The role's build fingerprint (model/build_fingerprint.h), sent with Register so that the
+  // scheduler can refuse a role of another build; 0 (the default): not sent. Call before Register.
+  void set_build_fingerprint(uint64_t fingerprint);
+
   // The session credential Register got (empty before): what the role's other clients (a
   // worker's PsClient) send to act as its rank.
   std::string session_credential() const;
@@ -147,6 +151,7 @@ class SchedulerClient : public SchedulerApi {
   mutable absl::Mutex mu_;
   std::string session_credential_ ABSL_GUARDED_BY(mu_);
   std::string metrics_address_ ABSL_GUARDED_BY(mu_);
+  uint64_t build_fingerprint_ ABSL_GUARDED_BY(mu_) = 0;
   // The next sequence number for ReportProgress and LeaseWork.
   std::atomic<int64_t> next_seq_{1};
 };

@@ -155,6 +155,15 @@ std::string Scheduler::MembershipLine() const {
 
 absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& request) {
   RETURN_IF_ERROR(CheckRegisterRequest(request));
+  if (options_.build_fingerprint != 0 && request.build_fingerprint() != 0 &&
+      request.build_fingerprint() != options_.build_fingerprint) {
+    // Checked before anything changes: the job goes on as it was.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "register ", RoleName(request.role()), " at '", request.address(), "': its build fingerprint is ",
+        absl::Hex(request.build_fingerprint()), ", this scheduler's ", absl::Hex(options_.build_fingerprint),
+        "; a role of another build cuts keys or initial values differently and would train another model: run "
+        "one build of pstrain for the whole job"));
+  }
   Deferred deferred;
   RegisterResponse response;
   {

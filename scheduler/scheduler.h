@@ -163,6 +163,9 @@ class Scheduler {
     // view then carries it as restore_servers, and servers re-cut that cut into their shards. 0:
     // the job's own count.
     int resume_servers = 0;
+    // This build's fingerprint (model/build_fingerprint.h): Register refuses a role that sends
+    // another (FAILED_PRECONDITION naming both). 0: not checked.
+    uint64_t build_fingerprint = 0;
     // Time source; tests inject their own. Default: absl::Now.
     std::function<absl::Time()> clock;
     // When the job started (wall_seconds and event times count from it); default: now. Restore

@@ -23,6 +23,7 @@
 #include "common/server_counts.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "model/build_fingerprint.h"
 #include "model/model_file.h"
 #include "scheduler/dashboard_http.h"
 #include "scheduler/job_setup.h"
@@ -266,6 +267,7 @@ absl::Status SchedulerRunner::Run() {
   core_options.job = job;
   core_options.resume_step = resume_step;
   core_options.resume_servers = resume_servers;
+  core_options.build_fingerprint = model::BuildFingerprint();
   const int64_t max_request_bytes = MaxRequestBytes(job, setup.shard_map, options_.max_model_bytes);
   core_options.shard_map = std::move(setup.shard_map);
   core_options.train_samples = setup.train_samples;

@@ -150,6 +150,32 @@ class SchedulerTest : public ::testing::Test {
   absl::Time now_ = absl::FromUnixSeconds(1000);
 };
 
+TEST(SchedulerBuildTest, ARoleOfAnotherBuildIsRefusedAndChangesNothing) {
+  JobSpec job;
+  job.set_num_servers(1);
+  job.set_num_workers(1);
+  job.set_epochs(1);
+  job.set_mode(SYNC);
+  job.set_batch_size(10);
+  Scheduler::Options options = TinyJobOptions(job, 8, 50, 40, 3, [] { return absl::FromUnixSeconds(1000); });
+  options.build_fingerprint = 0xabc;
+  absl::StatusOr<std::unique_ptr<Scheduler>> s = Scheduler::Create(options);
+  ASSERT_TRUE(s.ok()) << s.status();
+  RegisterRequest other = Reg(SERVER, "127.0.0.1:7");
+  other.set_build_fingerprint(0xdef);
+  const absl::StatusOr<RegisterResponse> refused = (*s)->Register(other);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::HasSubstr("register server at '127.0.0.1:7': its build fingerprint is def, this scheduler's abc; a role "
+                        "of another build"));
+  EXPECT_EQ((*s)->View().servers_size(), 0) << "the refusal changed the membership";
+  // The same build, and a role that sends none (0), are welcome.
+  RegisterRequest same = Reg(SERVER, "127.0.0.1:7");
+  same.set_build_fingerprint(0xabc);
+  EXPECT_TRUE((*s)->Register(same).ok());
+  EXPECT_TRUE((*s)->Register(Reg(WORKER, "")).ok());
+}
+
 TEST_F(SchedulerTest, ViewWaitersAreReleasedWhenTheLastRoleRegisters) {
   auto s = Make();
   std::optional<absl::StatusOr<ClusterView>> got;

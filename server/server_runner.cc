@@ -27,6 +27,7 @@
 #include "common/metrics_endpoint.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "model/build_fingerprint.h"
 #include "model/model_file.h"
 #include "server/applied_batches.h"
 #include "server/checkpoint.h"
@@ -324,6 +325,7 @@ std::string ServerRunner::UnixSocketPath() const {
 absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& address, const LocalEndpoint& local,
                                     ParameterServerService* service, std::unique_ptr<ParameterStore>* store) {
   auto is_stopped = [this] { return stopped(); };
+  client->set_build_fingerprint(model::BuildFingerprint());
   absl::StatusOr<RegisterResponse> registered = CallInSlices<RegisterResponse>(
       "server: registering", options_.startup_timeout,
       [&](absl::Duration slice) { return client->Register(SERVER, address, slice, local); }, is_stopped);

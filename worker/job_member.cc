@@ -11,6 +11,7 @@
 #include "common/metrics_endpoint.h"
 #include "common/scheduler_client.h"
 #include "common/status_macros.h"
+#include "model/build_fingerprint.h"
 #include "model/model_file.h"
 #include "worker/ps_client.h"
 
@@ -44,6 +45,7 @@ absl::StatusOr<std::unique_ptr<JobMember>> JobMember::Join(const MemberOptions& 
     }
   }
   if (!metrics_address.empty()) member->scheduler_->set_metrics_address(metrics_address);
+  member->scheduler_->set_build_fingerprint(model::BuildFingerprint());
   absl::StatusOr<RegisterResponse> registered =
       member->scheduler_->Register(WORKER, "", options.startup_timeout);
   if (!registered.ok()) {
