@@ -244,6 +244,10 @@ absl::Status SchedulerRunner::Run() {
     RETURN_IF_ERROR(CheckNoEarlierCheckpoints(job));
   }
   if (!job.checkpoint_dir().empty()) {
+    if (!job.resume() && saved.has_value()) {
+      // A restarted scheduler of a running job keeps the folder's history as it is.
+      ASSIGN_OR_RETURN(server_counts, ReadServerCounts(job.checkpoint_dir(), job.num_servers()));
+    }
     RETURN_IF_ERROR(WriteJobManifest(job));
     RETURN_IF_ERROR(WriteServerCounts(job.checkpoint_dir(), server_counts, OutputMode(job.output_mode())));
   }

@@ -69,6 +69,17 @@ void ExpectEveryRecordOncePerEpoch(const std::string& summary) {
   for (int e = 0; e < kEpochs; ++e) EXPECT_EQ(samples[e], kCtrTrain) << "epoch " << e << "\n" << summary;
 }
 
+// Runs `job` on 2 servers x 2 workers until it has made `steps` steps, then kills every process
+// of it with SIGKILL: the whole job dies at once, leaving only its checkpoint folder.
+void RunAndKillAt(const std::vector<std::string>& job, int64_t steps, const std::string& name) {
+  ManualCluster cluster(name);
+  cluster.Start(2, 2, job);
+  cluster.WaitForSteps(steps);
+  cluster.scheduler->Kill(SIGKILL);
+  for (auto& s : cluster.servers) s->Kill(SIGKILL);
+  for (auto& w : cluster.workers) w->Kill(SIGKILL);
+}
+
 // The same model as the undisturbed run: the whole test set's AUC and log loss.
 void ExpectSameModel(const std::string& summary, const std::string& undisturbed, double tolerance) {
   EXPECT_NEAR(JsonNumber(summary, "final_test_auc"), JsonNumber(undisturbed, "final_test_auc"), tolerance)
@@ -124,14 +135,7 @@ TEST(CtrFaultTest, KilledServersRowsLiveOnInItsReplica) {
 TEST(CtrFaultTest, KilledJobResumesWithMoreWorkersAndItsRows) {
   const std::string undisturbed = Undisturbed("ctr-resume-reference", CheckpointedJob(MakeTempDir("ckpt-ref2")));
   const std::string dir = MakeTempDir("ckpt-resume");
-  {
-    ManualCluster first("ctr-resume-first");
-    first.Start(2, 2, CheckpointedJob(dir));
-    first.WaitForSteps(120);
-    first.scheduler->Kill(SIGKILL);
-    for (auto& s : first.servers) s->Kill(SIGKILL);
-    for (auto& w : first.workers) w->Kill(SIGKILL);
-  }
+  RunAndKillAt(CheckpointedJob(dir), 120, "ctr-resume-first");
   std::vector<std::string> job = CheckpointedJob(dir);
   job.push_back("--resume");
   ManualCluster second("ctr-resume-second");
@@ -177,14 +181,7 @@ TEST(CtrFaultTest, ACheckpointOfTwoServersResumedOnThreeOrOneEndsBitwiseLikeGoin
                                  "--full_checkpoint_every=3"});
   };
   const std::string dir = MakeTempDir("ckpt-ctr-reshard");
-  {
-    ManualCluster first("ctr-reshard-first");
-    first.Start(2, 2, job(dir));
-    first.WaitForSteps(120);
-    first.scheduler->Kill(SIGKILL);
-    for (auto& s : first.servers) s->Kill(SIGKILL);
-    for (auto& w : first.workers) w->Kill(SIGKILL);
-  }
+  RunAndKillAt(job(dir), 120, "ctr-reshard-first");
   const std::string on_three = MakeTempDir("ckpt-ctr-reshard-3"), on_one = MakeTempDir("ckpt-ctr-reshard-1");
   for (const std::string& copy : {on_three, on_one}) {
     std::filesystem::copy(dir, copy, std::filesystem::copy_options::recursive |
