@@ -134,8 +134,7 @@ absl::StatusOr<ShardCheckpoint> ReshardCheckpoints(const std::vector<ShardCheckp
   return out;
 }
 
-absl::StatusOr<ShardCheckpoint> ReadResharded(const std::string& dir, int from_servers, int64_t step,
-                                              const ShardMap& to, int to_servers, int rank) {
+absl::StatusOr<std::vector<ShardCheckpoint>> ReadCut(const std::string& dir, int from_servers, int64_t step) {
   std::vector<ShardCheckpoint> cut;
   cut.reserve(from_servers);
   for (int old = 0; old < from_servers; ++old) {
@@ -147,6 +146,12 @@ absl::StatusOr<ShardCheckpoint> ReadResharded(const std::string& dir, int from_s
     }
     cut.push_back(*std::move(ckpt));
   }
+  return cut;
+}
+
+absl::StatusOr<ShardCheckpoint> ReadResharded(const std::string& dir, int from_servers, int64_t step,
+                                              const ShardMap& to, int to_servers, int rank) {
+  ASSIGN_OR_RETURN(const std::vector<ShardCheckpoint> cut, ReadCut(dir, from_servers, step));
   return ReshardCheckpoints(cut, to, to_servers, rank);
 }
 

@@ -42,11 +42,14 @@ namespace pstrain::server {
 absl::StatusOr<ShardCheckpoint> ReshardCheckpoints(const std::vector<ShardCheckpoint>& cut, const ShardMap& to,
                                                    int to_servers, int rank);
 
-// The checkpoint server `rank` of map `to` (of `to_servers` servers) restores from the cut of `step` in `dir`, taken under
-// `from_servers` servers: every old rank's checkpoint of `step` read through its chain
-// (ReadCheckpointChain), then ReshardCheckpoints. Errors name the step and the old rank whose file
-// fails (ReadCheckpointChain's codes), or are ReshardCheckpoints'. Blocks on disk I/O: reads the
-// whole model.
+// The cut of `step` in `dir`, taken under `from_servers` servers: every old rank's checkpoint of
+// `step` read through its chain (ReadCheckpointChain), in rank order. Errors name the step and the
+// old rank whose file fails (ReadCheckpointChain's codes). Blocks on disk I/O: reads the whole
+// model. A server that re-cuts the cut for more than one store (its shard and its copy) reads it
+// once.
+absl::StatusOr<std::vector<ShardCheckpoint>> ReadCut(const std::string& dir, int from_servers, int64_t step);
+
+// ReadCut, then ReshardCheckpoints for server `rank` of map `to` (of `to_servers` servers).
 absl::StatusOr<ShardCheckpoint> ReadResharded(const std::string& dir, int from_servers, int64_t step,
                                               const ShardMap& to, int to_servers, int rank);
 

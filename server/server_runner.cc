@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -583,9 +584,22 @@ absl::Status ServerRunner::RollBack(SchedulerClient* client, int rank, const std
   // SYNC (the view's restore step): the copy of the shard before this one goes back too, to the
   // same cut, from its primary's files.
   const bool sync_restore = view.has_restore_step() && step == view.restore_step();
-  RETURN_IF_ERROR(RestoreStore(client, rank, checkpoint_dir, step, view, store));
+  // A job resumed from a cut of another server count: that cut, read once for both stores.
+  std::optional<std::vector<ShardCheckpoint>> cut;
+  if (sync_restore && view.restore_servers() > 0) {
+    absl::StatusOr<std::vector<ShardCheckpoint>> read = ReadCut(checkpoint_dir, view.restore_servers(), step);
+    if (!read.ok()) {
+      return ReportFatal(client, rank, absl::Status(read.status().code(),
+                                                    absl::StrCat("server ", rank, ": rolling back to step ", step,
+                                                                 " for membership epoch ", view.membership_epoch(),
+                                                                 ": ", read.status().message())));
+    }
+    cut = *std::move(read);
+  }
+  const std::vector<ShardCheckpoint>* old = cut.has_value() ? &*cut : nullptr;
+  RETURN_IF_ERROR(RestoreStore(client, rank, checkpoint_dir, step, view, old, store));
   if (sync_restore && replica_ != nullptr) {
-    RETURN_IF_ERROR(RestoreStore(client, rank, checkpoint_dir, step, view, replica_.get()));
+    RETURN_IF_ERROR(RestoreStore(client, rank, checkpoint_dir, step, view, old, replica_.get()));
   }
   // Files of the abandoned run were removed; the scheduler gets the new list.
   if (!checkpoint_dir.empty()) NoteCheckpointsChanged();
@@ -593,7 +607,8 @@ absl::Status ServerRunner::RollBack(SchedulerClient* client, int rank, const std
 }
 
 absl::Status ServerRunner::RestoreStore(SchedulerClient* client, int rank, const std::string& checkpoint_dir,
-                                        int64_t step, const ClusterView& view, ParameterStore* store) {
+                                        int64_t step, const ClusterView& view,
+                                        const std::vector<ShardCheckpoint>* cut, ParameterStore* store) {
   const int shard = store->rank();
   const std::string what = absl::StrCat("server ", rank, ": rolling back ",
                                         shard == rank ? std::string() : absl::StrCat("its copy of shard ", shard, " "),
@@ -601,10 +616,9 @@ absl::Status ServerRunner::RestoreStore(SchedulerClient* client, int rank, const
   // The step's file, and when it is a delta, its chain back to a base (server/checkpoint_chain.h);
   // or, for a job resumed from a cut of another server count, that cut's files re-cut into the
   // shard (server/checkpoint_reshard.h).
-  const bool reshard = view.restore_servers() > 0 && step == view.restore_step();
-  absl::StatusOr<ShardCheckpoint> ckpt =
-      reshard ? ReadResharded(checkpoint_dir, view.restore_servers(), step, view.shard_map(), job_servers_, shard)
-              : ReadCheckpointChain(checkpoint_dir, shard, step);
+  const bool reshard = cut != nullptr;
+  absl::StatusOr<ShardCheckpoint> ckpt = reshard ? ReshardCheckpoints(*cut, view.shard_map(), job_servers_, shard)
+                                                 : ReadCheckpointChain(checkpoint_dir, shard, step);
   if (reshard && ckpt.ok()) {
     LOG(INFO) << what << ": re-cut the " << view.restore_servers() << " servers' checkpoints of step " << step
               << " into the shard's " << ckpt->chunks.size() << " chunks";

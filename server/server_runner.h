@@ -166,11 +166,13 @@ class ServerRunner {
   // goes back to the same step too, from its shard's files.
   absl::Status RollBack(SchedulerClient* client, int rank, const std::string& checkpoint_dir, int64_t step,
                         const ClusterView& view, ParameterStore* store);
-  // RollBack's work for one store: reads the checkpoint of `step` of the shard `store` holds (its
-  // chain, or a cut of another server count re-cut: ClusterView.restore_servers) and installs it
-  // with the view's epoch and workers. Failures as RollBack's.
+  // RollBack's work for one store: the checkpoint of `step` of the shard `store` holds (its chain;
+  // or, given `cut`, a cut of another server count read by RollBack, re-cut:
+  // ClusterView.restore_servers), installed with the view's epoch and workers. Failures as
+  // RollBack's.
   absl::Status RestoreStore(SchedulerClient* client, int rank, const std::string& checkpoint_dir, int64_t step,
-                            const ClusterView& view, ParameterStore* store);
+                            const ClusterView& view, const std::vector<ShardCheckpoint>* cut,
+                            ParameterStore* store);
   // Sends the final shards `shards` (each hosted here as primary: this server's own, or its
   // promoted copy's) to the scheduler; see "The final model" above. Returns only an error that
   // fails the job (reported to the scheduler already).
