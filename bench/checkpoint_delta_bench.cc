@@ -29,6 +29,7 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include "bench/bench_timing.h"
 #include "server/checkpoint.h"
 #include "server/checkpoint_chain.h"
 #include "server/embedding_table.h"
@@ -41,19 +42,6 @@ DEFINE_string(dir, "", "Where the files go (default: a fresh folder under /tmp, 
 
 namespace pstrain::bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double Seconds(const std::function<void()>& f) {
-  const auto start = Clock::now();
-  f();
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 void Check(const absl::Status& s) { CHECK(s.ok()) << s; }
 

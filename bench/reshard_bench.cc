@@ -25,6 +25,7 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include "bench/bench_timing.h"
 #include "common/key_hash.h"
 #include "model/param_spec.h"
 #include "scheduler/shard_map.h"
@@ -41,19 +42,6 @@ DEFINE_int32(rounds, 3, "Rounds (each re-cuts both ways)");
 
 namespace pstrain::bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double Seconds(const std::function<void()>& f) {
-  const auto start = Clock::now();
-  f();
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 void Check(const absl::Status& s) { CHECK(s.ok()) << s; }
 
