@@ -326,6 +326,12 @@ absl::StatusOr<std::string> SchedulerClient::GetInitialModel() {
   return std::move(*answer.mutable_model_file());
 }
 
+absl::StatusOr<ScaleResponse> SchedulerClient::Scale(int servers) {
+  ScaleRequest request;
+  request.set_servers(servers);
+  return Call(&Scheduler::Stub::Scale, request, "operator request", rpc_timeout_);
+}
+
 absl::StatusOr<JobStatus> SchedulerClient::GetJobStatus() {
   return Call(&Scheduler::Stub::GetJobStatus, JobStatusRequest(), "get job status", rpc_timeout_);
 }

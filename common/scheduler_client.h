@@ -93,6 +93,9 @@ class SchedulerClient : public SchedulerApi {
   absl::Status ReportProgress(const ProgressReport& report) override;
   absl::Status ReportFailure(Role role, int rank, const std::string& message) override;
   absl::StatusOr<JobStatus> GetJobStatus() override;
+  // An operator's request for another server count (Scheduler.Scale). Not retried: the answer
+  // says whether it was taken.
+  absl::StatusOr<ScaleResponse> Scale(int servers);
   absl::Status Leave(Role role, int rank, const std::string& reason) override;
   // LeaseWork for evaluation: a range of the test set to evaluate after `epoch`.
   absl::StatusOr<LeaseResponse> LeaseEval(int worker_rank, int epoch) override;

@@ -45,6 +45,7 @@ std::shared_ptr<const TransportSecurity> TransportSecurityFromFlagsOrExit(const 
   if (name == "pstrain-server") options.role = CertRole::kServer;
   if (name == "pstrain-worker") options.role = CertRole::kWorker;
   if (name == "pstrain-serve") options.role = CertRole::kServing;
+  if (name == "pstrain-ctl") options.role = CertRole::kOperator;
   absl::StatusOr<std::shared_ptr<const TransportSecurity>> security = TransportSecurity::Create(options);
   if (!security.ok()) {
     std::cerr << binary << ": " << security.status().message() << "\n";

@@ -73,4 +73,8 @@ std::vector<ServerCountEra> ContinueFrom(const std::vector<ServerCountEra>& eras
   return out;
 }
 
+int ServersOfMap(const ShardMap& map, int job_servers) {
+  return map.num_servers() > 0 ? map.num_servers() : job_servers;
+}
+
 }  // namespace pstrain

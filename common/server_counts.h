@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/checkpoint_files.h"
+#include "proto/cluster.pb.h"
 
 namespace pstrain {
 
@@ -41,6 +42,10 @@ absl::Status WriteServerCounts(const std::string& dir, const std::vector<ServerC
 // that hold steps up to `step` (the first era, and those from before `step`), then (step,
 // num_servers) when that is another count than the step's own. From step 0: one era (0, num_servers).
 std::vector<ServerCountEra> ContinueFrom(const std::vector<ServerCountEra>& eras, int64_t step, int num_servers);
+
+// The server count `map` is for: its ShardMap.num_servers, or `job_servers` (JobSpec.num_servers)
+// for a map that does not say (the first map of a job from before the field).
+int ServersOfMap(const ShardMap& map, int job_servers);
 
 }  // namespace pstrain
 

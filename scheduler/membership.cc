@@ -148,6 +148,11 @@ absl::StatusOr<int> Membership::Register(Role role, const std::string& address,
   return rank;
 }
 
+void Membership::ChangeShardMap(ShardMap shard_map) {
+  options_.shard_map = std::move(shard_map);
+  ++epoch_;
+}
+
 absl::StatusOr<bool> Membership::Remove(Role role, int rank, ChangeKind kind, absl::Time now) {
   if (kind == ChangeKind::kJoined) {
     return absl::InvalidArgumentError(absl::StrCat("remove ", RoleName(role), " ", rank,

@@ -148,6 +148,15 @@ class Membership {
   // The model's part of the view (Options: shard_map, train_samples, test_samples, total_steps),
   // set when it becomes known after construction: an external model's declaration.
   void SetModel(ShardMap shard_map, int64_t train_samples, int64_t test_samples, int64_t total_steps);
+  // The number of server ranks (Options::num_servers) from now on: servers register up to that
+  // many (a job growing its server count admits the added ranks before it cuts over). Live servers
+  // of higher ranks stay members until they leave (drained by a scale-down).
+  void SetServerSlots(int num_servers) { options_.num_servers = num_servers; }
+  int server_slots() const { return options_.num_servers; }
+  // The view's shard map from now on (the job changed its server count), with a bumped epoch:
+  // every request routed under the old map is refused.
+  void ChangeShardMap(ShardMap shard_map);
+  const ShardMap& shard_map() const { return options_.shard_map; }
   // A data stream's newly ready records: the view's train_samples and total_steps grow (the
   // membership epoch does not change: no member did).
   void GrowData(int64_t train_samples, int64_t total_steps);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "common/barriers.h"
 #include "common/job_spec.h"
+#include "common/server_counts.h"
 #include "common/utf8.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -22,7 +23,7 @@ namespace {
 
 Membership::Options MembershipOptions(const Scheduler::Options& o) {
   Membership::Options m;
-  m.num_servers = o.job.num_servers();
+  m.num_servers = ServersOfMap(o.shard_map, o.job.num_servers());
   m.num_workers = o.job.num_workers();
   m.max_workers = o.job.max_workers();
   m.max_joins_per_minute = MaxWorkerJoinsPerMinute(o.job);
@@ -69,11 +70,12 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(Options options) {
         "scheduler: negative counts (train_samples ", options.train_samples, ", test_samples ",
         options.test_samples, ", total_steps ", options.total_steps, ")"));
   }
+  // A restored job that changed its server count goes on with its map's count.
+  const int map_servers = ServersOfMap(options.shard_map, options.job.num_servers());
   for (const ChunkSpec& chunk : options.shard_map.chunks()) {
-    if (chunk.server_rank() < 0 || chunk.server_rank() >= options.job.num_servers()) {
-      return absl::InvalidArgumentError(absl::StrCat("scheduler: shard map names server ",
-                                                     chunk.server_rank(), ", expected < ",
-                                                     options.job.num_servers()));
+    if (chunk.server_rank() < 0 || chunk.server_rank() >= map_servers) {
+      return absl::InvalidArgumentError(absl::StrCat("scheduler: shard map names server ", chunk.server_rank(),
+                                                     ", expected < ", map_servers));
     }
   }
   if (options.server_recovery_timeout <= absl::ZeroDuration()) {
@@ -102,8 +104,8 @@ Scheduler::Scheduler(Options options)
       leases_(std::make_unique<LeasePool>(LeaseOptions(options_, options_.train_samples))),
       progress_(std::make_unique<Progress>(ProgressOptions(options_, created_, options_.train_samples,
                                                            options_.test_samples, options_.total_steps))),
-      fleet_(options_.job.num_servers(), options_.job.replicas() == 2),
-      final_model_(options_.job.num_servers()),
+      fleet_(ServersOfMap(options_.shard_map, options_.job.num_servers()), options_.job.replicas() == 2),
+      final_model_(ServersOfMap(options_.shard_map, options_.job.num_servers())),
       server_reports_(created_) {
   if (options_.resume_step.has_value()) {
     fleet_.SetResumeCut(*options_.resume_step,
@@ -147,7 +149,7 @@ ClusterView Scheduler::View() const {
 std::string Scheduler::MembershipLine() const {
   std::string line = absl::StrCat("membership epoch ", membership_.epoch(), ", live workers [",
                                   absl::StrJoin(membership_.LiveRanks(WORKER), ", "), "]");
-  if (!fleet_.vacancies().empty() || membership_.num_live(SERVER) < options_.job.num_servers()) {
+  if (!fleet_.vacancies().empty() || membership_.num_live(SERVER) != ServersLocked()) {
     absl::StrAppend(&line, ", live servers [", absl::StrJoin(membership_.LiveRanks(SERVER), ", "), "]");
   }
   return line;
@@ -197,7 +199,13 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
     }
     if (!rank.ok()) return rank.status();
     if (membership_.epoch() != epoch_before) {  // A new member, not a retry.
-      if (state_ == RUNNING && request.role() == SERVER) {
+      if (state_ == RUNNING && request.role() == SERVER && OutsideMapLocked(*rank)) {
+        // A server for a rank a pending scale-up added: it serves from the cut-over on.
+        LOG(INFO) << membership_.Describe(SERVER, *rank) << " registered for a rank the job is growing to; "
+                  << MembershipLine();
+        PublishParticipantsLocked(&deferred);
+        AdvanceScalingLocked(&deferred);
+      } else if (state_ == RUNNING && request.role() == SERVER) {
         // Only possible with a vacant rank, i.e. during a server recovery.
         fleet_.Fill(*rank);
         CountLeasesLocked(leases_->SetServerCounts(*rank, true), &deferred);
@@ -534,18 +542,26 @@ absl::Status Scheduler::Leave(const LeaveRequest& request) {
   Deferred deferred;
   {
     absl::MutexLock lock(&mu_);
-    if (request.role() != WORKER) {
+    const bool outside_server =
+        request.role() == SERVER && membership_.is_live(SERVER, request.rank()) && OutsideMapLocked(request.rank());
+    if (outside_server) {
+      // Drained by a scale-down (or added by a pending scale-up and stopped): it holds no shard.
+      RemoveOutsideServerLocked(request.rank(), ChangeKind::kLeft,
+                                request.reason().empty() ? "no reason given" : BoundedReason(request.reason()),
+                                &deferred);
+    } else if (request.role() != WORKER) {
       return absl::FailedPreconditionError(absl::StrCat("leave from ", RoleName(request.role()), " ",
                                                         request.rank(), ": only workers may leave a job"));
-    }
-    if (!membership_.ever_registered(WORKER, request.rank())) {
+    } else if (!membership_.ever_registered(WORKER, request.rank())) {
       return absl::FailedPreconditionError(absl::StrCat("leave from worker ", request.rank(), ": not registered"));
+    } else if (Ended()) {
+      return absl::OkStatus();
+    } else {
+      RemoveWorkerLocked(request.rank(), ChangeKind::kLeft,
+                         absl::StrCat(membership_.Describe(WORKER, request.rank()), " left: ",
+                                      request.reason().empty() ? "no reason given" : BoundedReason(request.reason())),
+                         &deferred);
     }
-    if (Ended()) return absl::OkStatus();
-    RemoveWorkerLocked(request.rank(), ChangeKind::kLeft,
-                       absl::StrCat(membership_.Describe(WORKER, request.rank()), " left: ",
-                                    request.reason().empty() ? "no reason given" : BoundedReason(request.reason())),
-                       &deferred);
     SaveLocked(&deferred);
   }
   return Run(std::move(deferred));
@@ -683,7 +699,7 @@ void Scheduler::CheckHealth() {
     std::vector<SilentMember> replaceable_servers;
     for (size_t i = 0; i < silent.size(); ++i) {
       if (silent[i].role != SERVER) continue;
-      if (i < dead && (RecoversServersLocked() || PromotesReplicasLocked())) {
+      if ((i < dead && (RecoversServersLocked() || PromotesReplicasLocked())) || OutsideMapLocked(silent[i].rank)) {
         replaceable_servers.push_back(silent[i]);
       } else {
         (i < dead ? dead_servers : silent_servers).push_back(silent[i].message);
@@ -777,6 +793,9 @@ std::string Scheduler::SummaryJson() const {
   slow += "],\n";
   if (stream_.has_value()) {
     absl::StrAppend(&slow, "  \"stream\": ", StreamStatusJson(StreamStatusLocked(std::numeric_limits<size_t>::max())), ",\n");
+  }
+  if (const std::vector<ServerCountChangeStatus> changes = ServerCountChangesLocked(); !changes.empty()) {
+    absl::StrAppend(&slow, "  \"server_count_changes\": ", ServerCountChangesJson(changes), ",\n");
   }
   if (options_.resume_step.has_value()) {
     absl::StrAppend(&slow, "  \"resumed\": {\"step\": ", *options_.resume_step, ", \"from_servers\": ",

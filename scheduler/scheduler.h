@@ -115,6 +115,7 @@
 #include "scheduler/progress.h"
 #include "scheduler/retry_log.h"
 #include "scheduler/server_fleet.h"
+#include "scheduler/server_scaling.h"
 #include "scheduler/server_reports.h"
 #include "scheduler/status_json.h"
 #include "scheduler/stream_feed.h"
@@ -163,6 +164,11 @@ class Scheduler {
     // view then carries it as restore_servers, and servers re-cut that cut into their shards. 0:
     // the job's own count.
     int resume_servers = 0;
+    // A job with a checkpoint folder: records that the steps after `step` are cut on `servers`
+    // servers (common/server_counts.h), when the job changes its server count at the cut of
+    // `step`. Called under the lock, before the new shard map is published: no checkpoint of the
+    // new count is written before it. An error abandons the change (the job goes on unchanged).
+    std::function<absl::Status(int64_t step, int servers)> record_server_count;
     // This build's fingerprint (model/build_fingerprint.h): Register refuses a role that sends
     // another (FAILED_PRECONDITION naming both). 0: not checked.
     uint64_t build_fingerprint = 0;
@@ -324,6 +330,10 @@ class Scheduler {
   // FAILED_PRECONDITION for a rank that is not a live server; ABORTED "job failed: ..." once the
   // job has failed.
   absl::Status ReportCheckpoints(const CheckpointReport& report);
+  // An operator asks for `request.servers()` servers (scheduler/server_scaling.h; the caller
+  // checked the operator's credential). SYNC jobs with checkpoints and no replicas, while they
+  // run and no server is being replaced; see the Scale rpc (proto/scheduler.proto) for the errors.
+  absl::StatusOr<ScaleResponse> Scale(const ScaleRequest& request);
 
   // Logs a server's slow SYNC step: the ranks it waits for, with their addresses and how long ago
   // each last heartbeated, and keeps the newest kMaxSlowSteps reports for the run summary
@@ -478,6 +488,24 @@ class Scheduler {
   // Server recovery: removes the live server `rank` ("died", because of `reason`); its rank is
   // vacant from now on and restore_step is dropped.
   void RemoveServerLocked(int rank, absl::string_view reason, Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // --- Changing the server count (scheduler_scaling.cc) ---
+  // The job's server count now: the ranks of its shard map.
+  int ServersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return fleet_.num_servers(); }
+  // A server rank outside the shard map: added by a pending scale-up, or drained by a done
+  // scale-down and not gone yet. It has no shard, checkpoints or recovery.
+  bool OutsideMapLocked(int rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return rank >= ServersLocked(); }
+  // A server outside the map died or left: it is removed, and a pending scale-up that counted on
+  // it waits for another.
+  void RemoveOutsideServerLocked(int rank, ChangeKind kind, absl::string_view reason, Deferred* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks the pending change ready once every added rank is live, and cuts over when its cut is
+  // there.
+  void AdvanceScalingLocked(Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Publishes the map of the pending change's count, with every server restoring the cut of
+  // `step` re-sharded.
+  void CutOverLocked(int64_t step, Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The changes done and the pending one, for the dashboard, the metrics and the summary.
+  std::vector<ServerCountChangeStatus> ServerCountChangesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether a dead server is replaced rather than failing the job (SYNC with checkpoints, running).
   bool RecoversServersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Replicas: whether a dead server's shards are served by their copies (running, replicas = 2).
@@ -567,6 +595,7 @@ class Scheduler {
   std::vector<ViewDone> view_waiters_ ABSL_GUARDED_BY(mu_);
   // Server recovery and replicas: checkpoints, vacant ranks, the restore step, where shards live.
   ServerFleet fleet_ ABSL_GUARDED_BY(mu_);
+  ServerScaling scaling_ ABSL_GUARDED_BY(mu_);
   // Idempotent retries of progress reports and lease requests, by worker rank.
   RetryLog retries_ ABSL_GUARDED_BY(mu_);
   // Persistence: the listening port, how often this state was restored, and the version of the

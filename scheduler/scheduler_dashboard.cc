@@ -34,6 +34,9 @@ scheduler::DashboardStatus Scheduler::DashboardStatus() const {
   out.mode = ModeName(options_.job.mode());
   out.now_seconds = absl::ToDoubleSeconds(now - created_);
   out.membership_epoch = membership_.epoch();
+  out.shard_map_version = membership_.shard_map().version();
+  out.map_servers = ServersLocked();
+  out.server_count_changes = ServerCountChangesLocked();
   progress_->FillStatus(now, &out);
   out.training_leases_out = leases_->num_out();
   out.eval_leases_out = progress_->eval_leases_out();

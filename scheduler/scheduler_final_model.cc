@@ -27,7 +27,7 @@ bool Scheduler::AwaitsFinalShardsLocked() const {
 std::vector<int> Scheduler::FinalShardsWantedLocked(int rank) const {
   std::vector<int> wanted;
   if (!AwaitsFinalShardsLocked() || !membership_.is_live(SERVER, rank)) return wanted;
-  for (int shard = 0; shard < options_.job.num_servers(); ++shard) {
+  for (int shard = 0; shard < ServersLocked(); ++shard) {
     if (!final_model_.Holds(shard) && fleet_.PrimaryOf(shard) == rank) wanted.push_back(shard);
   }
   return wanted;
@@ -98,7 +98,7 @@ absl::Status Scheduler::SubmitFinalShard(const FinalShard& shard) {
   {
     absl::MutexLock lock(&mu_);
     final_model_.MarkWritten();
-    const int shards = options_.job.num_servers();
+    const int shards = ServersLocked();
     LOG(INFO) << "final model assembled from " << shards << (shards == 1 ? " shard (" : " shards (")
               << model_file.size() << " bytes) written to " << options_.job.final_model_path();
     MaybeFinishLocked(&deferred);

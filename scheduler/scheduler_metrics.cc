@@ -37,6 +37,9 @@ struct SchedulerMetrics::State {
   metrics::GaugeFamily* test_loss = nullptr;
   metrics::GaugeFamily* progressive_auc = nullptr;
   metrics::GaugeFamily* test_accuracy = nullptr;
+  metrics::Gauge* shard_map_version = nullptr;
+  metrics::Gauge* map_servers = nullptr;
+  metrics::Counter* server_count_changes = nullptr;
   metrics::Gauge* samples_per_second = nullptr;
   metrics::Gauge* eta_seconds = nullptr;
   metrics::Gauge* barriers_waiting = nullptr;
@@ -62,6 +65,11 @@ struct SchedulerMetrics::State {
 void SchedulerMetrics::State::Set(const DashboardStatus& s) {
   for (const char* state : kStates) job_state->With({state})->Set(s.state == state ? 1 : 0);
   membership_epoch->Set(static_cast<double>(s.membership_epoch));
+  shard_map_version->Set(static_cast<double>(s.shard_map_version));
+  map_servers->Set(s.map_servers);
+  server_count_changes->RaiseTo(static_cast<double>(std::count_if(
+      s.server_count_changes.begin(), s.server_count_changes.end(),
+      [](const ServerCountChangeStatus& c) { return c.step >= 0; })));
   for (const char* role : kRoles) {
     live_members->With({role})->Set(static_cast<double>(
         std::count_if(s.members.begin(), s.members.end(),
@@ -127,6 +135,15 @@ SchedulerMetrics::SchedulerMetrics(metrics::Registry* registry) : state_(std::ma
   s.job_state = &registry->AddGauge("pstrain_scheduler_job_state", "1 for the job's current state", {"state"});
   s.membership_epoch =
       registry->AddGauge("pstrain_scheduler_membership_epoch", "Bumped by every change of the live set").Get();
+  s.shard_map_version = registry
+                            ->AddGauge("pstrain_scheduler_shard_map_version",
+                                       "The shard map's version: bumped by every change of the server count")
+                            .Get();
+  s.map_servers = registry->AddGauge("pstrain_scheduler_map_servers", "Servers in the shard map").Get();
+  s.server_count_changes = registry
+                               ->AddCounter("pstrain_scheduler_server_count_changes_total",
+                                            "Changes of the server count cut over (pstrain-ctl scale)")
+                               .Get();
   // Not "role": every series already has the constant label role="scheduler".
   s.live_members =
       &registry->AddGauge("pstrain_scheduler_live_members", "Live members by role", {"member_role"});

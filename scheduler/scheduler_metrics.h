@@ -3,6 +3,9 @@
 //   pstrain_scheduler_job_state{state}                 1 for the job's state (WAITING, RUNNING,
 //                                                      FINISHED, FAILED), 0 for the others
 //   pstrain_scheduler_membership_epoch                 bumped by every change of the live set
+//   pstrain_scheduler_shard_map_version                bumped by every change of the server count
+//   pstrain_scheduler_map_servers                      servers in the shard map
+//   pstrain_scheduler_server_count_changes_total       changes of the server count cut over
 //   pstrain_scheduler_live_members{member_role}        live servers and workers (not {role}: that
 //                                                      is the constant label role="scheduler")
 //   pstrain_scheduler_membership_events_total{kind}    joined / died / left since the job ran

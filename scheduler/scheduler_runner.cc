@@ -292,6 +292,13 @@ absl::Status SchedulerRunner::Run() {
       return WriteFileAtomically(path, "final model", bytes, mode);
     };
   }
+  if (!job.checkpoint_dir().empty()) {
+    // A change of the server count starts a new era of the folder's history.
+    core_options.record_server_count = [job](int64_t step, int servers) -> absl::Status {
+      ASSIGN_OR_RETURN(const std::vector<ServerCountEra> eras, ReadServerCounts(job.checkpoint_dir(), job.num_servers()));
+      return WriteServerCounts(job.checkpoint_dir(), ContinueFrom(eras, step, servers), OutputMode(job.output_mode()));
+    };
+  }
   if (IsStreamJob(job) && !job.checkpoint_dir().empty()) {
     core_options.record_stream = [job](const StreamState& catalog) { return WriteStreamCatalog(job, catalog); };
     if (job.resume() && !saved.has_value()) {

@@ -51,6 +51,10 @@ void Scheduler::PromoteReplicasLocked(int rank, absl::string_view reason, Deferr
 }
 
 void Scheduler::RemoveServerLocked(int rank, absl::string_view reason, Deferred* deferred) {
+  if (OutsideMapLocked(rank)) {
+    RemoveOutsideServerLocked(rank, ChangeKind::kDied, reason, deferred);
+    return;
+  }
   if (PromotesReplicasLocked()) {
     PromoteReplicasLocked(rank, reason, deferred);
     return;
@@ -75,7 +79,9 @@ absl::Status Scheduler::ReportCheckpoints(const CheckpointReport& report) {
   const int rank = report.server_rank();
   if (absl::Status s = CheckLive(SERVER, rank, "checkpoint report"); !s.ok()) return s;
   if (absl::Status s = ServerFleet::CheckReport(report); !s.ok()) return s;
+  if (OutsideMapLocked(rank)) return absl::OkStatus();  // no shard: its files are not of the job's map
   fleet_.SetCheckpoints(report);
+  AdvanceScalingLocked(&deferred);
   VLOG(1) << "server " << rank << " holds checkpoints of steps [" << absl::StrJoin(fleet_.checkpoints(rank), ", ")
           << "]";
   SaveLocked(&deferred);

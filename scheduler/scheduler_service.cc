@@ -72,7 +72,8 @@ Acting AsServer(const Request& r) {
 }
 
 // The methods that act as nobody: they need the job's transport credentials only.
-constexpr absl::string_view kOpenMethods[] = {"Register", "GetClusterView", "GetJobStatus", "GetInitialModel"};
+// Scale acts as the operator, whose certificate its handler checks.
+constexpr absl::string_view kOpenMethods[] = {"Register", "GetClusterView", "GetJobStatus", "GetInitialModel", "Scale"};
 
 }  // namespace
 
@@ -227,6 +228,21 @@ grpc::ServerUnaryReactor* SchedulerService::GetJobStatus(grpc::CallbackServerCon
                                                          grpc::ByteBuffer* out) {
   return ServeParsed<JobStatusRequest, JobStatus>(in, out, "GetJobStatus",
                                                   [this](auto* call) { call->Reply(core_->Status()); });
+}
+
+grpc::ServerUnaryReactor* SchedulerService::Scale(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
+                                                  grpc::ByteBuffer* out) {
+  return ServeParsed<ScaleRequest, ScaleResponse>(in, out, "Scale", [this, ctx](auto* call) {
+    const std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
+    if (absl::Status s = CheckPeerRole(PeerOf(auth.get()), CertRole::kOperator, "Scale"); !s.ok()) {
+      LOG(WARNING) << "refused a scale request: " << s.message();
+      call->Reply(s);
+      return;
+    }
+    absl::StatusOr<ScaleResponse> answer = core_->Scale(call->request);
+    if (answer.ok()) call->response = *std::move(answer);
+    call->Reply(answer.status());
+  });
 }
 
 }  // namespace scheduler

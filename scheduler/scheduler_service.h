@@ -10,6 +10,8 @@
 // valid one, PERMISSION_DENIED for another rank or role, and the core never sees a refused call.
 // Register, GetClusterView, GetJobStatus and GetInitialModel act as nobody and need the job's
 // transport credentials only (the launcher polls GetJobStatus without registering).
+// Scale acts as the operator: no session (an operator does not register), and with TLS only an
+// operator's certificate (PERMISSION_DENIED otherwise, and nothing changes).
 //
 // Certificates (common/peer_role.h). With TLS, acting as a server (registering as one, its
 // heartbeats, barriers, ReportCheckpoints, ReportSlowStep, ...) needs the job's server
@@ -53,7 +55,8 @@ using RawSchedulerBase =
     pstrain::Scheduler::WithRawCallbackMethod_DeclareModel<
     pstrain::Scheduler::WithRawCallbackMethod_GetInitialModel<
     pstrain::Scheduler::WithRawCallbackMethod_GetJobStatus<
-    pstrain::Scheduler::Service>>>>>>>>>>>>>>>;
+    pstrain::Scheduler::WithRawCallbackMethod_Scale<
+    pstrain::Scheduler::Service>>>>>>>>>>>>>>>>;
 
 class SchedulerService final : public RawSchedulerBase, public SessionGate {
  public:
@@ -80,6 +83,8 @@ class SchedulerService final : public RawSchedulerBase, public SessionGate {
   grpc::ServerUnaryReactor* ReportFailure(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Scale(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                 grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ReportCheckpoints(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                             grpc::ByteBuffer* response) override;

@@ -105,6 +105,11 @@ void ServerFleet::Vacate(int rank, absl::Time when) {
   restore_step_.reset();
 }
 
+void ServerFleet::Resize(int num_servers) {
+  checkpoints_.resize(num_servers);
+  vacancies_.erase(vacancies_.lower_bound(num_servers), vacancies_.end());
+}
+
 void ServerFleet::Fill(int rank) { vacancies_.erase(rank); }
 
 void ServerFleet::SetRestoreStep(int64_t step, int64_t epoch) {

@@ -79,6 +79,10 @@ class ServerFleet {
   // The newest step every rank holds a checkpoint of (the free function above).
   int64_t NewestCommonStep() const;
 
+  // The job changed its server count to `num_servers` (> 0): ranks from there on are dropped, new
+  // ones start with no checkpoints. REQUIRES: no replicas.
+  void Resize(int num_servers);
+
   // --- A job resumed from a cut (scheduler/resume.h) ---
 
   // The job went on from the cut of `step`, taken under `servers` servers (possibly another

@@ -86,6 +86,7 @@ absl::StatusOr<ShardMap> BuildShardMap(std::vector<TensorSpec> tensors, int num_
 
   ShardMap map;
   map.set_version(1);
+  map.set_num_servers(num_servers);
   int64_t total = 0;
   for (int i = 0; i < static_cast<int>(tensors.size()); ++i) {
     TensorSpec& t = tensors[i];

@@ -52,6 +52,13 @@ std::string Event(const MembershipEventStatus& e) {
                       ",\"kind\":", JsonString(e.kind), "}");
 }
 
+std::string CountChange(const ServerCountChangeStatus& c) {
+  return absl::StrCat("{\"from\":", c.from, ",\"to\":", c.to, ",\"step\":", c.step,
+                      ",\"shard_map_version\":", c.shard_map_version,
+                      ",\"requested_seconds\":", JsonNumber(c.requested_seconds),
+                      ",\"cut_over_seconds\":", JsonNumber(c.cut_over_seconds), "}");
+}
+
 std::string SlowStep(const SlowStepStatus& s) {
   return absl::StrCat("{\"seconds\":", JsonNumber(s.seconds), ",\"server\":", s.server, ",\"step\":", s.step,
                       ",\"waited_seconds\":", JsonNumber(s.waited_seconds), ",\"waiting_for\":[",
@@ -118,6 +125,8 @@ std::string StatusJson(const DashboardStatus& s) {
       ",\"step\":", s.step, ",\"total_steps\":", s.total_steps,
       ",\"samples_per_second\":", JsonNumber(s.samples_per_second), ",\"eta_seconds\":", JsonNumber(s.eta_seconds),
       ",\"recent_loss\":", JsonNumber(s.recent_loss), ",\"membership_epoch\":", s.membership_epoch,
+      ",\"shard_map_version\":", s.shard_map_version, ",\"map_servers\":", s.map_servers,
+      ",\"server_count_changes\":", Array(s.server_count_changes, CountChange),
       ",\"leases_out\":{\"training\":", s.training_leases_out, ",\"evaluation\":", s.eval_leases_out,
       "},\"barriers_waiting\":", s.barriers_waiting,
       ",\"epochs_done\":", Array(s.epochs_done, Epoch), ",\"members\":", Array(s.members, Member),
@@ -135,6 +144,10 @@ std::string TimelineJson(const std::vector<TimelinePoint>& points, int64_t next)
 std::string TargetsJson(const std::vector<MetricsTarget>& targets) { return Array(targets, Target); }
 
 std::string ErrorJson(absl::string_view message) { return absl::StrCat("{\"error\":", JsonString(message), "}"); }
+
+std::string ServerCountChangesJson(const std::vector<ServerCountChangeStatus>& changes) {
+  return Array(changes, CountChange);
+}
 
 std::string StuckBarriersJson(const std::vector<StuckBarrierStatus>& barriers) { return Array(barriers, Stuck); }
 

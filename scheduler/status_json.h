@@ -81,6 +81,17 @@ struct MembershipEventStatus {
   std::string kind;  // "joined", "died", "left"
 };
 
+// A change of the server count (pstrain-ctl scale; scheduler/server_scaling.h): done, or the
+// pending one (step -1, cut_over_seconds unknown).
+struct ServerCountChangeStatus {
+  int from = 0;
+  int to = 0;
+  int64_t step = -1;  // the cut the servers restored under the new map
+  int64_t shard_map_version = 0;  // the new map's; 0 while pending
+  double requested_seconds = 0;
+  double cut_over_seconds = kUnknown;
+};
+
 // A server's slow SYNC step (Scheduler::ReportSlowStep).
 struct SlowStepStatus {
   double seconds = 0;
@@ -164,6 +175,11 @@ struct DashboardStatus {
   double eta_seconds = 0;
   double recent_loss = kUnknown;
   int64_t membership_epoch = 0;
+  // The shard map's version (its shard-map epoch) and server count.
+  int64_t shard_map_version = 0;
+  int map_servers = 0;
+  // The changes of the server count, oldest first, the pending one last.
+  std::vector<ServerCountChangeStatus> server_count_changes;
   // Leases handed out and not complete / not reported yet ("leases_out").
   int64_t training_leases_out = 0;
   int64_t eval_leases_out = 0;
@@ -230,6 +246,8 @@ std::string ErrorJson(absl::string_view message);
 
 // The "stuck_barriers" list alone (also a member of the run summary).
 std::string StuckBarriersJson(const std::vector<StuckBarrierStatus>& barriers);
+// [{"from", "to", "step", "shard_map_version", "requested_seconds", "cut_over_seconds"}, ...].
+std::string ServerCountChangesJson(const std::vector<ServerCountChangeStatus>& changes);
 
 }  // namespace scheduler
 }  // namespace pstrain

@@ -17,7 +17,7 @@ import xml.etree.ElementTree as ET
 # The binaries a user runs, in the order the page lists them.
 BINARIES = [
     "pstrain-launch", "pstrain-scheduler", "pstrain-server", "pstrain-worker", "pstrain-eval",
-    "pstrain-gen-ctr", "pstrain-export", "pstrain-serve",
+    "pstrain-gen-ctr", "pstrain-export", "pstrain-serve", "pstrain-ctl",
 ]
 
 # A shared flag file and the heading its group gets.

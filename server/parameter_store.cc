@@ -358,6 +358,13 @@ void ParameterStore::Shutdown() {
   Run(&out);
 }
 
+void ParameterStore::Retire() {
+  Shutdown();
+  absl::MutexLock write_lock(&write_mu_);
+  absl::MutexLock lock(&mu_);
+  rollbacks_.fetch_add(1);  // A write of a snapshot taken before sees the change and is skipped.
+}
+
 void ParameterStore::EnableCheckpoints() {
   absl::MutexLock lock(&mu_);
   writes_checkpoints_ = true;

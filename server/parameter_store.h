@@ -297,6 +297,14 @@ class ParameterStore {
   // length little-endian floats). For tests and checkpoints.
   std::vector<TensorChunk> Snapshot() const;
 
+  // The shard map's version (its shard-map epoch) this store serves.
+  int64_t shard_map_version() const { return shard_map_version_; }
+
+  // Shutdown, and no checkpoint file is written from now on: a write in progress is waited for,
+  // and one of a snapshot taken before is skipped. For a store replaced by one of another shard
+  // map (the job changed its server count), whose steps after the restored cut are abandoned.
+  void Retire();
+
   // Rows and bytes of each embedding table on this shard (empty without tables), for logs and the
   // run summary.
   std::vector<server::TableStats> TableStats() const;
@@ -397,7 +405,7 @@ class ParameterStore {
   absl::Status ValidatePull(const DecodedPull& pull, Parts* reads) const;
   // INVALID_ARGUMENT unless 0 <= data_epoch < the job's epochs; `what` names the request.
   absl::Status CheckDataEpoch(absl::string_view what, int32_t data_epoch) const;
-  // Checks shutdown, the shard-map epoch the request was routed under (FAILED_PRECONDITION naming
+  // Checks shutdown, the shard-map epoch the request was routed under (ABORTED naming
   // both versions), the membership epoch and that the worker is live.
   absl::Status CheckLive(absl::string_view what, int worker_rank, int64_t membership_epoch,
                          int64_t shard_map_version) const ABSL_SHARED_LOCKS_REQUIRED(mu_);

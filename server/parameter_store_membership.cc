@@ -35,7 +35,9 @@ absl::Status ParameterStore::CheckLive(absl::string_view what, int worker_rank, 
   // its first map, when no other routing can exist.
   const bool unstamped_ok = shard_map_version == 0 && shard_map_version_ <= 1;
   if (shard_map_version != shard_map_version_ && !unstamped_ok) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    // ABORTED, as for another membership epoch: the worker fetches the view and routes again (or,
+    // ahead of this server, retries shortly).
+    return absl::AbortedError(absl::StrCat(
         what, " from worker ", worker_rank, " was routed under shard map version ", shard_map_version, "; server ",
         rank_, " serves version ", shard_map_version_, "; fetch the cluster view and route again"));
   }

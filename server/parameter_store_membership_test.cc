@@ -242,7 +242,7 @@ TEST(ParameterStoreMembershipTest, RequestsRoutedUnderAnotherShardMapAreRefusedA
   const std::vector<float> w0 = Flat(store->Snapshot());
   for (int64_t version : {int64_t{2}, int64_t{4}, int64_t{0}}) {
     const absl::Status refused = PushNow(*store, RoutedUnder(MakePush(0, 0, 1, std::vector<float>(25, 9.0f)), version));
-    EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+    EXPECT_EQ(refused.code(), absl::StatusCode::kAborted) << refused;
     EXPECT_THAT(std::string(refused.message()),
                 HasSubstr("push from worker 0 was routed under shard map version " + std::to_string(version) +
                           "; server 0 serves version 3; fetch the cluster view and route again"));
@@ -252,7 +252,7 @@ TEST(ParameterStoreMembershipTest, RequestsRoutedUnderAnotherShardMapAreRefusedA
     Outcome outcome;
     store->Pull(pull, &resp, outcome.done());
     ASSERT_TRUE(outcome.status.has_value());
-    EXPECT_EQ(outcome.status->code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(outcome.status->code(), absl::StatusCode::kAborted);
   }
   EXPECT_EQ(Flat(store->Snapshot()), w0);
   EXPECT_EQ(store->step(), 0);
@@ -266,7 +266,7 @@ TEST(ParameterStoreMembershipTest, RequestsRoutedUnderAnotherShardMapAreRefusedA
   auto first = MakeStore(MakeOptions(SYNC, 1, map));
   EXPECT_TRUE(PushNow(*first, MakePush(0, 0, 1, std::vector<float>(25, 1.0f))).ok());
   EXPECT_EQ(PushNow(*first, RoutedUnder(MakePush(0, 1, 1, std::vector<float>(25, 1.0f), 77), 2)).code(),
-            absl::StatusCode::kFailedPrecondition);
+            absl::StatusCode::kAborted);
 }
 
 }  // namespace

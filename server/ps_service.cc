@@ -151,18 +151,27 @@ ParameterServerService::ParameterServerService(ServerMetrics* metrics) {
   metrics_ = metrics;
 }
 
-void ParameterServerService::SetStores(ParameterStore* own, ParameterStore* replica) {
+void ParameterServerService::SetStores(std::shared_ptr<ParameterStore> own, std::shared_ptr<ParameterStore> replica) {
   CHECK(own != nullptr);
   CHECK(replica == nullptr || replica->rank() != own->rank()) << "a replica of the server's own shard";
+  CHECK(std::atomic_load(&store_) == nullptr) << "SetStore called twice";
   // Before store_ is published: calls route to these series only once they see a store.
   metrics_->SetShards(own->rank(), replica == nullptr ? std::nullopt : std::optional<int>(replica->rank()));
-  replica_.store(replica, std::memory_order_release);
-  ParameterStore* expected = nullptr;
-  CHECK(store_.compare_exchange_strong(expected, own)) << "SetStore called twice";
+  std::atomic_store(&replica_, std::move(replica));
+  std::atomic_store(&store_, std::move(own));
+}
+
+void ParameterServerService::ReplaceStore(std::shared_ptr<ParameterStore> own) {
+  CHECK(own != nullptr);
+  const std::shared_ptr<ParameterStore> old = std::atomic_load(&store_);
+  CHECK(old != nullptr) << "ReplaceStore before SetStores";
+  CHECK(std::atomic_load(&replica_) == nullptr) << "ReplaceStore with a replica";
+  CHECK_EQ(old->rank(), own->rank());
+  std::atomic_store(&store_, std::move(own));
 }
 
 void ParameterServerService::RequireSessions(std::unique_ptr<SessionVerifier> verifier, SessionRules rules) {
-  CHECK(store_.load(std::memory_order_acquire) == nullptr) << "RequireSessions after SetStore";
+  CHECK(std::atomic_load(&store_) == nullptr) << "RequireSessions after SetStore";
   CHECK(sessions_ == nullptr) << "RequireSessions called twice";
   CHECK_GE(rules.batch_size, 1);
   sessions_ = std::move(verifier);
@@ -207,7 +216,7 @@ absl::StatusOr<std::optional<int>> ParameterServerService::CallerRank(const grpc
 absl::StatusOr<std::optional<int>> ParameterServerService::WorkerOf(absl::string_view credential,
                                                                    absl::string_view method) const {
   // sessions_ is published by the release store of store_.
-  if (store_.load(std::memory_order_acquire) == nullptr || sessions_ == nullptr) return std::nullopt;
+  if (std::atomic_load(&store_) == nullptr || sessions_ == nullptr) return std::nullopt;
   absl::StatusOr<SessionClaims> caller = sessions_->Verify(credential);
   if (!caller.ok()) return absl::Status(caller.status().code(), absl::StrCat(method, ": ", caller.status().message()));
   if (caller->role != WORKER) {
@@ -235,9 +244,10 @@ absl::Status ParameterServerService::CheckActsAsWorker(std::optional<int> caller
   return CheckActsAs(SessionClaims{WORKER, *caller, ""}, WORKER, worker_rank, method);
 }
 
-ParameterStore* ParameterServerService::StoreOrFinish(std::optional<int> shard, grpc::ServerUnaryReactor* reactor,
-                                                      ServerMetrics::Call* meter) const {
-  ParameterStore* store = store_.load(std::memory_order_acquire);
+std::shared_ptr<ParameterStore> ParameterServerService::StoreOrFinish(std::optional<int> shard,
+                                                                      grpc::ServerUnaryReactor* reactor,
+                                                                      ServerMetrics::Call* meter) const {
+  std::shared_ptr<ParameterStore> store = std::atomic_load(&store_);
   if (store == nullptr) {
     Refuse(meter, reactor,
            grpc::Status(grpc::StatusCode::UNAVAILABLE, "server not ready: waiting for the cluster view"));
@@ -247,7 +257,7 @@ ParameterStore* ParameterServerService::StoreOrFinish(std::optional<int> shard, 
     meter->Route(ServerMetrics::kOwn);
     return store;
   }
-  ParameterStore* replica = replica_.load(std::memory_order_acquire);
+  std::shared_ptr<ParameterStore> replica = std::atomic_load(&replica_);
   if (replica != nullptr && *shard == replica->rank()) {
     meter->Route(ServerMetrics::kReplica);
     return replica;
@@ -292,10 +302,12 @@ bool ParameterServerService::CallerOkOrFinish(const absl::Status& caller, grpc::
   return caller.ok();
 }
 
-ParameterStore* ParameterServerService::DecodePushOrFinish(std::optional<int> caller, absl::string_view method,
-                                                          const grpc::ByteBuffer& request, IncomingPush* push,
-                                                          grpc::ServerUnaryReactor* reactor,
-                                                          ServerMetrics::Call* meter) const {
+std::shared_ptr<ParameterStore> ParameterServerService::DecodePushOrFinish(std::optional<int> caller,
+                                                                           absl::string_view method,
+                                                                           const grpc::ByteBuffer& request,
+                                                                           IncomingPush* push,
+                                                                           grpc::ServerUnaryReactor* reactor,
+                                                                           ServerMetrics::Call* meter) const {
   absl::Status s = DecodePush(request, "push", push);
   if (s.ok()) s = CheckActsAsWorker(caller, push->header.worker_rank(), method);
   if (s.ok()) s = CheckLeaseGrant(push->header, method);
@@ -322,7 +334,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerConte
     Refuse(&meter, reactor, ToGrpcStatus(s));
     return reactor;
   }
-  ParameterStore* store = StoreOrFinish(ShardOf(req.header), reactor, &meter);
+  std::shared_ptr<ParameterStore> store = StoreOrFinish(ShardOf(req.header), reactor, &meter);
   if (store == nullptr) return reactor;
   const size_t answer_bytes = 4 * static_cast<size_t>(store->num_elements());
   InflightBudget::Ticket ticket;
@@ -356,7 +368,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Push(grpc::CallbackServerConte
     return reactor;
   }
   IncomingPush push;
-  ParameterStore* store = DecodePushOrFinish(*caller, "Push", *request, &push, reactor, &meter);
+  std::shared_ptr<ParameterStore> store = DecodePushOrFinish(*caller, "Push", *request, &push, reactor, &meter);
   if (store == nullptr) return reactor;
   InflightBudget::Ticket ticket;
   if (!AdmitOrFinish("push", context, *request, 0, /*reading=*/false, reactor, &meter, &ticket)) return reactor;
@@ -385,7 +397,8 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
     return reactor;
   }
   IncomingPush push;
-  ParameterStore* store = DecodePushOrFinish(*caller, "PushPull", *request, &push, reactor, &meter);
+  std::shared_ptr<ParameterStore> store =
+      DecodePushOrFinish(*caller, "PushPull", *request, &push, reactor, &meter);
   if (store == nullptr) return reactor;
   const size_t answer_bytes = AnswerBytes(push.header, *store);
   InflightBudget::Ticket ticket;
@@ -426,7 +439,7 @@ grpc::ServerUnaryReactor* ParameterServerService::FinishEpoch(grpc::CallbackServ
         parsed = true;
         absl::Status s = CheckActsAsWorker(*caller, call->request.worker_rank(), "FinishEpoch");
         if (s.ok()) {
-          ParameterStore* store = StoreOrFinish(ShardOf(call->request), call, &meter);
+          std::shared_ptr<ParameterStore> store = StoreOrFinish(ShardOf(call->request), call, &meter);
           if (store == nullptr) return;
           s = store->FinishEpoch(call->request);
         }

@@ -110,15 +110,24 @@ class ParameterServerService final : public RawParameterServerBase, public Sessi
   ParameterServerService(const ParameterServerService&) = delete;
   ParameterServerService& operator=(const ParameterServerService&) = delete;
 
-  // Starts serving from `store`. Borrowed: it must outlive every rpc, so shut the store down
-  // (which finishes parked rpcs) and then the gRPC server before destroying it. The store's
-  // callbacks count answers in this service, which must outlive them as well.
+  // Starts serving from `store`. Shared: every call holds the store it reached while it calls into
+  // it, so a store replaced later (ReplaceStore) lives on until its last call returns. Shut the
+  // store down (which finishes parked rpcs) and then the gRPC server. The store's callbacks count
+  // answers in this service, which must outlive them as well.
   // REQUIRES: called at most once, with a non-null store.
-  void SetStore(ParameterStore* store) { SetStores(store, nullptr); }
+  void SetStore(std::shared_ptr<ParameterStore> store) { SetStores(std::move(store), nullptr); }
   // The same with a replica: `own` answers for shard own->rank() (and requests naming no shard),
-  // `replica`, when not null, for shard replica->rank(). Both borrowed like SetStore's.
+  // `replica`, when not null, for shard replica->rank().
   // REQUIRES: called at most once (either form), own != nullptr, ranks differ.
-  void SetStores(ParameterStore* own, ParameterStore* replica);
+  void SetStores(std::shared_ptr<ParameterStore> own, std::shared_ptr<ParameterStore> replica);
+  // Serves `own` from now on instead of the store SetStores gave (the job changed its server
+  // count: a store of the new shard map; docs/design/resharding.md). Calls that reached the old one
+  // finish there; the caller shuts it down. REQUIRES: SetStores was called, with no replica, and
+  // own->rank() is the old store's.
+  void ReplaceStore(std::shared_ptr<ParameterStore> own);
+  // SetStore and SetStores with borrowed stores (tests and benchmarks): each must outlive every rpc.
+  void SetStore(ParameterStore* store) { SetStore(Borrowed(store)); }
+  void SetStores(ParameterStore* own, ParameterStore* replica) { SetStores(Borrowed(own), Borrowed(replica)); }
   // What a session may push, beyond acting as its own rank.
   struct SessionRules {
     // ASYNC/SSP: every push carries the grant of its lease (PushRequest.lease_grant), which must
@@ -185,16 +194,22 @@ class ParameterServerService final : public RawParameterServerBase, public Sessi
   bool AdmitOrFinish(const char* what, grpc::CallbackServerContext* context, const grpc::ByteBuffer& request,
                      size_t answer_bytes, bool reading, grpc::ServerUnaryReactor* reactor,
                      ServerMetrics::Call* meter, InflightBudget::Ticket* ticket);
-  ParameterStore* StoreOrFinish(std::optional<int> shard, grpc::ServerUnaryReactor* reactor,
+  // A shared_ptr that does not own `store` (null for null).
+  static std::shared_ptr<ParameterStore> Borrowed(ParameterStore* store) {
+    if (store == nullptr) return nullptr;
+    return std::shared_ptr<ParameterStore>(store, [](ParameterStore*) {});
+  }
+  std::shared_ptr<ParameterStore> StoreOrFinish(std::optional<int> shard, grpc::ServerUnaryReactor* reactor,
                                 ServerMetrics::Call* meter) const;
   // Decodes a push into `push` (its views borrow the request's bytes) and returns the store of its
   // shard, or nullptr after finishing `reactor` with INVALID_ARGUMENT (bytes that do not decode)
   // or as StoreOrFinish does.
   // `caller` (CallerRank's) must be the push's worker_rank (CheckActsAsWorker: finished with its
   // error).
-  ParameterStore* DecodePushOrFinish(std::optional<int> caller, absl::string_view method,
-                                     const grpc::ByteBuffer& request, IncomingPush* push,
-                                     grpc::ServerUnaryReactor* reactor, ServerMetrics::Call* meter) const;
+  std::shared_ptr<ParameterStore> DecodePushOrFinish(std::optional<int> caller, absl::string_view method,
+                                                     const grpc::ByteBuffer& request, IncomingPush* push,
+                                                     grpc::ServerUnaryReactor* reactor,
+                                                     ServerMetrics::Call* meter) const;
   // False after finishing `reactor` with `caller` (CallerRank's status) when it is not OK.
   static bool CallerOkOrFinish(const absl::Status& caller, grpc::ServerUnaryReactor* reactor,
                                ServerMetrics::Call* meter);
@@ -222,8 +237,9 @@ class ParameterServerService final : public RawParameterServerBase, public Sessi
   std::unique_ptr<SessionVerifier> sessions_;
   SessionRules rules_;
   // replica_ is written before store_, and store_ is read first: a non-null store_ means both are set.
-  std::atomic<ParameterStore*> store_{nullptr};
-  std::atomic<ParameterStore*> replica_{nullptr};
+  // Read and written only with std::atomic_load and std::atomic_store (shared_ptr's atomic access).
+  std::shared_ptr<ParameterStore> store_;
+  std::shared_ptr<ParameterStore> replica_;
 
   InflightBudget budget_;
   MethodCounters pull_;

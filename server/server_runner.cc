@@ -26,6 +26,7 @@
 #include "common/job_spec.h"
 #include "common/malloc_tuning.h"
 #include "common/metrics_endpoint.h"
+#include "common/server_counts.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "model/build_fingerprint.h"
@@ -268,8 +269,8 @@ absl::Status ServerRunner::Run() {
     local.set_host_id(HostId());
     LOG(INFO) << "also serving on " << local.unix_address() << " for workers on this host";
   }
-  std::unique_ptr<ParameterStore> store;
-  absl::Status status = ServeJob(client.get(), address, local, &service, &store);
+  absl::Status status = ServeJob(client.get(), address, local, &service);
+  const std::shared_ptr<ParameterStore> store = CurrentStore();
   SetServing(server.get(), health.get(), false);
   {
     absl::MutexLock lock(&mu_);
@@ -324,7 +325,7 @@ std::string ServerRunner::UnixSocketPath() const {
 }
 
 absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& address, const LocalEndpoint& local,
-                                    ParameterServerService* service, std::unique_ptr<ParameterStore>* store) {
+                                    ParameterServerService* service) {
   auto is_stopped = [this] { return stopped(); };
   client->set_build_fingerprint(model::BuildFingerprint());
   absl::StatusOr<RegisterResponse> registered = CallInSlices<RegisterResponse>(
@@ -360,40 +361,57 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
       [&](absl::Duration slice) { return client->WaitUntilRunning(slice); }, is_stopped);
   if (stopped()) return absl::OkStatus();
   if (!waited.ok()) return waited.status();
+  job_servers_ = registration.job().num_servers();
+  job_ = registration.job();
+  // 0: a map and a job that say no count (a test's bare view): no rank is outside it.
+  const int map_servers = ServersOfMap(waited->shard_map(), job_servers_);
+  if (map_servers > 0 && rank >= map_servers) {
+    // A server added by a scale-up (docs/design/resharding.md): it serves once the scheduler cuts
+    // over to a map that has its rank, restoring that cut re-sharded like the others.
+    LOG(INFO) << "server " << rank << ": waiting for the job to cut over to a map with this rank (it has "
+              << map_servers << " servers)";
+    waited = CallInSlices<ClusterView>(
+        "server: waiting for the cut-over to the new server count", options_.startup_timeout,
+        [&](absl::Duration slice) -> absl::StatusOr<ClusterView> {
+          const absl::Time end = absl::Now() + slice;
+          while (true) {
+            ASSIGN_OR_RETURN(ClusterView view, client->GetClusterView());
+            if (view.state() != RUNNING || rank < ServersOfMap(view.shard_map(), job_servers_)) return view;
+            if (absl::Now() > end) return absl::DeadlineExceededError("no cut-over yet");
+            absl::SleepFor(absl::Milliseconds(100));
+          }
+        },
+        is_stopped);
+    if (stopped()) return absl::OkStatus();
+    if (!waited.ok()) return waited.status();
+    if (waited->state() != RUNNING) {
+      LOG(INFO) << "the job ended (" << JobState_Name(waited->state()) << ") before this server was needed";
+      return absl::OkStatus();
+    }
+  }
   const ClusterView& view = *waited;
 
-  ParameterStore::Options store_options;
-  store_options.rank = rank;
-  store_options.job = registration.job();
-  job_servers_ = registration.job().num_servers();
-  // The view's tables are the job's: a declared model's (external) reach the servers only there.
-  if (view.tables_size() > 0) *store_options.job.mutable_tables() = view.tables();
-  store_options.shard_map = view.shard_map();
-  store_options.num_workers = view.workers_size() > 0 ? view.workers_size() : registration.job().num_workers();
-  for (const WorkerInfo& w : view.workers()) store_options.worker_ranks.push_back(w.rank());
-  store_options.membership_epoch = view.membership_epoch();
-  store_options.total_steps = view.total_steps();
-  store_options.metrics = metrics_->ForShard(rank);
-  if (checkpointing) store_options.on_checkpoint_written = [this](int64_t) { NoteCheckpointsChanged(); };
   if (IsExternalModel(job)) {
-    // The declared values: for the fresh store, its rollback to step 0 and the replica alike.
+    // The declared values: for the fresh store, its rollback to step 0, the replica and the stores
+    // of later shard maps alike.
     absl::StatusOr<std::shared_ptr<const std::vector<float>>> values = FetchInitialValues(client, view);
     if (!values.ok()) {
       return ReportFatal(client, rank, absl::Status(values.status().code(),
                                                     absl::StrCat("server ", rank, ": fetching the initial model: ",
                                                                  values.status().message())));
     }
-    store_options.initial_values = *std::move(values);
-    LOG(INFO) << "server " << rank << ": initial weights from the declared model ("
-              << store_options.initial_values->size() << " floats)";
+    initial_values_ = *std::move(values);
+    LOG(INFO) << "server " << rank << ": initial weights from the declared model (" << initial_values_->size()
+              << " floats)";
   }
+  const ParameterStore::Options store_options = StoreOptions(registration.job(), view, rank);
   absl::StatusOr<std::unique_ptr<ParameterStore>> created = ParameterStore::Create(store_options);
   if (!created.ok()) {
     // Fail the job now rather than when the workers time out on us.
     return ReportFatal(client, rank, absl::Status(created.status().code(), absl::StrCat("server ", rank, ": ",
                                                                                        created.status().message())));
   }
-  *store = std::move(created).value();
+  std::shared_ptr<ParameterStore> own = std::move(created).value();
   if (job.replicas() == 2) {
     // The live copy of the shard before this server's; it writes no checkpoints until promoted.
     ParameterStore::Options replica_options = store_options;
@@ -414,10 +432,10 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   // A replacement for a dead server, or a resumed job: the view already asks for a rollback (of
   // both stores: the copy too), which must be in place before the stores serve anything.
   if (view.has_restore_step()) {
-    RETURN_IF_ERROR(RollBack(client, rank, job.checkpoint_dir(), view.restore_step(), view, store->get()));
+    RETURN_IF_ERROR(RollBack(client, rank, job.checkpoint_dir(), view.restore_step(), view, own.get()));
   } else if (registration.has_restore_own_step()) {
     // ASYNC/SSP: a replacement goes back to its predecessor's newest checkpoint, alone.
-    RETURN_IF_ERROR(RollBack(client, rank, job.checkpoint_dir(), registration.restore_own_step(), view, store->get()));
+    RETURN_IF_ERROR(RollBack(client, rank, job.checkpoint_dir(), registration.restore_own_step(), view, own.get()));
   }
   // Workers prove their rank with the credential the scheduler signed (common/session_credential.h).
   absl::StatusOr<std::unique_ptr<SessionVerifier>> sessions = SessionVerifier::Create(view.session_public_key());
@@ -430,17 +448,19 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   // The job's bounds on request size and bytes in flight, before the first call is served.
   std::vector<int> hosted = {rank};
   if (replica_ != nullptr) hosted.push_back(replica_->rank());
-  JobSpec limits_job = store_options.job;
-  ApplyJobDefaults(&limits_job);
-  const RequestLimits limits = RequestLimitsForJob(limits_job, view.shard_map(), hosted);
+  const RequestLimits limits = LimitsFor(store_options.job, view.shard_map(), hosted);
   service->SetLimits(limits);
   listener_quota_->Resize(ListenerQuotaBytes(limits));
   LOG(INFO) << "server " << rank << ": requests up to " << limits.max_request_bytes << " bytes, "
             << limits.max_inflight_bytes << " bytes in flight, " << ListenerQuotaBytes(limits)
             << " bytes held by gRPC";
-  service->SetStores(store->get(), replica_.get());
-  metrics_->Watch(store->get(), replica_.get(), [service] { return service->inflight_bytes(); });
-  RETURN_IF_ERROR(RefreshMembership(client, rank, job.checkpoint_dir(), store->get()));
+  service->SetStores(own, replica_);
+  metrics_->Watch(own.get(), replica_.get(), [service] { return service->inflight_bytes(); });
+  {
+    absl::MutexLock lock(&mu_);
+    store_ = own;
+  }
+  RETURN_IF_ERROR(RefreshMembership(client, service, rank, job.checkpoint_dir(), own.get()));
 
   if (stopped()) return absl::OkStatus();
   RETURN_IF_ERROR(client->Barrier(kServersReadyBarrier, BarrierRequest::ALL, SERVER, rank, options_.startup_timeout));
@@ -461,28 +481,29 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   Heartbeater heartbeater(
       client, SERVER, rank, interval, give_up, [this](absl::Status s) { EndJob(std::move(s)); },
       [this](int64_t epoch) { NoteMembershipEpoch(epoch); },
-      [primary = store->get(), replica = replica_.get(), metrics = metrics_,
-       &report_leases_from](HeartbeatRequest* request) {
+      [this, replica = replica_.get(), metrics = metrics_, &report_leases_from](HeartbeatRequest* request) {
+        const std::shared_ptr<ParameterStore> primary = CurrentStore();
         *request->mutable_traffic() = metrics->Traffic();
         AddTableUsage(*primary, /*replica=*/false, request);
         if (replica != nullptr) AddTableUsage(*replica, /*replica=*/true, request);
         const int64_t from = report_leases_from.load();
         if (from > 0) *request->mutable_applied_leases() = AppliedLeasesOf(*primary, replica, from);
       },
-      [this, &report_leases_from, primary = store->get(), replica = replica_.get()](const HeartbeatResponse& answer) {
+      [this, &report_leases_from, replica = replica_.get()](const HeartbeatResponse& answer) {
         report_leases_from.store(answer.report_leases_from());
         if (answer.leases_settled_below() > 0) {
-          primary->SettleLeasesBelow(answer.leases_settled_below());
+          CurrentStore()->SettleLeasesBelow(answer.leases_settled_below());
           if (replica != nullptr) replica->SettleLeasesBelow(answer.leases_settled_below());
         }
         NoteFinalShardsWanted(answer);
       });
   // A lease's last batch reaches the scheduler within Heartbeater::kMinNudgeGap, not a period.
-  store->get()->SetOnLeaseBatchApplied([&heartbeater] { heartbeater.Nudge(); });
-  absl::Cleanup no_nudges = [&store] { store->get()->SetOnLeaseBatchApplied(nullptr); };
+  // (ASYNC/SSP only: a store of a later shard map, SYNC, needs none.)
+  own->SetOnLeaseBatchApplied([&heartbeater] { heartbeater.Nudge(); });
+  absl::Cleanup no_nudges = [&own] { own->SetOnLeaseBatchApplied(nullptr); };
   // Not on the heartbeat thread: a slow GetClusterView must not delay the heartbeats.
   std::thread membership([&] {
-    FollowMembership(client, &heartbeater, store->get(), rank, checkpointing ? job.checkpoint_dir() : "", interval,
+    FollowMembership(client, service, &heartbeater, rank, checkpointing ? job.checkpoint_dir() : "", interval,
                      KeptFreedBoundBytes(limits));
   });
   {
@@ -494,9 +515,89 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   return job_ended_ ? job_status_ : absl::OkStatus();
 }
 
-void ServerRunner::FollowMembership(SchedulerClient* client, const Heartbeater* heartbeater, ParameterStore* store,
-                                    int rank, const std::string& checkpoint_dir, absl::Duration poll,
-                                    int64_t kept_freed_bound) {
+std::shared_ptr<ParameterStore> ServerRunner::CurrentStore() const {
+  absl::MutexLock lock(&mu_);
+  return store_;
+}
+
+ParameterStore::Options ServerRunner::StoreOptions(const JobSpec& job, const ClusterView& view, int rank) {
+  ParameterStore::Options options;
+  options.rank = rank;
+  options.job = job;
+  // The map's server count (a job that changed its count: not the job's first one), which places
+  // the table keys.
+  if (ServersOfMap(view.shard_map(), job_servers_) > 0) {
+    options.job.set_num_servers(ServersOfMap(view.shard_map(), job_servers_));
+  }
+  // The view's tables are the job's: a declared model's (external) reach the servers only there.
+  if (view.tables_size() > 0) *options.job.mutable_tables() = view.tables();
+  options.shard_map = view.shard_map();
+  options.num_workers = view.workers_size() > 0 ? view.workers_size() : job.num_workers();
+  for (const WorkerInfo& w : view.workers()) options.worker_ranks.push_back(w.rank());
+  options.membership_epoch = view.membership_epoch();
+  options.total_steps = view.total_steps();
+  options.metrics = metrics_->ForShard(rank);
+  if (CheckpointsOn(job)) options.on_checkpoint_written = [this](int64_t) { NoteCheckpointsChanged(); };
+  options.initial_values = initial_values_;
+  return options;
+}
+
+RequestLimits ServerRunner::LimitsFor(const JobSpec& store_job, const ShardMap& map, const std::vector<int>& hosted) {
+  JobSpec limits_job = store_job;
+  ApplyJobDefaults(&limits_job);
+  return RequestLimitsForJob(limits_job, map, hosted);
+}
+
+absl::Status ServerRunner::Reshard(SchedulerClient* client, ParameterServerService* service, int rank,
+                                   const std::string& checkpoint_dir, const ClusterView& view) {
+  const int servers = ServersOfMap(view.shard_map(), job_servers_);
+  const absl::Time start = absl::Now();
+  const std::shared_ptr<ParameterStore> old = CurrentStore();
+  const std::string what = absl::StrCat("server ", rank, ": shard map version ", old->shard_map_version(), " -> ",
+                                        view.shard_map().version(), " (", servers, " servers)");
+  // The old map's steps after the cut are abandoned: the old store answers nothing more and
+  // writes no checkpoint of them.
+  old->Retire();
+  if (rank >= servers) {
+    // Drained by a scale-down: its shard lives on in the others' restore of the cut.
+    LOG(INFO) << what << ": this server is drained; leaving the job";
+    // Ended first: the heartbeats the scheduler refuses after the leave end nothing more.
+    EndJob(absl::OkStatus());
+    if (absl::Status left = client->Leave(SERVER, rank, "drained by a scale-down"); !left.ok()) {
+      LOG(WARNING) << "server " << rank << ": leave: " << left;
+    }
+    return absl::OkStatus();
+  }
+  if (!view.has_restore_step() || view.restore_servers() < 1) {
+    return ReportFatal(client, rank, absl::FailedPreconditionError(absl::StrCat(
+                                         what, ": the view names no cut of the old server count to restore "
+                                               "(restore_step and restore_servers)")));
+  }
+  const ParameterStore::Options options = StoreOptions(job_, view, rank);
+  absl::StatusOr<std::unique_ptr<ParameterStore>> created = ParameterStore::Create(options);
+  if (!created.ok()) {
+    return ReportFatal(client, rank,
+                       absl::Status(created.status().code(), absl::StrCat(what, ": ", created.status().message())));
+  }
+  std::shared_ptr<ParameterStore> fresh = std::move(created).value();
+  RETURN_IF_ERROR(RollBack(client, rank, checkpoint_dir, view.restore_step(), view, fresh.get()));
+  const RequestLimits limits = LimitsFor(options.job, view.shard_map(), {rank});
+  service->SetLimits(limits);
+  listener_quota_->Resize(ListenerQuotaBytes(limits));
+  service->ReplaceStore(fresh);
+  metrics_->Watch(fresh.get(), nullptr, [service] { return service->inflight_bytes(); });
+  {
+    absl::MutexLock lock(&mu_);
+    store_ = fresh;
+  }
+  LOG(INFO) << what << ": serving the re-cut shard from step " << fresh->step() << " ("
+            << absl::ToInt64Milliseconds(absl::Now() - start) << " ms without serving)";
+  return absl::OkStatus();
+}
+
+void ServerRunner::FollowMembership(SchedulerClient* client, ParameterServerService* service,
+                                    const Heartbeater* heartbeater, int rank, const std::string& checkpoint_dir,
+                                    absl::Duration poll, int64_t kept_freed_bound) {
   int64_t tried = 0;  // the newest epoch a refresh was made for; a failed one is retried after `poll`
   bool report_failed = false;  // a failed checkpoint report is retried after `poll`
   SlowStepWatch slow_steps(rank);
@@ -520,8 +621,10 @@ void ServerRunner::FollowMembership(SchedulerClient* client, const Heartbeater* 
     // The heartbeater reports no change on its first answer, so its epoch also covers a change
     // between the start-up refresh and that answer.
     const int64_t target = std::max(hint, heartbeater->membership_epoch());
+    // Taken afresh each round: a change of the server count replaces it (Reshard).
+    std::shared_ptr<ParameterStore> store = CurrentStore();
     if (target > store->membership_epoch()) {
-      const absl::Status status = RefreshMembership(client, rank, checkpoint_dir, store);
+      const absl::Status status = RefreshMembership(client, service, rank, checkpoint_dir, store.get());
       if (!status.ok()) {
         EndJob(status);
         return;
@@ -545,12 +648,16 @@ void ServerRunner::FollowMembership(SchedulerClient* client, const Heartbeater* 
   }
 }
 
-absl::Status ServerRunner::RefreshMembership(SchedulerClient* client, int rank, const std::string& checkpoint_dir,
-                                             ParameterStore* store) {
+absl::Status ServerRunner::RefreshMembership(SchedulerClient* client, ParameterServerService* service, int rank,
+                                             const std::string& checkpoint_dir, ParameterStore* store) {
   absl::StatusOr<ClusterView> view = client->GetClusterView();
   if (!view.ok()) {
     LOG(WARNING) << "cannot fetch the cluster view for a membership change: " << view.status();
     return absl::OkStatus();
+  }
+  if (view->membership_epoch() > store->membership_epoch() &&
+      view->shard_map().version() != store->shard_map_version()) {
+    return Reshard(client, service, rank, checkpoint_dir, *view);
   }
   // A recovery set after the store's epoch has not been applied yet (one epoch may also carry
   // a later worker change; restore_epoch tells them apart).
@@ -617,8 +724,9 @@ absl::Status ServerRunner::RestoreStore(SchedulerClient* client, int rank, const
   // or, for a job resumed from a cut of another server count, that cut's files re-cut into the
   // shard (server/checkpoint_reshard.h).
   const bool reshard = cut != nullptr;
-  absl::StatusOr<ShardCheckpoint> ckpt = reshard ? ReshardCheckpoints(*cut, view.shard_map(), job_servers_, shard)
-                                                 : ReadCheckpointChain(checkpoint_dir, shard, step);
+  absl::StatusOr<ShardCheckpoint> ckpt =
+      reshard ? ReshardCheckpoints(*cut, view.shard_map(), ServersOfMap(view.shard_map(), job_servers_), shard)
+              : ReadCheckpointChain(checkpoint_dir, shard, step);
   if (reshard && ckpt.ok()) {
     LOG(INFO) << what << ": re-cut the " << view.restore_servers() << " servers' checkpoints of step " << step
               << " into the shard's " << ckpt->chunks.size() << " chunks";

@@ -48,6 +48,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <grpcpp/resource_quota.h>
 
@@ -136,10 +137,23 @@ class ServerRunner {
   explicit ServerRunner(const Options& options) : options_(options) {}
 
   // Everything between binding the port and the end of the job. Registers `address` and `local`
-  // (its unix socket, if any). Leaves the store it built in `*store`, so Run can shut it down
+  // (its unix socket, if any). Leaves the store it serves in store_, so Run can shut it down
   // before the gRPC server.
   absl::Status ServeJob(SchedulerClient* client, const std::string& address, const LocalEndpoint& local,
-                        ParameterServerService* service, std::unique_ptr<ParameterStore>* store);
+                        ParameterServerService* service);
+  // The store this server serves its shard from now (null before ServeJob built it).
+  std::shared_ptr<ParameterStore> CurrentStore() const;
+  // The options of this server's store under `view`'s shard map, for `job` (the registration's).
+  ParameterStore::Options StoreOptions(const JobSpec& job, const ClusterView& view, int rank);
+  // The job's bounds on requests to the shards `hosted` of `map` (store_job: a store's job).
+  static RequestLimits LimitsFor(const JobSpec& store_job, const ShardMap& map, const std::vector<int>& hosted);
+  // The view publishes another shard map (the job changed its server count at the cut of
+  // view.restore_step, docs/design/resharding.md). The old store is retired; a server the new map
+  // still has builds a store of it, restores the cut re-sharded (RollBack) and serves it; a
+  // drained one leaves the job and ends Run with OK. A failure is reported (the job fails) and
+  // returned.
+  absl::Status Reshard(SchedulerClient* client, ParameterServerService* service, int rank,
+                       const std::string& checkpoint_dir, const ClusterView& view);
   // The unix socket to serve on (stale file removed), or "" for none (see Options).
   std::string UnixSocketPath() const;
 
@@ -149,14 +163,15 @@ class ServerRunner {
   // memory back to the system whenever it finds more than `kept_freed_bound` bytes of it resident
   // (FreedMemoryBound). A failed rollback ends the job with its error. The pointers are borrowed
   // for the thread's lifetime.
-  void FollowMembership(SchedulerClient* client, const Heartbeater* heartbeater, ParameterStore* store, int rank,
-                        const std::string& checkpoint_dir, absl::Duration poll, int64_t kept_freed_bound);
+  void FollowMembership(SchedulerClient* client, ParameterServerService* service, const Heartbeater* heartbeater,
+                        int rank, const std::string& checkpoint_dir, absl::Duration poll, int64_t kept_freed_bound);
   // Fetches the view and installs its epoch and live workers, rolling back first (RollBack) when
   // the view carries a recovery newer than the store's epoch. Logs and ignores a failed fetch (the
   // membership thread tries again, and a lost scheduler ends the job through the heartbeats);
   // returns only a failed rollback, which is reported to the scheduler already.
-  absl::Status RefreshMembership(SchedulerClient* client, int rank, const std::string& checkpoint_dir,
-                                 ParameterStore* store);
+  // A view of another shard map goes to Reshard instead.
+  absl::Status RefreshMembership(SchedulerClient* client, ParameterServerService* service, int rank,
+                                 const std::string& checkpoint_dir, ParameterStore* store);
   // Server recovery: reads this server's checkpoint of `step` (SYNC: view.restore_step(); ASYNC/SSP
   // replacement: RegisterResponse.restore_own_step; step 0 without a file: the initial state) and
   // installs it with the view's epoch and workers in one store call. A missing or corrupt file
@@ -207,14 +222,19 @@ class ServerRunner {
 
   // Replicas: the copy of the shard before this server's. Set by ServeJob before serving, never
   // reset until Run returns.
-  std::unique_ptr<ParameterStore> replica_;
-  // JobSpec.num_servers: the count whose shards this job's stores hold. Set by ServeJob before any
-  // rollback.
+  std::shared_ptr<ParameterStore> replica_;
+  // JobSpec.num_servers: the job's first server count (the count of a shard map that does not
+  // say). Set by ServeJob before any rollback, with the job as registered.
   int job_servers_ = 0;
+  JobSpec job_;
+  // An external model's declared values (null: the built-in initialisation), for every store.
+  std::shared_ptr<const std::vector<float>> initial_values_;
   std::atomic<bool> replica_promoted_{false};
 
   mutable absl::Mutex mu_;
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
+  // The store serving this server's shard; replaced when the job changes its server count.
+  std::shared_ptr<ParameterStore> store_ ABSL_GUARDED_BY(mu_);
   bool job_ended_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status job_status_ ABSL_GUARDED_BY(mu_);
   int port_ ABSL_GUARDED_BY(mu_) = 0;

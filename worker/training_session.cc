@@ -11,6 +11,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/server_counts.h"
 #include "common/status_macros.h"
 #include "common/step_times.h"
 #include "data/permutation.h"
@@ -40,20 +41,29 @@ absl::StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::Create(Session
     return absl::InvalidArgumentError("cluster view: global_batch is not set for a sync job");
   }
   if (options.clock == nullptr) return absl::InvalidArgumentError("session options: no clock");
-  // Shards are the job's server ranks; with replicas a dead server's rank may be missing from the
+  // Shards are the map's server ranks; with replicas a dead server's rank may be missing from the
   // view (and so from the client), its shard served by another server.
-  const int num_shards = options.job.num_servers() > 0 ? options.job.num_servers() : ps->num_servers();
+  const int num_shards = ServersOfMap(options.view.shard_map(), options.job.num_servers() > 0
+                                                                   ? options.job.num_servers()
+                                                                   : ps->num_servers());
   ASSIGN_OR_RETURN(ShardLayout layout, ShardLayout::Create(options.view.shard_map(), num_shards, options.params));
   RETURN_IF_ERROR(ShardRoutes(options.view, num_shards).status());
-  ASSIGN_OR_RETURN(const Compression compression, ParseCompression(options.job.compression()));
+  RETURN_IF_ERROR(ParseCompression(options.job.compression()).status());
   auto session =
       std::unique_ptr<TrainingSession>(new TrainingSession(std::move(options), scheduler, ps, std::move(layout)));
+  ASSIGN_OR_RETURN(session->encoder_,
+                   NewEncoder(session->options_.job, session->view_.shard_map(), &session->layout_));
+  return session;
+}
+
+absl::StatusOr<std::unique_ptr<PushEncoder>> TrainingSession::NewEncoder(const JobSpec& job, const ShardMap& map,
+                                                                         const ShardLayout* layout) {
+  ASSIGN_OR_RETURN(const Compression compression, ParseCompression(job.compression()));
   absl::flat_hash_set<int> averaged;  // sent as float32: see PushEncoder::Create
-  for (const TensorSpec& t : session->view_.shard_map().tensors()) {
+  for (const TensorSpec& t : map.tensors()) {
     if (t.averaged()) averaged.insert(t.id());
   }
-  ASSIGN_OR_RETURN(session->encoder_, PushEncoder::Create(compression, &session->layout_, std::move(averaged)));
-  return session;
+  return PushEncoder::Create(compression, layout, std::move(averaged));
 }
 
 TrainingSession::TrainingSession(SessionOptions options, SchedulerApi* scheduler, PsApi* ps, ShardLayout layout)
@@ -82,11 +92,14 @@ TrainingSession::TrainingSession(SessionOptions options, SchedulerApi* scheduler
   }
   // Traffic before this session (another session of the same member) was reported by that one.
   reported_traffic_ = metrics_->traffic()->totals();
-  if (options_.job.tables_size() > 0) {
-    std::vector<int> dims;
-    for (const TableSpec& t : options_.job.tables()) dims.push_back(t.dim());
-    sparse_ = std::make_unique<SparseRowsCache>(std::move(dims), layout_.num_servers());
-  }
+  sparse_ = NewRowsCache(layout_.num_servers());
+}
+
+std::unique_ptr<SparseRowsCache> TrainingSession::NewRowsCache(int num_shards) const {
+  if (options_.job.tables_size() == 0) return nullptr;
+  std::vector<int> dims;
+  for (const TableSpec& t : options_.job.tables()) dims.push_back(t.dim());
+  return std::make_unique<SparseRowsCache>(std::move(dims), num_shards);
 }
 
 absl::Status TrainingSession::Start() {

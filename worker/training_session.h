@@ -283,6 +283,18 @@ class TrainingSession {
   // The scheduler's view, once no server rank is vacant (a replacement registered); ABORTED if
   // the job failed; DEADLINE_EXCEEDED past `give_up`.
   absl::StatusOr<ClusterView> FetchView(absl::Time give_up);
+  // The view's shard map is another version than the one this session routes by (the job changed
+  // its server count, docs/design/resharding.md): rebuilds the layout and everything kept per
+  // server (push and pull buffers, the push encoder, staleness, the rows cache) for it. Only
+  // between steps, with no call in flight; a SYNC step of the old map is recomputed (the servers
+  // restored a cut under the new map). INVALID_ARGUMENT, changing nothing, for a map that does
+  // not fit the model.
+  absl::Status FollowShardMap(const ClusterView& view);
+  // A rows cache over `num_shards` shards for the job's tables; null for a model without tables.
+  std::unique_ptr<SparseRowsCache> NewRowsCache(int num_shards) const;
+  // The push encoder for `view`'s map over layout_ (JobSpec.compression; averaged tensors exact).
+  static absl::StatusOr<std::unique_ptr<PushEncoder>> NewEncoder(const JobSpec& job, const ShardMap& map,
+                                                                 const ShardLayout* layout);
   absl::Status InstallWeights();
   // FAILED_PRECONDITION unless rows may be pulled now (see PullRows).
   absl::Status CheckPullable() const;
@@ -312,7 +324,9 @@ class TrainingSession {
   const SessionOptions options_;
   SchedulerApi* const scheduler_;
   PsApi* const ps_;
-  const ShardLayout layout_;
+  // Follows the view's shard map (FollowShardMap): its address is constant, so pusher_ and
+  // encoder_ may point to it.
+  ShardLayout layout_;
   const bool overlap_;
 
   ClusterView view_;  // The latest view this worker knows; replaced on membership changes.

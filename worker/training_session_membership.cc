@@ -6,6 +6,7 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/server_counts.h"
 #include "common/status_macros.h"
 #include "worker/training_session.h"
 
@@ -45,10 +46,14 @@ absl::StatusOr<ClusterView> TrainingSession::FetchView(absl::Time give_up) {
   ASSIGN_OR_RETURN(ClusterView view, scheduler_->GetClusterView());
   // A dead server's rank waits for a replacement (no replicas): until one registers, a retry would
   // only recompute the step and push it again to the servers that already have it.
-  while (view.state() == RUNNING && view.shard_hosts_size() == 0 && view.servers_size() < layout_.num_servers()) {
+  auto map_servers = [this](const ClusterView& v) {
+    return ServersOfMap(v.shard_map(), options_.job.num_servers() > 0 ? options_.job.num_servers()
+                                                                       : layout_.num_servers());
+  };
+  while (view.state() == RUNNING && view.shard_hosts_size() == 0 && view.servers_size() < map_servers(view)) {
     if (Now() > give_up) {
       return absl::DeadlineExceededError(absl::StrCat("step ", global_step_, ": ", view.servers_size(), " of ",
-                                                      layout_.num_servers(), " servers live for ",
+                                                      map_servers(view), " servers live for ",
                                                       absl::FormatDuration(options_.membership_timeout)));
     }
     options_.clock->SleepFor(kRetryPause);
@@ -83,6 +88,7 @@ absl::Status TrainingSession::AwaitMembership(const absl::Status& aborted, absl:
         view.restore_step() < global_step_) {
       rewind_to_ = view.restore_step();
     }
+    if (view.shard_map().version() != view_.shard_map().version()) RETURN_IF_ERROR(FollowShardMap(view));
     ASSIGN_OR_RETURN(routes_, ShardRoutes(view, layout_.num_servers()));
     ps_->UpdateServers(view);
     view_ = std::move(view);
@@ -90,6 +96,23 @@ absl::Status TrainingSession::AwaitMembership(const absl::Status& aborted, absl:
     VLOG(1) << "step " << global_step_ << ": " << aborted.message() << "; retrying";
     options_.clock->SleepFor(kRetryPause);
   }
+  return absl::OkStatus();
+}
+
+absl::Status TrainingSession::FollowShardMap(const ClusterView& view) {
+  const int num_shards = ServersOfMap(view.shard_map(), options_.job.num_servers());
+  ASSIGN_OR_RETURN(ShardLayout layout, ShardLayout::Create(view.shard_map(), num_shards, options_.params));
+  RETURN_IF_ERROR(ShardRoutes(view, num_shards).status());
+  // Built for layout_'s address, which the assignment below keeps.
+  ASSIGN_OR_RETURN(std::unique_ptr<PushEncoder> encoder, NewEncoder(options_.job, view.shard_map(), &layout_));
+  LOG(INFO) << "step " << global_step_ << ": shard map version " << view_.shard_map().version() << " -> "
+            << view.shard_map().version() << ", " << layout_.num_servers() << " -> " << num_shards << " servers";
+  layout_ = std::move(layout);
+  encoder_ = std::move(encoder);
+  push_ = std::vector<OutgoingPush>(num_shards);
+  pulled_ = std::vector<IncomingPull>(num_shards);
+  staleness_ = PullStaleness(num_shards);
+  sparse_ = NewRowsCache(num_shards);
   return absl::OkStatus();
 }
 

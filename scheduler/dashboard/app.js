@@ -224,6 +224,12 @@ function renderHeader(s) {
   document.getElementById('eta').textContent = s.state === 'RUNNING' ? fmtSeconds(s.eta_seconds) : '—';
   document.getElementById('loss').textContent = fmtFixed(s.recent_loss, 4);
   document.getElementById('membership-epoch').textContent = isNum(s.membership_epoch) ? s.membership_epoch : 'n/a';
+  // The shard map's server count and version; a change of the count asked for and not cut over yet.
+  const pendingChange = (s.server_count_changes || []).find((c) => c.step < 0);
+  document.getElementById('map-servers').textContent = isNum(s.map_servers)
+    ? `${s.map_servers} (map v${s.shard_map_version})` +
+      (pendingChange ? `, ${pendingChange.from} \u2192 ${pendingChange.to} pending` : '')
+    : 'n/a';
   const banner = document.getElementById('failure');
   banner.hidden = s.state !== 'FAILED';
   banner.textContent = s.state === 'FAILED' ? `The job failed: ${s.failure || 'no reason given'}` : '';

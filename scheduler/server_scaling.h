@@ -1,0 +1,89 @@
+// A change of the job's server count while it trains (docs/design/resharding.md): the one asked
+// for and not done yet, and the ones done, for the run summary.
+//
+// An operator asks for a count (Request). Growing, the change waits until a server has registered
+// for each added rank (the Scheduler tells: Ready). Then it waits for the first consistent
+// checkpoint cut newer than the newest one at that time (DueAt), so that only the steps trained
+// between the cut and its report are trained again. At that cut the Scheduler cuts over: a new
+// shard map for the new count, and every server restores the cut re-sharded (CutOver records it).
+// Shrinking is ready at once; the servers of the highest ranks are drained.
+//
+//   Request --(grow: every added rank registered; shrink: at once)--> ready
+//           --(a checkpoint cut newer than the newest at ready)--> cut over (Done)
+//
+// One change at a time: a request while one is pending is refused, naming it.
+//
+// Not thread-safe: the Scheduler guards it with its mutex.
+#ifndef PSTRAIN_SCHEDULER_SERVER_SCALING_H_
+#define PSTRAIN_SCHEDULER_SERVER_SCALING_H_
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace pstrain {
+namespace scheduler {
+
+class ServerScaling {
+ public:
+  // The most servers a job may be scaled to.
+  static constexpr int kMaxServers = 1024;
+  // The changes done that are kept for the summary: the newest.
+  static constexpr size_t kMaxDone = 100;
+
+  struct Pending {
+    int from = 0;
+    int to = 0;
+    absl::Time requested;
+    // Set once ready: the cut-over waits for a cut newer than this step.
+    std::optional<int64_t> after_cut;
+  };
+  struct Done {
+    int from = 0;
+    int to = 0;
+    // The cut the servers restored under the new map.
+    int64_t step = 0;
+    int64_t shard_map_version = 0;
+    absl::Time requested;
+    absl::Time cut_over;
+  };
+
+  // Records a request for `to` servers on a job of `current` servers at `now`. INVALID_ARGUMENT
+  // for `to` < 1 or > kMaxServers, or `to` == current; FAILED_PRECONDITION while another change is
+  // pending (naming it). Nothing changes on error.
+  absl::Status Request(int to, int current, absl::Time now);
+
+  const std::optional<Pending>& pending() const { return pending_; }
+  // The pending change is ready: it cuts over at the first cut newer than `newest_cut`. Does
+  // nothing when none is pending or it is ready already.
+  void Ready(int64_t newest_cut);
+  // Whether the pending change is ready and `newest_cut` is newer than the cut at its readiness.
+  bool DueAt(int64_t newest_cut) const;
+  // The pending change cut over at the cut of `step`, publishing map `shard_map_version`.
+  // REQUIRES: a change is pending.
+  void CutOver(int64_t step, int64_t shard_map_version, absl::Time now);
+  // An added server died before the cut-over: the pending change waits again for every added
+  // rank (Ready).
+  void Unready() {
+    if (pending_.has_value()) pending_->after_cut.reset();
+  }
+  // The pending change is abandoned (e.g. the job ended first); `why` is logged by the caller.
+  void Abandon() { pending_.reset(); }
+
+  const std::deque<Done>& done() const { return done_; }
+  // "2 -> 3 servers", for messages.
+  static std::string Describe(int from, int to);
+
+ private:
+  std::optional<Pending> pending_;
+  std::deque<Done> done_;
+};
+
+}  // namespace scheduler
+}  // namespace pstrain
+
+#endif  // PSTRAIN_SCHEDULER_SERVER_SCALING_H_
