@@ -142,6 +142,8 @@ void ServerFleet::Save(SchedulerState* state) const {
   if (restore_step_.has_value()) state->set_restore_step(*restore_step_);
   state->set_restore_epoch(restore_epoch_);
   for (const ShardHost& host : shard_hosts_) *state->add_shard_hosts() = host;
+  state->set_resume_step(resume_step_);
+  state->set_resume_servers(resume_servers_);
 }
 
 absl::Status ServerFleet::Restore(const SchedulerState& state) {
@@ -161,6 +163,7 @@ absl::Status ServerFleet::Restore(const SchedulerState& state) {
   if (state.has_restore_step()) restore_step_ = state.restore_step();
   restore_epoch_ = state.restore_epoch();
   if (state.shard_hosts_size() > 0) shard_hosts_.assign(state.shard_hosts().begin(), state.shard_hosts().end());
+  if (state.resume_servers() > 0) SetResumeCut(state.resume_step(), state.resume_servers());
   return absl::OkStatus();
 }
 

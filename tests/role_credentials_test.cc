@@ -125,6 +125,20 @@ TEST(RoleCredentialsTest, AWorkerCertificateCannotRegisterAServerAndTheJobFinish
   grpc::Status foreign = RegisterAs(*Secure(stranger_server), cluster.address, SERVER, server0, evil_metrics);
   EXPECT_EQ(foreign.error_code(), grpc::StatusCode::UNAVAILABLE) << foreign.error_message();
 
+  // Only the operator's certificate may ask for another server count (pstrain-ctl scale); this job
+  // then refuses it on its merits (no checkpoints to cut over through).
+  for (CertRole role : {CertRole::kWorker, CertRole::kServer, CertRole::kScheduler}) {
+    auto member = SchedulerClient::Create(cluster.address, absl::Seconds(5), Secure(job->For(role)));
+    ASSERT_TRUE(member.ok()) << member.status();
+    absl::StatusOr<ScaleResponse> refused = (*member)->Scale(2);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied) << CertRoleName(role);
+    EXPECT_THAT(refused.status().message(), HasSubstr(absl::StrCat("Scale: the peer's certificate is for role ",
+                                                                   CertRoleName(role))));
+  }
+  absl::StatusOr<ScaleResponse> by_operator = (*operator_client)->Scale(2);
+  EXPECT_EQ(by_operator.status().code(), absl::StatusCode::kFailedPrecondition) << by_operator.status();
+  EXPECT_THAT(by_operator.status().message(), HasSubstr("the job writes no checkpoints"));
+
   // Nothing changed: one server, the same one, and the same scrape targets.
   absl::StatusOr<ClusterView> after = (*operator_client)->GetClusterView();
   ASSERT_TRUE(after.ok()) << after.status();

@@ -4,6 +4,8 @@
 // the workers rewinding to it; the final model is bitwise equal to a run that kept 2 servers.
 // The same for a CTR job, whose table rows move by key. Also the refusals: bad counts, a second
 // change while one is pending; the job goes on unchanged.
+#include <signal.h>
+
 #include <functional>
 #include <regex>
 #include <string>
@@ -144,6 +146,60 @@ TEST(ScaleTest, ACtrJobScaledTwoThreeTwoEndsBitwiseLikeARunThatNeverScaled) {
   EXPECT_EQ(scaled.values, kept.values);
   EXPECT_EQ(JsonNumber(summary, "final_test_auc"), JsonNumber(kept_summary, "final_test_auc"));
   EXPECT_GT(TablesNumber(summary, "evicted"), 0) << summary;
+}
+
+// The reference for the tests below: Job on 2 servers x 2 workers, never scaled.
+model::ModelFile NeverScaled(const std::string& name) {
+  ManualCluster reference(name);
+  reference.Start(2, 2, Job(reference.dir()));
+  RunToEnd(reference);
+  return FinalModel(reference);
+}
+
+TEST(ScaleTest, AServerKilledWhileAChangeIsPendingIsReplacedAndTheJobEndsBitwiseLikeARunThatNeverScaled) {
+  const model::ModelFile kept = NeverScaled("scale-kill-reference");
+  ManualCluster cluster("scale-kill");
+  cluster.Start(2, 2, Job(cluster.dir()));
+  cluster.WaitForSteps(40);
+  RunResult up = Ctl(cluster, {"scale", "--servers=3"});
+  ASSERT_EQ(up.exit_code, 0) << up.output;
+  // A source of the change dies before it cuts over: the job recovers it from the checkpoints as
+  // usual (a new request is refused meanwhile), then the change goes on.
+  cluster.servers[1]->Kill(SIGKILL);
+  WaitForLog(cluster, "server 1 died");
+  RunResult during = Ctl(cluster, {"scale", "--servers=4"});
+  EXPECT_EQ(during.exit_code, 1) << during.output;
+  cluster.AddServer();  // takes the dead server's rank 1
+  WaitForLog(cluster, "replaces the dead server; every server rank is live again");
+  cluster.AddServer();  // takes the added rank 2
+  const std::string grown = WaitForLog(cluster, "2 -> 3 servers at the cut of step ([0-9]+)")[1];
+  RunToEnd(cluster);
+  const model::ModelFile scaled = FinalModel(cluster);
+  ASSERT_FALSE(kept.values.empty());
+  EXPECT_EQ(scaled.values, kept.values);
+  EXPECT_THAT(cluster.servers[3]->Output(), HasSubstr("re-cut the 2 servers' checkpoints of step " + grown));
+}
+
+TEST(ScaleTest, ASchedulerKilledAfterAChangeComesBackWithTheNewCount) {
+  const model::ModelFile kept = NeverScaled("scale-restart-reference");
+  ManualCluster cluster("scale-restart");
+  std::vector<std::string> job = Job(cluster.dir());
+  job.push_back("--state_dir=" + cluster.dir() + "/state");
+  cluster.Start(2, 2, job);
+  cluster.WaitForSteps(40);
+  RunResult up = Ctl(cluster, {"scale", "--servers=3"});
+  ASSERT_EQ(up.exit_code, 0) << up.output;
+  cluster.AddServer();
+  const std::string grown = WaitForLog(cluster, "2 -> 3 servers at the cut of step ([0-9]+)")[1];
+  cluster.scheduler->Kill(SIGKILL);
+  cluster.RestartScheduler();
+  // The restarted scheduler serves the map it saved: 3 servers, version 2.
+  WaitForLog(cluster, "membership epoch [0-9]+, live workers \\[0, 1\\]");
+  const std::string summary = RunToEnd(cluster);
+  const model::ModelFile scaled = FinalModel(cluster);
+  ASSERT_FALSE(kept.values.empty());
+  EXPECT_EQ(scaled.values, kept.values);
+  EXPECT_THAT(cluster.servers[2]->Output(), HasSubstr("re-cut the 2 servers' checkpoints of step " + grown));
 }
 
 }  // namespace
