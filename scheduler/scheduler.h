@@ -617,6 +617,8 @@ class Scheduler {
   std::deque<std::string> worker_failures_ ABSL_GUARDED_BY(mu_);
   // When this scheduler restored its predecessor's state; InfinitePast for a fresh one.
   absl::Time restored_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // The last time EvictHoldUpsLocked found a server of the map restoring a cut.
+  absl::Time servers_restoring_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // SYNC steps servers reported waiting for a worker's push (ReportSlowStep), by worker rank: the
   // step and when its wait began. Dropped once the worker reports a later step or is gone.
   struct SlowWait {

@@ -62,8 +62,21 @@ void Scheduler::EvictHoldUpsLocked(absl::Time now, Deferred* deferred) {
     const std::optional<absl::Duration> silent = membership_.SinceHeartbeat(SERVER, rank, now);
     if (silent.has_value() && *silent > 3 * options_.heartbeat_interval) return;
   }
+  // While a server of the map restores a cut (a recovery, a change of the server count), every
+  // worker waits for it: nobody holds anyone up. Hold-ups count from when the last one serves.
+  if (fleet_.restore_step().has_value()) {
+    for (int rank = 0; rank < ServersLocked(); ++rank) {
+      if (!membership_.is_live(SERVER, rank)) continue;
+      const bool started = membership_.SinceHeartbeat(SERVER, rank, now).has_value();
+      const int64_t serves = server_reports_.StoreEpoch(rank);
+      if (!started || (serves > 0 && serves < fleet_.restore_epoch())) {
+        servers_restoring_until_ = now;
+        return;
+      }
+    }
+  }
   // Hold-ups count from the latest membership change or restore.
-  absl::Time floor = restored_at_;
+  absl::Time floor = std::max(restored_at_, servers_restoring_until_);
   if (!membership_.events().empty()) floor = std::max(floor, membership_.events().back().at);
   auto held_since = [floor](absl::Time since) { return std::max(since, floor); };
   struct Eviction {

@@ -21,13 +21,13 @@ using ::testing::HasSubstr;
 
 class SchedulerScalingTest : public ::testing::Test {
  protected:
-  // A running job of 2 servers (h:0, h:1) and 1 worker; everyone heartbeated. Records the server
+  // A running job of 2 servers (h:0, h:1) and 2 workers; everyone heartbeated. Records the server
   // counts the scheduler asks to record in `recorded_`.
   std::unique_ptr<Scheduler> MakeRunning(Mode mode = SYNC, bool checkpoints = true) {
     JobSpec job;
     job.set_mode(mode);
     job.set_num_servers(2);
-    job.set_num_workers(1);
+    job.set_num_workers(2);
     job.set_epochs(1);
     job.set_batch_size(10);
     if (checkpoints) {
@@ -41,7 +41,7 @@ class SchedulerScalingTest : public ::testing::Test {
     };
     absl::StatusOr<std::unique_ptr<Scheduler>> s = Scheduler::Create(std::move(options));
     EXPECT_TRUE(s.ok()) << s.status();
-    for (const char* address : {"h:0", "h:1", "w:0"}) EXPECT_TRUE((*s)->Register(Reg(address)).ok());
+    for (const char* address : {"h:0", "h:1", "w:0", "w:1"}) EXPECT_TRUE((*s)->Register(Reg(address)).ok());
     EXPECT_EQ((*s)->state(), RUNNING);
     for (int rank : {0, 1}) EXPECT_TRUE((*s)->Heartbeat(Hb(SERVER, rank)).ok());
     return std::move(s).value();
@@ -138,6 +138,42 @@ TEST_F(SchedulerScalingTest, ShrinkingDrainsTheHighestRankWhichThenLeaves) {
   // A server of the map still may not leave.
   leave.set_rank(0);
   EXPECT_EQ(s->Leave(leave).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(SchedulerScalingTest, NoWorkerIsEvictedForHoldingOthersUpWhileAServerRestoresTheCut) {
+  std::unique_ptr<Scheduler> s = MakeRunning();
+  ASSERT_TRUE(Report(s.get(), 0, {10}).ok());
+  ASSERT_TRUE(Report(s.get(), 1, {10}).ok());
+  ASSERT_TRUE(s->Scale(To(1)).ok());
+  ASSERT_TRUE(Report(s.get(), 0, {10, 20}).ok());
+  ASSERT_TRUE(Report(s.get(), 1, {10, 20}).ok());
+  const int64_t restore_epoch = s->View().restore_epoch();
+  // Server 0 restores the cut (its store serves the old epoch); a worker's push reached a server
+  // that serves, which waits for the other worker's.
+  auto beat = [&](int64_t store_epoch) {
+    now_ += absl::Seconds(1);
+    HeartbeatRequest server = Hb(SERVER, 0);
+    server.set_store_epoch(store_epoch);
+    EXPECT_TRUE(s->Heartbeat(server).ok());
+    EXPECT_TRUE(s->Heartbeat(Hb(SERVER, 1)).ok());
+    for (int worker : {0, 1}) EXPECT_TRUE(s->Heartbeat(Hb(WORKER, worker)).ok());
+    s->CheckHealth();
+  };
+  SlowStepReport slow;
+  slow.set_server_rank(0);
+  slow.set_step(21);
+  slow.set_waited_ms(1000);
+  slow.set_typical_ms(10);
+  slow.add_waiting_for(1);
+  ASSERT_TRUE(s->ReportSlowStep(slow).ok());
+  for (int i = 0; i < 6; ++i) beat(restore_epoch - 1);
+  EXPECT_EQ(s->View().workers_size(), 2);
+  // Once it serves, the wait counts from then: dead_after (3 s) later the worker is evicted.
+  for (int i = 0; i < 2; ++i) beat(restore_epoch);
+  EXPECT_EQ(s->View().workers_size(), 2);
+  for (int i = 0; i < 2; ++i) beat(restore_epoch);
+  EXPECT_EQ(s->View().workers_size(), 1);
+  EXPECT_EQ(s->state(), RUNNING);
 }
 
 TEST_F(SchedulerScalingTest, BadRequestsAreRefusedAndChangeNothing) {

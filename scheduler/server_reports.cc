@@ -16,6 +16,7 @@ void ServerReports::AddHeartbeat(const HeartbeatRequest& heartbeat, absl::Time n
     table_history_.Add(heartbeat.rank(), absl::ToDoubleSeconds(now - created_), heartbeat.tables());
   }
   if (heartbeat.has_traffic()) traffic_[heartbeat.rank()] = heartbeat.traffic();
+  if (heartbeat.store_epoch() > 0) store_epochs_[heartbeat.rank()] = heartbeat.store_epoch();
 }
 
 void ServerReports::AddSlowStep(const SlowStepReport& report, absl::Time at) {

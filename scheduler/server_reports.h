@@ -47,6 +47,13 @@ class ServerReports {
   // the primary is gone), or "" when no server reported tables.
   std::string TableUsageJson(const std::vector<int>& live) const;
 
+  // The membership epoch server `rank`'s store served at its latest heartbeat; 0 when it said none
+  // (or never heartbeated).
+  int64_t StoreEpoch(int rank) const {
+    auto it = store_epochs_.find(rank);
+    return it == store_epochs_.end() ? 0 : it->second;
+  }
+
   // The dashboard's servers, slow steps and table history.
   void FillDashboard(DashboardStatus* out) const;
 
@@ -55,6 +62,7 @@ class ServerReports {
   // By server rank, from its latest heartbeat.
   std::map<int, std::vector<TableUsage>> table_usage_;
   std::map<int, ServerTraffic> traffic_;
+  std::map<int, int64_t> store_epochs_;
   // The table usage over the run, bounded.
   TableHistory table_history_;
   // The newest slow-step reports, with when each arrived.

@@ -128,6 +128,9 @@ absl::Status ParameterStore::ValidatePush(const DecodedPush& push, Parts* grads,
         absl::StrCat("push from worker ", r, ": worker rank out of range, expected >= 0"));
   }
   const std::string what = absl::StrCat("push from worker ", r);
+  // First: a push routed under another shard map carries another map's chunks, which is no error
+  // of the push but a map it has not learnt yet (or this server has not).
+  RETURN_IF_ERROR(CheckShardMap("push", r, req.shard_map_version()));
   if (req.num_samples() < 0 || req.num_samples() > max_samples_) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": num_samples is ", req.num_samples(), ", expected 0 to ",
                                                    max_samples_, " (the job's ",
@@ -214,6 +217,7 @@ absl::Status ParameterStore::ValidatePull(const DecodedPull& pull, Parts* reads)
         absl::StrCat("pull from worker ", r, ": step is ", req.step(), ", expected >= 0"));
   }
   const std::string what = absl::StrCat("pull from worker ", r);
+  RETURN_IF_ERROR(CheckShardMap("pull", r, req.shard_map_version()));  // its keys are another map's
   RETURN_IF_ERROR(CheckDataEpoch(what, req.data_epoch()));
   // PullRequest.rows_only: no dense chunks, i.e. none of the parts.
   const ReadAsk ask{0, req.rows_only() ? 0 : -1, pull.keys};

@@ -405,8 +405,11 @@ class ParameterStore {
   absl::Status ValidatePull(const DecodedPull& pull, Parts* reads) const;
   // INVALID_ARGUMENT unless 0 <= data_epoch < the job's epochs; `what` names the request.
   absl::Status CheckDataEpoch(absl::string_view what, int32_t data_epoch) const;
-  // Checks shutdown, the shard-map epoch the request was routed under (ABORTED naming
-  // both versions), the membership epoch and that the worker is live.
+  // ABORTED naming both versions when a request was routed under another shard map than this
+  // store's (shard_map_version 0: accepted on a job's first map). Constant data: no lock.
+  absl::Status CheckShardMap(absl::string_view what, int worker_rank, int64_t shard_map_version) const;
+  // Checks shutdown, the shard-map epoch the request was routed under (CheckShardMap), the
+  // membership epoch and that the worker is live.
   absl::Status CheckLive(absl::string_view what, int worker_rank, int64_t membership_epoch,
                          int64_t shard_map_version) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // ABORTED "<what> rejected by server R: worker W is not a live member at membership epoch E".

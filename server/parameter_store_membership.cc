@@ -28,19 +28,22 @@ absl::Status ParameterStore::CheckRanks(absl::string_view what, std::vector<int>
   return absl::OkStatus();
 }
 
-absl::Status ParameterStore::CheckLive(absl::string_view what, int worker_rank, int64_t membership_epoch,
-                                       int64_t shard_map_version) const {
-  if (shutting_down_) return absl::UnavailableError(absl::StrCat("server ", rank_, " shutting down"));
+absl::Status ParameterStore::CheckShardMap(absl::string_view what, int worker_rank, int64_t shard_map_version) const {
   // Unstamped (0) requests are from callers that predate shard-map epochs: fine while the job is on
   // its first map, when no other routing can exist.
   const bool unstamped_ok = shard_map_version == 0 && shard_map_version_ <= 1;
-  if (shard_map_version != shard_map_version_ && !unstamped_ok) {
-    // ABORTED, as for another membership epoch: the worker fetches the view and routes again (or,
-    // ahead of this server, retries shortly).
-    return absl::AbortedError(absl::StrCat(
-        what, " from worker ", worker_rank, " was routed under shard map version ", shard_map_version, "; server ",
-        rank_, " serves version ", shard_map_version_, "; fetch the cluster view and route again"));
-  }
+  if (shard_map_version == shard_map_version_ || unstamped_ok) return absl::OkStatus();
+  // ABORTED, as for another membership epoch: the worker fetches the view and routes again (or,
+  // ahead of this server, retries shortly).
+  return absl::AbortedError(absl::StrCat(what, " from worker ", worker_rank, " was routed under shard map version ",
+                                         shard_map_version, "; server ", rank_, " serves version ",
+                                         shard_map_version_, "; fetch the cluster view and route again"));
+}
+
+absl::Status ParameterStore::CheckLive(absl::string_view what, int worker_rank, int64_t membership_epoch,
+                                       int64_t shard_map_version) const {
+  if (shutting_down_) return absl::UnavailableError(absl::StrCat("server ", rank_, " shutting down"));
+  RETURN_IF_ERROR(CheckShardMap(what, worker_rank, shard_map_version));
   if (membership_epoch < membership_epoch_) {
     return absl::AbortedError(absl::StrCat(what, " from worker ", worker_rank, " carries membership epoch ",
                                            membership_epoch, ", current is ", membership_epoch_));

@@ -254,6 +254,13 @@ TEST(ParameterStoreMembershipTest, RequestsRoutedUnderAnotherShardMapAreRefusedA
     ASSERT_TRUE(outcome.status.has_value());
     EXPECT_EQ(outcome.status->code(), absl::StatusCode::kAborted);
   }
+  // A push of another map carries that map's chunks: the refusal is the map, not its shape (the
+  // worker routes again rather than failing).
+  PushRequest other_map = RoutedUnder(MakePush(0, 0, 1, std::vector<float>(25, 9.0f)), 2);
+  other_map.mutable_chunks(0)->set_offset(7);  // e.g. the range another server count gives
+  other_map.mutable_chunks(0)->set_length(13);
+  const absl::Status other_shape = PushNow(*store, other_map);
+  EXPECT_EQ(other_shape.code(), absl::StatusCode::kAborted) << other_shape;
   EXPECT_EQ(Flat(store->Snapshot()), w0);
   EXPECT_EQ(store->step(), 0);
   // Routed under the map it serves: the step goes on.

@@ -483,6 +483,9 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
       [this](int64_t epoch) { NoteMembershipEpoch(epoch); },
       [this, replica = replica_.get(), metrics = metrics_, &report_leases_from](HeartbeatRequest* request) {
         const std::shared_ptr<ParameterStore> primary = CurrentStore();
+        // Until a re-shard swaps its store in, the old one's epoch: the scheduler knows this
+        // server is still restoring.
+        request->set_store_epoch(primary->membership_epoch());
         *request->mutable_traffic() = metrics->Traffic();
         AddTableUsage(*primary, /*replica=*/false, request);
         if (replica != nullptr) AddTableUsage(*replica, /*replica=*/true, request);
@@ -500,7 +503,9 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   // A lease's last batch reaches the scheduler within Heartbeater::kMinNudgeGap, not a period.
   // (ASYNC/SSP only: a store of a later shard map, SYNC, needs none.)
   own->SetOnLeaseBatchApplied([&heartbeater] { heartbeater.Nudge(); });
-  absl::Cleanup no_nudges = [&own] { own->SetOnLeaseBatchApplied(nullptr); };
+  absl::Cleanup no_nudges = [this] { CurrentStore()->SetOnLeaseBatchApplied(nullptr); };
+  // store_ holds it from here: a re-shard frees it once no call holds it.
+  own.reset();
   // Not on the heartbeat thread: a slow GetClusterView must not delay the heartbeats.
   std::thread membership([&] {
     FollowMembership(client, service, &heartbeater, rank, checkpointing ? job.checkpoint_dir() : "", interval,
@@ -558,6 +563,7 @@ absl::Status ServerRunner::Reshard(SchedulerClient* client, ParameterServerServi
   // The old map's steps after the cut are abandoned: the old store answers nothing more and
   // writes no checkpoint of them.
   old->Retire();
+  old->SetOnLeaseBatchApplied(nullptr);
   if (rank >= servers) {
     // Drained by a scale-down: its shard lives on in the others' restore of the cut.
     LOG(INFO) << what << ": this server is drained; leaving the job";

@@ -165,11 +165,14 @@ TEST(ScaleTest, AServerKilledWhileAChangeIsPendingIsReplacedAndTheJobEndsBitwise
   ASSERT_EQ(up.exit_code, 0) << up.output;
   // A source of the change dies before it cuts over: the job recovers it from the checkpoints as
   // usual (a new request is refused meanwhile), then the change goes on.
+  std::smatch rank;
+  const std::string killed_log = cluster.servers[1]->Output();
+  ASSERT_TRUE(std::regex_search(killed_log, rank, std::regex("registered as server ([0-9]+)"))) << killed_log;
   cluster.servers[1]->Kill(SIGKILL);
-  WaitForLog(cluster, "server 1 died");
+  WaitForLog(cluster, "server " + rank[1].str() + " died");
   RunResult during = Ctl(cluster, {"scale", "--servers=4"});
   EXPECT_EQ(during.exit_code, 1) << during.output;
-  cluster.AddServer();  // takes the dead server's rank 1
+  cluster.AddServer();  // takes the dead server's rank
   WaitForLog(cluster, "replaces the dead server; every server rank is live again");
   cluster.AddServer();  // takes the added rank 2
   const std::string grown = WaitForLog(cluster, "2 -> 3 servers at the cut of step ([0-9]+)")[1];
