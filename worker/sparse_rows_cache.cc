@@ -78,6 +78,20 @@ void SparseRowsCache::Assign(int t, absl::Span<const uint64_t> keys) {
   }
 }
 
+void SparseRowsCache::SetShards(int num_shards) {
+  num_shards_ = num_shards;
+  pulling_.clear();
+  for (int t = 0; t < num_tables(); ++t) {
+    Table& table = tables_[t];
+    table.by_shard.assign(num_shards, {});
+    table.push_keys.assign(num_shards, {});
+    table.push_rows.assign(num_shards, {});
+    const std::vector<uint64_t> keys = table.keys;
+    Assign(t, keys);
+    pulling_.push_back(t);
+  }
+}
+
 void SparseRowsCache::Clear() {
   for (int t = 0; t < num_tables(); ++t) Assign(t, {});
   pulling_.clear();

@@ -41,6 +41,11 @@ class SparseRowsCache {
   absl::Status SetKeys(absl::Span<const int> tables, const std::vector<absl::Span<const uint64_t>>& keys);
   // Drops every table's keys, rows and row gradients: a step that looks nothing up pushes no rows.
   void Clear();
+  // The job changed its server count (docs/design/resharding.md): every table's keys are split
+  // among `num_shards` servers from now on, by their owners there. The batch's keys stay; rows and
+  // row gradients are zeroed, and the next pull is of every table (what was pulled came from the
+  // old owners).
+  void SetShards(int num_shards);
 
   // Appends shard `shard`'s keys (rows empty) of the tables of the last SetKeys to `out`: one
   // entry per such table that has keys there.

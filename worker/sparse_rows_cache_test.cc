@@ -118,6 +118,32 @@ TEST(SparseRowsCacheTest, ScatteredRowsAndPushedGradientsFollowTheirKeys) {
   }
 }
 
+TEST(SparseRowsCacheTest, AnotherServerCountSplitsTheBatchsKeysByTheirNewOwnersForTheNextPull) {
+  SparseRowsCache cache = TwoTables();
+  std::vector<uint64_t> keys;
+  for (uint64_t k = 1; k <= 40; ++k) keys.push_back(k * 7919);
+  ASSERT_TRUE(cache.SetKeys({0}, {absl::MakeConstSpan(keys)}).ok());
+  AnswerAll(&cache, 1.0f, {2, 3});
+  cache.SetShards(3);
+  // The rows came from the old owners: zeroed, and every table with keys is pulled again.
+  EXPECT_THAT(std::vector<float>(cache.rows(0).begin(), cache.rows(0).end()), ::testing::Each(0.0f));
+  EXPECT_EQ(cache.rows(0).size(), keys.size() * 2);
+  size_t asked = 0;
+  for (int shard = 0; shard < 3; ++shard) {
+    google::protobuf::RepeatedPtrField<SparseRows> out;
+    cache.AddPullKeys(shard, &out);
+    for (const SparseRows& r : out) {
+      EXPECT_EQ(r.table_id(), 0);
+      for (uint64_t key : KeysOf(r)) {
+        EXPECT_EQ(ServerOfKey(key, 3), shard) << key;
+        ++asked;
+      }
+    }
+  }
+  EXPECT_EQ(asked, keys.size());
+  EXPECT_EQ(std::vector<uint64_t>(cache.keys(0).begin(), cache.keys(0).end()), keys);
+}
+
 TEST(SparseRowsCacheTest, BadTableListsChangeNothing) {
   SparseRowsCache cache = TwoTables();
   const std::vector<uint64_t> a = {1, 2};

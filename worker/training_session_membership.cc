@@ -112,7 +112,9 @@ absl::Status TrainingSession::FollowShardMap(const ClusterView& view) {
   push_ = std::vector<OutgoingPush>(num_shards);
   pulled_ = std::vector<IncomingPull>(num_shards);
   staleness_ = PullStaleness(num_shards);
-  sparse_ = NewRowsCache(num_shards);
+  // The batch's keys stay: a rows pull waiting out this change pulls them again from their new
+  // owners.
+  if (sparse_ != nullptr) sparse_->SetShards(num_shards);
   return absl::OkStatus();
 }
 
