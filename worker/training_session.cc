@@ -92,14 +92,11 @@ TrainingSession::TrainingSession(SessionOptions options, SchedulerApi* scheduler
   }
   // Traffic before this session (another session of the same member) was reported by that one.
   reported_traffic_ = metrics_->traffic()->totals();
-  sparse_ = NewRowsCache(layout_.num_servers());
-}
-
-std::unique_ptr<SparseRowsCache> TrainingSession::NewRowsCache(int num_shards) const {
-  if (options_.job.tables_size() == 0) return nullptr;
-  std::vector<int> dims;
-  for (const TableSpec& t : options_.job.tables()) dims.push_back(t.dim());
-  return std::make_unique<SparseRowsCache>(std::move(dims), num_shards);
+  if (options_.job.tables_size() > 0) {
+    std::vector<int> dims;
+    for (const TableSpec& t : options_.job.tables()) dims.push_back(t.dim());
+    sparse_ = std::make_unique<SparseRowsCache>(std::move(dims), layout_.num_servers());
+  }
 }
 
 absl::Status TrainingSession::Start() {

@@ -290,8 +290,6 @@ class TrainingSession {
   // restored a cut under the new map). INVALID_ARGUMENT, changing nothing, for a map that does
   // not fit the model.
   absl::Status FollowShardMap(const ClusterView& view);
-  // A rows cache over `num_shards` shards for the job's tables; null for a model without tables.
-  std::unique_ptr<SparseRowsCache> NewRowsCache(int num_shards) const;
   // The push encoder for `view`'s map over layout_ (JobSpec.compression; averaged tensors exact).
   static absl::StatusOr<std::unique_ptr<PushEncoder>> NewEncoder(const JobSpec& job, const ShardMap& map,
                                                                  const ShardLayout* layout);
