@@ -63,6 +63,9 @@ DEFINE_int64(checkpoint_every_steps, 0, "Checkpoint every this many steps (0: ne
 DEFINE_int32(min_workers, 1, "Below this many live workers the job stops with an error");
 DEFINE_int32(max_workers, 0,
              "At most this many live workers; registrations beyond are refused (0: --workers + --spare_workers)");
+DEFINE_int32(max_servers, 0,
+             "sync with checkpoints: a server registering while every rank is live grows the job by one, up to "
+             "this many servers (0: only pstrain-ctl scale changes the count)");
 DEFINE_int32(spare_workers, pstrain::kDefaultSpareWorkers,
              "With --max_workers left at 0: how many workers beyond --workers may join (replacements, additions)");
 DEFINE_double(checkpoint_every_seconds, 0, "Also checkpoint after this many seconds (0: never)");
@@ -132,7 +135,7 @@ const char* const kJobFlags[] = {
     "momentum",     "beta1",          "beta2",         "epsilon",      "weight_decay",
     "clip_grad_norm", "lr_schedule",  "warmup_steps",  "lr_step_size", "lr_gamma",     "lr_min_factor",
     "allow_nonfinite_gradients", "lease_batches", "max_chunk_bytes", "final_model",
-    "eval_last_epoch_only", "checkpoint_dir", "checkpoint_every_steps", "min_workers", "max_workers", "spare_workers",
+    "eval_last_epoch_only", "checkpoint_dir", "checkpoint_every_steps", "min_workers", "max_workers", "max_servers", "spare_workers",
     "checkpoint_every_seconds", "full_checkpoint_every", "keep_checkpoints", "global_batch", "resume", "replicas", "overlap", "compression",
     "data_format", "data_stream", "bad_records", "embedding_dim", "table_optimizer", "table_lr", "table_l1", "table_l2",
     "table_admission", "table_sketch_bytes", "table_ttl_updates", "table_ttl_seconds", "table_max_rows", "table_evict_order",
@@ -241,6 +244,7 @@ absl::Status ApplyFlags(JobSpec* job) {
   if (Given("checkpoint_every_steps")) job->set_checkpoint_every_steps(FLAGS_checkpoint_every_steps);
   if (Given("min_workers")) job->set_min_workers(FLAGS_min_workers);
   if (Given("max_workers")) job->set_max_workers(FLAGS_max_workers);
+  if (Given("max_servers")) job->set_max_servers(FLAGS_max_servers);
   if (Given("spare_workers") && !Given("max_workers")) {
     if (FLAGS_spare_workers < 0) {
       return absl::InvalidArgumentError(absl::StrCat("--spare_workers: got ", FLAGS_spare_workers, ", expected >= 0"));

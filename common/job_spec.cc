@@ -205,6 +205,17 @@ absl::Status ValidateJobSpec(const JobSpec& job) {
     return Invalid("max_workers", absl::StrCat(job.max_workers()),
                    absl::StrCat(">= num_workers = ", job.num_workers()));
   }
+  if (job.max_servers() != 0) {
+    if (job.max_servers() < job.num_servers() || job.max_servers() > kMaxJobServers) {
+      return Invalid("max_servers", absl::StrCat(job.max_servers()),
+                     absl::StrCat("0 or in [num_servers = ", job.num_servers(), ", ", kMaxJobServers, "]"));
+    }
+    if (job.max_servers() > job.num_servers() &&
+        (job.mode() != SYNC || !CheckpointsOn(job) || job.replicas() == 2)) {
+      return Invalid("max_servers", absl::StrCat(job.max_servers()),
+                     "a sync job with checkpoints and without replicas to grow into (or num_servers: no growth)");
+    }
+  }
   if (job.batch_size() < 1) return Invalid("batch_size", absl::StrCat(job.batch_size()), ">= 1");
   if (job.epochs() < 1) return Invalid("epochs", absl::StrCat(job.epochs()), ">= 1");
   if (job.max_steps() < 0) return Invalid("max_steps", absl::StrCat(job.max_steps()), ">= 0");

@@ -24,6 +24,8 @@ inline constexpr char kDefaultDataDir[] = "/usr/share/datasets/fashion-mnist";
 // clear error instead of an allocation failure.
 inline constexpr int64_t kMaxModelParameters = int64_t{1} << 30;
 inline constexpr int32_t kMaxHiddenWidth = 1 << 20;
+// The most servers a job may grow to (JobSpec.max_servers, pstrain-ctl scale).
+inline constexpr int32_t kMaxJobServers = 1024;
 
 // Workers a job admits beyond num_workers unless max_workers says otherwise (JobSpec.max_workers).
 inline constexpr int kDefaultSpareWorkers = 2;

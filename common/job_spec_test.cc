@@ -140,6 +140,23 @@ TEST(JobSpecTest, MaxWorkersDefaultsToTwoSparesAndMayNotBeBelowTheWorkers) {
   EXPECT_TRUE(ValidateJobSpec(job).ok());
 }
 
+TEST(JobSpecTest, MaxServersIsZeroOrAtLeastTheServersAndGrowsOnlyASyncJobWithCheckpoints) {
+  JobSpec job = Defaults();
+  job.set_num_servers(2);
+  job.set_max_servers(1);
+  EXPECT_THAT(ValidateJobSpec(job).message(), HasSubstr("max_servers: got 1, expected 0 or in [num_servers = 2, 1024]"));
+  job.set_max_servers(3);
+  EXPECT_THAT(ValidateJobSpec(job).message(),
+              HasSubstr("max_servers: got 3, expected a sync job with checkpoints and without replicas"));
+  job.set_checkpoint_dir("ckpt");
+  job.set_checkpoint_every_steps(10);
+  EXPECT_TRUE(ValidateJobSpec(job).ok()) << ValidateJobSpec(job);
+  job.set_mode(ASYNC);
+  EXPECT_FALSE(ValidateJobSpec(job).ok());
+  job.set_max_servers(2);  // no growth: any job
+  EXPECT_TRUE(ValidateJobSpec(job).ok()) << ValidateJobSpec(job);
+}
+
 TEST(JobSpecTest, ZeroWorkersIsRefused) {
   JobSpec job = Defaults();
   job.set_num_workers(-1);

@@ -48,8 +48,11 @@ class SchedulerApi {
   virtual absl::Status ReportFailure(Role role, int rank, const std::string& message) = 0;
   virtual absl::StatusOr<JobStatus> GetJobStatus() = 0;
   virtual absl::Status Leave(Role role, int rank, const std::string& reason) = 0;
-  // Server `server_rank` holds checkpoints of `steps` (ascending).
-  virtual absl::Status ReportCheckpoints(int server_rank, const std::vector<int64_t>& steps) = 0;
+  // Server `server_rank` holds checkpoints of `steps` (ascending). On OK, the answer's
+  // keep_from_step (proto/scheduler.proto CheckpointAck) goes to *keep_from when not null: -1
+  // when the answer set none.
+  virtual absl::Status ReportCheckpoints(int server_rank, const std::vector<int64_t>& steps,
+                                         int64_t* keep_from = nullptr) = 0;
   virtual absl::Status ReportSlowStep(const SlowStepReport& report) = 0;
   // Servers: one shard of the final model, when the scheduler asks for it (proto/scheduler.proto
   // SubmitFinalShard); returns once the scheduler took it.

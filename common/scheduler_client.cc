@@ -290,13 +290,16 @@ absl::Status SchedulerClient::Leave(Role role, int rank, const std::string& reas
   return CallRetrying(&Scheduler::Stub::Leave, request, "leave", rpc_timeout_, /*parked=*/false).status();
 }
 
-absl::Status SchedulerClient::ReportCheckpoints(int server_rank, const std::vector<int64_t>& steps) {
+absl::Status SchedulerClient::ReportCheckpoints(int server_rank, const std::vector<int64_t>& steps,
+                                               int64_t* keep_from) {
   CheckpointReport request;
   request.set_server_rank(server_rank);
   for (int64_t step : steps) request.add_steps(step);
-  return CallRetrying(&Scheduler::Stub::ReportCheckpoints, request,
-                      absl::StrCat("report checkpoints of server ", server_rank), rpc_timeout_, /*parked=*/false)
-      .status();
+  absl::StatusOr<CheckpointAck> ack =
+      CallRetrying(&Scheduler::Stub::ReportCheckpoints, request,
+                   absl::StrCat("report checkpoints of server ", server_rank), rpc_timeout_, /*parked=*/false);
+  if (ack.ok() && keep_from != nullptr) *keep_from = ack->has_keep_from_step() ? ack->keep_from_step() : -1;
+  return ack.status();
 }
 
 absl::Status SchedulerClient::ReportSlowStep(const SlowStepReport& report) {
@@ -329,6 +332,12 @@ absl::StatusOr<std::string> SchedulerClient::GetInitialModel() {
 absl::StatusOr<ScaleResponse> SchedulerClient::Scale(int servers) {
   ScaleRequest request;
   request.set_servers(servers);
+  return Call(&Scheduler::Stub::Scale, request, "operator request", rpc_timeout_);
+}
+
+absl::StatusOr<ScaleResponse> SchedulerClient::CancelScale() {
+  ScaleRequest request;
+  request.set_cancel(true);
   return Call(&Scheduler::Stub::Scale, request, "operator request", rpc_timeout_);
 }
 

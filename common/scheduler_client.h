@@ -96,12 +96,15 @@ class SchedulerClient : public SchedulerApi {
   // An operator's request for another server count (Scheduler.Scale). Not retried: the answer
   // says whether it was taken.
   absl::StatusOr<ScaleResponse> Scale(int servers);
+  // Cancels the pending change of the server count (ScaleRequest.cancel), the same way.
+  absl::StatusOr<ScaleResponse> CancelScale();
   absl::Status Leave(Role role, int rank, const std::string& reason) override;
   // LeaseWork for evaluation: a range of the test set to evaluate after `epoch`.
   absl::StatusOr<LeaseResponse> LeaseEval(int worker_rank, int epoch) override;
   // Server `server_rank` holds checkpoints of `steps` (ascending); sent after registering and
   // after each checkpoint written, for the scheduler's choice of a restore step.
-  absl::Status ReportCheckpoints(int server_rank, const std::vector<int64_t>& steps) override;
+  absl::Status ReportCheckpoints(int server_rank, const std::vector<int64_t>& steps,
+                                 int64_t* keep_from = nullptr) override;
   // A SYNC step of this server waits for `report.waiting_for` (server/slow_step_watch.h).
   absl::Status ReportSlowStep(const SlowStepReport& report) override;
   // Sends one shard of the final model (its chunks' current values) when the scheduler asked for

@@ -46,6 +46,14 @@ absl::Status CheckHeartbeatRequest(const HeartbeatRequest& request) {
                                                    applied.batches_size(), " counts, expected as many of each, at most ",
                                                    kMaxAppliedLeases));
   }
+  const ReshardReport& r = request.resharded();
+  if (r.shard_map_version() < 0 || r.pause_ms() < 0 || r.rows() < 0 || r.rows_moved() < 0 || r.bytes() < 0 ||
+      r.bytes_moved() < 0 || r.rows_moved() > r.rows() || r.bytes_moved() > r.bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": re-cut report (shard map version ", r.shard_map_version(), ", pause ", r.pause_ms(), " ms, ",
+        r.rows_moved(), " of ", r.rows(), " rows and ", r.bytes_moved(), " of ", r.bytes(),
+        " bytes moved): expected counts >= 0, and no more moved than held"));
+  }
   return absl::OkStatus();
 }
 

@@ -64,7 +64,8 @@ int MaxWorkerJoinsPerMinute(const JobSpec& job);
 // The strings of a registration: address, instance_id, metrics_address and the local endpoint.
 absl::Status CheckRegisterRequest(const RegisterRequest& request);
 
-// A heartbeat's table usages (count and names).
+// A heartbeat's table usages (count and names), applied leases (count) and re-cut report (counts
+// >= 0, no more moved than held).
 absl::Status CheckHeartbeatRequest(const HeartbeatRequest& request);
 
 // `text` cut to kMaxReasonBytes (on a UTF-8 character boundary) with "... (N bytes cut)"

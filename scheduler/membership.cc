@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/server_counts.h"
 
 namespace pstrain {
 namespace scheduler {
@@ -25,7 +26,12 @@ const char* ChangeKindName(ChangeKind kind) {
   return "?";
 }
 
-Membership::Membership(Options options) : options_(std::move(options)) {}
+Membership::Membership(Options options) : options_(std::move(options)), map_servers_(options_.num_servers) {}
+
+void Membership::Changed(Role role, int rank) {
+  ++changes_;
+  if (role != SERVER || rank < map_servers_) ++epoch_;
+}
 
 std::map<int, Membership::Member>* Membership::MembersOf(Role role) {
   return const_cast<std::map<int, Member>*>(static_cast<const Membership*>(this)->MembersOf(role));
@@ -138,7 +144,7 @@ absl::StatusOr<int> Membership::Register(Role role, const std::string& address,
   }
   (*members)[rank] = Member{address, instance_id, role == SERVER ? local : LocalEndpoint(), now, now, false, true,
                             ChangeKind::kDied};
-  ++epoch_;
+  Changed(role, rank);
   if (running_) {
     Record(role, rank, ChangeKind::kJoined, now);
     if (role == WORKER) recent_joins_.push_back(now);
@@ -149,6 +155,7 @@ absl::StatusOr<int> Membership::Register(Role role, const std::string& address,
 }
 
 void Membership::ChangeShardMap(ShardMap shard_map) {
+  map_servers_ = ServersOfMap(shard_map, map_servers_);
   options_.shard_map = std::move(shard_map);
   ++epoch_;
 }
@@ -166,7 +173,7 @@ absl::StatusOr<bool> Membership::Remove(Role role, int rank, ChangeKind kind, ab
   if (m == nullptr || !m->live) return false;  // Gone (and perhaps forgotten) already.
   m->live = false;
   m->removed = kind;
-  ++epoch_;
+  Changed(role, rank);
   Record(role, rank, kind, now);
   if (role == WORKER) ForgetOldGoneWorkers();
   return true;

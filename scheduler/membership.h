@@ -16,8 +16,13 @@
 // job's ranks are all live.
 //
 // The membership epoch starts at 1 (nobody registered) and is bumped by every change of the live
-// set: a registration, a death, a departure. Servers compare the epoch a push was computed under
-// with the current one, so it must change whenever the view does.
+// set that changes a route: a registration, a death, a departure, and a new shard map. Servers
+// compare the epoch a push was computed under with the current one, so it must change whenever
+// the members a request may reach do. A server of a rank outside the shard map (one a pending
+// scale-up admits, or one a scale-down drained) serves no request: its registration and departure
+// bump no epoch, so they abort no SYNC step (a step recomputed after some servers applied it
+// would be computed on their updated rows: docs/design/resharding.md). changes() counts every
+// change of the live set, those too.
 //
 //   Register --> live --(Remove: died / left)--> gone (heartbeats refused; a worker's rank is never reused)
 //
@@ -174,6 +179,10 @@ class Membership {
   // none ever did.
   std::optional<std::string> InstanceOf(Role role, int rank) const;
   int64_t epoch() const { return epoch_; }
+  // Changes of the live set so far (registrations and removals, whether or not they bumped the
+  // epoch): a caller tells a new member from a retried registration, and a tick that changed
+  // something, by it. Not persistent.
+  int64_t changes() const { return changes_; }
   const std::vector<MembershipEvent>& events() const { return events_; }
   // The events kept: the newest, at most this many (the state, the summary and /api/status list
   // them).
@@ -216,8 +225,10 @@ class Membership {
   MembershipState ToProto() const;
   // Replaces the members, epoch and events with `state` (a restarted scheduler; the shard map is
   // the Options'). Every live member that had heartbeated is watched afresh from `now`: it has
-  // dead_after from the restart to heartbeat again. INVALID_ARGUMENT, changing nothing, for a
-  // state that does not fit the options (more servers than num_servers, an unknown change kind).
+  // dead_after from the restart to heartbeat again. Live servers of ranks beyond the shard map
+  // are kept (a pending scale-up admitted them, or a scale-down drained them and they have not
+  // left yet). INVALID_ARGUMENT, changing nothing, for a state that does not fit (a rank listed
+  // twice or negative, an unknown change kind).
   absl::Status Restore(const MembershipState& state, absl::Time now);
 
 
@@ -247,6 +258,9 @@ class Membership {
   void Record(Role role, int rank, ChangeKind kind, absl::Time now);
   // Forgets the oldest gone workers beyond kMaxGoneWorkers.
   void ForgetOldGoneWorkers();
+  // A change of the live set: bumps changes_, and the epoch unless (role, rank) is a server
+  // outside the shard map.
+  void Changed(Role role, int rank);
 
   Options options_;  // constant but for SetModel
   std::map<int, Member> servers_;
@@ -255,6 +269,10 @@ class Membership {
   int next_worker_rank_ = 0;
   int64_t forgotten_workers_ = 0;
   int64_t epoch_ = 1;
+  int64_t changes_ = 0;
+  // Servers in the shard map: ranks 0..map_servers_-1 (Options::num_servers at first, then each
+  // ChangeShardMap's count).
+  int map_servers_ = 0;
   bool running_ = false;
   std::vector<MembershipEvent> events_;
   // When workers joined the running job, within the last minute (max_joins_per_minute); not

@@ -302,6 +302,38 @@ TEST(MembershipTest, ARemovedServersRankIsTakenByTheNextServerWhileRunning) {
   EXPECT_EQ(m.events()[1].epoch, epoch + 2);
 }
 
+TEST(MembershipTest, ServersOutsideTheShardMapComeAndGoWithoutANewEpoch) {
+  Membership m = Running();
+  const int64_t epoch = m.epoch();
+  const int64_t changes = m.changes();
+  // A scale-up to 3 admits rank 2 before the cut-over: it serves no request, so no route changes.
+  m.SetServerSlots(3);
+  absl::StatusOr<int> added = m.Register(SERVER, "h:4003", kT0 + absl::Seconds(1));
+  ASSERT_TRUE(added.ok()) << added.status();
+  EXPECT_EQ(*added, 2);
+  EXPECT_EQ(m.epoch(), epoch);
+  EXPECT_EQ(m.changes(), changes + 1);
+  EXPECT_EQ(m.View().servers_size(), 3);
+  // The cut-over's map has it: from now on its departure is a new epoch.
+  ShardMap three;
+  three.set_version(2);
+  three.set_num_servers(3);
+  m.ChangeShardMap(three);
+  EXPECT_EQ(m.epoch(), epoch + 1);
+  ShardMap two;
+  two.set_version(3);
+  two.set_num_servers(2);
+  m.ChangeShardMap(two);  // drained by a scale-down: outside the map again
+  EXPECT_EQ(m.epoch(), epoch + 2);
+  ASSERT_TRUE(*m.Remove(SERVER, 2, ChangeKind::kLeft, kT0 + absl::Seconds(2)));
+  EXPECT_EQ(m.epoch(), epoch + 2);
+  EXPECT_EQ(m.changes(), changes + 2);
+  EXPECT_EQ(m.View().servers_size(), 2);
+  // A server of the map dying is a new epoch as before.
+  ASSERT_TRUE(*m.Remove(SERVER, 1, ChangeKind::kDied, kT0 + absl::Seconds(3)));
+  EXPECT_EQ(m.epoch(), epoch + 3);
+}
+
 TEST(MembershipTest, RemoveRejectsUnknownMembersAndJoinedKind) {
   Membership m = Running();
   EXPECT_EQ(m.Remove(WORKER, 2, ChangeKind::kDied, kT0).status().code(), absl::StatusCode::kFailedPrecondition);

@@ -180,16 +180,31 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
       response.set_job_state(FINISHED);
       return response;
     }
-    if (request.role() == SERVER && state_ == RUNNING && options_.job.replicas() == 2 &&
+    // (A server for a rank a change of the server count adds is no refill.)
+    const bool growing = scaling_.pending().has_value() && scaling_.pending()->to > scaling_.pending()->from;
+    if (request.role() == SERVER && state_ == RUNNING && options_.job.replicas() == 2 && !growing &&
+        !GrowsForLocked(request) &&
         !membership_.Lookup(SERVER, request.address(), request.instance_id()).has_value()) {
       // Replicas: a dead server's shards are served by promoted copies; its rank is not refilled.
       return absl::AlreadyExistsError(absl::StrCat("register server at '", request.address(),
                                                    "': every shard is served (", fleet_.HostsLine(),
                                                    "); with --replicas=2 a dead server's rank is not filled again"));
     }
-    const int64_t epoch_before = membership_.epoch();
+    const bool grows = GrowsForLocked(request);
+    if (grows) {
+      // JobSpec.max_servers: the new server is the first of a change to one more.
+      RETURN_IF_ERROR(RequestScalingLocked(ServersLocked() + 1,
+                                           absl::StrCat("a server registering from '", request.address(), "'"),
+                                           &deferred)
+                          .status());
+    }
+    const int64_t changes_before = membership_.changes();
     absl::StatusOr<int> rank =
         membership_.Register(request.role(), request.address(), request.instance_id(), Now(), request.local());
+    if (!rank.ok() && grows) {
+      CancelScalingLocked(absl::StrCat("the registration that asked for it failed: ", rank.status().message()),
+                          &deferred);
+    }
     if (!rank.ok() && absl::IsFailedPrecondition(rank.status()) && request.role() == SERVER &&
         RecoversServersLocked()) {
       // A replacement started before its predecessor was declared dead (a launcher restarts a child
@@ -198,7 +213,7 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
                                                  "; a replacement waits until a dead server's rank is free"));
     }
     if (!rank.ok()) return rank.status();
-    if (membership_.epoch() != epoch_before) {  // A new member, not a retry.
+    if (membership_.changes() != changes_before) {  // A new member, not a retry.
       if (state_ == RUNNING && request.role() == SERVER && OutsideMapLocked(*rank)) {
         // A server for a rank a pending scale-up added: it serves from the cut-over on.
         LOG(INFO) << membership_.Describe(SERVER, *rank) << " registered for a rank the job is growing to; "
@@ -304,6 +319,15 @@ absl::StatusOr<HeartbeatResponse> Scheduler::Heartbeat(const HeartbeatRequest& r
       return s;
     }
     if (request.role() == SERVER) server_reports_.AddHeartbeat(request, now);
+    // Kept once per server and change, and saved then.
+    const bool resharded = request.role() == SERVER && request.has_resharded() &&
+                           scaling_.Resharded(request.rank(), request.resharded());
+    if (resharded) {
+      const ReshardReport& r = request.resharded();
+      LOG(INFO) << "server " << request.rank() << " serves shard map version " << r.shard_map_version() << " after a "
+                << r.pause_ms() << " ms pause; " << r.rows_moved() << " of its " << r.rows() << " rows and "
+                << r.bytes_moved() << " of its " << r.bytes() << " bytes were another server's";
+    }
     response.set_state(state_);
     response.set_membership_epoch(membership_.epoch());
     if (state_ == FAILED) response.set_failure(std::string(failure_.message()));
@@ -311,7 +335,8 @@ absl::StatusOr<HeartbeatResponse> Scheduler::Heartbeat(const HeartbeatRequest& r
     if (request.role() == SERVER) {
       for (int shard : FinalShardsWantedLocked(request.rank())) response.add_send_final_shards(shard);
       if (options_.job.mode() != SYNC) {
-        completed = ConfirmLeasesLocked(request.rank(), request.applied_leases(), &deferred);
+        // A server with no store yet has applied nothing of its own: it confirms nothing.
+        if (!request.restoring()) completed = ConfirmLeasesLocked(request.rank(), request.applied_leases(), &deferred);
         response.set_report_leases_from(leases_->ReportFrom(request.rank()));
         response.set_leases_settled_below(leases_->first_id());
       }
@@ -319,7 +344,7 @@ absl::StatusOr<HeartbeatResponse> Scheduler::Heartbeat(const HeartbeatRequest& r
     // Only a role's first heartbeat persists (from then on it is held to dead_after, also by a
     // restarted scheduler), and one that completed leases (what they count must not be lost;
     // confirmations that complete nothing are sent again after a restart).
-    if (first || completed) SaveLocked(&deferred);
+    if (first || completed || resharded) SaveLocked(&deferred);
   }
   if (absl::Status saved = Run(std::move(deferred)); !saved.ok()) return saved;
   return response;
@@ -688,7 +713,7 @@ void Scheduler::CheckHealth() {
   {
     absl::MutexLock lock(&mu_);
     if (Ended()) return;
-    const int64_t epoch_before = membership_.epoch();
+    const int64_t changes_before = membership_.changes();
     const size_t vacant_before = fleet_.vacancies().size();
     const absl::Time now = Now();
     std::vector<SilentMember> silent = membership_.FindDead(now);
@@ -743,10 +768,11 @@ void Scheduler::CheckHealth() {
     } else if (!epoch_end_waiting_since_.has_value()) {
       epoch_end_waiting_since_ = now;
     }
+    if (!Ended()) CancelLateScalingLocked(now, &deferred);
     if (!Ended()) EvictHoldUpsLocked(now, &deferred);
     if (!Ended()) stuck_log_.Update(StuckBarriersLocked(now), now);
     // Most ticks change nothing; those that do persist (EndLocked saves on its own).
-    if (membership_.epoch() != epoch_before || fleet_.vacancies().size() != vacant_before) SaveLocked(&deferred);
+    if (membership_.changes() != changes_before || fleet_.vacancies().size() != vacant_before) SaveLocked(&deferred);
   }
   Run(std::move(deferred)).IgnoreError();  // Run logs a failed save; nobody here could retry.
 }

@@ -40,8 +40,10 @@
 // server that misses heartbeats for dead_after is removed as "died" (epoch bump) and is not
 // replaced: its shards are served by their copies (the view's shard_hosts). A death that takes
 // the last copy of a shard fails the job (UNAVAILABLE "... held the only copy of shard 1 ...").
-// A server registering while the job runs (a restarted one) gets ALREADY_EXISTS: it is not needed.
-// This takes precedence over server recovery by checkpoints.
+// A server registering while the job runs (a restarted one) gets ALREADY_EXISTS: it is not needed,
+// unless it takes a rank a change of the server count adds. A change places every shard and its
+// copy afresh (ServerFleet::Resize); a death while one is pending cancels it. This takes
+// precedence over server recovery by checkpoints.
 //
 // Declared models (JobSpec.model "external"). The job's tensors, initial values and data set sizes
 // come from the first model declaration a live worker sends (DeclareModel) instead of the
@@ -330,9 +332,14 @@ class Scheduler {
   // FAILED_PRECONDITION for a rank that is not a live server; ABORTED "job failed: ..." once the
   // job has failed.
   absl::Status ReportCheckpoints(const CheckpointReport& report);
+  // What a checkpoint report's answer says (CheckpointAck.keep_from_step): SYNC with checkpoints,
+  // the oldest step a recovery, a change of the server count or a resumed cut may still restore
+  // (ServerFleet::RestorableStep: steps before it are never chosen again); otherwise none (-1).
+  int64_t CheckpointsKeptFrom() const;
   // An operator asks for `request.servers()` servers (scheduler/server_scaling.h; the caller
-  // checked the operator's credential). SYNC jobs with checkpoints and no replicas, while they
-  // run and no server is being replaced; see the Scale rpc (proto/scheduler.proto) for the errors.
+  // checked the operator's credential). SYNC jobs with checkpoints, while they run, no server is
+  // being replaced and (replicas) every shard has both copies; see the Scale rpc
+  // (proto/scheduler.proto) for the errors.
   absl::StatusOr<ScaleResponse> Scale(const ScaleRequest& request);
 
   // Logs a server's slow SYNC step: the ranks it waits for, with their addresses and how long ago
@@ -434,6 +441,12 @@ class Scheduler {
   absl::Status Run(Deferred deferred);
   // Puts a snapshot of the state into `deferred` when the state persists.
   void SaveLocked(Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Persists the state now, holding mu_: for a change that others act on as soon as they see it
+  // and that a restarted scheduler must know (a cut-over to another server count: the servers
+  // re-shard at once). SaveLocked's snapshot is persisted after mu_ is released, and a scheduler
+  // killed in between would restart without the change. A failed save is logged; the change stays
+  // in memory and the next save persists it.
+  void SaveNowLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   SchedulerState SnapshotLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The lease pool's and the progress's options for the given sizes.
   static LeasePool::Options LeaseOptions(const Options& o, int64_t train_samples);
@@ -498,6 +511,22 @@ class Scheduler {
   // it waits for another.
   void RemoveOutsideServerLocked(int rank, ChangeKind kind, absl::string_view reason, Deferred* deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Asks for `to` servers on behalf of `who` ("an operator", for the log): the checks and the
+  // plan of Scale (the plan is returned); the change then waits for its servers and its cut.
+  absl::StatusOr<std::string> RequestScalingLocked(int to, absl::string_view who, Deferred* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `request`, a new server's registration, grows the job by one (JobSpec.max_servers):
+  // every rank of the map is live and no server outside it, no change is pending and the job has
+  // fewer than max_servers.
+  bool GrowsForLocked(const RegisterRequest& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Cancels the pending change of the server count (an operator's request, a scale-up whose
+  // servers did not register in time, a failed cut-over), logging `why`: the job stays at its
+  // count, and the live servers of the added ranks are dropped (they learn it from the view and
+  // exit).
+  void CancelScalingLocked(absl::string_view why, Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Cancels a scale-up still waiting for its servers server_recovery_timeout after it was asked
+  // for (a health tick).
+  void CancelLateScalingLocked(absl::Time now, Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Marks the pending change ready once every added rank is live, and cuts over when its cut is
   // there.
   void AdvanceScalingLocked(Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -511,7 +540,7 @@ class Scheduler {
   // Replicas: whether a dead server's shards are served by their copies (running, replicas = 2).
   bool PromotesReplicasLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Replicas: removes the dead server `rank` and promotes the copies of the shards it served, or
-  // fails the job when it held a shard's last copy.
+  // fails the job when it held a shard's last copy. Cancels a pending change of the server count.
   void PromoteReplicasLocked(int rank, absl::string_view reason, Deferred* deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether the job finishes only once a final model was written (Options::write_final_model).

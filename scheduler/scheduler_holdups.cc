@@ -69,7 +69,7 @@ void Scheduler::EvictHoldUpsLocked(absl::Time now, Deferred* deferred) {
       if (!membership_.is_live(SERVER, rank)) continue;
       const bool started = membership_.SinceHeartbeat(SERVER, rank, now).has_value();
       const int64_t serves = server_reports_.StoreEpoch(rank);
-      if (!started || (serves > 0 && serves < fleet_.restore_epoch())) {
+      if (!started || server_reports_.Restoring(rank) || (serves > 0 && serves < fleet_.restore_epoch())) {
         servers_restoring_until_ = now;
         return;
       }

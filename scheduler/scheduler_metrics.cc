@@ -40,6 +40,9 @@ struct SchedulerMetrics::State {
   metrics::Gauge* shard_map_version = nullptr;
   metrics::Gauge* map_servers = nullptr;
   metrics::Counter* server_count_changes = nullptr;
+  metrics::Counter* rows_moved = nullptr;
+  metrics::Counter* bytes_moved = nullptr;
+  metrics::Gauge* last_change_pause = nullptr;
   metrics::Gauge* samples_per_second = nullptr;
   metrics::Gauge* eta_seconds = nullptr;
   metrics::Gauge* barriers_waiting = nullptr;
@@ -70,6 +73,15 @@ void SchedulerMetrics::State::Set(const DashboardStatus& s) {
   server_count_changes->RaiseTo(static_cast<double>(std::count_if(
       s.server_count_changes.begin(), s.server_count_changes.end(),
       [](const ServerCountChangeStatus& c) { return c.step >= 0; })));
+  int64_t rows = 0, bytes = 0, pause_ms = 0;
+  for (const ServerCountChangeStatus& c : s.server_count_changes) {
+    rows += c.rows_moved;
+    bytes += c.bytes_moved;
+    if (c.step >= 0) pause_ms = c.max_pause_ms;
+  }
+  rows_moved->RaiseTo(static_cast<double>(rows));
+  bytes_moved->RaiseTo(static_cast<double>(bytes));
+  last_change_pause->Set(static_cast<double>(pause_ms) / 1e3);
   for (const char* role : kRoles) {
     live_members->With({role})->Set(static_cast<double>(
         std::count_if(s.members.begin(), s.members.end(),
@@ -144,6 +156,19 @@ SchedulerMetrics::SchedulerMetrics(metrics::Registry* registry) : state_(std::ma
                                ->AddCounter("pstrain_scheduler_server_count_changes_total",
                                             "Changes of the server count cut over (pstrain-ctl scale)")
                                .Get();
+  s.rows_moved = registry
+                     ->AddCounter("pstrain_scheduler_rows_moved_total",
+                                  "Embedding rows whose server a change of the server count changed")
+                     .Get();
+  s.bytes_moved = registry
+                      ->AddCounter("pstrain_scheduler_bytes_moved_total",
+                                   "Bytes (values with optimizer state, rows) whose server a change of the server "
+                                   "count changed")
+                      .Get();
+  s.last_change_pause = registry
+                            ->AddGauge("pstrain_scheduler_last_change_pause_seconds",
+                                       "The longest a server served nothing for the newest change of the server count")
+                            .Get();
   // Not "role": every series already has the constant label role="scheduler".
   s.live_members =
       &registry->AddGauge("pstrain_scheduler_live_members", "Live members by role", {"member_role"});

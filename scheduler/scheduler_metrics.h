@@ -6,6 +6,10 @@
 //   pstrain_scheduler_shard_map_version                bumped by every change of the server count
 //   pstrain_scheduler_map_servers                      servers in the shard map
 //   pstrain_scheduler_server_count_changes_total       changes of the server count cut over
+//   pstrain_scheduler_rows_moved_total, _bytes_moved_total  rows and bytes whose server those
+//                                                      changes changed (as the servers reported)
+//   pstrain_scheduler_last_change_pause_seconds        the longest pause a server reported for the
+//                                                      newest change
 //   pstrain_scheduler_live_members{member_role}        live servers and workers (not {role}: that
 //                                                      is the constant label role="scheduler")
 //   pstrain_scheduler_membership_events_total{kind}    joined / died / left since the job ran

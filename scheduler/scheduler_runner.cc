@@ -345,6 +345,34 @@ absl::Status SchedulerRunner::Run() {
     stream_poller.emplace(core.get(), options_.stream_poll);
   }
 
+  // The dashboard. Declared after the core, so it stops (destruction) before the core goes. It
+  // binds before the scheduler's own port: that one may be 0 (any free port), and the kernel could
+  // otherwise hand it the very port the dashboard was given (a launcher's or a test's pick).
+  metrics::Registry own_registry;
+  metrics::Registry* registry = options_.metrics != nullptr ? options_.metrics : &own_registry;
+  SchedulerMetrics scheduler_metrics(registry);
+  scheduler_metrics.Attach(core.get());
+  DashboardApi dashboard(core.get(), registry);
+  std::unique_ptr<HttpServer> http;
+  if (options_.http_port != 0) {
+    absl::StatusOr<std::unique_ptr<HttpServer>> started =
+        HttpServer::Start(options_.http_host, std::max(options_.http_port, 0), dashboard.Routes());
+    if (!started.ok()) {
+      core->Fail(absl::IsUnavailable(started.status())
+                     ? CannotListen("dashboard", JoinHostPort(options_.http_host, options_.http_port), "http_port")
+                     : started.status());
+    } else {
+      http = *std::move(started);
+      http_port_.store(http->port());
+      LOG(INFO) << "dashboard at http://" << http->address() << "/";
+      if (!options_.http_port_file.empty()) {
+        absl::Status written =
+            WriteFileAtomically(options_.http_port_file, "http port file", absl::StrCat(http->port(), "\n"));
+        if (!written.ok()) core->Fail(written);
+      }
+    }
+  }
+
   // NOT_SERVING until the main server listens.
   ASSIGN_OR_RETURN(std::unique_ptr<HealthServer> health,
                    StartHealthListener(options_.health_host, options_.health_port));
@@ -388,37 +416,13 @@ absl::Status SchedulerRunner::Run() {
   }
   // Only now: whoever learns the port from port() finds the port file written too.
   port_.store(selected_port);
-
-  // The dashboard. Declared after the core, so it stops (destruction) before the core goes.
-  metrics::Registry own_registry;
-  metrics::Registry* registry = options_.metrics != nullptr ? options_.metrics : &own_registry;
-  SchedulerMetrics scheduler_metrics(registry);
-  scheduler_metrics.Attach(core.get());
-  DashboardApi dashboard(core.get(), registry);
-  std::unique_ptr<HttpServer> http;
-  if (options_.http_port != 0) {
-    absl::StatusOr<std::unique_ptr<HttpServer>> started =
-        HttpServer::Start(options_.http_host, std::max(options_.http_port, 0), dashboard.Routes());
-    if (!started.ok()) {
-      core->Fail(absl::IsUnavailable(started.status())
-                     ? CannotListen("dashboard", JoinHostPort(options_.http_host, options_.http_port), "http_port")
-                     : started.status());
-    } else {
-      http = *std::move(started);
-      http_port_.store(http->port());
-      MemberStatus self;
-      self.role = "scheduler";
-      self.address = JoinHostPort(options_.host, selected_port);
-      self.metrics_address = options_.metrics_address.empty() ? http->address() : options_.metrics_address;
-      self.state = "live";
-      dashboard.SetSelf(std::move(self));
-      LOG(INFO) << "dashboard at http://" << http->address() << "/";
-      if (!options_.http_port_file.empty()) {
-        absl::Status written =
-            WriteFileAtomically(options_.http_port_file, "http port file", absl::StrCat(http->port(), "\n"));
-        if (!written.ok()) core->Fail(written);
-      }
-    }
+  if (http != nullptr) {
+    MemberStatus self;
+    self.role = "scheduler";
+    self.address = JoinHostPort(options_.host, selected_port);
+    self.metrics_address = options_.metrics_address.empty() ? http->address() : options_.metrics_address;
+    self.state = "live";
+    dashboard.SetSelf(std::move(self));
   }
 
   // Watchdog: dead roles, the startup timeout and Stop() end the job.

@@ -3,11 +3,13 @@
 // for a consistent checkpoint cut, and the cut-over: a new shard map, published with the cut for
 // every server to restore re-sharded (ClusterView.restore_step and restore_servers) and for the
 // workers to rewind to. Everything here runs under mu_ or takes it; see scheduler.h.
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/job_spec.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -22,47 +24,79 @@ absl::StatusOr<ScaleResponse> Scheduler::Scale(const ScaleRequest& request) {
   ScaleResponse response;
   {
     absl::MutexLock lock(&mu_);
-    const std::string what = absl::StrCat("scale to ", request.servers(), " servers");
-    if (state_ != RUNNING) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(what, ": the job is ", JobState_Name(state_), "; a running job changes its server count"));
-    }
-    if (options_.job.mode() != SYNC) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          what, ": the job is ", Mode_Name(options_.job.mode()), "; only SYNC jobs change their server count yet"));
-    }
-    if (!CheckpointsOn(options_.job)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          what, ": the job writes no checkpoints; the servers move to the new count through a checkpoint cut "
-                "(--checkpoint_dir with --checkpoint_every_steps or --checkpoint_every_seconds)"));
-    }
-    if (options_.job.replicas() == 2) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(what, ": the job keeps replicas (--replicas=2), which do not follow a new count yet"));
-    }
-    if (!fleet_.vacancies().empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(what, ": a dead server is being replaced; ask again once every rank is live"));
-    }
-    RETURN_IF_ERROR(scaling_.Request(request.servers(), ServersLocked(), Now()));
-    const int from = ServersLocked();
-    const int to = request.servers();
-    if (to > from) {
-      membership_.SetServerSlots(to);
-      response.set_plan(absl::StrCat(ServerScaling::Describe(from, to), ": waiting for ", to - from,
-                                     to - from == 1 ? " server" : " servers", " to register (ranks ", from, "..",
-                                     to - 1, "), then the cut-over at the next checkpoint cut"));
+    if (request.cancel()) {
+      const std::optional<ServerScaling::Pending>& pending = scaling_.pending();
+      if (!pending.has_value()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "cancel: no change of the server count is pending (the job has ", ServersLocked(), " servers)"));
+      }
+      response.set_plan(absl::StrCat("cancelled ", ServerScaling::Describe(pending->from, pending->to),
+                                     "; the job stays at ", pending->from, " servers"));
+      CancelScalingLocked("an operator cancelled it", &deferred);
     } else {
-      response.set_plan(absl::StrCat(ServerScaling::Describe(from, to), ": the cut-over at the next checkpoint cut; ",
-                                     "servers ", to, "..", from - 1, " are drained"));
+      ASSIGN_OR_RETURN(std::string plan, RequestScalingLocked(request.servers(), "an operator", &deferred));
+      response.set_plan(std::move(plan));
     }
     response.set_shard_map_version(membership_.shard_map().version());
-    LOG(INFO) << "an operator asked for " << to << " servers: " << response.plan();
-    AdvanceScalingLocked(&deferred);
     SaveLocked(&deferred);
   }
   if (absl::Status saved = Run(std::move(deferred)); !saved.ok()) return saved;
   return response;
+}
+
+absl::StatusOr<std::string> Scheduler::RequestScalingLocked(int to, absl::string_view who, Deferred* deferred) {
+  const std::string what = absl::StrCat("scale to ", to, " servers");
+  if (state_ != RUNNING) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": the job is ", JobState_Name(state_), "; a running job changes its server count"));
+  }
+  if (options_.job.mode() != SYNC) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, ": the job is ", Mode_Name(options_.job.mode()), "; only SYNC jobs change their server count yet"));
+  }
+  if (!CheckpointsOn(options_.job)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, ": the job writes no checkpoints; the servers move to the new count through a checkpoint cut "
+              "(--checkpoint_dir with --checkpoint_every_steps or --checkpoint_every_seconds)"));
+  }
+  if (fleet_.replicated() && to == 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": the job keeps replicas (--replicas=2), whose copy of a shard lives on another server; "
+              "expected at least 2 servers"));
+  }
+  if (fleet_.Degraded()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": a shard has lost its copy (", fleet_.HostsLine(),
+                     "); the servers move to a new count with both copies of every shard"));
+  }
+  if (!fleet_.vacancies().empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": a dead server is being replaced; ask again once every rank is live"));
+  }
+  const int from = ServersLocked();
+  RETURN_IF_ERROR(scaling_.Request(to, from, Now()));
+  std::string plan;
+  if (to > from) {
+    membership_.SetServerSlots(to);
+    plan = absl::StrCat(ServerScaling::Describe(from, to), ": waiting for ", to - from,
+                        to - from == 1 ? " server" : " servers", " to register (ranks ", from, "..", to - 1,
+                        "), then the cut-over at the next checkpoint cut");
+  } else {
+    plan = absl::StrCat(ServerScaling::Describe(from, to), ": the cut-over at the next checkpoint cut; servers ", to,
+                        "..", from - 1, " are drained");
+  }
+  LOG(INFO) << who << " asked for " << to << " servers: " << plan;
+  AdvanceScalingLocked(deferred);
+  return plan;
+}
+
+bool Scheduler::GrowsForLocked(const RegisterRequest& request) const {
+  return request.role() == SERVER && state_ == RUNNING && options_.job.max_servers() > ServersLocked() &&
+         !scaling_.pending().has_value() && fleet_.vacancies().empty() &&
+         // Every rank of the map live and none outside it (a drained server that has not left yet
+         // keeps the next one waiting: the growth could not admit it).
+         membership_.num_live(SERVER) == ServersLocked() &&
+         !membership_.Lookup(SERVER, request.address(), request.instance_id()).has_value();
 }
 
 void Scheduler::AdvanceScalingLocked(Deferred* deferred) {
@@ -90,9 +124,7 @@ void Scheduler::CutOverLocked(int64_t step, Deferred* deferred) {
   absl::Status status = map.status();
   if (status.ok() && options_.record_server_count) status = options_.record_server_count(step, to);
   if (!status.ok()) {
-    LOG(ERROR) << what << ": abandoned, the job goes on with " << from << " servers: " << status;
-    scaling_.Abandon();
-    membership_.SetServerSlots(from);
+    CancelScalingLocked(absl::StrCat("the cut-over at step ", step, " failed: ", status.ToString()), deferred);
     return;
   }
   map->set_version(old_map.version() + 1);
@@ -107,8 +139,43 @@ void Scheduler::CutOverLocked(int64_t step, Deferred* deferred) {
   scaling_.CutOver(step, version, Now());
   LOG(INFO) << what << ": shard map version " << version << ", every server restores the cut re-sharded "
             << "(restore_step " << step << ", restore_servers " << from << ", membership epoch " << membership_.epoch()
-            << "); " << MembershipLine();
+            << ")" << (fleet_.replicated() ? absl::StrCat("; ", fleet_.HostsLine()) : std::string()) << "; "
+            << MembershipLine();
   PublishParticipantsLocked(deferred);
+  // Before anyone sees the new map: the servers re-shard as soon as they do.
+  SaveNowLocked();
+}
+
+void Scheduler::CancelScalingLocked(absl::string_view why, Deferred* deferred) {
+  const ServerScaling::Pending pending = *scaling_.pending();
+  scaling_.Abandon();
+  membership_.SetServerSlots(ServersLocked());
+  std::vector<int> dropped;
+  for (int rank = ServersLocked(); rank < pending.to; ++rank) {
+    absl::StatusOr<bool> removed = membership_.Remove(SERVER, rank, ChangeKind::kLeft, Now());
+    if (removed.ok() && *removed) dropped.push_back(rank);
+  }
+  LOG(WARNING) << ServerScaling::Describe(pending.from, pending.to) << ": cancelled (" << why << "); the job stays at "
+               << ServersLocked() << " servers"
+               << (dropped.empty() ? std::string()
+                                   : absl::StrCat("; dropped the added servers [", absl::StrJoin(dropped, ", "),
+                                                  "], which exit"))
+               << "; " << MembershipLine();
+  PublishParticipantsLocked(deferred);
+}
+
+void Scheduler::CancelLateScalingLocked(absl::Time now, Deferred* deferred) {
+  const std::optional<ServerScaling::Pending>& pending = scaling_.pending();
+  if (!pending.has_value() || pending->after_cut.has_value() || pending->to <= pending->from) return;
+  if (now - pending->requested <= options_.server_recovery_timeout) return;
+  int missing = 0;
+  for (int rank = pending->from; rank < pending->to; ++rank) missing += membership_.is_live(SERVER, rank) ? 0 : 1;
+  CancelScalingLocked(absl::StrCat(missing, " of the ", pending->to - pending->from,
+                                   " added servers did not register within ",
+                                   absl::FormatDuration(options_.server_recovery_timeout),
+                                   " (--server_recovery_timeout_ms)"),
+                      deferred);
+  SaveLocked(deferred);
 }
 
 void Scheduler::RemoveOutsideServerLocked(int rank, ChangeKind kind, absl::string_view reason, Deferred* deferred) {
@@ -128,8 +195,21 @@ void Scheduler::RemoveOutsideServerLocked(int rank, ChangeKind kind, absl::strin
 std::vector<ServerCountChangeStatus> Scheduler::ServerCountChangesLocked() const {
   std::vector<ServerCountChangeStatus> out;
   for (const ServerScaling::Done& d : scaling_.done()) {
-    out.push_back({d.from, d.to, d.step, d.shard_map_version, absl::ToDoubleSeconds(d.requested - created_),
-                   absl::ToDoubleSeconds(d.cut_over - created_)});
+    ServerCountChangeStatus& c = out.emplace_back();
+    c.from = d.from;
+    c.to = d.to;
+    c.step = d.step;
+    c.shard_map_version = d.shard_map_version;
+    c.requested_seconds = absl::ToDoubleSeconds(d.requested - created_);
+    c.cut_over_seconds = absl::ToDoubleSeconds(d.cut_over - created_);
+    for (const auto& [rank, r] : d.resharded) {
+      ++c.servers_reported;
+      c.max_pause_ms = std::max(c.max_pause_ms, r.pause_ms());
+      c.rows += r.rows();
+      c.rows_moved += r.rows_moved();
+      c.bytes += r.bytes();
+      c.bytes_moved += r.bytes_moved();
+    }
   }
   if (const std::optional<ServerScaling::Pending>& p = scaling_.pending(); p.has_value()) {
     ServerCountChangeStatus pending;

@@ -1,6 +1,7 @@
 // The scheduler's side of changing the server count (scheduler_scaling.cc): an operator's request,
 // the added server waiting outside the map, the cut-over at the first new checkpoint cut, a drained
 // server leaving, and every refusal leaving the job as it was.
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,9 +24,12 @@ class SchedulerScalingTest : public ::testing::Test {
  protected:
   // A running job of 2 servers (h:0, h:1) and 2 workers; everyone heartbeated. Records the server
   // counts the scheduler asks to record in `recorded_`.
-  std::unique_ptr<Scheduler> MakeRunning(Mode mode = SYNC, bool checkpoints = true) {
+  std::unique_ptr<Scheduler> MakeRunning(Mode mode = SYNC, bool checkpoints = true, int max_servers = 0,
+                                         bool replicas = false) {
     JobSpec job;
     job.set_mode(mode);
+    if (replicas) job.set_replicas(2);
+    job.set_max_servers(max_servers);
     job.set_num_servers(2);
     job.set_num_workers(2);
     job.set_epochs(1);
@@ -35,6 +39,14 @@ class SchedulerScalingTest : public ::testing::Test {
       job.set_checkpoint_every_steps(10);
     }
     Scheduler::Options options = TinyJobOptions(job, 30, 50, 40, 5, [this] { return now_; });
+    options.persist = [this](int64_t version, const SchedulerState& state) {
+      if (version > saved_version_) {
+        saved_version_ = version;
+        saved_ = state;
+      }
+      return absl::OkStatus();
+    };
+    options_ = options;
     options.record_server_count = [this](int64_t step, int servers) {
       recorded_.push_back({step, servers});
       return absl::OkStatus();
@@ -58,6 +70,11 @@ class SchedulerScalingTest : public ::testing::Test {
     r.set_servers(servers);
     return r;
   }
+  static ScaleRequest Cancel() {
+    ScaleRequest r;
+    r.set_cancel(true);
+    return r;
+  }
   static absl::Status Report(Scheduler* s, int rank, std::vector<int64_t> steps) {
     CheckpointReport r;
     r.set_server_rank(rank);
@@ -65,8 +82,66 @@ class SchedulerScalingTest : public ::testing::Test {
     return s->ReportCheckpoints(r);
   }
 
+  // A scheduler killed now and started again from the newest state it persisted.
+  std::unique_ptr<Scheduler> Restarted() {
+    Scheduler::Options options = options_;
+    options.record_server_count = [this](int64_t step, int servers) {
+      recorded_.push_back({step, servers});
+      return absl::OkStatus();
+    };
+    saved_version_ = 0;  // the new process numbers its saves afresh
+    absl::StatusOr<std::unique_ptr<Scheduler>> s = Scheduler::Restore(std::move(options), saved_);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+
+  // The job shrinks to 1 server and cuts over at step 20; server 0 restores the cut, saying so in
+  // its heartbeats as `restoring` marks them, while a worker's push reached a server that serves,
+  // which waits for the other worker's. No worker is evicted for that while server 0 restores;
+  // once it serves the new epoch, the wait counts from then: dead_after (3 s) later the worker is.
+  void ExpectHoldUpsCountFromWhenServerZeroServes(
+      const std::function<void(int64_t restore_epoch, HeartbeatRequest* beat)>& restoring) {
+    std::unique_ptr<Scheduler> s = MakeRunning();
+    ASSERT_TRUE(Report(s.get(), 0, {10}).ok());
+    ASSERT_TRUE(Report(s.get(), 1, {10}).ok());
+    ASSERT_TRUE(s->Scale(To(1)).ok());
+    ASSERT_TRUE(Report(s.get(), 0, {10, 20}).ok());
+    ASSERT_TRUE(Report(s.get(), 1, {10, 20}).ok());
+    const int64_t restore_epoch = s->View().restore_epoch();
+    auto beat = [&](bool restores) {
+      now_ += absl::Seconds(1);
+      HeartbeatRequest server = Hb(SERVER, 0);
+      if (restores) {
+        restoring(restore_epoch, &server);
+      } else {
+        server.set_store_epoch(restore_epoch);
+      }
+      EXPECT_TRUE(s->Heartbeat(server).ok());
+      EXPECT_TRUE(s->Heartbeat(Hb(SERVER, 1)).ok());
+      for (int worker : {0, 1}) EXPECT_TRUE(s->Heartbeat(Hb(WORKER, worker)).ok());
+      s->CheckHealth();
+    };
+    SlowStepReport slow;
+    slow.set_server_rank(0);
+    slow.set_step(21);
+    slow.set_waited_ms(1000);
+    slow.set_typical_ms(10);
+    slow.add_waiting_for(1);
+    ASSERT_TRUE(s->ReportSlowStep(slow).ok());
+    for (int i = 0; i < 6; ++i) beat(/*restores=*/true);
+    EXPECT_EQ(s->View().workers_size(), 2);
+    for (int i = 0; i < 2; ++i) beat(/*restores=*/false);
+    EXPECT_EQ(s->View().workers_size(), 2);
+    for (int i = 0; i < 2; ++i) beat(/*restores=*/false);
+    EXPECT_EQ(s->View().workers_size(), 1);
+    EXPECT_EQ(s->state(), RUNNING);
+  }
+
   absl::Time now_ = absl::FromUnixSeconds(1000);
   std::vector<std::pair<int64_t, int>> recorded_;
+  Scheduler::Options options_;
+  SchedulerState saved_;
+  int64_t saved_version_ = 0;
 };
 
 TEST_F(SchedulerScalingTest, GrowingWaitsForTheAddedServerAndCutsOverAtTheNextCut) {
@@ -112,6 +187,88 @@ TEST_F(SchedulerScalingTest, GrowingWaitsForTheAddedServerAndCutsOverAtTheNextCu
   EXPECT_TRUE(server_two_owns);
 }
 
+TEST_F(SchedulerScalingTest, WithReplicasEveryShardAndItsCopyArePlacedAfreshAndADeathCancelsAPendingChange) {
+  std::unique_ptr<Scheduler> s = MakeRunning(SYNC, true, 0, /*replicas=*/true);
+  // Each shard's copy lives on another server: at least 2.
+  absl::StatusOr<ScaleResponse> one = s->Scale(To(1));
+  EXPECT_EQ(one.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(one.status().message(), HasSubstr("scale to 1 servers: the job keeps replicas (--replicas=2), whose "
+                                                "copy of a shard lives on another server; expected at least 2"));
+  ASSERT_TRUE(s->Scale(To(3)).ok());
+  // The added server is admitted (a restarted server would not be: ranks are not refilled).
+  absl::StatusOr<RegisterResponse> added = s->Register(Reg("h:2"));
+  ASSERT_TRUE(added.ok()) << added.status();
+  EXPECT_EQ(added->rank(), 2);
+  EXPECT_TRUE(s->Heartbeat(Hb(SERVER, 2)).ok());
+  ASSERT_TRUE(Report(s.get(), 0, {10}).ok());
+  ASSERT_TRUE(Report(s.get(), 1, {10}).ok());
+  ClusterView view = s->View();
+  ASSERT_EQ(view.shard_map().num_servers(), 3);
+  ASSERT_EQ(view.shard_hosts_size(), 3);
+  for (int shard = 0; shard < 3; ++shard) {
+    EXPECT_EQ(view.shard_hosts(shard).shard(), shard);
+    EXPECT_EQ(view.shard_hosts(shard).primary(), shard);
+    EXPECT_EQ(view.shard_hosts(shard).backup(), (shard + 1) % 3);
+  }
+
+  // A server dies while the next change waits for its added server: a shard lost a copy, so the
+  // change is cancelled and the job stays at 3 servers.
+  ASSERT_TRUE(s->Scale(To(4)).ok());
+  for (int i = 0; i < 4; ++i) {
+    now_ += absl::Seconds(1);
+    for (int rank : {0, 1}) EXPECT_TRUE(s->Heartbeat(Hb(SERVER, rank)).ok());
+    for (int rank : {0, 1}) EXPECT_TRUE(s->Heartbeat(Hb(WORKER, rank)).ok());
+    s->CheckHealth();
+  }
+  view = s->View();
+  EXPECT_EQ(s->state(), RUNNING);
+  EXPECT_EQ(view.shard_map().num_servers(), 3);
+  EXPECT_EQ(view.shard_hosts(2).primary(), 0);  // shard 2's copy on server 0, promoted
+  absl::StatusOr<ScaleResponse> degraded = s->Scale(To(4));
+  EXPECT_EQ(degraded.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(degraded.status().message(), HasSubstr("a shard has lost its copy (shard 0 on server 0, copy on 1; "
+                                                     "shard 1 on server 1, no copy; shard 2 on server 0, no copy)"));
+  EXPECT_EQ(s->Scale(Cancel()).status().code(), absl::StatusCode::kFailedPrecondition);  // nothing pending
+}
+
+TEST_F(SchedulerScalingTest, EachServerOfTheNewMapReportsItsReCutOnceAndTheSummarySumsThem) {
+  std::unique_ptr<Scheduler> s = MakeRunning();
+  ASSERT_TRUE(s->Scale(To(3)).ok());
+  ASSERT_TRUE(s->Register(Reg("h:2")).ok());
+  ASSERT_TRUE(Report(s.get(), 0, {10}).ok());
+  ASSERT_TRUE(Report(s.get(), 1, {10}).ok());
+  ASSERT_EQ(s->View().shard_map().version(), 2);
+  auto beat = [&](int rank, int64_t version, int64_t pause_ms, int64_t rows, int64_t rows_moved) {
+    HeartbeatRequest hb = Hb(SERVER, rank);
+    ReshardReport* r = hb.mutable_resharded();
+    r->set_shard_map_version(version);
+    r->set_pause_ms(pause_ms);
+    r->set_rows(rows);
+    r->set_rows_moved(rows_moved);
+    r->set_bytes(rows * 100);
+    r->set_bytes_moved(rows_moved * 100);
+    return s->Heartbeat(hb).status();
+  };
+  ASSERT_TRUE(beat(0, 2, 120, 600, 0).ok());
+  ASSERT_TRUE(beat(1, 2, 300, 700, 0).ok());
+  ASSERT_TRUE(beat(2, 2, 80, 650, 650).ok());
+  // Again (every heartbeat carries it), or for a map no change made: nothing more is counted.
+  ASSERT_TRUE(beat(2, 2, 999, 650, 650).ok());
+  ASSERT_TRUE(beat(0, 1, 999, 1, 1).ok());
+  // A report that cannot be true is refused, naming it.
+  absl::Status bad = beat(1, 2, 10, 5, 6);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.message(), HasSubstr("6 of 5 rows and 600 of 500 bytes moved): expected counts >= 0, and no "
+                                       "more moved than held"));
+  const std::string summary = s->SummaryJson();
+  EXPECT_THAT(summary, HasSubstr("\"servers_reported\":3,\"max_pause_ms\":300,\"rows\":1950,\"rows_moved\":650,"
+                                 "\"bytes\":195000,\"bytes_moved\":65000}"));
+  // The reports are in the saved state: a restarted scheduler still has them.
+  std::unique_ptr<Scheduler> restarted = Restarted();
+  ASSERT_NE(restarted, nullptr);
+  EXPECT_THAT(restarted->SummaryJson(), HasSubstr("\"servers_reported\":3,\"max_pause_ms\":300,"));
+}
+
 TEST_F(SchedulerScalingTest, ShrinkingDrainsTheHighestRankWhichThenLeaves) {
   std::unique_ptr<Scheduler> s = MakeRunning();
   ASSERT_TRUE(Report(s.get(), 0, {10}).ok());
@@ -141,39 +298,91 @@ TEST_F(SchedulerScalingTest, ShrinkingDrainsTheHighestRankWhichThenLeaves) {
 }
 
 TEST_F(SchedulerScalingTest, NoWorkerIsEvictedForHoldingOthersUpWhileAServerRestoresTheCut) {
+  // Its store serves the old epoch until it has restored.
+  ExpectHoldUpsCountFromWhenServerZeroServes(
+      [](int64_t restore_epoch, HeartbeatRequest* beat) { beat->set_store_epoch(restore_epoch - 1); });
+}
+
+TEST_F(SchedulerScalingTest, NoWorkerIsEvictedWhileAServerSaysItHasNoStoreYet) {
+  // A server heartbeats from the moment the job runs; until its store serves it says `restoring`
+  // (it is building or restoring its shards), which holds the hold-up count like an old epoch.
+  ExpectHoldUpsCountFromWhenServerZeroServes(
+      [](int64_t, HeartbeatRequest* beat) { beat->set_restoring(true); });
+}
+
+TEST_F(SchedulerScalingTest, AnAddedServerKilledWhileItWaitsIsDroppedAfterDeadAfterAndAnotherTakesItsRank) {
+  // The added server heartbeats while it waits outside the map (restoring: no store yet). Killed
+  // there, it is found dead after dead_after (3 s), not after the startup timeout, and the change
+  // waits for another server to take its rank.
   std::unique_ptr<Scheduler> s = MakeRunning();
   ASSERT_TRUE(Report(s.get(), 0, {10}).ok());
   ASSERT_TRUE(Report(s.get(), 1, {10}).ok());
-  ASSERT_TRUE(s->Scale(To(1)).ok());
-  ASSERT_TRUE(Report(s.get(), 0, {10, 20}).ok());
-  ASSERT_TRUE(Report(s.get(), 1, {10, 20}).ok());
-  const int64_t restore_epoch = s->View().restore_epoch();
-  // Server 0 restores the cut (its store serves the old epoch); a worker's push reached a server
-  // that serves, which waits for the other worker's.
-  auto beat = [&](int64_t store_epoch) {
+  ASSERT_TRUE(s->Scale(To(3)).ok());
+  absl::StatusOr<RegisterResponse> added = s->Register(Reg("h:2"));
+  ASSERT_TRUE(added.ok()) << added.status();
+  ASSERT_EQ(added->rank(), 2);
+  auto tick = [&](bool added_beats) {
     now_ += absl::Seconds(1);
-    HeartbeatRequest server = Hb(SERVER, 0);
-    server.set_store_epoch(store_epoch);
-    EXPECT_TRUE(s->Heartbeat(server).ok());
-    EXPECT_TRUE(s->Heartbeat(Hb(SERVER, 1)).ok());
+    for (int rank : {0, 1}) EXPECT_TRUE(s->Heartbeat(Hb(SERVER, rank)).ok());
+    if (added_beats) {
+      HeartbeatRequest waiting = Hb(SERVER, 2);
+      waiting.set_restoring(true);
+      EXPECT_TRUE(s->Heartbeat(waiting).ok());
+    }
     for (int worker : {0, 1}) EXPECT_TRUE(s->Heartbeat(Hb(WORKER, worker)).ok());
     s->CheckHealth();
   };
-  SlowStepReport slow;
-  slow.set_server_rank(0);
-  slow.set_step(21);
-  slow.set_waited_ms(1000);
-  slow.set_typical_ms(10);
-  slow.add_waiting_for(1);
-  ASSERT_TRUE(s->ReportSlowStep(slow).ok());
-  for (int i = 0; i < 6; ++i) beat(restore_epoch - 1);
-  EXPECT_EQ(s->View().workers_size(), 2);
-  // Once it serves, the wait counts from then: dead_after (3 s) later the worker is evicted.
-  for (int i = 0; i < 2; ++i) beat(restore_epoch);
-  EXPECT_EQ(s->View().workers_size(), 2);
-  for (int i = 0; i < 2; ++i) beat(restore_epoch);
-  EXPECT_EQ(s->View().workers_size(), 1);
+  for (int i = 0; i < 3; ++i) tick(/*added_beats=*/true);
+  EXPECT_EQ(s->View().servers_size(), 3);
+  for (int i = 0; i < 5; ++i) tick(/*added_beats=*/false);  // SIGKILL
   EXPECT_EQ(s->state(), RUNNING);
+  EXPECT_EQ(s->View().servers_size(), 2);
+  EXPECT_EQ(s->View().shard_map().num_servers(), 2);
+  EXPECT_THAT(s->Scale(To(4)).status().message(), HasSubstr("the change 2 -> 3 servers is still pending"));
+  // Its replacement takes rank 2, and the change cuts over at the next cut.
+  absl::StatusOr<RegisterResponse> again = s->Register(Reg("h:3"));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->rank(), 2);
+  ASSERT_TRUE(Report(s.get(), 0, {10, 20}).ok());
+  ASSERT_TRUE(Report(s.get(), 1, {10, 20}).ok());
+  EXPECT_EQ(s->View().shard_map().num_servers(), 3);
+  EXPECT_EQ(s->View().restore_step(), 20);
+}
+
+TEST_F(SchedulerScalingTest, ACutOverStepStaysTheOldestKeptUntilTheNewMapHasANewerCut) {
+  // CheckpointAck.keep_from_step: the servers of the old map go on training (and checkpointing)
+  // until they learn of the cut-over; the cut it chose must outlive their keep rule.
+  std::unique_ptr<Scheduler> s = MakeRunning();
+  EXPECT_EQ(s->CheckpointsKeptFrom(), 0) << "no cut yet: every file stays";
+  ASSERT_TRUE(Report(s.get(), 0, {10}).ok());
+  ASSERT_TRUE(Report(s.get(), 1, {10}).ok());
+  EXPECT_EQ(s->CheckpointsKeptFrom(), 10);
+  ASSERT_TRUE(s->Scale(To(1)).ok());
+  ASSERT_TRUE(Report(s.get(), 0, {10, 20}).ok());
+  EXPECT_EQ(s->CheckpointsKeptFrom(), 10) << "20 is not common yet";
+  ASSERT_TRUE(Report(s.get(), 1, {10, 20}).ok());
+  const int64_t restore_epoch = s->View().restore_epoch();
+  ASSERT_EQ(s->View().restore_step(), 20);
+  EXPECT_EQ(s->CheckpointsKeptFrom(), 20);
+  auto serving = [&](int64_t epoch) {
+    HeartbeatRequest beat = Hb(SERVER, 0);
+    beat.set_store_epoch(epoch);
+    EXPECT_TRUE(s->Heartbeat(beat).ok());
+  };
+  // Server 0 has not learnt of the cut-over: its next cuts are of the abandoned run.
+  serving(restore_epoch - 1);
+  ASSERT_TRUE(Report(s.get(), 0, {10, 20, 30, 40}).ok());
+  EXPECT_EQ(s->CheckpointsKeptFrom(), 20);
+  // Restored and serving the new map, it cuts 30 afresh: that is the newest cut now.
+  serving(restore_epoch);
+  ASSERT_TRUE(Report(s.get(), 0, {20, 30}).ok());
+  EXPECT_EQ(s->CheckpointsKeptFrom(), 30);
+}
+
+TEST_F(SchedulerScalingTest, AsyncJobsSayNoOldestKeptStep) {
+  std::unique_ptr<Scheduler> s = MakeRunning(ASYNC);
+  ASSERT_TRUE(Report(s.get(), 0, {10}).ok());
+  EXPECT_EQ(s->CheckpointsKeptFrom(), -1);
 }
 
 TEST_F(SchedulerScalingTest, BadRequestsAreRefusedAndChangeNothing) {
@@ -194,6 +403,129 @@ TEST_F(SchedulerScalingTest, BadRequestsAreRefusedAndChangeNothing) {
   std::unique_ptr<Scheduler> no_checkpoints = MakeRunning(SYNC, /*checkpoints=*/false);
   EXPECT_THAT(no_checkpoints->Scale(To(3)).status().message(), HasSubstr("the job writes no checkpoints"));
   EXPECT_EQ(no_checkpoints->View().shard_map().version(), 1);
+}
+
+TEST_F(SchedulerScalingTest, ARestartedSchedulerGoesOnWithAPendingChangeAndKnowsACutOver) {
+  std::unique_ptr<Scheduler> s = MakeRunning();
+  ASSERT_TRUE(Report(s.get(), 0, {10}).ok());
+  ASSERT_TRUE(Report(s.get(), 1, {10}).ok());
+  ASSERT_TRUE(s->Scale(To(3)).ok());
+  ASSERT_TRUE(s->Register(Reg("h:2")).ok());
+  ASSERT_TRUE(s->Heartbeat(Hb(SERVER, 2)).ok());
+  const int64_t epoch = s->View().membership_epoch();
+
+  // Killed while the change is pending, with the added server waiting outside the map.
+  s = Restarted();
+  ASSERT_NE(s, nullptr);
+  ClusterView view = s->View();
+  EXPECT_EQ(view.shard_map().version(), 1);
+  EXPECT_EQ(view.servers_size(), 3);
+  EXPECT_EQ(view.membership_epoch(), epoch);
+  absl::StatusOr<ScaleResponse> again = s->Scale(To(4));
+  EXPECT_THAT(again.status().message(), HasSubstr("the change 2 -> 3 servers is still pending"));
+  for (int rank : {0, 1, 2}) ASSERT_TRUE(s->Heartbeat(Hb(SERVER, rank)).ok());
+  ASSERT_TRUE(Report(s.get(), 0, {10, 20}).ok());
+  ASSERT_TRUE(Report(s.get(), 1, {10, 20}).ok());
+  EXPECT_EQ(s->View().shard_map().version(), 2);
+  EXPECT_THAT(recorded_, ::testing::ElementsAre(std::make_pair(int64_t{20}, 3)));
+
+  // Killed right after the cut-over: the state it comes back with has the new map and the change.
+  s = Restarted();
+  ASSERT_NE(s, nullptr);
+  view = s->View();
+  EXPECT_EQ(view.shard_map().version(), 2);
+  EXPECT_EQ(view.shard_map().num_servers(), 3);
+  EXPECT_EQ(view.restore_step(), 20);
+  const DashboardStatus status = s->DashboardStatus();
+  ASSERT_EQ(status.server_count_changes.size(), 1u);
+  EXPECT_EQ(status.server_count_changes[0].step, 20);
+  EXPECT_EQ(status.server_count_changes[0].to, 3);
+  EXPECT_TRUE(s->Scale(To(2)).ok()) << "no change is pending any more";
+}
+
+TEST_F(SchedulerScalingTest, AnOperatorCancelsAPendingChangeAndTheAddedServerIsDropped) {
+  std::unique_ptr<Scheduler> s = MakeRunning();
+  EXPECT_THAT(s->Scale(Cancel()).status().message(),
+              HasSubstr("cancel: no change of the server count is pending (the job has 2 servers)"));
+  ASSERT_TRUE(s->Scale(To(3)).ok());
+  ASSERT_TRUE(s->Register(Reg("h:2")).ok());
+  const int64_t epoch = s->View().membership_epoch();
+  absl::StatusOr<ScaleResponse> cancelled = s->Scale(Cancel());
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_EQ(cancelled->plan(), "cancelled 2 -> 3 servers; the job stays at 2 servers");
+  const ClusterView view = s->View();
+  EXPECT_EQ(view.servers_size(), 2);  // the added server learns from the view that it is not needed
+  EXPECT_EQ(view.membership_epoch(), epoch);
+  EXPECT_EQ(view.shard_map().version(), 1);
+  // Its rank is not open any more, and a new change may be asked for.
+  EXPECT_FALSE(s->Register(Reg("h:3")).ok());
+  EXPECT_TRUE(s->Scale(To(3)).ok());
+}
+
+TEST_F(SchedulerScalingTest, AScaleUpWhoseServersDoNotRegisterInTimeIsCancelled) {
+  std::unique_ptr<Scheduler> s = MakeRunning();
+  ASSERT_TRUE(s->Scale(To(4)).ok());
+  ASSERT_TRUE(s->Register(Reg("h:2")).ok());  // rank 3 never comes
+  auto tick = [&](absl::Duration by) {
+    now_ += by;
+    for (int rank : {0, 1}) EXPECT_TRUE(s->Heartbeat(Hb(SERVER, rank)).ok());
+    for (int worker : {0, 1}) EXPECT_TRUE(s->Heartbeat(Hb(WORKER, worker)).ok());
+    s->CheckHealth();
+  };
+  // server_recovery_timeout is 60 s.
+  for (int i = 0; i < 59; ++i) tick(absl::Seconds(1));
+  EXPECT_THAT(s->Scale(To(3)).status().message(), HasSubstr("the change 2 -> 4 servers is still pending"));
+  tick(absl::Seconds(2));
+  EXPECT_EQ(s->state(), RUNNING);
+  EXPECT_EQ(s->View().servers_size(), 2);
+  EXPECT_TRUE(s->DashboardStatus().server_count_changes.empty());
+  EXPECT_TRUE(s->Scale(To(3)).ok());
+}
+
+TEST_F(SchedulerScalingTest, AServerRegisteringWithAFullJobGrowsItUpToMaxServers) {
+  std::unique_ptr<Scheduler> s = MakeRunning(SYNC, true, /*max_servers=*/3);
+  ASSERT_TRUE(Report(s.get(), 0, {10}).ok());
+  ASSERT_TRUE(Report(s.get(), 1, {10}).ok());
+  absl::StatusOr<RegisterResponse> added = s->Register(Reg("h:2"));
+  ASSERT_TRUE(added.ok()) << added.status();
+  EXPECT_EQ(added->rank(), 2);
+  // Its retry is the same member, not a second growth.
+  absl::StatusOr<RegisterResponse> retried = s->Register(Reg("h:2"));
+  ASSERT_TRUE(retried.ok()) << retried.status();
+  EXPECT_EQ(retried->rank(), 2);
+  EXPECT_EQ(s->View().shard_map().version(), 1);
+  ASSERT_TRUE(Report(s.get(), 0, {10, 20}).ok());
+  ASSERT_TRUE(Report(s.get(), 1, {10, 20}).ok());
+  const ClusterView view = s->View();
+  EXPECT_EQ(view.shard_map().version(), 2);
+  EXPECT_EQ(view.shard_map().num_servers(), 3);
+  EXPECT_THAT(recorded_, ::testing::ElementsAre(std::make_pair(int64_t{20}, 3)));
+  // At max_servers the next one is refused; the job is unchanged.
+  absl::StatusOr<RegisterResponse> fourth = s->Register(Reg("h:3"));
+  EXPECT_FALSE(fourth.ok());
+  EXPECT_THAT(fourth.status().message(), HasSubstr("job already has 3 servers"));
+  EXPECT_EQ(s->View().servers_size(), 3);
+  EXPECT_TRUE(s->DashboardStatus().server_count_changes.size() == 1);
+}
+
+TEST_F(SchedulerScalingTest, AServerRegisteringBeforeADrainedOneLeftIsRefusedAndAsksForNothing) {
+  std::unique_ptr<Scheduler> s = MakeRunning(SYNC, true, /*max_servers=*/3);
+  ASSERT_TRUE(s->Scale(To(1)).ok());
+  ASSERT_TRUE(Report(s.get(), 0, {10}).ok());
+  ASSERT_TRUE(Report(s.get(), 1, {10}).ok());
+  ASSERT_EQ(s->View().shard_map().num_servers(), 1);  // server 1 is drained and still live
+  absl::StatusOr<RegisterResponse> early = s->Register(Reg("h:9"));
+  EXPECT_FALSE(early.ok());
+  EXPECT_EQ(s->DashboardStatus().server_count_changes.size(), 1u) << "no change was asked for";
+  EXPECT_TRUE(s->Scale(To(2)).ok());
+}
+
+TEST_F(SchedulerScalingTest, WithoutMaxServersAServerRegisteringWithAFullJobIsRefused) {
+  std::unique_ptr<Scheduler> s = MakeRunning();
+  absl::StatusOr<RegisterResponse> extra = s->Register(Reg("h:2"));
+  EXPECT_FALSE(extra.ok());
+  EXPECT_THAT(extra.status().message(), HasSubstr("job already has 2 servers"));
+  EXPECT_TRUE(s->DashboardStatus().server_count_changes.empty());
 }
 
 }  // namespace

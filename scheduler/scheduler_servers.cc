@@ -47,6 +47,13 @@ void Scheduler::PromoteReplicasLocked(int rank, absl::string_view reason, Deferr
   fleet_.Promote(rank);
   LOG(WARNING) << "server " << rank << " died (" << reason << "); its shard's copy is promoted, no rollback ("
                << fleet_.HostsLine() << "); " << MembershipLine();
+  if (scaling_.pending().has_value()) {
+    // The new map places both copies of every shard afresh, from a cut of the old one taken with
+    // both; a shard with one copy left stays where it is.
+    CancelScalingLocked(absl::StrCat("server ", rank, " died and a shard lost its copy"), deferred);
+    SaveLocked(deferred);
+    return;  // CancelScalingLocked published the view
+  }
   PublishParticipantsLocked(deferred);
 }
 
@@ -80,13 +87,19 @@ absl::Status Scheduler::ReportCheckpoints(const CheckpointReport& report) {
   if (absl::Status s = CheckLive(SERVER, rank, "checkpoint report"); !s.ok()) return s;
   if (absl::Status s = ServerFleet::CheckReport(report); !s.ok()) return s;
   if (OutsideMapLocked(rank)) return absl::OkStatus();  // no shard: its files are not of the job's map
-  fleet_.SetCheckpoints(report);
+  fleet_.SetCheckpoints(fleet_.WithoutAbandonedSteps(report, server_reports_.StoreEpoch(rank)));
   AdvanceScalingLocked(&deferred);
   VLOG(1) << "server " << rank << " holds checkpoints of steps [" << absl::StrJoin(fleet_.checkpoints(rank), ", ")
           << "]";
   SaveLocked(&deferred);
   }
   return Run(std::move(deferred));
+}
+
+int64_t Scheduler::CheckpointsKeptFrom() const {
+  absl::MutexLock lock(&mu_);
+  if (options_.job.mode() != SYNC || options_.job.checkpoint_dir().empty()) return -1;
+  return fleet_.RestorableStep();
 }
 
 absl::Status Scheduler::ReportSlowStep(const SlowStepReport& report) {

@@ -172,7 +172,12 @@ grpc::ServerUnaryReactor* SchedulerService::ReportCheckpoints(grpc::CallbackServ
   return ServeAs<CheckpointReport, CheckpointAck>(*core_, ctx, in, out, "ReportCheckpoints", AsServer<CheckpointReport>, [this](auto* call) {
     VLOG(2) << "ReportCheckpoints server " << call->request.server_rank() << ": " << call->request.steps_size()
             << " steps";
-    call->Reply(core_->ReportCheckpoints(call->request));
+    if (absl::Status s = core_->ReportCheckpoints(call->request); !s.ok()) {
+      call->Reply(s);
+      return;
+    }
+    if (const int64_t from = core_->CheckpointsKeptFrom(); from >= 0) call->response.set_keep_from_step(from);
+    call->Reply(absl::OkStatus());
   });
 }
 

@@ -109,6 +109,11 @@ absl::Status Scheduler::RestoreFrom(const SchedulerState& state, std::string dec
     if (!signer.ok()) return absl::InvalidArgumentError(absl::StrCat("scheduler state: ", signer.status().message()));
     UseSessionKey(*std::move(signer));
   }
+  RETURN_IF_ERROR(scaling_.Restore(state.scaling()));
+  if (const std::optional<ServerScaling::Pending>& pending = scaling_.pending();
+      pending.has_value() && pending->to > ServersLocked()) {
+    membership_.SetServerSlots(pending->to);  // as Scale did: the added ranks register
+  }
   if (absl::Status s = membership_.Restore(state.membership(), now); !s.ok()) return s;
   if (absl::Status s = leases_->Restore(state.leases()); !s.ok()) return s;
   if (absl::Status s = progress_->Restore(state.progress()); !s.ok()) return s;
@@ -129,7 +134,7 @@ absl::Status Scheduler::RestoreFrom(const SchedulerState& state, std::string dec
   if (state_ == RUNNING) {
     // Dead servers' confirmations do not count (LeasePool::SetServerCounts). The predecessor saved
     // after each completion, so what completes here was counted already (counting is idempotent).
-    for (int rank = 0; rank < options_.job.num_servers(); ++rank) {
+    for (int rank = 0; rank < ServersLocked(); ++rank) {
       if (membership_.is_live(SERVER, rank)) continue;
       for (const LeaseRecord& lease : leases_->SetServerCounts(rank, false)) {
         progress_->CountLease(lease.id, lease.epoch, lease.samples());
@@ -190,6 +195,7 @@ SchedulerState Scheduler::SnapshotLocked() const {
   *state.mutable_progress() = progress_->ToProto();
   retries_.Save(&state);
   fleet_.Save(&state);
+  scaling_.Save(state.mutable_scaling());
   state.set_final_model_written(final_model_.written());
   for (const std::string& message : worker_failures_) state.add_worker_failures(message);
   if (declared_.has_value()) {
@@ -204,6 +210,14 @@ void Scheduler::SaveLocked(Deferred* deferred) {
   if (!options_.persist) return;
   deferred->snapshot = SnapshotLocked();
   deferred->version = ++snapshot_version_;
+}
+
+void Scheduler::SaveNowLocked() {
+  if (!options_.persist) return;
+  const int64_t version = ++snapshot_version_;
+  if (absl::Status saved = options_.persist(version, SnapshotLocked()); !saved.ok()) {
+    LOG(ERROR) << "cannot save the scheduler state: " << saved;
+  }
 }
 
 absl::Status Scheduler::Run(Deferred deferred) {

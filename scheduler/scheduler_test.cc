@@ -869,6 +869,8 @@ TEST(NewestCommonStepTest, IsTheNewestStepEveryServerHolds) {
   EXPECT_EQ(NewestCommonStep({{10, 20}, {30, 40}}), 0);
   EXPECT_EQ(NewestCommonStep({{5}}), 5);
   EXPECT_EQ(NewestCommonStep({}), 0);
+  EXPECT_EQ(NewestCommonStep({{10, 20}, {10}}, 15), 0);
+  EXPECT_EQ(NewestCommonStep({{10, 20}, {10, 20}}, 20), 20);
 }
 
 TEST(TotalStepsTest, FollowsTheMode) {

@@ -10,10 +10,10 @@
 namespace pstrain {
 namespace scheduler {
 
-int64_t NewestCommonStep(const std::vector<std::vector<int64_t>>& steps_by_server) {
+int64_t NewestCommonStep(const std::vector<std::vector<int64_t>>& steps_by_server, int64_t from) {
   if (steps_by_server.empty()) return 0;
   const std::vector<int64_t>& first = steps_by_server.front();
-  for (auto step = first.rbegin(); step != first.rend(); ++step) {
+  for (auto step = first.rbegin(); step != first.rend() && *step >= from; ++step) {
     const bool everywhere = std::all_of(
         steps_by_server.begin() + 1, steps_by_server.end(),
         [&](const std::vector<int64_t>& steps) { return std::binary_search(steps.begin(), steps.end(), *step); });
@@ -23,14 +23,25 @@ int64_t NewestCommonStep(const std::vector<std::vector<int64_t>>& steps_by_serve
 }
 
 ServerFleet::ServerFleet(int num_servers, bool replicas) : checkpoints_(num_servers) {
-  if (!replicas) return;
-  // Shard s on server s, its copy on the next server (ring order).
+  if (replicas) shard_hosts_ = RingPlacement(num_servers);
+}
+
+std::vector<ShardHost> ServerFleet::RingPlacement(int num_servers) {
+  std::vector<ShardHost> hosts;
   for (int s = 0; s < num_servers; ++s) {
-    ShardHost& host = shard_hosts_.emplace_back();
+    ShardHost& host = hosts.emplace_back();
     host.set_shard(s);
     host.set_primary(s);
     host.set_backup((s + 1) % num_servers);
   }
+  return hosts;
+}
+
+bool ServerFleet::Degraded() const {
+  for (const ShardHost& h : shard_hosts_) {
+    if (h.primary() != h.shard() || !h.has_backup()) return true;
+  }
+  return false;
 }
 
 int ServerFleet::PrimaryOf(int shard) const {
@@ -91,7 +102,11 @@ int64_t ServerFleet::NewestCheckpoint(int rank) const {
   return checkpoints_[rank].empty() ? 0 : checkpoints_[rank].back();
 }
 
-int64_t ServerFleet::NewestCommonStep() const { return scheduler::NewestCommonStep(checkpoints_); }
+int64_t ServerFleet::NewestCommonStep() const {
+  // A rank's files of an earlier server count (a rank drained, then added again) are not of this
+  // layout: only steps from the resumed cut on count.
+  return scheduler::NewestCommonStep(checkpoints_, resume_step_);
+}
 
 void ServerFleet::SetResumeCut(int64_t step, int servers) {
   resume_step_ = step;
@@ -108,6 +123,7 @@ void ServerFleet::Vacate(int rank, absl::Time when) {
 void ServerFleet::Resize(int num_servers) {
   checkpoints_.resize(num_servers);
   vacancies_.erase(vacancies_.lower_bound(num_servers), vacancies_.end());
+  if (replicated()) shard_hosts_ = RingPlacement(num_servers);
 }
 
 void ServerFleet::Fill(int rank) { vacancies_.erase(rank); }
@@ -115,6 +131,18 @@ void ServerFleet::Fill(int rank) { vacancies_.erase(rank); }
 void ServerFleet::SetRestoreStep(int64_t step, int64_t epoch) {
   restore_step_ = step;
   restore_epoch_ = epoch;
+  // Steps after the restore step are of the abandoned run: every server deletes them as it
+  // restores, and one that dies first must not leave them to a cut.
+  for (std::vector<int64_t>& steps : checkpoints_) {
+    steps.erase(std::upper_bound(steps.begin(), steps.end(), step), steps.end());
+  }
+}
+
+CheckpointReport ServerFleet::WithoutAbandonedSteps(CheckpointReport report, int64_t store_epoch) const {
+  if (!restore_step_.has_value() || store_epoch <= 0 || store_epoch >= restore_epoch_) return report;
+  auto* steps = report.mutable_steps();
+  steps->erase(std::upper_bound(steps->begin(), steps->end(), *restore_step_), steps->end());
+  return report;
 }
 
 void ServerFleet::AddToView(ClusterView* view) const {

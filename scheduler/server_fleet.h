@@ -37,9 +37,9 @@ namespace pstrain {
 namespace scheduler {
 
 // The newest step that every list holds (each list ascending), i.e. the newest consistent cut of
-// the servers' checkpoints; 0 when there is none or `steps_by_server` is empty. E.g. {{10, 20},
-// {10}} -> 10; {{10, 20}, {}} -> 0.
-int64_t NewestCommonStep(const std::vector<std::vector<int64_t>>& steps_by_server);
+// the servers' checkpoints, among the steps >= `from`; 0 when there is none or `steps_by_server`
+// is empty. E.g. {{10, 20}, {10}} -> 10; {{10, 20}, {}} -> 0; {{10, 20}, {10}} from 15 -> 0.
+int64_t NewestCommonStep(const std::vector<std::vector<int64_t>>& steps_by_server, int64_t from = 0);
 
 class ServerFleet {
  public:
@@ -61,6 +61,9 @@ class ServerFleet {
   // `rank` died: the copies of the shards it served become their primaries (no rollback: the copy
   // applied every step its primary answered), and the shards whose copy it held have none left.
   void Promote(int rank);
+  // Whether some shard lost a copy (a promotion happened): not every shard is on its own server
+  // with its copy on the next one. False without replicas.
+  bool Degraded() const;
   // "shard 0 on server 1, no copy; shard 1 on server 1, copy on 0", for messages.
   std::string HostsLine() const;
 
@@ -76,11 +79,15 @@ class ServerFleet {
   const std::vector<int64_t>& checkpoints(int rank) const { return checkpoints_[rank]; }
   // `rank`'s newest checkpoint step; 0 when it reported none.
   int64_t NewestCheckpoint(int rank) const;
-  // The newest step every rank holds a checkpoint of (the free function above).
+  // The newest step every rank holds a checkpoint of (the free function above), from the resumed
+  // cut on (SetResumeCut; 0 when none is newer): a rank's files of an earlier server count, left
+  // by a server drained before the rank was added again, are of another layout and never a cut.
   int64_t NewestCommonStep() const;
 
   // The job changed its server count to `num_servers` (> 0): ranks from there on are dropped, new
-  // ones start with no checkpoints. REQUIRES: no replicas.
+  // ones start with no checkpoints. With replicas, every shard of the new count is placed afresh
+  // (shard s on server s, its copy on the next); the caller has checked !Degraded() and
+  // num_servers >= 2.
   void Resize(int num_servers);
 
   // --- A job resumed from a cut (scheduler/resume.h) ---
@@ -101,8 +108,14 @@ class ServerFleet {
   void Fill(int rank);
   // Vacant ranks, each with when its server died.
   const std::map<int, absl::Time>& vacancies() const { return vacancies_; }
-  // The step every server restores before it serves, set at membership epoch `epoch`.
+  // The step every server restores before it serves, set at membership epoch `epoch`. Drops the
+  // steps after it from every rank's list: they are of the abandoned run.
   void SetRestoreStep(int64_t step, int64_t epoch);
+  // `report` (CheckReport OK) less its steps after the restore step when its server's store serves
+  // an epoch before the restore's (`store_epoch`, HeartbeatRequest.store_epoch; 0, not said: kept
+  // whole): a server that has not restored yet still lists its files of the abandoned run, which
+  // it deletes as it restores.
+  CheckpointReport WithoutAbandonedSteps(CheckpointReport report, int64_t store_epoch) const;
   const std::optional<int64_t>& restore_step() const { return restore_step_; }
   int64_t restore_epoch() const { return restore_epoch_; }
 
@@ -127,6 +140,9 @@ class ServerFleet {
   int64_t resume_step_ = 0;
   int resume_servers_ = 0;  // 0: not resumed
   std::vector<ShardHost> shard_hosts_;  // by shard; empty without replicas
+
+  // Shard s on server s, its copy on server (s + 1) mod num_servers.
+  static std::vector<ShardHost> RingPlacement(int num_servers);
 };
 
 }  // namespace scheduler

@@ -44,6 +44,20 @@ TEST(ServerFleetTest, APromotedCopyServesTheShardAndTheSecondDeathLosesIt) {
   EXPECT_THAT(fleet.OnlyCopiesOn(0), ElementsAre(0));
 }
 
+TEST(ServerFleetTest, ANewServerCountPlacesEveryShardAndItsCopyAfresh) {
+  ServerFleet fleet(2, /*replicas=*/true);
+  EXPECT_FALSE(fleet.Degraded());
+  fleet.Resize(3);
+  EXPECT_FALSE(fleet.Degraded());
+  EXPECT_EQ(fleet.HostsLine(),
+            "shard 0 on server 0, copy on 1; shard 1 on server 1, copy on 2; shard 2 on server 2, copy on 0");
+  fleet.Resize(2);
+  EXPECT_EQ(fleet.HostsLine(), "shard 0 on server 0, copy on 1; shard 1 on server 1, copy on 0");
+  fleet.Promote(0);
+  EXPECT_TRUE(fleet.Degraded());
+  EXPECT_FALSE(ServerFleet(3, /*replicas=*/false).Degraded());
+}
+
 TEST(ServerFleetTest, ChecksCheckpointReports) {
   EXPECT_TRUE(ServerFleet::CheckReport(Report(0, {10, 20})).ok());
   EXPECT_TRUE(ServerFleet::CheckReport(Report(0, {})).ok());
@@ -62,7 +76,8 @@ TEST(ServerFleetTest, AVacancyDropsTheRestoreStepUntilTheCallerSetsItAgain) {
   fleet.SetCheckpoints(Report(1, {10, 20}));
   EXPECT_EQ(fleet.NewestCheckpoint(0), 30);
   EXPECT_EQ(fleet.NewestCommonStep(), 20);
-  fleet.SetRestoreStep(5, 3);
+  fleet.SetRestoreStep(20, 3);
+  EXPECT_EQ(fleet.NewestCheckpoint(0), 20);  // 30 is of the abandoned run
   fleet.Vacate(1, absl::FromUnixSeconds(100));
   EXPECT_FALSE(fleet.restore_step().has_value());
   EXPECT_EQ(fleet.vacancies().size(), 1u);
@@ -109,6 +124,39 @@ TEST(ServerFleetTest, AJobResumedOnAnotherCountGoesBackNoFurtherThanItsCutAndNam
   view.Clear();
   same.AddToView(&view);
   EXPECT_EQ(view.restore_servers(), 0);
+}
+
+TEST(ServerFleetTest, ARanksFilesOfAnEarlierServerCountAreNeverACut) {
+  // 2 servers until the cut of 125, then 1, then 2 again from the cut of 150: rank 1's files of
+  // steps 100 and 125 are of the first layout, and rank 0 holds 125 as well.
+  ServerFleet fleet(2, /*replicas=*/false);
+  fleet.Resize(1);
+  fleet.SetResumeCut(125, 2);
+  fleet.Resize(2);
+  fleet.SetResumeCut(150, 1);
+  fleet.SetCheckpoints(Report(0, {125, 150}));
+  fleet.SetCheckpoints(Report(1, {100, 125}));
+  EXPECT_EQ(fleet.NewestCommonStep(), 0);
+  EXPECT_EQ(fleet.RestorableStep(), 150);
+  fleet.SetCheckpoints(Report(1, {100, 125, 175}));
+  fleet.SetCheckpoints(Report(0, {150, 175}));
+  EXPECT_EQ(fleet.NewestCommonStep(), 175);
+}
+
+TEST(ServerFleetTest, StepsAfterTheRestoreStepAreOfTheAbandonedRun) {
+  // The cut of 50 is restored while server 0 has written 75 already; server 1 dies before it
+  // restores, its last report still listing 75.
+  ServerFleet fleet(2, /*replicas=*/false);
+  fleet.SetCheckpoints(Report(0, {25, 50, 75}));
+  fleet.SetCheckpoints(Report(1, {25, 50, 75}));
+  fleet.SetRestoreStep(50, 7);
+  EXPECT_THAT(fleet.checkpoints(0), ElementsAre(25, 50));
+  EXPECT_THAT(fleet.checkpoints(1), ElementsAre(25, 50));
+  // A report from a store still at epoch 6 (it has not restored) loses its step 75; one from a
+  // store that serves epoch 7 keeps all.
+  EXPECT_THAT(fleet.WithoutAbandonedSteps(Report(1, {25, 50, 75}), 6).steps(), ElementsAre(25, 50));
+  EXPECT_THAT(fleet.WithoutAbandonedSteps(Report(1, {25, 50, 75}), 7).steps(), ElementsAre(25, 50, 75));
+  EXPECT_THAT(fleet.WithoutAbandonedSteps(Report(1, {25, 50, 75}), 0).steps(), ElementsAre(25, 50, 75));
 }
 
 TEST(ServerFleetTest, RestoresWhatItSaved) {

@@ -11,6 +11,7 @@
 #define PSTRAIN_SCHEDULER_SERVER_REPORTS_H_
 
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,6 +54,9 @@ class ServerReports {
     auto it = store_epochs_.find(rank);
     return it == store_epochs_.end() ? 0 : it->second;
   }
+  // Whether server `rank`'s latest heartbeat said no store of it serves yet
+  // (HeartbeatRequest.restoring); false when it never heartbeated.
+  bool Restoring(int rank) const { return restoring_.count(rank) > 0; }
 
   // The dashboard's servers, slow steps and table history.
   void FillDashboard(DashboardStatus* out) const;
@@ -63,6 +67,7 @@ class ServerReports {
   std::map<int, std::vector<TableUsage>> table_usage_;
   std::map<int, ServerTraffic> traffic_;
   std::map<int, int64_t> store_epochs_;
+  std::set<int> restoring_;
   // The table usage over the run, bounded.
   TableHistory table_history_;
   // The newest slow-step reports, with when each arrived.

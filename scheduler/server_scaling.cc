@@ -1,6 +1,10 @@
 #include "scheduler/server_scaling.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "common/status_macros.h"
 
 namespace pstrain {
 namespace scheduler {
@@ -34,9 +38,78 @@ bool ServerScaling::DueAt(int64_t newest_cut) const {
 }
 
 void ServerScaling::CutOver(int64_t step, int64_t shard_map_version, absl::Time now) {
-  done_.push_back(Done{pending_->from, pending_->to, step, shard_map_version, pending_->requested, now});
+  done_.push_back(Done{pending_->from, pending_->to, step, shard_map_version, pending_->requested, now, {}});
   if (done_.size() > kMaxDone) done_.pop_front();
   pending_.reset();
+}
+
+bool ServerScaling::Resharded(int rank, const ReshardReport& report) {
+  for (Done& d : done_) {
+    if (d.shard_map_version != report.shard_map_version()) continue;
+    if (rank < 0 || rank >= d.to) return false;
+    ReshardReport kept = report;
+    kept.set_server_rank(rank);
+    return d.resharded.emplace(rank, std::move(kept)).second;
+  }
+  return false;
+}
+
+namespace {
+
+absl::Status CheckCounts(absl::string_view what, int from, int to) {
+  auto bad = [](int n) { return n < 1 || n > ServerScaling::kMaxServers; };
+  if (bad(from) || bad(to) || from == to) {
+    return absl::InvalidArgumentError(absl::StrCat("scheduler state: ", what, " ", from, " -> ", to,
+                                                   " servers; expected two different counts in [1, ",
+                                                   ServerScaling::kMaxServers, "]"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void ServerScaling::Save(ServerScalingState* out) const {
+  if (pending_.has_value()) {
+    PendingScaleState* p = out->mutable_pending();
+    p->set_from(pending_->from);
+    p->set_to(pending_->to);
+    p->set_requested_us(absl::ToUnixMicros(pending_->requested));
+    if (pending_->after_cut.has_value()) p->set_after_cut(*pending_->after_cut);
+  }
+  for (const Done& d : done_) {
+    DoneScaleState* o = out->add_done();
+    o->set_from(d.from);
+    o->set_to(d.to);
+    o->set_step(d.step);
+    o->set_shard_map_version(d.shard_map_version);
+    o->set_requested_us(absl::ToUnixMicros(d.requested));
+    o->set_cut_over_us(absl::ToUnixMicros(d.cut_over));
+    for (const auto& [rank, report] : d.resharded) *o->add_resharded() = report;
+  }
+}
+
+absl::Status ServerScaling::Restore(const ServerScalingState& state) {
+  std::optional<Pending> pending;
+  if (state.has_pending()) {
+    const PendingScaleState& p = state.pending();
+    RETURN_IF_ERROR(CheckCounts("the pending change", p.from(), p.to()));
+    pending = Pending{p.from(), p.to(), absl::FromUnixMicros(p.requested_us()), std::nullopt};
+    if (p.has_after_cut()) pending->after_cut = p.after_cut();
+  }
+  std::deque<Done> done;
+  for (const DoneScaleState& d : state.done()) {
+    RETURN_IF_ERROR(CheckCounts("a change done", d.from(), d.to()));
+    Done kept{d.from(), d.to(), d.step(), d.shard_map_version(), absl::FromUnixMicros(d.requested_us()),
+              absl::FromUnixMicros(d.cut_over_us()), {}};
+    for (const ReshardReport& r : d.resharded()) {
+      if (r.server_rank() >= 0 && r.server_rank() < d.to()) kept.resharded.emplace(r.server_rank(), r);
+    }
+    done.push_back(std::move(kept));
+    if (done.size() > kMaxDone) done.pop_front();
+  }
+  pending_ = std::move(pending);
+  done_ = std::move(done);
+  return absl::OkStatus();
 }
 
 }  // namespace scheduler

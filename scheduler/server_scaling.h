@@ -13,17 +13,26 @@
 //
 // One change at a time: a request while one is pending is refused, naming it.
 //
+// Each server of the new map then reports what its re-cut cost it (Resharded: its pause, and the
+// rows and bytes of its new shard that another server held), once per change.
+//
+// The pending change and the done ones are part of the scheduler's saved state (Save, Restore):
+// a scheduler restarted while a change is pending goes on with it.
+//
 // Not thread-safe: the Scheduler guards it with its mutex.
 #ifndef PSTRAIN_SCHEDULER_SERVER_SCALING_H_
 #define PSTRAIN_SCHEDULER_SERVER_SCALING_H_
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/job_spec.h"
+#include "proto/scheduler_state.pb.h"
 
 namespace pstrain {
 namespace scheduler {
@@ -31,7 +40,7 @@ namespace scheduler {
 class ServerScaling {
  public:
   // The most servers a job may be scaled to.
-  static constexpr int kMaxServers = 1024;
+  static constexpr int kMaxServers = kMaxJobServers;
   // The changes done that are kept for the summary: the newest.
   static constexpr size_t kMaxDone = 100;
 
@@ -50,6 +59,8 @@ class ServerScaling {
     int64_t shard_map_version = 0;
     absl::Time requested;
     absl::Time cut_over;
+    // What each server of the new map reported of its re-cut, by server rank.
+    std::map<int, ReshardReport> resharded;
   };
 
   // Records a request for `to` servers on a job of `current` servers at `now`. INVALID_ARGUMENT
@@ -75,6 +86,15 @@ class ServerScaling {
   void Abandon() { pending_.reset(); }
 
   const std::deque<Done>& done() const { return done_; }
+  // Server `rank` reports its re-cut for the map `report.shard_map_version()`: kept with that change
+  // the first time (a report for a map no change made, of a rank outside the change's new count, or
+  // again, is ignored). Returns whether it was kept.
+  bool Resharded(int rank, const ReshardReport& report);
+
+  void Save(ServerScalingState* out) const;
+  // Replaces the pending and done changes with `state`'s. INVALID_ARGUMENT, changing nothing, for
+  // a count outside [1, kMaxServers] or a change from a count to itself, naming it.
+  absl::Status Restore(const ServerScalingState& state);
   // "2 -> 3 servers", for messages.
   static std::string Describe(int from, int to);
 

@@ -99,7 +99,6 @@ absl::Status Membership::Restore(const MembershipState& state, absl::Time now) {
   std::map<int, Member> members[2];
   for (Role role : {SERVER, WORKER}) {
     const auto& in = role == SERVER ? state.servers() : state.workers();
-    int live = 0;
     for (int i = 0; i < in.size(); ++i) {
       const MemberState& m = in[i];
       const int rank = ranked ? m.rank() : i;
@@ -124,11 +123,7 @@ absl::Status Membership::Restore(const MembershipState& state, absl::Time now) {
         if (!kind.ok()) return kind.status();
         member.removed = *kind;
       }
-      live += m.live() ? 1 : 0;
       members[role == SERVER ? 0 : 1][rank] = std::move(member);
-    }
-    if (role == SERVER && live > options_.num_servers) {
-      return Bad("membership", absl::StrCat(live, " live servers, the job has ", options_.num_servers));
     }
   }
   std::vector<MembershipEvent> events;

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/job_spec.h"
 #include "data/score_histogram.h"
 #include "data/score_histogram_proto.h"
@@ -56,17 +57,30 @@ TEST(SnapshotTest, MembershipRoundTripsAndRestoredMembersGetAFreshGracePeriod) {
   EXPECT_EQ(restored.Register(SERVER, "h:1", "s", restart).value(), 0);
 }
 
-TEST(SnapshotTest, MembershipRefusesAStateThatDoesNotFit) {
+TEST(SnapshotTest, MembershipKeepsLiveServersBeyondTheMapAndRefusesARankListedTwice) {
   Membership::Options o;
   o.num_servers = 1;
   MembershipState state;
   state.set_epoch(3);
-  state.add_servers()->set_live(true);
-  state.add_servers()->set_live(true);
+  state.set_next_worker_rank(1);
+  // Rank 1 is outside the 1-server map: a scale-down drained it and it has not left yet.
+  for (int rank : {0, 1}) {
+    MemberState* server = state.add_servers();
+    server->set_rank(rank);
+    server->set_address(absl::StrCat("h:", 4000 + rank));
+    server->set_live(true);
+  }
+  Membership kept(o);
+  ASSERT_TRUE(kept.Restore(state, kT0).ok());
+  EXPECT_TRUE(kept.is_live(SERVER, 1));
+  ASSERT_TRUE(*kept.Remove(SERVER, 1, ChangeKind::kLeft, kT0));
+  EXPECT_EQ(kept.epoch(), 3);  // it served no request: no route changed
+
+  state.mutable_servers(1)->set_rank(0);
   Membership m(o);
   absl::Status s = m.Restore(state, kT0);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("2 live servers, the job has 1"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("the rank is listed twice"), std::string::npos) << s;
   EXPECT_EQ(m.epoch(), 1);  // Unchanged.
 }
 

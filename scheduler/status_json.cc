@@ -56,7 +56,10 @@ std::string CountChange(const ServerCountChangeStatus& c) {
   return absl::StrCat("{\"from\":", c.from, ",\"to\":", c.to, ",\"step\":", c.step,
                       ",\"shard_map_version\":", c.shard_map_version,
                       ",\"requested_seconds\":", JsonNumber(c.requested_seconds),
-                      ",\"cut_over_seconds\":", JsonNumber(c.cut_over_seconds), "}");
+                      ",\"cut_over_seconds\":", JsonNumber(c.cut_over_seconds),
+                      ",\"servers_reported\":", c.servers_reported, ",\"max_pause_ms\":", c.max_pause_ms,
+                      ",\"rows\":", c.rows, ",\"rows_moved\":", c.rows_moved, ",\"bytes\":", c.bytes,
+                      ",\"bytes_moved\":", c.bytes_moved, "}");
 }
 
 std::string SlowStep(const SlowStepStatus& s) {

@@ -90,6 +90,14 @@ struct ServerCountChangeStatus {
   int64_t shard_map_version = 0;  // the new map's; 0 while pending
   double requested_seconds = 0;
   double cut_over_seconds = kUnknown;
+  // What the servers of the new map reported of their re-cut (ReshardReport), so far: how many
+  // reported, the longest pause, and the rows and bytes of their new shards, held and moved.
+  int servers_reported = 0;
+  int64_t max_pause_ms = 0;
+  int64_t rows = 0;
+  int64_t rows_moved = 0;
+  int64_t bytes = 0;
+  int64_t bytes_moved = 0;
 };
 
 // A server's slow SYNC step (Scheduler::ReportSlowStep).
@@ -246,7 +254,8 @@ std::string ErrorJson(absl::string_view message);
 
 // The "stuck_barriers" list alone (also a member of the run summary).
 std::string StuckBarriersJson(const std::vector<StuckBarrierStatus>& barriers);
-// [{"from", "to", "step", "shard_map_version", "requested_seconds", "cut_over_seconds"}, ...].
+// [{"from", "to", "step", "shard_map_version", "requested_seconds", "cut_over_seconds",
+//   "servers_reported", "max_pause_ms", "rows", "rows_moved", "bytes", "bytes_moved"}, ...].
 std::string ServerCountChangesJson(const std::vector<ServerCountChangeStatus>& changes);
 
 }  // namespace scheduler

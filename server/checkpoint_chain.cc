@@ -124,11 +124,15 @@ absl::StatusOr<int64_t> ReadCheckpointBaseStep(const std::string& path) {
   return base;
 }
 
-std::vector<int64_t> PruneCheckpoints(const std::string& dir, int rank, size_t keep) {
+std::vector<int64_t> PruneCheckpoints(const std::string& dir, int rank, size_t keep, int64_t keep_from) {
   const std::vector<int64_t> steps = ListCheckpointSteps(dir, rank);
   if (keep == 0 || steps.size() <= keep) return {};
-  // The oldest kept step's chain, back to its base: everything before that base goes.
+  // The oldest kept step's chain, back to its base: everything before that base goes. The oldest
+  // kept step is the keep rule's, or the oldest step from keep_from on when that is older.
   int64_t needed_from = steps[steps.size() - keep];
+  const auto asked = std::lower_bound(steps.begin(), steps.end(), keep_from);
+  if (asked == steps.begin()) return {};
+  if (asked != steps.end() && *asked < needed_from) needed_from = *asked;
   for (int i = 0; i < kMaxChainLength; ++i) {
     absl::StatusOr<int64_t> base = ReadCheckpointBaseStep(CheckpointPath(dir, rank, needed_from));
     if (!base.ok()) {

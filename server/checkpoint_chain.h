@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -49,10 +50,12 @@ inline constexpr int kMaxChainLength = 10000;
 absl::StatusOr<int64_t> ReadCheckpointBaseStep(const std::string& path);
 
 // Removes server `rank`'s files in `dir` that the newest `keep` (>= 1) steps do not need: every
-// step older than the base of the oldest kept step's chain. A file whose base step cannot be read
-// stops the walk (nothing older than it is removed). Returns the removed steps; a file that cannot
-// be removed is logged and kept.
-std::vector<int64_t> PruneCheckpoints(const std::string& dir, int rank, size_t keep);
+// step older than the base of the oldest kept step's chain. `keep_from` keeps that step too, and
+// every newer one, with their chains (the oldest step the scheduler may still ask to restore;
+// 0 keeps every file). A file whose base step cannot be read stops the walk (nothing older than
+// it is removed). Returns the removed steps; a file that cannot be removed is logged and kept.
+std::vector<int64_t> PruneCheckpoints(const std::string& dir, int rank, size_t keep,
+                                      int64_t keep_from = std::numeric_limits<int64_t>::max());
 
 }  // namespace pstrain::server
 

@@ -28,7 +28,7 @@ std::string Name(const ShardCheckpoint& ckpt) {
 }  // namespace
 
 absl::StatusOr<ShardCheckpoint> ReshardCheckpoints(const std::vector<ShardCheckpoint>& cut, const ShardMap& to,
-                                                   int to_servers, int rank) {
+                                                   int to_servers, int rank, ReshardCounts* counts) {
   if (cut.empty()) return absl::InvalidArgumentError("re-sharding a cut: no checkpoints in it");
   const ShardCheckpoint& first = cut.front();
   std::vector<Piece> pieces;
@@ -112,6 +112,11 @@ absl::StatusOr<ShardCheckpoint> ReshardCheckpoints(const std::vector<ShardCheckp
       }
       const int64_t take = std::min(end, it->flat_begin + it->length) - pos;
       const ShardCheckpoint& src = cut[it->ckpt];
+      if (counts != nullptr) {
+        const int64_t bytes = take * static_cast<int64_t>(sizeof(float)) * (1 + out.num_state_vectors);
+        counts->bytes += bytes;
+        counts->bytes_moved += src.rank != rank ? bytes : 0;
+      }
       const int64_t from = it->at + (pos - it->flat_begin);
       const int64_t into = at + (pos - begin);
       std::copy_n(src.weights.begin() + from, take, out.weights.begin() + into);
@@ -128,7 +133,7 @@ absl::StatusOr<ShardCheckpoint> ReshardCheckpoints(const std::vector<ShardCheckp
     for (const ShardCheckpoint& ckpt : cut) parts.push_back(ckpt.tables[t]);
     ASSIGN_OR_RETURN(std::string table,
                      ReshardTable(parts, to_servers, rank,
-                                  absl::StrCat("re-sharding table ", t, " of the cut of step ", first.step)));
+                                  absl::StrCat("re-sharding table ", t, " of the cut of step ", first.step), counts));
     out.tables.push_back(std::move(table));
   }
   return out;

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "proto/cluster.pb.h"
 #include "server/checkpoint.h"
+#include "server/table_reshard.h"
 
 namespace pstrain::server {
 
@@ -38,9 +39,10 @@ namespace pstrain::server {
 // and the element: INVALID_ARGUMENT for an empty cut, a delta, checkpoints of different steps,
 // modes, optimizer state counts or table counts, a chunk outside `to`'s tensors, an element held
 // by two old checkpoints, or one that no old checkpoint holds (a server's checkpoint missing from
-// the cut); ReshardTable's errors for a table.
+// the cut); ReshardTable's errors for a table. Adds what the new shard holds, and what of it an
+// old server of another rank held, to *counts (may be null; ReshardCounts, server/table_reshard.h).
 absl::StatusOr<ShardCheckpoint> ReshardCheckpoints(const std::vector<ShardCheckpoint>& cut, const ShardMap& to,
-                                                   int to_servers, int rank);
+                                                   int to_servers, int rank, ReshardCounts* counts = nullptr);
 
 // The cut of `step` in `dir`, taken under `from_servers` servers: every old rank's checkpoint of
 // `step` read through its chain (ReadCheckpointChain), in rank order. Errors name the step and the

@@ -61,9 +61,17 @@ TEST(ReshardCheckpointsTest, EveryNewServerGetsItsElementsWithTheirOptimizerStat
     const ShardMap to = MapOf(servers);
     const std::vector<ShardCheckpoint> want = CutOf(to, servers);
     for (int r = 0; r < servers; ++r) {
-      absl::StatusOr<ShardCheckpoint> got = ReshardCheckpoints(cut, to, servers, r);
+      ReshardCounts counts;
+      absl::StatusOr<ShardCheckpoint> got = ReshardCheckpoints(cut, to, servers, r, &counts);
       ASSERT_TRUE(got.ok()) << got.status();
       EXPECT_EQ(got->rank, r);
+      // What it holds (a weight and two state vectors an element), and what another old rank held:
+      // nothing on the same map, all of old server 1's on one server.
+      const int64_t kElementBytes = 3 * sizeof(float);
+      EXPECT_EQ(counts.bytes, static_cast<int64_t>(got->weights.size()) * kElementBytes);
+      if (servers == 2) EXPECT_EQ(counts.bytes_moved, 0);
+      if (servers == 1) EXPECT_EQ(counts.bytes_moved, static_cast<int64_t>(cut[1].weights.size()) * kElementBytes);
+      EXPECT_EQ(counts.rows, 0);
       EXPECT_EQ(got->step, kStep);
       EXPECT_EQ(got->mode, SYNC);
       EXPECT_EQ(got->membership_epoch, 9);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <system_error>
 #include <utility>
 
@@ -98,6 +99,7 @@ ParameterStore::ParameterStore(const Options& options, std::vector<int> worker_r
       checkpoint_every_(options.job.checkpoint_every_steps()),
       checkpoint_interval_(absl::Seconds(options.job.checkpoint_every_seconds())),
       on_checkpoint_written_(options.on_checkpoint_written),
+      keep_from_(options.keep_from),
       metrics_(options.metrics),
       membership_epoch_(options.membership_epoch),
       shard_map_version_(options.shard_map.version()),
@@ -513,8 +515,10 @@ bool ParameterStore::WriteAndPruneLocked(const ShardCheckpoint& ckpt, size_t kee
   }
   if (metrics_.checkpoints_written != nullptr) metrics_.checkpoints_written->Increment();
   if (metrics_.last_checkpoint_time != nullptr) metrics_.last_checkpoint_time->Set(absl::ToUnixMicros(written) / 1e6);
-  // The newest `keep` steps stay restorable: their chains' files stay.
-  PruneCheckpoints(checkpoint_dir_, rank_, keep);
+  // The newest `keep` steps stay restorable: their chains' files stay; so does every step the
+  // scheduler may still ask for.
+  PruneCheckpoints(checkpoint_dir_, rank_, keep,
+                   keep_from_ != nullptr ? keep_from_->load() : std::numeric_limits<int64_t>::max());
   return true;
 }
 

@@ -146,6 +146,11 @@ class ParameterStore {
     // older files pruned), from the thread of the request that wrote it, outside every lock of the
     // store. It runs on the push path, so it must not block (e.g. only set a flag).
     std::function<void(int64_t step)> on_checkpoint_written;
+    // Optional: the oldest step the scheduler may still ask for (CheckpointAck.keep_from_step,
+    // stored by the server's runner as answers arrive; shared by every store it builds). Pruning
+    // then also keeps this step and every newer one: a cut the scheduler chose before this server
+    // learnt of it stays on disk. Null: the keep rule alone (JobSpec.keep_checkpoints).
+    std::shared_ptr<const std::atomic<int64_t>> keep_from;
     // Where the store records step waits and checkpoint writes (server/server_metrics.h); null
     // series are skipped. One observation per step or file, never per request.
     StoreMetrics metrics;
@@ -507,6 +512,7 @@ class ParameterStore {
   // ASYNC/SSP: measured here from last_snapshot_.
   const absl::Duration checkpoint_interval_;
   const std::function<void(int64_t)> on_checkpoint_written_;
+  const std::shared_ptr<const std::atomic<int64_t>> keep_from_;  // may be null: Options::keep_from
   const StoreMetrics metrics_;
   // The state at creation (step 0), for a rollback to "no checkpoint"; kept only when
   // checkpointing (checkpoints_on()). Set in the constructor, constant afterwards.

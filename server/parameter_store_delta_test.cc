@@ -6,7 +6,10 @@
 // never restored as if it were whole.
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
+#include <limits>
+#include <memory>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -183,6 +186,28 @@ TEST(ParameterStoreDeltaTest, KeepCheckpointsKeepsThatManyNewestCutsAndTheirChai
   auto chained = MakeStore(options);
   ASSERT_NO_FATAL_FAILURE(Train(*chained, 0, 40));
   EXPECT_THAT(ListCheckpointSteps(chain_dir, 0), ElementsAre(15, 18, 21, 24, 27, 30, 33, 36, 39));
+}
+
+TEST(ParameterStoreDeltaTest, AStepTheSchedulerMayStillAskForIsKeptWithItsChain) {
+  // Options::keep_from (CheckpointAck.keep_from_step): a cut the scheduler chose before the server
+  // learnt of it outlives the keep rule (the default 2 newest cuts), with the base it needs; once
+  // the scheduler says a newer one, the keep rule prunes again.
+  const std::string dir = Dir("keep-from");
+  ParameterStore::Options options = Job(dir, 4);  // bases at 3, 15, 27, 39
+  auto keep_from = std::make_shared<std::atomic<int64_t>>(0);
+  options.keep_from = keep_from;
+  auto store = MakeStore(options);
+  ASSERT_NO_FATAL_FAILURE(Train(*store, 0, 10));
+  EXPECT_THAT(ListCheckpointSteps(dir, 0), ElementsAre(3, 6, 9)) << "0: every file stays";
+  keep_from->store(21);
+  ASSERT_NO_FATAL_FAILURE(Train(*store, 10, 34));
+  EXPECT_THAT(ListCheckpointSteps(dir, 0), ElementsAre(15, 18, 21, 24, 27, 30, 33)) << "21 and its base 15 stay";
+  keep_from->store(33);
+  ASSERT_NO_FATAL_FAILURE(Train(*store, 34, 37));
+  EXPECT_THAT(ListCheckpointSteps(dir, 0), ElementsAre(27, 30, 33, 36)) << "33's chain from 27";
+  keep_from->store(std::numeric_limits<int64_t>::max());
+  ASSERT_NO_FATAL_FAILURE(Train(*store, 37, 40));
+  EXPECT_THAT(ListCheckpointSteps(dir, 0), ElementsAre(27, 30, 33, 36, 39)) << "the keep rule: 36 needs 27";
 }
 
 TEST(ParameterStoreDeltaTest, ARollbackReadsTheChainAndTheNextCutIsABase) {

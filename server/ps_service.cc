@@ -161,12 +161,17 @@ void ParameterServerService::SetStores(std::shared_ptr<ParameterStore> own, std:
   std::atomic_store(&store_, std::move(own));
 }
 
-void ParameterServerService::ReplaceStore(std::shared_ptr<ParameterStore> own) {
+void ParameterServerService::ReplaceStores(std::shared_ptr<ParameterStore> own,
+                                           std::shared_ptr<ParameterStore> replica) {
   CHECK(own != nullptr);
   const std::shared_ptr<ParameterStore> old = std::atomic_load(&store_);
-  CHECK(old != nullptr) << "ReplaceStore before SetStores";
-  CHECK(std::atomic_load(&replica_) == nullptr) << "ReplaceStore with a replica";
+  CHECK(old != nullptr) << "ReplaceStores before SetStores";
+  CHECK_EQ(std::atomic_load(&replica_) == nullptr, replica == nullptr) << "ReplaceStores changes the replica's presence";
   CHECK_EQ(old->rank(), own->rank());
+  CHECK(replica == nullptr || replica->rank() != own->rank()) << "a replica of the server's own shard";
+  metrics_->SetShards(own->rank(), replica == nullptr ? std::nullopt : std::optional<int>(replica->rank()));
+  replaced_.store(true);
+  if (replica != nullptr) std::atomic_store(&replica_, std::move(replica));
   std::atomic_store(&store_, std::move(own));
 }
 
@@ -262,12 +267,17 @@ std::shared_ptr<ParameterStore> ParameterServerService::StoreOrFinish(std::optio
     meter->Route(ServerMetrics::kReplica);
     return replica;
   }
+  // After a change of the server count, a call for a shard hosted here before: routed under the
+  // old map, like the calls the new stores answer ABORTED.
+  const bool replaced = replaced_.load();
   Refuse(meter, reactor, grpc::Status(
-      grpc::StatusCode::FAILED_PRECONDITION,
+      replaced ? grpc::StatusCode::ABORTED : grpc::StatusCode::FAILED_PRECONDITION,
       absl::StrCat("server ", store->rank(), " does not host shard ", *shard, " (it hosts shard",
                    replica == nullptr ? absl::StrCat(" ", store->rank())
                                       : absl::StrCat("s ", store->rank(), " and ", replica->rank()),
-                   ")")));
+                   replaced ? absl::StrCat(" under shard map version ", store->shard_map_version(),
+                                           "); refresh the cluster view")
+                            : ")")));
   return nullptr;
 }
 

@@ -111,7 +111,7 @@ class ParameterServerService final : public RawParameterServerBase, public Sessi
   ParameterServerService& operator=(const ParameterServerService&) = delete;
 
   // Starts serving from `store`. Shared: every call holds the store it reached while it calls into
-  // it, so a store replaced later (ReplaceStore) lives on until its last call returns. Shut the
+  // it, so a store replaced later (ReplaceStores) lives on until its last call returns. Shut the
   // store down (which finishes parked rpcs) and then the gRPC server. The store's callbacks count
   // answers in this service, which must outlive them as well.
   // REQUIRES: called at most once, with a non-null store.
@@ -120,11 +120,14 @@ class ParameterServerService final : public RawParameterServerBase, public Sessi
   // `replica`, when not null, for shard replica->rank().
   // REQUIRES: called at most once (either form), own != nullptr, ranks differ.
   void SetStores(std::shared_ptr<ParameterStore> own, std::shared_ptr<ParameterStore> replica);
-  // Serves `own` from now on instead of the store SetStores gave (the job changed its server
-  // count: a store of the new shard map; docs/design/resharding.md). Calls that reached the old one
-  // finish there; the caller shuts it down. REQUIRES: SetStores was called, with no replica, and
+  // Serves `own` (and `replica`, when not null: with replicas the copy of another shard under the
+  // new map) from now on instead of the stores SetStores gave (the job changed its server count:
+  // stores of the new shard map; docs/design/resharding.md). Calls that reached the old ones
+  // finish there; the caller shuts them down. A call naming a shard this server no longer hosts
+  // is ABORTED from then on (routed under an older map: the caller refreshes its view).
+  // REQUIRES: SetStores was called, with a replica exactly when `replica` is not null, and
   // own->rank() is the old store's.
-  void ReplaceStore(std::shared_ptr<ParameterStore> own);
+  void ReplaceStores(std::shared_ptr<ParameterStore> own, std::shared_ptr<ParameterStore> replica);
   // SetStore and SetStores with borrowed stores (tests and benchmarks): each must outlive every rpc.
   void SetStore(ParameterStore* store) { SetStore(Borrowed(store)); }
   void SetStores(ParameterStore* own, ParameterStore* replica) { SetStores(Borrowed(own), Borrowed(replica)); }
@@ -240,6 +243,8 @@ class ParameterServerService final : public RawParameterServerBase, public Sessi
   // Read and written only with std::atomic_load and std::atomic_store (shared_ptr's atomic access).
   std::shared_ptr<ParameterStore> store_;
   std::shared_ptr<ParameterStore> replica_;
+  // Set by ReplaceStores: a shard not hosted here may have been before.
+  std::atomic<bool> replaced_{false};
 
   InflightBudget budget_;
   MethodCounters pull_;

@@ -185,11 +185,11 @@ void ServerMetrics::Call::Route(Slot slot) {
   if (routed_) return;
   routed_ = true;
   slot_ = slot;
-  if (request_bytes_ > 0) metrics_->received_[slot_]->Add(static_cast<double>(request_bytes_));
+  if (request_bytes_ > 0) metrics_->received_[slot_].load()->Add(static_cast<double>(request_bytes_));
 }
 
 void ServerMetrics::Call::Answered(int64_t response_bytes) const {
-  if (response_bytes > 0) metrics_->sent_[slot_]->Add(static_cast<double>(response_bytes));
+  if (response_bytes > 0) metrics_->sent_[slot_].load()->Add(static_cast<double>(response_bytes));
   metrics_->duration_[static_cast<int>(method_)]->Observe(static_cast<double>(SteadyNanos() - start_ns_) * 1e-9);
 }
 

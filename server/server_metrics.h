@@ -45,6 +45,7 @@
 #define PSTRAIN_SERVER_SERVER_METRICS_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -88,8 +89,9 @@ class ServerMetrics {
   metrics::Registry* registry() const { return registry_; }
 
   // The shard series: `own` is the server's shard, `replica` the copy it holds, if any. Before
-  // it every call counts as kNone. REQUIRES: called once, before any call is routed to kOwn or
-  // kReplica (the service calls it before publishing its stores).
+  // it every call counts as kNone. REQUIRES: the first call comes before any call is routed to kOwn
+  // or kReplica (the service calls it before publishing its stores); a later one (the job changed
+  // its server count) switches the slots to the new shards' series.
   void SetShards(int own, std::optional<int> replica);
   // The store-side series of `shard`.
   StoreMetrics ForShard(int shard);
@@ -133,8 +135,8 @@ class ServerMetrics {
   ServerTraffic Traffic() const;
 
   // Series values, for tests and logs.
-  double received_bytes(Slot slot) const { return received_[slot] == nullptr ? 0 : received_[slot]->value(); }
-  double sent_bytes(Slot slot) const { return sent_[slot] == nullptr ? 0 : sent_[slot]->value(); }
+  double received_bytes(Slot slot) const { return ValueOf(received_[slot].load()); }
+  double sent_bytes(Slot slot) const { return ValueOf(sent_[slot].load()); }
   double requests(RpcMethod method) const { return requests_[static_cast<int>(method)]->value(); }
   double refused(absl::StatusCode code) const;
 
@@ -145,11 +147,15 @@ class ServerMetrics {
 
   metrics::Registry* const registry_;
 
-  // Constant after construction (the shard slots: after SetShards).
+  static double ValueOf(const metrics::Counter* c) { return c == nullptr ? 0 : c->value(); }
+
+  // Constant after construction.
   std::array<metrics::Counter*, kNumRpcMethods> requests_{};
   std::array<metrics::Histogram*, kNumRpcMethods> duration_{};
-  std::array<metrics::Counter*, 3> received_{};
-  std::array<metrics::Counter*, 3> sent_{};
+  // The shard slots: set by SetShards, again when the job changes its server count while calls
+  // run (a server's copy then holds another shard).
+  std::array<std::atomic<metrics::Counter*>, 3> received_{};
+  std::array<std::atomic<metrics::Counter*>, 3> sent_{};
   // By absl::StatusCode value; [0] (OK) stays null.
   std::array<metrics::Counter*, 17> refused_{};
   metrics::CounterFamily* received_family_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,13 +42,34 @@
 namespace pstrain::server {
 namespace {
 
-// The store's rows per table, for the scheduler's run summary.
+// Whether the view lists this server: rank `rank` at `address` (after a cancelled change, another
+// server may take the rank later).
+bool ListsServer(const ClusterView& view, int rank, const std::string& address) {
+  for (const ServerInfo& server : view.servers()) {
+    if (server.rank() == rank && server.address() == address) return true;
+  }
+  return false;
+}
+
 // What this server confirms to the scheduler: its own shard's applied leases, and with a copy of
 // another shard, only what both stores applied.
 AppliedLeases AppliedLeasesOf(const ParameterStore& primary, const ParameterStore* replica, int64_t from) {
   AppliedLeases own = primary.AppliedLeasesFrom(from, kMaxReportedLeases);
   if (replica == nullptr) return own;
   return AppliedOnBoth(own, replica->AppliedLeasesFrom(from, kMaxReportedLeases));
+}
+
+// The store's rows per table, for the scheduler's run summary.
+// What a re-cut for shard map `version` cost this server (HeartbeatRequest.resharded).
+ReshardReport ReshardReportOf(int64_t version, absl::Duration pause, const ReshardCounts& counts) {
+  ReshardReport report;
+  report.set_shard_map_version(version);
+  report.set_pause_ms(absl::ToInt64Milliseconds(pause));
+  report.set_rows(counts.rows);
+  report.set_rows_moved(counts.rows_moved);
+  report.set_bytes(counts.bytes);
+  report.set_bytes_moved(counts.bytes_moved);
+  return report;
 }
 
 void AddTableUsage(const ParameterStore& store, bool replica, HeartbeatRequest* request) {
@@ -285,10 +307,10 @@ absl::Status ServerRunner::Run() {
     LOG(INFO) << "server: shard " << store->rank() << " ends at step " << store->step();
     LogTableStats(*store);
   }
-  if (replica_ != nullptr) {
-    LOG(INFO) << "server: " << (replica_promoted_ ? "promoted copy" : "copy") << " of shard " << replica_->rank()
-              << " ends at step " << replica_->step();
-    replica_->Shutdown();
+  if (const std::shared_ptr<ParameterStore> replica = CurrentReplica(); replica != nullptr) {
+    LOG(INFO) << "server: " << (replica_promoted_ ? "promoted copy" : "copy") << " of shard " << replica->rank()
+              << " ends at step " << replica->step();
+    replica->Shutdown();
   }
   if (store != nullptr) store->Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
@@ -363,6 +385,52 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   if (!waited.ok()) return waited.status();
   job_servers_ = registration.job().num_servers();
   job_ = registration.job();
+  const absl::Duration interval =
+      registration.heartbeat_ms() > 0 ? absl::Milliseconds(registration.heartbeat_ms()) : absl::Seconds(1);
+  const absl::Duration give_up =
+      registration.dead_after_ms() > 0 ? std::max(absl::Milliseconds(registration.dead_after_ms()), 3 * interval)
+                                       : absl::Seconds(10);
+  // ASYNC/SSP: the lease the scheduler wants this server's confirmations from (AppliedLeases).
+  std::atomic<int64_t> report_leases_from{1};
+  // From the moment the job runs, so that a server killed while it waits for a cut-over or restores
+  // its shards is found dead after dead_after (HeartbeatRequest.restoring). Destroyed after the
+  // lock at the end is released: its thread may be calling EndJob.
+  Heartbeater heartbeater(
+      client, SERVER, rank, interval, give_up, [this](absl::Status s) { EndJob(std::move(s)); },
+      [this](int64_t epoch) { NoteMembershipEpoch(epoch); },
+      [this, metrics = metrics_, &report_leases_from](HeartbeatRequest* request) {
+        const std::shared_ptr<ParameterStore> primary = CurrentStore();
+        *request->mutable_traffic() = metrics->Traffic();
+        if (primary == nullptr) {
+          // Waiting for a cut-over, or building or restoring the stores (ServeJob, below).
+          request->set_restoring(true);
+          return;
+        }
+        std::shared_ptr<ParameterStore> replica;
+        {
+          absl::MutexLock lock(&mu_);
+          replica = replica_;
+          if (resharded_.has_value()) *request->mutable_resharded() = *resharded_;
+        }
+        // Until a re-shard swaps its store in, the old one's epoch: the scheduler knows this
+        // server is still restoring.
+        request->set_store_epoch(primary->membership_epoch());
+        AddTableUsage(*primary, /*replica=*/false, request);
+        if (replica != nullptr) AddTableUsage(*replica, /*replica=*/true, request);
+        const int64_t from = report_leases_from.load();
+        if (from > 0) *request->mutable_applied_leases() = AppliedLeasesOf(*primary, replica.get(), from);
+      },
+      [this, &report_leases_from](const HeartbeatResponse& answer) {
+        report_leases_from.store(answer.report_leases_from());
+        const std::shared_ptr<ParameterStore> primary = CurrentStore();
+        if (primary != nullptr && answer.leases_settled_below() > 0) {
+          primary->SettleLeasesBelow(answer.leases_settled_below());
+          if (const std::shared_ptr<ParameterStore> replica = CurrentReplica(); replica != nullptr) {
+            replica->SettleLeasesBelow(answer.leases_settled_below());
+          }
+        }
+        NoteFinalShardsWanted(answer);
+      });
   // 0: a map and a job that say no count (a test's bare view): no rank is outside it.
   const int map_servers = ServersOfMap(waited->shard_map(), job_servers_);
   if (map_servers > 0 && rank >= map_servers) {
@@ -376,7 +444,10 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
           const absl::Time end = absl::Now() + slice;
           while (true) {
             ASSIGN_OR_RETURN(ClusterView view, client->GetClusterView());
-            if (view.state() != RUNNING || rank < ServersOfMap(view.shard_map(), job_servers_)) return view;
+            if (view.state() != RUNNING || rank < ServersOfMap(view.shard_map(), job_servers_) ||
+                !ListsServer(view, rank, address)) {
+              return view;
+            }
             if (absl::Now() > end) return absl::DeadlineExceededError("no cut-over yet");
             absl::SleepFor(absl::Milliseconds(100));
           }
@@ -386,6 +457,13 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
     if (!waited.ok()) return waited.status();
     if (waited->state() != RUNNING) {
       LOG(INFO) << "the job ended (" << JobState_Name(waited->state()) << ") before this server was needed";
+      return absl::OkStatus();
+    }
+    if (rank >= ServersOfMap(waited->shard_map(), job_servers_)) {
+      // Dropped from the job: the change was cancelled (by an operator, or because not every added
+      // server registered in time).
+      LOG(INFO) << "server " << rank << ": the change of the server count this server was started for was "
+                << "cancelled; it is not needed";
       return absl::OkStatus();
     }
   }
@@ -412,30 +490,29 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
                                                                                        created.status().message())));
   }
   std::shared_ptr<ParameterStore> own = std::move(created).value();
+  std::shared_ptr<ParameterStore> replica;
   if (job.replicas() == 2) {
-    // The live copy of the shard before this server's; it writes no checkpoints until promoted.
-    ParameterStore::Options replica_options = store_options;
-    replica_options.rank = (rank + job.num_servers() - 1) % job.num_servers();
-    replica_options.on_checkpoint_written = nullptr;
-    replica_options.write_checkpoints = false;
-    replica_options.metrics = metrics_->ForShard(replica_options.rank);
-    absl::StatusOr<std::unique_ptr<ParameterStore>> replica = ParameterStore::Create(replica_options);
-    if (!replica.ok()) {
-      return ReportFatal(client, rank, absl::Status(replica.status().code(),
-                                                    absl::StrCat("server ", rank, ": replica of shard ",
-                                                                 replica_options.rank, ": ",
-                                                                 replica.status().message())));
-    }
-    replica_ = std::move(replica).value();
-    LOG(INFO) << "server " << rank << " also holds the live copy of shard " << replica_options.rank;
+    // (The map's count: a server added by a change of the server count starts under the new map.)
+    ASSIGN_OR_RETURN(replica,
+                     CreateReplica(client, rank, ServersOfMap(view.shard_map(), job_servers_), store_options));
   }
   // A replacement for a dead server, or a resumed job: the view already asks for a rollback (of
   // both stores: the copy too), which must be in place before the stores serve anything.
   if (view.has_restore_step()) {
-    RETURN_IF_ERROR(RollBack(client, rank, job.checkpoint_dir(), view.restore_step(), view, own.get()));
+    const absl::Time start = absl::Now();
+    ReshardCounts counts;
+    RETURN_IF_ERROR(
+        RollBack(client, rank, job.checkpoint_dir(), view.restore_step(), view, own.get(), replica.get(), &counts));
+    if (view.restore_servers() > 0) {
+      // A cut of another server count, re-cut: a server added by a change (or a resumed job).
+      const ReshardReport report = ReshardReportOf(view.shard_map().version(), absl::Now() - start, counts);
+      absl::MutexLock lock(&mu_);
+      resharded_ = report;
+    }
   } else if (registration.has_restore_own_step()) {
     // ASYNC/SSP: a replacement goes back to its predecessor's newest checkpoint, alone.
-    RETURN_IF_ERROR(RollBack(client, rank, job.checkpoint_dir(), registration.restore_own_step(), view, own.get()));
+    RETURN_IF_ERROR(RollBack(client, rank, job.checkpoint_dir(), registration.restore_own_step(), view, own.get(),
+                             replica.get()));
   }
   // Workers prove their rank with the credential the scheduler signed (common/session_credential.h).
   absl::StatusOr<std::unique_ptr<SessionVerifier>> sessions = SessionVerifier::Create(view.session_public_key());
@@ -447,19 +524,21 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   service->RequireSessions(*std::move(sessions), {job.mode() != SYNC, std::max(1, job.batch_size())});
   // The job's bounds on request size and bytes in flight, before the first call is served.
   std::vector<int> hosted = {rank};
-  if (replica_ != nullptr) hosted.push_back(replica_->rank());
+  if (replica != nullptr) hosted.push_back(replica->rank());
   const RequestLimits limits = LimitsFor(store_options.job, view.shard_map(), hosted);
   service->SetLimits(limits);
   listener_quota_->Resize(ListenerQuotaBytes(limits));
   LOG(INFO) << "server " << rank << ": requests up to " << limits.max_request_bytes << " bytes, "
             << limits.max_inflight_bytes << " bytes in flight, " << ListenerQuotaBytes(limits)
             << " bytes held by gRPC";
-  service->SetStores(own, replica_);
-  metrics_->Watch(own.get(), replica_.get(), [service] { return service->inflight_bytes(); });
+  service->SetStores(own, replica);
+  metrics_->Watch(own.get(), replica.get(), [service] { return service->inflight_bytes(); });
   {
     absl::MutexLock lock(&mu_);
     store_ = own;
+    replica_ = replica;
   }
+  replica.reset();  // replica_ holds it: a re-shard replaces it
   RETURN_IF_ERROR(RefreshMembership(client, service, rank, job.checkpoint_dir(), own.get()));
 
   if (stopped()) return absl::OkStatus();
@@ -470,36 +549,6 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
     SetServing(grpc_server_, health_listener_, true);
   }
 
-  const absl::Duration interval =
-      registration.heartbeat_ms() > 0 ? absl::Milliseconds(registration.heartbeat_ms()) : absl::Seconds(1);
-  const absl::Duration give_up =
-      registration.dead_after_ms() > 0 ? std::max(absl::Milliseconds(registration.dead_after_ms()), 3 * interval)
-                                       : absl::Seconds(10);
-  // ASYNC/SSP: the lease the scheduler wants this server's confirmations from (AppliedLeases).
-  std::atomic<int64_t> report_leases_from{1};
-  // Destroyed after the lock below is released: its thread may be calling EndJob.
-  Heartbeater heartbeater(
-      client, SERVER, rank, interval, give_up, [this](absl::Status s) { EndJob(std::move(s)); },
-      [this](int64_t epoch) { NoteMembershipEpoch(epoch); },
-      [this, replica = replica_.get(), metrics = metrics_, &report_leases_from](HeartbeatRequest* request) {
-        const std::shared_ptr<ParameterStore> primary = CurrentStore();
-        // Until a re-shard swaps its store in, the old one's epoch: the scheduler knows this
-        // server is still restoring.
-        request->set_store_epoch(primary->membership_epoch());
-        *request->mutable_traffic() = metrics->Traffic();
-        AddTableUsage(*primary, /*replica=*/false, request);
-        if (replica != nullptr) AddTableUsage(*replica, /*replica=*/true, request);
-        const int64_t from = report_leases_from.load();
-        if (from > 0) *request->mutable_applied_leases() = AppliedLeasesOf(*primary, replica, from);
-      },
-      [this, &report_leases_from, replica = replica_.get()](const HeartbeatResponse& answer) {
-        report_leases_from.store(answer.report_leases_from());
-        if (answer.leases_settled_below() > 0) {
-          CurrentStore()->SettleLeasesBelow(answer.leases_settled_below());
-          if (replica != nullptr) replica->SettleLeasesBelow(answer.leases_settled_below());
-        }
-        NoteFinalShardsWanted(answer);
-      });
   // A lease's last batch reaches the scheduler within Heartbeater::kMinNudgeGap, not a period.
   // (ASYNC/SSP only: a store of a later shard map, SYNC, needs none.)
   own->SetOnLeaseBatchApplied([&heartbeater] { heartbeater.Nudge(); });
@@ -525,6 +574,29 @@ std::shared_ptr<ParameterStore> ServerRunner::CurrentStore() const {
   return store_;
 }
 
+std::shared_ptr<ParameterStore> ServerRunner::CurrentReplica() const {
+  absl::MutexLock lock(&mu_);
+  return replica_;
+}
+
+absl::StatusOr<std::shared_ptr<ParameterStore>> ServerRunner::CreateReplica(SchedulerClient* client, int rank,
+                                                                            int servers,
+                                                                            ParameterStore::Options options) {
+  // The live copy of the shard before this server's; it writes no checkpoints until promoted.
+  options.rank = (rank + servers - 1) % servers;
+  options.on_checkpoint_written = nullptr;
+  options.write_checkpoints = false;
+  options.metrics = metrics_->ForShard(options.rank);
+  absl::StatusOr<std::unique_ptr<ParameterStore>> replica = ParameterStore::Create(options);
+  if (!replica.ok()) {
+    return ReportFatal(client, rank, absl::Status(replica.status().code(),
+                                                  absl::StrCat("server ", rank, ": replica of shard ", options.rank,
+                                                               ": ", replica.status().message())));
+  }
+  LOG(INFO) << "server " << rank << " also holds the live copy of shard " << options.rank;
+  return std::shared_ptr<ParameterStore>(std::move(replica).value());
+}
+
 ParameterStore::Options ServerRunner::StoreOptions(const JobSpec& job, const ClusterView& view, int rank) {
   ParameterStore::Options options;
   options.rank = rank;
@@ -543,6 +615,7 @@ ParameterStore::Options ServerRunner::StoreOptions(const JobSpec& job, const Clu
   options.total_steps = view.total_steps();
   options.metrics = metrics_->ForShard(rank);
   if (CheckpointsOn(job)) options.on_checkpoint_written = [this](int64_t) { NoteCheckpointsChanged(); };
+  options.keep_from = keep_from_;
   options.initial_values = initial_values_;
   return options;
 }
@@ -558,12 +631,14 @@ absl::Status ServerRunner::Reshard(SchedulerClient* client, ParameterServerServi
   const int servers = ServersOfMap(view.shard_map(), job_servers_);
   const absl::Time start = absl::Now();
   const std::shared_ptr<ParameterStore> old = CurrentStore();
+  const std::shared_ptr<ParameterStore> old_replica = CurrentReplica();
   const std::string what = absl::StrCat("server ", rank, ": shard map version ", old->shard_map_version(), " -> ",
                                         view.shard_map().version(), " (", servers, " servers)");
   // The old map's steps after the cut are abandoned: the old store answers nothing more and
   // writes no checkpoint of them.
   old->Retire();
   old->SetOnLeaseBatchApplied(nullptr);
+  if (old_replica != nullptr) old_replica->Retire();
   if (rank >= servers) {
     // Drained by a scale-down: its shard lives on in the others' restore of the cut.
     LOG(INFO) << what << ": this server is drained; leaving the job";
@@ -586,23 +661,39 @@ absl::Status ServerRunner::Reshard(SchedulerClient* client, ParameterServerServi
                        absl::Status(created.status().code(), absl::StrCat(what, ": ", created.status().message())));
   }
   std::shared_ptr<ParameterStore> fresh = std::move(created).value();
-  RETURN_IF_ERROR(RollBack(client, rank, checkpoint_dir, view.restore_step(), view, fresh.get()));
-  const RequestLimits limits = LimitsFor(options.job, view.shard_map(), {rank});
+  std::shared_ptr<ParameterStore> fresh_replica;
+  std::vector<int> hosted = {rank};
+  if (old_replica != nullptr) {
+    // Every shard and its copy are placed afresh: this server's copy is of the shard before it
+    // under the new map, restored from the same cut.
+    ASSIGN_OR_RETURN(fresh_replica, CreateReplica(client, rank, servers, options));
+    hosted.push_back(fresh_replica->rank());
+  }
+  ReshardCounts counts;
+  RETURN_IF_ERROR(RollBack(client, rank, checkpoint_dir, view.restore_step(), view, fresh.get(), fresh_replica.get(),
+                           &counts));
+  const RequestLimits limits = LimitsFor(options.job, view.shard_map(), hosted);
   service->SetLimits(limits);
   listener_quota_->Resize(ListenerQuotaBytes(limits));
-  service->ReplaceStore(fresh);
-  metrics_->Watch(fresh.get(), nullptr, [service] { return service->inflight_bytes(); });
+  service->ReplaceStores(fresh, fresh_replica);
+  metrics_->Watch(fresh.get(), fresh_replica.get(), [service] { return service->inflight_bytes(); });
+  const ReshardReport report = ReshardReportOf(view.shard_map().version(), absl::Now() - start, counts);
+  const int64_t pause_ms = report.pause_ms();
   {
     absl::MutexLock lock(&mu_);
     store_ = fresh;
+    replica_ = fresh_replica;
+    resharded_ = report;
   }
-  LOG(INFO) << what << ": serving the re-cut shard from step " << fresh->step() << " ("
-            << absl::ToInt64Milliseconds(absl::Now() - start) << " ms without serving)";
+  replica_promoted_ = false;
+  LOG(INFO) << what << ": serving the re-cut shard from step " << fresh->step() << " (" << pause_ms
+            << " ms without serving; of its " << counts.rows << " rows and " << counts.bytes << " bytes, "
+            << counts.rows_moved << " rows and " << counts.bytes_moved << " bytes were another server's)";
   return absl::OkStatus();
 }
 
 void ServerRunner::FollowMembership(SchedulerClient* client, ParameterServerService* service,
-                                    const Heartbeater* heartbeater, int rank, const std::string& checkpoint_dir,
+                                    Heartbeater* heartbeater, int rank, const std::string& checkpoint_dir,
                                     absl::Duration poll, int64_t kept_freed_bound) {
   int64_t tried = 0;  // the newest epoch a refresh was made for; a failed one is retried after `poll`
   bool report_failed = false;  // a failed checkpoint report is retried after `poll`
@@ -635,6 +726,8 @@ void ServerRunner::FollowMembership(SchedulerClient* client, ParameterServerServ
         EndJob(status);
         return;
       }
+      // A re-shard: the scheduler learns what it cost (HeartbeatRequest.resharded) now.
+      if (CurrentStore() != store) heartbeater->Nudge();
       tried = std::max(tried, target);
     }
     if (kept_freed.Check()) VLOG(1) << "server " << rank << ": returned freed memory";
@@ -669,22 +762,22 @@ absl::Status ServerRunner::RefreshMembership(SchedulerClient* client, ParameterS
   // a later worker change; restore_epoch tells them apart).
   if (view->membership_epoch() > store->membership_epoch() && view->has_restore_step() &&
       view->restore_epoch() > store->membership_epoch()) {
-    return RollBack(client, rank, checkpoint_dir, view->restore_step(), *view, store);
+    return RollBack(client, rank, checkpoint_dir, view->restore_step(), *view, store, CurrentReplica().get());
   }
   std::vector<int> ranks;
   ranks.reserve(view->workers_size());
   for (const WorkerInfo& w : view->workers()) ranks.push_back(w.rank());
-  if (replica_ != nullptr) {
+  if (const std::shared_ptr<ParameterStore> replica = CurrentReplica(); replica != nullptr) {
     // Both stores move to the epoch, each dropping its unfinished step: the workers recompute it
     // for both.
-    const absl::Status status = replica_->UpdateMembership(view->membership_epoch(), ranks);
+    const absl::Status status = replica->UpdateMembership(view->membership_epoch(), ranks);
     if (!status.ok()) LOG(WARNING) << "cannot install membership epoch " << view->membership_epoch() << ": " << status;
-    const int shard = replica_->rank();
+    const int shard = replica->rank();
     const bool promoted = shard < view->shard_hosts_size() && view->shard_hosts(shard).primary() == rank;
     if (promoted && !replica_promoted_.exchange(true)) {
-      replica_->EnableCheckpoints();
+      replica->EnableCheckpoints();
       LOG(INFO) << "server " << rank << ": promoted its copy of shard " << shard << " (at step "
-                << replica_->step() << ") to primary at membership epoch " << view->membership_epoch();
+                << replica->step() << ") to primary at membership epoch " << view->membership_epoch();
     }
   }
   const absl::Status status = store->UpdateMembership(view->membership_epoch(), std::move(ranks));
@@ -693,7 +786,8 @@ absl::Status ServerRunner::RefreshMembership(SchedulerClient* client, ParameterS
 }
 
 absl::Status ServerRunner::RollBack(SchedulerClient* client, int rank, const std::string& checkpoint_dir,
-                                    int64_t step, const ClusterView& view, ParameterStore* store) {
+                                    int64_t step, const ClusterView& view, ParameterStore* store,
+                                    ParameterStore* replica, ReshardCounts* counts) {
   // SYNC (the view's restore step): the copy of the shard before this one goes back too, to the
   // same cut, from its primary's files.
   const bool sync_restore = view.has_restore_step() && step == view.restore_step();
@@ -710,9 +804,9 @@ absl::Status ServerRunner::RollBack(SchedulerClient* client, int rank, const std
     cut = *std::move(read);
   }
   const std::vector<ShardCheckpoint>* old = cut.has_value() ? &*cut : nullptr;
-  RETURN_IF_ERROR(RestoreStore(client, rank, checkpoint_dir, step, view, old, store));
-  if (sync_restore && replica_ != nullptr) {
-    RETURN_IF_ERROR(RestoreStore(client, rank, checkpoint_dir, step, view, old, replica_.get()));
+  RETURN_IF_ERROR(RestoreStore(client, rank, checkpoint_dir, step, view, old, store, counts));
+  if (sync_restore && replica != nullptr) {
+    RETURN_IF_ERROR(RestoreStore(client, rank, checkpoint_dir, step, view, old, replica, nullptr));
   }
   // Files of the abandoned run were removed; the scheduler gets the new list.
   if (!checkpoint_dir.empty()) NoteCheckpointsChanged();
@@ -721,7 +815,8 @@ absl::Status ServerRunner::RollBack(SchedulerClient* client, int rank, const std
 
 absl::Status ServerRunner::RestoreStore(SchedulerClient* client, int rank, const std::string& checkpoint_dir,
                                         int64_t step, const ClusterView& view,
-                                        const std::vector<ShardCheckpoint>* cut, ParameterStore* store) {
+                                        const std::vector<ShardCheckpoint>* cut, ParameterStore* store,
+                                        ReshardCounts* counts) {
   const int shard = store->rank();
   const std::string what = absl::StrCat("server ", rank, ": rolling back ",
                                         shard == rank ? std::string() : absl::StrCat("its copy of shard ", shard, " "),
@@ -731,7 +826,7 @@ absl::Status ServerRunner::RestoreStore(SchedulerClient* client, int rank, const
   // shard (server/checkpoint_reshard.h).
   const bool reshard = cut != nullptr;
   absl::StatusOr<ShardCheckpoint> ckpt =
-      reshard ? ReshardCheckpoints(*cut, view.shard_map(), ServersOfMap(view.shard_map(), job_servers_), shard)
+      reshard ? ReshardCheckpoints(*cut, view.shard_map(), ServersOfMap(view.shard_map(), job_servers_), shard, counts)
               : ReadCheckpointChain(checkpoint_dir, shard, step);
   if (reshard && ckpt.ok()) {
     LOG(INFO) << what << ": re-cut the " << view.restore_servers() << " servers' checkpoints of step " << step
@@ -757,12 +852,13 @@ absl::Status ServerRunner::RestoreStore(SchedulerClient* client, int rank, const
 
 absl::Status ServerRunner::SendFinalShards(SchedulerClient* client, int rank, const ParameterStore& store,
                                            const std::vector<int>& shards) {
+  const std::shared_ptr<ParameterStore> replica = CurrentReplica();
   for (int shard : shards) {
     const ParameterStore* source = nullptr;
     if (store.rank() == shard) {
       source = &store;
-    } else if (replica_ != nullptr && replica_->rank() == shard && replica_promoted_) {
-      source = replica_.get();
+    } else if (replica != nullptr && replica->rank() == shard && replica_promoted_) {
+      source = replica.get();
     }
     if (source == nullptr) {
       // E.g. the copy's promotion is not installed yet: the next heartbeat answer asks again.
@@ -798,7 +894,9 @@ absl::Status ServerRunner::SendFinalShards(SchedulerClient* client, int rank, co
 
 absl::Status ServerRunner::ReportCheckpoints(SchedulerClient* client, int rank, const std::string& checkpoint_dir) {
   const std::vector<int64_t> steps = ListCheckpointSteps(checkpoint_dir, rank);
-  const absl::Status status = client->ReportCheckpoints(rank, steps);
+  int64_t keep_from = -1;
+  const absl::Status status = client->ReportCheckpoints(rank, steps, &keep_from);
+  if (status.ok()) keep_from_->store(keep_from < 0 ? std::numeric_limits<int64_t>::max() : keep_from);
   if (!status.ok()) {
     LOG(WARNING) << "server " << rank << ": cannot report its checkpoints [" << absl::StrJoin(steps, ", ")
                  << "]: " << status;

@@ -21,7 +21,8 @@
 // view's shard_hosts names this server primary of that shard (its server died), the copy is
 // promoted: it writes checkpoints from then on. A server whose registration is refused with
 // ALREADY_EXISTS (it replaces a dead server whose shards are served by promoted copies) is not
-// needed: Run logs it and returns OK.
+// needed: Run logs it and returns OK. A change of the server count replaces the copy too: the
+// copy of the shard before this one under the new map, restored from the same cut (Reshard).
 //
 // The final model (a job with a final_model_path): once every worker is done, the scheduler's
 // heartbeat answers list the shards it wants from this server (HeartbeatResponse
@@ -47,6 +48,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,9 +61,11 @@
 #include "absl/time/time.h"
 #include "common/scheduler_client.h"
 #include "proto/cluster.pb.h"
+#include "proto/scheduler.pb.h"
 #include "server/parameter_store.h"
 #include "server/ps_service.h"
 #include "server/server_metrics.h"
+#include "server/table_reshard.h"
 
 namespace grpc {
 class Server;
@@ -143,14 +147,22 @@ class ServerRunner {
                         ParameterServerService* service);
   // The store this server serves its shard from now (null before ServeJob built it).
   std::shared_ptr<ParameterStore> CurrentStore() const;
+  // Replicas: the copy this server holds now (null without replicas, or before ServeJob built it).
+  std::shared_ptr<ParameterStore> CurrentReplica() const;
+  // Replicas: a store for the copy of the shard before `rank`'s among `servers` servers, from the
+  // own store's options; it writes no checkpoints until promoted. A failure is reported (the job
+  // fails) and returned.
+  absl::StatusOr<std::shared_ptr<ParameterStore>> CreateReplica(SchedulerClient* client, int rank, int servers,
+                                                                ParameterStore::Options options);
   // The options of this server's store under `view`'s shard map, for `job` (the registration's).
   ParameterStore::Options StoreOptions(const JobSpec& job, const ClusterView& view, int rank);
   // The job's bounds on requests to the shards `hosted` of `map` (store_job: a store's job).
   static RequestLimits LimitsFor(const JobSpec& store_job, const ShardMap& map, const std::vector<int>& hosted);
   // The view publishes another shard map (the job changed its server count at the cut of
   // view.restore_step, docs/design/resharding.md). The old store is retired; a server the new map
-  // still has builds a store of it, restores the cut re-sharded (RollBack) and serves it; a
-  // drained one leaves the job and ends Run with OK. A failure is reported (the job fails) and
+  // still has builds a store of it (with replicas, and one for its copy of the shard before it under
+  // the new map), restores the cut re-sharded (RollBack) and serves it; a drained one leaves the
+  // job and ends Run with OK. A failure is reported (the job fails) and
   // returned.
   absl::Status Reshard(SchedulerClient* client, ParameterServerService* service, int rank,
                        const std::string& checkpoint_dir, const ClusterView& view);
@@ -163,7 +175,7 @@ class ServerRunner {
   // memory back to the system whenever it finds more than `kept_freed_bound` bytes of it resident
   // (FreedMemoryBound). A failed rollback ends the job with its error. The pointers are borrowed
   // for the thread's lifetime.
-  void FollowMembership(SchedulerClient* client, ParameterServerService* service, const Heartbeater* heartbeater,
+  void FollowMembership(SchedulerClient* client, ParameterServerService* service, Heartbeater* heartbeater,
                         int rank, const std::string& checkpoint_dir, absl::Duration poll, int64_t kept_freed_bound);
   // Fetches the view and installs its epoch and live workers, rolling back first (RollBack) when
   // the view carries a recovery newer than the store's epoch. Logs and ignores a failed fetch (the
@@ -177,24 +189,27 @@ class ServerRunner {
   // installs it with the view's epoch and workers in one store call. A missing or corrupt file
   // (step > 0) or a refused checkpoint is reported to the scheduler, which fails the job, and
   // returned.
-  // With a copy of another shard (replicas) and a SYNC restore (the view's restore step), the copy
-  // goes back to the same step too, from its shard's files.
+  // With a copy of another shard (`replica`, may be null) and a SYNC restore (the view's restore
+  // step), the copy goes back to the same step too, from its shard's files. A re-cut of a cut of
+  // another server count adds what `store`'s shard got to *counts (may be null).
   absl::Status RollBack(SchedulerClient* client, int rank, const std::string& checkpoint_dir, int64_t step,
-                        const ClusterView& view, ParameterStore* store);
+                        const ClusterView& view, ParameterStore* store, ParameterStore* replica,
+                        ReshardCounts* counts = nullptr);
   // RollBack's work for one store: the checkpoint of `step` of the shard `store` holds (its chain;
   // or, given `cut`, a cut of another server count read by RollBack, re-cut:
   // ClusterView.restore_servers), installed with the view's epoch and workers. Failures as
   // RollBack's.
   absl::Status RestoreStore(SchedulerClient* client, int rank, const std::string& checkpoint_dir, int64_t step,
                             const ClusterView& view, const std::vector<ShardCheckpoint>* cut,
-                            ParameterStore* store);
+                            ParameterStore* store, ReshardCounts* counts);
   // Sends the final shards `shards` (each hosted here as primary: this server's own, or its
   // promoted copy's) to the scheduler; see "The final model" above. Returns only an error that
   // fails the job (reported to the scheduler already).
   absl::Status SendFinalShards(SchedulerClient* client, int rank, const ParameterStore& store,
                                const std::vector<int>& shards);
-  // Sends ListCheckpointSteps(checkpoint_dir, rank); logs a failure.
-  static absl::Status ReportCheckpoints(SchedulerClient* client, int rank, const std::string& checkpoint_dir);
+  // Sends ListCheckpointSteps(checkpoint_dir, rank); logs a failure. On OK, the answer's oldest
+  // step the scheduler may still ask for goes to keep_from_.
+  absl::Status ReportCheckpoints(SchedulerClient* client, int rank, const std::string& checkpoint_dir);
   // Reports `status` to the scheduler as this server's failure (the job fails) and returns it.
   static absl::Status ReportFatal(SchedulerClient* client, int rank, absl::Status status);
   // A checkpoint was written or removed (any thread; never blocks beyond mu_).
@@ -220,9 +235,6 @@ class ServerRunner {
   // which workers retry.
   std::unique_ptr<grpc::ResourceQuota> listener_quota_;
 
-  // Replicas: the copy of the shard before this server's. Set by ServeJob before serving, never
-  // reset until Run returns.
-  std::shared_ptr<ParameterStore> replica_;
   // JobSpec.num_servers: the job's first server count (the count of a shard map that does not
   // say). Set by ServeJob before any rollback, with the job as registered.
   int job_servers_ = 0;
@@ -231,10 +243,19 @@ class ServerRunner {
   std::shared_ptr<const std::vector<float>> initial_values_;
   std::atomic<bool> replica_promoted_{false};
 
+  // The oldest step the scheduler may still ask for (CheckpointAck.keep_from_step), which every
+  // store this runner builds keeps on disk; 0 (keep every file) until the first answer says.
+  const std::shared_ptr<std::atomic<int64_t>> keep_from_ = std::make_shared<std::atomic<int64_t>>(0);
   mutable absl::Mutex mu_;
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
   // The store serving this server's shard; replaced when the job changes its server count.
   std::shared_ptr<ParameterStore> store_ ABSL_GUARDED_BY(mu_);
+  // Replicas: the copy of the shard before this server's. Set by ServeJob before serving; replaced
+  // with store_ when the job changes its server count.
+  std::shared_ptr<ParameterStore> replica_ ABSL_GUARDED_BY(mu_);
+  // What the last change of the server count cost this server (Reshard), for every heartbeat
+  // from then on (HeartbeatRequest.resharded).
+  std::optional<ReshardReport> resharded_ ABSL_GUARDED_BY(mu_);
   bool job_ended_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status job_status_ ABSL_GUARDED_BY(mu_);
   int port_ ABSL_GUARDED_BY(mu_) = 0;

@@ -84,7 +84,7 @@ absl::StatusOr<std::string> MergeClocks(const std::vector<TableBytes>& tables, a
 }  // namespace
 
 absl::StatusOr<std::string> ReshardTable(const std::vector<absl::string_view>& parts, int num_servers, int rank,
-                                         absl::string_view where) {
+                                         absl::string_view where, ReshardCounts* counts) {
   if (parts.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ": no servers' tables to re-cut"));
   std::vector<TableBytes> tables;
   for (size_t p = 0; p < parts.size(); ++p) {
@@ -144,6 +144,17 @@ absl::StatusOr<std::string> ReshardTable(const std::vector<absl::string_view>& p
     }
   }
 
+  if (counts != nullptr) {
+    const int64_t row_bytes = 8 + static_cast<int64_t>(first.record_bytes) +
+                              (TableSectionPresent(first.row_meta) ? kTableRowMetaBytes : 0);
+    for (const Kept& k : kept) {
+      const bool moved = static_cast<int>(k.part) != rank;
+      counts->rows += 1;
+      counts->bytes += row_bytes;
+      counts->rows_moved += moved ? 1 : 0;
+      counts->bytes_moved += moved ? row_bytes : 0;
+    }
+  }
   std::string out;
   AppendTableHeader(first.version, first.id, first.dim, first.optimizer_type, first.record_bytes, first.name,
                     kept.size(), &out);

@@ -22,6 +22,7 @@
 #ifndef PSTRAIN_SERVER_TABLE_RESHARD_H_
 #define PSTRAIN_SERVER_TABLE_RESHARD_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -30,14 +31,25 @@
 
 namespace pstrain::server {
 
+// What a re-cut gave one new shard: its rows and bytes, and of those the ones an old server of
+// another rank held (what a migration over the network would send). Bytes: dense values with
+// their optimizer state; rows with their key, optimizer state and eviction metadata.
+struct ReshardCounts {
+  int64_t rows = 0;
+  int64_t rows_moved = 0;
+  int64_t bytes = 0;
+  int64_t bytes_moved = 0;
+};
+
 // The re-cut above. `parts`: every old server's whole table (EmbeddingTable::Serialize's bytes, or
-// a chain merged by ReadCheckpointChain), in old rank order. Errors start with `where`: DATA_LOSS
+// a chain merged by ReadCheckpointChain), in old rank order. Adds the kept rows to *counts (may be
+// null; a row is moved when its part's rank is not `rank`). Errors start with `where`: DATA_LOSS
 // for bytes that do not parse (ParseTableBytes), keys out of order, metadata, tombstones, sketch
 // or clock of the wrong size; FAILED_PRECONDITION for a delta or parts of different tables (name,
 // id, dim, optimizer, record size, row dtype, sections), naming both values; INVALID_ARGUMENT for
 // no parts or a key held by two of them.
 absl::StatusOr<std::string> ReshardTable(const std::vector<absl::string_view>& parts, int num_servers, int rank,
-                                         absl::string_view where);
+                                         absl::string_view where, ReshardCounts* counts = nullptr);
 
 }  // namespace pstrain::server
 

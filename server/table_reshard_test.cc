@@ -114,9 +114,16 @@ TEST(ReshardTableTest, EachNewServerHoldsWhatATableOfItsKeysWouldHold) {
     int64_t rows = 0;
     size_t tombstones = 0;
     for (int r = 0; r < 3; ++r) {
-      absl::StatusOr<std::string> got = ReshardTable(Views(two), 3, r, "re-cut");
+      ReshardCounts counts;
+      absl::StatusOr<std::string> got = ReshardTable(Views(two), 3, r, "re-cut", &counts);
       ASSERT_TRUE(got.ok()) << got.status();
       const TableBytes g = Parse(*got), w = Parse(three[r]);
+      // The jump hash moves keys only to the new server: every row of server 2 moved, none of the
+      // others did.
+      EXPECT_EQ(counts.rows, static_cast<int64_t>(g.num_rows));
+      EXPECT_EQ(counts.rows_moved, r == 2 ? counts.rows : 0) << "server " << r;
+      EXPECT_EQ(counts.bytes_moved, r == 2 ? counts.bytes : 0) << "server " << r;
+      EXPECT_EQ(counts.bytes, static_cast<int64_t>(g.rows.size() + g.row_meta.size())) << "server " << r;
       EXPECT_EQ(g.num_rows, w.num_rows) << "server " << r;
       EXPECT_EQ(g.rows, w.rows) << "server " << r;  // keys, values and optimizer state
       EXPECT_EQ(g.row_meta, w.row_meta) << "server " << r;

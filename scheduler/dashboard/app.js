@@ -225,10 +225,16 @@ function renderHeader(s) {
   document.getElementById('loss').textContent = fmtFixed(s.recent_loss, 4);
   document.getElementById('membership-epoch').textContent = isNum(s.membership_epoch) ? s.membership_epoch : 'n/a';
   // The shard map's server count and version; a change of the count asked for and not cut over yet.
-  const pendingChange = (s.server_count_changes || []).find((c) => c.step < 0);
+  // The newest change done, once its servers reported their re-cut: the longest pause and the
+  // rows whose server changed.
+  const changes = s.server_count_changes || [];
+  const pendingChange = changes.find((c) => c.step < 0);
+  const lastChange = changes.filter((c) => c.step >= 0 && c.servers_reported > 0).pop();
   document.getElementById('map-servers').textContent = isNum(s.map_servers)
     ? `${s.map_servers} (map v${s.shard_map_version})` +
-      (pendingChange ? `, ${pendingChange.from} \u2192 ${pendingChange.to} pending` : '')
+      (pendingChange ? `, ${pendingChange.from} \u2192 ${pendingChange.to} pending` : '') +
+      (lastChange ? `, last ${lastChange.from} \u2192 ${lastChange.to}: ` +
+        `${(lastChange.max_pause_ms / 1000).toFixed(1)} s pause, ${fmtInt(lastChange.rows_moved)} rows moved` : '')
     : 'n/a';
   const banner = document.getElementById('failure');
   banner.hidden = s.state !== 'FAILED';

@@ -187,12 +187,14 @@ absl::Status InProcessScheduler::Leave(Role role, int rank, const std::string& r
   return answer;
 }
 
-absl::Status InProcessScheduler::ReportCheckpoints(int server_rank, const std::vector<int64_t>& steps) {
+absl::Status InProcessScheduler::ReportCheckpoints(int server_rank, const std::vector<int64_t>& steps,
+                                                   int64_t* keep_from) {
   RETURN_IF_ERROR(Enter("ReportCheckpoints"));
   CheckpointReport report;
   report.set_server_rank(server_rank);
   for (int64_t step : steps) report.add_steps(step);
   absl::Status answer = core_->ReportCheckpoints(report);
+  if (answer.ok() && keep_from != nullptr) *keep_from = core_->CheckpointsKeptFrom();
   After();
   return answer;
 }

@@ -49,7 +49,8 @@ class InProcessScheduler : public SchedulerApi {
   absl::Status ReportFailure(Role role, int rank, const std::string& message) override;
   absl::StatusOr<JobStatus> GetJobStatus() override;
   absl::Status Leave(Role role, int rank, const std::string& reason) override;
-  absl::Status ReportCheckpoints(int server_rank, const std::vector<int64_t>& steps) override;
+  absl::Status ReportCheckpoints(int server_rank, const std::vector<int64_t>& steps,
+                                 int64_t* keep_from = nullptr) override;
   absl::Status ReportSlowStep(const SlowStepReport& report) override;
   absl::Status SubmitFinalShard(const FinalShard& shard) override;
   absl::Status DeclareModel(ModelDeclaration declaration) override;
