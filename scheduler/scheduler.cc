@@ -574,9 +574,13 @@ absl::Status Scheduler::Leave(const LeaveRequest& request) {
       RemoveOutsideServerLocked(request.rank(), ChangeKind::kLeft,
                                 request.reason().empty() ? "no reason given" : BoundedReason(request.reason()),
                                 &deferred);
+    } else if (request.role() == SERVER && membership_.is_live(SERVER, request.rank())) {
+      if (Ended()) return absl::OkStatus();
+      RETURN_IF_ERROR(DrainServerLocked(
+          request.rank(), request.reason().empty() ? "no reason given" : BoundedReason(request.reason()), &deferred));
     } else if (request.role() != WORKER) {
-      return absl::FailedPreconditionError(absl::StrCat("leave from ", RoleName(request.role()), " ",
-                                                        request.rank(), ": only workers may leave a job"));
+      return absl::FailedPreconditionError(absl::StrCat("leave from ", RoleName(request.role()), " ", request.rank(),
+                                                        ": only workers and live servers may leave a job"));
     } else if (!membership_.ever_registered(WORKER, request.rank())) {
       return absl::FailedPreconditionError(absl::StrCat("leave from worker ", request.rank(), ": not registered"));
     } else if (Ended()) {

@@ -322,8 +322,15 @@ class Scheduler {
   void ReportFailure(const FailureReport& report);
 
   // A worker leaves gracefully: it is removed at once ("left"), as for a death. OK when it is
-  // already gone or the job has ended. FAILED_PRECONDITION for a server (servers cannot leave) or
-  // a rank that never registered. Leaving below min_workers fails the job.
+  // already gone or the job has ended. FAILED_PRECONDITION for a rank that never registered.
+  // Leaving below min_workers fails the job.
+  // A server outside the shard map (drained, or added by a pending scale-up) is removed. A server
+  // of the map asks to be drained (it was stopped, pstrain-server --drain_on_stop): the scheduler
+  // plans the scale-down to one server fewer, as `pstrain-ctl scale` would, and the server leaves
+  // at its cut-over. OK when a pending change drains it already; FAILED_PRECONDITION when it is not
+  // the highest rank (a scale-down drains the highest ranks), and for what RequestScalingLocked
+  // refuses (not SYNC, no checkpoints, another change pending, a recovery in progress, ...); an
+  // INVALID_ARGUMENT for the job's last server. A refused server stops as a dead one would.
   absl::Status Leave(const LeaveRequest& request);
 
   // A server's checkpoint steps (strictly ascending, >= 0); they replace the rank's earlier list.
@@ -514,6 +521,9 @@ class Scheduler {
   // Asks for `to` servers on behalf of `who` ("an operator", for the log): the checks and the
   // plan of Scale (the plan is returned); the change then waits for its servers and its cut.
   absl::StatusOr<std::string> RequestScalingLocked(int to, absl::string_view who, Deferred* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Leave of server `rank` of the map: plans its drain (Leave).
+  absl::Status DrainServerLocked(int rank, absl::string_view reason, Deferred* deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether `request`, a new server's registration, grows the job by one (JobSpec.max_servers):
   // every rank of the map is live and no server outside it, no change is pending and the job has

@@ -44,6 +44,27 @@ absl::StatusOr<ScaleResponse> Scheduler::Scale(const ScaleRequest& request) {
   return response;
 }
 
+absl::Status Scheduler::DrainServerLocked(int rank, absl::string_view reason, Deferred* deferred) {
+  const int from = ServersLocked();
+  const std::string what = absl::StrCat("server ", rank, " asks to be drained (", reason, ")");
+  if (const std::optional<ServerScaling::Pending>& pending = scaling_.pending();
+      pending.has_value() && pending->to <= rank) {
+    LOG(INFO) << what << ": the pending " << ServerScaling::Describe(pending->from, pending->to) << " drains it";
+    return absl::OkStatus();
+  }
+  if (from == 1) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": it is the job's last server; its shard would have nowhere to go"));
+  }
+  if (rank != from - 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, ": a scale-down drains the highest ranks, and the job's ", from, " servers are ranks 0..", from - 1,
+        "; expected server ", from - 1, " (pstrain-ctl scale drains any number)"));
+  }
+  // RequestScalingLocked logs "<who> asked for N servers: <plan>".
+  return RequestScalingLocked(from - 1, absl::StrCat("server ", rank, " (", reason, ")"), deferred).status();
+}
+
 absl::StatusOr<std::string> Scheduler::RequestScalingLocked(int to, absl::string_view who, Deferred* deferred) {
   const std::string what = absl::StrCat("scale to ", to, " servers");
   if (state_ != RUNNING) {

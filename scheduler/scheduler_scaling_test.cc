@@ -292,9 +292,51 @@ TEST_F(SchedulerScalingTest, ShrinkingDrainsTheHighestRankWhichThenLeaves) {
   view = s->View();
   EXPECT_EQ(view.servers_size(), 1);
   EXPECT_EQ(s->state(), RUNNING);
-  // A server of the map still may not leave.
+  // The job's last server may not leave: its shard would have nowhere to go.
   leave.set_rank(0);
-  EXPECT_EQ(s->Leave(leave).code(), absl::StatusCode::kFailedPrecondition);
+  const absl::Status last = s->Leave(leave);
+  EXPECT_EQ(last.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(last.message(), HasSubstr("the job's last server"));
+  EXPECT_EQ(s->View().shard_map().num_servers(), 1);
+}
+
+// A server of the map that is stopped (pstrain-server --drain_on_stop) asks to leave: the
+// scheduler plans the scale-down that drains it, as pstrain-ctl scale would, and the server leaves
+// once the cut-over has dropped it. Only the highest rank may (a scale-down drains the highest),
+// asking again changes nothing, and a job that cannot change its count refuses and stays as it is.
+TEST_F(SchedulerScalingTest, AStoppedServerOfTheMapAsksToBeDrainedAndLeavesAfterTheCutOver) {
+  std::unique_ptr<Scheduler> s = MakeRunning();
+  ASSERT_TRUE(Report(s.get(), 0, {10}).ok());
+  ASSERT_TRUE(Report(s.get(), 1, {10}).ok());
+  LeaveRequest leave;
+  leave.set_role(SERVER);
+  leave.set_rank(0);
+  leave.set_reason("stopped by a signal");
+  absl::Status refused = s->Leave(leave);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.message(), HasSubstr("expected server 1"));
+  EXPECT_EQ(s->Scale(Cancel()).status().code(), absl::StatusCode::kFailedPrecondition) << "nothing is pending";
+
+  leave.set_rank(1);
+  ASSERT_TRUE(s->Leave(leave).ok());
+  ASSERT_TRUE(s->Leave(leave).ok()) << "asking again while its drain is pending";
+  EXPECT_EQ(s->Scale(To(1)).status().code(), absl::StatusCode::kFailedPrecondition) << "one change at a time";
+  EXPECT_EQ(s->View().servers_size(), 2) << "it serves until the cut-over";
+  ASSERT_TRUE(Report(s.get(), 0, {10, 20}).ok());
+  ASSERT_TRUE(Report(s.get(), 1, {10, 20}).ok());
+  ClusterView view = s->View();
+  EXPECT_EQ(view.shard_map().num_servers(), 1);
+  EXPECT_EQ(view.restore_step(), 20);
+  ASSERT_TRUE(s->Leave(leave).ok());  // now outside the map: it leaves
+  EXPECT_EQ(s->View().servers_size(), 1);
+  EXPECT_EQ(s->state(), RUNNING);
+
+  std::unique_ptr<Scheduler> async = MakeRunning(ASYNC);
+  refused = async->Leave(leave);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.message(), HasSubstr("only SYNC jobs change their server count"));
+  EXPECT_EQ(async->View().servers_size(), 2);
+  EXPECT_EQ(async->state(), RUNNING);
 }
 
 TEST_F(SchedulerScalingTest, NoWorkerIsEvictedForHoldingOthersUpWhileAServerRestoresTheCut) {

@@ -45,6 +45,7 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Restore(Options options, c
     options.train_samples = state.train_samples();
     options.test_samples = state.test_samples();
     options.total_steps = state.total_steps();
+    RETURN_IF_ERROR(StreamScores::CheckSaved(state.stream()));
     options.stream = state.stream();
   } else if (IsExternalModel(options.job) && state.has_declared_model()) {
     // The sizes are the declaration's (pinned ones were compared with the job above).

@@ -254,15 +254,61 @@ TEST(StreamScoresTest, FilesCloseOnceTrainedAndTheWindowCoversTheNewest) {
   scores.Add(late);
   EXPECT_EQ(scores.Files()[0].figures.samples, 10);
 
-  // The saved state keeps the closed files' figures.
+  // The saved state keeps every file's figures, and the histograms of the open file and the
+  // window, so a restarted scheduler goes on exactly: more scores of the open file count.
   StreamState saved;
+  for (const data::StreamFile& f : catalog) saved.add_files()->set_name(f.name);
   scores.Save(&saved);
-  ASSERT_EQ(saved.scores_size(), 2);
+  ASSERT_EQ(saved.scores_size(), 3);
+  EXPECT_FALSE(saved.scores(0).has_histogram()) << "file 0 left the window";
+  ASSERT_TRUE(StreamScores::CheckSaved(saved).ok()) << StreamScores::CheckSaved(saved);
   StreamScores restored(2, saved);
   files = restored.Files();
-  ASSERT_EQ(files.size(), 2u);
+  ASSERT_EQ(files.size(), 3u);
   EXPECT_DOUBLE_EQ(*files[0].figures.auc, 1.0);
   EXPECT_EQ(files[1].figures.samples, 10);
+  EXPECT_FALSE(files[2].closed);
+  EXPECT_EQ(restored.Window().samples, 20);
+  EXPECT_NEAR(*restored.Window().auc, 0.5, 1e-9);
+  TrainStats after;
+  after.set_samples(10);
+  *after.add_files() = ScoresOf(2, 0, 10);
+  restored.Add(after);
+  restored.CloseBefore(catalog, 30);
+  files = restored.Files();
+  EXPECT_TRUE(files[2].closed);
+  EXPECT_EQ(files[2].figures.samples, 20);
+  EXPECT_DOUBLE_EQ(*files[2].figures.auc, 1.0) << "the clicks at 0.9 rank above every miss at 0.2";
+}
+
+// A saved state's scores are checked before a restarted scheduler takes them: each names the
+// file and what is wrong.
+TEST(StreamScoresTest, ASavedStatesScoresThatDoNotAddUpAreRefused) {
+  StreamScores scores(2);
+  TrainStats train;
+  train.set_samples(10);
+  *train.add_files() = ScoresOf(1, 5, 5);
+  scores.Add(train);
+  StreamState saved;
+  saved.add_files()->set_name("a");
+  saved.add_files()->set_name("b");
+  scores.Save(&saved);
+  ASSERT_TRUE(StreamScores::CheckSaved(saved).ok());
+
+  StreamState bad = saved;
+  bad.mutable_scores(0)->set_samples(11);
+  absl::Status s = StreamScores::CheckSaved(bad);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("stream file 1: a histogram of 10 predictions for 11 samples"), std::string::npos) << s;
+  bad = saved;
+  bad.mutable_scores(0)->clear_histogram();
+  EXPECT_NE(StreamScores::CheckSaved(bad).message().find("open file without its histogram"), std::string::npos);
+  bad = saved;
+  bad.mutable_scores(0)->set_file(2);
+  EXPECT_NE(StreamScores::CheckSaved(bad).message().find("expected a file in [0, 2)"), std::string::npos);
+  bad = saved;
+  *bad.add_scores() = saved.scores(0);
+  EXPECT_NE(StreamScores::CheckSaved(bad).message().find("given twice"), std::string::npos);
 }
 
 TEST(StreamScoresTest, ScoresOfNoReadyFileOrTooManyAreRefused) {

@@ -17,11 +17,43 @@ StreamScores::StreamScores(int window_files, const StreamState& saved) : window_
   CHECK_GE(window_files_, 1);
   for (const StreamFileScoresState& s : saved.scores()) {
     Entry& e = files_[s.file()];
-    e.closed = true;
+    e.closed = !s.open();
     e.samples = s.samples();
     e.log_loss_sum = s.log_loss_sum();
     if (s.has_auc()) e.auc = s.auc();
+    if (s.has_histogram()) {
+      e.histogram = std::make_unique<data::ScoreHistogram>();
+      // The state was checked when it was read (CheckSaved).
+      CHECK(data::MergeScoreHistogramProto(s.histogram(), e.histogram.get()).ok());
+    }
   }
+  Trim();
+}
+
+absl::Status StreamScores::CheckSaved(const StreamState& saved) {
+  std::set<int64_t> seen;
+  for (const StreamFileScoresState& s : saved.scores()) {
+    const std::string where = absl::StrCat("scheduler state: scores of stream file ", s.file());
+    if (s.file() < 0 || s.file() >= saved.files_size()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": expected a file in [0, ", saved.files_size(), ")"));
+    }
+    if (!seen.insert(s.file()).second) return absl::InvalidArgumentError(absl::StrCat(where, ": given twice"));
+    if (s.samples() < 0 || !std::isfinite(s.log_loss_sum()) || s.log_loss_sum() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", s.samples(), " samples with log loss sum ",
+                                                     s.log_loss_sum(), ", expected >= 0 and finite"));
+    }
+    if (!s.has_histogram()) {
+      if (s.open()) return absl::InvalidArgumentError(absl::StrCat(where, ": an open file without its histogram"));
+      continue;
+    }
+    absl::StatusOr<int64_t> count = data::CheckScoreHistogramProto(s.histogram());
+    if (!count.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", count.status().message()));
+    if (*count != s.samples()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": a histogram of ", *count, " predictions for ", s.samples(), " samples"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status StreamScores::Check(const TrainStats& train, int worker_rank, int64_t files) const {
@@ -120,12 +152,13 @@ StreamScores::Figures StreamScores::Window() const {
 
 void StreamScores::Save(StreamState* state) const {
   for (const auto& [index, e] : files_) {
-    if (!e.closed) continue;
     StreamFileScoresState* s = state->add_scores();
     s->set_file(index);
+    s->set_open(!e.closed);
     s->set_samples(e.samples);
     s->set_log_loss_sum(e.log_loss_sum);
     if (e.auc.has_value()) s->set_auc(*e.auc);
+    if (e.histogram != nullptr) *s->mutable_histogram() = data::ScoreHistogramToProto(*e.histogram);
   }
 }
 

@@ -9,8 +9,9 @@
 // final and its histogram (data/score_histogram.h, 1 MiB) is dropped, unless the window still
 // needs it. So at most the open files and the window's hold a histogram.
 //
-// The saved state keeps the closed files' figures; a restarted scheduler starts the open files'
-// histograms and the window's anew (their figures then cover what was reported since).
+// The saved state keeps every file's figures, and the histograms the scheduler holds (the open
+// files' and the window's: the non-empty bins only), so a restarted scheduler goes on with them
+// exactly: a file whose records were all trained before the restart keeps its predictions.
 //
 // Thread-compatible; the scheduler guards it.
 #ifndef PSTRAIN_SCHEDULER_STREAM_SCORES_H_
@@ -34,7 +35,13 @@ namespace scheduler {
 class StreamScores {
  public:
   // The window is the newest `window_files` files with scores (>= 1).
+  // `saved` (a saved state's stream) must have passed CheckSaved.
   explicit StreamScores(int window_files, const StreamState& saved = StreamState());
+
+  // INVALID_ARGUMENT, naming the file, for a saved state's scores that are not of its files, are
+  // given twice, have negative or non-finite figures, or an open file without its histogram or a
+  // histogram whose count is not the file's samples.
+  static absl::Status CheckSaved(const StreamState& saved);
 
   // INVALID_ARGUMENT, naming the worker and the file, for file scores that are not of the
   // stream's first `files` files, malformed histograms, a file reported twice in one report, or

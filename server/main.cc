@@ -1,9 +1,10 @@
 // pstrain-server: one parameter server. Everything about the job comes from the scheduler.
 //
 //   pstrain-server --scheduler=HOST:PORT [--host=127.0.0.1] [--port=0] [--advertise_host=NAME]
-//                  [--metrics_port=0]
+//                  [--metrics_port=0] [--drain_on_stop]
 //
-// Exit status: 0 when the job finished (or on SIGTERM/SIGINT), 1 when it failed, 2 for bad flags.
+// Exit status: 0 when the job finished (or on SIGTERM/SIGINT, or drained by one), 1 when it
+// failed, 2 for bad flags.
 #include <pthread.h>
 #include <signal.h>
 
@@ -36,6 +37,12 @@ DEFINE_string(advertise_host, "",
 DEFINE_int32(port, 0, "port to listen on; 0 picks a free one");
 DEFINE_int64(rpc_timeout_ms, 30000, "deadline of each scheduler rpc, milliseconds");
 DEFINE_int64(startup_timeout_ms, 120000, "bound on each startup phase (register, wait for the job), milliseconds");
+DEFINE_bool(drain_on_stop, false,
+            "SIGTERM/SIGINT while the job runs drains this server instead of stopping it: it asks the scheduler for "
+            "the scale-down to one server fewer (it must be the highest rank of a SYNC job with checkpoints), serves "
+            "until the cut-over drops it, then exits 0; refused, or signalled again, it stops at once. For a "
+            "StatefulSet that shrinks");
+DEFINE_int64(drain_timeout_ms, 600000, "with --drain_on_stop: stop anyway when not drained within this, milliseconds");
 
 int main(int argc, char** argv) {
   pstrain::InitBinary("pstrain parameter server: pstrain-server --scheduler=HOST:PORT", &argc, &argv);
@@ -44,8 +51,8 @@ int main(int argc, char** argv) {
     std::cerr << "pstrain-server: --scheduler=HOST:PORT is required\n";
     return 2;
   }
-  if (FLAGS_rpc_timeout_ms <= 0 || FLAGS_startup_timeout_ms <= 0) {
-    std::cerr << "pstrain-server: --rpc_timeout_ms and --startup_timeout_ms must be > 0\n";
+  if (FLAGS_rpc_timeout_ms <= 0 || FLAGS_startup_timeout_ms <= 0 || FLAGS_drain_timeout_ms <= 0) {
+    std::cerr << "pstrain-server: --rpc_timeout_ms, --startup_timeout_ms and --drain_timeout_ms must be > 0\n";
     return 2;
   }
   if (FLAGS_advertise_host.empty() &&
@@ -65,6 +72,8 @@ int main(int argc, char** argv) {
   options.health_port = FLAGS_health_port;
   options.rpc_timeout = absl::Milliseconds(FLAGS_rpc_timeout_ms);
   options.startup_timeout = absl::Milliseconds(FLAGS_startup_timeout_ms);
+  options.drain_on_stop = FLAGS_drain_on_stop;
+  options.drain_timeout = absl::Milliseconds(FLAGS_drain_timeout_ms);
   // The rank comes with registration; the runner adds it to these labels then.
   pstrain::metrics::Registry registry;
   registry.SetConstantLabels({{"role", "server"}});

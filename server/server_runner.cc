@@ -214,6 +214,10 @@ absl::StatusOr<std::unique_ptr<ServerRunner>> ServerRunner::Create(const Options
                                                    absl::FormatDuration(options.startup_timeout),
                                                    " must both be > 0"));
   }
+  if (options.drain_on_stop && options.drain_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("parameter server: drain timeout ",
+                                                   absl::FormatDuration(options.drain_timeout), ", expected > 0"));
+  }
   return std::unique_ptr<ServerRunner>(new ServerRunner(options));
 }
 
@@ -438,6 +442,8 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
     // over to a map that has its rank, restoring that cut re-sharded like the others.
     LOG(INFO) << "server " << rank << ": waiting for the job to cut over to a map with this rank (it has "
               << map_servers << " servers)";
+    // Until the cut-over, or the heartbeats find the scheduler lost (a dropped server's heartbeats
+    // are refused first, but the view tells it it was dropped: exit 0).
     waited = CallInSlices<ClusterView>(
         "server: waiting for the cut-over to the new server count", options_.startup_timeout,
         [&](absl::Duration slice) -> absl::StatusOr<ClusterView> {
@@ -452,8 +458,12 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
             absl::SleepFor(absl::Milliseconds(100));
           }
         },
-        is_stopped);
+        [this] { return stopped() || SchedulerLost(); });
     if (stopped()) return absl::OkStatus();
+    if (SchedulerLost()) {
+      absl::MutexLock lock(&mu_);
+      return job_status_;
+    }
     if (!waited.ok()) return waited.status();
     if (waited->state() != RUNNING) {
       LOG(INFO) << "the job ended (" << JobState_Name(waited->state()) << ") before this server was needed";
@@ -560,13 +570,35 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
     FollowMembership(client, service, &heartbeater, rank, checkpointing ? job.checkpoint_dir() : "", interval,
                      KeptFreedBoundBytes(limits));
   });
-  {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(this, &ServerRunner::StoppedOrEnded));
-  }
+  WaitForTheEnd(client, rank);
   membership.join();  // returns within one GetClusterView (bounded by the rpc timeout)
   absl::MutexLock lock(&mu_);
   return job_ended_ ? job_status_ : absl::OkStatus();
+}
+
+void ServerRunner::WaitForTheEnd(SchedulerClient* client, int rank) {
+  {
+    absl::MutexLock lock(&mu_);
+    may_drain_ = options_.drain_on_stop;
+    mu_.Await(absl::Condition(this, &ServerRunner::StoppedEndedOrDrainWanted));
+    if (StoppedOrEnded()) return;
+  }
+  // Stopped with drain_on_stop: the scale-down's cut-over drops this server from the map
+  // (Reshard, on the membership thread), which ends the job for it.
+  const absl::Status asked = client->Leave(SERVER, rank, "stopped; it drains itself (--drain_on_stop)");
+  absl::MutexLock lock(&mu_);
+  if (!asked.ok()) {
+    LOG(WARNING) << "server " << rank << ": stopped, and cannot drain itself: " << asked << "; stopping";
+    stop_requested_ = true;
+    return;
+  }
+  LOG(INFO) << "server " << rank << ": stopped; draining: serving until the scale-down's cut-over drops it (up to "
+            << absl::FormatDuration(options_.drain_timeout) << "; stop again to stop at once)";
+  if (!mu_.AwaitWithTimeout(absl::Condition(this, &ServerRunner::StoppedOrEnded), options_.drain_timeout)) {
+    LOG(WARNING) << "server " << rank << ": not drained within " << absl::FormatDuration(options_.drain_timeout)
+                 << "; stopping";
+    stop_requested_ = true;
+  }
 }
 
 std::shared_ptr<ParameterStore> ServerRunner::CurrentStore() const {
@@ -938,7 +970,16 @@ void ServerRunner::EndJob(absl::Status status) {
 
 void ServerRunner::Stop() {
   absl::MutexLock lock(&mu_);
+  if (may_drain_ && !drain_wanted_) {
+    drain_wanted_ = true;
+    return;
+  }
   stop_requested_ = true;
+}
+
+bool ServerRunner::SchedulerLost() const {
+  absl::MutexLock lock(&mu_);
+  return job_ended_ && absl::IsUnavailable(job_status_);
 }
 
 bool ServerRunner::stopped() const {

@@ -115,10 +115,19 @@ class ServerRunner {
     // by the host the server registers with.
     int metrics_port = 0;
     std::string metrics_host;
+    // A Stop while the job runs drains this server instead of stopping it (pstrain-server
+    // --drain_on_stop): it asks the scheduler to leave (SchedulerApi::Leave), which plans the
+    // scale-down to one server fewer, keeps serving until the cut-over drops it from the map, and
+    // returns OK then. A refused request (not the highest rank, not a SYNC job with checkpoints,
+    // another change pending, ...) is logged and the server stops as without this option; so does
+    // a second Stop, or drain_timeout passing first. For orchestrators that stop the highest
+    // server when its set shrinks (a Kubernetes StatefulSet).
+    bool drain_on_stop = false;
+    absl::Duration drain_timeout = absl::Minutes(10);
   };
 
   // INVALID_ARGUMENT for an empty scheduler address or host, a port or health_port outside
-  // [0, 65535] or a timeout <= 0.
+  // [0, 65535] or a timeout <= 0 (drain_timeout: with drain_on_stop).
   static absl::StatusOr<std::unique_ptr<ServerRunner>> Create(const Options& options);
 
   ServerRunner(const ServerRunner&) = delete;
@@ -131,7 +140,8 @@ class ServerRunner {
   // except during the servers-ready barrier (bounded by startup_timeout).
   absl::Status Run();
 
-  // Makes Run return OK soon. Does no work itself, so a signal-handling thread may call it.
+  // Makes Run return OK soon, or, with drain_on_stop while the job runs, starts the drain (a
+  // second call stops). Does no work itself, so a signal-handling thread may call it.
   void Stop();
 
   // The port the service listens on once Run has bound it; 0 before. For tests.
@@ -222,7 +232,13 @@ class ServerRunner {
   // A heartbeat answer asked for final shards (heartbeat thread).
   void NoteFinalShardsWanted(const HeartbeatResponse& answer);
   bool stopped() const;
+  // The heartbeats ended the job for this server with UNAVAILABLE: no scheduler answered for the
+  // give-up time.
+  bool SchedulerLost() const;
   bool StoppedOrEnded() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_requested_ || job_ended_; }
+  bool StoppedEndedOrDrainWanted() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return StoppedOrEnded() || drain_wanted_; }
+  // Serves until the job ends or Stop, draining this server first when drain_on_stop asks.
+  void WaitForTheEnd(SchedulerClient* client, int rank);
 
   const Options options_;
   // Options::metrics, or Run's own; set at the start of Run.
@@ -248,6 +264,9 @@ class ServerRunner {
   const std::shared_ptr<std::atomic<int64_t>> keep_from_ = std::make_shared<std::atomic<int64_t>>(0);
   mutable absl::Mutex mu_;
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
+  // drain_on_stop: Stop may drain (the job runs and serves: WaitForTheEnd), and Stop asked to.
+  bool may_drain_ ABSL_GUARDED_BY(mu_) = false;
+  bool drain_wanted_ ABSL_GUARDED_BY(mu_) = false;
   // The store serving this server's shard; replaced when the job changes its server count.
   std::shared_ptr<ParameterStore> store_ ABSL_GUARDED_BY(mu_);
   // Replicas: the copy of the shard before this server's. Set by ServeJob before serving; replaced

@@ -4,8 +4,9 @@
 // the workers rewinding to it; the final model is bitwise equal to a run that kept 2 servers.
 // The same for a CTR job, whose table rows move by key (and what each server reports its re-cut
 // cost), for a job with replicas (each shard's copy placed afresh), and for a seeded random
-// sequence of changes and server kills. Also the refusals: bad counts, a second change while one
-// is pending; the job goes on unchanged.
+// sequence of changes and server kills; a server joining a job with --max_servers grows it, and
+// one stopped with --drain_on_stop drains itself. Also the refusals: bad counts, a second change
+// while one is pending; the job goes on unchanged.
 #include <signal.h>
 
 #include <cstdlib>
@@ -335,6 +336,29 @@ TEST(ScaleTest, AnAddedServerKilledWhileItWaitsIsFoundDeadAfterDeadAfterAndAnoth
   }
 }
 
+// An added server waiting outside the map when the scheduler is lost does not wait out its
+// startup timeout (here 300 s): its heartbeats give up after --dead_after_ms, and it exits 1
+// saying it lost the scheduler.
+TEST(ScaleTest, AnAddedServerWaitingWhenTheSchedulerIsLostExitsOnceItsHeartbeatsGiveUp) {
+  ManualCluster cluster("scale-waiting-lost");
+  // 2 -> 4 is never ready with one added server: it waits.
+  ASSERT_NO_FATAL_FAILURE(StartAndScale(cluster, Job(cluster.dir()), 4));
+  cluster.AddServer({"--startup_timeout_ms=300000"});
+  const absl::Time waiting_end = absl::Now() + absl::Seconds(60);
+  while (absl::Now() < waiting_end &&
+         !absl::StrContains(cluster.servers[2]->Output(), "waiting for the job to cut over to a map with this rank")) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_THAT(cluster.servers[2]->Output(), HasSubstr("waiting for the job to cut over to a map with this rank"));
+  cluster.scheduler->Kill(SIGKILL);
+  const absl::Time killed = absl::Now();
+  const absl::StatusOr<int> code = cluster.servers[2]->Wait(absl::Seconds(90));
+  ASSERT_TRUE(code.ok()) << cluster.servers[2]->Output();
+  EXPECT_EQ(*code, 1) << cluster.servers[2]->Output();
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(60));
+  EXPECT_THAT(cluster.servers[2]->Output(), HasSubstr("lost the scheduler"));
+}
+
 TEST(ScaleTest, ACancelledChangeDropsTheAddedServerAndDisturbsNothing) {
   const model::ModelFile kept = NeverScaled("scale-cancel-reference");
   ManualCluster cluster("scale-cancel");
@@ -371,6 +395,35 @@ TEST(ScaleTest, AServerJoiningAJobWithMaxServersGrowsItAndTheJobEndsBitwiseLikeA
   const std::string grown = WaitForLog(cluster, "2 -> 3 servers at the cut of step ([0-9]+)")[1];
   const std::string summary = RunToEnd(cluster);
   EXPECT_THAT(summary, HasSubstr("\"server_count_changes\": [{\"from\":2,\"to\":3,\"step\":" + grown));
+  const model::ModelFile scaled = FinalModel(cluster);
+  ASSERT_FALSE(kept.values.empty());
+  EXPECT_EQ(scaled.values, kept.values);
+}
+
+// What a StatefulSet of servers does, with no operator: a server started for a job with
+// --max_servers grows it, and the highest server stopped with SIGTERM (--drain_on_stop) drains
+// itself: the job cuts over to one server fewer, the server exits 0 once dropped, and the model
+// is bitwise the one of a run that never scaled.
+TEST(ScaleTest, AServerThatJoinsAndThenIsStoppedGrowsAndDrainsTheJobBitwiseLikeARunThatNeverScaled) {
+  const model::ModelFile kept = NeverScaled("scale-drain-reference");
+  ManualCluster cluster("scale-drain");
+  std::vector<std::string> job = Job(cluster.dir());
+  job.push_back("--max_servers=3");
+  cluster.Start(2, 2, job, {"--drain_on_stop"});
+  cluster.WaitForSteps(40);
+  cluster.AddServer({"--drain_on_stop"});
+  const std::string grown = WaitForLog(cluster, "2 -> 3 servers at the cut of step ([0-9]+)")[1];
+  cluster.WaitForSteps(std::stoll(grown.empty() ? "0" : grown) + 50);
+  cluster.servers[2]->Kill(SIGTERM);
+  WaitForLog(cluster, "server 2 \\(stopped; it drains itself \\(--drain_on_stop\\)\\) asked for 2 servers: 3 -> 2 "
+                      "servers: the cut-over at the next checkpoint cut");
+  const std::string shrunk = WaitForLog(cluster, "3 -> 2 servers at the cut of step ([0-9]+)")[1];
+  EXPECT_EQ(cluster.servers[2]->Wait(absl::Seconds(60)).value_or(-1), 0) << cluster.servers[2]->Output();
+  EXPECT_THAT(cluster.servers[2]->Output(), HasSubstr("server 2: stopped; draining"));
+  EXPECT_THAT(cluster.servers[2]->Output(), HasSubstr("this server is drained; leaving the job"));
+  const std::string summary = RunToEnd(cluster);
+  EXPECT_THAT(summary, HasSubstr("\"server_count_changes\": [{\"from\":2,\"to\":3,\"step\":" + grown));
+  EXPECT_THAT(summary, HasSubstr("{\"from\":3,\"to\":2,\"step\":" + shrunk));
   const model::ModelFile scaled = FinalModel(cluster);
   ASSERT_FALSE(kept.values.empty());
   EXPECT_EQ(scaled.values, kept.values);
