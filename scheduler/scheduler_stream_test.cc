@@ -311,6 +311,33 @@ TEST(StreamScoresTest, ASavedStatesScoresThatDoNotAddUpAreRefused) {
   EXPECT_NE(StreamScores::CheckSaved(bad).message().find("given twice"), std::string::npos);
 }
 
+// A file trained wholly by workers killed before they reported its predictions closes listed,
+// with no predictions and no AUC, between files that have scores.
+TEST(StreamScoresTest, AFileTrainedWithoutScoresClosesListedWithNone) {
+  StreamScores scores(/*window_files=*/3);
+  TrainStats train;
+  train.set_samples(20);
+  *train.add_files() = ScoresOf(0, 5, 5);
+  *train.add_files() = ScoresOf(2, 5, 5);
+  scores.Add(train);
+  const std::vector<data::StreamFile> catalog = {{"a", 0, 10}, {"b", 10, 10}, {"c", 20, 10}, {"d", 30, 10}};
+  scores.CloseBefore(catalog, 20);
+  std::vector<StreamScores::File> files = scores.Files();
+  ASSERT_EQ(files.size(), 3u);
+  EXPECT_EQ(files[1].index, 1);
+  EXPECT_TRUE(files[1].closed);
+  EXPECT_EQ(files[1].figures.samples, 0);
+  EXPECT_FALSE(files[1].figures.auc.has_value());
+  EXPECT_FALSE(files[2].closed) << "file 2 is not wholly trained yet";
+  scores.CloseBefore(catalog, 40);
+  files = scores.Files();
+  ASSERT_EQ(files.size(), 4u);
+  EXPECT_TRUE(files[2].closed);
+  EXPECT_DOUBLE_EQ(*files[2].figures.auc, 1.0);
+  EXPECT_EQ(files[3].figures.samples, 0);
+  EXPECT_EQ(scores.Window().samples, 10) << "files 1..3: only file 2 has predictions";
+}
+
 TEST(StreamScoresTest, ScoresOfNoReadyFileOrTooManyAreRefused) {
   StreamScores scores(3);
   TrainStats train;

@@ -95,6 +95,16 @@ void StreamScores::Add(const TrainStats& train) {
 
 void StreamScores::CloseBefore(const std::vector<data::StreamFile>& files, int64_t trained) {
   bool closed_any = false;
+  // A trained file with no scores (every prediction of it was lost with the workers that made
+  // them) is listed too, closed with none.
+  for (; listed_through_ < static_cast<int64_t>(files.size()); ++listed_through_) {
+    const data::StreamFile& f = files[listed_through_];
+    if (f.first + f.records > trained) break;
+    if (auto [it, added] = files_.try_emplace(listed_through_); added) {
+      it->second.closed = true;
+      closed_any = true;
+    }
+  }
   for (auto& [index, e] : files_) {
     if (e.closed || index >= static_cast<int64_t>(files.size())) continue;
     if (files[index].first + files[index].records > trained) continue;

@@ -50,7 +50,8 @@ class StreamScores {
   // Adds a checked report's file scores. Scores of a closed file are dropped (a late report).
   void Add(const TrainStats& train);
   // Closes every file of `files` (the stream's catalog) that ends at or before stream position
-  // `trained`.
+  // `trained`; one without scores is listed then, closed with none (its predictions were lost with
+  // the workers that made them: a kill -9).
   void CloseBefore(const std::vector<data::StreamFile>& files, int64_t trained);
 
   struct Figures {
@@ -86,6 +87,8 @@ class StreamScores {
 
   const int window_files_;
   std::map<int64_t, Entry> files_;
+  // CloseBefore has listed every file below this index.
+  int64_t listed_through_ = 0;
 };
 
 }  // namespace scheduler
