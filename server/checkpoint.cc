@@ -60,10 +60,12 @@ uint32_t Crc(uint32_t crc, const void* data, size_t size) {
 
 uint32_t InitialCrc() { return static_cast<uint32_t>(crc32(0, Z_NULL, 0)); }
 
-// Writes to an fd, retrying short writes and EINTR, and keeps the CRC of what it wrote.
+// Writes to an fd (retrying short writes and EINTR), or appends to a string when fd < 0, and
+// keeps the CRC of what it wrote.
 class CrcWriter {
  public:
   CrcWriter(int fd, const std::string& path) : fd_(fd), path_(path) {}
+  explicit CrcWriter(std::string* out) : fd_(-1), path_(kNoPath), out_(out) {}
 
   absl::Status Write(const void* data, size_t size) {
     crc_ = Crc(crc_, data, size);
@@ -79,6 +81,10 @@ class CrcWriter {
  private:
   absl::Status WriteRaw(const void* data, size_t size) {
     const char* p = static_cast<const char*>(data);
+    if (out_ != nullptr) {
+      out_->append(p, size);
+      return absl::OkStatus();
+    }
     while (size > 0) {
       const ssize_t n = ::write(fd_, p, size);
       if (n < 0) {
@@ -91,8 +97,10 @@ class CrcWriter {
     return absl::OkStatus();
   }
 
+  static inline const std::string kNoPath;
   const int fd_;
   const std::string& path_;
+  std::string* const out_ = nullptr;
   uint32_t crc_ = InitialCrc();
 };
 
@@ -152,8 +160,7 @@ std::string EncodeHeader(const ShardCheckpoint& ckpt) {
   return header;
 }
 
-absl::Status WriteContents(int fd, const std::string& path, const ShardCheckpoint& ckpt) {
-  CrcWriter writer(fd, path);
+absl::Status WriteContents(CrcWriter& writer, const ShardCheckpoint& ckpt) {
   const std::string header = EncodeHeader(ckpt);
   RETURN_IF_ERROR(writer.Write(header.data(), header.size()));
   int64_t base = 0;
@@ -255,14 +262,33 @@ int64_t CheckpointFileSize(const ShardCheckpoint& ckpt) {
 
 absl::Status WriteCheckpoint(const std::string& path, const ShardCheckpoint& ckpt, mode_t mode) {
   RETURN_IF_ERROR(CheckShape(path, ckpt));
-  return WriteFileAtomically(path, "checkpoint", [&](int fd) { return WriteContents(fd, path, ckpt); }, mode);
+  return WriteFileAtomically(
+      path, "checkpoint",
+      [&](int fd) {
+        CrcWriter writer(fd, path);
+        return WriteContents(writer, ckpt);
+      },
+      mode);
+}
+
+absl::StatusOr<std::string> EncodeCheckpoint(const ShardCheckpoint& ckpt) {
+  RETURN_IF_ERROR(CheckShape("(in memory)", ckpt));
+  std::string out;
+  out.reserve(static_cast<size_t>(CheckpointFileSize(ckpt)));
+  CrcWriter writer(&out);
+  RETURN_IF_ERROR(WriteContents(writer, ckpt));
+  return out;
 }
 
 absl::StatusOr<ShardCheckpoint> ReadCheckpoint(const std::string& path) {
   ASSIGN_OR_RETURN(const std::string contents, ReadWholeFile(path, "checkpoint"));
+  return DecodeCheckpoint(contents, absl::StrCat("checkpoint '", path, "'"));
+}
+
+absl::StatusOr<ShardCheckpoint> DecodeCheckpoint(absl::string_view contents, absl::string_view what) {
   const auto* data = reinterpret_cast<const unsigned char*>(contents.data());
   const size_t size = contents.size();
-  const std::string where = absl::StrCat("checkpoint '", path, "'");
+  const std::string where(what);
 
   if (std::memcmp(data, kCheckpointMagic, std::min(size, kMagicSize)) != 0) {
     return absl::DataLossError(absl::StrCat(where, ": bad magic, expected \"", kCheckpointMagic,

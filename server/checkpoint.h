@@ -45,6 +45,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/checkpoint_files.h"
 #include "common/file_io.h"
 #include "proto/cluster.pb.h"
@@ -104,6 +105,15 @@ int64_t CheckpointFileSize(const ShardCheckpoint& ckpt);
 // else INTERNAL) naming the path. Blocks on disk I/O including two fsyncs.
 absl::Status WriteCheckpoint(const std::string& path, const ShardCheckpoint& ckpt,
                              mode_t mode = kDefaultOutputMode);
+
+// The bytes WriteCheckpoint would write for `ckpt`, in memory (to send a checkpoint, or a part of
+// one, to another server). INVALID_ARGUMENT as WriteCheckpoint's for vectors that disagree with
+// the chunk list.
+absl::StatusOr<std::string> EncodeCheckpoint(const ShardCheckpoint& ckpt);
+
+// ReadCheckpoint's parse and checks of a checkpoint's bytes (a file's, or EncodeCheckpoint's
+// received from another server), with the same errors, each starting with `what`.
+absl::StatusOr<ShardCheckpoint> DecodeCheckpoint(absl::string_view contents, absl::string_view what);
 
 // Reads and verifies one checkpoint file, whole or a delta (base_step >= 0; ReadCheckpointChain
 // reads one into a whole checkpoint). Errors name the file: NOT_FOUND (no file),
