@@ -334,6 +334,7 @@ absl::StatusOr<HeartbeatResponse> Scheduler::Heartbeat(const HeartbeatRequest& r
     bool completed = false;
     if (request.role() == SERVER) {
       for (int shard : FinalShardsWantedLocked(request.rank())) response.add_send_final_shards(shard);
+      if (OutsideMapLocked(request.rank()) && MapRestoredLocked()) response.set_map_restored_epoch(fleet_.restore_epoch());
       if (options_.job.mode() != SYNC) {
         // A server with no store yet has applied nothing of its own: it confirms nothing.
         if (!request.restoring()) completed = ConfirmLeasesLocked(request.rank(), request.applied_leases(), &deferred);
@@ -348,6 +349,16 @@ absl::StatusOr<HeartbeatResponse> Scheduler::Heartbeat(const HeartbeatRequest& r
   }
   if (absl::Status saved = Run(std::move(deferred)); !saved.ok()) return saved;
   return response;
+}
+
+bool Scheduler::MapRestoredLocked() const {
+  for (int rank = 0; rank < ServersLocked(); ++rank) {
+    if (!membership_.is_live(SERVER, rank) || server_reports_.Restoring(rank) ||
+        server_reports_.StoreEpoch(rank) < fleet_.restore_epoch()) {
+      return false;
+    }
+  }
+  return true;
 }
 
 bool Scheduler::ConfirmLeasesLocked(int server_rank, const AppliedLeases& applied, Deferred* deferred) {

@@ -522,6 +522,9 @@ class Scheduler {
   // plan of Scale (the plan is returned); the change then waits for its servers and its cut.
   absl::StatusOr<std::string> RequestScalingLocked(int to, absl::string_view who, Deferred* deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every server of the map is live and serves the restore of the newest cut it was asked for
+  // (HeartbeatResponse.map_restored_epoch).
+  bool MapRestoredLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Leave of server `rank` of the map: plans its drain (Leave).
   absl::Status DrainServerLocked(int rank, absl::string_view reason, Deferred* deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

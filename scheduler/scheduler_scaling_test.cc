@@ -284,6 +284,19 @@ TEST_F(SchedulerScalingTest, ShrinkingDrainsTheHighestRankWhichThenLeaves) {
   EXPECT_EQ(view.restore_servers(), 2);
   // The drained server is a member until it leaves; then it is gone and nothing else changes.
   EXPECT_EQ(view.servers_size(), 2);
+  // It learns when no server needs its checkpoints any more: once server 0 serves the cut.
+  absl::StatusOr<HeartbeatResponse> answer = s->Heartbeat(Hb(SERVER, 1));
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->map_restored_epoch(), 0);
+  HeartbeatRequest restoring = Hb(SERVER, 0);
+  restoring.set_restoring(true);
+  ASSERT_TRUE(s->Heartbeat(restoring).ok());
+  EXPECT_EQ(s->Heartbeat(Hb(SERVER, 1))->map_restored_epoch(), 0);
+  HeartbeatRequest serving = Hb(SERVER, 0);
+  serving.set_store_epoch(view.restore_epoch());
+  ASSERT_TRUE(s->Heartbeat(serving).ok());
+  EXPECT_EQ(s->Heartbeat(Hb(SERVER, 1))->map_restored_epoch(), view.restore_epoch());
+  EXPECT_EQ(s->Heartbeat(Hb(SERVER, 0))->map_restored_epoch(), 0) << "only for servers outside the map";
   LeaveRequest leave;
   leave.set_role(SERVER);
   leave.set_rank(1);

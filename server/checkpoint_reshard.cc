@@ -29,11 +29,19 @@ std::string Name(const ShardCheckpoint& ckpt) {
 
 absl::StatusOr<ShardCheckpoint> ReshardCheckpoints(const std::vector<ShardCheckpoint>& cut, const ShardMap& to,
                                                    int to_servers, int rank, ReshardCounts* counts) {
+  std::vector<const ShardCheckpoint*> borrowed;
+  borrowed.reserve(cut.size());
+  for (const ShardCheckpoint& ckpt : cut) borrowed.push_back(&ckpt);
+  return ReshardCheckpoints(borrowed, to, to_servers, rank, counts);
+}
+
+absl::StatusOr<ShardCheckpoint> ReshardCheckpoints(const std::vector<const ShardCheckpoint*>& cut, const ShardMap& to,
+                                                   int to_servers, int rank, ReshardCounts* counts) {
   if (cut.empty()) return absl::InvalidArgumentError("re-sharding a cut: no checkpoints in it");
-  const ShardCheckpoint& first = cut.front();
+  const ShardCheckpoint& first = *cut.front();
   std::vector<Piece> pieces;
   for (size_t i = 0; i < cut.size(); ++i) {
-    const ShardCheckpoint& ckpt = cut[i];
+    const ShardCheckpoint& ckpt = *cut[i];
     if (ckpt.base_step >= 0) {
       return absl::InvalidArgumentError(absl::StrCat("re-sharding: ", Name(ckpt), " is a delta on step ",
                                                      ckpt.base_step, "; read it through its chain first"));
@@ -74,8 +82,8 @@ absl::StatusOr<ShardCheckpoint> ReshardCheckpoints(const std::vector<ShardCheckp
   for (size_t p = 1; p < pieces.size(); ++p) {
     if (pieces[p].flat_begin < pieces[p - 1].flat_begin + pieces[p - 1].length) {
       return absl::InvalidArgumentError(absl::StrCat("re-sharding: element ", pieces[p].flat_begin,
-                                                     " of the flat model is held by both ", Name(cut[pieces[p - 1].ckpt]),
-                                                     " and ", Name(cut[pieces[p].ckpt])));
+                                                     " of the flat model is held by both ", Name(*cut[pieces[p - 1].ckpt]),
+                                                     " and ", Name(*cut[pieces[p].ckpt])));
     }
   }
 
@@ -111,7 +119,7 @@ absl::StatusOr<ShardCheckpoint> ReshardCheckpoints(const std::vector<ShardCheckp
             "' (a server's checkpoint is missing from the cut)"));
       }
       const int64_t take = std::min(end, it->flat_begin + it->length) - pos;
-      const ShardCheckpoint& src = cut[it->ckpt];
+      const ShardCheckpoint& src = *cut[it->ckpt];
       if (counts != nullptr) {
         const int64_t bytes = take * static_cast<int64_t>(sizeof(float)) * (1 + out.num_state_vectors);
         counts->bytes += bytes;
@@ -130,7 +138,7 @@ absl::StatusOr<ShardCheckpoint> ReshardCheckpoints(const std::vector<ShardCheckp
   }
   for (size_t t = 0; t < first.tables.size(); ++t) {
     std::vector<absl::string_view> parts;
-    for (const ShardCheckpoint& ckpt : cut) parts.push_back(ckpt.tables[t]);
+    for (const ShardCheckpoint* ckpt : cut) parts.push_back(ckpt->tables[t]);
     ASSIGN_OR_RETURN(std::string table,
                      ReshardTable(parts, to_servers, rank,
                                   absl::StrCat("re-sharding table ", t, " of the cut of step ", first.step), counts));

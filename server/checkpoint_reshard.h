@@ -43,6 +43,10 @@ namespace pstrain::server {
 // old server of another rank held, to *counts (may be null; ReshardCounts, server/table_reshard.h).
 absl::StatusOr<ShardCheckpoint> ReshardCheckpoints(const std::vector<ShardCheckpoint>& cut, const ShardMap& to,
                                                    int to_servers, int rank, ReshardCounts* counts = nullptr);
+// The same over borrowed checkpoints (none null), in old rank order: whole ones read from disk
+// and parts received from their servers (server/cut_part.h) alike.
+absl::StatusOr<ShardCheckpoint> ReshardCheckpoints(const std::vector<const ShardCheckpoint*>& cut, const ShardMap& to,
+                                                   int to_servers, int rank, ReshardCounts* counts = nullptr);
 
 // The cut of `step` in `dir`, taken under `from_servers` servers: every old rank's checkpoint of
 // `step` read through its chain (ReadCheckpointChain), in rank order. Errors name the step and the

@@ -9,54 +9,17 @@
 
 #include "common/checkpoint_files.h"
 #include "common/key_hash.h"
-#include "model/mlp.h"
-#include "scheduler/shard_map.h"
 #include "server/cut_part.h"
 #include "server/embedding_table.h"
 #include "server/embedding_table_test_util.h"
+#include "server/reshard_test_util.h"
 
 namespace pstrain::server {
 namespace {
 
 using ::testing::HasSubstr;
 
-constexpr int64_t kStep = 40;
-
-// A small MLP's tensors cut over `servers` servers, chunks of at most 256 bytes (64 floats), so a
-// tensor spans several chunks and servers.
-ShardMap MapOf(int servers) {
-  absl::StatusOr<ShardMap> map =
-      scheduler::BuildShardMap(scheduler::TensorSpecsOf(model::MlpParamSpecs({20, 16, 3})), servers, 256);
-  EXPECT_TRUE(map.ok()) << map.status();
-  return *map;
-}
-
-// What every server of `map` checkpoints when the flat model holds value i at element i and the two
-// optimizer state vectors -i and 1000 + i.
-std::vector<ShardCheckpoint> CutOf(const ShardMap& map, int servers) {
-  std::vector<ShardCheckpoint> cut(servers);
-  for (int r = 0; r < servers; ++r) {
-    ShardCheckpoint& ckpt = cut[r];
-    ckpt.rank = r;
-    ckpt.step = kStep;
-    ckpt.mode = SYNC;
-    ckpt.membership_epoch = 9;
-    ckpt.layout_fingerprint = LayoutFingerprint(map, r);
-    ckpt.num_state_vectors = 2;
-    ckpt.state.resize(2);
-    for (const ChunkSpec& chunk : map.chunks()) {
-      if (chunk.server_rank() != r) continue;
-      ckpt.chunks.push_back(chunk);
-      const int64_t begin = map.tensors(chunk.tensor_id()).flat_offset() + chunk.offset();
-      for (int64_t i = begin; i < begin + chunk.length(); ++i) {
-        ckpt.weights.push_back(static_cast<float>(i));
-        ckpt.state[0].push_back(static_cast<float>(-i));
-        ckpt.state[1].push_back(static_cast<float>(1000 + i));
-      }
-    }
-  }
-  return cut;
-}
+using namespace reshard_test;  // NOLINT: the shared helpers of the re-cut tests
 
 TEST(ReshardCheckpointsTest, EveryNewServerGetsItsElementsWithTheirOptimizerState) {
   const ShardMap two = MapOf(2);
@@ -134,7 +97,7 @@ TEST(ReshardCheckpointsTest, RefusesACutThatDoesNotHoldTheModelOnce) {
   tables[0].tables.push_back("rows");
   EXPECT_THAT(ReshardCheckpoints(tables, three, 3, 0).status().message(), HasSubstr("holds 0 embedding tables, but server 0's checkpoint of step 40 holds 1"));
 
-  EXPECT_TRUE(absl::IsInvalidArgument(ReshardCheckpoints({}, three, 3, 0).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ReshardCheckpoints(std::vector<ShardCheckpoint>{}, three, 3, 0).status()));
 }
 
 TEST(ReadReshardedTest, ReadsEveryOldServersFileOfTheStep) {

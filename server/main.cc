@@ -42,6 +42,10 @@ DEFINE_bool(drain_on_stop, false,
             "the scale-down to one server fewer (it must be the highest rank of a SYNC job with checkpoints), serves "
             "until the cut-over drops it, then exits 0; refused, or signalled again, it stops at once. For a "
             "StatefulSet that shrinks");
+DEFINE_string(checkpoint_dir, "",
+              "this server's checkpoint folder instead of the job's --checkpoint_dir (as a Kubernetes pod's own "
+              "volume); a change of the server count then fetches the old servers' checkpoints it lacks from them "
+              "(default empty: the job's)");
 DEFINE_int64(drain_timeout_ms, 600000, "with --drain_on_stop: stop anyway when not drained within this, milliseconds");
 
 int main(int argc, char** argv) {
@@ -73,6 +77,7 @@ int main(int argc, char** argv) {
   options.rpc_timeout = absl::Milliseconds(FLAGS_rpc_timeout_ms);
   options.startup_timeout = absl::Milliseconds(FLAGS_startup_timeout_ms);
   options.drain_on_stop = FLAGS_drain_on_stop;
+  options.checkpoint_dir = FLAGS_checkpoint_dir;
   options.drain_timeout = absl::Milliseconds(FLAGS_drain_timeout_ms);
   // The rank comes with registration; the runner adds it to these labels then.
   pstrain::metrics::Registry registry;

@@ -36,6 +36,7 @@
 #include "server/checkpoint.h"
 #include "server/checkpoint_chain.h"
 #include "server/checkpoint_reshard.h"
+#include "server/shard_transfer_service.h"
 #include "server/slow_step_watch.h"
 #include "common/listen_error.h"
 
@@ -235,8 +236,10 @@ absl::Status ServerRunner::Run() {
     own_metrics = std::make_unique<ServerMetrics>(&own_registry);
     metrics_ = own_metrics.get();
   }
-  // Declared before the gRPC server, so it outlives it.
+  // Declared before the gRPC server, so they outlive it.
   ParameterServerService service(metrics_);
+  ShardTransferService transfer;
+  transfer_ = &transfer;
   const std::string listen = JoinHostPort(options_.host, options_.port);
   int selected_port = 0;
   EnableHealthService();
@@ -261,6 +264,7 @@ absl::Status ServerRunner::Run() {
     }
   }
   builder.RegisterService(&service);
+  builder.RegisterService(&transfer);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   listener_quota_ = std::make_unique<grpc::ResourceQuota>("parameter server port");
@@ -376,8 +380,9 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   const int rank = registration.rank();
   LOG(INFO) << "registered as server " << rank;
   metrics_->registry()->SetConstantLabels({{"role", "server"}, {"rank", absl::StrCat(rank)}});
-  const JobSpec& job = registration.job();
+  JobSpec job = registration.job();
   const bool checkpointing = CheckpointsOn(job);
+  if (checkpointing && !options_.checkpoint_dir.empty()) job.set_checkpoint_dir(options_.checkpoint_dir);
   // The scheduler picks a restore step from every server's list when a server must be replaced;
   // a failed report is retried by the membership thread.
   if (checkpointing && !ReportCheckpoints(client, rank, job.checkpoint_dir()).ok()) NoteCheckpointsChanged();
@@ -388,7 +393,7 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   if (stopped()) return absl::OkStatus();
   if (!waited.ok()) return waited.status();
   job_servers_ = registration.job().num_servers();
-  job_ = registration.job();
+  job_ = job;
   const absl::Duration interval =
       registration.heartbeat_ms() > 0 ? absl::Milliseconds(registration.heartbeat_ms()) : absl::Seconds(1);
   const absl::Duration give_up =
@@ -434,6 +439,7 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
           }
         }
         NoteFinalShardsWanted(answer);
+        NoteMapRestored(answer.map_restored_epoch());
       });
   // 0: a map and a job that say no count (a test's bare view): no rank is outside it.
   const int map_servers = ServersOfMap(waited->shard_map(), job_servers_);
@@ -492,7 +498,7 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
     LOG(INFO) << "server " << rank << ": initial weights from the declared model (" << initial_values_->size()
               << " floats)";
   }
-  const ParameterStore::Options store_options = StoreOptions(registration.job(), view, rank);
+  const ParameterStore::Options store_options = StoreOptions(job, view, rank);
   absl::StatusOr<std::unique_ptr<ParameterStore>> created = ParameterStore::Create(store_options);
   if (!created.ok()) {
     // Fail the job now rather than when the workers time out on us.
@@ -532,6 +538,12 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
                                                                   sessions.status().message())));
   }
   service->RequireSessions(*std::move(sessions), {job.mode() != SYNC, std::max(1, job.batch_size())});
+  // Other servers may ask for parts of this server's cuts from now on (a change of the server
+  // count, when the servers keep folders of their own).
+  absl::StatusOr<std::unique_ptr<SessionVerifier>> transfer_sessions = SessionVerifier::Create(view.session_public_key());
+  if (!transfer_sessions.ok()) return ReportFatal(client, rank, transfer_sessions.status());
+  transfer_->SetMap(view.shard_map());
+  transfer_->Start(rank, checkpointing ? job.checkpoint_dir() : "", *std::move(transfer_sessions));
   // The job's bounds on request size and bytes in flight, before the first call is served.
   std::vector<int> hosted = {rank};
   if (replica != nullptr) hosted.push_back(replica->rank());
@@ -666,13 +678,30 @@ absl::Status ServerRunner::Reshard(SchedulerClient* client, ParameterServerServi
   const std::shared_ptr<ParameterStore> old_replica = CurrentReplica();
   const std::string what = absl::StrCat("server ", rank, ": shard map version ", old->shard_map_version(), " -> ",
                                         view.shard_map().version(), " (", servers, " servers)");
+  // The new servers may ask this one for parts of the cut under the new map.
+  transfer_->SetMap(view.shard_map());
   // The old map's steps after the cut are abandoned: the old store answers nothing more and
   // writes no checkpoint of them.
   old->Retire();
   old->SetOnLeaseBatchApplied(nullptr);
   if (old_replica != nullptr) old_replica->Retire();
   if (rank >= servers) {
-    // Drained by a scale-down: its shard lives on in the others' restore of the cut.
+    // Drained by a scale-down: its shard lives on in the others' restore of the cut. With a
+    // folder of its own, the others lack its checkpoints and fetch their parts from it
+    // (ShardTransfer): it stays until the scheduler says every server of the map has restored
+    // (HeartbeatResponse.map_restored_epoch). In the job's folder they read its files.
+    if (!options_.checkpoint_dir.empty()) {
+      LOG(INFO) << what << ": this server is drained; serving its checkpoints until the new map's servers restored";
+      absl::MutexLock lock(&mu_);
+      const int64_t cut_over = view.restore_epoch();
+      auto restored = [this, cut_over]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return map_restored_epoch_ >= cut_over || StoppedOrEnded();
+      };
+      if (!mu_.AwaitWithTimeout(absl::Condition(&restored), options_.startup_timeout)) {
+        LOG(WARNING) << what << ": the new map's servers did not all restore within "
+                     << absl::FormatDuration(options_.startup_timeout) << "; leaving anyway";
+      }
+    }
     LOG(INFO) << what << ": this server is drained; leaving the job";
     // Ended first: the heartbeats the scheduler refuses after the leave end nothing more.
     EndJob(absl::OkStatus());
@@ -823,19 +852,31 @@ absl::Status ServerRunner::RollBack(SchedulerClient* client, int rank, const std
   // SYNC (the view's restore step): the copy of the shard before this one goes back too, to the
   // same cut, from its primary's files.
   const bool sync_restore = view.has_restore_step() && step == view.restore_step();
-  // A job resumed from a cut of another server count: that cut, read once for both stores.
-  std::optional<std::vector<ShardCheckpoint>> cut;
+  // A cut of another server count: every old rank's checkpoint this server's folder holds, read
+  // once for both stores; a rank whose file is not there (servers with folders of their own) is
+  // fetched from its server for each store (RestoreStore).
+  std::optional<std::vector<std::optional<ShardCheckpoint>>> cut;
   if (sync_restore && view.restore_servers() > 0) {
-    absl::StatusOr<std::vector<ShardCheckpoint>> read = ReadCut(checkpoint_dir, view.restore_servers(), step);
-    if (!read.ok()) {
-      return ReportFatal(client, rank, absl::Status(read.status().code(),
-                                                    absl::StrCat("server ", rank, ": rolling back to step ", step,
-                                                                 " for membership epoch ", view.membership_epoch(),
-                                                                 ": ", read.status().message())));
+    cut.emplace();
+    for (int from = 0; from < view.restore_servers(); ++from) {
+      absl::StatusOr<ShardCheckpoint> read = ReadCheckpointChain(checkpoint_dir, from, step);
+      if (absl::IsNotFound(read.status())) {
+        cut->emplace_back();
+        continue;
+      }
+      if (!read.ok()) {
+        return ReportFatal(client, rank,
+                           absl::Status(read.status().code(),
+                                        absl::StrCat("server ", rank, ": rolling back to step ", step,
+                                                     " for membership epoch ", view.membership_epoch(),
+                                                     ": reading the cut of step ", step, " taken on ",
+                                                     view.restore_servers(), " servers: server ", from,
+                                                     "'s checkpoint: ", read.status().message())));
+      }
+      cut->push_back(*std::move(read));
     }
-    cut = *std::move(read);
   }
-  const std::vector<ShardCheckpoint>* old = cut.has_value() ? &*cut : nullptr;
+  const std::vector<std::optional<ShardCheckpoint>>* old = cut.has_value() ? &*cut : nullptr;
   RETURN_IF_ERROR(RestoreStore(client, rank, checkpoint_dir, step, view, old, store, counts));
   if (sync_restore && replica != nullptr) {
     RETURN_IF_ERROR(RestoreStore(client, rank, checkpoint_dir, step, view, old, replica, nullptr));
@@ -847,19 +888,41 @@ absl::Status ServerRunner::RollBack(SchedulerClient* client, int rank, const std
 
 absl::Status ServerRunner::RestoreStore(SchedulerClient* client, int rank, const std::string& checkpoint_dir,
                                         int64_t step, const ClusterView& view,
-                                        const std::vector<ShardCheckpoint>* cut, ParameterStore* store,
+                                        const std::vector<std::optional<ShardCheckpoint>>* cut, ParameterStore* store,
                                         ReshardCounts* counts) {
   const int shard = store->rank();
   const std::string what = absl::StrCat("server ", rank, ": rolling back ",
                                         shard == rank ? std::string() : absl::StrCat("its copy of shard ", shard, " "),
                                         "to step ", step, " for membership epoch ", view.membership_epoch());
   // The step's file, and when it is a delta, its chain back to a base (server/checkpoint_chain.h);
-  // or, for a job resumed from a cut of another server count, that cut's files re-cut into the
-  // shard (server/checkpoint_reshard.h).
+  // or, for a cut of another server count, that cut's checkpoints re-cut into the shard
+  // (server/checkpoint_reshard.h), each read from this server's folder or its part fetched.
   const bool reshard = cut != nullptr;
-  absl::StatusOr<ShardCheckpoint> ckpt =
-      reshard ? ReshardCheckpoints(*cut, view.shard_map(), ServersOfMap(view.shard_map(), job_servers_), shard, counts)
-              : ReadCheckpointChain(checkpoint_dir, shard, step);
+  auto recut = [&]() -> absl::StatusOr<ShardCheckpoint> {
+    std::vector<ShardCheckpoint> fetched;
+    fetched.reserve(cut->size());  // never reallocated: `parts` points into it
+    std::vector<const ShardCheckpoint*> parts;
+    for (size_t from = 0; from < cut->size(); ++from) {
+      if ((*cut)[from].has_value()) {
+        parts.push_back(&*(*cut)[from]);
+        continue;
+      }
+      absl::StatusOr<ShardCheckpoint> part = FetchPart(client, static_cast<int>(from), step, view, shard);
+      if (!part.ok()) {
+        return absl::Status(part.status().code(),
+                            absl::StrCat("reading the cut of step ", step, " taken on ", cut->size(),
+                                         " servers: server ", from, "'s checkpoint is not in '", checkpoint_dir,
+                                         "', and ", part.status().message()));
+      }
+      fetched.push_back(*std::move(part));
+      parts.push_back(&fetched.back());
+    }
+    ASSIGN_OR_RETURN(ShardCheckpoint out, ReshardCheckpoints(parts, view.shard_map(),
+                                                             ServersOfMap(view.shard_map(), job_servers_), shard, counts));
+    if (!fetched.empty()) LOG(INFO) << what << ": fetched the parts of " << fetched.size() << " old servers from them";
+    return out;
+  };
+  absl::StatusOr<ShardCheckpoint> ckpt = reshard ? recut() : ReadCheckpointChain(checkpoint_dir, shard, step);
   if (reshard && ckpt.ok()) {
     LOG(INFO) << what << ": re-cut the " << view.restore_servers() << " servers' checkpoints of step " << step
               << " into the shard's " << ckpt->chunks.size() << " chunks";
@@ -880,6 +943,29 @@ absl::Status ServerRunner::RestoreStore(SchedulerClient* client, int rank, const
   }
   LOG(INFO) << what << ": done" << (initial ? " (no checkpoint of step 0: initial weights)" : "");
   return absl::OkStatus();
+}
+
+absl::StatusOr<ShardCheckpoint> ServerRunner::FetchPart(SchedulerClient* client, int from, int64_t step,
+                                                       const ClusterView& view, int shard) {
+  const ServerInfo* source = nullptr;
+  for (const ServerInfo& s : view.servers()) {
+    if (s.rank() == from) source = &s;
+  }
+  if (source == nullptr) {
+    return absl::NotFoundError(absl::StrCat("the view lists no server ", from, " to fetch its part from"));
+  }
+  const TransportSecurity& security = options_.security != nullptr ? *options_.security : *TransportSecurity::Loopback();
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  const std::unique_ptr<ShardTransfer::Stub> stub =
+      ShardTransfer::NewStub(security.NewChannel(source->address(), args, CertRole::kServer));
+  const absl::Time give_up = absl::Now() + options_.startup_timeout;
+  while (true) {
+    absl::StatusOr<ShardCheckpoint> part = FetchCutPart(stub.get(), client->session_credential(), options_.rpc_timeout,
+                                                        step, from, view.shard_map().version(), shard);
+    if (part.ok() || !absl::IsUnavailable(part.status()) || absl::Now() > give_up || stopped()) return part;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
 }
 
 absl::Status ServerRunner::SendFinalShards(SchedulerClient* client, int rank, const ParameterStore& store,
@@ -975,6 +1061,11 @@ void ServerRunner::Stop() {
     return;
   }
   stop_requested_ = true;
+}
+
+void ServerRunner::NoteMapRestored(int64_t epoch) {
+  absl::MutexLock lock(&mu_);
+  map_restored_epoch_ = std::max(map_restored_epoch_, epoch);
 }
 
 bool ServerRunner::SchedulerLost() const {

@@ -65,6 +65,7 @@
 #include "server/parameter_store.h"
 #include "server/ps_service.h"
 #include "server/server_metrics.h"
+#include "server/shard_transfer_service.h"
 #include "server/table_reshard.h"
 
 namespace grpc {
@@ -124,6 +125,13 @@ class ServerRunner {
     // server when its set shrinks (a Kubernetes StatefulSet).
     bool drain_on_stop = false;
     absl::Duration drain_timeout = absl::Minutes(10);
+    // This server's checkpoint folder instead of the job's (JobSpec.checkpoint_dir), as a
+    // Kubernetes pod's own volume is: empty, the job's. A change of the server count then fetches
+    // the parts of the old ranks' checkpoints it does not hold from their servers (ShardTransfer),
+    // and, drained, this server stays until every server of the new map has restored, serving
+    // its own. (A server of the map that dies before the new map's first cut is then recovered
+    // from the change's cut, which needs the drained servers' files: not possible once they left.)
+    std::string checkpoint_dir;
   };
 
   // INVALID_ARGUMENT for an empty scheduler address or host, a port or health_port outside
@@ -209,9 +217,18 @@ class ServerRunner {
   // or, given `cut`, a cut of another server count read by RollBack, re-cut:
   // ClusterView.restore_servers), installed with the view's epoch and workers. Failures as
   // RollBack's.
+  // `cut` holds each old rank's whole checkpoint as this server's folder has it, or nothing where
+  // the folder lacks it: that rank's part for the store's shard is then fetched from the old
+  // server itself (FetchPart).
   absl::Status RestoreStore(SchedulerClient* client, int rank, const std::string& checkpoint_dir, int64_t step,
-                            const ClusterView& view, const std::vector<ShardCheckpoint>* cut,
+                            const ClusterView& view, const std::vector<std::optional<ShardCheckpoint>>* cut,
                             ParameterStore* store, ReshardCounts* counts);
+  // Old server `from`'s part of its checkpoint of `step` for shard `shard` of the view's map, over
+  // the network (server/shard_transfer_service.h), retried while that server answers UNAVAILABLE
+  // (it has not seen the new map yet) for up to startup_timeout. NOT_FOUND when the view lists no
+  // server `from`.
+  absl::StatusOr<ShardCheckpoint> FetchPart(SchedulerClient* client, int from, int64_t step, const ClusterView& view,
+                                            int shard);
   // Sends the final shards `shards` (each hosted here as primary: this server's own, or its
   // promoted copy's) to the scheduler; see "The final model" above. Returns only an error that
   // fails the job (reported to the scheduler already).
@@ -236,11 +253,16 @@ class ServerRunner {
   // give-up time.
   bool SchedulerLost() const;
   bool StoppedOrEnded() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_requested_ || job_ended_; }
+  // A heartbeat answer said every server of the map serves restore epoch `epoch` (heartbeat
+  // thread; 0: not all).
+  void NoteMapRestored(int64_t epoch);
   bool StoppedEndedOrDrainWanted() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return StoppedOrEnded() || drain_wanted_; }
   // Serves until the job ends or Stop, draining this server first when drain_on_stop asks.
   void WaitForTheEnd(SchedulerClient* client, int rank);
 
   const Options options_;
+  // The server-to-server service on the port (parts of this server's cuts); set by Run.
+  ShardTransferService* transfer_ = nullptr;
   // Options::metrics, or Run's own; set at the start of Run.
   ServerMetrics* metrics_ = nullptr;
 
@@ -267,6 +289,8 @@ class ServerRunner {
   // drain_on_stop: Stop may drain (the job runs and serves: WaitForTheEnd), and Stop asked to.
   bool may_drain_ ABSL_GUARDED_BY(mu_) = false;
   bool drain_wanted_ ABSL_GUARDED_BY(mu_) = false;
+  // The newest restore epoch every server of the map serves (HeartbeatResponse.map_restored_epoch).
+  int64_t map_restored_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // The store serving this server's shard; replaced when the job changes its server count.
   std::shared_ptr<ParameterStore> store_ ABSL_GUARDED_BY(mu_);
   // Replicas: the copy of the shard before this server's. Set by ServeJob before serving; replaced

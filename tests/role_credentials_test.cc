@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -157,6 +158,61 @@ TEST(RoleCredentialsTest, AWorkerCertificateCannotRegisterAServerAndTheJobFinish
     ASSERT_TRUE(code.ok()) << code.status();
     EXPECT_EQ(*code, 0) << server->Output();
   }
+}
+
+// Servers fetch the parts of a cut from each other over mutual TLS (ShardTransfer): an added
+// server with a checkpoint folder of its own restores the change's cut from the two old servers,
+// each checking that the caller is a server (its certificate and its session), and the job
+// finishes. A caller without a server's session gets nothing, whatever certificate it holds.
+TEST(RoleCredentialsTest, ServersFetchThePartsOfACutFromEachOtherOverMutualTls) {
+  ManualCluster cluster("role-credentials-transfer");
+  absl::StatusOr<JobCredentials> job = MakeJobCredentials(cluster.dir());
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto secured = [&job](CertRole role, std::vector<std::string> flags) {
+    for (std::string& flag : TransportSecurityFlags(job->For(role))) flags.push_back(std::move(flag));
+    return flags;
+  };
+  cluster.Start(/*servers=*/2, /*workers=*/2,
+                secured(CertRole::kScheduler, {"--epochs=8", "--train_limit=12000", "--test_limit=500",
+                                               "--batch_size=32", "--checkpoint_dir=" + cluster.dir() + "/ckpt",
+                                               "--checkpoint_every_steps=25", "--eval_last_epoch_only"}),
+                secured(CertRole::kServer, {}), secured(CertRole::kWorker, {}));
+  auto operator_client = SchedulerClient::Create(cluster.address, absl::Seconds(5), Secure(job->For(CertRole::kOperator)));
+  ASSERT_TRUE(operator_client.ok()) << operator_client.status();
+  absl::StatusOr<ClusterView> view = (*operator_client)->WaitUntilRunning(absl::Seconds(60));
+  ASSERT_TRUE(view.ok()) << view.status();
+  // Training: the servers serve (and check sessions).
+  const absl::Time end = absl::Now() + absl::Seconds(60);
+  int64_t step = 0;
+  while (step < 20 && absl::Now() < end) {
+    absl::StatusOr<JobStatus> status = (*operator_client)->GetJobStatus();
+    if (status.ok()) step = status->step();
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_GE(step, 20);
+
+  // No session, a worker's or a server's certificate: refused before anything is read.
+  for (CertRole role : {CertRole::kWorker, CertRole::kServer}) {
+    auto stub = ShardTransfer::NewStub(Secure(job->For(role))->NewChannel(view->servers(0).address(), {},
+                                                                            CertRole::kServer));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    CutPartRequest request;
+    CutPartResponse response;
+    const grpc::Status refused = stub->FetchCutPart(&context, request, &response);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAUTHENTICATED) << CertRoleName(role) << ": "
+                                                                        << refused.error_message();
+  }
+
+  absl::StatusOr<ScaleResponse> up = (*operator_client)->Scale(3);
+  ASSERT_TRUE(up.ok()) << up.status();
+  const std::string own = cluster.dir() + "/server-2-folder";
+  std::filesystem::create_directories(own);
+  cluster.AddServer(secured(CertRole::kServer, {"--checkpoint_dir=" + own}));
+  const std::string summary = RunToEnd(cluster);
+  EXPECT_THAT(summary, HasSubstr("\"state\": \"FINISHED\"")) << summary;
+  EXPECT_THAT(summary, HasSubstr("{\"from\":2,\"to\":3,")) << summary;
+  EXPECT_THAT(cluster.servers[2]->Output(), HasSubstr("fetched the parts of 2 old servers from them"));
 }
 
 // A session is not enough: the certificate must be its role's too. With worker 0's own session (a

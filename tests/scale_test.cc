@@ -10,6 +10,7 @@
 #include <signal.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <random>
@@ -424,6 +425,42 @@ TEST(ScaleTest, AServerThatJoinsAndThenIsStoppedGrowsAndDrainsTheJobBitwiseLikeA
   const std::string summary = RunToEnd(cluster);
   EXPECT_THAT(summary, HasSubstr("\"server_count_changes\": [{\"from\":2,\"to\":3,\"step\":" + grown));
   EXPECT_THAT(summary, HasSubstr("{\"from\":3,\"to\":2,\"step\":" + shrunk));
+  const model::ModelFile scaled = FinalModel(cluster);
+  ASSERT_FALSE(kept.values.empty());
+  EXPECT_EQ(scaled.values, kept.values);
+}
+
+// A server with a checkpoint folder of its own (as a Kubernetes pod's volume), added to a running
+// job: it holds none of the old servers' files, so it fetches its part of the cut from each old
+// server over the network (ShardTransfer); its own checkpoints go to its folder. Drained again,
+// it serves its part of the next cut to the two others until both restored, then leaves. The
+// job ends bitwise like one that never scaled.
+TEST(ScaleTest, AServerWithAFolderOfItsOwnFetchesAndServesThePartsOfTheCuts) {
+  const model::ModelFile kept = NeverScaled("scale-own-folder-reference");
+  ManualCluster cluster("scale-own-folder");
+  ASSERT_NO_FATAL_FAILURE(StartAndScale(cluster, Job(cluster.dir()), 3));
+  const std::string own = cluster.dir() + "/server-2-folder";
+  std::filesystem::create_directories(own);
+  cluster.AddServer({"--checkpoint_dir=" + own});
+  const std::string grown = WaitForLog(cluster, "2 -> 3 servers at the cut of step ([0-9]+)")[1];
+  cluster.WaitForSteps(std::stoll(grown.empty() ? "0" : grown) + 60);
+  RunResult down = Ctl(cluster, {"scale", "--servers=2"});
+  EXPECT_EQ(down.exit_code, 0) << down.output;
+  const std::string shrunk = WaitForLog(cluster, "3 -> 2 servers at the cut of step ([0-9]+)")[1];
+  EXPECT_EQ(cluster.servers[2]->Wait(absl::Seconds(60)).value_or(-1), 0) << cluster.servers[2]->Output();
+  RunToEnd(cluster);
+  EXPECT_THAT(cluster.servers[2]->Output(), HasSubstr("fetched the parts of 2 old servers from them"));
+  EXPECT_THAT(cluster.servers[2]->Output(), HasSubstr("re-cut the 2 servers' checkpoints of step " + grown));
+  EXPECT_THAT(cluster.servers[2]->Output(), HasSubstr("serving its checkpoints until the new map's servers restored"));
+  for (int i : {0, 1}) {
+    EXPECT_THAT(cluster.servers[i]->Output(), HasSubstr("fetched the parts of 1 old servers from them"));
+    EXPECT_THAT(cluster.servers[i]->Output(), HasSubstr("re-cut the 3 servers' checkpoints of step " + shrunk));
+  }
+  bool wrote_own = false;
+  for (const auto& entry : std::filesystem::directory_iterator(own)) {
+    wrote_own = wrote_own || absl::StartsWith(entry.path().filename().string(), "server-2-step-");
+  }
+  EXPECT_TRUE(wrote_own) << "server 2 checkpoints into its own folder";
   const model::ModelFile scaled = FinalModel(cluster);
   ASSERT_FALSE(kept.values.empty());
   EXPECT_EQ(scaled.values, kept.values);
