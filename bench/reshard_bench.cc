@@ -11,7 +11,9 @@
 //   same count   `from` -> `from` (what a resume on the same count restores, re-cut)
 //   new count    `from` -> `to`
 // It prints the share of rows whose owner changes (issue 27's target for 2 -> 3 on 1M rows: within
-// +-2% of 1/3), each round's seconds and the medians with the ratio new / same.
+// +-2% of 1/3), each round's seconds and the medians with the ratio new / same. Then the network
+// form (server/cut_part.h): the bytes the old servers send the new ones when each sends only the
+// part a new server keeps, and what building every new shard from those parts costs.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -31,6 +33,7 @@
 #include "scheduler/shard_map.h"
 #include "server/checkpoint.h"
 #include "server/checkpoint_reshard.h"
+#include "server/cut_part.h"
 #include "server/embedding_table.h"
 
 DEFINE_int64(rows, 1000000, "Rows in the table");
@@ -138,6 +141,44 @@ int Main() {
               FLAGS_from, FLAGS_from, FLAGS_to);
   std::printf("| seconds | %.3f | %.3f | %.2f |\n", s, o, o / s);
   std::printf("| MB of the cut per second | %.0f | %.0f | |\n", bytes / 1e6 / s, bytes / 1e6 / o);
+
+  // The network form (server/cut_part.h): each old server cuts its checkpoint down to what each
+  // new server keeps and sends it as checkpoint bytes; a new server re-cuts the parts it received
+  // and, for its own old rank, its whole file.
+  int64_t sent = 0;
+  std::vector<double> by_parts;
+  for (int round = 0; round < FLAGS_rounds; ++round) {
+    by_parts.push_back(Seconds([&] {
+      for (int r = 0; r < FLAGS_to; ++r) {
+        std::vector<server::ShardCheckpoint> received;
+        received.reserve(cut.size());
+        std::vector<const server::ShardCheckpoint*> parts;
+        for (const server::ShardCheckpoint& own : cut) {
+          if (own.rank == r) {
+            parts.push_back(&own);
+            continue;
+          }
+          absl::StatusOr<server::ShardCheckpoint> part = server::CutPartFor(own, to_map, FLAGS_to, r);
+          Check(part.status());
+          absl::StatusOr<std::string> encoded = server::EncodeCheckpoint(*part);
+          Check(encoded.status());
+          if (round == 0) sent += static_cast<int64_t>(encoded->size());
+          absl::StatusOr<server::ShardCheckpoint> decoded = server::DecodeCheckpoint(*encoded, "a part");
+          Check(decoded.status());
+          received.push_back(*std::move(decoded));
+          parts.push_back(&received.back());
+        }
+        Check(server::ReshardCheckpoints(parts, to_map, FLAGS_to, r).status());
+      }
+    }));
+  }
+  const double p = Median(by_parts);
+  std::printf("\nthe network form, %d -> %d: the old servers send each new one its part; medians over %d rounds\n\n",
+              FLAGS_from, FLAGS_to, FLAGS_rounds);
+  std::printf("| | value |\n|---|---:|\n");
+  std::printf("| bytes sent between servers | %.1f MB (%.3f of the cut) |\n", sent / 1e6,
+              static_cast<double>(sent) / static_cast<double>(bytes));
+  std::printf("| every new shard built from parts, s | %.3f (%.2f x from the whole cut) |\n", p, p / o);
   return 0;
 }
 

@@ -82,6 +82,23 @@ model::ModelFile FinalModel(const ManualCluster& cluster) {
   return model.ok() ? *model : model::ModelFile{};
 }
 
+// The final model of `cluster` is `kept`, bit for bit (float == on every element).
+void ExpectTheModelOf(const ManualCluster& cluster, const model::ModelFile& kept) {
+  const model::ModelFile scaled = FinalModel(cluster);
+  ASSERT_FALSE(kept.values.empty());
+  EXPECT_EQ(scaled.values, kept.values);
+}
+
+// Waits (60 s at most) until server 2, added for a pending scale-up, says it waits outside the map.
+void WaitUntilServerTwoWaitsOutsideTheMap(const ManualCluster& cluster) {
+  const std::string waiting = "waiting for the job to cut over to a map with this rank";
+  const absl::Time end = absl::Now() + absl::Seconds(60);
+  while (absl::Now() < end && !absl::StrContains(cluster.servers[2]->Output(), waiting)) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_THAT(cluster.servers[2]->Output(), HasSubstr(waiting));
+}
+
 // The reference: Job (with `extra`) on 2 servers x 2 workers, never scaled; its final model.
 model::ModelFile NeverScaled(const std::string& name, const std::vector<std::string>& extra = {}) {
   ManualCluster reference(name);
@@ -159,9 +176,7 @@ TEST(ScaleTest, AnMlpJobScaledTwoThreeTwoEndsBitwiseLikeARunThatNeverScaled) {
     RunResult same = Ctl(cluster, {"scale", "--servers=2"});
     EXPECT_EQ(same.exit_code, 1) << same.output;
   });
-  const model::ModelFile scaled = FinalModel(cluster);
-  ASSERT_FALSE(kept.values.empty());
-  EXPECT_EQ(scaled.values, kept.values);  // Bitwise: float == on every element.
+  ExpectTheModelOf(cluster, kept);
 }
 
 TEST(ScaleTest, ACtrJobScaledTwoThreeTwoEndsBitwiseLikeARunThatNeverScaled) {
@@ -181,9 +196,7 @@ TEST(ScaleTest, ACtrJobScaledTwoThreeTwoEndsBitwiseLikeARunThatNeverScaled) {
   ManualCluster cluster("scale-ctr-2-3-2");
   std::string grown, shrunk;
   const std::string summary = ScaleTwoThreeTwo(cluster, job(cluster.dir()), 40, 60, &grown, &shrunk);
-  const model::ModelFile scaled = FinalModel(cluster);
-  ASSERT_FALSE(kept.values.empty());
-  EXPECT_EQ(scaled.values, kept.values);
+  ExpectTheModelOf(cluster, kept);
   EXPECT_EQ(JsonNumber(summary, "final_test_auc"), JsonNumber(kept_summary, "final_test_auc"));
   // Going 2 -> 3 the jump hash moves about a third of the rows, all to the added server; going
   // back, the drained server's.
@@ -273,9 +286,7 @@ TEST(ScaleTest, AServerKilledWhileAChangeIsPendingIsReplacedAndTheJobEndsBitwise
   cluster.AddServer();  // takes the added rank 2
   const std::string grown = WaitForLog(cluster, "2 -> 3 servers at the cut of step ([0-9]+)")[1];
   RunToEnd(cluster);
-  const model::ModelFile scaled = FinalModel(cluster);
-  ASSERT_FALSE(kept.values.empty());
-  EXPECT_EQ(scaled.values, kept.values);
+  ExpectTheModelOf(cluster, kept);
   EXPECT_THAT(cluster.servers[3]->Output(), HasSubstr("re-cut the 2 servers' checkpoints of step " + grown));
 }
 
@@ -292,9 +303,7 @@ TEST(ScaleTest, ASchedulerKilledAfterAChangeComesBackWithTheNewCount) {
   // The restarted scheduler serves the map it saved: 3 servers, version 2.
   WaitForLog(cluster, "membership epoch [0-9]+, live workers \\[0, 1\\]");
   const std::string summary = RunToEnd(cluster);
-  const model::ModelFile scaled = FinalModel(cluster);
-  ASSERT_FALSE(kept.values.empty());
-  EXPECT_EQ(scaled.values, kept.values);
+  ExpectTheModelOf(cluster, kept);
   EXPECT_THAT(cluster.servers[2]->Output(), HasSubstr("re-cut the 2 servers' checkpoints of step " + grown));
 }
 
@@ -311,12 +320,7 @@ TEST(ScaleTest, AnAddedServerKilledWhileItWaitsIsFoundDeadAfterDeadAfterAndAnoth
   ASSERT_NO_FATAL_FAILURE(StartAndScale(cluster, Job(cluster.dir(), longer), 4));
   cluster.AddServer();
   WaitForLog(cluster, "server 2 at [^ ]+ registered for a rank the job is growing to");
-  const absl::Time waiting_end = absl::Now() + absl::Seconds(60);
-  while (absl::Now() < waiting_end &&
-         !absl::StrContains(cluster.servers[2]->Output(), "waiting for the job to cut over to a map with this rank")) {
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  ASSERT_THAT(cluster.servers[2]->Output(), HasSubstr("waiting for the job to cut over to a map with this rank"));
+  ASSERT_NO_FATAL_FAILURE(WaitUntilServerTwoWaitsOutsideTheMap(cluster));
   absl::SleepFor(absl::Seconds(2));  // its first heartbeats land (1 s apart)
   cluster.servers[2]->Kill(SIGKILL);
   const absl::Time killed = absl::Now();
@@ -326,9 +330,7 @@ TEST(ScaleTest, AnAddedServerKilledWhileItWaitsIsFoundDeadAfterDeadAfterAndAnoth
   cluster.AddServer();  // rank 3
   const std::string grown = WaitForLog(cluster, "2 -> 4 servers at the cut of step ([0-9]+)")[1];
   RunToEnd(cluster);
-  const model::ModelFile scaled = FinalModel(cluster);
-  ASSERT_FALSE(kept.values.empty());
-  EXPECT_EQ(scaled.values, kept.values);
+  ExpectTheModelOf(cluster, kept);
   // The two servers started last took ranks 2 and 3, in either order, and both re-cut the cut.
   EXPECT_TRUE(absl::StrContains(cluster.servers[3]->Output(), "registered as server 2") ||
               absl::StrContains(cluster.servers[4]->Output(), "registered as server 2"));
@@ -345,12 +347,7 @@ TEST(ScaleTest, AnAddedServerWaitingWhenTheSchedulerIsLostExitsOnceItsHeartbeats
   // 2 -> 4 is never ready with one added server: it waits.
   ASSERT_NO_FATAL_FAILURE(StartAndScale(cluster, Job(cluster.dir()), 4));
   cluster.AddServer({"--startup_timeout_ms=300000"});
-  const absl::Time waiting_end = absl::Now() + absl::Seconds(60);
-  while (absl::Now() < waiting_end &&
-         !absl::StrContains(cluster.servers[2]->Output(), "waiting for the job to cut over to a map with this rank")) {
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  ASSERT_THAT(cluster.servers[2]->Output(), HasSubstr("waiting for the job to cut over to a map with this rank"));
+  ASSERT_NO_FATAL_FAILURE(WaitUntilServerTwoWaitsOutsideTheMap(cluster));
   cluster.scheduler->Kill(SIGKILL);
   const absl::Time killed = absl::Now();
   const absl::StatusOr<int> code = cluster.servers[2]->Wait(absl::Seconds(90));
@@ -396,9 +393,7 @@ TEST(ScaleTest, AServerJoiningAJobWithMaxServersGrowsItAndTheJobEndsBitwiseLikeA
   const std::string grown = WaitForLog(cluster, "2 -> 3 servers at the cut of step ([0-9]+)")[1];
   const std::string summary = RunToEnd(cluster);
   EXPECT_THAT(summary, HasSubstr("\"server_count_changes\": [{\"from\":2,\"to\":3,\"step\":" + grown));
-  const model::ModelFile scaled = FinalModel(cluster);
-  ASSERT_FALSE(kept.values.empty());
-  EXPECT_EQ(scaled.values, kept.values);
+  ExpectTheModelOf(cluster, kept);
 }
 
 // What a StatefulSet of servers does, with no operator: a server started for a job with
@@ -425,9 +420,7 @@ TEST(ScaleTest, AServerThatJoinsAndThenIsStoppedGrowsAndDrainsTheJobBitwiseLikeA
   const std::string summary = RunToEnd(cluster);
   EXPECT_THAT(summary, HasSubstr("\"server_count_changes\": [{\"from\":2,\"to\":3,\"step\":" + grown));
   EXPECT_THAT(summary, HasSubstr("{\"from\":3,\"to\":2,\"step\":" + shrunk));
-  const model::ModelFile scaled = FinalModel(cluster);
-  ASSERT_FALSE(kept.values.empty());
-  EXPECT_EQ(scaled.values, kept.values);
+  ExpectTheModelOf(cluster, kept);
 }
 
 // A server with a checkpoint folder of its own (as a Kubernetes pod's volume), added to a running
@@ -461,9 +454,7 @@ TEST(ScaleTest, AServerWithAFolderOfItsOwnFetchesAndServesThePartsOfTheCuts) {
     wrote_own = wrote_own || absl::StartsWith(entry.path().filename().string(), "server-2-step-");
   }
   EXPECT_TRUE(wrote_own) << "server 2 checkpoints into its own folder";
-  const model::ModelFile scaled = FinalModel(cluster);
-  ASSERT_FALSE(kept.values.empty());
-  EXPECT_EQ(scaled.values, kept.values);
+  ExpectTheModelOf(cluster, kept);
 }
 
 // How often `pattern` is in the scheduler's log.
