@@ -231,31 +231,11 @@ absl::StatusOr<std::optional<int>> ParameterServerService::WorkerOf(absl::string
   return caller->rank;
 }
 
-absl::Status ParameterServerService::ServerCaller(absl::string_view credential, absl::string_view method) const {
-  if (std::atomic_load(&store_) == nullptr || sessions_ == nullptr) {
-    return absl::UnavailableError(absl::StrCat(method, ": server not ready: waiting for the cluster view"));
-  }
-  absl::StatusOr<SessionClaims> caller = sessions_->Verify(credential);
-  if (!caller.ok()) return absl::Status(caller.status().code(), absl::StrCat(method, ": ", caller.status().message()));
-  if (caller->role != SERVER) {
-    return absl::PermissionDeniedError(
-        absl::StrCat(method, ": ", DescribeCaller(*caller), " may not call it; only servers do"));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ParameterServerService::Admit(absl::string_view method, absl::string_view credential,
                                            const Peer& peer) const {
   // gRPC health needs no session. Anything else, a method of no service here included, is read
   // only for a worker's certificate and a worker's session.
   if (absl::StartsWith(method, kHealthServicePrefix)) return absl::OkStatus();
-  if (absl::StartsWith(method, kShardTransferPrefix)) {
-    // Server to server (server/shard_transfer_service.h): a server's session and certificate.
-    absl::Status caller = ServerCaller(credential, method);
-    if (caller.ok()) caller = CheckPeerRole(peer, CertRole::kServer, method);
-    if (!caller.ok()) metrics_->RefusedUnread(caller.code());
-    return caller;
-  }
   absl::ConsumePrefix(&method, "/pstrain.ParameterServer/");
   absl::Status caller = WorkerOf(credential, method).status();
   if (caller.ok()) caller = CheckPeerRole(peer, CertRole::kWorker, method);

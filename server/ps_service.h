@@ -35,9 +35,9 @@
 // reach no store. Without it (in-process tests of the service) callers are not checked.
 // With TLS the gate also asks for a worker certificate (common/peer_role.h): a call from any
 // other role's certificate is PERMISSION_DENIED before its request is read, whatever session it
-// carries. On a unix socket (no certificate) the session alone decides. The port's other
-// service, ShardTransfer (server/shard_transfer_service.h), is the one exception: the gate asks
-// its calls for a server's session and a server's certificate instead.
+// carries. On a unix socket (no certificate) the session alone decides. (The port's other
+// service, ShardTransfer, is admitted by its own ShardTransferService::Admit: the runner's gate
+// hands it those calls.)
 //
 // Memory bounds (server/inflight_budget.h): once SetLimits has the job's limits, a tensor call
 // whose request is larger than the job's largest legitimate one is INVALID_ARGUMENT, and a call
@@ -72,9 +72,6 @@
 #include "server/server_metrics.h"
 
 namespace pstrain::server {
-
-// The path prefix of the server-to-server service on the same port (proto/ps.proto).
-inline constexpr absl::string_view kShardTransferPrefix = "/pstrain.ShardTransfer/";
 
 // What the tensor methods (Pull, Push, PushPull) moved, in bytes of serialized messages as gRPC
 // hands them over (grpc::ByteBuffer::Length(): the protobuf encoding, without gRPC's 5-byte
@@ -229,9 +226,6 @@ class ParameterServerService final : public RawParameterServerBase, public Sessi
                                                 absl::string_view method) const;
   // CallerRank for a credential.
   absl::StatusOr<std::optional<int>> WorkerOf(absl::string_view credential, absl::string_view method) const;
-  // OK when `credential` is a server's (a ShardTransfer call); UNAVAILABLE before sessions are
-  // known.
-  absl::Status ServerCaller(absl::string_view credential, absl::string_view method) const;
   // PERMISSION_DENIED unless a checked `caller` is `worker_rank`.
   static absl::Status CheckActsAsWorker(std::optional<int> caller, int worker_rank, absl::string_view method);
   // With sessions and rules_.leased_pushes: the push's lease grant (see SessionRules).

@@ -147,6 +147,22 @@ constexpr absl::Duration kStartupSlice = absl::Seconds(2);
 // How long the gRPC server lets open calls finish at the end.
 constexpr auto kShutdownGrace = std::chrono::seconds(2);
 
+// The session gate of the server's port: ShardTransfer's calls go to that service, every other
+// call to the ParameterServer service.
+class PortGate final : public SessionGate {
+ public:
+  PortGate(const ParameterServerService* service, const ShardTransferService* transfer)
+      : service_(service), transfer_(transfer) {}
+  absl::Status Admit(absl::string_view method, absl::string_view credential, const Peer& peer) const override {
+    if (absl::StartsWith(method, "/pstrain.ShardTransfer/")) return transfer_->Admit(method, credential, peer);
+    return service_->Admit(method, credential, peer);
+  }
+
+ private:
+  const ParameterServerService* const service_;
+  const ShardTransferService* const transfer_;
+};
+
 // Calls `call(slice)` with slices of at most kStartupSlice until it succeeds, fails with an error
 // other than UNAVAILABLE or DEADLINE_EXCEEDED, `timeout` has passed, or `stopped()` is true. Both
 // calls used with it (Register, WaitUntilRunning) may be repeated safely.
@@ -244,7 +260,8 @@ absl::Status ServerRunner::Run() {
   int selected_port = 0;
   EnableHealthService();
   const TransportSecurity& security = options_.security != nullptr ? *options_.security : *TransportSecurity::Loopback();
-  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials, security.ServerCredentials(listen, &service));
+  const PortGate gate(&service, &transfer);
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials, security.ServerCredentials(listen, &gate));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen, credentials, &selected_port);
   // Workers on this host move tensors faster over a unix socket than over loopback TCP, and with
@@ -254,7 +271,7 @@ absl::Status ServerRunner::Run() {
   std::string unix_path = UnixSocketPath();
   if (!unix_path.empty()) {
     absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> local_credentials =
-        security.ServerCredentials("unix:" + unix_path, &service);
+        security.ServerCredentials("unix:" + unix_path, &gate);
     if (local_credentials.ok()) {
       builder.AddListeningPort("unix:" + unix_path, *local_credentials);
     } else {
@@ -512,6 +529,13 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
     ASSIGN_OR_RETURN(replica,
                      CreateReplica(client, rank, ServersOfMap(view.shard_map(), job_servers_), store_options));
   }
+  // Other servers may ask for parts of this server's cuts from now on (a change of the server
+  // count, or a resume, when the servers keep folders of their own): before this one's own
+  // rollback, which may be asking them for theirs at the same time.
+  absl::StatusOr<std::unique_ptr<SessionVerifier>> transfer_sessions = SessionVerifier::Create(view.session_public_key());
+  if (!transfer_sessions.ok()) return ReportFatal(client, rank, transfer_sessions.status());
+  transfer_->SetMap(view.shard_map());
+  transfer_->Start(rank, checkpointing ? job.checkpoint_dir() : "", *std::move(transfer_sessions));
   // A replacement for a dead server, or a resumed job: the view already asks for a rollback (of
   // both stores: the copy too), which must be in place before the stores serve anything.
   if (view.has_restore_step()) {
@@ -538,12 +562,6 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
                                                                   sessions.status().message())));
   }
   service->RequireSessions(*std::move(sessions), {job.mode() != SYNC, std::max(1, job.batch_size())});
-  // Other servers may ask for parts of this server's cuts from now on (a change of the server
-  // count, when the servers keep folders of their own).
-  absl::StatusOr<std::unique_ptr<SessionVerifier>> transfer_sessions = SessionVerifier::Create(view.session_public_key());
-  if (!transfer_sessions.ok()) return ReportFatal(client, rank, transfer_sessions.status());
-  transfer_->SetMap(view.shard_map());
-  transfer_->Start(rank, checkpointing ? job.checkpoint_dir() : "", *std::move(transfer_sessions));
   // The job's bounds on request size and bytes in flight, before the first call is served.
   std::vector<int> hosted = {rank};
   if (replica != nullptr) hosted.push_back(replica->rank());
@@ -593,6 +611,7 @@ void ServerRunner::WaitForTheEnd(SchedulerClient* client, int rank) {
     absl::MutexLock lock(&mu_);
     may_drain_ = options_.drain_on_stop;
     mu_.Await(absl::Condition(this, &ServerRunner::StoppedEndedOrDrainWanted));
+    may_drain_ = false;  // from here a Stop stops
     if (StoppedOrEnded()) return;
   }
   // Stopped with drain_on_stop: the scale-down's cut-over drops this server from the map

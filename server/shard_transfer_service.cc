@@ -43,17 +43,23 @@ absl::StatusOr<ShardMap> ShardTransferService::MapOf(int64_t version) const {
                                              "); try again"));
 }
 
-absl::Status ShardTransferService::CheckCaller(const grpc::ServerContext& context) const {
+absl::Status ShardTransferService::CheckCaller(absl::string_view credential, absl::string_view method) const {
   absl::MutexLock lock(&mu_);
-  if (!started_) return absl::UnavailableError("FetchCutPart: server not ready: it has not joined its job yet");
+  if (!started_) return absl::UnavailableError(absl::StrCat(method, ": server not ready: it has not joined its job yet"));
   if (sessions_ == nullptr) return absl::OkStatus();
-  absl::StatusOr<SessionClaims> caller = sessions_->Verify(SessionCredentialOf(context));
-  if (!caller.ok()) return absl::Status(caller.status().code(), absl::StrCat("FetchCutPart: ", caller.status().message()));
+  absl::StatusOr<SessionClaims> caller = sessions_->Verify(credential);
+  if (!caller.ok()) return absl::Status(caller.status().code(), absl::StrCat(method, ": ", caller.status().message()));
   if (caller->role != SERVER) {
     return absl::PermissionDeniedError(
-        absl::StrCat("FetchCutPart: ", DescribeCaller(*caller), " may not fetch a part of a cut; only servers do"));
+        absl::StrCat(method, ": ", DescribeCaller(*caller), " may not fetch a part of a cut; only servers do"));
   }
   return absl::OkStatus();
+}
+
+absl::Status ShardTransferService::Admit(absl::string_view method, absl::string_view credential,
+                                         const Peer& peer) const {
+  RETURN_IF_ERROR(CheckCaller(credential, method));
+  return CheckPeerRole(peer, CertRole::kServer, method);
 }
 
 absl::StatusOr<std::shared_ptr<const std::string>> ShardTransferService::Part(const CutPartRequest& request) {
@@ -102,7 +108,9 @@ absl::StatusOr<std::shared_ptr<const std::string>> ShardTransferService::Part(co
 
 grpc::Status ShardTransferService::FetchCutPart(grpc::ServerContext* context, const CutPartRequest* request,
                                                 CutPartResponse* response) {
-  if (absl::Status caller = CheckCaller(*context); !caller.ok()) return ToGrpcStatus(caller);
+  if (absl::Status caller = CheckCaller(SessionCredentialOf(*context), "FetchCutPart"); !caller.ok()) {
+    return ToGrpcStatus(caller);
+  }
   absl::StatusOr<std::shared_ptr<const std::string>> part = Part(*request);
   if (!part.ok()) return ToGrpcStatus(part.status());
   const auto total = static_cast<int64_t>((*part)->size());

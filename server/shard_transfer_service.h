@@ -15,9 +15,9 @@
 // has not joined its job yet).
 //
 // Sessions: with a verifier (what every server process gives Start), every call must carry a server's session credential (none,
-// forged, or a worker's: UNAUTHENTICATED or PERMISSION_DENIED). The session gate of the port
-// (ParameterServerService::Admit) refuses such calls before they are read when TLS is on, and
-// asks for a server's certificate there.
+// forged, or a worker's: UNAUTHENTICATED or PERMISSION_DENIED). With TLS the port's session gate
+// hands this service's calls to Admit, which refuses such calls before they are read and asks for
+// a server's certificate too.
 //
 // Thread safety: all methods may be called from any thread.
 #ifndef PSTRAIN_SERVER_SHARD_TRANSFER_SERVICE_H_
@@ -35,6 +35,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/peer_role.h"
 #include "common/session_credential.h"
 #include "proto/cluster.pb.h"
 #include "proto/ps.grpc.pb.h"
@@ -61,14 +62,19 @@ class ShardTransferService final : public ShardTransfer::Service {
   grpc::Status FetchCutPart(grpc::ServerContext* context, const CutPartRequest* request,
                             CutPartResponse* response) override;
 
+  // The port's session gate for this service's calls (ServerRunner's gate hands them here): OK for
+  // a server's session from a server's certificate; UNAVAILABLE before Start; otherwise
+  // UNAUTHENTICATED or PERMISSION_DENIED naming the method.
+  absl::Status Admit(absl::string_view method, absl::string_view credential, const Peer& peer) const;
+
   // FetchCutPart without gRPC: the whole part, as the pages add up to. Errors as FetchCutPart's.
   absl::StatusOr<std::shared_ptr<const std::string>> Part(const CutPartRequest& request);
 
  private:
   using Key = std::tuple<int64_t, int64_t, int>;  // step, shard map version, to_rank
 
-  // OK for a server's session (or when sessions are not required).
-  absl::Status CheckCaller(const grpc::ServerContext& context) const;
+  // OK for a server's session (or when sessions are not required); UNAVAILABLE before Start.
+  absl::Status CheckCaller(absl::string_view credential, absl::string_view method) const;
   absl::StatusOr<ShardMap> MapOf(int64_t version) const;
 
   const int64_t page_bytes_;
