@@ -20,9 +20,21 @@ LeasePool::LeasePool(Options options) : options_(options) {
   CHECK_GE(options_.num_servers, 1);
   CHECK(!options_.stream || (options_.epochs == 1 && options_.max_batches == 0));
   train_samples_ = options_.train_samples;
-  report_from_.assign(static_cast<size_t>(options_.num_servers), 1);
-  counts_.assign(static_cast<size_t>(options_.num_servers), true);
-  reports_count_upto_.assign(static_cast<size_t>(options_.num_servers), 0);
+  num_servers_ = options_.num_servers;
+  report_from_.assign(static_cast<size_t>(num_servers_), 1);
+  counts_.assign(static_cast<size_t>(num_servers_), true);
+  reports_count_upto_.assign(static_cast<size_t>(num_servers_), 0);
+}
+
+void LeasePool::SetNumServers(int num_servers) {
+  CHECK_GE(num_servers, 1);
+  CHECK_EQ(incomplete_, 0) << "the server count changes only while no lease is incomplete";
+  num_servers_ = num_servers;
+  // Every lease kept is complete: a new rank has nothing of them to confirm.
+  for (LeaseRecord& record : leases_) record.applied.resize(static_cast<size_t>(num_servers), record.batches);
+  report_from_.resize(static_cast<size_t>(num_servers), num_leases() + 1);
+  counts_.resize(static_cast<size_t>(num_servers), true);
+  reports_count_upto_.resize(static_cast<size_t>(num_servers), 0);
 }
 
 int64_t LeasePool::Confirmed(const LeaseRecord& lease) const {
@@ -153,6 +165,10 @@ absl::StatusOr<Lease> LeasePool::Next(int worker_rank, int epoch) {
     lease.wait = !lease.epoch_done;
     return lease;
   }
+  if (hold_fresh_) {
+    lease.wait = true;
+    return lease;
+  }
   int64_t batches = options_.lease_batches;
   if (options_.max_batches > 0) batches = std::min(batches, options_.max_batches - batches_leased_);
   LeaseRecord record;
@@ -163,7 +179,7 @@ absl::StatusOr<Lease> LeasePool::Next(int worker_rank, int epoch) {
   record.batches = (record.end - record.begin + options_.batch_size - 1) / options_.batch_size;
   record.holder = worker_rank;
   record.holders.push_back(worker_rank);
-  record.applied.assign(static_cast<size_t>(options_.num_servers), 0);
+  record.applied.assign(static_cast<size_t>(num_servers_), 0);
   next_position_ = record.end;
   batches_leased_ += record.batches;
   ++incomplete_;
@@ -222,7 +238,7 @@ std::vector<LeaseRecord> LeasePool::Confirm(int server_rank, const AppliedLeases
   int bad = 0;
   int n = std::min(applied.lease_ids_size(), applied.batches_size());
   bad += std::max(applied.lease_ids_size(), applied.batches_size()) - n;
-  if (server_rank < 0 || server_rank >= options_.num_servers) {
+  if (server_rank < 0 || server_rank >= num_servers_) {
     bad += n;
     n = 0;
   }
@@ -249,7 +265,7 @@ std::vector<LeaseRecord> LeasePool::Confirm(int server_rank, const AppliedLeases
 }
 
 int64_t LeasePool::ReportFrom(int server_rank) {
-  if (server_rank < 0 || server_rank >= options_.num_servers) return 0;
+  if (server_rank < 0 || server_rank >= num_servers_) return 0;
   int64_t& from = report_from_[static_cast<size_t>(server_rank)];
   from = std::max(from, EpochFirstKept());
   while (from <= num_leases() &&
@@ -261,7 +277,7 @@ int64_t LeasePool::ReportFrom(int server_rank) {
 
 std::vector<LeaseRecord> LeasePool::SetServerCounts(int server_rank, bool counts) {
   std::vector<LeaseRecord> completed;
-  if (server_rank < 0 || server_rank >= options_.num_servers || counts_[server_rank] == counts) return completed;
+  if (server_rank < 0 || server_rank >= num_servers_ || counts_[server_rank] == counts) return completed;
   counts_[server_rank] = counts;
   if (counts) reports_count_upto_[server_rank] = num_leases();
   for (int64_t id = EpochFirstKept(); id <= num_leases(); ++id) MaybeComplete(*FindKept(id), &completed);

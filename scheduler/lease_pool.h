@@ -165,6 +165,19 @@ class LeasePool {
   // a worker's word counts). Returns the leases this completed.
   std::vector<LeaseRecord> SetServerCounts(int server_rank, bool counts);
 
+  // The job changed its server count (scheduler/server_scaling.h): confirmations of ranks
+  // 0 .. num_servers - 1 count from now on. REQUIRES: num_servers >= 1, and no lease is incomplete
+  // (an ASYNC change cuts over at a quiet cut), so no lease waits for a rank that left, and every
+  // lease kept is complete on a new rank too.
+  void SetNumServers(int num_servers);
+  int num_servers() const { return num_servers_; }
+  // While held, Next answers `wait` where it would cut a fresh lease (remainders still go out, and
+  // epoch_done as before): a pending ASYNC change of the server count waits for every lease to be
+  // complete. Not saved with the pool: the Scheduler sets it from the pending change.
+  void set_hold_fresh(bool hold) { hold_fresh_ = hold; }
+  // Leases of the current epoch not complete yet: out with a worker or remainders in the pool.
+  int64_t num_incomplete() const { return incomplete_; }
+
   // `worker_rank` is gone: the incomplete leases it holds become remainders, and the complete ones
   // settle (it will report no more of them). Returns how many remainders.
   int Release(int worker_rank);
@@ -237,6 +250,9 @@ class LeasePool {
   bool EpochDone() const { return Exhausted() && incomplete_ == 0 && (!options_.stream || stream_ended_); }
 
   const Options options_;
+  // options_.num_servers, until the job changes its server count (SetNumServers).
+  int num_servers_ = 1;
+  bool hold_fresh_ = false;
   // options_.train_samples, or the stream's ready records (SetStream).
   int64_t train_samples_ = 0;
   bool stream_ended_ = false;

@@ -615,5 +615,54 @@ TEST(LeasePoolTest, AStreamWaitsForRecordsAndEndsWithTheStream) {
   EXPECT_EQ(pool.SettledPosition(), 40);
 }
 
+TEST(LeasePoolTest, HeldFreshLeasesWaitWhileRemaindersGoOutAndANewServerCountConfirmsAfter) {
+  // 60 samples in leases of one batch of 10, on 2 servers; a change of the server count holds
+  // fresh leases back until every lease out is complete, then 3 servers confirm.
+  LeasePool::Options options = Opts(60, 10, 1, 2);
+  options.num_servers = 2;
+  LeasePool pool(options);
+  const Lease a = *pool.Next(0, 0);
+  const Lease b = *pool.Next(1, 0);
+  pool.set_hold_fresh(true);
+  const Lease held = *pool.Next(0, 0);
+  EXPECT_TRUE(held.wait);
+  EXPECT_FALSE(held.epoch_done);
+  EXPECT_EQ(pool.num_leases(), 2) << "nothing was cut";
+  // Worker 1 leaves with its lease half-applied: its remainder still goes out, so that it completes.
+  EXPECT_EQ(pool.Release(1), 1);
+  const Lease remainder = *pool.Next(0, 0);
+  EXPECT_EQ(remainder.id, b.id);
+  EXPECT_EQ(pool.num_incomplete(), 2);
+  for (const Lease& l : {a, remainder}) {
+    const ProgressReport done = Progress(0, 0, l.id, 1);
+    ASSERT_TRUE(pool.Check(done).ok());
+    pool.Record(done);
+    for (int server : {0, 1}) pool.Confirm(server, Applied(done));
+  }
+  EXPECT_EQ(pool.num_incomplete(), 0);
+  pool.SetNumServers(3);
+  EXPECT_EQ(pool.num_servers(), 3);
+  EXPECT_EQ(pool.ReportFrom(2), pool.num_leases() + 1) << "nothing of the old leases to confirm";
+  pool.set_hold_fresh(false);
+  const Lease c = *pool.Next(0, 0);
+  ASSERT_GT(c.id, 0);
+  EXPECT_EQ(c.begin, 20);
+  const ProgressReport done = Progress(0, 0, c.id, 1);
+  pool.Record(done);
+  EXPECT_TRUE(pool.Confirm(0, Applied(done)).empty());
+  EXPECT_TRUE(pool.Confirm(1, Applied(done)).empty()) << "the new server has not confirmed yet";
+  EXPECT_EQ(pool.Confirm(2, Applied(done)).size(), 1u);
+  // Shrinking: rank 2's confirmations are skipped from then on.
+  pool.SetNumServers(2);
+  int skipped = 0;
+  const Lease d = *pool.Next(0, 0);
+  const ProgressReport d_done = Progress(0, 0, d.id, 1);
+  pool.Record(d_done);
+  pool.Confirm(2, Applied(d_done), &skipped);
+  EXPECT_EQ(skipped, 1);
+  pool.Confirm(0, Applied(d_done));
+  EXPECT_EQ(pool.Confirm(1, Applied(d_done)).size(), 1u);
+}
+
 }  // namespace
 }  // namespace pstrain::scheduler

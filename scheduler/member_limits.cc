@@ -46,6 +46,9 @@ absl::Status CheckHeartbeatRequest(const HeartbeatRequest& request) {
                                                    applied.batches_size(), " counts, expected as many of each, at most ",
                                                    kMaxAppliedLeases));
   }
+  if (request.has_step() && request.step() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": store step ", request.step(), ", expected >= 0"));
+  }
   const ReshardReport& r = request.resharded();
   if (r.shard_map_version() < 0 || r.pause_ms() < 0 || r.rows() < 0 || r.rows_moved() < 0 || r.bytes() < 0 ||
       r.bytes_moved() < 0 || r.rows_moved() > r.rows() || r.bytes_moved() > r.bytes()) {

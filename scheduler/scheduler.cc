@@ -45,7 +45,8 @@ LeasePool::Options Scheduler::LeaseOptions(const Options& o, int64_t train_sampl
   l.lease_batches = o.job.lease_batches();
   l.epochs = o.job.epochs();
   l.max_batches = o.job.max_steps();
-  l.num_servers = std::max(1, o.job.num_servers());
+  // A restored job that changed its server count confirms with its map's count.
+  l.num_servers = std::max(1, ServersOfMap(o.shard_map, o.job.num_servers()));
   l.stream = IsStreamJob(o.job);
   return l;
 }
@@ -267,10 +268,11 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
     response.set_heartbeat_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
     response.set_dead_after_ms(absl::ToInt64Milliseconds(options_.dead_after));
     response.set_reconnect_ms(absl::ToInt64Milliseconds(options_.reconnect));
-    if (request.role() == SERVER && state_ == RUNNING && options_.job.mode() != SYNC && RecoversServersLocked()) {
+    if (request.role() == SERVER && state_ == RUNNING && options_.job.mode() != SYNC && RecoversServersLocked() &&
+        !OutsideMapLocked(*rank)) {
       // A server registering while the job runs is a replacement (a retry gets the same answer:
       // the replacement reports new checkpoints only once it serves).
-      response.set_restore_own_step(fleet_.NewestCheckpoint(*rank));
+      response.set_restore_own_step(fleet_.OwnRestoreStep(*rank));
     }
     SaveLocked(&deferred);
   }
@@ -340,6 +342,13 @@ absl::StatusOr<HeartbeatResponse> Scheduler::Heartbeat(const HeartbeatRequest& r
         if (!request.restoring()) completed = ConfirmLeasesLocked(request.rank(), request.applied_leases(), &deferred);
         response.set_report_leases_from(leases_->ReportFrom(request.rank()));
         response.set_leases_settled_below(leases_->first_id());
+        if (scaling_.pending().has_value()) {
+          // A confirmation may have completed the last lease the quiet cut waits for.
+          AdvanceScalingLocked(&deferred);
+          const std::optional<int64_t>& quiet = scaling_.pending().has_value() ? scaling_.pending()->quiet_cut
+                                                                               : std::nullopt;
+          if (quiet.has_value() && !OutsideMapLocked(request.rank())) response.set_checkpoint_at_step(*quiet);
+        }
       }
     }
     // Only a role's first heartbeat persists (from then on it is held to dead_after, also by a
@@ -504,6 +513,7 @@ absl::StatusOr<LeaseResponse> Scheduler::LeaseWorkLocked(const LeaseRequest& req
             << (lease->wait ? " wait" : "") << (lease->epoch_done ? " epoch done" : "");
     return response;
   }
+  leases_->set_hold_fresh(HoldsFreshLeasesLocked());
   absl::StatusOr<Lease> lease = leases_->Next(request.worker_rank(), request.epoch());
   if (!lease.ok()) return lease.status();
   response.set_wait(lease->wait);

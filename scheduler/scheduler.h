@@ -543,6 +543,14 @@ class Scheduler {
   // Marks the pending change ready once every added rank is live, and cuts over when its cut is
   // there.
   void AdvanceScalingLocked(Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ASYNC (AdvanceScalingLocked): once every training lease is complete under the hold on fresh
+  // ones, asks every server of the map for a checkpoint of one step beyond all of theirs (the quiet
+  // cut; asked again, higher, should a server report a step past it). Returns whether a quiet cut
+  // is asked for.
+  bool AdvanceQuietCutLocked(Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ASYNC: a ready change holds fresh training leases back until it cuts over and every server of
+  // the new map serves (LeasePool::set_hold_fresh).
+  bool HoldsFreshLeasesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Publishes the map of the pending change's count, with every server restoring the cut of
   // `step` re-sharded.
   void CutOverLocked(int64_t step, Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -71,9 +71,14 @@ absl::StatusOr<std::string> Scheduler::RequestScalingLocked(int to, absl::string
     return absl::FailedPreconditionError(
         absl::StrCat(what, ": the job is ", JobState_Name(state_), "; a running job changes its server count"));
   }
-  if (options_.job.mode() != SYNC) {
+  if (options_.job.mode() == SSP) {
     return absl::FailedPreconditionError(absl::StrCat(
-        what, ": the job is ", Mode_Name(options_.job.mode()), "; only SYNC jobs change their server count yet"));
+        what, ": the job is SSP; SYNC and ASYNC jobs change their server count, SSP ones not yet"));
+  }
+  if (options_.job.mode() != SYNC && fleet_.replicated()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, ": the job is ", Mode_Name(options_.job.mode()), " with replicas (--replicas=2), whose copies "
+              "never cut; an ASYNC job with replicas does not change its server count yet"));
   }
   if (!CheckpointsOn(options_.job)) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -96,15 +101,18 @@ absl::StatusOr<std::string> Scheduler::RequestScalingLocked(int to, absl::string
   }
   const int from = ServersLocked();
   RETURN_IF_ERROR(scaling_.Request(to, from, Now()));
+  const std::string cut = options_.job.mode() == SYNC
+                              ? "the next checkpoint cut"
+                              : "a quiet cut (no fresh lease goes out until every one out is complete)";
   std::string plan;
   if (to > from) {
     membership_.SetServerSlots(to);
     plan = absl::StrCat(ServerScaling::Describe(from, to), ": waiting for ", to - from,
                         to - from == 1 ? " server" : " servers", " to register (ranks ", from, "..", to - 1,
-                        "), then the cut-over at the next checkpoint cut");
+                        "), then the cut-over at ", cut);
   } else {
-    plan = absl::StrCat(ServerScaling::Describe(from, to), ": the cut-over at the next checkpoint cut; servers ", to,
-                        "..", from - 1, " are drained");
+    plan = absl::StrCat(ServerScaling::Describe(from, to), ": the cut-over at ", cut, "; servers ", to, "..", from - 1,
+                        " are drained");
   }
   LOG(INFO) << who << " asked for " << to << " servers: " << plan;
   AdvanceScalingLocked(deferred);
@@ -131,8 +139,46 @@ void Scheduler::AdvanceScalingLocked(Deferred* deferred) {
     LOG(INFO) << ServerScaling::Describe(pending->from, pending->to) << ": ready; cutting over at the first checkpoint "
               << "cut after step " << *scaling_.pending()->after_cut;
   }
+  // ASYNC servers cut on their own clocks: only the quiet cut is common to them.
+  if (options_.job.mode() != SYNC && !AdvanceQuietCutLocked(deferred)) return;
   const int64_t cut = fleet_.NewestCommonStep();
   if (fleet_.vacancies().empty() && scaling_.DueAt(cut)) CutOverLocked(cut, deferred);
+}
+
+bool Scheduler::HoldsFreshLeasesLocked() const {
+  if (options_.job.mode() == SYNC) return false;
+  if (scaling_.pending().has_value()) return scaling_.pending()->after_cut.has_value();
+  // After the cut-over, until every server of the new map serves it: a server of the old map that
+  // has not learnt of it yet would apply a fresh lease's batches to the store it is about to
+  // retire, and confirm them (each server of the new map reports its re-cut once it serves, and
+  // those reports are saved; a replacement for one that died first restores without one).
+  if (scaling_.done().empty()) return false;
+  const ServerScaling::Done& last = scaling_.done().back();
+  return last.shard_map_version == membership_.shard_map().version() &&
+         static_cast<int>(last.resharded.size()) < last.to && !MapRestoredLocked();
+}
+
+bool Scheduler::AdvanceQuietCutLocked(Deferred* deferred) {
+  const ServerScaling::Pending& pending = *scaling_.pending();
+  if (leases_->num_incomplete() > 0) {
+    VLOG(1) << ServerScaling::Describe(pending.from, pending.to) << ": waiting for " << leases_->num_incomplete()
+            << " training leases to complete before the quiet cut";
+    return pending.quiet_cut.has_value();
+  }
+  // Beyond every step a server of the map said or checkpointed: no server holds a file of it, and
+  // none has applied an update past it. A step reported later than the request is a server that
+  // moved on after all (an update without a lease): it is asked again, higher.
+  int64_t beyond = 0;
+  for (int rank = 0; rank < ServersLocked(); ++rank) {
+    beyond = std::max({beyond, server_reports_.StoreStep(rank), fleet_.NewestCheckpoint(rank)});
+  }
+  if (!pending.quiet_cut.has_value() || beyond > *pending.quiet_cut) {
+    scaling_.QuietCut(beyond + 1);
+    LOG(INFO) << ServerScaling::Describe(pending.from, pending.to) << ": every training lease is complete and "
+              << "none goes out meanwhile; every server checkpoints step " << beyond + 1 << ", the quiet cut";
+    SaveLocked(deferred);
+  }
+  return true;
 }
 
 void Scheduler::CutOverLocked(int64_t step, Deferred* deferred) {
@@ -155,7 +201,13 @@ void Scheduler::CutOverLocked(int64_t step, Deferred* deferred) {
   fleet_.Resize(to);
   fleet_.SetResumeCut(step, from);
   fleet_.SetRestoreStep(step, membership_.epoch());
-  progress_->AllowRedo();  // The workers redo the steps after the cut.
+  if (options_.job.mode() == SYNC) {
+    progress_->AllowRedo();  // The workers redo the steps after the cut.
+  } else {
+    // A quiet cut: every lease is complete, on every server of the old map; the new map's confirm
+    // from here on, and the workers redo nothing.
+    leases_->SetNumServers(to);
+  }
   final_model_ = FinalModelAssembly(to);
   scaling_.CutOver(step, version, Now());
   LOG(INFO) << what << ": shard map version " << version << ", every server restores the cut re-sharded "

@@ -34,6 +34,7 @@ class SchedulerScalingTest : public ::testing::Test {
     job.set_num_workers(2);
     job.set_epochs(1);
     job.set_batch_size(10);
+    job.set_lease_batches(1);  // ASYNC/SSP leases of one batch
     if (checkpoints) {
       job.set_checkpoint_dir("ckpt");
       job.set_checkpoint_every_steps(10);
@@ -344,12 +345,12 @@ TEST_F(SchedulerScalingTest, AStoppedServerOfTheMapAsksToBeDrainedAndLeavesAfter
   EXPECT_EQ(s->View().servers_size(), 1);
   EXPECT_EQ(s->state(), RUNNING);
 
-  std::unique_ptr<Scheduler> async = MakeRunning(ASYNC);
-  refused = async->Leave(leave);
+  std::unique_ptr<Scheduler> ssp = MakeRunning(SSP);
+  refused = ssp->Leave(leave);
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(refused.message(), HasSubstr("only SYNC jobs change their server count"));
-  EXPECT_EQ(async->View().servers_size(), 2);
-  EXPECT_EQ(async->state(), RUNNING);
+  EXPECT_THAT(refused.message(), HasSubstr("SSP ones not yet"));
+  EXPECT_EQ(ssp->View().servers_size(), 2);
+  EXPECT_EQ(ssp->state(), RUNNING);
 }
 
 TEST_F(SchedulerScalingTest, NoWorkerIsEvictedForHoldingOthersUpWhileAServerRestoresTheCut) {
@@ -434,6 +435,118 @@ TEST_F(SchedulerScalingTest, ACutOverStepStaysTheOldestKeptUntilTheNewMapHasANew
   EXPECT_EQ(s->CheckpointsKeptFrom(), 30);
 }
 
+TEST_F(SchedulerScalingTest, AnAsyncChangeHoldsFreshLeasesAndCutsOverAtTheQuietCutEveryServerWrites) {
+  // 50 samples in leases of one batch of 10 ([0, 10), [10, 20), ...), 2 servers, 2 workers.
+  std::unique_ptr<Scheduler> s = MakeRunning(ASYNC);
+  auto lease_for = [&](int rank) {
+    LeaseRequest r;
+    r.set_worker_rank(rank);
+    absl::StatusOr<LeaseResponse> lease = s->LeaseWork(r);
+    EXPECT_TRUE(lease.ok()) << lease.status();
+    return lease.value_or(LeaseResponse());
+  };
+  auto trained = [&](int rank, int64_t lease_id) {
+    ProgressReport r;
+    r.set_worker_rank(rank);
+    r.mutable_train()->set_samples(10);
+    r.mutable_train()->set_steps(1);
+    LeaseProgress* p = r.add_leases();
+    p->set_lease_id(lease_id);
+    p->set_batches_done(1);
+    EXPECT_TRUE(s->ReportProgress(r).ok());
+    return r;
+  };
+  // What server `rank` answers a heartbeat saying its store is at `step` (and confirming `report`).
+  auto beat = [&](int rank, int64_t step, const ProgressReport* report = nullptr) {
+    HeartbeatRequest hb = report != nullptr ? test_util::ConfirmedBy(rank, *report) : Hb(SERVER, rank);
+    hb.set_step(step);
+    hb.set_store_epoch(s->View().membership_epoch());
+    absl::StatusOr<HeartbeatResponse> answer = s->Heartbeat(hb);
+    EXPECT_TRUE(answer.ok()) << answer.status();
+    return answer.value_or(HeartbeatResponse());
+  };
+  ASSERT_TRUE(Report(s.get(), 0, {4}).ok());
+  ASSERT_TRUE(Report(s.get(), 1, {4}).ok());
+  const LeaseResponse first = lease_for(0);
+  ASSERT_EQ(first.lease_id(), 1);
+
+  absl::StatusOr<ScaleResponse> plan = s->Scale(To(3));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(lease_for(1).lease_id(), 2) << "not ready yet: leases go out as before";
+  ASSERT_TRUE(s->Register(Reg("h:2")).ok());
+  // Ready: no fresh lease until the cut-over, though positions [20, 50) are not leased yet.
+  const LeaseResponse held = lease_for(1);
+  EXPECT_TRUE(held.wait());
+  EXPECT_EQ(held.lease_id(), 0);
+  EXPECT_EQ(beat(0, 5).checkpoint_at_step(), 0) << "leases 1 and 2 are not complete";
+
+  const ProgressReport one = trained(0, 1);
+  const ProgressReport two = trained(1, 2);
+  for (int rank : {0, 1}) beat(rank, rank == 0 ? 6 : 5, &one);
+  EXPECT_EQ(beat(0, 6, &two).checkpoint_at_step(), 0) << "lease 2 is not complete on server 1";
+  // Server 1's confirmation completes the last lease: both are asked for one step beyond every
+  // step and checkpoint either has (6 and 7 now), the added server is not.
+  EXPECT_EQ(beat(1, 7, &two).checkpoint_at_step(), 8);
+  EXPECT_EQ(beat(0, 7).checkpoint_at_step(), 8);
+  HeartbeatRequest waiting = Hb(SERVER, 2);
+  waiting.set_restoring(true);
+  absl::StatusOr<HeartbeatResponse> outside = s->Heartbeat(waiting);
+  ASSERT_TRUE(outside.ok()) << outside.status();
+  EXPECT_EQ(outside->checkpoint_at_step(), 0);
+  EXPECT_TRUE(lease_for(0).wait());
+
+  // An ordinary checkpoint of both at another step is no cut-over: only the quiet cut is.
+  ASSERT_TRUE(Report(s.get(), 0, {4, 7}).ok());
+  ASSERT_TRUE(Report(s.get(), 1, {4, 7}).ok());
+  EXPECT_EQ(s->View().shard_map().num_servers(), 2);
+  ASSERT_TRUE(Report(s.get(), 0, {4, 7, 8}).ok());
+  EXPECT_EQ(s->View().shard_map().num_servers(), 2) << "server 1 has not written it yet";
+  ASSERT_TRUE(Report(s.get(), 1, {4, 7, 8}).ok());
+  const ClusterView view = s->View();
+  EXPECT_EQ(view.shard_map().num_servers(), 3);
+  EXPECT_EQ(view.restore_step(), 8);
+  EXPECT_EQ(view.restore_servers(), 2);
+  EXPECT_EQ(recorded_, (std::vector<std::pair<int64_t, int>>{{8, 3}}));
+  EXPECT_EQ(beat(0, 8).checkpoint_at_step(), 0) << "nothing pending any more";
+  beat(1, 8);
+  // Not before every server of the new map serves it: one of the old map that had not learnt of
+  // the cut-over would apply the lease to the store it is about to retire.
+  EXPECT_TRUE(lease_for(0).wait()) << "server 2 does not serve the new map yet";
+
+  // Leases go out again, and the new server's confirmations count: a lease completes once all
+  // three servers applied it.
+  beat(2, 8);
+  const LeaseResponse third = lease_for(0);
+  ASSERT_EQ(third.lease_id(), 3);
+  EXPECT_EQ(third.begin(), 20);
+  const ProgressReport three = trained(0, 3);
+  for (int rank : {0, 1}) beat(rank, 9, &three);
+  EXPECT_EQ(s->CheckpointsKeptFrom(), 8) << "no rank has a checkpoint of its own under 3 servers yet";
+  EXPECT_EQ(s->View().servers_size(), 3);
+  EXPECT_EQ(beat(2, 9, &three).leases_settled_below(), 4) << "complete on all three, and reported";
+
+  // Server 2 dies before its first checkpoint: its replacement restores the quiet cut re-cut (the
+  // view keeps its restore step), while server 0 would restore its own newer file.
+  ASSERT_TRUE(Report(s.get(), 0, {7, 8, 12}).ok());
+  for (int i = 0; i < 5; ++i) {
+    now_ += absl::Seconds(1);
+    for (int rank : {0, 1}) beat(rank, 12);
+    for (int worker : {0, 1}) EXPECT_TRUE(s->Heartbeat(Hb(WORKER, worker)).ok());
+    s->CheckHealth();
+  }
+  EXPECT_EQ(s->View().servers_size(), 2);
+  absl::StatusOr<RegisterResponse> replacement = s->Register(Reg("h:5"));
+  ASSERT_TRUE(replacement.ok()) << replacement.status();
+  EXPECT_EQ(replacement->rank(), 2);
+  EXPECT_EQ(replacement->restore_own_step(), 8);
+  EXPECT_EQ(s->View().restore_step(), 8);
+  EXPECT_EQ(s->View().restore_servers(), 2);
+  ASSERT_TRUE(Report(s.get(), 1, {7, 8, 13}).ok());
+  ASSERT_TRUE(Report(s.get(), 2, {14}).ok());
+  EXPECT_EQ(s->CheckpointsKeptFrom(), -1) << "every rank has a checkpoint of its own under 3 servers";
+  EXPECT_EQ(s->state(), RUNNING);
+}
+
 TEST_F(SchedulerScalingTest, AsyncJobsSayNoOldestKeptStep) {
   std::unique_ptr<Scheduler> s = MakeRunning(ASYNC);
   ASSERT_TRUE(Report(s.get(), 0, {10}).ok());
@@ -453,8 +566,11 @@ TEST_F(SchedulerScalingTest, BadRequestsAreRefusedAndChangeNothing) {
   EXPECT_FALSE(s->Register(Reg("h:9")).ok());
   EXPECT_EQ(s->View().membership_epoch(), before.membership_epoch());
 
-  std::unique_ptr<Scheduler> async = MakeRunning(ASYNC);
-  EXPECT_THAT(async->Scale(To(3)).status().message(), HasSubstr("only SYNC jobs change their server count yet"));
+  std::unique_ptr<Scheduler> ssp = MakeRunning(SSP);
+  EXPECT_THAT(ssp->Scale(To(3)).status().message(), HasSubstr("SSP ones not yet"));
+  std::unique_ptr<Scheduler> async_replicas = MakeRunning(ASYNC, /*checkpoints=*/true, 0, /*replicas=*/true);
+  EXPECT_THAT(async_replicas->Scale(To(3)).status().message(), HasSubstr("ASYNC job with replicas"));
+  EXPECT_EQ(async_replicas->View().shard_map().version(), 1);
   std::unique_ptr<Scheduler> no_checkpoints = MakeRunning(SYNC, /*checkpoints=*/false);
   EXPECT_THAT(no_checkpoints->Scale(To(3)).status().message(), HasSubstr("the job writes no checkpoints"));
   EXPECT_EQ(no_checkpoints->View().shard_map().version(), 1);

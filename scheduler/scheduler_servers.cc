@@ -70,7 +70,9 @@ void Scheduler::RemoveServerLocked(int rank, absl::string_view reason, Deferred*
   const absl::Time now = Now();
   absl::StatusOr<bool> removed = membership_.Remove(SERVER, rank, ChangeKind::kDied, now);
   if (!removed.ok() || !*removed) return;
-  fleet_.Vacate(rank, now);
+  // ASYNC: the restore step is only the cut of the last change of the server count, which a
+  // replacement without a checkpoint of its own under the new count re-cuts (OwnRestoreStep).
+  fleet_.Vacate(rank, now, /*keep_restore_step=*/options_.job.mode() != SYNC);
   CountLeasesLocked(leases_->SetServerCounts(rank, false), deferred);
   LOG(WARNING) << "server " << rank << " died (" << reason << "); waiting up to "
                << absl::FormatDuration(options_.server_recovery_timeout)
@@ -98,7 +100,8 @@ absl::Status Scheduler::ReportCheckpoints(const CheckpointReport& report) {
 
 int64_t Scheduler::CheckpointsKeptFrom() const {
   absl::MutexLock lock(&mu_);
-  if (options_.job.mode() != SYNC || options_.job.checkpoint_dir().empty()) return -1;
+  if (options_.job.checkpoint_dir().empty()) return -1;
+  if (options_.job.mode() != SYNC) return fleet_.AsyncKeepFrom();
   return fleet_.RestorableStep();
 }
 

@@ -115,9 +115,25 @@ void ServerFleet::SetResumeCut(int64_t step, int servers) {
 
 int64_t ServerFleet::RestorableStep() const { return std::max(NewestCommonStep(), resume_step_); }
 
-void ServerFleet::Vacate(int rank, absl::Time when) {
+void ServerFleet::Vacate(int rank, absl::Time when, bool keep_restore_step) {
   vacancies_[rank] = when;
-  restore_step_.reset();
+  if (!keep_restore_step) restore_step_.reset();
+}
+
+bool ServerFleet::ResumedOnAnotherCount() const { return resume_servers_ > 0 && resume_servers_ != num_servers(); }
+
+int64_t ServerFleet::OwnRestoreStep(int rank) const {
+  if (!ResumedOnAnotherCount()) return NewestCheckpoint(rank);
+  const std::vector<int64_t>& steps = checkpoints_[rank];
+  return !steps.empty() && steps.back() > resume_step_ ? steps.back() : resume_step_;
+}
+
+int64_t ServerFleet::AsyncKeepFrom() const {
+  if (!ResumedOnAnotherCount()) return -1;
+  for (const std::vector<int64_t>& steps : checkpoints_) {
+    if (steps.empty() || steps.back() <= resume_step_) return resume_step_;
+  }
+  return -1;
 }
 
 void ServerFleet::Resize(int num_servers) {

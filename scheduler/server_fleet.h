@@ -99,11 +99,21 @@ class ServerFleet {
   // rank can restore the cut even without a file of its own at that step (it re-cuts the cut's
   // files of the old count), and no step before it belongs to this run's layout.
   int64_t RestorableStep() const;
+  // ASYNC: the checkpoint a replacement for `rank` restores. Its newest one, except after a change
+  // of the server count (the resumed cut of another count): its newest one after that cut, or
+  // that cut itself, re-cut from the old count's files, while it has none of its own.
+  int64_t OwnRestoreStep(int rank) const;
+  // ASYNC: the oldest step no server may prune (CheckpointAck.keep_from_step): after a change of
+  // the server count, its cut, until every rank holds a checkpoint of its own after it; -1 (no
+  // bound) otherwise.
+  int64_t AsyncKeepFrom() const;
 
   // --- Vacancies and the restore step ---
 
-  // `rank`'s server died at `when` and waits for a replacement; drops the restore step.
-  void Vacate(int rank, absl::Time when);
+  // `rank`'s server died at `when` and waits for a replacement; drops the restore step unless
+  // `keep_restore_step` (ASYNC, where the only restore step is the cut of the last change of the
+  // server count: see OwnRestoreStep).
+  void Vacate(int rank, absl::Time when, bool keep_restore_step);
   // A server took the vacant `rank` (nothing happens for a rank that was not vacant).
   void Fill(int rank);
   // Vacant ranks, each with when its server died.
@@ -141,6 +151,8 @@ class ServerFleet {
   int resume_servers_ = 0;  // 0: not resumed
   std::vector<ShardHost> shard_hosts_;  // by shard; empty without replicas
 
+  // Whether the resumed cut was taken under another server count than num_servers().
+  bool ResumedOnAnotherCount() const;
   // Shard s on server s, its copy on server (s + 1) mod num_servers.
   static std::vector<ShardHost> RingPlacement(int num_servers);
 };

@@ -78,7 +78,7 @@ TEST(ServerFleetTest, AVacancyDropsTheRestoreStepUntilTheCallerSetsItAgain) {
   EXPECT_EQ(fleet.NewestCommonStep(), 20);
   fleet.SetRestoreStep(20, 3);
   EXPECT_EQ(fleet.NewestCheckpoint(0), 20);  // 30 is of the abandoned run
-  fleet.Vacate(1, absl::FromUnixSeconds(100));
+  fleet.Vacate(1, absl::FromUnixSeconds(100), /*keep_restore_step=*/false);
   EXPECT_FALSE(fleet.restore_step().has_value());
   EXPECT_EQ(fleet.vacancies().size(), 1u);
   // The dead server's list stays for its replacement.
@@ -163,7 +163,7 @@ TEST(ServerFleetTest, RestoresWhatItSaved) {
   ServerFleet fleet(3, /*replicas=*/true);
   fleet.SetCheckpoints(Report(2, {4, 8}));
   fleet.Promote(0);
-  fleet.Vacate(1, absl::FromUnixSeconds(42));
+  fleet.Vacate(1, absl::FromUnixSeconds(42), /*keep_restore_step=*/false);
   fleet.SetRestoreStep(4, 9);
   SchedulerState state;
   fleet.Save(&state);

@@ -17,6 +17,7 @@ void ServerReports::AddHeartbeat(const HeartbeatRequest& heartbeat, absl::Time n
   }
   if (heartbeat.has_traffic()) traffic_[heartbeat.rank()] = heartbeat.traffic();
   if (heartbeat.store_epoch() > 0) store_epochs_[heartbeat.rank()] = heartbeat.store_epoch();
+  if (heartbeat.has_step()) store_steps_[heartbeat.rank()] = heartbeat.step();
   if (heartbeat.restoring()) {
     restoring_.insert(heartbeat.rank());
   } else {

@@ -57,6 +57,12 @@ class ServerReports {
   // Whether server `rank`'s latest heartbeat said no store of it serves yet
   // (HeartbeatRequest.restoring); false when it never heartbeated.
   bool Restoring(int rank) const { return restoring_.count(rank) > 0; }
+  // The step server `rank`'s store was at in its latest heartbeat that said one
+  // (HeartbeatRequest.step); 0 when none did.
+  int64_t StoreStep(int rank) const {
+    auto it = store_steps_.find(rank);
+    return it == store_steps_.end() ? 0 : it->second;
+  }
 
   // The dashboard's servers, slow steps and table history.
   void FillDashboard(DashboardStatus* out) const;
@@ -67,6 +73,7 @@ class ServerReports {
   std::map<int, std::vector<TableUsage>> table_usage_;
   std::map<int, ServerTraffic> traffic_;
   std::map<int, int64_t> store_epochs_;
+  std::map<int, int64_t> store_steps_;
   std::set<int> restoring_;
   // The table usage over the run, bounded.
   TableHistory table_history_;

@@ -24,7 +24,7 @@ absl::Status ServerScaling::Request(int to, int current, absl::Time now) {
   if (to == current) {
     return absl::InvalidArgumentError(absl::StrCat("scale to ", to, " servers: the job has ", current, " already"));
   }
-  pending_ = Pending{current, to, now, std::nullopt};
+  pending_ = Pending{current, to, now, std::nullopt, std::nullopt};
   return absl::OkStatus();
 }
 
@@ -34,7 +34,15 @@ void ServerScaling::Ready(int64_t newest_cut) {
 }
 
 bool ServerScaling::DueAt(int64_t newest_cut) const {
-  return pending_.has_value() && pending_->after_cut.has_value() && newest_cut > *pending_->after_cut;
+  if (!pending_.has_value() || !pending_->after_cut.has_value()) return false;
+  if (pending_->quiet_cut.has_value()) return newest_cut >= *pending_->quiet_cut;
+  return newest_cut > *pending_->after_cut;
+}
+
+void ServerScaling::QuietCut(int64_t step) {
+  if (!pending_.has_value() || !pending_->after_cut.has_value()) return;
+  if (pending_->quiet_cut.has_value() && *pending_->quiet_cut >= step) return;
+  pending_->quiet_cut = step;
 }
 
 void ServerScaling::CutOver(int64_t step, int64_t shard_map_version, absl::Time now) {
@@ -75,6 +83,7 @@ void ServerScaling::Save(ServerScalingState* out) const {
     p->set_to(pending_->to);
     p->set_requested_us(absl::ToUnixMicros(pending_->requested));
     if (pending_->after_cut.has_value()) p->set_after_cut(*pending_->after_cut);
+    if (pending_->quiet_cut.has_value()) p->set_quiet_cut(*pending_->quiet_cut);
   }
   for (const Done& d : done_) {
     DoneScaleState* o = out->add_done();
@@ -93,8 +102,15 @@ absl::Status ServerScaling::Restore(const ServerScalingState& state) {
   if (state.has_pending()) {
     const PendingScaleState& p = state.pending();
     RETURN_IF_ERROR(CheckCounts("the pending change", p.from(), p.to()));
-    pending = Pending{p.from(), p.to(), absl::FromUnixMicros(p.requested_us()), std::nullopt};
+    pending = Pending{p.from(), p.to(), absl::FromUnixMicros(p.requested_us()), std::nullopt, std::nullopt};
     if (p.has_after_cut()) pending->after_cut = p.after_cut();
+    if (p.has_after_cut() && p.has_quiet_cut()) {
+      if (p.quiet_cut() <= p.after_cut()) {
+        return absl::InvalidArgumentError(absl::StrCat("scheduler state: the pending change's quiet cut ", p.quiet_cut(),
+                                                       " is not after the cut ", p.after_cut(), " it was ready at"));
+      }
+      pending->quiet_cut = p.quiet_cut();
+    }
   }
   std::deque<Done> done;
   for (const DoneScaleState& d : state.done()) {

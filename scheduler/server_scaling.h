@@ -11,6 +11,13 @@
 //   Request --(grow: every added rank registered; shrink: at once)--> ready
 //           --(a checkpoint cut newer than the newest at ready)--> cut over (Done)
 //
+// ASYNC servers checkpoint on their own clocks, so no cut is common to them. Once ready, the
+// Scheduler hands out no fresh training lease (only the remainders of gone workers), and once
+// every lease is complete it asks every server for a checkpoint of one step beyond all of theirs
+// (QuietCut: HeartbeatResponse.checkpoint_at_step). That quiet cut is the one it cuts over at:
+//
+//   ready --(every lease complete)--> quiet cut asked --(every server holds it)--> cut over
+//
 // One change at a time: a request while one is pending is refused, naming it.
 //
 // Each server of the new map then reports what its re-cut cost it (Resharded: its pause, and the
@@ -50,6 +57,8 @@ class ServerScaling {
     absl::Time requested;
     // Set once ready: the cut-over waits for a cut newer than this step.
     std::optional<int64_t> after_cut;
+    // ASYNC, set once ready and quiet: the step every server is asked to checkpoint.
+    std::optional<int64_t> quiet_cut;
   };
   struct Done {
     int from = 0;
@@ -72,15 +81,22 @@ class ServerScaling {
   // The pending change is ready: it cuts over at the first cut newer than `newest_cut`. Does
   // nothing when none is pending or it is ready already.
   void Ready(int64_t newest_cut);
-  // Whether the pending change is ready and `newest_cut` is newer than the cut at its readiness.
+  // Whether the pending change is ready and `newest_cut` is newer than the cut at its readiness;
+  // with a quiet cut, whether `newest_cut` is that cut (or a newer one).
   bool DueAt(int64_t newest_cut) const;
+  // ASYNC: the pending ready change cuts over at the quiet cut of `step` (the servers are asked for
+  // it). Does nothing when none is pending, it is not ready, or its quiet cut is this step or a
+  // later one already.
+  void QuietCut(int64_t step);
   // The pending change cut over at the cut of `step`, publishing map `shard_map_version`.
   // REQUIRES: a change is pending.
   void CutOver(int64_t step, int64_t shard_map_version, absl::Time now);
   // An added server died before the cut-over: the pending change waits again for every added
   // rank (Ready).
   void Unready() {
-    if (pending_.has_value()) pending_->after_cut.reset();
+    if (!pending_.has_value()) return;
+    pending_->after_cut.reset();
+    pending_->quiet_cut.reset();
   }
   // The pending change is abandoned (e.g. the job ended first); `why` is logged by the caller.
   void Abandon() { pending_.reset(); }

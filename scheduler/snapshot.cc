@@ -239,10 +239,10 @@ absl::Status LeasePool::Restore(const LeasePoolState& state) {
     r.holders.assign(l.holders().begin(), l.holders().end());
     if (l.applied_size() == 0) {
       // Written before servers confirmed leases: the workers' reports were what completed them.
-      r.applied.assign(static_cast<size_t>(options_.num_servers), l.batches_done());
+      r.applied.assign(static_cast<size_t>(num_servers_), l.batches_done());
       r.done = l.batches_done() == l.batches();
-    } else if (l.applied_size() != options_.num_servers) {
-      return Bad(where, absl::StrCat(l.applied_size(), " servers' confirmations, the job has ", options_.num_servers,
+    } else if (l.applied_size() != num_servers_) {
+      return Bad(where, absl::StrCat(l.applied_size(), " servers' confirmations, the job has ", num_servers_,
                                      " servers"));
     } else {
       for (int64_t a : l.applied()) {
@@ -279,10 +279,10 @@ absl::Status LeasePool::Restore(const LeasePoolState& state) {
   incomplete_ = incomplete;
   remainders_ = std::move(remainders);
   handed_ = std::move(handed);
-  report_from_.assign(static_cast<size_t>(options_.num_servers), 1);
-  counts_.assign(static_cast<size_t>(options_.num_servers), true);  // The Scheduler sets the dead ones'.
+  report_from_.assign(static_cast<size_t>(num_servers_), 1);
+  counts_.assign(static_cast<size_t>(num_servers_), true);  // The Scheduler sets the dead ones'.
   reports_count_upto_.assign(state.reports_count_upto().begin(), state.reports_count_upto().end());
-  reports_count_upto_.resize(static_cast<size_t>(options_.num_servers), 0);
+  reports_count_upto_.resize(static_cast<size_t>(num_servers_), 0);
   return absl::OkStatus();
 }
 

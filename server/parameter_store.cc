@@ -376,6 +376,36 @@ void ParameterStore::EnableCheckpoints() {
   writes_checkpoints_ = true;
 }
 
+absl::Status ParameterStore::CheckpointAt(int64_t step) {
+  const std::string what = absl::StrCat("server ", rank_, ": the quiet cut of step ", step);
+  std::optional<ShardCheckpoint> due;
+  int64_t rollbacks = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return absl::UnavailableError(absl::StrCat(what, ": the store is shut down"));
+    if (quiet_cut_ == step) return absl::OkStatus();
+    if (checkpoint_dir_.empty() || !writes_checkpoints_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(what, ": this store writes no checkpoints (", checkpoint_dir_.empty() ? "no folder" : "a copy",
+                       ")"));
+    }
+    if (step_ > step) {
+      return absl::FailedPreconditionError(absl::StrCat(what, ": the store is at step ", step_, " already"));
+    }
+    step_ = step;
+    MaybeSnapshotLocked(/*asked=*/true);
+    due.swap(due_checkpoint_);
+    rollbacks = rollbacks_.load();
+  }
+  if (!due.has_value()) return absl::InternalError(absl::StrCat(what, ": no snapshot was taken"));
+  if (!WriteCheckpointFile(*due, rollbacks)) {
+    return absl::InternalError(absl::StrCat(what, ": the write failed (the server's log says why)"));
+  }
+  absl::MutexLock lock(&mu_);
+  quiet_cut_ = step;
+  return absl::OkStatus();
+}
+
 int64_t ParameterStore::step() const {
   absl::MutexLock lock(&mu_);
   return step_;
@@ -481,18 +511,19 @@ void ParameterStore::InstallCheckpointLocked(const ShardCheckpoint& ckpt, Prepar
   for (auto& [r, last] : workers_) last = LastPush();
 }
 
-void ParameterStore::WriteCheckpointFile(const ShardCheckpoint& ckpt, int64_t rollbacks) {
+bool ParameterStore::WriteCheckpointFile(const ShardCheckpoint& ckpt, int64_t rollbacks) {
   {
     absl::MutexLock lock(&write_mu_);
     if (rollbacks != rollbacks_.load()) {
       LOG(INFO) << "server " << rank_ << ": checkpoint of step " << ckpt.step
                 << " not written: the store was rolled back since";
-      return;
+      return false;
     }
-    if (!WriteAndPruneLocked(ckpt, keep_checkpoints_)) return;
+    if (!WriteAndPruneLocked(ckpt, keep_checkpoints_)) return false;
     cadence_.Written(ckpt.step);
   }
   if (on_checkpoint_written_) on_checkpoint_written_(ckpt.step);
+  return true;
 }
 
 bool ParameterStore::WriteAndPruneLocked(const ShardCheckpoint& ckpt, size_t keep) {

@@ -269,8 +269,19 @@ class ParameterStore {
   // get the same answer. Idempotent.
   void Shutdown();
 
-  // Updates applied so far (SYNC: completed steps; ASYNC/SSP: pushes with samples applied).
+  // Updates applied so far (SYNC: completed steps; ASYNC/SSP: pushes with samples applied, and
+  // raised by CheckpointAt).
   int64_t step() const;
+
+  // ASYNC: the quiet cut of a change of the server count (HeartbeatResponse.checkpoint_at_step;
+  // docs/design/resharding.md). Raises the store's step to `step` and writes a checkpoint of it
+  // now (a base or a delta, as the cadence says), so that every server of the map holds a
+  // checkpoint of the same step while no update is in flight. OK, doing nothing, when the store
+  // wrote this cut already. FAILED_PRECONDITION for a store that writes no checkpoints (no folder,
+  // a copy), or one already past `step` (it applied an update since the scheduler looked: asked
+  // again, higher); UNAVAILABLE once shut down or retired; INTERNAL when the write fails. Blocks on
+  // disk I/O.
+  absl::Status CheckpointAt(int64_t step) ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
 
   // ASYNC/SSP: how far this store has applied the training leases of its data epoch, from lease
   // `first_lease_id` on, at most `max_leases` of them (HeartbeatRequest.applied_leases; see
@@ -473,7 +484,8 @@ class ParameterStore {
   // Writes `ckpt` and prunes this server's older files; logs the outcome. Blocks on disk under
   // write_mu_ only, so pushes proceed meanwhile. Skips the write when a rollback happened since the
   // snapshot was taken (`rollbacks` is rollbacks_ at that time). Then calls on_checkpoint_written.
-  void WriteCheckpointFile(const ShardCheckpoint& ckpt, int64_t rollbacks) ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
+  // Returns whether the file was written.
+  bool WriteCheckpointFile(const ShardCheckpoint& ckpt, int64_t rollbacks) ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
   // The write and the pruning to the `keep` newest files; false (logged) when the write failed.
   bool WriteAndPruneLocked(const ShardCheckpoint& ckpt, size_t keep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // Installs the values and optimizer state (the storages) and step of a validated checkpoint.
@@ -520,6 +532,8 @@ class ParameterStore {
 
   mutable absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  // The quiet cut CheckpointAt wrote last; -1: none.
+  int64_t quiet_cut_ ABSL_GUARDED_BY(mu_) = -1;
   // Options.write_checkpoints, until EnableCheckpoints.
   bool writes_checkpoints_ ABSL_GUARDED_BY(mu_) = true;
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;

@@ -445,6 +445,8 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
         if (replica != nullptr) AddTableUsage(*replica, /*replica=*/true, request);
         const int64_t from = report_leases_from.load();
         if (from > 0) *request->mutable_applied_leases() = AppliedLeasesOf(*primary, replica.get(), from);
+        // After the leases: the step covers every batch they confirm (the quiet cut is beyond it).
+        request->set_step(primary->step());
       },
       [this, &report_leases_from](const HeartbeatResponse& answer) {
         report_leases_from.store(answer.report_leases_from());
@@ -456,6 +458,7 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
           }
         }
         NoteFinalShardsWanted(answer);
+        NoteQuietCutWanted(answer.checkpoint_at_step());
         NoteMapRestored(answer.map_restored_epoch());
       });
   // 0: a map and a job that say no count (a test's bare view): no rank is outside it.
@@ -537,8 +540,12 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   transfer_->SetMap(view.shard_map());
   transfer_->Start(rank, checkpointing ? job.checkpoint_dir() : "", *std::move(transfer_sessions));
   // A replacement for a dead server, or a resumed job: the view already asks for a rollback (of
-  // both stores: the copy too), which must be in place before the stores serve anything.
-  if (view.has_restore_step()) {
+  // both stores: the copy too), which must be in place before the stores serve anything. ASYNC/SSP:
+  // a replacement goes back to its predecessor's newest checkpoint, alone (restore_own_step; the
+  // view's restore step, if any, is the quiet cut of the last change of the server count, which
+  // only a server added by it, or a replacement with no checkpoint since, restores).
+  const bool own_step = job.mode() != SYNC && registration.has_restore_own_step();
+  if (view.has_restore_step() && !own_step) {
     const absl::Time start = absl::Now();
     ReshardCounts counts;
     RETURN_IF_ERROR(
@@ -549,8 +556,7 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
       absl::MutexLock lock(&mu_);
       resharded_ = report;
     }
-  } else if (registration.has_restore_own_step()) {
-    // ASYNC/SSP: a replacement goes back to its predecessor's newest checkpoint, alone.
+  } else if (own_step) {
     RETURN_IF_ERROR(RollBack(client, rank, job.checkpoint_dir(), registration.restore_own_step(), view, own.get(),
                              replica.get()));
   }
@@ -783,10 +789,12 @@ void ServerRunner::FollowMembership(SchedulerClient* client, ParameterServerServ
     int64_t hint = 0;
     bool report = false;
     std::vector<int> final_shards;
+    int64_t quiet_cut = 0;
     {
       absl::MutexLock lock(&mu_);
       auto due = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return StoppedOrEnded() || membership_hint_ > tried || checkpoints_changed_ || !final_shards_wanted_.empty();
+        return StoppedOrEnded() || membership_hint_ > tried || checkpoints_changed_ || !final_shards_wanted_.empty() ||
+               quiet_cut_wanted_ > quiet_cut_written_;
       };
       mu_.AwaitWithTimeout(absl::Condition(&due), poll);
       if (StoppedOrEnded()) return;
@@ -794,6 +802,7 @@ void ServerRunner::FollowMembership(SchedulerClient* client, ParameterServerServ
       report = checkpoints_changed_ || report_failed;
       checkpoints_changed_ = false;
       final_shards.swap(final_shards_wanted_);
+      if (quiet_cut_wanted_ > quiet_cut_written_) quiet_cut = quiet_cut_wanted_;
     }
     // The heartbeater reports no change on its first answer, so its epoch also covers a change
     // between the start-up refresh and that answer.
@@ -810,6 +819,9 @@ void ServerRunner::FollowMembership(SchedulerClient* client, ParameterServerServ
       if (CurrentStore() != store) heartbeater->Nudge();
       tried = std::max(tried, target);
     }
+    // After the membership refresh: a quiet cut asked for under a map this store no longer serves
+    // is not written.
+    if (quiet_cut > 0 && CurrentStore() == store) WriteQuietCut(store.get(), quiet_cut);
     if (kept_freed.Check()) VLOG(1) << "server " << rank << ": returned freed memory";
     if (report && !checkpoint_dir.empty()) report_failed = !ReportCheckpoints(client, rank, checkpoint_dir).ok();
     // After the membership refresh above, so that a copy promoted by the same change sends its shard.
@@ -1064,6 +1076,26 @@ void ServerRunner::NoteFinalShardsWanted(const HeartbeatResponse& answer) {
   if (answer.send_final_shards_size() == 0) return;
   absl::MutexLock lock(&mu_);
   final_shards_wanted_.assign(answer.send_final_shards().begin(), answer.send_final_shards().end());
+}
+
+void ServerRunner::NoteQuietCutWanted(int64_t step) {
+  if (step <= 0) return;
+  absl::MutexLock lock(&mu_);
+  quiet_cut_wanted_ = step;
+}
+
+void ServerRunner::WriteQuietCut(ParameterStore* store, int64_t step) {
+  const absl::Status status = store->CheckpointAt(step);
+  if (!status.ok()) {
+    LOG(WARNING) << status << "; written when asked again";
+    absl::MutexLock lock(&mu_);
+    if (quiet_cut_wanted_ == step) quiet_cut_wanted_ = quiet_cut_written_;  // asked again by the next answer
+    return;
+  }
+  LOG(INFO) << "server " << store->rank() << ": wrote the quiet cut of step " << step
+            << " for the change of the server count";
+  absl::MutexLock lock(&mu_);
+  quiet_cut_written_ = std::max(quiet_cut_written_, step);
 }
 
 void ServerRunner::EndJob(absl::Status status) {

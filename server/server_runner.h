@@ -248,6 +248,11 @@ class ServerRunner {
   void NoteMembershipEpoch(int64_t epoch);
   // A heartbeat answer asked for final shards (heartbeat thread).
   void NoteFinalShardsWanted(const HeartbeatResponse& answer);
+  // A heartbeat answer asked for the quiet cut of `step` (ASYNC; heartbeat thread; 0: none).
+  void NoteQuietCutWanted(int64_t step);
+  // Writes the quiet cut of `step` from `store` (membership thread; HeartbeatResponse
+  // .checkpoint_at_step): logged, and on failure tried again at the next answer that asks.
+  void WriteQuietCut(ParameterStore* store, int64_t step);
   bool stopped() const;
   // The heartbeats ended the job for this server with UNAVAILABLE: no scheduler answered for the
   // give-up time.
@@ -312,6 +317,9 @@ class ServerRunner {
   bool checkpoints_changed_ ABSL_GUARDED_BY(mu_) = false;
   // The final shards the latest heartbeat answer asked for, not yet taken by the membership thread.
   std::vector<int> final_shards_wanted_ ABSL_GUARDED_BY(mu_);
+  // The quiet cut the latest heartbeat answer asked for (0: none), and the one written last.
+  int64_t quiet_cut_wanted_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t quiet_cut_written_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace pstrain::server

@@ -84,7 +84,9 @@ absl::Status TrainingSession::AwaitMembership(const absl::Status& aborted, absl:
   if (view.membership_epoch() > view_.membership_epoch()) {
     LOG(INFO) << "step " << global_step_ << ": membership epoch " << view_.membership_epoch() << " -> "
               << view.membership_epoch() << ", live workers " << LiveRanks(view);
-    if (view.has_restore_step() && view.restore_epoch() > view_.restore_epoch() &&
+    // ASYNC/SSP: the only restore step a view carries is the quiet cut of a change of the server
+    // count, after which nobody redoes anything.
+    if (Sync() && view.has_restore_step() && view.restore_epoch() > view_.restore_epoch() &&
         view.restore_step() < global_step_) {
       rewind_to_ = view.restore_step();
     }
