@@ -71,14 +71,10 @@ absl::StatusOr<std::string> Scheduler::RequestScalingLocked(int to, absl::string
     return absl::FailedPreconditionError(
         absl::StrCat(what, ": the job is ", JobState_Name(state_), "; a running job changes its server count"));
   }
-  if (options_.job.mode() == SSP) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        what, ": the job is SSP; SYNC and ASYNC jobs change their server count, SSP ones not yet"));
-  }
   if (options_.job.mode() != SYNC && fleet_.replicated()) {
     return absl::FailedPreconditionError(absl::StrCat(
         what, ": the job is ", Mode_Name(options_.job.mode()), " with replicas (--replicas=2), whose copies "
-              "never cut; an ASYNC job with replicas does not change its server count yet"));
+              "never cut; an ASYNC or SSP job with replicas does not change its server count yet"));
   }
   if (!CheckpointsOn(options_.job)) {
     return absl::FailedPreconditionError(absl::StrCat(

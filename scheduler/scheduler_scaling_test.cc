@@ -345,12 +345,12 @@ TEST_F(SchedulerScalingTest, AStoppedServerOfTheMapAsksToBeDrainedAndLeavesAfter
   EXPECT_EQ(s->View().servers_size(), 1);
   EXPECT_EQ(s->state(), RUNNING);
 
-  std::unique_ptr<Scheduler> ssp = MakeRunning(SSP);
-  refused = ssp->Leave(leave);
+  std::unique_ptr<Scheduler> replicated = MakeRunning(ASYNC, /*checkpoints=*/true, 0, /*replicas=*/true);
+  refused = replicated->Leave(leave);
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(refused.message(), HasSubstr("SSP ones not yet"));
-  EXPECT_EQ(ssp->View().servers_size(), 2);
-  EXPECT_EQ(ssp->state(), RUNNING);
+  EXPECT_THAT(refused.message(), HasSubstr("with replicas does not change its server count yet"));
+  EXPECT_EQ(replicated->View().servers_size(), 2);
+  EXPECT_EQ(replicated->state(), RUNNING);
 }
 
 TEST_F(SchedulerScalingTest, NoWorkerIsEvictedForHoldingOthersUpWhileAServerRestoresTheCut) {
@@ -566,10 +566,8 @@ TEST_F(SchedulerScalingTest, BadRequestsAreRefusedAndChangeNothing) {
   EXPECT_FALSE(s->Register(Reg("h:9")).ok());
   EXPECT_EQ(s->View().membership_epoch(), before.membership_epoch());
 
-  std::unique_ptr<Scheduler> ssp = MakeRunning(SSP);
-  EXPECT_THAT(ssp->Scale(To(3)).status().message(), HasSubstr("SSP ones not yet"));
-  std::unique_ptr<Scheduler> async_replicas = MakeRunning(ASYNC, /*checkpoints=*/true, 0, /*replicas=*/true);
-  EXPECT_THAT(async_replicas->Scale(To(3)).status().message(), HasSubstr("ASYNC job with replicas"));
+  std::unique_ptr<Scheduler> async_replicas = MakeRunning(SSP, /*checkpoints=*/true, 0, /*replicas=*/true);
+  EXPECT_THAT(async_replicas->Scale(To(3)).status().message(), HasSubstr("ASYNC or SSP job with replicas"));
   EXPECT_EQ(async_replicas->View().shard_map().version(), 1);
   std::unique_ptr<Scheduler> no_checkpoints = MakeRunning(SYNC, /*checkpoints=*/false);
   EXPECT_THAT(no_checkpoints->Scale(To(3)).status().message(), HasSubstr("the job writes no checkpoints"));

@@ -39,7 +39,7 @@ DEFINE_int64(rpc_timeout_ms, 30000, "deadline of each scheduler rpc, millisecond
 DEFINE_int64(startup_timeout_ms, 120000, "bound on each startup phase (register, wait for the job), milliseconds");
 DEFINE_bool(drain_on_stop, false,
             "SIGTERM/SIGINT while the job runs drains this server instead of stopping it: it asks the scheduler for "
-            "the scale-down to one server fewer (it must be the highest rank of a SYNC or ASYNC job with checkpoints), serves "
+            "the scale-down to one server fewer (it must be the highest rank of a job with checkpoints), serves "
             "until the cut-over drops it, then exits 0; refused, or signalled again, it stops at once. For a "
             "StatefulSet that shrinks");
 DEFINE_string(checkpoint_dir, "",

@@ -5,8 +5,9 @@
 // The same for a CTR job, whose table rows move by key (and what each server reports its re-cut
 // cost), for a job with replicas (each shard's copy placed afresh), and for a seeded random
 // sequence of changes and server kills; a server joining a job with --max_servers grows it, and
-// one stopped with --drain_on_stop drains itself. Also the refusals: bad counts, a second change
-// while one is pending; the job goes on unchanged.
+// one stopped with --drain_on_stop drains itself. ASYNC and SSP jobs change their count at a quiet
+// cut instead, every sample counted once. Also the refusals: bad counts, a second change while one
+// is pending; the job goes on unchanged.
 #include <signal.h>
 
 #include <cstdlib>
@@ -212,22 +213,26 @@ TEST(ScaleTest, ACtrJobScaledTwoThreeTwoEndsBitwiseLikeARunThatNeverScaled) {
   EXPECT_GT(TablesNumber(summary, "evicted"), 0) << summary;
 }
 
-TEST(ScaleTest, AnAsyncJobScaledTwoThreeTwoCountsEverySampleOnceAndTrainsLikeOneThatNeverScaled) {
-  // ASYNC servers checkpoint on their own clocks: each change holds fresh leases back until every
-  // one out is complete, and cuts over at the quiet cut every server then writes. Nothing is
-  // trained twice or lost, and the workers redo nothing; the model differs from a run that never
-  // scaled only as async runs differ from one another.
-  auto job = [](const std::string& dir) {
-    return std::vector<std::string>{"--mode=async", "--epochs=3", "--train_limit=12000", "--test_limit=10000",
+class LeasedScaleTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LeasedScaleTest, AJobScaledTwoThreeTwoCountsEverySampleOnceAndTrainsLikeOneThatNeverScaled) {
+  // ASYNC and SSP servers checkpoint on their own clocks: each change holds fresh leases back
+  // until every one out is complete, and cuts over at the quiet cut every server then writes.
+  // Nothing is trained twice or lost, and the workers redo nothing (SSP: the new stores learn each
+  // worker's clock from its next push); the model differs from a run that never scaled only as
+  // such runs differ from one another.
+  const std::string mode = GetParam();
+  auto job = [&](const std::string& dir) {
+    return std::vector<std::string>{"--mode=" + mode, "--staleness=2", "--epochs=3", "--train_limit=12000", "--test_limit=10000",
                                     "--batch_size=32", "--seed=5", "--lease_batches=8",
                                     "--checkpoint_dir=" + dir + "/ckpt", "--checkpoint_every_steps=100",
                                     "--final_model=" + dir + "/model.bin"};
   };
-  ManualCluster reference("scale-async-reference");
+  ManualCluster reference("scale-" + mode + "-reference");
   reference.Start(2, 2, job(reference.dir()));
   const double kept = JsonNumber(RunToEnd(reference), "final_test_accuracy");
 
-  ManualCluster cluster("scale-async-2-3-2");
+  ManualCluster cluster("scale-" + mode + "-2-3-2");
   std::string grown, shrunk;
   const std::string summary = ScaleTwoThreeTwo(cluster, job(cluster.dir()), 250, 300, &grown, &shrunk);
   EXPECT_THAT(cluster.scheduler->Output(), HasSubstr("every server checkpoints step " + grown + ", the quiet cut"));
@@ -237,10 +242,12 @@ TEST(ScaleTest, AnAsyncJobScaledTwoThreeTwoCountsEverySampleOnceAndTrainsLikeOne
   ASSERT_GE(samples.size(), 3u) << summary;
   for (int e = 0; e < 3; ++e) EXPECT_EQ(samples[e], 12000) << "epoch " << e << "\n" << summary;
   const double accuracy = JsonNumber(summary, "final_test_accuracy");
-  std::cout << "ASYNC 2 -> 3 -> 2 at the quiet cuts of steps " << grown << " and " << shrunk << ": accuracy "
+  std::cout << mode << " 2 -> 3 -> 2 at the quiet cuts of steps " << grown << " and " << shrunk << ": accuracy "
             << accuracy << ", never scaled " << kept << "\n";
   EXPECT_NEAR(accuracy, kept, 0.01) << summary;
 }
+
+INSTANTIATE_TEST_SUITE_P(Modes, LeasedScaleTest, ::testing::Values("async", "ssp"));
 
 TEST(ScaleTest, ReplicasFollowTheNewCountAndACopyPlacedByItTakesOverAKilledServer) {
   // --replicas=2: each change places every shard and its copy afresh (shard s on server s, its copy
