@@ -112,7 +112,13 @@ absl::StatusOr<int> Membership::Register(Role role, const std::string& address,
   // Servers take the lowest vacant rank (a removed server's), so their ranks stay 0..n-1.
   const int capacity = role == SERVER ? options_.num_servers : options_.num_workers;
   const bool bounded = role == SERVER || !running_;
-  if (bounded && num_live(role) >= capacity) {
+  // A server's rank is the lowest vacant one, which must be within the job's count: a drained
+  // server outside the map (a scale-down, still serving its checkpoints) takes no place from a
+  // replacement for a dead one.
+  int lowest_vacant = 0;
+  while (is_live(SERVER, lowest_vacant)) ++lowest_vacant;
+  const bool full = role == SERVER ? lowest_vacant >= capacity : num_live(role) >= capacity;
+  if (bounded && full) {
     return absl::FailedPreconditionError(absl::StrCat(
         "register ", RoleName(role), " at '", address, "': job already has ", capacity, " ",
         RoleName(role), "s"));
@@ -138,7 +144,7 @@ absl::StatusOr<int> Membership::Register(Role role, const std::string& address,
   // worker under its old rank, and with fresh ranks every request it makes names a removed member.
   int rank = 0;
   if (role == SERVER) {
-    while (is_live(SERVER, rank)) ++rank;
+    rank = lowest_vacant;
   } else {
     rank = next_worker_rank_++;
   }

@@ -336,7 +336,13 @@ absl::StatusOr<HeartbeatResponse> Scheduler::Heartbeat(const HeartbeatRequest& r
     bool completed = false;
     if (request.role() == SERVER) {
       for (int shard : FinalShardsWantedLocked(request.rank())) response.add_send_final_shards(shard);
-      if (OutsideMapLocked(request.rank()) && MapRestoredLocked()) response.set_map_restored_epoch(fleet_.restore_epoch());
+      // A drained server with a folder of its own holds the only copy of its checkpoints: a
+      // recovery before the new map's first cut of its own goes back to the change's cut, and
+      // fetches that server's parts of it.
+      if (OutsideMapLocked(request.rank()) && MapRestoredLocked() &&
+          fleet_.HasOwnCutSinceResume(/*each_rank=*/options_.job.mode() != SYNC)) {
+        response.set_map_restored_epoch(fleet_.restore_epoch());
+      }
       if (options_.job.mode() != SYNC) {
         // A server with no store yet has applied nothing of its own: it confirms nothing.
         if (!request.restoring()) completed = ConfirmLeasesLocked(request.rank(), request.applied_leases(), &deferred);

@@ -285,7 +285,8 @@ TEST_F(SchedulerScalingTest, ShrinkingDrainsTheHighestRankWhichThenLeaves) {
   EXPECT_EQ(view.restore_servers(), 2);
   // The drained server is a member until it leaves; then it is gone and nothing else changes.
   EXPECT_EQ(view.servers_size(), 2);
-  // It learns when no server needs its checkpoints any more: once server 0 serves the cut.
+  // It learns when no server needs its checkpoints any more: once server 0 serves the cut, and
+  // has a cut of its own after it (a recovery before that goes back to the change's cut).
   absl::StatusOr<HeartbeatResponse> answer = s->Heartbeat(Hb(SERVER, 1));
   ASSERT_TRUE(answer.ok()) << answer.status();
   EXPECT_EQ(answer->map_restored_epoch(), 0);
@@ -296,6 +297,8 @@ TEST_F(SchedulerScalingTest, ShrinkingDrainsTheHighestRankWhichThenLeaves) {
   HeartbeatRequest serving = Hb(SERVER, 0);
   serving.set_store_epoch(view.restore_epoch());
   ASSERT_TRUE(s->Heartbeat(serving).ok());
+  EXPECT_EQ(s->Heartbeat(Hb(SERVER, 1))->map_restored_epoch(), 0) << "no cut of one server yet";
+  ASSERT_TRUE(Report(s.get(), 0, {20, 30}).ok());
   EXPECT_EQ(s->Heartbeat(Hb(SERVER, 1))->map_restored_epoch(), view.restore_epoch());
   EXPECT_EQ(s->Heartbeat(Hb(SERVER, 0))->map_restored_epoch(), 0) << "only for servers outside the map";
   LeaveRequest leave;
@@ -351,6 +354,40 @@ TEST_F(SchedulerScalingTest, AStoppedServerOfTheMapAsksToBeDrainedAndLeavesAfter
   EXPECT_THAT(refused.message(), HasSubstr("with replicas does not change its server count yet"));
   EXPECT_EQ(replicated->View().servers_size(), 2);
   EXPECT_EQ(replicated->state(), RUNNING);
+}
+
+TEST_F(SchedulerScalingTest, ADrainedServerStaysForARecoveryBeforeTheNewMapsFirstCutAndTakesNoPlaceFromIt) {
+  // Servers with folders of their own: the drained server holds the only copy of its part of the
+  // change's cut, which a recovery before the new map's first cut goes back to.
+  std::unique_ptr<Scheduler> s = MakeRunning();
+  ASSERT_TRUE(Report(s.get(), 0, {10}).ok());
+  ASSERT_TRUE(Report(s.get(), 1, {10}).ok());
+  ASSERT_TRUE(s->Scale(To(1)).ok());
+  ASSERT_TRUE(Report(s.get(), 0, {10, 20}).ok());
+  ASSERT_TRUE(Report(s.get(), 1, {10, 20}).ok());
+  const ClusterView view = s->View();
+  ASSERT_EQ(view.shard_map().num_servers(), 1);
+  // Server 0, the map's only one, dies before its first cut on one server.
+  for (int i = 0; i < 5; ++i) {
+    now_ += absl::Seconds(1);
+    EXPECT_EQ(s->Heartbeat(Hb(SERVER, 1))->map_restored_epoch(), 0);
+    for (int worker : {0, 1}) EXPECT_TRUE(s->Heartbeat(Hb(WORKER, worker)).ok());
+    s->CheckHealth();
+  }
+  ASSERT_EQ(s->state(), RUNNING);
+  // Its replacement takes rank 0 though the drained server 1 is still live, and goes back to the
+  // change's cut, re-cut from both old servers' files.
+  absl::StatusOr<RegisterResponse> replacement = s->Register(Reg("h:7"));
+  ASSERT_TRUE(replacement.ok()) << replacement.status();
+  EXPECT_EQ(replacement->rank(), 0);
+  EXPECT_EQ(s->View().restore_step(), 20);
+  EXPECT_EQ(s->View().restore_servers(), 2);
+  HeartbeatRequest serving = Hb(SERVER, 0);
+  serving.set_store_epoch(s->View().membership_epoch());
+  ASSERT_TRUE(s->Heartbeat(serving).ok());
+  EXPECT_EQ(s->Heartbeat(Hb(SERVER, 1))->map_restored_epoch(), 0) << "still no cut of one server";
+  ASSERT_TRUE(Report(s.get(), 0, {20, 30}).ok());
+  EXPECT_GE(s->Heartbeat(Hb(SERVER, 1))->map_restored_epoch(), view.restore_epoch());
 }
 
 TEST_F(SchedulerScalingTest, NoWorkerIsEvictedForHoldingOthersUpWhileAServerRestoresTheCut) {

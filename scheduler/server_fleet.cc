@@ -128,6 +128,12 @@ int64_t ServerFleet::OwnRestoreStep(int rank) const {
   return !steps.empty() && steps.back() > resume_step_ ? steps.back() : resume_step_;
 }
 
+bool ServerFleet::HasOwnCutSinceResume(bool each_rank) const {
+  if (!ResumedOnAnotherCount()) return true;
+  if (!each_rank) return NewestCommonStep() > resume_step_;
+  return AsyncKeepFrom() < 0;
+}
+
 int64_t ServerFleet::AsyncKeepFrom() const {
   if (!ResumedOnAnotherCount()) return -1;
   for (const std::vector<int64_t>& steps : checkpoints_) {

@@ -103,6 +103,11 @@ class ServerFleet {
   // of the server count (the resumed cut of another count): its newest one after that cut, or
   // that cut itself, re-cut from the old count's files, while it has none of its own.
   int64_t OwnRestoreStep(int rank) const;
+  // Whether the job no longer needs the resumed cut (a change of the server count, or a resume on
+  // another count) to recover: not resumed on another count, or every rank has a checkpoint after
+  // it, of a common step (SYNC) or of each rank's own (`each_rank`: ASYNC/SSP, whose servers
+  // restore their own newest).
+  bool HasOwnCutSinceResume(bool each_rank) const;
   // ASYNC: the oldest step no server may prune (CheckpointAck.keep_from_step): after a change of
   // the server count, its cut, until every rank holds a checkpoint of its own after it; -1 (no
   // bound) otherwise.

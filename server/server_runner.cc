@@ -713,7 +713,8 @@ absl::Status ServerRunner::Reshard(SchedulerClient* client, ParameterServerServi
   if (rank >= servers) {
     // Drained by a scale-down: its shard lives on in the others' restore of the cut. With a
     // folder of its own, the others lack its checkpoints and fetch their parts from it
-    // (ShardTransfer): it stays until the scheduler says every server of the map has restored
+    // (ShardTransfer): it stays until the scheduler says every server of the map has restored,
+    // and the new map has a cut of its own, so that no recovery goes back to the change's cut
     // (HeartbeatResponse.map_restored_epoch). In the job's folder they read its files.
     if (!options_.checkpoint_dir.empty()) {
       LOG(INFO) << what << ": this server is drained; serving its checkpoints until the new map's servers restored";

@@ -467,9 +467,11 @@ TEST(ScaleTest, AServerThatJoinsAndThenIsStoppedGrowsAndDrainsTheJobBitwiseLikeA
 // it serves its part of the next cut to the two others until both restored, then leaves. The
 // job ends bitwise like one that never scaled.
 TEST(ScaleTest, AServerWithAFolderOfItsOwnFetchesAndServesThePartsOfTheCuts) {
-  const model::ModelFile kept = NeverScaled("scale-own-folder-reference");
+  // Cuts 100 steps apart: the server killed below dies before the 2-server map's first cut.
+  const std::vector<std::string> cadence = {"--checkpoint_every_steps=100"};
+  const model::ModelFile kept = NeverScaled("scale-own-folder-reference", cadence);
   ManualCluster cluster("scale-own-folder");
-  ASSERT_NO_FATAL_FAILURE(StartAndScale(cluster, Job(cluster.dir()), 3));
+  ASSERT_NO_FATAL_FAILURE(StartAndScale(cluster, Job(cluster.dir(), cadence), 3));
   const std::string own = cluster.dir() + "/server-2-folder";
   std::filesystem::create_directories(own);
   cluster.AddServer({"--checkpoint_dir=" + own});
@@ -478,12 +480,21 @@ TEST(ScaleTest, AServerWithAFolderOfItsOwnFetchesAndServesThePartsOfTheCuts) {
   RunResult down = Ctl(cluster, {"scale", "--servers=2"});
   EXPECT_EQ(down.exit_code, 0) << down.output;
   const std::string shrunk = WaitForLog(cluster, "3 -> 2 servers at the cut of step ([0-9]+)")[1];
+  // A server of the new map dies before the new map's first cut: its replacement goes back to the
+  // change's cut, whose part from the drained server only that server holds. It stays until the
+  // new map has a cut of its own, and serves the part.
+  std::smatch rank;
+  const std::string first_log = cluster.servers[0]->Output();
+  ASSERT_TRUE(std::regex_search(first_log, rank, std::regex("registered as server ([0-9]+)"))) << first_log;
+  cluster.servers[0]->Kill(SIGKILL);
+  WaitForLog(cluster, "server " + rank[1].str() + " died");
+  cluster.AddServer();
   EXPECT_EQ(cluster.servers[2]->Wait(absl::Seconds(60)).value_or(-1), 0) << cluster.servers[2]->Output();
   RunToEnd(cluster);
   EXPECT_THAT(cluster.servers[2]->Output(), HasSubstr("fetched the parts of 2 old servers from them"));
   EXPECT_THAT(cluster.servers[2]->Output(), HasSubstr("re-cut the 2 servers' checkpoints of step " + grown));
   EXPECT_THAT(cluster.servers[2]->Output(), HasSubstr("serving its checkpoints until the new map's servers restored"));
-  for (int i : {0, 1}) {
+  for (int i : {1, 3}) {
     EXPECT_THAT(cluster.servers[i]->Output(), HasSubstr("fetched the parts of 1 old servers from them"));
     EXPECT_THAT(cluster.servers[i]->Output(), HasSubstr("re-cut the 3 servers' checkpoints of step " + shrunk));
   }
