@@ -525,6 +525,22 @@ TEST_F(SchedulerScalingTest, AnAsyncChangeHoldsFreshLeasesAndCutsOverAtTheQuietC
   // step and checkpoint either has (6 and 7 now), the added server is not.
   EXPECT_EQ(beat(1, 7, &two).checkpoint_at_step(), 8);
   EXPECT_EQ(beat(0, 7).checkpoint_at_step(), 8);
+  {
+    // A scheduler restarted now goes on with the quiet cut it asked for (saved with the change),
+    // and holds fresh leases back as before.
+    std::unique_ptr<Scheduler> restarted = Restarted();
+    ASSERT_NE(restarted, nullptr);
+    HeartbeatRequest hb = Hb(SERVER, 1);
+    hb.set_step(7);
+    absl::StatusOr<HeartbeatResponse> answer = restarted->Heartbeat(hb);
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_EQ(answer->checkpoint_at_step(), 8);
+    LeaseRequest r;
+    r.set_worker_rank(0);
+    absl::StatusOr<LeaseResponse> lease = restarted->LeaseWork(r);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    EXPECT_TRUE(lease->wait());
+  }
   HeartbeatRequest waiting = Hb(SERVER, 2);
   waiting.set_restoring(true);
   absl::StatusOr<HeartbeatResponse> outside = s->Heartbeat(waiting);

@@ -215,6 +215,20 @@ TEST(ScaleTest, ACtrJobScaledTwoThreeTwoEndsBitwiseLikeARunThatNeverScaled) {
 
 class LeasedScaleTest : public ::testing::TestWithParam<std::string> {};
 
+// The ASYNC or SSP job of LeasedScaleTest, for `dir`.
+std::vector<std::string> LeasedJob(const std::string& mode, const std::string& dir) {
+  return {"--mode=" + mode, "--staleness=2", "--epochs=3", "--train_limit=12000", "--test_limit=10000",
+          "--batch_size=32", "--seed=5", "--lease_batches=8", "--checkpoint_dir=" + dir + "/ckpt",
+          "--checkpoint_every_steps=100", "--final_model=" + dir + "/model.bin"};
+}
+
+// Every epoch of `summary` trained each of the 12000 samples once.
+void ExpectEverySampleOnce(const std::string& summary) {
+  const std::vector<double> samples = JsonNumbers(summary, "samples");
+  ASSERT_GE(samples.size(), 3u) << summary;
+  for (int e = 0; e < 3; ++e) EXPECT_EQ(samples[e], 12000) << "epoch " << e << "\n" << summary;
+}
+
 TEST_P(LeasedScaleTest, AJobScaledTwoThreeTwoCountsEverySampleOnceAndTrainsLikeOneThatNeverScaled) {
   // ASYNC and SSP servers checkpoint on their own clocks: each change holds fresh leases back
   // until every one out is complete, and cuts over at the quiet cut every server then writes.
@@ -222,12 +236,7 @@ TEST_P(LeasedScaleTest, AJobScaledTwoThreeTwoCountsEverySampleOnceAndTrainsLikeO
   // worker's clock from its next push); the model differs from a run that never scaled only as
   // such runs differ from one another.
   const std::string mode = GetParam();
-  auto job = [&](const std::string& dir) {
-    return std::vector<std::string>{"--mode=" + mode, "--staleness=2", "--epochs=3", "--train_limit=12000", "--test_limit=10000",
-                                    "--batch_size=32", "--seed=5", "--lease_batches=8",
-                                    "--checkpoint_dir=" + dir + "/ckpt", "--checkpoint_every_steps=100",
-                                    "--final_model=" + dir + "/model.bin"};
-  };
+  auto job = [&](const std::string& dir) { return LeasedJob(mode, dir); };
   ManualCluster reference("scale-" + mode + "-reference");
   reference.Start(2, 2, job(reference.dir()));
   const double kept = JsonNumber(RunToEnd(reference), "final_test_accuracy");
@@ -238,13 +247,38 @@ TEST_P(LeasedScaleTest, AJobScaledTwoThreeTwoCountsEverySampleOnceAndTrainsLikeO
   EXPECT_THAT(cluster.scheduler->Output(), HasSubstr("every server checkpoints step " + grown + ", the quiet cut"));
   EXPECT_THAT(cluster.servers[2]->Output(), Not(HasSubstr("rewinding")));
   for (const auto& worker : cluster.workers) EXPECT_THAT(worker->Output(), Not(HasSubstr("rewinding")));
-  const std::vector<double> samples = JsonNumbers(summary, "samples");
-  ASSERT_GE(samples.size(), 3u) << summary;
-  for (int e = 0; e < 3; ++e) EXPECT_EQ(samples[e], 12000) << "epoch " << e << "\n" << summary;
+  ExpectEverySampleOnce(summary);
   const double accuracy = JsonNumber(summary, "final_test_accuracy");
   std::cout << mode << " 2 -> 3 -> 2 at the quiet cuts of steps " << grown << " and " << shrunk << ": accuracy "
             << accuracy << ", never scaled " << kept << "\n";
   EXPECT_NEAR(accuracy, kept, 0.01) << summary;
+}
+
+TEST_P(LeasedScaleTest, AServerKilledWhileAChangeWaitsIsReplacedAndTheChangeCountsEverySampleOnce) {
+  // A source of a pending scale-up dies: its replacement goes back to its own newest checkpoint,
+  // alone (as an ASYNC recovery does), the change waits meanwhile, and once the added server
+  // registered the quiet cut is asked of the replacement too (its step raised to it).
+  const std::string mode = GetParam();
+  ManualCluster cluster("scale-" + mode + "-kill");
+  cluster.Start(2, 2, LeasedJob(mode, cluster.dir()));
+  cluster.WaitForSteps(150);
+  RunResult up = Ctl(cluster, {"scale", "--servers=3"});
+  ASSERT_EQ(up.exit_code, 0) << up.output;
+  std::smatch rank;
+  const std::string killed_log = cluster.servers[1]->Output();
+  ASSERT_TRUE(std::regex_search(killed_log, rank, std::regex("registered as server ([0-9]+)"))) << killed_log;
+  cluster.servers[1]->Kill(SIGKILL);
+  WaitForLog(cluster, "server " + rank[1].str() + " died");
+  cluster.AddServer();  // takes the dead server's rank
+  WaitForLog(cluster, "replaces the dead server " + rank[1].str() + " and restores its checkpoint of step");
+  cluster.AddServer();  // takes the added rank 2
+  const std::string grown = WaitForLog(cluster, "every server checkpoints step ([0-9]+), the quiet cut")[1];
+  WaitForLog(cluster, "2 -> 3 servers at the cut of step " + grown);
+  const std::string summary = RunToEnd(cluster);
+  ExpectEverySampleOnce(summary);
+  EXPECT_THAT(cluster.servers[2]->Output(), HasSubstr("wrote the quiet cut of step " + grown));
+  EXPECT_THAT(cluster.servers[3]->Output(), HasSubstr("re-cut the 2 servers' checkpoints of step " + grown));
+  EXPECT_GE(JsonNumber(summary, "final_test_accuracy"), 0.8) << summary;
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, LeasedScaleTest, ::testing::Values("async", "ssp"));
