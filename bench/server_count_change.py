@@ -3,8 +3,9 @@
 throughput before and after, measured on one run.
 
     bench/server_count_change.py BUILD_DIR [--train=400000] [--unique_keys=10000000] [--batch=512]
+                                 [--mode=sync|async|ssp]
 
-Generates CTR data with pstrain-gen-ctr, starts a SYNC CTR job by hand (scheduler, 2 servers, 2
+Generates CTR data with pstrain-gen-ctr, starts a CTR job (SYNC unless --mode says) by hand (scheduler, 2 servers, 2
 workers, checkpoints every 25 steps), and once a third of its steps are done asks for 3 servers
 (pstrain-ctl scale) and starts a third server; then runs the same job on 3 servers from the start,
 for the steady state of 3 servers on this machine. It samples the scheduler's /api/status every 0.25 s
@@ -13,7 +14,9 @@ and prints a Markdown table:
 - steps/s before the request and after the cut-over (each over a window that leaves out the
   change itself), and their ratio (one run: the same data, machine and load), and the steps/s of
   the job on 3 servers from the start;
-- the time from the cut-over to the first step past it (the pause, sampled every 0.25 s);
+- the time from the cut-over to the first step past it (the pause, sampled every 0.25 s), and the
+  longest time from the request on without a new step (ASYNC/SSP: the quiet cut's wait for the
+  leases out comes before the cut-over);
 - the time from the request to the cut-over (the wait for the added server and the next cut);
 - per server, how long it served nothing while it restored the cut re-sharded (its log:
   "ms without serving"), and the steps the workers trained again (their logs: "rewinding");
@@ -67,7 +70,7 @@ def run_job(bin_dir, data, out, args, grow):
 
     spawn("scheduler", [f"{bin_dir}/pstrain-scheduler", "--port=0", f"--port_file={port_file}",
                         f"--http_port={http}", "--model=ctr", f"--data_dir={data}",
-                        f"--servers={2 if grow else 3}", "--workers=2", "--mode=sync", f"--batch_size={args.batch}", "--epochs=1", "--eval_last_epoch_only",
+                        f"--servers={2 if grow else 3}", "--workers=2", f"--mode={args.mode}", f"--batch_size={args.batch}", "--epochs=1", "--eval_last_epoch_only",
                         f"--checkpoint_dir={out}/ckpt", "--checkpoint_every_steps=25", "--full_checkpoint_every=4",
                         f"--summary_json={out}/summary.json"])
     while not os.path.exists(port_file) or not open(port_file).read().strip():
@@ -112,6 +115,7 @@ def main():
     parser.add_argument("--train", type=int, default=400000)
     parser.add_argument("--unique_keys", type=int, default=10000000)
     parser.add_argument("--batch", type=int, default=512)
+    parser.add_argument("--mode", choices=("sync", "async", "ssp"), default="sync")
     args = parser.parse_args()
     bin_dir = os.path.join(os.path.abspath(args.build), "bin")
     for b in ("pstrain-scheduler", "pstrain-server", "pstrain-worker", "pstrain-ctl", "pstrain-gen-ctr"):
@@ -128,7 +132,7 @@ def main():
         return 1
     steady, _, _, _, _ = run_job(bin_dir, data, os.path.join(out, "three"), args, False)
     logs = {name: open(os.path.join(out, "grow", name + ".log")).read() for name in names}
-    paused = {name: [int(m) for m in re.findall(r"\((\d+) ms without serving\)", text)]
+    paused = {name: [int(m) for m in re.findall(r"\((\d+) ms without serving", text)]
               for name, text in logs.items() if name.startswith("server")}
     redone = [int(a) - int(b) for name, text in logs.items() if name.startswith("worker")
               for a, b in re.findall(r"rewinding from step (\d+) to step (\d+)", text)]
@@ -144,15 +148,24 @@ def main():
     resumed = next(t for t, step in samples if t > cut_over and step > at_cut)
     after = rate(samples, resumed + 1, trained)
     paused_s = resumed - cut_over
-    print("### Changing the server count of a running CTR job (2 -> 3 servers)")
+    # The longest stretch without a new step from the request on (to the last step).
+    stalled, since = 0.0, requested
+    last_step = next(step for t, step in samples if t >= requested)
+    for t, step in samples:
+        if t < requested or t > trained:
+            continue
+        if step != last_step:
+            last_step, since = step, t
+        stalled = max(stalled, t - since)
+    print(f"### Changing the server count of a running {args.mode.upper()} CTR job (2 -> 3 servers)")
     print()
     print(f"- Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {os.cpu_count()} cores;"
           f" load average {open('/proc/loadavg').read().split()[0]}")
     print(f"- Data: pstrain-gen-ctr --train_samples={args.train} --unique_keys={args.unique_keys} --zipf=1.0;"
-          f" job: --model=ctr --mode=sync --batch_size={args.batch} x 2 workers, 1 epoch ({total} steps),"
+          f" job: --model=ctr --mode={args.mode} --batch_size={args.batch} x 2 workers, 1 epoch ({total} steps),"
           " checkpoints every 25 steps (a base every 4)")
     print(f"- Command: bench/server_count_change.py BUILD_DIR --train={args.train}"
-          f" --unique_keys={args.unique_keys} --batch={args.batch}")
+          f" --unique_keys={args.unique_keys} --batch={args.batch} --mode={args.mode}")
     print()
     print("| measure | value |")
     print("|---|---|")
@@ -165,6 +178,7 @@ def main():
     print(f"| steps/s of the same job on 3 servers from the start (a second run) | {three:.2f} |")
     print(f"| request to cut-over (the added server's start, then the next cut) | {cut_over - requested:.2f} s |")
     print(f"| cut-over to the first step past it (sampled every 0.25 s) | {paused_s:.2f} s |")
+    print(f"| longest time without a new step, from the request on | {stalled:.2f} s |")
     for name in sorted(paused):
         print(f"| {name}: served nothing while restoring the re-cut cut | {', '.join(map(str, paused[name])) or '-'} ms |")
     print(f"| steps trained again by the workers (from the cut to the cut-over) |"

@@ -64,7 +64,7 @@ DEFINE_int32(min_workers, 1, "Below this many live workers the job stops with an
 DEFINE_int32(max_workers, 0,
              "At most this many live workers; registrations beyond are refused (0: --workers + --spare_workers)");
 DEFINE_int32(max_servers, 0,
-             "sync with checkpoints: a server registering while every rank is live grows the job by one, up to "
+             "with checkpoints: a server registering while every rank is live grows the job by one, up to "
              "this many servers (0: only pstrain-ctl scale changes the count)");
 DEFINE_int32(spare_workers, pstrain::kDefaultSpareWorkers,
              "With --max_workers left at 0: how many workers beyond --workers may join (replacements, additions)");

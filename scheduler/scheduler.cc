@@ -353,7 +353,11 @@ absl::StatusOr<HeartbeatResponse> Scheduler::Heartbeat(const HeartbeatRequest& r
           AdvanceScalingLocked(&deferred);
           const std::optional<int64_t>& quiet = scaling_.pending().has_value() ? scaling_.pending()->quiet_cut
                                                                                : std::nullopt;
-          if (quiet.has_value() && !OutsideMapLocked(request.rank())) response.set_checkpoint_at_step(*quiet);
+          // Asked of a server whose store serves the map (see AdvanceQuietCutLocked).
+          if (quiet.has_value() && !OutsideMapLocked(request.rank()) && !request.restoring() &&
+              request.store_epoch() >= fleet_.restore_epoch()) {
+            response.set_checkpoint_at_step(*quiet);
+          }
         }
       }
     }

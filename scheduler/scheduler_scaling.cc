@@ -132,8 +132,14 @@ void Scheduler::AdvanceScalingLocked(Deferred* deferred) {
       if (!membership_.is_live(SERVER, rank)) return;
     }
     scaling_.Ready(fleet_.NewestCommonStep());
-    LOG(INFO) << ServerScaling::Describe(pending->from, pending->to) << ": ready; cutting over at the first checkpoint "
-              << "cut after step " << *scaling_.pending()->after_cut;
+    if (options_.job.mode() == SYNC) {
+      LOG(INFO) << ServerScaling::Describe(pending->from, pending->to) << ": ready; cutting over at the first "
+                << "checkpoint cut after step " << *scaling_.pending()->after_cut;
+    } else {
+      LOG(INFO) << ServerScaling::Describe(pending->from, pending->to) << ": ready; no fresh training lease goes "
+                << "out until the cut-over, which is at the quiet cut once the " << leases_->num_incomplete()
+                << " leases out are complete";
+    }
   }
   // ASYNC servers cut on their own clocks: only the quiet cut is common to them.
   if (options_.job.mode() != SYNC && !AdvanceQuietCutLocked(deferred)) return;
@@ -143,8 +149,8 @@ void Scheduler::AdvanceScalingLocked(Deferred* deferred) {
 
 bool Scheduler::HoldsFreshLeasesLocked() const {
   if (options_.job.mode() == SYNC) return false;
-  if (scaling_.pending().has_value()) return scaling_.pending()->after_cut.has_value();
-  // After the cut-over, until every server of the new map serves it: a server of the old map that
+  if (scaling_.pending().has_value() && scaling_.pending()->after_cut.has_value()) return true;
+  // After the cut-over (also while the next change, asked for meanwhile, is not ready yet), until every server of the new map serves it: a server of the old map that
   // has not learnt of it yet would apply a fresh lease's batches to the store it is about to
   // retire, and confirm them (each server of the new map reports its re-cut once it serves, and
   // those reports are saved; a replacement for one that died first restores without one).
@@ -161,6 +167,10 @@ bool Scheduler::AdvanceQuietCutLocked(Deferred* deferred) {
             << " training leases to complete before the quiet cut";
     return pending.quiet_cut.has_value();
   }
+  // Every server of the map serves it (a change just before this one has been restored): its step
+  // is known, and the checkpoint it writes is reported by a server whose store the scheduler knows
+  // serves the map (a report from one still restoring loses the steps after the restore step).
+  if (!pending.quiet_cut.has_value() && !MapRestoredLocked()) return false;
   // Beyond every step a server of the map said or checkpointed: no server holds a file of it, and
   // none has applied an update past it. A step reported later than the request is a server that
   // moved on after all (an update without a lease): it is asked again, higher.

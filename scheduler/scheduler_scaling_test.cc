@@ -525,6 +525,10 @@ TEST_F(SchedulerScalingTest, AnAsyncChangeHoldsFreshLeasesAndCutsOverAtTheQuietC
   // step and checkpoint either has (6 and 7 now), the added server is not.
   EXPECT_EQ(beat(1, 7, &two).checkpoint_at_step(), 8);
   EXPECT_EQ(beat(0, 7).checkpoint_at_step(), 8);
+  HeartbeatRequest no_store = Hb(SERVER, 0);
+  no_store.set_restoring(true);
+  EXPECT_EQ(s->Heartbeat(no_store)->checkpoint_at_step(), 0) << "asked only of a store that serves the map";
+  beat(0, 7);
   {
     // A scheduler restarted now goes on with the quiet cut it asked for (saved with the change),
     // and holds fresh leases back as before.
@@ -565,6 +569,9 @@ TEST_F(SchedulerScalingTest, AnAsyncChangeHoldsFreshLeasesAndCutsOverAtTheQuietC
   // Not before every server of the new map serves it: one of the old map that had not learnt of
   // the cut-over would apply the lease to the store it is about to retire.
   EXPECT_TRUE(lease_for(0).wait()) << "server 2 does not serve the new map yet";
+  ASSERT_TRUE(s->Scale(To(4)).ok());
+  EXPECT_TRUE(lease_for(0).wait()) << "a change asked for meanwhile, not ready yet, lifts no hold";
+  ASSERT_TRUE(s->Scale(Cancel()).ok());
 
   // Leases go out again, and the new server's confirmations count: a lease completes once all
   // three servers applied it.

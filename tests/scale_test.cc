@@ -558,17 +558,11 @@ void WaitForAnother(const ManualCluster& cluster, const std::string& pattern, in
   ADD_FAILURE() << "no new '" << pattern << "' in the scheduler's log:\n" << cluster.scheduler->Output();
 }
 
-TEST(ScaleTest, RandomServerChangesAndKillsEndBitwiseLikeARunThatNeverScaled) {
-  // Server chaos: a seeded random sequence of growing by one (and starting the server), shrinking
-  // by one, and killing a server of the map (and starting its replacement), each once the last
-  // one is done. Every one of them keeps a SYNC run exact, so the model ends bit for bit as an
-  // undisturbed run's. PSTRAIN_CHAOS_SEED picks another sequence.
-  const char* env = std::getenv("PSTRAIN_CHAOS_SEED");
-  const uint32_t seed = env != nullptr ? static_cast<uint32_t>(std::strtoul(env, nullptr, 10)) : 27;
-  const model::ModelFile kept = NeverScaled("scale-chaos-reference", {"--epochs=10"});
-  ManualCluster cluster("scale-chaos");
-  cluster.Start(2, 2, Job(cluster.dir(), {"--epochs=10"}));
-  std::mt19937 random(seed);
+// Server chaos on `cluster` (started by the caller): a random sequence of six actions from
+// `random`, each once the last one is done: growing by one (and starting the server), shrinking by
+// one, and killing a server of the map (and starting its replacement; the scheduler logs
+// `replaced` once the replacement is in). Returns what was done; the caller runs the job to its end.
+std::vector<std::string> ServerChaos(ManualCluster& cluster, std::mt19937& random, const std::string& replaced) {
   int servers = 2;
   int64_t at = 0;
   std::vector<std::string> done;
@@ -599,7 +593,7 @@ TEST(ScaleTest, RandomServerChangesAndKillsEndBitwiseLikeARunThatNeverScaled) {
     if (kind == 0 && servers < 4) {
       const std::string pattern = absl::StrCat(servers, " -> ", servers + 1, " servers at the cut of step");
       const int before = CountInLog(cluster, pattern);
-      ASSERT_EQ(Ctl(cluster, {"scale", absl::StrCat("--servers=", servers + 1)}).exit_code, 0);
+      EXPECT_EQ(Ctl(cluster, {"scale", absl::StrCat("--servers=", servers + 1)}).exit_code, 0);
       cluster.AddServer();
       WaitForAnother(cluster, pattern, before);
       wait_until_serving(cluster.servers.size() - 1);
@@ -607,7 +601,7 @@ TEST(ScaleTest, RandomServerChangesAndKillsEndBitwiseLikeARunThatNeverScaled) {
     } else if (kind == 1 && servers > 1) {
       const std::string pattern = absl::StrCat(servers, " -> ", servers - 1, " servers at the cut of step");
       const int before = CountInLog(cluster, pattern);
-      ASSERT_EQ(Ctl(cluster, {"scale", absl::StrCat("--servers=", servers - 1)}).exit_code, 0);
+      EXPECT_EQ(Ctl(cluster, {"scale", absl::StrCat("--servers=", servers - 1)}).exit_code, 0);
       WaitForAnother(cluster, pattern, before);
       done.push_back(absl::StrCat("shrink to ", --servers));
     } else {
@@ -617,18 +611,39 @@ TEST(ScaleTest, RandomServerChangesAndKillsEndBitwiseLikeARunThatNeverScaled) {
         const int rank = rank_of(i);
         if (rank >= 0 && rank < servers) live.push_back(i);
       }
-      ASSERT_FALSE(live.empty());
+      if (live.empty()) {
+        ADD_FAILURE() << "no live server of the map";
+        return done;
+      }
       const size_t victim = live[random() % live.size()];
       const int rank = rank_of(victim);
-      const std::string pattern = "replaces the dead server; every server rank is live again";
-      const int before = CountInLog(cluster, pattern);
+      const int before = CountInLog(cluster, replaced);
       cluster.servers[victim]->Kill(SIGKILL);
       cluster.AddServer();
-      WaitForAnother(cluster, pattern, before);
+      WaitForAnother(cluster, replaced, before);
       wait_until_serving(cluster.servers.size() - 1);
       done.push_back(absl::StrCat("kill server ", rank));
     }
   }
+  return done;
+}
+
+// The seed of the chaos tests: 27, or PSTRAIN_CHAOS_SEED.
+uint32_t ChaosSeed() {
+  const char* env = std::getenv("PSTRAIN_CHAOS_SEED");
+  return env != nullptr ? static_cast<uint32_t>(std::strtoul(env, nullptr, 10)) : 27;
+}
+
+TEST(ScaleTest, RandomServerChangesAndKillsEndBitwiseLikeARunThatNeverScaled) {
+  // Every action of the chaos keeps a SYNC run exact, so the model ends bit for bit as an
+  // undisturbed run's. PSTRAIN_CHAOS_SEED picks another sequence.
+  const uint32_t seed = ChaosSeed();
+  const model::ModelFile kept = NeverScaled("scale-chaos-reference", {"--epochs=10"});
+  ManualCluster cluster("scale-chaos");
+  cluster.Start(2, 2, Job(cluster.dir(), {"--epochs=10"}));
+  std::mt19937 random(seed);
+  const std::vector<std::string> done =
+      ServerChaos(cluster, random, "replaces the dead server; every server rank is live again");
   std::cout << "chaos seed " << seed << ": " << absl::StrJoin(done, ", ") << "\n";
   const std::string summary = RunToEnd(cluster);
   const std::vector<double> samples = JsonNumbers(summary, "samples");
@@ -637,6 +652,22 @@ TEST(ScaleTest, RandomServerChangesAndKillsEndBitwiseLikeARunThatNeverScaled) {
   const model::ModelFile scaled = FinalModel(cluster);
   ASSERT_FALSE(kept.values.empty());
   EXPECT_EQ(scaled.values, kept.values) << "seed " << seed << ": " << absl::StrJoin(done, ", ");
+}
+
+TEST(ScaleTest, RandomServerChangesAndKillsOfAnAsyncJobCountEverySampleOnce) {
+  // The same chaos on an ASYNC job: each change at a quiet cut, each killed server's replacement
+  // back at its own newest checkpoint (or the last change's cut, re-cut, when it has none since).
+  const uint32_t seed = ChaosSeed();
+  ManualCluster cluster("scale-async-chaos");
+  cluster.Start(2, 2, Job(cluster.dir(), {"--epochs=10", "--mode=async", "--lease_batches=8"}));
+  std::mt19937 random(seed);
+  const std::vector<std::string> done = ServerChaos(cluster, random, "replaces the dead server [0-9]+ and restores");
+  std::cout << "async chaos seed " << seed << ": " << absl::StrJoin(done, ", ") << "\n";
+  const std::string summary = RunToEnd(cluster);
+  const std::vector<double> samples = JsonNumbers(summary, "samples");
+  ASSERT_GE(samples.size(), 10u) << summary;
+  for (int e = 0; e < 10; ++e) EXPECT_EQ(samples[e], 12000) << "epoch " << e << "\n" << summary;
+  EXPECT_GE(JsonNumber(summary, "final_test_accuracy"), 0.8) << summary;
 }
 
 TEST(ScaleTest, WorkersKilledAndAddedWhileTheCountChangesLoseAndRepeatNoSample) {
