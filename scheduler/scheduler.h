@@ -546,7 +546,7 @@ class Scheduler {
   // ASYNC (AdvanceScalingLocked): once every training lease is complete under the hold on fresh
   // ones, asks every server of the map for a checkpoint of one step beyond all of theirs (the quiet
   // cut; asked again, higher, should a server report a step past it). Returns whether a quiet cut
-  // is asked for.
+  // is asked for and every lease is complete (the cut-over may follow).
   bool AdvanceQuietCutLocked(Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ASYNC: a ready change holds fresh training leases back until it cuts over and every server of
   // the new map serves (LeasePool::set_hold_fresh).

@@ -163,9 +163,10 @@ bool Scheduler::HoldsFreshLeasesLocked() const {
 bool Scheduler::AdvanceQuietCutLocked(Deferred* deferred) {
   const ServerScaling::Pending& pending = *scaling_.pending();
   if (leases_->num_incomplete() > 0) {
+    // (None goes out under the hold; the cut-over needs every one complete: LeasePool::SetNumServers.)
     VLOG(1) << ServerScaling::Describe(pending.from, pending.to) << ": waiting for " << leases_->num_incomplete()
             << " training leases to complete before the quiet cut";
-    return pending.quiet_cut.has_value();
+    return false;
   }
   // Every server of the map serves it (a change just before this one has been restored): its step
   // is known, and the checkpoint it writes is reported by a server whose store the scheduler knows

@@ -82,6 +82,15 @@ class SchedulerScalingTest : public ::testing::Test {
     for (int64_t step : steps) r.add_steps(step);
     return s->ReportCheckpoints(r);
   }
+  // Both servers hold the cut of step 10, an operator asks for 1 server, and both report the cut
+  // of step 20: the change cuts over there.
+  static void ShrinkToOneAtStepTwenty(Scheduler* s) {
+    ASSERT_TRUE(Report(s, 0, {10}).ok());
+    ASSERT_TRUE(Report(s, 1, {10}).ok());
+    ASSERT_TRUE(s->Scale(To(1)).ok());
+    ASSERT_TRUE(Report(s, 0, {10, 20}).ok());
+    ASSERT_TRUE(Report(s, 1, {10, 20}).ok());
+  }
 
   // A scheduler killed now and started again from the newest state it persisted.
   std::unique_ptr<Scheduler> Restarted() {
@@ -103,11 +112,7 @@ class SchedulerScalingTest : public ::testing::Test {
   void ExpectHoldUpsCountFromWhenServerZeroServes(
       const std::function<void(int64_t restore_epoch, HeartbeatRequest* beat)>& restoring) {
     std::unique_ptr<Scheduler> s = MakeRunning();
-    ASSERT_TRUE(Report(s.get(), 0, {10}).ok());
-    ASSERT_TRUE(Report(s.get(), 1, {10}).ok());
-    ASSERT_TRUE(s->Scale(To(1)).ok());
-    ASSERT_TRUE(Report(s.get(), 0, {10, 20}).ok());
-    ASSERT_TRUE(Report(s.get(), 1, {10, 20}).ok());
+    ASSERT_NO_FATAL_FAILURE(ShrinkToOneAtStepTwenty(s.get()));
     const int64_t restore_epoch = s->View().restore_epoch();
     auto beat = [&](bool restores) {
       now_ += absl::Seconds(1);
@@ -360,11 +365,7 @@ TEST_F(SchedulerScalingTest, ADrainedServerStaysForARecoveryBeforeTheNewMapsFirs
   // Servers with folders of their own: the drained server holds the only copy of its part of the
   // change's cut, which a recovery before the new map's first cut goes back to.
   std::unique_ptr<Scheduler> s = MakeRunning();
-  ASSERT_TRUE(Report(s.get(), 0, {10}).ok());
-  ASSERT_TRUE(Report(s.get(), 1, {10}).ok());
-  ASSERT_TRUE(s->Scale(To(1)).ok());
-  ASSERT_TRUE(Report(s.get(), 0, {10, 20}).ok());
-  ASSERT_TRUE(Report(s.get(), 1, {10, 20}).ok());
+  ASSERT_NO_FATAL_FAILURE(ShrinkToOneAtStepTwenty(s.get()));
   const ClusterView view = s->View();
   ASSERT_EQ(view.shard_map().num_servers(), 1);
   // Server 0, the map's only one, dies before its first cut on one server.
@@ -475,13 +476,7 @@ TEST_F(SchedulerScalingTest, ACutOverStepStaysTheOldestKeptUntilTheNewMapHasANew
 TEST_F(SchedulerScalingTest, AnAsyncChangeHoldsFreshLeasesAndCutsOverAtTheQuietCutEveryServerWrites) {
   // 50 samples in leases of one batch of 10 ([0, 10), [10, 20), ...), 2 servers, 2 workers.
   std::unique_ptr<Scheduler> s = MakeRunning(ASYNC);
-  auto lease_for = [&](int rank) {
-    LeaseRequest r;
-    r.set_worker_rank(rank);
-    absl::StatusOr<LeaseResponse> lease = s->LeaseWork(r);
-    EXPECT_TRUE(lease.ok()) << lease.status();
-    return lease.value_or(LeaseResponse());
-  };
+  auto lease_for = [&](int rank) { return test_util::LeaseFor(s.get(), rank); };
   auto trained = [&](int rank, int64_t lease_id) {
     ProgressReport r;
     r.set_worker_rank(rank);

@@ -106,13 +106,7 @@ TEST(SchedulerStreamTest, AsyncLeasesFollowTheReadyRecordsAndSettledOnesLeaveThe
   ASSERT_TRUE(s->Register(Reg(SERVER, "h:1")).ok());
   for (const char* address : {"h:2", "h:3"}) ASSERT_TRUE(s->Register(Reg(WORKER, address)).ok());
   ASSERT_EQ(s->state(), RUNNING);
-  auto lease_for = [&](int rank) {
-    LeaseRequest r;
-    r.set_worker_rank(rank);
-    absl::StatusOr<LeaseResponse> lease = s->LeaseWork(r);
-    EXPECT_TRUE(lease.ok()) << lease.status();
-    return lease.value_or(LeaseResponse());
-  };
+  auto lease_for = [&](int rank) { return test_util::LeaseFor(s.get(), rank); };
   // Worker `rank` pushed lease `id` whole and reports it; the server confirms it.
   auto trained = [&](int rank, const LeaseResponse& lease, int64_t batches) {
     ProgressReport r;

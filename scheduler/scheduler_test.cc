@@ -776,13 +776,7 @@ TEST_F(SchedulerTest, LeasesOnlyInAsyncModesAndOnlyWhenRunning) {
 TEST_F(SchedulerTest, AsyncRemainderOfADeadWorkersLeaseIsTrainedOnceAndCountedOnce) {
   auto s = Make(ASYNC, 2);
   RegisterAll(s.get());
-  auto lease_for = [&](int rank) {
-    LeaseRequest r;
-    r.set_worker_rank(rank);
-    absl::StatusOr<LeaseResponse> lease = s->LeaseWork(r);
-    EXPECT_TRUE(lease.ok()) << lease.status();
-    return lease.value_or(LeaseResponse());
-  };
+  auto lease_for = [&](int rank) { return test_util::LeaseFor(s.get(), rank); };
   auto report = [&](int rank, int64_t lease_id, int64_t batches_done, int64_t samples) {
     ProgressReport r;
     r.set_worker_rank(rank);

@@ -60,6 +60,15 @@ inline HeartbeatRequest Hb(Role role, int rank) {
   return hb;
 }
 
+// Worker `rank`'s training lease request to `s` (ASYNC/SSP), expected OK; an empty answer otherwise.
+inline LeaseResponse LeaseFor(Scheduler* s, int rank) {
+  LeaseRequest r;
+  r.set_worker_rank(rank);
+  absl::StatusOr<LeaseResponse> lease = s->LeaseWork(r);
+  EXPECT_TRUE(lease.ok()) << lease.status();
+  return lease.value_or(LeaseResponse());
+}
+
 // Server `server_rank`'s heartbeat confirming that it applied the batches `report` says its
 // worker pushed (what a server reports once an honest worker's pushes reached it).
 inline HeartbeatRequest ConfirmedBy(int server_rank, const ProgressReport& report) {
