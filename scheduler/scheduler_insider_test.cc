@@ -528,7 +528,9 @@ TEST_F(InsiderTest, AWorkerSittingOnAnEvaluationLeaseIsEvicted) {
   for (absl::StatusOr<LeaseResponse> l = s->LeaseWork(EvalRequest(1, 0)); l.ok() && l->lease_id() > 0 && !found;
        l = s->LeaseWork(EvalRequest(1, 0))) {
     found = l->lease_id() == held->lease_id();
-    if (!found) ASSERT_TRUE(s->ReportProgress(EvalResult(1, *l, 2)).ok());
+    if (!found) {
+      ASSERT_TRUE(s->ReportProgress(EvalResult(1, *l, 2)).ok());
+    }
   }
   EXPECT_TRUE(found);
 }

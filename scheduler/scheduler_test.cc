@@ -788,7 +788,9 @@ TEST_F(SchedulerTest, AsyncRemainderOfADeadWorkersLeaseIsTrainedOnceAndCountedOn
     p->set_batches_done(batches_done);
     absl::Status status = s->ReportProgress(r);
     // The server applied what the worker pushed (a dead worker's server applied it too).
-    if (status.ok()) EXPECT_TRUE(s->Heartbeat(test_util::ConfirmedBy(0, r)).ok());
+    if (status.ok()) {
+      EXPECT_TRUE(s->Heartbeat(test_util::ConfirmedBy(0, r)).ok());
+    }
     return status;
   };
   const LeaseResponse a = lease_for(0);

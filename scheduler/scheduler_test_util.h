@@ -10,6 +10,7 @@
 
 #include "absl/time/time.h"
 #include "common/job_spec.h"
+#include "gtest/gtest.h"
 #include "proto/cluster.pb.h"
 #include "proto/job.pb.h"
 #include "proto/scheduler.pb.h"
