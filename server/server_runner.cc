@@ -820,9 +820,15 @@ void ServerRunner::FollowMembership(SchedulerClient* client, ParameterServerServ
       if (CurrentStore() != store) heartbeater->Nudge();
       tried = std::max(tried, target);
     }
-    // After the membership refresh: a quiet cut asked for under a map this store no longer serves
-    // is not written.
-    if (quiet_cut > 0 && CurrentStore() == store) WriteQuietCut(store.get(), quiet_cut);
+    // After the membership refresh: a quiet cut asked for under a map this server no longer serves
+    // is void (its store was replaced by one of the new map; writing it would put the new map's
+    // shard in the file of the cut the others may still be reading).
+    if (quiet_cut > 0 && CurrentStore() == store) {
+      WriteQuietCut(store.get(), quiet_cut);
+    } else if (quiet_cut > 0) {
+      absl::MutexLock lock(&mu_);
+      if (quiet_cut_wanted_ == quiet_cut) quiet_cut_wanted_ = quiet_cut_written_;
+    }
     if (kept_freed.Check()) VLOG(1) << "server " << rank << ": returned freed memory";
     if (report && !checkpoint_dir.empty()) report_failed = !ReportCheckpoints(client, rank, checkpoint_dir).ok();
     // After the membership refresh above, so that a copy promoted by the same change sends its shard.
