@@ -348,17 +348,7 @@ absl::StatusOr<HeartbeatResponse> Scheduler::Heartbeat(const HeartbeatRequest& r
         if (!request.restoring()) completed = ConfirmLeasesLocked(request.rank(), request.applied_leases(), &deferred);
         response.set_report_leases_from(leases_->ReportFrom(request.rank()));
         response.set_leases_settled_below(leases_->first_id());
-        if (scaling_.pending().has_value()) {
-          // A confirmation may have completed the last lease the quiet cut waits for.
-          AdvanceScalingLocked(&deferred);
-          const std::optional<int64_t>& quiet = scaling_.pending().has_value() ? scaling_.pending()->quiet_cut
-                                                                               : std::nullopt;
-          // Asked of a server whose store serves the map (see AdvanceQuietCutLocked).
-          if (quiet.has_value() && !OutsideMapLocked(request.rank()) && !request.restoring() &&
-              request.store_epoch() >= fleet_.restore_epoch()) {
-            response.set_checkpoint_at_step(*quiet);
-          }
-        }
+        response.set_checkpoint_at_step(QuietCutForLocked(request, &deferred));
       }
     }
     // Only a role's first heartbeat persists (from then on it is held to dead_after, also by a

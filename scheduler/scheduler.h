@@ -548,6 +548,10 @@ class Scheduler {
   // cut; asked again, higher, should a server report a step past it). Returns whether a quiet cut
   // is asked for and every lease is complete (the cut-over may follow).
   bool AdvanceQuietCutLocked(Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ASYNC/SSP, server `beat.rank()`'s heartbeat: advances a pending change (the heartbeat's
+  // confirmations may have completed the last lease out) and answers the quiet cut that server is
+  // to write (HeartbeatResponse.checkpoint_at_step), or 0.
+  int64_t QuietCutForLocked(const HeartbeatRequest& beat, Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ASYNC: a ready change holds fresh training leases back until it cuts over and every server of
   // the new map serves (LeasePool::set_hold_fresh).
   bool HoldsFreshLeasesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -150,14 +150,25 @@ void Scheduler::AdvanceScalingLocked(Deferred* deferred) {
 bool Scheduler::HoldsFreshLeasesLocked() const {
   if (options_.job.mode() == SYNC) return false;
   if (scaling_.pending().has_value() && scaling_.pending()->after_cut.has_value()) return true;
-  // After the cut-over (also while the next change, asked for meanwhile, is not ready yet), until every server of the new map serves it: a server of the old map that
-  // has not learnt of it yet would apply a fresh lease's batches to the store it is about to
-  // retire, and confirm them (each server of the new map reports its re-cut once it serves, and
-  // those reports are saved; a replacement for one that died first restores without one).
+  // After the cut-over (also while a next change, asked for meanwhile, is not ready yet), until
+  // every server of the new map serves it: a server of the old map that has not learnt of it yet
+  // would apply a fresh lease's batches to the store it is about to retire, and confirm them (each
+  // server of the new map reports its re-cut once it serves, and those reports are saved; a
+  // replacement for one that died first restores without one).
   if (scaling_.done().empty()) return false;
   const ServerScaling::Done& last = scaling_.done().back();
   return last.shard_map_version == membership_.shard_map().version() &&
          static_cast<int>(last.resharded.size()) < last.to && !MapRestoredLocked();
+}
+
+int64_t Scheduler::QuietCutForLocked(const HeartbeatRequest& beat, Deferred* deferred) {
+  if (!scaling_.pending().has_value()) return 0;
+  // A confirmation in this heartbeat may have completed the last lease the quiet cut waits for.
+  AdvanceScalingLocked(deferred);
+  if (!scaling_.pending().has_value() || !scaling_.pending()->quiet_cut.has_value()) return 0;
+  // Asked of a server whose store serves the map (see AdvanceQuietCutLocked).
+  if (OutsideMapLocked(beat.rank()) || beat.restoring() || beat.store_epoch() < fleet_.restore_epoch()) return 0;
+  return *scaling_.pending()->quiet_cut;
 }
 
 bool Scheduler::AdvanceQuietCutLocked(Deferred* deferred) {
