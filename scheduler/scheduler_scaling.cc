@@ -131,7 +131,7 @@ void Scheduler::AdvanceScalingLocked(Deferred* deferred) {
     for (int rank = pending->from; rank < pending->to; ++rank) {
       if (!membership_.is_live(SERVER, rank)) return;
     }
-    scaling_.Ready(fleet_.NewestCommonStep());
+    scaling_.Ready(fleet_.NewestCommonStep(), Now());
     if (options_.job.mode() == SYNC) {
       LOG(INFO) << ServerScaling::Describe(pending->from, pending->to) << ": ready; cutting over at the first "
                 << "checkpoint cut after step " << *scaling_.pending()->after_cut;
@@ -257,6 +257,19 @@ void Scheduler::CancelScalingLocked(absl::string_view why, Deferred* deferred) {
 
 void Scheduler::CancelLateScalingLocked(absl::Time now, Deferred* deferred) {
   const std::optional<ServerScaling::Pending>& pending = scaling_.pending();
+  if (pending.has_value() && pending->after_cut.has_value() && HoldsFreshLeasesLocked() &&
+      now - pending->ready > options_.server_recovery_timeout) {
+    // ASYNC/SSP: the hold on fresh leases stops the job's training; a quiet cut that does not
+    // become common in time (a lease out that does not complete, a server that cannot write its
+    // checkpoint) must not stop it for good.
+    CancelScalingLocked(absl::StrCat("no quiet cut was common to every server within ",
+                                     absl::FormatDuration(options_.server_recovery_timeout),
+                                     " (--server_recovery_timeout_ms) of its readiness; ", leases_->num_incomplete(),
+                                     " training leases were incomplete; fresh leases go out again"),
+                        deferred);
+    SaveLocked(deferred);
+    return;
+  }
   if (!pending.has_value() || pending->after_cut.has_value() || pending->to <= pending->from) return;
   if (now - pending->requested <= options_.server_recovery_timeout) return;
   int missing = 0;

@@ -602,6 +602,31 @@ TEST_F(SchedulerScalingTest, AnAsyncChangeHoldsFreshLeasesAndCutsOverAtTheQuietC
   EXPECT_EQ(s->state(), RUNNING);
 }
 
+TEST_F(SchedulerScalingTest, AnAsyncChangeWhoseQuietCutDoesNotComeIsCancelledAndTrainingGoesOn) {
+  // A lease out never completes (its holder heartbeats but pushes nothing more): the hold on fresh
+  // leases must not stop the job for good. server_recovery_timeout after the change became ready,
+  // the scheduler cancels it, and leases go out again.
+  std::unique_ptr<Scheduler> s = MakeRunning(ASYNC);
+  auto lease_for = [&](int rank) { return test_util::LeaseFor(s.get(), rank); };
+  ASSERT_EQ(lease_for(0).lease_id(), 1);
+  ASSERT_TRUE(s->Scale(To(3)).ok());
+  ASSERT_TRUE(s->Register(Reg("h:2")).ok());
+  ASSERT_TRUE(lease_for(1).wait()) << "ready: fresh leases held";
+  const absl::Duration timeout = options_.server_recovery_timeout;
+  for (absl::Duration waited; waited <= timeout; waited += absl::Seconds(1)) {
+    now_ += absl::Seconds(1);
+    for (int rank : {0, 1, 2}) EXPECT_TRUE(s->Heartbeat(Hb(SERVER, rank)).ok());
+    for (int worker : {0, 1}) EXPECT_TRUE(s->Heartbeat(Hb(WORKER, worker)).ok());
+    s->CheckHealth();
+  }
+  EXPECT_EQ(s->View().shard_map().num_servers(), 2);
+  const LeaseResponse fresh = lease_for(1);
+  EXPECT_FALSE(fresh.wait());
+  EXPECT_EQ(fresh.lease_id(), 2);
+  EXPECT_EQ(s->state(), RUNNING);
+  EXPECT_EQ(s->Scale(Cancel()).status().code(), absl::StatusCode::kFailedPrecondition) << "nothing is pending";
+}
+
 TEST_F(SchedulerScalingTest, AsyncJobsSayNoOldestKeptStep) {
   std::unique_ptr<Scheduler> s = MakeRunning(ASYNC);
   ASSERT_TRUE(Report(s.get(), 0, {10}).ok());

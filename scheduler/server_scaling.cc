@@ -24,13 +24,14 @@ absl::Status ServerScaling::Request(int to, int current, absl::Time now) {
   if (to == current) {
     return absl::InvalidArgumentError(absl::StrCat("scale to ", to, " servers: the job has ", current, " already"));
   }
-  pending_ = Pending{current, to, now, std::nullopt, std::nullopt};
+  pending_ = Pending{current, to, now, std::nullopt, std::nullopt, now};
   return absl::OkStatus();
 }
 
-void ServerScaling::Ready(int64_t newest_cut) {
+void ServerScaling::Ready(int64_t newest_cut, absl::Time now) {
   if (!pending_.has_value() || pending_->after_cut.has_value()) return;
   pending_->after_cut = newest_cut;
+  pending_->ready = now;
 }
 
 bool ServerScaling::DueAt(int64_t newest_cut) const {
@@ -102,7 +103,8 @@ absl::Status ServerScaling::Restore(const ServerScalingState& state) {
   if (state.has_pending()) {
     const PendingScaleState& p = state.pending();
     RETURN_IF_ERROR(CheckCounts("the pending change", p.from(), p.to()));
-    pending = Pending{p.from(), p.to(), absl::FromUnixMicros(p.requested_us()), std::nullopt, std::nullopt};
+    const absl::Time requested = absl::FromUnixMicros(p.requested_us());
+    pending = Pending{p.from(), p.to(), requested, std::nullopt, std::nullopt, requested};
     if (p.has_after_cut()) pending->after_cut = p.after_cut();
     if (p.has_after_cut() && p.has_quiet_cut()) {
       if (p.quiet_cut() <= p.after_cut()) {

@@ -59,6 +59,8 @@ class ServerScaling {
     std::optional<int64_t> after_cut;
     // ASYNC, set once ready and quiet: the step every server is asked to checkpoint.
     std::optional<int64_t> quiet_cut;
+    // When it became ready (not saved: a restored change counts from its request).
+    absl::Time ready;
   };
   struct Done {
     int from = 0;
@@ -78,9 +80,9 @@ class ServerScaling {
   absl::Status Request(int to, int current, absl::Time now);
 
   const std::optional<Pending>& pending() const { return pending_; }
-  // The pending change is ready: it cuts over at the first cut newer than `newest_cut`. Does
-  // nothing when none is pending or it is ready already.
-  void Ready(int64_t newest_cut);
+  // The pending change is ready at `now`: it cuts over at the first cut newer than `newest_cut`.
+  // Does nothing when none is pending or it is ready already.
+  void Ready(int64_t newest_cut, absl::Time now);
   // Whether the pending change is ready and `newest_cut` is newer than the cut at its readiness;
   // with a quiet cut, whether `newest_cut` is that cut (or a newer one).
   bool DueAt(int64_t newest_cut) const;
