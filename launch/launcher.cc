@@ -287,6 +287,7 @@ class Cluster {
         absl::StrCat("--port_file=", port_file), absl::StrCat("--summary_json=", summary_path_),
         absl::StrCat("--heartbeat_ms=", options_.heartbeat_ms),
         absl::StrCat("--dead_after_ms=", options_.dead_after_ms)};
+    if (options_.hold_up_after_ms > 0) argv.push_back(absl::StrCat("--hold_up_after_ms=", options_.hold_up_after_ms));
     std::string state_dir = options_.state_dir;
     if (state_dir.empty() && options_.max_restarts > 0) state_dir = temp_dir_ + "/scheduler-state";
     if (!state_dir.empty()) argv.push_back(absl::StrCat("--state_dir=", state_dir));

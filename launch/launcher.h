@@ -52,6 +52,8 @@ struct LaunchOptions {
   std::string summary_json;
   int64_t heartbeat_ms = 500;
   int64_t dead_after_ms = 3000;
+  // The scheduler's --hold_up_after_ms, passed when positive (0: its default, dead_after_ms).
+  int64_t hold_up_after_ms = 0;
   std::string host = "127.0.0.1";
   // Worker device, passed as --device. A comma list ("cuda:0,cuda:1") is dealt out round-robin:
   // worker i gets entry i % size.

@@ -28,6 +28,9 @@ DEFINE_string(bin_dir, "", "Folder with pstrain-scheduler, pstrain-server and ps
 DEFINE_string(summary_json, "", "Where the scheduler writes the run summary (default: a new temporary folder, kept and printed)");
 DEFINE_int64(heartbeat_ms, 500, "Heartbeat period of servers and workers, passed to the scheduler");
 DEFINE_int64(dead_after_ms, 3000, "A role silent this long is declared dead, passed to the scheduler");
+DEFINE_int64(hold_up_after_ms, 0,
+             "A live worker that holds the others up this long is evicted, passed to the scheduler (0: "
+             "--dead_after_ms)");
 DEFINE_int32(progress_interval_s, 5, "Seconds between progress lines when stdout is not a terminal");
 DEFINE_string(device, "cpu",
               "Worker device, passed to each worker as --device: cpu, cuda, cuda:N, or a comma list "
@@ -89,6 +92,11 @@ int main(int argc, char** argv) {
     fprintf(stderr, "pstrain-launch: --max_restarts=%d: expected 0 or more\n", FLAGS_max_restarts);
     return 2;
   }
+  if (FLAGS_hold_up_after_ms < 0) {
+    fprintf(stderr, "pstrain-launch: --hold_up_after_ms=%lld: expected 0 (--dead_after_ms) or more\n",
+            static_cast<long long>(FLAGS_hold_up_after_ms));
+    return 2;
+  }
   if (FLAGS_heartbeat_ms <= 0 || FLAGS_dead_after_ms <= FLAGS_heartbeat_ms || FLAGS_progress_interval_s <= 0) {
     fprintf(stderr,
             "pstrain-launch: --heartbeat_ms=%lld, --dead_after_ms=%lld, --progress_interval_s=%d: expected "
@@ -121,6 +129,7 @@ int main(int argc, char** argv) {
   options.summary_json = FLAGS_summary_json;
   options.heartbeat_ms = FLAGS_heartbeat_ms;
   options.dead_after_ms = FLAGS_dead_after_ms;
+  options.hold_up_after_ms = FLAGS_hold_up_after_ms;
   options.device = FLAGS_device;
   options.tf32 = FLAGS_tf32;
   options.unix_sockets = FLAGS_unix_sockets;

@@ -27,6 +27,9 @@ DEFINE_string(port_file, "", "Write the chosen port to this file once listening 
 DEFINE_string(summary_json, "", "Write the run summary (JSON) to this file when the job ends");
 DEFINE_int64(heartbeat_ms, 500, "How often roles heartbeat, milliseconds");
 DEFINE_int64(dead_after_ms, 3000, "A role silent this long is dead (see the scheduler's churn rules), milliseconds");
+DEFINE_int64(hold_up_after_ms, 0,
+             "A live worker that holds the others up this long (a SYNC step or barrier waiting for it, an epoch's "
+             "end) is evicted even while it heartbeats, milliseconds (0: --dead_after_ms)");
 DEFINE_int64(startup_timeout_ms, 300000, "The job fails if not every role registers within this, ms");
 DEFINE_string(state_dir, "",
               "Keep the scheduler's state in this folder; started again with a state there, the scheduler goes on "
@@ -79,6 +82,7 @@ int main(int argc, char** argv) {
   options.summary_json = FLAGS_summary_json;
   options.heartbeat_interval = absl::Milliseconds(FLAGS_heartbeat_ms);
   options.dead_after = absl::Milliseconds(FLAGS_dead_after_ms);
+  options.hold_up_after = absl::Milliseconds(FLAGS_hold_up_after_ms);
   options.startup_timeout = absl::Milliseconds(FLAGS_startup_timeout_ms);
   options.server_recovery_timeout = absl::Milliseconds(FLAGS_server_recovery_timeout_ms);
   options.stream_poll = absl::Milliseconds(FLAGS_stream_poll_ms);

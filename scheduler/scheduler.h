@@ -154,6 +154,9 @@ class Scheduler {
     // A role silent this long (after its first heartbeat) is dead: a server fails the job, a
     // worker is removed.
     absl::Duration dead_after = absl::Milliseconds(3000);
+    // The hold-up rule's limit (EvictHoldUpsLocked): a live worker that holds the others up this
+    // long while it heartbeats is evicted. Zero: dead_after.
+    absl::Duration hold_up_after = absl::ZeroDuration();
     // The job fails when not every role has registered this long after creation, or a role has
     // not heartbeated this long after registering.
     absl::Duration startup_timeout = absl::Seconds(300);
@@ -479,13 +482,13 @@ class Scheduler {
   // SYNC: the live workers whose latest report is of a step before `epoch`'s end (0 < step < end).
   std::vector<int> SyncLaggingWorkersLocked(int epoch) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The watchdog's hold-up rule (CheckHealth): evicts, as "died", every live worker that holds
-  // the others up for longer than its limit while it may well heartbeat on: a barrier that waits
-  // for it (dead_after; the start barrier "servers-ready": startup_timeout, as loading data and
-  // building the model may take long), a SYNC step a server reported waiting for its push
-  // (ReportSlowStep; dead_after from the step's first push, unless the worker has since reported
-  // a later step), a SYNC epoch end that another worker reported reaching and whose evaluation
-  // waits for this one's report, its reported step unchanged for dead_after, or an evaluation
-  // lease it holds for longer than dead_after and 10 times the longest a reported lease took.
+  // the others up for longer than the limit (HoldUpLimit) while it may well heartbeat on: a
+  // barrier that waits for it (the start barrier "servers-ready": startup_timeout, as loading data
+  // and building the model may take long), a SYNC step a server reported waiting for its push
+  // (ReportSlowStep; from the step's first push, unless the worker has since reported a later
+  // step), a SYNC epoch end that another worker reported reaching and whose evaluation waits for
+  // this one's report, its reported step unchanged for the limit, or an evaluation lease it holds
+  // for longer than the limit and 10 times the longest a reported lease took.
   // A hold-up counts only from the latest membership change or restore (the step or barrier is
   // redone or re-entered then), and nobody is evicted while a live server has not heartbeated for
   // 3 heartbeat intervals (a dying server holds every worker up; its death comes first).
@@ -494,6 +497,10 @@ class Scheduler {
   absl::StatusOr<LeaseResponse> LeaseWorkLocked(const LeaseRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Time Now() const { return options_.clock(); }
+  // Options::hold_up_after, or dead_after when that is zero.
+  absl::Duration HoldUpLimit() const {
+    return options_.hold_up_after > absl::ZeroDuration() ? options_.hold_up_after : options_.dead_after;
+  }
   bool Ended() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return state_ == FINISHED || state_ == FAILED; }
   ClusterView ViewLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status JobFailedError() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -79,6 +79,7 @@ void Scheduler::EvictHoldUpsLocked(absl::Time now, Deferred* deferred) {
   absl::Time floor = std::max(restored_at_, servers_restoring_until_);
   if (!membership_.events().empty()) floor = std::max(floor, membership_.events().back().at);
   auto held_since = [floor](absl::Time since) { return std::max(since, floor); };
+  const absl::Duration hold_up_limit = HoldUpLimit();
   struct Eviction {
     int rank;
     std::string reason;
@@ -94,10 +95,10 @@ void Scheduler::EvictHoldUpsLocked(absl::Time now, Deferred* deferred) {
                                                absl::ToDoubleSeconds(held), absl::ToDoubleSeconds(limit))});
   };
   // Barriers: the start barrier gets startup_timeout (workers load data and build models before
-  // they enter it), every other one dead_after. Servers are never evicted here.
+  // they enter it), every other one the hold-up limit. Servers are never evicted here.
   for (const BarrierSet::Pending& barrier : barriers_.PendingBarriers()) {
     const absl::Duration limit =
-        barrier.name == kServersReadyBarrier ? options_.startup_timeout : options_.dead_after;
+        barrier.name == kServersReadyBarrier ? options_.startup_timeout : hold_up_limit;
     // The start barrier's limit is startup_timeout from its first entry, churn or not.
     const absl::Time since = barrier.name == kServersReadyBarrier ? barrier.since : held_since(barrier.since);
     if (now - since <= limit) continue;
@@ -116,8 +117,8 @@ void Scheduler::EvictHoldUpsLocked(absl::Time now, Deferred* deferred) {
       it = slow_waits_.erase(it);
       continue;
     }
-    if (now - held_since(wait.since) > options_.dead_after) {
-      hold_up(rank, now - held_since(wait.since), options_.dead_after, absl::StrCat("sync step ", wait.step));
+    if (now - held_since(wait.since) > hold_up_limit) {
+      hold_up(rank, now - held_since(wait.since), hold_up_limit, absl::StrCat("sync step ", wait.step));
     }
     ++it;
   }
@@ -131,15 +132,15 @@ void Scheduler::EvictHoldUpsLocked(absl::Time now, Deferred* deferred) {
       // with each report) is slow, not holding anyone up, whatever another worker claims.
       for (int rank : SyncLaggingWorkersLocked(epoch)) {
         const absl::Time stopped = held_since(std::max(since, progress_->worker_step_changed(rank)));
-        if (now - stopped > options_.dead_after) {
-          hold_up(rank, now - stopped, options_.dead_after, absl::StrCat("the end of epoch ", epoch));
+        if (now - stopped > hold_up_limit) {
+          hold_up(rank, now - stopped, hold_up_limit, absl::StrCat("the end of epoch ", epoch));
         }
       }
     }
   }
   // ASYNC/SSP epoch ends: the workers whose training leases are not complete, once every position
   // is cut. One whose leases' batches stop reaching the servers (what the servers confirm, not
-  // what it reports) for dead_after holds the epoch up; its leases then go to the others.
+  // what it reports) for the hold-up limit holds the epoch up; its leases then go to the others.
   if (options_.job.mode() != SYNC) {
     std::map<int, LeaseHoldUp> waiting;
     for (int rank : leases_->EpochEndWaitsFor()) {
@@ -150,19 +151,19 @@ void Scheduler::EvictHoldUpsLocked(absl::Time now, Deferred* deferred) {
                                    : LeaseHoldUp{confirmed, now};
       waiting[rank] = held;
       const absl::Time since = held_since(held.since);
-      if (now - since > options_.dead_after) {
-        hold_up(rank, now - since, options_.dead_after,
+      if (now - since > hold_up_limit) {
+        hold_up(rank, now - since, hold_up_limit,
                 absl::StrCat("the end of epoch ", leases_->current_epoch(), " (training leases it holds)"));
       }
     }
     lease_holdups_ = std::move(waiting);
   }
-  // Evaluation leases: a lease out for longer than dead_after and 10 times the longest any
+  // Evaluation leases: a lease out for longer than the hold-up limit and 10 times the longest any
   // reported lease took (so only once one was reported) holds the epoch's results, and the
   // job's end, up.
   const absl::Duration longest = progress_->longest_evaluation();
   if (longest > absl::ZeroDuration()) {
-    const absl::Duration limit = std::max(options_.dead_after, 10 * longest);
+    const absl::Duration limit = std::max(hold_up_limit, 10 * longest);
     for (const EvalPool::OutLease& lease : progress_->eval_leases_held()) {
       const absl::Time since = held_since(lease.since);
       if (since != absl::InfinitePast() && now - since > limit) {

@@ -28,8 +28,9 @@ class InsiderTest : public ::testing::Test {
  protected:
   // One server, `workers` workers, `epochs` epochs of 50 training samples (SYNC: global batch
   // 10 x workers) and 40 test samples, dead_after 3 s, startup timeout 60 s; running, everyone
-  // heartbeated.
-  std::unique_ptr<Scheduler> Make(Mode mode, int workers, int min_workers = 1, int epochs = 1) {
+  // heartbeated. `hold_up_after`: Options::hold_up_after (zero: dead_after).
+  std::unique_ptr<Scheduler> Make(Mode mode, int workers, int min_workers = 1, int epochs = 1,
+                                  absl::Duration hold_up_after = absl::ZeroDuration()) {
     JobSpec job;
     job.set_num_servers(1);
     job.set_num_workers(workers);
@@ -42,6 +43,7 @@ class InsiderTest : public ::testing::Test {
     Scheduler::Options options =
         TinyJobOptions(job, 8, 50, 40, epochs * steps_per_epoch, [this] { return now_; });
     options.startup_timeout = absl::Seconds(60);
+    options.hold_up_after = hold_up_after;
     absl::StatusOr<std::unique_ptr<Scheduler>> s = Scheduler::Create(options);
     EXPECT_TRUE(s.ok()) << s.status();
     EXPECT_TRUE((*s)->Register(Reg(SERVER, "h:1")).ok());
@@ -460,6 +462,16 @@ TEST_F(InsiderTest, AWorkerASyncStepWaitsForIsEvictedAfterDeadAfter) {
   auto s = Make(SYNC, 3);
   ASSERT_TRUE(s->ReportSlowStep(Slow(1, 1000, {1})).ok());
   Pass(s.get(), absl::Seconds(2));  // 3 s since the step's first push.
+  EXPECT_EQ(Workers(*s), (std::vector<int>{0, 1, 2}));
+  Pass(s.get(), absl::Seconds(1));
+  EXPECT_EQ(Workers(*s), (std::vector<int>{0, 2}));
+  EXPECT_EQ(s->state(), RUNNING);
+}
+
+TEST_F(InsiderTest, AHoldUpLimitLongerThanDeadAfterWaitsThatLong) {
+  auto s = Make(SYNC, 3, 1, 1, absl::Seconds(6));
+  ASSERT_TRUE(s->ReportSlowStep(Slow(1, 1000, {1})).ok());
+  Pass(s.get(), absl::Seconds(5));  // 6 s since the step's first push: past dead_after, waited for.
   EXPECT_EQ(Workers(*s), (std::vector<int>{0, 1, 2}));
   Pass(s.get(), absl::Seconds(1));
   EXPECT_EQ(Workers(*s), (std::vector<int>{0, 2}));

@@ -172,6 +172,10 @@ absl::StatusOr<std::unique_ptr<SchedulerRunner>> SchedulerRunner::Create(JobSpec
   if (options.linger < absl::ZeroDuration()) {
     return Invalid(absl::StrCat("linger is ", absl::FormatDuration(options.linger), ", expected >= 0"));
   }
+  if (options.hold_up_after < absl::ZeroDuration()) {
+    return Invalid(absl::StrCat("hold_up_after is ", absl::FormatDuration(options.hold_up_after),
+                                ", expected >= 0 (0: dead_after)"));
+  }
   if (options.dead_after <= options.heartbeat_interval) {
     return Invalid(absl::StrCat("dead_after is ", absl::FormatDuration(options.dead_after),
                                 ", expected more than the heartbeat interval ",
@@ -280,6 +284,7 @@ absl::Status SchedulerRunner::Run() {
   core_options.progressive_window_files = options_.progressive_window_files;
   core_options.heartbeat_interval = options_.heartbeat_interval;
   core_options.dead_after = options_.dead_after;
+  core_options.hold_up_after = options_.hold_up_after;
   // A barrier normally opens within a few heartbeats; much longer is worth naming who is missing.
   core_options.stuck_barrier_after = std::max(absl::Seconds(10), 4 * options_.heartbeat_interval);
   core_options.startup_timeout = options_.startup_timeout;

@@ -55,6 +55,8 @@ class SchedulerRunner {
     std::string summary_json;
     absl::Duration heartbeat_interval = absl::Milliseconds(500);
     absl::Duration dead_after = absl::Milliseconds(3000);
+    // Scheduler::Options::hold_up_after (zero: dead_after).
+    absl::Duration hold_up_after = absl::ZeroDuration();
     absl::Duration startup_timeout = absl::Seconds(300);
     // SYNC with checkpoints: how long a dead server's rank may wait for a replacement before the
     // job fails (Scheduler::Options::server_recovery_timeout).
@@ -100,8 +102,8 @@ class SchedulerRunner {
   };
 
   // INVALID_ARGUMENT for a bad job (after ApplyJobDefaults) or bad options (port or health_port
-  // outside [0, 65535], http_port outside [-1, 65535], non-positive durations, dead_after <= heartbeat_interval, reconnect below
-  // dead_after with a state_dir).
+  // outside [0, 65535], http_port outside [-1, 65535], non-positive durations, a negative
+  // hold_up_after, dead_after <= heartbeat_interval, reconnect below dead_after with a state_dir).
   static absl::StatusOr<std::unique_ptr<SchedulerRunner>> Create(JobSpec job, Options options);
 
   // Runs the job to its end; blocks. OK when the job FINISHED; otherwise why it did not: the data

@@ -151,10 +151,13 @@ TEST(ChurnTest, BrieflyStoppedSyncWorkerIsWaitedFor) {
   // evaluation, not at a sync step, and is (rightly) not reported as a slow step.
   std::vector<std::string> job = kJob;
   job.push_back("--eval_last_epoch_only");
+  // Silent for the stop, one heartbeat interval before it and the time it takes to resume on a
+  // loaded machine: 3 s keeps that well within, and the stop past the slow-step floor of 1 s.
+  job.push_back("--dead_after_ms=3000");
   cluster.Start(2, 3, job);
   cluster.WaitForSteps(50);
   cluster.workers[1]->Kill(SIGSTOP);
-  absl::SleepFor(absl::Milliseconds(1500));  // Shorter than --dead_after_ms=2000.
+  absl::SleepFor(absl::Milliseconds(1500));  // Shorter than --dead_after_ms.
   cluster.workers[1]->Kill(SIGCONT);
   std::string summary = ExpectJobFinished(cluster, {0, 1, 2});
   ExpectEverySampleOncePerEpoch(summary);
@@ -199,6 +202,7 @@ TEST(ChurnTest, StoppedAsyncWorkerDoesNotHoldTheOthersBack) {
   ManualCluster cluster("sigstop-async");
   std::vector<std::string> job = JobInMode("async");
   job.push_back("--epochs=6");
+  job.push_back("--dead_after_ms=3000");  // As in BrieflyStoppedSyncWorkerIsWaitedFor.
   cluster.Start(2, 3, job);
   cluster.WaitForSteps(50);
   auto client = *SchedulerClient::Create(cluster.address, absl::Seconds(2));

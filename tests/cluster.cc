@@ -38,7 +38,7 @@ void ManualCluster::Start(int servers, int workers, const std::vector<std::strin
                                    "--summary_json=" + summary_path(),
                                    "--servers=" + std::to_string(servers),
                                    "--workers=" + std::to_string(workers), "--heartbeat_ms=200",
-                                   "--dead_after_ms=2000"};
+                                   "--dead_after_ms=2000", "--hold_up_after_ms=5000"};
   argv.insert(argv.end(), scheduler_flags.begin(), scheduler_flags.end());
   scheduler_argv_ = argv;
   scheduler = Spawn(argv, "scheduler");

@@ -33,7 +33,9 @@ class ManualCluster {
   explicit ManualCluster(const std::string& name);
 
   // Starts the scheduler (with `scheduler_flags` after the defaults), then the servers and workers.
-  // Heartbeats every 200 ms, a role is dead after 2 s.
+  // Heartbeats every 200 ms, a role is dead after 2 s silent, and a live worker is evicted after
+  // holding the others up for 5 s (the hold-up rule: a loaded 2-core machine stalls a live worker
+  // for 2 s now and then, which would change the job under test).
   // `server_flags` and `worker_flags` go to every server and worker started here.
   void Start(int servers, int workers, const std::vector<std::string>& scheduler_flags,
              const std::vector<std::string>& server_flags = {}, const std::vector<std::string>& worker_flags = {});
