@@ -5,6 +5,7 @@
 #   sync 2x2     2 servers x 2 workers, SYNC, batch B per worker
 #   sync 1x1     1 server x 1 worker, SYNC, batch 2B: the same global batch
 #   async 2x2    2 servers x 2 workers, ASYNC, batch B per worker
+#   sync 2x2 fm  as sync 2x2 with --ctr_interaction=fm (DeepFM: the pairwise term added)
 #
 # and prints a Markdown table of each run's test AUC (over the whole test set, from the merged
 # score histograms, with its error bound) and log loss, beside the planted model's AUC, the best
@@ -21,6 +22,7 @@ BATCH="${BATCH:-512}"
 OUT="$(mktemp -d -t pstrain-bench-ctr-XXXXXX)"
 DATA="${DATA:-$OUT/data}"
 if [[ ! -f "$DATA/planted.json" ]]; then
+  mkdir -p "$DATA"
   # The generator's last line is the planted model's own test AUC.
   "$BIN/pstrain-gen-ctr" --out_dir="$DATA" | tail -n 1 > "$DATA/planted.json"
 fi
@@ -36,5 +38,6 @@ run() {  # NAME FLAGS...
 run sync22 --servers=2 --workers=2 --mode=sync --batch_size="$BATCH"
 run sync11 --servers=1 --workers=1 --mode=sync --batch_size=$((2 * BATCH))
 run async22 --servers=2 --workers=2 --mode=async --batch_size="$BATCH"
+run sync22fm --servers=2 --workers=2 --mode=sync --batch_size="$BATCH" --ctr_interaction=fm
 /usr/bin/python3 bench/ctr_accuracy_report.py "$OUT" "$PLANTED"
 echo "(runs kept in $OUT)"

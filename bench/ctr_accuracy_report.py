@@ -10,7 +10,8 @@ import sys
 
 RUNS = [("sync22", "sync, 2 servers x 2 workers, batch B"),
         ("sync11", "sync, 1 server x 1 worker, batch 2B (same global batch)"),
-        ("async22", "async, 2 servers x 2 workers, batch B")]
+        ("async22", "async, 2 servers x 2 workers, batch B"),
+        ("sync22fm", "sync, 2 servers x 2 workers, batch B, `--ctr_interaction=fm` (DeepFM)")]
 
 
 def load(out_dir, name):
@@ -44,6 +45,8 @@ def main(argv):
         print("\nsync 2x2 - sync 1x1 (same global batch): %+.4f AUC" % (aucs["sync22"] - aucs["sync11"]))
     if "sync22" in aucs and "async22" in aucs:
         print("async 2x2 - sync 2x2: %+.4f AUC" % (aucs["async22"] - aucs["sync22"]))
+    if "sync22" in aucs and "sync22fm" in aucs:
+        print("DeepFM - MLP (sync 2x2): %+.4f AUC" % (aucs["sync22fm"] - aucs["sync22"]))
     if any(math.isnan(a) for a in aucs.values()):
         print("(an AUC is NaN: some evaluation lease reported no scores)")
 

@@ -27,6 +27,7 @@
 #   STREAM_NEW_KEY_RATE  the generator's --new_key_rate (default 0.3; 0: no drift)
 #   STREAM_INIT_BOUND    --table_init_bound of both jobs (default 0, a stream's default; 0.25 is
 #                    a file job's at dim 16)
+#   STREAM_INTERACTION   --ctr_interaction of both jobs (default none; fm: DeepFM)
 # Summaries and logs are kept in a temporary folder whose name is printed at the end.
 set -euo pipefail
 
@@ -47,7 +48,7 @@ OUT="$(mktemp -d -t pstrain-stream.XXXXXX)"
 GEN_FLAGS=(--hours="$HOURS" --records_per_hour="$PER_HOUR" --new_key_rate="${STREAM_NEW_KEY_RATE:-0.3}" --seed=11)
 # Rows start at zero in both jobs (a stream's default; the file job's from the flag).
 JOB=(--model=ctr --servers=2 --workers=2 --mode="$MODE" --batch_size="$BATCH" --lr_schedule=constant --seed=5
-     --table_init_bound="${STREAM_INIT_BOUND:-0}")
+     --table_init_bound="${STREAM_INIT_BOUND:-0}" --ctr_interaction="${STREAM_INTERACTION:-none}")
 PY=/usr/bin/python3
 
 "$BIN/pstrain-gen-ctr" --stream_dir="$OUT/stream" "${GEN_FLAGS[@]}" > "$OUT/planted.jsonl"

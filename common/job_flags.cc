@@ -89,8 +89,13 @@ DEFINE_string(data_stream, "",
               "ends the stream; docs/design/streaming.md)");
 DEFINE_string(bad_records, "fail", "criteo/libsvm: a line that does not parse stops the job (fail) or is skipped and counted (skip)");
 DEFINE_int32(embedding_dim, 16, "--model=ctr (and examples/pytorch/ctr.py): floats per embedding row");
+DEFINE_string(ctr_interaction, "none",
+              "--model=ctr: how the fields' embeddings meet before the logit: none (the MLP alone) or fm (DeepFM: the "
+              "MLP's logit plus the sum over field pairs of their pooled embeddings' dot products; its rows then default to "
+              "--table_lr=0.3 and, in a file job, --table_init_bound=0.01)");
 DEFINE_string(table_optimizer, "adagrad", "--model=ctr, and declared tables that name none: how embedding rows are updated: adagrad, sgd, lazy_adam or ftrl");
-DEFINE_double(table_lr, 0.05, "--table_optimizer's learning rate (default: adagrad 2.0 for --model=ctr, lazy_adam 0.001, else 0.05)");
+DEFINE_double(table_lr, 0.05, "--table_optimizer's learning rate (default: adagrad 2.0 for --model=ctr, 0.3 with --ctr_interaction=fm, "
+              "lazy_adam 0.001, else 0.05)");
 DEFINE_double(table_l1, 0.0, "--table_optimizer=ftrl: L1 strength");
 DEFINE_double(table_l2, 0.0, "--table_optimizer=ftrl: L2 strength");
 DEFINE_string(table_admission, "always",
@@ -117,7 +122,8 @@ DEFINE_string(table_memory_budget, "",
               "budget");
 DEFINE_double(table_init_bound, -1,
               "--model=ctr: embedding rows start uniform in [-B, B) (-1: 1/sqrt(--embedding_dim), or 0 on a "
-              "--data_stream, where each record is predicted before it is trained on)");
+              "--data_stream, where each record is predicted before it is trained on, or 0.01 with "
+              "--ctr_interaction=fm)");
 DEFINE_string(table_row_dtype, "fp32",
               "--model=ctr: how embedding rows store their values: fp32, or fp16 / bf16 at half the bytes "
               "(rounded after every update; the optimizer's state stays fp32)");
@@ -137,7 +143,7 @@ const char* const kJobFlags[] = {
     "allow_nonfinite_gradients", "lease_batches", "max_chunk_bytes", "final_model",
     "eval_last_epoch_only", "checkpoint_dir", "checkpoint_every_steps", "min_workers", "max_workers", "max_servers", "spare_workers",
     "checkpoint_every_seconds", "full_checkpoint_every", "keep_checkpoints", "global_batch", "resume", "replicas", "overlap", "compression",
-    "data_format", "data_stream", "bad_records", "embedding_dim", "table_optimizer", "table_lr", "table_l1", "table_l2",
+    "data_format", "data_stream", "bad_records", "embedding_dim", "ctr_interaction", "table_optimizer", "table_lr", "table_l1", "table_l2",
     "table_admission", "table_sketch_bytes", "table_ttl_updates", "table_ttl_seconds", "table_max_rows", "table_evict_order",
     "table_min_l2_norm", "table_keep_rows", "table_evict_every", "table_memory_budget", "table_init_bound", "table_row_dtype", "max_grad_norm_per_sample", "output_mode"};
 
@@ -262,6 +268,16 @@ absl::Status ApplyFlags(JobSpec* job) {
   if (Given("data_stream")) data->set_stream_dir(FLAGS_data_stream);
   if (Given("bad_records")) data->set_bad_records(FLAGS_bad_records);
   if (Given("embedding_dim")) job->set_embedding_dim(FLAGS_embedding_dim);
+  if (Given("ctr_interaction")) {
+    if (FLAGS_ctr_interaction == "none") {
+      job->set_ctr_interaction(JobSpec::CTR_INTERACTION_NONE);
+    } else if (FLAGS_ctr_interaction == "fm") {
+      job->set_ctr_interaction(JobSpec::CTR_INTERACTION_FM);
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--ctr_interaction='", FLAGS_ctr_interaction, "': expected none or fm"));
+    }
+  }
   SparseOptimizerSpec* table_opt = job->mutable_table_optimizer();
   if (Given("table_optimizer")) {
     ASSIGN_OR_RETURN(SparseOptimizerSpec::Type type, ParseSparseOptimizer(FLAGS_table_optimizer));

@@ -177,6 +177,13 @@ absl::Status ValidateJobSpec(const JobSpec& job) {
   if (job.model() == kCtrModel && format == "idx") {
     return Invalid("data.format", "'idx'", "'criteo' or 'libsvm' for model 'ctr'");
   }
+  if (!JobSpec::CtrInteraction_IsValid(job.ctr_interaction())) {
+    return Invalid("ctr_interaction", absl::StrCat(job.ctr_interaction()), "NONE or FM");
+  }
+  if (job.ctr_interaction() != JobSpec::CTR_INTERACTION_NONE && job.model() != kCtrModel) {
+    return Invalid("ctr_interaction (--ctr_interaction)", JobSpec::CtrInteraction_Name(job.ctr_interaction()),
+                   absl::StrCat("NONE for model '", job.model(), "' (an interaction is model 'ctr''s)"));
+  }
   if (job.data().bad_records() != "fail" && job.data().bad_records() != "skip") {
     return Invalid("data.bad_records", absl::StrCat("'", job.data().bad_records(), "'"), "'fail' or 'skip'");
   }

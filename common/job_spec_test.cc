@@ -233,6 +233,22 @@ TEST(JobSpecTest, CompressionDefaultsToNoneAndIsChecked) {
   EXPECT_THAT(s.message(), HasSubstr("got 'int8', expected none, fp16, bf16 or topk:RATIO"));
 }
 
+TEST(JobSpecTest, TheFmInteractionIsTheCtrModelsOnly) {
+  JobSpec job = Defaults();  // model "mlp"
+  job.set_ctr_interaction(JobSpec::CTR_INTERACTION_FM);
+  absl::Status s = ValidateJobSpec(job);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("ctr_interaction (--ctr_interaction): got CTR_INTERACTION_FM, expected NONE for "
+                                     "model 'mlp'"));
+  JobSpec ctr;
+  ctr.set_model("ctr");
+  ctr.set_ctr_interaction(JobSpec::CTR_INTERACTION_FM);
+  ApplyJobDefaults(&ctr);
+  EXPECT_TRUE(ValidateJobSpec(ctr).ok()) << ValidateJobSpec(ctr);
+  ctr.set_ctr_interaction(static_cast<JobSpec::CtrInteraction>(7));
+  EXPECT_THAT(ValidateJobSpec(ctr).message(), HasSubstr("ctr_interaction: got 7, expected NONE or FM"));
+}
+
 TEST(JobSpecTest, StepScheduleNeedsAStepSize) {
   JobSpec job = Defaults();
   job.mutable_optimizer()->mutable_schedule()->set_type(LrSchedule::STEP);

@@ -26,6 +26,11 @@ inline constexpr char kExternalModel[] = "external";
 
 // Model ctr's default rate for its Adagrad rows (table_optimizer.lr).
 inline constexpr float kCtrAdagradLr = 2.0f;
+// With ctr_interaction FM (DeepFM), whose pairwise term multiplies rows with rows: the rows'
+// default Adagrad rate and, in a file job, their default init bound (docs/performance.md, "CTR
+// accuracy against the planted model": the MLP's 2.0 and 1/sqrt(dim) cost DeepFM 0.028 AUC).
+inline constexpr float kCtrFmAdagradLr = 0.3f;
+inline constexpr float kCtrFmInitBound = 0.01f;
 
 // Largest TableSpec.dim accepted.
 inline constexpr int kMaxTableDim = 4096;

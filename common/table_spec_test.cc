@@ -53,6 +53,29 @@ TEST(TableSpecTest, LibsvmHasOneTableAndDefaultsAreAdagrad) {
   EXPECT_FLOAT_EQ(external.tables(0).optimizer().lr(), 0.05f) << "the generic Adagrad rate";
 }
 
+TEST(TableSpecTest, DeepFmRowsDefaultToASmallerRateAndStartNearZero) {
+  EXPECT_FALSE(CtrJob().tables(0).has_init_bound()) << "the MLP alone: 1/sqrt(dim)";
+  JobSpec job;
+  job.set_model("ctr");
+  job.set_ctr_interaction(JobSpec::CTR_INTERACTION_FM);
+  ApplyJobDefaults(&job);
+  EXPECT_FLOAT_EQ(job.tables(0).optimizer().lr(), kCtrFmAdagradLr);
+  EXPECT_FLOAT_EQ(job.tables(0).init_bound(), kCtrFmInitBound);
+  JobSpec given;
+  given.set_model("ctr");
+  given.set_ctr_interaction(JobSpec::CTR_INTERACTION_FM);
+  given.mutable_table_optimizer()->set_lr(1.5f);
+  given.set_table_init_bound(0.1f);
+  ApplyJobDefaults(&given);
+  EXPECT_FLOAT_EQ(given.tables(0).optimizer().lr(), 1.5f) << "a given rate stays";
+  EXPECT_FLOAT_EQ(given.tables(0).init_bound(), 0.1f) << "a given bound stays";
+  JobSpec stream = job;
+  stream.clear_tables();
+  stream.mutable_data()->set_stream_dir("/data/stream");
+  ApplyJobDefaults(&stream);
+  EXPECT_FLOAT_EQ(stream.tables(0).init_bound(), 0.0f) << "a stream's rows start at zero";
+}
+
 TEST(TableSpecTest, OverlapIsOffWithTables) {
   EXPECT_FALSE(OverlapOn(CtrJob()));
 }

@@ -153,6 +153,19 @@ class Backend {
   virtual void CopyMatrix(int rows, int cols, const float* src, int src_stride, float* dst,
                           int dst_stride) = 0;
 
+  // A factorization machine's second-order term (DeepFM's FM part, model/ctr_model.h). Row r of x
+  // (at x + r * stride) holds `fields` vectors of `dim` floats side by side; the term is the sum
+  // of the dot products of every pair of them, computed per column d as
+  //   s_d = x_0d + x_1d + ... (in field order),  q_d = x_0d^2 + x_1d^2 + ... (in field order)
+  //   term = 0.5 * ((s_0 * s_0 - q_0) + (s_1 * s_1 - q_1) + ...)  (in column order)
+  // with every operation rounded on its own (no fused multiply-add), so every backend gives the
+  // same bits. Forward adds term(r) to y[r]. Backward adds dy[r] * (s_d - x_fd), the term's
+  // gradient times dy, to dx[r * dx_stride + f * dim + d]. x and dx must not overlap.
+  virtual void PairwiseDotsForward(int rows, int fields, int dim, const float* x, int stride,
+                                   float* y) = 0;
+  virtual void PairwiseDotsBackward(int rows, int fields, int dim, const float* x, int stride,
+                                    const float* dy, float* dx, int dx_stride) = 0;
+
   // ---- Convolution and pooling (NCHW, see Window2d) -----------------------------------------
 
   // Unfolds n images x {n, C, H, W} into col {n, C*K*K, OH*OW}: one col_rows() x col_cols() matrix

@@ -168,6 +168,38 @@ class CpuBackend : public Backend {
     }
   }
 
+  void PairwiseDotsForward(int rows, int fields, int dim, const float* x, int stride,
+                           float* y) override {
+    for (int r = 0; r < rows; ++r) {
+      const float* row = x + static_cast<int64_t>(r) * stride;
+      float term = 0.0f;
+      for (int d = 0; d < dim; ++d) {
+        float s = 0.0f;
+        float q = 0.0f;
+        for (int f = 0; f < fields; ++f) {
+          const float v = row[f * dim + d];
+          s += v;
+          q += v * v;
+        }
+        term += s * s - q;
+      }
+      y[r] += 0.5f * term;
+    }
+  }
+
+  void PairwiseDotsBackward(int rows, int fields, int dim, const float* x, int stride,
+                            const float* dy, float* dx, int dx_stride) override {
+    for (int r = 0; r < rows; ++r) {
+      const float* row = x + static_cast<int64_t>(r) * stride;
+      float* grad = dx + static_cast<int64_t>(r) * dx_stride;
+      for (int d = 0; d < dim; ++d) {
+        float s = 0.0f;
+        for (int f = 0; f < fields; ++f) s += row[f * dim + d];
+        for (int f = 0; f < fields; ++f) grad[f * dim + d] += dy[r] * (s - row[f * dim + d]);
+      }
+    }
+  }
+
   void Im2Col(int n, const Window2d& window, const float* x, float* col) override {
     ForEachColEntry(n, window, [&](int64_t col_index, int64_t x_index) {
       col[col_index] = x_index < 0 ? 0.0f : x[x_index];

@@ -91,7 +91,8 @@ CtrModel::CtrModel(const CtrModelOptions& options, Backend* backend)
       inputs_(backend),
       row_grads_(backend),
       matrices_(backend),
-      delta_{BackendBuffer<float>(backend), BackendBuffer<float>(backend)} {
+      delta_{BackendBuffer<float>(backend), BackendBuffer<float>(backend)},
+      fm_dlogits_(backend) {
   for (size_t i = 0; i + 1 < layer_sizes_.size(); ++i) {
     linears_.emplace_back(layer_sizes_[i], layer_sizes_[i + 1]);
     if (i + 2 < layer_sizes_.size()) relus_.emplace_back(layer_sizes_[i + 1]);
@@ -180,6 +181,7 @@ absl::Status CtrModel::ReserveRows(int n) {
   for (BackendBuffer<float>& d : delta_) {
     RETURN_IF_ERROR(d.Reserve(static_cast<int64_t>(n) * max_width));
   }
+  if (fm()) RETURN_IF_ERROR(fm_dlogits_.Reserve(n));
   reserved_rows_ = n;
   return absl::OkStatus();
 }
@@ -222,12 +224,18 @@ absl::Status CtrModel::Forward(const data::CtrBatch& batch,
     linears_[i].Forward(backend_, n, acts_[i].data(), weight(2 * i), weight(2 * i + 1), y);
     if (i < relus_.size()) relus_[i].Forward(backend_, n, y, y);  // in place: backward needs y
   }
+  if (fm()) {
+    backend_->PairwiseDotsForward(n, options_.num_fields, options_.dim, x + num_dense, width,
+                                  acts_.back().data());
+  }
   return absl::OkStatus();
 }
 
 void CtrModel::Backward(int n) {
   float* dy = delta_[0].data();  // starts as dlogits()
   float* dx = delta_[1].data();
+  // The MLP's backward pass reuses dlogits()' buffer; the FM term needs it after.
+  if (fm()) backend_->CopyMatrix(n, 1, dlogits(), 1, fm_dlogits_.data(), 1);
   for (int i = static_cast<int>(linears_.size()) - 1; i >= 0; --i) {
     // The first layer's input gradient is only needed for the embedding rows.
     const bool want_dx = i > 0 || options_.num_fields > 0;
@@ -237,6 +245,11 @@ void CtrModel::Backward(int n) {
     std::swap(dy, dx);
   }
   // dy = d(mean loss)/d(input rows), n x input_width(); the dense features' columns go unused.
+  if (fm()) {
+    const int width = input_width();
+    backend_->PairwiseDotsBackward(n, options_.num_fields, options_.dim, acts_[0].data() + options_.num_dense,
+                                   width, fm_dlogits_.data(), dy + options_.num_dense, width);
+  }
   for (int f = 0; f < options_.num_fields; ++f) {
     bag_.Backward(backend_, matrices_.matrix(index_.bag(f).backward),
                   dy + options_.num_dense + f * options_.dim, input_width(), /*accumulate=*/false,

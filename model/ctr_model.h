@@ -3,7 +3,8 @@
 // (Linear -> ReLU -> ... -> Linear) to one logit, trained with binary cross-entropy.
 //
 //   input row (input_width() floats) = [dense (num_dense) | pool(C1) (dim) | ... | pool(CF) (dim)]
-//   logit = MLP(input row);  p = sigmoid(logit);  loss = log loss(p, label)
+//   logit = MLP(input row) [+ sum_{f<g} <pool(f), pool(g)> with interaction kFm: DeepFM]
+//   p = sigmoid(logit);  loss = log loss(p, label)
 //
 // Two kinds of parameters, both held by the parameter servers:
 //   - embedding rows, per table, keyed by uint64. Each step the worker asks TableKeys which keys a
@@ -48,6 +49,15 @@
 namespace pstrain {
 namespace model {
 
+// How the fields' pooled embeddings meet before the logit.
+enum class CtrInteraction {
+  kNone,  // the MLP alone
+  // DeepFM (Guo et al., 2017): the MLP's logit plus a factorization machine's second-order term,
+  // the dot products of every pair of fields' pooled embeddings (Backend::PairwiseDotsForward).
+  // It has no parameters of its own, so the tables and the dense layout are the same.
+  kFm,
+};
+
 // The defaults are Criteo's shape: 26 categorical fields, 13 dense features.
 struct CtrModelOptions {
   int num_fields = 26;  // categorical fields, one table each; >= 0
@@ -55,6 +65,7 @@ struct CtrModelOptions {
   int dim = 16;         // embedding width of every table; > 0
   std::vector<int> hidden_sizes = {256, 128};  // all > 0; empty: a logistic regression
   BagPooling pooling = BagPooling::kSum;
+  CtrInteraction interaction = CtrInteraction::kNone;
   // Table f is named table_prefix + (f + 1): "C1".."C26", as Criteo names its fields.
   std::string table_prefix = "C";
 };
@@ -150,6 +161,7 @@ class CtrModel {
   const float* labels() const { return inputs_.data() + labels_at_; }
   const float* logits() const { return acts_.back().data(); }
   float* dlogits() { return delta_[0].data(); }
+  bool fm() const { return options_.interaction == CtrInteraction::kFm && options_.num_fields > 1; }
 
   // Constant after construction.
   const CtrModelOptions options_;
@@ -183,6 +195,7 @@ class CtrModel {
   // acts_[0] = the MLP's input rows; acts_[i + 1] = output of layer i (after its ReLU).
   std::vector<BackendBuffer<float>> acts_;
   BackendBuffer<float> delta_[2];  // ping-pong gradients w.r.t. activations, max width per row
+  BackendBuffer<float> fm_dlogits_;  // kFm: d(loss)/d(logit), kept through the MLP's backward pass
   int reserved_rows_ = 0;
 };
 

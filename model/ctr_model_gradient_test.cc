@@ -1,6 +1,7 @@
 // The CTR model's numbers against a plain double-precision reference written from the model's
 // definition (ctr_model.h): loss, correct count and probabilities, and both gradients (dense
-// parameters and embedding rows) against central differences of the reference loss.
+// parameters and embedding rows) against central differences of the reference loss, for each
+// pooling and interaction (the FM term as its definition: a dot product per pair of fields).
 //
 // Tolerances: the model computes in float, the reference and its differences (step 1e-5) in
 // double, whose own error is below 1e-9; a float gradient of this size is within about 1e-7 of
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -29,7 +31,8 @@ using testutil::RandomBatchOptions;
 using testutil::SameShape;
 using testutil::Spans;
 
-// The model's definition in double: pooled bags and dense features, the MLP, the log loss.
+// The model's definition in double: pooled bags and dense features, the MLP, the FM term, the log
+// loss.
 class Reference {
  public:
   Reference(const CtrModelOptions& options, const std::vector<ParamSpec>& params,
@@ -43,6 +46,7 @@ class Reference {
     for (int64_t i = 0; i < batch.size; ++i) {
       std::vector<double> x(batch.dense.begin() + i * options_.num_dense,
                             batch.dense.begin() + (i + 1) * options_.num_dense);
+      std::vector<std::vector<double>> pools;
       for (int f = 0; f < options_.num_fields; ++f) {
         std::vector<double> pooled(options_.dim, 0.0);
         const int64_t begin = batch.offsets[f][i], end = batch.offsets[f][i + 1];
@@ -55,6 +59,7 @@ class Reference {
           }
         }
         x.insert(x.end(), pooled.begin(), pooled.end());
+        pools.push_back(std::move(pooled));
       }
       const size_t layers = params_.size() / 2;
       for (size_t l = 0; l < layers; ++l) {
@@ -70,7 +75,15 @@ class Reference {
         }
         x = std::move(y);
       }
-      logits.push_back(x[0]);
+      double pairs = 0;
+      if (options_.interaction == CtrInteraction::kFm) {
+        for (int f = 0; f < options_.num_fields; ++f) {
+          for (int g = f + 1; g < options_.num_fields; ++g) {
+            for (int d = 0; d < options_.dim; ++d) pairs += pools[f][d] * pools[g][d];
+          }
+        }
+      }
+      logits.push_back(x[0] + pairs);
     }
     return logits;
   }
@@ -125,14 +138,15 @@ void ExpectMatchesDifferences(const std::string& what, std::vector<double>* valu
   }
 }
 
-class CtrModelGradientTest : public ::testing::TestWithParam<BagPooling> {
+class CtrModelGradientTest : public ::testing::TestWithParam<std::tuple<BagPooling, CtrInteraction>> {
  protected:
   void SetUp() override {
     options_.num_fields = 3;
     options_.num_dense = 2;
     options_.dim = 4;
     options_.hidden_sizes = {6, 5};
-    options_.pooling = GetParam();
+    options_.pooling = std::get<0>(GetParam());
+    options_.interaction = std::get<1>(GetParam());
     absl::StatusOr<std::unique_ptr<CtrModel>> model = CtrModel::Create(options_, backend_.get());
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = std::move(*model);
@@ -210,11 +224,14 @@ TEST_P(CtrModelGradientTest, PredictGivesTheReferenceProbabilities) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Poolings, CtrModelGradientTest,
-                         ::testing::Values(BagPooling::kSum, BagPooling::kMean),
-                         [](const ::testing::TestParamInfo<BagPooling>& info) {
-                           return std::string(info.param == BagPooling::kSum ? "Sum" : "Mean");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    PoolingsAndInteractions, CtrModelGradientTest,
+    ::testing::Combine(::testing::Values(BagPooling::kSum, BagPooling::kMean),
+                       ::testing::Values(CtrInteraction::kNone, CtrInteraction::kFm)),
+    [](const ::testing::TestParamInfo<std::tuple<BagPooling, CtrInteraction>>& info) {
+      return std::string(std::get<0>(info.param) == BagPooling::kSum ? "Sum" : "Mean") +
+             (std::get<1>(info.param) == CtrInteraction::kFm ? "Fm" : "");
+    });
 
 }  // namespace
 }  // namespace model

@@ -261,6 +261,20 @@ class CudaBackend : public Backend {
     NoteLaunch("CopyMatrix");
   }
 
+  void PairwiseDotsForward(int rows, int fields, int dim, const float* x, int stride,
+                           float* y) override {
+    Bind();
+    cuda::LaunchPairwiseDotsForward(compute_, rows, fields, dim, x, stride, y);
+    NoteLaunch("PairwiseDotsForward");
+  }
+
+  void PairwiseDotsBackward(int rows, int fields, int dim, const float* x, int stride,
+                            const float* dy, float* dx, int dx_stride) override {
+    Bind();
+    cuda::LaunchPairwiseDotsBackward(compute_, rows, fields, dim, x, stride, dy, dx, dx_stride);
+    NoteLaunch("PairwiseDotsBackward");
+  }
+
   void Im2Col(int n, const Window2d& window, const float* x, float* col) override {
     Bind();
     cuda::LaunchIm2Col(compute_, n, window, x, col);

@@ -255,6 +255,25 @@ TEST_F(CudaBackendTest, FillAddBiasAndColumnSumsMatchExactly) {
       "Fill");
 }
 
+TEST_F(CudaBackendTest, PairwiseDotsMatchExactly) {
+  // 26 fields of 16 floats at column 13 of rows 429 wide, as the CTR model's input with DeepFM.
+  const int rows = 257, fields = 26, dim = 16, stride = 13 + fields * dim;
+  const std::vector<float> x = RandomVector(rows * stride, 21), y0 = RandomVector(rows, 22),
+                           dy = RandomVector(rows, 23), dx0 = RandomVector(rows * stride, 24);
+  CompareExactly<float>(
+      [&](Backend* b) {
+        BackendBuffer<float> dx_in = ToBackend(b, x), y = ToBackend(b, y0), ddy = ToBackend(b, dy),
+                             g = ToBackend(b, dx0);
+        b->PairwiseDotsForward(rows, fields, dim, dx_in.data() + 13, stride, y.data());
+        b->PairwiseDotsBackward(rows, fields, dim, dx_in.data() + 13, stride, ddy.data(), g.data() + 13, stride);
+        std::vector<float> out = ToHost(b, y, rows);
+        const std::vector<float> grads = ToHost(b, g, rows * stride);
+        out.insert(out.end(), grads.begin(), grads.end());
+        return out;
+      },
+      "pairwise dots");
+}
+
 TEST_F(CudaBackendTest, ReluMatchesExactlyAlsoInPlace) {
   const int64_t n = 100003;
   const std::vector<float> x = TiedValues(n, 8), dy = RandomVector(n, 9);

@@ -226,6 +226,43 @@ __global__ void CopyMatrixKernel(int64_t total, int cols, const float* src, int 
   }
 }
 
+// One thread per row, in the CPU backend's order, each operation rounded on its own (__fadd_rn,
+// __fmul_rn: no contraction into a fused multiply-add), so both give the same bits.
+__global__ void PairwiseDotsForwardKernel(int rows, int fields, int dim, const float* x, int stride,
+                                          float* y) {
+  for (int64_t r = FirstIndex(); r < rows; r += GridStride()) {
+    const float* row = x + r * stride;
+    float term = 0.0f;
+    for (int d = 0; d < dim; ++d) {
+      float s = 0.0f;
+      float q = 0.0f;
+      for (int f = 0; f < fields; ++f) {
+        const float v = row[f * dim + d];
+        s = __fadd_rn(s, v);
+        q = __fadd_rn(q, __fmul_rn(v, v));
+      }
+      term = __fadd_rn(term, __fsub_rn(__fmul_rn(s, s), q));
+    }
+    y[r] = __fadd_rn(y[r], __fmul_rn(0.5f, term));
+  }
+}
+
+// One thread per (row, column d).
+__global__ void PairwiseDotsBackwardKernel(int64_t total, int fields, int dim, const float* x,
+                                           int stride, const float* dy, float* dx, int dx_stride) {
+  for (int64_t index = FirstIndex(); index < total; index += GridStride()) {
+    const int64_t r = index / dim;
+    const int d = static_cast<int>(index % dim);
+    const float* row = x + r * stride;
+    float* grad = dx + r * dx_stride;
+    float s = 0.0f;
+    for (int f = 0; f < fields; ++f) s = __fadd_rn(s, row[f * dim + d]);
+    for (int f = 0; f < fields; ++f) {
+      grad[f * dim + d] = __fadd_rn(grad[f * dim + d], __fmul_rn(dy[r], __fsub_rn(s, row[f * dim + d])));
+    }
+  }
+}
+
 // ---- Convolution and pooling ----------------------------------------------------------------
 
 // One thread per col entry, in the order of the CPU's walk (image, c, kh, kw, oh, ow).
@@ -389,6 +426,22 @@ void LaunchCopyMatrix(cudaStream_t stream, int rows, int cols, const float* src,
   if (total > 0) {
     CopyMatrixKernel<<<Blocks(total), kThreads, 0, stream>>>(total, cols, src, src_stride, dst,
                                                               dst_stride);
+  }
+}
+
+void LaunchPairwiseDotsForward(cudaStream_t stream, int rows, int fields, int dim, const float* x,
+                               int stride, float* y) {
+  if (rows > 0) {
+    PairwiseDotsForwardKernel<<<Blocks(rows), kThreads, 0, stream>>>(rows, fields, dim, x, stride, y);
+  }
+}
+
+void LaunchPairwiseDotsBackward(cudaStream_t stream, int rows, int fields, int dim, const float* x,
+                                int stride, const float* dy, float* dx, int dx_stride) {
+  const int64_t total = static_cast<int64_t>(rows) * dim;
+  if (total > 0) {
+    PairwiseDotsBackwardKernel<<<Blocks(total), kThreads, 0, stream>>>(total, fields, dim, x, stride,
+                                                                       dy, dx, dx_stride);
   }
 }
 

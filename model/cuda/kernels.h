@@ -49,6 +49,10 @@ void LaunchCsrMatMul(cudaStream_t stream, const CsrMatrix& a, int cols, const fl
                      int b_stride, bool accumulate, float* c, int c_stride);
 void LaunchCopyMatrix(cudaStream_t stream, int rows, int cols, const float* src, int src_stride,
                       float* dst, int dst_stride);
+void LaunchPairwiseDotsForward(cudaStream_t stream, int rows, int fields, int dim, const float* x,
+                               int stride, float* y);
+void LaunchPairwiseDotsBackward(cudaStream_t stream, int rows, int fields, int dim, const float* x,
+                                int stride, const float* dy, float* dx, int dx_stride);
 void LaunchIm2Col(cudaStream_t stream, int n, const Window2d& window, const float* x, float* col);
 void LaunchCol2Im(cudaStream_t stream, int n, const Window2d& window, const float* col, float* x);
 void LaunchMaxPoolForward(cudaStream_t stream, int n, const Window2d& window, const float* x,
