@@ -623,9 +623,14 @@ void Scheduler::RemoveWorkerLocked(int rank, ChangeKind kind, absl::string_view 
   const int returned = progress_->WorkerGone(rank);
   const int remainders = leases_->Release(rank);
   // The membership remembers only the newest gone workers: what is kept by rank goes with them.
-  progress_->ForgetWorkers([this](int r) { return membership_.forgotten(WORKER, r); });
-  leases_->ForgetWorkers([this](int r) { return membership_.forgotten(WORKER, r); });
-  retries_.Forget([this](int r) { return membership_.forgotten(WORKER, r); });
+  // The predicate runs inside each call, under mu_ (which a lambda must declare for the
+  // thread-safety analysis: it cannot see that its caller holds the lock).
+  auto forgotten = [this](int r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return membership_.forgotten(WORKER, r);
+  };
+  progress_->ForgetWorkers(forgotten);
+  leases_->ForgetWorkers(forgotten);
+  retries_.Forget(forgotten);
   LOG(INFO) << "worker " << rank << " " << ChangeKindName(kind) << " (" << reason << ")"
             << (returned > 0 ? absl::StrCat("; ", returned, " evaluation leases back in the pool") : "")
             << (remainders > 0 ? absl::StrCat("; ", remainders, " training leases back as remainders") : "")

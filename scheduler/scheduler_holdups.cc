@@ -85,7 +85,8 @@ void Scheduler::EvictHoldUpsLocked(absl::Time now, Deferred* deferred) {
     std::string reason;
   };
   std::vector<Eviction> evictions;
-  auto hold_up = [&](int rank, absl::Duration held, absl::Duration limit, absl::string_view what) {
+  auto hold_up = [&](int rank, absl::Duration held, absl::Duration limit, absl::string_view what)
+                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!membership_.is_live(WORKER, rank)) return;
     for (const Eviction& e : evictions) {
       if (e.rank == rank) return;

@@ -189,6 +189,7 @@ PsClient::Call* PsClient::Begin(int server, const char* what, Done done, const v
   AttachSession(call->context.get(), session_credential_);
   call->done = std::move(done);
   call->group = group;
+  std::string cancelled;
   {
     absl::MutexLock lock(&mu_);
     if (cancelled_.empty()) {
@@ -196,8 +197,9 @@ PsClient::Call* PsClient::Begin(int server, const char* what, Done done, const v
       in_flight_.insert(raw);
       return raw;
     }
+    cancelled = cancelled_;
   }
-  call->done(absl::CancelledError(absl::StrCat(call->what, ": ", cancelled_)));
+  call->done(absl::CancelledError(absl::StrCat(call->what, ": ", cancelled)));
   return nullptr;
 }
 

@@ -1,0 +1,149 @@
+#!/usr/bin/python3
+"""Clang's thread-safety analysis over every C++ source of a GCC build, as a syntax-only pass.
+
+The build is GCC, which ignores ABSL_GUARDED_BY, ABSL_EXCLUSIVE_LOCKS_REQUIRED and the other
+lock annotations; only clang's -Wthread-safety reads them. Rather than a second full build, this
+script takes the build's own compile commands (compile_commands.json, which CMake writes), swaps
+the compiler for clang++ and compiles each translation unit with -fsyntax-only: the front end
+parses and runs the analysis, and nothing is generated, so a pass costs parsing only (about a
+fifth of a build). Every other warning is off, so that what fails is a lock rule, nothing else.
+
+    scripts/thread_safety.py [--jobs N] [--tests] [--only REGEX] BUILD_DIR
+
+Checks every source of the product in the build: the libraries and binaries, not the generated
+protobuf files nor CUDA sources. --tests adds the tests, benchmarks and fuzz targets (about
+twice the time; `make test` checks the product only). Prints each finding as clang does, and a summary.
+Exits 0 when there is none, 1 when there is a finding or a source fails to parse, 2 on bad use,
+77 when clang++ is missing (ctest reports a skip).
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+
+# GCC options clang does not know; dropped from the build's commands.
+GCC_ONLY = re.compile(r"^-(fno-fat-lto-objects|flto=auto|fconcepts-diagnostics-depth=.*|"
+                      r"Wno-maybe-uninitialized|Wno-stringop-.*|Wno-class-memaccess|"
+                      r"Wno-dangling-reference|Wno-array-bounds|fdiagnostics-color=.*)$")
+
+# What the analysis adds. -Wno-everything first, so that only the lock rules can fail the pass.
+ANALYSIS = ["-fsyntax-only", "-Wno-everything", "-Wthread-safety", "-Werror=thread-safety"]
+
+
+def clang_command(entry, root, clang):
+    """The entry's command with clang++ in place of the compiler, made syntax-only."""
+    args = entry.get("arguments") or shlex.split(entry["command"])
+    # A compiler launcher (ccache) comes first; the compiler is the first word that is not one.
+    while args and os.path.basename(args[0]) in ("ccache", "sccache", "distcc"):
+        args = args[1:]
+    out = [clang]
+    skip_next = False
+    for arg in args[1:]:
+        if skip_next:
+            skip_next = False
+            continue
+        if arg in ("-o", "-MF", "-MT", "-MQ"):
+            skip_next = True
+            continue
+        if arg in ("-c", "-MD", "-MMD") or GCC_ONLY.match(arg):
+            continue
+        out.append(arg)
+    return out + ANALYSIS
+
+
+# A source the analysis must refuse (a guarded member read without its lock), checked first.
+CANARY = os.path.join("tests", "lint", "guarded_member_without_lock.cc")
+
+
+def canary_fails(entry, root, clang):
+    """Whether the analysis, with this build's flags, refuses the canary as it should."""
+    source = os.path.normpath(os.path.join(entry["directory"], entry["file"]))
+    command = [os.path.join(root, CANARY) if os.path.normpath(os.path.join(entry["directory"], a))
+               == source else a for a in clang_command(entry, root, clang)]
+    run = subprocess.run(command, cwd=entry["directory"], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    return run.returncode != 0 and "requires holding mutex" in run.stdout, run.stdout
+
+
+def wanted(path, root, tests):
+    """A source of the repository, not generated and not CUDA; a test's only with `tests`."""
+    if not path.startswith(root + os.sep):
+        return False
+    rel = os.path.relpath(path, root)
+    if rel.startswith("build") or rel.endswith((".pb.cc", ".cu")) or not rel.endswith(".cc"):
+        return False
+    is_test = (re.search(r"_test(_[a-z_]+)?\.cc$|_test_util\.cc$", rel) is not None
+               or rel.split(os.sep)[0] in ("tests", "bench", "fuzz"))
+    return tests or not is_test
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("build_dir")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--tests", action="store_true", help="check the tests' sources too")
+    parser.add_argument("--only", default="", help="check only sources whose path matches")
+    opts = parser.parse_args()
+
+    clang = shutil.which("clang++")
+    if clang is None:
+        print("thread_safety.py: SKIP: needs clang++ (package clang; scripts/install-deps.sh)")
+        return 77
+    db_path = os.path.join(opts.build_dir, "compile_commands.json")
+    try:
+        with open(db_path) as f:
+            db = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"thread_safety.py: cannot read {db_path}: {e} (configure the build first)",
+              file=sys.stderr)
+        return 2
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    only = re.compile(opts.only) if opts.only else None
+    units = {}
+    for entry in db:
+        path = os.path.normpath(os.path.join(entry["directory"], entry["file"]))
+        if wanted(path, root, opts.tests) and (only is None or only.search(path)):
+            units[path] = entry  # One command per source (a source built twice is checked once).
+    if not units:
+        print(f"thread_safety.py: no source of {root} in {db_path}", file=sys.stderr)
+        return 2
+
+    refused, output = canary_fails(next(iter(units.values())), root, clang)
+    if not refused:
+        sys.stdout.write(output)
+        print(f"thread_safety.py: the analysis did not refuse {CANARY}, which reads a guarded "
+              "member without its lock: it is not running (flags or compiler)")
+        return 1
+
+    def check(item):
+        path, entry = item
+        run = subprocess.run(clang_command(entry, root, clang), cwd=entry["directory"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        return path, run.returncode, run.stdout
+
+    start = time.monotonic()
+    failed = []
+    findings = 0
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
+        for path, rc, output in pool.map(check, sorted(units.items())):
+            if rc != 0 or output.strip():
+                failed.append(os.path.relpath(path, root))
+                findings += len(re.findall(r"\b(error|warning): ", output))
+                sys.stdout.write(output)
+    seconds = time.monotonic() - start
+    print(f"thread_safety.py: {len(units)} sources checked in {seconds:.0f} s with {opts.jobs} "
+          f"jobs: {findings} findings in {len(failed)} sources")
+    for rel in failed:
+        print(f"  {rel}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
