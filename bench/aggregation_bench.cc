@@ -118,8 +118,8 @@ void RegisterAll() {
         benchmark::RegisterBenchmark(("WeightedSum/" + size).c_str(), BM_WeightedSum, n),
         benchmark::RegisterBenchmark(("SyncStepSgd/" + size).c_str(), BM_SyncStep, n, OptimizerSpec::SGD, 0.0),
         benchmark::RegisterBenchmark(("SyncStepAdam/" + size).c_str(), BM_SyncStep, n, OptimizerSpec::ADAM, 0.0),
-        benchmark::RegisterBenchmark(("SyncStepAdamNormGuard/" + size).c_str(), BM_SyncStep, n,
-                                     OptimizerSpec::ADAM, 1000.0),
+        benchmark::RegisterBenchmark(("SyncStepAdamNormGuard/" + size).c_str(), BM_SyncStep, n, OptimizerSpec::ADAM,
+                                     1000.0),
     };
     for (benchmark::internal::Benchmark* b : benchmarks) {
       b->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2)->Repetitions(3)->ReportAggregatesOnly(true);

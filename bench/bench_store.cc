@@ -30,9 +30,9 @@ ShardMap OneTensorShardMap(int64_t num_floats, int64_t max_chunk_bytes) {
   return map;
 }
 
-absl::StatusOr<std::unique_ptr<server::ParameterStore>> NewBenchStore(
-    const ShardMap& map, Mode mode, OptimizerSpec::Type optimizer, int num_workers,
-    double max_grad_norm_per_sample) {
+absl::StatusOr<std::unique_ptr<server::ParameterStore>> NewBenchStore(const ShardMap& map, Mode mode,
+                                                                      OptimizerSpec::Type optimizer, int num_workers,
+                                                                      double max_grad_norm_per_sample) {
   server::ParameterStore::Options options;
   options.rank = 0;
   options.job.set_mode(mode);

@@ -27,9 +27,9 @@ ShardMap OneTensorShardMap(int64_t num_floats, int64_t max_chunk_bytes = kMaxChu
 // A store for server 0 of `map` with `num_workers` workers, in `mode`, with `optimizer` at its
 // default learning rate. Errors are ParameterStore::Create's.
 // `max_grad_norm_per_sample` > 0 turns on the servers' gradient-norm guard (JobSpec).
-absl::StatusOr<std::unique_ptr<server::ParameterStore>> NewBenchStore(
-    const ShardMap& map, Mode mode, OptimizerSpec::Type optimizer, int num_workers,
-    double max_grad_norm_per_sample = 0);
+absl::StatusOr<std::unique_ptr<server::ParameterStore>> NewBenchStore(const ShardMap& map, Mode mode,
+                                                                      OptimizerSpec::Type optimizer, int num_workers,
+                                                                      double max_grad_norm_per_sample = 0);
 
 // A push from `worker_rank` for step 0 carrying every chunk of `map`, every element `value`
 // (small, so thousands of updates stay finite), for one sample. Callers set step and request id.

@@ -90,7 +90,8 @@ int Main() {
     const int64_t touched = static_cast<int64_t>(FLAGS_touched * FLAGS_rows);
     std::vector<uint64_t> keys;
     for (int64_t i = 0; i < touched; ++i) keys.push_back(static_cast<uint64_t>(rng() % FLAGS_rows) * 7919);
-    for (int64_t i = 0; i < touched / 10; ++i) keys.push_back(static_cast<uint64_t>(FLAGS_rows + step * touched + i) * 7919);
+    for (int64_t i = 0; i < touched / 10; ++i)
+      keys.push_back(static_cast<uint64_t>(FLAGS_rows + step * touched + i) * 7919);
     std::sort(keys.begin(), keys.end());
     keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
     Update(table, keys, step);
@@ -144,8 +145,7 @@ int Main() {
   std::printf("| snapshot (under the store's lock) s | %.4f | %.4f | %.4f |\n", ws, ds, ds / ws);
   std::printf("| write (file, fsync, rename) s | %.4f | %.4f | %.4f |\n", ww, dw, dw / ww);
   std::printf("| snapshot + write s | %.4f | %.4f | %.4f |\n", ws + ww, ds + dw, (ds + dw) / (ws + ww));
-  std::printf("| read back s (whole file; the chain: whole + delta, merged) | %.4f | %.4f | %.4f |\n", wr, dr,
-              dr / wr);
+  std::printf("| read back s (whole file; the chain: whole + delta, merged) | %.4f | %.4f | %.4f |\n", wr, dr, dr / wr);
   if (own_dir) std::filesystem::remove_all(dir);
   return 0;
 }

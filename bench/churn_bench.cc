@@ -90,9 +90,9 @@ constexpr absl::Duration kSteady = absl::Seconds(1);         // Baseline window 
 constexpr absl::Duration kWarmUp = absl::Milliseconds(300);  // Training before the baseline window.
 constexpr absl::Duration kWindow = absl::Milliseconds(300);  // Sliding window after it.
 constexpr double kFullSpeed = 0.9;
-constexpr absl::Duration kStopFor = absl::Seconds(3);         // SIGSTOP scenario.
-constexpr absl::Duration kGiveUp = absl::Seconds(10);         // After the injection.
-constexpr absl::Duration kObserve = absl::Seconds(2);         // After the detection (and SIGCONT).
+constexpr absl::Duration kStopFor = absl::Seconds(3);  // SIGSTOP scenario.
+constexpr absl::Duration kGiveUp = absl::Seconds(10);  // After the injection.
+constexpr absl::Duration kObserve = absl::Seconds(2);  // After the detection (and SIGCONT).
 constexpr int kServers = 2;
 constexpr int kWorkers = 3;
 
@@ -106,7 +106,7 @@ struct Scenario {
   std::string title;  // For the table.
   std::string mode;   // --mode of the job.
   Fault fault;
-  std::string victim = "worker1";  // Launch slot the fault hits (kJoin: none).
+  std::string victim = "worker1";           // Launch slot the fault hits (kJoin: none).
   std::vector<std::string> job_flags = {};  // Added to the scheduler's; "{dir}" stands for the run's folder.
 };
 
@@ -121,19 +121,31 @@ const std::vector<Scenario>& AllScenarios() {
       {"server_restore",
        absl::StrCat("sync, checkpoint every ", kCheckpointEverySteps,
                     " steps: kill -9 one server, start a replacement (all roll back)"),
-       "sync", Fault::kRestart, "server1",
+       "sync",
+       Fault::kRestart,
+       "server1",
        {"--checkpoint_dir={dir}/checkpoints", absl::StrCat("--checkpoint_every_steps=", kCheckpointEverySteps),
         "--server_recovery_timeout_ms=30000"}},
       {"async_server_restore",
        absl::StrCat("async, checkpoint every ", kCheckpointEverySteps,
                     " updates: kill -9 one server, start a replacement (it alone restores)"),
-       "async", Fault::kRestart, "server1",
+       "async",
+       Fault::kRestart,
+       "server1",
        {"--checkpoint_dir={dir}/checkpoints", absl::StrCat("--checkpoint_every_steps=", kCheckpointEverySteps),
         "--server_recovery_timeout_ms=30000"}},
-      {"scheduler_kill", "sync, --state_dir: kill -9 the scheduler, restart it", "sync", Fault::kRestart,
-       "scheduler", {"--state_dir={dir}/state"}},
-      {"async_scheduler_kill", "async, --state_dir: kill -9 the scheduler, restart it", "async", Fault::kRestart,
-       "scheduler", {"--state_dir={dir}/state"}},
+      {"scheduler_kill",
+       "sync, --state_dir: kill -9 the scheduler, restart it",
+       "sync",
+       Fault::kRestart,
+       "scheduler",
+       {"--state_dir={dir}/state"}},
+      {"async_scheduler_kill",
+       "async, --state_dir: kill -9 the scheduler, restart it",
+       "async",
+       Fault::kRestart,
+       "scheduler",
+       {"--state_dir={dir}/state"}},
   };
   return *all;
 }
@@ -172,11 +184,19 @@ class Cluster {
 
   // Starts the scheduler and waits for its port; then the servers and workers.
   absl::Status Start(const std::string& mode, const std::vector<std::string>& job_flags) {
-    std::vector<std::string> args = {
-        absl::StrCat("--servers=", kServers), absl::StrCat("--workers=", kWorkers), "--mode=" + mode,
-        "--epochs=30", "--train_limit=12000", "--test_limit=1000", "--batch_size=32",
-        "--eval_last_epoch_only", "--heartbeat_ms=200", "--dead_after_ms=1000", "--port=0",
-        "--port_file=" + dir_ + "/port", "--summary_json=" + dir_ + "/summary.json"};
+    std::vector<std::string> args = {absl::StrCat("--servers=", kServers),
+                                     absl::StrCat("--workers=", kWorkers),
+                                     "--mode=" + mode,
+                                     "--epochs=30",
+                                     "--train_limit=12000",
+                                     "--test_limit=1000",
+                                     "--batch_size=32",
+                                     "--eval_last_epoch_only",
+                                     "--heartbeat_ms=200",
+                                     "--dead_after_ms=1000",
+                                     "--port=0",
+                                     "--port_file=" + dir_ + "/port",
+                                     "--summary_json=" + dir_ + "/summary.json"};
     if (!data_dir_.empty()) args.push_back("--data_dir=" + data_dir_);
     for (const std::string& flag : job_flags) args.push_back(absl::StrReplaceAll(flag, {{"{dir}", dir_}}));
     RETURN_IF_ERROR(Spawn("scheduler", "pstrain-scheduler", args));
@@ -194,9 +214,9 @@ class Cluster {
     address_ = absl::StrCat("127.0.0.1:", port);
     for (int s = 0; s < kServers; ++s) {
       // Logs every applied step (SYNC) or push (ASYNC): StepEvents reads them.
-    RETURN_IF_ERROR(Spawn(absl::StrCat("server", s), "pstrain-server",
-                          {"--scheduler=" + address_,
-                           mode == "sync" ? "--vmodule=parameter_store_steps=1" : "--vmodule=parameter_store_steps=2"}));
+      RETURN_IF_ERROR(Spawn(absl::StrCat("server", s), "pstrain-server",
+                            {"--scheduler=" + address_, mode == "sync" ? "--vmodule=parameter_store_steps=1"
+                                                                       : "--vmodule=parameter_store_steps=2"}));
     }
     for (int w = 0; w < kWorkers; ++w) RETURN_IF_ERROR(AddWorker());
     return absl::OkStatus();
@@ -362,11 +382,21 @@ absl::StatusOr<Result> RunOnce(const Scenario& scenario, const std::string& bin_
   const absl::Time t0 = absl::Now();
   const int64_t epoch0 = samples.back().membership_epoch;
   switch (scenario.fault) {
-    case Fault::kKill: RETURN_IF_ERROR(cluster.child(victim)->Signal(SIGKILL)); break;
-    case Fault::kTerm: RETURN_IF_ERROR(cluster.child(victim)->Signal(SIGTERM)); break;
-    case Fault::kStop: RETURN_IF_ERROR(cluster.child(victim)->Signal(SIGSTOP)); break;
-    case Fault::kJoin: RETURN_IF_ERROR(cluster.AddWorker()); break;
-    case Fault::kRestart: RETURN_IF_ERROR(cluster.KillAndRestart(victim)); break;
+    case Fault::kKill:
+      RETURN_IF_ERROR(cluster.child(victim)->Signal(SIGKILL));
+      break;
+    case Fault::kTerm:
+      RETURN_IF_ERROR(cluster.child(victim)->Signal(SIGTERM));
+      break;
+    case Fault::kStop:
+      RETURN_IF_ERROR(cluster.child(victim)->Signal(SIGSTOP));
+      break;
+    case Fault::kJoin:
+      RETURN_IF_ERROR(cluster.AddWorker());
+      break;
+    case Fault::kRestart:
+      RETURN_IF_ERROR(cluster.KillAndRestart(victim));
+      break;
   }
   // Without the scheduler nothing changes membership: detected is its first answer after the restart.
   const bool scheduler_restart = scenario.fault == Fault::kRestart && victim == "scheduler";
@@ -483,8 +513,8 @@ int Main(const std::string& command) {
   std::vector<std::string> known;
   for (const Scenario& s : AllScenarios()) known.push_back(s.name);
   for (absl::string_view name : absl::StrSplit(FLAGS_scenarios, ',', absl::SkipEmpty())) {
-    auto it = std::find_if(AllScenarios().begin(), AllScenarios().end(),
-                           [&](const Scenario& s) { return s.name == name; });
+    auto it =
+        std::find_if(AllScenarios().begin(), AllScenarios().end(), [&](const Scenario& s) { return s.name == name; });
     if (it == AllScenarios().end()) {
       std::fprintf(stderr, "--scenarios: unknown '%s'; expected a comma-separated list of %s\n",
                    std::string(name).c_str(), absl::StrJoin(known, ", ").c_str());
@@ -502,18 +532,22 @@ int Main(const std::string& command) {
   std::printf("## Recovery from failures\n\n");
   std::printf("- Machine: %u cores, %s\n", std::thread::hardware_concurrency(), CpuModel().c_str());
   std::printf("- Command: `%s`\n", command.c_str());
-  std::printf("- Cluster: 1 scheduler, %d servers, %d workers on 127.0.0.1; heartbeat 200 ms, dead after "
-              "1000 ms; batch 32 per worker, 12000 training samples\n",
-              kServers, kWorkers);
-  std::printf("- Median [min-max] of %d runs; times in seconds from the injection; a step is a global step "
-              "(96 samples) in sync mode, one push (32 samples) in async mode\n",
-              FLAGS_runs);
-  std::printf("- detect: until the scheduler's view shows a new membership epoch; for a scheduler restart "
-              "(no membership change), until the restarted scheduler answers GetJobStatus. Steps redone: "
-              "steps aborted and computed again, plus steps rolled back to a checkpoint. Killed and replaced: "
-              "the new process (same binary, same flags) is started as soon as the old one is reaped\n\n");
-  std::printf("| scenario | detect (s) | back to full speed (s) | steps redone | repeats skipped | steps/s before "
-              "| steps/s after |\n");
+  std::printf(
+      "- Cluster: 1 scheduler, %d servers, %d workers on 127.0.0.1; heartbeat 200 ms, dead after "
+      "1000 ms; batch 32 per worker, 12000 training samples\n",
+      kServers, kWorkers);
+  std::printf(
+      "- Median [min-max] of %d runs; times in seconds from the injection; a step is a global step "
+      "(96 samples) in sync mode, one push (32 samples) in async mode\n",
+      FLAGS_runs);
+  std::printf(
+      "- detect: until the scheduler's view shows a new membership epoch; for a scheduler restart "
+      "(no membership change), until the restarted scheduler answers GetJobStatus. Steps redone: "
+      "steps aborted and computed again, plus steps rolled back to a checkpoint. Killed and replaced: "
+      "the new process (same binary, same flags) is started as soon as the old one is reaped\n\n");
+  std::printf(
+      "| scenario | detect (s) | back to full speed (s) | steps redone | repeats skipped | steps/s before "
+      "| steps/s after |\n");
   std::printf("|---|---:|---:|---:|---:|---:|---:|\n");
   std::fflush(stdout);
   bool all_ok = true;
@@ -555,6 +589,7 @@ int Main(const std::string& command) {
 
 int main(int argc, char** argv) {
   const std::string command = absl::StrJoin(argv, argv + argc, " ");
-  pstrain::InitBinary("churn_bench [--runs=3] [--scenarios=kill,term,...] (see --scenarios for the list)", &argc, &argv);
+  pstrain::InitBinary("churn_bench [--runs=3] [--scenarios=kill,term,...] (see --scenarios for the list)", &argc,
+                      &argv);
   return pstrain::bench::Main(command);
 }

@@ -179,8 +179,8 @@ void BM_AccumulateTopK(benchmark::State& state, int64_t n, double ratio) {
   const std::vector<float> grad = Gradient(n, 1);
   absl::StatusOr<std::unique_ptr<TopKCompressor>> compressor = TopKCompressor::Create(n);
   SparseGradient push;
-  absl::Status status = compressor.ok() ? (*compressor)->Compress(grad, TopKCount(ratio, n), &push)
-                                        : compressor.status();
+  absl::Status status =
+      compressor.ok() ? (*compressor)->Compress(grad, TopKCount(ratio, n), &push) : compressor.status();
   std::vector<float> sum(static_cast<size_t>(n), 0.0f);
   for (auto _ : state) {
     if (!status.ok()) break;

@@ -40,8 +40,7 @@ struct Fixture {
   std::vector<std::vector<uint64_t>> batches;
 };
 
-Fixture MakeFixture(int64_t num_keys, int dim, bool tracked = false,
-                    TableSpec::RowDtype dtype = TableSpec::FP32) {
+Fixture MakeFixture(int64_t num_keys, int dim, bool tracked = false, TableSpec::RowDtype dtype = TableSpec::FP32) {
   server::TableOptions options;
   options.name = "bench";
   options.dim = dim;

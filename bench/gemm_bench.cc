@@ -50,9 +50,8 @@ std::vector<GemmShape> ModelShapes() {
     const char* name;
     int in, out;
   };
-  for (const Dense& d :
-       {Dense{"mlp.fc1", 784, 256}, Dense{"mlp.fc2", 256, 128}, Dense{"mlp.fc3", 128, 10},
-        Dense{"cnn.fc1", 3136, 128}, Dense{"cnn.fc2", 128, 10}}) {
+  for (const Dense& d : {Dense{"mlp.fc1", 784, 256}, Dense{"mlp.fc2", 256, 128}, Dense{"mlp.fc3", 128, 10},
+                         Dense{"cnn.fc1", 3136, 128}, Dense{"cnn.fc2", 128, 10}}) {
     for (int batch : {64, 256}) {
       const std::string suffix = absl::StrCat("/b", batch);
       shapes.push_back({absl::StrCat(d.name, "/fwd", suffix), false, false, batch, d.out, d.in});
@@ -107,13 +106,12 @@ double TimeGemms(Device* device, const GemmShape& s, Operands* ops, int64_t iter
   const auto start = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < iterations; ++i) {
     for (int r = 0; r < device->repeats; ++r) {
-      device->backend->Gemm(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, ops->a.data(), ops->b.data(),
-                            0.0f, ops->c.data());
+      device->backend->Gemm(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, ops->a.data(), ops->b.data(), 0.0f,
+                            ops->c.data());
     }
   }
   CHECK(device->backend->Synchronize().ok());
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return 2.0 * s.m * s.n * s.k * device->repeats * iterations / seconds / 1e9;
 }
 
@@ -156,21 +154,19 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
 
   std::vector<std::unique_ptr<Device>> devices;
-  devices.push_back(
-      std::make_unique<Device>(Device{"cpu", pstrain::model::NewCpuBackend(), 1, 1024}));
+  devices.push_back(std::make_unique<Device>(Device{"cpu", pstrain::model::NewCpuBackend(), 1, 1024}));
   if (pstrain::model::CudaDeviceCount() > 0) {
     for (bool tf32 : {false, true}) {
       pstrain::model::CudaOptions options;
       options.allow_tf32 = tf32;
       auto backend = pstrain::model::NewCudaBackend(options);
       CHECK(backend.ok()) << backend.status();
-      devices.push_back(std::make_unique<Device>(
-          Device{tf32 ? "cuda_tf32" : "cuda_fp32", std::move(*backend), kGpuRepeats, 4096}));
+      devices.push_back(
+          std::make_unique<Device>(Device{tf32 ? "cuda_tf32" : "cuda_fp32", std::move(*backend), kGpuRepeats, 4096}));
     }
   } else {
     std::cerr << "gemm_bench: no CUDA device"
-              << (pstrain::model::CudaBuilt() ? "" : " (this build has no CUDA backend)")
-              << ": CPU rows only\n";
+              << (pstrain::model::CudaBuilt() ? "" : " (this build has no CUDA backend)") << ": CPU rows only\n";
   }
 
   for (const std::unique_ptr<Device>& device : devices) {
@@ -178,8 +174,7 @@ int main(int argc, char** argv) {
     std::vector<GemmShape> shapes = {ReferenceShape(*device)};
     for (const GemmShape& s : ModelShapes()) shapes.push_back(s);
     for (const GemmShape& s : shapes) {
-      benchmark::RegisterBenchmark(absl::StrCat(device->name, "/", s.name).c_str(), BM_Gemm,
-                                   device.get(), s)
+      benchmark::RegisterBenchmark(absl::StrCat(device->name, "/", s.name).c_str(), BM_Gemm, device.get(), s)
           ->UseManualTime()
           ->Unit(benchmark::kMicrosecond);
     }

@@ -95,11 +95,9 @@ absl::Status Run(Result* result) {
   }
   openblas_set_num_threads(FLAGS_blas_threads);
 
-  absl::StatusOr<data::Dataset> train =
-      data::LoadFashionMnist(FLAGS_data_dir, data::Split::kTrain, FLAGS_train_limit);
+  absl::StatusOr<data::Dataset> train = data::LoadFashionMnist(FLAGS_data_dir, data::Split::kTrain, FLAGS_train_limit);
   if (!train.ok()) return train.status();
-  absl::StatusOr<data::Dataset> test =
-      data::LoadFashionMnist(FLAGS_data_dir, data::Split::kTest, FLAGS_test_limit);
+  absl::StatusOr<data::Dataset> test = data::LoadFashionMnist(FLAGS_data_dir, data::Split::kTest, FLAGS_test_limit);
   if (!test.ok()) return test.status();
 
   absl::StatusOr<std::vector<int>> sizes =
@@ -146,14 +144,14 @@ absl::Status Run(Result* result) {
           !s.ok()) {
         return s;
       }
-      const float lr = model::ScheduledLearningRate(optimizer_options.lr, optimizer_options.schedule,
-                                                    step, total_steps);
+      const float lr =
+          model::ScheduledLearningRate(optimizer_options.lr, optimizer_options.schedule, step, total_steps);
       (*optimizer)->Apply(step, lr, grad.data(), weights.data());
       ++step;
     }
     if (stats.samples > 0) {
-      LOG(INFO) << "epoch " << epoch << ": train loss " << stats.loss_sum / stats.samples
-                << ", train accuracy " << static_cast<double>(stats.correct) / stats.samples;
+      LOG(INFO) << "epoch " << epoch << ": train loss " << stats.loss_sum / stats.samples << ", train accuracy "
+                << static_cast<double>(stats.correct) / stats.samples;
     }
   }
   result->train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -162,8 +160,8 @@ absl::Status Run(Result* result) {
 
   if (absl::Status s = net.SetParameters(weights); !s.ok()) return s;
   model::BatchStats eval;
-  if (absl::Status s = net.Evaluate(test->images.data(), test->labels.data(),
-                                    static_cast<int>(test->num_samples), &eval);
+  if (absl::Status s =
+          net.Evaluate(test->images.data(), test->labels.data(), static_cast<int>(test->num_samples), &eval);
       !s.ok()) {
     return s;
   }

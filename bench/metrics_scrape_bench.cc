@@ -78,8 +78,8 @@ int Main() {
   double sum = 0;
   for (double v : ms) sum += v;
   auto at = [&](double q) { return ms[std::min(ms.size() - 1, static_cast<size_t>(q * ms.size()))]; };
-  std::printf("%-10s %8s %11s %8s %7s %7s %7s %10s\n", "floats", "scrapes", "body_bytes", "mean_ms", "p50_ms",
-              "p99_ms", "max_ms", "render_ms");
+  std::printf("%-10s %8s %11s %8s %7s %7s %7s %10s\n", "floats", "scrapes", "body_bytes", "mean_ms", "p50_ms", "p99_ms",
+              "max_ms", "render_ms");
   std::printf("%-10lld %8d %11zu %8.3f %7.3f %7.3f %7.3f %10.3f\n", static_cast<long long>(FLAGS_floats), n, body,
               sum / n, at(0.5), at(0.99), ms.back(), render_ms);
   server_metrics.Unwatch();

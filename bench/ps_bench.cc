@@ -83,9 +83,9 @@ class BenchServer {
   // `unix_socket`: listen and connect on a unix domain socket rather than 127.0.0.1.
   // `max_chunk_bytes`: the store's chunk bound (OneTensorShardMap).
   // `security`: how the listener and the channels are secured (null: plaintext).
-  static absl::StatusOr<std::unique_ptr<BenchServer>> Start(Mode mode, int64_t bytes, bool unix_socket = false,
-                                                            int64_t max_chunk_bytes = kMaxChunkBytes,
-                                                            std::shared_ptr<const TransportSecurity> security = nullptr) {
+  static absl::StatusOr<std::unique_ptr<BenchServer>> Start(
+      Mode mode, int64_t bytes, bool unix_socket = false, int64_t max_chunk_bytes = kMaxChunkBytes,
+      std::shared_ptr<const TransportSecurity> security = nullptr) {
     auto server = std::unique_ptr<BenchServer>(new BenchServer(bytes, max_chunk_bytes));
     server->security_ = security != nullptr ? std::move(security) : TransportSecurity::Loopback();
     absl::StatusOr<std::unique_ptr<server::ParameterStore>> store =
@@ -114,8 +114,8 @@ class BenchServer {
     builder.RegisterService(&server->ps_service_);
     server->server_ = builder.BuildAndStart();
     if (server->server_ == nullptr || port == 0) {
-      return absl::UnavailableError(absl::StrCat("bench server: cannot listen on ",
-                                                 unix_socket ? unix_address : "127.0.0.1:0"));
+      return absl::UnavailableError(
+          absl::StrCat("bench server: cannot listen on ", unix_socket ? unix_address : "127.0.0.1:0"));
     }
 
     grpc::ChannelArguments args;
@@ -244,9 +244,8 @@ absl::StatusOr<std::shared_ptr<const TransportSecurity>> JobSecurity() {
   return *security;
 }
 
-std::unique_ptr<BenchServer> StartOrSkip(benchmark::State& state, Mode mode, int64_t bytes,
-                                         bool unix_socket = false, int64_t max_chunk_bytes = kMaxChunkBytes,
-                                         bool tls = false) {
+std::unique_ptr<BenchServer> StartOrSkip(benchmark::State& state, Mode mode, int64_t bytes, bool unix_socket = false,
+                                         int64_t max_chunk_bytes = kMaxChunkBytes, bool tls = false) {
   std::shared_ptr<const TransportSecurity> security;
   if (tls) {
     absl::StatusOr<std::shared_ptr<const TransportSecurity>> made = JobSecurity();
@@ -308,8 +307,8 @@ void BM_PushPullProto(benchmark::State& state, int64_t bytes) {
   Measure(state, bytes, 2 * bytes, [&] {
     request.set_step(step);
     request.set_request_id(++request_id);
-    grpc::Status status = CallWithDeadline(
-        [&](grpc::ClientContext* c) { return server->ps()->PushPull(c, request, &response); });
+    grpc::Status status =
+        CallWithDeadline([&](grpc::ClientContext* c) { return server->ps()->PushPull(c, request, &response); });
     if (status.ok()) std::memcpy(weights.data(), response.chunks(0).data().data(), response.chunks(0).data().size());
     step = response.step();
     return status;
@@ -404,9 +403,7 @@ void PingPongOver(benchmark::State& state, int64_t bytes, PingPong::Transport tr
 }
 
 void BM_TcpPingPong(benchmark::State& state, int64_t bytes) { PingPongOver(state, bytes, PingPong::Transport::kTcp); }
-void BM_UnixPingPong(benchmark::State& state, int64_t bytes) {
-  PingPongOver(state, bytes, PingPong::Transport::kUnix);
-}
+void BM_UnixPingPong(benchmark::State& state, int64_t bytes) { PingPongOver(state, bytes, PingPong::Transport::kUnix); }
 
 void BM_Send(benchmark::State& state, int64_t bytes) {
   std::unique_ptr<BenchServer> server = StartOrSkip(state, ASYNC, bytes);
@@ -486,9 +483,16 @@ void Configure(benchmark::internal::Benchmark* b, int64_t bytes) {
 void RegisterAll() {
   using Fn = void (*)(benchmark::State&, int64_t);
   const std::pair<const char*, Fn> kinds[] = {
-      {"Echo", BM_Echo}, {"PushPull", BM_PushPull}, {"PushPullProto", BM_PushPullProto}, {"Send", BM_Send},
-      {"Push", BM_Push}, {"Fetch", BM_Fetch},       {"Pull", BM_Pull},
-      {"TcpPingPong", BM_TcpPingPong}, {"UnixPingPong", BM_UnixPingPong}, {"PushPullUnix", BM_PushPullUnix},
+      {"Echo", BM_Echo},
+      {"PushPull", BM_PushPull},
+      {"PushPullProto", BM_PushPullProto},
+      {"Send", BM_Send},
+      {"Push", BM_Push},
+      {"Fetch", BM_Fetch},
+      {"Pull", BM_Pull},
+      {"TcpPingPong", BM_TcpPingPong},
+      {"UnixPingPong", BM_UnixPingPong},
+      {"PushPullUnix", BM_PushPullUnix},
   };
   for (int64_t bytes : kSizes) {
     for (const auto& [name, fn] : kinds) {
@@ -497,8 +501,9 @@ void RegisterAll() {
   }
   for (int64_t bytes : kSizes) {
     if (bytes < kMiB) continue;
-    Configure(benchmark::RegisterBenchmark(absl::StrCat("PushPullTls/", SizeName(bytes)).c_str(), BM_PushPullTls, bytes),
-              bytes);
+    Configure(
+        benchmark::RegisterBenchmark(absl::StrCat("PushPullTls/", SizeName(bytes)).c_str(), BM_PushPullTls, bytes),
+        bytes);
     Configure(benchmark::RegisterBenchmark(absl::StrCat("PushPullUnixSecured/", SizeName(bytes)).c_str(),
                                            BM_PushPullUnixSecured, bytes),
               bytes);

@@ -135,7 +135,8 @@ int Main() {
       slot.Set(*std::move(next));
       build_ms = build_ms + std::chrono::duration<double, std::milli>(Clock::now() - start).count();
       ++swaps;
-      for (int i = 0; i < FLAGS_swap_ms / 10 && !stop.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      for (int i = 0; i < FLAGS_swap_ms / 10 && !stop.load(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   });
   const Latencies following = Phase(client->get(), batches, FLAGS_calls);

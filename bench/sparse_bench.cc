@@ -341,8 +341,8 @@ void BM_TableApply(benchmark::State& state, int64_t n, int dim) {
 void RegisterAll() {
   using Fn = void (*)(benchmark::State&, int64_t, int);
   const std::pair<const char*, Fn> kinds[] = {
-      {"Pull", BM_Pull},         {"PullPingPong", BM_PullPingPong}, {"TableRead", BM_TableRead},
-      {"Push", BM_Push},         {"PushPingPong", BM_PushPingPong}, {"TableApply", BM_TableApply},
+      {"Pull", BM_Pull}, {"PullPingPong", BM_PullPingPong}, {"TableRead", BM_TableRead},
+      {"Push", BM_Push}, {"PushPingPong", BM_PushPingPong}, {"TableApply", BM_TableApply},
   };
   for (const int64_t n : {10000, 100000}) {
     for (const int dim : {8, 16, 64}) {

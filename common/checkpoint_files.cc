@@ -95,8 +95,8 @@ absl::StatusOr<ConsistentCut> LatestConsistentCut(const std::string& dir, const 
     }
   }
   if (eras.size() == 1) {
-    return absl::NotFoundError(absl::StrCat("no step in '", dir, "' has a checkpoint from all ",
-                                            eras.front().num_servers, " servers"));
+    return absl::NotFoundError(
+        absl::StrCat("no step in '", dir, "' has a checkpoint from all ", eras.front().num_servers, " servers"));
   }
   return absl::NotFoundError(absl::StrCat("no step in '", dir, "' has a checkpoint from all the servers of its ",
                                           "server count (", eras.size(), " server counts since the job began)"));

@@ -53,10 +53,14 @@ uint32_t TopKIndex(const PayloadView& data, int64_t j) {
 
 ValueEncoding EncodingOf(Compression::Kind kind) {
   switch (kind) {
-    case Compression::kNone: return FLOAT32;
-    case Compression::kFp16: return FLOAT16;
-    case Compression::kBf16: return BFLOAT16;
-    case Compression::kTopK: return TOPK;
+    case Compression::kNone:
+      return FLOAT32;
+    case Compression::kFp16:
+      return FLOAT16;
+    case Compression::kBf16:
+      return BFLOAT16;
+    case Compression::kTopK:
+      return TOPK;
   }
   LOG(FATAL) << "compression kind " << kind;
 }
@@ -95,13 +99,13 @@ absl::Status CheckChunkShape(ValueEncoding encoding, const PayloadView& data, in
     for (size_t j = 0; j < indices.size(); ++j) {
       const int64_t index = indices[j];
       if (index >= length) {
-        status = absl::InvalidArgumentError(absl::StrCat("top-k index ", first + j, " is ", index,
-                                                         ", beyond the chunk's ", length, " values"));
+        status = absl::InvalidArgumentError(
+            absl::StrCat("top-k index ", first + j, " is ", index, ", beyond the chunk's ", length, " values"));
         return false;
       }
       if (index <= previous) {
-        status = absl::InvalidArgumentError(absl::StrCat("top-k index ", first + j, " is ", index,
-                                                         ", not above the previous index ", previous));
+        status = absl::InvalidArgumentError(
+            absl::StrCat("top-k index ", first + j, " is ", index, ", not above the previous index ", previous));
         return false;
       }
       previous = index;

@@ -88,8 +88,7 @@ absl::Status Shape(ValueEncoding encoding, const std::string& bytes, int64_t len
 
 TEST(ChunkCodecTest, RefusesMalformedChunksSayingWhatIsWrong) {
   EXPECT_THAT(Shape(FLOAT32, std::string(19, 'x'), 5).message(), "got 19 bytes of data, expected 20 (5 floats)");
-  EXPECT_THAT(Shape(FLOAT16, std::string(10, 'x'), 4).message(),
-              "got 10 bytes of FLOAT16 data, expected 8 (4 values)");
+  EXPECT_THAT(Shape(FLOAT16, std::string(10, 'x'), 4).message(), "got 10 bytes of FLOAT16 data, expected 8 (4 values)");
   EXPECT_THAT(Shape(BFLOAT16, "", 1).message(), HasSubstr("got 0 bytes of BFLOAT16 data"));
   EXPECT_THAT(Shape(TOPK, std::string(12, 'x'), 4).message(), HasSubstr("expected 8 bytes per entry"));
   EXPECT_THAT(Shape(TOPK, TopK({0, 1, 2}, {1, 2, 3}), 2).message(), HasSubstr("at most 2 entries"));

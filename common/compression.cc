@@ -167,8 +167,7 @@ bool HaveF16c() {
 }
 
 // Sets *special when a code is Inf or NaN.
-__attribute__((target("avx2,f16c"))) size_t EncodeFp16F16c(const float* in, uint16_t* out, size_t n,
-                                                           bool* special) {
+__attribute__((target("avx2,f16c"))) size_t EncodeFp16F16c(const float* in, uint16_t* out, size_t n, bool* special) {
   const __m128i exponent = _mm_set1_epi16(0x7c00);
   __m128i any = _mm_setzero_si128();
   size_t i = 0;
@@ -190,8 +189,7 @@ __attribute__((target("avx2,f16c"))) size_t DecodeFp16F16c(const uint16_t* in, f
 }
 
 // dst += weight * x as a multiply and an add, no FMA: the same rounding as the portable loop.
-__attribute__((target("avx2,f16c"))) size_t AccumulateFp16F16c(const uint16_t* in, float weight, float* out,
-                                                               size_t n) {
+__attribute__((target("avx2,f16c"))) size_t AccumulateFp16F16c(const uint16_t* in, float weight, float* out, size_t n) {
   const __m256 w = _mm256_set1_ps(weight);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {

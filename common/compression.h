@@ -173,8 +173,8 @@ absl::Status CheckTopKIndices(absl::Span<const uint32_t> indices, int64_t n);
 // dst[indices[j]] += weight * values[j] for every j: a server's weighted sum of a top-k push.
 // Validates first (CheckTopKIndices, and indices.size() == values.size()), so that on
 // INVALID_ARGUMENT dst is untouched. Does not check that the values are finite.
-absl::Status AccumulateTopK(absl::Span<const uint32_t> indices, absl::Span<const float> values,
-                            float weight, absl::Span<float> dst);
+absl::Status AccumulateTopK(absl::Span<const uint32_t> indices, absl::Span<const float> values, float weight,
+                            absl::Span<float> dst);
 
 }  // namespace pstrain
 

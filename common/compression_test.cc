@@ -63,19 +63,19 @@ TEST(Fp16Test, EncodesKnownValues) {
   EXPECT_EQ(FloatToFp16(65504.0f), 0x7bff);
   EXPECT_EQ(FloatToFp16(1.0f / 3.0f), 0x3555);
   EXPECT_EQ(FloatToFp16(0.1f), 0x2e66);
-  EXPECT_EQ(FloatToFp16(std::ldexp(1.0f, -14)), 0x0400);       // smallest normal
-  EXPECT_EQ(FloatToFp16(std::ldexp(1023.0f, -24)), 0x03ff);    // largest subnormal
-  EXPECT_EQ(FloatToFp16(std::ldexp(1.0f, -24)), 0x0001);       // smallest subnormal
+  EXPECT_EQ(FloatToFp16(std::ldexp(1.0f, -14)), 0x0400);     // smallest normal
+  EXPECT_EQ(FloatToFp16(std::ldexp(1023.0f, -24)), 0x03ff);  // largest subnormal
+  EXPECT_EQ(FloatToFp16(std::ldexp(1.0f, -24)), 0x0001);     // smallest subnormal
   EXPECT_EQ(FloatToFp16(-std::ldexp(1.0f, -24)), 0x8001);
   EXPECT_EQ(FloatToFp16(0.0f), 0x0000);
   EXPECT_EQ(FloatToFp16(-0.0f), 0x8000);
 }
 
 TEST(Fp16Test, RoundsToNearestTiesToEven) {
-  const float ulp = std::ldexp(1.0f, -10);  // fp16's unit in the last place at 1.0
-  EXPECT_EQ(FloatToFp16(1.0f + ulp / 2), 0x3c00);  // tie, 0x3c00 is even
-  EXPECT_EQ(FloatToFp16(1.0f + 3 * ulp / 2), 0x3c02);  // tie, 0x3c02 is even
-  EXPECT_EQ(FloatToFp16(std::nextafter(1.0f + ulp / 2, 2.0f)), 0x3c01);  // just above the tie
+  const float ulp = std::ldexp(1.0f, -10);                                   // fp16's unit in the last place at 1.0
+  EXPECT_EQ(FloatToFp16(1.0f + ulp / 2), 0x3c00);                            // tie, 0x3c00 is even
+  EXPECT_EQ(FloatToFp16(1.0f + 3 * ulp / 2), 0x3c02);                        // tie, 0x3c02 is even
+  EXPECT_EQ(FloatToFp16(std::nextafter(1.0f + ulp / 2, 2.0f)), 0x3c01);      // just above the tie
   EXPECT_EQ(FloatToFp16(std::nextafter(1.0f + 3 * ulp / 2, 0.0f)), 0x3c01);  // just below
   // In the subnormal range the unit is 2^-24.
   EXPECT_EQ(FloatToFp16(std::ldexp(1.0f, -25)), 0x0000);  // tie between 0 and 1
@@ -178,8 +178,8 @@ TEST(Fp16Test, SpanEncoderMatchesScalar) {
   // through (x86's F16C, where the CPU has it, must agree with the bit tricks on those too).
   std::vector<float> xs = SpreadFloats(100003, -30, 16, 3);
   for (float& x : xs) x = std::copysign(std::min(std::fabs(x), 65504.0f), x);  // no overflow
-  const uint32_t specials[] = {0x7fc00000u, 0x7f800001u, 0xffbfffffu, 0x7fffe000u, 0x7f802000u,
-                               0xff800000u, 0x7f800000u, 0xffc00001u};
+  const uint32_t specials[] = {0x7fc00000u, 0x7f800001u, 0xffbfffffu, 0x7fffe000u,
+                               0x7f802000u, 0xff800000u, 0x7f800000u, 0xffc00001u};
   for (size_t i = 0; i < std::size(specials); ++i) xs[5 + 7 * i] = FromBits(specials[i]);
   std::vector<uint16_t> encoded(xs.size());
   ASSERT_TRUE(EncodeFp16(xs, absl::MakeSpan(encoded)).ok());
@@ -233,8 +233,8 @@ TEST(Fp16Test, AccumulateAddsWeightedDecodedValues) {
 TEST(Bf16Test, EncodesKnownValues) {
   EXPECT_EQ(FloatToBf16(1.0f), 0x3f80);
   EXPECT_EQ(FloatToBf16(-2.5f), 0xc020);
-  EXPECT_EQ(FloatToBf16(1.0f / 3.0f), 0x3eab);  // 0x3eaaaaab rounds up
-  EXPECT_EQ(FloatToBf16(0.1f), 0x3dcd);          // 0x3dcccccd rounds up
+  EXPECT_EQ(FloatToBf16(1.0f / 3.0f), 0x3eab);            // 0x3eaaaaab rounds up
+  EXPECT_EQ(FloatToBf16(0.1f), 0x3dcd);                   // 0x3dcccccd rounds up
   EXPECT_EQ(FloatToBf16(FromBits(0x7f7f0000u)), 0x7f7f);  // largest finite
   EXPECT_EQ(FloatToBf16(-0.0f), 0x8000);
   EXPECT_EQ(FloatToBf16(std::numeric_limits<float>::infinity()), 0x7f80);
@@ -308,8 +308,7 @@ TEST(Bf16Test, EncoderRejectsFiniteOverflowNamingTheElement) {
   ASSERT_TRUE(EncodeBf16(xs, absl::MakeSpan(out).subspan(0, 2)).ok());
   EXPECT_THAT(absl::MakeSpan(out).subspan(0, 2), ElementsAre(0x7f7f, 0xff7f));
   xs = {-FromBits(0x7f7f8000u), 0.0f};
-  EXPECT_THAT(EncodeBf16(xs, absl::MakeSpan(out).subspan(0, 2)).message(),
-              HasSubstr("element 0 is -3.39618e+38"));
+  EXPECT_THAT(EncodeBf16(xs, absl::MakeSpan(out).subspan(0, 2)).message(), HasSubstr("element 0 is -3.39618e+38"));
   // Inf and NaN are not overflow: they pass through for the server to reject.
   xs = {-std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
   ASSERT_TRUE(EncodeBf16(xs, absl::MakeSpan(out).subspan(0, 2)).ok());
@@ -358,8 +357,7 @@ TEST(CompressionTest, ParsesEveryKind) {
 }
 
 TEST(CompressionTest, RejectsBadNamesAndRatiosPrecisely) {
-  EXPECT_EQ(ParseCompression("topk:2").status().message(),
-            "--compression: got 'topk:2', expected a ratio in (0, 1]");
+  EXPECT_EQ(ParseCompression("topk:2").status().message(), "--compression: got 'topk:2', expected a ratio in (0, 1]");
   for (const char* bad : {"topk:0", "topk:-0.5", "topk:nan", "topk:inf", "topk:", "topk:0.1x"}) {
     const absl::Status s = ParseCompression(bad).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
@@ -483,8 +481,7 @@ TEST(TopKTest, RejectsBadArgumentsWithoutChangingTheResidual) {
   auto c = NewCompressor(3);
   SparseGradient out;
   ASSERT_TRUE(c->Compress(std::vector<float>{1.0f, 2.0f, 3.0f}, 1, &out).ok());
-  EXPECT_EQ(c->Compress(std::vector<float>{1.0f, 2.0f}, 1, &out).message(),
-            "top-k compress: got 2 floats, expected 3");
+  EXPECT_EQ(c->Compress(std::vector<float>{1.0f, 2.0f}, 1, &out).message(), "top-k compress: got 2 floats, expected 3");
   EXPECT_EQ(c->Compress(std::vector<float>{1.0f, 2.0f, 3.0f}, 0, &out).message(),
             "top-k compress: k is 0, expected >= 1");
   EXPECT_THAT(c->residual(), ElementsAre(1.0f, 2.0f, 0.0f));
@@ -623,17 +620,14 @@ TEST(TopKTest, CheckIndicesRejectsBadStreamsPrecisely) {
 
 TEST(TopKTest, AccumulateScattersWithWeightOrLeavesDestinationAlone) {
   std::vector<float> dst = {1.0f, 1.0f, 1.0f, 1.0f};
-  ASSERT_TRUE(AccumulateTopK(std::vector<uint32_t>{1, 3}, std::vector<float>{2.0f, -4.0f}, 0.5f,
-                             absl::MakeSpan(dst))
-                  .ok());
+  ASSERT_TRUE(
+      AccumulateTopK(std::vector<uint32_t>{1, 3}, std::vector<float>{2.0f, -4.0f}, 0.5f, absl::MakeSpan(dst)).ok());
   EXPECT_THAT(dst, ElementsAre(1.0f, 2.0f, 1.0f, -1.0f));
   // A bad last index: nothing is added, not even the valid pairs before it.
-  EXPECT_EQ(AccumulateTopK(std::vector<uint32_t>{0, 4}, std::vector<float>{1.0f, 1.0f}, 1.0f,
-                           absl::MakeSpan(dst))
-                .code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(AccumulateTopK(std::vector<uint32_t>{0, 1}, std::vector<float>{1.0f}, 1.0f, absl::MakeSpan(dst))
-                .message(),
+  EXPECT_EQ(
+      AccumulateTopK(std::vector<uint32_t>{0, 4}, std::vector<float>{1.0f, 1.0f}, 1.0f, absl::MakeSpan(dst)).code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(AccumulateTopK(std::vector<uint32_t>{0, 1}, std::vector<float>{1.0f}, 1.0f, absl::MakeSpan(dst)).message(),
             "top-k push: 2 indices but 1 values");
   EXPECT_THAT(dst, ElementsAre(1.0f, 2.0f, 1.0f, -1.0f));
 }

@@ -112,8 +112,7 @@ void TopKCompressor::CollectCandidates(uint32_t threshold_bits) {
 absl::Status TopKCompressor::Compress(absl::Span<const float> grad, int64_t k, SparseGradient* out) {
   const int64_t n = size();
   if (static_cast<int64_t>(grad.size()) != n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("top-k compress: got ", grad.size(), " floats, expected ", n));
+    return absl::InvalidArgumentError(absl::StrCat("top-k compress: got ", grad.size(), " floats, expected ", n));
   }
   if (k < 1) return absl::InvalidArgumentError(absl::StrCat("top-k compress: k is ", k, ", expected >= 1"));
   k = std::min(k, n);
@@ -129,8 +128,7 @@ absl::Status TopKCompressor::Compress(absl::Span<const float> grad, int64_t k, S
     for (int64_t i = 0; i < n; ++i) {
       if (!std::isfinite(r[i])) {
         const absl::Status error = absl::InvalidArgumentError(
-            absl::StrCat("top-k compress: element ", i, " of gradient + residual is ", r[i],
-                         " (gradient ", g[i], ")"));
+            absl::StrCat("top-k compress: element ", i, " of gradient + residual is ", r[i], " (gradient ", g[i], ")"));
         Reset();
         return error;
       }
@@ -198,8 +196,8 @@ absl::Status CheckTopKIndices(absl::Span<const uint32_t> indices, int64_t n) {
   return absl::InternalError("top-k indices: a bad index was flagged but not found");
 }
 
-absl::Status AccumulateTopK(absl::Span<const uint32_t> indices, absl::Span<const float> values,
-                            float weight, absl::Span<float> dst) {
+absl::Status AccumulateTopK(absl::Span<const uint32_t> indices, absl::Span<const float> values, float weight,
+                            absl::Span<float> dst) {
   if (indices.size() != values.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("top-k push: ", indices.size(), " indices but ", values.size(), " values"));

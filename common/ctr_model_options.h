@@ -18,8 +18,8 @@ inline model::CtrModelOptions CtrModelOptionsOf(const JobSpec& job) {
   options.num_dense = shape.num_dense;
   options.dim = shape.dim;
   options.hidden_sizes = shape.hidden_sizes;
-  options.interaction = job.ctr_interaction() == JobSpec::CTR_INTERACTION_FM ? model::CtrInteraction::kFm
-                                                                             : model::CtrInteraction::kNone;
+  options.interaction =
+      job.ctr_interaction() == JobSpec::CTR_INTERACTION_FM ? model::CtrInteraction::kFm : model::CtrInteraction::kNone;
   return options;
 }
 

@@ -21,9 +21,7 @@ std::string DirectoryOf(const std::string& path) {
 
 }  // namespace
 
-absl::Status ErrnoStatus(int err, absl::string_view what) {
-  return absl::ErrnoToStatus(err, what);
-}
+absl::Status ErrnoStatus(int err, absl::string_view what) { return absl::ErrnoToStatus(err, what); }
 
 absl::Status WriteAll(int fd, const void* data, size_t size, const std::string& path) {
   const char* p = static_cast<const char*>(data);
@@ -66,14 +64,13 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view what
   const std::string dir = DirectoryOf(path);
   const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0) return ErrnoStatus(errno, absl::StrCat("opening folder '", dir, "' to fsync"));
-  status = ::fsync(dir_fd) == 0 ? absl::OkStatus()
-                                : ErrnoStatus(errno, absl::StrCat("fsync of folder '", dir, "'"));
+  status = ::fsync(dir_fd) == 0 ? absl::OkStatus() : ErrnoStatus(errno, absl::StrCat("fsync of folder '", dir, "'"));
   ::close(dir_fd);
   return status;
 }
 
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view what,
-                                 absl::string_view contents, mode_t mode) {
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view what, absl::string_view contents,
+                                 mode_t mode) {
   return WriteFileAtomically(
       path, what, [&](int fd) { return WriteAll(fd, contents.data(), contents.size(), path); }, mode);
 }
@@ -174,9 +171,8 @@ absl::Status CheckWritableFilePath(const std::string& path, absl::string_view fl
                                            "' cannot be used (it must exist before the job starts)"));
   }
   if (!S_ISDIR(st.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(flag, ": '", dir, "' (the folder of '", path, "') is ", FileTypeName(st.st_mode),
-                     ", expected a folder"));
+    return absl::FailedPreconditionError(absl::StrCat(flag, ": '", dir, "' (the folder of '", path, "') is ",
+                                                      FileTypeName(st.st_mode), ", expected a folder"));
   }
   if (::access(dir.c_str(), W_OK | X_OK) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(flag, ": cannot create files in the folder '", dir, "' of '",

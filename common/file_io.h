@@ -35,12 +35,11 @@ inline mode_t OutputMode(uint32_t job_output_mode) {
 // `path`, and the folder fsynced. On any error the temporary file is removed and `path` is
 // untouched. `what` names the file in errors ("model file", "checkpoint").
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view what,
-                                 const std::function<absl::Status(int fd)>& write,
-                                 mode_t mode = kDefaultOutputMode);
+                                 const std::function<absl::Status(int fd)>& write, mode_t mode = kDefaultOutputMode);
 
 // The same for contents already in memory.
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view what,
-                                 absl::string_view contents, mode_t mode = kDefaultOutputMode);
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view what, absl::string_view contents,
+                                 mode_t mode = kDefaultOutputMode);
 
 // Writes all `size` bytes to `fd` (retrying short writes and EINTR). Errors name `path`.
 absl::Status WriteAll(int fd, const void* data, size_t size, const std::string& path);

@@ -85,11 +85,13 @@ TEST(CheckWritableFilePathTest, RefusesMissingFoldersFilesAsFoldersAndFolders) {
               HasSubstr("--final_model: the folder '" + dir + "/missing' of '" + dir + "/missing/model.bin'"));
   EXPECT_THAT(CheckWritableFilePath(dir + "/plain/model.bin", "--final_model").message(),
               HasSubstr("is a regular file, expected a folder"));
-  EXPECT_THAT(CheckWritableFilePath(dir, "--final_model").message(), HasSubstr("is a folder, expected the path of a file"));
+  EXPECT_THAT(CheckWritableFilePath(dir, "--final_model").message(),
+              HasSubstr("is a folder, expected the path of a file"));
   EXPECT_THAT(CheckWritableFilePath(dir + "/", "--final_model").message(), HasSubstr("expected the path of a file"));
   if (::geteuid() != 0) {  // root may write anywhere
     std::filesystem::create_directory(dir + "/locked");
-    std::filesystem::permissions(dir + "/locked", std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+    std::filesystem::permissions(dir + "/locked",
+                                 std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
     EXPECT_THAT(CheckWritableFilePath(dir + "/locked/model.bin", "--final_model").message(),
                 HasSubstr("cannot create files in the folder"));
   }

@@ -290,10 +290,10 @@ class HttpServer::Connections {
  private:
   struct Waiting {
     int fd;
-    std::string head;   // what has been read of the next request
+    std::string head;  // what has been read of the next request
     absl::Time deadline;
-    bool started;       // its first byte has arrived
-    int served;         // requests answered on it so far
+    bool started;  // its first byte has arrived
+    int served;    // requests answered on it so far
   };
 
   void Wake() {
@@ -446,8 +446,8 @@ class HttpServer::Connections {
   std::mutex mu_;
   std::condition_variable ready_cv_;
   bool stopping_ = false;
-  int open_ = 0;               // connections admitted and not closed by Close()
-  int evictions_wanted_ = 0;   // connections the poller is to close to make room
+  int open_ = 0;              // connections admitted and not closed by Close()
+  int evictions_wanted_ = 0;  // connections the poller is to close to make room
   std::vector<Waiting> arrived_;
   std::deque<Waiting> ready_;
   std::set<int> in_service_;  // connections a worker is answering
@@ -456,7 +456,7 @@ class HttpServer::Connections {
 };
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& host, int port,
-                                                             std::vector<HttpRoute> routes, int threads) {
+                                                              std::vector<HttpRoute> routes, int threads) {
   std::unique_ptr<HttpServer> s(new HttpServer());
   HttpServer* self = s.get();
   s->server_ = std::make_unique<GuardedServer>([self](int fd) { self->connections_->Admit(fd); });

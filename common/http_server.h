@@ -58,7 +58,7 @@ class HttpServer {
   // destruction. Paths no route takes get 404, other methods 405. UNAVAILABLE when the address
   // cannot be bound (in use, bad host), naming it.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const std::string& host, int port,
-                                                          std::vector<HttpRoute> routes, int threads = 2);
+                                                           std::vector<HttpRoute> routes, int threads = 2);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

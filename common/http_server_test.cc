@@ -22,19 +22,19 @@ TEST(HttpServerTest, ServesRoutesOverLoopback) {
   metrics::Registry registry;
   registry.AddCounter("pstrain_test_total", "A test counter").Get()->Add(42);
   AddProcessMetrics(&registry);
-  std::vector<HttpRoute> more = {
-      {"/api/echo", false,
-       [](const HttpRequest& r) {
-         HttpResponse out;
-         out.content_type = "application/json";
-         out.body = "{\"q\":\"" + (r.params.count("q") ? r.params.at("q") : std::string()) + "\"}";
-         return out;
-       }},
-      {"/static/", true, [](const HttpRequest& r) {
-         HttpResponse out;
-         out.body = r.path;
-         return out;
-       }}};
+  std::vector<HttpRoute> more = {{"/api/echo", false,
+                                  [](const HttpRequest& r) {
+                                    HttpResponse out;
+                                    out.content_type = "application/json";
+                                    out.body =
+                                        "{\"q\":\"" + (r.params.count("q") ? r.params.at("q") : std::string()) + "\"}";
+                                    return out;
+                                  }},
+                                 {"/static/", true, [](const HttpRequest& r) {
+                                    HttpResponse out;
+                                    out.body = r.path;
+                                    return out;
+                                  }}};
   auto server = ServeMetrics(&registry, "127.0.0.1", 0, more);
   ASSERT_TRUE(server.ok()) << server.status();
   ASSERT_GT((*server)->port(), 0);
@@ -74,8 +74,8 @@ TEST(HttpServerTest, AnswersPipelinedRequestsAndNothingBeforeAWholeHead) {
                                       out.body = "a:" + (r.params.count("q") ? r.params.at("q") : std::string());
                                       return out;
                                     }}};
-  const std::string two = HttpServer::AnswerForTesting(
-      routes, "GET /a?q=1 HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n");
+  const std::string two =
+      HttpServer::AnswerForTesting(routes, "GET /a?q=1 HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_THAT(two, ::testing::StartsWith("HTTP/1.1 200 OK\r\n"));
   EXPECT_THAT(two, HasSubstr("a:1"));
   EXPECT_THAT(two, HasSubstr("HTTP/1.1 404 Not Found\r\n"));

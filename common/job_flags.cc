@@ -30,7 +30,8 @@ DEFINE_int64(max_steps, 0, "Stop after this many steps (0: no limit)");
 DEFINE_int32(servers, 2, "Number of parameter servers");
 DEFINE_int32(workers, 2, "Number of workers");
 DEFINE_string(optimizer, "adam", "Optimizer: sgd, momentum, nesterov, adam, adamw or adagrad");
-DEFINE_double(lr, 0.002, "Learning rate (default depends on the optimizer: adam and adamw 0.002, adagrad 0.01, else 0.05)");
+DEFINE_double(lr, 0.002,
+              "Learning rate (default depends on the optimizer: adam and adamw 0.002, adagrad 0.01, else 0.05)");
 DEFINE_double(momentum, 0.9, "Momentum coefficient (momentum, nesterov)");
 DEFINE_double(beta1, 0.9, "Adam beta1");
 DEFINE_double(beta2, 0.999, "Adam beta2");
@@ -75,26 +76,34 @@ DEFINE_int32(full_checkpoint_every, 0,
 DEFINE_int32(keep_checkpoints, 0,
              "Checkpoint cuts each server keeps restorable, the newest (0: 2); older files are removed");
 DEFINE_int64(global_batch, 0, "sync: samples per step over all workers (0: batch_size x workers)");
-DEFINE_bool(resume, false, "Continue the job whose checkpoints are in --checkpoint_dir (async/ssp: also the first run's --state_dir)");
+DEFINE_bool(resume, false,
+            "Continue the job whose checkpoints are in --checkpoint_dir (async/ssp: also the first run's --state_dir)");
 DEFINE_bool(overlap, true, "sync: push each layer's gradient as soon as backward produces it (false: after backward)");
 DEFINE_string(compression, "none",
               "How workers send gradients: none (float32), fp16 or bf16 (half the bytes, float32 sums on "
               "the servers), or topk:RATIO (the largest RATIO of each chunk, the rest carried to the next "
               "step), e.g. topk:0.01");
-DEFINE_string(data_format, "idx", "Data files: idx (Fashion-MNIST), criteo or libsvm (default: criteo for --model=ctr, and for --model=external on a --data_stream)");
+DEFINE_string(
+    data_format, "idx",
+    "Data files: idx (Fashion-MNIST), criteo or libsvm (default: criteo for --model=ctr, and for --model=external on a --data_stream)");
 DEFINE_string(data_stream, "",
               "--model=ctr or external (any mode): train on the files that keep arriving in this folder, once each in "
               "name order, "
               "instead of --data_dir's training file (a file NAME is read once NAME.ready exists; an empty _END "
               "ends the stream; docs/design/streaming.md)");
-DEFINE_string(bad_records, "fail", "criteo/libsvm: a line that does not parse stops the job (fail) or is skipped and counted (skip)");
+DEFINE_string(bad_records, "fail",
+              "criteo/libsvm: a line that does not parse stops the job (fail) or is skipped and counted (skip)");
 DEFINE_int32(embedding_dim, 16, "--model=ctr (and examples/pytorch/ctr.py): floats per embedding row");
-DEFINE_string(ctr_interaction, "none",
-              "--model=ctr: how the fields' embeddings meet before the logit: none (the MLP alone) or fm (DeepFM: the "
-              "MLP's logit plus the sum over field pairs of their pooled embeddings' dot products; its rows then default to "
-              "--table_lr=0.3 and, in a file job, --table_init_bound=0.01)");
-DEFINE_string(table_optimizer, "adagrad", "--model=ctr, and declared tables that name none: how embedding rows are updated: adagrad, sgd, lazy_adam or ftrl");
-DEFINE_double(table_lr, 0.05, "--table_optimizer's learning rate (default: adagrad 2.0 for --model=ctr, 0.3 with --ctr_interaction=fm, "
+DEFINE_string(
+    ctr_interaction, "none",
+    "--model=ctr: how the fields' embeddings meet before the logit: none (the MLP alone) or fm (DeepFM: the "
+    "MLP's logit plus the sum over field pairs of their pooled embeddings' dot products; its rows then default to "
+    "--table_lr=0.3 and, in a file job, --table_init_bound=0.01)");
+DEFINE_string(
+    table_optimizer, "adagrad",
+    "--model=ctr, and declared tables that name none: how embedding rows are updated: adagrad, sgd, lazy_adam or ftrl");
+DEFINE_double(table_lr, 0.05,
+              "--table_optimizer's learning rate (default: adagrad 2.0 for --model=ctr, 0.3 with --ctr_interaction=fm, "
               "lazy_adam 0.001, else 0.05)");
 DEFINE_double(table_l1, 0.0, "--table_optimizer=ftrl: L1 strength");
 DEFINE_double(table_l2, 0.0, "--table_optimizer=ftrl: L2 strength");
@@ -105,17 +114,24 @@ DEFINE_string(table_admission, "always",
 DEFINE_int64(table_sketch_bytes, 0,
              "--table_admission=count:N: bytes of the sketch that counts keys without rows, per table per server "
              "(0: 1 MiB; from 4096 to 2^30). Too small a sketch admits keys early: see docs/guides/sparse-models.md");
-DEFINE_int64(table_ttl_updates, 0,
-             "--model=ctr: an embedding row not updated in this many of its server's updates (SYNC: steps) leaves (0: never)");
-DEFINE_int64(table_ttl_seconds, 0,
-             "--model=ctr, --mode=async or ssp: an embedding row not updated in this many seconds of the scheduler's clock "
-             "(the time its pushes' leases were handed out) leaves (0: never)");
-DEFINE_int64(table_max_rows, 0,
-             "--model=ctr: at most this many rows per table per server; past it, rows leave in --table_evict_order (0: no cap)");
-DEFINE_string(table_evict_order, "lru", "--table_max_rows: which rows leave first: lru (least recently updated) or lfu (least often)");
-DEFINE_double(table_min_l2_norm, 0, "--model=ctr: a row whose value's L2 norm is below this leaves (0: off; e.g. FTRL's zeroed rows)");
+DEFINE_int64(
+    table_ttl_updates, 0,
+    "--model=ctr: an embedding row not updated in this many of its server's updates (SYNC: steps) leaves (0: never)");
+DEFINE_int64(
+    table_ttl_seconds, 0,
+    "--model=ctr, --mode=async or ssp: an embedding row not updated in this many seconds of the scheduler's clock "
+    "(the time its pushes' leases were handed out) leaves (0: never)");
+DEFINE_int64(
+    table_max_rows, 0,
+    "--model=ctr: at most this many rows per table per server; past it, rows leave in --table_evict_order (0: no cap)");
+DEFINE_string(table_evict_order, "lru",
+              "--table_max_rows: which rows leave first: lru (least recently updated) or lfu (least often)");
+DEFINE_double(table_min_l2_norm, 0,
+              "--model=ctr: a row whose value's L2 norm is below this leaves (0: off; e.g. FTRL's zeroed rows)");
 DEFINE_int64(table_keep_rows, 0, "--model=ctr: eviction never leaves fewer rows than this per table per server");
-DEFINE_int64(table_evict_every, 0, "--model=ctr: eviction runs after every this many updates (0: 100, or a tenth of --table_ttl_updates when smaller)");
+DEFINE_int64(
+    table_evict_every, 0,
+    "--model=ctr: eviction runs after every this many updates (0: 100, or a tenth of --table_ttl_updates when smaller)");
 DEFINE_string(table_memory_budget, "",
               "Bytes each server may spend on the rows of all the job's embedding tables, e.g. 512MiB (suffixes "
               "KiB, MiB, GiB, or none for bytes): past it the least recently updated rows leave; empty or 0: no "
@@ -127,25 +143,83 @@ DEFINE_double(table_init_bound, -1,
 DEFINE_string(table_row_dtype, "fp32",
               "--model=ctr: how embedding rows store their values: fp32, or fp16 / bf16 at half the bytes "
               "(rounded after every update; the optimizer's state stays fp32)");
-DEFINE_int32(replicas, 1, "Copies of each server's shard: 1, or 2 (a live copy on the next server survives one server's loss)");
+DEFINE_int32(replicas, 1,
+             "Copies of each server's shard: 1, or 2 (a live copy on the next server survives one server's loss)");
 
 namespace pstrain {
 namespace {
 
 // The job flags, by name, in the order they are documented.
-const char* const kJobFlags[] = {
-    "model",        "hidden",         "data_dir",      "train_limit",  "test_limit",
-    "train_samples", "test_samples",
-    "mode",         "staleness",      "batch_size",    "epochs",       "seed",
-    "max_steps",    "servers",        "workers",       "optimizer",    "lr",
-    "momentum",     "beta1",          "beta2",         "epsilon",      "weight_decay",
-    "clip_grad_norm", "lr_schedule",  "warmup_steps",  "lr_step_size", "lr_gamma",     "lr_min_factor",
-    "allow_nonfinite_gradients", "lease_batches", "max_chunk_bytes", "final_model",
-    "eval_last_epoch_only", "checkpoint_dir", "checkpoint_every_steps", "min_workers", "max_workers", "max_servers", "spare_workers",
-    "checkpoint_every_seconds", "full_checkpoint_every", "keep_checkpoints", "global_batch", "resume", "replicas", "overlap", "compression",
-    "data_format", "data_stream", "bad_records", "embedding_dim", "ctr_interaction", "table_optimizer", "table_lr", "table_l1", "table_l2",
-    "table_admission", "table_sketch_bytes", "table_ttl_updates", "table_ttl_seconds", "table_max_rows", "table_evict_order",
-    "table_min_l2_norm", "table_keep_rows", "table_evict_every", "table_memory_budget", "table_init_bound", "table_row_dtype", "max_grad_norm_per_sample", "output_mode"};
+const char* const kJobFlags[] = {"model",
+                                 "hidden",
+                                 "data_dir",
+                                 "train_limit",
+                                 "test_limit",
+                                 "train_samples",
+                                 "test_samples",
+                                 "mode",
+                                 "staleness",
+                                 "batch_size",
+                                 "epochs",
+                                 "seed",
+                                 "max_steps",
+                                 "servers",
+                                 "workers",
+                                 "optimizer",
+                                 "lr",
+                                 "momentum",
+                                 "beta1",
+                                 "beta2",
+                                 "epsilon",
+                                 "weight_decay",
+                                 "clip_grad_norm",
+                                 "lr_schedule",
+                                 "warmup_steps",
+                                 "lr_step_size",
+                                 "lr_gamma",
+                                 "lr_min_factor",
+                                 "allow_nonfinite_gradients",
+                                 "lease_batches",
+                                 "max_chunk_bytes",
+                                 "final_model",
+                                 "eval_last_epoch_only",
+                                 "checkpoint_dir",
+                                 "checkpoint_every_steps",
+                                 "min_workers",
+                                 "max_workers",
+                                 "max_servers",
+                                 "spare_workers",
+                                 "checkpoint_every_seconds",
+                                 "full_checkpoint_every",
+                                 "keep_checkpoints",
+                                 "global_batch",
+                                 "resume",
+                                 "replicas",
+                                 "overlap",
+                                 "compression",
+                                 "data_format",
+                                 "data_stream",
+                                 "bad_records",
+                                 "embedding_dim",
+                                 "ctr_interaction",
+                                 "table_optimizer",
+                                 "table_lr",
+                                 "table_l1",
+                                 "table_l2",
+                                 "table_admission",
+                                 "table_sketch_bytes",
+                                 "table_ttl_updates",
+                                 "table_ttl_seconds",
+                                 "table_max_rows",
+                                 "table_evict_order",
+                                 "table_min_l2_norm",
+                                 "table_keep_rows",
+                                 "table_evict_every",
+                                 "table_memory_budget",
+                                 "table_init_bound",
+                                 "table_row_dtype",
+                                 "max_grad_norm_per_sample",
+                                 "output_mode"};
 
 // "0640" or "640": octal digits only, the owner may at least read (a file its own job could not
 // read back is a mistake), at most 0777.
@@ -328,8 +402,9 @@ absl::Status ApplyFlags(JobSpec* job) {
   if (Given("output_mode")) {
     uint32_t mode = 0;
     if (!ParseOctalMode(FLAGS_output_mode, &mode)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--output_mode: got '", FLAGS_output_mode, "', expected permission bits in octal from 0400 to 0777, e.g. 0640"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--output_mode: got '", FLAGS_output_mode,
+                       "', expected permission bits in octal from 0400 to 0777, e.g. 0640"));
     }
     job->set_output_mode(mode);
   }
@@ -339,13 +414,19 @@ absl::Status ApplyFlags(JobSpec* job) {
 // Values a user gives explicitly that proto3 would read as "unset": refuse them rather than let
 // the default silently replace them.
 absl::Status RejectExplicitZeros() {
-  struct IntFlag { const char* name; int64_t value; };
-  const IntFlag must_be_positive[] = {
-      {"servers", FLAGS_servers},       {"workers", FLAGS_workers},
-      {"batch_size", FLAGS_batch_size}, {"epochs", FLAGS_epochs},
-      {"lease_batches", FLAGS_lease_batches}, {"max_chunk_bytes", FLAGS_max_chunk_bytes},
-      {"min_workers", FLAGS_min_workers}, {"replicas", FLAGS_replicas},
-      {"embedding_dim", FLAGS_embedding_dim}};
+  struct IntFlag {
+    const char* name;
+    int64_t value;
+  };
+  const IntFlag must_be_positive[] = {{"servers", FLAGS_servers},
+                                      {"workers", FLAGS_workers},
+                                      {"batch_size", FLAGS_batch_size},
+                                      {"epochs", FLAGS_epochs},
+                                      {"lease_batches", FLAGS_lease_batches},
+                                      {"max_chunk_bytes", FLAGS_max_chunk_bytes},
+                                      {"min_workers", FLAGS_min_workers},
+                                      {"replicas", FLAGS_replicas},
+                                      {"embedding_dim", FLAGS_embedding_dim}};
   for (const IntFlag& f : must_be_positive) {
     if (Given(f.name) && f.value <= 0) {
       return absl::InvalidArgumentError(absl::StrCat("--", f.name, ": got ", f.value, ", expected >= 1"));

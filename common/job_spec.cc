@@ -146,10 +146,12 @@ absl::Status ValidateStreamJob(const JobSpec& job) {
     return Invalid("epochs", absl::StrCat(job.epochs()), "1 for a job on a data stream (each record is trained once)");
   }
   if (job.max_steps() != 0) {
-    return Invalid("max_steps", absl::StrCat(job.max_steps()), "0 for a job on a data stream (it ends with the stream)");
+    return Invalid("max_steps", absl::StrCat(job.max_steps()),
+                   "0 for a job on a data stream (it ends with the stream)");
   }
   if (job.data().train_limit() != 0 || job.data().test_limit() != 0) {
-    return Invalid("data.train_limit", absl::StrCat(job.data().train_limit(), " (test_limit ", job.data().test_limit(), ")"),
+    return Invalid("data.train_limit",
+                   absl::StrCat(job.data().train_limit(), " (test_limit ", job.data().test_limit(), ")"),
                    "0 for a job on a data stream");
   }
   if (job.optimizer().schedule().type() == LrSchedule::COSINE) {
@@ -217,8 +219,7 @@ absl::Status ValidateJobSpec(const JobSpec& job) {
       return Invalid("max_servers", absl::StrCat(job.max_servers()),
                      absl::StrCat("0 or in [num_servers = ", job.num_servers(), ", ", kMaxJobServers, "]"));
     }
-    if (job.max_servers() > job.num_servers() &&
-        (job.mode() != SYNC || !CheckpointsOn(job) || job.replicas() == 2)) {
+    if (job.max_servers() > job.num_servers() && (job.mode() != SYNC || !CheckpointsOn(job) || job.replicas() == 2)) {
       return Invalid("max_servers", absl::StrCat(job.max_servers()),
                      "a sync job with checkpoints and without replicas to grow into (or num_servers: no growth)");
     }
@@ -260,8 +261,9 @@ absl::Status ValidateJobSpec(const JobSpec& job) {
     return Invalid("replicas", absl::StrCat(job.replicas()), "1 or 2 (0 means 1)");
   }
   if (job.replicas() == 2 && job.num_servers() < 2) {
-    return Invalid("replicas", "2", absl::StrCat("1 with num_servers = ", job.num_servers(),
-                                                 " (a shard's copy lives on another server)"));
+    return Invalid(
+        "replicas", "2",
+        absl::StrCat("1 with num_servers = ", job.num_servers(), " (a shard's copy lives on another server)"));
   }
   if (absl::StatusOr<Compression> c = ParseCompression(job.compression()); !c.ok()) return c.status();
   if (job.data().train_limit() < 0) return Invalid("data.train_limit", absl::StrCat(job.data().train_limit()), ">= 0");
@@ -293,15 +295,15 @@ absl::Status ValidateJobSpec(const JobSpec& job) {
     return Invalid("optimizer.weight_decay", absl::StrCat(opt.weight_decay()), "a finite value >= 0");
   }
   if (!(opt.clip_grad_norm() >= 0) || !std::isfinite(opt.clip_grad_norm())) {
-    return Invalid("optimizer.clip_grad_norm", absl::StrCat(opt.clip_grad_norm()),
-                   "a finite value >= 0 (0: off)");
+    return Invalid("optimizer.clip_grad_norm", absl::StrCat(opt.clip_grad_norm()), "a finite value >= 0 (0: off)");
   }
   const LrSchedule& s = opt.schedule();
   if (s.warmup_steps() < 0) return Invalid("optimizer.schedule.warmup_steps", absl::StrCat(s.warmup_steps()), ">= 0");
   if (s.type() == LrSchedule::STEP && s.step_size() < 1) {
     return Invalid("optimizer.schedule.step_size", absl::StrCat(s.step_size()), ">= 1 for the step schedule");
   }
-  if (!(s.gamma() > 0 && s.gamma() <= 1)) return Invalid("optimizer.schedule.gamma", absl::StrCat(s.gamma()), "in (0, 1]");
+  if (!(s.gamma() > 0 && s.gamma() <= 1))
+    return Invalid("optimizer.schedule.gamma", absl::StrCat(s.gamma()), "in (0, 1]");
   if (!(s.min_factor() >= 0 && s.min_factor() <= 1)) {
     return Invalid("optimizer.schedule.min_factor", absl::StrCat(s.min_factor()), "in [0, 1]");
   }
@@ -345,22 +347,23 @@ absl::StatusOr<LrSchedule::Type> ParseLrSchedule(absl::string_view name) {
   if (n == "constant") return LrSchedule::CONSTANT;
   if (n == "step") return LrSchedule::STEP;
   if (n == "cosine") return LrSchedule::COSINE;
-  return absl::InvalidArgumentError(
-      absl::StrCat("lr_schedule: got '", name, "', expected constant, step or cosine"));
+  return absl::InvalidArgumentError(absl::StrCat("lr_schedule: got '", name, "', expected constant, step or cosine"));
 }
 
 std::string ModeName(Mode mode) {
   switch (mode) {
-    case SYNC: return "sync";
-    case ASYNC: return "async";
-    case SSP: return "ssp";
-    default: return "unspecified";
+    case SYNC:
+      return "sync";
+    case ASYNC:
+      return "async";
+    case SSP:
+      return "ssp";
+    default:
+      return "unspecified";
   }
 }
 
-std::string OptimizerName(OptimizerSpec::Type type) {
-  return absl::AsciiStrToLower(OptimizerSpec::Type_Name(type));
-}
+std::string OptimizerName(OptimizerSpec::Type type) { return absl::AsciiStrToLower(OptimizerSpec::Type_Name(type)); }
 
 std::string JobSpecToText(const JobSpec& job) {
   google::protobuf::TextFormat::Printer printer;

@@ -144,7 +144,8 @@ TEST(JobSpecTest, MaxServersIsZeroOrAtLeastTheServersAndGrowsOnlyASyncJobWithChe
   JobSpec job = Defaults();
   job.set_num_servers(2);
   job.set_max_servers(1);
-  EXPECT_THAT(ValidateJobSpec(job).message(), HasSubstr("max_servers: got 1, expected 0 or in [num_servers = 2, 1024]"));
+  EXPECT_THAT(ValidateJobSpec(job).message(),
+              HasSubstr("max_servers: got 1, expected 0 or in [num_servers = 2, 1024]"));
   job.set_max_servers(3);
   EXPECT_THAT(ValidateJobSpec(job).message(),
               HasSubstr("max_servers: got 3, expected a sync job with checkpoints and without replicas"));
@@ -215,7 +216,8 @@ TEST(JobSpecTest, BuiltInModelsRefusePinnedDataSetSizes) {
   EXPECT_THAT(ValidateJobSpec(job).message(), HasSubstr("data.test_samples: got 5, expected 0 for model 'cnn'"));
   job = Defaults();
   job.set_model("torch");
-  EXPECT_THAT(ValidateJobSpec(job).message(), HasSubstr("model: got 'torch', expected 'mlp', 'cnn', 'ctr' or 'external'"));
+  EXPECT_THAT(ValidateJobSpec(job).message(),
+              HasSubstr("model: got 'torch', expected 'mlp', 'cnn', 'ctr' or 'external'"));
 }
 
 TEST(JobSpecTest, CompressionDefaultsToNoneAndIsChecked) {
@@ -315,7 +317,8 @@ TEST(JobSpecTest, GradNormLimitIsOffByDefaultAndMustBeFiniteAndNonNegative) {
   job.set_max_grad_norm_per_sample(50);
   EXPECT_TRUE(ValidateJobSpec(job).ok());
   job.set_max_grad_norm_per_sample(-1);
-  EXPECT_THAT(ValidateJobSpec(job).message(), HasSubstr("max_grad_norm_per_sample: got -1, expected a finite value >= 0"));
+  EXPECT_THAT(ValidateJobSpec(job).message(),
+              HasSubstr("max_grad_norm_per_sample: got -1, expected a finite value >= 0"));
   job.set_max_grad_norm_per_sample(std::numeric_limits<double>::quiet_NaN());
   EXPECT_FALSE(ValidateJobSpec(job).ok());
 }

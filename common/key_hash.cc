@@ -14,8 +14,7 @@ int JumpConsistentHash(uint64_t hash, int num_buckets) {
     bucket = next;
     hash = hash * 2862933555777941757ULL + 1;
     next = static_cast<int64_t>(static_cast<double>(bucket + 1) *
-                                (static_cast<double>(int64_t{1} << 31) /
-                                 static_cast<double>((hash >> 33) + 1)));
+                                (static_cast<double>(int64_t{1} << 31) / static_cast<double>((hash >> 33) + 1)));
   }
   return static_cast<int>(bucket);
 }

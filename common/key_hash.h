@@ -37,9 +37,7 @@ inline uint64_t MixKey64(uint64_t x) {
 int JumpConsistentHash(uint64_t hash, int num_buckets);
 
 // The server in [0, num_servers) that owns `key`. REQUIRES: num_servers > 0.
-inline int ServerOfKey(uint64_t key, int num_servers) {
-  return JumpConsistentHash(MixKey64(key), num_servers);
-}
+inline int ServerOfKey(uint64_t key, int num_servers) { return JumpConsistentHash(MixKey64(key), num_servers); }
 
 }  // namespace pstrain
 

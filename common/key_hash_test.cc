@@ -40,13 +40,9 @@ void ExpectBalanced(const std::vector<uint64_t>& keys, const char* what) {
   }
 }
 
-TEST(KeyHashTest, SequentialKeysSpreadWithinFivePercentOfTheMean) {
-  ExpectBalanced(SequentialKeys(), "sequential");
-}
+TEST(KeyHashTest, SequentialKeysSpreadWithinFivePercentOfTheMean) { ExpectBalanced(SequentialKeys(), "sequential"); }
 
-TEST(KeyHashTest, RandomKeysSpreadWithinFivePercentOfTheMean) {
-  ExpectBalanced(RandomKeys(), "random");
-}
+TEST(KeyHashTest, RandomKeysSpreadWithinFivePercentOfTheMean) { ExpectBalanced(RandomKeys(), "random"); }
 
 TEST(KeyHashTest, AddingAServerMovesOnlyKeysToItAndAboutOneInNPlusOne) {
   const std::vector<uint64_t> keys = SequentialKeys();

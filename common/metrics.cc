@@ -45,8 +45,8 @@ const char* TypeName(Type type) {
 
 // `{a="x",b="y"}` from the constant labels, the series' labels and an extra one (a histogram's
 // `le`); "" when there are none.
-std::string LabelSet(const std::string& constant, const std::vector<std::string>& names,
-                     const LabelValues& values, const std::string& extra = "") {
+std::string LabelSet(const std::string& constant, const std::vector<std::string>& names, const LabelValues& values,
+                     const std::string& extra = "") {
   std::string out = constant;
   for (size_t i = 0; i < names.size(); ++i) {
     if (!out.empty()) out += ',';
@@ -113,9 +113,9 @@ Histogram::Histogram(std::vector<double> bounds)
 
 void Histogram::Observe(double v) {
   // Bucket i counts values in (bounds[i-1], bounds[i]]; NaN lands in +Inf.
-  const size_t i = std::isnan(v) ? bounds_.size()
-                                 : static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), v) -
-                                                       bounds_.begin());
+  const size_t i = std::isnan(v)
+                       ? bounds_.size()
+                       : static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin());
   buckets_[i].fetch_add(1, std::memory_order_relaxed);
   AtomicAdd(&sum_, v);
 }
@@ -177,8 +177,8 @@ void Family<T>::Render(const std::string& constant_labels, std::string* out) con
       }
       const std::string labels = LabelSet(constant_labels, label_names_, values);
       // The count is the +Inf bucket's, so the two agree even while observations land.
-      absl::StrAppend(out, name_, "_sum", labels, " ", FormatValue(series->sum()), "\n", name_, "_count", labels,
-                      " ", cumulative, "\n");
+      absl::StrAppend(out, name_, "_sum", labels, " ", FormatValue(series->sum()), "\n", name_, "_count", labels, " ",
+                      cumulative, "\n");
     } else {
       RenderSeries(name_, LabelSet(constant_labels, label_names_, values), *series, out);
     }

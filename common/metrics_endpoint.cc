@@ -71,7 +71,7 @@ int OpenFds() {
 
 std::string MetricsAddress(const std::string& bind_host, const std::string& advertise_host, int port) {
   auto wildcard = [](const std::string& h) { return h.empty() || h == "0.0.0.0" || h == "::" || h == "[::]"; };
-  const std::string& host = !wildcard(bind_host)       ? bind_host
+  const std::string& host = !wildcard(bind_host)        ? bind_host
                             : !wildcard(advertise_host) ? advertise_host
                                                         : std::string("127.0.0.1");
   return JoinHostPort(host, port);
@@ -106,8 +106,7 @@ void AddProcessMetrics(metrics::Registry* registry) {
   metrics::Gauge* vsize = registry->AddGauge("process_virtual_memory_bytes", "Virtual memory size").Get();
   metrics::Gauge* fds = registry->AddGauge("process_open_fds", "Open file descriptors").Get();
   metrics::Gauge* start =
-      registry->AddGauge("process_start_time_seconds", "When the process started, seconds since the Unix epoch")
-          .Get();
+      registry->AddGauge("process_start_time_seconds", "When the process started, seconds since the Unix epoch").Get();
   const double boot = BootTime();
   registry->AddCollector([=] {
     ProcStat stat;

@@ -50,12 +50,18 @@ CertRole OneRole(const Uris& uris) {
 
 absl::string_view CertRoleName(CertRole role) {
   switch (role) {
-    case CertRole::kScheduler: return "scheduler";
-    case CertRole::kServer: return "server";
-    case CertRole::kWorker: return "worker";
-    case CertRole::kOperator: return "operator";
-    case CertRole::kServing: return "serving";
-    case CertRole::kNone: break;
+    case CertRole::kScheduler:
+      return "scheduler";
+    case CertRole::kServer:
+      return "server";
+    case CertRole::kWorker:
+      return "worker";
+    case CertRole::kOperator:
+      return "operator";
+    case CertRole::kServing:
+      return "serving";
+    case CertRole::kNone:
+      break;
   }
   return "no role";
 }
@@ -103,17 +109,16 @@ Peer PeerOf(const grpc::AuthContext* context) {
 
 absl::Status CheckPeerRole(const Peer& peer, CertRole needed, absl::string_view what) {
   if (!peer.has_certificate || peer.role == needed) return absl::OkStatus();
-  const std::string fix = absl::StrCat("a ", CertRoleName(needed), " needs the job's ", CertRoleName(needed),
-                                       " certificate (--tls_cert)");
+  const std::string fix =
+      absl::StrCat("a ", CertRoleName(needed), " needs the job's ", CertRoleName(needed), " certificate (--tls_cert)");
   if (peer.role == CertRole::kNone) {
     return absl::PermissionDeniedError(absl::StrCat(
-        what, ": the peer's certificate carries no role (no ", kUriPrefix,
-        "<job>/<role> URI, or several); ", fix,
+        what, ": the peer's certificate carries no role (no ", kUriPrefix, "<job>/<role> URI, or several); ", fix,
         ". Certificates shared by every role are no longer accepted: issue one per role (pstrain-launch does; "
         "see the security guide)"));
   }
-  return absl::PermissionDeniedError(absl::StrCat(what, ": the peer's certificate is for role ",
-                                                  CertRoleName(peer.role), "; ", fix));
+  return absl::PermissionDeniedError(
+      absl::StrCat(what, ": the peer's certificate is for role ", CertRoleName(peer.role), "; ", fix));
 }
 
 }  // namespace pstrain

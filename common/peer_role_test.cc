@@ -23,9 +23,9 @@ TEST(CertRoleTest, RoleIsTheLastSegmentOfTheOnePstrainUri) {
   EXPECT_EQ(CertRoleFromUris({"spiffe://pstrain/j/scheduler"}), CertRole::kScheduler);
   EXPECT_EQ(CertRoleFromUris({"spiffe://pstrain/j/operator"}), CertRole::kOperator);
   EXPECT_EQ(CertRoleFromUris({}), CertRole::kNone);
-  for (const char* uri : {"spiffe://other/j/server", "spiffe://pstrain/server", "spiffe://pstrain//server",
-                          "spiffe://pstrain/j/servers", "spiffe://pstrain/j/server/x", "spiffe://pstrain/j/Server",
-                          "pstrain/j/server"}) {
+  for (const char* uri :
+       {"spiffe://other/j/server", "spiffe://pstrain/server", "spiffe://pstrain//server", "spiffe://pstrain/j/servers",
+        "spiffe://pstrain/j/server/x", "spiffe://pstrain/j/Server", "pstrain/j/server"}) {
     EXPECT_EQ(CertRoleFromUris({uri}), CertRole::kNone) << uri;
   }
   // Two roles in one certificate: ambiguous, so no role.

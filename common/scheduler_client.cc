@@ -21,9 +21,12 @@ namespace {
 
 absl::string_view RoleName(Role role) {
   switch (role) {
-    case SERVER: return "server";
-    case WORKER: return "worker";
-    default: return "role";
+    case SERVER:
+      return "server";
+    case WORKER:
+      return "worker";
+    default:
+      return "role";
   }
 }
 
@@ -54,8 +57,7 @@ grpc::ChannelArguments ChannelArgs() {
 absl::StatusOr<std::unique_ptr<SchedulerClient>> SchedulerClient::Create(
     const std::string& address, absl::Duration rpc_timeout, std::shared_ptr<const TransportSecurity> security) {
   if (address.empty() || address.find(':') == std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("scheduler address: got '", address, "', expected host:port"));
+    return absl::InvalidArgumentError(absl::StrCat("scheduler address: got '", address, "', expected host:port"));
   }
   if (security == nullptr) security = TransportSecurity::Loopback();
   return std::unique_ptr<SchedulerClient>(new SchedulerClient(address, rpc_timeout, *security));
@@ -67,9 +69,7 @@ SchedulerClient::SchedulerClient(std::string address, absl::Duration rpc_timeout
       instance_id_(MakeInstanceId()),
       stub_(Scheduler::NewStub(security.NewChannel(address_, ChannelArgs(), CertRole::kScheduler))) {}
 
-absl::Duration SchedulerClient::reconnect_window() const {
-  return absl::Nanoseconds(reconnect_window_ns_.load());
-}
+absl::Duration SchedulerClient::reconnect_window() const { return absl::Nanoseconds(reconnect_window_ns_.load()); }
 
 void SchedulerClient::set_reconnect_window(absl::Duration window) {
   reconnect_window_ns_.store(absl::ToInt64Nanoseconds(std::max(window, absl::ZeroDuration())));
@@ -153,9 +153,10 @@ absl::StatusOr<RegisterResponse> SchedulerClient::Register(Role role, const std:
 }
 
 template <typename Request, typename Response>
-absl::StatusOr<Response> SchedulerClient::Call(
-    grpc::Status (Scheduler::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
-    const Request& request, absl::string_view what, absl::Duration timeout) const {
+absl::StatusOr<Response> SchedulerClient::Call(grpc::Status (Scheduler::Stub::*method)(grpc::ClientContext*,
+                                                                                       const Request&, Response*),
+                                               const Request& request, absl::string_view what,
+                                               absl::Duration timeout) const {
   grpc::ClientContext context;
   const std::string where = Prepare(&context, what, timeout);
   Response response;
@@ -178,8 +179,8 @@ absl::StatusOr<Response> SchedulerClient::Call(
 
 template <typename Request, typename Response>
 absl::StatusOr<Response> SchedulerClient::CallRetrying(
-    grpc::Status (Scheduler::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
-    const Request& request, absl::string_view what, absl::Duration timeout, bool parked) const {
+    grpc::Status (Scheduler::Stub::*method)(grpc::ClientContext*, const Request&, Response*), const Request& request,
+    absl::string_view what, absl::Duration timeout, bool parked) const {
   const absl::Time overall = parked ? absl::Now() + timeout : absl::InfiniteFuture();
   std::optional<absl::Time> first_failure;
   absl::Duration backoff = absl::Milliseconds(50);
@@ -226,8 +227,8 @@ absl::StatusOr<ClusterView> SchedulerClient::GetClusterView() {
                       /*parked=*/false);
 }
 
-absl::Status SchedulerClient::Barrier(const std::string& name, BarrierRequest::Participants who,
-                                      Role role, int rank, absl::Duration timeout) {
+absl::Status SchedulerClient::Barrier(const std::string& name, BarrierRequest::Participants who, Role role, int rank,
+                                      absl::Duration timeout) {
   BarrierRequest request;
   request.set_name(name);
   request.set_participants(who);
@@ -291,7 +292,7 @@ absl::Status SchedulerClient::Leave(Role role, int rank, const std::string& reas
 }
 
 absl::Status SchedulerClient::ReportCheckpoints(int server_rank, const std::vector<int64_t>& steps,
-                                               int64_t* keep_from) {
+                                                int64_t* keep_from) {
   CheckpointReport request;
   request.set_server_rank(server_rank);
   for (int64_t step : steps) request.add_steps(step);
@@ -317,8 +318,8 @@ absl::Status SchedulerClient::SubmitFinalShard(const FinalShard& shard) {
 
 absl::Status SchedulerClient::DeclareModel(ModelDeclaration declaration) {
   const std::string what = absl::StrCat("declare the model of worker ", declaration.worker_rank());
-  return CallRetrying(&Scheduler::Stub::DeclareModel, declaration, what,
-                      std::max(rpc_timeout_, absl::Minutes(1)), /*parked=*/false)
+  return CallRetrying(&Scheduler::Stub::DeclareModel, declaration, what, std::max(rpc_timeout_, absl::Minutes(1)),
+                      /*parked=*/false)
       .status();
 }
 
@@ -399,8 +400,8 @@ void Heartbeater::Loop() {
     request.set_rank(rank_);
     if (describe_) describe_(&request);
     absl::StatusOr<HeartbeatResponse> response = client_->Heartbeat(request);
-    const bool unreachable = !response.ok() && (absl::IsUnavailable(response.status()) ||
-                                                absl::IsDeadlineExceeded(response.status()));
+    const bool unreachable =
+        !response.ok() && (absl::IsUnavailable(response.status()) || absl::IsDeadlineExceeded(response.status()));
     if (!response.ok() && !unreachable) {
       // The scheduler answered and refuses us (e.g. this worker was declared dead): final.
       on_end_(response.status());

@@ -71,8 +71,8 @@ class SchedulerClient : public SchedulerApi {
   // RESOURCE_EXHAUSTED (too many workers joined the running job in the last minute) until `timeout`;
   // other errors (e.g. FAILED_PRECONDITION: the job is full) are returned at once. On success every
   // later call carries the session credential the answer holds (common/session_credential.h).
-  absl::StatusOr<RegisterResponse> Register(Role role, const std::string& address,
-                                            absl::Duration timeout, const LocalEndpoint& local = {}) override;
+  absl::StatusOr<RegisterResponse> Register(Role role, const std::string& address, absl::Duration timeout,
+                                            const LocalEndpoint& local = {}) override;
 
   // Waits until every role has registered and returns the complete view. A job that failed while
   // waiting gives ABORTED; no answer within `timeout` gives DEADLINE_EXCEEDED.
@@ -83,8 +83,8 @@ class SchedulerClient : public SchedulerApi {
 
   // Blocks until every participant has entered barrier `name`, the job fails (ABORTED) or
   // `timeout` passes (DEADLINE_EXCEEDED).
-  absl::Status Barrier(const std::string& name, BarrierRequest::Participants who, Role role,
-                       int rank, absl::Duration timeout) override;
+  absl::Status Barrier(const std::string& name, BarrierRequest::Participants who, Role role, int rank,
+                       absl::Duration timeout) override;
 
   absl::StatusOr<HeartbeatResponse> Heartbeat(Role role, int rank) override;
   // The same with a whole request (a server's table usage).
@@ -134,19 +134,19 @@ class SchedulerClient : public SchedulerApi {
   // One unary call of `method` with deadline `timeout`; errors are prefixed "<what> to scheduler
   // at <address>".
   template <typename Request, typename Response>
-  absl::StatusOr<Response> Call(
-      grpc::Status (Scheduler::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
-      const Request& request, absl::string_view what, absl::Duration timeout) const;
+  absl::StatusOr<Response> Call(grpc::Status (Scheduler::Stub::*method)(grpc::ClientContext*, const Request&,
+                                                                        Response*),
+                                const Request& request, absl::string_view what, absl::Duration timeout) const;
 
-  std::string Prepare(grpc::ClientContext* context, absl::string_view what,
-                      absl::Duration timeout) const;
+  std::string Prepare(grpc::ClientContext* context, absl::string_view what, absl::Duration timeout) const;
 
   // Call, retried within the reconnect window (see the file comment). `parked`: `timeout` bounds
   // all attempts together, and DEADLINE_EXCEEDED is final.
   template <typename Request, typename Response>
-  absl::StatusOr<Response> CallRetrying(
-      grpc::Status (Scheduler::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
-      const Request& request, absl::string_view what, absl::Duration timeout, bool parked) const;
+  absl::StatusOr<Response> CallRetrying(grpc::Status (Scheduler::Stub::*method)(grpc::ClientContext*, const Request&,
+                                                                                Response*),
+                                        const Request& request, absl::string_view what, absl::Duration timeout,
+                                        bool parked) const;
 
   const std::string address_;
   const absl::Duration rpc_timeout_;
@@ -168,18 +168,17 @@ class SchedulerClient : public SchedulerApi {
 // ABORTED("job failed: <reason>") when it becomes FAILED, UNAVAILABLE when no heartbeat got through
 // for longer than `give_up_after` (and at least two attempts failed), the scheduler's own error when
 // it refuses the heartbeat (e.g. FAILED_PRECONDITION: this worker is no longer a member). The
-// scheduler counts as lost only after max(give_up_after, the client's reconnect window). `on_membership_change` (may be empty) is called from the same
-// thread with the new membership epoch each time an answer carries a higher one than the last. The
-// destructor stops the thread (and does not call on_end if it has not been called yet). `client`
-// is borrowed and must outlive this object.
+// scheduler counts as lost only after max(give_up_after, the client's reconnect window). `on_membership_change` (may be
+// empty) is called from the same thread with the new membership epoch each time an answer carries a higher one than the
+// last. The destructor stops the thread (and does not call on_end if it has not been called yet). `client` is borrowed
+// and must outlive this object.
 class Heartbeater {
  public:
   // `describe` (may be empty) adds what a role reports with each beat, on the heartbeat thread;
   // `on_answer` (may be empty) sees every answer of a running job, on the same thread, after
   // on_membership_change (servers learn there which final shards to send).
-  Heartbeater(SchedulerClient* client, Role role, int rank, absl::Duration interval,
-              absl::Duration give_up_after, std::function<void(absl::Status)> on_end,
-              std::function<void(int64_t)> on_membership_change = nullptr,
+  Heartbeater(SchedulerClient* client, Role role, int rank, absl::Duration interval, absl::Duration give_up_after,
+              std::function<void(absl::Status)> on_end, std::function<void(int64_t)> on_membership_change = nullptr,
               std::function<void(HeartbeatRequest*)> describe = nullptr,
               std::function<void(const HeartbeatResponse&)> on_answer = nullptr);
   ~Heartbeater();

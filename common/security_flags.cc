@@ -8,10 +8,11 @@
 
 #include "absl/strings/string_view.h"
 
-DEFINE_string(tls_cert, "",
-              "PEM certificate of this role, signed by --tls_ca (with --tls_key and --tls_ca: mutual TLS). Each role has "
-              "its own, carrying its role as the URI spiffe://pstrain/<job>/<role> (scheduler, server, worker, "
-              "operator, serving): a worker certificate cannot register a server");
+DEFINE_string(
+    tls_cert, "",
+    "PEM certificate of this role, signed by --tls_ca (with --tls_key and --tls_ca: mutual TLS). Each role has "
+    "its own, carrying its role as the URI spiffe://pstrain/<job>/<role> (scheduler, server, worker, "
+    "operator, serving): a worker certificate cannot register a server");
 DEFINE_string(tls_key, "", "PEM private key of --tls_cert");
 DEFINE_string(tls_ca, "", "PEM certificate of the job's CA: peers must present a certificate it signed");
 DEFINE_string(tls_server_name, "pstrain",

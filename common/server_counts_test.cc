@@ -66,8 +66,8 @@ TEST(ServerCountsTest, BadFilesAreRefusedWithThePathAndTheEra) {
       {"", absl::StatusCode::kInvalidArgument, "no eras"},
       {"eras { from_step: 0 num_servers: 0 }", absl::StatusCode::kInvalidArgument, "era 0 (from step 0, 0 servers)"},
       {"eras { from_step: 5 num_servers: 2 }", absl::StatusCode::kInvalidArgument, "the first era from step 0"},
-      {"eras { from_step: 0 num_servers: 2 } eras { from_step: 0 num_servers: 3 }",
-       absl::StatusCode::kInvalidArgument, "above the previous era's 0"},
+      {"eras { from_step: 0 num_servers: 2 } eras { from_step: 0 num_servers: 3 }", absl::StatusCode::kInvalidArgument,
+       "above the previous era's 0"},
   };
   for (const Case& c : cases) {
     Touch(path, c.text);

@@ -157,23 +157,25 @@ absl::StatusOr<std::string> SessionVerifier::VerifiedPayload(absl::string_view t
   }
   if (EVP_DigestVerify(ctx.get(), reinterpret_cast<const unsigned char*>(signature.data()), signature.size(),
                        reinterpret_cast<const unsigned char*>(payload.data()), payload.size()) != 1) {
-    return absl::UnauthenticatedError(absl::StrCat(
-        what, ": the signature does not verify (not issued by this job's scheduler, or altered)"));
+    return absl::UnauthenticatedError(
+        absl::StrCat(what, ": the signature does not verify (not issued by this job's scheduler, or altered)"));
   }
   return payload;
 }
 
 template <typename T>
-void SessionVerifier::Remember(absl::string_view text, const T& value, absl::flat_hash_map<std::string, T>* cache) const {
+void SessionVerifier::Remember(absl::string_view text, const T& value,
+                               absl::flat_hash_map<std::string, T>* cache) const {
   if (cache->size() >= kMaxRemembered) cache->clear();
   cache->emplace(std::string(text), value);
 }
 
 absl::StatusOr<SessionClaims> SessionVerifier::Verify(absl::string_view credential) const {
   if (credential.empty()) {
-    return absl::UnauthenticatedError(absl::StrCat("no session credential: register first and send the credential "
-                                                   "Register answered as '",
-                                                   kSessionMetadataKey, "' metadata"));
+    return absl::UnauthenticatedError(
+        absl::StrCat("no session credential: register first and send the credential "
+                     "Register answered as '",
+                     kSessionMetadataKey, "' metadata"));
   }
   {
     absl::MutexLock lock(&mu_);

@@ -67,8 +67,8 @@ TEST(SessionCredentialTest, AlteredClaimsAreRefused) {
 
 TEST(SessionCredentialTest, MalformedCredentialsAreRefusedWithAMessage) {
   auto verifier = VerifierOf(*NewSigner());
-  for (const std::string& bad : {std::string(""), std::string("garbage"), std::string("a.b.c"),
-                                 std::string("!!!.???"), std::string(5000, 'A'), std::string("AAAA.AAAA")}) {
+  for (const std::string& bad : {std::string(""), std::string("garbage"), std::string("a.b.c"), std::string("!!!.???"),
+                                 std::string(5000, 'A'), std::string("AAAA.AAAA")}) {
     absl::Status status = verifier->Verify(bad).status();
     EXPECT_TRUE(absl::IsUnauthenticated(status)) << "'" << bad.substr(0, 20) << "': " << status;
     EXPECT_FALSE(status.message().empty());

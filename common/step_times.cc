@@ -31,8 +31,10 @@ absl::Status CheckStepTimes(const StepTimes& times, const std::string& what) {
   const struct {
     const char* name;
     double value;
-  } fields[] = {{"compute_seconds", times.compute_seconds()}, {"push_seconds", times.push_seconds()},
-                {"wait_seconds", times.wait_seconds()},       {"pull_seconds", times.pull_seconds()},
+  } fields[] = {{"compute_seconds", times.compute_seconds()},
+                {"push_seconds", times.push_seconds()},
+                {"wait_seconds", times.wait_seconds()},
+                {"pull_seconds", times.pull_seconds()},
                 {"overlapped_seconds", times.overlapped_seconds()}};
   for (const auto& f : fields) {
     if (!std::isfinite(f.value) || f.value < 0) {

@@ -26,8 +26,7 @@ TEST(StepTimesTest, AddsFieldByFieldAndPrintsPerStepMilliseconds) {
   EXPECT_EQ(StepTimesJson(total),
             "{\"steps\": 4, \"compute\": 3.000, \"push\": 0.500, \"wait\": 1.000, \"pull\": 0.500, "
             "\"overlapped\": 0.500}");
-  EXPECT_EQ(FormatStepTimes(total),
-            "step 5.0 ms = compute 3.0 + push 0.5 + wait 1.0 + pull 0.5 (0.5 overlapped)");
+  EXPECT_EQ(FormatStepTimes(total), "step 5.0 ms = compute 3.0 + push 0.5 + wait 1.0 + pull 0.5 (0.5 overlapped)");
 }
 
 TEST(StepTimesTest, NoStepsPrintsZerosOrNothing) {

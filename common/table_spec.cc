@@ -43,10 +43,10 @@ absl::Status ValidateSparseOptimizer(absl::string_view field, const SparseOptimi
     if (v >= 0 && v < 1) return absl::OkStatus();
     return Invalid(absl::StrCat(field, ".", name), absl::StrCat(v), "in [0, 1)");
   };
-  for (absl::Status s : {positive("lr", o.lr()), non_negative("initial_accumulator", o.initial_accumulator()),
-                         positive("epsilon", o.epsilon()), unit("beta1", o.beta1()), unit("beta2", o.beta2()),
-                         non_negative("ftrl_beta", o.ftrl_beta()), non_negative("l1", o.l1()),
-                         non_negative("l2", o.l2())}) {
+  for (absl::Status s :
+       {positive("lr", o.lr()), non_negative("initial_accumulator", o.initial_accumulator()),
+        positive("epsilon", o.epsilon()), unit("beta1", o.beta1()), unit("beta2", o.beta2()),
+        non_negative("ftrl_beta", o.ftrl_beta()), non_negative("l1", o.l1()), non_negative("l2", o.l2())}) {
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
@@ -67,8 +67,8 @@ void ApplySparseOptimizerDefaults(SparseOptimizerSpec* o) {
 void ApplyTableDefaults(JobSpec* job) {
   if (job->embedding_dim() == 0) job->set_embedding_dim(16);
   SparseOptimizerSpec* table_opt = job->mutable_table_optimizer();
-  const bool adagrad = table_opt->type() == SparseOptimizerSpec::TYPE_UNSPECIFIED ||
-                       table_opt->type() == SparseOptimizerSpec::ADAGRAD;
+  const bool adagrad =
+      table_opt->type() == SparseOptimizerSpec::TYPE_UNSPECIFIED || table_opt->type() == SparseOptimizerSpec::ADAGRAD;
   // Model ctr's rows learn best with a large Adagrad rate: on the generator's default data, 3
   // epochs reach test AUC 0.8567 at 0.2, 0.8623 at 0.5, 0.8646 at 1, 0.8657 at 2 and 0.8659 at 4
   // (planted model: 0.8741).
@@ -131,7 +131,8 @@ absl::Status ValidateEviction(absl::string_view field, const EvictionSpec& spec)
                    absl::StrCat("in [0, ", kMaxTtlSeconds, "] (0: off)"));
   }
   if (!(spec.min_l2_norm() >= 0 && std::isfinite(spec.min_l2_norm()))) {
-    return Invalid(absl::StrCat(field, ".min_l2_norm"), absl::StrCat(spec.min_l2_norm()), "a finite value >= 0 (0: off)");
+    return Invalid(absl::StrCat(field, ".min_l2_norm"), absl::StrCat(spec.min_l2_norm()),
+                   "a finite value >= 0 (0: off)");
   }
   if (!EvictionSpec::Order_IsValid(spec.order())) {
     return Invalid(absl::StrCat(field, ".order"), absl::StrCat(static_cast<int>(spec.order())), "LRU or LFU");
@@ -142,7 +143,8 @@ absl::Status ValidateEviction(absl::string_view field, const EvictionSpec& spec)
   }
   if (spec.every_updates() < 0 || spec.every_updates() > kMaxEvictEveryUpdates) {
     return Invalid(absl::StrCat(field, ".every_updates"), absl::StrCat(spec.every_updates()),
-                   absl::StrCat("0 (the default: ", kDefaultEvictEveryUpdates, ", or ttl_updates / 10 when smaller) or in [1, ", kMaxEvictEveryUpdates, "]"));
+                   absl::StrCat("0 (the default: ", kDefaultEvictEveryUpdates,
+                                ", or ttl_updates / 10 when smaller) or in [1, ", kMaxEvictEveryUpdates, "]"));
   }
   return absl::OkStatus();
 }
@@ -163,10 +165,12 @@ absl::Status ValidateMemoryBudget(const JobSpec& job) {
   int64_t least = 0;
   for (const TableSpec& t : job.tables()) least += TableBudgetFixedBytes(t) + TableBudgetRowBytes(t);
   if (budget < least) {
-    return Invalid("table_memory_budget", absl::StrCat(budget, " bytes"),
-                   absl::StrCat("at least ", least, " bytes a server: for each of the ", job.tables_size(),
-                                " tables a block of ", kTableRowsPerBlock,
-                                " rows, admission's sketch, the tombstones eviction keeps and one row (docs/guides/sparse-models.md)"));
+    return Invalid(
+        "table_memory_budget", absl::StrCat(budget, " bytes"),
+        absl::StrCat(
+            "at least ", least, " bytes a server: for each of the ", job.tables_size(), " tables a block of ",
+            kTableRowsPerBlock,
+            " rows, admission's sketch, the tombstones eviction keeps and one row (docs/guides/sparse-models.md)"));
   }
   return absl::OkStatus();
 }
@@ -293,8 +297,8 @@ absl::Status ValidateAdmission(absl::string_view field, const AdmissionSpec& spe
     return Invalid(absl::StrCat(field, ".probability"), absl::StrCat(spec.probability()),
                    absl::StrCat("0: the policy is ", AdmissionName(spec), ", not probability:P"));
   }
-  if (spec.sketch_bytes() != 0 && (!count || spec.sketch_bytes() < kMinSketchBytes ||
-                                   spec.sketch_bytes() > kMaxSketchBytes)) {
+  if (spec.sketch_bytes() != 0 &&
+      (!count || spec.sketch_bytes() < kMinSketchBytes || spec.sketch_bytes() > kMaxSketchBytes)) {
     return Invalid(absl::StrCat(field, ".sketch_bytes"), absl::StrCat(spec.sketch_bytes()),
                    count ? absl::StrCat("0 (the default, ", kDefaultSketchBytes, ") or in [", kMinSketchBytes, ", ",
                                         kMaxSketchBytes, "]")
@@ -357,10 +361,15 @@ int64_t TableBudgetFixedBytes(const TableSpec& table) {
 int64_t TableRowFloorBytes(const TableSpec& table) {
   int vectors = 1;
   switch (table.optimizer().type()) {
-    case SparseOptimizerSpec::SGD: break;
+    case SparseOptimizerSpec::SGD:
+      break;
     case SparseOptimizerSpec::LAZY_ADAM:
-    case SparseOptimizerSpec::FTRL: vectors += 2; break;
-    default: vectors += 1; break;  // ADAGRAD
+    case SparseOptimizerSpec::FTRL:
+      vectors += 2;
+      break;
+    default:
+      vectors += 1;
+      break;  // ADAGRAD
   }
   const int64_t step = table.optimizer().type() == SparseOptimizerSpec::LAZY_ADAM ? 4 : 0;
   return TableRowValueBytes(table.dim(), RowDtypeOf(table)) + int64_t{table.dim()} * 4 * (vectors - 1) + step;

@@ -34,7 +34,11 @@ TEST(TableSpecTest, CtrDeclaresOneTablePerCriteoFieldWithTheJobsDimAndOptimizer)
   EXPECT_EQ(job.tables(3).optimizer().type(), SparseOptimizerSpec::FTRL);
   EXPECT_FLOAT_EQ(job.tables(3).optimizer().lr(), 0.05f);
   EXPECT_TRUE(ValidateJobSpec(job).ok()) << ValidateJobSpec(job);
-  const JobSpec again = [&] { JobSpec j = job; ApplyJobDefaults(&j); return j; }();
+  const JobSpec again = [&] {
+    JobSpec j = job;
+    ApplyJobDefaults(&j);
+    return j;
+  }();
   EXPECT_EQ(again.tables_size(), 26) << "idempotent";
 }
 
@@ -76,9 +80,7 @@ TEST(TableSpecTest, DeepFmRowsDefaultToASmallerRateAndStartNearZero) {
   EXPECT_FLOAT_EQ(stream.tables(0).init_bound(), 0.0f) << "a stream's rows start at zero";
 }
 
-TEST(TableSpecTest, OverlapIsOffWithTables) {
-  EXPECT_FALSE(OverlapOn(CtrJob()));
-}
+TEST(TableSpecTest, OverlapIsOffWithTables) { EXPECT_FALSE(OverlapOn(CtrJob())); }
 
 TEST(TableSpecTest, BadTablesAndFormatsNameTheField) {
   struct Case {
@@ -93,7 +95,8 @@ TEST(TableSpecTest, BadTablesAndFormatsNameTheField) {
       {[](JobSpec* j) { j->mutable_tables(4)->mutable_optimizer()->set_lr(0); }, "tables[4].optimizer.lr: got 0"},
       {[](JobSpec* j) { j->mutable_tables(4)->mutable_optimizer()->set_beta1(1); }, "tables[4].optimizer.beta1: got 1"},
       {[](JobSpec* j) { j->mutable_tables(4)->mutable_optimizer()->set_l1(-1); }, "tables[4].optimizer.l1: got -1"},
-      {[](JobSpec* j) { j->mutable_data()->set_format("idx"); }, "data.format: got 'idx', expected 'criteo' or 'libsvm'"},
+      {[](JobSpec* j) { j->mutable_data()->set_format("idx"); },
+       "data.format: got 'idx', expected 'criteo' or 'libsvm'"},
       {[](JobSpec* j) { j->mutable_data()->set_format("csv"); }, "data.format: got 'csv'"},
       {[](JobSpec* j) { j->mutable_data()->set_bad_records("maybe"); }, "data.bad_records: got 'maybe'"},
       {[](JobSpec* j) { j->set_model("mlp"); }, "data.format: got 'criteo', expected 'idx' for model 'mlp'"},
@@ -173,8 +176,7 @@ TEST(TableSpecTest, AdmissionIsParsedDefaultedAndCheckedNamingTheField) {
        "tables[2].admission.probability: got -0.5, expected in (0, 1] for probability:P"},
       {[](JobSpec* j) { j->mutable_tables(2)->mutable_admission()->set_probability(0.5f); },
        "tables[2].admission.probability: got 0.5, expected 0: the policy is count:3, not probability:P"},
-      {[](JobSpec* j) { j->mutable_table_admission()->set_min_count(-1); },
-       "table_admission.min_count: got -1"},
+      {[](JobSpec* j) { j->mutable_table_admission()->set_min_count(-1); }, "table_admission.min_count: got -1"},
   };
   for (const Case& c : cases) {
     JobSpec edited = job;
@@ -278,7 +280,8 @@ TEST(TableSpecTest, RowDtypeIsParsedAndTheCtrTablesTakeTheJobs) {
   EXPECT_EQ(*ParseRowDtype("FP16"), TableSpec::FP16);
   EXPECT_EQ(*ParseRowDtype(" bf16"), TableSpec::BF16);
   EXPECT_EQ(*ParseRowDtype("fp32"), TableSpec::FP32);
-  EXPECT_THAT(ParseRowDtype("int8").status().message(), HasSubstr("row_dtype: got 'int8', expected fp32, fp16 or bf16"));
+  EXPECT_THAT(ParseRowDtype("int8").status().message(),
+              HasSubstr("row_dtype: got 'int8', expected fp32, fp16 or bf16"));
   EXPECT_EQ(RowDtypeName(TableSpec::BF16), "bf16");
   JobSpec job;
   job.set_model("ctr");

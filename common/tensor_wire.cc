@@ -18,20 +18,20 @@ constexpr int kVarint = 0;
 constexpr int kFixed64 = 1;
 constexpr int kLen = 2;
 constexpr int kFixed32 = 5;
-constexpr int kPushChunksField = 7;   // PushRequest.chunks
-constexpr int kPullChunksField = 2;   // PullResponse.chunks
-constexpr int kChunkTensorIdField = 1;  // TensorChunk.tensor_id
-constexpr int kChunkOffsetField = 2;    // TensorChunk.offset
-constexpr int kChunkLengthField = 3;    // TensorChunk.length
-constexpr int kChunkDataField = 4;      // TensorChunk.data
-constexpr int kChunkEncodingField = 5;  // TensorChunk.encoding
-constexpr int kPushSparseField = 25;      // PushRequest.sparse
-constexpr int kPushPullSparseField = 26;  // PushRequest.pull_sparse
-constexpr int kPullSparseField = 3;       // PullResponse.sparse
+constexpr int kPushChunksField = 7;          // PushRequest.chunks
+constexpr int kPullChunksField = 2;          // PullResponse.chunks
+constexpr int kChunkTensorIdField = 1;       // TensorChunk.tensor_id
+constexpr int kChunkOffsetField = 2;         // TensorChunk.offset
+constexpr int kChunkLengthField = 3;         // TensorChunk.length
+constexpr int kChunkDataField = 4;           // TensorChunk.data
+constexpr int kChunkEncodingField = 5;       // TensorChunk.encoding
+constexpr int kPushSparseField = 25;         // PushRequest.sparse
+constexpr int kPushPullSparseField = 26;     // PushRequest.pull_sparse
+constexpr int kPullSparseField = 3;          // PullResponse.sparse
 constexpr int kPullRequestSparseField = 11;  // PullRequest.sparse
-constexpr int kRowsTableIdField = 1;  // SparseRows.table_id
-constexpr int kRowsKeysField = 2;     // SparseRows.keys
-constexpr int kRowsRowsField = 3;     // SparseRows.rows
+constexpr int kRowsTableIdField = 1;         // SparseRows.table_id
+constexpr int kRowsKeysField = 2;            // SparseRows.keys
+constexpr int kRowsRowsField = 3;            // SparseRows.rows
 
 void PutVarint(uint64_t v, std::string* out) {
   while (v >= 0x80) {
@@ -64,11 +64,20 @@ uint64_t GetVarint(absl::string_view s, size_t* pos) {
 // Skips the value of a field of `wire_type` in a contiguous, valid serialization.
 void SkipValue(absl::string_view s, int wire_type, size_t* pos) {
   switch (wire_type) {
-    case kVarint: GetVarint(s, pos); break;
-    case kFixed64: *pos += 8; break;
-    case kLen: *pos += GetVarint(s, pos); break;
-    case kFixed32: *pos += 4; break;
-    default: LOG(FATAL) << "wire type " << wire_type << " in our own serialization";
+    case kVarint:
+      GetVarint(s, pos);
+      break;
+    case kFixed64:
+      *pos += 8;
+      break;
+    case kLen:
+      *pos += GetVarint(s, pos);
+      break;
+    case kFixed32:
+      *pos += 4;
+      break;
+    default:
+      LOG(FATAL) << "wire type " << wire_type << " in our own serialization";
   }
 }
 
@@ -151,7 +160,8 @@ void Splice(const google::protobuf::MessageLite& header, TailsOf tails_of, std::
     const uint64_t tag = GetVarint(serialized, &pos);
     const int field = static_cast<int>(tag >> 3);
     const int wire_type = static_cast<int>(tag & 7);
-    while (next_extra < extras.size() && extras[next_extra].field < field) list.AddExtra(std::move(extras[next_extra++]));
+    while (next_extra < extras.size() && extras[next_extra].field < field)
+      list.AddExtra(std::move(extras[next_extra++]));
     if (wire_type != kLen) {
       SkipValue(serialized, wire_type, &pos);
       list.pending().append(serialized, field_start, pos - field_start);
@@ -192,7 +202,8 @@ grpc::Slice Borrowed(absl::string_view bytes) {
 grpc::Slice Owning(PooledBuffer buffer) {
   const size_t size = buffer.size();
   auto* owned = new PooledBuffer(std::move(buffer));
-  return grpc::Slice(owned->data(), size, [](void* p) { delete static_cast<PooledBuffer*>(p); }, owned);
+  return grpc::Slice(
+      owned->data(), size, [](void* p) { delete static_cast<PooledBuffer*>(p); }, owned);
 }
 
 // Reads a received message over its slices, keeping track of the absolute byte position for
@@ -252,15 +263,18 @@ class Reader {
         PutVarint(v, out);
         return absl::OkStatus();
       }
-      case kFixed64: return Copy(8, out);
-      case kFixed32: return Copy(4, out);
+      case kFixed64:
+        return Copy(8, out);
+      case kFixed32:
+        return Copy(4, out);
       case kLen: {
         uint64_t n;
         RETURN_IF_ERROR(Varint(&n));
         PutVarint(n, out);
         return Copy(n, out);
       }
-      default: return Error(start, absl::StrCat("unsupported wire type ", wire_type, " (groups are not used)"));
+      default:
+        return Error(start, absl::StrCat("unsupported wire type ", wire_type, " (groups are not used)"));
     }
   }
 
@@ -350,9 +364,9 @@ absl::Status DecodeRows(Reader& reader, uint64_t size, int index, IncomingRows* 
       uint64_t n;
       RETURN_IF_ERROR(reader.Varint(&n));
       if (reader.position() - start + n > size) {
-        return reader.Error(field_start, absl::StrCat("sparse entry ", index, ": ",
-                                                      field == kRowsKeysField ? "keys" : "rows", " of ", n,
-                                                      " bytes run past the entry"));
+        return reader.Error(
+            field_start, absl::StrCat("sparse entry ", index, ": ", field == kRowsKeysField ? "keys" : "rows", " of ",
+                                      n, " bytes run past the entry"));
       }
       PayloadView* view = field == kRowsKeysField ? &rows->keys : &rows->rows;
       view->Clear();  // the last occurrence wins, as in protobuf
@@ -368,7 +382,8 @@ absl::Status DecodeRows(Reader& reader, uint64_t size, int index, IncomingRows* 
     RETURN_IF_ERROR(reader.CopyValue(wire_type, &ignored));
   }
   if (reader.position() - start != size) {
-    return reader.Error(start, absl::StrCat("sparse entry ", index, ": fields run past its length of ", size, " bytes"));
+    return reader.Error(start,
+                        absl::StrCat("sparse entry ", index, ": fields run past its length of ", size, " bytes"));
   }
   return absl::OkStatus();
 }
@@ -503,7 +518,8 @@ void EncodePull(const PullResponse& header, PooledBuffer values, OutgoingRowsAns
     for (const OutgoingRowsAnswer::Entry& e : rows.entries) {
       CHECK_LE(e.keys_offset + e.keys_size, rows_total);
       CHECK_LE(e.rows_offset + e.rows_size, rows_total);
-      extras.push_back(SparseExtra(kPullSparseField, e.table_id, all_rows.sub(e.keys_offset, e.keys_offset + e.keys_size),
+      extras.push_back(SparseExtra(kPullSparseField, e.table_id,
+                                   all_rows.sub(e.keys_offset, e.keys_offset + e.keys_size),
                                    all_rows.sub(e.rows_offset, e.rows_offset + e.rows_size)));
     }
   }

@@ -152,19 +152,20 @@ absl::Status CheckTlsFiles(const TransportSecurityOptions& o) {
   std::unique_ptr<X509_STORE_CTX, StoreCtxDeleter> ctx(X509_STORE_CTX_new());
   X509_STORE_CTX_init(ctx.get(), store.get(), cert.get(), nullptr);
   if (X509_verify_cert(ctx.get()) != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--tls_cert=", o.cert_file, " does not verify against --tls_ca=",
-                                                   o.ca_file, ": ",
+    return absl::InvalidArgumentError(absl::StrCat("--tls_cert=", o.cert_file,
+                                                   " does not verify against --tls_ca=", o.ca_file, ": ",
                                                    X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx.get()))));
   }
   if (o.role != CertRole::kNone) {
     ASSIGN_OR_RETURN(const CertRole carried, CertRoleOfPem(cert_pem));
     if (carried != o.role) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--tls_cert=", o.cert_file, " is ",
-          carried == CertRole::kNone ? "a certificate with no role" : absl::StrCat("the ", CertRoleName(carried), " certificate"),
-          "; this process is a ", CertRoleName(o.role), " and needs the job's ", CertRoleName(o.role),
-          " certificate (its URI spiffe://pstrain/<job>/", CertRoleName(o.role),
-          "; pstrain-launch and deploy/k8s/tools/make-tls-secret.sh issue one per role)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tls_cert=", o.cert_file, " is ",
+                       carried == CertRole::kNone ? "a certificate with no role"
+                                                  : absl::StrCat("the ", CertRoleName(carried), " certificate"),
+                       "; this process is a ", CertRoleName(o.role), " and needs the job's ", CertRoleName(o.role),
+                       " certificate (its URI spiffe://pstrain/<job>/", CertRoleName(o.role),
+                       "; pstrain-launch and deploy/k8s/tools/make-tls-secret.sh issue one per role)"));
     }
   }
   return absl::OkStatus();
@@ -185,9 +186,9 @@ class RoleVerifier final : public grpc::experimental::ExternalCertificateVerifie
     for (const grpc::string_ref& uri : request->uri_names()) uris.emplace_back(uri.data(), uri.size());
     const CertRole carried = CertRoleFromUris(uris);
     if (!named) {
-      *sync_status = grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                                  absl::StrCat("the peer's certificate does not name '", server_name_,
-                                               "' (--tls_server_name)"));
+      *sync_status =
+          grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                       absl::StrCat("the peer's certificate does not name '", server_name_, "' (--tls_server_name)"));
     } else if (carried != role_) {
       *sync_status = grpc::Status(
           grpc::StatusCode::UNAUTHENTICATED,
@@ -209,7 +210,7 @@ class RoleVerifier final : public grpc::experimental::ExternalCertificateVerifie
 std::shared_ptr<grpc::experimental::CertificateProviderInterface> FileProvider(const TransportSecurityOptions& o) {
   const auto seconds = static_cast<unsigned int>(std::max<int64_t>(1, absl::ToInt64Seconds(o.reload_interval)));
   return std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(o.key_file, o.cert_file, o.ca_file,
-                                                                             seconds);
+                                                                              seconds);
 }
 
 }  // namespace
@@ -293,8 +294,8 @@ absl::StatusOr<std::shared_ptr<const TransportSecurity>> TransportSecurity::Crea
 }
 
 std::shared_ptr<const TransportSecurity> TransportSecurity::Loopback() {
-  static const auto* loopback = new std::shared_ptr<const TransportSecurity>(
-      new TransportSecurity(TransportSecurityOptions{}, std::string()));
+  static const auto* loopback =
+      new std::shared_ptr<const TransportSecurity>(new TransportSecurity(TransportSecurityOptions{}, std::string()));
   return *loopback;
 }
 
@@ -325,12 +326,13 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TransportSecurity::Serv
   tls.watch_identity_key_cert_pairs();
   tls.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::experimental::TlsServerCredentials(tls);
-  if (has_token() || gate != nullptr) credentials->SetAuthMetadataProcessor(std::make_shared<CallChecker>(token_, gate));
+  if (has_token() || gate != nullptr)
+    credentials->SetAuthMetadataProcessor(std::make_shared<CallChecker>(token_, gate));
   return credentials;
 }
 
 std::shared_ptr<grpc::ChannelCredentials> TransportSecurity::ChannelCredentials(absl::string_view address,
-                                                                             CertRole peer) const {
+                                                                                CertRole peer) const {
   if (!tls()) return grpc::InsecureChannelCredentials();
   if (absl::StartsWith(address, "unix:")) {
     std::shared_ptr<grpc::ChannelCredentials> local = grpc::experimental::LocalCredentials(UDS);
@@ -366,8 +368,7 @@ std::shared_ptr<grpc::Channel> TransportSecurity::NewChannel(const std::string& 
 absl::Status CheckPrivateDir(const std::string& dir) {
   struct stat st;
   if (lstat(dir.c_str(), &st) != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("unix socket folder '", dir, "': ", std::strerror(errno)));
+    return absl::FailedPreconditionError(absl::StrCat("unix socket folder '", dir, "': ", std::strerror(errno)));
   }
   if (!S_ISDIR(st.st_mode)) {
     return absl::FailedPreconditionError(absl::StrCat("unix socket folder '", dir, "' is not a folder"));

@@ -79,8 +79,8 @@ class TransportSecurity {
   // with TLS, for a unix socket whose folder other users may enter. With TLS, `gate` (may be null;
   // borrowed, it must outlive the listener) judges every call's session credential after the
   // token and before the request is read (common/session_gate.h).
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
-      absl::string_view address, const SessionGate* gate = nullptr) const;
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(absl::string_view address,
+                                                                             const SessionGate* gate = nullptr) const;
 
   // Credentials for a channel to `address`, with the token attached to every call: TLS, or local
   // credentials for a unix: address. With TLS and `peer` set, the handshake fails unless the

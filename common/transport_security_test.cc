@@ -57,8 +57,8 @@ std::shared_ptr<const TransportSecurity> Secure(const TransportSecurityOptions& 
 }
 
 TEST(LoopbackTest, RecognizesLoopbackAddresses) {
-  for (const char* address : {"127.0.0.1:80", "127.3.4.5:1", "localhost:9", "LOCALHOST", "[::1]:5", "::1",
-                              "unix:/tmp/x.sock", "127.0.0.1"}) {
+  for (const char* address :
+       {"127.0.0.1:80", "127.3.4.5:1", "localhost:9", "LOCALHOST", "[::1]:5", "::1", "unix:/tmp/x.sock", "127.0.0.1"}) {
     EXPECT_TRUE(IsLoopbackAddress(address)) << address;
   }
   for (const char* address : {"0.0.0.0:80", "10.0.0.1:5", "[::]:5", "host:1", "128.0.0.1:1", "[fe80::1]:2"}) {
@@ -174,8 +174,8 @@ grpc::Status Check(const std::shared_ptr<grpc::Channel>& channel, const std::str
   return stub->Check(&context, request, &response);
 }
 
-grpc::Status CheckWith(const TransportSecurity& security, const std::string& address,
-                       const std::string& session = "", CertRole peer = CertRole::kNone) {
+grpc::Status CheckWith(const TransportSecurity& security, const std::string& address, const std::string& session = "",
+                       CertRole peer = CertRole::kNone) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // A fresh handshake for every client.
   return Check(security.NewChannel(address, args, peer), session);
@@ -246,9 +246,9 @@ TEST(TransportSecurityTest, SessionGateJudgesEveryCallAfterTheToken) {
   EXPECT_EQ(refused.error_message(), "/grpc.health.v1.Health/Check: not with 'forged'");
   EXPECT_EQ(check("").error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_TRUE(check("let-me-in").ok());
-  EXPECT_EQ(gate.asked(), (std::vector<std::string>{"/grpc.health.v1.Health/Check forged",
-                                                    "/grpc.health.v1.Health/Check ",
-                                                    "/grpc.health.v1.Health/Check let-me-in"}));
+  EXPECT_EQ(gate.asked(),
+            (std::vector<std::string>{"/grpc.health.v1.Health/Check forged", "/grpc.health.v1.Health/Check ",
+                                      "/grpc.health.v1.Health/Check let-me-in"}));
 
   // Without the job's token the gate is never asked.
   TransportSecurityOptions no_token = job;
@@ -405,8 +405,8 @@ TEST(TransportSecurityTest, GateSeesThePeersCertificateRole) {
   ASSERT_TRUE(sockets.ok()) << sockets.status();
   SecuredServer local(*Secure(job->For(CertRole::kServer)), &gate, absl::StrCat("unix:", *sockets, "/ps.sock"));
   EXPECT_TRUE(CheckWith(*Secure(job->For(CertRole::kWorker)), local.address(), "let-me-in").ok());
-  EXPECT_EQ(gate.peers(), (std::vector<std::string>{"certificate worker", "certificate server",
-                                                    "certificate operator", "none no role"}));
+  EXPECT_EQ(gate.peers(), (std::vector<std::string>{"certificate worker", "certificate server", "certificate operator",
+                                                    "none no role"}));
 }
 
 // A client that says whom it dials refuses a peer whose certificate is another role's.
@@ -422,8 +422,7 @@ TEST(TransportSecurityTest, ClientChecksTheRoleOfThePeerItDials) {
   SecuredServer impostor(*Secure(job->For(CertRole::kWorker)));
   EXPECT_EQ(CheckWith(*worker, impostor.address(), "", CertRole::kScheduler).error_code(),
             grpc::StatusCode::UNAVAILABLE);
-  EXPECT_EQ(CheckWith(*worker, impostor.address(), "", CertRole::kServer).error_code(),
-            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(CheckWith(*worker, impostor.address(), "", CertRole::kServer).error_code(), grpc::StatusCode::UNAVAILABLE);
 }
 
 }  // namespace

@@ -40,8 +40,6 @@ bool IsValidUtf8(absl::string_view s) {
   return true;
 }
 
-std::string ToValidUtf8(absl::string_view s) {
-  return IsValidUtf8(s) ? std::string(s) : absl::CHexEscape(s);
-}
+std::string ToValidUtf8(absl::string_view s) { return IsValidUtf8(s) ? std::string(s) : absl::CHexEscape(s); }
 
 }  // namespace pstrain

@@ -24,8 +24,7 @@ int64_t SyncGlobalBatchSize(int64_t n, int64_t global_batch, int64_t step_in_epo
   return std::min(global_batch, n - step_in_epoch * global_batch);
 }
 
-Range SyncSliceOfGlobalBatch(int64_t n, int64_t global_batch, int num_live, int slot,
-                             int64_t step_in_epoch) {
+Range SyncSliceOfGlobalBatch(int64_t n, int64_t global_batch, int num_live, int slot, int64_t step_in_epoch) {
   CHECK_GE(n, 0);
   CHECK_GE(global_batch, 1);
   CHECK_GE(num_live, 1);
@@ -61,8 +60,7 @@ int64_t NumBatches(Range lease, int batch_size) {
 
 Range BatchOf(Range lease, int batch_size, int64_t i) {
   CHECK(i >= 0 && i < NumBatches(lease, batch_size))
-      << "batch " << i << " of lease [" << lease.begin << ", " << lease.end << ") with batch size "
-      << batch_size;
+      << "batch " << i << " of lease [" << lease.begin << ", " << lease.end << ") with batch size " << batch_size;
   Range r;
   r.begin = lease.begin + i * batch_size;
   r.end = std::min(r.begin + batch_size, lease.end);

@@ -47,8 +47,7 @@ int64_t SyncGlobalBatchSize(int64_t n, int64_t global_batch, int64_t step_in_epo
 // get an empty range (it still takes part with weight zero). No padding, no duplicates. A step at
 // or past SyncStepsPerEpoch gives the empty range [n, n).
 // REQUIRES: n >= 0, global_batch >= 1, num_live >= 1, 0 <= slot < num_live, step_in_epoch >= 0.
-Range SyncSliceOfGlobalBatch(int64_t n, int64_t global_batch, int num_live, int slot,
-                             int64_t step_in_epoch);
+Range SyncSliceOfGlobalBatch(int64_t n, int64_t global_batch, int num_live, int slot, int64_t step_in_epoch);
 
 // Contiguous split of [0, n) into `parts` ranges whose sizes differ by at most one (the first
 // n % parts ranges are one longer). Used to split evaluation.

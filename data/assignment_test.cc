@@ -17,12 +17,10 @@ struct SyncCase {
 };
 
 TEST(SyncAssignmentTest, EpochCoversEveryPositionExactlyOnce) {
-  const std::vector<SyncCase> cases = {{10, 3, 2},    {1000, 64, 3}, {5, 4, 3}, {1, 8, 4},
-                                       {12, 3, 2},    {7, 1, 1},     {0, 3, 2}, {60000, 32, 5},
-                                       {100, 10, 10}, {101, 10, 10}};
+  const std::vector<SyncCase> cases = {{10, 3, 2}, {1000, 64, 3}, {5, 4, 3},      {1, 8, 4},     {12, 3, 2},
+                                       {7, 1, 1},  {0, 3, 2},     {60000, 32, 5}, {100, 10, 10}, {101, 10, 10}};
   for (const SyncCase& c : cases) {
-    SCOPED_TRACE(testing::Message()
-                 << "n=" << c.n << " B=" << c.batch_size << " W=" << c.num_workers);
+    SCOPED_TRACE(testing::Message() << "n=" << c.n << " B=" << c.batch_size << " W=" << c.num_workers);
     const int64_t steps = SyncStepsPerEpoch(c.n, int64_t{c.batch_size} * c.num_workers);
     const int64_t global = int64_t{c.batch_size} * c.num_workers;
     EXPECT_EQ(steps, (c.n + global - 1) / global);
@@ -95,11 +93,9 @@ TEST(EvenSliceTest, CoversExactlyOnceWithSizesWithinOne) {
 }
 
 TEST(LeaseBatchingTest, CoversLeaseExactlyOnce) {
-  for (const Range lease :
-       {Range{0, 0}, Range{5, 6}, Range{100, 164}, Range{100, 165}, Range{37, 1000}}) {
+  for (const Range lease : {Range{0, 0}, Range{5, 6}, Range{100, 164}, Range{100, 165}, Range{37, 1000}}) {
     for (int b : {1, 3, 64, 1000}) {
-      SCOPED_TRACE(testing::Message()
-                   << "lease [" << lease.begin << ", " << lease.end << ") B=" << b);
+      SCOPED_TRACE(testing::Message() << "lease [" << lease.begin << ", " << lease.end << ") B=" << b);
       const int64_t batches = NumBatches(lease, b);
       EXPECT_EQ(batches, (lease.size() + b - 1) / b);
       int64_t next = lease.begin;

@@ -13,30 +13,27 @@ namespace data {
 
 absl::StatusOr<double> ExactAuc(absl::Span<const double> scores, absl::Span<const uint8_t> labels) {
   if (scores.size() != labels.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("AUC: ", scores.size(), " scores but ",
-                                                   labels.size(), " labels, expected as many"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("AUC: ", scores.size(), " scores but ", labels.size(), " labels, expected as many"));
   }
   std::vector<std::pair<double, uint8_t>> sorted(scores.size());
   int64_t positives = 0;
   for (size_t i = 0; i < scores.size(); ++i) {
     if (labels[i] > 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("AUC: label ", labels[i], " at index ", i, ", expected 0 or 1"));
+      return absl::InvalidArgumentError(absl::StrCat("AUC: label ", labels[i], " at index ", i, ", expected 0 or 1"));
     }
     if (std::isnan(scores[i])) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("AUC: score NaN at index ", i, ", expected a number"));
+      return absl::InvalidArgumentError(absl::StrCat("AUC: score NaN at index ", i, ", expected a number"));
     }
     positives += labels[i];
     sorted[i] = {scores[i], labels[i]};
   }
   const int64_t negatives = static_cast<int64_t>(scores.size()) - positives;
   if (positives == 0 || negatives == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("AUC: ", positives, " positives and ", negatives,
-                                                   " negatives, expected at least one of each"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("AUC: ", positives, " positives and ", negatives, " negatives, expected at least one of each"));
   }
-  std::sort(sorted.begin(), sorted.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   // Ranks are 1-based; a run of ties [i, j) shares the rank (i + 1 + j) / 2.
   double positive_rank_sum = 0;
   for (size_t i = 0; i < sorted.size();) {

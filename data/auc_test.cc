@@ -18,9 +18,7 @@ double Auc(const std::vector<double>& scores, const std::vector<uint8_t>& labels
   return auc.value_or(-1);
 }
 
-TEST(ExactAucTest, ScikitLearnExample) {
-  EXPECT_DOUBLE_EQ(Auc({0.1, 0.4, 0.35, 0.8}, {0, 0, 1, 1}), 0.75);
-}
+TEST(ExactAucTest, ScikitLearnExample) { EXPECT_DOUBLE_EQ(Auc({0.1, 0.4, 0.35, 0.8}, {0, 0, 1, 1}), 0.75); }
 
 TEST(ExactAucTest, PerfectAndReversedRankings) {
   EXPECT_DOUBLE_EQ(Auc({0.1, 0.2, 0.3, 0.4}, {0, 0, 1, 1}), 1.0);
@@ -55,10 +53,8 @@ TEST(ExactAucTest, MatchesPairCountingWithManyTies) {
 TEST(ExactAucTest, RejectsBadInput) {
   EXPECT_EQ(ExactAuc(std::vector<double>{0.1, 0.2}, std::vector<uint8_t>{1}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  const absl::Status one_class =
-      ExactAuc(std::vector<double>{0.1, 0.2}, std::vector<uint8_t>{1, 1}).status();
-  EXPECT_EQ(one_class.message(),
-            "AUC: 2 positives and 0 negatives, expected at least one of each");
+  const absl::Status one_class = ExactAuc(std::vector<double>{0.1, 0.2}, std::vector<uint8_t>{1, 1}).status();
+  EXPECT_EQ(one_class.message(), "AUC: 2 positives and 0 negatives, expected at least one of each");
   EXPECT_EQ(ExactAuc(std::vector<double>{0.1, 0.2}, std::vector<uint8_t>{1, 2}).status().message(),
             "AUC: label 2 at index 1, expected 0 or 1");
   EXPECT_EQ(ExactAuc(std::vector<double>{NAN, 0.2}, std::vector<uint8_t>{1, 0}).status().message(),

@@ -23,8 +23,7 @@ void GatherBatch(const Dataset& data, absl::Span<const int64_t> indices, float* 
 // Gathers the samples at permutation positions [range.begin, range.end) of `perm`, i.e.
 // GatherBatch(data, perm[range], x, labels); x and labels hold range.size() samples.
 // REQUIRES (CHECK): 0 <= range.begin <= range.end <= perm.size().
-void GatherRange(const Dataset& data, absl::Span<const int64_t> perm, Range range, float* x,
-                 int32_t* labels);
+void GatherRange(const Dataset& data, absl::Span<const int64_t> perm, Range range, float* x, int32_t* labels);
 
 }  // namespace data
 }  // namespace pstrain

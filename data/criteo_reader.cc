@@ -73,9 +73,9 @@ absl::Status ParseCriteoLine(absl::string_view line, bool has_label, CtrSample* 
     start = tab + 1;
   }
   if (count != want) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        count, " fields, expected ", want, " tab-separated fields (", has_label ? "label, " : "",
-        kCriteoDense, " integer and ", kCriteoCategorical, " categorical features)"));
+    return absl::InvalidArgumentError(absl::StrCat(count, " fields, expected ", want, " tab-separated fields (",
+                                                   has_label ? "label, " : "", kCriteoDense, " integer and ",
+                                                   kCriteoCategorical, " categorical features)"));
   }
   int next = 0;
   if (has_label) {
@@ -94,8 +94,8 @@ absl::Status ParseCriteoLine(absl::string_view line, bool has_label, CtrSample* 
     if (text.empty()) {
       sample->dense_missing |= 1u << i;
     } else if (!ParseInteger(text, &value)) {
-      return absl::InvalidArgumentError(absl::StrCat("integer feature I", i + 1, " ", Quote(text),
-                                                     ", expected a decimal integer or nothing"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("integer feature I", i + 1, " ", Quote(text), ", expected a decimal integer or nothing"));
     }
     sample->dense[i] = static_cast<float>(value);
   }
@@ -109,18 +109,17 @@ absl::Status ParseCriteoLine(absl::string_view line, bool has_label, CtrSample* 
     } else if (ParseHex32(text, &value)) {
       sample->keys[f] = CriteoKey(f, value);
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("categorical feature C", f + 1, " ",
-                                                     Quote(text),
-                                                     ", expected 1 to 8 hex digits or nothing"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("categorical feature C", f + 1, " ", Quote(text), ", expected 1 to 8 hex digits or nothing"));
     }
     sample->categorical[f] = value;
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<CriteoReader>> CriteoReader::Open(const std::string& path,
-                                                                 const Options& options) {
-  ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines, LineReader::Open(path, std::max<int64_t>(options.range.first, 0)));
+absl::StatusOr<std::unique_ptr<CriteoReader>> CriteoReader::Open(const std::string& path, const Options& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines,
+                   LineReader::Open(path, std::max<int64_t>(options.range.first, 0)));
   return std::unique_ptr<CriteoReader>(new CriteoReader(std::move(lines), options));
 }
 

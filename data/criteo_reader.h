@@ -65,14 +65,10 @@ inline uint64_t Mix64(uint64_t x) {
 }
 
 // The key of categorical field `field` (0-based, < kCriteoCategorical) holding hex value `value`.
-inline uint64_t CriteoKey(int field, uint32_t value) {
-  return Mix64((uint64_t(field) << 33) | value);
-}
+inline uint64_t CriteoKey(int field, uint32_t value) { return Mix64((uint64_t(field) << 33) | value); }
 
 // The key of categorical field `field` when it is empty.
-inline uint64_t CriteoMissingKey(int field) {
-  return Mix64((uint64_t(field) << 33) | (uint64_t{1} << 32));
-}
+inline uint64_t CriteoMissingKey(int field) { return Mix64((uint64_t(field) << 33) | (uint64_t{1} << 32)); }
 
 // log(1 + max(x, 0)): the usual transform of Criteo's count-like dense features.
 inline float LogTransform(float x) { return std::log1p(x > 0 ? x : 0.0f); }
@@ -90,8 +86,7 @@ class CriteoReader {
   };
 
   // Opens `path` and skips to options.range.first. Errors: those of LineReader::Open and Skip.
-  static absl::StatusOr<std::unique_ptr<CriteoReader>> Open(const std::string& path,
-                                                            const Options& options);
+  static absl::StatusOr<std::unique_ptr<CriteoReader>> Open(const std::string& path, const Options& options);
 
   // The next sample of the range: true; false after the range's last record. DATA_LOSS for a
   // bad record under kFail ("FILE:LINE: what, expected what") or for a corrupt file.
@@ -111,9 +106,7 @@ class CriteoReader {
 
 // The number of records in `path` (its lines), in one streaming pass, for a scheduler to split
 // into ranges.
-inline absl::StatusOr<int64_t> CountCriteoRecords(const std::string& path) {
-  return CountLines(path);
-}
+inline absl::StatusOr<int64_t> CountCriteoRecords(const std::string& path) { return CountLines(path); }
 
 }  // namespace data
 }  // namespace pstrain

@@ -27,7 +27,8 @@ std::string Line(const std::vector<std::pair<int, std::string>>& edits = {}) {
   return absl::StrJoin(fields, "\t");
 }
 
-std::vector<CtrSample> ReadAll(const std::string& path, CriteoReader::Options options = {}, int64_t* skipped = nullptr) {
+std::vector<CtrSample> ReadAll(const std::string& path, CriteoReader::Options options = {},
+                               int64_t* skipped = nullptr) {
   return ReadAllSamples<CriteoReader, CtrSample>(path, options, skipped);
 }
 
@@ -43,8 +44,8 @@ absl::Status FirstError(const std::string& path) {
 }
 
 TEST(CriteoReaderTest, ParsesValuesAndMissingOnes) {
-  const std::string path = WriteFile(
-      "values.tsv", Line({{0, "0"}, {1, ""}, {3, "-7"}, {14, ""}, {15, "68FD1E64"}}) + "\n");
+  const std::string path =
+      WriteFile("values.tsv", Line({{0, "0"}, {1, ""}, {3, "-7"}, {14, ""}, {15, "68FD1E64"}}) + "\n");
   const std::vector<CtrSample> samples = ReadAll(path);
   ASSERT_EQ(samples.size(), 1u);
   const CtrSample& s = samples[0];
@@ -104,17 +105,18 @@ TEST(CriteoReaderTest, EachBadRecordNamesFileLineAndExpectation) {
       {"1\t2",
        "2 fields, expected 40 tab-separated fields (label, 13 integer and 26 categorical "
        "features)"},
-      {"", "1 fields, expected 40 tab-separated fields (label, 13 integer and 26 categorical "
-           "features)"},
-      {Line() + "\t", "41 fields, expected 40 tab-separated fields (label, 13 integer and 26 "
-                      "categorical features)"},
+      {"",
+       "1 fields, expected 40 tab-separated fields (label, 13 integer and 26 categorical "
+       "features)"},
+      {Line() + "\t",
+       "41 fields, expected 40 tab-separated fields (label, 13 integer and 26 "
+       "categorical features)"},
       {Line({{0, "2"}}), "label '2', expected 0 or 1"},
       {Line({{0, ""}}), "label '', expected 0 or 1"},
       {Line({{3, "12a"}}), "integer feature I3 '12a', expected a decimal integer or nothing"},
       {Line({{13, "1.5"}}), "integer feature I13 '1.5', expected a decimal integer or nothing"},
       {Line({{18, "zz"}}), "categorical feature C5 'zz', expected 1 to 8 hex digits or nothing"},
-      {Line({{14, "123456789"}}),
-       "categorical feature C1 '123456789', expected 1 to 8 hex digits or nothing"},
+      {Line({{14, "123456789"}}), "categorical feature C1 '123456789', expected 1 to 8 hex digits or nothing"},
   };
   for (const Case& c : cases) {
     const std::string path = WriteFile("bad.tsv", good + good + c.line + "\n" + good);
@@ -125,9 +127,8 @@ TEST(CriteoReaderTest, EachBadRecordNamesFileLineAndExpectation) {
 }
 
 TEST(CriteoReaderTest, SkipModeSkipsAndCountsBadRecords) {
-  const std::string path = WriteFile(
-      "skip.tsv", absl::StrCat(Line(), "\n", Line({{0, "x"}}), "\n", Line({{0, "0"}}), "\n",
-                               "junk\n", Line({{30, "g"}}), "\n"));
+  const std::string path = WriteFile("skip.tsv", absl::StrCat(Line(), "\n", Line({{0, "x"}}), "\n", Line({{0, "0"}}),
+                                                              "\n", "junk\n", Line({{30, "g"}}), "\n"));
   CriteoReader::Options options;
   options.bad_records = BadRecords::kSkip;
   int64_t skipped = 0;

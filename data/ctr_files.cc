@@ -44,8 +44,7 @@ absl::string_view DataFormatName(DataFormat format) {
   return "unknown";
 }
 
-absl::StatusOr<std::string> FindCtrFile(const std::string& dir, DataFormat format,
-                                        absl::string_view split) {
+absl::StatusOr<std::string> FindCtrFile(const std::string& dir, DataFormat format, absl::string_view split) {
   std::vector<std::string> tried;
   for (const absl::string_view extension : Extensions(format)) {
     for (const absl::string_view compression : {"", ".gz"}) {
@@ -57,8 +56,8 @@ absl::StatusOr<std::string> FindCtrFile(const std::string& dir, DataFormat forma
       tried.push_back(std::move(path));
     }
   }
-  return absl::NotFoundError(absl::StrCat("no ", DataFormatName(format), " ", split,
-                                          " file: expected one of ", absl::StrJoin(tried, ", ")));
+  return absl::NotFoundError(
+      absl::StrCat("no ", DataFormatName(format), " ", split, " file: expected one of ", absl::StrJoin(tried, ", ")));
 }
 
 absl::StatusOr<CtrFiles> FindCtrFiles(const std::string& dir, DataFormat format) {

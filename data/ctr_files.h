@@ -39,8 +39,7 @@ absl::string_view DataFormatName(DataFormat format);
 
 // The path of the `split` file ("train" or "test", or any other stem) of `format` in `dir`: the
 // first name of the table above that exists. NOT_FOUND listing every path tried when none does.
-absl::StatusOr<std::string> FindCtrFile(const std::string& dir, DataFormat format,
-                                        absl::string_view split);
+absl::StatusOr<std::string> FindCtrFile(const std::string& dir, DataFormat format, absl::string_view split);
 
 struct CtrFiles {
   std::string train;
@@ -69,9 +68,7 @@ class RecordCounter {
   struct Version {
     uintmax_t size = 0;
     std::filesystem::file_time_type modified;
-    bool operator==(const Version& other) const {
-      return size == other.size && modified == other.modified;
-    }
+    bool operator==(const Version& other) const { return size == other.size && modified == other.modified; }
   };
   struct Counted {
     Version version;

@@ -89,16 +89,13 @@ void AppendCriteoLine(const CtrSample& sample, std::string* out) {
   out->append(line, p);
 }
 
-absl::StatusOr<CtrGeneratorResult> GenerateCtrData(const std::string& out_dir,
-                                                   const CtrGeneratorOptions& options) {
+absl::StatusOr<CtrGeneratorResult> GenerateCtrData(const std::string& out_dir, const CtrGeneratorOptions& options) {
   ASSIGN_OR_RETURN(const PlantedCtrModel model, PlantedCtrModel::Create(options.model));
   if (options.train_samples < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("train_samples ", options.train_samples, ", expected >= 0"));
+    return absl::InvalidArgumentError(absl::StrCat("train_samples ", options.train_samples, ", expected >= 0"));
   }
   if (options.test_samples < 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("test_samples ", options.test_samples, ", expected >= 2"));
+    return absl::InvalidArgumentError(absl::StrCat("test_samples ", options.test_samples, ", expected >= 2"));
   }
   if (::mkdir(out_dir.c_str(), 0755) != 0 && errno != EEXIST) {
     return ErrnoStatus(errno, absl::StrCat(out_dir, ": cannot create the output folder"));
@@ -115,21 +112,22 @@ absl::StatusOr<CtrGeneratorResult> GenerateCtrData(const std::string& out_dir,
   const auto train_day = [days, train_samples](int64_t i) {
     return static_cast<int>(static_cast<__int128>(i) * days / train_samples);
   };
-  RETURN_IF_ERROR(WriteCtrSamples(result.train_path, model, SplitMix64(Mix64(seed) ^ 1),
-                             options.train_samples, options.gzip, train_day,
-                             [&](int label, double) { result.train_positives += label; }));
+  RETURN_IF_ERROR(WriteCtrSamples(result.train_path, model, SplitMix64(Mix64(seed) ^ 1), options.train_samples,
+                                  options.gzip, train_day,
+                                  [&](int label, double) { result.train_positives += label; }));
   std::vector<double> scores;
   std::vector<uint8_t> labels;
   scores.reserve(options.test_samples);
   labels.reserve(options.test_samples);
   // The test set is the last day's: what a model trained on every day is judged on.
-  RETURN_IF_ERROR(WriteCtrSamples(result.test_path, model, SplitMix64(Mix64(seed) ^ 2),
-                             options.test_samples, options.gzip, [days](int64_t) { return days - 1; },
-                             [&](int label, double p) {
-                               scores.push_back(p);
-                               labels.push_back(static_cast<uint8_t>(label));
-                               result.test_positives += label;
-                             }));
+  RETURN_IF_ERROR(WriteCtrSamples(
+      result.test_path, model, SplitMix64(Mix64(seed) ^ 2), options.test_samples, options.gzip,
+      [days](int64_t) { return days - 1; },
+      [&](int label, double p) {
+        scores.push_back(p);
+        labels.push_back(static_cast<uint8_t>(label));
+        result.test_positives += label;
+      }));
   ASSIGN_OR_RETURN(result.planted_test_auc, ExactAuc(scores, labels));
   return result;
 }

@@ -46,8 +46,7 @@ struct CtrGeneratorResult {
 // Writes both files into `out_dir` (created if missing, one level). INVALID_ARGUMENT for bad
 // options; the errors of WriteFileAtomically; INVALID_ARGUMENT if the test set drew only one
 // class (the AUC is undefined: write more test samples).
-absl::StatusOr<CtrGeneratorResult> GenerateCtrData(const std::string& out_dir,
-                                                   const CtrGeneratorOptions& options);
+absl::StatusOr<CtrGeneratorResult> GenerateCtrData(const std::string& out_dir, const CtrGeneratorOptions& options);
 
 // Writes `samples` samples drawn from `rng` to `path` atomically (gzip level 1 when `gzip`):
 // sample i of day day_of(i), its label drawn from its planted probability; calls

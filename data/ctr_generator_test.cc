@@ -30,8 +30,7 @@ CtrGeneratorOptions SmallOptions() {
 }
 
 CtrGeneratorResult Generate(const std::string& name, const CtrGeneratorOptions& options) {
-  const absl::StatusOr<CtrGeneratorResult> result =
-      GenerateCtrData(testing::TempDir() + "/" + name, options);
+  const absl::StatusOr<CtrGeneratorResult> result = GenerateCtrData(testing::TempDir() + "/" + name, options);
   EXPECT_TRUE(result.ok()) << result.status();
   return result.value_or(CtrGeneratorResult{});
 }
@@ -57,8 +56,7 @@ void ExpectPrintedAucMatchesFiles(bool gzip) {
   CtrGeneratorOptions options = SmallOptions();
   options.gzip = gzip;
   const CtrGeneratorResult result = Generate(gzip ? "gen_gz" : "gen_plain", options);
-  EXPECT_EQ(result.test_path.substr(result.test_path.size() - (gzip ? 7 : 4)),
-            gzip ? ".tsv.gz" : ".tsv");
+  EXPECT_EQ(result.test_path.substr(result.test_path.size() - (gzip ? 7 : 4)), gzip ? ".tsv.gz" : ".tsv");
   const PlantedCtrModel model = PlantedCtrModel::Create(options.model).value();
 
   auto reader = CriteoReader::Open(result.test_path, {});
@@ -86,13 +84,9 @@ void ExpectPrintedAucMatchesFiles(bool gzip) {
   EXPECT_GT(result.planted_test_auc, 0.7);  // The planted model carries real signal.
 }
 
-TEST(CtrGeneratorTest, PrintedAucEqualsRecomputationFromPlainFiles) {
-  ExpectPrintedAucMatchesFiles(false);
-}
+TEST(CtrGeneratorTest, PrintedAucEqualsRecomputationFromPlainFiles) { ExpectPrintedAucMatchesFiles(false); }
 
-TEST(CtrGeneratorTest, PrintedAucEqualsRecomputationFromGzipFiles) {
-  ExpectPrintedAucMatchesFiles(true);
-}
+TEST(CtrGeneratorTest, PrintedAucEqualsRecomputationFromGzipFiles) { ExpectPrintedAucMatchesFiles(true); }
 
 TEST(CtrGeneratorTest, FormattedLinesParseBack) {
   CtrSample sample;
@@ -160,8 +154,8 @@ TEST(CtrGeneratorTest, DriftingKeysComeFromTheirDayOnly) {
   for (size_t i = 0; i < train.size(); ++i) {
     const int day = static_cast<int>(i / 1000);
     for (int value_day : train[i]) {
-      ASSERT_TRUE(value_day == -1 || value_day == day) << "record " << i << " of day " << day
-                                                       << " has an id of day " << value_day;
+      ASSERT_TRUE(value_day == -1 || value_day == day)
+          << "record " << i << " of day " << day << " has an id of day " << value_day;
       own[day] += value_day == day;
       ++values[day];
     }
@@ -185,8 +179,7 @@ TEST(CtrGeneratorTest, DriftingKeysComeFromTheirDayOnly) {
 TEST(CtrGeneratorTest, RejectsBadOptions) {
   CtrGeneratorOptions options = SmallOptions();
   options.model.zipf = 0;
-  EXPECT_EQ(GenerateCtrData(testing::TempDir() + "/gen_bad", options).status().message(),
-            "zipf 0, expected > 0");
+  EXPECT_EQ(GenerateCtrData(testing::TempDir() + "/gen_bad", options).status().message(), "zipf 0, expected > 0");
   options = SmallOptions();
   options.model.unique_keys = 25;
   EXPECT_EQ(GenerateCtrData(testing::TempDir() + "/gen_bad", options).status().code(),
@@ -197,8 +190,7 @@ TEST(CtrGeneratorTest, RejectsBadOptions) {
             "missing_rate 1, expected in [0, 1)");
   options = SmallOptions();
   options.model.days = 0;
-  EXPECT_EQ(GenerateCtrData(testing::TempDir() + "/gen_bad", options).status().message(),
-            "days 0, expected >= 1");
+  EXPECT_EQ(GenerateCtrData(testing::TempDir() + "/gen_bad", options).status().message(), "days 0, expected >= 1");
   options = SmallOptions();
   options.model.new_key_rate = 1.5;
   EXPECT_EQ(GenerateCtrData(testing::TempDir() + "/gen_bad", options).status().message(),

@@ -64,8 +64,7 @@ void AppendCtrBatch(const CtrBatch& from, CtrBatch* to) {
   to->size += from.size;
 }
 
-absl::StatusOr<std::unique_ptr<CtrSource>> CtrSource::Open(const std::string& path,
-                                                           const Options& options) {
+absl::StatusOr<std::unique_ptr<CtrSource>> CtrSource::Open(const std::string& path, const Options& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines, LineReader::Open(path));
   return std::unique_ptr<CtrSource>(new CtrSource(path, options, std::move(lines)));
 }
@@ -80,8 +79,7 @@ absl::Status CtrSource::ReadBatch(int64_t first, int64_t count, CtrBatch* out) {
   const RecordRange range{first, count};
   absl::Status status = Seek(first);
   if (status.ok()) {
-    status = options_.format == DataFormat::kCriteo ? AppendCriteo(range, out)
-                                                     : AppendLibsvm(range, out);
+    status = options_.format == DataFormat::kCriteo ? AppendCriteo(range, out) : AppendLibsvm(range, out);
   }
   if (!status.ok()) {
     // The reader stopped somewhere inside the range (or inside a corrupt block): drop it rather
@@ -119,8 +117,7 @@ absl::Status CtrSource::AppendCriteo(const RecordRange& range, CtrBatch* out) {
     return true;
   };
   while (true) {
-    ASSIGN_OR_RETURN(const bool more,
-                     NextRecord(*lines_, range, options_.bad_records, &skipped_, parse));
+    ASSIGN_OR_RETURN(const bool more, NextRecord(*lines_, range, options_.bad_records, &skipped_, parse));
     if (!more) return absl::OkStatus();
     AppendCriteoSample(sample, out);
   }
@@ -144,8 +141,7 @@ absl::Status CtrSource::AppendLibsvm(const RecordRange& range, CtrBatch* out) {
   LibsvmSample& sample = libsvm_sample_;
   const auto parse = [&sample](absl::string_view line) { return ParseLibsvmLine(line, &sample); };
   while (true) {
-    ASSIGN_OR_RETURN(const bool more,
-                     NextRecord(*lines_, range, options_.bad_records, &skipped_, parse));
+    ASSIGN_OR_RETURN(const bool more, NextRecord(*lines_, range, options_.bad_records, &skipped_, parse));
     if (!more) return absl::OkStatus();
     AppendLibsvmSample(sample, out);
   }

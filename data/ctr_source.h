@@ -50,8 +50,7 @@ class CtrSource {
 
   // Opens `path`, positioned at record 0. Errors of LineReader::Open: NOT_FOUND for a missing
   // file ("<path>: cannot open: ..."), PERMISSION_DENIED, ...
-  static absl::StatusOr<std::unique_ptr<CtrSource>> Open(const std::string& path,
-                                                         const Options& options);
+  static absl::StatusOr<std::unique_ptr<CtrSource>> Open(const std::string& path, const Options& options);
 
   CtrSource(const CtrSource&) = delete;
   CtrSource& operator=(const CtrSource&) = delete;

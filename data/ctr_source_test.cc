@@ -37,8 +37,7 @@ std::string WriteCriteo(const std::string& name, int n, bool gzip = false) {
   return WriteFile(name, text, gzip);
 }
 
-std::unique_ptr<CtrSource> OpenOrDie(const std::string& path,
-                                     CtrSource::Options options = kCriteo) {
+std::unique_ptr<CtrSource> OpenOrDie(const std::string& path, CtrSource::Options options = kCriteo) {
   absl::StatusOr<std::unique_ptr<CtrSource>> source = CtrSource::Open(path, options);
   EXPECT_TRUE(source.ok()) << source.status();
   return source.ok() ? std::move(*source) : nullptr;
@@ -79,15 +78,14 @@ INSTANTIATE_TEST_SUITE_P(PlainAndGzip, CtrSourceGzipTest, testing::Bool());
 TEST_P(CtrSourceGzipTest, CriteoBatchHoldsTransformedDenseAndOneKeyPerField) {
   std::vector<std::string> first(40, "");
   first[0] = "1";
-  first[1] = "3";   // I1
-  first[2] = "-5";  // I2: negative, clamped by LogTransform
+  first[1] = "3";          // I1
+  first[2] = "-5";         // I2: negative, clamped by LogTransform
   first[14] = "68FD1E64";  // C1; I3..I13 and C2..C26 missing
   std::vector<std::string> second(40, "0");
   for (int f = 0; f < kCriteoCategorical; ++f) second[14 + f] = absl::StrFormat("%x", f + 1);
-  const std::string path = WriteFile(GetParam() ? "criteo.tsv.gz" : "criteo.tsv",
-                                     absl::StrJoin(first, "\t") + "\n" +
-                                         absl::StrJoin(second, "\t") + "\n",
-                                     GetParam());
+  const std::string path =
+      WriteFile(GetParam() ? "criteo.tsv.gz" : "criteo.tsv",
+                absl::StrJoin(first, "\t") + "\n" + absl::StrJoin(second, "\t") + "\n", GetParam());
   CtrBatch batch;
   ASSERT_TRUE(OpenOrDie(path)->ReadBatch(0, 10, &batch).ok());
   ExpectWellFormed(batch);
@@ -102,8 +100,7 @@ TEST_P(CtrSourceGzipTest, CriteoBatchHoldsTransformedDenseAndOneKeyPerField) {
 
   EXPECT_EQ(batch.keys[0], (std::vector<uint64_t>{CriteoKey(0, 0x68fd1e64u), CriteoKey(0, 1)}));
   for (int f = 1; f < kCriteoCategorical; ++f) {
-    EXPECT_EQ(batch.keys[f], (std::vector<uint64_t>{CriteoMissingKey(f), CriteoKey(f, f + 1)}))
-        << "field " << f;
+    EXPECT_EQ(batch.keys[f], (std::vector<uint64_t>{CriteoMissingKey(f), CriteoKey(f, f + 1)})) << "field " << f;
     EXPECT_EQ(batch.offsets[f], (std::vector<int64_t>{0, 1, 2}));
     EXPECT_TRUE(batch.weights[f].empty());
   }
@@ -132,8 +129,7 @@ TEST_P(CtrSourceGzipTest, LibsvmBatchHoldsIndicesWithValuesAsWeights) {
 
 TEST_P(CtrSourceGzipTest, RangesThatTileTheFileCoverEveryRecordOnceInOnePass) {
   constexpr int kRecords = 103;
-  const std::string path =
-      WriteCriteo(GetParam() ? "tile.tsv.gz" : "tile.tsv", kRecords, GetParam());
+  const std::string path = WriteCriteo(GetParam() ? "tile.tsv.gz" : "tile.tsv", kRecords, GetParam());
   for (const int slice : {1, 7, 10, 103, 500}) {
     std::unique_ptr<CtrSource> source = OpenOrDie(path);
     for (int epoch = 0; epoch < 2; ++epoch) {
@@ -254,8 +250,7 @@ TEST(CtrSourceTest, BadLibsvmLineFailsOrIsSkipped) {
   CtrBatch batch;
   const absl::Status status = OpenOrDie(path, kLibsvm)->ReadBatch(0, 3, &batch);
   ASSERT_EQ(status.code(), absl::StatusCode::kDataLoss);
-  EXPECT_TRUE(absl::StartsWith(status.message(), path + ":2: feature 1 '2:x', expected"))
-      << status;
+  EXPECT_TRUE(absl::StartsWith(status.message(), path + ":2: feature 1 '2:x', expected")) << status;
   EXPECT_EQ(batch.size, 0);
 
   std::unique_ptr<CtrSource> skipping = OpenOrDie(path, {DataFormat::kLibsvm, BadRecords::kSkip});
@@ -298,13 +293,11 @@ TEST(CtrSourceTest, GeneratedFileReadsAsCriteoReaderReadsIt) {
   options.train_samples = 1000;
   options.test_samples = 10;
   options.gzip = true;
-  const absl::StatusOr<CtrGeneratorResult> written =
-      GenerateCtrData(testing::TempDir() + "/generated", options);
+  const absl::StatusOr<CtrGeneratorResult> written = GenerateCtrData(testing::TempDir() + "/generated", options);
   ASSERT_TRUE(written.ok()) << written.status();
 
   int64_t skipped = 0;
-  const std::vector<CtrSample> want =
-      ReadAllSamples<CriteoReader, CtrSample>(written->train_path, {}, &skipped);
+  const std::vector<CtrSample> want = ReadAllSamples<CriteoReader, CtrSample>(written->train_path, {}, &skipped);
   ASSERT_EQ(want.size(), 1000u);
 
   std::unique_ptr<CtrSource> source = OpenOrDie(written->train_path);

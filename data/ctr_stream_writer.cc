@@ -34,11 +34,12 @@ absl::Status WriteCtrStream(const std::string& dir, const CtrStreamOptions& opti
                             const std::function<void(const CtrStreamHour&)>& on_hour) {
   ASSIGN_OR_RETURN(const PlantedCtrModel model, PlantedCtrModel::Create(options.model));
   if (options.records_per_hour < 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("records_per_hour ", options.records_per_hour, ", expected >= 2 (an hour's AUC needs both labels)"));
+    return absl::InvalidArgumentError(absl::StrCat("records_per_hour ", options.records_per_hour,
+                                                   ", expected >= 2 (an hour's AUC needs both labels)"));
   }
   if (!(options.records_per_second >= 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("records_per_second ", options.records_per_second, ", expected >= 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("records_per_second ", options.records_per_second, ", expected >= 0"));
   }
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
     return ErrnoStatus(errno, absl::StrCat(dir, ": cannot create the stream folder"));
@@ -50,8 +51,8 @@ absl::Status WriteCtrStream(const std::string& dir, const CtrStreamOptions& opti
   int first = 0;
   while (first < hours && Exists(dir + "/" + CtrStreamFileName(first, options.gzip) + kStreamReadyMarker)) ++first;
   if (first > 0 && !options.resume) {
-    return absl::FailedPreconditionError(absl::StrCat(dir, ": holds ", first,
-                                                      " hours of a stream already; resume it, or use another folder"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(dir, ": holds ", first, " hours of a stream already; resume it, or use another folder"));
   }
   const auto start = std::chrono::steady_clock::now();
   int64_t written = 0;  // records of this call's hours
@@ -66,13 +67,13 @@ absl::Status WriteCtrStream(const std::string& dir, const CtrStreamOptions& opti
     labels.reserve(static_cast<size_t>(out.records));
     // Each hour its own stream of draws, so a restarted writer writes the same hours.
     const uint64_t seed = Mix64(options.model.seed) ^ (uint64_t{0x5157} << 32) ^ static_cast<uint64_t>(hour);
-    RETURN_IF_ERROR(WriteCtrSamples(out.path, model, SplitMix64(seed), out.records, options.gzip,
-                                    [hour](int64_t) { return hour; },
-                                    [&](int label, double p) {
-                                      scores.push_back(p);
-                                      labels.push_back(static_cast<uint8_t>(label));
-                                      out.positives += label;
-                                    }));
+    RETURN_IF_ERROR(WriteCtrSamples(
+        out.path, model, SplitMix64(seed), out.records, options.gzip, [hour](int64_t) { return hour; },
+        [&](int label, double p) {
+          scores.push_back(p);
+          labels.push_back(static_cast<uint8_t>(label));
+          out.positives += label;
+        }));
     absl::StatusOr<double> auc = ExactAuc(scores, labels);
     out.planted_auc = auc.ok() ? *auc : 0.0;
     // At the chosen rate: an hour is marked ready no earlier than its last record is due.

@@ -34,9 +34,7 @@ struct Dataset {
 enum class Split { kTrain, kTest };
 
 // "train" or "test", for messages and logs.
-inline absl::string_view SplitName(Split split) {
-  return split == Split::kTrain ? "train" : "test";
-}
+inline absl::string_view SplitName(Split split) { return split == Split::kTrain ? "train" : "test"; }
 
 // What a data set looks like without its contents (see ReadDatasetInfo).
 struct DatasetInfo {

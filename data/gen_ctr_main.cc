@@ -10,8 +10,8 @@
 // Writes DIR/train.tsv and DIR/test.tsv (.tsv.gz with --gzip): 26 categorical fields, as the
 // format fixes. With --days and --new_key_rate the keys drift: train.tsv holds D days in order,
 // each drawing a fraction F of its values from ids of its own, never seen before and never seen
-// again (data/planted_ctr_model.h); test.tsv is drawn from the last day. Prints a summary, then as its LAST stdout line the planted model's exact AUC on
-// the test set written, the best a trained model can expect:
+// again (data/planted_ctr_model.h); test.tsv is drawn from the last day. Prints a summary, then as its LAST stdout line
+// the planted model's exact AUC on the test set written, the best a trained model can expect:
 //   {"planted_test_auc": 0.7912345678}
 // With --stream_dir it writes a stream instead (data/ctr_stream_writer.h): one file per hour, the
 // keys drifting hour by hour as they do day by day above, each marked ready (NAME.ready) once
@@ -32,8 +32,7 @@
 DEFINE_string(out_dir, "", "Folder for train.tsv and test.tsv (required; created if missing)");
 DEFINE_int64(train_samples, 2000000, "Training samples");
 DEFINE_int64(test_samples, 200000, "Test samples (>= 2)");
-DEFINE_uint64(unique_keys, 1000000,
-              "Distinct categorical values over all 26 fields (spread evenly over the fields)");
+DEFINE_uint64(unique_keys, 1000000, "Distinct categorical values over all 26 fields (spread evenly over the fields)");
 DEFINE_double(zipf, 1.1, "Zipf exponent of each field's value frequencies (> 0)");
 DEFINE_double(missing_rate, 0.05, "Probability that a feature is empty, in [0, 1)");
 DEFINE_uint64(seed, 1, "Seed of the planted model and of the samples");
@@ -83,9 +82,10 @@ int WriteStream() {
   }
   const absl::Status status =
       pstrain::data::WriteCtrStream(FLAGS_stream_dir, options, [](const pstrain::data::CtrStreamHour& h) {
-        std::printf("{\"hour\": %d, \"file\": \"%s\", \"records\": %lld, \"positives\": %lld, \"planted_auc\": %.10g}\n",
-                    h.hour, h.path.c_str(), static_cast<long long>(h.records), static_cast<long long>(h.positives),
-                    h.planted_auc);
+        std::printf(
+            "{\"hour\": %d, \"file\": \"%s\", \"records\": %lld, \"positives\": %lld, \"planted_auc\": %.10g}\n",
+            h.hour, h.path.c_str(), static_cast<long long>(h.records), static_cast<long long>(h.positives),
+            h.planted_auc);
         std::fflush(stdout);
       });
   if (!status.ok()) {
@@ -98,8 +98,7 @@ int WriteStream() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  pstrain::InitBinary("pstrain-gen-ctr --out_dir=DIR [--train_samples=N] [--gzip] ...", &argc,
-                      &argv);
+  pstrain::InitBinary("pstrain-gen-ctr --out_dir=DIR [--train_samples=N] [--gzip] ...", &argc, &argv);
   if (!FLAGS_stream_dir.empty()) {
     if (!FLAGS_out_dir.empty()) {
       std::cerr << "pstrain-gen-ctr: give --out_dir (two files) or --stream_dir (a stream), not both\n";
@@ -118,8 +117,8 @@ int main(int argc, char** argv) {
   options.test_samples = FLAGS_test_samples;
   options.gzip = FLAGS_gzip;
   if (FLAGS_train_samples < 0 || FLAGS_test_samples < 2) {
-    std::cerr << "pstrain-gen-ctr: --train_samples >= 0 and --test_samples >= 2 expected, got "
-              << FLAGS_train_samples << " and " << FLAGS_test_samples << "\n";
+    std::cerr << "pstrain-gen-ctr: --train_samples >= 0 and --test_samples >= 2 expected, got " << FLAGS_train_samples
+              << " and " << FLAGS_test_samples << "\n";
     return 2;
   }
 
@@ -130,14 +129,13 @@ int main(int argc, char** argv) {
     LOG(ERROR) << "pstrain-gen-ctr failed: " << result.status();
     return 1;
   }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("wrote %s (%lld samples, %.2f%% positive) and %s (%lld samples, %.2f%% positive) "
-              "in %.1f s\n",
-              result->train_path.c_str(), static_cast<long long>(FLAGS_train_samples),
-              FLAGS_train_samples > 0 ? 100.0 * result->train_positives / FLAGS_train_samples : 0.0,
-              result->test_path.c_str(), static_cast<long long>(FLAGS_test_samples),
-              100.0 * result->test_positives / FLAGS_test_samples, seconds);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf(
+      "wrote %s (%lld samples, %.2f%% positive) and %s (%lld samples, %.2f%% positive) "
+      "in %.1f s\n",
+      result->train_path.c_str(), static_cast<long long>(FLAGS_train_samples),
+      FLAGS_train_samples > 0 ? 100.0 * result->train_positives / FLAGS_train_samples : 0.0, result->test_path.c_str(),
+      static_cast<long long>(FLAGS_test_samples), 100.0 * result->test_positives / FLAGS_test_samples, seconds);
   std::printf("{\"planted_test_auc\": %.10g}\n", result->planted_test_auc);
   return 0;
 }

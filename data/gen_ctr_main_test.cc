@@ -46,9 +46,9 @@ TEST(GenCtrMainTest, LastLineIsThePlantedAucOfTheFilesWritten) {
   const std::string dir = testing::TempDir() + "/gen_ctr_main";
   int code = 0;
   const std::string out = RunGenCtr("--out_dir=" + dir +
-                                  " --train_samples=100 --test_samples=2000 --unique_keys=2600"
-                                  " --seed=5 --missing_rate=0.2",
-                              &code);
+                                        " --train_samples=100 --test_samples=2000 --unique_keys=2600"
+                                        " --seed=5 --missing_rate=0.2",
+                                    &code);
   ASSERT_EQ(code, 0) << out;
   std::vector<std::string> lines = absl::StrSplit(out, '\n', absl::SkipEmpty());
   ASSERT_FALSE(lines.empty());
@@ -68,8 +68,7 @@ TEST(GenCtrMainTest, LastLineIsThePlantedAucOfTheFilesWritten) {
     labels.push_back(static_cast<uint8_t>(sample.label));
   }
   ASSERT_EQ(scores.size(), 2000u);
-  EXPECT_EQ(lines.back(),
-            absl::StrFormat("{\"planted_test_auc\": %.10g}", ExactAuc(scores, labels).value()));
+  EXPECT_EQ(lines.back(), absl::StrFormat("{\"planted_test_auc\": %.10g}", ExactAuc(scores, labels).value()));
 }
 
 TEST(GenCtrMainTest, AStreamIsOneReadyFilePerHourOfDriftingKeysAtTheRateThenEnds) {
@@ -120,9 +119,10 @@ TEST(GenCtrMainTest, AStreamIsOneReadyFilePerHourOfDriftingKeysAtTheRateThenEnds
   std::filesystem::remove(dir + "/" + kStreamEndMarker);
   RunGenCtr("--stream_dir=" + dir + " --hours=4 --records_per_hour=600", &code);
   EXPECT_EQ(code, 1);
-  const std::string resumed =
-      RunGenCtr("--stream_dir=" + dir + " --hours=4 --records_per_hour=600 --resume_stream --unique_keys=2600"
-                " --new_key_rate=0.5 --seed=5", &code);
+  const std::string resumed = RunGenCtr("--stream_dir=" + dir +
+                                            " --hours=4 --records_per_hour=600 --resume_stream --unique_keys=2600"
+                                            " --new_key_rate=0.5 --seed=5",
+                                        &code);
   EXPECT_EQ(code, 0);
   EXPECT_NE(resumed.find("{\"hour\": 3,"), std::string::npos) << resumed;
   EXPECT_EQ(resumed.find("{\"hour\": 2,"), std::string::npos) << "hours already there are kept";

@@ -82,8 +82,7 @@ class InputFile {
           const int err = errno;
           return absl::DataLossError(absl::StrCat(path_, ": read error: ", std::strerror(err)));
         }
-        return absl::DataLossError(
-            absl::StrCat(path_, ": corrupt gzip stream: ", StripZlibPrefix(message)));
+        return absl::DataLossError(absl::StrCat(path_, ": corrupt gzip stream: ", StripZlibPrefix(message)));
       }
       total += static_cast<size_t>(n);
     }
@@ -104,20 +103,17 @@ uint32_t BigEndian32(const unsigned char* p) {
 // Reads a header of `N` big-endian words whose first word must be `magic`.
 // `kind` is "image" or "label", for messages.
 template <size_t N>
-absl::StatusOr<std::array<uint32_t, N>> ReadHeader(InputFile& file, uint32_t magic,
-                                                   const char* kind) {
+absl::StatusOr<std::array<uint32_t, N>> ReadHeader(InputFile& file, uint32_t magic, const char* kind) {
   unsigned char bytes[4 * N];
   ASSIGN_OR_RETURN(const size_t got, file.Read(bytes, sizeof(bytes)));
   // The magic is judged first: a short file of some other format is "not IDX", not "truncated".
   if (got >= 4 && BigEndian32(bytes) != magic) {
-    return absl::DataLossError(
-        absl::StrFormat("%s: not an IDX %s file: magic 0x%08x, expected 0x%08x", file.path(), kind,
-                        BigEndian32(bytes), magic));
+    return absl::DataLossError(absl::StrFormat("%s: not an IDX %s file: magic 0x%08x, expected 0x%08x", file.path(),
+                                               kind, BigEndian32(bytes), magic));
   }
   if (got < sizeof(bytes)) {
-    return absl::DataLossError(
-        absl::StrFormat("%s: truncated: expected a %d-byte IDX %s header, found %d bytes",
-                        file.path(), sizeof(bytes), kind, got));
+    return absl::DataLossError(absl::StrFormat("%s: truncated: expected a %d-byte IDX %s header, found %d bytes",
+                                               file.path(), sizeof(bytes), kind, got));
   }
   std::array<uint32_t, N> words;
   for (size_t i = 0; i < N; ++i) words[i] = BigEndian32(bytes + 4 * i);
@@ -132,9 +128,8 @@ struct ImageHeader {
 absl::StatusOr<ImageHeader> ReadImageHeader(InputFile& file) {
   ASSIGN_OR_RETURN(const auto words, ReadHeader<4>(file, kIdxImageMagic, "image"));
   if (words[2] < 1 || words[2] > kMaxSide || words[3] < 1 || words[3] > kMaxSide) {
-    return absl::DataLossError(
-        absl::StrFormat("%s: implausible image size %dx%d, expected rows and cols in [1, %d]",
-                        file.path(), words[2], words[3], kMaxSide));
+    return absl::DataLossError(absl::StrFormat("%s: implausible image size %dx%d, expected rows and cols in [1, %d]",
+                                               file.path(), words[2], words[3], kMaxSide));
   }
   ImageHeader header;
   header.count = words[1];
@@ -149,8 +144,7 @@ absl::StatusOr<int64_t> ReadLabelHeader(InputFile& file) {
 }
 
 // Reads the pixels of the first `keep` images (header already consumed) and normalizes them.
-absl::StatusOr<std::vector<float>> ReadPixels(InputFile& file, const ImageHeader& header,
-                                              int64_t keep) {
+absl::StatusOr<std::vector<float>> ReadPixels(InputFile& file, const ImageHeader& header, int64_t keep) {
   std::array<float, 256> normalized;
   for (int p = 0; p < 256; ++p) {
     normalized[p] = static_cast<float>((p / 255.0 - kPixelMean) / kPixelStd);
@@ -169,10 +163,9 @@ absl::StatusOr<std::vector<float>> ReadPixels(InputFile& file, const ImageHeader
     std::transform(block.begin(), block.begin() + got, pixels.begin() + old_size,
                    [&normalized](unsigned char p) { return normalized[p]; });
     if (got < ask) {
-      return absl::DataLossError(absl::StrFormat(
-          "%s: truncated: header promises %d images of %dx%d (%d bytes of pixels), found %d",
-          file.path(), header.count, header.rows, header.cols, header.count * features,
-          pixels.size()));
+      return absl::DataLossError(
+          absl::StrFormat("%s: truncated: header promises %d images of %dx%d (%d bytes of pixels), found %d",
+                          file.path(), header.count, header.rows, header.cols, header.count * features, pixels.size()));
     }
   }
   return pixels;
@@ -189,16 +182,14 @@ absl::StatusOr<std::vector<int32_t>> ReadLabels(InputFile& file, int64_t count, 
     ASSIGN_OR_RETURN(const size_t got, file.Read(block.data(), ask));
     for (size_t i = 0; i < got; ++i) {
       if (block[i] >= kNumClasses) {
-        return absl::DataLossError(absl::StrFormat("%s: label %d at index %d, expected [0, %d)",
-                                                   file.path(), block[i], labels.size(),
-                                                   kNumClasses));
+        return absl::DataLossError(absl::StrFormat("%s: label %d at index %d, expected [0, %d)", file.path(), block[i],
+                                                   labels.size(), kNumClasses));
       }
       labels.push_back(block[i]);
     }
     if (got < ask) {
-      return absl::DataLossError(
-          absl::StrFormat("%s: truncated: header promises %d labels (%d bytes), found %d",
-                          file.path(), count, count, labels.size()));
+      return absl::DataLossError(absl::StrFormat("%s: truncated: header promises %d labels (%d bytes), found %d",
+                                                 file.path(), count, count, labels.size()));
     }
   }
   return labels;
@@ -207,9 +198,8 @@ absl::StatusOr<std::vector<int32_t>> ReadLabels(InputFile& file, int64_t count, 
 absl::Status CheckCountsMatch(const InputFile& images, int64_t image_count, const InputFile& labels,
                               int64_t label_count) {
   if (image_count == label_count) return absl::OkStatus();
-  return absl::DataLossError(
-      absl::StrFormat("image/label count mismatch: %s holds %d images but %s holds %d labels",
-                      images.path(), image_count, labels.path(), label_count));
+  return absl::DataLossError(absl::StrFormat("image/label count mismatch: %s holds %d images but %s holds %d labels",
+                                             images.path(), image_count, labels.path(), label_count));
 }
 
 int64_t Kept(int64_t count, int64_t limit) { return limit > 0 ? std::min(count, limit) : count; }
@@ -253,8 +243,7 @@ absl::StatusOr<IdxPair> OpenIdxPair(const std::string& images_path, const std::s
 
 }  // namespace
 
-absl::StatusOr<Dataset> ReadIdxPair(const std::string& images_path, const std::string& labels_path,
-                                    int64_t limit) {
+absl::StatusOr<Dataset> ReadIdxPair(const std::string& images_path, const std::string& labels_path, int64_t limit) {
   ASSIGN_OR_RETURN(IdxPair pair, OpenIdxPair(images_path, labels_path));
   Dataset data;
   data.num_samples = Kept(pair.header.count, limit);
@@ -280,8 +269,7 @@ absl::StatusOr<Dataset> LoadFashionMnist(const std::string& data_dir, Split spli
   return ReadIdxPair(images_path, labels_path, limit);
 }
 
-absl::StatusOr<DatasetInfo> ReadDatasetInfo(const std::string& data_dir, Split split,
-                                            int64_t limit) {
+absl::StatusOr<DatasetInfo> ReadDatasetInfo(const std::string& data_dir, Split split, int64_t limit) {
   ASSIGN_OR_RETURN(const std::string images_path, ResolveIdxPath(data_dir, IdxImagesName(split)));
   ASSIGN_OR_RETURN(const std::string labels_path, ResolveIdxPath(data_dir, IdxLabelsName(split)));
   ASSIGN_OR_RETURN(const IdxPair pair, OpenIdxPair(images_path, labels_path));

@@ -34,8 +34,7 @@ inline constexpr uint32_t kIdxLabelMagic = 0x00000801;
 // (fewer if the files hold fewer); `limit` <= 0 keeps all. Only the kept samples are read, but
 // the two headers must agree on the full count. On OK the Dataset has num_classes 10 and every
 // label in [0, 10).
-absl::StatusOr<Dataset> ReadIdxPair(const std::string& images_path, const std::string& labels_path,
-                                    int64_t limit);
+absl::StatusOr<Dataset> ReadIdxPair(const std::string& images_path, const std::string& labels_path, int64_t limit);
 
 // The standard file names of a split, without ".gz": e.g. "train-images-idx3-ubyte" and
 // "train-labels-idx1-ubyte" for kTrain, "t10k-..." for kTest.
@@ -51,8 +50,7 @@ absl::StatusOr<Dataset> LoadFashionMnist(const std::string& data_dir, Split spli
 // cols. Cheap enough for the scheduler to call at job start. Checks the same header properties as
 // LoadFashionMnist (magic, dimensions, matching counts) but not the file bodies, so an OK here
 // does not guarantee that loading succeeds.
-absl::StatusOr<DatasetInfo> ReadDatasetInfo(const std::string& data_dir, Split split,
-                                            int64_t limit);
+absl::StatusOr<DatasetInfo> ReadDatasetInfo(const std::string& data_dir, Split split, int64_t limit);
 
 }  // namespace data
 }  // namespace pstrain

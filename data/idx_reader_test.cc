@@ -31,9 +31,7 @@ void AppendBigEndian(Bytes* out, uint32_t v) {
 }
 
 // Pixel j of image i is (i * 31 + j * 7) % 256: distinct enough to catch mixed-up offsets.
-unsigned char PixelAt(int64_t i, int64_t j) {
-  return static_cast<unsigned char>((i * 31 + j * 7) % 256);
-}
+unsigned char PixelAt(int64_t i, int64_t j) { return static_cast<unsigned char>((i * 31 + j * 7) % 256); }
 
 Bytes ImageFile(uint32_t count, uint32_t rows, uint32_t cols) {
   Bytes b;
@@ -57,9 +55,7 @@ Bytes LabelFile(uint32_t count) {
   return b;
 }
 
-float Normalized(unsigned char p) {
-  return static_cast<float>((p / 255.0 - kPixelMean) / kPixelStd);
-}
+float Normalized(unsigned char p) { return static_cast<float>((p / 255.0 - kPixelMean) / kPixelStd); }
 
 std::string TempPath(const std::string& name) {
   std::string dir = testing::TempDir();
@@ -69,8 +65,7 @@ std::string TempPath(const std::string& name) {
 
 std::string WritePlain(const std::string& path, const Bytes& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()),
-            static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   EXPECT_TRUE(out.good()) << path;
   return path;
 }
@@ -90,9 +85,7 @@ Bytes Gzip(const Bytes& bytes) {
   return out;
 }
 
-std::string WriteGzip(const std::string& path, const Bytes& bytes) {
-  return WritePlain(path, Gzip(bytes));
-}
+std::string WriteGzip(const std::string& path, const Bytes& bytes) { return WritePlain(path, Gzip(bytes)); }
 
 void ExpectSamples(const Dataset& data, int64_t n, int rows, int cols) {
   ASSERT_EQ(data.num_samples, n);
@@ -104,8 +97,7 @@ void ExpectSamples(const Dataset& data, int64_t n, int rows, int cols) {
   for (int64_t i = 0; i < n; ++i) {
     EXPECT_EQ(data.labels[i], LabelAt(i)) << "sample " << i;
     for (int64_t j = 0; j < int64_t{rows} * cols; ++j) {
-      ASSERT_EQ(data.images[i * rows * cols + j], Normalized(PixelAt(i, j)))
-          << "sample " << i << " pixel " << j;
+      ASSERT_EQ(data.images[i * rows * cols + j], Normalized(PixelAt(i, j))) << "sample " << i << " pixel " << j;
     }
   }
 }
@@ -178,8 +170,7 @@ TEST(IdxReaderTest, MissingFileIsNotFound) {
   const std::string images = TempPath("no-such-images.gz");
   absl::StatusOr<Dataset> data = ReadIdxPair(images, labels, 0);
   EXPECT_EQ(data.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(std::string(data.status().message()),
-            absl::StrCat(images, ": cannot open: No such file or directory"));
+  EXPECT_EQ(std::string(data.status().message()), absl::StrCat(images, ": cannot open: No such file or directory"));
 }
 
 TEST(IdxReaderTest, BadMagicIsDataLoss) {
@@ -212,9 +203,8 @@ TEST(IdxReaderTest, TruncatedHeaderIsDataLoss) {
   const std::string labels = WritePlain(TempPath("short-header-labels"), LabelFile(1));
   absl::StatusOr<Dataset> data = ReadIdxPair(images, labels, 0);
   EXPECT_EQ(data.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_EQ(
-      std::string(data.status().message()),
-      absl::StrCat(images, ": truncated: expected a 16-byte IDX image header, found 10 bytes"));
+  EXPECT_EQ(std::string(data.status().message()),
+            absl::StrCat(images, ": truncated: expected a 16-byte IDX image header, found 10 bytes"));
 }
 
 TEST(IdxReaderTest, ZeroSizedImagesAreDataLoss) {
@@ -246,8 +236,7 @@ TEST(IdxReaderTest, TruncatedGzipStreamReportsCounts) {
   absl::StatusOr<Dataset> data = ReadIdxPair(images, labels, 0);
   EXPECT_EQ(data.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(std::string(data.status().message()),
-              AllOf(HasSubstr(images),
-                    HasSubstr("truncated: header promises 40 images of 28x28 (31360 bytes")));
+              AllOf(HasSubstr(images), HasSubstr("truncated: header promises 40 images of 28x28 (31360 bytes")));
 }
 
 TEST(IdxReaderTest, TruncatedLabelsAreDataLoss) {
@@ -269,8 +258,7 @@ TEST(IdxReaderTest, CorruptGzipStreamIsDataLossWithZlibMessage) {
   const std::string labels = WritePlain(TempPath("corrupt-labels"), LabelFile(3));
   absl::StatusOr<Dataset> data = ReadIdxPair(images, labels, 0);
   EXPECT_EQ(data.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_EQ(std::string(data.status().message()),
-            absl::StrCat(images, ": corrupt gzip stream: invalid block type"));
+  EXPECT_EQ(std::string(data.status().message()), absl::StrCat(images, ": corrupt gzip stream: invalid block type"));
 }
 
 TEST(IdxReaderTest, CountMismatchNamesBothFiles) {
@@ -279,8 +267,7 @@ TEST(IdxReaderTest, CountMismatchNamesBothFiles) {
   absl::StatusOr<Dataset> data = ReadIdxPair(images, labels, 0);
   EXPECT_EQ(data.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(std::string(data.status().message()),
-            absl::StrCat("image/label count mismatch: ", images, " holds 5 images but ", labels,
-                         " holds 4 labels"));
+            absl::StrCat("image/label count mismatch: ", images, " holds 5 images but ", labels, " holds 4 labels"));
 }
 
 TEST(IdxReaderTest, LabelOutOfRangeNamesIndexAndValue) {
@@ -290,8 +277,7 @@ TEST(IdxReaderTest, LabelOutOfRangeNamesIndexAndValue) {
   const std::string labels = WritePlain(TempPath("range-labels"), label_bytes);
   absl::StatusOr<Dataset> data = ReadIdxPair(images, labels, 0);
   EXPECT_EQ(data.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_EQ(std::string(data.status().message()),
-            absl::StrCat(labels, ": label 12 at index 3, expected [0, 10)"));
+  EXPECT_EQ(std::string(data.status().message()), absl::StrCat(labels, ": label 12 at index 3, expected [0, 10)"));
 }
 
 // A directory holding a split under the standard names, some files compressed and some not.
@@ -329,9 +315,8 @@ TEST(LoadFashionMnistTest, MissingFilesNameTheGzipPath) {
   mkdir(dir.c_str(), 0755);
   absl::StatusOr<Dataset> data = LoadFashionMnist(dir, Split::kTrain, 0);
   EXPECT_EQ(data.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(
-      std::string(data.status().message()),
-      HasSubstr(dir + "/train-images-idx3-ubyte.gz: cannot open: No such file or directory"));
+  EXPECT_THAT(std::string(data.status().message()),
+              HasSubstr(dir + "/train-images-idx3-ubyte.gz: cannot open: No such file or directory"));
   absl::StatusOr<DatasetInfo> info = ReadDatasetInfo(dir, Split::kTest, 0);
   EXPECT_EQ(info.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(info.status().message()), HasSubstr("t10k-images-idx3-ubyte.gz"));

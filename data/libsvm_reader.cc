@@ -46,8 +46,7 @@ absl::StatusOr<bool> ParseLibsvmLine(absl::string_view line, LibsvmSample* sampl
   const absl::string_view label = NextToken(&rest);
   if (label.empty()) return false;
   if (!ParseFiniteFloat(label, &sample->label)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("label ", Quote(label), ", expected a finite number"));
+    return absl::InvalidArgumentError(absl::StrCat("label ", Quote(label), ", expected a finite number"));
   }
   int position = 0;
   for (absl::string_view token = NextToken(&rest); !token.empty(); token = NextToken(&rest)) {
@@ -56,21 +55,20 @@ absl::StatusOr<bool> ParseLibsvmLine(absl::string_view line, LibsvmSample* sampl
     const size_t colon = token.find(':');
     uint64_t index = 0;
     float value = 0;
-    if (colon == absl::string_view::npos || !absl::SimpleAtoi(token.substr(0, colon), &index) ||
-        token[0] == '-' || token[0] == '+' ||
-        !ParseFiniteFloat(token.substr(colon + 1), &value)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "feature ", position, " ", Quote(token),
-          ", expected index:value with a decimal uint64 index and a finite number"));
+    if (colon == absl::string_view::npos || !absl::SimpleAtoi(token.substr(0, colon), &index) || token[0] == '-' ||
+        token[0] == '+' || !ParseFiniteFloat(token.substr(colon + 1), &value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("feature ", position, " ", Quote(token),
+                       ", expected index:value with a decimal uint64 index and a finite number"));
     }
     sample->features.emplace_back(index, value);
   }
   return true;
 }
 
-absl::StatusOr<std::unique_ptr<LibsvmReader>> LibsvmReader::Open(const std::string& path,
-                                                                 const Options& options) {
-  ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines, LineReader::Open(path, std::max<int64_t>(options.range.first, 0)));
+absl::StatusOr<std::unique_ptr<LibsvmReader>> LibsvmReader::Open(const std::string& path, const Options& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines,
+                   LineReader::Open(path, std::max<int64_t>(options.range.first, 0)));
   return std::unique_ptr<LibsvmReader>(new LibsvmReader(std::move(lines), options));
 }
 

@@ -49,8 +49,7 @@ class LibsvmReader {
   };
 
   // Opens `path` and skips to options.range.first. Errors: those of LineReader::Open and Skip.
-  static absl::StatusOr<std::unique_ptr<LibsvmReader>> Open(const std::string& path,
-                                                            const Options& options);
+  static absl::StatusOr<std::unique_ptr<LibsvmReader>> Open(const std::string& path, const Options& options);
 
   // The next sample of the range: true; false after the range's last record. DATA_LOSS for a
   // bad record under kFail ("FILE:LINE: what, expected what") or for a corrupt file.

@@ -18,7 +18,8 @@ namespace {
 
 using Features = std::vector<std::pair<uint64_t, float>>;
 
-std::vector<LibsvmSample> ReadAll(const std::string& path, LibsvmReader::Options options = {}, int64_t* skipped = nullptr) {
+std::vector<LibsvmSample> ReadAll(const std::string& path, LibsvmReader::Options options = {},
+                                  int64_t* skipped = nullptr) {
   return ReadAllSamples<LibsvmReader, LibsvmSample>(path, options, skipped);
 }
 
@@ -30,12 +31,10 @@ TEST(LibsvmReaderTest, ReadsLabelsFeaturesCommentsPlainAndGzip) {
       "-1\tqid:7 5:1\r\n"
       "0.25";
   for (const bool gzip : {false, true}) {
-    const std::vector<LibsvmSample> samples =
-        ReadAll(WriteFile(gzip ? "a.svm.gz" : "a.svm", contents, gzip));
+    const std::vector<LibsvmSample> samples = ReadAll(WriteFile(gzip ? "a.svm.gz" : "a.svm", contents, gzip));
     ASSERT_EQ(samples.size(), 3u);
     EXPECT_EQ(samples[0].label, 1.0f);
-    EXPECT_EQ(samples[0].features,
-              (Features{{3, 0.5f}, {1, 2.0f}, {18446744073709551615ULL, -0.01f}}));
+    EXPECT_EQ(samples[0].features, (Features{{3, 0.5f}, {1, 2.0f}, {18446744073709551615ULL, -0.01f}}));
     EXPECT_EQ(samples[1].label, -1.0f);
     EXPECT_EQ(samples[1].features, (Features{{5, 1.0f}}));
     EXPECT_EQ(samples[2].label, 0.25f);
@@ -47,16 +46,21 @@ TEST(LibsvmReaderTest, EachBadRecordNamesFileLineAndExpectation) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"x 1:2", "label 'x', expected a finite number"},
       {"nan 1:2", "label 'nan', expected a finite number"},
-      {"1 1:2 3", "feature 2 '3', expected index:value with a decimal uint64 index and a finite "
-                  "number"},
-      {"1 a:2", "feature 1 'a:2', expected index:value with a decimal uint64 index and a finite "
-                "number"},
-      {"1 -1:2", "feature 1 '-1:2', expected index:value with a decimal uint64 index and a "
-                 "finite number"},
-      {"1 1:inf", "feature 1 '1:inf', expected index:value with a decimal uint64 index and a "
-                  "finite number"},
-      {"1 1:", "feature 1 '1:', expected index:value with a decimal uint64 index and a finite "
-               "number"},
+      {"1 1:2 3",
+       "feature 2 '3', expected index:value with a decimal uint64 index and a finite "
+       "number"},
+      {"1 a:2",
+       "feature 1 'a:2', expected index:value with a decimal uint64 index and a finite "
+       "number"},
+      {"1 -1:2",
+       "feature 1 '-1:2', expected index:value with a decimal uint64 index and a "
+       "finite number"},
+      {"1 1:inf",
+       "feature 1 '1:inf', expected index:value with a decimal uint64 index and a "
+       "finite number"},
+      {"1 1:",
+       "feature 1 '1:', expected index:value with a decimal uint64 index and a finite "
+       "number"},
   };
   for (const auto& [line, message] : cases) {
     const std::string path = WriteFile("bad.svm", "1 1:1\n# c\n" + line + "\n1 2:2\n");

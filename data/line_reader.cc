@@ -56,8 +56,8 @@ absl::Status LineReader::Fill() {
   }
   if (end_ == buf_.size()) {
     if (buf_.size() >= kMaxLineBytes) {
-      return absl::DataLossError(absl::StrCat(path_, ":", lines_ + 1, ": line longer than ",
-                                              kMaxLineBytes, " bytes, expected a text file"));
+      return absl::DataLossError(
+          absl::StrCat(path_, ":", lines_ + 1, ": line longer than ", kMaxLineBytes, " bytes, expected a text file"));
     }
     buf_.resize(buf_.size() * 2);
   }
@@ -77,8 +77,7 @@ absl::Status LineReader::Fill() {
     return absl::DataLossError(absl::StrCat(path_, ": read error: ", std::strerror(err)));
   }
   // Z_BUF_ERROR is zlib's "unexpected end of file": a gzip stream cut off.
-  return absl::DataLossError(absl::StrCat(path_, ":", lines_ + 1, ": corrupt gzip stream: ",
-                                          StripZlibPrefix(message)));
+  return absl::DataLossError(absl::StrCat(path_, ":", lines_ + 1, ": corrupt gzip stream: ", StripZlibPrefix(message)));
 }
 
 absl::StatusOr<bool> LineReader::Next(absl::string_view* line) {

@@ -64,7 +64,7 @@ class LineReader {
   const std::string path_;
   gzFile_s* const file_;  // Owned; closed by the destructor.
 
-  std::string buf_;   // Bytes read but not yet returned are buf_[pos_, end_).
+  std::string buf_;  // Bytes read but not yet returned are buf_[pos_, end_).
   size_t pos_ = 0;
   size_t end_ = 0;
   bool eof_ = false;

@@ -30,9 +30,7 @@ TEST(EpochPermutationTest, IsAPermutation) {
   }
 }
 
-TEST(EpochPermutationTest, IsDeterministic) {
-  EXPECT_EQ(EpochPermutation(7, 3, 5000), EpochPermutation(7, 3, 5000));
-}
+TEST(EpochPermutationTest, IsDeterministic) { EXPECT_EQ(EpochPermutation(7, 3, 5000), EpochPermutation(7, 3, 5000)); }
 
 TEST(EpochPermutationTest, DiffersAcrossEpochsAndSeeds) {
   const std::vector<int64_t> base = EpochPermutation(7, 3, 1000);

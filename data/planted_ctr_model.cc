@@ -23,9 +23,7 @@ constexpr uint32_t kInvB = InverseMod32(kMulB);
 static_assert(kMulA * kInvA == 1u && kMulB * kInvB == 1u, "modular inverses");
 
 // Uniform in [-sqrt(3), sqrt(3)): mean 0, variance 1.
-double UnitUniform(uint64_t bits) {
-  return (static_cast<double>(bits >> 11) * 0x1.0p-53 * 2 - 1) * 1.7320508075688772;
-}
+double UnitUniform(uint64_t bits) { return (static_cast<double>(bits >> 11) * 0x1.0p-53 * 2 - 1) * 1.7320508075688772; }
 
 // Parameters shrink as 1 / (1 + rank / kRankScale). Chosen so that the planted AUC is nearly
 // learnable from the default 2M samples: a one-pass FM with Adagrad reaches 0.863 where the
@@ -36,34 +34,29 @@ constexpr double kRankScale = 50;
 }  // namespace
 
 absl::StatusOr<PlantedCtrModel> PlantedCtrModel::Create(const PlantedCtrOptions& options) {
-  if (options.unique_keys < kCriteoCategorical ||
-      options.unique_keys / kCriteoCategorical >= (uint64_t{1} << 32)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unique_keys ", options.unique_keys, ", expected at least ",
-                     kCriteoCategorical, " (one per field) and below 26 * 2^32"));
+  if (options.unique_keys < kCriteoCategorical || options.unique_keys / kCriteoCategorical >= (uint64_t{1} << 32)) {
+    return absl::InvalidArgumentError(absl::StrCat("unique_keys ", options.unique_keys, ", expected at least ",
+                                                   kCriteoCategorical, " (one per field) and below 26 * 2^32"));
   }
   if (!(options.zipf > 0) || !std::isfinite(options.zipf)) {
     return absl::InvalidArgumentError(absl::StrCat("zipf ", options.zipf, ", expected > 0"));
   }
   if (!(options.missing_rate >= 0 && options.missing_rate < 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("missing_rate ", options.missing_rate, ", expected in [0, 1)"));
+    return absl::InvalidArgumentError(absl::StrCat("missing_rate ", options.missing_rate, ", expected in [0, 1)"));
   }
   if (options.days < 1) {
     return absl::InvalidArgumentError(absl::StrCat("days ", options.days, ", expected >= 1"));
   }
   if (!(options.new_key_rate >= 0 && options.new_key_rate <= 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("new_key_rate ", options.new_key_rate, ", expected in [0, 1]"));
+    return absl::InvalidArgumentError(absl::StrCat("new_key_rate ", options.new_key_rate, ", expected in [0, 1]"));
   }
   // The largest field has ceil(unique_keys / 26) ids; each day's own ids are one more copy.
   const uint64_t largest_field = (options.unique_keys + kCriteoCategorical - 1) / kCriteoCategorical;
-  if (options.new_key_rate > 0 &&
-      largest_field * (static_cast<uint64_t>(options.days) + 1) > (uint64_t{1} << 32)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unique_keys ", options.unique_keys, " with days ", options.days,
-        " and new_key_rate > 0: each day needs its own copy of a field's ", largest_field,
-        " ids, and (days + 1) * ", largest_field, " must stay within 2^32"));
+  if (options.new_key_rate > 0 && largest_field * (static_cast<uint64_t>(options.days) + 1) > (uint64_t{1} << 32)) {
+    return absl::InvalidArgumentError(absl::StrCat("unique_keys ", options.unique_keys, " with days ", options.days,
+                                                   " and new_key_rate > 0: each day needs its own copy of a field's ",
+                                                   largest_field, " ids, and (days + 1) * ", largest_field,
+                                                   " must stay within 2^32"));
   }
   return PlantedCtrModel(options);
 }
@@ -113,8 +106,7 @@ void PlantedCtrModel::DrawFeatures(SplitMix64& rng, CtrSample* sample, int day) 
       continue;
     }
     // Box-Muller; 1 - Uniform() is in (0, 1], so the log is finite.
-    const double z = std::sqrt(-2 * std::log(1 - rng.Uniform())) *
-                     std::cos(6.283185307179586 * rng.Uniform());
+    const double z = std::sqrt(-2 * std::log(1 - rng.Uniform())) * std::cos(6.283185307179586 * rng.Uniform());
     const double count = std::floor(std::exp(mu_[i] + z)) - 1;
     sample->dense[i] = static_cast<float>(std::min(std::max(count, 0.0), 1e7));
   }
@@ -145,14 +137,12 @@ double PlantedCtrModel::Logit(const CtrSample& sample) const {
   for (int f = 0; f < kCriteoCategorical; ++f) {
     const bool missing = (sample.categorical_missing >> f) & 1;
     // A day's own id of rank r has rank r's scale.
-    const double rank =
-        missing ? 0 : static_cast<double>(Rank(f, sample.categorical[f]) % samplers_[f].n());
+    const double rank = missing ? 0 : static_cast<double>(Rank(f, sample.categorical[f]) % samplers_[f].n());
     const double scale = 1 / (1 + rank / kRankScale);
     const uint64_t h = Mix64(seed_hash_ ^ sample.keys[f]);
     logit += kWeightStd * scale * UnitUniform(h);
     for (int d = 0; d < kEmbeddingDim; ++d) {
-      const double e =
-          kEmbeddingStd * scale * UnitUniform(Mix64(h + (d + 1) * 0x9e3779b97f4a7c15ULL));
+      const double e = kEmbeddingStd * scale * UnitUniform(Mix64(h + (d + 1) * 0x9e3779b97f4a7c15ULL));
       sum[d] += e;
       sum_sq += e * e;
     }

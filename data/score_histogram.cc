@@ -70,8 +70,8 @@ void ScoreHistogram::Merge(const ScoreHistogram& other) {
 
 absl::StatusOr<double> ScoreHistogram::Auc() const {
   if (positives_ == 0 || negatives_ == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("AUC: ", positives_, " positives and ", negatives_,
-                                                   " negatives, expected at least one of each"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("AUC: ", positives_, " positives and ", negatives_, " negatives, expected at least one of each"));
   }
   // Pairs won by the positive, ties counting 1/2, summed in double: every term is an integer or a
   // half-integer below 2^63, so the relative rounding error stays near 1e-16 per bin.
@@ -88,8 +88,8 @@ absl::StatusOr<double> ScoreHistogram::Auc() const {
 
 absl::StatusOr<double> ScoreHistogram::ErrorBound() const {
   if (positives_ == 0 || negatives_ == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("AUC error bound: ", positives_, " positives and ",
-                                                   negatives_, " negatives, expected at least one of each"));
+    return absl::InvalidArgumentError(absl::StrCat("AUC error bound: ", positives_, " positives and ", negatives_,
+                                                   " negatives, expected at least one of each"));
   }
   double tied_pairs = 0;
   for (int b = 0; b < kNumBins; ++b) {
@@ -107,8 +107,7 @@ void ScoreHistogram::ForEachNonEmpty(
   }
 }
 
-absl::StatusOr<int64_t> ScoreHistogram::CheckBins(absl::Span<const uint32_t> bins,
-                                                  absl::Span<const uint64_t> positives,
+absl::StatusOr<int64_t> ScoreHistogram::CheckBins(absl::Span<const uint32_t> bins, absl::Span<const uint64_t> positives,
                                                   absl::Span<const uint64_t> negatives) {
   if (positives.size() != bins.size() || negatives.size() != bins.size()) {
     return absl::InvalidArgumentError(absl::StrCat("score histogram: ", bins.size(), " bins, ", positives.size(),
@@ -119,8 +118,8 @@ absl::StatusOr<int64_t> ScoreHistogram::CheckBins(absl::Span<const uint32_t> bin
   uint64_t total = 0;
   for (size_t i = 0; i < bins.size(); ++i) {
     if (bins[i] >= static_cast<uint32_t>(kNumBins)) {
-      return absl::InvalidArgumentError(absl::StrCat("score histogram: entry ", i, " is bin ", bins[i],
-                                                     ", expected a bin below ", kNumBins));
+      return absl::InvalidArgumentError(
+          absl::StrCat("score histogram: entry ", i, " is bin ", bins[i], ", expected a bin below ", kNumBins));
     }
     // Checked one count at a time so that the running total itself never wraps.
     for (uint64_t n : {positives[i], negatives[i]}) {
@@ -157,8 +156,8 @@ double LogLoss(float p, bool click) {
 absl::Status ScorePredictions(absl::Span<const float> probabilities, absl::Span<const float> labels,
                               ScoreHistogram* scores, PredictionTotals* totals) {
   if (probabilities.size() != labels.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("scoring predictions: ", probabilities.size(),
-                                                   " probabilities for ", labels.size(), " labels"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("scoring predictions: ", probabilities.size(), " probabilities for ", labels.size(), " labels"));
   }
   for (size_t i = 0; i < probabilities.size(); ++i) {
     const bool click = labels[i] > 0.5f;

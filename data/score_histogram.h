@@ -23,9 +23,9 @@
 //   |Auc() - exact AUC| <= ErrorBound() = 0.5 sum_b pos_b neg_b / (P N).
 // The bound is reached when, in every bin, all positives score above (or all below) all negatives.
 // For many predictions whose logits have smooth densities f+ (positives) and f- (negatives) it is
-// about 0.5 w integral(f+ f-) (w: the bin width), whatever their number: 200k calibrated predictions with normal logits of standard
-// deviation 1.5 give a bound near 3e-5 (6e-5 for 0.75), and are in fact off by about 1e-7, since
-// the ties of a bin mostly split evenly.
+// about 0.5 w integral(f+ f-) (w: the bin width), whatever their number: 200k calibrated predictions with normal logits
+// of standard deviation 1.5 give a bound near 3e-5 (6e-5 for 0.75), and are in fact off by about 1e-7, since the ties
+// of a bin mostly split evenly.
 //
 // Thread-compatible; copyable (1 MiB).
 #ifndef PSTRAIN_DATA_SCORE_HISTOGRAM_H_

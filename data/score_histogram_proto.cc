@@ -10,10 +10,10 @@ namespace {
 absl::Status CheckLayout(const pstrain::ScoreHistogram& message) {
   if (message.num_bins() != static_cast<uint32_t>(ScoreHistogram::kNumBins) ||
       message.max_logit() != ScoreHistogram::kMaxLogit) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "score histogram: layout of ", message.num_bins(), " bins over logits [-", message.max_logit(), ", ",
-        message.max_logit(), "], expected ", ScoreHistogram::kNumBins, " bins over [-",
-        ScoreHistogram::kMaxLogit, ", ", ScoreHistogram::kMaxLogit, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("score histogram: layout of ", message.num_bins(), " bins over logits [-", message.max_logit(),
+                     ", ", message.max_logit(), "], expected ", ScoreHistogram::kNumBins, " bins over [-",
+                     ScoreHistogram::kMaxLogit, ", ", ScoreHistogram::kMaxLogit, "]"));
   }
   return absl::OkStatus();
 }

@@ -62,8 +62,7 @@ TEST(ScoreHistogramProtoTest, BadMessagesAreRefusedAndAddNothing) {
   pstrain::ScoreHistogram short_list = message;
   short_list.mutable_negatives()->RemoveLast();
   s = MergeScoreHistogramProto(short_list, &into);
-  EXPECT_EQ(s.message(),
-            "score histogram: 6 bins, 6 positive counts and 5 negative counts, expected as many of each");
+  EXPECT_EQ(s.message(), "score histogram: 6 bins, 6 positive counts and 5 negative counts, expected as many of each");
   EXPECT_EQ(CheckScoreHistogramProto(short_list).status(), s);
 
   EXPECT_EQ(into.count(), 8);

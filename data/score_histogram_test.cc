@@ -247,8 +247,7 @@ TEST(ScoreHistogramTest, BadCompactFormsAreRefusedAndAddNothing) {
   const std::vector<uint64_t> one = {1}, two = {1, 2};
   absl::Status s = h.AddBins(two_bins, one, two);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(),
-            "score histogram: 2 bins, 1 positive counts and 2 negative counts, expected as many of each");
+  EXPECT_EQ(s.message(), "score histogram: 2 bins, 1 positive counts and 2 negative counts, expected as many of each");
   const std::vector<uint32_t> out_of_range = {3, 65536};
   s = h.AddBins(out_of_range, two, two);
   EXPECT_EQ(s.message(), "score histogram: entry 1 is bin 65536, expected a bin below 65536");
@@ -273,8 +272,7 @@ TEST(ScorePredictionsTest, AddsEveryPredictionsLogLossCorrectnessAndBin) {
   const double expected = -std::log(double{0.9f}) - std::log1p(-double{0.2f}) - std::log1p(-double{0.6f}) -
                           std::log(1e-12);  // p = 0 for a click costs log(1e-12), not infinity
   EXPECT_NEAR(totals.log_loss_sum, expected, 1e-9);
-  EXPECT_EQ(ScorePredictions(p, std::vector<float>{1}, &scores, &totals).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ScorePredictions(p, std::vector<float>{1}, &scores, &totals).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace data

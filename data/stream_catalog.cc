@@ -30,9 +30,9 @@ absl::StatusOr<Seen> Look(const fs::path& path) {
   if (ec) return absl::NotFoundError(absl::StrCat("'", path.string(), "': ", ec.message()));
   const fs::file_time_type modified = fs::last_write_time(path, ec);
   if (ec) return absl::NotFoundError(absl::StrCat("'", path.string(), "': ", ec.message()));
-  return Seen{static_cast<int64_t>(size),
-              static_cast<int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(modified.time_since_epoch())
-                                       .count())};
+  return Seen{
+      static_cast<int64_t>(size),
+      static_cast<int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(modified.time_since_epoch()).count())};
 }
 
 }  // namespace
@@ -54,9 +54,9 @@ absl::StatusOr<int> StreamCatalog::Refresh(int64_t trained) {
                                               " to ", f.first + f.records, ") disappeared before they were trained"));
     }
     if (now->size != f.size || now->modified_ns != f.modified_ns) {
-      return absl::DataLossError(absl::StrCat("data stream '", dir_, "': file '", f.name, "' changed after it was ready (",
-                                              f.size, " bytes when counted, ", now->size,
-                                              " now): a ready file must not be written again"));
+      return absl::DataLossError(absl::StrCat("data stream '", dir_, "': file '", f.name,
+                                              "' changed after it was ready (", f.size, " bytes when counted, ",
+                                              now->size, " now): a ready file must not be written again"));
     }
   }
   // The ready markers, and the end.
@@ -87,8 +87,8 @@ absl::StatusOr<int> StreamCatalog::Refresh(int64_t trained) {
     const fs::path path = fs::path(dir_) / name;
     absl::StatusOr<Seen> seen = Look(path);
     if (!seen.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat("data stream '", dir_, "': '", name, kStreamReadyMarker,
-                                                        "' marks a file that is not there"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("data stream '", dir_, "': '", name, kStreamReadyMarker, "' marks a file that is not there"));
     }
     ASSIGN_OR_RETURN(const int64_t records, counter.Count(path.string()));
     added.push_back(StreamFile{name, first, records, seen->size, seen->modified_ns});
@@ -96,21 +96,23 @@ absl::StatusOr<int> StreamCatalog::Refresh(int64_t trained) {
   }
   if (ended_ && !added.empty()) {
     return absl::FailedPreconditionError(absl::StrCat("data stream '", dir_, "': file '", added.front().name,
-                                                      "' was made ready after the stream ended (", kStreamEndMarker, ")"));
+                                                      "' was made ready after the stream ended (", kStreamEndMarker,
+                                                      ")"));
   }
   for (StreamFile& f : added) {
     LOG(INFO) << "data stream: '" << f.name << "' is ready: records " << f.first << " to " << f.first + f.records;
     files_.push_back(std::move(f));
   }
-  if (end && !ended_) LOG(INFO) << "data stream: ended after " << records() << " records in " << files_.size() << " files";
+  if (end && !ended_)
+    LOG(INFO) << "data stream: ended after " << records() << " records in " << files_.size() << " files";
   ended_ = ended_ || end;
   return static_cast<int>(added.size());
 }
 
 std::vector<StreamPiece> StreamCatalog::Locate(int64_t begin, int64_t end) const {
   std::vector<StreamPiece> pieces;
-  auto it = std::upper_bound(files_.begin(), files_.end(), begin,
-                             [](int64_t p, const StreamFile& f) { return p < f.first; });
+  auto it =
+      std::upper_bound(files_.begin(), files_.end(), begin, [](int64_t p, const StreamFile& f) { return p < f.first; });
   size_t i = it == files_.begin() ? 0 : static_cast<size_t>(it - files_.begin()) - 1;
   for (int64_t at = begin; at < end && i < files_.size(); ++i) {
     const StreamFile& f = files_[i];

@@ -31,8 +31,8 @@ namespace pstrain {
 namespace data {
 
 struct StreamFile {
-  std::string name;     // within the folder
-  int64_t first = 0;    // the global position of its first record
+  std::string name;   // within the folder
+  int64_t first = 0;  // the global position of its first record
   int64_t records = 0;
   // What identifies the version counted: a change later is refused.
   int64_t size = 0;

@@ -12,16 +12,14 @@ namespace data {
 
 StreamSource::StreamSource(CtrSource::Options options) : options_(options) {}
 
-absl::Status StreamSource::ReadBatch(const StreamCatalog& catalog, int64_t first, int64_t count,
-                                     CtrBatch* out) {
+absl::Status StreamSource::ReadBatch(const StreamCatalog& catalog, int64_t first, int64_t count, CtrBatch* out) {
   ClearCtrBatch(options_.format, out);
   const int64_t records = catalog.records();
   // Written so that first + count cannot overflow.
   if (first < 0 || count < 0 || first > records || count > records - first) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("stream positions [", first, ", +", count, ") of ", catalog.dir(),
-                     ": expected first >= 0, count >= 0 and first + count <= ", records,
-                     " (the records catalogued)"));
+    return absl::InvalidArgumentError(absl::StrCat("stream positions [", first, ", +", count, ") of ", catalog.dir(),
+                                                   ": expected first >= 0, count >= 0 and first + count <= ", records,
+                                                   " (the records catalogued)"));
   }
   const std::vector<StreamPiece> pieces = catalog.Locate(first, first + count);
   last_files_.clear();
@@ -41,8 +39,8 @@ absl::Status StreamSource::ReadBatch(const StreamCatalog& catalog, int64_t first
   return status;
 }
 
-absl::Status StreamSource::ReadPiece(const StreamCatalog& catalog, const StreamPiece& piece,
-                                     int64_t first, int64_t count, CtrBatch* out) {
+absl::Status StreamSource::ReadPiece(const StreamCatalog& catalog, const StreamPiece& piece, int64_t first,
+                                     int64_t count, CtrBatch* out) {
   const StreamFile& file = catalog.files()[piece.file];
   const std::string path = (std::filesystem::path(catalog.dir()) / file.name).string();
   if (source_ == nullptr || source_->path() != path) {
@@ -54,10 +52,10 @@ absl::Status StreamSource::ReadPiece(const StreamCatalog& catalog, const StreamP
   // The reader stops at the piece's end, or at the file's end if that comes first. The batch's
   // size cannot tell (lines without a sample belong to the range too); the position can.
   if (source_->position() < piece.end) {
-    return absl::DataLossError(absl::StrCat(
-        path, ": ends after ", source_->position(), " lines, but the stream's catalog counted ",
-        file.records, " records in it (reading its lines [", piece.begin, ", ", piece.end,
-        ") for stream positions [", first, ", ", first + count, "))"));
+    return absl::DataLossError(absl::StrCat(path, ": ends after ", source_->position(),
+                                            " lines, but the stream's catalog counted ", file.records,
+                                            " records in it (reading its lines [", piece.begin, ", ", piece.end,
+                                            ") for stream positions [", first, ", ", first + count, "))"));
   }
   return absl::OkStatus();
 }
@@ -69,9 +67,7 @@ void StreamSource::Close() {
   source_.reset();
 }
 
-int64_t StreamSource::skipped() const {
-  return closed_skipped_ + (source_ == nullptr ? 0 : source_->skipped());
-}
+int64_t StreamSource::skipped() const { return closed_skipped_ + (source_ == nullptr ? 0 : source_->skipped()); }
 
 int64_t StreamSource::opens() const {
   return opened_ + closed_reopens_ + (source_ == nullptr ? 0 : source_->reopens());

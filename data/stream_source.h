@@ -71,8 +71,8 @@ class StreamSource {
   // Reads lines [piece.begin, piece.end) of catalog.files()[piece.file] into `*out` (replaced),
   // opening that file unless it is the open one. `first` and `count` name the stream range in
   // errors.
-  absl::Status ReadPiece(const StreamCatalog& catalog, const StreamPiece& piece, int64_t first,
-                         int64_t count, CtrBatch* out);
+  absl::Status ReadPiece(const StreamCatalog& catalog, const StreamPiece& piece, int64_t first, int64_t count,
+                         CtrBatch* out);
 
   // Closes the open file, keeping its counts in the totals.
   void Close();

@@ -61,8 +61,7 @@ std::string CriteoLines(int first, int count) {
 }
 
 // Writes `text` as `name` in the stream `folder`, made ready.
-void Put(const std::string& folder, const std::string& name, const std::string& text,
-         bool gzip = false) {
+void Put(const std::string& folder, const std::string& name, const std::string& text, bool gzip = false) {
   WriteFile(folder + "/" + name, text, gzip);
   std::ofstream(Dir(folder) + "/" + name + kStreamReadyMarker).close();
 }
@@ -115,8 +114,7 @@ void ExpectEmpty(const CtrBatch& batch) {
 }
 
 // What CtrSource reads from `path`'s records [first, first + count).
-CtrBatch ReadFile(const std::string& path, int64_t first, int64_t count,
-                  CtrSource::Options options = kCriteo) {
+CtrBatch ReadFile(const std::string& path, int64_t first, int64_t count, CtrSource::Options options = kCriteo) {
   CtrBatch batch;
   absl::StatusOr<std::unique_ptr<CtrSource>> source = CtrSource::Open(path, options);
   EXPECT_TRUE(source.ok()) << source.status();
@@ -250,8 +248,8 @@ TEST(StreamSourceTest, RangeOutsideTheCatalogIsInvalidArgumentWithAnEmptyBatch) 
   const StreamCatalog catalog = ThreeHours(folder);
   StreamSource source(kCriteo);
   CtrBatch batch;
-  for (const auto& [first, count] : std::vector<std::pair<int64_t, int64_t>>{
-           {10, 6}, {16, 0}, {-1, 2}, {2, -1}, {1, INT64_MAX}}) {
+  for (const auto& [first, count] :
+       std::vector<std::pair<int64_t, int64_t>>{{10, 6}, {16, 0}, {-1, 2}, {2, -1}, {1, INT64_MAX}}) {
     ASSERT_TRUE(source.ReadBatch(catalog, 0, 2, &batch).ok());
     const absl::Status status = source.ReadBatch(catalog, first, count, &batch);
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << first << " +" << count;
@@ -300,8 +298,7 @@ TEST(StreamSourceTest, DeletedFileIsNotFoundNamingItWithAnEmptyBatch) {
 }
 
 // A batch of 2 dense features and 2 fields: field 0 one key a sample, field 1 `bag` keys.
-CtrBatch Batch(std::vector<float> labels, std::vector<std::vector<uint64_t>> bags,
-               std::vector<float> weights) {
+CtrBatch Batch(std::vector<float> labels, std::vector<std::vector<uint64_t>> bags, std::vector<float> weights) {
   CtrBatch batch;
   batch.size = static_cast<int64_t>(labels.size());
   batch.num_dense = 2;

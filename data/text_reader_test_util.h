@@ -32,8 +32,7 @@ inline std::string WriteFile(const std::string& name, const std::string& content
 // Every sample `Reader` (CriteoReader, LibsvmReader) reads from `path`, failing the test on an
 // error; the skipped count in *skipped when not null.
 template <typename Reader, typename Sample>
-std::vector<Sample> ReadAllSamples(const std::string& path, typename Reader::Options options,
-                                   int64_t* skipped) {
+std::vector<Sample> ReadAllSamples(const std::string& path, typename Reader::Options options, int64_t* skipped) {
   auto reader = Reader::Open(path, options);
   EXPECT_TRUE(reader.ok()) << reader.status();
   std::vector<Sample> samples;

@@ -10,8 +10,7 @@ namespace data {
 absl::StatusOr<BadRecords> ParseBadRecords(absl::string_view text) {
   if (text == "fail") return BadRecords::kFail;
   if (text == "skip") return BadRecords::kSkip;
-  return absl::InvalidArgumentError(
-      absl::StrCat("bad_records '", absl::CHexEscape(text), "', expected fail or skip"));
+  return absl::InvalidArgumentError(absl::StrCat("bad_records '", absl::CHexEscape(text), "', expected fail or skip"));
 }
 
 }  // namespace data

@@ -40,8 +40,8 @@ struct RecordRange {
 // "FILE:LINE: <error>" with BadRecords::kFail and counted in *skipped with kSkip. False at the
 // end of the range or the file; errors of LineReader pass through.
 template <typename Parse>
-absl::StatusOr<bool> NextRecord(LineReader& lines, const RecordRange& range, BadRecords bad_records,
-                                int64_t* skipped, Parse parse) {
+absl::StatusOr<bool> NextRecord(LineReader& lines, const RecordRange& range, BadRecords bad_records, int64_t* skipped,
+                                Parse parse) {
   while (range.count < 0 || lines.lines() < range.first + range.count) {
     absl::string_view line;
     ASSIGN_OR_RETURN(const bool more, lines.Next(&line));

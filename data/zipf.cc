@@ -9,9 +9,7 @@ namespace data {
 namespace {
 
 // log1p(x) / x, accurate near 0.
-double Helper1(double x) {
-  return std::fabs(x) > 1e-8 ? std::log1p(x) / x : 1 - x * (0.5 - x * (1.0 / 3 - 0.25 * x));
-}
+double Helper1(double x) { return std::fabs(x) > 1e-8 ? std::log1p(x) / x : 1 - x * (0.5 - x * (1.0 / 3 - 0.25 * x)); }
 
 // expm1(x) / x, accurate near 0.
 double Helper2(double x) {

@@ -42,7 +42,7 @@ class ZipfSampler {
   double exponent() const { return s_; }
 
  private:
-  double H(double x) const;     // An antiderivative of h(x) = x^-s.
+  double H(double x) const;  // An antiderivative of h(x) = x^-s.
   double HInverse(double x) const;
   double h(double x) const;
 

@@ -36,8 +36,7 @@ void ExpectFrequenciesMatch(uint64_t n, double s) {
   for (int k = 1; k <= 5 && static_cast<uint64_t>(k) <= n; ++k) {
     const double expected = kDraws * p[k];
     const double sd = std::sqrt(kDraws * p[k] * (1 - p[k]));
-    EXPECT_NEAR(static_cast<double>(counts[k]), expected, 4.5 * sd + 1) << "rank " << k << " n " << n
-                                                                       << " s " << s;
+    EXPECT_NEAR(static_cast<double>(counts[k]), expected, 4.5 * sd + 1) << "rank " << k << " n " << n << " s " << s;
   }
 }
 

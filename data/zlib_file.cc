@@ -25,9 +25,9 @@ absl::StatusOr<gzFile_s*> OpenThroughZlib(const std::string& path, unsigned buff
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return absl::FailedPreconditionError(absl::StrCat(
-        path, ": not a regular file (", S_ISDIR(st.st_mode) ? "a folder" : "a FIFO, device or socket",
-        "), expected a data file"));
+    return absl::FailedPreconditionError(absl::StrCat(path, ": not a regular file (",
+                                                      S_ISDIR(st.st_mode) ? "a folder" : "a FIFO, device or socket",
+                                                      "), expected a data file"));
   }
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   gzFile file = gzdopen(fd, "rb");

@@ -13,8 +13,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  const std::string bytes = pstrain::fuzz::MaybeFixCrc(
-      absl::string_view(reinterpret_cast<const char*>(data + 1), size - 1), data[0] & 1);
+  const std::string bytes =
+      pstrain::fuzz::MaybeFixCrc(absl::string_view(reinterpret_cast<const char*>(data + 1), size - 1), data[0] & 1);
   const std::string path = pstrain::fuzz::WriteScratch("server-0-step-0000000001.ckpt", bytes);
   absl::StatusOr<pstrain::server::ShardCheckpoint> ckpt = pstrain::server::ReadCheckpoint(path);
   if (!ckpt.ok()) return 0;

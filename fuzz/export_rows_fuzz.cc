@@ -15,8 +15,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  const std::string bytes = pstrain::fuzz::MaybeFixCrc(
-      absl::string_view(reinterpret_cast<const char*>(data + 1), size - 1), data[0] & 1);
+  const std::string bytes =
+      pstrain::fuzz::MaybeFixCrc(absl::string_view(reinterpret_cast<const char*>(data + 1), size - 1), data[0] & 1);
   pstrain::ExportedTable table;
   table.set_name("t");
   table.set_dim(1);
@@ -34,7 +34,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     table.set_rows(static_cast<int64_t>(rows & 0x7fffffffffffffffULL));
   }
   std::string stored;
-  absl::StatusOr<pstrain::serving::TableRows> rows = pstrain::serving::ParseRowsFile(bytes, table, "fuzz input", &stored);
+  absl::StatusOr<pstrain::serving::TableRows> rows =
+      pstrain::serving::ParseRowsFile(bytes, table, "fuzz input", &stored);
   if (!rows.ok()) return 0;
   if (rows->keys.size() != static_cast<size_t>(table.rows())) __builtin_trap();
   if (rows->values.size() != rows->keys.size() * static_cast<size_t>(table.dim())) __builtin_trap();

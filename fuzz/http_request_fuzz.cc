@@ -36,7 +36,8 @@ const Scheduler& Core() {
     job.set_num_servers(1);
     job.set_batch_size(10);
     job.set_epochs(1);
-    Scheduler::Options options = pstrain::scheduler::test_util::TinyJobOptions(job, 64, 100, 40, 10, [] { return absl::Now(); });
+    Scheduler::Options options =
+        pstrain::scheduler::test_util::TinyJobOptions(job, 64, 100, 40, 10, [] { return absl::Now(); });
     return Scheduler::Create(std::move(options)).value().release();
   }();
   return *core;

@@ -11,8 +11,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  const std::string bytes = pstrain::fuzz::MaybeFixCrc(
-      absl::string_view(reinterpret_cast<const char*>(data + 1), size - 1), data[0] & 1);
+  const std::string bytes =
+      pstrain::fuzz::MaybeFixCrc(absl::string_view(reinterpret_cast<const char*>(data + 1), size - 1), data[0] & 1);
   absl::StatusOr<pstrain::model::ModelFile> file = pstrain::model::ParseModelFile(bytes, "fuzz input");
   if (!file.ok()) return 0;
   int64_t total = 0;

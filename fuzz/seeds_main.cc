@@ -51,10 +51,14 @@ std::string Flatten(const grpc::ByteBuffer& buffer) {
   return out;
 }
 
-std::string Bytes(const std::vector<float>& v) { return std::string(reinterpret_cast<const char*>(v.data()), 4 * v.size()); }
+std::string Bytes(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), 4 * v.size());
+}
 
 template <typename T>
-std::string Le(T v) { return std::string(reinterpret_cast<const char*>(&v), sizeof(v)); }
+std::string Le(T v) {
+  return std::string(reinterpret_cast<const char*>(&v), sizeof(v));
+}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -118,13 +122,17 @@ void WireSeeds() {
 
   // chunk_codec_fuzz: encoding, length, cut, data.
   Write("chunk_codec_fuzz", "float32", std::string("\x00\x04\x05", 3) + Bytes({1, -2, 3.5f, 0}));
-  Write("chunk_codec_fuzz", "float16", std::string("\x01\x04\x03", 3) + std::string("\x00\x3c\x00\xc0\x00\x00\x00\x7c", 8));
-  Write("chunk_codec_fuzz", "bfloat16", std::string("\x02\x04\x01", 3) + std::string("\x80\x3f\x00\xc0\x00\x00\x80\x7f", 8));
-  Write("chunk_codec_fuzz", "topk", std::string("\x03\x10\x06", 3) + Le<uint32_t>(2) + Le<uint32_t>(9) + Bytes({0.5f, -1}));
+  Write("chunk_codec_fuzz", "float16",
+        std::string("\x01\x04\x03", 3) + std::string("\x00\x3c\x00\xc0\x00\x00\x00\x7c", 8));
+  Write("chunk_codec_fuzz", "bfloat16",
+        std::string("\x02\x04\x01", 3) + std::string("\x80\x3f\x00\xc0\x00\x00\x80\x7f", 8));
+  Write("chunk_codec_fuzz", "topk",
+        std::string("\x03\x10\x06", 3) + Le<uint32_t>(2) + Le<uint32_t>(9) + Bytes({0.5f, -1}));
 }
 
 void IdxSeeds() {
-  std::string images = std::string("\x00\x00\x08\x03", 4) + std::string("\x00\x00\x00\x02\x00\x00\x00\x02\x00\x00\x00\x02", 12) +
+  std::string images = std::string("\x00\x00\x08\x03", 4) +
+                       std::string("\x00\x00\x00\x02\x00\x00\x00\x02\x00\x00\x00\x02", 12) +
                        std::string("\x00\x10\x20\x30\x40\x50\x60\xff", 8);
   std::string labels = std::string("\x00\x00\x08\x01\x00\x00\x00\x02", 8) + std::string("\x03\x09", 2);
   const std::string split = Le<uint16_t>(static_cast<uint16_t>(images.size()));
@@ -141,9 +149,10 @@ void TextSeeds() {
   Write("job_spec_fuzz", "mlp",
         "model: \"mlp\"\nnum_servers: 2\nnum_workers: 2\nmode: SYNC\nbatch_size: 64\nepochs: 2\n"
         "optimizer { type: ADAM lr: 0.001 schedule { type: COSINE } }\ncheckpoint_dir: \"/tmp/ckpt\"\n");
-  Write("job_spec_fuzz", "ctr",
-        "model: \"ctr\"\nnum_servers: 1\nnum_workers: 2\nmode: ASYNC\ndata { format: \"libsvm\" bad_records: \"skip\" }\n"
-        "tables { name: \"user\" dim: 8 optimizer { type: ADAGRAD lr: 0.05 } }\n");
+  Write(
+      "job_spec_fuzz", "ctr",
+      "model: \"ctr\"\nnum_servers: 1\nnum_workers: 2\nmode: ASYNC\ndata { format: \"libsvm\" bad_records: \"skip\" }\n"
+      "tables { name: \"user\" dim: 8 optimizer { type: ADAGRAD lr: 0.05 } }\n");
   // The checked-in deployment jobs are valid jobs too.
   Write("job_spec_fuzz", "k8s", ReadFile("deploy/k8s/base/job.textproto"));
 }
@@ -155,7 +164,9 @@ void FileSeeds() {
   IncomingPush push;
   if (!DecodePush(grpc::ByteBuffer(&slice, 1), "seed", &push).ok()) std::abort();
   PushResponse answer;
-  store->Push(server::DecodedPush::Of(push), &answer, [](absl::Status s) { if (!s.ok()) Die(s); });
+  store->Push(server::DecodedPush::Of(push), &answer, [](absl::Status s) {
+    if (!s.ok()) Die(s);
+  });
   auto ckpt = store->Checkpoint();
   if (!ckpt.ok()) Die(ckpt.status());
   const std::string path = WriteScratch("seed.ckpt", "");
@@ -179,7 +190,8 @@ void FileSeeds() {
       if (!(*table)->Pull({1, 5, 80}, absl::MakeSpan(rows)).ok()) std::abort();
       std::string bytes;
       (*table)->Serialize(&bytes);
-      Write("embedding_table_fuzz", dtype == 0 ? absl::StrCat("type", type) : absl::StrCat("type", type, "-dtype", dtype),
+      Write("embedding_table_fuzz",
+            dtype == 0 ? absl::StrCat("type", type) : absl::StrCat("type", type, "-dtype", dtype),
             std::string(1, static_cast<char>(type << 1 | dtype << 3)) + bytes);
     }
   }
@@ -247,8 +259,8 @@ std::string StateSeed() {
   job.set_num_servers(2);
   job.set_mode(SYNC);
   const absl::Time now = absl::FromUnixSeconds(1000);
-  auto s = scheduler::Scheduler::Create(
-      scheduler::test_util::TinyJobOptions(job, 64, 1000, 100, 40, [now] { return now; }));
+  auto s =
+      scheduler::Scheduler::Create(scheduler::test_util::TinyJobOptions(job, 64, 1000, 100, 40, [now] { return now; }));
   if (!s.ok()) std::abort();
   (void)(*s)->Register(scheduler::test_util::Reg(SERVER, "127.0.0.1:1"));
   (void)(*s)->Register(scheduler::test_util::Reg(SERVER, "127.0.0.1:2"));

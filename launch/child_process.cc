@@ -42,8 +42,8 @@ absl::Status ErrnoStatus(int err, absl::string_view what) {
 
 // Runs in the child between fork and exec: async-signal-safe calls only (no allocation, no
 // locks), because other threads of the parent may have held locks at the time of fork.
-[[noreturn]] void ExecChild(char* const* argv, char* const* envp, pid_t parent, int devnull, int out_w,
-                            int err_w, int exec_error_w) {
+[[noreturn]] void ExecChild(char* const* argv, char* const* envp, pid_t parent, int devnull, int out_w, int err_w,
+                            int exec_error_w) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   // The parent may have died before prctl took effect.
   if (getppid() != parent) _exit(127);
@@ -53,8 +53,7 @@ absl::Status ErrnoStatus(int err, absl::string_view what) {
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
   signal(SIGPIPE, SIG_DFL);
-  if (dup2(devnull, STDIN_FILENO) < 0 || dup2(out_w, STDOUT_FILENO) < 0 ||
-      dup2(err_w, STDERR_FILENO) < 0) {
+  if (dup2(devnull, STDIN_FILENO) < 0 || dup2(out_w, STDOUT_FILENO) < 0 || dup2(err_w, STDERR_FILENO) < 0) {
     int err = errno;
     (void)!write(exec_error_w, &err, sizeof(err));
     _exit(127);
@@ -81,8 +80,7 @@ ExitStatus ExitStatus::FromWaitStatus(int wait_status) {
 std::string ExitStatus::ToString() const {
   if (!signaled) return absl::StrCat("exited with status ", code);
   const char* abbrev = sigabbrev_np(signal);
-  return absl::StrCat("was killed by signal ", signal,
-                      abbrev != nullptr ? absl::StrCat(" (SIG", abbrev, ")") : "");
+  return absl::StrCat("was killed by signal ", signal, abbrev != nullptr ? absl::StrCat(" (SIG", abbrev, ")") : "");
 }
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const Options& options) {
@@ -97,8 +95,8 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const Options&
   std::vector<std::string> env_strings;
   for (const auto& [name, value] : options.env) {
     if (name.empty() || name.find('=') != std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("spawn '", command, "': bad environment variable name '",
-                                                     name, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("spawn '", command, "': bad environment variable name '", name, "'"));
     }
     env_strings.push_back(absl::StrCat(name, "=", value));
   }
@@ -122,8 +120,7 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const Options&
       CloseFd(fd);
     }
   };
-  if (devnull < 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 ||
-      pipe2(exec_error, O_CLOEXEC) != 0) {
+  if (devnull < 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 || pipe2(exec_error, O_CLOEXEC) != 0) {
     int e = errno;
     close_all();
     return absl::InternalError(absl::StrCat("spawn '", command, "': cannot create pipes: ", strerror(e)));
@@ -194,8 +191,8 @@ absl::StatusOr<bool> ChildProcess::Read(Stream stream, std::string* out) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
     int e = errno;
     CloseStream(stream);
-    return absl::InternalError(absl::StrCat("reading ", stream == Stream::kStdout ? "stdout" : "stderr",
-                                            " of pid ", pid_, ": ", strerror(e)));
+    return absl::InternalError(
+        absl::StrCat("reading ", stream == Stream::kStdout ? "stdout" : "stderr", " of pid ", pid_, ": ", strerror(e)));
   }
 }
 

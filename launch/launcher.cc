@@ -110,9 +110,8 @@ class Cluster {
     std::error_code ec;
     const bool have_summary = std::filesystem::exists(summary_path_, ec);
     if (started.ok() && exit_code_ == 0) {
-      console_.Print(Stream::kStdout,
-                     FormatFinalResult(last_status_, absl::ToDoubleSeconds(absl::Now() - start_),
-                                       have_summary ? summary_path_ : ""));
+      console_.Print(Stream::kStdout, FormatFinalResult(last_status_, absl::ToDoubleSeconds(absl::Now() - start_),
+                                                        have_summary ? summary_path_ : ""));
     } else if (have_summary) {
       // A failed job's summary says how far it got.
       console_.Print(Stream::kStderr, absl::StrCat(kSelf, "summary ", summary_path_));
@@ -131,8 +130,8 @@ class Cluster {
     for (const char* name : {"pstrain-scheduler", "pstrain-server", "pstrain-worker"}) {
       if (!options_.worker_cmd.empty() && absl::string_view(name) == "pstrain-worker") continue;
       if (access(Binary(name).c_str(), X_OK) != 0) {
-        return absl::NotFoundError(absl::StrCat("no executable ", name, " in '", options_.bin_dir,
-                                                "' (", strerror(errno), "); set --bin_dir"));
+        return absl::NotFoundError(absl::StrCat("no executable ", name, " in '", options_.bin_dir, "' (",
+                                                strerror(errno), "); set --bin_dir"));
       }
     }
     return absl::OkStatus();
@@ -202,7 +201,9 @@ class Cluster {
   }
 
   // The flags that give a child of `role` its credentials.
-  std::vector<std::string> SecurityFlags(CertRole role) const { return TransportSecurityFlags(role_security_.at(role)); }
+  std::vector<std::string> SecurityFlags(CertRole role) const {
+    return TransportSecurityFlags(role_security_.at(role));
+  }
 
   // Keeps the default summary (and so its folder); removes everything else the run left there.
   void RemoveTempDir() {
@@ -264,7 +265,9 @@ class Cluster {
   }
 
   void PrintObservabilityUrls() {
-    auto url = [&](int port, absl::string_view path) { return absl::StrCat("http://", options_.host, ":", port, path); };
+    auto url = [&](int port, absl::string_view path) {
+      return absl::StrCat("http://", options_.host, ":", port, path);
+    };
     if (http_port_ > 0) console_.Print(Stream::kStdout, absl::StrCat(kSelf, "dashboard ", url(http_port_, "/")));
     if (!options_.metrics) return;
     console_.Print(Stream::kStdout,
@@ -282,11 +285,13 @@ class Cluster {
   absl::Status Start() {
     RETURN_IF_ERROR(PickObservabilityPorts());
     const std::string port_file = temp_dir_ + "/scheduler.port";
-    std::vector<std::string> argv = {
-        Binary("pstrain-scheduler"), absl::StrCat("--host=", options_.host), "--port=0",
-        absl::StrCat("--port_file=", port_file), absl::StrCat("--summary_json=", summary_path_),
-        absl::StrCat("--heartbeat_ms=", options_.heartbeat_ms),
-        absl::StrCat("--dead_after_ms=", options_.dead_after_ms)};
+    std::vector<std::string> argv = {Binary("pstrain-scheduler"),
+                                     absl::StrCat("--host=", options_.host),
+                                     "--port=0",
+                                     absl::StrCat("--port_file=", port_file),
+                                     absl::StrCat("--summary_json=", summary_path_),
+                                     absl::StrCat("--heartbeat_ms=", options_.heartbeat_ms),
+                                     absl::StrCat("--dead_after_ms=", options_.dead_after_ms)};
     if (options_.hold_up_after_ms > 0) argv.push_back(absl::StrCat("--hold_up_after_ms=", options_.hold_up_after_ms));
     std::string state_dir = options_.state_dir;
     if (state_dir.empty() && options_.max_restarts > 0) state_dir = temp_dir_ + "/scheduler-state";
@@ -309,9 +314,8 @@ class Cluster {
             absl::StrCat("the scheduler exited without writing its port to ", port_file));
       }
       if (absl::Now() > deadline) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("the scheduler wrote no port to ", port_file, " within ",
-                         absl::FormatDuration(options_.port_timeout)));
+        return absl::DeadlineExceededError(absl::StrCat("the scheduler wrote no port to ", port_file, " within ",
+                                                        absl::FormatDuration(options_.port_timeout)));
       }
       Step();
     }
@@ -321,17 +325,17 @@ class Cluster {
     for (std::string& arg : children_.front()->command.argv) {
       if (arg == "--port=0") arg = absl::StrCat("--port=", port);
     }
-    console_.Print(Stream::kStdout, absl::StrCat(kSelf, "scheduler listening on ", scheduler_address_,
-                                                 "; starting ", options_.num_servers, " servers and ",
-                                                 options_.num_workers, " workers"));
+    console_.Print(Stream::kStdout,
+                   absl::StrCat(kSelf, "scheduler listening on ", scheduler_address_, "; starting ",
+                                options_.num_servers, " servers and ", options_.num_workers, " workers"));
     PrintObservabilityUrls();
     status_source_ = options_.status_source
                          ? options_.status_source(scheduler_address_)
                          : NewSchedulerStatusSource(scheduler_address_, options_.status_deadline, security_);
     const std::string scheduler_flag = absl::StrCat("--scheduler=", scheduler_address_);
     for (int i = 0; i < options_.num_servers; ++i) {
-      std::vector<std::string> args = {Binary("pstrain-server"), scheduler_flag,
-                                       absl::StrCat("--host=", options_.host), "--port=0"};
+      std::vector<std::string> args = {Binary("pstrain-server"), scheduler_flag, absl::StrCat("--host=", options_.host),
+                                       "--port=0"};
       if (options_.unix_sockets) args.push_back(absl::StrCat("--unix_socket_dir=", temp_dir_));
       if (options_.metrics) {
         for (std::string& flag : MetricsFlags(server_metrics_ports_[i])) args.push_back(std::move(flag));
@@ -344,8 +348,7 @@ class Cluster {
       const std::string& device = devices[i % devices.size()];
       if (!options_.worker_cmd.empty()) {
         RETURN_IF_ERROR(Spawn(absl::StrCat("worker ", i), Role::kWorker,
-                              {"/bin/sh", "-c", absl::StrCat("exec ", options_.worker_cmd)},
-                              WorkerCmdEnv(i, device)));
+                              {"/bin/sh", "-c", absl::StrCat("exec ", options_.worker_cmd)}, WorkerCmdEnv(i, device)));
         continue;
       }
       std::vector<std::string> args = {Binary("pstrain-worker"), scheduler_flag, absl::StrCat("--device=", device)};
@@ -432,7 +435,8 @@ class Cluster {
 
   void OnSignal(int signal) {
     if (signal_ != 0) {
-      console_.Print(Stream::kStderr, absl::StrCat(kSelf, "second SIG", sigabbrev_np(signal), ": killing every child now"));
+      console_.Print(Stream::kStderr,
+                     absl::StrCat(kSelf, "second SIG", sigabbrev_np(signal), ": killing every child now"));
       KillAll(SIGKILL);
       return;
     }
@@ -449,16 +453,16 @@ class Cluster {
     // A scheduler that exits with a status has decided the job's outcome itself (it exits 1 when the
     // job failed); only one killed by a signal (a crash, kill -9) is restarted to go on.
     const bool job_over = (child.role != Role::kScheduler && children_.front()->ended) ||
-                          (child.role == Role::kScheduler && !exit.signaled) ||
-                          last_status_.state() == FINISHED || last_status_.state() == FAILED;
+                          (child.role == Role::kScheduler && !exit.signaled) || last_status_.state() == FINISHED ||
+                          last_status_.state() == FAILED;
     if (!exit.ok() && !job_over && child.restarts < options_.max_restarts) {
       ++child.restarts;
       console_.Print(Stream::kStderr, absl::StrCat(kSelf, child.name, " died (", exit.ToString(), "); restarting (",
                                                    child.restarts, " of ", options_.max_restarts, ")"));
       absl::Status restarted = Restart(child);
       if (!restarted.ok()) {
-        console_.Print(Stream::kStderr, absl::StrCat(kSelf, "could not restart ", child.name, ": ",
-                                                     restarted.message()));
+        console_.Print(Stream::kStderr,
+                       absl::StrCat(kSelf, "could not restart ", child.name, ": ", restarted.message()));
         BeginStop(1);
       }
       return;
@@ -469,10 +473,9 @@ class Cluster {
                      absl::StrCat(kSelf, child.name, " ", exit.ToString(), "; the job continues without it"));
       if (NoWorkerLeftBeforeStart()) {
         // Nobody can ever join, so the scheduler would only wait out its barrier deadline.
-        console_.Print(Stream::kStderr,
-                       absl::StrCat(kSelf, "job failed: every worker exited before the job started",
-                                    child.last_err_line.empty() ? "" : "; the last one said: ",
-                                    child.last_err_line, FixFor(child.last_err_line)));
+        console_.Print(Stream::kStderr, absl::StrCat(kSelf, "job failed: every worker exited before the job started",
+                                                     child.last_err_line.empty() ? "" : "; the last one said: ",
+                                                     child.last_err_line, FixFor(child.last_err_line)));
         BeginStop(1);
       }
       return;
@@ -513,17 +516,17 @@ class Cluster {
   void CheckDeadlines() {
     const absl::Time now = absl::Now();
     if (stopping_ && !killed_ && now > kill_deadline_) {
-      console_.Print(Stream::kStderr, absl::StrCat(kSelf, "children still running ",
-                                                   absl::FormatDuration(options_.stop_grace),
-                                                   " after SIGTERM: sending SIGKILL"));
+      console_.Print(Stream::kStderr,
+                     absl::StrCat(kSelf, "children still running ", absl::FormatDuration(options_.stop_grace),
+                                  " after SIGTERM: sending SIGKILL"));
       KillAll(SIGKILL);
     }
     if (!stopping_ && finish_deadline_.has_value() && now > *finish_deadline_) {
       for (const auto& child : children_) {
         if (child->ended) continue;
-        console_.Print(Stream::kStderr, absl::StrCat(kSelf, child->name, " still running ",
-                                                     absl::FormatDuration(options_.finish_timeout),
-                                                     " after the scheduler finished"));
+        console_.Print(Stream::kStderr,
+                       absl::StrCat(kSelf, child->name, " still running ",
+                                    absl::FormatDuration(options_.finish_timeout), " after the scheduler finished"));
       }
       BeginStop(1);
     }

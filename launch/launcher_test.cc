@@ -118,7 +118,9 @@ TEST_F(LauncherTest, MakesThrowawayPerRoleCredentialsByDefault) {
   // launcher removes its own), and says which they were.
   const std::string copy = absl::StrCat(
       "for a in \"$@\"; do case $a in --tls_*=*|--job_token_file=*) f=${a#*=}; [ -f \"$f\" ] && "
-      "cp \"$f\" ", dir_, "/$ROLE-$(basename \"$f\") && stat -c \"$ROLE %a %n\" \"$f\" \"$(dirname \"$f\")\";; "
+      "cp \"$f\" ",
+      dir_,
+      "/$ROLE-$(basename \"$f\") && stat -c \"$ROLE %a %n\" \"$f\" \"$(dirname \"$f\")\";; "
       "esac; done; ");
   WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, "ROLE=scheduler; ", copy, "echo \"args $*\"; sleep 1"));
   WriteScript("pstrain-server", absl::StrCat("ROLE=server; ", copy, "echo \"server $*\""));
@@ -134,9 +136,12 @@ TEST_F(LauncherTest, MakesThrowawayPerRoleCredentialsByDefault) {
     EXPECT_THAT(out, ::testing::ContainsRegex(absl::StrCat("worker 1. worker .*", flag))) << flag;
   }
   // Its own certificate and key, nobody else's.
-  EXPECT_THAT(out, ::testing::ContainsRegex("args [^\n]*--tls_cert=[^ ]*/scheduler.pem --tls_key=[^ ]*/scheduler-key.pem"));
-  EXPECT_THAT(out, ::testing::ContainsRegex("server 0. server [^\n]*--tls_cert=[^ ]*/server.pem --tls_key=[^ ]*/server-key.pem"));
-  EXPECT_THAT(out, ::testing::ContainsRegex("worker 1. worker [^\n]*--tls_cert=[^ ]*/worker.pem --tls_key=[^ ]*/worker-key.pem"));
+  EXPECT_THAT(out,
+              ::testing::ContainsRegex("args [^\n]*--tls_cert=[^ ]*/scheduler.pem --tls_key=[^ ]*/scheduler-key.pem"));
+  EXPECT_THAT(out, ::testing::ContainsRegex(
+                       "server 0. server [^\n]*--tls_cert=[^ ]*/server.pem --tls_key=[^ ]*/server-key.pem"));
+  EXPECT_THAT(out, ::testing::ContainsRegex(
+                       "worker 1. worker [^\n]*--tls_cert=[^ ]*/worker.pem --tls_key=[^ ]*/worker-key.pem"));
   EXPECT_THAT(out, ::testing::Not(::testing::ContainsRegex("worker 1. worker [^\n]*server.pem")));
   // Every credential file 0600, the folder 0700.
   EXPECT_THAT(out, ::testing::ContainsRegex("scheduler 600 [^ ]*/scheduler-key.pem"));
@@ -191,7 +196,8 @@ TEST_F(LauncherTest, SuccessfulJobPrintsPrefixedOutputEpochsAndResult) {
   const std::string out = Out();
   EXPECT_EQ(address_, "127.0.0.1:4321");
   EXPECT_THAT(out, HasSubstr("[scheduler] args --host=127.0.0.1 --port=0 --port_file="));
-  EXPECT_THAT(out, HasSubstr(absl::StrCat("--summary_json=", dir_, "/summary.json --heartbeat_ms=500 "
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("--summary_json=", dir_,
+                                          "/summary.json --heartbeat_ms=500 "
                                           "--dead_after_ms=3000 --insecure --epochs=2\n")));
   EXPECT_THAT(Err(), HasSubstr("[scheduler] to stderr\n"));
   // Servers also listen on a unix socket inside the launcher's private temporary folder.
@@ -269,7 +275,8 @@ TEST_F(LauncherTest, WorkerCmdRunsWithTheSlotsEnvironmentAndTheBuildsPythonPacka
   std::filesystem::create_directories(dir_ + "/python/pstrain");
   WriteScript("bin/pstrain-scheduler", absl::StrCat(kWritePort, "sleep 1"));
   WriteScript("bin/pstrain-server", "true");
-  WriteScript("worker script.sh", R"(echo "scheduler=$PSTRAIN_SCHEDULER index=$PSTRAIN_WORKER_INDEX device=$PSTRAIN_DEVICE"
+  WriteScript("worker script.sh",
+              R"(echo "scheduler=$PSTRAIN_SCHEDULER index=$PSTRAIN_WORKER_INDEX device=$PSTRAIN_DEVICE"
 echo "pythonpath=$PYTHONPATH"
 echo "args=$*"
 echo "ppid=$PPID")");
@@ -408,9 +415,9 @@ TEST_F(LauncherTest, OneWorkerOfTwoExitingBeforeTheJobStartsLeavesItWaiting) {
 TEST_F(LauncherTest, WorkerFailingOnceIsRestartedOnceWithTheSameCommandLine) {
   WriteScript("pstrain-scheduler", absl::StrCat(kWritePort, "sleep 1"));
   WriteScript("pstrain-server", "exit 0");
-  WriteScript("pstrain-worker", absl::StrCat("echo run >> '", dir_, "/worker.runs'\n",
-                                             "if [ -e '", dir_, "/worker.failed' ]; then echo \"again $*\"; exit 0; fi\n",
-                                             "touch '", dir_, "/worker.failed'; kill -9 $$"));
+  WriteScript("pstrain-worker", absl::StrCat("echo run >> '", dir_, "/worker.runs'\n", "if [ -e '", dir_,
+                                             "/worker.failed' ]; then echo \"again $*\"; exit 0; fi\n", "touch '", dir_,
+                                             "/worker.failed'; kill -9 $$"));
   options_.num_workers = 1;
   options_.max_restarts = 1;
   absl::StatusOr<int> code = RunLocalCluster(options_);
@@ -482,8 +489,8 @@ TEST_F(LauncherTest, RestartedSchedulerKeepsItsPort) {
 
 TEST_F(LauncherTest, SchedulerThatExitsWithAStatusIsNotRestarted) {
   // Exit 1 is the scheduler's own verdict (the job failed): restarting it would only repeat it.
-  WriteScript("pstrain-scheduler", absl::StrCat("echo run >> '", dir_, "/scheduler.runs'\n", kWritePort,
-                                                "sleep 1; exit 1"));
+  WriteScript("pstrain-scheduler",
+              absl::StrCat("echo run >> '", dir_, "/scheduler.runs'\n", kWritePort, "sleep 1; exit 1"));
   WriteScript("pstrain-server", "exec sleep 100");
   WriteScript("pstrain-worker", "exec sleep 100");
   options_.max_restarts = 1;

@@ -24,8 +24,10 @@
 #include "common/security_flags.h"
 #include "launch/launcher.h"
 
-DEFINE_string(bin_dir, "", "Folder with pstrain-scheduler, pstrain-server and pstrain-worker (default: the launcher's own)");
-DEFINE_string(summary_json, "", "Where the scheduler writes the run summary (default: a new temporary folder, kept and printed)");
+DEFINE_string(bin_dir, "",
+              "Folder with pstrain-scheduler, pstrain-server and pstrain-worker (default: the launcher's own)");
+DEFINE_string(summary_json, "",
+              "Where the scheduler writes the run summary (default: a new temporary folder, kept and printed)");
 DEFINE_int64(heartbeat_ms, 500, "Heartbeat period of servers and workers, passed to the scheduler");
 DEFINE_int64(dead_after_ms, 3000, "A role silent this long is declared dead, passed to the scheduler");
 DEFINE_int64(hold_up_after_ms, 0,

@@ -36,23 +36,22 @@ std::string FormatProgressLine(const JobStatus& status, int num_servers, int num
     case RUNNING:
       break;
     default:
-      return absl::StrFormat("waiting for roles: servers %d/%d  workers %d/%d",
-                             status.registered_servers(), num_servers,
-                             status.registered_workers(), num_workers);
+      return absl::StrFormat("waiting for roles: servers %d/%d  workers %d/%d", status.registered_servers(),
+                             num_servers, status.registered_workers(), num_workers);
   }
-  std::string line = absl::StrFormat("epoch %d/%d  step %d/%d", status.epoch() + 1, status.epochs(),
-                                     status.step(), status.total_steps());
+  std::string line = absl::StrFormat("epoch %d/%d  step %d/%d", status.epoch() + 1, status.epochs(), status.step(),
+                                     status.total_steps());
   // Before the first report there is no loss or rate worth showing.
   if (status.step() > 0) {
     absl::StrAppendFormat(&line, "  loss %.4f  %s samples/s  ETA %s", status.recent_loss(),
-                          FormatRate(status.samples_per_second()),
-                          FormatDuration(status.eta_seconds()));
+                          FormatRate(status.samples_per_second()), FormatDuration(status.eta_seconds()));
   }
   return line;
 }
 
 std::string FormatEpochLine(const EpochSummary& epoch, int epochs) {
-  std::string line = absl::StrFormat("epoch %d/%d done: train_loss %.4f", epoch.epoch() + 1, epochs, epoch.train_loss());
+  std::string line =
+      absl::StrFormat("epoch %d/%d done: train_loss %.4f", epoch.epoch() + 1, epochs, epoch.train_loss());
   // A job without a test set (a data stream) has no test figures to show.
   if (std::isfinite(epoch.test_accuracy())) {
     absl::StrAppendFormat(&line, "  test_loss %.4f  test_acc %.4f", epoch.test_loss(), epoch.test_accuracy());
@@ -66,8 +65,7 @@ std::string FormatEpochLine(const EpochSummary& epoch, int epochs) {
   return line;
 }
 
-std::string FormatFinalResult(const JobStatus& status, double wall_seconds,
-                              absl::string_view summary_path) {
+std::string FormatFinalResult(const JobStatus& status, double wall_seconds, absl::string_view summary_path) {
   std::string accuracy = "n/a";
   int64_t samples = 0;
   double seconds = 0;
@@ -87,8 +85,8 @@ std::string FormatFinalResult(const JobStatus& status, double wall_seconds,
   // With no completed epoch and no rate yet there is nothing to report ("--").
   double rate = seconds > 0 ? samples / seconds : status.samples_per_second();
   if (rate <= 0) rate = -1;
-  std::string line = absl::StrCat("final test_acc ", accuracy, "  ", FormatRate(rate),
-                                  " samples/s  wall ", FormatDuration(wall_seconds));
+  std::string line = absl::StrCat("final test_acc ", accuracy, "  ", FormatRate(rate), " samples/s  wall ",
+                                  FormatDuration(wall_seconds));
   if (!summary_path.empty()) absl::StrAppend(&line, "  summary ", summary_path);
   return line;
 }

@@ -43,8 +43,7 @@ std::string FormatEpochLine(const EpochSummary& epoch, int epochs);
 // "  test_auc 0.7893" when that epoch has a test AUC; samples/s is the total over completed
 // epochs divided by their time (falling back to the status's current rate, then to "--").
 // An empty `summary_path` leaves the summary part out.
-std::string FormatFinalResult(const JobStatus& status, double wall_seconds,
-                              absl::string_view summary_path);
+std::string FormatFinalResult(const JobStatus& status, double wall_seconds, absl::string_view summary_path);
 
 }  // namespace launch
 }  // namespace pstrain

@@ -48,8 +48,7 @@ JobStatus Running() {
 }
 
 TEST(FormatProgressLineTest, RunningJob) {
-  EXPECT_EQ(FormatProgressLine(Running(), 2, 2),
-            "epoch 3/10  step 1234/4690  loss 0.4321  12.3k samples/s  ETA 1m23s");
+  EXPECT_EQ(FormatProgressLine(Running(), 2, 2), "epoch 3/10  step 1234/4690  loss 0.4321  12.3k samples/s  ETA 1m23s");
 }
 
 TEST(FormatProgressLineTest, BeforeTheFirstStepShowsNoLoss) {
@@ -120,8 +119,7 @@ TEST(FormatFinalResultTest, ProgressiveAucWithoutATestSet) {
   e.set_train_auc(0.81423);
   *s.add_epochs_done() = e;
   EXPECT_EQ(FormatFinalResult(s, 5, ""), "final test_acc n/a  progressive_auc 0.8142  12.0k samples/s  wall 5s");
-  EXPECT_EQ(FormatEpochLine(e, 1),
-            "epoch 1/1 done: train_loss 0.3121  progressive_auc 0.8142  5.0 s");
+  EXPECT_EQ(FormatEpochLine(e, 1), "epoch 1/1 done: train_loss 0.3121  progressive_auc 0.8142  5.0 s");
 }
 
 TEST(FormatFinalResultTest, WithoutEpochsOrSummary) {

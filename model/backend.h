@@ -98,15 +98,14 @@ class Backend {
   // C = alpha * op(A) * op(B) + beta * C, with op(A) m x k, op(B) k x n, C m x n, all row-major:
   // A is stored m x k (k x m when trans_a), B is stored k x n (n x k when trans_b). beta == 0
   // overwrites C (its old contents may be garbage).
-  virtual void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
-                    const float* b, float beta, float* c) = 0;
+  virtual void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, const float* b,
+                    float beta, float* c) = 0;
 
   // x[r][c] += bias[c] for x of rows x cols.
   virtual void AddBias(int rows, int cols, const float* bias, float* x) = 0;
 
   // out[c] = alpha * sum_r x[r][c] + beta * out[c]. beta == 0 overwrites out.
-  virtual void ColumnSums(int rows, int cols, const float* x, float alpha, float beta,
-                          float* out) = 0;
+  virtual void ColumnSums(int rows, int cols, const float* x, float alpha, float beta, float* out) = 0;
 
   // y = max(x, 0) over n elements. x == y is allowed.
   virtual void ReluForward(int64_t n, const float* x, float* y) = 0;
@@ -118,9 +117,8 @@ class Backend {
   // not null it receives grad_scale * (softmax(logits) - onehot(label)), e.g. grad_scale = 1/n for
   // the gradient of the mean loss. dlogits may equal logits. A row is correct when its arg-max
   // logit (first on ties) is the label. Blocks until the result is known.
-  virtual XentResult SoftmaxCrossEntropy(int rows, int cols, const float* logits,
-                                         const int32_t* labels, float grad_scale,
-                                         float* dlogits) = 0;
+  virtual XentResult SoftmaxCrossEntropy(int rows, int cols, const float* logits, const int32_t* labels,
+                                         float grad_scale, float* dlogits) = 0;
 
   // Binary cross-entropy with logits, the loss of a one-logit classifier: for logit z and label y
   // in [0, 1], loss = -y log sigmoid(z) - (1 - y) log(1 - sigmoid(z)), computed as
@@ -128,8 +126,8 @@ class Backend {
   // (sigmoid(z) > 0.5) == (y > 0.5), i.e. (z > 0) == (y > 0.5). labels: n floats in backend memory
   // (callers check the range on the host). If dlogits is not null it receives
   // grad_scale * (sigmoid(z) - y); dlogits may equal logits. Blocks until the result is known.
-  virtual XentResult SigmoidCrossEntropy(int n, const float* logits, const float* labels,
-                                         float grad_scale, float* dlogits) = 0;
+  virtual XentResult SigmoidCrossEntropy(int n, const float* logits, const float* labels, float grad_scale,
+                                         float* dlogits) = 0;
 
   // y = 1 / (1 + exp(-x)) over n elements, without overflow for large |x|. x == y is allowed.
   virtual void Sigmoid(int64_t n, const float* x, float* y) = 0;
@@ -144,14 +142,13 @@ class Backend {
   // bag (model/embedding_bag.h): forward pools pulled rows with a sample x row matrix, backward
   // sends gradients back through its transpose, a gather per row instead of a scatter with atomics,
   // so the result does not depend on scheduling. c must not overlap b.
-  virtual void CsrMatMul(const CsrMatrix& a, int cols, const float* b, int b_stride,
-                         bool accumulate, float* c, int c_stride) = 0;
+  virtual void CsrMatMul(const CsrMatrix& a, int cols, const float* b, int b_stride, bool accumulate, float* c,
+                         int c_stride) = 0;
 
   // dst[r][c] = src[r][c] for r < rows, c < cols, with row strides src_stride and dst_stride
   // (>= cols): moves a block into or out of a column range of a wider matrix. The blocks must not
   // overlap.
-  virtual void CopyMatrix(int rows, int cols, const float* src, int src_stride, float* dst,
-                          int dst_stride) = 0;
+  virtual void CopyMatrix(int rows, int cols, const float* src, int src_stride, float* dst, int dst_stride) = 0;
 
   // A factorization machine's second-order term (DeepFM's FM part, model/ctr_model.h). Row r of x
   // (at x + r * stride) holds `fields` vectors of `dim` floats side by side; the term is the sum
@@ -161,10 +158,9 @@ class Backend {
   // with every operation rounded on its own (no fused multiply-add), so every backend gives the
   // same bits. Forward adds term(r) to y[r]. Backward adds dy[r] * (s_d - x_fd), the term's
   // gradient times dy, to dx[r * dx_stride + f * dim + d]. x and dx must not overlap.
-  virtual void PairwiseDotsForward(int rows, int fields, int dim, const float* x, int stride,
-                                   float* y) = 0;
-  virtual void PairwiseDotsBackward(int rows, int fields, int dim, const float* x, int stride,
-                                    const float* dy, float* dx, int dx_stride) = 0;
+  virtual void PairwiseDotsForward(int rows, int fields, int dim, const float* x, int stride, float* y) = 0;
+  virtual void PairwiseDotsBackward(int rows, int fields, int dim, const float* x, int stride, const float* dy,
+                                    float* dx, int dx_stride) = 0;
 
   // ---- Convolution and pooling (NCHW, see Window2d) -----------------------------------------
 
@@ -183,12 +179,10 @@ class Backend {
   // Max pooling of n images x {n, C, H, W} into y {n, C, OH, OW}. argmax {n, C, OH, OW} (int32)
   // receives for each output the position h*W + w of its maximum within its own {H, W} plane; ties
   // go to the first in row-major window order. REQUIRES: window.padding == 0.
-  virtual void MaxPoolForward(int n, const Window2d& window, const float* x, float* y,
-                              int32_t* argmax) = 0;
+  virtual void MaxPoolForward(int n, const Window2d& window, const float* x, float* y, int32_t* argmax) = 0;
   // dx {n, C, H, W} = 0, then dx[i][c][argmax[i][c][oh][ow]] += dy[i][c][oh][ow] for every output
   // (overlapping windows, stride < kernel, may send several outputs to one input).
-  virtual void MaxPoolBackward(int n, const Window2d& window, const int32_t* argmax,
-                               const float* dy, float* dx) = 0;
+  virtual void MaxPoolBackward(int n, const Window2d& window, const int32_t* argmax, const float* dy, float* dx) = 0;
 };
 
 // A typed block of backend memory that frees itself. Move-only; the backend is borrowed and must

@@ -114,7 +114,7 @@ class Cnn : public FlatModel {
   // (= the flattened fc1 input), fc1 (after ReLU), logits.
   BackendBuffer<float> x_, a1_, p1_, a2_, p2_, h_, logits_;
   BackendBuffer<int32_t> argmax1_, argmax2_;  // pool1_ / pool2_ outputs' argmax
-  BackendBuffer<float> delta_[2];  // ping-pong gradients w.r.t. activations, max width per row
+  BackendBuffer<float> delta_[2];             // ping-pong gradients w.r.t. activations, max width per row
   int reserved_rows_ = 0;
   int reserved_delta_rows_ = 0;
 };

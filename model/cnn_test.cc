@@ -60,15 +60,14 @@ TEST_F(CnnTest, DefaultLayoutMatchesTheArchitecture) {
     int64_t fan_in, fan_out;
   };
   const int64_t flat = 64 * 7 * 7;
-  const std::vector<Expected> expected = {
-      {"conv1.weight", {32, 25}, InitKind::kHeUniform, 25, 32 * 25},
-      {"conv1.bias", {32}, InitKind::kZeros, 25, 32 * 25},
-      {"conv2.weight", {64, 32 * 25}, InitKind::kHeUniform, 32 * 25, 64 * 25},
-      {"conv2.bias", {64}, InitKind::kZeros, 32 * 25, 64 * 25},
-      {"fc1.weight", {flat, 128}, InitKind::kHeUniform, flat, 128},
-      {"fc1.bias", {128}, InitKind::kZeros, flat, 128},
-      {"fc2.weight", {128, 10}, InitKind::kGlorotUniform, 128, 10},
-      {"fc2.bias", {10}, InitKind::kZeros, 128, 10}};
+  const std::vector<Expected> expected = {{"conv1.weight", {32, 25}, InitKind::kHeUniform, 25, 32 * 25},
+                                          {"conv1.bias", {32}, InitKind::kZeros, 25, 32 * 25},
+                                          {"conv2.weight", {64, 32 * 25}, InitKind::kHeUniform, 32 * 25, 64 * 25},
+                                          {"conv2.bias", {64}, InitKind::kZeros, 32 * 25, 64 * 25},
+                                          {"fc1.weight", {flat, 128}, InitKind::kHeUniform, flat, 128},
+                                          {"fc1.bias", {128}, InitKind::kZeros, flat, 128},
+                                          {"fc2.weight", {128, 10}, InitKind::kGlorotUniform, 128, 10},
+                                          {"fc2.bias", {10}, InitKind::kZeros, 128, 10}};
   ASSERT_EQ(specs.size(), expected.size());
   int64_t offset = 0;
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -149,8 +148,7 @@ TEST_F(CnnTest, ParametersRoundTripAndRefuseWrongSizes) {
   const absl::Status status = cnn->SetParameters(short_flat);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr(std::to_string(cnn->num_parameters())));
-  EXPECT_EQ(cnn->GetParameters(absl::MakeSpan(short_flat)).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cnn->GetParameters(absl::MakeSpan(short_flat)).code(), absl::StatusCode::kInvalidArgument);
   ASSERT_TRUE(cnn->GetParameters(absl::MakeSpan(back)).ok());
   EXPECT_EQ(back, flat);  // the refused call changed nothing
 }
@@ -164,8 +162,7 @@ TEST_F(CnnTest, InitializeParametersUsesTensorIdsOfTheLayout) {
   for (size_t t = 0; t < cnn->params().size(); ++t) {
     const ParamSpec& p = cnn->params()[t];
     for (int64_t i = 0; i < p.num_elements; ++i) {
-      ASSERT_EQ(flat[p.flat_offset + i], InitialValue(7, static_cast<int>(t), i, p))
-          << p.name << " element " << i;
+      ASSERT_EQ(flat[p.flat_offset + i], InitialValue(7, static_cast<int>(t), i, p)) << p.name << " element " << i;
     }
   }
 }
@@ -223,9 +220,7 @@ TEST_F(CnnTest, GradientMatchesFiniteDifferencesForEveryTensor) {
       const float analytic = grad[p.flat_offset + i];
       max_abs = std::max(max_abs, static_cast<double>(std::fabs(analytic)));
       float* w = &flat[p.flat_offset + i];
-      auto matches = [&](double num) {
-        return std::fabs(analytic - num) <= 2e-3 + 2e-2 * std::fabs(num);
-      };
+      auto matches = [&](double num) { return std::fabs(analytic - num) <= 2e-3 + 2e-2 * std::fabs(num); };
       double num = numeric(w, 1e-2f);
       if (!matches(num)) {
         ++retried;
@@ -262,8 +257,7 @@ TEST_F(CnnTest, BadBatchesAreRefusedWithTheReason) {
   std::vector<float> grad(cnn->num_parameters());
   BatchStats stats;
   const std::vector<int32_t> labels = {0, 2, 3};
-  absl::Status status =
-      cnn->ComputeGradient(x.data(), labels.data(), 3, absl::MakeSpan(grad), &stats);
+  absl::Status status = cnn->ComputeGradient(x.data(), labels.data(), 3, absl::MakeSpan(grad), &stats);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("sample 2"));
   EXPECT_THAT(status.message(), HasSubstr("label 3"));
@@ -282,8 +276,7 @@ TEST_F(CnnTest, BadBatchesAreRefusedWithTheReason) {
   status = cnn->ComputeGradient(x.data(), good.data(), 3, absl::MakeSpan(wrong), &stats);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr(std::to_string(cnn->num_parameters())));
-  EXPECT_EQ(cnn->Evaluate(nullptr, good.data(), 3, &stats).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cnn->Evaluate(nullptr, good.data(), 3, &stats).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(stats.samples, 0);
 }
 
@@ -330,8 +323,7 @@ TEST_F(CnnTest, SgdStepsReduceTheLossOnASeparableProblem) {
   };
   const double initial = loss().loss_sum / n;
   for (int step = 0; step < 60; ++step) {
-    ASSERT_TRUE(
-        cnn->ComputeGradient(x.data(), labels.data(), n, absl::MakeSpan(grad), nullptr).ok());
+    ASSERT_TRUE(cnn->ComputeGradient(x.data(), labels.data(), n, absl::MakeSpan(grad), nullptr).ok());
     for (size_t i = 0; i < flat.size(); ++i) flat[i] -= 0.1f * grad[i];
     ASSERT_TRUE(cnn->SetParameters(flat).ok());
   }

@@ -9,35 +9,28 @@
 namespace pstrain {
 namespace model {
 
-absl::Status Conv2d::Validate(int in_channels, int out_channels, int kernel, int stride,
-                              int padding, int height, int width) {
+absl::Status Conv2d::Validate(int in_channels, int out_channels, int kernel, int stride, int padding, int height,
+                              int width) {
   const std::string where =
-      absl::StrCat("conv2d (in_channels ", in_channels, ", out_channels ", out_channels,
-                   ", kernel ", kernel, ", stride ", stride, ", padding ", padding, ", input ",
-                   height, "x", width, "): ");
-  if (in_channels <= 0 || out_channels <= 0 || kernel <= 0 || stride <= 0 || height <= 0 ||
-      width <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, "expected channels, kernel, stride and input size all > 0"));
+      absl::StrCat("conv2d (in_channels ", in_channels, ", out_channels ", out_channels, ", kernel ", kernel,
+                   ", stride ", stride, ", padding ", padding, ", input ", height, "x", width, "): ");
+  if (in_channels <= 0 || out_channels <= 0 || kernel <= 0 || stride <= 0 || height <= 0 || width <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(where, "expected channels, kernel, stride and input size all > 0"));
   }
   if (padding < 0 || padding >= kernel) {
     // padding >= kernel would add output pixels that see nothing but padding.
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, "expected padding in [0, ", kernel - 1, "]"));
+    return absl::InvalidArgumentError(absl::StrCat(where, "expected padding in [0, ", kernel - 1, "]"));
   }
   if (height + 2 * padding < kernel || width + 2 * padding < kernel) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, "kernel larger than the padded input ", height + 2 * padding, "x",
-                     width + 2 * padding));
+        absl::StrCat(where, "kernel larger than the padded input ", height + 2 * padding, "x", width + 2 * padding));
   }
   return absl::OkStatus();
 }
 
-Conv2d::Conv2d(int in_channels, int out_channels, int kernel, int stride, int padding, int height,
-               int width)
+Conv2d::Conv2d(int in_channels, int out_channels, int kernel, int stride, int padding, int height, int width)
     : out_channels_(out_channels) {
-  const absl::Status valid =
-      Validate(in_channels, out_channels, kernel, stride, padding, height, width);
+  const absl::Status valid = Validate(in_channels, out_channels, kernel, stride, padding, height, width);
   CHECK(valid.ok()) << valid;
   window_.channels = in_channels;
   window_.height = height;
@@ -50,8 +43,8 @@ Conv2d::Conv2d(int in_channels, int out_channels, int kernel, int stride, int pa
 // Workspace layout: col {C*K*K, OH*OW}, then ones {OH*OW}. The ones vector turns the bias
 // broadcast and the bias gradient into GEMMs, so the layer needs no kernels beyond Im2Col/Col2Im.
 
-void Conv2d::Forward(Backend* backend, int n, const float* x, const float* w, const float* b,
-                     float* y, float* workspace) const {
+void Conv2d::Forward(Backend* backend, int n, const float* x, const float* w, const float* b, float* y,
+                     float* workspace) const {
   if (n == 0) return;
   const int rows = static_cast<int>(window_.col_rows());
   const int pixels = static_cast<int>(window_.col_cols());
@@ -67,8 +60,8 @@ void Conv2d::Forward(Backend* backend, int n, const float* x, const float* w, co
   }
 }
 
-void Conv2d::Backward(Backend* backend, int n, const float* x, const float* w, const float* dy,
-                      float* dw, float* db, float* dx, float* workspace) const {
+void Conv2d::Backward(Backend* backend, int n, const float* x, const float* w, const float* dy, float* dw, float* db,
+                      float* dx, float* workspace) const {
   const int rows = static_cast<int>(window_.col_rows());
   const int pixels = static_cast<int>(window_.col_cols());
   float* col = workspace;

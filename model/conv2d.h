@@ -29,12 +29,11 @@ class Conv2d {
  public:
   // OK when a Conv2d with these sizes can be built; otherwise INVALID_ARGUMENT naming the bad
   // size and what was expected. For sizes that come from configuration rather than code.
-  static absl::Status Validate(int in_channels, int out_channels, int kernel, int stride,
-                               int padding, int height, int width);
+  static absl::Status Validate(int in_channels, int out_channels, int kernel, int stride, int padding, int height,
+                               int width);
 
   // REQUIRES: Validate(...) is OK.
-  Conv2d(int in_channels, int out_channels, int kernel, int stride, int padding, int height,
-         int width);
+  Conv2d(int in_channels, int out_channels, int kernel, int stride, int padding, int height, int width);
 
   int out_height() const { return window_.out_height(); }
   int out_width() const { return window_.out_width(); }
@@ -55,8 +54,8 @@ class Conv2d {
   // Given dy = dLoss/dy for the n images of the forward pass that read x, writes dw {out_c,
   // in_c*K*K} and db {out_c} (overwritten, not accumulated; zeros when n == 0) and, unless dx is
   // null (the first layer), dx {n, in_c, H, W}. workspace is clobbered.
-  void Backward(Backend* backend, int n, const float* x, const float* w, const float* dy,
-                float* dw, float* db, float* dx, float* workspace) const;
+  void Backward(Backend* backend, int n, const float* x, const float* w, const float* dy, float* dw, float* db,
+                float* dx, float* workspace) const;
 
  private:
   Window2d window_;  // the input geometry and kernel

@@ -23,9 +23,9 @@ namespace {
 using testutil::DistinctValues;
 using testutil::Dot;
 using testutil::ExpectMatchesFiniteDifferences;
+using testutil::MakeWindow;
 using testutil::RandomVector;
 using testutil::ToBackend;
-using testutil::MakeWindow;
 using testutil::ToHost;
 
 // x[i][c][h][w] of an NCHW batch, or 0 outside the image (zero padding).
@@ -35,8 +35,8 @@ float Pixel(const std::vector<float>& x, const Window2d& g, int i, int c, int h,
 }
 
 // The direct definition of a convolution, with no im2col.
-std::vector<float> NaiveConv(const std::vector<float>& x, const std::vector<float>& w,
-                             const std::vector<float>& b, int n, int out_c, const Window2d& g) {
+std::vector<float> NaiveConv(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& b,
+                             int n, int out_c, const Window2d& g) {
   const int oh_n = g.out_height(), ow_n = g.out_width(), k = g.kernel;
   std::vector<float> y;
   for (int i = 0; i < n; ++i) {
@@ -48,8 +48,7 @@ std::vector<float> NaiveConv(const std::vector<float>& x, const std::vector<floa
             for (int kh = 0; kh < k; ++kh) {
               for (int kw = 0; kw < k; ++kw) {
                 sum += w[((o * g.channels + c) * k + kh) * k + kw] *
-                       Pixel(x, g, i, c, oh * g.stride - g.padding + kh,
-                             ow * g.stride - g.padding + kw);
+                       Pixel(x, g, i, c, oh * g.stride - g.padding + kh, ow * g.stride - g.padding + kw);
               }
             }
           }
@@ -84,10 +83,8 @@ TEST_F(ConvTest, Im2ColMatchesNaiveLoops) {
               for (int ow = 0; ow < g.out_width(); ++ow) {
                 const int64_t row = (c * k + kh) * k + kw;
                 const int64_t index = i * per_image + row * g.col_cols() + oh * g.out_width() + ow;
-                EXPECT_EQ(got[index], Pixel(x, g, i, c, oh * g.stride - g.padding + kh,
-                                            ow * g.stride - g.padding + kw))
-                    << "stride " << g.stride << " image " << i << " row " << row << " pixel "
-                    << oh << "," << ow;
+                EXPECT_EQ(got[index], Pixel(x, g, i, c, oh * g.stride - g.padding + kh, ow * g.stride - g.padding + kw))
+                    << "stride " << g.stride << " image " << i << " row " << row << " pixel " << oh << "," << ow;
               }
             }
           }
@@ -138,8 +135,7 @@ TEST_F(ConvTest, Conv2dForwardMatchesDirectConvolution) {
       EXPECT_EQ(conv.out_height(), (height + 2 * padding - kernel) / stride + 1);
       const std::vector<float> got = ToHost(backend_.get(), y, expected.size());
       for (size_t i = 0; i < got.size(); ++i) {
-        EXPECT_NEAR(got[i], expected[i], 1e-5)
-            << "stride " << stride << " padding " << padding << " element " << i;
+        EXPECT_NEAR(got[i], expected[i], 1e-5) << "stride " << stride << " padding " << padding << " element " << i;
       }
     }
   }
@@ -173,8 +169,7 @@ TEST_F(ConvTest, Conv2dBackwardMatchesFiniteDifferences) {
       BackendBuffer<float> gw = ToBackend(backend_.get(), RandomVector(w.size(), 15));
       BackendBuffer<float> gb = ToBackend(backend_.get(), RandomVector(b.size(), 16));
       BackendBuffer<float> gx = ToBackend(backend_.get(), RandomVector(x.size(), 17));
-      conv.Backward(backend_.get(), n, bx.data(), bw.data(), bdy.data(), gw.data(), gb.data(),
-                    gx.data(), ws.data());
+      conv.Backward(backend_.get(), n, bx.data(), bw.data(), bdy.data(), gw.data(), gb.data(), gx.data(), ws.data());
 
       SCOPED_TRACE(testing::Message() << "stride " << stride << " padding " << padding);
       ExpectMatchesFiniteDifferences("conv dW", &w, loss, ToHost(backend_.get(), gw, w.size()));
@@ -191,8 +186,7 @@ TEST_F(ConvTest, Conv2dBackwardWithNoImagesGivesZeroGradients) {
   BackendBuffer<float> gb = ToBackend(backend_.get(), std::vector<float>{7, 7});
   BackendBuffer<float> ws(backend_.get());
   ASSERT_TRUE(ws.Reserve(conv.workspace_elements()).ok());
-  conv.Backward(backend_.get(), 0, nullptr, w.data(), nullptr, gw.data(), gb.data(), nullptr,
-                ws.data());
+  conv.Backward(backend_.get(), 0, nullptr, w.data(), nullptr, gw.data(), gb.data(), nullptr, ws.data());
   EXPECT_EQ(ToHost(backend_.get(), gw, 8), std::vector<float>(8, 0.0f));
   EXPECT_EQ(ToHost(backend_.get(), gb, 2), (std::vector<float>{0, 0}));
 }
@@ -201,20 +195,16 @@ TEST_F(ConvTest, InvalidShapesAreRejectedWithTheReason) {
   EXPECT_TRUE(Conv2d::Validate(1, 32, 5, 1, 2, 28, 28).ok());
   const absl::Status padding = Conv2d::Validate(1, 32, 3, 1, 3, 28, 28);
   EXPECT_EQ(padding.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(padding.message().find("expected padding in [0, 2]"), absl::string_view::npos)
-      << padding;
+  EXPECT_NE(padding.message().find("expected padding in [0, 2]"), absl::string_view::npos) << padding;
   const absl::Status kernel = Conv2d::Validate(1, 4, 5, 1, 0, 3, 8);
-  EXPECT_NE(kernel.message().find("kernel larger than the padded input 3x8"),
-            absl::string_view::npos)
-      << kernel;
+  EXPECT_NE(kernel.message().find("kernel larger than the padded input 3x8"), absl::string_view::npos) << kernel;
   EXPECT_EQ(Conv2d::Validate(1, 0, 3, 1, 0, 8, 8).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Conv2d::Validate(1, 4, 3, 0, 0, 8, 8).code(), absl::StatusCode::kInvalidArgument);
 
   EXPECT_TRUE(MaxPool2d::Validate(32, 28, 28, 2, 2).ok());
   const absl::Status pool = MaxPool2d::Validate(3, 4, 1, 2, 2);
   EXPECT_EQ(pool.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(pool.message().find("max_pool2d (channels 3, input 4x1, kernel 2, stride 2)"),
-            absl::string_view::npos)
+  EXPECT_NE(pool.message().find("max_pool2d (channels 3, input 4x1, kernel 2, stride 2)"), absl::string_view::npos)
       << pool;
   EXPECT_EQ(MaxPool2d::Validate(3, 4, 4, 2, 0).code(), absl::StatusCode::kInvalidArgument);
 }
@@ -232,8 +222,7 @@ TEST_F(ConvTest, MaxPoolForwardMatchesNaiveLoop) {
     ASSERT_TRUE(argmax.Reserve(n * pool.output_elements()).ok());
     pool.Forward(backend_.get(), n, bx.data(), y.data(), argmax.data());
     const std::vector<float> got = ToHost(backend_.get(), y, n * pool.output_elements());
-    const std::vector<int32_t> got_arg =
-        ToHost(backend_.get(), argmax, n * pool.output_elements());
+    const std::vector<int32_t> got_arg = ToHost(backend_.get(), argmax, n * pool.output_elements());
     EXPECT_EQ(pool.out_height(), 2);  // (5 - 2) / 2 + 1 and (5 - 3) / 2 + 1
     int64_t out = 0;
     for (int i = 0; i < n; ++i) {
@@ -303,7 +292,7 @@ TEST_F(ConvTest, ConvReluPoolLinearChainMatchesFiniteDifferences) {
   const int n = 2, classes = 3;
   Conv2d conv(1, 2, 3, 1, 1, 4, 4);  // -> {2, 4, 4}
   Relu relu(static_cast<int>(conv.output_elements()));
-  MaxPool2d pool(2, 4, 4, 2, 2);     // -> {2, 2, 2}
+  MaxPool2d pool(2, 4, 4, 2, 2);  // -> {2, 2, 2}
   Linear fc(static_cast<int>(pool.output_elements()), classes);
   std::vector<float> x = RandomVector(n * conv.input_elements(), 41);
   BackendBuffer<float> cw = ToBackend(backend_.get(), RandomVector(conv.weight_elements(), 42));
@@ -343,12 +332,10 @@ TEST_F(ConvTest, ConvReluPoolLinearChainMatchesFiniteDifferences) {
   ASSERT_TRUE(dx.Reserve(x.size()).ok());
   ASSERT_TRUE(gfw.Reserve(fc.weight_elements()).ok() && gfb.Reserve(fc.bias_elements()).ok());
   ASSERT_TRUE(gcw.Reserve(conv.weight_elements()).ok() && gcb.Reserve(conv.bias_elements()).ok());
-  fc.Backward(backend_.get(), n, a2.data(), fw.data(), dlogits.data(), gfw.data(), gfb.data(),
-              d2.data());
+  fc.Backward(backend_.get(), n, a2.data(), fw.data(), dlogits.data(), gfw.data(), gfb.data(), d2.data());
   pool.Backward(backend_.get(), n, argmax.data(), d2.data(), d1.data());
   relu.Backward(backend_.get(), n, a1.data(), d1.data(), d1.data());
-  conv.Backward(backend_.get(), n, bx.data(), cw.data(), d1.data(), gcw.data(), gcb.data(),
-                dx.data(), ws.data());
+  conv.Backward(backend_.get(), n, bx.data(), cw.data(), d1.data(), gcw.data(), gcb.data(), dx.data(), ws.data());
   ExpectMatchesFiniteDifferences("chain dx", &x, loss, ToHost(backend_.get(), dx, x.size()));
 }
 

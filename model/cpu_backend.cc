@@ -28,8 +28,7 @@ class CpuBackend : public Backend {
     const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
     void* ptr = std::aligned_alloc(kAlignment, rounded);
     if (ptr == nullptr) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("cpu backend: cannot allocate ", bytes, " bytes"));
+      return absl::ResourceExhaustedError(absl::StrCat("cpu backend: cannot allocate ", bytes, " bytes"));
     }
     return ptr;
   }
@@ -50,8 +49,8 @@ class CpuBackend : public Backend {
 
   void Fill(int64_t n, float value, float* x) override { std::fill(x, x + n, value); }
 
-  void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
-            const float* b, float beta, float* c) override {
+  void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, const float* b, float beta,
+            float* c) override {
     if (m == 0 || n == 0) return;
     if (k == 0) {
       // BLAS leaves C * beta here; spell it out so beta == 0 clears garbage.
@@ -60,8 +59,8 @@ class CpuBackend : public Backend {
     }
     const int lda = trans_a ? m : k;
     const int ldb = trans_b ? k : n;
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, n);
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+                a, lda, b, ldb, beta, c, n);
   }
 
   void AddBias(int rows, int cols, const float* bias, float* x) override {
@@ -71,8 +70,7 @@ class CpuBackend : public Backend {
     }
   }
 
-  void ColumnSums(int rows, int cols, const float* x, float alpha, float beta,
-                  float* out) override {
+  void ColumnSums(int rows, int cols, const float* x, float alpha, float beta, float* out) override {
     // Accumulate row by row so the inner loop runs over contiguous memory and vectorizes.
     sums_.assign(cols, 0.0f);
     float* sums = sums_.data();
@@ -91,8 +89,8 @@ class CpuBackend : public Backend {
     for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
   }
 
-  XentResult SoftmaxCrossEntropy(int rows, int cols, const float* logits, const int32_t* labels,
-                                 float grad_scale, float* dlogits) override {
+  XentResult SoftmaxCrossEntropy(int rows, int cols, const float* logits, const int32_t* labels, float grad_scale,
+                                 float* dlogits) override {
     XentResult result;
     for (int r = 0; r < rows; ++r) {
       const float* z = logits + static_cast<int64_t>(r) * cols;
@@ -119,8 +117,8 @@ class CpuBackend : public Backend {
     return result;
   }
 
-  XentResult SigmoidCrossEntropy(int n, const float* logits, const float* labels,
-                                 float grad_scale, float* dlogits) override {
+  XentResult SigmoidCrossEntropy(int n, const float* logits, const float* labels, float grad_scale,
+                                 float* dlogits) override {
     XentResult result;
     for (int i = 0; i < n; ++i) {
       const double z = logits[i];
@@ -136,8 +134,8 @@ class CpuBackend : public Backend {
     for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(StableSigmoid(x[i]));
   }
 
-  void CsrMatMul(const CsrMatrix& a, int cols, const float* b, int b_stride, bool accumulate,
-                 float* c, int c_stride) override {
+  void CsrMatMul(const CsrMatrix& a, int cols, const float* b, int b_stride, bool accumulate, float* c,
+                 int c_stride) override {
     // One output row at a time in a scratch row, so the inner loop is a contiguous axpy that
     // vectorizes; the per-element order (entries in order, from 0, then store or add) is the
     // contract every backend keeps.
@@ -159,17 +157,14 @@ class CpuBackend : public Backend {
     }
   }
 
-  void CopyMatrix(int rows, int cols, const float* src, int src_stride, float* dst,
-                  int dst_stride) override {
+  void CopyMatrix(int rows, int cols, const float* src, int src_stride, float* dst, int dst_stride) override {
     for (int r = 0; r < rows; ++r) {
-      std::copy(src + static_cast<int64_t>(r) * src_stride,
-                src + static_cast<int64_t>(r) * src_stride + cols,
+      std::copy(src + static_cast<int64_t>(r) * src_stride, src + static_cast<int64_t>(r) * src_stride + cols,
                 dst + static_cast<int64_t>(r) * dst_stride);
     }
   }
 
-  void PairwiseDotsForward(int rows, int fields, int dim, const float* x, int stride,
-                           float* y) override {
+  void PairwiseDotsForward(int rows, int fields, int dim, const float* x, int stride, float* y) override {
     for (int r = 0; r < rows; ++r) {
       const float* row = x + static_cast<int64_t>(r) * stride;
       float term = 0.0f;
@@ -187,8 +182,8 @@ class CpuBackend : public Backend {
     }
   }
 
-  void PairwiseDotsBackward(int rows, int fields, int dim, const float* x, int stride,
-                            const float* dy, float* dx, int dx_stride) override {
+  void PairwiseDotsBackward(int rows, int fields, int dim, const float* x, int stride, const float* dy, float* dx,
+                            int dx_stride) override {
     for (int r = 0; r < rows; ++r) {
       const float* row = x + static_cast<int64_t>(r) * stride;
       float* grad = dx + static_cast<int64_t>(r) * dx_stride;
@@ -201,9 +196,8 @@ class CpuBackend : public Backend {
   }
 
   void Im2Col(int n, const Window2d& window, const float* x, float* col) override {
-    ForEachColEntry(n, window, [&](int64_t col_index, int64_t x_index) {
-      col[col_index] = x_index < 0 ? 0.0f : x[x_index];
-    });
+    ForEachColEntry(n, window,
+                    [&](int64_t col_index, int64_t x_index) { col[col_index] = x_index < 0 ? 0.0f : x[x_index]; });
   }
 
   void Col2Im(int n, const Window2d& window, const float* col, float* x) override {
@@ -212,8 +206,7 @@ class CpuBackend : public Backend {
     });
   }
 
-  void MaxPoolForward(int n, const Window2d& window, const float* x, float* y,
-                      int32_t* argmax) override {
+  void MaxPoolForward(int n, const Window2d& window, const float* x, float* y, int32_t* argmax) override {
     CHECK_EQ(window.padding, 0) << "max pooling takes no padding";
     const int out_h = window.out_height(), out_w = window.out_width();
     const int64_t planes = static_cast<int64_t>(n) * window.channels;
@@ -236,8 +229,7 @@ class CpuBackend : public Backend {
     }
   }
 
-  void MaxPoolBackward(int n, const Window2d& window, const int32_t* argmax, const float* dy,
-                       float* dx) override {
+  void MaxPoolBackward(int n, const Window2d& window, const int32_t* argmax, const float* dy, float* dx) override {
     const int64_t plane_in = static_cast<int64_t>(window.height) * window.width;
     const int64_t plane_out = window.col_cols();
     const int64_t planes = static_cast<int64_t>(n) * window.channels;

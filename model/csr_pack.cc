@@ -76,8 +76,7 @@ absl::Span<const float> CsrPack::values(int m) const {
   return absl::MakeConstSpan(floats_).subspan(layouts_[m].values_at, layouts_[m].nnz);
 }
 
-BackendCsrPack::BackendCsrPack(Backend* backend)
-    : backend_(backend), ints_(backend), floats_(backend) {
+BackendCsrPack::BackendCsrPack(Backend* backend) : backend_(backend), ints_(backend), floats_(backend) {
   CHECK(backend != nullptr);
 }
 

@@ -35,29 +35,25 @@ std::vector<std::string> TableNames(const std::vector<TableSpec>& tables) {
 
 absl::Status ValidateCtrModelOptions(const CtrModelOptions& options) {
   if (options.num_fields < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ctr model: num_fields is ", options.num_fields, ", expected >= 0"));
+    return absl::InvalidArgumentError(absl::StrCat("ctr model: num_fields is ", options.num_fields, ", expected >= 0"));
   }
   if (options.num_dense < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ctr model: num_dense is ", options.num_dense, ", expected >= 0"));
+    return absl::InvalidArgumentError(absl::StrCat("ctr model: num_dense is ", options.num_dense, ", expected >= 0"));
   }
   if (options.dim <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ctr model: dim is ", options.dim, ", expected > 0"));
+    return absl::InvalidArgumentError(absl::StrCat("ctr model: dim is ", options.dim, ", expected > 0"));
   }
   const int64_t width = options.num_dense + static_cast<int64_t>(options.num_fields) * options.dim;
   if (width == 0 || width > std::numeric_limits<int32_t>::max()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ctr model: ", options.num_dense, " dense features + ", options.num_fields,
-                     " fields x dim ", options.dim, " make an input of ", width,
-                     " floats, expected [1, ", std::numeric_limits<int32_t>::max(), "]"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ctr model: ", options.num_dense, " dense features + ", options.num_fields, " fields x dim ", options.dim,
+        " make an input of ", width, " floats, expected [1, ", std::numeric_limits<int32_t>::max(), "]"));
   }
   for (size_t i = 0; i < options.hidden_sizes.size(); ++i) {
     if (options.hidden_sizes[i] <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("ctr model hidden sizes [", absl::StrJoin(options.hidden_sizes, ", "),
-                       "]: entry ", i, " is ", options.hidden_sizes[i], ", expected > 0"));
+      return absl::InvalidArgumentError(absl::StrCat("ctr model hidden sizes [",
+                                                     absl::StrJoin(options.hidden_sizes, ", "), "]: entry ", i, " is ",
+                                                     options.hidden_sizes[i], ", expected > 0"));
     }
   }
   return absl::OkStatus();
@@ -72,9 +68,7 @@ std::vector<TableSpec> CtrTableSpecs(const CtrModelOptions& options) {
   return tables;
 }
 
-std::vector<ParamSpec> CtrDenseParamSpecs(const CtrModelOptions& options) {
-  return MlpParamSpecs(LayerSizes(options));
-}
+std::vector<ParamSpec> CtrDenseParamSpecs(const CtrModelOptions& options) { return MlpParamSpecs(LayerSizes(options)); }
 
 CtrModel::CtrModel(const CtrModelOptions& options, Backend* backend)
     : options_(options),
@@ -100,8 +94,7 @@ CtrModel::CtrModel(const CtrModelOptions& options, Backend* backend)
   for (size_t i = 0; i < layer_sizes_.size(); ++i) acts_.emplace_back(backend);
 }
 
-absl::StatusOr<std::unique_ptr<CtrModel>> CtrModel::Create(const CtrModelOptions& options,
-                                                            Backend* backend) {
+absl::StatusOr<std::unique_ptr<CtrModel>> CtrModel::Create(const CtrModelOptions& options, Backend* backend) {
   CHECK(backend != nullptr);
   RETURN_IF_ERROR(ValidateCtrModelOptions(options));
   std::unique_ptr<CtrModel> model(new CtrModel(options, backend));
@@ -113,17 +106,16 @@ absl::StatusOr<std::unique_ptr<CtrModel>> CtrModel::Create(const CtrModelOptions
 
 absl::Status CtrModel::SetParameters(absl::Span<const float> flat) {
   if (static_cast<int64_t>(flat.size()) != num_parameters_) {
-    return absl::InvalidArgumentError(absl::StrCat("ctr SetParameters: got ", flat.size(),
-                                                   " floats, expected ", num_parameters_));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ctr SetParameters: got ", flat.size(), " floats, expected ", num_parameters_));
   }
   return backend_->Upload(flat.data(), flat.size() * sizeof(float), weights_.data());
 }
 
 absl::Status CtrModel::GetParameters(absl::Span<float> flat) const {
   if (static_cast<int64_t>(flat.size()) != num_parameters_) {
-    return absl::InvalidArgumentError(absl::StrCat("ctr GetParameters: got room for ",
-                                                   flat.size(), " floats, expected ",
-                                                   num_parameters_));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ctr GetParameters: got room for ", flat.size(), " floats, expected ", num_parameters_));
   }
   return backend_->Download(weights_.data(), flat.size() * sizeof(float), flat.data());
 }
@@ -132,14 +124,12 @@ absl::Status CtrModel::InitializeParameters(uint64_t seed) {
   std::vector<float> flat(num_parameters_);
   for (size_t t = 0; t < params_.size(); ++t) {
     const ParamSpec& spec = params_[t];
-    FillInitialValues(seed, static_cast<int>(t), spec, 0, spec.num_elements,
-                      flat.data() + spec.flat_offset);
+    FillInitialValues(seed, static_cast<int>(t), spec, 0, spec.num_elements, flat.data() + spec.flat_offset);
   }
   return SetParameters(flat);
 }
 
-absl::StatusOr<std::vector<absl::Span<const uint64_t>>> CtrModel::TableKeys(
-    const data::CtrBatch& batch) {
+absl::StatusOr<std::vector<absl::Span<const uint64_t>>> CtrModel::TableKeys(const data::CtrBatch& batch) {
   RETURN_IF_ERROR(index_.Index(batch));
   std::vector<absl::Span<const uint64_t>> keys;
   keys.reserve(tables_.size());
@@ -156,17 +146,15 @@ absl::Status CtrModel::CheckRows(const char* method, const data::CtrBatch& batch
                      "first and keep the batch unchanged"));
   }
   if (rows.size() != tables_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("ctr ", method, ": ", rows.size(),
-                                                   " row buffers, expected ", tables_.size(),
-                                                   " (one per table)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ctr ", method, ": ", rows.size(), " row buffers, expected ", tables_.size(), " (one per table)"));
   }
   for (size_t t = 0; t < tables_.size(); ++t) {
     const int64_t keys = index_.num_rows(static_cast<int>(t));
     if (static_cast<int64_t>(rows[t].size()) != keys * options_.dim) {
       return absl::InvalidArgumentError(
-          absl::StrCat("ctr ", method, ": table ", t, " (", tables_[t].name, ") rows: got ",
-                       rows[t].size(), " floats, expected ", keys * options_.dim, " (", keys,
-                       " keys x dim ", options_.dim, ")"));
+          absl::StrCat("ctr ", method, ": table ", t, " (", tables_[t].name, ") rows: got ", rows[t].size(),
+                       " floats, expected ", keys * options_.dim, " (", keys, " keys x dim ", options_.dim, ")"));
     }
   }
   return absl::OkStatus();
@@ -186,8 +174,7 @@ absl::Status CtrModel::ReserveRows(int n) {
   return absl::OkStatus();
 }
 
-absl::Status CtrModel::Forward(const data::CtrBatch& batch,
-                               absl::Span<const absl::Span<const float>> rows) {
+absl::Status CtrModel::Forward(const data::CtrBatch& batch, absl::Span<const absl::Span<const float>> rows) {
   const int n = static_cast<int>(batch.size);
   const int num_dense = options_.num_dense;
   const int width = input_width();
@@ -208,16 +195,15 @@ absl::Status CtrModel::Forward(const data::CtrBatch& batch,
     std::copy(rows[t].begin(), rows[t].end(), staging_.begin() + rows_at_ + row_at_[t]);
   }
   RETURN_IF_ERROR(inputs_.Reserve(static_cast<int64_t>(staging_.size())));
-  RETURN_IF_ERROR(
-      backend_->Upload(staging_.data(), staging_.size() * sizeof(float), inputs_.data()));
+  RETURN_IF_ERROR(backend_->Upload(staging_.data(), staging_.size() * sizeof(float), inputs_.data()));
   RETURN_IF_ERROR(matrices_.Upload(index_.matrices()));
 
   // The MLP's input, assembled in place: dense features, then each field's pooled bag.
   float* x = acts_[0].data();
   if (num_dense > 0) backend_->CopyMatrix(n, num_dense, inputs_.data(), num_dense, x, width);
   for (int f = 0; f < options_.num_fields; ++f) {
-    bag_.Forward(backend_, matrices_.matrix(index_.bag(f).forward),
-                 inputs_.data() + rows_at_ + row_at_[f], x + num_dense + f * options_.dim, width);
+    bag_.Forward(backend_, matrices_.matrix(index_.bag(f).forward), inputs_.data() + rows_at_ + row_at_[f],
+                 x + num_dense + f * options_.dim, width);
   }
   for (size_t i = 0; i < linears_.size(); ++i) {
     float* y = acts_[i + 1].data();
@@ -225,8 +211,7 @@ absl::Status CtrModel::Forward(const data::CtrBatch& batch,
     if (i < relus_.size()) relus_[i].Forward(backend_, n, y, y);  // in place: backward needs y
   }
   if (fm()) {
-    backend_->PairwiseDotsForward(n, options_.num_fields, options_.dim, x + num_dense, width,
-                                  acts_.back().data());
+    backend_->PairwiseDotsForward(n, options_.num_fields, options_.dim, x + num_dense, width, acts_.back().data());
   }
   return absl::OkStatus();
 }
@@ -239,46 +224,41 @@ void CtrModel::Backward(int n) {
   for (int i = static_cast<int>(linears_.size()) - 1; i >= 0; --i) {
     // The first layer's input gradient is only needed for the embedding rows.
     const bool want_dx = i > 0 || options_.num_fields > 0;
-    linears_[i].Backward(backend_, n, acts_[i].data(), weight(2 * i), dy, grad(2 * i),
-                         grad(2 * i + 1), want_dx ? dx : nullptr);
+    linears_[i].Backward(backend_, n, acts_[i].data(), weight(2 * i), dy, grad(2 * i), grad(2 * i + 1),
+                         want_dx ? dx : nullptr);
     if (i > 0) relus_[i - 1].Backward(backend_, n, acts_[i].data(), dx, dx);
     std::swap(dy, dx);
   }
   // dy = d(mean loss)/d(input rows), n x input_width(); the dense features' columns go unused.
   if (fm()) {
     const int width = input_width();
-    backend_->PairwiseDotsBackward(n, options_.num_fields, options_.dim, acts_[0].data() + options_.num_dense,
-                                   width, fm_dlogits_.data(), dy + options_.num_dense, width);
+    backend_->PairwiseDotsBackward(n, options_.num_fields, options_.dim, acts_[0].data() + options_.num_dense, width,
+                                   fm_dlogits_.data(), dy + options_.num_dense, width);
   }
   for (int f = 0; f < options_.num_fields; ++f) {
-    bag_.Backward(backend_, matrices_.matrix(index_.bag(f).backward),
-                  dy + options_.num_dense + f * options_.dim, input_width(), /*accumulate=*/false,
-                  row_grads_.data() + row_at_[f]);
+    bag_.Backward(backend_, matrices_.matrix(index_.bag(f).backward), dy + options_.num_dense + f * options_.dim,
+                  input_width(), /*accumulate=*/false, row_grads_.data() + row_at_[f]);
   }
 }
 
-absl::Status CtrModel::ComputeGradient(const data::CtrBatch& batch,
-                                       absl::Span<const absl::Span<const float>> rows,
-                                       absl::Span<float> dense_grad,
-                                       absl::Span<const absl::Span<float>> row_grads,
+absl::Status CtrModel::ComputeGradient(const data::CtrBatch& batch, absl::Span<const absl::Span<const float>> rows,
+                                       absl::Span<float> dense_grad, absl::Span<const absl::Span<float>> row_grads,
                                        BatchStats* stats) {
   RETURN_IF_ERROR(CheckRows("ComputeGradient", batch, rows));
   if (static_cast<int64_t>(dense_grad.size()) != num_parameters_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ctr ComputeGradient: dense gradient has room for ", dense_grad.size(),
-                     " floats, expected ", num_parameters_));
+    return absl::InvalidArgumentError(absl::StrCat("ctr ComputeGradient: dense gradient has room for ",
+                                                   dense_grad.size(), " floats, expected ", num_parameters_));
   }
   if (row_grads.size() != tables_.size()) {
     return absl::InvalidArgumentError(absl::StrCat("ctr ComputeGradient: ", row_grads.size(),
-                                                   " row gradient buffers, expected ",
-                                                   tables_.size(), " (one per table)"));
+                                                   " row gradient buffers, expected ", tables_.size(),
+                                                   " (one per table)"));
   }
   for (size_t t = 0; t < tables_.size(); ++t) {
     if (row_grads[t].size() != rows[t].size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("ctr ComputeGradient: table ", t, " (", tables_[t].name,
-                       ") row gradient has room for ", row_grads[t].size(), " floats, expected ",
-                       rows[t].size(), " (as many as its rows)"));
+      return absl::InvalidArgumentError(absl::StrCat("ctr ComputeGradient: table ", t, " (", tables_[t].name,
+                                                     ") row gradient has room for ", row_grads[t].size(),
+                                                     " floats, expected ", rows[t].size(), " (as many as its rows)"));
     }
   }
   const int n = static_cast<int>(batch.size);
@@ -289,17 +269,14 @@ absl::Status CtrModel::ComputeGradient(const data::CtrBatch& batch,
   RETURN_IF_ERROR(Forward(batch, rows));
   RETURN_IF_ERROR(row_grads_.Reserve(row_at_.back()));
   // d(mean loss)/d(logit) = (p - y) / n, so every gradient below is one of the mean loss.
-  const XentResult xent = loss_.ForwardBackward(backend_, n, logits(), labels(),
-                                                1.0f / static_cast<float>(n), dlogits());
+  const XentResult xent =
+      loss_.ForwardBackward(backend_, n, logits(), labels(), 1.0f / static_cast<float>(n), dlogits());
   Backward(n);
-  RETURN_IF_ERROR(backend_->Download(grads_.data(), dense_grad.size() * sizeof(float),
-                                     dense_grad.data()));
+  RETURN_IF_ERROR(backend_->Download(grads_.data(), dense_grad.size() * sizeof(float), dense_grad.data()));
   staging_.resize(row_at_.back());
-  RETURN_IF_ERROR(
-      backend_->Download(row_grads_.data(), staging_.size() * sizeof(float), staging_.data()));
+  RETURN_IF_ERROR(backend_->Download(row_grads_.data(), staging_.size() * sizeof(float), staging_.data()));
   for (size_t t = 0; t < row_grads.size(); ++t) {
-    std::copy(staging_.begin() + row_at_[t], staging_.begin() + row_at_[t + 1],
-              row_grads[t].begin());
+    std::copy(staging_.begin() + row_at_[t], staging_.begin() + row_at_[t + 1], row_grads[t].begin());
   }
   if (stats != nullptr) {
     stats->loss_sum += xent.loss_sum;
@@ -320,14 +297,12 @@ absl::Status CtrModel::ComputeGradient(const data::CtrBatch& batch,
   return absl::OkStatus();
 }
 
-absl::Status CtrModel::Predict(const data::CtrBatch& batch,
-                               absl::Span<const absl::Span<const float>> rows,
+absl::Status CtrModel::Predict(const data::CtrBatch& batch, absl::Span<const absl::Span<const float>> rows,
                                absl::Span<float> probabilities) {
   RETURN_IF_ERROR(CheckRows("Predict", batch, rows));
   if (static_cast<int64_t>(probabilities.size()) != batch.size) {
     return absl::InvalidArgumentError(absl::StrCat("ctr Predict: room for ", probabilities.size(),
-                                                   " probabilities, expected ", batch.size,
-                                                   " (one per sample)"));
+                                                   " probabilities, expected ", batch.size, " (one per sample)"));
   }
   const int n = static_cast<int>(batch.size);
   if (n == 0) return absl::OkStatus();

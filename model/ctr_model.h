@@ -60,9 +60,9 @@ enum class CtrInteraction {
 
 // The defaults are Criteo's shape: 26 categorical fields, 13 dense features.
 struct CtrModelOptions {
-  int num_fields = 26;  // categorical fields, one table each; >= 0
-  int num_dense = 13;   // dense features per sample; >= 0
-  int dim = 16;         // embedding width of every table; > 0
+  int num_fields = 26;                         // categorical fields, one table each; >= 0
+  int num_dense = 13;                          // dense features per sample; >= 0
+  int dim = 16;                                // embedding width of every table; > 0
   std::vector<int> hidden_sizes = {256, 128};  // all > 0; empty: a logistic regression
   BagPooling pooling = BagPooling::kSum;
   CtrInteraction interaction = CtrInteraction::kNone;
@@ -92,8 +92,7 @@ class CtrModel {
   // A model for `options` (INVALID_ARGUMENT as ValidateCtrModelOptions) on `backend` (borrowed;
   // must outlive the model). Dense parameters start at zero; call SetParameters or
   // InitializeParameters before training. Errors from the backend's Allocate pass through.
-  static absl::StatusOr<std::unique_ptr<CtrModel>> Create(const CtrModelOptions& options,
-                                                          Backend* backend);
+  static absl::StatusOr<std::unique_ptr<CtrModel>> Create(const CtrModelOptions& options, Backend* backend);
 
   const CtrModelOptions& options() const { return options_; }
   // Table t serves field t.
@@ -131,10 +130,9 @@ class CtrModel {
   // FAILED_PRECONDITION when `batch` is not the one the last TableKeys indexed; INVALID_ARGUMENT
   // for a wrong number or size of row buffers or a wrong dense_grad size (naming the table and the
   // sizes). Backend errors pass through. Outputs are unspecified and *stats unchanged on error.
-  absl::Status ComputeGradient(const data::CtrBatch& batch,
-                               absl::Span<const absl::Span<const float>> rows,
-                               absl::Span<float> dense_grad,
-                               absl::Span<const absl::Span<float>> row_grads, BatchStats* stats);
+  absl::Status ComputeGradient(const data::CtrBatch& batch, absl::Span<const absl::Span<const float>> rows,
+                               absl::Span<float> dense_grad, absl::Span<const absl::Span<float>> row_grads,
+                               BatchStats* stats);
 
   // Forward only: probabilities[i] = the predicted click probability of sample i (batch.size
   // floats), for AUC and log loss. Errors as ComputeGradient, and INVALID_ARGUMENT for a wrong
@@ -194,7 +192,7 @@ class CtrModel {
   BackendCsrPack matrices_;
   // acts_[0] = the MLP's input rows; acts_[i + 1] = output of layer i (after its ReLU).
   std::vector<BackendBuffer<float>> acts_;
-  BackendBuffer<float> delta_[2];  // ping-pong gradients w.r.t. activations, max width per row
+  BackendBuffer<float> delta_[2];    // ping-pong gradients w.r.t. activations, max width per row
   BackendBuffer<float> fm_dlogits_;  // kFm: d(loss)/d(logit), kept through the MLP's backward pass
   int reserved_rows_ = 0;
 };

@@ -132,8 +132,7 @@ void ExpectMatchesDifferences(const std::string& what, std::vector<double>* valu
     const double numeric = (plus - minus) / (2 * kStep);
     if (std::fabs(analytic[i] - numeric) > 1e-5 + 1e-3 * std::fabs(numeric)) {
       ++failures;
-      ADD_FAILURE() << what << " element " << i << ": model " << analytic[i] << ", numeric "
-                    << numeric;
+      ADD_FAILURE() << what << " element " << i << ": model " << analytic[i] << ", numeric " << numeric;
     }
   }
 }
@@ -173,10 +172,8 @@ TEST_P(CtrModelGradientTest, LossAndGradientsMatchTheDoubleReference) {
   std::vector<float> dense_grad(model_->num_parameters());
   std::vector<std::vector<float>> row_grads = SameShape(rows);
   BatchStats stats;
-  ASSERT_TRUE(model_
-                  ->ComputeGradient(batch, ConstSpans(rows), absl::MakeSpan(dense_grad),
-                                    Spans(&row_grads), &stats)
-                  .ok());
+  ASSERT_TRUE(
+      model_->ComputeGradient(batch, ConstSpans(rows), absl::MakeSpan(dense_grad), Spans(&row_grads), &stats).ok());
 
   const Reference reference(options_, model_->params(), *keys);
   std::vector<double> dense = ToDouble(dense_);
@@ -224,14 +221,13 @@ TEST_P(CtrModelGradientTest, PredictGivesTheReferenceProbabilities) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    PoolingsAndInteractions, CtrModelGradientTest,
-    ::testing::Combine(::testing::Values(BagPooling::kSum, BagPooling::kMean),
-                       ::testing::Values(CtrInteraction::kNone, CtrInteraction::kFm)),
-    [](const ::testing::TestParamInfo<std::tuple<BagPooling, CtrInteraction>>& info) {
-      return std::string(std::get<0>(info.param) == BagPooling::kSum ? "Sum" : "Mean") +
-             (std::get<1>(info.param) == CtrInteraction::kFm ? "Fm" : "");
-    });
+INSTANTIATE_TEST_SUITE_P(PoolingsAndInteractions, CtrModelGradientTest,
+                         ::testing::Combine(::testing::Values(BagPooling::kSum, BagPooling::kMean),
+                                            ::testing::Values(CtrInteraction::kNone, CtrInteraction::kFm)),
+                         [](const ::testing::TestParamInfo<std::tuple<BagPooling, CtrInteraction>>& info) {
+                           return std::string(std::get<0>(info.param) == BagPooling::kSum ? "Sum" : "Mean") +
+                                  (std::get<1>(info.param) == CtrInteraction::kFm ? "Fm" : "");
+                         });
 
 }  // namespace
 }  // namespace model

@@ -57,11 +57,12 @@ TEST_F(CtrModelTest, CreateRefusesBadOptions) {
     std::string message;
   };
   const std::vector<Case> cases = {
-      {[](CtrModelOptions* o) { o->num_fields = -1; },
-       "ctr model: num_fields is -1, expected >= 0"},
+      {[](CtrModelOptions* o) { o->num_fields = -1; }, "ctr model: num_fields is -1, expected >= 0"},
       {[](CtrModelOptions* o) { o->num_dense = -2; }, "ctr model: num_dense is -2, expected >= 0"},
       {[](CtrModelOptions* o) { o->dim = 0; }, "ctr model: dim is 0, expected > 0"},
-      {[](CtrModelOptions* o) { o->hidden_sizes = {8, 0}; },
+      {[](CtrModelOptions* o) {
+         o->hidden_sizes = {8, 0};
+       },
        "ctr model hidden sizes [8, 0]: entry 1 is 0, expected > 0"},
       {[](CtrModelOptions* o) {
          o->num_fields = 0;
@@ -126,8 +127,7 @@ TEST_F(CtrModelTest, ParametersRoundTripAndInitializationIsDeterministic) {
 
   const absl::Status status = model->SetParameters(std::vector<float>(3));
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(), "ctr SetParameters: got 3 floats, expected " +
-                                  std::to_string(model->num_parameters()));
+  EXPECT_EQ(status.message(), "ctr SetParameters: got 3 floats, expected " + std::to_string(model->num_parameters()));
 }
 
 // ---- Keys -------------------------------------------------------------------------------------
@@ -171,14 +171,11 @@ TEST_F(CtrModelTest, TableKeysRefusesBatchesOfAnotherShape) {
        "ctr batch: 2 offset lists for 3 fields, expected one per field"},
       {[](data::CtrBatch* b) { b->weights.resize(2); },
        "ctr batch: 2 weight lists for 3 fields, expected none or one per field"},
-      {[](data::CtrBatch* b) { b->num_dense = 3; },
-       "ctr batch: 3 dense features per sample, expected 2"},
-      {[](data::CtrBatch* b) { b->labels.pop_back(); },
-       "ctr batch of 8 samples: 7 labels, expected 8"},
+      {[](data::CtrBatch* b) { b->num_dense = 3; }, "ctr batch: 3 dense features per sample, expected 2"},
+      {[](data::CtrBatch* b) { b->labels.pop_back(); }, "ctr batch of 8 samples: 7 labels, expected 8"},
       {[](data::CtrBatch* b) { b->dense.push_back(0); },
        "ctr batch of 8 samples: 17 dense floats, expected 16 (8 x 2)"},
-      {[](data::CtrBatch* b) { b->labels[5] = 2; },
-       "ctr batch: sample 5 has label 2, expected a value in [0, 1]"},
+      {[](data::CtrBatch* b) { b->labels[5] = 2; }, "ctr batch: sample 5 has label 2, expected a value in [0, 1]"},
       {[](data::CtrBatch* b) { b->dense[7] = NAN; },
        "ctr batch: sample 3 dense feature 1 is nan, expected a finite value"},
       {[](data::CtrBatch* b) { b->offsets[1].pop_back(); },
@@ -218,42 +215,37 @@ TEST_F(CtrModelTest, ComputeGradientRefusesWrongBuffersNamingTheTable) {
   const std::vector<std::vector<float>> rows = tables.Pull(*keys);
   std::vector<float> dense_grad(model->num_parameters());
   std::vector<std::vector<float>> row_grads = SameShape(rows);
-  ASSERT_TRUE(model
-                  ->ComputeGradient(batch, ConstSpans(rows), absl::MakeSpan(dense_grad),
-                                    Spans(&row_grads), nullptr)
-                  .ok());
+  ASSERT_TRUE(
+      model->ComputeGradient(batch, ConstSpans(rows), absl::MakeSpan(dense_grad), Spans(&row_grads), nullptr).ok());
   const std::string k1 = std::to_string((*keys)[1].size());
   const std::string floats1 = std::to_string((*keys)[1].size() * 4);
 
   std::vector<std::vector<float>> short_rows = rows;
   short_rows[1].pop_back();
-  absl::Status status = model->ComputeGradient(batch, ConstSpans(short_rows),
-                                               absl::MakeSpan(dense_grad), Spans(&row_grads),
-                                               nullptr);
+  absl::Status status =
+      model->ComputeGradient(batch, ConstSpans(short_rows), absl::MakeSpan(dense_grad), Spans(&row_grads), nullptr);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(), "ctr ComputeGradient: table 1 (C2) rows: got " +
-                                  std::to_string(rows[1].size() - 1) + " floats, expected " +
-                                  floats1 + " (" + k1 + " keys x dim 4)");
+  EXPECT_EQ(status.message(), "ctr ComputeGradient: table 1 (C2) rows: got " + std::to_string(rows[1].size() - 1) +
+                                  " floats, expected " + floats1 + " (" + k1 + " keys x dim 4)");
 
   const std::vector<std::vector<float>> two_tables(rows.begin(), rows.begin() + 2);
-  status = model->ComputeGradient(batch, ConstSpans(two_tables), absl::MakeSpan(dense_grad),
-                                  Spans(&row_grads), nullptr);
+  status =
+      model->ComputeGradient(batch, ConstSpans(two_tables), absl::MakeSpan(dense_grad), Spans(&row_grads), nullptr);
   EXPECT_EQ(status.message(), "ctr ComputeGradient: 2 row buffers, expected 3 (one per table)");
 
   std::vector<float> short_dense(model->num_parameters() - 1);
-  status = model->ComputeGradient(batch, ConstSpans(rows), absl::MakeSpan(short_dense),
-                                  Spans(&row_grads), nullptr);
+  status = model->ComputeGradient(batch, ConstSpans(rows), absl::MakeSpan(short_dense), Spans(&row_grads), nullptr);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(status.message()), HasSubstr("dense gradient has room for"));
 
   std::vector<std::vector<float>> short_grads = SameShape(rows);
   short_grads[2].resize(1);
-  status = model->ComputeGradient(batch, ConstSpans(rows), absl::MakeSpan(dense_grad),
-                                  Spans(&short_grads), nullptr);
+  status = model->ComputeGradient(batch, ConstSpans(rows), absl::MakeSpan(dense_grad), Spans(&short_grads), nullptr);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(), "ctr ComputeGradient: table 2 (C3) row gradient has room for 1 "
-                              "floats, expected " + std::to_string(rows[2].size()) +
-                                  " (as many as its rows)");
+  EXPECT_EQ(status.message(),
+            "ctr ComputeGradient: table 2 (C3) row gradient has room for 1 "
+            "floats, expected " +
+                std::to_string(rows[2].size()) + " (as many as its rows)");
 
   std::vector<float> probabilities(batch.size + 1);
   status = model->Predict(batch, ConstSpans(rows), absl::MakeSpan(probabilities));
@@ -269,13 +261,12 @@ TEST_F(CtrModelTest, ComputeGradientRefusesABatchThatTableKeysDidNotIndex) {
   const std::vector<std::vector<float>> rows(3);
   std::vector<std::vector<float>> row_grads(3);
   // Before any TableKeys.
-  absl::Status status = model->ComputeGradient(first, ConstSpans(rows), absl::MakeSpan(dense_grad),
-                                               Spans(&row_grads), nullptr);
+  absl::Status status =
+      model->ComputeGradient(first, ConstSpans(rows), absl::MakeSpan(dense_grad), Spans(&row_grads), nullptr);
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(status.message()), HasSubstr("call TableKeys(batch) first"));
   ASSERT_TRUE(model->TableKeys(first).ok());
-  status = model->ComputeGradient(second, ConstSpans(rows), absl::MakeSpan(dense_grad),
-                                  Spans(&row_grads), nullptr);
+  status = model->ComputeGradient(second, ConstSpans(rows), absl::MakeSpan(dense_grad), Spans(&row_grads), nullptr);
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
 }
 
@@ -293,10 +284,8 @@ TEST_F(CtrModelTest, EmptyBatchGivesZeroGradients) {
   const std::vector<std::vector<float>> rows(3);
   std::vector<std::vector<float>> row_grads(3);
   BatchStats stats;
-  ASSERT_TRUE(model
-                  ->ComputeGradient(batch, ConstSpans(rows), absl::MakeSpan(dense_grad),
-                                    Spans(&row_grads), &stats)
-                  .ok());
+  ASSERT_TRUE(
+      model->ComputeGradient(batch, ConstSpans(rows), absl::MakeSpan(dense_grad), Spans(&row_grads), &stats).ok());
   EXPECT_EQ(dense_grad, std::vector<float>(model->num_parameters(), 0.0f));
   EXPECT_EQ(stats.samples, 0);
   EXPECT_EQ(stats.loss_sum, 0.0);
@@ -352,10 +341,8 @@ TEST_F(CtrModelTest, SgdLearnsASeparableTask) {
     const std::vector<std::vector<float>> rows = tables.Pull(*keys);
     std::vector<std::vector<float>> row_grads = SameShape(rows);
     BatchStats stats;
-    ASSERT_TRUE(model
-                    ->ComputeGradient(batch, ConstSpans(rows), absl::MakeSpan(dense_grad),
-                                      Spans(&row_grads), &stats)
-                    .ok());
+    ASSERT_TRUE(
+        model->ComputeGradient(batch, ConstSpans(rows), absl::MakeSpan(dense_grad), Spans(&row_grads), &stats).ok());
     losses.push_back(stats.loss_sum / stats.samples);
     accuracies.push_back(static_cast<double>(stats.correct) / stats.samples);
     for (size_t i = 0; i < dense.size(); ++i) dense[i] -= lr * dense_grad[i];

@@ -61,8 +61,7 @@ inline data::CtrBatch RandomBatch(const RandomBatchOptions& o, uint32_t seed) {
 // [-scale, scale).
 class HostTables {
  public:
-  HostTables(int num_tables, int dim, float scale)
-      : tables_(num_tables), dim_(dim), scale_(scale) {}
+  HostTables(int num_tables, int dim, float scale) : tables_(num_tables), dim_(dim), scale_(scale) {}
 
   // The rows of `keys` per table, back to back, as a worker's pull returns them.
   std::vector<std::vector<float>> Pull(const std::vector<absl::Span<const uint64_t>>& keys) {
@@ -77,8 +76,8 @@ class HostTables {
   }
 
   // row -= lr * grad for every pulled key.
-  void Sgd(const std::vector<absl::Span<const uint64_t>>& keys,
-           const std::vector<std::vector<float>>& grads, float lr) {
+  void Sgd(const std::vector<absl::Span<const uint64_t>>& keys, const std::vector<std::vector<float>>& grads,
+           float lr) {
     for (size_t t = 0; t < keys.size(); ++t) {
       for (size_t k = 0; k < keys[t].size(); ++k) {
         std::vector<float>& row = Row(static_cast<int>(t), keys[t][k]);

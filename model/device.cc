@@ -23,8 +23,7 @@ int ParseDeviceIndex(absl::string_view digits) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Backend>> NewBackendForDevice(absl::string_view device,
-                                                             bool allow_tf32) {
+absl::StatusOr<std::unique_ptr<Backend>> NewBackendForDevice(absl::string_view device, bool allow_tf32) {
   if (device == "cpu") return NewCpuBackend();
   CudaOptions options;
   options.allow_tf32 = allow_tf32;
@@ -33,8 +32,7 @@ absl::StatusOr<std::unique_ptr<Backend>> NewBackendForDevice(absl::string_view d
     options.device = ParseDeviceIndex(device.substr(5));
     if (options.device >= 0) return NewCudaBackend(options);
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--device: got '", device, "', expected cpu, cuda or cuda:N"));
+  return absl::InvalidArgumentError(absl::StrCat("--device: got '", device, "', expected cpu, cuda or cuda:N"));
 }
 
 }  // namespace model

@@ -15,8 +15,7 @@ namespace model {
 // (NewCudaBackend on GPU N). allow_tf32 lets a CUDA backend use TF32 tensor cores (see
 // CudaOptions); the CPU backend ignores it. INVALID_ARGUMENT for any other spelling; the CUDA
 // backend's errors (FAILED_PRECONDITION: no CUDA in this build, or no such device) pass through.
-absl::StatusOr<std::unique_ptr<Backend>> NewBackendForDevice(absl::string_view device,
-                                                             bool allow_tf32);
+absl::StatusOr<std::unique_ptr<Backend>> NewBackendForDevice(absl::string_view device, bool allow_tf32);
 
 }  // namespace model
 }  // namespace pstrain

@@ -22,14 +22,13 @@ TEST(DeviceTest, CpuGivesTheCpuBackend) {
 }
 
 TEST(DeviceTest, OtherSpellingsAreInvalidArguments) {
-  for (const char* device : {"gpu", "cuda:x", "cuda:-1", "cuda:", "cuda:+1", "cuda: 1", "CPU",
-                             "cuda0", "", "cpu:0", "cuda:99999"}) {
+  for (const char* device :
+       {"gpu", "cuda:x", "cuda:-1", "cuda:", "cuda:+1", "cuda: 1", "CPU", "cuda0", "", "cpu:0", "cuda:99999"}) {
     const absl::Status status = NewBackendForDevice(device, false).status();
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << device << ": " << status;
     EXPECT_THAT(status.message(), HasSubstr("expected cpu, cuda or cuda:N")) << device;
   }
-  EXPECT_EQ(NewBackendForDevice("gpu", false).status().message(),
-            "--device: got 'gpu', expected cpu, cuda or cuda:N");
+  EXPECT_EQ(NewBackendForDevice("gpu", false).status().message(), "--device: got 'gpu', expected cpu, cuda or cuda:N");
 }
 
 TEST(DeviceTest, MissingCudaDeviceIsAFailedPreconditionThatSaysWhy) {
@@ -51,8 +50,7 @@ TEST(DeviceTest, DeviceIndexPastTheLastDeviceSaysHowManyThereAre) {
   const std::string device = "cuda:" + std::to_string(count);
   const absl::Status status = NewBackendForDevice(device, false).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
-  EXPECT_THAT(status.message(), HasSubstr(device + ": this machine has " + std::to_string(count) +
-                                          " CUDA device(s)"));
+  EXPECT_THAT(status.message(), HasSubstr(device + ": this machine has " + std::to_string(count) + " CUDA device(s)"));
 }
 
 TEST(DeviceTest, CudaCountIsZeroWithoutCudaInTheBuild) {

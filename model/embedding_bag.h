@@ -52,11 +52,9 @@ struct BagMatrices {
 // end at indices.size(); when weights has another size; when an index is out of range; or when
 // there are more than INT32_MAX samples or occurrences. *pack is unchanged on error.
 // REQUIRES: num_rows >= 0.
-absl::StatusOr<BagMatrices> AppendBagMatrices(absl::string_view what,
-                                              absl::Span<const int64_t> offsets,
-                                              absl::Span<const int32_t> indices,
-                                              absl::Span<const float> weights, int num_rows,
-                                              BagPooling pooling, CsrPack* pack);
+absl::StatusOr<BagMatrices> AppendBagMatrices(absl::string_view what, absl::Span<const int64_t> offsets,
+                                              absl::Span<const int32_t> indices, absl::Span<const float> weights,
+                                              int num_rows, BagPooling pooling, CsrPack* pack);
 
 // The layer: pooled bags forward, row gradients backward, for rows of `dim` floats. It holds only
 // its width; matrices, rows and outputs are backend memory owned by the caller.
@@ -70,14 +68,13 @@ class EmbeddingBag {
   // out[i][0, dim) = row i of P * rows for the forward.rows bags, rows being forward.cols x dim.
   // Consecutive output rows are out_stride floats apart (>= dim), so out may point at a column
   // block of a wider matrix. Overwrites out.
-  void Forward(Backend* backend, const CsrMatrix& forward, const float* rows, float* out,
-               int out_stride) const;
+  void Forward(Backend* backend, const CsrMatrix& forward, const float* rows, float* out, int out_stride) const;
 
   // drows (backward.rows x dim) = P^T * dout, or += with accumulate, where dout holds the
   // gradient of the bags' outputs (backward.cols rows, dout_stride floats apart). Fields that share
   // a table add into one gradient: the first overwrites, the others accumulate.
-  void Backward(Backend* backend, const CsrMatrix& backward, const float* dout, int dout_stride,
-                bool accumulate, float* drows) const;
+  void Backward(Backend* backend, const CsrMatrix& backward, const float* dout, int dout_stride, bool accumulate,
+                float* drows) const;
 
  private:
   int dim_;

@@ -86,8 +86,7 @@ double Scale(const Bags& bags, int i, int64_t j, BagPooling pooling) {
 }
 
 // Naive pooling: n x dim.
-std::vector<double> ReferenceForward(const Bags& bags, const Table& table, int dim,
-                                     BagPooling pooling) {
+std::vector<double> ReferenceForward(const Bags& bags, const Table& table, int dim, BagPooling pooling) {
   std::vector<double> out(static_cast<size_t>(bags.n()) * dim, 0.0);
   for (int i = 0; i < bags.n(); ++i) {
     for (int64_t j = bags.offsets[i]; j < bags.offsets[i + 1]; ++j) {
@@ -100,8 +99,8 @@ std::vector<double> ReferenceForward(const Bags& bags, const Table& table, int d
 }
 
 // Naive backward: adds d(out)/d(row) . dout (dout rows `stride` apart) to (*grads)[key].
-void ReferenceBackward(const Bags& bags, const std::vector<float>& dout, int stride, int dim,
-                       BagPooling pooling, std::map<uint64_t, std::vector<double>>* grads) {
+void ReferenceBackward(const Bags& bags, const std::vector<float>& dout, int stride, int dim, BagPooling pooling,
+                       std::map<uint64_t, std::vector<double>>* grads) {
   for (int i = 0; i < bags.n(); ++i) {
     for (int64_t j = bags.offsets[i]; j < bags.offsets[i + 1]; ++j) {
       std::vector<double>& g = (*grads)[bags.keys[j]];
@@ -168,8 +167,7 @@ TEST_F(EmbeddingBagTest, CsrMatMulMatchesNaiveProductWithStridesAndAccumulation)
             want += values[j] * static_cast<double>(b[indices[j] * b_stride + k]);
           }
         }
-        EXPECT_NEAR(c[r * c_stride + k], want, 1e-6) << "accumulate=" << accumulate << " r=" << r
-                                                     << " k=" << k;
+        EXPECT_NEAR(c[r * c_stride + k], want, 1e-6) << "accumulate=" << accumulate << " r=" << r << " k=" << k;
       }
     }
   }
@@ -204,9 +202,8 @@ TEST_F(EmbeddingBagTest, AppendBagMatricesRefusesBadBagsAndLeavesThePackAlone) {
       {{0, 1, 3}, {}, 1, "field 3 (C4): key 1 has row index 1, expected [0, 1)"},
   };
   for (const Case& c : cases) {
-    absl::StatusOr<BagMatrices> result = AppendBagMatrices("field 3 (C4)", c.offsets, indices,
-                                                           c.weights, c.num_rows,
-                                                           BagPooling::kSum, &pack);
+    absl::StatusOr<BagMatrices> result =
+        AppendBagMatrices("field 3 (C4)", c.offsets, indices, c.weights, c.num_rows, BagPooling::kSum, &pack);
     EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument) << c.message;
     EXPECT_EQ(result.status().message(), c.message);
     EXPECT_EQ(pack.size(), 1);
@@ -238,8 +235,7 @@ struct LayerCase {
   bool weighted;
 };
 
-class EmbeddingBagLayerTest : public EmbeddingBagTest,
-                              public ::testing::WithParamInterface<LayerCase> {};
+class EmbeddingBagLayerTest : public EmbeddingBagTest, public ::testing::WithParamInterface<LayerCase> {};
 
 // Forward into columns [col, col + dim) of a wider matrix, leaving the other columns alone, and
 // backward from the same columns, both against the naive loops.
@@ -255,8 +251,8 @@ TEST_P(EmbeddingBagLayerTest, ForwardAndBackwardMatchNaiveLoops) {
   ASSERT_TRUE(index.Build().ok());
   const int num_rows = static_cast<int>(index.unique_keys().size());
   CsrPack pack;
-  absl::StatusOr<BagMatrices> m = AppendBagMatrices("bags", bags.offsets, index.indices(0),
-                                                    bags.weights, num_rows, param.pooling, &pack);
+  absl::StatusOr<BagMatrices> m =
+      AppendBagMatrices("bags", bags.offsets, index.indices(0), bags.weights, num_rows, param.pooling, &pack);
   ASSERT_TRUE(m.ok()) << m.status();
   BackendCsrPack matrices(backend_.get());
   ASSERT_TRUE(matrices.Upload(pack).ok());
@@ -281,20 +277,17 @@ TEST_P(EmbeddingBagLayerTest, ForwardAndBackwardMatchNaiveLoops) {
 
   const std::vector<float> dout = RandomVector(n * stride, 5);
   BackendBuffer<float> ddout = ToBackend(backend_.get(), dout);
-  BackendBuffer<float> drows =
-      ToBackend(backend_.get(), std::vector<float>(num_rows * dim, 99.0f));  // overwritten
+  BackendBuffer<float> drows = ToBackend(backend_.get(), std::vector<float>(num_rows * dim, 99.0f));  // overwritten
   layer.Backward(backend_.get(), matrices.matrix(m->backward), ddout.data() + col, stride,
                  /*accumulate=*/false, drows.data());
   const std::vector<float> grads = ToHost(backend_.get(), drows, num_rows * dim);
   std::map<uint64_t, std::vector<double>> want_grads;
-  ReferenceBackward(bags, std::vector<float>(dout.begin() + col, dout.end()), stride, dim,
-                    param.pooling, &want_grads);
+  ReferenceBackward(bags, std::vector<float>(dout.begin() + col, dout.end()), stride, dim, param.pooling, &want_grads);
   ASSERT_EQ(want_grads.size(), static_cast<size_t>(num_rows));
   for (int r = 0; r < num_rows; ++r) {
     const std::vector<double>& g = want_grads.at(index.unique_keys()[r]);
     for (int d = 0; d < dim; ++d) {
-      EXPECT_NEAR(grads[r * dim + d], g[d], 1e-5) << "row " << r << " (key "
-                                                  << index.unique_keys()[r] << ")";
+      EXPECT_NEAR(grads[r * dim + d], g[d], 1e-5) << "row " << r << " (key " << index.unique_keys()[r] << ")";
     }
   }
 }
@@ -309,8 +302,8 @@ TEST_P(EmbeddingBagLayerTest, BackwardIsTheAdjointOfForward) {
   ASSERT_TRUE(index.Build().ok());
   const int num_rows = static_cast<int>(index.unique_keys().size());
   CsrPack pack;
-  absl::StatusOr<BagMatrices> m = AppendBagMatrices("bags", bags.offsets, index.indices(0),
-                                                    bags.weights, num_rows, param.pooling, &pack);
+  absl::StatusOr<BagMatrices> m =
+      AppendBagMatrices("bags", bags.offsets, index.indices(0), bags.weights, num_rows, param.pooling, &pack);
   ASSERT_TRUE(m.ok());
   BackendCsrPack matrices(backend_.get());
   ASSERT_TRUE(matrices.Upload(pack).ok());
@@ -323,20 +316,16 @@ TEST_P(EmbeddingBagLayerTest, BackwardIsTheAdjointOfForward) {
   ASSERT_TRUE(out.Reserve(n * dim).ok());
   ASSERT_TRUE(drows.Reserve(num_rows * dim).ok());
   layer.Forward(backend_.get(), matrices.matrix(m->forward), drows_in.data(), out.data(), dim);
-  layer.Backward(backend_.get(), matrices.matrix(m->backward), ddout.data(), dim, false,
-                 drows.data());
-  EXPECT_NEAR(Dot(ToHost(backend_.get(), out, n * dim), dout),
-              Dot(rows, ToHost(backend_.get(), drows, num_rows * dim)), 1e-4);
+  layer.Backward(backend_.get(), matrices.matrix(m->backward), ddout.data(), dim, false, drows.data());
+  EXPECT_NEAR(Dot(ToHost(backend_.get(), out, n * dim), dout), Dot(rows, ToHost(backend_.get(), drows, num_rows * dim)),
+              1e-4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Poolings, EmbeddingBagLayerTest,
-                         ::testing::Values(LayerCase{BagPooling::kSum, false},
-                                           LayerCase{BagPooling::kSum, true},
-                                           LayerCase{BagPooling::kMean, false},
-                                           LayerCase{BagPooling::kMean, true}),
+                         ::testing::Values(LayerCase{BagPooling::kSum, false}, LayerCase{BagPooling::kSum, true},
+                                           LayerCase{BagPooling::kMean, false}, LayerCase{BagPooling::kMean, true}),
                          [](const ::testing::TestParamInfo<LayerCase>& info) {
-                           return std::string(info.param.pooling == BagPooling::kSum ? "Sum"
-                                                                                     : "Mean") +
+                           return std::string(info.param.pooling == BagPooling::kSum ? "Sum" : "Mean") +
                                   (info.param.weighted ? "Weighted" : "Unweighted");
                          });
 
@@ -353,10 +342,10 @@ TEST_F(EmbeddingBagTest, FieldsSharingATableAddIntoOneRowGradient) {
   ASSERT_TRUE(index.Build().ok());
   const int num_rows = static_cast<int>(index.unique_keys().size());
   CsrPack pack;
-  absl::StatusOr<BagMatrices> ma = AppendBagMatrices("a", a.offsets, index.indices(part_a),
-                                                     a.weights, num_rows, BagPooling::kSum, &pack);
-  absl::StatusOr<BagMatrices> mb = AppendBagMatrices("b", b.offsets, index.indices(part_b),
-                                                     b.weights, num_rows, BagPooling::kMean, &pack);
+  absl::StatusOr<BagMatrices> ma =
+      AppendBagMatrices("a", a.offsets, index.indices(part_a), a.weights, num_rows, BagPooling::kSum, &pack);
+  absl::StatusOr<BagMatrices> mb =
+      AppendBagMatrices("b", b.offsets, index.indices(part_b), b.weights, num_rows, BagPooling::kMean, &pack);
   ASSERT_TRUE(ma.ok() && mb.ok());
   BackendCsrPack matrices(backend_.get());
   ASSERT_TRUE(matrices.Upload(pack).ok());
@@ -366,8 +355,7 @@ TEST_F(EmbeddingBagTest, FieldsSharingATableAddIntoOneRowGradient) {
   BackendBuffer<float> out(backend_.get());
   ASSERT_TRUE(out.Reserve(n * stride).ok());
   layer.Forward(backend_.get(), matrices.matrix(ma->forward), rows.data(), out.data(), stride);
-  layer.Forward(backend_.get(), matrices.matrix(mb->forward), rows.data(), out.data() + dim,
-                stride);
+  layer.Forward(backend_.get(), matrices.matrix(mb->forward), rows.data(), out.data() + dim, stride);
   const std::vector<float> got = ToHost(backend_.get(), out, n * stride);
   const std::vector<double> want_a = ReferenceForward(a, table, dim, BagPooling::kSum);
   const std::vector<double> want_b = ReferenceForward(b, table, dim, BagPooling::kMean);
@@ -382,15 +370,12 @@ TEST_F(EmbeddingBagTest, FieldsSharingATableAddIntoOneRowGradient) {
   BackendBuffer<float> ddout = ToBackend(backend_.get(), dout);
   BackendBuffer<float> drows(backend_.get());
   ASSERT_TRUE(drows.Reserve(num_rows * dim).ok());
-  layer.Backward(backend_.get(), matrices.matrix(ma->backward), ddout.data(), stride, false,
-                 drows.data());
-  layer.Backward(backend_.get(), matrices.matrix(mb->backward), ddout.data() + dim, stride, true,
-                 drows.data());
+  layer.Backward(backend_.get(), matrices.matrix(ma->backward), ddout.data(), stride, false, drows.data());
+  layer.Backward(backend_.get(), matrices.matrix(mb->backward), ddout.data() + dim, stride, true, drows.data());
   const std::vector<float> grads = ToHost(backend_.get(), drows, num_rows * dim);
   std::map<uint64_t, std::vector<double>> want;
   ReferenceBackward(a, dout, stride, dim, BagPooling::kSum, &want);
-  ReferenceBackward(b, std::vector<float>(dout.begin() + dim, dout.end()), stride, dim,
-                    BagPooling::kMean, &want);
+  ReferenceBackward(b, std::vector<float>(dout.begin() + dim, dout.end()), stride, dim, BagPooling::kMean, &want);
   for (int r = 0; r < num_rows; ++r) {
     for (int d = 0; d < dim; ++d) {
       EXPECT_NEAR(grads[r * dim + d], want.at(index.unique_keys()[r])[d], 1e-5) << "row " << r;

@@ -11,8 +11,7 @@
 namespace pstrain {
 namespace model {
 
-FlatModel::FlatModel(const char* name, std::vector<ParamSpec> params, int classes, int eval_batch,
-                     Backend* backend)
+FlatModel::FlatModel(const char* name, std::vector<ParamSpec> params, int classes, int eval_batch, Backend* backend)
     : name_(name),
       params_(std::move(params)),
       num_parameters_(TotalElements(params_)),
@@ -66,8 +65,8 @@ absl::Status FlatModel::CheckBatch(const float* x, const int32_t* labels, int n)
   const int classes = num_classes();
   for (int i = 0; i < n; ++i) {
     if (labels[i] < 0 || labels[i] >= classes) {
-      return absl::InvalidArgumentError(absl::StrCat(name_, " batch: sample ", i, " has label ", labels[i],
-                                                     ", expected [0, ", classes, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(name_, " batch: sample ", i, " has label ", labels[i], ", expected [0, ", classes, ")"));
     }
   }
   return absl::OkStatus();
@@ -83,8 +82,8 @@ absl::Status FlatModel::RunForward(const float* x, const int32_t* labels, int n,
 absl::Status FlatModel::ComputeGradient(const float* x, const int32_t* labels, int n, absl::Span<float> grad_out,
                                         BatchStats* stats, GradientSink* sink) {
   if (static_cast<int64_t>(grad_out.size()) != num_parameters_) {
-    return absl::InvalidArgumentError(absl::StrCat(name_, " ComputeGradient: gradient has room for ",
-                                                   grad_out.size(), " floats, expected ", num_parameters_));
+    return absl::InvalidArgumentError(absl::StrCat(name_, " ComputeGradient: gradient has room for ", grad_out.size(),
+                                                   " floats, expected ", num_parameters_));
   }
   RETURN_IF_ERROR(CheckBatch(x, labels, n));
   if (n == 0) {
@@ -101,8 +100,7 @@ absl::Status FlatModel::ComputeGradient(const float* x, const int32_t* labels, i
     // Layer k owns the tensor pair (2k, 2k+1), adjacent in the flat layout.
     const int64_t begin = params_[2 * layer].flat_offset;
     const int64_t end = params_[2 * layer + 1].flat_offset + params_[2 * layer + 1].num_elements;
-    RETURN_IF_ERROR(
-        backend_->Download(grads_.data() + begin, (end - begin) * sizeof(float), grad_out.data() + begin));
+    RETURN_IF_ERROR(backend_->Download(grads_.data() + begin, (end - begin) * sizeof(float), grad_out.data() + begin));
     sink->GradientReady(2 * layer, 2 * layer + 2);
     return absl::OkStatus();
   }));

@@ -37,8 +37,8 @@ class FlatModel : public Model {
   using Model::ComputeGradient;
   // Without a sink the whole gradient is downloaded at the end in one copy; with one, each layer's
   // as soon as backward produced it.
-  absl::Status ComputeGradient(const float* x, const int32_t* labels, int n, absl::Span<float> grad,
-                               BatchStats* stats, GradientSink* sink) final;
+  absl::Status ComputeGradient(const float* x, const int32_t* labels, int n, absl::Span<float> grad, BatchStats* stats,
+                               GradientSink* sink) final;
   // Runs in batches of the subclass's eval_batch rows.
   absl::Status Evaluate(const float* x, const int32_t* labels, int n, BatchStats* stats) final;
 

@@ -37,10 +37,8 @@ float Bound(const ParamSpec& spec) {
       CHECK_GT(spec.fan_in, 0) << "He init of '" << spec.name << "' needs fan_in > 0";
       return static_cast<float>(std::sqrt(6.0 / static_cast<double>(spec.fan_in)));
     case InitKind::kGlorotUniform:
-      CHECK_GT(spec.fan_in + spec.fan_out, 0)
-          << "Glorot init of '" << spec.name << "' needs fan_in + fan_out > 0";
-      return static_cast<float>(
-          std::sqrt(6.0 / static_cast<double>(spec.fan_in + spec.fan_out)));
+      CHECK_GT(spec.fan_in + spec.fan_out, 0) << "Glorot init of '" << spec.name << "' needs fan_in + fan_out > 0";
+      return static_cast<float>(std::sqrt(6.0 / static_cast<double>(spec.fan_in + spec.fan_out)));
   }
   LOG(FATAL) << "unknown InitKind " << static_cast<int>(spec.init);
   return 0.0f;
@@ -53,13 +51,13 @@ float InitialValue(uint64_t seed, int tensor_id, int64_t index, const ParamSpec&
   return UniformValue(TensorKey(seed, tensor_id), index, Bound(spec));
 }
 
-void FillInitialValues(uint64_t seed, int tensor_id, const ParamSpec& spec, int64_t offset,
-                       int64_t length, float* out) {
+void FillInitialValues(uint64_t seed, int tensor_id, const ParamSpec& spec, int64_t offset, int64_t length,
+                       float* out) {
   CHECK_GE(offset, 0);
   CHECK_GE(length, 0);
   CHECK_LE(offset + length, spec.num_elements)
-      << "init of '" << spec.name << "': range [" << offset << ", " << offset + length
-      << ") outside the tensor of " << spec.num_elements << " elements";
+      << "init of '" << spec.name << "': range [" << offset << ", " << offset + length << ") outside the tensor of "
+      << spec.num_elements << " elements";
   if (spec.init == InitKind::kZeros) {
     for (int64_t i = 0; i < length; ++i) out[i] = 0.0f;
     return;

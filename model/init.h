@@ -29,8 +29,7 @@ float InitialValue(uint64_t seed, int tensor_id, int64_t index, const ParamSpec&
 
 // Writes the initial values of elements [offset, offset + length) of the tensor to out[0, length).
 // Same values as InitialValue, element by element. REQUIRES: the range lies inside the tensor.
-void FillInitialValues(uint64_t seed, int tensor_id, const ParamSpec& spec, int64_t offset,
-                       int64_t length, float* out);
+void FillInitialValues(uint64_t seed, int tensor_id, const ParamSpec& spec, int64_t offset, int64_t length, float* out);
 
 }  // namespace model
 }  // namespace pstrain

@@ -135,8 +135,7 @@ TEST(InitTest, MlpLayoutUsesHeThenGlorot) {
   EXPECT_EQ(specs[4].init, InitKind::kGlorotUniform);
   EXPECT_EQ(specs[4].fan_in, 128);
   EXPECT_EQ(specs[4].fan_out, 10);
-  EXPECT_EQ(specs[5].flat_offset + specs[5].num_elements,
-            784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
+  EXPECT_EQ(specs[5].flat_offset + specs[5].num_elements, 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
   EXPECT_EQ(TotalElements(specs), 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
 }
 

@@ -29,14 +29,12 @@ absl::Status KeyIndex::Build() {
   indices_.clear();
   const int64_t total = num_occurrences();
   if (total > std::numeric_limits<int32_t>::max()) {
-    return absl::InvalidArgumentError(absl::StrCat("key index: ", total,
-                                                   " key occurrences, at most ",
+    return absl::InvalidArgumentError(absl::StrCat("key index: ", total, " key occurrences, at most ",
                                                    std::numeric_limits<int32_t>::max(), " allowed"));
   }
   sorted_.assign(pending_.begin(), pending_.end());
   // Ties in key need no order: every occurrence of a key gets the same index.
-  std::sort(sorted_.begin(), sorted_.end(),
-            [](const Occurrence& a, const Occurrence& b) { return a.key < b.key; });
+  std::sort(sorted_.begin(), sorted_.end(), [](const Occurrence& a, const Occurrence& b) { return a.key < b.key; });
   indices_.resize(total);
   for (const Occurrence& o : sorted_) {
     if (unique_keys_.empty() || unique_keys_.back() != o.key) unique_keys_.push_back(o.key);
@@ -49,8 +47,7 @@ absl::Span<const int32_t> KeyIndex::indices(int part) const {
   CHECK_GE(part, 0);
   CHECK_LT(part, num_parts());
   CHECK_EQ(indices_.size(), pending_.size()) << "KeyIndex::indices before Build";
-  return absl::MakeConstSpan(indices_).subspan(part_begin_[part],
-                                               part_begin_[part + 1] - part_begin_[part]);
+  return absl::MakeConstSpan(indices_).subspan(part_begin_[part], part_begin_[part + 1] - part_begin_[part]);
 }
 
 }  // namespace model

@@ -53,11 +53,11 @@ class KeyIndex {
     int64_t position;  // in the concatenation of all parts
   };
 
-  std::vector<Occurrence> pending_;    // every occurrence, in Add order
-  std::vector<Occurrence> sorted_;     // Build's scratch
+  std::vector<Occurrence> pending_;     // every occurrence, in Add order
+  std::vector<Occurrence> sorted_;      // Build's scratch
   std::vector<int64_t> part_begin_{0};  // part p occupies [part_begin_[p], part_begin_[p + 1])
   std::vector<uint64_t> unique_keys_;
-  std::vector<int32_t> indices_;       // per occurrence, in Add order
+  std::vector<int32_t> indices_;  // per occurrence, in Add order
 };
 
 }  // namespace model

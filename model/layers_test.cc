@@ -99,8 +99,7 @@ TEST_F(LayersTest, LinearBackwardMatchesFiniteDifferences) {
   BackendBuffer<float> bdy = ToBackend(backend_.get(), r);
   BackendBuffer<float> gw(backend_.get()), gb(backend_.get()), gx(backend_.get());
   ASSERT_TRUE(gw.Reserve(in * out).ok() && gb.Reserve(out).ok() && gx.Reserve(n * in).ok());
-  layer.Backward(backend_.get(), n, bx.data(), bw.data(), bdy.data(), gw.data(), gb.data(),
-                 gx.data());
+  layer.Backward(backend_.get(), n, bx.data(), bw.data(), bdy.data(), gw.data(), gb.data(), gx.data());
 
   ExpectMatchesFiniteDifferences("dW", &w, loss, ToHost(backend_.get(), gw, in * out));
   ExpectMatchesFiniteDifferences("db", &b, loss, ToHost(backend_.get(), gb, out));
@@ -156,8 +155,7 @@ TEST_F(LayersTest, SoftmaxCrossEntropyKnownValues) {
   BackendBuffer<int32_t> labels = ToBackend(backend_.get(), std::vector<int32_t>{0, 1});
   BackendBuffer<float> dz(backend_.get());
   ASSERT_TRUE(dz.Reserve(4).ok());
-  const XentResult result =
-      xent.ForwardBackward(backend_.get(), 2, z.data(), labels.data(), 0.5f, dz.data());
+  const XentResult result = xent.ForwardBackward(backend_.get(), 2, z.data(), labels.data(), 0.5f, dz.data());
   EXPECT_NEAR(result.loss_sum, std::log(2.0) + 1000.0, 1e-9);
   EXPECT_EQ(result.correct, 1);
   const std::vector<float> d = ToHost(backend_.get(), dz, 4);

@@ -26,14 +26,13 @@ class Linear {
   int64_t bias_elements() const { return out_; }
 
   // y = x W + b over n rows (n >= 0). y is overwritten.
-  void Forward(Backend* backend, int n, const float* x, const float* w, const float* b,
-               float* y) const;
+  void Forward(Backend* backend, int n, const float* x, const float* w, const float* b, float* y) const;
 
   // Given dy = dLoss/dy for the n rows of the forward pass that read x:
   //   dw = x^T dy   {in, out}     db = colsum(dy)   {out}     dx = dy W^T   {n, in}
   // dw and db are overwritten (not accumulated); dx is skipped when null (the first layer).
-  void Backward(Backend* backend, int n, const float* x, const float* w, const float* dy,
-                float* dw, float* db, float* dx) const;
+  void Backward(Backend* backend, int n, const float* x, const float* w, const float* dy, float* dw, float* db,
+                float* dx) const;
 
  private:
   int in_;

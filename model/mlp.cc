@@ -15,21 +15,18 @@ namespace pstrain {
 namespace model {
 absl::Status ValidateMlpLayerSizes(const std::vector<int>& layer_sizes) {
   if (layer_sizes.size() < 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("mlp layer sizes [", absl::StrJoin(layer_sizes, ", "),
-                     "]: expected at least 2 entries (input, ..., classes)"));
+    return absl::InvalidArgumentError(absl::StrCat("mlp layer sizes [", absl::StrJoin(layer_sizes, ", "),
+                                                   "]: expected at least 2 entries (input, ..., classes)"));
   }
   for (size_t i = 0; i < layer_sizes.size(); ++i) {
     if (layer_sizes[i] <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("mlp layer sizes [", absl::StrJoin(layer_sizes, ", "), "]: entry ", i,
-                       " is ", layer_sizes[i], ", expected > 0"));
+      return absl::InvalidArgumentError(absl::StrCat("mlp layer sizes [", absl::StrJoin(layer_sizes, ", "), "]: entry ",
+                                                     i, " is ", layer_sizes[i], ", expected > 0"));
     }
   }
   if (layer_sizes.back() < 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("mlp layer sizes [", absl::StrJoin(layer_sizes, ", "),
-                     "]: expected at least 2 classes, got ", layer_sizes.back()));
+    return absl::InvalidArgumentError(absl::StrCat("mlp layer sizes [", absl::StrJoin(layer_sizes, ", "),
+                                                   "]: expected at least 2 classes, got ", layer_sizes.back()));
   }
   return absl::OkStatus();
 }
@@ -80,8 +77,7 @@ Mlp::Mlp(std::vector<int> layer_sizes, Backend* backend)
   for (size_t i = 0; i < layer_sizes_.size(); ++i) acts_.emplace_back(backend);
 }
 
-absl::StatusOr<std::unique_ptr<Mlp>> Mlp::Create(const std::vector<int>& layer_sizes,
-                                                 Backend* backend) {
+absl::StatusOr<std::unique_ptr<Mlp>> Mlp::Create(const std::vector<int>& layer_sizes, Backend* backend) {
   CHECK(backend != nullptr);
   RETURN_IF_ERROR(ValidateMlpLayerSizes(layer_sizes));
   std::unique_ptr<Mlp> mlp(new Mlp(layer_sizes, backend));
@@ -120,8 +116,7 @@ absl::Status Mlp::Backward(int n, const std::function<absl::Status(int layer)>& 
   float* dy = delta_[0].data();
   float* dx = delta_[1].data();
   for (int i = static_cast<int>(linears_.size()) - 1; i >= 0; --i) {
-    linears_[i].Backward(b, n, acts_[i].data(), weight(2 * i), dy, grad(2 * i), grad(2 * i + 1),
-                         i > 0 ? dx : nullptr);
+    linears_[i].Backward(b, n, acts_[i].data(), weight(2 * i), dy, grad(2 * i), grad(2 * i + 1), i > 0 ? dx : nullptr);
     RETURN_IF_ERROR(layer_done(i));
     if (i > 0) {
       relus_[i - 1].Backward(b, n, acts_[i].data(), dx, dx);

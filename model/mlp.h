@@ -48,8 +48,7 @@ class Mlp : public FlatModel {
   // call SetParameters or InitializeParameters before training. Errors from the backend's
   // Allocate pass through. Inputs are input_size() row-major floats per sample; the rest of the
   // public surface is Model's (model/flat_model.h).
-  static absl::StatusOr<std::unique_ptr<Mlp>> Create(const std::vector<int>& layer_sizes,
-                                                     Backend* backend);
+  static absl::StatusOr<std::unique_ptr<Mlp>> Create(const std::vector<int>& layer_sizes, Backend* backend);
 
   int input_size() const override { return layer_sizes_.front(); }
   const std::vector<int>& layer_sizes() const { return layer_sizes_; }

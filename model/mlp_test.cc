@@ -34,14 +34,10 @@ class MlpTest : public ::testing::Test {
 };
 
 TEST_F(MlpTest, CreateRefusesBadLayerSizes) {
-  EXPECT_EQ(Mlp::Create({5}, backend_.get()).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(Mlp::Create({5, 0, 3}, backend_.get()).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(Mlp::Create({5, -2}, backend_.get()).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(Mlp::Create({5, 1}, backend_.get()).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Mlp::Create({5}, backend_.get()).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Mlp::Create({5, 0, 3}, backend_.get()).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Mlp::Create({5, -2}, backend_.get()).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Mlp::Create({5, 1}, backend_.get()).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(MlpTest, ReportsLayoutAndSizes) {
@@ -112,8 +108,7 @@ TEST_F(MlpTest, GradientMatchesFiniteDifferencesForEveryTensor) {
       const double minus = mean_loss();
       w = saved;
       const double numeric = (plus - minus) / (2.0 * eps);
-      EXPECT_NEAR(grad[p.flat_offset + i], numeric, 2e-3 + 2e-2 * std::fabs(numeric))
-          << p.name << " element " << i;
+      EXPECT_NEAR(grad[p.flat_offset + i], numeric, 2e-3 + 2e-2 * std::fabs(numeric)) << p.name << " element " << i;
     }
   }
 }
@@ -141,13 +136,9 @@ TEST_F(MlpTest, GradientOfDoubleBatchIsAverageOfHalves) {
   const int64_t p = mlp->num_parameters();
   std::vector<float> all(p), first(p), second(p);
   BatchStats s_all, s_halves;
-  ASSERT_TRUE(mlp->ComputeGradient(x.data(), labels.data(), 2 * n, absl::MakeSpan(all), &s_all)
-                  .ok());
-  ASSERT_TRUE(
-      mlp->ComputeGradient(x.data(), labels.data(), n, absl::MakeSpan(first), &s_halves).ok());
-  ASSERT_TRUE(mlp->ComputeGradient(x.data() + n * 6, labels.data() + n, n,
-                                   absl::MakeSpan(second), &s_halves)
-                  .ok());
+  ASSERT_TRUE(mlp->ComputeGradient(x.data(), labels.data(), 2 * n, absl::MakeSpan(all), &s_all).ok());
+  ASSERT_TRUE(mlp->ComputeGradient(x.data(), labels.data(), n, absl::MakeSpan(first), &s_halves).ok());
+  ASSERT_TRUE(mlp->ComputeGradient(x.data() + n * 6, labels.data() + n, n, absl::MakeSpan(second), &s_halves).ok());
   double max_abs = 0;
   for (int64_t i = 0; i < p; ++i) {
     EXPECT_NEAR(all[i], 0.5f * (first[i] + second[i]), 1e-6) << "parameter " << i;
@@ -166,8 +157,7 @@ TEST_F(MlpTest, BadLabelIsRefusedWithSampleAndLabel) {
   std::vector<float> grad(mlp->num_parameters());
   BatchStats stats;
   const std::vector<int32_t> labels = {0, 2, 3};
-  absl::Status status =
-      mlp->ComputeGradient(x.data(), labels.data(), 3, absl::MakeSpan(grad), &stats);
+  absl::Status status = mlp->ComputeGradient(x.data(), labels.data(), 3, absl::MakeSpan(grad), &stats);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("sample 2"));
   EXPECT_THAT(status.message(), HasSubstr("label 3"));
@@ -200,8 +190,7 @@ TEST_F(MlpTest, EvaluateInBatchesEqualsOneBigForward) {
   ASSERT_TRUE(mlp->Evaluate(x.data(), labels.data(), n, &eval).ok());
   BatchStats grad_stats;
   std::vector<float> grad(mlp->num_parameters());
-  ASSERT_TRUE(
-      mlp->ComputeGradient(x.data(), labels.data(), n, absl::MakeSpan(grad), &grad_stats).ok());
+  ASSERT_TRUE(mlp->ComputeGradient(x.data(), labels.data(), n, absl::MakeSpan(grad), &grad_stats).ok());
   EXPECT_EQ(eval.samples, n);
   EXPECT_EQ(eval.correct, grad_stats.correct);
   EXPECT_NEAR(eval.loss_sum, grad_stats.loss_sum, 1e-6 * grad_stats.loss_sum);

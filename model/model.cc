@@ -55,9 +55,9 @@ absl::StatusOr<std::vector<ParamSpec>> ModelParamSpecs(const std::string& name, 
       parameters += (int64_t{sizes[i]} + 1) * sizes[i + 1];
     }
     if (parameters > kMaxParameters) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model 'mlp' with layers [", absl::StrJoin(sizes, ", "), "] has ", parameters,
-          " parameters, expected at most ", kMaxParameters, " (4 GiB of float32): make --hidden narrower"));
+      return absl::InvalidArgumentError(absl::StrCat("model 'mlp' with layers [", absl::StrJoin(sizes, ", "), "] has ",
+                                                     parameters, " parameters, expected at most ", kMaxParameters,
+                                                     " (4 GiB of float32): make --hidden narrower"));
     }
     return MlpParamSpecs(sizes);
   }

@@ -38,8 +38,8 @@ void AppendI64(int64_t v, std::string* out) {
 }
 
 uint32_t LoadU32(const unsigned char* p) {
-  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
-         static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
+  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
+         static_cast<uint32_t>(p[3]) << 24;
 }
 
 int64_t LoadI64(const unsigned char* p) {
@@ -47,7 +47,6 @@ int64_t LoadI64(const unsigned char* p) {
   for (int i = 7; i >= 0; --i) u = (u << 8) | p[i];
   return static_cast<int64_t>(u);
 }
-
 
 uint32_t Crc(uint32_t crc, const void* data, size_t size) {
   // zlib's crc32 takes a uInt length; feed large buffers in pieces.
@@ -73,15 +72,14 @@ absl::StatusOr<std::string> Header(const std::string& path, const std::vector<Pa
     int64_t elements = 1;
     for (int64_t d : p.shape) {
       if (d < 0) {
-        return absl::InvalidArgumentError(absl::StrCat("model file '", path, "': tensor '",
-                                                       p.name, "' has negative dimension ", d));
+        return absl::InvalidArgumentError(
+            absl::StrCat("model file '", path, "': tensor '", p.name, "' has negative dimension ", d));
       }
       elements *= d;
     }
     if (elements != p.num_elements) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("model file '", path, "': tensor '", p.name, "' shape holds ", elements,
-                       " elements, but num_elements is ", p.num_elements));
+      return absl::InvalidArgumentError(absl::StrCat("model file '", path, "': tensor '", p.name, "' shape holds ",
+                                                     elements, " elements, but num_elements is ", p.num_elements));
     }
     AppendU32(static_cast<uint32_t>(p.name.size()), &header);
     header.append(p.name);
@@ -90,9 +88,8 @@ absl::StatusOr<std::string> Header(const std::string& path, const std::vector<Pa
     total += elements;
   }
   if (static_cast<int64_t>(values.size()) != total) {
-    return absl::InvalidArgumentError(absl::StrCat("model file '", path, "': got ", values.size(),
-                                                   " values, expected ", total, " for ",
-                                                   params.size(), " tensors"));
+    return absl::InvalidArgumentError(absl::StrCat("model file '", path, "': got ", values.size(), " values, expected ",
+                                                   total, " for ", params.size(), " tensors"));
   }
   return header;
 }
@@ -130,8 +127,7 @@ absl::Status WriteModelFile(const std::string& path, const std::vector<ParamSpec
   return WriteFileAtomically(path, "model file", contents);
 }
 
-absl::StatusOr<std::string> SerializeModelFile(const std::vector<ParamSpec>& params,
-                                               absl::Span<const float> values) {
+absl::StatusOr<std::string> SerializeModelFile(const std::vector<ParamSpec>& params, absl::Span<const float> values) {
   return Contents("(in memory)", params, values);
 }
 
@@ -145,16 +141,15 @@ absl::StatusOr<ModelFile> ParseModelFile(absl::string_view contents, absl::strin
   const size_t size = contents.size();
 
   if (size < kMagicSize || std::memcmp(data, kModelFileMagic, kMagicSize) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": bad magic, expected \"PSTRAINM\" (not a model file)"));
+    return absl::InvalidArgumentError(absl::StrCat(where, ": bad magic, expected \"PSTRAINM\" (not a model file)"));
   }
   size_t pos = kMagicSize;
   // Every header read goes through `need`, so a short or garbled header reports "truncated"
   // rather than reading past the end.
   auto need = [&](size_t bytes, absl::string_view field) -> absl::Status {
     if (size - pos < bytes) {
-      return absl::DataLossError(absl::StrCat(where, ": truncated at byte ", pos, " reading ",
-                                              field, " (file has ", size, " bytes)"));
+      return absl::DataLossError(
+          absl::StrCat(where, ": truncated at byte ", pos, " reading ", field, " (file has ", size, " bytes)"));
     }
     return absl::OkStatus();
   };
@@ -164,8 +159,7 @@ absl::StatusOr<ModelFile> ParseModelFile(absl::string_view contents, absl::strin
   const uint32_t num_tensors = LoadU32(data + pos + 4);
   pos += 8;
   if (version != kModelFileVersion) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": version ", version,
-                                                   ", expected ", kModelFileVersion));
+    return absl::InvalidArgumentError(absl::StrCat(where, ": version ", version, ", expected ", kModelFileVersion));
   }
 
   ModelFile file;
@@ -188,8 +182,8 @@ absl::StatusOr<ModelFile> ParseModelFile(absl::string_view contents, absl::strin
     const uint32_t ndim = LoadU32(data + pos);
     pos += 4;
     if (ndim > kMaxDims) {
-      return absl::DataLossError(absl::StrCat(where, ": tensor '", spec.name, "' has ", ndim,
-                                              " dimensions, expected at most ", kMaxDims));
+      return absl::DataLossError(
+          absl::StrCat(where, ": tensor '", spec.name, "' has ", ndim, " dimensions, expected at most ", kMaxDims));
     }
     RETURN_IF_ERROR(need(8 * static_cast<size_t>(ndim), field + " dims"));
     int64_t elements = 1;
@@ -198,9 +192,8 @@ absl::StatusOr<ModelFile> ParseModelFile(absl::string_view contents, absl::strin
       pos += 8;
       // Bounding every product by the file size keeps the arithmetic from overflowing.
       if (dim < 0 || (dim > 0 && elements > static_cast<int64_t>(size) / dim)) {
-        return absl::DataLossError(absl::StrCat(where, ": tensor '", spec.name, "' dimension ",
-                                                d, " is ", dim, ", impossible for a file of ",
-                                                size, " bytes"));
+        return absl::DataLossError(absl::StrCat(where, ": tensor '", spec.name, "' dimension ", d, " is ", dim,
+                                                ", impossible for a file of ", size, " bytes"));
       }
       elements *= dim;
       spec.shape.push_back(dim);
@@ -209,28 +202,26 @@ absl::StatusOr<ModelFile> ParseModelFile(absl::string_view contents, absl::strin
     spec.flat_offset = total;
     total += elements;
     if (total > static_cast<int64_t>(size)) {
-      return absl::DataLossError(absl::StrCat(where, ": tensors hold ", total,
-                                              " values, more than a file of ", size,
-                                              " bytes can"));
+      return absl::DataLossError(
+          absl::StrCat(where, ": tensors hold ", total, " values, more than a file of ", size, " bytes can"));
     }
     file.params.push_back(std::move(spec));
   }
 
   const size_t expected = pos + 4 * static_cast<size_t>(total) + 4;
   if (size < expected) {
-    return absl::DataLossError(absl::StrCat(where, ": truncated: the header describes ",
-                                            expected, " bytes, the file has ", size));
+    return absl::DataLossError(
+        absl::StrCat(where, ": truncated: the header describes ", expected, " bytes, the file has ", size));
   }
   if (size > expected) {
-    return absl::DataLossError(absl::StrCat(where, ": ", size - expected,
-                                            " trailing bytes after the expected ", expected));
+    return absl::DataLossError(
+        absl::StrCat(where, ": ", size - expected, " trailing bytes after the expected ", expected));
   }
   const uint32_t stored_crc = LoadU32(data + size - 4);
-  const uint32_t actual_crc =
-      Crc(static_cast<uint32_t>(crc32(0, Z_NULL, 0)), data, size - 4);
+  const uint32_t actual_crc = Crc(static_cast<uint32_t>(crc32(0, Z_NULL, 0)), data, size - 4);
   if (stored_crc != actual_crc) {
-    return absl::DataLossError(absl::StrCat(where, ": checksum mismatch (stored ", stored_crc,
-                                            ", computed ", actual_crc, "): file is corrupt"));
+    return absl::DataLossError(absl::StrCat(where, ": checksum mismatch (stored ", stored_crc, ", computed ",
+                                            actual_crc, "): file is corrupt"));
   }
 
   file.values.resize(static_cast<size_t>(total));

@@ -65,8 +65,7 @@ absl::StatusOr<ModelFile> ReadModelFile(const std::string& path);
 
 // The bytes WriteModelFile would write, in memory (a worker sends them to the scheduler, which
 // writes the file). Errors as WriteModelFile's INVALID_ARGUMENT.
-absl::StatusOr<std::string> SerializeModelFile(const std::vector<ParamSpec>& params,
-                                               absl::Span<const float> values);
+absl::StatusOr<std::string> SerializeModelFile(const std::vector<ParamSpec>& params, absl::Span<const float> values);
 
 // ReadModelFile for bytes already in memory; `where` names them in errors (e.g. "final model
 // from worker 0"). Same checks and codes: a well-formed file whose values hold a NaN or an

@@ -17,16 +17,15 @@ constexpr double kPi = 3.14159265358979323846;
 // The update loops: one per optimizer, branch-free inside so -O3 vectorizes them. __restrict
 // tells the compiler grad, weights and state never alias.
 
-void SgdLoop(int64_t n, float lr, float wd, const float* __restrict grad,
-             float* __restrict w) {
+void SgdLoop(int64_t n, float lr, float wd, const float* __restrict grad, float* __restrict w) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = grad[i] + wd * w[i];
     w[i] -= lr * g;
   }
 }
 
-void MomentumLoop(int64_t n, float lr, float wd, float mu, const float* __restrict grad,
-                  float* __restrict w, float* __restrict v) {
+void MomentumLoop(int64_t n, float lr, float wd, float mu, const float* __restrict grad, float* __restrict w,
+                  float* __restrict v) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = grad[i] + wd * w[i];
     v[i] = mu * v[i] + g;
@@ -34,8 +33,8 @@ void MomentumLoop(int64_t n, float lr, float wd, float mu, const float* __restri
   }
 }
 
-void NesterovLoop(int64_t n, float lr, float wd, float mu, const float* __restrict grad,
-                  float* __restrict w, float* __restrict v) {
+void NesterovLoop(int64_t n, float lr, float wd, float mu, const float* __restrict grad, float* __restrict w,
+                  float* __restrict v) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = grad[i] + wd * w[i];
     v[i] = mu * v[i] + g;
@@ -45,8 +44,7 @@ void NesterovLoop(int64_t n, float lr, float wd, float mu, const float* __restri
 
 // step_size = lr / (1 - b1^t) and inv_bc2 = 1 / (1 - b2^t) fold the bias corrections.
 void AdamLoop(int64_t n, float step_size, float inv_bc2, float wd, float b1, float b2, float eps,
-              const float* __restrict grad, float* __restrict w, float* __restrict m,
-              float* __restrict v) {
+              const float* __restrict grad, float* __restrict w, float* __restrict m, float* __restrict v) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = grad[i] + wd * w[i];
     m[i] = b1 * m[i] + (1.0f - b1) * g;
@@ -58,8 +56,7 @@ void AdamLoop(int64_t n, float step_size, float inv_bc2, float wd, float b1, flo
 // AdamLoop with decoupled decay: `shrink` = 1 - lr * weight_decay multiplies the weights before
 // the step, as torch.optim.AdamW does (param.mul_(1 - lr * weight_decay), then addcdiv_).
 void AdamWLoop(int64_t n, float step_size, float inv_bc2, float shrink, float b1, float b2, float eps,
-               const float* __restrict grad, float* __restrict w, float* __restrict m,
-               float* __restrict v) {
+               const float* __restrict grad, float* __restrict w, float* __restrict m, float* __restrict v) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = grad[i];
     m[i] = b1 * m[i] + (1.0f - b1) * g;
@@ -68,8 +65,8 @@ void AdamWLoop(int64_t n, float step_size, float inv_bc2, float shrink, float b1
   }
 }
 
-void AdagradLoop(int64_t n, float lr, float wd, float eps, const float* __restrict grad,
-                 float* __restrict w, float* __restrict sum_sq) {
+void AdagradLoop(int64_t n, float lr, float wd, float eps, const float* __restrict grad, float* __restrict w,
+                 float* __restrict sum_sq) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = grad[i] + wd * w[i];
     sum_sq[i] += g * g;
@@ -80,9 +77,8 @@ void AdagradLoop(int64_t n, float lr, float wd, float eps, const float* __restri
 absl::Status CheckRange(const char* field, float value, float lo, float hi, bool hi_inclusive) {
   const bool ok = value >= lo && (hi_inclusive ? value <= hi : value < hi);
   if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("optimizer ", field, ": got ", value,
-                                                 ", expected [", lo, ", ", hi,
-                                                 hi_inclusive ? "]" : ")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("optimizer ", field, ": got ", value, ", expected [", lo, ", ", hi, hi_inclusive ? "]" : ")"));
 }
 
 absl::Status CheckPositive(const char* field, float value) {
@@ -111,26 +107,25 @@ int NumStateVectors(OptimizerOptions::Type type) {
 
 absl::Status ValidateLrSchedule(const LrScheduleOptions& schedule) {
   if (schedule.warmup_steps < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "lr schedule warmup_steps: got ", schedule.warmup_steps, ", expected >= 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("lr schedule warmup_steps: got ", schedule.warmup_steps, ", expected >= 0"));
   }
   switch (schedule.type) {
     case LrScheduleOptions::Type::kConstant:
       return absl::OkStatus();
     case LrScheduleOptions::Type::kStep:
       if (schedule.step_size <= 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "lr schedule step_size: got ", schedule.step_size, ", expected > 0 for step decay"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("lr schedule step_size: got ", schedule.step_size, ", expected > 0 for step decay"));
       }
       if (!(schedule.gamma > 0) || !std::isfinite(schedule.gamma)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("lr schedule gamma: got ", schedule.gamma, ", expected > 0"));
+        return absl::InvalidArgumentError(absl::StrCat("lr schedule gamma: got ", schedule.gamma, ", expected > 0"));
       }
       return absl::OkStatus();
     case LrScheduleOptions::Type::kCosine:
       if (!(schedule.min_factor >= 0 && schedule.min_factor <= 1)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "lr schedule min_factor: got ", schedule.min_factor, ", expected [0, 1]"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("lr schedule min_factor: got ", schedule.min_factor, ", expected [0, 1]"));
       }
       return absl::OkStatus();
   }
@@ -138,8 +133,7 @@ absl::Status ValidateLrSchedule(const LrScheduleOptions& schedule) {
       absl::StrCat("lr schedule type: got ", static_cast<int>(schedule.type), ", unknown"));
 }
 
-float ScheduledLearningRate(float base_lr, const LrScheduleOptions& schedule, int64_t step,
-                            int64_t total_steps) {
+float ScheduledLearningRate(float base_lr, const LrScheduleOptions& schedule, int64_t step, int64_t total_steps) {
   const int64_t warmup = schedule.warmup_steps;
   if (step < warmup) {
     return static_cast<float>(static_cast<double>(base_lr) * static_cast<double>(step + 1) /
@@ -151,8 +145,7 @@ float ScheduledLearningRate(float base_lr, const LrScheduleOptions& schedule, in
       return base_lr;
     case LrScheduleOptions::Type::kStep: {
       const int64_t decays = s / schedule.step_size;
-      return static_cast<float>(base_lr * std::pow(static_cast<double>(schedule.gamma),
-                                                    static_cast<double>(decays)));
+      return static_cast<float>(base_lr * std::pow(static_cast<double>(schedule.gamma), static_cast<double>(decays)));
     }
     case LrScheduleOptions::Type::kCosine: {
       const int64_t span = total_steps - warmup;
@@ -166,12 +159,10 @@ float ScheduledLearningRate(float base_lr, const LrScheduleOptions& schedule, in
   return base_lr;
 }
 
-absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerOptions& options,
-                                                             int64_t num_elements) {
+absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerOptions& options, int64_t num_elements) {
   using Type = OptimizerOptions::Type;
   if (num_elements < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("optimizer size: got ", num_elements, " elements, expected >= 0"));
+    return absl::InvalidArgumentError(absl::StrCat("optimizer size: got ", num_elements, " elements, expected >= 0"));
   }
   switch (options.type) {
     case Type::kSgd:
@@ -187,8 +178,8 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerOpti
   }
   RETURN_IF_ERROR(CheckPositive("lr", options.lr));
   if (!(options.weight_decay >= 0) || !std::isfinite(options.weight_decay)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "optimizer weight_decay: got ", options.weight_decay, ", expected a finite value >= 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer weight_decay: got ", options.weight_decay, ", expected a finite value >= 0"));
   }
   if (options.type == Type::kMomentum || options.type == Type::kNesterov) {
     RETURN_IF_ERROR(CheckRange("momentum", options.momentum, 0.0f, 1.0f, false));
@@ -231,11 +222,11 @@ void Optimizer::Apply(int64_t step, float lr, const float* grad, float* weights)
       const float step_size = static_cast<float>(lr / bc1);
       const float inv_bc2 = static_cast<float>(1.0 / bc2);
       if (o.type == OptimizerOptions::Type::kAdam) {
-        AdamLoop(n, step_size, inv_bc2, o.weight_decay, o.beta1, o.beta2, o.epsilon, grad, weights,
-                 state_[0].data(), state_[1].data());
+        AdamLoop(n, step_size, inv_bc2, o.weight_decay, o.beta1, o.beta2, o.epsilon, grad, weights, state_[0].data(),
+                 state_[1].data());
       } else {
-        AdamWLoop(n, step_size, inv_bc2, 1.0f - lr * o.weight_decay, o.beta1, o.beta2, o.epsilon, grad,
-                  weights, state_[0].data(), state_[1].data());
+        AdamWLoop(n, step_size, inv_bc2, 1.0f - lr * o.weight_decay, o.beta1, o.beta2, o.epsilon, grad, weights,
+                  state_[0].data(), state_[1].data());
       }
       return;
     }

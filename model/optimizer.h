@@ -41,18 +41,17 @@ absl::Status ValidateLrSchedule(const LrScheduleOptions& schedule);
 
 // Learning rate for update number `step` (0-based) of a job of `total_steps` updates (see
 // LrScheduleOptions for the formulas). REQUIRES: ValidateLrSchedule(schedule) is OK, step >= 0.
-float ScheduledLearningRate(float base_lr, const LrScheduleOptions& schedule, int64_t step,
-                            int64_t total_steps);
+float ScheduledLearningRate(float base_lr, const LrScheduleOptions& schedule, int64_t step, int64_t total_steps);
 
 struct OptimizerOptions {
   enum class Type { kSgd, kMomentum, kNesterov, kAdam, kAdagrad, kAdamW };
   Type type = Type::kSgd;
-  float lr = 0.01f;            // base rate, > 0 (Apply takes the scheduled rate)
-  float momentum = 0.9f;       // kMomentum, kNesterov: [0, 1)
-  float beta1 = 0.9f;          // kAdam, kAdamW: [0, 1)
-  float beta2 = 0.999f;        // kAdam, kAdamW: [0, 1)
-  float epsilon = 1e-8f;       // kAdam, kAdamW, kAdagrad: > 0
-  float weight_decay = 0.0f;   // >= 0; kAdamW: decoupled, others: coupled (added to the gradient)
+  float lr = 0.01f;           // base rate, > 0 (Apply takes the scheduled rate)
+  float momentum = 0.9f;      // kMomentum, kNesterov: [0, 1)
+  float beta1 = 0.9f;         // kAdam, kAdamW: [0, 1)
+  float beta2 = 0.999f;       // kAdam, kAdamW: [0, 1)
+  float epsilon = 1e-8f;      // kAdam, kAdamW, kAdagrad: > 0
+  float weight_decay = 0.0f;  // >= 0; kAdamW: decoupled, others: coupled (added to the gradient)
   LrScheduleOptions schedule;
 };
 
@@ -61,8 +60,7 @@ class Optimizer {
  public:
   // An optimizer for a chunk of `num_elements` weights, its state zeroed. INVALID_ARGUMENT names
   // the bad option (e.g. "optimizer momentum: got 1.5, expected [0, 1)") or a negative size.
-  static absl::StatusOr<std::unique_ptr<Optimizer>> Create(const OptimizerOptions& options,
-                                                           int64_t num_elements);
+  static absl::StatusOr<std::unique_ptr<Optimizer>> Create(const OptimizerOptions& options, int64_t num_elements);
 
   const OptimizerOptions& options() const { return options_; }
   int64_t num_elements() const { return num_elements_; }

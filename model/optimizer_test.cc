@@ -21,8 +21,7 @@ std::unique_ptr<Optimizer> Make(OptimizerOptions options, int64_t n) {
 }
 
 // Runs one Apply per row of `grads` and checks the weights after each against `expected`.
-void ExpectTrajectory(Optimizer* opt, std::vector<float> weights,
-                      const std::vector<std::vector<float>>& grads,
+void ExpectTrajectory(Optimizer* opt, std::vector<float> weights, const std::vector<std::vector<float>>& grads,
                       const std::vector<std::vector<double>>& expected, float lr = 0.1f) {
   for (size_t step = 0; step < grads.size(); ++step) {
     opt->Apply(static_cast<int64_t>(step), lr, grads[step].data(), weights.data());
@@ -37,8 +36,7 @@ TEST(OptimizerTest, SgdWithAndWithoutWeightDecay) {
   options.type = Type::kSgd;
   std::unique_ptr<Optimizer> plain = Make(options, 2);
   // w -= 0.1 g.
-  ExpectTrajectory(plain.get(), {1.0f, -2.0f}, {{0.5f, 1.0f}, {0.5f, -3.0f}},
-                   {{0.95, -2.1}, {0.90, -1.8}});
+  ExpectTrajectory(plain.get(), {1.0f, -2.0f}, {{0.5f, 1.0f}, {0.5f, -3.0f}}, {{0.95, -2.1}, {0.90, -1.8}});
 
   options.weight_decay = 0.1f;
   std::unique_ptr<Optimizer> decayed = Make(options, 1);
@@ -66,8 +64,7 @@ TEST(OptimizerTest, NesterovLooksAhead) {
   std::unique_ptr<Optimizer> opt = Make(options, 2);
   // Element 0, g = 1: v = 1, 1.9, 2.71; w -= 0.1 (1 + 0.9 v) = 0.19, 0.271, 0.3439.
   // Element 1 sees no gradient and stays put.
-  ExpectTrajectory(opt.get(), {1.0f, 0.0f}, {{1, 0}, {1, 0}, {1, 0}},
-                   {{0.81, 0}, {0.539, 0}, {0.1951, 0}});
+  ExpectTrajectory(opt.get(), {1.0f, 0.0f}, {{1, 0}, {1, 0}, {1, 0}}, {{0.81, 0}, {0.539, 0}, {0.1951, 0}});
 
   options.weight_decay = 0.2f;
   std::unique_ptr<Optimizer> decayed = Make(options, 1);
@@ -120,11 +117,10 @@ TEST(OptimizerTest, AdamWFollowsTheScheduledRateInStepAndDecay) {
   std::unique_ptr<Optimizer> opt = Make(options, 2);
   // Base rate 0.1 over 6 steps: 0.05, 0.1 (warm-up), then cosine 0.1, 0.0868198, 0.055, 0.0231802.
   // Each step shrinks by 1 - lr_t * 0.2 and moves by lr_t times the bias-corrected Adam ratio.
-  const std::vector<std::vector<float>> grads = {{1, -0.5f}, {-2, 0.25f}, {0.5f, 1},
-                                                 {3, -1},    {-1, 2},     {0.1f, 0.3f}};
-  const std::vector<std::vector<double>> expected = {
-      {0.4450000005, -0.940000001}, {0.472710353, -0.894566298}, {0.476925212, -0.922408150},
-      {0.434428225, -0.897695334},  {0.419629812, -0.908894347}, {0.413735774, -0.913717555}};
+  const std::vector<std::vector<float>> grads = {{1, -0.5f}, {-2, 0.25f}, {0.5f, 1}, {3, -1}, {-1, 2}, {0.1f, 0.3f}};
+  const std::vector<std::vector<double>> expected = {{0.4450000005, -0.940000001}, {0.472710353, -0.894566298},
+                                                     {0.476925212, -0.922408150},  {0.434428225, -0.897695334},
+                                                     {0.419629812, -0.908894347},  {0.413735774, -0.913717555}};
   std::vector<float> w = {0.5f, -1.0f};
   for (int64_t step = 0; step < 6; ++step) {
     const float lr = ScheduledLearningRate(0.1f, options.schedule, step, /*total_steps=*/6);
@@ -165,8 +161,7 @@ TEST(OptimizerTest, AdagradDividesBySquaredSum) {
 
   options.weight_decay = 0.1f;
   std::unique_ptr<Optimizer> decayed = Make(options, 1);
-  ExpectTrajectory(decayed.get(), {2.0f}, {{-1}, {3}, {0.5f}},
-                   {{2.1}, {2.00296799}, {1.98225832}});
+  ExpectTrajectory(decayed.get(), {2.0f}, {{-1}, {3}, {0.5f}}, {{2.1}, {2.00296799}, {1.98225832}});
 }
 
 TEST(OptimizerTest, LearningRateArgumentIsUsed) {
@@ -267,8 +262,7 @@ TEST(LrScheduleTest, CosineEndsAndMiddle) {
   s.min_factor = 0.1f;
   EXPECT_FLOAT_EQ(ScheduledLearningRate(1.0f, s, 0, 100), 1.0f);
   EXPECT_FLOAT_EQ(ScheduledLearningRate(1.0f, s, 50, 100), 0.55f);
-  EXPECT_FLOAT_EQ(ScheduledLearningRate(1.0f, s, 25, 100),
-                  0.1f + 0.9f * 0.5f * (1.0f + std::cos(3.14159265f / 4)));
+  EXPECT_FLOAT_EQ(ScheduledLearningRate(1.0f, s, 25, 100), 0.1f + 0.9f * 0.5f * (1.0f + std::cos(3.14159265f / 4)));
   EXPECT_FLOAT_EQ(ScheduledLearningRate(1.0f, s, 100, 100), 0.1f);
   EXPECT_FLOAT_EQ(ScheduledLearningRate(1.0f, s, 150, 100), 0.1f);
   // With warm-up the cosine runs over the remaining steps.

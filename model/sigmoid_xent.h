@@ -23,8 +23,8 @@ class SigmoidCrossEntropy {
 
   // The same, and dlogits = grad_scale * (p - y) for every sample (grad_scale = 1/N gives the
   // gradient of the mean loss over N samples). dlogits may equal logits.
-  XentResult ForwardBackward(Backend* backend, int n, const float* logits, const float* labels,
-                             float grad_scale, float* dlogits) const;
+  XentResult ForwardBackward(Backend* backend, int n, const float* logits, const float* labels, float grad_scale,
+                             float* dlogits) const;
 
   // probabilities = sigmoid(logits) over n samples, what AUC and log loss are computed from.
   // probabilities may equal logits.

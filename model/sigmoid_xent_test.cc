@@ -23,16 +23,15 @@ using testutil::ToHost;
 
 class SigmoidXentTest : public ::testing::Test {
  protected:
-  XentResult Run(const std::vector<float>& logits, const std::vector<float>& labels,
-                 float grad_scale, std::vector<float>* dlogits) {
+  XentResult Run(const std::vector<float>& logits, const std::vector<float>& labels, float grad_scale,
+                 std::vector<float>* dlogits) {
     const int n = static_cast<int>(logits.size());
     BackendBuffer<float> z = ToBackend(backend_.get(), logits);
     BackendBuffer<float> y = ToBackend(backend_.get(), labels);
     BackendBuffer<float> dz = ToBackend(backend_.get(), std::vector<float>(n, 99.0f));
-    const XentResult result =
-        dlogits == nullptr ? loss_.Forward(backend_.get(), n, z.data(), y.data())
-                           : loss_.ForwardBackward(backend_.get(), n, z.data(), y.data(),
-                                                   grad_scale, dz.data());
+    const XentResult result = dlogits == nullptr
+                                  ? loss_.Forward(backend_.get(), n, z.data(), y.data())
+                                  : loss_.ForwardBackward(backend_.get(), n, z.data(), y.data(), grad_scale, dz.data());
     if (dlogits != nullptr) *dlogits = ToHost(backend_.get(), dz, n);
     return result;
   }
@@ -111,8 +110,7 @@ TEST_F(SigmoidXentTest, GradientMatchesFiniteDifferences) {
   std::vector<float> dlogits;
   Run(logits, labels, scale, &dlogits);
   ExpectMatchesFiniteDifferences(
-      "logits", &logits, [&] { return scale * Run(logits, labels, 0.0f, nullptr).loss_sum; },
-      dlogits);
+      "logits", &logits, [&] { return scale * Run(logits, labels, 0.0f, nullptr).loss_sum; }, dlogits);
 }
 
 TEST_F(SigmoidXentTest, GradientMayOverwriteTheLogits) {
@@ -122,8 +120,7 @@ TEST_F(SigmoidXentTest, GradientMayOverwriteTheLogits) {
   const XentResult want = Run(logits, labels, 0.125f, &separate);
   BackendBuffer<float> z = ToBackend(backend_.get(), logits);
   BackendBuffer<float> y = ToBackend(backend_.get(), labels);
-  const XentResult got = loss_.ForwardBackward(backend_.get(), 8, z.data(), y.data(), 0.125f,
-                                               z.data());
+  const XentResult got = loss_.ForwardBackward(backend_.get(), 8, z.data(), y.data(), 0.125f, z.data());
   EXPECT_EQ(got.loss_sum, want.loss_sum);
   EXPECT_EQ(ToHost(backend_.get(), z, 8), separate);
 }

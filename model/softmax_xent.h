@@ -27,8 +27,8 @@ class SoftmaxCrossEntropy {
 
   // Same, and dlogits = grad_scale * dLoss_i/dz for every row (grad_scale = 1/N gives the gradient
   // of the mean loss over N samples). dlogits may equal logits.
-  XentResult ForwardBackward(Backend* backend, int n, const float* logits, const int32_t* labels,
-                             float grad_scale, float* dlogits) const;
+  XentResult ForwardBackward(Backend* backend, int n, const float* logits, const int32_t* labels, float grad_scale,
+                             float* dlogits) const;
 
  private:
   int classes_;

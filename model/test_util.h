@@ -46,8 +46,7 @@ inline Window2d MakeWindow(int channels, int height, int width, int kernel, int 
   return w;
 }
 
-inline std::vector<float> RandomVector(int64_t n, uint32_t seed, float lo = -1.0f,
-                                       float hi = 1.0f) {
+inline std::vector<float> RandomVector(int64_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<float> v(n);
@@ -65,8 +64,7 @@ inline double Dot(const std::vector<float>& a, const std::vector<float>& b) {
 // step 1e-2: large enough for float forward passes to resolve, small enough for the smooth and
 // piecewise-linear (away from kinks) layers under test.
 inline void ExpectMatchesFiniteDifferences(const char* what, std::vector<float>* values,
-                                           const std::function<double()>& loss,
-                                           const std::vector<float>& analytic) {
+                                           const std::function<double()>& loss, const std::vector<float>& analytic) {
   constexpr float kEps = 1e-2f;
   ASSERT_EQ(values->size(), analytic.size()) << what;
   for (size_t i = 0; i < values->size(); ++i) {
@@ -77,8 +75,7 @@ inline void ExpectMatchesFiniteDifferences(const char* what, std::vector<float>*
     const double minus = loss();
     (*values)[i] = saved;
     const double numeric = (plus - minus) / (2.0 * kEps);
-    EXPECT_NEAR(analytic[i], numeric, 1e-3 + 1e-2 * std::fabs(numeric))
-        << what << " element " << i;
+    EXPECT_NEAR(analytic[i], numeric, 1e-3 + 1e-2 * std::fabs(numeric)) << what << " element " << i;
   }
 }
 

@@ -101,8 +101,8 @@ std::vector<model::ParamSpec> ParamsOf(const std::vector<std::string>& names,
     p.num_elements = 1;
     for (int64_t d : p.shape) {
       if (d < 0) {
-        throw StatusError(absl::InvalidArgumentError(
-            absl::StrCat("parameter '", p.name, "': dimension ", d, ", expected >= 0")));
+        throw StatusError(
+            absl::InvalidArgumentError(absl::StrCat("parameter '", p.name, "': dimension ", d, ", expected >= 0")));
       }
       p.num_elements *= d;
     }
@@ -123,8 +123,8 @@ const float* ContiguousFloats(const py::array& array, const std::string& what, i
     throw StatusError(absl::InvalidArgumentError(absl::StrCat(what, ": not C-contiguous")));
   }
   if (array.size() != expected) {
-    throw StatusError(absl::InvalidArgumentError(
-        absl::StrCat(what, ": ", array.size(), " floats, expected ", expected)));
+    throw StatusError(
+        absl::InvalidArgumentError(absl::StrCat(what, ": ", array.size(), " floats, expected ", expected)));
   }
   return static_cast<const float*>(array.data());
 }
@@ -149,8 +149,9 @@ void TrainScores(const TrainingSession& session, const std::optional<FloatArray>
                  const std::optional<FloatArray>& labels, const std::vector<std::pair<int64_t, int64_t>>& files,
                  model::BatchStats* stats) {
   if (predictions.has_value() != labels.has_value()) {
-    throw StatusError(absl::InvalidArgumentError("end_step: predictions without labels or labels without "
-                                                 "predictions; expected both or neither"));
+    throw StatusError(
+        absl::InvalidArgumentError("end_step: predictions without labels or labels without "
+                                   "predictions; expected both or neither"));
   }
   if (!predictions.has_value()) {
     if (!files.empty()) throw StatusError(absl::InvalidArgumentError("end_step: files without predictions"));
@@ -298,10 +299,11 @@ PYBIND11_MODULE(_core, m) {
           "of the positive class, from the forward pass of this gradient (before its update), and its label "
           "(> 0.5: positive), for the job's training AUC and, on a data stream, progressive validation; files: "
           "on a stream, the samples' files in order as StreamReader.read gives them, [(file, samples)].")
-      .def("abandon_step", [](TrainingSession& s) {
-        py::gil_scoped_release release;
-        s.AbandonStep();
-      })
+      .def("abandon_step",
+           [](TrainingSession& s) {
+             py::gil_scoped_release release;
+             s.AbandonStep();
+           })
       .def(
           "report_evaluation",
           [](TrainingSession& s, double loss_sum, int64_t correct, int64_t samples,

@@ -26,9 +26,8 @@ using serving::ServeClient;
 // A C-contiguous uint64 view of `keys` (a NumPy uint64 or int64 array, taken bit for bit).
 py::array_t<uint64_t> KeysOf(const py::array& keys) {
   if (keys.dtype().kind() != 'u' && keys.dtype().kind() != 'i') {
-    ThrowIfError(absl::InvalidArgumentError(
-        absl::StrCat("keys are a NumPy array of kind '", std::string(1, keys.dtype().kind()),
-                     "', expected uint64 or int64")));
+    ThrowIfError(absl::InvalidArgumentError(absl::StrCat(
+        "keys are a NumPy array of kind '", std::string(1, keys.dtype().kind()), "', expected uint64 or int64")));
   }
   if (keys.dtype().itemsize() != 8) {
     ThrowIfError(absl::InvalidArgumentError(

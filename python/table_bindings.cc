@@ -75,7 +75,8 @@ SparseOptimizerSpec OptimizerOf(const py::handle& value, const std::string& what
 }
 
 int64_t IntField(const py::handle& value, const std::string& what) {
-  if (py::isinstance<py::bool_>(value) || !py::isinstance<py::int_>(value)) Invalid(absl::StrCat(what, ": expected an int"));
+  if (py::isinstance<py::bool_>(value) || !py::isinstance<py::int_>(value))
+    Invalid(absl::StrCat(what, ": expected an int"));
   return value.cast<int64_t>();
 }
 
@@ -105,8 +106,9 @@ EvictionSpec EvictionOf(const py::handle& value, const std::string& what) {
       if (order != "lru" && order != "lfu") Invalid(absl::StrCat(where, ": expected 'lru' or 'lfu'"));
       spec.set_order(order == "lfu" ? EvictionSpec::LFU : EvictionSpec::LRU);
     } else {
-      Invalid(absl::StrCat(what, ": unknown field '", name,
-                           "' (expected ttl_updates, ttl_seconds, max_rows, order, min_l2_norm, keep_rows, every_updates)"));
+      Invalid(absl::StrCat(
+          what, ": unknown field '", name,
+          "' (expected ttl_updates, ttl_seconds, max_rows, order, min_l2_norm, keep_rows, every_updates)"));
     }
   }
   return spec;
@@ -196,7 +198,8 @@ std::vector<TableSpec> TableSpecsOf(const py::list& tables) {
         if (!value.is_none()) *spec.mutable_eviction() = EvictionOf(value, absl::StrCat(what, ": evict"));
       } else if (name == "row_dtype") {
         if (value.is_none()) continue;
-        if (!py::isinstance<py::str>(value)) Invalid(absl::StrCat(what, ": row_dtype is not a str (expected fp32, fp16 or bf16)"));
+        if (!py::isinstance<py::str>(value))
+          Invalid(absl::StrCat(what, ": row_dtype is not a str (expected fp32, fp16 or bf16)"));
         absl::StatusOr<TableSpec::RowDtype> dtype = ParseRowDtype(value.cast<std::string>());
         if (!dtype.ok()) Invalid(absl::StrCat(what, ": ", dtype.status().message()));
         spec.set_row_dtype(*dtype);

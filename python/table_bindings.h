@@ -17,8 +17,8 @@ namespace pstrain::python {
 // absent: unset), "optimizer" (None or absent: unset; a type name such as "sgd"; or a dict of
 // SparseOptimizerSpec's fields by name, "type" a name) and "admit" (None or absent: unset, the
 // job's; "always", "count:N" or "probability:P", common/table_spec.h ParseAdmission) and "evict"
-// (None or absent: the job's; a dict of EvictionSpec's fields, "order" "lru" or "lfu"). Throws StatusError (INVALID_ARGUMENT)
-// naming the table and the field for an unknown key or a value of the wrong type.
+// (None or absent: the job's; a dict of EvictionSpec's fields, "order" "lru" or "lfu"). Throws StatusError
+// (INVALID_ARGUMENT) naming the table and the field for an unknown key or a value of the wrong type.
 std::vector<TableSpec> TableSpecsOf(const pybind11::list& tables);
 
 // {"name", "dim", "init_bound" (None when unset: 1/sqrt(dim)), "optimizer" (its type's name),

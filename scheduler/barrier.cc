@@ -32,8 +32,8 @@ void BarrierSet::SetParticipants(Group group, const std::vector<std::string>& ke
   }
 }
 
-void BarrierSet::Enter(const std::string& name, Group group, const std::string& key, Done done,
-                       Answers* out, absl::Time now) {
+void BarrierSet::Enter(const std::string& name, Group group, const std::string& key, Done done, Answers* out,
+                       absl::Time now) {
   if (!failure_.ok()) {
     out->push_back({std::move(done), failure_});
     return;
@@ -46,11 +46,11 @@ void BarrierSet::Enter(const std::string& name, Group group, const std::string& 
     if (auto known = participants_.find(group); known != participants_.end()) barrier.awaited = known->second;
   }
   if (barrier.group != group) {
-    out->push_back({std::move(done),
-                    absl::InvalidArgumentError(absl::StrCat(
-                        "barrier '", name, "' entered by ", key, " for ",
-                        BarrierRequest::Participants_Name(group), " participants, expected ",
-                        BarrierRequest::Participants_Name(barrier.group), " as its first participant said"))});
+    out->push_back(
+        {std::move(done), absl::InvalidArgumentError(absl::StrCat(
+                              "barrier '", name, "' entered by ", key, " for ",
+                              BarrierRequest::Participants_Name(group), " participants, expected ",
+                              BarrierRequest::Participants_Name(barrier.group), " as its first participant said"))});
     return;
   }
   if (barrier.released) {

@@ -43,8 +43,8 @@ absl::Status CheckBarrierRequest(const BarrierRequest& request, int epochs) {
   const std::string known = absl::StrCat("the job's barriers are '", kServersReadyBarrier, "' (ALL) and '",
                                          kEpochPrefix, "<N>", kEpochSuffix, "' (WORKERS) for N in [0, ", epochs, ")");
   if (name.size() > kMaxNameBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": barrier name of ", name.size(), " bytes (limit ",
-                                                   kMaxNameBytes, "); ", known));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": barrier name of ", name.size(), " bytes (limit ", kMaxNameBytes, "); ", known));
   }
   if (name == kServersReadyBarrier) {
     if (group != BarrierRequest::ALL) {
@@ -60,9 +60,9 @@ absl::Status CheckBarrierRequest(const BarrierRequest& request, int epochs) {
           absl::StrCat(what, ": barrier '", name, "' names no epoch of the job; ", known));
     }
     if (group != BarrierRequest::WORKERS || role != WORKER) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": barrier '", name, "' is for workers only (group WORKERS), got ",
-                                                     RoleName(role), " in group ",
-                                                     BarrierRequest::Participants_Name(group), "; ", known));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": barrier '", name, "' is for workers only (group WORKERS), got ", RoleName(role),
+                       " in group ", BarrierRequest::Participants_Name(group), "; ", known));
     }
     return absl::OkStatus();
   }

@@ -36,8 +36,7 @@ TEST(BarrierNamesTest, AnyOtherNameIsRefusedNamingTheKnownOnes) {
             "'servers-ready' (ALL) and 'epoch-<N>-trained' (WORKERS) for N in [0, 3)");
   for (const char* name : {"", "servers-ready ", "epoch--trained", "epoch-01-trained", "epoch-+1-trained",
                            "epoch--1-trained", "epoch-1-trainedx", "epoch-99999999999-trained"}) {
-    EXPECT_EQ(CheckBarrierRequest(Request(name, BarrierRequest::WORKERS), 3).code(),
-              absl::StatusCode::kInvalidArgument)
+    EXPECT_EQ(CheckBarrierRequest(Request(name, BarrierRequest::WORKERS), 3).code(), absl::StatusCode::kInvalidArgument)
         << "'" << name << "'";
   }
 }

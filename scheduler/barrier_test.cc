@@ -179,7 +179,8 @@ TEST(BarrierTest, NoCallbackRunsInsideACall) {
   BarrierSet::Answers answers;
   set.SetParticipants(kWorkers, {"worker 0"}, &answers);
   bool ran = false;
-  set.Enter("first", kWorkers, "worker 0", [&](absl::Status s) { ran = s.ok(); }, &answers);
+  set.Enter(
+      "first", kWorkers, "worker 0", [&](absl::Status s) { ran = s.ok(); }, &answers);
   EXPECT_FALSE(ran);
   ASSERT_EQ(answers.size(), 1u);
   RunAnswers(std::move(answers));

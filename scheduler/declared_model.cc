@@ -33,12 +33,12 @@ absl::StatusOr<model::ModelFile> ParseDeclaration(const ModelDeclaration& declar
           "expected 0 and 0"));
     }
   } else if (declaration.train_samples() < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": ", declaration.train_samples(),
-                                                   " training samples, expected at least 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", declaration.train_samples(), " training samples, expected at least 1"));
   }
   if (declaration.test_samples() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": ", declaration.test_samples(),
-                                                   " test samples, expected >= 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", declaration.test_samples(), " test samples, expected >= 0"));
   }
   ASSIGN_OR_RETURN(model::ModelFile file,
                    model::ParseModelFile(declaration.model_file(),
@@ -48,16 +48,15 @@ absl::StatusOr<model::ModelFile> ParseDeclaration(const ModelDeclaration& declar
   }
   for (int i = 0; i < declaration.averaged_tensors_size(); ++i) {
     const std::string& name = declaration.averaged_tensors(i);
-    const bool declared = std::any_of(file.params.begin(), file.params.end(),
-                                      [&](const model::ParamSpec& p) { return p.name == name; });
+    const bool declared =
+        std::any_of(file.params.begin(), file.params.end(), [&](const model::ParamSpec& p) { return p.name == name; });
     if (!declared) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, ": averaged tensor '", name, "' is not a declared tensor"));
+      return absl::InvalidArgumentError(absl::StrCat(what, ": averaged tensor '", name, "' is not a declared tensor"));
     }
     for (int j = 0; j < i; ++j) {
       if (declaration.averaged_tensors(j) == name) {
-        return absl::InvalidArgumentError(absl::StrCat(what, ": averaged tensor '", name, "' is listed twice (at ",
-                                                       j, " and ", i, ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": averaged tensor '", name, "' is listed twice (at ", j, " and ", i, ")"));
       }
     }
   }
@@ -88,7 +87,8 @@ absl::Status CheckPinnedSizes(const JobSpec& job, int worker_rank, int64_t train
   }
   if (pinned_test > 0 && test_samples != pinned_test) {
     return absl::InvalidArgumentError(absl::StrCat("worker ", worker_rank, " declares ", test_samples,
-                                                   " test samples; the job pins ", pinned_test, " (data.test_samples)"));
+                                                   " test samples; the job pins ", pinned_test,
+                                                   " (data.test_samples)"));
   }
   return absl::OkStatus();
 }
@@ -104,18 +104,17 @@ absl::StatusOr<JobSetup> SetUpDeclaredJob(const JobSpec& job, const std::vector<
                                   model::TotalElements(params), " parameters (declared by worker ", worker_rank, ")");
   ASSIGN_OR_RETURN(setup.shard_map,
                    BuildShardMap(TensorSpecsOf(params, averaged), job.num_servers(), job.max_chunk_bytes()));
-  setup.total_steps =
-      TotalSteps(job, train_samples, data::SyncStepsPerEpoch(train_samples, job.global_batch()));
+  setup.total_steps = TotalSteps(job, train_samples, data::SyncStepsPerEpoch(train_samples, job.global_batch()));
   return setup;
 }
 
 absl::Status MatchDeclaration(absl::string_view who, const std::vector<model::ParamSpec>& declared,
                               int64_t train_samples, int64_t test_samples,
-                              const google::protobuf::RepeatedPtrField<TensorSpec>& tensors,
-                              int64_t job_train_samples, int64_t job_test_samples) {
+                              const google::protobuf::RepeatedPtrField<TensorSpec>& tensors, int64_t job_train_samples,
+                              int64_t job_test_samples) {
   if (static_cast<int>(declared.size()) != tensors.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(who, " declares ", declared.size(), " tensors; the job's model has ",
-                                                   tensors.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(who, " declares ", declared.size(), " tensors; the job's model has ", tensors.size()));
   }
   for (int i = 0; i < tensors.size(); ++i) {
     const model::ParamSpec& d = declared[i];
@@ -130,12 +129,12 @@ absl::Status MatchDeclaration(absl::string_view who, const std::vector<model::Pa
     }
   }
   if (train_samples != job_train_samples) {
-    return absl::InvalidArgumentError(absl::StrCat(who, " declares ", train_samples, " training samples; the job has ",
-                                                   job_train_samples));
+    return absl::InvalidArgumentError(
+        absl::StrCat(who, " declares ", train_samples, " training samples; the job has ", job_train_samples));
   }
   if (test_samples != job_test_samples) {
-    return absl::InvalidArgumentError(absl::StrCat(who, " declares ", test_samples, " test samples; the job has ",
-                                                   job_test_samples));
+    return absl::InvalidArgumentError(
+        absl::StrCat(who, " declares ", test_samples, " test samples; the job has ", job_test_samples));
   }
   return absl::OkStatus();
 }
@@ -160,9 +159,9 @@ absl::Status MatchAveragedTensors(absl::string_view who,
 absl::Status CheckSavedDeclaration(absl::string_view model_file, const SchedulerState& state) {
   const std::string what = "scheduler state: the declared model file beside it";
   ASSIGN_OR_RETURN(const model::ModelFile file, model::ParseModelFile(model_file, what));
-  absl::Status match = MatchDeclaration(what, file.params, state.train_samples(), state.test_samples(),
-                                        state.membership().shard_map().tensors(), state.train_samples(),
-                                        state.test_samples());
+  absl::Status match =
+      MatchDeclaration(what, file.params, state.train_samples(), state.test_samples(),
+                       state.membership().shard_map().tensors(), state.train_samples(), state.test_samples());
   if (!match.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(match.message(), " (the state's shard map)"));
   }

@@ -68,8 +68,8 @@ absl::StatusOr<JobSetup> SetUpDeclaredJob(const JobSpec& job, const std::vector<
 // job's model has 4", "worker 2 declares 58000 training samples; the job has 60000".
 absl::Status MatchDeclaration(absl::string_view who, const std::vector<model::ParamSpec>& declared,
                               int64_t train_samples, int64_t test_samples,
-                              const google::protobuf::RepeatedPtrField<TensorSpec>& tensors,
-                              int64_t job_train_samples, int64_t job_test_samples);
+                              const google::protobuf::RepeatedPtrField<TensorSpec>& tensors, int64_t job_train_samples,
+                              int64_t job_test_samples);
 
 // OK when `who` declares as averaged exactly the job's averaged tensors (TensorSpec.averaged of
 // `tensors`, the job's shard map, whose names `averaged` was checked against by ParseDeclaration

@@ -70,14 +70,14 @@ absl::Status MatchDeclaredTables(absl::string_view who, const TableList& declare
   for (const TableSpec& d : declared) {
     const TableSpec* t = FindTable(tables, d.name());
     if (t == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          who, " declares table '", d.name(), "'; the job has no such table (",
-          tables.empty() ? "it has no tables" : absl::StrCat("its tables: ", TableNames(tables)), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(who, " declares table '", d.name(), "'; the job has no such table (",
+                       tables.empty() ? "it has no tables" : absl::StrCat("its tables: ", TableNames(tables)), ")"));
     }
     const std::string theirs = absl::StrCat("the job's table '", t->name(), "'");
     if (d.dim() != t->dim()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(who, " declares table '", d.name(), "' with dim ", d.dim(), "; ", theirs, " has dim ", t->dim()));
+      return absl::InvalidArgumentError(absl::StrCat(who, " declares table '", d.name(), "' with dim ", d.dim(), "; ",
+                                                     theirs, " has dim ", t->dim()));
     }
     if (d.has_init_bound()) {
       const float job_bound = EffectiveInitBound(*t);
@@ -101,10 +101,9 @@ absl::Status MatchDeclaredTables(absl::string_view who, const TableList& declare
       AdmissionSpec mine = d.admission();
       ApplyAdmissionDefaults(&mine);
       if (!google::protobuf::util::MessageDifferencer::Equals(mine, t->admission())) {
-        return absl::InvalidArgumentError(absl::StrCat(who, " declares table '", d.name(), "' with admission ",
-                                                       AdmissionName(mine), " {", mine.ShortDebugString(), "}; ",
-                                                       theirs, " has ", AdmissionName(t->admission()), " {",
-                                                       t->admission().ShortDebugString(), "}"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            who, " declares table '", d.name(), "' with admission ", AdmissionName(mine), " {", mine.ShortDebugString(),
+            "}; ", theirs, " has ", AdmissionName(t->admission()), " {", t->admission().ShortDebugString(), "}"));
       }
     }
     if (d.has_eviction()) {
@@ -127,8 +126,7 @@ absl::Status MatchDeclaredTables(absl::string_view who, const TableList& declare
     for (const TableSpec& t : tables) {
       if (FindTable(declared, t.name()) == nullptr) {
         return absl::InvalidArgumentError(absl::StrCat(who, " declares ", declared.size(), " of the job's ",
-                                                       tables.size(), " tables: table '", t.name(),
-                                                       "' is missing"));
+                                                       tables.size(), " tables: table '", t.name(), "' is missing"));
       }
     }
   }

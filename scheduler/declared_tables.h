@@ -29,8 +29,8 @@ namespace scheduler {
 using TableList = google::protobuf::RepeatedPtrField<TableSpec>;
 
 // OK when the declaration's tables are valid on their own in a job of `job`'s mode, as
-// ValidateTables checks a job's (common/table_spec.h); otherwise INVALID_ARGUMENT naming the worker and the field: "model
-// declaration from worker 1: tables[2].dim: got 0, expected in [1, 4096]".
+// ValidateTables checks a job's (common/table_spec.h); otherwise INVALID_ARGUMENT naming the worker and the field:
+// "model declaration from worker 1: tables[2].dim: got 0, expected in [1, 4096]".
 absl::Status CheckDeclaredTables(const JobSpec& job, const ModelDeclaration& declaration);
 
 // The tables a job that declares none takes from its first accepted declaration: `declared` in

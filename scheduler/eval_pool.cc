@@ -25,9 +25,8 @@ EvalPool::EvalPool(Options options) : options_(options), lease_size_(LeaseSize(o
 
 absl::StatusOr<EvalLease> EvalPool::Next(int worker_rank, int epoch, absl::Time now) {
   if (epoch < 0 || epoch >= options_.epochs) {
-    return absl::OutOfRangeError(absl::StrCat("evaluation lease for worker ", worker_rank, ": epoch ",
-                                              epoch, " is outside the job's epochs [0, ",
-                                              options_.epochs, ")"));
+    return absl::OutOfRangeError(absl::StrCat("evaluation lease for worker ", worker_rank, ": epoch ", epoch,
+                                              " is outside the job's epochs [0, ", options_.epochs, ")"));
   }
   auto [it, opened] = epochs_.try_emplace(epoch);
   EpochPool& pool = it->second;
@@ -64,39 +63,39 @@ absl::StatusOr<EvalLease> EvalPool::Next(int worker_rank, int epoch, absl::Time 
 
 absl::Status EvalPool::Check(const ProgressReport& report) const {
   for (const EvalStats& eval : report.evals()) {
-    const std::string where = absl::StrCat("evaluation report from worker ", report.worker_rank(),
-                                           " for lease ", eval.lease_id());
+    const std::string where =
+        absl::StrCat("evaluation report from worker ", report.worker_rank(), " for lease ", eval.lease_id());
     if (eval.lease_id() < 1 || eval.lease_id() > static_cast<int64_t>(slots_.size())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": unknown lease id, expected one of the ", slots_.size(),
-                       " evaluation leases handed out (1..", slots_.size(), ")"));
+      return absl::InvalidArgumentError(absl::StrCat(where, ": unknown lease id, expected one of the ", slots_.size(),
+                                                     " evaluation leases handed out (1..", slots_.size(), ")"));
     }
     const Slot& slot = slots_[eval.lease_id() - 1];
     // Results count only from the worker the lease is out with: another member reporting first
     // would decide the epoch's test numbers with results of a lease it never evaluated. (A
     // reported lease's later results are ignored, whoever sends them: a retry.)
     if (slot.state == State::kFree || (slot.state == State::kOut && slot.holder != report.worker_rank())) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          where, ": the lease was not handed to it (",
-          slot.state == State::kFree ? std::string("it is not out") : absl::StrCat("it is out with worker ", slot.holder),
-          ")"));
+      return absl::PermissionDeniedError(absl::StrCat(where, ": the lease was not handed to it (",
+                                                      slot.state == State::kFree
+                                                          ? std::string("it is not out")
+                                                          : absl::StrCat("it is out with worker ", slot.holder),
+                                                      ")"));
     }
     // A skipped bad record holds no sample, but is one of the lease's records all the same.
     if (eval.skipped_records() < 0 || eval.samples() < 0 ||
         eval.samples() + eval.skipped_records() != slot.end - slot.begin) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": got ", eval.samples(), " samples and ",
                                                      eval.skipped_records(), " skipped records, expected ",
-                                                     slot.end - slot.begin, " in all (test samples [",
-                                                     slot.begin, ", ", slot.end, ") of epoch ", slot.epoch, ")"));
+                                                     slot.end - slot.begin, " in all (test samples [", slot.begin, ", ",
+                                                     slot.end, ") of epoch ", slot.epoch, ")"));
     }
     if (eval.correct() < 0 || eval.correct() > eval.samples()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": got ", eval.correct(),
-                                                     " correct, expected 0..", eval.samples()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": got ", eval.correct(), " correct, expected 0..", eval.samples()));
     }
     // A sum of per-sample losses (cross-entropy, squared error) is finite and never negative.
     if (!std::isfinite(eval.loss_sum()) || eval.loss_sum() < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": loss sum ", eval.loss_sum(),
-                                                     ", expected a finite number >= 0"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": loss sum ", eval.loss_sum(), ", expected a finite number >= 0"));
     }
     if (absl::Status s = EvalScores::Check(eval, where); !s.ok()) return s;
   }
@@ -106,7 +105,8 @@ absl::Status EvalPool::Check(const ProgressReport& report) const {
 std::vector<EvalPool::OutLease> EvalPool::OutLeases() const {
   std::vector<OutLease> out;
   for (size_t i = 0; i < slots_.size(); ++i) {
-    if (slots_[i].state == State::kOut) out.push_back({static_cast<int64_t>(i) + 1, slots_[i].holder, slots_[i].handed});
+    if (slots_[i].state == State::kOut)
+      out.push_back({static_cast<int64_t>(i) + 1, slots_[i].holder, slots_[i].handed});
   }
   return out;
 }

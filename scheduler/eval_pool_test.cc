@@ -151,8 +151,9 @@ TEST(EvalPoolTest, ResultsCountOnlyFromTheWorkerTheLeaseIsOutWith) {
   // Worker 1 reports worker 0's lease, then a lease nobody was handed: refused, nothing counted.
   absl::Status theirs = pool.Check(Result(1, a, 1));
   EXPECT_EQ(theirs.code(), absl::StatusCode::kPermissionDenied) << theirs;
-  EXPECT_EQ(theirs.message(), "evaluation report from worker 1 for lease 1: the lease was not handed to it (it is "
-                              "out with worker 0)");
+  EXPECT_EQ(theirs.message(),
+            "evaluation report from worker 1 for lease 1: the lease was not handed to it (it is "
+            "out with worker 0)");
   EvalLease free = a;
   free.id = 2;
   free.begin = 1;

@@ -47,13 +47,13 @@ bool FinalModelAssembly::Holds(int shard) const {
 }
 
 bool FinalModelAssembly::Complete() const {
-  return static_cast<int>(held_.size()) == num_shards_ && std::all_of(held_.begin(), held_.end(), [](bool h) { return h; });
+  return static_cast<int>(held_.size()) == num_shards_ &&
+         std::all_of(held_.begin(), held_.end(), [](bool h) { return h; });
 }
 
 absl::Status FinalModelAssembly::CheckIndex(const FinalShard& shard) const {
   if (shard.shard() < 0 || shard.shard() >= num_shards_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(Describe(shard), ": no such shard, expected 0..", num_shards_ - 1));
+    return absl::InvalidArgumentError(absl::StrCat(Describe(shard), ": no such shard, expected 0..", num_shards_ - 1));
   }
   return absl::OkStatus();
 }
@@ -75,15 +75,14 @@ absl::Status FinalModelAssembly::Take(const FinalShard& shard, const ShardMap& m
     const FinalShard::Chunk& got = shard.chunks(i);
     const ChunkSpec& want = *expected[i];
     if (got.tensor_id() != want.tensor_id() || got.offset() != want.offset() || got.length() != want.length()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": chunk ", i, " is tensor ", got.tensor_id(), " [", got.offset(), ", +", got.length(),
-          "), expected tensor ", want.tensor_id(), " [", want.offset(), ", +", want.length(), ")"));
+      return absl::InvalidArgumentError(absl::StrCat(what, ": chunk ", i, " is tensor ", got.tensor_id(), " [",
+                                                     got.offset(), ", +", got.length(), "), expected tensor ",
+                                                     want.tensor_id(), " [", want.offset(), ", +", want.length(), ")"));
     }
     if (got.data().size() != static_cast<size_t>(want.length()) * sizeof(float)) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": chunk ", i, " of tensor '",
-                                                     map.tensors(want.tensor_id()).name(), "' holds ",
-                                                     got.data().size(), " bytes, expected ",
-                                                     want.length() * static_cast<int64_t>(sizeof(float))));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": chunk ", i, " of tensor '", map.tensors(want.tensor_id()).name(), "' holds ",
+                       got.data().size(), " bytes, expected ", want.length() * static_cast<int64_t>(sizeof(float))));
     }
     for (int64_t k = 0; k < want.length(); ++k) {
       float v;

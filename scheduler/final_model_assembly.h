@@ -54,7 +54,7 @@ class FinalModelAssembly {
   bool written() const { return written_; }
 
  private:
-  int num_shards_;  // replaced whole when the job changes its server count
+  int num_shards_;             // replaced whole when the job changes its server count
   std::vector<bool> held_;     // by shard; allocated with the first shard
   std::vector<float> values_;  // the map's flat layout; allocated with the first shard
   bool written_ = false;

@@ -53,9 +53,9 @@ absl::StatusOr<JobSetup> SetUpStreamJob(const JobSpec& job) {
   RETURN_IF_ERROR(CheckStreamDir(job));
   JobSetup setup;
   ASSIGN_OR_RETURN(const std::vector<model::ParamSpec> params, CtrParams(job));
-  setup.model_line = absl::StrCat(job.model(), ": ", job.tables_size(), " embedding tables of dim ", CtrShapeOf(job).dim,
-                                  ", ", params.size(), " dense tensors, ", model::TotalElements(params),
-                                  " dense parameters; data stream ", job.data().stream_dir());
+  setup.model_line = absl::StrCat(
+      job.model(), ": ", job.tables_size(), " embedding tables of dim ", CtrShapeOf(job).dim, ", ", params.size(),
+      " dense tensors, ", model::TotalElements(params), " dense parameters; data stream ", job.data().stream_dir());
   ASSIGN_OR_RETURN(setup.shard_map, BuildShardMap(TensorSpecsOf(params), job.num_servers(), job.max_chunk_bytes()));
   return setup;
 }
@@ -72,14 +72,15 @@ absl::StatusOr<JobSetup> SetUpCtrJob(const JobSpec& job) {
   setup.train_samples = Limited(train, job.data().train_limit());
   setup.test_samples = Limited(test, job.data().test_limit());
   if (setup.train_samples <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("training file ", files.train, ": no records, expected at least one"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("training file ", files.train, ": no records, expected at least one"));
   }
   const CtrShape shape = CtrShapeOf(job);
   ASSIGN_OR_RETURN(const std::vector<model::ParamSpec> params, CtrParams(job));
-  setup.model_line = absl::StrCat(job.model(), ": ", job.tables_size(), " embedding tables of dim ", shape.dim, ", ",
-                                  params.size(), " dense tensors, ", model::TotalElements(params),
-                                  " dense parameters; data ", files.train, " (", setup.train_samples, " records), ",
-                                  files.test, " (", setup.test_samples, ")");
+  setup.model_line =
+      absl::StrCat(job.model(), ": ", job.tables_size(), " embedding tables of dim ", shape.dim, ", ", params.size(),
+                   " dense tensors, ", model::TotalElements(params), " dense parameters; data ", files.train, " (",
+                   setup.train_samples, " records), ", files.test, " (", setup.test_samples, ")");
   ASSIGN_OR_RETURN(setup.shard_map, BuildShardMap(TensorSpecsOf(params), job.num_servers(), job.max_chunk_bytes()));
   setup.total_steps =
       TotalSteps(job, setup.train_samples, data::SyncStepsPerEpoch(setup.train_samples, job.global_batch()));
@@ -106,26 +107,23 @@ absl::StatusOr<JobSetup> SetUpJob(const JobSpec& job) {
   ASSIGN_OR_RETURN(const data::DatasetInfo test,
                    data::ReadDatasetInfo(dir, data::Split::kTest, job.data().test_limit()));
   if (train.num_samples <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("training set in ", dir, ": no samples, expected at least one"));
+    return absl::InvalidArgumentError(absl::StrCat("training set in ", dir, ": no samples, expected at least one"));
   }
   if (train.rows != test.rows || train.cols != test.cols || train.num_classes != test.num_classes) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "data in ", dir, ": training images are ", train.rows, "x", train.cols, " with ",
-        train.num_classes, " classes but test images are ", test.rows, "x", test.cols, " with ",
-        test.num_classes, "; expected the same"));
+        "data in ", dir, ": training images are ", train.rows, "x", train.cols, " with ", train.num_classes,
+        " classes but test images are ", test.rows, "x", test.cols, " with ", test.num_classes, "; expected the same"));
   }
 
   JobSetup setup;
   setup.train_samples = train.num_samples;
   setup.test_samples = test.num_samples;
   ASSIGN_OR_RETURN(const std::vector<model::ParamSpec> params, ImageParams(job, train));
-  setup.model_line = absl::StrCat(job.model(), ": ", params.size(), " tensors, ", model::TotalElements(params),
-                                  " parameters");
+  setup.model_line =
+      absl::StrCat(job.model(), ": ", params.size(), " tensors, ", model::TotalElements(params), " parameters");
   ASSIGN_OR_RETURN(setup.shard_map, BuildShardMap(TensorSpecsOf(params), job.num_servers(), job.max_chunk_bytes()));
-  setup.total_steps = TotalSteps(
-      job, setup.train_samples,
-      data::SyncStepsPerEpoch(setup.train_samples, job.global_batch()));
+  setup.total_steps =
+      TotalSteps(job, setup.train_samples, data::SyncStepsPerEpoch(setup.train_samples, job.global_batch()));
   return setup;
 }
 

@@ -126,8 +126,7 @@ int64_t LeasePool::ConfirmedHeldBy(int worker_rank) const {
 absl::StatusOr<Lease> LeasePool::Next(int worker_rank, int epoch) {
   if (epoch < 0 || epoch >= options_.epochs) {
     return absl::OutOfRangeError(absl::StrCat("lease for worker ", worker_rank, ": epoch ", epoch,
-                                              " is outside the job's epochs [0, ", options_.epochs,
-                                              ")"));
+                                              " is outside the job's epochs [0, ", options_.epochs, ")"));
   }
   Lease lease;
   lease.worker_rank = worker_rank;
@@ -140,9 +139,8 @@ absl::StatusOr<Lease> LeasePool::Next(int worker_rank, int epoch) {
     if (epoch > epoch_ + 1 || !EpochDone()) {
       const int64_t uncut = Exhausted() ? 0 : train_samples_ - next_position_;
       return absl::FailedPreconditionError(absl::StrCat(
-          "lease for worker ", worker_rank, " in epoch ", epoch, ": epoch ", epoch_,
-          " is not done (", uncut, " positions not leased yet, ", incomplete_,
-          " leases incomplete); expected a request for epoch ", epoch_));
+          "lease for worker ", worker_rank, " in epoch ", epoch, ": epoch ", epoch_, " is not done (", uncut,
+          " positions not leased yet, ", incomplete_, " leases incomplete); expected a request for epoch ", epoch_));
     }
     epoch_ = epoch;
     next_position_ = 0;
@@ -193,29 +191,27 @@ absl::StatusOr<Lease> LeasePool::Next(int worker_rank, int epoch) {
 
 absl::Status LeasePool::Check(const ProgressReport& report) const {
   for (const LeaseProgress& progress : report.leases()) {
-    const std::string where = absl::StrCat("progress report from worker ", report.worker_rank(),
-                                           " for training lease ", progress.lease_id());
+    const std::string where =
+        absl::StrCat("progress report from worker ", report.worker_rank(), " for training lease ", progress.lease_id());
     if (progress.lease_id() < 1 || progress.lease_id() > num_leases()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": unknown lease id, expected one of the ",
-                                                     num_leases(), " leases handed out (1..",
-                                                     num_leases(), ")"));
+      return absl::InvalidArgumentError(absl::StrCat(where, ": unknown lease id, expected one of the ", num_leases(),
+                                                     " leases handed out (1..", num_leases(), ")"));
     }
     if (progress.lease_id() < first_id_) continue;  // settled and dropped: nothing to change
     const LeaseRecord& record = lease(progress.lease_id());
     if (record.epoch != report.epoch()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": the lease is of epoch ", record.epoch,
-                                                     ", the report of epoch ", report.epoch()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": the lease is of epoch ", record.epoch, ", the report of epoch ", report.epoch()));
     }
     if (progress.batches_done() < 0 || progress.batches_done() > record.batches) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": ", progress.batches_done(), " batches done, expected 0..", record.batches,
-          " (positions [", record.begin, ", ", record.end, ") of epoch ", record.epoch, ")"));
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", progress.batches_done(),
+                                                     " batches done, expected 0..", record.batches, " (positions [",
+                                                     record.begin, ", ", record.end, ") of epoch ", record.epoch, ")"));
     }
-    if (std::find(record.holders.begin(), record.holders.end(), report.worker_rank()) ==
-        record.holders.end()) {
+    if (std::find(record.holders.begin(), record.holders.end(), report.worker_rank()) == record.holders.end()) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": the lease was never handed to worker ",
-                                                     report.worker_rank(), " (holders: ",
-                                                     absl::StrJoin(record.holders, ", "), ")"));
+                                                     report.worker_rank(),
+                                                     " (holders: ", absl::StrJoin(record.holders, ", "), ")"));
     }
   }
   return absl::OkStatus();

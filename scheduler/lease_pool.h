@@ -202,8 +202,8 @@ class LeasePool {
   int64_t num_out() const { return incomplete_ - static_cast<int64_t>(remainders_.size()); }
   // The workers the end of the current epoch waits for: every position is cut, and these ranks
   // hold leases of it that are not complete (sorted, once each). Empty while positions remain to
-  // be cut, while a stream goes on, and once the epoch is done. A worker asking for a lease meanwhile is told to wait, so
-  // this is a barrier in all but name (scheduler/stuck_barriers.h reports it when it lasts).
+  // be cut, while a stream goes on, and once the epoch is done. A worker asking for a lease meanwhile is told to wait,
+  // so this is a barrier in all but name (scheduler/stuck_barriers.h reports it when it lasts).
   std::vector<int> EpochEndWaitsFor() const;
   // Batches applied on every server over the incomplete leases of the current epoch that
   // `worker_rank` holds: rises while it trains them (the Scheduler's hold-up rule watches it).

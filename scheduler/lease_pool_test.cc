@@ -62,7 +62,7 @@ void Complete(LeasePool* pool, int rank, const Lease& lease) {
 
 TEST(LeasePoolTest, CoversEveryPositionExactlyOncePerEpoch) {
   LeasePool pool(Opts(1000, 32, 4, 2));  // leases of 128 positions, the last 1000 - 7*128 = 104.
-  std::map<int64_t, LeaseRecord> cut;  // as each lease was complete
+  std::map<int64_t, LeaseRecord> cut;    // as each lease was complete
   for (int epoch = 0; epoch < 2; ++epoch) {
     std::vector<int> seen(1000, 0);
     int leases = 0;
@@ -144,7 +144,7 @@ TEST(LeasePoolTest, AskingForTheNextEpochTooEarlyIsFailedPrecondition) {
 // as well. The remainder starts at batch 1; the servers skip the repeated batch 1, so every
 // position of the epoch is applied exactly once.
 TEST(LeasePoolTest, DeathMidLeaseHandsOnTheRemainderFromTheReportedBatch) {
-  LeasePool pool(Opts(100, 10, 4, 1));  // Leases [0, 40), [40, 80), [80, 100).
+  LeasePool pool(Opts(100, 10, 4, 1));            // Leases [0, 40), [40, 80), [80, 100).
   std::set<std::pair<int64_t, int64_t>> applied;  // (lease, batch), as the servers dedupe.
   std::vector<int> seen(100, 0);
   auto push = [&](const Lease& lease, int64_t batch) {
@@ -196,7 +196,7 @@ TEST(LeasePoolTest, ReleaseReturnsOnlyTheWorkersIncompleteLeases) {
   EXPECT_EQ(pool.Release(1), 1);  // b only.
   const Lease again = *pool.Next(2, 0);
   EXPECT_EQ(again.id, b.id);
-  EXPECT_EQ(again.first_batch, 0);  // Nothing of b was reported.
+  EXPECT_EQ(again.first_batch, 0);        // Nothing of b was reported.
   EXPECT_EQ(pool.Next(2, 0)->begin, 30);  // Then fresh leases again.
   EXPECT_EQ(pool.lease(c.id).holder, 2);
 }
@@ -247,8 +247,8 @@ TEST(LeasePoolTest, RejectsReportsThatDoNotFitTheLease) {
   LeasePool pool(Opts(30, 10, 2, 2));  // Leases of 2 batches and 1 batch.
   const Lease lease = *pool.Next(0, 0);
   auto code = [&](const ProgressReport& r) { return pool.Check(r).code(); };
-  EXPECT_EQ(code(Progress(0, 0, 0, 1)), absl::StatusCode::kInvalidArgument);  // Unknown id.
-  EXPECT_EQ(code(Progress(0, 0, 2, 1)), absl::StatusCode::kInvalidArgument);  // Not cut yet.
+  EXPECT_EQ(code(Progress(0, 0, 0, 1)), absl::StatusCode::kInvalidArgument);         // Unknown id.
+  EXPECT_EQ(code(Progress(0, 0, 2, 1)), absl::StatusCode::kInvalidArgument);         // Not cut yet.
   EXPECT_EQ(code(Progress(0, 1, lease.id, 1)), absl::StatusCode::kInvalidArgument);  // Other epoch.
   EXPECT_EQ(code(Progress(0, 0, lease.id, 3)), absl::StatusCode::kInvalidArgument);  // Beyond 2.
   EXPECT_EQ(code(Progress(0, 0, lease.id, -1)), absl::StatusCode::kInvalidArgument);

@@ -37,7 +37,8 @@ DEFINE_string(state_dir, "",
 DEFINE_int64(scheduler_reconnect_ms, 30000,
              "With --state_dir: how long servers and workers ride out an outage of the scheduler (waiting for it "
              "to be restarted) before they give up, ms");
-DEFINE_int64(stream_poll_ms, 500, "--data_stream: how often the stream's folder is looked at for newly ready files, milliseconds");
+DEFINE_int64(stream_poll_ms, 500,
+             "--data_stream: how often the stream's folder is looked at for newly ready files, milliseconds");
 DEFINE_int32(progressive_window_files, 3,
              "--data_stream: the window of progressive validation (AUC and log loss of records predicted before "
              "they were trained on), in newest files");

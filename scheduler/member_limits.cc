@@ -20,8 +20,7 @@ absl::Status CheckRegisterRequest(const RegisterRequest& request) {
   if (absl::Status s = CheckLength(what, "instance_id", request.instance_id(), kMaxInstanceIdBytes); !s.ok()) {
     return s;
   }
-  if (absl::Status s = CheckLength(what, "metrics_address", request.metrics_address(), kMaxAddressBytes);
-      !s.ok()) {
+  if (absl::Status s = CheckLength(what, "metrics_address", request.metrics_address(), kMaxAddressBytes); !s.ok()) {
     return s;
   }
   if (absl::Status s = CheckLength(what, "local.unix_address", request.local().unix_address(), kMaxSocketPathBytes);
@@ -34,8 +33,8 @@ absl::Status CheckRegisterRequest(const RegisterRequest& request) {
 absl::Status CheckHeartbeatRequest(const HeartbeatRequest& request) {
   const std::string what = absl::StrCat("heartbeat from ", RoleName(request.role()), " ", request.rank());
   if (request.tables_size() > kMaxTableUsages) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": ", request.tables_size(),
-                                                   " table usages, the limit is ", kMaxTableUsages));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", request.tables_size(), " table usages, the limit is ", kMaxTableUsages));
   }
   for (const TableUsage& usage : request.tables()) {
     if (absl::Status s = CheckLength(what, "table name", usage.table(), kMaxTableNameBytes); !s.ok()) return s;
@@ -43,8 +42,8 @@ absl::Status CheckHeartbeatRequest(const HeartbeatRequest& request) {
   const AppliedLeases& applied = request.applied_leases();
   if (applied.lease_ids_size() > kMaxAppliedLeases || applied.lease_ids_size() != applied.batches_size()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": applied leases: ", applied.lease_ids_size(), " ids and ",
-                                                   applied.batches_size(), " counts, expected as many of each, at most ",
-                                                   kMaxAppliedLeases));
+                                                   applied.batches_size(),
+                                                   " counts, expected as many of each, at most ", kMaxAppliedLeases));
   }
   if (request.has_step() && request.step() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": store step ", request.step(), ", expected >= 0"));
@@ -52,10 +51,10 @@ absl::Status CheckHeartbeatRequest(const HeartbeatRequest& request) {
   const ReshardReport& r = request.resharded();
   if (r.shard_map_version() < 0 || r.pause_ms() < 0 || r.rows() < 0 || r.rows_moved() < 0 || r.bytes() < 0 ||
       r.bytes_moved() < 0 || r.rows_moved() > r.rows() || r.bytes_moved() > r.bytes()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": re-cut report (shard map version ", r.shard_map_version(), ", pause ", r.pause_ms(), " ms, ",
-        r.rows_moved(), " of ", r.rows(), " rows and ", r.bytes_moved(), " of ", r.bytes(),
-        " bytes moved): expected counts >= 0, and no more moved than held"));
+    return absl::InvalidArgumentError(absl::StrCat(what, ": re-cut report (shard map version ", r.shard_map_version(),
+                                                   ", pause ", r.pause_ms(), " ms, ", r.rows_moved(), " of ", r.rows(),
+                                                   " rows and ", r.bytes_moved(), " of ", r.bytes(),
+                                                   " bytes moved): expected counts >= 0, and no more moved than held"));
   }
   return absl::OkStatus();
 }

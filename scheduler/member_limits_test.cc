@@ -52,13 +52,13 @@ TEST(MemberLimitsTest, LongReasonsAreCutOnACharacterBoundary) {
   const std::string exact(kMaxReasonBytes, 'x');
   EXPECT_EQ(BoundedReason(exact), exact);
   const std::string cut = BoundedReason(std::string(1 << 20, 'x'));
-  EXPECT_EQ(cut, std::string(kMaxReasonBytes, 'x') + "... (" + std::to_string((1 << 20) - kMaxReasonBytes) +
-                     " bytes cut)");
+  EXPECT_EQ(cut,
+            std::string(kMaxReasonBytes, 'x') + "... (" + std::to_string((1 << 20) - kMaxReasonBytes) + " bytes cut)");
   // "é" is two bytes: one straddling the limit is not split.
   std::string accents = std::string(kMaxReasonBytes - 1, 'x');
   for (int i = 0; i < 10; ++i) accents += "\xc3\xa9";
   const std::string kept = BoundedReason(accents);
-  EXPECT_EQ(kept.substr(0, kMaxReasonBytes), std::string(kMaxReasonBytes - 1, 'x') + "." );
+  EXPECT_EQ(kept.substr(0, kMaxReasonBytes), std::string(kMaxReasonBytes - 1, 'x') + ".");
 }
 
 }  // namespace

@@ -11,17 +11,23 @@ namespace scheduler {
 
 std::string RoleName(Role role) {
   switch (role) {
-    case SERVER: return "server";
-    case WORKER: return "worker";
-    default: return absl::StrCat("role ", static_cast<int>(role));
+    case SERVER:
+      return "server";
+    case WORKER:
+      return "worker";
+    default:
+      return absl::StrCat("role ", static_cast<int>(role));
   }
 }
 
 const char* ChangeKindName(ChangeKind kind) {
   switch (kind) {
-    case ChangeKind::kJoined: return "joined";
-    case ChangeKind::kDied: return "died";
-    case ChangeKind::kLeft: return "left";
+    case ChangeKind::kJoined:
+      return "joined";
+    case ChangeKind::kDied:
+      return "died";
+    case ChangeKind::kLeft:
+      return "left";
   }
   return "?";
 }
@@ -39,9 +45,12 @@ std::map<int, Membership::Member>* Membership::MembersOf(Role role) {
 
 const std::map<int, Membership::Member>* Membership::MembersOf(Role role) const {
   switch (role) {
-    case SERVER: return &servers_;
-    case WORKER: return &workers_;
-    default: return nullptr;
+    case SERVER:
+      return &servers_;
+    case WORKER:
+      return &workers_;
+    default:
+      return nullptr;
   }
 }
 
@@ -81,8 +90,7 @@ std::optional<std::string> Membership::InstanceOf(Role role, int rank) const {
   return m->instance_id;
 }
 
-std::optional<int> Membership::Lookup(Role role, const std::string& address,
-                                      const std::string& instance_id) const {
+std::optional<int> Membership::Lookup(Role role, const std::string& address, const std::string& instance_id) const {
   const std::map<int, Member>* members = MembersOf(role);
   if (members == nullptr) return std::nullopt;
   for (const auto& [rank, m] : *members) {
@@ -97,13 +105,11 @@ std::optional<int> Membership::Lookup(Role role, const std::string& address,
   return std::nullopt;
 }
 
-absl::StatusOr<int> Membership::Register(Role role, const std::string& address,
-                                         const std::string& instance_id, absl::Time now,
-                                         const LocalEndpoint& local) {
+absl::StatusOr<int> Membership::Register(Role role, const std::string& address, const std::string& instance_id,
+                                         absl::Time now, const LocalEndpoint& local) {
   std::map<int, Member>* members = MembersOf(role);
   if (members == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("register: got ", RoleName(role),
-                                                   ", expected server or worker"));
+    return absl::InvalidArgumentError(absl::StrCat("register: got ", RoleName(role), ", expected server or worker"));
   }
   if (role == SERVER && address.empty()) {
     return absl::InvalidArgumentError("register server: empty address, expected host:port");
@@ -119,14 +125,13 @@ absl::StatusOr<int> Membership::Register(Role role, const std::string& address,
   while (is_live(SERVER, lowest_vacant)) ++lowest_vacant;
   const bool full = role == SERVER ? lowest_vacant >= capacity : num_live(role) >= capacity;
   if (bounded && full) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "register ", RoleName(role), " at '", address, "': job already has ", capacity, " ",
-        RoleName(role), "s"));
+    return absl::FailedPreconditionError(absl::StrCat("register ", RoleName(role), " at '", address,
+                                                      "': job already has ", capacity, " ", RoleName(role), "s"));
   }
   if (role == WORKER && running_ && options_.max_workers > 0 && num_live(WORKER) >= options_.max_workers) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "register worker at '", address, "': the job admits at most ", options_.max_workers,
-        " live workers (--max_workers, or --workers + --spare_workers) and has ", num_live(WORKER)));
+    return absl::PermissionDeniedError(
+        absl::StrCat("register worker at '", address, "': the job admits at most ", options_.max_workers,
+                     " live workers (--max_workers, or --workers + --spare_workers) and has ", num_live(WORKER)));
   }
   if (role == WORKER && running_ && options_.max_joins_per_minute > 0) {
     while (!recent_joins_.empty() && recent_joins_.front() <= now - absl::Minutes(1)) recent_joins_.pop_front();
@@ -148,8 +153,8 @@ absl::StatusOr<int> Membership::Register(Role role, const std::string& address,
   } else {
     rank = next_worker_rank_++;
   }
-  (*members)[rank] = Member{address, instance_id, role == SERVER ? local : LocalEndpoint(), now, now, false, true,
-                            ChangeKind::kDied};
+  (*members)[rank] =
+      Member{address, instance_id, role == SERVER ? local : LocalEndpoint(), now, now, false, true, ChangeKind::kDied};
   Changed(role, rank);
   if (running_) {
     Record(role, rank, ChangeKind::kJoined, now);
@@ -168,12 +173,11 @@ void Membership::ChangeShardMap(ShardMap shard_map) {
 
 absl::StatusOr<bool> Membership::Remove(Role role, int rank, ChangeKind kind, absl::Time now) {
   if (kind == ChangeKind::kJoined) {
-    return absl::InvalidArgumentError(absl::StrCat("remove ", RoleName(role), " ", rank,
-                                                   ": got kind 'joined', expected 'died' or 'left'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("remove ", RoleName(role), " ", rank, ": got kind 'joined', expected 'died' or 'left'"));
   }
   if (!ever_registered(role, rank)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("remove ", RoleName(role), " ", rank, ": not registered"));
+    return absl::FailedPreconditionError(absl::StrCat("remove ", RoleName(role), " ", rank, ": not registered"));
   }
   Member* m = Find(role, rank);
   if (m == nullptr || !m->live) return false;  // Gone (and perhaps forgotten) already.
@@ -187,21 +191,21 @@ absl::StatusOr<bool> Membership::Remove(Role role, int rank, ChangeKind kind, ab
 
 absl::Status Membership::Heartbeat(Role role, int rank, absl::Time now) {
   if (!ever_registered(role, rank)) {
-    return absl::FailedPreconditionError(absl::StrCat("heartbeat from ", RoleName(role), " ", rank,
-                                                      ": not registered (", num_live(role), " live)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("heartbeat from ", RoleName(role), " ", rank, ": not registered (", num_live(role), " live)"));
   }
   Member* found = Find(role, rank);
   if (found == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(RoleName(role), " ", rank,
                                                       " is no longer a member of the job: it left or died long ago "
-                                                      "(membership epoch ", epoch_, ")"));
+                                                      "(membership epoch ",
+                                                      epoch_, ")"));
   }
   Member& m = *found;
   if (!m.live) {
     return absl::FailedPreconditionError(absl::StrCat(
         RoleName(role), " ", rank, " is no longer a member of the job: it ",
-        m.removed == ChangeKind::kLeft ? "left" : "was declared dead", " (membership epoch ",
-        epoch_, ")"));
+        m.removed == ChangeKind::kLeft ? "left" : "was declared dead", " (membership epoch ", epoch_, ")"));
   }
   m.last_heartbeat = now;
   m.heard = true;
@@ -279,8 +283,9 @@ std::vector<SilentMember> Membership::FindDead(absl::Time now) const {
       if (!m.live || !m.heard) continue;
       const absl::Duration silent = now - m.last_heartbeat;
       if (silent > options_.dead_after) {
-        dead.push_back({role, rank, absl::StrFormat("%s sent no heartbeat for %.1f s", Describe(role, rank),
-                                                    absl::ToDoubleSeconds(silent))});
+        dead.push_back(
+            {role, rank,
+             absl::StrFormat("%s sent no heartbeat for %.1f s", Describe(role, rank), absl::ToDoubleSeconds(silent))});
       }
     }
   }
@@ -293,8 +298,8 @@ std::vector<SilentMember> Membership::FindNeverStarted(absl::Time now, absl::Dur
     for (const auto& [rank, m] : *MembersOf(role)) {
       if (!m.live || m.heard || now - m.registered <= limit) continue;
       silent.push_back({role, rank,
-                        absl::StrFormat("%s sent no heartbeat in the %.1f s since it registered",
-                                        Describe(role, rank), absl::ToDoubleSeconds(now - m.registered))});
+                        absl::StrFormat("%s sent no heartbeat in the %.1f s since it registered", Describe(role, rank),
+                                        absl::ToDoubleSeconds(now - m.registered))});
     }
   }
   return silent;

@@ -121,8 +121,8 @@ class Membership {
   // (max_joins_per_minute + 1)th worker to join the running job within a minute (retries of a live
   // member's registration do not count). `local`: a server's unix-socket endpoint for workers on its host
   // (ServerInfo.local in the view); kept only for servers, the only role peers dial.
-  absl::StatusOr<int> Register(Role role, const std::string& address, const std::string& instance_id,
-                               absl::Time now, const LocalEndpoint& local = LocalEndpoint());
+  absl::StatusOr<int> Register(Role role, const std::string& address, const std::string& instance_id, absl::Time now,
+                               const LocalEndpoint& local = LocalEndpoint());
   // The same without an instance id.
   absl::StatusOr<int> Register(Role role, const std::string& address, absl::Time now) {
     return Register(role, address, "", now);
@@ -146,8 +146,8 @@ class Membership {
   // nothing for an unknown member.
   void SetMetricsAddress(Role role, int rank, const std::string& metrics_address);
 
-  // Every member that ever registered but the forgotten workers, servers then workers by rank, with state "live", "dead"
-  // (died) or "left", for the dashboard; times count from `created`.
+  // Every member that ever registered but the forgotten workers, servers then workers by rank, with state "live",
+  // "dead" (died) or "left", for the dashboard; times count from `created`.
   std::vector<MemberStatus> Members(absl::Time now, absl::Time created) const;
 
   // The model's part of the view (Options: shard_map, train_samples, test_samples, total_steps),
@@ -230,7 +230,6 @@ class Membership {
   // left yet). INVALID_ARGUMENT, changing nothing, for a state that does not fit (a rank listed
   // twice or negative, an unknown change kind).
   absl::Status Restore(const MembershipState& state, absl::Time now);
-
 
  private:
   struct Member {

@@ -92,8 +92,7 @@ TEST(MembershipTest, RetriedRegistrationOfOneProcessKeepsItsRank) {
   EXPECT_EQ(*m.Register(WORKER, "", "host/17/abc", kT0), 0);  // The retry of a lost answer.
   EXPECT_EQ(*m.Register(WORKER, "", "host/18/def", kT0), 1);
   // Both slots are taken by distinct processes; a third is refused, a retry is still answered.
-  EXPECT_EQ(m.Register(WORKER, "", "host/19/xyz", kT0).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(m.Register(WORKER, "", "host/19/xyz", kT0).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(*m.Register(WORKER, "", "host/18/def", kT0), 1);
 }
 
@@ -103,14 +102,12 @@ TEST(MembershipTest, TooManyIsFailedPrecondition) {
   ASSERT_TRUE(m.Register(WORKER, "a:2", kT0).ok());
   absl::StatusOr<int> third = m.Register(WORKER, "a:3", kT0);
   EXPECT_EQ(third.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(third.status().message().find("job already has 2 workers"), absl::string_view::npos)
-      << third.status();
+  EXPECT_NE(third.status().message().find("job already has 2 workers"), absl::string_view::npos) << third.status();
 }
 
 TEST(MembershipTest, RejectsBadRolesAndServersWithoutAddress) {
   Membership m(TwoAndTwo());
-  EXPECT_EQ(m.Register(ROLE_UNSPECIFIED, "a:1", kT0).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.Register(ROLE_UNSPECIFIED, "a:1", kT0).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(m.Register(SERVER, "", kT0).status().code(), absl::StatusCode::kInvalidArgument);
 }
 

@@ -56,7 +56,8 @@ TimelinePoint TimelinePointOf(const ProgressReport& report, double t) {
   p.push = Ratio(times.push_seconds(), steps);
   p.wait = Ratio(times.wait_seconds(), steps);
   p.pull = Ratio(times.pull_seconds(), steps);
-  p.staleness_mean = Ratio(static_cast<double>(report.staleness().sum()), static_cast<double>(report.staleness().pulls()));
+  p.staleness_mean =
+      Ratio(static_cast<double>(report.staleness().sum()), static_cast<double>(report.staleness().pulls()));
   p.staleness_max = report.staleness().max();
   return p;
 }
@@ -142,11 +143,10 @@ absl::Status Progress::CheckClaims(const ProgressReport& report, int64_t batch_b
   if (counts_steps()) {
     const int64_t limit = options_.total_steps * options_.global_batch * (1 + redo_rounds_);
     if (train.samples() > limit - samples_before) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": ", samples_before + train.samples(),
-                                                     " samples over the job, more than the job's ",
-                                                     options_.total_steps, " steps of ", options_.global_batch,
-                                                     " samples", redo_rounds_ > 0 ? " (and its redone steps)" : "",
-                                                     " hold"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": ", samples_before + train.samples(), " samples over the job, more than the job's ",
+                       options_.total_steps, " steps of ", options_.global_batch, " samples",
+                       redo_rounds_ > 0 ? " (and its redone steps)" : "", " hold"));
     }
   }
   if (!sync && batch_budget >= 0 && train.steps() > batch_budget - batches_before) {
@@ -163,15 +163,14 @@ absl::Status Progress::Add(const ProgressReport& report, absl::Time now, int64_t
     return absl::InvalidArgumentError(absl::StrCat("progress report: worker rank ", rank, ", expected >= 0"));
   }
   if (report.epoch() < 0 || report.epoch() >= job().epochs()) {
-    return absl::InvalidArgumentError(absl::StrCat("progress report from worker ", rank, ": epoch ",
-                                                   report.epoch(), " is outside [0, ",
-                                                   job().epochs(), ")"));
+    return absl::InvalidArgumentError(absl::StrCat("progress report from worker ", rank, ": epoch ", report.epoch(),
+                                                   " is outside [0, ", job().epochs(), ")"));
   }
   const TrainStats& train = report.train();
   if (train.samples() < 0 || train.steps() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("progress report from worker ", rank, " for epoch ",
-                                                   report.epoch(), ": negative counts (train samples ",
-                                                   train.samples(), ", steps ", train.steps(), ")"));
+    return absl::InvalidArgumentError(absl::StrCat("progress report from worker ", rank, " for epoch ", report.epoch(),
+                                                   ": negative counts (train samples ", train.samples(), ", steps ",
+                                                   train.steps(), ")"));
   }
   // SYNC steps count from reports: a step the job never has would add samples to no epoch of it.
   if (counts_steps() && report.step() > options_.total_steps) {
@@ -265,9 +264,8 @@ void Progress::CountLease(int64_t lease_id, int epoch, int64_t samples) {
 
 absl::StatusOr<EvalLease> Progress::LeaseEval(int worker_rank, int epoch, absl::Time now) {
   if (epoch < 0 || epoch >= job().epochs()) {
-    return absl::OutOfRangeError(absl::StrCat("evaluation lease for worker ", worker_rank, ": epoch ",
-                                              epoch, " is outside the job's epochs [0, ", job().epochs(),
-                                              ")"));
+    return absl::OutOfRangeError(absl::StrCat("evaluation lease for worker ", worker_rank, ": epoch ", epoch,
+                                              " is outside the job's epochs [0, ", job().epochs(), ")"));
   }
   CloseUnevaluatedBefore(epoch, now);
   if (epochs_[epoch].complete && !eval_.opened(epoch)) {
@@ -462,7 +460,8 @@ void Progress::FillStatus(absl::Time now, DashboardStatus* out) const {
     w.bytes_received = worker.traffic.bytes_received();
     w.compression_saved_bytes = worker.traffic.compression_saved_bytes();
     w.staleness_pulls = worker.staleness.pulls();
-    w.staleness_mean = Ratio(static_cast<double>(worker.staleness.sum()), static_cast<double>(worker.staleness.pulls()));
+    w.staleness_mean =
+        Ratio(static_cast<double>(worker.staleness.sum()), static_cast<double>(worker.staleness.pulls()));
     w.staleness_max = worker.staleness.max();
     out->workers.push_back(w);
   }
@@ -485,14 +484,13 @@ void Progress::FillStatus(absl::Time now, DashboardStatus* out) const {
 // (some epoch has a test AUC), so other jobs' summaries are as they were; in such a job an epoch
 // without an AUC has null there.
 std::string Progress::SummaryJson(JobState state, absl::string_view failure, absl::Time now,
-                                  const std::vector<MembershipEvent>& events,
-                                  const std::vector<int>& live_workers, absl::string_view more) const {
+                                  const std::vector<MembershipEvent>& events, const std::vector<int>& live_workers,
+                                  absl::string_view more) const {
   const absl::Time end = End(now);
   std::string out = "{\n";
   absl::StrAppend(&out, "  \"state\": ", JsonString(JobState_Name(state)), ",\n");
   absl::StrAppend(&out, "  \"failure\": ", failure.empty() ? "null" : JsonString(failure), ",\n");
-  absl::StrAppend(&out, "  \"final_test_accuracy\": ", JsonNumber(final_test_accuracy().value_or(kNaN)),
-                  ",\n");
+  absl::StrAppend(&out, "  \"final_test_accuracy\": ", JsonNumber(final_test_accuracy().value_or(kNaN)), ",\n");
   absl::StrAppend(&out, "  \"final_test_loss\": ", JsonNumber(final_test_loss().value_or(kNaN)), ",\n");
   const std::optional<FinalAuc> auc = final_test_auc();
   if (auc.has_value()) {
@@ -506,17 +504,15 @@ std::string Progress::SummaryJson(JobState state, absl::string_view failure, abs
     const EpochSummary s = Summarize(epoch, data);
     std::string auc_members;
     if (auc.has_value()) {
-      auc_members = absl::StrCat(", \"test_auc\": ", JsonNumber(s.has_test_auc() ? s.test_auc() : kNaN),
-                                 ", \"test_auc_error_bound\": ",
-                                 JsonNumber(s.has_test_auc() ? s.test_auc_error_bound() : kNaN));
+      auc_members =
+          absl::StrCat(", \"test_auc\": ", JsonNumber(s.has_test_auc() ? s.test_auc() : kNaN),
+                       ", \"test_auc_error_bound\": ", JsonNumber(s.has_test_auc() ? s.test_auc_error_bound() : kNaN));
     }
     if (s.has_train_auc()) absl::StrAppend(&auc_members, ", \"train_auc\": ", JsonNumber(s.train_auc()));
     absl::StrAppend(&out, first ? "\n" : ",\n", "    {\"epoch\": ", epoch,
-                    ", \"train_loss\": ", JsonNumber(s.train_loss()),
-                    ", \"test_loss\": ", JsonNumber(s.test_loss()),
-                    ", \"test_accuracy\": ", JsonNumber(s.test_accuracy()), auc_members,
-                    ", \"samples\": ", s.samples(), ", \"seconds\": ", JsonNumber(s.seconds()),
-                    ", \"complete\": ", data.complete ? "true" : "false",
+                    ", \"train_loss\": ", JsonNumber(s.train_loss()), ", \"test_loss\": ", JsonNumber(s.test_loss()),
+                    ", \"test_accuracy\": ", JsonNumber(s.test_accuracy()), auc_members, ", \"samples\": ", s.samples(),
+                    ", \"seconds\": ", JsonNumber(s.seconds()), ", \"complete\": ", data.complete ? "true" : "false",
                     ", \"step_time_ms\": ", StepTimesJson(data.step_times), "}");
     first = false;
   }
@@ -524,8 +520,7 @@ std::string Progress::SummaryJson(JobState state, absl::string_view failure, abs
   absl::StrAppend(&out, "  \"samples_per_second\": ", JsonNumber(samples_per_second(now)), ",\n");
   // Per-step means over the whole run (see StepTimes in proto/scheduler.proto).
   absl::StrAppend(&out, "  \"step_time_ms\": ", StepTimesJson(TotalStepTimes()), ",\n");
-  absl::StrAppend(&out, "  \"wall_seconds\": ", JsonNumber(absl::ToDoubleSeconds(end - options_.created)),
-                  ",\n");
+  absl::StrAppend(&out, "  \"wall_seconds\": ", JsonNumber(absl::ToDoubleSeconds(end - options_.created)), ",\n");
   out += "  \"workers\": [";
   first = true;
   for (const auto& [rank, worker] : workers_) {
@@ -534,8 +529,8 @@ std::string Progress::SummaryJson(JobState state, absl::string_view failure, abs
                     ", \"bytes_sent\": ", worker.traffic.bytes_sent(),
                     ", \"bytes_received\": ", worker.traffic.bytes_received(),
                     ", \"compression_saved_bytes\": ", worker.traffic.compression_saved_bytes(),
-                    ", \"staleness\": {\"pulls\": ", st.pulls(), ", \"mean\": ",
-                    JsonNumber(Ratio(static_cast<double>(st.sum()), static_cast<double>(st.pulls()))),
+                    ", \"staleness\": {\"pulls\": ", st.pulls(),
+                    ", \"mean\": ", JsonNumber(Ratio(static_cast<double>(st.sum()), static_cast<double>(st.pulls()))),
                     ", \"max\": ", st.max(), "}}");
     first = false;
   }
@@ -550,8 +545,8 @@ std::string Progress::SummaryJson(JobState state, absl::string_view failure, abs
   out += "  \"membership_events\": [";
   first = true;
   for (const MembershipEvent& event : events) {
-    absl::StrAppend(&out, first ? "" : ", ", "{\"seconds\": ",
-                    JsonNumber(absl::ToDoubleSeconds(event.at - options_.created)),
+    absl::StrAppend(&out, first ? "" : ", ",
+                    "{\"seconds\": ", JsonNumber(absl::ToDoubleSeconds(event.at - options_.created)),
                     ", \"role\": ", JsonString(RoleName(event.role)), ", \"rank\": ", event.rank,
                     ", \"kind\": ", JsonString(ChangeKindName(event.kind)), "}");
     first = false;

@@ -131,8 +131,8 @@ class Progress {
   // `events` and `live_workers` come from the Membership; `more` is inserted as it is after
   // "live_workers": further members, each a line `  "name": value,` (the caller's own records).
   std::string SummaryJson(JobState state, absl::string_view failure, absl::Time now,
-                          const std::vector<MembershipEvent>& events = {},
-                          const std::vector<int>& live_workers = {}, absl::string_view more = "") const;
+                          const std::vector<MembershipEvent>& events = {}, const std::vector<int>& live_workers = {},
+                          absl::string_view more = "") const;
 
   // The progress part of the dashboard's status: epoch, epochs, step, total_steps,
   // samples_per_second, eta_seconds, recent_loss, epochs_done and workers (every worker that ever
@@ -258,9 +258,9 @@ class Progress {
   int64_t forgotten_workers_ = 0;
   Worker forgotten_;
   int max_epoch_ = 0;
-  int64_t max_step_ = 0;     // SYNC: the largest global step reported.
-  int64_t batches_ = 0;      // ASYNC/SSP: batches trained by all workers.
-  int redo_rounds_ = 0;      // SYNC: AllowRedo calls; not persisted.
+  int64_t max_step_ = 0;  // SYNC: the largest global step reported.
+  int64_t batches_ = 0;   // ASYNC/SSP: batches trained by all workers.
+  int redo_rounds_ = 0;   // SYNC: AllowRedo calls; not persisted.
   // (loss_sum, samples) of the last few reports, for recent_loss.
   std::deque<std::pair<double, int64_t>> recent_;
   // One point per accepted training report; not persisted.

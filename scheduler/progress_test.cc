@@ -30,7 +30,9 @@ class JsonChecker {
   }
 
  private:
-  void Space() { while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_; }
+  void Space() {
+    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
+  }
   bool Lit(const char* word) {
     const std::string w(word);
     if (s_.compare(i_, w.size(), w) != 0) return false;
@@ -40,9 +42,15 @@ class JsonChecker {
   bool String() {
     if (s_[i_] != '"') return false;
     for (++i_; i_ < s_.size(); ++i_) {
-      if (s_[i_] == '\\') { ++i_; continue; }
+      if (s_[i_] == '\\') {
+        ++i_;
+        continue;
+      }
       if (static_cast<unsigned char>(s_[i_]) < 0x20) return false;
-      if (s_[i_] == '"') { ++i_; return true; }
+      if (s_[i_] == '"') {
+        ++i_;
+        return true;
+      }
     }
     return false;
   }
@@ -68,19 +76,29 @@ class JsonChecker {
   bool Value() {
     if (i_ >= s_.size()) return false;
     switch (s_[i_]) {
-      case '{': return Container('}', true);
-      case '[': return Container(']', false);
-      case '"': return String();
-      case 't': return Lit("true");
-      case 'f': return Lit("false");
-      case 'n': return Lit("null");
-      default: return Number();
+      case '{':
+        return Container('}', true);
+      case '[':
+        return Container(']', false);
+      case '"':
+        return String();
+      case 't':
+        return Lit("true");
+      case 'f':
+        return Lit("false");
+      case 'n':
+        return Lit("null");
+      default:
+        return Number();
     }
   }
   bool Container(char close, bool object) {
     ++i_;
     Space();
-    if (i_ < s_.size() && s_[i_] == close) { ++i_; return true; }
+    if (i_ < s_.size() && s_[i_] == close) {
+      ++i_;
+      return true;
+    }
     for (;;) {
       Space();
       if (object) {
@@ -92,7 +110,10 @@ class JsonChecker {
       if (!Value()) return false;
       Space();
       if (i_ >= s_.size()) return false;
-      if (s_[i_] == close) { ++i_; return true; }
+      if (s_[i_] == close) {
+        ++i_;
+        return true;
+      }
       if (s_[i_++] != ',') return false;
     }
   }
@@ -101,9 +122,7 @@ class JsonChecker {
   size_t i_ = 0;
 };
 
-bool Contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 JobSpec Job(int workers, int epochs, Mode mode = SYNC) {
   JobSpec job;
@@ -390,17 +409,17 @@ TEST(ProgressTest, AsyncEpochSamplesAreTheCompleteLeasesEachCountedOnce) {
   p.CountLease(3, 0, 20);
   p.CountLease(4, 1, 40);
   const std::string json = p.SummaryJson(RUNNING, "", kT0);
-  EXPECT_TRUE(Contains(json, "{\"epoch\": 0, \"train_loss\": 0.24, \"test_loss\": null, "
-                             "\"test_accuracy\": null, \"samples\": 100,"))
+  EXPECT_TRUE(Contains(json,
+                       "{\"epoch\": 0, \"train_loss\": 0.24, \"test_loss\": null, "
+                       "\"test_accuracy\": null, \"samples\": 100,"))
       << json;
-  EXPECT_TRUE(Contains(json, "{\"epoch\": 1, \"train_loss\": null, \"test_loss\": null, "
-                             "\"test_accuracy\": null, \"samples\": 40,"))
+  EXPECT_TRUE(Contains(json,
+                       "{\"epoch\": 1, \"train_loss\": null, \"test_loss\": null, "
+                       "\"test_accuracy\": null, \"samples\": 40,"))
       << json;
   // The per-worker numbers stay what the workers reported.
-  EXPECT_TRUE(Contains(json, "\"workers\": [{\"rank\": 0, \"samples\": 40, "))
-      << json;
-  EXPECT_TRUE(Contains(json, "}}, {\"rank\": 1, \"samples\": 10, "))
-      << json;
+  EXPECT_TRUE(Contains(json, "\"workers\": [{\"rank\": 0, \"samples\": 40, ")) << json;
+  EXPECT_TRUE(Contains(json, "}}, {\"rank\": 1, \"samples\": 10, ")) << json;
 }
 
 TEST(ProgressTest, RejectsBadReports) {
@@ -427,28 +446,29 @@ TEST(ProgressTest, SummaryJsonParsesAndHoldsTheNumbers) {
   // A worker that joined later reports under its own rank.
   ASSERT_TRUE(p.Add(Train(2, 1, 10, 1.0, 8), kT0 + absl::Seconds(3)).ok());
 
-  const std::vector<MembershipEvent> events = {
-      {kT0 + absl::Milliseconds(2500), WORKER, 1, ChangeKind::kDied, 6},
-      {kT0 + absl::Seconds(3), WORKER, 2, ChangeKind::kJoined, 7}};
+  const std::vector<MembershipEvent> events = {{kT0 + absl::Milliseconds(2500), WORKER, 1, ChangeKind::kDied, 6},
+                                               {kT0 + absl::Seconds(3), WORKER, 2, ChangeKind::kJoined, 7}};
   const std::string json = p.SummaryJson(RUNNING, "", kT0 + absl::Seconds(4), events, {0, 2});
   EXPECT_TRUE(JsonChecker(json).Valid()) << json;
   EXPECT_TRUE(Contains(json, "\"final_test_accuracy\": 0.75")) << json;
   EXPECT_TRUE(Contains(json, "\"final_test_loss\": 0.2")) << json;
-  EXPECT_TRUE(Contains(json, "{\"epoch\": 0, \"train_loss\": 0.25, \"test_loss\": 0.2, "
-                             "\"test_accuracy\": 0.75, \"samples\": 160, \"seconds\": 2"))
+  EXPECT_TRUE(Contains(json,
+                       "{\"epoch\": 0, \"train_loss\": 0.25, \"test_loss\": 0.2, "
+                       "\"test_accuracy\": 0.75, \"samples\": 160, \"seconds\": 2"))
       << json;
   // Epoch 1 is not evaluated yet: null, never nan.
-  EXPECT_TRUE(Contains(json, "{\"epoch\": 1, \"train_loss\": 0.125, \"test_loss\": null, "
-                             "\"test_accuracy\": null, \"samples\": 48"))
+  EXPECT_TRUE(Contains(json,
+                       "{\"epoch\": 1, \"train_loss\": 0.125, \"test_loss\": null, "
+                       "\"test_accuracy\": null, \"samples\": 48"))
       << json;
   EXPECT_FALSE(Contains(json, "nan")) << json;
   EXPECT_TRUE(Contains(json, "\"workers\": [{\"rank\": 0, \"samples\": 140, "));
   EXPECT_TRUE(Contains(json, "}}, {\"rank\": 1, \"samples\": 60, "));
-  EXPECT_TRUE(Contains(json, "}}, {\"rank\": 2, \"samples\": 8, "))
-      << json;
-  EXPECT_TRUE(Contains(json, "\"membership_events\": [{\"seconds\": 2.5, \"role\": \"worker\", \"rank\": 1, "
-                             "\"kind\": \"died\"}, {\"seconds\": 3, \"role\": \"worker\", \"rank\": 2, "
-                             "\"kind\": \"joined\"}],"))
+  EXPECT_TRUE(Contains(json, "}}, {\"rank\": 2, \"samples\": 8, ")) << json;
+  EXPECT_TRUE(Contains(json,
+                       "\"membership_events\": [{\"seconds\": 2.5, \"role\": \"worker\", \"rank\": 1, "
+                       "\"kind\": \"died\"}, {\"seconds\": 3, \"role\": \"worker\", \"rank\": 2, "
+                       "\"kind\": \"joined\"}],"))
       << json;
   EXPECT_TRUE(Contains(json, "\"live_workers\": [0, 2],")) << json;
   EXPECT_TRUE(Contains(json, "\"samples_per_second\": 52,")) << json;
@@ -467,9 +487,13 @@ TEST(ProgressTest, ScoresOfAnEpochsLeasesGiveItsTestAucAndTheSummarysAucMembers)
   p.Start(kT0);
   ASSERT_TRUE(p.Add(Train(0, 0, 5, 10.0, 100), kT0 + absl::Seconds(1)).ok());
   // Epoch 0: odd samples clicked. The positive 2k + 1 outranks k + 1 negatives: 136 of 256 pairs.
-  EXPECT_EQ(ScoreEpoch(&p, 0, {0, 1}, [](int64_t i) { return i % 2 == 1; }, kT0 + absl::Seconds(2)), 8);
+  EXPECT_EQ(ScoreEpoch(
+                &p, 0, {0, 1}, [](int64_t i) { return i % 2 == 1; }, kT0 + absl::Seconds(2)),
+            8);
   // Epoch 1: the upper half clicked, ranked perfectly.
-  EXPECT_EQ(ScoreEpoch(&p, 1, {1, 0}, [](int64_t i) { return i >= 16; }, kT0 + absl::Seconds(3)), 8);
+  EXPECT_EQ(ScoreEpoch(
+                &p, 1, {1, 0}, [](int64_t i) { return i >= 16; }, kT0 + absl::Seconds(3)),
+            8);
   ASSERT_TRUE(p.Add(Train(0, 2, 15, 5.0, 40), kT0 + absl::Seconds(4)).ok());
 
   const JobStatus status = p.Status(kT0 + absl::Seconds(4));
@@ -485,17 +509,17 @@ TEST(ProgressTest, ScoresOfAnEpochsLeasesGiveItsTestAucAndTheSummarysAucMembers)
 
   const std::string json = p.SummaryJson(RUNNING, "", kT0 + absl::Seconds(4));
   EXPECT_TRUE(JsonChecker(json).Valid()) << json;
-  EXPECT_TRUE(Contains(json, "\"final_test_auc\": 1,\n  \"final_test_auc_error_bound\": 0,\n"
-                             "  \"final_test_logloss\": 0.2,\n"))
+  EXPECT_TRUE(Contains(json,
+                       "\"final_test_auc\": 1,\n  \"final_test_auc_error_bound\": 0,\n"
+                       "  \"final_test_logloss\": 0.2,\n"))
       << json;
-  EXPECT_TRUE(Contains(json, "{\"epoch\": 0, \"train_loss\": 0.1, \"test_loss\": 0.2, \"test_accuracy\": 0, "
-                             "\"test_auc\": 0.53125, \"test_auc_error_bound\": 0, \"samples\": 100"))
+  EXPECT_TRUE(Contains(json,
+                       "{\"epoch\": 0, \"train_loss\": 0.1, \"test_loss\": 0.2, \"test_accuracy\": 0, "
+                       "\"test_auc\": 0.53125, \"test_auc_error_bound\": 0, \"samples\": 100"))
       << json;
-  EXPECT_TRUE(Contains(json, "\"test_auc\": 1, \"test_auc_error_bound\": 0, \"samples\""))
-      << json;
+  EXPECT_TRUE(Contains(json, "\"test_auc\": 1, \"test_auc_error_bound\": 0, \"samples\"")) << json;
   // Epoch 2 is not evaluated yet: null, like its other test numbers.
-  EXPECT_TRUE(Contains(json, "\"test_accuracy\": null, \"test_auc\": null, \"test_auc_error_bound\": null"))
-      << json;
+  EXPECT_TRUE(Contains(json, "\"test_accuracy\": null, \"test_auc\": null, \"test_auc_error_bound\": null")) << json;
 }
 
 TEST(ProgressTest, AReportWithBadScoresIsRefusedAndRecordsNothing) {
@@ -517,7 +541,9 @@ TEST(ProgressTest, AReportWithBadScoresIsRefusedAndRecordsNothing) {
   EXPECT_EQ(p.Status(kT0).step(), 0);
   // The lease is still unreported: its good results count, and once.
   ASSERT_TRUE(p.Add(ScoredReport(0, lease, [](int64_t i) { return i == 0; }), kT0).ok());
-  EXPECT_EQ(ScoreEpoch(&p, 0, {0}, [](int64_t i) { return i < 4; }, kT0), 3);
+  EXPECT_EQ(ScoreEpoch(
+                &p, 0, {0}, [](int64_t i) { return i < 4; }, kT0),
+            3);
   const JobStatus status = p.Status(kT0);
   ASSERT_EQ(status.epochs_done_size(), 1);
   // Samples 0..7, clicked 0, 2 and 3: of the 3 x 5 pairs, only 2 and 3 outrank a negative (1).
@@ -550,8 +576,9 @@ TEST(ProgressTest, TrainingScoresOfTheReportsGiveTheEpochsProgressiveAuc) {
   *bad.mutable_train()->mutable_scores() = data::ScoreHistogramToProto(h);
   const absl::Status s = q.Add(bad, kT0);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(), "progress report from worker 0: training scores: 4 predictions for 3 samples, expected "
-                         "at most one a sample");
+  EXPECT_EQ(s.message(),
+            "progress report from worker 0: training scores: 4 predictions for 3 samples, expected "
+            "at most one a sample");
   bad.mutable_train()->mutable_scores()->set_bins(0, 1 << 20);
   EXPECT_EQ(q.Add(bad, kT0).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(q.Status(kT0).step(), 0);
@@ -559,8 +586,7 @@ TEST(ProgressTest, TrainingScoresOfTheReportsGiveTheEpochsProgressiveAuc) {
 
 TEST(ProgressTest, SummaryJsonOfAFailedJobWithNothingReportedParses) {
   Progress p(Opts(Job(2, 2), 10, 8));
-  const std::string json =
-      p.SummaryJson(FAILED, "worker 1 at 127.0.0.1:4567 sent no heartbeat for 3.2 s \"x\"\n", kT0);
+  const std::string json = p.SummaryJson(FAILED, "worker 1 at 127.0.0.1:4567 sent no heartbeat for 3.2 s \"x\"\n", kT0);
   EXPECT_TRUE(JsonChecker(json).Valid()) << json;
   EXPECT_TRUE(Contains(json, "\"state\": \"FAILED\"")) << json;
   EXPECT_TRUE(Contains(json, "\"failure\": \"worker 1 at 127.0.0.1:4567 sent no heartbeat for 3.2 s \\\"x\\\"\\n\""))
@@ -609,12 +635,13 @@ TEST(ProgressTest, TrafficAndStalenessAddUpPerWorkerAndSurviveARestore) {
   EXPECT_EQ(status.workers[0].staleness_max, 3);
   EXPECT_EQ(status.workers[0].step, 2);
   EXPECT_DOUBLE_EQ(status.workers[0].samples_per_second, 16.0 / 4);  // 16 samples in 4 s of training
-  EXPECT_TRUE(std::isnan(status.workers[1].staleness_mean));           // no pulls
+  EXPECT_TRUE(std::isnan(status.workers[1].staleness_mean));         // no pulls
 
   const std::string json = p.SummaryJson(RUNNING, "", kT0 + absl::Seconds(4));
-  EXPECT_TRUE(Contains(json, "{\"rank\": 0, \"samples\": 16, \"bytes_sent\": 150, \"bytes_received\": 220, "
-                             "\"compression_saved_bytes\": 35, \"staleness\": {\"pulls\": 6, \"mean\": 1, "
-                             "\"max\": 3}}"))
+  EXPECT_TRUE(Contains(json,
+                       "{\"rank\": 0, \"samples\": 16, \"bytes_sent\": 150, \"bytes_received\": 220, "
+                       "\"compression_saved_bytes\": 35, \"staleness\": {\"pulls\": 6, \"mean\": 1, "
+                       "\"max\": 3}}"))
       << json;
   EXPECT_TRUE(Contains(json, "\"staleness\": {\"pulls\": 0, \"mean\": null, \"max\": 0}}")) << json;
   EXPECT_TRUE(JsonChecker(json).Valid()) << json;
@@ -644,8 +671,9 @@ TEST(ProgressTest, ForgottenWorkersAreSummedAndTheTotalsStay) {
   ASSERT_EQ(status.workers.size(), 1u);
   EXPECT_EQ(p.samples_per_second(kT0 + absl::Seconds(4)), rate);
   const std::string json = p.SummaryJson(RUNNING, "", kT0 + absl::Seconds(4));
-  EXPECT_TRUE(Contains(json, "\"forgotten_workers\": {\"workers\": 2, \"samples\": 12, \"bytes_sent\": 11, "
-                             "\"bytes_received\": 22, \"compression_saved_bytes\": 3}"))
+  EXPECT_TRUE(Contains(json,
+                       "\"forgotten_workers\": {\"workers\": 2, \"samples\": 12, \"bytes_sent\": 11, "
+                       "\"bytes_received\": 22, \"compression_saved_bytes\": 3}"))
       << json;
   EXPECT_FALSE(Contains(json, "\"rank\": 1,")) << json;
   EXPECT_TRUE(JsonChecker(json).Valid()) << json;

@@ -39,9 +39,7 @@ const Field kMustMatch[] = {
 
 }  // namespace
 
-std::string JobManifestPath(const JobSpec& job) {
-  return absl::StrCat(job.checkpoint_dir(), "/", kJobManifestName);
-}
+std::string JobManifestPath(const JobSpec& job) { return absl::StrCat(job.checkpoint_dir(), "/", kJobManifestName); }
 
 absl::Status WriteJobManifest(const JobSpec& job) {
   std::string text;
@@ -63,8 +61,8 @@ absl::Status WriteDeclaration(const JobSpec& job, absl::string_view model_file,
     return absl::InternalError("declared tables: cannot print them as text");
   }
   const mode_t mode = OutputMode(job.output_mode());
-  RETURN_IF_ERROR(WriteFileAtomically(absl::StrCat(job.checkpoint_dir(), "/", kDeclaredModelName),
-                                      "declared model", model_file, mode));
+  RETURN_IF_ERROR(WriteFileAtomically(absl::StrCat(job.checkpoint_dir(), "/", kDeclaredModelName), "declared model",
+                                      model_file, mode));
   return WriteFileAtomically(absl::StrCat(job.checkpoint_dir(), "/", kDeclaredTablesName), "declared tables",
                              absl::StrCat("# Written by pstrain-scheduler: the tables the workers declared.\n", text),
                              mode);
@@ -118,8 +116,8 @@ absl::StatusOr<ResumePoint> FindResumePoint(const JobSpec& job) {
   absl::StatusOr<JobSpec> first = ReadJobSpecFile(path);
   if (!first.ok()) {
     if (absl::IsNotFound(first.status())) {
-      return absl::NotFoundError(absl::StrCat("resume: no job manifest ", path,
-                                              "; expected the checkpoint folder of an earlier run"));
+      return absl::NotFoundError(
+          absl::StrCat("resume: no job manifest ", path, "; expected the checkpoint folder of an earlier run"));
     }
     return absl::InvalidArgumentError(absl::StrCat("resume: ", first.status().message()));
   }
@@ -128,8 +126,8 @@ absl::StatusOr<ResumePoint> FindResumePoint(const JobSpec& job) {
     const std::string now = field.get(job);
     const std::string then = field.get(*first);
     if (now != then) {
-      return absl::InvalidArgumentError(absl::StrCat("resume: ", field.name, " is ", now, ", but the job in ",
-                                                     path, " had ", then, "; expected the same"));
+      return absl::InvalidArgumentError(absl::StrCat("resume: ", field.name, " is ", now, ", but the job in ", path,
+                                                     " had ", then, "; expected the same"));
     }
   }
   absl::StatusOr<std::vector<ServerCountEra>> eras = ReadServerCounts(job.checkpoint_dir(), first->num_servers());

@@ -11,9 +11,8 @@
 // continue from. The cut may be of another server count than the resumed job's: the history of
 // server counts beside the checkpoints (common/server_counts.h) says which count each step's
 // files were taken under, and the servers re-cut such a cut into the new count's shards as they
-// restore it (server/checkpoint_reshard.h). The scheduler then publishes it as the view's restore_step from the start: each
-// server restores its shard of that step before it serves, and workers begin at that step's
-// data position.
+// restore it (server/checkpoint_reshard.h). The scheduler then publishes it as the view's restore_step from the start:
+// each server restores its shard of that step before it serves, and workers begin at that step's data position.
 //
 // The scheduler must see the checkpoint folder (one shared folder, as the launcher and a shared
 // volume give). Thread safety: free functions with no shared state.

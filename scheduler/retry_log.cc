@@ -24,8 +24,8 @@ absl::StatusOr<std::optional<LeaseResponse>> RetryLog::LeaseRetry(const LeaseReq
   if (seq <= 0 || it == by_rank_.end()) return std::nullopt;
   const Calls& calls = it->second;
   if (seq < calls.lease_seq) {
-    return absl::AbortedError(absl::StrCat("lease request ", seq, " from worker ", rank,
-                                           ": older than its last one (", calls.lease_seq, "), a stale retry"));
+    return absl::AbortedError(absl::StrCat("lease request ", seq, " from worker ", rank, ": older than its last one (",
+                                           calls.lease_seq, "), a stale retry"));
   }
   if (seq > calls.lease_seq) return std::nullopt;
   // A retry whose answer was lost (e.g. the scheduler restarted): the same answer again, so no
@@ -67,7 +67,8 @@ void RetryLog::Save(SchedulerState* state) const {
 void RetryLog::Restore(const SchedulerState& state) {
   by_rank_.clear();
   for (const WorkerCallsState& calls : state.worker_calls()) {
-    by_rank_[calls.rank()] = Calls{calls.progress_seq(), calls.lease_seq(), calls.lease_request(), calls.lease_answer()};
+    by_rank_[calls.rank()] =
+        Calls{calls.progress_seq(), calls.lease_seq(), calls.lease_request(), calls.lease_answer()};
   }
 }
 

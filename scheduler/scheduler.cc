@@ -67,16 +67,16 @@ int64_t TotalSteps(const JobSpec& job, int64_t train_samples, int64_t sync_steps
 absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(Options options) {
   if (absl::Status s = ValidateJobSpec(options.job); !s.ok()) return s;
   if (options.train_samples < 0 || options.test_samples < 0 || options.total_steps < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "scheduler: negative counts (train_samples ", options.train_samples, ", test_samples ",
-        options.test_samples, ", total_steps ", options.total_steps, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("scheduler: negative counts (train_samples ", options.train_samples,
+                                                   ", test_samples ", options.test_samples, ", total_steps ",
+                                                   options.total_steps, ")"));
   }
   // A restored job that changed its server count goes on with its map's count.
   const int map_servers = ServersOfMap(options.shard_map, options.job.num_servers());
   for (const ChunkSpec& chunk : options.shard_map.chunks()) {
     if (chunk.server_rank() < 0 || chunk.server_rank() >= map_servers) {
-      return absl::InvalidArgumentError(absl::StrCat("scheduler: shard map names server ", chunk.server_rank(),
-                                                     ", expected < ", map_servers));
+      return absl::InvalidArgumentError(
+          absl::StrCat("scheduler: shard map names server ", chunk.server_rank(), ", expected < ", map_servers));
     }
   }
   if (options.server_recovery_timeout <= absl::ZeroDuration()) {
@@ -103,8 +103,8 @@ Scheduler::Scheduler(Options options)
       test_samples_(options_.test_samples),
       total_steps_(options_.total_steps),
       leases_(std::make_unique<LeasePool>(LeaseOptions(options_, options_.train_samples))),
-      progress_(std::make_unique<Progress>(ProgressOptions(options_, created_, options_.train_samples,
-                                                           options_.test_samples, options_.total_steps))),
+      progress_(std::make_unique<Progress>(
+          ProgressOptions(options_, created_, options_.train_samples, options_.test_samples, options_.total_steps))),
       fleet_(ServersOfMap(options_.shard_map, options_.job.num_servers()), options_.job.replicas() == 2),
       final_model_(ServersOfMap(options_.shard_map, options_.job.num_servers())),
       server_reports_(created_) {
@@ -184,8 +184,7 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
     // (A server for a rank a change of the server count adds is no refill.)
     const bool growing = scaling_.pending().has_value() && scaling_.pending()->to > scaling_.pending()->from;
     if (request.role() == SERVER && state_ == RUNNING && options_.job.replicas() == 2 && !growing &&
-        !GrowsForLocked(request) &&
-        !membership_.Lookup(SERVER, request.address(), request.instance_id()).has_value()) {
+        !GrowsForLocked(request) && !membership_.Lookup(SERVER, request.address(), request.instance_id()).has_value()) {
       // Replicas: a dead server's shards are served by promoted copies; its rank is not refilled.
       return absl::AlreadyExistsError(absl::StrCat("register server at '", request.address(),
                                                    "': every shard is served (", fleet_.HostsLine(),
@@ -210,8 +209,8 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
         RecoversServersLocked()) {
       // A replacement started before its predecessor was declared dead (a launcher restarts a child
       // at once): UNAVAILABLE makes it retry until the dead server's rank is free.
-      return absl::UnavailableError(absl::StrCat(rank.status().message(),
-                                                 "; a replacement waits until a dead server's rank is free"));
+      return absl::UnavailableError(
+          absl::StrCat(rank.status().message(), "; a replacement waits until a dead server's rank is free"));
     }
     if (!rank.ok()) return rank.status();
     if (membership_.changes() != changes_before) {  // A new member, not a retry.
@@ -229,8 +228,8 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
           // Async updates need no common step: only the replacement goes back, to its own
           // newest checkpoint (restore_own_step below); the others and the workers go on.
           LOG(INFO) << membership_.Describe(SERVER, *rank) << " replaces the dead server " << *rank
-                    << " and restores its checkpoint of step "
-                    << fleet_.NewestCheckpoint(*rank) << "; " << MembershipLine();
+                    << " and restores its checkpoint of step " << fleet_.NewestCheckpoint(*rank) << "; "
+                    << MembershipLine();
         } else if (fleet_.vacancies().empty()) {
           fleet_.SetRestoreStep(fleet_.RestorableStep(), membership_.epoch());
           progress_->AllowRedo();  // The workers redo the steps after restore_step.
@@ -239,24 +238,24 @@ absl::StatusOr<RegisterResponse> Scheduler::Register(const RegisterRequest& requ
                     << " (restore_step, set at membership epoch " << fleet_.restore_epoch() << "); "
                     << MembershipLine();
         } else {
-          LOG(INFO) << membership_.Describe(SERVER, *rank) << " replaces a dead server; still vacant: "
-                    << fleet_.vacancies().size() << " server ranks; " << MembershipLine();
+          LOG(INFO) << membership_.Describe(SERVER, *rank)
+                    << " replaces a dead server; still vacant: " << fleet_.vacancies().size() << " server ranks; "
+                    << MembershipLine();
         }
         PublishParticipantsLocked(&deferred);
       } else if (state_ == RUNNING) {
-        LOG(INFO) << membership_.Describe(request.role(), *rank) << " joined the running job; "
-                  << MembershipLine();
+        LOG(INFO) << membership_.Describe(request.role(), *rank) << " joined the running job; " << MembershipLine();
         PublishParticipantsLocked(&deferred);
       } else {
         LOG(INFO) << "registered " << membership_.Describe(request.role(), *rank) << " ("
                   << membership_.num_live(SERVER) << "/" << options_.job.num_servers() << " servers, "
-                  << membership_.num_live(WORKER) << "/" << options_.job.num_workers()
-                  << " workers, membership epoch " << membership_.epoch() << ")";
+                  << membership_.num_live(WORKER) << "/" << options_.job.num_workers() << " workers, membership epoch "
+                  << membership_.epoch() << ")";
         if (membership_.running() && ModelKnownLocked()) {
           StartRunningLocked(&deferred);
         } else if (membership_.running()) {
-          LOG(INFO) << "every role registered; the job runs once a worker declares the model ("
-                    << options_.job.model() << " model)";
+          LOG(INFO) << "every role registered; the job runs once a worker declares the model (" << options_.job.model()
+                    << " model)";
         }
       }
     }
@@ -322,8 +321,8 @@ absl::StatusOr<HeartbeatResponse> Scheduler::Heartbeat(const HeartbeatRequest& r
     }
     if (request.role() == SERVER) server_reports_.AddHeartbeat(request, now);
     // Kept once per server and change, and saved then.
-    const bool resharded = request.role() == SERVER && request.has_resharded() &&
-                           scaling_.Resharded(request.rank(), request.resharded());
+    const bool resharded =
+        request.role() == SERVER && request.has_resharded() && scaling_.Resharded(request.rank(), request.resharded());
     if (resharded) {
       const ReshardReport& r = request.resharded();
       LOG(INFO) << "server " << request.rank() << " serves shard map version " << r.shard_map_version() << " after a "
@@ -392,11 +391,11 @@ bool Scheduler::CountLeasesLocked(const std::vector<LeaseRecord>& completed, Def
 
 absl::Status Scheduler::CheckLive(Role role, int rank, absl::string_view what) const {
   if (membership_.is_live(role, rank)) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      what, " from ", RoleName(role), " ", rank,
-      membership_.ever_registered(role, rank) ? ": no longer a member of the job (membership epoch "
-                                              : ": not registered (membership epoch ",
-      membership_.epoch(), ")"));
+  return absl::FailedPreconditionError(absl::StrCat(what, " from ", RoleName(role), " ", rank,
+                                                    membership_.ever_registered(role, rank)
+                                                        ? ": no longer a member of the job (membership epoch "
+                                                        : ": not registered (membership epoch ",
+                                                    membership_.epoch(), ")"));
 }
 
 void Scheduler::PublishParticipantsLocked(Deferred* deferred) {
@@ -437,10 +436,10 @@ void Scheduler::Barrier(const BarrierRequest& request, BarrierSet::Done done) {
     if (!live.ok()) {
       deferred.barrier_answers.push_back({std::move(done), std::move(live)});
     } else {
-      VLOG(1) << "barrier '" << request.name() << "': " << RoleName(role) << " " << request.rank()
-              << " entered (" << BarrierRequest::Participants_Name(group) << ")";
-      barriers_.Enter(request.name(), group, absl::StrCat(RoleName(role), " ", request.rank()),
-                      std::move(done), &deferred.barrier_answers, Now());
+      VLOG(1) << "barrier '" << request.name() << "': " << RoleName(role) << " " << request.rank() << " entered ("
+              << BarrierRequest::Participants_Name(group) << ")";
+      barriers_.Enter(request.name(), group, absl::StrCat(RoleName(role), " ", request.rank()), std::move(done),
+                      &deferred.barrier_answers, Now());
       SaveLocked(&deferred);
     }
   }
@@ -476,12 +475,12 @@ absl::StatusOr<LeaseResponse> Scheduler::LeaseWorkLocked(const LeaseRequest& req
   if (state_ == FAILED) return JobFailedError();
   const std::string what = request.eval() ? "evaluation lease request" : "lease request";
   if (!request.eval() && options_.job.mode() == SYNC) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "lease for worker ", request.worker_rank(), ": the job is in sync mode; leases are for async and ssp"));
+    return absl::FailedPreconditionError(absl::StrCat("lease for worker ", request.worker_rank(),
+                                                      ": the job is in sync mode; leases are for async and ssp"));
   }
   if (state_ == WAITING_FOR_ROLES) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        what, " from worker ", request.worker_rank(), ": not every role has registered yet"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, " from worker ", request.worker_rank(), ": not every role has registered yet"));
   }
   if (absl::Status s = CheckLive(WORKER, request.worker_rank(), what); !s.ok()) return s;
   LeaseResponse response;
@@ -497,8 +496,8 @@ absl::StatusOr<LeaseResponse> Scheduler::LeaseWorkLocked(const LeaseRequest& req
         eval_waiting_.emplace(request.epoch(), Now());
       }
       response.set_wait(true);
-      VLOG(1) << "evaluation lease request from worker " << request.worker_rank() << " for epoch "
-              << request.epoch() << ": its training is not over yet; wait";
+      VLOG(1) << "evaluation lease request from worker " << request.worker_rank() << " for epoch " << request.epoch()
+              << ": its training is not over yet; wait";
       return response;
     }
     absl::StatusOr<EvalLease> lease = progress_->LeaseEval(request.worker_rank(), request.epoch(), Now());
@@ -509,8 +508,8 @@ absl::StatusOr<LeaseResponse> Scheduler::LeaseWorkLocked(const LeaseRequest& req
     response.set_begin(lease->begin);
     response.set_end(lease->end);
     VLOG(1) << "evaluation lease " << lease->id << " for worker " << request.worker_rank() << " epoch "
-            << request.epoch() << ": [" << lease->begin << ", " << lease->end << ")"
-            << (lease->wait ? " wait" : "") << (lease->epoch_done ? " epoch done" : "");
+            << request.epoch() << ": [" << lease->begin << ", " << lease->end << ")" << (lease->wait ? " wait" : "")
+            << (lease->epoch_done ? " epoch done" : "");
     return response;
   }
   leases_->set_hold_fresh(HoldsFreshLeasesLocked());
@@ -534,9 +533,9 @@ absl::StatusOr<LeaseResponse> Scheduler::LeaseWorkLocked(const LeaseRequest& req
     LOG(INFO) << "worker " << request.worker_rank() << " takes over lease " << lease->id << " of epoch "
               << request.epoch() << " from batch " << lease->first_batch;
   }
-  VLOG(1) << "lease " << lease->id << " for worker " << request.worker_rank() << " epoch "
-          << request.epoch() << ": [" << lease->begin << ", " << lease->end << ") from batch "
-          << lease->first_batch << (lease->wait ? " wait" : "") << (lease->epoch_done ? " epoch done" : "");
+  VLOG(1) << "lease " << lease->id << " for worker " << request.worker_rank() << " epoch " << request.epoch() << ": ["
+          << lease->begin << ", " << lease->end << ") from batch " << lease->first_batch << (lease->wait ? " wait" : "")
+          << (lease->epoch_done ? " epoch done" : "");
   return response;
 }
 
@@ -547,8 +546,7 @@ absl::Status Scheduler::ReportProgress(const ProgressReport& report) {
     if (state_ == FAILED) return JobFailedError();
     const int rank = report.worker_rank();
     if (!membership_.ever_registered(WORKER, rank)) {
-      return absl::FailedPreconditionError(absl::StrCat("progress report from worker ", rank,
-                                                        ": not registered"));
+      return absl::FailedPreconditionError(absl::StrCat("progress report from worker ", rank, ": not registered"));
     }
     const int64_t seq = report.report_seq();
     if (retries_.ProgressApplied(rank, seq)) {
@@ -625,16 +623,14 @@ void Scheduler::RemoveWorkerLocked(int rank, ChangeKind kind, absl::string_view 
   // The membership remembers only the newest gone workers: what is kept by rank goes with them.
   // The predicate runs inside each call, under mu_ (which a lambda must declare for the
   // thread-safety analysis: it cannot see that its caller holds the lock).
-  auto forgotten = [this](int r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return membership_.forgotten(WORKER, r);
-  };
+  auto forgotten = [this](int r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return membership_.forgotten(WORKER, r); };
   progress_->ForgetWorkers(forgotten);
   leases_->ForgetWorkers(forgotten);
   retries_.Forget(forgotten);
   LOG(INFO) << "worker " << rank << " " << ChangeKindName(kind) << " (" << reason << ")"
             << (returned > 0 ? absl::StrCat("; ", returned, " evaluation leases back in the pool") : "")
-            << (remainders > 0 ? absl::StrCat("; ", remainders, " training leases back as remainders") : "")
-            << "; " << MembershipLine();
+            << (remainders > 0 ? absl::StrCat("; ", remainders, " training leases back as remainders") : "") << "; "
+            << MembershipLine();
   PublishParticipantsLocked(deferred);
   if (state_ != RUNNING) return;  // Before the job runs, another worker may still take the slot.
   // Training is over (the job waits for the final shards): a worker leaving costs nothing.
@@ -642,9 +638,9 @@ void Scheduler::RemoveWorkerLocked(int rank, ChangeKind kind, absl::string_view 
   const int live = membership_.num_live(WORKER);
   if (live < options_.job.min_workers()) {
     EndLocked(FAILED,
-              absl::UnavailableError(absl::StrFormat(
-                  "only %d live worker%s left; the job needs at least %d (--min_workers); %s", live,
-                  live == 1 ? "" : "s", options_.job.min_workers(), reason)),
+              absl::UnavailableError(
+                  absl::StrFormat("only %d live worker%s left; the job needs at least %d (--min_workers); %s", live,
+                                  live == 1 ? "" : "s", options_.job.min_workers(), reason)),
               deferred);
     return;
   }
@@ -774,17 +770,17 @@ void Scheduler::CheckHealth() {
     } else if (!unreplaced.empty()) {
       EndLocked(FAILED, absl::UnavailableError(absl::StrJoin(unreplaced, "; ")), &deferred);
     } else if (state_ == WAITING_FOR_ROLES && now - created_ > options_.startup_timeout) {
-      EndLocked(FAILED,
-                absl::DeadlineExceededError(
-                    membership_.running()
-                        ? absl::StrCat("every role registered, but no worker declared the model (model '",
-                                       options_.job.model(), "') within ",
-                                       absl::FormatDuration(options_.startup_timeout))
-                        : absl::StrFormat("only %d of %d servers and %d of %d workers registered within %s",
-                                          membership_.num_live(SERVER), options_.job.num_servers(),
-                                          membership_.num_live(WORKER), options_.job.num_workers(),
-                                          absl::FormatDuration(options_.startup_timeout))),
-                &deferred);
+      EndLocked(
+          FAILED,
+          absl::DeadlineExceededError(
+              membership_.running()
+                  ? absl::StrCat("every role registered, but no worker declared the model (model '",
+                                 options_.job.model(), "') within ", absl::FormatDuration(options_.startup_timeout))
+                  : absl::StrFormat("only %d of %d servers and %d of %d workers registered within %s",
+                                    membership_.num_live(SERVER), options_.job.num_servers(),
+                                    membership_.num_live(WORKER), options_.job.num_workers(),
+                                    absl::FormatDuration(options_.startup_timeout))),
+          &deferred);
     } else {
       for (const SilentMember& server : replaceable_servers) RemoveServerLocked(server.rank, server.message, &deferred);
       for (const SilentMember& worker : silent) {
@@ -848,7 +844,8 @@ std::string Scheduler::SummaryJson() const {
   }
   slow += "],\n";
   if (stream_.has_value()) {
-    absl::StrAppend(&slow, "  \"stream\": ", StreamStatusJson(StreamStatusLocked(std::numeric_limits<size_t>::max())), ",\n");
+    absl::StrAppend(&slow, "  \"stream\": ", StreamStatusJson(StreamStatusLocked(std::numeric_limits<size_t>::max())),
+                    ",\n");
   }
   if (const std::vector<ServerCountChangeStatus> changes = ServerCountChangesLocked(); !changes.empty()) {
     absl::StrAppend(&slow, "  \"server_count_changes\": ", ServerCountChangesJson(changes), ",\n");
@@ -858,9 +855,8 @@ std::string Scheduler::SummaryJson() const {
                     options_.resume_servers > 0 ? options_.resume_servers : options_.job.num_servers(),
                     ", \"servers\": ", options_.job.num_servers(), "},\n");
   }
-  return progress_->SummaryJson(state_, failure_.message(), Now(), membership_.events(),
-                               membership_.LiveRanks(WORKER),
-                               slow + server_reports_.TableUsageJson(membership_.LiveRanks(SERVER)));
+  return progress_->SummaryJson(state_, failure_.message(), Now(), membership_.events(), membership_.LiveRanks(WORKER),
+                                slow + server_reports_.TableUsageJson(membership_.LiveRanks(SERVER)));
 }
 
 std::string Scheduler::OutcomeLine() const {
@@ -870,8 +866,10 @@ std::string Scheduler::OutcomeLine() const {
   if (state_ == FAILED) absl::StrAppend(&line, " (", failure_.message(), ")");
   const std::optional<double> accuracy = progress_->final_test_accuracy();
   const std::optional<double> loss = progress_->final_test_loss();
-  if (accuracy.has_value()) absl::StrAppendFormat(&line, ": test accuracy %.4f", *accuracy);
-  else absl::StrAppend(&line, ": no test accuracy");
+  if (accuracy.has_value())
+    absl::StrAppendFormat(&line, ": test accuracy %.4f", *accuracy);
+  else
+    absl::StrAppend(&line, ": no test accuracy");
   if (loss.has_value()) absl::StrAppendFormat(&line, ", test loss %.4f", *loss);
   if (const std::optional<Progress::FinalAuc> auc = progress_->final_test_auc(); auc.has_value()) {
     absl::StrAppendFormat(&line, ", test AUC %.4f", auc->auc);

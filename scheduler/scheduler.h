@@ -22,8 +22,8 @@
 // the job runs takes a new rank ("joined"); worker ranks are never reused.
 //
 // Server recovery (checkpoints on: checkpoint_every_steps or _seconds > 0, once the job runs, and
-// no replicas; otherwise a dead server fails the job). Servers report the checkpoint steps they hold (ReportCheckpoints);
-// the latest list per server rank is kept, also after the server died (its files stay for its
+// no replicas; otherwise a dead server fails the job). Servers report the checkpoint steps they hold
+// (ReportCheckpoints); the latest list per server rank is kept, also after the server died (its files stay for its
 // replacement). A server that misses heartbeats for dead_after is removed as "died": its rank is
 // vacant, the epoch is bumped, the view lists the live servers only and drops restore_step (a new
 // recovery begins), and the job keeps RUNNING. A server that registers takes the vacant rank
@@ -77,12 +77,12 @@
 // Restart (Options::persist, --state_dir). After every change of state (a registration, a lease,
 // a progress report, a barrier entered, a membership change, the end) and before the call that
 // caused it is answered, a Snapshot goes to Options::persist, so an answer a role saw is never
-// lost; of the heartbeats only a role's first one (which starts its dead_after watch) persists. A restarted scheduler (Restore) goes on from the latest
-// one at the same membership epoch (nothing changed, so no step is aborted for nothing): every live
-// member gets dead_after from the restart to heartbeat again, released barriers stay released,
-// and parked calls cut by the death are entered again by their callers. Retried calls are
-// idempotent: a progress report whose report_seq was applied is answered OK and not counted again;
-// a lease request repeating the last request_seq of its worker gets the same answer again.
+// lost; of the heartbeats only a role's first one (which starts its dead_after watch) persists. A restarted scheduler
+// (Restore) goes on from the latest one at the same membership epoch (nothing changed, so no step is aborted for
+// nothing): every live member gets dead_after from the restart to heartbeat again, released barriers stay released, and
+// parked calls cut by the death are entered again by their callers. Retried calls are idempotent: a progress report
+// whose report_seq was applied is answered OK and not counted again; a lease request repeating the last request_seq of
+// its worker gets the same answer again.
 //
 // Thread-safe: one mutex guards the state; callbacks (`done`) run after it is released, on the
 // thread whose call released them, so they may finish an RPC or call back in.
@@ -573,8 +573,7 @@ class Scheduler {
   bool PromotesReplicasLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Replicas: removes the dead server `rank` and promotes the copies of the shards it served, or
   // fails the job when it held a shard's last copy. Cancels a pending change of the server count.
-  void PromoteReplicasLocked(int rank, absl::string_view reason, Deferred* deferred)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PromoteReplicasLocked(int rank, absl::string_view reason, Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether the job finishes only once a final model was written (Options::write_final_model).
   bool NeedsFinalModel() const {
     return !options_.job.final_model_path().empty() && options_.write_final_model != nullptr;

@@ -16,10 +16,14 @@ namespace {
 // The dashboard's names of the job states.
 std::string StateName(JobState state) {
   switch (state) {
-    case RUNNING: return "RUNNING";
-    case FINISHED: return "FINISHED";
-    case FAILED: return "FAILED";
-    default: return "WAITING";
+    case RUNNING:
+      return "RUNNING";
+    case FINISHED:
+      return "FINISHED";
+    case FAILED:
+      return "FAILED";
+    default:
+      return "WAITING";
   }
 }
 
@@ -56,8 +60,8 @@ std::vector<StuckBarrierStatus> Scheduler::StuckBarriersLocked(absl::Time now) c
   std::vector<BarrierSet::Pending> pending = barriers_.PendingBarriers();
   if (epoch_end_waiting_since_.has_value() && leases_ != nullptr) {
     // The end of an async/SSP epoch waiting for leases still out is a barrier of the holders.
-    BarrierSet::Pending leases{absl::StrCat("epoch-", leases_->current_epoch(), "-leases"),
-                               *epoch_end_waiting_since_, {}};
+    BarrierSet::Pending leases{
+        absl::StrCat("epoch-", leases_->current_epoch(), "-leases"), *epoch_end_waiting_since_, {}};
     for (int rank : leases_->EpochEndWaitsFor()) leases.missing.push_back(absl::StrCat("worker ", rank));
     if (!leases.missing.empty()) pending.push_back(std::move(leases));
   }

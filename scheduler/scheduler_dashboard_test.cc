@@ -156,7 +156,8 @@ TEST_F(SchedulerDashboardTest, AnEpochEndWaitingForALeaseNamesItsHolder) {
   ASSERT_TRUE(s.Register(Reg(SERVER, "h:1")).ok());
   ASSERT_TRUE(s.Register(Reg(WORKER, "h:2")).ok());
   ASSERT_TRUE(s.Register(Reg(WORKER, "h:3")).ok());
-  for (auto [role, rank] : {std::pair{SERVER, 0}, {WORKER, 0}, {WORKER, 1}}) ASSERT_TRUE(s.Heartbeat(Hb(role, rank)).ok());
+  for (auto [role, rank] : {std::pair{SERVER, 0}, {WORKER, 0}, {WORKER, 1}})
+    ASSERT_TRUE(s.Heartbeat(Hb(role, rank)).ok());
   auto lease = [&](int rank) {
     LeaseRequest r;
     r.set_worker_rank(rank);

@@ -19,8 +19,8 @@
 namespace pstrain::scheduler {
 namespace {
 
-using ::testing::HasSubstr;
 using test_util::Reg;
+using ::testing::HasSubstr;
 
 struct Tensor {
   std::string name;
@@ -274,7 +274,8 @@ TEST_F(DeclaredModelTest, RefusedDeclarationsChangeNothing) {
   const std::vector<float> nan_values = {1.0f, std::nanf(""), 2.0f};
   absl::Status nan = code(Declaration(0, *model::SerializeModelFile(params, nan_values)));
   EXPECT_EQ(nan.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(nan.message(), HasSubstr("tensor 'b' element 1 is nan, expected finite values"));  // model/model_file.h refuses it
+  EXPECT_THAT(nan.message(),
+              HasSubstr("tensor 'b' element 1 is nan, expected finite values"));  // model/model_file.h refuses it
 
   absl::Status no_train = code(Declaration(0, ModelBytes(Mlp()), 0, 40));
   EXPECT_EQ(no_train.code(), absl::StatusCode::kInvalidArgument);
@@ -409,10 +410,12 @@ TEST_F(DeclaredModelTest, AveragedTensorsMustBeDeclaredTensorsListedOnce) {
   RegisterAll(s.get());
   absl::Status unknown = s->DeclareModel(BnDeclaration(0, {"bn.running_mean", "bn.running_mea"}));
   EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(unknown.message(), "model declaration from worker 0: averaged tensor 'bn.running_mea' is not a declared tensor");
+  EXPECT_EQ(unknown.message(),
+            "model declaration from worker 0: averaged tensor 'bn.running_mea' is not a declared tensor");
   absl::Status twice = s->DeclareModel(BnDeclaration(0, {"bn.running_var", "bn.running_mean", "bn.running_var"}));
   EXPECT_EQ(twice.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(twice.message(), "model declaration from worker 0: averaged tensor 'bn.running_var' is listed twice (at 0 and 2)");
+  EXPECT_EQ(twice.message(),
+            "model declaration from worker 0: averaged tensor 'bn.running_var' is listed twice (at 0 and 2)");
   ExpectNothingDeclared(s.get());
   ASSERT_TRUE(s->DeclareModel(BnDeclaration(0, {"bn.running_var"})).ok());
   EXPECT_THAT(AveragedFlags(s->View().shard_map()), ::testing::ElementsAre(false, false, true, false));
@@ -488,9 +491,10 @@ TEST_F(DeclaredModelTest, AJobWithoutTablesAdoptsTheFirstDeclarationsAndKeepsThe
   ASSERT_TRUE(restarted.ok()) << restarted.status();
   ASSERT_EQ((*restarted)->View().tables_size(), 2);
   EXPECT_EQ((*restarted)->View().tables(1).name(), "item");
-  absl::Status wider = (*restarted)->DeclareModel(
-      WithTable(WithTable(Declaration(0, ModelBytes(Mlp())), "user", 16), "item", 4));
-  EXPECT_THAT(wider.message(), HasSubstr("worker 0 declares table 'user' with dim 16; the job's table 'user' has dim 8"));
+  absl::Status wider =
+      (*restarted)->DeclareModel(WithTable(WithTable(Declaration(0, ModelBytes(Mlp())), "user", 16), "item", 4));
+  EXPECT_THAT(wider.message(),
+              HasSubstr("worker 0 declares table 'user' with dim 16; the job's table 'user' has dim 8"));
 }
 
 // An external model's job may set a memory budget before it has tables; the first declaration's
@@ -532,7 +536,8 @@ TEST_F(DeclaredModelTest, AJobsOwnTablesMustBeDeclaredAsTheyAre) {
   EXPECT_EQ(s->View().tables_size(), 1);  // the job's, before any declaration
   absl::Status foreign = s->DeclareModel(WithTable(Declaration(0, ModelBytes(Mlp())), "item", 8));
   EXPECT_EQ(foreign.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(foreign.message(), HasSubstr("worker 0 declares table 'item'; the job has no such table (its tables: user)"));
+  EXPECT_THAT(foreign.message(),
+              HasSubstr("worker 0 declares table 'item'; the job has no such table (its tables: user)"));
   ModelDeclaration sgd = WithTable(Declaration(0, ModelBytes(Mlp())), "user", 8);
   sgd.mutable_tables(0)->mutable_optimizer()->set_type(SparseOptimizerSpec::SGD);
   EXPECT_THAT(s->DeclareModel(sgd).message(),

@@ -41,8 +41,8 @@ absl::Status Scheduler::TakeFinalShardLocked(const FinalShard& shard) {
                                                     fleet_.PrimaryOf(shard.shard()), ", which alone sends it"));
   }
   RETURN_IF_ERROR(final_model_.Take(shard, membership_.View().shard_map()));
-  VLOG(1) << "final shard " << shard.shard() << " from server " << shard.server_rank() << ": "
-          << shard.chunks_size() << " chunks taken";
+  VLOG(1) << "final shard " << shard.shard() << " from server " << shard.server_rank() << ": " << shard.chunks_size()
+          << " chunks taken";
   return absl::OkStatus();
 }
 

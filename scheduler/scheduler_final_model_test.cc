@@ -17,12 +17,12 @@
 namespace pstrain::scheduler {
 namespace {
 
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using test_util::DoneReport;
 using test_util::Hb;
 using test_util::Reg;
 using test_util::TinyJobOptions;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 constexpr int kElements = 600;  // "w" of 600 floats: several chunks on each of 2 servers
 

@@ -41,7 +41,7 @@ std::vector<int> Scheduler::SyncLaggingWorkersLocked(int epoch) const {
 
 bool Scheduler::EpochTrainedLocked(int epoch) const {
   if (epoch < 0 || epoch >= options_.job.epochs()) return true;  // Progress::LeaseEval says why not.
-  if (progress_->eval_opened(epoch)) return true;  // Found trained once: stays so.
+  if (progress_->eval_opened(epoch)) return true;                // Found trained once: stays so.
   if (options_.job.mode() != SYNC) return leases_->EpochTrained(epoch);
   // SYNC: every live worker that reported has reached the epoch's last step (workers report at
   // once when they complete an epoch), and one at least has; a worker that sent no report yet (a
@@ -85,21 +85,20 @@ void Scheduler::EvictHoldUpsLocked(absl::Time now, Deferred* deferred) {
     std::string reason;
   };
   std::vector<Eviction> evictions;
-  auto hold_up = [&](int rank, absl::Duration held, absl::Duration limit, absl::string_view what)
-                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  auto hold_up = [&](int rank, absl::Duration held, absl::Duration limit,
+                     absl::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!membership_.is_live(WORKER, rank)) return;
     for (const Eviction& e : evictions) {
       if (e.rank == rank) return;
     }
     evictions.push_back({rank, absl::StrFormat("%s held up %s for %.1f s (limit %.1f s) while heartbeating: evicted",
-                                               membership_.Describe(WORKER, rank), what,
-                                               absl::ToDoubleSeconds(held), absl::ToDoubleSeconds(limit))});
+                                               membership_.Describe(WORKER, rank), what, absl::ToDoubleSeconds(held),
+                                               absl::ToDoubleSeconds(limit))});
   };
   // Barriers: the start barrier gets startup_timeout (workers load data and build models before
   // they enter it), every other one the hold-up limit. Servers are never evicted here.
   for (const BarrierSet::Pending& barrier : barriers_.PendingBarriers()) {
-    const absl::Duration limit =
-        barrier.name == kServersReadyBarrier ? options_.startup_timeout : hold_up_limit;
+    const absl::Duration limit = barrier.name == kServersReadyBarrier ? options_.startup_timeout : hold_up_limit;
     // The start barrier's limit is startup_timeout from its first entry, churn or not.
     const absl::Time since = barrier.name == kServersReadyBarrier ? barrier.since : held_since(barrier.since);
     if (now - since <= limit) continue;
@@ -147,9 +146,8 @@ void Scheduler::EvictHoldUpsLocked(absl::Time now, Deferred* deferred) {
     for (int rank : leases_->EpochEndWaitsFor()) {
       const int64_t confirmed = leases_->ConfirmedHeldBy(rank);
       auto it = lease_holdups_.find(rank);
-      const LeaseHoldUp held = it != lease_holdups_.end() && it->second.confirmed == confirmed
-                                   ? it->second
-                                   : LeaseHoldUp{confirmed, now};
+      const LeaseHoldUp held =
+          it != lease_holdups_.end() && it->second.confirmed == confirmed ? it->second : LeaseHoldUp{confirmed, now};
       waiting[rank] = held;
       const absl::Time since = held_since(held.since);
       if (now - since > hold_up_limit) {

@@ -18,11 +18,11 @@
 namespace pstrain::scheduler {
 namespace {
 
-using ::testing::HasSubstr;
 using test_util::ConfirmedBy;
 using test_util::Hb;
 using test_util::Reg;
 using test_util::TinyJobOptions;
+using ::testing::HasSubstr;
 
 class InsiderTest : public ::testing::Test {
  protected:
@@ -40,8 +40,7 @@ class InsiderTest : public ::testing::Test {
     job.set_batch_size(10);
     job.set_lease_batches(2);
     const int64_t steps_per_epoch = mode == SYNC ? (50 + 10 * workers - 1) / (10 * workers) : 5;
-    Scheduler::Options options =
-        TinyJobOptions(job, 8, 50, 40, epochs * steps_per_epoch, [this] { return now_; });
+    Scheduler::Options options = TinyJobOptions(job, 8, 50, 40, epochs * steps_per_epoch, [this] { return now_; });
     options.startup_timeout = absl::Seconds(60);
     options.hold_up_after = hold_up_after;
     absl::StatusOr<std::unique_ptr<Scheduler>> s = Scheduler::Create(options);

@@ -70,9 +70,9 @@ void SchedulerMetrics::State::Set(const DashboardStatus& s) {
   membership_epoch->Set(static_cast<double>(s.membership_epoch));
   shard_map_version->Set(static_cast<double>(s.shard_map_version));
   map_servers->Set(s.map_servers);
-  server_count_changes->RaiseTo(static_cast<double>(std::count_if(
-      s.server_count_changes.begin(), s.server_count_changes.end(),
-      [](const ServerCountChangeStatus& c) { return c.step >= 0; })));
+  server_count_changes->RaiseTo(
+      static_cast<double>(std::count_if(s.server_count_changes.begin(), s.server_count_changes.end(),
+                                        [](const ServerCountChangeStatus& c) { return c.step >= 0; })));
   int64_t rows = 0, bytes = 0, pause_ms = 0;
   for (const ServerCountChangeStatus& c : s.server_count_changes) {
     rows += c.rows_moved;
@@ -83,14 +83,15 @@ void SchedulerMetrics::State::Set(const DashboardStatus& s) {
   bytes_moved->RaiseTo(static_cast<double>(bytes));
   last_change_pause->Set(static_cast<double>(pause_ms) / 1e3);
   for (const char* role : kRoles) {
-    live_members->With({role})->Set(static_cast<double>(
-        std::count_if(s.members.begin(), s.members.end(),
-                      [role](const MemberStatus& m) { return m.role == role && m.state == "live"; })));
+    live_members->With({role})->Set(
+        static_cast<double>(std::count_if(s.members.begin(), s.members.end(), [role](const MemberStatus& m) {
+          return m.role == role && m.state == "live";
+        })));
   }
   for (const char* kind : kKinds) {
-    const double n = static_cast<double>(
-        std::count_if(s.membership_events.begin(), s.membership_events.end(),
-                      [kind](const MembershipEventStatus& e) { return e.kind == kind; }));
+    const double n =
+        static_cast<double>(std::count_if(s.membership_events.begin(), s.membership_events.end(),
+                                          [kind](const MembershipEventStatus& e) { return e.kind == kind; }));
     // The events are kept whole: the counter follows their count.
     events->With({kind})->RaiseTo(n);
   }
@@ -170,8 +171,7 @@ SchedulerMetrics::SchedulerMetrics(metrics::Registry* registry) : state_(std::ma
                                        "The longest a server served nothing for the newest change of the server count")
                             .Get();
   // Not "role": every series already has the constant label role="scheduler".
-  s.live_members =
-      &registry->AddGauge("pstrain_scheduler_live_members", "Live members by role", {"member_role"});
+  s.live_members = &registry->AddGauge("pstrain_scheduler_live_members", "Live members by role", {"member_role"});
   s.events = &registry->AddCounter("pstrain_scheduler_membership_events_total",
                                    "Members that joined the running job, died or left", {"kind"});
   metrics::GaugeFamily& leases =
@@ -199,8 +199,8 @@ SchedulerMetrics::SchedulerMetrics(metrics::Registry* registry) : state_(std::ma
       registry->AddGauge("pstrain_scheduler_barriers_waiting", "Barriers waiting for participants").Get();
   s.stream_records = &registry->AddGauge("pstrain_scheduler_stream_records",
                                          "A data stream's records ready (in files taken in) and trained", {"kind"});
-  s.stream_lag_records = &registry->AddGauge("pstrain_scheduler_stream_lag_records",
-                                             "A data stream's records ready and not trained yet");
+  s.stream_lag_records =
+      &registry->AddGauge("pstrain_scheduler_stream_lag_records", "A data stream's records ready and not trained yet");
   s.stream_lag_files = &registry->AddGauge("pstrain_scheduler_stream_lag_files",
                                            "A data stream's files holding records not trained yet");
   s.stream_files_ready =
@@ -210,8 +210,8 @@ SchedulerMetrics::SchedulerMetrics(metrics::Registry* registry) : state_(std::ma
       "A data stream's progressive AUC (records predicted before the update they led to), over the window of the "
       "newest files or of the newest wholly trained file",
       {"over"});
-  s.stream_logloss = &registry->AddGauge("pstrain_scheduler_stream_progressive_logloss",
-                                         "The same, mean log loss", {"over"});
+  s.stream_logloss =
+      &registry->AddGauge("pstrain_scheduler_stream_progressive_logloss", "The same, mean log loss", {"over"});
   s.barriers_stuck = registry
                          ->AddGauge("pstrain_scheduler_barriers_stuck",
                                     "Barriers waiting longer than expected (the log names who is missing)")

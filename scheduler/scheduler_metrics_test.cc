@@ -8,9 +8,7 @@ namespace pstrain {
 namespace scheduler {
 namespace {
 
-bool Has(const std::string& text, const std::string& line) {
-  return text.find(line + "\n") != std::string::npos;
-}
+bool Has(const std::string& text, const std::string& line) { return text.find(line + "\n") != std::string::npos; }
 
 TEST(SchedulerMetricsTest, GaugesFollowTheStatus) {
   metrics::Registry registry;

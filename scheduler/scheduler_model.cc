@@ -78,10 +78,9 @@ absl::Status Scheduler::DeclareModel(const ModelDeclaration& declaration) {
       return absl::InvalidArgumentError(absl::StrCat("model declaration from ", who, ": ", budget.message()));
     }
   }
-  const std::vector<std::string> averaged(declaration.averaged_tensors().begin(),
-                                          declaration.averaged_tensors().end());
-  ASSIGN_OR_RETURN(JobSetup setup, SetUpDeclaredJob(options_.job, file.params, averaged,
-                                                    declaration.train_samples(), declaration.test_samples(), rank));
+  const std::vector<std::string> averaged(declaration.averaged_tensors().begin(), declaration.averaged_tensors().end());
+  ASSIGN_OR_RETURN(JobSetup setup, SetUpDeclaredJob(options_.job, file.params, averaged, declaration.train_samples(),
+                                                    declaration.test_samples(), rank));
   if (options_.save_declared_model) {
     // Durable before the state names it, so a restarted scheduler always finds the file.
     if (absl::Status saved = options_.save_declared_model(declaration.model_file()); !saved.ok()) {
@@ -100,8 +99,7 @@ absl::Status Scheduler::DeclareModel(const ModelDeclaration& declaration) {
   {
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(check());  // The job may have failed, or the worker died, meanwhile.
-    declared_ = DeclaredModel{rank, std::make_shared<const std::string>(declaration.model_file()),
-                              std::move(adopted)};
+    declared_ = DeclaredModel{rank, std::make_shared<const std::string>(declaration.model_file()), std::move(adopted)};
     train_samples_ = setup.train_samples;
     test_samples_ = setup.test_samples;
     total_steps_ = setup.total_steps;
@@ -111,17 +109,18 @@ absl::Status Scheduler::DeclareModel(const ModelDeclaration& declaration) {
       total_steps_ = stream_->trainable_steps();
     }
     LOG(INFO) << "model " << setup.model_line << " in " << setup.shard_map.chunks_size() << " chunks over "
-              << options_.job.num_servers() << " servers; data: " << train_samples_ << " training and "
-              << test_samples_ << " test samples" << (stream_.has_value() ? " (the data stream's ready ones)" : "")
-              << "; " << total_steps_ << " steps"
-              << (declared_->tables.empty() ? ""
-                                            : absl::StrCat("; ", declared_->tables.size(), " embedding tables declared"));
+              << options_.job.num_servers() << " servers; data: " << train_samples_ << " training and " << test_samples_
+              << " test samples" << (stream_.has_value() ? " (the data stream's ready ones)" : "") << "; "
+              << total_steps_ << " steps"
+              << (declared_->tables.empty()
+                      ? ""
+                      : absl::StrCat("; ", declared_->tables.size(), " embedding tables declared"));
     membership_.SetModel(std::move(setup.shard_map), train_samples_, test_samples_, total_steps_);
     // Nothing was leased or reported yet: the job has not run (it needs this declaration).
     leases_ = std::make_unique<LeasePool>(LeaseOptions(options_, train_samples_));
     if (stream_.has_value()) leases_->SetStream(train_samples_, stream_->ended());
-    progress_ = std::make_unique<Progress>(
-        ProgressOptions(options_, created_, train_samples_, test_samples_, total_steps_));
+    progress_ =
+        std::make_unique<Progress>(ProgressOptions(options_, created_, train_samples_, test_samples_, total_steps_));
     if (state_ == WAITING_FOR_ROLES && membership_.running()) StartRunningLocked(&deferred);
     SaveLocked(&deferred);
   }

@@ -125,7 +125,8 @@ TEST_F(SchedulerReplicaTest, LosingTheLastCopyOfAShardFailsTheJob) {
   LetServerDie(s.get(), 1);
   EXPECT_EQ(s->state(), FAILED);
   EXPECT_EQ(s->failure().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(s->failure().message(), HasSubstr("server 1 held the only copy of shard 0 (its other copy was lost earlier)"));
+  EXPECT_THAT(s->failure().message(),
+              HasSubstr("server 1 held the only copy of shard 0 (its other copy was lost earlier)"));
 }
 
 }  // namespace

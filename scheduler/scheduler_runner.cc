@@ -43,10 +43,10 @@ namespace {
 constexpr int kMaxSendBytes = 1 << 30;
 
 // The largest request the job can legitimately send the scheduler: a model file (DeclareModel) of
-// the job's model, or a server's share of it (SubmitFinalShard), i.e. its floats and a header per tensor, plus an eighth and
-// 1 MiB for every other field and message (heartbeats, progress reports: small). An external
-// model's size is unknown until it is declared, so `max_model_bytes` stands for it. The listener
-// applies it as gRPC's receive limit: the job is known before the scheduler listens.
+// the job's model, or a server's share of it (SubmitFinalShard), i.e. its floats and a header per tensor, plus an
+// eighth and 1 MiB for every other field and message (heartbeats, progress reports: small). An external model's size is
+// unknown until it is declared, so `max_model_bytes` stands for it. The listener applies it as gRPC's receive limit:
+// the job is known before the scheduler listens.
 int64_t MaxRequestBytes(const JobSpec& job, const ShardMap& shard_map, int64_t max_model_bytes) {
   int64_t model = 0;
   if (IsExternalModel(job)) {
@@ -139,7 +139,8 @@ absl::StatusOr<std::unique_ptr<SchedulerRunner>> SchedulerRunner::Create(JobSpec
     return Invalid(absl::StrCat("health port is ", options.health_port, ", expected 0..65535 (0: none)"));
   }
   if (options.http_port < -1 || options.http_port > 65535) {
-    return Invalid(absl::StrCat("http port is ", options.http_port, ", expected -1..65535 (0: off, -1: any free port)"));
+    return Invalid(
+        absl::StrCat("http port is ", options.http_port, ", expected -1..65535 (0: off, -1: any free port)"));
   }
   if (options.http_port != 0 && options.http_host.empty()) {
     return Invalid("http host is empty, expected an address to serve the dashboard on");
@@ -164,7 +165,8 @@ absl::StatusOr<std::unique_ptr<SchedulerRunner>> SchedulerRunner::Create(JobSpec
     return Invalid(absl::StrCat("max model bytes is ", options.max_model_bytes, ", expected 1..2^31-1"));
   }
   if (options.stream_poll <= absl::ZeroDuration()) {
-    return Invalid(absl::StrCat("stream poll interval is ", absl::FormatDuration(options.stream_poll), ", expected > 0"));
+    return Invalid(
+        absl::StrCat("stream poll interval is ", absl::FormatDuration(options.stream_poll), ", expected > 0"));
   }
   if (options.progressive_window_files < 1) {
     return Invalid(absl::StrCat("progressive window is ", options.progressive_window_files, " files, expected >= 1"));
@@ -258,16 +260,14 @@ absl::Status SchedulerRunner::Run() {
   ASSIGN_OR_RETURN(JobSetup setup, SetUpJob(job));
   if (IsExternalModel(job)) {
     LOG(INFO) << "model " << setup.model_line << "; data set sizes "
-              << (setup.train_samples > 0 ? absl::StrCat(setup.train_samples, " training") : "declared")
-              << " and " << (setup.test_samples > 0 ? absl::StrCat(setup.test_samples, " test") : "declared")
-              << " samples";
+              << (setup.train_samples > 0 ? absl::StrCat(setup.train_samples, " training") : "declared") << " and "
+              << (setup.test_samples > 0 ? absl::StrCat(setup.test_samples, " test") : "declared") << " samples";
   } else if (IsStreamJob(job)) {
     LOG(INFO) << "model " << setup.model_line << " in " << setup.shard_map.chunks_size() << " chunks over "
               << job_.num_servers() << " servers; data: the stream's files, taken in as they are ready";
   } else {
-    LOG(INFO) << "data: " << setup.train_samples << " training and " << setup.test_samples
-              << " test samples; model " << setup.model_line << " in "
-              << setup.shard_map.chunks_size() << " chunks over " << job_.num_servers()
+    LOG(INFO) << "data: " << setup.train_samples << " training and " << setup.test_samples << " test samples; model "
+              << setup.model_line << " in " << setup.shard_map.chunks_size() << " chunks over " << job_.num_servers()
               << " servers; " << setup.total_steps << " steps";
   }
 
@@ -300,7 +300,8 @@ absl::Status SchedulerRunner::Run() {
   if (!job.checkpoint_dir().empty()) {
     // A change of the server count starts a new era of the folder's history.
     core_options.record_server_count = [job](int64_t step, int servers) -> absl::Status {
-      ASSIGN_OR_RETURN(const std::vector<ServerCountEra> eras, ReadServerCounts(job.checkpoint_dir(), job.num_servers()));
+      ASSIGN_OR_RETURN(const std::vector<ServerCountEra> eras,
+                       ReadServerCounts(job.checkpoint_dir(), job.num_servers()));
       return WriteServerCounts(job.checkpoint_dir(), ContinueFrom(eras, step, servers), OutputMode(job.output_mode()));
     };
   }
@@ -386,7 +387,8 @@ absl::Status SchedulerRunner::Run() {
   const std::string address = JoinHostPort(options_.host, port);
   int selected_port = 0;
   EnableHealthService();
-  const TransportSecurity& security = options_.security != nullptr ? *options_.security : *TransportSecurity::Loopback();
+  const TransportSecurity& security =
+      options_.security != nullptr ? *options_.security : *TransportSecurity::Loopback();
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials, security.ServerCredentials(address, &service));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, credentials, &selected_port);
@@ -412,8 +414,8 @@ absl::Status SchedulerRunner::Run() {
   } else {
     LOG(INFO) << "scheduler listening on " << options_.host << ":" << selected_port << " (requests up to "
               << max_request_bytes << " bytes, " << MemoryQuotaBytes(max_request_bytes)
-              << " bytes in flight); waiting for "
-              << job_.num_servers() << " servers and " << job_.num_workers() << " workers";
+              << " bytes in flight); waiting for " << job_.num_servers() << " servers and " << job_.num_workers()
+              << " workers";
   }
   if (!options_.port_file.empty()) {
     absl::Status written = WriteFileAtomically(options_.port_file, "port file", absl::StrCat(selected_port, "\n"));
@@ -444,8 +446,10 @@ absl::Status SchedulerRunner::Run() {
       if (http != nullptr) http->Stop();
       server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
       server->Wait();
-      return absl::CancelledError(absl::StrCat("scheduler stopped; the job goes on when a scheduler is started "
-                                               "again with --state_dir=", options_.state_dir));
+      return absl::CancelledError(
+          absl::StrCat("scheduler stopped; the job goes on when a scheduler is started "
+                       "again with --state_dir=",
+                       options_.state_dir));
     }
     if (stop_requested()) {
       stopped = true;
@@ -456,8 +460,8 @@ absl::Status SchedulerRunner::Run() {
 
   absl::Status summary_written;
   if (!options_.summary_json.empty()) {
-    summary_written = WriteFileAtomically(options_.summary_json, "run summary", core->SummaryJson(),
-                                          OutputMode(job_.output_mode()));
+    summary_written =
+        WriteFileAtomically(options_.summary_json, "run summary", core->SummaryJson(), OutputMode(job_.output_mode()));
     if (summary_written.ok()) {
       LOG(INFO) << "run summary written to " << options_.summary_json;
     } else {
@@ -484,8 +488,8 @@ absl::Status SchedulerRunner::Run() {
   // A server's heartbeat after the end carries its final traffic (the summary's "servers"), which
   // the first write may have missed by up to a heartbeat: write the summary again with it.
   if (!options_.summary_json.empty() && summary_written.ok() && core->ServersKnowTheEnd()) {
-    summary_written = WriteFileAtomically(options_.summary_json, "run summary", core->SummaryJson(),
-                                          OutputMode(job_.output_mode()));
+    summary_written =
+        WriteFileAtomically(options_.summary_json, "run summary", core->SummaryJson(), OutputMode(job_.output_mode()));
     if (!summary_written.ok()) LOG(ERROR) << "run summary: " << summary_written;
   }
   if (http != nullptr) http->Stop();

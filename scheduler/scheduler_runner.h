@@ -109,8 +109,8 @@ class SchedulerRunner {
   // Runs the job to its end; blocks. OK when the job FINISHED; otherwise why it did not: the data
   // reader's error for a bad data dir, the state file's error (DATA_LOSS for a damaged file,
   // FAILED_PRECONDITION for another job's), UNAVAILABLE when the port or the health port cannot
-  // be bound (the http port too: the job fails with it), or the job's failure (UNAVAILABLE for a dead role, DEADLINE_EXCEEDED for the
-  // startup timeout, ABORTED for a reported failure, CANCELLED after Stop()). Call once.
+  // be bound (the http port too: the job fails with it), or the job's failure (UNAVAILABLE for a dead role,
+  // DEADLINE_EXCEEDED for the startup timeout, ABORTED for a reported failure, CANCELLED after Stop()). Call once.
   absl::Status Run();
 
   // Ends Run() early: the job fails with CANCELLED "scheduler stopped" (with a state_dir the job's

@@ -172,7 +172,8 @@ TEST_F(DeclaredJobRunnerTest, AWorkersDeclarationRunsTheJobAndSurvivesARestart) 
   EXPECT_THAT(trained.message(), HasSubstr("worker 0 declares tensor 'emb.bias' as trained; the job averages it"));
   absl::Status wider = worker->DeclareModel(Declaration(rank, model_file, 10, {"emb.bias"}, 16));
   EXPECT_EQ(wider.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(wider.message(), HasSubstr("worker 0 declares table 'user' with dim 16; the job's table 'user' has dim 8"));
+  EXPECT_THAT(wider.message(),
+              HasSubstr("worker 0 declares table 'user' with dim 16; the job's table 'user' has dim 8"));
   restarted->Stop();
   EXPECT_EQ(result2.get().code(), absl::StatusCode::kCancelled);
 }

@@ -82,8 +82,8 @@ JobSpec Job(const std::string& data_dir) {
 class Roles {
  public:
   explicit Roles(int port)
-      : stub_(pstrain::Scheduler::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                                              grpc::InsecureChannelCredentials()))) {}
+      : stub_(pstrain::Scheduler::NewStub(
+            grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()))) {}
 
   // One call; it carries the session credential of the role and rank the request acts as, as the
   // registrations so far answered it.
@@ -382,8 +382,7 @@ TEST(SchedulerRunnerTest, SilentRoleFailsTheJob) {
 
   absl::Status status = result.get();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
-  EXPECT_NE(status.message().find("server 0 at 127.0.0.1:1 sent no heartbeat for"), absl::string_view::npos)
-      << status;
+  EXPECT_NE(status.message().find("server 0 at 127.0.0.1:1 sent no heartbeat for"), absl::string_view::npos) << status;
   const std::string summary = ReadFile(dir + "/summary.json");
   EXPECT_NE(summary.find("\"state\": \"FAILED\""), std::string::npos) << summary;
   EXPECT_NE(summary.find("sent no heartbeat"), std::string::npos) << summary;

@@ -57,9 +57,9 @@ absl::Status Scheduler::DrainServerLocked(int rank, absl::string_view reason, De
         absl::StrCat(what, ": it is the job's last server; its shard would have nowhere to go"));
   }
   if (rank != from - 1) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        what, ": a scale-down drains the highest ranks, and the job's ", from, " servers are ranks 0..", from - 1,
-        "; expected server ", from - 1, " (pstrain-ctl scale drains any number)"));
+    return absl::FailedPreconditionError(absl::StrCat(what, ": a scale-down drains the highest ranks, and the job's ",
+                                                      from, " servers are ranks 0..", from - 1, "; expected server ",
+                                                      from - 1, " (pstrain-ctl scale drains any number)"));
   }
   // RequestScalingLocked logs "<who> asked for N servers: <plan>".
   return RequestScalingLocked(from - 1, absl::StrCat("server ", rank, " (", reason, ")"), deferred).status();
@@ -72,19 +72,22 @@ absl::StatusOr<std::string> Scheduler::RequestScalingLocked(int to, absl::string
         absl::StrCat(what, ": the job is ", JobState_Name(state_), "; a running job changes its server count"));
   }
   if (options_.job.mode() != SYNC && fleet_.replicated()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        what, ": the job is ", Mode_Name(options_.job.mode()), " with replicas (--replicas=2), whose copies "
-              "never cut; an ASYNC or SSP job with replicas does not change its server count yet"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": the job is ", Mode_Name(options_.job.mode()),
+                     " with replicas (--replicas=2), whose copies "
+                     "never cut; an ASYNC or SSP job with replicas does not change its server count yet"));
   }
   if (!CheckpointsOn(options_.job)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        what, ": the job writes no checkpoints; the servers move to the new count through a checkpoint cut "
-              "(--checkpoint_dir with --checkpoint_every_steps or --checkpoint_every_seconds)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(what,
+                     ": the job writes no checkpoints; the servers move to the new count through a checkpoint cut "
+                     "(--checkpoint_dir with --checkpoint_every_steps or --checkpoint_every_seconds)"));
   }
   if (fleet_.replicated() && to == 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": the job keeps replicas (--replicas=2), whose copy of a shard lives on another server; "
-              "expected at least 2 servers"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what,
+                     ": the job keeps replicas (--replicas=2), whose copy of a shard lives on another server; "
+                     "expected at least 2 servers"));
   }
   if (fleet_.Degraded()) {
     return absl::FailedPreconditionError(
@@ -248,9 +251,9 @@ void Scheduler::CancelScalingLocked(absl::string_view why, Deferred* deferred) {
   }
   LOG(WARNING) << ServerScaling::Describe(pending.from, pending.to) << ": cancelled (" << why << "); the job stays at "
                << ServersLocked() << " servers"
-               << (dropped.empty() ? std::string()
-                                   : absl::StrCat("; dropped the added servers [", absl::StrJoin(dropped, ", "),
-                                                  "], which exit"))
+               << (dropped.empty()
+                       ? std::string()
+                       : absl::StrCat("; dropped the added servers [", absl::StrJoin(dropped, ", "), "], which exit"))
                << "; " << MembershipLine();
   PublishParticipantsLocked(deferred);
 }
@@ -274,11 +277,10 @@ void Scheduler::CancelLateScalingLocked(absl::Time now, Deferred* deferred) {
   if (now - pending->requested <= options_.server_recovery_timeout) return;
   int missing = 0;
   for (int rank = pending->from; rank < pending->to; ++rank) missing += membership_.is_live(SERVER, rank) ? 0 : 1;
-  CancelScalingLocked(absl::StrCat(missing, " of the ", pending->to - pending->from,
-                                   " added servers did not register within ",
-                                   absl::FormatDuration(options_.server_recovery_timeout),
-                                   " (--server_recovery_timeout_ms)"),
-                      deferred);
+  CancelScalingLocked(
+      absl::StrCat(missing, " of the ", pending->to - pending->from, " added servers did not register within ",
+                   absl::FormatDuration(options_.server_recovery_timeout), " (--server_recovery_timeout_ms)"),
+      deferred);
   SaveLocked(deferred);
 }
 

@@ -400,8 +400,7 @@ TEST_F(SchedulerScalingTest, NoWorkerIsEvictedForHoldingOthersUpWhileAServerRest
 TEST_F(SchedulerScalingTest, NoWorkerIsEvictedWhileAServerSaysItHasNoStoreYet) {
   // A server heartbeats from the moment the job runs; until its store serves it says `restoring`
   // (it is building or restoring its shards), which holds the hold-up count like an old epoch.
-  ExpectHoldUpsCountFromWhenServerZeroServes(
-      [](int64_t, HeartbeatRequest* beat) { beat->set_restoring(true); });
+  ExpectHoldUpsCountFromWhenServerZeroServes([](int64_t, HeartbeatRequest* beat) { beat->set_restoring(true); });
 }
 
 TEST_F(SchedulerScalingTest, AnAddedServerKilledWhileItWaitsIsDroppedAfterDeadAfterAndAnotherTakesItsRank) {

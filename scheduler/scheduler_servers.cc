@@ -20,9 +20,7 @@
 namespace pstrain {
 namespace scheduler {
 
-bool Scheduler::RecoversServersLocked() const {
-  return state_ == RUNNING && CheckpointsOn(options_.job);
-}
+bool Scheduler::RecoversServersLocked() const { return state_ == RUNNING && CheckpointsOn(options_.job); }
 
 bool Scheduler::PromotesReplicasLocked() const { return state_ == RUNNING && fleet_.replicated(); }
 
@@ -31,9 +29,9 @@ void Scheduler::PromoteReplicasLocked(int rank, absl::string_view reason, Deferr
   const std::vector<int> lost = fleet_.OnlyCopiesOn(rank);
   if (!lost.empty()) {
     EndLocked(FAILED,
-              absl::UnavailableError(absl::StrCat(
-                  reason, "; server ", rank, " held the only copy of shard ", absl::StrJoin(lost, ", "),
-                  " (its other copy was lost earlier); --replicas=2 survives one lost copy per shard")),
+              absl::UnavailableError(
+                  absl::StrCat(reason, "; server ", rank, " held the only copy of shard ", absl::StrJoin(lost, ", "),
+                               " (its other copy was lost earlier); --replicas=2 survives one lost copy per shard")),
               deferred);
     return;
   }
@@ -75,25 +73,25 @@ void Scheduler::RemoveServerLocked(int rank, absl::string_view reason, Deferred*
   fleet_.Vacate(rank, now, /*keep_restore_step=*/options_.job.mode() != SYNC);
   CountLeasesLocked(leases_->SetServerCounts(rank, false), deferred);
   LOG(WARNING) << "server " << rank << " died (" << reason << "); waiting up to "
-               << absl::FormatDuration(options_.server_recovery_timeout)
-               << " for a server to take its rank; " << MembershipLine();
+               << absl::FormatDuration(options_.server_recovery_timeout) << " for a server to take its rank; "
+               << MembershipLine();
   PublishParticipantsLocked(deferred);
 }
 
 absl::Status Scheduler::ReportCheckpoints(const CheckpointReport& report) {
   Deferred deferred;
   {
-  absl::MutexLock lock(&mu_);
-  if (state_ == FAILED) return JobFailedError();
-  const int rank = report.server_rank();
-  if (absl::Status s = CheckLive(SERVER, rank, "checkpoint report"); !s.ok()) return s;
-  if (absl::Status s = ServerFleet::CheckReport(report); !s.ok()) return s;
-  if (OutsideMapLocked(rank)) return absl::OkStatus();  // no shard: its files are not of the job's map
-  fleet_.SetCheckpoints(fleet_.WithoutAbandonedSteps(report, server_reports_.StoreEpoch(rank)));
-  AdvanceScalingLocked(&deferred);
-  VLOG(1) << "server " << rank << " holds checkpoints of steps [" << absl::StrJoin(fleet_.checkpoints(rank), ", ")
-          << "]";
-  SaveLocked(&deferred);
+    absl::MutexLock lock(&mu_);
+    if (state_ == FAILED) return JobFailedError();
+    const int rank = report.server_rank();
+    if (absl::Status s = CheckLive(SERVER, rank, "checkpoint report"); !s.ok()) return s;
+    if (absl::Status s = ServerFleet::CheckReport(report); !s.ok()) return s;
+    if (OutsideMapLocked(rank)) return absl::OkStatus();  // no shard: its files are not of the job's map
+    fleet_.SetCheckpoints(fleet_.WithoutAbandonedSteps(report, server_reports_.StoreEpoch(rank)));
+    AdvanceScalingLocked(&deferred);
+    VLOG(1) << "server " << rank << " holds checkpoints of steps [" << absl::StrJoin(fleet_.checkpoints(rank), ", ")
+            << "]";
+    SaveLocked(&deferred);
   }
   return Run(std::move(deferred));
 }
@@ -109,9 +107,9 @@ absl::Status Scheduler::ReportSlowStep(const SlowStepReport& report) {
   absl::MutexLock lock(&mu_);
   if (absl::Status s = CheckLive(SERVER, report.server_rank(), "slow-step report"); !s.ok()) return s;
   if (report.step() < 0 || report.waited_ms() < 0 || report.typical_ms() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("slow-step report from server ", report.server_rank(),
-                                                   ": step ", report.step(), ", waited ", report.waited_ms(),
-                                                   " ms, typical ", report.typical_ms(), " ms; expected >= 0"));
+    return absl::InvalidArgumentError(absl::StrCat("slow-step report from server ", report.server_rank(), ": step ",
+                                                   report.step(), ", waited ", report.waited_ms(), " ms, typical ",
+                                                   report.typical_ms(), " ms; expected >= 0"));
   }
   if (report.waiting_for_size() > kMaxWaitingFor) {
     return absl::InvalidArgumentError(absl::StrCat("slow-step report from server ", report.server_rank(), ": ",

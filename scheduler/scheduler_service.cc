@@ -121,100 +121,109 @@ grpc::ServerUnaryReactor* SchedulerService::GetClusterView(grpc::CallbackServerC
 
 grpc::ServerUnaryReactor* SchedulerService::Heartbeat(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
                                                       grpc::ByteBuffer* out) {
-  return ServeAs<HeartbeatRequest, HeartbeatResponse>(*core_, ctx, in, out, "Heartbeat", AsRoleRank<HeartbeatRequest>, [this](auto* call) {
-    VLOG(3) << "Heartbeat " << RoleName(call->request.role()) << " " << call->request.rank();
-    call->Reply(core_->Heartbeat(call->request));
-  });
+  return ServeAs<HeartbeatRequest, HeartbeatResponse>(
+      *core_, ctx, in, out, "Heartbeat", AsRoleRank<HeartbeatRequest>, [this](auto* call) {
+        VLOG(3) << "Heartbeat " << RoleName(call->request.role()) << " " << call->request.rank();
+        call->Reply(core_->Heartbeat(call->request));
+      });
 }
 
 grpc::ServerUnaryReactor* SchedulerService::Barrier(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
                                                     grpc::ByteBuffer* out) {
-  return ServeAs<BarrierRequest, BarrierResponse>(*core_, ctx, in, out, "Barrier", AsRoleRank<BarrierRequest>, [this](auto* call) {
-    core_->Barrier(call->request, [call](absl::Status status) { call->Reply(status); });
-  });
+  return ServeAs<BarrierRequest, BarrierResponse>(
+      *core_, ctx, in, out, "Barrier", AsRoleRank<BarrierRequest>,
+      [this](auto* call) { core_->Barrier(call->request, [call](absl::Status status) { call->Reply(status); }); });
 }
 
 grpc::ServerUnaryReactor* SchedulerService::LeaseWork(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
                                                       grpc::ByteBuffer* out) {
   return ServeAs<LeaseRequest, LeaseResponse>(*core_, ctx, in, out, "LeaseWork", AsWorker<LeaseRequest>,
-                                                  [this](auto* call) { call->Reply(core_->LeaseWork(call->request)); });
+                                              [this](auto* call) { call->Reply(core_->LeaseWork(call->request)); });
 }
 
 grpc::ServerUnaryReactor* SchedulerService::ReportProgress(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
                                                            grpc::ByteBuffer* out) {
-  return ServeAs<ProgressReport, ProgressResponse>(*core_, ctx, in, out, "ReportProgress", AsWorker<ProgressReport>, [this](auto* call) {
-    const ProgressReport& r = call->request;
-    VLOG(2) << "ReportProgress worker " << r.worker_rank() << " epoch " << r.epoch() << " step " << r.step()
-            << " evals " << r.evals_size();
-    call->Reply(core_->ReportProgress(r));
-  });
+  return ServeAs<ProgressReport, ProgressResponse>(
+      *core_, ctx, in, out, "ReportProgress", AsWorker<ProgressReport>, [this](auto* call) {
+        const ProgressReport& r = call->request;
+        VLOG(2) << "ReportProgress worker " << r.worker_rank() << " epoch " << r.epoch() << " step " << r.step()
+                << " evals " << r.evals_size();
+        call->Reply(core_->ReportProgress(r));
+      });
 }
 
 grpc::ServerUnaryReactor* SchedulerService::ReportFailure(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
                                                           grpc::ByteBuffer* out) {
-  return ServeAs<FailureReport, FailureResponse>(*core_, ctx, in, out, "ReportFailure", AsRoleRank<FailureReport>, [this](auto* call) {
-    core_->ReportFailure(call->request);
-    call->Reply(absl::OkStatus());
-  });
+  return ServeAs<FailureReport, FailureResponse>(*core_, ctx, in, out, "ReportFailure", AsRoleRank<FailureReport>,
+                                                 [this](auto* call) {
+                                                   core_->ReportFailure(call->request);
+                                                   call->Reply(absl::OkStatus());
+                                                 });
 }
 
 grpc::ServerUnaryReactor* SchedulerService::Leave(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
                                                   grpc::ByteBuffer* out) {
-  return ServeAs<LeaveRequest, LeaveResponse>(*core_, ctx, in, out, "Leave", AsRoleRank<LeaveRequest>, [this](auto* call) {
-    const LeaveRequest& r = call->request;
-    VLOG(1) << "Leave " << RoleName(r.role()) << " " << r.rank() << ": " << r.reason();
-    call->Reply(core_->Leave(r));
-  });
+  return ServeAs<LeaveRequest, LeaveResponse>(
+      *core_, ctx, in, out, "Leave", AsRoleRank<LeaveRequest>, [this](auto* call) {
+        const LeaveRequest& r = call->request;
+        VLOG(1) << "Leave " << RoleName(r.role()) << " " << r.rank() << ": " << r.reason();
+        call->Reply(core_->Leave(r));
+      });
 }
 
-grpc::ServerUnaryReactor* SchedulerService::ReportCheckpoints(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
-                                                              grpc::ByteBuffer* out) {
-  return ServeAs<CheckpointReport, CheckpointAck>(*core_, ctx, in, out, "ReportCheckpoints", AsServer<CheckpointReport>, [this](auto* call) {
-    VLOG(2) << "ReportCheckpoints server " << call->request.server_rank() << ": " << call->request.steps_size()
-            << " steps";
-    if (absl::Status s = core_->ReportCheckpoints(call->request); !s.ok()) {
-      call->Reply(s);
-      return;
-    }
-    if (const int64_t from = core_->CheckpointsKeptFrom(); from >= 0) call->response.set_keep_from_step(from);
-    call->Reply(absl::OkStatus());
-  });
+grpc::ServerUnaryReactor* SchedulerService::ReportCheckpoints(grpc::CallbackServerContext* ctx,
+                                                              const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
+  return ServeAs<CheckpointReport, CheckpointAck>(
+      *core_, ctx, in, out, "ReportCheckpoints", AsServer<CheckpointReport>, [this](auto* call) {
+        VLOG(2) << "ReportCheckpoints server " << call->request.server_rank() << ": " << call->request.steps_size()
+                << " steps";
+        if (absl::Status s = core_->ReportCheckpoints(call->request); !s.ok()) {
+          call->Reply(s);
+          return;
+        }
+        if (const int64_t from = core_->CheckpointsKeptFrom(); from >= 0) call->response.set_keep_from_step(from);
+        call->Reply(absl::OkStatus());
+      });
 }
 
 grpc::ServerUnaryReactor* SchedulerService::ReportSlowStep(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
                                                            grpc::ByteBuffer* out) {
-  return ServeAs<SlowStepReport, SlowStepAck>(*core_, ctx, in, out, "ReportSlowStep", AsServer<SlowStepReport>,
-                                                 [this](auto* call) { call->Reply(core_->ReportSlowStep(call->request)); });
+  return ServeAs<SlowStepReport, SlowStepAck>(
+      *core_, ctx, in, out, "ReportSlowStep", AsServer<SlowStepReport>,
+      [this](auto* call) { call->Reply(core_->ReportSlowStep(call->request)); });
 }
 
-grpc::ServerUnaryReactor* SchedulerService::SubmitFinalModel(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
-                                                             grpc::ByteBuffer* out) {
-  return ServeAs<FinalModel, FinalModelAck>(*core_, ctx, in, out, "SubmitFinalModel", AsWorker<FinalModel>, [this](auto* call) {
-    VLOG(1) << "SubmitFinalModel worker " << call->request.worker_rank() << ": "
-            << call->request.model_file().size() << " bytes (refused)";
-    call->Reply(core_->SubmitFinalModel(call->request));
-  });
+grpc::ServerUnaryReactor* SchedulerService::SubmitFinalModel(grpc::CallbackServerContext* ctx,
+                                                             const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
+  return ServeAs<FinalModel, FinalModelAck>(
+      *core_, ctx, in, out, "SubmitFinalModel", AsWorker<FinalModel>, [this](auto* call) {
+        VLOG(1) << "SubmitFinalModel worker " << call->request.worker_rank() << ": "
+                << call->request.model_file().size() << " bytes (refused)";
+        call->Reply(core_->SubmitFinalModel(call->request));
+      });
 }
 
-grpc::ServerUnaryReactor* SchedulerService::SubmitFinalShard(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
-                                                             grpc::ByteBuffer* out) {
-  return ServeAs<FinalShard, FinalShardAck>(*core_, ctx, in, out, "SubmitFinalShard", AsServer<FinalShard>, [this](auto* call) {
-    VLOG(1) << "SubmitFinalShard server " << call->request.server_rank() << ": shard " << call->request.shard()
-            << ", " << call->request.chunks_size() << " chunks";
-    // The last shard writes (and fsyncs) the model on this callback thread: once per job, and the
-    // server waits for it anyway.
-    call->Reply(core_->SubmitFinalShard(call->request));
-  });
+grpc::ServerUnaryReactor* SchedulerService::SubmitFinalShard(grpc::CallbackServerContext* ctx,
+                                                             const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
+  return ServeAs<FinalShard, FinalShardAck>(
+      *core_, ctx, in, out, "SubmitFinalShard", AsServer<FinalShard>, [this](auto* call) {
+        VLOG(1) << "SubmitFinalShard server " << call->request.server_rank() << ": shard " << call->request.shard()
+                << ", " << call->request.chunks_size() << " chunks";
+        // The last shard writes (and fsyncs) the model on this callback thread: once per job, and the
+        // server waits for it anyway.
+        call->Reply(core_->SubmitFinalShard(call->request));
+      });
 }
 
 grpc::ServerUnaryReactor* SchedulerService::DeclareModel(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
                                                          grpc::ByteBuffer* out) {
-  return ServeAs<ModelDeclaration, ModelDeclarationAck>(*core_, ctx, in, out, "DeclareModel", AsWorker<ModelDeclaration>, [this](auto* call) {
-    VLOG(1) << "DeclareModel worker " << call->request.worker_rank() << ": " << call->request.model_file().size()
-            << " bytes";
-    // Parses (and, the first time, saves) the model file on this callback thread: once per worker.
-    call->Reply(core_->DeclareModel(call->request));
-  });
+  return ServeAs<ModelDeclaration, ModelDeclarationAck>(
+      *core_, ctx, in, out, "DeclareModel", AsWorker<ModelDeclaration>, [this](auto* call) {
+        VLOG(1) << "DeclareModel worker " << call->request.worker_rank() << ": " << call->request.model_file().size()
+                << " bytes";
+        // Parses (and, the first time, saves) the model file on this callback thread: once per worker.
+        call->Reply(core_->DeclareModel(call->request));
+      });
 }
 
 grpc::ServerUnaryReactor* SchedulerService::GetInitialModel(grpc::CallbackServerContext*, const grpc::ByteBuffer* in,

@@ -39,24 +39,20 @@ namespace pstrain {
 namespace scheduler {
 
 // Every method raw (common/parsed_unary.h): a request that does not parse is INVALID_ARGUMENT.
-using RawSchedulerBase =
-    pstrain::Scheduler::WithRawCallbackMethod_Register<
-    pstrain::Scheduler::WithRawCallbackMethod_GetClusterView<
-    pstrain::Scheduler::WithRawCallbackMethod_Heartbeat<
-    pstrain::Scheduler::WithRawCallbackMethod_Barrier<
-    pstrain::Scheduler::WithRawCallbackMethod_LeaseWork<
-    pstrain::Scheduler::WithRawCallbackMethod_ReportProgress<
-    pstrain::Scheduler::WithRawCallbackMethod_ReportFailure<
-    pstrain::Scheduler::WithRawCallbackMethod_Leave<
-    pstrain::Scheduler::WithRawCallbackMethod_ReportCheckpoints<
-    pstrain::Scheduler::WithRawCallbackMethod_ReportSlowStep<
-    pstrain::Scheduler::WithRawCallbackMethod_SubmitFinalModel<
-    pstrain::Scheduler::WithRawCallbackMethod_SubmitFinalShard<
-    pstrain::Scheduler::WithRawCallbackMethod_DeclareModel<
-    pstrain::Scheduler::WithRawCallbackMethod_GetInitialModel<
-    pstrain::Scheduler::WithRawCallbackMethod_GetJobStatus<
-    pstrain::Scheduler::WithRawCallbackMethod_Scale<
-    pstrain::Scheduler::Service>>>>>>>>>>>>>>>>;
+using RawSchedulerBase = pstrain::Scheduler::WithRawCallbackMethod_Register<
+    pstrain::Scheduler::WithRawCallbackMethod_GetClusterView<pstrain::Scheduler::WithRawCallbackMethod_Heartbeat<
+        pstrain::Scheduler::WithRawCallbackMethod_Barrier<pstrain::Scheduler::WithRawCallbackMethod_LeaseWork<
+            pstrain::Scheduler::WithRawCallbackMethod_ReportProgress<
+                pstrain::Scheduler::WithRawCallbackMethod_ReportFailure<pstrain::Scheduler::WithRawCallbackMethod_Leave<
+                    pstrain::Scheduler::WithRawCallbackMethod_ReportCheckpoints<
+                        pstrain::Scheduler::WithRawCallbackMethod_ReportSlowStep<
+                            pstrain::Scheduler::WithRawCallbackMethod_SubmitFinalModel<
+                                pstrain::Scheduler::WithRawCallbackMethod_SubmitFinalShard<
+                                    pstrain::Scheduler::WithRawCallbackMethod_DeclareModel<
+                                        pstrain::Scheduler::WithRawCallbackMethod_GetInitialModel<
+                                            pstrain::Scheduler::WithRawCallbackMethod_GetJobStatus<
+                                                pstrain::Scheduler::WithRawCallbackMethod_Scale<
+                                                    pstrain::Scheduler::Service>>>>>>>>>>>>>>>>;
 
 class SchedulerService final : public RawSchedulerBase, public SessionGate {
  public:
@@ -69,37 +65,37 @@ class SchedulerService final : public RawSchedulerBase, public SessionGate {
   absl::Status Admit(absl::string_view method, absl::string_view credential, const Peer& peer) const override;
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                   grpc::ByteBuffer* response) override;
+                                     grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetClusterView(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                         grpc::ByteBuffer* response) override;
+                                           grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                    grpc::ByteBuffer* response) override;
+                                      grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Barrier(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                  grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* LeaseWork(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* LeaseWork(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ReportProgress(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                         grpc::ByteBuffer* response) override;
+                                           grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ReportFailure(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                        grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* Scale(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* ReportCheckpoints(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                            grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* ReportSlowStep(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                         grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* SubmitFinalModel(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                           grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* SubmitFinalShard(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                           grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* DeclareModel(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                       grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* GetInitialModel(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                           grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Scale(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ReportCheckpoints(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                              grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ReportSlowStep(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* SubmitFinalModel(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                             grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* SubmitFinalShard(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                             grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* DeclareModel(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetInitialModel(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                            grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetJobStatus(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                       grpc::ByteBuffer* response) override;
+                                         grpc::ByteBuffer* response) override;
 
  private:
   Scheduler* const core_;

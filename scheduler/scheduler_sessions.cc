@@ -25,13 +25,13 @@ absl::StatusOr<SessionClaims> Scheduler::Authenticate(absl::string_view credenti
   // Signed by us, so the rank was handed out; but a server's rank is handed out again when its
   // server is replaced, and the old process's credential must not pass for the new one.
   if (membership_.forgotten(claims->role, claims->rank)) {
-    return absl::PermissionDeniedError(absl::StrCat("the session of an earlier ", DescribeCaller(*claims),
-                                                    ": it left or died long ago"));
+    return absl::PermissionDeniedError(
+        absl::StrCat("the session of an earlier ", DescribeCaller(*claims), ": it left or died long ago"));
   }
   std::optional<std::string> instance = membership_.InstanceOf(claims->role, claims->rank);
   if (!instance.has_value() || *instance != claims->instance_id) {
-    return absl::PermissionDeniedError(absl::StrCat("the session of an earlier ", DescribeCaller(*claims),
-                                                    ": another process holds that rank now"));
+    return absl::PermissionDeniedError(
+        absl::StrCat("the session of an earlier ", DescribeCaller(*claims), ": another process holds that rank now"));
   }
   return claims;
 }

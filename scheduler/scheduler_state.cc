@@ -35,9 +35,9 @@ std::string JobDifference(const JobSpec& job, const JobSpec& saved) {
 
 absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Restore(Options options, const SchedulerState& state) {
   if (std::string diff = JobDifference(options.job, state.job()); !diff.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "scheduler state: it is of another job (saved -> this command line: ", diff,
-        "); expected the same job flags as the scheduler that wrote it, or an empty --state_dir"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("scheduler state: it is of another job (saved -> this command line: ", diff,
+                     "); expected the same job flags as the scheduler that wrote it, or an empty --state_dir"));
   }
   if (IsStreamJob(options.job)) {
     // The stream's catalog as the job took it: the folder may have gained files since (the next
@@ -79,9 +79,8 @@ absl::Status Scheduler::RestoreFrom(const SchedulerState& state, std::string dec
     case FAILED:
       break;
     default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("scheduler state: job state ", static_cast<int>(state.state()),
-                       ", expected WAITING_FOR_ROLES, RUNNING, FINISHED or FAILED"));
+      return absl::InvalidArgumentError(absl::StrCat("scheduler state: job state ", static_cast<int>(state.state()),
+                                                     ", expected WAITING_FOR_ROLES, RUNNING, FINISHED or FAILED"));
   }
   RETURN_IF_ERROR(fleet_.Restore(state));
   if (state.has_declared_model()) {
@@ -97,8 +96,8 @@ absl::Status Scheduler::RestoreFrom(const SchedulerState& state, std::string dec
     }
     RETURN_IF_ERROR(CheckSavedDeclaration(declared_model_file, state));
     if (saved.tables_size() > 0 && options_.job.tables_size() > 0) {
-      return absl::InvalidArgumentError(absl::StrCat("scheduler state: the declared model adopted ", saved.tables_size(),
-                                                     " tables for a job that declares its own"));
+      return absl::InvalidArgumentError(absl::StrCat("scheduler state: the declared model adopted ",
+                                                     saved.tables_size(), " tables for a job that declares its own"));
     }
     declared_ = DeclaredModel{saved.worker_rank(), std::make_shared<const std::string>(std::move(declared_model_file)),
                               saved.tables()};
@@ -157,8 +156,8 @@ absl::Status Scheduler::RestoreFrom(const SchedulerState& state, std::string dec
   }
   restored_at_ = now;  // Hold-ups count from here (EvictHoldUpsLocked): roles reconnect meanwhile.
   const JobStatus status = progress_->Status(now);
-  LOG(INFO) << "restored the scheduler state (restart " << restarts_ << "): job " << JobState_Name(state_)
-            << ", " << MembershipLine() << ", step " << status.step() << ", epoch " << status.epoch() << ", "
+  LOG(INFO) << "restored the scheduler state (restart " << restarts_ << "): job " << JobState_Name(state_) << ", "
+            << MembershipLine() << ", step " << status.step() << ", epoch " << status.epoch() << ", "
             << leases_->num_leases() << " training leases cut, " << state.released_barriers_size()
             << " barriers released; every live role has " << absl::FormatDuration(options_.dead_after)
             << " from now to heartbeat again";

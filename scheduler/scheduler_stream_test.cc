@@ -36,9 +36,9 @@ TEST(StreamTrainableStepsTest, WholeGlobalBatchesAndTheShortLastOnceEnded) {
 // A folder the test writes a stream into: `records` lines a file, marked ready.
 class StreamDir {
  public:
-  StreamDir() : dir_(fs::path(::testing::TempDir()) / absl::StrCat("stream-", ::testing::UnitTest::GetInstance()
-                                                                                     ->current_test_info()
-                                                                                     ->name())) {
+  StreamDir()
+      : dir_(fs::path(::testing::TempDir()) /
+             absl::StrCat("stream-", ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }

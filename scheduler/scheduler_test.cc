@@ -166,8 +166,9 @@ TEST(SchedulerBuildTest, ARoleOfAnotherBuildIsRefusedAndChangesNothing) {
   const absl::StatusOr<RegisterResponse> refused = (*s)->Register(other);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(refused.status().message()),
-              ::testing::HasSubstr("register server at '127.0.0.1:7': its build fingerprint is def, this scheduler's abc; a role "
-                        "of another build"));
+              ::testing::HasSubstr(
+                  "register server at '127.0.0.1:7': its build fingerprint is def, this scheduler's abc; a role "
+                  "of another build"));
   EXPECT_EQ((*s)->View().servers_size(), 0) << "the refusal changed the membership";
   // The same build, and a role that sends none (0), are welcome.
   RegisterRequest same = Reg(SERVER, "127.0.0.1:7");
@@ -833,10 +834,8 @@ TEST_F(SchedulerTest, AsyncRemainderOfADeadWorkersLeaseIsTrainedOnceAndCountedOn
   // 50 samples: the 10 worker 1 trained and the 10 worker 0 trained of lease b count once, as b.
   EXPECT_NE(summary.find("\"samples\": 50,"), std::string::npos) << summary;
   EXPECT_NE(summary.find("\"train_loss\": 0.5,"), std::string::npos) << summary;
-  EXPECT_NE(summary.find("{\"rank\": 0, \"samples\": 40, "), std::string::npos)
-      << summary;
-  EXPECT_NE(summary.find("{\"rank\": 1, \"samples\": 10, "), std::string::npos)
-      << summary;
+  EXPECT_NE(summary.find("{\"rank\": 0, \"samples\": 40, "), std::string::npos) << summary;
+  EXPECT_NE(summary.find("{\"rank\": 1, \"samples\": 10, "), std::string::npos) << summary;
 }
 
 TEST_F(SchedulerTest, LeaveReturnsTheTrainingLeaseAsARemainder) {

@@ -85,10 +85,10 @@ absl::Status ServerFleet::CheckReport(const CheckpointReport& report) {
   }
   for (int i = 0; i < report.steps_size(); ++i) {
     if (report.steps(i) < 0 || (i > 0 && report.steps(i) <= report.steps(i - 1))) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "checkpoint report from server ", rank, ": step ", report.steps(i), " at index ", i,
-          i > 0 ? absl::StrCat(" after ", report.steps(i - 1)) : std::string(),
-          ", expected strictly ascending steps >= 0"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint report from server ", rank, ": step ", report.steps(i), " at index ", i,
+                       i > 0 ? absl::StrCat(" after ", report.steps(i - 1)) : std::string(),
+                       ", expected strictly ascending steps >= 0"));
     }
   }
   return absl::OkStatus();

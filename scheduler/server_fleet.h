@@ -153,7 +153,7 @@ class ServerFleet {
   std::optional<int64_t> restore_step_;
   int64_t restore_epoch_ = 0;
   int64_t resume_step_ = 0;
-  int resume_servers_ = 0;  // 0: not resumed
+  int resume_servers_ = 0;              // 0: not resumed
   std::vector<ShardHost> shard_hosts_;  // by shard; empty without replicas
 
   // Whether the resumed cut was taken under another server count than num_servers().

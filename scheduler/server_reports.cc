@@ -78,9 +78,8 @@ std::string ServerReports::TableUsageJson(const std::vector<int>& live) const {
     evicted += u->evicted();
     tombstones += u->tombstones();
   }
-  return absl::StrCat("  \"embedding_tables\": {\"rows\": ", rows, ", \"bytes\": ", bytes,
-                      ", \"admitted\": ", admitted, ", \"refused\": ", refused, ", \"evicted\": ", evicted,
-                      ", \"tombstones\": ", tombstones,
+  return absl::StrCat("  \"embedding_tables\": {\"rows\": ", rows, ", \"bytes\": ", bytes, ", \"admitted\": ", admitted,
+                      ", \"refused\": ", refused, ", \"evicted\": ", evicted, ", \"tombstones\": ", tombstones,
                       ", \"bytes_per_row\": ", JsonNumber(rows > 0 ? static_cast<double>(bytes) / rows : 0),
                       ", \"floor_bytes_per_row\": ", JsonNumber(rows > 0 ? static_cast<double>(floor) / rows : 0),
                       ", \"stores\": [\n", stores, "\n    ]},\n");
@@ -91,8 +90,10 @@ void ServerReports::FillDashboard(DashboardStatus* out) const {
     out->servers.push_back(ServerStatus{rank, t.bytes_received(), t.bytes_sent(), t.requests(), t.refused()});
   }
   for (const auto& [at, report] : slow_steps_) {
-    out->slow_steps.push_back(SlowStepStatus{absl::ToDoubleSeconds(at - created_), report.server_rank(),
-                                             report.step(), report.waited_ms() / 1e3,
+    out->slow_steps.push_back(SlowStepStatus{absl::ToDoubleSeconds(at - created_),
+                                             report.server_rank(),
+                                             report.step(),
+                                             report.waited_ms() / 1e3,
                                              {report.waiting_for().begin(), report.waiting_for().end()}});
   }
   out->table_history = table_history_.Series();

@@ -42,7 +42,8 @@ TEST(ServerReportsTest, TableTotalsCountEachShardOnceFromItsPrimary) {
   EXPECT_THAT(reports.TableUsageJson({0, 1}), HasSubstr("\"embedding_tables\": {\"rows\": 30, \"bytes\": 3000"));
   // Server 1 gone: its shard's copy on server 0 counts.
   EXPECT_THAT(reports.TableUsageJson({0}), HasSubstr("\"rows\": 109,"));
-  EXPECT_THAT(reports.ServersJson(), HasSubstr("{\"rank\": 1, \"bytes_received\": 0, \"bytes_sent\": 0, \"requests\": 11"));
+  EXPECT_THAT(reports.ServersJson(),
+              HasSubstr("{\"rank\": 1, \"bytes_received\": 0, \"bytes_sent\": 0, \"requests\": 11"));
   DashboardStatus status;
   reports.FillDashboard(&status);
   EXPECT_EQ(status.servers.size(), 2u);
@@ -61,7 +62,8 @@ TEST(ServerReportsTest, KeepsTheNewestSlowSteps) {
   }
   const std::string json = reports.SlowStepsJson();
   EXPECT_THAT(json, Not(HasSubstr("\"step\": 4,")));
-  EXPECT_THAT(json, HasSubstr("{\"seconds\": 5, \"server\": 0, \"step\": 5, \"waited_seconds\": 1.5, \"waiting_for\": [3]}"));
+  EXPECT_THAT(json,
+              HasSubstr("{\"seconds\": 5, \"server\": 0, \"step\": 5, \"waited_seconds\": 1.5, \"waiting_for\": [3]}"));
   DashboardStatus status;
   reports.FillDashboard(&status);
   EXPECT_EQ(status.slow_steps.size(), static_cast<size_t>(ServerReports::kMaxSlowSteps));

@@ -17,9 +17,9 @@ absl::Status ServerScaling::Request(int to, int current, absl::Time now) {
         absl::StrCat("scale to ", to, " servers: expected a count in [1, ", kMaxServers, "]"));
   }
   if (pending_.has_value()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "scale to ", to, " servers: the change ", Describe(pending_->from, pending_->to),
-        " is still pending (one change at a time: ask again once it cut over)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("scale to ", to, " servers: the change ", Describe(pending_->from, pending_->to),
+                     " is still pending (one change at a time: ask again once it cut over)"));
   }
   if (to == current) {
     return absl::InvalidArgumentError(absl::StrCat("scale to ", to, " servers: the job has ", current, " already"));
@@ -108,8 +108,9 @@ absl::Status ServerScaling::Restore(const ServerScalingState& state) {
     if (p.has_after_cut()) pending->after_cut = p.after_cut();
     if (p.has_after_cut() && p.has_quiet_cut()) {
       if (p.quiet_cut() <= p.after_cut()) {
-        return absl::InvalidArgumentError(absl::StrCat("scheduler state: the pending change's quiet cut ", p.quiet_cut(),
-                                                       " is not after the cut ", p.after_cut(), " it was ready at"));
+        return absl::InvalidArgumentError(absl::StrCat("scheduler state: the pending change's quiet cut ",
+                                                       p.quiet_cut(), " is not after the cut ", p.after_cut(),
+                                                       " it was ready at"));
       }
       pending->quiet_cut = p.quiet_cut();
     }
@@ -117,8 +118,13 @@ absl::Status ServerScaling::Restore(const ServerScalingState& state) {
   std::deque<Done> done;
   for (const DoneScaleState& d : state.done()) {
     RETURN_IF_ERROR(CheckCounts("a change done", d.from(), d.to()));
-    Done kept{d.from(), d.to(), d.step(), d.shard_map_version(), absl::FromUnixMicros(d.requested_us()),
-              absl::FromUnixMicros(d.cut_over_us()), {}};
+    Done kept{d.from(),
+              d.to(),
+              d.step(),
+              d.shard_map_version(),
+              absl::FromUnixMicros(d.requested_us()),
+              absl::FromUnixMicros(d.cut_over_us()),
+              {}};
     for (const ReshardReport& r : d.resharded()) {
       if (r.server_rank() >= 0 && r.server_rank() < d.to()) kept.resharded.emplace(r.server_rank(), r);
     }

@@ -13,38 +13,38 @@ namespace {
 
 // Start of server `s`'s range when `total` elements are split over `n` servers: floor(s * total / n),
 // so range sizes differ by at most one. Computed in 128 bits: s * total can exceed int64.
-int64_t RangeStart(int64_t total, int n, int s) {
-  return static_cast<int64_t>(static_cast<__int128>(total) * s / n);
-}
+int64_t RangeStart(int64_t total, int n, int s) { return static_cast<int64_t>(static_cast<__int128>(total) * s / n); }
 
 absl::Status CheckTensor(const TensorSpec& t, int index) {
   if (t.num_elements() <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("shard map: tensor ", index, " '", t.name(),
-                                                   "': got num_elements ", t.num_elements(),
-                                                   ", expected > 0"));
+    return absl::InvalidArgumentError(absl::StrCat("shard map: tensor ", index, " '", t.name(), "': got num_elements ",
+                                                   t.num_elements(), ", expected > 0"));
   }
   int64_t product = 1;
   for (int64_t d : t.shape()) {
     if (d <= 0 || product > std::numeric_limits<int64_t>::max() / d) {
-      return absl::InvalidArgumentError(absl::StrCat("shard map: tensor ", index, " '", t.name(),
-                                                     "': bad shape [", absl::StrJoin(t.shape(), ", "),
+      return absl::InvalidArgumentError(absl::StrCat("shard map: tensor ", index, " '", t.name(), "': bad shape [",
+                                                     absl::StrJoin(t.shape(), ", "),
                                                      "], expected positive dimensions"));
     }
     product *= d;
   }
   if (product != t.num_elements()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shard map: tensor ", index, " '", t.name(), "': num_elements is ", t.num_elements(),
-        ", expected the product of shape [", absl::StrJoin(t.shape(), ", "), "] = ", product));
+    return absl::InvalidArgumentError(absl::StrCat("shard map: tensor ", index, " '", t.name(), "': num_elements is ",
+                                                   t.num_elements(), ", expected the product of shape [",
+                                                   absl::StrJoin(t.shape(), ", "), "] = ", product));
   }
   return absl::OkStatus();
 }
 
 InitKind ToProto(model::InitKind kind) {
   switch (kind) {
-    case model::InitKind::kZeros: return ZEROS;
-    case model::InitKind::kHeUniform: return HE_UNIFORM;
-    case model::InitKind::kGlorotUniform: return GLOROT_UNIFORM;
+    case model::InitKind::kZeros:
+      return ZEROS;
+    case model::InitKind::kHeUniform:
+      return HE_UNIFORM;
+    case model::InitKind::kGlorotUniform:
+      return GLOROT_UNIFORM;
   }
   return INIT_UNSPECIFIED;
 }
@@ -71,16 +71,14 @@ std::vector<TensorSpec> TensorSpecsOf(const std::vector<model::ParamSpec>& param
   return tensors;
 }
 
-absl::StatusOr<ShardMap> BuildShardMap(std::vector<TensorSpec> tensors, int num_servers,
-                                       int64_t max_chunk_bytes) {
+absl::StatusOr<ShardMap> BuildShardMap(std::vector<TensorSpec> tensors, int num_servers, int64_t max_chunk_bytes) {
   if (tensors.empty()) return absl::InvalidArgumentError("shard map: the model has no tensors");
   if (num_servers < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shard map: got ", num_servers, " servers, expected >= 1"));
+    return absl::InvalidArgumentError(absl::StrCat("shard map: got ", num_servers, " servers, expected >= 1"));
   }
   if (max_chunk_bytes < 4 || max_chunk_bytes % 4 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("shard map: max_chunk_bytes is ", max_chunk_bytes,
-                                                   ", expected a positive multiple of 4"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard map: max_chunk_bytes is ", max_chunk_bytes, ", expected a positive multiple of 4"));
   }
   const int64_t max_chunk_floats = max_chunk_bytes / 4;
 

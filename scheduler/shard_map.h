@@ -39,8 +39,7 @@ std::vector<TensorSpec> TensorSpecsOf(const std::vector<model::ParamSpec>& param
 // INVALID_ARGUMENT when there are no tensors, a tensor is empty or its num_elements is not the
 // product of its shape, num_servers < 1, or max_chunk_bytes is not a positive multiple of 4.
 // With fewer elements than servers, some servers own nothing.
-absl::StatusOr<ShardMap> BuildShardMap(std::vector<TensorSpec> tensors, int num_servers,
-                                       int64_t max_chunk_bytes);
+absl::StatusOr<ShardMap> BuildShardMap(std::vector<TensorSpec> tensors, int num_servers, int64_t max_chunk_bytes);
 
 // The half-open range [begin, end) of the flat vector owned by `server_rank` in a map built by
 // BuildShardMap (empty when the server owns nothing). For tests and diagnostics.

@@ -24,9 +24,8 @@ TensorSpec Tensor(const std::string& name, std::vector<int64_t> shape) {
 
 // The demo model, 784-256-128-10: 235146 floats, 85% of them in fc1.weight.
 std::vector<TensorSpec> DemoMlp() {
-  return {Tensor("fc1.weight", {784, 256}), Tensor("fc1.bias", {256}),
-          Tensor("fc2.weight", {256, 128}), Tensor("fc2.bias", {128}),
-          Tensor("fc3.weight", {128, 10}),  Tensor("fc3.bias", {10})};
+  return {Tensor("fc1.weight", {784, 256}), Tensor("fc1.bias", {256}),       Tensor("fc2.weight", {256, 128}),
+          Tensor("fc2.bias", {128}),        Tensor("fc3.weight", {128, 10}), Tensor("fc3.bias", {10})};
 }
 
 int64_t Total(const ShardMap& map) {

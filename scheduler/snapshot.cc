@@ -26,18 +26,24 @@ absl::Status Bad(absl::string_view where, absl::string_view what) {
 
 MemberChange ToProto(ChangeKind kind) {
   switch (kind) {
-    case ChangeKind::kJoined: return MEMBER_JOINED;
-    case ChangeKind::kDied: return MEMBER_DIED;
-    case ChangeKind::kLeft: return MEMBER_LEFT;
+    case ChangeKind::kJoined:
+      return MEMBER_JOINED;
+    case ChangeKind::kDied:
+      return MEMBER_DIED;
+    case ChangeKind::kLeft:
+      return MEMBER_LEFT;
   }
   return MEMBER_CHANGE_UNSPECIFIED;
 }
 
 absl::StatusOr<ChangeKind> FromProto(MemberChange kind, absl::string_view where) {
   switch (kind) {
-    case MEMBER_JOINED: return ChangeKind::kJoined;
-    case MEMBER_DIED: return ChangeKind::kDied;
-    case MEMBER_LEFT: return ChangeKind::kLeft;
+    case MEMBER_JOINED:
+      return ChangeKind::kJoined;
+    case MEMBER_DIED:
+      return ChangeKind::kDied;
+    case MEMBER_LEFT:
+      return ChangeKind::kLeft;
     default:
       return Bad(where, absl::StrCat("change kind ", static_cast<int>(kind), ", expected joined, died or left"));
   }
@@ -211,8 +217,8 @@ absl::Status LeasePool::Restore(const LeasePoolState& state) {
   }
   const int64_t first_id = std::max<int64_t>(1, state.first_lease_id());
   if (state.epoch_first() < 0 || state.epoch_first() > state.leases_size()) {
-    return Bad("lease pool", absl::StrCat("current epoch starts at lease index ", state.epoch_first(),
-                                          ", expected 0..", state.leases_size()));
+    return Bad("lease pool", absl::StrCat("current epoch starts at lease index ", state.epoch_first(), ", expected 0..",
+                                          state.leases_size()));
   }
   std::deque<LeaseRecord> leases;
   int64_t incomplete = 0;
@@ -242,8 +248,8 @@ absl::Status LeasePool::Restore(const LeasePoolState& state) {
       r.applied.assign(static_cast<size_t>(num_servers_), l.batches_done());
       r.done = l.batches_done() == l.batches();
     } else if (l.applied_size() != num_servers_) {
-      return Bad(where, absl::StrCat(l.applied_size(), " servers' confirmations, the job has ", num_servers_,
-                                     " servers"));
+      return Bad(where,
+                 absl::StrCat(l.applied_size(), " servers' confirmations, the job has ", num_servers_, " servers"));
     } else {
       for (int64_t a : l.applied()) {
         if (a < 0 || a > l.batches()) {
@@ -265,8 +271,8 @@ absl::Status LeasePool::Restore(const LeasePoolState& state) {
   for (const HandedBatches& h : state.handed()) {
     if (state.first_lease_id() == 0) break;
     if (h.batches() < 0) {
-      return Bad("lease pool", absl::StrCat(h.batches(), " batches handed to worker ", h.worker_rank(),
-                                            ", expected 0 or more"));
+      return Bad("lease pool",
+                 absl::StrCat(h.batches(), " batches handed to worker ", h.worker_rank(), ", expected 0 or more"));
     }
     handed[h.worker_rank()] = h.batches();
   }
@@ -330,8 +336,8 @@ absl::Status EvalPool::Restore(const EvalPoolState& state) {
     if (e.epoch() < 0 || e.epoch() >= options_.epochs || e.first() < 0 || e.count() < 0 ||
         e.first() + e.count() > static_cast<int64_t>(slots.size())) {
       return Bad("evaluation pool", absl::StrCat("epoch ", e.epoch(), " has slots [", e.first(), ", ",
-                                                 e.first() + e.count(), "), expected an epoch below ",
-                                                 options_.epochs, " and slots within the ", slots.size(), " kept"));
+                                                 e.first() + e.count(), "), expected an epoch below ", options_.epochs,
+                                                 " and slots within the ", slots.size(), " kept"));
     }
     EpochPool pool;
     pool.first = static_cast<size_t>(e.first());

@@ -265,8 +265,10 @@ TEST(SnapshotTest, ReleasedBarriersStayReleased) {
   BarrierSet barriers;
   BarrierSet::Answers answers;
   barriers.SetParticipants(BarrierRequest::WORKERS, {"worker 0"}, &answers);
-  barriers.Enter("epoch-0-trained", BarrierRequest::WORKERS, "worker 0", [](absl::Status) {}, &answers);
-  barriers.Enter("epoch-1-trained", BarrierRequest::WORKERS, "worker 1", [](absl::Status) {}, &answers);
+  barriers.Enter(
+      "epoch-0-trained", BarrierRequest::WORKERS, "worker 0", [](absl::Status) {}, &answers);
+  barriers.Enter(
+      "epoch-1-trained", BarrierRequest::WORKERS, "worker 1", [](absl::Status) {}, &answers);
   std::vector<BarrierState> released = barriers.Released();
   ASSERT_EQ(released.size(), 1u);
   EXPECT_EQ(released[0].name(), "epoch-0-trained");
@@ -275,7 +277,8 @@ TEST(SnapshotTest, ReleasedBarriersStayReleased) {
   restored.RestoreReleased(released);
   BarrierSet::Answers out;
   absl::Status answer = absl::UnknownError("not answered");
-  restored.Enter("epoch-0-trained", BarrierRequest::WORKERS, "worker 0", [&](absl::Status s) { answer = s; }, &out);
+  restored.Enter(
+      "epoch-0-trained", BarrierRequest::WORKERS, "worker 0", [&](absl::Status s) { answer = s; }, &out);
   RunAnswers(std::move(out));
   EXPECT_TRUE(answer.ok()) << answer;
   EXPECT_EQ(restored.Released().size(), 1u);

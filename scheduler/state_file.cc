@@ -70,8 +70,8 @@ absl::StatusOr<SchedulerState> DecodeSchedulerState(absl::string_view bytes, abs
   }
   const uint32_t version = Get<uint32_t>(bytes, 8);
   if (version != kFormatVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(where, ": format version ", version, " at offset 8, expected ",
-                                                      kFormatVersion));
+    return absl::FailedPreconditionError(
+        absl::StrCat(where, ": format version ", version, " at offset 8, expected ", kFormatVersion));
   }
   const uint64_t size = Get<uint64_t>(bytes, 12);
   if (size != bytes.size() - kHeaderBytes - kCrcBytes) {

@@ -34,12 +34,11 @@ std::string Member(const MemberStatus& m) {
 }
 
 std::string Worker(const WorkerStatus& w) {
-  return absl::StrCat("{\"rank\":", w.rank, ",\"samples\":", w.samples,
-                      ",\"samples_per_second\":", JsonNumber(w.samples_per_second), ",\"step\":", w.step,
-                      ",\"bytes_sent\":", w.bytes_sent, ",\"bytes_received\":", w.bytes_received,
-                      ",\"compression_saved_bytes\":", w.compression_saved_bytes,
-                      ",\"staleness_pulls\":", w.staleness_pulls, ",\"staleness_mean\":", JsonNumber(w.staleness_mean),
-                      ",\"staleness_max\":", w.staleness_max, "}");
+  return absl::StrCat(
+      "{\"rank\":", w.rank, ",\"samples\":", w.samples, ",\"samples_per_second\":", JsonNumber(w.samples_per_second),
+      ",\"step\":", w.step, ",\"bytes_sent\":", w.bytes_sent, ",\"bytes_received\":", w.bytes_received,
+      ",\"compression_saved_bytes\":", w.compression_saved_bytes, ",\"staleness_pulls\":", w.staleness_pulls,
+      ",\"staleness_mean\":", JsonNumber(w.staleness_mean), ",\"staleness_max\":", w.staleness_max, "}");
 }
 
 std::string Server(const ServerStatus& s) {
@@ -53,13 +52,12 @@ std::string Event(const MembershipEventStatus& e) {
 }
 
 std::string CountChange(const ServerCountChangeStatus& c) {
-  return absl::StrCat("{\"from\":", c.from, ",\"to\":", c.to, ",\"step\":", c.step,
-                      ",\"shard_map_version\":", c.shard_map_version,
-                      ",\"requested_seconds\":", JsonNumber(c.requested_seconds),
-                      ",\"cut_over_seconds\":", JsonNumber(c.cut_over_seconds),
-                      ",\"servers_reported\":", c.servers_reported, ",\"max_pause_ms\":", c.max_pause_ms,
-                      ",\"rows\":", c.rows, ",\"rows_moved\":", c.rows_moved, ",\"bytes\":", c.bytes,
-                      ",\"bytes_moved\":", c.bytes_moved, "}");
+  return absl::StrCat(
+      "{\"from\":", c.from, ",\"to\":", c.to, ",\"step\":", c.step, ",\"shard_map_version\":", c.shard_map_version,
+      ",\"requested_seconds\":", JsonNumber(c.requested_seconds),
+      ",\"cut_over_seconds\":", JsonNumber(c.cut_over_seconds), ",\"servers_reported\":", c.servers_reported,
+      ",\"max_pause_ms\":", c.max_pause_ms, ",\"rows\":", c.rows, ",\"rows_moved\":", c.rows_moved,
+      ",\"bytes\":", c.bytes, ",\"bytes_moved\":", c.bytes_moved, "}");
 }
 
 std::string SlowStep(const SlowStepStatus& s) {
@@ -75,14 +73,17 @@ std::string Missing(const MissingParticipant& m) {
 
 std::string Stuck(const StuckBarrierStatus& b) {
   return absl::StrCat("{\"name\":", JsonString(b.name), ",\"since_seconds\":", JsonNumber(b.since_seconds),
-                      ",\"waiting_seconds\":", JsonNumber(b.waiting_seconds), ",\"released\":",
-                      b.released ? "true" : "false", ",\"missing\":", Array(b.missing, Missing), "}");
+                      ",\"waiting_seconds\":", JsonNumber(b.waiting_seconds),
+                      ",\"released\":", b.released ? "true" : "false", ",\"missing\":", Array(b.missing, Missing), "}");
 }
 
 std::string TableSeries(const TableSizeSeries& s) {
-  return absl::StrCat("{\"server\":", s.server, ",\"points\":", Array(s.points, [](const TableSizePoint& p) {
-                        return absl::StrCat("[", JsonNumber(p.seconds), ",", p.rows, ",", p.bytes, ",", p.evicted, "]");
-                      }),
+  return absl::StrCat("{\"server\":", s.server, ",\"points\":",
+                      Array(s.points,
+                            [](const TableSizePoint& p) {
+                              return absl::StrCat("[", JsonNumber(p.seconds), ",", p.rows, ",", p.bytes, ",", p.evicted,
+                                                  "]");
+                            }),
                       "}");
 }
 
@@ -105,10 +106,12 @@ std::string Target(const MetricsTarget& t) {
 }
 
 std::string Progressive(const ProgressiveStatus& p) {
-  return absl::StrCat("{", p.file.empty() ? "" : absl::StrCat("\"file\":", JsonString(p.file), ",\"closed\":",
-                                                               p.closed ? "true" : "false", ","),
-                      "\"samples\":", p.samples, ",\"auc\":", p.auc.has_value() ? JsonNumber(*p.auc) : "null",
-                      ",\"logloss\":", JsonNumber(p.logloss), "}");
+  return absl::StrCat(
+      "{",
+      p.file.empty() ? ""
+                     : absl::StrCat("\"file\":", JsonString(p.file), ",\"closed\":", p.closed ? "true" : "false", ","),
+      "\"samples\":", p.samples, ",\"auc\":", p.auc.has_value() ? JsonNumber(*p.auc) : "null",
+      ",\"logloss\":", JsonNumber(p.logloss), "}");
 }
 
 }  // namespace
@@ -131,11 +134,10 @@ std::string StatusJson(const DashboardStatus& s) {
       ",\"shard_map_version\":", s.shard_map_version, ",\"map_servers\":", s.map_servers,
       ",\"server_count_changes\":", Array(s.server_count_changes, CountChange),
       ",\"leases_out\":{\"training\":", s.training_leases_out, ",\"evaluation\":", s.eval_leases_out,
-      "},\"barriers_waiting\":", s.barriers_waiting,
-      ",\"epochs_done\":", Array(s.epochs_done, Epoch), ",\"members\":", Array(s.members, Member),
-      ",\"workers\":", Array(s.workers, Worker), ",\"servers\":", Array(s.servers, Server),
-      ",\"membership_events\":", Array(s.membership_events, Event), ",\"slow_steps\":", Array(s.slow_steps, SlowStep),
-      ",\"stuck_barriers\":", StuckBarriersJson(s.stuck_barriers),
+      "},\"barriers_waiting\":", s.barriers_waiting, ",\"epochs_done\":", Array(s.epochs_done, Epoch),
+      ",\"members\":", Array(s.members, Member), ",\"workers\":", Array(s.workers, Worker),
+      ",\"servers\":", Array(s.servers, Server), ",\"membership_events\":", Array(s.membership_events, Event),
+      ",\"slow_steps\":", Array(s.slow_steps, SlowStep), ",\"stuck_barriers\":", StuckBarriersJson(s.stuck_barriers),
       ",\"table_history\":", Array(s.table_history, TableSeries),
       s.stream.has_value() ? absl::StrCat(",\"stream\":", StreamStatusJson(*s.stream)) : "", "}");
 }

@@ -33,7 +33,7 @@ struct EpochStatus {
   double train_loss = kUnknown;
   double test_loss = kUnknown;
   double test_accuracy = kUnknown;
-  std::optional<double> test_auc;  // only for jobs whose workers report scores
+  std::optional<double> test_auc;   // only for jobs whose workers report scores
   std::optional<double> train_auc;  // progressive validation: only when workers score training
   int64_t samples = 0;
   double seconds = 0;
@@ -45,8 +45,8 @@ struct MemberStatus {
   std::string role;  // "scheduler", "server", "worker"
   int rank = 0;
   std::string address;
-  std::string metrics_address;  // empty: serves no metrics
-  std::string state;            // "live", "dead", "left"
+  std::string metrics_address;                   // empty: serves no metrics
+  std::string state;                             // "live", "dead", "left"
   double last_heartbeat_seconds_ago = kUnknown;  // unknown: never heartbeated
   double joined_seconds = 0;
 };
@@ -86,7 +86,7 @@ struct MembershipEventStatus {
 struct ServerCountChangeStatus {
   int from = 0;
   int to = 0;
-  int64_t step = -1;  // the cut the servers restored under the new map
+  int64_t step = -1;              // the cut the servers restored under the new map
   int64_t shard_map_version = 0;  // the new map's; 0 while pending
   double requested_seconds = 0;
   double cut_over_seconds = kUnknown;
@@ -143,7 +143,7 @@ struct TableSizeSeries {
 // Progressive validation of records scored before they were trained on: a data stream's file, or
 // its window of the newest files.
 struct ProgressiveStatus {
-  std::string file;  // the file's name; empty for the window
+  std::string file;     // the file's name; empty for the window
   bool closed = false;  // every record of the file is trained: its figures are final
   int64_t samples = 0;
   std::optional<double> auc;

@@ -49,15 +49,32 @@ DashboardStatus FullStatus() {
   b.waiting_seconds = 11;
   b.missing.push_back(MissingParticipant{"worker", 2, "h:5", 7});
   s.stuck_barriers.push_back(b);
-  s.table_history.push_back(TableSizeSeries{1, {TableSizePoint{2.5, 300, 40000, 12}, TableSizePoint{3.5, 310, 41000, 20}}});
+  s.table_history.push_back(
+      TableSizeSeries{1, {TableSizePoint{2.5, 300, 40000, 12}, TableSizePoint{3.5, 310, 41000, 20}}});
   return s;
 }
 
 TEST(StatusJsonTest, HasTheDocumentedShape) {
   const google::protobuf::Value v = Parse(StatusJson(FullStatus()));
-  for (const char* name : {"state", "failure", "mode", "now_seconds", "epoch", "epochs", "step", "total_steps",
-                           "samples_per_second", "eta_seconds", "recent_loss", "membership_epoch", "epochs_done",
-                           "members", "workers", "servers", "membership_events", "slow_steps", "stuck_barriers",
+  for (const char* name : {"state",
+                           "failure",
+                           "mode",
+                           "now_seconds",
+                           "epoch",
+                           "epochs",
+                           "step",
+                           "total_steps",
+                           "samples_per_second",
+                           "eta_seconds",
+                           "recent_loss",
+                           "membership_epoch",
+                           "epochs_done",
+                           "members",
+                           "workers",
+                           "servers",
+                           "membership_events",
+                           "slow_steps",
+                           "stuck_barriers",
                            "table_history"}) {
     EXPECT_NE(Member(v, name).kind_case(), google::protobuf::Value::KIND_NOT_SET) << name;
   }

@@ -60,7 +60,8 @@ absl::Status StreamScores::Check(const TrainStats& train, int worker_rank, int64
   int64_t predictions = 0;
   std::set<int64_t> seen;
   for (const FileScores& f : train.files()) {
-    const std::string where = absl::StrCat("progress report from worker ", worker_rank, ": scores of stream file ", f.file());
+    const std::string where =
+        absl::StrCat("progress report from worker ", worker_rank, ": scores of stream file ", f.file());
     if (f.file() < 0 || f.file() >= files) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": expected a file in [0, ", files, "), the ready files"));
     }
@@ -68,7 +69,8 @@ absl::Status StreamScores::Check(const TrainStats& train, int worker_rank, int64
     absl::StatusOr<int64_t> count = data::CheckScoreHistogramProto(f.scores());
     if (!count.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", count.status().message()));
     if (!std::isfinite(f.log_loss_sum()) || f.log_loss_sum() < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": log loss sum ", f.log_loss_sum(), ", expected finite and >= 0"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": log loss sum ", f.log_loss_sum(), ", expected finite and >= 0"));
     }
     predictions += *count;
   }
@@ -128,7 +130,8 @@ void StreamScores::Trim() {
 StreamScores::Figures StreamScores::FiguresOf(const Entry& e) {
   Figures f;
   f.samples = e.samples;
-  f.log_loss = e.samples > 0 ? e.log_loss_sum / static_cast<double>(e.samples) : std::numeric_limits<double>::quiet_NaN();
+  f.log_loss =
+      e.samples > 0 ? e.log_loss_sum / static_cast<double>(e.samples) : std::numeric_limits<double>::quiet_NaN();
   if (e.auc.has_value()) {
     f.auc = e.auc;
   } else if (!e.closed && e.histogram != nullptr) {

@@ -55,9 +55,9 @@ class StreamScores {
   void CloseBefore(const std::vector<data::StreamFile>& files, int64_t trained);
 
   struct Figures {
-    int64_t samples = 0;          // predictions scored
-    double log_loss = 0;          // mean; NaN without predictions
-    std::optional<double> auc;    // unset without both a click and a non-click
+    int64_t samples = 0;        // predictions scored
+    double log_loss = 0;        // mean; NaN without predictions
+    std::optional<double> auc;  // unset without both a click and a non-click
   };
   struct File {
     int64_t index = 0;
@@ -78,8 +78,8 @@ class StreamScores {
     bool closed = false;
     int64_t samples = 0;
     double log_loss_sum = 0;
-    std::optional<double> auc;                         // closed: final
-    std::unique_ptr<data::ScoreHistogram> histogram;   // open, or closed within the window
+    std::optional<double> auc;                        // closed: final
+    std::unique_ptr<data::ScoreHistogram> histogram;  // open, or closed within the window
   };
   static Figures FiguresOf(const Entry& entry);
   // Drops the histograms of closed files that left the window.

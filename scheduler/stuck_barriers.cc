@@ -46,7 +46,8 @@ void StuckBarrierLog::Update(const std::vector<StuckBarrierStatus>& stuck, absl:
     if (entry.status.released) continue;
     // A named copy: clang (C++17) does not let a lambda capture a structured binding.
     const std::string& name = barrier;
-    const bool still = std::any_of(stuck.begin(), stuck.end(), [&](const StuckBarrierStatus& s) { return s.name == name; });
+    const bool still =
+        std::any_of(stuck.begin(), stuck.end(), [&](const StuckBarrierStatus& s) { return s.name == name; });
     if (still) continue;
     entry.status.released = true;
     entry.released_at = now;
@@ -68,7 +69,8 @@ void StuckBarrierLog::Update(const std::vector<StuckBarrierStatus>& stuck, absl:
   while (entries_.size() > max_kept_) {
     auto oldest = entries_.end();
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-      if (it->second.status.released && (oldest == entries_.end() || it->second.released_at < oldest->second.released_at)) {
+      if (it->second.status.released &&
+          (oldest == entries_.end() || it->second.released_at < oldest->second.released_at)) {
         oldest = it;
       }
     }

@@ -121,19 +121,17 @@ absl::Status CheckShape(const std::string& path, const ShardCheckpoint& ckpt) {
     total += ckpt.chunks[i].length();
   }
   if (static_cast<int64_t>(ckpt.weights.size()) != total) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": got ", ckpt.weights.size(),
-                                                   " weights, expected ", total, " for ",
-                                                   ckpt.chunks.size(), " chunks"));
+    return absl::InvalidArgumentError(absl::StrCat(where, ": got ", ckpt.weights.size(), " weights, expected ", total,
+                                                   " for ", ckpt.chunks.size(), " chunks"));
   }
   if (ckpt.num_state_vectors < 0 || static_cast<int>(ckpt.state.size()) != ckpt.num_state_vectors) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": got ", ckpt.state.size(),
-                                                   " state vectors, num_state_vectors is ",
-                                                   ckpt.num_state_vectors));
+                                                   " state vectors, num_state_vectors is ", ckpt.num_state_vectors));
   }
   for (size_t s = 0; s < ckpt.state.size(); ++s) {
     if (static_cast<int64_t>(ckpt.state[s].size()) != total) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": state vector ", s, " has ",
-                                                     ckpt.state[s].size(), " floats, expected ", total));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": state vector ", s, " has ", ckpt.state[s].size(), " floats, expected ", total));
     }
   }
   return absl::OkStatus();
@@ -291,24 +289,24 @@ absl::StatusOr<ShardCheckpoint> DecodeCheckpoint(absl::string_view contents, abs
   const std::string where(what);
 
   if (std::memcmp(data, kCheckpointMagic, std::min(size, kMagicSize)) != 0) {
-    return absl::DataLossError(absl::StrCat(where, ": bad magic, expected \"", kCheckpointMagic,
-                                            "\" (not a checkpoint file)"));
+    return absl::DataLossError(
+        absl::StrCat(where, ": bad magic, expected \"", kCheckpointMagic, "\" (not a checkpoint file)"));
   }
   // The header is parsed before the checksum is checked, so a short file reports "truncated";
   // every read goes through `need`, so garbage never reads past the end.
   size_t pos = 0;
   auto need = [&](size_t bytes, absl::string_view field) -> absl::Status {
     if (size - pos < bytes) {
-      return absl::DataLossError(absl::StrCat(where, ": truncated at byte ", pos, " reading ", field,
-                                              " (file has ", size, " bytes)"));
+      return absl::DataLossError(
+          absl::StrCat(where, ": truncated at byte ", pos, " reading ", field, " (file has ", size, " bytes)"));
     }
     return absl::OkStatus();
   };
   RETURN_IF_ERROR(need(kFixedHeaderSize, "the header"));
   const uint32_t version = Load<uint32_t>(data + 8);
   if (version != kCheckpointVersion && version != kCheckpointVersionDense && version != kCheckpointVersionDelta) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": version ", version, ", expected ",
-                                                   kCheckpointVersionDense, " to ", kCheckpointVersionDelta));
+    return absl::InvalidArgumentError(absl::StrCat(where, ": version ", version, ", expected ", kCheckpointVersionDense,
+                                                   " to ", kCheckpointVersionDelta));
   }
   ShardCheckpoint ckpt;
   ckpt.rank = Load<int32_t>(data + 12);
@@ -340,15 +338,15 @@ absl::StatusOr<ShardCheckpoint> DecodeCheckpoint(absl::string_view contents, abs
   const uint32_t num_state = Load<uint32_t>(data + pos);
   pos += 4;
   if (num_state > kMaxStateVectors) {
-    return absl::DataLossError(absl::StrCat(where, ": ", num_state, " state vectors, expected at most ",
-                                            kMaxStateVectors));
+    return absl::DataLossError(
+        absl::StrCat(where, ": ", num_state, " state vectors, expected at most ", kMaxStateVectors));
   }
   ckpt.num_state_vectors = static_cast<int>(num_state);
 
   const size_t dense_end = pos + 4 * static_cast<size_t>(total) * (1 + num_state);
   if (size < dense_end + 4) {
-    return absl::DataLossError(absl::StrCat(where, ": truncated: the header describes ", dense_end + 4,
-                                            " bytes, the file has ", size));
+    return absl::DataLossError(
+        absl::StrCat(where, ": truncated: the header describes ", dense_end + 4, " bytes, the file has ", size));
   }
   // Version 2: the embedding tables after the dense values, each a length and its bytes.
   std::vector<std::pair<size_t, size_t>> table_spans;  // (offset, size)
@@ -356,7 +354,8 @@ absl::StatusOr<ShardCheckpoint> DecodeCheckpoint(absl::string_view contents, abs
   if (version == kCheckpointVersion || version == kCheckpointVersionDelta) {
     size_t p = dense_end;
     auto fits = [&](size_t bytes) { return size - 4 >= p && size - 4 - p >= bytes; };
-    if (!fits(4)) return absl::DataLossError(absl::StrCat(where, ": truncated at byte ", p, " reading the table count"));
+    if (!fits(4))
+      return absl::DataLossError(absl::StrCat(where, ": truncated at byte ", p, " reading the table count"));
     const uint32_t num_tables = Load<uint32_t>(data + p);
     p += 4;
     for (uint32_t t = 0; t < num_tables; ++t) {
@@ -372,15 +371,16 @@ absl::StatusOr<ShardCheckpoint> DecodeCheckpoint(absl::string_view contents, abs
       p += static_cast<size_t>(length);
     }
     if (version == kCheckpointVersionDelta) {
-      if (!fits(8)) return absl::DataLossError(absl::StrCat(where, ": truncated at byte ", p, " reading the base step"));
+      if (!fits(8))
+        return absl::DataLossError(absl::StrCat(where, ": truncated at byte ", p, " reading the base step"));
       ckpt.base_step = Load<int64_t>(data + p);
       p += 8;
     }
     expected = p + 4;
   }
   if (size < expected) {
-    return absl::DataLossError(absl::StrCat(where, ": truncated: the header describes ", expected,
-                                            " bytes, the file has ", size));
+    return absl::DataLossError(
+        absl::StrCat(where, ": truncated: the header describes ", expected, " bytes, the file has ", size));
   }
   if (size > expected) {
     return absl::DataLossError(
@@ -389,8 +389,8 @@ absl::StatusOr<ShardCheckpoint> DecodeCheckpoint(absl::string_view contents, abs
   const uint32_t stored_crc = Load<uint32_t>(data + size - 4);
   const uint32_t actual_crc = Crc(InitialCrc(), data, size - 4);
   if (stored_crc != actual_crc) {
-    return absl::DataLossError(absl::StrCat(where, ": checksum mismatch (stored ", stored_crc,
-                                            ", computed ", actual_crc, "): file is corrupt"));
+    return absl::DataLossError(absl::StrCat(where, ": checksum mismatch (stored ", stored_crc, ", computed ",
+                                            actual_crc, "): file is corrupt"));
   }
 
   ckpt.weights.resize(static_cast<size_t>(total));
@@ -417,9 +417,8 @@ absl::StatusOr<ShardCheckpoint> DecodeCheckpoint(absl::string_view contents, abs
         if (std::isfinite(values[k])) continue;
         return absl::InvalidArgumentError(absl::StrCat(
             where, ": chunk ", i, " (tensor id ", c.tensor_id(), " at offset ", c.offset(), "): ",
-            v < 0 ? std::string("weight") : absl::StrCat("optimizer state vector ", v), " element ",
-            c.offset() + k, " is ", std::isnan(values[k]) ? "nan" : (values[k] > 0 ? "inf" : "-inf"),
-            ", expected finite values"));
+            v < 0 ? std::string("weight") : absl::StrCat("optimizer state vector ", v), " element ", c.offset() + k,
+            " is ", std::isnan(values[k]) ? "nan" : (values[k] > 0 ? "inf" : "-inf"), ", expected finite values"));
       }
     }
     base += c.length();

@@ -99,12 +99,11 @@ uint64_t LayoutFingerprint(const ShardMap& map, int rank);
 // Size in bytes of the file WriteCheckpoint writes for `ckpt`.
 int64_t CheckpointFileSize(const ShardCheckpoint& ckpt);
 
-// Writes `ckpt` to `path` atomically, with permission bits `mode` (JobSpec.output_mode). INVALID_ARGUMENT when the vectors disagree with the chunk
-// list (weights or a state vector of the wrong size, state.size() != num_state_vectors); for I/O
-// failures the errno's code (NOT_FOUND for a missing folder, RESOURCE_EXHAUSTED for a full disk,
-// else INTERNAL) naming the path. Blocks on disk I/O including two fsyncs.
-absl::Status WriteCheckpoint(const std::string& path, const ShardCheckpoint& ckpt,
-                             mode_t mode = kDefaultOutputMode);
+// Writes `ckpt` to `path` atomically, with permission bits `mode` (JobSpec.output_mode). INVALID_ARGUMENT when the
+// vectors disagree with the chunk list (weights or a state vector of the wrong size, state.size() !=
+// num_state_vectors); for I/O failures the errno's code (NOT_FOUND for a missing folder, RESOURCE_EXHAUSTED for a full
+// disk, else INTERNAL) naming the path. Blocks on disk I/O including two fsyncs.
+absl::Status WriteCheckpoint(const std::string& path, const ShardCheckpoint& ckpt, mode_t mode = kDefaultOutputMode);
 
 // The bytes WriteCheckpoint would write for `ckpt`, in memory (to send a checkpoint, or a part of
 // one, to another server). INVALID_ARGUMENT as WriteCheckpoint's for vectors that disagree with

@@ -26,8 +26,8 @@ class CheckpointCadence {
   // A cut at step `step`: the step of the cut a delta would follow, or -1 for a whole checkpoint.
   // `storages_can`: every storage can write a delta now (ShardStorage::CanSaveDelta).
   int64_t Plan(int64_t step, bool storages_can) {
-    const bool delta = full_every_ > 1 && deltas_ + 1 < full_every_ && storages_can && last_cut_ >= 0 &&
-                       written_.load() == last_cut_;
+    const bool delta =
+        full_every_ > 1 && deltas_ + 1 < full_every_ && storages_can && last_cut_ >= 0 && written_.load() == last_cut_;
     const int64_t base = delta ? last_cut_ : -1;
     deltas_ = delta ? deltas_ + 1 : 0;
     last_cut_ = step;
@@ -46,8 +46,8 @@ class CheckpointCadence {
 
  private:
   const int full_every_;
-  int64_t last_cut_ = -1;  // the step of the latest cut; -1: none since creation or a restore
-  int deltas_ = 0;          // deltas since the latest base
+  int64_t last_cut_ = -1;             // the step of the latest cut; -1: none since creation or a restore
+  int deltas_ = 0;                    // deltas since the latest base
   std::atomic<int64_t> written_{-1};  // the step of the latest cut whose file was written
 };
 

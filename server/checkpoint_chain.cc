@@ -42,8 +42,8 @@ absl::StatusOr<std::vector<ShardCheckpoint>> ReadLinks(const std::string& dir, i
     links.push_back(std::move(link).value());
     if (base < 0) return links;
     if (links.size() >= static_cast<size_t>(kMaxChainLength)) {
-      return absl::DataLossError(absl::StrCat("the chain of step ", step, " in '", dir, "' runs past ",
-                                              kMaxChainLength, " files without a whole checkpoint"));
+      return absl::DataLossError(absl::StrCat("the chain of step ", step, " in '", dir, "' runs past ", kMaxChainLength,
+                                              " files without a whole checkpoint"));
     }
     s = base;
   }
@@ -72,10 +72,9 @@ absl::StatusOr<ShardCheckpoint> ApplyCheckpointDelta(ShardCheckpoint whole, Shar
                                             whole.tables.size()));
   }
   for (size_t t = 0; t < delta.tables.size(); ++t) {
-    ASSIGN_OR_RETURN(whole.tables[t],
-                     MergeTableDelta(whole.tables[t], delta.tables[t],
-                                     absl::StrCat("table ", t, " of the delta of step ", delta.step, " on step ",
-                                                  whole.step)));
+    ASSIGN_OR_RETURN(whole.tables[t], MergeTableDelta(whole.tables[t], delta.tables[t],
+                                                      absl::StrCat("table ", t, " of the delta of step ", delta.step,
+                                                                   " on step ", whole.step)));
   }
   // The dense values are whole in every delta.
   whole.step = delta.step;
@@ -109,9 +108,9 @@ absl::StatusOr<int64_t> ReadCheckpointBaseStep(const std::string& path) {
   char header[12];
   char tail[12];
   const off_t size = ::lseek(fd, 0, SEEK_END);
-  const bool read = size >= 12 + static_cast<off_t>(sizeof(tail)) && ::pread(fd, header, 12, 0) == 12 &&
-                    ::pread(fd, tail, sizeof(tail), size - static_cast<off_t>(sizeof(tail))) ==
-                        static_cast<ssize_t>(sizeof(tail));
+  const bool read =
+      size >= 12 + static_cast<off_t>(sizeof(tail)) && ::pread(fd, header, 12, 0) == 12 &&
+      ::pread(fd, tail, sizeof(tail), size - static_cast<off_t>(sizeof(tail))) == static_cast<ssize_t>(sizeof(tail));
   ::close(fd);
   if (!read || std::memcmp(header, kCheckpointMagic, 8) != 0) {
     return absl::DataLossError(absl::StrCat("checkpoint '", path, "': too short or bad magic"));

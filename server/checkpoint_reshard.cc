@@ -17,8 +17,8 @@ namespace {
 struct Piece {
   int64_t flat_begin = 0;
   int64_t length = 0;
-  size_t ckpt = 0;    // index in the cut
-  int64_t at = 0;     // the chunk's first float in that checkpoint's weights
+  size_t ckpt = 0;  // index in the cut
+  int64_t at = 0;   // the chunk's first float in that checkpoint's weights
 };
 
 std::string Name(const ShardCheckpoint& ckpt) {
@@ -47,10 +47,10 @@ absl::StatusOr<ShardCheckpoint> ReshardCheckpoints(const std::vector<const Shard
                                                      ckpt.base_step, "; read it through its chain first"));
     }
     if (ckpt.step != first.step || ckpt.mode != first.mode || ckpt.num_state_vectors != first.num_state_vectors) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "re-sharding: ", Name(ckpt), " (mode ", Mode_Name(ckpt.mode), ", ", ckpt.num_state_vectors,
-          " optimizer state vectors) is not of ", Name(first), "'s cut (mode ", Mode_Name(first.mode), ", ",
-          first.num_state_vectors, ")"));
+      return absl::InvalidArgumentError(absl::StrCat("re-sharding: ", Name(ckpt), " (mode ", Mode_Name(ckpt.mode), ", ",
+                                                     ckpt.num_state_vectors, " optimizer state vectors) is not of ",
+                                                     Name(first), "'s cut (mode ", Mode_Name(first.mode), ", ",
+                                                     first.num_state_vectors, ")"));
     }
     if (ckpt.tables.size() != first.tables.size()) {
       return absl::InvalidArgumentError(absl::StrCat("re-sharding: ", Name(ckpt), " holds ", ckpt.tables.size(),
@@ -59,11 +59,11 @@ absl::StatusOr<ShardCheckpoint> ReshardCheckpoints(const std::vector<const Shard
     }
     int64_t at = 0;
     for (const ChunkSpec& chunk : ckpt.chunks) {
-      if (chunk.tensor_id() < 0 || chunk.tensor_id() >= to.tensors_size() || chunk.offset() < 0 ||
-          chunk.length() < 0 || chunk.offset() + chunk.length() > to.tensors(chunk.tensor_id()).num_elements()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "re-sharding: ", Name(ckpt), " holds tensor ", chunk.tensor_id(), " [", chunk.offset(), ", +",
-            chunk.length(), "), outside the model's ", to.tensors_size(), " tensors"));
+      if (chunk.tensor_id() < 0 || chunk.tensor_id() >= to.tensors_size() || chunk.offset() < 0 || chunk.length() < 0 ||
+          chunk.offset() + chunk.length() > to.tensors(chunk.tensor_id()).num_elements()) {
+        return absl::InvalidArgumentError(absl::StrCat("re-sharding: ", Name(ckpt), " holds tensor ", chunk.tensor_id(),
+                                                       " [", chunk.offset(), ", +", chunk.length(),
+                                                       "), outside the model's ", to.tensors_size(), " tensors"));
       }
       pieces.push_back({to.tensors(chunk.tensor_id()).flat_offset() + chunk.offset(), chunk.length(), i, at});
       at += chunk.length();
@@ -77,13 +77,12 @@ absl::StatusOr<ShardCheckpoint> ReshardCheckpoints(const std::vector<const Shard
                                                      " state vectors for chunks of ", at, " elements"));
     }
   }
-  std::sort(pieces.begin(), pieces.end(),
-            [](const Piece& a, const Piece& b) { return a.flat_begin < b.flat_begin; });
+  std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.flat_begin < b.flat_begin; });
   for (size_t p = 1; p < pieces.size(); ++p) {
     if (pieces[p].flat_begin < pieces[p - 1].flat_begin + pieces[p - 1].length) {
-      return absl::InvalidArgumentError(absl::StrCat("re-sharding: element ", pieces[p].flat_begin,
-                                                     " of the flat model is held by both ", Name(*cut[pieces[p - 1].ckpt]),
-                                                     " and ", Name(*cut[pieces[p].ckpt])));
+      return absl::InvalidArgumentError(
+          absl::StrCat("re-sharding: element ", pieces[p].flat_begin, " of the flat model is held by both ",
+                       Name(*cut[pieces[p - 1].ckpt]), " and ", Name(*cut[pieces[p].ckpt])));
     }
   }
 
@@ -154,8 +153,8 @@ absl::StatusOr<std::vector<ShardCheckpoint>> ReadCut(const std::string& dir, int
     absl::StatusOr<ShardCheckpoint> ckpt = ReadCheckpointChain(dir, old, step);
     if (!ckpt.ok()) {
       return absl::Status(ckpt.status().code(),
-                          absl::StrCat("reading the cut of step ", step, " taken on ", from_servers, " servers: server ",
-                                       old, "'s checkpoint: ", ckpt.status().message()));
+                          absl::StrCat("reading the cut of step ", step, " taken on ", from_servers,
+                                       " servers: server ", old, "'s checkpoint: ", ckpt.status().message()));
     }
     cut.push_back(*std::move(ckpt));
   }

@@ -95,7 +95,8 @@ TEST(ReshardCheckpointsTest, RefusesACutThatDoesNotHoldTheModelOnce) {
 
   std::vector<ShardCheckpoint> tables = cut;
   tables[0].tables.push_back("rows");
-  EXPECT_THAT(ReshardCheckpoints(tables, three, 3, 0).status().message(), HasSubstr("holds 0 embedding tables, but server 0's checkpoint of step 40 holds 1"));
+  EXPECT_THAT(ReshardCheckpoints(tables, three, 3, 0).status().message(),
+              HasSubstr("holds 0 embedding tables, but server 0's checkpoint of step 40 holds 1"));
 
   EXPECT_TRUE(absl::IsInvalidArgument(ReshardCheckpoints(std::vector<ShardCheckpoint>{}, three, 3, 0).status()));
 }
@@ -106,7 +107,8 @@ TEST(ReadReshardedTest, ReadsEveryOldServersFileOfTheStep) {
   std::filesystem::create_directories(dir);
   const ShardMap two = MapOf(2), three = MapOf(3);
   const std::vector<ShardCheckpoint> cut = CutOf(two, 2);
-  for (const ShardCheckpoint& ckpt : cut) ASSERT_TRUE(WriteCheckpoint(CheckpointPath(dir, ckpt.rank, kStep), ckpt).ok());
+  for (const ShardCheckpoint& ckpt : cut)
+    ASSERT_TRUE(WriteCheckpoint(CheckpointPath(dir, ckpt.rank, kStep), ckpt).ok());
   const std::vector<ShardCheckpoint> want = CutOf(three, 3);
   for (int r = 0; r < 3; ++r) {
     absl::StatusOr<ShardCheckpoint> got = ReadResharded(dir, 2, kStep, three, 3, r);

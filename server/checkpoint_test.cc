@@ -32,8 +32,7 @@ using ::testing::HasSubstr;
 // A fresh, empty folder per test.
 std::string TestDir() {
   const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::string dir =
-      absl::StrCat(::testing::TempDir(), "ckpt-", getpid(), "-", info->name());
+  const std::string dir = absl::StrCat(::testing::TempDir(), "ckpt-", getpid(), "-", info->name());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
@@ -518,7 +517,6 @@ TEST(StoreCheckpointTest, FailedWriteDoesNotFailThePush) {
   SyncStep(*store, 1, 1);
   EXPECT_EQ(store->step(), 2);
 }
-
 
 // ---------------------------------------------------------------------------------------------
 // Server recovery: RestoreAndUpdateMembership.

@@ -41,8 +41,8 @@ absl::StatusOr<ShardCheckpoint> CutPartFor(const ShardCheckpoint& own, const Sha
   std::vector<Slice> slices;
   int64_t at = 0;
   for (const ChunkSpec& chunk : own.chunks) {
-    if (chunk.tensor_id() < 0 || chunk.tensor_id() >= to.tensors_size() || chunk.offset() < 0 ||
-        chunk.length() < 0 || chunk.offset() + chunk.length() > to.tensors(chunk.tensor_id()).num_elements()) {
+    if (chunk.tensor_id() < 0 || chunk.tensor_id() >= to.tensors_size() || chunk.offset() < 0 || chunk.length() < 0 ||
+        chunk.offset() + chunk.length() > to.tensors(chunk.tensor_id()).num_elements()) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": it holds tensor ", chunk.tensor_id(), " [",
                                                      chunk.offset(), ", +", chunk.length(), "), outside the model's ",
                                                      to.tensors_size(), " tensors"));
@@ -63,14 +63,16 @@ absl::StatusOr<ShardCheckpoint> CutPartFor(const ShardCheckpoint& own, const Sha
     }
     at += chunk.length();
   }
-  bool sized = static_cast<int64_t>(own.weights.size()) == at && static_cast<int>(own.state.size()) == own.num_state_vectors;
+  bool sized =
+      static_cast<int64_t>(own.weights.size()) == at && static_cast<int>(own.state.size()) == own.num_state_vectors;
   for (const std::vector<float>& vector : own.state) sized = sized && static_cast<int64_t>(vector.size()) == at;
   if (!sized) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": it holds ", own.weights.size(), " weights and ",
                                                    own.state.size(), " state vectors for chunks of ", at, " elements"));
   }
   std::sort(slices.begin(), slices.end(), [](const Slice& a, const Slice& b) {
-    return std::make_pair(a.chunk.tensor_id(), a.chunk.offset()) < std::make_pair(b.chunk.tensor_id(), b.chunk.offset());
+    return std::make_pair(a.chunk.tensor_id(), a.chunk.offset()) <
+           std::make_pair(b.chunk.tensor_id(), b.chunk.offset());
   });
 
   ShardCheckpoint part;

@@ -56,15 +56,14 @@ absl::StatusOr<std::unique_ptr<DenseShard>> DenseShard::Create(const Options& op
   for (int i = 0; i < map.chunks_size(); ++i) {
     const ChunkSpec& c = map.chunks(i);
     if (c.tensor_id() < 0 || c.tensor_id() >= map.tensors_size()) {
-      return absl::InvalidArgumentError(absl::StrCat("shard map: chunk ", i, " names tensor id ",
-                                                     c.tensor_id(), ", the model has ",
-                                                     map.tensors_size(), " tensors"));
+      return absl::InvalidArgumentError(absl::StrCat("shard map: chunk ", i, " names tensor id ", c.tensor_id(),
+                                                     ", the model has ", map.tensors_size(), " tensors"));
     }
     const int64_t n = specs[c.tensor_id()].num_elements;
     if (c.offset() < 0 || c.length() <= 0 || c.offset() + c.length() > n) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shard map: chunk ", i, " of tensor '", names[c.tensor_id()], "' covers [", c.offset(), ", ",
-          c.offset() + c.length(), "), expected a non-empty range within [0, ", n, ")"));
+      return absl::InvalidArgumentError(absl::StrCat("shard map: chunk ", i, " of tensor '", names[c.tensor_id()],
+                                                     "' covers [", c.offset(), ", ", c.offset() + c.length(),
+                                                     "), expected a non-empty range within [0, ", n, ")"));
     }
     if (c.server_rank() == options.rank) {
       chunks.push_back({c.tensor_id(), c.offset(), c.length(), 0, map.tensors(c.tensor_id()).averaged()});
@@ -77,10 +76,9 @@ absl::StatusOr<std::unique_ptr<DenseShard>> DenseShard::Create(const Options& op
   for (size_t i = 0; i < chunks.size(); ++i) {
     if (i > 0 && chunks[i].tensor_id == chunks[i - 1].tensor_id &&
         chunks[i - 1].offset + chunks[i - 1].length > chunks[i].offset) {
-      return absl::InvalidArgumentError(absl::StrCat("shard map: server ", options.rank,
-                                                     "'s chunks of tensor '", names[chunks[i].tensor_id],
-                                                     "' at offsets ", chunks[i - 1].offset, " and ",
-                                                     chunks[i].offset, " overlap"));
+      return absl::InvalidArgumentError(absl::StrCat("shard map: server ", options.rank, "'s chunks of tensor '",
+                                                     names[chunks[i].tensor_id], "' at offsets ", chunks[i - 1].offset,
+                                                     " and ", chunks[i].offset, " overlap"));
     }
     chunks[i].base = total;
     total += chunks[i].length;
@@ -92,9 +90,9 @@ absl::StatusOr<std::unique_ptr<DenseShard>> DenseShard::Create(const Options& op
     for (const model::ParamSpec& spec : specs) {
       model_elements += spec.num_elements;
       if (spec.flat_offset < 0 || spec.flat_offset + spec.num_elements > size) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "parameter store: tensor '", spec.name, "' covers [", spec.flat_offset, ", ",
-            spec.flat_offset + spec.num_elements, ") of the flat model, but there are ", size, " initial values"));
+        return absl::InvalidArgumentError(absl::StrCat("parameter store: tensor '", spec.name, "' covers [",
+                                                       spec.flat_offset, ", ", spec.flat_offset + spec.num_elements,
+                                                       ") of the flat model, but there are ", size, " initial values"));
       }
     }
     if (size != model_elements) {
@@ -116,8 +114,7 @@ absl::StatusOr<std::unique_ptr<DenseShard>> DenseShard::Create(const Options& op
   averaging_options.weight_decay = 0.0f;
   for (const Chunk& c : chunks) {
     if (options.initial_values != nullptr) {
-      std::memcpy(weights.data() + c.base,
-                  options.initial_values->data() + specs[c.tensor_id].flat_offset + c.offset,
+      std::memcpy(weights.data() + c.base, options.initial_values->data() + specs[c.tensor_id].flat_offset + c.offset,
                   sizeof(float) * c.length);
     } else {
       model::FillInitialValues(job.seed(), c.tensor_id, specs[c.tensor_id], c.offset, c.length,
@@ -132,9 +129,9 @@ absl::StatusOr<std::unique_ptr<DenseShard>> DenseShard::Create(const Options& op
   // records it, so its checkpoints match those of any other server of the job. (Averaged chunks
   // have no state: their part of the checkpoint's state vectors is zeros.)
   ASSIGN_OR_RETURN(std::unique_ptr<model::Optimizer> probe, model::Optimizer::Create(optimizer_options, 0));
-  return std::unique_ptr<DenseShard>(new DenseShard(options, std::move(chunks), std::move(names),
-                                                    std::move(weights), std::move(optimizers),
-                                                    probe->num_state_vectors(), LayoutFingerprint(map, options.rank)));
+  return std::unique_ptr<DenseShard>(new DenseShard(options, std::move(chunks), std::move(names), std::move(weights),
+                                                    std::move(optimizers), probe->num_state_vectors(),
+                                                    LayoutFingerprint(map, options.rank)));
 }
 
 DenseShard::DenseShard(const Options& options, std::vector<Chunk> chunks, std::vector<std::string> names,
@@ -175,32 +172,31 @@ absl::Status DenseShard::ValidateGradient(absl::string_view what, const PushRequ
     const TensorChunk& got = req.chunks(i);
     const Chunk& want = chunks_[first + i];
     if (got.tensor_id() < 0 || got.tensor_id() >= static_cast<int>(tensor_names_.size())) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": unknown tensor id ", got.tensor_id(),
-                                                     " (the model has ", tensor_names_.size(), " tensors)"));
+      return absl::InvalidArgumentError(absl::StrCat(what, ": unknown tensor id ", got.tensor_id(), " (the model has ",
+                                                     tensor_names_.size(), " tensors)"));
     }
     const std::string& name = tensor_names_[want.tensor_id];
     if (got.tensor_id() != want.tensor_id || got.offset() != want.offset) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": chunk ", first + i, " is tensor '", tensor_names_[got.tensor_id()], "' at offset ", got.offset(),
-          ", expected tensor '", name, "' at offset ", want.offset, " (server ", rank_,
-          "'s chunks in shard-map order)"));
+      return absl::InvalidArgumentError(absl::StrCat(what, ": chunk ", first + i, " is tensor '",
+                                                     tensor_names_[got.tensor_id()], "' at offset ", got.offset(),
+                                                     ", expected tensor '", name, "' at offset ", want.offset,
+                                                     " (server ", rank_, "'s chunks in shard-map order)"));
     }
     if (got.length() != want.length) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " for tensor '", name, "' chunk at offset ",
-                                                     want.offset, ": got ", got.length(),
-                                                     " floats, expected ", want.length));
+      return absl::InvalidArgumentError(absl::StrCat(what, " for tensor '", name, "' chunk at offset ", want.offset,
+                                                     ": got ", got.length(), " floats, expected ", want.length));
     }
     const PayloadView& data = values[i];
     if (absl::Status shape = CheckChunkShape(got.encoding(), data, want.length); !shape.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " for tensor '", name, "' chunk at offset ", want.offset,
-                                                     ": ", shape.message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " for tensor '", name, "' chunk at offset ", want.offset, ": ", shape.message()));
     }
     if (!allow_nonfinite) {
       float value = 0;
       const int64_t bad = FindNonFiniteValue(got.encoding(), data, want.length, &value);
       if (bad >= 0) {
-        return absl::InvalidArgumentError(absl::StrCat(what, " for tensor '", name, "': element ",
-                                                       want.offset + bad, " is ", NonFiniteName(value)));
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, " for tensor '", name, "': element ", want.offset + bad, " is ", NonFiniteName(value)));
       }
     }
   }
@@ -272,17 +268,17 @@ void DenseShard::Save(ShardCheckpoint* ckpt) const {
 absl::Status DenseShard::ValidateCheckpoint(absl::string_view what, const ShardCheckpoint& ckpt) const {
   const int64_t total = num_elements();
   if (ckpt.chunks.size() != chunks_.size()) {
-    return absl::FailedPreconditionError(absl::StrCat(what, ": it has ", ckpt.chunks.size(),
-                                                      " chunks, this server owns ", chunks_.size()));
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": it has ", ckpt.chunks.size(), " chunks, this server owns ", chunks_.size()));
   }
   for (size_t i = 0; i < chunks_.size(); ++i) {
     const ChunkSpec& got = ckpt.chunks[i];
     const Chunk& want = chunks_[i];
     if (got.tensor_id() != want.tensor_id || got.offset() != want.offset || got.length() != want.length) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          what, ": chunk ", i, " is tensor ", got.tensor_id(), " [", got.offset(), ", ",
-          got.offset() + got.length(), "), expected tensor '", tensor_names_[want.tensor_id], "' [",
-          want.offset, ", ", want.offset + want.length, ")"));
+      return absl::FailedPreconditionError(absl::StrCat(what, ": chunk ", i, " is tensor ", got.tensor_id(), " [",
+                                                        got.offset(), ", ", got.offset() + got.length(),
+                                                        "), expected tensor '", tensor_names_[want.tensor_id], "' [",
+                                                        want.offset, ", ", want.offset + want.length, ")"));
     }
   }
   if (ckpt.layout_fingerprint != layout_fingerprint_) {
@@ -299,13 +295,13 @@ absl::Status DenseShard::ValidateCheckpoint(absl::string_view what, const ShardC
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", ckpt.weights.size(), " weights, expected ", total));
   }
   if (static_cast<int>(ckpt.state.size()) != num_state_vectors_) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": ", ckpt.state.size(), " state vectors, expected ",
-                                                   num_state_vectors_));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", ckpt.state.size(), " state vectors, expected ", num_state_vectors_));
   }
   for (size_t s = 0; s < ckpt.state.size(); ++s) {
     if (static_cast<int64_t>(ckpt.state[s].size()) != total) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": state vector ", s, " has ", ckpt.state[s].size(),
-                                                     " floats, expected ", total));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": state vector ", s, " has ", ckpt.state[s].size(), " floats, expected ", total));
     }
   }
   return absl::OkStatus();
@@ -326,8 +322,7 @@ void DenseShard::Install(const ShardCheckpoint& ckpt) {
 // ---------------------------------------------------------------------------------------------
 // The ShardStorage calls.
 
-absl::StatusOr<std::unique_ptr<StoragePart>> DenseShard::CheckGradient(absl::string_view what,
-                                                                       const DecodedPush& push,
+absl::StatusOr<std::unique_ptr<StoragePart>> DenseShard::CheckGradient(absl::string_view what, const DecodedPush& push,
                                                                        bool allow_nonfinite) const {
   RETURN_IF_ERROR(ValidateGradient(what, push.header, push.values, allow_nonfinite));
   return std::make_unique<DenseGradient>(push.header, push.values);
@@ -351,8 +346,7 @@ void DenseShard::AddSquares(const StoragePart& gradient, GradientNorm* norm) con
   }
 }
 
-absl::StatusOr<std::unique_ptr<StoragePart>> DenseShard::CheckRead(absl::string_view what,
-                                                                   const ReadAsk& ask) const {
+absl::StatusOr<std::unique_ptr<StoragePart>> DenseShard::CheckRead(absl::string_view what, const ReadAsk& ask) const {
   // The range is the protocol's: all, none, or a push's part, which CheckGradient checked.
   return std::make_unique<DenseRead>(ask.first_part, ask.num_parts);
 }
@@ -418,8 +412,6 @@ absl::StatusOr<std::unique_ptr<PreparedRestore>> DenseShard::PrepareRestore(absl
   return nullptr;  // installed straight from the checkpoint
 }
 
-void DenseShard::Install(const ShardCheckpoint& ckpt, std::unique_ptr<PreparedRestore> /*prepared*/) {
-  Install(ckpt);
-}
+void DenseShard::Install(const ShardCheckpoint& ckpt, std::unique_ptr<PreparedRestore> /*prepared*/) { Install(ckpt); }
 
 }  // namespace pstrain::server

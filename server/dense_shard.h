@@ -101,7 +101,7 @@ class DenseShard : public ShardStorage {
     int32_t tensor_id = 0;
     int64_t offset = 0;  // within the tensor
     int64_t length = 0;
-    int64_t base = 0;  // first element in the local layout (weights_, gradients)
+    int64_t base = 0;       // first element in the local layout (weights_, gradients)
     bool averaged = false;  // TensorSpec.averaged: plain SGD at lr 1, not the job's optimizer
   };
 
@@ -116,11 +116,11 @@ class DenseShard : public ShardStorage {
   const int64_t total_steps_;
   const std::vector<Chunk> chunks_;
   const std::vector<std::string> tensor_names_;  // by tensor id
-  const int num_state_vectors_;  // the job's optimizer's (averaged chunks' optimizers have none)
+  const int num_state_vectors_;                  // the job's optimizer's (averaged chunks' optimizers have none)
   const uint64_t layout_fingerprint_;
 
   // The values; the size is constant.
-  std::vector<float> weights_;  // local layout
+  std::vector<float> weights_;                                 // local layout
   std::vector<std::unique_ptr<model::Optimizer>> optimizers_;  // per chunk
   // SYNC: the step's weighted sum (Accumulate); ASYNC/SSP: the decoded gradient being applied.
   std::vector<float> sum_;

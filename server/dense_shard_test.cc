@@ -16,8 +16,8 @@ namespace {
 
 using store_test::Flat;
 using store_test::OneServerMap;
-using ::testing::ElementsAreArray;
 using ::testing::Each;
+using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
 // Initial values: element i of the flat model is i / 8 (exact in float).

@@ -46,8 +46,7 @@ std::string Where(const TableOptions& options, const char* op) {
 
 }  // namespace
 
-float EmbeddingInitialValue(uint64_t seed, int32_t table_id, uint64_t key, int element,
-                            float bound) {
+float EmbeddingInitialValue(uint64_t seed, int32_t table_id, uint64_t key, int element, float bound) {
   if (bound == 0.0f) return 0.0f;
   return UniformValue(TableKey(seed, table_id), key, element, bound);
 }
@@ -55,33 +54,26 @@ float EmbeddingInitialValue(uint64_t seed, int32_t table_id, uint64_t key, int e
 absl::Status CheckSortedUniqueKeys(absl::Span<const uint64_t> keys, absl::string_view what) {
   for (size_t i = 1; i < keys.size(); ++i) {
     if (keys[i] > keys[i - 1]) continue;
-    const std::string problem =
-        keys[i] == keys[i - 1]
-            ? std::string("repeats the key before it")
-            : absl::StrCat("is less than the key before it (", keys[i - 1], ")");
-    return absl::InvalidArgumentError(absl::StrCat(what, ": key ", keys[i], " at position ", i,
-                                                   " ", problem,
+    const std::string problem = keys[i] == keys[i - 1]
+                                    ? std::string("repeats the key before it")
+                                    : absl::StrCat("is less than the key before it (", keys[i - 1], ")");
+    return absl::InvalidArgumentError(absl::StrCat(what, ": key ", keys[i], " at position ", i, " ", problem,
                                                    "; keys must be sorted ascending and unique"));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<EmbeddingTable>> EmbeddingTable::Create(
-    const TableOptions& options) {
+absl::StatusOr<std::unique_ptr<EmbeddingTable>> EmbeddingTable::Create(const TableOptions& options) {
   if (options.name.empty()) return absl::InvalidArgumentError("table name: empty");
   if (options.id < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(Where(options, "id"), ": got ", options.id, ", expected >= 0"));
+    return absl::InvalidArgumentError(absl::StrCat(Where(options, "id"), ": got ", options.id, ", expected >= 0"));
   }
   if (options.dim <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(Where(options, "dim"), ": got ", options.dim, ", expected > 0"));
+    return absl::InvalidArgumentError(absl::StrCat(Where(options, "dim"), ": got ", options.dim, ", expected > 0"));
   }
-  if (options.init_bound.has_value() &&
-      !(*options.init_bound >= 0 && std::isfinite(*options.init_bound))) {
-    return absl::InvalidArgumentError(absl::StrCat(Where(options, "init_bound"), ": got ",
-                                                   *options.init_bound,
-                                                   ", expected a finite value >= 0"));
+  if (options.init_bound.has_value() && !(*options.init_bound >= 0 && std::isfinite(*options.init_bound))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(options, "init_bound"), ": got ", *options.init_bound, ", expected a finite value >= 0"));
   }
   if (absl::Status s = ValidateSparseOptimizer(options.optimizer); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("table '", options.name, "': ", s.message()));
@@ -107,7 +99,8 @@ absl::Status EmbeddingTable::MakePolicies(const TableOptions& options, std::uniq
     *admission = std::move(made).value();
   }
   if (EvictionOn(options.eviction) || options.track_rows) {
-    absl::StatusOr<std::unique_ptr<RowEviction>> made = RowEviction::Create(what, options.eviction, options.keep_tombstones);
+    absl::StatusOr<std::unique_ptr<RowEviction>> made =
+        RowEviction::Create(what, options.eviction, options.keep_tombstones);
     if (!made.ok()) return made.status();
     *eviction = std::move(made).value();
   }
@@ -185,8 +178,8 @@ void EmbeddingTable::InitialValue(uint64_t key, float* out) const {
 
 int64_t EmbeddingTable::bytes_used() const {
   using Slot = KeyRow;
-  const int64_t blocks = static_cast<int64_t>(blocks_.size()) * kRowsPerBlock * record_floats_ *
-                         static_cast<int64_t>(sizeof(float));
+  const int64_t blocks =
+      static_cast<int64_t>(blocks_.size()) * kRowsPerBlock * record_floats_ * static_cast<int64_t>(sizeof(float));
   const int64_t block_list = static_cast<int64_t>(blocks_.capacity() * sizeof(blocks_[0]));
   const int64_t capacity = static_cast<int64_t>(index_.capacity());
   // absl's raw_hash_set: one slot and one control byte per capacity, plus 16 cloned control
@@ -237,18 +230,15 @@ uint32_t EmbeddingTable::FindOrCreateRow(uint64_t key, int64_t update) {
 
 absl::Status EmbeddingTable::CheckRoomFor(size_t num_keys, const char* op) const {
   if (index_.size() + num_keys <= size_t{kMaxRows}) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(Where(options_, op), ": ", index_.size(),
-                                                   " rows plus ", num_keys,
-                                                   " keys could pass the shard's limit of ",
-                                                   kMaxRows, " rows"));
+  return absl::ResourceExhaustedError(absl::StrCat(Where(options_, op), ": ", index_.size(), " rows plus ", num_keys,
+                                                   " keys could pass the shard's limit of ", kMaxRows, " rows"));
 }
 
 absl::Status EmbeddingTable::Pull(absl::Span<const uint64_t> keys, absl::Span<float> out) {
   const int dim = options_.dim;
   if (out.size() != keys.size() * dim) {
-    return absl::InvalidArgumentError(absl::StrCat(Where(options_, "pull"), ": output holds ",
-                                                   out.size(), " floats, expected ", keys.size(),
-                                                   " keys * dim ", dim));
+    return absl::InvalidArgumentError(absl::StrCat(Where(options_, "pull"), ": output holds ", out.size(),
+                                                   " floats, expected ", keys.size(), " keys * dim ", dim));
   }
   if (absl::Status s = CheckSortedUniqueKeys(keys, Where(options_, "pull")); !s.ok()) return s;
   if (absl::Status s = CheckRoomFor(keys.size(), "pull"); !s.ok()) return s;
@@ -263,9 +253,8 @@ absl::Status EmbeddingTable::Pull(absl::Span<const uint64_t> keys, absl::Span<fl
 absl::Status EmbeddingTable::Read(absl::Span<const uint64_t> keys, absl::Span<float> out) const {
   const int dim = options_.dim;
   if (out.size() != keys.size() * dim) {
-    return absl::InvalidArgumentError(absl::StrCat(Where(options_, "read"), ": output holds ",
-                                                   out.size(), " floats, expected ", keys.size(),
-                                                   " keys * dim ", dim));
+    return absl::InvalidArgumentError(absl::StrCat(Where(options_, "read"), ": output holds ", out.size(),
+                                                   " floats, expected ", keys.size(), " keys * dim ", dim));
   }
   if (absl::Status s = CheckSortedUniqueKeys(keys, Where(options_, "read")); !s.ok()) return s;
   // First every key's row number (kNoRow: none), the map's buckets prefetched ahead; then the
@@ -292,26 +281,25 @@ absl::Status EmbeddingTable::Read(absl::Span<const uint64_t> keys, absl::Span<fl
   return absl::OkStatus();
 }
 
-absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> keys, absl::Span<const float> grads,
-                                   float lr, int64_t step) {
+absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> keys, absl::Span<const float> grads, float lr,
+                                   int64_t step) {
   const int dim = options_.dim;
   if (!(lr > 0 && std::isfinite(lr))) {
-    return absl::InvalidArgumentError(absl::StrCat(Where(options_, "apply"), ": lr ", lr,
-                                                   ", expected a finite value > 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(options_, "apply"), ": lr ", lr, ", expected a finite value > 0"));
   }
   if (grads.size() != keys.size() * dim) {
-    return absl::InvalidArgumentError(absl::StrCat(Where(options_, "apply"), ": got ",
-                                                   grads.size(), " gradient floats, expected ",
-                                                   keys.size(), " keys * dim ", dim));
+    return absl::InvalidArgumentError(absl::StrCat(Where(options_, "apply"), ": got ", grads.size(),
+                                                   " gradient floats, expected ", keys.size(), " keys * dim ", dim));
   }
   if (absl::Status s = CheckSortedUniqueKeys(keys, Where(options_, "apply")); !s.ok()) return s;
   if (absl::Status s = CheckRoomFor(keys.size(), "apply"); !s.ok()) return s;
   for (size_t i = 0; i < grads.size(); ++i) {
     if (!std::isfinite(grads[i])) {
       const size_t pos = i / dim;
-      return absl::InvalidArgumentError(absl::StrCat(
-          Where(options_, "apply"), ": gradient of key ", keys[pos], " (position ", pos,
-          ") element ", i % dim, " is ", grads[i], "; expected finite values"));
+      return absl::InvalidArgumentError(absl::StrCat(Where(options_, "apply"), ": gradient of key ", keys[pos],
+                                                     " (position ", pos, ") element ", i % dim, " is ", grads[i],
+                                                     "; expected finite values"));
     }
   }
   // Rows first (found, or created if admitted; the map prefetched ahead), then the updates (rows
@@ -409,9 +397,7 @@ void EmbeddingTable::Remove(const std::vector<RowEviction::Row>& leaving, int64_
   counters_.evicted += static_cast<int64_t>(leaving.size());
 }
 
-int64_t EmbeddingTable::tombstones_lost() const {
-  return eviction_ != nullptr ? eviction_->tombstones_lost() : 0;
-}
+int64_t EmbeddingTable::tombstones_lost() const { return eviction_ != nullptr ? eviction_->tombstones_lost() : 0; }
 
 void EmbeddingTable::DropTombstones() {
   if (eviction_ != nullptr) eviction_->DropTombstones();

@@ -72,10 +72,10 @@
 namespace pstrain::server {
 
 struct TableOptions {
-  std::string name;         // for messages and checkpoints; not empty
-  int32_t id = 0;           // >= 0: the table's position in the job's table list (part of the init hash)
-  int dim = 0;              // > 0
-  uint64_t seed = 0;        // the job's seed
+  std::string name;   // for messages and checkpoints; not empty
+  int32_t id = 0;     // >= 0: the table's position in the job's table list (part of the init hash)
+  int dim = 0;        // > 0
+  uint64_t seed = 0;  // the job's seed
   // Initial values are uniform in [-init_bound, init_bound); unset means 1/sqrt(dim), 0 means
   // zeros (the usual start for FTRL). >= 0 and finite.
   std::optional<float> init_bound;
@@ -107,8 +107,7 @@ struct TableCounters {
 // The initial value of element `element` of row `key` of table `table_id`: uniform in
 // [-bound, bound) from a counter-based hash (splitmix64 rounds over the four inputs, as
 // model/init.h does for dense tensors); 0 when bound == 0. Stable across builds and machines.
-float EmbeddingInitialValue(uint64_t seed, int32_t table_id, uint64_t key, int element,
-                            float bound);
+float EmbeddingInitialValue(uint64_t seed, int32_t table_id, uint64_t key, int element, float bound);
 
 // The bound a table of `dim` draws its initial values within when TableSpec.init_bound is unset:
 // 1/sqrt(dim), as a table computes it.
@@ -296,9 +295,7 @@ class EmbeddingTable {
   void Remove(const std::vector<RowEviction::Row>& leaving, int64_t update);
   // Visits every (key, row number), for eviction's Select.
   RowEviction::RowVisitor EveryRow() const;
-  float* Record(uint32_t row) {
-    return blocks_[row / kRowsPerBlock].get() + (row % kRowsPerBlock) * record_floats_;
-  }
+  float* Record(uint32_t row) { return blocks_[row / kRowsPerBlock].get() + (row % kRowsPerBlock) * record_floats_; }
   const float* Record(uint32_t row) const {
     return blocks_[row / kRowsPerBlock].get() + (row % kRowsPerBlock) * record_floats_;
   }

@@ -125,7 +125,8 @@ TEST_P(RowDtypeTest, CheckpointsCarryTheDtypeAndRefuseAnother) {
   const std::string fp32_bytes = Bytes(*fp32);
   absl::Status s = fp32->Restore(bytes);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
-  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("checkpoint row dtype ", RowDtypeName(dtype), ", table row dtype fp32")));
+  EXPECT_THAT(s.message(),
+              HasSubstr(absl::StrCat("checkpoint row dtype ", RowDtypeName(dtype), ", table row dtype fp32")));
   EXPECT_EQ(Bytes(*fp32), fp32_bytes);
   s = restored->Restore(fp32_bytes);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;

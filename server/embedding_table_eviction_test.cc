@@ -20,7 +20,8 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using namespace table_test;  // NOLINT: the shared helpers of the table tests
 
-TableOptions Options(const EvictionSpec& eviction, SparseOptimizerOptions::Type type = SparseOptimizerOptions::Type::kSgd) {
+TableOptions Options(const EvictionSpec& eviction,
+                     SparseOptimizerOptions::Type type = SparseOptimizerOptions::Type::kSgd) {
   TableOptions options;
   options.name = "user";
   options.id = 1;
@@ -115,7 +116,7 @@ TEST(EmbeddingTableEvictionTest, SmallNormsLeaveAndTheKeepFloorHoldsTheNewest) {
   spec.set_every_updates(1);
   std::unique_ptr<EmbeddingTable> table = Make(spec);
   Update(*table, 0, {1, 2}, 0.1f);  // |row| = 0.1 * sqrt(2) < 0.5
-  Update(*table, 1, {3}, 1.0f);      // evicting 1 and 2 happened after update 0
+  Update(*table, 1, {3}, 1.0f);     // evicting 1 and 2 happened after update 0
   EXPECT_THAT(Keys(*table), ElementsAre(3));
 
   EvictionSpec floor;
@@ -193,8 +194,7 @@ TEST(EmbeddingTableEvictionTest, TombstonesAreKeptOnlyForACheckpointWhichTakesTh
   // With it: the evictions since the last cut; the cut (a checkpoint recorded them) drops them.
   std::unique_ptr<EmbeddingTable> table = Make(spec);
   for (int64_t u = 0; u < 5; ++u) Update(*table, u, {static_cast<uint64_t>(u)});
-  EXPECT_THAT(table->Tombstones(),
-              ElementsAre(Tombstone{0, 1}, Tombstone{1, 2}, Tombstone{2, 3}, Tombstone{3, 4}));
+  EXPECT_THAT(table->Tombstones(), ElementsAre(Tombstone{0, 1}, Tombstone{1, 2}, Tombstone{2, 3}, Tombstone{3, 4}));
   table->DropTombstones();
   EXPECT_EQ(table->num_tombstones(), 0);
   Update(*table, 5, {5});
@@ -339,7 +339,8 @@ TEST(EmbeddingTableEvictionTest, BadPoliciesAreRefusedNamingTheField) {
       {[](EvictionSpec* e) { e->set_min_l2_norm(-0.5f); }, "table 'user'.eviction.min_l2_norm: got -0.5"},
       {[](EvictionSpec* e) { e->set_ttl_seconds(-3); },
        "table 'user'.eviction.ttl_seconds: got -3, expected in [0, 1000000000] (0: off)"},
-      {[](EvictionSpec* e) { e->set_ttl_seconds(int64_t{1} << 40); }, "table 'user'.eviction.ttl_seconds: got 1099511627776"},
+      {[](EvictionSpec* e) { e->set_ttl_seconds(int64_t{1} << 40); },
+       "table 'user'.eviction.ttl_seconds: got 1099511627776"},
       {[](EvictionSpec* e) {
          e->set_ttl_updates(5);
          e->set_every_updates(2000000);

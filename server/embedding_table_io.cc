@@ -47,21 +47,28 @@ void EmbeddingTable::WriteRows(std::vector<std::pair<uint64_t, uint32_t>> rows, 
     PutBytes<uint64_t>(key, out);
     out->append(reinterpret_cast<const char*>(Record(row)), record_bytes);
   }
-  if (with_sketch) AppendTableSection(kSketchSection, [&] { admission_->Serialize(out); }, out);
+  if (with_sketch)
+    AppendTableSection(
+        kSketchSection, [&] { admission_->Serialize(out); }, out);
   if (eviction_ != nullptr) {
     std::vector<uint32_t> order;
     order.reserve(rows.size());
     for (const auto& [key, row] : rows) order.push_back(row);
-    AppendTableSection(kRowMetaSection, [&] { eviction_->SerializeRows(order, out); }, out);
-    AppendTableSection(kTombstoneSection, [&] { eviction_->SerializeTombstones(out); }, out);
+    AppendTableSection(
+        kRowMetaSection, [&] { eviction_->SerializeRows(order, out); }, out);
+    AppendTableSection(
+        kTombstoneSection, [&] { eviction_->SerializeTombstones(out); }, out);
     if (eviction_->tombstones_lost() > 0) {
-      AppendTableSection(kTombstonesLostSection, [&] { eviction_->SerializeTombstonesLost(out); }, out);
+      AppendTableSection(
+          kTombstonesLostSection, [&] { eviction_->SerializeTombstonesLost(out); }, out);
     }
-    if (eviction_->clock() != nullptr) AppendTableSection(kClockSection, [&] { eviction_->SerializeClock(out); }, out);
+    if (eviction_->clock() != nullptr)
+      AppendTableSection(
+          kClockSection, [&] { eviction_->SerializeClock(out); }, out);
   }
   if (half) {
-    AppendTableSection(kRowDtypeSection, [&] { PutBytes<uint32_t>(static_cast<uint32_t>(options_.row_dtype), out); },
-                       out);
+    AppendTableSection(
+        kRowDtypeSection, [&] { PutBytes<uint32_t>(static_cast<uint32_t>(options_.row_dtype), out); }, out);
   }
   AppendTableCrc(start, out);
 }
@@ -71,20 +78,22 @@ absl::Status EmbeddingTable::Restore(absl::string_view data, int64_t last_update
   ASSIGN_OR_RETURN(const TableBytes t, ParseTableBytes(data, where));
   if (t.version == kTableVersionDelta) {
     return absl::FailedPreconditionError(
-        absl::StrCat(where, ": the buffer is a delta (the rows changed since a cut), not a whole table; merge it onto "
-                            "its base first (server/table_delta.h)"));
+        absl::StrCat(where,
+                     ": the buffer is a delta (the rows changed since a cut), not a whole table; merge it onto "
+                     "its base first (server/table_delta.h)"));
   }
   if (t.name != options_.name || t.id != options_.id) {
-    return absl::FailedPreconditionError(absl::StrCat(where, " (id ", options_.id, "): the checkpoint is of table '",
-                                                      t.name, "' (id ", t.id, ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(where, " (id ", options_.id, "): the checkpoint is of table '", t.name, "' (id ", t.id, ")"));
   }
   if (t.dim != options_.dim) {
     return absl::FailedPreconditionError(absl::StrCat(where, ": checkpoint dim ", t.dim, ", table dim ", options_.dim));
   }
   if (t.optimizer_type != static_cast<int32_t>(options_.optimizer.type)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        where, ": checkpoint optimizer ", SparseOptimizerName(static_cast<SparseOptimizerOptions::Type>(t.optimizer_type)),
-        " (", t.optimizer_type, "), table optimizer ", SparseOptimizerName(options_.optimizer.type)));
+    return absl::FailedPreconditionError(
+        absl::StrCat(where, ": checkpoint optimizer ",
+                     SparseOptimizerName(static_cast<SparseOptimizerOptions::Type>(t.optimizer_type)), " (",
+                     t.optimizer_type, "), table optimizer ", SparseOptimizerName(options_.optimizer.type)));
   }
   const absl::string_view sketch = t.sketch, row_meta = t.row_meta, tombstones = t.tombstones,
                           tombstones_lost = t.tombstones_lost, row_dtype = t.row_dtype, clock = t.clock;
@@ -94,17 +103,18 @@ absl::Status EmbeddingTable::Restore(absl::string_view data, int64_t last_update
   // The dtype before the record size, which it changes: a checkpoint of another dtype is another
   // table's, not a corrupt one.
   if (!row_dtype.empty() && row_dtype.size() != sizeof(uint32_t)) {
-    return absl::DataLossError(absl::StrCat(where, ": a row dtype section of ", row_dtype.size(), " bytes, expected 4"));
+    return absl::DataLossError(
+        absl::StrCat(where, ": a row dtype section of ", row_dtype.size(), " bytes, expected 4"));
   }
-  const auto dtype = row_dtype.empty() ? TableSpec::FP32 : static_cast<TableSpec::RowDtype>(GetBytes<uint32_t>(row_dtype.data()));
+  const auto dtype =
+      row_dtype.empty() ? TableSpec::FP32 : static_cast<TableSpec::RowDtype>(GetBytes<uint32_t>(row_dtype.data()));
   if (dtype != options_.row_dtype) {
     return absl::FailedPreconditionError(absl::StrCat(where, ": checkpoint row dtype ", RowDtypeName(dtype),
                                                       ", table row dtype ", RowDtypeName(options_.row_dtype)));
   }
   const size_t expected_record = record_floats_ * sizeof(float);
   if (record_bytes != expected_record) {
-    return absl::DataLossError(absl::StrCat(where, ": record of ", record_bytes,
-                                            " bytes, expected ", expected_record));
+    return absl::DataLossError(absl::StrCat(where, ": record of ", record_bytes, " bytes, expected ", expected_record));
   }
 
   // Build the new rows aside and swap them in, so an error leaves the table as it was.
@@ -115,8 +125,8 @@ absl::Status EmbeddingTable::Restore(absl::string_view data, int64_t last_update
   for (uint64_t row = 0; row < num_rows; ++row) {
     const uint64_t key = GetBytes<uint64_t>(p);
     if (row > 0 && key <= GetBytes<uint64_t>(p - 8 - record_bytes)) {
-      return absl::DataLossError(absl::StrCat(where, ": row ", row, " key ", key,
-                                              " is not greater than the key before it"));
+      return absl::DataLossError(
+          absl::StrCat(where, ": row ", row, " key ", key, " is not greater than the key before it"));
     }
     if (row % kRowsPerBlock == 0) blocks.push_back(NewBlock());
     float* record = blocks.back().get() + (row % kRowsPerBlock) * record_floats_;
@@ -150,14 +160,15 @@ absl::Status EmbeddingTable::Restore(absl::string_view data, int64_t last_update
   if (!sketch.empty() && !keeps_sketch) {
     return absl::FailedPreconditionError(absl::StrCat(where, ": the checkpoint carries an admission sketch of ",
                                                       sketch.size(), " bytes; the table ",
-                                                      admission == nullptr ? "admits every key"
-                                                                           : "keeps no sketch"));
+                                                      admission == nullptr ? "admits every key" : "keeps no sketch"));
   }
   if (keeps_sketch && sketch.data() != nullptr) {
     if (absl::Status s = admission->Restore(where, sketch); !s.ok()) return s;
   }
   if (eviction != nullptr) {
-    if (absl::Status s = eviction->Restore(where, num_rows, row_meta, tombstones, tombstones_lost, clock, last_update); !s.ok()) return s;
+    if (absl::Status s = eviction->Restore(where, num_rows, row_meta, tombstones, tombstones_lost, clock, last_update);
+        !s.ok())
+      return s;
   }
   index_ = std::move(index);
   blocks_ = std::move(blocks);

@@ -150,7 +150,7 @@ TEST(EmbeddingTableTest, LazyAdamAdvancesOnlyTheRowsItTouches) {
   ASSERT_TRUE(alone->Apply({1}, std::vector<float>{2.0f, 0.5f}, 0.01f).ok());
   // Row 1 saw steps t = 1, 2 whatever key 2 did (t = 4 would give other values).
   EXPECT_EQ(Row(*interleaved, 1), Row(*alone, 1));
-  EXPECT_NEAR(Row(*alone, 1)[0], 1.0f - 1.01965182f, 2e-6);  // the 2-step reference from w = 1,
+  EXPECT_NEAR(Row(*alone, 1)[0], 1.0f - 1.01965182f, 2e-6);    // the 2-step reference from w = 1,
   EXPECT_NEAR(Row(*alone, 1)[1], -0.5f + 0.514694682f, 2e-6);  // shifted to w = 0
 }
 
@@ -188,8 +188,7 @@ TEST(EmbeddingTableTest, BadRequestsChangeNothing) {
        "gradient of key 7 (position 1) element 1 is nan"},
       {table->Apply({6, 7}, std::vector<float>{-inf, 0.1f, 0.1f, 0.1f}, 0.01f),
        "gradient of key 6 (position 0) element 0 is -inf"},
-      {table->Apply({6, 7}, std::vector<float>(3, 0.1f), 0.01f),
-       "got 3 gradient floats, expected 2 keys * dim 2"},
+      {table->Apply({6, 7}, std::vector<float>(3, 0.1f), 0.01f), "got 3 gradient floats, expected 2 keys * dim 2"},
       {table->Apply({6, 7}, std::vector<float>(4, 0.1f), 0.0f), "lr 0, expected a finite value > 0"},
       {table->Apply({6, 7}, std::vector<float>(4, 0.1f), nan), "lr nan"},
   };
@@ -318,8 +317,8 @@ TEST(EmbeddingTableTest, RestoreRefusesNonFiniteRowsWithAValidChecksum) {
                         Case{0, 0, -std::numeric_limits<float>::infinity(), "value element 0 is -inf"}}) {
     std::string bad = bytes;
     std::memcpy(bad.data() + first_row + c.row * (8 + record_bytes) + 8 + 4 * c.element, &c.value, 4);
-    const uint32_t crc = static_cast<uint32_t>(
-        crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(bad.data()), bad.size() - 4));
+    const uint32_t crc =
+        static_cast<uint32_t>(crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(bad.data()), bad.size() - 4));
     std::memcpy(bad.data() + bad.size() - 4, &crc, 4);
     const absl::Status s = table->Restore(bad);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
@@ -355,9 +354,10 @@ TEST(EmbeddingTableTest, BytesPerRowAtOneMillionRowsStayNearTheFloor) {
   ASSERT_EQ(table->num_rows(), kRows);
   const double reported = static_cast<double>(table->bytes_used()) / kRows;
   const double measured = static_cast<double>(HeapInUse() - heap_before) / kRows;
-  std::printf("embedding table, %lld rows x dim %d, Adagrad: bytes_used %.1f bytes/row, heap "
-              "%.1f bytes/row, floor %.0f bytes/row (%.2fx)\n",
-              static_cast<long long>(kRows), kDim, reported, measured, kFloor, measured / kFloor);
+  std::printf(
+      "embedding table, %lld rows x dim %d, Adagrad: bytes_used %.1f bytes/row, heap "
+      "%.1f bytes/row, floor %.0f bytes/row (%.2fx)\n",
+      static_cast<long long>(kRows), kDim, reported, measured, kFloor, measured / kFloor);
   EXPECT_LE(reported, 1.5 * kFloor + 16);
   EXPECT_LE(measured, 1.5 * kFloor + 16);
   // The estimate leaves out the allocator's headers and page rounding (a few bytes per row).

@@ -1,5 +1,5 @@
-// Plain loops over float arrays used on the server's hot path (the NaN check is common/payload_view.h), kept apart so they stay simple
-// enough for the -O3 vectorizer and can be tested on their own.
+// Plain loops over float arrays used on the server's hot path (the NaN check is common/payload_view.h), kept apart so
+// they stay simple enough for the -O3 vectorizer and can be tested on their own.
 #ifndef PSTRAIN_SERVER_FLOAT_OPS_H_
 #define PSTRAIN_SERVER_FLOAT_OPS_H_
 

@@ -48,10 +48,8 @@ RequestLimits RequestLimitsForJob(const JobSpec& job, const ShardMap& shard_map,
   limits.max_request_bytes = largest_push + largest_push / 8 + kRequestHeadroomBytes;
   const int64_t typical = largest_dense + one_key_each;
   limits.typical_request_bytes = typical + typical / 8 + kRequestHeadroomBytes;
-  const int64_t workers =
-      (job.max_workers() > 0 ? job.max_workers() : job.num_workers() + kDefaultSpareWorkers) + 1;
-  limits.max_inflight_bytes =
-      workers * (static_cast<int64_t>(shards.size()) * 2 * limits.max_request_bytes + answers);
+  const int64_t workers = (job.max_workers() > 0 ? job.max_workers() : job.num_workers() + kDefaultSpareWorkers) + 1;
+  limits.max_inflight_bytes = workers * (static_cast<int64_t>(shards.size()) * 2 * limits.max_request_bytes + answers);
   return limits;
 }
 
@@ -93,12 +91,11 @@ RequestLimits InflightBudget::limits() const {
 absl::Status InflightBudget::CheckSize(absl::string_view what, int64_t request_bytes) {
   const int64_t most = max_request_.load(std::memory_order_relaxed);
   if (most == 0 || request_bytes <= most) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(what, ": request of ", request_bytes,
-                                                 " bytes exceeds this job's limit of ", most, " bytes"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, ": request of ", request_bytes, " bytes exceeds this job's limit of ", most, " bytes"));
 }
 
-absl::StatusOr<InflightBudget::Ticket> InflightBudget::Admit(absl::string_view what, int64_t bytes,
-                                                             bool reading) {
+absl::StatusOr<InflightBudget::Ticket> InflightBudget::Admit(absl::string_view what, int64_t bytes, bool reading) {
   bytes = std::max<int64_t>(bytes, 0);
   const int64_t bound = max_inflight_.load(std::memory_order_relaxed);
   // Reading calls count against half the bound first; then every call against the whole.
@@ -111,9 +108,9 @@ absl::StatusOr<InflightBudget::Ticket> InflightBudget::Admit(absl::string_view w
     while (true) {
       if (bound != 0 && held != 0 && held + bytes > most) {
         if (i == 1 && reading) reading_.fetch_sub(bytes, std::memory_order_relaxed);  // undo the first count
-        return absl::ResourceExhaustedError(absl::StrCat(
-            what, ": ", bytes, " bytes would exceed the server's bound of ", most, " bytes in flight (", held,
-            " held); retry after ", absl::ToInt64Milliseconds(retry_after_), " ms"));
+        return absl::ResourceExhaustedError(
+            absl::StrCat(what, ": ", bytes, " bytes would exceed the server's bound of ", most, " bytes in flight (",
+                         held, " held); retry after ", absl::ToInt64Milliseconds(retry_after_), " ms"));
       }
       if (counters[i]->compare_exchange_weak(held, held + bytes, std::memory_order_relaxed)) break;
     }

@@ -141,8 +141,7 @@ TEST(RequestLimitsTest, TopKAtHighRatioAllowsIndexAndValuePairs) {
   JobSpec job = DenseJob();
   job.set_compression("topk:1");
   const int64_t push = 8 * 1000 + 2 * 40;
-  EXPECT_EQ(RequestLimitsForJob(job, TwoServerMap(), {0}).max_request_bytes,
-            push + push / 8 + kRequestHeadroomBytes);
+  EXPECT_EQ(RequestLimitsForJob(job, TwoServerMap(), {0}).max_request_bytes, push + push / 8 + kRequestHeadroomBytes);
   job.set_compression("fp16");  // may fall back to float32 per chunk
   EXPECT_EQ(RequestLimitsForJob(job, TwoServerMap(), {0}).max_request_bytes,
             RequestLimitsForJob(DenseJob(), TwoServerMap(), {0}).max_request_bytes);
@@ -157,8 +156,7 @@ TEST(RequestLimitsTest, TablesAddRowsForEverySampleOfAPush) {
   table->set_dim(16);
   const int64_t sparse = 128 * kKeysPerSampleAllowance * (8 + 64 + 8);
   const int64_t push = 4 * 1000 + 2 * 40 + sparse;
-  EXPECT_EQ(RequestLimitsForJob(job, TwoServerMap(), {0}).max_request_bytes,
-            push + push / 8 + kRequestHeadroomBytes);
+  EXPECT_EQ(RequestLimitsForJob(job, TwoServerMap(), {0}).max_request_bytes, push + push / 8 + kRequestHeadroomBytes);
   // A usual push: one key per sample.
   const int64_t typical = 4 * 1000 + 2 * 40 + 128 * (8 + 64 + 8);
   EXPECT_EQ(RequestLimitsForJob(job, TwoServerMap(), {0}).typical_request_bytes,

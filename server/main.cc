@@ -59,8 +59,7 @@ int main(int argc, char** argv) {
     std::cerr << "pstrain-server: --rpc_timeout_ms, --startup_timeout_ms and --drain_timeout_ms must be > 0\n";
     return 2;
   }
-  if (FLAGS_advertise_host.empty() &&
-      (FLAGS_host == "0.0.0.0" || FLAGS_host == "::" || FLAGS_host == "[::]")) {
+  if (FLAGS_advertise_host.empty() && (FLAGS_host == "0.0.0.0" || FLAGS_host == "::" || FLAGS_host == "[::]")) {
     std::cerr << "pstrain-server: --host=" << FLAGS_host
               << " listens everywhere; say with --advertise_host which address the workers should dial\n";
     return 2;

@@ -13,28 +13,33 @@ absl::StatusOr<model::ParamSpec> ParamSpecFromProto(const TensorSpec& tensor) {
   spec.fan_in = tensor.fan_in();
   spec.fan_out = tensor.fan_out();
   switch (tensor.init()) {
-    case ZEROS: spec.init = model::InitKind::kZeros; break;
-    case HE_UNIFORM: spec.init = model::InitKind::kHeUniform; break;
-    case GLOROT_UNIFORM: spec.init = model::InitKind::kGlorotUniform; break;
+    case ZEROS:
+      spec.init = model::InitKind::kZeros;
+      break;
+    case HE_UNIFORM:
+      spec.init = model::InitKind::kHeUniform;
+      break;
+    case GLOROT_UNIFORM:
+      spec.init = model::InitKind::kGlorotUniform;
+      break;
     default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor ", tensor.id(), " '", tensor.name(), "': init kind ", static_cast<int>(tensor.init()),
-          " is not one of ZEROS, HE_UNIFORM, GLOROT_UNIFORM"));
+      return absl::InvalidArgumentError(absl::StrCat("tensor ", tensor.id(), " '", tensor.name(), "': init kind ",
+                                                     static_cast<int>(tensor.init()),
+                                                     " is not one of ZEROS, HE_UNIFORM, GLOROT_UNIFORM"));
   }
   int64_t product = 1;
   for (int64_t d : spec.shape) product *= d;
   if (spec.shape.empty() || product != spec.num_elements || spec.num_elements <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor ", tensor.id(), " '", tensor.name(),
-                                                   "': num_elements is ", spec.num_elements,
-                                                   ", expected the product of its shape (", product,
+    return absl::InvalidArgumentError(absl::StrCat("tensor ", tensor.id(), " '", tensor.name(), "': num_elements is ",
+                                                   spec.num_elements, ", expected the product of its shape (", product,
                                                    ") and > 0"));
   }
   if ((spec.init == model::InitKind::kHeUniform && spec.fan_in <= 0) ||
-      (spec.init == model::InitKind::kGlorotUniform && (spec.fan_in < 0 || spec.fan_out < 0 ||
-                                                        spec.fan_in + spec.fan_out <= 0))) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor ", tensor.id(), " '", tensor.name(),
-                                                   "': fan_in ", spec.fan_in, " and fan_out ",
-                                                   spec.fan_out, " do not define its init bound"));
+      (spec.init == model::InitKind::kGlorotUniform &&
+       (spec.fan_in < 0 || spec.fan_out < 0 || spec.fan_in + spec.fan_out <= 0))) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor ", tensor.id(), " '", tensor.name(), "': fan_in ",
+                                                   spec.fan_in, " and fan_out ", spec.fan_out,
+                                                   " do not define its init bound"));
   }
   return spec;
 }
@@ -42,9 +47,15 @@ absl::StatusOr<model::ParamSpec> ParamSpecFromProto(const TensorSpec& tensor) {
 model::LrScheduleOptions LrScheduleFromProto(const LrSchedule& schedule) {
   model::LrScheduleOptions out;
   switch (schedule.type()) {
-    case LrSchedule::STEP: out.type = model::LrScheduleOptions::Type::kStep; break;
-    case LrSchedule::COSINE: out.type = model::LrScheduleOptions::Type::kCosine; break;
-    default: out.type = model::LrScheduleOptions::Type::kConstant; break;
+    case LrSchedule::STEP:
+      out.type = model::LrScheduleOptions::Type::kStep;
+      break;
+    case LrSchedule::COSINE:
+      out.type = model::LrScheduleOptions::Type::kCosine;
+      break;
+    default:
+      out.type = model::LrScheduleOptions::Type::kConstant;
+      break;
   }
   out.warmup_steps = schedule.warmup_steps();
   out.step_size = schedule.step_size();
@@ -57,12 +68,24 @@ model::OptimizerOptions OptimizerOptionsFromProto(const OptimizerSpec& spec) {
   using Type = model::OptimizerOptions::Type;
   model::OptimizerOptions out;
   switch (spec.type()) {
-    case OptimizerSpec::SGD: out.type = Type::kSgd; break;
-    case OptimizerSpec::MOMENTUM: out.type = Type::kMomentum; break;
-    case OptimizerSpec::NESTEROV: out.type = Type::kNesterov; break;
-    case OptimizerSpec::ADAGRAD: out.type = Type::kAdagrad; break;
-    case OptimizerSpec::ADAMW: out.type = Type::kAdamW; break;
-    default: out.type = Type::kAdam; break;  // TYPE_UNSPECIFIED means ADAM.
+    case OptimizerSpec::SGD:
+      out.type = Type::kSgd;
+      break;
+    case OptimizerSpec::MOMENTUM:
+      out.type = Type::kMomentum;
+      break;
+    case OptimizerSpec::NESTEROV:
+      out.type = Type::kNesterov;
+      break;
+    case OptimizerSpec::ADAGRAD:
+      out.type = Type::kAdagrad;
+      break;
+    case OptimizerSpec::ADAMW:
+      out.type = Type::kAdamW;
+      break;
+    default:
+      out.type = Type::kAdam;
+      break;  // TYPE_UNSPECIFIED means ADAM.
   }
   if (spec.has_lr()) out.lr = spec.lr();
   if (spec.has_momentum()) out.momentum = spec.momentum();

@@ -38,15 +38,14 @@ absl::StatusOr<std::unique_ptr<ParameterStore>> ParameterStore::Create(const Opt
         absl::StrCat("parameter store: num_workers is ", options.num_workers, ", expected >= 1"));
   }
   if (options.rank < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("parameter store: rank is ", options.rank, ", expected >= 0"));
+    return absl::InvalidArgumentError(absl::StrCat("parameter store: rank is ", options.rank, ", expected >= 0"));
   }
   std::vector<int> worker_ranks = options.worker_ranks;
   if (worker_ranks.empty()) {
     for (int r = 0; r < options.num_workers; ++r) worker_ranks.push_back(r);
   } else if (static_cast<int>(worker_ranks.size()) != options.num_workers) {
-    return absl::InvalidArgumentError(absl::StrCat("parameter store: ", worker_ranks.size(),
-                                                   " worker ranks for num_workers ", options.num_workers));
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameter store: ", worker_ranks.size(), " worker ranks for num_workers ", options.num_workers));
   }
   RETURN_IF_ERROR(CheckRanks("parameter store: worker ranks", &worker_ranks));
 
@@ -62,9 +61,8 @@ absl::StatusOr<std::unique_ptr<ParameterStore>> ParameterStore::Create(const Opt
   Options effective = options;
   effective.job = std::move(job);
   LOG(INFO) << "server " << options.rank << ": " << dense->num_parts() << " chunks, " << dense->num_elements()
-            << " floats; mode " << ModeName(EffectiveMode(effective.job.mode())) << ", "
-            << options.num_workers << " workers [" << absl::StrJoin(worker_ranks, ", ")
-            << "], membership epoch " << options.membership_epoch
+            << " floats; mode " << ModeName(EffectiveMode(effective.job.mode())) << ", " << options.num_workers
+            << " workers [" << absl::StrJoin(worker_ranks, ", ") << "], membership epoch " << options.membership_epoch
             << (rows->num_tables() > 0 ? absl::StrCat("; ", rows->num_tables(), " embedding tables") : "");
   // The dense storage first: its parts are the store's parts (a partial push's chunk numbers).
   std::vector<std::unique_ptr<ShardStorage>> storages;
@@ -110,7 +108,7 @@ ParameterStore::ParameterStore(const Options& options, std::vector<int> worker_r
   absl::MutexLock lock(&mu_);
   for (int r : worker_ranks) workers_.emplace(r, LastPush());
   if (mode_ == SYNC) sync_.SetLive(worker_ranks);  // sorted by Create
-  ssp_.SetLive(worker_ranks);  // sorted by Create
+  ssp_.SetLive(worker_ranks);                      // sorted by Create
   writes_checkpoints_ = options.write_checkpoints;
   last_snapshot_ = absl::Now();
   if (checkpoints_on()) initial_ = std::make_unique<const ShardCheckpoint>(CheckpointLocked());
@@ -143,12 +141,12 @@ absl::Status ParameterStore::ValidatePush(const DecodedPush& push, Parts* grads,
   }
   RETURN_IF_ERROR(CheckDataEpoch(what, req.data_epoch()));
   if (req.lease_id() < 0 || req.lease_batch() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": batch ", req.lease_batch(), " of lease ",
-                                                   req.lease_id(), ", expected both >= 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": batch ", req.lease_batch(), " of lease ", req.lease_id(), ", expected both >= 0"));
   }
   if (req.lease_granted_unix_ms() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": lease_granted_unix_ms is ", req.lease_granted_unix_ms(),
-                                                   ", expected >= 0 (0: none)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": lease_granted_unix_ms is ", req.lease_granted_unix_ms(), ", expected >= 0 (0: none)"));
   }
   if (req.partial() && mode_ != SYNC) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": a partial push (a part of the step's gradient) is ",
@@ -186,13 +184,13 @@ absl::Status ParameterStore::CheckGradientNorm(absl::string_view what, const Dec
     return absl::InvalidArgumentError(absl::StrCat(what, ": a value is not finite, expected finite values"));
   }
   const double norm = std::sqrt(squares.sum_of_squares);
-  VLOG(2) << what << " for step " << req.step() << ": gradient norm " << norm << " over server " << rank_
-          << "'s part (" << req.num_samples() << " samples)";
+  VLOG(2) << what << " for step " << req.step() << ": gradient norm " << norm << " over server " << rank_ << "'s part ("
+          << req.num_samples() << " samples)";
   if (norm <= max_grad_norm_) return absl::OkStatus();
   if (metrics_.refused_grad_norm != nullptr) metrics_.refused_grad_norm->Increment();
   return absl::InvalidArgumentError(absl::StrCat(
-      what, " for step ", req.step(), ": gradient norm ", norm, " over server ", rank_, "'s part (",
-      req.num_samples(), " samples; largest part ", squares.largest_name, ", norm ", std::sqrt(squares.largest),
+      what, " for step ", req.step(), ": gradient norm ", norm, " over server ", rank_, "'s part (", req.num_samples(),
+      " samples; largest part ", squares.largest_name, ", norm ", std::sqrt(squares.largest),
       ") exceeds max_grad_norm_per_sample = ", max_grad_norm_, "; nothing applied"));
 }
 
@@ -281,7 +279,8 @@ void ParameterStore::Push(const DecodedPush& push, PushResponse* resp, Done done
     if (status.ok() && mode_ == SYNC && req.wait_until_applied()) {
       // A backup's copy of the step: answered once applied, so the worker moves on only then.
       handed_on = true;
-      PullLocked(req.worker_rank(), req.step() + 1, req.data_epoch(), nullptr, nullptr, std::move(done), &out, resp, PullAsk());
+      PullLocked(req.worker_rank(), req.step() + 1, req.data_epoch(), nullptr, nullptr, std::move(done), &out, resp,
+                 PullAsk());
     } else if (status.ok()) {
       resp->set_step(step_);
     }
@@ -313,8 +312,8 @@ void ParameterStore::PushPull(const DecodedPush& push, PullAnswer answer, Done d
     status = CheckLive("push", req.worker_rank(), req.membership_epoch(), req.shard_map_version());
     if (status.ok()) status = PushLocked(req, &grads, &out);
     if (status.ok()) {
-      PullLocked(req.worker_rank(), req.step() + 1, req.data_epoch(), answer.resp, answer.values, std::move(done),
-                 &out, /*push_resp=*/nullptr, std::move(ask));
+      PullLocked(req.worker_rank(), req.step() + 1, req.data_epoch(), answer.resp, answer.values, std::move(done), &out,
+                 /*push_resp=*/nullptr, std::move(ask));
     }
     due.swap(due_checkpoint_);
     rollbacks = rollbacks_.load();
@@ -385,9 +384,8 @@ absl::Status ParameterStore::CheckpointAt(int64_t step) {
     if (shutting_down_) return absl::UnavailableError(absl::StrCat(what, ": the store is shut down"));
     if (quiet_cut_ == step) return absl::OkStatus();
     if (checkpoint_dir_.empty() || !writes_checkpoints_) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(what, ": this store writes no checkpoints (", checkpoint_dir_.empty() ? "no folder" : "a copy",
-                       ")"));
+      return absl::FailedPreconditionError(absl::StrCat(what, ": this store writes no checkpoints (",
+                                                        checkpoint_dir_.empty() ? "no folder" : "a copy", ")"));
     }
     if (step_ > step) {
       return absl::FailedPreconditionError(absl::StrCat(what, ": the store is at step ", step_, " already"));

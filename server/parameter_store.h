@@ -376,15 +376,14 @@ class ParameterStore {
 
   // A parked request, answered once `ready` holds.
   struct Waiter {
-    int64_t step = 0;  // SYNC: the update count to wait for; SSP: the clock c of Pull(step = c).
-    int32_t data_epoch = 0;  // SSP only
-    PullResponse* resp = nullptr;  // a pull's answer; nullptr for a push waiting until applied
-    float* values = nullptr;       // where the answer's values go (nullptr: into resp's chunks)
+    int64_t step = 0;                   // SYNC: the update count to wait for; SSP: the clock c of Pull(step = c).
+    int32_t data_epoch = 0;             // SSP only
+    PullResponse* resp = nullptr;       // a pull's answer; nullptr for a push waiting until applied
+    float* values = nullptr;            // where the answer's values go (nullptr: into resp's chunks)
     PushResponse* push_resp = nullptr;  // a push's answer (wait_until_applied): only the step
     Done done;
     PullAsk ask;
   };
-
 
   // A callback to run once the lock is released. Run answers in ascending `order` (stable):
   // answers with weights carry their first chunk, everything else -1, so a step's parts go back
@@ -443,8 +442,7 @@ class ParameterStore {
   // `push_resp` instead of `resp`: a push waiting until applied (only the step is answered).
   // `ask`: what the answer carries (a partial push's answer: its parts only).
   void PullLocked(int worker_rank, int64_t step, int32_t data_epoch, PullResponse* resp, float* values, Done done,
-                  Completions* out, PushResponse* push_resp, PullAsk ask)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                  Completions* out, PushResponse* push_resp, PullAsk ask) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What a push's answer carries: its parts (all for a whole push) and PushRequest.pull_sparse.
   static ReadAsk AskOf(const PushRequest& req, absl::Span<const IncomingRows> pull_sparse) {
     return req.partial() ? ReadAsk{req.first_chunk(), req.chunks_size(), pull_sparse} : ReadAsk{0, -1, pull_sparse};
@@ -452,12 +450,11 @@ class ParameterStore {
 
   // ASYNC/SSP: moves to `data_epoch` if it is newer (AsyncStep::EnterEpoch, then
   // NewDataEpochLocked); FAILED_PRECONDITION if it is older.
-  absl::Status EnterDataEpochLocked(absl::string_view what, int worker_rank, int32_t data_epoch,
-                                    Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status EnterDataEpochLocked(absl::string_view what, int worker_rank, int32_t data_epoch, Completions* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A data epoch began (the request `what` from `worker_rank` brought it): the SSP clocks restart
   // and the pulls parked in the old epoch are answered.
-  void NewDataEpochLocked(absl::string_view what, int worker_rank, Completions* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NewDataEpochLocked(absl::string_view what, int worker_rank, Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ReadyLocked(const Waiter& w) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Answers every parked waiter that is now ready.
   void ReleaseReadyLocked(Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -466,8 +463,7 @@ class ParameterStore {
   // the parked requests it releases.
   void ApplySyncStepLocked(Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fills `resp` (and `values` and ask.rows_out, see PullAnswer) with what `ask` asks for.
-  void FillResponseLocked(PullResponse* resp, float* values, const PullAsk& ask) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void FillResponseLocked(PullResponse* resp, float* values, const PullAsk& ask) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Fills whichever answer a released waiter has.
   void FillWaiterLocked(const Waiter& w) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
@@ -489,8 +485,7 @@ class ParameterStore {
   // The write and the pruning to the `keep` newest files; false (logged) when the write failed.
   bool WriteAndPruneLocked(const ShardCheckpoint& ckpt, size_t keep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // Installs the values and optimizer state (the storages) and step of a validated checkpoint.
-  void InstallCheckpointLocked(const ShardCheckpoint& ckpt, PreparedParts prepared)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void InstallCheckpointLocked(const ShardCheckpoint& ckpt, PreparedParts prepared) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   static void Run(Completions* completions);
   // Whether this store writes checkpoints at all (a folder and a step or time interval).
@@ -518,7 +513,7 @@ class ParameterStore {
   const int64_t num_values_;  // the storages' num_values(): the floats of a whole answer
 
   const std::string checkpoint_dir_;
-  const size_t keep_checkpoints_;  // the newest cuts kept restorable (JobSpec.keep_checkpoints)
+  const size_t keep_checkpoints_;   // the newest cuts kept restorable (JobSpec.keep_checkpoints)
   const int64_t checkpoint_every_;  // 0: no checkpoints every N steps
   // JobSpec.checkpoint_every_seconds; zero: none by time. SYNC: asked for by the workers' pushes;
   // ASYNC/SSP: measured here from last_snapshot_.

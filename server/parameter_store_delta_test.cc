@@ -1,9 +1,9 @@
 // Delta checkpoints through the store (JobSpec.full_checkpoint_every; server/checkpoint_chain.h):
 // a job that writes bases and deltas restores, from any kept step's chain, byte for byte the whole
 // checkpoint a job writing only whole checkpoints has at that step; pruning keeps every file a kept
-// step needs, for the newest JobSpec.keep_checkpoints steps; a rollback reads the chain and the next cut is a base; a broken chain names what
-// still restores; a base and ten deltas restore the whole checkpoint of their cut; and a delta is
-// never restored as if it were whole.
+// step needs, for the newest JobSpec.keep_checkpoints steps; a rollback reads the chain and the next cut is a base; a
+// broken chain names what still restores; a base and ten deltas restore the whole checkpoint of their cut; and a delta
+// is never restored as if it were whole.
 #include <unistd.h>
 
 #include <atomic>
@@ -242,9 +242,7 @@ TEST(ParameterStoreDeltaTest, ABrokenChainIsRefusedNamingTheStepThatStillRestore
   // A corrupt delta in the middle.
   const std::string path33 = CheckpointPath(dir, 0, 33);
   const std::string good = FileBytes(path33);
-  auto write33 = [&](const std::string& bytes) {
-    ASSERT_TRUE(WriteFileAtomically(path33, "test", bytes).ok());
-  };
+  auto write33 = [&](const std::string& bytes) { ASSERT_TRUE(WriteFileAtomically(path33, "test", bytes).ok()); };
   std::string bytes = good;
   bytes[bytes.size() / 2] ^= 1;
   ASSERT_NO_FATAL_FAILURE(write33(bytes));
@@ -252,7 +250,8 @@ TEST(ParameterStoreDeltaTest, ABrokenChainIsRefusedNamingTheStepThatStillRestore
   EXPECT_EQ(chain.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(chain.status().message(), HasSubstr("checksum mismatch"));
   EXPECT_THAT(chain.status().message(), HasSubstr("the chain restores up to step 30"));
-  EXPECT_THAT(chain.status().message(), HasSubstr("the chain of step 36 is broken: the delta of step 36 follows step 33"));
+  EXPECT_THAT(chain.status().message(),
+              HasSubstr("the chain of step 36 is broken: the delta of step 36 follows step 33"));
   // A gap: the file a delta follows is missing.
   ASSERT_NO_FATAL_FAILURE(write33(good));
   std::filesystem::remove(CheckpointPath(dir, 0, 30));

@@ -46,9 +46,15 @@ std::vector<float> Kept(const PushRequest& req, const std::vector<float>& grad) 
     for (int64_t j = 0; j < chunk.length(); ++j) {
       const float v = grad[base + j];
       switch (chunk.encoding()) {
-        case FLOAT16: out.push_back(Fp16ToFloat(FloatToFp16(v))); break;
-        case BFLOAT16: out.push_back(Bf16ToFloat(FloatToBf16(v))); break;
-        default: out.push_back(v); break;
+        case FLOAT16:
+          out.push_back(Fp16ToFloat(FloatToFp16(v)));
+          break;
+        case BFLOAT16:
+          out.push_back(Bf16ToFloat(FloatToBf16(v)));
+          break;
+        default:
+          out.push_back(v);
+          break;
       }
     }
     if (chunk.encoding() == TOPK) {
@@ -115,42 +121,49 @@ struct BadCase {
 TEST(ParameterStoreEncodingTest, MalformedCompressedPushesAreRefusedAndChangeNothing) {
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<BadCase> cases = {
-      {"fp16 short", [](PushRequest* r) {
+      {"fp16 short",
+       [](PushRequest* r) {
          Encode(r, 0, FLOAT16);
          r->mutable_chunks(0)->mutable_data()->resize(38);
        },
        "push from worker 1 for tensor 'fc1.weight' chunk at offset 0: got 38 bytes of FLOAT16 data, expected 40 "
        "(20 values)"},
-      {"fp16 inf", [&](PushRequest* r) {
+      {"fp16 inf",
+       [&](PushRequest* r) {
          std::vector<float> v = Floats(r->chunks(1).data());
          v[3] = inf;
          r->mutable_chunks(1)->set_data(Bytes(v));
          Encode(r, 1, FLOAT16);
        },
        "push from worker 1 for tensor 'fc1.bias': element 3 is inf"},
-      {"bf16 nan", [](PushRequest* r) {
+      {"bf16 nan",
+       [](PushRequest* r) {
          Encode(r, 0, BFLOAT16);
          const uint16_t nan = 0x7fc0;
          std::memcpy(r->mutable_chunks(0)->mutable_data()->data() + 2 * 11, &nan, 2);
        },
        "push from worker 1 for tensor 'fc1.weight': element 11 is nan"},
-      {"top-k index beyond", [](PushRequest* r) {
+      {"top-k index beyond",
+       [](PushRequest* r) {
          Encode(r, 1, TOPK, {1, 2});
          const uint32_t beyond = 5;
          std::memcpy(r->mutable_chunks(1)->mutable_data()->data() + 4, &beyond, 4);
        },
        "push from worker 1 for tensor 'fc1.bias' chunk at offset 0: top-k index 1 is 5, beyond the chunk's 5 values"},
-      {"top-k unsorted", [](PushRequest* r) {
+      {"top-k unsorted",
+       [](PushRequest* r) {
          Encode(r, 0, TOPK, {9, 3});
        },
        "top-k index 1 is 3, not above the previous index 9"},
-      {"top-k nan value", [](PushRequest* r) {
+      {"top-k nan value",
+       [](PushRequest* r) {
          Encode(r, 0, TOPK, {4, 6});
          const float nan = std::numeric_limits<float>::quiet_NaN();
          std::memcpy(r->mutable_chunks(0)->mutable_data()->data() + 12, &nan, 4);
        },
        "push from worker 1 for tensor 'fc1.weight': element 6 is nan"},
-      {"top-k ragged", [](PushRequest* r) {
+      {"top-k ragged",
+       [](PushRequest* r) {
          Encode(r, 0, TOPK, {4, 6});
          r->mutable_chunks(0)->mutable_data()->pop_back();
        },

@@ -90,8 +90,7 @@ TEST(GradNormTest, CompressedChunksAreMeasuredDecoded) {
 
 TEST(GradNormTest, RefusalsAreCountedInTheStoreMetrics) {
   metrics::Registry registry;
-  metrics::Counter* refused =
-      registry.AddCounter("refused", "test", {"reason"}).With({"grad_norm"});
+  metrics::Counter* refused = registry.AddCounter("refused", "test", {"reason"}).With({"grad_norm"});
   ParameterStore::Options options = GuardedOptions(1.0);
   options.metrics.refused_grad_norm = refused;
   auto store = MakeStore(options);
@@ -148,8 +147,8 @@ TEST(GradNormTest, NonFiniteValuesAreRefusedAsWithoutTheGuard) {
     int dense_index;  // -1: none
     float row_value;  // 0: finite rows
   };
-  for (const Case& c : {Case{3, 0.0f}, Case{22, 0.0f}, Case{-1, std::nanf("")},
-                        Case{-1, std::numeric_limits<float>::infinity()}}) {
+  for (const Case& c :
+       {Case{3, 0.0f}, Case{22, 0.0f}, Case{-1, std::nanf("")}, Case{-1, std::numeric_limits<float>::infinity()}}) {
     SCOPED_TRACE(absl::StrCat("dense index ", c.dense_index, ", row value ", c.row_value));
     std::vector<float> values(25, 0.5f);
     if (c.dense_index >= 0) values[c.dense_index] = std::nanf("");

@@ -36,8 +36,8 @@ absl::Status ParameterStore::CheckShardMap(absl::string_view what, int worker_ra
   // ABORTED, as for another membership epoch: the worker fetches the view and routes again (or,
   // ahead of this server, retries shortly).
   return absl::AbortedError(absl::StrCat(what, " from worker ", worker_rank, " was routed under shard map version ",
-                                         shard_map_version, "; server ", rank_, " serves version ",
-                                         shard_map_version_, "; fetch the cluster view and route again"));
+                                         shard_map_version, "; server ", rank_, " serves version ", shard_map_version_,
+                                         "; fetch the cluster view and route again"));
 }
 
 absl::Status ParameterStore::CheckLive(absl::string_view what, int worker_rank, int64_t membership_epoch,
@@ -51,8 +51,8 @@ absl::Status ParameterStore::CheckLive(absl::string_view what, int worker_rank, 
   if (membership_epoch > membership_epoch_) {
     // The scheduler bumped the epoch and the worker heard first; the server hears within a
     // heartbeat.
-    return absl::AbortedError(absl::StrCat("server ", rank_, " is at membership epoch ", membership_epoch_,
-                                           ", the ", what, " carries ", membership_epoch, "; retry shortly"));
+    return absl::AbortedError(absl::StrCat("server ", rank_, " is at membership epoch ", membership_epoch_, ", the ",
+                                           what, " carries ", membership_epoch, "; retry shortly"));
   }
   if (workers_.find(worker_rank) == workers_.end()) return NotLiveError(what, worker_rank);
   return absl::OkStatus();
@@ -86,8 +86,8 @@ std::string ParameterStore::InstallMembershipLocked(int64_t epoch, const std::ve
 }
 
 absl::Status ParameterStore::UpdateMembership(int64_t epoch, std::vector<int> live_worker_ranks) {
-  RETURN_IF_ERROR(CheckRanks(absl::StrCat("server ", rank_, ": membership epoch ", epoch, " live workers"),
-                             &live_worker_ranks));
+  RETURN_IF_ERROR(
+      CheckRanks(absl::StrCat("server ", rank_, ": membership epoch ", epoch, " live workers"), &live_worker_ranks));
   Completions out;
   {
     absl::MutexLock lock(&mu_);
@@ -99,12 +99,12 @@ absl::Status ParameterStore::UpdateMembership(int64_t epoch, std::vector<int> li
       // Half a step's gradients were computed under the old split of the global batch; the live
       // workers of the new epoch recompute all of it, so nothing stored may be mixed in.
       if (sync_.num_pushed() > 0 || !waiters_.empty()) {
-        dropped = absl::StrCat("; dropped step ", step_, " (", sync_.num_pushed(), " of ", workers_.size(),
-                               " pushed, ", waiters_.size(), " parked calls)");
+        dropped = absl::StrCat("; dropped step ", step_, " (", sync_.num_pushed(), " of ", workers_.size(), " pushed, ",
+                               waiters_.size(), " parked calls)");
       }
-      const absl::Status aborted = absl::AbortedError(absl::StrCat(
-          "server ", rank_, " moved to membership epoch ", epoch, " while step ", step_,
-          " was unfinished; recompute it"));
+      const absl::Status aborted =
+          absl::AbortedError(absl::StrCat("server ", rank_, " moved to membership epoch ", epoch, " while step ", step_,
+                                          " was unfinished; recompute it"));
       for (Waiter& w : waiters_) out.push_back({std::move(w.done), aborted});
       waiters_.clear();
       sync_.Drop();
@@ -122,12 +122,12 @@ absl::Status ParameterStore::UpdateMembership(int64_t epoch, std::vector<int> li
 
 absl::Status ParameterStore::RestoreAndUpdateMembership(const ShardCheckpoint* ckpt, int64_t epoch,
                                                         std::vector<int> live_worker_ranks) {
-  RETURN_IF_ERROR(CheckRanks(absl::StrCat("server ", rank_, ": membership epoch ", epoch, " live workers"),
-                             &live_worker_ranks));
+  RETURN_IF_ERROR(
+      CheckRanks(absl::StrCat("server ", rank_, ": membership epoch ", epoch, " live workers"), &live_worker_ranks));
   if (ckpt == nullptr) {
     if (initial_ == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "rolling server ", rank_, " back to its initial state: none was kept (checkpointing is off)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("rolling server ", rank_, " back to its initial state: none was kept (checkpointing is off)"));
     }
     ckpt = initial_.get();
   }
@@ -151,9 +151,9 @@ absl::Status ParameterStore::RestoreAndUpdateMembership(const ShardCheckpoint* c
         dropped = absl::StrCat("; dropped step ", step_, " (", sync_.num_pushed(), " of ", workers_.size(), " pushed, ",
                                waiters_.size(), " parked calls)");
       }
-      const absl::Status aborted = absl::AbortedError(absl::StrCat("server ", rank_, " rolled back to step ",
-                                                                   ckpt->step, " at membership epoch ", epoch,
-                                                                   "; step ", step_, " is void"));
+      const absl::Status aborted =
+          absl::AbortedError(absl::StrCat("server ", rank_, " rolled back to step ", ckpt->step,
+                                          " at membership epoch ", epoch, "; step ", step_, " is void"));
       for (Waiter& w : waiters_) out.push_back({std::move(w.done), aborted});
       waiters_.clear();
       if (mode_ == SYNC) sync_.Drop();
@@ -180,8 +180,8 @@ absl::Status ParameterStore::RestoreAndUpdateMembership(const ShardCheckpoint* c
     }
   }
   LOG(INFO) << "server " << rank_ << ": rolled back to step " << ckpt->step
-            << (ckpt == initial_.get() ? " (initial state)" : " from a checkpoint") << " at membership epoch "
-            << epoch << ", live workers [" << absl::StrJoin(live_worker_ranks, ", ") << "]" << changes << dropped
+            << (ckpt == initial_.get() ? " (initial state)" : " from a checkpoint") << " at membership epoch " << epoch
+            << ", live workers [" << absl::StrJoin(live_worker_ranks, ", ") << "]" << changes << dropped
             << (removed.empty() ? ""
                                 : absl::StrCat("; removed checkpoints of steps [", absl::StrJoin(removed, ", "), "]"));
   Run(&out);

@@ -47,11 +47,15 @@ TEST(ParameterStorePartsTest, PushPullOfAPartAnswersWithItsChunksFirstChunkFirst
   auto store = MakeStore(MakeOptions(SYNC, 1));
   std::vector<int> order;
   PullResponse bias_resp, weight_resp;
-  store->PushPull(MakePart(0, 0, 2, Filled(1.0f, 0.0f), 1, 7), &bias_resp,
-                  [&](absl::Status s) { ASSERT_TRUE(s.ok()) << s; order.push_back(1); });
+  store->PushPull(MakePart(0, 0, 2, Filled(1.0f, 0.0f), 1, 7), &bias_resp, [&](absl::Status s) {
+    ASSERT_TRUE(s.ok()) << s;
+    order.push_back(1);
+  });
   EXPECT_TRUE(order.empty()) << "answered before the step was complete";
-  store->PushPull(MakePart(0, 0, 2, Filled(1.0f, 0.0f), 0, 8), &weight_resp,
-                  [&](absl::Status s) { ASSERT_TRUE(s.ok()) << s; order.push_back(0); });
+  store->PushPull(MakePart(0, 0, 2, Filled(1.0f, 0.0f), 0, 8), &weight_resp, [&](absl::Status s) {
+    ASSERT_TRUE(s.ok()) << s;
+    order.push_back(0);
+  });
   ASSERT_EQ(order, (std::vector<int>{0, 1})) << "the first layer's part comes back first";
   ASSERT_EQ(weight_resp.chunks_size(), 1);
   EXPECT_EQ(weight_resp.chunks(0).tensor_id(), 0);

@@ -97,10 +97,12 @@ TEST(ParameterStoreSparseTest, SyncSumsRowGradientsPerKeyWeightedBySamples) {
   EXPECT_EQ(PullRows(*store, 0, {3, 5, 9}), init) << "nothing applies before every worker pushed";
   ASSERT_TRUE(PushNow(*store, SparsePush(0, 0, 3, {Rows(0, {3, 5}, {4, 8, 8, 4})})).ok());
   EXPECT_EQ(store->step(), 1);
-  const std::vector<float> expected = {
-      init[0] - kTableLr * (0.75f * 4), init[1] - kTableLr * (0.75f * 8),
-      init[2] - kTableLr * (0.75f * 8 + 0.25f * 1), init[3] - kTableLr * (0.75f * 4 + 0.25f * 2),
-      init[4] - kTableLr * (0.25f * 3), init[5] - kTableLr * (0.25f * 4)};
+  const std::vector<float> expected = {init[0] - kTableLr * (0.75f * 4),
+                                       init[1] - kTableLr * (0.75f * 8),
+                                       init[2] - kTableLr * (0.75f * 8 + 0.25f * 1),
+                                       init[3] - kTableLr * (0.75f * 4 + 0.25f * 2),
+                                       init[4] - kTableLr * (0.25f * 3),
+                                       init[5] - kTableLr * (0.25f * 4)};
   EXPECT_EQ(PullRows(*store, 0, {3, 5, 9}, 1), expected);
   EXPECT_EQ(PullRows(*store, 1, {3}, 1), PullRows(*MakeStore(SparseOptions(SYNC, 2)), 1, {3}))
       << "the other table is untouched";
@@ -130,7 +132,8 @@ void PushToBothInOppositeOrders(ParameterStore& primary, ParameterStore& replica
   for (int64_t step = 0; step < 30; ++step) {
     const uint64_t a = static_cast<uint64_t>(step % 7), b = static_cast<uint64_t>(step * 3 % 11) + 10;
     const PushRequest p0 = SparsePush(0, step, 1, {Rows(0, {a, b}, {0.1f, 0.2f, 0.3f, 0.4f})});
-    const PushRequest p1 = SparsePush(1, step, 2, {Rows(0, {a, 30 + a}, {0.5f, 0.6f, 0.7f, 0.8f}), Rows(1, {b}, {1, 2})});
+    const PushRequest p1 =
+        SparsePush(1, step, 2, {Rows(0, {a, 30 + a}, {0.5f, 0.6f, 0.7f, 0.8f}), Rows(1, {b}, {1, 2})});
     ASSERT_TRUE(PushNow(primary, p0).ok());
     ASSERT_TRUE(PushNow(primary, p1).ok());
     ASSERT_TRUE(PushNow(replica, p1).ok());
@@ -373,8 +376,8 @@ TEST(ParameterStoreSparseTest, BadSparsePushesAreRefusedAndChangeNothing) {
   cases.push_back({"row size", SparsePush(1, 0, 1, {Rows(0, {mine[0]}, {1, 1, 1})}), "expected 1 keys x dim 2"});
   cases.push_back({"nan", SparsePush(1, 0, 1, {Rows(0, {mine[0]}, {1, std::nanf("")})}), "expected finite values"});
   cases.push_back({"unknown table", SparsePush(1, 0, 1, {Rows(5, {mine[0]}, {1, 1})}), "names table 5"});
-  cases.push_back({"table twice", SparsePush(1, 0, 1, {Rows(0, {mine[0]}, {1, 1}), Rows(0, {mine[1]}, {1, 1})}),
-                   "appears twice"});
+  cases.push_back(
+      {"table twice", SparsePush(1, 0, 1, {Rows(0, {mine[0]}, {1, 1}), Rows(0, {mine[1]}, {1, 1})}), "appears twice"});
   PushRequest ragged = SparsePush(1, 0, 1, {Rows(0, {mine[0]}, {1, 1})});
   ragged.mutable_sparse(0)->mutable_keys()->push_back('x');
   cases.push_back({"ragged keys", ragged, "multiple of 8"});

@@ -16,8 +16,8 @@ namespace pstrain::server {
 
 absl::Status ParameterStore::PushLocked(const PushRequest& req, Parts* grads, Completions* out) {
   absl::Status status = mode_ == SYNC ? PushSyncLocked(req, grads, out) : PushAsyncLocked(req, grads, out);
-  VLOG(2) << "server " << rank_ << ": push from worker " << req.worker_rank() << " for step " << req.step()
-          << " (" << req.num_samples() << " samples, id " << req.request_id() << "): " << status;
+  VLOG(2) << "server " << rank_ << ": push from worker " << req.worker_rank() << " for step " << req.step() << " ("
+          << req.num_samples() << " samples, id " << req.request_id() << "): " << status;
   return status;
 }
 
@@ -53,8 +53,7 @@ absl::Status ParameterStore::PushAsyncLocked(const PushRequest& req, Parts* grad
   if (req.lease_id() != 0 && verdict->apply && on_lease_batch_applied_) on_lease_batch_applied_();
   if (!verdict->apply) {
     VLOG(1) << "server " << rank_ << ": batch " << req.lease_batch() << " of lease " << req.lease_id()
-            << " in data epoch " << req.data_epoch() << " (push from worker " << r
-            << ") is already applied; skipped";
+            << " in data epoch " << req.data_epoch() << " (push from worker " << r << ") is already applied; skipped";
   } else if (req.num_samples() > 0) {
     for (size_t i = 0; i < storages_.size(); ++i) {
       storages_[i]->AdvanceClock(step_, req.lease_granted_unix_ms());
@@ -89,8 +88,8 @@ absl::Status ParameterStore::EnterDataEpochLocked(absl::string_view what, int wo
 }
 
 void ParameterStore::NewDataEpochLocked(absl::string_view what, int worker_rank, Completions* out) {
-  LOG(INFO) << "server " << rank_ << ": data epoch " << async_.data_epoch() << " begins (" << what
-            << " from worker " << worker_rank << ")";
+  LOG(INFO) << "server " << rank_ << ": data epoch " << async_.data_epoch() << " begins (" << what << " from worker "
+            << worker_rank << ")";
   ssp_.NewEpoch();
   ReleaseReadyLocked(out);  // pulls parked in the old epoch
 }
@@ -125,10 +124,9 @@ bool ParameterStore::ReadyLocked(const Waiter& waiter) const {
 }
 
 void ParameterStore::ReleaseReadyLocked(Completions* out) {
-  auto ready_end = std::stable_partition(waiters_.begin(), waiters_.end(),
-                                         [this](const Waiter& w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                           return !ReadyLocked(w);
-                                         });
+  auto ready_end =
+      std::stable_partition(waiters_.begin(), waiters_.end(),
+                            [this](const Waiter& w) ABSL_NO_THREAD_SAFETY_ANALYSIS { return !ReadyLocked(w); });
   for (auto it = ready_end; it != waiters_.end(); ++it) {
     FillWaiterLocked(*it);
     out->push_back({std::move(it->done), absl::OkStatus(), it->ask.first_part});

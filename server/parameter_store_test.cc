@@ -51,7 +51,8 @@ TEST(ParameterStoreTest, DeclaredInitialValuesOfAnotherSizeAreRefused) {
   options.initial_values = std::make_shared<std::vector<float>>(24, 1.0f);
   absl::StatusOr<std::unique_ptr<ParameterStore>> store = ParameterStore::Create(options);
   EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(store.status().message(), HasSubstr("tensor 'fc1.bias' covers [20, 25) of the flat model, but there are 24 initial values"));
+  EXPECT_THAT(store.status().message(),
+              HasSubstr("tensor 'fc1.bias' covers [20, 25) of the flat model, but there are 24 initial values"));
   options.initial_values = std::make_shared<std::vector<float>>(26, 1.0f);
   EXPECT_THAT(ParameterStore::Create(options).status().message(),
               HasSubstr("26 initial values for a model of 25 elements (2 tensors)"));
@@ -164,10 +165,9 @@ TEST(ParameterStoreTest, BadPushesAreRefusedAndChangeNothing) {
       {"short data", [](PushRequest* r) { r->mutable_chunks(1)->mutable_data()->resize(19); },
        absl::StatusCode::kInvalidArgument,
        "push from worker 1 for tensor 'fc1.bias' chunk at offset 0: got 19 bytes of data, expected 20"},
-      {"missing chunk", [](PushRequest* r) { r->mutable_chunks()->RemoveLast(); },
-       absl::StatusCode::kInvalidArgument, "push from worker 1: got 1 chunks, expected 2"},
-      {"wrong offset", [](PushRequest* r) { r->mutable_chunks(1)->set_offset(2); },
-       absl::StatusCode::kInvalidArgument,
+      {"missing chunk", [](PushRequest* r) { r->mutable_chunks()->RemoveLast(); }, absl::StatusCode::kInvalidArgument,
+       "push from worker 1: got 1 chunks, expected 2"},
+      {"wrong offset", [](PushRequest* r) { r->mutable_chunks(1)->set_offset(2); }, absl::StatusCode::kInvalidArgument,
        "push from worker 1: chunk 1 is tensor 'fc1.bias' at offset 2, expected tensor 'fc1.bias' at offset 0"},
       {"rank not live", [](PushRequest* r) { r->set_worker_rank(2); }, absl::StatusCode::kAborted,
        "push rejected by server 0: worker 2 is not a live member at membership epoch 4"},
@@ -183,7 +183,8 @@ TEST(ParameterStoreTest, BadPushesAreRefusedAndChangeNothing) {
        "push from worker 1 for step 0: num_samples is 300, expected at most 256 (a share of the global batch of 512 "
        "among 2 live workers)"},
       {"data epoch never handed out", [](PushRequest* r) { r->set_data_epoch(1000); },
-       absl::StatusCode::kInvalidArgument, "push from worker 1: data_epoch is 1000, expected 0 to 9 (the job has 10 epochs)"},
+       absl::StatusCode::kInvalidArgument,
+       "push from worker 1: data_epoch is 1000, expected 0 to 9 (the job has 10 epochs)"},
       {"old membership", [](PushRequest* r) { r->set_membership_epoch(3); }, absl::StatusCode::kAborted,
        "push from worker 1 carries membership epoch 3, current is 4"},
       {"new membership", [](PushRequest* r) { r->set_membership_epoch(5); }, absl::StatusCode::kAborted,
@@ -226,7 +227,8 @@ TEST(ParameterStoreTest, StalePushAndFarPullAreRefused) {
   store->Pull(MakePull(0, 4), &resp, outcome.done());
   ASSERT_TRUE(outcome.status.has_value());
   EXPECT_EQ(outcome.status->code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(outcome.status->message()), HasSubstr("pull from worker 0 for step 4: server 0 is at step 2"));
+  EXPECT_THAT(std::string(outcome.status->message()),
+              HasSubstr("pull from worker 0 for step 4: server 0 is at step 2"));
 
   Outcome old_epoch;
   PullRequest pull = MakePull(0, 0);
@@ -328,18 +330,18 @@ TEST(ParameterStoreTest, SspBlocksFastWorkerUntilSlowOnePushes) {
   EXPECT_FALSE(fourth.status.has_value());
   absl::Status old = PushNow(*store, MakePush(0, 2, 1, g));
   EXPECT_EQ(old.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(old.message()), HasSubstr("push from worker 0 for data epoch 0: server 0 is already in data epoch 1"));
+  EXPECT_THAT(std::string(old.message()),
+              HasSubstr("push from worker 0 for data epoch 0: server 0 is already in data epoch 1"));
   PushRequest next = MakePush(0, 0, 1, g);
   next.set_data_epoch(1);
   ASSERT_TRUE(PushNow(*store, next).ok());
-  EXPECT_FALSE(fourth.status.has_value());  // worker 1 (clock 0) holds its own pull for 2 back
+  EXPECT_FALSE(fourth.status.has_value());                      // worker 1 (clock 0) holds its own pull for 2 back
   PushRequest own = MakePush(1, 0, 1, g, /*request_id=*/2099);  // ids are unique per worker
   own.set_data_epoch(1);
   ASSERT_TRUE(PushNow(*store, own).ok());
   ASSERT_TRUE(fourth.status.has_value());
   EXPECT_TRUE(fourth.status->ok());
 }
-
 
 TEST(ParameterStoreTest, ArrivalOrderDoesNotChangeTheResult) {
   constexpr int kWorkers = 4;
@@ -388,8 +390,8 @@ TEST(ParameterStoreTest, ArrivalOrderDoesNotChangeTheResult) {
 
 TEST(ParameterStoreTest, InitIsIdenticalWithOneOrThreeServers) {
   auto one = MakeStore(MakeOptions(SYNC, 1));
-  const ShardMap three = MakeShardMap(
-      {Chunk(0, 0, 7, 0), Chunk(0, 7, 7, 1), Chunk(0, 14, 6, 2), Chunk(1, 0, 2, 2), Chunk(1, 2, 3, 2)});
+  const ShardMap three =
+      MakeShardMap({Chunk(0, 0, 7, 0), Chunk(0, 7, 7, 1), Chunk(0, 14, 6, 2), Chunk(1, 0, 2, 2), Chunk(1, 2, 3, 2)});
   std::vector<float> joined;
   for (int rank = 0; rank < 3; ++rank) {
     ParameterStore::Options options = MakeOptions(SYNC, 1, three);
@@ -436,7 +438,6 @@ TEST(ParameterStoreTest, CreateRefusesInconsistentShardMap) {
   options.worker_ranks = {0, -2, 1};
   EXPECT_EQ(ParameterStore::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
 }
-
 
 }  // namespace
 }  // namespace pstrain::server::store_test

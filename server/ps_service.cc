@@ -34,10 +34,10 @@ std::optional<int> ShardOf(const Request& request) {
 struct RawAnswer {
   explicit RawAnswer(const ServerMetrics::Call& call) : meter(call) {}
 
-  PullResponse header;    // the answer, without the values
-  PushResponse pushed;    // Push's answer
-  PooledBuffer values;    // the answer's values
-  OutgoingRowsAnswer rows;  // the answer's embedding rows
+  PullResponse header;            // the answer, without the values
+  PushResponse pushed;            // Push's answer
+  PooledBuffer values;            // the answer's values
+  OutgoingRowsAnswer rows;        // the answer's embedding rows
   InflightBudget::Ticket ticket;  // the call's bytes, held until it is finished
   ServerMetrics::Call meter;      // routed to the answering store's shard
 };
@@ -166,7 +166,8 @@ void ParameterServerService::ReplaceStores(std::shared_ptr<ParameterStore> own,
   CHECK(own != nullptr);
   const std::shared_ptr<ParameterStore> old = std::atomic_load(&store_);
   CHECK(old != nullptr) << "ReplaceStores before SetStores";
-  CHECK_EQ(std::atomic_load(&replica_) == nullptr, replica == nullptr) << "ReplaceStores changes the replica's presence";
+  CHECK_EQ(std::atomic_load(&replica_) == nullptr, replica == nullptr)
+      << "ReplaceStores changes the replica's presence";
   CHECK_EQ(old->rank(), own->rank());
   CHECK(replica == nullptr || replica->rank() != own->rank()) << "a replica of the server's own shard";
   metrics_->SetShards(own->rank(), replica == nullptr ? std::nullopt : std::optional<int>(replica->rank()));
@@ -202,8 +203,8 @@ absl::Status ParameterServerService::CheckLeaseGrant(const PushRequest& push, ab
   const data::Range range{lease->begin, std::max(lease->begin, lease->end)};
   const int64_t batches = data::NumBatches(range, rules_.batch_size);
   if (push.lease_batch() < std::max<int64_t>(0, lease->first_batch) || push.lease_batch() >= batches) {
-    return absl::PermissionDeniedError(absl::StrCat(batch, ": the lease handed it batches ", lease->first_batch,
-                                                    " to ", batches - 1));
+    return absl::PermissionDeniedError(
+        absl::StrCat(batch, ": the lease handed it batches ", lease->first_batch, " to ", batches - 1));
   }
   const int64_t samples = data::BatchOf(range, rules_.batch_size, push.lease_batch()).size();
   if (push.num_samples() > samples) {
@@ -214,12 +215,12 @@ absl::Status ParameterServerService::CheckLeaseGrant(const PushRequest& push, ab
 }
 
 absl::StatusOr<std::optional<int>> ParameterServerService::CallerRank(const grpc::CallbackServerContext& context,
-                                                                     absl::string_view method) const {
+                                                                      absl::string_view method) const {
   return WorkerOf(SessionCredentialOf(context), method);
 }
 
 absl::StatusOr<std::optional<int>> ParameterServerService::WorkerOf(absl::string_view credential,
-                                                                   absl::string_view method) const {
+                                                                    absl::string_view method) const {
   // sessions_ is published by the release store of store_.
   if (std::atomic_load(&store_) == nullptr || sessions_ == nullptr) return std::nullopt;
   absl::StatusOr<SessionClaims> caller = sessions_->Verify(credential);
@@ -270,14 +271,14 @@ std::shared_ptr<ParameterStore> ParameterServerService::StoreOrFinish(std::optio
   // After a change of the server count, a call for a shard hosted here before: routed under the
   // old map, like the calls the new stores answer ABORTED.
   const bool replaced = replaced_.load();
-  Refuse(meter, reactor, grpc::Status(
-      replaced ? grpc::StatusCode::ABORTED : grpc::StatusCode::FAILED_PRECONDITION,
-      absl::StrCat("server ", store->rank(), " does not host shard ", *shard, " (it hosts shard",
-                   replica == nullptr ? absl::StrCat(" ", store->rank())
-                                      : absl::StrCat("s ", store->rank(), " and ", replica->rank()),
-                   replaced ? absl::StrCat(" under shard map version ", store->shard_map_version(),
-                                           "); refresh the cluster view")
-                            : ")")));
+  Refuse(meter, reactor,
+         grpc::Status(replaced ? grpc::StatusCode::ABORTED : grpc::StatusCode::FAILED_PRECONDITION,
+                      absl::StrCat("server ", store->rank(), " does not host shard ", *shard, " (it hosts shard",
+                                   replica == nullptr ? absl::StrCat(" ", store->rank())
+                                                      : absl::StrCat("s ", store->rank(), " and ", replica->rank()),
+                                   replaced ? absl::StrCat(" under shard map version ", store->shard_map_version(),
+                                                           "); refresh the cluster view")
+                                            : ")")));
   return nullptr;
 }
 
@@ -291,9 +292,9 @@ bool ParameterServerService::SizeOkOrFinish(const char* what, const grpc::ByteBu
 }
 
 bool ParameterServerService::AdmitOrFinish(const char* what, grpc::CallbackServerContext* context,
-                                           const grpc::ByteBuffer& request, size_t answer_bytes,
-                                           bool reading, grpc::ServerUnaryReactor* reactor,
-                                           ServerMetrics::Call* meter, InflightBudget::Ticket* ticket) {
+                                           const grpc::ByteBuffer& request, size_t answer_bytes, bool reading,
+                                           grpc::ServerUnaryReactor* reactor, ServerMetrics::Call* meter,
+                                           InflightBudget::Ticket* ticket) {
   const auto request_bytes = static_cast<int64_t>(request.Length());
   absl::StatusOr<InflightBudget::Ticket> admitted =
       budget_.Admit(what, request_bytes + static_cast<int64_t>(answer_bytes), reading);
@@ -312,12 +313,9 @@ bool ParameterServerService::CallerOkOrFinish(const absl::Status& caller, grpc::
   return caller.ok();
 }
 
-std::shared_ptr<ParameterStore> ParameterServerService::DecodePushOrFinish(std::optional<int> caller,
-                                                                           absl::string_view method,
-                                                                           const grpc::ByteBuffer& request,
-                                                                           IncomingPush* push,
-                                                                           grpc::ServerUnaryReactor* reactor,
-                                                                           ServerMetrics::Call* meter) const {
+std::shared_ptr<ParameterStore> ParameterServerService::DecodePushOrFinish(
+    std::optional<int> caller, absl::string_view method, const grpc::ByteBuffer& request, IncomingPush* push,
+    grpc::ServerUnaryReactor* reactor, ServerMetrics::Call* meter) const {
   absl::Status s = DecodePush(request, "push", push);
   if (s.ok()) s = CheckActsAsWorker(caller, push->header.worker_rank(), method);
   if (s.ok()) s = CheckLeaseGrant(push->header, method);
@@ -355,16 +353,15 @@ grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerConte
   answer->ticket = std::move(ticket);
   answer->values = BufferPool::Default().Acquire(answer_bytes);
   float* values = answer->values.floats();
-  store->Pull(
-      DecodedPull::Of(req), PullAnswer{&answer->header, values, &answer->rows},
-      [this, reactor, answer, response](absl::Status status) {
-        std::unique_ptr<RawAnswer> owned(answer);
-        if (status.ok()) {
-          EncodePull(owned->header, std::move(owned->values), std::move(owned->rows), response);
-          CountResponse(&pull_, response->Length());
-        }
-        Answer(&owned->meter, status, *response, reactor);
-      });
+  store->Pull(DecodedPull::Of(req), PullAnswer{&answer->header, values, &answer->rows},
+              [this, reactor, answer, response](absl::Status status) {
+                std::unique_ptr<RawAnswer> owned(answer);
+                if (status.ok()) {
+                  EncodePull(owned->header, std::move(owned->values), std::move(owned->rows), response);
+                  CountResponse(&pull_, response->Length());
+                }
+                Answer(&owned->meter, status, *response, reactor);
+              });
   return reactor;
 }
 
@@ -402,13 +399,11 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
   CountRequest(&push_pull_, request->Length());
   ServerMetrics::Call meter(metrics_, RpcMethod::kPushPull, static_cast<int64_t>(request->Length()));
   absl::StatusOr<std::optional<int>> caller = CallerRank(*context, "PushPull");
-  if (!CallerOkOrFinish(caller.status(), reactor, &meter) ||
-      !SizeOkOrFinish("push-pull", *request, reactor, &meter)) {
+  if (!CallerOkOrFinish(caller.status(), reactor, &meter) || !SizeOkOrFinish("push-pull", *request, reactor, &meter)) {
     return reactor;
   }
   IncomingPush push;
-  std::shared_ptr<ParameterStore> store =
-      DecodePushOrFinish(*caller, "PushPull", *request, &push, reactor, &meter);
+  std::shared_ptr<ParameterStore> store = DecodePushOrFinish(*caller, "PushPull", *request, &push, reactor, &meter);
   if (store == nullptr) return reactor;
   const size_t answer_bytes = AnswerBytes(push.header, *store);
   InflightBudget::Ticket ticket;
@@ -419,16 +414,15 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
   answer->ticket = std::move(ticket);
   answer->values = BufferPool::Default().Acquire(answer_bytes);
   float* values = answer->values.floats();
-  store->PushPull(
-      DecodedPush::Of(push), PullAnswer{&answer->header, values, &answer->rows},
-      [this, reactor, answer, response](absl::Status status) {
-        std::unique_ptr<RawAnswer> owned(answer);
-        if (status.ok()) {
-          EncodePull(owned->header, std::move(owned->values), std::move(owned->rows), response);
-          CountResponse(&push_pull_, response->Length());
-        }
-        Answer(&owned->meter, status, *response, reactor);
-      });
+  store->PushPull(DecodedPush::Of(push), PullAnswer{&answer->header, values, &answer->rows},
+                  [this, reactor, answer, response](absl::Status status) {
+                    std::unique_ptr<RawAnswer> owned(answer);
+                    if (status.ok()) {
+                      EncodePull(owned->header, std::move(owned->values), std::move(owned->rows), response);
+                      CountResponse(&push_pull_, response->Length());
+                    }
+                    Answer(&owned->meter, status, *response, reactor);
+                  });
   return reactor;
 }
 
@@ -444,8 +438,8 @@ grpc::ServerUnaryReactor* ParameterServerService::FinishEpoch(grpc::CallbackServ
     return reactor;
   }
   bool parsed = false;
-  grpc::ServerUnaryReactor* reactor = ServeParsed<FinishEpochRequest, FinishEpochResponse>(
-      request, response, "FinishEpoch", [&](auto* call) {
+  grpc::ServerUnaryReactor* reactor =
+      ServeParsed<FinishEpochRequest, FinishEpochResponse>(request, response, "FinishEpoch", [&](auto* call) {
         parsed = true;
         absl::Status s = CheckActsAsWorker(*caller, call->request.worker_rank(), "FinishEpoch");
         if (s.ok()) {

@@ -101,8 +101,9 @@ struct TransportCounters {
 // (one line; rates 0 when `active` is zero).
 std::string FormatTransportCounters(int rank, const TransportCounters& counters);
 
-using RawParameterServerBase = ParameterServer::WithRawCallbackMethod_Pull<ParameterServer::WithRawCallbackMethod_Push<
-    ParameterServer::WithRawCallbackMethod_PushPull<ParameterServer::WithRawCallbackMethod_FinishEpoch<ParameterServer::Service>>>>;
+using RawParameterServerBase = ParameterServer::WithRawCallbackMethod_Pull<
+    ParameterServer::WithRawCallbackMethod_Push<ParameterServer::WithRawCallbackMethod_PushPull<
+        ParameterServer::WithRawCallbackMethod_FinishEpoch<ParameterServer::Service>>>>;
 
 class ParameterServerService final : public RawParameterServerBase, public SessionGate {
  public:
@@ -197,15 +198,15 @@ class ParameterServerService final : public RawParameterServerBase, public Sessi
   // `answer_bytes` in `ticket`, or returns false after finishing `reactor` with RESOURCE_EXHAUSTED
   // and the retry hint.
   bool AdmitOrFinish(const char* what, grpc::CallbackServerContext* context, const grpc::ByteBuffer& request,
-                     size_t answer_bytes, bool reading, grpc::ServerUnaryReactor* reactor,
-                     ServerMetrics::Call* meter, InflightBudget::Ticket* ticket);
+                     size_t answer_bytes, bool reading, grpc::ServerUnaryReactor* reactor, ServerMetrics::Call* meter,
+                     InflightBudget::Ticket* ticket);
   // A shared_ptr that does not own `store` (null for null).
   static std::shared_ptr<ParameterStore> Borrowed(ParameterStore* store) {
     if (store == nullptr) return nullptr;
     return std::shared_ptr<ParameterStore>(store, [](ParameterStore*) {});
   }
   std::shared_ptr<ParameterStore> StoreOrFinish(std::optional<int> shard, grpc::ServerUnaryReactor* reactor,
-                                ServerMetrics::Call* meter) const;
+                                                ServerMetrics::Call* meter) const;
   // Decodes a push into `push` (its views borrow the request's bytes) and returns the store of its
   // shard, or nullptr after finishing `reactor` with INVALID_ARGUMENT (bytes that do not decode)
   // or as StoreOrFinish does.

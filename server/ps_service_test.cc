@@ -153,8 +153,8 @@ TEST_F(PsServiceTest, LeasedPushesNeedTheirGrant) {
       {"another worker's session", signer->Sign({WORKER, 0, ""}), grant, 1, 4, grpc::StatusCode::PERMISSION_DENIED,
        "Push: worker 0's session may not act as worker 1"},
       {"no grant", worker1, "", 1, 4, grpc::StatusCode::UNAUTHENTICATED, "Push: no lease grant"},
-      {"forged grant", worker1, (*SessionSigner::Generate())->SignLease(lease), 1, 4,
-       grpc::StatusCode::UNAUTHENTICATED, "Push: lease grant: the signature does not verify"},
+      {"forged grant", worker1, (*SessionSigner::Generate())->SignLease(lease), 1, 4, grpc::StatusCode::UNAUTHENTICATED,
+       "Push: lease grant: the signature does not verify"},
       {"another worker's grant", worker1, signer->SignLease(others), 1, 4, grpc::StatusCode::PERMISSION_DENIED,
        "Push: batch 1 of lease 7 in data epoch 0 from worker 1 was not handed to it: its grant is for lease 7 in data "
        "epoch 0 to worker 0"},
@@ -415,8 +415,7 @@ TEST_F(PsServiceReplicaTest, AShardTheServerDoesNotHostIsRefused) {
   FinishEpochRequest finish;
   finish.set_shard(-1);
   FinishEpochResponse finished;
-  EXPECT_EQ(stub_->FinishEpoch(Context().get(), finish, &finished).error_code(),
-            grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(stub_->FinishEpoch(Context().get(), finish, &finished).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_EQ(store_->step(), 0);
 }
 

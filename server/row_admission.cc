@@ -19,7 +19,7 @@ uint64_t Hash(uint64_t salt, uint64_t key) { return MixKey64(MixKey64(key ^ salt
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RowAdmission>> RowAdmission::Create(absl::string_view what, const AdmissionSpec& spec,
-                                                                    uint64_t seed, int32_t table_id) {
+                                                                   uint64_t seed, int32_t table_id) {
   if (absl::Status s = ValidateAdmission(absl::StrCat(what, ".admission"), spec); !s.ok()) return s;
   return std::unique_ptr<RowAdmission>(new RowAdmission(spec, seed, table_id));
 }
@@ -83,9 +83,9 @@ void RowAdmission::Serialize(std::string* out) const {
 
 absl::Status RowAdmission::Restore(absl::string_view what, absl::string_view data) {
   if (data.size() != counters_.size()) {
-    return absl::DataLossError(absl::StrCat(what, ": the admission sketch holds ", data.size(),
-                                            " bytes, expected ", counters_.size(), " (", AdmissionName(spec_),
-                                            " with sketch_bytes ", spec_.sketch_bytes(), ")"));
+    return absl::DataLossError(absl::StrCat(what, ": the admission sketch holds ", data.size(), " bytes, expected ",
+                                            counters_.size(), " (", AdmissionName(spec_), " with sketch_bytes ",
+                                            spec_.sketch_bytes(), ")"));
   }
   std::memcpy(counters_.data(), data.data(), data.size());
   return absl::OkStatus();

@@ -81,10 +81,10 @@ class RowAdmission {
   size_t Cell(int d, uint64_t key) const;
 
   const AdmissionSpec spec_;
-  uint64_t salt_[kDepth];   // per sketch row, from (seed, table)
-  uint64_t coin_salt_;      // probability:p's hash input, from (seed, table)
-  uint64_t coin_threshold_; // probability:p as a fraction of 2^64 (p = 1: every key)
-  int64_t width_ = 0;       // counters per sketch row
+  uint64_t salt_[kDepth];          // per sketch row, from (seed, table)
+  uint64_t coin_salt_;             // probability:p's hash input, from (seed, table)
+  uint64_t coin_threshold_;        // probability:p as a fraction of 2^64 (p = 1: every key)
+  int64_t width_ = 0;              // counters per sketch row
   std::vector<uint8_t> counters_;  // kDepth x width_
 };
 

@@ -31,9 +31,7 @@ RowEviction::RowEviction(const EvictionSpec& spec, bool keep_tombstones)
   if (spec_.ttl_seconds() > 0) clock_ = std::make_unique<UpdateClock>(spec_.ttl_seconds() * 1000);
 }
 
-void RowEviction::Grow(uint32_t row) {
-  meta_.GrowTo(row + size_t{1}, RowMeta{-1, 0});
-}
+void RowEviction::Grow(uint32_t row) { meta_.GrowTo(row + size_t{1}, RowMeta{-1, 0}); }
 
 void RowEviction::Created(uint32_t row, int64_t update) {
   Grow(row);
@@ -61,8 +59,7 @@ void RowEviction::SortInOrder(std::vector<Row>* rows) const {
   std::vector<std::pair<OrderKey, Row>> keyed;
   keyed.reserve(rows->size());
   for (const Row& r : *rows) keyed.emplace_back(KeyOf(r), r);
-  std::sort(keyed.begin(), keyed.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (size_t i = 0; i < keyed.size(); ++i) (*rows)[i] = keyed[i].second;
 }
 
@@ -134,7 +131,8 @@ std::vector<RowEviction::Row> RowEviction::SelectPastCap(int64_t cap, int64_t nu
   const int64_t keep = std::max(cap, spec_.keep_rows());
   std::vector<Row> leaving;
   if (num_rows <= keep) return leaving;
-  AppendFirst(static_cast<size_t>(num_rows - keep), for_each_row, [](uint32_t) { return false; }, &leaving);
+  AppendFirst(
+      static_cast<size_t>(num_rows - keep), for_each_row, [](uint32_t) { return false; }, &leaving);
   return leaving;
 }
 
@@ -187,13 +185,14 @@ absl::Status RowEviction::Restore(absl::string_view what, uint64_t num_rows, abs
                                             " rows, expected ", num_rows * kRowMetaBytes));
   }
   if (tombstones.size() % kTombstoneBytes != 0 || tombstones.size() / kTombstoneBytes > kMaxTombstones) {
-    return absl::DataLossError(absl::StrCat(what, ": tombstones of ", tombstones.size(), " bytes, expected a multiple of ",
-                                            kTombstoneBytes, " up to ", kMaxTombstones, " of them"));
+    return absl::DataLossError(absl::StrCat(what, ": tombstones of ", tombstones.size(),
+                                            " bytes, expected a multiple of ", kTombstoneBytes, " up to ",
+                                            kMaxTombstones, " of them"));
   }
   constexpr uint64_t kMaxLost = std::numeric_limits<int64_t>::max();
   if (!lost.empty() && (lost.size() != sizeof(uint64_t) || GetBytes<uint64_t>(lost.data()) > kMaxLost)) {
-    return absl::DataLossError(absl::StrCat(what, ": a count of lost tombstones of ", lost.size(),
-                                            " bytes, expected one uint64 below 2^63"));
+    return absl::DataLossError(
+        absl::StrCat(what, ": a count of lost tombstones of ", lost.size(), " bytes, expected one uint64 below 2^63"));
   }
   std::unique_ptr<UpdateClock> restored_clock;
   if (clock_ != nullptr) {
@@ -210,7 +209,8 @@ absl::Status RowEviction::Restore(absl::string_view what, uint64_t num_rows, abs
   }
   std::deque<Tombstone> dead;
   for (size_t i = 0; i < tombstones.size(); i += kTombstoneBytes) {
-    dead.push_back({GetBytes<uint64_t>(tombstones.data() + i), GetBytes<int64_t>(tombstones.data() + i + sizeof(uint64_t))});
+    dead.push_back(
+        {GetBytes<uint64_t>(tombstones.data() + i), GetBytes<int64_t>(tombstones.data() + i + sizeof(uint64_t))});
   }
   meta_ = std::move(meta);
   clock_ = std::move(restored_clock);

@@ -117,9 +117,7 @@ class RowEviction {
   }
   // Whether eviction runs after update `update` (never when the spec has no rule: a table under a
   // memory budget keeps the metadata for SelectPastCap only).
-  bool Due(int64_t update) const {
-    return spec_.every_updates() > 0 && (update + 1) % spec_.every_updates() == 0;
-  }
+  bool Due(int64_t update) const { return spec_.every_updates() > 0 && (update + 1) % spec_.every_updates() == 0; }
 
   // A row: its key and row number.
   using Row = std::pair<uint64_t, uint32_t>;
@@ -160,9 +158,8 @@ class RowEviction {
   // again from the next push's time (ignored without ttl_seconds). DATA_LOSS (prefixed with
   // `what`) when a section's size does not fit `num_rows` or the clock is malformed; then nothing
   // changes.
-  absl::Status Restore(absl::string_view what, uint64_t num_rows, absl::string_view rows,
-                       absl::string_view tombstones, absl::string_view lost, absl::string_view clock,
-                       int64_t last_update);
+  absl::Status Restore(absl::string_view what, uint64_t num_rows, absl::string_view rows, absl::string_view tombstones,
+                       absl::string_view lost, absl::string_view clock, int64_t last_update);
 
  private:
   RowEviction(const EvictionSpec& spec, bool keep_tombstones);

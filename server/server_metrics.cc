@@ -27,30 +27,28 @@ std::vector<double> CheckpointBuckets() { return metrics::ExponentialBuckets(0.0
 
 }  // namespace
 
-std::string RefusalCause(absl::StatusCode code) {
-  return absl::AsciiStrToLower(absl::StatusCodeToString(code));
-}
+std::string RefusalCause(absl::StatusCode code) { return absl::AsciiStrToLower(absl::StatusCodeToString(code)); }
 
 ServerMetrics::ServerMetrics(metrics::Registry* registry) : registry_(registry) {
   CHECK(registry != nullptr);
-  auto& requests = registry->AddCounter("pstrain_server_requests_total",
-                                        "Calls to the parameter service by method, counted when their handler starts",
-                                        {"method"});
-  auto& duration = registry->AddHistogram(
-      "pstrain_server_request_duration_seconds",
-      "From a call reaching its handler to its answer (OK or not; a parked call until released)", {"method"},
-      metrics::LatencyBuckets());
+  auto& requests =
+      registry->AddCounter("pstrain_server_requests_total",
+                           "Calls to the parameter service by method, counted when their handler starts", {"method"});
+  auto& duration =
+      registry->AddHistogram("pstrain_server_request_duration_seconds",
+                             "From a call reaching its handler to its answer (OK or not; a parked call until released)",
+                             {"method"}, metrics::LatencyBuckets());
   for (int m = 0; m < kNumRpcMethods; ++m) {
     requests_[m] = requests.With({kMethodNames[m]});
     duration_[m] = duration.With({kMethodNames[m]});
   }
   received_family_ = &registry->AddCounter("pstrain_server_received_bytes_total",
-                                          "Serialized Pull/Push/PushPull request bytes by the shard they were for "
-                                          "(none: refused before the shard was known)",
-                                          {"shard"});
-  sent_family_ = &registry->AddCounter("pstrain_server_sent_bytes_total",
-                                      "Serialized Pull/Push/PushPull response bytes by the shard that answered",
-                                      {"shard"});
+                                           "Serialized Pull/Push/PushPull request bytes by the shard they were for "
+                                           "(none: refused before the shard was known)",
+                                           {"shard"});
+  sent_family_ =
+      &registry->AddCounter("pstrain_server_sent_bytes_total",
+                            "Serialized Pull/Push/PushPull response bytes by the shard that answered", {"shard"});
   received_[kNone] = received_family_->With({kNoShard});
   sent_[kNone] = sent_family_->With({kNoShard});
   auto& refused = registry->AddCounter("pstrain_server_refused_requests_total",
@@ -58,9 +56,9 @@ ServerMetrics::ServerMetrics(metrics::Registry* registry) : registry_(registry) 
   for (int code = 1; code < static_cast<int>(refused_.size()); ++code) {
     refused_[code] = refused.With({RefusalCause(static_cast<absl::StatusCode>(code))});
   }
-  step_wait_ = &registry->AddHistogram("pstrain_server_step_wait_seconds",
-                                       "SYNC steps: from a step's first push to its last", {"shard"},
-                                       metrics::LatencyBuckets());
+  step_wait_ =
+      &registry->AddHistogram("pstrain_server_step_wait_seconds", "SYNC steps: from a step's first push to its last",
+                              {"shard"}, metrics::LatencyBuckets());
   checkpoint_duration_ = &registry->AddHistogram("pstrain_server_checkpoint_duration_seconds",
                                                  "Writing one checkpoint file", {"shard"}, CheckpointBuckets());
   checkpoints_written_ =
@@ -82,11 +80,10 @@ ServerMetrics::ServerMetrics(metrics::Registry* registry) : registry_(registry) 
                                 "past the staleness bound, pushes waiting until applied",
                                 {"shard"});
   table_rows_ = &registry->AddGauge("pstrain_server_table_rows", "Embedding rows held", {"table", "shard"});
-  table_bytes_ =
-      &registry->AddGauge("pstrain_server_table_bytes", "Memory used by embedding rows", {"table", "shard"});
-  table_admitted_ = &registry->AddCounter("pstrain_server_table_admitted_rows_total",
-                                          "Embedding rows created by updates (keys admission let in)",
-                                          {"table", "shard"});
+  table_bytes_ = &registry->AddGauge("pstrain_server_table_bytes", "Memory used by embedding rows", {"table", "shard"});
+  table_admitted_ =
+      &registry->AddCounter("pstrain_server_table_admitted_rows_total",
+                            "Embedding rows created by updates (keys admission let in)", {"table", "shard"});
   table_refused_ = &registry->AddCounter("pstrain_server_table_refused_updates_total",
                                          "Updates of embedding keys dropped because admission did not admit the key",
                                          {"table", "shard"});
@@ -98,10 +95,9 @@ ServerMetrics::ServerMetrics(metrics::Registry* registry) : registry_(registry) 
       {"table", "shard"});
   inflight_requests_ =
       registry->AddGauge("pstrain_server_inflight_requests", "Calls received and not answered yet").Get();
-  inflight_bytes_ = registry
-                        ->AddGauge("pstrain_server_inflight_bytes",
-                                   "Bytes held by admitted calls (requests and answer buffers)")
-                        .Get();
+  inflight_bytes_ =
+      registry->AddGauge("pstrain_server_inflight_bytes", "Bytes held by admitted calls (requests and answer buffers)")
+          .Get();
   registry->AddCollector([this] { Collect(); });
 }
 

@@ -67,8 +67,8 @@ struct StoreMetrics {
   metrics::Histogram* step_wait = nullptr;            // SYNC: first push to last push of a step
   metrics::Histogram* checkpoint_duration = nullptr;  // writing one checkpoint file
   metrics::Counter* checkpoints_written = nullptr;
-  metrics::Gauge* last_checkpoint_time = nullptr;     // Unix seconds of the newest file written
-  metrics::Counter* refused_grad_norm = nullptr;      // pushes above max_grad_norm_per_sample
+  metrics::Gauge* last_checkpoint_time = nullptr;  // Unix seconds of the newest file written
+  metrics::Counter* refused_grad_norm = nullptr;   // pushes above max_grad_norm_per_sample
 };
 
 enum class RpcMethod { kPull = 0, kPush, kPushPull, kFinishEpoch };

@@ -176,8 +176,8 @@ absl::StatusOr<T> CallInSlices(absl::string_view what, absl::Duration timeout, C
     const absl::Status& status = result.status();
     if (!absl::IsUnavailable(status) && !absl::IsDeadlineExceeded(status)) return result;
     if (absl::Now() >= give_up) {
-      return absl::Status(status.code(), absl::StrCat(what, ": gave up after ", absl::FormatDuration(timeout),
-                                                      ": ", status.message()));
+      return absl::Status(
+          status.code(), absl::StrCat(what, ": gave up after ", absl::FormatDuration(timeout), ": ", status.message()));
     }
   }
 }
@@ -186,7 +186,7 @@ absl::StatusOr<T> CallInSlices(absl::string_view what, absl::Duration timeout, C
 // `view`'s shard map. The model file must declare exactly the shard map's tensors (the scheduler
 // built the map from it); anything else is FAILED_PRECONDITION, a damaged file the parser's error.
 absl::StatusOr<std::shared_ptr<const std::vector<float>>> FetchInitialValues(SchedulerClient* client,
-                                                                            const ClusterView& view) {
+                                                                             const ClusterView& view) {
   ASSIGN_OR_RETURN(const std::string bytes, client->GetInitialModel());
   ASSIGN_OR_RETURN(model::ModelFile file, model::ParseModelFile(bytes, "the declared initial model"));
   const auto& tensors = view.shard_map().tensors();
@@ -198,10 +198,10 @@ absl::StatusOr<std::shared_ptr<const std::vector<float>>> FetchInitialValues(Sch
     const model::ParamSpec& p = file.params[i];
     if (p.name != tensors[i].name() || p.num_elements != tensors[i].num_elements() ||
         p.flat_offset != tensors[i].flat_offset()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the declared initial model's tensor ", i, " is '", p.name, "' with ", p.num_elements,
-          " elements at flat offset ", p.flat_offset, "; the shard map's is '", tensors[i].name(), "' with ",
-          tensors[i].num_elements(), " at ", tensors[i].flat_offset()));
+      return absl::FailedPreconditionError(
+          absl::StrCat("the declared initial model's tensor ", i, " is '", p.name, "' with ", p.num_elements,
+                       " elements at flat offset ", p.flat_offset, "; the shard map's is '", tensors[i].name(),
+                       "' with ", tensors[i].num_elements(), " at ", tensors[i].flat_offset()));
     }
   }
   return std::make_shared<const std::vector<float>>(std::move(file.values));
@@ -222,14 +222,12 @@ absl::StatusOr<std::unique_ptr<ServerRunner>> ServerRunner::Create(const Options
     return absl::InvalidArgumentError("parameter server: health host is empty, expected an address to listen on");
   }
   if (options.port < 0 || options.port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("parameter server: port ", options.port, " is outside [0, 65535]"));
+    return absl::InvalidArgumentError(absl::StrCat("parameter server: port ", options.port, " is outside [0, 65535]"));
   }
   if (options.rpc_timeout <= absl::ZeroDuration() || options.startup_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat("parameter server: rpc timeout ",
                                                    absl::FormatDuration(options.rpc_timeout), " and startup timeout ",
-                                                   absl::FormatDuration(options.startup_timeout),
-                                                   " must both be > 0"));
+                                                   absl::FormatDuration(options.startup_timeout), " must both be > 0"));
   }
   if (options.drain_on_stop && options.drain_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat("parameter server: drain timeout ",
@@ -259,7 +257,8 @@ absl::Status ServerRunner::Run() {
   const std::string listen = JoinHostPort(options_.host, options_.port);
   int selected_port = 0;
   EnableHealthService();
-  const TransportSecurity& security = options_.security != nullptr ? *options_.security : *TransportSecurity::Loopback();
+  const TransportSecurity& security =
+      options_.security != nullptr ? *options_.security : *TransportSecurity::Loopback();
   const PortGate gate(&service, &transfer);
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials, security.ServerCredentials(listen, &gate));
   grpc::ServerBuilder builder;
@@ -305,9 +304,9 @@ absl::Status ServerRunner::Run() {
   LOG(INFO) << "parameter server listening on " << JoinHostPort(options_.host, selected_port) << " (advertised as "
             << address << "), scheduler at " << options_.scheduler_address;
   if (options_.metrics_port > 0) {
-    client->set_metrics_address(MetricsAddress(
-        options_.metrics_host, options_.advertise_host.empty() ? options_.host : options_.advertise_host,
-        options_.metrics_port));
+    client->set_metrics_address(
+        MetricsAddress(options_.metrics_host, options_.advertise_host.empty() ? options_.host : options_.advertise_host,
+                       options_.metrics_port));
   }
 
   LocalEndpoint local;
@@ -355,7 +354,8 @@ absl::Status ServerRunner::Run() {
 std::string ServerRunner::UnixSocketPath() const {
   if (options_.unix_socket_dir.empty()) return "";
   // A folder of this process's own that only its user may enter, inside the one given.
-  absl::StatusOr<std::string> dir = PrivateSocketDir(options_.unix_socket_dir, absl::StrCat("pstrain-server-", getpid()));
+  absl::StatusOr<std::string> dir =
+      PrivateSocketDir(options_.unix_socket_dir, absl::StrCat("pstrain-server-", getpid()));
   if (!dir.ok()) {
     LOG(WARNING) << "no unix socket for local workers: " << dir.status().message();
     return "";
@@ -413,9 +413,9 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   job_ = job;
   const absl::Duration interval =
       registration.heartbeat_ms() > 0 ? absl::Milliseconds(registration.heartbeat_ms()) : absl::Seconds(1);
-  const absl::Duration give_up =
-      registration.dead_after_ms() > 0 ? std::max(absl::Milliseconds(registration.dead_after_ms()), 3 * interval)
-                                       : absl::Seconds(10);
+  const absl::Duration give_up = registration.dead_after_ms() > 0
+                                     ? std::max(absl::Milliseconds(registration.dead_after_ms()), 3 * interval)
+                                     : absl::Seconds(10);
   // ASYNC/SSP: the lease the scheduler wants this server's confirmations from (AppliedLeases).
   std::atomic<int64_t> report_leases_from{1};
   // From the moment the job runs, so that a server killed while it waits for a cut-over or restores
@@ -510,9 +510,10 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
     // of later shard maps alike.
     absl::StatusOr<std::shared_ptr<const std::vector<float>>> values = FetchInitialValues(client, view);
     if (!values.ok()) {
-      return ReportFatal(client, rank, absl::Status(values.status().code(),
-                                                    absl::StrCat("server ", rank, ": fetching the initial model: ",
-                                                                 values.status().message())));
+      return ReportFatal(
+          client, rank,
+          absl::Status(values.status().code(),
+                       absl::StrCat("server ", rank, ": fetching the initial model: ", values.status().message())));
     }
     initial_values_ = *std::move(values);
     LOG(INFO) << "server " << rank << ": initial weights from the declared model (" << initial_values_->size()
@@ -522,20 +523,21 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   absl::StatusOr<std::unique_ptr<ParameterStore>> created = ParameterStore::Create(store_options);
   if (!created.ok()) {
     // Fail the job now rather than when the workers time out on us.
-    return ReportFatal(client, rank, absl::Status(created.status().code(), absl::StrCat("server ", rank, ": ",
-                                                                                       created.status().message())));
+    return ReportFatal(
+        client, rank,
+        absl::Status(created.status().code(), absl::StrCat("server ", rank, ": ", created.status().message())));
   }
   std::shared_ptr<ParameterStore> own = std::move(created).value();
   std::shared_ptr<ParameterStore> replica;
   if (job.replicas() == 2) {
     // (The map's count: a server added by a change of the server count starts under the new map.)
-    ASSIGN_OR_RETURN(replica,
-                     CreateReplica(client, rank, ServersOfMap(view.shard_map(), job_servers_), store_options));
+    ASSIGN_OR_RETURN(replica, CreateReplica(client, rank, ServersOfMap(view.shard_map(), job_servers_), store_options));
   }
   // Other servers may ask for parts of this server's cuts from now on (a change of the server
   // count, or a resume, when the servers keep folders of their own): before this one's own
   // rollback, which may be asking them for theirs at the same time.
-  absl::StatusOr<std::unique_ptr<SessionVerifier>> transfer_sessions = SessionVerifier::Create(view.session_public_key());
+  absl::StatusOr<std::unique_ptr<SessionVerifier>> transfer_sessions =
+      SessionVerifier::Create(view.session_public_key());
   if (!transfer_sessions.ok()) return ReportFatal(client, rank, transfer_sessions.status());
   transfer_->SetMap(view.shard_map());
   transfer_->Start(rank, checkpointing ? job.checkpoint_dir() : "", *std::move(transfer_sessions));
@@ -557,15 +559,15 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
       resharded_ = report;
     }
   } else if (own_step) {
-    RETURN_IF_ERROR(RollBack(client, rank, job.checkpoint_dir(), registration.restore_own_step(), view, own.get(),
-                             replica.get()));
+    RETURN_IF_ERROR(
+        RollBack(client, rank, job.checkpoint_dir(), registration.restore_own_step(), view, own.get(), replica.get()));
   }
   // Workers prove their rank with the credential the scheduler signed (common/session_credential.h).
   absl::StatusOr<std::unique_ptr<SessionVerifier>> sessions = SessionVerifier::Create(view.session_public_key());
   if (!sessions.ok()) {
     return ReportFatal(client, rank,
-                       absl::FailedPreconditionError(absl::StrCat("server ", rank, ": the cluster view's ",
-                                                                  sessions.status().message())));
+                       absl::FailedPreconditionError(
+                           absl::StrCat("server ", rank, ": the cluster view's ", sessions.status().message())));
   }
   service->RequireSessions(*std::move(sessions), {job.mode() != SYNC, std::max(1, job.batch_size())});
   // The job's bounds on request size and bytes in flight, before the first call is served.
@@ -575,8 +577,7 @@ absl::Status ServerRunner::ServeJob(SchedulerClient* client, const std::string& 
   service->SetLimits(limits);
   listener_quota_->Resize(ListenerQuotaBytes(limits));
   LOG(INFO) << "server " << rank << ": requests up to " << limits.max_request_bytes << " bytes, "
-            << limits.max_inflight_bytes << " bytes in flight, " << ListenerQuotaBytes(limits)
-            << " bytes held by gRPC";
+            << limits.max_inflight_bytes << " bytes in flight, " << ListenerQuotaBytes(limits) << " bytes held by gRPC";
   service->SetStores(own, replica);
   metrics_->Watch(own.get(), replica.get(), [service] { return service->inflight_bytes(); });
   {
@@ -658,9 +659,10 @@ absl::StatusOr<std::shared_ptr<ParameterStore>> ServerRunner::CreateReplica(Sche
   options.metrics = metrics_->ForShard(options.rank);
   absl::StatusOr<std::unique_ptr<ParameterStore>> replica = ParameterStore::Create(options);
   if (!replica.ok()) {
-    return ReportFatal(client, rank, absl::Status(replica.status().code(),
-                                                  absl::StrCat("server ", rank, ": replica of shard ", options.rank,
-                                                               ": ", replica.status().message())));
+    return ReportFatal(
+        client, rank,
+        absl::Status(replica.status().code(), absl::StrCat("server ", rank, ": replica of shard ", options.rank, ": ",
+                                                           replica.status().message())));
   }
   LOG(INFO) << "server " << rank << " also holds the live copy of shard " << options.rank;
   return std::shared_ptr<ParameterStore>(std::move(replica).value());
@@ -737,9 +739,11 @@ absl::Status ServerRunner::Reshard(SchedulerClient* client, ParameterServerServi
     return absl::OkStatus();
   }
   if (!view.has_restore_step() || view.restore_servers() < 1) {
-    return ReportFatal(client, rank, absl::FailedPreconditionError(absl::StrCat(
-                                         what, ": the view names no cut of the old server count to restore "
-                                               "(restore_step and restore_servers)")));
+    return ReportFatal(
+        client, rank,
+        absl::FailedPreconditionError(absl::StrCat(what,
+                                                   ": the view names no cut of the old server count to restore "
+                                                   "(restore_step and restore_servers)")));
   }
   const ParameterStore::Options options = StoreOptions(job_, view, rank);
   absl::StatusOr<std::unique_ptr<ParameterStore>> created = ParameterStore::Create(options);
@@ -757,8 +761,8 @@ absl::Status ServerRunner::Reshard(SchedulerClient* client, ParameterServerServi
     hosted.push_back(fresh_replica->rank());
   }
   ReshardCounts counts;
-  RETURN_IF_ERROR(RollBack(client, rank, checkpoint_dir, view.restore_step(), view, fresh.get(), fresh_replica.get(),
-                           &counts));
+  RETURN_IF_ERROR(
+      RollBack(client, rank, checkpoint_dir, view.restore_step(), view, fresh.get(), fresh_replica.get(), &counts));
   const RequestLimits limits = LimitsFor(options.job, view.shard_map(), hosted);
   service->SetLimits(limits);
   listener_quota_->Resize(ListenerQuotaBytes(limits));
@@ -779,10 +783,10 @@ absl::Status ServerRunner::Reshard(SchedulerClient* client, ParameterServerServi
   return absl::OkStatus();
 }
 
-void ServerRunner::FollowMembership(SchedulerClient* client, ParameterServerService* service,
-                                    Heartbeater* heartbeater, int rank, const std::string& checkpoint_dir,
-                                    absl::Duration poll, int64_t kept_freed_bound) {
-  int64_t tried = 0;  // the newest epoch a refresh was made for; a failed one is retried after `poll`
+void ServerRunner::FollowMembership(SchedulerClient* client, ParameterServerService* service, Heartbeater* heartbeater,
+                                    int rank, const std::string& checkpoint_dir, absl::Duration poll,
+                                    int64_t kept_freed_bound) {
+  int64_t tried = 0;           // the newest epoch a refresh was made for; a failed one is retried after `poll`
   bool report_failed = false;  // a failed checkpoint report is retried after `poll`
   SlowStepWatch slow_steps(rank);
   FreedMemoryBound kept_freed(kept_freed_bound);
@@ -875,8 +879,8 @@ absl::Status ServerRunner::RefreshMembership(SchedulerClient* client, ParameterS
     const bool promoted = shard < view->shard_hosts_size() && view->shard_hosts(shard).primary() == rank;
     if (promoted && !replica_promoted_.exchange(true)) {
       replica->EnableCheckpoints();
-      LOG(INFO) << "server " << rank << ": promoted its copy of shard " << shard << " (at step "
-                << replica->step() << ") to primary at membership epoch " << view->membership_epoch();
+      LOG(INFO) << "server " << rank << ": promoted its copy of shard " << shard << " (at step " << replica->step()
+                << ") to primary at membership epoch " << view->membership_epoch();
     }
   }
   const absl::Status status = store->UpdateMembership(view->membership_epoch(), std::move(ranks));
@@ -884,9 +888,9 @@ absl::Status ServerRunner::RefreshMembership(SchedulerClient* client, ParameterS
   return absl::OkStatus();
 }
 
-absl::Status ServerRunner::RollBack(SchedulerClient* client, int rank, const std::string& checkpoint_dir,
-                                    int64_t step, const ClusterView& view, ParameterStore* store,
-                                    ParameterStore* replica, ReshardCounts* counts) {
+absl::Status ServerRunner::RollBack(SchedulerClient* client, int rank, const std::string& checkpoint_dir, int64_t step,
+                                    const ClusterView& view, ParameterStore* store, ParameterStore* replica,
+                                    ReshardCounts* counts) {
   // SYNC (the view's restore step): the copy of the shard before this one goes back too, to the
   // same cut, from its primary's files.
   const bool sync_restore = view.has_restore_step() && step == view.restore_step();
@@ -903,13 +907,13 @@ absl::Status ServerRunner::RollBack(SchedulerClient* client, int rank, const std
         continue;
       }
       if (!read.ok()) {
-        return ReportFatal(client, rank,
-                           absl::Status(read.status().code(),
-                                        absl::StrCat("server ", rank, ": rolling back to step ", step,
-                                                     " for membership epoch ", view.membership_epoch(),
-                                                     ": reading the cut of step ", step, " taken on ",
-                                                     view.restore_servers(), " servers: server ", from,
-                                                     "'s checkpoint: ", read.status().message())));
+        return ReportFatal(
+            client, rank,
+            absl::Status(read.status().code(),
+                         absl::StrCat("server ", rank, ": rolling back to step ", step, " for membership epoch ",
+                                      view.membership_epoch(), ": reading the cut of step ", step, " taken on ",
+                                      view.restore_servers(), " servers: server ", from,
+                                      "'s checkpoint: ", read.status().message())));
       }
       cut->push_back(*std::move(read));
     }
@@ -947,16 +951,17 @@ absl::Status ServerRunner::RestoreStore(SchedulerClient* client, int rank, const
       }
       absl::StatusOr<ShardCheckpoint> part = FetchPart(client, static_cast<int>(from), step, view, shard);
       if (!part.ok()) {
-        return absl::Status(part.status().code(),
-                            absl::StrCat("reading the cut of step ", step, " taken on ", cut->size(),
-                                         " servers: server ", from, "'s checkpoint is not in '", checkpoint_dir,
-                                         "', and ", part.status().message()));
+        return absl::Status(
+            part.status().code(),
+            absl::StrCat("reading the cut of step ", step, " taken on ", cut->size(), " servers: server ", from,
+                         "'s checkpoint is not in '", checkpoint_dir, "', and ", part.status().message()));
       }
       fetched.push_back(*std::move(part));
       parts.push_back(&fetched.back());
     }
-    ASSIGN_OR_RETURN(ShardCheckpoint out, ReshardCheckpoints(parts, view.shard_map(),
-                                                             ServersOfMap(view.shard_map(), job_servers_), shard, counts));
+    ASSIGN_OR_RETURN(
+        ShardCheckpoint out,
+        ReshardCheckpoints(parts, view.shard_map(), ServersOfMap(view.shard_map(), job_servers_), shard, counts));
     if (!fetched.empty()) LOG(INFO) << what << ": fetched the parts of " << fetched.size() << " old servers from them";
     return out;
   };
@@ -984,7 +989,7 @@ absl::Status ServerRunner::RestoreStore(SchedulerClient* client, int rank, const
 }
 
 absl::StatusOr<ShardCheckpoint> ServerRunner::FetchPart(SchedulerClient* client, int from, int64_t step,
-                                                       const ClusterView& view, int shard) {
+                                                        const ClusterView& view, int shard) {
   const ServerInfo* source = nullptr;
   for (const ServerInfo& s : view.servers()) {
     if (s.rank() == from) source = &s;
@@ -992,7 +997,8 @@ absl::StatusOr<ShardCheckpoint> ServerRunner::FetchPart(SchedulerClient* client,
   if (source == nullptr) {
     return absl::NotFoundError(absl::StrCat("the view lists no server ", from, " to fetch its part from"));
   }
-  const TransportSecurity& security = options_.security != nullptr ? *options_.security : *TransportSecurity::Loopback();
+  const TransportSecurity& security =
+      options_.security != nullptr ? *options_.security : *TransportSecurity::Loopback();
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   const std::unique_ptr<ShardTransfer::Stub> stub =
@@ -1034,12 +1040,13 @@ absl::Status ServerRunner::SendFinalShards(SchedulerClient* client, int rank, co
     }
     const absl::Status sent = client->SubmitFinalShard(request);
     if (absl::IsInvalidArgument(sent)) {
-      return ReportFatal(client, rank, absl::Status(sent.code(), absl::StrCat("server ", rank, ": final shard ", shard,
-                                                                             " refused: ", sent.message())));
+      return ReportFatal(client, rank,
+                         absl::Status(sent.code(), absl::StrCat("server ", rank, ": final shard ", shard,
+                                                                " refused: ", sent.message())));
     }
     if (!sent.ok()) {
-      LOG(WARNING) << "server " << rank << ": cannot send final shard " << shard << " (the next heartbeat asks again): "
-                   << sent;
+      LOG(WARNING) << "server " << rank << ": cannot send final shard " << shard
+                   << " (the next heartbeat asks again): " << sent;
       continue;
     }
     LOG(INFO) << "server " << rank << ": sent final shard " << shard << " (" << request.chunks_size()

@@ -193,8 +193,8 @@ class ServerRunner {
   // memory back to the system whenever it finds more than `kept_freed_bound` bytes of it resident
   // (FreedMemoryBound). A failed rollback ends the job with its error. The pointers are borrowed
   // for the thread's lifetime.
-  void FollowMembership(SchedulerClient* client, ParameterServerService* service, Heartbeater* heartbeater,
-                        int rank, const std::string& checkpoint_dir, absl::Duration poll, int64_t kept_freed_bound);
+  void FollowMembership(SchedulerClient* client, ParameterServerService* service, Heartbeater* heartbeater, int rank,
+                        const std::string& checkpoint_dir, absl::Duration poll, int64_t kept_freed_bound);
   // Fetches the view and installs its epoch and live workers, rolling back first (RollBack) when
   // the view carries a recovery newer than the store's epoch. Logs and ignores a failed fetch (the
   // membership thread tries again, and a lost scheduler ends the job through the heartbeats);

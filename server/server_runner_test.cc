@@ -706,8 +706,7 @@ TEST_F(ServerRunnerTest, MissingRestoreCheckpointFailsTheJob) {
   scheduler_->SetMembership(2, {0});
   thread.join();
   EXPECT_EQ(result.code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(result.message()),
-              HasSubstr("server 0: rolling back to step 15 for membership epoch 2: "));
+  EXPECT_THAT(std::string(result.message()), HasSubstr("server 0: rolling back to step 15 for membership epoch 2: "));
   ASSERT_EQ(scheduler_->failures().size(), 1u);
   EXPECT_THAT(scheduler_->failures()[0], HasSubstr("rolling back to step 15"));
 }

@@ -45,7 +45,8 @@ absl::StatusOr<ShardMap> ShardTransferService::MapOf(int64_t version) const {
 
 absl::Status ShardTransferService::CheckCaller(absl::string_view credential, absl::string_view method) const {
   absl::MutexLock lock(&mu_);
-  if (!started_) return absl::UnavailableError(absl::StrCat(method, ": server not ready: it has not joined its job yet"));
+  if (!started_)
+    return absl::UnavailableError(absl::StrCat(method, ": server not ready: it has not joined its job yet"));
   if (sessions_ == nullptr) return absl::OkStatus();
   absl::StatusOr<SessionClaims> caller = sessions_->Verify(credential);
   if (!caller.ok()) return absl::Status(caller.status().code(), absl::StrCat(method, ": ", caller.status().message()));
@@ -71,9 +72,9 @@ absl::StatusOr<std::shared_ptr<const std::string>> ShardTransferService::Part(co
     me = rank_;
     checkpoint_dir = checkpoint_dir_;
   }
-  const std::string what = absl::StrCat("server ", me, "'s part of its checkpoint of step ", request.step(),
-                                        " for server ", request.to_rank(), " of shard map version ",
-                                        request.shard_map_version());
+  const std::string what =
+      absl::StrCat("server ", me, "'s part of its checkpoint of step ", request.step(), " for server ",
+                   request.to_rank(), " of shard map version ", request.shard_map_version());
   if (request.from_rank() != me) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": the request asks for server ", request.from_rank(), "'s, expected ", me));
@@ -115,8 +116,8 @@ grpc::Status ShardTransferService::FetchCutPart(grpc::ServerContext* context, co
   if (!part.ok()) return ToGrpcStatus(part.status());
   const auto total = static_cast<int64_t>((*part)->size());
   if (request->offset() < 0 || request->offset() > total) {
-    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
-        "FetchCutPart: offset ", request->offset(), " is outside the part's ", total, " bytes")));
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrCat("FetchCutPart: offset ", request->offset(), " is outside the part's ", total, " bytes")));
   }
   const int64_t size = std::min(page_bytes_, total - request->offset());
   response->set_data((*part)->substr(static_cast<size_t>(request->offset()), static_cast<size_t>(size)));

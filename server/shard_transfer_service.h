@@ -14,8 +14,8 @@
 // not seen yet is UNAVAILABLE, which callers retry, and so is every call before Start (the server
 // has not joined its job yet).
 //
-// Sessions: with a verifier (what every server process gives Start), every call must carry a server's session credential (none,
-// forged, or a worker's: UNAUTHENTICATED or PERMISSION_DENIED). With TLS the port's session gate
+// Sessions: with a verifier (what every server process gives Start), every call must carry a server's session
+// credential (none, forged, or a worker's: UNAUTHENTICATED or PERMISSION_DENIED). With TLS the port's session gate
 // hands this service's calls to Admit, which refuses such calls before they are read and asks for
 // a server's certificate too.
 //
@@ -95,8 +95,8 @@ class ShardTransferService final : public ShardTransfer::Service {
 // Errors: the server's, prefixed with what was asked; DATA_LOSS when the pages do not add up or
 // the bytes are no sound checkpoint.
 absl::StatusOr<ShardCheckpoint> FetchCutPart(ShardTransfer::StubInterface* stub, const std::string& session_credential,
-                                              absl::Duration timeout, int64_t step, int from_rank,
-                                              int64_t shard_map_version, int to_rank);
+                                             absl::Duration timeout, int64_t step, int from_rank,
+                                             int64_t shard_map_version, int to_rank);
 
 }  // namespace pstrain::server
 

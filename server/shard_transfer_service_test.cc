@@ -31,7 +31,8 @@ class ShardTransferServiceTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
     cut_ = CutOf(MapOf(2), 2);
-    for (const ShardCheckpoint& ckpt : cut_) ASSERT_TRUE(WriteCheckpoint(CheckpointPath(dir_, ckpt.rank, kStep), ckpt).ok());
+    for (const ShardCheckpoint& ckpt : cut_)
+      ASSERT_TRUE(WriteCheckpoint(CheckpointPath(dir_, ckpt.rank, kStep), ckpt).ok());
     three_ = MapOf(3);
     three_.set_version(2);
     three_.set_num_servers(3);

@@ -13,20 +13,19 @@ using Type = SparseOptimizerOptions::Type;
 
 absl::Status CheckAtLeastZero(const char* field, float value) {
   if (value >= 0 && std::isfinite(value)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("sparse optimizer ", field, ": got ", value,
-                                                 ", expected a finite value >= 0"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("sparse optimizer ", field, ": got ", value, ", expected a finite value >= 0"));
 }
 
 absl::Status CheckPositive(const char* field, float value) {
   if (value > 0 && std::isfinite(value)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("sparse optimizer ", field, ": got ", value,
-                                                 ", expected a finite value > 0"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("sparse optimizer ", field, ": got ", value, ", expected a finite value > 0"));
 }
 
 absl::Status CheckBeta(const char* field, float value) {
   if (value >= 0 && value < 1) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("sparse optimizer ", field, ": got ", value, ", expected [0, 1)"));
+  return absl::InvalidArgumentError(absl::StrCat("sparse optimizer ", field, ": got ", value, ", expected [0, 1)"));
 }
 
 // The loops are branch-free per element (FTRL's threshold compiles to a select) so -O3
@@ -46,9 +45,8 @@ void SgdRow(int dim, float lr, const float* __restrict g, float* __restrict w) {
 
 // step_size = lr / (1 - b1^t) and inv_bc2 = 1 / (1 - b2^t) fold the bias corrections, as the
 // dense Adam does (model/optimizer.cc).
-void AdamRow(int dim, float step_size, float inv_bc2, float b1, float b2, float eps,
-             const float* __restrict g, float* __restrict w, float* __restrict m,
-             float* __restrict v) {
+void AdamRow(int dim, float step_size, float inv_bc2, float b1, float b2, float eps, const float* __restrict g,
+             float* __restrict w, float* __restrict m, float* __restrict v) {
   for (int i = 0; i < dim; ++i) {
     m[i] = b1 * m[i] + (1.0f - b1) * g[i];
     v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
@@ -56,8 +54,8 @@ void AdamRow(int dim, float step_size, float inv_bc2, float b1, float b2, float 
   }
 }
 
-void FtrlRow(int dim, float alpha, float beta, float l1, float l2, const float* __restrict g,
-             float* __restrict w, float* __restrict z, float* __restrict n) {
+void FtrlRow(int dim, float alpha, float beta, float l1, float l2, const float* __restrict g, float* __restrict w,
+             float* __restrict z, float* __restrict n) {
   const float inv_alpha = 1.0f / alpha;
   for (int i = 0; i < dim; ++i) {
     const float n_new = n[i] + g[i] * g[i];
@@ -146,8 +144,8 @@ void InitRowState(const SparseOptimizerOptions& options, int dim, float* state, 
   LOG(FATAL) << "unknown sparse optimizer type " << static_cast<int>(options.type);
 }
 
-void ApplyRowUpdate(const SparseOptimizerOptions& options, int dim, float lr, const float* grad,
-                    float* w, float* state, uint32_t* step) {
+void ApplyRowUpdate(const SparseOptimizerOptions& options, int dim, float lr, const float* grad, float* w, float* state,
+                    uint32_t* step) {
   switch (options.type) {
     case Type::kAdagrad:
       AdagradRow(dim, lr, options.epsilon, grad, w, state);
@@ -159,8 +157,8 @@ void ApplyRowUpdate(const SparseOptimizerOptions& options, int dim, float lr, co
       const uint32_t t = ++*step;
       const double bc1 = 1.0 - std::pow(static_cast<double>(options.beta1), t);
       const double bc2 = 1.0 - std::pow(static_cast<double>(options.beta2), t);
-      AdamRow(dim, static_cast<float>(lr / bc1), static_cast<float>(1.0 / bc2), options.beta1,
-              options.beta2, options.epsilon, grad, w, state, state + dim);
+      AdamRow(dim, static_cast<float>(lr / bc1), static_cast<float>(1.0 / bc2), options.beta1, options.beta2,
+              options.epsilon, grad, w, state, state + dim);
       return;
     }
     case Type::kFtrl:

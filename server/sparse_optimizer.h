@@ -37,7 +37,7 @@ namespace pstrain::server {
 
 struct SparseOptimizerOptions {
   enum class Type { kAdagrad, kSgd, kLazyAdam, kFtrl };
-  Type type = Type::kAdagrad;  // Adagrad: the usual choice for sparse rows
+  Type type = Type::kAdagrad;        // Adagrad: the usual choice for sparse rows
   float initial_accumulator = 0.1f;  // kAdagrad (G), kFtrl (n): >= 0, finite
   float epsilon = 1e-8f;             // kAdagrad, kLazyAdam: > 0
   float beta1 = 0.9f;                // kLazyAdam: [0, 1)
@@ -67,8 +67,8 @@ void InitRowState(const SparseOptimizerOptions& options, int dim, float* state, 
 // the row's state vectors back to back (Adagrad: G; lazy Adam: m then v; FTRL: z then n), `step`
 // its update count (lazy Adam; may be null otherwise). REQUIRES: ValidateSparseOptimizer(options)
 // is OK, lr > 0, grad does not overlap w or state.
-void ApplyRowUpdate(const SparseOptimizerOptions& options, int dim, float lr, const float* grad,
-                    float* w, float* state, uint32_t* step);
+void ApplyRowUpdate(const SparseOptimizerOptions& options, int dim, float lr, const float* grad, float* w, float* state,
+                    uint32_t* step);
 
 }  // namespace pstrain::server
 

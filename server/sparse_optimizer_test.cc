@@ -22,8 +22,8 @@ struct Step {
   std::vector<float> state;  // expected state after the step (all vectors back to back)
 };
 
-void RunSteps(const SparseOptimizerOptions& options, float lr, std::vector<float> w,
-              const std::vector<Step>& steps, uint32_t* step_count = nullptr) {
+void RunSteps(const SparseOptimizerOptions& options, float lr, std::vector<float> w, const std::vector<Step>& steps,
+              uint32_t* step_count = nullptr) {
   const int dim = static_cast<int>(w.size());
   std::vector<float> state(StateFloatsPerElement(options.type) * dim);
   uint32_t step = 0;
@@ -52,8 +52,7 @@ TEST(SparseOptimizerTest, AdagradAccumulatesFromTheInitialAccumulator) {
 TEST(SparseOptimizerTest, SgdStepsAgainstTheGradient) {
   SparseOptimizerOptions options;
   options.type = Type::kSgd;
-  RunSteps(options, 0.1f, {1.0f, -0.5f},
-           {{{1.0f, -2.0f}, {0.9f, -0.3f}, {}}, {{2.0f, 0.5f}, {0.7f, -0.35f}, {}}});
+  RunSteps(options, 0.1f, {1.0f, -0.5f}, {{{1.0f, -2.0f}, {0.9f, -0.3f}, {}}, {{2.0f, 0.5f}, {0.7f, -0.35f}, {}}});
 }
 
 TEST(SparseOptimizerTest, LazyAdamCorrectsBiasWithTheRowsOwnStepCount) {
@@ -63,9 +62,7 @@ TEST(SparseOptimizerTest, LazyAdamCorrectsBiasWithTheRowsOwnStepCount) {
   RunSteps(options, 0.01f, {1.0f, -0.5f},
            {{{1.0f, -2.0f}, {0.99f, -0.49f}, {0.1f, -0.2f, 0.001f, 0.004f}},
             {{2.0f, 0.5f}, {0.98034818f, -0.485305318f}, {0.29f, -0.13f, 0.004999f, 0.004246f}},
-            {{-0.5f, 0.25f},
-             {0.974462113f, -0.482472537f},
-             {0.211f, -0.092f, 0.005244001f, 0.004304254f}}},
+            {{-0.5f, 0.25f}, {0.974462113f, -0.482472537f}, {0.211f, -0.092f, 0.005244001f, 0.004304254f}}},
            &steps);
   EXPECT_EQ(steps, 3u);
 }
@@ -81,9 +78,7 @@ TEST(SparseOptimizerTest, FtrlWithL1GivesExactZerosWhileZIsSmall) {
   RunSteps(options, 0.5f, {0.0f, 0.0f},
            {{{0.4f, -3.0f}, {0.0f, 0.235294118f}, {0.4f, -3.0f, 0.16f, 9.0f}},
             {{0.3f, -1.0f}, {0.0f, 0.348614275f}, {0.7f, -4.07636596f, 0.25f, 10.0f}},
-            {{-2.0f, 0.5f},
-             {0.0452959709f, 0.292454214f},
-             {-1.3f, -3.6037562f, 4.25f, 10.25f}}});
+            {{-2.0f, 0.5f}, {0.0452959709f, 0.292454214f}, {-1.3f, -3.6037562f, 4.25f, 10.25f}}});
 }
 
 TEST(SparseOptimizerTest, FtrlWeightIsExactlyZeroNotJustSmall) {

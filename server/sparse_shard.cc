@@ -20,10 +20,18 @@ namespace {
 SparseOptimizerOptions OptimizerOf(const SparseOptimizerSpec& spec) {
   SparseOptimizerOptions o;
   switch (spec.type()) {
-    case SparseOptimizerSpec::SGD: o.type = SparseOptimizerOptions::Type::kSgd; break;
-    case SparseOptimizerSpec::LAZY_ADAM: o.type = SparseOptimizerOptions::Type::kLazyAdam; break;
-    case SparseOptimizerSpec::FTRL: o.type = SparseOptimizerOptions::Type::kFtrl; break;
-    default: o.type = SparseOptimizerOptions::Type::kAdagrad; break;
+    case SparseOptimizerSpec::SGD:
+      o.type = SparseOptimizerOptions::Type::kSgd;
+      break;
+    case SparseOptimizerSpec::LAZY_ADAM:
+      o.type = SparseOptimizerOptions::Type::kLazyAdam;
+      break;
+    case SparseOptimizerSpec::FTRL:
+      o.type = SparseOptimizerOptions::Type::kFtrl;
+      break;
+    default:
+      o.type = SparseOptimizerOptions::Type::kAdagrad;
+      break;
   }
   o.initial_accumulator = spec.initial_accumulator();
   o.epsilon = spec.epsilon();
@@ -91,19 +99,20 @@ SparseShard::SparseShard(const JobSpec& job, int shard, int num_shards,
 }
 
 absl::Status SparseShard::Check(absl::string_view what, absl::Span<const IncomingRows> list, Expect expect,
-                               bool allow_nonfinite, SparseGradient* out) const {
+                                bool allow_nonfinite, SparseGradient* out) const {
   out->clear();
   absl::InlinedVector<bool, 8> seen(tables_.size(), false);
   for (size_t i = 0; i < list.size(); ++i) {
     const IncomingRows& entry = list[i];
     const int t = entry.table_id;
     if (t < 0 || t >= num_tables()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": sparse entry ", i, " names table ", t, ", expected a table id in [0, ", num_tables(),
-          ") (the job's tables", num_tables() == 0 ? "; this job has none" : "", ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": sparse entry ", i, " names table ", t, ", expected a table id in [0, ", num_tables(),
+                       ") (the job's tables", num_tables() == 0 ? "; this job has none" : "", ")"));
     }
     const auto where = [&] { return absl::StrCat(what, ": table '", tables_[t]->name(), "' (id ", t, ")"); };
-    if (seen[t]) return absl::InvalidArgumentError(absl::StrCat(where(), " appears twice, expected one entry per table"));
+    if (seen[t])
+      return absl::InvalidArgumentError(absl::StrCat(where(), " appears twice, expected one entry per table"));
     seen[t] = true;
     if (entry.keys.size() % 8 != 0) {
       return absl::InvalidArgumentError(
@@ -132,8 +141,8 @@ absl::Status SparseShard::Check(absl::string_view what, absl::Span<const Incomin
     const int dim = tables_[t]->dim();
     if (expect == Expect::kKeys) {
       if (entry.rows.size() != 0) {
-        return absl::InvalidArgumentError(absl::StrCat(where(), ": a request of keys carries ", entry.rows.size(),
-                                                       " bytes of rows, expected none"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where(), ": a request of keys carries ", entry.rows.size(), " bytes of rows, expected none"));
       }
       continue;
     }
@@ -176,8 +185,8 @@ void SparseShard::Read(const SparseGradient& keys, OutgoingRowsAnswer* out) cons
     e.rows_offset = offset;
     e.rows_size = entry.num_keys * table.dim() * sizeof(float);
     // Pool buffers are 64-byte aligned and every offset here is a multiple of 4.
-    const absl::Status s = table.Read(
-        entry.keys(), absl::MakeSpan(reinterpret_cast<float*>(out->bytes.data() + offset), e.rows_size / sizeof(float)));
+    const absl::Status s = table.Read(entry.keys(), absl::MakeSpan(reinterpret_cast<float*>(out->bytes.data() + offset),
+                                                                   e.rows_size / sizeof(float)));
     CHECK(s.ok()) << "checked keys failed to read: " << s;
     offset += e.rows_size;
   }
@@ -192,8 +201,8 @@ void SparseShard::Read(const SparseGradient& keys, SparseList* out) const {
     std::string* rows = answer->mutable_rows();
     rows->resize(entry.num_keys * table.dim() * sizeof(float));
     // A std::string's buffer comes from operator new, aligned for any scalar type.
-    const absl::Status s = table.Read(
-        entry.keys(), absl::MakeSpan(reinterpret_cast<float*>(rows->data()), entry.num_keys * table.dim()));
+    const absl::Status s =
+        table.Read(entry.keys(), absl::MakeSpan(reinterpret_cast<float*>(rows->data()), entry.num_keys * table.dim()));
     CHECK(s.ok()) << "checked keys failed to read: " << s;
   }
 }
@@ -249,11 +258,11 @@ void SparseShard::AfterCut() {
   }
 }
 
-absl::StatusOr<std::unique_ptr<SparseShard::Prepared>> SparseShard::Prepare(
-    const std::vector<std::string>& tables, int64_t step) const {
+absl::StatusOr<std::unique_ptr<SparseShard::Prepared>> SparseShard::Prepare(const std::vector<std::string>& tables,
+                                                                            int64_t step) const {
   if (tables.size() != tables_.size()) {
-    return absl::FailedPreconditionError(absl::StrCat("checkpoint holds ", tables.size(), " embedding tables, the job has ",
-                                                      tables_.size()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint holds ", tables.size(), " embedding tables, the job has ", tables_.size()));
   }
   absl::StatusOr<std::vector<std::unique_ptr<EmbeddingTable>>> fresh = MakeJobTables(job_);
   if (!fresh.ok()) return fresh.status();

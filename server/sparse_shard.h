@@ -77,8 +77,8 @@ class SparseShard {
   // it into *out, entry for entry: each entry's keys are copied out of the received bytes once,
   // and so are its rows with Expect::kRows; the finite check runs on that copy. INVALID_ARGUMENT
   // starting with `what` (*out is then unspecified). Touches no table, so it runs outside the lock.
-  absl::Status Check(absl::string_view what, absl::Span<const IncomingRows> list, Expect expect,
-                     bool allow_nonfinite, SparseGradient* out) const;
+  absl::Status Check(absl::string_view what, absl::Span<const IncomingRows> list, Expect expect, bool allow_nonfinite,
+                     SparseGradient* out) const;
 
   // The rows of checked `keys` (rows never written read as their initial values, and are not
   // created): into one pooled buffer of *out, keys and rows of each entry, which the raw transport

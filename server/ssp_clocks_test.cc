@@ -40,10 +40,10 @@ TEST(SspClocksTest, AJoinerStartsAtTheSlowestClockOfTheLiveWorkersInTheEpoch) {
   SspClocks clocks(/*staleness=*/0);
   clocks.SetLive({0, 1, 2});
   for (int i = 0; i < 3; ++i) clocks.Pushed(0, i, false);  // worker 0 at 3
-  clocks.Pushed(1, 0, false);                               // worker 1 at 1, leaves
-  clocks.Finish(2);                                         // worker 2 finished: not counted
+  clocks.Pushed(1, 0, false);                              // worker 1 at 1, leaves
+  clocks.Finish(2);                                        // worker 2 finished: not counted
   clocks.SetLive({0, 2, 4});
-  EXPECT_TRUE(clocks.Ready(3));   // worker 4 joined at 3, worker 1 is gone
+  EXPECT_TRUE(clocks.Ready(3));  // worker 4 joined at 3, worker 1 is gone
   EXPECT_FALSE(clocks.Ready(4));
 }
 
@@ -53,14 +53,14 @@ TEST(SspClocksTest, AFinishedWorkerThatPushesAgainIsBackInWhereTheOthersAre) {
   SspClocks clocks(/*staleness=*/1);
   clocks.SetLive({0, 1});
   clocks.Pushed(1, 0, false);
-  clocks.Finish(1);                                            // idle at clock 1
+  clocks.Finish(1);                                                        // idle at clock 1
   for (int64_t step = 0; step < 5; ++step) clocks.Pushed(0, step, false);  // worker 0 at 5
-  EXPECT_TRUE(clocks.Ready(6));                                // worker 1 holds nobody back
-  clocks.Pushed(1, 1, false);                                  // back: raised to 5, then its push: 6
-  EXPECT_TRUE(clocks.Ready(6));                                // both >= 5
-  EXPECT_FALSE(clocks.Ready(7));                               // worker 0 at 5 < 6
+  EXPECT_TRUE(clocks.Ready(6));                                            // worker 1 holds nobody back
+  clocks.Pushed(1, 1, false);                                              // back: raised to 5, then its push: 6
+  EXPECT_TRUE(clocks.Ready(6));                                            // both >= 5
+  EXPECT_FALSE(clocks.Ready(7));                                           // worker 0 at 5 < 6
   clocks.Pushed(0, 5, false);
-  clocks.Pushed(0, 6, false);                                  // worker 0 at 7
+  clocks.Pushed(0, 6, false);  // worker 0 at 7
   EXPECT_TRUE(clocks.Ready(7));
   EXPECT_FALSE(clocks.Ready(8)) << "worker 1, at 6, counts again";
 }

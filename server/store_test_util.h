@@ -71,7 +71,7 @@ inline std::vector<float> Flat(const std::vector<TensorChunk>& chunks) {
 
 // A push from `rank` for the one-server map whose gradient is `grad` (25 floats).
 inline PushRequest MakePush(int rank, int64_t step, int64_t samples, const std::vector<float>& grad,
-                     uint64_t request_id = 0) {
+                            uint64_t request_id = 0) {
   PushRequest req;
   req.set_worker_rank(rank);
   req.set_membership_epoch(4);
@@ -122,7 +122,6 @@ inline std::vector<float> Filled(float first, float step) {
   for (int i = 0; i < 25; ++i) v[i] = first + step * i;
   return v;
 }
-
 
 // On a SYNC store of 2 workers where worker 0 pushed `grad` for step 0: worker 1's `bad` push is
 // refused with `code` and a message containing `message`, and changes nothing (no step, the same

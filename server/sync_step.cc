@@ -54,8 +54,8 @@ absl::StatusOr<SyncStep::Stored> SyncStep::Push(const PushRequest& req, int64_t 
     if (t == step - 1) return Stored::kNothing;
     // A retry of an older push whose step has been applied since (its answer was lost).
     if (last.known && last.step == t && last.request_id == req.request_id()) return Stored::kNothing;
-    return absl::FailedPreconditionError(absl::StrCat("push from worker ", r, " for step ", t,
-                                                      " is stale: server ", server_rank_, " is at step ", step));
+    return absl::FailedPreconditionError(absl::StrCat("push from worker ", r, " for step ", t, " is stale: server ",
+                                                      server_rank_, " is at step ", step));
   }
   if (t > step) {
     return absl::FailedPreconditionError(absl::StrCat("push for step ", t, " from the future: server ", server_rank_,
@@ -67,17 +67,19 @@ absl::StatusOr<SyncStep::Stored> SyncStep::Push(const PushRequest& req, int64_t 
   const auto live = static_cast<int64_t>(workers_.size());
   const int64_t share = (global_batch_ + live - 1) / live;
   if (req.num_samples() > share) {
-    return absl::InvalidArgumentError(absl::StrCat("push from worker ", r, " for step ", t, ": num_samples is ",
-                                                   req.num_samples(), ", expected at most ", share, " (a share of the ",
-                                                   "global batch of ", global_batch_, " among ", live, " live workers)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "push from worker ", r, " for step ", t, ": num_samples is ", req.num_samples(), ", expected at most ", share,
+        " (a share of the ", "global batch of ", global_batch_, " among ", live, " live workers)"));
   }
   if (req.partial()) return StorePart(req, grads, c);
   if (c.pushed || c.stored_parts > 0) {
     const bool retry = c.pushed && c.stored_parts == 0 && last.request_id == req.request_id();
     if (retry) return Stored::kNothing;
     return absl::AlreadyExistsError(absl::StrCat("push from worker ", r, " for step ", t, " with request id ",
-                                                 req.request_id(), ": the worker already pushed (part of) this "
-                                                 "step with request id ", last.request_id));
+                                                 req.request_id(),
+                                                 ": the worker already pushed (part of) this "
+                                                 "step with request id ",
+                                                 last.request_id));
   }
   StoreGradients(grads, c);
   c.samples = req.num_samples();
@@ -94,9 +96,9 @@ absl::StatusOr<SyncStep::Stored> SyncStep::StorePart(const PushRequest& req, Sto
     if (!c.have[i] && !(c.pushed && c.stored_parts == 0)) continue;
     // Stored already: the same part again is a retry (its answer was lost); anything else overlaps.
     if (known_id) return Stored::kNothing;
-    return absl::AlreadyExistsError(absl::StrCat(
-        "partial push from worker ", r, " for step ", req.step(), " with request id ", req.request_id(),
-        ": chunk ", i, " (", PartName(i), ") is already stored for this step"));
+    return absl::AlreadyExistsError(absl::StrCat("partial push from worker ", r, " for step ", req.step(),
+                                                 " with request id ", req.request_id(), ": chunk ", i, " (",
+                                                 PartName(i), ") is already stored for this step"));
   }
   if (c.stored_parts > 0 && req.num_samples() != c.samples) {
     return absl::InvalidArgumentError(absl::StrCat("partial push from worker ", r, " for step ", req.step(),

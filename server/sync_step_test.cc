@@ -71,7 +71,7 @@ class RecordingStorage : public ShardStorage {
   void AppendTableStats(std::vector<TableStats>*) const override {}
   void Save(ShardCheckpoint*) const override {}
   absl::StatusOr<std::unique_ptr<PreparedRestore>> PrepareRestore(absl::string_view,
-                                                                   const ShardCheckpoint&) const override {
+                                                                  const ShardCheckpoint&) const override {
     return nullptr;
   }
   void Install(const ShardCheckpoint&, std::unique_ptr<PreparedRestore>) override {}

@@ -40,11 +40,14 @@ absl::StatusOr<std::string> MergeTableDelta(absl::string_view base_bytes, absl::
   RETURN_IF_ERROR(Same(where, "optimizer type", base.optimizer_type, delta.optimizer_type));
   RETURN_IF_ERROR(Same(where, "record bytes", base.record_bytes, delta.record_bytes));
   RETURN_IF_ERROR(Same(where, "row dtype", TableRowDtype(base.row_dtype), TableRowDtype(delta.row_dtype)));
-  RETURN_IF_ERROR(Same(where, "eviction metadata", TableSectionPresence(base.row_meta), TableSectionPresence(delta.row_meta)));
-  RETURN_IF_ERROR(Same(where, "admission sketch", TableSectionPresence(base.sketch), TableSectionPresence(delta.sketch)));
+  RETURN_IF_ERROR(
+      Same(where, "eviction metadata", TableSectionPresence(base.row_meta), TableSectionPresence(delta.row_meta)));
+  RETURN_IF_ERROR(
+      Same(where, "admission sketch", TableSectionPresence(base.sketch), TableSectionPresence(delta.sketch)));
   if (TableSectionPresent(delta.tombstones_lost)) {
-    return absl::DataLossError(absl::StrCat(where, ": the delta lost tombstones past the cap; the rows they named "
-                                                   "cannot be dropped (a delta is never written so)"));
+    return absl::DataLossError(absl::StrCat(where,
+                                            ": the delta lost tombstones past the cap; the rows they named "
+                                            "cannot be dropped (a delta is never written so)"));
   }
   if (delta.tombstones.size() % kTableTombstoneBytes != 0) {
     return absl::DataLossError(absl::StrCat(where, ": tombstones of ", delta.tombstones.size(),
@@ -85,7 +88,9 @@ absl::StatusOr<std::string> MergeTableDelta(absl::string_view base_bytes, absl::
   }
   // Sections in Serialize's order (embedding_table_io.cc WriteRows).
   auto copy = [&out](TableSection tag, absl::string_view payload) {
-    if (TableSectionPresent(payload)) AppendTableSection(tag, [&] { out.append(payload.data(), payload.size()); }, &out);
+    if (TableSectionPresent(payload))
+      AppendTableSection(
+          tag, [&] { out.append(payload.data(), payload.size()); }, &out);
   };
   copy(kSketchSection, delta.sketch);
   if (TableSectionPresent(delta.row_meta)) {

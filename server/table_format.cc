@@ -14,7 +14,7 @@ namespace {
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the format is little-endian");
 
 constexpr char kMagic[] = "PSTRAINE";  // 8 bytes, no terminator
-constexpr size_t kFixed = 8 + 4 * 6;  // magic, version .. name length
+constexpr size_t kFixed = 8 + 4 * 6;   // magic, version .. name length
 
 uint32_t Crc32(const char* data, size_t size) {
   uint32_t crc = static_cast<uint32_t>(crc32(0, Z_NULL, 0));
@@ -33,8 +33,8 @@ uint32_t Crc32(const char* data, size_t size) {
 absl::Status CheckTableKeyOrder(const TableBytes& t, absl::string_view where, absl::string_view which) {
   for (uint64_t i = 1; i < t.num_rows; ++i) {
     if (t.key(i) <= t.key(i - 1)) {
-      return absl::DataLossError(absl::StrCat(where, ": ", which, " row ", i, " key ", t.key(i),
-                                              " is not greater than the key before it"));
+      return absl::DataLossError(
+          absl::StrCat(where, ": ", which, " row ", i, " key ", t.key(i), " is not greater than the key before it"));
     }
   }
   return absl::OkStatus();
@@ -64,7 +64,8 @@ absl::StatusOr<TableBytes> ParseTableBytes(absl::string_view data, absl::string_
   const uint32_t stored_crc = GetBytes<uint32_t>(data.data() + data.size() - 4);
   const uint32_t crc = Crc32(data.data(), data.size() - 4);
   if (stored_crc != crc) {
-    return absl::DataLossError(absl::StrCat(where, ": checksum mismatch (stored ", stored_crc, ", computed ", crc, ")"));
+    return absl::DataLossError(
+        absl::StrCat(where, ": checksum mismatch (stored ", stored_crc, ", computed ", crc, ")"));
   }
   TableBytes t;
   const char* p = data.data() + 8;
@@ -111,13 +112,26 @@ absl::StatusOr<TableBytes> ParseTableBytes(absl::string_view data, absl::string_
     const uint64_t length = GetBytes<uint64_t>(p + at + 4);
     const absl::string_view payload(p + at + 12, length);
     switch (tag) {
-      case kSketchSection: t.sketch = payload; break;
-      case kRowMetaSection: t.row_meta = payload; break;
-      case kTombstoneSection: t.tombstones = payload; break;
-      case kTombstonesLostSection: t.tombstones_lost = payload; break;
-      case kRowDtypeSection: t.row_dtype = payload; break;
-      case kClockSection: t.clock = payload; break;
-      default: return absl::DataLossError(absl::StrCat(where, ": unknown section ", tag));
+      case kSketchSection:
+        t.sketch = payload;
+        break;
+      case kRowMetaSection:
+        t.row_meta = payload;
+        break;
+      case kTombstoneSection:
+        t.tombstones = payload;
+        break;
+      case kTombstonesLostSection:
+        t.tombstones_lost = payload;
+        break;
+      case kRowDtypeSection:
+        t.row_dtype = payload;
+        break;
+      case kClockSection:
+        t.clock = payload;
+        break;
+      default:
+        return absl::DataLossError(absl::StrCat(where, ": unknown section ", tag));
     }
     at += 12 + length;
   }

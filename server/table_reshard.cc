@@ -21,8 +21,8 @@ std::string Which(size_t part) { return absl::StrCat("server ", part, "'s"); }
 template <typename T>
 absl::Status Same(absl::string_view where, size_t part, absl::string_view field, const T& first, const T& other) {
   if (first == other) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(where, ": ", Which(part), " table is another table: ", field, " ",
-                                                    other, ", server 0's ", first));
+  return absl::FailedPreconditionError(
+      absl::StrCat(where, ": ", Which(part), " table is another table: ", field, " ", other, ", server 0's ", first));
 }
 
 struct Tombstone {
@@ -111,11 +111,12 @@ absl::StatusOr<std::string> ReshardTable(const std::vector<absl::string_view>& p
       RETURN_IF_ERROR(Same(where, p, "optimizer type", first.optimizer_type, t.optimizer_type));
       RETURN_IF_ERROR(Same(where, p, "record bytes", first.record_bytes, t.record_bytes));
       RETURN_IF_ERROR(Same(where, p, "row dtype", TableRowDtype(first.row_dtype), TableRowDtype(t.row_dtype)));
-      RETURN_IF_ERROR(Same(where, p, "eviction metadata", TableSectionPresence(first.row_meta),
-                           TableSectionPresence(t.row_meta)));
-      RETURN_IF_ERROR(Same(where, p, "eviction clock", TableSectionPresence(first.clock), TableSectionPresence(t.clock)));
-      RETURN_IF_ERROR(Same(where, p, "admission sketch", TableSectionPresence(first.sketch),
-                           TableSectionPresence(t.sketch)));
+      RETURN_IF_ERROR(
+          Same(where, p, "eviction metadata", TableSectionPresence(first.row_meta), TableSectionPresence(t.row_meta)));
+      RETURN_IF_ERROR(
+          Same(where, p, "eviction clock", TableSectionPresence(first.clock), TableSectionPresence(t.clock)));
+      RETURN_IF_ERROR(
+          Same(where, p, "admission sketch", TableSectionPresence(first.sketch), TableSectionPresence(t.sketch)));
       RETURN_IF_ERROR(Same(where, p, "admission sketch bytes", first.sketch.size(), t.sketch.size()));
     }
     tables.push_back(t);
@@ -145,8 +146,8 @@ absl::StatusOr<std::string> ReshardTable(const std::vector<absl::string_view>& p
   }
 
   if (counts != nullptr) {
-    const int64_t row_bytes = 8 + static_cast<int64_t>(first.record_bytes) +
-                              (TableSectionPresent(first.row_meta) ? kTableRowMetaBytes : 0);
+    const int64_t row_bytes =
+        8 + static_cast<int64_t>(first.record_bytes) + (TableSectionPresent(first.row_meta) ? kTableRowMetaBytes : 0);
     for (const Kept& k : kept) {
       const bool moved = static_cast<int>(k.part) != rank;
       counts->rows += 1;
@@ -179,7 +180,8 @@ absl::StatusOr<std::string> ReshardTable(const std::vector<absl::string_view>& p
     AppendTableSection(
         kRowMetaSection,
         [&] {
-          for (const Kept& k : kept) out.append(tables[k.part].row_meta.data() + k.at * kTableRowMetaBytes, kTableRowMetaBytes);
+          for (const Kept& k : kept)
+            out.append(tables[k.part].row_meta.data() + k.at * kTableRowMetaBytes, kTableRowMetaBytes);
         },
         &out);
   }
@@ -194,7 +196,8 @@ absl::StatusOr<std::string> ReshardTable(const std::vector<absl::string_view>& p
       }
       if (TableSectionPresent(t.tombstones_lost)) lost += GetBytes<uint64_t>(t.tombstones_lost.data());
     }
-    std::stable_sort(dead.begin(), dead.end(), [](const Tombstone& a, const Tombstone& b) { return a.update < b.update; });
+    std::stable_sort(dead.begin(), dead.end(),
+                     [](const Tombstone& a, const Tombstone& b) { return a.update < b.update; });
     if (dead.size() > static_cast<size_t>(kMaxTableTombstones)) {
       const size_t drop = dead.size() - kMaxTableTombstones;
       dead.erase(dead.begin(), dead.begin() + drop);
@@ -209,14 +212,18 @@ absl::StatusOr<std::string> ReshardTable(const std::vector<absl::string_view>& p
           }
         },
         &out);
-    if (lost > 0) AppendTableSection(kTombstonesLostSection, [&] { PutBytes<uint64_t>(lost, &out); }, &out);
+    if (lost > 0)
+      AppendTableSection(
+          kTombstonesLostSection, [&] { PutBytes<uint64_t>(lost, &out); }, &out);
   }
   if (TableSectionPresent(first.clock)) {
     ASSIGN_OR_RETURN(const std::string clock, MergeClocks(tables, where));
-    AppendTableSection(kClockSection, [&] { out.append(clock); }, &out);
+    AppendTableSection(
+        kClockSection, [&] { out.append(clock); }, &out);
   }
   if (TableSectionPresent(first.row_dtype)) {
-    AppendTableSection(kRowDtypeSection, [&] { out.append(first.row_dtype.data(), first.row_dtype.size()); }, &out);
+    AppendTableSection(
+        kRowDtypeSection, [&] { out.append(first.row_dtype.data(), first.row_dtype.size()); }, &out);
   }
   AppendTableCrc(0, &out);
   return out;

@@ -55,7 +55,8 @@ std::vector<std::unique_ptr<EmbeddingTable>> Train(const TableOptions& options, 
       EmbeddingTable& table = *tables[s];
       table.AdvanceClock(update, update * 1000);
       std::vector<float> mine;  // each key's own gradient, whichever server holds it
-      for (uint64_t k : keys[s]) mine.insert(mine.end(), grads.begin() + k * options.dim, grads.begin() + (k + 1) * options.dim);
+      for (uint64_t k : keys[s])
+        mine.insert(mine.end(), grads.begin() + k * options.dim, grads.begin() + (k + 1) * options.dim);
       EXPECT_TRUE(table.Apply(keys[s], mine, 0.1f, update).ok());
       table.AfterUpdate(update);
     }

@@ -13,8 +13,7 @@
 namespace pstrain::server::store_test {
 
 // Tensor 0 "fc1.weight" {4, 5} (He), tensor 1 "fc1.bias" {5} (zeros).
-inline ShardMap MakeShardMap(const std::vector<ChunkSpec>& chunks,
-                             const std::string& weight_name = "fc1.weight") {
+inline ShardMap MakeShardMap(const std::vector<ChunkSpec>& chunks, const std::string& weight_name = "fc1.weight") {
   ShardMap map;
   map.set_version(1);
   TensorSpec* w = map.add_tensors();

@@ -13,7 +13,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr int64_t kTtl = 6400;  // ms; resolution 100 ms
+constexpr int64_t kTtl = 6400;              // ms; resolution 100 ms
 constexpr int64_t kT0 = 1'800'000'000'000;  // a Unix time in ms
 
 TEST(UpdateClockTest, NothingExpiresBeforeTheTtlHasPassed) {

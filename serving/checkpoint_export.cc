@@ -28,9 +28,9 @@ absl::Status PlaceChunks(const server::ShardCheckpoint& ckpt, const std::vector<
     const int32_t t = chunk.tensor_id();
     if (t < 0 || t >= static_cast<int32_t>(params.size()) || chunk.offset() < 0 || chunk.length() < 0 ||
         chunk.offset() + chunk.length() > params[t].num_elements) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where, ": chunk of tensor ", t, " at offset ", chunk.offset(), " length ", chunk.length(),
-          " is outside the model's tensors (", params.size(), " of them); is it this job's model?"));
+      return absl::FailedPreconditionError(absl::StrCat(where, ": chunk of tensor ", t, " at offset ", chunk.offset(),
+                                                        " length ", chunk.length(), " is outside the model's tensors (",
+                                                        params.size(), " of them); is it this job's model?"));
     }
     const int64_t base = params[t].flat_offset + chunk.offset();
     for (int64_t i = 0; i < chunk.length(); ++i) {
@@ -72,21 +72,23 @@ absl::StatusOr<ModelExport> AssembleExport(const std::vector<server::ShardCheckp
                                            const CheckpointExportOptions& options) {
   const JobSpec& job = options.job;
   const std::string& dir = options.checkpoint_dir;
-  if (shards.empty()) return absl::InvalidArgumentError("an export needs every server's checkpoint of a cut: none given");
+  if (shards.empty())
+    return absl::InvalidArgumentError("an export needs every server's checkpoint of a cut: none given");
   const int64_t step = shards[0].step;
   for (const server::ShardCheckpoint& ckpt : shards) {
     // Every table of the checkpoints is the job's: none is left out of the export.
     if (static_cast<int>(ckpt.tables.size()) != job.tables_size()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "server ", ckpt.rank, "'s checkpoint of step ", step, " holds ", ckpt.tables.size(), " tables, the job ",
-          job.tables_size(), IsExternalModel(job) ? " (its workers' declared tables, recorded beside the checkpoints)" : ""));
+      return absl::FailedPreconditionError(
+          absl::StrCat("server ", ckpt.rank, "'s checkpoint of step ", step, " holds ", ckpt.tables.size(),
+                       " tables, the job ", job.tables_size(),
+                       IsExternalModel(job) ? " (its workers' declared tables, recorded beside the checkpoints)" : ""));
     }
   }
   for (size_t r = 0; r < shards.size(); ++r) {
     if (shards[r].rank != static_cast<int>(r) || shards[r].step != step || shards[r].base_step >= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("checkpoint ", r, " of the cut is server ", shards[r].rank,
-                                                     "'s step ", shards[r].step, (shards[r].base_step >= 0 ? " (a delta)" : ""),
-                                                     ", expected server ", r, "'s whole step ", step));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint ", r, " of the cut is server ", shards[r].rank, "'s step ", shards[r].step,
+          (shards[r].base_step >= 0 ? " (a delta)" : ""), ", expected server ", r, "'s whole step ", step));
     }
   }
 
@@ -98,7 +100,8 @@ absl::StatusOr<ModelExport> AssembleExport(const std::vector<server::ShardCheckp
   const int64_t total = model::TotalElements(options.params);
   e.dense.values.assign(static_cast<size_t>(total), 0.0f);
   std::vector<bool> covered(static_cast<size_t>(total), false);
-  for (const server::ShardCheckpoint& ckpt : shards) RETURN_IF_ERROR(PlaceChunks(ckpt, options.params, &e.dense.values, &covered));
+  for (const server::ShardCheckpoint& ckpt : shards)
+    RETURN_IF_ERROR(PlaceChunks(ckpt, options.params, &e.dense.values, &covered));
   if (const auto gap = std::find(covered.begin(), covered.end(), false); gap != covered.end()) {
     return absl::FailedPreconditionError(absl::StrCat("the checkpoints of step ", step, " in '", dir,
                                                       "' cover no value for element ", gap - covered.begin(),
@@ -115,9 +118,8 @@ absl::StatusOr<ModelExport> AssembleExport(const std::vector<server::ShardCheckp
       const std::string where = absl::StrCat("table '", spec.name(), "' of server ", ckpt.rank, "'s step ", step);
       ASSIGN_OR_RETURN(server::TableBytes bytes, server::ParseTableBytes(ckpt.tables[t], where));
       if (bytes.name != spec.name() || bytes.dim != spec.dim() || bytes.record_bytes < value_bytes) {
-        return absl::FailedPreconditionError(absl::StrCat(where, ": holds table '", bytes.name, "' of dim ",
-                                                          bytes.dim, ", the job's is '", spec.name(), "' of dim ",
-                                                          spec.dim()));
+        return absl::FailedPreconditionError(absl::StrCat(where, ": holds table '", bytes.name, "' of dim ", bytes.dim,
+                                                          ", the job's is '", spec.name(), "' of dim ", spec.dim()));
       }
       parts.push_back(bytes);
     }
@@ -139,10 +141,10 @@ absl::StatusOr<ModelExport> AssembleExport(const std::vector<server::ShardCheckp
       const auto [key, p] = heads.top();
       heads.pop();
       if (!out.keys.empty() && key <= out.keys.back()) {
-        return absl::DataLossError(
-            absl::StrCat("table '", spec.name(), "' at step ", step, ": key ", key,
-                         key == out.keys.back() ? std::string(" is on two servers")
-                                                : absl::StrCat(" is out of order in server ", shards[p].rank, "'s rows")));
+        return absl::DataLossError(absl::StrCat(
+            "table '", spec.name(), "' at step ", step, ": key ", key,
+            key == out.keys.back() ? std::string(" is on two servers")
+                                   : absl::StrCat(" is out of order in server ", shards[p].rank, "'s rows")));
       }
       out.keys.push_back(key);
       const absl::string_view value = parts[p].row(next[p]).substr(8, value_bytes);

@@ -12,7 +12,7 @@
 namespace pstrain::serving {
 
 absl::StatusOr<server::ShardCheckpoint> CheckpointFollower::Advance(int rank, int64_t step,
-                                                                   std::optional<server::ShardCheckpoint> held) {
+                                                                    std::optional<server::ShardCheckpoint> held) {
   const std::string& dir = options_.checkpoint_dir;
   if (held.has_value()) {
     // Walk back from `step` through delta files to the cut held. The base steps read here are not

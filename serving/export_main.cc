@@ -25,8 +25,7 @@ DEFINE_int64(step, -1, "The cut to export (-1: the newest every server has)");
 DEFINE_string(model_file, "", "A model file whose tensors are the job's (default: the job's built-in model)");
 
 int main(int argc, char** argv) {
-  pstrain::InitBinary("pstrain-export --checkpoint_dir=DIR --out=EXPORT [--step=N] [--model_file=FILE]", &argc,
-                      &argv);
+  pstrain::InitBinary("pstrain-export --checkpoint_dir=DIR --out=EXPORT [--step=N] [--model_file=FILE]", &argc, &argv);
   if (FLAGS_checkpoint_dir.empty() || FLAGS_out.empty()) {
     std::cerr << "pstrain-export: --checkpoint_dir=DIR and --out=EXPORT are required\n";
     return 2;

@@ -29,9 +29,9 @@ absl::StatusOr<CheckpointExportOptions> ReadJobCheckpoints(const std::string& ch
   if (!layout.empty()) {
     absl::StatusOr<model::ModelFile> model = model::ReadModelFile(layout);
     if (!model.ok()) {
-      return absl::Status(model.status().code(),
-                          absl::StrCat(model_file.empty() ? "the declared model: " : "--model_file: ",
-                                       model.status().message()));
+      return absl::Status(
+          model.status().code(),
+          absl::StrCat(model_file.empty() ? "the declared model: " : "--model_file: ", model.status().message()));
     }
     options.params = std::move(model->params);
     return options;

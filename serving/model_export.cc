@@ -126,8 +126,8 @@ absl::StatusOr<TableRows> ParseRowsFile(absl::string_view bytes, const ExportedT
   const uint64_t row_bytes = 8 + uint64_t{value_bytes};
   const uint64_t body = bytes.size() - kRowsHeader - 4;
   if (body % row_bytes != 0 || body / row_bytes != rows) {  // no product: a crafted count cannot overflow
-    return absl::DataLossError(absl::StrCat(where, ": ", rows, " rows of ", row_bytes, " bytes do not fill its ",
-                                            bytes.size(), " bytes"));
+    return absl::DataLossError(
+        absl::StrCat(where, ": ", rows, " rows of ", row_bytes, " bytes do not fill its ", bytes.size(), " bytes"));
   }
   TableRows out;
   out.keys.resize(rows);
@@ -136,8 +136,8 @@ absl::StatusOr<TableRows> ParseRowsFile(absl::string_view bytes, const ExportedT
     const char* p = bytes.data() + kRowsHeader + r * row_bytes;
     out.keys[r] = Get<uint64_t>(p);
     if (r > 0 && out.keys[r] <= out.keys[r - 1]) {
-      return absl::DataLossError(absl::StrCat(where, ": row ", r, " key ", out.keys[r],
-                                              " is not greater than the key before it"));
+      return absl::DataLossError(
+          absl::StrCat(where, ": row ", r, " key ", out.keys[r], " is not greater than the key before it"));
     }
     std::memcpy(stored->data() + r * value_bytes, p + 8, value_bytes);
   }
@@ -156,8 +156,8 @@ absl::StatusOr<std::vector<float>> DecodeStoredValues(absl::string_view stored, 
                                                       TableSpec::RowDtype dtype) {
   const int64_t value_bytes = TableRowValueBytes(dim, dtype);
   if (dim < 1 || static_cast<int64_t>(stored.size()) % value_bytes != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(stored.size(), " bytes of values are not whole rows of ",
-                                                   value_bytes, " bytes (dim ", dim, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(stored.size(), " bytes of values are not whole rows of ", value_bytes, " bytes (dim ", dim, ")"));
   }
   const int64_t rows = static_cast<int64_t>(stored.size()) / value_bytes;
   std::vector<float> out(static_cast<size_t>(rows * dim));
@@ -196,8 +196,7 @@ std::string EncodeRowsFile(int32_t dim, TableSpec::RowDtype dtype, const std::ve
 }
 
 absl::Status WriteModelExport(const ModelExport& e, const std::string& dir) {
-  if (e.tables.size() != static_cast<size_t>(e.manifest.tables_size()) ||
-      e.stored_values.size() != e.tables.size()) {
+  if (e.tables.size() != static_cast<size_t>(e.manifest.tables_size()) || e.stored_values.size() != e.tables.size()) {
     return absl::InvalidArgumentError(absl::StrCat("export to '", dir, "': ", e.manifest.tables_size(),
                                                    " tables described, ", e.tables.size(), " with keys and ",
                                                    e.stored_values.size(), " with values"));
@@ -231,7 +230,8 @@ absl::StatusOr<ModelExport> ReadModelExport(const std::string& dir) {
   ASSIGN_OR_RETURN(const std::string text, ReadRegularFile(manifest_path, "export manifest", kMaxManifestBytes));
   ModelExport e;
   if (!google::protobuf::TextFormat::ParseFromString(text, &e.manifest)) {
-    return absl::InvalidArgumentError(absl::StrCat("export manifest '", manifest_path, "': does not parse as an ExportManifest"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("export manifest '", manifest_path, "': does not parse as an ExportManifest"));
   }
   if (e.manifest.format() != kExportFormat || e.manifest.version() != kExportVersion) {
     return absl::InvalidArgumentError(absl::StrCat("export manifest '", manifest_path, "': format '",
@@ -246,10 +246,9 @@ absl::StatusOr<ModelExport> ReadModelExport(const std::string& dir) {
   for (const ExportedTable& table : e.manifest.tables()) {
     if (table.dim() < 1 || table.dim() > kMaxTableDim || table.file().empty() ||
         table.file().find('/') != std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("export manifest '", manifest_path, "': table '", table.name(),
-                                                     "' has dim ", table.dim(), " and file '", table.file(),
-                                                     "'; expected a dim in [1, ", kMaxTableDim,
-                                                     "] and a file in the folder"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "export manifest '", manifest_path, "': table '", table.name(), "' has dim ", table.dim(), " and file '",
+          table.file(), "'; expected a dim in [1, ", kMaxTableDim, "] and a file in the folder"));
     }
     e.stored_values.emplace_back();
     ASSIGN_OR_RETURN(TableRows rows, ReadRows(dir + "/" + table.file(), table, &e.stored_values.back()));

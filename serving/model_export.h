@@ -72,8 +72,7 @@ absl::StatusOr<ModelExport> ReadModelExport(const std::string& dir);
 
 // The float32 values of `stored` (whole rows of TableRowValueBytes(dim, dtype) bytes, as the servers
 // store them). INVALID_ARGUMENT for a partial row or a code that does not decode.
-absl::StatusOr<std::vector<float>> DecodeStoredValues(absl::string_view stored, int32_t dim,
-                                                      TableSpec::RowDtype dtype);
+absl::StatusOr<std::vector<float>> DecodeStoredValues(absl::string_view stored, int32_t dim, TableSpec::RowDtype dtype);
 
 // The rows of a rows file's `bytes` (the layout above) for the manifest's `table`, checked as
 // ReadModelExport checks them; the stored values go to *stored. Errors start with `where`.

@@ -79,8 +79,7 @@ absl::Status ServeRunner::Follow(ModelSlot* slot, const std::function<void(bool)
         if (next.status() != last_error) LOG(WARNING) << "serving: keeping the version served: " << next.status();
         last_error = next.status();
       } else if (next->has_value()) {
-        absl::StatusOr<std::unique_ptr<const ServedModel>> model =
-            ServedModel::Create(*std::move(*next), absl::Now());
+        absl::StatusOr<std::unique_ptr<const ServedModel>> model = ServedModel::Create(*std::move(*next), absl::Now());
         if (!model.ok()) return model.status();  // checkpoints of another model: nothing to serve
         const absl::Duration took = absl::Now() - start;
         options_.metrics->Loaded(took);

@@ -42,8 +42,9 @@ absl::StatusOr<data::CtrBatch> ParseRecords(data::DataFormat format, absl::Span<
     } else {
       absl::StatusOr<bool> parsed = data::ParseLibsvmLine(line, &libsvm);
       if (!parsed.ok() || !*parsed) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "record ", i, ": ", parsed.ok() ? "empty or a comment, expected a libsvm record" : parsed.status().message()));
+        return absl::InvalidArgumentError(
+            absl::StrCat("record ", i, ": ",
+                         parsed.ok() ? "empty or a comment, expected a libsvm record" : parsed.status().message()));
       }
       data::AppendLibsvmSample(libsvm, &batch);
     }
@@ -111,8 +112,8 @@ absl::StatusOr<int> ServedModel::FindTable(absl::string_view name) const {
   if (it != table_by_name_.end()) return it->second;
   std::vector<std::string> names;
   for (const Table& t : tables_) names.push_back(t.info.name());
-  return absl::InvalidArgumentError(absl::StrCat("unknown table '", name, "'; the model's tables: ",
-                                                 names.empty() ? "none" : absl::StrJoin(names, ", ")));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown table '", name, "'; the model's tables: ", names.empty() ? "none" : absl::StrJoin(names, ", ")));
 }
 
 absl::StatusOr<int32_t> ServedModel::TableDim(absl::string_view table) const {

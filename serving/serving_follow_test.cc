@@ -84,7 +84,7 @@ TEST(CheckpointFollowerTest, AFailedPollHoldsNoCutAndTheNextBaseRestoresIt) {
   CheckpointFollower follower(ExportOptions(s));
   ASSERT_TRUE(follower.Poll().ok());
   EXPECT_EQ(follower.step(), 6);
-  for (int64_t step = 7; step < 9; ++step) PushStep(&s, step);  // a base at 8 on both servers
+  for (int64_t step = 7; step < 9; ++step) PushStep(&s, step);   // a base at 8 on both servers
   for (int64_t step = 9; step < 11; ++step) PushStep(&s, step);  // a delta at 10
   // Server 1's delta of step 10 is corrupt: the poll fails, naming the file.
   const std::string file = server::CheckpointPath(s.dir, 1, 10);
@@ -173,9 +173,9 @@ TEST(ServedModelTest, LookupGivesRowsOrInitialValuesAndRefusesUnknownTables) {
     EXPECT_EQ(found[k], has_row) << "key " << keys[k];
     with_rows += has_row;
     for (int j = 0; j < kDim; ++j) {
-      const float expected =
-          has_row ? copy.tables[0].values[(it - copy.tables[0].keys.begin()) * kDim + j]
-                  : server::EmbeddingInitialValue(info.seed(), info.id(), keys[k], j, info.init_bound());
+      const float expected = has_row
+                                 ? copy.tables[0].values[(it - copy.tables[0].keys.begin()) * kDim + j]
+                                 : server::EmbeddingInitialValue(info.seed(), info.id(), keys[k], j, info.init_bound());
       EXPECT_EQ(values[k * kDim + j], expected) << "key " << keys[k] << " element " << j;
     }
   }

@@ -17,9 +17,9 @@ constexpr const char* kMethodNames[kNumServingMethods] = {"Lookup", "Predict", "
 
 ServingMetrics::ServingMetrics(metrics::Registry* registry) : registry_(registry) {
   CHECK(registry != nullptr);
-  auto& requests = registry->AddCounter("pstrain_serving_requests_total",
-                                        "Calls to the serving service by method, counted when their handler starts",
-                                        {"method"});
+  auto& requests =
+      registry->AddCounter("pstrain_serving_requests_total",
+                           "Calls to the serving service by method, counted when their handler starts", {"method"});
   auto& duration = registry->AddHistogram("pstrain_serving_request_duration_seconds",
                                           "From a call reaching its handler to its answer (OK or not)", {"method"},
                                           metrics::LatencyBuckets());
@@ -30,9 +30,9 @@ ServingMetrics::ServingMetrics(metrics::Registry* registry) : registry_(registry
   refused_ = &registry->AddCounter("pstrain_serving_refused_requests_total",
                                    "Calls answered with an error, by its gRPC code in snake case", {"cause"});
   looked_up_ = registry->AddCounter("pstrain_serving_looked_up_keys_total", "Keys of the Lookups answered").Get();
-  auto& loads = registry->AddCounter("pstrain_serving_loads_total",
-                                     "New versions loaded (ok) and polls of the checkpoints that failed (error)",
-                                     {"result"});
+  auto& loads =
+      registry->AddCounter("pstrain_serving_loads_total",
+                           "New versions loaded (ok) and polls of the checkpoints that failed (error)", {"result"});
   loads_ = loads.With({"ok"});
   load_errors_ = loads.With({"error"});
   load_duration_ = registry
@@ -42,8 +42,7 @@ ServingMetrics::ServingMetrics(metrics::Registry* registry) : registry_(registry
   step_ = registry->AddGauge("pstrain_serving_step", "The checkpoint cut served (updates applied); -1 before the first")
               .Get();
   step_->Set(-1);
-  age_ = registry->AddGauge("pstrain_serving_version_age_seconds", "Seconds since the version served was loaded")
-             .Get();
+  age_ = registry->AddGauge("pstrain_serving_version_age_seconds", "Seconds since the version served was loaded").Get();
   behind_ = registry
                 ->AddGauge("pstrain_serving_steps_behind",
                            "Steps between the newest checkpoint cut every server has written (at the last poll) and "

@@ -58,8 +58,7 @@ class ServingService final : public Serving::Service {
       : slot_(slot), limits_(limits), metrics_(metrics) {}
 
   grpc::Status Lookup(grpc::ServerContext* context, const LookupRequest* request, LookupResponse* response) override;
-  grpc::Status Predict(grpc::ServerContext* context, const PredictRequest* request,
-                       PredictResponse* response) override;
+  grpc::Status Predict(grpc::ServerContext* context, const PredictRequest* request, PredictResponse* response) override;
   grpc::Status GetModelInfo(grpc::ServerContext* context, const ModelInfoRequest* request,
                             ModelInfo* response) override;
 

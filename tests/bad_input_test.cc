@@ -46,8 +46,8 @@ class BadInputTest : public ::testing::Test {
     view_ = job_.view;
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(-1);
-    stub_ = ParameterServer::NewStub(grpc::CreateCustomChannel(view_.servers(0).address(),
-                                                               grpc::InsecureChannelCredentials(), args));
+    stub_ = ParameterServer::NewStub(
+        grpc::CreateCustomChannel(view_.servers(0).address(), grpc::InsecureChannelCredentials(), args));
   }
 
   void TearDown() override { job_.Finish(); }
@@ -114,7 +114,8 @@ TEST_F(BadInputTest, EveryMalformedPushIsRefusedAndChangesNothing) {
   // tries every method this way).
   PushRequest stranger = GoodPush(0, 0.1f);
   stranger.set_worker_rank(3);
-  ExpectRefusedAndUnchanged(stranger, absl::StatusCode::kPermissionDenied, "worker 0's session may not act as worker 3");
+  ExpectRefusedAndUnchanged(stranger, absl::StatusCode::kPermissionDenied,
+                            "worker 0's session may not act as worker 3");
 
   PushRequest old_epoch = GoodPush(0, 0.1f);
   old_epoch.set_membership_epoch(view_.membership_epoch() - 1);
@@ -144,7 +145,6 @@ TEST_F(BadInputTest, EveryMalformedPushIsRefusedAndChangesNothing) {
   std::memcpy(&w_after, after.chunks(0).data().data(), sizeof(float));
   EXPECT_NEAR(w_after - w_before, -0.05f, 1e-6);
 }
-
 
 // ---------------------------------------------------------------------------------------------
 // Bad flags and files at the binaries.
@@ -191,15 +191,15 @@ TEST(BadFlagsTest, SchedulerAndLauncherRefuseBadFilesAndSizesBeforeStarting) {
   }
   const std::vector<std::string> before = Listing(dir);
   // Every run would write these if it got as far as the job.
-  const std::vector<std::string> outputs = {"--summary_json=" + dir + "/summary.json",
-                                            "--port_file=" + dir + "/port"};
+  const std::vector<std::string> outputs = {"--summary_json=" + dir + "/summary.json", "--port_file=" + dir + "/port"};
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       // 12: sizes checked before anything is allocated.
       {{"--hidden=2000000000,2000000000"}, "hidden_sizes[0] (--hidden): got 2000000000, expected in [1, 1048576]"},
       {{"--hidden=60000,60000"}, "a model of at most 1073741824 parameters"},
       // With the input layer (known once the data is read): 784 x 1048576 + 1048576 x 1000 + ...
-      {{"--hidden=1048576,1000"}, "model 'mlp' with layers [784, 1048576, 1000, 10] has 1871709160 parameters, "
-                                  "expected at most 1073741824 (4 GiB of float32): make --hidden narrower"},
+      {{"--hidden=1048576,1000"},
+       "model 'mlp' with layers [784, 1048576, 1000, 10] has 1871709160 parameters, "
+       "expected at most 1073741824 (4 GiB of float32): make --hidden narrower"},
       // 13: no hang on a FIFO or a device.
       {{"--config=" + fifo}, "--config (job config): '" + fifo + "' is a FIFO, expected a regular file"},
       {{"--config=/dev/zero"}, "--config (job config): '/dev/zero' is a character device, expected a regular file"},
@@ -209,7 +209,8 @@ TEST(BadFlagsTest, SchedulerAndLauncherRefuseBadFilesAndSizesBeforeStarting) {
       // 14: a folder as the config; --final_model where nothing can be written.
       {{"--config=" + folder}, "--config (job config): '" + folder + "' is a folder, expected a regular file"},
       {{"--final_model=" + dir + "/missing/model.bin"}, "--final_model: the folder '" + dir + "/missing'"},
-      {{"--final_model=" + plain + "/model.bin"}, "--final_model: '" + plain + "' (the folder of '" + plain + "/model.bin') is a regular file, expected a folder"},
+      {{"--final_model=" + plain + "/model.bin"},
+       "--final_model: '" + plain + "' (the folder of '" + plain + "/model.bin') is a regular file, expected a folder"},
       {{"--final_model=" + folder}, "--final_model: '" + folder + "' is a folder"},
       // 15: the output mode is octal permission bits the owner can read.
       {{"--output_mode=0999"}, "--output_mode: got '0999'"},
@@ -218,16 +219,15 @@ TEST(BadFlagsTest, SchedulerAndLauncherRefuseBadFilesAndSizesBeforeStarting) {
       {{"--model=ctr", "--table_row_dtype=int8"}, "--table_row_dtype: got 'int8', expected fp32, fp16 or bf16"},
       // A data stream: its folder must exist, and the job must be one a stream can feed.
       {{"--model=ctr", "--data_stream=" + dir + "/no-stream"}, "data stream '" + dir + "/no-stream': no such folder"},
-      {{"--model=ctr", "--data_stream=" + folder, "--epochs=2"},
-       "got 2, expected 1 for a job on a data stream"},
+      {{"--model=ctr", "--data_stream=" + folder, "--epochs=2"}, "got 2, expected 1 for a job on a data stream"},
       {{"--model=ctr", "--data_stream=" + folder, "--lr_schedule=cosine"}, "optimizer.schedule"},
       {{"--data_stream=" + folder}, "models 'ctr' and 'external' train on a stream"},
       // An ASYNC job resumes from its scheduler's saved state, which a job without --state_dir has not.
       {{"--mode=async", "--checkpoint_dir=" + dir + "/no-checkpoints", "--resume"},
        "expected the first run's --state_dir (none given)"},
-      {{"--model=external", "--data_stream=" + dir + "/no-stream"}, "data stream '" + dir + "/no-stream': no such folder"},
-      {{"--model=external", "--data_stream=" + folder, "--train_samples=100"},
-       "expected 0 for a job on a data stream"},
+      {{"--model=external", "--data_stream=" + dir + "/no-stream"},
+       "data stream '" + dir + "/no-stream': no such folder"},
+      {{"--model=external", "--data_stream=" + folder, "--train_samples=100"}, "expected 0 for a job on a data stream"},
   };
   for (const auto& [flags, expected] : cases) {
     std::vector<std::string> args = {"--port=0"};
@@ -247,7 +247,8 @@ TEST(BadFlagsTest, EvalRefusesDevicesFifosFoldersAndModelsOfNan) {
   const std::string dir = MakeTempDir("bad-models");
   const std::string fifo = dir + "/fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  ExpectFailsAtOnce("pstrain-eval", {"--model=/dev/zero"}, "--model=/dev/zero: FAILED_PRECONDITION: model file: '/dev/zero' is a character device");
+  ExpectFailsAtOnce("pstrain-eval", {"--model=/dev/zero"},
+                    "--model=/dev/zero: FAILED_PRECONDITION: model file: '/dev/zero' is a character device");
   ExpectFailsAtOnce("pstrain-eval", {"--model=/dev/urandom"}, "'/dev/urandom' is a character device");
   ExpectFailsAtOnce("pstrain-eval", {"--model=" + fifo}, "'" + fifo + "' is a FIFO, expected a regular file");
   ExpectFailsAtOnce("pstrain-eval", {"--model=" + dir}, "'" + dir + "' is a folder, expected a regular file");
@@ -276,10 +277,10 @@ TEST(BadFlagsTest, EvalRefusesDevicesFifosFoldersAndModelsOfNan) {
 TEST(BadFlagsTest, LauncherFailsAtOnceWhenEveryWorkerCommandFails) {
   const std::string dir = MakeTempDir("worker-cmd-false");
   const absl::Time start = absl::Now();
-  absl::StatusOr<RunResult> run =
-      testing::Run({BinDir() + "/pstrain-launch", "--worker_cmd=false", "--epochs=1", "--train_limit=256", "--test_limit=64",
-           "--summary_json=" + dir + "/summary.json", "--final_model=" + dir + "/model.bin"},
-          absl::Seconds(60));
+  absl::StatusOr<RunResult> run = testing::Run(
+      {BinDir() + "/pstrain-launch", "--worker_cmd=false", "--epochs=1", "--train_limit=256", "--test_limit=64",
+       "--summary_json=" + dir + "/summary.json", "--final_model=" + dir + "/model.bin"},
+      absl::Seconds(60));
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_NE(run->exit_code, 0) << run->output;
   EXPECT_THAT(run->output, HasSubstr("every worker exited before the job started"));
@@ -290,9 +291,15 @@ TEST(BadFlagsTest, LauncherFailsAtOnceWhenEveryWorkerCommandFails) {
 
 TEST(BadFilesTest, ResumeFromACheckpointOfNanFailsNamingTheChunkAndElement) {
   const std::string checkpoints = MakeTempDir("nan-ckpt");
-  const std::vector<std::string> job = {"--servers=1", "--workers=1", "--epochs=2", "--batch_size=64",
-                                        "--train_limit=512", "--test_limit=64", "--seed=3",
-                                        "--checkpoint_dir=" + checkpoints, "--checkpoint_every_steps=4"};
+  const std::vector<std::string> job = {"--servers=1",
+                                        "--workers=1",
+                                        "--epochs=2",
+                                        "--batch_size=64",
+                                        "--train_limit=512",
+                                        "--test_limit=64",
+                                        "--seed=3",
+                                        "--checkpoint_dir=" + checkpoints,
+                                        "--checkpoint_every_steps=4"};
   absl::StatusOr<ClusterRun> first = LaunchCluster("nan-first", job, absl::Minutes(2));
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_EQ(first->exit_code, 0) << first->output;
@@ -311,10 +318,10 @@ TEST(BadFilesTest, ResumeFromACheckpointOfNanFailsNamingTheChunkAndElement) {
   absl::StatusOr<ClusterRun> second = LaunchCluster("nan-resumed", resumed, absl::Minutes(2));
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_NE(second->exit_code, 0) << second->output;
-  EXPECT_THAT(second->output, HasSubstr(absl::StrCat("checkpoint '", path, "': chunk 0 (tensor id ",
-                                                     ckpt->chunks[0].tensor_id(), " at offset ",
-                                                     ckpt->chunks[0].offset(), "): weight element ",
-                                                     ckpt->chunks[0].offset() + 7, " is nan")));
+  EXPECT_THAT(
+      second->output,
+      HasSubstr(absl::StrCat("checkpoint '", path, "': chunk 0 (tensor id ", ckpt->chunks[0].tensor_id(), " at offset ",
+                             ckpt->chunks[0].offset(), "): weight element ", ckpt->chunks[0].offset() + 7, " is nan")));
   EXPECT_FALSE(std::filesystem::exists(second->model_path)) << "a model trained from NaN was written";
 }
 
@@ -328,8 +335,14 @@ TEST(OutputModeTest, ModelSummaryAndCheckpointsAreTheOwnersOnlyUnlessShared) {
   for (const auto& [flag, mode] : std::vector<std::pair<std::string, int>>{{"", 0600}, {"--output_mode=0640", 0640}}) {
     SCOPED_TRACE(flag.empty() ? "default" : flag);
     const std::string checkpoints = MakeTempDir("modes-ckpt");
-    std::vector<std::string> flags = {"--servers=1", "--workers=1", "--epochs=1", "--max_steps=4", "--batch_size=64",
-                                      "--train_limit=512", "--test_limit=64", "--checkpoint_dir=" + checkpoints,
+    std::vector<std::string> flags = {"--servers=1",
+                                      "--workers=1",
+                                      "--epochs=1",
+                                      "--max_steps=4",
+                                      "--batch_size=64",
+                                      "--train_limit=512",
+                                      "--test_limit=64",
+                                      "--checkpoint_dir=" + checkpoints,
                                       "--checkpoint_every_steps=2"};
     if (!flag.empty()) flags.push_back(flag);
     absl::StatusOr<ClusterRun> run = LaunchCluster("modes", flags, absl::Minutes(2));

@@ -14,10 +14,10 @@ namespace {
 
 TEST(CheckpointTest, LastConsistentCutEqualsTheFinalModel) {
   const std::string dir = MakeTempDir("checkpoints");
-  absl::StatusOr<ClusterRun> run = LaunchCluster(
-      "checkpointed", {"--servers=2", "--workers=2", "--batch_size=32", "--epochs=1", "--max_steps=20",
-                       "--train_limit=4096", "--test_limit=500", "--optimizer=adam", "--lr=0.01",
-                       "--checkpoint_dir=" + dir, "--checkpoint_every_steps=5"});
+  absl::StatusOr<ClusterRun> run =
+      LaunchCluster("checkpointed", {"--servers=2", "--workers=2", "--batch_size=32", "--epochs=1", "--max_steps=20",
+                                     "--train_limit=4096", "--test_limit=500", "--optimizer=adam", "--lr=0.01",
+                                     "--checkpoint_dir=" + dir, "--checkpoint_every_steps=5"});
   ASSERT_TRUE(run.ok()) << run.status();
   ASSERT_EQ(run->exit_code, 0) << run->output;
 

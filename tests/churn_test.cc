@@ -22,14 +22,14 @@ using ::testing::ContainsRegex;
 constexpr int kEpochs = 3;
 constexpr int64_t kTrainSamples = 12000;
 
-const std::vector<std::string> kJob = {"--mode=sync", "--epochs=3", "--train_limit=12000",
+const std::vector<std::string> kJob = {"--mode=sync",       "--epochs=3",      "--train_limit=12000",
                                        "--test_limit=2000", "--batch_size=32", "--seed=5"};
 
 // The same job in another mode, evaluated on the whole test set: async runs differ from one another
 // by scheduling, so a finer accuracy measure keeps the 0.5-point comparison meaningful.
 std::vector<std::string> JobInMode(const std::string& mode) {
-  return {"--mode=" + mode, "--epochs=3", "--train_limit=12000", "--test_limit=10000", "--batch_size=32",
-          "--seed=5", "--staleness=2", "--lease_batches=8"};
+  return {"--mode=" + mode,  "--epochs=3", "--train_limit=12000", "--test_limit=10000",
+          "--batch_size=32", "--seed=5",   "--staleness=2",       "--lease_batches=8"};
 }
 
 // Waits for the scheduler and the given workers to exit 0; returns the run summary.
@@ -165,7 +165,9 @@ TEST(ChurnTest, BrieflyStoppedSyncWorkerIsWaitedFor) {
   // The servers noticed the step waiting for one worker, and the scheduler said which.
   EXPECT_THAT(summary, ContainsRegex("\"slow_steps\": \\[\\{[^]]*\"waiting_for\": \\[[0-9]\\]"));
   EXPECT_THAT(cluster.scheduler->Output(), ::testing::HasSubstr("slow sync step"))
-      << "server 0:\n" << cluster.servers[0]->Output() << "\nserver 1:\n" << cluster.servers[1]->Output();
+      << "server 0:\n"
+      << cluster.servers[0]->Output() << "\nserver 1:\n"
+      << cluster.servers[1]->Output();
 }
 
 TEST(ChurnTest, LongStoppedSyncWorkerIsDroppedAndTheJobGoesOn) {

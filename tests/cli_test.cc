@@ -21,7 +21,10 @@ RunResult Launch(const std::vector<std::string>& flags) {
 }
 
 TEST(CliTest, BadJobFlagsFailBeforeAnythingStarts) {
-  struct Case { std::vector<std::string> flags; std::string message; };
+  struct Case {
+    std::vector<std::string> flags;
+    std::string message;
+  };
   const Case cases[] = {
       {{"--workers=0"}, "--workers: got 0"},
       {{"--lr=-0.1"}, "--lr: got -0.1"},

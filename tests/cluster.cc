@@ -34,11 +34,15 @@ ManualCluster::ManualCluster(const std::string& name) : dir_(MakeTempDir(name)) 
 void ManualCluster::Start(int servers, int workers, const std::vector<std::string>& scheduler_flags,
                           const std::vector<std::string>& server_flags, const std::vector<std::string>& worker_flags) {
   std::string port_file = dir_ + "/scheduler.port";
-  std::vector<std::string> argv = {BinDir() + "/pstrain-scheduler", "--port=0", "--port_file=" + port_file,
+  std::vector<std::string> argv = {BinDir() + "/pstrain-scheduler",
+                                   "--port=0",
+                                   "--port_file=" + port_file,
                                    "--summary_json=" + summary_path(),
                                    "--servers=" + std::to_string(servers),
-                                   "--workers=" + std::to_string(workers), "--heartbeat_ms=200",
-                                   "--dead_after_ms=2000", "--hold_up_after_ms=5000"};
+                                   "--workers=" + std::to_string(workers),
+                                   "--heartbeat_ms=200",
+                                   "--dead_after_ms=2000",
+                                   "--hold_up_after_ms=5000"};
   argv.insert(argv.end(), scheduler_flags.begin(), scheduler_flags.end());
   scheduler_argv_ = argv;
   scheduler = Spawn(argv, "scheduler");
@@ -79,8 +83,9 @@ void ManualCluster::WaitForSteps(int64_t steps) {
     if (status.ok() && status->step() >= steps) return;
     absl::SleepFor(absl::Milliseconds(50));
   }
-  FAIL() << "the job never reached step " << steps << " (last status: "
-         << (status.ok() ? status->ShortDebugString() : status.status().ToString()) << ")\n" << scheduler->Output();
+  FAIL() << "the job never reached step " << steps
+         << " (last status: " << (status.ok() ? status->ShortDebugString() : status.status().ToString()) << ")\n"
+         << scheduler->Output();
 }
 
 std::unique_ptr<Child> ManualCluster::Spawn(const std::vector<std::string>& argv, const std::string& name) {
@@ -99,8 +104,7 @@ std::string RunToEnd(ManualCluster& cluster) {
   return ReadFile(cluster.summary_path());
 }
 
-::testing::AssertionResult NearAnyReference(double accuracy, const std::vector<double>& references,
-                                           double tolerance) {
+::testing::AssertionResult NearAnyReference(double accuracy, const std::vector<double>& references, double tolerance) {
   for (double reference : references) {
     if (std::abs(accuracy - reference) <= tolerance) return ::testing::AssertionSuccess();
   }

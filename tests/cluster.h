@@ -18,8 +18,8 @@ namespace pstrain::testing {
 struct ClusterRun {
   int exit_code = -1;
   std::string output;
-  std::string summary_json;   // Empty if the scheduler wrote none.
-  std::string model_path;     // Where worker 0 wrote the final model.
+  std::string summary_json;  // Empty if the scheduler wrote none.
+  std::string model_path;    // Where worker 0 wrote the final model.
 };
 
 // Runs `pstrain-launch` with `flags` plus --summary_json and --final_model in a fresh directory.
@@ -71,8 +71,7 @@ std::string RunToEnd(ManualCluster& cluster);
 // Async runs differ from one another by scheduling even with one seed, so "within `tolerance` of an
 // undisturbed run" means: that close to at least one of `references` (undisturbed runs of the
 // same job).
-::testing::AssertionResult NearAnyReference(double accuracy, const std::vector<double>& references,
-                                           double tolerance);
+::testing::AssertionResult NearAnyReference(double accuracy, const std::vector<double>& references, double tolerance);
 
 // Largest relative difference ||a - b|| / ||a|| over the tensors of two model files.
 double MaxRelativeDifference(const model::ModelFile& a, const model::ModelFile& b);

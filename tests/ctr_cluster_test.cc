@@ -94,8 +94,7 @@ TEST(CtrClusterTest, KilledWorkerLosesAndDuplicatesNothing) {
   ASSERT_EQ(cluster.scheduler->Wait(absl::Minutes(3)).value_or(-1), 0) << cluster.scheduler->Output();
   const std::string summary = ReadFile(cluster.summary_path());
   ExpectEveryRecordOncePerEpoch(summary);
-  EXPECT_NEAR(JsonNumber(summary, "final_test_loss"), JsonNumber(expected, "final_test_loss"), 0.005)
-      << summary;
+  EXPECT_NEAR(JsonNumber(summary, "final_test_loss"), JsonNumber(expected, "final_test_loss"), 0.005) << summary;
 }
 
 // The budget as server/table_budget.h counts a server's tables, from the summary's "stores"
@@ -144,7 +143,8 @@ TEST(CtrClusterTest, TwoSyncRunsWithEveryTablePolicyOnAreBitwiseEqual) {
   EXPECT_GT(TablesNumber(first.summary_json, "evicted"), 0) << first.summary_json;
   EXPECT_GT(TablesNumber(first.summary_json, "tombstones"), 0) << first.summary_json;
   EXPECT_LT(TablesNumber(first.summary_json, "tombstones"), TablesNumber(first.summary_json, "evicted"))
-      << "the checkpoints took theirs\n" << first.summary_json;
+      << "the checkpoints took theirs\n"
+      << first.summary_json;
   // After the last update each server's tables are within the budget, and above the keep-floor.
   const std::map<int, BudgetedServer> servers = BudgetedByServer(first.summary_json);
   ASSERT_EQ(servers.size(), 2u) << first.summary_json;
@@ -196,9 +196,9 @@ TEST(CtrClusterTest, AsyncRowsLeaveAfterTtlSecondsOfTheSchedulersClock) {
   // Rows not updated for a second of lease time leave, while every record still counts once. Batches
   // of 16 in leases of one: epochs of about 2 s here, so the keys seen about once an epoch go
   // untouched for more than the TTL; an eviction pass every 10 updates.
-  const ClusterRun run = Launch("ctr-ttl-seconds", Job(DataDir(), {"--mode=async", "--table_ttl_seconds=1",
-                                                                   "--batch_size=16", "--lease_batches=1",
-                                                                   "--table_evict_every=10"}));
+  const ClusterRun run =
+      Launch("ctr-ttl-seconds", Job(DataDir(), {"--mode=async", "--table_ttl_seconds=1", "--batch_size=16",
+                                                "--lease_batches=1", "--table_evict_every=10"}));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   ExpectEveryRecordOncePerEpoch(run.summary_json);
   EXPECT_GT(TablesNumber(run.summary_json, "evicted"), 0) << run.summary_json;
@@ -261,9 +261,9 @@ TEST(CtrClusterTest, TheExportOfTheLastCutIsTheFinalModelWithEveryRow) {
   // newest cut, the job's last step, reads each server's chain and holds the final model's dense
   // tensors bit for bit and every row the servers held at the end.
   const std::string ckpt = MakeTempDir("ctr-export-ckpt");
-  const ClusterRun run = Launch("ctr-export", Job(DataDir(), {"--epochs=1", "--checkpoint_dir=" + ckpt,
-                                                              "--checkpoint_every_steps=1",
-                                                              "--full_checkpoint_every=5"}));
+  const ClusterRun run =
+      Launch("ctr-export", Job(DataDir(), {"--epochs=1", "--checkpoint_dir=" + ckpt, "--checkpoint_every_steps=1",
+                                           "--full_checkpoint_every=5"}));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const std::string out = MakeTempDir("ctr-export-out") + "/model";
   const RunResult exported = Export({"--checkpoint_dir=" + ckpt, "--out=" + out});

@@ -33,8 +33,8 @@ double CtrTestClickRate(const std::string& dir) {
 }
 
 std::vector<std::string> CtrJob(const std::string& data_dir, std::vector<std::string> extra) {
-  std::vector<std::string> flags = {"--model=ctr", "--data_dir=" + data_dir, "--epochs=2", "--batch_size=256",
-                                    "--seed=5", "--embedding_dim=8", "--hidden=64,32"};
+  std::vector<std::string> flags = {"--model=ctr", "--data_dir=" + data_dir, "--epochs=2",    "--batch_size=256",
+                                    "--seed=5",    "--embedding_dim=8",      "--hidden=64,32"};
   flags.insert(flags.end(), extra.begin(), extra.end());
   return flags;
 }

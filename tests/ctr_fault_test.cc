@@ -82,8 +82,7 @@ void RunAndKillAt(const std::vector<std::string>& job, int64_t steps, const std:
 
 // The same model as the undisturbed run: the whole test set's AUC and log loss.
 void ExpectSameModel(const std::string& summary, const std::string& undisturbed, double tolerance) {
-  EXPECT_NEAR(JsonNumber(summary, "final_test_auc"), JsonNumber(undisturbed, "final_test_auc"), tolerance)
-      << summary;
+  EXPECT_NEAR(JsonNumber(summary, "final_test_auc"), JsonNumber(undisturbed, "final_test_auc"), tolerance) << summary;
   EXPECT_NEAR(JsonNumber(summary, "final_test_logloss"), JsonNumber(undisturbed, "final_test_logloss"), tolerance)
       << summary;
 }
@@ -108,7 +107,8 @@ TEST(CtrFaultTest, KilledServerIsReplacedFromACheckpointWithItsRows) {
   if (workers.find("rewinding") == std::string::npos) {
     std::smatch restored, changed;
     const std::string added = cluster.servers.back()->Output();
-    ASSERT_TRUE(std::regex_search(added, restored, std::regex("(?:restored step|rolling back to step) (\\d+)"))) << added;
+    ASSERT_TRUE(std::regex_search(added, restored, std::regex("(?:restored step|rolling back to step) (\\d+)")))
+        << added;
     ASSERT_TRUE(std::regex_search(workers, changed, std::regex("step (\\d+): membership epoch"))) << workers;
     EXPECT_EQ(restored[1], changed[1]) << "no worker rewound, yet the new server restored another step\n" << workers;
   }
@@ -184,8 +184,8 @@ TEST(CtrFaultTest, ACheckpointOfTwoServersResumedOnThreeOrOneEndsBitwiseLikeGoin
   RunAndKillAt(job(dir), 120, "ctr-reshard-first");
   const std::string on_three = MakeTempDir("ckpt-ctr-reshard-3"), on_one = MakeTempDir("ckpt-ctr-reshard-1");
   for (const std::string& copy : {on_three, on_one}) {
-    std::filesystem::copy(dir, copy, std::filesystem::copy_options::recursive |
-                                         std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::copy(dir, copy,
+                          std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
   }
   std::string summary_two, summary_three, summary_one, log_two, log_three, log_one;
   const model::ModelFile two = ResumeOn(job(dir), 2, "ctr-reshard-on-2", &summary_two, &log_two);

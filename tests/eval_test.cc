@@ -47,9 +47,8 @@ TEST(EvalTest, CnnTrainsOnTheClusterAndItsModelFileEvaluatesTheSame) {
 }
 
 TEST(EvalTest, AccuracyOfTheFinalModelEqualsTheRunSummary) {
-  absl::StatusOr<ClusterRun> run =
-      LaunchCluster("eval", {"--servers=2", "--workers=2", "--epochs=1", "--train_limit=4096",
-                             "--test_limit=2000", "--seed=3"});
+  absl::StatusOr<ClusterRun> run = LaunchCluster(
+      "eval", {"--servers=2", "--workers=2", "--epochs=1", "--train_limit=4096", "--test_limit=2000", "--seed=3"});
   ASSERT_TRUE(run.ok()) << run.status();
   ASSERT_EQ(run->exit_code, 0) << run->output;
   const double summary_accuracy = JsonNumber(run->summary_json, "final_test_accuracy");
@@ -61,8 +60,7 @@ TEST(EvalTest, AccuracyOfTheFinalModelEqualsTheRunSummary) {
   EXPECT_NEAR(EvalNumber(r.output, "test_accuracy"), summary_accuracy, 1e-9) << r.output;
   // The loss sums the same per-sample terms in another order (two worker slices, then the
   // scheduler's sum), so it agrees to rounding, not bitwise.
-  EXPECT_NEAR(EvalNumber(r.output, "test_loss"), JsonNumber(run->summary_json, "final_test_loss"), 1e-5)
-      << r.output;
+  EXPECT_NEAR(EvalNumber(r.output, "test_loss"), JsonNumber(run->summary_json, "final_test_loss"), 1e-5) << r.output;
   // One epoch on 4096 samples trains well past chance (10%), so the comparison is not of two zeros.
   EXPECT_GT(summary_accuracy, 0.3);
 }

@@ -20,8 +20,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-const std::vector<std::string> kLongJob = {"--epochs=200", "--train_limit=8192", "--test_limit=256",
-                                           "--batch_size=32", "--eval_last_epoch_only"};
+const std::vector<std::string> kLongJob = {"--epochs=200", "--train_limit=8192", "--test_limit=256", "--batch_size=32",
+                                           "--eval_last_epoch_only"};
 
 TEST(FailureTest, KilledServerStopsTheJobWithAClearErrorInsteadOfHanging) {
   ManualCluster cluster("killed-server");
@@ -78,8 +78,8 @@ TEST(FailureTest, KilledWorkerBelowMinWorkersFailsTheJobInsteadOfHanging) {
 
 TEST(FailureTest, LauncherExitsNonZeroWhenAServerIsKilled) {
   std::string dir = MakeTempDir("launcher-kill");
-  std::vector<std::string> argv = {BinDir() + "/pstrain-launch", "--servers=2", "--workers=2",
-                                   "--heartbeat_ms=200", "--dead_after_ms=2000"};
+  std::vector<std::string> argv = {BinDir() + "/pstrain-launch", "--servers=2", "--workers=2", "--heartbeat_ms=200",
+                                   "--dead_after_ms=2000"};
   argv.insert(argv.end(), kLongJob.begin(), kLongJob.end());
   auto launcher = Child::Start(argv, dir + "/launch.log");
   ASSERT_TRUE(launcher.ok());

@@ -35,8 +35,14 @@ using ::testing::HasSubstr;
 constexpr int64_t kSteps = 256;
 
 std::vector<std::string> Job(const std::string& dir) {
-  return {"--epochs=1", "--train_limit=16384", "--test_limit=1000", "--batch_size=32", "--seed=3",
-          "--checkpoint_dir=" + dir + "/ckpt", "--checkpoint_every_steps=64", "--final_model=" + dir + "/model.bin"};
+  return {"--epochs=1",
+          "--train_limit=16384",
+          "--test_limit=1000",
+          "--batch_size=32",
+          "--seed=3",
+          "--checkpoint_dir=" + dir + "/ckpt",
+          "--checkpoint_every_steps=64",
+          "--final_model=" + dir + "/model.bin"};
 }
 
 class FinalModelTest : public ::testing::Test {
@@ -172,8 +178,8 @@ TEST_F(FinalModelTest, AnInsidersModelIsRefusedAndTheServersModelIsWritten) {
   EXPECT_EQ(assembled, written->values);  // Bitwise.
 
   // pstrain-eval on the file gives the job's own accuracy.
-  absl::StatusOr<RunResult> eval =
-      pstrain::testing::Run({BinDir() + "/pstrain-eval", "--model=" + model_path, "--test_limit=1000"}, absl::Seconds(60));
+  absl::StatusOr<RunResult> eval = pstrain::testing::Run(
+      {BinDir() + "/pstrain-eval", "--model=" + model_path, "--test_limit=1000"}, absl::Seconds(60));
   ASSERT_TRUE(eval.ok()) << eval.status();
   ASSERT_EQ(eval->exit_code, 0) << eval->output;
   const std::string::size_type at = eval->output.find("test_accuracy=");

@@ -79,8 +79,8 @@ class Attacker {
     view_ = *running;
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(-1);
-    stub_ = ParameterServer::NewStub(grpc::CreateCustomChannel(view_.servers(0).address(),
-                                                               grpc::InsecureChannelCredentials(), args));
+    stub_ = ParameterServer::NewStub(
+        grpc::CreateCustomChannel(view_.servers(0).address(), grpc::InsecureChannelCredentials(), args));
   }
 
   // Stops heartbeating, as a worker whose push failed and exited: the job declares it dead.
@@ -156,13 +156,14 @@ TEST(GradNormTest, HugePushIsRefusedCountedAndChangesNothingWhileAnHonestOneIsAp
   ManualCluster cluster("grad-norm-one");
   // A limit between the honest push's norm (0.1 x sqrt(235146 parameters) = 48.5) and the attack's.
   cluster.Start(1, 0,
-                {"--workers=1", "--train_limit=256", "--test_limit=64", "--optimizer=sgd", "--lr=0.5",
-                 "--epochs=1", "--max_grad_norm_per_sample=100"},
+                {"--workers=1", "--train_limit=256", "--test_limit=64", "--optimizer=sgd", "--lr=0.5", "--epochs=1",
+                 "--max_grad_norm_per_sample=100"},
                 {"--metrics_port=-1"});
   Attacker worker;
   ASSERT_NO_FATAL_FAILURE(worker.Join(cluster.address));
-  ASSERT_TRUE(
-      worker.client()->Barrier(kServersReadyBarrier, BarrierRequest::ALL, WORKER, worker.rank(), absl::Seconds(30)).ok());
+  ASSERT_TRUE(worker.client()
+                  ->Barrier(kServersReadyBarrier, BarrierRequest::ALL, WORKER, worker.rank(), absl::Seconds(30))
+                  .ok());
   const int metrics_port = ServerMetricsPort(*cluster.servers[0]);
   const std::string series = "reason=\"grad_norm\",shard=\"0\"";
   EXPECT_EQ(Scrape(metrics_port, "pstrain_server_refused_pushes_total", series), 0);

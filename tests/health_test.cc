@@ -56,8 +56,8 @@ TEST(HealthTest, EveryRoleIsServingDuringTheJobAndNotServingAfterIt) {
   // The scheduler and the server listen everywhere (plaintext: --insecure); the server advertises
   // the loopback address.
   cluster.Start(/*servers=*/1, /*workers=*/1,
-                {"--host=0.0.0.0", "--insecure", "--linger_ms=20000", "--epochs=2", "--train_limit=12000", "--test_limit=500",
-                 "--batch_size=16", "--eval_last_epoch_only"},
+                {"--host=0.0.0.0", "--insecure", "--linger_ms=20000", "--epochs=2", "--train_limit=12000",
+                 "--test_limit=500", "--batch_size=16", "--eval_last_epoch_only"},
                 /*server_flags=*/{"--host=0.0.0.0", "--insecure", "--advertise_host=127.0.0.1"},
                 /*worker_flags=*/{"--health_port=" + std::to_string(worker_health), "--health_host=127.0.0.1"});
 

@@ -71,9 +71,9 @@ class InsiderTest : public ::testing::Test {
       return flags;
     };
     cluster->Start(/*servers=*/1, /*workers=*/2,
-                   secured(CertRole::kScheduler, {"--mode=sync", "--epochs=3", "--train_limit=4096", "--test_limit=512",
-                                                  "--batch_size=32", "--optimizer=sgd", "--lr=0.1",
-                                                  "--dead_after_ms=4000", "--spare_workers=2"}),
+                   secured(CertRole::kScheduler,
+                           {"--mode=sync", "--epochs=3", "--train_limit=4096", "--test_limit=512", "--batch_size=32",
+                            "--optimizer=sgd", "--lr=0.1", "--dead_after_ms=4000", "--spare_workers=2"}),
                    secured(CertRole::kServer, {}), secured(CertRole::kWorker, {}));
   }
 
@@ -242,20 +242,20 @@ TEST_F(InsiderTest, AsyncLeasesReportedDoneWithoutPushesAreTrainedByOthers) {
   };
   // Two servers, one honest worker; the job waits for a second worker, which the insider becomes.
   constexpr int kSamples = 4096, kEpochs = 2;
-  cluster.Start(/*servers=*/2, /*workers=*/1,
-                secured(CertRole::kScheduler,
-                        {"--mode=async", "--workers=2", absl::StrCat("--epochs=", kEpochs),
-                         absl::StrCat("--train_limit=", kSamples), "--test_limit=512", "--batch_size=32",
-                         "--lease_batches=4", "--optimizer=sgd", "--lr=0.1", "--dead_after_ms=3000"}),
-                secured(CertRole::kServer, {}), secured(CertRole::kWorker, {}));
+  cluster.Start(
+      /*servers=*/2, /*workers=*/1,
+      secured(CertRole::kScheduler, {"--mode=async", "--workers=2", absl::StrCat("--epochs=", kEpochs),
+                                     absl::StrCat("--train_limit=", kSamples), "--test_limit=512", "--batch_size=32",
+                                     "--lease_batches=4", "--optimizer=sgd", "--lr=0.1", "--dead_after_ms=3000"}),
+      secured(CertRole::kServer, {}), secured(CertRole::kWorker, {}));
   std::shared_ptr<const TransportSecurity> security = *TransportSecurity::Create(job.For(CertRole::kWorker));
   std::unique_ptr<SchedulerClient> insider = *SchedulerClient::Create(cluster.address, absl::Seconds(10), security);
   absl::StatusOr<RegisterResponse> joined = insider->Register(WORKER, "", absl::Seconds(30));
   ASSERT_TRUE(joined.ok()) << joined.status();
   const int rank = joined->rank();
-  Heartbeater heartbeats(insider.get(), WORKER, rank, absl::Milliseconds(200), absl::Seconds(30),
-                         [](absl::Status) {});
-  const absl::Status ready = insider->Barrier(kServersReadyBarrier, BarrierRequest::ALL, WORKER, rank, absl::Seconds(60));
+  Heartbeater heartbeats(insider.get(), WORKER, rank, absl::Milliseconds(200), absl::Seconds(30), [](absl::Status) {});
+  const absl::Status ready =
+      insider->Barrier(kServersReadyBarrier, BarrierRequest::ALL, WORKER, rank, absl::Seconds(60));
   ASSERT_TRUE(ready.ok()) << ready;
 
   // It takes every lease it can get in epoch 0 and reports each done at once, with the samples a

@@ -40,8 +40,8 @@ class MemoryBoundTest : public ::testing::Test {
     ASSERT_NO_FATAL_FAILURE(job_.Start(MakeTempDir("memory-bound"), {}));
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(-1);
-    stub_ = ParameterServer::NewStub(grpc::CreateCustomChannel(job_.view.servers(0).address(),
-                                                               grpc::InsecureChannelCredentials(), args));
+    stub_ = ParameterServer::NewStub(
+        grpc::CreateCustomChannel(job_.view.servers(0).address(), grpc::InsecureChannelCredentials(), args));
   }
 
   void TearDown() override { job_.Finish(); }
@@ -138,7 +138,9 @@ TEST_F(MemoryBoundTest, OversizeAndConcurrentCallsAreRefusedAndMemoryReturns) {
   while (absl::Now() < give_up) {
     absl::MutexLock lock(&mu);
     if (refused > 0) break;
-    mu.AwaitWithTimeout(absl::Condition(+[](int* r) { return *r > 0; }, &refused), absl::Milliseconds(100));
+    mu.AwaitWithTimeout(absl::Condition(
+                            +[](int* r) { return *r > 0; }, &refused),
+                        absl::Milliseconds(100));
   }
   absl::SleepFor(absl::Milliseconds(500));  // every call has arrived
   int parked = 0;
@@ -214,8 +216,8 @@ TEST_F(MemoryBoundTest, OversizeAndConcurrentCallsAreRefusedAndMemoryReturns) {
 }
 
 TEST_F(MemoryBoundTest, SchedulerRefusesRequestsLargerThanTheJobsModel) {
-  std::unique_ptr<Scheduler::Stub> scheduler = Scheduler::NewStub(
-      grpc::CreateChannel(job_.address, grpc::InsecureChannelCredentials()));
+  std::unique_ptr<Scheduler::Stub> scheduler =
+      Scheduler::NewStub(grpc::CreateChannel(job_.address, grpc::InsecureChannelCredentials()));
   FinalModel model;
   model.set_worker_rank(0);
   model.mutable_model_file()->resize(16 << 20);  // the MLP's model file is ~0.9 MiB

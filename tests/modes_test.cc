@@ -10,9 +10,9 @@ namespace pstrain::testing {
 namespace {
 
 double TrainAndGetAccuracy(const std::string& mode, const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> flags = {"--mode=" + mode, "--servers=2", "--workers=2", "--epochs=3",
-                                    "--train_limit=12000", "--test_limit=2000", "--batch_size=64",
-                                    "--eval_last_epoch_only"};
+  std::vector<std::string> flags = {"--mode=" + mode,  "--servers=2",           "--workers=2",
+                                    "--epochs=3",      "--train_limit=12000",   "--test_limit=2000",
+                                    "--batch_size=64", "--eval_last_epoch_only"};
   flags.insert(flags.end(), extra.begin(), extra.end());
   absl::StatusOr<ClusterRun> run = LaunchCluster(mode, flags);
   EXPECT_TRUE(run.ok()) << run.status();
@@ -22,17 +22,11 @@ double TrainAndGetAccuracy(const std::string& mode, const std::vector<std::strin
   return JsonNumber(run->summary_json, "final_test_accuracy");
 }
 
-TEST(ModesTest, AsyncConvergesOnASubset) {
-  EXPECT_GE(TrainAndGetAccuracy("async"), 0.80);
-}
+TEST(ModesTest, AsyncConvergesOnASubset) { EXPECT_GE(TrainAndGetAccuracy("async"), 0.80); }
 
-TEST(ModesTest, SspConvergesOnASubset) {
-  EXPECT_GE(TrainAndGetAccuracy("ssp", {"--staleness=1"}), 0.80);
-}
+TEST(ModesTest, SspConvergesOnASubset) { EXPECT_GE(TrainAndGetAccuracy("ssp", {"--staleness=1"}), 0.80); }
 
-TEST(ModesTest, SyncConvergesOnASubset) {
-  EXPECT_GE(TrainAndGetAccuracy("sync"), 0.80);
-}
+TEST(ModesTest, SyncConvergesOnASubset) { EXPECT_GE(TrainAndGetAccuracy("sync"), 0.80); }
 
 // Compressed gradients (fp16 on the wire; top-k with error feedback, overlap on and off) still
 // train: the same bar as uncompressed sync training.
@@ -42,9 +36,7 @@ TEST(ModesTest, SyncWithCompressedGradientsConverges) {
   EXPECT_GE(TrainAndGetAccuracy("sync", {"--compression=bf16", "--overlap=false"}), 0.80);
 }
 
-TEST(ModesTest, AsyncWithTopKConverges) {
-  EXPECT_GE(TrainAndGetAccuracy("async", {"--compression=topk:0.05"}), 0.80);
-}
+TEST(ModesTest, AsyncWithTopKConverges) { EXPECT_GE(TrainAndGetAccuracy("async", {"--compression=topk:0.05"}), 0.80); }
 
 }  // namespace
 }  // namespace pstrain::testing

@@ -95,8 +95,8 @@ TEST(MultiHostTest, RolesOnFiveHostsTrainTogether) {
         "scheduler");
   // Hosts B and C: a parameter server each, on an address the workers can reach.
   for (int host : {1, 2}) {
-    start(host, {bin + "/pstrain-server", "--scheduler=" + scheduler_address, "--host=" + hosts.address(host),
-                 "--port=7001"},
+    start(host,
+          {bin + "/pstrain-server", "--scheduler=" + scheduler_address, "--host=" + hosts.address(host), "--port=7001"},
           "server-" + std::to_string(host));
   }
   // Hosts D and E: a worker each.
@@ -116,9 +116,8 @@ TEST(MultiHostTest, RolesOnFiveHostsTrainTogether) {
 TEST(MultiHostTest, PythonWorkersOnTwoHostsTrainADeclaredModel) {
   const std::string bin = BinDir();
   const std::string python_path = "PYTHONPATH=" + bin + "/../python";
-  absl::StatusOr<RunResult> probe =
-      pstrain::testing::Run({"/usr/bin/env", python_path, "/usr/bin/python3", "-c", "import pstrain.torch"},
-                            absl::Seconds(60));
+  absl::StatusOr<RunResult> probe = pstrain::testing::Run(
+      {"/usr/bin/env", python_path, "/usr/bin/python3", "-c", "import pstrain.torch"}, absl::Seconds(60));
   if (!probe.ok() || probe->exit_code != 0) {
     GTEST_SKIP() << "the pstrain Python package or PyTorch is missing: "
                  << (probe.ok() ? probe->output : probe.status().ToString());
@@ -139,13 +138,12 @@ TEST(MultiHostTest, PythonWorkersOnTwoHostsTrainADeclaredModel) {
     roles.push_back(std::make_unique<Child>(std::move(*child)));
   };
   start(0,
-        {bin + "/pstrain-scheduler", "--host=0.0.0.0", "--port=7000", "--model=external", "--servers=2",
-         "--workers=2", "--mode=sync", "--epochs=2", "--summary_json=" + dir + "/summary.json",
-         "--final_model=" + dir + "/model.bin"},
+        {bin + "/pstrain-scheduler", "--host=0.0.0.0", "--port=7000", "--model=external", "--servers=2", "--workers=2",
+         "--mode=sync", "--epochs=2", "--summary_json=" + dir + "/summary.json", "--final_model=" + dir + "/model.bin"},
         "scheduler");
   for (int host : {1, 2}) {
-    start(host, {bin + "/pstrain-server", "--scheduler=" + scheduler_address, "--host=" + hosts.address(host),
-                 "--port=7001"},
+    start(host,
+          {bin + "/pstrain-server", "--scheduler=" + scheduler_address, "--host=" + hosts.address(host), "--port=7001"},
           "server-" + std::to_string(host));
   }
   // The data limits are the script's: the scheduler of an external model reads no data.
@@ -193,11 +191,10 @@ TEST(MultiHostTest, RolesConfiguredOnlyByEnvironmentLikeThePods) {
   };
   start(0,
         {"PSTRAIN_HOST=0.0.0.0", "PSTRAIN_PORT=7000", "PSTRAIN_HEALTH_PORT=7002",
-         "PSTRAIN_CONFIG=" + source + "/deploy/k8s/base/job.textproto",
-         "PSTRAIN_STATE_DIR=" + dir + "/state", "PSTRAIN_SUMMARY_JSON=" + dir + "/summary.json",
-         "PSTRAIN_LINGER_MS=20000", "PSTRAIN_EPOCHS=1", "PSTRAIN_TRAIN_LIMIT=" + std::to_string(kTrainSamples),
-         "PSTRAIN_TEST_LIMIT=1000", "PSTRAIN_CHECKPOINT_DIR=" + dir + "/checkpoints",
-         "PSTRAIN_FINAL_MODEL=" + dir + "/model.bin"},
+         "PSTRAIN_CONFIG=" + source + "/deploy/k8s/base/job.textproto", "PSTRAIN_STATE_DIR=" + dir + "/state",
+         "PSTRAIN_SUMMARY_JSON=" + dir + "/summary.json", "PSTRAIN_LINGER_MS=20000", "PSTRAIN_EPOCHS=1",
+         "PSTRAIN_TRAIN_LIMIT=" + std::to_string(kTrainSamples), "PSTRAIN_TEST_LIMIT=1000",
+         "PSTRAIN_CHECKPOINT_DIR=" + dir + "/checkpoints", "PSTRAIN_FINAL_MODEL=" + dir + "/model.bin"},
         "pstrain-scheduler", "scheduler");
   for (int host : {1, 2}) {
     start(host,

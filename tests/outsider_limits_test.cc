@@ -57,8 +57,8 @@ constexpr size_t kHugeBytes = size_t{256} << 20;
 // `n` concurrent unary calls of `method` on `channel`, each carrying the same `bytes` zero bytes
 // (not a valid message of any kind; the listener must refuse it before parsing) and `session` (if
 // any). Returns their statuses.
-std::vector<grpc::Status> HugeCalls(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
-                                    int n, size_t bytes, const std::string& session = "") {
+std::vector<grpc::Status> HugeCalls(const std::shared_ptr<grpc::Channel>& channel, const std::string& method, int n,
+                                    size_t bytes, const std::string& session = "") {
   static const std::vector<char>* const zeros = new std::vector<char>(kHugeBytes);
   CHECK_LE(bytes, zeros->size());
   grpc::Slice slice(zeros->data(), bytes, grpc::Slice::STATIC_SLICE);
@@ -156,8 +156,8 @@ std::string HealthCheck(const std::string& address) {
 // each is refused and that `pid` stays within `bound_kib` of `before_kib`, measured 2 s after the
 // last round (the scheduler hands freed memory back on its watchdog's next ticks).
 void ExpectRefusedAndBounded(pid_t pid, const std::string& who, const std::shared_ptr<grpc::Channel>& channel,
-                             const std::string& method, int calls, int rounds, int64_t before_kib,
-                             int64_t bound_kib, const std::string& session = "") {
+                             const std::string& method, int calls, int rounds, int64_t before_kib, int64_t bound_kib,
+                             const std::string& session = "") {
   ASSERT_GT(before_kib, 0) << who;
   for (int round = 0; round < rounds; ++round) {
     for (const grpc::Status& s : HugeCalls(channel, method, calls, kHugeBytes, session)) {
@@ -165,7 +165,8 @@ void ExpectRefusedAndBounded(pid_t pid, const std::string& who, const std::share
       // Reset for the quota or too large for gRPC's limit (RESOURCE_EXHAUSTED), the connection
       // closed (UNAVAILABLE), or read within the quota and refused by the role (INVALID_ARGUMENT).
       EXPECT_TRUE(s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
-                  s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::INVALID_ARGUMENT)
+                  s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                  s.error_code() == grpc::StatusCode::INVALID_ARGUMENT)
           << who << " " << method << ": " << s.error_code() << " " << s.error_message();
       if (getenv("OUTSIDER_VERBOSE")) std::cerr << s.error_code() << " " << s.error_message() << "\n";
     }
@@ -194,10 +195,9 @@ TEST(OutsiderLimitsTest, HealthPortsRefuseHugeChecksWithinAFewMiB) {
   }
   ASSERT_FALSE(port.empty()) << scheduler->Output();
   const int server_health = FreeLoopbackPort();
-  absl::StatusOr<Child> server =
-      Child::Start({BinDir() + "/pstrain-server", "--scheduler=127.0.0.1:" + port, "--port=0",
-                    "--health_port=" + std::to_string(server_health)},
-                   dir + "/server.log");
+  absl::StatusOr<Child> server = Child::Start({BinDir() + "/pstrain-server", "--scheduler=127.0.0.1:" + port,
+                                               "--port=0", "--health_port=" + std::to_string(server_health)},
+                                              dir + "/server.log");
   ASSERT_TRUE(server.ok()) << server.status();
 
   const std::string scheduler_probe = absl::StrCat("127.0.0.1:", scheduler_health);
@@ -207,17 +207,18 @@ TEST(OutsiderLimitsTest, HealthPortsRefuseHugeChecksWithinAFewMiB) {
     absl::SleepFor(absl::Milliseconds(100));
   }
   absl::SleepFor(absl::Milliseconds(500));  // Both settle after start-up.
-  for (const auto& [who, pid, probe] : {std::tuple<std::string, pid_t, std::string>{"scheduler", scheduler->pid(), scheduler_probe},
-                                        {"server", server->pid(), server_probe}}) {
+  for (const auto& [who, pid, probe] :
+       {std::tuple<std::string, pid_t, std::string>{"scheduler", scheduler->pid(), scheduler_probe},
+        {"server", server->pid(), server_probe}}) {
     EXPECT_EQ(HealthCheck(probe), who == "scheduler" ? "SERVING" : "NOT_SERVING") << who;
     ExpectRefusedAndBounded(pid, who + "'s health port",
                             grpc::CreateCustomChannel(probe, grpc::InsecureChannelCredentials(), UnlimitedChannel()),
                             "/grpc.health.v1.Health/Check", /*calls=*/4, /*rounds=*/2, ResidentKib(pid),
                             kHealthBoundKib);
     // A request just past the limit gets gRPC's size error; the role still answers after all that.
-    const std::vector<grpc::Status> small = HugeCalls(
-        grpc::CreateCustomChannel(probe, grpc::InsecureChannelCredentials(), UnlimitedChannel()),
-        "/grpc.health.v1.Health/Check", 1, 1024);
+    const std::vector<grpc::Status> small =
+        HugeCalls(grpc::CreateCustomChannel(probe, grpc::InsecureChannelCredentials(), UnlimitedChannel()),
+                  "/grpc.health.v1.Health/Check", 1, 1024);
     EXPECT_EQ(small[0].error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << small[0].error_message();
     EXPECT_EQ(HealthCheck(probe), who == "scheduler" ? "SERVING" : "NOT_SERVING") << who;
   }
@@ -231,11 +232,10 @@ TEST(OutsiderLimitsTest, HealthPortsRefuseHugeChecksWithinAFewMiB) {
 TEST(OutsiderLimitsTest, SlowAndIdleConnectionsDoNotStopTheDashboard) {
   const std::string dir = MakeTempDir("outsider-http");
   const std::string port_file = dir + "/scheduler.port", http_port_file = dir + "/http.port";
-  absl::StatusOr<Child> scheduler =
-      Child::Start({BinDir() + "/pstrain-scheduler", "--port=0", "--port_file=" + port_file, "--servers=1",
-                    "--workers=1", "--train_limit=256", "--test_limit=64", "--http_port=-1",
-                    "--http_port_file=" + http_port_file},
-                   dir + "/scheduler.log");
+  absl::StatusOr<Child> scheduler = Child::Start(
+      {BinDir() + "/pstrain-scheduler", "--port=0", "--port_file=" + port_file, "--servers=1", "--workers=1",
+       "--train_limit=256", "--test_limit=64", "--http_port=-1", "--http_port_file=" + http_port_file},
+      dir + "/scheduler.log");
   ASSERT_TRUE(scheduler.ok()) << scheduler.status();
   std::string http_port;
   for (int i = 0; i < 300 && http_port.empty(); ++i) {

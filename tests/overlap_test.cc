@@ -40,9 +40,9 @@ double Overlapped(const std::string& summary) {
 TEST(OverlapTest, MlpModelIsTheSameWithAndWithoutOverlap) {
   // Hidden layers large enough that fc2's gradient (512 KiB) goes out in a part of its own before
   // fc1's backward, so each step has several parts per shard.
-  const std::vector<std::string> job = {"--mode=sync", "--servers=2", "--workers=2", "--epochs=1",
-                                        "--hidden=512,256", "--train_limit=6000", "--test_limit=1000",
-                                        "--batch_size=32"};
+  const std::vector<std::string> job = {"--mode=sync",       "--servers=2",      "--workers=2",
+                                        "--epochs=1",        "--hidden=512,256", "--train_limit=6000",
+                                        "--test_limit=1000", "--batch_size=32"};
   std::vector<std::string> off = job;
   off.push_back("--overlap=false");
   const Result with = Train("overlap-on", job);
@@ -56,9 +56,8 @@ TEST(OverlapTest, MlpModelIsTheSameWithAndWithoutOverlap) {
 }
 
 TEST(OverlapTest, CnnWithReplicasIsTheSameWithAndWithoutOverlap) {
-  const std::vector<std::string> job = {"--model=cnn", "--mode=sync", "--servers=2", "--workers=2",
-                                        "--epochs=1", "--train_limit=768", "--test_limit=256",
-                                        "--batch_size=32"};
+  const std::vector<std::string> job = {"--model=cnn", "--mode=sync",       "--servers=2",      "--workers=2",
+                                        "--epochs=1",  "--train_limit=768", "--test_limit=256", "--batch_size=32"};
   std::vector<std::string> replicated = job;
   replicated.push_back("--replicas=2");
   std::vector<std::string> off = job;

@@ -13,9 +13,17 @@ void PlayedWorkerJob::Start(const std::string& dir, const std::vector<std::strin
                             std::shared_ptr<const TransportSecurity> security,
                             const std::vector<std::string>& server_flags) {
   const std::string port_file = dir + "/scheduler.port";
-  std::vector<std::string> argv = {BinDir() + "/pstrain-scheduler", "--port=0", "--port_file=" + port_file,
-                                   "--servers=1", "--workers=1", "--train_limit=256", "--test_limit=64",
-                                   "--optimizer=sgd", "--lr=0.5", "--epochs=1", "--heartbeat_ms=200"};
+  std::vector<std::string> argv = {BinDir() + "/pstrain-scheduler",
+                                   "--port=0",
+                                   "--port_file=" + port_file,
+                                   "--servers=1",
+                                   "--workers=1",
+                                   "--train_limit=256",
+                                   "--test_limit=64",
+                                   "--optimizer=sgd",
+                                   "--lr=0.5",
+                                   "--epochs=1",
+                                   "--heartbeat_ms=200"};
   argv.insert(argv.end(), role_flags.begin(), role_flags.end());
   absl::StatusOr<Child> started = Child::Start(argv, dir + "/scheduler.log");
   ASSERT_TRUE(started.ok()) << started.status();

@@ -69,8 +69,8 @@ absl::StatusOr<int> Child::Wait(absl::Duration timeout) {
       break;
     }
     if (absl::Now() > give_up) {
-      return absl::DeadlineExceededError(absl::StrCat("pid ", pid_, " still running after ",
-                                                      absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(
+          absl::StrCat("pid ", pid_, " still running after ", absl::FormatDuration(timeout)));
     }
     absl::SleepFor(absl::Milliseconds(20));
   }
@@ -92,9 +92,8 @@ absl::StatusOr<RunResult> Run(const std::vector<std::string>& argv, absl::Durati
   if (!code.ok()) {
     child->Kill(SIGKILL);
     (void)child->Wait(absl::Seconds(10));
-    return absl::DeadlineExceededError(absl::StrCat(argv[0], " did not finish within ",
-                                                    absl::FormatDuration(timeout), "; output:\n",
-                                                    child->Output()));
+    return absl::DeadlineExceededError(absl::StrCat(argv[0], " did not finish within ", absl::FormatDuration(timeout),
+                                                    "; output:\n", child->Output()));
   }
   return RunResult{*code, child->Output()};
 }

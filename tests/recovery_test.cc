@@ -21,8 +21,14 @@ using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 
 std::vector<std::string> Job(const std::string& checkpoint_dir) {
-  return {"--mode=sync", "--epochs=3", "--train_limit=12000", "--test_limit=2000", "--batch_size=32",
-          "--seed=9", "--checkpoint_dir=" + checkpoint_dir, "--checkpoint_every_steps=25",
+  return {"--mode=sync",
+          "--epochs=3",
+          "--train_limit=12000",
+          "--test_limit=2000",
+          "--batch_size=32",
+          "--seed=9",
+          "--checkpoint_dir=" + checkpoint_dir,
+          "--checkpoint_every_steps=25",
           "--server_recovery_timeout_ms=30000"};
 }
 
@@ -125,8 +131,12 @@ TEST(RecoveryTest, KilledServerWithoutReplacementFailsTheJobAfterTheTimeout) {
 
 TEST(RecoveryTest, LauncherRestartsAKilledServerAndTheJobFinishes) {
   const std::string dir = MakeTempDir("launch-recovery");
-  std::vector<std::string> argv = {BinDir() + "/pstrain-launch", "--servers=2", "--workers=2",
-                                   "--max_restarts=1", "--heartbeat_ms=200", "--dead_after_ms=2000",
+  std::vector<std::string> argv = {BinDir() + "/pstrain-launch",
+                                   "--servers=2",
+                                   "--workers=2",
+                                   "--max_restarts=1",
+                                   "--heartbeat_ms=200",
+                                   "--dead_after_ms=2000",
                                    "--summary_json=" + dir + "/summary.json"};
   for (const std::string& flag : Job(dir)) {
     // A scheduler flag, not a job flag: the launcher's scheduler keeps its default (60 s).

@@ -27,8 +27,8 @@ constexpr int kTrain = 12000;
 constexpr int64_t kSyncSteps = kEpochs * 188;
 
 std::vector<std::string> Job(const std::string& mode, const std::string& dir) {
-  return {"--mode=" + mode, "--epochs=3", "--train_limit=12000", "--test_limit=2000", "--batch_size=32",
-          "--seed=9", "--replicas=2", "--final_model=" + dir + "/model.bin"};
+  return {"--mode=" + mode,  "--epochs=3", "--train_limit=12000", "--test_limit=2000",
+          "--batch_size=32", "--seed=9",   "--replicas=2",        "--final_model=" + dir + "/model.bin"};
 }
 
 // The step counters a server logs when it stops ("shard 1 ends at step 564"), one per store.

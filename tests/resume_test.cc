@@ -27,8 +27,14 @@ constexpr int64_t kStepsPerEpoch = (kTrainSamples + kGlobalBatch - 1) / kGlobalB
 constexpr int kEpochs = 4;
 
 std::vector<std::string> Job(const std::string& checkpoint_dir) {
-  return {"--mode=sync", "--epochs=" + std::to_string(kEpochs), "--train_limit=12000", "--test_limit=2000", "--batch_size=32",
-          "--seed=11", "--checkpoint_dir=" + checkpoint_dir, "--checkpoint_every_steps=25"};
+  return {"--mode=sync",
+          "--epochs=" + std::to_string(kEpochs),
+          "--train_limit=12000",
+          "--test_limit=2000",
+          "--batch_size=32",
+          "--seed=11",
+          "--checkpoint_dir=" + checkpoint_dir,
+          "--checkpoint_every_steps=25"};
 }
 
 std::vector<int64_t> EpochSamples(const std::string& summary) {
@@ -107,8 +113,8 @@ model::ModelFile ResumeOn(const std::string& dir, int servers, const std::string
 
 std::string CopyOf(const std::string& dir, const std::string& name) {
   const std::string copy = MakeTempDir(name);
-  std::filesystem::copy(dir, copy, std::filesystem::copy_options::recursive |
-                                       std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy(dir, copy,
+                        std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
   return copy;
 }
 

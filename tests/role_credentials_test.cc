@@ -81,14 +81,15 @@ TEST(RoleCredentialsTest, AWorkerCertificateCannotRegisterAServerAndTheJobFinish
   const int http_port = FreeLoopbackPort();
   // Two epochs of 12k samples: long enough (several seconds) for the insider to try everything
   // while the job runs. No unix sockets: the insider and the workers reach the server over TCP.
-  cluster.Start(/*servers=*/1, /*workers=*/2,
-                secured(CertRole::kScheduler,
-                        {"--http_port=" + std::to_string(http_port), "--epochs=2", "--train_limit=12000",
-                         "--test_limit=500", "--batch_size=16", "--eval_last_epoch_only"}),
-                secured(CertRole::kServer, {"--metrics_port=-1", "--metrics_host=127.0.0.1"}), secured(CertRole::kWorker, {}));
+  cluster.Start(
+      /*servers=*/1, /*workers=*/2,
+      secured(CertRole::kScheduler, {"--http_port=" + std::to_string(http_port), "--epochs=2", "--train_limit=12000",
+                                     "--test_limit=500", "--batch_size=16", "--eval_last_epoch_only"}),
+      secured(CertRole::kServer, {"--metrics_port=-1", "--metrics_host=127.0.0.1"}), secured(CertRole::kWorker, {}));
 
   // The operator's credentials see the job (GetJobStatus acts as nobody) but act as no member.
-  auto operator_client = SchedulerClient::Create(cluster.address, absl::Seconds(5), Secure(job->For(CertRole::kOperator)));
+  auto operator_client =
+      SchedulerClient::Create(cluster.address, absl::Seconds(5), Secure(job->For(CertRole::kOperator)));
   ASSERT_TRUE(operator_client.ok()) << operator_client.status();
   absl::StatusOr<ClusterView> view = (*operator_client)->WaitUntilRunning(absl::Seconds(60));
   ASSERT_TRUE(view.ok()) << view.status();
@@ -100,8 +101,8 @@ TEST(RoleCredentialsTest, AWorkerCertificateCannotRegisterAServerAndTheJobFinish
   // The probe's attack: a worker's certificate and token register a server at server 0's address,
   // with a metrics address of the insider's choosing.
   const std::string evil_metrics = "127.0.0.1:9";
-  grpc::Status as_server = RegisterAs(*Secure(job->For(CertRole::kWorker)), cluster.address, SERVER, server0,
-                                      evil_metrics);
+  grpc::Status as_server =
+      RegisterAs(*Secure(job->For(CertRole::kWorker)), cluster.address, SERVER, server0, evil_metrics);
   EXPECT_EQ(as_server.error_code(), grpc::StatusCode::PERMISSION_DENIED) << as_server.error_message();
   EXPECT_EQ(as_server.error_message(),
             "Register as server: the peer's certificate is for role worker; a server needs the job's server "
@@ -133,8 +134,8 @@ TEST(RoleCredentialsTest, AWorkerCertificateCannotRegisterAServerAndTheJobFinish
     ASSERT_TRUE(member.ok()) << member.status();
     absl::StatusOr<ScaleResponse> refused = (*member)->Scale(2);
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied) << CertRoleName(role);
-    EXPECT_THAT(refused.status().message(), HasSubstr(absl::StrCat("Scale: the peer's certificate is for role ",
-                                                                   CertRoleName(role))));
+    EXPECT_THAT(refused.status().message(),
+                HasSubstr(absl::StrCat("Scale: the peer's certificate is for role ", CertRoleName(role))));
   }
   absl::StatusOr<ScaleResponse> by_operator = (*operator_client)->Scale(2);
   EXPECT_EQ(by_operator.status().code(), absl::StatusCode::kFailedPrecondition) << by_operator.status();
@@ -177,7 +178,8 @@ TEST(RoleCredentialsTest, ServersFetchThePartsOfACutFromEachOtherOverMutualTls) 
                                                "--batch_size=32", "--checkpoint_dir=" + cluster.dir() + "/ckpt",
                                                "--checkpoint_every_steps=25", "--eval_last_epoch_only"}),
                 secured(CertRole::kServer, {}), secured(CertRole::kWorker, {}));
-  auto operator_client = SchedulerClient::Create(cluster.address, absl::Seconds(5), Secure(job->For(CertRole::kOperator)));
+  auto operator_client =
+      SchedulerClient::Create(cluster.address, absl::Seconds(5), Secure(job->For(CertRole::kOperator)));
   ASSERT_TRUE(operator_client.ok()) << operator_client.status();
   absl::StatusOr<ClusterView> view = (*operator_client)->WaitUntilRunning(absl::Seconds(60));
   ASSERT_TRUE(view.ok()) << view.status();
@@ -193,15 +195,15 @@ TEST(RoleCredentialsTest, ServersFetchThePartsOfACutFromEachOtherOverMutualTls) 
 
   // No session, a worker's or a server's certificate: refused before anything is read.
   for (CertRole role : {CertRole::kWorker, CertRole::kServer}) {
-    auto stub = ShardTransfer::NewStub(Secure(job->For(role))->NewChannel(view->servers(0).address(), {},
-                                                                            CertRole::kServer));
+    auto stub =
+        ShardTransfer::NewStub(Secure(job->For(role))->NewChannel(view->servers(0).address(), {}, CertRole::kServer));
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     CutPartRequest request;
     CutPartResponse response;
     const grpc::Status refused = stub->FetchCutPart(&context, request, &response);
-    EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAUTHENTICATED) << CertRoleName(role) << ": "
-                                                                        << refused.error_message();
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+        << CertRoleName(role) << ": " << refused.error_message();
   }
 
   absl::StatusOr<ScaleResponse> up = (*operator_client)->Scale(3);

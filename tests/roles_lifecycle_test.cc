@@ -31,12 +31,13 @@ void AwaitJobState(const std::string& address, JobState state) {
     if (status.ok() && status->state() == state) return;
     absl::SleepFor(absl::Milliseconds(100));
   }
-  FAIL() << "the job never became " << JobState_Name(state) << "; last: "
-         << (status.ok() ? status->ShortDebugString() : status.status().ToString());
+  FAIL() << "the job never became " << JobState_Name(state)
+         << "; last: " << (status.ok() ? status->ShortDebugString() : status.status().ToString());
 }
 
 // Runs `argv` with `env` (NAME=VALUE) added to this process's environment.
-RunResult RunWithEnv(const std::vector<std::string>& argv, const std::vector<std::pair<std::string, std::string>>& env) {
+RunResult RunWithEnv(const std::vector<std::string>& argv,
+                     const std::vector<std::pair<std::string, std::string>>& env) {
   for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
   absl::StatusOr<RunResult> r = Run(argv, absl::Seconds(60));
   for (const auto& [name, value] : env) unsetenv(name.c_str());
@@ -70,8 +71,9 @@ TEST(RolesLifecycleTest, BadEnvironmentValuesAndAnUnadvertisedWildcardHostExit2)
 TEST(RolesLifecycleTest, RolesStartedAfterTheJobFinishedExit0AndTheSchedulerWroteTheModel) {
   ManualCluster cluster("late-roles");
   const std::string model_path = cluster.dir() + "/final.model";
-  cluster.Start(1, 2, {"--linger_ms=30000", "--epochs=1", "--train_limit=2000", "--test_limit=500",
-                       "--final_model=" + model_path});
+  cluster.Start(
+      1, 2,
+      {"--linger_ms=30000", "--epochs=1", "--train_limit=2000", "--test_limit=500", "--final_model=" + model_path});
   for (auto& w : cluster.workers) {
     absl::StatusOr<int> code = w->Wait(absl::Seconds(120));
     ASSERT_TRUE(code.ok() && *code == 0) << w->Output();
@@ -119,8 +121,9 @@ TEST(RolesLifecycleTest, ARoleStartedAfterTheJobFailedExitsNonZero) {
 
 TEST(RolesLifecycleTest, SigtermEndsAServerAndTheSchedulerPromptlyAndTheJobGoesOn) {
   ManualCluster cluster("sigterm");
-  cluster.Start(2, 2, {"--replicas=2", "--epochs=3", "--train_limit=6000", "--test_limit=500", "--batch_size=32",
-                       "--state_dir=" + cluster.dir() + "/state"});
+  cluster.Start(2, 2,
+                {"--replicas=2", "--epochs=3", "--train_limit=6000", "--test_limit=500", "--batch_size=32",
+                 "--state_dir=" + cluster.dir() + "/state"});
   cluster.WaitForSteps(10);
   // A server: its copy on the other server takes its shard over.
   const absl::Time server_term = absl::Now();

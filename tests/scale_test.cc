@@ -38,10 +38,16 @@ using ::testing::Not;
 
 // The MLP job of these tests, with `extra` flags after its own (a later flag wins).
 std::vector<std::string> Job(const std::string& dir, const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> flags = {"--mode=sync",         "--epochs=6",       "--train_limit=12000",
-                                    "--test_limit=2000",   "--batch_size=32",  "--seed=11",
-                                    "--checkpoint_dir=" + dir + "/ckpt", "--checkpoint_every_steps=25",
-                                    "--full_checkpoint_every=3", "--final_model=" + dir + "/model.bin"};
+  std::vector<std::string> flags = {"--mode=sync",
+                                    "--epochs=6",
+                                    "--train_limit=12000",
+                                    "--test_limit=2000",
+                                    "--batch_size=32",
+                                    "--seed=11",
+                                    "--checkpoint_dir=" + dir + "/ckpt",
+                                    "--checkpoint_every_steps=25",
+                                    "--full_checkpoint_every=3",
+                                    "--final_model=" + dir + "/model.bin"};
   flags.insert(flags.end(), extra.begin(), extra.end());
   return flags;
 }
@@ -185,10 +191,10 @@ TEST(ScaleTest, ACtrJobScaledTwoThreeTwoEndsBitwiseLikeARunThatNeverScaled) {
   // Rows move by key with their optimizer state, eviction metadata and tombstones (ttl eviction,
   // half-width rows, delta checkpoints). No per-server limit: see ResumeTest's CTR twin.
   auto job = [](const std::string& dir) {
-    return CtrJob(CtrDataDir(), {"--epochs=2", "--batch_size=64", "--table_ttl_updates=60", "--table_evict_every=10",
-                                 "--table_row_dtype=fp16", "--checkpoint_dir=" + dir + "/ckpt",
-                                 "--checkpoint_every_steps=50", "--full_checkpoint_every=3",
-                                 "--final_model=" + dir + "/model.bin"});
+    return CtrJob(CtrDataDir(),
+                  {"--epochs=2", "--batch_size=64", "--table_ttl_updates=60", "--table_evict_every=10",
+                   "--table_row_dtype=fp16", "--checkpoint_dir=" + dir + "/ckpt", "--checkpoint_every_steps=50",
+                   "--full_checkpoint_every=3", "--final_model=" + dir + "/model.bin"});
   };
   ManualCluster reference("scale-ctr-reference");
   reference.Start(2, 2, job(reference.dir()));
@@ -217,9 +223,17 @@ class LeasedScaleTest : public ::testing::TestWithParam<std::string> {};
 
 // The ASYNC or SSP job of LeasedScaleTest, for `dir`.
 std::vector<std::string> LeasedJob(const std::string& mode, const std::string& dir) {
-  return {"--mode=" + mode, "--staleness=2", "--epochs=3", "--train_limit=12000", "--test_limit=10000",
-          "--batch_size=32", "--seed=5", "--lease_batches=8", "--checkpoint_dir=" + dir + "/ckpt",
-          "--checkpoint_every_steps=100", "--final_model=" + dir + "/model.bin"};
+  return {"--mode=" + mode,
+          "--staleness=2",
+          "--epochs=3",
+          "--train_limit=12000",
+          "--test_limit=10000",
+          "--batch_size=32",
+          "--seed=5",
+          "--lease_batches=8",
+          "--checkpoint_dir=" + dir + "/ckpt",
+          "--checkpoint_every_steps=100",
+          "--final_model=" + dir + "/model.bin"};
 }
 
 // Every epoch of `summary` trained each of the 12000 samples once.
@@ -307,8 +321,9 @@ TEST(ScaleTest, ReplicasFollowTheNewCountAndACopyPlacedByItTakesOverAKilledServe
   });
   ASSERT_FALSE(killed.empty());
   // The grown map's placement, and the added server's copy, restored from the first cut.
-  WaitForLog(cluster, "shard 0 on server 0, copy on 1; shard 1 on server 1, copy on 2; shard 2 on server 2, "
-                      "copy on 0");
+  WaitForLog(cluster,
+             "shard 0 on server 0, copy on 1; shard 1 on server 1, copy on 2; shard 2 on server 2, "
+             "copy on 0");
   EXPECT_THAT(cluster.servers[2]->Output(), HasSubstr("server 2 also holds the live copy of shard 1"));
   EXPECT_THAT(cluster.servers[2]->Output(), HasSubstr("rolling back its copy of shard 1 to step " + grown));
   // The survivor's two stores (its shard and the promoted copy) end at the same step: the copy
@@ -338,7 +353,6 @@ void StartAndScale(ManualCluster& cluster, const std::vector<std::string>& job, 
   RunResult asked = Ctl(cluster, {"scale", "--servers=" + std::to_string(servers)});
   ASSERT_EQ(asked.exit_code, 0) << asked.output;
 }
-
 
 TEST(ScaleTest, AServerKilledWhileAChangeIsPendingIsReplacedAndTheJobEndsBitwiseLikeARunThatNeverScaled) {
   const model::ModelFile kept = NeverScaled("scale-kill-reference");
@@ -483,8 +497,9 @@ TEST(ScaleTest, AServerThatJoinsAndThenIsStoppedGrowsAndDrainsTheJobBitwiseLikeA
   const std::string grown = WaitForLog(cluster, "2 -> 3 servers at the cut of step ([0-9]+)")[1];
   cluster.WaitForSteps(std::stoll(grown.empty() ? "0" : grown) + 50);
   cluster.servers[2]->Kill(SIGTERM);
-  WaitForLog(cluster, "server 2 \\(stopped; it drains itself \\(--drain_on_stop\\)\\) asked for 2 servers: 3 -> 2 "
-                      "servers: the cut-over at the next checkpoint cut");
+  WaitForLog(cluster,
+             "server 2 \\(stopped; it drains itself \\(--drain_on_stop\\)\\) asked for 2 servers: 3 -> 2 "
+             "servers: the cut-over at the next checkpoint cut");
   const std::string shrunk = WaitForLog(cluster, "3 -> 2 servers at the cut of step ([0-9]+)")[1];
   EXPECT_EQ(cluster.servers[2]->Wait(absl::Seconds(60)).value_or(-1), 0) << cluster.servers[2]->Output();
   EXPECT_THAT(cluster.servers[2]->Output(), HasSubstr("server 2: stopped; draining"));

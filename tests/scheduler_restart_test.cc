@@ -32,8 +32,9 @@ constexpr int64_t kTrainSamples = 12000;
 // land within about 0.3 points of one another (they differ by scheduling), so the 0.5-point
 // comparison means something.
 std::vector<std::string> Job(const std::string& mode, const std::string& dir) {
-  return {"--mode=" + mode, "--epochs=3", "--train_limit=12000", "--test_limit=10000", "--batch_size=32",
-          "--seed=5", "--lr=0.001", "--lease_batches=8", "--final_model=" + dir + "/model.bin"};
+  return {"--mode=" + mode,     "--epochs=3",        "--train_limit=12000",
+          "--test_limit=10000", "--batch_size=32",   "--seed=5",
+          "--lr=0.001",         "--lease_batches=8", "--final_model=" + dir + "/model.bin"};
 }
 
 // Waits for every role to exit 0; returns the run summary.
@@ -108,10 +109,19 @@ INSTANTIATE_TEST_SUITE_P(Modes, SchedulerRestartTest, ::testing::Values("sync", 
 
 TEST(SchedulerRestartLaunchTest, LauncherRestartsAKilledSchedulerAndTheJobFinishes) {
   const std::string dir = MakeTempDir("launch-scheduler-restart");
-  std::vector<std::string> argv = {BinDir() + "/pstrain-launch", "--servers=2", "--workers=2",
-                                   "--max_restarts=1", "--heartbeat_ms=200", "--dead_after_ms=2000",
-                                   "--summary_json=" + dir + "/summary.json", "--mode=sync", "--epochs=6",
-                                   "--train_limit=12000", "--test_limit=2000", "--batch_size=32", "--seed=3"};
+  std::vector<std::string> argv = {BinDir() + "/pstrain-launch",
+                                   "--servers=2",
+                                   "--workers=2",
+                                   "--max_restarts=1",
+                                   "--heartbeat_ms=200",
+                                   "--dead_after_ms=2000",
+                                   "--summary_json=" + dir + "/summary.json",
+                                   "--mode=sync",
+                                   "--epochs=6",
+                                   "--train_limit=12000",
+                                   "--test_limit=2000",
+                                   "--batch_size=32",
+                                   "--seed=3"};
   // The job's credentials, given to the launcher, so the test can ask the (restarted) scheduler
   // too: every role keeps its TLS across a restart.
   std::filesystem::create_directories(dir + "/tls");
@@ -158,8 +168,11 @@ TEST(SchedulerRestartLaunchTest, LauncherRestartsAKilledSchedulerAndTheJobFinish
 
 TEST(SchedulerStateFileTest, DamagedOrForeignStateIsRefusedWithAPreciseError) {
   const std::string dir = MakeTempDir("bad-state");
-  const std::vector<std::string> job = {BinDir() + "/pstrain-scheduler", "--state_dir=" + dir + "/state",
-                                        "--port_file=" + dir + "/port", "--train_limit=1000", "--test_limit=100",
+  const std::vector<std::string> job = {BinDir() + "/pstrain-scheduler",
+                                        "--state_dir=" + dir + "/state",
+                                        "--port_file=" + dir + "/port",
+                                        "--train_limit=1000",
+                                        "--test_limit=100",
                                         "--epochs=2"};
   // A scheduler saves its state as soon as it listens; kill it then.
   absl::StatusOr<Child> first = Child::Start(job, dir + "/first.log");

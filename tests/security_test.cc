@@ -70,8 +70,8 @@ class SecurityTest : public ::testing::TestWithParam<bool> {
     // Each role its own certificate: the server's flags come last, so they win over the scheduler's.
     std::vector<std::string> server_flags = TransportSecurityFlags(SameJob(job_, CertRole::kServer));
     if (same_host()) server_flags.push_back("--unix_socket_dir=" + dir_);
-    ASSERT_NO_FATAL_FAILURE(played_.Start(dir_, TransportSecurityFlags(SameJob(job_, CertRole::kScheduler)),
-                                          Secure(job_), server_flags));
+    ASSERT_NO_FATAL_FAILURE(
+        played_.Start(dir_, TransportSecurityFlags(SameJob(job_, CertRole::kScheduler)), Secure(job_), server_flags));
     view_ = played_.view;
     address_ = played_.address;
     client_ = played_.client.get();
@@ -210,8 +210,7 @@ class SecurityTest : public ::testing::TestWithParam<bool> {
 
   // Every method an outsider might try, through `security`: each must fail with one of `codes`
   // and say `text`, and the model, step and membership are what they were.
-  void ExpectShutOut(const TransportSecurity& security, std::vector<grpc::StatusCode> codes,
-                     const std::string& text) {
+  void ExpectShutOut(const TransportSecurity& security, std::vector<grpc::StatusCode> codes, const std::string& text) {
     grpc::Status ok;
     const PullResponse before = Pull(server_stub_.get(), &ok);
     ASSERT_TRUE(ok.ok()) << ok.error_message();
@@ -273,8 +272,8 @@ TEST_P(SecurityTest, OutsidersGetNowhereAndChangeNothing) {
   if (same_host()) {
     // Plaintext: nothing to hand over a token, so every call to the server's socket is refused
     // before its request is read (the scheduler, over TLS, never completes the handshake).
-    ExpectShutOut(*TransportSecurity::Loopback(),
-                  {grpc::StatusCode::UNAUTHENTICATED, grpc::StatusCode::UNAVAILABLE}, "");
+    ExpectShutOut(*TransportSecurity::Loopback(), {grpc::StatusCode::UNAUTHENTICATED, grpc::StatusCode::UNAVAILABLE},
+                  "");
     // No certificate is asked for on the socket: the folder keeps other users out
     // (common_transport_security_test runs one as uid 65534), the token everyone else.
   } else {
@@ -323,8 +322,7 @@ TEST_P(SecurityTest, AMemberActsOnlyAsItsOwnRank) {
   ExpectCannotActAsOthers("", grpc::StatusCode::UNAUTHENTICATED, "no session credential");
   // A credential for worker 0 that another scheduler signed.
   std::unique_ptr<SessionSigner> other = *SessionSigner::Generate();
-  ExpectCannotActAsOthers(other->Sign({WORKER, 0, ""}), grpc::StatusCode::UNAUTHENTICATED,
-                          "signature does not verify");
+  ExpectCannotActAsOthers(other->Sign({WORKER, 0, ""}), grpc::StatusCode::UNAUTHENTICATED, "signature does not verify");
   // Worker 0's credential with its claims altered: still not verified.
   std::string altered = client_->session_credential();
   altered[3] = altered[3] == 'A' ? 'B' : 'A';
@@ -334,10 +332,9 @@ TEST_P(SecurityTest, AMemberActsOnlyAsItsOwnRank) {
   EXPECT_TRUE(insider->Leave(WORKER, joined->rank(), "the test is over").ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, SecurityTest, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return info.param ? "SameHostUnixSocket" : "Tls";
-                         });
+INSTANTIATE_TEST_SUITE_P(Transports, SecurityTest, ::testing::Bool(), [](const ::testing::TestParamInfo<bool>& info) {
+  return info.param ? "SameHostUnixSocket" : "Tls";
+});
 
 // Roles that would listen in plaintext beyond loopback, or whose security flags are wrong, stop
 // at once and say why.
@@ -372,9 +369,9 @@ TEST(SecurityFlagsTest, RolesRefuseUnsafeListenersAndBadFlags) {
     EXPECT_THAT(child->Output(), HasSubstr(cases[i].says)) << cases[i].argv[0];
   }
   // With --insecure the same listener is allowed (the scheduler then waits for roles: stop it).
-  auto insecure = Child::Start({BinDir() + "/pstrain-scheduler", "--host=0.0.0.0", "--port=0", "--insecure",
-                                "--port_file=" + dir + "/port"},
-                               dir + "/insecure.log");
+  auto insecure = Child::Start(
+      {BinDir() + "/pstrain-scheduler", "--host=0.0.0.0", "--port=0", "--insecure", "--port_file=" + dir + "/port"},
+      dir + "/insecure.log");
   ASSERT_TRUE(insecure.ok());
   std::string port;
   for (int i = 0; i < 200 && port.empty(); ++i) {

@@ -32,8 +32,8 @@
 namespace pstrain::testing {
 namespace {
 
-using ::testing::HasSubstr;
 using serving::ServeClient;
+using ::testing::HasSubstr;
 
 // Starts pstrain-serve with `flags` on a free port; waits until it listens.
 std::unique_ptr<Child> StartServe(const std::string& name, std::vector<std::string> flags, std::string* address) {
@@ -87,10 +87,10 @@ TEST(ServingTest, FollowsATrainingJobAndEndsOnItsLastCut) {
   const std::vector<std::vector<uint64_t>> keys = KeysOf({test_records.begin(), test_records.begin() + 300});
   const std::string model = MakeTempDir("serve-model") + "/model.bin";
   ManualCluster cluster("serve-job");
-  cluster.Start(2, 2,
-                CtrJob(CtrDataDir(), {"--checkpoint_dir=" + ckpt, "--checkpoint_every_steps=1",
-                                      "--full_checkpoint_every=10", "--table_ttl_updates=20",
-                                      "--table_evict_every=5", "--final_model=" + model}));
+  cluster.Start(
+      2, 2,
+      CtrJob(CtrDataDir(), {"--checkpoint_dir=" + ckpt, "--checkpoint_every_steps=1", "--full_checkpoint_every=10",
+                            "--table_ttl_updates=20", "--table_evict_every=5", "--final_model=" + model}));
   // While it trains: each version seen, and what table C1 answered for the keys in it.
   std::map<int64_t, serving::LookupResult> seen;
   for (int i = 0; i < 600 && !cluster.scheduler->Wait(absl::Milliseconds(1)).ok(); ++i) {
@@ -122,8 +122,8 @@ TEST(ServingTest, FollowsATrainingJobAndEndsOnItsLastCut) {
 
   // After the end: the last cut, whose rows equal the export's bit for bit.
   const std::string out = MakeTempDir("serve-export") + "/model";
-  absl::StatusOr<RunResult> exported =
-      pstrain::testing::Run({BinDir() + "/pstrain-export", "--checkpoint_dir=" + ckpt, "--out=" + out}, absl::Minutes(2));
+  absl::StatusOr<RunResult> exported = pstrain::testing::Run(
+      {BinDir() + "/pstrain-export", "--checkpoint_dir=" + ckpt, "--out=" + out}, absl::Minutes(2));
   ASSERT_TRUE(exported.ok() && exported->exit_code == 0) << (exported.ok() ? exported->output : "");
   absl::StatusOr<serving::ModelExport> e = serving::ReadModelExport(out);
   ASSERT_TRUE(e.ok()) << e.status();

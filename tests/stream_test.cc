@@ -42,16 +42,22 @@ constexpr int64_t kRecords = kHours * kPerHour;
 
 // The stream's files: pstrain-gen-ctr writes the same records for the same flags, whatever the rate.
 std::vector<std::string> Generator(const std::string& dir, double rate) {
-  return {BinDir() + "/pstrain-gen-ctr", "--stream_dir=" + dir, absl::StrCat("--hours=", kHours),
-          absl::StrCat("--records_per_hour=", kPerHour), "--new_key_rate=0.2", "--unique_keys=20000", "--seed=7",
+  return {BinDir() + "/pstrain-gen-ctr",
+          "--stream_dir=" + dir,
+          absl::StrCat("--hours=", kHours),
+          absl::StrCat("--records_per_hour=", kPerHour),
+          "--new_key_rate=0.2",
+          "--unique_keys=20000",
+          "--seed=7",
           absl::StrCat("--rate=", rate)};
 }
 
 // The job, on the stream or on a folder of files; 2 workers x 128: 47 steps, the last one short.
 // Rows start at zero in both (a stream's default, which a file job takes from the flag).
 std::vector<std::string> Job(std::vector<std::string> extra) {
-  std::vector<std::string> flags = {"--model=ctr", "--batch_size=128", "--seed=5", "--embedding_dim=8",
-                                    "--hidden=32,16", "--lr_schedule=constant", "--table_init_bound=0"};
+  std::vector<std::string> flags = {"--model=ctr",         "--batch_size=128", "--seed=5",
+                                    "--embedding_dim=8",   "--hidden=32,16",   "--lr_schedule=constant",
+                                    "--table_init_bound=0"};
   flags.insert(flags.end(), extra.begin(), extra.end());
   return flags;
 }
@@ -170,7 +176,7 @@ TEST(StreamTest, ASchedulerKilledMidStreamGoesOnFromItsStateAndTakesInWhatArrive
   StreamJob job("stream-scheduler-restart");
   job.cluster.Start(2, 2, job.Flags({"--state_dir=" + job.cluster.dir() + "/state"}));
   job.StartWriting(/*rate=*/1500);  // a file every 2 s
-  job.cluster.WaitForSteps(12);  // past the first file, before the third
+  job.cluster.WaitForSteps(12);     // past the first file, before the third
   job.cluster.scheduler->Kill(SIGKILL);
   EXPECT_TRUE(job.cluster.scheduler->Wait(absl::Seconds(10)).ok());
   absl::SleepFor(absl::Milliseconds(2500));  // the next file is marked ready meanwhile
@@ -231,9 +237,8 @@ TEST(StreamTest, AServerKilledMidStreamIsReplacedFromACheckpointAndTheStreamGoes
 TEST(StreamTest, AKilledStreamJobResumesFromItsCutAfterTrainedFilesWereRemoved) {
   const Reference& reference = TheReference();
   StreamJob job("stream-resume");
-  const std::vector<std::string> flags =
-      job.Flags({"--checkpoint_dir=" + job.cluster.dir() + "/ckpt", "--checkpoint_every_steps=5",
-                 "--full_checkpoint_every=3"});
+  const std::vector<std::string> flags = job.Flags(
+      {"--checkpoint_dir=" + job.cluster.dir() + "/ckpt", "--checkpoint_every_steps=5", "--full_checkpoint_every=3"});
   job.cluster.Start(2, 2, flags);
   job.StartWriting(/*rate=*/1500);  // a file every 2 s
   job.cluster.WaitForSteps(25);     // the cut of step 20 (position 5,120) is past the first file
@@ -317,8 +322,8 @@ TEST(StreamTest, AnAsyncStreamCountsEveryRecordOnceWhenAServerIsReplacedFromAChe
 void ExpectNoRecordLostOrRepeatedWhenAWorkerAndTheSchedulerAreKilled(const std::string& name,
                                                                      std::vector<std::string> mode_flags) {
   StreamJob job(name);
-  mode_flags.insert(mode_flags.end(), {"--lease_batches=4", "--min_workers=1",
-                                       "--state_dir=" + job.cluster.dir() + "/state"});
+  mode_flags.insert(mode_flags.end(),
+                    {"--lease_batches=4", "--min_workers=1", "--state_dir=" + job.cluster.dir() + "/state"});
   job.cluster.Start(2, 2, job.Flags(mode_flags));
   job.StartWriting(/*rate=*/3000);  // a file a second
   job.cluster.WaitForSteps(20);

@@ -15,9 +15,17 @@ namespace {
 
 // A short job: 20 sync steps on a subset, plain momentum SGD.
 std::vector<std::string> ShortJob(int servers, int workers, int batch) {
-  return {"--servers=" + std::to_string(servers), "--workers=" + std::to_string(workers),
-          "--batch_size=" + std::to_string(batch), "--mode=sync", "--epochs=1", "--max_steps=20",
-          "--train_limit=4096", "--test_limit=1000", "--optimizer=momentum", "--lr=0.05", "--seed=7"};
+  return {"--servers=" + std::to_string(servers),
+          "--workers=" + std::to_string(workers),
+          "--batch_size=" + std::to_string(batch),
+          "--mode=sync",
+          "--epochs=1",
+          "--max_steps=20",
+          "--train_limit=4096",
+          "--test_limit=1000",
+          "--optimizer=momentum",
+          "--lr=0.05",
+          "--seed=7"};
 }
 
 model::ModelFile RunAndReadModel(const std::string& name, const std::vector<std::string>& flags,
@@ -72,9 +80,9 @@ TEST(SyncClusterTest, UnevenLastBatchGivesAnEmptySliceWithoutHanging) {
   // 100 samples, 3 workers x 16: the last global batch has 4 samples, so workers 1 and 2 push
   // empty gradients with weight zero. The epoch must finish and count every sample once.
   std::string summary;
-  absl::StatusOr<ClusterRun> run = LaunchCluster(
-      "uneven", {"--servers=2", "--workers=3", "--batch_size=16", "--epochs=2", "--train_limit=100",
-                 "--test_limit=50", "--optimizer=sgd", "--lr=0.05"});
+  absl::StatusOr<ClusterRun> run =
+      LaunchCluster("uneven", {"--servers=2", "--workers=3", "--batch_size=16", "--epochs=2", "--train_limit=100",
+                               "--test_limit=50", "--optimizer=sgd", "--lr=0.05"});
   ASSERT_TRUE(run.ok()) << run.status();
   ASSERT_EQ(run->exit_code, 0) << run->output;
   EXPECT_EQ(JsonNumber(run->summary_json, "samples"), 100) << run->summary_json;

@@ -20,7 +20,8 @@ absl::Status Ip(const std::vector<std::string>& argv) {
   std::vector<std::string> full = {IpBinary()};
   full.insert(full.end(), argv.begin(), argv.end());
   absl::StatusOr<RunResult> run = Run(full, absl::Seconds(20));
-  if (!run.ok()) return absl::FailedPreconditionError(absl::StrCat(absl::StrJoin(full, " "), ": ", run.status().message()));
+  if (!run.ok())
+    return absl::FailedPreconditionError(absl::StrCat(absl::StrJoin(full, " "), ": ", run.status().message()));
   if (run->exit_code != 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("`", absl::StrJoin(full, " "), "` exited ", run->exit_code, ": ", run->output));

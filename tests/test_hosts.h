@@ -38,8 +38,8 @@ class TestHosts {
   explicit TestHosts(std::string prefix) : prefix_(std::move(prefix)) {}
   void DeleteAll();
 
-  std::string prefix_;               // namespace names start with it
-  std::vector<std::string> names_;   // host namespaces, by index
+  std::string prefix_;              // namespace names start with it
+  std::vector<std::string> names_;  // host namespaces, by index
 };
 
 }  // namespace pstrain::testing

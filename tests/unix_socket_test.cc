@@ -16,8 +16,8 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-const std::vector<std::string> kJob = {"--mode=sync", "--epochs=1", "--train_limit=3000", "--test_limit=500",
-                                       "--batch_size=32", "--seed=3"};
+const std::vector<std::string> kJob = {"--mode=sync",      "--epochs=1",      "--train_limit=3000",
+                                       "--test_limit=500", "--batch_size=32", "--seed=3"};
 
 TEST(UnixSocketTest, SameHostWorkersUseTheServersUnixSocketsAndTrainTheSameModel) {
   ManualCluster over_unix("unix-socket");
@@ -31,7 +31,8 @@ TEST(UnixSocketTest, SameHostWorkersUseTheServersUnixSocketsAndTrainTheSameModel
   for (auto& w : over_tcp.workers) EXPECT_THAT(w->Output(), Not(HasSubstr("dialling unix:"))) << w->Output();
 
   EXPECT_EQ(JsonNumber(unix_summary, "final_test_accuracy"), JsonNumber(tcp_summary, "final_test_accuracy"))
-      << unix_summary << "\n" << tcp_summary;
+      << unix_summary << "\n"
+      << tcp_summary;
 }
 
 }  // namespace

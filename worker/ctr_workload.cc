@@ -15,7 +15,7 @@
 namespace pstrain::worker {
 
 absl::StatusOr<std::unique_ptr<CtrWorkload>> CtrWorkload::Create(const JobSpec& job, const ClusterView& view,
-                                                                model::Backend* backend) {
+                                                                 model::Backend* backend) {
   const model::CtrModelOptions options = CtrModelOptionsOf(job);
   ASSIGN_OR_RETURN(std::unique_ptr<model::CtrModel> model, model::CtrModel::Create(options, backend));
   ASSIGN_OR_RETURN(const data::DataFormat format, data::ParseDataFormat(job.data().format()));
@@ -82,8 +82,8 @@ absl::Status CtrWorkload::ComputeGradient(TrainingSession* session, model::Gradi
 absl::Status CtrWorkload::Evaluate(TrainingSession* session, int64_t begin, int64_t end, model::BatchStats* stats,
                                    data::ScoreHistogram* scores) {
   if (test_ == nullptr && end > begin) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("ctr workload: test samples [", begin, ", ", end, ") asked of a job on a data stream, which has none"));
+    return absl::FailedPreconditionError(absl::StrCat("ctr workload: test samples [", begin, ", ", end,
+                                                      ") asked of a job on a data stream, which has none"));
   }
   for (int64_t first = begin; first < end; first += kEvalPiece) {
     const int64_t count = std::min(kEvalPiece, end - first);

@@ -40,7 +40,7 @@ class CtrWorkload : public Workload {
   // outlive the workload). NOT_FOUND for missing files; INVALID_ARGUMENT when the model's dense
   // tensors do not match the view's shard map or the files hold fewer records than the view says.
   static absl::StatusOr<std::unique_ptr<CtrWorkload>> Create(const JobSpec& job, const ClusterView& view,
-                                                            model::Backend* backend);
+                                                             model::Backend* backend);
 
   // A job on a data stream: the view whose ready files (ClusterView.stream) LoadBatch reads,
   // the session's (TrainingSession::view(), which stays at one address); borrowed, must outlive

@@ -50,8 +50,8 @@ int main(int argc, char** argv) {
   }
   const double accuracy = static_cast<double>(stats->correct) / static_cast<double>(stats->samples);
   const double loss = stats->loss_sum / static_cast<double>(stats->samples);
-  std::printf("model %s: test accuracy %.2f%%, mean loss %.4f over %lld samples\n", FLAGS_model.c_str(),
-              100 * accuracy, loss, static_cast<long long>(stats->samples));
+  std::printf("model %s: test accuracy %.2f%%, mean loss %.4f over %lld samples\n", FLAGS_model.c_str(), 100 * accuracy,
+              loss, static_cast<long long>(stats->samples));
   // %.10g, as the run summary writes its numbers, so the two compare digit for digit.
   std::printf("test_accuracy=%.10g test_loss=%.10g samples=%lld\n", accuracy, loss,
               static_cast<long long>(stats->samples));

@@ -22,9 +22,8 @@ std::string Describe(const model::ParamSpec& spec) {
 
 // A weight's shape gives a layer's in and out sizes when it is 2-D and both fit an int.
 bool IsWeightShape(const std::vector<int64_t>& shape) {
-  return shape.size() == 2 && std::all_of(shape.begin(), shape.end(), [](int64_t d) {
-           return d > 0 && d <= std::numeric_limits<int>::max();
-         });
+  return shape.size() == 2 && std::all_of(shape.begin(), shape.end(),
+                                          [](int64_t d) { return d > 0 && d <= std::numeric_limits<int>::max(); });
 }
 
 // Every tensor of a model file, for the message that says it is not a built-in model.
@@ -49,35 +48,32 @@ absl::StatusOr<std::vector<int>> LayerSizesFromParams(const std::vector<model::P
     sizes.push_back(static_cast<int>(params[i].shape[1]));
   }
   if (sizes.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("model tensor 0: got ", Describe(params[0]),
-                                                   ", expected 'fc1.weight' {inputs, outputs}"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model tensor 0: got ", Describe(params[0]), ", expected 'fc1.weight' {inputs, outputs}"));
   }
   const std::vector<model::ParamSpec> expected = model::MlpParamSpecs(sizes);
   for (size_t i = 0; i < std::max(params.size(), expected.size()); ++i) {
     if (i >= params.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("model has ", params.size(),
-                                                     " tensors, expected tensor ", i, " to be ",
-                                                     Describe(expected[i])));
+      return absl::InvalidArgumentError(
+          absl::StrCat("model has ", params.size(), " tensors, expected tensor ", i, " to be ", Describe(expected[i])));
     }
     if (i >= expected.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model tensor ", i, ": got ", Describe(params[i]), ", expected either no more tensors or 'fc",
-          i / 2 + 1, ".weight' {", sizes.back(), ", outputs}"));
+      return absl::InvalidArgumentError(absl::StrCat("model tensor ", i, ": got ", Describe(params[i]),
+                                                     ", expected either no more tensors or 'fc", i / 2 + 1,
+                                                     ".weight' {", sizes.back(), ", outputs}"));
     }
     if (params[i].name != expected[i].name || params[i].shape != expected[i].shape) {
-      return absl::InvalidArgumentError(absl::StrCat("model tensor ", i, ": got ", Describe(params[i]),
-                                                     ", expected ", Describe(expected[i])));
+      return absl::InvalidArgumentError(
+          absl::StrCat("model tensor ", i, ": got ", Describe(params[i]), ", expected ", Describe(expected[i])));
     }
   }
   if (sizes.back() < 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model has ", sizes.back(), " output classes, expected at least 2"));
+    return absl::InvalidArgumentError(absl::StrCat("model has ", sizes.back(), " output classes, expected at least 2"));
   }
   return sizes;
 }
 
-absl::StatusOr<model::CnnShape> CnnShapeFromParams(const std::vector<model::ParamSpec>& params, int height,
-                                                   int width) {
+absl::StatusOr<model::CnnShape> CnnShapeFromParams(const std::vector<model::ParamSpec>& params, int height, int width) {
   // conv1.weight {c1, in_c*25}, conv2.weight {c2, c1*25}, fc1.weight {flat, hidden}, fc2.weight
   // {hidden, classes}: the sizes are read off those four, the rest is checked against the layout.
   if (params.size() != 8) {
@@ -85,8 +81,8 @@ absl::StatusOr<model::CnnShape> CnnShapeFromParams(const std::vector<model::Para
   }
   for (int i : {0, 2, 4, 6}) {
     if (!IsWeightShape(params[i].shape)) {
-      return absl::InvalidArgumentError(absl::StrCat("cnn model tensor ", i, ": got ", Describe(params[i]),
-                                                     ", expected a 2-D weight"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cnn model tensor ", i, ": got ", Describe(params[i]), ", expected a 2-D weight"));
     }
   }
   model::CnnShape shape;
@@ -109,8 +105,8 @@ absl::StatusOr<model::CnnShape> CnnShapeFromParams(const std::vector<model::Para
   return shape;
 }
 
-absl::StatusOr<model::BatchStats> EvaluateModelFile(const std::string& model_path,
-                                                    const std::string& data_dir, int64_t test_limit) {
+absl::StatusOr<model::BatchStats> EvaluateModelFile(const std::string& model_path, const std::string& data_dir,
+                                                    int64_t test_limit) {
   ASSIGN_OR_RETURN(model::ModelFile file, model::ReadModelFile(model_path));
   ASSIGN_OR_RETURN(data::Dataset test, data::LoadFashionMnist(data_dir, data::Split::kTest, test_limit));
   std::unique_ptr<model::Backend> backend = model::NewCpuBackend();
@@ -125,21 +121,20 @@ absl::StatusOr<model::BatchStats> EvaluateModelFile(const std::string& model_pat
     absl::StatusOr<std::vector<int>> sizes = LayerSizesFromParams(file.params);
     if (!sizes.ok()) {
       // Any model can be in a model file (a PyTorch worker's, for one); say what this one holds.
-      return absl::Status(sizes.status().code(),
-                          absl::StrCat(model_path, ": not the built-in MLP or CNN (", sizes.status().message(),
-                                       "); it holds ", Contents(file.params),
-                                       ". A PyTorch model's file loads with pstrain.torch.load_state_dict"));
+      return absl::Status(
+          sizes.status().code(),
+          absl::StrCat(model_path, ": not the built-in MLP or CNN (", sizes.status().message(), "); it holds ",
+                       Contents(file.params), ". A PyTorch model's file loads with pstrain.torch.load_state_dict"));
     }
     if (test.features() != sizes->front()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          model_path, ": the model takes ", sizes->front(), " inputs, but the test images in ", data_dir,
-          " are ", test.rows, "x", test.cols, " = ", test.features(), " pixels"));
+      return absl::InvalidArgumentError(absl::StrCat(model_path, ": the model takes ", sizes->front(),
+                                                     " inputs, but the test images in ", data_dir, " are ", test.rows,
+                                                     "x", test.cols, " = ", test.features(), " pixels"));
     }
     ASSIGN_OR_RETURN(net, model::Mlp::Create(*sizes, backend.get()));
   }
   if (test.num_samples > std::numeric_limits<int>::max()) {
-    return absl::InvalidArgumentError(absl::StrCat(data_dir, ": ", test.num_samples,
-                                                   " test samples, expected at most ",
+    return absl::InvalidArgumentError(absl::StrCat(data_dir, ": ", test.num_samples, " test samples, expected at most ",
                                                    std::numeric_limits<int>::max()));
   }
 
@@ -148,8 +143,8 @@ absl::StatusOr<model::BatchStats> EvaluateModelFile(const std::string& model_pat
   absl::Status status =
       net->Evaluate(test.images.data(), test.labels.data(), static_cast<int>(test.num_samples), &stats);
   if (!status.ok()) {
-    return absl::Status(status.code(), absl::StrCat("evaluating ", model_path, " on the test set in ",
-                                                    data_dir, ": ", status.message()));
+    return absl::Status(status.code(), absl::StrCat("evaluating ", model_path, " on the test set in ", data_dir, ": ",
+                                                    status.message()));
   }
   return stats;
 }

@@ -5,8 +5,9 @@
 //   weights' shapes, or a CNN when the first tensor is conv1.weight) -> Create + SetParameters
 //   (CPU backend) -> Evaluate over every sample
 //
-// The test samples are evaluated with the same Evaluate the workers run at the end of each epoch, so on the same weights and the same test_limit the accuracy matches the run summary's
-// final_test_accuracy exactly: every sample is counted the same way.
+// The test samples are evaluated with the same Evaluate the workers run at the end of each epoch, so on the same
+// weights and the same test_limit the accuracy matches the run summary's final_test_accuracy exactly: every sample is
+// counted the same way.
 //
 // Thread safety: free functions with no shared state. OpenBLAS's thread count is process-wide and
 // left to the caller (model::SetCpuThreads).
@@ -36,8 +37,7 @@ absl::StatusOr<std::vector<int>> LayerSizesFromParams(const std::vector<model::P
 // `height` x `width`: channels, hidden width and classes follow from the tensors' shapes, and the
 // whole model::CnnParamSpecs layout must then match `params` (names and shapes), else
 // INVALID_ARGUMENT naming the first tensor that differs.
-absl::StatusOr<model::CnnShape> CnnShapeFromParams(const std::vector<model::ParamSpec>& params, int height,
-                                                   int width);
+absl::StatusOr<model::CnnShape> CnnShapeFromParams(const std::vector<model::ParamSpec>& params, int height, int width);
 
 // Loads the model file at `model_path`, rebuilds its MLP on a CPU backend and evaluates it on the
 // test split in `data_dir` (data::LoadFashionMnist; `test_limit` > 0 keeps the first test_limit
@@ -47,8 +47,8 @@ absl::StatusOr<model::CnnShape> CnnShapeFromParams(const std::vector<model::Para
 // (see LayerSizesFromParams; the message then also lists every tensor of the file, which may be
 // any model, e.g. a PyTorch worker's), or a model whose input width differs from the test images'
 // rows * cols. Blocks on disk I/O and the forward passes.
-absl::StatusOr<model::BatchStats> EvaluateModelFile(const std::string& model_path,
-                                                    const std::string& data_dir, int64_t test_limit);
+absl::StatusOr<model::BatchStats> EvaluateModelFile(const std::string& model_path, const std::string& data_dir,
+                                                    int64_t test_limit);
 
 }  // namespace pstrain::worker
 

@@ -52,16 +52,22 @@ TEST(LayerSizesFromParamsTest, NamesTheFirstTensorThatIsNotTheMlpLayout) {
   EXPECT_THAT(ErrorFor([](auto& p) { p[1].shape = {17}; }),
               HasSubstr("model tensor 1: got 'fc1.bias' {17}, expected 'fc1.bias' {16}"));
   // fc2 does not take what fc1 gives.
-  EXPECT_THAT(ErrorFor([](auto& p) { p[2].shape = {32, 10}; }),
+  EXPECT_THAT(ErrorFor([](auto& p) {
+                p[2].shape = {32, 10};
+              }),
               HasSubstr("model tensor 2: got 'fc2.weight' {32, 10}, expected 'fc2.weight' {16, 10}"));
   EXPECT_THAT(ErrorFor([](auto& p) { p.pop_back(); }),
               HasSubstr("model has 3 tensors, expected tensor 3 to be 'fc2.bias' {10}"));
-  EXPECT_THAT(ErrorFor([](auto& p) { p.push_back({"extra", {4}, 4, 0}); }),
+  EXPECT_THAT(ErrorFor([](auto& p) {
+                p.push_back({"extra", {4}, 4, 0});
+              }),
               HasSubstr("model tensor 4: got 'extra' {4}, expected either no more tensors or 'fc3.weight'"));
   EXPECT_THAT(ErrorFor([](auto& p) { p[0].shape = {784 * 16}; }),
               HasSubstr("model tensor 0: got 'fc1.weight' {12544}, expected 'fc1.weight' {inputs, outputs}"));
   EXPECT_THAT(ErrorFor([](auto& p) { p[0].shape = {784, 0}; }), HasSubstr("model tensor 0"));
-  EXPECT_THAT(ErrorFor([](auto& p) { p = model::MlpParamSpecs({784, 16, 1}); }),
+  EXPECT_THAT(ErrorFor([](auto& p) {
+                p = model::MlpParamSpecs({784, 16, 1});
+              }),
               HasSubstr("1 output classes, expected at least 2"));
 }
 
@@ -117,9 +123,8 @@ class EvaluateModelFileTest : public ::testing::Test {
     EXPECT_TRUE(test.ok()) << test.status();
     model::BatchStats stats;
     if (!test.ok()) return stats;
-    EXPECT_TRUE(mlp_->Evaluate(test->images.data(), test->labels.data(), static_cast<int>(test->num_samples),
-                               &stats)
-                    .ok());
+    EXPECT_TRUE(
+        mlp_->Evaluate(test->images.data(), test->labels.data(), static_cast<int>(test->num_samples), &stats).ok());
     return stats;
   }
 

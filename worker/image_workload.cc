@@ -6,16 +6,16 @@
 namespace pstrain::worker {
 
 absl::StatusOr<std::unique_ptr<ImageWorkload>> ImageWorkload::Create(model::Model* model, const data::Dataset* train,
-                                                                    const data::Dataset* test, const ClusterView& view,
-                                                                    int64_t largest_batch) {
+                                                                     const data::Dataset* test, const ClusterView& view,
+                                                                     int64_t largest_batch) {
   if (train->features() != model->input_size() || test->features() != model->input_size()) {
-    return absl::InvalidArgumentError(absl::StrCat("data has ", train->features(),
-                                                   " features per sample, the model expects ", model->input_size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("data has ", train->features(), " features per sample, the model expects ", model->input_size()));
   }
   if (train->num_samples != view.train_samples() || test->num_samples != view.test_samples()) {
-    return absl::InvalidArgumentError(absl::StrCat("data has ", train->num_samples, " training and ",
-                                                   test->num_samples, " test samples, the job has ",
-                                                   view.train_samples(), " and ", view.test_samples()));
+    return absl::InvalidArgumentError(absl::StrCat("data has ", train->num_samples, " training and ", test->num_samples,
+                                                   " test samples, the job has ", view.train_samples(), " and ",
+                                                   view.test_samples()));
   }
   return std::unique_ptr<ImageWorkload>(new ImageWorkload(model, train, test, largest_batch));
 }
@@ -44,8 +44,8 @@ absl::Status ImageWorkload::ComputeGradient(TrainingSession* session, model::Gra
   return model_->ComputeGradient(batch_x_.data(), batch_y_.data(), count_, session->gradient(), stats, sink);
 }
 
-absl::Status ImageWorkload::Evaluate(TrainingSession* /*session*/, int64_t begin, int64_t end,
-                                     model::BatchStats* stats, data::ScoreHistogram* /*scores*/) {
+absl::Status ImageWorkload::Evaluate(TrainingSession* /*session*/, int64_t begin, int64_t end, model::BatchStats* stats,
+                                     data::ScoreHistogram* /*scores*/) {
   return model_->Evaluate(test_->images.data() + begin * test_->features(), test_->labels.data() + begin,
                           static_cast<int>(end - begin), stats);
 }

@@ -20,8 +20,8 @@ class ImageWorkload : public Workload {
   // Everything borrowed must outlive the workload. INVALID_ARGUMENT when the data does not match
   // the model or the view's sample counts.
   static absl::StatusOr<std::unique_ptr<ImageWorkload>> Create(model::Model* model, const data::Dataset* train,
-                                                              const data::Dataset* test, const ClusterView& view,
-                                                              int64_t largest_batch);
+                                                               const data::Dataset* test, const ClusterView& view,
+                                                               int64_t largest_batch);
 
   absl::Status SetParameters(absl::Span<const float> weights) override;
   absl::Status LoadBatch(absl::Span<const int64_t> samples) override;

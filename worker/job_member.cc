@@ -30,13 +30,12 @@ absl::StatusOr<std::unique_ptr<JobMember>> JobMember::Join(const MemberOptions& 
     member->own_registry_ = std::make_unique<metrics::Registry>();
     if (options.metrics_port != 0) {
       if (options.metrics_port < -1 || options.metrics_port > 65535) {
-        return absl::InvalidArgumentError(absl::StrCat("metrics port ", options.metrics_port,
-                                                       ": expected -1 (any free port), 0 (none) or 1..65535"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("metrics port ", options.metrics_port, ": expected -1 (any free port), 0 (none) or 1..65535"));
       }
       AddProcessMetrics(member->own_registry_.get());
-      ASSIGN_OR_RETURN(member->metrics_server_,
-                       ServeMetrics(member->own_registry_.get(), options.metrics_host,
-                                    options.metrics_port == -1 ? 0 : options.metrics_port));
+      ASSIGN_OR_RETURN(member->metrics_server_, ServeMetrics(member->own_registry_.get(), options.metrics_host,
+                                                             options.metrics_port == -1 ? 0 : options.metrics_port));
       if (metrics_address.empty()) {
         metrics_address =
             MetricsAddress(options.metrics_host, options.metrics_advertise_host, member->metrics_server_->port());
@@ -46,8 +45,7 @@ absl::StatusOr<std::unique_ptr<JobMember>> JobMember::Join(const MemberOptions& 
   }
   if (!metrics_address.empty()) member->scheduler_->set_metrics_address(metrics_address);
   member->scheduler_->set_build_fingerprint(model::BuildFingerprint());
-  absl::StatusOr<RegisterResponse> registered =
-      member->scheduler_->Register(WORKER, "", options.startup_timeout);
+  absl::StatusOr<RegisterResponse> registered = member->scheduler_->Register(WORKER, "", options.startup_timeout);
   if (!registered.ok()) {
     if (absl::IsAborted(registered.status())) {
       LOG(ERROR) << "the job failed before this worker joined: " << registered.status().message();
@@ -107,20 +105,19 @@ absl::StatusOr<ClusterView> JobMember::Start() {
   // The tables the servers serve: a declared model's reach this worker only through the view.
   if (view_.tables_size() > 0) *job_.mutable_tables() = view_.tables();
   ASSIGN_OR_RETURN(ps_, PsClient::Create(view_, options_.rpc_timeout, /*unix_sockets=*/true, options_.tcp_connections,
-                                        options_.security, scheduler_->session_credential()));
+                                         options_.security, scheduler_->session_credential()));
   ps_->set_traffic_meter(metrics_->traffic());
   // From here on, a failed job cancels whatever this worker is waiting for.
-  heartbeater_ = std::make_unique<Heartbeater>(
-      scheduler_.get(), WORKER, rank_, absl::Milliseconds(heartbeat_ms_), absl::Milliseconds(dead_after_ms_),
-      [this](absl::Status end) {
-        {
-          absl::MutexLock lock(&mu_);
-          job_ended_ = true;
-          if (end.ok()) return;
-          if (outcome_.ok()) outcome_ = end;
-        }
-        ps_->CancelAll(std::string(end.message()));
-      });
+  heartbeater_ = std::make_unique<Heartbeater>(scheduler_.get(), WORKER, rank_, absl::Milliseconds(heartbeat_ms_),
+                                               absl::Milliseconds(dead_after_ms_), [this](absl::Status end) {
+                                                 {
+                                                   absl::MutexLock lock(&mu_);
+                                                   job_ended_ = true;
+                                                   if (end.ok()) return;
+                                                   if (outcome_.ok()) outcome_ = end;
+                                                 }
+                                                 ps_->CancelAll(std::string(end.message()));
+                                               });
   RETURN_IF_ERROR(
       scheduler_->Barrier(kServersReadyBarrier, BarrierRequest::ALL, WORKER, rank_, options_.startup_timeout));
   return view_;
@@ -149,7 +146,7 @@ absl::Status JobMember::AwaitJobEnd() {
   LOG(INFO) << "done; waiting for the job to end (the scheduler writes the final model from the servers' shards)";
   absl::MutexLock lock(&mu_);
   while (!job_ended_ && !LeaveRequested()) mu_.AwaitWithTimeout(absl::Condition(&job_ended_), absl::Milliseconds(100));
-  if (!job_ended_) return absl::OkStatus();  // asked to leave: its part is done anyway
+  if (!job_ended_) return absl::OkStatus();        // asked to leave: its part is done anyway
   if (absl::IsAborted(outcome_)) return outcome_;  // the job failed, e.g. the model could not be written
   if (!outcome_.ok()) LOG(WARNING) << "after this worker was done: " << outcome_;
   return absl::OkStatus();

@@ -111,8 +111,7 @@ class JobMember {
   // INVALID_ARGUMENT names the first difference). FAILED_PRECONDITION for a built-in model's job
   // or after Start. REQUIRES: Join succeeded and the job is not finished.
   absl::Status DeclareModel(const std::vector<model::ParamSpec>& params, absl::Span<const float> initial_values,
-                            int64_t train_samples, int64_t test_samples,
-                            const std::vector<std::string>& averaged = {},
+                            int64_t train_samples, int64_t test_samples, const std::vector<std::string>& averaged = {},
                             const std::vector<TableSpec>& tables = {});
 
   // Waits until the job runs (every role registered, the model declared), connects to every

@@ -98,8 +98,8 @@ void LayerPusher::Send(int first, int end) {
         },
         this);
     if (route.backup >= 0) {
-      ps_->PushAsync(route.backup, &push, &part->backup_response, [this](absl::Status status) { CallDone(status); },
-                     this);
+      ps_->PushAsync(
+          route.backup, &push, &part->backup_response, [this](absl::Status status) { CallDone(status); }, this);
     }
     // A call that failed before this one started could not cancel it: do it now.
     if (failed()) ps_->CancelGroup(this);

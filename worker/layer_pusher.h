@@ -104,7 +104,6 @@ class LayerPusher : public model::GradientSink {
   // step's calls in flight.
   void Fail(const absl::Status& error) ABSL_LOCKS_EXCLUDED(mu_);
 
-
   const ShardLayout* const layout_;
   PsApi* const ps_;
   const std::vector<int64_t> tensor_elements_;
@@ -122,8 +121,8 @@ class LayerPusher : public model::GradientSink {
   // Reported tensors [waiting_first_, waiting_end_) not sent yet; empty when equal.
   int waiting_first_ = 0;
   int waiting_end_ = 0;
-  std::vector<int> chunks_sent_;  // by shard, this step
-  size_t parts_used_ = 0;         // parts_[0, parts_used_) belong to this step
+  std::vector<int> chunks_sent_;              // by shard, this step
+  size_t parts_used_ = 0;                     // parts_[0, parts_used_) belong to this step
   std::vector<std::unique_ptr<Part>> parts_;  // kept across steps
 
   mutable absl::Mutex mu_;

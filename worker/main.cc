@@ -7,7 +7,6 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
-
 #include "common/binary_init.h"
 #include "common/health.h"
 #include "common/health_flags.h"
@@ -75,7 +74,8 @@ int main(int argc, char** argv) {
   pstrain::worker::WorkerOptions options;
   options.member.metrics = &registry;
   if (*metrics != nullptr) {
-    options.member.metrics_address = pstrain::MetricsAddress(FLAGS_metrics_host, FLAGS_advertise_host, (*metrics)->port());
+    options.member.metrics_address =
+        pstrain::MetricsAddress(FLAGS_metrics_host, FLAGS_advertise_host, (*metrics)->port());
   }
   options.member.security = pstrain::TransportSecurityFromFlagsOrExit("pstrain-worker");
   options.member.scheduler_address = FLAGS_scheduler;

@@ -34,7 +34,7 @@ class Gather {
 }  // namespace
 
 absl::Status PsApi::PullShards(const std::vector<ShardRoute>& routes, const std::vector<PullRequest>& requests,
-                                  std::vector<IncomingPull>* responses) {
+                               std::vector<IncomingPull>* responses) {
   const int n = static_cast<int>(requests.size());
   responses->resize(n);
   Gather gather(n, n);
@@ -42,9 +42,8 @@ absl::Status PsApi::PullShards(const std::vector<ShardRoute>& routes, const std:
   return gather.Wait();
 }
 
-absl::Status PsApi::PushPullShards(const std::vector<ShardRoute>& routes,
-                                      const std::vector<OutgoingPush>& requests,
-                                      std::vector<IncomingPull>* responses) {
+absl::Status PsApi::PushPullShards(const std::vector<ShardRoute>& routes, const std::vector<OutgoingPush>& requests,
+                                   std::vector<IncomingPull>* responses) {
   const int n = static_cast<int>(requests.size());
   responses->resize(n);
   int calls = n;
@@ -60,7 +59,7 @@ absl::Status PsApi::PushPullShards(const std::vector<ShardRoute>& routes,
 }
 
 absl::Status PsApi::FinishEpochShards(const std::vector<ShardRoute>& routes,
-                                         const std::vector<FinishEpochRequest>& requests) {
+                                      const std::vector<FinishEpochRequest>& requests) {
   const int n = static_cast<int>(requests.size());
   int calls = n;
   for (int i = 0; i < n; ++i) calls += routes[i].backup >= 0 ? 1 : 0;

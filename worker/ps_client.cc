@@ -84,17 +84,16 @@ std::string PsClient::DialAddress(const ServerInfo& server) const {
 }
 
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ClusterView& view, absl::Duration rpc_timeout,
-                                                          bool unix_sockets, int tcp_connections,
-                                                          std::shared_ptr<const TransportSecurity> security,
-                                                          std::string session_credential) {
+                                                           bool unix_sockets, int tcp_connections,
+                                                           std::shared_ptr<const TransportSecurity> security,
+                                                           std::string session_credential) {
   if (tcp_connections < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("worker client: ", tcp_connections, " TCP connections per server, expected 1 or more"));
   }
   if (security == nullptr) security = TransportSecurity::Loopback();
-  std::unique_ptr<PsClient> client(
-      new PsClient(rpc_timeout, unix_sockets ? HostId() : "", tcp_connections, std::move(security),
-                   std::move(session_credential)));
+  std::unique_ptr<PsClient> client(new PsClient(rpc_timeout, unix_sockets ? HostId() : "", tcp_connections,
+                                                std::move(security), std::move(session_credential)));
   std::vector<std::unique_ptr<Server>>& servers = client->servers_;
   for (int i = 0; i < view.servers_size(); ++i) {
     const int rank = view.servers(i).rank();
@@ -256,8 +255,9 @@ void PsClient::SendRaw(Call* call) {
     End(call, s);
   };
   if (traffic_ != nullptr) traffic_->Sent(call->server, static_cast<int64_t>(call->request.Length()), call->saved);
-  NextChannel(call->server).raw->UnaryCall(call->context.get(), call->method, grpc::StubOptions(), &call->request,
-                                           &call->response, std::move(finished));
+  NextChannel(call->server)
+      .raw->UnaryCall(call->context.get(), call->method, grpc::StubOptions(), &call->request, &call->response,
+                      std::move(finished));
 }
 
 bool PsClient::MaybeRetry(Call* call, const grpc::Status& status) {
@@ -344,8 +344,8 @@ void PsClient::PushPullAsync(int server, const OutgoingPush* request, IncomingPu
            [response](const grpc::ByteBuffer& bytes) { return DecodePull(bytes, "answer", response); });
 }
 
-void PsClient::FinishEpochAsync(int server, const FinishEpochRequest* request,
-                                FinishEpochResponse* response, Done done) {
+void PsClient::FinishEpochAsync(int server, const FinishEpochRequest* request, FinishEpochResponse* response,
+                                Done done) {
   Call* call = Begin(server, "finish-epoch", std::move(done));
   if (call == nullptr) return;
   // Its few bytes are not counted, as on the server (proto/scheduler.proto: WorkerTraffic).
@@ -378,8 +378,7 @@ absl::Status PsClient::PullAll(const std::vector<PullRequest>& requests, std::ve
                 });
 }
 
-absl::Status PsClient::PushPullAll(const std::vector<OutgoingPush>& requests,
-                                   std::vector<IncomingPull>* responses) {
+absl::Status PsClient::PushPullAll(const std::vector<OutgoingPush>& requests, std::vector<IncomingPull>* responses) {
   responses->resize(requests.size());
   return FanOut(static_cast<int>(requests.size()), requests.data(), responses->data(),
                 [this](int i, const OutgoingPush* req, IncomingPull* resp, Done done) {

@@ -56,14 +56,13 @@ class ClientContext;
 template <class RequestType, class ResponseType>
 class TemplatedGenericStub;
 class ByteBuffer;
-}
+}  // namespace grpc
 
 namespace pstrain::worker {
 
 // Thread-safe.
 class PsClient : public PsApi {
  public:
-
   // Channels to every server of `view`, by rank: `tcp_connections` to a server dialled over
   // TCP, one to a server dialled on its unix socket. Channels connect lazily, on their first
   // call. Ranks missing from the view (a dead server, with replicas) get no channel: calls to
@@ -75,9 +74,9 @@ class PsClient : public PsApi {
   // this worker's registration got (SchedulerClient::session_credential), goes with every call:
   // servers refuse calls without it, or acting as another worker (common/session_credential.h).
   static absl::StatusOr<std::unique_ptr<PsClient>> Create(const ClusterView& view, absl::Duration rpc_timeout,
-                                                         bool unix_sockets = true, int tcp_connections = 2,
-                                                         std::shared_ptr<const TransportSecurity> security = nullptr,
-                                                         std::string session_credential = "");
+                                                          bool unix_sockets = true, int tcp_connections = 2,
+                                                          std::shared_ptr<const TransportSecurity> security = nullptr,
+                                                          std::string session_credential = "");
   ~PsClient() override;
 
   // Counts this client's traffic into `meter` (borrowed; must outlive the client; null: none).
@@ -144,7 +143,8 @@ class PsClient : public PsApi {
   Stubs& NextChannel(int server);
   // Starts the raw call `method` with call->request already encoded; `decode` turns the answer's
   // bytes into the caller's response.
-  void StartRaw(int server, Call* call, const char* method, std::function<absl::Status(const grpc::ByteBuffer&)> decode);
+  void StartRaw(int server, Call* call, const char* method,
+                std::function<absl::Status(const grpc::ByteBuffer&)> decode);
   // Sends the raw call as StartRaw set it up (again, for a retry).
   void SendRaw(Call* call);
   // After a failed attempt: true when the call waits for a retry (the server's hint, the retry

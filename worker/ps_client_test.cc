@@ -230,7 +230,10 @@ TEST(PsClientTest, RefusedPushIsSentAgainAfterTheHintWithTheSameRequestId) {
   server.Refuse(3, /*retry_after_ms=*/30);
   std::unique_ptr<PsClient> client = NewClient(ViewOf(server.address()), /*tcp_connections=*/2);
   const absl::Time start = absl::Now();
-  { absl::Status r = PushOnce(client.get(), 77); EXPECT_TRUE(r.ok()) << r; }
+  {
+    absl::Status r = PushOnce(client.get(), 77);
+    EXPECT_TRUE(r.ok()) << r;
+  }
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(90));
   EXPECT_THAT(server.push_ids(), ElementsAre(77u, 77u, 77u, 77u));
 }

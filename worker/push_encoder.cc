@@ -11,8 +11,8 @@
 namespace pstrain::worker {
 
 absl::StatusOr<std::unique_ptr<PushEncoder>> PushEncoder::Create(const Compression& compression,
-                                                                const ShardLayout* layout,
-                                                                absl::flat_hash_set<int> exact) {
+                                                                 const ShardLayout* layout,
+                                                                 absl::flat_hash_set<int> exact) {
   auto encoder = std::unique_ptr<PushEncoder>(new PushEncoder(compression, layout, std::move(exact)));
   if (compression.kind == Compression::kTopK) {
     for (int s = 0; s < layout->num_servers(); ++s) {
@@ -20,8 +20,9 @@ absl::StatusOr<std::unique_ptr<PushEncoder>> PushEncoder::Create(const Compressi
         const ChunkRef& ref = layout->chunks(s)[i];
         absl::StatusOr<std::unique_ptr<TopKCompressor>> topk = TopKCompressor::Create(ref.length);
         if (!topk.ok()) {
-          return absl::InvalidArgumentError(absl::StrCat("top-k compression of tensor '", layout->tensor_name(ref.tensor_id),
-                                                         "' chunk at offset ", ref.offset, ": ", topk.status().message()));
+          return absl::InvalidArgumentError(absl::StrCat("top-k compression of tensor '",
+                                                         layout->tensor_name(ref.tensor_id), "' chunk at offset ",
+                                                         ref.offset, ": ", topk.status().message()));
         }
         encoder->chunks_[s][i].topk = *std::move(topk);
       }
@@ -79,14 +80,13 @@ absl::StatusOr<ValueEncoding> PushEncoder::EncodeHalf(const float* grad, int64_t
   state.words.resize((n + 1) / 2);
   const absl::Span<uint16_t> codes(reinterpret_cast<uint16_t*>(state.words.data()), n);
   const bool fp16 = compression_.kind == Compression::kFp16;
-  const absl::Status encoded = fp16 ? EncodeFp16(absl::MakeConstSpan(grad, n), codes)
-                                    : EncodeBf16(absl::MakeConstSpan(grad, n), codes);
+  const absl::Status encoded =
+      fp16 ? EncodeFp16(absl::MakeConstSpan(grad, n), codes) : EncodeBf16(absl::MakeConstSpan(grad, n), codes);
   if (encoded.ok()) return EncodingOf(compression_.kind);
   // Only a finite value beyond the format's range fails: send this chunk exactly instead.
   // Said once: a job whose gradients overflow fp16 ought to use bf16, and the user should know.
-  LOG_FIRST_N(WARNING, 1) << "a chunk beyond " << CompressionName(compression_)
-                          << "'s range goes as float32 (" << encoded.message()
-                          << "); later ones are logged at -v=1";
+  LOG_FIRST_N(WARNING, 1) << "a chunk beyond " << CompressionName(compression_) << "'s range goes as float32 ("
+                          << encoded.message() << "); later ones are logged at -v=1";
   VLOG(1) << "chunk sent as float32: " << encoded.message();
   return FLOAT32;
 }
@@ -99,8 +99,8 @@ absl::Status PushEncoder::EncodeTopK(const PushRequest& header, const float* gra
   if (n == 0) {
     state.words.clear();
   } else {
-    RETURN_IF_ERROR(state.topk->Compress(absl::MakeConstSpan(grad, n), TopKCount(compression_.topk_ratio, n),
-                                         &state.sparse));
+    RETURN_IF_ERROR(
+        state.topk->Compress(absl::MakeConstSpan(grad, n), TopKCount(compression_.topk_ratio, n), &state.sparse));
     const size_t k = state.sparse.indices.size();
     state.words.resize(2 * k);
     std::memcpy(state.words.data(), state.sparse.indices.data(), 4 * k);

@@ -41,9 +41,8 @@ class PushEncoder {
   // as float32: averaged tensors (TensorSpec.averaged), whose pushes are differences the servers
   // average, not gradients that tolerate rounding or a residual carried to later steps.
   // INVALID_ARGUMENT when a chunk is too large for top-k's uint32 indices.
-  static absl::StatusOr<std::unique_ptr<PushEncoder>> Create(const Compression& compression,
-                                                            const ShardLayout* layout,
-                                                            absl::flat_hash_set<int> exact = {});
+  static absl::StatusOr<std::unique_ptr<PushEncoder>> Create(const Compression& compression, const ShardLayout* layout,
+                                                             absl::flat_hash_set<int> exact = {});
 
   const Compression& compression() const { return compression_; }
 
@@ -83,7 +82,7 @@ class PushEncoder {
 
   const Compression compression_;
   const ShardLayout* layout_;
-  const absl::flat_hash_set<int> exact_;  // tensor ids always sent as float32
+  const absl::flat_hash_set<int> exact_;         // tensor ids always sent as float32
   std::vector<std::vector<ChunkState>> chunks_;  // by server, then by the server's chunk index
 };
 

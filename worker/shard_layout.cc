@@ -12,32 +12,30 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "tensor bytes travel as
 absl::StatusOr<ShardLayout> ShardLayout::Create(const ShardMap& map, int num_servers,
                                                 const std::vector<model::ParamSpec>& params) {
   if (map.tensors_size() != static_cast<int>(params.size())) {
-    return absl::InvalidArgumentError(absl::StrCat("shard map has ", map.tensors_size(),
-                                                   " tensors, the model has ", params.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard map has ", map.tensors_size(), " tensors, the model has ", params.size()));
   }
   ShardLayout layout;
   for (int i = 0; i < map.tensors_size(); ++i) {
     const TensorSpec& t = map.tensors(i);
     const model::ParamSpec& p = params[i];
     if (t.id() != i || t.name() != p.name || t.num_elements() != p.num_elements) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shard map tensor ", i, " is '", t.name(), "' with ", t.num_elements(),
-          " elements, the model's is '", p.name, "' with ", p.num_elements));
+      return absl::InvalidArgumentError(absl::StrCat("shard map tensor ", i, " is '", t.name(), "' with ",
+                                                     t.num_elements(), " elements, the model's is '", p.name, "' with ",
+                                                     p.num_elements));
     }
     layout.tensor_names_.push_back(p.name);
   }
   layout.per_server_.resize(num_servers);
   for (const ChunkSpec& c : map.chunks()) {
     if (c.server_rank() < 0 || c.server_rank() >= num_servers) {
-      return absl::InvalidArgumentError(absl::StrCat("shard map chunk of tensor ", c.tensor_id(),
-                                                     " names server ", c.server_rank(), ", the job has ",
-                                                     num_servers));
+      return absl::InvalidArgumentError(absl::StrCat("shard map chunk of tensor ", c.tensor_id(), " names server ",
+                                                     c.server_rank(), ", the job has ", num_servers));
     }
     if (c.tensor_id() < 0 || c.tensor_id() >= map.tensors_size() || c.offset() < 0 || c.length() <= 0 ||
         c.offset() + c.length() > params[c.tensor_id()].num_elements) {
-      return absl::InvalidArgumentError(absl::StrCat("shard map chunk (tensor ", c.tensor_id(), ", offset ",
-                                                     c.offset(), ", length ", c.length(),
-                                                     ") lies outside the model"));
+      return absl::InvalidArgumentError(absl::StrCat("shard map chunk (tensor ", c.tensor_id(), ", offset ", c.offset(),
+                                                     ", length ", c.length(), ") lies outside the model"));
     }
     layout.per_server_[c.server_rank()].push_back(
         {c.tensor_id(), c.offset(), c.length(), params[c.tensor_id()].flat_offset + c.offset()});
@@ -102,10 +100,10 @@ absl::Status ShardLayout::ApplyPartialPull(int server, ChunkRun run, const Incom
     const PayloadView& data = response.values[j];
     if (chunk.tensor_id() != ref.tensor_id || chunk.offset() != ref.offset || chunk.length() != ref.length ||
         data.size() != static_cast<size_t>(ref.length) * sizeof(float)) {
-      return absl::DataLossError(absl::StrCat(
-          "pull from server ", server, ": chunk ", i, " is (tensor ", chunk.tensor_id(), ", offset ",
-          chunk.offset(), ", ", data.size(), " bytes), expected (tensor '", tensor_names_[ref.tensor_id],
-          "', offset ", ref.offset, ", ", ref.length * sizeof(float), " bytes)"));
+      return absl::DataLossError(absl::StrCat("pull from server ", server, ": chunk ", i, " is (tensor ",
+                                              chunk.tensor_id(), ", offset ", chunk.offset(), ", ", data.size(),
+                                              " bytes), expected (tensor '", tensor_names_[ref.tensor_id], "', offset ",
+                                              ref.offset, ", ", ref.length * sizeof(float), " bytes)"));
     }
     data.CopyTo(flat_weights + ref.flat_offset);
   }

@@ -22,8 +22,8 @@ absl::StatusOr<std::vector<ShardRoute>> ShardRoutes(const ClusterView& view, int
   }
   const std::string where = absl::StrCat("cluster view at membership epoch ", view.membership_epoch());
   if (view.shard_hosts_size() != num_shards) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": ", view.shard_hosts_size(),
-                                                   " shard hosts, expected one per shard (", num_shards, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": ", view.shard_hosts_size(), " shard hosts, expected one per shard (", num_shards, ")"));
   }
   for (int s = 0; s < num_shards; ++s) {
     const ShardHost& host = view.shard_hosts(s);

@@ -28,8 +28,8 @@ SparseRowsCache::SparseRowsCache(std::vector<int> dims, int num_shards) : num_sh
 
 absl::Status SparseRowsCache::SetKeys(const std::vector<absl::Span<const uint64_t>>& keys) {
   if (keys.size() != tables_.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("batch keys: got ", keys.size(), " tables' keys, expected ", tables_.size(), " (the job's tables)"));
+    return absl::InvalidArgumentError(absl::StrCat("batch keys: got ", keys.size(), " tables' keys, expected ",
+                                                   tables_.size(), " (the job's tables)"));
   }
   std::vector<int> all(tables_.size());
   for (size_t t = 0; t < all.size(); ++t) all[t] = static_cast<int>(t);
@@ -53,9 +53,9 @@ absl::Status SparseRowsCache::SetKeys(absl::Span<const int> tables,
     seen[t] = true;
     for (size_t k = 1; k < keys[i].size(); ++k) {
       if (keys[i][k] <= keys[i][k - 1]) {
-        return absl::InvalidArgumentError(absl::StrCat("batch keys of table ", t, ": key ", keys[i][k],
-                                                       " at position ", k, " is not greater than the one before (",
-                                                       keys[i][k - 1], "); expected strictly ascending keys"));
+        return absl::InvalidArgumentError(absl::StrCat("batch keys of table ", t, ": key ", keys[i][k], " at position ",
+                                                       k, " is not greater than the one before (", keys[i][k - 1],
+                                                       "); expected strictly ascending keys"));
       }
     }
   }
@@ -140,7 +140,8 @@ absl::Status SparseRowsCache::ScatterRows(int shard, absl::Span<const IncomingRo
     }
   }
   if (entry != answer.size()) {
-    return absl::DataLossError(absl::StrCat("rows from shard ", shard, ": ", answer.size(), " entries, expected ", entry));
+    return absl::DataLossError(
+        absl::StrCat("rows from shard ", shard, ": ", answer.size(), " entries, expected ", entry));
   }
   return absl::OkStatus();
 }

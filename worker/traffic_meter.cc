@@ -28,8 +28,8 @@ TrafficMeter::TrafficMeter(metrics::Registry* registry, int num_servers)
   }
 }
 
-metrics::Counter* TrafficMeter::ServerCounter(metrics::CounterFamily* family, const std::vector<metrics::Counter*>& cached,
-                                              int server) {
+metrics::Counter* TrafficMeter::ServerCounter(metrics::CounterFamily* family,
+                                              const std::vector<metrics::Counter*>& cached, int server) {
   if (server >= 0 && server < static_cast<int>(cached.size())) return cached[server];
   // Rare (a rank beyond the first view): the family's own lookup, under its lock.
   return family->With({std::to_string(server)});

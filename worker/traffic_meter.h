@@ -45,7 +45,8 @@ class TrafficMeter {
   Totals totals() const;
 
  private:
-  metrics::Counter* ServerCounter(metrics::CounterFamily* family, const std::vector<metrics::Counter*>& cached, int server);
+  metrics::Counter* ServerCounter(metrics::CounterFamily* family, const std::vector<metrics::Counter*>& cached,
+                                  int server);
 
   metrics::CounterFamily* const sent_family_;
   metrics::CounterFamily* const received_family_;

@@ -26,8 +26,8 @@ absl::Status Trainer::Run() {
         model::BatchStats stats;
         std::optional<data::ScoreHistogram> scores;
         if (workload_->ScoresPredictions()) scores.emplace();
-        RETURN_IF_ERROR(workload_->Evaluate(session_.get(), work.begin, work.end, &stats,
-                                            scores.has_value() ? &*scores : nullptr));
+        RETURN_IF_ERROR(
+            workload_->Evaluate(session_.get(), work.begin, work.end, &stats, scores.has_value() ? &*scores : nullptr));
         RETURN_IF_ERROR(session_->ReportEvaluation(stats, scores.has_value() ? &*scores : nullptr));
         break;
       }

@@ -35,7 +35,7 @@ std::string TrainingSession::LiveRanks(const ClusterView& view) {
 }
 
 absl::StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::Create(SessionOptions options,
-                                                                        SchedulerApi* scheduler, PsApi* ps) {
+                                                                         SchedulerApi* scheduler, PsApi* ps) {
   if (options.view.workers_size() < 1) return absl::InvalidArgumentError("cluster view lists no workers");
   if (options.job.mode() == SYNC && options.view.global_batch() < 1) {
     return absl::InvalidArgumentError("cluster view: global_batch is not set for a sync job");
@@ -43,16 +43,14 @@ absl::StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::Create(Session
   if (options.clock == nullptr) return absl::InvalidArgumentError("session options: no clock");
   // Shards are the map's server ranks; with replicas a dead server's rank may be missing from the
   // view (and so from the client), its shard served by another server.
-  const int num_shards = ServersOfMap(options.view.shard_map(), options.job.num_servers() > 0
-                                                                   ? options.job.num_servers()
-                                                                   : ps->num_servers());
+  const int num_shards = ServersOfMap(options.view.shard_map(),
+                                      options.job.num_servers() > 0 ? options.job.num_servers() : ps->num_servers());
   ASSIGN_OR_RETURN(ShardLayout layout, ShardLayout::Create(options.view.shard_map(), num_shards, options.params));
   RETURN_IF_ERROR(ShardRoutes(options.view, num_shards).status());
   RETURN_IF_ERROR(ParseCompression(options.job.compression()).status());
   auto session =
       std::unique_ptr<TrainingSession>(new TrainingSession(std::move(options), scheduler, ps, std::move(layout)));
-  ASSIGN_OR_RETURN(session->encoder_,
-                   NewEncoder(session->options_.job, session->view_.shard_map(), &session->layout_));
+  ASSIGN_OR_RETURN(session->encoder_, NewEncoder(session->options_.job, session->view_.shard_map(), &session->layout_));
   return session;
 }
 
@@ -100,9 +98,8 @@ TrainingSession::TrainingSession(SessionOptions options, SchedulerApi* scheduler
 }
 
 absl::Status TrainingSession::Start() {
-  LOG(INFO) << "worker " << options_.rank << " (live workers " << LiveRanks(view_) << "): training "
-            << weights_.size() << " parameters on " << view_.train_samples() << " samples, mode "
-            << Mode_Name(options_.job.mode());
+  LOG(INFO) << "worker " << options_.rank << " (live workers " << LiveRanks(view_) << "): training " << weights_.size()
+            << " parameters on " << view_.train_samples() << " samples, mode " << Mode_Name(options_.job.mode());
   ASSIGN_OR_RETURN(routes_, ShardRoutes(view_, layout_.num_servers()));
   // A worker joining a running sync job starts where the servers are. (If it catches them
   // mid-step, some shards may be one step ahead; the first gradient then uses those slightly
@@ -261,8 +258,8 @@ absl::StatusOr<bool> TrainingSession::NextLeasedBatch(Work* work) {
         continue;
       }
       if (lease.epoch_done()) {
-        RETURN_IF_ERROR(scheduler_->Barrier(absl::StrCat("epoch-", epoch_, "-trained"), BarrierRequest::WORKERS,
-                                            WORKER, options_.rank, options_.barrier_timeout));
+        RETURN_IF_ERROR(scheduler_->Barrier(absl::StrCat("epoch-", epoch_, "-trained"), BarrierRequest::WORKERS, WORKER,
+                                            options_.rank, options_.barrier_timeout));
         // Every push of the epoch is applied now; everyone evaluates the same weights.
         RETURN_IF_ERROR(PullWeightsWhenCurrent(/*step=*/0, epoch_).status());
         StartEpochEnd(epoch_, epoch_ == job.epochs() - 1);
@@ -276,9 +273,8 @@ absl::StatusOr<bool> TrainingSession::NextLeasedBatch(Work* work) {
     // A stream's lease may be of records that became ready after the view this worker holds.
     if (Streaming() && range.end > view_.train_samples()) RETURN_IF_ERROR(FollowStream());
     const int64_t n = view_.train_samples();
-    const int64_t batches = range.begin >= 0 && range.end <= n && range.begin < range.end
-                                ? data::NumBatches(range, job.batch_size())
-                                : 0;
+    const int64_t batches =
+        range.begin >= 0 && range.end <= n && range.begin < range.end ? data::NumBatches(range, job.batch_size()) : 0;
     if (batches == 0 || lease.first_batch() < 0 || lease.first_batch() >= batches) {
       return absl::DataLossError(absl::StrCat("lease ", lease.lease_id(), " covers [", range.begin, ", ", range.end,
                                               ") from batch ", lease.first_batch(), ", outside the epoch of ", n,
@@ -294,8 +290,8 @@ absl::StatusOr<bool> TrainingSession::NextLeasedBatch(Work* work) {
   work->step = clock_;
   work->samples = SamplesOf(batch);
   if (!step_.active && give_up_ == absl::InfiniteFuture()) give_up_ = Now() + options_.membership_timeout;
-  step_ = Pending{true, false, clock_, batch.size(), lease_->id, lease_->next_batch, Now(), lease_->grant,
-                  lease_->granted_unix_ms};
+  step_ = Pending{
+      true, false, clock_, batch.size(), lease_->id, lease_->next_batch, Now(), lease_->grant, lease_->granted_unix_ms};
   return true;
 }
 
@@ -316,9 +312,9 @@ absl::StatusOr<bool> TrainingSession::NextEvaluation(Work* work) {
         continue;
       }
       if (lease.begin() < 0 || lease.end() > view_.test_samples() || lease.begin() >= lease.end()) {
-        return absl::DataLossError(absl::StrCat("evaluation lease ", lease.lease_id(), " covers [", lease.begin(),
-                                                ", ", lease.end(), "), outside the test set of ",
-                                                view_.test_samples(), " samples"));
+        return absl::DataLossError(absl::StrCat("evaluation lease ", lease.lease_id(), " covers [", lease.begin(), ", ",
+                                                lease.end(), "), outside the test set of ", view_.test_samples(),
+                                                " samples"));
       }
       eval_lease_id_ = lease.lease_id();
       work->kind = Work::kEvaluate;
@@ -339,9 +335,8 @@ absl::Status TrainingSession::ReportEvaluation(const model::BatchStats& stats, c
   // Checked here, where the loop can still fix it; the scheduler would refuse the report and,
   // with it, the job's progress.
   if (scores != nullptr && scores->count() != stats.samples) {
-    return absl::InvalidArgumentError(absl::StrCat("ReportEvaluation for lease ", eval_lease_id_, ": ",
-                                                   scores->count(), " scores for ", stats.samples,
-                                                   " samples, expected one per sample"));
+    return absl::InvalidArgumentError(absl::StrCat("ReportEvaluation for lease ", eval_lease_id_, ": ", scores->count(),
+                                                   " scores for ", stats.samples, " samples, expected one per sample"));
   }
   EvalStats* eval = pending_.add_evals();
   eval->set_lease_id(eval_lease_id_);
@@ -433,9 +428,9 @@ absl::StatusOr<int> TrainingSession::Slot() const {
   for (int i = 0; i < view_.workers_size(); ++i) {
     if (view_.workers(i).rank() == options_.rank) return i;
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "worker ", options_.rank, " is no longer a member of the job (membership epoch ", view_.membership_epoch(),
-      ", live workers ", LiveRanks(view_), "): it was declared dead"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("worker ", options_.rank, " is no longer a member of the job (membership epoch ",
+                   view_.membership_epoch(), ", live workers ", LiveRanks(view_), "): it was declared dead"));
 }
 
 absl::Status TrainingSession::FinishEpoch(int epoch) {
@@ -482,7 +477,8 @@ void TrainingSession::AddTrainScores(const model::BatchStats& stats) {
   for (size_t i = 0; i < stats.predictions.size() && i < stats.labels.size(); ++i) {
     FileScores* file = nullptr;
     if (run < stats.prediction_files.size()) {
-      while (left_in_run == 0 && ++run < stats.prediction_files.size()) left_in_run = stats.prediction_files[run].second;
+      while (left_in_run == 0 && ++run < stats.prediction_files.size())
+        left_in_run = stats.prediction_files[run].second;
       if (run < stats.prediction_files.size()) {
         file = &file_scores_[stats.prediction_files[run].first];
         --left_in_run;

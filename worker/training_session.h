@@ -131,7 +131,7 @@ class TrainingSession {
   // view's shard map, the view lists no worker, a SYNC view has no global batch, or the job's
   // compression is malformed. Borrowed pointers must outlive the session.
   static absl::StatusOr<std::unique_ptr<TrainingSession>> Create(SessionOptions options, SchedulerApi* scheduler,
-                                                                PsApi* ps);
+                                                                 PsApi* ps);
 
   // The model's weights and the gradient buffer, flat, in the params' layout. The loop reads
   // weights() and writes gradient(); both stay at the same address for the session's life, so a
@@ -210,7 +210,7 @@ class TrainingSession {
     data::Range range;
     int64_t batches = 0;
     int64_t next_batch = 0;
-    std::string grant;  // LeaseResponse.grant: every push of the lease carries it
+    std::string grant;            // LeaseResponse.grant: every push of the lease carries it
     int64_t granted_unix_ms = 0;  // LeaseResponse.granted_unix_ms: so does every push
   };
 
@@ -327,7 +327,7 @@ class TrainingSession {
   ShardLayout layout_;
   const bool overlap_;
 
-  ClusterView view_;  // The latest view this worker knows; replaced on membership changes.
+  ClusterView view_;                // The latest view this worker knows; replaced on membership changes.
   std::vector<ShardRoute> routes_;  // By shard, from view_.
   std::vector<float> weights_;
   std::vector<float> grad_;
@@ -358,7 +358,7 @@ class TrainingSession {
   uint64_t next_request_id_;
 
   Phase phase_ = Phase::kStart;
-  std::vector<int64_t> perm_;  // The epoch permutation of perm_epoch_ (not for InFileOrder data).
+  std::vector<int64_t> perm_;      // The epoch permutation of perm_epoch_ (not for InFileOrder data).
   std::vector<int64_t> in_order_;  // SamplesOf's answer for InFileOrder data.
   int perm_epoch_ = -1;
   int epoch_ = 0;  // The data epoch being trained (SYNC: of global_step_).
@@ -379,8 +379,8 @@ class TrainingSession {
   absl::Time give_up_ = absl::InfiniteFuture();
   // ASYNC/SSP.
   std::optional<Lease> lease_;
-  int64_t clock_ = 0;          // Pushes this epoch: the SSP clock.
-  bool finished_epoch_ = false;  // FinishEpoch sent since its last lease: it holds nobody back (SSP).
+  int64_t clock_ = 0;                // Pushes this epoch: the SSP clock.
+  bool finished_epoch_ = false;      // FinishEpoch sent since its last lease: it holds nobody back (SSP).
   bool waiting_for_stream_ = false;  // ASYNC on a stream: caught up, asking for leases until more are ready.
   // The epoch end in progress (Phase::kEvaluate).
   int eval_epoch_ = 0;

@@ -22,8 +22,8 @@ absl::Status TrainingSession::StepRefused(const absl::Status& status) {
   // and has not applied yet: the servers are back at the restored step, so a request for a later
   // step is FAILED_PRECONDITION ("server 0 is at step 200"). The rewind below is the answer.
   const bool behind_rewind = absl::IsFailedPrecondition(status) && Sync() && rewind_to_.has_value();
-  const bool membership = absl::IsAborted(status) ||
-                          (absl::IsUnavailable(status) && (Sync() || ServersRecover())) || behind_rewind;
+  const bool membership =
+      absl::IsAborted(status) || (absl::IsUnavailable(status) && (Sync() || ServersRecover())) || behind_rewind;
   if (!membership) return status;
   metrics_->traffic()->Retried(status.code());
   if (!behind_rewind) RETURN_IF_ERROR(AwaitMembership(status, give_up_));
@@ -47,8 +47,8 @@ absl::StatusOr<ClusterView> TrainingSession::FetchView(absl::Time give_up) {
   // A dead server's rank waits for a replacement (no replicas): until one registers, a retry would
   // only recompute the step and push it again to the servers that already have it.
   auto map_servers = [this](const ClusterView& v) {
-    return ServersOfMap(v.shard_map(), options_.job.num_servers() > 0 ? options_.job.num_servers()
-                                                                       : layout_.num_servers());
+    return ServersOfMap(v.shard_map(),
+                        options_.job.num_servers() > 0 ? options_.job.num_servers() : layout_.num_servers());
   };
   while (view.state() == RUNNING && view.shard_hosts_size() == 0 && view.servers_size() < map_servers(view)) {
     if (Now() > give_up) {

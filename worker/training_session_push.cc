@@ -185,8 +185,8 @@ absl::Status TrainingSession::CheckPullable() const {
 absl::Status TrainingSession::PullRows(const std::vector<absl::Span<const uint64_t>>& keys) {
   RETURN_IF_ERROR(CheckPullable());
   if (static_cast<int>(keys.size()) != num_tables()) {
-    return absl::InvalidArgumentError(absl::StrCat("batch keys: got ", keys.size(), " tables' keys, expected ",
-                                                   num_tables(), " (the job's tables)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch keys: got ", keys.size(), " tables' keys, expected ", num_tables(), " (the job's tables)"));
   }
   std::vector<int> all(num_tables());
   for (int t = 0; t < num_tables(); ++t) all[t] = t;

@@ -37,8 +37,7 @@ constexpr size_t kMinStagingBytes = size_t{1} << 20;
 
 class CudaBackend : public Backend {
  public:
-  explicit CudaBackend(const CudaOptions& options)
-      : device_(options.device), allow_tf32_(options.allow_tf32) {}
+  explicit CudaBackend(const CudaOptions& options) : device_(options.device), allow_tf32_(options.allow_tf32) {}
 
   ~CudaBackend() override {
     cudaSetDevice(device_);
@@ -59,36 +58,30 @@ class CudaBackend : public Backend {
   absl::Status Init() {
     absl::Status status = Check(cudaSetDevice(device_), "cudaSetDevice");
     if (status.ok()) {
-      status = Check(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking),
-                     "cudaStreamCreate (compute)");
+      status = Check(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking), "cudaStreamCreate (compute)");
     }
     if (status.ok()) {
-      status = Check(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking),
-                     "cudaStreamCreate (copy)");
+      status = Check(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking), "cudaStreamCreate (copy)");
     }
     if (status.ok()) {
-      status = Check(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming),
-                     "cudaEventCreate");
+      status = Check(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming), "cudaEventCreate");
     }
     if (status.ok()) {
-      status = Check(cudaEventCreateWithFlags(&copy_done_, cudaEventDisableTiming),
-                     "cudaEventCreate");
+      status = Check(cudaEventCreateWithFlags(&copy_done_, cudaEventDisableTiming), "cudaEventCreate");
     }
     if (status.ok()) status = CheckBlas(cublasCreate(&blas_), "cublasCreate");
     if (status.ok()) status = CheckBlas(cublasSetStream(blas_, compute_), "cublasSetStream");
     if (status.ok()) {
-      status = CheckBlas(
-          cublasSetMathMode(blas_, allow_tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
-          "cublasSetMathMode");
+      status = CheckBlas(cublasSetMathMode(blas_, allow_tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+                         "cublasSetMathMode");
     }
     if (status.ok()) {
       status = Check(cudaMalloc(reinterpret_cast<void**>(&xent_device_), sizeof(cuda::XentSums)),
                      "cudaMalloc (loss result)");
     }
     if (status.ok()) {
-      status =
-          Check(cudaMallocHost(reinterpret_cast<void**>(&xent_host_), sizeof(cuda::XentSums)),
-                "cudaMallocHost (loss result)");
+      status = Check(cudaMallocHost(reinterpret_cast<void**>(&xent_host_), sizeof(cuda::XentSums)),
+                     "cudaMallocHost (loss result)");
     }
     return status;
   }
@@ -105,8 +98,7 @@ class CudaBackend : public Backend {
     if (err == cudaErrorMemoryAllocation) {
       cudaGetLastError();  // not sticky: clear it so it is not reported again
       return absl::ResourceExhaustedError(absl::StrCat(
-          name(), ": cannot allocate ", bytes, " bytes of device memory (cudaMalloc: ",
-          cudaGetErrorString(err), ")"));
+          name(), ": cannot allocate ", bytes, " bytes of device memory (cudaMalloc: ", cudaGetErrorString(err), ")"));
     }
     if (err != cudaSuccess) return Check(err, absl::StrCat("cudaMalloc of ", bytes, " bytes"));
     return ptr;
@@ -131,7 +123,7 @@ class CudaBackend : public Backend {
       const size_t chunk = std::min(staging_bytes_, bytes - offset);
       std::memcpy(staging_, src + offset, chunk);
       RETURN_IF_ERROR(Check(cudaMemcpyAsync(out + offset, staging_, chunk, cudaMemcpyHostToDevice, copy_),
-                  "cudaMemcpyAsync (upload)"));
+                            "cudaMemcpyAsync (upload)"));
       RETURN_IF_ERROR(Check(cudaEventRecord(copy_done_, copy_), "cudaEventRecord"));
       // The staging buffer is free again once the chunk has arrived.
       RETURN_IF_ERROR(Check(cudaEventSynchronize(copy_done_), "upload"));
@@ -153,7 +145,7 @@ class CudaBackend : public Backend {
     for (size_t offset = 0; offset < bytes; offset += staging_bytes_) {
       const size_t chunk = std::min(staging_bytes_, bytes - offset);
       RETURN_IF_ERROR(Check(cudaMemcpyAsync(staging_, in + offset, chunk, cudaMemcpyDeviceToHost, copy_),
-                  "cudaMemcpyAsync (download)"));
+                            "cudaMemcpyAsync (download)"));
       RETURN_IF_ERROR(Check(cudaEventRecord(copy_done_, copy_), "cudaEventRecord"));
       // Waits for the queued kernels too; a kernel that failed reports here.
       RETURN_IF_ERROR(Check(cudaEventSynchronize(copy_done_), "download"));
@@ -178,8 +170,8 @@ class CudaBackend : public Backend {
     NoteLaunch("Fill");
   }
 
-  void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
-            const float* b, float beta, float* c) override {
+  void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, const float* b, float beta,
+            float* c) override {
     if (m == 0 || n == 0) return;
     Bind();
     if (k == 0) {  // C = beta * C, with beta == 0 clearing garbage (as on the CPU)
@@ -192,9 +184,8 @@ class CudaBackend : public Backend {
     // pass the row-major leading dimensions unchanged.
     const int lda = trans_a ? m : k;
     const int ldb = trans_b ? k : n;
-    NoteBlas(cublasSgemm(blas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                         trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, a, lda,
-                         &beta, c, n),
+    NoteBlas(cublasSgemm(blas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
+                         &alpha, b, ldb, a, lda, &beta, c, n),
              "cublasSgemm");
   }
 
@@ -204,8 +195,7 @@ class CudaBackend : public Backend {
     NoteLaunch("AddBias");
   }
 
-  void ColumnSums(int rows, int cols, const float* x, float alpha, float beta,
-                  float* out) override {
+  void ColumnSums(int rows, int cols, const float* x, float alpha, float beta, float* out) override {
     Bind();
     cuda::LaunchColumnSums(compute_, rows, cols, x, alpha, beta, out);
     NoteLaunch("ColumnSums");
@@ -223,20 +213,18 @@ class CudaBackend : public Backend {
     NoteLaunch("ReluBackward");
   }
 
-  XentResult SoftmaxCrossEntropy(int rows, int cols, const float* logits, const int32_t* labels,
-                                 float grad_scale, float* dlogits) override {
+  XentResult SoftmaxCrossEntropy(int rows, int cols, const float* logits, const int32_t* labels, float grad_scale,
+                                 float* dlogits) override {
     Bind();
-    cuda::LaunchSoftmaxCrossEntropy(compute_, rows, cols, logits, labels, grad_scale, dlogits,
-                                    xent_device_);
+    cuda::LaunchSoftmaxCrossEntropy(compute_, rows, cols, logits, labels, grad_scale, dlogits, xent_device_);
     NoteLaunch("SoftmaxCrossEntropy");
     return FetchXentSums("SoftmaxCrossEntropy");
   }
 
-  XentResult SigmoidCrossEntropy(int n, const float* logits, const float* labels,
-                                 float grad_scale, float* dlogits) override {
+  XentResult SigmoidCrossEntropy(int n, const float* logits, const float* labels, float grad_scale,
+                                 float* dlogits) override {
     Bind();
-    cuda::LaunchSigmoidCrossEntropy(compute_, n, logits, labels, grad_scale, dlogits,
-                                    xent_device_);
+    cuda::LaunchSigmoidCrossEntropy(compute_, n, logits, labels, grad_scale, dlogits, xent_device_);
     NoteLaunch("SigmoidCrossEntropy");
     return FetchXentSums("SigmoidCrossEntropy");
   }
@@ -247,29 +235,27 @@ class CudaBackend : public Backend {
     NoteLaunch("Sigmoid");
   }
 
-  void CsrMatMul(const CsrMatrix& a, int cols, const float* b, int b_stride, bool accumulate,
-                 float* c, int c_stride) override {
+  void CsrMatMul(const CsrMatrix& a, int cols, const float* b, int b_stride, bool accumulate, float* c,
+                 int c_stride) override {
     Bind();
     cuda::LaunchCsrMatMul(compute_, a, cols, b, b_stride, accumulate, c, c_stride);
     NoteLaunch("CsrMatMul");
   }
 
-  void CopyMatrix(int rows, int cols, const float* src, int src_stride, float* dst,
-                  int dst_stride) override {
+  void CopyMatrix(int rows, int cols, const float* src, int src_stride, float* dst, int dst_stride) override {
     Bind();
     cuda::LaunchCopyMatrix(compute_, rows, cols, src, src_stride, dst, dst_stride);
     NoteLaunch("CopyMatrix");
   }
 
-  void PairwiseDotsForward(int rows, int fields, int dim, const float* x, int stride,
-                           float* y) override {
+  void PairwiseDotsForward(int rows, int fields, int dim, const float* x, int stride, float* y) override {
     Bind();
     cuda::LaunchPairwiseDotsForward(compute_, rows, fields, dim, x, stride, y);
     NoteLaunch("PairwiseDotsForward");
   }
 
-  void PairwiseDotsBackward(int rows, int fields, int dim, const float* x, int stride,
-                            const float* dy, float* dx, int dx_stride) override {
+  void PairwiseDotsBackward(int rows, int fields, int dim, const float* x, int stride, const float* dy, float* dx,
+                            int dx_stride) override {
     Bind();
     cuda::LaunchPairwiseDotsBackward(compute_, rows, fields, dim, x, stride, dy, dx, dx_stride);
     NoteLaunch("PairwiseDotsBackward");
@@ -287,15 +273,13 @@ class CudaBackend : public Backend {
     NoteLaunch("Col2Im");
   }
 
-  void MaxPoolForward(int n, const Window2d& window, const float* x, float* y,
-                      int32_t* argmax) override {
+  void MaxPoolForward(int n, const Window2d& window, const float* x, float* y, int32_t* argmax) override {
     Bind();
     cuda::LaunchMaxPoolForward(compute_, n, window, x, y, argmax);
     NoteLaunch("MaxPoolForward");
   }
 
-  void MaxPoolBackward(int n, const Window2d& window, const int32_t* argmax, const float* dy,
-                       float* dx) override {
+  void MaxPoolBackward(int n, const Window2d& window, const int32_t* argmax, const float* dy, float* dx) override {
     Bind();
     cuda::LaunchMaxPoolBackward(compute_, n, window, argmax, dy, dx);
     NoteLaunch("MaxPoolBackward");
@@ -311,8 +295,7 @@ class CudaBackend : public Backend {
   // error comes from the next Download or Synchronize.
   XentResult FetchXentSums(absl::string_view kernel) {
     XentResult result;
-    Note(cudaMemcpyAsync(xent_host_, xent_device_, sizeof(cuda::XentSums), cudaMemcpyDeviceToHost,
-                         compute_),
+    Note(cudaMemcpyAsync(xent_host_, xent_device_, sizeof(cuda::XentSums), cudaMemcpyDeviceToHost, compute_),
          "cudaMemcpyAsync (loss result)");
     const cudaError_t err = cudaStreamSynchronize(compute_);
     Note(err, kernel);
@@ -326,13 +309,11 @@ class CudaBackend : public Backend {
   // OK, or INTERNAL naming the backend, the call and CUDA's error text.
   absl::Status Check(cudaError_t err, absl::string_view what) const {
     if (err == cudaSuccess) return absl::OkStatus();
-    return absl::InternalError(
-        absl::StrCat(name(), ": ", what, " failed: ", cudaGetErrorString(err)));
+    return absl::InternalError(absl::StrCat(name(), ": ", what, " failed: ", cudaGetErrorString(err)));
   }
   absl::Status CheckBlas(cublasStatus_t status, absl::string_view what) const {
     if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-    return absl::InternalError(
-        absl::StrCat(name(), ": ", what, " failed: ", cublasGetStatusString(status)));
+    return absl::InternalError(absl::StrCat(name(), ": ", what, " failed: ", cublasGetStatusString(status)));
   }
 
   // Remembers the first failure until the next Upload, Download or Synchronize reports it.
@@ -361,8 +342,8 @@ class CudaBackend : public Backend {
       staging_ = nullptr;
       if (err == cudaErrorMemoryAllocation) {
         cudaGetLastError();
-        return absl::ResourceExhaustedError(absl::StrCat(
-            name(), ": cannot allocate ", want, " bytes of pinned host memory for copies"));
+        return absl::ResourceExhaustedError(
+            absl::StrCat(name(), ": cannot allocate ", want, " bytes of pinned host memory for copies"));
       }
       return Check(err, "cudaMallocHost (staging)");
     }
@@ -413,8 +394,7 @@ absl::StatusOr<std::unique_ptr<Backend>> NewCudaBackend(const CudaOptions& optio
     count = 0;
   }
   if (options.device >= count) {
-    std::string message =
-        absl::StrCat(name, ": this machine has ", count, " CUDA device(s)");
+    std::string message = absl::StrCat(name, ": this machine has ", count, " CUDA device(s)");
     if (err != cudaSuccess) absl::StrAppend(&message, " (", cudaGetErrorString(err), ")");
     return absl::FailedPreconditionError(message);
   }

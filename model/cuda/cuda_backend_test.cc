@@ -36,18 +36,17 @@ namespace model {
 namespace {
 
 using testutil::DistinctValues;
+using testutil::MakeWindow;
 using testutil::RandomVector;
 using testutil::ToBackend;
-using testutil::MakeWindow;
 using testutil::ToHost;
 
 constexpr float kFp32Tolerance = 1e-5f;
 constexpr float kTf32Tolerance = 2e-3f;
 
 std::string Describe(const Window2d& g) {
-  return "window c" + std::to_string(g.channels) + " " + std::to_string(g.height) + "x" +
-         std::to_string(g.width) + " k" + std::to_string(g.kernel) + " s" +
-         std::to_string(g.stride) + " p" + std::to_string(g.padding);
+  return "window c" + std::to_string(g.channels) + " " + std::to_string(g.height) + "x" + std::to_string(g.width) +
+         " k" + std::to_string(g.kernel) + " s" + std::to_string(g.stride) + " p" + std::to_string(g.padding);
 }
 
 // Values that are small integers: many exact ties, for the first-on-ties rules.
@@ -71,8 +70,8 @@ void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, 
   int reported = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     if (std::fabs(static_cast<double>(got[i]) - want[i]) > bound && reported++ < 5) {
-      ADD_FAILURE() << what << " element " << i << ": gpu " << got[i] << ", cpu " << want[i]
-                    << " (bound " << bound << ")";
+      ADD_FAILURE() << what << " element " << i << ": gpu " << got[i] << ", cpu " << want[i] << " (bound " << bound
+                    << ")";
     }
   }
   EXPECT_EQ(reported, 0) << what << ": elements out of tolerance";
@@ -151,8 +150,7 @@ TEST_F(CudaBackendTest, UploadWaitsForQueuedKernelsThatReadItsDestination) {
   auto run = [&](Backend* b) {
     BackendBuffer<float> x = ToBackend(b, x0), bw = ToBackend(b, w), y(b);
     EXPECT_TRUE(y.Reserve(m * n).ok());
-    for (int i = 0; i < 20; ++i)
-      b->Gemm(false, false, m, n, k, 1.0f, x.data(), bw.data(), 0.0f, y.data());
+    for (int i = 0; i < 20; ++i) b->Gemm(false, false, m, n, k, 1.0f, x.data(), bw.data(), 0.0f, y.data());
     EXPECT_TRUE(b->Upload(std::vector<float>(m * k, 0.0f).data(), m * k * 4, x.data()).ok());
     return ToHost(b, y, m * n);
   };
@@ -187,8 +185,8 @@ TEST_F(CudaBackendTest, GemmMatchesCpuForEveryTranspositionAndShape) {
   struct Shape {
     int m, n, k;
   };
-  for (const Shape s : {Shape{3, 4, 5}, Shape{64, 256, 784}, Shape{33, 17, 129}, Shape{1, 10, 128},
-                        Shape{32, 784, 25}}) {
+  for (const Shape s :
+       {Shape{3, 4, 5}, Shape{64, 256, 784}, Shape{33, 17, 129}, Shape{1, 10, 128}, Shape{32, 784, 25}}) {
     for (bool ta : {false, true}) {
       for (bool tb : {false, true}) {
         for (float beta : {0.0f, 0.5f}) {
@@ -203,9 +201,8 @@ TEST_F(CudaBackendTest, GemmMatchesCpuForEveryTranspositionAndShape) {
                 return ToHost(backend, dc, s.m * s.n);
               },
               kFp32Tolerance, kTf32Tolerance,
-              "gemm " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
-                  std::to_string(s.k) + " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) +
-                  " beta=" + std::to_string(beta));
+              "gemm " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) +
+                  " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) + " beta=" + std::to_string(beta));
         }
       }
     }
@@ -216,8 +213,7 @@ TEST_F(CudaBackendTest, GemmWithEmptyInnerDimensionScalesOrClears) {
   for (float beta : {0.0f, 2.0f}) {
     CompareExactly<float>(
         [&](Backend* b) {
-          BackendBuffer<float> c =
-              ToBackend(b, std::vector<float>{beta == 0 ? NAN : 1.0f, 3, 4, 5});
+          BackendBuffer<float> c = ToBackend(b, std::vector<float>{beta == 0 ? NAN : 1.0f, 3, 4, 5});
           b->Gemm(true, false, 2, 2, 0, 1.0f, nullptr, nullptr, beta, c.data());
           return ToHost(b, c, 4);
         },
@@ -300,8 +296,8 @@ TEST_F(CudaBackendTest, SoftmaxCrossEntropyMatchesCpu) {
     int rows, cols;
     bool ties;
   };
-  for (const Case c : {Case{100, 10, false}, Case{64, 10, true}, Case{37, 70, true},
-                       Case{1, 2, false}, Case{513, 3, true}}) {
+  for (const Case c :
+       {Case{100, 10, false}, Case{64, 10, true}, Case{37, 70, true}, Case{1, 2, false}, Case{513, 3, true}}) {
     SCOPED_TRACE(testing::Message() << c.rows << "x" << c.cols << " ties " << c.ties);
     const std::vector<float> logits =
         c.ties ? TiedValues(c.rows * c.cols, 10) : RandomVector(c.rows * c.cols, 10, -5.0f, 5.0f);
@@ -316,8 +312,7 @@ TEST_F(CudaBackendTest, SoftmaxCrossEntropyMatchesCpu) {
         BackendBuffer<int32_t> l = ToBackend(b, labels);
         EXPECT_TRUE(d.Reserve(c.rows * c.cols).ok());
         float* dlogits = mode == 0 ? nullptr : mode == 1 ? d.data() : z.data();
-        const XentResult r =
-            b->SoftmaxCrossEntropy(c.rows, c.cols, z.data(), l.data(), scale, dlogits);
+        const XentResult r = b->SoftmaxCrossEntropy(c.rows, c.cols, z.data(), l.data(), scale, dlogits);
         std::vector<float> grad;
         if (mode > 0) grad = ToHost(b, mode == 1 ? d : z, c.rows * c.cols);
         (b == cpu_.get() ? want : got) = r;
@@ -332,10 +327,9 @@ TEST_F(CudaBackendTest, SoftmaxCrossEntropyMatchesCpu) {
 
 TEST_F(CudaBackendTest, Im2ColAndCol2ImMatchExactly) {
   const int n = 3;
-  for (const Window2d& g :
-       {MakeWindow(3, 7, 6, 3, 1, 1), MakeWindow(2, 9, 8, 3, 2, 1), MakeWindow(4, 5, 5, 2, 2, 0),
-        MakeWindow(1, 28, 28, 5, 1, 2), MakeWindow(2, 9, 9, 2, 4, 0), MakeWindow(2, 6, 5, 3, 3, 2),
-        MakeWindow(32, 14, 14, 5, 1, 2)}) {
+  for (const Window2d& g : {MakeWindow(3, 7, 6, 3, 1, 1), MakeWindow(2, 9, 8, 3, 2, 1), MakeWindow(4, 5, 5, 2, 2, 0),
+                            MakeWindow(1, 28, 28, 5, 1, 2), MakeWindow(2, 9, 9, 2, 4, 0), MakeWindow(2, 6, 5, 3, 3, 2),
+                            MakeWindow(32, 14, 14, 5, 1, 2)}) {
     const int64_t x_size = n * g.image_elements(), col_size = n * g.col_rows() * g.col_cols();
     const std::vector<float> x = RandomVector(x_size, 11), col = RandomVector(col_size, 12);
     CompareExactly<float>(
@@ -358,9 +352,8 @@ TEST_F(CudaBackendTest, Im2ColAndCol2ImMatchExactly) {
 
 TEST_F(CudaBackendTest, MaxPoolMatchesExactlyWithTiesAndOverlaps) {
   const int n = 3;
-  for (const Window2d& g :
-       {MakeWindow(2, 5, 5, 2, 2, 0), MakeWindow(3, 7, 6, 3, 2, 0), MakeWindow(2, 6, 6, 3, 1, 0),
-        MakeWindow(32, 28, 28, 2, 2, 0), MakeWindow(1, 9, 10, 2, 3, 0)}) {
+  for (const Window2d& g : {MakeWindow(2, 5, 5, 2, 2, 0), MakeWindow(3, 7, 6, 3, 2, 0), MakeWindow(2, 6, 6, 3, 1, 0),
+                            MakeWindow(32, 28, 28, 2, 2, 0), MakeWindow(1, 9, 10, 2, 3, 0)}) {
     const int64_t x_size = n * g.image_elements();
     const int64_t y_size = static_cast<int64_t>(n) * g.channels * g.col_cols();
     const std::vector<float> x = TiedValues(x_size, 13), dy = RandomVector(y_size, 14);
@@ -394,8 +387,7 @@ TEST_F(CudaBackendTest, MaxPoolMatchesExactlyWithTiesAndOverlaps) {
 TEST_F(CudaBackendTest, LinearForwardAndBackwardMatchCpu) {
   const int n = 64, in = 784, out = 256;
   Linear layer(in, out);
-  const std::vector<float> x = RandomVector(n * in, 16),
-                           w = RandomVector(in * out, 17, -0.1f, 0.1f);
+  const std::vector<float> x = RandomVector(n * in, 16), w = RandomVector(in * out, 17, -0.1f, 0.1f);
   const std::vector<float> bias = RandomVector(out, 18), dy = RandomVector(n * out, 19);
   Compare(
       [&](Backend* b) {
@@ -408,8 +400,7 @@ TEST_F(CudaBackendTest, LinearForwardAndBackwardMatchCpu) {
         layer.Forward(b, n, dx.data(), dw.data(), db.data(), y.data());
         layer.Backward(b, n, dx.data(), dw.data(), ddy.data(), gw.data(), gb.data(), gx.data());
         std::vector<float> all = ToHost(b, y, n * out);
-        for (const auto& [buffer, size] :
-             {std::pair{&gw, in * out}, std::pair{&gb, out}, std::pair{&gx, n * in}}) {
+        for (const auto& [buffer, size] : {std::pair{&gw, in * out}, std::pair{&gb, out}, std::pair{&gx, n * in}}) {
           const std::vector<float> part = ToHost(b, *buffer, size);
           all.insert(all.end(), part.begin(), part.end());
         }
@@ -451,8 +442,8 @@ TEST_F(CudaBackendTest, Conv2dForwardAndBackwardMatchCpu) {
   struct ConvCase {
     int in_c, out_c, kernel, stride, padding, height, width;
   };
-  for (const ConvCase c : {ConvCase{1, 32, 5, 1, 2, 28, 28}, ConvCase{32, 64, 5, 1, 2, 14, 14},
-                           ConvCase{3, 5, 3, 2, 1, 9, 8}}) {
+  for (const ConvCase c :
+       {ConvCase{1, 32, 5, 1, 2, 28, 28}, ConvCase{32, 64, 5, 1, 2, 14, 14}, ConvCase{3, 5, 3, 2, 1, 9, 8}}) {
     Conv2d conv(c.in_c, c.out_c, c.kernel, c.stride, c.padding, c.height, c.width);
     const int64_t x_size = n * conv.input_elements(), y_size = n * conv.output_elements();
     const std::vector<float> x = RandomVector(x_size, 24);
@@ -468,12 +459,11 @@ TEST_F(CudaBackendTest, Conv2dForwardAndBackwardMatchCpu) {
           BackendBuffer<float> gx = ToBackend(b, RandomVector(x_size, 30));
           EXPECT_TRUE(y.Reserve(y_size).ok() && ws.Reserve(conv.workspace_elements()).ok());
           conv.Forward(b, n, dx.data(), dw.data(), db.data(), y.data(), ws.data());
-          conv.Backward(b, n, dx.data(), dw.data(), ddy.data(), gw.data(), gb.data(), gx.data(),
-                        ws.data());
+          conv.Backward(b, n, dx.data(), dw.data(), ddy.data(), gw.data(), gb.data(), gx.data(), ws.data());
           std::vector<float> all = ToHost(b, y, y_size);
           for (const auto& [buffer, size] :
-               {std::pair{&gw, static_cast<int64_t>(w.size())},
-                std::pair{&gb, static_cast<int64_t>(bias.size())}, std::pair{&gx, x_size}}) {
+               {std::pair{&gw, static_cast<int64_t>(w.size())}, std::pair{&gb, static_cast<int64_t>(bias.size())},
+                std::pair{&gx, x_size}}) {
             const std::vector<float> part = ToHost(b, *buffer, size);
             all.insert(all.end(), part.begin(), part.end());
           }
@@ -523,9 +513,7 @@ GradientRun RunGradient(Backend* backend, const MakeModel& make, const std::vect
   GradientRun run;
   EXPECT_TRUE(model->InitializeParameters(5).ok());
   run.grad.assign(model->num_parameters(), NAN);
-  EXPECT_TRUE(
-      model->ComputeGradient(x.data(), labels.data(), n, absl::MakeSpan(run.grad), &run.stats)
-          .ok());
+  EXPECT_TRUE(model->ComputeGradient(x.data(), labels.data(), n, absl::MakeSpan(run.grad), &run.stats).ok());
   return run;
 }
 
@@ -545,8 +533,7 @@ constexpr GradientTolerance kTf32Gradient = {1.0, 0.0, 0.25, 1e-2};
 
 void ExpectSameGradient(const Model& model, const GradientRun& got, const GradientRun& want,
                         const GradientTolerance& tolerance, const std::string& what) {
-  EXPECT_NEAR(got.stats.loss_sum, want.stats.loss_sum, tolerance.loss * want.stats.loss_sum)
-      << what;
+  EXPECT_NEAR(got.stats.loss_sum, want.stats.loss_sum, tolerance.loss * want.stats.loss_sum) << what;
   EXPECT_EQ(got.stats.samples, want.stats.samples) << what;
   for (const ParamSpec& p : model.params()) {
     double diff = 0, norm = 0, max_abs = 0;
@@ -590,8 +577,7 @@ TEST_F(CudaBackendTest, MlpAndCnnGradientsMatchCpu) {
   };
   for (const Case& c : cases) {
     std::unique_ptr<Model> shape_of = c.make(cpu_.get());
-    const std::vector<float> x =
-        RandomVector(static_cast<int64_t>(c.n) * shape_of->input_size(), 31, 0.0f, 1.0f);
+    const std::vector<float> x = RandomVector(static_cast<int64_t>(c.n) * shape_of->input_size(), 31, 0.0f, 1.0f);
     std::vector<int32_t> labels(c.n);
     for (int i = 0; i < c.n; ++i) labels[i] = (i * 7 + 3) % shape_of->num_classes();
     const GradientRun want = RunGradient(cpu_.get(), c.make, x, labels, c.n);
@@ -633,8 +619,7 @@ TEST_F(CudaBackendTest, TrainingLossCurveMatchesCpu) {
     std::vector<float> losses;
     for (int step = 0; step < steps; ++step) {
       BatchStats stats;
-      EXPECT_TRUE(
-          cnn->ComputeGradient(x.data(), labels.data(), n, absl::MakeSpan(grad), &stats).ok());
+      EXPECT_TRUE(cnn->ComputeGradient(x.data(), labels.data(), n, absl::MakeSpan(grad), &stats).ok());
       losses.push_back(static_cast<float>(stats.loss_sum / n));
       for (size_t i = 0; i < flat.size(); ++i) flat[i] -= 0.1f * grad[i];
       EXPECT_TRUE(cnn->SetParameters(flat).ok());

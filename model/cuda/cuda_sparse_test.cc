@@ -41,8 +41,8 @@ using testutil::ToBackend;
 using testutil::ToHost;
 
 // ||got - want|| <= tolerance * ||want||.
-void ExpectCloseInL2(const std::vector<float>& got, const std::vector<float>& want,
-                     double tolerance, const std::string& what) {
+void ExpectCloseInL2(const std::vector<float>& got, const std::vector<float>& want, double tolerance,
+                     const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   double diff = 0, norm = 0;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -86,8 +86,7 @@ class CudaSparseTest : public ::testing::Test {
   }
 
   // Runs `run` on both backends; the results must be identical.
-  void CompareExactly(const std::function<std::vector<float>(Backend*)>& run,
-                      const std::string& what) {
+  void CompareExactly(const std::function<std::vector<float>(Backend*)>& run, const std::string& what) {
     const std::vector<float> want = run(cpu_.get());
     EXPECT_EQ(run(gpu_.get()), want) << what;
   }
@@ -109,8 +108,7 @@ TEST_F(CudaSparseTest, CsrMatMulMatchesExactlyWithStridesAndAccumulation) {
             BackendCsrPack matrices(backend);
             EXPECT_TRUE(matrices.Upload(pack).ok());
             BackendBuffer<float> db = ToBackend(backend, b), dc = ToBackend(backend, c0);
-            backend->CsrMatMul(matrices.matrix(m), 33, db.data() + 2, 40, accumulate, dc.data() + 1,
-                               35);
+            backend->CsrMatMul(matrices.matrix(m), 33, db.data() + 2, 40, accumulate, dc.data() + 1, 35);
             return ToHost(backend, dc, 300 * 35);
           },
           "matrix " + std::to_string(m) + " accumulate " + std::to_string(accumulate));
@@ -181,9 +179,8 @@ TEST_F(CudaSparseTest, EmbeddingBagMatchesExactly) {
   ASSERT_TRUE(index.Build().ok());
   const int num_rows = static_cast<int>(index.unique_keys().size());
   CsrPack pack;
-  absl::StatusOr<BagMatrices> m = AppendBagMatrices("field 1", batch.offsets[1], index.indices(0),
-                                                    batch.weights[1], num_rows, BagPooling::kMean,
-                                                    &pack);
+  absl::StatusOr<BagMatrices> m = AppendBagMatrices("field 1", batch.offsets[1], index.indices(0), batch.weights[1],
+                                                    num_rows, BagPooling::kMean, &pack);
   ASSERT_TRUE(m.ok()) << m.status();
   const int dim = 16, stride = 3 * dim;
   const std::vector<float> rows = RandomVector(num_rows * dim, 8);
@@ -195,13 +192,11 @@ TEST_F(CudaSparseTest, EmbeddingBagMatchesExactly) {
         EXPECT_TRUE(matrices.Upload(pack).ok());
         BackendBuffer<float> drows_in = ToBackend(backend, rows);
         BackendBuffer<float> out = ToBackend(backend, std::vector<float>(options.size * stride));
-        layer.Forward(backend, matrices.matrix(m->forward), drows_in.data(), out.data() + dim,
-                      stride);
+        layer.Forward(backend, matrices.matrix(m->forward), drows_in.data(), out.data() + dim, stride);
         BackendBuffer<float> ddout = ToBackend(backend, dout);
         BackendBuffer<float> drows(backend);
         EXPECT_TRUE(drows.Reserve(num_rows * dim).ok());
-        layer.Backward(backend, matrices.matrix(m->backward), ddout.data() + dim, stride, false,
-                       drows.data());
+        layer.Backward(backend, matrices.matrix(m->backward), ddout.data() + dim, stride, false, drows.data());
         std::vector<float> result = ToHost(backend, out, options.size * stride);
         const std::vector<float> grads = ToHost(backend, drows, num_rows * dim);
         result.insert(result.end(), grads.begin(), grads.end());
@@ -232,12 +227,11 @@ CtrRun RunCtrModel(Backend* backend, const data::CtrBatch& batch) {
   run.dense_grad.resize((*model)->num_parameters());
   run.row_grads = SameShape(rows);
   run.probabilities.resize(batch.size);
-  EXPECT_TRUE((*model)
-                  ->ComputeGradient(batch, ConstSpans(rows), absl::MakeSpan(run.dense_grad),
-                                    Spans(&run.row_grads), &run.stats)
-                  .ok());
   EXPECT_TRUE(
-      (*model)->Predict(batch, ConstSpans(rows), absl::MakeSpan(run.probabilities)).ok());
+      (*model)
+          ->ComputeGradient(batch, ConstSpans(rows), absl::MakeSpan(run.dense_grad), Spans(&run.row_grads), &run.stats)
+          .ok());
+  EXPECT_TRUE((*model)->Predict(batch, ConstSpans(rows), absl::MakeSpan(run.probabilities)).ok());
   return run;
 }
 
@@ -256,12 +250,11 @@ TEST_F(CudaSparseTest, CtrModelMatchesCpuAndRepeatsItselfBitForBit) {
   EXPECT_EQ(got.stats.samples, 512);
   const std::vector<ParamSpec> params = CtrDenseParamSpecs(CtrModelOptions());
   for (const ParamSpec& p : params) {
-    ExpectCloseInL2(
-        std::vector<float>(got.dense_grad.begin() + p.flat_offset,
-                           got.dense_grad.begin() + p.flat_offset + p.num_elements),
-        std::vector<float>(want.dense_grad.begin() + p.flat_offset,
-                           want.dense_grad.begin() + p.flat_offset + p.num_elements),
-        1e-3, p.name);
+    ExpectCloseInL2(std::vector<float>(got.dense_grad.begin() + p.flat_offset,
+                                       got.dense_grad.begin() + p.flat_offset + p.num_elements),
+                    std::vector<float>(want.dense_grad.begin() + p.flat_offset,
+                                       want.dense_grad.begin() + p.flat_offset + p.num_elements),
+                    1e-3, p.name);
   }
   ASSERT_EQ(got.row_grads.size(), want.row_grads.size());
   for (size_t t = 0; t < want.row_grads.size(); ++t) {

@@ -14,8 +14,7 @@ constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 1 << 16;  // grid-stride loops cover the rest
 
 int Blocks(int64_t n) {
-  return static_cast<int>(
-      std::max<int64_t>(1, std::min((n + kThreads - 1) / kThreads, kMaxBlocks)));
+  return static_cast<int>(std::max<int64_t>(1, std::min((n + kThreads - 1) / kThreads, kMaxBlocks)));
 }
 
 // Window2d's sizes, with the output size computed on the host (Window2d's methods are host code).
@@ -24,13 +23,10 @@ struct Geometry {
 };
 
 Geometry GeometryOf(const Window2d& w) {
-  return Geometry{w.channels, w.height, w.width,        w.kernel,
-                  w.stride,   w.padding, w.out_height(), w.out_width()};
+  return Geometry{w.channels, w.height, w.width, w.kernel, w.stride, w.padding, w.out_height(), w.out_width()};
 }
 
-__device__ int64_t FirstIndex() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
+__device__ int64_t FirstIndex() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ int64_t GridStride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 __global__ void FillKernel(int64_t n, float value, float* x) {
@@ -47,8 +43,7 @@ __global__ void AddBiasKernel(int64_t total, int cols, const float* bias, float*
 
 // One thread per column, summing down the rows in order as the CPU does; the explicit roundings
 // keep nvcc from fusing the final line into an FMA the CPU does not use.
-__global__ void ColumnSumsKernel(int rows, int cols, const float* x, float alpha, float beta,
-                                 float* out) {
+__global__ void ColumnSumsKernel(int rows, int cols, const float* x, float alpha, float beta, float* out) {
   for (int64_t c = FirstIndex(); c < cols; c += GridStride()) {
     float sum = 0.0f;
     for (int r = 0; r < rows; ++r) sum += x[static_cast<int64_t>(r) * cols + c];
@@ -83,8 +78,8 @@ __device__ bool Beats(float v, int c, float best_v, int best_c, int cols) {
   return v > best_v || (v == best_v && c < best_c);
 }
 
-__global__ void SoftmaxXentKernel(int rows, int cols, const float* logits, const int32_t* labels,
-                                  float grad_scale, float* dlogits, XentSums* sums) {
+__global__ void SoftmaxXentKernel(int rows, int cols, const float* logits, const int32_t* labels, float grad_scale,
+                                  float* dlogits, XentSums* sums) {
   __shared__ double warp_loss[kXentWarps];
   __shared__ long long warp_correct[kXentWarps];
   const int lane = threadIdx.x % 32;
@@ -162,8 +157,8 @@ __device__ double StableSigmoid(double z) {
   return z >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
 }
 
-__global__ void SigmoidXentKernel(int n, const float* logits, const float* labels,
-                                  float grad_scale, float* dlogits, XentSums* sums) {
+__global__ void SigmoidXentKernel(int n, const float* logits, const float* labels, float grad_scale, float* dlogits,
+                                  XentSums* sums) {
   __shared__ double loss[kBceThreads];
   __shared__ long long correct[kBceThreads];
   double my_loss = 0;
@@ -202,9 +197,9 @@ __global__ void SigmoidKernel(int64_t n, const float* x, float* y) {
 // One thread per output element, summing its row's entries in order from 0 with explicit
 // roundings (no FMA), then storing or adding: the CPU's arithmetic, bit for bit. Threads of a warp
 // share a row for cols >= 32, so the entry reads are broadcasts and the b reads coalesce.
-__global__ void CsrMatMulKernel(int64_t total, int cols, const int32_t* offsets,
-                                const int32_t* indices, const float* values, const float* b,
-                                int b_stride, bool accumulate, float* c, int c_stride) {
+__global__ void CsrMatMulKernel(int64_t total, int cols, const int32_t* offsets, const int32_t* indices,
+                                const float* values, const float* b, int b_stride, bool accumulate, float* c,
+                                int c_stride) {
   for (int64_t index = FirstIndex(); index < total; index += GridStride()) {
     const int64_t r = index / cols;
     const int col = static_cast<int>(index % cols);
@@ -217,8 +212,8 @@ __global__ void CsrMatMulKernel(int64_t total, int cols, const int32_t* offsets,
   }
 }
 
-__global__ void CopyMatrixKernel(int64_t total, int cols, const float* src, int src_stride,
-                                 float* dst, int dst_stride) {
+__global__ void CopyMatrixKernel(int64_t total, int cols, const float* src, int src_stride, float* dst,
+                                 int dst_stride) {
   for (int64_t index = FirstIndex(); index < total; index += GridStride()) {
     const int64_t r = index / cols;
     const int col = static_cast<int>(index % cols);
@@ -228,8 +223,7 @@ __global__ void CopyMatrixKernel(int64_t total, int cols, const float* src, int 
 
 // One thread per row, in the CPU backend's order, each operation rounded on its own (__fadd_rn,
 // __fmul_rn: no contraction into a fused multiply-add), so both give the same bits.
-__global__ void PairwiseDotsForwardKernel(int rows, int fields, int dim, const float* x, int stride,
-                                          float* y) {
+__global__ void PairwiseDotsForwardKernel(int rows, int fields, int dim, const float* x, int stride, float* y) {
   for (int64_t r = FirstIndex(); r < rows; r += GridStride()) {
     const float* row = x + r * stride;
     float term = 0.0f;
@@ -248,8 +242,8 @@ __global__ void PairwiseDotsForwardKernel(int rows, int fields, int dim, const f
 }
 
 // One thread per (row, column d).
-__global__ void PairwiseDotsBackwardKernel(int64_t total, int fields, int dim, const float* x,
-                                           int stride, const float* dy, float* dx, int dx_stride) {
+__global__ void PairwiseDotsBackwardKernel(int64_t total, int fields, int dim, const float* x, int stride,
+                                           const float* dy, float* dx, int dx_stride) {
   for (int64_t index = FirstIndex(); index < total; index += GridStride()) {
     const int64_t r = index / dim;
     const int d = static_cast<int>(index % dim);
@@ -315,8 +309,7 @@ __global__ void Col2ImKernel(int64_t total, Geometry g, const float* col, float*
 }
 
 // One thread per output, the CPU's loop: first maximum in row-major window order.
-__global__ void MaxPoolForwardKernel(int64_t total, Geometry g, const float* x, float* y,
-                                     int32_t* argmax) {
+__global__ void MaxPoolForwardKernel(int64_t total, Geometry g, const float* x, float* y, int32_t* argmax) {
   const int out_h = g.out_h, out_w = g.out_w;
   for (int64_t index = FirstIndex(); index < total; index += GridStride()) {
     const int ow = static_cast<int>(index % out_w);
@@ -338,8 +331,7 @@ __global__ void MaxPoolForwardKernel(int64_t total, Geometry g, const float* x, 
 // One thread per input pixel, gathering dy from the windows that cover it and chose it, in
 // ascending output order (the CPU's scatter order): deterministic, and every dx is written, so no
 // separate clearing pass.
-__global__ void MaxPoolBackwardKernel(int64_t total, Geometry g, const int32_t* argmax,
-                                      const float* dy, float* dx) {
+__global__ void MaxPoolBackwardKernel(int64_t total, Geometry g, const int32_t* argmax, const float* dy, float* dx) {
   const int out_h = g.out_h, out_w = g.out_w;
   const int64_t plane_out = static_cast<int64_t>(out_h) * out_w;
   for (int64_t index = FirstIndex(); index < total; index += GridStride()) {
@@ -378,8 +370,7 @@ void LaunchAddBias(cudaStream_t stream, int rows, int cols, const float* bias, f
   if (total > 0) AddBiasKernel<<<Blocks(total), kThreads, 0, stream>>>(total, cols, bias, x);
 }
 
-void LaunchColumnSums(cudaStream_t stream, int rows, int cols, const float* x, float alpha,
-                      float beta, float* out) {
+void LaunchColumnSums(cudaStream_t stream, int rows, int cols, const float* x, float alpha, float beta, float* out) {
   if (cols > 0) {
     ColumnSumsKernel<<<Blocks(cols), kThreads, 0, stream>>>(rows, cols, x, alpha, beta, out);
   }
@@ -389,21 +380,17 @@ void LaunchReluForward(cudaStream_t stream, int64_t n, const float* x, float* y)
   if (n > 0) ReluForwardKernel<<<Blocks(n), kThreads, 0, stream>>>(n, x, y);
 }
 
-void LaunchReluBackward(cudaStream_t stream, int64_t n, const float* y, const float* dy,
-                        float* dx) {
+void LaunchReluBackward(cudaStream_t stream, int64_t n, const float* y, const float* dy, float* dx) {
   if (n > 0) ReluBackwardKernel<<<Blocks(n), kThreads, 0, stream>>>(n, y, dy, dx);
 }
 
-void LaunchSoftmaxCrossEntropy(cudaStream_t stream, int rows, int cols, const float* logits,
-                               const int32_t* labels, float grad_scale, float* dlogits,
-                               XentSums* sums) {
-  SoftmaxXentKernel<<<1, kXentWarps * 32, 0, stream>>>(rows, cols, logits, labels, grad_scale,
-                                                       dlogits, sums);
+void LaunchSoftmaxCrossEntropy(cudaStream_t stream, int rows, int cols, const float* logits, const int32_t* labels,
+                               float grad_scale, float* dlogits, XentSums* sums) {
+  SoftmaxXentKernel<<<1, kXentWarps * 32, 0, stream>>>(rows, cols, logits, labels, grad_scale, dlogits, sums);
 }
 
-void LaunchSigmoidCrossEntropy(cudaStream_t stream, int n, const float* logits,
-                               const float* labels, float grad_scale, float* dlogits,
-                               XentSums* sums) {
+void LaunchSigmoidCrossEntropy(cudaStream_t stream, int n, const float* logits, const float* labels, float grad_scale,
+                               float* dlogits, XentSums* sums) {
   SigmoidXentKernel<<<1, kBceThreads, 0, stream>>>(n, logits, labels, grad_scale, dlogits, sums);
 }
 
@@ -411,37 +398,36 @@ void LaunchSigmoid(cudaStream_t stream, int64_t n, const float* x, float* y) {
   if (n > 0) SigmoidKernel<<<Blocks(n), kThreads, 0, stream>>>(n, x, y);
 }
 
-void LaunchCsrMatMul(cudaStream_t stream, const CsrMatrix& a, int cols, const float* b,
-                     int b_stride, bool accumulate, float* c, int c_stride) {
+void LaunchCsrMatMul(cudaStream_t stream, const CsrMatrix& a, int cols, const float* b, int b_stride, bool accumulate,
+                     float* c, int c_stride) {
   const int64_t total = static_cast<int64_t>(a.rows) * cols;
   if (total > 0) {
-    CsrMatMulKernel<<<Blocks(total), kThreads, 0, stream>>>(
-        total, cols, a.offsets, a.indices, a.values, b, b_stride, accumulate, c, c_stride);
+    CsrMatMulKernel<<<Blocks(total), kThreads, 0, stream>>>(total, cols, a.offsets, a.indices, a.values, b, b_stride,
+                                                            accumulate, c, c_stride);
   }
 }
 
-void LaunchCopyMatrix(cudaStream_t stream, int rows, int cols, const float* src, int src_stride,
-                      float* dst, int dst_stride) {
+void LaunchCopyMatrix(cudaStream_t stream, int rows, int cols, const float* src, int src_stride, float* dst,
+                      int dst_stride) {
   const int64_t total = static_cast<int64_t>(rows) * cols;
   if (total > 0) {
-    CopyMatrixKernel<<<Blocks(total), kThreads, 0, stream>>>(total, cols, src, src_stride, dst,
-                                                              dst_stride);
+    CopyMatrixKernel<<<Blocks(total), kThreads, 0, stream>>>(total, cols, src, src_stride, dst, dst_stride);
   }
 }
 
-void LaunchPairwiseDotsForward(cudaStream_t stream, int rows, int fields, int dim, const float* x,
-                               int stride, float* y) {
+void LaunchPairwiseDotsForward(cudaStream_t stream, int rows, int fields, int dim, const float* x, int stride,
+                               float* y) {
   if (rows > 0) {
     PairwiseDotsForwardKernel<<<Blocks(rows), kThreads, 0, stream>>>(rows, fields, dim, x, stride, y);
   }
 }
 
-void LaunchPairwiseDotsBackward(cudaStream_t stream, int rows, int fields, int dim, const float* x,
-                                int stride, const float* dy, float* dx, int dx_stride) {
+void LaunchPairwiseDotsBackward(cudaStream_t stream, int rows, int fields, int dim, const float* x, int stride,
+                                const float* dy, float* dx, int dx_stride) {
   const int64_t total = static_cast<int64_t>(rows) * dim;
   if (total > 0) {
-    PairwiseDotsBackwardKernel<<<Blocks(total), kThreads, 0, stream>>>(total, fields, dim, x, stride,
-                                                                       dy, dx, dx_stride);
+    PairwiseDotsBackwardKernel<<<Blocks(total), kThreads, 0, stream>>>(total, fields, dim, x, stride, dy, dx,
+                                                                       dx_stride);
   }
 }
 
@@ -459,21 +445,19 @@ void LaunchCol2Im(cudaStream_t stream, int n, const Window2d& window, const floa
   }
 }
 
-void LaunchMaxPoolForward(cudaStream_t stream, int n, const Window2d& window, const float* x,
-                          float* y, int32_t* argmax) {
+void LaunchMaxPoolForward(cudaStream_t stream, int n, const Window2d& window, const float* x, float* y,
+                          int32_t* argmax) {
   const int64_t total = static_cast<int64_t>(n) * window.channels * window.col_cols();
   if (total > 0) {
-    MaxPoolForwardKernel<<<Blocks(total), kThreads, 0, stream>>>(total, GeometryOf(window), x, y,
-                                                                  argmax);
+    MaxPoolForwardKernel<<<Blocks(total), kThreads, 0, stream>>>(total, GeometryOf(window), x, y, argmax);
   }
 }
 
-void LaunchMaxPoolBackward(cudaStream_t stream, int n, const Window2d& window,
-                           const int32_t* argmax, const float* dy, float* dx) {
+void LaunchMaxPoolBackward(cudaStream_t stream, int n, const Window2d& window, const int32_t* argmax, const float* dy,
+                           float* dx) {
   const int64_t total = n * window.image_elements();
   if (total > 0) {
-    MaxPoolBackwardKernel<<<Blocks(total), kThreads, 0, stream>>>(total, GeometryOf(window),
-                                                                   argmax, dy, dx);
+    MaxPoolBackwardKernel<<<Blocks(total), kThreads, 0, stream>>>(total, GeometryOf(window), argmax, dy, dx);
   }
 }
 

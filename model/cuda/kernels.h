@@ -30,35 +30,31 @@ void LaunchFill(cudaStream_t stream, int64_t n, float value, float* x);
 // x = beta * x, or 0 when beta == 0 (old contents may be garbage): a GEMM with k == 0.
 void LaunchScale(cudaStream_t stream, int64_t n, float beta, float* x);
 void LaunchAddBias(cudaStream_t stream, int rows, int cols, const float* bias, float* x);
-void LaunchColumnSums(cudaStream_t stream, int rows, int cols, const float* x, float alpha,
-                      float beta, float* out);
+void LaunchColumnSums(cudaStream_t stream, int rows, int cols, const float* x, float alpha, float beta, float* out);
 void LaunchReluForward(cudaStream_t stream, int64_t n, const float* x, float* y);
-void LaunchReluBackward(cudaStream_t stream, int64_t n, const float* y, const float* dy,
-                        float* dx);
+void LaunchReluBackward(cudaStream_t stream, int64_t n, const float* y, const float* dy, float* dx);
 // Writes the sums over all rows into *sums (device memory); dlogits may be null or equal logits.
-void LaunchSoftmaxCrossEntropy(cudaStream_t stream, int rows, int cols, const float* logits,
-                               const int32_t* labels, float grad_scale, float* dlogits,
-                               XentSums* sums);
+void LaunchSoftmaxCrossEntropy(cudaStream_t stream, int rows, int cols, const float* logits, const int32_t* labels,
+                               float grad_scale, float* dlogits, XentSums* sums);
 // Writes the loss sum and correct count over all n rows into *sums (device memory); dlogits may
 // be null or equal logits.
-void LaunchSigmoidCrossEntropy(cudaStream_t stream, int n, const float* logits,
-                               const float* labels, float grad_scale, float* dlogits,
-                               XentSums* sums);
+void LaunchSigmoidCrossEntropy(cudaStream_t stream, int n, const float* logits, const float* labels, float grad_scale,
+                               float* dlogits, XentSums* sums);
 void LaunchSigmoid(cudaStream_t stream, int64_t n, const float* x, float* y);
-void LaunchCsrMatMul(cudaStream_t stream, const CsrMatrix& a, int cols, const float* b,
-                     int b_stride, bool accumulate, float* c, int c_stride);
-void LaunchCopyMatrix(cudaStream_t stream, int rows, int cols, const float* src, int src_stride,
-                      float* dst, int dst_stride);
-void LaunchPairwiseDotsForward(cudaStream_t stream, int rows, int fields, int dim, const float* x,
-                               int stride, float* y);
-void LaunchPairwiseDotsBackward(cudaStream_t stream, int rows, int fields, int dim, const float* x,
-                                int stride, const float* dy, float* dx, int dx_stride);
+void LaunchCsrMatMul(cudaStream_t stream, const CsrMatrix& a, int cols, const float* b, int b_stride, bool accumulate,
+                     float* c, int c_stride);
+void LaunchCopyMatrix(cudaStream_t stream, int rows, int cols, const float* src, int src_stride, float* dst,
+                      int dst_stride);
+void LaunchPairwiseDotsForward(cudaStream_t stream, int rows, int fields, int dim, const float* x, int stride,
+                               float* y);
+void LaunchPairwiseDotsBackward(cudaStream_t stream, int rows, int fields, int dim, const float* x, int stride,
+                                const float* dy, float* dx, int dx_stride);
 void LaunchIm2Col(cudaStream_t stream, int n, const Window2d& window, const float* x, float* col);
 void LaunchCol2Im(cudaStream_t stream, int n, const Window2d& window, const float* col, float* x);
-void LaunchMaxPoolForward(cudaStream_t stream, int n, const Window2d& window, const float* x,
-                          float* y, int32_t* argmax);
-void LaunchMaxPoolBackward(cudaStream_t stream, int n, const Window2d& window,
-                           const int32_t* argmax, const float* dy, float* dx);
+void LaunchMaxPoolForward(cudaStream_t stream, int n, const Window2d& window, const float* x, float* y,
+                          int32_t* argmax);
+void LaunchMaxPoolBackward(cudaStream_t stream, int n, const Window2d& window, const int32_t* argmax, const float* dy,
+                           float* dx);
 
 }  // namespace cuda
 }  // namespace model

@@ -8,8 +8,7 @@ namespace pstrain {
 namespace model {
 
 absl::StatusOr<std::unique_ptr<Backend>> NewCudaBackend(const CudaOptions& options) {
-  return absl::FailedPreconditionError(
-      "this build has no CUDA backend (configure with -DPSTRAIN_CUDA=ON)");
+  return absl::FailedPreconditionError("this build has no CUDA backend (configure with -DPSTRAIN_CUDA=ON)");
 }
 
 int CudaDeviceCount() { return 0; }

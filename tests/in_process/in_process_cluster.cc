@@ -26,8 +26,7 @@ std::vector<int> LiveWorkers(const ClusterView& view) {
 
 absl::StatusOr<std::unique_ptr<InProcessCluster>> InProcessCluster::Create(JobSpec job,
                                                                            std::vector<model::ParamSpec> params,
-                                                                           int64_t train_samples,
-                                                                           int64_t test_samples,
+                                                                           int64_t train_samples, int64_t test_samples,
                                                                            const std::vector<std::string>& averaged) {
   ApplyJobDefaults(&job);
   RETURN_IF_ERROR(ValidateJobSpec(job));

@@ -41,8 +41,8 @@ class InProcessCluster {
   // num_workers say how many roles the scheduler waits for. The params named in `averaged` are
   // averaged tensors (TensorSpec.averaged in the shard map).
   static absl::StatusOr<std::unique_ptr<InProcessCluster>> Create(JobSpec job, std::vector<model::ParamSpec> params,
-                                                                 int64_t train_samples, int64_t test_samples,
-                                                                 const std::vector<std::string>& averaged = {});
+                                                                  int64_t train_samples, int64_t test_samples,
+                                                                  const std::vector<std::string>& averaged = {});
   ~InProcessCluster();
 
   // Registers every server and num_workers workers (ranks 0..W-1), creates the stores from the

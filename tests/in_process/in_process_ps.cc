@@ -180,7 +180,8 @@ void InProcessPs::PushAsync(int server, const OutgoingPush* request, PushRespons
   call->finish = [call = call.get(), response]() { *response = call->push_answer; };
   Start(CallInfo{"Push", server, &call->push, nullptr}, call, [this, server, call]() {
     const server::InMemoryPush push(call->push, call->push_values);
-    stores_[server]->Push(push.decoded(), &call->push_answer, [this, call](absl::Status s) { End(call, std::move(s)); });
+    stores_[server]->Push(push.decoded(), &call->push_answer,
+                          [this, call](absl::Status s) { End(call, std::move(s)); });
   });
 }
 

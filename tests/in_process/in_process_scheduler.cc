@@ -46,8 +46,8 @@ void InProcessScheduler::After() {
   if (after_call) after_call();
 }
 
-absl::StatusOr<RegisterResponse> InProcessScheduler::Register(Role role, const std::string& address,
-                                                              absl::Duration, const LocalEndpoint& local) {
+absl::StatusOr<RegisterResponse> InProcessScheduler::Register(Role role, const std::string& address, absl::Duration,
+                                                              const LocalEndpoint& local) {
   RETURN_IF_ERROR(Enter("Register"));
   RegisterRequest request;
   request.set_role(role);
@@ -83,8 +83,8 @@ absl::StatusOr<ClusterView> InProcessScheduler::GetClusterView() {
   return view;
 }
 
-absl::Status InProcessScheduler::Barrier(const std::string& name, BarrierRequest::Participants who, Role role,
-                                         int rank, absl::Duration timeout) {
+absl::Status InProcessScheduler::Barrier(const std::string& name, BarrierRequest::Participants who, Role role, int rank,
+                                         absl::Duration timeout) {
   RETURN_IF_ERROR(Enter("Barrier"));
   BarrierRequest request;
   request.set_name(name);
@@ -100,8 +100,8 @@ absl::Status InProcessScheduler::Barrier(const std::string& name, BarrierRequest
     answered.Notify();
   });
   if (!answered.WaitForNotificationWithTimeout(timeout)) {
-    return absl::DeadlineExceededError(absl::StrCat("barrier '", name, "' not released within ",
-                                                    absl::FormatDuration(timeout)));
+    return absl::DeadlineExceededError(
+        absl::StrCat("barrier '", name, "' not released within ", absl::FormatDuration(timeout)));
   }
   After();
   absl::MutexLock lock(&mu);

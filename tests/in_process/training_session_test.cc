@@ -42,7 +42,9 @@ float SampleGradient(int64_t i, int k) { return static_cast<float>((i * 7 + k) %
 
 // Sparse jobs (SparseJob): the keys sample i touches in table 0, and the batch's sorted unique
 // keys with, per key, the mean over the batch of SampleGradient of the samples that touch it.
-std::vector<uint64_t> SampleKeys(int64_t i) { return {static_cast<uint64_t>(i % 5), static_cast<uint64_t>(10 + i % 3)}; }
+std::vector<uint64_t> SampleKeys(int64_t i) {
+  return {static_cast<uint64_t>(i % 5), static_cast<uint64_t>(10 + i % 3)};
+}
 
 std::vector<uint64_t> BatchKeys(absl::Span<const int64_t> samples) {
   std::vector<uint64_t> keys;
@@ -59,7 +61,7 @@ struct Driven {
   absl::Status status;
   int64_t applied = 0;
   int64_t recomputed = 0;
-  std::vector<size_t> batch_sizes;                     // of every kTrain work, in order
+  std::vector<size_t> batch_sizes;                      // of every kTrain work, in order
   std::map<int, std::vector<int64_t>> applied_samples;  // by epoch, samples of applied steps
   bool left = false;
 };
@@ -450,8 +452,7 @@ TEST(TrainingSessionTest, StepRefusedByAMembershipChangeIsRecomputedUnderTheNewV
 // Server 0 takes worker 0's first push (or part) of step 3, but the worker hears "connection
 // reset" (`when`: as the server answers, or at once). `pushes` counts worker 0's pushes of step 3
 // to server 0.
-void ResetWorker0sFirstPushOfStep3(InProcessCluster& cluster, InProcessPs::Fault::When when,
-                                   std::atomic<int>* pushes) {
+void ResetWorker0sFirstPushOfStep3(InProcessCluster& cluster, InProcessPs::Fault::When when, std::atomic<int>* pushes) {
   cluster.ps().set_fault_rule([when, pushes](const InProcessPs::CallInfo& call) -> std::optional<InProcessPs::Fault> {
     if (call.push == nullptr || call.server != 0 || call.push->worker_rank() != 0 || call.push->step() != 3) {
       return std::nullopt;
@@ -675,7 +676,7 @@ TEST(TrainingSessionTest, GradientClippingLeavesAveragedTensorsOutOfTheNormAndUn
   ASSERT_TRUE(session->Next(&work).ok());
   ASSERT_EQ(work.kind, Work::kTrain);
   const std::vector<float> before = cluster.ServerWeights();
-  EXPECT_EQ(before[6], 0.0f);  // "b" starts at zeros
+  EXPECT_EQ(before[6], 0.0f);                 // "b" starts at zeros
   ASSERT_EQ(*session->BeginStep(), nullptr);  // clipping turns overlap off
   // "w": norm 5, clipped to 2.5; "b": local values -100 and 40 (pulled 0), far longer.
   const std::vector<float> grad = {3, 4, 0, 0, 0, 0, 100, -40};

@@ -52,8 +52,7 @@ int main(int argc, char** argv) {
     std::cerr << "pstrain-ctl: --timeout_s: got " << FLAGS_timeout_s << ", expected > 0\n";
     return 2;
   }
-  std::shared_ptr<const pstrain::TransportSecurity> security =
-      pstrain::TransportSecurityFromFlagsOrExit("pstrain-ctl");
+  std::shared_ptr<const pstrain::TransportSecurity> security = pstrain::TransportSecurityFromFlagsOrExit("pstrain-ctl");
   absl::StatusOr<std::unique_ptr<pstrain::SchedulerClient>> client =
       pstrain::SchedulerClient::Create(FLAGS_scheduler, absl::Seconds(FLAGS_timeout_s), security);
   if (!client.ok()) {
