@@ -31,6 +31,8 @@ test_packages=(
   prometheus chromium
   # The fuzz targets (fuzz/, scripts/fuzz.sh): clang with libFuzzer and the sanitizer runtimes.
   clang libclang-rt-14-dev
+  # The lint tests (docs/testing.md): clang's thread-safety analysis (clang, above) and the format.
+  clang-format
 )
 
 usage="usage: $0 [demo|all]  (default: all)"
