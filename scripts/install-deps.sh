@@ -31,8 +31,9 @@ test_packages=(
   prometheus chromium
   # The fuzz targets (fuzz/, scripts/fuzz.sh): clang with libFuzzer and the sanitizer runtimes.
   clang libclang-rt-14-dev
-  # The lint tests (docs/testing.md): clang's thread-safety analysis (clang, above) and the format.
-  clang-format
+  # The lint tests (docs/testing.md): clang's thread-safety analysis (clang, above), the format,
+  # and the Python package's type hints.
+  clang-format mypy
 )
 
 usage="usage: $0 [demo|all]  (default: all)"

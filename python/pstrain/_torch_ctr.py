@@ -10,7 +10,7 @@ is a run of consecutive records, read forward in one streaming pass per epoch (a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import torch
@@ -93,7 +93,7 @@ class CtrDataset:
         return self.read(first, count)
 
 
-def _batch_of(r: dict) -> tuple[CtrBatch, torch.Tensor]:
+def _batch_of(r: dict[str, Any]) -> tuple[CtrBatch, torch.Tensor]:
     """A reader's dict of arrays (CtrReader.read, StreamReader.read) as (CtrBatch, labels)."""
     keys = [torch.from_numpy(k.view(np.int64)) for k in r["keys"]]
     offsets = [torch.from_numpy(o) for o in r["offsets"]]

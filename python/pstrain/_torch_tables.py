@@ -22,7 +22,7 @@ embedding_bags() looks up the bags of several EmbeddingBag modules in a single o
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Sequence, Union, cast
 
 import numpy as np
 import torch
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
     # A batch's keys: a torch.int64 tensor, or a NumPy uint64 or int64 array.
     Keys = Union[torch.Tensor, NDArray[np.uint64], NDArray[np.int64]]
+    # Keys on their way to the servers: a NumPy uint64 or int64 array (int64 taken bit for bit).
+    KeyArray = Union[NDArray[np.uint64], NDArray[np.int64]]
 
 __all__ = ["Embedding", "EmbeddingBag", "embedding_bags"]
 
@@ -77,7 +79,8 @@ class _TableModule(torch.nn.Module):
         self.admit = admit
         self.evict = evict
         self.row_dtype = row_dtype
-        self._binding = None  # _TableBinding, set by the Trainer
+        # Set by the Trainer (_TableBinding), or by load_export / serve_tables (_RowsBinding).
+        self._binding: _TableBinding | _RowsBinding | None = None
         self._table_id = -1
 
     def table_spec(self) -> dict[str, Any]:
@@ -88,12 +91,12 @@ class _TableModule(torch.nn.Module):
     def extra_repr(self) -> str:
         return f"table='{self.table}', dim={self.dim}"
 
-    def _what(self):
+    def _what(self) -> str:
         return f"{type(self).__name__} '{self.table}'"
 
-    def _keys(self, keys):
+    def _keys(self, keys: Keys) -> KeyArray:
         """The keys as a C-contiguous int64/uint64 NumPy array on the CPU (int64 taken bit for bit)."""
-        if torch.is_tensor(keys):
+        if isinstance(keys, torch.Tensor):  # torch.is_tensor, which mypy does not narrow by
             if keys.dtype != torch.int64:
                 raise InvalidArgumentError(
                     f"{self._what()}: keys are {keys.dtype}, expected torch.int64 (or a NumPy uint64 or int64 array)")
@@ -102,13 +105,14 @@ class _TableModule(torch.nn.Module):
             if keys.dtype not in (np.uint64, np.int64):
                 raise InvalidArgumentError(
                     f"{self._what()}: keys are a NumPy {keys.dtype} array, expected uint64 or int64")
-            return np.ascontiguousarray(keys)
+            # Of the same dtype (numpy's stub would widen a uint64-or-int64 array to any 64-bit integers).
+            return cast("KeyArray", np.ascontiguousarray(keys))
         raise InvalidArgumentError(
             f"{self._what()}: keys are a {type(keys).__name__}, expected a torch.int64 tensor or a NumPy uint64 or "
             "int64 array")
 
 
-def _lookup(modules, keys):
+def _lookup(modules: Sequence[_TableModule], keys: Sequence[KeyArray]) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """[(rows, index)] per module: the distinct rows of its keys (a NumPy array) as a (distinct
     keys x dim) tensor on the model's device, and for every key its row, shaped like the keys; all
     the modules' tables pulled in one round trip."""
@@ -118,6 +122,7 @@ def _lookup(modules, keys):
                 f"{m._what()} is not bound to a job: create the pstrain.torch.Trainer of its model first "
                 "(its rows live on the job's servers)")
     binding = modules[0]._binding
+    assert binding is not None  # every module's was checked above
     unique = [_core.unique_keys(k) for k in keys]
     rows = binding.pull(modules, [distinct for distinct, _ in unique])
     return [(r, torch.from_numpy(index).to(binding.device)) for r, (_, index) in zip(rows, unique)]
@@ -186,7 +191,9 @@ class EmbeddingBag(_TableModule):
         rows, index = _lookup([self], [keys])[0]
         return self._pool(rows, index, keys.shape, offsets, per_sample_weights)
 
-    def _inputs(self, keys, offsets, per_sample_weights):
+    def _inputs(self, keys: Keys, offsets: torch.Tensor | ArrayLike | None,
+                per_sample_weights: torch.Tensor | ArrayLike | None
+                ) -> tuple[KeyArray, torch.Tensor | None, torch.Tensor | None]:
         """The forward's inputs checked: keys as NumPy, offsets and weights as tensors (or None)."""
         what = self._what()
         keys = self._keys(keys)
@@ -197,7 +204,7 @@ class EmbeddingBag(_TableModule):
         else:
             if key_dims != 1:
                 raise InvalidArgumentError(f"{what}: {key_dims}-D keys with offsets, expected 1-D")
-            if not torch.is_tensor(offsets):
+            if not isinstance(offsets, torch.Tensor):
                 offsets = torch.as_tensor(offsets)
             if offsets.dtype not in (torch.int64, torch.int32) or offsets.ndim != 1:
                 raise InvalidArgumentError(
@@ -205,7 +212,7 @@ class EmbeddingBag(_TableModule):
         if per_sample_weights is not None:
             if self.mode != "sum":
                 raise InvalidArgumentError(f"{what}: per_sample_weights need mode 'sum', this bag's is '{self.mode}'")
-            if not torch.is_tensor(per_sample_weights):
+            if not isinstance(per_sample_weights, torch.Tensor):
                 per_sample_weights = torch.as_tensor(per_sample_weights)
             if not per_sample_weights.is_floating_point() or tuple(per_sample_weights.shape) != tuple(keys.shape):
                 raise InvalidArgumentError(
@@ -213,7 +220,8 @@ class EmbeddingBag(_TableModule):
                     f"expected floats shaped like the keys {list(keys.shape)}")
         return keys, offsets, per_sample_weights
 
-    def _pool(self, rows, index, shape, offsets, per_sample_weights):
+    def _pool(self, rows: torch.Tensor, index: torch.Tensor, shape: tuple[int, ...], offsets: torch.Tensor | None,
+              per_sample_weights: torch.Tensor | None) -> torch.Tensor:
         device = rows.device
         if offsets is not None:
             offsets = offsets.to(device=device, dtype=torch.int64)
@@ -254,7 +262,7 @@ class _TableBinding:
     trainer is doing (a training step, an evaluation, neither), so that lookups pull through the
     session at the right time and gradients land in the step they belong to."""
 
-    def __init__(self, session, modules, device):
+    def __init__(self, session: _core.Session, modules: list[tuple[str, _TableModule]], device: torch.device) -> None:
         self.session = session
         self.device = device
         self.modules = modules
@@ -276,17 +284,17 @@ class _TableBinding:
             module._table_id = ids[module.table]
         self.step = 0           # bumped for every training batch handed to the loop
         self.training = False   # a training step is under way (its rows may get gradients)
-        self.pulled = set()     # tables looked up in this training step
+        self.pulled: set[int] = set()  # tables looked up in this training step
 
-    def begin_step(self):
+    def begin_step(self) -> None:
         self.step += 1
         self.training = True
         self.pulled = set()
 
-    def end_step(self):
+    def end_step(self) -> None:
         self.training = False
 
-    def pull(self, modules, distincts):
+    def pull(self, modules: Sequence[_TableModule], distincts: list[KeyArray]) -> list[torch.Tensor]:
         """The rows of each module's `distinct` keys (pulled now, all in one round trip), as
         tensors on the device; with autograd on in a training step, their gradients go to the
         session's row gradients."""
@@ -321,7 +329,7 @@ class _TableBinding:
             out.append(rows)
         return out
 
-    def _gradient(self, module, table, step, grad):
+    def _gradient(self, module: _TableModule, table: int, step: int, grad: torch.Tensor) -> None:
         if step != self.step or not self.training:
             raise FailedPreconditionError(
                 f"{module._what()}: backward ran after its step ended (trainer.step was called before "
@@ -337,7 +345,8 @@ class _RowsBinding:
     `rows_of(table, distinct_keys)` -> (distinct keys x dim float32). Looked up as often as the
     caller likes."""
 
-    def __init__(self, modules, rows_of, tables, device, what):
+    def __init__(self, modules: list[_TableModule], rows_of: Callable[[str, KeyArray], ArrayLike],
+                 tables: dict[str, dict[str, Any]], device: torch.device, what: str) -> None:
         for module in modules:
             info = tables.get(module.table)
             if info is None:
@@ -352,7 +361,7 @@ class _RowsBinding:
         for module in modules:
             module._binding = self
 
-    def pull(self, modules, distincts):
+    def pull(self, modules: Sequence[_TableModule], distincts: list[KeyArray]) -> list[torch.Tensor]:
         return [torch.from_numpy(np.ascontiguousarray(self.rows_of(m.table, keys), dtype=np.float32)).to(self.device)
                 for m, keys in zip(modules, distincts)]
 
@@ -366,7 +375,7 @@ def bind_export_rows(model: torch.nn.Module, export: dict[str, Any], device: tor
     a row reads it, any other key its initial value, as on the servers."""
     tables = export["tables"]
 
-    def rows_of(table, keys):
+    def rows_of(table: str, keys: KeyArray) -> NDArray[np.float32]:
         t = tables[table]
         keys = np.ascontiguousarray(keys).view(np.uint64)
         at = np.searchsorted(t["keys"], keys)

@@ -48,7 +48,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from typing import Any, Callable, Iterator, Sized, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, Sized, Tuple, Union, cast
 
 import numpy as np
 import torch
@@ -56,11 +56,14 @@ import torch.nn.functional as F
 from torch.utils.data import TensorDataset, default_collate
 
 import pstrain
-from pstrain import FailedPreconditionError, InvalidArgumentError, Member, ScoreHistogram
+from pstrain import FailedPreconditionError, InvalidArgumentError, Member, ScoreHistogram, Session
 from pstrain._torch_ctr import CtrBatch, CtrDataset, CtrStream
 from pstrain._torch_tables import (Embedding, EmbeddingBag, _TableBinding, _TableModule, bind_export_rows,
                                    bind_served_rows, embedding_bags)
 from pstrain.model_file import read_model_file
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 __all__ = ["CtrBatch", "CtrDataset", "CtrStream", "Embedding", "EmbeddingBag", "EvaluateFn", "Trainer",
            "default_evaluate", "embedding_bags", "load_export", "load_state_dict", "serve_tables"]
@@ -120,7 +123,7 @@ def serve_tables(model: torch.nn.Module, client: Any, device: str | torch.device
     bind_served_rows(model, client, torch.device(device))
 
 
-def _to_device(batch, device):
+def _to_device(batch: Any, device: torch.device) -> Any:
     """`batch` with its tensors (in tuples, lists and dicts, as collate functions build them, or a
     CtrBatch) on `device`; unchanged on the CPU."""
     if device.type == "cpu":
@@ -138,14 +141,16 @@ class _Batches:
     """Gathers a batch of a map-style dataset by sample indices (a dataset with a batch(indices)
     method, such as CtrDataset, builds whole batches itself)."""
 
-    def __init__(self, dataset, collate_fn):
-        self.dataset = dataset
+    def __init__(self, dataset: Sized | CtrStream, collate_fn: Callable[[list[Any]], Any] | None) -> None:
+        self.dataset: Any = dataset  # indexed as a map-style dataset: dataset[i], __getitems__
         self.collate_fn = collate_fn or default_collate
-        self.tensors = dataset.tensors if isinstance(dataset, TensorDataset) and collate_fn is None else None
+        self.tensors: tuple[torch.Tensor, ...] | None = (
+            dataset.tensors if isinstance(dataset, TensorDataset) and collate_fn is None else None)
         batch = getattr(dataset, "batch", None)
-        self.batches = batch if callable(batch) and collate_fn is None else None
+        self.batches: Callable[[Sequence[int] | NDArray[np.int64]], Any] | None = (
+            batch if callable(batch) and collate_fn is None else None)
 
-    def __call__(self, indices):
+    def __call__(self, indices: Sequence[int] | NDArray[np.int64]) -> Any:
         if self.batches is not None:
             return self.batches(indices)
         if self.tensors is not None:
@@ -182,12 +187,16 @@ class Trainer:
                  worker keeps its own. Integer buffers (num_batches_tracked) always stay local.
     """
 
+    # Declared here for mypy, which reads _stage_buffers before _install_hooks sets it: this step's
+    # averaged buffers are staged.
+    _buffers_staged: bool
+
     def __init__(self, model: torch.nn.Module, train_set: Sized | CtrStream, test_set: Sized | None = None, *,
                  scheduler: str | None = None, evaluate: EvaluateFn | None = None,
                  collate_fn: Callable[[list[Any]], Any] | None = None, eval_batch: int = 1000,
                  member: Member | None = None, buffers: str = "average") -> None:
         self.model = model
-        self.evaluate = evaluate or default_evaluate
+        self.evaluate: EvaluateFn = evaluate or default_evaluate
         self.eval_batch = eval_batch
         self._train = _Batches(train_set, collate_fn)
         self._test = _Batches(test_set, collate_fn) if test_set is not None else None
@@ -195,11 +204,11 @@ class Trainer:
         self.rank = self.member.rank
         self.left = False
         self.epoch = 0
-        self._pending = None
+        self._pending: int | None = None  # the samples of the batch the loop has, until its step
         self._labels: Any = None
         self._files: list[tuple[int, int]] = []
         if self.member.finished:
-            self.session = None
+            self.session: Session | None = None
             return
         job = self.member.job
         self.job = job
@@ -245,16 +254,19 @@ class Trainer:
         shapes = [list(t.shape) if t.dim() > 0 else [1] for _, t in tensors]
         initial = np.concatenate([t.detach().reshape(-1).cpu().numpy() for _, t in tensors]).astype(np.float32)
         # A stream's records are counted by the scheduler as its files arrive.
-        self.member.declare_model(names, shapes, initial, 0 if self._stream is not None else len(train_set),
+        self.member.declare_model(names, shapes, initial, 0 if isinstance(train_set, CtrStream) else len(train_set),
                                   len(test_set) if test_set is not None else 0,
                                   averaged=[name for name, _ in self._buffers],
                                   tables=[m.table_spec() for _, m in table_modules])
         self.view = self.member.start()
         self.job = self.member.job  # now with the job's tables (and overlap off if it has any)
-        self.session = self.member.new_session(names, shapes)
+        # The session of a worker in the job: what the loop's methods use (self.session is None for
+        # one that joined a finished job, which never gets to them).
+        self._session = self.member.new_session(names, shapes)
+        self.session = self._session
         if self._stream is not None:
-            self._stream.follow(self.session)
-        self._tables = _TableBinding(self.session, table_modules, self.device)
+            self._stream.follow(self._session)
+        self._tables = _TableBinding(self._session, table_modules, self.device)
         self._tensors = len(self._params) + len(self._buffers)
         self._alias_parameters()
         self._install_hooks()
@@ -262,10 +274,10 @@ class Trainer:
             signal.signal(signal.SIGTERM, lambda *_: self.member.request_leave())
 
     @staticmethod
-    def _table_modules(model):
+    def _table_modules(model: torch.nn.Module) -> list[tuple[str, _TableModule]]:
         """(name, module) of the model's table modules; a table belongs to one module."""
         modules = [(name, m) for name, m in model.named_modules() if isinstance(m, _TableModule)]
-        owner = {}
+        owner: dict[str, str] = {}
         for name, m in modules:
             if m.table in owner:
                 raise InvalidArgumentError(
@@ -276,13 +288,13 @@ class Trainer:
 
     # -- the parameters as views of the session's buffers ------------------------------------
 
-    def _alias_parameters(self):
+    def _alias_parameters(self) -> None:
         """CPU: parameters and .grad become views of the session's own buffers (no copies at all).
         CUDA: they become views of device buffers of the same layout, and the session's buffers
         (page-locked, so the copies are DMA) stage them: weights in after each update, gradients
         out before each push (per tensor as autograd finishes it, with overlap)."""
-        self._host_weights = torch.from_numpy(self.session.weights)
-        self._host_grad = torch.from_numpy(self.session.gradient)
+        self._host_weights = torch.from_numpy(self._session.weights)
+        self._host_grad = torch.from_numpy(self._session.gradient)
         if self.device.type == "cuda":
             for host in (self._host_weights, self._host_grad):
                 # 0 is cudaSuccess; unpinned memory still works, only slower.
@@ -294,8 +306,8 @@ class Trainer:
             self._grad_flat = self._host_grad
         self._device_weights = weights
         self._loaded_version = -1
-        self._views = []
-        self._offsets = []
+        self._views: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (parameter, weights, gradient)
+        self._offsets: list[int] = []
         offset = 0
         with torch.no_grad():
             for name, p in self._params:
@@ -313,10 +325,10 @@ class Trainer:
         self._offsets.append(offset)
         self._versions = [p._version for p, _, _ in self._views]
 
-    def _load_weights(self):
+    def _load_weights(self) -> None:
         """After the session wrote new weights: CUDA parameters are copied to the device, and the
         averaged buffers (every device) into the module."""
-        if self.session.weights_version == self._loaded_version:
+        if self._session.weights_version == self._loaded_version:
             return
         with torch.no_grad():
             if self.device.type == "cuda":
@@ -324,10 +336,10 @@ class Trainer:
             for t, (_, b) in enumerate(self._buffers, start=len(self._params)):
                 lo, hi = self._offsets[t], self._offsets[t + 1]
                 b.copy_(self._host_weights[lo:hi].view(b.shape))
-        self._loaded_version = self.session.weights_version
+        self._loaded_version = self._session.weights_version
         self._record_versions()
 
-    def _stage_buffers(self):
+    def _stage_buffers(self) -> None:
         """The averaged buffers' "gradients": (the value last pulled) - (this worker's value), which
         the servers' fixed SGD step of rate 1 turns into the weighted mean of the workers' values."""
         if self._buffers_staged:
@@ -339,14 +351,14 @@ class Trainer:
                 torch.sub(self._host_weights[lo:hi], b.detach().reshape(-1).cpu(), out=self._host_grad[lo:hi])
                 self._ready[t] = True
 
-    def _stage_gradients(self, first, end):
+    def _stage_gradients(self, first: int, end: int) -> None:
         """CUDA: copies the gradients of tensors [first, end) to the session's buffer (blocking)."""
         end = min(end, len(self._params))  # averaged buffers are staged by _stage_buffers
         if self.device.type == "cuda" and first < end:
             lo, hi = self._offsets[first], self._offsets[end]
             self._host_grad[lo:hi].copy_(self._grad_flat[lo:hi])
 
-    def _prepare_gradients(self):
+    def _prepare_gradients(self) -> None:
         """Zeroes the gradients and points every .grad at its part of the buffer again (a script's
         zero_grad(set_to_none=True) drops them)."""
         self._grad_flat.zero_()
@@ -354,7 +366,7 @@ class Trainer:
             if p.grad is None or p.grad.data_ptr() != g.data_ptr():
                 p.grad = g
 
-    def _check_untouched(self):
+    def _check_untouched(self) -> None:
         for (p, w, _), version in zip(self._views, self._versions):
             if p.data_ptr() != w.data_ptr():
                 name = self._name_of(p)
@@ -367,20 +379,20 @@ class Trainer:
                     f"parameter '{name}' was changed in place outside pstrain (a torch optimizer's step()?): "
                     "the servers apply the job's optimizer, so the script must not step one")
 
-    def _name_of(self, param):
+    def _name_of(self, param: torch.Tensor) -> str:
         for name, p in self._params:
             if p is param:
                 return name
         return "?"
 
-    def _record_versions(self):
+    def _record_versions(self) -> None:
         self._versions = [p._version for p, _, _ in self._views]
 
     # -- overlap: gradients pushed as autograd accumulates them ------------------------------
 
-    def _install_hooks(self):
+    def _install_hooks(self) -> None:
         self._overlapping = False
-        self._accumulators = []  # kept alive: a hook lives as long as its node
+        self._accumulators: list[Any] = []  # kept alive: a hook lives as long as its node
         self._ready = [False] * self._tensors
         self._watermark = self._tensors
         self._buffers_staged = False
@@ -391,7 +403,7 @@ class Trainer:
             accumulator.register_hook(lambda *_, t=t: self._gradient_ready(t))
             self._accumulators.append(accumulator)
 
-    def _gradient_ready(self, t):
+    def _gradient_ready(self, t: int) -> None:
         if not self._overlapping:
             return
         self._stage_buffers()  # backward has begun, so forward is done: the buffers are final
@@ -402,7 +414,7 @@ class Trainer:
         if self._watermark < high:
             # Tensors [watermark, high) are final: the pusher sends them while backward goes on.
             self._stage_gradients(self._watermark, high)
-            self.session.gradient_ready(self._watermark, high)
+            self._session.gradient_ready(self._watermark, high)
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -418,9 +430,9 @@ class Trainer:
             self.member.finish(e)
             raise
 
-    def _batches(self):
+    def _batches(self) -> Iterator[Any]:
         while True:
-            work = self.session.next()
+            work = self._session.next()
             if work.kind == "done":
                 self.left = work.left
                 self._load_weights()
@@ -445,25 +457,25 @@ class Trainer:
             self._ready = [False] * self._tensors
             self._watermark = self._tensors
             self._buffers_staged = False
-            self._overlapping = self.session.begin_step()
+            self._overlapping = self._session.begin_step()
             self._pending = len(work.samples)
             self._tables.begin_step()
             yield batch
             if self._pending is not None:
                 self._tables.end_step()
-                self.session.abandon_step()
+                self._session.abandon_step()
                 self._pending = None
                 raise FailedPreconditionError(
                     "the loop asked for the next batch without calling trainer.step(loss) for this one")
 
-    def _push_empty_step(self):
+    def _push_empty_step(self) -> None:
         """SYNC: this worker's slice of a short last global batch can be empty. It still takes
         part in the step (with no samples, so it weighs nothing), without bothering the loop."""
         self._prepare_gradients()
         self._host_grad.zero_()  # averaged buffers too: no samples, no vote
-        if self.session.begin_step():
-            self.session.gradient_ready(0, self._tensors)
-        self.session.end_step(0.0)
+        if self._session.begin_step():
+            self._session.gradient_ready(0, self._tensors)
+        self._session.end_step(0.0)
         self._record_versions()
 
     def step(self, loss: torch.Tensor | float, scores: Any = None, labels: Any = None) -> bool:
@@ -477,7 +489,8 @@ class Trainer:
         and on a data stream its progressive validation (AUC and log loss per file)."""
         if self._pending is None:
             raise FailedPreconditionError("trainer.step(loss) without a batch from the trainer's iterator")
-        predictions, truth = None, None
+        predictions: NDArray[np.float32] | None = None
+        truth: Any = None
         if scores is not None:
             truth = labels if labels is not None else self._labels
             if truth is None:
@@ -496,31 +509,31 @@ class Trainer:
         self._stage_buffers()
         if self._overlapping and self._watermark > 0:
             self._stage_gradients(0, self._watermark)
-            self.session.gradient_ready(0, self._watermark)  # unused parameters, and the end of backward
+            self._session.gradient_ready(0, self._watermark)  # unused parameters, and the end of backward
         elif not self._overlapping:
             self._stage_gradients(0, len(self._params))
         self._overlapping = False
-        loss_value = float(loss.detach()) if torch.is_tensor(loss) else float(loss)
+        loss_value = float(loss.detach()) if isinstance(loss, torch.Tensor) else float(loss)
         try:
             if predictions is None:
-                applied = self.session.end_step(loss_value * count)
+                applied = self._session.end_step(loss_value * count)
             else:
-                applied = self.session.end_step(loss_value * count, predictions, truth, self._files)
+                applied = self._session.end_step(loss_value * count, predictions, truth, self._files)
         except pstrain.Error as e:
             self.member.finish(e)  # see __iter__
             raise
         self._record_versions()
         return applied
 
-    def _evaluate(self, begin, end):
+    def _evaluate(self, begin: int, end: int) -> None:
         if self._test is None:
-            self.session.report_evaluation(0.0, 0, 0)
+            self._session.report_evaluation(0.0, 0, 0)
             return
         self._load_weights()
         was_training = self.model.training
         self.model.eval()
         loss_sum, correct = 0.0, 0
-        scores = None
+        scores: ScoreHistogram | None = None
         with torch.no_grad():
             for first in range(begin, end, self.eval_batch):
                 x, y = self._test(range(first, min(end, first + self.eval_batch)))
@@ -529,14 +542,16 @@ class Trainer:
                 if len(result) == 3:
                     if scores is None:
                         scores = ScoreHistogram()
-                    scores.add(_numpy(result[2]), _numpy(y))
+                    # (loss_sum, correct, probabilities): mypy does not narrow a tuple union by len().
+                    probabilities = cast(Tuple[float, int, Any], result)[2]
+                    scores.add(_numpy(probabilities), _numpy(y))
                 loss_sum += float(result[0])
                 correct += int(result[1])
         self.model.train(was_training)
         # With scores, the samples are the predictions made: a text file's skipped bad records
         # (bad_records=skip) are records of the range but no samples, as for --model=ctr.
-        self.session.report_evaluation(loss_sum, correct, scores.count if scores is not None else end - begin,
-                                       scores=scores)
+        self._session.report_evaluation(loss_sum, correct, scores.count if scores is not None else end - begin,
+                                        scores=scores)
         self._record_versions()
 
     def state_dict(self) -> dict[str, torch.Tensor]:
@@ -546,7 +561,7 @@ class Trainer:
 
 
 
-def _numpy(values):
+def _numpy(values: Any) -> NDArray[np.float64]:
     """A tensor or array of numbers as a float64 NumPy vector (for the score histogram)."""
     if torch.is_tensor(values):
         values = values.detach().to("cpu", torch.float64).numpy()
