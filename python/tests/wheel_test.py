@@ -146,7 +146,8 @@ class WheelTest(unittest.TestCase):
         self.assertNotIn("missing library stubs or py.typed marker", out)
         self.assertIn('typed.py:5: error: Argument "scheduler" to "join" has incompatible type "int"', out)
         self.assertRegex(out, r'typed.py:6: note: Revealed type is "def \(self: pstrain.torch.Trainer, loss: '
-                              r'Union\[torch._tensor.Tensor, builtins.float\]\) -> builtins.bool"')
+                              r'Union\[torch._tensor.Tensor, builtins.float\], scores: Any =, labels: Any =\) '
+                              r'-> builtins.bool"')
         self.assertIn("-> pstrain._core.Session", out)
         self.assertIn("Found 1 error in 1 file", out)
 
