@@ -17,10 +17,14 @@
     if (!pstrain_status_.ok()) return pstrain_status_; \
   } while (0)
 
+// `tmp` and `lhs` name and declare (`auto x`): they cannot take the parentheses that
+// bugprone-macro-parentheses asks for.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define PSTRAIN_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                                   \
   if (!tmp.ok()) return tmp.status();                  \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)
 
 #define ASSIGN_OR_RETURN(lhs, expr) \
   PSTRAIN_ASSIGN_OR_RETURN_IMPL_(PSTRAIN_CONCAT_(pstrain_statusor_, __LINE__), lhs, expr)

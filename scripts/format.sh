@@ -25,10 +25,24 @@ if [ "${1:-}" != "--check" ]; then
   exit 0
 fi
 
-# One clang-format for every file; then a diff for each it names.
+# One clang-format for every file; then a diff for each it names. A file it cannot read, or a
+# failure with no file named (a bad .clang-format), fails the check too: it never passes by
+# reading nothing.
 count=$(echo "$files" | wc -l)
-unformatted=$( (echo "$files" | xargs clang-format --dry-run --Werror 2>&1 || true) |
+unreadable=$(for f in $files; do [ -r "$f" ] || echo "$f"; done)
+if [ -n "$unreadable" ]; then
+  echo "format.sh: tracked sources that cannot be read:" $unreadable >&2
+  exit 1
+fi
+status=0
+report=$(echo "$files" | xargs clang-format --dry-run --Werror 2>&1) || status=$?
+unformatted=$(echo "$report" |
   sed -n 's/^\([^:]*\):[0-9]*:[0-9]*: error: code should be clang-formatted.*/\1/p' | sort -u)
+if [ "$status" != 0 ] && [ -z "$unformatted" ]; then
+  echo "format.sh: clang-format failed (exit $status) without naming an unformatted file:" >&2
+  echo "$report" | head -20 >&2 || true
+  exit 1
+fi
 bad=0
 for f in $unformatted; do
   bad=$((bad + 1))

@@ -32,8 +32,8 @@ test_packages=(
   # The fuzz targets (fuzz/, scripts/fuzz.sh): clang with libFuzzer and the sanitizer runtimes.
   clang libclang-rt-14-dev
   # The lint tests (docs/testing.md): clang's thread-safety analysis (clang, above), the format,
-  # and the Python package's type hints.
-  clang-format mypy
+  # and the Python package's type hints; clang-tidy for scripts/clang_tidy.py.
+  clang-format mypy clang-tidy
 )
 
 usage="usage: $0 [demo|all]  (default: all)"

@@ -19,43 +19,23 @@ Exits 0 when there is none, 1 when there is a finding or a source fails to parse
 
 import argparse
 import concurrent.futures
-import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
 import time
 
-# GCC options clang does not know; dropped from the build's commands.
-GCC_ONLY = re.compile(r"^-(fno-fat-lto-objects|flto=auto|fconcepts-diagnostics-depth=.*|"
-                      r"Wno-maybe-uninitialized|Wno-stringop-.*|Wno-class-memaccess|"
-                      r"Wno-dangling-reference|Wno-array-bounds|fdiagnostics-color=.*)$")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compile_db import CompileDbError, clang_arguments, load_units, source_of  # noqa: E402
 
 # What the analysis adds. -Wno-everything first, so that only the lock rules can fail the pass.
 ANALYSIS = ["-fsyntax-only", "-Wno-everything", "-Wthread-safety", "-Werror=thread-safety"]
 
 
-def clang_command(entry, root, clang):
-    """The entry's command with clang++ in place of the compiler, made syntax-only."""
-    args = entry.get("arguments") or shlex.split(entry["command"])
-    # A compiler launcher (ccache) comes first; the compiler is the first word that is not one.
-    while args and os.path.basename(args[0]) in ("ccache", "sccache", "distcc"):
-        args = args[1:]
-    out = [clang]
-    skip_next = False
-    for arg in args[1:]:
-        if skip_next:
-            skip_next = False
-            continue
-        if arg in ("-o", "-MF", "-MT", "-MQ"):
-            skip_next = True
-            continue
-        if arg in ("-c", "-MD", "-MMD") or GCC_ONLY.match(arg):
-            continue
-        out.append(arg)
-    return out + ANALYSIS
+def clang_command(entry, clang):
+    """The entry's command for clang, made a syntax-only run of the analysis."""
+    return clang_arguments(entry, clang) + ANALYSIS
 
 
 # A source the analysis must refuse (a guarded member read without its lock), checked first.
@@ -64,24 +44,12 @@ CANARY = os.path.join("tests", "lint", "guarded_member_without_lock.cc")
 
 def canary_fails(entry, root, clang):
     """Whether the analysis, with this build's flags, refuses the canary as it should."""
-    source = os.path.normpath(os.path.join(entry["directory"], entry["file"]))
+    source = source_of(entry)
     command = [os.path.join(root, CANARY) if os.path.normpath(os.path.join(entry["directory"], a))
-               == source else a for a in clang_command(entry, root, clang)]
+               == source else a for a in clang_command(entry, clang)]
     run = subprocess.run(command, cwd=entry["directory"], stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
     return run.returncode != 0 and "requires holding mutex" in run.stdout, run.stdout
-
-
-def wanted(path, root, tests):
-    """A source of the repository, not generated and not CUDA; a test's only with `tests`."""
-    if not path.startswith(root + os.sep):
-        return False
-    rel = os.path.relpath(path, root)
-    if rel.startswith("build") or rel.endswith((".pb.cc", ".cu")) or not rel.endswith(".cc"):
-        return False
-    is_test = (re.search(r"_test(_[a-z_]+)?\.cc$|_test_util\.cc$", rel) is not None
-               or rel.split(os.sep)[0] in ("tests", "bench", "fuzz"))
-    return tests or not is_test
 
 
 def main():
@@ -96,23 +64,11 @@ def main():
     if clang is None:
         print("thread_safety.py: SKIP: needs clang++ (package clang; scripts/install-deps.sh)")
         return 77
-    db_path = os.path.join(opts.build_dir, "compile_commands.json")
-    try:
-        with open(db_path) as f:
-            db = json.load(f)
-    except (OSError, ValueError) as e:
-        print(f"thread_safety.py: cannot read {db_path}: {e} (configure the build first)",
-              file=sys.stderr)
-        return 2
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    only = re.compile(opts.only) if opts.only else None
-    units = {}
-    for entry in db:
-        path = os.path.normpath(os.path.join(entry["directory"], entry["file"]))
-        if wanted(path, root, opts.tests) and (only is None or only.search(path)):
-            units[path] = entry  # One command per source (a source built twice is checked once).
-    if not units:
-        print(f"thread_safety.py: no source of {root} in {db_path}", file=sys.stderr)
+    try:
+        units = load_units(opts.build_dir, root, opts.tests, opts.only)
+    except CompileDbError as e:
+        print(f"thread_safety.py: {e}", file=sys.stderr)
         return 2
 
     refused, output = canary_fails(next(iter(units.values())), root, clang)
@@ -124,7 +80,7 @@ def main():
 
     def check(item):
         path, entry = item
-        run = subprocess.run(clang_command(entry, root, clang), cwd=entry["directory"],
+        run = subprocess.run(clang_command(entry, clang), cwd=entry["directory"],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         return path, run.returncode, run.stdout
 

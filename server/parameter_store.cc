@@ -254,6 +254,8 @@ void ParameterStore::Pull(const DecodedPull& pull, PullAnswer answer, Done done)
                  /*push_resp=*/nullptr, std::move(ask));
     }
   }
+  // `done` was moved only where the status stayed OK.
+  // NOLINTNEXTLINE(bugprone-use-after-move)
   if (!status.ok()) out.push_back({std::move(done), std::move(status)});
   Run(&out);
 }
@@ -287,6 +289,7 @@ void ParameterStore::Push(const DecodedPush& push, PushResponse* resp, Done done
     due.swap(due_checkpoint_);
     rollbacks = rollbacks_.load();
   }
+  // NOLINTNEXTLINE(bugprone-use-after-move): moved only where handed_on is set
   if (!handed_on) out.push_back({std::move(done), std::move(status)});
   Run(&out);
   if (due) WriteCheckpointFile(*due, rollbacks);
@@ -318,6 +321,8 @@ void ParameterStore::PushPull(const DecodedPush& push, PullAnswer answer, Done d
     due.swap(due_checkpoint_);
     rollbacks = rollbacks_.load();
   }
+  // `done` was moved only where the status stayed OK.
+  // NOLINTNEXTLINE(bugprone-use-after-move)
   if (!status.ok()) out.push_back({std::move(done), std::move(status)});
   Run(&out);
   if (due) WriteCheckpointFile(*due, rollbacks);

@@ -260,10 +260,7 @@ class Trainer:
                                   tables=[m.table_spec() for _, m in table_modules])
         self.view = self.member.start()
         self.job = self.member.job  # now with the job's tables (and overlap off if it has any)
-        # The session of a worker in the job: what the loop's methods use (self.session is None for
-        # one that joined a finished job, which never gets to them).
-        self._session = self.member.new_session(names, shapes)
-        self.session = self._session
+        self.session = self.member.new_session(names, shapes)
         if self._stream is not None:
             self._stream.follow(self._session)
         self._tables = _TableBinding(self._session, table_modules, self.device)
@@ -272,6 +269,13 @@ class Trainer:
         self._install_hooks()
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, lambda *_: self.member.request_leave())
+
+    @property
+    def _session(self) -> Session:
+        """The session, for the methods that run only in a worker in the job (self.session is None
+        for one that joined a finished job, which never gets to them)."""
+        assert self.session is not None, "a worker that joined a finished job has no session"
+        return self.session
 
     @staticmethod
     def _table_modules(model: torch.nn.Module) -> list[tuple[str, _TableModule]]:

@@ -1,0 +1,82 @@
+"""The build's compile commands (compile_commands.json), rewritten for clang's checking tools.
+
+scripts/thread_safety.py and scripts/clang_tidy.py share it: both take the GCC build's own
+commands, so that what they check is compiled with the flags, defines and include paths the
+build uses, and swap in clang's front end.
+
+    load_units(build_dir, root, tests=False, only=None) -> {source path: entry}
+    clang_arguments(entry, clang) -> [clang, flags..., source]: the entry's command for clang,
+        with no output, dependency file or GCC-only option
+"""
+
+import json
+import os
+import re
+import shlex
+
+# GCC options clang does not know; dropped from the build's commands.
+GCC_ONLY = re.compile(r"^-(fno-fat-lto-objects|flto=auto|fconcepts-diagnostics-depth=.*|"
+                      r"Wno-maybe-uninitialized|Wno-stringop-.*|Wno-class-memaccess|"
+                      r"Wno-dangling-reference|Wno-array-bounds|fdiagnostics-color=.*)$")
+
+
+class CompileDbError(Exception):
+    """The compile commands cannot be read, or name no source of the repository."""
+
+
+def source_of(entry):
+    """The absolute, normalized path of the entry's source."""
+    return os.path.normpath(os.path.join(entry["directory"], entry["file"]))
+
+
+def clang_arguments(entry, clang):
+    """The entry's command with `clang` in place of the compiler, making no output file."""
+    args = entry.get("arguments") or shlex.split(entry["command"])
+    # A compiler launcher (ccache) comes first; the compiler is the first word that is not one.
+    while args and os.path.basename(args[0]) in ("ccache", "sccache", "distcc"):
+        args = args[1:]
+    out = [clang]
+    skip_next = False
+    for arg in args[1:]:
+        if skip_next:
+            skip_next = False
+            continue
+        if arg in ("-o", "-MF", "-MT", "-MQ"):
+            skip_next = True
+            continue
+        if arg in ("-c", "-MD", "-MMD") or GCC_ONLY.match(arg):
+            continue
+        out.append(arg)
+    return out
+
+
+def wanted(path, root, tests):
+    """A source of the repository, not generated and not CUDA; a test's only with `tests`."""
+    if not path.startswith(root + os.sep):
+        return False
+    rel = os.path.relpath(path, root)
+    if rel.startswith("build") or rel.endswith((".pb.cc", ".cu")) or not rel.endswith(".cc"):
+        return False
+    is_test = (re.search(r"_test(_[a-z_]+)?\.cc$|_test_util\.cc$", rel) is not None
+               or rel.split(os.sep)[0] in ("tests", "bench", "fuzz"))
+    return tests or not is_test
+
+
+def load_units(build_dir, root, tests=False, only=None):
+    """Each product source of `root` in the build's commands (the tests' too with `tests`; only
+    those whose path matches the regex `only`), one command per source."""
+    db_path = os.path.join(build_dir, "compile_commands.json")
+    try:
+        with open(db_path) as f:
+            db = json.load(f)
+    except (OSError, ValueError) as e:
+        raise CompileDbError(f"cannot read {db_path}: {e} (configure the build first)")
+    pattern = re.compile(only) if only else None
+    units = {}
+    for entry in db:
+        path = source_of(entry)
+        if wanted(path, root, tests) and (pattern is None or pattern.search(path)):
+            units[path] = entry  # A source built twice is checked once.
+    if not units:
+        raise CompileDbError(f"no source of {root} in {db_path}")
+    return units
