@@ -67,7 +67,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/binary_init.h"
-#include "common/scheduler_client.h"
+#include "scheduler/client/scheduler_client.h"
 #include "common/status_macros.h"
 #include "launch/child_process.h"
 

@@ -2,7 +2,7 @@
 // payloads from 4 KiB to 64 MiB. Every benchmark starts its own server on 127.0.0.1:0 hosting the
 // echo service (bench/echo_service.h) and a ParameterServerService over a one-tensor store. The
 // parameter server is called the way workers call it, through worker::PsClient (raw tensor
-// payloads, common/tensor_wire.h; its default 2 TCP connections, which a whole push, one call a
+// payloads, transport/tensor_wire.h; its default 2 TCP connections, which a whole push, one call a
 // step, takes in turn), with the answer copied into a weights buffer as a worker installs it; the
 // echo baselines go through blocking protobuf stubs.
 //
@@ -19,7 +19,7 @@
 //             transport is judged against
 //   PushPullUnix  PushPull over a unix domain socket instead of TCP on 127.0.0.1
 //   PushPullTls   (1 MiB and up) PushPull with mutual TLS and a job token, as a secured job
-//             talks between hosts (common/transport_security.h): what encryption costs
+//             talks between hosts (transport/transport_security.h): what encryption costs
 //   PushPullUnixSecured   (1 MiB and up) PushPullUnix with the job's TLS credentials given, so
 //             gRPC's local credentials and the job token, as pstrain-launch's workers reach the
 //             servers on their own host: what same-host security costs
@@ -54,16 +54,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/notification.h"
-#include "common/grpc_status.h"
-#include "common/job_credentials.h"
+#include "transport/grpc_status.h"
+#include "transport/job_credentials.h"
 #include "common/malloc_tuning.h"
 #include "bench/bench_store.h"
 #include "bench/echo.grpc.pb.h"
 #include "bench/echo_service.h"
 #include "bench/socket_pingpong.h"
 #include "proto/ps.grpc.pb.h"
-#include "common/tensor_wire.h"
-#include "common/transport_security.h"
+#include "transport/tensor_wire.h"
+#include "transport/transport_security.h"
 #include "server/parameter_store.h"
 #include "server/ps_service.h"
 #include "worker/ps_client.h"

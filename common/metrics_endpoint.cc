@@ -8,7 +8,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/health.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/listen_error.h"

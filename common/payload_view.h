@@ -1,7 +1,7 @@
 // A view of tensor bytes as they arrived from the network: the runs of received buffers that
 // hold them, in order. The hot path hands these to their consumer (a server's gradient buffer, a
 // worker's weights) so that received values are copied exactly once, straight to where they
-// belong (common/tensor_wire.h makes them).
+// belong (transport/tensor_wire.h makes them).
 #ifndef PSTRAIN_COMMON_PAYLOAD_VIEW_H_
 #define PSTRAIN_COMMON_PAYLOAD_VIEW_H_
 

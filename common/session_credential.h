@@ -1,6 +1,6 @@
 // Session credentials: what binds a caller to the role and rank it registered as.
 //
-// The job's certificate and token (common/transport_security.h) say "a member of this job"; they
+// The job's certificate and token (transport/transport_security.h) say "a member of this job"; they
 // are the same for every role. A session credential says "server 1" or "worker 3, process X":
 // the scheduler issues one at Register (RegisterResponse.session_credential), signed with its own
 // Ed25519 key, and the role sends it as call metadata `pstrain-session` with every later call.

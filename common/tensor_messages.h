@@ -2,7 +2,7 @@
 // transport in them: a push to send whose values stay where the caller keeps them, and a push or
 // pull answer as received, whose values view into bytes that a transport keeps alive.
 //
-// common/tensor_wire.h encodes and decodes these for gRPC; an in-process transport (tests) fills
+// transport/tensor_wire.h encodes and decodes these for gRPC; an in-process transport (tests) fills
 // them from memory. Logic that includes only this header stays free of gRPC.
 #ifndef PSTRAIN_COMMON_TENSOR_MESSAGES_H_
 #define PSTRAIN_COMMON_TENSOR_MESSAGES_H_

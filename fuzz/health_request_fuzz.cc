@@ -1,4 +1,4 @@
-// The plaintext health port (common/health.h, HealthServer) on arbitrary request bytes, sent as one
+// The plaintext health port (transport/health.h, HealthServer) on arbitrary request bytes, sent as one
 // grpc.health.v1.Health/Check call to a real HealthServer of this process over loopback. What
 // parses the request there is gRPC's framing and the generated HealthCheckRequest parser, neither
 // ours (and gRPC's is not instrumented); what is ours is the listener's contract, checked for every
@@ -22,14 +22,14 @@
 
 #include "absl/synchronization/notification.h"
 #include "google/protobuf/stubs/logging.h"
-#include "common/health.h"
+#include "transport/health.h"
 #include "fuzz/fuzz_util.h"
 #include "glog/logging.h"
 #include "proto/health.grpc.pb.h"
 
 namespace {
 
-constexpr size_t kMaxRequestBytes = 512;  // common/health.cc
+constexpr size_t kMaxRequestBytes = 512;  // transport/health.cc
 
 struct Target {
   std::unique_ptr<pstrain::HealthServer> server;

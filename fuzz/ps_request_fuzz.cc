@@ -14,7 +14,7 @@
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/slice.h>
 
-#include "common/tensor_wire.h"
+#include "transport/tensor_wire.h"
 #include "fuzz/fuzz_util.h"
 #include "fuzz/small_store.h"
 #include "proto/ps.pb.h"

@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/tensor_wire.h"
+#include "transport/tensor_wire.h"
 #include "fuzz/fuzz_util.h"
 #include "fuzz/small_store.h"
 #include "model/model_file.h"

@@ -1,4 +1,4 @@
-// The hot path's wire codec (common/tensor_wire.h) on arbitrary bytes: every message a server or
+// The hot path's wire codec (transport/tensor_wire.h) on arbitrary bytes: every message a server or
 // worker receives goes through DecodePush, DecodePull or DecodeMessage before anything checks it.
 //
 // Input: byte 0 picks the slice size (1..256) the rest is cut into, since gRPC hands a message over
@@ -12,7 +12,7 @@
 #include <grpcpp/support/slice.h>
 
 #include "common/chunk_codec.h"
-#include "common/tensor_wire.h"
+#include "transport/tensor_wire.h"
 #include "fuzz/fuzz_util.h"
 #include "proto/ps.pb.h"
 

@@ -25,7 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/job_credentials.h"
+#include "transport/job_credentials.h"
 #include "common/status_macros.h"
 #include "launch/child_process.h"
 #include "launch/console.h"

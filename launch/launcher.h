@@ -33,7 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/transport_security.h"
+#include "transport/transport_security.h"
 #include "launch/status_source.h"
 
 namespace pstrain {
@@ -60,21 +60,21 @@ struct LaunchOptions {
   std::string device = "cpu";
   // Pass --tf32 to the workers.
   bool tf32 = false;
-  // How the job's channels are secured (common/transport_security.h), handed to every child as
+  // How the job's channels are secured (transport/transport_security.h), handed to every child as
   // flags (a worker_cmd: as PSTRAIN_TLS_CERT etc.). Each role gets its own certificate and key
-  // (common/peer_role.h: a worker's cannot register a server), from `tls_dir` when set, else from
+  // (transport/peer_role.h: a worker's cannot register a server), from `tls_dir` when set, else from
   // throwaway credentials the launcher makes for the job in its temporary folder
-  // (common/job_credentials.h: a CA, one certificate per role and a token, files 0600 in a 0700
+  // (transport/job_credentials.h: a CA, one certificate per role and a token, files 0600 in a 0700
   // folder), so that even a local job is closed to other users of the machine. `security` gives
   // --insecure, the server name and the reload interval; a certificate file in it (one
   // certificate for every role) is refused: INVALID_ARGUMENT saying to give `tls_dir`.
   TransportSecurityOptions security;
-  // A folder of the job's per-role credentials in common/job_credentials.h's layout (ca.pem,
+  // A folder of the job's per-role credentials in transport/job_credentials.h's layout (ca.pem,
   // token, scheduler.pem, scheduler-key.pem, server.pem, ...). Empty: throwaway ones.
   std::string tls_dir;
   // Servers also listen on a unix socket in a private folder inside the launcher's temporary
   // folder, and the workers (all on this host) dial it: with TLS, gRPC's local credentials
-  // instead of encryption, the job token and session checks unchanged (common/transport_security.h).
+  // instead of encryption, the job token and session checks unchanged (transport/transport_security.h).
   // False: loopback TCP only.
   bool unix_sockets = true;
   // When set, each worker slot runs `/bin/sh -c 'exec <worker_cmd>'` (a PyTorch script, say)

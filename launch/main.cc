@@ -21,7 +21,7 @@
 
 #include "common/binary_init.h"
 #include "common/job_flags.h"
-#include "common/security_flags.h"
+#include "transport/security_flags.h"
 #include "launch/launcher.h"
 
 DEFINE_string(bin_dir, "",

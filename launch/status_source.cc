@@ -5,7 +5,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_status.h"
+#include "transport/grpc_status.h"
 #include "proto/scheduler.grpc.pb.h"
 
 namespace pstrain {

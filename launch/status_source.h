@@ -7,7 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/transport_security.h"
+#include "transport/transport_security.h"
 #include "proto/scheduler.pb.h"
 
 namespace pstrain {

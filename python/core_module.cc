@@ -20,7 +20,7 @@
 #include "absl/time/time.h"
 #include "glog/logging.h"
 #include "common/job_spec.h"
-#include "common/transport_security.h"
+#include "transport/transport_security.h"
 #include "data/score_histogram.h"
 #include "python/ctr_bindings.h"
 #include "python/serving_bindings.h"

@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "common/transport_security.h"
+#include "transport/transport_security.h"
 #include "python/status_errors.h"
 #include "server/embedding_table.h"
 #include "serving/model_export.h"

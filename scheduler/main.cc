@@ -9,15 +9,15 @@
 #include <thread>
 
 #include "common/binary_init.h"
-#include "common/health_flags.h"
-#include "common/security_flags.h"
+#include "transport/health_flags.h"
+#include "transport/security_flags.h"
 #include "common/job_flags.h"
 #include "common/job_spec.h"
 #include "common/metrics.h"
 #include "common/metrics_endpoint.h"
 #include "common/metrics_flags.h"
 #include "common/stop_signals.h"
-#include "common/health.h"
+#include "transport/health.h"
 #include "glog/logging.h"
 #include "scheduler/scheduler_runner.h"
 

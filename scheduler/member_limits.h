@@ -33,7 +33,7 @@ namespace scheduler {
 
 // host:port, with room for a long DNS name (253 bytes) and a port.
 inline constexpr size_t kMaxAddressBytes = 300;
-// common/scheduler_client.cc makes "host:pid:random", well below this.
+// scheduler/client/scheduler_client.cc makes "host:pid:random", well below this.
 inline constexpr size_t kMaxInstanceIdBytes = 300;
 // A unix socket path (LocalEndpoint): the kernel's own limit is 108 bytes.
 inline constexpr size_t kMaxSocketPathBytes = 300;

@@ -17,7 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "common/file_io.h"
-#include "common/health.h"
+#include "transport/health.h"
 #include "common/job_spec.h"
 #include "common/malloc_tuning.h"
 #include "common/server_counts.h"
@@ -64,7 +64,7 @@ int64_t MaxRequestBytes(const JobSpec& job, const ShardMap& shard_map, int64_t m
 // request in full before it checks it against the receive limit, so without this bound 4 calls of
 // 256 MiB took the scheduler to 927 MB whatever the limit; past the quota gRPC resets calls
 // instead (RST_STREAM ENHANCE_YOUR_CALM, RESOURCE_EXHAUSTED at the client; members retry them,
-// common/scheduler_client.cc).
+// scheduler/client/scheduler_client.cc).
 size_t MemoryQuotaBytes(int64_t max_request_bytes) { return 2 * max_request_bytes + (16 << 20); }
 // Calls one connection may have open at once: a member parks a few (cluster view, barrier) and
 // makes one or two more; a connection with more is not a member's.

@@ -6,7 +6,7 @@
 //          -> listen (port_file) -> watchdog loop -> FINISHED/FAILED -> summary JSON
 //          -> grace period / linger -> shut down
 //
-// The port also serves gRPC health checking (common/health.h): SERVING from listening until the
+// The port also serves gRPC health checking (transport/health.h): SERVING from listening until the
 // job ends, NOT_SERVING after; so does the separate plaintext health port, if any (health_port),
 // which a probe can reach when the main port demands TLS. The final model, assembled from the servers' shards
 // (SubmitFinalShard), is checked (model::ParseModelFile) and written to the job's final_model_path
@@ -36,7 +36,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/metrics.h"
-#include "common/transport_security.h"
+#include "transport/transport_security.h"
 #include "proto/job.pb.h"
 
 namespace pstrain {
@@ -77,10 +77,10 @@ class SchedulerRunner {
     // orchestrator) learn the outcome: FINISHED lets them exit 0. Stop() cuts it short.
     absl::Duration linger = absl::ZeroDuration();
     // With health_port > 0, a plaintext listener on health_host:health_port serving only
-    // grpc.health.v1.Health, with the main port's status (common/health.h HealthServer). 0: none.
+    // grpc.health.v1.Health, with the main port's status (transport/health.h HealthServer). 0: none.
     std::string health_host = "0.0.0.0";
     int health_port = 0;
-    // How the listener is secured (common/transport_security.h); null: plaintext on loopback only.
+    // How the listener is secured (transport/transport_security.h); null: plaintext on loopback only.
     std::shared_ptr<const TransportSecurity> security;
     // External models (JobSpec.model "external"): the largest model file a worker may declare or
     // submit as the final model, in bytes (4 per float plus a little per tensor). A built-in

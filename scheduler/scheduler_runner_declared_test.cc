@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/scheduler_client.h"
+#include "scheduler/client/scheduler_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/model_file.h"

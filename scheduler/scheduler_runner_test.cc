@@ -23,7 +23,7 @@
 #include <httplib.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/session_metadata.h"
+#include "transport/session_metadata.h"
 #include "gtest/gtest.h"
 #include "proto/scheduler.grpc.pb.h"
 #include "scheduler/json_test_util.h"

@@ -6,9 +6,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "common/parsed_unary.h"
-#include "common/peer_role.h"
-#include "common/session_metadata.h"
+#include "transport/parsed_unary.h"
+#include "transport/peer_role.h"
+#include "transport/session_metadata.h"
 #include "glog/logging.h"
 
 namespace pstrain {
@@ -18,7 +18,7 @@ namespace {
 // The certificate role that may act as (or register as) `role`.
 CertRole CertRoleFor(Role role) { return role == SERVER ? CertRole::kServer : CertRole::kWorker; }
 
-// OK when the call's peer may act as `role` by its certificate (common/peer_role.h): a server's
+// OK when the call's peer may act as `role` by its certificate (transport/peer_role.h): a server's
 // certificate for a server, a worker's for a worker; always on a unix socket or plaintext.
 absl::Status CheckCertificateFor(const grpc::CallbackServerContext& ctx, Role role, absl::string_view what) {
   if (role != SERVER && role != WORKER) return absl::OkStatus();  // The core refuses any other role.

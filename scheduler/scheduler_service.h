@@ -13,7 +13,7 @@
 // Scale acts as the operator: no session (an operator does not register), and with TLS only an
 // operator's certificate (PERMISSION_DENIED otherwise, and nothing changes).
 //
-// Certificates (common/peer_role.h). With TLS, acting as a server (registering as one, its
+// Certificates (transport/peer_role.h). With TLS, acting as a server (registering as one, its
 // heartbeats, barriers, ReportCheckpoints, ReportSlowStep, ...) needs the job's server
 // certificate, and acting as a worker the worker certificate, besides the session: otherwise
 // PERMISSION_DENIED "Register as server: the peer's certificate is for role worker; a server
@@ -31,14 +31,14 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "common/session_gate.h"
+#include "transport/session_gate.h"
 #include "proto/scheduler.grpc.pb.h"
 #include "scheduler/scheduler.h"
 
 namespace pstrain {
 namespace scheduler {
 
-// Every method raw (common/parsed_unary.h): a request that does not parse is INVALID_ARGUMENT.
+// Every method raw (transport/parsed_unary.h): a request that does not parse is INVALID_ARGUMENT.
 using RawSchedulerBase = pstrain::Scheduler::WithRawCallbackMethod_Register<
     pstrain::Scheduler::WithRawCallbackMethod_GetClusterView<pstrain::Scheduler::WithRawCallbackMethod_Heartbeat<
         pstrain::Scheduler::WithRawCallbackMethod_Barrier<pstrain::Scheduler::WithRawCallbackMethod_LeaseWork<
@@ -59,7 +59,7 @@ class SchedulerService final : public RawSchedulerBase, public SessionGate {
   // `core` is borrowed; it must outlive the server this service is registered with.
   explicit SchedulerService(Scheduler* core) : core_(core) {}
 
-  // SessionGate, for the transport (common/session_gate.h): with TLS, a call of a method that acts
+  // SessionGate, for the transport (transport/session_gate.h): with TLS, a call of a method that acts
   // as a rank without a valid session credential (Scheduler::Authenticate) is refused before its
   // request is read. The handlers check the rank the request names.
   absl::Status Admit(absl::string_view method, absl::string_view credential, const Peer& peer) const override;

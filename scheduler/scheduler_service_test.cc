@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/job_spec.h"
-#include "common/session_metadata.h"
+#include "transport/session_metadata.h"
 #include "gtest/gtest.h"
 #include "scheduler/shard_map.h"
 

@@ -5,8 +5,8 @@
     scripts/gen-flags-doc.py --check BIN_DIR OUT.md    # exit 1 if OUT.md differs from the binaries
 
 Only pstrain's own flags are listed (those defined in this repository's sources), not glog's or
-gflags' built-in ones. Flags defined in a shared file (common/*_flags.cc) are listed once, under
-that file's heading, and each binary names the groups it takes.
+gflags' built-in ones. Flags defined in a shared file (a *_flags.cc of common/ or transport/) are
+listed once, under that file's heading, and each binary names the groups it takes.
 """
 import difflib
 import os
@@ -23,9 +23,9 @@ BINARIES = [
 # A shared flag file and the heading its group gets.
 GROUPS = {
     "common/job_flags.cc": "Job flags",
-    "common/security_flags.cc": "Security flags",
+    "transport/security_flags.cc": "Security flags",
     "common/metrics_flags.cc": "Metrics flags",
-    "common/health_flags.cc": "Health flags",
+    "transport/health_flags.cc": "Health flags",
 }
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -49,7 +49,7 @@ def read_flags(binary):
         f = {child.tag: (child.text or "") for child in flag}
         path = f["file"]
         # Sources are compiled with absolute paths; keep what follows the checkout's root.
-        for marker in ("/common/", "/server/", "/worker/", "/scheduler/", "/launch/", "/data/",
+        for marker in ("/common/", "/transport/", "/server/", "/worker/", "/scheduler/", "/launch/", "/data/",
                        "/model/", "/tools/", "/bench/", "/serving/"):
             i = path.rfind(marker)
             if i >= 0 and os.path.exists(os.path.join(REPO, path[i + 1:])):

@@ -1,11 +1,11 @@
 // The ParameterServer gRPC service (proto/ps.proto): a thin adapter from rpcs to a ParameterStore.
 //
 // Pull, Push and PushPull are served raw: the handler gets the received bytes and decodes them in
-// place with common/tensor_wire.h, so a gradient's values are copied once, from the received
+// place with transport/tensor_wire.h, so a gradient's values are copied once, from the received
 // slices into the store, and the weights of an answer once, from the store into a pooled buffer
 // that gRPC sends from. The bytes are the protobuf encoding of the messages all the same, so any
 // protobuf client can call them. FinishEpoch carries no tensor; it is raw only so that
-// a request that does not parse gets INVALID_ARGUMENT (common/parsed_unary.h).
+// a request that does not parse gets INVALID_ARGUMENT (transport/parsed_unary.h).
 //
 // Handlers never block: a request the store parks keeps its reactor open without a thread and is
 // finished by whichever thread releases it (see server/parameter_store.h). A client that cancels a
@@ -33,7 +33,7 @@
 // decoded: none, a forged one or a server's is UNAUTHENTICATED or PERMISSION_DENIED; and a
 // request naming another worker_rank than the credential's is PERMISSION_DENIED. Refused calls
 // reach no store. Without it (in-process tests of the service) callers are not checked.
-// With TLS the gate also asks for a worker certificate (common/peer_role.h): a call from any
+// With TLS the gate also asks for a worker certificate (transport/peer_role.h): a call from any
 // other role's certificate is PERMISSION_DENIED before its request is read, whatever session it
 // carries. On a unix socket (no certificate) the session alone decides. (The port's other
 // service, ShardTransfer, is admitted by its own ShardTransferService::Admit: the runner's gate
@@ -64,8 +64,8 @@
 
 #include "absl/time/time.h"
 #include "common/session_credential.h"
-#include "common/session_gate.h"
-#include "common/tensor_wire.h"
+#include "transport/session_gate.h"
+#include "transport/tensor_wire.h"
 #include "proto/ps.grpc.pb.h"
 #include "server/inflight_budget.h"
 #include "server/parameter_store.h"
@@ -145,7 +145,7 @@ class ParameterServerService final : public RawParameterServerBase, public Sessi
   // Checks every caller's session credential with `verifier` (see above), and pushes by `rules`.
   // REQUIRES: called at most once, before SetStore(s); rules.batch_size >= 1.
   void RequireSessions(std::unique_ptr<SessionVerifier> verifier, SessionRules rules);
-  // SessionGate, for the transport (common/session_gate.h): with TLS, a ParameterServer call
+  // SessionGate, for the transport (transport/session_gate.h): with TLS, a ParameterServer call
   // without a worker's valid session credential is refused before its request is read, once
   // sessions are required (before that, the handlers answer UNAVAILABLE anyway).
   absl::Status Admit(absl::string_view method, absl::string_view credential, const Peer& peer) const override;
@@ -163,7 +163,7 @@ class ParameterServerService final : public RawParameterServerBase, public Sessi
   // Raw: a PushRequest in, a PullResponse out.
   grpc::ServerUnaryReactor* PushPull(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* response) override;
-  // Raw too, parsed by common/parsed_unary.h: a request that does not parse is INVALID_ARGUMENT.
+  // Raw too, parsed by transport/parsed_unary.h: a request that does not parse is INVALID_ARGUMENT.
   grpc::ServerUnaryReactor* FinishEpoch(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
 

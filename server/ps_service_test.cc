@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/session_credential.h"
-#include "common/session_metadata.h"
+#include "transport/session_metadata.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

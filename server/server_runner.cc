@@ -22,7 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/barriers.h"
-#include "common/health.h"
+#include "transport/health.h"
 #include "common/host_id.h"
 #include "common/job_spec.h"
 #include "common/malloc_tuning.h"

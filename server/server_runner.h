@@ -31,7 +31,7 @@
 // copy's. A shard the scheduler refuses as malformed (INVALID_ARGUMENT, e.g. a non-finite weight)
 // fails the job; any other failure is tried again when the next answer asks again.
 //
-// Health (grpc.health.v1, common/health.h) on the same port, and on the separate plaintext health
+// Health (grpc.health.v1, transport/health.h) on the same port, and on the separate plaintext health
 // port if any (health_port, which a probe can reach when the main port demands TLS): NOT_SERVING
 // until the servers-ready barrier (registered, shard ready), SERVING while the job runs,
 // NOT_SERVING once it has ended.
@@ -59,7 +59,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/scheduler_client.h"
+#include "scheduler/client/scheduler_client.h"
 #include "proto/cluster.pb.h"
 #include "proto/scheduler.pb.h"
 #include "server/parameter_store.h"
@@ -93,7 +93,7 @@ class ServerRunner {
     // folder of its own only this user may enter), which workers on the same host dial instead of
     // TCP (LocalEndpoint, common/host_id.h). With TLS configured the socket uses local credentials
     // instead: no encryption, the job token and session checks unchanged
-    // (common/transport_security.h). Empty: TCP only. A folder that cannot take the socket is
+    // (transport/transport_security.h). Empty: TCP only. A folder that cannot take the socket is
     // logged and skipped, not an error.
     std::string unix_socket_dir;
     // Deadline of each ordinary scheduler rpc.
@@ -101,10 +101,10 @@ class ServerRunner {
     // Bound on each startup phase: registering, waiting for every role, the servers-ready barrier.
     absl::Duration startup_timeout = absl::Minutes(2);
     // With health_port > 0, a plaintext listener on health_host:health_port serving only
-    // grpc.health.v1.Health, with the main port's status (common/health.h HealthServer). 0: none.
+    // grpc.health.v1.Health, with the main port's status (transport/health.h HealthServer). 0: none.
     std::string health_host = "0.0.0.0";
     int health_port = 0;
-    // How the listener and the channel to the scheduler are secured (common/transport_security.h);
+    // How the listener and the channel to the scheduler are secured (transport/transport_security.h);
     // null: plaintext on loopback only.
     std::shared_ptr<const TransportSecurity> security;
     // Where the server's Prometheus series go (server/server_metrics.h); borrowed, must outlive

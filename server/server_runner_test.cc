@@ -22,7 +22,7 @@
 #include "gtest/gtest.h"
 #include "common/metrics.h"
 #include "common/metrics_endpoint.h"
-#include "common/session_metadata.h"
+#include "transport/session_metadata.h"
 #include "proto/ps.grpc.pb.h"
 #include "proto/scheduler.grpc.pb.h"
 #include "model/model_file.h"

@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "common/grpc_status.h"
-#include "common/session_metadata.h"
+#include "transport/grpc_status.h"
+#include "transport/session_metadata.h"
 #include "common/status_macros.h"
 #include "server/checkpoint_chain.h"
 #include "server/cut_part.h"

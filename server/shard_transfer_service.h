@@ -35,7 +35,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "common/peer_role.h"
+#include "transport/peer_role.h"
 #include "common/session_credential.h"
 #include "proto/cluster.pb.h"
 #include "proto/ps.grpc.pb.h"

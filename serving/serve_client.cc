@@ -5,7 +5,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_status.h"
+#include "transport/grpc_status.h"
 
 namespace pstrain::serving {
 namespace {

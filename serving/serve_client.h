@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "common/transport_security.h"
+#include "transport/transport_security.h"
 #include "proto/serving.grpc.pb.h"
 
 namespace pstrain::serving {

@@ -14,10 +14,10 @@
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "common/binary_init.h"
-#include "common/health_flags.h"
+#include "transport/health_flags.h"
 #include "common/metrics.h"
 #include "common/metrics_flags.h"
-#include "common/security_flags.h"
+#include "transport/security_flags.h"
 #include "common/stop_signals.h"
 #include "serving/serve_runner.h"
 

@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/health.h"
+#include "transport/health.h"
 #include "common/listen_error.h"
 #include "common/status_macros.h"
 #include "serving/checkpoint_follower.h"

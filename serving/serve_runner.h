@@ -1,5 +1,5 @@
 // pstrain-serve's process: the Serving listener (serving/serving_service.h), secured like every
-// role's (common/transport_security.h), and the loop that keeps the version it answers from
+// role's (transport/transport_security.h), and the loop that keeps the version it answers from
 // current.
 //
 // Where versions come from, one of:
@@ -22,7 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "common/transport_security.h"
+#include "transport/transport_security.h"
 #include "serving/serving_metrics.h"
 #include "serving/serving_service.h"
 

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/grpc_status.h"
+#include "transport/grpc_status.h"
 #include "common/status_macros.h"
 
 namespace pstrain::serving {

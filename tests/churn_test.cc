@@ -10,7 +10,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "common/scheduler_client.h"
+#include "scheduler/client/scheduler_client.h"
 #include "tests/cluster.h"
 #include "tests/process.h"
 

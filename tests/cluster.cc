@@ -7,7 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "tests/process.h"
 
-#include "common/scheduler_client.h"
+#include "scheduler/client/scheduler_client.h"
 #include "gtest/gtest.h"
 
 namespace pstrain::testing {

@@ -12,10 +12,10 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/job_credentials.h"
-#include "common/scheduler_client.h"
-#include "common/session_metadata.h"
-#include "common/transport_security.h"
+#include "transport/job_credentials.h"
+#include "scheduler/client/scheduler_client.h"
+#include "transport/session_metadata.h"
+#include "transport/transport_security.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/model_file.h"

@@ -12,9 +12,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/job_credentials.h"
-#include "common/scheduler_client.h"
-#include "common/transport_security.h"
+#include "transport/job_credentials.h"
+#include "scheduler/client/scheduler_client.h"
+#include "transport/transport_security.h"
 #include "gtest/gtest.h"
 #include "proto/health.grpc.pb.h"
 #include "tests/cluster.h"

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "common/job_credentials.h"
-#include "common/transport_security.h"
+#include "transport/job_credentials.h"
+#include "transport/transport_security.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/process.h"

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "common/scheduler_client.h"
-#include "common/transport_security.h"
+#include "scheduler/client/scheduler_client.h"
+#include "transport/transport_security.h"
 #include "proto/cluster.pb.h"
 #include "proto/ps.pb.h"
 #include "tests/process.h"

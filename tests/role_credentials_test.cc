@@ -1,4 +1,4 @@
-// Per-role credentials (common/peer_role.h) in a real secured job: scheduler, server and workers
+// Per-role credentials (transport/peer_role.h) in a real secured job: scheduler, server and workers
 // are processes on 127.0.0.1 with mutual TLS, the job token and each its own certificate. An
 // insider holding one role's files (the worker's, say, copied off a node) tries to act as
 // another role over TCP: the scheduler refuses it, and the job goes on and finishes as if nothing
@@ -18,12 +18,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/job_credentials.h"
-#include "common/scheduler_client.h"
-#include "common/transport_security.h"
+#include "transport/job_credentials.h"
+#include "scheduler/client/scheduler_client.h"
+#include "transport/transport_security.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "common/session_metadata.h"
+#include "transport/session_metadata.h"
 #include "proto/ps.grpc.pb.h"
 #include "proto/scheduler.grpc.pb.h"
 #include "tests/cluster.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "common/scheduler_client.h"
+#include "scheduler/client/scheduler_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/model_file.h"

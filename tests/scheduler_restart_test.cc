@@ -13,9 +13,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "common/job_credentials.h"
-#include "common/scheduler_client.h"
-#include "common/transport_security.h"
+#include "transport/job_credentials.h"
+#include "scheduler/client/scheduler_client.h"
+#include "transport/transport_security.h"
 #include "model/model_file.h"
 #include "tests/cluster.h"
 #include "tests/process.h"

@@ -19,12 +19,12 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/barriers.h"
-#include "common/grpc_status.h"
-#include "common/job_credentials.h"
-#include "common/scheduler_client.h"
+#include "transport/grpc_status.h"
+#include "transport/job_credentials.h"
+#include "scheduler/client/scheduler_client.h"
 #include "common/session_credential.h"
-#include "common/session_metadata.h"
-#include "common/transport_security.h"
+#include "transport/session_metadata.h"
+#include "transport/transport_security.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/ps.grpc.pb.h"
@@ -275,7 +275,7 @@ TEST_P(SecurityTest, OutsidersGetNowhereAndChangeNothing) {
     ExpectShutOut(*TransportSecurity::Loopback(), {grpc::StatusCode::UNAUTHENTICATED, grpc::StatusCode::UNAVAILABLE},
                   "");
     // No certificate is asked for on the socket: the folder keeps other users out
-    // (common_transport_security_test runs one as uid 65534), the token everyone else.
+    // (transport_transport_security_test runs one as uid 65534), the token everyone else.
   } else {
     // Plaintext: the TLS handshake never completes.
     ExpectShutOut(*TransportSecurity::Loopback(), {grpc::StatusCode::UNAVAILABLE}, "");

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "common/job_credentials.h"
-#include "common/transport_security.h"
+#include "transport/job_credentials.h"
+#include "transport/transport_security.h"
 #include "data/criteo_reader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -6,10 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/barriers.h"
-#include "common/health.h"
+#include "common/listen_error.h"
+#include "transport/health.h"
 #include "common/job_spec.h"
 #include "common/metrics_endpoint.h"
-#include "common/scheduler_client.h"
+#include "scheduler/client/scheduler_client.h"
 #include "common/status_macros.h"
 #include "model/build_fingerprint.h"
 #include "model/model_file.h"

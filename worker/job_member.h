@@ -34,7 +34,7 @@
 #include "absl/types/span.h"
 #include "common/http_server.h"
 #include "common/metrics.h"
-#include "common/transport_security.h"
+#include "transport/transport_security.h"
 #include "model/param_spec.h"
 #include "proto/cluster.pb.h"
 #include "proto/job.pb.h"
@@ -61,12 +61,12 @@ struct MemberOptions {
   // Set from another thread (SIGTERM) to leave the job gracefully; may be null, in which case
   // RequestLeave is the way to ask.
   const std::atomic<bool>* leave = nullptr;
-  // With health_port > 0, a gRPC health service (common/health.h) listens on
+  // With health_port > 0, a gRPC health service (transport/health.h) listens on
   // health_host:health_port: NOT_SERVING until the worker has registered, SERVING while it is in
   // the job, NOT_SERVING once it is done (Finish). 0: none.
   std::string health_host = "0.0.0.0";
   int health_port = 0;
-  // How the channels to the scheduler and the servers are secured (common/transport_security.h);
+  // How the channels to the scheduler and the servers are secured (transport/transport_security.h);
   // null: plaintext.
   std::shared_ptr<const TransportSecurity> security;
   // Where the worker's metrics (worker/worker_metrics.h) are registered, borrowed for the

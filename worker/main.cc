@@ -8,12 +8,12 @@
 #include <glog/logging.h>
 
 #include "common/binary_init.h"
-#include "common/health.h"
-#include "common/health_flags.h"
+#include "transport/health.h"
+#include "transport/health_flags.h"
 #include "common/metrics.h"
 #include "common/metrics_endpoint.h"
 #include "common/metrics_flags.h"
-#include "common/security_flags.h"
+#include "transport/security_flags.h"
 #include "common/stop_signals.h"
 #include "model/cpu_backend.h"
 #include "worker/worker_runner.h"

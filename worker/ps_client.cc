@@ -12,9 +12,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
-#include "common/grpc_status.h"
+#include "transport/grpc_status.h"
 #include "common/host_id.h"
-#include "common/session_metadata.h"
+#include "transport/session_metadata.h"
 
 namespace pstrain::worker {
 

@@ -14,7 +14,7 @@
 // whole push is one call a step, so it gains nothing.
 //
 // Backpressure: a tensor call that a server refuses with RESOURCE_EXHAUSTED and a retry hint
-// (trailing metadata kRetryAfterMsKey, common/grpc_status.h: the server holds too many bytes in
+// (trailing metadata kRetryAfterMsKey, transport/grpc_status.h: the server holds too many bytes in
 // flight) is sent again, the same bytes and so the same request id, after the hinted delay (at
 // most 1 s), up to 50 times and within the call's deadline; then the caller gets the
 // RESOURCE_EXHAUSTED. The server changed nothing when it refused, so the retry is safe. A
@@ -23,7 +23,7 @@
 // Traffic: with a TrafficMeter (set_traffic_meter), every request sent (each attempt) and every
 // answer decoded counts its serialized bytes there, and a push the bytes its compression saved.
 //
-// Tensors travel raw (common/tensor_wire.h): a push's values are sent from where the caller keeps
+// Tensors travel raw (transport/tensor_wire.h): a push's values are sent from where the caller keeps
 // them (OutgoingPush), without a copy, and an answer's values are left in the received bytes
 // (IncomingPull) for the caller to copy once, straight into its weights.
 #ifndef PSTRAIN_WORKER_PS_CLIENT_H_
@@ -44,8 +44,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/cluster.pb.h"
-#include "common/tensor_wire.h"
-#include "common/transport_security.h"
+#include "transport/tensor_wire.h"
+#include "transport/transport_security.h"
 #include "proto/ps.grpc.pb.h"
 #include "worker/ps_api.h"
 #include "worker/shard_routing.h"
@@ -70,7 +70,7 @@ class PsClient : public PsApi {
   // are negative or not ascending, or tcp_connections < 1. Every call gets `rpc_timeout` as
   // deadline. With `unix_sockets`, a server on this host (ServerInfo.local with this process's
   // common/host_id.h id) is dialled on its unix domain socket instead of TCP. `security` secures
-  // every channel (common/transport_security.h); null: plaintext. `session_credential`, the one
+  // every channel (transport/transport_security.h); null: plaintext. `session_credential`, the one
   // this worker's registration got (SchedulerClient::session_credential), goes with every call:
   // servers refuse calls without it, or acting as another worker (common/session_credential.h).
   static absl::StatusOr<std::unique_ptr<PsClient>> Create(const ClusterView& view, absl::Duration rpc_timeout,

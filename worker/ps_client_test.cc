@@ -17,7 +17,7 @@
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "common/grpc_status.h"
+#include "transport/grpc_status.h"
 #include "common/host_id.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

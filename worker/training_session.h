@@ -63,7 +63,7 @@
 #include "absl/types/span.h"
 #include "common/clock.h"
 #include "common/job_spec.h"
-#include "common/scheduler_api.h"
+#include "scheduler/client/scheduler_api.h"
 #include "data/assignment.h"
 #include "data/score_histogram.h"
 #include "model/model.h"

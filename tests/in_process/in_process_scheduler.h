@@ -1,4 +1,4 @@
-// SchedulerApi (common/scheduler_api.h) over a scheduler::Scheduler in this process: the scheduler
+// SchedulerApi (scheduler/client/scheduler_api.h) over a scheduler::Scheduler in this process: the scheduler
 // of a unit-test cluster, without sockets. Parked calls (WaitUntilRunning, Barrier) block the
 // caller until the core answers. A test can make calls fail before they reach the core (a lost
 // request) and learn of every call that did (to let the servers follow a membership change).
@@ -16,7 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "common/scheduler_api.h"
+#include "scheduler/client/scheduler_api.h"
 #include "scheduler/scheduler.h"
 
 namespace pstrain::in_process {

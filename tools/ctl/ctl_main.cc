@@ -22,8 +22,8 @@
 
 #include "absl/time/time.h"
 #include "common/binary_init.h"
-#include "common/scheduler_client.h"
-#include "common/security_flags.h"
+#include "scheduler/client/scheduler_client.h"
+#include "transport/security_flags.h"
 
 DEFINE_string(scheduler, "", "The job's scheduler, host:port (required)");
 DEFINE_int32(servers, 0, "scale: the server count wanted (>= 1)");

@@ -1,4 +1,4 @@
-#include "common/health.h"
+#include "transport/health.h"
 
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -85,11 +85,6 @@ absl::StatusOr<std::unique_ptr<HealthServer>> StartHealthListener(const std::str
 void SetServing(grpc::Server* server, HealthServer* listener, bool serving) {
   if (server != nullptr) SetServing(server, serving);
   if (listener != nullptr) listener->SetServing(serving);
-}
-
-std::string JoinHostPort(const std::string& host, int port) {
-  if (absl::StrContains(host, ':') && !absl::StartsWith(host, "[")) return absl::StrCat("[", host, "]:", port);
-  return absl::StrCat(host, ":", port);
 }
 
 }  // namespace pstrain

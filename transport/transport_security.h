@@ -22,8 +22,8 @@
 // network is trusted. A job token without TLS is refused: it would travel in the clear.
 //
 // Thread safety: immutable after Create; shared by every channel and listener of a process.
-#ifndef PSTRAIN_COMMON_TRANSPORT_SECURITY_H_
-#define PSTRAIN_COMMON_TRANSPORT_SECURITY_H_
+#ifndef PSTRAIN_TRANSPORT_TRANSPORT_SECURITY_H_
+#define PSTRAIN_TRANSPORT_TRANSPORT_SECURITY_H_
 
 #include <memory>
 #include <string>
@@ -37,8 +37,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "common/peer_role.h"
-#include "common/session_gate.h"
+#include "transport/peer_role.h"
+#include "transport/session_gate.h"
 
 namespace pstrain {
 
@@ -53,7 +53,7 @@ struct TransportSecurityOptions {
   std::string token_file;
   // Plaintext on any address (no TLS flags given). Refused together with TLS flags.
   bool insecure = false;
-  // The role this process acts as (common/peer_role.h). With TLS, Create refuses a --tls_cert
+  // The role this process acts as (transport/peer_role.h). With TLS, Create refuses a --tls_cert
   // that does not carry it. kNone: not checked (a tool that acts as nobody). Not a flag: each
   // binary knows its role.
   CertRole role = CertRole::kNone;
@@ -78,7 +78,7 @@ class TransportSecurity {
   // plaintext listener on a non-loopback address without `insecure`, saying how to fix it, and,
   // with TLS, for a unix socket whose folder other users may enter. With TLS, `gate` (may be null;
   // borrowed, it must outlive the listener) judges every call's session credential after the
-  // token and before the request is read (common/session_gate.h).
+  // token and before the request is read (transport/session_gate.h).
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(absl::string_view address,
                                                                              const SessionGate* gate = nullptr) const;
 
@@ -126,4 +126,4 @@ absl::Status CheckPrivateDir(const std::string& dir);
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_COMMON_TRANSPORT_SECURITY_H_
+#endif  // PSTRAIN_TRANSPORT_TRANSPORT_SECURITY_H_

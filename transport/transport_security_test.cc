@@ -1,4 +1,4 @@
-#include "common/transport_security.h"
+#include "transport/transport_security.h"
 
 #include <grp.h>
 #include <sys/socket.h>
@@ -24,7 +24,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "common/job_credentials.h"
+#include "transport/job_credentials.h"
 #include "common/session_credential.h"
 #include "glog/logging.h"
 #include "gmock/gmock.h"
@@ -43,7 +43,7 @@ std::string FreshDir(const std::string& name) {
   return dir;
 }
 
-// A fresh job's credentials for `role` (common/job_credentials.h).
+// A fresh job's credentials for `role` (transport/job_credentials.h).
 TransportSecurityOptions Credentials(const std::string& name, CertRole role = CertRole::kWorker) {
   absl::StatusOr<JobCredentials> made = MakeJobCredentials(FreshDir(name));
   CHECK(made.ok()) << made.status();

@@ -1,7 +1,7 @@
 // Session credentials (common/session_credential.h) on the wire: call metadata "pstrain-session".
 // The gRPC side of session credentials; the credentials themselves know nothing of gRPC.
-#ifndef PSTRAIN_COMMON_SESSION_METADATA_H_
-#define PSTRAIN_COMMON_SESSION_METADATA_H_
+#ifndef PSTRAIN_TRANSPORT_SESSION_METADATA_H_
+#define PSTRAIN_TRANSPORT_SESSION_METADATA_H_
 
 #include <string>
 
@@ -28,4 +28,4 @@ inline void AttachSession(grpc::ClientContext* context, const std::string& crede
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_COMMON_SESSION_METADATA_H_
+#endif  // PSTRAIN_TRANSPORT_SESSION_METADATA_H_

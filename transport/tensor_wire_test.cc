@@ -1,5 +1,5 @@
 // The zero-copy codec must produce and accept exactly the protobuf encoding of proto/ps.proto.
-#include "common/tensor_wire.h"
+#include "transport/tensor_wire.h"
 
 #include <cmath>
 #include <cstring>

@@ -8,7 +8,7 @@
 // Where a probe asks: the scheduler and the servers serve it on their main port, which with TLS
 // demands a client certificate that a kubelet cannot present; so every role can also serve it on a
 // separate plaintext port (HealthServer, --health_port). That listener is allowed on any address,
-// unlike a plaintext main port (common/transport_security.h): it answers nothing but the health
+// unlike a plaintext main port (transport/transport_security.h): it answers nothing but the health
 // status, which tells an outsider only whether the role is up and in the job: no data, no way in.
 // It takes a request of at most 512 bytes (a HealthCheckRequest is a service name), at most 4
 // streams a connection, and gRPC may hold at most 1 MiB for the whole listener (a ResourceQuota:
@@ -16,8 +16,8 @@
 // memory by more than a few MiB (docs/guides/security.md, "Listeners and buffers").
 //
 // Thread-safe: gRPC's health service takes status changes from any thread.
-#ifndef PSTRAIN_COMMON_HEALTH_H_
-#define PSTRAIN_COMMON_HEALTH_H_
+#ifndef PSTRAIN_TRANSPORT_HEALTH_H_
+#define PSTRAIN_TRANSPORT_HEALTH_H_
 
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
@@ -72,9 +72,6 @@ absl::StatusOr<std::unique_ptr<HealthServer>> StartHealthListener(const std::str
 // health listener (may be null: none) together, so a probe gets the same answer on either port.
 void SetServing(grpc::Server* server, HealthServer* listener, bool serving);
 
-// "host:port", with IPv6 literals in brackets ("[::1]:7001").
-std::string JoinHostPort(const std::string& host, int port);
-
 }  // namespace pstrain
 
-#endif  // PSTRAIN_COMMON_HEALTH_H_
+#endif  // PSTRAIN_TRANSPORT_HEALTH_H_

@@ -21,8 +21,8 @@
 // (loopback or --insecure) has no certificate either. Neither is checked for a role.
 //
 // Thread safety: pure functions.
-#ifndef PSTRAIN_COMMON_PEER_ROLE_H_
-#define PSTRAIN_COMMON_PEER_ROLE_H_
+#ifndef PSTRAIN_TRANSPORT_PEER_ROLE_H_
+#define PSTRAIN_TRANSPORT_PEER_ROLE_H_
 
 #include <string>
 #include <vector>
@@ -79,4 +79,4 @@ absl::Status CheckPeerRole(const Peer& peer, CertRole needed, absl::string_view 
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_COMMON_PEER_ROLE_H_
+#endif  // PSTRAIN_TRANSPORT_PEER_ROLE_H_

@@ -1,4 +1,4 @@
-#include "common/health_flags.h"
+#include "transport/health_flags.h"
 
 DEFINE_int32(health_port, 0,
              "Also serve gRPC health checking (grpc.health.v1.Health, nothing else) in plaintext on this port: "

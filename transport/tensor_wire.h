@@ -25,8 +25,8 @@
 // into a `header` message whose chunks carry no data, and each chunk's values become a
 // PayloadView into the received bytes, which the consumer copies once, straight to where they
 // belong (the server's gradient buffer, the worker's weights).
-#ifndef PSTRAIN_COMMON_TENSOR_WIRE_H_
-#define PSTRAIN_COMMON_TENSOR_WIRE_H_
+#ifndef PSTRAIN_TRANSPORT_TENSOR_WIRE_H_
+#define PSTRAIN_TRANSPORT_TENSOR_WIRE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -77,4 +77,4 @@ absl::Status DecodeMessage(const grpc::ByteBuffer& in, absl::string_view what, g
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_COMMON_TENSOR_WIRE_H_
+#endif  // PSTRAIN_TRANSPORT_TENSOR_WIRE_H_

@@ -1,4 +1,4 @@
-#include "common/security_flags.h"
+#include "transport/security_flags.h"
 
 #include <cstdlib>
 #include <iostream>

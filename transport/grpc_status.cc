@@ -1,4 +1,4 @@
-#include "common/grpc_status.h"
+#include "transport/grpc_status.h"
 
 #include <string>
 

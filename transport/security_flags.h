@@ -1,15 +1,15 @@
-// The transport-security flags every listening or dialling binary takes (common/transport_security.h
+// The transport-security flags every listening or dialling binary takes (transport/transport_security.h
 // says what each does): --tls_cert, --tls_key, --tls_ca, --tls_server_name, --job_token_file and
 // --insecure, also as PSTRAIN_TLS_CERT etc. in the environment.
 //
 // Only binaries link this (library `pstrain_security_flags`): libraries take a TransportSecurity.
-#ifndef PSTRAIN_COMMON_SECURITY_FLAGS_H_
-#define PSTRAIN_COMMON_SECURITY_FLAGS_H_
+#ifndef PSTRAIN_TRANSPORT_SECURITY_FLAGS_H_
+#define PSTRAIN_TRANSPORT_SECURITY_FLAGS_H_
 
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "common/transport_security.h"
+#include "transport/transport_security.h"
 
 namespace pstrain {
 
@@ -26,4 +26,4 @@ std::shared_ptr<const TransportSecurity> TransportSecurityFromFlagsOrExit(const 
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_COMMON_SECURITY_FLAGS_H_
+#endif  // PSTRAIN_TRANSPORT_SECURITY_FLAGS_H_

@@ -1,4 +1,4 @@
-#include "common/job_credentials.h"
+#include "transport/job_credentials.h"
 
 #include <fcntl.h>
 #include <openssl/bio.h>

@@ -1,4 +1,4 @@
-#include "common/scheduler_client.h"
+#include "scheduler/client/scheduler_client.h"
 
 #include <unistd.h>
 
@@ -12,8 +12,8 @@
 #include "absl/random/random.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/grpc_status.h"
-#include "common/session_metadata.h"
+#include "transport/grpc_status.h"
+#include "transport/session_metadata.h"
 #include "common/status_macros.h"
 
 namespace pstrain {

@@ -16,8 +16,8 @@
 // The handler gets a ParsedCall holding the parsed request and the response to fill, and must
 // call Reply exactly once, at once or later from any thread (a parked call); the call stays alive
 // until then.
-#ifndef PSTRAIN_COMMON_PARSED_UNARY_H_
-#define PSTRAIN_COMMON_PARSED_UNARY_H_
+#ifndef PSTRAIN_TRANSPORT_PARSED_UNARY_H_
+#define PSTRAIN_TRANSPORT_PARSED_UNARY_H_
 
 #include <utility>
 
@@ -28,8 +28,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "common/grpc_status.h"
-#include "common/tensor_wire.h"
+#include "transport/grpc_status.h"
+#include "transport/tensor_wire.h"
 
 namespace pstrain {
 
@@ -73,4 +73,4 @@ grpc::ServerUnaryReactor* ServeParsed(const grpc::ByteBuffer* in, grpc::ByteBuff
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_COMMON_PARSED_UNARY_H_
+#endif  // PSTRAIN_TRANSPORT_PARSED_UNARY_H_

@@ -1,4 +1,4 @@
-#include "common/peer_role.h"
+#include "transport/peer_role.h"
 
 #include <filesystem>
 #include <string>
@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/file_io.h"
-#include "common/job_credentials.h"
+#include "transport/job_credentials.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

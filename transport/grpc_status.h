@@ -1,7 +1,7 @@
 // The one mapping between absl::Status and grpc::Status. Codes share their numbering, so the
 // mapping is exact in both directions; messages pass through unchanged.
-#ifndef PSTRAIN_COMMON_GRPC_STATUS_H_
-#define PSTRAIN_COMMON_GRPC_STATUS_H_
+#ifndef PSTRAIN_TRANSPORT_GRPC_STATUS_H_
+#define PSTRAIN_TRANSPORT_GRPC_STATUS_H_
 
 #include "absl/strings/string_view.h"
 
@@ -23,4 +23,4 @@ absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view contex
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_COMMON_GRPC_STATUS_H_
+#endif  // PSTRAIN_TRANSPORT_GRPC_STATUS_H_

@@ -1,4 +1,4 @@
-// The gRPC implementation of SchedulerApi (common/scheduler_api.h): a client of the scheduler's
+// The gRPC implementation of SchedulerApi (scheduler/client/scheduler_api.h): a client of the scheduler's
 // service (proto/scheduler.proto), shared by servers, workers and the launcher, plus a heartbeat
 // thread.
 //
@@ -16,8 +16,8 @@
 // client stamps (1, 2, ... per process; the same on a retry) by which the scheduler recognises a
 // call it has already answered. With a window, every call (Heartbeat too) waits for the connection
 // up to its deadline rather than failing at once while the scheduler is away.
-#ifndef PSTRAIN_COMMON_SCHEDULER_CLIENT_H_
-#define PSTRAIN_COMMON_SCHEDULER_CLIENT_H_
+#ifndef PSTRAIN_SCHEDULER_CLIENT_SCHEDULER_CLIENT_H_
+#define PSTRAIN_SCHEDULER_CLIENT_SCHEDULER_CLIENT_H_
 
 #include <atomic>
 #include <cstdint>
@@ -32,8 +32,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "common/scheduler_api.h"
-#include "common/transport_security.h"
+#include "scheduler/client/scheduler_api.h"
+#include "transport/transport_security.h"
 #include "proto/scheduler.grpc.pb.h"
 
 namespace pstrain {
@@ -42,7 +42,7 @@ namespace pstrain {
 class SchedulerClient : public SchedulerApi {
  public:
   // Does not connect yet; the first call does. `address` is host:port.
-  // `security` secures the channel (common/transport_security.h); null: plaintext.
+  // `security` secures the channel (transport/transport_security.h); null: plaintext.
   static absl::StatusOr<std::unique_ptr<SchedulerClient>> Create(
       const std::string& address, absl::Duration rpc_timeout,
       std::shared_ptr<const TransportSecurity> security = nullptr);
@@ -221,4 +221,4 @@ class Heartbeater {
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_COMMON_SCHEDULER_CLIENT_H_
+#endif  // PSTRAIN_SCHEDULER_CLIENT_SCHEDULER_CLIENT_H_

@@ -1,4 +1,4 @@
-#include "common/tensor_wire.h"
+#include "transport/tensor_wire.h"
 
 #include <cstring>
 #include <string>

@@ -1,5 +1,5 @@
 // Throwaway credentials for one job: a fresh CA, one certificate (and key) it signs for each role
-// (common/peer_role.h: the role is the certificate's spiffe://pstrain/<job>/<role> URI), and a
+// (transport/peer_role.h: the role is the certificate's spiffe://pstrain/<job>/<role> URI), and a
 // random job token, written as PEM and text files. pstrain-launch makes them for every local job,
 // so the demo runs with mutual TLS, per-role certificates and a token without any command of the
 // user's; tests make them to start secured clusters (and, with a second call, credentials of a
@@ -15,15 +15,15 @@
 // another, so a job's credentials cannot be extended to anyone else.
 //
 // Thread safety: pure functions (files aside).
-#ifndef PSTRAIN_COMMON_JOB_CREDENTIALS_H_
-#define PSTRAIN_COMMON_JOB_CREDENTIALS_H_
+#ifndef PSTRAIN_TRANSPORT_JOB_CREDENTIALS_H_
+#define PSTRAIN_TRANSPORT_JOB_CREDENTIALS_H_
 
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/peer_role.h"
-#include "common/transport_security.h"
+#include "transport/peer_role.h"
+#include "transport/transport_security.h"
 
 namespace pstrain {
 
@@ -53,4 +53,4 @@ absl::StatusOr<JobCredentials> MakeJobCredentials(const std::string& dir, const 
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_COMMON_JOB_CREDENTIALS_H_
+#endif  // PSTRAIN_TRANSPORT_JOB_CREDENTIALS_H_

@@ -1,4 +1,4 @@
-#include "common/peer_role.h"
+#include "transport/peer_role.h"
 
 #include <openssl/bio.h>
 #include <openssl/pem.h>

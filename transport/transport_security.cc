@@ -1,4 +1,4 @@
-#include "common/transport_security.h"
+#include "transport/transport_security.h"
 
 #include <openssl/bio.h>
 #include <openssl/crypto.h>
@@ -29,7 +29,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "common/file_io.h"
-#include "common/grpc_status.h"
+#include "transport/grpc_status.h"
 #include "common/session_credential.h"
 #include "common/status_macros.h"
 

@@ -1,6 +1,6 @@
 // What a role asks of the scheduler, as an interface with no transport in it.
 //
-// common/scheduler_client.h implements it over gRPC (deadlines, retries across a scheduler
+// scheduler/client/scheduler_client.h implements it over gRPC (deadlines, retries across a scheduler
 // restart); tests implement it in-process over scheduler::Scheduler, with injected failures, so
 // that the worker's recovery logic runs without sockets. The contract of each call (what OK and
 // each error mean) is the scheduler's (scheduler/scheduler.h, proto/scheduler.proto); an
@@ -8,8 +8,8 @@
 // DEADLINE_EXCEEDED when it did not answer in time.
 //
 // Thread safety: implementations are thread-safe.
-#ifndef PSTRAIN_COMMON_SCHEDULER_API_H_
-#define PSTRAIN_COMMON_SCHEDULER_API_H_
+#ifndef PSTRAIN_SCHEDULER_CLIENT_SCHEDULER_API_H_
+#define PSTRAIN_SCHEDULER_CLIENT_SCHEDULER_API_H_
 
 #include <cstdint>
 #include <string>
@@ -68,4 +68,4 @@ class SchedulerApi {
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_COMMON_SCHEDULER_API_H_
+#endif  // PSTRAIN_SCHEDULER_CLIENT_SCHEDULER_API_H_
