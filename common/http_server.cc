@@ -191,7 +191,7 @@ void InstallRoutes(httplib::Server& server, std::vector<HttpRoute> routes) {
     HttpResponse response = route->handler(request);
     res.status = response.status;
     for (const auto& [name, value] : response.headers) res.set_header(name, value);
-    res.set_content(std::move(response.body), response.content_type);
+    res.set_content(response.body, response.content_type);  // Debian's cpp-httplib copies (a const reference)
   };
   server.Get(".*", serve);
   auto not_allowed = [](const httplib::Request& req, httplib::Response& res) {

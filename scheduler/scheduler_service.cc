@@ -253,9 +253,7 @@ grpc::ServerUnaryReactor* SchedulerService::Scale(grpc::CallbackServerContext* c
       call->Reply(s);
       return;
     }
-    absl::StatusOr<ScaleResponse> answer = core_->Scale(call->request);
-    if (answer.ok()) call->response = *std::move(answer);
-    call->Reply(answer.status());
+    call->Reply(core_->Scale(call->request));
   });
 }
 

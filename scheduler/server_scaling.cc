@@ -131,7 +131,7 @@ absl::Status ServerScaling::Restore(const ServerScalingState& state) {
     done.push_back(std::move(kept));
     if (done.size() > kMaxDone) done.pop_front();
   }
-  pending_ = std::move(pending);
+  pending_ = pending;
   done_ = std::move(done);
   return absl::OkStatus();
 }

@@ -10,7 +10,7 @@ Timeline::Timeline(size_t capacity) : capacity_(std::max<size_t>(capacity, 1)) {
 
 void Timeline::Add(TimelinePoint point) {
   point.seq = next_seq_++;
-  points_.push_back(std::move(point));
+  points_.push_back(point);
   while (points_.size() > capacity_) points_.pop_front();
 }
 

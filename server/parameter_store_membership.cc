@@ -72,7 +72,7 @@ std::string ParameterStore::InstallMembershipLocked(int64_t epoch, const std::ve
   for (int r : live_worker_ranks) {
     auto it = workers_.find(r);
     if (it != workers_.end()) {
-      next.emplace(r, std::move(it->second));
+      next.emplace(r, it->second);
       workers_.erase(it);
     } else {
       next.emplace(r, LastPush());

@@ -48,8 +48,9 @@ class ParsedCall final : public grpc::ServerUnaryReactor {
   }
   // Finishes with `result`'s value as the response, or its error.
   void Reply(absl::StatusOr<Response> result) {
-    if (result.ok()) response = *std::move(result);
-    Reply(result.status());
+    if (!result.ok()) return Reply(result.status());
+    response = *std::move(result);
+    Reply(absl::OkStatus());
   }
 
   void OnDone() override { delete this; }

@@ -373,7 +373,7 @@ absl::Status DecodeRows(Reader& reader, uint64_t size, int index, IncomingRows* 
       RETURN_IF_ERROR(reader.Take(n, view));
       continue;
     }
-    if (field == 0 || field <= kRowsRowsField) {
+    if (field <= kRowsRowsField) {  // 0, or a field of SparseRows with another wire type
       return reader.Error(field_start, absl::StrCat("sparse entry ", index, ": field ", field, " with wire type ",
                                                     wire_type, " is not a field of SparseRows"));
     }
