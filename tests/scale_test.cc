@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <random>
 #include <regex>
 #include <string>
@@ -107,12 +108,20 @@ void WaitUntilServerTwoWaitsOutsideTheMap(const ManualCluster& cluster) {
   ASSERT_THAT(cluster.servers[2]->Output(), HasSubstr(waiting));
 }
 
-// The reference: Job (with `extra`) on 2 servers x 2 workers, never scaled; its final model.
+// The reference: Job (with `extra`) on 2 servers x 2 workers, never scaled; its final model. Run once
+// per `extra` in this process: the model depends on the flags alone (sync runs are bitwise
+// repeatable, which the tests of sync_cluster_test show), so the tests that share a reference
+// share its run.
 model::ModelFile NeverScaled(const std::string& name, const std::vector<std::string>& extra = {}) {
+  static auto* const kRun = new std::map<std::vector<std::string>, model::ModelFile>();
+  auto it = kRun->find(extra);
+  if (it != kRun->end()) return it->second;
   ManualCluster reference(name);
   reference.Start(2, 2, Job(reference.dir(), extra));
   RunToEnd(reference);
-  return FinalModel(reference);
+  model::ModelFile model = FinalModel(reference);
+  kRun->emplace(extra, model);
+  return model;
 }
 
 // Starts `job` (its flags for `cluster`'s folder) on 2 servers x 2 workers; after `at` steps asks
