@@ -275,7 +275,8 @@ TEST(TensorWireTest, EncodedPullWithRowsIsExactlyTheProtobufEncodingAndReturnsIt
 }
 
 TEST(TensorWireTest, PushRowsRoundTripWhereverTheMessageIsCut) {
-  OutgoingPush push = SamplePush({Ramp(4, 0)});
+  const std::vector<std::vector<float>> values = {Ramp(4, 0)};  // the push points into them
+  OutgoingPush push = SamplePush(values);
   push.header.set_partial(false);
   const std::string keys = KeyBytes({11, 13, 17});
   const std::string rows = FloatBytes(Ramp(12, 0.5f));

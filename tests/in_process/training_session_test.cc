@@ -195,8 +195,10 @@ std::vector<Driven> RunWorkers(InProcessCluster& cluster, const std::vector<int>
   std::vector<Driven> driven(ranks.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < ranks.size(); ++i) {
-    threads.emplace_back([&, i]() {
-      driven[i] = Drive(sessions[i].get(), hooks[ranks[i]]);
+    // Looked up here, not on the worker's thread: operator[] inserts, and the threads share the map.
+    const Hooks* worker_hooks = &hooks[ranks[i]];
+    threads.emplace_back([&, i, worker_hooks]() {
+      driven[i] = Drive(sessions[i].get(), *worker_hooks);
       if (!driven[i].status.ok()) {
         // As a worker process reports its failure: the job fails, and nobody waits for it.
         cluster.core().Fail(driven[i].status);
