@@ -3,6 +3,9 @@
 # minutes; `make test` installs and builds everything else.
 BUILD ?= build
 JOBS ?= $(shell nproc)
+# Tests at a time in make test: two, also on a larger machine, since the integration tests each
+# run a cluster of processes and some check timings (docs/testing.md).
+TEST_JOBS ?= 2
 # ccache (when present) keys on paths relative to the checkout, so a clone in another folder (CI's)
 # reuses what an earlier build compiled.
 export CCACHE_BASEDIR ?= $(CURDIR)
@@ -38,7 +41,7 @@ demo: build-demo
 
 # Every test: unit, integration and end to end.
 test: build
-	cd $(BUILD) && ctest --output-on-failure --timeout 900
+	cd $(BUILD) && ctest --output-on-failure --timeout 900 -j $(TEST_JOBS)
 
 test-unit: build
 	cd $(BUILD) && ctest --output-on-failure -L unit

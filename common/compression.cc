@@ -26,7 +26,10 @@ namespace {
 // for AVX2, and the dynamic loader picks one for the CPU (GCC and Clang function multiversioning).
 // AVX2 has the unsigned packs and wider registers these conversions want: about twice the
 // throughput of SSE2 (bench/compression_bench.cc). Both run the same source, so give the same bits.
-#if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
+// Not in a sanitizer build (PSTRAIN_SANITIZE): the loader runs the choosing function (an ifunc
+// resolver, instrumented like the rest) before the sanitizer's runtime has started.
+#if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(PSTRAIN_SANITIZE)
 #define PSTRAIN_VECTOR_LOOP __attribute__((target_clones("avx2", "default")))
 #else
 #define PSTRAIN_VECTOR_LOOP

@@ -7,6 +7,8 @@ build uses, and swap in clang's front end.
     load_units(build_dir, root, tests=False, only=None) -> {source path: entry}
     clang_arguments(entry, clang) -> [clang, flags..., source]: the entry's command for clang,
         with no output, dependency file or GCC-only option
+    includes_matching(path, root, pattern) -> whether the source, or a header of the repository
+        it includes (directly or through other such headers), matches the pattern
 """
 
 import json
@@ -80,3 +82,28 @@ def load_units(build_dir, root, tests=False, only=None):
     if not units:
         raise CompileDbError(f"no source of {root} in {db_path}")
     return units
+
+
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def includes_matching(path, root, pattern, _seen=None):
+    """Whether `path`, or a header of the repository it includes (quoted, relative to `root`,
+    followed through the headers it includes in turn), matches `pattern`. Headers outside the
+    repository (system, generated) are not followed."""
+    seen = set() if _seen is None else _seen
+    if path in seen:
+        return False
+    seen.add(path)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return False
+    if pattern.search(text):
+        return True
+    for header in _INCLUDE.findall(text):
+        candidate = os.path.join(root, header)
+        if os.path.isfile(candidate) and includes_matching(candidate, root, pattern, seen):
+            return True
+    return False

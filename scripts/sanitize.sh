@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Builds pstrain with a sanitizer, in a build folder of its own, and runs its tests there:
+#
+#     scripts/sanitize.sh thread  [--quick] [BUILD_DIR]   ThreadSanitizer: data races, lock-order
+#                                                         inversions (default folder build-tsan)
+#     scripts/sanitize.sh address [--quick] [BUILD_DIR]   AddressSanitizer + UndefinedBehaviorSanitizer:
+#                                                         bad reads and writes, leaks, undefined
+#                                                         behaviour (default folder build-asan)
+#
+# The whole run takes the unit tests (in-process tests included) and the multi-process integration
+# and fault tests that fit under the sanitizer (docs/testing.md, "Sanitizers", names those that do
+# not and why); --quick takes the unit tests and two integration tests, for CI. Every process a
+# test starts (the roles' binaries) is instrumented too. Every report goes to a file of its own in
+# BUILD_DIR/sanitizer-reports (named by program and pid), whichever process wrote it and whether
+# or not its test looked at its exit code, and any such file fails the run: the script prints
+# them after the tests.
+#
+# Under ThreadSanitizer the processes load an instrumented build of Debian's own Abseil
+# (scripts/sanitize/absl-tsan.sh, built once into BUILD_DIR/absl), without which absl::Mutex would
+# be invisible to it. The uninstrumented gRPC and protobuf are covered by the suppressions in
+# scripts/sanitize/ (races reported inside them only; each entry says why).
+#
+# GCC's sanitizer runtimes (libtsan2, libasan8, libubsan1) come with g++. Exits with ctest's status.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+kind=${1:-}
+shift || true
+quick=0
+if [ "${1:-}" = "--quick" ]; then
+  quick=1
+  shift
+fi
+case "$kind" in
+  thread) build=${1:-$root/build-tsan} ;;
+  address) build=${1:-$root/build-asan} ;;
+  *) echo "usage: $0 thread|address [--quick] [BUILD_DIR]" >&2; exit 2 ;;
+esac
+jobs=${SANITIZE_BUILD_JOBS:-2}
+test_jobs=${SANITIZE_TEST_JOBS:-2}
+supp="$root/scripts/sanitize"
+
+# What neither sanitizer runs (docs/testing.md, "Sanitizers"): the lint passes and documentation
+# checks (no C++ of ours runs), and the Python package's tests: the package is a module loaded
+# into Debian's python3, which no sanitizer's runtime is loaded into (it is not built here). The
+# labels taken leave out the GPU, deployment, end-to-end and fuzz tests.
+exclude='^(thread_safety_test|format_test|python_(package|wheel|mypy)_test|docs_.*)$'
+# The test cases that measure glibc's allocator, which both sanitizers replace with their own
+# (a gtest filter, for every test program).
+export GTEST_FILTER='-FreedMemoryBoundTest.*:EmbeddingTableTest.BytesPerRowAtOneMillionRowsStayNearTheFloor'
+# The integration tests --quick adds: a synchronous job end to end, and one with failures.
+quick_integration='^(sync_cluster_test|failure_test)$'
+
+echo "sanitize.sh: $kind: configuring $build"
+errors=$(mktemp)
+trap 'rm -f "$errors"' EXIT
+# -O1 with line tables only (-g1): the sanitizers' stacks name files and lines, and the build and
+# its links stay about as fast as the Release build's. NDEBUG as in the Release build and in
+# Debian's libraries: protobuf's and Abseil's inline code differs without it, and code inlined
+# from their headers into ours must agree with the copy in the library (a map built by
+# libprotobuf and read by our code crashes otherwise).
+flags="-O1 -g1 -DNDEBUG"
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
+  -DPSTRAIN_SANITIZE="$kind" -DPSTRAIN_CUDA=OFF > /dev/null 2> "$errors" || { cat "$errors" >&2; exit 1; }
+echo "sanitize.sh: building (about 20 minutes on 2 cores from an empty compiler cache)"
+start=$(date +%s)
+nice cmake --build "$build" -j "$jobs" > "$build/build.log" 2>&1 || {
+  grep -B2 -A8 -m3 'error' "$build/build.log" >&2
+  exit 1
+}
+echo "sanitize.sh: built in $(( $(date +%s) - start )) s"
+
+export PSTRAIN_BIN_DIR="$build/bin"
+# The roles run several times slower under a sanitizer, and a test's cluster shares the 2 cores
+# with another test's: a role silent for the default 3 s is not dead here. A flag's PSTRAIN_
+# variable is its default (a test that gives --dead_after_ms keeps its own).
+export PSTRAIN_DEAD_AFTER_MS=${PSTRAIN_DEAD_AFTER_MS:-20000}
+reports="$build/sanitizer-reports"
+rm -rf "$reports"
+mkdir -p "$reports"
+common="log_path=$reports/$kind log_exe_name=1 exitcode=66"
+if [ "$kind" = thread ]; then
+  "$supp/absl-tsan.sh" "$build/absl"
+  export LD_LIBRARY_PATH="$build/absl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export TSAN_OPTIONS="$common suppressions=$supp/tsan.supp halt_on_error=0 second_deadlock_stack=1 history_size=4 report_signal_unsafe=0"
+else
+  export ASAN_OPTIONS="$common detect_leaks=1 strict_string_checks=1 check_initialization_order=1"
+  export LSAN_OPTIONS="suppressions=$supp/lsan.supp print_suppressions=0"
+  export UBSAN_OPTIONS="$common print_stacktrace=1 halt_on_error=1 suppressions=$supp/ubsan.supp"
+fi
+
+# Prints every report the processes wrote, and fails when there is one.
+check_reports() {
+  local found
+  found=$(find "$reports" -type f | sort)
+  if [ -z "$found" ]; then
+    echo "sanitize.sh: $kind: no report"
+    return 0
+  fi
+  echo "sanitize.sh: $kind: $(echo "$found" | wc -l) processes reported:"
+  for f in $found; do
+    echo "== $f"
+    head -60 "$f"
+  done
+  return 1
+}
+
+cd "$build"
+set +e
+if [ "$quick" = 1 ]; then
+  ctest --output-on-failure -j "$test_jobs" -L '^unit$' -E "$exclude"
+  tests=$?
+  ctest --output-on-failure -R "$quick_integration"
+  [ $? = 0 ] || tests=1
+else
+  ctest --output-on-failure -j "$test_jobs" -L '^unit$' -E "$exclude"
+  tests=$?
+  # One multi-process test at a time: each runs a cluster of instrumented processes.
+  ctest --output-on-failure -L '^(integration|fault)$' -E "$exclude"
+  [ $? = 0 ] || tests=1
+fi
+check_reports
+clean=$?
+[ "$tests" = 0 ] && [ "$clean" = 0 ]
