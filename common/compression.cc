@@ -28,8 +28,7 @@ namespace {
 // throughput of SSE2 (bench/compression_bench.cc). Both run the same source, so give the same bits.
 // Not in a sanitizer build (PSTRAIN_SANITIZE): the loader runs the choosing function (an ifunc
 // resolver, instrumented like the rest) before the sanitizer's runtime has started.
-#if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__)) && \
-    !defined(PSTRAIN_SANITIZE)
+#if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__)) && !defined(PSTRAIN_SANITIZE)
 #define PSTRAIN_VECTOR_LOOP __attribute__((target_clones("avx2", "default")))
 #else
 #define PSTRAIN_VECTOR_LOOP
