@@ -15,16 +15,13 @@ fails to parse, 2 on bad use, 77 when clang-tidy is missing.
 """
 
 import argparse
-import concurrent.futures
 import os
 import re
 import shutil
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compile_db import CompileDbError, clang_arguments, load_units, source_of  # noqa: E402
+from compile_db import CompileDbError, clang_arguments, load_units, run_checks, source_of  # noqa: E402
 
 
 def tidy_command(entry, tidy, clang):
@@ -55,26 +52,15 @@ def main():
         print(f"clang_tidy.py: {e}", file=sys.stderr)
         return 2
 
-    def check(item):
-        path, entry = item
-        run = subprocess.run(tidy_command(entry, tidy, clang), cwd=entry["directory"],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    def without_counts(text):
         # "N warnings generated." is clang-tidy's count, printed even when all were filtered out.
-        text = "".join(line for line in run.stdout.splitlines(keepends=True)
+        return "".join(line for line in text.splitlines(keepends=True)
                        if not re.match(r"^\d+ (warning|error)s? (and \d+ (warning|error)s? )?generated\.$",
                                        line.strip()))
-        return path, run.returncode, text
 
-    start = time.monotonic()
-    failed = []
-    findings = 0
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
-        for path, rc, output in pool.map(check, sorted(units.items())):
-            if rc != 0 or output.strip():
-                failed.append(os.path.relpath(path, root))
-                findings += len(re.findall(r"\b(error|warning): ", output))
-                sys.stdout.write(output)
-    seconds = time.monotonic() - start
+    failed, findings, seconds = run_checks(units, root, opts.jobs,
+                                           lambda entry: tidy_command(entry, tidy, clang),
+                                           without_counts)
     print(f"clang_tidy.py: {len(units)} sources checked in {seconds:.0f} s with {opts.jobs} "
           f"jobs: {findings} findings in {len(failed)} sources")
     for rel in failed:

@@ -9,12 +9,18 @@ build uses, and swap in clang's front end.
         with no output, dependency file or GCC-only option
     includes_matching(path, root, pattern) -> whether the source, or a header of the repository
         it includes (directly or through other such headers), matches the pattern
+    run_checks(units, root, jobs, command, clean=None) -> (failed sources, findings, seconds):
+        runs command(entry) on every source, `jobs` at a time, and prints what each one says
 """
 
+import concurrent.futures
 import json
 import os
 import re
 import shlex
+import subprocess
+import sys
+import time
 
 # GCC options clang does not know; dropped from the build's commands.
 GCC_ONLY = re.compile(r"^-(fno-fat-lto-objects|flto=auto|fconcepts-diagnostics-depth=.*|"
@@ -107,3 +113,26 @@ def includes_matching(path, root, pattern, _seen=None):
         if os.path.isfile(candidate) and includes_matching(candidate, root, pattern, seen):
             return True
     return False
+
+
+def run_checks(units, root, jobs, command, clean=None):
+    """Runs `command(entry)` (an argument list) in each entry's directory, `jobs` at a time, in the
+    sources' order. A source fails when its run exits non-zero or prints anything (after
+    `clean(text)`, which may drop lines that say nothing); its output is printed. Returns the
+    failed sources (relative to `root`), the count of "error:"/"warning:" lines and the seconds."""
+    def check(item):
+        path, entry = item
+        run = subprocess.run(command(entry), cwd=entry["directory"], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+        return path, run.returncode, clean(run.stdout) if clean else run.stdout
+
+    start = time.monotonic()
+    failed = []
+    findings = 0
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for path, rc, output in pool.map(check, sorted(units.items())):
+            if rc != 0 or output.strip():
+                failed.append(os.path.relpath(path, root))
+                findings += len(re.findall(r"\b(error|warning): ", output))
+                sys.stdout.write(output)
+    return failed, findings, time.monotonic() - start

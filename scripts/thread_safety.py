@@ -23,17 +23,15 @@ Exits 0 when there is none, 1 when there is a finding or a source fails to parse
 """
 
 import argparse
-import concurrent.futures
 import os
 import re
 import shutil
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compile_db import (CompileDbError, clang_arguments, includes_matching, load_units,  # noqa: E402
-                        source_of)
+                        run_checks, source_of)
 
 # What the analysis adds. -Wno-everything first, so that only the lock rules can fail the pass.
 ANALYSIS = ["-fsyntax-only", "-Wno-everything", "-Wthread-safety", "-Werror=thread-safety"]
@@ -99,22 +97,8 @@ def main():
               "member without its lock: it is not running (flags or compiler)")
         return 1
 
-    def check(item):
-        path, entry = item
-        run = subprocess.run(clang_command(entry, clang), cwd=entry["directory"],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        return path, run.returncode, run.stdout
-
-    start = time.monotonic()
-    failed = []
-    findings = 0
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
-        for path, rc, output in pool.map(check, sorted(units.items())):
-            if rc != 0 or output.strip():
-                failed.append(os.path.relpath(path, root))
-                findings += len(re.findall(r"\b(error|warning): ", output))
-                sys.stdout.write(output)
-    seconds = time.monotonic() - start
+    failed, findings, seconds = run_checks(units, root, opts.jobs,
+                                           lambda entry: clang_command(entry, clang))
     print(f"thread_safety.py: {len(units)} sources checked ({total - len(units)} of {total} use no "
           f"lock) in {seconds:.0f} s with {opts.jobs} jobs: {findings} findings in {len(failed)} "
           "sources")
