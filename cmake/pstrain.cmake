@@ -2,7 +2,13 @@
 #
 #   pstrain_cc_library(NAME SRCS a.cc b.cc DEPS lib1 lib2)
 #   pstrain_cc_binary(NAME SRCS main.cc DEPS lib1)          -> build/bin/NAME
-#   pstrain_cc_test(NAME SRCS x_test.cc DEPS lib1 LABELS unit [TIMEOUT s])
+#   pstrain_cc_test(NAME SRCS x_test.cc DEPS lib1 LABELS unit [TIMEOUT s]
+#                   [PARTS part1 'Suite.Case1:Suite.Case2*' part2 'Other.*' ...])
+#
+# PARTS runs one test program as several ctest tests, NAME.part1, NAME.part2, ... and NAME.rest
+# (every case no part names), each with its own gtest filter and timeout, so that `ctest -j` can
+# spread a long program's cases over the cores and no one test holds the run at its end. Cases
+# that share a memoized reference run belong in one part.
 #
 # Includes are rooted at the repository top ("server/shard.h").
 
@@ -21,19 +27,39 @@ function(pstrain_cc_binary NAME)
 endfunction()
 
 function(pstrain_cc_test NAME)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SRCS;DEPS;LABELS;PARTS" ${ARGN})
   add_executable(${NAME} ${ARG_SRCS})
   target_include_directories(${NAME} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
   target_link_libraries(${NAME} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
   set_target_properties(${NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
-  add_test(NAME ${NAME} COMMAND ${NAME})
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)
   endif()
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()
-  set_tests_properties(${NAME} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
+  set(tests)
+  if(ARG_PARTS)
+    list(LENGTH ARG_PARTS n)
+    math(EXPR odd "${n} % 2")
+    if(odd)
+      message(FATAL_ERROR "pstrain_cc_test(${NAME}): PARTS takes pairs of a part's name and its gtest filter")
+    endif()
+    set(named)
+    while(ARG_PARTS)
+      list(POP_FRONT ARG_PARTS part filter)
+      add_test(NAME ${NAME}.${part} COMMAND ${NAME} --gtest_filter=${filter})
+      list(APPEND tests ${NAME}.${part})
+      list(APPEND named ${filter})
+    endwhile()
+    list(JOIN named ":" named)
+    add_test(NAME ${NAME}.rest COMMAND ${NAME} --gtest_filter=*-${named})
+    list(APPEND tests ${NAME}.rest)
+  else()
+    add_test(NAME ${NAME} COMMAND ${NAME})
+    set(tests ${NAME})
+  endif()
+  set_tests_properties(${tests} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
     ENVIRONMENT "PSTRAIN_BIN_DIR=${PROJECT_BINARY_DIR}/bin")
 endfunction()
 

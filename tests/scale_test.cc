@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/model_file.h"
@@ -407,12 +408,16 @@ TEST(ScaleTest, AnAddedServerKilledWhileItWaitsIsFoundDeadAfterDeadAfterAndAnoth
   // (HeartbeatRequest.restoring), so one killed while it waits outside the map is found dead
   // after --dead_after_ms (3 s), not after the 300 s startup timeout; the change waits for
   // another server to take its rank, then cuts over as usual.
-  // Long enough (about 20 s here) for the kill, its detection and two more servers.
-  const std::vector<std::string> longer = {"--epochs=30"};
+  // Long enough for the kill, its detection and two more servers: the change cut over about 5 s
+  // after the start, of a job of 37 s at 15 epochs on 2 busy cores (the test prints both). The
+  // random changes' test runs the same job, and so shares its reference run.
+  const std::vector<std::string> longer = {"--epochs=10"};
   const model::ModelFile kept = NeverScaled("scale-waiting-kill-reference", longer);
   ManualCluster cluster("scale-waiting-kill");
   // 2 -> 4: not ready while only one added server is there, so the kill lands while it waits.
+  const absl::Time started = absl::Now();
   ASSERT_NO_FATAL_FAILURE(StartAndScale(cluster, Job(cluster.dir(), longer), 4));
+  const absl::Time asked = absl::Now();
   cluster.AddServer();
   WaitForLog(cluster, "server 2 at [^ ]+ registered for a rank the job is growing to");
   ASSERT_NO_FATAL_FAILURE(WaitUntilServerTwoWaitsOutsideTheMap(cluster));
@@ -424,7 +429,11 @@ TEST(ScaleTest, AnAddedServerKilledWhileItWaitsIsFoundDeadAfterDeadAfterAndAnoth
   cluster.AddServer();  // rank 2 again
   cluster.AddServer();  // rank 3
   const std::string grown = WaitForLog(cluster, "2 -> 4 servers at the cut of step ([0-9]+)")[1];
+  const absl::Time cut = absl::Now();
   RunToEnd(cluster);
+  std::cout << "asked for 4 servers " << absl::FormatDuration(asked - started) << " after the start, cut over "
+            << absl::FormatDuration(cut - asked) << " later, at step " << grown << "; the job ended "
+            << absl::FormatDuration(absl::Now() - started) << " after its start\n";
   ExpectTheModelOf(cluster, kept);
   // The two servers started last took ranks 2 and 3, in either order, and both re-cut the cut.
   EXPECT_TRUE(absl::StrContains(cluster.servers[3]->Output(), "registered as server 2") ||
