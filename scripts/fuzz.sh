@@ -27,16 +27,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-if ! command -v clang++ >/dev/null || [ ! -e "$(clang++ -print-file-name=libclang_rt.fuzzer-x86_64.a)" ]; then
-  echo "fuzz.sh: SKIP: needs clang and libFuzzer (packages clang, libclang-rt-14-dev; scripts/install-deps.sh)"
-  exit 77
-fi
-
-if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S "$root" -B "$build" -DPSTRAIN_FUZZ=ON -DCMAKE_BUILD_TYPE=None \
-    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >"$build.configure.log" 2>&1 ||
-    { cat "$build.configure.log"; exit 1; }
-fi
+# Exits 77 itself without clang and libFuzzer.
+"$root/scripts/sanitize/clang-configure.sh" "$build" || exit $?
 nice cmake --build "$build" --target fuzzers -j "${FUZZ_BUILD_JOBS:-2}"
 
 targets=$(cd "$root/fuzz" && ls *_fuzz.cc | sed 's/\.cc$//')

@@ -46,8 +46,9 @@ supp="$root/scripts/sanitize"
 # labels taken leave out the GPU, deployment, end-to-end and fuzz tests.
 exclude='^(thread_safety_test|format_test|python_(package|wheel|mypy)_test|docs_.*)$'
 # The test cases that measure glibc's allocator, which both sanitizers replace with their own
-# (a gtest filter, for every test program).
-export GTEST_FILTER='-FreedMemoryBoundTest.*:EmbeddingTableTest.BytesPerRowAtOneMillionRowsStayNearTheFloor'
+# (a gtest filter, for every test program; scripts/sanitize-smoke.sh's too).
+GTEST_FILTER=$(cat "$root/scripts/sanitize/gtest_filter.txt")
+export GTEST_FILTER
 # The integration tests --quick adds: a synchronous job end to end, and one with failures.
 quick_integration='^(sync_cluster_test|failure_test)$'
 
