@@ -25,9 +25,7 @@ supp="$root/scripts/sanitize"
 # Without the cases that measure glibc's allocator, which ASan replaces.
 GTEST_FILTER=$(cat "$supp/gtest_filter.txt")
 export GTEST_FILTER
-export ASAN_OPTIONS="detect_leaks=1 strict_string_checks=1 check_initialization_order=1"
-export LSAN_OPTIONS="suppressions=$supp/lsan.supp print_suppressions=0"
-export UBSAN_OPTIONS="print_stacktrace=1 halt_on_error=1 suppressions=$supp/ubsan.supp"
+. "$supp/address-options.sh" ""  # "": no options of its own (not this script's arguments)
 regex="^($(IFS='|'; echo "${tests[*]}"))\$"
 cd "$build"
 ctest --output-on-failure -R "$regex"

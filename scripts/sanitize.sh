@@ -85,9 +85,7 @@ if [ "$kind" = thread ]; then
   export LD_LIBRARY_PATH="$build/absl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export TSAN_OPTIONS="$common suppressions=$supp/tsan.supp halt_on_error=0 second_deadlock_stack=1 history_size=4 report_signal_unsafe=0"
 else
-  export ASAN_OPTIONS="$common detect_leaks=1 strict_string_checks=1 check_initialization_order=1"
-  export LSAN_OPTIONS="suppressions=$supp/lsan.supp print_suppressions=0"
-  export UBSAN_OPTIONS="$common print_stacktrace=1 halt_on_error=1 suppressions=$supp/ubsan.supp"
+  . "$supp/address-options.sh" "$common"
 fi
 
 # Prints every report the processes wrote, and fails when there is one.

@@ -140,9 +140,10 @@ class WheelTest(unittest.TestCase):
         script = os.path.join(self.tmp, "typed.py")
         with open(script, "w") as f:
             f.write(TYPED)
-        # The build folder's mypy cache (python_mypy_test's too): what mypy read of torch and numpy
-        # stays valid, and only the installed package and the script are read afresh.
-        cache = os.path.join(BUILD_DIR, "mypy-cache")
+        # Under ctest, the build folder's mypy cache (MYPY_CACHE_DIR, python_mypy_test's too): what
+        # mypy read of torch and numpy stays valid, and only the installed package and the script
+        # are read afresh.
+        cache = os.environ.get("MYPY_CACHE_DIR", os.path.join(self.tmp, "mypy"))
         code, out = run([self.python, "-m", "mypy", "--cache-dir", cache, script], self.tmp,
                         env=clean_env(), timeout=600)
         self.assertEqual(code, 1, out)  # the one wrong call
