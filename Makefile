@@ -3,10 +3,10 @@
 # minutes; `make test` installs and builds everything else.
 BUILD ?= build
 JOBS ?= $(shell nproc)
-# Tests at a time in make test: two (a fresh-clone run passed in 18 min 15 s, docs/performance.md).
-# The long test programs run as several ctest tests (their PARTS), and the
-# thread-safety pass, two clang jobs, runs alone (PROCESSORS 2), so that no cluster test is
-# starved past its timeout on 2 cores (docs/testing.md).
+# Tests at a time in make test: two, the longest first (docs/testing.md; a fresh-clone run took
+# 18 min 15 s, docs/performance.md). The long test programs run as several ctest tests (their
+# PARTS), and the thread-safety pass, two clang jobs, runs alone (PROCESSORS 2), so that no
+# cluster test is starved past its timeout on 2 cores.
 TEST_JOBS ?= 2
 # ccache (when present) keys on paths relative to the checkout, so a clone in another folder (CI's)
 # reuses what an earlier build compiled.
