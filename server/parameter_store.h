@@ -191,12 +191,14 @@ class ParameterStore {
   // Fills answer.resp with this server's chunks, sorted by (tensor_id, offset), and the server
   // step, and the rows of the request's embedding keys. PullRequest.rows_only: no chunks.
   // SYNC: step <= s answers now; step == s+1 parks until that update is applied; further ahead is
-  // FAILED_PRECONDITION. SSP: parks until the staleness bound holds. ASYNC: answers now.
-  // Errors: INVALID_ARGUMENT (negative rank or step, bad keys), ABORTED (worker not live,
-  // membership epoch other than the store's, or the membership changed while parked),
-  // FAILED_PRECONDITION (old data epoch, step too far ahead), UNAVAILABLE (shutting down).
-  // answer.values, when set, needs room for num_elements() floats; the raw transport
-  // (server/ps_service.h) sends them, and answer.rows, from there without another copy.
+  // FAILED_PRECONDITION. A pull for step s-1, the step just applied, comes from a worker computing
+  // it again after a membership change: its rows are read as they were before that update
+  // (server/rows_before_update.h), so the recomputed gradient is the first try's; its chunks are
+  // the current ones (that worker kept the step's dense weights). SSP: parks until the staleness bound holds. ASYNC:
+  // answers now. Errors: INVALID_ARGUMENT (negative rank or step, bad keys), ABORTED (worker not live, membership epoch
+  // other than the store's, or the membership changed while parked), FAILED_PRECONDITION (old data epoch, step too far
+  // ahead), UNAVAILABLE (shutting down). answer.values, when set, needs room for num_elements() floats; the raw
+  // transport (server/ps_service.h) sends them, and answer.rows, from there without another copy.
   void Pull(const DecodedPull& req, PullAnswer answer, Done done);
   void Pull(const PullRequest& req, PullResponse* resp, Done done);
 
@@ -462,8 +464,10 @@ class ParameterStore {
   // SYNC: applies the complete step (sync_.Apply), advances step_, snapshots when due and answers
   // the parked requests it releases.
   void ApplySyncStepLocked(Completions* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Fills `resp` (and `values` and ask.rows_out, see PullAnswer) with what `ask` asks for.
-  void FillResponseLocked(PullResponse* resp, float* values, const PullAsk& ask) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Fills `resp` (and `values` and ask.rows_out, see PullAnswer) with what `ask` asks for, read as
+  // before the last SYNC update when `before_last` (ShardStorage::ReadBeforeLastSum).
+  void FillResponseLocked(PullResponse* resp, float* values, const PullAsk& ask, bool before_last) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Fills whichever answer a released waiter has.
   void FillWaiterLocked(const Waiter& w) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 

@@ -345,6 +345,25 @@ TEST(ParameterStoreSparseTest, PushPullAnswersTheNextBatchsRowsAfterTheUpdate) {
   EXPECT_EQ(rows, (std::vector<float>{init[0] - kTableLr, init[1] - kTableLr, init[2], init[3]}));
 }
 
+// A worker computing a SYNC step again after a membership change pulls rows for the step this
+// server already applied: it gets them as that step's first try did (server/rows_before_update.h).
+TEST(ParameterStoreSparseTest, SyncPullForTheStepJustAppliedReadsItsRowsAsTheyWereBeforeIt) {
+  auto store = MakeStore(SparseOptions(SYNC, 1));
+  const std::vector<float> init = PullRows(*store, 0, {2, 8});
+  ASSERT_TRUE(PushNow(*store, SparsePush(0, 0, 1, {Rows(0, {2}, {1, 1})})).ok());
+  ASSERT_EQ(store->step(), 1);
+  const std::vector<float> after_0 = {init[0] - kTableLr, init[1] - kTableLr, init[2], init[3]};
+  EXPECT_EQ(PullRows(*store, 0, {2, 8}, /*step=*/1), after_0);
+  EXPECT_EQ(PullRows(*store, 0, {2, 8}, /*step=*/0), init) << "step 0's rows, before its update";
+  ASSERT_TRUE(PushNow(*store, SparsePush(0, 1, 1, {Rows(0, {8}, {2, 2})})).ok());
+  const std::vector<float> after_1 = {after_0[0], after_0[1], init[2] - 2 * kTableLr, init[3] - 2 * kTableLr};
+  EXPECT_EQ(PullRows(*store, 0, {2, 8}, /*step=*/2), after_1);
+  // Step 1 changed key 8 only: key 2 reads as now, key 8 as before step 1.
+  EXPECT_EQ(PullRows(*store, 0, {2, 8}, /*step=*/1), after_0);
+  // Older steps are not kept: they read as now.
+  EXPECT_EQ(PullRows(*store, 0, {2, 8}, /*step=*/0), after_1);
+}
+
 TEST(ParameterStoreSparseTest, ReadingRowsCreatesNoneAndStatsCountWrittenRows) {
   auto store = MakeStore(SparseOptions(ASYNC, 1));
   PullRows(*store, 0, {1, 2, 3});

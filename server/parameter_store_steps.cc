@@ -173,16 +173,25 @@ void ParameterStore::MaybeSnapshotLocked(bool asked) {
 }
 
 void ParameterStore::FillWaiterLocked(const Waiter& w) const {
-  if (w.resp != nullptr) FillResponseLocked(w.resp, w.values, w.ask);
+  // SYNC: a pull for the step just applied comes from a worker computing it again (its first try
+  // was aborted elsewhere), which needs what the step's first try read.
+  const bool before_last = mode_ == SYNC && w.step == step_ - 1;
+  if (w.resp != nullptr) FillResponseLocked(w.resp, w.values, w.ask, before_last);
   if (w.push_resp != nullptr) w.push_resp->set_step(step_);
 }
 
-void ParameterStore::FillResponseLocked(PullResponse* resp, float* values, const PullAsk& ask) const {
+void ParameterStore::FillResponseLocked(PullResponse* resp, float* values, const PullAsk& ask, bool before_last) const {
   resp->set_step(step_);
   resp->clear_chunks();
   resp->clear_sparse();
   PullAnswer target{resp, values, ask.rows_out};
-  for (size_t i = 0; i < storages_.size(); ++i) storages_[i]->Read(*ask.reads[i], &target);
+  for (size_t i = 0; i < storages_.size(); ++i) {
+    if (before_last) {
+      storages_[i]->ReadBeforeLastSum(*ask.reads[i], &target);
+    } else {
+      storages_[i]->Read(*ask.reads[i], &target);
+    }
+  }
 }
 
 }  // namespace pstrain::server

@@ -11,7 +11,8 @@
 //   SYNC step          Accumulate(slots in ascending rank, weights n_r / N), then ApplySum(step)
 //                      ... or ClearSlot when the step is dropped (membership change, rollback)
 //   ASYNC/SSP push     AdvanceClock(step, lease time), then ApplyGradient(step, part)
-//   answer             Read(read part, target)
+//   answer             Read(read part, target); SYNC, a pull for the step just applied:
+//                      ReadBeforeLastSum(read part, target)
 //   checkpoint         Save, then AfterCheckpointCut; PrepareRestore (no lock), then Install, then
 //                      AfterCheckpointCut
 //
@@ -176,6 +177,11 @@ class ShardStorage {
   // appends to resp's chunks or sparse entries, which the caller cleared, and advances
   // answer->values past the values it wrote.
   virtual void Read(const StoragePart& ask, PullAnswer* answer) const = 0;
+  // SYNC: answers like Read, but with the values as they were before the last ApplySum: a pull
+  // for the step just applied, which a worker recomputing that step after a membership change
+  // sends (server/rows_before_update.h). Storages a recomputing worker never pulls from for that
+  // step (dense: the worker keeps the step's weights itself) answer like Read.
+  virtual void ReadBeforeLastSum(const StoragePart& ask, PullAnswer* answer) const { Read(ask, answer); }
   // Appends every part with its current values (TensorChunk.data: little-endian floats).
   virtual void AppendSnapshot(std::vector<TensorChunk>* out) const = 0;
   // Appends the rows and bytes of each embedding table it holds.

@@ -165,7 +165,7 @@ absl::Status SparseShard::Check(absl::string_view what, absl::Span<const Incomin
   return absl::OkStatus();
 }
 
-void SparseShard::Read(const SparseGradient& keys, OutgoingRowsAnswer* out) const {
+void SparseShard::Read(const SparseGradient& keys, OutgoingRowsAnswer* out, ReadAt at) const {
   size_t total = 0;
   for (const TableGradient& entry : keys) {
     total += entry.num_keys * (sizeof(uint64_t) + tables_[entry.table]->dim() * sizeof(float));
@@ -185,14 +185,13 @@ void SparseShard::Read(const SparseGradient& keys, OutgoingRowsAnswer* out) cons
     e.rows_offset = offset;
     e.rows_size = entry.num_keys * table.dim() * sizeof(float);
     // Pool buffers are 64-byte aligned and every offset here is a multiple of 4.
-    const absl::Status s = table.Read(entry.keys(), absl::MakeSpan(reinterpret_cast<float*>(out->bytes.data() + offset),
-                                                                   e.rows_size / sizeof(float)));
-    CHECK(s.ok()) << "checked keys failed to read: " << s;
+    ReadRows(entry, at,
+             absl::MakeSpan(reinterpret_cast<float*>(out->bytes.data() + offset), e.rows_size / sizeof(float)));
     offset += e.rows_size;
   }
 }
 
-void SparseShard::Read(const SparseGradient& keys, SparseList* out) const {
+void SparseShard::Read(const SparseGradient& keys, SparseList* out, ReadAt at) const {
   for (const TableGradient& entry : keys) {
     SparseRows* answer = out->Add();
     answer->set_table_id(entry.table);
@@ -201,10 +200,20 @@ void SparseShard::Read(const SparseGradient& keys, SparseList* out) const {
     std::string* rows = answer->mutable_rows();
     rows->resize(entry.num_keys * table.dim() * sizeof(float));
     // A std::string's buffer comes from operator new, aligned for any scalar type.
-    const absl::Status s =
-        table.Read(entry.keys(), absl::MakeSpan(reinterpret_cast<float*>(rows->data()), entry.num_keys * table.dim()));
-    CHECK(s.ok()) << "checked keys failed to read: " << s;
+    ReadRows(entry, at, absl::MakeSpan(reinterpret_cast<float*>(rows->data()), entry.num_keys * table.dim()));
   }
+}
+
+void SparseShard::ReadRows(const TableGradient& entry, ReadAt at, absl::Span<float> out) const {
+  const absl::Status s = tables_[entry.table]->Read(entry.keys(), out);
+  CHECK(s.ok()) << "checked keys failed to read: " << s;
+  if (at == ReadAt::kBeforeLastUpdate) before_.Overlay(entry.table, entry.keys(), out);
+}
+
+void SparseShard::ApplyKeepingRowsBefore(const SparseGradient& grad, int64_t step) {
+  before_.Clear();
+  for (const TableGradient& g : grad) before_.Add(g.table, g.keys(), *tables_[g.table]);
+  Apply(grad, step);
 }
 
 void SparseShard::Apply(const SparseGradient& grad, int64_t step) {
@@ -277,6 +286,7 @@ absl::StatusOr<std::unique_ptr<SparseShard::Prepared>> SparseShard::Prepare(cons
 void SparseShard::Install(std::unique_ptr<Prepared> prepared) {
   CHECK_EQ(prepared->tables.size(), tables_.size());
   tables_ = std::move(prepared->tables);
+  before_.Clear();  // no update came before a restored cut
 }
 
 std::vector<SparseShard::TableStats> SparseShard::Stats() const {

@@ -34,6 +34,7 @@
 #include "proto/job.pb.h"
 #include "proto/ps.pb.h"
 #include "server/embedding_table.h"
+#include "server/rows_before_update.h"
 #include "server/shard_storage.h"
 #include "server/table_budget.h"
 
@@ -80,17 +81,23 @@ class SparseShard {
   absl::Status Check(absl::string_view what, absl::Span<const IncomingRows> list, Expect expect, bool allow_nonfinite,
                      SparseGradient* out) const;
 
+  // Which rows Read answers: as they are now, or as they were before the last
+  // ApplyKeepingRowsBefore (server/rows_before_update.h; rows it did not change read as now).
+  enum class ReadAt { kNow, kBeforeLastUpdate };
   // The rows of checked `keys` (rows never written read as their initial values, and are not
   // created): into one pooled buffer of *out, keys and rows of each entry, which the raw transport
   // sends as they are; or, in the second form, appended to `out` as protobuf entries.
-  void Read(const SparseGradient& keys, OutgoingRowsAnswer* out) const;
-  void Read(const SparseGradient& keys, SparseList* out) const;
+  void Read(const SparseGradient& keys, OutgoingRowsAnswer* out, ReadAt at = ReadAt::kNow) const;
+  void Read(const SparseGradient& keys, SparseList* out, ReadAt at = ReadAt::kNow) const;
 
   // One update of each table's rows in `grad` (checked, keys ascending; possibly none) at the
   // table's rate, as the store's update number `step` (for admission, EmbeddingTable::Apply), then
   // every table's eviction when due (EmbeddingTable::AfterUpdate), then the job's memory budget
   // (table_memory_budget, server/table_budget.h): past it, rows leave (EmbeddingTable::EvictToCap).
   void Apply(const SparseGradient& grad, int64_t step);
+  // SYNC: Apply, after recording the rows of `grad`'s keys as they are (server/rows_before_update.h),
+  // which Read(..., ReadAt::kBeforeLastUpdate) answers until the next update or Install.
+  void ApplyKeepingRowsBefore(const SparseGradient& grad, int64_t step);
   // Update `step`, applied next, runs at the scheduler's time `unix_ms`: every table's eviction
   // clock (EmbeddingTable::AdvanceClock).
   void AdvanceClock(int64_t step, int64_t unix_ms);
@@ -123,6 +130,8 @@ class SparseShard {
 
   // Evicts past the memory budget after update `step`, when the job sets one.
   void KeepWithinBudget(int64_t step);
+  // Table `entry.table`'s rows of entry's keys into `out` (keys x dim floats), read `at`.
+  void ReadRows(const TableGradient& entry, ReadAt at, absl::Span<float> out) const;
 
   JobSpec job_;
   int shard_;
@@ -132,6 +141,8 @@ class SparseShard {
   // spec, and its rows, set at each update.
   std::vector<BudgetedTable> budgeted_;
   std::vector<std::unique_ptr<EmbeddingTable>> tables_;
+  // SYNC: the rows the last update changed, as they were before it.
+  RowsBeforeUpdate before_;
 };
 
 class SparseShard::Prepared {

@@ -83,7 +83,7 @@ void SparseStorage::Accumulate(absl::Span<const WeightedSlot> terms) {
   for (const WeightedSlot& term : terms) sum_.Add(static_cast<const RowsSlot*>(term.slot)->rows, term.weight);
 }
 
-void SparseStorage::ApplySum(int64_t step) { shard_->Apply(sum_.Take(), step); }
+void SparseStorage::ApplySum(int64_t step) { shard_->ApplyKeepingRowsBefore(sum_.Take(), step); }
 
 void SparseStorage::ApplyGradient(int64_t step, StoragePart& gradient) {
   const SparseGradient& rows = static_cast<const RowsPart&>(gradient).rows;
@@ -91,12 +91,20 @@ void SparseStorage::ApplyGradient(int64_t step, StoragePart& gradient) {
 }
 
 void SparseStorage::Read(const StoragePart& ask, PullAnswer* answer) const {
+  ReadAt(ask, SparseShard::ReadAt::kNow, answer);
+}
+
+void SparseStorage::ReadBeforeLastSum(const StoragePart& ask, PullAnswer* answer) const {
+  ReadAt(ask, SparseShard::ReadAt::kBeforeLastUpdate, answer);
+}
+
+void SparseStorage::ReadAt(const StoragePart& ask, SparseShard::ReadAt at, PullAnswer* answer) const {
   const SparseGradient& keys = static_cast<const RowsPart&>(ask).rows;
   if (keys.empty()) return;  // an answer without rows leaves answer->rows untouched
   if (answer->rows != nullptr) {
-    shard_->Read(keys, answer->rows);
+    shard_->Read(keys, answer->rows, at);
   } else {
-    shard_->Read(keys, answer->resp->mutable_sparse());
+    shard_->Read(keys, answer->resp->mutable_sparse(), at);
   }
 }
 

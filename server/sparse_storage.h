@@ -9,6 +9,7 @@
 //   ApplySum        one update of the summed rows, keys ascending per table
 //   ApplyGradient   ASYNC/SSP: one update of the push's rows as they came
 //   Read            the rows of the asked keys (never-written keys read as their initial values)
+//   ReadBeforeLastSum  the same, as they were before the last ApplySum (server/rows_before_update.h)
 //   Save / Install  the serialized tables (ShardCheckpoint::tables); a delta checkpoint's Save
 //                   (base_step >= 0) the rows changed since the last cut
 //
@@ -54,6 +55,7 @@ class SparseStorage : public ShardStorage {
   void ApplyGradient(int64_t step, StoragePart& gradient) override;
   void AdvanceClock(int64_t step, int64_t unix_ms) override;
   void Read(const StoragePart& ask, PullAnswer* answer) const override;
+  void ReadBeforeLastSum(const StoragePart& ask, PullAnswer* answer) const override;
   void AppendSnapshot(std::vector<TensorChunk>* out) const override {}
   void AppendTableStats(std::vector<TableStats>* out) const override;
   void Save(ShardCheckpoint* ckpt) const override;
@@ -65,6 +67,8 @@ class SparseStorage : public ShardStorage {
 
  private:
   SparseStorage(std::unique_ptr<SparseShard> shard, std::vector<int> dims);
+
+  void ReadAt(const StoragePart& ask, SparseShard::ReadAt at, PullAnswer* answer) const;
 
   // The pointer is constant; the tables are not.
   const std::unique_ptr<SparseShard> shard_;

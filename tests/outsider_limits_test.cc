@@ -153,8 +153,8 @@ std::string HealthCheck(const std::string& address) {
 }
 
 // Sends `calls` concurrent 256 MiB calls of `method` to `channel` `rounds` times and checks that
-// each is refused and that `pid` stays within `bound_kib` of `before_kib`, measured 2 s after the
-// last round (the scheduler hands freed memory back on its watchdog's next ticks).
+// each is refused and that `pid` comes back within `bound_kib` of `before_kib` after the last
+// round (the scheduler hands freed memory back on its watchdog's next ticks).
 void ExpectRefusedAndBounded(pid_t pid, const std::string& who, const std::shared_ptr<grpc::Channel>& channel,
                              const std::string& method, int calls, int rounds, int64_t before_kib, int64_t bound_kib,
                              const std::string& session = "") {
@@ -171,8 +171,14 @@ void ExpectRefusedAndBounded(pid_t pid, const std::string& who, const std::share
       if (getenv("OUTSIDER_VERBOSE")) std::cerr << s.error_code() << " " << s.error_message() << "\n";
     }
   }
-  absl::SleepFor(absl::Seconds(2));
-  const int64_t after_kib = ResidentKib(pid);
+  // The memory must come back: within 2 s on an idle machine, later when another test's cluster
+  // shares the cores (make test runs two at a time), so it is polled for up to 20 s.
+  int64_t after_kib = 0;
+  for (int i = 0; i < 80; ++i) {
+    absl::SleepFor(absl::Milliseconds(250));
+    after_kib = ResidentKib(pid);
+    if (i >= 7 && after_kib - before_kib < bound_kib) break;
+  }
   EXPECT_LT(after_kib - before_kib, bound_kib)
       << who << " grew from " << before_kib << " KiB to " << after_kib << " KiB for " << rounds << " x " << calls
       << " refused 256 MiB calls of " << method;

@@ -13,6 +13,9 @@ void PlayedWorkerJob::Start(const std::string& dir, const std::vector<std::strin
                             std::shared_ptr<const TransportSecurity> security,
                             const std::vector<std::string>& server_flags) {
   const std::string port_file = dir + "/scheduler.port";
+  // --dead_after_ms: the played worker heartbeats from the test's process, which its test may load
+  // with huge calls on a busy machine; how fast a silent worker is found dead is not what these
+  // tests check.
   std::vector<std::string> argv = {BinDir() + "/pstrain-scheduler",
                                    "--port=0",
                                    "--port_file=" + port_file,
@@ -23,7 +26,8 @@ void PlayedWorkerJob::Start(const std::string& dir, const std::vector<std::strin
                                    "--optimizer=sgd",
                                    "--lr=0.5",
                                    "--epochs=1",
-                                   "--heartbeat_ms=200"};
+                                   "--heartbeat_ms=200",
+                                   "--dead_after_ms=20000"};
   argv.insert(argv.end(), role_flags.begin(), role_flags.end());
   absl::StatusOr<Child> started = Child::Start(argv, dir + "/scheduler.log");
   ASSERT_TRUE(started.ok()) << started.status();

@@ -15,6 +15,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <numeric>
 #include <regex>
@@ -147,7 +148,9 @@ struct StreamJob {
     absl::StatusOr<model::ModelFile> want = model::ParseModelFile(TheReference().model, "the file job's model");
     ASSERT_TRUE(got.ok()) << got.status();
     ASSERT_TRUE(want.ok()) << want.status();
-    EXPECT_LT(MaxRelativeDifference(*got, *want), 1e-3);
+    const double difference = MaxRelativeDifference(*got, *want);
+    std::cerr << "the stream's model differs from the file job's by " << difference << " (relative)\n";
+    EXPECT_LT(difference, 1e-3);
   }
 
   ManualCluster cluster;

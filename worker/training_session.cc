@@ -380,6 +380,11 @@ absl::StatusOr<TrainingSession::StepResult> TrainingSession::EndStep(const model
   const absl::Status pushed = overlap_ ? FinishPushDuringBackward(&times) : PushAfterBackward(&times);
   step_.active = false;
   if (!pushed.ok()) {
+    if (overlap_) {
+      // The answers of the servers that took the step are in weights_: back to the step's own.
+      std::copy(step_weights_.begin(), step_weights_.end(), weights_.begin());
+      ++weights_version_;
+    }
     RETURN_IF_ERROR(StepRefused(pushed));
     return StepResult::kRecompute;
   }

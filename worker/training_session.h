@@ -330,6 +330,10 @@ class TrainingSession {
   ClusterView view_;                // The latest view this worker knows; replaced on membership changes.
   std::vector<ShardRoute> routes_;  // By shard, from view_.
   std::vector<float> weights_;
+  // SYNC with overlap: weights_ as the step began. The pusher copies each server's answer into
+  // weights_ as it arrives, so when another server then refuses the step, this is what the step
+  // is computed on again (a server that answered applied the step already).
+  std::vector<float> step_weights_;
   std::vector<float> grad_;
   int64_t weights_version_ = 0;
   std::vector<OutgoingPush> push_;    // One per server, reused every step.

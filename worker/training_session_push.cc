@@ -24,6 +24,7 @@ absl::StatusOr<model::GradientSink*> TrainingSession::BeginStep() {
   if (sparse_ != nullptr) sparse_->Clear();
   rows_refused_ = absl::OkStatus();
   if (!overlap_) return static_cast<model::GradientSink*>(nullptr);
+  step_weights_.assign(weights_.begin(), weights_.end());  // the same size every step: no allocation
   FillPushHeader(&header_);
   pusher_.Begin(routes_, header_, grad_.data(), weights_.data(), AttemptRequestIds(), encoder_.get());
   return &pusher_;

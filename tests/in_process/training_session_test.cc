@@ -79,6 +79,8 @@ struct Hooks {
   std::function<bool(const Work&)> look_up_rows;
   // Sparse jobs: pull table 0 by its id (PullRows(tables, keys)), as a module per table does.
   bool pull_by_table = false;
+  // Each try of a training step, once its rows are pulled, before its gradient: what it computes on.
+  std::function<void(TrainingSession*, const Work&)> on_step;
 };
 
 // A CTR model's prediction for test sample i, each in a bin of its own, and its label: of the 10
@@ -150,6 +152,7 @@ Driven Drive(TrainingSession* session, const Hooks& hooks = {}) {
         }
       }
     }
+    if (hooks.on_step) hooks.on_step(session, work);
     if (sink != nullptr) {
       sink->GradientReady(1, 2);  // "b" first, as backward reaches the last layer first
       sink->GradientReady(0, 1);
@@ -176,6 +179,16 @@ std::unique_ptr<InProcessCluster> StartCluster(const JobSpec& job) {
   EXPECT_TRUE(cluster.ok()) << cluster.status();
   EXPECT_TRUE((*cluster)->Start().ok());
   return std::move(cluster).value();
+}
+
+// A cluster of `job` whose one worker (rank 0) ran it to the end.
+std::unique_ptr<InProcessCluster> StartClusterAndRun(const JobSpec& job) {
+  auto cluster = StartCluster(job);
+  worker::SessionOptions options = cluster->SessionOptionsFor(0);
+  auto session = TrainingSession::Create(options, &cluster->scheduler(), &cluster->ps());
+  EXPECT_TRUE(session.ok()) << session.status();
+  EXPECT_TRUE(Drive(session->get()).status.ok());
+  return cluster;
 }
 
 std::unique_ptr<TrainingSession> Session(InProcessCluster& cluster, int rank,
@@ -291,7 +304,7 @@ std::vector<float> ServerRows(InProcessCluster& cluster) {
     PullRequest req;
     req.set_worker_rank(cluster.core().View().workers(0).rank());
     req.set_membership_epoch(cluster.store(shard).membership_epoch());
-    req.set_step(0);
+    req.set_step(cluster.store(shard).step());  // the rows as they are now
     req.set_rows_only(true);
     SetKeys(0, std::vector<uint64_t>{key}, req.add_sparse());
     PullResponse resp;
@@ -367,6 +380,89 @@ TEST(TrainingSessionTest, SparseStepRefusedByAMembershipChangeIsRecomputedAndApp
   auto one = StartCluster(SparseJob(SYNC, 1, 8));
   ASSERT_TRUE(RunWorkers(*one, {0})[0].status.ok());
   EXPECT_EQ(ServerRows(*cluster), ServerRows(*one));
+}
+
+// What each try of step 1 computed on: the weights, and (sparse jobs) table 0's rows.
+struct Step1Tries {
+  std::vector<std::vector<float>> weights;
+  std::vector<std::vector<float>> rows;
+  Hooks Recording() {
+    Hooks hooks;
+    hooks.on_step = [this](TrainingSession* session, const Work& work) {
+      if (work.step != 1) return;
+      weights.emplace_back(session->weights().begin(), session->weights().end());
+      if (session->num_tables() > 0) rows.emplace_back(session->rows(0).begin(), session->rows(0).end());
+    };
+    return hooks;
+  }
+};
+
+// Worker 1 dies in the middle of step 1's push: server 0 got its push (and applies step 1 once
+// worker 0's arrives), server 1 never does. Worker 0's step 1 is then refused by server 1 when
+// worker 1 is declared dead, and recomputed alone over the whole global batch while server 0 is
+// a step ahead. Returns what worker 0's tries of step 1 computed on.
+Step1Tries RunSyncJobWhereWorker1DiesBetweenItsPushes(InProcessCluster& cluster) {
+  cluster.ps().set_fault_rule([](const InProcessPs::CallInfo& call) -> std::optional<InProcessPs::Fault> {
+    if (call.push == nullptr || call.server != 1 || call.push->worker_rank() != 1 || call.push->step() != 1) {
+      return std::nullopt;
+    }
+    return InProcessPs::Fault{absl::InternalError("worker 1 was killed"), InProcessPs::Fault::kBeforeServer};
+  });
+  std::unique_ptr<TrainingSession> s0 = Session(cluster, 0);
+  std::unique_ptr<TrainingSession> s1 = Session(cluster, 1);
+  Step1Tries tries;
+  Driven d0, d1;
+  std::thread t1([&]() { d1 = Drive(s1.get()); });
+  std::thread t0([&]() { d0 = Drive(s0.get(), tries.Recording()); });
+  t1.join();
+  EXPECT_TRUE(absl::IsInternal(d1.status)) << d1.status;
+  // Server 0 applied step 1 with both workers' pushes; server 1 holds worker 0's.
+  for (int i = 0; i < 5000 && cluster.store(0).step() < 2; ++i) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_EQ(cluster.store(0).step(), 2);
+  EXPECT_EQ(cluster.store(1).step(), 1);
+  cluster.HeartbeatAndAdvance(absl::Seconds(4), /*silent=*/{1});
+  t0.join();
+  EXPECT_TRUE(d0.status.ok()) << d0.status;
+  EXPECT_EQ(d0.recomputed, 1);
+  return tries;
+}
+
+// What a one-worker job over the same global batches computed step 1 on.
+Step1Tries OneWorkerStep1(const JobSpec& job) {
+  auto one = StartCluster(job);
+  std::unique_ptr<TrainingSession> session = Session(*one, 0);
+  Step1Tries tries;
+  EXPECT_TRUE(Drive(session.get(), tries.Recording()).status.ok());
+  return tries;
+}
+
+TEST(TrainingSessionTest, SparseStepRecomputedWhileAnotherServerAppliedItReadsTheRowsOfItsFirstTry) {
+  auto cluster = StartCluster(SparseJob(SYNC, 2, 4));
+  const Step1Tries tries = RunSyncJobWhereWorker1DiesBetweenItsPushes(*cluster);
+  const Step1Tries one = OneWorkerStep1(SparseJob(SYNC, 1, 8));
+  ASSERT_EQ(tries.rows.size(), 2u);
+  ASSERT_EQ(one.rows.size(), 1u);
+  // The recomputed try read the rows step 1 began with, also those of server 0, which had
+  // applied it: not rows that already carry its update.
+  EXPECT_EQ(tries.rows[1], one.rows[0]);
+  EXPECT_EQ(tries.weights[1], one.weights[0]);
+  EXPECT_EQ(ServerRows(*cluster), ServerRows(*StartClusterAndRun(SparseJob(SYNC, 1, 8))));
+}
+
+TEST(TrainingSessionTest, OverlappedStepRecomputedWhileAnotherServerAppliedItComputesOnItsFirstWeights) {
+  JobSpec job = TinyJob(SYNC, 2, 4);
+  job.set_overlap(true);
+  auto cluster = StartCluster(job);
+  const Step1Tries tries = RunSyncJobWhereWorker1DiesBetweenItsPushes(*cluster);
+  JobSpec alone = TinyJob(SYNC, 1, 8);
+  alone.set_overlap(true);
+  const Step1Tries one = OneWorkerStep1(alone);
+  ASSERT_EQ(tries.weights.size(), 2u);
+  ASSERT_EQ(one.weights.size(), 1u);
+  // Server 0's answer to the first try (the weights after step 1) is not what the second try
+  // computes on.
+  EXPECT_EQ(tries.weights[1], one.weights[0]);
+  EXPECT_EQ(cluster->ServerWeights(), OneWorkerWeights(SYNC, 8, /*overlap=*/true));
 }
 
 TEST(TrainingSessionTest, SparseAsyncLeaseOfADeadWorkerIsFinishedByAnotherAndEachBatchAppliedOnce) {
