@@ -6,6 +6,8 @@
 //   ApplyTracked/...     the same, with eviction's per-row metadata kept (each update stamps the
 //                        row's last update and count: TableOptions.track_rows, as under a TTL)
 //   ApplyFp16/...        the same on rows stored as fp16 (TableOptions.row_dtype)
+//   ApplyKeepingBefore/. the same, copying each row out before its update (Apply's values_before,
+//                        as a SYNC server does for a recomputed step: server/rows_before_update.h)
 //   EvictionPass/<rows>  one TTL eviction pass (EmbeddingTable::AfterUpdate when due) over a table
 //                        of `rows` rows with random last updates, of which none is old enough to
 //                        leave: the cost of checking every row, paid every eviction interval
@@ -83,7 +85,7 @@ void BM_Pull(benchmark::State& state) {
   SetCounters(state, num_keys, dim);
 }
 
-void ApplyWith(benchmark::State& state, bool tracked, TableSpec::RowDtype dtype) {
+void ApplyWith(benchmark::State& state, bool tracked, TableSpec::RowDtype dtype, bool keep_before = false) {
   const int64_t num_keys = state.range(0);
   const int dim = static_cast<int>(state.range(1));
   Fixture f = MakeFixture(num_keys, dim, tracked, dtype);
@@ -91,10 +93,13 @@ void ApplyWith(benchmark::State& state, bool tracked, TableSpec::RowDtype dtype)
   std::mt19937 rng(2);
   std::normal_distribution<float> dist(0.0f, 1e-2f);
   for (float& g : grads) g = dist(rng);
+  std::vector<float> before(keep_before ? num_keys * dim : 0);
   int b = 0;
   int64_t update = 0;
   for (auto _ : state) {
-    if (!f.table->Apply(f.batches[b], grads, 0.01f, update++).ok()) state.SkipWithError("apply failed");
+    if (!f.table->Apply(f.batches[b], grads, 0.01f, update++, absl::MakeSpan(before)).ok()) {
+      state.SkipWithError("apply failed");
+    }
     b = (b + 1) % kBatches;
   }
   SetCounters(state, num_keys, dim);
@@ -103,6 +108,7 @@ void ApplyWith(benchmark::State& state, bool tracked, TableSpec::RowDtype dtype)
 void BM_Apply(benchmark::State& state) { ApplyWith(state, false, TableSpec::FP32); }
 void BM_ApplyTracked(benchmark::State& state) { ApplyWith(state, true, TableSpec::FP32); }
 void BM_ApplyFp16(benchmark::State& state) { ApplyWith(state, false, TableSpec::FP16); }
+void BM_ApplyKeepingBefore(benchmark::State& state) { ApplyWith(state, false, TableSpec::FP32, true); }
 
 void BM_EvictionPass(benchmark::State& state) {
   const int64_t rows = state.range(0);
@@ -141,6 +147,7 @@ BENCHMARK(BM_Pull)->Apply(Shapes);
 BENCHMARK(BM_Apply)->Apply(Shapes);
 BENCHMARK(BM_ApplyTracked)->Apply(Shapes);
 BENCHMARK(BM_ApplyFp16)->Apply(Shapes);
+BENCHMARK(BM_ApplyKeepingBefore)->Apply(Shapes);
 BENCHMARK(BM_EvictionPass)->Arg(20000)->Arg(500000)->ArgName("rows")->Unit(benchmark::kMicrosecond);
 
 }  // namespace

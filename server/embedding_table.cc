@@ -282,7 +282,7 @@ absl::Status EmbeddingTable::Read(absl::Span<const uint64_t> keys, absl::Span<fl
 }
 
 absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> keys, absl::Span<const float> grads, float lr,
-                                   int64_t step) {
+                                   int64_t step, absl::Span<float> values_before) {
   const int dim = options_.dim;
   if (!(lr > 0 && std::isfinite(lr))) {
     return absl::InvalidArgumentError(
@@ -291,6 +291,11 @@ absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> keys, absl::Span<c
   if (grads.size() != keys.size() * dim) {
     return absl::InvalidArgumentError(absl::StrCat(Where(options_, "apply"), ": got ", grads.size(),
                                                    " gradient floats, expected ", keys.size(), " keys * dim ", dim));
+  }
+  if (!values_before.empty() && values_before.size() != keys.size() * dim) {
+    return absl::InvalidArgumentError(absl::StrCat(Where(options_, "apply"), ": values_before holds ",
+                                                   values_before.size(), " floats, expected ", keys.size(),
+                                                   " keys * dim ", dim));
   }
   if (absl::Status s = CheckSortedUniqueKeys(keys, Where(options_, "apply")); !s.ok()) return s;
   if (absl::Status s = CheckRoomFor(keys.size(), "apply"); !s.ok()) return s;
@@ -332,13 +337,17 @@ absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> keys, absl::Span<c
       PrefetchRecord(Record(rows[k + kPrefetchAhead]));
       if (eviction_ != nullptr) eviction_->Prefetch(rows[k + kPrefetchAhead]);
     }
-    if (rows[k] == kNoRow) continue;
+    if (rows[k] == kNoRow) {
+      if (!values_before.empty()) InitialValue(keys[k], values_before.data() + k * dim);  // as Read gives it
+      continue;
+    }
     MarkChanged(rows[k]);
     if (eviction_ != nullptr) eviction_->Updated(rows[k], step);
     float* record = Record(rows[k]);
     float* state = State(record);
     float* w = half ? scratch_.data() : record;
     if (half) ReadValue(record, w);
+    if (!values_before.empty()) std::memcpy(values_before.data() + k * dim, w, dim * sizeof(float));
     if (has_step_) {
       uint32_t row_step;
       std::memcpy(&row_step, state + state_floats_, sizeof(row_step));

@@ -165,8 +165,11 @@ class EmbeddingTable {
   // Everything is validated before anything changes: INVALID_ARGUMENT when keys are not sorted
   // and unique, grads does not hold keys.size() * dim floats, a gradient is NaN or infinite
   // (naming the key, its position and the element), or lr is not finite and > 0;
-  // RESOURCE_EXHAUSTED when the new rows could pass kMaxRows.
-  absl::Status Apply(absl::Span<const uint64_t> keys, absl::Span<const float> grads, float lr, int64_t step = 0);
+  // RESOURCE_EXHAUSTED when the new rows could pass kMaxRows. `values_before`, when not empty
+  // (keys.size() * dim floats, else INVALID_ARGUMENT), receives each key's value as Read gave it
+  // just before the update (server/rows_before_update.h), at the cost of one copy per row.
+  absl::Status Apply(absl::Span<const uint64_t> keys, absl::Span<const float> grads, float lr, int64_t step = 0,
+                     absl::Span<float> values_before = {});
 
   // The store's update `update`, about to be applied, runs at the scheduler's time `unix_ms`
   // (ASYNC/SSP: its push's lease time; 0: none): eviction's ttl_seconds clock

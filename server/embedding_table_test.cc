@@ -125,6 +125,23 @@ TEST(EmbeddingTableTest, ApplyCreatesAMissingRowFromItsInitialValue) {
   EXPECT_EQ(Row(*fresh, 77), (std::vector<float>{init[0] - 0.5f, init[1] + 1.0f}));
 }
 
+TEST(EmbeddingTableTest, ApplyGivesEachRowAsReadGaveItJustBefore) {
+  for (TableSpec::RowDtype dtype : {TableSpec::FP32, TableSpec::FP16}) {
+    TableOptions options = Options(3);
+    options.row_dtype = dtype;
+    auto table = MakeTable(options);
+    ASSERT_TRUE(table->Apply({5}, std::vector<float>{1.0f, 1.0f, 1.0f}, 0.1f).ok());
+    // Key 5 has a row, 1 and 9 get theirs in this update.
+    const std::vector<float> read = ReadRows(*table, {1, 5, 9});
+    std::vector<float> before(9, -7.0f);
+    ASSERT_TRUE(table->Apply({1, 5, 9}, std::vector<float>(9, 0.5f), 0.1f, 0, absl::MakeSpan(before)).ok());
+    EXPECT_EQ(before, read) << TableSpec::RowDtype_Name(dtype);
+    EXPECT_NE(ReadRows(*table, {1, 5, 9}), read);
+    EXPECT_THAT(table->Apply({1}, std::vector<float>(3, 0.5f), 0.1f, 0, absl::MakeSpan(before)).message(),
+                HasSubstr("values_before holds 9 floats, expected 1 keys * dim 3"));
+  }
+}
+
 TEST(EmbeddingTableTest, AdagradRowsMatchTheHandComputedReference) {
   TableOptions options = Options(2);
   options.init_bound = 0.0f;

@@ -3,18 +3,15 @@
 #include <algorithm>
 #include <cstring>
 
-#include <glog/logging.h>
-
 namespace pstrain::server {
 
-void RowsBeforeUpdate::Add(int id, absl::Span<const uint64_t> keys, const EmbeddingTable& table) {
+absl::Span<float> RowsBeforeUpdate::Add(int id, absl::Span<const uint64_t> keys, int dim) {
   if (static_cast<int>(tables_.size()) <= id) tables_.resize(id + 1);
   Table& t = tables_[id];
-  t.dim = table.dim();
+  t.dim = dim;
   t.keys.assign(keys.begin(), keys.end());
-  t.rows.resize(keys.size() * t.dim);
-  const absl::Status s = table.Read(keys, absl::MakeSpan(t.rows));
-  CHECK(s.ok()) << "checked keys failed to read: " << s;
+  t.rows.resize(keys.size() * dim);
+  return absl::MakeSpan(t.rows);
 }
 
 void RowsBeforeUpdate::Clear() {
@@ -22,6 +19,12 @@ void RowsBeforeUpdate::Clear() {
     t.keys.clear();
     t.rows.clear();
   }
+}
+
+void RowsBeforeUpdate::Forget(int id) {
+  if (id < 0 || id >= static_cast<int>(tables_.size())) return;
+  tables_[id].keys.clear();
+  tables_[id].rows.clear();
 }
 
 void RowsBeforeUpdate::Overlay(int table, absl::Span<const uint64_t> keys, absl::Span<float> rows) const {

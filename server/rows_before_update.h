@@ -13,8 +13,9 @@
 // initial value). Rows that the same update's eviction or memory budget removed without a
 // gradient are not recorded; they read as they are now.
 //
-// Cost: one read of the update's rows per SYNC step (a lookup and a copy per key); the buffers are
-// kept between steps, so a steady step allocates nothing here.
+// Cost: one copy of each updated row per SYNC step, made by the update itself where it has the row
+// at hand (EmbeddingTable::Apply's values_before); the buffers are kept between steps, so a steady
+// step allocates nothing here.
 //
 // Thread safety: none; the SparseShard calls it under the store's lock.
 #ifndef PSTRAIN_SERVER_ROWS_BEFORE_UPDATE_H_
@@ -24,7 +25,6 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "server/embedding_table.h"
 
 namespace pstrain::server {
 
@@ -34,10 +34,14 @@ class RowsBeforeUpdate {
   // came before it).
   void Clear();
 
-  // Records the rows `table` (job table id `id`) reads now for `keys`, the update's keys of that
-  // table. REQUIRES: the keys are checked (owned by the shard, ascending); one Add per table
-  // between two Clears.
-  void Add(int id, absl::Span<const uint64_t> keys, const EmbeddingTable& table);
+  // The record of table `id` (of `dim` floats per row) for the update's `keys` of it, to be filled
+  // with their rows as they were (EmbeddingTable::Apply's values_before): keys.size() x dim floats.
+  // REQUIRES: the keys are checked (owned by the shard, ascending); one call per table between two
+  // Clears.
+  absl::Span<float> Add(int id, absl::Span<const uint64_t> keys, int dim);
+
+  // Drops table `id`'s record (its update failed and changed nothing: its rows read as now).
+  void Forget(int id);
 
   // Overwrites, in `rows` (keys.size() x the table's dim floats, keys ascending), the rows of the
   // keys recorded for `table` with their recorded values; the other rows stay.

@@ -212,15 +212,19 @@ void SparseShard::ReadRows(const TableGradient& entry, ReadAt at, absl::Span<flo
 
 void SparseShard::ApplyKeepingRowsBefore(const SparseGradient& grad, int64_t step) {
   before_.Clear();
-  for (const TableGradient& g : grad) before_.Add(g.table, g.keys(), *tables_[g.table]);
-  Apply(grad, step);
+  ApplyRecording(grad, step, &before_);
 }
 
-void SparseShard::Apply(const SparseGradient& grad, int64_t step) {
+void SparseShard::Apply(const SparseGradient& grad, int64_t step) { ApplyRecording(grad, step, nullptr); }
+
+void SparseShard::ApplyRecording(const SparseGradient& grad, int64_t step, RowsBeforeUpdate* before) {
   for (const TableGradient& g : grad) {
-    const absl::Status s = tables_[g.table]->Apply(g.keys(), g.rows(), lr_[g.table], step);
+    const absl::Span<float> values_before =
+        before == nullptr ? absl::Span<float>() : before->Add(g.table, g.keys(), tables_[g.table]->dim());
+    const absl::Status s = tables_[g.table]->Apply(g.keys(), g.rows(), lr_[g.table], step, values_before);
     // Validation ran before anything changed; what is left is a table past kMaxRows rows.
     LOG_IF(ERROR, !s.ok()) << "shard " << shard_ << ": " << s;
+    if (!s.ok() && before != nullptr) before->Forget(g.table);
   }
   // Every table's eviction clock moves, whether or not the update brought it keys.
   for (const auto& table : tables_) table->AfterUpdate(step);

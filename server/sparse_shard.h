@@ -130,6 +130,8 @@ class SparseShard {
 
   // Evicts past the memory budget after update `step`, when the job sets one.
   void KeepWithinBudget(int64_t step);
+  // Apply, recording the rows as they were into `before` unless it is null.
+  void ApplyRecording(const SparseGradient& grad, int64_t step, RowsBeforeUpdate* before);
   // Table `entry.table`'s rows of entry's keys into `out` (keys x dim floats), read `at`.
   void ReadRows(const TableGradient& entry, ReadAt at, absl::Span<float> out) const;
 
