@@ -106,7 +106,8 @@ absl::StatusOr<std::string> Contents(const std::string& what, const std::vector<
   const size_t header_size = contents.size();
   if (kLittleEndianHost) {
     contents.resize(header_size + 4 * values.size());
-    std::memcpy(contents.data() + header_size, values.data(), 4 * values.size());
+    // An empty model's values may have no buffer at all, and memcpy's pointers must not be null.
+    if (!values.empty()) std::memcpy(contents.data() + header_size, values.data(), 4 * values.size());
   } else {
     contents.reserve(header_size + 4 * values.size() + 4);
     for (float value : values) {

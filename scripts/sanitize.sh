@@ -79,6 +79,13 @@ export PSTRAIN_DEAD_AFTER_MS=${PSTRAIN_DEAD_AFTER_MS:-20000}
 reports="$build/sanitizer-reports"
 rm -rf "$reports"
 mkdir -p "$reports"
+# The tests' temporary folders (gtest's TempDir), where the roles a test starts write their logs.
+export TEST_TMPDIR="$build/sanitizer-tmp"
+rm -rf "$TEST_TMPDIR"
+mkdir -p "$TEST_TMPDIR"
+outputs="$build/sanitizer-outputs"  # ctest's full log of each run below
+rm -rf "$outputs"
+mkdir -p "$outputs"
 common="log_path=$reports/$kind log_exe_name=1 exitcode=66"
 if [ "$kind" = thread ]; then
   "$supp/absl-tsan.sh" "$build/absl"
@@ -88,36 +95,47 @@ else
   . "$supp/address-options.sh" "$common"
 fi
 
-# Prints every report the processes wrote, and fails when there is one.
+# Prints every report the processes wrote, and fails when there is one. UndefinedBehaviorSanitizer
+# combined with AddressSanitizer writes to stderr whatever log_path says (GCC's runtime), so its
+# reports ("runtime error:") are also looked for where every process's stderr ends up: ctest's log
+# (the test programs) and the logs in the tests' temporary folders (the roles they start).
 check_reports() {
-  local found
+  local found ub
   found=$(find "$reports" -type f | sort)
-  if [ -z "$found" ]; then
+  ub=$(grep -rl --binary-files=text 'runtime error: ' "$outputs" "$TEST_TMPDIR" 2>/dev/null | sort || true)
+  if [ -z "$found" ] && [ -z "$ub" ]; then
     echo "sanitize.sh: $kind: no report"
     return 0
   fi
-  echo "sanitize.sh: $kind: $(echo "$found" | wc -l) processes reported:"
+  [ -z "$found" ] || echo "sanitize.sh: $kind: $(echo "$found" | wc -l) processes reported:"
   for f in $found; do
     echo "== $f"
     head -60 "$f"
   done
+  [ -z "$ub" ] || echo "sanitize.sh: $kind: undefined behaviour reported in $(echo "$ub" | wc -l) logs:"
+  for f in $ub; do
+    echo "== $f"
+    grep -a -m3 -A8 'runtime error: ' "$f"
+  done
   return 1
 }
 
+# Keeps ctest's full log of the run just made (the next run overwrites it).
+keep_output() { cp Testing/Temporary/LastTest.log "$outputs/$1.log" 2>/dev/null || true; }
+
 cd "$build"
 set +e
+ctest --output-on-failure -j "$test_jobs" -L '^unit$' -E "$exclude"
+tests=$?
+keep_output unit
 if [ "$quick" = 1 ]; then
-  ctest --output-on-failure -j "$test_jobs" -L '^unit$' -E "$exclude"
-  tests=$?
   ctest --output-on-failure -R "$quick_integration"
-  [ $? = 0 ] || tests=1
 else
-  ctest --output-on-failure -j "$test_jobs" -L '^unit$' -E "$exclude"
-  tests=$?
   # One multi-process test at a time: each runs a cluster of instrumented processes.
   ctest --output-on-failure -L '^(integration|fault)$' -E "$exclude"
-  [ $? = 0 ] || tests=1
 fi
+[ $? = 0 ] || tests=1
+keep_output integration
 check_reports
 clean=$?
 [ "$tests" = 0 ] && [ "$clean" = 0 ]
