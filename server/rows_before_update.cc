@@ -15,10 +15,7 @@ absl::Span<float> RowsBeforeUpdate::Add(int id, absl::Span<const uint64_t> keys,
 }
 
 void RowsBeforeUpdate::Clear() {
-  for (Table& t : tables_) {
-    t.keys.clear();
-    t.rows.clear();
-  }
+  for (int id = 0; id < static_cast<int>(tables_.size()); ++id) Forget(id);
 }
 
 void RowsBeforeUpdate::Forget(int id) {

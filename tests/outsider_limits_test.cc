@@ -178,7 +178,7 @@ void ExpectRefusedAndBounded(pid_t pid, const std::string& who, const std::share
   for (int i = 0; i < 80; ++i) {
     absl::SleepFor(absl::Milliseconds(250));
     after_kib = ResidentKib(pid);
-    if (i >= 7 && after_kib - before_kib < bound_kib) break;
+    if (after_kib - before_kib < bound_kib) break;
   }
   EXPECT_LT(after_kib - before_kib, bound_kib)
       << who << " grew from " << before_kib << " KiB to " << after_kib << " KiB for " << rounds << " x " << calls
