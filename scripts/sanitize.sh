@@ -7,6 +7,8 @@
 #                                                         bad reads and writes, leaks, undefined
 #                                                         behaviour (default folder build-asan)
 #
+# SANITIZE_TESTS=REGEX takes, after the unit tests, only the multi-process tests whose names match
+# (to run again what a whole run found failing).
 # The whole run takes the unit tests (in-process tests included) and the multi-process integration
 # and fault tests that fit under the sanitizer (docs/testing.md, "Sanitizers", names those that do
 # not and why); --quick takes the unit tests and two integration tests, for CI. Every process a
@@ -45,6 +47,14 @@ supp="$root/scripts/sanitize"
 # into Debian's python3, which no sanitizer's runtime is loaded into (it is not built here). The
 # labels taken leave out the GPU, deployment, end-to-end and fuzz tests.
 exclude='^(thread_safety_test|format_test|python_(package|wheel|mypy)_test|docs_.*)$'
+# Under ThreadSanitizer, scale_test.shared_reference does not fit: its six cases share one
+# reference run and each re-shards a cluster of six instrumented processes, about 90 s in the
+# Release build and past its whole 600 s limit here (2026-12-04). The other parts of scale_test run.
+# And python_client_test: Debian's python3 cannot load the grpc module with the instrumented Abseil
+# on LD_LIBRARY_PATH (libtsan cannot be loaded into a process that did not start with it).
+if [ "$kind" = thread ]; then
+  exclude='^(thread_safety_test|format_test|python_(package|wheel|mypy|client)_test|docs_.*|scale_test\.shared_reference)$'
+fi
 # The test cases that measure glibc's allocator, which both sanitizers replace with their own
 # (a gtest filter, for every test program; scripts/sanitize-smoke.sh's too).
 GTEST_FILTER=$(cat "$root/scripts/sanitize/gtest_filter.txt")
@@ -132,7 +142,7 @@ if [ "$quick" = 1 ]; then
   ctest --output-on-failure -R "$quick_integration"
 else
   # One multi-process test at a time: each runs a cluster of instrumented processes.
-  ctest --output-on-failure -L '^(integration|fault)$' -E "$exclude"
+  ctest --output-on-failure -L '^(integration|fault)$' -E "$exclude" -R "${SANITIZE_TESTS:-.}"
 fi
 [ $? = 0 ] || tests=1
 keep_output integration

@@ -153,17 +153,18 @@ TEST(ChurnTest, BrieflyStoppedSyncWorkerIsWaitedFor) {
   job.push_back("--eval_last_epoch_only");
   // Silent for the stop, one heartbeat interval before it and the time it takes to resume on a
   // loaded machine: 3 s keeps that well within, and the stop past the slow-step floor of 1 s.
-  job.push_back("--dead_after_ms=3000");
+  job.push_back(MillisFlag("dead_after_ms", 3000));
   cluster.Start(2, 3, job);
   cluster.WaitForSteps(50);
   cluster.workers[1]->Kill(SIGSTOP);
-  absl::SleepFor(absl::Milliseconds(1500));  // Shorter than --dead_after_ms.
+  absl::SleepFor(Scaled(absl::Milliseconds(1500)));  // Shorter than --dead_after_ms.
   cluster.workers[1]->Kill(SIGCONT);
   std::string summary = ExpectJobFinished(cluster, {0, 1, 2});
   ExpectEverySampleOncePerEpoch(summary);
   EXPECT_THAT(summary, ::testing::Not(ContainsRegex("\"kind\": *\"died\"")));
-  // The servers noticed the step waiting for one worker, and the scheduler said which.
-  EXPECT_THAT(summary, ContainsRegex("\"slow_steps\": \\[\\{[^]]*\"waiting_for\": \\[[0-9]\\]"));
+  // The servers noticed a step waiting for one worker, and the scheduler said which (a slow step
+  // entry, which may follow others: the first steps of a loaded machine can wait for several).
+  EXPECT_THAT(summary, ContainsRegex("\"waited_seconds\": [0-9.]+, \"waiting_for\": \\[[0-9]\\]\\}"));
   EXPECT_THAT(cluster.scheduler->Output(), ::testing::HasSubstr("slow sync step"))
       << "server 0:\n"
       << cluster.servers[0]->Output() << "\nserver 1:\n"
@@ -178,11 +179,11 @@ TEST(ChurnTest, LongStoppedSyncWorkerIsDroppedAndTheJobGoesOn) {
   cluster.Start(2, 3, job);
   cluster.WaitForSteps(50);
   cluster.workers[1]->Kill(SIGSTOP);
-  absl::SleepFor(absl::Seconds(4));  // Past --dead_after_ms=2000: declared dead.
+  absl::SleepFor(Scaled(absl::Seconds(4)));  // Past --dead_after_ms=2000: declared dead.
   // A newcomer joins while it is stopped. It gets a new rank (3), not the dead worker's, so the
   // stale process cannot pass for it when it resumes.
   cluster.AddWorker();
-  absl::SleepFor(absl::Seconds(1));
+  absl::SleepFor(Scaled(absl::Seconds(1)));
   cluster.workers[1]->Kill(SIGCONT);
   // Resumed, it learns it is no longer a member and exits with an error; the others finish.
   absl::StatusOr<int> code = cluster.workers[1]->Wait(absl::Seconds(60));
@@ -204,13 +205,13 @@ TEST(ChurnTest, StoppedAsyncWorkerDoesNotHoldTheOthersBack) {
   ManualCluster cluster("sigstop-async");
   std::vector<std::string> job = JobInMode("async");
   job.push_back("--epochs=6");
-  job.push_back("--dead_after_ms=3000");  // As in BrieflyStoppedSyncWorkerIsWaitedFor.
+  job.push_back(MillisFlag("dead_after_ms", 3000));  // As in BrieflyStoppedSyncWorkerIsWaitedFor.
   cluster.Start(2, 3, job);
   cluster.WaitForSteps(50);
   auto client = *SchedulerClient::Create(cluster.address, absl::Seconds(2));
   cluster.workers[1]->Kill(SIGSTOP);
   const int64_t before = client->GetJobStatus()->step();
-  absl::SleepFor(absl::Milliseconds(1500));  // Within --dead_after_ms: still a member.
+  absl::SleepFor(Scaled(absl::Milliseconds(1500)));  // Within --dead_after_ms: still a member.
   const int64_t during = client->GetJobStatus()->step();
   cluster.workers[1]->Kill(SIGCONT);
   // The two others kept pushing while the third was stopped.

@@ -41,13 +41,13 @@ void ManualCluster::Start(int servers, int workers, const std::vector<std::strin
                                    "--servers=" + std::to_string(servers),
                                    "--workers=" + std::to_string(workers),
                                    "--heartbeat_ms=200",
-                                   "--dead_after_ms=2000",
-                                   "--hold_up_after_ms=5000"};
+                                   MillisFlag("dead_after_ms", 2000),
+                                   MillisFlag("hold_up_after_ms", 5000)};
   argv.insert(argv.end(), scheduler_flags.begin(), scheduler_flags.end());
   scheduler_argv_ = argv;
   scheduler = Spawn(argv, "scheduler");
   std::string port;
-  for (int i = 0; i < 300 && port.empty(); ++i) {
+  for (int i = 0; i < 300 * kSlowdown && port.empty(); ++i) {
     absl::SleepFor(absl::Milliseconds(50));
     port = std::string(absl::StripAsciiWhitespace(ReadFile(port_file)));
   }
@@ -75,7 +75,7 @@ void ManualCluster::AddWorker(const std::vector<std::string>& flags) {
 
 void ManualCluster::WaitForSteps(int64_t steps) {
   absl::StatusOr<JobStatus> status;
-  for (int i = 0; i < 1200; ++i) {
+  for (int i = 0; i < 1200 * kSlowdown; ++i) {
     // A fresh client each time: a channel whose first attempts found no scheduler (one being
     // restarted) may keep failing fast for a while after it is back.
     auto client = *SchedulerClient::Create(address, absl::Seconds(2));

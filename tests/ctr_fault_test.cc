@@ -39,7 +39,7 @@ std::vector<std::string> Job(std::vector<std::string> extra) {
   // evicted: on a loaded 2-core machine a worker redoing steps after a rollback was once held up
   // past the cluster's 2 s and evicted (the hold-up rule), changing the model. 5 s keeps the
   // rule's effect out of these tests at the cost of a slower detection of the killed server.
-  extra.push_back("--dead_after_ms=5000");
+  extra.push_back(MillisFlag("dead_after_ms", 5000));
   extra.push_back("--batch_size=64");
   extra.push_back("--table_admission=count:2");
   extra.push_back("--table_ttl_updates=60");

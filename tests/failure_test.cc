@@ -79,7 +79,7 @@ TEST(FailureTest, KilledWorkerBelowMinWorkersFailsTheJobInsteadOfHanging) {
 TEST(FailureTest, LauncherExitsNonZeroWhenAServerIsKilled) {
   std::string dir = MakeTempDir("launcher-kill");
   std::vector<std::string> argv = {BinDir() + "/pstrain-launch", "--servers=2", "--workers=2", "--heartbeat_ms=200",
-                                   "--dead_after_ms=2000"};
+                                   MillisFlag("dead_after_ms", 2000)};
   argv.insert(argv.end(), kLongJob.begin(), kLongJob.end());
   auto launcher = Child::Start(argv, dir + "/launch.log");
   ASSERT_TRUE(launcher.ok());
@@ -89,7 +89,7 @@ TEST(FailureTest, LauncherExitsNonZeroWhenAServerIsKilled) {
     servers = ChildrenNamed(launcher->pid(), "pstrain-server");
   }
   ASSERT_EQ(servers.size(), 2u) << launcher->Output();
-  absl::SleepFor(absl::Seconds(3));  // Let training start.
+  absl::SleepFor(Scaled(absl::Seconds(3)));  // Let training start.
   kill(servers[0], SIGKILL);
   absl::StatusOr<int> code = launcher->Wait(absl::Seconds(40));
   ASSERT_TRUE(code.ok()) << "launcher hangs after a server died:\n" << launcher->Output();

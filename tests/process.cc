@@ -59,6 +59,7 @@ absl::StatusOr<Child> Child::Start(const std::vector<std::string>& argv, const s
 }
 
 absl::StatusOr<int> Child::Wait(absl::Duration timeout) {
+  timeout *= kSlowdown;
   const absl::Time give_up = absl::Now() + timeout;
   while (!exited_) {
     int status = 0;
@@ -83,6 +84,8 @@ void Child::Kill(int signal) {
 
 std::string Child::Output() const { return ReadFile(log_path_); }
 
+std::string MillisFlag(const std::string& name, int64_t ms) { return absl::StrCat("--", name, "=", ms * kSlowdown); }
+
 absl::StatusOr<RunResult> Run(const std::vector<std::string>& argv, absl::Duration timeout) {
   static int counter = 0;
   std::string log = absl::StrCat(::testing::TempDir(), "/run-", getpid(), "-", counter++, ".log");
@@ -92,8 +95,8 @@ absl::StatusOr<RunResult> Run(const std::vector<std::string>& argv, absl::Durati
   if (!code.ok()) {
     child->Kill(SIGKILL);
     (void)child->Wait(absl::Seconds(10));
-    return absl::DeadlineExceededError(absl::StrCat(argv[0], " did not finish within ", absl::FormatDuration(timeout),
-                                                    "; output:\n", child->Output()));
+    return absl::DeadlineExceededError(absl::StrCat(
+        argv[0], " did not finish within ", absl::FormatDuration(timeout * kSlowdown), "; output:\n", child->Output()));
   }
   return RunResult{*code, child->Output()};
 }

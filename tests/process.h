@@ -25,8 +25,8 @@ class Child {
 
   pid_t pid() const { return pid_; }
 
-  // Waits up to `timeout` for the child to exit. Returns its exit status (0-255), 128 + signal if a
-  // signal killed it, or DEADLINE_EXCEEDED if it is still running.
+  // Waits up to `timeout` (times kSlowdown) for the child to exit. Returns its exit status
+  // (0-255), 128 + signal if a signal killed it, or DEADLINE_EXCEEDED if it is still running.
   absl::StatusOr<int> Wait(absl::Duration timeout);
 
   // Sends `signal` (e.g. SIGKILL).
@@ -47,7 +47,7 @@ struct RunResult {
   std::string output;
 };
 
-// Runs `argv` to completion (killing it past `timeout`, which is then an error).
+// Runs `argv` to completion (killing it past `timeout` times kSlowdown, which is then an error).
 absl::StatusOr<RunResult> Run(const std::vector<std::string>& argv, absl::Duration timeout);
 
 // A fresh directory under the test's temp dir.
@@ -73,6 +73,23 @@ inline constexpr bool kResidentMemoryIsGlibcs = false;
 #else
 inline constexpr bool kResidentMemoryIsGlibcs = true;
 #endif
+
+// How many times slower the roles run than in the Release build: 5 under ThreadSanitizer, 1
+// otherwise (PSTRAIN_TEST_SLOWDOWN, tests/CMakeLists.txt). Child::Wait and Run multiply their
+// timeouts by it, and ManualCluster its scheduler's failure-detection limits, so that a test keeps
+// the same proportions between "dead after" and "waited for" in every build.
+#ifndef PSTRAIN_TEST_SLOWDOWN
+#define PSTRAIN_TEST_SLOWDOWN 1
+#endif
+inline constexpr int kSlowdown = PSTRAIN_TEST_SLOWDOWN;
+
+// `d` times kSlowdown: a test's pause whose length is measured against the roles' own limits
+// ("past --dead_after_ms", "within it").
+inline absl::Duration Scaled(absl::Duration d) { return d * kSlowdown; }
+
+// "--NAME=MS*kSlowdown": a role's time limit (--dead_after_ms, --hold_up_after_ms) that a test
+// sets and then measures its pauses against with Scaled().
+std::string MillisFlag(const std::string& name, int64_t ms);
 
 // Process `pid`'s resident memory in KiB (`field` "VmRSS:" of /proc/<pid>/status, or "VmHWM:" for
 // its peak); -1 if it cannot be read.

@@ -136,7 +136,7 @@ TEST(RecoveryTest, LauncherRestartsAKilledServerAndTheJobFinishes) {
                                    "--workers=2",
                                    "--max_restarts=1",
                                    "--heartbeat_ms=200",
-                                   "--dead_after_ms=2000",
+                                   MillisFlag("dead_after_ms", 2000),
                                    "--summary_json=" + dir + "/summary.json"};
   for (const std::string& flag : Job(dir)) {
     // A scheduler flag, not a job flag: the launcher's scheduler keeps its default (60 s).

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "scheduler/client/scheduler_client.h"
 #include "gmock/gmock.h"
@@ -121,9 +122,11 @@ TEST(RolesLifecycleTest, ARoleStartedAfterTheJobFailedExitsNonZero) {
 
 TEST(RolesLifecycleTest, SigtermEndsAServerAndTheSchedulerPromptlyAndTheJobGoesOn) {
   ManualCluster cluster("sigterm");
+  // Long enough that the job still runs when the scheduler is stopped, after the server's exit
+  // (which takes up to the silence limit a sanitizer run sets: PSTRAIN_DEAD_AFTER_MS).
   cluster.Start(2, 2,
-                {"--replicas=2", "--epochs=3", "--train_limit=6000", "--test_limit=500", "--batch_size=32",
-                 "--state_dir=" + cluster.dir() + "/state"});
+                {"--replicas=2", absl::StrCat("--epochs=", 3 * kSlowdown), "--train_limit=6000", "--test_limit=500",
+                 "--batch_size=32", "--state_dir=" + cluster.dir() + "/state"});
   cluster.WaitForSteps(10);
   // A server: its copy on the other server takes its shard over.
   const absl::Time server_term = absl::Now();

@@ -114,7 +114,7 @@ TEST(SchedulerRestartLaunchTest, LauncherRestartsAKilledSchedulerAndTheJobFinish
                                    "--workers=2",
                                    "--max_restarts=1",
                                    "--heartbeat_ms=200",
-                                   "--dead_after_ms=2000",
+                                   MillisFlag("dead_after_ms", 2000),
                                    "--summary_json=" + dir + "/summary.json",
                                    "--mode=sync",
                                    "--epochs=6",
