@@ -95,8 +95,8 @@ absl::StatusOr<RunResult> Run(const std::vector<std::string>& argv, absl::Durati
   if (!code.ok()) {
     child->Kill(SIGKILL);
     (void)child->Wait(absl::Seconds(10));
-    return absl::DeadlineExceededError(absl::StrCat(
-        argv[0], " did not finish within ", absl::FormatDuration(timeout * kSlowdown), "; output:\n", child->Output()));
+    return absl::DeadlineExceededError(
+        absl::StrCat(argv[0], " did not finish: ", code.status().message(), "; output:\n", child->Output()));
   }
   return RunResult{*code, child->Output()};
 }
