@@ -66,6 +66,8 @@ DEFINE_string(http_port_file, "",
 
 int main(int argc, char** argv) {
   pstrain::InitBinary("pstrain-scheduler --servers=2 --workers=2 [job flags]", &argc, &argv);
+  // Before any thread starts, so that every thread started later leaves SIGINT and SIGTERM to it.
+  pstrain::StopSignals signals;
 
   absl::StatusOr<pstrain::JobSpec> job = pstrain::JobSpecFromFlags();
   if (!job.ok()) {
@@ -121,7 +123,7 @@ int main(int argc, char** argv) {
   pstrain::scheduler::SchedulerRunner* r = runner->get();
   absl::Status status;
   {
-    pstrain::StopSignals signals([r] { r->Stop(); });
+    pstrain::StopSignals::Forwarding forwarding(&signals, [r] { r->Stop(); });
     status = r->Run();
   }
   pstrain::LingerAndStopMetrics(metrics_server->get());

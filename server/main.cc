@@ -50,6 +50,8 @@ DEFINE_int64(drain_timeout_ms, 600000, "with --drain_on_stop: stop anyway when n
 
 int main(int argc, char** argv) {
   pstrain::InitBinary("pstrain parameter server: pstrain-server --scheduler=HOST:PORT", &argc, &argv);
+  // Before any thread starts, so that every thread started later leaves SIGINT and SIGTERM to it.
+  pstrain::StopSignals signals;
 
   if (FLAGS_scheduler.empty()) {
     std::cerr << "pstrain-server: --scheduler=HOST:PORT is required\n";
@@ -99,7 +101,7 @@ int main(int argc, char** argv) {
   absl::Status status;
   {
     pstrain::server::ServerRunner* r = runner->get();
-    pstrain::StopSignals signals([r] { r->Stop(); });
+    pstrain::StopSignals::Forwarding forwarding(&signals, [r] { r->Stop(); });
     status = r->Run();
   }
   pstrain::LingerAndStopMetrics(metrics_server->get());

@@ -33,6 +33,8 @@ DEFINE_int64(max_predict_records, 10000, "Most records in one Predict");
 
 int main(int argc, char** argv) {
   pstrain::InitBinary("pstrain-serve --checkpoint_dir=DIR | --export_dir=EXPORT [--port=0]", &argc, &argv);
+  // Before any thread starts, so that every thread started later leaves SIGINT and SIGTERM to it.
+  pstrain::StopSignals signals;
   pstrain::serving::ServeOptions options;
   options.checkpoint_dir = FLAGS_checkpoint_dir;
   options.export_dir = FLAGS_export_dir;
@@ -57,7 +59,7 @@ int main(int argc, char** argv) {
   pstrain::serving::ServeRunner runner(options);
   absl::Status status;
   {
-    pstrain::StopSignals signals([&runner] { runner.Stop(); });
+    pstrain::StopSignals::Forwarding forwarding(&signals, [&runner] { runner.Stop(); });
     status = runner.Run();
   }
   pstrain::LingerAndStopMetrics(metrics_server->get());

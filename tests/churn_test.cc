@@ -189,7 +189,7 @@ TEST(ChurnTest, LongStoppedSyncWorkerIsDroppedAndTheJobGoesOn) {
   absl::StatusOr<int> code = cluster.workers[1]->Wait(absl::Seconds(60));
   ASSERT_TRUE(code.ok()) << cluster.workers[1]->Output();
   EXPECT_NE(*code, 0);
-  EXPECT_THAT(cluster.workers[1]->Output(), ::testing::HasSubstr("no longer a member"));
+  EXPECT_THAT(cluster.workers[1]->Output(), ::testing::HasSubstr("no longer a member")) << "exit status " << *code;
   std::string summary = ExpectJobFinished(cluster, {0, 2, 3});
   std::vector<double> samples = JsonNumbers(summary, "samples");
   ASSERT_GE(samples.size(), 20u) << summary;

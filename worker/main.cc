@@ -35,6 +35,8 @@ DEFINE_int64(startup_timeout_ms, 120000, "How long to wait for the scheduler and
 
 int main(int argc, char** argv) {
   pstrain::InitBinary("pstrain-worker --scheduler=HOST:PORT [--device=cpu|cuda|cuda:N] [--tf32]", &argc, &argv);
+  // Before any thread starts, so that every thread started later leaves SIGINT and SIGTERM to it.
+  pstrain::StopSignals signals;
   if (FLAGS_scheduler.empty()) {
     std::cerr << "pstrain-worker: --scheduler=HOST:PORT is required\n";
     return 2;
@@ -91,7 +93,7 @@ int main(int argc, char** argv) {
   options.member.leave = &leave;
   absl::Status status;
   {
-    pstrain::StopSignals signals([&leave] { leave = true; });
+    pstrain::StopSignals::Forwarding forwarding(&signals, [&leave] { leave = true; });
     status = pstrain::worker::RunWorker(options);
   }
   pstrain::LingerAndStopMetrics(metrics->get());
