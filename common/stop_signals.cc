@@ -80,6 +80,9 @@ void StopSignals::Watch() {
     if (stop_ == nullptr) {
       // No role to stop (not started yet, or lingering after): the default action, taken on this
       // thread, which has the signal unblocked, ends the process as if no handler were installed.
+      // The line says why a process ended with no word of its own.
+      LOG(WARNING) << "signal " << int{signal} << " (" << strsignal(signal)
+                   << ") with no role running: the default action";
       struct sigaction action = {};
       action.sa_handler = SIG_DFL;
       sigemptyset(&action.sa_mask);

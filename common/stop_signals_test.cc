@@ -71,7 +71,7 @@ TEST(StopSignalsDeathTest, OutsideAForwardingASignalTakesItsDefaultAction) {
         sleep(60);
         _exit(0);
       },
-      ::testing::KilledBySignal(SIGTERM), "");
+      ::testing::KilledBySignal(SIGTERM), "signal 15 .* with no role running: the default action");
   // After a Forwarding ended (the role returned and lingers): the default action again.
   EXPECT_EXIT(
       {
@@ -83,7 +83,7 @@ TEST(StopSignalsDeathTest, OutsideAForwardingASignalTakesItsDefaultAction) {
         sleep(60);
         _exit(0);
       },
-      ::testing::KilledBySignal(SIGINT), "");
+      ::testing::KilledBySignal(SIGINT), "signal 2 .* with no role running: the default action");
 }
 
 }  // namespace
