@@ -34,6 +34,9 @@ test_packages=(
   # The lint tests (docs/testing.md): clang's thread-safety analysis (clang, above), the format,
   # and the Python package's type hints; clang-tidy for scripts/clang_tidy.py.
   clang-format mypy clang-tidy
+  # ThreadSanitizer's subset (tsan_smoke, scripts/sanitize.sh): Debian's Abseil source fetched,
+  # patched and unpacked to be built instrumented (GCC's libtsan2 comes with g++).
+  curl patch xz-utils
 )
 
 usage="usage: $0 [demo|all]  (default: all)"

@@ -10,7 +10,9 @@
 # guarded member like a race. The libraries built here have the same version, options and
 # sonames as the installed ones; with LD_LIBRARY_PATH=DIR/lib they replace them in every process
 # of a test, gRPC's own use of Abseil included. Does nothing when DIR/lib already holds this
-# version. Needs curl and the Debian archive (PSTRAIN_DEBIAN_MIRROR, default deb.debian.org).
+# version. Needs curl and the Debian archive (PSTRAIN_DEBIAN_MIRROR, default deb.debian.org):
+# exits 77 when the archive cannot be reached (ctest reports make test's tsan_smoke as skipped).
+# Compiles through ccache where there is one, so a fresh build folder rebuilds it in about a minute.
 set -euo pipefail
 
 dir=${1:?usage: $0 DIR}
@@ -26,9 +28,16 @@ work="$dir/src"
 rm -rf "$work" "$dir/lib" "$dir/build"
 mkdir -p "$work"
 echo "absl-tsan.sh: fetching abseil $version from $pool"
-curl -fsS -o "$work/abseil.dsc" "$pool/abseil_${version}.dsc"
+fetch() {  # FILE
+  curl -fsS --retry 2 --connect-timeout 20 -o "$work/$1" "$pool/$1" || {
+    echo "absl-tsan.sh: SKIP: cannot fetch $pool/$1 (no Debian archive here? PSTRAIN_DEBIAN_MIRROR names another)" >&2
+    exit 77
+  }
+}
+fetch "abseil_${version}.dsc"
+mv "$work/abseil_${version}.dsc" "$work/abseil.dsc"
 for f in "abseil_${upstream}.orig.tar.gz" "abseil_${version}.debian.tar.xz"; do
-  curl -fsS -o "$work/$f" "$pool/$f"
+  fetch "$f"
   want=$(awk -v f="$f" '/^Checksums-Sha256:/ {on=1; next} /^[^ ]/ {on=0} on && $3 == f {print $1}' "$work/abseil.dsc")
   got=$(sha256sum "$work/$f" | cut -d' ' -f1)
   if [ -z "$want" ] || [ "$want" != "$got" ]; then
@@ -45,8 +54,12 @@ while read -r patch; do
 done < "$src/debian/patches/series"
 
 # As debian/rules configures its shared build, plus the sanitizer.
+launcher=()
+if command -v ccache > /dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
 cmake -S "$src" -B "$dir/build" -DCMAKE_CXX_STANDARD=17 -DBUILD_SHARED_LIBS=ON -DBUILD_TESTING=OFF \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS="-fsanitize=thread" \
+  "${launcher[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS="-fsanitize=thread -fdebug-prefix-map=$dir=." \
   -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread" > "$dir/configure.log"
 cmake --build "$dir/build" -j "${SANITIZE_BUILD_JOBS:-2}" > "$dir/build.log"
 mkdir -p "$dir/lib"
