@@ -114,7 +114,9 @@ done
   --until_pid="$LAUNCHER" --protoc="$(command -v protoc)" > "$OUT/insider.txt" 2>&1 &
 INSIDER=$!
 
-echo "seconds,pid,role,rss_kib" > "$OUT/rss.csv"
+# VmRSS is what the bound judges; RssAnon (the heap, stacks and other private memory) and RssFile
+# (the binaries' and libraries' pages read in) say which part moved.
+echo "seconds,pid,role,rss_kib,anon_kib,file_kib" > "$OUT/rss.csv"
 start=$(date +%s)
 # While the job trains: once every live worker is done (or a role has exited) the job is over, and
 # what its end does (the final shards sent, the final model written, the summary) is no soak.
@@ -122,8 +124,9 @@ while kill -0 "$LAUNCHER" 2>/dev/null && [[ $(roles | wc -l) -ge 5 ]] \
       && ! grep -q 'every live worker is done' "$OUT/soak.log"; do
   now=$(( $(date +%s) - start ))
   roles | while read -r pid role; do
-    rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
-    [[ -n "$rss" ]] && echo "$now,$pid,$role,$rss" >> "$OUT/rss.csv"
+    sample=$(awk '/^(VmRSS|RssAnon|RssFile):/ {v[$1] = $2} END {if (v["VmRSS:"] != "") print v["VmRSS:"] "," v["RssAnon:"] "," v["RssFile:"]}' \
+      "/proc/$pid/status" 2>/dev/null || true)
+    [[ -n "$sample" ]] && echo "$now,$pid,$role,$sample" >> "$OUT/rss.csv"
   done
   sleep 5
 done
@@ -136,15 +139,17 @@ import collections, csv, filecmp, sys
 out, warmup = sys.argv[1], int(sys.argv[2])
 rows = list(csv.DictReader(open(f"{out}/rss.csv")))
 by_pid = collections.defaultdict(list)
+anon_by_pid = collections.defaultdict(list)
 names = {}
 for r in rows:
     by_pid[r["pid"]].append((int(r["seconds"]), int(r["rss_kib"])))
+    anon_by_pid[r["pid"]].append((int(r["seconds"]), int(r["anon_kib"])))
     names[r["pid"]] = r["role"]
 failed = []
 median = lambda xs: sorted(xs)[len(xs) // 2]
 print("| role (pid) | samples (warm-up + after) | warm-up max MiB | max after MiB | peak vs warm-up max "
-      "| first-quarter median after MiB | last-quarter median MiB | level change |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|")
+      "| first-quarter median after MiB | last-quarter median MiB | level change | of it anonymous, MiB |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 for pid, samples in sorted(by_pid.items(), key=lambda kv: names[kv[0]]):
     if len(samples) < 8:
         continue
@@ -161,8 +166,10 @@ for pid, samples in sorted(by_pid.items(), key=lambda kv: names[kv[0]]):
     if peak > 0.05 or level > 0.05:
         failed.append(f"{names[pid]} ({pid}) RSS grew after warm-up: peak {peak:+.1%} over the warm-up's max, "
                       f"level {level:+.1%} (the last quarter's median over the first's, after warm-up)")
+    anon = [a for t, a in anon_by_pid[pid] if t >= warmup]
+    anon_levels = f"{median(anon[:quarter]) / 1024:.1f} → {median(anon[-quarter:]) / 1024:.1f}"
     print(f"| {names[pid]} ({pid}) | {len(warm)} + {len(after)} | {max(warm) / 1024:.1f} | {max(after) / 1024:.1f} | {peak:+.1%} "
-          f"| {median(second) / 1024:.1f} | {median(last) / 1024:.1f} | {level:+.1%} |")
+          f"| {median(second) / 1024:.1f} | {median(last) / 1024:.1f} | {level:+.1%} | {anon_levels} |")
 print()
 print(open(f"{out}/attacker.txt").read().strip())
 if "accepted 0" not in open(f"{out}/attacker.txt").read():
